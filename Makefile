@@ -1,0 +1,58 @@
+# weir's build. `make help` lists the targets.
+GO      ?= go
+BIN     := bin
+PLUGINS := $(notdir $(patsubst %/,%,$(wildcard plugins/*/)))
+ONLY    ?=
+SOAK    ?= 2m
+FUZZTIME ?= 10s
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## List the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: build
+build: ## Build bin/weir and every plugin into bin/plugins/
+	$(GO) build -o $(BIN)/weir ./cmd/weir
+	@mkdir -p $(BIN)/plugins
+	@for p in $(PLUGINS); do echo "$(GO) build -o $(BIN)/plugins/$$p ./plugins/$$p"; $(GO) build -o $(BIN)/plugins/$$p ./plugins/$$p || exit 1; done
+
+.PHONY: demo
+demo: build ## Run the examples end to end on the embedded store
+	./examples/demo.sh
+
+.PHONY: test
+test: ## Vet and run every test with the race detector
+	$(GO) vet ./...
+	$(GO) test -race ./...
+
+.PHONY: bench
+bench: build ## Print the benchmark table (ONLY=N runs one scenario)
+	$(GO) run ./bench $(if $(ONLY),-only $(ONLY))
+
+.PHONY: soak
+soak: build ## Kill the daemon anywhere and check every invariant (SOAK=2m)
+	$(GO) run ./bench/soak -duration $(SOAK)
+
+.PHONY: fuzz
+fuzz: ## Run every fuzz target for FUZZTIME each
+	@for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
+	    echo "$(GO) test -run '^$$' -fuzz '^'$$f'$$' -fuzztime $(FUZZTIME) $$pkg"; \
+	    $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
+
+.PHONY: lint
+lint: ## gofmt and go vet
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
+	$(GO) vet ./...
+
+.PHONY: generate
+generate: ## Regenerate checked-in generated code
+	$(GO) generate ./...
+
+.PHONY: clean
+clean: ## Remove build output
+	rm -rf $(BIN)

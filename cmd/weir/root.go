@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes shared by every command.
+const (
+	exitOK      = 0
+	exitFailed  = 1 // the command ran and the answer is "no" (diagnostics, failed run)
+	exitUsage   = 2 // the command line itself is wrong
+	exitWaiting = 3 // a run is suspended on a human wait
+)
+
+// exitError carries an exit code up to Run; its message (if any) is printed
+// to stderr.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
+// usageErrorf reports a wrong command line (exit 2).
+func usageErrorf(format string, args ...any) error {
+	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
+}
+
+// exitCode ends a command with code and no further message: the command has
+// already said what it had to.
+func exitCode(code int) error { return &exitError{code: code} }
+
+// Main holds what every command shares: the streams and the global settings.
+// Tests build one with NewMain, set Env and run it in-process.
+type Main struct {
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	// Env looks up environment variables; tests replace it.
+	Env func(string) string
+
+	// Global settings, resolved by resolveGlobals before a command runs.
+	DataDir    string
+	PluginsDir string
+	SocketPath string
+
+	flagData, flagPlugins, flagSocket string
+}
+
+// NewMain returns a Main reading the process environment.
+func NewMain() *Main { return &Main{Env: os.Getenv} }
+
+// commandGroups is filled by each command file's init, one file per group.
+var commandGroups []func(m *Main) *cobra.Command
+
+func registerCommand(f func(m *Main) *cobra.Command) { commandGroups = append(commandGroups, f) }
+
+// Run executes the command line args and returns the process exit code.
+func (m *Main) Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	m.Stdin, m.Stdout, m.Stderr = stdin, stdout, stderr
+	if m.Env == nil {
+		m.Env = os.Getenv
+	}
+	root := m.rootCommand()
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil {
+			fmt.Fprintln(stderr, "weir:", ee.err)
+		}
+		return ee.code
+	}
+	fmt.Fprintln(stderr, "weir:", err)
+	if strings.HasPrefix(err.Error(), "unknown command") {
+		return exitUsage
+	}
+	return exitFailed
+}
+
+func (m *Main) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "weir",
+		Short:         "weir is a durable runtime for agent flows",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			return m.resolveGlobals()
+		},
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&m.flagData, "data", "", "data directory (env WEIR_DATA, default $XDG_DATA_HOME/weir)")
+	pf.StringVar(&m.flagPlugins, "plugins", "", "plugins directory (env WEIR_PLUGINS, default DATA/plugins)")
+	pf.StringVar(&m.flagSocket, "socket", "", "daemon socket (env WEIR_SOCKET, default DATA/weir.sock)")
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return &exitError{code: exitUsage, err: fmt.Errorf("%w\nRun '%s --help' for usage.", err, cmd.CommandPath())}
+	})
+	for _, g := range commandGroups {
+		root.AddCommand(g(m))
+	}
+	return root
+}
+
+// resolveGlobals applies the precedence flag > env var > default; an empty
+// env var counts as unset.
+func (m *Main) resolveGlobals() error {
+	pick := func(flag, env string) string {
+		if flag != "" {
+			return flag
+		}
+		return m.Env(env)
+	}
+	m.DataDir = pick(m.flagData, "WEIR_DATA")
+	if m.DataDir == "" {
+		base := m.Env("XDG_DATA_HOME")
+		if base == "" {
+			home := m.Env("HOME")
+			if home == "" {
+				return usageErrorf("cannot find a data directory: set --data, WEIR_DATA, XDG_DATA_HOME or HOME")
+			}
+			base = filepath.Join(home, ".local", "share")
+		}
+		m.DataDir = filepath.Join(base, "weir")
+	}
+	m.PluginsDir = pick(m.flagPlugins, "WEIR_PLUGINS")
+	if m.PluginsDir == "" {
+		m.PluginsDir = filepath.Join(m.DataDir, "plugins")
+	}
+	m.SocketPath = pick(m.flagSocket, "WEIR_SOCKET")
+	if m.SocketPath == "" {
+		m.SocketPath = filepath.Join(m.DataDir, "weir.sock")
+	}
+	return nil
+}
+
+// exactArgs is cobra.ExactArgs with a usage exit code.
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usageErrorf("%s takes %d argument(s), got %d\nRun '%s --help' for usage.", cmd.CommandPath(), n, len(args), cmd.CommandPath())
+		}
+		return nil
+	}
+}
+
+// minArgs is cobra.MinimumNArgs with a usage exit code.
+func minArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) < n {
+			return usageErrorf("%s needs at least %d argument(s)\nRun '%s --help' for usage.", cmd.CommandPath(), n, cmd.CommandPath())
+		}
+		return nil
+	}
+}
