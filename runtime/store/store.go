@@ -1,0 +1,351 @@
+// Package store is weir's storage contract: the records the engine keeps
+// (flow versions, runs, continuations, the task queue, leases, dedup keys,
+// idempotency records, waits, dead letters and the event timeline) and the
+// narrow, transaction-shaped interface every backend implements.
+//
+// The store is the truth; the engine's memory is only a view to schedule
+// from. Badger (package badgerstore) is the embedded default; a PostgreSQL
+// backend must later be a new package that passes storetest, nothing else.
+//
+// Every write happens inside Store.Update, which is atomic and durable when
+// it returns nil: the engine acknowledges or acts on nothing before that.
+// Backends are expected to share one sync between many concurrent Updates
+// (group commit); that is what makes durable steps cheap.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Sentinel errors callers test with errors.Is.
+var (
+	// ErrNotFound: the record does not exist.
+	ErrNotFound = errors.New("store: not found")
+	// ErrReadOnly: a write method was called inside View.
+	ErrReadOnly = errors.New("store: write in a read-only transaction")
+	// ErrClosed: the store was closed.
+	ErrClosed = errors.New("store: closed")
+	// ErrLocked: another process holds the data directory (a running daemon).
+	ErrLocked = errors.New("store: data directory is in use by another process")
+	// ErrExists: an insert found the key already present.
+	ErrExists = errors.New("store: already exists")
+)
+
+// Store is a storage backend.
+type Store interface {
+	// Update runs fn in one atomic read-write transaction and returns after
+	// the transaction is durable. If fn returns an error nothing it wrote is
+	// kept and that error is returned. fn may be run concurrently with other
+	// callers' fns but never sees their uncommitted writes partially: each fn
+	// is atomic on its own. fn must not retain tx.
+	Update(ctx context.Context, fn func(tx Tx) error) error
+	// View runs fn against a consistent read-only snapshot. Write methods
+	// return ErrReadOnly.
+	View(ctx context.Context, fn func(tx Tx) error) error
+	// Capabilities says what this backend can do.
+	Capabilities() Capabilities
+	// Close flushes and releases the store. Later calls return ErrClosed.
+	Close() error
+}
+
+// Capabilities lists optional abilities so the engine can check rather
+// than assume.
+type Capabilities struct {
+	// GroupCommit: concurrent Updates share one durable sync.
+	GroupCommit bool
+}
+
+// Tx is one transaction. Methods are named noun-then-verb; each takes the
+// record or a params struct. Reads inside Update see the transaction's own
+// writes.
+type Tx interface {
+	// Flow versions: the source and IR of every registered version, by
+	// content hash, and the latest version of each flow name.
+	FlowVersionPut(v *FlowVersion) error
+	FlowVersionGet(name, hash string) (*FlowVersion, error)
+	FlowVersionLatest(name string) (*FlowVersion, error)
+	// FlowVersionList returns the latest version of every flow, by name.
+	FlowVersionList() ([]*FlowVersion, error)
+	// SourcePut stores a source bundle (the files registered together) by
+	// its content hash; SourceGet reads it back.
+	SourcePut(s *Source) error
+	SourceGet(hash string) (*Source, error)
+
+	// Runs.
+	RunInsert(r *Run) error // ErrExists if the id is taken
+	RunGet(id string) (*Run, error)
+	RunUpdate(r *Run) error // ErrNotFound if missing
+	RunDelete(id string) error
+	RunList(p RunListParams) ([]*Run, error)
+
+	// Continuations: the engine's opaque, versioned encoding of a run's
+	// position in its graph.
+	ContinuationPut(runID string, data []byte) error
+	ContinuationGet(runID string) ([]byte, error)
+	ContinuationDelete(runID string) error
+
+	// Dedup keys: (owner, request id) → run id and input hash.
+	DedupGet(owner, requestID string) (*Dedup, error)
+	DedupPut(d *Dedup) error
+	DedupDelete(owner, requestID string) error
+
+	// Tasks: the queue ordered by ready time. A task that waits (on a child
+	// run, a human decision or a timer) is a task whose ReadyAt is in the
+	// future; waking it moves ReadyAt to now. TaskPut inserts or replaces
+	// and keeps the ready-time and child indexes in step.
+	TaskPut(t *Task) error
+	TaskGet(id string) (*Task, error)
+	TaskDelete(id string) error
+	// TaskListReady returns up to limit tasks with ReadyAt <= now that are
+	// not leased, oldest ready time first.
+	TaskListReady(now time.Time, limit int) ([]*Task, error)
+	// TaskListByRun returns every task of a run.
+	TaskListByRun(runID string) ([]*Task, error)
+	// TaskByChild finds the task waiting on childRunID through the indexed
+	// WaitChild field.
+	TaskByChild(childRunID string) (*Task, error)
+	// TaskCount counts queued (unleased) and leased tasks.
+	TaskCount() (queued, leased int, err error)
+
+	// Leases: who holds a task and until when.
+	LeasePut(l *Lease) error
+	LeaseGet(taskID string) (*Lease, error)
+	LeaseDelete(taskID string) error
+	// LeaseListExpired returns leases whose Deadline is before now.
+	LeaseListExpired(now time.Time, limit int) ([]*Lease, error)
+	LeaseList() ([]*Lease, error)
+
+	// Idempotency records of tool calls, by idempotency key.
+	IdemGet(key string) (*Idem, error)
+	IdemPut(r *Idem) error
+
+	// Dead letters: tasks that exhausted their retries, with every
+	// attempt's error.
+	DeadLetterPut(d *DeadLetter) error
+	DeadLetterList(p DeadLetterListParams) ([]*DeadLetter, error)
+
+	// Events: the append-only timeline of a run. EventAppend assigns Seq,
+	// strictly increasing within the store.
+	EventAppend(e *Event) error
+	EventList(p EventListParams) ([]*Event, error)
+
+	// Meta holds small named values (config version, schema version).
+	MetaGet(key string) ([]byte, error)
+	MetaPut(key string, value []byte) error
+}
+
+// FlowVersion is one registered version of one flow.
+type FlowVersion struct {
+	Name         string          `json:"name"`
+	Hash         string          `json:"hash"` // content hash of the source bundle
+	IR           json.RawMessage `json:"ir"`   // the flow's compiled graph
+	RegisteredAt time.Time       `json:"registered_at"`
+	// Seq orders versions of one name; the latest has the highest Seq.
+	Seq uint64 `json:"seq"`
+}
+
+// Source is a bundle of flow files registered together.
+type Source struct {
+	Hash  string       `json:"hash"`
+	Files []SourceFile `json:"files"`
+}
+
+// SourceFile is one file of a Source.
+type SourceFile struct {
+	Path string `json:"path"`
+	Src  []byte `json:"src"`
+}
+
+// Phase is where a run is in its life (DESIGN §5).
+type Phase string
+
+// The phases of a run.
+const (
+	PhaseQueued     Phase = "queued"
+	PhaseRunning    Phase = "running"
+	PhaseWaiting    Phase = "waiting"
+	PhaseCompleting Phase = "completing"
+	PhaseCompleted  Phase = "completed"
+	PhaseCancelled  Phase = "cancelled"
+	PhaseFailed     Phase = "failed"
+)
+
+// Terminal reports whether the phase is final.
+func (p Phase) Terminal() bool {
+	return p == PhaseCompleted || p == PhaseCancelled || p == PhaseFailed
+}
+
+// RunError is the error a run or node ended with: a stable code and a
+// message.
+type RunError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Run is one run of one flow version.
+type Run struct {
+	ID        string          `json:"id"`
+	Flow      string          `json:"flow"`
+	Version   string          `json:"version"` // flow content hash, pinned at start
+	Owner     string          `json:"owner"`
+	RequestID string          `json:"request_id,omitempty"`
+	Input     json.RawMessage `json:"input,omitempty"`
+	InputHash string          `json:"input_hash"`
+	Phase     Phase           `json:"phase"`
+	Attempt   int             `json:"attempt"`
+	// Depth is the number of subflow calls above this run (0 for a root);
+	// Ancestors is the chain of flow names from the root to the parent.
+	// Both are stored so the chain never needs walking.
+	Depth     int      `json:"depth"`
+	Ancestors []string `json:"ancestors,omitempty"`
+	// Parent run and the node in it that started this run, if any.
+	ParentRunID string `json:"parent_run_id,omitempty"`
+	ParentNode  string `json:"parent_node,omitempty"`
+
+	ConfigVersion   int64           `json:"config_version"`
+	Budget          int64           `json:"budget"` // cost units reserved for the run
+	Spent           int64           `json:"spent"`
+	CancelRequested bool            `json:"cancel_requested,omitempty"`
+	Output          json.RawMessage `json:"output,omitempty"`
+	Error           *RunError       `json:"error,omitempty"`
+	CreatedAt       time.Time       `json:"created_at"`
+	UpdatedAt       time.Time       `json:"updated_at"`
+	FinishedAt      time.Time       `json:"finished_at,omitzero"`
+}
+
+// RunListParams filters RunList. Zero values mean "any".
+type RunListParams struct {
+	Owner       string
+	Phase       Phase
+	ParentRunID string
+	// After is an exclusive run id to page from; Limit 0 means no limit.
+	After string
+	Limit int
+}
+
+// Dedup maps a client's business id to the run it created.
+type Dedup struct {
+	Owner     string    `json:"owner"`
+	RequestID string    `json:"request_id"`
+	RunID     string    `json:"run_id"`
+	InputHash string    `json:"input_hash"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// TaskKind says what a task does when a worker holds it.
+type TaskKind string
+
+// The kinds of task.
+const (
+	// TaskStep advances a run from its continuation.
+	TaskStep TaskKind = "step"
+	// TaskItem runs one fan-out child that is a tool call.
+	TaskItem TaskKind = "item"
+)
+
+// Task is one unit of work in the queue.
+type Task struct {
+	ID      string   `json:"id"`
+	RunID   string   `json:"run_id"`
+	Kind    TaskKind `json:"kind"`
+	Node    string   `json:"node,omitempty"`
+	Item    int      `json:"item,omitempty"`
+	Attempt int      `json:"attempt"`
+	// ReadyAt orders the queue; a future ReadyAt parks the task.
+	ReadyAt time.Time `json:"ready_at"`
+	// QueueDeadline: if not leased by then the task is dropped with a
+	// recorded reason. Zero means no deadline.
+	QueueDeadline time.Time `json:"queue_deadline,omitzero"`
+	// Leased is set while a worker holds the task (see Lease).
+	Leased bool `json:"leased,omitempty"`
+	// WaitChild is the child run this task waits on, indexed so the child
+	// can wake it (DESIGN §6).
+	WaitChild string `json:"wait_child,omitempty"`
+	// WaitKind says what the task waits for: "child", "human", "timer".
+	WaitKind string `json:"wait_kind,omitempty"`
+	// Errors of earlier attempts, kept for the dead letter.
+	Errors    []AttemptError `json:"errors,omitempty"`
+	CreatedAt time.Time      `json:"created_at"`
+}
+
+// AttemptError is the error of one attempt of a task.
+type AttemptError struct {
+	Attempt int       `json:"attempt"`
+	Code    string    `json:"code"`
+	Message string    `json:"message"`
+	At      time.Time `json:"at"`
+}
+
+// Lease is a worker's hold on a task (DESIGN §4).
+type Lease struct {
+	TaskID      string    `json:"task_id"`
+	RunID       string    `json:"run_id"`
+	Slot        int       `json:"slot"`
+	BudgetSlice int64     `json:"budget_slice"`
+	Deadline    time.Time `json:"deadline"`
+	Attempt     int       `json:"attempt"`
+	// Holder identifies the engine process that holds the lease.
+	Holder string `json:"holder"`
+}
+
+// IdemState is the state of a tool call's idempotency record.
+type IdemState string
+
+// The states of an idempotency record.
+const (
+	IdemStarted IdemState = "started"
+	IdemDone    IdemState = "done"
+)
+
+// Idem records one logical tool call by its idempotency key. For a
+// non-idempotent tool the "started" record is made durable before the call.
+type Idem struct {
+	Key       string          `json:"key"`
+	RunID     string          `json:"run_id"`
+	Node      string          `json:"node"`
+	Tool      string          `json:"tool"`
+	State     IdemState       `json:"state"`
+	Result    json.RawMessage `json:"result,omitempty"`
+	Error     *RunError       `json:"error,omitempty"`
+	StartedAt time.Time       `json:"started_at"`
+	DoneAt    time.Time       `json:"done_at,omitzero"`
+}
+
+// DeadLetter is a task that exhausted its retries.
+type DeadLetter struct {
+	TaskID string         `json:"task_id"`
+	RunID  string         `json:"run_id"`
+	Owner  string         `json:"owner"`
+	Flow   string         `json:"flow"`
+	Node   string         `json:"node"`
+	Tool   string         `json:"tool,omitempty"`
+	Errors []AttemptError `json:"errors"`
+	At     time.Time      `json:"at"`
+}
+
+// DeadLetterListParams filters DeadLetterList.
+type DeadLetterListParams struct {
+	Owner string
+	Limit int
+}
+
+// Event is one entry of a run's timeline.
+type Event struct {
+	Seq     uint64         `json:"seq"`
+	RunID   string         `json:"run_id"`
+	At      time.Time      `json:"at"`
+	Type    string         `json:"type"`
+	Attempt int            `json:"attempt,omitempty"`
+	Node    string         `json:"node,omitempty"`
+	Detail  map[string]any `json:"detail,omitempty"`
+}
+
+// EventListParams selects events of one run after a sequence number.
+type EventListParams struct {
+	RunID    string
+	AfterSeq uint64
+	Limit    int
+}
