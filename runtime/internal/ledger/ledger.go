@@ -1,0 +1,165 @@
+// Package ledger is the dispatcher's budget ledger (DESIGN §4): it owns
+// worker slots and budget slices. A task is admitted only when both a slot
+// and a slice are free; the slice is reserved from the run's own budget and
+// from the budget the engine allows in flight at once, and settled at
+// completion with the cost the tool actually reported.
+//
+// The ledger is memory only: a view rebuilt from the store at recovery
+// (runs' budgets and what they spent live on the run records).
+package ledger
+
+import (
+	"fmt"
+	"sync"
+)
+
+// Reason says why a reservation was refused. The codes are stable: they
+// reach users in refusals and in run errors.
+type Reason string
+
+// Refusal reasons.
+const (
+	// NoSlot: every worker slot is held.
+	NoSlot Reason = "E_NO_SLOT"
+	// NoBudgetInFlight: the engine-wide budget in flight is used up.
+	NoBudgetInFlight Reason = "E_BUDGET_IN_FLIGHT"
+	// RunBudgetExhausted: the run's own budget cannot cover the cost.
+	RunBudgetExhausted Reason = "E_BUDGET_EXHAUSTED"
+	// UnknownRun: the run has no account (not opened or already closed).
+	UnknownRun Reason = "E_UNKNOWN_RUN"
+)
+
+// Slice is a granted reservation: a slot number and the budget reserved.
+type Slice struct {
+	RunID string
+	Slot  int
+	Cost  int64
+}
+
+// Ledger accounts slots and budget. It is safe for concurrent use.
+type Ledger struct {
+	mu          sync.Mutex
+	slots       int // configured slots; lowering it only limits new grants
+	held        map[int]bool
+	inFlight    int64 // budget reserved by held slices
+	maxInFlight int64 // 0 means unlimited
+	runs        map[string]*account
+}
+
+type account struct {
+	budget   int64 // 0 means unlimited
+	spent    int64 // settled cost
+	reserved int64 // cost of slices held now
+}
+
+// New returns a ledger with slots worker slots and maxInFlight budget units
+// allowed in flight at once (0: unlimited).
+func New(slots int, maxInFlight int64) *Ledger {
+	return &Ledger{slots: slots, maxInFlight: maxInFlight, held: map[int]bool{}, runs: map[string]*account{}}
+}
+
+// Resize changes the limits. Held slices are untouched: lowering a limit
+// only refuses new grants until enough are released.
+func (l *Ledger) Resize(slots int, maxInFlight int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.slots, l.maxInFlight = slots, maxInFlight
+}
+
+// OpenRun registers a run's account with its budget (0: unlimited) and what
+// it has already spent (non-zero after recovery). Opening an open run
+// keeps its reservations and updates budget and spent.
+func (l *Ledger) OpenRun(runID string, budget, spent int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if a, ok := l.runs[runID]; ok {
+		a.budget, a.spent = budget, spent
+		return
+	}
+	l.runs[runID] = &account{budget: budget, spent: spent}
+}
+
+// CloseRun drops a finished run's account. Slices it still holds stay
+// held until released.
+func (l *Ledger) CloseRun(runID string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.runs, runID)
+}
+
+// Acquire grants a slot and a budget slice of cost for runID, or says why
+// not. Slot-wide and engine-wide refusals are transient (queue and retry);
+// RunBudgetExhausted is final for that cost.
+func (l *Ledger) Acquire(runID string, cost int64) (Slice, Reason, bool) {
+	if cost < 0 {
+		cost = 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	a, ok := l.runs[runID]
+	if !ok {
+		return Slice{}, UnknownRun, false
+	}
+	if a.budget > 0 && a.spent+a.reserved+cost > a.budget {
+		return Slice{}, RunBudgetExhausted, false
+	}
+	if len(l.held) >= l.slots {
+		return Slice{}, NoSlot, false
+	}
+	if l.maxInFlight > 0 && l.inFlight+cost > l.maxInFlight {
+		return Slice{}, NoBudgetInFlight, false
+	}
+	slot := 0
+	for l.held[slot] {
+		slot++
+	}
+	l.held[slot] = true
+	l.inFlight += cost
+	a.reserved += cost
+	return Slice{RunID: runID, Slot: slot, Cost: cost}, "", true
+}
+
+// Release frees the slot and settles the slice: the reservation is returned
+// and actual is charged to the run (actual may differ from the reserved
+// cost when a tool reports what it really cost; a negative actual charges
+// nothing). Releasing a slice twice panics: that is a lease held twice.
+func (l *Ledger) Release(s Slice, actual int64) {
+	if actual < 0 {
+		actual = 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.held[s.Slot] {
+		panic(fmt.Sprintf("ledger: slot %d released twice", s.Slot))
+	}
+	delete(l.held, s.Slot)
+	l.inFlight -= s.Cost
+	if a, ok := l.runs[s.RunID]; ok {
+		a.reserved -= s.Cost
+		a.spent += actual
+	}
+}
+
+// Spent returns what a run has settled so far.
+func (l *Ledger) Spent(runID string) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if a, ok := l.runs[runID]; ok {
+		return a.spent
+	}
+	return 0
+}
+
+// Snapshot is a consistent view of the ledger's figures.
+type Snapshot struct {
+	Slots, Held           int
+	InFlight, MaxInFlight int64
+	Runs                  int
+}
+
+// Snapshot returns the current figures.
+func (l *Ledger) Snapshot() Snapshot {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return Snapshot{Slots: l.slots, Held: len(l.held), InFlight: l.inFlight, MaxInFlight: l.maxInFlight, Runs: len(l.runs)}
+}

@@ -1,0 +1,168 @@
+package ledger
+
+import (
+	"math/rand/v2"
+	"sync"
+	"testing"
+)
+
+func TestAcquireRefusals(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		slots    int
+		inFlight int64
+		budget   int64
+		spent    int64
+		pre      []int64 // costs acquired first
+		cost     int64
+		want     Reason
+	}{
+		{"free", 2, 0, 0, 0, nil, 5, ""},
+		{"no slot", 1, 0, 0, 0, []int64{1}, 1, NoSlot},
+		{"in flight used up", 4, 10, 0, 0, []int64{6}, 5, NoBudgetInFlight},
+		{"in flight exactly fits", 4, 10, 0, 0, []int64{5}, 5, ""},
+		{"run budget", 4, 0, 10, 8, nil, 3, RunBudgetExhausted},
+		{"run budget counts reservations", 4, 0, 10, 0, []int64{6}, 5, RunBudgetExhausted},
+		{"run budget exactly fits", 4, 0, 10, 4, []int64{3}, 3, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			l := New(tt.slots, tt.inFlight)
+			l.OpenRun("r", tt.budget, tt.spent)
+			for _, c := range tt.pre {
+				if _, why, ok := l.Acquire("r", c); !ok {
+					t.Fatalf("pre-acquire %d refused: %s", c, why)
+				}
+			}
+			_, why, ok := l.Acquire("r", tt.cost)
+			if ok != (tt.want == "") || why != tt.want {
+				t.Fatalf("Acquire = %v %q, want reason %q", ok, why, tt.want)
+			}
+		})
+	}
+}
+
+func TestUnknownRunRefused(t *testing.T) {
+	t.Parallel()
+	l := New(1, 0)
+	if _, why, ok := l.Acquire("nope", 1); ok || why != UnknownRun {
+		t.Fatalf("got %v %q", ok, why)
+	}
+}
+
+func TestResizeOnlyLimitsNewGrants(t *testing.T) {
+	t.Parallel()
+	l := New(3, 0)
+	l.OpenRun("r", 0, 0)
+	var held []Slice
+	for range 3 {
+		s, _, ok := l.Acquire("r", 1)
+		if !ok {
+			t.Fatal("acquire refused")
+		}
+		held = append(held, s)
+	}
+	l.Resize(1, 0)
+	if got := l.Snapshot().Held; got != 3 {
+		t.Fatalf("resize dropped held slices: held %d", got)
+	}
+	l.Release(held[0], 1)
+	if _, why, ok := l.Acquire("r", 1); ok || why != NoSlot {
+		t.Fatalf("after lowering to 1 with 2 held, got %v %q", ok, why)
+	}
+	l.Release(held[1], 1)
+	l.Release(held[2], 1)
+	if _, _, ok := l.Acquire("r", 1); !ok {
+		t.Fatal("acquire refused with no slices held")
+	}
+}
+
+func TestSettleChargesActual(t *testing.T) {
+	t.Parallel()
+	l := New(1, 0)
+	l.OpenRun("r", 10, 0)
+	s, _, _ := l.Acquire("r", 4)
+	l.Release(s, 7)
+	if got := l.Spent("r"); got != 7 {
+		t.Fatalf("spent %d, want 7", got)
+	}
+	if _, why, ok := l.Acquire("r", 4); ok || why != RunBudgetExhausted {
+		t.Fatalf("got %v %q", ok, why)
+	}
+}
+
+func TestDoubleReleasePanics(t *testing.T) {
+	t.Parallel()
+	l := New(1, 0)
+	l.OpenRun("r", 0, 0)
+	s, _, _ := l.Acquire("r", 1)
+	l.Release(s, 1)
+	defer func() {
+		if recover() == nil {
+			t.Fatal("second release did not panic")
+		}
+	}()
+	l.Release(s, 1)
+}
+
+// TestPropertyNeverOverspent hammers the ledger from many goroutines and
+// checks, under the ledger's own lock, that no slot is held twice, the
+// in-flight budget never exceeds its cap and no run spends beyond its budget.
+func TestPropertyNeverOverspent(t *testing.T) {
+	t.Parallel()
+	const slots, maxInFlight, runs, budget = 8, 20, 5, 60
+	l := New(slots, maxInFlight)
+	for r := range runs {
+		l.OpenRun(runName(r), budget, 0)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	holders := map[int]int{} // slot → goroutine holding it
+	violation := ""
+	for g := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(g), 7))
+			for range 2000 {
+				run := runName(rng.IntN(runs))
+				s, _, ok := l.Acquire(run, int64(rng.IntN(4)))
+				if !ok {
+					continue
+				}
+				mu.Lock()
+				if _, dup := holders[s.Slot]; dup {
+					violation = "slot held twice"
+				}
+				holders[s.Slot] = g
+				mu.Unlock()
+				snap := l.Snapshot()
+				if snap.Held > slots || snap.InFlight > maxInFlight {
+					mu.Lock()
+					violation = "limits exceeded"
+					mu.Unlock()
+				}
+				mu.Lock()
+				delete(holders, s.Slot)
+				mu.Unlock()
+				l.Release(s, s.Cost)
+			}
+		}()
+	}
+	wg.Wait()
+	if violation != "" {
+		t.Fatal(violation)
+	}
+	for r := range runs {
+		if sp := l.Spent(runName(r)); sp > budget {
+			t.Errorf("run %d spent %d > budget %d", r, sp, budget)
+		}
+	}
+	if snap := l.Snapshot(); snap.Held != 0 || snap.InFlight != 0 {
+		t.Errorf("after all releases: %+v", snap)
+	}
+}
+
+func runName(i int) string { return string(rune('a' + i)) }
