@@ -60,10 +60,17 @@ type Capabilities struct {
 
 // Tx is one transaction. Methods are named noun-then-verb; each takes the
 // record or a params struct. Reads inside Update see the transaction's own
-// writes.
+// writes, lists included.
+//
+// Put methods insert or replace. Delete methods and RunUpdate return
+// ErrNotFound when the record is missing. A limit of 0 or less means no
+// limit. Lists are ordered by their key (id, name, ready time, deadline,
+// Seq) and ties are broken by id.
 type Tx interface {
 	// Flow versions: the source and IR of every registered version, by
 	// content hash, and the latest version of each flow name.
+	// FlowVersionPut assigns a zero Seq (one above the name's latest, and
+	// writes it into v); the version with the highest Seq is the latest.
 	FlowVersionPut(v *FlowVersion) error
 	FlowVersionGet(name, hash string) (*FlowVersion, error)
 	FlowVersionLatest(name string) (*FlowVersion, error)
@@ -78,7 +85,10 @@ type Tx interface {
 	RunInsert(r *Run) error // ErrExists if the id is taken
 	RunGet(id string) (*Run, error)
 	RunUpdate(r *Run) error // ErrNotFound if missing
+	// RunDelete removes the run record only; its tasks, continuation and
+	// events are the caller's to delete.
 	RunDelete(id string) error
+	// RunList returns runs in id order.
 	RunList(p RunListParams) ([]*Run, error)
 
 	// Continuations: the engine's opaque, versioned encoding of a run's
@@ -102,20 +112,23 @@ type Tx interface {
 	// TaskListReady returns up to limit tasks with ReadyAt <= now that are
 	// not leased, oldest ready time first.
 	TaskListReady(now time.Time, limit int) ([]*Task, error)
-	// TaskListByRun returns every task of a run.
+	// TaskListByRun returns every task of a run (parked and leased
+	// included), in task id order.
 	TaskListByRun(runID string) ([]*Task, error)
 	// TaskByChild finds the task waiting on childRunID through the indexed
 	// WaitChild field.
 	TaskByChild(childRunID string) (*Task, error)
-	// TaskCount counts queued (unleased) and leased tasks.
+	// TaskCount counts queued (unleased, parked included) and leased tasks.
 	TaskCount() (queued, leased int, err error)
 
 	// Leases: who holds a task and until when.
 	LeasePut(l *Lease) error
 	LeaseGet(taskID string) (*Lease, error)
 	LeaseDelete(taskID string) error
-	// LeaseListExpired returns leases whose Deadline is before now.
+	// LeaseListExpired returns leases whose Deadline is before now,
+	// earliest deadline first.
 	LeaseListExpired(now time.Time, limit int) ([]*Lease, error)
+	// LeaseList returns every lease in task id order.
 	LeaseList() ([]*Lease, error)
 
 	// Idempotency records of tool calls, by idempotency key.
@@ -123,12 +136,14 @@ type Tx interface {
 	IdemPut(r *Idem) error
 
 	// Dead letters: tasks that exhausted their retries, with every
-	// attempt's error.
+	// attempt's error. DeadLetterPut replaces an earlier dead letter of the
+	// same task; DeadLetterList returns the oldest (by At) first.
 	DeadLetterPut(d *DeadLetter) error
 	DeadLetterList(p DeadLetterListParams) ([]*DeadLetter, error)
 
 	// Events: the append-only timeline of a run. EventAppend assigns Seq,
-	// strictly increasing within the store.
+	// strictly increasing within the store (and writes it into e);
+	// EventList returns a run's events in Seq order.
 	EventAppend(e *Event) error
 	EventList(p EventListParams) ([]*Event, error)
 

@@ -1,0 +1,308 @@
+// Package badgerstore is weir's embedded storage backend: store.Store on
+// Badger (github.com/dgraph-io/badger/v4) in one data directory.
+//
+// Every Update goes through one committer goroutine that runs the pending
+// callers' functions one after another and commits them all in a single
+// Badger transaction with one sync (group commit). Each function still
+// commits or fails on its own: its writes are buffered and join the shared
+// transaction only if it returns nil. Nothing is acknowledged before the
+// sync that makes it durable.
+//
+// Records are stored as a version byte followed by JSON, under one key
+// prefix per record kind (see keys.go), with index keys beside them for the
+// task queue, the child-run wait index, leases by deadline and the run
+// filters. Nothing is kept in memory that grows with the number of
+// records: 100,000 tasks parked on waits live on disk and cost the queue
+// scan nothing.
+package badgerstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
+	"github.com/dgraph-io/badger/v4/skl"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/weirhq/weir/runtime/store"
+)
+
+// Options configures Open. The zero value is the daemon's configuration.
+//
+// The memory figures bound what Badger keeps resident whatever the number
+// of records, so that a daemon with 100,000 parked runs fits in 256 MiB:
+// roughly NumMemtables×MemTableSize for write buffers, plus BlockCacheSize
+// and IndexCacheSize, plus the Go heap of in-flight transactions.
+type Options struct {
+	// Logger receives Badger's messages: its errors and warnings at those
+	// levels, its (chatty) info messages at Debug and its debug messages at
+	// Trace. Nil discards them.
+	Logger hclog.Logger
+
+	// MemTableSize is the size of one in-memory write buffer (skiplist plus
+	// its write-ahead log file). It also bounds one Badger transaction to
+	// 15% of it, which bounds one group commit. Default 16 MiB (Badger's
+	// default is 64 MiB): a 2.4 MiB group commit holds thousands of steps.
+	MemTableSize int64
+	// NumMemtables is how many write buffers may exist, the active one
+	// included, before writes wait for a flush to disk. Default 3 (Badger:
+	// 5); with 16 MiB buffers at most 48 MiB.
+	NumMemtables int
+	// BlockCacheSize caches decompressed table blocks for reads. Default
+	// 16 MiB (Badger: 256 MiB); the engine reads a run's few records per
+	// step, not the whole table set.
+	BlockCacheSize int64
+	// IndexCacheSize bounds the memory for table indexes and bloom filters.
+	// Default 8 MiB; Badger's default (0) keeps every table's index in
+	// memory, which grows with the data.
+	IndexCacheSize int64
+	// ValueLogFileSize is the size of one value-log file (memory-mapped).
+	// Values below Badger's value threshold (1 MiB at most, and at most
+	// 15% of MemTableSize) live in the tree, so the value log only holds
+	// large continuations. Default 64 MiB (Badger: 1 GiB).
+	ValueLogFileSize int64
+
+	// MaxBatch is the most Update functions one group commit runs. Default
+	// 1024. The byte size of a group commit is bounded by Badger's
+	// transaction limit (see MemTableSize).
+	MaxBatch int
+}
+
+func (o Options) withDefaults() Options {
+	if o.Logger == nil {
+		o.Logger = hclog.NewNullLogger()
+	}
+	if o.MemTableSize <= 0 {
+		o.MemTableSize = 16 << 20
+	}
+	if o.NumMemtables <= 0 {
+		o.NumMemtables = 3
+	}
+	if o.BlockCacheSize <= 0 {
+		o.BlockCacheSize = 16 << 20
+	}
+	if o.IndexCacheSize <= 0 {
+		o.IndexCacheSize = 8 << 20
+	}
+	if o.ValueLogFileSize <= 0 {
+		o.ValueLogFileSize = 64 << 20
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = 1024
+	}
+	return o
+}
+
+// Store is store.Store on Badger.
+type Store struct {
+	db   *badger.DB
+	opts Options
+
+	// Badger's transaction limits (see Options.MemTableSize), with a
+	// margin, and its value threshold; the committer checks them before a
+	// function's writes join the batch.
+	maxTxnCount int64
+	maxTxnSize  int64
+	vthreshold  int64
+
+	reqs chan *request
+	quit chan struct{}
+	done chan struct{}
+
+	// mu and inflight let Close wait for every Update and View that got
+	// past the closed check, so the database is never closed under one.
+	mu       sync.RWMutex
+	closed   bool
+	inflight sync.WaitGroup
+
+	commits atomic.Uint64
+	updates atomic.Uint64
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens (creating if needed) the store in dir. If another process
+// (or another Store in this one) holds dir, the error wraps
+// store.ErrLocked.
+func Open(dir string, opts Options) (*Store, error) {
+	opts = opts.withDefaults()
+
+	// Badger refuses a ValueThreshold above its transaction limit.
+	maxTxnSize := 15 * opts.MemTableSize / 100
+	vthreshold := min(int64(1<<20), maxTxnSize)
+
+	bo := badger.DefaultOptions(dir).
+		WithLogger(badgerLogger{opts.Logger}).
+		// Every commit syncs the write-ahead log before it returns. With
+		// one commit per group this is one sync per group, and it is what
+		// keeps every acknowledged write durable across memtable rotation:
+		// Badger writes a commit's entries to one memtable (it makes room
+		// before a commit, never inside one) and syncs that memtable's log
+		// before answering, so when it later rotates to a new memtable the
+		// old log holds nothing unsynced that was acknowledged. (Badger's
+		// DB.Sync, by contrast, syncs only the current memtable's log:
+		// syncing "now and then" without SyncWrites would lose writes
+		// left in a rotated one.)
+		WithSyncWrites(true).
+		// The committer is the only writer: there is nothing to conflict
+		// with, and conflict tracking costs memory per transaction.
+		WithDetectConflicts(false).
+		WithMemTableSize(opts.MemTableSize).
+		WithNumMemtables(opts.NumMemtables).
+		WithBlockCacheSize(opts.BlockCacheSize).
+		WithIndexCacheSize(opts.IndexCacheSize).
+		WithValueLogFileSize(opts.ValueLogFileSize).
+		WithValueThreshold(vthreshold).
+		// Two compactors is Badger's minimum; the daemon shares its cores.
+		WithNumCompactors(2).
+		WithCompression(options.Snappy).
+		WithMetricsEnabled(false)
+
+	db, err := badger.Open(bo)
+	if err != nil {
+		if dirLocked(dir) {
+			return nil, fmt.Errorf("%w: %s is held by another process (is a weir daemon running on it?): %v",
+				store.ErrLocked, dir, err)
+		}
+		return nil, fmt.Errorf("badgerstore: open %s: %w", dir, err)
+	}
+
+	s := &Store{
+		db:   db,
+		opts: opts,
+		// 90% of Badger's limits, so our estimate never has to be exact.
+		maxTxnCount: (maxTxnSize / int64(skl.MaxNodeSize)) * 9 / 10,
+		maxTxnSize:  maxTxnSize * 9 / 10,
+		vthreshold:  vthreshold,
+		reqs:        make(chan *request, opts.MaxBatch),
+		quit:        make(chan struct{}),
+		done:        make(chan struct{}),
+	}
+	go s.commitLoop()
+	return s, nil
+}
+
+// dirLocked reports whether another open file description holds the flock
+// Badger takes on its directory. Badger's own error does not keep the
+// cause, so the lock is probed directly.
+func dirLocked(dir string) bool {
+	f, err := os.Open(dir)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	if err == nil {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		return false
+	}
+	return errors.Is(err, syscall.EWOULDBLOCK)
+}
+
+// Capabilities reports group commit.
+func (s *Store) Capabilities() store.Capabilities {
+	return store.Capabilities{GroupCommit: true}
+}
+
+// enter registers an in-flight call, or reports that the store is closed.
+func (s *Store) enter() error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return store.ErrClosed
+	}
+	s.inflight.Add(1)
+	return nil
+}
+
+// Update hands fn to the committer and waits until the group commit that
+// holds its writes is synced (or fn failed).
+//
+// fn runs on the committer goroutine, one fn at a time, so it must be
+// short and must not block: every other caller's commit waits for it. It
+// must not call Update on the same store (that would wait for itself).
+//
+// ctx is checked before fn runs: if ctx is done by then fn does not run and
+// ctx's error is returned. Once fn has run, Update waits for the commit
+// whatever ctx says, because returning early would report as failed a
+// write that may yet become durable. A panic in fn is re-raised in the
+// caller's goroutine.
+func (s *Store) Update(ctx context.Context, fn func(tx store.Tx) error) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.inflight.Done()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	r := &request{ctx: ctx, fn: fn, res: make(chan error, 1)}
+	select {
+	case s.reqs <- r:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	err := <-r.res
+	if r.panicked != nil {
+		panic(r.panicked)
+	}
+	return err
+}
+
+// View runs fn against a Badger read-only snapshot, on the caller's
+// goroutine.
+func (s *Store) View(ctx context.Context, fn func(tx store.Tx) error) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.inflight.Done()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	snap := s.db.NewTransaction(false)
+	defer snap.Discard()
+	t := &storeTx{kv: &kv{snap: snap, readOnly: true}}
+	defer func() { t.done = true }()
+	return fn(t)
+}
+
+// Close waits for in-flight Updates and Views to finish (later ones get
+// store.ErrClosed), stops the committer and closes Badger.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return store.ErrClosed
+	}
+	s.closed = true
+	s.mu.Unlock()
+
+	s.inflight.Wait()
+	close(s.quit)
+	<-s.done
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("badgerstore: close: %w", err)
+	}
+	return nil
+}
+
+// Stats counts group commits. Updates/Commits is the average number of
+// functions that shared one sync.
+type Stats struct {
+	// Commits is the number of Badger transactions committed (one sync
+	// each).
+	Commits uint64
+	// Updates is the number of Update functions whose writes were
+	// committed (functions that failed are not counted).
+	Updates uint64
+}
+
+// Stats returns the counts since Open.
+func (s *Store) Stats() Stats {
+	return Stats{Commits: s.commits.Load(), Updates: s.updates.Load()}
+}

@@ -1,0 +1,460 @@
+package badgerstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"go.uber.org/goleak"
+
+	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/runtime/store/storetest"
+)
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(helperEnv); mode != "" {
+		os.Exit(runHelper(mode))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// opener opens a store per test, in a directory kept per test so that a
+// second open after Close finds the same data (storetest.Opener).
+func opener(opts Options) storetest.Opener {
+	var dirs sync.Map
+	return func(t *testing.T) store.Store {
+		d, ok := dirs.Load(t)
+		if !ok {
+			d, _ = dirs.LoadOrStore(t, t.TempDir())
+		}
+		s, err := Open(d.(string), opts)
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		t.Cleanup(func() {
+			if err := s.Close(); err != nil && !errors.Is(err, store.ErrClosed) {
+				t.Errorf("Close: %v", err)
+			}
+		})
+		return s
+	}
+}
+
+func TestStore(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, opener(Options{}))
+}
+
+// TestStoreSmallTransactions runs the suite with Badger's transaction limit
+// so small that group commits split, and memtables small enough to flush
+// during the tests, so reads merge tables, memtables and pending writes.
+func TestStoreSmallTransactions(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, opener(Options{MemTableSize: 1 << 20, MaxBatch: 4}))
+}
+
+func openStore(t *testing.T, opts Options) *Store {
+	t.Helper()
+	return opener(opts)(t).(*Store)
+}
+
+var ctx = context.Background()
+
+// stall occupies the committer with a function that waits for release, so
+// the test can queue requests behind it and know they form one group.
+func stall(t *testing.T, s *Store) (release func()) {
+	t.Helper()
+	started, ch := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Update(ctx, func(tx store.Tx) error {
+			close(started)
+			<-ch
+			return nil
+		})
+	}()
+	<-started
+	return func() {
+		close(ch)
+		if err := <-done; err != nil {
+			t.Errorf("stalling Update: %v", err)
+		}
+	}
+}
+
+// waitQueued waits until n requests wait for the committer.
+func waitQueued(t *testing.T, s *Store, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(s.reqs) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d requests queued, want %d", len(s.reqs), n)
+		}
+		runtime.Gosched()
+	}
+}
+
+var errBoom = errors.New("boom")
+
+// TestFailedFunctionInSharedCommit queues failing and succeeding functions
+// behind a stalled committer so they share one group commit, and checks
+// that the group is one commit holding exactly the successful functions'
+// writes, and that a function later in the group reads what earlier
+// successful functions wrote but not what a failed one wrote.
+func TestFailedFunctionInSharedCommit(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, Options{})
+	release := stall(t, s)
+	before := s.Stats()
+
+	type result struct {
+		name string
+		err  error
+		saw  string
+	}
+	results := make(chan result, 16)
+	submit := func(name string, fn func(tx store.Tx) (string, error)) {
+		n := len(s.reqs)
+		go func() {
+			var saw string
+			err := s.Update(ctx, func(tx store.Tx) error {
+				var err error
+				saw, err = fn(tx)
+				return err
+			})
+			results <- result{name, err, saw}
+		}()
+		waitQueued(t, s, n+1) // fixes the order within the group
+	}
+	get := func(tx store.Tx, k string) string {
+		b, err := tx.MetaGet(k)
+		if err != nil {
+			return err.Error()
+		}
+		return string(b)
+	}
+	submit("a", func(tx store.Tx) (string, error) { return "", tx.MetaPut("k", []byte("a")) })
+	submit("fail", func(tx store.Tx) (string, error) {
+		if err := tx.MetaPut("k", []byte("fail")); err != nil {
+			return "", err
+		}
+		return "", first(tx.MetaPut("only-fail", []byte("x")), errBoom)
+	})
+	submit("b", func(tx store.Tx) (string, error) {
+		return get(tx, "k") + "," + get(tx, "only-fail"), tx.MetaPut("b", []byte(get(tx, "k")+"b"))
+	})
+	for i := range 10 {
+		submit(fmt.Sprint("n", i), func(tx store.Tx) (string, error) {
+			if err := tx.MetaPut(fmt.Sprint("n", i), []byte("v")); err != nil {
+				return "", err
+			}
+			if i%2 == 0 {
+				return "", errBoom
+			}
+			return "", nil
+		})
+	}
+	release()
+	got := map[string]result{}
+	for range 13 {
+		r := <-results
+		got[r.name] = r
+	}
+
+	if r := got["fail"]; !errors.Is(r.err, errBoom) {
+		t.Fatalf("failing function: %v", r.err)
+	}
+	if r := got["b"]; r.err != nil || r.saw != "a,"+store.ErrNotFound.Error() {
+		t.Fatalf("b: err %v, read %q; want the value of a and no trace of the failed function", r.err, r.saw)
+	}
+	after := s.Stats()
+	// The stalled function's group had no writes; the 13 queued functions
+	// form one group: one commit for the 2 + 5 that succeeded.
+	if c, u := after.Commits-before.Commits, after.Updates-before.Updates; c != 1 || u != 1+2+5 {
+		t.Fatalf("commits %d, committed updates %d; want 1 and 8 (the stalled one, a, b and five n)", c, u)
+	}
+	err := s.View(ctx, func(tx store.Tx) error {
+		var errs []error
+		want := map[string]string{"k": "a", "b": "ab", "only-fail": store.ErrNotFound.Error()}
+		for i := range 10 {
+			want[fmt.Sprint("n", i)] = map[bool]string{true: store.ErrNotFound.Error(), false: "v"}[i%2 == 0]
+		}
+		for k, v := range want {
+			if g := get(tx, k); g != v {
+				errs = append(errs, fmt.Errorf("%s = %q, want %q", k, g, v))
+			}
+		}
+		return errors.Join(errs...)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func first(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestGroupSplitsAtTransactionLimit queues more writes than one Badger
+// transaction holds: the group must commit in several transactions, every
+// function succeeding, and a single function too big for any transaction
+// must fail alone with ErrTxnTooBig.
+func TestGroupSplitsAtTransactionLimit(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, Options{MemTableSize: 1 << 20}) // ~140 KB per transaction
+	release := stall(t, s)
+	before := s.Stats()
+	const n = 40
+	value := strings.Repeat("x", 10<<10)
+	errs := make(chan error, n+1)
+	for i := range n {
+		go func() {
+			errs <- s.Update(ctx, func(tx store.Tx) error { return tx.ContinuationPut(fmt.Sprint("r", i), []byte(value)) })
+		}()
+	}
+	tooBig := make(chan error, 1)
+	go func() {
+		tooBig <- s.Update(ctx, func(tx store.Tx) error {
+			for i := range 30 {
+				if err := tx.ContinuationPut(fmt.Sprint("big", i), []byte(value)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}()
+	waitQueued(t, s, n+1)
+	release()
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("Update: %v", err)
+		}
+	}
+	if err := <-tooBig; !errors.Is(err, badger.ErrTxnTooBig) {
+		t.Fatalf("Update bigger than a transaction: %v, want ErrTxnTooBig", err)
+	}
+	after := s.Stats()
+	if c := after.Commits - before.Commits; c < 3 {
+		t.Fatalf("%d commits for 400 KB of writes, want at least 3", c)
+	}
+	if u := after.Updates - before.Updates; u != n+1 {
+		t.Fatalf("%d committed updates, want %d", u, n+1)
+	}
+	err := s.View(ctx, func(tx store.Tx) error {
+		for i := range n {
+			c, err := tx.ContinuationGet(fmt.Sprint("r", i))
+			if err != nil || len(c) != len(value) {
+				return fmt.Errorf("r%d: %d bytes, %v", i, len(c), err)
+			}
+		}
+		_, err := tx.ContinuationGet("big0")
+		return checkNotFound(err)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func checkNotFound(err error) error {
+	if !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("got %v, want ErrNotFound", err)
+	}
+	return nil
+}
+
+func TestPanicReachesCaller(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, Options{})
+	func() {
+		defer func() {
+			p := recover()
+			pe, ok := p.(*PanicError)
+			if !ok || pe.Value != "kaboom" {
+				t.Fatalf("recovered %v, want a *PanicError with the value", p)
+			}
+		}()
+		_ = s.Update(ctx, func(tx store.Tx) error {
+			_ = tx.MetaPut("k", []byte("v"))
+			panic("kaboom")
+		})
+		t.Fatal("Update returned after its function panicked")
+	}()
+	err := s.Update(ctx, func(tx store.Tx) error {
+		_, err := tx.MetaGet("k")
+		return first(checkNotFound(err), tx.MetaPut("k2", nil))
+	})
+	if err != nil {
+		t.Fatalf("Update after a panic: %v", err)
+	}
+}
+
+func TestRetainedTxFails(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, Options{})
+	var kept store.Tx
+	if err := s.Update(ctx, func(tx store.Tx) error { kept = tx; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := kept.MetaPut("k", []byte("v")); !errors.Is(err, errTxDone) {
+		t.Fatalf("write through a retained Update tx: %v", err)
+	}
+	if err := s.View(ctx, func(tx store.Tx) error { kept = tx; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kept.RunGet("r"); !errors.Is(err, errTxDone) {
+		t.Fatalf("read through a retained View tx: %v", err)
+	}
+}
+
+// TestCloseCompletesPendingUpdates closes the store while Updates wait
+// behind a stalled committer: they complete, later calls get ErrClosed,
+// and their writes are there after a new Open.
+func TestCloseCompletesPendingUpdates(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := stall(t, s)
+	const n = 10
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			errs <- s.Update(ctx, func(tx store.Tx) error { return tx.MetaPut(fmt.Sprint("k", i), []byte("v")) })
+		}()
+	}
+	waitQueued(t, s, n)
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	for {
+		s.mu.RLock()
+		c := s.closed
+		s.mu.RUnlock()
+		if c {
+			break
+		}
+		runtime.Gosched()
+	}
+	if err := s.Update(ctx, func(store.Tx) error { return nil }); !errors.Is(err, store.ErrClosed) {
+		t.Fatalf("Update while closing: %v, want ErrClosed", err)
+	}
+	release()
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("pending Update: %v", err)
+		}
+	}
+	if err := <-closed; err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	s2, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	err = s2.View(ctx, func(tx store.Tx) error {
+		for i := range n {
+			if _, err := tx.MetaGet(fmt.Sprint("k", i)); err != nil {
+				return fmt.Errorf("k%d: %w", i, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestOpenLockedInProcess(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	_, err = Open(dir, Options{})
+	if !errors.Is(err, store.ErrLocked) || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("second Open: %v, want ErrLocked naming the directory", err)
+	}
+}
+
+func TestOpenError(t *testing.T) {
+	t.Parallel()
+	file := t.TempDir() + "/file"
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(file, Options{})
+	if err == nil || errors.Is(err, store.ErrLocked) {
+		t.Fatalf("Open on a regular file: %v, want an error that is not ErrLocked", err)
+	}
+}
+
+// TestParkedTasksAreNotScanned parks many tasks in the future and checks
+// that listing the ready ones visits only the ready ones.
+func TestParkedTasksAreNotScanned(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, Options{})
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	const parked, ready, per = 20000, 5, 1000
+	for b := range parked / per {
+		err := s.Update(ctx, func(tx store.Tx) error {
+			for i := range per {
+				id := fmt.Sprintf("p%06d", b*per+i)
+				if err := tx.TaskPut(&store.Task{ID: id, RunID: id, ReadyAt: now.Add(time.Hour + time.Duration(i)*time.Second)}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := s.Update(ctx, func(tx store.Tx) error {
+		for i := range ready {
+			if err := tx.TaskPut(&store.Task{ID: fmt.Sprint("r", i), RunID: "r", ReadyAt: now.Add(-time.Duration(i) * time.Second)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var visited int
+	err = s.View(ctx, func(tx store.Tx) error {
+		ts, err := tx.TaskListReady(now, 0)
+		visited = tx.(*storeTx).kv.visited
+		q, _, err2 := tx.TaskCount()
+		return first(err, err2, check(len(ts) == ready, "%d ready tasks, want %d", len(ts), ready),
+			check(q == parked+ready, "TaskCount %d, want %d", q, parked+ready))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if visited > ready+1 {
+		t.Fatalf("listing %d ready tasks visited %d keys: the parked ones were scanned", ready, visited)
+	}
+}
+
+func check(ok bool, format string, args ...any) error {
+	if ok {
+		return nil
+	}
+	return fmt.Errorf(format, args...)
+}

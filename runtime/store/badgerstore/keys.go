@@ -1,0 +1,186 @@
+package badgerstore
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Key layout. Every record kind has its own prefix; every prefix ends in '/'
+// so no prefix is a prefix of another. Variable parts of composite keys are
+// separated by sep (0x00), which is why ids must not contain it. Times in
+// keys use timeKey, whose byte order is time order.
+//
+//	fv/<name>\0<hash>              FlowVersion
+//	fl/<name>                      latest version of a flow: seq(8) hash
+//	s/<hash>                       Source
+//	r/<id>                         Run
+//	ro/<owner>\0<id>               index: runs by owner
+//	rph/<phase>\0<id>              index: runs by phase
+//	rp/<parent>\0<id>              index: runs by parent run
+//	c/<run>                        continuation bytes
+//	d/<owner>\0<request>           Dedup
+//	t/<id>                         Task
+//	tq/<readyAt(12)><id>           index: unleased tasks by ready time (the queue)
+//	tr/<run>\0<id>                 index: tasks by run
+//	tc/<child>\0<id>               index: tasks by the child run they wait on
+//	l/<task>                       Lease
+//	le/<deadline(12)><task>        index: leases by deadline
+//	i/<key>                        Idem
+//	dl/<at(12)><task>              DeadLetter, oldest first
+//	dlt/<task>                     at(12) of a task's dead letter, to replace it
+//	dlo/<owner>\0<at(12)><task>    index: dead letters by owner
+//	ev/<run>\0<seq(8)>             Event
+//	m/<key>                        Meta (the caller's)
+//	x/...                          the store's own bookkeeping (counters)
+const (
+	pFlowVersion = "fv/"
+	pFlowLatest  = "fl/"
+	pSource      = "s/"
+	pRun         = "r/"
+	pRunOwner    = "ro/"
+	pRunPhase    = "rph/"
+	pRunParent   = "rp/"
+	pCont        = "c/"
+	pDedup       = "d/"
+	pTask        = "t/"
+	pTaskQueue   = "tq/"
+	pTaskRun     = "tr/"
+	pTaskChild   = "tc/"
+	pLease       = "l/"
+	pLeaseExp    = "le/"
+	pIdem        = "i/"
+	pDead        = "dl/"
+	pDeadTask    = "dlt/"
+	pDeadOwner   = "dlo/"
+	pEvent       = "ev/"
+	pMeta        = "m/"
+
+	kEventSeq    = "x/event-seq"
+	kTasksQueued = "x/tasks-queued"
+	kTasksLeased = "x/tasks-leased"
+)
+
+const sep = "\x00"
+
+// timeKeyLen is the length of timeKey's encoding.
+const timeKeyLen = 12
+
+// errBadID is returned for an empty id or one that contains sep.
+var errBadID = errors.New("badgerstore: id is empty or contains a NUL byte")
+
+func checkID(what string, ids ...string) error {
+	for _, id := range ids {
+		if id == "" || strings.Contains(id, sep) {
+			return fmt.Errorf("%w: %s %q", errBadID, what, id)
+		}
+	}
+	return nil
+}
+
+// checkPart is checkID for optional key parts, which may be empty.
+func checkPart(what string, part string) error {
+	if strings.Contains(part, sep) {
+		return fmt.Errorf("%w: %s %q", errBadID, what, part)
+	}
+	return nil
+}
+
+func key(parts ...string) []byte {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	b := make([]byte, 0, n)
+	for _, p := range parts {
+		b = append(b, p...)
+	}
+	return b
+}
+
+// timeKey encodes t so that byte order is time order for every time.Time,
+// including the zero time: seconds since 1970 with the sign bit flipped,
+// then nanoseconds, both big-endian. (UnixNano cannot represent the zero
+// time.)
+func timeKey(t time.Time) string {
+	var b [timeKeyLen]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(t.Unix())^(1<<63))
+	binary.BigEndian.PutUint32(b[8:], uint32(t.Nanosecond()))
+	return string(b[:])
+}
+
+func u64Key(v uint64) string {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], v)
+	return string(b[:])
+}
+
+// prefixEnd returns the smallest key greater than every key that has
+// prefix p, or nil when there is none (p is all 0xff).
+func prefixEnd(p []byte) []byte {
+	end := append([]byte(nil), p...)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}
+
+// Values start with an encoding version byte so later formats can change
+// without rewriting the store.
+const encV1 byte = 1
+
+var errBadValue = errors.New("badgerstore: value has an unknown encoding version")
+
+func encodeJSON(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("badgerstore: encode: %w", err)
+	}
+	out := make([]byte, 0, len(b)+1)
+	out = append(out, encV1)
+	return append(out, b...), nil
+}
+
+func decodeJSON(b []byte, v any) error {
+	if len(b) == 0 || b[0] != encV1 {
+		return errBadValue
+	}
+	if err := json.Unmarshal(b[1:], v); err != nil {
+		return fmt.Errorf("badgerstore: decode: %w", err)
+	}
+	return nil
+}
+
+func encodeRaw(data []byte) []byte {
+	out := make([]byte, 0, len(data)+1)
+	out = append(out, encV1)
+	return append(out, data...)
+}
+
+// decodeRaw returns a copy: callers may keep and change it.
+func decodeRaw(b []byte) ([]byte, error) {
+	if len(b) == 0 || b[0] != encV1 {
+		return nil, errBadValue
+	}
+	return append([]byte{}, b[1:]...), nil
+}
+
+func encodeU64(v uint64) []byte {
+	b := make([]byte, 9)
+	b[0] = encV1
+	binary.BigEndian.PutUint64(b[1:], v)
+	return b
+}
+
+func decodeU64(b []byte) (uint64, error) {
+	if len(b) != 9 || b[0] != encV1 {
+		return 0, errBadValue
+	}
+	return binary.BigEndian.Uint64(b[1:]), nil
+}

@@ -1,0 +1,835 @@
+package badgerstore
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/weirhq/weir/runtime/store"
+)
+
+// tx implements store.Tx over a kv. Each method first checks that the
+// transaction is still open: fn must not retain tx, and a retained one
+// fails loudly instead of writing into someone else's transaction.
+type storeTx struct {
+	kv   *kv
+	done bool
+}
+
+var _ store.Tx = (*storeTx)(nil)
+
+// errTxDone is returned by a Tx used after its fn returned.
+var errTxDone = errors.New("badgerstore: transaction used after its function returned")
+
+func (t *storeTx) open() error {
+	if t.done {
+		return errTxDone
+	}
+	return nil
+}
+
+// writable is the first check of every write method, so a write in a View
+// fails with ErrReadOnly before it reads anything.
+func (t *storeTx) writable() error {
+	if t.done {
+		return errTxDone
+	}
+	if t.kv.readOnly {
+		return store.ErrReadOnly
+	}
+	return nil
+}
+
+// getJSON reads and decodes k, mapping absence to store.ErrNotFound.
+func (t *storeTx) getJSON(k []byte, v any) error {
+	b, err := t.kv.get(k)
+	if errors.Is(err, errNoKey) {
+		return store.ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	return decodeJSON(b, v)
+}
+
+func (t *storeTx) putJSON(k []byte, v any) error {
+	b, err := encodeJSON(v)
+	if err != nil {
+		return err
+	}
+	return t.kv.set(k, b)
+}
+
+// counter reads a bookkeeping counter (absent is zero).
+func (t *storeTx) counter(k string) (uint64, error) {
+	b, err := t.kv.get([]byte(k))
+	if errors.Is(err, errNoKey) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return decodeU64(b)
+}
+
+func (t *storeTx) addCounter(k string, delta int) error {
+	n, err := t.counter(k)
+	if err != nil {
+		return err
+	}
+	if delta < 0 && n < uint64(-delta) {
+		return fmt.Errorf("badgerstore: counter %s would go below zero", k)
+	}
+	return t.kv.set([]byte(k), encodeU64(uint64(int64(n)+int64(delta))))
+}
+
+// listJSON decodes every value in [lower, upper) into a new T, up to limit
+// (<= 0: no limit), keeping those keep accepts (nil: all).
+func listJSON[T any](t *storeTx, lower, upper []byte, limit int, keep func(*T) bool) ([]*T, error) {
+	var out []*T
+	err := t.kv.scan(lower, upper, false, func(_, v []byte) (bool, error) {
+		r := new(T)
+		if err := decodeJSON(v, r); err != nil {
+			return false, err
+		}
+		if keep == nil || keep(r) {
+			out = append(out, r)
+		}
+		return limit <= 0 || len(out) < limit, nil
+	})
+	return out, err
+}
+
+// scanKeys returns the keys in [lower, upper), up to limit (<= 0: all).
+func (t *storeTx) scanKeys(lower, upper []byte, limit int) ([][]byte, error) {
+	var out [][]byte
+	err := t.kv.scan(lower, upper, true, func(k, _ []byte) (bool, error) {
+		out = append(out, k)
+		return limit <= 0 || len(out) < limit, nil
+	})
+	return out, err
+}
+
+// ---- flow versions and sources ----
+
+func (t *storeTx) FlowVersionPut(v *store.FlowVersion) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := checkID("flow version", v.Name, v.Hash); err != nil {
+		return err
+	}
+	latestSeq, _, err := t.flowLatest(v.Name)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	if v.Seq == 0 {
+		v.Seq = latestSeq + 1
+	}
+	if err := t.putJSON(key(pFlowVersion, v.Name, sep, v.Hash), v); err != nil {
+		return err
+	}
+	if v.Seq > latestSeq {
+		ptr := append(encodeU64(v.Seq), v.Hash...)
+		return t.kv.set(key(pFlowLatest, v.Name), ptr)
+	}
+	return nil
+}
+
+// flowLatest reads the latest pointer of a flow name: its Seq and hash.
+func (t *storeTx) flowLatest(name string) (uint64, string, error) {
+	b, err := t.kv.get(key(pFlowLatest, name))
+	if errors.Is(err, errNoKey) {
+		return 0, "", store.ErrNotFound
+	}
+	if err != nil {
+		return 0, "", err
+	}
+	if len(b) < 9 {
+		return 0, "", errBadValue
+	}
+	seq, err := decodeU64(b[:9])
+	return seq, string(b[9:]), err
+}
+
+func (t *storeTx) FlowVersionGet(name, hash string) (*store.FlowVersion, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	v := new(store.FlowVersion)
+	if err := t.getJSON(key(pFlowVersion, name, sep, hash), v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+func (t *storeTx) FlowVersionLatest(name string) (*store.FlowVersion, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	_, hash, err := t.flowLatest(name)
+	if err != nil {
+		return nil, err
+	}
+	return t.FlowVersionGet(name, hash)
+}
+
+func (t *storeTx) FlowVersionList() ([]*store.FlowVersion, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	p := []byte(pFlowLatest)
+	keys, err := t.scanKeys(p, prefixEnd(p), 0)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*store.FlowVersion, 0, len(keys))
+	for _, k := range keys {
+		v, err := t.FlowVersionLatest(string(k[len(p):]))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func (t *storeTx) SourcePut(s *store.Source) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := checkID("source hash", s.Hash); err != nil {
+		return err
+	}
+	return t.putJSON(key(pSource, s.Hash), s)
+}
+
+func (t *storeTx) SourceGet(hash string) (*store.Source, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	s := new(store.Source)
+	if err := t.getJSON(key(pSource, hash), s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// ---- runs ----
+
+func runIndexKeys(r *store.Run) [][]byte {
+	ks := [][]byte{
+		key(pRunOwner, r.Owner, sep, r.ID),
+		key(pRunPhase, string(r.Phase), sep, r.ID),
+	}
+	if r.ParentRunID != "" {
+		ks = append(ks, key(pRunParent, r.ParentRunID, sep, r.ID))
+	}
+	return ks
+}
+
+func checkRun(r *store.Run) error {
+	if err := checkID("run id", r.ID); err != nil {
+		return err
+	}
+	for what, p := range map[string]string{"owner": r.Owner, "phase": string(r.Phase), "parent run id": r.ParentRunID} {
+		if err := checkPart(what, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *storeTx) RunInsert(r *store.Run) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := checkRun(r); err != nil {
+		return err
+	}
+	k := key(pRun, r.ID)
+	if ok, err := t.kv.has(k); err != nil {
+		return err
+	} else if ok {
+		return fmt.Errorf("run %s: %w", r.ID, store.ErrExists)
+	}
+	return t.putRun(k, nil, r)
+}
+
+// putRun writes r and moves its index entries from old's (nil: none).
+func (t *storeTx) putRun(k []byte, old, r *store.Run) error {
+	if old != nil {
+		for _, ik := range runIndexKeys(old) {
+			if err := t.kv.del(ik); err != nil {
+				return err
+			}
+		}
+	}
+	for _, ik := range runIndexKeys(r) {
+		if err := t.kv.set(ik, nil); err != nil {
+			return err
+		}
+	}
+	return t.putJSON(k, r)
+}
+
+func (t *storeTx) RunGet(id string) (*store.Run, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	r := new(store.Run)
+	if err := t.getJSON(key(pRun, id), r); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (t *storeTx) RunUpdate(r *store.Run) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := checkRun(r); err != nil {
+		return err
+	}
+	old, err := t.RunGet(r.ID)
+	if err != nil {
+		return fmt.Errorf("run %s: %w", r.ID, err)
+	}
+	return t.putRun(key(pRun, r.ID), old, r)
+}
+
+func (t *storeTx) RunDelete(id string) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	old, err := t.RunGet(id)
+	if err != nil {
+		return fmt.Errorf("run %s: %w", id, err)
+	}
+	for _, ik := range runIndexKeys(old) {
+		if err := t.kv.del(ik); err != nil {
+			return err
+		}
+	}
+	return t.kv.del(key(pRun, id))
+}
+
+// RunList walks the most selective index the filters allow (parent, then
+// owner, then phase, else every run), in run id order, and checks the
+// remaining filters on each record.
+func (t *storeTx) RunList(p store.RunListParams) ([]*store.Run, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	keep := func(r *store.Run) bool {
+		return (p.Owner == "" || r.Owner == p.Owner) &&
+			(p.Phase == "" || r.Phase == p.Phase) &&
+			(p.ParentRunID == "" || r.ParentRunID == p.ParentRunID)
+	}
+	var prefix []byte
+	switch {
+	case p.ParentRunID != "":
+		prefix = key(pRunParent, p.ParentRunID, sep)
+	case p.Owner != "":
+		prefix = key(pRunOwner, p.Owner, sep)
+	case p.Phase != "":
+		prefix = key(pRunPhase, string(p.Phase), sep)
+	default:
+		lower := []byte(pRun)
+		if p.After != "" {
+			lower = key(pRun, p.After, sep) // the first id after p.After
+		}
+		return listJSON(t, lower, prefixEnd([]byte(pRun)), p.Limit, keep)
+	}
+	lower := prefix
+	if p.After != "" {
+		lower = key(string(prefix), p.After, sep)
+	}
+	var out []*store.Run
+	err := t.kv.scan(lower, prefixEnd(prefix), true, func(k, _ []byte) (bool, error) {
+		r, err := t.RunGet(string(k[len(prefix):]))
+		if err != nil {
+			return false, err
+		}
+		if keep(r) {
+			out = append(out, r)
+		}
+		return p.Limit <= 0 || len(out) < p.Limit, nil
+	})
+	return out, err
+}
+
+// ---- continuations ----
+
+func (t *storeTx) ContinuationPut(runID string, data []byte) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := checkID("run id", runID); err != nil {
+		return err
+	}
+	return t.kv.set(key(pCont, runID), encodeRaw(data))
+}
+
+func (t *storeTx) ContinuationGet(runID string) ([]byte, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	b, err := t.kv.get(key(pCont, runID))
+	if errors.Is(err, errNoKey) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	return decodeRaw(b)
+}
+
+func (t *storeTx) ContinuationDelete(runID string) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	return t.delExisting("continuation", key(pCont, runID))
+}
+
+// delExisting deletes k, or returns ErrNotFound if it is absent.
+func (t *storeTx) delExisting(what string, k []byte) error {
+	ok, err := t.kv.has(k)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("%s: %w", what, store.ErrNotFound)
+	}
+	return t.kv.del(k)
+}
+
+// ---- dedup ----
+
+func (t *storeTx) DedupGet(owner, requestID string) (*store.Dedup, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	d := new(store.Dedup)
+	if err := t.getJSON(key(pDedup, owner, sep, requestID), d); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+func (t *storeTx) DedupPut(d *store.Dedup) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := checkPart("owner", d.Owner); err != nil {
+		return err
+	}
+	if err := checkID("request id", d.RequestID); err != nil {
+		return err
+	}
+	return t.putJSON(key(pDedup, d.Owner, sep, d.RequestID), d)
+}
+
+func (t *storeTx) DedupDelete(owner, requestID string) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	return t.delExisting("dedup key", key(pDedup, owner, sep, requestID))
+}
+
+// ---- tasks ----
+
+func taskIndexKeys(tk *store.Task) [][]byte {
+	ks := [][]byte{key(pTaskRun, tk.RunID, sep, tk.ID)}
+	if !tk.Leased {
+		ks = append(ks, key(pTaskQueue, timeKey(tk.ReadyAt), tk.ID))
+	}
+	if tk.WaitChild != "" {
+		ks = append(ks, key(pTaskChild, tk.WaitChild, sep, tk.ID))
+	}
+	return ks
+}
+
+func taskCounter(tk *store.Task) string {
+	if tk.Leased {
+		return kTasksLeased
+	}
+	return kTasksQueued
+}
+
+// dropTask removes old's index entries and its share of the counters.
+func (t *storeTx) dropTask(old *store.Task) error {
+	for _, ik := range taskIndexKeys(old) {
+		if err := t.kv.del(ik); err != nil {
+			return err
+		}
+	}
+	return t.addCounter(taskCounter(old), -1)
+}
+
+func (t *storeTx) TaskPut(tk *store.Task) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := checkID("task id", tk.ID); err != nil {
+		return err
+	}
+	if err := checkID("task run id", tk.RunID); err != nil {
+		return err
+	}
+	if err := checkPart("wait child", tk.WaitChild); err != nil {
+		return err
+	}
+	old, err := t.TaskGet(tk.ID)
+	switch {
+	case err == nil:
+		if err := t.dropTask(old); err != nil {
+			return err
+		}
+	case !errors.Is(err, store.ErrNotFound):
+		return err
+	}
+	for _, ik := range taskIndexKeys(tk) {
+		if err := t.kv.set(ik, nil); err != nil {
+			return err
+		}
+	}
+	if err := t.addCounter(taskCounter(tk), 1); err != nil {
+		return err
+	}
+	return t.putJSON(key(pTask, tk.ID), tk)
+}
+
+func (t *storeTx) TaskGet(id string) (*store.Task, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	tk := new(store.Task)
+	if err := t.getJSON(key(pTask, id), tk); err != nil {
+		return nil, err
+	}
+	return tk, nil
+}
+
+func (t *storeTx) TaskDelete(id string) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	old, err := t.TaskGet(id)
+	if err != nil {
+		return fmt.Errorf("task %s: %w", id, err)
+	}
+	if err := t.dropTask(old); err != nil {
+		return err
+	}
+	return t.kv.del(key(pTask, id))
+}
+
+// TaskListReady seeks the queue index to its start and stops at the first
+// entry after now: parked tasks (ReadyAt in the future) and leased tasks
+// (absent from the index) cost nothing.
+func (t *storeTx) TaskListReady(now time.Time, limit int) ([]*store.Task, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	lower := []byte(pTaskQueue)
+	upper := prefixEnd(key(pTaskQueue, timeKey(now)))
+	keys, err := t.scanKeys(lower, upper, limit)
+	if err != nil {
+		return nil, err
+	}
+	return t.tasksByKeys(keys, len(pTaskQueue)+timeKeyLen)
+}
+
+// tasksByKeys loads the tasks whose ids end index keys at offset off.
+func (t *storeTx) tasksByKeys(keys [][]byte, off int) ([]*store.Task, error) {
+	out := make([]*store.Task, 0, len(keys))
+	for _, k := range keys {
+		tk, err := t.TaskGet(string(k[off:]))
+		if err != nil {
+			return nil, fmt.Errorf("badgerstore: index entry %q: %w", k, err)
+		}
+		out = append(out, tk)
+	}
+	return out, nil
+}
+
+func (t *storeTx) TaskListByRun(runID string) ([]*store.Task, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	prefix := key(pTaskRun, runID, sep)
+	keys, err := t.scanKeys(prefix, prefixEnd(prefix), 0)
+	if err != nil {
+		return nil, err
+	}
+	return t.tasksByKeys(keys, len(prefix))
+}
+
+func (t *storeTx) TaskByChild(childRunID string) (*store.Task, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	prefix := key(pTaskChild, childRunID, sep)
+	keys, err := t.scanKeys(prefix, prefixEnd(prefix), 1)
+	if err != nil {
+		return nil, err
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("task waiting on %s: %w", childRunID, store.ErrNotFound)
+	}
+	tasks, err := t.tasksByKeys(keys, len(prefix))
+	if err != nil {
+		return nil, err
+	}
+	return tasks[0], nil
+}
+
+// TaskCount reads two counters kept in step by TaskPut and TaskDelete, so
+// it costs two point reads however long the queue is.
+func (t *storeTx) TaskCount() (queued, leased int, err error) {
+	if err := t.open(); err != nil {
+		return 0, 0, err
+	}
+	q, err := t.counter(kTasksQueued)
+	if err != nil {
+		return 0, 0, err
+	}
+	l, err := t.counter(kTasksLeased)
+	if err != nil {
+		return 0, 0, err
+	}
+	return int(q), int(l), nil
+}
+
+// ---- leases ----
+
+func (t *storeTx) LeasePut(l *store.Lease) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := checkID("lease task id", l.TaskID); err != nil {
+		return err
+	}
+	old, err := t.LeaseGet(l.TaskID)
+	switch {
+	case err == nil:
+		if err := t.kv.del(key(pLeaseExp, timeKey(old.Deadline), old.TaskID)); err != nil {
+			return err
+		}
+	case !errors.Is(err, store.ErrNotFound):
+		return err
+	}
+	if err := t.kv.set(key(pLeaseExp, timeKey(l.Deadline), l.TaskID), nil); err != nil {
+		return err
+	}
+	return t.putJSON(key(pLease, l.TaskID), l)
+}
+
+func (t *storeTx) LeaseGet(taskID string) (*store.Lease, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	l := new(store.Lease)
+	if err := t.getJSON(key(pLease, taskID), l); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func (t *storeTx) LeaseDelete(taskID string) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	old, err := t.LeaseGet(taskID)
+	if err != nil {
+		return fmt.Errorf("lease of %s: %w", taskID, err)
+	}
+	if err := t.kv.del(key(pLeaseExp, timeKey(old.Deadline), old.TaskID)); err != nil {
+		return err
+	}
+	return t.kv.del(key(pLease, taskID))
+}
+
+func (t *storeTx) LeaseListExpired(now time.Time, limit int) ([]*store.Lease, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	lower := []byte(pLeaseExp)
+	upper := key(pLeaseExp, timeKey(now)) // Deadline strictly before now
+	keys, err := t.scanKeys(lower, upper, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*store.Lease, 0, len(keys))
+	for _, k := range keys {
+		l, err := t.LeaseGet(string(k[len(pLeaseExp)+timeKeyLen:]))
+		if err != nil {
+			return nil, fmt.Errorf("badgerstore: index entry %q: %w", k, err)
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+func (t *storeTx) LeaseList() ([]*store.Lease, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	p := []byte(pLease)
+	return listJSON[store.Lease](t, p, prefixEnd(p), 0, nil)
+}
+
+// ---- idempotency records ----
+
+func (t *storeTx) IdemGet(k string) (*store.Idem, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	r := new(store.Idem)
+	if err := t.getJSON(key(pIdem, k), r); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (t *storeTx) IdemPut(r *store.Idem) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := checkID("idempotency key", r.Key); err != nil {
+		return err
+	}
+	return t.putJSON(key(pIdem, r.Key), r)
+}
+
+// ---- dead letters ----
+
+func (t *storeTx) DeadLetterPut(d *store.DeadLetter) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := checkID("dead letter task id", d.TaskID); err != nil {
+		return err
+	}
+	if err := checkPart("owner", d.Owner); err != nil {
+		return err
+	}
+	// Replacing a task's dead letter removes the old entry from the time
+	// order first.
+	ptr := key(pDeadTask, d.TaskID)
+	b, err := t.kv.get(ptr)
+	switch {
+	case err == nil:
+		old := new(store.DeadLetter)
+		oldKey := key(pDead, string(b), d.TaskID)
+		if err := t.getJSON(oldKey, old); err != nil {
+			return err
+		}
+		if err := t.kv.del(oldKey); err != nil {
+			return err
+		}
+		if err := t.kv.del(key(pDeadOwner, old.Owner, sep, string(b), d.TaskID)); err != nil {
+			return err
+		}
+	case !errors.Is(err, errNoKey):
+		return err
+	}
+	at := timeKey(d.At)
+	if err := t.kv.set(ptr, []byte(at)); err != nil {
+		return err
+	}
+	if err := t.kv.set(key(pDeadOwner, d.Owner, sep, at, d.TaskID), nil); err != nil {
+		return err
+	}
+	return t.putJSON(key(pDead, at, d.TaskID), d)
+}
+
+func (t *storeTx) DeadLetterList(p store.DeadLetterListParams) ([]*store.DeadLetter, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	if p.Owner == "" {
+		pre := []byte(pDead)
+		return listJSON[store.DeadLetter](t, pre, prefixEnd(pre), p.Limit, nil)
+	}
+	prefix := key(pDeadOwner, p.Owner, sep)
+	keys, err := t.scanKeys(prefix, prefixEnd(prefix), p.Limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*store.DeadLetter, 0, len(keys))
+	for _, k := range keys {
+		d := new(store.DeadLetter)
+		if err := t.getJSON(key(pDead, string(k[len(prefix):])), d); err != nil {
+			return nil, fmt.Errorf("badgerstore: index entry %q: %w", k, err)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// ---- events ----
+
+// EventAppend takes the next value of a store-wide counter kept in the
+// same transaction as the event, so Seq survives restarts and a discarded
+// fn gives its numbers back.
+func (t *storeTx) EventAppend(e *store.Event) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := checkID("event run id", e.RunID); err != nil {
+		return err
+	}
+	seq, err := t.counter(kEventSeq)
+	if err != nil {
+		return err
+	}
+	seq++
+	if err := t.kv.set([]byte(kEventSeq), encodeU64(seq)); err != nil {
+		return err
+	}
+	e.Seq = seq
+	return t.putJSON(key(pEvent, e.RunID, sep, u64Key(seq)), e)
+}
+
+func (t *storeTx) EventList(p store.EventListParams) ([]*store.Event, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	prefix := key(pEvent, p.RunID, sep)
+	lower := prefix
+	if p.AfterSeq > 0 {
+		if p.AfterSeq == ^uint64(0) {
+			return nil, nil
+		}
+		lower = key(string(prefix), u64Key(p.AfterSeq+1))
+	}
+	return listJSON[store.Event](t, lower, prefixEnd(prefix), p.Limit, nil)
+}
+
+// ---- meta ----
+
+func (t *storeTx) MetaGet(k string) ([]byte, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	b, err := t.kv.get(key(pMeta, k))
+	if errors.Is(err, errNoKey) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	return decodeRaw(b)
+}
+
+func (t *storeTx) MetaPut(k string, value []byte) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if k == "" {
+		return fmt.Errorf("%w: meta key", errBadID)
+	}
+	return t.kv.set(key(pMeta, k), encodeRaw(value))
+}
