@@ -1,0 +1,142 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/weirhq/weir/flows"
+)
+
+func init() {
+	registerCommand(func(m *Main) *cobra.Command {
+		cmd := &cobra.Command{
+			Use:   "flow",
+			Short: "Check flow scripts",
+			Long:  "Commands that work on flow scripts. See docs/flows.md for the language.",
+			RunE: func(cmd *cobra.Command, args []string) error {
+				if len(args) > 0 {
+					return usageErrorf("unknown command %q for %q\nRun '%s --help' for usage.", args[0], cmd.CommandPath(), cmd.CommandPath())
+				}
+				return usageErrorf("%s needs a subcommand\nRun '%s --help' for usage.", cmd.CommandPath(), cmd.CommandPath())
+			},
+		}
+		cmd.AddCommand(flowCheckCommand(m))
+		return cmd
+	})
+}
+
+func flowCheckCommand(m *Main) *cobra.Command {
+	var (
+		toolsPath string
+		asJSON    bool
+	)
+	cmd := &cobra.Command{
+		Use:   "check [--tools catalog.json] [--json] FILE...",
+		Short: "Check flow files together, offline",
+		Long: `Check loads the flow files together, exactly as registration would, and reports
+every problem with its position, a stable code and a message.
+
+Subflow calls resolve among the files given. Tools resolve against the
+catalog given with --tools (a JSON file, see docs/flows.md), or else against
+the installed plugins; the tool check is never skipped, so with no catalog
+every tool is unknown.
+
+Exit status: 0 when every flow is clean (one summary line per flow),
+1 when there are diagnostics (all of them are printed), 2 on usage errors.`,
+		Args: minArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var tools flows.Catalog
+			if toolsPath != "" {
+				c, err := flows.LoadCatalogFile(toolsPath)
+				if err != nil {
+					return usageErrorf("--tools: %v", err)
+				}
+				tools = c
+			} else {
+				c, err := installedCatalog(m)
+				if err != nil {
+					return &exitError{code: exitFailed, err: fmt.Errorf("reading the installed plugins' catalog: %w", err)}
+				}
+				tools = c
+			}
+			files := make([]flows.File, 0, len(args))
+			for _, p := range args {
+				src, err := os.ReadFile(p)
+				if err != nil {
+					return usageErrorf("%v", err)
+				}
+				files = append(files, flows.File{Path: p, Src: src})
+			}
+
+			mod, ds := flows.Check(files, tools)
+			if asJSON {
+				if err := ds.WriteJSON(m.Stdout); err != nil {
+					return err
+				}
+			} else if len(ds) > 0 {
+				if err := ds.WriteText(m.Stdout); err != nil {
+					return err
+				}
+			} else {
+				printFlowSummary(m, mod, len(files))
+			}
+			if len(ds) == 0 {
+				return nil
+			}
+			if toolsPath == "" && ds.Has(flows.CodeUnknownTool) && isEmptyCatalog(tools) {
+				fmt.Fprintf(m.Stderr, "weir: no tool catalog: pass --tools FILE, or install plugins into %s\n", m.PluginsDir)
+			}
+			return &exitError{code: exitFailed, err: fmt.Errorf("%s in %s", count(len(ds), "problem"), count(len(files), "file"))}
+		},
+	}
+	cmd.Flags().StringVar(&toolsPath, "tools", "", "resolve tools in this JSON catalog instead of the installed plugins")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the diagnostics as a JSON array")
+	return cmd
+}
+
+// installedCatalog is the tool catalog of the plugins installed in
+// m.PluginsDir. Until the plugin host provides it, it is empty: every tool
+// is unknown, which keeps the tool check honest rather than skipped.
+func installedCatalog(m *Main) (flows.Catalog, error) {
+	_ = m.PluginsDir
+	return flows.MapCatalog{}, nil
+}
+
+func isEmptyCatalog(c flows.Catalog) bool {
+	mc, ok := c.(flows.MapCatalog)
+	return ok && len(mc) == 0
+}
+
+// printFlowSummary prints one line per clean flow: what it is and the
+// version a registration would store.
+func printFlowSummary(m *Main, mod *flows.Module, nfiles int) {
+	if len(mod.Flows) == 0 {
+		fmt.Fprintf(m.Stdout, "no flows declared in %s\n", count(nfiles, "file"))
+		return
+	}
+	width := 0
+	for _, f := range mod.Flows {
+		width = max(width, len(f.Name))
+	}
+	for _, f := range mod.Flows {
+		parts := []string{count(len(f.Nodes), "node")}
+		if d, ok := mod.Depth(f.Name); ok {
+			parts = append(parts, fmt.Sprintf("subflow depth %d of max %d", d, f.MaxDepth))
+		}
+		if f.Budget > 0 {
+			parts = append(parts, fmt.Sprintf("budget %d", f.Budget))
+		}
+		parts = append(parts, "version "+f.Hash[:12])
+		fmt.Fprintf(m.Stdout, "ok  %-*s  %s  (%s)\n", width, f.Name, strings.Join(parts, ", "), f.Pos)
+	}
+}
+
+func count(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}

@@ -1,0 +1,558 @@
+package flows
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Check loads files together and runs every static check with the default
+// limits: each flow's graph, its tools against tools (nil: no catalog, so
+// every tool is unknown — the tool check is never skipped), and subflow calls
+// against the flows of the same files only. Registry.Check also resolves
+// calls against registered flows.
+func Check(files []File, tools Catalog) (*Module, Diagnostics) { return Loader{}.Check(files, tools) }
+
+// Check is the package-level Check with this loader's limits.
+func (l Loader) Check(files []File, tools Catalog) (*Module, Diagnostics) {
+	m, ds, _ := l.analyze(files, tools, nil, true)
+	return m, ds
+}
+
+// lookupFunc finds the latest registered version of a flow; (nil, nil)
+// when there is none.
+type lookupFunc func(name string) (*Flow, error)
+
+func (l Loader) analyze(files []File, tools Catalog, lookup lookupFunc, full bool) (*Module, Diagnostics, error) {
+	ls := l.run(files, false)
+	for _, f := range ls.mod.Flows {
+		ls.checkGraph(f)
+		if full {
+			ls.checkTools(f, tools)
+		}
+	}
+	if full {
+		if err := ls.checkCalls(lookup); err != nil {
+			return nil, nil, err
+		}
+	}
+	ls.diags = ls.diags.sort()
+	return ls.mod, ls.diags, nil
+}
+
+// checkGraph checks one flow on its own: every wire names a node, every
+// node is reachable from the entry, and every cycle is bounded.
+func (ls *loadState) checkGraph(f *Flow) {
+	idx := make(map[string]int, len(f.Nodes))
+	for i, n := range f.Nodes {
+		idx[n.ID] = i
+	}
+	succ := make([][]int, len(f.Nodes))
+	for i, n := range f.Nodes {
+		for _, w := range n.Wires() {
+			j, ok := idx[w.To]
+			if !ok {
+				hint := ""
+				if s := suggest(w.To, nodeIDs(f)); s != "" {
+					hint = fmt.Sprintf(" (did you mean %q?)", s)
+				}
+				ls.addf(n.ArgPos(w.Label), CodeUnknownNode, nil, "%s %q: %s = %q names no node of flow %q%s", n.Kind, n.ID, w.Label, w.To, f.Name, hint)
+				continue
+			}
+			succ[i] = append(succ[i], j)
+		}
+	}
+	if len(f.Nodes) == 0 {
+		return
+	}
+
+	// Reachability from the entry node, along every wire.
+	seen := make([]bool, len(f.Nodes))
+	queue := []int{0}
+	seen[0] = true
+	for len(queue) > 0 {
+		i := queue[0]
+		queue = queue[1:]
+		for _, j := range succ[i] {
+			if !seen[j] {
+				seen[j] = true
+				queue = append(queue, j)
+			}
+		}
+	}
+	for i, n := range f.Nodes {
+		if !seen[i] {
+			ls.addf(n.Pos, CodeUnreachable, nil, "%s %q: no wire of flow %q leads here from the entry node %q", n.Kind, n.ID, f.Name, f.Entry)
+		}
+	}
+
+	// A cycle is bounded when a node on it declares max_visits: drop those
+	// nodes and every cycle left is unbounded.
+	bounded := func(i int) bool { return f.Nodes[i].MaxVisits > 0 }
+	inner := func(i int, yield func(int)) {
+		if bounded(i) {
+			return
+		}
+		for _, j := range succ[i] {
+			if !bounded(j) {
+				yield(j)
+			}
+		}
+	}
+	for _, comp := range stronglyConnected(len(f.Nodes), inner) {
+		if !isCycle(comp, inner) {
+			continue
+		}
+		start := slices.Min(comp) // the first declared node of the cycle
+		path := cyclePath(start, comp, inner)
+		chain := make([]string, len(path))
+		for k, i := range path {
+			chain[k] = f.Nodes[i].ID
+		}
+		n := f.Nodes[start]
+		ls.addf(n.Pos, CodeUnboundedCycle, chain, "flow %q: cycle %s has no node with max_visits; declare max_visits on one of its nodes to bound it", f.Name, FormatChain(chain))
+	}
+}
+
+func nodeIDs(f *Flow) []string {
+	ids := make([]string, len(f.Nodes))
+	for i, n := range f.Nodes {
+		ids[i] = n.ID
+	}
+	return ids
+}
+
+// checkTools resolves every tool of a flow in the catalog and enforces
+// at-most-once for tools that do not dedupe on an idempotency key.
+func (ls *loadState) checkTools(f *Flow, tools Catalog) {
+	for _, n := range f.Nodes {
+		if n.Tool == "" {
+			continue
+		}
+		var info ToolInfo
+		ok := false
+		if tools != nil {
+			info, ok = tools.LookupTool(n.Tool)
+		}
+		if !ok {
+			hint := ""
+			if named, isNamed := tools.(interface{ Names() []string }); isNamed {
+				if s := suggest(n.Tool, named.Names()); s != "" {
+					hint = fmt.Sprintf(" (did you mean %q?)", s)
+				}
+			}
+			ls.addf(n.ArgPos("tool"), CodeUnknownTool, nil, "%s %q: no installed plugin provides tool %q%s", n.Kind, n.ID, n.Tool, hint)
+			continue
+		}
+		if info.Idempotent || (n.AtMostOnce && n.Retries > 0) {
+			continue // the contradiction is reported at load
+		}
+		switch {
+		case n.Retries > 0:
+			ls.addf(n.ArgPos("retries"), CodeAtMostOnce, nil,
+				"%s %q: tool %q is not idempotent, so retries = %d could run it twice; remove retries and declare at_most_once = True",
+				n.Kind, n.ID, n.Tool, n.Retries)
+		case !n.AtMostOnce:
+			ls.addf(n.Pos, CodeAtMostOnce, nil,
+				"%s %q: tool %q is not idempotent; declare at_most_once = True to accept that an attempt whose outcome is unknown takes the error wire instead of running again",
+				n.Kind, n.ID, n.Tool)
+		}
+	}
+}
+
+// callGraph is the graph of subflow calls reachable from the flows being
+// checked, resolved against them first and registered flows second.
+type callGraph struct {
+	flows []*Flow
+	local []bool
+	index map[string]int
+	edges [][]callEdge
+}
+
+type callEdge struct {
+	to   int
+	node *Node // the subflow or fanout node making the call
+}
+
+// checkCalls checks subflow calls across flows: every callee resolves,
+// no call cycle, no chain deeper than a flow's max_depth, and every fanout
+// of flows declares a depth its children fit in. lookup may be nil.
+func (ls *loadState) checkCalls(lookup lookupFunc) error {
+	g := &callGraph{index: map[string]int{}}
+	add := func(f *Flow, local bool) int {
+		g.index[f.Name] = len(g.flows)
+		g.flows = append(g.flows, f)
+		g.local = append(g.local, local)
+		g.edges = append(g.edges, nil)
+		return len(g.flows) - 1
+	}
+	for _, f := range ls.mod.Flows {
+		add(f, true)
+	}
+	unresolved := map[int]bool{}
+	for i := 0; i < len(g.flows); i++ { // g.flows grows as callees resolve
+		f := g.flows[i]
+		for _, n := range f.Calls() {
+			j, ok := g.index[n.Flow]
+			if !ok && lookup != nil {
+				callee, err := lookup(n.Flow)
+				if err != nil {
+					return fmt.Errorf("resolving flow %q: %w", n.Flow, err)
+				}
+				if callee != nil {
+					j, ok = add(callee, false), true
+				}
+			}
+			if !ok {
+				unresolved[i] = true
+				if g.local[i] && !ls.incomplete {
+					hint := ""
+					if s := suggest(n.Flow, slices.Collect(mapKeys(g.index))); s != "" {
+						hint = fmt.Sprintf(" (did you mean %q?)", s)
+					}
+					ls.addf(n.ArgPos("flow"), CodeUnknownFlow, nil, "%s %q: no flow named %q is registered or checked together%s", n.Kind, n.ID, n.Flow, hint)
+				}
+				continue
+			}
+			g.edges[i] = append(g.edges[i], callEdge{to: j, node: n})
+		}
+	}
+
+	succ := func(i int, yield func(int)) {
+		for _, e := range g.edges[i] {
+			yield(e.to)
+		}
+	}
+	comps := stronglyConnected(len(g.flows), succ)
+	compOf := make([]int, len(g.flows))
+	for c, comp := range comps {
+		for _, i := range comp {
+			compOf[i] = c
+		}
+	}
+
+	// Cycles: every call from a flow being checked to a flow of its own
+	// strongly connected component closes one; report each cycle once.
+	reported := map[string]bool{}
+	for i := range g.flows {
+		if !g.local[i] {
+			continue
+		}
+		for _, e := range g.edges[i] {
+			if compOf[e.to] != compOf[i] {
+				continue
+			}
+			path := shortestPath(e.to, i, comps[compOf[i]], succ)
+			cycle := append([]int{i}, path...)
+			key := canonicalCycle(cycle[:len(cycle)-1])
+			if reported[key] {
+				continue
+			}
+			reported[key] = true
+			chain := g.names(cycle)
+			ls.addf(e.node.ArgPos("flow"), CodeCycle, chain, "subflow cycle %s", FormatChain(chain))
+		}
+	}
+
+	// Depth: components come callees first, so each flow's depth is known
+	// from its callees'. A flow on or above a cycle has no depth.
+	const unknown = -1
+	depth := make([]int, len(g.flows))
+	best := make([]int, len(g.flows)) // edge index of the deepest call, or -1
+	for _, comp := range comps {
+		if isCycle(comp, succ) {
+			for _, i := range comp {
+				depth[i], best[i] = unknown, -1
+			}
+			continue
+		}
+		i := comp[0]
+		depth[i], best[i] = 0, -1
+		if unresolved[i] {
+			depth[i] = unknown
+			continue
+		}
+		for k, e := range g.edges[i] {
+			if depth[e.to] == unknown {
+				depth[i] = unknown
+				break
+			}
+			if d := depth[e.to] + 1; d > depth[i] {
+				depth[i], best[i] = d, k
+			}
+		}
+	}
+	chainBelow := func(i int) []int {
+		path := []int{i}
+		for depth[i] > 0 && best[i] >= 0 {
+			i = g.edges[i][best[i]].to
+			path = append(path, i)
+		}
+		return path
+	}
+	ls.mod.depth = map[string]int{}
+	for i, f := range g.flows {
+		if !g.local[i] || depth[i] == unknown {
+			continue
+		}
+		ls.mod.depth[f.Name] = depth[i]
+		if depth[i] > f.MaxDepth && f.MaxDepth >= 0 {
+			chain := g.names(chainBelow(i))
+			first := g.edges[i][best[i]].node
+			ls.addf(first.ArgPos("flow"), CodeDepth, chain, "flow %q nests subflows %d deep (%s), more than its max_depth = %d",
+				f.Name, depth[i], FormatChain(chain), f.MaxDepth)
+		}
+		for _, e := range g.edges[i] {
+			n := e.node
+			if n.Kind != KindFanout || n.Depth <= 0 || depth[e.to] == unknown {
+				continue
+			}
+			if need := depth[e.to] + 1; need > n.Depth {
+				chain := append([]string{f.Name}, g.names(chainBelow(e.to))...)
+				ls.addf(n.ArgPos("depth"), CodeFanoutBounds, chain,
+					"fanout %q: depth = %d, but its children delegate %d generations deep (%s)",
+					n.ID, n.Depth, need, FormatChain(chain))
+			}
+		}
+	}
+	return nil
+}
+
+func (g *callGraph) names(path []int) []string {
+	out := make([]string, len(path))
+	for k, i := range path {
+		out[k] = g.flows[i].Name
+	}
+	return out
+}
+
+func mapKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// canonicalCycle names a cycle independently of where it was entered:
+// the rotation that starts at its smallest member.
+func canonicalCycle(cycle []int) string {
+	start := 0
+	for k := range cycle {
+		if cycle[k] < cycle[start] {
+			start = k
+		}
+	}
+	var b strings.Builder
+	for k := range cycle {
+		fmt.Fprintf(&b, "%d,", cycle[(start+k)%len(cycle)])
+	}
+	return b.String()
+}
+
+// stronglyConnected returns the strongly connected components of a graph
+// of n vertices (Tarjan's algorithm, iterative so that deep graphs cannot
+// exhaust the stack). Components come in reverse topological order: a
+// component comes after every component it reaches.
+func stronglyConnected(n int, succ func(int, func(int))) [][]int {
+	index := make([]int, n)
+	low := make([]int, n)
+	onStack := make([]bool, n)
+	for i := range index {
+		index[i] = -1
+	}
+	var (
+		stack []int
+		comps [][]int
+		next  int
+	)
+	type frame struct {
+		v     int
+		succs []int
+		k     int
+	}
+	var buf []int
+	succsOf := func(v int) []int {
+		buf = buf[:0]
+		succ(v, func(w int) { buf = append(buf, w) })
+		return slices.Clone(buf)
+	}
+	for root := range n {
+		if index[root] >= 0 {
+			continue
+		}
+		call := []frame{{v: root, succs: succsOf(root)}}
+		index[root], low[root] = next, next
+		next++
+		stack = append(stack, root)
+		onStack[root] = true
+		for len(call) > 0 {
+			fr := &call[len(call)-1]
+			if fr.k < len(fr.succs) {
+				w := fr.succs[fr.k]
+				fr.k++
+				switch {
+				case index[w] < 0:
+					index[w], low[w] = next, next
+					next++
+					stack = append(stack, w)
+					onStack[w] = true
+					call = append(call, frame{v: w, succs: succsOf(w)})
+				case onStack[w]:
+					low[fr.v] = min(low[fr.v], index[w])
+				}
+				continue
+			}
+			v := fr.v
+			call = call[:len(call)-1]
+			if len(call) > 0 {
+				parent := call[len(call)-1].v
+				low[parent] = min(low[parent], low[v])
+			}
+			if low[v] == index[v] {
+				var comp []int
+				for {
+					w := stack[len(stack)-1]
+					stack = stack[:len(stack)-1]
+					onStack[w] = false
+					comp = append(comp, w)
+					if w == v {
+						break
+					}
+				}
+				slices.Sort(comp)
+				comps = append(comps, comp)
+			}
+		}
+	}
+	return comps
+}
+
+// isCycle reports whether a strongly connected component holds a cycle:
+// more than one vertex, or one with an edge to itself.
+func isCycle(comp []int, succ func(int, func(int))) bool {
+	if len(comp) > 1 {
+		return true
+	}
+	self := false
+	succ(comp[0], func(w int) {
+		if w == comp[0] {
+			self = true
+		}
+	})
+	return self
+}
+
+// cyclePath returns a shortest cycle through start inside comp, as
+// start, ..., start.
+func cyclePath(start int, comp []int, succ func(int, func(int))) []int {
+	var first []int
+	succ(start, func(w int) { first = append(first, w) })
+	for _, w := range first {
+		if w == start {
+			return []int{start, start}
+		}
+	}
+	var bestPath []int
+	for _, w := range first {
+		if !slices.Contains(comp, w) {
+			continue
+		}
+		p := shortestPath(w, start, comp, succ)
+		if p != nil && (bestPath == nil || len(p) < len(bestPath)) {
+			bestPath = p
+		}
+	}
+	return append([]int{start}, bestPath...)
+}
+
+// shortestPath returns the vertices of a shortest path from a to b that
+// stays inside comp, a and b included (just [a] when a == b).
+func shortestPath(a, b int, comp []int, succ func(int, func(int))) []int {
+	if a == b {
+		return []int{a}
+	}
+	in := make(map[int]bool, len(comp))
+	for _, v := range comp {
+		in[v] = true
+	}
+	prev := map[int]int{a: a}
+	queue := []int{a}
+	for len(queue) > 0 {
+		v := queue[0]
+		queue = queue[1:]
+		found := false
+		succ(v, func(w int) {
+			if found || !in[w] {
+				return
+			}
+			if _, ok := prev[w]; ok {
+				return
+			}
+			prev[w] = v
+			if w == b {
+				found = true
+				return
+			}
+			queue = append(queue, w)
+		})
+		if found {
+			var path []int
+			for w := b; w != a; w = prev[w] {
+				path = append(path, w)
+			}
+			path = append(path, a)
+			slices.Reverse(path)
+			return path
+		}
+	}
+	return nil
+}
+
+// suggest returns the candidate closest to name by edit distance, if it is
+// close enough to be a likely typo.
+func suggest(name string, candidates []string) string {
+	limit := min(max(1, len(name)/3), 3)
+	best, bestD := "", limit+1
+	for _, c := range slices.Sorted(slices.Values(candidates)) {
+		if c == name {
+			continue
+		}
+		if d := editDistance(name, c, limit); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance, giving up (returning limit+1)
+// once it exceeds limit.
+func editDistance(a, b string, limit int) int {
+	if d := len(a) - len(b); d > limit || -d > limit {
+		return limit + 1
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		rowMin := cur[0]
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			rowMin = min(rowMin, cur[j])
+		}
+		if rowMin > limit {
+			return limit + 1
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

@@ -1,0 +1,353 @@
+package flows
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// IRVersion is the version of the IR's JSON encoding. It is written into
+// every encoded Flow so that a store can tell old encodings apart.
+const IRVersion = 1
+
+// DefaultMaxDepth is a flow's max_depth when it declares none.
+const DefaultMaxDepth = 8
+
+// DefaultQuorum is a fanout's quorum when it declares none: every child
+// must mature.
+const DefaultQuorum = 1.0
+
+// DefaultGrace is a fanout's grace when it declares none: how long in-flight
+// children may keep running after the cohort freezes before unprotected ones
+// are stopped.
+const DefaultGrace = 30 * time.Second
+
+// NodeKind says what a node does when the run reaches it.
+type NodeKind string
+
+// Node kinds, one per builtin.
+const (
+	// KindTask calls one tool.
+	KindTask NodeKind = "task"
+	// KindSubflow starts a child run of another flow and suspends until it
+	// is terminal.
+	KindSubflow NodeKind = "subflow"
+	// KindFanout starts one child (a tool call or a child run) per item,
+	// as a cohort that closes by sufficiency.
+	KindFanout NodeKind = "fanout"
+	// KindWait suspends the run until an external decision (an approval)
+	// or its timeout.
+	KindWait NodeKind = "wait"
+	// KindBranch evaluates a condition and follows then or otherwise.
+	KindBranch NodeKind = "branch"
+)
+
+// CallableRef names a value the script passed to a builtin: a callable
+// (function or lambda) or a constant. It is stable across re-loads of the
+// same source: an Evaluator built from the flow's stored sources resolves it
+// to the same value. Node is empty for flow-level parameters (output).
+type CallableRef struct {
+	Flow  string `json:"flow"`
+	Node  string `json:"node,omitempty"`
+	Param string `json:"param"`
+}
+
+func (r CallableRef) String() string {
+	if r.Node == "" {
+		return r.Flow + "." + r.Param
+	}
+	return r.Flow + "." + r.Node + "." + r.Param
+}
+
+// Flow is the graph IR of one registered flow version. The runtime walks it;
+// callables are evaluated through an Evaluator built from the flow's
+// sources. A Flow is immutable once loaded and safe for concurrent reads.
+type Flow struct {
+	// Name is the flow's name, unique among registered flows.
+	Name string
+	// Doc is the flow's description.
+	Doc string
+	// MaxDepth bounds the subflow chain below this flow (DefaultMaxDepth
+	// if not declared).
+	MaxDepth int
+	// Budget is the cost units one run may spend, children included; 0
+	// means the flow declares no budget of its own.
+	Budget int64
+	// Entry is the id of the node a run starts at: the first node declared.
+	Entry string
+	// Nodes are the flow's nodes in declaration order.
+	Nodes []*Node
+	// Output computes the run's result from its context, if declared;
+	// nil means the result of the last node that ran.
+	Output *CallableRef
+	// Input is the JSON schema a run's input must satisfy, if declared.
+	Input json.RawMessage
+	// Hash identifies this version: it covers the flow's name and
+	// SourceHash. Registries and stores key versions by it.
+	Hash string
+	// SourceHash identifies the flow's sources (the file declaring it and
+	// everything that file loads); evaluators are cached by it.
+	SourceHash string
+	// Pos is the position of the flow() call.
+	Pos Pos
+
+	index map[string]*Node
+	input *inputSchema
+}
+
+// Node returns the node with the given id, or nil.
+func (f *Flow) Node(id string) *Node {
+	if f.index != nil {
+		return f.index[id]
+	}
+	for _, n := range f.Nodes {
+		if n.ID == id {
+			return n
+		}
+	}
+	return nil
+}
+
+func (f *Flow) buildIndex() {
+	f.index = make(map[string]*Node, len(f.Nodes))
+	for _, n := range f.Nodes {
+		if _, dup := f.index[n.ID]; !dup {
+			f.index[n.ID] = n
+		}
+	}
+}
+
+// Calls lists the flow's subflow and fanout flow= calls in declaration
+// order, as (node, callee) pairs.
+func (f *Flow) Calls() []*Node {
+	var calls []*Node
+	for _, n := range f.Nodes {
+		if n.Flow != "" {
+			calls = append(calls, n)
+		}
+	}
+	return calls
+}
+
+// Node is one step of a flow's graph. Which fields are meaningful depends on
+// Kind; docs/flows.md documents each builtin parameter.
+type Node struct {
+	// ID is the node's id, unique within its flow.
+	ID string
+	// Kind is the builtin that declared the node.
+	Kind NodeKind
+	// Pos is the position of the builtin call that declared the node.
+	Pos Pos
+	// Doc describes the node.
+	Doc string
+
+	// Tool is the tool a task calls, or a fanout calls per item.
+	Tool string
+	// Flow is the flow a subflow starts, or a fanout starts per item.
+	Flow string
+	// Args builds the input: args(ctx) for task, subflow and wait (the
+	// approval's payload), args(ctx, item) for a fanout's children. Nil: a
+	// task, subflow or wait gets {}; a fanout child gets the item itself.
+	Args *CallableRef
+
+	// Next is the ok wire; empty ends the run successfully.
+	Next string
+	// Error is the error wire; empty fails the run when the node fails.
+	Error string
+
+	// Retries is the number of automatic retries after a failed attempt
+	// (a task, or each child of a tool fanout).
+	Retries int
+	// AtMostOnce accepts at-most-once semantics: an attempt whose outcome
+	// is unknown takes the error wire instead of being run again.
+	AtMostOnce bool
+	// MaxVisits bounds how often one run may enter this node; 0 means no
+	// declared bound (the node may not then lie on a cycle unless another
+	// node of the cycle declares one).
+	MaxVisits int
+	// Timeout is the deadline of one attempt (task), of the child run
+	// (subflow), of each child (fanout), or of the wait itself (wait,
+	// which then takes its error wire). 0: none declared.
+	Timeout time.Duration
+	// Cost is the declared cost units of one attempt (per child for a
+	// fanout); 0: use the tool's declared cost.
+	Cost int64
+	// Protected work is never killed by a cohort stop; it is let finish.
+	Protected bool
+
+	// Cond decides a branch: cond(ctx), truthy follows Then.
+	Cond *CallableRef
+	// Then is the branch's wire when Cond is truthy; empty ends the run.
+	Then string
+	// Otherwise is the branch's wire when Cond is falsy; empty ends the run.
+	Otherwise string
+
+	// Items computes a fanout's items: items(ctx) returns a list.
+	Items *CallableRef
+	// Width is the most children in flight at once.
+	Width int
+	// Depth is the generations of delegation allowed below the fanout
+	// node (its children are generation 1).
+	Depth int
+	// MaxItems is the declared upper bound on len(items).
+	MaxItems int
+	// Quorum is the share of children (0 < q <= 1) that must mature for
+	// the cohort to close sufficiently.
+	Quorum float64
+	// Deadline is the cohort's fuse: when it trips the cohort closes anyway
+	// and records whether maturity was sufficient. 0: none declared.
+	Deadline time.Duration
+	// Grace bounds how long in-flight children keep running after the
+	// cohort freezes, before unprotected ones are stopped.
+	Grace time.Duration
+	// Reduce computes the fanout's result: reduce(ctx, results), where
+	// results is the list of published child results in item order. Nil:
+	// the result is that list.
+	Reduce *CallableRef
+	// Mature decides whether a child's published result counts toward the
+	// quorum: mature(ctx, item, result). Nil: every child that finished ok
+	// is mature.
+	Mature *CallableRef
+
+	argPos map[string]Pos
+}
+
+// Wire is one outgoing edge of a node.
+type Wire struct {
+	// Label is the parameter that declares the wire: next, error, then or
+	// otherwise.
+	Label string
+	// To is the target node id.
+	To string
+}
+
+// Wires lists the node's outgoing edges in a fixed order: next, error,
+// then, otherwise (only the declared ones).
+func (n *Node) Wires() []Wire {
+	var ws []Wire
+	for _, w := range [...]Wire{{"next", n.Next}, {"error", n.Error}, {"then", n.Then}, {"otherwise", n.Otherwise}} {
+		if w.To != "" {
+			ws = append(ws, w)
+		}
+	}
+	return ws
+}
+
+// ArgPos is the position of the named keyword argument in the node's call,
+// or the node's own position when the argument was not written there.
+func (n *Node) ArgPos(param string) Pos {
+	if p, ok := n.argPos[param]; ok {
+		return p
+	}
+	return n.Pos
+}
+
+// Encoded forms. Durations are written as strings ("10m0s", "30d") so that
+// stored IR stays readable; everything else uses snake_case names.
+
+type flowJSON struct {
+	IRVersion  int             `json:"ir_version"`
+	Name       string          `json:"name"`
+	Doc        string          `json:"doc,omitempty"`
+	MaxDepth   int             `json:"max_depth"`
+	Budget     int64           `json:"budget,omitempty"`
+	Entry      string          `json:"entry"`
+	Nodes      []*Node         `json:"nodes"`
+	Output     *CallableRef    `json:"output,omitempty"`
+	Input      json.RawMessage `json:"input,omitempty"`
+	Hash       string          `json:"hash"`
+	SourceHash string          `json:"source_hash"`
+	Pos        Pos             `json:"pos"`
+}
+
+// MarshalJSON encodes the flow's IR.
+func (f *Flow) MarshalJSON() ([]byte, error) {
+	return json.Marshal(flowJSON{
+		IRVersion: IRVersion, Name: f.Name, Doc: f.Doc, MaxDepth: f.MaxDepth, Budget: f.Budget,
+		Entry: f.Entry, Nodes: f.Nodes, Output: f.Output, Input: f.Input,
+		Hash: f.Hash, SourceHash: f.SourceHash, Pos: f.Pos,
+	})
+}
+
+// UnmarshalJSON decodes IR written by MarshalJSON and rebuilds the node
+// index. An encoding from a newer IRVersion is refused.
+func (f *Flow) UnmarshalJSON(b []byte) error {
+	var j flowJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	if j.IRVersion != IRVersion {
+		return fmt.Errorf("flow IR version %d: this weir reads version %d", j.IRVersion, IRVersion)
+	}
+	*f = Flow{
+		Name: j.Name, Doc: j.Doc, MaxDepth: j.MaxDepth, Budget: j.Budget, Entry: j.Entry,
+		Nodes: j.Nodes, Output: j.Output, Input: j.Input, Hash: j.Hash, SourceHash: j.SourceHash, Pos: j.Pos,
+	}
+	for i, n := range f.Nodes {
+		if n == nil {
+			return fmt.Errorf("flow %q: node %d is null", f.Name, i)
+		}
+	}
+	f.buildIndex()
+	f.input = &inputSchema{}
+	return nil
+}
+
+type nodeJSON struct {
+	ID         string       `json:"id"`
+	Kind       NodeKind     `json:"kind"`
+	Pos        Pos          `json:"pos"`
+	Doc        string       `json:"doc,omitempty"`
+	Tool       string       `json:"tool,omitempty"`
+	Flow       string       `json:"flow,omitempty"`
+	Args       *CallableRef `json:"args,omitempty"`
+	Next       string       `json:"next,omitempty"`
+	Error      string       `json:"error,omitempty"`
+	Retries    int          `json:"retries,omitempty"`
+	AtMostOnce bool         `json:"at_most_once,omitempty"`
+	MaxVisits  int          `json:"max_visits,omitempty"`
+	Timeout    jsonDuration `json:"timeout,omitempty"`
+	Cost       int64        `json:"cost,omitempty"`
+	Protected  bool         `json:"protected,omitempty"`
+	Cond       *CallableRef `json:"cond,omitempty"`
+	Then       string       `json:"then,omitempty"`
+	Otherwise  string       `json:"otherwise,omitempty"`
+	Items      *CallableRef `json:"items,omitempty"`
+	Width      int          `json:"width,omitempty"`
+	Depth      int          `json:"depth,omitempty"`
+	MaxItems   int          `json:"max_items,omitempty"`
+	Quorum     float64      `json:"quorum,omitempty"`
+	Deadline   jsonDuration `json:"deadline,omitempty"`
+	Grace      jsonDuration `json:"grace,omitempty"`
+	Reduce     *CallableRef `json:"reduce,omitempty"`
+	Mature     *CallableRef `json:"mature,omitempty"`
+}
+
+// MarshalJSON encodes the node.
+func (n *Node) MarshalJSON() ([]byte, error) {
+	return json.Marshal(nodeJSON{
+		ID: n.ID, Kind: n.Kind, Pos: n.Pos, Doc: n.Doc, Tool: n.Tool, Flow: n.Flow, Args: n.Args,
+		Next: n.Next, Error: n.Error, Retries: n.Retries, AtMostOnce: n.AtMostOnce, MaxVisits: n.MaxVisits,
+		Timeout: jsonDuration(n.Timeout), Cost: n.Cost, Protected: n.Protected,
+		Cond: n.Cond, Then: n.Then, Otherwise: n.Otherwise,
+		Items: n.Items, Width: n.Width, Depth: n.Depth, MaxItems: n.MaxItems, Quorum: n.Quorum,
+		Deadline: jsonDuration(n.Deadline), Grace: jsonDuration(n.Grace), Reduce: n.Reduce, Mature: n.Mature,
+	})
+}
+
+// UnmarshalJSON decodes a node written by MarshalJSON.
+func (n *Node) UnmarshalJSON(b []byte) error {
+	var j nodeJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*n = Node{
+		ID: j.ID, Kind: j.Kind, Pos: j.Pos, Doc: j.Doc, Tool: j.Tool, Flow: j.Flow, Args: j.Args,
+		Next: j.Next, Error: j.Error, Retries: j.Retries, AtMostOnce: j.AtMostOnce, MaxVisits: j.MaxVisits,
+		Timeout: time.Duration(j.Timeout), Cost: j.Cost, Protected: j.Protected,
+		Cond: j.Cond, Then: j.Then, Otherwise: j.Otherwise,
+		Items: j.Items, Width: j.Width, Depth: j.Depth, MaxItems: j.MaxItems, Quorum: j.Quorum,
+		Deadline: time.Duration(j.Deadline), Grace: time.Duration(j.Grace), Reduce: j.Reduce, Mature: j.Mature,
+	}
+	return nil
+}

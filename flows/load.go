@@ -1,0 +1,576 @@
+package flows
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	"go.starlark.net/resolve"
+	"go.starlark.net/starlark"
+	"go.starlark.net/starlarkjson"
+	"go.starlark.net/syntax"
+)
+
+// File is one flow source file. Path is how diagnostics name it and how
+// load() finds it; Src is its content.
+type File struct {
+	Path string `json:"path"`
+	Src  []byte `json:"src"`
+}
+
+// DefaultMaxSteps is the Starlark step limit of one file's execution at
+// load time and of one callable evaluation at run time, when the Loader
+// sets none. Registering a flow of 10,000 nodes takes well under a tenth of
+// it; an endless loop reaches it in a fraction of a second.
+const DefaultMaxSteps = 10_000_000
+
+// DefaultMaxFileBytes bounds one source file when the Loader sets no limit.
+const DefaultMaxFileBytes = 4 << 20
+
+// Loader loads flow scripts with explicit limits. The zero Loader uses the
+// defaults; Load and NewEvaluator are shorthands for it.
+type Loader struct {
+	// MaxSteps bounds the Starlark steps of one file's execution (each
+	// load()ed file gets its own allowance) and of one callable call.
+	MaxSteps uint64
+	// MaxFileBytes bounds the size of one source file.
+	MaxFileBytes int
+}
+
+func (l Loader) maxSteps() uint64 {
+	if l.MaxSteps == 0 {
+		return DefaultMaxSteps
+	}
+	return l.MaxSteps
+}
+
+func (l Loader) maxFileBytes() int {
+	if l.MaxFileBytes <= 0 {
+		return DefaultMaxFileBytes
+	}
+	return l.MaxFileBytes
+}
+
+// Module is the result of loading a set of files together: the flows they
+// declare, in declaration order, and which sources each flow needs.
+type Module struct {
+	// Files are the loaded files, with cleaned paths, in the order given.
+	Files []File
+	// Flows are the declared flows, in the order their flow() calls ran.
+	// A flow whose name was already declared is not included.
+	Flows []*Flow
+
+	byName  map[string]*Flow
+	sources map[string][]File // flow name -> its source closure
+	depth   map[string]int    // flow name -> subflow depth, after Check
+}
+
+// Flow returns the flow named name, or nil.
+func (m *Module) Flow(name string) *Flow { return m.byName[name] }
+
+// Sources returns the files a flow needs at run time: the file that
+// declared it and every file that file loads, transitively, sorted by path.
+// These are what a store keeps and what NewEvaluator re-loads.
+func (m *Module) Sources(name string) []File { return m.sources[name] }
+
+// Depth returns the length of the longest subflow chain below the named
+// flow, as computed by the last check; false if it was not computed (the
+// flow is on a cycle, or calls a flow that could not be resolved).
+func (m *Module) Depth(name string) (int, bool) {
+	d, ok := m.depth[name]
+	return d, ok
+}
+
+// Versions returns one Version per flow, ready to store.
+func (m *Module) Versions() []*Version {
+	vs := make([]*Version, len(m.Flows))
+	for i, f := range m.Flows {
+		vs[i] = &Version{Flow: f, Sources: m.sources[f.Name]}
+	}
+	return vs
+}
+
+// Load runs the scripts in files together in the sandbox with the default
+// limits and returns the flows they declare, checked on their own (see
+// Loader.Load).
+func Load(files []File) (*Module, Diagnostics) { return Loader{}.Load(files) }
+
+// Load runs the scripts in files together in the sandbox and returns the
+// flows they declare. It reports every problem it can find without other
+// flows or a tool catalog: syntax and script errors, bad loads, invalid
+// arguments, duplicates, and each flow's graph problems (dangling wires,
+// unreachable nodes, unbounded cycles). Check adds the rest.
+//
+// The module is returned even when there are diagnostics, with what could
+// be loaded.
+func (l Loader) Load(files []File) (*Module, Diagnostics) {
+	m, ds, _ := l.analyze(files, nil, nil, false)
+	return m, ds
+}
+
+// loadState is the state of one load: every file of the set, what their
+// scripts declared so far, and the diagnostics. It is reached from the
+// builtins through the thread's locals.
+type loadState struct {
+	loader Loader
+	mod    *Module
+	files  map[string]*fileState
+	diags  Diagnostics
+	// incomplete is set when some file could not be run to its end, so
+	// flows it would have declared are missing.
+	incomplete bool
+	// callables, when not nil, collects the values passed to builtins, by
+	// reference (evaluator loads only).
+	callables map[CallableRef]callable
+	// flowPos remembers where each flow name was first declared.
+	flowPos map[string]Pos
+	// declFile is the file whose execution declared each flow: the root
+	// of the flow's sources, even when flow() ran in a loaded helper.
+	declFile map[string]string
+}
+
+type fileState struct {
+	file    File
+	prog    *starlark.Program
+	calls   map[lineCol]*callSite
+	loads   []string // resolved paths of this file's load()s
+	state   execState
+	globals starlark.StringDict
+}
+
+type execState int
+
+const (
+	notRun execState = iota
+	running
+	done
+	failed
+)
+
+type lineCol struct{ line, col int32 }
+
+// callSite is what the syntax tree says about one call expression: where
+// the call starts and where each keyword argument is written. The
+// interpreter only knows the position of the call's parenthesis.
+type callSite struct {
+	start Pos
+	kw    map[string]Pos
+}
+
+// Thread-local keys.
+const (
+	localLoad  = "weir.flows.load"
+	localFile  = "weir.flows.file"
+	localSteps = "weir.flows.maxsteps"
+)
+
+// errLoadFailed tells a loading file that the file it loads failed; the
+// failure is already reported where it happened.
+var errLoadFailed = errors.New("the loaded file has errors")
+
+// loadCycleError is a load() chain that comes back to a file being loaded.
+type loadCycleError struct{ chain []string }
+
+func (e *loadCycleError) Error() string { return "load cycle " + FormatChain(e.chain) }
+
+var fileOptions = &syntax.FileOptions{
+	// Top-level for and if let a script build its nodes in a loop, and
+	// such loops rebind their variables; while and recursion stay off, so
+	// that loops always iterate over something finite.
+	TopLevelControl: true,
+	GlobalReassign:  true,
+}
+
+func (l Loader) run(files []File, collect bool) *loadState {
+	ls := &loadState{
+		loader:   l,
+		mod:      &Module{byName: map[string]*Flow{}, sources: map[string][]File{}},
+		files:    map[string]*fileState{},
+		flowPos:  map[string]Pos{},
+		declFile: map[string]string{},
+	}
+	if collect {
+		ls.callables = map[CallableRef]callable{}
+	}
+	var order []*fileState
+	for i, f := range files {
+		p := cleanPath(f.Path)
+		if p == "" {
+			ls.addf(Pos{File: fmt.Sprintf("<file %d>", i+1)}, CodeInvalid, nil, "a flow file needs a path")
+			ls.incomplete = true
+			continue
+		}
+		if _, dup := ls.files[p]; dup {
+			ls.addf(Pos{File: p}, CodeDuplicate, nil, "file %s is given twice", p)
+			continue
+		}
+		fs := &fileState{file: File{Path: p, Src: f.Src}}
+		ls.files[p] = fs
+		ls.mod.Files = append(ls.mod.Files, fs.file)
+		if len(f.Src) > l.maxFileBytes() {
+			ls.addf(Pos{File: p}, CodeInvalid, nil, "file is %d bytes, more than the limit of %d", len(f.Src), l.maxFileBytes())
+			fs.state = failed
+			ls.incomplete = true
+			continue
+		}
+		order = append(order, fs)
+		ls.compile(fs)
+	}
+	for _, fs := range order {
+		if fs.state == notRun {
+			_ = ls.exec(fs)
+		}
+	}
+	ls.computeSources()
+	ls.diags = ls.diags.sort()
+	return ls
+}
+
+func cleanPath(p string) string {
+	if p == "" {
+		return ""
+	}
+	return path.Clean(strings.ReplaceAll(p, "\\", "/"))
+}
+
+// compile parses and resolves one file and checks its load()s statically,
+// so that every bad load is reported, not only the first one executed.
+func (ls *loadState) compile(fs *fileState) {
+	f, err := fileOptions.Parse(fs.file.Path, fs.file.Src, 0)
+	if err != nil {
+		ls.syntaxError(err, fs.file.Path)
+		fs.state = failed
+		ls.incomplete = true
+		return
+	}
+	fs.calls = indexCalls(f, fs.file.Path)
+	prog, err := starlark.FileProgram(f, predeclared.Has)
+	if err != nil {
+		ls.syntaxError(err, fs.file.Path)
+		fs.state = failed
+		ls.incomplete = true
+		return
+	}
+	fs.prog = prog
+	for i := range prog.NumLoads() {
+		module, pos := prog.Load(i)
+		target, ok := ls.resolveLoad(fs.file.Path, module)
+		if !ok {
+			ls.addf(toPos(pos), CodeLoad, nil, "load(%q): %s is not among the flow files loaded together (%s)", module, target, ls.fileList())
+			fs.state = failed
+			ls.incomplete = true
+			continue
+		}
+		fs.loads = append(fs.loads, target)
+	}
+}
+
+func (ls *loadState) fileList() string {
+	names := make([]string, 0, len(ls.files))
+	for p := range ls.files {
+		names = append(names, p)
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
+}
+
+// resolveLoad finds a load()ed module among the files of the set: its
+// name is a path relative to the loading file's directory.
+func (ls *loadState) resolveLoad(from, module string) (string, bool) {
+	target := module
+	if !path.IsAbs(module) {
+		target = path.Join(path.Dir(from), module)
+	}
+	target = cleanPath(target)
+	_, ok := ls.files[target]
+	return target, ok
+}
+
+func (ls *loadState) syntaxError(err error, file string) {
+	var se syntax.Error
+	var rl resolve.ErrorList
+	switch {
+	case errors.As(err, &rl):
+		for _, e := range rl {
+			ls.addf(toPos(e.Pos), CodeSyntax, nil, "%s", e.Msg)
+		}
+	case errors.As(err, &se):
+		ls.addf(toPos(se.Pos), CodeSyntax, nil, "%s", se.Msg)
+	default:
+		ls.addf(Pos{File: file}, CodeSyntax, nil, "%v", err)
+	}
+}
+
+// exec runs one file's script on its own thread with its own step
+// allowance, running the files it loads first.
+func (ls *loadState) exec(fs *fileState) error {
+	switch fs.state {
+	case done:
+		return nil
+	case failed:
+		return errLoadFailed
+	}
+	fs.state = running
+	thread := ls.newThread(fs)
+	globals, err := fs.prog.Init(thread, predeclared)
+	globals.Freeze()
+	fs.globals = globals
+	if err != nil {
+		fs.state = failed
+		ls.incomplete = true
+		ls.execError(err, thread, fs)
+		return errLoadFailed
+	}
+	fs.state = done
+	return nil
+}
+
+func (ls *loadState) newThread(fs *fileState) *starlark.Thread {
+	thread := &starlark.Thread{
+		Name:  fs.file.Path,
+		Print: func(*starlark.Thread, string) {}, // no output channel from a flow script
+		Load: func(thread *starlark.Thread, module string) (starlark.StringDict, error) {
+			target, ok := ls.resolveLoad(fs.file.Path, module)
+			if !ok { // reported by compile; not reached
+				return nil, fmt.Errorf("%s is not among the flow files loaded together", target)
+			}
+			dep := ls.files[target]
+			if dep.state == running {
+				return nil, &loadCycleError{chain: ls.loadChain(fs, dep)}
+			}
+			if err := ls.exec(dep); err != nil {
+				return nil, err
+			}
+			return dep.globals, nil
+		},
+	}
+	thread.SetMaxExecutionSteps(ls.loader.maxSteps())
+	thread.SetLocal(localLoad, ls)
+	thread.SetLocal(localFile, fs)
+	thread.SetLocal(localSteps, ls.loader.maxSteps())
+	return thread
+}
+
+// loadChain names the files of a load cycle: from dep, through the files
+// currently running, back to dep.
+func (ls *loadState) loadChain(from, dep *fileState) []string {
+	// The running files form a path dep -> ... -> from; walk it through
+	// the resolved loads.
+	chain := []string{dep.file.Path}
+	cur := dep
+	seen := map[*fileState]bool{dep: true}
+	for cur != from {
+		var next *fileState
+		for _, p := range cur.loads {
+			if c := ls.files[p]; c.state == running && !seen[c] {
+				next = c
+				break
+			}
+		}
+		if next == nil {
+			break
+		}
+		seen[next] = true
+		chain = append(chain, next.file.Path)
+		cur = next
+	}
+	return append(chain, dep.file.Path)
+}
+
+// execError turns a failed execution into a diagnostic at the innermost
+// position inside the flow files.
+func (ls *loadState) execError(err error, thread *starlark.Thread, fs *fileState) {
+	if errors.Is(err, errLoadFailed) {
+		return // the loaded file's own diagnostic says why
+	}
+	var cycle *loadCycleError
+	var ee *starlark.EvalError
+	pos := Pos{File: fs.file.Path}
+	if errors.As(err, &ee) {
+		pos = ls.framePos(ee.CallStack, pos)
+	}
+	switch {
+	case errors.As(err, &cycle):
+		ls.addf(pos, CodeLoad, cycle.chain, "load cycle %s", FormatChain(cycle.chain))
+	case thread.ExecutionSteps() >= ls.loader.maxSteps():
+		ls.addf(pos, CodeScript, nil, "step limit exceeded: the script ran more than %d steps (an endless loop?)", ls.loader.maxSteps())
+	case ee != nil:
+		ls.addf(pos, CodeScript, nil, "%s", ee.Msg)
+	default:
+		ls.addf(pos, CodeScript, nil, "%v", err)
+	}
+}
+
+// framePos is the position of the innermost frame of stack that lies in a
+// flow file, moved from a call's parenthesis to the call's start.
+func (ls *loadState) framePos(stack starlark.CallStack, fallback Pos) Pos {
+	for i := len(stack) - 1; i >= 0; i-- {
+		p := stack[i].Pos
+		fs, ok := ls.files[p.Filename()]
+		if !ok {
+			continue
+		}
+		if site, ok := fs.calls[lineCol{p.Line, p.Col}]; ok {
+			return site.start
+		}
+		return toPos(p)
+	}
+	return fallback
+}
+
+func toPos(p syntax.Position) Pos {
+	return Pos{File: p.Filename(), Line: int(p.Line), Col: int(p.Col)}
+}
+
+// indexCalls records, for every call expression of a file, where it
+// starts and where its keyword arguments are, keyed by the position of its
+// parenthesis (the position the interpreter reports for a call).
+func indexCalls(f *syntax.File, file string) map[lineCol]*callSite {
+	calls := map[lineCol]*callSite{}
+	syntax.Walk(f, func(n syntax.Node) bool {
+		c, ok := n.(*syntax.CallExpr)
+		if !ok {
+			return true
+		}
+		start, _ := c.Fn.Span()
+		site := &callSite{start: Pos{File: file, Line: int(start.Line), Col: int(start.Col)}}
+		for _, a := range c.Args {
+			if b, ok := a.(*syntax.BinaryExpr); ok && b.Op == syntax.EQ {
+				if id, ok := b.X.(*syntax.Ident); ok {
+					if site.kw == nil {
+						site.kw = map[string]Pos{}
+					}
+					site.kw[id.Name] = Pos{File: file, Line: int(id.NamePos.Line), Col: int(id.NamePos.Col)}
+				}
+			}
+		}
+		calls[lineCol{c.Lparen.Line, c.Lparen.Col}] = site
+		return true
+	})
+	return calls
+}
+
+// callerSite returns what is known about the builtin call being executed.
+func (ls *loadState) callerSite(thread *starlark.Thread) *callSite {
+	p := thread.CallFrame(1).Pos
+	if fs, ok := ls.files[p.Filename()]; ok {
+		if site, ok := fs.calls[lineCol{p.Line, p.Col}]; ok {
+			return site
+		}
+	}
+	return &callSite{start: toPos(p)}
+}
+
+func (s *callSite) at(param string) Pos {
+	if p, ok := s.kw[param]; ok {
+		return p
+	}
+	return s.start
+}
+
+func (ls *loadState) addf(pos Pos, code Code, chain []string, format string, args ...any) {
+	if ls.callables != nil && code != CodeSyntax && code != CodeScript && code != CodeLoad {
+		// An evaluator load only needs the callables; checks were made
+		// when the flow was registered.
+		return
+	}
+	ls.diags = append(ls.diags, Diagnostic{Pos: pos, Code: code, Message: fmt.Sprintf(format, args...), Chain: chain})
+}
+
+// computeSources fills each flow's source closure and hashes.
+func (ls *loadState) computeSources() {
+	memo := map[string][]File{}
+	for _, f := range ls.mod.Flows {
+		file := ls.declFile[f.Name]
+		if _, ok := memo[file]; !ok {
+			memo[file] = ls.closure(file)
+		}
+		src := memo[file]
+		ls.mod.sources[f.Name] = src
+		f.SourceHash = HashSources(src)
+		f.Hash = flowHash(f.Name, f.SourceHash)
+	}
+}
+
+// closure is the file and everything it loads, transitively, sorted.
+func (ls *loadState) closure(file string) []File {
+	seen := map[string]bool{}
+	var visit func(p string)
+	visit = func(p string) {
+		fs, ok := ls.files[p]
+		if !ok || seen[p] {
+			return
+		}
+		seen[p] = true
+		for _, d := range fs.loads {
+			visit(d)
+		}
+	}
+	visit(file)
+	out := make([]File, 0, len(seen))
+	for p := range seen {
+		out = append(out, ls.files[p].file)
+	}
+	slices.SortFunc(out, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
+	return out
+}
+
+// HashSources is the content hash of a set of source files: paths and
+// contents, independent of the order given. Flow.SourceHash is this hash
+// of the flow's sources.
+func HashSources(files []File) string {
+	sorted := slices.Clone(files)
+	slices.SortFunc(sorted, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
+	h := sha256.New()
+	h.Write([]byte("weir.flows.sources/v1\x00"))
+	var n [8]byte
+	for _, f := range sorted {
+		binary.BigEndian.PutUint64(n[:], uint64(len(f.Path)))
+		h.Write(n[:])
+		h.Write([]byte(f.Path))
+		binary.BigEndian.PutUint64(n[:], uint64(len(f.Src)))
+		h.Write(n[:])
+		h.Write(f.Src)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func flowHash(name, sourceHash string) string {
+	h := sha256.Sum256([]byte("weir.flows.flow/v1\x00" + name + "\x00" + sourceHash))
+	return hex.EncodeToString(h[:])
+}
+
+// predeclared is what a flow script sees besides Starlark's universe: the
+// builtins, a json module (encode/decode are pure), and a range that
+// refuses lengths no loop could finish within the step limit (range itself
+// is lazy, but list(range(n)) would allocate without counting steps).
+var predeclared = starlark.StringDict{
+	"flow":    starlark.NewBuiltin("flow", builtinFlow),
+	"task":    starlark.NewBuiltin("task", builtinTask),
+	"subflow": starlark.NewBuiltin("subflow", builtinSubflow),
+	"fanout":  starlark.NewBuiltin("fanout", builtinFanout),
+	"wait":    starlark.NewBuiltin("wait", builtinWait),
+	"branch":  starlark.NewBuiltin("branch", builtinBranch),
+	"json":    starlarkjson.Module,
+	"range":   starlark.NewBuiltin("range", builtinRange),
+}
+
+func builtinRange(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	r, err := starlark.Call(thread, starlark.Universe["range"], args, kwargs)
+	if err != nil {
+		return nil, err
+	}
+	limit, _ := thread.Local(localSteps).(uint64)
+	if limit == 0 {
+		limit = DefaultMaxSteps
+	}
+	if n := r.(starlark.Sequence).Len(); uint64(n) > limit {
+		return nil, fmt.Errorf("range of %d elements: longer than the step limit (%d), so no loop over it could finish", n, limit)
+	}
+	return r, nil
+}

@@ -1,0 +1,161 @@
+package flows
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+)
+
+// ErrNotFound is returned by a VersionStore for a version or flow name it
+// does not hold.
+var ErrNotFound = errors.New("flow version not found")
+
+// Version is one registered version of a flow: its IR and the sources it
+// was loaded from, which are all the runtime needs to evaluate its
+// callables. Flow.Hash identifies it.
+type Version struct {
+	Flow    *Flow  `json:"flow"`
+	Sources []File `json:"sources"`
+}
+
+// VersionStore persists registered flow versions. Implementations must be
+// safe for concurrent use. The in-memory MemoryStore is the reference; the
+// runtime's store implements the same three operations durably.
+type VersionStore interface {
+	// VersionPut stores v under v.Flow.Hash and makes it the latest
+	// version of v.Flow.Name. Putting a hash that is already stored only
+	// makes it the latest again.
+	VersionPut(v *Version) error
+	// VersionGet returns the version with the given hash, or ErrNotFound.
+	VersionGet(hash string) (*Version, error)
+	// VersionLatest returns the most recently put version of the named
+	// flow, or ErrNotFound.
+	VersionLatest(name string) (*Version, error)
+}
+
+// MemoryStore is a VersionStore in memory.
+type MemoryStore struct {
+	mu       sync.RWMutex
+	byHash   map[string]*Version
+	latest   map[string]string   // name -> hash
+	versions map[string][]string // name -> hashes, in first-put order
+}
+
+// NewMemoryStore returns an empty MemoryStore.
+func NewMemoryStore() *MemoryStore {
+	return &MemoryStore{byHash: map[string]*Version{}, latest: map[string]string{}, versions: map[string][]string{}}
+}
+
+// VersionPut implements VersionStore.
+func (s *MemoryStore) VersionPut(v *Version) error {
+	if v == nil || v.Flow == nil || v.Flow.Hash == "" {
+		return errors.New("flows: a version needs a flow with a hash")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.byHash[v.Flow.Hash]; !ok {
+		s.byHash[v.Flow.Hash] = v
+		s.versions[v.Flow.Name] = append(s.versions[v.Flow.Name], v.Flow.Hash)
+	}
+	s.latest[v.Flow.Name] = v.Flow.Hash
+	return nil
+}
+
+// VersionGet implements VersionStore.
+func (s *MemoryStore) VersionGet(hash string) (*Version, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	v, ok := s.byHash[hash]
+	if !ok {
+		return nil, fmt.Errorf("version %s: %w", hash, ErrNotFound)
+	}
+	return v, nil
+}
+
+// VersionLatest implements VersionStore.
+func (s *MemoryStore) VersionLatest(name string) (*Version, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	h, ok := s.latest[name]
+	if !ok {
+		return nil, fmt.Errorf("flow %s: %w", name, ErrNotFound)
+	}
+	return s.byHash[h], nil
+}
+
+// VersionList returns the hashes of every stored version of the named
+// flow, oldest first.
+func (s *MemoryStore) VersionList(name string) []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return slices.Clone(s.versions[name])
+}
+
+// Registry registers flow versions after checking them. Subflow calls
+// resolve against the files registered together first and the latest
+// registered version of each other flow second, so a registration that
+// would close a call cycle with registered flows is refused with the chain.
+// Registrations are serialized, so two of them cannot each pass the cycle
+// check and together make a cycle.
+type Registry struct {
+	store  VersionStore
+	tools  Catalog
+	loader Loader
+	mu     sync.Mutex
+}
+
+// NewRegistry returns a registry over store, resolving tools in tools
+// (nil: no tool resolves).
+func NewRegistry(store VersionStore, tools Catalog) *Registry {
+	return &Registry{store: store, tools: tools}
+}
+
+// NewRegistryWith is NewRegistry with explicit loader limits.
+func NewRegistryWith(store VersionStore, tools Catalog, loader Loader) *Registry {
+	return &Registry{store: store, tools: tools, loader: loader}
+}
+
+// Check loads files and runs every static check against the registered
+// flows, without registering anything. The error is a store failure, not a
+// problem with the flows.
+func (r *Registry) Check(files []File) (*Module, Diagnostics, error) {
+	return r.loader.analyze(files, r.tools, r.lookup, true)
+}
+
+// Register checks files and, when there is no diagnostic, stores a version
+// of every flow they declare and makes each the latest of its name. With
+// diagnostics nothing is stored. The error is a store failure.
+func (r *Registry) Register(files []File) ([]*Version, Diagnostics, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m, ds, err := r.loader.analyze(files, r.tools, r.lookup, true)
+	if err != nil || len(ds) > 0 {
+		return nil, ds, err
+	}
+	vs := m.Versions()
+	for _, v := range vs {
+		if err := r.store.VersionPut(v); err != nil {
+			return nil, nil, fmt.Errorf("storing flow %s: %w", v.Flow.Name, err)
+		}
+	}
+	return vs, nil, nil
+}
+
+// Latest returns the latest registered version of the named flow, or
+// ErrNotFound.
+func (r *Registry) Latest(name string) (*Version, error) { return r.store.VersionLatest(name) }
+
+// Get returns the registered version with the given hash, or ErrNotFound.
+func (r *Registry) Get(hash string) (*Version, error) { return r.store.VersionGet(hash) }
+
+func (r *Registry) lookup(name string) (*Flow, error) {
+	v, err := r.store.VersionLatest(name)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return v.Flow, nil
+}
