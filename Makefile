@@ -16,7 +16,7 @@ help: ## List the targets
 build: ## Build bin/weir and every plugin into bin/plugins/
 	$(GO) build -o $(BIN)/weir ./cmd/weir
 	@mkdir -p $(BIN)/plugins
-	@for p in $(PLUGINS); do echo "$(GO) build -o $(BIN)/plugins/$$p ./plugins/$$p"; $(GO) build -o $(BIN)/plugins/$$p ./plugins/$$p || exit 1; done
+	@for p in $(filter-out internal,$(PLUGINS)); do echo "$(GO) build -o $(BIN)/plugins/$$p ./plugins/$$p"; $(GO) build -o $(BIN)/plugins/$$p ./plugins/$$p || exit 1; done
 
 .PHONY: demo
 demo: build ## Run the examples end to end on the embedded store

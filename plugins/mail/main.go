@@ -1,0 +1,120 @@
+// Command mail is weir's mail plugin. mail.send is not idempotent: weir
+// calls it at most once per logical call and never two at a time. This
+// build does not reach a mail server: every message is appended, durably,
+// as one JSON line to outbox.jsonl in the plugin's state directory, which
+// is what the demo and the at-most-once tests count.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/weirhq/weir/sdk"
+)
+
+// OutboxFile is the outbox's name in the state directory.
+const OutboxFile = "outbox.jsonl"
+
+// config is the plugin's section of weir's configuration.
+type config struct {
+	// From is the sender address written on every message.
+	From string `json:"from"`
+}
+
+// message is one line of the outbox.
+type message struct {
+	ID             string    `json:"id"`
+	From           string    `json:"from"`
+	To             string    `json:"to"`
+	Subject        string    `json:"subject,omitempty"`
+	Body           string    `json:"body"`
+	RunID          string    `json:"run_id,omitempty"`
+	Node           string    `json:"node,omitempty"`
+	Attempt        int       `json:"attempt"`
+	IdempotencyKey string    `json:"idempotency_key,omitempty"`
+	SentAt         time.Time `json:"sent_at"`
+}
+
+var outboxMu sync.Mutex
+
+func main() {
+	sdk.Serve(sdk.Tool{
+		Name:        "mail.send",
+		Description: "Send a mail. Not idempotent: sent at most once per logical call. Appends the message to outbox.jsonl in the plugin's state directory.",
+		InputSchema: `{"type":"object","required":["to","body"],"additionalProperties":false,"properties":{
+			"to":{"type":"string","minLength":3,"pattern":"^[^@\\s]+@[^@\\s]+$"},
+			"subject":{"type":"string","maxLength":998},
+			"body":{"type":"string"}}}`,
+		OutputSchema: `{"type":"object","properties":{"id":{"type":"string"},"sent_at":{"type":"string"}}}`,
+		Run:          send,
+	})
+}
+
+func send(ctx context.Context, call *sdk.Call) (any, error) {
+	var in struct {
+		To      string `json:"to"`
+		Subject string `json:"subject"`
+		Body    string `json:"body"`
+	}
+	if err := call.Decode(&in); err != nil {
+		return nil, err
+	}
+	cfg := config{From: "weir@localhost"}
+	if err := call.DecodeConfig(&cfg); err != nil {
+		return nil, err
+	}
+	if call.StateDir == "" {
+		return nil, errors.New("mail.send needs a state directory for its outbox")
+	}
+	var id [8]byte
+	_, _ = rand.Read(id[:])
+	m := message{
+		ID:             hex.EncodeToString(id[:]),
+		From:           cfg.From,
+		To:             in.To,
+		Subject:        in.Subject,
+		Body:           in.Body,
+		RunID:          call.RunID,
+		Node:           call.Node,
+		Attempt:        call.Attempt,
+		IdempotencyKey: call.IdempotencyKey,
+		SentAt:         time.Now().UTC(),
+	}
+	line, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	if err := appendLine(filepath.Join(call.StateDir, OutboxFile), line); err != nil {
+		// Nothing was sent; the runtime decides what to do with a
+		// non-idempotent failure.
+		return nil, err
+	}
+	return map[string]any{"id": m.ID, "sent_at": m.SentAt}, nil
+}
+
+// appendLine appends line and a newline to path and syncs it: once send
+// returns, the message is on disk.
+func appendLine(path string, line []byte) error {
+	outboxMu.Lock()
+	defer outboxMu.Unlock()
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(append(line, '\n')); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

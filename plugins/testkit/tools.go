@@ -1,0 +1,233 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/weirhq/weir/plugins/internal/dedupe"
+	"github.com/weirhq/weir/sdk"
+)
+
+// gauge counts calls in flight and remembers the most seen at once.
+type gauge struct {
+	now, peak atomic.Int64
+}
+
+func (g *gauge) enter() int64 {
+	n := g.now.Add(1)
+	for {
+		p := g.peak.Load()
+		if n <= p || g.peak.CompareAndSwap(p, n) {
+			return n
+		}
+	}
+}
+
+func (g *gauge) leave() { g.now.Add(-1) }
+
+var (
+	sleeping  gauge
+	exclusive gauge
+	failMu    sync.Mutex
+)
+
+func tools() []sdk.Tool {
+	return []sdk.Tool{
+		{
+			Name:        "testkit.echo",
+			Description: "Return the input unchanged.",
+			Idempotent:  true,
+			Run: func(ctx context.Context, call *sdk.Call) (any, error) {
+				return call.Input, nil
+			},
+		},
+		{
+			Name:        "testkit.sleep",
+			Description: "Sleep ms milliseconds, reporting progress; return early with an error when cancelled, and record the cancellation in cancelled.jsonl.",
+			Idempotent:  true,
+			InputSchema: `{"type":"object","required":["ms"],"properties":{"ms":{"type":"integer","minimum":0}},"additionalProperties":false}`,
+			Run:         runSleep,
+		},
+		{
+			Name:        "testkit.hang",
+			Description: "Sleep ms milliseconds ignoring cancellation, like a plugin stuck in a system call.",
+			Idempotent:  true,
+			InputSchema: `{"type":"object","required":["ms"],"properties":{"ms":{"type":"integer","minimum":0}}}`,
+			Run: func(ctx context.Context, call *sdk.Call) (any, error) {
+				var in struct{ MS int64 }
+				if err := call.Decode(&in); err != nil {
+					return nil, err
+				}
+				time.Sleep(time.Duration(in.MS) * time.Millisecond)
+				return map[string]any{"slept_ms": in.MS}, nil
+			},
+		},
+		{
+			Name:        "testkit.fail",
+			Description: "Fail with a retryable error on the first `times` attempts of a logical call (counted by idempotency key in the state directory, so a restart does not reset it), then succeed.",
+			Idempotent:  true,
+			InputSchema: `{"type":"object","required":["times"],"properties":{"times":{"type":"integer","minimum":0}}}`,
+			Run:         runFail,
+		},
+		{
+			Name:        "testkit.crash",
+			Description: "Exit the plugin process in the middle of the call.",
+			Idempotent:  true,
+			Run: func(ctx context.Context, call *sdk.Call) (any, error) {
+				os.Exit(3)
+				return nil, nil
+			},
+		},
+		{
+			Name:        "testkit.flood",
+			Description: "Answer a JSON string of `bytes` bytes.",
+			Idempotent:  true,
+			InputSchema: `{"type":"object","required":["bytes"],"properties":{"bytes":{"type":"integer","minimum":0}}}`,
+			Run: func(ctx context.Context, call *sdk.Call) (any, error) {
+				var in struct{ Bytes int }
+				if err := call.Decode(&in); err != nil {
+					return nil, err
+				}
+				return strings.Repeat("x", in.Bytes), nil
+			},
+		},
+		{
+			Name:        "testkit.exclusive",
+			Description: "Not idempotent: sleep ms milliseconds and answer the most calls of this tool ever seen in flight at once (1 if weir serializes it).",
+			InputSchema: `{"type":"object","properties":{"ms":{"type":"integer","minimum":0}}}`,
+			Run: func(ctx context.Context, call *sdk.Call) (any, error) {
+				exclusive.enter()
+				defer exclusive.leave()
+				var in struct{ MS int64 }
+				if err := call.Decode(&in); err != nil {
+					return nil, err
+				}
+				time.Sleep(time.Duration(in.MS) * time.Millisecond)
+				return map[string]any{"peak": exclusive.peak.Load()}, nil
+			},
+		},
+		{
+			Name:        "testkit.cost",
+			Description: "Report the actual cost given in the input (declared cost 5).",
+			Idempotent:  true,
+			Cost:        5,
+			InputSchema: `{"type":"object","required":["cost"],"properties":{"cost":{"type":"integer","minimum":0}}}`,
+			Run: func(ctx context.Context, call *sdk.Call) (any, error) {
+				var in struct{ Cost int64 }
+				if err := call.Decode(&in); err != nil {
+					return nil, err
+				}
+				return sdk.Result{Output: map[string]any{"cost": in.Cost}, Cost: in.Cost}, nil
+			},
+		},
+		{
+			Name:        "testkit.env",
+			Description: "Answer what the plugin was launched with: its name, state directory and configuration.",
+			Idempotent:  true,
+			Run: func(ctx context.Context, call *sdk.Call) (any, error) {
+				return map[string]any{
+					"name":      os.Getenv("WEIR_PLUGIN_NAME"),
+					"state_dir": call.StateDir,
+					"config":    call.Config,
+					"pid":       os.Getpid(),
+				}, nil
+			},
+		},
+		{
+			Name:        "testkit.log",
+			Description: "Log message through the plugin's logger and print it on stderr.",
+			Idempotent:  true,
+			InputSchema: `{"type":"object","required":["message"],"properties":{"message":{"type":"string"}}}`,
+			Run: func(ctx context.Context, call *sdk.Call) (any, error) {
+				var in struct{ Message string }
+				if err := call.Decode(&in); err != nil {
+					return nil, err
+				}
+				call.Logger().Warn(in.Message, "key", call.IdempotencyKey)
+				fmt.Fprintln(os.Stderr, "stderr: "+in.Message)
+				return map[string]any{"logged": in.Message}, nil
+			},
+		},
+	}
+}
+
+func runSleep(ctx context.Context, call *sdk.Call) (any, error) {
+	var in struct{ MS int64 }
+	if err := call.Decode(&in); err != nil {
+		return nil, err
+	}
+	sleeping.enter()
+	defer sleeping.leave()
+	total := time.Duration(in.MS) * time.Millisecond
+	start := time.Now()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	timer := time.NewTimer(total)
+	defer timer.Stop()
+	for {
+		select {
+		case <-timer.C:
+			call.Progress(in.MS, in.MS)
+			return map[string]any{"slept_ms": in.MS, "peak": sleeping.peak.Load()}, nil
+		case <-tick.C:
+			call.Progress(time.Since(start).Milliseconds(), in.MS)
+		case <-ctx.Done():
+			rec, _ := json.Marshal(map[string]any{
+				"idempotency_key": call.IdempotencyKey,
+				"after_ms":        time.Since(start).Milliseconds(),
+				"reason":          ctx.Err().Error(),
+			})
+			if call.StateDir != "" {
+				if f, err := os.OpenFile(filepath.Join(call.StateDir, "cancelled.jsonl"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600); err == nil {
+					_, _ = f.Write(append(rec, '\n'))
+					_ = f.Close()
+				}
+			}
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func runFail(ctx context.Context, call *sdk.Call) (any, error) {
+	var in struct{ Times int64 }
+	if err := call.Decode(&in); err != nil {
+		return nil, err
+	}
+	if call.IdempotencyKey == "" {
+		return nil, errors.New("testkit.fail counts attempts by idempotency key, and the call has none")
+	}
+	if call.StateDir == "" {
+		return nil, errors.New("testkit.fail needs a state directory")
+	}
+	failMu.Lock()
+	defer failMu.Unlock()
+	sum := sha256.Sum256([]byte(call.IdempotencyKey))
+	dir := filepath.Join(call.StateDir, "fail")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, hex.EncodeToString(sum[:]))
+	var n int64
+	if b, err := os.ReadFile(path); err == nil {
+		n, _ = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	}
+	n++
+	if err := dedupe.WriteFileAtomic(path, []byte(strconv.FormatInt(n, 10)), 0o600); err != nil {
+		return nil, err
+	}
+	if n <= in.Times {
+		return nil, sdk.Retryable(fmt.Errorf("attempt %d of %d planned failures", n, in.Times))
+	}
+	return map[string]any{"attempts": n}, nil
+}

@@ -1,0 +1,256 @@
+package host
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/sdk/wire"
+)
+
+// PluginManifest is what a plugin declared, as cached by checksum.
+type PluginManifest struct {
+	// Name is the plugin's name, the prefix of its tool names.
+	Name string `json:"name"`
+	// SHA256 is the checksum of the binary that declared it.
+	SHA256          string         `json:"sha256"`
+	ProtocolVersion int            `json:"protocol_version"`
+	SDKVersion      string         `json:"sdk_version,omitempty"`
+	Tools           []ToolManifest `json:"tools"`
+}
+
+// ToolManifest is one tool's declaration.
+type ToolManifest struct {
+	// Name is the full tool name, "plugin.tool".
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	// Idempotent: the tool dedupes on the idempotency key and may be
+	// retried; otherwise calls are serialized and made at most once.
+	Idempotent bool `json:"idempotent"`
+	// Cost is the declared budget units per call.
+	Cost         int64           `json:"cost"`
+	InputSchema  json.RawMessage `json:"input_schema,omitempty"`
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+}
+
+// manifestFromWire checks what a plugin answered to Manifest and converts it.
+// wantName is the pinned name, or "" at install.
+func manifestFromWire(wantName, sum string, m *wire.ManifestResponse) (*PluginManifest, error) {
+	if m.GetProtocolVersion() != wire.ProtocolVersion {
+		return nil, fmt.Errorf("plugin speaks protocol version %d, weir %d", m.GetProtocolVersion(), wire.ProtocolVersion)
+	}
+	if len(m.GetTools()) == 0 {
+		return nil, errors.New("plugin declares no tools")
+	}
+	pm := &PluginManifest{SHA256: sum, ProtocolVersion: int(m.GetProtocolVersion()), SDKVersion: m.GetSdkVersion()}
+	seen := map[string]bool{}
+	for _, t := range m.GetTools() {
+		p, _, err := wire.SplitToolName(t.GetName())
+		if err != nil {
+			return nil, err
+		}
+		if pm.Name == "" {
+			pm.Name = p
+		} else if p != pm.Name {
+			return nil, fmt.Errorf("plugin declares tools of two plugins, %q and %q", pm.Name, p)
+		}
+		if seen[t.GetName()] {
+			return nil, fmt.Errorf("plugin declares %q twice", t.GetName())
+		}
+		seen[t.GetName()] = true
+		if t.GetCost() < 0 {
+			return nil, fmt.Errorf("tool %q declares a negative cost", t.GetName())
+		}
+		if _, err := wire.CompileSchema(t.GetInputSchema()); err != nil {
+			return nil, fmt.Errorf("tool %q: input schema: %w", t.GetName(), err)
+		}
+		if _, err := wire.CompileSchema(t.GetOutputSchema()); err != nil {
+			return nil, fmt.Errorf("tool %q: output schema: %w", t.GetName(), err)
+		}
+		tm := ToolManifest{Name: t.GetName(), Description: t.GetDescription(), Idempotent: t.GetIdempotent(), Cost: t.GetCost()}
+		if s := t.GetInputSchema(); s != "" {
+			tm.InputSchema = json.RawMessage(s)
+		}
+		if s := t.GetOutputSchema(); s != "" {
+			tm.OutputSchema = json.RawMessage(s)
+		}
+		pm.Tools = append(pm.Tools, tm)
+	}
+	if wantName != "" && pm.Name != wantName {
+		return nil, fmt.Errorf("plugin installed as %q declares tools of plugin %q", wantName, pm.Name)
+	}
+	sort.Slice(pm.Tools, func(i, j int) bool { return pm.Tools[i].Name < pm.Tools[j].Name })
+	return pm, nil
+}
+
+func manifestCachePath(pluginsDir, sum string) string {
+	return filepath.Join(pluginsDir, ManifestDir, sum+".json")
+}
+
+// readManifestCache returns the cached manifest of the binary with
+// checksum sum, or nil if there is none (or it is unreadable: the cache is
+// only a cache, the plugin is asked again).
+func readManifestCache(pluginsDir, name, sum string) *PluginManifest {
+	b, err := os.ReadFile(manifestCachePath(pluginsDir, sum))
+	if err != nil {
+		return nil
+	}
+	var m PluginManifest
+	if json.Unmarshal(b, &m) != nil || m.SHA256 != sum || m.Name != name || m.ProtocolVersion != wire.ProtocolVersion {
+		return nil
+	}
+	return &m
+}
+
+func writeManifestCache(pluginsDir string, m *PluginManifest) error {
+	if err := os.MkdirAll(filepath.Join(pluginsDir, ManifestDir), 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(manifestCachePath(pluginsDir, m.SHA256), append(b, '\n'), 0o644)
+}
+
+// PluginInfo is one installed plugin.
+type PluginInfo struct {
+	Name string `json:"name"`
+	// Path is the binary, PLUGINS/NAME.
+	Path string `json:"path"`
+	// SHA256 is the pinned checksum.
+	SHA256 string `json:"sha256"`
+	// Manifest is the cached manifest, nil if it could not be obtained
+	// (Err says why).
+	Manifest *PluginManifest `json:"manifest,omitempty"`
+	Err      error           `json:"-"`
+}
+
+// Catalog is the set of installed tools, resolved from the pins and the
+// manifest cache. It implements flows.Catalog for flow registration.
+type Catalog struct {
+	plugins []PluginInfo
+	tools   map[string]ToolManifest
+}
+
+var _ flows.Catalog = (*Catalog)(nil)
+
+// LoadCatalog reads the pins of pluginsDir and each pinned binary's cached
+// manifest. Only a plugin whose manifest is not cached (deleted cache,
+// pins written by hand) is launched, once, to fetch it; its state
+// directory is under dataDir. A plugin that cannot be read is listed with
+// its error and contributes no tools: one broken plugin does not hide the
+// others.
+func LoadCatalog(pluginsDir, dataDir string) (*Catalog, error) {
+	return loadCatalog(pluginsDir, func(name string, sum []byte) (*PluginManifest, error) {
+		inst, err := launch(launchSpec{
+			name:         name,
+			path:         filepath.Join(pluginsDir, name),
+			sum:          sum,
+			stateDir:     stateDir(dataDir, name),
+			logger:       hclog.NewNullLogger(),
+			maxMsg:       defaultMaxMessageBytes,
+			startTimeout: defaultStartTimeout,
+		})
+		if err != nil {
+			return nil, err
+		}
+		inst.stop()
+		return inst.manifest, nil
+	})
+}
+
+// loadCatalog builds a Catalog, calling fetch for each plugin whose
+// manifest is not cached and caching what it returns.
+func loadCatalog(pluginsDir string, fetch func(name string, sum []byte) (*PluginManifest, error)) (*Catalog, error) {
+	pins, err := ReadPins(pluginsDir)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(pins))
+	for n := range pins {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	c := &Catalog{tools: map[string]ToolManifest{}}
+	for _, name := range names {
+		pin := pins[name]
+		info := PluginInfo{Name: name, Path: filepath.Join(pluginsDir, name), SHA256: pin.SHA256}
+		info.Manifest = readManifestCache(pluginsDir, name, pin.SHA256)
+		if info.Manifest == nil {
+			sum, _ := decodeSum(pin.SHA256) // ReadPins checked it
+			m, err := fetch(name, sum)
+			if err != nil {
+				info.Err = err
+			} else {
+				info.Manifest = m
+				// Best effort: a read-only plugins directory only costs
+				// a launch next time.
+				_ = writeManifestCache(pluginsDir, m)
+			}
+		}
+		if info.Manifest != nil {
+			for _, t := range info.Manifest.Tools {
+				c.tools[t.Name] = t
+			}
+		}
+		c.plugins = append(c.plugins, info)
+	}
+	return c, nil
+}
+
+// LookupTool returns the tool named name (flows.Catalog).
+func (c *Catalog) LookupTool(name string) (flows.ToolInfo, bool) {
+	t, ok := c.tools[name]
+	if !ok {
+		return flows.ToolInfo{}, false
+	}
+	return toolInfo(t), true
+}
+
+func toolInfo(t ToolManifest) flows.ToolInfo {
+	return flows.ToolInfo{Name: t.Name, Idempotent: t.Idempotent, Cost: t.Cost, InputSchema: []byte(t.InputSchema)}
+}
+
+// Tools returns every tool, sorted by name.
+func (c *Catalog) Tools() []ToolManifest {
+	out := make([]ToolManifest, 0, len(c.tools))
+	for _, t := range c.tools {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Plugins returns every pinned plugin, sorted by name.
+func (c *Catalog) Plugins() []PluginInfo { return append([]PluginInfo(nil), c.plugins...) }
+
+// Verify checks that a plugin's binary still matches its pin; the host
+// refuses to launch it otherwise.
+func (p PluginInfo) Verify() error {
+	sum, err := FileSHA256(p.Path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return toolErrorf(KindChecksum, p.Name, "binary %s is missing", p.Path)
+	}
+	if err != nil {
+		return err
+	}
+	if sum != p.SHA256 {
+		return toolErrorf(KindChecksum, p.Name, "binary %s has SHA-256 %s, pinned %s: reinstall it with `weir plugin install`", p.Path, sum, p.SHA256)
+	}
+	return nil
+}
+
+func stateDir(dataDir, name string) string {
+	if dataDir == "" {
+		return ""
+	}
+	return filepath.Join(dataDir, "plugin-state", name)
+}

@@ -1,0 +1,26 @@
+// Package host is weir's plugin host: it launches tool plugins as separate
+// processes (hashicorp/go-plugin over gRPC, the protocol of package
+// sdk/wire), verifies each binary against the SHA-256 pinned at install,
+// caches each plugin's manifest by that checksum, and makes tool calls with
+// the guarantees of DESIGN.md §3:
+//
+//   - every input is validated against the tool's declared schema before
+//     the plugin sees it;
+//   - every call has a deadline; cancellation and the deadline reach the
+//     plugin's context, and a plugin that does not acknowledge them within
+//     a grace period is considered hung and killed;
+//   - answers larger than Config.MaxMessageBytes are refused without being
+//     read, and the host goes on;
+//   - a plugin that crashes fails its in-flight calls with a retryable
+//     KindCrashed error and is restarted, with backoff, on next use; other
+//     plugins are untouched;
+//   - calls to a non-idempotent tool are serialized (one in flight per tool
+//     across all callers); idempotent tools run concurrently up to
+//     Config.PerPluginConcurrency calls per plugin.
+//
+// On disk, a plugins directory holds the binaries (PLUGINS/NAME), the pins
+// (PLUGINS/pins.json, written by Install) and the manifest cache
+// (PLUGINS/.manifests/SHA256.json). Each plugin gets a private state
+// directory DATA/plugin-state/NAME. LoadCatalog resolves tools from the
+// cache without launching anything, which is what flow registration needs.
+package host

@@ -1,0 +1,229 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+
+	"github.com/weirhq/weir/sdk/wire"
+)
+
+const (
+	defaultMaxMessageBytes = 4 << 20
+	defaultStartTimeout    = 10 * time.Second
+	// wireOverhead is what the protobuf envelope of a call adds to its
+	// input: the send limit is MaxMessageBytes plus this.
+	wireOverhead = 64 << 10
+)
+
+// passEnv is the part of weir's environment a plugin inherits. Plugins are
+// untrusted: secrets in weir's environment stay there.
+var passEnv = []string{
+	"PATH", "HOME", "TMPDIR", "TZ", "LANG", "LC_ALL",
+	"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
+	"SSL_CERT_FILE", "SSL_CERT_DIR", "WEIR_PLUGIN_LOG_LEVEL",
+}
+
+// launchSpec says how to start one plugin process.
+type launchSpec struct {
+	name         string // pinned name; "" at install
+	path         string
+	sum          []byte
+	stateDir     string // "" for manifest-only launches at install
+	config       json.RawMessage
+	logger       hclog.Logger
+	maxMsg       int
+	startTimeout time.Duration
+}
+
+// instance is one running plugin process and its connection.
+type instance struct {
+	client   *plugin.Client
+	cmd      *exec.Cmd
+	rpc      wire.PluginClient
+	manifest *PluginManifest
+	stderr   *tailBuffer
+
+	retireOnce sync.Once
+}
+
+// launch starts the plugin, verifies its checksum (go-plugin's
+// SecureConfig, before exec), negotiates the protocol version (refusing
+// another one before dialing), and fetches and checks its manifest.
+// Errors are *ToolError of kind KindChecksum, KindProtocol or KindCrashed.
+func launch(spec launchSpec) (*instance, error) {
+	who := spec.name
+	if who == "" {
+		who = spec.path
+	}
+	if spec.stateDir != "" {
+		if err := os.MkdirAll(spec.stateDir, 0o700); err != nil {
+			return nil, toolErrorf(KindCrashed, who, "state directory: %v", err)
+		}
+	}
+	cmd := exec.Command(spec.path)
+	cmd.Dir = spec.stateDir
+	for _, k := range passEnv {
+		if v, ok := os.LookupEnv(k); ok {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+	}
+	cmd.Env = append(cmd.Env,
+		wire.EnvStateDir+"="+spec.stateDir,
+		wire.EnvConfig+"="+string(spec.config),
+		wire.EnvName+"="+spec.name,
+	)
+	logger := spec.logger.Named("plugin")
+	named := logger
+	if spec.name != "" {
+		named = logger.Named(spec.name)
+	}
+	stdio := &lineLogger{log: named}
+	tail := &tailBuffer{max: 4 << 10}
+	client := plugin.NewClient(&plugin.ClientConfig{
+		HandshakeConfig:  wire.Handshake,
+		VersionedPlugins: wire.VersionedPlugins(nil),
+		Cmd:              cmd,
+		SecureConfig:     &plugin.SecureConfig{Checksum: spec.sum, Hash: sha256.New()},
+		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		Logger:           logger,
+		StartTimeout:     spec.startTimeout,
+		SkipHostEnv:      true,
+		Stderr:           tail,
+		SyncStdout:       stdio,
+		SyncStderr:       stdio,
+		GRPCDialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(
+			grpc.MaxCallRecvMsgSize(spec.maxMsg+wireOverhead),
+			grpc.MaxCallSendMsgSize(spec.maxMsg+wireOverhead),
+		)},
+	})
+	inst := &instance{client: client, cmd: cmd, stderr: tail}
+	fail := func(kind Kind, format string, args ...any) (*instance, error) {
+		inst.kill()
+		te := toolErrorf(kind, who, format, args...)
+		if s := tail.String(); s != "" {
+			te.Message += "; plugin stderr: " + s
+		}
+		return nil, te
+	}
+	rpcClient, err := client.Client()
+	if err != nil {
+		// go-plugin's errors are untyped apart from the checksum one.
+		msg := err.Error()
+		switch {
+		case errors.Is(err, plugin.ErrChecksumsDoNotMatch):
+			return fail(KindChecksum, "binary %s does not match its pinned SHA-256 %s: reinstall it with `weir plugin install`", spec.path, hex.EncodeToString(spec.sum))
+		case strings.HasPrefix(msg, "error verifying checksum"):
+			return fail(KindChecksum, "%s", msg)
+		case strings.Contains(msg, "incompatible API version"), strings.Contains(msg, "incompatible core API version"),
+			strings.Contains(msg, "unsupported plugin protocol"):
+			return fail(KindProtocol, "refused before connecting: %s", msg)
+		case strings.Contains(msg, "Unrecognized remote plugin message"):
+			return fail(KindProtocol, "not a weir plugin: %s", msg)
+		}
+		return fail(KindCrashed, "starting plugin: %s", msg)
+	}
+	raw, err := rpcClient.Dispense(wire.PluginName)
+	if err != nil {
+		return fail(KindProtocol, "%v", err)
+	}
+	inst.rpc = raw.(wire.PluginClient)
+	ctx, cancel := context.WithTimeout(context.Background(), spec.startTimeout)
+	defer cancel()
+	resp, err := inst.rpc.Manifest(ctx, &wire.ManifestRequest{ProtocolVersion: wire.ProtocolVersion})
+	if err != nil {
+		return fail(KindProtocol, "fetching manifest: %v", err)
+	}
+	m, err := manifestFromWire(spec.name, hex.EncodeToString(spec.sum), resp)
+	if err != nil {
+		return fail(KindProtocol, "bad manifest: %v", err)
+	}
+	inst.manifest = m
+	return inst, nil
+}
+
+// pid returns the plugin's process id (0 if it never started).
+func (i *instance) pid() int {
+	if i.cmd.Process == nil {
+		return 0
+	}
+	return i.cmd.Process.Pid
+}
+
+// stop ends the plugin gracefully (go-plugin asks it to shut down, then
+// kills it after two seconds) and waits for go-plugin's goroutines.
+func (i *instance) stop() { i.client.Kill() }
+
+// kill ends the plugin at once with SIGKILL, then lets go-plugin clean up.
+func (i *instance) kill() {
+	if i.cmd.Process != nil {
+		_ = i.cmd.Process.Kill()
+	}
+	i.client.Kill()
+}
+
+// lineLogger turns what a plugin writes to its os.Stdout/os.Stderr (which
+// go-plugin forwards over its stdio stream) into log lines.
+type lineLogger struct {
+	mu  sync.Mutex
+	buf []byte
+	log hclog.Logger
+}
+
+func (l *lineLogger) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	for {
+		i := bytes.IndexByte(l.buf, '\n')
+		if i < 0 {
+			break
+		}
+		l.log.Info(string(l.buf[:i]))
+		l.buf = l.buf[i+1:]
+	}
+	if len(l.buf) > 64<<10 {
+		l.log.Info(string(l.buf))
+		l.buf = l.buf[:0]
+	}
+	return len(p), nil
+}
+
+// tailBuffer keeps the last max bytes of a plugin's raw stderr, to explain
+// a failed launch.
+type tailBuffer struct {
+	mu  sync.Mutex
+	b   []byte
+	max int
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if over := len(t.b) - t.max; over > 0 {
+		t.b = append(t.b[:0], t.b[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.TrimSpace(string(t.b))
+}
+
+var _ io.Writer = (*tailBuffer)(nil)

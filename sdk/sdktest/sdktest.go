@@ -1,0 +1,143 @@
+// Package sdktest runs a tool in-process, the way weir runs it through a
+// plugin: the input is validated against the declared schema first, the
+// output is encoded as JSON, and errors come back with the kind weir would
+// see. A vendor unit-tests a tool with it without building a binary; the
+// whole loop through a real process is `weir tool call`.
+package sdktest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/weirhq/weir/sdk"
+	"github.com/weirhq/weir/sdk/internal/hook"
+	"github.com/weirhq/weir/sdk/wire"
+)
+
+// Request is one call to make.
+type Request struct {
+	// Input is the JSON input; empty means {}.
+	Input string
+	// RunID and Node identify the caller; both optional.
+	RunID string
+	Node  string
+	// Attempt defaults to 1.
+	Attempt int
+	// IdempotencyKey defaults to a fresh key per call, as a new logical
+	// call would get. Set it to test dedupe across attempts.
+	IdempotencyKey string
+	// Deadline, if set, is the call's deadline (ctx carries it too).
+	Deadline time.Time
+	// StateDir is the plugin's state directory; use t.TempDir().
+	StateDir string
+	// Config is the plugin's configuration, JSON; empty means none.
+	Config string
+}
+
+// Result is a successful call.
+type Result struct {
+	// Output is the tool's output as JSON.
+	Output json.RawMessage
+	// Cost is the actual cost if the tool reported one, else the declared
+	// Tool.Cost; CostReported tells which.
+	Cost         int64
+	CostReported bool
+	// Progress holds every progress report, in order.
+	Progress []Progress
+}
+
+// Progress is one progress report.
+type Progress struct{ Done, Total int64 }
+
+// Error kinds, as weir's plugin host reports them.
+const (
+	KindSchema    = "schema"
+	KindRetryable = wire.KindRetryable
+	KindPermanent = wire.KindPermanent
+	KindCancelled = wire.KindCancelled
+)
+
+// Error is a failed call.
+type Error struct {
+	// Kind is KindSchema (input refused before Run), KindRetryable,
+	// KindPermanent or KindCancelled.
+	Kind    string
+	Message string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Kind, e.Message) }
+
+// Retryable reports whether weir would retry the call (for an idempotent
+// tool).
+func (e *Error) Retryable() bool { return e.Kind == KindRetryable }
+
+var keySeq atomic.Int64
+
+// Call runs tool once with req. A mistake in the tool's declaration is
+// returned as a plain error; a failed call as an *Error.
+func Call(ctx context.Context, tool sdk.Tool, req Request) (*Result, error) {
+	if err := sdk.CheckTools(tool); err != nil {
+		return nil, err
+	}
+	input := req.Input
+	if input == "" {
+		input = "{}"
+	}
+	schema, err := wire.CompileSchema(tool.InputSchema)
+	if err != nil {
+		return nil, err
+	}
+	if err := schema.Validate([]byte(input)); err != nil {
+		return nil, &Error{Kind: KindSchema, Message: err.Error()}
+	}
+	if req.Config != "" && !json.Valid([]byte(req.Config)) {
+		return nil, fmt.Errorf("sdktest: Config is not JSON")
+	}
+	call := &sdk.Call{
+		Tool:           tool.Name,
+		RunID:          req.RunID,
+		Node:           req.Node,
+		Attempt:        req.Attempt,
+		IdempotencyKey: req.IdempotencyKey,
+		Deadline:       req.Deadline,
+		Input:          json.RawMessage(input),
+		StateDir:       req.StateDir,
+	}
+	if call.Attempt == 0 {
+		call.Attempt = 1
+	}
+	if call.IdempotencyKey == "" {
+		call.IdempotencyKey = fmt.Sprintf("sdktest-%d-%d", time.Now().UnixNano(), keySeq.Add(1))
+	}
+	if req.Config != "" {
+		call.Config = json.RawMessage(req.Config)
+	}
+	if !req.Deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, req.Deadline)
+		defer cancel()
+	}
+	var (
+		mu       sync.Mutex
+		progress []Progress
+	)
+	res := hook.Run(ctx, tool, call, func(done, total int64) {
+		mu.Lock()
+		progress = append(progress, Progress{done, total})
+		mu.Unlock()
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if e := res.GetError(); e != nil {
+		return nil, &Error{Kind: e.GetKind(), Message: e.GetMessage()}
+	}
+	out := &Result{Output: res.GetOutput(), Cost: tool.Cost, Progress: progress}
+	if res.GetHasCost() {
+		out.Cost, out.CostReported = res.GetCost(), true
+	}
+	return out, nil
+}

@@ -1,0 +1,269 @@
+package sdk
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/weirhq/weir/sdk/internal/hook"
+	"github.com/weirhq/weir/sdk/wire"
+)
+
+// progressInterval bounds how often progress crosses the wire per call.
+const progressInterval = 50 * time.Millisecond
+
+func init() {
+	hook.Run = func(ctx context.Context, tool, call any, progress func(done, total int64)) *wire.CallResult {
+		c := call.(*Call)
+		c.progress = progress
+		return runTool(ctx, tool.(Tool), c)
+	}
+}
+
+// Serve serves tools to weir and returns when weir stops the plugin. It is
+// meant to be the whole of a plugin's main. A mistake in the declarations
+// (bad name, tools of different plugins, duplicate name, missing Run, schema
+// that does not compile) is printed to stderr and the process exits with
+// status 1, so that it shows up on the first `weir plugin install`.
+func Serve(tools ...Tool) {
+	srv, err := newServer(tools)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "weir plugin:", err)
+		os.Exit(1)
+	}
+	// The logger writes JSON to the process's real stderr, which go-plugin
+	// on the host side parses into hclog records named after the plugin.
+	// It must be built before plugin.Serve redirects os.Stderr.
+	level := hclog.LevelFromString(os.Getenv("WEIR_PLUGIN_LOG_LEVEL"))
+	if level == hclog.NoLevel {
+		level = hclog.Info
+	}
+	srv.logger = hclog.New(&hclog.LoggerOptions{
+		Output:     os.Stderr,
+		Level:      level,
+		JSONFormat: true,
+	})
+	plugin.Serve(&plugin.ServeConfig{
+		HandshakeConfig:  wire.Handshake,
+		VersionedPlugins: wire.VersionedPlugins(srv),
+		Logger:           srv.logger,
+		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
+			// The host bounds what it sends; the plugin trusts it.
+			opts = append(opts, grpc.MaxRecvMsgSize(math.MaxInt32))
+			return grpc.NewServer(opts...)
+		},
+	})
+}
+
+// server implements the wire protocol over a set of tools.
+type server struct {
+	wire.UnimplementedPluginServer
+	tools    map[string]Tool
+	manifest *wire.ManifestResponse
+	stateDir string
+	config   json.RawMessage
+	logger   hclog.Logger
+}
+
+func newServer(tools []Tool) (*server, error) {
+	if len(tools) == 0 {
+		return nil, errors.New("sdk.Serve needs at least one tool")
+	}
+	s := &server{
+		tools:    make(map[string]Tool, len(tools)),
+		manifest: &wire.ManifestResponse{ProtocolVersion: wire.ProtocolVersion, SdkVersion: Version},
+		stateDir: os.Getenv(wire.EnvStateDir),
+		logger:   hclog.NewNullLogger(),
+	}
+	if c := os.Getenv(wire.EnvConfig); c != "" {
+		if !json.Valid([]byte(c)) {
+			return nil, fmt.Errorf("%s is not JSON", wire.EnvConfig)
+		}
+		s.config = json.RawMessage(c)
+	}
+	if err := CheckTools(tools...); err != nil {
+		return nil, err
+	}
+	for _, t := range tools {
+		s.tools[t.Name] = t
+		s.manifest.Tools = append(s.manifest.Tools, &wire.ToolSpec{
+			Name:         t.Name,
+			Description:  t.Description,
+			Idempotent:   t.Idempotent,
+			Cost:         t.Cost,
+			InputSchema:  t.InputSchema,
+			OutputSchema: t.OutputSchema,
+		})
+	}
+	return s, nil
+}
+
+// CheckTools reports the first mistake in a set of tool declarations that
+// Serve would refuse: a bad or duplicate name, tools of different plugins,
+// a missing Run, a negative Cost or a schema that does not compile. Call it
+// from a test to find these before building the plugin.
+func CheckTools(tools ...Tool) error {
+	seen := map[string]bool{}
+	plug := ""
+	for _, t := range tools {
+		p, _, err := wire.SplitToolName(t.Name)
+		if err != nil {
+			return err
+		}
+		if plug == "" {
+			plug = p
+		} else if p != plug {
+			return fmt.Errorf("tool %q belongs to plugin %q, but %q came first: one binary serves one plugin", t.Name, p, plug)
+		}
+		if seen[t.Name] {
+			return fmt.Errorf("tool %q is declared twice", t.Name)
+		}
+		seen[t.Name] = true
+		if t.Run == nil {
+			return fmt.Errorf("tool %q has no Run", t.Name)
+		}
+		if t.Cost < 0 {
+			return fmt.Errorf("tool %q has a negative Cost", t.Name)
+		}
+		if _, err := wire.CompileSchema(t.InputSchema); err != nil {
+			return fmt.Errorf("tool %q: InputSchema: %w", t.Name, err)
+		}
+		if _, err := wire.CompileSchema(t.OutputSchema); err != nil {
+			return fmt.Errorf("tool %q: OutputSchema: %w", t.Name, err)
+		}
+	}
+	return nil
+}
+
+func (s *server) Manifest(_ context.Context, req *wire.ManifestRequest) (*wire.ManifestResponse, error) {
+	if req.GetProtocolVersion() != wire.ProtocolVersion {
+		return nil, status.Errorf(codes.FailedPrecondition, "plugin speaks protocol %d, host %d", wire.ProtocolVersion, req.GetProtocolVersion())
+	}
+	return s.manifest, nil
+}
+
+func (s *server) Run(stream wire.Plugin_RunServer) error {
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	req := first.GetCall()
+	if req == nil {
+		return status.Error(codes.InvalidArgument, "the first message of Run must be a call")
+	}
+	var (
+		sendMu sync.Mutex
+		done   bool
+	)
+	send := func(m *wire.RunResponse) error {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		if done {
+			return nil
+		}
+		if m.GetResult() != nil {
+			done = true
+		}
+		return stream.Send(m)
+	}
+	tool, ok := s.tools[req.GetTool()]
+	if !ok {
+		return send(&wire.RunResponse{Msg: &wire.RunResponse_Result{Result: &wire.CallResult{
+			Error: &wire.ToolError{Kind: wire.KindPermanent, Message: fmt.Sprintf("this plugin has no tool %q", req.GetTool())},
+		}}})
+	}
+
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	if d := req.GetDeadlineUnixNano(); d != 0 {
+		var cancelDeadline context.CancelFunc
+		ctx, cancelDeadline = context.WithDeadline(ctx, time.Unix(0, d))
+		defer cancelDeadline()
+	}
+	// The host may send one Cancel after the call; it ends the stream's
+	// send side otherwise. This goroutine ends when the stream does.
+	go func() {
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				return
+			}
+			if m.GetCancel() != nil {
+				cancel()
+			}
+		}
+	}()
+
+	call := &Call{
+		Tool:           req.GetTool(),
+		RunID:          req.GetRunId(),
+		Node:           req.GetNode(),
+		Attempt:        int(req.GetAttempt()),
+		IdempotencyKey: req.GetIdempotencyKey(),
+		Input:          json.RawMessage(req.GetInput()),
+		StateDir:       s.stateDir,
+		Config:         s.config,
+		logger:         s.logger.Named(req.GetTool()),
+	}
+	if d := req.GetDeadlineUnixNano(); d != 0 {
+		call.Deadline = time.Unix(0, d)
+	}
+	pt := &progressThrottle{interval: progressInterval, send: func(done, total int64) {
+		_ = send(&wire.RunResponse{Msg: &wire.RunResponse_Progress{Progress: &wire.Progress{Done: done, Total: total}}})
+	}}
+	call.progress = pt.report
+	res := runTool(ctx, tool, call)
+	return send(&wire.RunResponse{Msg: &wire.RunResponse_Result{Result: res}})
+}
+
+// runTool runs one call and turns what Run returned into a CallResult.
+func runTool(ctx context.Context, tool Tool, call *Call) (res *wire.CallResult) {
+	defer func() {
+		if r := recover(); r != nil {
+			call.Logger().Error("tool panicked", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			res = errorResult(wire.KindPermanent, fmt.Sprintf("tool %s panicked: %v", tool.Name, r))
+		}
+	}()
+	out, err := tool.Run(ctx, call)
+	if err != nil {
+		kind := wire.KindPermanent
+		switch {
+		case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+			kind = wire.KindCancelled
+		case IsRetryable(err):
+			kind = wire.KindRetryable
+		}
+		return errorResult(kind, err.Error())
+	}
+	res = &wire.CallResult{}
+	switch r := out.(type) {
+	case Result:
+		out, res.HasCost, res.Cost = r.Output, true, r.Cost
+	case *Result:
+		if r != nil {
+			out, res.HasCost, res.Cost = r.Output, true, r.Cost
+		}
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return errorResult(wire.KindPermanent, fmt.Sprintf("tool %s returned output that is not JSON: %v", tool.Name, err))
+	}
+	res.Output = b
+	return res
+}
+
+func errorResult(kind, msg string) *wire.CallResult {
+	return &wire.CallResult{Error: &wire.ToolError{Kind: kind, Message: msg}}
+}

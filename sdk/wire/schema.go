@@ -1,0 +1,65 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// Schema is a compiled JSON schema of a tool's input. The host validates
+// every input against it before the plugin sees the call, and sdktest does
+// the same in-process, with this one implementation.
+type Schema struct {
+	s *jsonschema.Schema
+}
+
+// CompileSchema compiles src, a JSON schema (draft 2020-12 unless it says
+// otherwise with $schema). An empty src yields nil: any JSON value is
+// accepted. References to other documents are refused: a schema must be
+// self-contained, so compiling one never reads a file or the network.
+func CompileSchema(src string) (*Schema, error) {
+	if src == "" {
+		return nil, nil
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader([]byte(src)))
+	if err != nil {
+		return nil, fmt.Errorf("schema is not JSON: %w", err)
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.UseLoader(noLoader{})
+	const loc = "weir:tool-input.json"
+	if err := c.AddResource(loc, doc); err != nil {
+		return nil, err
+	}
+	s, err := c.Compile(loc)
+	if err != nil {
+		return nil, err
+	}
+	return &Schema{s: s}, nil
+}
+
+// Validate checks that input is one JSON value that the schema accepts. A nil
+// Schema accepts any JSON value.
+func (s *Schema) Validate(input []byte) error {
+	if s == nil {
+		if !json.Valid(input) {
+			return errors.New("input is not JSON")
+		}
+		return nil
+	}
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(input))
+	if err != nil {
+		return fmt.Errorf("input is not JSON: %w", err)
+	}
+	return s.s.Validate(v)
+}
+
+type noLoader struct{}
+
+func (noLoader) Load(url string) (any, error) {
+	return nil, errors.New("schemas must be self-contained: external references are not loaded")
+}
