@@ -335,9 +335,18 @@ func builtinTask(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 	nb.nonNegative("max_visits", int64(maxVisits))
 	nb.nonNegative("cost", cost)
 	nb.duration("timeout", timeout, &n.Timeout)
+	nb.atMostOnce(atMostOnce, retries)
 	n.Retries, n.MaxVisits, n.Cost = max(retries, 0), max(maxVisits, 0), max(cost, 0)
 	n.AtMostOnce, n.Protected, n.Doc = atMostOnce, protected, doc
 	return nb.nv, nil
+}
+
+// atMostOnce refuses a node that both retries and accepts at-most-once:
+// an at-most-once call is never run again, whatever the tool.
+func (nb *nodeBuilder) atMostOnce(atMostOnce bool, retries int) {
+	if atMostOnce && retries > 0 {
+		nb.addf("retries", CodeAtMostOnce, "retries = %d contradicts at_most_once = True: an at-most-once call is never run again", retries)
+	}
 }
 
 // subflow(id, flow, args, next, error, max_visits, timeout, protected, doc)
@@ -445,6 +454,7 @@ func builtinFanout(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 	if flow.set && retries > 0 {
 		nb.addf("retries", CodeInvalid, "retries apply to tool calls; a child run handles its own failures")
 	}
+	nb.atMostOnce(atMostOnce, retries)
 	n.Retries, n.MaxVisits, n.Cost = max(retries, 0), max(maxVisits, 0), max(cost, 0)
 	n.AtMostOnce, n.Protected, n.Doc = atMostOnce, protected, doc
 	return nb.nv, nil
@@ -669,7 +679,7 @@ func inputSchemaOf(v starlark.Value) (json.RawMessage, string) {
 		return nil, fmt.Sprintf("has no JSON form: %v", err)
 	}
 	if _, err := compileSchema(b); err != nil {
-		return nil, fmt.Sprintf("is not a valid JSON schema: %v", err)
+		return nil, fmt.Sprintf("is not a valid JSON schema: %s", schemaErrorText(err))
 	}
 	return b, ""
 }

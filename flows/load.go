@@ -219,6 +219,8 @@ func (l Loader) run(files []File, collect bool) *loadState {
 			continue
 		}
 		order = append(order, fs)
+	}
+	for _, fs := range order { // every path is known now, for load()s
 		ls.compile(fs)
 	}
 	for _, fs := range order {
@@ -276,6 +278,10 @@ func (ls *loadState) fileList() string {
 		names = append(names, p)
 	}
 	slices.Sort(names)
+	const most = 5
+	if len(names) > most {
+		return strings.Join(names[:most], ", ") + fmt.Sprintf(" and %d more", len(names)-most)
+	}
 	return strings.Join(names, ", ")
 }
 
@@ -399,6 +405,9 @@ func (ls *loadState) execError(err error, thread *starlark.Thread, fs *fileState
 		ls.addf(pos, CodeLoad, cycle.chain, "load cycle %s", FormatChain(cycle.chain))
 	case thread.ExecutionSteps() >= ls.loader.maxSteps():
 		ls.addf(pos, CodeScript, nil, "step limit exceeded: the script ran more than %d steps (an endless loop?)", ls.loader.maxSteps())
+	case ee != nil && strings.HasPrefix(ee.Msg, "load: "):
+		// A load() whose module exists but lacks a name.
+		ls.addf(pos, CodeLoad, nil, "%s", ee.Msg)
 	case ee != nil:
 		ls.addf(pos, CodeScript, nil, "%s", ee.Msg)
 	default:
@@ -479,7 +488,12 @@ func (ls *loadState) addf(pos Pos, code Code, chain []string, format string, arg
 		// when the flow was registered.
 		return
 	}
-	ls.diags = append(ls.diags, Diagnostic{Pos: pos, Code: code, Message: fmt.Sprintf(format, args...), Chain: chain})
+	msg := fmt.Sprintf(format, args...)
+	if strings.ContainsAny(msg, "\r\n") {
+		// Diagnostics print one per line.
+		msg = strings.Join(strings.FieldsFunc(msg, func(r rune) bool { return r == '\n' || r == '\r' }), "; ")
+	}
+	ls.diags = append(ls.diags, Diagnostic{Pos: pos, Code: code, Message: msg, Chain: chain})
 }
 
 // computeSources fills each flow's source closure and hashes.

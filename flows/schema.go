@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -74,7 +75,45 @@ func validateWith(s *inputSchema, flow string, input any) error {
 		return fmt.Errorf("flow %s: input is not JSON: %w", flow, err)
 	}
 	if err := s.schema.Validate(v); err != nil {
-		return fmt.Errorf("flow %s: input does not match the flow's schema: %w", flow, err)
+		return &InputError{Flow: flow, Msg: schemaErrorText(err)}
 	}
 	return nil
+}
+
+// schemaErrorText flattens a jsonschema error to one line of its most
+// specific causes: diagnostics print one per line, and the outer layers
+// ("allOf failed") say nothing a flow author can act on.
+func schemaErrorText(err error) string {
+	var sve *jsonschema.SchemaValidationError
+	if errors.As(err, &sve) {
+		err = sve.Err
+	}
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return strings.Join(strings.Fields(err.Error()), " ")
+	}
+	var leaves []string
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) == 0 {
+			leaf := *e
+			leaves = append(leaves, strings.Join(strings.Fields(leaf.Error()), " "))
+			return
+		}
+		for _, c := range e.Causes {
+			walk(c)
+		}
+	}
+	walk(ve)
+	return strings.Join(leaves, "; ")
+}
+
+// InputError is a run input that does not match its flow's input schema.
+type InputError struct {
+	Flow string
+	Msg  string
+}
+
+func (e *InputError) Error() string {
+	return fmt.Sprintf("flow %s: input does not match the flow's schema: %s", e.Flow, e.Msg)
 }

@@ -1,0 +1,208 @@
+package flows
+
+import (
+	"encoding/json"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestIRJSONRoundTrip(t *testing.T) {
+	t.Parallel()
+	m, ds := Check(readStar(t, "testdata/check/clean.star"), testCatalog(t))
+	if len(ds) > 0 {
+		t.Fatal(ds)
+	}
+	for _, f := range m.Flows {
+		data, err := json.Marshal(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back Flow
+		if err := json.Unmarshal(data, &back); err != nil {
+			t.Fatal(err)
+		}
+		again, _ := json.Marshal(&back)
+		if string(again) != string(data) {
+			t.Errorf("%s: encoding is not stable:\n%s\n%s", f.Name, data, again)
+		}
+		for i, n := range f.Nodes {
+			got := back.Nodes[i]
+			want := *n
+			want.argPos = nil // positions of arguments are for diagnostics only
+			if !reflect.DeepEqual(*got, want) {
+				t.Errorf("%s.%s: decoded %+v, want %+v", f.Name, n.ID, *got, want)
+			}
+			if back.Node(n.ID) != got {
+				t.Errorf("%s: decoded flow's index misses node %s", f.Name, n.ID)
+			}
+		}
+	}
+}
+
+// The encoded IR is readable: durations as strings, snake_case names. A
+// golden file shows the whole encoding of the research example.
+func TestIRJSONGolden(t *testing.T) {
+	t.Parallel()
+	m, ds := Load(readStar(t, "../examples/research.star"))
+	if len(ds) > 0 {
+		t.Fatal(ds)
+	}
+	data, err := json.MarshalIndent(m.Flow("research"), "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkGolden(t, "testdata/research.ir.json", append(data, '\n'))
+	for _, s := range []string{`"deadline": "10m0s"`, `"timeout": "30d"`, `"at_most_once": true`, `"ir_version": 1`} {
+		if !strings.Contains(string(data), s) {
+			t.Errorf("encoding lacks %s", s)
+		}
+	}
+}
+
+func TestIRDecodingRefusesOtherVersions(t *testing.T) {
+	t.Parallel()
+	var f Flow
+	if err := json.Unmarshal([]byte(`{"ir_version": 2, "name": "x", "nodes": []}`), &f); err == nil {
+		t.Error("a newer IR version was accepted")
+	}
+	if err := json.Unmarshal([]byte(`{"ir_version": 1, "name": "x", "nodes": [null]}`), &f); err == nil {
+		t.Error("a null node was accepted")
+	}
+	if err := json.Unmarshal([]byte(`{"ir_version": 1, "nodes": [{"id": "a", "timeout": "soon"}]}`), &f); err == nil {
+		t.Error("a bad duration was accepted")
+	}
+}
+
+func TestNodeLookupWithoutIndex(t *testing.T) {
+	t.Parallel()
+	f := &Flow{Nodes: []*Node{{ID: "a"}, {ID: "b"}}}
+	if f.Node("b") != f.Nodes[1] || f.Node("c") != nil {
+		t.Error("linear lookup")
+	}
+	if got := len(f.Calls()); got != 0 {
+		t.Errorf("calls %d", got)
+	}
+}
+
+func TestValidateInput(t *testing.T) {
+	t.Parallel()
+	m, ds := Load(readStar(t, "../examples/summarize.star"))
+	if len(ds) > 0 {
+		t.Fatal(ds)
+	}
+	f := m.Flow("summarize")
+	if err := f.ValidateInput(map[string]any{"hits": []any{1, "x"}}); err != nil {
+		t.Errorf("valid input refused: %v", err)
+	}
+	err := f.ValidateInput(map[string]any{"hits": "nope"})
+	if err == nil || !strings.Contains(err.Error(), "at '/hits'") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("invalid input: %v", err)
+	}
+	if err := f.ValidateInput(map[string]any{}); err == nil {
+		t.Error("missing required field accepted")
+	}
+	// Decoded flows validate the same way.
+	data, _ := json.Marshal(f)
+	var back Flow
+	if err := json.Unmarshal(data, &back); err != nil {
+		t.Fatal(err)
+	}
+	if err := back.ValidateInput(map[string]any{"hits": 3}); err == nil {
+		t.Error("decoded flow accepted an invalid input")
+	}
+	// No schema: anything goes.
+	if err := (&Flow{Name: "free"}).ValidateInput(func() {}); err != nil {
+		t.Errorf("no schema: %v", err)
+	}
+}
+
+func TestParseDuration(t *testing.T) {
+	t.Parallel()
+	const day = 24 * time.Hour
+	good := map[string]time.Duration{
+		"30s": 30 * time.Second, "10m": 10 * time.Minute, "2h": 2 * time.Hour, "250ms": 250 * time.Millisecond,
+		"30d": 30 * day, "1d12h": day + 12*time.Hour, "1d1h1m1s": day + time.Hour + time.Minute + time.Second,
+		"1.5h": 90 * time.Minute, "0s": 0, "-5s": -5 * time.Second, "-1d": -day,
+	}
+	for s, want := range good {
+		got, err := ParseDuration(s)
+		if err != nil || got != want {
+			t.Errorf("ParseDuration(%q) = %v, %v; want %v", s, got, err, want)
+		}
+		if back, err := ParseDuration(FormatDuration(want)); err != nil || back != want {
+			t.Errorf("FormatDuration(%v) = %q does not parse back: %v, %v", want, FormatDuration(want), back, err)
+		}
+	}
+	for _, s := range []string{"", "d", "1.5d", "1h2d", "10", "soon", "1d-5s", "1d+5s", "99999999d", "5 m"} {
+		if got, err := ParseDuration(s); err == nil {
+			t.Errorf("ParseDuration(%q) = %v, want an error", s, got)
+		}
+	}
+	for d, want := range map[time.Duration]string{30 * day: "30d", 10 * time.Minute: "10m0s", day + time.Hour: "1d1h0m0s", -day: "-1d", 0: "0s"} {
+		if got := FormatDuration(d); got != want {
+			t.Errorf("FormatDuration(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+func TestParseCatalog(t *testing.T) {
+	t.Parallel()
+	c, err := ParseCatalog([]byte(`{"tools": [{"name": "a.b", "idempotent": true, "cost": 3, "input_schema": {"type": "object"}}, {"name": "c.d"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, ok := c.LookupTool("a.b"); !ok || !info.Idempotent || info.Cost != 3 || string(info.InputSchema) != `{"type": "object"}` {
+		t.Errorf("a.b = %+v", info)
+	}
+	if info, ok := c.LookupTool("c.d"); !ok || info.Idempotent || info.InputSchema != nil {
+		t.Errorf("c.d = %+v", info)
+	}
+	if _, ok := c.LookupTool("x"); ok {
+		t.Error("unknown tool found")
+	}
+	if got := strings.Join(c.Names(), ","); got != "a.b,c.d" {
+		t.Errorf("names %s", got)
+	}
+	for _, bad := range []string{
+		`{"tools": [{"name": ""}]}`,
+		`{"tools": [{"name": "a"}, {"name": "a"}]}`,
+		`{"tools": [{"name": "a", "cost": -1}]}`,
+		`{"tools": [{"name": "a", "idempotant": true}]}`,
+		`{"tools": []} {}`,
+		`[`,
+	} {
+		if _, err := ParseCatalog([]byte(bad)); err == nil {
+			t.Errorf("ParseCatalog(%s) accepted", bad)
+		}
+	}
+	if _, err := LoadCatalogFile("testdata/no-such-catalog.json"); !os.IsNotExist(err) {
+		t.Errorf("missing file: %v", err)
+	}
+}
+
+func TestDiagnosticsJSON(t *testing.T) {
+	t.Parallel()
+	ds := Diagnostics{{Pos: Pos{File: "a.star", Line: 3, Col: 5}, Code: CodeCycle, Message: "subflow cycle a -> b -> a", Chain: []string{"a", "b", "a"}}}
+	var b strings.Builder
+	if err := ds.WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	var back []map[string]any
+	if err := json.Unmarshal([]byte(b.String()), &back); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"file": "a.star", "line": 3.0, "col": 5.0, "code": "E_CYCLE", "message": "subflow cycle a -> b -> a", "chain": []any{"a", "b", "a"}}
+	if len(back) != 1 || !reflect.DeepEqual(back[0], want) {
+		t.Errorf("JSON %s", b.String())
+	}
+	b.Reset()
+	if err := Diagnostics(nil).WriteJSON(&b); err != nil || b.String() != "[]\n" {
+		t.Errorf("empty: %q %v", b.String(), err)
+	}
+	if ds.Err() == nil || Diagnostics(nil).Err() != nil || ds.Err().Error() != "a.star:3:5: E_CYCLE: subflow cycle a -> b -> a" {
+		t.Errorf("Err: %v", ds.Err())
+	}
+}

@@ -1,0 +1,220 @@
+package flows
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+)
+
+type registryBundle struct {
+	reg   *Registry
+	store *MemoryStore
+}
+
+func registrySetup(t *testing.T) *registryBundle {
+	t.Helper()
+	store := NewMemoryStore()
+	return &registryBundle{reg: NewRegistry(store, testCatalog(t)), store: store}
+}
+
+func mustRegister(t *testing.T, reg *Registry, files ...File) []*Version {
+	t.Helper()
+	vs, ds, err := reg.Register(files)
+	if err != nil || len(ds) > 0 {
+		t.Fatalf("register: %v\n%s", err, ds)
+	}
+	return vs
+}
+
+// The research example registers as written, together with summarize,
+// against a catalog where notes.plan and web.search are idempotent and
+// mail.send is not.
+func TestResearchExampleRegisters(t *testing.T) {
+	t.Parallel()
+	cat, err := LoadCatalogFile("../examples/catalog.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, idem := range map[string]bool{"notes.plan": true, "web.search": true, "mail.send": false} {
+		if info, ok := cat.LookupTool(name); !ok || info.Idempotent != idem {
+			t.Fatalf("examples/catalog.json: %s = %+v, %v; want idempotent %v", name, info, ok, idem)
+		}
+	}
+	reg := NewRegistry(NewMemoryStore(), cat)
+	vs := mustRegister(t, reg, readStar(t, "../examples/research.star", "../examples/summarize.star")...)
+	if len(vs) != 2 || vs[0].Flow.Name != "research" || vs[1].Flow.Name != "summarize" {
+		t.Fatalf("versions %v", vs)
+	}
+	got, err := reg.Latest("research")
+	if err != nil || got.Flow.Hash != vs[0].Flow.Hash {
+		t.Fatalf("latest research = %v, %v", got, err)
+	}
+	if len(got.Sources) != 1 || got.Sources[0].Path != "../examples/research.star" {
+		t.Errorf("research's sources: %v", got.Sources)
+	}
+
+	// Registered on its own later, research resolves summarize in the
+	// registry.
+	reg2 := NewRegistry(NewMemoryStore(), cat)
+	mustRegister(t, reg2, readStar(t, "../examples/summarize.star")...)
+	mustRegister(t, reg2, readStar(t, "../examples/research.star")...)
+
+	// Without summarize anywhere, research is refused.
+	_, ds, err := NewRegistry(NewMemoryStore(), cat).Register(readStar(t, "../examples/research.star"))
+	if err != nil || len(ds) != 1 || ds[0].Code != CodeUnknownFlow {
+		t.Errorf("research alone: %v %s", err, ds)
+	}
+}
+
+func TestRegistryKeepsEveryVersion(t *testing.T) {
+	t.Parallel()
+	b := registrySetup(t)
+	v1 := mustRegister(t, b.reg, src("a.star", `flow(name = "a", nodes = [task("x", tool = "t.idem")])`))[0]
+	v2 := mustRegister(t, b.reg, src("a.star", `flow(name = "a", doc = "two", nodes = [task("x", tool = "t.idem")])`))[0]
+	if v1.Flow.Hash == v2.Flow.Hash {
+		t.Fatal("two sources, one hash")
+	}
+	if got := b.store.VersionList("a"); len(got) != 2 || got[0] != v1.Flow.Hash || got[1] != v2.Flow.Hash {
+		t.Errorf("versions %v", got)
+	}
+	if latest, _ := b.reg.Latest("a"); latest.Flow.Hash != v2.Flow.Hash {
+		t.Error("latest is not the last registered")
+	}
+	// A run pinned to v1 still finds it.
+	if old, err := b.reg.Get(v1.Flow.Hash); err != nil || old.Flow.Doc != "" {
+		t.Errorf("get v1: %v %v", old, err)
+	}
+	// Registering v1's source again stores nothing new and makes it latest.
+	again := mustRegister(t, b.reg, src("a.star", `flow(name = "a", nodes = [task("x", tool = "t.idem")])`))[0]
+	if again.Flow.Hash != v1.Flow.Hash || len(b.store.VersionList("a")) != 2 {
+		t.Errorf("re-registering: hash %s, %d versions", again.Flow.Hash, len(b.store.VersionList("a")))
+	}
+	if latest, _ := b.reg.Latest("a"); latest.Flow.Hash != v1.Flow.Hash {
+		t.Error("re-registered version is not latest")
+	}
+	if _, err := b.reg.Get("nope"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("get unknown: %v", err)
+	}
+	if _, err := b.reg.Latest("nope"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("latest unknown: %v", err)
+	}
+}
+
+func TestRefusedRegistrationStoresNothing(t *testing.T) {
+	t.Parallel()
+	b := registrySetup(t)
+	_, ds, err := b.reg.Register([]File{
+		src("ok.star", `flow(name = "fine", nodes = [task("x", tool = "t.idem")])`),
+		src("bad.star", `flow(name = "broken", nodes = [task("x", tool = "t.idem", next = "y")])`),
+	})
+	if err != nil || !ds.Has(CodeUnknownNode) {
+		t.Fatalf("got %v %s", err, ds)
+	}
+	if _, err := b.reg.Latest("fine"); !errors.Is(err, ErrNotFound) {
+		t.Error("a flow of a refused registration was stored")
+	}
+}
+
+func TestRegistryResolvesAgainstLatestVersion(t *testing.T) {
+	t.Parallel()
+	b := registrySetup(t)
+	mustRegister(t, b.reg, src("leaf.star", `flow(name = "leaf", nodes = [task("x", tool = "t.idem")])`))
+	mustRegister(t, b.reg, src("mid.star", `flow(name = "mid", nodes = [subflow("x", flow = "leaf")])`))
+	// top allows depth 2: top -> mid -> leaf fits.
+	top := src("top.star", `flow(name = "top", max_depth = 2, nodes = [subflow("x", flow = "mid")])`)
+	if _, ds, _ := b.reg.Check([]File{top}); len(ds) > 0 {
+		t.Fatalf("top: %s", ds)
+	}
+	// A newer leaf that calls a subflow makes the chain 3 deep.
+	mustRegister(t, b.reg, src("deeper.star", `flow(name = "deeper", nodes = [task("x", tool = "t.idem")])`))
+	mustRegister(t, b.reg, src("leaf.star", `flow(name = "leaf", nodes = [subflow("x", flow = "deeper")])`))
+	_, ds, _ := b.reg.Check([]File{top})
+	if len(ds) != 1 || ds[0].Code != CodeDepth || FormatChain(ds[0].Chain) != "top -> mid -> leaf -> deeper" {
+		t.Errorf("got %s", ds)
+	}
+	// The files checked together win over the registered version.
+	_, ds, _ = b.reg.Check([]File{top, src("leaf2.star", `flow(name = "leaf", nodes = [task("x", tool = "t.idem")])`)})
+	if len(ds) > 0 {
+		t.Errorf("with a flat leaf checked together: %s", ds)
+	}
+}
+
+// Two registrations that would each be fine alone but together close a
+// cycle: exactly one of them may pass.
+func TestConcurrentRegistrationsCannotCloseACycle(t *testing.T) {
+	t.Parallel()
+	for round := range 20 {
+		b := registrySetup(t)
+		mustRegister(t, b.reg,
+			src("a.star", `flow(name = "a", nodes = [task("x", tool = "t.idem")])`),
+			src("b.star", `flow(name = "b", nodes = [task("x", tool = "t.idem")])`))
+		var wg sync.WaitGroup
+		results := make([]Diagnostics, 2)
+		for i, f := range []File{
+			src("a2.star", `flow(name = "a", nodes = [subflow("x", flow = "b")])`),
+			src("b2.star", `flow(name = "b", nodes = [subflow("x", flow = "a")])`),
+		} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, ds, err := b.reg.Register([]File{f})
+				if err != nil {
+					t.Error(err)
+				}
+				results[i] = ds
+			}()
+		}
+		wg.Wait()
+		refused := 0
+		for _, ds := range results {
+			if ds.Has(CodeCycle) {
+				refused++
+			}
+		}
+		if refused != 1 {
+			t.Fatalf("round %d: %d registrations refused, want exactly 1: %v", round, refused, results)
+		}
+	}
+}
+
+type failingStore struct{ *MemoryStore }
+
+func (failingStore) VersionLatest(string) (*Version, error) { return nil, errors.New("disk on fire") }
+
+func TestStoreErrorsAreNotDiagnostics(t *testing.T) {
+	t.Parallel()
+	reg := NewRegistry(failingStore{NewMemoryStore()}, testCatalog(t))
+	_, ds, err := reg.Register([]File{src("a.star", `flow(name = "a", nodes = [subflow("x", flow = "b")])`)})
+	if err == nil || !strings.Contains(err.Error(), "disk on fire") || len(ds) > 0 {
+		t.Errorf("got %v, %s", err, ds)
+	}
+}
+
+func TestMemoryStoreRefusesVersionsWithoutHash(t *testing.T) {
+	t.Parallel()
+	s := NewMemoryStore()
+	for _, v := range []*Version{nil, {}, {Flow: &Flow{Name: "x"}}} {
+		if err := s.VersionPut(v); err == nil {
+			t.Errorf("put %v: no error", v)
+		}
+	}
+}
+
+func ExampleRegistry_Register() {
+	reg := NewRegistry(NewMemoryStore(), MapCatalog{
+		"web.search": {Name: "web.search", Idempotent: true},
+	})
+	_, ds, err := reg.Register([]File{{Path: "search.star", Src: []byte(`
+flow(name = "search", nodes = [
+    task("find", tool = "web.search", args = lambda ctx: {"q": ctx.input["q"]}, retries = 2, next = "again"),
+    subflow("again", flow = "search"),
+])
+`)}})
+	fmt.Println(err)
+	fmt.Print(ds)
+	// Output:
+	// <nil>
+	// search.star:4:22: E_CYCLE: subflow cycle search -> search
+}
