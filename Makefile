@@ -13,10 +13,12 @@ help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: ## Build bin/weir and every plugin into bin/plugins/
+build: ## Build bin/weir and every plugin into bin/plugins/, pinned
 	$(GO) build -o $(BIN)/weir ./cmd/weir
 	@mkdir -p $(BIN)/plugins
 	@for p in $(filter-out internal,$(PLUGINS)); do echo "$(GO) build -o $(BIN)/plugins/$$p ./plugins/$$p"; $(GO) build -o $(BIN)/plugins/$$p ./plugins/$$p || exit 1; done
+	@# Pin what was just built (in place): weir launches only pinned binaries.
+	$(BIN)/weir --plugins $(BIN)/plugins plugin install $(addprefix $(BIN)/plugins/,$(filter-out internal,$(PLUGINS)))
 
 .PHONY: demo
 demo: build ## Run the examples end to end on the embedded store

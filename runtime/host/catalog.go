@@ -149,6 +149,15 @@ var _ flows.Catalog = (*Catalog)(nil)
 // its error and contributes no tools: one broken plugin does not hide the
 // others.
 func LoadCatalog(pluginsDir, dataDir string) (*Catalog, error) {
+	var err error
+	if pluginsDir, err = filepath.Abs(pluginsDir); err != nil {
+		return nil, err
+	}
+	if dataDir != "" {
+		if dataDir, err = filepath.Abs(dataDir); err != nil {
+			return nil, err
+		}
+	}
 	return loadCatalog(pluginsDir, func(name string, sum []byte) (*PluginManifest, error) {
 		inst, err := launch(launchSpec{
 			name:         name,

@@ -169,6 +169,15 @@ func New(cfg Config) (*Host, error) {
 		return nil, errors.New("host: Config needs PluginsDir and DataDir")
 	}
 	cfg.setDefaults()
+	// Plugins run in their state directory: their own path must not be
+	// relative to weir's working directory.
+	var err error
+	if cfg.PluginsDir, err = filepath.Abs(cfg.PluginsDir); err != nil {
+		return nil, err
+	}
+	if cfg.DataDir, err = filepath.Abs(cfg.DataDir); err != nil {
+		return nil, err
+	}
 	h := &Host{
 		cfg:     cfg,
 		logger:  cfg.Logger,
@@ -441,7 +450,6 @@ func (p *pluginState) instance(ctx context.Context) (*instance, error) {
 				p.backoffLocked()
 			}
 			p.mu.Unlock()
-			h.logger.Error("plugin launch failed", "plugin", p.name, "error", err)
 			return nil, err
 		}
 		if h.isClosed() {

@@ -86,10 +86,10 @@ func launch(spec launchSpec) (*instance, error) {
 		wire.EnvConfig+"="+string(spec.config),
 		wire.EnvName+"="+spec.name,
 	)
-	logger := spec.logger.Named("plugin")
+	logger := hclog.Logger(quietKill{spec.logger.Named("plugin")})
 	named := logger
 	if spec.name != "" {
-		named = logger.Named(spec.name)
+		named = spec.logger.Named("plugin").Named(spec.name)
 	}
 	stdio := &lineLogger{log: named}
 	tail := &tailBuffer{max: 4 << 10}
@@ -227,3 +227,16 @@ func (t *tailBuffer) String() string {
 }
 
 var _ io.Writer = (*tailBuffer)(nil)
+
+// quietKill demotes go-plugin's warning that a plugin "failed to exit
+// gracefully": the host says so itself when it kills a plugin on purpose
+// (hung, crashed, failed launch), and the warning would only repeat it.
+type quietKill struct{ hclog.Logger }
+
+func (q quietKill) Warn(msg string, args ...any) {
+	if msg == "plugin failed to exit gracefully" {
+		q.Logger.Debug(msg, args...)
+		return
+	}
+	q.Logger.Warn(msg, args...)
+}

@@ -123,6 +123,9 @@ func Install(pluginsDir, src string, logger hclog.Logger) (*PluginManifest, erro
 	if !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s is not a regular file", src)
 	}
+	if pluginsDir, err = filepath.Abs(pluginsDir); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(pluginsDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -165,7 +168,26 @@ func Install(pluginsDir, src string, logger hclog.Logger) (*PluginManifest, erro
 	if err := writePins(pluginsDir, pins); err != nil {
 		return nil, err
 	}
+	pruneManifestCache(pluginsDir, pins)
 	return m, nil
+}
+
+// pruneManifestCache removes cached manifests of binaries no longer pinned,
+// so that rebuilding a plugin does not grow the cache forever.
+func pruneManifestCache(pluginsDir string, pins map[string]Pin) {
+	keep := map[string]bool{}
+	for _, p := range pins {
+		keep[p.SHA256+".json"] = true
+	}
+	entries, err := os.ReadDir(filepath.Join(pluginsDir, ManifestDir))
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !keep[e.Name()] {
+			_ = os.Remove(filepath.Join(pluginsDir, ManifestDir, e.Name()))
+		}
+	}
 }
 
 // copyHashed copies src to a new executable file in dir and returns its

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/spf13/cobra"
+
+	"github.com/weirhq/weir/runtime/host"
+)
+
+func init() {
+	registerCommand(func(m *Main) *cobra.Command {
+		cmd := &cobra.Command{
+			Use:   "plugin",
+			Short: "Install and list tool plugins",
+			Long: `Tool plugins are binaries in the plugins directory (--plugins), each pinned by
+the SHA-256 recorded when it was installed: weir refuses to launch a binary
+that no longer matches its pin.`,
+		}
+		cmd.AddCommand(pluginInstallCmd(m), pluginLsCmd(m))
+		return cmd
+	})
+}
+
+func pluginInstallCmd(m *Main) *cobra.Command {
+	return &cobra.Command{
+		Use:   "install PATH...",
+		Short: "Copy plugin binaries into the plugins directory and pin their SHA-256",
+		Long: `install launches each binary once to read its manifest, copies it to
+PLUGINS/NAME (NAME is the part of its tool names before the dot), pins its
+SHA-256 in PLUGINS/pins.json and caches its manifest. Installing a binary
+that is already in place only pins it; installing a new build of a plugin
+replaces the old one. A running daemon keeps the pins it started with.`,
+		Args: minArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			logger := hclog.New(&hclog.LoggerOptions{Name: "weir", Level: hclog.Warn, Output: m.Stderr})
+			failed := false
+			for _, path := range args {
+				man, err := host.Install(m.PluginsDir, path, logger)
+				if err != nil {
+					fmt.Fprintf(m.Stderr, "weir: %v\n", err)
+					failed = true
+					continue
+				}
+				fmt.Fprintf(m.Stdout, "installed %s (%s) from %s: %s\n",
+					man.Name, shortSum(man.SHA256), path, countTools(len(man.Tools)))
+			}
+			if failed {
+				return exitCode(exitFailed)
+			}
+			return nil
+		},
+	}
+}
+
+// pluginListing is the JSON form of `weir plugin ls --json`.
+type pluginListing struct {
+	PluginsDir string         `json:"plugins_dir"`
+	Plugins    []pluginListed `json:"plugins"`
+	Unpinned   []string       `json:"unpinned"`
+}
+
+type pluginListed struct {
+	Name   string `json:"name"`
+	Path   string `json:"path"`
+	SHA256 string `json:"sha256"`
+	// Status is ok, modified (the binary no longer matches its pin: it
+	// will not be launched), missing, or unreadable (no manifest).
+	Status          string              `json:"status"`
+	Error           string              `json:"error,omitempty"`
+	ProtocolVersion int                 `json:"protocol_version,omitempty"`
+	SDKVersion      string              `json:"sdk_version,omitempty"`
+	Tools           []host.ToolManifest `json:"tools"`
+}
+
+func pluginLsCmd(m *Main) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "ls",
+		Short: "List installed plugins, their tools, schemas and idempotency",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cat, err := host.LoadCatalog(m.PluginsDir, m.DataDir)
+			if err != nil {
+				return err
+			}
+			unpinned, err := host.Unpinned(m.PluginsDir)
+			if err != nil {
+				return err
+			}
+			l := pluginListing{PluginsDir: m.PluginsDir, Unpinned: unpinned, Plugins: []pluginListed{}}
+			if l.Unpinned == nil {
+				l.Unpinned = []string{}
+			}
+			for _, p := range cat.Plugins() {
+				e := pluginListed{Name: p.Name, Path: p.Path, SHA256: p.SHA256, Status: "ok", Tools: []host.ToolManifest{}}
+				if p.Manifest != nil {
+					e.ProtocolVersion, e.SDKVersion, e.Tools = p.Manifest.ProtocolVersion, p.Manifest.SDKVersion, p.Manifest.Tools
+				}
+				if err := p.Verify(); err != nil {
+					e.Status, e.Error = "modified", err.Error()
+					if _, serr := os.Stat(p.Path); serr != nil {
+						e.Status = "missing"
+					}
+				} else if p.Err != nil {
+					e.Status, e.Error = "unreadable", p.Err.Error()
+				}
+				l.Plugins = append(l.Plugins, e)
+			}
+			if asJSON {
+				enc := json.NewEncoder(m.Stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(l)
+			}
+			printPluginListing(m.Stdout, l)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the listing as JSON, with full schemas")
+	return cmd
+}
+
+func printPluginListing(w io.Writer, l pluginListing) {
+	if len(l.Plugins) == 0 && len(l.Unpinned) == 0 {
+		fmt.Fprintf(w, "no plugins installed in %s\n", l.PluginsDir)
+		return
+	}
+	for i, p := range l.Plugins {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "%s  %s  %s  %s\n", p.Name, shortSum(p.SHA256), p.Status, countTools(len(p.Tools)))
+		if p.Error != "" {
+			fmt.Fprintf(w, "  error: %s\n", p.Error)
+		}
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		for _, t := range p.Tools {
+			idem := "idempotent"
+			if !t.Idempotent {
+				idem = "at-most-once"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\tcost %d\t%s\n", t.Name, idem, t.Cost, t.Description)
+		}
+		tw.Flush()
+		for _, t := range p.Tools {
+			if len(t.InputSchema) > 0 {
+				fmt.Fprintf(w, "  %s input: %s\n", t.Name, compactJSON(t.InputSchema))
+			}
+		}
+	}
+	for _, name := range l.Unpinned {
+		fmt.Fprintf(w, "\n%s  unpinned: never launched; pin it with `weir plugin install %s/%s`\n", name, l.PluginsDir, name)
+	}
+}
+
+func shortSum(sum string) string {
+	if len(sum) > 12 {
+		return "sha256:" + sum[:12]
+	}
+	return "sha256:" + sum
+}
+
+func countTools(n int) string {
+	if n == 1 {
+		return "1 tool"
+	}
+	return fmt.Sprintf("%d tools", n)
+}
+
+func compactJSON(b []byte) string {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		return string(b)
+	}
+	return buf.String()
+}
