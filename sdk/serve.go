@@ -75,6 +75,8 @@ type server struct {
 	stateDir string
 	config   json.RawMessage
 	logger   hclog.Logger
+	calls    callTable
+	progress chan *wire.ProgressEvent
 }
 
 func newServer(tools []Tool) (*server, error) {
@@ -86,6 +88,7 @@ func newServer(tools []Tool) (*server, error) {
 		manifest: &wire.ManifestResponse{ProtocolVersion: wire.ProtocolVersion, SdkVersion: Version},
 		stateDir: os.Getenv(wire.EnvStateDir),
 		logger:   hclog.NewNullLogger(),
+		progress: make(chan *wire.ProgressEvent, 256),
 	}
 	if c := os.Getenv(wire.EnvConfig); c != "" {
 		if !json.Valid([]byte(c)) {
@@ -154,58 +157,25 @@ func (s *server) Manifest(_ context.Context, req *wire.ManifestRequest) (*wire.M
 	return s.manifest, nil
 }
 
-func (s *server) Run(stream wire.Plugin_RunServer) error {
-	first, err := stream.Recv()
-	if err != nil {
-		return err
-	}
-	req := first.GetCall()
-	if req == nil {
-		return status.Error(codes.InvalidArgument, "the first message of Run must be a call")
-	}
-	var (
-		sendMu sync.Mutex
-		done   bool
-	)
-	send := func(m *wire.RunResponse) error {
-		sendMu.Lock()
-		defer sendMu.Unlock()
-		if done {
-			return nil
-		}
-		if m.GetResult() != nil {
-			done = true
-		}
-		return stream.Send(m)
-	}
+func (s *server) Call(ctx context.Context, req *wire.CallRequest) (*wire.CallResult, error) {
 	tool, ok := s.tools[req.GetTool()]
 	if !ok {
-		return send(&wire.RunResponse{Msg: &wire.RunResponse_Result{Result: &wire.CallResult{
-			Error: &wire.ToolError{Kind: wire.KindPermanent, Message: fmt.Sprintf("this plugin has no tool %q", req.GetTool())},
-		}}})
+		return errorResult(wire.KindPermanent, fmt.Sprintf("this plugin has no tool %q", req.GetTool())), nil
 	}
-
-	ctx, cancel := context.WithCancel(stream.Context())
+	// The RPC's context ends only if the host gives up on the connection;
+	// the host cancels a call with Cancel, which cancels this context.
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if d := req.GetDeadlineUnixNano(); d != 0 {
 		var cancelDeadline context.CancelFunc
 		ctx, cancelDeadline = context.WithDeadline(ctx, time.Unix(0, d))
 		defer cancelDeadline()
 	}
-	// The host may send one Cancel after the call; it ends the stream's
-	// send side otherwise. This goroutine ends when the stream does.
-	go func() {
-		for {
-			m, err := stream.Recv()
-			if err != nil {
-				return
-			}
-			if m.GetCancel() != nil {
-				cancel()
-			}
-		}
-	}()
-
+	id := req.GetCallId()
+	if id != 0 {
+		s.calls.start(id, cancel)
+		defer s.calls.end(id)
+	}
 	call := &Call{
 		Tool:           req.GetTool(),
 		RunID:          req.GetRunId(),
@@ -220,12 +190,87 @@ func (s *server) Run(stream wire.Plugin_RunServer) error {
 	if d := req.GetDeadlineUnixNano(); d != 0 {
 		call.Deadline = time.Unix(0, d)
 	}
-	pt := &progressThrottle{interval: progressInterval, send: func(done, total int64) {
-		_ = send(&wire.RunResponse{Msg: &wire.RunResponse_Progress{Progress: &wire.Progress{Done: done, Total: total}}})
-	}}
-	call.progress = pt.report
-	res := runTool(ctx, tool, call)
-	return send(&wire.RunResponse{Msg: &wire.RunResponse_Result{Result: res}})
+	if req.GetWantProgress() {
+		pt := &progressThrottle{interval: progressInterval, send: func(done, total int64) {
+			// Display only: drop rather than block the tool.
+			select {
+			case s.progress <- &wire.ProgressEvent{CallId: id, Done: done, Total: total}:
+			default:
+			}
+		}}
+		call.progress = pt.report
+	}
+	return runTool(ctx, tool, call), nil
+}
+
+func (s *server) Cancel(_ context.Context, req *wire.CancelRequest) (*wire.CancelResponse, error) {
+	return &wire.CancelResponse{Running: s.calls.cancel(req.GetCallId())}, nil
+}
+
+func (s *server) Progress(_ *wire.ProgressRequest, stream wire.Plugin_ProgressServer) error {
+	for {
+		select {
+		case ev := <-s.progress:
+			if err := stream.Send(ev); err != nil {
+				return err
+			}
+		case <-stream.Context().Done():
+			return nil
+		}
+	}
+}
+
+// callTable maps running calls to their cancel functions, and remembers
+// cancels that arrived before their call (the Cancel RPC can overtake the
+// Call RPC).
+type callTable struct {
+	mu      sync.Mutex
+	running map[uint64]context.CancelFunc
+	early   map[uint64]time.Time
+}
+
+// earlyCancelTTL bounds how long a cancel for a call not yet seen is kept:
+// long enough for any call in flight to arrive, short enough that cancels
+// of calls that had already finished do not pile up.
+const earlyCancelTTL = time.Minute
+
+func (t *callTable) start(id uint64, cancel context.CancelFunc) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.running == nil {
+		t.running = map[uint64]context.CancelFunc{}
+	}
+	t.running[id] = cancel
+	if _, ok := t.early[id]; ok {
+		delete(t.early, id)
+		cancel()
+	}
+}
+
+func (t *callTable) end(id uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.running, id)
+}
+
+func (t *callTable) cancel(id uint64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if c, ok := t.running[id]; ok {
+		c()
+		return true
+	}
+	now := time.Now()
+	if t.early == nil {
+		t.early = map[uint64]time.Time{}
+	}
+	for k, at := range t.early {
+		if now.Sub(at) > earlyCancelTTL {
+			delete(t.early, k)
+		}
+	}
+	t.early[id] = now
+	return false
 }
 
 // runTool runs one call and turns what Run returned into a CallResult.

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -103,7 +102,8 @@ type CallRequest struct {
 	// deadline on ctx applies too.
 	Deadline time.Time
 	// Progress, if set, receives the plugin's progress reports, in order,
-	// on the calling goroutine. Display only.
+	// from another goroutine, never after Call returns. Display only: reports
+	// may be dropped (the last one too); keep it cheap.
 	Progress func(done, total int64)
 }
 
@@ -130,8 +130,9 @@ type Host struct {
 	mu     sync.RWMutex // guards closed against Call's calls.Add
 	closed bool
 	done   chan struct{}
-	calls  sync.WaitGroup // calls in flight
-	reaper sync.WaitGroup // background clean-up of retired instances
+	calls   sync.WaitGroup // calls in flight
+	reaper  sync.WaitGroup // background clean-up of retired instances
+	callSeq atomic.Uint64  // call ids, unique per host and so per instance
 }
 
 type toolState struct {
@@ -500,22 +501,18 @@ func (p *pluginState) retire(inst *instance, crashed bool, why string) {
 		go func() {
 			defer p.h.reaper.Done()
 			inst.client.Kill()
+			inst.endProgress()
 		}()
 	})
 }
 
-// run makes the call on inst's Run stream. On cancellation or deadline it
-// sends Cancel and waits up to CancelGrace for the plugin's answer before
-// killing it: until then the call (and the tool's serial slot) is held,
-// because the plugin may still be performing it.
+// run makes the call on inst. On cancellation or deadline it sends Cancel
+// and waits up to CancelGrace for the plugin's answer before killing it:
+// until then the call (and the tool's serial slot) is held, because the
+// plugin may still be performing it.
 func (h *Host) run(ctx context.Context, t *toolState, inst *instance, input []byte, req CallRequest) (*CallResult, error) {
 	p := t.plugin
-	sctx, scancel := context.WithCancel(context.Background())
-	defer scancel()
-	stream, err := inst.rpc.Run(sctx)
-	if err != nil {
-		return nil, h.transportError(ctx, t, inst, err)
-	}
+	id := h.callSeq.Add(1)
 	call := &wire.CallRequest{
 		Tool:           req.Tool,
 		Input:          input,
@@ -523,13 +520,19 @@ func (h *Host) run(ctx context.Context, t *toolState, inst *instance, input []by
 		Node:           req.Node,
 		Attempt:        int32(req.Attempt),
 		IdempotencyKey: req.IdempotencyKey,
+		CallId:         id,
+		WantProgress:   req.Progress != nil,
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		call.DeadlineUnixNano = dl.UnixNano()
 	}
-	if err := stream.Send(&wire.RunRequest{Msg: &wire.RunRequest_Call{Call: call}}); err != nil && err != io.EOF {
-		// io.EOF means the stream broke; Recv below says why.
-		return nil, h.transportError(ctx, t, inst, err)
+	if req.Progress != nil {
+		w := &progressWatch{fn: req.Progress}
+		inst.watchers.Store(id, w)
+		defer func() {
+			inst.watchers.Delete(id)
+			w.close()
+		}()
 	}
 
 	var (
@@ -538,17 +541,18 @@ func (h *Host) run(ctx context.Context, t *toolState, inst *instance, input []by
 		killed    bool
 		killTimer *time.Timer
 	)
+	watchDone := make(chan struct{})
 	stopWatch := context.AfterFunc(ctx, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if finished {
-			return
-		}
+		defer close(watchDone)
 		reason := wire.ReasonCancelled
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			reason = wire.ReasonDeadline
 		}
-		_ = stream.Send(&wire.RunRequest{Msg: &wire.RunRequest_Cancel{Cancel: &wire.Cancel{Reason: reason}}})
+		mu.Lock()
+		if finished {
+			mu.Unlock()
+			return
+		}
 		killTimer = time.AfterFunc(h.cfg.CancelGrace, func() {
 			mu.Lock()
 			if finished {
@@ -559,52 +563,41 @@ func (h *Host) run(ctx context.Context, t *toolState, inst *instance, input []by
 			mu.Unlock()
 			p.retire(inst, true, fmt.Sprintf("hung: %s did not acknowledge %s within %v", req.Tool, reason, h.cfg.CancelGrace))
 		})
+		mu.Unlock()
+		cctx, cancel := context.WithTimeout(context.Background(), h.cfg.CancelGrace)
+		defer cancel()
+		_, _ = inst.rpc.Cancel(cctx, &wire.CancelRequest{CallId: id, Reason: reason})
 	})
-	finish := func() (wasKilled bool) {
-		stopWatch()
-		mu.Lock()
-		defer mu.Unlock()
-		finished = true
-		if killTimer != nil {
-			killTimer.Stop()
-		}
-		return killed
-	}
 
-	for {
-		msg, err := stream.Recv()
-		if err != nil {
-			if finish() {
-				e := h.stopped(ctx, req.Tool)
-				e.Message += fmt.Sprintf("; the plugin did not stop within %v and was killed", h.cfg.CancelGrace)
-				return nil, e
-			}
-			return nil, h.transportError(ctx, t, inst, err)
-		}
-		switch m := msg.GetMsg().(type) {
-		case *wire.RunResponse_Progress:
-			if req.Progress != nil {
-				req.Progress(m.Progress.GetDone(), m.Progress.GetTotal())
-			}
-		case *wire.RunResponse_Result:
-			// A call that finished despite a cancellation did happen:
-			// its result stands.
-			finish()
-			return h.result(ctx, t, m.Result)
-		default:
-			finish()
-			return nil, toolErrorf(KindProtocol, req.Tool, "plugin sent an unknown message")
-		}
+	res, err := inst.rpc.Call(context.Background(), call)
+
+	if !stopWatch() {
+		<-watchDone // the cancel was sent or is being sent; it ends quickly now
 	}
+	mu.Lock()
+	finished = true
+	if killTimer != nil {
+		killTimer.Stop()
+	}
+	wasKilled := killed
+	mu.Unlock()
+	if err != nil {
+		if wasKilled {
+			e := h.stopped(ctx, req.Tool)
+			e.Message += fmt.Sprintf("; the plugin did not stop within %v and was killed", h.cfg.CancelGrace)
+			return nil, e
+		}
+		return nil, h.transportError(ctx, t, inst, err)
+	}
+	// A call that finished despite a cancellation did happen: its result
+	// stands.
+	return h.result(ctx, t, res)
 }
 
 // transportError classifies a failure of the Run stream itself.
 func (h *Host) transportError(ctx context.Context, t *toolState, inst *instance, err error) *ToolError {
 	if h.isClosed() {
 		return toolErrorf(KindCancelled, t.m.Name, "the plugin host is closed")
-	}
-	if err == io.EOF {
-		return toolErrorf(KindProtocol, t.m.Name, "plugin ended the call without a result")
 	}
 	switch status.Code(err) {
 	case codes.ResourceExhausted:

@@ -554,8 +554,15 @@ func TestProgressAndCost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(reports) < 2 || reports[len(reports)-1] != [2]int64{200, 200} {
+	// Display only: reports may be dropped, the last one too, but what
+	// arrives is this call's, in order.
+	if len(reports) < 2 {
 		t.Fatalf("progress reports %v", reports)
+	}
+	for i, r := range reports {
+		if r[1] != 200 || r[0] > 200 || (i > 0 && r[0] < reports[i-1][0]) {
+			t.Fatalf("progress reports out of order or foreign: %v", reports)
+		}
 	}
 	res := mustCall(t, b.h, "testkit.cost", `{"cost":7}`)
 	if res.Cost != 7 || !res.CostReported {

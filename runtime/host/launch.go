@@ -57,7 +57,49 @@ type instance struct {
 	manifest *PluginManifest
 	stderr   *tailBuffer
 
+	// watchers maps call ids to the progressWatch of calls that want
+	// progress; readProgress dispatches the plugin's reports to them.
+	watchers       sync.Map
+	progressCancel context.CancelFunc
+	progressDone   chan struct{}
+
 	retireOnce sync.Once
+}
+
+// progressWatch delivers one call's progress to its callback until the call
+// returns.
+type progressWatch struct {
+	mu     sync.Mutex
+	fn     func(done, total int64)
+	closed bool
+}
+
+func (w *progressWatch) report(done, total int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.closed {
+		w.fn(done, total)
+	}
+}
+
+func (w *progressWatch) close() {
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
+}
+
+// readProgress runs for the life of the instance's Progress stream.
+func (i *instance) readProgress(stream wire.Plugin_ProgressClient) {
+	defer close(i.progressDone)
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			return
+		}
+		if w, ok := i.watchers.Load(ev.GetCallId()); ok {
+			w.(*progressWatch).report(ev.GetDone(), ev.GetTotal())
+		}
+	}
 }
 
 // launch starts the plugin, verifies its checksum (go-plugin's
@@ -152,6 +194,14 @@ func launch(spec launchSpec) (*instance, error) {
 		return fail(KindProtocol, "bad manifest: %v", err)
 	}
 	inst.manifest = m
+	pctx, pcancel := context.WithCancel(context.Background())
+	stream, err := inst.rpc.Progress(pctx, &wire.ProgressRequest{})
+	if err != nil {
+		pcancel()
+		return fail(KindProtocol, "opening the progress stream: %v", err)
+	}
+	inst.progressCancel, inst.progressDone = pcancel, make(chan struct{})
+	go inst.readProgress(stream)
 	return inst, nil
 }
 
@@ -165,7 +215,10 @@ func (i *instance) pid() int {
 
 // stop ends the plugin gracefully (go-plugin asks it to shut down, then
 // kills it after two seconds) and waits for go-plugin's goroutines.
-func (i *instance) stop() { i.client.Kill() }
+func (i *instance) stop() {
+	i.client.Kill()
+	i.endProgress()
+}
 
 // kill ends the plugin at once with SIGKILL, then lets go-plugin clean up.
 func (i *instance) kill() {
@@ -173,6 +226,14 @@ func (i *instance) kill() {
 		_ = i.cmd.Process.Kill()
 	}
 	i.client.Kill()
+	i.endProgress()
+}
+
+func (i *instance) endProgress() {
+	if i.progressCancel != nil {
+		i.progressCancel()
+		<-i.progressDone
+	}
 }
 
 // lineLogger turns what a plugin writes to its os.Stdout/os.Stderr (which

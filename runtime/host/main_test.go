@@ -60,7 +60,7 @@ type bundle struct {
 // setup installs the named test binaries into a fresh plugins directory and
 // returns a Host over it, closed at the end of the test. cfg's directories
 // and logger are filled in.
-func setup(t *testing.T, cfg Config, bins ...string) *bundle {
+func setup(t testing.TB, cfg Config, bins ...string) *bundle {
 	t.Helper()
 	b := &bundle{pluginsDir: t.TempDir(), dataDir: t.TempDir(), logs: &syncBuffer{}}
 	for _, name := range bins {

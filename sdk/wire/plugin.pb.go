@@ -229,88 +229,6 @@ func (x *ToolSpec) GetOutputSchema() string {
 	return ""
 }
 
-type RunRequest struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// Types that are valid to be assigned to Msg:
-	//
-	//	*RunRequest_Call
-	//	*RunRequest_Cancel
-	Msg           isRunRequest_Msg `protobuf_oneof:"msg"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *RunRequest) Reset() {
-	*x = RunRequest{}
-	mi := &file_plugin_proto_msgTypes[3]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *RunRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*RunRequest) ProtoMessage() {}
-
-func (x *RunRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[3]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use RunRequest.ProtoReflect.Descriptor instead.
-func (*RunRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{3}
-}
-
-func (x *RunRequest) GetMsg() isRunRequest_Msg {
-	if x != nil {
-		return x.Msg
-	}
-	return nil
-}
-
-func (x *RunRequest) GetCall() *CallRequest {
-	if x != nil {
-		if x, ok := x.Msg.(*RunRequest_Call); ok {
-			return x.Call
-		}
-	}
-	return nil
-}
-
-func (x *RunRequest) GetCancel() *Cancel {
-	if x != nil {
-		if x, ok := x.Msg.(*RunRequest_Cancel); ok {
-			return x.Cancel
-		}
-	}
-	return nil
-}
-
-type isRunRequest_Msg interface {
-	isRunRequest_Msg()
-}
-
-type RunRequest_Call struct {
-	Call *CallRequest `protobuf:"bytes,1,opt,name=call,proto3,oneof"`
-}
-
-type RunRequest_Cancel struct {
-	Cancel *Cancel `protobuf:"bytes,2,opt,name=cancel,proto3,oneof"`
-}
-
-func (*RunRequest_Call) isRunRequest_Msg() {}
-
-func (*RunRequest_Cancel) isRunRequest_Msg() {}
-
 type CallRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Tool  string                 `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
@@ -322,13 +240,18 @@ type CallRequest struct {
 	IdempotencyKey string `protobuf:"bytes,6,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	// Deadline of the call in Unix nanoseconds (0: none).
 	DeadlineUnixNano int64 `protobuf:"varint,7,opt,name=deadline_unix_nano,json=deadlineUnixNano,proto3" json:"deadline_unix_nano,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Unique per call among the calls of one plugin process; names the call
+	// in Cancel and ProgressEvent.
+	CallId uint64 `protobuf:"varint,8,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// The host shows this call's progress: send its reports on Progress.
+	WantProgress  bool `protobuf:"varint,9,opt,name=want_progress,json=wantProgress,proto3" json:"want_progress,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CallRequest) Reset() {
 	*x = CallRequest{}
-	mi := &file_plugin_proto_msgTypes[4]
+	mi := &file_plugin_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -340,7 +263,7 @@ func (x *CallRequest) String() string {
 func (*CallRequest) ProtoMessage() {}
 
 func (x *CallRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[4]
+	mi := &file_plugin_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -353,7 +276,7 @@ func (x *CallRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallRequest.ProtoReflect.Descriptor instead.
 func (*CallRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{4}
+	return file_plugin_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *CallRequest) GetTool() string {
@@ -405,30 +328,44 @@ func (x *CallRequest) GetDeadlineUnixNano() int64 {
 	return 0
 }
 
-// Cancel asks the plugin to cancel the call's context.
-type Cancel struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
+func (x *CallRequest) GetCallId() uint64 {
+	if x != nil {
+		return x.CallId
+	}
+	return 0
+}
+
+func (x *CallRequest) GetWantProgress() bool {
+	if x != nil {
+		return x.WantProgress
+	}
+	return false
+}
+
+type CancelRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	CallId uint64                 `protobuf:"varint,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
 	// "cancelled" or "deadline".
-	Reason        string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *Cancel) Reset() {
-	*x = Cancel{}
-	mi := &file_plugin_proto_msgTypes[5]
+func (x *CancelRequest) Reset() {
+	*x = CancelRequest{}
+	mi := &file_plugin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *Cancel) String() string {
+func (x *CancelRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*Cancel) ProtoMessage() {}
+func (*CancelRequest) ProtoMessage() {}
 
-func (x *Cancel) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[5]
+func (x *CancelRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -439,43 +376,90 @@ func (x *Cancel) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use Cancel.ProtoReflect.Descriptor instead.
-func (*Cancel) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{5}
+// Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
+func (*CancelRequest) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{4}
 }
 
-func (x *Cancel) GetReason() string {
+func (x *CancelRequest) GetCallId() uint64 {
+	if x != nil {
+		return x.CallId
+	}
+	return 0
+}
+
+func (x *CancelRequest) GetReason() string {
 	if x != nil {
 		return x.Reason
 	}
 	return ""
 }
 
-type RunResponse struct {
+type CancelResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Types that are valid to be assigned to Msg:
-	//
-	//	*RunResponse_Progress
-	//	*RunResponse_Result
-	Msg           isRunResponse_Msg `protobuf_oneof:"msg"`
+	// The call was running (false: not started yet, or already finished).
+	Running       bool `protobuf:"varint,1,opt,name=running,proto3" json:"running,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *RunResponse) Reset() {
-	*x = RunResponse{}
+func (x *CancelResponse) Reset() {
+	*x = CancelResponse{}
+	mi := &file_plugin_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelResponse) ProtoMessage() {}
+
+func (x *CancelResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
+func (*CancelResponse) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *CancelResponse) GetRunning() bool {
+	if x != nil {
+		return x.Running
+	}
+	return false
+}
+
+type ProgressRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProgressRequest) Reset() {
+	*x = ProgressRequest{}
 	mi := &file_plugin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *RunResponse) String() string {
+func (x *ProgressRequest) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*RunResponse) ProtoMessage() {}
+func (*ProgressRequest) ProtoMessage() {}
 
-func (x *RunResponse) ProtoReflect() protoreflect.Message {
+func (x *ProgressRequest) ProtoReflect() protoreflect.Message {
 	mi := &file_plugin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -487,75 +471,35 @@ func (x *RunResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use RunResponse.ProtoReflect.Descriptor instead.
-func (*RunResponse) Descriptor() ([]byte, []int) {
+// Deprecated: Use ProgressRequest.ProtoReflect.Descriptor instead.
+func (*ProgressRequest) Descriptor() ([]byte, []int) {
 	return file_plugin_proto_rawDescGZIP(), []int{6}
 }
 
-func (x *RunResponse) GetMsg() isRunResponse_Msg {
-	if x != nil {
-		return x.Msg
-	}
-	return nil
-}
-
-func (x *RunResponse) GetProgress() *Progress {
-	if x != nil {
-		if x, ok := x.Msg.(*RunResponse_Progress); ok {
-			return x.Progress
-		}
-	}
-	return nil
-}
-
-func (x *RunResponse) GetResult() *CallResult {
-	if x != nil {
-		if x, ok := x.Msg.(*RunResponse_Result); ok {
-			return x.Result
-		}
-	}
-	return nil
-}
-
-type isRunResponse_Msg interface {
-	isRunResponse_Msg()
-}
-
-type RunResponse_Progress struct {
-	Progress *Progress `protobuf:"bytes,1,opt,name=progress,proto3,oneof"`
-}
-
-type RunResponse_Result struct {
-	Result *CallResult `protobuf:"bytes,2,opt,name=result,proto3,oneof"`
-}
-
-func (*RunResponse_Progress) isRunResponse_Msg() {}
-
-func (*RunResponse_Result) isRunResponse_Msg() {}
-
-// Progress is display only: done out of total units (total 0: unknown).
-type Progress struct {
+// ProgressEvent is display only: done out of total units (total 0: unknown).
+type ProgressEvent struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Done          int64                  `protobuf:"varint,1,opt,name=done,proto3" json:"done,omitempty"`
-	Total         int64                  `protobuf:"varint,2,opt,name=total,proto3" json:"total,omitempty"`
+	CallId        uint64                 `protobuf:"varint,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	Done          int64                  `protobuf:"varint,2,opt,name=done,proto3" json:"done,omitempty"`
+	Total         int64                  `protobuf:"varint,3,opt,name=total,proto3" json:"total,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *Progress) Reset() {
-	*x = Progress{}
+func (x *ProgressEvent) Reset() {
+	*x = ProgressEvent{}
 	mi := &file_plugin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *Progress) String() string {
+func (x *ProgressEvent) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*Progress) ProtoMessage() {}
+func (*ProgressEvent) ProtoMessage() {}
 
-func (x *Progress) ProtoReflect() protoreflect.Message {
+func (x *ProgressEvent) ProtoReflect() protoreflect.Message {
 	mi := &file_plugin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -567,19 +511,26 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use Progress.ProtoReflect.Descriptor instead.
-func (*Progress) Descriptor() ([]byte, []int) {
+// Deprecated: Use ProgressEvent.ProtoReflect.Descriptor instead.
+func (*ProgressEvent) Descriptor() ([]byte, []int) {
 	return file_plugin_proto_rawDescGZIP(), []int{7}
 }
 
-func (x *Progress) GetDone() int64 {
+func (x *ProgressEvent) GetCallId() uint64 {
+	if x != nil {
+		return x.CallId
+	}
+	return 0
+}
+
+func (x *ProgressEvent) GetDone() int64 {
 	if x != nil {
 		return x.Done
 	}
 	return 0
 }
 
-func (x *Progress) GetTotal() int64 {
+func (x *ProgressEvent) GetTotal() int64 {
 	if x != nil {
 		return x.Total
 	}
@@ -730,12 +681,7 @@ const file_plugin_proto_rawDesc = "" +
 	"idempotent\x12\x12\n" +
 	"\x04cost\x18\x04 \x01(\x03R\x04cost\x12!\n" +
 	"\finput_schema\x18\x05 \x01(\tR\vinputSchema\x12#\n" +
-	"\routput_schema\x18\x06 \x01(\tR\foutputSchema\"x\n" +
-	"\n" +
-	"RunRequest\x121\n" +
-	"\x04call\x18\x01 \x01(\v2\x1b.weir.plugin.v1.CallRequestH\x00R\x04call\x120\n" +
-	"\x06cancel\x18\x02 \x01(\v2\x16.weir.plugin.v1.CancelH\x00R\x06cancelB\x05\n" +
-	"\x03msg\"\xd3\x01\n" +
+	"\routput_schema\x18\x06 \x01(\tR\foutputSchema\"\x91\x02\n" +
 	"\vCallRequest\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12\x14\n" +
 	"\x05input\x18\x02 \x01(\fR\x05input\x12\x15\n" +
@@ -743,16 +689,19 @@ const file_plugin_proto_rawDesc = "" +
 	"\x04node\x18\x04 \x01(\tR\x04node\x12\x18\n" +
 	"\aattempt\x18\x05 \x01(\x05R\aattempt\x12'\n" +
 	"\x0fidempotency_key\x18\x06 \x01(\tR\x0eidempotencyKey\x12,\n" +
-	"\x12deadline_unix_nano\x18\a \x01(\x03R\x10deadlineUnixNano\" \n" +
-	"\x06Cancel\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reason\"\x82\x01\n" +
-	"\vRunResponse\x126\n" +
-	"\bprogress\x18\x01 \x01(\v2\x18.weir.plugin.v1.ProgressH\x00R\bprogress\x124\n" +
-	"\x06result\x18\x02 \x01(\v2\x1a.weir.plugin.v1.CallResultH\x00R\x06resultB\x05\n" +
-	"\x03msg\"4\n" +
-	"\bProgress\x12\x12\n" +
-	"\x04done\x18\x01 \x01(\x03R\x04done\x12\x14\n" +
-	"\x05total\x18\x02 \x01(\x03R\x05total\"\x84\x01\n" +
+	"\x12deadline_unix_nano\x18\a \x01(\x03R\x10deadlineUnixNano\x12\x17\n" +
+	"\acall_id\x18\b \x01(\x04R\x06callId\x12#\n" +
+	"\rwant_progress\x18\t \x01(\bR\fwantProgress\"@\n" +
+	"\rCancelRequest\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\x04R\x06callId\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"*\n" +
+	"\x0eCancelResponse\x12\x18\n" +
+	"\arunning\x18\x01 \x01(\bR\arunning\"\x11\n" +
+	"\x0fProgressRequest\"R\n" +
+	"\rProgressEvent\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\x04R\x06callId\x12\x12\n" +
+	"\x04done\x18\x02 \x01(\x03R\x04done\x12\x14\n" +
+	"\x05total\x18\x03 \x01(\x03R\x05total\"\x84\x01\n" +
 	"\n" +
 	"CallResult\x12\x16\n" +
 	"\x06output\x18\x01 \x01(\fR\x06output\x12\x19\n" +
@@ -761,10 +710,12 @@ const file_plugin_proto_rawDesc = "" +
 	"\x05error\x18\x04 \x01(\v2\x19.weir.plugin.v1.ToolErrorR\x05error\"9\n" +
 	"\tToolError\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage2\x9b\x01\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage2\xaf\x02\n" +
 	"\x06Plugin\x12M\n" +
-	"\bManifest\x12\x1f.weir.plugin.v1.ManifestRequest\x1a .weir.plugin.v1.ManifestResponse\x12B\n" +
-	"\x03Run\x12\x1a.weir.plugin.v1.RunRequest\x1a\x1b.weir.plugin.v1.RunResponse(\x010\x01B!Z\x1fgithub.com/weirhq/weir/sdk/wireb\x06proto3"
+	"\bManifest\x12\x1f.weir.plugin.v1.ManifestRequest\x1a .weir.plugin.v1.ManifestResponse\x12?\n" +
+	"\x04Call\x12\x1b.weir.plugin.v1.CallRequest\x1a\x1a.weir.plugin.v1.CallResult\x12G\n" +
+	"\x06Cancel\x12\x1d.weir.plugin.v1.CancelRequest\x1a\x1e.weir.plugin.v1.CancelResponse\x12L\n" +
+	"\bProgress\x12\x1f.weir.plugin.v1.ProgressRequest\x1a\x1d.weir.plugin.v1.ProgressEvent0\x01B!Z\x1fgithub.com/weirhq/weir/sdk/wireb\x06proto3"
 
 var (
 	file_plugin_proto_rawDescOnce sync.Once
@@ -783,44 +734,36 @@ var file_plugin_proto_goTypes = []any{
 	(*ManifestRequest)(nil),  // 0: weir.plugin.v1.ManifestRequest
 	(*ManifestResponse)(nil), // 1: weir.plugin.v1.ManifestResponse
 	(*ToolSpec)(nil),         // 2: weir.plugin.v1.ToolSpec
-	(*RunRequest)(nil),       // 3: weir.plugin.v1.RunRequest
-	(*CallRequest)(nil),      // 4: weir.plugin.v1.CallRequest
-	(*Cancel)(nil),           // 5: weir.plugin.v1.Cancel
-	(*RunResponse)(nil),      // 6: weir.plugin.v1.RunResponse
-	(*Progress)(nil),         // 7: weir.plugin.v1.Progress
+	(*CallRequest)(nil),      // 3: weir.plugin.v1.CallRequest
+	(*CancelRequest)(nil),    // 4: weir.plugin.v1.CancelRequest
+	(*CancelResponse)(nil),   // 5: weir.plugin.v1.CancelResponse
+	(*ProgressRequest)(nil),  // 6: weir.plugin.v1.ProgressRequest
+	(*ProgressEvent)(nil),    // 7: weir.plugin.v1.ProgressEvent
 	(*CallResult)(nil),       // 8: weir.plugin.v1.CallResult
 	(*ToolError)(nil),        // 9: weir.plugin.v1.ToolError
 }
 var file_plugin_proto_depIdxs = []int32{
 	2, // 0: weir.plugin.v1.ManifestResponse.tools:type_name -> weir.plugin.v1.ToolSpec
-	4, // 1: weir.plugin.v1.RunRequest.call:type_name -> weir.plugin.v1.CallRequest
-	5, // 2: weir.plugin.v1.RunRequest.cancel:type_name -> weir.plugin.v1.Cancel
-	7, // 3: weir.plugin.v1.RunResponse.progress:type_name -> weir.plugin.v1.Progress
-	8, // 4: weir.plugin.v1.RunResponse.result:type_name -> weir.plugin.v1.CallResult
-	9, // 5: weir.plugin.v1.CallResult.error:type_name -> weir.plugin.v1.ToolError
-	0, // 6: weir.plugin.v1.Plugin.Manifest:input_type -> weir.plugin.v1.ManifestRequest
-	3, // 7: weir.plugin.v1.Plugin.Run:input_type -> weir.plugin.v1.RunRequest
-	1, // 8: weir.plugin.v1.Plugin.Manifest:output_type -> weir.plugin.v1.ManifestResponse
-	6, // 9: weir.plugin.v1.Plugin.Run:output_type -> weir.plugin.v1.RunResponse
-	8, // [8:10] is the sub-list for method output_type
-	6, // [6:8] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	9, // 1: weir.plugin.v1.CallResult.error:type_name -> weir.plugin.v1.ToolError
+	0, // 2: weir.plugin.v1.Plugin.Manifest:input_type -> weir.plugin.v1.ManifestRequest
+	3, // 3: weir.plugin.v1.Plugin.Call:input_type -> weir.plugin.v1.CallRequest
+	4, // 4: weir.plugin.v1.Plugin.Cancel:input_type -> weir.plugin.v1.CancelRequest
+	6, // 5: weir.plugin.v1.Plugin.Progress:input_type -> weir.plugin.v1.ProgressRequest
+	1, // 6: weir.plugin.v1.Plugin.Manifest:output_type -> weir.plugin.v1.ManifestResponse
+	8, // 7: weir.plugin.v1.Plugin.Call:output_type -> weir.plugin.v1.CallResult
+	5, // 8: weir.plugin.v1.Plugin.Cancel:output_type -> weir.plugin.v1.CancelResponse
+	7, // 9: weir.plugin.v1.Plugin.Progress:output_type -> weir.plugin.v1.ProgressEvent
+	6, // [6:10] is the sub-list for method output_type
+	2, // [2:6] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_plugin_proto_init() }
 func file_plugin_proto_init() {
 	if File_plugin_proto != nil {
 		return
-	}
-	file_plugin_proto_msgTypes[3].OneofWrappers = []any{
-		(*RunRequest_Call)(nil),
-		(*RunRequest_Cancel)(nil),
-	}
-	file_plugin_proto_msgTypes[6].OneofWrappers = []any{
-		(*RunResponse_Progress)(nil),
-		(*RunResponse_Result)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

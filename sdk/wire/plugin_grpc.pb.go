@@ -31,7 +31,9 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	Plugin_Manifest_FullMethodName = "/weir.plugin.v1.Plugin/Manifest"
-	Plugin_Run_FullMethodName      = "/weir.plugin.v1.Plugin/Run"
+	Plugin_Call_FullMethodName     = "/weir.plugin.v1.Plugin/Call"
+	Plugin_Cancel_FullMethodName   = "/weir.plugin.v1.Plugin/Cancel"
+	Plugin_Progress_FullMethodName = "/weir.plugin.v1.Plugin/Progress"
 )
 
 // PluginClient is the client API for Plugin service.
@@ -44,12 +46,20 @@ type PluginClient interface {
 	// The host calls it once per launch and caches the answer by the binary's
 	// checksum.
 	Manifest(ctx context.Context, in *ManifestRequest, opts ...grpc.CallOption) (*ManifestResponse, error)
-	// Run executes one tool call. The host sends exactly one CallRequest, then
-	// possibly one Cancel; the plugin sends any number of Progress messages and
-	// then exactly one CallResult, which is also its acknowledgement of a
-	// Cancel. A plugin that does not answer a Cancel within the host's grace
-	// period is considered hung and is killed.
-	Run(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[RunRequest, RunResponse], error)
+	// Call executes one tool call and answers its result. It is unary so a
+	// call costs one round trip; cancellation goes through Cancel, not
+	// through the RPC's own context, so that the plugin's answer to a
+	// cancelled call still arrives: that answer is the acknowledgement the
+	// host waits for (a plugin that does not give it within the host's grace
+	// period is considered hung and is killed).
+	Call(ctx context.Context, in *CallRequest, opts ...grpc.CallOption) (*CallResult, error)
+	// Cancel cancels the context of the running call call_id. A Cancel that
+	// arrives before its call is remembered, and the call starts cancelled.
+	Cancel(ctx context.Context, in *CancelRequest, opts ...grpc.CallOption) (*CancelResponse, error)
+	// Progress is opened once by the host after launch; the plugin sends on
+	// it the progress of every call made with want_progress. Display only:
+	// reports may be dropped, and may arrive after the call's result.
+	Progress(ctx context.Context, in *ProgressRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ProgressEvent], error)
 }
 
 type pluginClient struct {
@@ -70,18 +80,44 @@ func (c *pluginClient) Manifest(ctx context.Context, in *ManifestRequest, opts .
 	return out, nil
 }
 
-func (c *pluginClient) Run(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[RunRequest, RunResponse], error) {
+func (c *pluginClient) Call(ctx context.Context, in *CallRequest, opts ...grpc.CallOption) (*CallResult, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Plugin_ServiceDesc.Streams[0], Plugin_Run_FullMethodName, cOpts...)
+	out := new(CallResult)
+	err := c.cc.Invoke(ctx, Plugin_Call_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	x := &grpc.GenericClientStream[RunRequest, RunResponse]{ClientStream: stream}
+	return out, nil
+}
+
+func (c *pluginClient) Cancel(ctx context.Context, in *CancelRequest, opts ...grpc.CallOption) (*CancelResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CancelResponse)
+	err := c.cc.Invoke(ctx, Plugin_Cancel_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *pluginClient) Progress(ctx context.Context, in *ProgressRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ProgressEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Plugin_ServiceDesc.Streams[0], Plugin_Progress_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ProgressRequest, ProgressEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
 	return x, nil
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type Plugin_RunClient = grpc.BidiStreamingClient[RunRequest, RunResponse]
+type Plugin_ProgressClient = grpc.ServerStreamingClient[ProgressEvent]
 
 // PluginServer is the server API for Plugin service.
 // All implementations must embed UnimplementedPluginServer
@@ -93,12 +129,20 @@ type PluginServer interface {
 	// The host calls it once per launch and caches the answer by the binary's
 	// checksum.
 	Manifest(context.Context, *ManifestRequest) (*ManifestResponse, error)
-	// Run executes one tool call. The host sends exactly one CallRequest, then
-	// possibly one Cancel; the plugin sends any number of Progress messages and
-	// then exactly one CallResult, which is also its acknowledgement of a
-	// Cancel. A plugin that does not answer a Cancel within the host's grace
-	// period is considered hung and is killed.
-	Run(grpc.BidiStreamingServer[RunRequest, RunResponse]) error
+	// Call executes one tool call and answers its result. It is unary so a
+	// call costs one round trip; cancellation goes through Cancel, not
+	// through the RPC's own context, so that the plugin's answer to a
+	// cancelled call still arrives: that answer is the acknowledgement the
+	// host waits for (a plugin that does not give it within the host's grace
+	// period is considered hung and is killed).
+	Call(context.Context, *CallRequest) (*CallResult, error)
+	// Cancel cancels the context of the running call call_id. A Cancel that
+	// arrives before its call is remembered, and the call starts cancelled.
+	Cancel(context.Context, *CancelRequest) (*CancelResponse, error)
+	// Progress is opened once by the host after launch; the plugin sends on
+	// it the progress of every call made with want_progress. Display only:
+	// reports may be dropped, and may arrive after the call's result.
+	Progress(*ProgressRequest, grpc.ServerStreamingServer[ProgressEvent]) error
 	mustEmbedUnimplementedPluginServer()
 }
 
@@ -112,8 +156,14 @@ type UnimplementedPluginServer struct{}
 func (UnimplementedPluginServer) Manifest(context.Context, *ManifestRequest) (*ManifestResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Manifest not implemented")
 }
-func (UnimplementedPluginServer) Run(grpc.BidiStreamingServer[RunRequest, RunResponse]) error {
-	return status.Error(codes.Unimplemented, "method Run not implemented")
+func (UnimplementedPluginServer) Call(context.Context, *CallRequest) (*CallResult, error) {
+	return nil, status.Error(codes.Unimplemented, "method Call not implemented")
+}
+func (UnimplementedPluginServer) Cancel(context.Context, *CancelRequest) (*CancelResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Cancel not implemented")
+}
+func (UnimplementedPluginServer) Progress(*ProgressRequest, grpc.ServerStreamingServer[ProgressEvent]) error {
+	return status.Error(codes.Unimplemented, "method Progress not implemented")
 }
 func (UnimplementedPluginServer) mustEmbedUnimplementedPluginServer() {}
 func (UnimplementedPluginServer) testEmbeddedByValue()                {}
@@ -154,12 +204,52 @@ func _Plugin_Manifest_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
-func _Plugin_Run_Handler(srv interface{}, stream grpc.ServerStream) error {
-	return srv.(PluginServer).Run(&grpc.GenericServerStream[RunRequest, RunResponse]{ServerStream: stream})
+func _Plugin_Call_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CallRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PluginServer).Call(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Plugin_Call_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PluginServer).Call(ctx, req.(*CallRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Plugin_Cancel_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PluginServer).Cancel(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Plugin_Cancel_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PluginServer).Cancel(ctx, req.(*CancelRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Plugin_Progress_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ProgressRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(PluginServer).Progress(m, &grpc.GenericServerStream[ProgressRequest, ProgressEvent]{ServerStream: stream})
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type Plugin_RunServer = grpc.BidiStreamingServer[RunRequest, RunResponse]
+type Plugin_ProgressServer = grpc.ServerStreamingServer[ProgressEvent]
 
 // Plugin_ServiceDesc is the grpc.ServiceDesc for Plugin service.
 // It's only intended for direct use with grpc.RegisterService,
@@ -172,13 +262,20 @@ var Plugin_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Manifest",
 			Handler:    _Plugin_Manifest_Handler,
 		},
+		{
+			MethodName: "Call",
+			Handler:    _Plugin_Call_Handler,
+		},
+		{
+			MethodName: "Cancel",
+			Handler:    _Plugin_Cancel_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
-			StreamName:    "Run",
-			Handler:       _Plugin_Run_Handler,
+			StreamName:    "Progress",
+			Handler:       _Plugin_Progress_Handler,
 			ServerStreams: true,
-			ClientStreams: true,
 		},
 	},
 	Metadata: "plugin.proto",

@@ -59,7 +59,7 @@ const (
 	KindCancelled = "cancelled"
 )
 
-// Cancel reasons the host sends in Cancel.Reason.
+// Cancel reasons the host sends in CancelRequest.Reason.
 const (
 	ReasonCancelled = "cancelled"
 	ReasonDeadline  = "deadline"
