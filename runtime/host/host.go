@@ -127,9 +127,9 @@ type Host struct {
 	plugins map[string]*pluginState
 	tools   map[string]*toolState
 
-	mu     sync.RWMutex // guards closed against Call's calls.Add
-	closed bool
-	done   chan struct{}
+	mu      sync.RWMutex // guards closed against Call's calls.Add
+	closed  bool
+	done    chan struct{}
 	calls   sync.WaitGroup // calls in flight
 	reaper  sync.WaitGroup // background clean-up of retired instances
 	callSeq atomic.Uint64  // call ids, unique per host and so per instance
