@@ -40,9 +40,24 @@ func validName(s string) bool {
 // return: a node not yet part of a flow.
 type nodeValue struct {
 	node   Node                      // callable refs are set by flow()
-	values map[string]starlark.Value // the callables and constants given, by parameter
+	values [numParams]starlark.Value // the callables and constants given, by parameter
 	site   *callSite
+	// claimed is set once a flow took node for its own; another flow
+	// using the same value gets a copy.
+	claimed bool
 }
+
+// Parameters that take a callable or a constant, evaluated at run time.
+const (
+	paramArgs = iota
+	paramCond
+	paramItems
+	paramReduce
+	paramMature
+	numParams
+)
+
+var paramNames = [numParams]string{"args", "cond", "items", "reduce", "mature"}
 
 var (
 	_ starlark.Value    = (*nodeValue)(nil)
@@ -110,19 +125,20 @@ func (o *optInt) Unpack(v starlark.Value) error {
 // valueSpec says how a builtin parameter that takes a callable is called
 // at run time, and which constant may stand in for the callable.
 type valueSpec struct {
+	param    int
 	call     string // how the runtime calls it, for messages
 	arity    int    // positional arguments passed
 	constant string // "dict", "list", "bool", "any", or "" (callable only)
 }
 
 var (
-	specArgs       = valueSpec{"args(ctx)", 1, "dict"}
-	specFanoutArgs = valueSpec{"args(ctx, item)", 2, "dict"}
-	specCond       = valueSpec{"cond(ctx)", 1, "bool"}
-	specItems      = valueSpec{"items(ctx)", 1, "list"}
-	specReduce     = valueSpec{"reduce(ctx, results)", 2, ""}
-	specMature     = valueSpec{"mature(ctx, item, result)", 3, ""}
-	specOutput     = valueSpec{"output(ctx)", 1, "any"}
+	specArgs       = valueSpec{paramArgs, "args(ctx)", 1, "dict"}
+	specFanoutArgs = valueSpec{paramArgs, "args(ctx, item)", 2, "dict"}
+	specCond       = valueSpec{paramCond, "cond(ctx)", 1, "bool"}
+	specItems      = valueSpec{paramItems, "items(ctx)", 1, "list"}
+	specReduce     = valueSpec{paramReduce, "reduce(ctx, results)", 2, ""}
+	specMature     = valueSpec{paramMature, "mature(ctx, item, result)", 3, ""}
+	specOutput     = valueSpec{-1, "output(ctx)", 1, "any"}
 )
 
 // nodeBuilder collects one node's fields and its diagnostics.
@@ -150,7 +166,7 @@ func onlyIDPositional(b *starlark.Builtin, args starlark.Tuple, what string) err
 func (ls *loadState) newNode(thread *starlark.Thread, kind NodeKind, id string) *nodeBuilder {
 	site := ls.callerSite(thread)
 	nb := &nodeBuilder{ls: ls, site: site, nv: &nodeValue{
-		node: Node{ID: id, Kind: kind, Pos: site.start, argPos: site.kw},
+		node: Node{ID: id, Kind: kind, Pos: site.start, site: site},
 		site: site,
 	}}
 	if !validName(id) {
@@ -213,17 +229,15 @@ func (nb *nodeBuilder) name(param string, v optString, dst *string, what string)
 // value records a callable or constant parameter, checking that a callable
 // accepts the arguments the runtime will pass and that a constant has a
 // JSON form of the right shape.
-func (nb *nodeBuilder) value(param string, v starlark.Value, spec valueSpec) {
+func (nb *nodeBuilder) value(v starlark.Value, spec valueSpec) {
 	if v == nil || v == starlark.None {
 		return
 	}
+	param := paramNames[spec.param]
 	if msg := checkValue(v, spec); msg != "" {
 		nb.addf(param, CodeInvalid, "%s %s", param, msg)
 	}
-	if nb.nv.values == nil {
-		nb.nv.values = map[string]starlark.Value{}
-	}
-	nb.nv.values[param] = v
+	nb.nv.values[spec.param] = v
 }
 
 func checkValue(v starlark.Value, spec valueSpec) string {
@@ -328,7 +342,7 @@ func builtinTask(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 	nb := ls.newNode(thread, KindTask, id)
 	n := nb.n()
 	nb.name("tool", optString{tool, true}, &n.Tool, "tool")
-	nb.value("args", argsV, specArgs)
+	nb.value(argsV, specArgs)
 	nb.wire("next", next, &n.Next)
 	nb.wire("error", errw, &n.Error)
 	nb.nonNegative("retries", int64(retries))
@@ -374,7 +388,7 @@ func builtinSubflow(thread *starlark.Thread, b *starlark.Builtin, args starlark.
 	nb := ls.newNode(thread, KindSubflow, id)
 	n := nb.n()
 	nb.name("flow", optString{flow, true}, &n.Flow, "flow")
-	nb.value("args", argsV, specArgs)
+	nb.value(argsV, specArgs)
 	nb.wire("next", next, &n.Next)
 	nb.wire("error", errw, &n.Error)
 	nb.nonNegative("max_visits", int64(maxVisits))
@@ -431,13 +445,13 @@ func builtinFanout(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 	if items == starlark.None {
 		nb.addf("items", CodeInvalid, "items must be a function called as items(ctx), or a constant list")
 	}
-	nb.value("items", items, specItems)
+	nb.value(items, specItems)
 	if seq, ok := items.(starlark.Sequence); ok && n.MaxItems > 0 && seq.Len() > n.MaxItems {
 		nb.addf("items", CodeFanoutBounds, "%d constant items, more than max_items = %d", seq.Len(), n.MaxItems)
 	}
-	nb.value("args", argsV, specFanoutArgs)
-	nb.value("reduce", reduce, specReduce)
-	nb.value("mature", mature, specMature)
+	nb.value(argsV, specFanoutArgs)
+	nb.value(reduce, specReduce)
+	nb.value(mature, specMature)
 	if !(quorum > 0 && quorum <= 1) {
 		nb.addf("quorum", CodeInvalid, "quorum = %g: the share of children that must mature, more than 0 and at most 1", quorum)
 	}
@@ -496,7 +510,7 @@ func builtinWait(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 	nb := ls.newNode(thread, KindWait, id)
 	n := nb.n()
 	nb.duration("timeout", timeout, &n.Timeout)
-	nb.value("args", argsV, specArgs)
+	nb.value(argsV, specArgs)
 	nb.wire("next", next, &n.Next)
 	nb.wire("error", errw, &n.Error)
 	nb.nonNegative("max_visits", int64(maxVisits))
@@ -530,7 +544,7 @@ func builtinBranch(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 	if cond == starlark.None {
 		nb.addf("cond", CodeInvalid, "cond must be a function called as cond(ctx)")
 	}
-	nb.value("cond", cond, specCond)
+	nb.value(cond, specCond)
 	nb.wire("then", then, &n.Then)
 	nb.wire("otherwise", otherwise, &n.Otherwise)
 	nb.wire("error", errw, &n.Error)
@@ -603,28 +617,38 @@ func builtinFlow(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 	f.Nodes = make([]*Node, 0, len(nvs))
 	f.index = make(map[string]*Node, len(nvs))
 	for _, nv := range nvs {
-		n := new(Node)
-		*n = nv.node
+		n := &nv.node
+		if nv.claimed {
+			n = new(Node)
+			*n = nv.node
+		}
 		if prev, dup := f.index[n.ID]; dup {
 			ls.addf(n.Pos, CodeDuplicate, nil, "flow %q: node id %q is already used at %s", name, n.ID, prev.Pos)
 			continue
 		}
-		for param, v := range nv.values {
-			ref := &CallableRef{Flow: name, Node: n.ID, Param: param}
-			switch param {
-			case "args":
+		if !nv.claimed {
+			nv.claimed = true
+			ls.claimed = append(ls.claimed, nv)
+		}
+		for p, v := range nv.values {
+			if v == nil {
+				continue
+			}
+			ref := &CallableRef{Flow: name, Node: n.ID, Param: paramNames[p]}
+			switch p {
+			case paramArgs:
 				n.Args = ref
-			case "cond":
+			case paramCond:
 				n.Cond = ref
-			case "items":
+			case paramItems:
 				n.Items = ref
-			case "reduce":
+			case paramReduce:
 				n.Reduce = ref
-			case "mature":
+			case paramMature:
 				n.Mature = ref
 			}
 			if ls.callables != nil {
-				ls.callables[*ref] = callable{value: v, pos: n.ArgPos(param)}
+				ls.callables[*ref] = callable{value: v, pos: n.ArgPos(ref.Param)}
 			}
 		}
 		f.index[n.ID] = n

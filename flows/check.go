@@ -88,18 +88,26 @@ func (ls *loadState) checkGraph(f *Flow) {
 
 	// A cycle is bounded when a node on it declares max_visits: drop those
 	// nodes and every cycle left is unbounded.
-	bounded := func(i int) bool { return f.Nodes[i].MaxVisits > 0 }
-	inner := func(i int, yield func(int)) {
-		if bounded(i) {
-			return
+	inner := make([][]int, len(f.Nodes))
+	for i, n := range f.Nodes {
+		if n.MaxVisits > 0 {
+			continue
 		}
-		for _, j := range succ[i] {
-			if !bounded(j) {
-				yield(j)
+		inner[i] = succ[i]
+		for k, j := range succ[i] {
+			if f.Nodes[j].MaxVisits > 0 { // filter this list, copying it once
+				kept := slices.Clone(succ[i][:k])
+				for _, j := range succ[i][k:] {
+					if f.Nodes[j].MaxVisits == 0 {
+						kept = append(kept, j)
+					}
+				}
+				inner[i] = kept
+				break
 			}
 		}
 	}
-	for _, comp := range stronglyConnected(len(f.Nodes), inner) {
+	for _, comp := range stronglyConnected(inner) {
 		if !isCycle(comp, inner) {
 			continue
 		}
@@ -218,12 +226,13 @@ func (ls *loadState) checkCalls(lookup lookupFunc) error {
 		}
 	}
 
-	succ := func(i int, yield func(int)) {
-		for _, e := range g.edges[i] {
-			yield(e.to)
+	succ := make([][]int, len(g.flows))
+	for i, es := range g.edges {
+		for _, e := range es {
+			succ[i] = append(succ[i], e.to)
 		}
 	}
-	comps := stronglyConnected(len(g.flows), succ)
+	comps := stronglyConnected(succ)
 	compOf := make([]int, len(g.flows))
 	for c, comp := range comps {
 		for _, i := range comp {
@@ -352,11 +361,13 @@ func canonicalCycle(cycle []int) string {
 	return b.String()
 }
 
-// stronglyConnected returns the strongly connected components of a graph
-// of n vertices (Tarjan's algorithm, iterative so that deep graphs cannot
-// exhaust the stack). Components come in reverse topological order: a
-// component comes after every component it reaches.
-func stronglyConnected(n int, succ func(int, func(int))) [][]int {
+// stronglyConnected returns the strongly connected components of the graph
+// with adjacency lists succ (Tarjan's algorithm, iterative so that deep
+// graphs cannot exhaust the stack). Components come in reverse topological
+// order: a component comes after every component it reaches. Each
+// component's vertices are sorted.
+func stronglyConnected(succ [][]int) [][]int {
+	n := len(succ)
 	index := make([]int, n)
 	low := make([]int, n)
 	onStack := make([]bool, n)
@@ -368,30 +379,21 @@ func stronglyConnected(n int, succ func(int, func(int))) [][]int {
 		comps [][]int
 		next  int
 	)
-	type frame struct {
-		v     int
-		succs []int
-		k     int
-	}
-	var buf []int
-	succsOf := func(v int) []int {
-		buf = buf[:0]
-		succ(v, func(w int) { buf = append(buf, w) })
-		return slices.Clone(buf)
-	}
+	type frame struct{ v, k int }
+	var call []frame
 	for root := range n {
 		if index[root] >= 0 {
 			continue
 		}
-		call := []frame{{v: root, succs: succsOf(root)}}
+		call = append(call[:0], frame{v: root})
 		index[root], low[root] = next, next
 		next++
 		stack = append(stack, root)
 		onStack[root] = true
 		for len(call) > 0 {
 			fr := &call[len(call)-1]
-			if fr.k < len(fr.succs) {
-				w := fr.succs[fr.k]
+			if fr.k < len(succ[fr.v]) {
+				w := succ[fr.v][fr.k]
 				fr.k++
 				switch {
 				case index[w] < 0:
@@ -399,7 +401,7 @@ func stronglyConnected(n int, succ func(int, func(int))) [][]int {
 					next++
 					stack = append(stack, w)
 					onStack[w] = true
-					call = append(call, frame{v: w, succs: succsOf(w)})
+					call = append(call, frame{v: w})
 				case onStack[w]:
 					low[fr.v] = min(low[fr.v], index[w])
 				}
@@ -412,16 +414,15 @@ func stronglyConnected(n int, succ func(int, func(int))) [][]int {
 				low[parent] = min(low[parent], low[v])
 			}
 			if low[v] == index[v] {
-				var comp []int
-				for {
-					w := stack[len(stack)-1]
-					stack = stack[:len(stack)-1]
-					onStack[w] = false
-					comp = append(comp, w)
-					if w == v {
-						break
-					}
+				k := len(stack) - 1
+				for stack[k] != v {
+					k--
 				}
+				comp := slices.Clone(stack[k:])
+				for _, w := range comp {
+					onStack[w] = false
+				}
+				stack = stack[:k]
 				slices.Sort(comp)
 				comps = append(comps, comp)
 			}
@@ -432,80 +433,57 @@ func stronglyConnected(n int, succ func(int, func(int))) [][]int {
 
 // isCycle reports whether a strongly connected component holds a cycle:
 // more than one vertex, or one with an edge to itself.
-func isCycle(comp []int, succ func(int, func(int))) bool {
-	if len(comp) > 1 {
-		return true
-	}
-	self := false
-	succ(comp[0], func(w int) {
-		if w == comp[0] {
-			self = true
-		}
-	})
-	return self
+func isCycle(comp []int, succ [][]int) bool {
+	return len(comp) > 1 || slices.Contains(succ[comp[0]], comp[0])
 }
 
 // cyclePath returns a shortest cycle through start inside comp, as
 // start, ..., start.
-func cyclePath(start int, comp []int, succ func(int, func(int))) []int {
-	var first []int
-	succ(start, func(w int) { first = append(first, w) })
-	for _, w := range first {
-		if w == start {
-			return []int{start, start}
-		}
+func cyclePath(start int, comp []int, succ [][]int) []int {
+	if slices.Contains(succ[start], start) {
+		return []int{start, start}
 	}
-	var bestPath []int
-	for _, w := range first {
-		if !slices.Contains(comp, w) {
+	var best []int
+	for _, w := range succ[start] {
+		if _, in := slices.BinarySearch(comp, w); !in {
 			continue
 		}
-		p := shortestPath(w, start, comp, succ)
-		if p != nil && (bestPath == nil || len(p) < len(bestPath)) {
-			bestPath = p
+		if p := shortestPath(w, start, comp, succ); p != nil && (best == nil || len(p) < len(best)) {
+			best = p
 		}
 	}
-	return append([]int{start}, bestPath...)
+	return append([]int{start}, best...)
 }
 
 // shortestPath returns the vertices of a shortest path from a to b that
-// stays inside comp, a and b included (just [a] when a == b).
-func shortestPath(a, b int, comp []int, succ func(int, func(int))) []int {
+// stays inside comp (sorted), a and b included (just [a] when a == b).
+func shortestPath(a, b int, comp []int, succ [][]int) []int {
 	if a == b {
 		return []int{a}
-	}
-	in := make(map[int]bool, len(comp))
-	for _, v := range comp {
-		in[v] = true
 	}
 	prev := map[int]int{a: a}
 	queue := []int{a}
 	for len(queue) > 0 {
 		v := queue[0]
 		queue = queue[1:]
-		found := false
-		succ(v, func(w int) {
-			if found || !in[w] {
-				return
+		for _, w := range succ[v] {
+			if _, in := slices.BinarySearch(comp, w); !in {
+				continue
 			}
-			if _, ok := prev[w]; ok {
-				return
+			if _, seen := prev[w]; seen {
+				continue
 			}
 			prev[w] = v
 			if w == b {
-				found = true
-				return
+				var path []int
+				for x := b; x != a; x = prev[x] {
+					path = append(path, x)
+				}
+				path = append(path, a)
+				slices.Reverse(path)
+				return path
 			}
 			queue = append(queue, w)
-		})
-		if found {
-			var path []int
-			for w := b; w != a; w = prev[w] {
-				path = append(path, w)
-			}
-			path = append(path, a)
-			slices.Reverse(path)
-			return path
 		}
 	}
 	return nil

@@ -209,7 +209,7 @@ type Node struct {
 	// is mature.
 	Mature *CallableRef
 
-	argPos map[string]Pos
+	site *callSite // where the node's call and its arguments are written
 }
 
 // Wire is one outgoing edge of a node.
@@ -236,8 +236,8 @@ func (n *Node) Wires() []Wire {
 // ArgPos is the position of the named keyword argument in the node's call,
 // or the node's own position when the argument was not written there.
 func (n *Node) ArgPos(param string) Pos {
-	if p, ok := n.argPos[param]; ok {
-		return p
+	if n.site != nil {
+		return n.site.at(param)
 	}
 	return n.Pos
 }

@@ -31,7 +31,7 @@ func TestIRJSONRoundTrip(t *testing.T) {
 		for i, n := range f.Nodes {
 			got := back.Nodes[i]
 			want := *n
-			want.argPos = nil // positions of arguments are for diagnostics only
+			want.site = nil // positions of arguments are for diagnostics only
 			if !reflect.DeepEqual(*got, want) {
 				t.Errorf("%s.%s: decoded %+v, want %+v", f.Name, n.ID, *got, want)
 			}

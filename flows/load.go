@@ -7,8 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"go.starlark.net/resolve"
 	"go.starlark.net/starlark"
@@ -129,18 +132,24 @@ type loadState struct {
 	callables map[CallableRef]callable
 	// flowPos remembers where each flow name was first declared.
 	flowPos map[string]Pos
+	// claimed are the node values that flows took as their nodes; their
+	// Starlark values are dropped once the load is done, so that the IR
+	// does not keep the scripts' heap alive.
+	claimed []*nodeValue
 	// declFile is the file whose execution declared each flow: the root
 	// of the flow's sources, even when flow() ran in a loaded helper.
 	declFile map[string]string
 }
 
 type fileState struct {
-	file    File
-	prog    *starlark.Program
-	calls   map[lineCol]*callSite
-	loads   []string // resolved paths of this file's load()s
-	state   execState
-	globals starlark.StringDict
+	file       File
+	prog       *starlark.Program
+	calls      map[lineCol]int32 // call parenthesis -> index in sites
+	sites      []callSite
+	compileErr error
+	loads      []string // resolved paths of this file's load()s
+	state      execState
+	globals    starlark.StringDict
 }
 
 type execState int
@@ -159,7 +168,20 @@ type lineCol struct{ line, col int32 }
 // interpreter only knows the position of the call's parenthesis.
 type callSite struct {
 	start Pos
-	kw    map[string]Pos
+	kw    []kwArg
+}
+
+type kwArg struct {
+	name      string
+	line, col int32
+}
+
+func (fs *fileState) site(p syntax.Position) (*callSite, bool) {
+	i, ok := fs.calls[lineCol{p.Line, p.Col}]
+	if !ok {
+		return nil, false
+	}
+	return &fs.sites[i], true
 }
 
 // Thread-local keys.
@@ -220,8 +242,9 @@ func (l Loader) run(files []File, collect bool) *loadState {
 		}
 		order = append(order, fs)
 	}
+	compileAll(order)
 	for _, fs := range order { // every path is known now, for load()s
-		ls.compile(fs)
+		ls.checkCompiled(fs)
 	}
 	for _, fs := range order {
 		if fs.state == notRun {
@@ -229,6 +252,9 @@ func (l Loader) run(files []File, collect bool) *loadState {
 		}
 	}
 	ls.computeSources()
+	for _, nv := range ls.claimed {
+		nv.values = [numParams]starlark.Value{}
+	}
 	ls.diags = ls.diags.sort()
 	return ls
 }
@@ -240,25 +266,60 @@ func cleanPath(p string) string {
 	return path.Clean(strings.ReplaceAll(p, "\\", "/"))
 }
 
-// compile parses and resolves one file and checks its load()s statically,
-// so that every bad load is reported, not only the first one executed.
-func (ls *loadState) compile(fs *fileState) {
+// compile parses, indexes and compiles one file. It touches nothing but
+// fs, so the files of a set compile in parallel.
+func (fs *fileState) compile() {
 	f, err := fileOptions.Parse(fs.file.Path, fs.file.Src, 0)
 	if err != nil {
-		ls.syntaxError(err, fs.file.Path)
-		fs.state = failed
-		ls.incomplete = true
+		fs.compileErr = err
 		return
 	}
-	fs.calls = indexCalls(f, fs.file.Path)
+	fs.indexCalls(f)
 	prog, err := starlark.FileProgram(f, predeclared.Has)
 	if err != nil {
-		ls.syntaxError(err, fs.file.Path)
-		fs.state = failed
-		ls.incomplete = true
+		fs.compileErr = err
 		return
 	}
 	fs.prog = prog
+}
+
+// compileAll compiles files on up to GOMAXPROCS goroutines: parsing is most
+// of the cost of registering many files at once.
+func compileAll(files []*fileState) {
+	workers := min(runtime.GOMAXPROCS(0), len(files))
+	if workers < 2 {
+		for _, fs := range files {
+			fs.compile()
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(files) {
+					return
+				}
+				files[i].compile()
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// checkCompiled reports a file's compile errors and checks its load()s
+// statically, so that every bad load is reported, not only the first one
+// executed.
+func (ls *loadState) checkCompiled(fs *fileState) {
+	if fs.compileErr != nil {
+		ls.syntaxError(fs.compileErr, fs.file.Path)
+		fs.state = failed
+		ls.incomplete = true
+		return
+	}
+	prog := fs.prog
 	for i := range prog.NumLoads() {
 		module, pos := prog.Load(i)
 		target, ok := ls.resolveLoad(fs.file.Path, module)
@@ -424,7 +485,7 @@ func (ls *loadState) framePos(stack starlark.CallStack, fallback Pos) Pos {
 		if !ok {
 			continue
 		}
-		if site, ok := fs.calls[lineCol{p.Line, p.Col}]; ok {
+		if site, ok := fs.site(p); ok {
 			return site.start
 		}
 		return toPos(p)
@@ -438,37 +499,43 @@ func toPos(p syntax.Position) Pos {
 
 // indexCalls records, for every call expression of a file, where it
 // starts and where its keyword arguments are, keyed by the position of its
-// parenthesis (the position the interpreter reports for a call).
-func indexCalls(f *syntax.File, file string) map[lineCol]*callSite {
-	calls := map[lineCol]*callSite{}
+// parenthesis (the position the interpreter reports for a call). Sites and
+// their keyword arguments live in two slices per file, not one allocation
+// per call: a 10,000-node flow has tens of thousands of calls.
+func (fs *fileState) indexCalls(f *syntax.File) {
+	file := fs.file.Path
+	fs.calls = map[lineCol]int32{}
+	var kws []kwArg
+	var bounds [][2]int
 	syntax.Walk(f, func(n syntax.Node) bool {
 		c, ok := n.(*syntax.CallExpr)
 		if !ok {
 			return true
 		}
 		start, _ := c.Fn.Span()
-		site := &callSite{start: Pos{File: file, Line: int(start.Line), Col: int(start.Col)}}
+		lo := len(kws)
 		for _, a := range c.Args {
 			if b, ok := a.(*syntax.BinaryExpr); ok && b.Op == syntax.EQ {
 				if id, ok := b.X.(*syntax.Ident); ok {
-					if site.kw == nil {
-						site.kw = map[string]Pos{}
-					}
-					site.kw[id.Name] = Pos{File: file, Line: int(id.NamePos.Line), Col: int(id.NamePos.Col)}
+					kws = append(kws, kwArg{name: id.Name, line: id.NamePos.Line, col: id.NamePos.Col})
 				}
 			}
 		}
-		calls[lineCol{c.Lparen.Line, c.Lparen.Col}] = site
+		fs.calls[lineCol{c.Lparen.Line, c.Lparen.Col}] = int32(len(fs.sites))
+		fs.sites = append(fs.sites, callSite{start: Pos{File: file, Line: int(start.Line), Col: int(start.Col)}})
+		bounds = append(bounds, [2]int{lo, len(kws)})
 		return true
 	})
-	return calls
+	for i, b := range bounds {
+		fs.sites[i].kw = kws[b[0]:b[1]:b[1]]
+	}
 }
 
 // callerSite returns what is known about the builtin call being executed.
 func (ls *loadState) callerSite(thread *starlark.Thread) *callSite {
 	p := thread.CallFrame(1).Pos
 	if fs, ok := ls.files[p.Filename()]; ok {
-		if site, ok := fs.calls[lineCol{p.Line, p.Col}]; ok {
+		if site, ok := fs.site(p); ok {
 			return site
 		}
 	}
@@ -476,8 +543,10 @@ func (ls *loadState) callerSite(thread *starlark.Thread) *callSite {
 }
 
 func (s *callSite) at(param string) Pos {
-	if p, ok := s.kw[param]; ok {
-		return p
+	for _, k := range s.kw {
+		if k.name == param {
+			return Pos{File: s.start.File, Line: int(k.line), Col: int(k.col)}
+		}
 	}
 	return s.start
 }

@@ -1,0 +1,108 @@
+package flows
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// FuzzLoad feeds arbitrary scripts to the loader and the checks: they must
+// never panic or hang, every diagnostic must be well formed, and a script
+// that passes must survive the IR's JSON round trip and have every callable
+// evaluable (errors allowed, panics not).
+func FuzzLoad(f *testing.F) {
+	seeds, _ := filepath.Glob("testdata/check/*.star")
+	more, _ := filepath.Glob("testdata/check/*/*.star")
+	seeds = append(seeds, more...)
+	seeds = append(seeds, "../examples/research.star", "../examples/summarize.star")
+	for _, p := range seeds {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(string(b))
+	}
+	f.Add(`load("lib.star", "helper")
+flow(name = "f", nodes = [task("a", tool = "t.idem", args = helper, next = "b"), branch("b", cond = lambda ctx: ctx.attempt > 1, then = "a", max_visits = 2)])`)
+	f.Add(`for i in range(1000000 * 1000000):
+    pass`)
+	f.Add(`x = []
+x.append(x)
+flow(name = "r", nodes = [task("a", tool = "t.idem", args = {"x": x})])`)
+	f.Add(`flow(name = "s", nodes = [subflow("a", flow = "s")], output = lambda ctx: ctx)`)
+
+	cat := MapCatalog{
+		"t.idem":     {Name: "t.idem", Idempotent: true},
+		"t.once":     {Name: "t.once"},
+		"web.search": {Name: "web.search", Idempotent: true},
+	}
+	loader := Loader{MaxSteps: 100_000, MaxFileBytes: 64 << 10}
+	lib := File{Path: "lib.star", Src: []byte("def helper(ctx):\n    return {\"n\": 1}\n")}
+
+	f.Fuzz(func(t *testing.T, script string) {
+		files := []File{{Path: "fuzz.star", Src: []byte(script)}, lib}
+		m, ds := loader.Check(files, cat)
+		for _, d := range ds {
+			if !slices.Contains(AllCodes, d.Code) {
+				t.Fatalf("unknown code in %s", d)
+			}
+			if d.File != "fuzz.star" && d.File != "lib.star" {
+				t.Fatalf("diagnostic outside the files: %s", d)
+			}
+			if d.Message == "" || strings.ContainsAny(d.Message, "\n\r") {
+				t.Fatalf("bad message in %q", d.String())
+			}
+		}
+		if m == nil {
+			t.Fatal("nil module")
+		}
+		if len(ds) > 0 {
+			return
+		}
+		for _, fl := range m.Flows {
+			data, err := json.Marshal(&Version{Flow: fl, Sources: m.Sources(fl.Name)})
+			if err != nil {
+				t.Fatalf("encoding %s: %v", fl.Name, err)
+			}
+			var v Version
+			if err := json.Unmarshal(data, &v); err != nil {
+				t.Fatalf("decoding %s: %v", fl.Name, err)
+			}
+			ev, err := loader.NewEvaluator(v.Sources)
+			if err != nil {
+				t.Fatalf("sources of a clean flow do not re-load: %v", err)
+			}
+			var refs []*CallableRef
+			if v.Flow.Output != nil {
+				refs = append(refs, v.Flow.Output)
+			}
+			for _, n := range v.Flow.Nodes {
+				for _, r := range []*CallableRef{n.Args, n.Cond, n.Items, n.Reduce, n.Mature} {
+					if r != nil {
+						refs = append(refs, r)
+					}
+				}
+			}
+			for _, r := range refs {
+				if !ev.Has(*r) {
+					t.Fatalf("re-loaded sources lack %s", r)
+				}
+				extra := map[string][]any{"reduce": {[]any{}}, "mature": {"item", map[string]any{}}}[r.Param]
+				if r.Param == "args" && n(v.Flow, r).Kind == KindFanout {
+					extra = []any{"item"}
+				}
+				_, _ = ev.Call(*r, Context{RunID: "fuzz", Attempt: 1, Input: map[string]any{"topic": "x"}}, extra...)
+			}
+		}
+	})
+}
+
+func n(f *Flow, r *CallableRef) *Node {
+	if node := f.Node(r.Node); node != nil {
+		return node
+	}
+	return &Node{}
+}
