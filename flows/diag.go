@@ -152,12 +152,10 @@ func (ds Diagnostics) WriteJSON(w io.Writer) error {
 	if ds == nil {
 		ds = Diagnostics{}
 	}
-	b, err := json.MarshalIndent(ds, "", "  ")
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(w, "%s\n", b)
-	return err
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // chains read a -> b, not a -\u003e b
+	enc.SetIndent("", "  ")
+	return enc.Encode(ds)
 }
 
 // sort orders diagnostics by position, then code, then message, and drops
