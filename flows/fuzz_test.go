@@ -17,7 +17,7 @@ func FuzzLoad(f *testing.F) {
 	seeds, _ := filepath.Glob("testdata/check/*.star")
 	more, _ := filepath.Glob("testdata/check/*/*.star")
 	seeds = append(seeds, more...)
-	seeds = append(seeds, "../examples/research.star", "../examples/summarize.star")
+	seeds = append(seeds, "../examples/research.star", "../examples/summarize.star", "../examples/mistakes/newsletter.star")
 	for _, p := range seeds {
 		b, err := os.ReadFile(p)
 		if err != nil {

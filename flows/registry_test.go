@@ -218,3 +218,21 @@ flow(name = "search", nodes = [
 	// <nil>
 	// search.star:4:22: E_CYCLE: subflow cycle search -> search
 }
+
+// examples/mistakes/newsletter.star shows newcomers a refusal; it must
+// keep showing exactly its three mistakes.
+func TestMistakesExampleIsRefused(t *testing.T) {
+	t.Parallel()
+	cat, err := LoadCatalogFile("../examples/catalog.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ds := Check(readStar(t, "../examples/mistakes/newsletter.star", "../examples/summarize.star"), cat)
+	var codes []string
+	for _, d := range ds {
+		codes = append(codes, string(d.Code))
+	}
+	if got := strings.Join(codes, " "); got != "E_UNBOUNDED_CYCLE E_UNKNOWN_FLOW E_AT_MOST_ONCE" {
+		t.Errorf("got %s\n%s", got, ds)
+	}
+}
