@@ -49,8 +49,9 @@ func Main(m *testing.M, name string, bin *string) {
 
 // Plugin is a Host over one installed plugin.
 type Plugin struct {
-	Host    *host.Host
-	DataDir string
+	Host       *host.Host
+	PluginsDir string
+	DataDir    string
 	// StateDir is the plugin's state directory, DATA/plugin-state/NAME.
 	StateDir string
 }
@@ -74,7 +75,7 @@ func Start(t testing.TB, bin, config string) *Plugin {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.Close() })
-	return &Plugin{Host: h, DataDir: data, StateDir: filepath.Join(data, "plugin-state", m.Name)}
+	return &Plugin{Host: h, PluginsDir: plugins, DataDir: data, StateDir: filepath.Join(data, "plugin-state", m.Name)}
 }
 
 // Call calls tool with input and idempotency key, and decodes the output

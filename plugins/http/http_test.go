@@ -1,0 +1,154 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/weirhq/weir/plugins/internal/plugintest"
+	"github.com/weirhq/weir/runtime/host"
+)
+
+var bin string
+
+func TestMain(m *testing.M) { plugintest.Main(m, "http", &bin) }
+
+func server(t *testing.T) *httptest.Server {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.HandleFunc("/hello", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Test", "yes")
+		fmt.Fprintf(w, "hello %s", r.Header.Get("X-Who"))
+	})
+	mux.HandleFunc("/echo", func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "%s %s key=%s type=%s", r.Method, b, r.Header.Get("Idempotency-Key")+r.Header.Get("X-Key"), r.Header.Get("Content-Type"))
+	})
+	mux.HandleFunc("/big", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(strings.Repeat("b", 4096)))
+	})
+	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-time.After(10 * time.Second):
+		case <-r.Context().Done():
+		}
+	})
+	mux.HandleFunc("/loop", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/loop", http.StatusFound)
+	})
+	var unavailable atomic.Int64
+	mux.HandleFunc("/503", func(w http.ResponseWriter, r *http.Request) {
+		unavailable.Add(1)
+		w.WriteHeader(http.StatusServiceUnavailable)
+	})
+	mux.HandleFunc("/404", http.NotFound)
+	s := httptest.NewServer(mux)
+	t.Cleanup(s.Close)
+	return s
+}
+
+type answer struct {
+	Status    int
+	Headers   map[string][]string
+	Body      string
+	Truncated bool
+}
+
+func TestGetHeadPost(t *testing.T) {
+	t.Parallel()
+	s := server(t)
+	p := plugintest.Start(t, bin, `{"max_body_bytes":1024}`)
+	var a answer
+	p.MustCall(t, "http.get", `{"url":"`+s.URL+`/hello","headers":{"X-Who":"ada"}}`, "", &a)
+	if a.Status != 200 || a.Body != "hello ada" || a.Headers["X-Test"][0] != "yes" {
+		t.Fatalf("get answered %+v", a)
+	}
+	a = answer{}
+	p.MustCall(t, "http.head", `{"url":"`+s.URL+`/hello"}`, "", &a)
+	if a.Status != 200 || a.Body != "" {
+		t.Fatalf("head answered %+v", a)
+	}
+	a = answer{}
+	p.MustCall(t, "http.post", `{"url":"`+s.URL+`/echo","body":"{}","content_type":"application/json"}`, "", &a)
+	if a.Body != "POST {} key= type=application/json" {
+		t.Fatalf("post answered %+v", a)
+	}
+	a = answer{}
+	p.MustCall(t, "http.get", `{"url":"`+s.URL+`/big"}`, "", &a)
+	if !a.Truncated || len(a.Body) != 1024 {
+		t.Fatalf("big body: truncated %v, %d bytes", a.Truncated, len(a.Body))
+	}
+}
+
+func TestIdempotencyDeclarations(t *testing.T) {
+	t.Parallel()
+	p := plugintest.Start(t, bin, "")
+	for tool, want := range map[string]bool{"http.get": true, "http.head": true, "http.post": false, "http.put": false, "http.post_keyed": true, "http.put_keyed": true} {
+		info, ok := p.Host.LookupTool(tool)
+		if !ok || info.Idempotent != want {
+			t.Errorf("%s: idempotent %v (found %v), want %v", tool, info.Idempotent, ok, want)
+		}
+	}
+}
+
+func TestKeyedSendsTheIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	s := server(t)
+	p := plugintest.Start(t, bin, "")
+	var a answer
+	p.MustCall(t, "http.put_keyed", `{"url":"`+s.URL+`/echo","body":"x"}`, "logical-7", &a)
+	if a.Body != "PUT x key=logical-7 type=" {
+		t.Fatalf("put_keyed answered %q", a.Body)
+	}
+	p.MustCall(t, "http.post_keyed", `{"url":"`+s.URL+`/echo","body":"y","key_header":"X-Key"}`, "logical-8", &a)
+	if a.Body != "POST y key=logical-8 type=" {
+		t.Fatalf("post_keyed answered %q", a.Body)
+	}
+}
+
+func TestBounds(t *testing.T) {
+	t.Parallel()
+	s := server(t)
+	p := plugintest.Start(t, bin, `{"timeout_ms":200,"max_redirects":3}`)
+	start := time.Now()
+	err := p.Call("http.get", `{"url":"`+s.URL+`/slow"}`, "", nil)
+	plugintest.WantKind(t, err, host.KindRetryable)
+	if time.Since(start) > 5*time.Second {
+		t.Fatalf("timeout of 200ms took %v", time.Since(start))
+	}
+	err = p.Call("http.get", `{"url":"`+s.URL+`/loop"}`, "", nil)
+	plugintest.WantKind(t, err, host.KindPermanent)
+	if !strings.Contains(err.Error(), "3 redirects") {
+		t.Fatalf("redirect loop: %v", err)
+	}
+	plugintest.WantKind(t, p.Call("http.get", `{"url":"ftp://example.com/"}`, "", nil), host.KindSchema)
+}
+
+func TestFailOnStatus(t *testing.T) {
+	t.Parallel()
+	s := server(t)
+	p := plugintest.Start(t, bin, "")
+	var a answer
+	p.MustCall(t, "http.get", `{"url":"`+s.URL+`/503"}`, "", &a)
+	if a.Status != 503 {
+		t.Fatalf("status %d", a.Status)
+	}
+	plugintest.WantKind(t, p.Call("http.get", `{"url":"`+s.URL+`/503","fail_on_status":true}`, "", nil), host.KindRetryable)
+	plugintest.WantKind(t, p.Call("http.get", `{"url":"`+s.URL+`/404","fail_on_status":true}`, "", nil), host.KindPermanent)
+}
+
+func TestAllowedHosts(t *testing.T) {
+	t.Parallel()
+	s := server(t)
+	p := plugintest.Start(t, bin, `{"allowed_hosts":["example.invalid"]}`)
+	err := p.Call("http.get", `{"url":"`+s.URL+`/hello"}`, "", nil)
+	plugintest.WantKind(t, err, host.KindPermanent)
+	if !strings.Contains(err.Error(), "not allowed") {
+		t.Fatalf("error %v", err)
+	}
+}
