@@ -147,7 +147,7 @@ type Node struct {
 	Flow string
 	// Args builds the input: args(ctx) for task, subflow and wait (the
 	// approval's payload), args(ctx, item) for a fanout's children. Nil: a
-	// task, subflow or wait gets {}; a fanout child gets the item itself.
+	// task, subflow or wait gets {}; a fanout child gets {"item": item}.
 	Args *CallableRef
 
 	// Next is the ok wire; empty ends the run successfully.

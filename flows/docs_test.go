@@ -1,0 +1,43 @@
+package flows
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// Every Python snippet in docs/flows.md loads: examples that do not run
+// teach the wrong thing. Snippets may use plan_args and a node b without
+// declaring them; snippets with load() need other files and are skipped.
+func TestDocsSnippetsLoad(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../docs/flows.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := regexp.MustCompile("(?s)```python\n(.*?)```").FindAllStringSubmatch(string(doc), -1)
+	if len(blocks) < 10 {
+		t.Fatalf("found %d python blocks in docs/flows.md", len(blocks))
+	}
+	const prelude = "def plan_args(ctx):\n    return {}\nb = task(\"b\", tool = \"t.x\")\n"
+	checked := 0
+	for i, b := range blocks {
+		code := b[1]
+		if strings.Contains(code, "load(") {
+			continue
+		}
+		// Signatures (flow(name, nodes, ...)) are documentation, not code.
+		if regexp.MustCompile(`^\w+\(id|^flow\(name, nodes`).MatchString(code) {
+			continue
+		}
+		checked++
+		_, ds := Load([]File{src("snippet.star", prelude+code)})
+		if len(ds) > 0 {
+			t.Errorf("docs/flows.md python block %d does not load:\n%s\n%s", i+1, code, ds)
+		}
+	}
+	if checked < 8 {
+		t.Errorf("only %d python blocks were checked", checked)
+	}
+}
