@@ -1,0 +1,76 @@
+package sdk_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/weirhq/weir/sdk"
+	"github.com/weirhq/weir/sdk/sdktest"
+)
+
+// memoPut is the tool of a vendor's plugin; its main would be
+//
+//	func main() { sdk.Serve(memoPut) }
+var memoPut = sdk.Tool{
+	Name:        "memo.put",
+	Description: "Store a note under a key.",
+	Idempotent:  true,
+	InputSchema: `{"type":"object","required":["key","text"],"properties":{"key":{"type":"string"},"text":{"type":"string"}}}`,
+	Run: func(ctx context.Context, call *sdk.Call) (any, error) {
+		var in struct{ Key, Text string }
+		if err := call.Decode(&in); err != nil {
+			return nil, err
+		}
+		call.Progress(1, 1)
+		return map[string]any{"stored": in.Key, "idempotency_key": call.IdempotencyKey}, nil
+	},
+}
+
+// A tool is tested in-process with sdktest, the way weir would call it.
+func Example() {
+	res, err := sdktest.Call(context.Background(), memoPut, sdktest.Request{
+		Input:          `{"key":"greeting","text":"hello"}`,
+		IdempotencyKey: "call-1",
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(string(res.Output), res.Progress)
+
+	// Input that does not match the schema never reaches Run.
+	_, err = sdktest.Call(context.Background(), memoPut, sdktest.Request{Input: `{"key":"greeting"}`})
+	fmt.Println(err.(*sdktest.Error).Kind)
+	// Output:
+	// {"idempotency_key":"call-1","stored":"greeting"} [{1 1}]
+	// schema
+}
+
+// Retryable marks a failure weir may retry (for an idempotent tool); a plain
+// error is permanent.
+func ExampleRetryable() {
+	flaky := sdk.Tool{
+		Name:       "weather.today",
+		Idempotent: true,
+		Run: func(ctx context.Context, call *sdk.Call) (any, error) {
+			return nil, sdk.Retryable(fmt.Errorf("upstream answered 503"))
+		},
+	}
+	_, err := sdktest.Call(context.Background(), flaky, sdktest.Request{})
+	fmt.Println(err, err.(*sdktest.Error).Retryable())
+	// Output: retryable: upstream answered 503 true
+}
+
+// A tool reports its actual cost by returning a Result.
+func ExampleResult() {
+	search := sdk.Tool{
+		Name: "search.web",
+		Cost: 10, // declared: budget units per call
+		Run: func(ctx context.Context, call *sdk.Call) (any, error) {
+			return sdk.Result{Output: []string{"a", "b"}, Cost: 3}, nil
+		},
+	}
+	res, _ := sdktest.Call(context.Background(), search, sdktest.Request{})
+	fmt.Println(string(res.Output), res.Cost, res.CostReported)
+	// Output: ["a","b"] 3 true
+}
