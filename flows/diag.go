@@ -175,6 +175,7 @@ type DiagnosticsError struct {
 	Diagnostics Diagnostics
 }
 
+// Error lists the diagnostics, one per line.
 func (e *DiagnosticsError) Error() string {
 	return strings.TrimSuffix(e.Diagnostics.String(), "\n")
 }

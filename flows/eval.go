@@ -46,6 +46,7 @@ type CallError struct {
 	stepLimit bool
 }
 
+// Error formats the failure as pos: ref: message.
 func (e *CallError) Error() string { return fmt.Sprintf("%s: %s: %s", e.Pos, e.Ref, e.Msg) }
 
 // Unwrap returns ErrStepLimit when the callable ran out of steps.

@@ -52,6 +52,7 @@ type CallableRef struct {
 	Param string `json:"param"`
 }
 
+// String names the ref as flow.node.param (flow.param for flow-level ones).
 func (r CallableRef) String() string {
 	if r.Node == "" {
 		return r.Flow + "." + r.Param
@@ -117,8 +118,8 @@ func (f *Flow) buildIndex() {
 	}
 }
 
-// Calls lists the flow's subflow and fanout flow= calls in declaration
-// order, as (node, callee) pairs.
+// Calls lists the nodes that call another flow (subflow, and fanout with
+// flow =), in declaration order; each node's Flow names the callee.
 func (f *Flow) Calls() []*Node {
 	var calls []*Node
 	for _, n := range f.Nodes {

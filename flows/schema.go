@@ -114,6 +114,7 @@ type InputError struct {
 	Msg  string
 }
 
+// Error says which flow refused the input and why.
 func (e *InputError) Error() string {
 	return fmt.Sprintf("flow %s: input does not match the flow's schema: %s", e.Flow, e.Msg)
 }
