@@ -48,6 +48,10 @@ func (ls *loadState) checkGraph(f *Flow) {
 		idx[n.ID] = i
 	}
 	succ := make([][]int, len(f.Nodes))
+	// A misspelt wire would make its intended target look unreachable
+	// too; reachability follows the suggested spelling instead, so one
+	// typo is one diagnostic.
+	var assumed [][2]int
 	for i, n := range f.Nodes {
 		for _, w := range n.Wires() {
 			j, ok := idx[w.To]
@@ -55,6 +59,7 @@ func (ls *loadState) checkGraph(f *Flow) {
 				hint := ""
 				if s := suggest(w.To, nodeIDs(f)); s != "" {
 					hint = fmt.Sprintf(" (did you mean %q?)", s)
+					assumed = append(assumed, [2]int{i, idx[s]})
 				}
 				ls.addf(n.ArgPos(w.Label), CodeUnknownNode, nil, "%s %q: %s = %q names no node of flow %q%s", n.Kind, n.ID, w.Label, w.To, f.Name, hint)
 				continue
@@ -73,10 +78,18 @@ func (ls *loadState) checkGraph(f *Flow) {
 	for len(queue) > 0 {
 		i := queue[0]
 		queue = queue[1:]
-		for _, j := range succ[i] {
+		visit := func(j int) {
 			if !seen[j] {
 				seen[j] = true
 				queue = append(queue, j)
+			}
+		}
+		for _, j := range succ[i] {
+			visit(j)
+		}
+		for _, e := range assumed {
+			if e[0] == i {
+				visit(e[1])
 			}
 		}
 	}
