@@ -86,8 +86,8 @@ Exit status: 0 when every flow is clean (one summary line per flow),
 			if len(ds) == 0 {
 				return nil
 			}
-			if toolsPath == "" && ds.Has(flows.CodeUnknownTool) && isEmptyCatalog(tools) {
-				fmt.Fprintf(m.Stderr, "weir: no tool catalog: pass --tools FILE, or install plugins into %s\n", m.PluginsDir)
+			if toolsPath == "" && ds.Has(flows.CodeUnknownTool) {
+				fmt.Fprintf(m.Stderr, "weir: tools resolve against the plugins installed in %s; install the missing ones there, or pass --tools FILE\n", m.PluginsDir)
 			}
 			return &exitError{code: exitFailed, err: fmt.Errorf("%s in %s", count(len(ds), "problem"), count(len(files), "file"))}
 		},
@@ -103,11 +103,6 @@ Exit status: 0 when every flow is clean (one summary line per flow),
 func installedCatalog(m *Main) (flows.Catalog, error) {
 	_ = m.PluginsDir
 	return flows.MapCatalog{}, nil
-}
-
-func isEmptyCatalog(c flows.Catalog) bool {
-	mc, ok := c.(flows.MapCatalog)
-	return ok && len(mc) == 0
 }
 
 // printFlowSummary prints one line per clean flow: what it is and the

@@ -45,7 +45,7 @@ func TestFlowCheck(t *testing.T) {
 		{"clean json", []string{"--json", "--tools", dir + "catalog.json", dir + "ok.star"}, exitOK, "check_ok.json.golden", ""},
 		{"problems", []string{"--tools", dir + "catalog.json", dir + "bad.star"}, exitFailed, "check_bad.golden", "weir: 6 problems in 1 file"},
 		{"problems json", []string{"--tools", dir + "catalog.json", "--json", dir + "bad.star"}, exitFailed, "check_bad.json.golden", "weir: 6 problems in 1 file"},
-		{"no catalog: every tool is unknown", []string{dir + "ok.star"}, exitFailed, "check_nocatalog.golden", "install plugins into /no/plugins"},
+		{"no catalog: every tool is unknown", []string{dir + "ok.star"}, exitFailed, "check_nocatalog.golden", "plugins installed in /no/plugins"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
