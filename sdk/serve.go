@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -76,7 +77,7 @@ type server struct {
 	config   json.RawMessage
 	logger   hclog.Logger
 	calls    callTable
-	progress chan *wire.ProgressEvent
+	progress chan progressItem
 }
 
 func newServer(tools []Tool) (*server, error) {
@@ -88,7 +89,7 @@ func newServer(tools []Tool) (*server, error) {
 		manifest: &wire.ManifestResponse{ProtocolVersion: wire.ProtocolVersion, SdkVersion: Version},
 		stateDir: os.Getenv(wire.EnvStateDir),
 		logger:   hclog.NewNullLogger(),
-		progress: make(chan *wire.ProgressEvent, 256),
+		progress: make(chan progressItem, 256),
 	}
 	if c := os.Getenv(wire.EnvConfig); c != "" {
 		if !json.Valid([]byte(c)) {
@@ -190,17 +191,59 @@ func (s *server) Call(ctx context.Context, req *wire.CallRequest) (*wire.CallRes
 	if d := req.GetDeadlineUnixNano(); d != 0 {
 		call.Deadline = time.Unix(0, d)
 	}
+	var cp *callProgress
 	if req.GetWantProgress() {
+		cp = &callProgress{signal: make(chan struct{}, 1)}
 		pt := &progressThrottle{interval: progressInterval, send: func(done, total int64) {
 			// Display only: drop rather than block the tool.
+			cp.queued.Add(1)
 			select {
-			case s.progress <- &wire.ProgressEvent{CallId: id, Done: done, Total: total}:
+			case s.progress <- progressItem{ev: &wire.ProgressEvent{CallId: id, Done: done, Total: total}, cp: cp}:
 			default:
+				cp.queued.Add(-1)
 			}
 		}}
 		call.progress = pt.report
 	}
-	return runTool(ctx, tool, call), nil
+	res := runTool(ctx, tool, call)
+	if cp != nil {
+		res.ProgressSent = cp.flush()
+	}
+	return res, nil
+}
+
+// progressItem is one report queued for the Progress stream.
+type progressItem struct {
+	ev *wire.ProgressEvent
+	cp *callProgress
+}
+
+// callProgress tracks one call's reports, so that its result is sent only
+// after them.
+type callProgress struct {
+	queued, handled, sent atomic.Int64
+	signal                chan struct{} // a report was handled
+}
+
+// flushTimeout bounds how long a result waits for its progress reports:
+// they are display only.
+const flushTimeout = 100 * time.Millisecond
+
+// flush waits until the call's queued reports are on the wire and returns
+// how many were sent.
+func (cp *callProgress) flush() int64 {
+	if cp.queued.Load() != cp.handled.Load() {
+		timer := time.NewTimer(flushTimeout)
+		defer timer.Stop()
+		for cp.queued.Load() != cp.handled.Load() {
+			select {
+			case <-cp.signal:
+			case <-timer.C:
+				return cp.sent.Load()
+			}
+		}
+	}
+	return cp.sent.Load()
 }
 
 func (s *server) Cancel(_ context.Context, req *wire.CancelRequest) (*wire.CancelResponse, error) {
@@ -210,8 +253,17 @@ func (s *server) Cancel(_ context.Context, req *wire.CancelRequest) (*wire.Cance
 func (s *server) Progress(_ *wire.ProgressRequest, stream wire.Plugin_ProgressServer) error {
 	for {
 		select {
-		case ev := <-s.progress:
-			if err := stream.Send(ev); err != nil {
+		case it := <-s.progress:
+			err := stream.Send(it.ev)
+			if err == nil {
+				it.cp.sent.Add(1)
+			}
+			it.cp.handled.Add(1)
+			select {
+			case it.cp.signal <- struct{}{}:
+			default:
+			}
+			if err != nil {
 				return err
 			}
 		case <-stream.Context().Done():

@@ -102,8 +102,8 @@ type CallRequest struct {
 	// deadline on ctx applies too.
 	Deadline time.Time
 	// Progress, if set, receives the plugin's progress reports, in order,
-	// from another goroutine, never after Call returns. Display only: reports
-	// may be dropped (the last one too); keep it cheap.
+	// from another goroutine, never after Call returns. Display only: a
+	// plugin may drop reports under load; keep it cheap.
 	Progress func(done, total int64)
 }
 
@@ -526,13 +526,11 @@ func (h *Host) run(ctx context.Context, t *toolState, inst *instance, input []by
 	if dl, ok := ctx.Deadline(); ok {
 		call.DeadlineUnixNano = dl.UnixNano()
 	}
+	var watch *progressWatch
 	if req.Progress != nil {
-		w := &progressWatch{fn: req.Progress}
-		inst.watchers.Store(id, w)
-		defer func() {
-			inst.watchers.Delete(id)
-			w.close()
-		}()
+		watch = newProgressWatch(req.Progress)
+		inst.watchers.Store(id, watch)
+		defer inst.watchers.Delete(id)
 	}
 
 	var (
@@ -570,6 +568,9 @@ func (h *Host) run(ctx context.Context, t *toolState, inst *instance, input []by
 	})
 
 	res, err := inst.rpc.Call(context.Background(), call)
+	if watch != nil {
+		watch.close(res.GetProgressSent())
+	}
 
 	if !stopWatch() {
 		<-watchDone // the cancel was sent or is being sent; it ends quickly now

@@ -69,24 +69,57 @@ type instance struct {
 // progressWatch delivers one call's progress to its callback until the call
 // returns.
 type progressWatch struct {
-	mu     sync.Mutex
-	fn     func(done, total int64)
-	closed bool
+	mu       sync.Mutex
+	fn       func(done, total int64)
+	closed   bool
+	received int64
+	signal   chan struct{} // a report was delivered
+}
+
+func newProgressWatch(fn func(done, total int64)) *progressWatch {
+	return &progressWatch{fn: fn, signal: make(chan struct{}, 1)}
 }
 
 func (w *progressWatch) report(done, total int64) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	if !w.closed {
 		w.fn(done, total)
+		w.received++
+	}
+	w.mu.Unlock()
+	select {
+	case w.signal <- struct{}{}:
+	default:
 	}
 }
 
-func (w *progressWatch) close() {
-	w.mu.Lock()
-	w.closed = true
-	w.mu.Unlock()
+// close waits, at most progressFlush, until the sent reports the plugin
+// counted have been delivered, then delivers no more.
+func (w *progressWatch) close(sent int64) {
+	timer := time.NewTimer(progressFlush)
+	defer timer.Stop()
+	for {
+		w.mu.Lock()
+		if w.received >= sent {
+			w.closed = true
+			w.mu.Unlock()
+			return
+		}
+		w.mu.Unlock()
+		select {
+		case <-w.signal:
+		case <-timer.C:
+			w.mu.Lock()
+			w.closed = true
+			w.mu.Unlock()
+			return
+		}
+	}
 }
+
+// progressFlush bounds how long a call's result waits for its last
+// progress reports.
+const progressFlush = 100 * time.Millisecond
 
 // readProgress runs for the life of the instance's Progress stream.
 func (i *instance) readProgress(stream wire.Plugin_ProgressClient) {

@@ -542,9 +542,13 @@ type CallResult struct {
 	// The output, JSON. Empty when error is set.
 	Output []byte `protobuf:"bytes,1,opt,name=output,proto3" json:"output,omitempty"`
 	// Actual cost in budget units, if the tool reported one.
-	HasCost       bool       `protobuf:"varint,2,opt,name=has_cost,json=hasCost,proto3" json:"has_cost,omitempty"`
-	Cost          int64      `protobuf:"varint,3,opt,name=cost,proto3" json:"cost,omitempty"`
-	Error         *ToolError `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	HasCost bool       `protobuf:"varint,2,opt,name=has_cost,json=hasCost,proto3" json:"has_cost,omitempty"`
+	Cost    int64      `protobuf:"varint,3,opt,name=cost,proto3" json:"cost,omitempty"`
+	Error   *ToolError `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	// How many ProgressEvents of this call the plugin sent before this
+	// result; the host waits (briefly) until it has delivered that many, so
+	// that a call's last report is not overtaken by its result.
+	ProgressSent  int64 `protobuf:"varint,5,opt,name=progress_sent,json=progressSent,proto3" json:"progress_sent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -605,6 +609,13 @@ func (x *CallResult) GetError() *ToolError {
 		return x.Error
 	}
 	return nil
+}
+
+func (x *CallResult) GetProgressSent() int64 {
+	if x != nil {
+		return x.ProgressSent
+	}
+	return 0
 }
 
 // ToolError is a failure reported by the tool.
@@ -701,13 +712,14 @@ const file_plugin_proto_rawDesc = "" +
 	"\rProgressEvent\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\x04R\x06callId\x12\x12\n" +
 	"\x04done\x18\x02 \x01(\x03R\x04done\x12\x14\n" +
-	"\x05total\x18\x03 \x01(\x03R\x05total\"\x84\x01\n" +
+	"\x05total\x18\x03 \x01(\x03R\x05total\"\xa9\x01\n" +
 	"\n" +
 	"CallResult\x12\x16\n" +
 	"\x06output\x18\x01 \x01(\fR\x06output\x12\x19\n" +
 	"\bhas_cost\x18\x02 \x01(\bR\ahasCost\x12\x12\n" +
 	"\x04cost\x18\x03 \x01(\x03R\x04cost\x12/\n" +
-	"\x05error\x18\x04 \x01(\v2\x19.weir.plugin.v1.ToolErrorR\x05error\"9\n" +
+	"\x05error\x18\x04 \x01(\v2\x19.weir.plugin.v1.ToolErrorR\x05error\x12#\n" +
+	"\rprogress_sent\x18\x05 \x01(\x03R\fprogressSent\"9\n" +
 	"\tToolError\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage2\xaf\x02\n" +

@@ -58,7 +58,7 @@ type PluginClient interface {
 	Cancel(ctx context.Context, in *CancelRequest, opts ...grpc.CallOption) (*CancelResponse, error)
 	// Progress is opened once by the host after launch; the plugin sends on
 	// it the progress of every call made with want_progress. Display only:
-	// reports may be dropped, and may arrive after the call's result.
+	// reports may be dropped.
 	Progress(ctx context.Context, in *ProgressRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ProgressEvent], error)
 }
 
@@ -141,7 +141,7 @@ type PluginServer interface {
 	Cancel(context.Context, *CancelRequest) (*CancelResponse, error)
 	// Progress is opened once by the host after launch; the plugin sends on
 	// it the progress of every call made with want_progress. Display only:
-	// reports may be dropped, and may arrive after the call's result.
+	// reports may be dropped.
 	Progress(*ProgressRequest, grpc.ServerStreamingServer[ProgressEvent]) error
 	mustEmbedUnimplementedPluginServer()
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -55,7 +56,16 @@ func (s *Schema) Validate(input []byte) error {
 	if err != nil {
 		return fmt.Errorf("input is not JSON: %w", err)
 	}
-	return s.s.Validate(v)
+	if err := s.s.Validate(v); err != nil {
+		// Drop the library's first line, which names the schema's internal
+		// location, and keep what is wrong where.
+		msg := err.Error()
+		if _, rest, ok := strings.Cut(msg, "\n"); ok {
+			msg = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(rest), "- "))
+		}
+		return errors.New(msg)
+	}
+	return nil
 }
 
 type noLoader struct{}
