@@ -3,6 +3,8 @@ package flows
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
+	"strings"
 	"time"
 
 	"go.starlark.net/starlark"
@@ -121,6 +123,51 @@ func (o *optInt) Unpack(v starlark.Value) error {
 	}
 	return fmt.Errorf("got %s, want int or None", v.Type())
 }
+
+// unpackArgs is starlark.UnpackArgs with a hint for a misspelt keyword:
+// the parameter it most likely meant.
+func unpackArgs(b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple, pairs ...any) error {
+	err := starlark.UnpackArgs(b.Name(), args, kwargs, pairs...)
+	if err == nil {
+		return nil
+	}
+	m := unexpectedKeyword.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err
+	}
+	if b.Name() == "branch" && m[1] == "next" {
+		return fmt.Errorf("%v: a branch has no next; it follows then when cond is truthy, otherwise when not", err)
+	}
+	var names []string
+	for i := 0; i < len(pairs); i += 2 {
+		names = append(names, strings.TrimSuffix(pairs[i].(string), "?"))
+	}
+	if s := suggestKeyword(m[1], names); s != "" {
+		return fmt.Errorf("%v (did you mean %s?)", err, s)
+	}
+	return err
+}
+
+// suggestKeyword is suggest, falling back to the parameter that shares a
+// long prefix with the keyword: "retry" for retries.
+func suggestKeyword(kw string, params []string) string {
+	if s := suggest(kw, params); s != "" {
+		return s
+	}
+	best, bestLen := "", 0
+	for _, p := range params {
+		n := 0
+		for n < len(kw) && n < len(p) && kw[n] == p[n] {
+			n++
+		}
+		if n >= 4 && len(kw)-n <= 2 && n > bestLen {
+			best, bestLen = p, n
+		}
+	}
+	return best
+}
+
+var unexpectedKeyword = regexp.MustCompile(`unexpected keyword argument "?(\w+)"?$`)
 
 // valueSpec says how a builtin parameter that takes a callable is called
 // at run time, and which constant may stand in for the callable.
@@ -332,7 +379,7 @@ func builtinTask(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 		cost                  int64
 		atMostOnce, protected bool
 	)
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs,
+	if err := unpackArgs(b, args, kwargs,
 		"id", &id, "tool", &tool, "args?", &argsV, "next?", &next, "error?", &errw,
 		"retries?", &retries, "at_most_once?", &atMostOnce, "max_visits?", &maxVisits,
 		"timeout?", &timeout, "cost?", &cost, "protected?", &protected, "doc?", &doc,
@@ -379,7 +426,7 @@ func builtinSubflow(thread *starlark.Thread, b *starlark.Builtin, args starlark.
 		maxVisits           int
 		protected           bool
 	)
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs,
+	if err := unpackArgs(b, args, kwargs,
 		"id", &id, "flow", &flow, "args?", &argsV, "next?", &next, "error?", &errw,
 		"max_visits?", &maxVisits, "timeout?", &timeout, "protected?", &protected, "doc?", &doc,
 	); err != nil {
@@ -420,7 +467,7 @@ func builtinFanout(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 		atMostOnce, protected         bool
 		quorum                        = DefaultQuorum
 	)
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs,
+	if err := unpackArgs(b, args, kwargs,
 		"id", &id, "items", &items, "width?", &width, "depth?", &depth, "max_items?", &maxItems,
 		"tool?", &tool, "flow?", &flow, "args?", &argsV, "retries?", &retries, "at_most_once?", &atMostOnce,
 		"quorum?", &quorum, "deadline?", &deadline, "grace?", &grace, "reduce?", &reduce, "mature?", &mature,
@@ -501,7 +548,7 @@ func builtinWait(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 		next, errw, timeout optString
 		maxVisits           int
 	)
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs,
+	if err := unpackArgs(b, args, kwargs,
 		"id", &id, "timeout?", &timeout, "args?", &argsV, "next?", &next, "error?", &errw,
 		"max_visits?", &maxVisits, "doc?", &doc,
 	); err != nil {
@@ -533,7 +580,7 @@ func builtinBranch(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 		then, otherwise, errw optString
 		maxVisits             int
 	)
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs,
+	if err := unpackArgs(b, args, kwargs,
 		"id", &id, "cond", &cond, "then?", &then, "otherwise?", &otherwise, "error?", &errw,
 		"max_visits?", &maxVisits, "doc?", &doc,
 	); err != nil {
@@ -569,7 +616,7 @@ func builtinFlow(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 		budget        int64
 		output, input starlark.Value
 	)
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs,
+	if err := unpackArgs(b, args, kwargs,
 		"name", &name, "nodes", &nodes, "doc?", &doc, "max_depth?", &maxDepth, "budget?", &budget,
 		"output?", &output, "input?", &input,
 	); err != nil {
