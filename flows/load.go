@@ -533,6 +533,9 @@ func (fs *fileState) indexCalls(f *syntax.File) {
 
 // callerSite returns what is known about the builtin call being executed.
 func (ls *loadState) callerSite(thread *starlark.Thread) *callSite {
+	if thread.CallStackDepth() < 2 { // called from Go, not from a script
+		return &callSite{}
+	}
 	p := thread.CallFrame(1).Pos
 	if fs, ok := ls.files[p.Filename()]; ok {
 		if site, ok := fs.site(p); ok {
