@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -140,13 +141,27 @@ func (i *instance) readProgress(stream wire.Plugin_ProgressClient) {
 // another one before dialing), and fetches and checks its manifest.
 // Errors are *ToolError of kind KindChecksum, KindProtocol or KindCrashed.
 func launch(spec launchSpec) (*instance, error) {
+	for attempt := 1; ; attempt++ {
+		inst, busy, err := launchOnce(spec)
+		// A binary just written (Install's copy) can fail to exec with
+		// ETXTBSY while another goroutine's fork still holds the write
+		// descriptor (golang/go#22315); it clears in milliseconds.
+		if busy && attempt < 5 {
+			time.Sleep(time.Duration(attempt) * 20 * time.Millisecond)
+			continue
+		}
+		return inst, err
+	}
+}
+
+func launchOnce(spec launchSpec) (_ *instance, busy bool, _ error) {
 	who := spec.name
 	if who == "" {
 		who = spec.path
 	}
 	if spec.stateDir != "" {
 		if err := os.MkdirAll(spec.stateDir, 0o700); err != nil {
-			return nil, toolErrorf(KindCrashed, who, "state directory: %v", err)
+			return nil, false, toolErrorf(KindCrashed, who, "state directory: %v", err)
 		}
 	}
 	cmd := exec.Command(spec.path)
@@ -186,13 +201,13 @@ func launch(spec launchSpec) (*instance, error) {
 		)},
 	})
 	inst := &instance{client: client, cmd: cmd, stderr: tail}
-	fail := func(kind Kind, format string, args ...any) (*instance, error) {
+	fail := func(kind Kind, format string, args ...any) (*instance, bool, error) {
 		inst.kill()
 		te := toolErrorf(kind, who, format, args...)
 		if s := tail.String(); s != "" {
 			te.Message += "; plugin stderr: " + s
 		}
-		return nil, te
+		return nil, false, te
 	}
 	rpcClient, err := client.Client()
 	if err != nil {
@@ -208,6 +223,9 @@ func launch(spec launchSpec) (*instance, error) {
 			return fail(KindProtocol, "refused before connecting: %s", msg)
 		case strings.Contains(msg, "Unrecognized remote plugin message"):
 			return fail(KindProtocol, "not a weir plugin: %s", msg)
+		case errors.Is(err, syscall.ETXTBSY) || strings.Contains(msg, "text file busy"):
+			_, _, err := fail(KindCrashed, "starting plugin: %s", msg)
+			return nil, true, err
 		}
 		return fail(KindCrashed, "starting plugin: %s", msg)
 	}
@@ -235,7 +253,7 @@ func launch(spec launchSpec) (*instance, error) {
 	}
 	inst.progressCancel, inst.progressDone = pcancel, make(chan struct{})
 	go inst.readProgress(stream)
-	return inst, nil
+	return inst, false, nil
 }
 
 // pid returns the plugin's process id (0 if it never started).

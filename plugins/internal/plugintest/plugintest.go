@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/weirhq/weir/runtime/host"
 )
 
@@ -44,6 +46,14 @@ func Main(m *testing.M, name string, bin *string) {
 	*bin = path
 	code := m.Run()
 	cleanup()
+	if code == 0 {
+		// Every Host is closed by its test: nothing it started may
+		// outlive it.
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
+			code = 1
+		}
+	}
 	os.Exit(code)
 }
 
