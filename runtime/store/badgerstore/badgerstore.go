@@ -121,8 +121,15 @@ type Store struct {
 	closed   bool
 	inflight sync.WaitGroup
 
-	commits atomic.Uint64
-	updates atomic.Uint64
+	commits    atomic.Uint64
+	updates    atomic.Uint64
+	overlapped atomic.Uint64
+
+	// testSubmit, if set, sees every batch before it is committed; a
+	// non-nil channel it returns replaces the commit (the batch is not
+	// written) and delivers its outcome. Tests use it to hold or fail a
+	// commit in flight.
+	testSubmit func(*layer) chan error
 }
 
 var _ store.Store = (*Store)(nil)
@@ -133,37 +140,7 @@ var _ store.Store = (*Store)(nil)
 func Open(dir string, opts Options) (*Store, error) {
 	opts = opts.withDefaults()
 
-	// Badger refuses a ValueThreshold above its transaction limit.
-	maxTxnSize := 15 * opts.MemTableSize / 100
-	vthreshold := min(int64(1<<20), maxTxnSize)
-
-	bo := badger.DefaultOptions(dir).
-		WithLogger(badgerLogger{opts.Logger}).
-		// Every commit syncs the write-ahead log before it returns. With
-		// one commit per group this is one sync per group, and it is what
-		// keeps every acknowledged write durable across memtable rotation:
-		// Badger writes a commit's entries to one memtable (it makes room
-		// before a commit, never inside one) and syncs that memtable's log
-		// before answering, so when it later rotates to a new memtable the
-		// old log holds nothing unsynced that was acknowledged. (Badger's
-		// DB.Sync, by contrast, syncs only the current memtable's log:
-		// syncing "now and then" without SyncWrites would lose writes
-		// left in a rotated one.)
-		WithSyncWrites(true).
-		// The committer is the only writer: there is nothing to conflict
-		// with, and conflict tracking costs memory per transaction.
-		WithDetectConflicts(false).
-		WithMemTableSize(opts.MemTableSize).
-		WithNumMemtables(opts.NumMemtables).
-		WithBlockCacheSize(opts.BlockCacheSize).
-		WithIndexCacheSize(opts.IndexCacheSize).
-		WithValueLogFileSize(opts.ValueLogFileSize).
-		WithValueThreshold(vthreshold).
-		// Two compactors is Badger's minimum; the daemon shares its cores.
-		WithNumCompactors(2).
-		WithCompression(options.Snappy).
-		WithMetricsEnabled(false)
-
+	bo, maxTxnSize, vthreshold := badgerOptions(dir, opts)
 	db, err := badger.Open(bo)
 	if err != nil {
 		if dirLocked(dir) {
@@ -186,6 +163,46 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	go s.commitLoop()
 	return s, nil
+}
+
+// badgerOptions is the Badger configuration of a store in dir, with
+// Badger's transaction byte limit and value threshold. opts has its
+// defaults applied.
+func badgerOptions(dir string, opts Options) (bo badger.Options, maxTxnSize, vthreshold int64) {
+	// Badger refuses a ValueThreshold above its transaction limit.
+	maxTxnSize = 15 * opts.MemTableSize / 100
+	vthreshold = min(int64(1<<20), maxTxnSize)
+
+	bo = badger.DefaultOptions(dir).
+		WithLogger(badgerLogger{opts.Logger}).
+		// Every commit syncs the write-ahead log before it returns. With
+		// one commit per group this is one sync per group, and it is what
+		// keeps every acknowledged write durable across memtable rotation:
+		// Badger writes a commit's entries to one memtable (it makes room
+		// before a commit, never inside one) and syncs that memtable's log
+		// before answering, so when it later rotates to a new memtable the
+		// old log holds nothing unsynced that was acknowledged. (Badger's
+		// DB.Sync, by contrast, syncs only the current memtable's log:
+		// syncing "now and then" without SyncWrites would lose writes
+		// left in a rotated one.) Values at or above the value threshold
+		// go to the value log, which Badger also syncs per commit but
+		// whose sync error it only logs; below 1 MiB values stay in the
+		// log whose sync error fails the commit.
+		WithSyncWrites(true).
+		// The committer is the only writer: there is nothing to conflict
+		// with, and conflict tracking costs memory per transaction.
+		WithDetectConflicts(false).
+		WithMemTableSize(opts.MemTableSize).
+		WithNumMemtables(opts.NumMemtables).
+		WithBlockCacheSize(opts.BlockCacheSize).
+		WithIndexCacheSize(opts.IndexCacheSize).
+		WithValueLogFileSize(opts.ValueLogFileSize).
+		WithValueThreshold(vthreshold).
+		// Two compactors is Badger's minimum; the daemon shares its cores.
+		WithNumCompactors(2).
+		WithCompression(options.Snappy).
+		WithMetricsEnabled(false)
+	return bo, maxTxnSize, vthreshold
 }
 
 // dirLocked reports whether another open file description holds the flock
@@ -300,9 +317,12 @@ type Stats struct {
 	// Updates is the number of Update functions whose writes were
 	// committed (functions that failed are not counted).
 	Updates uint64
+	// Overlapped is the number of functions that ran while the previous
+	// group commit was being written and synced.
+	Overlapped uint64
 }
 
 // Stats returns the counts since Open.
 func (s *Store) Stats() Stats {
-	return Stats{Commits: s.commits.Load(), Updates: s.updates.Load()}
+	return Stats{Commits: s.commits.Load(), Updates: s.updates.Load(), Overlapped: s.overlapped.Load()}
 }

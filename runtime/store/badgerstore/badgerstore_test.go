@@ -68,7 +68,9 @@ func openStore(t *testing.T, opts Options) *Store {
 var ctx = context.Background()
 
 // stall occupies the committer with a function that waits for release, so
-// the test can queue requests behind it and know they form one group.
+// the test can queue requests behind it and know they form one group. The
+// stall ends at cleanup if the test did not release it, so that a failing
+// test does not leave Close waiting.
 func stall(t *testing.T, s *Store) (release func()) {
 	t.Helper()
 	started, ch := make(chan struct{}), make(chan struct{})
@@ -81,12 +83,17 @@ func stall(t *testing.T, s *Store) (release func()) {
 		})
 	}()
 	<-started
-	return func() {
-		close(ch)
-		if err := <-done; err != nil {
-			t.Errorf("stalling Update: %v", err)
-		}
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			close(ch)
+			if err := <-done; err != nil {
+				t.Errorf("stalling Update: %v", err)
+			}
+		})
 	}
+	t.Cleanup(release)
+	return release
 }
 
 // waitQueued waits until n requests wait for the committer.
@@ -175,8 +182,8 @@ func TestFailedFunctionInSharedCommit(t *testing.T) {
 		t.Fatalf("b: err %v, read %q; want the value of a and no trace of the failed function", r.err, r.saw)
 	}
 	after := s.Stats()
-	// The stalled function's group had no writes; the 13 queued functions
-	// form one group: one commit for the 2 + 5 that succeeded.
+	// The stalled function and the 13 queued behind it form one group:
+	// one commit for the stalled one, a, b and the five n that succeeded.
 	if c, u := after.Commits-before.Commits, after.Updates-before.Updates; c != 1 || u != 1+2+5 {
 		t.Fatalf("commits %d, committed updates %d; want 1 and 8 (the stalled one, a, b and five n)", c, u)
 	}
@@ -457,4 +464,70 @@ func check(ok bool, format string, args ...any) error {
 		return nil
 	}
 	return fmt.Errorf(format, args...)
+}
+
+// TestFailedCommitFailsTheBatchBuiltOnIt holds a group commit in flight,
+// lets the next group run on top of it (reading its writes), then fails the
+// first commit: both groups' callers get the error, neither group's writes
+// exist, and the store goes on from the last durable state.
+func TestFailedCommitFailsTheBatchBuiltOnIt(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, Options{})
+	errDisk := errors.New("disk on fire")
+	held := make(chan error, 1)
+	inFlight := make(chan struct{})
+	s.testSubmit = func(l *layer) chan error {
+		if _, ok := l.get(string(key(pMeta, "poison"))); ok {
+			close(inFlight)
+			return held
+		}
+		return nil
+	}
+	// Registered after the store's Close, so it runs first: a failing test
+	// must not leave Close waiting for the held commit.
+	t.Cleanup(func() {
+		select {
+		case held <- errDisk:
+		default:
+		}
+	})
+	if err := s.Update(ctx, func(tx store.Tx) error { return tx.MetaPut("base", []byte("1")) }); err != nil {
+		t.Fatal(err)
+	}
+	errA := make(chan error, 1)
+	go func() {
+		errA <- s.Update(ctx, func(tx store.Tx) error { return tx.MetaPut("poison", []byte("p")) })
+	}()
+	<-inFlight
+	ranB := make(chan string, 1)
+	errB := make(chan error, 1)
+	go func() {
+		errB <- s.Update(ctx, func(tx store.Tx) error {
+			b, err := tx.MetaGet("poison")
+			ranB <- fmt.Sprintf("%s %v", b, err)
+			return tx.MetaPut("derived", append(b, '!'))
+		})
+	}()
+	if saw := <-ranB; saw != "p <nil>" {
+		t.Fatalf("the function built on the commit in flight read %q, want its write", saw)
+	}
+	if st := s.Stats(); st.Overlapped == 0 {
+		t.Fatal("the second function did not run while the first commit was in flight")
+	}
+	held <- errDisk
+	if err := <-errA; !errors.Is(err, errDisk) {
+		t.Fatalf("Update whose commit failed: %v", err)
+	}
+	if err := <-errB; !errors.Is(err, errDisk) {
+		t.Fatalf("Update that read the failed commit's writes: %v, want the commit's error", err)
+	}
+	err := s.Update(ctx, func(tx store.Tx) error {
+		_, e1 := tx.MetaGet("poison")
+		_, e2 := tx.MetaGet("derived")
+		b, e3 := tx.MetaGet("base")
+		return first(checkNotFound(e1), checkNotFound(e2), e3, check(string(b) == "1", "base = %q", b))
+	})
+	if err != nil {
+		t.Fatalf("after the failed commit: %v", err)
+	}
 }

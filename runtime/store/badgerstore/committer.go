@@ -16,7 +16,7 @@ type request struct {
 	fn       func(store.Tx) error
 	res      chan error // buffered: the committer never blocks on a caller
 	panicked any        // set before res is sent when fn panicked
-	failed   error      // fn's own error, answered whatever the commit does
+	failed   error      // fn's own error (see committer.answer)
 }
 
 // PanicError carries a panic raised by an Update function on the committer
@@ -30,103 +30,154 @@ func (p *PanicError) Error() string {
 	return fmt.Sprintf("badgerstore: Update function panicked: %v\n%s", p.Value, p.Stack)
 }
 
-// batch is one group commit being assembled.
+// batch is one group commit: the writes of the functions accepted into it
+// and the callers waiting for its outcome.
 type batch struct {
-	snap  *badger.Txn // committed state the batch's reads start from
-	layer *layer      // writes of the functions accepted so far
-	// waiting are the callers whose functions ran (successfully or not
-	// after reading the batch's state) and who are answered with the
-	// commit's outcome.
+	layer   *layer
 	waiting []*request
+	done    chan error // the commit's outcome, once submitted
 }
 
-// commitLoop is the only writer to Badger. It takes the first waiting
-// request, drains whatever else is queued (up to MaxBatch), runs the
-// functions one after another against one shared write layer, commits the
-// layer as one Badger transaction (one sync) and answers every caller.
-// Requests that arrive during the sync queue up and form the next group,
-// so the batch size follows the load without any timer.
+// committer is the state of the commit loop. At most one batch is in
+// flight (submitted to Badger, not yet synced) while the next one is built
+// on top of it: functions that arrive during a sync run at once, so their
+// work overlaps the sync, and their batch is submitted the moment the sync
+// ends.
+//
+// Invariant: snap holds every batch that finished, and not inflight. The
+// functions of the batch being built (cur) therefore read their own
+// writes, then cur's layer, then inflight's layer, then snap. When
+// inflight finishes, snap moves past it and its layer is dropped from the
+// reads: the state the next function sees is the same.
+type committer struct {
+	s        *Store
+	snap     *badger.Txn
+	inflight *batch
+	cur      *batch
+}
+
+func (c *committer) newBatch() *batch {
+	return &batch{layer: newLayer(c.s.vthreshold)}
+}
+
+// commitLoop is the only writer to Badger. It waits for a request, then
+// grows a batch from the requests that arrive while the previous batch is
+// being synced (or, with nothing in flight, from those already queued),
+// up to MaxBatch, running each function as it is taken. It then submits
+// the batch as one Badger transaction: one sync for all of them. The batch
+// size follows the load, without any timer.
 func (s *Store) commitLoop() {
 	defer close(s.done)
-	group := make([]*request, 0, s.opts.MaxBatch)
+	c := &committer{s: s, snap: s.db.NewTransaction(false)}
+	c.cur = c.newBatch()
+	defer func() {
+		if c.inflight != nil {
+			c.settle(<-c.inflight.done)
+		}
+		c.snap.Discard()
+	}()
 	for {
-		var first *request
+		var idle <-chan error // the in-flight commit's outcome, if any
+		if c.inflight != nil {
+			idle = c.inflight.done
+		}
 		select {
-		case first = <-s.reqs:
+		case r := <-s.reqs:
+			c.add(r)
+		case err := <-idle:
+			c.settle(err)
+			continue
 		case <-s.quit:
 			return
 		}
-		group = append(group[:0], first)
-	drain:
-		for len(group) < s.opts.MaxBatch {
+		if c.grow() {
+			_ = c.submit(c.cur) // every caller of cur is or will be answered
+		}
+		c.cur = c.newBatch()
+	}
+}
+
+// grow adds requests to cur: while a commit is in flight, every request
+// that arrives before it finishes; then those already queued. It reports
+// false if cur was failed because the commit it was built on failed.
+func (c *committer) grow() bool {
+	for len(c.cur.waiting) < c.s.opts.MaxBatch {
+		if c.inflight == nil {
 			select {
-			case r := <-s.reqs:
-				group = append(group, r)
+			case r := <-c.s.reqs:
+				c.add(r)
+				continue
 			default:
-				break drain
+				return true
 			}
 		}
-		s.runGroup(group)
-		clear(group)
-	}
-}
-
-func (s *Store) newBatch() *batch {
-	return &batch{snap: s.db.NewTransaction(false), layer: newLayer(s.vthreshold)}
-}
-
-// runGroup runs and commits one group of requests, splitting it into
-// several commits if its writes outgrow one Badger transaction.
-func (s *Store) runGroup(group []*request) {
-	b := s.newBatch()
-	for _, r := range group {
-		if err := r.ctx.Err(); err != nil {
-			r.res <- err // fn never ran: nothing to wait for
-			continue
+		select {
+		case r := <-c.s.reqs:
+			c.add(r)
+		case err := <-c.inflight.done:
+			c.settle(err)
+			if err != nil {
+				c.answer(c.cur, err) // cur's functions read its writes
+				return false
+			}
 		}
-		own, err := s.runFn(b, r)
+	}
+	return true
+}
+
+// add runs r's function into cur. If its writes would make cur bigger than
+// one Badger transaction, cur is submitted first and the writes start a
+// new batch.
+func (c *committer) add(r *request) {
+	s := c.s
+	if err := r.ctx.Err(); err != nil {
+		r.res <- err // fn never ran: nothing to wait for
+		return
+	}
+	own, err := c.runFn(c.cur, r)
+	if err != nil {
+		// fn's writes are dropped, but its caller still waits for the
+		// batch: what fn read (and may have passed out with its error)
+		// includes writes that are not durable yet.
+		r.failed = err
+		c.cur.waiting = append(c.cur.waiting, r)
+		return
+	}
+	if count, size := c.cur.layer.grownBy(own); count > s.maxTxnCount || size > s.maxTxnSize {
+		// Badger would refuse this transaction (ErrTxnTooBig): submit
+		// what is in hand and put fn's writes in a new batch on top of
+		// it. fn read exactly that state, so its writes stay valid; if
+		// the submitted batch fails, the new one fails with it.
+		err := c.submit(c.cur)
+		c.cur = c.newBatch()
 		if err != nil {
-			// fn's writes are dropped. Its caller still waits for the
-			// commit: what fn read may include earlier functions' writes,
-			// which are not durable yet.
-			r.failed = err
-			b.waiting = append(b.waiting, r)
-			continue
+			r.res <- err // fn read writes that did not become durable
+			return
 		}
-		count, size := b.layer.grownBy(own)
-		if count > s.maxTxnCount || size > s.maxTxnSize {
-			// Badger would refuse this transaction (ErrTxnTooBig): commit
-			// what is in hand, then start a new transaction for fn's
-			// writes. fn read exactly the state that commit makes
-			// durable, so its writes stay valid on top of it.
-			cerr := s.commit(b)
-			b = s.newBatch()
-			if cerr != nil {
-				// fn read writes that did not become durable.
-				r.res <- cerr
-				continue
-			}
-			count, size = b.layer.grownBy(own)
-			if count > s.maxTxnCount || size > s.maxTxnSize {
-				r.res <- fmt.Errorf("badgerstore: one Update writes %d keys, %d bytes, more than one Badger transaction holds (%d keys, %d bytes): %w",
-					count, size, s.maxTxnCount, s.maxTxnSize, badger.ErrTxnTooBig)
-				continue
-			}
+		if count, size := c.cur.layer.grownBy(own); count > s.maxTxnCount || size > s.maxTxnSize {
+			r.failed = fmt.Errorf("badgerstore: one Update writes %d keys, %d bytes, more than one Badger transaction holds (%d keys, %d bytes): %w",
+				count, size, s.maxTxnCount, s.maxTxnSize, badger.ErrTxnTooBig)
+			c.cur.waiting = append(c.cur.waiting, r)
+			return
 		}
-		b.layer.merge(own)
-		b.waiting = append(b.waiting, r)
 	}
-	_ = s.commit(b) // every caller has its answer
+	c.cur.layer.merge(own)
+	c.cur.waiting = append(c.cur.waiting, r)
 }
 
-// runFn runs r.fn against the batch and returns its writes.
-func (s *Store) runFn(b *batch, r *request) (own map[string]write, err error) {
-	t := &storeTx{kv: &kv{snap: b.snap, batch: b.layer, own: make(map[string]write)}}
+// runFn runs r.fn against the batch being built and returns its writes.
+func (c *committer) runFn(b *batch, r *request) (own map[string]write, err error) {
+	layers := []*layer{b.layer}
+	if c.inflight != nil {
+		layers = append(layers, c.inflight.layer)
+		c.s.overlapped.Add(1)
+	}
+	t := &storeTx{kv: &kv{snap: c.snap, layers: layers, own: make(map[string]write)}}
 	defer func() {
 		t.done = true
 		if p := recover(); p != nil {
-			r.panicked = &PanicError{Value: p, Stack: debug.Stack()}
-			err = r.panicked.(*PanicError)
+			pe := &PanicError{Value: p, Stack: debug.Stack()}
+			r.panicked, err = pe, pe
 		}
 	}()
 	if err := r.fn(t); err != nil {
@@ -135,49 +186,81 @@ func (s *Store) runFn(b *batch, r *request) (own map[string]write, err error) {
 	return t.kv.own, nil
 }
 
-// commit writes the batch's layer as one Badger transaction, which Badger
-// syncs before Commit returns (SyncWrites), and answers every waiting
-// caller: the commit's error if it failed (nothing of the batch was
-// acknowledged), else nil, or the function's own error for functions that
-// failed.
-func (s *Store) commit(b *batch) error {
-	defer b.snap.Discard()
-	var err error
-	if b.layer.len() > 0 {
-		err = s.write(b.layer)
-		if err == nil {
-			s.commits.Add(1)
+// submit waits for the batch in flight, then starts committing b (or, if
+// the one in flight failed, fails b, whose functions read its writes). It
+// returns that earlier failure, or an error building b's transaction.
+func (c *committer) submit(b *batch) error {
+	if c.inflight != nil {
+		if err := <-c.inflight.done; err != nil {
+			c.settle(err)
+			c.answer(b, err)
+			return err
+		}
+		c.settle(nil)
+	}
+	if b.layer.len() == 0 {
+		c.answer(b, nil)
+		return nil
+	}
+	if c.s.testSubmit != nil {
+		if done := c.s.testSubmit(b.layer); done != nil {
+			b.done, c.inflight = done, b
+			return nil
 		}
 	}
-	for _, r := range b.waiting {
-		switch {
-		case r.failed != nil:
-			r.res <- r.failed
-		case err != nil:
-			r.res <- err
-		default:
-			s.updates.Add(1)
-			r.res <- nil
-		}
-	}
-	b.waiting = nil
-	return err
-}
-
-func (s *Store) write(l *layer) error {
-	txn := s.db.NewTransaction(true)
-	defer txn.Discard()
-	err := l.each(func(k string, w write) error {
+	txn := c.s.db.NewTransaction(true)
+	err := b.layer.each(func(k string, w write) error {
 		if w.del {
 			return txn.Delete([]byte(k))
 		}
 		return txn.Set([]byte(k), w.val)
 	})
-	if err == nil {
-		err = txn.Commit()
-	}
 	if err != nil {
-		return fmt.Errorf("badgerstore: group commit of %d keys: %w", l.len(), err)
+		txn.Discard()
+		err = fmt.Errorf("badgerstore: group commit of %d keys: %w", b.layer.len(), err)
+		c.answer(b, err)
+		return err
 	}
+	// Badger writes the transaction to its log, syncs it (SyncWrites)
+	// and only then calls back.
+	b.done = make(chan error, 1)
+	txn.CommitWith(func(err error) {
+		if err != nil {
+			err = fmt.Errorf("badgerstore: group commit of %d keys: %w", b.layer.len(), err)
+		}
+		b.done <- err
+	})
+	c.inflight = b
 	return nil
+}
+
+// settle answers the callers of the batch in flight with its outcome and
+// moves the snapshot past it.
+func (c *committer) settle(err error) {
+	if err == nil {
+		c.s.commits.Add(1)
+	}
+	c.answer(c.inflight, err)
+	c.inflight = nil
+	c.snap.Discard()
+	c.snap = c.s.db.NewTransaction(false)
+}
+
+// answer gives every caller of b its result: the commit's error if the
+// commit failed (nothing of b was acknowledged, and what its functions
+// read may be gone, so it takes precedence over a function's own error);
+// else the function's own error, or nil.
+func (c *committer) answer(b *batch, err error) {
+	for _, r := range b.waiting {
+		switch {
+		case err != nil:
+			r.res <- err
+		case r.failed != nil:
+			r.res <- r.failed
+		default:
+			c.s.updates.Add(1)
+			r.res <- nil
+		}
+	}
+	b.waiting = nil
 }

@@ -16,16 +16,17 @@ type write struct {
 	del bool
 }
 
-// kv is the key-value view one Tx works through. Reads look, in order, at
-// the fn's own writes (own), the writes of the fns already accepted into
-// the current group commit (batch), and the committed state (snap, a
-// Badger read-only snapshot). In a View, own and batch are nil.
+// kv is the key-value view one Tx works through. Reads look, newest
+// first, at the fn's own writes (own), the write layers of the group
+// commits not yet durable (layers: the batch being built, then the one
+// being committed), and the committed state (snap, a Badger read-only
+// snapshot). In a View, own and layers are nil.
 //
-// Only the committer goroutine touches own and batch, so nothing here is
+// Only the committer goroutine touches own and layers, so nothing here is
 // locked.
 type kv struct {
 	snap     *badger.Txn
-	batch    *layer
+	layers   []*layer
 	own      map[string]write
 	readOnly bool
 
@@ -41,13 +42,11 @@ var errNoKey = errors.New("badgerstore: no such key")
 // get returns the value of k. The slice must not be changed; callers that
 // hand bytes out copy them.
 func (s *kv) get(k []byte) ([]byte, error) {
-	if w, ok := s.own[string(k)]; ok {
-		if w.del {
-			return nil, errNoKey
-		}
-		return w.val, nil
+	w, ok := s.own[string(k)]
+	for i := 0; !ok && i < len(s.layers); i++ {
+		w, ok = s.layers[i].get(string(k))
 	}
-	if w, ok := s.batch.get(string(k)); ok {
+	if ok {
 		if w.del {
 			return nil, errNoKey
 		}
@@ -88,10 +87,10 @@ func (s *kv) del(k []byte) error {
 }
 
 // scan calls fn for every live key in [lower, upper) in ascending order,
-// merging the three layers: for a key present in several, the newest layer
-// wins, and a deletion hides the key. upper nil means no upper bound. With
-// keysOnly, fn gets a nil value. fn returns false to stop. fn must not
-// write through s (collect first, then write).
+// merging the sources: for a key present in several, the newest wins, and
+// a deletion hides the key. upper nil means no upper bound. With keysOnly,
+// fn gets a nil value. fn returns false to stop. fn must not write through
+// s (collect first, then write).
 func (s *kv) scan(lower, upper []byte, keysOnly bool, fn func(k, v []byte) (bool, error)) error {
 	inRange := func(k string) bool {
 		return k >= string(lower) && (upper == nil || k < string(upper))
@@ -106,7 +105,11 @@ func (s *kv) scan(lower, upper []byte, keysOnly bool, fn func(k, v []byte) (bool
 	}
 	slices.Sort(own)
 
-	bn := s.batch.seek(string(lower))
+	// One cursor per layer, newest first.
+	cursors := make([]*slNode, len(s.layers))
+	for i, l := range s.layers {
+		cursors[i] = l.seek(string(lower))
+	}
 
 	it := s.snap.NewIterator(badger.IteratorOptions{
 		PrefetchValues: !keysOnly,
@@ -117,50 +120,56 @@ func (s *kv) scan(lower, upper []byte, keysOnly bool, fn func(k, v []byte) (bool
 	it.Seek(lower)
 
 	for {
+		// The smallest key among the cursors.
+		var k string
+		found := false
+		consider := func(c string) {
+			if !found || c < k {
+				k, found = c, true
+			}
+		}
 		var snapKey []byte
 		if it.Valid() {
 			snapKey = it.Item().Key()
 			if upper != nil && bytes.Compare(snapKey, upper) >= 0 {
 				snapKey = nil
+			} else {
+				consider(string(snapKey))
 			}
 		}
-		if bn != nil && !inRange(bn.key) {
-			bn = nil
+		for i, c := range cursors {
+			if c != nil && !inRange(c.key) {
+				cursors[i] = nil
+			} else if c != nil {
+				consider(c.key)
+			}
 		}
-		haveOwn := len(own) > 0
-		if snapKey == nil && bn == nil && !haveOwn {
+		if len(own) > 0 {
+			consider(own[0])
+		}
+		if !found {
 			return nil
 		}
 
-		// The smallest key among the three cursors.
-		var k string
-		first := true
-		if snapKey != nil {
-			k, first = string(snapKey), false
-		}
-		if bn != nil && (first || bn.key < k) {
-			k, first = bn.key, false
-		}
-		if haveOwn && (first || own[0] < k) {
-			k = own[0]
-		}
-
-		// The newest layer holding k decides its value.
+		// The newest source holding k decides its value; every source at
+		// k moves past it.
 		var (
 			val   []byte
 			dead  bool
 			taken bool
 		)
-		if haveOwn && own[0] == k {
+		if len(own) > 0 && own[0] == k {
 			w := s.own[k]
 			val, dead, taken = w.val, w.del, true
 			own = own[1:]
 		}
-		if bn != nil && bn.key == k {
-			if !taken {
-				val, dead, taken = bn.w.val, bn.w.del, true
+		for i, c := range cursors {
+			if c != nil && c.key == k {
+				if !taken {
+					val, dead, taken = c.w.val, c.w.del, true
+				}
+				cursors[i] = c.next[0]
 			}
-			bn = bn.next[0]
 		}
 		if snapKey != nil && string(snapKey) == k {
 			if !taken && !keysOnly {
