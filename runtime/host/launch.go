@@ -166,6 +166,7 @@ func launchOnce(spec launchSpec) (_ *instance, busy bool, _ error) {
 	}
 	cmd := exec.Command(spec.path)
 	cmd.Dir = spec.stateDir
+	dieWithHost(cmd)
 	for _, k := range passEnv {
 		if v, ok := os.LookupEnv(k); ok {
 			cmd.Env = append(cmd.Env, k+"="+v)
