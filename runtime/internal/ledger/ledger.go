@@ -140,6 +140,50 @@ func (l *Ledger) Release(s Slice, actual int64) {
 	}
 }
 
+// Reslice settles s with actual and reserves nextCost for the same run on
+// the same slot, in one step so the slot cannot be lost in between. If the
+// budget refuses, the slot stays held with a zero-cost slice and the reason
+// is returned: the caller decides whether to give the slot up.
+func (l *Ledger) Reslice(s Slice, actual, nextCost int64) (Slice, Reason, bool) {
+	if actual < 0 {
+		actual = 0
+	}
+	if nextCost < 0 {
+		nextCost = 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.held[s.Slot] {
+		panic(fmt.Sprintf("ledger: slot %d resliced but not held", s.Slot))
+	}
+	l.inFlight -= s.Cost
+	a, ok := l.runs[s.RunID]
+	if ok {
+		a.reserved -= s.Cost
+		a.spent += actual
+	}
+	zero := Slice{RunID: s.RunID, Slot: s.Slot}
+	switch {
+	case !ok:
+		return zero, UnknownRun, false
+	case a.budget > 0 && a.spent+a.reserved+nextCost > a.budget:
+		return zero, RunBudgetExhausted, false
+	case l.maxInFlight > 0 && l.inFlight+nextCost > l.maxInFlight:
+		return zero, NoBudgetInFlight, false
+	}
+	l.inFlight += nextCost
+	a.reserved += nextCost
+	return Slice{RunID: s.RunID, Slot: s.Slot, Cost: nextCost}, "", true
+}
+
+// HasRun reports whether runID has an open account.
+func (l *Ledger) HasRun(runID string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.runs[runID]
+	return ok
+}
+
 // Spent returns what a run has settled so far.
 func (l *Ledger) Spent(runID string) int64 {
 	l.mu.Lock()

@@ -166,3 +166,29 @@ func TestPropertyNeverOverspent(t *testing.T) {
 }
 
 func runName(i int) string { return string(rune('a' + i)) }
+
+func TestResliceKeepsSlotAndSettles(t *testing.T) {
+	t.Parallel()
+	l := New(1, 10)
+	l.OpenRun("r", 12, 0)
+	s, _, _ := l.Acquire("r", 5)
+	s2, why, ok := l.Reslice(s, 5, 5)
+	if !ok || s2.Slot != s.Slot || l.Spent("r") != 5 {
+		t.Fatalf("reslice: %+v %q %v spent %d", s2, why, ok, l.Spent("r"))
+	}
+	// 5 spent + 5 settled now + 5 more > 12: refused, slot still held.
+	s3, why, ok := l.Reslice(s2, 5, 5)
+	if ok || why != RunBudgetExhausted || s3.Cost != 0 || l.Snapshot().Held != 1 {
+		t.Fatalf("over budget: %+v %q %v %+v", s3, why, ok, l.Snapshot())
+	}
+	// In-flight cap: a run without its own budget still meets it.
+	l.OpenRun("u", 0, 0)
+	l.Release(s3, 0)
+	u, _, _ := l.Acquire("u", 1)
+	if _, why, ok := l.Reslice(u, 1, 11); ok || why != NoBudgetInFlight {
+		t.Fatalf("in flight: %q %v", why, ok)
+	}
+	if snap := l.Snapshot(); snap.InFlight != 0 || snap.Held != 1 {
+		t.Fatalf("after refused reslice: %+v", snap)
+	}
+}

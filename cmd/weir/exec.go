@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/user"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/weirhq/weir/runtime/api"
+	"github.com/weirhq/weir/runtime/engine"
+)
+
+func init() {
+	registerCommand(func(m *Main) *cobra.Command {
+		var flowName, input, logLevel string
+		var asJSON bool
+		cmd := &cobra.Command{
+			Use:   "exec FILE.star",
+			Short: "Register a flow file and run one flow to its end on the embedded store",
+			Long: `Register FILE.star and run one of its flows to the end on the embedded store
+in the data directory, without a daemon, then print the result. --flow picks
+the flow when the file declares several (default: the first). Refused
+clearly if a daemon holds the data directory: use 'weir run start' then.`,
+			Args: exactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				in, err := readInput(input)
+				if err != nil {
+					return err
+				}
+				return m.exec(cmd.Context(), args[0], flowName, in, asJSON, logLevel)
+			},
+		}
+		cmd.Flags().StringVar(&flowName, "flow", "", "flow to run (default: the first one the file declares)")
+		cmd.Flags().StringVar(&input, "input", "", "run input as JSON, or @file")
+		cmd.Flags().BoolVar(&asJSON, "json", false, "print the final run as JSON")
+		cmd.Flags().StringVar(&logLevel, "log-level", "warn", "trace, debug, info, warn or error")
+		return cmd
+	})
+}
+
+func (m *Main) exec(ctx context.Context, file, flowName string, input []byte, asJSON bool, logLevel string) error {
+	src, err := os.ReadFile(file)
+	if err != nil {
+		return usageErrorf("%v", err)
+	}
+	s, err := m.openStack(ctx, m.newLogger("weir", logLevel), engine.Config{})
+	if err != nil {
+		return err
+	}
+	defer s.close(context.Background())
+
+	res, err := s.eng.Register(ctx, []engine.SourceFile{{Path: file, Src: string(src)}})
+	if err != nil {
+		return err
+	}
+	if len(res.Diagnostics) > 0 {
+		for _, d := range res.Diagnostics {
+			fmt.Fprintln(m.Stderr, d.String())
+		}
+		return exitCode(exitFailed)
+	}
+	if flowName == "" {
+		if len(res.Flows) == 0 {
+			return fmt.Errorf("%s declares no flow", file)
+		}
+		flowName = res.Flows[0].Name
+	}
+	owner := currentUser()
+	started, err := s.eng.Submit(ctx, engine.StartRequest{Owner: owner, Flow: flowName, Input: input})
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	fmt.Fprintf(m.Stderr, "run %s of %s\n", started.RunID, flowName)
+	last := ""
+	for {
+		run, err := s.eng.Get(ctx, owner, started.RunID)
+		if err != nil {
+			return err
+		}
+		p, _ := s.eng.Progress(ctx, run)
+		if !asJSON && p != nil {
+			if line := fmt.Sprintf("%s %s", run.Phase, p.Node); line != last {
+				fmt.Fprintf(m.Stderr, "  %s\n", line)
+				last = line
+			}
+		}
+		if run.Phase.Terminal() {
+			return m.printFinal(api.ViewOf(run, p), asJSON)
+		}
+		select {
+		case <-ctx.Done():
+			fmt.Fprintf(m.Stderr, "interrupted; run %s stays in the store and resumes on the next start\n", run.ID)
+			return exitCode(exitFailed)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// currentUser is the OS user running the command: the owner of runs that
+// exec starts, as the daemon would derive it from the socket's peer.
+func currentUser() string {
+	if u, err := user.Current(); err == nil {
+		return u.Username
+	}
+	return fmt.Sprintf("uid:%d", os.Getuid())
+}

@@ -1,0 +1,289 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/weirhq/weir/runtime/api"
+	"github.com/weirhq/weir/runtime/engine"
+	"github.com/weirhq/weir/runtime/store"
+)
+
+func init() {
+	registerCommand(func(m *Main) *cobra.Command {
+		cmd := &cobra.Command{Use: "run", Short: "Start, inspect and cancel runs on the daemon"}
+		cmd.AddCommand(m.runStartCmd(), m.runGetCmd(), m.runLsCmd(), m.runCancelCmd(), m.runEventsCmd())
+		return cmd
+	})
+	registerCommand(func(m *Main) *cobra.Command {
+		cmd := &cobra.Command{Use: "deadletter", Short: "Inspect tasks that exhausted their retries"}
+		var asJSON bool
+		ls := &cobra.Command{
+			Use: "ls", Short: "List dead letters with every attempt's error", Args: exactArgs(0),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				var dl []*store.DeadLetter
+				if err := m.client().do(cmd.Context(), "GET", "/deadletters", nil, &dl); err != nil {
+					return m.apiFailure(err)
+				}
+				if asJSON {
+					return printJSON(m.Stdout, dl)
+				}
+				for _, d := range dl {
+					fmt.Fprintf(m.Stdout, "%s  run %s  %s/%s  %s  %d attempts\n", d.At.Format(time.RFC3339), d.RunID, d.Flow, d.Node, d.Tool, len(d.Errors))
+					for _, e := range d.Errors {
+						fmt.Fprintf(m.Stdout, "    attempt %d: %s: %s\n", e.Attempt, e.Code, e.Message)
+					}
+				}
+				return nil
+			},
+		}
+		ls.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+		cmd.AddCommand(ls)
+		return cmd
+	})
+	registerCommand(func(m *Main) *cobra.Command {
+		var asJSON bool
+		cmd := &cobra.Command{
+			Use: "stats", Short: "Show the four figures per tool: queue depth, wait, execution time, amplification", Args: exactArgs(0),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				var st engine.Stats
+				if err := m.client().do(cmd.Context(), "GET", "/stats", nil, &st); err != nil {
+					return m.apiFailure(err)
+				}
+				if asJSON {
+					return printJSON(m.Stdout, st)
+				}
+				printStats(m.Stdout, st)
+				return nil
+			},
+		}
+		cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+		return cmd
+	})
+}
+
+func printStats(w io.Writer, st engine.Stats) {
+	fmt.Fprintf(w, "%-24s %8s %12s %12s %9s %7s %6s\n", "TYPE", "QUEUED", "WAIT(mean)", "EXEC(mean)", "ATTEMPTS", "UNITS", "AMPL")
+	for _, t := range st.Types {
+		fmt.Fprintf(w, "%-24s %8d %12s %12s %9d %7d %6.2f\n", t.Type, t.QueueDepth, t.WaitMean.Round(time.Microsecond), t.ExecMean.Round(time.Microsecond), t.Attempts, t.Units, t.Amplification)
+	}
+	if len(st.Refusals) > 0 {
+		fmt.Fprintln(w, "refused:")
+		for k, v := range st.Refusals {
+			fmt.Fprintf(w, "  %s %d\n", k, v)
+		}
+	}
+}
+
+// apiFailure turns an API error into the command's error (exit 1), with
+// usage-class errors kept apart.
+func (m *Main) apiFailure(err error) error {
+	return &exitError{code: exitFailed, err: err}
+}
+
+func (m *Main) runStartCmd() *cobra.Command {
+	var input, requestID string
+	var wait, asJSON bool
+	cmd := &cobra.Command{
+		Use:   "start FLOW",
+		Short: "Start a run of FLOW and print its id",
+		Long: `Start a run of FLOW and print its id. Re-sending the same --request-id with the
+same input returns the same run; with a different input it is refused.
+With --wait, follow the run and print its final state: exit 0 if it
+completed, 1 if it failed or was cancelled.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			in, err := readInput(input)
+			if err != nil {
+				return err
+			}
+			var res engine.StartResult
+			c := m.client()
+			if err := c.do(cmd.Context(), "POST", "/runs", api.StartRequest{Flow: args[0], Input: in, RequestID: requestID}, &res); err != nil {
+				return m.apiFailure(err)
+			}
+			if !wait {
+				if asJSON {
+					return printJSON(m.Stdout, res)
+				}
+				fmt.Fprintln(m.Stdout, res.RunID)
+				return nil
+			}
+			if !asJSON {
+				fmt.Fprintln(m.Stderr, "run", res.RunID)
+			}
+			return m.follow(cmd.Context(), c, res.RunID, asJSON)
+		},
+	}
+	cmd.Flags().StringVar(&input, "input", "", "run input as JSON, or @file")
+	cmd.Flags().StringVar(&requestID, "request-id", "", "business id that makes the start idempotent")
+	cmd.Flags().BoolVar(&wait, "wait", false, "follow the run to its end")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// follow polls a run until it is terminal, printing each new phase and
+// node, then prints the final state. The exit code says how it ended.
+func (m *Main) follow(ctx context.Context, c *client, id string, asJSON bool) error {
+	last := ""
+	for {
+		var v api.RunView
+		if err := c.do(ctx, "GET", "/runs/"+id, nil, &v); err != nil {
+			return m.apiFailure(err)
+		}
+		if !asJSON {
+			node := ""
+			if v.Progress != nil {
+				node = v.Progress.Node
+			}
+			if line := fmt.Sprintf("%s %s", v.Phase, node); line != last {
+				fmt.Fprintf(m.Stderr, "  %s (attempt %d)\n", strings.TrimSpace(line), v.Attempt)
+				last = line
+			}
+		}
+		if v.Phase.Terminal() {
+			return m.printFinal(&v, asJSON)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// printFinal prints a terminal run and turns its phase into the exit code.
+func (m *Main) printFinal(v *api.RunView, asJSON bool) error {
+	if asJSON {
+		_ = printJSON(m.Stdout, v)
+	} else {
+		fmt.Fprintf(m.Stdout, "%s %s\n", v.ID, v.Phase)
+		if len(v.Output) > 0 {
+			fmt.Fprintf(m.Stdout, "output: %s\n", v.Output)
+		}
+		if v.Error != nil {
+			fmt.Fprintf(m.Stdout, "error: %s: %s\n", v.Error.Code, v.Error.Message)
+		}
+	}
+	if v.Phase == store.PhaseCompleted {
+		return nil
+	}
+	return exitCode(exitFailed)
+}
+
+func (m *Main) runGetCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use: "get RUN", Short: "Show a run", Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var v api.RunView
+			if err := m.client().do(cmd.Context(), "GET", "/runs/"+args[0], nil, &v); err != nil {
+				return m.apiFailure(err)
+			}
+			if asJSON {
+				return printJSON(m.Stdout, v)
+			}
+			fmt.Fprintf(m.Stdout, "id:       %s\nflow:     %s (version %s)\nowner:    %s\nphase:    %s\nattempt:  %d\n", v.ID, v.Flow, short(v.Version), v.Owner, v.Phase, v.Attempt)
+			if v.Progress != nil && v.Progress.Node != "" {
+				fmt.Fprintf(m.Stdout, "node:     %s\n", v.Progress.Node)
+			}
+			if len(v.Output) > 0 {
+				fmt.Fprintf(m.Stdout, "output:   %s\n", v.Output)
+			}
+			if v.Error != nil {
+				fmt.Fprintf(m.Stdout, "error:    %s: %s\n", v.Error.Code, v.Error.Message)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func (m *Main) runLsCmd() *cobra.Command {
+	var asJSON bool
+	var phase string
+	cmd := &cobra.Command{
+		Use: "ls", Short: "List your runs", Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var vs []api.RunView
+			path := "/runs"
+			if phase != "" {
+				path += "?phase=" + phase
+			}
+			if err := m.client().do(cmd.Context(), "GET", path, nil, &vs); err != nil {
+				return m.apiFailure(err)
+			}
+			if asJSON {
+				return printJSON(m.Stdout, vs)
+			}
+			for _, v := range vs {
+				fmt.Fprintf(m.Stdout, "%s  %-12s %-10s attempt %d  %s\n", v.ID, v.Flow, v.Phase, v.Attempt, v.CreatedAt)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().StringVar(&phase, "phase", "", "only runs in this phase")
+	return cmd
+}
+
+func (m *Main) runCancelCmd() *cobra.Command {
+	return &cobra.Command{
+		Use: "cancel RUN", Short: "Cancel a run: prints requested, too_late or already_terminal", Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var res api.CancelResponse
+			if err := m.client().do(cmd.Context(), "POST", "/runs/"+args[0]+"/cancel", nil, &res); err != nil {
+				return m.apiFailure(err)
+			}
+			fmt.Fprintln(m.Stdout, res.Answer)
+			return nil
+		},
+	}
+}
+
+func (m *Main) runEventsCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use: "events RUN", Short: "Print a run's timeline, one event a line", Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var evs []*store.Event
+			if err := m.client().do(cmd.Context(), "GET", "/runs/"+args[0]+"/events", nil, &evs); err != nil {
+				return m.apiFailure(err)
+			}
+			if asJSON {
+				return printJSON(m.Stdout, evs)
+			}
+			printEvents(m.Stdout, evs)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// printEvents writes a timeline one event a line.
+func printEvents(w io.Writer, evs []*store.Event) {
+	for _, e := range evs {
+		fmt.Fprintf(w, "%s  %-16s attempt %d", e.At.UTC().Format("15:04:05.000000"), e.Type, e.Attempt)
+		if e.Node != "" {
+			fmt.Fprintf(w, "  node %s", e.Node)
+		}
+		for _, k := range sortedKeys(e.Detail) {
+			fmt.Fprintf(w, "  %s=%v", k, e.Detail[k])
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+func short(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}

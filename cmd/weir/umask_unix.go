@@ -1,0 +1,5 @@
+package main
+
+import "syscall"
+
+func umask(mask int) int { return syscall.Umask(mask) }

@@ -1,0 +1,202 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/weirhq/weir/runtime/internal/failpoint"
+	"github.com/weirhq/weir/runtime/store"
+)
+
+// StartRequest asks for a run. Owner is the authenticated caller, never
+// something the client chose.
+type StartRequest struct {
+	Owner     string
+	Flow      string
+	Input     json.RawMessage
+	RequestID string // the client's business id; "" means no dedup
+}
+
+// StartResult answers an accepted (or deduplicated) start.
+type StartResult struct {
+	RunID string `json:"run_id"`
+	// Existing is true when the request id matched an earlier run with the
+	// same input: that run is returned and nothing new was accepted.
+	Existing bool `json:"existing"`
+}
+
+// Submit accepts a run journal-first (DESIGN §5): protocol and identity →
+// dedup → reserve capacity → durable acceptance record → publish → answer.
+// It never answers "accepted" for something not durably written.
+func (e *Engine) Submit(ctx context.Context, req StartRequest) (*StartResult, error) {
+	res, err := e.submit(ctx, req)
+	var ee *Error
+	if errors.As(err, &ee) && ee.Class == ClassStorage && ee.Code == CodeStorage {
+		// Closing takes the gate exclusively: only after submit let go.
+		e.closeAdmission(CodeStorage, ee.Message)
+	}
+	return res, err
+}
+
+// submit is Submit under the gate, shared with other acceptances and
+// exclusive of closing admission.
+func (e *Engine) submit(ctx context.Context, req StartRequest) (*StartResult, error) {
+	e.gate.RLock()
+	defer e.gate.RUnlock()
+	if e.closed != "" {
+		if e.closed == CodeStorage {
+			return nil, &Error{Code: CodeStorage, Message: "admission is closed after a storage failure: " + e.closedWhy, Class: ClassStorage}
+		}
+		return nil, protocolErr(e.closed, "admission is closed: %s", e.closedWhy)
+	}
+	if req.Owner == "" {
+		return nil, protocolErr(CodeBadRequest, "no owner")
+	}
+	input, err := canonicalInput(req.Input)
+	if err != nil {
+		return nil, err
+	}
+	inputHash := hashHex(input)
+
+	if req.RequestID != "" {
+		var d *store.Dedup
+		err := e.st.View(ctx, func(tx store.Tx) error {
+			var err error
+			d, err = tx.DedupGet(req.Owner, req.RequestID)
+			return err
+		})
+		switch {
+		case err == nil:
+			return dedupAnswer(d, inputHash)
+		case !errors.Is(err, store.ErrNotFound):
+			return nil, storageErr(err)
+		}
+	}
+
+	fe, err := e.latestFlow(ctx, req.Flow)
+	if err != nil {
+		return nil, err
+	}
+	if err := fe.validateInput(input); err != nil {
+		return nil, protocolErr(CodeBadInput, "input for flow %q: %v", req.Flow, err)
+	}
+
+	cfg := e.config()
+	if e.queuedRuns.Add(1) > int64(cfg.MaxQueued) {
+		e.queuedRuns.Add(-1)
+		e.stats.refused(CodeQueueFull)
+		return nil, protocolErr(CodeQueueFull, "%d runs are already queued (max_queued); try again later", cfg.MaxQueued)
+	}
+
+	now := e.now()
+	budget := fe.flow.Budget
+	if budget == 0 {
+		budget = cfg.DefaultRunBudget
+	}
+	run := &store.Run{
+		ID: newID("run"), Flow: fe.flow.Name, Version: fe.hash, Owner: req.Owner,
+		RequestID: req.RequestID, Input: input, InputHash: inputHash,
+		Phase: store.PhaseQueued, Attempt: 1, Ancestors: []string{},
+		ConfigVersion: cfg.ConfigVersion, Budget: budget, CreatedAt: now, UpdatedAt: now,
+	}
+	task := e.newStepTask(run, fe.flow.Entry, now)
+	var existing *store.Dedup
+	err = e.st.Update(ctx, func(tx store.Tx) error {
+		if req.RequestID != "" {
+			d, err := tx.DedupGet(req.Owner, req.RequestID)
+			if err == nil {
+				existing = d
+				return nil
+			}
+			if !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+			if err := tx.DedupPut(&store.Dedup{Owner: req.Owner, RequestID: req.RequestID, RunID: run.ID, InputHash: inputHash, CreatedAt: now}); err != nil {
+				return err
+			}
+		}
+		return e.insertRun(tx, run, task, fe.flow.Entry, map[string]any{"request_id": req.RequestID})
+	})
+	if err != nil || existing != nil {
+		e.queuedRuns.Add(-1)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, protocolErr(CodeBadRequest, "request abandoned: %v (resend with the same request id to learn whether it was accepted)", ctx.Err())
+		}
+		return nil, storageErr(err)
+	}
+	if existing != nil {
+		return dedupAnswer(existing, inputHash)
+	}
+	failpoint.Hit(failpoint.AfterAccept)
+	e.stats.accepted()
+	e.kick()
+	return &StartResult{RunID: run.ID}, nil
+}
+
+// newStepTask builds the task that advances run from node.
+func (e *Engine) newStepTask(run *store.Run, node string, now time.Time) *store.Task {
+	return &store.Task{ID: newID("task"), RunID: run.ID, Kind: store.TaskStep, Node: node, Attempt: 1, ReadyAt: now, CreatedAt: now}
+}
+
+// insertRun writes a new run, its first task, its empty continuation and
+// its acceptance events in tx.
+func (e *Engine) insertRun(tx store.Tx, run *store.Run, task *store.Task, entry string, detail map[string]any) error {
+	if err := tx.RunInsert(run); err != nil {
+		return err
+	}
+	if err := tx.TaskPut(task); err != nil {
+		return err
+	}
+	if err := tx.ContinuationPut(run.ID, encodeContinuation(newContinuation(entry))); err != nil {
+		return err
+	}
+	if detail == nil {
+		detail = map[string]any{}
+	}
+	detail["flow"], detail["version"], detail["owner"] = run.Flow, run.Version, run.Owner
+	if err := appendEvent(tx, run.ID, evAccepted, run.Attempt, "", detail, run.CreatedAt); err != nil {
+		return err
+	}
+	return appendEvent(tx, run.ID, evQueued, run.Attempt, entry, nil, run.CreatedAt)
+}
+
+func dedupAnswer(d *store.Dedup, inputHash string) (*StartResult, error) {
+	if d.InputHash != inputHash {
+		return nil, protocolErr(CodeDedupConflict, "request id %q was already used for run %s with a different input", d.RequestID, d.RunID)
+	}
+	return &StartResult{RunID: d.RunID, Existing: true}, nil
+}
+
+// canonicalInput checks input is JSON and compacts it, so the same input
+// hashes the same however it was spaced. Absent input is JSON null.
+func canonicalInput(in json.RawMessage) (json.RawMessage, error) {
+	if len(bytes.TrimSpace(in)) == 0 {
+		return json.RawMessage("null"), nil
+	}
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(in))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return nil, protocolErr(CodeBadInput, "input is not JSON: %v", err)
+	}
+	if dec.More() {
+		return nil, protocolErr(CodeBadInput, "input has data after its JSON value")
+	}
+	out, err := json.Marshal(v) // map keys sorted: canonical
+	if err != nil {
+		return nil, protocolErr(CodeBadInput, "input: %v", err)
+	}
+	return out, nil
+}
+
+func hashHex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}

@@ -1,0 +1,284 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/runtime/host"
+	"github.com/weirhq/weir/runtime/internal/ledger"
+	"github.com/weirhq/weir/runtime/store"
+)
+
+// Tools is what the engine needs from the plugin host.
+type Tools interface {
+	Call(ctx context.Context, req host.CallRequest) (*host.CallResult, error)
+	LookupTool(name string) (flows.ToolInfo, bool)
+}
+
+// Config is the engine's configuration. Zero values take the defaults
+// named beside each field. Limits can be changed while running with Reload.
+type Config struct {
+	Store  store.Store
+	Tools  Tools
+	Logger hclog.Logger
+
+	// Workers is the number of worker slots (default 64).
+	Workers int
+	// MaxBudgetInFlight caps the cost units reserved by running tasks at
+	// once, engine-wide (0: unlimited).
+	MaxBudgetInFlight int64
+	// MaxQueued caps runs accepted but not yet started; beyond it new runs
+	// are refused with E_QUEUE_FULL (default 10,000).
+	MaxQueued int
+	// QueueTimeout is how long a task may wait for a slot and a budget
+	// slice before it is dropped with E_QUEUE_TIMEOUT (default 10m; a
+	// negative value means no deadline).
+	QueueTimeout time.Duration
+	// LeaseTimeout is a lease's deadline; holders renew at a third of it
+	// (default 30s).
+	LeaseTimeout time.Duration
+	// MaxAttempts bounds how many times a task's lease may be lost (crash,
+	// expiry) before it is dead-lettered (default 5).
+	MaxAttempts int
+	// RetryBase and RetryMax shape the exponential backoff with full
+	// jitter between tries of a retryable tool error (defaults 100ms, 30s).
+	RetryBase, RetryMax time.Duration
+	// DefaultRunBudget applies to flows that declare no budget (0:
+	// unlimited).
+	DefaultRunBudget int64
+	// Tick is the scheduler's timer for parked tasks coming due and lease
+	// expiry (default 100ms). Wake-ups (new runs, freed slots, a child
+	// finishing) never wait for it.
+	Tick time.Duration
+	// ConfigVersion is recorded on every start event.
+	ConfigVersion int64
+}
+
+func (c Config) withDefaults() Config {
+	if c.Workers <= 0 {
+		c.Workers = 64
+	}
+	if c.MaxQueued <= 0 {
+		c.MaxQueued = 10000
+	}
+	if c.QueueTimeout == 0 {
+		c.QueueTimeout = 10 * time.Minute
+	}
+	if c.LeaseTimeout <= 0 {
+		c.LeaseTimeout = 30 * time.Second
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = 5
+	}
+	if c.RetryBase <= 0 {
+		c.RetryBase = 100 * time.Millisecond
+	}
+	if c.RetryMax <= 0 {
+		c.RetryMax = 30 * time.Second
+	}
+	if c.Tick <= 0 {
+		c.Tick = 100 * time.Millisecond
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	return c
+}
+
+// Engine runs flows durably. Create it with Open, then Start it.
+type Engine struct {
+	st     store.Store
+	tools  Tools
+	log    hclog.Logger
+	holder string // identifies this process's leases
+	ledger *ledger.Ledger
+	cfg    atomic.Pointer[Config]
+	// registry checks and stores flow versions; it serialises
+	// registrations so two cannot together close a subflow cycle.
+	registry *flows.Registry
+
+	// gate: acceptance holds it shared, closing admission holds it
+	// exclusively, so once closed nothing new is reserved (DESIGN §8).
+	gate       sync.RWMutex
+	closed     string // "" open, else the refusal code
+	closedWhy  string
+	queuedRuns atomic.Int64 // accepted runs not yet leased once
+
+	wake chan struct{}
+	stop chan struct{}
+	done chan struct{}
+	wg   sync.WaitGroup // workers
+
+	mu         sync.Mutex
+	dispatched map[string]bool       // tasks handed to a worker, lease not yet durable
+	live       map[string]*liveRun   // runs a worker of this process holds
+	flowCache  map[string]*flowEntry // flow content hash → loaded flow
+
+	stats *stats
+	now   func() time.Time
+}
+
+// liveRun is a run held by a worker of this process.
+type liveRun struct {
+	mu              sync.Mutex
+	completing      bool // the finish decision is made
+	cancelRequested bool
+	cancel          context.CancelFunc
+}
+
+// Open builds an engine over cfg.Store. It does not start scheduling.
+func Open(cfg Config) (*Engine, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("engine: Config.Store is required")
+	}
+	if cfg.Tools == nil {
+		return nil, errors.New("engine: Config.Tools is required")
+	}
+	c := cfg.withDefaults()
+	e := &Engine{
+		st:         c.Store,
+		tools:      c.Tools,
+		log:        c.Logger,
+		holder:     newID("h"),
+		ledger:     ledger.New(c.Workers, c.MaxBudgetInFlight),
+		wake:       make(chan struct{}, 1),
+		stop:       make(chan struct{}),
+		done:       make(chan struct{}),
+		dispatched: map[string]bool{},
+		live:       map[string]*liveRun{},
+		flowCache:  map[string]*flowEntry{},
+		stats:      newStats(),
+		now:        time.Now,
+	}
+	e.registry = flows.NewRegistry(versionStore{st: c.Store}, c.Tools)
+	e.cfg.Store(&c)
+	return e, nil
+}
+
+func (e *Engine) config() *Config { return e.cfg.Load() }
+
+// Reload swaps the limits. Lowering Workers or MaxBudgetInFlight only
+// limits new starts; work in hand is never taken back (DESIGN §8).
+func (e *Engine) Reload(cfg Config) {
+	old := e.config()
+	c := cfg.withDefaults()
+	c.Store, c.Tools, c.Logger = old.Store, old.Tools, old.Logger
+	e.cfg.Store(&c)
+	e.ledger.Resize(c.Workers, c.MaxBudgetInFlight)
+	e.kick()
+}
+
+// Start recovers from the store and starts the scheduler. It returns after
+// recovery; the scheduler runs until Stop.
+func (e *Engine) Start(ctx context.Context) error {
+	if err := e.recover(ctx); err != nil {
+		return fmt.Errorf("engine: recovery: %w", err)
+	}
+	go e.schedule()
+	e.kick()
+	return nil
+}
+
+// kick wakes the scheduler without blocking.
+func (e *Engine) kick() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Stop closes admission (new starts get E_DRAINING), lets held work drain
+// until ctx ends, then cancels what remains through the normal cancel path
+// and waits for every worker to write its records.
+func (e *Engine) Stop(ctx context.Context) error {
+	e.closeAdmission(CodeDraining, "the engine is stopping")
+	select {
+	case <-e.stop:
+	default:
+		close(e.stop) // no new dispatch
+	}
+	<-e.done
+	drained := make(chan struct{})
+	go func() { e.wg.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-ctx.Done():
+		e.mu.Lock()
+		for _, lr := range e.live {
+			lr.cancel()
+		}
+		e.mu.Unlock()
+		<-drained
+	}
+	return nil
+}
+
+// closeAdmission closes the gate with a refusal code. The first reason
+// sticks: a storage failure is not hidden by a later drain.
+func (e *Engine) closeAdmission(code, why string) {
+	e.gate.Lock()
+	defer e.gate.Unlock()
+	if e.closed == "" {
+		e.closed, e.closedWhy = code, why
+		e.log.Warn("admission closed", "code", code, "reason", why)
+	}
+}
+
+// storageFailed records that the store broke a promise: admission closes
+// and stays closed until an operator restarts the daemon.
+func (e *Engine) storageFailed(err error) *Error {
+	e.closeAdmission(CodeStorage, err.Error())
+	return storageErr(err)
+}
+
+// Health says whether admission is open and, if not, why.
+type Health struct {
+	Admission string `json:"admission"` // "open" or the refusal code
+	Reason    string `json:"reason,omitempty"`
+	Queued    int    `json:"queued"`
+	Held      int    `json:"held"`
+	Slots     int    `json:"slots"`
+}
+
+// Health reports admission state and the queued and held task counts.
+func (e *Engine) Health(ctx context.Context) Health {
+	e.gate.RLock()
+	h := Health{Admission: "open"}
+	if e.closed != "" {
+		h.Admission, h.Reason = e.closed, e.closedWhy
+	}
+	e.gate.RUnlock()
+	_ = e.st.View(ctx, func(tx store.Tx) error {
+		q, l, err := tx.TaskCount()
+		h.Queued, h.Held = q, l
+		return err
+	})
+	h.Slots = e.ledger.Snapshot().Slots
+	return h
+}
+
+// newID returns a random identifier with a readable prefix.
+func newID(prefix string) string {
+	var b [10]byte
+	_, _ = rand.Read(b[:])
+	return prefix + "_" + hex.EncodeToString(b[:])
+}
+
+// mustJSON marshals values the engine built itself.
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("engine: marshal %T: %v", v, err))
+	}
+	return b
+}

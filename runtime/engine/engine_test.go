@@ -1,0 +1,399 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/weirhq/weir/runtime/store"
+)
+
+const flowsSrc = `
+def echo_args(ctx):
+    return {"n": ctx.input["n"], "step": 1}
+
+flow(
+    name = "ten",
+    nodes = [
+        task("s0", tool = "testkit.echo", args = echo_args, next = "s1"),
+        task("s1", tool = "testkit.echo", args = lambda ctx: {"prev": ctx.results["s0"]}, next = "s2"),
+        task("s2", tool = "testkit.echo", next = "s3"),
+        task("s3", tool = "testkit.echo", next = "s4"),
+        task("s4", tool = "testkit.echo", next = "s5"),
+        task("s5", tool = "testkit.echo", next = "s6"),
+        task("s6", tool = "testkit.echo", next = "s7"),
+        task("s7", tool = "testkit.echo", next = "s8"),
+        task("s8", tool = "testkit.echo", next = "s9"),
+        task("s9", tool = "testkit.echo", args = lambda ctx: {"first": ctx.results["s1"]["prev"]["n"]}),
+    ],
+)
+
+flow(
+    name = "mail",
+    nodes = [
+        task("send", tool = "mail.send", args = lambda ctx: {"to": "a@b.c", "body": ctx.input["body"]}, at_most_once = True),
+    ],
+)
+
+flow(
+    name = "flaky",
+    nodes = [
+        task("call", tool = "testkit.fail", args = lambda ctx: {"times": ctx.input["times"]}, retries = 3, error = "fallback"),
+        task("fallback", tool = "testkit.echo", args = lambda ctx: {"fell_back": True}),
+    ],
+)
+
+flow(
+    name = "sleepy",
+    nodes = [
+        task("nap", tool = "testkit.sleep", args = lambda ctx: {"ms": ctx.input["ms"]}),
+    ],
+)
+
+flow(
+    name = "choose",
+    output = lambda ctx: {"took": ctx.results.get("big", ctx.results.get("small"))},
+    nodes = [
+        branch("is_big", cond = lambda ctx: ctx.input["n"] > 10, then = "big", otherwise = "small"),
+        task("big", tool = "testkit.echo", args = lambda ctx: {"size": "big"}),
+        task("small", tool = "testkit.echo", args = lambda ctx: {"size": "small"}),
+    ],
+)
+
+flow(
+    name = "priced",
+    budget = 12,
+    nodes = [
+        task("a", tool = "testkit.cost", args = lambda ctx: {"cost": 5}, next = "b"),
+        task("b", tool = "testkit.cost", args = lambda ctx: {"cost": 5}, next = "c"),
+        task("c", tool = "testkit.cost", args = lambda ctx: {"cost": 5}, error = "over"),
+        task("over", tool = "testkit.echo", args = lambda ctx: {"over": True}),
+    ],
+)
+`
+
+func TestTenStepFlowCompletes(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{}, flowsSrc)
+	id := b.start(t, "ten", `{"n": 7}`, "")
+	run := b.waitTerminal(t, id)
+	if run.Phase != store.PhaseCompleted {
+		t.Fatalf("phase %s error %+v", run.Phase, run.Error)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(run.Output, &out); err != nil || out["first"] != float64(7) {
+		t.Fatalf("output %s: want the last echo {\"first\":7}", run.Output)
+	}
+	evs := b.events(t, id)
+	for _, want := range []string{evAccepted, evQueued, evLeased, evCompleted} {
+		if count(evs, want) != 1 {
+			t.Errorf("want one %q event, timeline %v", want, evs)
+		}
+	}
+	if n := count(evs, evNodeDone); n != 10 {
+		t.Errorf("%d node_completed events, want 10", n)
+	}
+	st := b.eng.Stats()
+	for _, ts := range st.Types {
+		if ts.Type == "testkit.echo" && (ts.Attempts != 10 || ts.Units != 10 || ts.Amplification != 1) {
+			t.Errorf("echo figures %+v, want 10 attempts, 10 units, amplification 1", ts)
+		}
+	}
+}
+
+func TestBranchAndOutputCallable(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{}, flowsSrc)
+	for _, tc := range []struct {
+		n    int
+		want string
+	}{{3, "small"}, {30, "big"}} {
+		id := b.start(t, "choose", fmt.Sprintf(`{"n": %d}`, tc.n), "")
+		run := b.waitTerminal(t, id)
+		if run.Phase != store.PhaseCompleted || !strings.Contains(string(run.Output), `"size":"`+tc.want+`"`) {
+			t.Errorf("n=%d: phase %s output %s, want size %s", tc.n, run.Phase, run.Output, tc.want)
+		}
+	}
+}
+
+func TestDedupByOwnerAndRequestID(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{}, flowsSrc)
+	ctx := context.Background()
+	first, err := b.eng.Submit(ctx, StartRequest{Owner: "alice", Flow: "ten", Input: json.RawMessage(`{"n":1}`), RequestID: "req-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Same input, spaced differently: the same run.
+	again, err := b.eng.Submit(ctx, StartRequest{Owner: "alice", Flow: "ten", Input: json.RawMessage(`{ "n" : 1 }`), RequestID: "req-1"})
+	if err != nil || again.RunID != first.RunID || !again.Existing {
+		t.Fatalf("resubmit: %+v %v, want existing run %s", again, err, first.RunID)
+	}
+	// Different input: refused, nothing created.
+	_, err = b.eng.Submit(ctx, StartRequest{Owner: "alice", Flow: "ten", Input: json.RawMessage(`{"n":2}`), RequestID: "req-1"})
+	if ErrorCode(err) != CodeDedupConflict {
+		t.Fatalf("different input: %v, want %s", err, CodeDedupConflict)
+	}
+	// Another owner with the same request id: a second run.
+	other, err := b.eng.Submit(ctx, StartRequest{Owner: "bob", Flow: "ten", Input: json.RawMessage(`{"n":1}`), RequestID: "req-1"})
+	if err != nil || other.RunID == first.RunID {
+		t.Fatalf("other owner: %+v %v, want a new run", other, err)
+	}
+	runs, err := b.eng.List(ctx, "alice", store.RunListParams{})
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("alice has %d runs (%v), want 1", len(runs), err)
+	}
+}
+
+func TestSubmitRefusals(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{}, flowsSrc)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		req  StartRequest
+		code string
+	}{
+		{StartRequest{Owner: "alice", Flow: "nope"}, CodeUnknownFlow},
+		{StartRequest{Owner: "alice", Flow: "ten", Input: json.RawMessage(`{"n":`)}, CodeBadInput},
+		{StartRequest{Owner: "alice", Flow: "ten", Input: json.RawMessage(`{} {}`)}, CodeBadInput},
+		{StartRequest{Flow: "ten"}, CodeBadRequest},
+	} {
+		if _, err := b.eng.Submit(ctx, tc.req); ErrorCode(err) != tc.code {
+			t.Errorf("%+v: got %v, want %s", tc.req, err, tc.code)
+		}
+	}
+	if runs, _ := b.eng.List(ctx, "alice", store.RunListParams{}); len(runs) != 0 {
+		t.Errorf("refusals created %d runs", len(runs))
+	}
+}
+
+func TestNonIdempotentToolRunsOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{}, flowsSrc)
+	id := b.start(t, "mail", `{"body":"hello"}`, "")
+	run := b.waitTerminal(t, id)
+	if run.Phase != store.PhaseCompleted {
+		t.Fatalf("phase %s error %+v", run.Phase, run.Error)
+	}
+	if n := b.outboxLines(t); n != 1 {
+		t.Fatalf("outbox has %d lines, want 1", n)
+	}
+	evs := b.events(t, id)
+	if count(evs, evToolStarted) != 1 {
+		t.Errorf("want one durable tool_started before the call, timeline %v", evs)
+	}
+}
+
+func TestRetriesThenSuccess(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{}, flowsSrc)
+	id := b.start(t, "flaky", `{"times": 2}`, "")
+	run := b.waitTerminal(t, id)
+	if run.Phase != store.PhaseCompleted || strings.Contains(string(run.Output), "fell_back") {
+		t.Fatalf("phase %s output %s, want completed through the tool", run.Phase, run.Output)
+	}
+	evs := b.events(t, id)
+	if n := count(evs, evRetry); n != 2 {
+		t.Errorf("%d retries, want 2: %v", n, evs)
+	}
+	for _, ts := range b.eng.Stats().Types {
+		if ts.Type == "testkit.fail" && (ts.Attempts != 3 || ts.Units != 1 || ts.Amplification != 3) {
+			t.Errorf("fail figures %+v, want 3 attempts for 1 unit", ts)
+		}
+	}
+}
+
+func TestRetriesExhaustedDeadLetters(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{}, flowsSrc)
+	id := b.start(t, "flaky", `{"times": 10}`, "")
+	run := b.waitTerminal(t, id)
+	if run.Phase != store.PhaseCompleted || !strings.Contains(string(run.Output), "fell_back") {
+		t.Fatalf("phase %s output %s, want completed through the error wire", run.Phase, run.Output)
+	}
+	dl, err := b.eng.DeadLetters(context.Background(), "alice", 0)
+	if err != nil || len(dl) != 1 {
+		t.Fatalf("dead letters %d (%v), want 1", len(dl), err)
+	}
+	if dl[0].RunID != id || dl[0].Node != "call" || len(dl[0].Errors) != 4 {
+		t.Errorf("dead letter %+v: want run %s node call with 4 attempts' errors", dl[0], id)
+	}
+	if other, _ := b.eng.DeadLetters(context.Background(), "bob", 0); len(other) != 0 {
+		t.Errorf("bob sees %d of alice's dead letters", len(other))
+	}
+}
+
+func TestBudgetExhaustedTakesErrorWire(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{}, flowsSrc)
+	id := b.start(t, "priced", `{}`, "")
+	run := b.waitTerminal(t, id)
+	if run.Phase != store.PhaseCompleted || !strings.Contains(string(run.Output), `"over":true`) {
+		t.Fatalf("phase %s output %s error %+v, want the third call refused onto its error wire", run.Phase, run.Output, run.Error)
+	}
+	if run.Spent != 10 {
+		t.Errorf("spent %d, want 10 (two calls of 5; the third was never paid)", run.Spent)
+	}
+}
+
+func TestCancelAnswers(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{}, flowsSrc)
+	ctx := context.Background()
+
+	// Running: the plugin call's context is cancelled; the run ends cancelled.
+	id := b.start(t, "sleepy", `{"ms": 60000}`, "")
+	b.wait(t, id, "running", func(r *store.Run) bool { return r.Phase == store.PhaseRunning })
+	began := time.Now()
+	a, err := b.eng.Cancel(ctx, "alice", id)
+	if err != nil || a != CancelRequested {
+		t.Fatalf("cancel running: %v %v", a, err)
+	}
+	run := b.waitTerminal(t, id)
+	if run.Phase != store.PhaseCancelled || run.Error == nil || run.Error.Code != CodeCancelled {
+		t.Fatalf("phase %s error %+v, want cancelled", run.Phase, run.Error)
+	}
+	if time.Since(began) > 10*time.Second {
+		t.Errorf("cancel took %s: the sleep was not interrupted", time.Since(began))
+	}
+	// Terminal: already_terminal, nothing changes.
+	if a, err := b.eng.Cancel(ctx, "alice", id); err != nil || a != CancelAlreadyTerminal {
+		t.Fatalf("cancel terminal: %v %v", a, err)
+	}
+	// Foreign: the same answer as a missing run, and nothing changes.
+	before := b.events(t, id)
+	if _, err := b.eng.Cancel(ctx, "mallory", id); ErrorCode(err) != CodeNotFound {
+		t.Fatalf("foreign cancel: %v, want %s", err, CodeNotFound)
+	}
+	if after := b.events(t, id); len(after) != len(before) {
+		t.Errorf("foreign cancel changed the timeline: %v -> %v", before, after)
+	}
+	if _, err := b.eng.Cancel(ctx, "alice", "run_missing"); ErrorCode(err) != CodeNotFound {
+		t.Fatalf("missing: %v", err)
+	}
+}
+
+func TestCancelQueuedRunNeverWorks(t *testing.T) {
+	t.Parallel()
+	// One slot, held by a long sleep: the second run stays queued.
+	b := setup(t, Config{Workers: 1}, flowsSrc)
+	ctx := context.Background()
+	blocker := b.start(t, "sleepy", `{"ms": 60000}`, "")
+	b.wait(t, blocker, "running", func(r *store.Run) bool { return r.Phase == store.PhaseRunning })
+	queued := b.start(t, "mail", `{"body":"never"}`, "")
+	if a, err := b.eng.Cancel(ctx, "alice", queued); err != nil || a != CancelRequested {
+		t.Fatalf("cancel queued: %v %v", a, err)
+	}
+	run := b.waitTerminal(t, queued)
+	if run.Phase != store.PhaseCancelled {
+		t.Fatalf("phase %s", run.Phase)
+	}
+	if evs := b.events(t, queued); count(evs, evLeased) != 0 {
+		t.Errorf("a cancelled queued run was leased: %v", evs)
+	}
+	if n := b.outboxLines(t); n != 0 {
+		t.Errorf("the cancelled run sent %d mails", n)
+	}
+	if _, err := b.eng.Cancel(ctx, "alice", blocker); err != nil {
+		t.Fatal(err)
+	}
+	b.waitTerminal(t, blocker)
+}
+
+// TestOverload offers ten times what the slots admit: every run is either
+// accepted and finished, or refused with a reason; none is lost.
+func TestOverload(t *testing.T) {
+	t.Parallel()
+	const workers, maxQueued, offered = 4, 20, 240
+	b := setup(t, Config{Workers: workers, MaxQueued: maxQueued}, flowsSrc)
+	ctx := context.Background()
+	var mu sync.Mutex
+	var accepted []string
+	refused := map[string]int{}
+	var wg sync.WaitGroup
+	for i := range offered {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := b.eng.Submit(ctx, StartRequest{Owner: "alice", Flow: "sleepy", Input: json.RawMessage(`{"ms": 20}`), RequestID: fmt.Sprint("o", i)})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				refused[ErrorCode(err)]++
+				return
+			}
+			accepted = append(accepted, res.RunID)
+		}()
+	}
+	wg.Wait()
+	if len(accepted)+refused[CodeQueueFull] != offered {
+		t.Fatalf("accepted %d + refused %v != offered %d", len(accepted), refused, offered)
+	}
+	if refused[CodeQueueFull] == 0 {
+		t.Fatalf("nothing refused: the queue bound did not hold (accepted %d)", len(accepted))
+	}
+	for _, id := range accepted {
+		if run := b.waitTerminal(t, id); run.Phase != store.PhaseCompleted {
+			t.Errorf("accepted run %s ended %s %+v", id, run.Phase, run.Error)
+		}
+	}
+	runs, _ := b.eng.List(ctx, "alice", store.RunListParams{})
+	if len(runs) != len(accepted) {
+		t.Errorf("store holds %d runs, accepted %d", len(runs), len(accepted))
+	}
+	for _, ts := range b.eng.Stats().Types {
+		if ts.Type == "testkit.sleep" && ts.Amplification > 1.0 {
+			t.Errorf("amplification %.2f under overload, want 1", ts.Amplification)
+		}
+	}
+	t.Logf("offered %d: accepted %d, refused %v", offered, len(accepted), refused)
+}
+
+func TestStorageFailureClosesAdmission(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{}, flowsSrc)
+	ctx := context.Background()
+	b.st.Close() // the store breaks under the engine
+	_, err := b.eng.Submit(ctx, StartRequest{Owner: "alice", Flow: "ten", Input: json.RawMessage(`{"n":1}`)})
+	var e *Error
+	if !errors.As(err, &e) || e.Class != ClassStorage {
+		t.Fatalf("submit on a broken store: %v, want a storage-class error", err)
+	}
+	h := b.eng.Health(ctx)
+	if h.Admission != CodeStorage {
+		t.Fatalf("health %+v, want admission closed with %s", h, CodeStorage)
+	}
+	// Closed means closed: the next start is refused before touching the store.
+	if _, err := b.eng.Submit(ctx, StartRequest{Owner: "alice", Flow: "ten"}); ErrorCode(err) != CodeStorage {
+		t.Fatalf("second submit: %v", err)
+	}
+}
+
+func TestContinuationDecodeRefusesUnknown(t *testing.T) {
+	t.Parallel()
+	for _, in := range []string{``, `{`, `{"v":2,"node":"x"}`, `{"v":0}`, `[]`} {
+		if _, err := decodeContinuation([]byte(in)); err == nil {
+			t.Errorf("%q decoded without error", in)
+		}
+	}
+	c, err := decodeContinuation(encodeContinuation(newContinuation("a")))
+	if err != nil || c.Node != "a" {
+		t.Fatalf("round trip: %+v %v", c, err)
+	}
+}
+
+func FuzzDecodeContinuation(f *testing.F) {
+	f.Add(encodeContinuation(newContinuation("a")))
+	f.Add([]byte(`{"v":1,"node":"x","results":{"a":1},"visits":{"a":-1}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := decodeContinuation(b)
+		if err == nil && c.V != continuationVersion {
+			t.Fatalf("accepted version %d", c.V)
+		}
+	})
+}

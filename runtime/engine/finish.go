@@ -1,0 +1,186 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/weirhq/weir/runtime/internal/failpoint"
+	"github.com/weirhq/weir/runtime/store"
+)
+
+// finishTx writes a run's terminal record in tx (DESIGN §5): phase,
+// output or error, the task and lease gone, the event, and, for a child,
+// the parent's wait woken through its indexed child field in the same
+// transaction (DESIGN §6). It reports whether a parent was woken.
+func (e *Engine) finishTx(tx store.Tx, run *store.Run, taskID string, phase store.Phase, output json.RawMessage, runErr *store.RunError, now time.Time) (bool, error) {
+	if run.CancelRequested && phase != store.PhaseCompleted {
+		// A cancel that was answered "requested" ends the run cancelled,
+		// whatever stopped the work.
+		phase = store.PhaseCancelled
+		if runErr == nil || runErr.Code != CodeCancelled {
+			runErr = &store.RunError{Code: CodeCancelled, Message: "the run was cancelled"}
+		}
+	}
+	run.Phase, run.Output, run.Error = phase, output, runErr
+	run.UpdatedAt, run.FinishedAt = now, now
+	if err := tx.RunUpdate(run); err != nil {
+		return false, err
+	}
+	if taskID != "" {
+		if err := tx.TaskDelete(taskID); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return false, err
+		}
+		if err := tx.LeaseDelete(taskID); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return false, err
+		}
+	}
+	typ, detail := evCompleted, map[string]any(nil)
+	switch phase {
+	case store.PhaseFailed:
+		typ = evFailed
+	case store.PhaseCancelled:
+		typ = evCancelled
+	}
+	if runErr != nil {
+		detail = map[string]any{"code": runErr.Code, "message": runErr.Message}
+	}
+	if err := appendEvent(tx, run.ID, typ, run.Attempt, "", detail, now); err != nil {
+		return false, err
+	}
+	e.stats.finished(phase)
+	if run.ParentRunID == "" || failpoint.Armed(failpoint.ChildNoAnnounce) {
+		return false, nil
+	}
+	return wakeWaiterTx(tx, run.ID, now)
+}
+
+// wakeWaiterTx sets wake time now on the task that waits on childID, if
+// any: the one who knows tells (DESIGN §6).
+func wakeWaiterTx(tx store.Tx, childID string, now time.Time) (bool, error) {
+	w, err := tx.TaskByChild(childID)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil // the parent is gone or no longer waits
+	}
+	if err != nil {
+		return false, err
+	}
+	w.ReadyAt = now
+	return true, tx.TaskPut(w)
+}
+
+// CancelAnswer is the answer to a cancel (DESIGN §5).
+type CancelAnswer string
+
+// The three cancel answers.
+const (
+	CancelRequested       CancelAnswer = "requested"
+	CancelTooLate         CancelAnswer = "too_late"
+	CancelAlreadyTerminal CancelAnswer = "already_terminal"
+)
+
+// Cancel asks for a run to stop. A queued or parked run finishes as
+// cancelled at once without doing its work; a running one has its tool
+// call's context cancelled and finishes as cancelled. A cancel after the
+// finish decision gets too_late. Runs of other owners answer E_NOT_FOUND
+// and change nothing.
+func (e *Engine) Cancel(ctx context.Context, owner, runID string) (CancelAnswer, error) {
+	e.mu.Lock()
+	lr := e.live[runID]
+	e.mu.Unlock()
+	if lr != nil {
+		lr.mu.Lock()
+		if lr.completing {
+			lr.mu.Unlock()
+			if _, err := e.Get(ctx, owner, runID); err != nil {
+				return "", err
+			}
+			return CancelTooLate, nil
+		}
+		defer lr.mu.Unlock() // hold until the request is durable: finish waits for it
+	}
+	now := e.now()
+	var answer CancelAnswer
+	var finished, parentWoken bool
+	err := e.st.Update(ctx, func(tx store.Tx) error {
+		finished, parentWoken = false, false
+		run, err := tx.RunGet(runID)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && run.Owner != owner) {
+			return errNotYours
+		}
+		if err != nil {
+			return err
+		}
+		if run.Phase.Terminal() {
+			answer = CancelAlreadyTerminal
+			return nil
+		}
+		answer = CancelRequested
+		if run.CancelRequested {
+			return nil
+		}
+		run.CancelRequested = true
+		run.UpdatedAt = now
+		if err := appendEvent(tx, run.ID, evCancelRequested, run.Attempt, "", map[string]any{"by": owner}, now); err != nil {
+			return err
+		}
+		tasks, err := tx.TaskListByRun(run.ID)
+		if err != nil {
+			return err
+		}
+		for _, t := range tasks {
+			if t.Leased {
+				return tx.RunUpdate(run) // a worker holds it and will finish it cancelled
+			}
+		}
+		// Queued or parked: nobody is working on it; finish it now.
+		wasQueued := run.Phase == store.PhaseQueued
+		for _, t := range tasks {
+			if err := tx.TaskDelete(t.ID); err != nil {
+				return err
+			}
+		}
+		parentWoken, err = e.finishTx(tx, run, "", store.PhaseCancelled, nil, &store.RunError{Code: CodeCancelled, Message: "the run was cancelled"}, now)
+		if err == nil && wasQueued {
+			finished = true
+		}
+		return err
+	})
+	if errors.Is(err, errNotYours) {
+		e.auditForeign(ctx, owner, runID, "cancel")
+		return "", protocolErr(CodeNotFound, "no run %s", runID)
+	}
+	if err != nil {
+		return "", e.storageFailed(err)
+	}
+	if finished {
+		e.queuedRuns.Add(-1)
+	}
+	if lr != nil && answer == CancelRequested {
+		lr.cancelRequested = true
+		lr.cancel()
+	}
+	if parentWoken {
+		e.kick()
+	}
+	return answer, nil
+}
+
+var errNotYours = errors.New("engine: not found or not yours")
+
+// AuditStream is the pseudo run id whose timeline holds audit events.
+const AuditStream = "audit"
+
+// auditForeign records a refused foreign access in the audit stream: the
+// one effect a foreign caller is allowed (DESIGN §8). The run itself, its
+// events included, stays byte-for-byte unchanged.
+func (e *Engine) auditForeign(ctx context.Context, owner, runID, action string) {
+	now := e.now()
+	err := e.st.Update(ctx, func(tx store.Tx) error {
+		return appendEvent(tx, AuditStream, "refused_foreign", 0, "", map[string]any{"caller": owner, "action": action, "run": runID}, now)
+	})
+	if err != nil {
+		e.log.Error("writing audit event", "error", err)
+	}
+}

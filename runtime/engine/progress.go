@@ -1,0 +1,42 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/weirhq/weir/runtime/store"
+)
+
+// Progress is what a run has done so far, for display. It travels with the
+// run's attempt and phase: after recovery it may restart.
+type Progress struct {
+	Attempt int         `json:"attempt"`
+	Phase   store.Phase `json:"phase"`
+	// Node is the node the run is at ("" once its graph is done).
+	Node string `json:"node,omitempty"`
+	// Done counts the nodes that produced a result.
+	Done int `json:"done"`
+	// Visits counts node entries so far.
+	Visits int `json:"visits"`
+}
+
+// Progress reads the run's continuation for display. run must have come
+// from Get (ownership is checked there).
+func (e *Engine) Progress(ctx context.Context, run *store.Run) (*Progress, error) {
+	var raw []byte
+	if err := e.st.View(ctx, func(tx store.Tx) error {
+		var err error
+		raw, err = tx.ContinuationGet(run.ID)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	c, err := decodeContinuation(raw)
+	if err != nil {
+		return nil, err
+	}
+	p := &Progress{Attempt: run.Attempt, Phase: run.Phase, Node: c.Node, Done: len(c.Results)}
+	for _, v := range c.Visits {
+		p.Visits += v
+	}
+	return p, nil
+}

@@ -1,0 +1,86 @@
+package engine
+
+import (
+	"context"
+	"errors"
+
+	"github.com/weirhq/weir/runtime/store"
+)
+
+// Get returns a run of owner. A run of another owner is answered exactly
+// like a missing one (E_NOT_FOUND) and audited. A run whose finish
+// decision is made but not yet recorded shows phase "completing".
+func (e *Engine) Get(ctx context.Context, owner, runID string) (*store.Run, error) {
+	var run *store.Run
+	err := e.st.View(ctx, func(tx store.Tx) error {
+		var err error
+		run, err = tx.RunGet(runID)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) || (err == nil && run.Owner != owner) {
+		if err == nil {
+			e.auditForeign(ctx, owner, runID, "get")
+		}
+		return nil, protocolErr(CodeNotFound, "no run %s", runID)
+	}
+	if err != nil {
+		return nil, storageErr(err)
+	}
+	e.mu.Lock()
+	lr := e.live[runID]
+	e.mu.Unlock()
+	if lr != nil && !run.Phase.Terminal() {
+		lr.mu.Lock()
+		if lr.completing {
+			run.Phase = store.PhaseCompleting
+		}
+		lr.mu.Unlock()
+	}
+	return run, nil
+}
+
+// List returns owner's runs, newest id order as the store keeps them.
+func (e *Engine) List(ctx context.Context, owner string, p store.RunListParams) ([]*store.Run, error) {
+	p.Owner = owner
+	var runs []*store.Run
+	err := e.st.View(ctx, func(tx store.Tx) error {
+		var err error
+		runs, err = tx.RunList(p)
+		return err
+	})
+	if err != nil {
+		return nil, storageErr(err)
+	}
+	return runs, nil
+}
+
+// Events returns the timeline of owner's run after seq.
+func (e *Engine) Events(ctx context.Context, owner, runID string, afterSeq uint64, limit int) ([]*store.Event, error) {
+	if _, err := e.Get(ctx, owner, runID); err != nil {
+		return nil, err
+	}
+	var evs []*store.Event
+	err := e.st.View(ctx, func(tx store.Tx) error {
+		var err error
+		evs, err = tx.EventList(store.EventListParams{RunID: runID, AfterSeq: afterSeq, Limit: limit})
+		return err
+	})
+	if err != nil {
+		return nil, storageErr(err)
+	}
+	return evs, nil
+}
+
+// DeadLetters lists owner's dead letters.
+func (e *Engine) DeadLetters(ctx context.Context, owner string, limit int) ([]*store.DeadLetter, error) {
+	var out []*store.DeadLetter
+	err := e.st.View(ctx, func(tx store.Tx) error {
+		var err error
+		out, err = tx.DeadLetterList(store.DeadLetterListParams{Owner: owner, Limit: limit})
+		return err
+	})
+	if err != nil {
+		return nil, storageErr(err)
+	}
+	return out, nil
+}

@@ -1,0 +1,37 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/weirhq/weir/runtime/store"
+)
+
+// recover rebuilds the engine's view from the store (DESIGN §5): leases
+// held by a previous process are rescued at once (their holder is gone, so
+// there is nothing to wait for) and their runs resume with attempt + 1,
+// same id and owner; the count of never-started runs is re-read. Ledger
+// accounts open lazily when a run's task is next dispatched, so parked runs
+// cost nothing at restart.
+func (e *Engine) recover(ctx context.Context) error {
+	var leases []*store.Lease
+	var queued int
+	if err := e.st.View(ctx, func(tx store.Tx) error {
+		var err error
+		if leases, err = tx.LeaseList(); err != nil {
+			return err
+		}
+		runs, err := tx.RunList(store.RunListParams{Phase: store.PhaseQueued})
+		queued = len(runs)
+		return err
+	}); err != nil {
+		return err
+	}
+	for _, l := range leases {
+		if l.Holder != e.holder {
+			e.rescue(ctx, l, "holder "+l.Holder+" is gone (restart)")
+		}
+	}
+	e.queuedRuns.Store(int64(queued))
+	e.log.Info("recovered", "rescued_leases", len(leases), "queued_runs", queued)
+	return nil
+}

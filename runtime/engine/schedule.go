@@ -1,0 +1,264 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/weirhq/weir/runtime/internal/ledger"
+	"github.com/weirhq/weir/runtime/store"
+)
+
+// schedule is the scheduler: on every wake-up and every tick it matches
+// ready tasks to free slots and budget slices, and rescues expired leases.
+func (e *Engine) schedule() {
+	defer close(e.done)
+	tick := time.NewTicker(e.config().Tick)
+	defer tick.Stop()
+	for {
+		select {
+		case <-e.stop:
+			return
+		case <-e.wake:
+		case <-tick.C:
+			e.rescueExpired(context.Background())
+		}
+		e.dispatchReady(context.Background())
+	}
+}
+
+// dispatchReady leases as many ready tasks as there are free slots and
+// slices. Tasks refused for lack of a slot or in-flight budget stay queued
+// until their queue deadline; past it they are dropped with a reason.
+func (e *Engine) dispatchReady(ctx context.Context) {
+	for {
+		snap := e.ledger.Snapshot()
+		free := snap.Slots - snap.Held
+		if free <= 0 {
+			return
+		}
+		e.mu.Lock()
+		inHand := len(e.dispatched)
+		e.mu.Unlock()
+		var tasks []*store.Task
+		err := e.st.View(ctx, func(tx store.Tx) error {
+			var err error
+			tasks, err = tx.TaskListReady(e.now(), free+inHand)
+			return err
+		})
+		if err != nil {
+			e.log.Error("listing ready tasks", "error", err)
+			return
+		}
+		started, blocked := 0, false
+		for _, t := range tasks {
+			e.mu.Lock()
+			taken := e.dispatched[t.ID]
+			e.mu.Unlock()
+			if taken {
+				continue
+			}
+			if qt := e.config().QueueTimeout; qt > 0 && e.now().After(t.ReadyAt.Add(qt)) {
+				e.drop(ctx, t)
+				continue
+			}
+			ok, stop := e.dispatch(ctx, t)
+			if ok {
+				started++
+			}
+			if stop {
+				blocked = true
+				break
+			}
+		}
+		// Another pass only if this one filled what it listed and slots
+		// may remain: a full page means more tasks may be ready.
+		if blocked || started == 0 || len(tasks) < free+inHand {
+			return
+		}
+	}
+}
+
+// dispatch tries to admit t: a slot and a budget slice for the cost of the
+// node it runs next. stop says the scheduler should not try further tasks
+// on this pass (no slot or no in-flight budget left).
+func (e *Engine) dispatch(ctx context.Context, t *store.Task) (ok, stop bool) {
+	run, err := e.ensureAccount(ctx, t.RunID)
+	if err != nil {
+		e.log.Error("opening run account", "run", t.RunID, "error", err)
+		return false, false
+	}
+	cost, typ := e.taskType(ctx, run, t)
+	slice, why, granted := e.ledger.Acquire(t.RunID, cost)
+	overBudget := false
+	if !granted && why == ledger.RunBudgetExhausted {
+		// The run cannot pay for this node: it still needs a slot to
+		// record that, and the node takes its error wire.
+		slice, why, granted = e.ledger.Acquire(t.RunID, 0)
+		overBudget = true
+	}
+	if !granted {
+		e.stats.admissionBlocked(string(why))
+		return false, true
+	}
+	e.mu.Lock()
+	e.dispatched[t.ID] = true
+	e.mu.Unlock()
+	e.wg.Add(1)
+	go e.work(t, typ, slice, overBudget)
+	return true, false
+}
+
+// ensureAccount reads the run and opens its ledger account if this
+// process has not yet (after recovery accounts open lazily, so a restart
+// does not read every parked run).
+func (e *Engine) ensureAccount(ctx context.Context, runID string) (*store.Run, error) {
+	var run *store.Run
+	if err := e.st.View(ctx, func(tx store.Tx) error {
+		var err error
+		run, err = tx.RunGet(runID)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	if !e.ledger.HasRun(runID) {
+		e.ledger.OpenRun(run.ID, run.Budget, run.Spent)
+	}
+	return run, nil
+}
+
+// drop ends a task that waited past its queue deadline: its run fails
+// with E_QUEUE_TIMEOUT and the reason is recorded.
+func (e *Engine) drop(ctx context.Context, t *store.Task) {
+	now := e.now()
+	var parentWoken bool
+	err := e.st.Update(ctx, func(tx store.Tx) error {
+		cur, err := tx.TaskGet(t.ID)
+		if err != nil || cur.Leased {
+			return errSkip
+		}
+		run, err := tx.RunGet(t.RunID)
+		if err != nil {
+			return err
+		}
+		if err := appendEvent(tx, run.ID, evDropped, cur.Attempt, cur.Node, map[string]any{"reason": CodeQueueTimeout}, now); err != nil {
+			return err
+		}
+		wasQueued := run.Phase == store.PhaseQueued
+		parentWoken, err = e.finishTx(tx, run, cur.ID, store.PhaseFailed, nil,
+			&store.RunError{Code: CodeQueueTimeout, Message: "no worker slot or budget slice was free before the queue deadline"}, now)
+		if err == nil && wasQueued {
+			e.queuedRuns.Add(-1)
+		}
+		return err
+	})
+	if err != nil && !errors.Is(err, errSkip) {
+		e.log.Error("dropping task", "task", t.ID, "error", err)
+		return
+	}
+	if err == nil {
+		e.ledger.CloseRun(t.RunID)
+		e.stats.refused(CodeQueueTimeout)
+		if parentWoken {
+			e.kick()
+		}
+	}
+}
+
+// errSkip aborts an Update whose precondition no longer holds; nothing is
+// written and the caller moves on.
+var errSkip = errors.New("engine: precondition no longer holds")
+
+// rescueExpired makes tasks whose lease expired visible again with
+// attempt + 1 (DESIGN §4), cancelling the stalled holder if it is ours.
+func (e *Engine) rescueExpired(ctx context.Context) {
+	var expired []*store.Lease
+	if err := e.st.View(ctx, func(tx store.Tx) error {
+		var err error
+		expired, err = tx.LeaseListExpired(e.now(), 256)
+		return err
+	}); err != nil {
+		e.log.Error("listing expired leases", "error", err)
+		return
+	}
+	for _, l := range expired {
+		e.rescue(ctx, l, "lease expired")
+	}
+}
+
+// rescue takes back one lease: the task is queued again with attempt + 1,
+// or dead-lettered when it has lost its lease MaxAttempts times.
+func (e *Engine) rescue(ctx context.Context, l *store.Lease, why string) {
+	now := e.now()
+	maxAttempts := e.config().MaxAttempts
+	err := e.st.Update(ctx, func(tx store.Tx) error {
+		cur, err := tx.LeaseGet(l.TaskID)
+		if err != nil || cur.Holder != l.Holder || cur.Attempt != l.Attempt {
+			return errSkip // renewed, released or already rescued
+		}
+		if err := tx.LeaseDelete(l.TaskID); err != nil {
+			return err
+		}
+		t, err := tx.TaskGet(l.TaskID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		run, err := tx.RunGet(t.RunID)
+		if err != nil {
+			return err
+		}
+		t.Errors = append(t.Errors, store.AttemptError{Attempt: t.Attempt, Code: CodeAttemptsExceeded, Message: why, At: now})
+		if err := appendEvent(tx, run.ID, evExpired, t.Attempt, t.Node, map[string]any{"reason": why, "holder": l.Holder}, now); err != nil {
+			return err
+		}
+		if t.Attempt >= maxAttempts {
+			if err := e.deadLetterTx(tx, run, t, ""); err != nil {
+				return err
+			}
+			_, err := e.finishTx(tx, run, t.ID, store.PhaseFailed, nil, &store.RunError{Code: CodeAttemptsExceeded,
+				Message: "the task lost its lease " + itoa(t.Attempt) + " times (last: " + why + ")"}, now)
+			return err
+		}
+		t.Attempt++
+		t.Leased = false
+		t.ReadyAt = now
+		if err := tx.TaskPut(t); err != nil {
+			return err
+		}
+		// The run keeps its phase: "queued" means never started, and a
+		// rescued run has started. Its attempt number says it resumed.
+		run.Attempt++
+		run.UpdatedAt = now
+		return tx.RunUpdate(run)
+	})
+	if err != nil && !errors.Is(err, errSkip) {
+		e.log.Error("rescuing lease", "task", l.TaskID, "error", err)
+		return
+	}
+	if err == nil {
+		e.stats.expired()
+		if l.Holder == e.holder {
+			e.mu.Lock()
+			if lr := e.live[l.RunID]; lr != nil {
+				lr.cancel()
+			}
+			e.mu.Unlock()
+		}
+		e.kick()
+	}
+}
+
+// deadLetterTx records a task that exhausted its tries, with every
+// attempt's error, so the failure is visible instead of re-queued.
+func (e *Engine) deadLetterTx(tx store.Tx, run *store.Run, t *store.Task, tool string) error {
+	now := e.now()
+	if err := tx.DeadLetterPut(&store.DeadLetter{TaskID: t.ID, RunID: run.ID, Owner: run.Owner, Flow: run.Flow,
+		Node: t.Node, Tool: tool, Errors: t.Errors, At: now}); err != nil {
+		return err
+	}
+	e.stats.deadLettered()
+	return appendEvent(tx, run.ID, evDeadLettered, t.Attempt, t.Node, map[string]any{"errors": len(t.Errors)}, now)
+}

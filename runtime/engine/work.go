@@ -1,0 +1,183 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/weirhq/weir/runtime/internal/ledger"
+	"github.com/weirhq/weir/runtime/store"
+)
+
+// work holds one dispatched task: it makes the lease durable, keeps it
+// renewed, runs the task's steps and gives the slot back.
+func (e *Engine) work(t *store.Task, typ string, slice ledger.Slice, overBudget bool) {
+	defer e.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	lr := &liveRun{cancel: cancel}
+	w := &worker{e: e, task: t, slice: slice, live: lr}
+	defer func() {
+		cancel()
+		e.ledger.Release(w.slice, w.spent)
+		e.kick() // a slot is free
+	}()
+
+	// Register before leasing so a cancel in between finds the run.
+	e.mu.Lock()
+	e.live[t.RunID] = lr
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		if e.live[t.RunID] == lr {
+			delete(e.live, t.RunID)
+		}
+		e.mu.Unlock()
+	}()
+
+	leased, err := w.acquireLease(ctx)
+	e.mu.Lock()
+	delete(e.dispatched, t.ID)
+	e.mu.Unlock()
+	if err != nil {
+		if !errors.Is(err, errSkip) {
+			e.storageFailed(err)
+			e.log.Error("leasing task", "task", t.ID, "error", err)
+		}
+		return
+	}
+	e.stats.leased(typ, e.now().Sub(t.ReadyAt))
+	if leased.firstStart {
+		e.queuedRuns.Add(-1)
+	}
+	renewDone := make(chan struct{})
+	go func() { defer close(renewDone); w.renew(ctx) }()
+	w.run(ctx, leased.run, overBudget)
+	cancel()
+	<-renewDone
+}
+
+// worker is the state of one held task.
+type worker struct {
+	e     *Engine
+	task  *store.Task
+	lease *store.Lease
+	slice ledger.Slice
+	spent int64 // actual cost to settle on release
+	live  *liveRun
+}
+
+type leaseResult struct {
+	run        *store.Run
+	firstStart bool
+}
+
+// acquireLease makes the worker's hold durable: the task marked leased, the lease
+// record with its deadline, the run running, and the "leased" event with
+// the config version in force.
+func (w *worker) acquireLease(ctx context.Context) (*leaseResult, error) {
+	e, t := w.e, w.task
+	now := e.now()
+	cfg := e.config()
+	w.lease = &store.Lease{TaskID: t.ID, RunID: t.RunID, Slot: w.slice.Slot, BudgetSlice: w.slice.Cost,
+		Deadline: now.Add(cfg.LeaseTimeout), Attempt: t.Attempt, Holder: e.holder}
+	var res leaseResult
+	err := e.st.Update(ctx, func(tx store.Tx) error {
+		cur, err := tx.TaskGet(t.ID)
+		if errors.Is(err, store.ErrNotFound) {
+			return errSkip
+		}
+		if err != nil {
+			return err
+		}
+		if cur.Leased || cur.Attempt != t.Attempt || cur.ReadyAt.After(now) {
+			return errSkip
+		}
+		run, err := tx.RunGet(t.RunID)
+		if err != nil {
+			return err
+		}
+		if run.Phase.Terminal() {
+			return errSkip
+		}
+		cur.Leased = true
+		if err := tx.TaskPut(cur); err != nil {
+			return err
+		}
+		if err := tx.LeasePut(w.lease); err != nil {
+			return err
+		}
+		res.firstStart = run.Phase == store.PhaseQueued
+		run.Phase = store.PhaseRunning
+		run.UpdatedAt = now
+		if err := tx.RunUpdate(run); err != nil {
+			return err
+		}
+		res.run = run
+		*w.task = *cur
+		return appendEvent(tx, run.ID, evLeased, cur.Attempt, cur.Node, map[string]any{
+			"slot": w.slice.Slot, "budget_slice": w.slice.Cost, "config_version": cfg.ConfigVersion,
+			"holder": e.holder, "deadline": w.lease.Deadline}, now)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// renew extends the lease at a third of its timeout until ctx ends. A
+// renewal that finds the lease taken cancels the work: another worker owns
+// the task now.
+func (w *worker) renew(ctx context.Context) {
+	e := w.e
+	every := e.config().LeaseTimeout / 3
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		now := e.now()
+		deadline := now.Add(e.config().LeaseTimeout)
+		err := e.st.Update(ctx, func(tx store.Tx) error {
+			if err := w.fenceTx(tx); err != nil {
+				return err
+			}
+			l := *w.lease
+			l.Deadline = deadline
+			if err := tx.LeasePut(&l); err != nil {
+				return err
+			}
+			return appendEvent(tx, w.task.RunID, evRenewed, w.task.Attempt, w.task.Node, map[string]any{"deadline": deadline}, now)
+		})
+		switch {
+		case err == nil:
+			w.lease.Deadline = deadline
+		case errors.Is(err, errLeaseLost):
+			w.live.cancel()
+			return
+		case ctx.Err() != nil:
+			return
+		default:
+			e.log.Error("renewing lease", "task", w.task.ID, "error", err)
+		}
+	}
+}
+
+// fenceTx checks, inside a transaction, that this worker still holds its
+// lease. Every write a worker makes starts with it, so a worker whose lease
+// was rescued can never overwrite its successor's work.
+func (w *worker) fenceTx(tx store.Tx) error {
+	l, err := tx.LeaseGet(w.task.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		return errLeaseLost
+	}
+	if err != nil {
+		return err
+	}
+	if l.Holder != w.lease.Holder || l.Attempt != w.lease.Attempt {
+		return errLeaseLost
+	}
+	return nil
+}

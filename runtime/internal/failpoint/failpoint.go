@@ -1,0 +1,72 @@
+// Package failpoint kills the process at named durable boundaries so that
+// crash tests can prove recovery at every one of them. A failpoint is armed
+// by the environment variable WEIR_FAILPOINT, a comma-separated list of
+// names; each name may carry "@N" to fire on its N-th hit (default 1st).
+// An armed failpoint sends SIGKILL to its own process: no deferred function,
+// no flush, exactly like an operator's kill -9.
+package failpoint
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// Names of the engine's failpoints, one per durable boundary.
+const (
+	AfterAccept     = "after-accept"      // acceptance record durable, answer not sent
+	AfterStarted    = "after-started"     // non-idempotent "started" durable, tool not called
+	AfterTool       = "after-tool"        // tool returned, result not written
+	AfterResult     = "after-result"      // step result durable
+	MidFinish       = "mid-finish"        // finish decided, terminal record not written
+	ChildNoAnnounce = "child-no-announce" // child finished without waking its parent (not a kill)
+)
+
+var (
+	once  sync.Once
+	mu    sync.Mutex
+	armed map[string]int // name → hit number that fires
+	hits  map[string]int
+)
+
+func load() {
+	armed, hits = map[string]int{}, map[string]int{}
+	for _, f := range strings.Split(os.Getenv("WEIR_FAILPOINT"), ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		name, n := f, 1
+		if i := strings.IndexByte(f, '@'); i >= 0 {
+			name = f[:i]
+			if v, err := strconv.Atoi(f[i+1:]); err == nil && v > 0 {
+				n = v
+			}
+		}
+		armed[name] = n
+	}
+}
+
+// Armed reports whether name is armed and this is the hit that fires. It
+// counts the hit. Non-killing failpoints (ChildNoAnnounce) use it directly.
+func Armed(name string) bool {
+	once.Do(load)
+	mu.Lock()
+	defer mu.Unlock()
+	n, ok := armed[name]
+	if !ok {
+		return false
+	}
+	hits[name]++
+	return hits[name] == n
+}
+
+// Hit kills the process with SIGKILL if name is armed for this hit.
+func Hit(name string) {
+	if Armed(name) {
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {} // the signal is delivered; never return into the caller
+	}
+}
