@@ -21,9 +21,9 @@ func run(t *testing.T, env map[string]string, args ...string) (int, string, stri
 func TestGlobalFlagsPrecedence(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name                   string
-		env                    map[string]string
-		args                   []string
+		name                  string
+		env                   map[string]string
+		args                  []string
 		data, plugins, socket string
 	}{
 		{"xdg default", map[string]string{"XDG_DATA_HOME": "/x", "HOME": "/h"}, nil,

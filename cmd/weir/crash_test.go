@@ -1,0 +1,313 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/weirhq/weir/runtime/api"
+	"github.com/weirhq/weir/runtime/engine"
+	"github.com/weirhq/weir/runtime/store"
+)
+
+// Real binaries for the process tests: weir itself and the plugins, built
+// once per test binary and pinned into one plugins directory.
+var (
+	binOnce    sync.Once
+	binDir     string
+	binErr     error
+	pluginsDir string
+)
+
+func binaries(t *testing.T) (weir, plugins string) {
+	t.Helper()
+	binOnce.Do(func() {
+		binDir, binErr = os.MkdirTemp("", "weir-cmd-test-")
+		if binErr != nil {
+			return
+		}
+		out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, "weir"), ".").CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("building weir: %v\n%s", err, out)
+			return
+		}
+		pluginsDir = filepath.Join(binDir, "plugins")
+		out, err = exec.Command("go", "build", "-o", pluginsDir+string(os.PathSeparator), "../../plugins/testkit", "../../plugins/mail").CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("building plugins: %v\n%s", err, out)
+			return
+		}
+		out, err = exec.Command(filepath.Join(binDir, "weir"), "--plugins", pluginsDir, "plugin", "install",
+			filepath.Join(pluginsDir, "testkit"), filepath.Join(pluginsDir, "mail")).CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("pinning plugins: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return filepath.Join(binDir, "weir"), pluginsDir
+}
+
+// daemon is a `weir serve` process under test.
+type daemon struct {
+	t      *testing.T
+	weir   string
+	data   string
+	socket string
+	cmd    *exec.Cmd
+	exited chan error
+	logs   *strings.Builder
+	mu     *sync.Mutex
+}
+
+func newDaemon(t *testing.T) *daemon {
+	weir, _ := binaries(t)
+	data := t.TempDir()
+	// Unix socket paths are short; the test's temp dir may not be.
+	sockDir, err := os.MkdirTemp("", "wsock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sockDir) })
+	return &daemon{t: t, weir: weir, data: data, socket: filepath.Join(sockDir, "s"), logs: &strings.Builder{}, mu: &sync.Mutex{}}
+}
+
+// start runs weir serve with the failpoints armed and waits until it
+// answers on its socket.
+func (d *daemon) start(failpoints string) {
+	d.t.Helper()
+	d.cmd = exec.Command(d.weir, "--data", d.data, "--plugins", pluginsDir, "--socket", d.socket, "serve", "--log-level", "debug", "--grace", "5s")
+	d.cmd.Env = append(os.Environ(), "WEIR_FAILPOINT="+failpoints)
+	stderr, err := d.cmd.StderrPipe()
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	if err := d.cmd.Start(); err != nil {
+		d.t.Fatal(err)
+	}
+	d.exited = make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			d.mu.Lock()
+			d.logs.WriteString(sc.Text() + "\n")
+			d.mu.Unlock()
+		}
+		d.exited <- d.cmd.Wait()
+	}()
+	d.t.Cleanup(func() {
+		if d.cmd.ProcessState == nil {
+			_ = d.cmd.Process.Kill()
+			<-d.exited
+		}
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var h engine.Health
+		if err := d.client().do(context.Background(), "GET", "/health", nil, &h); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatalf("daemon never answered\n%s", d.log())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (d *daemon) log() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.logs.String()
+}
+
+func (d *daemon) client() *client {
+	m := NewMain()
+	m.SocketPath = d.socket
+	return m.client()
+}
+
+// waitKilled waits for the process to die of SIGKILL (a failpoint firing).
+func (d *daemon) waitKilled() {
+	d.t.Helper()
+	select {
+	case err := <-d.exited:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			d.t.Fatalf("daemon ended with %v, want SIGKILL from the failpoint\n%s", err, d.log())
+		}
+	case <-time.After(30 * time.Second):
+		d.t.Fatalf("failpoint never fired\n%s", d.log())
+	}
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (d *daemon) stop() {
+	d.t.Helper()
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-d.exited:
+		if err != nil {
+			d.t.Fatalf("daemon stop: %v\n%s", err, d.log())
+		}
+	case <-time.After(30 * time.Second):
+		d.t.Fatalf("daemon did not stop\n%s", d.log())
+	}
+}
+
+func (d *daemon) register(src string) {
+	d.t.Helper()
+	var res engine.RegisterResult
+	err := d.client().do(context.Background(), "POST", "/flows", api.RegisterRequest{Files: []engine.SourceFile{{Path: "crash.star", Src: src}}}, &res)
+	if err != nil {
+		d.t.Fatalf("register: %v", err)
+	}
+}
+
+func (d *daemon) startRun(flow, input, requestID string) (engine.StartResult, error) {
+	var res engine.StartResult
+	err := d.client().do(context.Background(), "POST", "/runs", api.StartRequest{Flow: flow, Input: json.RawMessage(input), RequestID: requestID}, &res)
+	return res, err
+}
+
+func (d *daemon) waitTerminal(id string) api.RunView {
+	d.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var v api.RunView
+		if err := d.client().do(context.Background(), "GET", "/runs/"+id, nil, &v); err != nil {
+			d.t.Fatalf("get %s: %v", id, err)
+		}
+		if v.Phase.Terminal() {
+			return v
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatalf("run %s stuck in %s\n%s", id, v.Phase, d.log())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (d *daemon) events(id string) []*store.Event {
+	d.t.Helper()
+	var evs []*store.Event
+	if err := d.client().do(context.Background(), "GET", "/runs/"+id+"/events", nil, &evs); err != nil {
+		d.t.Fatal(err)
+	}
+	return evs
+}
+
+func (d *daemon) outbox() int {
+	b, err := os.ReadFile(filepath.Join(d.data, "plugin-state", "mail", "outbox.jsonl"))
+	if os.IsNotExist(err) {
+		return 0
+	}
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return strings.Count(string(b), "\n")
+}
+
+const crashFlow = `
+flow(
+    name = "crash",
+    nodes = [
+        task("prep", tool = "testkit.echo", args = lambda ctx: {"x": ctx.input["x"]}, next = "send"),
+        task("send", tool = "mail.send", args = lambda ctx: {"to": "ops@example.com", "body": "hi"},
+             at_most_once = True, next = "after", error = "unknown"),
+        task("after", tool = "testkit.echo", args = lambda ctx: {"sent": True}),
+        task("unknown", tool = "testkit.echo", args = lambda ctx: {"unknown": True}),
+    ],
+)
+`
+
+// TestCrashAtEveryDurableBoundary kills the daemon with SIGKILL at each
+// failpoint, restarts it, and checks that nothing accepted was lost, the
+// run kept its id, owner and input, mail.send ran at most once, an unknown
+// outcome says E_OUTCOME_UNKNOWN, and dedup still answers.
+func TestCrashAtEveryDurableBoundary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and kills real daemons")
+	}
+	// The failpoint names of runtime/internal/failpoint.
+	tests := []struct {
+		failpoint  string
+		wantOutput string // the result of the last node
+		wantMails  int
+		wantCode   string // node_failed code on the send node
+	}{
+		{"after-accept", `"sent":true`, 1, ""},
+		{"after-started", `"unknown":true`, 0, engine.CodeOutcomeUnknown},
+		{"after-tool" + "@2", `"unknown":true`, 1, engine.CodeOutcomeUnknown},
+		{"after-result" + "@2", `"sent":true`, 1, ""},
+		{"mid-finish", `"sent":true`, 1, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.failpoint, func(t *testing.T) {
+			t.Parallel()
+			d := newDaemon(t)
+			d.start("")
+			d.register(crashFlow)
+			d.stop()
+
+			d.start(tt.failpoint)
+			res, err := d.startRun("crash", `{"x": 42}`, "req-"+tt.failpoint)
+			if tt.failpoint == "after-accept" {
+				if err == nil {
+					t.Fatalf("the start was answered although the daemon died first: %+v", res)
+				}
+			} else if err != nil {
+				t.Fatalf("start: %v", err)
+			}
+			d.waitKilled()
+
+			d.start("")
+			// The client retries with its business id: dedup answers with
+			// the run accepted before the crash, and creates nothing new.
+			again, err := d.startRun("crash", `{"x": 42}`, "req-"+tt.failpoint)
+			if err != nil || !again.Existing {
+				t.Fatalf("resubmit after restart: %+v %v, want the existing run", again, err)
+			}
+			if res.RunID != "" && again.RunID != res.RunID {
+				t.Fatalf("dedup answered %s, the run was %s", again.RunID, res.RunID)
+			}
+			v := d.waitTerminal(again.RunID)
+			if v.Phase != store.PhaseCompleted || !strings.Contains(string(v.Output), tt.wantOutput) {
+				t.Fatalf("run ended %s output %s error %+v, want output with %s\n%s", v.Phase, v.Output, v.Error, tt.wantOutput, d.log())
+			}
+			if v.Owner == "" || string(v.Input) != `{"x":42}` {
+				t.Errorf("owner %q input %s changed", v.Owner, v.Input)
+			}
+			if v.Attempt < 2 && tt.failpoint != "after-accept" {
+				t.Errorf("attempt %d: a resumed run must say so", v.Attempt)
+			}
+			if got := d.outbox(); got != tt.wantMails {
+				t.Errorf("mail.send ran %d times, want %d", got, tt.wantMails)
+			}
+			var code string
+			for _, e := range d.events(v.ID) {
+				if e.Type == "node_failed" && e.Node == "send" {
+					code, _ = e.Detail["code"].(string)
+				}
+			}
+			if code != tt.wantCode {
+				t.Errorf("send node failed with %q, want %q", code, tt.wantCode)
+			}
+			var runs []api.RunView
+			if err := d.client().do(context.Background(), "GET", "/runs", nil, &runs); err != nil || len(runs) != 1 {
+				t.Errorf("%d runs after the crash (%v), want exactly 1", len(runs), err)
+			}
+			d.stop()
+		})
+	}
+}
