@@ -58,7 +58,7 @@ type bundle struct {
 
 // setup starts an engine over a real Badger and a real plugin host with the
 // testkit and mail plugins, registers src, and stops everything at the end.
-func setup(t *testing.T, cfg Config, src string) *bundle {
+func setup(t testing.TB, cfg Config, src string) *bundle {
 	t.Helper()
 	b := &bundle{dataDir: t.TempDir()}
 	plugins := filepath.Join(b.dataDir, "plugins")
@@ -107,7 +107,7 @@ func setup(t *testing.T, cfg Config, src string) *bundle {
 }
 
 // start submits a run as owner "alice".
-func (b *bundle) start(t *testing.T, flow, input, requestID string) string {
+func (b *bundle) start(t testing.TB, flow, input, requestID string) string {
 	t.Helper()
 	res, err := b.eng.Submit(context.Background(), StartRequest{Owner: "alice", Flow: flow, Input: json.RawMessage(input), RequestID: requestID})
 	if err != nil {
@@ -118,7 +118,7 @@ func (b *bundle) start(t *testing.T, flow, input, requestID string) string {
 
 // wait polls the store until the run satisfies cond or the test's
 // deadline passes. Polling a condition, not sleeping for a guess.
-func (b *bundle) wait(t *testing.T, id string, what string, cond func(*store.Run) bool) *store.Run {
+func (b *bundle) wait(t testing.TB, id string, what string, cond func(*store.Run) bool) *store.Run {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -136,7 +136,7 @@ func (b *bundle) wait(t *testing.T, id string, what string, cond func(*store.Run
 	}
 }
 
-func (b *bundle) waitTerminal(t *testing.T, id string) *store.Run {
+func (b *bundle) waitTerminal(t testing.TB, id string) *store.Run {
 	return b.wait(t, id, "terminal", func(r *store.Run) bool { return r.Phase.Terminal() })
 }
 

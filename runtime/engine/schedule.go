@@ -15,13 +15,19 @@ func (e *Engine) schedule() {
 	defer close(e.done)
 	tick := time.NewTicker(e.config().Tick)
 	defer tick.Stop()
+	var lastRescue time.Time
 	for {
 		select {
 		case <-e.stop:
 			return
 		case <-e.wake:
 		case <-tick.C:
-			e.rescueExpired(context.Background())
+			// Leases are checked at a tenth of their timeout, not every
+			// tick: expiry is measured in lease timeouts.
+			if every := e.config().LeaseTimeout / 10; time.Since(lastRescue) >= every {
+				lastRescue = time.Now()
+				e.rescueExpired(context.Background())
+			}
 		}
 		e.dispatchReady(context.Background())
 	}

@@ -149,8 +149,10 @@ func (s *stepper) nextSlice(ctx context.Context) bool {
 	return false
 }
 
-// commit writes one step: the fence, the lease renewed, the continuation,
-// and fn's writes, in one durable transaction. It reports success; a lost
+// commit writes one step: the fence, the continuation and fn's writes, in
+// one durable transaction. The lease deadline is left to the renewer: a
+// deadline rewritten on every step would churn the expiry index that the
+// rescuer scans. It reports success; a lost
 // lease or a stop ends the work quietly, a storage error closes admission.
 func (s *stepper) commit(ctx context.Context, fn func(tx store.Tx) error) bool {
 	return s.commitE(ctx, fn) == nil
@@ -160,15 +162,8 @@ func (s *stepper) commit(ctx context.Context, fn func(tx store.Tx) error) bool {
 // sentinel they act on.
 func (s *stepper) commitE(ctx context.Context, fn func(tx store.Tx) error) error {
 	e := s.e
-	now := e.now()
-	deadline := now.Add(e.config().LeaseTimeout)
 	err := e.st.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
 		if err := s.fenceTx(tx); err != nil {
-			return err
-		}
-		l := *s.lease
-		l.Deadline = deadline
-		if err := tx.LeasePut(&l); err != nil {
 			return err
 		}
 		if err := tx.ContinuationPut(s.run.ID, encodeContinuation(s.cont)); err != nil {
@@ -178,7 +173,6 @@ func (s *stepper) commitE(ctx context.Context, fn func(tx store.Tx) error) error
 	})
 	switch {
 	case err == nil:
-		s.lease.Deadline = deadline
 	case errors.Is(err, errLeaseLost):
 		e.log.Warn("lease lost, step discarded", "run", s.run.ID, "task", s.task.ID)
 	case errors.Is(err, errUnknownOutcome):

@@ -1,0 +1,116 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/weirhq/weir/runtime/host"
+	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/runtime/store/badgerstore"
+)
+
+const benchFlow = `
+flow(
+    name = "ten",
+    nodes = [
+        task("s0", tool = "testkit.echo", args = lambda ctx: {"payload": ctx.input["p"]}, next = "s1"),
+        task("s1", tool = "testkit.echo", args = lambda ctx: {"payload": ctx.input["p"]}, next = "s2"),
+        task("s2", tool = "testkit.echo", args = lambda ctx: {"payload": ctx.input["p"]}, next = "s3"),
+        task("s3", tool = "testkit.echo", args = lambda ctx: {"payload": ctx.input["p"]}, next = "s4"),
+        task("s4", tool = "testkit.echo", args = lambda ctx: {"payload": ctx.input["p"]}, next = "s5"),
+        task("s5", tool = "testkit.echo", args = lambda ctx: {"payload": ctx.input["p"]}, next = "s6"),
+        task("s6", tool = "testkit.echo", args = lambda ctx: {"payload": ctx.input["p"]}, next = "s7"),
+        task("s7", tool = "testkit.echo", args = lambda ctx: {"payload": ctx.input["p"]}, next = "s8"),
+        task("s8", tool = "testkit.echo", args = lambda ctx: {"payload": ctx.input["p"]}, next = "s9"),
+        task("s9", tool = "testkit.echo", args = lambda ctx: {"payload": ctx.input["p"]}),
+    ],
+)
+`
+
+// BenchmarkDurableSteps runs 1,000 runs of a 10-step testkit.echo flow at
+// the default concurrency, every step durable, and reports steps/s beside
+// the two physical limits measured in the same run: Store.Update commits/s
+// from 64 goroutines (group commit) and host tool calls/s from 16 callers.
+func BenchmarkDurableSteps(b *testing.B) {
+	const runs, steps = 1000, 10
+	payload := `"` + strings.Repeat("a", 100) + `"`
+	for b.Loop() {
+		bd := setup(b, Config{}, benchFlow)
+		ctx := context.Background()
+
+		// Limit 1: group-commit commits/s on the same disk.
+		lim, err := badgerstore.Open(filepath.Join(b.TempDir(), "limit"), badgerstore.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		const commits = 20000
+		el, err := badgerstore.MeasureUpdates(ctx, lim, 64, commits, func(i int) func(store.Tx) error {
+			return func(tx store.Tx) error { return tx.MetaPut(fmt.Sprint("k", i), []byte("v")) }
+		})
+		lim.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		groupRate := commits / el.Seconds()
+
+		// Limit 2: tool calls/s through the host from 16 callers.
+		const calls = 8000
+		in := json.RawMessage(`{"payload":` + payload + `}`)
+		start := time.Now()
+		var wg sync.WaitGroup
+		for w := range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := w; i < calls; i += 16 {
+					if _, err := bd.host.Call(ctx, host.CallRequest{Tool: "testkit.echo", Input: in, IdempotencyKey: fmt.Sprint("lim", i)}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		callRate := calls / time.Since(start).Seconds()
+
+		// The engine: 1,000 runs of 10 durable steps.
+		// Clients submit concurrently, as many would.
+		ids := make([]string, runs)
+		start = time.Now()
+		var sub sync.WaitGroup
+		for c := range 32 {
+			sub.Add(1)
+			go func() {
+				defer sub.Done()
+				for i := c; i < runs; i += 32 {
+					res, err := bd.eng.Submit(ctx, StartRequest{Owner: "alice", Flow: "ten", Input: json.RawMessage(`{"p":` + payload + `}`)})
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					ids[i] = res.RunID
+				}
+			}()
+		}
+		sub.Wait()
+		if b.Failed() {
+			b.FailNow()
+		}
+		for _, id := range ids {
+			if r := bd.waitTerminal(b, id); r.Phase != store.PhaseCompleted {
+				b.Fatalf("run %s: %s %+v", id, r.Phase, r.Error)
+			}
+		}
+		stepRate := float64(runs*steps) / time.Since(start).Seconds()
+		b.ReportMetric(stepRate, "steps/s")
+		b.ReportMetric(groupRate, "group-commits/s")
+		b.ReportMetric(callRate, "host-calls/s")
+		b.ReportMetric(stepRate/min(groupRate, callRate), "ratio-to-limit")
+	}
+}
