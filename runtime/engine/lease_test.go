@@ -1,0 +1,69 @@
+package engine
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/weirhq/weir/runtime/store"
+)
+
+// TestExpiredLeaseIsRescuedAndFenced takes a running task's lease away as a
+// dead holder's would look (expired, another holder): the rescuer must make
+// the task visible again with attempt + 1, a new worker must finish the
+// run, and the first worker's late writes must be refused by the fence.
+func TestExpiredLeaseIsRescuedAndFenced(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{LeaseTimeout: time.Second}, flowsSrc)
+	ctx := context.Background()
+	id := b.start(t, "sleepy", `{"ms": 400}`, "")
+	b.wait(t, id, "running", func(r *store.Run) bool { return r.Phase == store.PhaseRunning })
+
+	err := b.st.Update(ctx, func(tx store.Tx) error {
+		tasks, err := tx.TaskListByRun(id)
+		if err != nil || len(tasks) != 1 {
+			t.Fatalf("tasks %v %v", tasks, err)
+		}
+		l, err := tx.LeaseGet(tasks[0].ID)
+		if err != nil {
+			return err
+		}
+		l.Holder = "h_dead"
+		l.Deadline = time.Now().Add(-time.Second)
+		return tx.LeasePut(l)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := b.waitTerminal(t, id)
+	if run.Phase != store.PhaseCompleted {
+		t.Fatalf("phase %s error %+v", run.Phase, run.Error)
+	}
+	if run.Attempt != 2 {
+		t.Errorf("attempt %d, want 2 after one rescue", run.Attempt)
+	}
+	evs := b.events(t, id)
+	if count(evs, evExpired) != 1 || count(evs, evLeased) != 2 || count(evs, evCompleted) != 1 {
+		t.Errorf("timeline %v: want one expired, two leased, one completed", evs)
+	}
+	// Both workers ran the sleep; only one result was recorded.
+	if n := count(evs, evNodeDone); n != 1 {
+		t.Errorf("%d node_completed events, want 1: the fenced worker's write must be refused", n)
+	}
+}
+
+// TestLeaseRenewedWhileToolRuns keeps a call running for several lease
+// timeouts: the renewer must keep the lease, so nothing expires.
+func TestLeaseRenewedWhileToolRuns(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{LeaseTimeout: 300 * time.Millisecond}, flowsSrc)
+	id := b.start(t, "sleepy", `{"ms": 1200}`, "")
+	run := b.waitTerminal(t, id)
+	if run.Phase != store.PhaseCompleted || run.Attempt != 1 {
+		t.Fatalf("phase %s attempt %d error %+v", run.Phase, run.Attempt, run.Error)
+	}
+	evs := b.events(t, id)
+	if count(evs, evExpired) != 0 || count(evs, evRenewed) < 2 {
+		t.Errorf("timeline %v: want renewals and no expiry", evs)
+	}
+}
