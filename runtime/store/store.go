@@ -216,6 +216,9 @@ type Run struct {
 	// Both are stored so the chain never needs walking.
 	Depth     int      `json:"depth"`
 	Ancestors []string `json:"ancestors,omitempty"`
+	// DepthLimit is the deepest Depth a descendant may have: the tightest
+	// max_depth of this run's flow and its ancestors' flows.
+	DepthLimit int `json:"depth_limit"`
 	// Parent run and the node in it that started this run, if any.
 	ParentRunID string `json:"parent_run_id,omitempty"`
 	ParentNode  string `json:"parent_node,omitempty"`

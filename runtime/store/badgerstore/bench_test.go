@@ -1,7 +1,14 @@
 package badgerstore
 
 import (
+	"encoding/json"
 	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -102,4 +109,137 @@ func openBench(b *testing.B) *Store {
 		}
 	})
 	return s
+}
+
+// BenchmarkParked stores 100,000 runs parked on waits (run, parked task
+// waiting on a child, 1 KiB continuation, one event), then, in a fresh
+// process as a restarting daemon would, opens the store, lists the ready
+// queue past the parked tasks, lists the unfinished runs (what recovery
+// reads) and scans every run. It reports the times and that process's
+// memory: Go heap in use, anonymous resident memory (heap, Badger's
+// memtables and caches) and file-backed resident memory (table and log
+// pages mapped by Badger: page cache the kernel reclaims under pressure).
+// Run it with -benchtime 1x.
+func BenchmarkParked(b *testing.B) {
+	dir := b.TempDir()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cont := make([]byte, 1<<10)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := 0; i < parkedRuns; i += 1000 {
+		err := s.Update(ctx, func(tx store.Tx) error {
+			for j := i; j < i+1000; j++ {
+				id := fmt.Sprintf("run-%07d", j)
+				err := first(
+					tx.RunInsert(&store.Run{ID: id, Flow: "f", Version: "h", Owner: "o", Phase: store.PhaseWaiting, Attempt: 1, CreatedAt: now, UpdatedAt: now}),
+					tx.TaskPut(&store.Task{ID: "t-" + id, RunID: id, Kind: store.TaskStep, Node: "wait", ReadyAt: now.Add(time.Hour), WaitChild: "child-" + id, WaitKind: "child", CreatedAt: now}),
+					tx.ContinuationPut(id, cont),
+					tx.EventAppend(&store.Event{RunID: id, At: now, Type: "waiting"}))
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), helperEnv+"=parked", helperDirEnv+"="+dir)
+		out, err := cmd.Output()
+		if err != nil {
+			b.Fatalf("helper: %v\n%s", err, out)
+		}
+		var m map[string]float64
+		if err := json.Unmarshal(out, &m); err != nil {
+			b.Fatalf("helper printed %q: %v", out, err)
+		}
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			b.ReportMetric(m[k], k)
+		}
+		b.ReportMetric(0, "ns/op")
+	}
+}
+
+const parkedRuns = 100_000
+
+// parkedReader is BenchmarkParked's fresh process: it prints its figures
+// as a JSON object of metric name to value.
+func parkedReader(dir string) int {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	m := map[string]float64{}
+	start := time.Now()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	m["open-ms"] = ms(time.Since(start))
+	err = s.View(ctx, func(tx store.Tx) error {
+		start := time.Now()
+		ts, err := tx.TaskListReady(now, 0)
+		m["list-ready-µs"] = float64(time.Since(start).Microseconds())
+		if err != nil || len(ts) != 0 {
+			return fmt.Errorf("ready tasks: %d, %v", len(ts), err)
+		}
+		start = time.Now()
+		rs, err := tx.RunList(store.RunListParams{Phase: store.PhaseWaiting})
+		m["list-unfinished-ms"] = ms(time.Since(start))
+		if err != nil || len(rs) != parkedRuns {
+			return fmt.Errorf("waiting runs: %d, %v", len(rs), err)
+		}
+		rs = nil
+		runtime.GC()
+		m["anon-after-list-MiB"] = float64(procStatus("RssAnon")) / 1024
+		start = time.Now()
+		rs, err = tx.RunList(store.RunListParams{})
+		m["scan-all-ms"] = ms(time.Since(start))
+		if err != nil || len(rs) != parkedRuns {
+			return fmt.Errorf("all runs: %d, %v", len(rs), err)
+		}
+		return nil
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	runtime.GC()
+	var mem runtime.MemStats
+	runtime.ReadMemStats(&mem)
+	m["heap-MiB"] = float64(mem.HeapInuse) / (1 << 20)
+	m["anon-MiB"] = float64(procStatus("RssAnon")) / 1024
+	m["file-MiB"] = float64(procStatus("RssFile")) / 1024
+	if err := s.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	out, _ := json.Marshal(m)
+	fmt.Println(string(out))
+	return 0
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// procStatus reads a kB field of /proc/self/status (Linux; 0 elsewhere).
+func procStatus(field string) int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
+			var kb int64
+			fmt.Sscan(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), &kb)
+			return kb
+		}
+	}
+	return 0
 }

@@ -34,6 +34,8 @@ func runHelper(mode string) int {
 	switch mode {
 	case "crash":
 		return crashWriter(dir)
+	case "parked":
+		return parkedReader(dir)
 	case "hold":
 		s, err := Open(dir, Options{})
 		if err != nil {

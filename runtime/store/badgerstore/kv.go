@@ -39,14 +39,19 @@ type kv struct {
 // into store.ErrNotFound or a zero value.
 var errNoKey = errors.New("badgerstore: no such key")
 
-// get returns the value of k. The slice must not be changed; callers that
-// hand bytes out copy them.
-func (s *kv) get(k []byte) ([]byte, error) {
+// pending returns the newest uncommitted write of k, if any.
+func (s *kv) pending(k []byte) (write, bool) {
 	w, ok := s.own[string(k)]
 	for i := 0; !ok && i < len(s.layers); i++ {
 		w, ok = s.layers[i].get(string(k))
 	}
-	if ok {
+	return w, ok
+}
+
+// get returns the value of k. The slice must not be changed; callers that
+// hand bytes out copy them.
+func (s *kv) get(k []byte) ([]byte, error) {
+	if w, ok := s.pending(k); ok {
 		if w.del {
 			return nil, errNoKey
 		}
@@ -60,6 +65,48 @@ func (s *kv) get(k []byte) ([]byte, error) {
 		return nil, err
 	}
 	return item.ValueCopy(nil)
+}
+
+// lookup returns a get for many keys of [lower, upper) asked for in
+// ascending order, such as the records an index scan names. It walks one
+// iterator over the committed state, stepping forward to the next key when
+// it is near and seeking when it is not, instead of a point lookup through
+// every level per key. Keys out of order are still found (by a seek).
+// done must be called when finished.
+func (s *kv) lookup(lower, upper []byte) (get func(k []byte) ([]byte, error), done func()) {
+	var it *badger.Iterator
+	get = func(k []byte) ([]byte, error) {
+		if w, ok := s.pending(k); ok {
+			if w.del {
+				return nil, errNoKey
+			}
+			return w.val, nil
+		}
+		if it == nil {
+			it = s.snap.NewIterator(badger.IteratorOptions{Prefix: commonPrefix(lower, upper)})
+			it.Seek(k)
+		} else if it.Valid() && bytes.Compare(it.Item().Key(), k) > 0 {
+			it.Seek(k) // asked out of order
+		} else {
+			for n := 0; it.Valid() && bytes.Compare(it.Item().Key(), k) < 0; n++ {
+				if n == 8 {
+					it.Seek(k)
+					break
+				}
+				it.Next()
+			}
+		}
+		if !it.Valid() || !bytes.Equal(it.Item().Key(), k) {
+			return nil, errNoKey
+		}
+		return it.Item().ValueCopy(nil)
+	}
+	done = func() {
+		if it != nil {
+			it.Close()
+		}
+	}
+	return get, done
 }
 
 func (s *kv) has(k []byte) (bool, error) {

@@ -345,10 +345,18 @@ func (t *storeTx) RunList(p store.RunListParams) ([]*store.Run, error) {
 	if p.After != "" {
 		lower = key(string(prefix), p.After, sep)
 	}
+	// Index entries come in run id order, so the records are read with
+	// one walk over the runs rather than a lookup each.
+	get, done := t.kv.lookup([]byte(pRun), prefixEnd([]byte(pRun)))
+	defer done()
 	var out []*store.Run
 	err := t.kv.scan(lower, prefixEnd(prefix), true, func(k, _ []byte) (bool, error) {
-		r, err := t.RunGet(string(k[len(prefix):]))
+		b, err := get(key(pRun, string(k[len(prefix):])))
 		if err != nil {
+			return false, fmt.Errorf("badgerstore: index entry %q: %w", k, err)
+		}
+		r := new(store.Run)
+		if err := decodeJSON(b, r); err != nil {
 			return false, err
 		}
 		if keep(r) {
@@ -543,11 +551,17 @@ func (t *storeTx) TaskListReady(now time.Time, limit int) ([]*store.Task, error)
 
 // tasksByKeys loads the tasks whose ids end index keys at offset off.
 func (t *storeTx) tasksByKeys(keys [][]byte, off int) ([]*store.Task, error) {
+	get, done := t.kv.lookup([]byte(pTask), prefixEnd([]byte(pTask)))
+	defer done()
 	out := make([]*store.Task, 0, len(keys))
 	for _, k := range keys {
-		tk, err := t.TaskGet(string(k[off:]))
+		b, err := get(key(pTask, string(k[off:])))
 		if err != nil {
 			return nil, fmt.Errorf("badgerstore: index entry %q: %w", k, err)
+		}
+		tk := new(store.Task)
+		if err := decodeJSON(b, tk); err != nil {
+			return nil, err
 		}
 		out = append(out, tk)
 	}
@@ -758,11 +772,17 @@ func (t *storeTx) DeadLetterList(p store.DeadLetterListParams) ([]*store.DeadLet
 	if err != nil {
 		return nil, err
 	}
+	get, done := t.kv.lookup([]byte(pDead), prefixEnd([]byte(pDead)))
+	defer done()
 	out := make([]*store.DeadLetter, 0, len(keys))
 	for _, k := range keys {
-		d := new(store.DeadLetter)
-		if err := t.getJSON(key(pDead, string(k[len(prefix):])), d); err != nil {
+		b, err := get(key(pDead, string(k[len(prefix):])))
+		if err != nil {
 			return nil, fmt.Errorf("badgerstore: index entry %q: %w", k, err)
+		}
+		d := new(store.DeadLetter)
+		if err := decodeJSON(b, d); err != nil {
+			return nil, err
 		}
 		out = append(out, d)
 	}
