@@ -53,7 +53,7 @@ func (ls *loadState) checkGraph(f *Flow) {
 	// typo is one diagnostic.
 	var assumed [][2]int
 	for i, n := range f.Nodes {
-		for _, w := range n.Wires() {
+		n.eachWire(func(w Wire) {
 			j, ok := idx[w.To]
 			if !ok {
 				hint := ""
@@ -62,10 +62,10 @@ func (ls *loadState) checkGraph(f *Flow) {
 					assumed = append(assumed, [2]int{i, idx[s]})
 				}
 				ls.addf(n.ArgPos(w.Label), CodeUnknownNode, nil, "%s %q: %s = %q names no node of flow %q%s", n.Kind, n.ID, w.Label, w.To, f.Name, hint)
-				continue
+				return
 			}
 			succ[i] = append(succ[i], j)
-		}
+		})
 	}
 	if len(f.Nodes) == 0 {
 		return

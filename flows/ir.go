@@ -226,12 +226,16 @@ type Wire struct {
 // then, otherwise (only the declared ones).
 func (n *Node) Wires() []Wire {
 	var ws []Wire
+	n.eachWire(func(w Wire) { ws = append(ws, w) })
+	return ws
+}
+
+func (n *Node) eachWire(f func(Wire)) {
 	for _, w := range [...]Wire{{"next", n.Next}, {"error", n.Error}, {"then", n.Then}, {"otherwise", n.Otherwise}} {
 		if w.To != "" {
-			ws = append(ws, w)
+			f(w)
 		}
 	}
-	return ws
 }
 
 // ArgPos is the position of the named keyword argument in the node's call,

@@ -1,6 +1,7 @@
 package flows
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -504,9 +505,13 @@ func toPos(p syntax.Position) Pos {
 // per call: a 10,000-node flow has tens of thousands of calls.
 func (fs *fileState) indexCalls(f *syntax.File) {
 	file := fs.file.Path
-	fs.calls = map[lineCol]int32{}
-	var kws []kwArg
-	var bounds [][2]int
+	// Every call has a '(' and every keyword argument an '=': counting
+	// them sizes the slices once instead of growing them.
+	calls := bytes.Count(fs.file.Src, []byte("("))
+	fs.calls = make(map[lineCol]int32, calls)
+	fs.sites = make([]callSite, 0, calls)
+	kws := make([]kwArg, 0, bytes.Count(fs.file.Src, []byte("=")))
+	bounds := make([][2]int, 0, calls)
 	syntax.Walk(f, func(n syntax.Node) bool {
 		c, ok := n.(*syntax.CallExpr)
 		if !ok {
