@@ -5,7 +5,9 @@
 // callers' functions one after another and commits them all in a single
 // Badger transaction with one sync (group commit). Each function still
 // commits or fails on its own: its writes are buffered and join the shared
-// transaction only if it returns nil. Nothing is acknowledged before the
+// transaction only if it returns nil. While one group is being synced the
+// next one is already running, on top of the first one's writes, and is
+// committed only if the first one was. Nothing is acknowledged before the
 // sync that makes it durable.
 //
 // Records are stored as a version byte followed by JSON, under one key

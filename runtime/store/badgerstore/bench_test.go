@@ -97,6 +97,27 @@ func BenchmarkCommit(b *testing.B) {
 	}
 }
 
+// BenchmarkLimits measures Update from 1 and 64 goroutines beside the
+// disk's limits in interleaved rounds (MeasureLimits) and reports each
+// rate and the ratios that matter. Run it with -benchtime 1x.
+func BenchmarkLimits(b *testing.B) {
+	for range b.N {
+		l, err := MeasureLimits(b.TempDir(), 3)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for name, v := range map[string]float64{
+			"fsync/s": l.Fsync, "badger1/s": l.Badger1, "badger64/s": l.Badger64, "badger-group64/s": l.BadgerGroup64,
+			"update1/s": l.Update1, "update64/s": l.Update64, "updates/sync": l.UpdatesPerSync,
+			"update64/badger64": l.Update64 / l.Badger64, "update64/badger-group64": l.Update64 / l.BadgerGroup64,
+			"update64/fsync": l.Update64 / l.Fsync, "update1/badger1": l.Update1 / l.Badger1,
+		} {
+			b.ReportMetric(v, name)
+		}
+		b.ReportMetric(0, "ns/op")
+	}
+}
+
 func openBench(b *testing.B) *Store {
 	b.Helper()
 	s, err := Open(b.TempDir(), Options{})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -102,4 +103,86 @@ func parallel(writers, n int, op func(i int) error) (time.Duration, error) {
 	}
 	wg.Wait()
 	return time.Since(start), first
+}
+
+// Limits is one measurement of Update's group commit against the physical
+// limits of the disk under dir. Rates are commits per second, each the
+// median of interleaved rounds, so that a disk whose speed drifts (shared
+// machines) moves all of them together and the ratios hold.
+type Limits struct {
+	// Fsync: write+fsync of a small file, one after another.
+	Fsync float64
+	// Badger1 and Badger64: one-key Badger transactions with SyncWrites
+	// from 1 and 64 goroutines (one sync per transaction).
+	Badger1, Badger64 float64
+	// BadgerGroup64: one-key commits carried 64 to a Badger transaction
+	// from one goroutine: one sync shared by 64 commits, no overhead of
+	// the store's own.
+	BadgerGroup64 float64
+	// Update1 and Update64: Store.Update with one small write, from 1 and
+	// 64 goroutines.
+	Update1, Update64 float64
+	// UpdatesPerSync is how many of Update64's functions shared a sync.
+	UpdatesPerSync float64
+}
+
+// MeasureLimits measures Limits in rounds rounds (at least 1) on a disk
+// directory dir.
+func MeasureLimits(dir string, rounds int) (Limits, error) {
+	rounds = max(rounds, 1)
+	var samples [7][]float64
+	rate := func(n int, d time.Duration) float64 { return float64(n) / d.Seconds() }
+	val := make([]byte, 64)
+	for range rounds {
+		d, err := MeasureFsync(dir, 1000)
+		if err != nil {
+			return Limits{}, err
+		}
+		samples[0] = append(samples[0], rate(1000, d))
+		for i, w := range []int{1, 64} {
+			n := 1000 * w / min(w, 4) // more work where more writers share
+			d, err := MeasureBadgerCommits(dir, w, 1, n)
+			if err != nil {
+				return Limits{}, err
+			}
+			samples[1+i] = append(samples[1+i], rate(n, d))
+		}
+		d, err = MeasureBadgerCommits(dir, 1, 64, 500)
+		if err != nil {
+			return Limits{}, err
+		}
+		samples[3] = append(samples[3], rate(500*64, d))
+		for i, w := range []int{1, 64} {
+			n := 1000 * w / min(w, 2)
+			sub, err := os.MkdirTemp(dir, "update-*")
+			if err != nil {
+				return Limits{}, err
+			}
+			s, err := Open(sub, Options{})
+			if err != nil {
+				return Limits{}, err
+			}
+			d, err := MeasureUpdates(context.Background(), s, w, n, func(i int) func(store.Tx) error {
+				return func(tx store.Tx) error { return tx.ContinuationPut(fmt.Sprint("r", i), val) }
+			})
+			st := s.Stats()
+			err = errors.Join(err, s.Close(), os.RemoveAll(sub))
+			if err != nil {
+				return Limits{}, err
+			}
+			samples[4+i] = append(samples[4+i], rate(n, d))
+			if w == 64 {
+				samples[6] = append(samples[6], float64(st.Updates)/float64(st.Commits))
+			}
+		}
+	}
+	med := func(xs []float64) float64 {
+		slices.Sort(xs)
+		return xs[len(xs)/2]
+	}
+	return Limits{
+		Fsync: med(samples[0]), Badger1: med(samples[1]), Badger64: med(samples[2]),
+		BadgerGroup64: med(samples[3]), Update1: med(samples[4]), Update64: med(samples[5]),
+		UpdatesPerSync: med(samples[6]),
+	}, nil
 }
