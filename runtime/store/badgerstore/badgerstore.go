@@ -41,6 +41,7 @@ import (
 // of records, so that a daemon with 100,000 parked runs fits in 256 MiB:
 // roughly NumMemtables×MemTableSize for write buffers, plus BlockCacheSize
 // and IndexCacheSize, plus the Go heap of in-flight transactions.
+// BenchmarkParked measures it with 100,000 parked runs.
 type Options struct {
 	// Logger receives Badger's messages: its errors and warnings at those
 	// levels, its (chatty) info messages at Debug and its debug messages at

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -152,6 +153,14 @@ func TestCrashKeepsAcknowledgedWrites(t *testing.T) {
 			t.Fatalf("helper was not killed mid-stream (killed %v, %d acks): %v\n%s", killed, len(acked), err, stderr)
 		}
 
+		// The acknowledged writes must have spanned a memtable rotation:
+		// a flushed table, or more than one memtable log.
+		ssts, _ := filepath.Glob(filepath.Join(dir, "*.sst"))
+		mems, _ := filepath.Glob(filepath.Join(dir, "*.mem"))
+		if round == 0 && len(ssts) == 0 && len(mems) < 2 {
+			t.Fatalf("no memtable rotation before the kill (%d tables, %d memtable logs): the test would not cover it", len(ssts), len(mems))
+		}
+
 		s, err := Open(dir, crashOptions)
 		if err != nil {
 			t.Fatalf("reopen after SIGKILL: %v", err)
@@ -195,7 +204,8 @@ func TestCrashKeepsAcknowledgedWrites(t *testing.T) {
 		if present < len(acked) {
 			t.Fatalf("%d runs present, %d acknowledged", present, len(acked))
 		}
-		t.Logf("round %d: %d acknowledged, %d present after SIGKILL", round, len(acked), present)
+		t.Logf("round %d: %d acknowledged, %d present after SIGKILL (%d tables, %d memtable logs at the kill)",
+			round, len(acked), present, len(ssts), len(mems))
 	}
 }
 

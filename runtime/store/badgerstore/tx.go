@@ -232,12 +232,7 @@ func checkRun(r *store.Run) error {
 	if err := checkID("run id", r.ID); err != nil {
 		return err
 	}
-	for what, p := range map[string]string{"owner": r.Owner, "phase": string(r.Phase), "parent run id": r.ParentRunID} {
-		if err := checkPart(what, p); err != nil {
-			return err
-		}
-	}
-	return nil
+	return errors.Join(checkPart("owner", r.Owner), checkPart("phase", string(r.Phase)), checkPart("parent run id", r.ParentRunID))
 }
 
 func (t *storeTx) RunInsert(r *store.Run) error {
