@@ -101,7 +101,7 @@ func (e *Engine) submit(ctx context.Context, req StartRequest) (*StartResult, er
 	run := &store.Run{
 		ID: newID("run"), Flow: fe.flow.Name, Version: fe.hash, Owner: req.Owner,
 		RequestID: req.RequestID, Input: input, InputHash: inputHash,
-		Phase: store.PhaseQueued, Attempt: 1, Ancestors: []string{},
+		Phase: store.PhaseQueued, Attempt: 1, Ancestors: []string{}, DepthLimit: fe.flow.MaxDepth,
 		ConfigVersion: cfg.ConfigVersion, Budget: budget, CreatedAt: now, UpdatedAt: now,
 	}
 	task := e.newStepTask(run, fe.flow.Entry, now)

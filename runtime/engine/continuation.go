@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/weirhq/weir/runtime/store"
 )
@@ -24,10 +25,29 @@ type continuation struct {
 	// Last is the id of the last node that produced a result, whose result
 	// is the run's output when the flow declares no output callable.
 	Last string `json:"last,omitempty"`
+	// Waits holds the state of human waits the run is parked on, by node.
+	Waits map[string]*waitState `json:"waits,omitempty"`
+}
+
+// waitState is a human wait in progress: its deadline and, once given, the
+// decision. A decision is recorded once; the worker consumes it.
+type waitState struct {
+	Until    time.Time `json:"until"`
+	Decision *decision `json:"decision,omitempty"`
+}
+
+// decision is an approval or a rejection of a wait.
+type decision struct {
+	Approved bool            `json:"approved"`
+	Payload  json.RawMessage `json:"payload,omitempty"`
+	Reason   string          `json:"reason,omitempty"`
+	By       string          `json:"by"`
+	At       time.Time       `json:"at"`
 }
 
 func newContinuation(entry string) *continuation {
-	return &continuation{V: continuationVersion, Node: entry, Results: map[string]json.RawMessage{}}
+	// The entry node is visited once by starting there.
+	return &continuation{V: continuationVersion, Node: entry, Results: map[string]json.RawMessage{}, Visits: map[string]int{entry: 1}}
 }
 
 func encodeContinuation(c *continuation) []byte { return mustJSON(c) }

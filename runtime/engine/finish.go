@@ -50,7 +50,24 @@ func (e *Engine) finishTx(tx store.Tx, run *store.Run, taskID string, phase stor
 		return false, err
 	}
 	e.stats.finished(phase)
-	if run.ParentRunID == "" || failpoint.Armed(failpoint.ChildNoAnnounce) {
+	if run.ParentRunID == "" {
+		return false, nil
+	}
+	// The parent's budget covers its children: what the child spent is
+	// the parent's spending too.
+	if run.Spent > 0 {
+		parent, err := tx.RunGet(run.ParentRunID)
+		switch {
+		case err == nil:
+			parent.Spent += run.Spent
+			if err := tx.RunUpdate(parent); err != nil {
+				return false, err
+			}
+		case !errors.Is(err, store.ErrNotFound):
+			return false, err
+		}
+	}
+	if failpoint.Armed(failpoint.ChildNoAnnounce) {
 		return false, nil
 	}
 	return wakeWaiterTx(tx, run.ID, now)
@@ -102,9 +119,9 @@ func (e *Engine) Cancel(ctx context.Context, owner, runID string) (CancelAnswer,
 	}
 	now := e.now()
 	var answer CancelAnswer
-	var finished, parentWoken bool
+	var c cancelTree
 	err := e.st.Update(ctx, func(tx store.Tx) error {
-		finished, parentWoken = false, false
+		c = cancelTree{}
 		run, err := tx.RunGet(runID)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && run.Owner != owner) {
 			return errNotYours
@@ -120,32 +137,7 @@ func (e *Engine) Cancel(ctx context.Context, owner, runID string) (CancelAnswer,
 		if run.CancelRequested {
 			return nil
 		}
-		run.CancelRequested = true
-		run.UpdatedAt = now
-		if err := appendEvent(tx, run.ID, evCancelRequested, run.Attempt, "", map[string]any{"by": owner}, now); err != nil {
-			return err
-		}
-		tasks, err := tx.TaskListByRun(run.ID)
-		if err != nil {
-			return err
-		}
-		for _, t := range tasks {
-			if t.Leased {
-				return tx.RunUpdate(run) // a worker holds it and will finish it cancelled
-			}
-		}
-		// Queued or parked: nobody is working on it; finish it now.
-		wasQueued := run.Phase == store.PhaseQueued
-		for _, t := range tasks {
-			if err := tx.TaskDelete(t.ID); err != nil {
-				return err
-			}
-		}
-		parentWoken, err = e.finishTx(tx, run, "", store.PhaseCancelled, nil, &store.RunError{Code: CodeCancelled, Message: "the run was cancelled"}, now)
-		if err == nil && wasQueued {
-			finished = true
-		}
-		return err
+		return e.cancelTx(tx, run, owner, now, &c)
 	})
 	if errors.Is(err, errNotYours) {
 		e.auditForeign(ctx, owner, runID, "cancel")
@@ -154,17 +146,80 @@ func (e *Engine) Cancel(ctx context.Context, owner, runID string) (CancelAnswer,
 	if err != nil {
 		return "", e.storageFailed(err)
 	}
-	if finished {
-		e.queuedRuns.Add(-1)
-	}
+	e.queuedRuns.Add(-int64(c.queuedFinished))
 	if lr != nil && answer == CancelRequested {
 		lr.cancelRequested = true
 		lr.cancel()
 	}
-	if parentWoken {
+	// Descendants held by workers: cancel their calls too.
+	e.mu.Lock()
+	for _, id := range c.held {
+		if l := e.live[id]; l != nil && l != lr {
+			l.mu.Lock()
+			l.cancelRequested = true
+			l.mu.Unlock()
+			l.cancel()
+		}
+	}
+	e.mu.Unlock()
+	if c.woke {
 		e.kick()
 	}
 	return answer, nil
+}
+
+// cancelTree collects what one cancel did to a run and its descendants.
+type cancelTree struct {
+	queuedFinished int      // never-started runs finished cancelled
+	held           []string // runs a worker holds: cancelled by their worker
+	woke           bool     // a parent was woken
+}
+
+// cancelTx records the cancel request on run and its non-terminal
+// descendants. A run nobody works on (queued or parked) finishes cancelled
+// at once, without doing its work; a held one is finished by its worker.
+func (e *Engine) cancelTx(tx store.Tx, run *store.Run, by string, now time.Time, c *cancelTree) error {
+	run.CancelRequested = true
+	run.UpdatedAt = now
+	if err := appendEvent(tx, run.ID, evCancelRequested, run.Attempt, "", map[string]any{"by": by}, now); err != nil {
+		return err
+	}
+	kids, err := tx.RunList(store.RunListParams{ParentRunID: run.ID})
+	if err != nil {
+		return err
+	}
+	for _, k := range kids {
+		if !k.Phase.Terminal() && !k.CancelRequested {
+			if err := e.cancelTx(tx, k, by, now, c); err != nil {
+				return err
+			}
+		}
+	}
+	tasks, err := tx.TaskListByRun(run.ID)
+	if err != nil {
+		return err
+	}
+	for _, t := range tasks {
+		if t.Leased {
+			c.held = append(c.held, run.ID)
+			return tx.RunUpdate(run)
+		}
+	}
+	wasQueued := run.Phase == store.PhaseQueued
+	for _, t := range tasks {
+		if err := tx.TaskDelete(t.ID); err != nil {
+			return err
+		}
+	}
+	woke, err := e.finishTx(tx, run, "", store.PhaseCancelled, nil, &store.RunError{Code: CodeCancelled, Message: "the run was cancelled"}, now)
+	if err != nil {
+		return err
+	}
+	c.woke = c.woke || woke
+	if wasQueued {
+		c.queuedFinished++
+	}
+	return nil
 }
 
 var errNotYours = errors.New("engine: not found or not yours")

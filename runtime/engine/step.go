@@ -28,6 +28,9 @@ type stepper struct {
 	// results is cont.Results decoded, for callables' ctx.results.
 	results map[string]any
 	input   any
+	// taskDirty says the task record changed in memory (its wait cleared)
+	// and goes with the next commit.
+	taskDirty bool
 }
 
 // run executes a held step task until the run finishes, parks or yields
@@ -101,6 +104,10 @@ func (w *worker) run(ctx context.Context, run *store.Run, overBudget bool) {
 			more = s.toolNode(ctx, node)
 		case flows.KindBranch:
 			more = s.branchNode(ctx, node)
+		case flows.KindSubflow:
+			more = s.subflowNode(ctx, node)
+		case flows.KindWait:
+			more = s.waitNode(ctx, node)
 		default:
 			more = s.nodeFailed(ctx, node, &store.RunError{Code: "E_UNSUPPORTED",
 				Message: fmt.Sprintf("node kind %s is not supported by this engine yet", node.Kind)})
@@ -169,10 +176,17 @@ func (s *stepper) commitE(ctx context.Context, fn func(tx store.Tx) error) error
 		if err := tx.ContinuationPut(s.run.ID, encodeContinuation(s.cont)); err != nil {
 			return err
 		}
+		if s.taskDirty {
+			t := *s.task
+			if err := tx.TaskPut(&t); err != nil {
+				return err
+			}
+		}
 		return fn(tx)
 	})
 	switch {
 	case err == nil:
+		s.taskDirty = false
 	case errors.Is(err, errLeaseLost):
 		e.log.Warn("lease lost, step discarded", "run", s.run.ID, "task", s.task.ID)
 	case errors.Is(err, errUnknownOutcome):
@@ -195,6 +209,8 @@ func (s *stepper) releaseTaskTx(tx store.Tx, now, readyAt time.Time, waitKind, w
 		return err
 	}
 	*s.task = t
+	s.taskDirty = false
+	s.setLease(nil, true)
 	return tx.LeaseDelete(t.ID)
 }
 
@@ -369,17 +385,8 @@ func (s *stepper) recordNonIdemError(ctx context.Context, node *flows.Node, info
 func (s *stepper) toolDone(ctx context.Context, node *flows.Node, key string, recordIdem bool, out json.RawMessage, cost int64) bool {
 	e := s.e
 	now := e.now()
-	if len(out) == 0 {
-		out = json.RawMessage("null")
-	}
-	s.cont.Results[node.ID] = out
-	var v any
-	_ = json.Unmarshal(out, &v)
-	s.results[node.ID] = v
-	s.cont.Last = node.ID
-	s.advance(node.Next)
 	e.stats.unit(node.Tool)
-	ok := s.commit(ctx, func(tx store.Tx) error {
+	ok := s.resultDoneTx(ctx, node, out, map[string]any{"tool": node.Tool, "cost": cost}, func(tx store.Tx) error {
 		if recordIdem {
 			if err := tx.IdemPut(&store.Idem{Key: key, RunID: s.run.ID, Node: node.ID, Tool: node.Tool, State: store.IdemDone, Result: out, StartedAt: now, DoneAt: now}); err != nil {
 				return err
@@ -397,12 +404,39 @@ func (s *stepper) toolDone(ctx context.Context, node *flows.Node, key string, re
 			}
 			s.run.Spent = run.Spent
 		}
-		return appendEvent(tx, s.run.ID, evNodeDone, s.run.Attempt, node.ID, map[string]any{"tool": node.Tool, "cost": cost}, now)
+		return nil
 	})
 	if ok {
 		failpoint.Hit(failpoint.AfterResult)
 	}
 	return ok
+}
+
+// resultDone records a node's result and advances along next.
+func (s *stepper) resultDone(ctx context.Context, node *flows.Node, out json.RawMessage, detail map[string]any) bool {
+	return s.resultDoneTx(ctx, node, out, detail, nil)
+}
+
+// resultDoneTx is resultDone with extra writes in the same transaction.
+func (s *stepper) resultDoneTx(ctx context.Context, node *flows.Node, out json.RawMessage, detail map[string]any, extra func(tx store.Tx) error) bool {
+	now := s.e.now()
+	if len(out) == 0 {
+		out = json.RawMessage("null")
+	}
+	s.cont.Results[node.ID] = out
+	var v any
+	_ = json.Unmarshal(out, &v)
+	s.results[node.ID] = v
+	s.cont.Last = node.ID
+	s.advance(node.Next)
+	return s.commit(ctx, func(tx store.Tx) error {
+		if extra != nil {
+			if err := extra(tx); err != nil {
+				return err
+			}
+		}
+		return appendEvent(tx, s.run.ID, evNodeDone, s.run.Attempt, node.ID, detail, now)
+	})
 }
 
 // retryLater puts the task back with exponential backoff and full jitter,

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/weirhq/weir/runtime/internal/ledger"
@@ -60,10 +61,35 @@ func (e *Engine) work(t *store.Task, typ string, slice ledger.Slice, overBudget 
 type worker struct {
 	e     *Engine
 	task  *store.Task
-	lease *store.Lease
 	slice ledger.Slice
 	spent int64 // actual cost to settle on release
 	live  *liveRun
+
+	// leaseMu guards lease and released, which the renewer reads while the
+	// worker parks its task and takes it back.
+	leaseMu  sync.Mutex
+	lease    *store.Lease
+	released bool // the worker gave its task back (parked or yielded)
+}
+
+// holding returns a copy of the worker's lease, or nil once released.
+func (w *worker) holding() *store.Lease {
+	w.leaseMu.Lock()
+	defer w.leaseMu.Unlock()
+	if w.released || w.lease == nil {
+		return nil
+	}
+	l := *w.lease
+	return &l
+}
+
+func (w *worker) setLease(l *store.Lease, released bool) {
+	w.leaseMu.Lock()
+	defer w.leaseMu.Unlock()
+	if l != nil {
+		w.lease = l
+	}
+	w.released = released
 }
 
 type leaseResult struct {
@@ -78,7 +104,7 @@ func (w *worker) acquireLease(ctx context.Context) (*leaseResult, error) {
 	e, t := w.e, w.task
 	now := e.now()
 	cfg := e.config()
-	w.lease = &store.Lease{TaskID: t.ID, RunID: t.RunID, Slot: w.slice.Slot, BudgetSlice: w.slice.Cost,
+	lease := &store.Lease{TaskID: t.ID, RunID: t.RunID, Slot: w.slice.Slot, BudgetSlice: w.slice.Cost,
 		Deadline: now.Add(cfg.LeaseTimeout), Attempt: t.Attempt, Holder: e.holder}
 	var res leaseResult
 	err := e.st.Update(ctx, func(tx store.Tx) error {
@@ -103,7 +129,7 @@ func (w *worker) acquireLease(ctx context.Context) (*leaseResult, error) {
 		if err := tx.TaskPut(cur); err != nil {
 			return err
 		}
-		if err := tx.LeasePut(w.lease); err != nil {
+		if err := tx.LeasePut(lease); err != nil {
 			return err
 		}
 		res.firstStart = run.Phase == store.PhaseQueued
@@ -116,11 +142,12 @@ func (w *worker) acquireLease(ctx context.Context) (*leaseResult, error) {
 		*w.task = *cur
 		return appendEvent(tx, run.ID, evLeased, cur.Attempt, cur.Node, map[string]any{
 			"slot": w.slice.Slot, "budget_slice": w.slice.Cost, "config_version": cfg.ConfigVersion,
-			"holder": e.holder, "deadline": w.lease.Deadline}, now)
+			"holder": e.holder, "deadline": lease.Deadline}, now)
 	})
 	if err != nil {
 		return nil, err
 	}
+	w.setLease(lease, false)
 	return &res, nil
 }
 
@@ -138,25 +165,34 @@ func (w *worker) renew(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
+		held := w.holding()
+		if held == nil {
+			continue // parked or yielded: nothing to renew until taken back
+		}
 		now := e.now()
 		deadline := now.Add(e.config().LeaseTimeout)
 		err := e.st.Update(ctx, func(tx store.Tx) error {
 			if err := w.fenceTx(tx); err != nil {
 				return err
 			}
-			l := *w.lease
-			l.Deadline = deadline
-			if err := tx.LeasePut(&l); err != nil {
+			held.Deadline = deadline
+			if err := tx.LeasePut(held); err != nil {
 				return err
 			}
-			return appendEvent(tx, w.task.RunID, evRenewed, w.task.Attempt, w.task.Node, map[string]any{"deadline": deadline}, now)
+			return appendEvent(tx, held.RunID, evRenewed, held.Attempt, w.task.Node, map[string]any{"deadline": deadline}, now)
 		})
 		switch {
 		case err == nil:
-			w.lease.Deadline = deadline
+			w.leaseMu.Lock()
+			if w.lease != nil && w.lease.Attempt == held.Attempt {
+				w.lease.Deadline = deadline
+			}
+			w.leaseMu.Unlock()
 		case errors.Is(err, errLeaseLost):
-			w.live.cancel()
-			return
+			if w.holding() != nil {
+				w.live.cancel() // another worker owns the task now
+				return
+			}
 		case ctx.Err() != nil:
 			return
 		default:
@@ -176,7 +212,8 @@ func (w *worker) fenceTx(tx store.Tx) error {
 	if err != nil {
 		return err
 	}
-	if l.Holder != w.lease.Holder || l.Attempt != w.lease.Attempt {
+	mine := w.holding()
+	if mine == nil || l.Holder != mine.Holder || l.Attempt != mine.Attempt {
 		return errLeaseLost
 	}
 	return nil

@@ -176,6 +176,15 @@ func (l *Ledger) Reslice(s Slice, actual, nextCost int64) (Slice, Reason, bool) 
 	return Slice{RunID: s.RunID, Slot: s.Slot, Cost: nextCost}, "", true
 }
 
+// Transfer hands a held slot to another run, as a zero-cost slice: an
+// inline child run works in its parent's slot. s's reservation is settled
+// with actual first.
+func (l *Ledger) Transfer(s Slice, actual int64, runID string) Slice {
+	zero, _, _ := l.Reslice(s, actual, 0)
+	zero.RunID = runID
+	return zero
+}
+
 // HasRun reports whether runID has an open account.
 func (l *Ledger) HasRun(runID string) bool {
 	l.mu.Lock()

@@ -1,0 +1,138 @@
+package engine
+
+import (
+	"context"
+	"testing"
+
+	"github.com/weirhq/weir/runtime/store"
+)
+
+func (b *bundle) register(t *testing.T, src string) {
+	t.Helper()
+	res, err := b.eng.Register(context.Background(), []SourceFile{{Path: "later.star", Src: src}})
+	if err != nil || len(res.Diagnostics) > 0 {
+		t.Fatalf("register: %v %s", err, res.Diagnostics)
+	}
+}
+
+// runPastHold starts flow, lets it park at its "hold" wait, applies
+// change (registrations the static check cannot relate to the parked
+// run), approves the hold and returns the finished run.
+func (b *bundle) runPastHold(t *testing.T, flow string, change func()) *store.Run {
+	t.Helper()
+	ctx := context.Background()
+	id := b.start(t, flow, `{}`, "")
+	b.wait(t, id, "waiting", func(r *store.Run) bool { return r.Phase == store.PhaseWaiting })
+	change()
+	if err := b.eng.Decide(ctx, "alice", id, "hold", true, nil, ""); err != nil {
+		t.Fatal(err)
+	}
+	return b.waitTerminal(t, id)
+}
+
+// The run-time limits hold where registration could not see the problem:
+// flows registered one by one, a parent version pinned by a parked run.
+func TestRuntimeDepthAndCycle(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{}, `
+flow(name = "b", nodes = [task("t", tool = "testkit.echo")])
+flow(name = "c", nodes = [task("t", tool = "testkit.echo")])
+flow(name = "y", nodes = [task("t", tool = "testkit.echo")])
+`)
+	b.register(t, `flow(name = "a", max_depth = 1, nodes = [wait("hold", next = "call"), subflow("call", flow = "b")])`)
+	b.register(t, `flow(name = "x", nodes = [wait("hold", next = "call"), subflow("call", flow = "y")])`)
+
+	run := b.runPastHold(t, "a", func() {
+		// b now calls c: a's chain becomes a -> b -> c, two deep.
+		b.register(t, `flow(name = "b", nodes = [subflow("deeper", flow = "c")])`)
+	})
+	if run.Phase != store.PhaseFailed || run.Error == nil || run.Error.Code != CodeRuntimeDepth {
+		t.Errorf("depth: %s %+v, want failed with %s", run.Phase, run.Error, CodeRuntimeDepth)
+	}
+
+	run = b.runPastHold(t, "x", func() {
+		// x's latest version calls nothing, so y may call x statically;
+		// the parked run of the old x still calls y.
+		b.register(t, `flow(name = "x", nodes = [task("t", tool = "testkit.echo")])`)
+		b.register(t, `flow(name = "y", nodes = [subflow("back", flow = "x")])`)
+	})
+	if run.Phase != store.PhaseFailed || run.Error == nil || run.Error.Code != CodeRuntimeCycle {
+		t.Errorf("cycle: %s %+v, want failed with %s", run.Phase, run.Error, CodeRuntimeCycle)
+	}
+}
+
+// A deleted child loses its reference but never the parent's wait: the
+// parent's node takes its error wire with E_CHILD_VANISHED.
+func TestVanishedChild(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{}, subflowSrc+`
+flow(name = "parent_vanish", nodes = [
+    subflow("call", flow = "approval", next = "done", error = "gone"),
+    task("done", tool = "testkit.echo"),
+    task("gone", tool = "testkit.echo", args = lambda ctx: {"gone": True}),
+])
+`)
+	ctx := context.Background()
+	id := b.start(t, "parent_vanish", `{}`, "")
+	var waits []HumanWait
+	b.wait(t, id, "waiting on its child", func(*store.Run) bool {
+		waits, _ = b.eng.HumanWaits(ctx, "alice", id)
+		return len(waits) == 1
+	})
+	child := waits[0].RunID
+	err := b.st.Update(ctx, func(tx store.Tx) error {
+		tasks, err := tx.TaskListByRun(child)
+		if err != nil {
+			return err
+		}
+		for _, t := range tasks {
+			if err := tx.TaskDelete(t.ID); err != nil {
+				return err
+			}
+		}
+		if err := tx.RunDelete(child); err != nil {
+			return err
+		}
+		// The parent's wait is still indexed by the child's id; wake it
+		// as the fallback clock would.
+		w, err := tx.TaskByChild(child)
+		if err != nil {
+			return err
+		}
+		w.ReadyAt = b.eng.now()
+		return tx.TaskPut(w)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.eng.kick()
+	run := b.waitTerminal(t, id)
+	if run.Phase != store.PhaseCompleted {
+		t.Fatalf("%s %+v", run.Phase, run.Error)
+	}
+	var code string
+	evs, _ := b.eng.Events(ctx, "alice", id, 0, 0)
+	for _, e := range evs {
+		if e.Type == evNodeFailed {
+			code, _ = e.Detail["code"].(string)
+		}
+	}
+	if code != CodeChildVanished {
+		t.Errorf("node failed with %q, want %s", code, CodeChildVanished)
+	}
+}
+
+func TestFallbackClockOnlyShortens(t *testing.T) {
+	for _, tc := range []struct {
+		env  string
+		want string
+	}{
+		{"", "24h0m0s"}, {"0", "24h0m0s"}, {"-5s", "24h0m0s"}, {"soon", "24h0m0s"}, {"48h", "24h0m0s"},
+		{"2s", "2s"}, {"24h", "24h0m0s"},
+	} {
+		t.Setenv(FallbackEnv, tc.env)
+		if got := subflowFallback().String(); got != tc.want {
+			t.Errorf("%s=%q: %s, want %s", FallbackEnv, tc.env, got, tc.want)
+		}
+	}
+}

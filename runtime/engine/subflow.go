@@ -1,0 +1,240 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/runtime/store"
+)
+
+// SubflowFallback is the production value of the fallback clock that wakes
+// a parent whose child never announced its end (DESIGN §6). A child may
+// legitimately wait 30 days on a human; 24 hours costs at most 30 useless
+// wake-ups on such a wait while bounding an invisible failure to one day.
+const SubflowFallback = 24 * time.Hour
+
+// FallbackEnv names the environment variable that can shorten the fallback
+// clock (a Go duration such as "2s"), for tests and drills. It can only
+// shorten it: empty, zero, negative, unparsable or longer values give
+// SubflowFallback.
+const FallbackEnv = "WEIR_SUBFLOW_FALLBACK"
+
+// subflowFallback is the fallback clock in force.
+func subflowFallback() time.Duration {
+	d, err := time.ParseDuration(os.Getenv(FallbackEnv))
+	if err != nil || d <= 0 || d > SubflowFallback {
+		return SubflowFallback
+	}
+	return d
+}
+
+// Run-time refusals of subflow calls (DESIGN §2: the static check is a
+// courtesy, this is what holds) and the precise reasons a parent's node
+// fails when its child is gone (DESIGN §6).
+const (
+	CodeRuntimeDepth    = "E_RUNTIME_DEPTH"
+	CodeRuntimeCycle    = "E_RUNTIME_CYCLE"
+	CodeChildVanished   = "E_CHILD_VANISHED"
+	CodeChildUnreadable = "E_CHILD_UNREADABLE"
+)
+
+// subflowNode starts the node's child run and suspends the parent on it,
+// or, when the parent was woken, continues from the child's end.
+func (s *stepper) subflowNode(ctx context.Context, node *flows.Node) bool {
+	if s.task.WaitChild != "" && s.task.Node == node.ID {
+		return s.resumeFromChild(ctx, node)
+	}
+	e := s.e
+	chain := append(slices.Clone(s.run.Ancestors), s.run.Flow)
+	if slices.Contains(chain, node.Flow) {
+		return s.nodeFailed(ctx, node, &store.RunError{Code: CodeRuntimeCycle,
+			Message: fmt.Sprintf("starting %s would close a subflow cycle: %s", node.Flow, strings.Join(append(chain, node.Flow), " -> "))})
+	}
+	depth, limit := s.run.Depth+1, s.run.DepthLimit
+	if depth > limit {
+		return s.nodeFailed(ctx, node, &store.RunError{Code: CodeRuntimeDepth,
+			Message: fmt.Sprintf("starting %s would make the subflow chain %d deep, beyond the limit %d: %s", node.Flow, depth, limit, strings.Join(append(chain, node.Flow), " -> "))})
+	}
+	cfe, err := e.latestFlow(ctx, node.Flow)
+	if err != nil {
+		code := ErrorCode(err)
+		if code == CodeFlowUnreadable {
+			code = CodeChildUnreadable
+		}
+		return s.nodeFailed(ctx, node, &store.RunError{Code: code, Message: err.Error()})
+	}
+	raw, err := s.args(node)
+	if err != nil {
+		return s.nodeFailed(ctx, node, &store.RunError{Code: CodeCallable, Message: err.Error()})
+	}
+	input, err := canonicalInput(raw)
+	if err == nil {
+		err = cfe.validateInput(input)
+	}
+	if err != nil {
+		return s.nodeFailed(ctx, node, &store.RunError{Code: CodeBadInput, Message: fmt.Sprintf("input for child flow %s: %v", node.Flow, err)})
+	}
+	// The run's budget covers its children: the child gets what is left.
+	var budget int64
+	if s.run.Budget > 0 {
+		if budget = s.run.Budget - s.run.Spent; budget <= 0 {
+			return s.nodeFailed(ctx, node, &store.RunError{Code: CodeBudgetExhausted, Message: fmt.Sprintf("no budget left for child flow %s", node.Flow)})
+		}
+	}
+	now := e.now()
+	cfg := e.config()
+	child := &store.Run{
+		ID: newID("run"), Flow: cfe.flow.Name, Version: cfe.hash, Owner: s.run.Owner,
+		Input: input, InputHash: hashHex(input), Phase: store.PhaseRunning, Attempt: 1,
+		Depth: depth, DepthLimit: min(limit, depth+cfe.flow.MaxDepth), Ancestors: chain,
+		ParentRunID: s.run.ID, ParentNode: node.ID, ConfigVersion: cfg.ConfigVersion,
+		Budget: budget, CreatedAt: now, UpdatedAt: now,
+	}
+	task := e.newStepTask(child, cfe.flow.Entry, now)
+	task.Leased = true
+	lease := &store.Lease{TaskID: task.ID, RunID: child.ID, Slot: s.slice.Slot, Deadline: now.Add(cfg.LeaseTimeout), Attempt: 1, Holder: e.holder}
+	ok := s.commit(ctx, func(tx store.Tx) error {
+		if err := e.insertRun(tx, child, task, cfe.flow.Entry, map[string]any{"parent": s.run.ID, "node": node.ID}); err != nil {
+			return err
+		}
+		if err := tx.LeasePut(lease); err != nil {
+			return err
+		}
+		if err := appendEvent(tx, child.ID, evLeased, 1, cfe.flow.Entry, map[string]any{"slot": lease.Slot, "inline": true,
+			"config_version": cfg.ConfigVersion, "holder": e.holder, "deadline": lease.Deadline}, now); err != nil {
+			return err
+		}
+		return s.parkTx(tx, now, now.Add(subflowFallback()), "child", child.ID, map[string]any{"child": child.ID, "flow": node.Flow})
+	})
+	if !ok {
+		return false
+	}
+	return s.runInlineChild(ctx, child, task, lease)
+}
+
+// runInlineChild runs a just-started child in the parent's own slot. A
+// child that finishes within this step wakes the parent's wait in its
+// finish transaction and the parent continues here, never touching the
+// queue; a child that suspends leaves the parent parked for the ordinary
+// queue worker to resume when the child announces its end (DESIGN §6).
+func (s *stepper) runInlineChild(ctx context.Context, child *store.Run, task *store.Task, lease *store.Lease) bool {
+	e := s.e
+	e.ledger.OpenRun(child.ID, child.Budget, 0)
+	cctx, cancel := context.WithCancel(ctx)
+	cw := &worker{e: e, task: task, lease: lease, slice: e.ledger.Transfer(s.slice, s.spent, child.ID), live: &liveRun{cancel: cancel}}
+	s.spent = 0
+	e.mu.Lock()
+	e.live[child.ID] = cw.live
+	// The scheduler must not hand the parked parent to another worker
+	// while this one may take it back.
+	e.dispatched[s.task.ID] = true
+	e.mu.Unlock()
+	e.stats.count("inline_children")
+
+	renewDone := make(chan struct{})
+	go func() { defer close(renewDone); cw.renew(cctx) }()
+	cw.run(cctx, child, false)
+	cancel()
+	<-renewDone
+
+	e.mu.Lock()
+	if e.live[child.ID] == cw.live {
+		delete(e.live, child.ID)
+	}
+	e.mu.Unlock()
+	s.slice = e.ledger.Transfer(cw.slice, cw.spent, s.run.ID)
+	ok := s.reacquire(ctx)
+	e.mu.Lock()
+	delete(e.dispatched, s.task.ID)
+	e.mu.Unlock()
+	return ok
+}
+
+// reacquire leases the parent's own task again if the child woke it; the
+// run goes on in this worker. Otherwise the parent stays parked.
+func (s *stepper) reacquire(ctx context.Context) bool {
+	res, err := s.acquireLease(ctx)
+	if err != nil {
+		if !errors.Is(err, errSkip) {
+			s.e.storageFailed(err)
+		}
+		return false
+	}
+	s.run = res.run
+	s.e.ledger.OpenRun(s.run.ID, s.run.Budget, s.run.Spent)
+	return true
+}
+
+// resumeFromChild continues a parent whose child run ended (or whose
+// fallback clock rang): the child's output on the ok wire, its error on the
+// error wire, E_CHILD_VANISHED if it is gone, E_CHILD_UNREADABLE if it
+// cannot be read.
+func (s *stepper) resumeFromChild(ctx context.Context, node *flows.Node) bool {
+	e := s.e
+	childID := s.task.WaitChild
+	var child *store.Run
+	err := e.st.View(ctx, func(tx store.Tx) error {
+		var err error
+		child, err = tx.RunGet(childID)
+		return err
+	})
+	var rerr *store.RunError
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		rerr = &store.RunError{Code: CodeChildVanished, Message: fmt.Sprintf("child run %s of node %s no longer exists", childID, node.ID)}
+	case err != nil:
+		rerr = &store.RunError{Code: CodeChildUnreadable, Message: fmt.Sprintf("child run %s of node %s cannot be read: %v", childID, node.ID, err)}
+	case !child.Phase.Terminal():
+		// The fallback clock rang while the child still works: wait on.
+		now := e.now()
+		s.commit(ctx, func(tx store.Tx) error {
+			return s.parkTx(tx, now, now.Add(subflowFallback()), "child", childID, map[string]any{"child": childID, "fallback": true})
+		})
+		return false
+	case child.Phase != store.PhaseCompleted:
+		rerr = &store.RunError{Code: CodeChildFailed, Message: fmt.Sprintf("child run %s ended %s", childID, child.Phase)}
+		if child.Error != nil {
+			rerr = &store.RunError{Code: child.Error.Code, Message: fmt.Sprintf("child run %s: %s", childID, child.Error.Message)}
+			if child.Error.Code == CodeFlowUnreadable || child.Error.Code == CodeContinuation {
+				rerr.Code = CodeChildUnreadable
+			}
+		}
+	}
+	s.task.WaitChild, s.task.WaitKind = "", ""
+	s.taskDirty = true
+	if rerr != nil {
+		return s.nodeFailed(ctx, node, rerr)
+	}
+	return s.resultDone(ctx, node, child.Output, map[string]any{"child": childID})
+}
+
+// CodeChildFailed: a child ended badly without an error of its own.
+const CodeChildFailed = "E_CHILD_FAILED"
+
+// parkTx suspends the run: its task back in the queue with a future ready
+// time (and what it waits for), the lease released, the run waiting.
+func (s *stepper) parkTx(tx store.Tx, now, readyAt time.Time, kind, child string, detail map[string]any) error {
+	if err := s.releaseTaskTx(tx, now, readyAt, kind, child); err != nil {
+		return err
+	}
+	run, err := tx.RunGet(s.run.ID)
+	if err != nil {
+		return err
+	}
+	run.Phase, run.UpdatedAt = store.PhaseWaiting, now
+	if err := tx.RunUpdate(run); err != nil {
+		return err
+	}
+	s.run.Phase = store.PhaseWaiting
+	if detail == nil {
+		detail = map[string]any{}
+	}
+	detail["for"], detail["until"] = kind, readyAt
+	return appendEvent(tx, s.run.ID, evWaiting, s.run.Attempt, s.task.Node, detail, now)
+}
