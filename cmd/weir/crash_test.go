@@ -85,10 +85,10 @@ func newDaemon(t *testing.T) *daemon {
 
 // start runs weir serve with the failpoints armed and waits until it
 // answers on its socket.
-func (d *daemon) start(failpoints string) {
+func (d *daemon) start(failpoints string, env ...string) {
 	d.t.Helper()
 	d.cmd = exec.Command(d.weir, "--data", d.data, "--plugins", pluginsDir, "--socket", d.socket, "serve", "--log-level", "debug", "--grace", "5s")
-	d.cmd.Env = append(os.Environ(), "WEIR_FAILPOINT="+failpoints)
+	d.cmd.Env = append(append(os.Environ(), "WEIR_FAILPOINT="+failpoints), env...)
 	stderr, err := d.cmd.StderrPipe()
 	if err != nil {
 		d.t.Fatal(err)

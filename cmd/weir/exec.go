@@ -11,6 +11,7 @@ import (
 
 	"github.com/weirhq/weir/runtime/api"
 	"github.com/weirhq/weir/runtime/engine"
+	"github.com/weirhq/weir/runtime/store"
 )
 
 func init() {
@@ -89,6 +90,22 @@ func (m *Main) exec(ctx context.Context, file, flowName string, input []byte, as
 		}
 		if run.Phase.Terminal() {
 			return m.printFinal(api.ViewOf(run, p), asJSON)
+		}
+		if run.Phase == store.PhaseWaiting {
+			waits, err := s.eng.HumanWaits(ctx, owner, run.ID)
+			if err != nil {
+				return err
+			}
+			if len(waits) > 0 {
+				// A person must decide; exec does not hold the store for days.
+				fmt.Fprintf(m.Stdout, "%s waiting\n", run.ID)
+				for _, w := range waits {
+					fmt.Fprintf(m.Stdout, "waiting for a decision at node %s of run %s (flow %s), until %s\n", w.Node, w.RunID, w.Flow, w.Until.Format(time.RFC3339))
+					fmt.Fprintf(m.Stdout, "  approve: weir run approve %s %s [--payload JSON]\n  reject:  weir run reject %s %s [--reason TEXT]\n", w.RunID, w.Node, w.RunID, w.Node)
+				}
+				fmt.Fprintf(m.Stdout, "the run is saved in %s; start the daemon there (weir serve) to decide and let it go on\n", m.DataDir)
+				return exitCode(exitWaiting)
+			}
 		}
 		select {
 		case <-ctx.Done():

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -8,13 +9,16 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/runtime/api"
+	"github.com/weirhq/weir/runtime/engine"
+	"github.com/weirhq/weir/runtime/host"
 )
 
 func init() {
 	registerCommand(func(m *Main) *cobra.Command {
 		cmd := &cobra.Command{
 			Use:   "flow",
-			Short: "Check flow scripts",
+			Short: "Check, register and list flows",
 			Long:  "Commands that work on flow scripts. See docs/flows.md for the language.",
 			RunE: func(cmd *cobra.Command, args []string) error {
 				if len(args) > 0 {
@@ -23,7 +27,7 @@ func init() {
 				return usageErrorf("%s needs a subcommand\nRun '%s --help' for usage.", cmd.CommandPath(), cmd.CommandPath())
 			},
 		}
-		cmd.AddCommand(flowCheckCommand(m))
+		cmd.AddCommand(flowCheckCommand(m), flowRegisterCommand(m), flowLsCommand(m))
 		return cmd
 	})
 }
@@ -98,11 +102,10 @@ Exit status: 0 when every flow is clean (one summary line per flow),
 }
 
 // installedCatalog is the tool catalog of the plugins installed in
-// m.PluginsDir. Until the plugin host provides it, it is empty: every tool
-// is unknown, which keeps the tool check honest rather than skipped.
+// m.PluginsDir, from their cached manifests. No plugins means an empty
+// catalog: every tool is unknown, the tool check is never skipped.
 func installedCatalog(m *Main) (flows.Catalog, error) {
-	_ = m.PluginsDir
-	return flows.MapCatalog{}, nil
+	return host.LoadCatalog(m.PluginsDir, m.DataDir)
 }
 
 // printFlowSummary prints one line per clean flow: what it is and the
@@ -134,4 +137,84 @@ func count(n int, what string) string {
 		return "1 " + what
 	}
 	return fmt.Sprintf("%d %ss", n, what)
+}
+
+func flowRegisterCommand(m *Main) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "register FILE...",
+		Short: "Check flow files together and register them with the daemon",
+		Long: `Register sends the files to the daemon, which checks them together against the
+registered flows and the installed plugins (the same checks and diagnostics
+as 'weir flow check') and stores a new version of every flow they declare.
+With any diagnostic nothing is stored. Runs already started keep the version
+they started with.
+
+Exit status: 0 registered, 1 diagnostics or a daemon error, 2 usage.`,
+		Args: minArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var req api.RegisterRequest
+			for _, p := range args {
+				src, err := os.ReadFile(p)
+				if err != nil {
+					return usageErrorf("%v", err)
+				}
+				req.Files = append(req.Files, engine.SourceFile{Path: p, Src: string(src)})
+			}
+			var res engine.RegisterResult
+			err := m.client().do(cmd.Context(), "POST", "/flows", req, &res)
+			var ae *apiError
+			if errors.As(err, &ae) && ae.Status == 422 {
+				// Diagnostics come back as the body of a 422.
+				err = nil
+			}
+			if err != nil {
+				return m.apiFailure(err)
+			}
+			if len(res.Diagnostics) > 0 {
+				if asJSON {
+					_ = res.Diagnostics.WriteJSON(m.Stdout)
+				} else {
+					_ = res.Diagnostics.WriteText(m.Stdout)
+				}
+				return &exitError{code: exitFailed, err: fmt.Errorf("%s; nothing registered", count(len(res.Diagnostics), "problem"))}
+			}
+			if asJSON {
+				return printJSON(m.Stdout, res.Flows)
+			}
+			for _, f := range res.Flows {
+				fmt.Fprintf(m.Stdout, "registered %s (version %s, %s)\n", f.Name, short(f.Hash), count(f.Nodes, "node"))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func flowLsCommand(m *Main) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "ls",
+		Short: "List the registered flows (latest version of each)",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var fl []engine.RegisteredFlow
+			if err := m.client().do(cmd.Context(), "GET", "/flows", nil, &fl); err != nil {
+				return m.apiFailure(err)
+			}
+			if asJSON {
+				return printJSON(m.Stdout, fl)
+			}
+			if len(fl) == 0 {
+				fmt.Fprintln(m.Stdout, "no flows registered: weir flow register FILE.star")
+			}
+			for _, f := range fl {
+				fmt.Fprintf(m.Stdout, "%-20s %s  %-10s %s\n", f.Name, short(f.Hash), count(f.Nodes, "node"), f.Doc)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
 }

@@ -17,7 +17,7 @@ import (
 func init() {
 	registerCommand(func(m *Main) *cobra.Command {
 		cmd := &cobra.Command{Use: "run", Short: "Start, inspect and cancel runs on the daemon"}
-		cmd.AddCommand(m.runStartCmd(), m.runGetCmd(), m.runLsCmd(), m.runCancelCmd(), m.runEventsCmd())
+		cmd.AddCommand(m.runStartCmd(), m.runGetCmd(), m.runLsCmd(), m.runCancelCmd(), m.runEventsCmd(), m.runDecideCmd(true), m.runDecideCmd(false))
 		return cmd
 	})
 	registerCommand(func(m *Main) *cobra.Command {
@@ -286,4 +286,38 @@ func short(h string) string {
 		return h[:12]
 	}
 	return h
+}
+
+// runDecideCmd is `weir run approve` (approve) or `weir run reject`.
+func (m *Main) runDecideCmd(approve bool) *cobra.Command {
+	var payload, reason string
+	cmd := &cobra.Command{Args: exactArgs(2)}
+	if approve {
+		cmd.Use, cmd.Short = "approve RUN NODE", "Approve the wait at NODE of RUN; the payload becomes the node's result"
+		cmd.Flags().StringVar(&payload, "payload", "", "the decision's payload as JSON, or @file")
+	} else {
+		cmd.Use, cmd.Short = "reject RUN NODE", "Reject the wait at NODE of RUN; the run takes the node's error wire"
+		cmd.Flags().StringVar(&reason, "reason", "", "why, recorded in the run's events")
+	}
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		req := api.DecideRequest{Reason: reason}
+		if approve {
+			p, err := readInput(payload)
+			if err != nil {
+				return err
+			}
+			req.Payload = p
+		}
+		verb := "reject"
+		if approve {
+			verb = "approve"
+		}
+		var res api.DecideResponse
+		if err := m.client().do(cmd.Context(), "POST", "/runs/"+args[0]+"/waits/"+args[1]+"/"+verb, req, &res); err != nil {
+			return m.apiFailure(err)
+		}
+		fmt.Fprintf(m.Stdout, "%s %s at %s\n", res.Decision, res.RunID, res.Node)
+		return nil
+	}
+	return cmd
 }

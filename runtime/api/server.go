@@ -54,6 +54,7 @@ func NewServer(eng *engine.Engine, log hclog.Logger) *Server {
 	s.mux.HandleFunc("GET /v1/deadletters", s.deadLetters)
 	s.mux.HandleFunc("GET /v1/stats", s.stats)
 	s.mux.HandleFunc("GET /v1/health", s.health)
+	s.routeWaits()
 	return s
 }
 

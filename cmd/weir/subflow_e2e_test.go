@@ -1,0 +1,85 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weirhq/weir/runtime/store"
+)
+
+const fallbackFlows = `
+flow(name = "kid", nodes = [task("k", tool = "testkit.echo", args = lambda ctx: {"kid": True})])
+flow(name = "mum", nodes = [
+    subflow("call", flow = "kid", next = "done"),
+    task("done", tool = "testkit.echo", args = lambda ctx: {"from_child": ctx.results["call"]}),
+])
+`
+
+// TestFallbackClockRecoversSilentChild: a child that finishes without
+// waking its parent (failpoint) is found by the parent's fallback clock,
+// shortened to 2s, and the parent finishes by itself.
+func TestFallbackClockRecoversSilentChild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real daemon")
+	}
+	t.Parallel()
+	d := newDaemon(t)
+	d.start("child-no-announce", "WEIR_SUBFLOW_FALLBACK=2s")
+	d.register(fallbackFlows)
+	begin := time.Now()
+	res, err := d.startRun("mum", `{}`, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := d.waitTerminal(res.RunID)
+	took := time.Since(begin)
+	if v.Phase != store.PhaseCompleted || !strings.Contains(string(v.Output), `"kid":true`) {
+		t.Fatalf("parent ended %s output %s error %+v", v.Phase, v.Output, v.Error)
+	}
+	if took < 2*time.Second {
+		t.Errorf("parent finished after %s: the child announced after all, the failpoint did not hold", took)
+	}
+	d.stop()
+}
+
+// TestApproveThroughTheDaemon drives a wait from the CLI as a user would.
+func TestApproveThroughTheDaemon(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real daemon")
+	}
+	t.Parallel()
+	d := newDaemon(t)
+	d.start("")
+	d.register(`flow(name = "gate", nodes = [
+    wait("ok", timeout = "30d", next = "go"),
+    task("go", tool = "testkit.echo", args = lambda ctx: {"approved": ctx.results["ok"]}),
+])`)
+	res, err := d.startRun("gate", `{}`, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"WEIR_SOCKET": d.socket, "WEIR_DATA": d.data}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, out, _, _ := run(t, env, "run", "get", res.RunID)
+		if code == 0 && strings.Contains(out, "phase:    waiting") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never waiting: %s", out)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if code, out, errb, _ := run(t, env, "run", "approve", res.RunID, "ok", "--payload", `{"by":"me"}`); code != 0 || !strings.Contains(out, "approved") {
+		t.Fatalf("approve: %d %s %s", code, out, errb)
+	}
+	if code, _, errb, _ := run(t, env, "run", "approve", res.RunID, "ok"); code != exitFailed || !strings.Contains(errb, "E_") {
+		t.Fatalf("second approve: exit %d %s, want a refusal", code, errb)
+	}
+	v := d.waitTerminal(res.RunID)
+	if v.Phase != store.PhaseCompleted || !strings.Contains(string(v.Output), `"by":"me"`) {
+		t.Fatalf("%s %s", v.Phase, v.Output)
+	}
+	d.stop()
+}

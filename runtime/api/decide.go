@@ -1,0 +1,67 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/weirhq/weir/runtime/engine"
+)
+
+// DecideRequest is the body of POST /v1/runs/{id}/waits/{node}/approve
+// (Payload) and .../reject (Reason).
+type DecideRequest struct {
+	Payload json.RawMessage `json:"payload,omitempty"`
+	Reason  string          `json:"reason,omitempty"`
+}
+
+// DecideResponse answers a decision.
+type DecideResponse struct {
+	RunID    string `json:"run_id"`
+	Node     string `json:"node"`
+	Decision string `json:"decision"` // approved or rejected
+}
+
+func (s *Server) routeWaits() {
+	s.mux.HandleFunc("POST /v1/runs/{id}/waits/{node}/approve", func(w http.ResponseWriter, r *http.Request) { s.decide(w, r, true) })
+	s.mux.HandleFunc("POST /v1/runs/{id}/waits/{node}/reject", func(w http.ResponseWriter, r *http.Request) { s.decide(w, r, false) })
+	s.mux.HandleFunc("GET /v1/runs/{id}/waits", s.listWaits)
+}
+
+func (s *Server) decide(w http.ResponseWriter, r *http.Request, approve bool) {
+	var req DecideRequest
+	if !decode(w, r, MaxStartBody, &req) {
+		return
+	}
+	id, node := r.PathValue("id"), r.PathValue("node")
+	if err := s.eng.Decide(r.Context(), ownerFrom(r.Context()), id, node, approve, req.Payload, req.Reason); err != nil {
+		writeDecideErr(w, err)
+		return
+	}
+	d := "approved"
+	if !approve {
+		d = "rejected"
+	}
+	writeJSON(w, http.StatusOK, DecideResponse{RunID: id, Node: node, Decision: d})
+}
+
+func writeDecideErr(w http.ResponseWriter, err error) {
+	var e *engine.Error
+	if errors.As(err, &e) && (e.Code == engine.CodeAlreadyDecided || e.Code == engine.CodeNotWaiting) {
+		writeErr(w, http.StatusConflict, e)
+		return
+	}
+	writeEngineErr(w, err)
+}
+
+func (s *Server) listWaits(w http.ResponseWriter, r *http.Request) {
+	ws, err := s.eng.HumanWaits(r.Context(), ownerFrom(r.Context()), r.PathValue("id"))
+	if err != nil {
+		writeEngineErr(w, err)
+		return
+	}
+	if ws == nil {
+		ws = []engine.HumanWait{}
+	}
+	writeJSON(w, http.StatusOK, ws)
+}
