@@ -111,6 +111,7 @@ func BenchmarkLimits(b *testing.B) {
 			"update1/s": l.Update1, "update64/s": l.Update64, "updates/sync": l.UpdatesPerSync,
 			"update64/badger64": l.Update64 / l.Badger64, "update64/badger-group64": l.Update64 / l.BadgerGroup64,
 			"update64/fsync": l.Update64 / l.Fsync, "update1/badger1": l.Update1 / l.Badger1,
+			"step64/s": l.Step64, "step64/badger64": l.Step64 / l.Badger64,
 		} {
 			b.ReportMetric(v, name)
 		}

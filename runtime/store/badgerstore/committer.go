@@ -222,15 +222,23 @@ func (c *committer) submit(b *batch) error {
 		return err
 	}
 	// Badger writes the transaction to its log, syncs it (SyncWrites)
-	// and only then calls back.
+	// and only then returns or calls back.
 	b.done = make(chan error, 1)
-	txn.CommitWith(func(err error) {
+	c.inflight = b
+	wrap := func(err error) error {
 		if err != nil {
 			err = fmt.Errorf("badgerstore: group commit of %d keys: %w", b.layer.len(), err)
 		}
-		b.done <- err
-	})
-	c.inflight = b
+		return err
+	}
+	if len(c.s.reqs) == 0 {
+		// Nobody is waiting to build on this batch: commit in place and
+		// save the hand-offs to and from Badger's callback goroutine,
+		// which a lone writer would pay on every Update.
+		b.done <- wrap(txn.Commit())
+		return nil
+	}
+	txn.CommitWith(func(err error) { b.done <- wrap(err) })
 	return nil
 }
 

@@ -124,13 +124,17 @@ type Limits struct {
 	Update1, Update64 float64
 	// UpdatesPerSync is how many of Update64's functions shared a sync.
 	UpdatesPerSync float64
+	// Step64: Store.Update shaped like an engine step (a 512-byte
+	// continuation, the task replaced, an event appended) from 64
+	// goroutines.
+	Step64 float64
 }
 
 // MeasureLimits measures Limits in rounds rounds (at least 1) on a disk
 // directory dir.
 func MeasureLimits(dir string, rounds int) (Limits, error) {
 	rounds = max(rounds, 1)
-	var samples [7][]float64
+	var samples [8][]float64
 	rate := func(n int, d time.Duration) float64 { return float64(n) / d.Seconds() }
 	val := make([]byte, 64)
 	for range rounds {
@@ -175,6 +179,11 @@ func MeasureLimits(dir string, rounds int) (Limits, error) {
 				samples[6] = append(samples[6], float64(st.Updates)/float64(st.Commits))
 			}
 		}
+		r, err := measureSteps(dir, 64, 20000)
+		if err != nil {
+			return Limits{}, err
+		}
+		samples[7] = append(samples[7], r)
 	}
 	med := func(xs []float64) float64 {
 		slices.Sort(xs)
@@ -183,6 +192,34 @@ func MeasureLimits(dir string, rounds int) (Limits, error) {
 	return Limits{
 		Fsync: med(samples[0]), Badger1: med(samples[1]), Badger64: med(samples[2]),
 		BadgerGroup64: med(samples[3]), Update1: med(samples[4]), Update64: med(samples[5]),
-		UpdatesPerSync: med(samples[6]),
+		UpdatesPerSync: med(samples[6]), Step64: med(samples[7]),
 	}, nil
+}
+
+// measureSteps runs n step-shaped Updates from writers goroutines on a new
+// store under dir and returns their rate.
+func measureSteps(dir string, writers, n int) (float64, error) {
+	sub, err := os.MkdirTemp(dir, "steps-*")
+	if err != nil {
+		return 0, err
+	}
+	s, err := Open(sub, Options{})
+	if err != nil {
+		return 0, err
+	}
+	cont := make([]byte, 512)
+	now := time.Now()
+	d, err := MeasureUpdates(context.Background(), s, writers, n, func(i int) func(store.Tx) error {
+		run := fmt.Sprint("run", i%writers)
+		return func(tx store.Tx) error {
+			return errors.Join(
+				tx.ContinuationPut(run, cont),
+				tx.TaskPut(&store.Task{ID: "t-" + run, RunID: run, Kind: store.TaskStep, Node: "n", ReadyAt: now, CreatedAt: now}),
+				tx.EventAppend(&store.Event{RunID: run, At: now, Type: "completed", Node: "n"}))
+		}
+	})
+	if err = errors.Join(err, s.Close(), os.RemoveAll(sub)); err != nil {
+		return 0, err
+	}
+	return float64(n) / d.Seconds(), nil
 }
