@@ -1,0 +1,224 @@
+package config
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/weirhq/weir/runtime/engine"
+)
+
+// Defaults of the daemon's settings. The engine limits match
+// engine.Config's own defaults; they are repeated here so that a loaded
+// Config shows the values in force rather than zeros.
+const (
+	DefaultWorkers      = 64
+	DefaultMaxQueued    = 10000
+	DefaultQueueTimeout = 10 * time.Minute
+	DefaultLeaseTimeout = 30 * time.Second
+	DefaultMaxAttempts  = 5
+	DefaultRetryBase    = 100 * time.Millisecond
+	DefaultRetryMax     = 30 * time.Second
+	DefaultDrainGrace   = 30 * time.Second
+	DefaultLogLevel     = "info"
+	DefaultSocketMode   = os.FileMode(0o600)
+	// DefaultTCPAddress is where the TCP listener binds when its block
+	// names no address: loopback only.
+	DefaultTCPAddress = "127.0.0.1:7411"
+	// MinTokenLength bounds how short a bearer token may be: a short
+	// secret can be guessed over the network.
+	MinTokenLength = 16
+)
+
+// Config is the daemon's configuration with every default filled in.
+type Config struct {
+	// File is the path the config was loaded from ("" for Default).
+	File string `json:"file,omitempty"`
+	// LogLevel is trace, debug, info, warn or error.
+	LogLevel string `json:"log_level"`
+	// Engine holds the engine's limits.
+	Engine Engine `json:"engine"`
+	// DrainGrace is how long held work may drain on stop before what is
+	// left is cancelled.
+	DrainGrace time.Duration `json:"drain_grace"`
+	// Socket is the Unix socket's access.
+	Socket Socket `json:"socket"`
+	// TCP is the optional TCP listener (nil: off).
+	TCP *TCP `json:"tcp,omitempty"`
+	// MetricsAddress is the optional HTTP address serving /metrics for
+	// Prometheus ("": off).
+	MetricsAddress string `json:"metrics_address,omitempty"`
+	// RetentionMaxAge is how long finished runs, their events and dedup
+	// keys are kept (0: forever).
+	RetentionMaxAge time.Duration `json:"retention_max_age,omitempty"`
+	// Plugins holds each plugin's section, as JSON, by plugin name.
+	Plugins map[string]json.RawMessage `json:"plugins,omitempty"`
+}
+
+// Engine holds the engine limits of the file's engine block.
+type Engine struct {
+	Workers        int           `json:"workers"`
+	MaxQueued      int           `json:"max_queued"`
+	QueueTimeout   time.Duration `json:"queue_timeout"` // negative: no deadline
+	BudgetInFlight int64         `json:"budget_in_flight"`
+	RunBudget      int64         `json:"run_budget"`
+	LeaseTimeout   time.Duration `json:"lease_timeout"`
+	MaxAttempts    int           `json:"max_attempts"`
+	RetryBase      time.Duration `json:"retry_base"`
+	RetryMax       time.Duration `json:"retry_max"`
+}
+
+// Socket says who may connect to the Unix socket. Who a caller is comes
+// from the kernel (SO_PEERCRED), whatever the mode.
+type Socket struct {
+	Mode os.FileMode `json:"mode"`
+	// Group is the socket's group as written (name or number), GID its
+	// number; GID is -1 when the file names no group.
+	Group string `json:"group,omitempty"`
+	GID   int    `json:"gid"`
+}
+
+// TCP is the optional TCP listener.
+type TCP struct {
+	Address string `json:"address"`
+	// AllowRemote must be set to bind an address that is not loopback:
+	// bearer tokens travel in the clear over plain TCP.
+	AllowRemote bool    `json:"allow_remote,omitempty"`
+	Tokens      []Token `json:"tokens"`
+}
+
+// Token maps a bearer token to the owner it authenticates.
+type Token struct {
+	Owner  string `json:"owner"`
+	Secret string `json:"-"`
+	// Where says where the token was declared (file:line), for messages.
+	Where string `json:"-"`
+}
+
+// Default is the configuration of a daemon started without a file.
+func Default() *Config {
+	return &Config{
+		LogLevel: DefaultLogLevel,
+		Engine: Engine{
+			Workers: DefaultWorkers, MaxQueued: DefaultMaxQueued, QueueTimeout: DefaultQueueTimeout,
+			LeaseTimeout: DefaultLeaseTimeout, MaxAttempts: DefaultMaxAttempts,
+			RetryBase: DefaultRetryBase, RetryMax: DefaultRetryMax,
+		},
+		DrainGrace: DefaultDrainGrace,
+		Socket:     Socket{Mode: DefaultSocketMode, GID: -1},
+	}
+}
+
+// EngineConfig returns the engine limits as an engine.Config carrying
+// version as its ConfigVersion. Store, Tools and Logger are the caller's.
+func (c *Config) EngineConfig(version int64) engine.Config {
+	e := c.Engine
+	return engine.Config{
+		Workers: e.Workers, MaxQueued: e.MaxQueued, QueueTimeout: e.QueueTimeout,
+		MaxBudgetInFlight: e.BudgetInFlight, DefaultRunBudget: e.RunBudget, LeaseTimeout: e.LeaseTimeout,
+		MaxAttempts: e.MaxAttempts, RetryBase: e.RetryBase, RetryMax: e.RetryMax,
+		ConfigVersion: version,
+	}
+}
+
+// Tokens returns the TCP tokens as secret → owner (nil without TCP).
+func (c *Config) Tokens() map[string]string {
+	if c.TCP == nil {
+		return nil
+	}
+	out := make(map[string]string, len(c.TCP.Tokens))
+	for _, t := range c.TCP.Tokens {
+		out[t.Secret] = t.Owner
+	}
+	return out
+}
+
+// Hash identifies the config's effective content: two configs with the
+// same hash run the daemon the same way. Token secrets enter it hashed.
+func (c *Config) Hash() string {
+	type tok struct{ Owner, SecretHash string }
+	v := struct {
+		C      Config
+		Tokens []tok
+	}{C: *c}
+	v.C.File = "" // the same content under another name is the same config
+	if c.TCP != nil {
+		for _, t := range c.TCP.Tokens {
+			s := sha256.Sum256([]byte(t.Secret))
+			v.Tokens = append(v.Tokens, tok{t.Owner, hex.EncodeToString(s[:])})
+		}
+		sort.Slice(v.Tokens, func(i, j int) bool {
+			return v.Tokens[i].Owner+v.Tokens[i].SecretHash < v.Tokens[j].Owner+v.Tokens[j].SecretHash
+		})
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("config: hashing: %v", err)) // only plain values and valid JSON
+	}
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// RestartChanges lists the settings that differ between the config in
+// force and a candidate and that only a restart can apply: the listeners
+// and the plugins' sections (a plugin reads its section when it is
+// launched). A reload whose candidate changes any of them is refused, so
+// the config in force is always exactly one file's content.
+func RestartChanges(running, candidate *Config) []string {
+	var out []string
+	addr := func(t *TCP) string {
+		if t == nil {
+			return "off"
+		}
+		return t.Address
+	}
+	if addr(running.TCP) != addr(candidate.TCP) {
+		out = append(out, fmt.Sprintf("tcp address (%s -> %s)", addr(running.TCP), addr(candidate.TCP)))
+	}
+	if running.MetricsAddress != candidate.MetricsAddress {
+		out = append(out, fmt.Sprintf("metrics address (%s -> %s)", orOff(running.MetricsAddress), orOff(candidate.MetricsAddress)))
+	}
+	names := map[string]bool{}
+	for n := range running.Plugins {
+		names[n] = true
+	}
+	for n := range candidate.Plugins {
+		names[n] = true
+	}
+	var changed []string
+	for n := range names {
+		if string(running.Plugins[n]) != string(candidate.Plugins[n]) {
+			changed = append(changed, n)
+		}
+	}
+	sort.Strings(changed)
+	for _, n := range changed {
+		out = append(out, fmt.Sprintf("plugin %q section", n))
+	}
+	return out
+}
+
+func orOff(s string) string {
+	if s == "" {
+		return "off"
+	}
+	return s
+}
+
+// Error is a config file that cannot be used: every problem found, each
+// with its file:line.
+type Error struct {
+	Problems []string
+}
+
+func (e *Error) Error() string {
+	if len(e.Problems) == 1 {
+		return "invalid config: " + e.Problems[0]
+	}
+	return "invalid config:\n  " + strings.Join(e.Problems, "\n  ")
+}

@@ -1,0 +1,338 @@
+package config
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weirhq/weir/runtime/store/badgerstore"
+)
+
+func TestLoadFull(t *testing.T) {
+	t.Parallel()
+	c, err := Load("testdata/full.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Config{
+		File:     "testdata/full.hcl",
+		LogLevel: "debug",
+		Engine: Engine{Workers: 8, MaxQueued: 500, QueueTimeout: 2 * time.Minute, BudgetInFlight: 1000, RunBudget: 50,
+			LeaseTimeout: 20 * time.Second, MaxAttempts: 3, RetryBase: 200 * time.Millisecond, RetryMax: time.Minute},
+		DrainGrace: 45 * time.Second,
+		Socket:     Socket{Mode: 0o660, Group: "0", GID: 0},
+		TCP: &TCP{Address: "127.0.0.1:7411", Tokens: []Token{
+			{Owner: "alice", Secret: "alice-0123456789abcdef", Where: "testdata/full.hcl:27"},
+			{Owner: "ci-bot", Secret: "ci-0123456789abcdef0123", Where: "testdata/full.hcl:30"},
+		}},
+		MetricsAddress:  "127.0.0.1:9411",
+		RetentionMaxAge: 30 * 24 * time.Hour,
+		Plugins: map[string]json.RawMessage{
+			"http": json.RawMessage(`{"allow_hosts":["api.example.com","example.org"],"max_bytes":1048576,"timeout":"10s"}`),
+		},
+	}
+	if !reflect.DeepEqual(c, want) {
+		gb, _ := json.MarshalIndent(c, "", " ")
+		wb, _ := json.MarshalIndent(want, "", " ")
+		t.Errorf("got\n%s\nwant\n%s\ntokens %+v", gb, wb, c.TCP.Tokens)
+	}
+	ec := c.EngineConfig(7)
+	if ec.Workers != 8 || ec.MaxQueued != 500 || ec.QueueTimeout != 2*time.Minute || ec.MaxBudgetInFlight != 1000 ||
+		ec.DefaultRunBudget != 50 || ec.LeaseTimeout != 20*time.Second || ec.MaxAttempts != 3 ||
+		ec.RetryBase != 200*time.Millisecond || ec.RetryMax != time.Minute || ec.ConfigVersion != 7 {
+		t.Errorf("EngineConfig = %+v", ec)
+	}
+	if got := c.Tokens(); len(got) != 2 || got["alice-0123456789abcdef"] != "alice" || got["ci-0123456789abcdef0123"] != "ci-bot" {
+		t.Errorf("Tokens() = %v", got)
+	}
+}
+
+func TestEmptyFileIsDefault(t *testing.T) {
+	t.Parallel()
+	c, err := Parse([]byte("# nothing set\n"), "empty.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := Default()
+	d.File = "empty.hcl"
+	if !reflect.DeepEqual(c, d) {
+		t.Errorf("got %+v, want %+v", c, d)
+	}
+	if c.Socket.Mode != 0o600 || c.TCP != nil || c.MetricsAddress != "" {
+		t.Errorf("defaults are not owner-only socket, no tcp, no metrics: %+v", c)
+	}
+	if c.Hash() != Default().Hash() {
+		t.Error("the file name changes the hash")
+	}
+}
+
+func TestQueueTimeoutNone(t *testing.T) {
+	t.Parallel()
+	c, err := Parse([]byte("engine {\n  queue_timeout = \"none\"\n}\n"), "q.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Engine.QueueTimeout >= 0 {
+		t.Errorf("queue_timeout none = %v, want negative (no deadline)", c.Engine.QueueTimeout)
+	}
+}
+
+// Every refusal names the file and line of the offending construct.
+func TestRefusals(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, src string
+		want      []string // substrings of the error, in any order
+	}{
+		{"unknown attribute", "log_level = \"info\"\nworkers = 4\n", []string{"c.hcl:2", `An argument named "workers" is not expected here`}},
+		{"unknown block", "engine {\n}\nlimits {\n  x = 1\n}\n", []string{"c.hcl:3", `Blocks of type "limits" are not expected here`}},
+		{"unknown attribute in block", "engine {\n  worker = 4\n}\n", []string{"c.hcl:2", `"worker" is not expected`, `Did you mean "workers"?`}},
+		{"duplicate block", "engine {\n}\nengine {\n}\n", []string{"c.hcl:3", "Duplicate engine block"}},
+		{"syntax", "engine {\n  workers = \n}\n", []string{"c.hcl:2"}},
+		{"wrong type", "engine {\n  workers = \"many\"\n}\n", []string{"c.hcl:2", "workers must be a number"}},
+		{"zero workers", "engine {\n  workers = 0\n}\n", []string{"c.hcl:2", "workers must be at least 1, got 0"}},
+		{"fractional", "engine {\n  max_queued = 1.5\n}\n", []string{"c.hcl:2", "max_queued must be a whole number"}},
+		{"huge", "engine {\n  run_budget = 1e300\n}\n", []string{"c.hcl:2", "run_budget is too large: 1e+300"}},
+		{"negative budget", "engine {\n  budget_in_flight = -1\n}\n", []string{"c.hcl:2", "budget_in_flight must be at least 0"}},
+		{"bad duration", "engine {\n\n  lease_timeout = \"soon\"\n}\n", []string{"c.hcl:3", "lease_timeout", `invalid duration "soon"`}},
+		{"negative duration", "engine {\n  retry_max = \"-5s\"\n}\n", []string{"c.hcl:2", "retry_max must be positive"}},
+		{"retry order", "engine {\n  retry_base = \"1m\"\n  retry_max = \"1s\"\n}\n", []string{"c.hcl:2", "retry_base (1m0s) is longer than retry_max (1s)"}},
+		{"variables", "log_level = env.LEVEL\n", []string{"c.hcl:1", "Variables not allowed"}},
+		{"functions", "log_level = lower(\"INFO\")\n", []string{"c.hcl:1", "Function calls not allowed"}},
+		{"log level", "log_level = \"loud\"\n", []string{"c.hcl:1", `log_level must be one of trace, debug, info, warn, error; got "loud"`}},
+		{"socket mode not octal", "socket {\n  mode = \"rw\"\n}\n", []string{"c.hcl:2", "socket mode must be octal"}},
+		{"socket mode number", "socket {\n  mode = 660\n}\n", []string{"c.hcl:2", "socket mode must be octal"}},
+		{"socket mode locks out owner", "socket {\n  mode = \"0060\"\n}\n", []string{"c.hcl:2", "must let the daemon's own user read and write"}},
+		{"socket mode exec", "socket {\n  mode = \"0700\"\n}\n", []string{"c.hcl:2", "execute bits"}},
+		{"socket group unknown", "socket {\n  group = \"no-such-group-weir\"\n}\n", []string{"c.hcl:2", `socket group "no-such-group-weir"`}},
+		{"tcp without tokens", "tcp {\n  address = \"127.0.0.1:1\"\n}\n", []string{"c.hcl:1", "declares no token"}},
+		{"tcp bad address", "tcp {\n  address = \"nowhere\"\n  token \"a\" {\n    secret = \"0123456789abcdef\"\n  }\n}\n", []string{"c.hcl:2", `tcp address "nowhere"`}},
+		{"tcp remote without consent", "tcp {\n  address = \"0.0.0.0:7411\"\n  token \"a\" {\n    secret = \"0123456789abcdef\"\n  }\n}\n", []string{"c.hcl:2", "not loopback", "allow_remote"}},
+		{"tcp all interfaces without consent", "tcp {\n  address = \":7411\"\n  token \"a\" {\n    secret = \"0123456789abcdef\"\n  }\n}\n", []string{"c.hcl:2", "not loopback"}},
+		{"token short", "tcp {\n  token \"a\" {\n    secret = \"short\"\n  }\n}\n", []string{"c.hcl:3", "token of \"a\" is 5 characters; a token needs at least 16"}},
+		{"token both", "tcp {\n  token \"a\" {\n    secret = \"0123456789abcdef\"\n    secret_file = \"x\"\n  }\n}\n", []string{"c.hcl:2", "exactly one of secret or secret_file"}},
+		{"token neither", "tcp {\n  token \"a\" {\n  }\n}\n", []string{"c.hcl:2", "exactly one of secret or secret_file"}},
+		{"token missing file", "tcp {\n  token \"a\" {\n    secret_file = \"/no/such/token\"\n  }\n}\n", []string{"c.hcl:3", "no such file"}},
+		{"token bad owner", "tcp {\n  token \"a b\" {\n    secret = \"0123456789abcdef\"\n  }\n}\n", []string{"c.hcl:2", `token owner "a b"`}},
+		{"token shared secret", "tcp {\n  token \"a\" {\n    secret = \"0123456789abcdef\"\n  }\n  token \"b\" {\n    secret = \"0123456789abcdef\"\n  }\n}\n", []string{"c.hcl:5", `token of "b" has the same secret as the token at c.hcl:2`}},
+		{"token no label", "tcp {\n  token {\n    secret = \"0123456789abcdef\"\n  }\n}\n", []string{"c.hcl:2", "Missing owner for token"}},
+		{"metrics needs address", "metrics {\n}\n", []string{"c.hcl:1", "the metrics block needs an address"}},
+		{"metrics bad address", "metrics {\n  address = \"9411\"\n}\n", []string{"c.hcl:2", `metrics address "9411"`}},
+		{"retention empty", "retention {\n}\n", []string{"c.hcl:1", "the retention block needs max_age"}},
+		{"retention zero", "retention {\n  max_age = \"0s\"\n}\n", []string{"c.hcl:2", "max_age"}},
+		{"drain bad", "drain {\n  grace = \"forever\"\n}\n", []string{"c.hcl:2", "grace"}},
+		{"plugin bad name", "plugin \"HTTP\" {\n}\n", []string{"c.hcl:1", `plugin "HTTP": not a plugin name`}},
+		{"plugin twice", "plugin \"http\" {\n}\nplugin \"http\" {\n}\n", []string{"c.hcl:3", `plugin "http" has two sections`}},
+		{"plugin nested block", "plugin \"http\" {\n  limits {\n  }\n}\n", []string{"c.hcl:2", "Unexpected \"limits\" block"}},
+		{"several problems at once", "log_level = \"loud\"\nengine {\n  workers = 0\n}\n", []string{"c.hcl:1", "c.hcl:3"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := Parse([]byte(tt.src), "c.hcl")
+			if err == nil {
+				t.Fatalf("accepted: %+v", c)
+			}
+			var ce *Error
+			if !errors.As(err, &ce) || len(ce.Problems) == 0 {
+				t.Fatalf("error %T %v is not an *Error with problems", err, err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestRemoteTCPWithConsent(t *testing.T) {
+	t.Parallel()
+	c, err := Parse([]byte("tcp {\n  address = \"0.0.0.0:7411\"\n  allow_remote = true\n  token \"a\" {\n    secret = \"0123456789abcdef\"\n  }\n}\n"), "c.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.TCP.Address != "0.0.0.0:7411" || !c.TCP.AllowRemote {
+		t.Errorf("tcp = %+v", c.TCP)
+	}
+}
+
+func TestLoadMissingAndOversized(t *testing.T) {
+	t.Parallel()
+	if _, err := Load(filepath.Join(t.TempDir(), "none.hcl")); err == nil || !strings.Contains(err.Error(), "no such file") {
+		t.Errorf("missing file: %v", err)
+	}
+	big := filepath.Join(t.TempDir(), "big.hcl")
+	if err := os.WriteFile(big, []byte("# "+strings.Repeat("x", MaxFileSize)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(big); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("oversized file: %v", err)
+	}
+}
+
+func TestSecretFileRelativeToConfig(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "tok"), []byte("  0123456789abcdef0123\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "weir.hcl")
+	if err := os.WriteFile(path, []byte("tcp {\n  token \"bob\" {\n    secret_file = \"tok\"\n  }\n}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Tokens(); got["0123456789abcdef0123"] != "bob" {
+		t.Errorf("tokens %v: the file is read relative to the config and trimmed", got)
+	}
+}
+
+func TestHash(t *testing.T) {
+	t.Parallel()
+	base := "engine {\n  workers = 4\n}\ntcp {\n  token \"a\" {\n    secret = \"0123456789abcdef\"\n  }\n}\n"
+	parse := func(src, name string) *Config {
+		t.Helper()
+		c, err := Parse([]byte(src), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	a := parse(base, "a.hcl")
+	if a.Hash() != parse("# a comment changes nothing\n"+base, "b.hcl").Hash() {
+		t.Error("comments or the file name change the hash")
+	}
+	if a.Hash() == parse(strings.Replace(base, "workers = 4", "workers = 5", 1), "a.hcl").Hash() {
+		t.Error("a changed limit keeps the hash")
+	}
+	if a.Hash() == parse(strings.Replace(base, "0123456789abcdef", "0123456789abcdeg", 1), "a.hcl").Hash() {
+		t.Error("a changed token secret keeps the hash")
+	}
+	if strings.Contains(string(mustJSON(t, a)), "0123456789abcdef") {
+		t.Error("a token secret shows in the config's JSON")
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestRestartChanges(t *testing.T) {
+	t.Parallel()
+	parse := func(src string) *Config {
+		t.Helper()
+		c, err := Parse([]byte(src), "c.hcl")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	tcp := func(addr, secret string) string {
+		return "tcp {\n  address = \"" + addr + "\"\n  token \"a\" {\n    secret = \"" + secret + "\"\n  }\n}\n"
+	}
+	running := parse("engine {\n  workers = 4\n}\n" + tcp("127.0.0.1:1", "0123456789abcdef") + "metrics {\n  address = \"127.0.0.1:2\"\n}\nplugin \"http\" {\n  x = 1\n}\n")
+	tests := []struct {
+		name string
+		cand string
+		want []string
+	}{
+		{"limits and tokens reload", "engine {\n  workers = 9\n}\nlog_level = \"warn\"\nsocket {\n  mode = \"0666\"\n}\n" + tcp("127.0.0.1:1", "fedcba9876543210") + "metrics {\n  address = \"127.0.0.1:2\"\n}\nplugin \"http\" {\n  x = 1\n}\n", nil},
+		{"listeners and plugins need a restart", tcp("127.0.0.1:3", "0123456789abcdef") + "plugin \"fs\" {\n}\n",
+			[]string{"tcp address (127.0.0.1:1 -> 127.0.0.1:3)", "metrics address (127.0.0.1:2 -> off)", `plugin "fs" section`, `plugin "http" section`}},
+		{"tcp off", "metrics {\n  address = \"127.0.0.1:2\"\n}\nplugin \"http\" {\n  x = 1\n}\n", []string{"tcp address (127.0.0.1:1 -> off)"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := RestartChanges(running, parse(tt.cand))
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestAssign(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	st, err := badgerstore.Open(dir, badgerstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	steps := []struct {
+		hash string
+		want int64
+	}{{"a", 1}, {"a", 1}, {"b", 2}, {"a", 3}, {"a", 3}}
+	for i, s := range steps {
+		v, err := Assign(ctx, st, s.hash)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v != s.want {
+			t.Errorf("step %d: Assign(%q) = %d, want %d", i, s.hash, v, s.want)
+		}
+	}
+	// The version survives a restart: the data directory remembers it.
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st, err = badgerstore.Open(dir, badgerstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if v, err := Assign(ctx, st, "a"); err != nil || v != 3 {
+		t.Errorf("after reopening: %d, %v; want 3", v, err)
+	}
+	if v, err := Assign(ctx, st, "c"); err != nil || v != 4 {
+		t.Errorf("after reopening, a new config: %d, %v; want 4", v, err)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	full, err := os.ReadFile("testdata/full.hcl")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(full)
+	f.Add([]byte("engine {\n  workers = 4\n}\n"))
+	f.Add([]byte("plugin \"x\" {\n  a = { b = [1, 2] }\n}\n"))
+	f.Add([]byte("tcp {\n  token \"a\" {\n    secret = \"0123456789abcdef\"\n  }\n}\n"))
+	f.Fuzz(func(t *testing.T, src []byte) {
+		c, err := Parse(src, "fuzz.hcl")
+		if err != nil {
+			var ce *Error
+			if !errors.As(err, &ce) || len(ce.Problems) == 0 {
+				t.Fatalf("error without problems: %T %v", err, err)
+			}
+			return
+		}
+		// An accepted config is usable as it stands.
+		if c.Engine.Workers < 1 || c.Engine.MaxQueued < 1 || c.Engine.MaxAttempts < 1 || c.Engine.RetryBase > c.Engine.RetryMax {
+			t.Fatalf("accepted impossible limits: %+v", c.Engine)
+		}
+		if c.Socket.Mode&0o600 != 0o600 || c.Socket.Mode&^0o777 != 0 {
+			t.Fatalf("accepted socket mode %o", c.Socket.Mode)
+		}
+		for _, p := range c.Plugins {
+			if !json.Valid(p) {
+				t.Fatalf("plugin section is not JSON: %s", p)
+			}
+		}
+		_ = c.Hash()
+	})
+}

@@ -1,0 +1,479 @@
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"os"
+	"os/user"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/gohcl"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
+	ctyjson "github.com/zclconf/go-cty/cty/json"
+
+	"github.com/weirhq/weir/flows"
+)
+
+// MaxFileSize bounds a config file: it is settings, not data.
+const MaxFileSize = 1 << 20
+
+// The file's schema. Attributes are kept as expressions so that each
+// value is checked with its own position.
+type rawFile struct {
+	LogLevel  hcl.Expression `hcl:"log_level,optional"`
+	Engine    *rawEngine     `hcl:"engine,block"`
+	Drain     *rawDrain      `hcl:"drain,block"`
+	Socket    *rawSocket     `hcl:"socket,block"`
+	TCP       *rawTCP        `hcl:"tcp,block"`
+	Metrics   *rawMetrics    `hcl:"metrics,block"`
+	Retention *rawRetention  `hcl:"retention,block"`
+	Plugins   []*rawPlugin   `hcl:"plugin,block"`
+}
+
+type rawEngine struct {
+	Workers        hcl.Expression `hcl:"workers,optional"`
+	MaxQueued      hcl.Expression `hcl:"max_queued,optional"`
+	QueueTimeout   hcl.Expression `hcl:"queue_timeout,optional"`
+	BudgetInFlight hcl.Expression `hcl:"budget_in_flight,optional"`
+	RunBudget      hcl.Expression `hcl:"run_budget,optional"`
+	LeaseTimeout   hcl.Expression `hcl:"lease_timeout,optional"`
+	MaxAttempts    hcl.Expression `hcl:"max_attempts,optional"`
+	RetryBase      hcl.Expression `hcl:"retry_base,optional"`
+	RetryMax       hcl.Expression `hcl:"retry_max,optional"`
+}
+
+type rawDrain struct {
+	Grace hcl.Expression `hcl:"grace,optional"`
+}
+
+type rawSocket struct {
+	Mode  hcl.Expression `hcl:"mode,optional"`
+	Group hcl.Expression `hcl:"group,optional"`
+}
+
+type rawTCP struct {
+	Address     hcl.Expression `hcl:"address,optional"`
+	AllowRemote hcl.Expression `hcl:"allow_remote,optional"`
+	Tokens      []*rawToken    `hcl:"token,block"`
+	DefRange    hcl.Range      `hcl:",def_range"`
+}
+
+type rawToken struct {
+	Owner      string         `hcl:"owner,label"`
+	Secret     hcl.Expression `hcl:"secret,optional"`
+	SecretFile hcl.Expression `hcl:"secret_file,optional"`
+	DefRange   hcl.Range      `hcl:",def_range"`
+}
+
+type rawMetrics struct {
+	Address  hcl.Expression `hcl:"address,optional"`
+	DefRange hcl.Range      `hcl:",def_range"`
+}
+
+type rawRetention struct {
+	MaxAge   hcl.Expression `hcl:"max_age,optional"`
+	DefRange hcl.Range      `hcl:",def_range"`
+}
+
+type rawPlugin struct {
+	Name     string    `hcl:"name,label"`
+	Body     hcl.Body  `hcl:",remain"`
+	DefRange hcl.Range `hcl:",def_range"`
+}
+
+// Load reads and validates the config file at path. Its error is an
+// *Error listing every problem with its file:line.
+func Load(path string) (*Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, &Error{Problems: []string{err.Error()}}
+	}
+	defer f.Close()
+	src, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, &Error{Problems: []string{fmt.Sprintf("%s: %v", path, err)}}
+	}
+	if len(src) > MaxFileSize {
+		return nil, &Error{Problems: []string{fmt.Sprintf("%s: larger than %d bytes", path, MaxFileSize)}}
+	}
+	return Parse(src, path)
+}
+
+// Parse validates src, the content of the config file filename. Relative
+// paths in it (secret_file) are taken from filename's directory.
+func Parse(src []byte, filename string) (*Config, error) {
+	file, diags := hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
+	if diags.HasErrors() {
+		return nil, diagError(diags)
+	}
+	var raw rawFile
+	if diags := gohcl.DecodeBody(file.Body, nil, &raw); diags.HasErrors() {
+		return nil, diagError(diags)
+	}
+	d := &decoder{dir: filepath.Dir(filename)}
+	c := d.resolve(&raw)
+	if len(d.problems) > 0 {
+		return nil, &Error{Problems: d.problems}
+	}
+	c.File = filename
+	return c, nil
+}
+
+func diagError(diags hcl.Diagnostics) *Error {
+	e := &Error{}
+	for _, d := range diags {
+		if d.Severity != hcl.DiagError {
+			continue
+		}
+		msg := d.Summary
+		if d.Detail != "" {
+			msg += ": " + d.Detail
+		}
+		e.Problems = append(e.Problems, at(d.Subject)+msg)
+	}
+	return e
+}
+
+// at formats a position as "file:line: ".
+func at(r *hcl.Range) string {
+	if r == nil {
+		return ""
+	}
+	return fmt.Sprintf("%s:%d: ", r.Filename, r.Start.Line)
+}
+
+// decoder resolves the raw file into a Config, collecting every problem.
+type decoder struct {
+	dir      string
+	problems []string
+}
+
+func (d *decoder) fail(r hcl.Range, format string, args ...any) {
+	d.problems = append(d.problems, at(&r)+fmt.Sprintf(format, args...))
+}
+
+// value evaluates expr with no variables or functions: a config file holds
+// constants. It reports false if the attribute is absent or wrong.
+func (d *decoder) value(expr hcl.Expression, name string, dst any) bool {
+	if expr == nil {
+		return false
+	}
+	v, diags := expr.Value(nil)
+	if diags.HasErrors() {
+		d.problems = append(d.problems, diagError(diags).Problems...)
+		return false
+	}
+	if v.IsNull() {
+		return false
+	}
+	if diags := gohcl.DecodeExpression(expr, nil, dst); diags.HasErrors() {
+		d.fail(expr.Range(), "%s: %s", name, diags[0].Detail)
+		return false
+	}
+	return true
+}
+
+func (d *decoder) intAttr(expr hcl.Expression, name string, dst *int, min int) {
+	n := int64(*dst)
+	d.int64Attr(expr, name, &n, int64(min))
+	*dst = int(n)
+}
+
+// int64Attr reads a whole number of at least min, at most 2^53 (what an
+// HCL number holds exactly).
+func (d *decoder) int64Attr(expr hcl.Expression, name string, dst *int64, min int64) {
+	v, diags := expr.Value(nil)
+	if diags.HasErrors() {
+		d.problems = append(d.problems, diagError(diags).Problems...)
+		return
+	}
+	if v.IsNull() {
+		return
+	}
+	if !v.IsKnown() || v.Type() != cty.Number {
+		d.fail(expr.Range(), "%s must be a number", name)
+		return
+	}
+	f := v.AsBigFloat()
+	n, acc := f.Int64()
+	switch {
+	case !f.IsInt():
+		d.fail(expr.Range(), "%s must be a whole number, got %s", name, f.Text('g', 10))
+	case acc != big.Exact || n > 1<<53 || n < -(1<<53):
+		d.fail(expr.Range(), "%s is too large: %s", name, f.Text('g', 10))
+	case n < min:
+		d.fail(expr.Range(), "%s must be at least %d, got %d", name, min, n)
+	default:
+		*dst = n
+	}
+}
+
+// durationAttr reads a duration written as flows write them ("30s", "10m",
+// "2h", "30d"). allowZero admits "0"; none, if not "", is a word that
+// stands for noneValue.
+func (d *decoder) durationAttr(expr hcl.Expression, name string, dst *time.Duration, allowZero bool, none string, noneValue time.Duration) {
+	var s string
+	if !d.value(expr, name, &s) {
+		return
+	}
+	if none != "" && s == none {
+		*dst = noneValue
+		return
+	}
+	if allowZero && (s == "0" || s == "0s") {
+		*dst = 0
+		return
+	}
+	v, err := flows.ParseDuration(s)
+	if err != nil {
+		d.fail(expr.Range(), "%s: %v", name, err)
+		return
+	}
+	if v <= 0 {
+		d.fail(expr.Range(), "%s must be positive, got %q", name, s)
+		return
+	}
+	*dst = v
+}
+
+// absent reports whether an optional attribute was left out.
+func absent(expr hcl.Expression) bool {
+	v, diags := expr.Value(nil)
+	return !diags.HasErrors() && v.IsNull()
+}
+
+func (d *decoder) stringAttr(expr hcl.Expression, name string, dst *string) bool {
+	var s string
+	if !d.value(expr, name, &s) {
+		return false
+	}
+	*dst = s
+	return true
+}
+
+var logLevels = map[string]bool{"trace": true, "debug": true, "info": true, "warn": true, "error": true}
+
+// ownerName is what an owner may be called: it is compared with OS user
+// names and shown in audit events.
+var ownerName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,127}$`)
+
+// pluginName matches the names plugins are installed under.
+var pluginName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
+
+func (d *decoder) resolve(raw *rawFile) *Config {
+	c := Default()
+	if d.stringAttr(raw.LogLevel, "log_level", &c.LogLevel) && !logLevels[c.LogLevel] {
+		d.fail(raw.LogLevel.Range(), "log_level must be one of trace, debug, info, warn, error; got %q", c.LogLevel)
+	}
+	if e := raw.Engine; e != nil {
+		d.intAttr(e.Workers, "workers", &c.Engine.Workers, 1)
+		d.intAttr(e.MaxQueued, "max_queued", &c.Engine.MaxQueued, 1)
+		d.durationAttr(e.QueueTimeout, "queue_timeout", &c.Engine.QueueTimeout, false, "none", -1)
+		d.int64Attr(e.BudgetInFlight, "budget_in_flight", &c.Engine.BudgetInFlight, 0)
+		d.int64Attr(e.RunBudget, "run_budget", &c.Engine.RunBudget, 0)
+		d.durationAttr(e.LeaseTimeout, "lease_timeout", &c.Engine.LeaseTimeout, false, "", 0)
+		d.intAttr(e.MaxAttempts, "max_attempts", &c.Engine.MaxAttempts, 1)
+		d.durationAttr(e.RetryBase, "retry_base", &c.Engine.RetryBase, false, "", 0)
+		d.durationAttr(e.RetryMax, "retry_max", &c.Engine.RetryMax, false, "", 0)
+		if c.Engine.RetryBase > c.Engine.RetryMax {
+			d.fail(e.RetryBase.Range(), "retry_base (%s) is longer than retry_max (%s)", c.Engine.RetryBase, c.Engine.RetryMax)
+		}
+	}
+	if dr := raw.Drain; dr != nil {
+		d.durationAttr(dr.Grace, "grace", &c.DrainGrace, true, "", 0)
+	}
+	if s := raw.Socket; s != nil {
+		d.socket(s, &c.Socket)
+	}
+	if t := raw.TCP; t != nil {
+		c.TCP = d.tcp(t)
+	}
+	if m := raw.Metrics; m != nil {
+		if absent(m.Address) {
+			d.fail(m.DefRange, "the metrics block needs an address (host:port), e.g. \"127.0.0.1:9411\"")
+		} else if d.stringAttr(m.Address, "address", &c.MetricsAddress) {
+			if _, _, err := net.SplitHostPort(c.MetricsAddress); err != nil {
+				d.fail(m.Address.Range(), "metrics address %q: %v (write host:port, e.g. \"127.0.0.1:9411\")", c.MetricsAddress, err)
+			}
+		}
+	}
+	if r := raw.Retention; r != nil {
+		if absent(r.MaxAge) {
+			d.fail(r.DefRange, "the retention block needs max_age, e.g. \"30d\" (leave the block out to keep finished runs forever)")
+		}
+		d.durationAttr(r.MaxAge, "max_age", &c.RetentionMaxAge, false, "", 0)
+	}
+	for _, p := range raw.Plugins {
+		d.plugin(p, c)
+	}
+	return c
+}
+
+func (d *decoder) socket(s *rawSocket, out *Socket) {
+	var mode string
+	if v, diags := s.Mode.Value(nil); !diags.HasErrors() && !v.IsNull() && v.Type() != cty.String {
+		// A number loses how it was written: 0660 and 660 are one value.
+		d.fail(s.Mode.Range(), "socket mode must be octal permission bits as a string, e.g. \"0660\"")
+	} else if d.stringAttr(s.Mode, "mode", &mode) {
+		m, err := strconv.ParseUint(mode, 8, 32)
+		switch {
+		case err != nil || m > 0o777:
+			d.fail(s.Mode.Range(), "socket mode must be octal permission bits as a string, e.g. \"0660\"; got %q", mode)
+		case m&0o600 != 0o600:
+			d.fail(s.Mode.Range(), "socket mode %q must let the daemon's own user read and write (0600)", mode)
+		case m&0o111 != 0:
+			d.fail(s.Mode.Range(), "socket mode %q has execute bits, which mean nothing on a socket", mode)
+		default:
+			out.Mode = os.FileMode(m)
+		}
+	}
+	var group string
+	if d.stringAttr(s.Group, "group", &group) {
+		out.Group = group
+		gid, err := lookupGroup(group)
+		if err != nil {
+			d.fail(s.Group.Range(), "socket group %q: %v", group, err)
+			return
+		}
+		out.GID = gid
+	}
+}
+
+// lookupGroup resolves a group name or number.
+func lookupGroup(g string) (int, error) {
+	if n, err := strconv.Atoi(g); err == nil && n >= 0 {
+		return n, nil
+	}
+	grp, err := user.LookupGroup(g)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(grp.Gid)
+}
+
+func (d *decoder) tcp(t *rawTCP) *TCP {
+	out := &TCP{Address: DefaultTCPAddress}
+	d.value(t.AllowRemote, "allow_remote", &out.AllowRemote)
+	if d.stringAttr(t.Address, "address", &out.Address) {
+		host, _, err := net.SplitHostPort(out.Address)
+		if err != nil {
+			d.fail(t.Address.Range(), "tcp address %q: %v (write host:port, e.g. %q)", out.Address, err, DefaultTCPAddress)
+		} else if !loopback(host) && !out.AllowRemote {
+			d.fail(t.Address.Range(), "tcp address %q is not loopback: bearer tokens would cross the network in the clear; set allow_remote = true to bind it anyway (behind TLS termination)", out.Address)
+		}
+	}
+	if len(t.Tokens) == 0 {
+		d.fail(t.DefRange, "the tcp block declares no token: every request on it would be refused (add token \"OWNER\" { secret_file = ... })")
+	}
+	seen := map[string]string{}
+	for _, rt := range t.Tokens {
+		tok, ok := d.token(rt)
+		if !ok {
+			continue
+		}
+		if prev, dup := seen[tok.Secret]; dup {
+			d.fail(rt.DefRange, "token of %q has the same secret as the token at %s: one secret must name one owner", tok.Owner, prev)
+			continue
+		}
+		seen[tok.Secret] = strings.TrimSuffix(tok.Where, ": ")
+		out.Tokens = append(out.Tokens, tok)
+	}
+	return out
+}
+
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func (d *decoder) token(rt *rawToken) (Token, bool) {
+	tok := Token{Owner: rt.Owner, Where: strings.TrimSuffix(at(&rt.DefRange), " ")}
+	tok.Where = strings.TrimSuffix(tok.Where, ":")
+	if !ownerName.MatchString(rt.Owner) {
+		d.fail(rt.DefRange, "token owner %q: an owner is 1-128 letters, digits and _ . @ -, starting with a letter, digit or _", rt.Owner)
+		return tok, false
+	}
+	var secret, file string
+	hasSecret := d.stringAttr(rt.Secret, "secret", &secret)
+	hasFile := d.stringAttr(rt.SecretFile, "secret_file", &file)
+	switch {
+	case hasSecret == hasFile:
+		d.fail(rt.DefRange, "token of %q needs exactly one of secret or secret_file", rt.Owner)
+		return tok, false
+	case hasFile:
+		if !filepath.IsAbs(file) {
+			file = filepath.Join(d.dir, file)
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			d.fail(rt.SecretFile.Range(), "token of %q: %v", rt.Owner, err)
+			return tok, false
+		}
+		secret = strings.TrimSpace(string(b))
+	}
+	if len(secret) < MinTokenLength {
+		r := rt.Secret.Range()
+		if hasFile {
+			r = rt.SecretFile.Range()
+		}
+		d.fail(r, "token of %q is %d characters; a token needs at least %d (e.g. openssl rand -hex 32)", rt.Owner, len(secret), MinTokenLength)
+		return tok, false
+	}
+	if strings.ContainsAny(secret, " \t\r\n") {
+		d.fail(rt.DefRange, "token of %q contains white space, which an Authorization header cannot carry", rt.Owner)
+		return tok, false
+	}
+	tok.Secret = secret
+	return tok, true
+}
+
+func (d *decoder) plugin(p *rawPlugin, c *Config) {
+	if !pluginName.MatchString(p.Name) {
+		d.fail(p.DefRange, "plugin %q: not a plugin name (lower-case letters, digits, _ and -)", p.Name)
+		return
+	}
+	if _, dup := c.Plugins[p.Name]; dup {
+		d.fail(p.DefRange, "plugin %q has two sections", p.Name)
+		return
+	}
+	attrs, diags := p.Body.JustAttributes()
+	if diags.HasErrors() {
+		d.problems = append(d.problems, diagError(diags).Problems...)
+		return
+	}
+	obj := map[string]json.RawMessage{}
+	for name, a := range attrs {
+		v, diags := a.Expr.Value(nil)
+		if diags.HasErrors() {
+			d.problems = append(d.problems, diagError(diags).Problems...)
+			continue
+		}
+		b, err := ctyjson.Marshal(v, v.Type())
+		if err != nil {
+			d.fail(a.Range, "plugin %q: %s: %v", p.Name, name, err)
+			continue
+		}
+		obj[name] = b
+	}
+	b, err := json.Marshal(obj) // keys sorted: the same section hashes the same
+	if err != nil {
+		d.fail(p.DefRange, "plugin %q: %v", p.Name, err)
+		return
+	}
+	if c.Plugins == nil {
+		c.Plugins = map[string]json.RawMessage{}
+	}
+	c.Plugins[p.Name] = b
+}

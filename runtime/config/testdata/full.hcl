@@ -1,0 +1,47 @@
+# A weir daemon configuration using every setting.
+log_level = "debug"
+
+engine {
+  workers          = 8
+  max_queued       = 500
+  queue_timeout    = "2m"
+  budget_in_flight = 1000
+  run_budget       = 50
+  lease_timeout    = "20s"
+  max_attempts     = 3
+  retry_base       = "200ms"
+  retry_max        = "1m"
+}
+
+drain {
+  grace = "45s"
+}
+
+socket {
+  mode  = "0660"
+  group = "0"
+}
+
+tcp {
+  address = "127.0.0.1:7411"
+  token "alice" {
+    secret = "alice-0123456789abcdef"
+  }
+  token "ci-bot" {
+    secret_file = "ci.token"
+  }
+}
+
+metrics {
+  address = "127.0.0.1:9411"
+}
+
+retention {
+  max_age = "30d"
+}
+
+plugin "http" {
+  allow_hosts = ["api.example.com", "example.org"]
+  timeout     = "10s"
+  max_bytes   = 1048576
+}
