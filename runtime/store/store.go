@@ -147,6 +147,14 @@ type Tx interface {
 	EventAppend(e *Event) error
 	EventList(p EventListParams) ([]*Event, error)
 
+	// Cohorts: one per visit of a fan-out node, with one item record per
+	// child. CohortItemList returns a cohort's items in index order.
+	CohortPut(c *Cohort) error
+	CohortGet(runID, node string, visit int) (*Cohort, error)
+	CohortItemPut(it *CohortItem) error
+	CohortItemGet(runID, node string, visit, index int) (*CohortItem, error)
+	CohortItemList(runID, node string, visit int) ([]*CohortItem, error)
+
 	// Meta holds small named values (config version, schema version).
 	MetaGet(key string) ([]byte, error)
 	MetaPut(key string, value []byte) error
@@ -222,6 +230,8 @@ type Run struct {
 	// Parent run and the node in it that started this run, if any.
 	ParentRunID string `json:"parent_run_id,omitempty"`
 	ParentNode  string `json:"parent_node,omitempty"`
+	// Cohort is set on a child of a fan-out: the item it works for.
+	Cohort *CohortRef `json:"cohort,omitempty"`
 
 	ConfigVersion   int64           `json:"config_version"`
 	Budget          int64           `json:"budget"` // cost units reserved for the run

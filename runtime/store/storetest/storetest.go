@@ -55,6 +55,7 @@ func Run(t *testing.T, open Opener) {
 		{"DeadLetters", testDeadLetters},
 		{"Events", testEvents},
 		{"Meta", testMeta},
+		{"Cohorts", testCohorts},
 		{"ViewIsReadOnly", testViewReadOnly},
 		{"ReadYourWrites", testReadYourWrites},
 		{"FnErrorDiscardsItsWrites", testFnError},

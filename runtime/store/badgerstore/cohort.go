@@ -1,0 +1,82 @@
+package badgerstore
+
+import (
+	"fmt"
+
+	"github.com/weirhq/weir/runtime/store"
+)
+
+// Cohort keys:
+//
+//	co/<run>\0<node>\0<visit(8)>            Cohort
+//	ci/<run>\0<node>\0<visit(8)><index(8)>  CohortItem
+const (
+	pCohort     = "co/"
+	pCohortItem = "ci/"
+)
+
+func cohortKey(prefix, runID, node string, visit int) []byte {
+	return key(prefix, runID, sep, node, sep, u64Key(uint64(visit)))
+}
+
+func (t *storeTx) CohortPut(c *store.Cohort) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := checkID("cohort run/node", c.RunID, c.Node); err != nil {
+		return err
+	}
+	return t.putJSON(cohortKey(pCohort, c.RunID, c.Node, c.Visit), c)
+}
+
+func (t *storeTx) CohortGet(runID, node string, visit int) (*store.Cohort, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	c := new(store.Cohort)
+	if err := t.getJSON(cohortKey(pCohort, runID, node, visit), c); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (t *storeTx) CohortItemPut(it *store.CohortItem) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := checkID("cohort item run/node", it.RunID, it.Node); err != nil {
+		return err
+	}
+	if it.Index < 0 {
+		return fmt.Errorf("cohort item index %d: must not be negative", it.Index)
+	}
+	return t.putJSON(key(string(cohortKey(pCohortItem, it.RunID, it.Node, it.Visit)), u64Key(uint64(it.Index))), it)
+}
+
+func (t *storeTx) CohortItemGet(runID, node string, visit, index int) (*store.CohortItem, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	it := new(store.CohortItem)
+	if err := t.getJSON(key(string(cohortKey(pCohortItem, runID, node, visit)), u64Key(uint64(index))), it); err != nil {
+		return nil, err
+	}
+	return it, nil
+}
+
+func (t *storeTx) CohortItemList(runID, node string, visit int) ([]*store.CohortItem, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	lower := cohortKey(pCohortItem, runID, node, visit)
+	var out []*store.CohortItem
+	err := t.kv.scan(lower, prefixEnd(lower), false, func(_, v []byte) (bool, error) {
+		it := new(store.CohortItem)
+		if err := decodeJSON(v, it); err != nil {
+			return false, err
+		}
+		out = append(out, it)
+		return true, nil
+	})
+	return out, err
+}

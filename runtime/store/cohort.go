@@ -1,0 +1,94 @@
+package store
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// CohortState is where a fan-out cohort is in its life (DESIGN §7).
+type CohortState string
+
+// The states of a cohort.
+const (
+	// CohortOpen admits children up to its width.
+	CohortOpen CohortState = "open"
+	// CohortFrozen admits nothing new; in-flight children may finish.
+	CohortFrozen CohortState = "frozen"
+	// CohortClosing has its cutoff fixed and is being reduced.
+	CohortClosing CohortState = "closing"
+	// CohortClosed has its completion marker.
+	CohortClosed CohortState = "closed"
+)
+
+// Cohort is the batch of children one visit of a fan-out node started.
+// It holds counters and the reduction's state; each child's item and
+// result is a CohortItem.
+type Cohort struct {
+	RunID string `json:"run_id"`
+	Node  string `json:"node"`
+	Visit int    `json:"visit"`
+	Items int    `json:"items"` // number of items
+	// Need is how many children must mature for a sufficient close.
+	Need     int         `json:"need"`
+	State    CohortState `json:"state"`
+	Deadline time.Time   `json:"deadline,omitzero"` // the fuse; zero: none
+	FrozenAt time.Time   `json:"frozen_at,omitzero"`
+	// Next is the index of the next item to admit.
+	Next      int `json:"next"`
+	InFlight  int `json:"in_flight"`
+	Published int `json:"published"`
+	Mature    int `json:"mature"`
+	Failed    int `json:"failed"`
+	Stopped   int `json:"stopped"`
+	Late      int `json:"late"`
+	// Fresh lists items that ended since the parent last judged them.
+	Fresh []int `json:"fresh,omitempty"`
+	// Cutoff is fixed when closing starts: results after it are late.
+	Cutoff     time.Time `json:"cutoff,omitzero"`
+	Sufficient bool      `json:"sufficient"`
+	Fuse       bool      `json:"fuse,omitempty"` // closed by the deadline fuse
+	// Canonical is the reduction's canonical state: the published results
+	// in item order; Derived is what reduce made of them.
+	Canonical json.RawMessage `json:"canonical,omitempty"`
+	Derived   json.RawMessage `json:"derived,omitempty"`
+	// Marker is the only fact of completion, written last with Cutoff.
+	Marker    bool      `json:"marker"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// ItemState is where one child of a cohort is.
+type ItemState string
+
+// The states of a cohort item.
+const (
+	ItemPending   ItemState = "pending"   // not admitted yet
+	ItemAdmitted  ItemState = "admitted"  // in flight
+	ItemPublished ItemState = "published" // finished ok before the cutoff
+	ItemFailed    ItemState = "failed"    // finished with an error
+	ItemStopped   ItemState = "stopped"   // stopped after the grace period
+	ItemLate      ItemState = "late"      // finished after the cutoff
+)
+
+// CohortItem is one item of a cohort and what its child made of it.
+type CohortItem struct {
+	RunID  string          `json:"run_id"`
+	Node   string          `json:"node"`
+	Visit  int             `json:"visit"`
+	Index  int             `json:"index"`
+	Value  json.RawMessage `json:"value"`
+	State  ItemState       `json:"state"`
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  *RunError       `json:"error,omitempty"`
+	Mature bool            `json:"mature,omitempty"`
+	// Child is the child run of a subflow fan-out, or the task of a tool
+	// fan-out.
+	Child string    `json:"child,omitempty"`
+	At    time.Time `json:"at,omitzero"` // when it ended
+}
+
+// CohortRef points from a child run to the cohort item it works for.
+type CohortRef struct {
+	Node  string `json:"node"`
+	Visit int    `json:"visit"`
+	Item  int    `json:"item"`
+}
