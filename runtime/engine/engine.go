@@ -120,9 +120,12 @@ type Engine struct {
 	wg   sync.WaitGroup // workers
 
 	mu         sync.Mutex
-	dispatched map[string]bool       // tasks handed to a worker, lease not yet durable
-	live       map[string]*liveRun   // runs a worker of this process holds
-	flowCache  map[string]*flowEntry // flow content hash → loaded flow
+	dispatched map[string]bool     // tasks handed to a worker, lease not yet durable
+	live       map[string]*liveRun // runs a worker of this process holds
+	// itemCancels cancels the tool calls of fan-out children held by
+	// workers of this process, by task id.
+	itemCancels map[string]context.CancelFunc
+	flowCache   map[string]*flowEntry // flow content hash → loaded flow
 
 	stats *stats
 	now   func() time.Time
@@ -146,19 +149,20 @@ func Open(cfg Config) (*Engine, error) {
 	}
 	c := cfg.withDefaults()
 	e := &Engine{
-		st:         c.Store,
-		tools:      c.Tools,
-		log:        c.Logger,
-		holder:     newID("h"),
-		ledger:     ledger.New(c.Workers, c.MaxBudgetInFlight),
-		wake:       make(chan struct{}, 1),
-		stop:       make(chan struct{}),
-		done:       make(chan struct{}),
-		dispatched: map[string]bool{},
-		live:       map[string]*liveRun{},
-		flowCache:  map[string]*flowEntry{},
-		stats:      newStats(),
-		now:        time.Now,
+		st:          c.Store,
+		tools:       c.Tools,
+		log:         c.Logger,
+		holder:      newID("h"),
+		ledger:      ledger.New(c.Workers, c.MaxBudgetInFlight),
+		wake:        make(chan struct{}, 1),
+		stop:        make(chan struct{}),
+		done:        make(chan struct{}),
+		dispatched:  map[string]bool{},
+		live:        map[string]*liveRun{},
+		itemCancels: map[string]context.CancelFunc{},
+		flowCache:   map[string]*flowEntry{},
+		stats:       newStats(),
+		now:         time.Now,
 	}
 	e.registry = flows.NewRegistry(versionStore{st: c.Store}, c.Tools)
 	e.cfg.Store(&c)

@@ -70,6 +70,9 @@ func (e *Engine) finishTx(tx store.Tx, run *store.Run, taskID string, phase stor
 	if failpoint.Armed(failpoint.ChildNoAnnounce) {
 		return false, nil
 	}
+	if run.Cohort != nil {
+		return e.childEndedTx(tx, run.ParentRunID, run.Cohort, phase == store.PhaseCompleted, output, runErr, now)
+	}
 	return wakeWaiterTx(tx, run.ID, now)
 }
 
@@ -110,8 +113,12 @@ func (e *Engine) Cancel(ctx context.Context, owner, runID string) (CancelAnswer,
 		lr.mu.Lock()
 		if lr.completing {
 			lr.mu.Unlock()
-			if _, err := e.Get(ctx, owner, runID); err != nil {
+			run, err := e.Get(ctx, owner, runID)
+			if err != nil {
 				return "", err
+			}
+			if run.Phase.Terminal() { // recorded already; the worker is just leaving
+				return CancelAlreadyTerminal, nil
 			}
 			return CancelTooLate, nil
 		}

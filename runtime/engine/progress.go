@@ -2,6 +2,9 @@ package engine
 
 import (
 	"context"
+	"errors"
+
+	"github.com/weirhq/weir/flows"
 
 	"github.com/weirhq/weir/runtime/store"
 )
@@ -17,6 +20,8 @@ type Progress struct {
 	Done int `json:"done"`
 	// Visits counts node entries so far.
 	Visits int `json:"visits"`
+	// Cohorts shows each fan-out's latest cohort.
+	Cohorts []CohortView `json:"cohorts,omitempty"`
 }
 
 // Progress reads the run's continuation for display. run must have come
@@ -38,5 +43,25 @@ func (e *Engine) Progress(ctx context.Context, run *store.Run) (*Progress, error
 	for _, v := range c.Visits {
 		p.Visits += v
 	}
-	return p, nil
+	fe, err := e.flowVersion(ctx, run.Flow, run.Version)
+	if err != nil {
+		return p, nil
+	}
+	err = e.st.View(ctx, func(tx store.Tx) error {
+		for _, n := range fe.flow.Nodes {
+			if n.Kind != flows.KindFanout || c.Visits[n.ID] == 0 {
+				continue
+			}
+			co, err := tx.CohortGet(run.ID, n.ID, c.Visits[n.ID])
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			p.Cohorts = append(p.Cohorts, cohortView(co))
+		}
+		return nil
+	})
+	return p, err
 }

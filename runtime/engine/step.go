@@ -108,6 +108,8 @@ func (w *worker) run(ctx context.Context, run *store.Run, overBudget bool) {
 			more = s.subflowNode(ctx, node)
 		case flows.KindWait:
 			more = s.waitNode(ctx, node)
+		case flows.KindFanout:
+			more = s.fanoutNode(ctx, node)
 		default:
 			more = s.nodeFailed(ctx, node, &store.RunError{Code: "E_UNSUPPORTED",
 				Message: fmt.Sprintf("node kind %s is not supported by this engine yet", node.Kind)})

@@ -23,13 +23,20 @@ func (e *Engine) work(t *store.Task, typ string, slice ledger.Slice, overBudget 
 		e.kick() // a slot is free
 	}()
 
-	// Register before leasing so a cancel in between finds the run.
+	// Register before leasing so a cancel in between finds the run (or,
+	// for a fan-out child, the cohort's stop finds the call).
 	e.mu.Lock()
-	e.live[t.RunID] = lr
+	if t.Kind == store.TaskItem {
+		e.itemCancels[t.ID] = cancel
+	} else {
+		e.live[t.RunID] = lr
+	}
 	e.mu.Unlock()
 	defer func() {
 		e.mu.Lock()
-		if e.live[t.RunID] == lr {
+		if t.Kind == store.TaskItem {
+			delete(e.itemCancels, t.ID)
+		} else if e.live[t.RunID] == lr {
 			delete(e.live, t.RunID)
 		}
 		e.mu.Unlock()
@@ -52,7 +59,11 @@ func (e *Engine) work(t *store.Task, typ string, slice ledger.Slice, overBudget 
 	}
 	renewDone := make(chan struct{})
 	go func() { defer close(renewDone); w.renew(ctx) }()
-	w.run(ctx, leased.run, overBudget)
+	if t.Kind == store.TaskItem {
+		w.runItem(ctx, leased.run)
+	} else {
+		w.run(ctx, leased.run, overBudget)
+	}
 	cancel()
 	<-renewDone
 }
@@ -132,11 +143,15 @@ func (w *worker) acquireLease(ctx context.Context) (*leaseResult, error) {
 		if err := tx.LeasePut(lease); err != nil {
 			return err
 		}
-		res.firstStart = run.Phase == store.PhaseQueued
-		run.Phase = store.PhaseRunning
-		run.UpdatedAt = now
-		if err := tx.RunUpdate(run); err != nil {
-			return err
+		// A fan-out child's task works for its parent run, which stays
+		// waiting on its cohort.
+		if cur.Kind == store.TaskStep {
+			res.firstStart = run.Phase == store.PhaseQueued
+			run.Phase = store.PhaseRunning
+			run.UpdatedAt = now
+			if err := tx.RunUpdate(run); err != nil {
+				return err
+			}
 		}
 		res.run = run
 		*w.task = *cur

@@ -71,11 +71,14 @@ const (
 
 // CohortItem is one item of a cohort and what its child made of it.
 type CohortItem struct {
-	RunID  string          `json:"run_id"`
-	Node   string          `json:"node"`
-	Visit  int             `json:"visit"`
-	Index  int             `json:"index"`
-	Value  json.RawMessage `json:"value"`
+	RunID string          `json:"run_id"`
+	Node  string          `json:"node"`
+	Visit int             `json:"visit"`
+	Index int             `json:"index"`
+	Value json.RawMessage `json:"value"`
+	// Input is what the child was given (args(ctx, item)), set at
+	// admission.
+	Input  json.RawMessage `json:"input,omitempty"`
 	State  ItemState       `json:"state"`
 	Result json.RawMessage `json:"result,omitempty"`
 	Error  *RunError       `json:"error,omitempty"`

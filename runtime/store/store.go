@@ -276,12 +276,14 @@ const (
 
 // Task is one unit of work in the queue.
 type Task struct {
-	ID      string   `json:"id"`
-	RunID   string   `json:"run_id"`
-	Kind    TaskKind `json:"kind"`
-	Node    string   `json:"node,omitempty"`
-	Item    int      `json:"item,omitempty"`
-	Attempt int      `json:"attempt"`
+	ID    string   `json:"id"`
+	RunID string   `json:"run_id"`
+	Kind  TaskKind `json:"kind"`
+	Node  string   `json:"node,omitempty"`
+	// Visit and Item locate a fan-out child's cohort item (TaskItem).
+	Visit   int `json:"visit,omitempty"`
+	Item    int `json:"item,omitempty"`
+	Attempt int `json:"attempt"`
 	// ReadyAt orders the queue; a future ReadyAt parks the task.
 	ReadyAt time.Time `json:"ready_at"`
 	// QueueDeadline: if not leased by then the task is dropped with a

@@ -22,6 +22,9 @@ const (
 	AfterResult     = "after-result"      // step result durable
 	MidFinish       = "mid-finish"        // finish decided, terminal record not written
 	ChildNoAnnounce = "child-no-announce" // child finished without waking its parent (not a kill)
+	CohortCutoff    = "cohort-cutoff"     // cohort closing with its cutoff durable, not reduced
+	ReduceCanonical = "reduce-canonical"  // canonical state durable, derived state not
+	ReduceDerived   = "reduce-derived"    // derived state durable, marker not written
 )
 
 var (

@@ -1,0 +1,659 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/runtime/internal/failpoint"
+	"github.com/weirhq/weir/runtime/store"
+)
+
+// Fan-out refusals and events.
+const (
+	CodeFanoutBounds = "E_FANOUT_BOUNDS" // items() returned more than max_items
+	evCohortClosing  = "cohort_closing"
+	evCohortClosed   = "cohort_closed"
+	evInsufficient   = "cohort_insufficient"
+	evItemDone       = "item_done"
+	evCohortStopped  = "cohort_stopped"
+)
+
+// fanoutNode runs one visit of a fan-out node (DESIGN §7): it starts the
+// cohort, and on every wake judges what the children published, admits
+// more, freezes, stops after the grace period, and closes by sufficiency
+// or by the deadline fuse.
+func (s *stepper) fanoutNode(ctx context.Context, node *flows.Node) bool {
+	visit := s.cont.Visits[node.ID]
+	var c *store.Cohort
+	err := s.e.st.View(ctx, func(tx store.Tx) error {
+		var err error
+		c, err = tx.CohortGet(s.run.ID, node.ID, visit)
+		return err
+	})
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return s.cohortStart(ctx, node, visit)
+	case err != nil:
+		s.e.storageFailed(err)
+		return false
+	}
+	if c.State == store.CohortClosing || c.State == store.CohortClosed {
+		return s.cohortReduce(ctx, node, c)
+	}
+	return s.cohortAdvance(ctx, node, c)
+}
+
+// cohortStart evaluates the items, writes the cohort and its items, admits
+// the first children and parks the parent, in one transaction.
+func (s *stepper) cohortStart(ctx context.Context, node *flows.Node, visit int) bool {
+	e := s.e
+	v, err := s.fe.call(*node.Items, s.flowCtx())
+	if err != nil {
+		return s.nodeFailed(ctx, node, &store.RunError{Code: CodeCallable, Message: err.Error()})
+	}
+	items, ok := v.([]any)
+	if !ok && v != nil {
+		return s.nodeFailed(ctx, node, &store.RunError{Code: CodeCallable, Message: fmt.Sprintf("items of %s returned %T, not a list", node.ID, v)})
+	}
+	if len(items) > node.MaxItems {
+		return s.nodeFailed(ctx, node, &store.RunError{Code: CodeFanoutBounds,
+			Message: fmt.Sprintf("items of %s returned %d items, more than its max_items %d", node.ID, len(items), node.MaxItems)})
+	}
+	if node.Flow != "" {
+		if rerr := s.childLimits(node); rerr != nil {
+			return s.nodeFailed(ctx, node, rerr)
+		}
+	}
+	now := e.now()
+	quorum := node.Quorum
+	if quorum <= 0 || quorum > 1 {
+		quorum = flows.DefaultQuorum
+	}
+	c := &store.Cohort{RunID: s.run.ID, Node: node.ID, Visit: visit, Items: len(items),
+		Need: int(math.Ceil(quorum*float64(len(items)) - 1e-9)), State: store.CohortOpen, CreatedAt: now}
+	if node.Deadline > 0 {
+		c.Deadline = now.Add(node.Deadline)
+	}
+	values := make([]json.RawMessage, len(items))
+	for i, it := range items {
+		b, err := json.Marshal(it)
+		if err != nil {
+			return s.nodeFailed(ctx, node, &store.RunError{Code: CodeCallable, Message: fmt.Sprintf("item %d of %s: %v", i, node.ID, err)})
+		}
+		values[i] = b
+	}
+	inputs, rerr := s.childInputs(node, items, 0, min(node.Width, len(items)))
+	if rerr != nil {
+		return s.nodeFailed(ctx, node, rerr)
+	}
+	children, err := s.prepareChildren(ctx, node, visit, inputs)
+	if err != nil {
+		return s.nodeFailed(ctx, node, &store.RunError{Code: ErrorCode(err), Message: err.Error()})
+	}
+	var readyAt time.Time
+	ok = s.commit(ctx, func(tx store.Tx) error {
+		for i, val := range values {
+			if err := tx.CohortItemPut(&store.CohortItem{RunID: s.run.ID, Node: node.ID, Visit: visit, Index: i, Value: val, State: store.ItemPending}); err != nil {
+				return err
+			}
+		}
+		if err := s.admitTx(tx, node, c, children, now); err != nil {
+			return err
+		}
+		if err := tx.CohortPut(c); err != nil {
+			return err
+		}
+		readyAt = s.cohortWake(node, c, now)
+		return s.parkTx(tx, now, readyAt, "cohort", "", map[string]any{"items": c.Items, "need": c.Need, "width": node.Width})
+	})
+	if ok {
+		s.e.kick()
+	}
+	return ok && !readyAt.After(now) && s.reacquire(ctx)
+}
+
+// childLimits checks a subflow fan-out's run-time depth and cycle limits.
+func (s *stepper) childLimits(node *flows.Node) *store.RunError {
+	chain := append(slices.Clone(s.run.Ancestors), s.run.Flow)
+	if slices.Contains(chain, node.Flow) {
+		return &store.RunError{Code: CodeRuntimeCycle, Message: fmt.Sprintf("fanning out %s would close a subflow cycle: %s", node.Flow, strings.Join(append(chain, node.Flow), " -> "))}
+	}
+	if s.run.Depth+1 > s.run.DepthLimit {
+		return &store.RunError{Code: CodeRuntimeDepth, Message: fmt.Sprintf("fanning out %s would make the subflow chain %d deep, beyond the limit %d", node.Flow, s.run.Depth+1, s.run.DepthLimit)}
+	}
+	return nil
+}
+
+// childInputs evaluates args(ctx, item) for items [from, to).
+func (s *stepper) childInputs(node *flows.Node, items []any, from, to int) (map[int]json.RawMessage, *store.RunError) {
+	out := make(map[int]json.RawMessage, to-from)
+	for i := from; i < to; i++ {
+		var v any = map[string]any{"item": items[i]}
+		if node.Args != nil {
+			var err error
+			if v, err = s.fe.call(*node.Args, s.flowCtx(), items[i]); err != nil {
+				return nil, &store.RunError{Code: CodeCallable, Message: fmt.Sprintf("args of %s for item %d: %v", node.ID, i, err)}
+			}
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, &store.RunError{Code: CodeCallable, Message: fmt.Sprintf("args of %s for item %d: %v", node.ID, i, err)}
+		}
+		out[i] = b
+	}
+	return out, nil
+}
+
+// child is a prepared child of a cohort: a tool task, or a child run with
+// its first task.
+type child struct {
+	input json.RawMessage
+	task  *store.Task
+	run   *store.Run
+	entry string
+}
+
+// prepareChildren builds the records of the children for inputs, outside
+// any transaction (a subflow child needs its flow's latest version).
+func (s *stepper) prepareChildren(ctx context.Context, node *flows.Node, visit int, inputs map[int]json.RawMessage) (map[int]*child, error) {
+	e := s.e
+	now := e.now()
+	out := make(map[int]*child, len(inputs))
+	var cfe *flowEntry
+	if node.Flow != "" && len(inputs) > 0 {
+		var err error
+		if cfe, err = e.latestFlow(ctx, node.Flow); err != nil {
+			return nil, err
+		}
+	}
+	for i, in := range inputs {
+		ch := &child{input: in}
+		if node.Flow == "" {
+			ch.task = &store.Task{ID: newID("task"), RunID: s.run.ID, Kind: store.TaskItem, Node: node.ID, Visit: visit, Item: i, Attempt: 1, ReadyAt: now, CreatedAt: now}
+		} else {
+			canon, err := canonicalInput(in)
+			if err == nil {
+				err = cfe.validateInput(canon)
+			}
+			if err != nil {
+				return nil, &Error{Code: CodeBadInput, Class: ClassRun, Message: fmt.Sprintf("input of child %d of %s: %v", i, node.ID, err)}
+			}
+			depth := s.run.Depth + 1
+			r := &store.Run{ID: newID("run"), Flow: cfe.flow.Name, Version: cfe.hash, Owner: s.run.Owner,
+				Input: canon, InputHash: hashHex(canon), Phase: store.PhaseQueued, Attempt: 1,
+				Depth: depth, DepthLimit: min(s.run.DepthLimit, s.run.Depth+node.Depth, depth+cfe.flow.MaxDepth),
+				Ancestors: append(slices.Clone(s.run.Ancestors), s.run.Flow), ParentRunID: s.run.ID, ParentNode: node.ID,
+				Cohort: &store.CohortRef{Node: node.ID, Visit: visit, Item: i}, ConfigVersion: e.config().ConfigVersion,
+				CreatedAt: now, UpdatedAt: now}
+			if s.run.Budget > 0 {
+				r.Budget = max(1, s.run.Budget-s.run.Spent)
+			}
+			ch.run, ch.entry = r, cfe.flow.Entry
+			ch.task = e.newStepTask(r, cfe.flow.Entry, now)
+		}
+		out[i] = ch
+	}
+	return out, nil
+}
+
+// admitTx admits prepared children while the cohort is open, has room
+// under its width and items left. Children not prepared wait for the next
+// wake.
+func (s *stepper) admitTx(tx store.Tx, node *flows.Node, c *store.Cohort, children map[int]*child, now time.Time) error {
+	for c.State == store.CohortOpen && c.Next < c.Items && c.InFlight < node.Width {
+		ch := children[c.Next]
+		if ch == nil {
+			return nil
+		}
+		it, err := tx.CohortItemGet(c.RunID, c.Node, c.Visit, c.Next)
+		if err != nil {
+			return err
+		}
+		it.State, it.Input = store.ItemAdmitted, ch.input
+		if ch.run != nil {
+			if err := s.e.insertRun(tx, ch.run, ch.task, ch.entry, map[string]any{"parent": s.run.ID, "node": node.ID, "item": c.Next}); err != nil {
+				return err
+			}
+			it.Child = ch.run.ID
+		} else {
+			if err := tx.TaskPut(ch.task); err != nil {
+				return err
+			}
+			it.Child = ch.task.ID
+		}
+		if err := tx.CohortItemPut(it); err != nil {
+			return err
+		}
+		c.Next++
+		c.InFlight++
+	}
+	return nil
+}
+
+// cohortWake is when the parked parent must look again even if no child
+// wakes it: the fuse, the end of the grace period, or the fallback clock.
+func (s *stepper) cohortWake(node *flows.Node, c *store.Cohort, now time.Time) time.Time {
+	if len(c.Fresh) > 0 || (c.InFlight == 0 && (c.Next == c.Items || c.State != store.CohortOpen)) {
+		return now // something to judge, or nothing left to wait for
+	}
+	at := now.Add(subflowFallback())
+	if !c.Deadline.IsZero() && c.Deadline.Before(at) {
+		at = c.Deadline
+	}
+	if c.State == store.CohortFrozen && c.InFlight > 0 && !node.Protected {
+		if end := c.FrozenAt.Add(s.grace(node)); end.Before(at) {
+			at = end
+		}
+	}
+	return at
+}
+
+func (s *stepper) grace(node *flows.Node) time.Duration {
+	if node.Grace > 0 {
+		return node.Grace
+	}
+	return flows.DefaultGrace
+}
+
+// cohortAdvance is one look of the woken parent at its cohort: judge the
+// children that ended, then freeze, stop, admit or close. Maturity is
+// judged outside the transaction (it runs the flow's callable); the
+// counters are re-read inside it, so a child ending meanwhile is never
+// lost: its item stays fresh and the parent looks again at once.
+func (s *stepper) cohortAdvance(ctx context.Context, node *flows.Node, snap *store.Cohort) bool {
+	e := s.e
+	judged, err := s.judge(ctx, node, snap)
+	if err != nil {
+		e.storageFailed(err)
+		return false
+	}
+	// Inputs for the children that may be admitted now.
+	var children map[int]*child
+	if snap.State == store.CohortOpen && snap.Next < snap.Items {
+		room := node.Width - snap.InFlight
+		if room > 0 {
+			var items []any
+			var vals []*store.CohortItem
+			if err := e.st.View(ctx, func(tx store.Tx) error {
+				var err error
+				vals, err = tx.CohortItemList(snap.RunID, snap.Node, snap.Visit)
+				return err
+			}); err != nil {
+				e.storageFailed(err)
+				return false
+			}
+			for _, it := range vals {
+				var v any
+				_ = json.Unmarshal(it.Value, &v)
+				items = append(items, v)
+			}
+			inputs, rerr := s.childInputs(node, items, snap.Next, min(snap.Next+room, snap.Items))
+			if rerr != nil {
+				return s.nodeFailed(ctx, node, rerr)
+			}
+			if children, err = s.prepareChildren(ctx, node, snap.Visit, inputs); err != nil {
+				return s.nodeFailed(ctx, node, &store.RunError{Code: ErrorCode(err), Message: err.Error()})
+			}
+		}
+	}
+	now := e.now()
+	var c *store.Cohort
+	var stopTasks, stopRuns []string
+	var closing bool
+	var readyAt time.Time
+	ok := s.commit(ctx, func(tx store.Tx) error {
+		stopTasks, stopRuns, closing = nil, nil, false
+		var err error
+		if c, err = tx.CohortGet(snap.RunID, snap.Node, snap.Visit); err != nil {
+			return err
+		}
+		// Apply the judgements; items that ended since stay fresh.
+		var still []int
+		for _, i := range c.Fresh {
+			m, seen := judged[i]
+			if !seen {
+				still = append(still, i)
+				continue
+			}
+			if m {
+				c.Mature++
+				it, err := tx.CohortItemGet(c.RunID, c.Node, c.Visit, i)
+				if err != nil {
+					return err
+				}
+				it.Mature = true
+				if err := tx.CohortItemPut(it); err != nil {
+					return err
+				}
+			}
+		}
+		c.Fresh = still
+		fuse := !c.Deadline.IsZero() && !now.Before(c.Deadline)
+		if c.State == store.CohortOpen {
+			potential := c.Mature + c.InFlight + (c.Items - c.Next)
+			switch {
+			case c.Mature >= c.Need:
+				c.State, c.FrozenAt = store.CohortFrozen, now // sufficient: freeze admission
+			case potential < c.Need:
+				c.State, c.FrozenAt = store.CohortFrozen, now // cannot be met: admit no more
+			default:
+				if err := s.admitTx(tx, node, c, children, now); err != nil {
+					return err
+				}
+			}
+		}
+		if c.State == store.CohortFrozen && c.InFlight > 0 && !node.Protected && !now.Before(c.FrozenAt.Add(s.grace(node))) {
+			if stopTasks, stopRuns, err = s.stopInFlightTx(tx, c, now); err != nil {
+				return err
+			}
+		}
+		allDone := c.Next == c.Items && c.InFlight == 0
+		if fuse || (c.State == store.CohortFrozen && c.InFlight == 0) || (c.State == store.CohortOpen && allDone) {
+			if len(c.Fresh) > 0 && !fuse {
+				// Judge the last ones before closing.
+				readyAt = now
+				if err := tx.CohortPut(c); err != nil {
+					return err
+				}
+				return s.parkTx(tx, now, readyAt, "cohort", "", nil)
+			}
+			closing = true
+			c.State, c.Cutoff = store.CohortClosing, now
+			c.Sufficient, c.Fuse = c.Mature >= c.Need, fuse && c.Mature < c.Need
+			if err := tx.CohortPut(c); err != nil {
+				return err
+			}
+			detail := map[string]any{"sufficient": c.Sufficient, "fuse": fuse, "mature": c.Mature, "need": c.Need, "cutoff": c.Cutoff}
+			if err := appendEvent(tx, s.run.ID, evCohortClosing, s.run.Attempt, node.ID, detail, now); err != nil {
+				return err
+			}
+			if !c.Sufficient {
+				return appendEvent(tx, s.run.ID, evInsufficient, s.run.Attempt, node.ID, detail, now)
+			}
+			return nil
+		}
+		if err := tx.CohortPut(c); err != nil {
+			return err
+		}
+		readyAt = s.cohortWake(node, c, now)
+		return s.parkTx(tx, now, readyAt, "cohort", "", nil)
+	})
+	if !ok {
+		return false
+	}
+	s.stopChildren(stopTasks, stopRuns)
+	e.kick()
+	if closing {
+		failpoint.Hit(failpoint.CohortCutoff)
+		return s.cohortReduce(ctx, node, c)
+	}
+	return !readyAt.After(now) && s.reacquire(ctx)
+}
+
+// judge decides maturity of the items that ended since the parent last
+// looked: published, and mature(ctx, item, result) if the node declares it.
+func (s *stepper) judge(ctx context.Context, node *flows.Node, c *store.Cohort) (map[int]bool, error) {
+	out := make(map[int]bool, len(c.Fresh))
+	for _, i := range c.Fresh {
+		var it *store.CohortItem
+		if err := s.e.st.View(ctx, func(tx store.Tx) error {
+			var err error
+			it, err = tx.CohortItemGet(c.RunID, c.Node, c.Visit, i)
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		mature := it.State == store.ItemPublished
+		if mature && node.Mature != nil {
+			var item, result any
+			_ = json.Unmarshal(it.Value, &item)
+			_ = json.Unmarshal(it.Result, &result)
+			v, err := s.fe.call(*node.Mature, s.flowCtx(), item, result)
+			mature = err == nil && truthy(v)
+		}
+		out[i] = mature
+	}
+	return out, nil
+}
+
+// stopInFlightTx stops the unprotected children still in flight after the
+// grace period: queued tool tasks are deleted, held ones and child runs are
+// cancelled through the normal cancel path after the commit.
+func (s *stepper) stopInFlightTx(tx store.Tx, c *store.Cohort, now time.Time) (tasks, runs []string, err error) {
+	items, err := tx.CohortItemList(c.RunID, c.Node, c.Visit)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, it := range items {
+		if it.State != store.ItemAdmitted {
+			continue
+		}
+		it.State, it.At = store.ItemStopped, now
+		if err := tx.CohortItemPut(it); err != nil {
+			return nil, nil, err
+		}
+		c.InFlight--
+		c.Stopped++
+		if strings.HasPrefix(it.Child, "run_") {
+			run, err := tx.RunGet(it.Child)
+			if err == nil && !run.Phase.Terminal() {
+				var ct cancelTree
+				if err := s.e.cancelTx(tx, run, "cohort "+c.Node, now, &ct); err != nil {
+					return nil, nil, err
+				}
+				runs = append(runs, ct.held...)
+			}
+			continue
+		}
+		t, err := tx.TaskGet(it.Child)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		if t.Leased {
+			tasks = append(tasks, t.ID)
+			continue
+		}
+		if err := tx.TaskDelete(t.ID); err != nil {
+			return nil, nil, err
+		}
+	}
+	return tasks, runs, appendEvent(tx, s.run.ID, evCohortStopped, s.run.Attempt, c.Node, map[string]any{"stopped": c.Stopped}, now)
+}
+
+// stopChildren cancels the calls of stopped children held by workers.
+func (s *stepper) stopChildren(tasks, runs []string) {
+	e := s.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, id := range tasks {
+		if cancel := e.itemCancels[id]; cancel != nil {
+			cancel()
+		}
+	}
+	for _, id := range runs {
+		if l := e.live[id]; l != nil {
+			l.mu.Lock()
+			l.cancelRequested = true
+			l.mu.Unlock()
+			l.cancel()
+		}
+	}
+}
+
+// cohortReduce finishes a closing cohort in the fixed order of DESIGN §7:
+// collect the results published before the cutoff, canonicalize them,
+// update the canonical state, update the derived state (reduce), then
+// write the marker together with the node's result and the run's advance.
+// Every step is idempotent: a crash anywhere is finished on resume with
+// the same cutoff, never skipped, and what arrived after the cutoff stays
+// out.
+func (s *stepper) cohortReduce(ctx context.Context, node *flows.Node, c *store.Cohort) bool {
+	e := s.e
+	var items []*store.CohortItem
+	if err := e.st.View(ctx, func(tx store.Tx) error {
+		var err error
+		items, err = tx.CohortItemList(c.RunID, c.Node, c.Visit)
+		return err
+	}); err != nil {
+		e.storageFailed(err)
+		return false
+	}
+	published, late := []any{}, []any{}
+	for _, it := range items {
+		var v, item any
+		_ = json.Unmarshal(it.Result, &v)
+		_ = json.Unmarshal(it.Value, &item)
+		switch {
+		case it.State == store.ItemPublished && !it.At.After(c.Cutoff):
+			published = append(published, v)
+		case it.State == store.ItemLate || (it.State == store.ItemPublished && it.At.After(c.Cutoff)):
+			late = append(late, map[string]any{"item": item, "result": v})
+		}
+	}
+	canonical, err := canonicalInput(mustJSON(published))
+	if err != nil {
+		return s.nodeFailed(ctx, node, &store.RunError{Code: CodeCallable, Message: err.Error()})
+	}
+	if !s.commit(ctx, func(tx store.Tx) error {
+		return s.cohortUpdateTx(tx, c, func(c *store.Cohort) { c.Canonical = canonical })
+	}) {
+		return false
+	}
+	failpoint.Hit(failpoint.ReduceCanonical)
+	derived := json.RawMessage(canonical)
+	if node.Reduce != nil {
+		v, err := s.fe.call(*node.Reduce, s.flowCtx(), published)
+		if err != nil {
+			return s.nodeFailed(ctx, node, &store.RunError{Code: CodeCallable, Message: "reduce: " + err.Error()})
+		}
+		if derived, err = json.Marshal(v); err != nil {
+			return s.nodeFailed(ctx, node, &store.RunError{Code: CodeCallable, Message: "reduce: " + err.Error()})
+		}
+	}
+	if !s.commit(ctx, func(tx store.Tx) error { return s.cohortUpdateTx(tx, c, func(c *store.Cohort) { c.Derived = derived }) }) {
+		return false
+	}
+	failpoint.Hit(failpoint.ReduceDerived)
+	result := mustJSON(map[string]any{"results": derived, "late": late, "sufficient": c.Sufficient, "cutoff": c.Cutoff})
+	now := e.now()
+	return s.resultDoneTx(ctx, node, result, map[string]any{"sufficient": c.Sufficient, "published": len(published), "late": len(late)}, func(tx store.Tx) error {
+		if err := s.cohortUpdateTx(tx, c, func(c *store.Cohort) { c.State, c.Marker = store.CohortClosed, true }); err != nil {
+			return err
+		}
+		return appendEvent(tx, s.run.ID, evCohortClosed, s.run.Attempt, node.ID, map[string]any{"cutoff": c.Cutoff, "sufficient": c.Sufficient, "marker": true}, now)
+	})
+}
+
+// cohortUpdateTx re-reads the cohort in tx (children change its counters
+// concurrently) and applies f.
+func (s *stepper) cohortUpdateTx(tx store.Tx, c *store.Cohort, f func(*store.Cohort)) error {
+	cur, err := tx.CohortGet(c.RunID, c.Node, c.Visit)
+	if err != nil {
+		return err
+	}
+	f(cur)
+	*c = *cur
+	return tx.CohortPut(cur)
+}
+
+// childEndedTx records a fan-out child's end on its cohort item and wakes
+// the parent (unless the cohort is closed): the one who knows tells. After
+// the cutoff the result is kept as late and stays out of the batch.
+func (e *Engine) childEndedTx(tx store.Tx, parentID string, ref *store.CohortRef, ok bool, result json.RawMessage, rerr *store.RunError, now time.Time) (bool, error) {
+	c, err := tx.CohortGet(parentID, ref.Node, ref.Visit)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	it, err := tx.CohortItemGet(parentID, ref.Node, ref.Visit, ref.Item)
+	if err != nil {
+		return false, err
+	}
+	if it.State != store.ItemAdmitted {
+		return false, nil // stopped: its end changes nothing
+	}
+	it.Result, it.Error, it.At = result, rerr, now
+	c.InFlight--
+	switch {
+	case c.State == store.CohortClosing || c.State == store.CohortClosed:
+		it.State = store.ItemLate
+		c.Late++
+	case ok:
+		it.State = store.ItemPublished
+		c.Published++
+		c.Fresh = append(c.Fresh, ref.Item)
+	default:
+		it.State = store.ItemFailed
+		c.Failed++
+		c.Fresh = append(c.Fresh, ref.Item)
+	}
+	if err := tx.CohortItemPut(it); err != nil {
+		return false, err
+	}
+	if err := tx.CohortPut(c); err != nil {
+		return false, err
+	}
+	detail := map[string]any{"item": ref.Item, "state": string(it.State)}
+	if rerr != nil {
+		detail["code"] = rerr.Code
+	}
+	if err := appendEvent(tx, parentID, evItemDone, 0, ref.Node, detail, now); err != nil {
+		return false, err
+	}
+	if c.State == store.CohortClosed {
+		return false, nil
+	}
+	tasks, err := tx.TaskListByRun(parentID)
+	if err != nil {
+		return false, err
+	}
+	for _, t := range tasks {
+		if t.Kind == store.TaskStep && t.WaitKind == "cohort" && !t.Leased && t.ReadyAt.After(now) {
+			t.ReadyAt = now
+			return true, tx.TaskPut(t)
+		}
+	}
+	return false, nil
+}
+
+// CohortView is a cohort as `weir run get` shows it.
+type CohortView struct {
+	Node       string    `json:"node"`
+	Visit      int       `json:"visit"`
+	State      string    `json:"state"`
+	Items      int       `json:"items"`
+	Need       int       `json:"need"`
+	Admitted   int       `json:"admitted"`
+	InFlight   int       `json:"in_flight"`
+	Published  int       `json:"published"`
+	Mature     int       `json:"mature"`
+	Failed     int       `json:"failed"`
+	Stopped    int       `json:"stopped"`
+	Late       int       `json:"late"`
+	Cutoff     time.Time `json:"cutoff,omitzero"`
+	Sufficient *bool     `json:"sufficient,omitempty"` // set once closing
+	Marker     bool      `json:"marker"`
+}
+
+func cohortView(c *store.Cohort) CohortView {
+	v := CohortView{Node: c.Node, Visit: c.Visit, State: string(c.State), Items: c.Items, Need: c.Need, Admitted: c.Next,
+		InFlight: c.InFlight, Published: c.Published, Mature: c.Mature, Failed: c.Failed, Stopped: c.Stopped, Late: c.Late,
+		Cutoff: c.Cutoff, Marker: c.Marker}
+	if c.State == store.CohortClosing || c.State == store.CohortClosed {
+		suff := c.Sufficient
+		v.Sufficient = &suff
+	}
+	return v
+}
