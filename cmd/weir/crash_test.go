@@ -311,3 +311,79 @@ func TestCrashAtEveryDurableBoundary(t *testing.T) {
 		})
 	}
 }
+
+const cohortCrashFlow = `
+flow(name = "fan", nodes = [
+    fanout("fan", items = lambda ctx: [10, 10, 10, 1500], tool = "testkit.sleep",
+           args = lambda ctx, item: {"ms": item}, width = 4, depth = 1, max_items = 4,
+           deadline = "700ms", next = "done"),
+    task("done", tool = "testkit.echo", args = lambda ctx: {"fan": ctx.results["fan"]}),
+])
+`
+
+// TestCrashDuringReduction kills the daemon at each step of a cohort's
+// reduction (after the cutoff, after the canonical state, after the derived
+// state): the restarted daemon finishes the reduction with the same cutoff
+// instead of skipping it, closes once, writes the marker, and keeps the
+// straggler that ends after the cutoff out of the batch.
+func TestCrashDuringReduction(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and kills real daemons")
+	}
+	for _, fp := range []string{"cohort-cutoff", "reduce-canonical", "reduce-derived"} {
+		t.Run(fp, func(t *testing.T) {
+			t.Parallel()
+			d := newDaemon(t)
+			d.start("")
+			d.register(cohortCrashFlow)
+			d.stop()
+			d.start(fp)
+			res, err := d.startRun("fan", `{}`, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			d.waitKilled()
+			d.start("")
+			v := d.waitTerminal(res.RunID)
+			if v.Phase != store.PhaseCompleted {
+				t.Fatalf("%s %+v\n%s", v.Phase, v.Error, d.log())
+			}
+			var out struct {
+				Fan struct {
+					Results    []json.RawMessage `json:"results"`
+					Sufficient bool              `json:"sufficient"`
+					Cutoff     time.Time         `json:"cutoff"`
+				}
+			}
+			if err := json.Unmarshal(v.Output, &out); err != nil {
+				t.Fatal(err)
+			}
+			if len(out.Fan.Results) != 3 || out.Fan.Sufficient {
+				t.Errorf("result %s: want the 3 quick results, insufficient (the fuse closed it)", v.Output)
+			}
+			closing, closed := 0, 0
+			var cutoff string
+			for _, e := range d.events(v.ID) {
+				switch e.Type {
+				case "cohort_closing":
+					closing++
+					cutoff, _ = e.Detail["cutoff"].(string)
+				case "cohort_closed":
+					closed++
+				}
+			}
+			if closing != 1 || closed != 1 {
+				t.Errorf("closing %d closed %d times, want once each: resume must finish the reduction, not redo the close", closing, closed)
+			}
+			if got := out.Fan.Cutoff.Format(time.RFC3339Nano); cutoff == "" || !sameInstant(cutoff, out.Fan.Cutoff) {
+				t.Errorf("result cutoff %s, recorded at close %s: the cutoff must survive the crash", got, cutoff)
+			}
+			d.stop()
+		})
+	}
+}
+
+func sameInstant(s string, t time.Time) bool {
+	p, err := time.Parse(time.RFC3339Nano, s)
+	return err == nil && p.Equal(t)
+}
