@@ -2,56 +2,146 @@ package api
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"net"
+	"net/http"
 	"os/user"
 	"strconv"
+	"strings"
 	"syscall"
 )
 
+// Identity is who a request comes from, as the transport established it:
+// the peer's OS user on the Unix socket, the owner a bearer token maps to
+// on TCP. Nothing else the client sends is taken into account.
+type Identity struct {
+	// Owner owns the runs the caller starts and is the only one who sees
+	// them.
+	Owner string `json:"owner"`
+	// Local is true on the Unix socket, where UID is the peer's uid.
+	Local bool `json:"local"`
+	UID   int  `json:"-"`
+}
+
 type ctxKey int
 
-const ownerKey ctxKey = 0
+const (
+	identityKey ctxKey = iota // *Identity: established for the request
+	peerKey                   // *Identity: the Unix peer of the connection
+	networkKey                // bool: a TCP connection, bearer token required
+)
 
-// peerOwner reads the OS user of the process at the other end of a Unix
-// socket connection from the kernel (SO_PEERCRED).
-func peerOwner(c net.Conn) (string, error) {
+// peerCred reads the uid of the process at the other end of a Unix socket
+// connection from the kernel (SO_PEERCRED).
+func peerCred(c net.Conn) (uint32, error) {
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
-		return "", fmt.Errorf("not a unix socket connection")
+		return 0, fmt.Errorf("not a unix socket connection")
 	}
 	raw, err := uc.SyscallConn()
 	if err != nil {
-		return "", err
+		return 0, err
 	}
 	var cred *syscall.Ucred
 	var credErr error
 	if err := raw.Control(func(fd uintptr) {
 		cred, credErr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
 	}); err != nil {
-		return "", err
+		return 0, err
 	}
 	if credErr != nil {
-		return "", credErr
+		return 0, credErr
 	}
-	uid := strconv.FormatUint(uint64(cred.Uid), 10)
-	if u, err := user.LookupId(uid); err == nil {
-		return u.Username, nil
-	}
-	return "uid:" + uid, nil
+	return cred.Uid, nil
 }
 
-// ConnContext stores the connection's owner in the context of every request
-// on it. Use it as http.Server.ConnContext.
-func ConnContext(ctx context.Context, c net.Conn) context.Context {
-	owner, err := peerOwner(c)
-	if err != nil {
-		return ctx // no owner: every request on this connection is refused
+// userName names a uid as owners are named: the user name, or "uid:N" for
+// a uid with no name.
+func userName(uid uint32) string {
+	s := strconv.FormatUint(uint64(uid), 10)
+	if u, err := user.LookupId(s); err == nil {
+		return u.Username
 	}
-	return context.WithValue(ctx, ownerKey, owner)
+	return "uid:" + s
+}
+
+// ConnContext records what the connection says about its requests'
+// identity: on a Unix socket, the peer's OS user from the kernel; on TCP,
+// that each request must carry a bearer token. Any other connection gets
+// no identity and every request on it is refused. Use it as
+// http.Server.ConnContext for every listener the API is served on.
+func ConnContext(ctx context.Context, c net.Conn) context.Context {
+	switch c.(type) {
+	case *net.UnixConn:
+		uid, err := peerCred(c)
+		if err != nil {
+			return ctx // no owner: every request on this connection is refused
+		}
+		return context.WithValue(ctx, peerKey, &Identity{Owner: userName(uid), Local: true, UID: int(uid)})
+	case *net.TCPConn:
+		return context.WithValue(ctx, networkKey, true)
+	}
+	return ctx
+}
+
+// Tokens maps bearer tokens to owners. It keeps only the tokens' SHA-256
+// hashes, so a memory dump or a timing difference in the map lookup
+// reveals nothing usable as a token.
+type Tokens struct {
+	owners map[[sha256.Size]byte]string
+}
+
+// NewTokens builds a token set from secret → owner.
+func NewTokens(secretToOwner map[string]string) *Tokens {
+	t := &Tokens{owners: make(map[[sha256.Size]byte]string, len(secretToOwner))}
+	for secret, owner := range secretToOwner {
+		t.owners[sha256.Sum256([]byte(secret))] = owner
+	}
+	return t
+}
+
+// Owner returns the owner a token authenticates.
+func (t *Tokens) Owner(token string) (string, bool) {
+	if t == nil || token == "" {
+		return "", false
+	}
+	o, ok := t.owners[sha256.Sum256([]byte(token))]
+	return o, ok
+}
+
+// identify establishes the identity of r, or says why it cannot.
+func (s *Server) identify(r *http.Request) (*Identity, string) {
+	ctx := r.Context()
+	if id, ok := ctx.Value(peerKey).(*Identity); ok {
+		return id, "" // the kernel said who it is; headers are not consulted
+	}
+	if ctx.Value(networkKey) == nil {
+		return nil, "cannot establish the caller's identity"
+	}
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		return nil, "this listener needs an Authorization: Bearer TOKEN header"
+	}
+	scheme, token, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return nil, "the Authorization header must be Bearer TOKEN"
+	}
+	owner, ok := s.tokens.Load().Owner(strings.TrimSpace(token))
+	if !ok {
+		return nil, "unknown bearer token"
+	}
+	return &Identity{Owner: owner, UID: -1}, ""
+}
+
+func identityFrom(ctx context.Context) *Identity {
+	id, _ := ctx.Value(identityKey).(*Identity)
+	return id
 }
 
 func ownerFrom(ctx context.Context) string {
-	s, _ := ctx.Value(ownerKey).(string)
-	return s
+	if id := identityFrom(ctx); id != nil {
+		return id.Owner
+	}
+	return ""
 }

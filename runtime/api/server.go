@@ -2,13 +2,18 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -33,17 +38,37 @@ const Version = "v1"
 
 // Server serves the API over an engine.
 type Server struct {
-	eng *engine.Engine
-	log hclog.Logger
-	mux *http.ServeMux
+	eng      *engine.Engine
+	log      hclog.Logger
+	mux      *http.ServeMux
+	tokens   atomic.Pointer[Tokens]
+	daemon   Daemon
+	adminUID int
 }
 
+// Option configures a Server.
+type Option func(*Server)
+
+// WithTokens sets the bearer tokens accepted on TCP connections.
+func WithTokens(t *Tokens) Option { return func(s *Server) { s.tokens.Store(t) } }
+
+// WithDaemon connects the admin endpoints and the status view to the
+// process hosting the server.
+func WithDaemon(d Daemon) Option { return func(s *Server) { s.daemon = d } }
+
+// WithAdminUID sets the one OS user whose Unix socket requests may use the
+// admin endpoints (default: the user running the server).
+func WithAdminUID(uid int) Option { return func(s *Server) { s.adminUID = uid } }
+
 // NewServer returns a server for eng.
-func NewServer(eng *engine.Engine, log hclog.Logger) *Server {
+func NewServer(eng *engine.Engine, log hclog.Logger, opts ...Option) *Server {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	s := &Server{eng: eng, log: log, mux: http.NewServeMux()}
+	s := &Server{eng: eng, log: log, mux: http.NewServeMux(), adminUID: os.Getuid()}
+	for _, o := range opts {
+		o(s)
+	}
 	s.mux.HandleFunc("POST /v1/runs", s.startRun)
 	s.mux.HandleFunc("GET /v1/runs", s.listRuns)
 	s.mux.HandleFunc("GET /v1/runs/{id}", s.getRun)
@@ -54,25 +79,71 @@ func NewServer(eng *engine.Engine, log hclog.Logger) *Server {
 	s.mux.HandleFunc("GET /v1/deadletters", s.deadLetters)
 	s.mux.HandleFunc("GET /v1/stats", s.stats)
 	s.mux.HandleFunc("GET /v1/health", s.health)
-	s.routeWaits()
+	s.mux.HandleFunc("POST /v1/admin/reload", s.adminReload)
 	return s
 }
 
-// ServeHTTP refuses unknown API versions and ownerless requests before
-// reading anything else, then routes.
+// SetTokens swaps the bearer tokens accepted on TCP (a config reload).
+// Requests already identified keep their identity.
+func (s *Server) SetTokens(t *Tokens) { s.tokens.Store(t) }
+
+// ServeHTTP establishes the caller's identity and refuses unknown API
+// versions, unknown paths and wrong methods before reading anything else,
+// then routes.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	id, why := s.identify(r)
+	if id == nil {
+		if r.Context().Value(networkKey) != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="weir"`)
+		}
+		refuseUnread(w, r, http.StatusUnauthorized, &engine.Error{Code: CodeIdentity, Class: engine.ClassProtocol, Message: why})
+		return
+	}
 	if !strings.HasPrefix(r.URL.Path, "/"+Version+"/") {
-		writeErr(w, http.StatusNotFound, &engine.Error{Code: "E_API_VERSION", Class: engine.ClassProtocol,
+		refuseUnread(w, r, http.StatusNotFound, &engine.Error{Code: CodeAPIVersion, Class: engine.ClassProtocol,
 			Message: fmt.Sprintf("unknown API version in %q: this daemon speaks /%s/", r.URL.Path, Version)})
 		return
 	}
-	if ownerFrom(r.Context()) == "" {
-		writeErr(w, http.StatusUnauthorized, &engine.Error{Code: "E_IDENTITY", Class: engine.ClassProtocol,
-			Message: "cannot establish the caller's identity"})
+	r = r.WithContext(context.WithValue(r.Context(), identityKey, id))
+	if _, pattern := s.mux.Handler(r); pattern == "" {
+		s.noRoute(w, r)
 		return
 	}
 	s.mux.ServeHTTP(w, r)
 }
+
+// noRoute answers a request no pattern matches in JSON: a wrong method on
+// a known path (405, with Allow) or an unknown path (404).
+func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, p := s.mux.Handler(probe); p != "" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		refuseUnread(w, r, http.StatusMethodNotAllowed, &engine.Error{Code: CodeMethod, Class: engine.ClassProtocol,
+			Message: fmt.Sprintf("%s is not allowed on %s (allowed: %s)", r.Method, r.URL.Path, strings.Join(allow, ", "))})
+		return
+	}
+	refuseUnread(w, r, http.StatusNotFound, &engine.Error{Code: CodeNoRoute, Class: engine.ClassProtocol,
+		Message: fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path)})
+}
+
+// Refusal codes of the API layer itself, beside the engine's.
+const (
+	CodeIdentity   = "E_IDENTITY"    // the caller's identity cannot be established
+	CodeAPIVersion = "E_API_VERSION" // the path names an API version this daemon does not speak
+	CodeNoRoute    = "E_NO_ROUTE"    // no such endpoint
+	CodeMethod     = "E_METHOD"      // the endpoint exists but not with this method
+	CodeTooLarge   = "E_TOO_LARGE"   // the body exceeds the endpoint's limit
+	CodeForbidden  = "E_FORBIDDEN"   // an admin endpoint called by someone else than the daemon's user
+	CodeConfig     = "E_CONFIG"      // a reload candidate is invalid or needs a restart
+	CodeNoConfig   = "E_NO_CONFIG"   // the daemon has no config file to reload
+)
 
 // StartRequest is the body of POST /v1/runs.
 type StartRequest struct {
@@ -82,6 +153,9 @@ type StartRequest struct {
 }
 
 func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
+	if !queryParams(w, r) {
+		return
+	}
 	var req StartRequest
 	if !decode(w, r, MaxStartBody, &req) {
 		return
@@ -132,6 +206,9 @@ func ViewOf(run *store.Run, p *engine.Progress) *RunView {
 }
 
 func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
+	if !queryParams(w, r) {
+		return
+	}
 	owner := ownerFrom(r.Context())
 	run, err := s.eng.Get(r.Context(), owner, r.PathValue("id"))
 	if err != nil {
@@ -143,12 +220,21 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
+	if !queryParams(w, r, "limit", "phase", "after") {
+		return
+	}
 	q := r.URL.Query()
-	limit, ok := intParam(w, q.Get("limit"), 100)
+	limit, ok := limitParam(w, q.Get("limit"), 100, MaxListLimit)
 	if !ok {
 		return
 	}
-	runs, err := s.eng.List(r.Context(), ownerFrom(r.Context()), store.RunListParams{Phase: store.Phase(q.Get("phase")), After: q.Get("after"), Limit: limit})
+	phase := store.Phase(q.Get("phase"))
+	if phase != "" && !knownPhases[phase] {
+		writeErr(w, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequest, Class: engine.ClassProtocol,
+			Message: fmt.Sprintf("phase %q is not a phase (queued, running, waiting, completing, completed, cancelled, failed)", phase)})
+		return
+	}
+	runs, err := s.eng.List(r.Context(), ownerFrom(r.Context()), store.RunListParams{Phase: phase, After: q.Get("after"), Limit: limit})
 	if err != nil {
 		writeEngineErr(w, err)
 		return
@@ -166,7 +252,7 @@ type CancelResponse struct {
 }
 
 func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
-	if !emptyBody(w, r) {
+	if !queryParams(w, r) || !emptyBody(w, r) {
 		return
 	}
 	a, err := s.eng.Cancel(r.Context(), ownerFrom(r.Context()), r.PathValue("id"))
@@ -178,13 +264,16 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
+	if !queryParams(w, r, "after", "limit") {
+		return
+	}
 	q := r.URL.Query()
 	after, err := strconv.ParseUint(orDefault(q.Get("after"), "0"), 10, 64)
 	if err != nil {
 		writeErr(w, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequest, Class: engine.ClassProtocol, Message: "after must be a sequence number"})
 		return
 	}
-	limit, ok := intParam(w, q.Get("limit"), 1000)
+	limit, ok := limitParam(w, q.Get("limit"), 1000, MaxEventLimit)
 	if !ok {
 		return
 	}
@@ -206,6 +295,9 @@ type RegisterRequest struct {
 }
 
 func (s *Server) registerFlows(w http.ResponseWriter, r *http.Request) {
+	if !queryParams(w, r) {
+		return
+	}
 	var req RegisterRequest
 	if !decode(w, r, MaxRegisterBody, &req) {
 		return
@@ -227,6 +319,9 @@ func (s *Server) registerFlows(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listFlows(w http.ResponseWriter, r *http.Request) {
+	if !queryParams(w, r) {
+		return
+	}
 	fl, err := s.eng.Flows(r.Context())
 	if err != nil {
 		writeEngineErr(w, err)
@@ -236,7 +331,10 @@ func (s *Server) listFlows(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deadLetters(w http.ResponseWriter, r *http.Request) {
-	limit, ok := intParam(w, r.URL.Query().Get("limit"), 100)
+	if !queryParams(w, r, "limit") {
+		return
+	}
+	limit, ok := limitParam(w, r.URL.Query().Get("limit"), 100, MaxListLimit)
 	if !ok {
 		return
 	}
@@ -252,16 +350,37 @@ func (s *Server) deadLetters(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
+	if !queryParams(w, r) {
+		return
+	}
 	writeJSON(w, http.StatusOK, s.eng.Stats())
 }
 
+// Status answers GET /v1/health: admission, the queued and held task
+// counts, the slots, the config in force, and who the caller is.
+type Status struct {
+	engine.Health
+	Config *ConfigInfo `json:"config,omitempty"`
+	Caller *Identity   `json:"caller"`
+}
+
+// health answers 200 while admission is open and 503 otherwise, so that a
+// load balancer or a probe stops sending work to a daemon that drains or
+// whose store failed; the body says which, in both cases.
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	h := s.eng.Health(r.Context())
+	if !queryParams(w, r) {
+		return
+	}
+	st := Status{Health: s.eng.Health(r.Context()), Caller: identityFrom(r.Context())}
+	if s.daemon != nil {
+		ci := s.daemon.ConfigInfo()
+		st.Config = &ci
+	}
 	status := http.StatusOK
-	if h.Admission == engine.CodeStorage {
+	if st.Admission != "open" {
 		status = http.StatusServiceUnavailable
 	}
-	writeJSON(w, status, h)
+	writeJSON(w, status, st)
 }
 
 // decode reads a bounded JSON body strictly: unknown fields and trailing
@@ -271,7 +390,7 @@ func decode(w http.ResponseWriter, r *http.Request, limit int64, v any) bool {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			writeErr(w, http.StatusRequestEntityTooLarge, &engine.Error{Code: "E_TOO_LARGE", Class: engine.ClassProtocol,
+			writeErr(w, http.StatusRequestEntityTooLarge, &engine.Error{Code: CodeTooLarge, Class: engine.ClassProtocol,
 				Message: fmt.Sprintf("request body is larger than this endpoint's limit of %d bytes", limit)})
 			return false
 		}
@@ -293,7 +412,9 @@ func DecodeStrict(body []byte, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("malformed request body: %v", err)
 	}
-	if dec.More() {
+	// Only white space may follow. (Decoder.More alone would let a
+	// closing bracket through: it answers for the enclosing value.)
+	if len(bytes.TrimLeft(body[dec.InputOffset():], " \t\r\n")) > 0 { // JSON white space only
 		return errors.New("malformed request body: data after the JSON value")
 	}
 	return nil
@@ -302,6 +423,12 @@ func DecodeStrict(body []byte, v any) error {
 // emptyBody refuses a body on endpoints that take none.
 func emptyBody(w http.ResponseWriter, r *http.Request) bool {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxSmallBody))
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		writeErr(w, http.StatusRequestEntityTooLarge, &engine.Error{Code: CodeTooLarge, Class: engine.ClassProtocol,
+			Message: fmt.Sprintf("this endpoint takes no body, and this one is larger than %d bytes", MaxSmallBody)})
+		return false
+	}
 	if err != nil || len(bytes.TrimSpace(b)) > 0 {
 		writeErr(w, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequest, Class: engine.ClassProtocol, Message: "this endpoint takes no body"})
 		return false
@@ -309,16 +436,56 @@ func emptyBody(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
-func intParam(w http.ResponseWriter, s string, def int) (int, bool) {
+// Bounds of the limit parameter: one answer cannot be made unbounded.
+const (
+	MaxListLimit  = 1000
+	MaxEventLimit = 10000
+)
+
+// limitParam reads a limit in [1, max]; empty means def.
+func limitParam(w http.ResponseWriter, s string, def, max int) (int, bool) {
 	if s == "" {
 		return def, true
 	}
 	n, err := strconv.Atoi(s)
-	if err != nil || n < 0 {
-		writeErr(w, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequest, Class: engine.ClassProtocol, Message: "limit must be a non-negative integer"})
+	if err != nil || n < 1 || n > max {
+		writeErr(w, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequest, Class: engine.ClassProtocol,
+			Message: fmt.Sprintf("limit must be a whole number from 1 to %d, got %q", max, s)})
 		return 0, false
 	}
 	return n, true
+}
+
+// queryParams refuses query parameters the endpoint does not take, and
+// repeated ones: a misspelt parameter is an error, not a silent default.
+func queryParams(w http.ResponseWriter, r *http.Request, allowed ...string) bool {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		refuseUnread(w, r, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequest, Class: engine.ClassProtocol, Message: "malformed query: " + err.Error()})
+		return false
+	}
+	for k, vs := range q {
+		if !slices.Contains(allowed, k) {
+			msg := fmt.Sprintf("unknown query parameter %q", k)
+			if len(allowed) > 0 {
+				msg += fmt.Sprintf(" (this endpoint takes %s)", strings.Join(allowed, ", "))
+			} else {
+				msg += " (this endpoint takes none)"
+			}
+			refuseUnread(w, r, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequest, Class: engine.ClassProtocol, Message: msg})
+			return false
+		}
+		if len(vs) > 1 {
+			refuseUnread(w, r, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequest, Class: engine.ClassProtocol, Message: fmt.Sprintf("query parameter %q is repeated", k)})
+			return false
+		}
+	}
+	return true
+}
+
+var knownPhases = map[store.Phase]bool{
+	store.PhaseQueued: true, store.PhaseRunning: true, store.PhaseWaiting: true, store.PhaseCompleting: true,
+	store.PhaseCompleted: true, store.PhaseCancelled: true, store.PhaseFailed: true,
 }
 
 func orDefault(s, def string) string {
@@ -336,6 +503,17 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 func writeErr(w http.ResponseWriter, status int, e *engine.Error) {
 	writeJSON(w, status, e)
+}
+
+// refuseUnread answers a request refused before its body was read. The
+// connection is closed after the answer: otherwise the server would read
+// and discard the body first to reuse the connection, and a client that
+// sends a large or endless body would wait for nothing.
+func refuseUnread(w http.ResponseWriter, r *http.Request, status int, e *engine.Error) {
+	if r.ContentLength != 0 {
+		w.Header().Set("Connection", "close")
+	}
+	writeErr(w, status, e)
 }
 
 // writeEngineErr maps an engine error to its HTTP status by class and code.
@@ -356,6 +534,8 @@ func writeEngineErr(w http.ResponseWriter, err error) {
 		status = http.StatusTooManyRequests
 	case e.Code == engine.CodeDraining:
 		status = http.StatusServiceUnavailable
+	case e.Code == CodeConfig || e.Code == CodeNoConfig:
+		status = http.StatusUnprocessableEntity
 	case e.Class == engine.ClassRun:
 		status = http.StatusUnprocessableEntity
 	}

@@ -1,0 +1,81 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/weirhq/weir/runtime/engine"
+)
+
+// Daemon is what the admin endpoints and the status view need from the
+// process that hosts the server.
+type Daemon interface {
+	// Reload reads a candidate config, validates it and swaps it in. An
+	// invalid candidate leaves the config in force untouched; the error
+	// (an *engine.Error with code E_CONFIG or E_NO_CONFIG) says why.
+	Reload(ctx context.Context) (*ReloadResult, error)
+	// ConfigInfo describes the config in force.
+	ConfigInfo() ConfigInfo
+}
+
+// ConfigInfo describes the config in force.
+type ConfigInfo struct {
+	// Version is recorded on every start event (engine.Config.ConfigVersion).
+	Version int64 `json:"version"`
+	// File is the config file ("" when the daemon runs on flags alone).
+	File     string    `json:"file,omitempty"`
+	Hash     string    `json:"hash"`
+	LoadedAt time.Time `json:"loaded_at"`
+	// Pinned lists the settings that command-line flags hold for the life
+	// of the process, whatever the file says.
+	Pinned []string `json:"pinned,omitempty"`
+}
+
+// ReloadResult answers a reload that succeeded.
+type ReloadResult struct {
+	// Changed is false when the candidate's content equals the config in
+	// force: nothing was swapped and the version stays.
+	Changed  bool       `json:"changed"`
+	Previous int64      `json:"previous_version"`
+	Config   ConfigInfo `json:"config"`
+	// Notes tell what the operator may not expect, such as a setting the
+	// file changes that a flag pins.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// adminReload is POST /v1/admin/reload: only the daemon's own OS user, on
+// the Unix socket, may reload. A token holder on TCP whose owner has the
+// same name is still refused: a name in the config is not an OS identity.
+func (s *Server) adminReload(w http.ResponseWriter, r *http.Request) {
+	if !s.admin(w, r) || !queryParams(w, r) || !emptyBody(w, r) {
+		return
+	}
+	if s.daemon == nil {
+		writeEngineErr(w, &engine.Error{Code: CodeNoConfig, Class: engine.ClassProtocol, Message: "this server has no daemon to reload"})
+		return
+	}
+	res, err := s.daemon.Reload(r.Context())
+	if err != nil {
+		writeEngineErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// admin refuses callers other than the daemon's own OS user.
+func (s *Server) admin(w http.ResponseWriter, r *http.Request) bool {
+	id := identityFrom(r.Context())
+	if id != nil && id.Local && id.UID == s.adminUID {
+		return true
+	}
+	who := "a bearer token"
+	if id != nil && id.Local {
+		who = fmt.Sprintf("uid %d", id.UID)
+	}
+	s.log.Warn("refused an admin request", "path", r.URL.Path, "owner", ownerFrom(r.Context()), "via", who)
+	refuseUnread(w, r, http.StatusForbidden, &engine.Error{Code: CodeForbidden, Class: engine.ClassProtocol,
+		Message: fmt.Sprintf("admin endpoints answer only the daemon's own OS user (uid %d) on the Unix socket, not %s", s.adminUID, who)})
+	return false
+}
