@@ -76,7 +76,7 @@ func (s *stepper) cohortStart(ctx context.Context, node *flows.Node, visit int) 
 	if quorum <= 0 || quorum > 1 {
 		quorum = flows.DefaultQuorum
 	}
-	c := &store.Cohort{RunID: s.run.ID, Node: node.ID, Visit: visit, Items: len(items),
+	c := &store.Cohort{RunID: s.run.ID, Node: node.ID, Visit: visit, Items: len(items), Task: s.task.ID,
 		Need: int(math.Ceil(quorum*float64(len(items)) - 1e-9)), State: store.CohortOpen, CreatedAt: now}
 	if node.Deadline > 0 {
 		c.Deadline = now.Add(node.Deadline)
@@ -279,22 +279,23 @@ func (s *stepper) cohortAdvance(ctx context.Context, node *flows.Node, snap *sto
 	if snap.State == store.CohortOpen && snap.Next < snap.Items {
 		room := node.Width - snap.InFlight
 		if room > 0 {
-			var items []any
-			var vals []*store.CohortItem
+			// Read only the items that may be admitted now.
+			to := min(snap.Next+room, snap.Items)
+			items := make([]any, to)
 			if err := e.st.View(ctx, func(tx store.Tx) error {
-				var err error
-				vals, err = tx.CohortItemList(snap.RunID, snap.Node, snap.Visit)
-				return err
+				for i := snap.Next; i < to; i++ {
+					it, err := tx.CohortItemGet(snap.RunID, snap.Node, snap.Visit, i)
+					if err != nil {
+						return err
+					}
+					_ = json.Unmarshal(it.Value, &items[i])
+				}
+				return nil
 			}); err != nil {
 				e.storageFailed(err)
 				return false
 			}
-			for _, it := range vals {
-				var v any
-				_ = json.Unmarshal(it.Value, &v)
-				items = append(items, v)
-			}
-			inputs, rerr := s.childInputs(node, items, snap.Next, min(snap.Next+room, snap.Items))
+			inputs, rerr := s.childInputs(node, items, snap.Next, to)
 			if rerr != nil {
 				return s.nodeFailed(ctx, node, rerr)
 			}
@@ -337,7 +338,8 @@ func (s *stepper) cohortAdvance(ctx context.Context, node *flows.Node, snap *sto
 		c.Fresh = still
 		fuse := !c.Deadline.IsZero() && !now.Before(c.Deadline)
 		if c.State == store.CohortOpen {
-			potential := c.Mature + c.InFlight + (c.Items - c.Next)
+			// Ended but not yet judged children may still be mature.
+			potential := c.Mature + len(c.Fresh) + c.InFlight + (c.Items - c.Next)
 			switch {
 			case c.Mature >= c.Need:
 				c.State, c.FrozenAt = store.CohortFrozen, now // sufficient: freeze admission
@@ -615,15 +617,16 @@ func (e *Engine) childEndedTx(tx store.Tx, parentID string, ref *store.CohortRef
 	if c.State == store.CohortClosed {
 		return false, nil
 	}
-	tasks, err := tx.TaskListByRun(parentID)
+	t, err := tx.TaskGet(c.Task)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
 	if err != nil {
 		return false, err
 	}
-	for _, t := range tasks {
-		if t.Kind == store.TaskStep && t.WaitKind == "cohort" && !t.Leased && t.ReadyAt.After(now) {
-			t.ReadyAt = now
-			return true, tx.TaskPut(t)
-		}
+	if t.WaitKind == "cohort" && !t.Leased && t.ReadyAt.After(now) {
+		t.ReadyAt = now
+		return true, tx.TaskPut(t)
 	}
 	return false, nil
 }

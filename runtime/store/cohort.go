@@ -28,6 +28,8 @@ type Cohort struct {
 	Node  string `json:"node"`
 	Visit int    `json:"visit"`
 	Items int    `json:"items"` // number of items
+	// Task is the parent's step task, which children wake.
+	Task string `json:"task"`
 	// Need is how many children must mature for a sufficient close.
 	Need     int         `json:"need"`
 	State    CohortState `json:"state"`
