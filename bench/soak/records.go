@@ -1,0 +1,110 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// records is what the plugins themselves wrote in their state directories:
+// the witnesses of side effects, read after the daemon has stopped.
+type records struct {
+	// mails counts outbox lines per request id (from the body "soak ID"),
+	// and mailRuns per run id (the plugin records the caller's run id).
+	mails    map[string]int
+	mailRuns map[string]int
+	// notes holds every stored note's text by note key; applied counts,
+	// per note key, the idempotency keys under which notes.put applied it
+	// (one dedupe record each).
+	notes   map[string]string
+	applied map[string]int
+}
+
+// readRecords reads the plugin state under data.
+func readRecords(data string) (*records, error) {
+	o := &records{mails: map[string]int{}, mailRuns: map[string]int{}, notes: map[string]string{}, applied: map[string]int{}}
+	state := filepath.Join(data, "plugin-state")
+
+	f, err := os.Open(filepath.Join(state, "mail", "outbox.jsonl"))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return nil, err
+	default:
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var m struct {
+				Body  string `json:"body"`
+				RunID string `json:"run_id"`
+			}
+			if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+				return nil, fmt.Errorf("outbox line %q: %w", sc.Text(), err)
+			}
+			o.mails[strings.TrimPrefix(m.Body, "soak ")]++
+			o.mailRuns[m.RunID]++
+		}
+		if err := sc.Err(); err != nil {
+			return nil, err
+		}
+	}
+
+	if err := eachJSON(filepath.Join(state, "notes", "notes"), func(b []byte) error {
+		var n struct{ Key, Text string }
+		if err := json.Unmarshal(b, &n); err != nil {
+			return err
+		}
+		o.notes[n.Key] = n.Text
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if err := eachJSON(filepath.Join(state, "notes", "dedupe"), func(b []byte) error {
+		var r struct {
+			Output json.RawMessage `json:"output"`
+		}
+		if err := json.Unmarshal(b, &r); err != nil {
+			return err
+		}
+		var out struct{ Key string }
+		if err := json.Unmarshal(r.Output, &out); err != nil {
+			return err
+		}
+		o.applied[out.Key]++
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// eachJSON calls fn with the content of every *.json file in dir (none if
+// dir does not exist), skipping temporary files.
+func eachJSON(dir string, fn func([]byte) error) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".json") || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return err
+		}
+		if err := fn(b); err != nil {
+			return fmt.Errorf("%s: %w", filepath.Join(dir, e.Name()), err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,505 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/weirhq/weir/bench/internal/daemon"
+	"github.com/weirhq/weir/runtime/api"
+	"github.com/weirhq/weir/runtime/engine"
+	"github.com/weirhq/weir/runtime/store"
+)
+
+// Config is one soak.
+type Config struct {
+	// Weir is the weir binary; Plugins a pinned plugins directory holding
+	// testkit, mail and notes.
+	Weir, Plugins string
+	// Duration bounds the chaos phase (kills and restarts); recovery,
+	// draining and the checks come after it, bounded by Drain.
+	Duration time.Duration
+	// Drain bounds the wait, after the last restart, for every run to end.
+	Drain time.Duration
+	// Seed drives every random choice of the workload and the kills.
+	Seed uint64
+	// Data is the daemon's data directory (kept across restarts).
+	Data string
+	// Log receives progress lines; Out the invariant lines and the verdict.
+	Log, Out io.Writer
+}
+
+// failpoints are runtime/internal/failpoint's killing failpoints, one per
+// durable boundary; the soak arms each in turn, then at random.
+var failpoints = []string{"after-accept", "after-started", "after-tool", "after-result", "mid-finish"}
+
+// Report is the outcome of a soak.
+type Report struct {
+	Passed, Failed int
+	// Daemons started, runs accepted, and kills by cause (a failpoint's
+	// name, or "random").
+	Daemons  int
+	Accepted int
+	Kills    map[string]int
+}
+
+// submission is one business request of the client: a request id, the
+// input first sent with it, and the run it turned into once an answer said
+// so.
+type submission struct {
+	reqID  string
+	kind   *kind
+	input  map[string]any
+	runID  string
+	cancel []engine.CancelAnswer // answers to cancels of this run
+}
+
+// world is what the client side knows, shared by the actors.
+type world struct {
+	cfg Config
+
+	mu      sync.Mutex
+	rng     *rand.Rand
+	subs    []*submission
+	byReq   map[string]*submission
+	pending []*submission // sent, no answer yet: their fate is unknown
+	next    int
+	// inline holds violations seen while the soak ran, by invariant.
+	inline map[string][]string
+	counts map[string]int
+	owner  string
+}
+
+func (w *world) intn(n int) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.rng.IntN(n)
+}
+
+func (w *world) violate(inv, format string, args ...any) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.inline[inv] = append(w.inline[inv], fmt.Sprintf(format, args...))
+}
+
+func (w *world) count(name string) {
+	w.mu.Lock()
+	w.counts[name]++
+	w.mu.Unlock()
+}
+
+// known returns a random submission whose run is known, or nil.
+func (w *world) known() *submission {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for range 8 {
+		if len(w.subs) == 0 {
+			return nil
+		}
+		s := w.subs[w.rng.IntN(len(w.subs))]
+		if s.runID != "" {
+			return s
+		}
+	}
+	return nil
+}
+
+// actor is something the soak does to the daemon while it runs, as often as
+// every is long. Subflows, waits and cohorts bring their own (an approver
+// that decides pending waits, for one).
+type actor struct {
+	name  string
+	every time.Duration
+	act   func(ctx context.Context, w *world, c *daemon.Client)
+}
+
+var actors = []actor{
+	{"submit", 15 * time.Millisecond, submitNew},
+	{"submit", 15 * time.Millisecond, submitNew},
+	{"duplicate", 60 * time.Millisecond, submitDuplicate},
+	{"cancel", 120 * time.Millisecond, cancelOne},
+}
+
+// submitNew sends a new request id.
+func submitNew(ctx context.Context, w *world, c *daemon.Client) {
+	w.mu.Lock()
+	w.next++
+	k := pickKind(w.rng)
+	s := &submission{reqID: fmt.Sprintf("req-%05d", w.next), kind: k}
+	s.input = k.input(w.rng, s.reqID)
+	w.subs = append(w.subs, s)
+	w.byReq[s.reqID] = s
+	w.mu.Unlock()
+	w.send(ctx, c, s)
+}
+
+// send submits s with its own input and records what the answer says.
+func (w *world) send(ctx context.Context, c *daemon.Client, s *submission) {
+	in, _ := json.Marshal(s.input)
+	res, err := c.StartRun(ctx, s.kind.flow, in, s.reqID)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case err == nil:
+		w.counts["answered"]++
+		if s.runID == "" {
+			if res.Existing && !w.isPending(s) {
+				w.inline[invDedup] = append(w.inline[invDedup], fmt.Sprintf("%s sent for the first time answered an existing run %s", s.reqID, res.RunID))
+			}
+			s.runID = res.RunID
+			w.removePending(s)
+			return
+		}
+		if res.RunID != s.runID {
+			w.inline[invDedup] = append(w.inline[invDedup], fmt.Sprintf("%s answered run %s, earlier %s", s.reqID, res.RunID, s.runID))
+		}
+		if !res.Existing {
+			w.inline[invDedup] = append(w.inline[invDedup], fmt.Sprintf("%s re-sent with its input answered a new run %s", s.reqID, res.RunID))
+		}
+	case daemon.Code(err) != "":
+		w.counts["refused "+daemon.Code(err)]++
+		switch code := daemon.Code(err); {
+		case s.runID == "" && (code == engine.CodeQueueFull || code == engine.CodeBadInput || code == engine.CodeUnknownFlow):
+			w.removePending(s) // refused after the dedup lookup: no run holds this request id
+		case s.runID != "":
+			w.inline[invDedup] = append(w.inline[invDedup], fmt.Sprintf("%s re-sent with its input refused: %v", s.reqID, err))
+		}
+	default: // no answer: accepted or not, nobody knows yet
+		w.counts["no answer"]++
+		if s.runID == "" && !w.isPending(s) {
+			w.pending = append(w.pending, s)
+		}
+	}
+}
+
+func (w *world) isPending(s *submission) bool {
+	for _, p := range w.pending {
+		if p == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (w *world) removePending(s *submission) {
+	for i, p := range w.pending {
+		if p == s {
+			w.pending = append(w.pending[:i], w.pending[i+1:]...)
+			return
+		}
+	}
+}
+
+// submitDuplicate re-sends a request id: with its own input (the answer
+// must be the same run, marked existing; if its first answer was lost,
+// this is how the client learns its fate) or, for a run known to exist,
+// with another input (which must be refused).
+func submitDuplicate(ctx context.Context, w *world, c *daemon.Client) {
+	w.mu.Lock()
+	var s *submission
+	if len(w.pending) > 0 && w.rng.IntN(2) == 0 {
+		s = w.pending[w.rng.IntN(len(w.pending))]
+	}
+	conflict := w.rng.IntN(3) == 0
+	w.mu.Unlock()
+	if s == nil {
+		if s = w.known(); s == nil {
+			return
+		}
+	}
+	if !conflict || s.runID == "" {
+		w.count("duplicate")
+		w.send(ctx, c, s)
+		return
+	}
+	other := map[string]any{}
+	for k, v := range s.input {
+		other[k] = v
+	}
+	other["id"] = s.reqID + "-other"
+	in, _ := json.Marshal(other)
+	res, err := c.StartRun(ctx, s.kind.flow, in, s.reqID)
+	switch code := daemon.Code(err); {
+	case err == nil:
+		w.violate(invDedup, "%s re-sent with a different input was accepted as run %s (existing=%v)", s.reqID, res.RunID, res.Existing)
+	case code == engine.CodeDedupConflict:
+		w.count("conflict refused")
+	case code != "":
+		w.violate(invDedup, "%s re-sent with a different input answered %v, want %s", s.reqID, err, engine.CodeDedupConflict)
+	}
+}
+
+// cancelOne cancels one of the latest runs (most likely still in flight)
+// and keeps the answer.
+func cancelOne(ctx context.Context, w *world, c *daemon.Client) {
+	w.mu.Lock()
+	var s *submission
+	if n := len(w.subs); n > 0 {
+		s = w.subs[n-1-w.rng.IntN(min(n, 30))]
+	}
+	w.mu.Unlock()
+	if s == nil || s.runID == "" {
+		return
+	}
+	a, err := c.Cancel(ctx, s.runID)
+	if err != nil {
+		if daemon.Code(err) != "" {
+			w.violate(invCancel, "cancel of %s: %v", s.runID, err)
+		}
+		return
+	}
+	w.mu.Lock()
+	s.cancel = append(s.cancel, a)
+	w.counts["cancel "+string(a)]++
+	w.mu.Unlock()
+}
+
+// Run runs one soak: the chaos phase (epochs of a daemon under the mixed
+// workload, each ended by a failpoint or a SIGKILL), then a clean daemon
+// that recovers, drains and is checked against every invariant.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	w := &world{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
+		byReq: map[string]*submission{}, inline: map[string][]string{}, counts: map[string]int{}}
+	rep := &Report{Kills: map[string]int{}}
+	fmt.Fprintf(cfg.Log, "soak: seed %d, chaos for %v, data %s\n", cfg.Seed, cfg.Duration, cfg.Data)
+
+	start := func(failpoint string) (*daemon.Daemon, error) {
+		rep.Daemons++
+		var env []string
+		if failpoint != "" {
+			env = []string{"WEIR_FAILPOINT=" + failpoint}
+		}
+		d, err := daemon.Start(daemon.Config{Weir: cfg.Weir, Plugins: cfg.Plugins, Data: cfg.Data, Env: env,
+			Args: []string{"--log-level", "warn", "--grace", "2s"}})
+		if err != nil {
+			w.violate(invRestart, "daemon %d (%s) did not start: %v", rep.Daemons, orNone(failpoint), err)
+		}
+		return d, err
+	}
+
+	// Register the workload's flows on a first daemon.
+	d, err := start("")
+	if err != nil {
+		return nil, err
+	}
+	var files []engine.SourceFile
+	for _, k := range kinds {
+		files = append(files, engine.SourceFile{Path: k.name + ".star", Src: k.src})
+	}
+	if _, err := d.Client().Register(ctx, files...); err != nil {
+		d.Kill()
+		return nil, fmt.Errorf("registering the workload: %w", err)
+	}
+	if err := d.Kill(); err != nil {
+		return nil, err
+	}
+
+	chaosEnd := time.Now().Add(cfg.Duration)
+	for epoch := 0; time.Now().Before(chaosEnd) && ctx.Err() == nil; epoch++ {
+		left := time.Until(chaosEnd)
+		fp, length := "", time.Duration(300+w.intn(2700))*time.Millisecond
+		switch {
+		case epoch < len(failpoints):
+			// Every failpoint in turn, early in its daemon's life, with
+			// time to fire.
+			fp, length = fmt.Sprintf("%s@%d", failpoints[epoch], 1+w.intn(4)), 15*time.Second
+		case w.intn(5) < 2:
+			fp = fmt.Sprintf("%s@%d", failpoints[w.intn(len(failpoints))], 1+w.intn(40))
+		}
+		length = min(length, max(left, 500*time.Millisecond))
+		d, err := start(fp)
+		if err != nil {
+			break
+		}
+		ectx, cancel := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		for _, a := range actors {
+			wg.Go(func() {
+				for {
+					pause := time.Duration(1+w.intn(int(2*a.every/time.Millisecond))) * time.Millisecond
+					select {
+					case <-ectx.Done():
+						return
+					case <-d.Exited():
+						return
+					case <-time.After(pause):
+					}
+					a.act(ectx, w, d.Client())
+				}
+			})
+		}
+		began := time.Now()
+		cause := "random"
+		select {
+		case <-d.Exited():
+			cause = strings.Split(fp, "@")[0]
+		case <-time.After(length):
+		case <-ctx.Done():
+		}
+		if err := d.Kill(); err != nil {
+			cancel()
+			wg.Wait()
+			return nil, err
+		}
+		cancel()
+		wg.Wait()
+		if cause != "random" && !d.KilledBySIGKILL() {
+			w.violate(invRestart, "daemon %d (%s) ended by itself but not by its failpoint\n%s", rep.Daemons, fp, d.Log())
+			cause = "crash"
+		}
+		rep.Kills[cause]++
+		fmt.Fprintf(cfg.Log, "soak: daemon %d (%s) killed by %s after %v\n", rep.Daemons, orNone(fp), cause, time.Since(began).Round(time.Millisecond))
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+
+	// A clean daemon recovers; the client learns the fate of every
+	// request that got no answer by sending it again, and waits for
+	// every run to end.
+	d, err = start("")
+	if err != nil {
+		return nil, err
+	}
+	defer d.Kill()
+	c := d.Client()
+	for tries := 0; ; tries++ {
+		w.mu.Lock()
+		pending := append([]*submission(nil), w.pending...)
+		w.mu.Unlock()
+		if len(pending) == 0 {
+			break
+		}
+		if tries == 20 {
+			return nil, fmt.Errorf("%d requests still have no answer from a healthy daemon", len(pending))
+		}
+		for _, s := range pending {
+			w.send(ctx, c, s)
+		}
+	}
+	runs, err := drain(ctx, c, cfg.Drain)
+	if err != nil {
+		return nil, err
+	}
+	fin, err := collect(ctx, w, c, runs)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.Stop(10 * time.Second); err != nil {
+		w.violate(invRestart, "the last daemon did not stop cleanly on SIGTERM: %v", err)
+	}
+	if fin.records, err = readRecords(cfg.Data); err != nil {
+		return nil, err
+	}
+	fin.kills = rep.Kills
+	for _, s := range w.subs {
+		if s.runID != "" {
+			rep.Accepted++
+		}
+	}
+	fmt.Fprintf(cfg.Log, "soak: %d daemons, %d requests, %d runs accepted; %s\n", rep.Daemons, len(w.subs), rep.Accepted, countsLine(w.counts))
+
+	for _, inv := range invariants {
+		bad := append(w.inline[inv.name], inv.check(w, fin)...)
+		if len(bad) == 0 {
+			rep.Passed++
+			fmt.Fprintf(cfg.Out, "PASS %s: %s\n", inv.name, inv.summary(w, fin))
+			continue
+		}
+		rep.Failed++
+		fmt.Fprintf(cfg.Out, "FAIL %s: %d violation(s)\n", inv.name, len(bad))
+		for i, b := range bad {
+			if i == 10 {
+				fmt.Fprintf(cfg.Out, "    ... and %d more\n", len(bad)-10)
+				break
+			}
+			fmt.Fprintf(cfg.Out, "    %s\n", b)
+		}
+	}
+	fmt.Fprintf(cfg.Out, "%d passed, %d failed\n", rep.Passed, rep.Failed)
+	return rep, nil
+}
+
+// drain waits until no run is queued, running or completing, bounded; what
+// is still unfinished then is for the "none lost" invariant to report.
+func drain(ctx context.Context, c *daemon.Client, bound time.Duration) ([]api.RunView, error) {
+	deadline := time.Now().Add(bound)
+	for {
+		runs, err := c.Runs(ctx, "")
+		if err != nil {
+			return nil, err
+		}
+		busy := 0
+		for _, v := range runs {
+			if !v.Phase.Terminal() && v.Phase != store.PhaseWaiting {
+				busy++
+			}
+		}
+		if busy == 0 || time.Now().After(deadline) {
+			return runs, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// final is what the checks look at: the store's runs and timelines, as the
+// last daemon answered them, and the plugins' own records.
+type final struct {
+	runs    []api.RunView
+	events  map[string][]*store.Event
+	records *records
+	kills   map[string]int
+}
+
+func collect(ctx context.Context, w *world, c *daemon.Client, runs []api.RunView) (*final, error) {
+	fin := &final{runs: runs, events: map[string][]*store.Event{}}
+	for _, v := range runs {
+		evs, err := c.Events(ctx, v.ID)
+		if err != nil {
+			return nil, fmt.Errorf("events of %s: %w", v.ID, err)
+		}
+		fin.events[v.ID] = evs
+	}
+	return fin, nil
+}
+
+func orNone(fp string) string {
+	if fp == "" {
+		return "no failpoint"
+	}
+	return fp
+}
+
+func countsLine(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// dataDir makes a data directory under parent.
+func dataDir(parent string) (string, error) {
+	dir, err := os.MkdirTemp(parent, "weir-soak-")
+	if err != nil {
+		return "", err
+	}
+	return dir, os.MkdirAll(filepath.Join(dir, "data"), 0o700)
+}

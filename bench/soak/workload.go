@@ -1,0 +1,265 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+
+	"github.com/weirhq/weir/runtime/api"
+	"github.com/weirhq/weir/runtime/engine"
+	"github.com/weirhq/weir/runtime/store"
+)
+
+// kind is one shape of run in the mixed workload: a flow, how often it is
+// submitted, how its input is made, and what its end must look like. Adding
+// subflows, human waits or fan-out cohorts to the soak is adding kinds here
+// (and, for what they need done from outside, such as approving a wait, an
+// actor in soak.go, and for what they promise, an invariant in
+// invariants.go).
+type kind struct {
+	name   string
+	flow   string // the flow's name in src
+	src    string
+	weight int
+	// input makes the input of a new run; id is its request id and is
+	// always part of it, so plugin records can be traced back.
+	input func(r *rand.Rand, id string) map[string]any
+	// check looks at a terminal run of this kind (its view and timeline,
+	// with the plugins' records in o) and returns what is wrong with it.
+	check func(v *api.RunView, in map[string]any, evs []*store.Event, o *records) []string
+	// mayWait says a run of this kind may legitimately end the soak in
+	// phase waiting (a run parked on a human, say).
+	mayWait bool
+}
+
+// budgetCap is the budget of the "budget" flow; testkit.cost declares 5
+// per call and the soak asks for at most that, so what a run spends can
+// never exceed what it reserved.
+const budgetCap = 20
+
+var kinds = []*kind{
+	{
+		name: "echo", flow: "soak_echo", weight: 4,
+		src: `
+flow(
+    name = "soak_echo",
+    nodes = [
+        task("a", tool = "testkit.echo", args = lambda ctx: {"id": ctx.input["id"]}, next = "b"),
+        task("b", tool = "testkit.echo", args = lambda ctx: {"id": ctx.results["a"]["id"], "n": ctx.input["n"]}, next = "c"),
+        task("c", tool = "testkit.echo", args = lambda ctx: {"id": ctx.results["b"]["id"], "n2": ctx.results["b"]["n"] * 2}),
+    ],
+)
+`,
+		input: func(r *rand.Rand, id string) map[string]any { return map[string]any{"id": id, "n": r.IntN(1000)} },
+		check: func(v *api.RunView, in map[string]any, _ []*store.Event, _ *records) []string {
+			if v.Phase != store.PhaseCompleted {
+				return nil
+			}
+			return wantOutput(v, map[string]any{"id": in["id"], "n2": num(in["n"]) * 2})
+		},
+	},
+	{
+		name: "flaky", flow: "soak_flaky", weight: 3,
+		src: `
+flow(
+    name = "soak_flaky",
+    nodes = [
+        task("try", tool = "testkit.fail", args = lambda ctx: {"times": ctx.input["times"]}, retries = 3, next = "ok", error = "gave_up"),
+        task("ok", tool = "testkit.echo", args = lambda ctx: {"id": ctx.input["id"], "ok": True}),
+        task("gave_up", tool = "testkit.echo", args = lambda ctx: {"id": ctx.input["id"], "gave_up": True}),
+    ],
+)
+`,
+		input: func(r *rand.Rand, id string) map[string]any { return map[string]any{"id": id, "times": r.IntN(6)} },
+		check: func(v *api.RunView, in map[string]any, evs []*store.Event, _ *records) []string {
+			if v.Phase != store.PhaseCompleted {
+				return nil
+			}
+			if num(in["times"]) <= 3 {
+				// Within its retries a flaky call always gets through.
+				return wantOutput(v, map[string]any{"id": in["id"], "ok": true})
+			}
+			if outputEquals(v, map[string]any{"id": in["id"], "ok": true}) {
+				return nil // a crash between a failure and its record spends a planned failure unseen
+			}
+			if code := nodeFailedCode(evs, "try"); code != engine.CodeRetriesExhausted {
+				return []string{fmt.Sprintf("run %s gave up with %q, want %s", v.ID, code, engine.CodeRetriesExhausted)}
+			}
+			return wantOutput(v, map[string]any{"id": in["id"], "gave_up": true})
+		},
+	},
+	{
+		name: "mail", flow: "soak_mail", weight: 3,
+		src: `
+flow(
+    name = "soak_mail",
+    nodes = [
+        task("prep", tool = "testkit.echo", args = lambda ctx: {"id": ctx.input["id"]}, next = "send"),
+        task("send", tool = "mail.send", args = lambda ctx: {"to": "ops@example.com", "body": "soak " + ctx.input["id"]},
+             at_most_once = True, next = "sent", error = "unknown"),
+        task("sent", tool = "testkit.echo", args = lambda ctx: {"id": ctx.input["id"], "sent": True}),
+        task("unknown", tool = "testkit.echo", args = lambda ctx: {"id": ctx.input["id"], "unknown": True}),
+    ],
+)
+`,
+		input: func(r *rand.Rand, id string) map[string]any { return map[string]any{"id": id} },
+		check: func(v *api.RunView, in map[string]any, evs []*store.Event, _ *records) []string {
+			if v.Phase != store.PhaseCompleted {
+				return nil
+			}
+			if outputEquals(v, map[string]any{"id": in["id"], "unknown": true}) {
+				if code := nodeFailedCode(evs, "send"); code != engine.CodeOutcomeUnknown {
+					return []string{fmt.Sprintf("run %s took the send node's error wire with %q, want %s", v.ID, code, engine.CodeOutcomeUnknown)}
+				}
+				return nil
+			}
+			return wantOutput(v, map[string]any{"id": in["id"], "sent": true})
+		},
+	},
+	{
+		name: "note", flow: "soak_note", weight: 2,
+		src: `
+flow(
+    name = "soak_note",
+    nodes = [
+        task("put", tool = "notes.put", args = lambda ctx: {"key": "soak/" + ctx.input["id"], "text": ctx.input["text"]}, retries = 2, next = "done"),
+        task("done", tool = "testkit.echo", args = lambda ctx: {"id": ctx.input["id"], "noted": ctx.results["put"]["key"]}),
+    ],
+)
+`,
+		input: func(r *rand.Rand, id string) map[string]any {
+			return map[string]any{"id": id, "text": fmt.Sprintf("%s-%d", id, r.IntN(1e6))}
+		},
+		check: func(v *api.RunView, in map[string]any, _ []*store.Event, _ *records) []string {
+			if v.Phase != store.PhaseCompleted {
+				return nil
+			}
+			return wantOutput(v, map[string]any{"id": in["id"], "noted": "soak/" + in["id"].(string)})
+		},
+	},
+	{
+		name: "budget", flow: "soak_budget", weight: 2,
+		src: fmt.Sprintf(`
+flow(
+    name = "soak_budget",
+    budget = %d,
+    nodes = [
+        task("c0", tool = "testkit.cost", args = lambda ctx: {"cost": ctx.input["costs"][0]}, next = "c1", error = "over"),
+        task("c1", tool = "testkit.cost", args = lambda ctx: {"cost": ctx.input["costs"][1]}, next = "c2", error = "over"),
+        task("c2", tool = "testkit.cost", args = lambda ctx: {"cost": ctx.input["costs"][2]}, next = "c3", error = "over"),
+        task("c3", tool = "testkit.cost", args = lambda ctx: {"cost": ctx.input["costs"][3]}, next = "c4", error = "over"),
+        task("c4", tool = "testkit.cost", args = lambda ctx: {"cost": ctx.input["costs"][4]}, next = "paid", error = "over"),
+        task("paid", tool = "testkit.echo", args = lambda ctx: {"id": ctx.input["id"], "paid": True}),
+        task("over", tool = "testkit.echo", args = lambda ctx: {"id": ctx.input["id"], "over": True}),
+    ],
+)
+`, budgetCap),
+		input: func(r *rand.Rand, id string) map[string]any {
+			costs := make([]any, 5)
+			for i := range costs {
+				costs[i] = r.IntN(6) // at most the declared 5
+			}
+			return map[string]any{"id": id, "costs": costs}
+		},
+		check: func(v *api.RunView, in map[string]any, evs []*store.Event, _ *records) []string {
+			if v.Phase != store.PhaseCompleted {
+				return nil
+			}
+			if outputEquals(v, map[string]any{"id": in["id"], "over": true}) {
+				return nil // the budget refused a node: checked by the budget invariant
+			}
+			return wantOutput(v, map[string]any{"id": in["id"], "paid": true})
+		},
+	},
+	{
+		name: "slow", flow: "soak_slow", weight: 2,
+		src: `
+flow(
+    name = "soak_slow",
+    nodes = [
+        task("nap", tool = "testkit.sleep", args = lambda ctx: {"ms": ctx.input["ms"]}, next = "woke"),
+        task("woke", tool = "testkit.echo", args = lambda ctx: {"id": ctx.input["id"], "slept": ctx.results["nap"]["slept_ms"]}),
+    ],
+)
+`,
+		input: func(r *rand.Rand, id string) map[string]any { return map[string]any{"id": id, "ms": 100 + r.IntN(700)} },
+		check: func(v *api.RunView, in map[string]any, _ []*store.Event, _ *records) []string {
+			if v.Phase != store.PhaseCompleted {
+				return nil
+			}
+			return wantOutput(v, map[string]any{"id": in["id"], "slept": in["ms"]})
+		},
+	},
+}
+
+func kindByFlow(flow string) *kind {
+	for _, k := range kinds {
+		if k.flow == flow {
+			return k
+		}
+	}
+	return nil
+}
+
+// pickKind draws a kind by weight.
+func pickKind(r *rand.Rand) *kind {
+	total := 0
+	for _, k := range kinds {
+		total += k.weight
+	}
+	n := r.IntN(total)
+	for _, k := range kinds {
+		if n < k.weight {
+			return k
+		}
+		n -= k.weight
+	}
+	return kinds[len(kinds)-1]
+}
+
+// outputEquals compares a run's output with want as JSON values.
+func outputEquals(v *api.RunView, want map[string]any) bool {
+	var got any
+	if json.Unmarshal(v.Output, &got) != nil {
+		return false
+	}
+	return reflect.DeepEqual(got, normalize(want))
+}
+
+func wantOutput(v *api.RunView, want map[string]any) []string {
+	if outputEquals(v, want) {
+		return nil
+	}
+	w, _ := json.Marshal(want)
+	return []string{fmt.Sprintf("run %s (%s) completed with output %s, want %s", v.ID, v.Flow, v.Output, w)}
+}
+
+// normalize round-trips v through JSON so it compares with decoded values.
+func normalize(v any) any {
+	b, _ := json.Marshal(v)
+	var out any
+	_ = json.Unmarshal(b, &out)
+	return out
+}
+
+func num(v any) float64 {
+	switch x := v.(type) {
+	case float64:
+		return x
+	case int:
+		return float64(x)
+	}
+	return 0
+}
+
+// nodeFailedCode is the code of the last node_failed event of node.
+func nodeFailedCode(evs []*store.Event, node string) string {
+	code := ""
+	for _, e := range evs {
+		if e.Type == "node_failed" && e.Node == node {
+			code, _ = e.Detail["code"].(string)
+		}
+	}
+	return code
+}
