@@ -76,6 +76,10 @@ func (c *client) do(ctx context.Context, method, path string, body, out any) err
 		}
 		return ae
 	}
+	if text, ok := out.(*string); ok {
+		*text = string(data)
+		return nil
+	}
 	if out != nil {
 		return json.Unmarshal(data, out)
 	}

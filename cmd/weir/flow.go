@@ -18,7 +18,7 @@ func init() {
 	registerCommand(func(m *Main) *cobra.Command {
 		cmd := &cobra.Command{
 			Use:   "flow",
-			Short: "Check, register and list flows",
+			Short: "Check, register, list and draw flows",
 			Long:  "Commands that work on flow scripts. See docs/flows.md for the language.",
 			RunE: func(cmd *cobra.Command, args []string) error {
 				if len(args) > 0 {
@@ -27,7 +27,7 @@ func init() {
 				return usageErrorf("%s needs a subcommand\nRun '%s --help' for usage.", cmd.CommandPath(), cmd.CommandPath())
 			},
 		}
-		cmd.AddCommand(flowCheckCommand(m), flowRegisterCommand(m), flowLsCommand(m))
+		cmd.AddCommand(flowCheckCommand(m), flowRegisterCommand(m), flowLsCommand(m), flowGraphCommand(m))
 		return cmd
 	})
 }

@@ -71,6 +71,15 @@ func TestApproveThroughTheDaemon(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	if code, out, errb, _ := run(t, env, "run", "graph", res.RunID); code != 0 || !strings.Contains(out, "class n_ok waiting") {
+		t.Fatalf("run graph while waiting: %d %s %s", code, out, errb)
+	}
+	if code, out, errb, _ := run(t, env, "flow", "graph", "gate", "--format", "dot"); code != 0 || !strings.Contains(out, `"ok" -> "go" [label="next"]`) {
+		t.Fatalf("flow graph: %d %s %s", code, out, errb)
+	}
+	if code, _, _, _ := run(t, env, "flow", "graph", "gate", "--format", "svg"); code != exitUsage {
+		t.Fatalf("an unknown format: exit %d, want %d", code, exitUsage)
+	}
 	if code, out, errb, _ := run(t, env, "run", "approve", res.RunID, "ok", "--payload", `{"by":"me"}`); code != 0 || !strings.Contains(out, "approved") {
 		t.Fatalf("approve: %d %s %s", code, out, errb)
 	}
@@ -80,6 +89,9 @@ func TestApproveThroughTheDaemon(t *testing.T) {
 	v := d.waitTerminal(res.RunID)
 	if v.Phase != store.PhaseCompleted || !strings.Contains(string(v.Output), `"by":"me"`) {
 		t.Fatalf("%s %s", v.Phase, v.Output)
+	}
+	if code, out, _, _ := run(t, env, "run", "graph", res.RunID); code != 0 || !strings.Contains(out, "class n_go visited") || !strings.Contains(out, "class n_ok visited") {
+		t.Fatalf("run graph after the end: %s", out)
 	}
 	d.stop()
 }

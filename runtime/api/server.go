@@ -81,6 +81,7 @@ func NewServer(eng *engine.Engine, log hclog.Logger, opts ...Option) *Server {
 	s.mux.HandleFunc("GET /v1/health", s.health)
 	s.mux.HandleFunc("POST /v1/admin/reload", s.adminReload)
 	s.routeWaits()
+	s.routeGraphs()
 	return s
 }
 

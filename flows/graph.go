@@ -1,0 +1,147 @@
+package flows
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Mark is what a run did at a node, for coloured pictures of a run.
+type Mark string
+
+// The marks of a run's graph.
+const (
+	MarkVisited Mark = "visited" // the node ran and the run moved on
+	MarkCurrent Mark = "current" // the run is at the node now
+	MarkWaiting Mark = "waiting" // the run is parked at the node
+	MarkFailed  Mark = "failed"  // the node failed (its error wire was taken, or the run failed there)
+)
+
+// Graph formats.
+const (
+	FormatMermaid = "mermaid"
+	FormatDot     = "dot"
+)
+
+// Render draws the flow's graph in format (mermaid or dot). marks, if not
+// nil, colours the nodes by what a run did there. Ok wires are solid,
+// error wires dashed; a node with no outgoing wire ends the run.
+func Render(f *Flow, format string, marks map[string]Mark) (string, error) {
+	switch format {
+	case FormatMermaid:
+		return renderMermaid(f, marks), nil
+	case FormatDot:
+		return renderDot(f, marks), nil
+	}
+	return "", fmt.Errorf("unknown graph format %q: use %s or %s", format, FormatMermaid, FormatDot)
+}
+
+// label is the text inside a node: its id and what it does.
+func label(n *Node) []string {
+	lines := []string{n.ID}
+	switch n.Kind {
+	case KindTask:
+		lines = append(lines, "task "+n.Tool)
+	case KindSubflow:
+		lines = append(lines, "subflow "+n.Flow)
+	case KindFanout:
+		what := n.Tool
+		if n.Flow != "" {
+			what = "flow " + n.Flow
+		}
+		lines = append(lines, fmt.Sprintf("fanout %s ×≤%d width %d", what, n.MaxItems, n.Width))
+	case KindWait:
+		lines = append(lines, "wait")
+	case KindBranch:
+		lines = append(lines, "branch")
+	}
+	if n.MaxVisits > 0 {
+		lines = append(lines, fmt.Sprintf("max_visits %d", n.MaxVisits))
+	}
+	return lines
+}
+
+var markColours = map[Mark]string{
+	MarkVisited: "#c8e6c9",
+	MarkCurrent: "#bbdefb",
+	MarkWaiting: "#fff59d",
+	MarkFailed:  "#ffcdd2",
+}
+
+func sortedMarks(marks map[string]Mark) []string {
+	ids := make([]string, 0, len(marks))
+	for id := range marks {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+func mermaidID(id string) string { return "n_" + strings.ReplaceAll(id, "-", "_") }
+
+func renderMermaid(f *Flow, marks map[string]Mark) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "flowchart TD\n")
+	shape := func(n *Node, text string) string {
+		switch n.Kind {
+		case KindBranch:
+			return "{" + text + "}"
+		case KindWait:
+			return "([" + text + "])"
+		case KindSubflow:
+			return "[[" + text + "]]"
+		case KindFanout:
+			return "[/" + text + "/]"
+		}
+		return "[" + text + "]"
+	}
+	for _, n := range f.Nodes {
+		text := `"` + strings.ReplaceAll(strings.Join(label(n), "<br/>"), `"`, "'") + `"`
+		fmt.Fprintf(&b, "  %s%s\n", mermaidID(n.ID), shape(n, text))
+	}
+	for _, n := range f.Nodes {
+		for _, w := range n.Wires() {
+			arrow := "-->"
+			if w.Label == "error" {
+				arrow = "-.->"
+			}
+			fmt.Fprintf(&b, "  %s %s|%s| %s\n", mermaidID(n.ID), arrow, w.Label, mermaidID(w.To))
+		}
+	}
+	for _, m := range []Mark{MarkVisited, MarkCurrent, MarkWaiting, MarkFailed} {
+		fmt.Fprintf(&b, "  classDef %s fill:%s\n", m, markColours[m])
+	}
+	for _, id := range sortedMarks(marks) {
+		if f.Node(id) != nil {
+			fmt.Fprintf(&b, "  class %s %s\n", mermaidID(id), marks[id])
+		}
+	}
+	return b.String()
+}
+
+func renderDot(f *Flow, marks map[string]Mark) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "digraph %q {\n  rankdir=TB;\n  node [shape=box, style=rounded];\n", f.Name)
+	shapes := map[NodeKind]string{KindBranch: "diamond", KindWait: "ellipse", KindSubflow: "box3d", KindFanout: "parallelogram"}
+	for _, n := range f.Nodes {
+		attrs := []string{fmt.Sprintf("label=%q", strings.Join(label(n), "\n"))}
+		if s, ok := shapes[n.Kind]; ok {
+			attrs = append(attrs, "shape="+s)
+		}
+		if m, ok := marks[n.ID]; ok {
+			attrs = append(attrs, `style="rounded,filled"`, fmt.Sprintf("fillcolor=%q", markColours[m]))
+		}
+		fmt.Fprintf(&b, "  %q [%s];\n", n.ID, strings.Join(attrs, ", "))
+	}
+	for _, n := range f.Nodes {
+		for _, w := range n.Wires() {
+			style := ""
+			if w.Label == "error" {
+				style = ", style=dashed"
+			}
+			fmt.Fprintf(&b, "  %q -> %q [label=%q%s];\n", n.ID, w.To, w.Label, style)
+		}
+	}
+	b.WriteString("}\n")
+	return b.String()
+}

@@ -1,0 +1,47 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/runtime/engine"
+)
+
+func (s *Server) routeGraphs() {
+	s.mux.HandleFunc("GET /v1/flows/{name}/graph", s.flowGraph)
+	s.mux.HandleFunc("GET /v1/runs/{id}/graph", s.runGraph)
+}
+
+func (s *Server) flowGraph(w http.ResponseWriter, r *http.Request) {
+	f, err := s.eng.FlowGraph(r.Context(), r.PathValue("name"))
+	if err != nil {
+		writeEngineErr(w, err)
+		return
+	}
+	writeGraph(w, r, f, nil)
+}
+
+func (s *Server) runGraph(w http.ResponseWriter, r *http.Request) {
+	f, marks, err := s.eng.RunGraph(r.Context(), ownerFrom(r.Context()), r.PathValue("id"))
+	if err != nil {
+		writeEngineErr(w, err)
+		return
+	}
+	writeGraph(w, r, f, marks)
+}
+
+// writeGraph answers the drawing as text in the format asked (?format=,
+// mermaid by default).
+func writeGraph(w http.ResponseWriter, r *http.Request, f *flows.Flow, marks map[string]flows.Mark) {
+	format := r.URL.Query().Get("format")
+	if format == "" {
+		format = flows.FormatMermaid
+	}
+	out, err := flows.Render(f, format, marks)
+	if err != nil {
+		writeErr(w, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequest, Class: engine.ClassProtocol, Message: err.Error()})
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write([]byte(out))
+}

@@ -1,0 +1,62 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/runtime/store"
+)
+
+// FlowGraph returns the latest registered version of a flow, to draw.
+func (e *Engine) FlowGraph(ctx context.Context, name string) (*flows.Flow, error) {
+	fe, err := e.latestFlow(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return fe.flow, nil
+}
+
+// RunGraph returns the flow version owner's run pinned and what the run did
+// at each node: visited, current, waiting or failed.
+func (e *Engine) RunGraph(ctx context.Context, owner, runID string) (*flows.Flow, map[string]flows.Mark, error) {
+	run, err := e.Get(ctx, owner, runID)
+	if err != nil {
+		return nil, nil, err
+	}
+	fe, err := e.flowVersion(ctx, run.Flow, run.Version)
+	if err != nil {
+		return nil, nil, &Error{Code: CodeFlowUnreadable, Class: ClassRun, Message: err.Error()}
+	}
+	var raw []byte
+	if err := e.st.View(ctx, func(tx store.Tx) error {
+		var err error
+		raw, err = tx.ContinuationGet(run.ID)
+		return err
+	}); err != nil {
+		return nil, nil, storageErr(err)
+	}
+	c, err := decodeContinuation(raw)
+	if err != nil {
+		return nil, nil, &Error{Code: CodeContinuation, Class: ClassRun, Message: err.Error()}
+	}
+	marks := map[string]flows.Mark{}
+	for id, n := range c.Visits {
+		if n > 0 {
+			marks[id] = flows.MarkVisited
+		}
+	}
+	for id := range c.Errors {
+		marks[id] = flows.MarkFailed
+	}
+	if c.Node != "" {
+		switch {
+		case run.Phase == store.PhaseWaiting:
+			marks[c.Node] = flows.MarkWaiting
+		case run.Phase == store.PhaseFailed || run.Phase == store.PhaseCancelled:
+			marks[c.Node] = flows.MarkFailed
+		case !run.Phase.Terminal():
+			marks[c.Node] = flows.MarkCurrent
+		}
+	}
+	return fe.flow, marks, nil
+}
