@@ -1,0 +1,172 @@
+// Package metrics exports the daemon's figures to Prometheus: the four
+// figures per tool of DESIGN §4 (queue depth, wait time, execution time,
+// retry amplification), runs accepted and finished by phase, admissions
+// refused by reason, the admission state with the queued and held task
+// counts, plugin restarts and the config version. Store latency comes
+// from package storemetrics, registered beside it.
+//
+// Figures are read from the engine's snapshot at scrape time (a custom
+// Collector), so scraping costs the engine nothing between scrapes. The
+// engine keeps means and maxima, not distributions; wait and execution
+// time are therefore gauges of the mean and the maximum since the daemon
+// started, and the counters restart from zero with the daemon.
+package metrics
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/weirhq/weir/runtime/engine"
+)
+
+// Engine is what the collector reads from the engine.
+type Engine interface {
+	Stats() engine.Stats
+	Health(ctx context.Context) engine.Health
+}
+
+// Sources are where the collector reads its figures at each scrape.
+type Sources struct {
+	Engine Engine
+	// Restarts returns plugin restarts by plugin name (host.Restarts).
+	Restarts func() map[string]int64
+	// ConfigVersion returns the version of the config in force.
+	ConfigVersion func() int64
+}
+
+// Collector is a prometheus.Collector over the engine's snapshot.
+type Collector struct {
+	src Sources
+}
+
+// NewCollector returns a collector reading src.
+func NewCollector(src Sources) *Collector { return &Collector{src: src} }
+
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc("weir_"+name, help, labels, nil)
+}
+
+var (
+	toolQueueDepth    = desc("tool_queue_depth", "Tasks of this type waiting for a slot and a budget slice.", "type")
+	toolWaitMean      = desc("tool_wait_seconds_mean", "Mean time tasks of this type waited from ready to leased, since the daemon started.", "type")
+	toolWaitMax       = desc("tool_wait_seconds_max", "Longest time a task of this type waited from ready to leased, since the daemon started.", "type")
+	toolExecMean      = desc("tool_exec_seconds_mean", "Mean execution time of one try of this tool, since the daemon started.", "type")
+	toolExecMax       = desc("tool_exec_seconds_max", "Longest execution time of one try of this tool, since the daemon started.", "type")
+	toolAttempts      = desc("tool_attempts_total", "Tries of calls of this tool, retries included.", "type")
+	toolUnits         = desc("tool_units_total", "Logical calls of this tool that reached an end, whatever the outcome.", "type")
+	toolAmplification = desc("tool_retry_amplification", "Tries per logical call of this tool (1: no retries).", "type")
+	runsAccepted      = desc("runs_accepted_total", "Runs accepted (journal written) since the daemon started.")
+	runsFinished      = desc("runs_finished_total", "Runs that reached a terminal phase since the daemon started, by phase.", "phase")
+	leasesExpired     = desc("leases_expired_total", "Leases that expired and were rescued since the daemon started.")
+	deadLetters       = desc("dead_letters_total", "Tasks dead-lettered since the daemon started.")
+	refused           = desc("admission_refused_total", "Starts refused at admission, by refusal code.", "reason")
+	blocked           = desc("admission_blocked_total", "Times the scheduler found no slot or budget for a ready task, by what was missing.", "reason")
+	admissionOpen     = desc("admission_open", "1 while admission is open; 0 while draining or after a storage failure.")
+	admissionState    = desc("admission_state", "1 for the admission state in force: open, E_DRAINING or E_STORAGE.", "state")
+	tasks             = desc("tasks", "Tasks in the store: queued (not held, parked included) and held by a worker.", "state")
+	slots             = desc("slots", "Worker slots.")
+	pluginRestarts    = desc("plugin_restarts_total", "Times a plugin process was restarted after it died.", "plugin")
+	configVersion     = desc("config_version", "Version of the config in force, as recorded on start events.")
+)
+
+var allDescs = []*prometheus.Desc{
+	toolQueueDepth, toolWaitMean, toolWaitMax, toolExecMean, toolExecMax, toolAttempts, toolUnits, toolAmplification,
+	runsAccepted, runsFinished, leasesExpired, deadLetters, refused, blocked, admissionOpen, admissionState,
+	tasks, slots, pluginRestarts, configVersion,
+}
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range allDescs {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	st := c.src.Engine.Stats()
+	for _, t := range st.Types {
+		gauge(toolQueueDepth, float64(t.QueueDepth), t.Type)
+		gauge(toolWaitMean, t.WaitMean.Seconds(), t.Type)
+		gauge(toolWaitMax, t.WaitMax.Seconds(), t.Type)
+		gauge(toolExecMean, t.ExecMean.Seconds(), t.Type)
+		gauge(toolExecMax, t.ExecMax.Seconds(), t.Type)
+		counter(toolAttempts, float64(t.Attempts), t.Type)
+		counter(toolUnits, float64(t.Units), t.Type)
+		gauge(toolAmplification, t.Amplification, t.Type)
+	}
+	counter(runsAccepted, float64(st.Counts["accepted"]))
+	counter(leasesExpired, float64(st.Counts["lease_expired"]))
+	counter(deadLetters, float64(st.Counts["dead_lettered"]))
+	for _, p := range []string{"completed", "cancelled", "failed"} {
+		counter(runsFinished, float64(st.Counts["finished_"+p]), p)
+	}
+	for k, v := range st.Counts {
+		if r, ok := strings.CutPrefix(k, "blocked_"); ok {
+			counter(blocked, float64(v), r)
+		}
+	}
+	for reason, n := range st.Refusals {
+		counter(refused, float64(n), reason)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	h := c.src.Engine.Health(ctx)
+	open := 0.0
+	if h.Admission == "open" {
+		open = 1
+	}
+	gauge(admissionOpen, open)
+	for _, s := range []string{"open", engine.CodeDraining, engine.CodeStorage} {
+		v := 0.0
+		if h.Admission == s {
+			v = 1
+		}
+		gauge(admissionState, v, s)
+	}
+	gauge(tasks, float64(h.Queued), "queued")
+	gauge(tasks, float64(h.Held), "held")
+	gauge(slots, float64(h.Slots))
+	if c.src.Restarts != nil {
+		for name, n := range c.src.Restarts() {
+			counter(pluginRestarts, float64(n), name)
+		}
+	}
+	if c.src.ConfigVersion != nil {
+		gauge(configVersion, float64(c.src.ConfigVersion()))
+	}
+}
+
+// NewRegistry returns a registry holding the Go runtime and process
+// collectors and cs.
+func NewRegistry(cs ...prometheus.Collector) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(cs...)
+	return reg
+}
+
+// Handler serves reg's metrics at /metrics, and a short page at / that
+// says where they are.
+func Handler(reg *prometheus.Registry) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("weir metrics: /metrics\n"))
+	})
+	return mux
+}

@@ -1,0 +1,224 @@
+package metrics
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/goleak"
+
+	"github.com/weirhq/weir/runtime/engine"
+	"github.com/weirhq/weir/runtime/host"
+	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/runtime/store/badgerstore"
+	"github.com/weirhq/weir/runtime/store/storemetrics"
+)
+
+var binDir string
+
+func TestMain(m *testing.M) { os.Exit(testMain(m)) }
+
+func testMain(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "weir-metrics-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	binDir = dir
+	cmd := exec.Command("go", "build", "-o", dir+string(os.PathSeparator), "../../plugins/testkit")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building plugins:", err)
+		return 1
+	}
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
+			return 1
+		}
+	}
+	return code
+}
+
+const flows = `
+flow(name = "echo", nodes = [task("e", tool = "testkit.echo", args = lambda ctx: ctx.input)])
+flow(name = "sleep", nodes = [task("s", tool = "testkit.sleep", args = {"ms": 60000})])
+`
+
+// scrape fetches /metrics from the handler as Prometheus would.
+func scrape(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		t.Fatalf("scrape: %d %s", resp.StatusCode, b)
+	}
+	return string(b)
+}
+
+// value finds one sample in the exposition text.
+func value(t *testing.T, text, series string) float64 {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`).FindStringSubmatch(text)
+	if m == nil {
+		t.Fatalf("no sample %s in\n%s", series, text)
+	}
+	v, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func TestMetrics(t *testing.T) {
+	dataDir := t.TempDir()
+	plugins := filepath.Join(dataDir, "plugins")
+	if _, err := host.Install(plugins, filepath.Join(binDir, "testkit"), nil); err != nil {
+		t.Fatal(err)
+	}
+	bst, err := badgerstore.Open(filepath.Join(dataDir, "store"), badgerstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bst.Close()
+	h, err := host.New(host.Config{PluginsDir: plugins, DataDir: dataDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	st := storemetrics.New(bst)
+	// One slot and one queued run at most: the third start is refused.
+	eng, err := engine.Open(engine.Config{Store: st, Tools: h, Workers: 1, MaxQueued: 1, Tick: 10 * time.Millisecond, LeaseTimeout: 10 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if res, err := eng.Register(ctx, []engine.SourceFile{{Path: "f.star", Src: flows}}); err != nil || len(res.Diagnostics) > 0 {
+		t.Fatal(err, res)
+	}
+	if err := eng.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = eng.Stop(ctx)
+		}
+	}()
+
+	coll := NewCollector(Sources{Engine: eng, Restarts: h.Restarts, ConfigVersion: func() int64 { return 3 }})
+	if problems, err := testutil.CollectAndLint(coll); err != nil || len(problems) > 0 {
+		t.Errorf("metric lint: %v %+v", err, problems)
+	}
+	srv := httptest.NewServer(Handler(NewRegistry(coll, st)))
+	defer srv.Close()
+
+	waitRun := func(id string, cond func(store.Phase) bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			run, err := eng.Get(ctx, "alice", id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cond(run.Phase) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("run %s stayed %s", id, run.Phase)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	submit := func(flow string) (string, error) {
+		res, err := eng.Submit(ctx, engine.StartRequest{Owner: "alice", Flow: flow, Input: json.RawMessage(`{"x":1}`)})
+		if err != nil {
+			return "", err
+		}
+		return res.RunID, nil
+	}
+	for i := 0; i < 2; i++ {
+		id, err := submit("echo")
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitRun(id, store.Phase.Terminal)
+	}
+	sleeping, err := submit("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitRun(sleeping, func(p store.Phase) bool { return p == store.PhaseRunning })
+	queued, err := submit("echo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitRun(queued, func(p store.Phase) bool { return p == store.PhaseQueued })
+	if _, err := submit("echo"); engine.ErrorCode(err) != engine.CodeQueueFull {
+		t.Fatalf("third start: %v, want E_QUEUE_FULL", err)
+	}
+
+	text := scrape(t, srv.URL)
+	want := map[string]float64{
+		`weir_tool_attempts_total{type="testkit.echo"}`:       2,
+		`weir_tool_units_total{type="testkit.echo"}`:          2,
+		`weir_tool_retry_amplification{type="testkit.echo"}`:  1,
+		`weir_runs_accepted_total`:                            4,
+		`weir_runs_finished_total{phase="completed"}`:         2,
+		`weir_runs_finished_total{phase="failed"}`:            0,
+		`weir_admission_refused_total{reason="E_QUEUE_FULL"}`: 1,
+		`weir_admission_open`:                                 1,
+		`weir_admission_state{state="open"}`:                  1,
+		`weir_admission_state{state="E_DRAINING"}`:            0,
+		`weir_tasks{state="held"}`:                            1,
+		`weir_tasks{state="queued"}`:                          1,
+		`weir_slots`:                                          1,
+		`weir_plugin_restarts_total{plugin="testkit"}`:        0,
+		`weir_config_version`:                                 3,
+	}
+	for series, v := range want {
+		if got := value(t, text, series); got != v {
+			t.Errorf("%s = %v, want %v", series, got, v)
+		}
+	}
+	if v := value(t, text, `weir_tool_exec_seconds_max{type="testkit.echo"}`); v <= 0 {
+		t.Errorf("echo's longest execution is %v", v)
+	}
+	if v := value(t, text, `weir_store_transaction_duration_seconds_count{op="update",result="ok"}`); v < 4 {
+		t.Errorf("%v store updates observed for 4 accepted runs", v)
+	}
+	if v := value(t, text, `weir_store_transaction_duration_seconds_count{op="view",result="ok"}`); v < 1 {
+		t.Errorf("%v store views observed", v)
+	}
+	value(t, text, "go_goroutines")
+
+	// Draining shows in the admission state.
+	stopCtx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	_ = eng.Stop(stopCtx)
+	stopped = true
+	text = scrape(t, srv.URL)
+	if value(t, text, "weir_admission_open") != 0 || value(t, text, `weir_admission_state{state="E_DRAINING"}`) != 1 {
+		t.Errorf("after stop:\n%s", text)
+	}
+}

@@ -1,0 +1,68 @@
+// Package storemetrics times a store's transactions for Prometheus. It
+// wraps any store.Store: the engine sees the same store, and every Update
+// (including its wait for the shared durable sync) and every View is
+// observed in one histogram by operation and outcome. Store latency is
+// the first figure to look at when steps slow down: a disk that syncs
+// slowly shows here before anywhere else.
+package storemetrics
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/weirhq/weir/runtime/store"
+)
+
+// Store is a store.Store whose transactions are timed. It is also a
+// prometheus.Collector: register it to export the histogram.
+type Store struct {
+	store.Store
+	seconds *prometheus.HistogramVec
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Buckets span a cached read (tens of microseconds) to a sync stuck behind
+// a slow disk (seconds).
+var Buckets = []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}
+
+// New wraps st.
+func New(st store.Store) *Store {
+	return &Store{Store: st, seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "weir_store_transaction_duration_seconds",
+		Help:    "Time of store transactions, from call to durable return, by operation (update, view) and result (ok, error).",
+		Buckets: Buckets,
+	}, []string{"op", "result"})}
+}
+
+// Update times st.Update.
+func (s *Store) Update(ctx context.Context, fn func(tx store.Tx) error) error {
+	start := time.Now()
+	err := s.Store.Update(ctx, fn)
+	s.observe("update", start, err)
+	return err
+}
+
+// View times st.View.
+func (s *Store) View(ctx context.Context, fn func(tx store.Tx) error) error {
+	start := time.Now()
+	err := s.Store.View(ctx, fn)
+	s.observe("view", start, err)
+	return err
+}
+
+func (s *Store) observe(op string, start time.Time, err error) {
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	s.seconds.WithLabelValues(op, result).Observe(time.Since(start).Seconds())
+}
+
+// Describe implements prometheus.Collector.
+func (s *Store) Describe(ch chan<- *prometheus.Desc) { s.seconds.Describe(ch) }
+
+// Collect implements prometheus.Collector.
+func (s *Store) Collect(ch chan<- prometheus.Metric) { s.seconds.Collect(ch) }
