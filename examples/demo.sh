@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The demo `make demo` runs, from the repository root, after `make build`.
-# For now it shows the flow language: checking the example flows, and a flow
-# with mistakes being refused.
+# The demo `make demo` runs, from the repository root, after `make build`:
+# the flow language refusing a flawed flow, then a real run end to end on
+# the embedded store: plan, fan out with a quorum, a subflow, a person's
+# approval given with a second command, and a mail published at most once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +13,9 @@ if [[ ! -x $weir ]]; then
 fi
 
 step() { printf '\n==> %s\n' "$*"; }
+# phase_is RUN PHASE: the run is in that phase (no grep -q: it would cut
+# weir's output short and pipefail would call that a failure).
+phase_is() { "$weir" run get "$1" | grep "phase: *$2" >/dev/null; }
 show() { printf '$ %s\n' "$*"; }
 
 step "Check the example flows together, against the example tool catalog"
@@ -30,4 +34,82 @@ if [[ $code -ne 1 ]]; then
 fi
 echo "(exit $code: refused, as it should be)"
 
-step "Done: the example flows check clean, and a flawed flow is refused before it can run"
+# A run end to end, on a fresh data directory, with the plugins make built.
+data=$(mktemp -d "${TMPDIR:-/tmp}/weir-demo.XXXXXX")
+export WEIR_DATA=$data WEIR_PLUGINS=$PWD/bin/plugins WEIR_SOCKET=$data/weir.sock
+daemon=
+cleanup() {
+    if [[ -n $daemon ]]; then kill -TERM "$daemon" 2>/dev/null || true; wait "$daemon" 2>/dev/null || true; fi
+    rm -rf "$data"
+}
+trap cleanup EXIT
+
+step "Start the daemon on a fresh data directory ($data)"
+show "weir serve &"
+"$weir" serve --log-level warn &
+daemon=$!
+for _ in $(seq 1 200); do
+    "$weir" flow ls >/dev/null 2>&1 && break
+    sleep 0.05
+done
+"$weir" flow ls >/dev/null
+
+step "Register the demo flow: checked against the installed plugins first"
+show "weir flow register examples/run/digest.star"
+"$weir" flow register examples/run/digest.star
+
+step "Draw it"
+show "weir flow graph digest"
+"$weir" flow graph digest
+
+input='{"topic":"durable agents","questions":["what is a lease","what is a cohort","what is a wait","what is a marker"],"to":"you@example.com"}'
+step "Start a run (its request id makes the start idempotent)"
+show "weir run start digest --request-id demo-1 --input '$input'"
+run=$("$weir" run start digest --request-id demo-1 --input "$input")
+echo "$run"
+show "weir run start digest --request-id demo-1 --input '...'   # sent again: the same run"
+again=$("$weir" run start digest --request-id demo-1 --input "$input")
+[[ $again == "$run" ]] || { echo "demo: the same request id started a second run ($again)" >&2; exit 1; }
+echo "$again (the same run)"
+
+step "The run plans, fans out four questions two at a time, summarizes, then waits for a person"
+for _ in $(seq 1 400); do
+    phase_is "$run" waiting && break
+    sleep 0.05
+done
+show "weir run get $run"
+"$weir" run get "$run"
+
+step "Approve it, as a user would, with a second command"
+show "weir run approve $run approve --payload '{\"ok\":true}'"
+"$weir" run approve "$run" approve --payload '{"ok":true}'
+
+for _ in $(seq 1 400); do
+    phase_is "$run" completed && break
+    sleep 0.05
+done
+step "The result"
+show "weir run get $run"
+"$weir" run get "$run"
+phase_is "$run" completed || { echo "demo: the run did not complete" >&2; exit 1; }
+
+step "What the system did: the run's timeline"
+show "weir run events $run"
+"$weir" run events "$run"
+
+step "What the run did, drawn on its flow"
+show "weir run graph $run"
+"$weir" run graph "$run"
+
+step "The mail went out once: the mail plugin's outbox"
+lines=$(wc -l < "$data/plugin-state/mail/outbox.jsonl")
+echo "$data/plugin-state/mail/outbox.jsonl: $lines line(s)"
+[[ $lines -eq 1 ]] || { echo "demo: expected exactly one mail, found $lines" >&2; exit 1; }
+
+step "Stop the daemon: admission closes, held work drains, every record is written"
+show "kill -TERM $daemon"
+kill -TERM "$daemon"
+wait "$daemon"
+daemon=
+
+step "Done: a flawed flow was refused before it could run, and a real run planned, fanned out, waited for you, and published once"

@@ -192,6 +192,11 @@ func (m *Main) runGetCmd() *cobra.Command {
 			if v.Progress != nil && v.Progress.Node != "" {
 				fmt.Fprintf(m.Stdout, "node:     %s\n", v.Progress.Node)
 			}
+			if v.Progress != nil {
+				for _, c := range v.Progress.Cohorts {
+					printCohort(m.Stdout, c)
+				}
+			}
 			if len(v.Output) > 0 {
 				fmt.Fprintf(m.Stdout, "output:   %s\n", v.Output)
 			}
@@ -320,4 +325,20 @@ func (m *Main) runDecideCmd(approve bool) *cobra.Command {
 		return nil
 	}
 	return cmd
+}
+
+// printCohort shows one fan-out's cohort: what it admitted, what is in
+// flight, what was published and judged mature, what came late, and how it
+// closed.
+func printCohort(w io.Writer, c engine.CohortView) {
+	fmt.Fprintf(w, "fan-out:  %s (visit %d) %s: %d items, admitted %d, in flight %d, published %d, mature %d of %d needed, failed %d, stopped %d, late %d",
+		c.Node, c.Visit, c.State, c.Items, c.Admitted, c.InFlight, c.Published, c.Mature, c.Need, c.Failed, c.Stopped, c.Late)
+	if c.Sufficient != nil {
+		verdict := "sufficient"
+		if !*c.Sufficient {
+			verdict = "INSUFFICIENT"
+		}
+		fmt.Fprintf(w, ", cutoff %s, closed %s", c.Cutoff.UTC().Format(time.RFC3339Nano), verdict)
+	}
+	fmt.Fprintln(w)
 }

@@ -155,9 +155,12 @@ func (w *worker) acquireLease(ctx context.Context) (*leaseResult, error) {
 		}
 		res.run = run
 		*w.task = *cur
-		return appendEvent(tx, run.ID, evLeased, cur.Attempt, cur.Node, map[string]any{
-			"slot": w.slice.Slot, "budget_slice": w.slice.Cost, "config_version": cfg.ConfigVersion,
-			"holder": e.holder, "deadline": lease.Deadline}, now)
+		detail := map[string]any{"slot": w.slice.Slot, "budget_slice": w.slice.Cost, "config_version": cfg.ConfigVersion,
+			"holder": e.holder, "deadline": lease.Deadline}
+		if cur.Kind == store.TaskItem {
+			detail["item"] = cur.Item
+		}
+		return appendEvent(tx, run.ID, evLeased, cur.Attempt, cur.Node, detail, now)
 	})
 	if err != nil {
 		return nil, err
