@@ -478,8 +478,8 @@ func (s *stepper) stopChildren(tasks, runs []string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, id := range tasks {
-		if cancel := e.itemCancels[id]; cancel != nil {
-			cancel()
+		if l := e.items[id]; l != nil {
+			l.cancel()
 		}
 	}
 	for _, id := range runs {

@@ -122,21 +122,27 @@ type Engine struct {
 	mu         sync.Mutex
 	dispatched map[string]bool     // tasks handed to a worker, lease not yet durable
 	live       map[string]*liveRun // runs a worker of this process holds
-	// itemCancels cancels the tool calls of fan-out children held by
-	// workers of this process, by task id.
-	itemCancels map[string]context.CancelFunc
-	flowCache   map[string]*flowEntry // flow content hash → loaded flow
+	// items are the fan-out children held by workers of this process, by
+	// task id: the cohort's stop and the drain cancel their calls.
+	items map[string]*liveRun
+	// draining is set once Stop begins: interrupted work is given back
+	// to the queue, recorded, instead of left for the lease rescuer.
+	draining  atomic.Bool
+	flowCache map[string]*flowEntry // flow content hash → loaded flow
 
 	stats *stats
 	now   func() time.Time
 }
 
-// liveRun is a run held by a worker of this process.
+// liveRun is a run (or a fan-out child) held by a worker of this process.
 type liveRun struct {
 	mu              sync.Mutex
 	completing      bool // the finish decision is made
 	cancelRequested bool
 	cancel          context.CancelFunc
+	// protected is set while the worker runs a node that declares
+	// protected work: a drain never kills it.
+	protected atomic.Bool
 }
 
 // Open builds an engine over cfg.Store. It does not start scheduling.
@@ -149,20 +155,20 @@ func Open(cfg Config) (*Engine, error) {
 	}
 	c := cfg.withDefaults()
 	e := &Engine{
-		st:          c.Store,
-		tools:       c.Tools,
-		log:         c.Logger,
-		holder:      newID("h"),
-		ledger:      ledger.New(c.Workers, c.MaxBudgetInFlight),
-		wake:        make(chan struct{}, 1),
-		stop:        make(chan struct{}),
-		done:        make(chan struct{}),
-		dispatched:  map[string]bool{},
-		live:        map[string]*liveRun{},
-		itemCancels: map[string]context.CancelFunc{},
-		flowCache:   map[string]*flowEntry{},
-		stats:       newStats(),
-		now:         time.Now,
+		st:         c.Store,
+		tools:      c.Tools,
+		log:        c.Logger,
+		holder:     newID("h"),
+		ledger:     ledger.New(c.Workers, c.MaxBudgetInFlight),
+		wake:       make(chan struct{}, 1),
+		stop:       make(chan struct{}),
+		done:       make(chan struct{}),
+		dispatched: map[string]bool{},
+		live:       map[string]*liveRun{},
+		items:      map[string]*liveRun{},
+		flowCache:  map[string]*flowEntry{},
+		stats:      newStats(),
+		now:        time.Now,
 	}
 	e.registry = flows.NewRegistry(versionStore{st: c.Store}, c.Tools)
 	e.cfg.Store(&c)
@@ -201,11 +207,15 @@ func (e *Engine) kick() {
 	}
 }
 
-// Stop closes admission (new starts get E_DRAINING), lets held work drain
-// until ctx ends, then cancels what remains through the normal cancel path
-// and waits for every worker to write its records.
+// Stop closes admission (new starts get E_DRAINING) under the same gate
+// acceptance takes, stops dispatching, and lets held work drain until ctx
+// ends. Then it cancels the calls of unprotected work; each interrupted
+// task is given back to the queue with its record written (it resumes at
+// the next start with attempt + 1). Protected work is never killed: Stop
+// waits for it. Stop returns when every worker has written its records.
 func (e *Engine) Stop(ctx context.Context) error {
 	e.closeAdmission(CodeDraining, "the engine is stopping")
+	e.draining.Store(true)
 	select {
 	case <-e.stop:
 	default:
@@ -219,7 +229,14 @@ func (e *Engine) Stop(ctx context.Context) error {
 	case <-ctx.Done():
 		e.mu.Lock()
 		for _, lr := range e.live {
-			lr.cancel()
+			if !lr.protected.Load() {
+				lr.cancel()
+			}
+		}
+		for _, lr := range e.items {
+			if !lr.protected.Load() {
+				lr.cancel()
+			}
 		}
 		e.mu.Unlock()
 		<-drained

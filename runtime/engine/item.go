@@ -24,6 +24,9 @@ func (w *worker) runItem(ctx context.Context, run *store.Run) {
 		return
 	}
 	node := fe.flow.Node(t.Node)
+	if node != nil {
+		w.live.protected.Store(node.Protected)
+	}
 	var it *store.CohortItem
 	if err := e.st.View(ctx, func(tx store.Tx) error {
 		var err error

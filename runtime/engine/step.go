@@ -99,6 +99,7 @@ func (w *worker) run(ctx context.Context, run *store.Run, overBudget bool) {
 			continue
 		}
 		var more bool
+		w.live.protected.Store(node.Protected)
 		switch node.Kind {
 		case flows.KindTask:
 			more = s.toolNode(ctx, node)

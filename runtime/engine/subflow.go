@@ -140,8 +140,12 @@ func (s *stepper) runInlineChild(ctx context.Context, child *store.Run, task *st
 	renewDone := make(chan struct{})
 	go func() { defer close(renewDone); cw.renew(cctx) }()
 	cw.run(cctx, child, false)
+	interrupted := cctx.Err() != nil
 	cancel()
 	<-renewDone
+	if interrupted {
+		cw.drainRelease()
+	}
 
 	e.mu.Lock()
 	if e.live[child.ID] == cw.live {

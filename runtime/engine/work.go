@@ -27,7 +27,7 @@ func (e *Engine) work(t *store.Task, typ string, slice ledger.Slice, overBudget 
 	// for a fan-out child, the cohort's stop finds the call).
 	e.mu.Lock()
 	if t.Kind == store.TaskItem {
-		e.itemCancels[t.ID] = cancel
+		e.items[t.ID] = lr
 	} else {
 		e.live[t.RunID] = lr
 	}
@@ -35,7 +35,7 @@ func (e *Engine) work(t *store.Task, typ string, slice ledger.Slice, overBudget 
 	defer func() {
 		e.mu.Lock()
 		if t.Kind == store.TaskItem {
-			delete(e.itemCancels, t.ID)
+			delete(e.items, t.ID)
 		} else if e.live[t.RunID] == lr {
 			delete(e.live, t.RunID)
 		}
@@ -64,8 +64,58 @@ func (e *Engine) work(t *store.Task, typ string, slice ledger.Slice, overBudget 
 	} else {
 		w.run(ctx, leased.run, overBudget)
 	}
+	interrupted := ctx.Err() != nil
 	cancel()
 	<-renewDone
+	if interrupted {
+		w.drainRelease()
+	}
+}
+
+// drainRelease gives a task the drain interrupted back to the queue, with
+// attempt + 1 and a "drained" event, so that the stop leaves every record
+// written rather than a lease for the next start to rescue. A worker that
+// already gave its task back, or lost its lease, writes nothing.
+func (w *worker) drainRelease() {
+	e := w.e
+	if !e.draining.Load() || w.holding() == nil {
+		return
+	}
+	now := e.now()
+	err := e.st.Update(context.Background(), func(tx store.Tx) error {
+		if err := w.fenceTx(tx); err != nil {
+			return err
+		}
+		t, err := tx.TaskGet(w.task.ID)
+		if err != nil {
+			return err
+		}
+		t.Leased, t.ReadyAt = false, now
+		t.Attempt++
+		if err := tx.TaskPut(t); err != nil {
+			return err
+		}
+		if err := tx.LeaseDelete(t.ID); err != nil {
+			return err
+		}
+		run, err := tx.RunGet(t.RunID)
+		if err != nil {
+			return err
+		}
+		if t.Kind == store.TaskStep {
+			run.Attempt++
+			run.UpdatedAt = now
+			if err := tx.RunUpdate(run); err != nil {
+				return err
+			}
+		}
+		return appendEvent(tx, run.ID, "drained", t.Attempt, t.Node, map[string]any{"reason": "the engine stopped before the work finished"}, now)
+	})
+	if err == nil {
+		w.setLease(nil, true)
+	} else if !errors.Is(err, errLeaseLost) {
+		e.log.Error("giving back a drained task", "task", w.task.ID, "error", err)
+	}
 }
 
 // worker is the state of one held task.
