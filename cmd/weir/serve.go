@@ -7,81 +7,388 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/weirhq/weir/runtime/api"
+	"github.com/weirhq/weir/runtime/config"
 	"github.com/weirhq/weir/runtime/engine"
+	"github.com/weirhq/weir/runtime/host"
+	"github.com/weirhq/weir/runtime/metrics"
+	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/runtime/store/badgerstore"
+	"github.com/weirhq/weir/runtime/store/storemetrics"
 )
 
 func init() {
 	registerCommand(func(m *Main) *cobra.Command {
-		var cfg engine.Config
-		var grace time.Duration
-		var logLevel string
+		var configFile string
+		var fv flagValues
 		cmd := &cobra.Command{
 			Use:   "serve",
 			Short: "Run the weir daemon: the engine, recovery, and the API on the socket",
-			Args:  exactArgs(0),
+			Long: `Run the weir daemon: recover the store, start the engine and serve the API
+on the Unix socket (and on TCP and a metrics address if the config file says
+so) until SIGINT or SIGTERM, then drain for the grace period.
+
+--config FILE reads the daemon's settings from an HCL file (see
+docs/operators.md). A flag given on the command line beats the file, at
+start and on every reload, for the life of the process. SIGHUP or
+'weir admin reload' re-reads the file; an invalid file changes nothing.`,
+			Args: exactArgs(0),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				return m.serve(cmd.Context(), cfg, grace, logLevel)
+				pins, err := fv.pins(cmd.Flags())
+				if err != nil {
+					return err
+				}
+				return m.serve(cmd.Context(), configFile, pins)
 			},
 		}
 		f := cmd.Flags()
-		f.IntVar(&cfg.Workers, "workers", 64, "worker slots")
-		f.IntVar(&cfg.MaxQueued, "max-queued", 10000, "runs accepted but not started before new ones are refused")
-		f.DurationVar(&cfg.QueueTimeout, "queue-timeout", 10*time.Minute, "how long a task may wait for a slot before it is dropped")
-		f.Int64Var(&cfg.MaxBudgetInFlight, "budget-in-flight", 0, "cost units running tasks may hold at once (0: unlimited)")
-		f.Int64Var(&cfg.DefaultRunBudget, "run-budget", 0, "budget of runs whose flow declares none (0: unlimited)")
-		f.DurationVar(&cfg.LeaseTimeout, "lease-timeout", 30*time.Second, "lease deadline; holders renew at a third of it")
-		f.DurationVar(&grace, "grace", 30*time.Second, "how long held work may drain on stop before it is cancelled")
-		f.StringVar(&logLevel, "log-level", "info", "trace, debug, info, warn or error")
+		f.StringVar(&configFile, "config", "", "HCL config file of the daemon (flags given beat it)")
+		f.IntVar(&fv.workers, "workers", config.DefaultWorkers, "worker slots")
+		f.IntVar(&fv.maxQueued, "max-queued", config.DefaultMaxQueued, "runs accepted but not started before new ones are refused")
+		f.DurationVar(&fv.queueTimeout, "queue-timeout", config.DefaultQueueTimeout, "how long a task may wait for a slot before it is dropped")
+		f.Int64Var(&fv.budgetInFlight, "budget-in-flight", 0, "cost units running tasks may hold at once (0: unlimited)")
+		f.Int64Var(&fv.runBudget, "run-budget", 0, "budget of runs whose flow declares none (0: unlimited)")
+		f.DurationVar(&fv.leaseTimeout, "lease-timeout", config.DefaultLeaseTimeout, "lease deadline; holders renew at a third of it")
+		f.DurationVar(&fv.grace, "grace", config.DefaultDrainGrace, "how long held work may drain on stop before it is cancelled")
+		f.StringVar(&fv.logLevel, "log-level", config.DefaultLogLevel, "trace, debug, info, warn or error")
 		return cmd
 	})
 }
 
-// serve runs the daemon until ctx ends (SIGINT/SIGTERM), then drains.
-func (m *Main) serve(ctx context.Context, cfg engine.Config, grace time.Duration, logLevel string) error {
-	log := m.newLogger("weir", logLevel)
-	s, err := m.openStack(ctx, log, cfg)
-	if err != nil {
-		return err
-	}
-	ln, err := listenSocket(m.SocketPath)
-	if err != nil {
-		s.close(context.Background())
-		return err
-	}
-	srv := &http.Server{Handler: api.NewServer(s.eng, log.Named("api")), ConnContext: api.ConnContext, ReadHeaderTimeout: 10 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	log.Info("serving", "socket", m.SocketPath, "data", m.DataDir, "plugins", m.PluginsDir)
-
-	select {
-	case <-ctx.Done():
-	case err = <-served:
-	}
-	log.Info("stopping: admission closed, draining", "grace", grace)
-	dctx, cancel := context.WithTimeout(context.Background(), grace)
-	defer cancel()
-	stopErr := s.eng.Stop(dctx) // admission closes first: new starts get E_DRAINING
-	_ = srv.Shutdown(context.Background())
-	if cerr := s.close(context.Background()); stopErr == nil {
-		stopErr = cerr
-	}
-	_ = os.Remove(m.SocketPath)
-	log.Info("stopped")
-	if err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return stopErr
+// flagValues are serve's flags that mirror settings of the config file.
+type flagValues struct {
+	workers, maxQueued                int
+	queueTimeout, leaseTimeout, grace time.Duration
+	budgetInFlight, runBudget         int64
+	logLevel                          string
 }
 
-// listenSocket listens on the Unix socket, owner-only. A stale socket file
-// left by a killed daemon is replaced; a live one is refused.
-func listenSocket(path string) (net.Listener, error) {
+// pin is a setting a command-line flag holds whatever the file says.
+type pin struct {
+	flag string
+	get  func(*config.Config) string
+	set  func(*config.Config)
+}
+
+// pins returns the settings the flags given on the command line hold.
+func (fv *flagValues) pins(f *pflag.FlagSet) ([]pin, error) {
+	all := []pin{
+		{"workers", func(c *config.Config) string { return fmt.Sprint(c.Engine.Workers) }, func(c *config.Config) { c.Engine.Workers = fv.workers }},
+		{"max-queued", func(c *config.Config) string { return fmt.Sprint(c.Engine.MaxQueued) }, func(c *config.Config) { c.Engine.MaxQueued = fv.maxQueued }},
+		{"queue-timeout", func(c *config.Config) string { return c.Engine.QueueTimeout.String() }, func(c *config.Config) { c.Engine.QueueTimeout = fv.queueTimeout }},
+		{"budget-in-flight", func(c *config.Config) string { return fmt.Sprint(c.Engine.BudgetInFlight) }, func(c *config.Config) { c.Engine.BudgetInFlight = fv.budgetInFlight }},
+		{"run-budget", func(c *config.Config) string { return fmt.Sprint(c.Engine.RunBudget) }, func(c *config.Config) { c.Engine.RunBudget = fv.runBudget }},
+		{"lease-timeout", func(c *config.Config) string { return c.Engine.LeaseTimeout.String() }, func(c *config.Config) { c.Engine.LeaseTimeout = fv.leaseTimeout }},
+		{"grace", func(c *config.Config) string { return c.DrainGrace.String() }, func(c *config.Config) { c.DrainGrace = fv.grace }},
+		{"log-level", func(c *config.Config) string { return c.LogLevel }, func(c *config.Config) { c.LogLevel = fv.logLevel }},
+	}
+	switch {
+	case f.Changed("workers") && fv.workers < 1:
+		return nil, usageErrorf("--workers must be at least 1")
+	case f.Changed("max-queued") && fv.maxQueued < 1:
+		return nil, usageErrorf("--max-queued must be at least 1")
+	case f.Changed("lease-timeout") && fv.leaseTimeout <= 0:
+		return nil, usageErrorf("--lease-timeout must be positive")
+	case f.Changed("grace") && fv.grace < 0:
+		return nil, usageErrorf("--grace must not be negative")
+	case f.Changed("budget-in-flight") && fv.budgetInFlight < 0, f.Changed("run-budget") && fv.runBudget < 0:
+		return nil, usageErrorf("budgets must not be negative")
+	case f.Changed("log-level") && !validLogLevel(fv.logLevel):
+		return nil, usageErrorf("--log-level must be trace, debug, info, warn or error, not %q", fv.logLevel)
+	}
+	var out []pin
+	for _, p := range all {
+		if f.Changed(p.flag) {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+func validLogLevel(s string) bool {
+	switch s {
+	case "trace", "debug", "info", "warn", "error":
+		return true
+	}
+	return false
+}
+
+// applyPins sets the pinned settings in c and says which values of the
+// file they override.
+func applyPins(c *config.Config, pins []pin) (names, notes []string) {
+	for _, p := range pins {
+		before := p.get(c)
+		p.set(c)
+		names = append(names, p.flag)
+		if after := p.get(c); c.File != "" && before != after {
+			notes = append(notes, fmt.Sprintf("--%s pins %s; the file's %s is not used", p.flag, after, before))
+		}
+	}
+	return names, notes
+}
+
+// serving is a running `weir serve`: what the API's admin endpoints and
+// status view reach, and what SIGHUP reloads.
+type serving struct {
+	file string // "" when started on flags alone
+	pins []pin
+	log  hclog.Logger
+	st   store.Store
+	eng  *engine.Engine
+	srv  *api.Server
+	sock string
+
+	mu   sync.Mutex // serialises reloads
+	cur  *config.Config
+	info api.ConfigInfo
+}
+
+var _ api.Daemon = (*serving)(nil)
+
+// load reads the config file (or the defaults) with the pins applied.
+func (d *serving) load() (*config.Config, []string, []string, error) {
+	c := config.Default()
+	if d.file != "" {
+		var err error
+		if c, err = config.Load(d.file); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	names, notes := applyPins(c, d.pins)
+	return c, names, notes, nil
+}
+
+// ConfigInfo describes the config in force.
+func (d *serving) ConfigInfo() api.ConfigInfo {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.info
+}
+
+func (d *serving) configVersion() int64 { return d.ConfigInfo().Version }
+
+func (d *serving) current() *config.Config {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cur
+}
+
+// Reload reads a candidate config, validates it, and swaps it in: engine
+// limits (lowering them only limits new starts), log level, tokens and
+// the socket's access. Anything invalid, or a change that needs a
+// restart, leaves the config in force untouched and the error says why.
+func (d *serving) Reload(ctx context.Context) (*api.ReloadResult, error) {
+	res, err := d.reload(ctx)
+	if err != nil {
+		d.log.Error("reload refused", "reason", err)
+	}
+	return res, err
+}
+
+func (d *serving) reload(ctx context.Context) (*api.ReloadResult, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.file == "" {
+		return nil, &engine.Error{Code: api.CodeNoConfig, Class: engine.ClassProtocol,
+			Message: "the daemon was started without --config: there is no file to reload (restart it with --config FILE)"}
+	}
+	cand, pinned, notes, err := d.load()
+	if err != nil {
+		return nil, &engine.Error{Code: api.CodeConfig, Class: engine.ClassProtocol,
+			Message: fmt.Sprintf("%v\nthe config in force (version %d) is unchanged", err, d.info.Version)}
+	}
+	if rc := config.RestartChanges(d.cur, cand); len(rc) > 0 {
+		return nil, &engine.Error{Code: api.CodeConfig, Class: engine.ClassProtocol,
+			Message: fmt.Sprintf("%s changes settings that only a restart applies: %s; the config in force (version %d) is unchanged",
+				d.file, strings.Join(rc, ", "), d.info.Version)}
+	}
+	res := &api.ReloadResult{Previous: d.info.Version, Notes: notes}
+	if cand.Hash() == d.cur.Hash() {
+		res.Config = d.info
+		return res, nil
+	}
+	undo, err := applySocketAccess(d.sock, d.cur.Socket, cand.Socket)
+	if err != nil {
+		return nil, &engine.Error{Code: api.CodeConfig, Class: engine.ClassProtocol,
+			Message: fmt.Sprintf("socket access: %v; the config in force (version %d) is unchanged", err, d.info.Version)}
+	}
+	version, err := config.Assign(ctx, d.st, cand.Hash())
+	if err != nil {
+		undo()
+		return nil, &engine.Error{Code: engine.CodeStorage, Class: engine.ClassStorage,
+			Message: fmt.Sprintf("recording the config version: %v; the config in force (version %d) is unchanged", err, d.info.Version)}
+	}
+	// Nothing below can fail: the swap is all or nothing.
+	d.eng.Reload(cand.EngineConfig(version))
+	d.log.SetLevel(hclog.LevelFromString(cand.LogLevel))
+	d.srv.SetTokens(api.NewTokens(cand.Tokens()))
+	d.cur = cand
+	d.info = api.ConfigInfo{Version: version, File: cand.File, Hash: cand.Hash(), LoadedAt: time.Now().UTC(), Pinned: pinned}
+	res.Changed, res.Config = true, d.info
+	d.log.Info("config reloaded", "version", version, "previous", res.Previous, "file", cand.File)
+	return res, nil
+}
+
+// serve runs the daemon until ctx ends (SIGINT/SIGTERM), then drains.
+func (m *Main) serve(ctx context.Context, file string, pins []pin) error {
+	d := &serving{file: file, pins: pins, sock: m.SocketPath}
+	cfg, pinned, notes, err := d.load()
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	log := m.newLogger("weir", cfg.LogLevel)
+	d.log = log
+	for _, n := range notes {
+		log.Warn(n)
+	}
+
+	bst, h, err := m.openDaemonStore(log, cfg)
+	if err != nil {
+		return err
+	}
+	timed := storemetrics.New(bst)
+	d.st = timed
+	closeAll := func() {
+		_ = h.Close()
+		_ = bst.Close()
+	}
+	version, err := config.Assign(ctx, timed, cfg.Hash())
+	if err != nil {
+		closeAll()
+		return fmt.Errorf("recording the config version: %w", err)
+	}
+	d.cur = cfg
+	d.info = api.ConfigInfo{Version: version, File: cfg.File, Hash: cfg.Hash(), LoadedAt: time.Now().UTC(), Pinned: pinned}
+
+	ecfg := cfg.EngineConfig(version)
+	ecfg.Store, ecfg.Tools, ecfg.Logger = timed, h, log.Named("engine")
+	eng, err := engine.Open(ecfg)
+	if err == nil {
+		err = eng.Start(ctx)
+	}
+	if err != nil {
+		closeAll()
+		return err
+	}
+	d.eng = eng
+	d.srv = api.NewServer(eng, log.Named("api"), api.WithDaemon(d), api.WithTokens(api.NewTokens(cfg.Tokens())))
+
+	var servers []*http.Server
+	served := make(chan error, 3)
+	stopAll := func() {
+		dctx, cancel := context.WithTimeout(context.Background(), d.current().DrainGrace)
+		defer cancel()
+		_ = eng.Stop(dctx)
+		for _, s := range servers {
+			_ = s.Shutdown(context.Background())
+		}
+		closeAll()
+	}
+	serveOn := func(ln net.Listener, handler http.Handler, connCtx func(context.Context, net.Conn) context.Context) {
+		s := &http.Server{Handler: handler, ConnContext: connCtx, ReadHeaderTimeout: 10 * time.Second}
+		servers = append(servers, s)
+		go func() { served <- s.Serve(ln) }()
+	}
+
+	ln, err := listenSocket(m.SocketPath, cfg.Socket, log)
+	if err != nil {
+		stopAll()
+		return err
+	}
+	defer os.Remove(m.SocketPath)
+	serveOn(ln, d.srv, api.ConnContext)
+	if cfg.TCP != nil {
+		tln, err := net.Listen("tcp", cfg.TCP.Address)
+		if err != nil {
+			stopAll()
+			return fmt.Errorf("tcp listener: %w", err)
+		}
+		serveOn(tln, d.srv, api.ConnContext)
+		log.Info("serving on tcp", "address", tln.Addr().String(), "tokens", len(cfg.TCP.Tokens))
+	}
+	if cfg.MetricsAddress != "" {
+		mln, err := net.Listen("tcp", cfg.MetricsAddress)
+		if err != nil {
+			stopAll()
+			return fmt.Errorf("metrics listener: %w", err)
+		}
+		coll := metrics.NewCollector(metrics.Sources{Engine: eng, Restarts: h.Restarts, ConfigVersion: d.configVersion})
+		serveOn(mln, metrics.Handler(metrics.NewRegistry(coll, timed)), nil)
+		log.Info("serving metrics", "address", mln.Addr().String())
+	}
+	log.Info("serving", "socket", m.SocketPath, "data", m.DataDir, "plugins", m.PluginsDir, "config_version", version, "config", orNone(file))
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	var serveErr error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case serveErr = <-served:
+			break loop
+		case <-hup:
+			if res, err := d.Reload(ctx); err == nil && !res.Changed {
+				log.Info("config unchanged", "version", res.Config.Version)
+			}
+		}
+	}
+	grace := d.current().DrainGrace
+	log.Info("stopping: admission closed, draining", "grace", grace)
+	stopAll()
+	log.Info("stopped")
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return serveErr
+	}
+	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// openDaemonStore opens the store (refusing clearly if another daemon holds
+// it) and the plugin host with each plugin's section of the config.
+func (m *Main) openDaemonStore(log hclog.Logger, cfg *config.Config) (*badgerstore.Store, *host.Host, error) {
+	if err := os.MkdirAll(m.DataDir, 0o700); err != nil {
+		return nil, nil, fmt.Errorf("data directory: %w", err)
+	}
+	st, err := badgerstore.Open(m.storeDir(), badgerstore.Options{Logger: log.Named("store")})
+	if err != nil {
+		if errors.Is(err, store.ErrLocked) {
+			return nil, nil, fmt.Errorf("the data directory %s is in use by a running weir daemon: stop it, use its commands (weir run ...), or pass another --data", m.DataDir)
+		}
+		return nil, nil, err
+	}
+	h, err := host.New(host.Config{PluginsDir: m.PluginsDir, DataDir: m.DataDir, Logger: log.Named("host"), PluginConfig: cfg.Plugins})
+	if err != nil {
+		st.Close()
+		return nil, nil, fmt.Errorf("plugin host: %w", err)
+	}
+	return st, h, nil
+}
+
+// listenSocket listens on the Unix socket with the configured access. A
+// stale socket file left by a killed daemon is replaced; a live one is
+// refused. The socket is owner-only from its creation until its mode and
+// group are set.
+func listenSocket(path string, access config.Socket, log hclog.Logger) (net.Listener, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
 	}
@@ -98,9 +405,51 @@ func listenSocket(path string) (net.Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.Chmod(path, 0o600); err != nil {
+	owner := config.Socket{Mode: 0o600, GID: -1}
+	if _, err := applySocketAccess(path, owner, access); err != nil {
 		ln.Close()
 		return nil, err
 	}
+	if access.Mode&0o066 != 0 {
+		warnUnreachable(path, access, log)
+	}
 	return ln, nil
+}
+
+// applySocketAccess sets the socket's group and mode from cur to next, and
+// returns how to undo it.
+func applySocketAccess(path string, cur, next config.Socket) (undo func(), err error) {
+	undo = func() {}
+	if next.GID != cur.GID && next.GID >= 0 {
+		if err := os.Chown(path, -1, next.GID); err != nil {
+			return undo, fmt.Errorf("setting the socket's group to %s: %w", next.Group, err)
+		}
+		if cur.GID >= 0 {
+			undo = func() { _ = os.Chown(path, -1, cur.GID) }
+		}
+	}
+	if err := os.Chmod(path, next.Mode); err != nil {
+		undo()
+		return func() {}, fmt.Errorf("setting the socket's mode to %04o: %w", next.Mode, err)
+	}
+	prev := undo
+	return func() { _ = os.Chmod(path, cur.Mode); prev() }, nil
+}
+
+// warnUnreachable says when a socket shared with a group or everyone sits
+// in a directory they cannot enter.
+func warnUnreachable(path string, access config.Socket, log hclog.Logger) {
+	dir := filepath.Dir(path)
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return
+	}
+	need := os.FileMode(0o001) // others: search
+	if access.Mode&0o066 == 0o060 {
+		need = 0o010 // group: search
+	}
+	if fi.Mode().Perm()&need == 0 {
+		log.Warn("the socket's mode shares it, but its directory cannot be entered by those it is shared with",
+			"socket", path, "mode", fmt.Sprintf("%04o", access.Mode), "directory", dir, "directory_mode", fmt.Sprintf("%04o", fi.Mode().Perm()))
+	}
 }
