@@ -62,6 +62,9 @@ type Config struct {
 	Tick time.Duration
 	// ConfigVersion is recorded on every start event.
 	ConfigVersion int64
+	// Retention prunes runs (with their events, dedup keys and records)
+	// that finished longer ago than this; 0 keeps everything.
+	Retention time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -195,6 +198,8 @@ func (e *Engine) Start(ctx context.Context) error {
 		return fmt.Errorf("engine: recovery: %w", err)
 	}
 	go e.schedule()
+	e.wg.Add(1)
+	go func() { defer e.wg.Done(); e.maintain() }()
 	e.kick()
 	return nil
 }

@@ -155,6 +155,14 @@ type Tx interface {
 	CohortItemGet(runID, node string, visit, index int) (*CohortItem, error)
 	CohortItemList(runID, node string, visit int) ([]*CohortItem, error)
 
+	// Retention: what pruning a finished run removes besides the run,
+	// its continuation and its dedup key.
+	EventDeleteRun(runID string) error
+	CohortDeleteRun(runID string) error
+	// IdemDeleteRun removes the idempotency records whose key starts with
+	// runID + "/" (the engine's keys do).
+	IdemDeleteRun(runID string) error
+
 	// Meta holds small named values (config version, schema version).
 	MetaGet(key string) ([]byte, error)
 	MetaPut(key string, value []byte) error
@@ -249,6 +257,8 @@ type RunListParams struct {
 	Owner       string
 	Phase       Phase
 	ParentRunID string
+	// FinishedBefore, if set, keeps only runs that finished before it.
+	FinishedBefore time.Time
 	// After is an exclusive run id to page from; Limit 0 means no limit.
 	After string
 	Limit int

@@ -319,7 +319,8 @@ func (t *storeTx) RunList(p store.RunListParams) ([]*store.Run, error) {
 	keep := func(r *store.Run) bool {
 		return (p.Owner == "" || r.Owner == p.Owner) &&
 			(p.Phase == "" || r.Phase == p.Phase) &&
-			(p.ParentRunID == "" || r.ParentRunID == p.ParentRunID)
+			(p.ParentRunID == "" || r.ParentRunID == p.ParentRunID) &&
+			(p.FinishedBefore.IsZero() || (!r.FinishedAt.IsZero() && r.FinishedAt.Before(p.FinishedBefore)))
 	}
 	var prefix []byte
 	switch {

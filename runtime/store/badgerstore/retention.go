@@ -1,0 +1,35 @@
+package badgerstore
+
+// deletePrefix deletes every key with prefix. Deletes go through the
+// transaction like any write, so a large run is bounded by the batch limit
+// (the committer splits batches; one function too big fails alone).
+func (t *storeTx) deletePrefix(prefix []byte) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	keys, err := t.scanKeys(prefix, prefixEnd(prefix), 0)
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if err := t.kv.del(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *storeTx) EventDeleteRun(runID string) error {
+	return t.deletePrefix(key(pEvent, runID, sep))
+}
+
+func (t *storeTx) CohortDeleteRun(runID string) error {
+	if err := t.deletePrefix(key(pCohort, runID, sep)); err != nil {
+		return err
+	}
+	return t.deletePrefix(key(pCohortItem, runID, sep))
+}
+
+func (t *storeTx) IdemDeleteRun(runID string) error {
+	return t.deletePrefix(key(pIdem, runID, "/"))
+}
