@@ -476,20 +476,13 @@ func (s *stepper) stopInFlightTx(tx store.Tx, c *store.Cohort, now time.Time) (t
 func (s *stepper) stopChildren(tasks, runs []string) {
 	e := s.e
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	for _, id := range tasks {
 		if l := e.items[id]; l != nil {
 			l.cancel()
 		}
 	}
-	for _, id := range runs {
-		if l := e.live[id]; l != nil {
-			l.mu.Lock()
-			l.cancelRequested = true
-			l.mu.Unlock()
-			l.cancel()
-		}
-	}
+	e.mu.Unlock()
+	e.cancelHeld(runs, nil)
 }
 
 // cohortReduce finishes a closing cohort in the fixed order of DESIGN §7:

@@ -159,20 +159,26 @@ func (e *Engine) Cancel(ctx context.Context, owner, runID string) (CancelAnswer,
 		lr.cancel()
 	}
 	// Descendants held by workers: cancel their calls too.
+	e.cancelHeld(c.held, lr)
+	if c.woke {
+		e.kick()
+	}
+	return answer, nil
+}
+
+// cancelHeld cancels the calls of runs held by workers of this process
+// whose cancel was recorded (skip is already handled by the caller).
+func (e *Engine) cancelHeld(runIDs []string, skip *liveRun) {
 	e.mu.Lock()
-	for _, id := range c.held {
-		if l := e.live[id]; l != nil && l != lr {
+	defer e.mu.Unlock()
+	for _, id := range runIDs {
+		if l := e.live[id]; l != nil && l != skip {
 			l.mu.Lock()
 			l.cancelRequested = true
 			l.mu.Unlock()
 			l.cancel()
 		}
 	}
-	e.mu.Unlock()
-	if c.woke {
-		e.kick()
-	}
-	return answer, nil
 }
 
 // cancelTree collects what one cancel did to a run and its descendants.

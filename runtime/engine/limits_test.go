@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/weirhq/weir/runtime/store"
@@ -134,5 +135,26 @@ func TestFallbackClockOnlyShortens(t *testing.T) {
 		if got := subflowFallback().String(); got != tc.want {
 			t.Errorf("%s=%q: %s, want %s", FallbackEnv, tc.env, got, tc.want)
 		}
+	}
+}
+
+func TestSubflowTimeoutCancelsChild(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{}, subflowSrc+`
+flow(name = "impatient", nodes = [
+    subflow("call", flow = "approval", timeout = "300ms", next = "done", error = "gave_up"),
+    task("done", tool = "testkit.echo"),
+    task("gave_up", tool = "testkit.echo", args = lambda ctx: {"gave_up": True}),
+])
+`)
+	ctx := context.Background()
+	id := b.start(t, "impatient", `{}`, "")
+	run := b.waitTerminal(t, id)
+	if run.Phase != store.PhaseCompleted || !strings.Contains(string(run.Output), `"gave_up":true`) {
+		t.Fatalf("%s %s %+v", run.Phase, run.Output, run.Error)
+	}
+	kids, _ := b.eng.List(ctx, "alice", store.RunListParams{ParentRunID: id})
+	if len(kids) != 1 || kids[0].Phase != store.PhaseCancelled {
+		t.Fatalf("children %+v: want the overrunning child cancelled", kids)
 	}
 }

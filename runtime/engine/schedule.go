@@ -110,7 +110,6 @@ func (e *Engine) dispatch(ctx context.Context, t *store.Task) (ok, stop bool) {
 	e.mu.Lock()
 	e.dispatched[t.ID] = true
 	e.mu.Unlock()
-	e.stats.count("dispatched")
 	e.wg.Add(1)
 	go e.work(t, typ, slice, overBudget)
 	return true, false

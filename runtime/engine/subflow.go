@@ -99,6 +99,13 @@ func (s *stepper) subflowNode(ctx context.Context, node *flows.Node) bool {
 	task := e.newStepTask(child, cfe.flow.Entry, now)
 	task.Leased = true
 	lease := &store.Lease{TaskID: task.ID, RunID: child.ID, Slot: s.slice.Slot, Deadline: now.Add(cfg.LeaseTimeout), Attempt: 1, Holder: e.holder}
+	if node.Timeout > 0 {
+		// The child's deadline travels with the parent's continuation.
+		if s.cont.Waits == nil {
+			s.cont.Waits = map[string]*waitState{}
+		}
+		s.cont.Waits[node.ID] = &waitState{Until: now.Add(node.Timeout)}
+	}
 	ok := s.commit(ctx, func(tx store.Tx) error {
 		if err := e.insertRun(tx, child, task, cfe.flow.Entry, map[string]any{"parent": s.run.ID, "node": node.ID}); err != nil {
 			return err
@@ -110,7 +117,7 @@ func (s *stepper) subflowNode(ctx context.Context, node *flows.Node) bool {
 			"config_version": cfg.ConfigVersion, "holder": e.holder, "deadline": lease.Deadline}, now); err != nil {
 			return err
 		}
-		return s.parkTx(tx, now, now.Add(subflowFallback()), "child", child.ID, map[string]any{"child": child.ID, "flow": node.Flow})
+		return s.parkTx(tx, now, s.childWake(node, now), "child", child.ID, map[string]any{"child": child.ID, "flow": node.Flow})
 	})
 	if !ok {
 		return false
@@ -195,10 +202,27 @@ func (s *stepper) resumeFromChild(ctx context.Context, node *flows.Node) bool {
 	case err != nil:
 		rerr = &store.RunError{Code: CodeChildUnreadable, Message: fmt.Sprintf("child run %s of node %s cannot be read: %v", childID, node.ID, err)}
 	case !child.Phase.Terminal():
-		// The fallback clock rang while the child still works: wait on.
 		now := e.now()
+		if ws := s.cont.Waits[node.ID]; ws != nil && !now.Before(ws.Until) {
+			// The child overran the node's timeout: cancel it (and its
+			// descendants) and take the error wire.
+			var ct cancelTree
+			rerr = &store.RunError{Code: CodeChildTimeout, Message: fmt.Sprintf("child run %s did not finish within %s", childID, node.Timeout)}
+			if !s.commit(ctx, func(tx store.Tx) error {
+				cur, err := tx.RunGet(childID)
+				if err != nil || cur.Phase.Terminal() {
+					return err
+				}
+				return e.cancelTx(tx, cur, "timeout of "+node.ID, now, &ct)
+			}) {
+				return false
+			}
+			e.cancelHeld(ct.held, nil)
+			break
+		}
+		// The fallback clock rang while the child still works: wait on.
 		s.commit(ctx, func(tx store.Tx) error {
-			return s.parkTx(tx, now, now.Add(subflowFallback()), "child", childID, map[string]any{"child": childID, "fallback": true})
+			return s.parkTx(tx, now, s.childWake(node, now), "child", childID, map[string]any{"child": childID, "fallback": true})
 		})
 		return false
 	case child.Phase != store.PhaseCompleted:
@@ -212,14 +236,30 @@ func (s *stepper) resumeFromChild(ctx context.Context, node *flows.Node) bool {
 	}
 	s.task.WaitChild, s.task.WaitKind = "", ""
 	s.taskDirty = true
+	delete(s.cont.Waits, node.ID)
 	if rerr != nil {
 		return s.nodeFailed(ctx, node, rerr)
 	}
 	return s.resultDone(ctx, node, child.Output, map[string]any{"child": childID})
 }
 
-// CodeChildFailed: a child ended badly without an error of its own.
-const CodeChildFailed = "E_CHILD_FAILED"
+// Codes of a subflow node whose child ended badly.
+const (
+	// CodeChildFailed: a child ended badly without an error of its own.
+	CodeChildFailed = "E_CHILD_FAILED"
+	// CodeChildTimeout: the child did not finish within the node's timeout.
+	CodeChildTimeout = "E_CHILD_TIMEOUT"
+)
+
+// childWake is when a parent parked on a child looks again by itself: the
+// fallback clock, or the node's timeout if sooner.
+func (s *stepper) childWake(node *flows.Node, now time.Time) time.Time {
+	at := now.Add(subflowFallback())
+	if ws := s.cont.Waits[node.ID]; ws != nil && ws.Until.Before(at) {
+		at = ws.Until
+	}
+	return at
+}
 
 // parkTx suspends the run: its task back in the queue with a future ready
 // time (and what it waits for), the lease released, the run waiting.

@@ -53,6 +53,9 @@ func (e *Engine) work(t *store.Task, typ string, slice ledger.Slice, overBudget 
 		}
 		return
 	}
+	// Counted once the lease holds: a listing that raced with another
+	// worker taking the task back is not a trip through the queue.
+	e.stats.count("dispatched")
 	e.stats.leased(typ, e.now().Sub(t.ReadyAt))
 	if leased.firstStart {
 		e.queuedRuns.Add(-1)
