@@ -256,7 +256,11 @@ func (e *Engine) closeAdmission(code, why string) {
 	defer e.gate.Unlock()
 	if e.closed == "" {
 		e.closed, e.closedWhy = code, why
-		e.log.Warn("admission closed", "code", code, "reason", why)
+		if code == CodeStorage {
+			e.log.Error("admission closed", "code", code, "reason", why)
+		} else {
+			e.log.Info("admission closed", "code", code, "reason", why)
+		}
 	}
 }
 
