@@ -52,7 +52,11 @@ func toolCall(b *bench) ([]row, error) {
 				limit: "raw gRPC " + dur(raw.Quantile(0.5)), ratio: ratio(p), target: verdict("≤ 1.5x", p <= 1.5)})
 		}
 		r := raw.PerSec() / hc.PerSec()
-		rows = append(rows, row{figure: "testkit.echo via host, " + who, value: perSec(hc.PerSec()),
+		figure := "testkit.echo via host, " + who
+		if c.callers > 1 {
+			figure += " (the host's default of 8 calls in flight per plugin)"
+		}
+		rows = append(rows, row{figure: figure, value: perSec(hc.PerSec()),
 			limit: "raw gRPC " + perSec(raw.PerSec()), ratio: fmt.Sprintf("%s slower", ratio(r)), target: verdict("≤ 1.5x", r <= 1.5)})
 	}
 	return rows, nil
