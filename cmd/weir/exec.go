@@ -75,20 +75,19 @@ func (m *Main) exec(ctx context.Context, file, flowName string, input []byte, as
 		return &exitError{code: exitFailed, err: err}
 	}
 	fmt.Fprintf(m.Stderr, "run %s of %s\n", started.RunID, flowName)
-	last := ""
+	live := newLiveLine(m.Stderr)
+	defer live.done()
 	for {
 		run, err := s.eng.Get(ctx, owner, started.RunID)
 		if err != nil {
 			return err
 		}
 		p, _ := s.eng.Progress(ctx, run)
-		if !asJSON && p != nil {
-			if line := fmt.Sprintf("%s %s", run.Phase, p.Node); line != last {
-				fmt.Fprintf(m.Stderr, "  %s\n", line)
-				last = line
-			}
+		if !asJSON {
+			live.show(progressLine(api.ViewOf(run, p)))
 		}
 		if run.Phase.Terminal() {
+			live.done()
 			return m.printFinal(api.ViewOf(run, p), asJSON)
 		}
 		if run.Phase == store.PhaseWaiting {

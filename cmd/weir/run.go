@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -130,23 +129,18 @@ completed, 1 if it failed or was cancelled.`,
 // follow polls a run until it is terminal, printing each new phase and
 // node, then prints the final state. The exit code says how it ended.
 func (m *Main) follow(ctx context.Context, c *client, id string, asJSON bool) error {
-	last := ""
+	live := newLiveLine(m.Stderr)
 	for {
 		var v api.RunView
 		if err := c.do(ctx, "GET", "/runs/"+id, nil, &v); err != nil {
+			live.done()
 			return m.apiFailure(err)
 		}
 		if !asJSON {
-			node := ""
-			if v.Progress != nil {
-				node = v.Progress.Node
-			}
-			if line := fmt.Sprintf("%s %s", v.Phase, node); line != last {
-				fmt.Fprintf(m.Stderr, "  %s (attempt %d)\n", strings.TrimSpace(line), v.Attempt)
-				last = line
-			}
+			live.show(progressLine(&v))
 		}
 		if v.Phase.Terminal() {
+			live.done()
 			return m.printFinal(&v, asJSON)
 		}
 		select {

@@ -146,6 +146,17 @@ type liveRun struct {
 	// protected is set while the worker runs a node that declares
 	// protected work: a drain never kills it.
 	protected atomic.Bool
+	// progress is the running tool call's last progress report (display
+	// only, lost with the process).
+	progress atomic.Pointer[ToolProgress]
+}
+
+// ToolProgress is what a running tool last reported through the SDK.
+type ToolProgress struct {
+	Node  string `json:"node"`
+	Tool  string `json:"tool"`
+	Done  int64  `json:"done"`
+	Total int64  `json:"total"`
 }
 
 // Open builds an engine over cfg.Store. It does not start scheduling.

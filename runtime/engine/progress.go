@@ -22,6 +22,8 @@ type Progress struct {
 	Visits int `json:"visits"`
 	// Cohorts shows each fan-out's latest cohort.
 	Cohorts []CohortView `json:"cohorts,omitempty"`
+	// Tool is the running tool call's last progress report, if any.
+	Tool *ToolProgress `json:"tool,omitempty"`
 }
 
 // Progress reads the run's continuation for display. run must have come
@@ -40,6 +42,11 @@ func (e *Engine) Progress(ctx context.Context, run *store.Run) (*Progress, error
 		return nil, err
 	}
 	p := &Progress{Attempt: run.Attempt, Phase: run.Phase, Node: c.Node, Done: len(c.Results)}
+	e.mu.Lock()
+	if lr := e.live[run.ID]; lr != nil {
+		p.Tool = lr.progress.Load()
+	}
+	e.mu.Unlock()
 	for _, v := range c.Visits {
 		p.Visits += v
 	}

@@ -339,9 +339,14 @@ func (s *stepper) toolNode(ctx context.Context, node *flows.Node) bool {
 	callCtx, cancel := context.WithTimeout(ctx, timeout)
 	deadline, _ := callCtx.Deadline()
 	started := e.now()
+	live := s.live
 	res, err := e.tools.Call(callCtx, host.CallRequest{Tool: node.Tool, Input: input, RunID: s.run.ID, Node: node.ID,
-		Attempt: s.run.Attempt, IdempotencyKey: key, Deadline: deadline})
+		Attempt: s.run.Attempt, IdempotencyKey: key, Deadline: deadline,
+		Progress: func(done, total int64) {
+			live.progress.Store(&ToolProgress{Node: node.ID, Tool: node.Tool, Done: done, Total: total})
+		}})
 	cancel()
+	live.progress.Store(nil)
 	e.stats.attempt(node.Tool, e.now().Sub(started))
 	failpoint.Hit(failpoint.AfterTool)
 	if err == nil {

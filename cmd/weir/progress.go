@@ -1,0 +1,72 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/weirhq/weir/runtime/api"
+)
+
+// liveLine shows a run's progress while a command follows it: on a
+// terminal one line rewritten in place, elsewhere a plain line each time it
+// changes (logs and pipes stay readable).
+type liveLine struct {
+	w    io.Writer
+	tty  bool
+	last string
+}
+
+func newLiveLine(w io.Writer) *liveLine {
+	tty := false
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			tty = true
+		}
+	}
+	return &liveLine{w: w, tty: tty}
+}
+
+// show displays line if it changed.
+func (l *liveLine) show(line string) {
+	if line == l.last {
+		return
+	}
+	l.last = line
+	if l.tty {
+		fmt.Fprintf(l.w, "\r\033[K  %s", line)
+		return
+	}
+	fmt.Fprintf(l.w, "  %s\n", line)
+}
+
+// done ends the line on a terminal.
+func (l *liveLine) done() {
+	if l.tty && l.last != "" {
+		fmt.Fprintln(l.w)
+	}
+}
+
+// progressLine says where a run is: phase, node, attempt, open fan-outs'
+// counts and the running tool's own progress.
+func progressLine(v *api.RunView) string {
+	parts := []string{string(v.Phase)}
+	if p := v.Progress; p != nil {
+		if p.Node != "" {
+			parts = append(parts, "at "+p.Node)
+		}
+		for _, c := range p.Cohorts {
+			if c.State == "closed" {
+				continue
+			}
+			parts = append(parts, fmt.Sprintf("[%s %s: %d/%d published, %d in flight, %d/%d mature]",
+				c.Node, c.State, c.Published, c.Items, c.InFlight, c.Mature, c.Need))
+		}
+		if t := p.Tool; t != nil && t.Total > 0 {
+			parts = append(parts, fmt.Sprintf("(%s %d/%d)", t.Tool, t.Done, t.Total))
+		}
+	}
+	parts = append(parts, fmt.Sprintf("attempt %d", v.Attempt))
+	return strings.Join(parts, " ")
+}

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/weirhq/weir/runtime/api"
+	"github.com/weirhq/weir/runtime/engine"
+	"github.com/weirhq/weir/runtime/store"
+)
+
+func TestProgressLine(t *testing.T) {
+	t.Parallel()
+	v := &api.RunView{Phase: store.PhaseWaiting, Attempt: 2, Progress: &engine.Progress{Node: "ask",
+		Cohorts: []engine.CohortView{{Node: "ask", State: "open", Items: 8, Published: 3, InFlight: 2, Mature: 3, Need: 6},
+			{Node: "old", State: "closed"}},
+		Tool: &engine.ToolProgress{Tool: "testkit.sleep", Done: 40, Total: 100}}}
+	got := progressLine(v)
+	want := "waiting at ask [ask open: 3/8 published, 2 in flight, 3/6 mature] (testkit.sleep 40/100) attempt 2"
+	if got != want {
+		t.Fatalf("progress line\n got %q\nwant %q", got, want)
+	}
+}
+
+// Off a terminal every change is its own line and nothing is rewritten.
+func TestLiveLinePlain(t *testing.T) {
+	t.Parallel()
+	var b bytes.Buffer
+	l := newLiveLine(&b)
+	for _, s := range []string{"queued", "queued", "running at a", "completed"} {
+		l.show(s)
+	}
+	l.done()
+	if got := b.String(); got != "  queued\n  running at a\n  completed\n" || strings.Contains(got, "\r") {
+		t.Fatalf("plain output %q", got)
+	}
+}
