@@ -100,6 +100,53 @@ type Token struct {
 	Where string `json:"-"`
 }
 
+// MarshalJSON shows the config as an operator reads it: durations as
+// "30s", the socket mode in octal, token secrets left out.
+func (c *Config) MarshalJSON() ([]byte, error) {
+	type engineView struct {
+		Workers        int    `json:"workers"`
+		MaxQueued      int    `json:"max_queued"`
+		QueueTimeout   string `json:"queue_timeout"`
+		BudgetInFlight int64  `json:"budget_in_flight"`
+		RunBudget      int64  `json:"run_budget"`
+		LeaseTimeout   string `json:"lease_timeout"`
+		MaxAttempts    int    `json:"max_attempts"`
+		RetryBase      string `json:"retry_base"`
+		RetryMax       string `json:"retry_max"`
+	}
+	type socketView struct {
+		Mode  string `json:"mode"`
+		Group string `json:"group,omitempty"`
+	}
+	e := c.Engine
+	qt := e.QueueTimeout.String()
+	if e.QueueTimeout < 0 {
+		qt = "none"
+	}
+	v := struct {
+		File      string                     `json:"file,omitempty"`
+		LogLevel  string                     `json:"log_level"`
+		Engine    engineView                 `json:"engine"`
+		Grace     string                     `json:"drain_grace"`
+		Socket    socketView                 `json:"socket"`
+		TCP       *TCP                       `json:"tcp,omitempty"`
+		Metrics   string                     `json:"metrics_address,omitempty"`
+		Retention string                     `json:"retention_max_age,omitempty"`
+		Plugins   map[string]json.RawMessage `json:"plugins,omitempty"`
+	}{
+		File: c.File, LogLevel: c.LogLevel,
+		Engine: engineView{e.Workers, e.MaxQueued, qt, e.BudgetInFlight, e.RunBudget, e.LeaseTimeout.String(),
+			e.MaxAttempts, e.RetryBase.String(), e.RetryMax.String()},
+		Grace:  c.DrainGrace.String(),
+		Socket: socketView{fmt.Sprintf("%04o", c.Socket.Mode), c.Socket.Group},
+		TCP:    c.TCP, Metrics: c.MetricsAddress, Plugins: c.Plugins,
+	}
+	if c.RetentionMaxAge > 0 {
+		v.Retention = c.RetentionMaxAge.String()
+	}
+	return json.Marshal(v)
+}
+
 // Default is the configuration of a daemon started without a file.
 func Default() *Config {
 	return &Config{
@@ -142,10 +189,11 @@ func (c *Config) Tokens() map[string]string {
 // same hash run the daemon the same way. Token secrets enter it hashed.
 func (c *Config) Hash() string {
 	type tok struct{ Owner, SecretHash string }
+	type plain Config // without MarshalJSON: every field, exactly
 	v := struct {
-		C      Config
+		C      plain
 		Tokens []tok
-	}{C: *c}
+	}{C: plain(*c)}
 	v.C.File = "" // the same content under another name is the same config
 	if c.TCP != nil {
 		for _, t := range c.TCP.Tokens {

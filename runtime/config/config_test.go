@@ -130,6 +130,7 @@ func TestRefusals(t *testing.T) {
 		{"plugin bad name", "plugin \"HTTP\" {\n}\n", []string{"c.hcl:1", `plugin "HTTP": not a plugin name`}},
 		{"plugin twice", "plugin \"http\" {\n}\nplugin \"http\" {\n}\n", []string{"c.hcl:3", `plugin "http" has two sections`}},
 		{"plugin nested block", "plugin \"http\" {\n  limits {\n  }\n}\n", []string{"c.hcl:2", "Unexpected \"limits\" block"}},
+		{"schema and value problems at once", "engine {\n  workers = 0\n  lease = \"1s\"\n}\nlog_level = 3\n", []string{"c.hcl:2: workers must be at least 1", `c.hcl:3: Unsupported argument: An argument named "lease"`, "c.hcl:5"}},
 		{"several problems at once", "log_level = \"loud\"\nengine {\n  workers = 0\n}\n", []string{"c.hcl:1", "c.hcl:3"}},
 	}
 	for _, tt := range tests {
@@ -335,4 +336,23 @@ func FuzzParse(f *testing.F) {
 		}
 		_ = c.Hash()
 	})
+}
+
+func TestJSONShowsWhatAnOperatorWrote(t *testing.T) {
+	t.Parallel()
+	c, err := Load("testdata/full.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := string(mustJSON(t, c))
+	for _, want := range []string{`"queue_timeout":"2m0s"`, `"drain_grace":"45s"`, `"mode":"0660"`, `"retention_max_age":"720h0m0s"`, `"owner":"ci-bot"`, `"allow_hosts":["api.example.com","example.org"]`} {
+		if !strings.Contains(b, want) {
+			t.Errorf("JSON %s lacks %s", b, want)
+		}
+	}
+	for _, secret := range []string{"alice-0123456789abcdef", "ci-0123456789abcdef0123"} {
+		if strings.Contains(b, secret) {
+			t.Errorf("JSON shows the secret %s", secret)
+		}
+	}
 }

@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"reflect"
+	"sort"
 	"regexp"
 	"strconv"
 	"strings"
@@ -115,17 +117,61 @@ func Parse(src []byte, filename string) (*Config, error) {
 	if diags.HasErrors() {
 		return nil, diagError(diags)
 	}
+	// A schema error (an unknown attribute, say) does not stop the checks
+	// of the values that were decoded: the operator sees every problem at
+	// once.
 	var raw rawFile
-	if diags := gohcl.DecodeBody(file.Body, nil, &raw); diags.HasErrors() {
-		return nil, diagError(diags)
-	}
+	diags = gohcl.DecodeBody(file.Body, nil, &raw)
+	fillNull(reflect.ValueOf(&raw).Elem())
 	d := &decoder{dir: filepath.Dir(filename)}
+	d.problems = diagError(diags).Problems
 	c := d.resolve(&raw)
 	if len(d.problems) > 0 {
+		sortProblems(d.problems)
 		return nil, &Error{Problems: d.problems}
 	}
 	c.File = filename
 	return c, nil
+}
+
+var exprType = reflect.TypeOf((*hcl.Expression)(nil)).Elem()
+
+// fillNull gives every attribute a decode left unset the value of an
+// absent one, so the checks need not tell the two apart.
+func fillNull(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if !v.IsNil() {
+			fillNull(v.Elem())
+		}
+	case reflect.Slice:
+		for i := 0; i < v.Len(); i++ {
+			fillNull(v.Index(i))
+		}
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			f := v.Field(i)
+			if f.Type() == exprType && f.IsNil() {
+				f.Set(reflect.ValueOf(hcl.StaticExpr(cty.NullVal(cty.DynamicPseudoType), hcl.Range{})))
+				continue
+			}
+			fillNull(f)
+		}
+	}
+}
+
+// sortProblems orders problems by file and line, keeping the order of
+// those on one line.
+func sortProblems(ps []string) {
+	line := func(p string) int {
+		parts := strings.SplitN(p, ":", 3)
+		if len(parts) < 3 {
+			return 0
+		}
+		n, _ := strconv.Atoi(parts[1])
+		return n
+	}
+	sort.SliceStable(ps, func(i, j int) bool { return line(ps[i]) < line(ps[j]) })
 }
 
 func diagError(diags hcl.Diagnostics) *Error {
