@@ -242,6 +242,13 @@ func (d *serving) reload(ctx context.Context) (*api.ReloadResult, error) {
 
 // serve runs the daemon until ctx ends (SIGINT/SIGTERM), then drains.
 func (m *Main) serve(ctx context.Context, file string, pins []pin) error {
+	if file != "" {
+		abs, err := filepath.Abs(file) // a reload finds it whatever the working directory
+		if err != nil {
+			return usageErrorf("--config: %v", err)
+		}
+		file = abs
+	}
 	d := &serving{file: file, pins: pins, sock: m.SocketPath}
 	cfg, pinned, notes, err := d.load()
 	if err != nil {

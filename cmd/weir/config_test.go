@@ -1,0 +1,250 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/weirhq/weir/runtime/api"
+	"github.com/weirhq/weir/runtime/engine"
+)
+
+// freePort returns a loopback port nothing listens on right now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// eventually polls cond until it holds or 30 seconds pass.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A real daemon with a config file: the socket's mode, the TCP listener
+// with two token owners, the metrics address, and SIGHUP reloading a
+// valid candidate and refusing an invalid one.
+func TestServeConfigAndSIGHUP(t *testing.T) {
+	weir, plugins := binaries(t)
+	dir := t.TempDir()
+	sockDir, err := os.MkdirTemp("", "wcfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sockDir) })
+	sock := filepath.Join(sockDir, "s")
+	tcpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	cfgPath := filepath.Join(dir, "weir.hcl")
+	writeConfig := func(workers int, mode string) {
+		t.Helper()
+		src := fmt.Sprintf(`engine {
+  workers = %d
+}
+socket {
+  mode = %q
+}
+tcp {
+  address = %q
+  token "alice" {
+    secret = "alice-token-0123456789"
+  }
+  token "bob" {
+    secret = "bob-token-0123456789ab"
+  }
+}
+metrics {
+  address = %q
+}
+`, workers, mode, tcpAddr, metricsAddr)
+		if err := os.WriteFile(cfgPath, []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeConfig(2, "0666")
+
+	cmd := exec.Command(weir, "--data", filepath.Join(dir, "data"), "--plugins", plugins, "--socket", sock, "serve", "--config", cfgPath)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var logMu sync.Mutex
+	var logs strings.Builder
+	exited := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			logMu.Lock()
+			logs.WriteString(sc.Text() + "\n")
+			logMu.Unlock()
+		}
+		exited <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+	logged := func(s string) bool {
+		logMu.Lock()
+		defer logMu.Unlock()
+		return strings.Contains(logs.String(), s)
+	}
+
+	m := NewMain()
+	m.SocketPath = sock
+	local := m.client()
+	ctx := context.Background()
+	status := func() api.Status {
+		t.Helper()
+		var st api.Status
+		if err := local.do(ctx, "GET", "/health", nil, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	eventually(t, "the daemon answers", func() bool {
+		var st api.Status
+		return local.do(ctx, "GET", "/health", nil, &st) == nil
+	})
+	if st := status(); st.Slots != 2 || st.Config == nil || st.Config.Version != 1 || st.Config.File != cfgPath {
+		t.Fatalf("status %+v %+v", st, st.Config)
+	}
+	socketMode := func() os.FileMode {
+		fi, err := os.Stat(sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Mode().Perm()
+	}
+	if got := socketMode(); got != 0o666 {
+		t.Errorf("socket mode %04o, want 0666", got)
+	}
+
+	// Two owners over TCP, told apart by their tokens only.
+	tcp := func(token, method, path string, body any) (int, []byte) {
+		t.Helper()
+		var rd io.Reader
+		if body != nil {
+			b, _ := json.Marshal(body)
+			rd = bytes.NewReader(b)
+		}
+		req, _ := http.NewRequest(method, "http://"+tcpAddr+"/v1"+path, rd)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	if err := local.do(ctx, "POST", "/flows", api.RegisterRequest{Files: []engine.SourceFile{{Path: "f.star",
+		Src: `flow(name = "hello", nodes = [task("greet", tool = "testkit.echo", args = lambda ctx: {"hello": ctx.input})])`}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	code, body := tcp("alice-token-0123456789", "POST", "/runs", api.StartRequest{Flow: "hello", Input: json.RawMessage(`1`)})
+	var started engine.StartResult
+	if code != 201 || json.Unmarshal(body, &started) != nil {
+		t.Fatalf("alice's start over TCP: %d %s", code, body)
+	}
+	if code, body := tcp("alice-token-0123456789", "GET", "/runs/"+started.RunID, nil); code != 200 || !strings.Contains(string(body), `"owner":"alice"`) {
+		t.Errorf("alice reads her run: %d %s", code, body)
+	}
+	if code, body := tcp("bob-token-0123456789ab", "GET", "/runs/"+started.RunID, nil); code != 404 || !strings.Contains(string(body), engine.CodeNotFound) {
+		t.Errorf("bob reads alice's run: %d %s", code, body)
+	}
+	if code, _ := tcp("", "GET", "/health", nil); code != 401 {
+		t.Errorf("no token: %d", code)
+	}
+	var v api.RunView
+	if err := local.do(ctx, "GET", "/runs/"+started.RunID, nil, &v); err == nil {
+		t.Errorf("the local user reads alice's run: %+v", v)
+	}
+
+	scrape := func() string {
+		t.Helper()
+		resp, err := http.Get("http://" + metricsAddr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	if text := scrape(); !strings.Contains(text, "\nweir_config_version 1\n") || !strings.Contains(text, "weir_store_transaction_duration_seconds_bucket") {
+		t.Errorf("metrics before the reload:\n%s", text)
+	}
+
+	// SIGHUP with a valid candidate: new limits, new socket mode, version 2.
+	writeConfig(3, "0660")
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the reload takes effect", func() bool { return status().Config.Version == 2 })
+	if st := status(); st.Slots != 3 {
+		t.Errorf("slots after the reload: %d, want 3", st.Slots)
+	}
+	if got := socketMode(); got != 0o660 {
+		t.Errorf("socket mode after the reload %04o, want 0660", got)
+	}
+	if text := scrape(); !strings.Contains(text, "\nweir_config_version 2\n") {
+		t.Errorf("metrics after the reload lack weir_config_version 2")
+	}
+
+	// SIGHUP with an invalid candidate: refused and logged, nothing changes.
+	if err := os.WriteFile(cfgPath, []byte("engine {\n  workers = -1\n}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the refusal is logged", func() bool { return logged("weir.hcl:2: workers must be at least 1, got -1") })
+	if st := status(); st.Slots != 3 || st.Config.Version != 2 {
+		t.Errorf("after an invalid candidate: slots %d version %d, want 3 and 2", st.Slots, st.Config.Version)
+	}
+	if got := socketMode(); got != 0o660 {
+		t.Errorf("socket mode after the refused reload %04o", got)
+	}
+
+	// SIGTERM drains and exits 0, removing the socket.
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-exited; err != nil {
+		t.Errorf("daemon exit: %v\n%s", err, logs.String())
+	}
+	if _, err := os.Stat(sock); !os.IsNotExist(err) {
+		t.Errorf("socket left behind: %v", err)
+	}
+}
