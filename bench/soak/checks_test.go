@@ -91,12 +91,18 @@ func violationCases() []violationCase {
 			s.f.records.mailRuns["ghost"] = 1
 			return s.w, s.f
 		}, checkMailOnce, "not in the store"},
-		{"started send ends silent", func() (*world, *final) {
+		{"send lost in flight ends silent", func() (*world, *final) {
+			s := newState()
+			s.run("r1", "soak_mail", map[string]any{"id": "req-r1"}, store.PhaseCancelled,
+				ev("tool_started", "send", nil), ev("expired", "send", nil), ev("cancel_requested", "", nil), ev("cancelled", "", nil))
+			return s.w, s.f
+		}, checkUnknown, "without saying E_OUTCOME_UNKNOWN"},
+		{"send cancelled in its lease", func() (*world, *final) {
 			s := newState()
 			s.run("r1", "soak_mail", map[string]any{"id": "req-r1"}, store.PhaseCancelled,
 				ev("tool_started", "send", nil), ev("cancel_requested", "", nil), ev("cancelled", "", nil))
 			return s.w, s.f
-		}, checkUnknown, "without saying E_OUTCOME_UNKNOWN"},
+		}, checkUnknown, ""},
 		{"sent mail hidden by an error", func() (*world, *final) {
 			s := newState()
 			s.run("r1", "soak_mail", map[string]any{"id": "req-r1"}, store.PhaseCompleted,

@@ -55,7 +55,7 @@ var invariants = []invariant{
 		return fmt.Sprintf("%d mails in the outbox, none twice, none without its run", len(f.records.mailRuns))
 	}},
 	{invUnknown, checkUnknown, func(w *world, f *final) string {
-		return fmt.Sprintf("%d sends ended unknown, each with E_OUTCOME_UNKNOWN after a durable start", countCode(f, "send", engine.CodeOutcomeUnknown))
+		return fmt.Sprintf("%d sends ended unknown, each after a durable start; every send caught in flight by a kill says so", countCode(f, "send", engine.CodeOutcomeUnknown))
 	}},
 	{invIdem, checkIdempotent, func(w *world, f *final) string {
 		return fmt.Sprintf("%d notes stored, each applied under exactly one idempotency key", len(f.records.notes))
@@ -205,9 +205,11 @@ func checkMailOnce(w *world, f *final) []string {
 
 // checkUnknown holds each mail run's timeline against the outbox: a send
 // that completed left one mail; a mail in the outbox belongs to a send
-// that completed or said E_OUTCOME_UNKNOWN; a send that started durably
-// and never completed says E_OUTCOME_UNKNOWN; and nothing says
-// E_OUTCOME_UNKNOWN without a durable start.
+// that completed or said E_OUTCOME_UNKNOWN; a send whose daemon died after
+// its durable start (its lease expired before the send had an outcome)
+// says E_OUTCOME_UNKNOWN whatever ends the run; and nothing says
+// E_OUTCOME_UNKNOWN without a durable start. (A send stopped by a cancel
+// within its lease has an outcome the host knows: the call failed.)
 func checkUnknown(w *world, f *final) []string {
 	var bad []string
 	for _, v := range f.runs {
@@ -215,13 +217,16 @@ func checkUnknown(w *world, f *final) []string {
 			continue
 		}
 		evs := f.events[v.ID]
-		started, completed := false, false
+		started, completed, inFlight, lostInFlight := false, false, false, false
 		for _, e := range evs {
 			switch {
 			case e.Type == "tool_started" && e.Node == "send":
-				started = true
-			case e.Type == "node_completed" && e.Node == "send":
-				completed = true
+				started, inFlight = true, true
+			case (e.Type == "node_completed" || e.Type == "node_failed") && e.Node == "send":
+				completed = completed || e.Type == "node_completed"
+				inFlight = false
+			case e.Type == "expired" && inFlight:
+				lostInFlight = true
 			}
 		}
 		code := nodeFailedCode(evs, "send")
@@ -232,8 +237,8 @@ func checkUnknown(w *world, f *final) []string {
 			bad = append(bad, fmt.Sprintf("run %s: the send node completed and the outbox has no mail of it", v.ID))
 		case mails > 0 && !completed && !unknown:
 			bad = append(bad, fmt.Sprintf("run %s: the mail was sent, and the run ended %s (%s) without saying %s", v.ID, v.Phase, errCode(&v), engine.CodeOutcomeUnknown))
-		case started && !completed && !unknown && code == "":
-			bad = append(bad, fmt.Sprintf("run %s: the send started durably, never completed, and the run ended %s (%s) without saying %s",
+		case lostInFlight && !completed && !unknown:
+			bad = append(bad, fmt.Sprintf("run %s: the daemon died with the send started durably, and the run ended %s (%s) without saying %s",
 				v.ID, v.Phase, errCode(&v), engine.CodeOutcomeUnknown))
 		case unknown && !started:
 			bad = append(bad, fmt.Sprintf("run %s says %s without a durable start of the send", v.ID, engine.CodeOutcomeUnknown))

@@ -351,8 +351,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		cancel()
 		wg.Wait()
-		if cause != "random" && !d.KilledBySIGKILL() {
-			w.violate(invRestart, "daemon %d (%s) ended by itself but not by its failpoint\n%s", rep.Daemons, fp, d.Log())
+		if cause != "random" && (fp == "" || !d.KilledBySIGKILL()) {
+			w.violate(invRestart, "daemon %d (%s) died by itself, not by a failpoint's SIGKILL; its last words:\n%s", rep.Daemons, orNone(fp), lastLines(d.Log(), 40))
 			cause = "crash"
 		}
 		rep.Kills[cause]++
@@ -473,6 +473,15 @@ func collect(ctx context.Context, w *world, c *daemon.Client, runs []api.RunView
 		fin.events[v.ID] = evs
 	}
 	return fin, nil
+}
+
+// lastLines is the end of a log, indented under a violation.
+func lastLines(log string, n int) string {
+	lines := strings.Split(strings.TrimRight(log, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return "        " + strings.Join(lines, "\n        ")
 }
 
 func orNone(fp string) string {
