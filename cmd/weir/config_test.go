@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -246,5 +247,138 @@ metrics {
 	}
 	if _, err := os.Stat(sock); !os.IsNotExist(err) {
 		t.Errorf("socket left behind: %v", err)
+	}
+}
+
+// Two OS users on one daemon, whose socket the config shares with
+// everyone: the kernel tells the daemon who each is, and neither can see,
+// cancel or read the events of the other's runs; only the daemon's own
+// user may reload it.
+func TestTwoOSUsersOnOneSocket(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to run a client as another OS user (uid 65534)")
+	}
+	other, err := user.LookupId("65534")
+	if err != nil {
+		t.Skipf("no user with uid 65534 to play the second user: %v", err)
+	}
+	me, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	weir, plugins := binaries(t)
+	// The second user must be able to run the binary and reach the socket.
+	if err := os.Chmod(filepath.Dir(weir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	sockDir, err := os.MkdirTemp("", "wusr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sockDir) })
+	if err := os.Chmod(sockDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(sockDir, "s")
+	cfgPath := filepath.Join(dir, "weir.hcl")
+	if err := os.WriteFile(cfgPath, []byte("socket {\n  mode = \"0666\"\n}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	flows := filepath.Join(dir, "f.star")
+	if err := os.WriteFile(flows, []byte(`flow(name = "nap", nodes = [task("s", tool = "testkit.sleep", args = {"ms": 60000})])`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	daemon := exec.Command(weir, "--data", filepath.Join(dir, "data"), "--plugins", plugins, "--socket", sock, "serve", "--config", cfgPath, "--grace", "1s")
+	var daemonLog bytes.Buffer
+	daemon.Stderr = &daemonLog
+	if err := daemon.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- daemon.Wait() }()
+	t.Cleanup(func() {
+		if daemon.ProcessState == nil {
+			_ = daemon.Process.Kill()
+			<-exited
+		}
+	})
+
+	// weir runs the CLI as the given uid and returns its exit code and output.
+	weirAs := func(uid int, args ...string) (int, string, string) {
+		t.Helper()
+		c := exec.Command(weir, append([]string{"--socket", sock, "--data", sockDir}, args...)...)
+		c.Env = []string{"HOME=/nonexistent", "PATH=/usr/bin:/bin"}
+		if uid != 0 {
+			c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
+		}
+		var out, errb bytes.Buffer
+		c.Stdout, c.Stderr = &out, &errb
+		err := c.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return code, strings.TrimSpace(out.String()), errb.String()
+	}
+	const nobody = 65534
+	eventually(t, "the daemon answers", func() bool { code, _, _ := weirAs(0, "status"); return code == 0 })
+	if code, out, errb := weirAs(0, "flow", "register", flows); code != 0 {
+		t.Fatalf("register: %d %s %s", code, out, errb)
+	}
+	if code, out, _ := weirAs(nobody, "status"); code != 0 || !strings.Contains(out, "you are:         "+other.Username+" (unix socket)") {
+		t.Fatalf("the second user's status: %d %s", code, out)
+	}
+
+	code, mine, errb := weirAs(0, "run", "start", "nap", "--request-id", "same")
+	if code != 0 {
+		t.Fatalf("start as %s: %s", me.Username, errb)
+	}
+	code, theirs, errb := weirAs(nobody, "run", "start", "nap", "--request-id", "same")
+	if code != 0 || theirs == mine {
+		t.Fatalf("start as %s with the same request id: %d %q (mine %q) %s", other.Username, code, theirs, mine, errb)
+	}
+	for _, c := range []struct {
+		uid  int
+		name string
+		run  string
+	}{{nobody, other.Username, mine}, {0, me.Username, theirs}} {
+		for _, args := range [][]string{{"run", "get", c.run}, {"run", "events", c.run}, {"run", "cancel", c.run}} {
+			code, out, errb := weirAs(c.uid, args...)
+			if code != exitFailed || !strings.Contains(errb, "E_NOT_FOUND: no run "+c.run) {
+				t.Errorf("%s: weir %s: exit %d %s %s", c.name, strings.Join(args, " "), code, out, errb)
+			}
+		}
+		if _, out, _ := weirAs(c.uid, "run", "ls"); strings.Contains(out, c.run) {
+			t.Errorf("%s lists the other's run: %s", c.name, out)
+		}
+	}
+	// Each still owns and can cancel their own run: the foreign cancels
+	// changed nothing.
+	for _, c := range []struct {
+		uid int
+		run string
+	}{{0, mine}, {nobody, theirs}} {
+		if code, out, errb := weirAs(c.uid, "run", "get", "--json", c.run); code != 0 || strings.Contains(out, "cancel") {
+			t.Errorf("uid %d reads its run: %d %s %s", c.uid, code, out, errb)
+		}
+		if code, out, _ := weirAs(c.uid, "run", "cancel", c.run); code != 0 || out != "requested" {
+			t.Errorf("uid %d cancels its run: %d %s", c.uid, code, out)
+		}
+	}
+	if code, _, errb := weirAs(nobody, "admin", "reload"); code != exitFailed || !strings.Contains(errb, "E_FORBIDDEN") {
+		t.Errorf("the second user reloads the daemon: %d %s", code, errb)
+	}
+	if code, out, errb := weirAs(0, "admin", "reload"); code != 0 || !strings.Contains(out, "unchanged") {
+		t.Errorf("the daemon's user reloads: %d %s %s", code, out, errb)
+	}
+	if err := daemon.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-exited; err != nil {
+		t.Errorf("daemon exit: %v\n%s", err, daemonLog.String())
 	}
 }
