@@ -169,7 +169,7 @@ func (c *Config) EngineConfig(version int64) engine.Config {
 		Workers: e.Workers, MaxQueued: e.MaxQueued, QueueTimeout: e.QueueTimeout,
 		MaxBudgetInFlight: e.BudgetInFlight, DefaultRunBudget: e.RunBudget, LeaseTimeout: e.LeaseTimeout,
 		MaxAttempts: e.MaxAttempts, RetryBase: e.RetryBase, RetryMax: e.RetryMax,
-		ConfigVersion: version,
+		Retention: c.RetentionMaxAge, ConfigVersion: version,
 	}
 }
 

@@ -45,7 +45,7 @@ func TestLoadFull(t *testing.T) {
 	ec := c.EngineConfig(7)
 	if ec.Workers != 8 || ec.MaxQueued != 500 || ec.QueueTimeout != 2*time.Minute || ec.MaxBudgetInFlight != 1000 ||
 		ec.DefaultRunBudget != 50 || ec.LeaseTimeout != 20*time.Second || ec.MaxAttempts != 3 ||
-		ec.RetryBase != 200*time.Millisecond || ec.RetryMax != time.Minute || ec.ConfigVersion != 7 {
+		ec.RetryBase != 200*time.Millisecond || ec.RetryMax != time.Minute || ec.ConfigVersion != 7 || ec.Retention != 30*24*time.Hour {
 		t.Errorf("EngineConfig = %+v", ec)
 	}
 	if got := c.Tokens(); len(got) != 2 || got["alice-0123456789abcdef"] != "alice" || got["ci-0123456789abcdef0123"] != "ci-bot" {
