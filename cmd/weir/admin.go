@@ -2,10 +2,12 @@ package main
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/weirhq/weir/runtime/api"
+	"github.com/weirhq/weir/runtime/store"
 )
 
 func init() {
@@ -42,7 +44,33 @@ may reload, on the Unix socket.`,
 			},
 		}
 		reload.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-		cmd.AddCommand(reload)
+		var auditJSON bool
+		var after uint64
+		audit := &cobra.Command{
+			Use:   "audit",
+			Short: "List refused attempts on other owners' runs (the audit stream)",
+			Long: `List the audit stream: every read, cancel or event query of a run by someone
+who does not own it was answered like a missing run and recorded here, with
+the caller, the action and the run. Only the OS user running the daemon may
+read it, on the Unix socket.`,
+			Args: exactArgs(0),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				var evs []*store.Event
+				if err := m.client().do(cmd.Context(), "GET", fmt.Sprintf("/admin/audit?after=%d", after), nil, &evs); err != nil {
+					return m.apiFailure(err)
+				}
+				if auditJSON {
+					return printJSON(m.Stdout, evs)
+				}
+				for _, e := range evs {
+					fmt.Fprintf(m.Stdout, "%d  %s  %s  %v %v of run %v\n", e.Seq, e.At.UTC().Format(time.RFC3339), e.Type, e.Detail["caller"], e.Detail["action"], e.Detail["run"])
+				}
+				return nil
+			},
+		}
+		audit.Flags().BoolVar(&auditJSON, "json", false, "print JSON")
+		audit.Flags().Uint64Var(&after, "after", 0, "only events after this sequence number")
+		cmd.AddCommand(reload, audit)
 		return cmd
 	})
 }

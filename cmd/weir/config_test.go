@@ -372,6 +372,16 @@ func TestTwoOSUsersOnOneSocket(t *testing.T) {
 	if code, _, errb := weirAs(nobody, "admin", "reload"); code != exitFailed || !strings.Contains(errb, "E_FORBIDDEN") {
 		t.Errorf("the second user reloads the daemon: %d %s", code, errb)
 	}
+	if code, _, errb := weirAs(nobody, "admin", "audit"); code != exitFailed || !strings.Contains(errb, "E_FORBIDDEN") {
+		t.Errorf("the second user reads the audit stream: %d %s", code, errb)
+	}
+	// The daemon's user sees every foreign attempt in the audit stream.
+	_, audit, _ := weirAs(0, "admin", "audit")
+	for _, want := range []string{other.Username + " get of run " + mine, other.Username + " cancel of run " + mine, me.Username + " get of run " + theirs} {
+		if !strings.Contains(audit, want) {
+			t.Errorf("the audit stream lacks %q:\n%s", want, audit)
+		}
+	}
 	if code, out, errb := weirAs(0, "admin", "reload"); code != 0 || !strings.Contains(out, "unchanged") {
 		t.Errorf("the daemon's user reloads: %d %s %s", code, out, errb)
 	}

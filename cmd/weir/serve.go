@@ -176,6 +176,17 @@ func (d *serving) ConfigInfo() api.ConfigInfo {
 	return d.info
 }
 
+// Audit lists the audit stream: refused attempts on other owners' runs.
+func (d *serving) Audit(ctx context.Context, afterSeq uint64, limit int) ([]*store.Event, error) {
+	var evs []*store.Event
+	err := d.st.View(ctx, func(tx store.Tx) error {
+		var err error
+		evs, err = tx.EventList(store.EventListParams{RunID: engine.AuditStream, AfterSeq: afterSeq, Limit: limit})
+		return err
+	})
+	return evs, err
+}
+
 func (d *serving) configVersion() int64 { return d.ConfigInfo().Version }
 
 func (d *serving) current() *config.Config {

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/weirhq/weir/runtime/engine"
+	"github.com/weirhq/weir/runtime/store"
 )
 
 // Daemon is what the admin endpoints and the status view need from the
@@ -18,6 +20,9 @@ type Daemon interface {
 	Reload(ctx context.Context) (*ReloadResult, error)
 	// ConfigInfo describes the config in force.
 	ConfigInfo() ConfigInfo
+	// Audit lists the audit stream (engine.AuditStream) after seq: the
+	// refused attempts on other owners' runs.
+	Audit(ctx context.Context, afterSeq uint64, limit int) ([]*store.Event, error)
 }
 
 // ConfigInfo describes the config in force.
@@ -62,6 +67,37 @@ func (s *Server) adminReload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
+}
+
+// adminAudit is GET /v1/admin/audit: the audit stream, for the daemon's
+// own OS user only (it names other owners and their runs).
+func (s *Server) adminAudit(w http.ResponseWriter, r *http.Request) {
+	if !s.admin(w, r) || !queryParams(w, r, "after", "limit") {
+		return
+	}
+	if s.daemon == nil {
+		writeEngineErr(w, &engine.Error{Code: CodeNoConfig, Class: engine.ClassProtocol, Message: "this server has no daemon to read the audit stream from"})
+		return
+	}
+	q := r.URL.Query()
+	after, err := strconv.ParseUint(orDefault(q.Get("after"), "0"), 10, 64)
+	if err != nil {
+		writeErr(w, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequest, Class: engine.ClassProtocol, Message: "after must be a sequence number"})
+		return
+	}
+	limit, ok := limitParam(w, q.Get("limit"), 1000, MaxEventLimit)
+	if !ok {
+		return
+	}
+	evs, err := s.daemon.Audit(r.Context(), after, limit)
+	if err != nil {
+		writeEngineErr(w, &engine.Error{Code: engine.CodeStorage, Class: engine.ClassStorage, Message: "reading the audit stream: " + err.Error()})
+		return
+	}
+	if evs == nil {
+		evs = []*store.Event{}
+	}
+	writeJSON(w, http.StatusOK, evs)
 }
 
 // admin refuses callers other than the daemon's own OS user.

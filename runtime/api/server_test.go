@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -227,6 +228,17 @@ type fakeDaemon struct {
 	reloads int
 	err     error
 	info    ConfigInfo
+	st      store.Store
+}
+
+func (d *fakeDaemon) Audit(ctx context.Context, after uint64, limit int) ([]*store.Event, error) {
+	var evs []*store.Event
+	err := d.st.View(ctx, func(tx store.Tx) error {
+		var err error
+		evs, err = tx.EventList(store.EventListParams{RunID: engine.AuditStream, AfterSeq: after, Limit: limit})
+		return err
+	})
+	return evs, err
 }
 
 func (d *fakeDaemon) Reload(ctx context.Context) (*ReloadResult, error) {
@@ -253,7 +265,8 @@ func TestAdminReload(t *testing.T) {
 	// Alice's token maps to an owner named like the daemon's OS user: a
 	// name in the config is still not the OS identity.
 	b := setup(t, engine.Config{}, WithDaemon(d))
-	b.srv.SetTokens(NewTokens(map[string]string{aliceToken: b.me}))
+	d.st = b.st
+	b.srv.SetTokens(NewTokens(map[string]string{aliceToken: b.me, bobToken: "bob"}))
 
 	a := b.send(t, local, "POST", "/v1/admin/reload", nil)
 	if a.status != 200 {
@@ -294,6 +307,28 @@ func TestAdminReload(t *testing.T) {
 		t.Errorf("%d reloads reached the daemon, want 2 (the refused callers must not reach it)", d.reloads)
 	}
 	d.mu.Unlock()
+
+	// The audit stream: bob's foreign read shows there, to the daemon's
+	// user only.
+	run := b.start(t, local, "echo", `{}`, "")
+	if a := b.send(t, bob, "GET", "/v1/runs/"+run, nil); a.status != 404 {
+		t.Fatalf("bob's foreign read: %d", a.status)
+	}
+	a = b.send(t, local, "GET", "/v1/admin/audit?limit=10", nil)
+	var evs []*store.Event
+	if err := json.Unmarshal(a.body, &evs); a.status != 200 || err != nil || len(evs) != 1 ||
+		evs[0].Detail["caller"] != "bob" || evs[0].Detail["run"] != run || evs[0].Detail["action"] != "get" {
+		t.Errorf("audit: %d %s", a.status, a.body)
+	}
+	if a := b.send(t, local, "GET", "/v1/admin/audit?after="+fmt.Sprint(evs[0].Seq), nil); a.status != 200 || string(a.body) != "[]\n" {
+		t.Errorf("audit after the last event: %d %s", a.status, a.body)
+	}
+	if a := b.send(t, alice, "GET", "/v1/admin/audit", nil); a.status != 403 {
+		t.Errorf("audit over TCP: %d %s", a.status, a.body)
+	}
+	if a := b.send(t, local, "GET", "/v1/admin/audit?limit=0", nil); a.status != 400 {
+		t.Errorf("audit with limit 0: %d %s", a.status, a.body)
+	}
 
 	// Another admin uid: the local caller is refused too.
 	b2 := setup(t, engine.Config{}, WithDaemon(d), WithAdminUID(424242))
