@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/weirhq/weir/runtime/internal/failpoint"
@@ -23,19 +24,49 @@ func (e *Engine) finishTx(tx store.Tx, run *store.Run, taskID string, phase stor
 			runErr = &store.RunError{Code: CodeCancelled, Message: "the run was cancelled"}
 		}
 	}
+	if phase != store.PhaseCompleted {
+		// A non-idempotent call started and never recorded may have had
+		// its effect: the run must say so, whatever else ended it.
+		recs, err := tx.IdemListRun(run.ID)
+		if err != nil {
+			return false, err
+		}
+		for _, r := range recs {
+			if r.State == store.IdemStarted {
+				msg := fmt.Sprintf("%s at node %s (not idempotent) was started and its result never recorded; it was not run again", r.Tool, r.Node)
+				if runErr != nil {
+					msg = runErr.Message + "; " + msg
+				}
+				runErr = &store.RunError{Code: CodeOutcomeUnknown, Message: msg}
+				break
+			}
+		}
+	}
 	run.Phase, run.Output, run.Error = phase, output, runErr
 	run.UpdatedAt, run.FinishedAt = now, now
 	if err := tx.RunUpdate(run); err != nil {
 		return false, err
 	}
-	if taskID != "" {
-		if err := tx.TaskDelete(taskID); err != nil && !errors.Is(err, store.ErrNotFound) {
+	// The run's step task goes. A run that failed or was cancelled takes
+	// its fan-out children still queued or held with it (a held child's
+	// worker finds its lease gone); a completed run lets stragglers of a
+	// closed cohort finish, paid work that ends as a late result.
+	tasks, err := tx.TaskListByRun(run.ID)
+	if err != nil {
+		return false, err
+	}
+	for _, t := range tasks {
+		if phase == store.PhaseCompleted && t.Kind != store.TaskStep {
+			continue
+		}
+		if err := tx.TaskDelete(t.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return false, err
 		}
-		if err := tx.LeaseDelete(taskID); err != nil && !errors.Is(err, store.ErrNotFound) {
+		if err := tx.LeaseDelete(t.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return false, err
 		}
 	}
+	_ = taskID
 	typ, detail := evCompleted, map[string]any(nil)
 	switch phase {
 	case store.PhaseFailed:

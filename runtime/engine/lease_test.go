@@ -67,3 +67,70 @@ func TestLeaseRenewedWhileToolRuns(t *testing.T) {
 		t.Errorf("timeline %v: want renewals and no expiry", evs)
 	}
 }
+
+// A cancel recorded while another holder had the run (which then died)
+// is honoured by the next holder: the run ends cancelled, its work is
+// never resumed.
+func TestCancelRecordedBeforeCrashIsHonoured(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{LeaseTimeout: time.Second}, flowsSrc)
+	ctx := context.Background()
+	id := b.start(t, "sleepy", `{"ms": 400}`, "")
+	b.wait(t, id, "running", func(r *store.Run) bool { return r.Phase == store.PhaseRunning })
+	err := b.st.Update(ctx, func(tx store.Tx) error {
+		run, err := tx.RunGet(id)
+		if err != nil {
+			return err
+		}
+		run.CancelRequested = true
+		if err := tx.RunUpdate(run); err != nil {
+			return err
+		}
+		tasks, err := tx.TaskListByRun(id)
+		if err != nil {
+			return err
+		}
+		l, err := tx.LeaseGet(tasks[0].ID)
+		if err != nil {
+			return err
+		}
+		l.Holder, l.Deadline = "h_dead", time.Now().Add(-time.Second)
+		return tx.LeasePut(l)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := b.waitTerminal(t, id)
+	if run.Phase != store.PhaseCancelled {
+		t.Fatalf("%s %+v: the recorded cancel was not honoured", run.Phase, run.Error)
+	}
+	if evs := b.events(t, id); count(evs, evNodeDone) != 0 {
+		t.Fatalf("timeline %v: the cancelled run resumed its work", evs)
+	}
+}
+
+// A run cancelled with a non-idempotent call started and never recorded
+// says E_OUTCOME_UNKNOWN: the effect may have happened.
+func TestCancelWithStartedCallSaysOutcomeUnknown(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{Workers: 1}, flowsSrc)
+	ctx := context.Background()
+	blocker := b.start(t, "sleepy", `{"ms": 60000}`, "")
+	b.wait(t, blocker, "running", func(r *store.Run) bool { return r.Phase == store.PhaseRunning })
+	id := b.start(t, "mail", `{"body": "x"}`, "")
+	// As a crashed holder would have left it: the send's started record.
+	if err := b.st.Update(ctx, func(tx store.Tx) error {
+		return tx.IdemPut(&store.Idem{Key: id + "/send/1", RunID: id, Node: "send", Tool: "mail.send", State: store.IdemStarted, StartedAt: time.Now()})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.eng.Cancel(ctx, "alice", id); err != nil {
+		t.Fatal(err)
+	}
+	run := b.waitTerminal(t, id)
+	if run.Phase != store.PhaseCancelled || run.Error == nil || run.Error.Code != CodeOutcomeUnknown {
+		t.Fatalf("%s %+v: want cancelled with %s", run.Phase, run.Error, CodeOutcomeUnknown)
+	}
+	b.eng.Cancel(ctx, "alice", blocker)
+	b.waitTerminal(t, blocker)
+}

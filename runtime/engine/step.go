@@ -355,7 +355,8 @@ func (s *stepper) toolNode(ctx context.Context, node *flows.Node) bool {
 		return s.toolDone(ctx, node, key, !info.Idempotent, res.Output, cost)
 	}
 	if s.cancelRequested() {
-		s.recordNonIdemError(ctx, node, info, key, &store.RunError{Code: CodeCancelled, Message: "cancelled during the call"})
+		// A non-idempotent call cut short may have had its effect: its
+		// started record stays, and the finish says E_OUTCOME_UNKNOWN.
 		s.finish(ctx, store.PhaseCancelled, nil, nil)
 		return false
 	}

@@ -57,8 +57,12 @@ func (e *Engine) work(t *store.Task, typ string, slice ledger.Slice, overBudget 
 	// worker taking the task back is not a trip through the queue.
 	e.stats.count("dispatched")
 	e.stats.leased(typ, e.now().Sub(t.ReadyAt))
-	if leased.firstStart {
-		e.queuedRuns.Add(-1)
+	if leased.run.CancelRequested {
+		// Cancelled while another holder had it (before a crash, say):
+		// finish it cancelled, never resume its work.
+		lr.mu.Lock()
+		lr.cancelRequested = true
+		lr.mu.Unlock()
 	}
 	renewDone := make(chan struct{})
 	go func() { defer close(renewDone); w.renew(ctx) }()
@@ -200,6 +204,11 @@ func (w *worker) acquireLease(ctx context.Context) (*leaseResult, error) {
 		// waiting on its cohort.
 		if cur.Kind == store.TaskStep {
 			res.firstStart = run.Phase == store.PhaseQueued
+			if res.firstStart {
+				// Counted out before the commit makes "running" visible,
+				// and back in below if the commit fails.
+				e.queuedRuns.Add(-1)
+			}
 			run.Phase = store.PhaseRunning
 			run.UpdatedAt = now
 			if err := tx.RunUpdate(run); err != nil {
@@ -216,6 +225,9 @@ func (w *worker) acquireLease(ctx context.Context) (*leaseResult, error) {
 		return appendEvent(tx, run.ID, evLeased, cur.Attempt, cur.Node, detail, now)
 	})
 	if err != nil {
+		if res.firstStart {
+			e.queuedRuns.Add(1)
+		}
 		return nil, err
 	}
 	w.setLease(lease, false)

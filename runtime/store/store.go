@@ -162,6 +162,9 @@ type Tx interface {
 	// IdemDeleteRun removes the idempotency records whose key starts with
 	// runID + "/" (the engine's keys do).
 	IdemDeleteRun(runID string) error
+	// IdemListRun returns the idempotency records whose key starts with
+	// runID + "/", in key order.
+	IdemListRun(runID string) ([]*Idem, error)
 
 	// Meta holds small named values (config version, schema version).
 	MetaGet(key string) ([]byte, error)

@@ -1,5 +1,7 @@
 package badgerstore
 
+import "github.com/weirhq/weir/runtime/store"
+
 // deletePrefix deletes every key with prefix. Deletes go through the
 // transaction like any write, so a large run is bounded by the batch limit
 // (the committer splits batches; one function too big fails alone).
@@ -32,4 +34,21 @@ func (t *storeTx) CohortDeleteRun(runID string) error {
 
 func (t *storeTx) IdemDeleteRun(runID string) error {
 	return t.deletePrefix(key(pIdem, runID, "/"))
+}
+
+func (t *storeTx) IdemListRun(runID string) ([]*store.Idem, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	prefix := key(pIdem, runID, "/")
+	var out []*store.Idem
+	err := t.kv.scan(prefix, prefixEnd(prefix), false, func(_, v []byte) (bool, error) {
+		r := new(store.Idem)
+		if err := decodeJSON(v, r); err != nil {
+			return false, err
+		}
+		out = append(out, r)
+		return true, nil
+	})
+	return out, err
 }

@@ -29,6 +29,16 @@ func testRetention(t *testing.T, s store.Store, _ Opener) {
 		// "oldish" shares a prefix with "old": deleting old's must spare it.
 		return nil
 	})
+	view(t, s, func(tx store.Tx) error {
+		recs, err := tx.IdemListRun("old")
+		if err != nil {
+			return err
+		}
+		if len(recs) != 1 || recs[0].Key != "old/n/1" {
+			return fmt.Errorf("IdemListRun(old) = %d records, want only old/n/1", len(recs))
+		}
+		return nil
+	})
 	update(t, s, func(tx store.Tx) error {
 		return first(tx.EventDeleteRun("old"), tx.CohortDeleteRun("old"), tx.IdemDeleteRun("old"))
 	})
