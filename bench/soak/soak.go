@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -271,6 +272,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep := &Report{Kills: map[string]int{}}
 	fmt.Fprintf(cfg.Log, "soak: seed %d, chaos for %v, data %s\n", cfg.Seed, cfg.Duration, cfg.Data)
 
+	// start runs a daemon with failpoint armed. A failpoint may fire while
+	// the daemon recovers, before it serves: that is a kill like any other,
+	// reported as (nil, nil) after counting it.
 	start := func(failpoint string) (*daemon.Daemon, error) {
 		rep.Daemons++
 		var env []string
@@ -279,6 +283,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		d, err := daemon.Start(daemon.Config{Weir: cfg.Weir, Plugins: cfg.Plugins, Data: cfg.Data, Env: env,
 			Args: []string{"--log-level", "warn", "--grace", "2s"}})
+		var ee *daemon.ExitError
+		if errors.As(err, &ee) && ee.SIGKILL && failpoint != "" {
+			name := strings.Split(failpoint, "@")[0]
+			rep.Kills[name]++
+			fmt.Fprintf(cfg.Log, "soak: daemon %d (%s) killed by %s while recovering\n", rep.Daemons, failpoint, name)
+			return nil, nil
+		}
 		if err != nil {
 			w.violate(invRestart, "daemon %d (%s) did not start: %v", rep.Daemons, orNone(failpoint), err)
 		}
@@ -318,6 +329,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		d, err := start(fp)
 		if err != nil {
 			break
+		}
+		if d == nil {
+			continue // its failpoint fired during recovery
 		}
 		ectx, cancel := context.WithCancel(ctx)
 		var wg sync.WaitGroup
@@ -385,10 +399,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			w.send(ctx, c, s)
 		}
 	}
+	recovered := time.Now()
 	runs, err := drain(ctx, c, cfg.Drain)
 	if err != nil {
 		return nil, err
 	}
+	drained := time.Now()
 	fin, err := collect(ctx, w, c, runs)
 	if err != nil {
 		return nil, err
@@ -406,6 +422,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	fmt.Fprintf(cfg.Log, "soak: %d daemons, %d requests, %d runs accepted; %s\n", rep.Daemons, len(w.subs), rep.Accepted, countsLine(w.counts))
+	fmt.Fprintf(cfg.Log, "soak: drained in %v, timelines read in %v\n", drained.Sub(recovered).Round(time.Millisecond), time.Since(drained).Round(time.Millisecond))
 
 	for _, inv := range invariants {
 		bad := append(w.inline[inv.name], inv.check(w, fin)...)

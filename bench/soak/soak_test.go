@@ -45,7 +45,7 @@ func buildBinaries(t *testing.T) (weir, plugins string) {
 	return weir, plugins
 }
 
-// TestSoakShort is a short soak: about 15 s of kills (every failpoint at
+// TestSoakShort is a short soak: 12 s of kills (every failpoint at
 // least once, then at random) under the mixed workload, then recovery and
 // every invariant. A failure names its seed (WEIR_SOAK_SEED=N replays the
 // same choices) and keeps the data directory.
@@ -55,6 +55,7 @@ func TestSoakShort(t *testing.T) {
 	}
 	start := time.Now()
 	weir, plugins := buildBinaries(t)
+	built := time.Since(start)
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("WEIR_SOAK_SEED"); s != "" {
 		var err error
@@ -67,13 +68,13 @@ func TestSoakShort(t *testing.T) {
 		t.Fatal(err)
 	}
 	var log, out strings.Builder
-	cfg := Config{Weir: weir, Plugins: plugins, Duration: 15 * time.Second, Drain: 15 * time.Second, Seed: seed,
+	cfg := Config{Weir: weir, Plugins: plugins, Duration: 12 * time.Second, Drain: 15 * time.Second, Seed: seed,
 		Data: filepath.Join(root, "data"), Log: &log, Out: &out}
 	rep, err := Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("soak: %v\n%s\nseed %d; data kept in %s", err, log.String(), seed, root)
 	}
-	t.Logf("%s%s(%v in all)", log.String(), out.String(), time.Since(start).Round(time.Millisecond))
+	t.Logf("%s%s(built in %v, %v in all)", log.String(), out.String(), built.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 	if rep.Failed > 0 || rep.Passed != len(invariants) {
 		t.Fatalf("%d passed, %d failed of %d invariants\nreproduce with WEIR_SOAK_SEED=%d (or go run ./bench/soak -seed %d -duration %v); data kept in %s",
 			rep.Passed, rep.Failed, len(invariants), seed, seed, cfg.Duration, root)

@@ -85,7 +85,7 @@ func Start(cfg Config) (*Daemon, error) {
 		select {
 		case <-d.exited:
 			d.cleanup()
-			return nil, fmt.Errorf("weir serve exited before serving (%v)\n%s", d.err, d.Log())
+			return nil, &ExitError{Err: d.err, SIGKILL: d.KilledBySIGKILL(), Log: d.Log()}
 		case <-time.After(10 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
@@ -93,6 +93,18 @@ func Start(cfg Config) (*Daemon, error) {
 			return nil, fmt.Errorf("weir serve did not answer on %s within %v\n%s", d.cfg.Socket, cfg.StartTimeout, d.Log())
 		}
 	}
+}
+
+// ExitError says the daemon ended before it served: a failpoint armed for
+// recovery kills it there (SIGKILL), a bad configuration ends it otherwise.
+type ExitError struct {
+	Err     error
+	SIGKILL bool
+	Log     string // the tail of its output
+}
+
+func (e *ExitError) Error() string {
+	return fmt.Sprintf("weir serve exited before serving (%v)\n%s", e.Err, e.Log)
 }
 
 // Client is the API client on this daemon's socket.
