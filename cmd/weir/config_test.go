@@ -392,3 +392,33 @@ func TestTwoOSUsersOnOneSocket(t *testing.T) {
 		t.Errorf("daemon exit: %v\n%s", err, daemonLog.String())
 	}
 }
+
+// weir status says why admission is closed and what the operator must do.
+func TestPrintStatus(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		st   api.Status
+		want []string
+	}{
+		{"storage failure", api.Status{Health: engine.Health{Admission: engine.CodeStorage, Reason: "write 000003.vlog: no space left on device", Queued: 3, Held: 1, Slots: 8}},
+			[]string{"admission:       E_STORAGE (the store failed; admission stays closed until the daemon is restarted)\n                 write 000003.vlog: no space left on device\n",
+				"queued tasks:    3\n", "held tasks:      1\n", "slots:           8\n"}},
+		{"draining", api.Status{Health: engine.Health{Admission: engine.CodeDraining, Reason: "the engine is stopping", Queued: 5, Held: 2, Slots: 64},
+			Config: &api.ConfigInfo{Version: 3, File: "/etc/weir.hcl", Pinned: []string{"workers", "grace"}}, Caller: &api.Identity{Owner: "alice"}},
+			[]string{"admission:       E_DRAINING (the engine is stopping)\n", "queued tasks:    5\n", "held tasks:      2\n",
+				"config version:  3 (/etc/weir.hcl)\n", "pinned by flags: workers, grace\n", "you are:         alice (bearer token)\n"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var b strings.Builder
+			printStatus(&b, &tt.st)
+			for _, w := range tt.want {
+				if !strings.Contains(b.String(), w) {
+					t.Errorf("status output lacks %q:\n%s", w, b.String())
+				}
+			}
+		})
+	}
+}
