@@ -78,7 +78,7 @@ var invariants = []invariant{
 		return fmt.Sprintf("%d budgeted runs spent at most their budget of %d, as their timelines add up", countFlow(f, "soak_budget"), budgetCap)
 	}},
 	{invCancel, checkCancels, func(w *world, f *final) string {
-		return fmt.Sprintf("%d cancels requested, %d too late, %d already terminal; no requested run did work after a restart, none cancelled unasked",
+		return fmt.Sprintf("%d cancels requested, %d too late, %d already terminal; no requested run did work in a later lease, none cancelled unasked",
 			w.counts["cancel requested"], w.counts["cancel too_late"], w.counts["cancel already_terminal"])
 	}},
 	{invRestart, func(w *world, f *final) []string { return nil }, func(w *world, f *final) string {
