@@ -15,7 +15,10 @@ import (
 
 // apiError is an error answer of the daemon's API.
 type apiError struct {
-	Status  int
+	Status int
+	// Body is the answer as sent, for answers that carry more than an
+	// error (a 422 of registration carries the diagnostics).
+	Body    []byte `json:"-"`
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Class   string `json:"class"`
@@ -70,7 +73,7 @@ func (c *client) do(ctx context.Context, method, path string, body, out any) err
 		return err
 	}
 	if resp.StatusCode >= 300 {
-		ae := &apiError{Status: resp.StatusCode}
+		ae := &apiError{Status: resp.StatusCode, Body: data}
 		if json.Unmarshal(data, ae) != nil || ae.Code == "" {
 			ae.Code, ae.Message = "E_HTTP", fmt.Sprintf("%s: %s", resp.Status, bytes.TrimSpace(data))
 		}

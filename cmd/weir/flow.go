@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -166,6 +167,10 @@ Exit status: 0 registered, 1 diagnostics or a daemon error, 2 usage.`,
 			var ae *apiError
 			if errors.As(err, &ae) && ae.Status == 422 {
 				// Diagnostics come back as the body of a 422.
+				res = engine.RegisterResult{}
+				if derr := json.Unmarshal(ae.Body, &res); derr != nil || len(res.Diagnostics) == 0 {
+					return m.apiFailure(err)
+				}
 				err = nil
 			}
 			if err != nil {

@@ -16,7 +16,7 @@ import (
 func init() {
 	registerCommand(func(m *Main) *cobra.Command {
 		cmd := &cobra.Command{Use: "run", Short: "Start, inspect and cancel runs on the daemon"}
-		cmd.AddCommand(m.runStartCmd(), m.runGetCmd(), m.runLsCmd(), m.runCancelCmd(), m.runEventsCmd(), m.runDecideCmd(true), m.runDecideCmd(false), m.runGraphCmd())
+		cmd.AddCommand(m.runStartCmd(), m.runGetCmd(), m.runLsCmd(), m.runCancelCmd(), m.runEventsCmd(), m.runDecideCmd(true), m.runDecideCmd(false), m.runGraphCmd(), m.runWaitCmd())
 		return cmd
 	})
 	registerCommand(func(m *Main) *cobra.Command {
@@ -335,4 +335,51 @@ func printCohort(w io.Writer, c engine.CohortView) {
 		fmt.Fprintf(w, ", cutoff %s, closed %s", c.Cutoff.UTC().Format(time.RFC3339Nano), verdict)
 	}
 	fmt.Fprintln(w)
+}
+
+// runWaitCmd is `weir run wait`: block until a run reaches a phase, for
+// scripts (like kubectl wait).
+func (m *Main) runWaitCmd() *cobra.Command {
+	var until string
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "wait RUN",
+		Short: "Wait until a run is in a phase (default: terminal), for scripts",
+		Long: `Wait polls the run until its phase is --until: a phase name (queued, running,
+waiting, completed, cancelled, failed) or "terminal". It exits 0 when it is, 1 if the
+run ends in another terminal phase first or --timeout passes.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			switch store.Phase(until) {
+			case "terminal", store.PhaseQueued, store.PhaseRunning, store.PhaseWaiting, store.PhaseCompleted, store.PhaseCancelled, store.PhaseFailed:
+			default:
+				return usageErrorf("--until %q: a phase or terminal", until)
+			}
+			deadline := time.Now().Add(timeout)
+			for {
+				var v api.RunView
+				if err := m.client().do(cmd.Context(), "GET", "/runs/"+args[0], nil, &v); err != nil {
+					return m.apiFailure(err)
+				}
+				if string(v.Phase) == until || (until == "terminal" && v.Phase.Terminal()) {
+					fmt.Fprintln(m.Stdout, v.Phase)
+					return nil
+				}
+				if v.Phase.Terminal() {
+					return &exitError{code: exitFailed, err: fmt.Errorf("run %s ended %s, never %s", v.ID, v.Phase, until)}
+				}
+				if time.Now().After(deadline) {
+					return &exitError{code: exitFailed, err: fmt.Errorf("run %s still %s after %s", v.ID, v.Phase, timeout)}
+				}
+				select {
+				case <-cmd.Context().Done():
+					return cmd.Context().Err()
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+		},
+	}
+	cmd.Flags().StringVar(&until, "until", "terminal", "the phase to wait for, or terminal")
+	cmd.Flags().DurationVar(&timeout, "timeout", time.Minute, "give up after this long")
+	return cmd
 }

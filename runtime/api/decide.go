@@ -29,6 +29,9 @@ func (s *Server) routeWaits() {
 }
 
 func (s *Server) decide(w http.ResponseWriter, r *http.Request, approve bool) {
+	if !queryParams(w, r) {
+		return
+	}
 	var req DecideRequest
 	if !decode(w, r, MaxStartBody, &req) {
 		return
@@ -55,6 +58,9 @@ func writeDecideErr(w http.ResponseWriter, err error) {
 }
 
 func (s *Server) listWaits(w http.ResponseWriter, r *http.Request) {
+	if !queryParams(w, r) {
+		return
+	}
 	ws, err := s.eng.HumanWaits(r.Context(), ownerFrom(r.Context()), r.PathValue("id"))
 	if err != nil {
 		writeEngineErr(w, err)

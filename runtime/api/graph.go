@@ -13,6 +13,9 @@ func (s *Server) routeGraphs() {
 }
 
 func (s *Server) flowGraph(w http.ResponseWriter, r *http.Request) {
+	if !queryParams(w, r, "format") {
+		return
+	}
 	f, err := s.eng.FlowGraph(r.Context(), r.PathValue("name"))
 	if err != nil {
 		writeEngineErr(w, err)
@@ -22,6 +25,9 @@ func (s *Server) flowGraph(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) runGraph(w http.ResponseWriter, r *http.Request) {
+	if !queryParams(w, r, "format") {
+		return
+	}
 	f, marks, err := s.eng.RunGraph(r.Context(), ownerFrom(r.Context()), r.PathValue("id"))
 	if err != nil {
 		writeEngineErr(w, err)

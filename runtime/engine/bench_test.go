@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -41,7 +43,7 @@ func BenchmarkDurableSteps(b *testing.B) {
 	const runs, steps = 1000, 10
 	payload := `"` + strings.Repeat("a", 100) + `"`
 	for b.Loop() {
-		bd := setup(b, Config{}, benchFlow)
+		bd := setup(b, Config{Workers: benchWorkers}, benchFlow)
 		ctx := context.Background()
 
 		// Limit 1: group-commit commits/s on the same disk.
@@ -114,3 +116,10 @@ func BenchmarkDurableSteps(b *testing.B) {
 		b.ReportMetric(stepRate/min(groupRate, callRate), "ratio-to-limit")
 	}
 }
+
+// benchWorkers is the slot count BenchmarkDurableSteps runs with: the
+// engine's default unless WEIR_BENCH_WORKERS says otherwise.
+var benchWorkers = func() int {
+	n, _ := strconv.Atoi(os.Getenv("WEIR_BENCH_WORKERS"))
+	return n
+}()

@@ -357,6 +357,7 @@ func (s *stepper) toolNode(ctx context.Context, node *flows.Node) bool {
 	if s.cancelRequested() {
 		// A non-idempotent call cut short may have had its effect: its
 		// started record stays, and the finish says E_OUTCOME_UNKNOWN.
+		e.stats.unit(node.Tool)
 		s.finish(ctx, store.PhaseCancelled, nil, nil)
 		return false
 	}
