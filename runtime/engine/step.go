@@ -39,17 +39,26 @@ func (w *worker) run(ctx context.Context, run *store.Run, overBudget bool) {
 	e := w.e
 	s := &stepper{worker: w, run: run}
 	fe, err := e.flowVersion(ctx, run.Flow, run.Version)
+	if ctx.Err() != nil {
+		s.interrupted(ctx) // cancelled or stopping before the first step
+		return
+	}
 	if err != nil {
 		s.finish(ctx, store.PhaseFailed, nil, &store.RunError{Code: CodeFlowUnreadable, Message: err.Error()})
 		return
 	}
 	s.fe = fe
 	var raw []byte
-	if err := e.st.View(ctx, func(tx store.Tx) error {
+	err = e.st.View(ctx, func(tx store.Tx) error {
 		var err error
 		raw, err = tx.ContinuationGet(run.ID)
 		return err
-	}); err == nil {
+	})
+	if ctx.Err() != nil {
+		s.interrupted(ctx)
+		return
+	}
+	if err == nil {
 		s.cont, err = decodeContinuation(raw)
 	}
 	if err != nil {
@@ -121,6 +130,14 @@ func (w *worker) run(ctx context.Context, run *store.Run, overBudget bool) {
 		if !s.nextSlice(ctx) {
 			return
 		}
+	}
+}
+
+// interrupted handles a context ended before the walk began: a cancel
+// finishes the run cancelled; a stop leaves the task to the drain.
+func (s *stepper) interrupted(ctx context.Context) {
+	if s.cancelRequested() {
+		s.finish(ctx, store.PhaseCancelled, nil, nil)
 	}
 }
 
