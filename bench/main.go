@@ -50,7 +50,7 @@ var scenarios = []scenario{
 	{1, "raw limits", rawLimits},
 	{2, "tool call through the host", toolCall},
 	{3, "durable steps/s", durableSteps},
-	{4, "subflow resume latency", notYet("subflows")},
+	{4, "subflow resume latency", subflowResume},
 	{5, "fan-out close", notYet("fan-out cohorts")},
 	{6, "100,000 parked runs", notYet("human waits")},
 	{7, "registration", registration},

@@ -199,3 +199,20 @@ func (c *Client) Stats(ctx context.Context) (engine.Stats, error) {
 	err := c.Do(ctx, "GET", "/stats", nil, &st)
 	return st, err
 }
+
+// Waits is GET /v1/runs/{id}/waits: the open human waits of the run and its
+// descendants.
+func (c *Client) Waits(ctx context.Context, id string) ([]engine.HumanWait, error) {
+	var ws []engine.HumanWait
+	err := c.Do(ctx, "GET", "/runs/"+url.PathEscape(id)+"/waits", nil, &ws)
+	return ws, err
+}
+
+// Decide is POST /v1/runs/{id}/waits/{node}/approve (approve) or .../reject.
+func (c *Client) Decide(ctx context.Context, id, node string, approve bool, payload json.RawMessage, reason string) error {
+	verb := "reject"
+	if approve {
+		verb = "approve"
+	}
+	return c.Do(ctx, "POST", "/runs/"+url.PathEscape(id)+"/waits/"+url.PathEscape(node)+"/"+verb, api.DecideRequest{Payload: payload, Reason: reason}, nil)
+}

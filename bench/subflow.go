@@ -1,0 +1,210 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/weirhq/weir/bench/internal/daemon"
+	"github.com/weirhq/weir/runtime/store"
+)
+
+const subflowFlows = `
+flow(name = "approval", nodes = [
+    wait("approve", timeout = "1h", next = "after"),
+    task("after", tool = "testkit.echo", args = lambda ctx: {"payload": ctx.results["approve"]}),
+])
+
+flow(name = "parent_waits", nodes = [
+    subflow("call", flow = "approval", next = "done"),
+    task("done", tool = "testkit.echo", args = lambda ctx: {"child": ctx.results["call"]}),
+])
+`
+
+const (
+	subflowCalls     = 1000
+	subflowApprovers = 4
+	// daemonTick is `weir serve`'s scheduler timer for parked tasks coming
+	// due (engine.Config.Tick's default; serve has no flag for it). A
+	// resume that waited for it would take tick/2 on average.
+	daemonTick = 100 * time.Millisecond
+)
+
+// subflowResume is scenario 4: 1,000 parent runs each call a child that
+// parks on a human wait, so every resume goes through the child's
+// announcement and the queue, not the inline path. Children are approved
+// four at a time (the latency measured is the resume path's, not a
+// burst's queue); the latency is the child's "completed" event to the
+// parent's next "leased" event, both stamped by the daemon.
+func subflowResume(b *bench) ([]row, error) {
+	d, err := b.startDaemon("subflow")
+	if err != nil {
+		return nil, err
+	}
+	defer d.Kill()
+	if err := b.register(d, "subflows", subflowFlows); err != nil {
+		return nil, err
+	}
+	c := d.Client()
+	parents, err := startMany(b.ctx, c, "parent_waits", json.RawMessage(`{}`), subflowCalls)
+	if err != nil {
+		return nil, err
+	}
+	// Every child must be waiting before the first approval.
+	children := make([]string, subflowCalls)
+	deadline := time.Now().Add(time.Minute)
+	for i, id := range parents {
+		for {
+			ws, err := c.Waits(b.ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			if len(ws) == 1 {
+				if ws[0].RunID == id || ws[0].Node != "approve" {
+					return nil, fmt.Errorf("parent %s: open wait %+v, want its child's approve", id, ws[0])
+				}
+				children[i] = ws[0].RunID
+				break
+			}
+			if len(ws) > 1 || time.Now().After(deadline) {
+				return nil, fmt.Errorf("parent %s: %d open waits, want 1", id, len(ws))
+			}
+			if err := pause(b.ctx, 5*time.Millisecond); err != nil {
+				return nil, err
+			}
+		}
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, subflowApprovers)
+	for w := range subflowApprovers {
+		wg.Go(func() {
+			for i := w; i < subflowCalls; i += subflowApprovers {
+				if err := c.Decide(b.ctx, children[i], "approve", true, nil, ""); err != nil {
+					errs <- fmt.Errorf("approving %s: %w", children[i], err)
+					return
+				}
+				if err := waitPhase(b.ctx, c, parents[i], time.Minute); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(b.log, "  %d children approved and parents completed in %v\n", subflowCalls, time.Since(start).Round(time.Millisecond))
+
+	lat := make([]time.Duration, 0, subflowCalls)
+	for i, id := range parents {
+		l, err := resumeLatency(b.ctx, c, children[i], id)
+		if err != nil {
+			return nil, err
+		}
+		lat = append(lat, l)
+	}
+	slices.Sort(lat)
+	p50, p99, max := lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1]
+	fmt.Fprintf(b.log, "  resume latency p50 %v p99 %v max %v\n", p50, p99, max)
+	tick := fmt.Sprintf("scheduler tick %v (a polled resume averages %v)", daemonTick, daemonTick/2)
+	return []row{
+		{figure: "subflow resume p50, child completed → parent leased, 1,000 calls, child parked on a human wait, 4 approvers", value: dur(p50),
+			limit: tick, ratio: ratio(float64(p50) / float64(daemonTick)), target: verdict("< 5 ms", p50 < 5*time.Millisecond)},
+		{figure: "subflow resume p99 (max " + dur(max) + ")", value: dur(p99),
+			limit: tick, ratio: ratio(float64(p99) / float64(daemonTick)), target: verdict("< 50 ms", p99 < 50*time.Millisecond)},
+	}, nil
+}
+
+// resumeLatency reads, from the daemon's timelines, the time from the
+// child's "completed" event to the parent's first "leased" event at or
+// after it.
+func resumeLatency(ctx context.Context, c *daemon.Client, child, parent string) (time.Duration, error) {
+	cevs, err := c.Events(ctx, child)
+	if err != nil {
+		return 0, err
+	}
+	var done time.Time
+	for _, e := range cevs {
+		if e.Type == "completed" {
+			done = e.At
+		}
+	}
+	if done.IsZero() {
+		return 0, fmt.Errorf("child %s has no completed event", child)
+	}
+	pevs, err := c.Events(ctx, parent)
+	if err != nil {
+		return 0, err
+	}
+	for _, e := range pevs {
+		if e.Type == "leased" && !e.At.Before(done) {
+			return e.At.Sub(done), nil
+		}
+	}
+	return 0, fmt.Errorf("parent %s was never leased after its child %s completed at %v", parent, child, done)
+}
+
+// startMany submits n runs of flow from 32 concurrent clients and returns
+// their ids in submission order.
+func startMany(ctx context.Context, c *daemon.Client, flow string, input json.RawMessage, n int) ([]string, error) {
+	const submitters = 32
+	ids := make([]string, n)
+	errs := make(chan error, submitters)
+	var wg sync.WaitGroup
+	for s := range submitters {
+		wg.Go(func() {
+			for i := s; i < n; i += submitters {
+				res, err := c.StartRun(ctx, flow, input, "")
+				if err != nil {
+					errs <- fmt.Errorf("submitting: %w", err)
+					return
+				}
+				ids[i] = res.RunID
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return ids, <-errs
+}
+
+// waitPhase polls run id until it is terminal and fails unless it
+// completed.
+func waitPhase(ctx context.Context, c *daemon.Client, id string, bound time.Duration) error {
+	deadline := time.Now().Add(bound)
+	for {
+		v, err := c.Run(ctx, id)
+		if err != nil {
+			return err
+		}
+		if v.Phase.Terminal() {
+			if v.Phase != store.PhaseCompleted {
+				return fmt.Errorf("run %s ended %s: %+v", id, v.Phase, v.Error)
+			}
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("run %s still %s after %v", id, v.Phase, bound)
+		}
+		if err := pause(ctx, time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+// pause waits d or until ctx ends: the pacing of a poll whose condition is
+// checked by the caller.
+func pause(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
