@@ -131,6 +131,7 @@ type Engine struct {
 	// draining is set once Stop begins: interrupted work is given back
 	// to the queue, recorded, instead of left for the lease rescuer.
 	draining  atomic.Bool
+	started   atomic.Bool           // Start ran: the scheduler exists
 	flowCache map[string]*flowEntry // flow content hash → loaded flow
 
 	stats *stats
@@ -184,7 +185,7 @@ func Open(cfg Config) (*Engine, error) {
 		stats:      newStats(),
 		now:        time.Now,
 	}
-	e.registry = flows.NewRegistry(versionStore{st: c.Store}, c.Tools)
+	e.registry = flows.NewRegistry(versionStore{st: c.Store, cache: &sync.Map{}}, c.Tools)
 	e.cfg.Store(&c)
 	return e, nil
 }
@@ -208,6 +209,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err := e.recover(ctx); err != nil {
 		return fmt.Errorf("engine: recovery: %w", err)
 	}
+	e.started.Store(true)
 	go e.schedule()
 	e.wg.Add(1)
 	go func() { defer e.wg.Done(); e.maintain() }()
@@ -237,7 +239,9 @@ func (e *Engine) Stop(ctx context.Context) error {
 	default:
 		close(e.stop) // no new dispatch
 	}
-	<-e.done
+	if e.started.Load() {
+		<-e.done
+	}
 	drained := make(chan struct{})
 	go func() { e.wg.Wait(); close(drained) }()
 	select {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/weirhq/weir/flows"
 	"github.com/weirhq/weir/runtime/store"
@@ -71,8 +72,13 @@ func (e *Engine) Flows(ctx context.Context) ([]RegisteredFlow, error) {
 }
 
 // versionStore persists the flow registry's versions in the engine's
-// store: the IR by (name, hash) and the sources by their own hash.
-type versionStore struct{ st store.Store }
+// store: the IR by (name, hash) and the sources by their own hash. Decoded
+// IR is cached by hash (versions never change): registration resolves the
+// same callees again and again.
+type versionStore struct {
+	st    store.Store
+	cache *sync.Map // flow hash → *flows.Flow
+}
 
 func (s versionStore) VersionPut(v *flows.Version) error {
 	ir, err := json.Marshal(v.Flow)
@@ -83,12 +89,16 @@ func (s versionStore) VersionPut(v *flows.Version) error {
 	for i, f := range v.Sources {
 		files[i] = store.SourceFile{Path: f.Path, Src: f.Src}
 	}
-	return s.st.Update(context.Background(), func(tx store.Tx) error {
+	err = s.st.Update(context.Background(), func(tx store.Tx) error {
 		if err := tx.SourcePut(&store.Source{Hash: v.Flow.SourceHash, Files: files}); err != nil {
 			return err
 		}
 		return tx.FlowVersionPut(&store.FlowVersion{Name: v.Flow.Name, Hash: v.Flow.Hash, IR: ir})
 	})
+	if err == nil {
+		s.cache.Store(v.Flow.Hash, v.Flow)
+	}
+	return err
 }
 
 // VersionGet finds a version by hash alone among the latest versions; the
@@ -130,9 +140,13 @@ func (s versionStore) VersionLatest(name string) (*flows.Version, error) {
 }
 
 func (s versionStore) load(v *store.FlowVersion) (*flows.Version, error) {
+	if f, ok := s.cache.Load(v.Hash); ok {
+		return &flows.Version{Flow: f.(*flows.Flow)}, nil
+	}
 	var f flows.Flow
 	if err := json.Unmarshal(v.IR, &f); err != nil {
 		return nil, fmt.Errorf("flow %s version %s: IR: %w", v.Name, v.Hash, err)
 	}
+	s.cache.Store(v.Hash, &f)
 	return &flows.Version{Flow: &f}, nil
 }

@@ -77,6 +77,12 @@ func (e *Engine) work(t *store.Task, typ string, slice ledger.Slice, overBudget 
 	if interrupted {
 		w.drainRelease()
 	}
+	if t.Kind == store.TaskStep && w.holding() == nil && (w.task.WaitKind == "human" || w.task.WaitKind == "child") {
+		// Parked for a person or a child: the account reopens from the
+		// store when the run is next dispatched, so parked runs cost no
+		// memory.
+		e.ledger.CloseRun(t.RunID)
+	}
 }
 
 // drainRelease gives a task the drain interrupted back to the queue, with
