@@ -51,7 +51,7 @@ var scenarios = []scenario{
 	{2, "tool call through the host", toolCall},
 	{3, "durable steps/s", durableSteps},
 	{4, "subflow resume latency", subflowResume},
-	{5, "fan-out close", notYet("fan-out cohorts")},
+	{5, "fan-out close", fanout},
 	{6, "100,000 parked runs", notYet("human waits")},
 	{7, "registration", registration},
 	{8, "overload", overload},
