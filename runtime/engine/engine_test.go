@@ -397,3 +397,29 @@ func FuzzDecodeContinuation(f *testing.F) {
 		}
 	})
 }
+
+// TestQueueDeadlineDropsWithReason: a task that waits past the queue
+// timeout for a slot is dropped, and its run fails with the reason.
+func TestQueueDeadlineDropsWithReason(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{Workers: 1, QueueTimeout: 300 * time.Millisecond}, flowsSrc)
+	ctx := context.Background()
+	blocker := b.start(t, "sleepy", `{"ms": 60000}`, "")
+	b.wait(t, blocker, "running", func(r *store.Run) bool { return r.Phase == store.PhaseRunning })
+	late := b.start(t, "mail", `{"body": "never"}`, "")
+	run := b.waitTerminal(t, late)
+	if run.Phase != store.PhaseFailed || run.Error == nil || run.Error.Code != CodeQueueTimeout {
+		t.Fatalf("%s %+v: want failed with %s", run.Phase, run.Error, CodeQueueTimeout)
+	}
+	if evs := b.events(t, late); count(evs, evDropped) != 1 || count(evs, evLeased) != 0 {
+		t.Errorf("timeline %v: want one dropped event and no lease", evs)
+	}
+	if b.outboxLines(t) != 0 {
+		t.Error("the dropped run sent mail")
+	}
+	if st := b.eng.Stats(); st.Refusals[CodeQueueTimeout] != 1 {
+		t.Errorf("refusals %v: the drop must be counted by reason", st.Refusals)
+	}
+	b.eng.Cancel(ctx, "alice", blocker)
+	b.waitTerminal(t, blocker)
+}

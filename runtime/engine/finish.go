@@ -15,7 +15,7 @@ import (
 // output or error, the task and lease gone, the event, and, for a child,
 // the parent's wait woken through its indexed child field in the same
 // transaction (DESIGN §6). It reports whether a parent was woken.
-func (e *Engine) finishTx(tx store.Tx, run *store.Run, taskID string, phase store.Phase, output json.RawMessage, runErr *store.RunError, now time.Time) (bool, error) {
+func (e *Engine) finishTx(tx store.Tx, run *store.Run, phase store.Phase, output json.RawMessage, runErr *store.RunError, now time.Time) (bool, error) {
 	if run.CancelRequested && phase != store.PhaseCompleted {
 		// A cancel that was answered "requested" ends the run cancelled,
 		// whatever stopped the work.
@@ -66,7 +66,6 @@ func (e *Engine) finishTx(tx store.Tx, run *store.Run, taskID string, phase stor
 			return false, err
 		}
 	}
-	_ = taskID
 	typ, detail := evCompleted, map[string]any(nil)
 	switch phase {
 	case store.PhaseFailed:
@@ -255,7 +254,7 @@ func (e *Engine) cancelTx(tx store.Tx, run *store.Run, by string, now time.Time,
 			return err
 		}
 	}
-	woke, err := e.finishTx(tx, run, "", store.PhaseCancelled, nil, &store.RunError{Code: CodeCancelled, Message: "the run was cancelled"}, now)
+	woke, err := e.finishTx(tx, run, store.PhaseCancelled, nil, &store.RunError{Code: CodeCancelled, Message: "the run was cancelled"}, now)
 	if err != nil {
 		return err
 	}

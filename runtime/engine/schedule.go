@@ -151,7 +151,7 @@ func (e *Engine) drop(ctx context.Context, t *store.Task) {
 			return err
 		}
 		wasQueued := run.Phase == store.PhaseQueued
-		parentWoken, err = e.finishTx(tx, run, cur.ID, store.PhaseFailed, nil,
+		parentWoken, err = e.finishTx(tx, run, store.PhaseFailed, nil,
 			&store.RunError{Code: CodeQueueTimeout, Message: "no worker slot or budget slice was free before the queue deadline"}, now)
 		if err == nil && wasQueued {
 			e.queuedRuns.Add(-1)
@@ -224,7 +224,7 @@ func (e *Engine) rescue(ctx context.Context, l *store.Lease, why string) {
 			if err := e.deadLetterTx(tx, run, t, ""); err != nil {
 				return err
 			}
-			_, err := e.finishTx(tx, run, t.ID, store.PhaseFailed, nil, &store.RunError{Code: CodeAttemptsExceeded,
+			_, err := e.finishTx(tx, run, store.PhaseFailed, nil, &store.RunError{Code: CodeAttemptsExceeded,
 				Message: "the task lost its lease " + itoa(t.Attempt) + " times (last: " + why + ")"}, now)
 			return err
 		}

@@ -567,7 +567,7 @@ func (s *stepper) finish(ctx context.Context, phase store.Phase, out json.RawMes
 		if err != nil {
 			return err
 		}
-		woke, err = e.finishTx(tx, run, s.task.ID, phase, out, rerr, now)
+		woke, err = e.finishTx(tx, run, phase, out, rerr, now)
 		return err
 	})
 	if err != nil {

@@ -299,9 +299,6 @@ type Task struct {
 	Attempt int `json:"attempt"`
 	// ReadyAt orders the queue; a future ReadyAt parks the task.
 	ReadyAt time.Time `json:"ready_at"`
-	// QueueDeadline: if not leased by then the task is dropped with a
-	// recorded reason. Zero means no deadline.
-	QueueDeadline time.Time `json:"queue_deadline,omitzero"`
 	// Leased is set while a worker holds the task (see Lease).
 	Leased bool `json:"leased,omitempty"`
 	// WaitChild is the child run this task waits on, indexed so the child

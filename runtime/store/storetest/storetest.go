@@ -414,7 +414,7 @@ func testDedup(t *testing.T, s store.Store, _ Opener) {
 
 func testTaskBasics(t *testing.T, s store.Store, _ Opener) {
 	tk := newTask("t1", "r1", t0)
-	tk.Kind, tk.Item, tk.QueueDeadline, tk.WaitKind = store.TaskItem, 4, at(time.Hour), "timer"
+	tk.Kind, tk.Item, tk.Visit, tk.WaitKind = store.TaskItem, 4, 2, "timer"
 	tk.Errors = []store.AttemptError{{Attempt: 1, Code: "E", Message: "m", At: t0}}
 	update(t, s, func(tx store.Tx) error { return tx.TaskPut(tk) })
 	view(t, s, func(tx store.Tx) error {
