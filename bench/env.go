@@ -27,6 +27,7 @@ type bench struct {
 	plugins     string
 	root        string
 	overloadFor time.Duration
+	parked      int // runs scenario 6 parks
 
 	measured map[string]any
 	echo     *limits.RawEcho

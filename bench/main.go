@@ -52,7 +52,7 @@ var scenarios = []scenario{
 	{3, "durable steps/s", durableSteps},
 	{4, "subflow resume latency", subflowResume},
 	{5, "fan-out close", fanout},
-	{6, "100,000 parked runs", notYet("human waits")},
+	{6, "100,000 parked runs", parked},
 	{7, "registration", registration},
 	{8, "overload", overload},
 }
@@ -69,13 +69,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	plugins := fs.String("plugins", "bin/plugins", "the pinned plugins directory")
 	dir := fs.String("dir", "", "where scenarios put their data (default: the system's temporary directory)")
 	overloadFor := fs.Duration("overload", 30*time.Second, "how long scenario 8 offers 10x the admissible load")
+	parkedRuns := fs.Int("parked", 100000, "how many runs scenario 6 parks (at most; it stops submitting after 70s)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	b := &bench{ctx: ctx, log: stderr, overloadFor: *overloadFor}
+	b := &bench{ctx: ctx, log: stderr, overloadFor: *overloadFor, parked: *parkedRuns}
 	var err error
 	if b.weir, err = filepath.Abs(*weir); err == nil {
 		b.plugins, err = filepath.Abs(*plugins)
