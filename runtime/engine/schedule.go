@@ -28,6 +28,7 @@ func (e *Engine) schedule() {
 				lastRescue = time.Now()
 				e.rescueExpired(context.Background())
 			}
+			e.dropOverdue(context.Background())
 		}
 		e.dispatchReady(context.Background())
 	}
@@ -81,6 +82,33 @@ func (e *Engine) dispatchReady(ctx context.Context) {
 		// may remain: a full page means more tasks may be ready.
 		if blocked || started == 0 || len(tasks) < free+inHand {
 			return
+		}
+	}
+}
+
+// dropOverdue drops the tasks that have waited past the queue deadline
+// for a slot: checked on the tick, since with every slot held the
+// dispatch pass never looks at the queue.
+func (e *Engine) dropOverdue(ctx context.Context) {
+	qt := e.config().QueueTimeout
+	if qt <= 0 {
+		return
+	}
+	var overdue []*store.Task
+	if err := e.st.View(ctx, func(tx store.Tx) error {
+		var err error
+		overdue, err = tx.TaskListReady(e.now().Add(-qt), 64)
+		return err
+	}); err != nil {
+		e.log.Error("listing overdue tasks", "error", err)
+		return
+	}
+	for _, t := range overdue {
+		e.mu.Lock()
+		taken := e.dispatched[t.ID]
+		e.mu.Unlock()
+		if !taken {
+			e.drop(ctx, t)
 		}
 	}
 }
@@ -147,7 +175,17 @@ func (e *Engine) drop(ctx context.Context, t *store.Task) {
 		if err != nil {
 			return err
 		}
-		if err := appendEvent(tx, run.ID, evDropped, cur.Attempt, cur.Node, map[string]any{"reason": CodeQueueTimeout}, now); err != nil {
+		if err := appendEvent(tx, run.ID, evDropped, cur.Attempt, cur.Node, map[string]any{"reason": CodeQueueTimeout, "item": cur.Item}, now); err != nil {
+			return err
+		}
+		if cur.Kind == store.TaskItem {
+			// A fan-out child that never got a slot fails alone; its
+			// cohort decides what that means for the run.
+			if err := tx.TaskDelete(cur.ID); err != nil {
+				return err
+			}
+			parentWoken, err = e.childEndedTx(tx, run.ID, &store.CohortRef{Node: cur.Node, Visit: cur.Visit, Item: cur.Item}, false, nil,
+				&store.RunError{Code: CodeQueueTimeout, Message: "no worker slot or budget slice was free before the queue deadline"}, now)
 			return err
 		}
 		wasQueued := run.Phase == store.PhaseQueued
@@ -163,7 +201,9 @@ func (e *Engine) drop(ctx context.Context, t *store.Task) {
 		return
 	}
 	if err == nil {
-		e.ledger.CloseRun(t.RunID)
+		if t.Kind != store.TaskItem {
+			e.ledger.CloseRun(t.RunID)
+		}
 		e.stats.refused(CodeQueueTimeout)
 		if parentWoken {
 			e.kick()
