@@ -2,7 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os/user"
+	"time"
 
 	"github.com/weirhq/weir/runtime/api"
 	"github.com/weirhq/weir/runtime/engine"
@@ -25,7 +27,7 @@ type state struct {
 func newState() *state {
 	return &state{
 		w: &world{byReq: map[string]*submission{}, inline: map[string][]string{}, counts: map[string]int{}},
-		f: &final{events: map[string][]*store.Event{}, kills: map[string]int{},
+		f: &final{events: map[string][]*store.Event{}, children: map[string][]api.RunView{}, kills: map[string]int{},
 			records: &records{mails: map[string]int{}, mailRuns: map[string]int{}, notes: map[string]string{}, applied: map[string]int{}}},
 	}
 }
@@ -230,5 +232,34 @@ func violationCases() []violationCase {
 			}
 			return s.w, s.f
 		}, checkCoverage, "after-accept never fired"},
+		{"late result in the batch", func() (*world, *final) {
+			s := fanState(`{"results":[{"slept_ms":1},{"slept_ms":9}],"late":[],"sufficient":true,"cutoff":"2026-01-01T00:00:01Z"}`, true)
+			return s.w, s.f
+		}, checkCohorts, "2 results in the batch, 1 children completed by the cutoff"},
+		{"closed cohort without its marker", func() (*world, *final) {
+			s := fanState(`{"results":[{"slept_ms":1}],"late":[{"item":9,"result":{"slept_ms":9}}],"sufficient":true,"cutoff":"2026-01-01T00:00:01Z"}`, false)
+			return s.w, s.f
+		}, checkCohorts, "marker false"},
+		{"cohort closed by its cutoff", func() (*world, *final) {
+			s := fanState(`{"results":[{"slept_ms":1}],"late":[{"item":9,"result":{"slept_ms":9}}],"sufficient":true,"cutoff":"2026-01-01T00:00:01Z"}`, true)
+			return s.w, s.f
+		}, checkCohorts, ""},
 	}
+}
+
+// fanState is a completed fan-out run with output out, its cohort closed
+// at 00:00:01 (with the marker or not), and two children: one completed
+// before the cutoff, one after it.
+func fanState(out string, marker bool) *state {
+	s := newState()
+	cutoff := time.Date(2026, 1, 1, 0, 0, 1, 0, time.UTC)
+	v := s.run("r1", "soak_fan", map[string]any{"id": "req-r1", "ms": []any{1, 9}}, store.PhaseCompleted)
+	v.Output = json.RawMessage(out)
+	v.Progress = &engine.Progress{Cohorts: []engine.CohortView{{Node: "fan", State: "closed", Items: 2, Cutoff: cutoff, Marker: marker}}}
+	for i, at := range []time.Time{cutoff.Add(-time.Second), cutoff.Add(time.Second)} {
+		id := fmt.Sprintf("c%d", i)
+		s.f.children["r1"] = append(s.f.children["r1"], api.RunView{ID: id, Parent: "r1", Phase: store.PhaseCompleted})
+		s.f.events[id] = []*store.Event{{Type: "completed", At: at}}
+	}
+	return s
 }

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/weirhq/weir/runtime/api"
 	"github.com/weirhq/weir/runtime/engine"
@@ -27,6 +28,7 @@ const (
 	invCancel   = "cancels honoured"
 	invRestart  = "the daemon always restarted and stopped cleanly"
 	invCoverage = "every failpoint fired"
+	invCohort   = "every closed cohort has its marker and cutoff, no late result in its batch"
 )
 
 // invariant is one promise checked at the end of a soak. check returns the
@@ -83,6 +85,10 @@ var invariants = []invariant{
 	}},
 	{invRestart, func(w *world, f *final) []string { return nil }, func(w *world, f *final) string {
 		return "every daemon started and recovered, every failpoint death was a SIGKILL, the last one stopped on SIGTERM"
+	}},
+	{invCohort, checkCohorts, func(w *world, f *final) string {
+		return fmt.Sprintf("%d fan-outs closed with a marker and a cutoff, %d children published before it, %d late; %d waits approved, %d subflow parents completed",
+			w.counts["cohorts closed"], w.counts["cohort results"], w.counts["cohort late"], w.counts["approved"], countFlowPhase(f, "soak_sub", store.PhaseCompleted))
 	}},
 	{invCoverage, checkCoverage, func(w *world, f *final) string {
 		parts := []string{}
@@ -458,6 +464,80 @@ func countCode(f *final, node, code string) int {
 	n := 0
 	for _, v := range f.runs {
 		if nodeFailedCode(f.events[v.ID], node) == code {
+			n++
+		}
+	}
+	return n
+}
+
+// fanResult is a fan-out node's result (docs/flows.md).
+type fanResult struct {
+	Results    []json.RawMessage `json:"results"`
+	Late       []json.RawMessage `json:"late"`
+	Sufficient *bool             `json:"sufficient"`
+	Cutoff     time.Time         `json:"cutoff"`
+}
+
+// checkCohorts: every completed fan-out run closed its cohort with the
+// marker and a cutoff; its result carries that cutoff; and no child that
+// finished after the cutoff is in the batch: the results are exactly the
+// children completed by then, and every later child is late or stopped.
+func checkCohorts(w *world, f *final) []string {
+	var bad []string
+	for _, v := range f.runs {
+		if v.Flow != "soak_fan" || v.Phase != store.PhaseCompleted {
+			continue
+		}
+		if v.Progress == nil || len(v.Progress.Cohorts) != 1 {
+			bad = append(bad, fmt.Sprintf("run %s completed its fan-out without one cohort in its progress: %+v", v.ID, v.Progress))
+			continue
+		}
+		c := v.Progress.Cohorts[0]
+		if c.State != "closed" || !c.Marker || c.Cutoff.IsZero() {
+			bad = append(bad, fmt.Sprintf("run %s completed with cohort %s: state %s, marker %v, cutoff %v", v.ID, c.Node, c.State, c.Marker, c.Cutoff))
+			continue
+		}
+		var out fanResult
+		if err := json.Unmarshal(v.Output, &out); err != nil || out.Sufficient == nil {
+			bad = append(bad, fmt.Sprintf("run %s: fan-out result %s is not results/late/sufficient/cutoff (%v)", v.ID, v.Output, err))
+			continue
+		}
+		if !out.Cutoff.Equal(c.Cutoff) {
+			bad = append(bad, fmt.Sprintf("run %s: result cutoff %v, cohort cutoff %v", v.ID, out.Cutoff, c.Cutoff))
+		}
+		before := 0
+		for _, child := range f.children[v.ID] {
+			if at, ok := completedAt(f.events[child.ID]); ok && !at.After(c.Cutoff) {
+				before++
+			}
+		}
+		if len(f.children[v.ID]) > 0 && len(out.Results) != before {
+			bad = append(bad, fmt.Sprintf("run %s: %d results in the batch, %d children completed by the cutoff %v", v.ID, len(out.Results), before, c.Cutoff))
+		}
+		if len(out.Results)+len(out.Late) > c.Items {
+			bad = append(bad, fmt.Sprintf("run %s: %d results and %d late of %d items", v.ID, len(out.Results), len(out.Late), c.Items))
+		}
+		w.counts["cohorts closed"]++
+		w.counts["cohort results"] += len(out.Results)
+		w.counts["cohort late"] += len(out.Late)
+	}
+	return bad
+}
+
+// completedAt is the time of a timeline's "completed" event.
+func completedAt(evs []*store.Event) (time.Time, bool) {
+	for _, e := range evs {
+		if e.Type == "completed" {
+			return e.At, true
+		}
+	}
+	return time.Time{}, false
+}
+
+func countFlowPhase(f *final, flow string, p store.Phase) int {
+	n := 0
+	for _, v := range f.runs {
+		if v.Flow == flow && v.Phase == p {
 			n++
 		}
 	}

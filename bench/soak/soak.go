@@ -127,6 +127,27 @@ var actors = []actor{
 	{"submit", 15 * time.Millisecond, submitNew},
 	{"duplicate", 60 * time.Millisecond, submitDuplicate},
 	{"cancel", 120 * time.Millisecond, cancelOne},
+	{"approve", 40 * time.Millisecond, approveOne},
+}
+
+// approveOne approves the wait of a known run of the approval kind. A run
+// not (or no longer) waiting refuses, which is fine; any other answer of
+// the API is a violation of the wait's contract.
+func approveOne(ctx context.Context, w *world, c *daemon.Client) {
+	s := w.known()
+	if s == nil || s.kind.flow != "soak_wait" {
+		return
+	}
+	payload, _ := json.Marshal(map[string]any{"by": "soak", "id": s.input["id"]})
+	err := c.Decide(ctx, s.runID, "w", true, payload, "")
+	switch code := daemon.Code(err); {
+	case err == nil:
+		w.count("approved")
+	case code == engine.CodeNotWaiting || code == engine.CodeAlreadyDecided:
+		w.count("approve refused " + code)
+	case code != "":
+		w.violate(invCohort, "approving %s: %v", s.runID, err)
+	}
 }
 
 // submitNew sends a new request id.
@@ -474,15 +495,23 @@ func drain(ctx context.Context, c *daemon.Client, bound time.Duration) ([]api.Ru
 // final is what the checks look at: the store's runs and timelines, as the
 // last daemon answered them, and the plugins' own records.
 type final struct {
-	runs    []api.RunView
-	events  map[string][]*store.Event
-	records *records
-	kills   map[string]int
+	runs     []api.RunView
+	children map[string][]api.RunView // runs started by a run, by its id
+	events   map[string][]*store.Event
+	records  *records
+	kills    map[string]int
 }
 
 func collect(ctx context.Context, w *world, c *daemon.Client, runs []api.RunView) (*final, error) {
-	fin := &final{runs: runs, events: map[string][]*store.Event{}}
+	fin := &final{events: map[string][]*store.Event{}, children: map[string][]api.RunView{}}
 	for _, v := range runs {
+		// Runs started by subflows and fan-outs are the engine's, not the
+		// client's: their timelines are checked, their identity is not.
+		if v.Parent != "" {
+			fin.children[v.Parent] = append(fin.children[v.Parent], v)
+		} else {
+			fin.runs = append(fin.runs, v)
+		}
 		evs, err := c.Events(ctx, v.ID)
 		if err != nil {
 			return nil, fmt.Errorf("events of %s: %w", v.ID, err)
