@@ -507,9 +507,17 @@ func collect(ctx context.Context, w *world, c *daemon.Client, runs []api.RunView
 	for _, v := range runs {
 		// Runs started by subflows and fan-outs are the engine's, not the
 		// client's: their timelines are checked, their identity is not.
-		if v.Parent != "" {
+		switch {
+		case v.Parent != "":
 			fin.children[v.Parent] = append(fin.children[v.Parent], v)
-		} else {
+		case v.Flow == "soak_fan":
+			// The list omits progress; the cohort invariant reads it.
+			full, err := c.Run(ctx, v.ID)
+			if err != nil {
+				return nil, fmt.Errorf("run %s: %w", v.ID, err)
+			}
+			fin.runs = append(fin.runs, *full)
+		default:
 			fin.runs = append(fin.runs, v)
 		}
 		evs, err := c.Events(ctx, v.ID)
