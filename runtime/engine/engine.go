@@ -282,6 +282,11 @@ func (e *Engine) closeAdmission(code, why string) {
 // storageFailed records that the store broke a promise: admission closes
 // and stays closed until an operator restarts the daemon.
 func (e *Engine) storageFailed(err error) *Error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		// The caller gave up (a cancelled run, a stop, a client gone):
+		// the store kept its promise, admission stays open.
+		return protocolErr(CodeBadRequest, "abandoned before the store answered: %v", err)
+	}
 	e.closeAdmission(CodeStorage, err.Error())
 	return storageErr(err)
 }

@@ -423,3 +423,18 @@ func TestQueueDeadlineDropsWithReason(t *testing.T) {
 	b.eng.Cancel(ctx, "alice", blocker)
 	b.waitTerminal(t, blocker)
 }
+
+// A context the caller cancelled is not a storage failure: admission stays
+// open.
+func TestCancelledContextIsNotAStorageFailure(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{}, flowsSrc)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := b.eng.storageFailed(ctx.Err()); err.Class == ClassStorage {
+		t.Fatalf("a cancelled context was taken for a storage failure: %v", err)
+	}
+	if h := b.eng.Health(context.Background()); h.Admission != "open" {
+		t.Fatalf("admission %s after a cancelled context", h.Admission)
+	}
+}

@@ -113,7 +113,7 @@ func (s *stepper) subflowNode(ctx context.Context, node *flows.Node) bool {
 		if err := tx.LeasePut(lease); err != nil {
 			return err
 		}
-		if err := appendEvent(tx, child.ID, evLeased, 1, cfe.flow.Entry, map[string]any{"slot": lease.Slot, "inline": true,
+		if err := appendEvent(tx, child.ID, evLeased, 1, cfe.flow.Entry, map[string]any{"task": task.ID, "slot": lease.Slot, "inline": true,
 			"config_version": cfg.ConfigVersion, "holder": e.holder, "deadline": lease.Deadline}, now); err != nil {
 			return err
 		}

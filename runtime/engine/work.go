@@ -223,7 +223,7 @@ func (w *worker) acquireLease(ctx context.Context) (*leaseResult, error) {
 		}
 		res.run = run
 		*w.task = *cur
-		detail := map[string]any{"slot": w.slice.Slot, "budget_slice": w.slice.Cost, "config_version": cfg.ConfigVersion,
+		detail := map[string]any{"task": cur.ID, "slot": w.slice.Slot, "budget_slice": w.slice.Cost, "config_version": cfg.ConfigVersion,
 			"holder": e.holder, "deadline": lease.Deadline}
 		if cur.Kind == store.TaskItem {
 			detail["item"] = cur.Item
