@@ -601,6 +601,11 @@ func (e *Engine) childEndedTx(tx store.Tx, parentID string, ref *store.CohortRef
 		return false, err
 	}
 	detail := map[string]any{"item": ref.Item, "state": string(it.State)}
+	if strings.HasPrefix(it.Child, "task_") {
+		detail["task"] = it.Child // the tool child's task ends here
+	} else {
+		detail["child"] = it.Child
+	}
 	if rerr != nil {
 		detail["code"] = rerr.Code
 	}

@@ -117,7 +117,11 @@ func (w *worker) runItem(ctx context.Context, run *store.Run) {
 			if err := tx.TaskPut(&next); err != nil {
 				return err
 			}
-			return tx.LeaseDelete(t.ID)
+			if err := tx.LeaseDelete(t.ID); err != nil {
+				return err
+			}
+			return appendEvent(tx, run.ID, evRetry, t.Attempt, t.Node, map[string]any{"task": t.ID, "item": t.Item, "try": tries + 1,
+				"backoff_ms": backoff.Milliseconds(), "code": rerr.Code, "message": rerr.Message}, now)
 		})
 		return
 	}

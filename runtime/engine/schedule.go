@@ -175,7 +175,7 @@ func (e *Engine) drop(ctx context.Context, t *store.Task) {
 		if err != nil {
 			return err
 		}
-		if err := appendEvent(tx, run.ID, evDropped, cur.Attempt, cur.Node, map[string]any{"reason": CodeQueueTimeout, "item": cur.Item}, now); err != nil {
+		if err := appendEvent(tx, run.ID, evDropped, cur.Attempt, cur.Node, map[string]any{"reason": CodeQueueTimeout, "item": cur.Item, "task": cur.ID}, now); err != nil {
 			return err
 		}
 		if cur.Kind == store.TaskItem {
@@ -257,7 +257,7 @@ func (e *Engine) rescue(ctx context.Context, l *store.Lease, why string) {
 			return err
 		}
 		t.Errors = append(t.Errors, store.AttemptError{Attempt: t.Attempt, Code: CodeAttemptsExceeded, Message: why, At: now})
-		if err := appendEvent(tx, run.ID, evExpired, t.Attempt, t.Node, map[string]any{"reason": why, "holder": l.Holder}, now); err != nil {
+		if err := appendEvent(tx, run.ID, evExpired, t.Attempt, t.Node, map[string]any{"reason": why, "holder": l.Holder, "task": t.ID}, now); err != nil {
 			return err
 		}
 		if t.Attempt >= maxAttempts {

@@ -483,7 +483,7 @@ func (s *stepper) retryLater(ctx context.Context, node *flows.Node, rerr *store.
 		if err := s.releaseTaskTx(tx, now, now.Add(backoff), "", ""); err != nil {
 			return err
 		}
-		return appendEvent(tx, s.run.ID, evRetry, s.run.Attempt, node.ID, map[string]any{"try": s.cont.Tries, "backoff_ms": backoff.Milliseconds(), "code": rerr.Code, "message": rerr.Message}, now)
+		return appendEvent(tx, s.run.ID, evRetry, s.run.Attempt, node.ID, map[string]any{"task": s.task.ID, "try": s.cont.Tries, "backoff_ms": backoff.Milliseconds(), "code": rerr.Code, "message": rerr.Message}, now)
 	})
 	return false
 }

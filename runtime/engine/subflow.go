@@ -279,6 +279,6 @@ func (s *stepper) parkTx(tx store.Tx, now, readyAt time.Time, kind, child string
 	if detail == nil {
 		detail = map[string]any{}
 	}
-	detail["for"], detail["until"] = kind, readyAt
+	detail["for"], detail["until"], detail["task"] = kind, readyAt, s.task.ID
 	return appendEvent(tx, s.run.ID, evWaiting, s.run.Attempt, s.task.Node, detail, now)
 }

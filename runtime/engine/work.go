@@ -122,7 +122,7 @@ func (w *worker) drainRelease() {
 				return err
 			}
 		}
-		return appendEvent(tx, run.ID, "drained", t.Attempt, t.Node, map[string]any{"reason": "the engine stopped before the work finished"}, now)
+		return appendEvent(tx, run.ID, "drained", t.Attempt, t.Node, map[string]any{"task": t.ID, "reason": "the engine stopped before the work finished"}, now)
 	})
 	if err == nil {
 		w.setLease(nil, true)
