@@ -19,8 +19,9 @@ import (
 	"github.com/weirhq/weir/sdk/wire"
 )
 
-// RawEchoPackage is the bare echo plugin a tool call is compared with.
-const RawEchoPackage = "github.com/weirhq/weir/bench/internal/limits/rawecho"
+// RawEchoPackage is the bare echo plugin a tool call is compared with: the
+// same one the host's own benchmark builds.
+const RawEchoPackage = "github.com/weirhq/weir/runtime/host/testdata/rawecho"
 
 // maxMessage matches the plugin host's default message bound (4 MiB plus
 // the protobuf envelope), so both sides dial with the same options.
