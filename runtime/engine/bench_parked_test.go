@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 	"testing"
@@ -70,6 +71,13 @@ func BenchmarkParkedWaits(b *testing.B) {
 			time.Sleep(20 * time.Millisecond)
 		}
 		runtime.GC()
+		if path := os.Getenv("WEIR_BENCH_HEAPPROFILE"); path != "" {
+			// What holds the heap while the runs are parked.
+			if f, err := os.Create(path); err == nil {
+				_ = pprof.WriteHeapProfile(f)
+				f.Close()
+			}
+		}
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-MiB")
