@@ -13,6 +13,8 @@ import (
 
 	"github.com/weirhq/weir/flows"
 	"github.com/weirhq/weir/sdk/wire"
+
+	"github.com/weirhq/weir/internal/atomicfile"
 )
 
 // PluginManifest is what a plugin declared, as cached by checksum.
@@ -117,7 +119,7 @@ func writeManifestCache(pluginsDir string, m *PluginManifest) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(manifestCachePath(pluginsDir, m.SHA256), append(b, '\n'), 0o644)
+	return atomicfile.Write(manifestCachePath(pluginsDir, m.SHA256), append(b, '\n'), 0o644)
 }
 
 // PluginInfo is one installed plugin.

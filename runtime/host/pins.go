@@ -17,6 +17,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/weirhq/weir/sdk/wire"
+
+	"github.com/weirhq/weir/internal/atomicfile"
 )
 
 // Files in a plugins directory besides the binaries.
@@ -77,7 +79,7 @@ func writePins(pluginsDir string, pins map[string]Pin) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(pluginsDir, PinsFile), append(b, '\n'), 0o644)
+	return atomicfile.Write(filepath.Join(pluginsDir, PinsFile), append(b, '\n'), 0o644)
 }
 
 // FileSHA256 returns the hex SHA-256 of the file at path.
@@ -236,30 +238,6 @@ func lockDir(dir string) (func(), error) {
 		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 		f.Close()
 	}, nil
-}
-
-func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(perm)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-	}
-	return err
 }
 
 // Unpinned lists the regular files of pluginsDir that look like plugin

@@ -15,6 +15,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"github.com/weirhq/weir/internal/atomicfile"
 )
 
 // Store keeps one record per idempotency key in Dir.
@@ -88,34 +90,7 @@ func (s *Store) Do(key, fingerprint string, f func() (any, error)) (json.RawMess
 	return b, false, nil
 }
 
-// WriteFileAtomic writes data to path durably: a reader sees the old
-// content or the new one, never a torn file, and the new one survives a
-// crash once WriteFileAtomic returns.
+// WriteFileAtomic writes data to path durably (see atomicfile.Write).
 func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(perm)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
-	return nil
+	return atomicfile.Write(path, data, perm)
 }
