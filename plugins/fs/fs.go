@@ -120,23 +120,30 @@ func tools() []sdk.Tool {
 	}
 }
 
-func read(ctx context.Context, call *sdk.Call) (any, error) {
-	var in struct{ Path string }
-	if err := call.Decode(&in); err != nil {
-		return nil, err
+// openInput decodes the call's {"path": ...}, confines it to the root and
+// opens it: the start of read and list. The caller closes the file.
+func openInput(call *sdk.Call) (f *os.File, in struct{ Path string }, p string, c config, err error) {
+	if err = call.Decode(&in); err != nil {
+		return nil, in, "", c, err
 	}
-	p, err := clean(in.Path)
-	if err != nil {
-		return nil, err
+	if p, err = clean(in.Path); err != nil {
+		return nil, in, "", c, err
 	}
 	root, c, err := openRoot(call)
 	if err != nil {
-		return nil, err
+		return nil, in, "", c, err
 	}
 	defer root.Close()
-	f, err := root.Open(p)
+	if f, err = root.Open(p); err != nil {
+		return nil, in, "", c, explain(in.Path, err)
+	}
+	return f, in, p, c, nil
+}
+
+func read(ctx context.Context, call *sdk.Call) (any, error) {
+	f, in, p, c, err := openInput(call)
 	if err != nil {
-		return nil, explain(in.Path, err)
+		return nil, err
 	}
 	defer f.Close()
 	st, err := f.Stat()
@@ -170,22 +177,9 @@ type entry struct {
 }
 
 func list(ctx context.Context, call *sdk.Call) (any, error) {
-	var in struct{ Path string }
-	if err := call.Decode(&in); err != nil {
-		return nil, err
-	}
-	p, err := clean(in.Path)
+	d, in, p, c, err := openInput(call)
 	if err != nil {
 		return nil, err
-	}
-	root, c, err := openRoot(call)
-	if err != nil {
-		return nil, err
-	}
-	defer root.Close()
-	d, err := root.Open(p)
-	if err != nil {
-		return nil, explain(in.Path, err)
 	}
 	defer d.Close()
 	des, err := d.ReadDir(c.MaxEntries + 1)
