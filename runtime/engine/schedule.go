@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"errors"
 	"time"
 
@@ -265,7 +266,7 @@ func (e *Engine) rescue(ctx context.Context, l *store.Lease, why string) {
 				return err
 			}
 			_, err := e.finishTx(tx, run, store.PhaseFailed, nil, &store.RunError{Code: CodeAttemptsExceeded,
-				Message: "the task lost its lease " + itoa(t.Attempt) + " times (last: " + why + ")"}, now)
+				Message: fmt.Sprintf("the task lost its lease %d times (last: %s)", t.Attempt, why)}, now)
 			return err
 		}
 		t.Attempt++

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/weirhq/weir/flows"
@@ -587,19 +588,9 @@ func (s *stepper) finish(ctx context.Context, phase store.Phase, out json.RawMes
 func toolError(err error) *store.RunError {
 	var te *host.ToolError
 	if errors.As(err, &te) {
-		return &store.RunError{Code: "E_TOOL_" + upper(string(te.Kind)), Message: te.Message}
+		return &store.RunError{Code: "E_TOOL_" + strings.ToUpper(string(te.Kind)), Message: te.Message}
 	}
 	return &store.RunError{Code: CodeToolFailed, Message: err.Error()}
-}
-
-func upper(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if c >= 'a' && c <= 'z' {
-			b[i] = c - 'a' + 'A'
-		}
-	}
-	return string(b)
 }
 
 // truthy follows Starlark's truth for the JSON values callables return.
@@ -627,4 +618,3 @@ func truthy(v any) bool {
 	return true
 }
 
-func itoa(n int) string { return fmt.Sprint(n) }
