@@ -2,8 +2,8 @@ package engine
 
 import (
 	"context"
-	"fmt"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/weirhq/weir/runtime/internal/ledger"

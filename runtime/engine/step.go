@@ -617,4 +617,3 @@ func truthy(v any) bool {
 	}
 	return true
 }
-
