@@ -35,7 +35,7 @@ bench: build ## Print the benchmark table (ONLY=N runs one scenario)
 
 .PHONY: soak
 soak: build ## Kill the daemon anywhere and check every invariant (SOAK=2m)
-	$(GO) run ./bench/soak -duration $(SOAK)
+	$(GO) run ./bench/soak -duration $(SOAK) -results bench/RESULTS.md
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME each

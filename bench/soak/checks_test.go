@@ -172,9 +172,60 @@ func violationCases() []violationCase {
 		}, checkLost, "not in the store"},
 		{"run never ends", func() (*world, *final) {
 			s := newState()
+			s.f.drain = drainReport{Began: t0, Took: time.Minute, Quiet: 20 * time.Second, Quiescent: true}
 			s.run("r1", "soak_echo", map[string]any{"id": "req-r1", "n": 1}, store.PhaseRunning)
 			return s.w, s.f
 		}, checkLost, "still running"},
+		{"run stuck when nothing moved", func() (*world, *final) {
+			s := newState()
+			s.f.drain = drainReport{Began: t0, Took: time.Minute, Quiet: 20 * time.Second, Quiescent: true}
+			s.run("r1", "soak_echo", map[string]any{"id": "req-r1", "n": 1}, store.PhaseQueued, at(ev("queued", "a", nil), t0.Add(time.Second)))
+			return s.w, s.f
+		}, checkLost, "stuck: still queued"},
+		{"leased run made no progress during the drain", func() (*world, *final) {
+			s := newState()
+			s.f.drain = drainReport{Began: t0, Took: time.Minute, Quiet: 20 * time.Second, OutOfTime: true}
+			s.run("r1", "soak_echo", map[string]any{"id": "req-r1", "n": 1}, store.PhaseRunning, at(ev("leased", "a", nil), t0.Add(-time.Second)))
+			return s.w, s.f
+		}, checkLost, "no progress at all during"},
+		{"run requeued before the drain waits its turn", func() (*world, *final) {
+			s := newState()
+			s.f.drain = drainReport{Began: t0, Took: time.Minute, Quiet: 20 * time.Second, OutOfTime: true}
+			s.run("r1", "soak_echo", map[string]any{"id": "req-r1", "n": 1}, store.PhaseRunning,
+				at(ev("leased", "a", nil), t0.Add(-2*time.Second)), at(ev("expired", "a", nil), t0.Add(-time.Second)))
+			return s.w, s.f
+		}, checkLost, ""},
+		{"queued run behind a backlog still moving is unfinished, not lost", func() (*world, *final) {
+			s := newState()
+			s.f.drain = drainReport{Began: t0, Took: time.Minute, Quiet: 20 * time.Second, OutOfTime: true}
+			s.run("r1", "soak_echo", map[string]any{"id": "req-r1", "n": 1}, store.PhaseQueued, at(ev("queued", "a", nil), t0.Add(-time.Second)))
+			s.run("r2", "soak_echo", map[string]any{"id": "req-r2", "n": 1}, store.PhaseRunning, at(ev("leased", "a", nil), t0.Add(time.Second)))
+			if u := unfinished(s.w, s.f); len(u) != 2 {
+				panic(fmt.Sprintf("unfinished = %q, want both runs", u))
+			}
+			return s.w, s.f
+		}, checkLost, ""},
+		{"parent never woken by its ended child", func() (*world, *final) {
+			s := newState()
+			s.f.drain = drainReport{Began: t0, Took: time.Minute, Quiet: 20 * time.Second}
+			s.run("r1", "soak_sub", map[string]any{"id": "req-r1", "n": 1}, store.PhaseWaiting,
+				at(ev("waiting", "call", map[string]any{"for": "child", "child": "c1"}), t0.Add(time.Second)))
+			s.f.children["r1"] = []api.RunView{{ID: "c1", Parent: "r1", Phase: store.PhaseCompleted}}
+			s.f.events["c1"] = []*store.Event{at(ev("completed", "", nil), t0.Add(2*time.Second))}
+			return s.w, s.f
+		}, checkLost, "never woke it"},
+		{"approval run parked on its human wait", func() (*world, *final) {
+			s := newState()
+			s.run("r1", "soak_wait", map[string]any{"id": "req-r1"}, store.PhaseWaiting,
+				at(ev("waiting", "w", map[string]any{"for": "human"}), t0.Add(-time.Hour)))
+			return s.w, s.f
+		}, checkLost, ""},
+		{"approval run parked on something else", func() (*world, *final) {
+			s := newState()
+			s.run("r1", "soak_wait", map[string]any{"id": "req-r1"}, store.PhaseWaiting,
+				at(ev("waiting", "w", map[string]any{"for": "child", "child": "c9"}), t0.Add(-time.Hour)))
+			return s.w, s.f
+		}, checkLost, `parked for "child"`},
 		{"input changed", func() (*world, *final) {
 			s := newState()
 			v := s.run("r1", "soak_echo", map[string]any{"id": "req-r1", "n": 1}, store.PhaseCompleted)
@@ -240,6 +291,18 @@ func violationCases() []violationCase {
 			s := fanState(`{"results":[{"slept_ms":1}],"late":[{"item":9,"result":{"slept_ms":9}}],"sufficient":true,"cutoff":"2026-01-01T00:00:01Z"}`, false)
 			return s.w, s.f
 		}, checkCohorts, "marker false"},
+		{"tool child published after the cutoff", func() (*world, *final) {
+			s := toolFanState(`{"results":[{"slept_ms":1},{"slept_ms":9}],"late":[],"sufficient":false,"cutoff":"2026-01-01T00:00:01Z"}`, "published", "published")
+			return s.w, s.f
+		}, checkCohorts, "after the cutoff"},
+		{"late tool child counted in the batch", func() (*world, *final) {
+			s := toolFanState(`{"results":[{"slept_ms":1},{"slept_ms":9}],"late":[],"sufficient":false,"cutoff":"2026-01-01T00:00:01Z"}`, "published", "late")
+			return s.w, s.f
+		}, checkCohorts, "2 results in the batch, 1 children published"},
+		{"fuse closed with a late tool child kept out", func() (*world, *final) {
+			s := toolFanState(`{"results":[{"slept_ms":1}],"late":[],"sufficient":false,"cutoff":"2026-01-01T00:00:01Z"}`, "published", "late")
+			return s.w, s.f
+		}, checkCohorts, ""},
 		{"cohort closed by its cutoff", func() (*world, *final) {
 			s := fanState(`{"results":[{"slept_ms":1}],"late":[{"item":9,"result":{"slept_ms":9}}],"sufficient":true,"cutoff":"2026-01-01T00:00:01Z"}`, true)
 			return s.w, s.f
@@ -261,5 +324,29 @@ func fanState(out string, marker bool) *state {
 		s.f.children["r1"] = append(s.f.children["r1"], api.RunView{ID: id, Parent: "r1", Phase: store.PhaseCompleted})
 		s.f.events[id] = []*store.Event{{Type: "completed", At: at}}
 	}
+	return s
+}
+
+// t0 is when the drain of the hand-built states began.
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// at sets an event's time.
+func at(e *store.Event, t time.Time) *store.Event {
+	e.At = t
+	return e
+}
+
+// toolFanState is a completed soak_fuse run with output out, its cohort
+// closed at 00:00:01 with the marker, and two tool children whose ends are
+// on its timeline: one a second before the cutoff in state first, one a
+// second after it in state second.
+func toolFanState(out, first, second string) *state {
+	s := newState()
+	cutoff := time.Date(2026, 1, 1, 0, 0, 1, 0, time.UTC)
+	v := s.run("r1", "soak_fuse", map[string]any{"id": "req-r1", "ms": []any{1, 9}}, store.PhaseCompleted,
+		at(ev("item_done", "fan", map[string]any{"item": 0.0, "state": first, "task": "task_a"}), cutoff.Add(-time.Second)),
+		at(ev("item_done", "fan", map[string]any{"item": 1.0, "state": second, "task": "task_b"}), cutoff.Add(time.Second)))
+	v.Output = json.RawMessage(out)
+	v.Progress = &engine.Progress{Cohorts: []engine.CohortView{{Node: "fan", State: "closed", Items: 2, Cutoff: cutoff, Marker: true}}}
 	return s
 }

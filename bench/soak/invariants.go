@@ -44,7 +44,17 @@ type invariant struct {
 
 var invariants = []invariant{
 	{invLost, checkLost, func(w *world, f *final) string {
-		return fmt.Sprintf("%d runs accepted, every one in the store and terminal (or legitimately waiting)", acceptedCount(w))
+		ended, parked := 0, 0
+		runs := byID(f)
+		for _, s := range w.subs {
+			if v := runs[s.runID]; v != nil && v.Phase.Terminal() {
+				ended++
+			} else if v != nil && !busy(v) {
+				parked++
+			}
+		}
+		return fmt.Sprintf("%d runs accepted, every one in the store unchanged: %d ended, %d parked on a human wait nobody decided, %d unfinished within the drain bound and still moving",
+			acceptedCount(w), ended, parked, len(unfinished(w, f)))
 	}},
 	{invIdentity, checkIdentity, func(w *world, f *final) string {
 		return fmt.Sprintf("%d runs keep the id first answered, their owner and their input", len(f.runs))
@@ -87,8 +97,8 @@ var invariants = []invariant{
 		return "every daemon started and recovered, every failpoint death was a SIGKILL, the last one stopped on SIGTERM"
 	}},
 	{invCohort, checkCohorts, func(w *world, f *final) string {
-		return fmt.Sprintf("%d fan-outs closed with a marker and a cutoff, %d children published before it, %d late; %d waits approved, %d subflow parents completed",
-			w.counts["cohorts closed"], w.counts["cohort results"], w.counts["cohort late"], w.counts["approved"], countFlowPhase(f, "soak_sub", store.PhaseCompleted))
+		return fmt.Sprintf("%d fan-outs closed with a marker and a cutoff, %d children published before it, %d ended late and stayed out; %d of %d wait runs approved, %d subflow parents completed",
+			w.counts["cohorts closed"], w.counts["cohort results"], w.counts["cohort late"], w.counts["approved"], countFlow(f, "soak_wait"), countFlowPhase(f, "soak_sub", store.PhaseCompleted))
 	}},
 	{invCoverage, checkCoverage, func(w *world, f *final) string {
 		parts := []string{}
@@ -117,8 +127,13 @@ func byID(f *final) map[string]*api.RunView {
 	return m
 }
 
-// checkLost: every run the client was told about is in the store and ended
-// (or waits on something that legitimately keeps it waiting).
+// checkLost: every run the client was told about is in the store, and
+// either ended, or is parked on a human wait nobody decided, or is still
+// moving when the drain's bound ran out. A run is lost when it is missing,
+// stuck (the drain found the whole system quiescent with it unfinished, or
+// it is leased or parked and made no progress at all during the drain), or
+// parked on a child that ended without waking it. What changed in a run
+// that is there is the identity invariant's to say.
 func checkLost(w *world, f *final) []string {
 	runs := byID(f)
 	var bad []string
@@ -130,12 +145,128 @@ func checkLost(w *world, f *final) []string {
 		switch {
 		case !ok:
 			bad = append(bad, fmt.Sprintf("run %s (%s, %s) was accepted and is not in the store", s.runID, s.reqID, s.kind.flow))
-		case v.Phase == store.PhaseWaiting && s.kind.mayWait:
-		case !v.Phase.Terminal():
-			bad = append(bad, fmt.Sprintf("run %s (%s) still %s at attempt %d after the drain", v.ID, v.Flow, v.Phase, v.Attempt))
+			continue
+		case !busy(v):
+			if v.Phase == store.PhaseWaiting {
+				if w := waitingFor(f.events[v.ID]); w != "human" {
+					bad = append(bad, fmt.Sprintf("run %s (%s) is parked for %q, which only a human wait may be at the end", v.ID, v.Flow, w))
+				}
+			}
+			continue
+		}
+		if why := lostWake(v, f); why != "" {
+			bad = append(bad, why)
+			continue
+		}
+		last := lastEvent(f.events[v.ID])
+		switch {
+		case f.drain.Quiescent:
+			bad = append(bad, fmt.Sprintf("run %s (%s) stuck: still %s at attempt %d when nothing had moved for the quiet window; last event %s",
+				v.ID, v.Flow, v.Phase, v.Attempt, describe(last)))
+		case heldStill(last, f.drain):
+			bad = append(bad, fmt.Sprintf("run %s (%s) stuck: still %s at attempt %d, held by a lease with no progress at all during the %v drain; last event %s",
+				v.ID, v.Flow, v.Phase, v.Attempt, f.drain.Took.Round(time.Millisecond), describe(last)))
 		}
 	}
 	return bad
+}
+
+// heldStill says a run's last event is a lease taken (or renewed) before
+// the drain began: a worker has held it for the whole drain without one
+// step. A run whose last event leaves its task in the queue (queued,
+// expired, a retry or a park) is waiting its turn behind the backlog while
+// the system moves, which is not being stuck.
+func heldStill(last *store.Event, d drainReport) bool {
+	return last != nil && (last.Type == "leased" || last.Type == "renewed") && last.At.Before(d.Began)
+}
+
+// unfinished lists the accepted runs still moving when the drain's bound
+// ran out, each with its last event: reported, not counted as lost.
+func unfinished(w *world, f *final) []string {
+	runs := byID(f)
+	var out []string
+	for _, s := range w.subs {
+		v := runs[s.runID]
+		if v == nil || !busy(v) || f.drain.Quiescent || lostWake(v, f) != "" {
+			continue
+		}
+		last := lastEvent(f.events[v.ID])
+		if heldStill(last, f.drain) {
+			continue // stuck: checkLost's
+		}
+		out = append(out, fmt.Sprintf("run %s (%s) %s at attempt %d, last event %s", v.ID, v.Flow, v.Phase, v.Attempt, describe(last)))
+	}
+	return out
+}
+
+// lostWake says why a run parked on a subflow child is lost: its child
+// ended a quiet window before the drain did and never woke it (the one who
+// knows tells; only the 24-hour fallback clock would find it). "" if not.
+func lostWake(v *api.RunView, f *final) string {
+	if v.Phase != store.PhaseWaiting {
+		return ""
+	}
+	var e *store.Event
+	for _, x := range f.events[v.ID] {
+		if x.Type == "waiting" {
+			e = x
+		}
+	}
+	if e == nil || e.Detail["for"] != "child" {
+		return ""
+	}
+	id, _ := e.Detail["child"].(string)
+	for _, c := range f.children[v.ID] {
+		if c.ID != id || !c.Phase.Terminal() {
+			continue
+		}
+		end, ok := endedAt(f.events[c.ID])
+		if ok && end.Before(f.drain.Began.Add(f.drain.Took-f.drain.Quiet)) {
+			return fmt.Sprintf("run %s (%s) still waits for its child %s, which ended %s at %s and never woke it",
+				v.ID, v.Flow, id, c.Phase, end.Format(time.RFC3339Nano))
+		}
+	}
+	return ""
+}
+
+// waitingFor is what the run's last park waits for ("human", "child",
+// "cohort"), from its last waiting event.
+func waitingFor(evs []*store.Event) string {
+	kind := ""
+	for _, e := range evs {
+		if e.Type == "waiting" {
+			kind, _ = e.Detail["for"].(string)
+		}
+	}
+	return kind
+}
+
+func lastEvent(evs []*store.Event) *store.Event {
+	if len(evs) == 0 {
+		return nil
+	}
+	return evs[len(evs)-1]
+}
+
+func describe(e *store.Event) string {
+	if e == nil {
+		return "none"
+	}
+	s := fmt.Sprintf("%s at %s", e.Type, e.At.Format(time.RFC3339Nano))
+	if e.Node != "" {
+		s += " (node " + e.Node + ")"
+	}
+	return s
+}
+
+// endedAt is the time of a timeline's terminal event.
+func endedAt(evs []*store.Event) (time.Time, bool) {
+	for _, e := range evs {
+		if e.Type == "completed" || e.Type == "failed" || e.Type == "cancelled" {
+			return e.At, true
+		}
+	}
+	return time.Time{}, false
 }
 
 // checkIdentity: every stored run belongs to a request the client sent,
@@ -485,7 +616,7 @@ type fanResult struct {
 func checkCohorts(w *world, f *final) []string {
 	var bad []string
 	for _, v := range f.runs {
-		if v.Flow != "soak_fan" || v.Phase != store.PhaseCompleted {
+		if k := kindByFlow(v.Flow); k == nil || !k.cohort || v.Phase != store.PhaseCompleted {
 			continue
 		}
 		if v.Progress == nil || len(v.Progress.Cohorts) != 1 {
@@ -517,9 +648,36 @@ func checkCohorts(w *world, f *final) []string {
 		if len(out.Results)+len(out.Late) > c.Items {
 			bad = append(bad, fmt.Sprintf("run %s: %d results and %d late of %d items", v.ID, len(out.Results), len(out.Late), c.Items))
 		}
+		// Tool children end on the parent's timeline: a child published
+		// by the cutoff is in the batch, one that ended after it is late
+		// and is not, whenever the reduction ran.
+		published, late := 0, 0
+		for _, e := range f.events[v.ID] {
+			if e.Type != "item_done" || e.Node != c.Node || e.Detail["child"] != nil {
+				continue
+			}
+			switch e.Detail["state"] {
+			case string(store.ItemPublished):
+				published++
+				if e.At.After(c.Cutoff) {
+					bad = append(bad, fmt.Sprintf("run %s: item %v published at %v, after the cutoff %v", v.ID, e.Detail["item"], e.At, c.Cutoff))
+				}
+			case string(store.ItemLate):
+				late++
+				if e.At.Before(c.Cutoff) {
+					bad = append(bad, fmt.Sprintf("run %s: item %v late at %v, before the cutoff %v", v.ID, e.Detail["item"], e.At, c.Cutoff))
+				}
+			}
+		}
+		if len(f.children[v.ID]) == 0 && len(out.Results) != published {
+			bad = append(bad, fmt.Sprintf("run %s: %d results in the batch, %d children published by the cutoff %v", v.ID, len(out.Results), published, c.Cutoff))
+		}
+		if len(f.children[v.ID]) == 0 && len(out.Late) > late {
+			bad = append(bad, fmt.Sprintf("run %s: %d late results in the result, %d children ended late", v.ID, len(out.Late), late))
+		}
 		w.counts["cohorts closed"]++
 		w.counts["cohort results"] += len(out.Results)
-		w.counts["cohort late"] += len(out.Late)
+		w.counts["cohort late"] += late
 	}
 	return bad
 }

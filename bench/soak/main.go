@@ -34,7 +34,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	duration := fs.Duration("duration", 2*time.Minute, "how long to kill and restart the daemon before checking")
-	drainFor := fs.Duration("drain", time.Minute, "how long the last daemon may take to finish every run")
+	drainFor := fs.Duration("drain", time.Minute, "the least time the last daemon may take to finish every run (the bound grows with the backlog)")
+	perRun := fs.Duration("per-run", 25*time.Millisecond, "how much the drain's bound grows for each unfinished run it finds")
+	quiet := fs.Duration("quiet", 20*time.Second, "end the drain when nothing moved for this long; what is unfinished then is stuck")
+	results := fs.String("results", "", "write this soak's row into the soak section of this file (bench/RESULTS.md)")
 	seed := fs.Uint64("seed", 0, "seed of every random choice (0: from the clock); a failing soak prints its seed")
 	weir := fs.String("weir", "bin/weir", "the weir binary")
 	plugins := fs.String("plugins", "bin/plugins", "the pinned plugins directory (testkit, mail, notes)")
@@ -46,7 +49,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *seed == 0 {
 		*seed = uint64(time.Now().UnixNano())
 	}
-	cfg := Config{Duration: *duration, Drain: *drainFor, Seed: *seed, Log: stderr, Out: stdout}
+	cfg := Config{Duration: *duration, Drain: *drainFor, PerRun: *perRun, Quiet: *quiet, Seed: *seed, Log: stderr, Out: stdout}
 	var err error
 	if cfg.Weir, err = filepath.Abs(*weir); err == nil {
 		cfg.Plugins, err = filepath.Abs(*plugins)
@@ -62,6 +65,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cfg.Data = filepath.Join(root, "data")
 	rep, err := Run(ctx, cfg)
+	if err == nil && *results != "" {
+		if werr := writeResults(*results, resultRow(cfg, rep)); werr != nil {
+			fmt.Fprintln(stderr, "soak:", werr)
+			return 1
+		}
+	}
 	switch {
 	case err != nil:
 		fmt.Fprintf(stderr, "soak: %v\nsoak: seed %d; data kept in %s\n", err, cfg.Seed, root)

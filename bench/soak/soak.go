@@ -28,8 +28,18 @@ type Config struct {
 	// Duration bounds the chaos phase (kills and restarts); recovery,
 	// draining and the checks come after it, bounded by Drain.
 	Duration time.Duration
-	// Drain bounds the wait, after the last restart, for every run to end.
-	Drain time.Duration
+	// Drain is the least time the final drain may take before it gives up
+	// on runs still unfinished; the bound grows with the backlog it
+	// measures when it begins (PerRun for each unfinished run).
+	Drain  time.Duration
+	PerRun time.Duration
+	// Quiet ends the drain early when nothing moved for that long: no run
+	// changed phase, attempt or record and no tool call ended. Every run
+	// still unfinished then is stuck.
+	Quiet time.Duration
+	// Failpoint is armed in every daemon besides the chaos failpoints
+	// (tests arm drop-accepted to prove "none lost" can fail).
+	Failpoint string
 	// Seed drives every random choice of the workload and the kills.
 	Seed uint64
 	// Data is the daemon's data directory (kept across restarts).
@@ -50,6 +60,10 @@ type Report struct {
 	Daemons  int
 	Accepted int
 	Kills    map[string]int
+	// Drain says how the final drain went; Invariants holds the verdict
+	// line of each invariant, by name.
+	Drain      drainReport
+	Invariants map[string]bool
 }
 
 // submission is one business request of the client: a request id, the
@@ -61,6 +75,9 @@ type submission struct {
 	input  map[string]any
 	runID  string
 	cancel []engine.CancelAnswer // answers to cancels of this run
+	// approve: a run parked on a human wait that the approver is to
+	// decide (some are left undecided on purpose); decided once it was.
+	approve, decided bool
 }
 
 // world is what the client side knows, shared by the actors.
@@ -73,6 +90,9 @@ type world struct {
 	byReq   map[string]*submission
 	pending []*submission // sent, no answer yet: their fate is unknown
 	next    int
+	// waits are the runs of the approval kind the approver is to decide,
+	// once their run id is known.
+	waits []*submission
 	// inline holds violations seen while the soak ran, by invariant.
 	inline map[string][]string
 	counts map[string]int
@@ -130,12 +150,20 @@ var actors = []actor{
 	{"approve", 40 * time.Millisecond, approveOne},
 }
 
-// approveOne approves the wait of a known run of the approval kind. A run
-// not (or no longer) waiting refuses, which is fine; any other answer of
-// the API is a violation of the wait's contract.
+// approveOne approves the wait of a run of the approval kind that is to be
+// decided, so approvals land on wait runs in proportion to them. A run not
+// yet at its wait (or cancelled) refuses E_NOT_WAITING and is tried again
+// later; a run decided before a kill took the answer refuses
+// E_ALREADY_DECIDED. Any other answer of the API is a violation of the
+// wait's contract.
 func approveOne(ctx context.Context, w *world, c *daemon.Client) {
-	s := w.known()
-	if s == nil || s.kind.flow != "soak_wait" {
+	w.mu.Lock()
+	var s *submission
+	if n := len(w.waits); n > 0 {
+		s = w.waits[w.rng.IntN(n)]
+	}
+	w.mu.Unlock()
+	if s == nil {
 		return
 	}
 	payload, _ := json.Marshal(map[string]any{"by": "soak", "id": s.input["id"]})
@@ -143,10 +171,27 @@ func approveOne(ctx context.Context, w *world, c *daemon.Client) {
 	switch code := daemon.Code(err); {
 	case err == nil:
 		w.count("approved")
-	case code == engine.CodeNotWaiting || code == engine.CodeAlreadyDecided:
+		w.decided(s)
+	case code == engine.CodeAlreadyDecided:
+		w.count("approve refused " + code)
+		w.decided(s)
+	case code == engine.CodeNotWaiting:
 		w.count("approve refused " + code)
 	case code != "":
 		w.violate(invCohort, "approving %s: %v", s.runID, err)
+	}
+}
+
+// decided takes s off the approver's list.
+func (w *world) decided(s *submission) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s.decided = true
+	for i, o := range w.waits {
+		if o == s {
+			w.waits = append(w.waits[:i], w.waits[i+1:]...)
+			return
+		}
 	}
 }
 
@@ -157,6 +202,7 @@ func submitNew(ctx context.Context, w *world, c *daemon.Client) {
 	k := pickKind(w.rng)
 	s := &submission{reqID: fmt.Sprintf("req-%05d", w.next), kind: k}
 	s.input = k.input(w.rng, s.reqID)
+	s.approve = k.mayWait && w.rng.IntN(10) < 9 // one in ten waits to the end
 	w.subs = append(w.subs, s)
 	w.byReq[s.reqID] = s
 	w.mu.Unlock()
@@ -178,6 +224,9 @@ func (w *world) send(ctx context.Context, c *daemon.Client, s *submission) {
 			}
 			s.runID = res.RunID
 			w.removePending(s)
+			if s.approve {
+				w.waits = append(w.waits, s)
+			}
 			return
 		}
 		if res.RunID != s.runID {
@@ -291,6 +340,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	w := &world{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
 		byReq: map[string]*submission{}, inline: map[string][]string{}, counts: map[string]int{}}
 	rep := &Report{Kills: map[string]int{}}
+	if cfg.Quiet <= 0 {
+		cfg.Quiet = 20 * time.Second
+	}
+	if cfg.PerRun <= 0 {
+		cfg.PerRun = 25 * time.Millisecond
+	}
 	fmt.Fprintf(cfg.Log, "soak: seed %d, chaos for %v, data %s\n", cfg.Seed, cfg.Duration, cfg.Data)
 
 	// start runs a daemon with failpoint armed. A failpoint may fire while
@@ -299,8 +354,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	start := func(failpoint string) (*daemon.Daemon, error) {
 		rep.Daemons++
 		var env []string
-		if failpoint != "" {
-			env = []string{"WEIR_FAILPOINT=" + failpoint}
+		if fps := strings.Trim(failpoint+","+cfg.Failpoint, ","); fps != "" {
+			env = []string{"WEIR_FAILPOINT=" + fps}
 		}
 		d, err := daemon.Start(daemon.Config{Weir: cfg.Weir, Plugins: cfg.Plugins, Data: cfg.Data, Env: env,
 			Args: []string{"--log-level", "warn", "--grace", "2s"}})
@@ -420,16 +475,20 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			w.send(ctx, c, s)
 		}
 	}
-	recovered := time.Now()
-	runs, err := drain(ctx, c, cfg.Drain)
+	rep.Drain, err = drain(ctx, c, cfg)
 	if err != nil {
 		return nil, err
 	}
 	drained := time.Now()
+	runs, err := c.Runs(ctx, "")
+	if err != nil {
+		return nil, err
+	}
 	fin, err := collect(ctx, w, c, runs)
 	if err != nil {
 		return nil, err
 	}
+	fin.drain = rep.Drain
 	if err := d.Stop(10 * time.Second); err != nil {
 		w.violate(invRestart, "the last daemon did not stop cleanly on SIGTERM: %v", err)
 	}
@@ -443,13 +502,20 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	fmt.Fprintf(cfg.Log, "soak: %d daemons, %d requests, %d runs accepted; %s\n", rep.Daemons, len(w.subs), rep.Accepted, countsLine(w.counts))
-	fmt.Fprintf(cfg.Log, "soak: drained in %v, timelines read in %v\n", drained.Sub(recovered).Round(time.Millisecond), time.Since(drained).Round(time.Millisecond))
+	fmt.Fprintf(cfg.Log, "soak: %s; timelines read in %v\n", rep.Drain, time.Since(drained).Round(time.Millisecond))
 
+	rep.Invariants = map[string]bool{}
 	for _, inv := range invariants {
 		bad := append(w.inline[inv.name], inv.check(w, fin)...)
+		rep.Invariants[inv.name] = len(bad) == 0
 		if len(bad) == 0 {
 			rep.Passed++
 			fmt.Fprintf(cfg.Out, "PASS %s: %s\n", inv.name, inv.summary(w, fin))
+			if inv.name == invLost {
+				for _, u := range unfinished(w, fin) {
+					fmt.Fprintf(cfg.Out, "    unfinished within the drain bound, still moving: %s\n", u)
+				}
+			}
 			continue
 		}
 		rep.Failed++
@@ -466,28 +532,121 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return rep, nil
 }
 
-// drain waits until no run is queued, running or completing, bounded; what
-// is still unfinished then is for the "none lost" invariant to report.
-func drain(ctx context.Context, c *daemon.Client, bound time.Duration) ([]api.RunView, error) {
-	deadline := time.Now().Add(bound)
-	for {
-		runs, err := c.Runs(ctx, "")
-		if err != nil {
-			return nil, err
-		}
-		busy := 0
-		for _, v := range runs {
-			if !v.Phase.Terminal() && v.Phase != store.PhaseWaiting {
-				busy++
+// drainReport says how the final drain went: the backlog it found, the
+// bound it derived from it, how long it took and how it ended.
+type drainReport struct {
+	// Began is when the drain started; a run with no event since has
+	// made no progress during it.
+	Began time.Time
+	// Backlog counts the runs neither ended nor parked on a human wait
+	// when the drain began; Queued and Held are the daemon's task counts
+	// then (parked tasks count as queued).
+	Backlog, Queued, Held int
+	// Bound is the most the drain could take: the least of Config.Drain
+	// and Quiet, grown by PerRun for each run of the backlog.
+	Bound time.Duration
+	Took  time.Duration
+	// Quiet is the window of Config.Quiet: a wake-up not seen within it
+	// is lost.
+	Quiet time.Duration
+	// Quiescent: the drain ended because nothing moved for the quiet
+	// window while runs were unfinished; OutOfTime: because the bound
+	// passed while runs were still moving. Neither: every run ended.
+	Quiescent, OutOfTime bool
+	// Left counts the runs still unfinished at the end.
+	Left int
+}
+
+func (d drainReport) String() string {
+	how := "every run ended or parked"
+	switch {
+	case d.Quiescent:
+		how = fmt.Sprintf("quiescent with %d runs unfinished", d.Left)
+	case d.OutOfTime:
+		how = fmt.Sprintf("bound reached with %d runs unfinished, still moving", d.Left)
+	}
+	return fmt.Sprintf("drain: backlog %d runs (%d tasks queued, %d held), bound %v, took %v: %s",
+		d.Backlog, d.Queued, d.Held, d.Bound.Round(time.Second), d.Took.Round(time.Millisecond), how)
+}
+
+// drainBound derives the drain's bound from the backlog it measured: at
+// least the configured drain and one quiet window (so a run can always
+// show it moves), plus perRun for each run of the backlog, since a backlog
+// of thousands of runs behind a few slots legitimately takes minutes.
+func drainBound(least, quiet, perRun time.Duration, backlog int) time.Duration {
+	return max(least, quiet+5*time.Second, time.Duration(backlog)*perRun)
+}
+
+// unfinishedPhases are the phases of a run that has not ended.
+var unfinishedPhases = []store.Phase{store.PhaseQueued, store.PhaseRunning, store.PhaseCompleting, store.PhaseWaiting}
+
+// busy says whether a run still has work to do: not ended, and not parked
+// on the human wait of the approval kind (which nobody may ever decide).
+// The checks look closer at what a waiting run waits for.
+func busy(v *api.RunView) bool {
+	if v.Phase.Terminal() {
+		return false
+	}
+	k := kindByFlow(v.Flow)
+	return !(v.Phase == store.PhaseWaiting && k != nil && k.mayWait)
+}
+
+// drain waits until the system is quiescent: every run ended or parked on
+// a human wait; or nothing moved for the quiet window (what is unfinished
+// then is stuck); or the bound derived from the backlog passed while runs
+// were still moving (those are reported as unfinished, not as lost).
+func drain(ctx context.Context, c *daemon.Client, cfg Config) (drainReport, error) {
+	d := drainReport{Began: time.Now(), Quiet: cfg.Quiet}
+	if h, err := c.Health(ctx); err == nil {
+		d.Queued, d.Held = h.Queued, h.Held
+	}
+	var last string
+	lastMove := d.Began
+	for first := true; ; first = false {
+		var sig strings.Builder
+		left := 0
+		for _, p := range unfinishedPhases {
+			runs, err := c.Runs(ctx, p)
+			if err != nil {
+				return d, err
+			}
+			for i := range runs {
+				if v := &runs[i]; busy(v) {
+					left++
+					fmt.Fprintf(&sig, "%s %s %d %s\n", v.ID, v.Phase, v.Attempt, v.UpdatedAt)
+				}
 			}
 		}
-		if busy == 0 || time.Now().After(deadline) {
-			return runs, nil
+		st, err := c.Stats(ctx)
+		if err != nil {
+			return d, err
+		}
+		for _, t := range st.Types {
+			fmt.Fprintf(&sig, "%s %d %d\n", t.Type, t.Attempts, t.Units)
+		}
+		now := time.Now()
+		if first {
+			d.Backlog = left
+			d.Bound = drainBound(cfg.Drain, cfg.Quiet, cfg.PerRun, left)
+		}
+		if s := sig.String(); s != last {
+			last, lastMove = s, now
+		}
+		d.Left, d.Took = left, now.Sub(d.Began)
+		switch {
+		case left == 0:
+			return d, nil
+		case now.Sub(lastMove) >= cfg.Quiet:
+			d.Quiescent = true
+			return d, nil
+		case d.Took >= d.Bound:
+			d.OutOfTime = true
+			return d, nil
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
+			return d, ctx.Err()
+		case <-time.After(time.Second):
 		}
 	}
 }
@@ -500,6 +659,7 @@ type final struct {
 	events   map[string][]*store.Event
 	records  *records
 	kills    map[string]int
+	drain    drainReport
 }
 
 func collect(ctx context.Context, w *world, c *daemon.Client, runs []api.RunView) (*final, error) {
@@ -510,7 +670,7 @@ func collect(ctx context.Context, w *world, c *daemon.Client, runs []api.RunView
 		switch {
 		case v.Parent != "":
 			fin.children[v.Parent] = append(fin.children[v.Parent], v)
-		case v.Flow == "soak_fan":
+		case kindByFlow(v.Flow) != nil && kindByFlow(v.Flow).cohort:
 			// The list omits progress; the cohort invariant reads it.
 			full, err := c.Run(ctx, v.ID)
 			if err != nil {

@@ -2,30 +2,55 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 )
 
+// binDir holds the binaries the soak tests share, built once.
+var (
+	binDir    string
+	buildOnce sync.Once
+	buildErr  error
+)
+
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) {
+		if binDir != "" {
+			os.RemoveAll(binDir)
+		}
+	}))
 }
 
 // buildBinaries builds weir and the plugins the soak uses into a temporary
-// directory and pins the plugins, as `make build` does for bin/.
+// directory and pins the plugins, as `make build` does for bin/, once per
+// test binary.
 func buildBinaries(t *testing.T) (weir, plugins string) {
 	t.Helper()
-	dir := t.TempDir()
-	weir = filepath.Join(dir, "weir")
-	plugins = filepath.Join(dir, "plugins")
+	buildOnce.Do(func() {
+		if binDir, buildErr = os.MkdirTemp("", "weir-soak-bin-"); buildErr == nil {
+			buildErr = build(binDir)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return filepath.Join(binDir, "weir"), filepath.Join(binDir, "plugins")
+}
+
+func build(dir string) error {
+	weir := filepath.Join(dir, "weir")
+	plugins := filepath.Join(dir, "plugins")
 	if out, err := exec.Command("go", "build", "-o", weir, "github.com/weirhq/weir/cmd/weir").CombinedOutput(); err != nil {
-		t.Fatalf("building weir: %v\n%s", err, out)
+		return fmt.Errorf("building weir: %v\n%s", err, out)
 	}
 	pkgs := []string{"testkit", "mail", "notes"}
 	args := []string{"build", "-o", plugins + string(os.PathSeparator)}
@@ -33,16 +58,16 @@ func buildBinaries(t *testing.T) (weir, plugins string) {
 		args = append(args, "github.com/weirhq/weir/plugins/"+p)
 	}
 	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
-		t.Fatalf("building plugins: %v\n%s", err, out)
+		return fmt.Errorf("building plugins: %v\n%s", err, out)
 	}
 	install := []string{"--plugins", plugins, "plugin", "install"}
 	for _, p := range pkgs {
 		install = append(install, filepath.Join(plugins, p))
 	}
 	if out, err := exec.Command(weir, install...).CombinedOutput(); err != nil {
-		t.Fatalf("pinning plugins: %v\n%s", err, out)
+		return fmt.Errorf("pinning plugins: %v\n%s", err, out)
 	}
-	return weir, plugins
+	return nil
 }
 
 // TestSoakShort is a short soak: 12 s of kills (every failpoint at
@@ -89,6 +114,34 @@ func TestSoakShort(t *testing.T) {
 		}
 	}
 	os.RemoveAll(root)
+}
+
+// TestSoakCatchesInjectedLoss arms drop-accepted in every daemon, which
+// answers "accepted" for a run it never writes: "none lost" must fail and
+// name that run, or a green soak would prove nothing.
+func TestSoakCatchesInjectedLoss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills and restarts real weir daemons for about 15 s")
+	}
+	weir, plugins := buildBinaries(t)
+	root, err := dataDir("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(root)
+	var log, out strings.Builder
+	cfg := Config{Weir: weir, Plugins: plugins, Duration: 3 * time.Second, Drain: 10 * time.Second, Seed: 1,
+		Failpoint: "drop-accepted@3", Data: filepath.Join(root, "data"), Log: &log, Out: &out}
+	rep, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("soak: %v\n%s", err, log.String())
+	}
+	if rep.Invariants[invLost] {
+		t.Fatalf("%q passed with an accepted run dropped:\n%s%s", invLost, log.String(), out.String())
+	}
+	if !strings.Contains(out.String(), "was accepted and is not in the store") {
+		t.Fatalf("the loss is not named:\n%s", out.String())
+	}
 }
 
 // TestChecksCatchViolations feeds each end-of-soak check a world and a

@@ -29,8 +29,11 @@ type kind struct {
 	// with the plugins' records in o) and returns what is wrong with it.
 	check func(v *api.RunView, in map[string]any, evs []*store.Event, o *records) []string
 	// mayWait says a run of this kind may legitimately end the soak in
-	// phase waiting (a run parked on a human, say).
+	// phase waiting, parked on a human wait nobody decided.
 	mayWait bool
+	// cohort says the kind's runs close a fan-out cohort, which the
+	// cohort invariant checks.
+	cohort bool
 }
 
 // budgetCap is the budget of the "budget" flow; testkit.cost declares 5
@@ -234,7 +237,7 @@ flow(
 	{
 		// A cohort that closes by quorum: half of the children mature and
 		// the rest, still sleeping, end late or are stopped.
-		name: "fanout", flow: "soak_fan", weight: 2,
+		name: "fanout", flow: "soak_fan", weight: 2, cohort: true,
 		src: `
 flow(
     name = "soak_fan",
@@ -248,6 +251,32 @@ flow(
 			ms := make([]any, 2+r.IntN(7))
 			for i := range ms {
 				ms[i] = r.IntN(400)
+			}
+			return map[string]any{"id": id, "ms": ms}
+		},
+		check: func(v *api.RunView, in map[string]any, _ []*store.Event, _ *records) []string {
+			return nil // checked by the cohort invariant
+		},
+	},
+	{
+		// A cohort closed by its deadline fuse: its children are protected,
+		// so those still sleeping when the fuse trips go on and end after
+		// the cutoff, as late results that must stay out of the batch.
+		name: "fuse", flow: "soak_fuse", weight: 1, cohort: true,
+		src: `
+flow(
+    name = "soak_fuse",
+    nodes = [
+        fanout("fan", items = lambda ctx: ctx.input["ms"], tool = "testkit.sleep",
+               args = lambda ctx, item: {"ms": item}, width = 4, quorum = 1.0, deadline = "200ms",
+               protected = True, depth = 1, max_items = 4),
+    ],
+)
+`,
+		input: func(r *rand.Rand, id string) map[string]any {
+			ms := make([]any, 2+r.IntN(3))
+			for i := range ms {
+				ms[i] = 50 + r.IntN(550)
 			}
 			return map[string]any{"id": id, "ms": ms}
 		},

@@ -105,6 +105,10 @@ func (e *Engine) submit(ctx context.Context, req StartRequest) (*StartResult, er
 		ConfigVersion: cfg.ConfigVersion, Budget: budget, CreatedAt: now, UpdatedAt: now,
 	}
 	task := e.newStepTask(run, fe.flow.Entry, now)
+	if failpoint.Armed(failpoint.DropAccepted) {
+		e.queuedRuns.Add(-1)
+		return &StartResult{RunID: run.ID}, nil // the deliberate loss: nothing was written
+	}
 	var existing *store.Dedup
 	err = e.st.Update(ctx, func(tx store.Tx) error {
 		if req.RequestID != "" {
