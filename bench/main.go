@@ -175,14 +175,6 @@ func machineLine() string {
 	return fmt.Sprintf("machine: %s, nproc %d, %s, %s", uname, runtime.NumCPU(), runtime.Version(), time.Now().UTC().Format("2006-01-02 15:04 UTC"))
 }
 
-// notYet is a scenario that needs engine features not built yet: it says
-// so instead of printing a number.
-func notYet(what string) func(*bench) ([]row, error) {
-	return func(b *bench) ([]row, error) {
-		return []row{{figure: "not yet measurable: needs " + what}}, nil
-	}
-}
-
 // Formatting of figures.
 
 func perSec(v float64) string { return fmt.Sprintf("%s/s", thousands(v)) }

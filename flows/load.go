@@ -14,9 +14,9 @@ import (
 	"sync"
 	"sync/atomic"
 
+	starjson "go.starlark.net/lib/json"
 	"go.starlark.net/resolve"
 	"go.starlark.net/starlark"
-	"go.starlark.net/starlarkjson"
 	"go.starlark.net/syntax"
 )
 
@@ -647,7 +647,7 @@ var predeclared = starlark.StringDict{
 	"fanout":  starlark.NewBuiltin("fanout", builtinFanout),
 	"wait":    starlark.NewBuiltin("wait", builtinWait),
 	"branch":  starlark.NewBuiltin("branch", builtinBranch),
-	"json":    starlarkjson.Module,
+	"json":    starjson.Module,
 	"range":   starlark.NewBuiltin("range", builtinRange),
 }
 

@@ -96,7 +96,6 @@ type world struct {
 	// inline holds violations seen while the soak ran, by invariant.
 	inline map[string][]string
 	counts map[string]int
-	owner  string
 }
 
 func (w *world) intn(n int) int {

@@ -26,6 +26,10 @@ type apiError struct {
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Message }
 
+// codeHTTP is the code of an error answer that carries none of its own (a
+// proxy's page, a daemon dying mid-answer): the HTTP status stands in.
+const codeHTTP = "E_HTTP"
+
 // client talks to the daemon's API on its Unix socket.
 type client struct {
 	socket string
@@ -75,7 +79,7 @@ func (c *client) do(ctx context.Context, method, path string, body, out any) err
 	if resp.StatusCode >= 300 {
 		ae := &apiError{Status: resp.StatusCode, Body: data}
 		if json.Unmarshal(data, ae) != nil || ae.Code == "" {
-			ae.Code, ae.Message = "E_HTTP", fmt.Sprintf("%s: %s", resp.Status, bytes.TrimSpace(data))
+			ae.Code, ae.Message = codeHTTP, fmt.Sprintf("%s: %s", resp.Status, bytes.TrimSpace(data))
 		}
 		return ae
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/user"
@@ -16,8 +17,8 @@ import (
 
 func init() {
 	registerCommand(func(m *Main) *cobra.Command {
-		var flowName, input, logLevel string
-		var asJSON bool
+		var opts execOptions
+		var input string
 		cmd := &cobra.Command{
 			Use:   "exec FILE.star",
 			Short: "Register a flow file and run one flow to its end on the embedded store",
@@ -31,29 +32,39 @@ clearly if a daemon holds the data directory: use 'weir run start' then.`,
 				if err != nil {
 					return err
 				}
-				return m.exec(cmd.Context(), args[0], flowName, in, asJSON, logLevel)
+				opts.file, opts.input = args[0], in
+				return m.exec(cmd.Context(), opts)
 			},
 		}
-		cmd.Flags().StringVar(&flowName, "flow", "", "flow to run (default: the first one the file declares)")
+		cmd.Flags().StringVar(&opts.flow, "flow", "", "flow to run (default: the first one the file declares)")
 		cmd.Flags().StringVar(&input, "input", "", "run input as JSON, or @file")
-		cmd.Flags().BoolVar(&asJSON, "json", false, "print the final run as JSON")
-		cmd.Flags().StringVar(&logLevel, "log-level", "warn", "trace, debug, info, warn or error")
+		cmd.Flags().BoolVar(&opts.asJSON, "json", false, "print the final run as JSON")
+		cmd.Flags().StringVar(&opts.logLevel, "log-level", "warn", "trace, debug, info, warn or error")
 		return cmd
 	})
 }
 
-func (m *Main) exec(ctx context.Context, file, flowName string, input []byte, asJSON bool, logLevel string) error {
-	src, err := os.ReadFile(file)
+// execOptions is what one weir exec command line asks for.
+type execOptions struct {
+	file     string // the flow script to register
+	flow     string // the flow to run; "" runs the first the file declares
+	input    json.RawMessage
+	asJSON   bool // print the final run as JSON
+	logLevel string
+}
+
+func (m *Main) exec(ctx context.Context, opts execOptions) error {
+	src, err := os.ReadFile(opts.file)
 	if err != nil {
 		return usageErrorf("%v", err)
 	}
-	s, err := m.openStack(ctx, m.newLogger("weir", logLevel), engine.Config{})
+	s, err := m.openStack(ctx, m.newLogger("weir", opts.logLevel), engine.Config{})
 	if err != nil {
 		return err
 	}
 	defer s.close(context.Background())
 
-	res, err := s.eng.Register(ctx, []engine.SourceFile{{Path: file, Src: string(src)}})
+	res, err := s.eng.Register(ctx, []engine.SourceFile{{Path: opts.file, Src: string(src)}})
 	if err != nil {
 		return err
 	}
@@ -63,14 +74,15 @@ func (m *Main) exec(ctx context.Context, file, flowName string, input []byte, as
 		}
 		return exitCode(exitFailed)
 	}
+	flowName := opts.flow
 	if flowName == "" {
 		if len(res.Flows) == 0 {
-			return fmt.Errorf("%s declares no flow", file)
+			return fmt.Errorf("%s declares no flow", opts.file)
 		}
 		flowName = res.Flows[0].Name
 	}
 	owner := currentUser()
-	started, err := s.eng.Submit(ctx, engine.StartRequest{Owner: owner, Flow: flowName, Input: input})
+	started, err := s.eng.Submit(ctx, engine.StartRequest{Owner: owner, Flow: flowName, Input: opts.input})
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
@@ -83,12 +95,12 @@ func (m *Main) exec(ctx context.Context, file, flowName string, input []byte, as
 			return err
 		}
 		p, _ := s.eng.Progress(ctx, run)
-		if !asJSON {
+		if !opts.asJSON {
 			live.show(progressLine(api.ViewOf(run, p)))
 		}
 		if run.Phase.Terminal() {
 			live.done()
-			return m.printFinal(api.ViewOf(run, p), asJSON)
+			return m.printFinal(api.ViewOf(run, p), opts.asJSON)
 		}
 		if run.Phase == store.PhaseWaiting {
 			waits, err := s.eng.HumanWaits(ctx, owner, run.ID)

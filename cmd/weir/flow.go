@@ -23,9 +23,9 @@ func init() {
 			Long:  "Commands that work on flow scripts. See docs/flows.md for the language.",
 			RunE: func(cmd *cobra.Command, args []string) error {
 				if len(args) > 0 {
-					return usageErrorf("unknown command %q for %q\nRun '%s --help' for usage.", args[0], cmd.CommandPath(), cmd.CommandPath())
+					return commandUsageErrorf(cmd, "unknown command %q for %q", args[0], cmd.CommandPath())
 				}
-				return usageErrorf("%s needs a subcommand\nRun '%s --help' for usage.", cmd.CommandPath(), cmd.CommandPath())
+				return commandUsageErrorf(cmd, "%s needs a subcommand", cmd.CommandPath())
 			},
 		}
 		cmd.AddCommand(flowCheckCommand(m), flowRegisterCommand(m), flowLsCommand(m), flowGraphCommand(m))

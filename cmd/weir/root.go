@@ -25,6 +25,9 @@ const (
 type exitError struct {
 	code int
 	err  error
+	// hint is printed on a line of its own after err: where to read how
+	// the command is used.
+	hint string
 }
 
 func (e *exitError) Error() string {
@@ -39,6 +42,16 @@ func (e *exitError) Unwrap() error { return e.err }
 // usageErrorf reports a wrong command line (exit 2).
 func usageErrorf(format string, args ...any) error {
 	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
+}
+
+// commandUsageErrorf reports a wrong command line of cmd (exit 2) and points
+// at cmd's help.
+func commandUsageErrorf(cmd *cobra.Command, format string, args ...any) error {
+	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...), hint: helpHint(cmd)}
+}
+
+func helpHint(cmd *cobra.Command) string {
+	return fmt.Sprintf("Run '%s --help' for usage.", cmd.CommandPath())
 }
 
 // exitCode ends a command with code and no further message: the command has
@@ -90,6 +103,9 @@ func (m *Main) Run(ctx context.Context, args []string, stdin io.Reader, stdout, 
 		if ee.err != nil {
 			fmt.Fprintln(stderr, "weir:", ee.err)
 		}
+		if ee.hint != "" {
+			fmt.Fprintln(stderr, ee.hint)
+		}
 		return ee.code
 	}
 	fmt.Fprintln(stderr, "weir:", err)
@@ -114,7 +130,7 @@ func (m *Main) rootCommand() *cobra.Command {
 	pf.StringVar(&m.flagPlugins, "plugins", "", "plugins directory (env WEIR_PLUGINS, default DATA/plugins)")
 	pf.StringVar(&m.flagSocket, "socket", "", "daemon socket (env WEIR_SOCKET, default DATA/weir.sock)")
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
-		return &exitError{code: exitUsage, err: fmt.Errorf("%w\nRun '%s --help' for usage.", err, cmd.CommandPath())}
+		return &exitError{code: exitUsage, err: err, hint: helpHint(cmd)}
 	})
 	for _, g := range commandGroups {
 		root.AddCommand(g(m))
@@ -158,7 +174,7 @@ func (m *Main) resolveGlobals() error {
 func exactArgs(n int) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) != n {
-			return usageErrorf("%s takes %d argument(s), got %d\nRun '%s --help' for usage.", cmd.CommandPath(), n, len(args), cmd.CommandPath())
+			return commandUsageErrorf(cmd, "%s takes %d argument(s), got %d", cmd.CommandPath(), n, len(args))
 		}
 		return nil
 	}
@@ -168,7 +184,7 @@ func exactArgs(n int) cobra.PositionalArgs {
 func minArgs(n int) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) < n {
-			return usageErrorf("%s needs at least %d argument(s)\nRun '%s --help' for usage.", cmd.CommandPath(), n, cmd.CommandPath())
+			return commandUsageErrorf(cmd, "%s needs at least %d argument(s)", cmd.CommandPath(), n)
 		}
 		return nil
 	}

@@ -99,7 +99,7 @@ func (c *client) status(ctx context.Context) (*api.Status, error) {
 	}
 	ae := &apiError{Status: resp.StatusCode}
 	if json.Unmarshal(data, ae) != nil || ae.Code == "" {
-		ae.Code, ae.Message = "E_HTTP", fmt.Sprintf("%s: %s", resp.Status, strings.TrimSpace(string(data)))
+		ae.Code, ae.Message = codeHTTP, fmt.Sprintf("%s: %s", resp.Status, strings.TrimSpace(string(data)))
 	}
 	return nil, ae
 }

@@ -46,31 +46,45 @@ const (
 	urlSchema     = `{"type":"string","pattern":"^https?://"}`
 )
 
-func requestSchema(withBody, keyed bool) string {
+// endpoint is what one http.* tool sends: its input schema and its run
+// both follow from it.
+type endpoint struct {
+	method string
+	body   bool // the input may carry a request body
+	keyed  bool // weir's idempotency key goes out in a header
+}
+
+func requestSchema(e endpoint) string {
 	props := `"url":` + urlSchema + `,"headers":` + headersSchema + `,"fail_on_status":{"type":"boolean"}`
-	if withBody {
+	if e.body {
 		props += `,"body":{"type":"string"},"body_encoding":{"enum":["utf-8","base64"]},"content_type":{"type":"string"}`
 	}
-	if keyed {
+	if e.keyed {
 		props += `,"key_header":{"type":"string","minLength":1}`
 	}
 	return `{"type":"object","required":["url"],"additionalProperties":false,"properties":{` + props + `}}`
 }
 
 func tools() []sdk.Tool {
+	get := endpoint{method: http.MethodGet}
+	head := endpoint{method: http.MethodHead}
+	post := endpoint{method: http.MethodPost, body: true}
+	put := endpoint{method: http.MethodPut, body: true}
+	postKeyed := endpoint{method: http.MethodPost, body: true, keyed: true}
+	putKeyed := endpoint{method: http.MethodPut, body: true, keyed: true}
 	return []sdk.Tool{
 		{Name: "http.get", Description: "GET url; answers status, headers and body.", Idempotent: true,
-			InputSchema: requestSchema(false, false), Run: do(http.MethodGet, false)},
+			InputSchema: requestSchema(get), Run: do(get)},
 		{Name: "http.head", Description: "HEAD url; answers status and headers.", Idempotent: true,
-			InputSchema: requestSchema(false, false), Run: do(http.MethodHead, false)},
+			InputSchema: requestSchema(head), Run: do(head)},
 		{Name: "http.post", Description: "POST body to url. Not idempotent: at most once per logical call.",
-			InputSchema: requestSchema(true, false), Run: do(http.MethodPost, false)},
+			InputSchema: requestSchema(post), Run: do(post)},
 		{Name: "http.put", Description: "PUT body to url. Not idempotent: at most once per logical call.",
-			InputSchema: requestSchema(true, false), Run: do(http.MethodPut, false)},
+			InputSchema: requestSchema(put), Run: do(put)},
 		{Name: "http.post_keyed", Description: "POST body to url with weir's idempotency key in a header (Idempotency-Key, or key_header): idempotent if the server dedupes on it.", Idempotent: true,
-			InputSchema: requestSchema(true, true), Run: do(http.MethodPost, true)},
+			InputSchema: requestSchema(postKeyed), Run: do(postKeyed)},
 		{Name: "http.put_keyed", Description: "PUT body to url with weir's idempotency key in a header (Idempotency-Key, or key_header): idempotent if the server dedupes on it.", Idempotent: true,
-			InputSchema: requestSchema(true, true), Run: do(http.MethodPut, true)},
+			InputSchema: requestSchema(putKeyed), Run: do(putKeyed)},
 	}
 }
 
@@ -95,7 +109,7 @@ type response struct {
 	URL          string              `json:"url"`
 }
 
-func do(method string, keyed bool) func(ctx context.Context, call *sdk.Call) (any, error) {
+func do(e endpoint) func(ctx context.Context, call *sdk.Call) (any, error) {
 	return func(ctx context.Context, call *sdk.Call) (any, error) {
 		var in request
 		if err := call.Decode(&in); err != nil {
@@ -124,7 +138,7 @@ func do(method string, keyed bool) func(ctx context.Context, call *sdk.Call) (an
 		}
 		ctx, cancel := context.WithTimeout(ctx, time.Duration(c.TimeoutMS)*time.Millisecond)
 		defer cancel()
-		req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
+		req, err := http.NewRequestWithContext(ctx, e.method, u.String(), body)
 		if err != nil {
 			return nil, err
 		}
@@ -134,7 +148,7 @@ func do(method string, keyed bool) func(ctx context.Context, call *sdk.Call) (an
 		if in.ContentType != "" {
 			req.Header.Set("Content-Type", in.ContentType)
 		}
-		if keyed {
+		if e.keyed {
 			if call.IdempotencyKey == "" {
 				return nil, errors.New("a keyed request needs an idempotency key")
 			}
@@ -179,9 +193,9 @@ func do(method string, keyed bool) func(ctx context.Context, call *sdk.Call) (an
 		if in.FailOnStatus {
 			switch s := resp.StatusCode; {
 			case s >= 500 || s == http.StatusTooManyRequests:
-				return nil, sdk.Retryable(fmt.Errorf("%s %s: %s", method, in.URL, resp.Status))
+				return nil, sdk.Retryable(fmt.Errorf("%s %s: %s", e.method, in.URL, resp.Status))
 			case s >= 400:
-				return nil, fmt.Errorf("%s %s: %s", method, in.URL, resp.Status)
+				return nil, fmt.Errorf("%s %s: %s", e.method, in.URL, resp.Status)
 			}
 		}
 		return out, nil

@@ -136,18 +136,6 @@ func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
 		Message: fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path)})
 }
 
-// Refusal codes of the API layer itself, beside the engine's.
-const (
-	CodeIdentity   = "E_IDENTITY"    // the caller's identity cannot be established
-	CodeAPIVersion = "E_API_VERSION" // the path names an API version this daemon does not speak
-	CodeNoRoute    = "E_NO_ROUTE"    // no such endpoint
-	CodeMethod     = "E_METHOD"      // the endpoint exists but not with this method
-	CodeTooLarge   = "E_TOO_LARGE"   // the body exceeds the endpoint's limit
-	CodeForbidden  = "E_FORBIDDEN"   // an admin endpoint called by someone else than the daemon's user
-	CodeConfig     = "E_CONFIG"      // a reload candidate is invalid or needs a restart
-	CodeNoConfig   = "E_NO_CONFIG"   // the daemon has no config file to reload
-)
-
 // StartRequest is the body of POST /v1/runs.
 type StartRequest struct {
 	Flow      string          `json:"flow"`
@@ -523,7 +511,7 @@ func refuseUnread(w http.ResponseWriter, r *http.Request, status int, e *engine.
 func writeEngineErr(w http.ResponseWriter, err error) {
 	var e *engine.Error
 	if !errors.As(err, &e) {
-		e = &engine.Error{Code: "E_INTERNAL", Class: engine.ClassStorage, Message: err.Error()}
+		e = &engine.Error{Code: CodeInternal, Class: engine.ClassStorage, Message: err.Error()}
 	}
 	status := http.StatusBadRequest
 	switch {

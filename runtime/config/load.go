@@ -263,19 +263,28 @@ func (d *decoder) int64Attr(expr hcl.Expression, name string, dst *int64, min in
 	}
 }
 
+// durationRule says what a duration attribute admits besides a positive
+// duration; the zero rule admits nothing else.
+type durationRule struct {
+	// allowZero admits "0" and "0s".
+	allowZero bool
+	// none, if not "", is a word that stands for noneValue.
+	none      string
+	noneValue time.Duration
+}
+
 // durationAttr reads a duration written as flows write them ("30s", "10m",
-// "2h", "30d"). allowZero admits "0"; none, if not "", is a word that
-// stands for noneValue.
-func (d *decoder) durationAttr(expr hcl.Expression, name string, dst *time.Duration, allowZero bool, none string, noneValue time.Duration) {
+// "2h", "30d"), within rule.
+func (d *decoder) durationAttr(expr hcl.Expression, name string, dst *time.Duration, rule durationRule) {
 	var s string
 	if !d.value(expr, name, &s) {
 		return
 	}
-	if none != "" && s == none {
-		*dst = noneValue
+	if rule.none != "" && s == rule.none {
+		*dst = rule.noneValue
 		return
 	}
-	if allowZero && (s == "0" || s == "0s") {
+	if rule.allowZero && (s == "0" || s == "0s") {
 		*dst = 0
 		return
 	}
@@ -323,19 +332,19 @@ func (d *decoder) resolve(raw *rawFile) *Config {
 	if e := raw.Engine; e != nil {
 		d.intAttr(e.Workers, "workers", &c.Engine.Workers, 1)
 		d.intAttr(e.MaxQueued, "max_queued", &c.Engine.MaxQueued, 1)
-		d.durationAttr(e.QueueTimeout, "queue_timeout", &c.Engine.QueueTimeout, false, "none", -1)
+		d.durationAttr(e.QueueTimeout, "queue_timeout", &c.Engine.QueueTimeout, durationRule{none: "none", noneValue: -1})
 		d.int64Attr(e.BudgetInFlight, "budget_in_flight", &c.Engine.BudgetInFlight, 0)
 		d.int64Attr(e.RunBudget, "run_budget", &c.Engine.RunBudget, 0)
-		d.durationAttr(e.LeaseTimeout, "lease_timeout", &c.Engine.LeaseTimeout, false, "", 0)
+		d.durationAttr(e.LeaseTimeout, "lease_timeout", &c.Engine.LeaseTimeout, durationRule{})
 		d.intAttr(e.MaxAttempts, "max_attempts", &c.Engine.MaxAttempts, 1)
-		d.durationAttr(e.RetryBase, "retry_base", &c.Engine.RetryBase, false, "", 0)
-		d.durationAttr(e.RetryMax, "retry_max", &c.Engine.RetryMax, false, "", 0)
+		d.durationAttr(e.RetryBase, "retry_base", &c.Engine.RetryBase, durationRule{})
+		d.durationAttr(e.RetryMax, "retry_max", &c.Engine.RetryMax, durationRule{})
 		if c.Engine.RetryBase > c.Engine.RetryMax {
 			d.fail(e.RetryBase.Range(), "retry_base (%s) is longer than retry_max (%s)", c.Engine.RetryBase, c.Engine.RetryMax)
 		}
 	}
 	if dr := raw.Drain; dr != nil {
-		d.durationAttr(dr.Grace, "grace", &c.DrainGrace, true, "", 0)
+		d.durationAttr(dr.Grace, "grace", &c.DrainGrace, durationRule{allowZero: true})
 	}
 	if s := raw.Socket; s != nil {
 		d.socket(s, &c.Socket)
@@ -356,7 +365,7 @@ func (d *decoder) resolve(raw *rawFile) *Config {
 		if absent(r.MaxAge) {
 			d.fail(r.DefRange, "the retention block needs max_age, e.g. \"30d\" (leave the block out to keep finished runs forever)")
 		}
-		d.durationAttr(r.MaxAge, "max_age", &c.RetentionMaxAge, false, "", 0)
+		d.durationAttr(r.MaxAge, "max_age", &c.RetentionMaxAge, durationRule{})
 	}
 	for _, p := range raw.Plugins {
 		d.plugin(p, c)

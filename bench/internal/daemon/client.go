@@ -51,6 +51,10 @@ type APIError struct {
 
 func (e *APIError) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
 
+// codeHTTP is the code of an error answer that carries none of its own: the
+// HTTP status stands in.
+const codeHTTP = "E_HTTP"
+
 // Code returns the API error code in err, or "" if err is not an answer of
 // the API (a transport error: the daemon may or may not have acted).
 func Code(err error) string {
@@ -90,7 +94,7 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) err
 	if resp.StatusCode >= 300 {
 		e := &APIError{Status: resp.StatusCode}
 		if json.Unmarshal(data, e) != nil || e.Code == "" {
-			e.Code, e.Message = "E_HTTP", string(bytes.TrimSpace(data))
+			e.Code, e.Message = codeHTTP, string(bytes.TrimSpace(data))
 		}
 		return e
 	}

@@ -1048,7 +1048,7 @@ func testConcurrentUpdates(t *testing.T, s store.Store, _ Opener) {
 		for g := range goroutines {
 			for i, seq := range seqs[g] {
 				if seen[seq] {
-					return fmt.Errorf("Seq %d handed out twice", seq)
+					return fmt.Errorf("seq %d handed out twice", seq)
 				}
 				seen[seq] = true
 				if i > 0 && seq <= seqs[g][i-1] {
