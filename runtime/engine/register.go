@@ -60,12 +60,13 @@ func (e *Engine) Flows(ctx context.Context) ([]RegisteredFlow, error) {
 		return nil, storageErr(err)
 	}
 	out := make([]RegisteredFlow, 0, len(vs))
+	vstore := versionStore{st: e.st, cache: e.flowCache}
 	for _, v := range vs {
-		var f flows.Flow
-		if err := json.Unmarshal(v.IR, &f); err != nil {
-			return nil, fmt.Errorf("flow %s: IR: %w", v.Name, err)
+		fv, err := vstore.load(ctx, v)
+		if err != nil {
+			return nil, err
 		}
-		out = append(out, RegisteredFlow{Name: v.Name, Hash: v.Hash, Doc: f.Doc, Nodes: len(f.Nodes)})
+		out = append(out, RegisteredFlow{Name: v.Name, Hash: v.Hash, Doc: fv.Flow.Doc, Nodes: len(fv.Flow.Nodes)})
 	}
 	return out, nil
 }
