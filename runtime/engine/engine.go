@@ -119,7 +119,7 @@ type Engine struct {
 	registry *flows.Registry
 
 	// gate: acceptance holds it shared, closing admission holds it
-	// exclusively, so once closed nothing new is reserved (DESIGN §8).
+	// exclusively, so once closed nothing new is reserved (docs/design.md §8).
 	gate       sync.RWMutex
 	closed     string // "" open, else the refusal code
 	closedWhy  string
@@ -201,7 +201,7 @@ func Open(cfg Config) (*Engine, error) {
 func (e *Engine) config() *Config { return e.cfg.Load() }
 
 // Reload swaps the limits. Lowering Workers or MaxBudgetInFlight only
-// limits new starts; work in hand is never taken back (DESIGN §8).
+// limits new starts; work in hand is never taken back (docs/design.md §8).
 func (e *Engine) Reload(cfg Config) {
 	old := e.config()
 	c := cfg.withDefaults()

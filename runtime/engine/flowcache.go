@@ -12,7 +12,7 @@ import (
 
 // flowEntry is one loaded flow version: its IR and the evaluator of its
 // sources, re-loaded from the stored source by content hash, never from
-// disk (DESIGN §2). Both come from the engine's flows.Cache, which bounds
+// disk (docs/design.md §2). Both come from the engine's flows.Cache, which bounds
 // them by Config.FlowCacheBytes; an entry is built per use and holds no
 // state of its own.
 type flowEntry struct {
