@@ -63,7 +63,7 @@ var benchCatalog = MapCatalog{"t.idem": {Name: "t.idem", Idempotent: true}}
 func registerEach(b *testing.B, files []File) {
 	reg := NewRegistry(NewMemoryStore(), benchCatalog)
 	for _, f := range files {
-		_, ds, err := reg.Register([]File{f})
+		_, ds, err := reg.Register(b.Context(), []File{f})
 		if err != nil || len(ds) > 0 {
 			b.Fatalf("%s: %v\n%s", f.Path, err, ds)
 		}
@@ -121,7 +121,7 @@ func TestGeneratedBenchmarkFlowsAreClean(t *testing.T) {
 	t.Parallel()
 	reg := NewRegistry(NewMemoryStore(), benchCatalog)
 	for _, f := range genFlowSet(30, 50) {
-		if _, ds, err := reg.Register([]File{f}); err != nil || len(ds) > 0 {
+		if _, ds, err := reg.Register(t.Context(), []File{f}); err != nil || len(ds) > 0 {
 			t.Fatalf("%s: %v\n%s", f.Path, err, ds)
 		}
 	}
@@ -139,7 +139,7 @@ func BenchmarkRegister1000x50Batch(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		reg := NewRegistry(NewMemoryStore(), benchCatalog)
-		if _, ds, err := reg.Register(files); err != nil || len(ds) > 0 {
+		if _, ds, err := reg.Register(b.Context(), files); err != nil || len(ds) > 0 {
 			b.Fatalf("%v\n%s", err, ds)
 		}
 	}

@@ -124,11 +124,11 @@ func TestCheckData(t *testing.T) {
 			t.Parallel()
 			reg := NewRegistry(NewMemoryStore(), cat)
 			for _, files := range c.registered {
-				if _, ds, err := reg.Register(files); err != nil || len(ds) > 0 {
+				if _, ds, err := reg.Register(t.Context(), files); err != nil || len(ds) > 0 {
 					t.Fatalf("registering %s: %v\n%s", files[0].Path, err, ds)
 				}
 			}
-			_, ds, err := reg.Check(c.files)
+			_, ds, err := reg.Check(t.Context(), c.files)
 			if err != nil {
 				t.Fatal(err)
 			}

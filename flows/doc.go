@@ -16,7 +16,9 @@
 // CallableRef. NewEvaluator re-runs a version's stored sources and resolves
 // those refs; Evaluator.Call evaluates one with a Context. An Evaluator is
 // immutable and safe for concurrent use; build one per Flow.SourceHash and
-// share it.
+// share it. A Cache does that for a runtime: it decodes each stored IR once,
+// builds each evaluator once however many callers miss together, shares it
+// among the versions of one source, and bounds the memory they hold.
 //
 // Diagnostics carry a file:line:col position, a stable Code (E_CYCLE, ...),
 // a message and, for cycles and depth, the chain. docs/flows.md documents

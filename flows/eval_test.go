@@ -21,7 +21,7 @@ type evalBundle struct {
 func evalSetup(t *testing.T) *evalBundle {
 	t.Helper()
 	reg := NewRegistry(NewMemoryStore(), testCatalog(t))
-	vs, ds, err := reg.Register(readStar(t, "../examples/research.star", "../examples/summarize.star"))
+	vs, ds, err := reg.Register(t.Context(), readStar(t, "../examples/research.star", "../examples/summarize.star"))
 	if err != nil || len(ds) > 0 {
 		t.Fatalf("register: %v %s", err, ds)
 	}

@@ -1,6 +1,7 @@
 package flows_test
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/weirhq/weir/flows"
@@ -26,7 +27,7 @@ func ExampleEvaluator_Call() {
 	reg := flows.NewRegistry(flows.NewMemoryStore(), flows.MapCatalog{
 		"web.search": {Name: "web.search", Idempotent: true},
 	})
-	_, ds, err := reg.Register([]flows.File{{Path: "search.star", Src: []byte(`
+	_, ds, err := reg.Register(context.Background(), []flows.File{{Path: "search.star", Src: []byte(`
 flow(name = "search", nodes = [
     fanout("all", items = lambda ctx: ctx.input["queries"], tool = "web.search",
         args = lambda ctx, item: {"q": item, "run": ctx.run_id}, width = 2, depth = 1, max_items = 10),
@@ -35,7 +36,7 @@ flow(name = "search", nodes = [
 	if err != nil || len(ds) > 0 {
 		panic(fmt.Sprint(err, ds))
 	}
-	v, _ := reg.Latest("search")
+	v, _ := reg.Latest(context.Background(), "search")
 	ev, err := flows.NewEvaluator(v.Sources)
 	if err != nil {
 		panic(err)

@@ -1,6 +1,7 @@
 package flows
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -21,17 +22,18 @@ type Version struct {
 
 // VersionStore persists registered flow versions. Implementations must be
 // safe for concurrent use. The in-memory MemoryStore is the reference; the
-// runtime's store implements the same three operations durably.
+// runtime's store implements the same three operations durably. ctx bounds
+// the store's work; a store that does no I/O may ignore it.
 type VersionStore interface {
 	// VersionPut stores v under v.Flow.Hash and makes it the latest
 	// version of v.Flow.Name. Putting a hash that is already stored only
 	// makes it the latest again.
-	VersionPut(v *Version) error
+	VersionPut(ctx context.Context, v *Version) error
 	// VersionGet returns the version with the given hash, or ErrNotFound.
-	VersionGet(hash string) (*Version, error)
+	VersionGet(ctx context.Context, hash string) (*Version, error)
 	// VersionLatest returns the most recently put version of the named
 	// flow, or ErrNotFound.
-	VersionLatest(name string) (*Version, error)
+	VersionLatest(ctx context.Context, name string) (*Version, error)
 }
 
 // MemoryStore is a VersionStore in memory.
@@ -48,7 +50,7 @@ func NewMemoryStore() *MemoryStore {
 }
 
 // VersionPut implements VersionStore.
-func (s *MemoryStore) VersionPut(v *Version) error {
+func (s *MemoryStore) VersionPut(_ context.Context, v *Version) error {
 	if v == nil || v.Flow == nil || v.Flow.Hash == "" {
 		return errors.New("flows: a version needs a flow with a hash")
 	}
@@ -63,7 +65,7 @@ func (s *MemoryStore) VersionPut(v *Version) error {
 }
 
 // VersionGet implements VersionStore.
-func (s *MemoryStore) VersionGet(hash string) (*Version, error) {
+func (s *MemoryStore) VersionGet(_ context.Context, hash string) (*Version, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	v, ok := s.byHash[hash]
@@ -74,7 +76,7 @@ func (s *MemoryStore) VersionGet(hash string) (*Version, error) {
 }
 
 // VersionLatest implements VersionStore.
-func (s *MemoryStore) VersionLatest(name string) (*Version, error) {
+func (s *MemoryStore) VersionLatest(_ context.Context, name string) (*Version, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	h, ok := s.latest[name]
@@ -119,23 +121,23 @@ func NewRegistryWith(store VersionStore, tools Catalog, loader Loader) *Registry
 // Check loads files and runs every static check against the registered
 // flows, without registering anything. The error is a store failure, not a
 // problem with the flows.
-func (r *Registry) Check(files []File) (*Module, Diagnostics, error) {
-	return r.loader.analyze(files, r.tools, r.lookup, true)
+func (r *Registry) Check(ctx context.Context, files []File) (*Module, Diagnostics, error) {
+	return r.loader.analyze(files, r.tools, r.lookup(ctx), true)
 }
 
 // Register checks files and, when there is no diagnostic, stores a version
 // of every flow they declare and makes each the latest of its name. With
 // diagnostics nothing is stored. The error is a store failure.
-func (r *Registry) Register(files []File) ([]*Version, Diagnostics, error) {
+func (r *Registry) Register(ctx context.Context, files []File) ([]*Version, Diagnostics, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	m, ds, err := r.loader.analyze(files, r.tools, r.lookup, true)
+	m, ds, err := r.loader.analyze(files, r.tools, r.lookup(ctx), true)
 	if err != nil || len(ds) > 0 {
 		return nil, ds, err
 	}
 	vs := m.Versions()
 	for _, v := range vs {
-		if err := r.store.VersionPut(v); err != nil {
+		if err := r.store.VersionPut(ctx, v); err != nil {
 			return nil, nil, fmt.Errorf("storing flow %s: %w", v.Flow.Name, err)
 		}
 	}
@@ -144,18 +146,26 @@ func (r *Registry) Register(files []File) ([]*Version, Diagnostics, error) {
 
 // Latest returns the latest registered version of the named flow, or
 // ErrNotFound.
-func (r *Registry) Latest(name string) (*Version, error) { return r.store.VersionLatest(name) }
+func (r *Registry) Latest(ctx context.Context, name string) (*Version, error) {
+	return r.store.VersionLatest(ctx, name)
+}
 
 // Get returns the registered version with the given hash, or ErrNotFound.
-func (r *Registry) Get(hash string) (*Version, error) { return r.store.VersionGet(hash) }
+func (r *Registry) Get(ctx context.Context, hash string) (*Version, error) {
+	return r.store.VersionGet(ctx, hash)
+}
 
-func (r *Registry) lookup(name string) (*Flow, error) {
-	v, err := r.store.VersionLatest(name)
-	if errors.Is(err, ErrNotFound) {
-		return nil, nil
+// lookup resolves a called flow to its latest registered version, nil if
+// there is none, reading the store under ctx.
+func (r *Registry) lookup(ctx context.Context) func(name string) (*Flow, error) {
+	return func(name string) (*Flow, error) {
+		v, err := r.store.VersionLatest(ctx, name)
+		if errors.Is(err, ErrNotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return v.Flow, nil
 	}
-	if err != nil {
-		return nil, err
-	}
-	return v.Flow, nil
 }

@@ -1,10 +1,12 @@
 package flows
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -21,7 +23,7 @@ func registrySetup(t *testing.T) *registryBundle {
 
 func mustRegister(t *testing.T, reg *Registry, files ...File) []*Version {
 	t.Helper()
-	vs, ds, err := reg.Register(files)
+	vs, ds, err := reg.Register(t.Context(), files)
 	if err != nil || len(ds) > 0 {
 		t.Fatalf("register: %v\n%s", err, ds)
 	}
@@ -47,7 +49,7 @@ func TestResearchExampleRegisters(t *testing.T) {
 	if len(vs) != 2 || vs[0].Flow.Name != "research" || vs[1].Flow.Name != "summarize" {
 		t.Fatalf("versions %v", vs)
 	}
-	got, err := reg.Latest("research")
+	got, err := reg.Latest(t.Context(), "research")
 	if err != nil || got.Flow.Hash != vs[0].Flow.Hash {
 		t.Fatalf("latest research = %v, %v", got, err)
 	}
@@ -62,7 +64,7 @@ func TestResearchExampleRegisters(t *testing.T) {
 	mustRegister(t, reg2, readStar(t, "../examples/research.star")...)
 
 	// Without summarize anywhere, research is refused.
-	_, ds, err := NewRegistry(NewMemoryStore(), cat).Register(readStar(t, "../examples/research.star"))
+	_, ds, err := NewRegistry(NewMemoryStore(), cat).Register(t.Context(), readStar(t, "../examples/research.star"))
 	if err != nil || len(ds) != 1 || ds[0].Code != CodeUnknownFlow {
 		t.Errorf("research alone: %v %s", err, ds)
 	}
@@ -79,11 +81,11 @@ func TestRegistryKeepsEveryVersion(t *testing.T) {
 	if got := b.store.VersionList("a"); len(got) != 2 || got[0] != v1.Flow.Hash || got[1] != v2.Flow.Hash {
 		t.Errorf("versions %v", got)
 	}
-	if latest, _ := b.reg.Latest("a"); latest.Flow.Hash != v2.Flow.Hash {
+	if latest, _ := b.reg.Latest(t.Context(), "a"); latest.Flow.Hash != v2.Flow.Hash {
 		t.Error("latest is not the last registered")
 	}
 	// A run pinned to v1 still finds it.
-	if old, err := b.reg.Get(v1.Flow.Hash); err != nil || old.Flow.Doc != "" {
+	if old, err := b.reg.Get(t.Context(), v1.Flow.Hash); err != nil || old.Flow.Doc != "" {
 		t.Errorf("get v1: %v %v", old, err)
 	}
 	// Registering v1's source again stores nothing new and makes it latest.
@@ -91,13 +93,13 @@ func TestRegistryKeepsEveryVersion(t *testing.T) {
 	if again.Flow.Hash != v1.Flow.Hash || len(b.store.VersionList("a")) != 2 {
 		t.Errorf("re-registering: hash %s, %d versions", again.Flow.Hash, len(b.store.VersionList("a")))
 	}
-	if latest, _ := b.reg.Latest("a"); latest.Flow.Hash != v1.Flow.Hash {
+	if latest, _ := b.reg.Latest(t.Context(), "a"); latest.Flow.Hash != v1.Flow.Hash {
 		t.Error("re-registered version is not latest")
 	}
-	if _, err := b.reg.Get("nope"); !errors.Is(err, ErrNotFound) {
+	if _, err := b.reg.Get(t.Context(), "nope"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("get unknown: %v", err)
 	}
-	if _, err := b.reg.Latest("nope"); !errors.Is(err, ErrNotFound) {
+	if _, err := b.reg.Latest(t.Context(), "nope"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("latest unknown: %v", err)
 	}
 }
@@ -105,14 +107,14 @@ func TestRegistryKeepsEveryVersion(t *testing.T) {
 func TestRefusedRegistrationStoresNothing(t *testing.T) {
 	t.Parallel()
 	b := registrySetup(t)
-	_, ds, err := b.reg.Register([]File{
+	_, ds, err := b.reg.Register(t.Context(), []File{
 		src("ok.star", `flow(name = "fine", nodes = [task("x", tool = "t.idem")])`),
 		src("bad.star", `flow(name = "broken", nodes = [task("x", tool = "t.idem", next = "y")])`),
 	})
 	if err != nil || !ds.Has(CodeUnknownNode) {
 		t.Fatalf("got %v %s", err, ds)
 	}
-	if _, err := b.reg.Latest("fine"); !errors.Is(err, ErrNotFound) {
+	if _, err := b.reg.Latest(t.Context(), "fine"); !errors.Is(err, ErrNotFound) {
 		t.Error("a flow of a refused registration was stored")
 	}
 }
@@ -124,18 +126,18 @@ func TestRegistryResolvesAgainstLatestVersion(t *testing.T) {
 	mustRegister(t, b.reg, src("mid.star", `flow(name = "mid", nodes = [subflow("x", flow = "leaf")])`))
 	// top allows depth 2: top -> mid -> leaf fits.
 	top := src("top.star", `flow(name = "top", max_depth = 2, nodes = [subflow("x", flow = "mid")])`)
-	if _, ds, _ := b.reg.Check([]File{top}); len(ds) > 0 {
+	if _, ds, _ := b.reg.Check(t.Context(), []File{top}); len(ds) > 0 {
 		t.Fatalf("top: %s", ds)
 	}
 	// A newer leaf that calls a subflow makes the chain 3 deep.
 	mustRegister(t, b.reg, src("deeper.star", `flow(name = "deeper", nodes = [task("x", tool = "t.idem")])`))
 	mustRegister(t, b.reg, src("leaf.star", `flow(name = "leaf", nodes = [subflow("x", flow = "deeper")])`))
-	_, ds, _ := b.reg.Check([]File{top})
+	_, ds, _ := b.reg.Check(t.Context(), []File{top})
 	if len(ds) != 1 || ds[0].Code != CodeDepth || FormatChain(ds[0].Chain) != "top -> mid -> leaf -> deeper" {
 		t.Errorf("got %s", ds)
 	}
 	// The files checked together win over the registered version.
-	_, ds, _ = b.reg.Check([]File{top, src("leaf2.star", `flow(name = "leaf", nodes = [task("x", tool = "t.idem")])`)})
+	_, ds, _ = b.reg.Check(t.Context(), []File{top, src("leaf2.star", `flow(name = "leaf", nodes = [task("x", tool = "t.idem")])`)})
 	if len(ds) > 0 {
 		t.Errorf("with a flat leaf checked together: %s", ds)
 	}
@@ -159,7 +161,7 @@ func TestConcurrentRegistrationsCannotCloseACycle(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_, ds, err := b.reg.Register([]File{f})
+				_, ds, err := b.reg.Register(t.Context(), []File{f})
 				if err != nil {
 					t.Error(err)
 				}
@@ -181,12 +183,14 @@ func TestConcurrentRegistrationsCannotCloseACycle(t *testing.T) {
 
 type failingStore struct{ *MemoryStore }
 
-func (failingStore) VersionLatest(string) (*Version, error) { return nil, errors.New("disk on fire") }
+func (failingStore) VersionLatest(context.Context, string) (*Version, error) {
+	return nil, errors.New("disk on fire")
+}
 
 func TestStoreErrorsAreNotDiagnostics(t *testing.T) {
 	t.Parallel()
 	reg := NewRegistry(failingStore{NewMemoryStore()}, testCatalog(t))
-	_, ds, err := reg.Register([]File{src("a.star", `flow(name = "a", nodes = [subflow("x", flow = "b")])`)})
+	_, ds, err := reg.Register(t.Context(), []File{src("a.star", `flow(name = "a", nodes = [subflow("x", flow = "b")])`)})
 	if err == nil || !strings.Contains(err.Error(), "disk on fire") || len(ds) > 0 {
 		t.Errorf("got %v, %s", err, ds)
 	}
@@ -196,7 +200,7 @@ func TestMemoryStoreRefusesVersionsWithoutHash(t *testing.T) {
 	t.Parallel()
 	s := NewMemoryStore()
 	for _, v := range []*Version{nil, {}, {Flow: &Flow{Name: "x"}}} {
-		if err := s.VersionPut(v); err == nil {
+		if err := s.VersionPut(t.Context(), v); err == nil {
 			t.Errorf("put %v: no error", v)
 		}
 	}
@@ -206,7 +210,7 @@ func ExampleRegistry_Register() {
 	reg := NewRegistry(NewMemoryStore(), MapCatalog{
 		"web.search": {Name: "web.search", Idempotent: true},
 	})
-	_, ds, err := reg.Register([]File{{Path: "search.star", Src: []byte(`
+	_, ds, err := reg.Register(context.Background(), []File{{Path: "search.star", Src: []byte(`
 flow(name = "search", nodes = [
     task("find", tool = "web.search", args = lambda ctx: {"q": ctx.input["q"]}, retries = 2, next = "again"),
     subflow("again", flow = "search"),
@@ -234,5 +238,75 @@ func TestMistakesExampleIsRefused(t *testing.T) {
 	}
 	if got := strings.Join(codes, " "); got != "E_UNBOUNDED_CYCLE E_UNKNOWN_FLOW E_AT_MOST_ONCE" {
 		t.Errorf("got %s\n%s", got, ds)
+	}
+}
+
+type ctxKey struct{}
+
+// ctxCheckingStore fails any operation whose ctx is not the caller's.
+type ctxCheckingStore struct {
+	*MemoryStore
+	calls atomic.Int32
+}
+
+func (s *ctxCheckingStore) check(ctx context.Context) error {
+	s.calls.Add(1)
+	if ctx.Value(ctxKey{}) != "caller" {
+		return errors.New("the store did not get the caller's ctx")
+	}
+	return nil
+}
+
+func (s *ctxCheckingStore) VersionPut(ctx context.Context, v *Version) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	return s.MemoryStore.VersionPut(ctx, v)
+}
+
+func (s *ctxCheckingStore) VersionGet(ctx context.Context, hash string) (*Version, error) {
+	if err := s.check(ctx); err != nil {
+		return nil, err
+	}
+	return s.MemoryStore.VersionGet(ctx, hash)
+}
+
+func (s *ctxCheckingStore) VersionLatest(ctx context.Context, name string) (*Version, error) {
+	if err := s.check(ctx); err != nil {
+		return nil, err
+	}
+	return s.MemoryStore.VersionLatest(ctx, name)
+}
+
+// Every store operation of the registry, the callee lookups of the checks
+// included, runs under the caller's ctx.
+func TestRegistryPassesTheCallersContextToTheStore(t *testing.T) {
+	t.Parallel()
+	s := &ctxCheckingStore{MemoryStore: NewMemoryStore()}
+	reg := NewRegistry(s, testCatalog(t))
+	ctx := context.WithValue(t.Context(), ctxKey{}, "caller")
+	leaf := src("leaf.star", `flow(name = "leaf", nodes = [task("x", tool = "t.idem")])`)
+	top := src("top.star", `flow(name = "top", nodes = [subflow("x", flow = "leaf")])`)
+	for _, files := range [][]File{{leaf}, {top}} {
+		if _, ds, err := reg.Register(ctx, files); err != nil || len(ds) > 0 {
+			t.Fatalf("%v %s", err, ds)
+		}
+	}
+	if _, ds, err := reg.Check(ctx, []File{top}); err != nil || len(ds) > 0 {
+		t.Fatalf("%v %s", err, ds)
+	}
+	v, err := reg.Latest(ctx, "top")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.Get(ctx, v.Flow.Hash); err != nil {
+		t.Fatal(err)
+	}
+	// Put twice, lookup of leaf twice (register top, check top), Latest, Get.
+	if n := s.calls.Load(); n < 6 {
+		t.Errorf("%d store calls, want at least 6", n)
+	}
+	if _, err := reg.Latest(t.Context(), "top"); err == nil {
+		t.Error("a ctx without the value reached the store unchecked")
 	}
 }

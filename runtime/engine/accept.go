@@ -30,7 +30,7 @@ type StartResult struct {
 	Existing bool `json:"existing"`
 }
 
-// Submit accepts a run journal-first (DESIGN §5): protocol and identity →
+// Submit accepts a run journal-first (docs/design.md §5): protocol and identity →
 // dedup → reserve capacity → durable acceptance record → publish → answer.
 // It never answers "accepted" for something not durably written.
 func (e *Engine) Submit(ctx context.Context, req StartRequest) (*StartResult, error) {

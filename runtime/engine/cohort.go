@@ -25,7 +25,7 @@ const (
 	evCohortStopped  = "cohort_stopped"
 )
 
-// fanoutNode runs one visit of a fan-out node (DESIGN §7): it starts the
+// fanoutNode runs one visit of a fan-out node (docs/design.md §7): it starts the
 // cohort, and on every wake judges what the children published, admits
 // more, freezes, stops after the grace period, and closes by sufficiency
 // or by the deadline fuse.
@@ -485,7 +485,7 @@ func (s *stepper) stopChildren(tasks, runs []string) {
 	e.cancelHeld(runs, nil)
 }
 
-// cohortReduce finishes a closing cohort in the fixed order of DESIGN §7:
+// cohortReduce finishes a closing cohort in the fixed order of docs/design.md §7:
 // collect the results published before the cutoff, canonicalize them,
 // update the canonical state, update the derived state (reduce), then
 // write the marker together with the node's result and the run's advance.

@@ -2,7 +2,7 @@
 // accepts runs journal-first, schedules their tasks onto worker slots and
 // budget slices under leases, walks each flow's graph persisting the
 // continuation after every step, calls tools through the plugin host with
-// the idempotency contract of DESIGN §3, and recovers from the store after a
+// the idempotency contract of docs/design.md §3, and recovers from the store after a
 // crash.
 //
 // The store is the truth. Everything the engine keeps in memory (the

@@ -65,6 +65,11 @@ type Config struct {
 	// Retention prunes runs (with their events, dedup keys and records)
 	// that finished longer ago than this; 0 keeps everything.
 	Retention time.Duration
+	// FlowCacheBytes bounds the memory of loaded flow versions (decoded
+	// IR and evaluators, charged as estimated by flows.Cache); the least
+	// recently used are dropped and re-loaded from the store when needed
+	// again (default flows.DefaultCacheBytes, 256 MiB).
+	FlowCacheBytes int64
 }
 
 func (c Config) withDefaults() Config {
@@ -95,6 +100,9 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
 	}
+	if c.FlowCacheBytes <= 0 {
+		c.FlowCacheBytes = flows.DefaultCacheBytes
+	}
 	return c
 }
 
@@ -111,7 +119,7 @@ type Engine struct {
 	registry *flows.Registry
 
 	// gate: acceptance holds it shared, closing admission holds it
-	// exclusively, so once closed nothing new is reserved (DESIGN §8).
+	// exclusively, so once closed nothing new is reserved (docs/design.md §8).
 	gate       sync.RWMutex
 	closed     string // "" open, else the refusal code
 	closedWhy  string
@@ -131,8 +139,8 @@ type Engine struct {
 	// draining is set once Stop begins: interrupted work is given back
 	// to the queue, recorded, instead of left for the lease rescuer.
 	draining  atomic.Bool
-	started   atomic.Bool           // Start ran: the scheduler exists
-	flowCache map[string]*flowEntry // flow content hash → loaded flow
+	started   atomic.Bool  // Start ran: the scheduler exists
+	flowCache *flows.Cache // loaded flow versions, bounded by FlowCacheBytes
 
 	stats *stats
 	now   func() time.Time
@@ -181,11 +189,11 @@ func Open(cfg Config) (*Engine, error) {
 		dispatched: map[string]bool{},
 		live:       map[string]*liveRun{},
 		items:      map[string]*liveRun{},
-		flowCache:  map[string]*flowEntry{},
+		flowCache:  flows.NewCache(c.FlowCacheBytes, flows.Loader{}),
 		stats:      newStats(),
 		now:        time.Now,
 	}
-	e.registry = flows.NewRegistry(versionStore{st: c.Store, cache: &sync.Map{}}, c.Tools)
+	e.registry = flows.NewRegistry(versionStore{st: c.Store, cache: e.flowCache}, c.Tools)
 	e.cfg.Store(&c)
 	return e, nil
 }
@@ -193,13 +201,14 @@ func Open(cfg Config) (*Engine, error) {
 func (e *Engine) config() *Config { return e.cfg.Load() }
 
 // Reload swaps the limits. Lowering Workers or MaxBudgetInFlight only
-// limits new starts; work in hand is never taken back (DESIGN §8).
+// limits new starts; work in hand is never taken back (docs/design.md §8).
 func (e *Engine) Reload(cfg Config) {
 	old := e.config()
 	c := cfg.withDefaults()
 	c.Store, c.Tools, c.Logger = old.Store, old.Tools, old.Logger
 	e.cfg.Store(&c)
 	e.ledger.Resize(c.Workers, c.MaxBudgetInFlight)
+	e.flowCache.SetMaxBytes(c.FlowCacheBytes)
 	e.kick()
 }
 

@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// Class says who an error belongs to (DESIGN §5): protocol errors end a
+// Class says who an error belongs to (docs/design.md §5): protocol errors end a
 // request, run errors end one run, storage errors close admission.
 type Class string
 

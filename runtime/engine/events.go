@@ -6,7 +6,7 @@ import (
 	"github.com/weirhq/weir/runtime/store"
 )
 
-// Event types of a run's timeline. The admission events (DESIGN §4) say
+// Event types of a run's timeline. The admission events (docs/design.md §4) say
 // what the system did; the flow events say where the run went.
 const (
 	evAccepted        = "accepted"

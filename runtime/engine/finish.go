@@ -11,10 +11,10 @@ import (
 	"github.com/weirhq/weir/runtime/store"
 )
 
-// finishTx writes a run's terminal record in tx (DESIGN §5): phase,
+// finishTx writes a run's terminal record in tx (docs/design.md §5): phase,
 // output or error, the task and lease gone, the event, and, for a child,
 // the parent's wait woken through its indexed child field in the same
-// transaction (DESIGN §6). It reports whether a parent was woken.
+// transaction (docs/design.md §6). It reports whether a parent was woken.
 func (e *Engine) finishTx(tx store.Tx, run *store.Run, phase store.Phase, output json.RawMessage, runErr *store.RunError, now time.Time) (bool, error) {
 	if run.CancelRequested && phase != store.PhaseCompleted {
 		// A cancel that was answered "requested" ends the run cancelled,
@@ -107,7 +107,7 @@ func (e *Engine) finishTx(tx store.Tx, run *store.Run, phase store.Phase, output
 }
 
 // wakeWaiterTx sets wake time now on the task that waits on childID, if
-// any: the one who knows tells (DESIGN §6).
+// any: the one who knows tells (docs/design.md §6).
 func wakeWaiterTx(tx store.Tx, childID string, now time.Time) (bool, error) {
 	w, err := tx.TaskByChild(childID)
 	if errors.Is(err, store.ErrNotFound) {
@@ -120,7 +120,7 @@ func wakeWaiterTx(tx store.Tx, childID string, now time.Time) (bool, error) {
 	return true, tx.TaskPut(w)
 }
 
-// CancelAnswer is the answer to a cancel (DESIGN §5).
+// CancelAnswer is the answer to a cancel (docs/design.md §5).
 type CancelAnswer string
 
 // The three cancel answers.
@@ -271,7 +271,7 @@ var errNotYours = errors.New("engine: not found or not yours")
 const AuditStream = "audit"
 
 // auditForeign records a refused foreign access in the audit stream: the
-// one effect a foreign caller is allowed (DESIGN §8). The run itself, its
+// one effect a foreign caller is allowed (docs/design.md §8). The run itself, its
 // events included, stays byte-for-byte unchanged.
 func (e *Engine) auditForeign(ctx context.Context, owner, runID, action string) {
 	now := e.now()

@@ -12,7 +12,9 @@ import (
 
 // flowEntry is one loaded flow version: its IR and the evaluator of its
 // sources, re-loaded from the stored source by content hash, never from
-// disk (DESIGN §2).
+// disk (docs/design.md §2). Both come from the engine's flows.Cache, which bounds
+// them by Config.FlowCacheBytes; an entry is built per use and holds no
+// state of its own.
 type flowEntry struct {
 	flow *flows.Flow
 	hash string
@@ -54,49 +56,48 @@ func (e *Engine) latestFlow(ctx context.Context, name string) (*flowEntry, error
 	return fe, nil
 }
 
-// flowVersion loads a flow version by name and content hash, cached:
-// versions are immutable.
+// flowVersion loads a flow version by name and content hash through the
+// flow cache: its IR is decoded once, and its evaluator is shared with
+// every version of the same sources.
 func (e *Engine) flowVersion(ctx context.Context, name, hash string) (*flowEntry, error) {
-	e.mu.Lock()
-	fe := e.flowCache[hash]
-	e.mu.Unlock()
-	if fe != nil {
-		return fe, nil
-	}
-	var v *store.FlowVersion
-	var src *store.Source
-	err := e.st.View(ctx, func(tx store.Tx) error {
-		var err error
-		if v, err = tx.FlowVersionGet(name, hash); err != nil {
-			return err
-		}
-		var f flows.Flow
-		if err := json.Unmarshal(v.IR, &f); err != nil {
-			return fmt.Errorf("flow %s version %s: IR: %w", v.Name, hash, err)
-		}
-		src, err = tx.SourceGet(f.SourceHash)
-		return err
+	f, err := e.flowCache.Flow(ctx, hash, func(ctx context.Context) ([]byte, error) {
+		var ir []byte
+		err := e.st.View(ctx, func(tx store.Tx) error {
+			v, err := tx.FlowVersionGet(name, hash)
+			if err != nil {
+				return err
+			}
+			ir = v.IR
+			return nil
+		})
+		return ir, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("flow version %s: %w", hash, err)
+		return nil, fmt.Errorf("flow %s version %s: %w", name, hash, err)
 	}
-	var f flows.Flow
-	if err := json.Unmarshal(v.IR, &f); err != nil {
-		return nil, fmt.Errorf("flow %s version %s: IR: %w", v.Name, hash, err)
+	if f.Name != name {
+		return nil, fmt.Errorf("flow %s version %s: the version is flow %s's", name, hash, f.Name)
 	}
-	files := make([]flows.File, len(src.Files))
-	for i, sf := range src.Files {
-		files[i] = flows.File{Path: sf.Path, Src: sf.Src}
-	}
-	ev, err := flows.NewEvaluator(files)
+	ev, err := e.flowCache.Evaluator(ctx, f.SourceHash, func(ctx context.Context) ([]flows.File, error) {
+		var src *store.Source
+		err := e.st.View(ctx, func(tx store.Tx) error {
+			var err error
+			src, err = tx.SourceGet(f.SourceHash)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		files := make([]flows.File, len(src.Files))
+		for i, sf := range src.Files {
+			files[i] = flows.File{Path: sf.Path, Src: sf.Src}
+		}
+		return files, nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("flow %s version %s: source: %w", v.Name, hash, err)
+		return nil, fmt.Errorf("flow %s version %s: source: %w", name, hash, err)
 	}
-	fe = &flowEntry{flow: &f, hash: hash, ev: ev}
-	e.mu.Lock()
-	e.flowCache[hash] = fe
-	e.mu.Unlock()
-	return fe, nil
+	return &flowEntry{flow: f, hash: hash, ev: ev}, nil
 }
 
 // nodeCost is the budget slice a node needs: its declared cost, else its

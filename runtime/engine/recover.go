@@ -6,7 +6,7 @@ import (
 	"github.com/weirhq/weir/runtime/store"
 )
 
-// recover rebuilds the engine's view from the store (DESIGN §5): leases
+// recover rebuilds the engine's view from the store (docs/design.md §5): leases
 // held by a previous process are rescued at once (their holder is gone, so
 // there is nothing to wait for) and their runs resume with attempt + 1,
 // same id and owner; the count of never-started runs is re-read. Ledger

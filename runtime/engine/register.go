@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/weirhq/weir/flows"
 	"github.com/weirhq/weir/runtime/store"
@@ -39,7 +38,7 @@ func (e *Engine) Register(ctx context.Context, files []SourceFile) (*RegisterRes
 	for i, f := range files {
 		in[i] = flows.File{Path: f.Path, Src: []byte(f.Src)}
 	}
-	vs, ds, err := e.registry.Register(in)
+	vs, ds, err := e.registry.Register(ctx, in)
 	if err != nil {
 		return nil, e.storageFailed(err)
 	}
@@ -61,26 +60,28 @@ func (e *Engine) Flows(ctx context.Context) ([]RegisteredFlow, error) {
 		return nil, storageErr(err)
 	}
 	out := make([]RegisteredFlow, 0, len(vs))
+	vstore := versionStore{st: e.st, cache: e.flowCache}
 	for _, v := range vs {
-		var f flows.Flow
-		if err := json.Unmarshal(v.IR, &f); err != nil {
-			return nil, fmt.Errorf("flow %s: IR: %w", v.Name, err)
+		fv, err := vstore.load(ctx, v)
+		if err != nil {
+			return nil, err
 		}
-		out = append(out, RegisteredFlow{Name: v.Name, Hash: v.Hash, Doc: f.Doc, Nodes: len(f.Nodes)})
+		out = append(out, RegisteredFlow{Name: v.Name, Hash: v.Hash, Doc: fv.Flow.Doc, Nodes: len(fv.Flow.Nodes)})
 	}
 	return out, nil
 }
 
 // versionStore persists the flow registry's versions in the engine's
 // store: the IR by (name, hash) and the sources by their own hash. Decoded
-// IR is cached by hash (versions never change): registration resolves the
-// same callees again and again.
+// IR comes from the engine's flow cache (versions never change), which
+// registration and the runs share: registration resolves the same callees
+// again and again.
 type versionStore struct {
 	st    store.Store
-	cache *sync.Map // flow hash → *flows.Flow
+	cache *flows.Cache
 }
 
-func (s versionStore) VersionPut(v *flows.Version) error {
+func (s versionStore) VersionPut(ctx context.Context, v *flows.Version) error {
 	ir, err := json.Marshal(v.Flow)
 	if err != nil {
 		return err
@@ -89,23 +90,19 @@ func (s versionStore) VersionPut(v *flows.Version) error {
 	for i, f := range v.Sources {
 		files[i] = store.SourceFile{Path: f.Path, Src: f.Src}
 	}
-	err = s.st.Update(context.Background(), func(tx store.Tx) error {
+	return s.st.Update(ctx, func(tx store.Tx) error {
 		if err := tx.SourcePut(&store.Source{Hash: v.Flow.SourceHash, Files: files}); err != nil {
 			return err
 		}
 		return tx.FlowVersionPut(&store.FlowVersion{Name: v.Flow.Name, Hash: v.Flow.Hash, IR: ir})
 	})
-	if err == nil {
-		s.cache.Store(v.Flow.Hash, v.Flow)
-	}
-	return err
 }
 
 // VersionGet finds a version by hash alone among the latest versions; the
 // engine itself always looks versions up by name and hash.
-func (s versionStore) VersionGet(hash string) (*flows.Version, error) {
+func (s versionStore) VersionGet(ctx context.Context, hash string) (*flows.Version, error) {
 	var found *store.FlowVersion
-	err := s.st.View(context.Background(), func(tx store.Tx) error {
+	err := s.st.View(ctx, func(tx store.Tx) error {
 		vs, err := tx.FlowVersionList()
 		for _, v := range vs {
 			if v.Hash == hash {
@@ -120,12 +117,12 @@ func (s versionStore) VersionGet(hash string) (*flows.Version, error) {
 	if found == nil {
 		return nil, fmt.Errorf("version %s: %w", hash, flows.ErrNotFound)
 	}
-	return s.load(found)
+	return s.load(ctx, found)
 }
 
-func (s versionStore) VersionLatest(name string) (*flows.Version, error) {
+func (s versionStore) VersionLatest(ctx context.Context, name string) (*flows.Version, error) {
 	var v *store.FlowVersion
-	err := s.st.View(context.Background(), func(tx store.Tx) error {
+	err := s.st.View(ctx, func(tx store.Tx) error {
 		var err error
 		v, err = tx.FlowVersionLatest(name)
 		return err
@@ -136,17 +133,13 @@ func (s versionStore) VersionLatest(name string) (*flows.Version, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.load(v)
+	return s.load(ctx, v)
 }
 
-func (s versionStore) load(v *store.FlowVersion) (*flows.Version, error) {
-	if f, ok := s.cache.Load(v.Hash); ok {
-		return &flows.Version{Flow: f.(*flows.Flow)}, nil
+func (s versionStore) load(ctx context.Context, v *store.FlowVersion) (*flows.Version, error) {
+	f, err := s.cache.Flow(ctx, v.Hash, func(context.Context) ([]byte, error) { return v.IR, nil })
+	if err != nil {
+		return nil, fmt.Errorf("flow %s: %w", v.Name, err)
 	}
-	var f flows.Flow
-	if err := json.Unmarshal(v.IR, &f); err != nil {
-		return nil, fmt.Errorf("flow %s version %s: IR: %w", v.Name, v.Hash, err)
-	}
-	s.cache.Store(v.Hash, &f)
-	return &flows.Version{Flow: &f}, nil
+	return &flows.Version{Flow: f}, nil
 }

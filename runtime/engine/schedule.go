@@ -217,7 +217,7 @@ func (e *Engine) drop(ctx context.Context, t *store.Task) {
 var errSkip = errors.New("engine: precondition no longer holds")
 
 // rescueExpired makes tasks whose lease expired visible again with
-// attempt + 1 (DESIGN §4), cancelling the stalled holder if it is ours.
+// attempt + 1 (docs/design.md §4), cancelling the stalled holder if it is ours.
 func (e *Engine) rescueExpired(ctx context.Context) {
 	var expired []*store.Lease
 	if err := e.st.View(ctx, func(tx store.Tx) error {

@@ -8,7 +8,7 @@ import (
 	"github.com/weirhq/weir/runtime/store"
 )
 
-// stats keeps the four figures per task type of DESIGN §4 (queue depth,
+// stats keeps the four figures per task type of docs/design.md §4 (queue depth,
 // wait time, execution time, retry amplification) plus engine-wide
 // counters. It is display only: after a restart it starts from zero.
 type stats struct {

@@ -299,7 +299,7 @@ func (s *stepper) idemKey(node *flows.Node) string {
 // without a result, so the call may or may not have happened.
 var errUnknownOutcome = errors.New("engine: outcome unknown")
 
-// toolNode calls the node's tool with the idempotency contract of DESIGN
+// toolNode calls the node's tool with the idempotency contract of docs/design.md
 // §3 and records the result.
 func (s *stepper) toolNode(ctx context.Context, node *flows.Node) bool {
 	e := s.e

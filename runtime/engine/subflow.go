@@ -14,7 +14,7 @@ import (
 )
 
 // SubflowFallback is the production value of the fallback clock that wakes
-// a parent whose child never announced its end (DESIGN §6). A child may
+// a parent whose child never announced its end (docs/design.md §6). A child may
 // legitimately wait 30 days on a human; 24 hours costs at most 30 useless
 // wake-ups on such a wait while bounding an invisible failure to one day.
 const SubflowFallback = 24 * time.Hour
@@ -34,9 +34,9 @@ func subflowFallback() time.Duration {
 	return d
 }
 
-// Run-time refusals of subflow calls (DESIGN §2: the static check is a
+// Run-time refusals of subflow calls (docs/design.md §2: the static check is a
 // courtesy, this is what holds) and the precise reasons a parent's node
-// fails when its child is gone (DESIGN §6).
+// fails when its child is gone (docs/design.md §6).
 const (
 	CodeRuntimeDepth    = "E_RUNTIME_DEPTH"
 	CodeRuntimeCycle    = "E_RUNTIME_CYCLE"
@@ -129,7 +129,7 @@ func (s *stepper) subflowNode(ctx context.Context, node *flows.Node) bool {
 // child that finishes within this step wakes the parent's wait in its
 // finish transaction and the parent continues here, never touching the
 // queue; a child that suspends leaves the parent parked for the ordinary
-// queue worker to resume when the child announces its end (DESIGN §6).
+// queue worker to resume when the child announces its end (docs/design.md §6).
 func (s *stepper) runInlineChild(ctx context.Context, child *store.Run, task *store.Task, lease *store.Lease) bool {
 	e := s.e
 	e.ledger.OpenRun(child.ID, child.Budget, 0)

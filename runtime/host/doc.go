@@ -2,7 +2,7 @@
 // processes (hashicorp/go-plugin over gRPC, the protocol of package
 // sdk/wire), verifies each binary against the SHA-256 pinned at install,
 // caches each plugin's manifest by that checksum, and makes tool calls with
-// the guarantees of DESIGN.md §3:
+// the guarantees of docs/design.md §3:
 //
 //   - every input is validated against the tool's declared schema before
 //     the plugin sees it;

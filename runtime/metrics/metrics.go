@@ -1,5 +1,5 @@
 // Package metrics exports the daemon's figures to Prometheus: the four
-// figures per tool of DESIGN §4 (queue depth, wait time, execution time,
+// figures per tool of docs/design.md §4 (queue depth, wait time, execution time,
 // retry amplification), runs accepted and finished by phase, admissions
 // refused by reason, the admission state with the queued and held task
 // counts, plugin restarts and the config version. Store latency comes

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// CohortState is where a fan-out cohort is in its life (DESIGN §7).
+// CohortState is where a fan-out cohort is in its life (docs/design.md §7).
 type CohortState string
 
 // The states of a cohort.

@@ -193,7 +193,7 @@ type SourceFile struct {
 	Src  []byte `json:"src"`
 }
 
-// Phase is where a run is in its life (DESIGN §5).
+// Phase is where a run is in its life (docs/design.md §5).
 type Phase string
 
 // The phases of a run.
@@ -302,7 +302,7 @@ type Task struct {
 	// Leased is set while a worker holds the task (see Lease).
 	Leased bool `json:"leased,omitempty"`
 	// WaitChild is the child run this task waits on, indexed so the child
-	// can wake it (DESIGN §6).
+	// can wake it (docs/design.md §6).
 	WaitChild string `json:"wait_child,omitempty"`
 	// WaitKind says what the task waits for: "child", "human", "timer".
 	WaitKind string `json:"wait_kind,omitempty"`
@@ -319,7 +319,7 @@ type AttemptError struct {
 	At      time.Time `json:"at"`
 }
 
-// Lease is a worker's hold on a task (DESIGN §4).
+// Lease is a worker's hold on a task (docs/design.md §4).
 type Lease struct {
 	TaskID      string    `json:"task_id"`
 	RunID       string    `json:"run_id"`

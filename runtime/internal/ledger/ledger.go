@@ -1,4 +1,4 @@
-// Package ledger is the dispatcher's budget ledger (DESIGN §4): it owns
+// Package ledger is the dispatcher's budget ledger (docs/design.md §4): it owns
 // worker slots and budget slices. A task is admitted only when both a slot
 // and a slice are free; the slice is reserved from the run's own budget and
 // from the budget the engine allows in flight at once, and settled at
