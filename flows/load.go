@@ -172,9 +172,13 @@ type callSite struct {
 	kw    []kwArg
 }
 
+// kwArg is where one keyword argument is written. When its value is a
+// list literal, elems holds where each element starts, so that a
+// diagnostic about one entry of tools = [...] points at that entry.
 type kwArg struct {
 	name      string
 	line, col int32
+	elems     []lineCol
 }
 
 func (fs *fileState) site(p syntax.Position) (*callSite, bool) {
@@ -512,6 +516,7 @@ func (fs *fileState) indexCalls(f *syntax.File) {
 	fs.sites = make([]callSite, 0, calls)
 	kws := make([]kwArg, 0, bytes.Count(fs.file.Src, []byte("=")))
 	bounds := make([][2]int, 0, calls)
+	var elems []lineCol // list elements of keyword arguments, shared by the file's sites
 	syntax.Walk(f, func(n syntax.Node) bool {
 		c, ok := n.(*syntax.CallExpr)
 		if !ok {
@@ -522,7 +527,16 @@ func (fs *fileState) indexCalls(f *syntax.File) {
 		for _, a := range c.Args {
 			if b, ok := a.(*syntax.BinaryExpr); ok && b.Op == syntax.EQ {
 				if id, ok := b.X.(*syntax.Ident); ok {
-					kws = append(kws, kwArg{name: id.Name, line: id.NamePos.Line, col: id.NamePos.Col})
+					kw := kwArg{name: id.Name, line: id.NamePos.Line, col: id.NamePos.Col}
+					if l, ok := b.Y.(*syntax.ListExpr); ok && len(l.List) > 0 {
+						first := len(elems)
+						for _, e := range l.List {
+							p, _ := e.Span()
+							elems = append(elems, lineCol{p.Line, p.Col})
+						}
+						kw.elems = elems[first:len(elems):len(elems)]
+					}
+					kws = append(kws, kw)
 				}
 			}
 		}
@@ -553,6 +567,21 @@ func (ls *loadState) callerSite(thread *starlark.Thread) *callSite {
 func (s *callSite) at(param string) Pos {
 	for _, k := range s.kw {
 		if k.name == param {
+			return Pos{File: s.start.File, Line: int(k.line), Col: int(k.col)}
+		}
+	}
+	return s.start
+}
+
+// elemAt is the position of element i of the list literal written for
+// param, or of the argument itself when it is not a list literal (a list
+// built by the script has no element positions).
+func (s *callSite) elemAt(param string, i int) Pos {
+	for _, k := range s.kw {
+		if k.name == param {
+			if i >= 0 && i < len(k.elems) {
+				return Pos{File: s.start.File, Line: int(k.elems[i].line), Col: int(k.elems[i].col)}
+			}
 			return Pos{File: s.start.File, Line: int(k.line), Col: int(k.col)}
 		}
 	}
@@ -647,6 +676,7 @@ var predeclared = starlark.StringDict{
 	"fanout":  starlark.NewBuiltin("fanout", builtinFanout),
 	"wait":    starlark.NewBuiltin("wait", builtinWait),
 	"branch":  starlark.NewBuiltin("branch", builtinBranch),
+	"agent":   starlark.NewBuiltin("agent", builtinAgent),
 	"json":    starlarkjson.Module,
 	"range":   starlark.NewBuiltin("range", builtinRange),
 }
