@@ -147,6 +147,7 @@ type fileState struct {
 	prog       *starlark.Program
 	calls      map[lineCol]int32 // call parenthesis -> index in sites
 	sites      []callSite
+	elems      []lineCol // elements of list literals passed as keyword arguments
 	compileErr error
 	loads      []string // resolved paths of this file's load()s
 	state      execState
@@ -170,15 +171,18 @@ type lineCol struct{ line, col int32 }
 type callSite struct {
 	start Pos
 	kw    []kwArg
+	elems *[]lineCol // the file's list elements, which kwArg.lo:hi index
 }
 
 // kwArg is where one keyword argument is written. When its value is a
-// list literal, elems holds where each element starts, so that a
-// diagnostic about one entry of tools = [...] points at that entry.
+// list literal, lo:hi index where each element starts in the file's
+// list elements, so that a diagnostic about one entry of tools = [...]
+// points at that entry. (Indexes rather than a slice keep a 10,000-node
+// flow's sites small.)
 type kwArg struct {
 	name      string
 	line, col int32
-	elems     []lineCol
+	lo, hi    int32
 }
 
 func (fs *fileState) site(p syntax.Position) (*callSite, bool) {
@@ -516,7 +520,6 @@ func (fs *fileState) indexCalls(f *syntax.File) {
 	fs.sites = make([]callSite, 0, calls)
 	kws := make([]kwArg, 0, bytes.Count(fs.file.Src, []byte("=")))
 	bounds := make([][2]int, 0, calls)
-	var elems []lineCol // list elements of keyword arguments, shared by the file's sites
 	syntax.Walk(f, func(n syntax.Node) bool {
 		c, ok := n.(*syntax.CallExpr)
 		if !ok {
@@ -528,13 +531,13 @@ func (fs *fileState) indexCalls(f *syntax.File) {
 			if b, ok := a.(*syntax.BinaryExpr); ok && b.Op == syntax.EQ {
 				if id, ok := b.X.(*syntax.Ident); ok {
 					kw := kwArg{name: id.Name, line: id.NamePos.Line, col: id.NamePos.Col}
-					if l, ok := b.Y.(*syntax.ListExpr); ok && len(l.List) > 0 {
-						first := len(elems)
+					if l, ok := b.Y.(*syntax.ListExpr); ok {
+						kw.lo = int32(len(fs.elems))
 						for _, e := range l.List {
 							p, _ := e.Span()
-							elems = append(elems, lineCol{p.Line, p.Col})
+							fs.elems = append(fs.elems, lineCol{p.Line, p.Col})
 						}
-						kw.elems = elems[first:len(elems):len(elems)]
+						kw.hi = int32(len(fs.elems))
 					}
 					kws = append(kws, kw)
 				}
@@ -547,6 +550,7 @@ func (fs *fileState) indexCalls(f *syntax.File) {
 	})
 	for i, b := range bounds {
 		fs.sites[i].kw = kws[b[0]:b[1]:b[1]]
+		fs.sites[i].elems = &fs.elems
 	}
 }
 
@@ -579,8 +583,9 @@ func (s *callSite) at(param string) Pos {
 func (s *callSite) elemAt(param string, i int) Pos {
 	for _, k := range s.kw {
 		if k.name == param {
-			if i >= 0 && i < len(k.elems) {
-				return Pos{File: s.start.File, Line: int(k.elems[i].line), Col: int(k.elems[i].col)}
+			if i >= 0 && i < int(k.hi-k.lo) && s.elems != nil {
+				e := (*s.elems)[int(k.lo)+i]
+				return Pos{File: s.start.File, Line: int(e.line), Col: int(e.col)}
 			}
 			return Pos{File: s.start.File, Line: int(k.line), Col: int(k.col)}
 		}
