@@ -195,13 +195,13 @@ func TestAgentModelToolDefaults(t *testing.T) {
 
 func TestParseCatalogModels(t *testing.T) {
 	t.Parallel()
-	c, err := ParseCatalog([]byte(`{"tools": [{"name": "llm.chat", "idempotent": true, "chat": true,
+	c, err := ParseCatalog([]byte(`{"tools": [{"name": "llm.chat", "idempotent": true, "chat": true, "description": "One model turn.",
 		"models": [{"alias": "small", "max_tokens": 1024}, {"alias": "any"}]}, {"name": "a.b"}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	info, _ := c.LookupTool("llm.chat")
-	if !info.Chat || len(info.Models) != 2 {
+	if !info.Chat || len(info.Models) != 2 || info.Description != "One model turn." {
 		t.Fatalf("llm.chat = %+v", info)
 	}
 	if m, ok := info.Model("small"); !ok || m.MaxTokens != 1024 {

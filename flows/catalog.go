@@ -20,6 +20,9 @@ type ToolInfo struct {
 	Cost int64
 	// InputSchema is the tool's JSON schema for its input, if declared.
 	InputSchema []byte
+	// Description says what the tool does, as its manifest puts it; an
+	// agent's model is shown it beside the input schema.
+	Description string
 	// Chat says the tool speaks the chat contract (one model turn per
 	// call), so an agent may use it as its model tool.
 	Chat bool
@@ -98,6 +101,7 @@ type catalogFile struct {
 		Idempotent  bool            `json:"idempotent"`
 		Cost        int64           `json:"cost"`
 		InputSchema json.RawMessage `json:"input_schema"`
+		Description string          `json:"description"`
 		Chat        bool            `json:"chat"`
 		Models      []struct {
 			Alias     string `json:"alias"`
@@ -133,7 +137,7 @@ func ParseCatalog(data []byte) (MapCatalog, error) {
 		if _, dup := c[t.Name]; dup {
 			return nil, fmt.Errorf("catalog: tool %s is listed twice", t.Name)
 		}
-		info := ToolInfo{Name: t.Name, Idempotent: t.Idempotent, Cost: t.Cost, Chat: t.Chat}
+		info := ToolInfo{Name: t.Name, Idempotent: t.Idempotent, Cost: t.Cost, Chat: t.Chat, Description: t.Description}
 		if len(t.Models) > 0 && !t.Chat {
 			return nil, fmt.Errorf("catalog: tool %s lists models but does not say \"chat\": true", t.Name)
 		}

@@ -144,7 +144,8 @@ func nodeIDs(f *Flow) []string {
 }
 
 // checkTools resolves every tool of a flow in the catalog and enforces
-// at-most-once for tools that do not dedupe on an idempotency key.
+// at-most-once for tools that do not dedupe on an idempotency key (an
+// agent's tools through checkAgent).
 func (ls *loadState) checkTools(f *Flow, tools Catalog) {
 	for _, n := range f.Nodes {
 		if n.Kind == KindAgent {
