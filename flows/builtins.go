@@ -38,8 +38,8 @@ func validName(s string) bool {
 	return true
 }
 
-// nodeValue is what task(), subflow(), fanout(), wait() and branch()
-// return: a node not yet part of a flow.
+// nodeValue is what task(), subflow(), fanout(), wait(), branch() and
+// agent() return: a node not yet part of a flow.
 type nodeValue struct {
 	node   Node                      // callable refs are set by flow()
 	values [numParams]starlark.Value // the callables and constants given, by parameter
@@ -56,10 +56,12 @@ const (
 	paramItems
 	paramReduce
 	paramMature
+	paramSystem
+	paramPrompt
 	numParams
 )
 
-var paramNames = [numParams]string{"args", "cond", "items", "reduce", "mature"}
+var paramNames = [numParams]string{"args", "cond", "items", "reduce", "mature", "system", "prompt"}
 
 var (
 	_ starlark.Value    = (*nodeValue)(nil)
@@ -175,7 +177,7 @@ type valueSpec struct {
 	param    int
 	call     string // how the runtime calls it, for messages
 	arity    int    // positional arguments passed
-	constant string // "dict", "list", "bool", "any", or "" (callable only)
+	constant string // "dict", "list", "bool", "string", "any", or "" (callable only)
 }
 
 var (
@@ -186,6 +188,8 @@ var (
 	specReduce     = valueSpec{paramReduce, "reduce(ctx, results)", 2, ""}
 	specMature     = valueSpec{paramMature, "mature(ctx, item, result)", 3, ""}
 	specOutput     = valueSpec{-1, "output(ctx)", 1, "any"}
+	specSystem     = valueSpec{paramSystem, "system(ctx)", 1, "string"}
+	specPrompt     = valueSpec{paramPrompt, "prompt(ctx)", 1, "string"}
 )
 
 // nodeBuilder collects one node's fields and its diagnostics.
@@ -307,6 +311,8 @@ func checkValue(v starlark.Value, spec valueSpec) string {
 		}
 	case "bool":
 		_, shapeOK = v.(starlark.Bool)
+	case "string":
+		_, shapeOK = v.(starlark.String)
 	case "any":
 		shapeOK = true
 	}
@@ -637,7 +643,7 @@ func builtinFlow(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 	for i, e := range elems {
 		nv, ok := e.(*nodeValue)
 		if !ok {
-			return nil, fmt.Errorf("flow: nodes[%d] is a %s, want a node made by task, subflow, fanout, wait or branch", i, e.Type())
+			return nil, fmt.Errorf("flow: nodes[%d] is a %s, want a node made by task, subflow, fanout, wait, branch or agent", i, e.Type())
 		}
 		nvs[i] = nv
 	}
@@ -693,6 +699,10 @@ func builtinFlow(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 				n.Reduce = ref
 			case paramMature:
 				n.Mature = ref
+			case paramSystem:
+				n.System = ref
+			case paramPrompt:
+				n.Prompt = ref
 			}
 			if ls.callables != nil {
 				ls.callables[*ref] = callable{value: v, pos: n.ArgPos(ref.Param)}

@@ -20,6 +20,45 @@ type ToolInfo struct {
 	Cost int64
 	// InputSchema is the tool's JSON schema for its input, if declared.
 	InputSchema []byte
+	// Description says what the tool does, as its manifest puts it; an
+	// agent's model is shown it beside the input schema.
+	Description string
+	// Chat says the tool speaks the chat contract (one model turn per
+	// call), so an agent may use it as its model tool.
+	Chat bool
+	// Models are the model aliases a chat tool offers, in the order its
+	// manifest lists them; empty when it declares none.
+	Models []ModelInfo
+}
+
+// ModelInfo is what registration needs to know about one model alias of a
+// chat tool.
+type ModelInfo struct {
+	// Alias is the name flows use for the model (model = "small").
+	Alias string
+	// MaxTokens is the most output tokens one turn may ask for; 0 when
+	// the tool does not say.
+	MaxTokens int
+}
+
+// Model returns the model alias of the tool, or false if it offers none
+// by that name.
+func (t ToolInfo) Model(alias string) (ModelInfo, bool) {
+	for _, m := range t.Models {
+		if m.Alias == alias {
+			return m, true
+		}
+	}
+	return ModelInfo{}, false
+}
+
+// modelAliases lists the tool's model aliases, for suggestions.
+func (t ToolInfo) modelAliases() []string {
+	out := make([]string, len(t.Models))
+	for i, m := range t.Models {
+		out[i] = m.Alias
+	}
+	return out
 }
 
 // Catalog resolves tool names at registration. The plugin host implements
@@ -53,20 +92,30 @@ func (c MapCatalog) Names() []string {
 // catalogFile is the JSON form read by LoadCatalogFile:
 //
 //	{"tools": [{"name": "web.search", "idempotent": true, "cost": 1,
-//	            "input_schema": {"type": "object"}}]}
+//	            "input_schema": {"type": "object"}},
+//	           {"name": "llm.chat", "idempotent": true, "chat": true,
+//	            "models": [{"alias": "small", "max_tokens": 1024}]}]}
 type catalogFile struct {
 	Tools []struct {
 		Name        string          `json:"name"`
 		Idempotent  bool            `json:"idempotent"`
 		Cost        int64           `json:"cost"`
 		InputSchema json.RawMessage `json:"input_schema"`
+		Description string          `json:"description"`
+		Chat        bool            `json:"chat"`
+		Models      []struct {
+			Alias     string `json:"alias"`
+			MaxTokens int    `json:"max_tokens"`
+		} `json:"models"`
 	} `json:"tools"`
 }
 
 // ParseCatalog reads a catalog in the JSON form documented in docs/flows.md.
 // A tool named twice, a tool without a name or a negative cost is an error:
 // a catalog that says two things about one tool cannot be trusted for
-// either.
+// either. So are models on a tool that does not speak the chat contract,
+// a model without an alias, an alias listed twice and a negative
+// max_tokens.
 func ParseCatalog(data []byte) (MapCatalog, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -88,7 +137,22 @@ func ParseCatalog(data []byte) (MapCatalog, error) {
 		if _, dup := c[t.Name]; dup {
 			return nil, fmt.Errorf("catalog: tool %s is listed twice", t.Name)
 		}
-		info := ToolInfo{Name: t.Name, Idempotent: t.Idempotent, Cost: t.Cost}
+		info := ToolInfo{Name: t.Name, Idempotent: t.Idempotent, Cost: t.Cost, Chat: t.Chat, Description: t.Description}
+		if len(t.Models) > 0 && !t.Chat {
+			return nil, fmt.Errorf("catalog: tool %s lists models but does not say \"chat\": true", t.Name)
+		}
+		for j, m := range t.Models {
+			switch {
+			case m.Alias == "":
+				return nil, fmt.Errorf("catalog: tool %s: model %d has no alias", t.Name, j)
+			case m.MaxTokens < 0:
+				return nil, fmt.Errorf("catalog: tool %s: model %s: negative max_tokens %d", t.Name, m.Alias, m.MaxTokens)
+			}
+			if _, dup := info.Model(m.Alias); dup {
+				return nil, fmt.Errorf("catalog: tool %s: model %s is listed twice", t.Name, m.Alias)
+			}
+			info.Models = append(info.Models, ModelInfo{Alias: m.Alias, MaxTokens: m.MaxTokens})
+		}
 		if len(t.InputSchema) > 0 && string(t.InputSchema) != "null" {
 			info.InputSchema = []byte(t.InputSchema)
 		}

@@ -144,25 +144,19 @@ func nodeIDs(f *Flow) []string {
 }
 
 // checkTools resolves every tool of a flow in the catalog and enforces
-// at-most-once for tools that do not dedupe on an idempotency key.
+// at-most-once for tools that do not dedupe on an idempotency key (an
+// agent's tools through checkAgent).
 func (ls *loadState) checkTools(f *Flow, tools Catalog) {
 	for _, n := range f.Nodes {
+		if n.Kind == KindAgent {
+			ls.checkAgent(n, tools)
+			continue
+		}
 		if n.Tool == "" {
 			continue
 		}
-		var info ToolInfo
-		ok := false
-		if tools != nil {
-			info, ok = tools.LookupTool(n.Tool)
-		}
+		info, ok := ls.lookupTool(n, n.Tool, n.ArgPos("tool"), tools)
 		if !ok {
-			hint := ""
-			if named, isNamed := tools.(interface{ Names() []string }); isNamed {
-				if s := suggest(n.Tool, named.Names()); s != "" {
-					hint = fmt.Sprintf(" (did you mean %q?)", s)
-				}
-			}
-			ls.addf(n.ArgPos("tool"), CodeUnknownTool, nil, "%s %q: no installed plugin provides tool %q%s", n.Kind, n.ID, n.Tool, hint)
 			continue
 		}
 		if info.Idempotent || (n.AtMostOnce && n.Retries > 0) {
@@ -181,6 +175,24 @@ func (ls *loadState) checkTools(f *Flow, tools Catalog) {
 	}
 }
 
+// lookupTool resolves a tool a node names at pos, reporting E_UNKNOWN_TOOL
+// (with the closest installed name) when no plugin provides it.
+func (ls *loadState) lookupTool(n *Node, name string, pos Pos, tools Catalog) (ToolInfo, bool) {
+	if tools != nil {
+		if info, ok := tools.LookupTool(name); ok {
+			return info, true
+		}
+	}
+	hint := ""
+	if named, isNamed := tools.(interface{ Names() []string }); isNamed {
+		if s := suggest(name, named.Names()); s != "" {
+			hint = fmt.Sprintf(" (did you mean %q?)", s)
+		}
+	}
+	ls.addf(pos, CodeUnknownTool, nil, "%s %q: no installed plugin provides tool %q%s", n.Kind, n.ID, name, hint)
+	return ToolInfo{}, false
+}
+
 // callGraph is the graph of subflow calls reachable from the flows being
 // checked, resolved against them first and registered flows second.
 type callGraph struct {
@@ -192,7 +204,8 @@ type callGraph struct {
 
 type callEdge struct {
 	to   int
-	node *Node // the subflow or fanout node making the call
+	node *Node // the subflow, fanout or agent node making the call
+	pos  Pos   // where the callee is named
 }
 
 // checkCalls checks subflow calls across flows: every callee resolves,
@@ -214,28 +227,34 @@ func (ls *loadState) checkCalls(lookup lookupFunc) error {
 	for i := 0; i < len(g.flows); i++ { // g.flows grows as callees resolve
 		f := g.flows[i]
 		for _, n := range f.Calls() {
-			j, ok := g.index[n.Flow]
-			if !ok && lookup != nil {
-				callee, err := lookup(n.Flow)
-				if err != nil {
-					return fmt.Errorf("resolving flow %q: %w", n.Flow, err)
+			for k, name := range n.Callees() {
+				pos := n.ArgPos("flow")
+				if n.Flow == "" {
+					pos = n.elemPos("flows", k)
 				}
-				if callee != nil {
-					j, ok = add(callee, false), true
-				}
-			}
-			if !ok {
-				unresolved[i] = true
-				if g.local[i] && !ls.incomplete {
-					hint := ""
-					if s := suggest(n.Flow, slices.Collect(mapKeys(g.index))); s != "" {
-						hint = fmt.Sprintf(" (did you mean %q?)", s)
+				j, ok := g.index[name]
+				if !ok && lookup != nil {
+					callee, err := lookup(name)
+					if err != nil {
+						return fmt.Errorf("resolving flow %q: %w", name, err)
 					}
-					ls.addf(n.ArgPos("flow"), CodeUnknownFlow, nil, "%s %q: no flow named %q is registered or checked together%s", n.Kind, n.ID, n.Flow, hint)
+					if callee != nil {
+						j, ok = add(callee, false), true
+					}
 				}
-				continue
+				if !ok {
+					unresolved[i] = true
+					if g.local[i] && !ls.incomplete {
+						hint := ""
+						if s := suggest(name, slices.Collect(mapKeys(g.index))); s != "" {
+							hint = fmt.Sprintf(" (did you mean %q?)", s)
+						}
+						ls.addf(pos, CodeUnknownFlow, nil, "%s %q: no flow named %q is registered or checked together%s", n.Kind, n.ID, name, hint)
+					}
+					continue
+				}
+				g.edges[i] = append(g.edges[i], callEdge{to: j, node: n, pos: pos})
 			}
-			g.edges[i] = append(g.edges[i], callEdge{to: j, node: n})
 		}
 	}
 
@@ -272,7 +291,7 @@ func (ls *loadState) checkCalls(lookup lookupFunc) error {
 			}
 			reported[key] = true
 			chain := g.names(cycle)
-			ls.addf(e.node.ArgPos("flow"), CodeCycle, chain, "subflow cycle %s", FormatChain(chain))
+			ls.addf(e.pos, CodeCycle, chain, "subflow cycle %s%s", FormatChain(chain), offeredBy(e.node, g.flows[e.to].Name))
 		}
 	}
 
@@ -320,9 +339,9 @@ func (ls *loadState) checkCalls(lookup lookupFunc) error {
 		ls.mod.depth[f.Name] = depth[i]
 		if depth[i] > f.MaxDepth && f.MaxDepth >= 0 {
 			chain := g.names(chainBelow(i))
-			first := g.edges[i][best[i]].node
-			ls.addf(first.ArgPos("flow"), CodeDepth, chain, "flow %q nests subflows %d deep (%s), more than its max_depth = %d",
-				f.Name, depth[i], FormatChain(chain), f.MaxDepth)
+			first := g.edges[i][best[i]]
+			ls.addf(first.pos, CodeDepth, chain, "flow %q nests subflows %d deep (%s), more than its max_depth = %d%s",
+				f.Name, depth[i], FormatChain(chain), f.MaxDepth, offeredBy(first.node, g.flows[first.to].Name))
 		}
 		for _, e := range g.edges[i] {
 			n := e.node
@@ -338,6 +357,14 @@ func (ls *loadState) checkCalls(lookup lookupFunc) error {
 		}
 	}
 	return nil
+}
+
+// offeredBy explains a call an agent makes: its model may start the flow.
+func offeredBy(n *Node, callee string) string {
+	if n.Kind != KindAgent {
+		return ""
+	}
+	return fmt.Sprintf(" (agent %q offers flow %q to its model)", n.ID, callee)
 }
 
 func (g *callGraph) names(path []int) []string {

@@ -39,10 +39,11 @@ const (
 	// CodeUnboundedCycle: a cycle in one flow's graph has no node on it
 	// that declares max_visits.
 	CodeUnboundedCycle Code = "E_UNBOUNDED_CYCLE"
-	// CodeUnknownFlow: a subflow or fanout names a flow that is neither
-	// registered nor among the files checked together.
+	// CodeUnknownFlow: a subflow, fanout or agent names a flow that is
+	// neither registered nor among the files checked together.
 	CodeUnknownFlow Code = "E_UNKNOWN_FLOW"
-	// CodeCycle: subflow calls (fanout flow= included) form a cycle.
+	// CodeCycle: subflow calls (fanout flow= and agent flows= included)
+	// form a cycle.
 	CodeCycle Code = "E_CYCLE"
 	// CodeDepth: the longest subflow chain below a flow is deeper than
 	// its max_depth.
@@ -53,9 +54,23 @@ const (
 	// CodeUnknownTool: no installed plugin provides the tool.
 	CodeUnknownTool Code = "E_UNKNOWN_TOOL"
 	// CodeAtMostOnce: a non-idempotent tool is retried, or used without
-	// at_most_once = True; or a node both retries and asks for
-	// at-most-once.
+	// at_most_once = True (an agent's tool may be in approve instead); or
+	// a node both retries and asks for at-most-once.
 	CodeAtMostOnce Code = "E_AT_MOST_ONCE"
+	// CodeAgentBounds: an agent lacks max_turns, or max_turns is outside
+	// 1..MaxAgentTurns, or max_tokens is not positive or exceeds what its
+	// model allows.
+	CodeAgentBounds Code = "E_AGENT_BOUNDS"
+	// CodeNotChat: an agent's model tool does not speak the chat
+	// contract.
+	CodeNotChat Code = "E_NOT_CHAT"
+	// CodeUnknownModel: an agent's model tool offers no model by that
+	// alias.
+	CodeUnknownModel Code = "E_UNKNOWN_MODEL"
+	// CodeToolNameCollision: a tool or flow an agent offers its model has
+	// no reversible name in the providers' alphabet (ModelToolName), or
+	// two of them map to the same name.
+	CodeToolNameCollision Code = "E_TOOL_NAME_COLLISION"
 )
 
 // AllCodes lists every diagnostic code, in documentation order.
@@ -64,6 +79,7 @@ var AllCodes = []Code{
 	CodeUnknownNode, CodeUnreachable, CodeUnboundedCycle,
 	CodeUnknownFlow, CodeCycle, CodeDepth, CodeFanoutBounds,
 	CodeUnknownTool, CodeAtMostOnce,
+	CodeAgentBounds, CodeNotChat, CodeUnknownModel, CodeToolNameCollision,
 }
 
 // Pos is a position in a flow source file. Line and column are 1-based; a

@@ -10,6 +10,8 @@ import (
 // Every Python snippet in docs/flows.md loads: examples that do not run
 // teach the wrong thing. Snippets may use plan_args and a node b without
 // declaring them; snippets with load() need other files and are skipped.
+// Agent snippets also pass every check against the test catalog, since
+// most of what can be wrong with an agent needs the catalog to see.
 func TestDocsSnippetsLoad(t *testing.T) {
 	t.Parallel()
 	doc, err := os.ReadFile("../docs/flows.md")
@@ -21,7 +23,7 @@ func TestDocsSnippetsLoad(t *testing.T) {
 		t.Fatalf("found %d python blocks in docs/flows.md", len(blocks))
 	}
 	const prelude = "def plan_args(ctx):\n    return {}\nb = task(\"b\", tool = \"t.x\")\n"
-	checked := 0
+	checked, agents := 0, 0
 	for i, b := range blocks {
 		code := b[1]
 		if strings.Contains(code, "load(") {
@@ -36,6 +38,15 @@ func TestDocsSnippetsLoad(t *testing.T) {
 		if len(ds) > 0 {
 			t.Errorf("docs/flows.md python block %d does not load:\n%s\n%s", i+1, code, ds)
 		}
+		if strings.Contains(code, "agent(") {
+			agents++
+			if _, ds := Check([]File{src("snippet.star", code)}, testCatalog(t)); len(ds) > 0 {
+				t.Errorf("docs/flows.md python block %d does not pass the checks:\n%s\n%s", i+1, code, ds)
+			}
+		}
+	}
+	if agents == 0 {
+		t.Error("no agent snippet was checked")
 	}
 	if checked < 8 {
 		t.Errorf("only %d python blocks were checked", checked)

@@ -33,11 +33,19 @@ flow(name = "f", nodes = [task("a", tool = "t.idem", args = helper, next = "b"),
 x.append(x)
 flow(name = "r", nodes = [task("a", tool = "t.idem", args = {"x": x})])`)
 	f.Add(`flow(name = "s", nodes = [subflow("a", flow = "s")], output = lambda ctx: ctx)`)
+	f.Add(`flow(name = "ag", nodes = [
+    agent("a", model = "small", system = "Be brief.", prompt = lambda ctx: "Q: " + ctx.input["topic"],
+        tools = ["web.search", "t.once"], approve = ["t.once"], flows = ["leaf"], max_turns = 4,
+        max_tokens = 256, output = {"type": "object"}, next = "b"),
+    agent("b", model_tool = "llm.chat", prompt = "again", system = lambda ctx: ctx.flow, max_turns = 1),
+])
+flow(name = "leaf", nodes = [task("x", tool = "t.idem")])`)
 
 	cat := MapCatalog{
 		"t.idem":     {Name: "t.idem", Idempotent: true},
 		"t.once":     {Name: "t.once"},
 		"web.search": {Name: "web.search", Idempotent: true},
+		"llm.chat":   {Name: "llm.chat", Idempotent: true, Chat: true, Models: []ModelInfo{{Alias: "small", MaxTokens: 1024}}},
 	}
 	loader := Loader{MaxSteps: 100_000, MaxFileBytes: 64 << 10}
 	lib := File{Path: "lib.star", Src: []byte("def helper(ctx):\n    return {\"n\": 1}\n")}
@@ -80,7 +88,7 @@ flow(name = "r", nodes = [task("a", tool = "t.idem", args = {"x": x})])`)
 				refs = append(refs, v.Flow.Output)
 			}
 			for _, n := range v.Flow.Nodes {
-				for _, r := range []*CallableRef{n.Args, n.Cond, n.Items, n.Reduce, n.Mature} {
+				for _, r := range []*CallableRef{n.Args, n.Cond, n.Items, n.Reduce, n.Mature, n.System, n.Prompt} {
 					if r != nil {
 						refs = append(refs, r)
 					}

@@ -2,6 +2,7 @@ package flows
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -54,9 +55,35 @@ func label(n *Node) []string {
 		lines = append(lines, "wait")
 	case KindBranch:
 		lines = append(lines, "branch")
+	case KindAgent:
+		lines = append(lines, agentLabel(n)...)
 	}
 	if n.MaxVisits > 0 {
 		lines = append(lines, fmt.Sprintf("max_visits %d", n.MaxVisits))
+	}
+	return lines
+}
+
+// agentLabel says what an agent may do: its model, the tools and flows
+// it may call (a ✋ marks tools a person approves), and its turn bound.
+func agentLabel(n *Node) []string {
+	model := n.ModelTool
+	if n.Model != "" {
+		model = n.Model + " via " + n.ModelTool
+	}
+	lines := []string{fmt.Sprintf("agent %s ≤%d turns", model, n.MaxTurns)}
+	if len(n.Tools) > 0 {
+		tools := make([]string, len(n.Tools))
+		for i, t := range n.Tools {
+			tools[i] = t
+			if slices.Contains(n.Approve, t) {
+				tools[i] += " ✋"
+			}
+		}
+		lines = append(lines, "tools: "+strings.Join(tools, ", "))
+	}
+	if len(n.Flows) > 0 {
+		lines = append(lines, "flows: "+strings.Join(n.Flows, ", "))
 	}
 	return lines
 }
@@ -92,6 +119,8 @@ func renderMermaid(f *Flow, marks map[string]Mark) string {
 			return "[[" + text + "]]"
 		case KindFanout:
 			return "[/" + text + "/]"
+		case KindAgent:
+			return "{{" + text + "}}"
 		}
 		return "[" + text + "]"
 	}
@@ -122,7 +151,7 @@ func renderMermaid(f *Flow, marks map[string]Mark) string {
 func renderDot(f *Flow, marks map[string]Mark) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "digraph %q {\n  rankdir=TB;\n  node [shape=box, style=rounded];\n", f.Name)
-	shapes := map[NodeKind]string{KindBranch: "diamond", KindWait: "ellipse", KindSubflow: "box3d", KindFanout: "parallelogram"}
+	shapes := map[NodeKind]string{KindBranch: "diamond", KindWait: "ellipse", KindSubflow: "box3d", KindFanout: "parallelogram", KindAgent: "hexagon"}
 	for _, n := range f.Nodes {
 		attrs := []string{fmt.Sprintf("label=%q", strings.Join(label(n), "\n"))}
 		if s, ok := shapes[n.Kind]; ok {

@@ -7,8 +7,14 @@ import (
 )
 
 // IRVersion is the version of the IR's JSON encoding. It is written into
-// every encoded Flow so that a store can tell old encodings apart.
-const IRVersion = 1
+// every encoded Flow so that a store can tell old encodings apart. Version
+// 2 added the agent node; version 1 encodings decode unchanged, and a
+// weir that reads only version 1 refuses version 2 rather than
+// misreading an agent node.
+const IRVersion = 2
+
+// minIRVersion is the oldest encoding this weir still decodes.
+const minIRVersion = 1
 
 // DefaultMaxDepth is a flow's max_depth when it declares none.
 const DefaultMaxDepth = 8
@@ -40,6 +46,9 @@ const (
 	KindWait NodeKind = "wait"
 	// KindBranch evaluates a condition and follows then or otherwise.
 	KindBranch NodeKind = "branch"
+	// KindAgent runs a bounded loop of model turns and the tool calls
+	// (and child runs) each turn asks for.
+	KindAgent NodeKind = "agent"
 )
 
 // CallableRef names a value the script passed to a builtin: a callable
@@ -118,16 +127,26 @@ func (f *Flow) buildIndex() {
 	}
 }
 
-// Calls lists the nodes that call another flow (subflow, and fanout with
-// flow =), in declaration order; each node's Flow names the callee.
+// Calls lists the nodes that call another flow (subflow, fanout with
+// flow =, and agent with flows =), in declaration order; each node's
+// Callees name the flows it calls.
 func (f *Flow) Calls() []*Node {
 	var calls []*Node
 	for _, n := range f.Nodes {
-		if n.Flow != "" {
+		if n.Flow != "" || len(n.Flows) > 0 {
 			calls = append(calls, n)
 		}
 	}
 	return calls
+}
+
+// Callees names the flows the node may start as child runs: the Flow of a
+// subflow or fanout, the Flows an agent offers its model.
+func (n *Node) Callees() []string {
+	if n.Flow != "" {
+		return []string{n.Flow}
+	}
+	return n.Flows
 }
 
 // Node is one step of a flow's graph. Which fields are meaningful depends on
@@ -142,7 +161,8 @@ type Node struct {
 	// Doc describes the node.
 	Doc string
 
-	// Tool is the tool a task calls, or a fanout calls per item.
+	// Tool is the tool a task calls, or a fanout calls per item. An agent
+	// keeps its tools in ModelTool, Tools and Approve instead.
 	Tool string
 	// Flow is the flow a subflow starts, or a fanout starts per item.
 	Flow string
@@ -160,18 +180,24 @@ type Node struct {
 	// (a task, or each child of a tool fanout).
 	Retries int
 	// AtMostOnce accepts at-most-once semantics: an attempt whose outcome
-	// is unknown takes the error wire instead of being run again.
+	// is unknown takes the error wire instead of being run again. On an
+	// agent it covers every non-idempotent tool of Tools not in Approve
+	// (and a non-idempotent ModelTool): their calls run at most once
+	// without a person.
 	AtMostOnce bool
 	// MaxVisits bounds how often one run may enter this node; 0 means no
 	// declared bound (the node may not then lie on a cycle unless another
 	// node of the cycle declares one).
 	MaxVisits int
 	// Timeout is the deadline of one attempt (task), of the child run
-	// (subflow), of each child (fanout), or of the wait itself (wait,
-	// which then takes its error wire). 0: none declared.
+	// (subflow), of each child (fanout), of the wait itself (wait, which
+	// then takes its error wire), or of the whole agent loop (agent). 0:
+	// none declared.
 	Timeout time.Duration
 	// Cost is the declared cost units of one attempt (per child for a
-	// fanout); 0: use the tool's declared cost.
+	// fanout); 0: use the tool's declared cost. On an agent it caps what
+	// the node may spend, turns and tool calls together; 0: only the run's
+	// budget bounds it.
 	Cost int64
 	// Protected work is never killed by a cohort stop; it is let finish.
 	Protected bool
@@ -210,6 +236,36 @@ type Node struct {
 	// is mature.
 	Mature *CallableRef
 
+	// ModelTool is the chat tool an agent's turns call: the script's
+	// model_tool, or DefaultModelTool when it gives only model.
+	ModelTool string
+	// Model is the model alias an agent asks ModelTool for; empty: the
+	// tool's own default.
+	Model string
+	// System builds an agent's system prompt: system(ctx) -> string, or a
+	// constant string. Nil: no system prompt.
+	System *CallableRef
+	// Prompt builds an agent's first user message: prompt(ctx) -> string,
+	// or a constant string.
+	Prompt *CallableRef
+	// Tools are the tools an agent's model may call, in declaration order.
+	Tools []string
+	// Flows are the flows an agent's model may start as child runs, each
+	// offered as a tool whose input is the flow's input.
+	Flows []string
+	// Approve are the tools of Tools whose every call waits for a person
+	// before it runs.
+	Approve []string
+	// MaxTurns bounds an agent's model turns (1..MaxAgentTurns); an
+	// output correction counts as a turn.
+	MaxTurns int
+	// MaxTokens bounds the output tokens of one model turn; 0: the model's
+	// own limit.
+	MaxTokens int
+	// OutputSchema is the JSON schema an agent's final answer must
+	// satisfy, if declared.
+	OutputSchema json.RawMessage
+
 	site *callSite // where the node's call and its arguments are written
 }
 
@@ -243,6 +299,15 @@ func (n *Node) eachWire(f func(Wire)) {
 func (n *Node) ArgPos(param string) Pos {
 	if n.site != nil {
 		return n.site.at(param)
+	}
+	return n.Pos
+}
+
+// elemPos is the position of entry i of the list literal written for
+// param (tools = ["a", "b"]), or of the argument when it is no literal.
+func (n *Node) elemPos(param string, i int) Pos {
+	if n.site != nil {
+		return n.site.elemAt(param, i)
 	}
 	return n.Pos
 }
@@ -281,8 +346,8 @@ func (f *Flow) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	if j.IRVersion != IRVersion {
-		return fmt.Errorf("flow IR version %d: this weir reads version %d", j.IRVersion, IRVersion)
+	if j.IRVersion < minIRVersion || j.IRVersion > IRVersion {
+		return fmt.Errorf("flow IR version %d: this weir reads versions %d to %d", j.IRVersion, minIRVersion, IRVersion)
 	}
 	*f = Flow{
 		Name: j.Name, Doc: j.Doc, MaxDepth: j.MaxDepth, Budget: j.Budget, Entry: j.Entry,
@@ -326,6 +391,17 @@ type nodeJSON struct {
 	Grace      jsonDuration `json:"grace,omitempty"`
 	Reduce     *CallableRef `json:"reduce,omitempty"`
 	Mature     *CallableRef `json:"mature,omitempty"`
+	// Agent fields, since IR version 2.
+	ModelTool    string          `json:"model_tool,omitempty"`
+	Model        string          `json:"model,omitempty"`
+	System       *CallableRef    `json:"system,omitempty"`
+	Prompt       *CallableRef    `json:"prompt,omitempty"`
+	Tools        []string        `json:"tools,omitempty"`
+	Flows        []string        `json:"flows,omitempty"`
+	Approve      []string        `json:"approve,omitempty"`
+	MaxTurns     int             `json:"max_turns,omitempty"`
+	MaxTokens    int             `json:"max_tokens,omitempty"`
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
 }
 
 // MarshalJSON encodes the node.
@@ -337,6 +413,9 @@ func (n *Node) MarshalJSON() ([]byte, error) {
 		Cond: n.Cond, Then: n.Then, Otherwise: n.Otherwise,
 		Items: n.Items, Width: n.Width, Depth: n.Depth, MaxItems: n.MaxItems, Quorum: n.Quorum,
 		Deadline: jsonDuration(n.Deadline), Grace: jsonDuration(n.Grace), Reduce: n.Reduce, Mature: n.Mature,
+		ModelTool: n.ModelTool, Model: n.Model, System: n.System, Prompt: n.Prompt,
+		Tools: n.Tools, Flows: n.Flows, Approve: n.Approve, MaxTurns: n.MaxTurns, MaxTokens: n.MaxTokens,
+		OutputSchema: n.OutputSchema,
 	})
 }
 
@@ -353,6 +432,9 @@ func (n *Node) UnmarshalJSON(b []byte) error {
 		Cond: j.Cond, Then: j.Then, Otherwise: j.Otherwise,
 		Items: j.Items, Width: j.Width, Depth: j.Depth, MaxItems: j.MaxItems, Quorum: j.Quorum,
 		Deadline: time.Duration(j.Deadline), Grace: time.Duration(j.Grace), Reduce: j.Reduce, Mature: j.Mature,
+		ModelTool: j.ModelTool, Model: j.Model, System: j.System, Prompt: j.Prompt,
+		Tools: j.Tools, Flows: j.Flows, Approve: j.Approve, MaxTurns: j.MaxTurns, MaxTokens: j.MaxTokens,
+		OutputSchema: j.OutputSchema,
 	}
 	return nil
 }

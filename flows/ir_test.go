@@ -55,7 +55,7 @@ func TestIRJSONGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkGolden(t, "testdata/research.ir.json", append(data, '\n'))
-	for _, s := range []string{`"deadline": "10m0s"`, `"timeout": "30d"`, `"at_most_once": true`, `"ir_version": 1`} {
+	for _, s := range []string{`"deadline": "10m0s"`, `"timeout": "30d"`, `"at_most_once": true`, `"ir_version": 2`} {
 		if !strings.Contains(string(data), s) {
 			t.Errorf("encoding lacks %s", s)
 		}
@@ -65,8 +65,11 @@ func TestIRJSONGolden(t *testing.T) {
 func TestIRDecodingRefusesOtherVersions(t *testing.T) {
 	t.Parallel()
 	var f Flow
-	if err := json.Unmarshal([]byte(`{"ir_version": 2, "name": "x", "nodes": []}`), &f); err == nil {
+	if err := json.Unmarshal([]byte(`{"ir_version": 3, "name": "x", "nodes": []}`), &f); err == nil {
 		t.Error("a newer IR version was accepted")
+	}
+	if err := json.Unmarshal([]byte(`{"ir_version": 0, "name": "x", "nodes": []}`), &f); err == nil {
+		t.Error("IR version 0 was accepted")
 	}
 	if err := json.Unmarshal([]byte(`{"ir_version": 1, "name": "x", "nodes": [null]}`), &f); err == nil {
 		t.Error("a null node was accepted")
@@ -204,5 +207,31 @@ func TestDiagnosticsJSON(t *testing.T) {
 	}
 	if ds.Err() == nil || Diagnostics(nil).Err() != nil || ds.Err().Error() != "a.star:3:5: E_CYCLE: subflow cycle a -> b -> a" {
 		t.Errorf("Err: %v", ds.Err())
+	}
+}
+
+// IR stored before agents existed (version 1) still decodes, to the same
+// nodes.
+func TestIRDecodesVersion1(t *testing.T) {
+	t.Parallel()
+	const v1 = `{"ir_version": 1, "name": "old", "max_depth": 8, "entry": "a", "hash": "h", "source_hash": "s",
+		"pos": {"file": "old.star", "line": 1, "col": 1},
+		"nodes": [{"id": "a", "kind": "task", "pos": {"file": "old.star", "line": 2, "col": 5},
+		           "tool": "t.idem", "retries": 2, "timeout": "1m0s", "next": "b"},
+		          {"id": "b", "kind": "subflow", "pos": {"file": "old.star", "line": 3, "col": 5}, "flow": "leaf"}]}`
+	var f Flow
+	if err := json.Unmarshal([]byte(v1), &f); err != nil {
+		t.Fatal(err)
+	}
+	a, b := f.Node("a"), f.Node("b")
+	if a == nil || a.Tool != "t.idem" || a.Retries != 2 || a.Timeout != time.Minute || a.Next != "b" {
+		t.Errorf("node a decoded as %+v", a)
+	}
+	if b == nil || b.Kind != KindSubflow || b.Flow != "leaf" || len(f.Calls()) != 1 {
+		t.Errorf("node b decoded as %+v", b)
+	}
+	again, err := json.Marshal(&f)
+	if err != nil || !strings.Contains(string(again), `"ir_version":2`) {
+		t.Errorf("re-encoded as %s (%v), want the current version", again, err)
 	}
 }

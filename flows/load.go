@@ -147,6 +147,7 @@ type fileState struct {
 	prog       *starlark.Program
 	calls      map[lineCol]int32 // call parenthesis -> index in sites
 	sites      []callSite
+	elems      []lineCol // elements of list literals passed as keyword arguments
 	compileErr error
 	loads      []string // resolved paths of this file's load()s
 	state      execState
@@ -170,11 +171,18 @@ type lineCol struct{ line, col int32 }
 type callSite struct {
 	start Pos
 	kw    []kwArg
+	elems *[]lineCol // the file's list elements, which kwArg.lo:hi index
 }
 
+// kwArg is where one keyword argument is written. When its value is a
+// list literal, lo:hi index where each element starts in the file's
+// list elements, so that a diagnostic about one entry of tools = [...]
+// points at that entry. (Indexes rather than a slice keep a 10,000-node
+// flow's sites small.)
 type kwArg struct {
 	name      string
 	line, col int32
+	lo, hi    int32
 }
 
 func (fs *fileState) site(p syntax.Position) (*callSite, bool) {
@@ -522,7 +530,16 @@ func (fs *fileState) indexCalls(f *syntax.File) {
 		for _, a := range c.Args {
 			if b, ok := a.(*syntax.BinaryExpr); ok && b.Op == syntax.EQ {
 				if id, ok := b.X.(*syntax.Ident); ok {
-					kws = append(kws, kwArg{name: id.Name, line: id.NamePos.Line, col: id.NamePos.Col})
+					kw := kwArg{name: id.Name, line: id.NamePos.Line, col: id.NamePos.Col}
+					if l, ok := b.Y.(*syntax.ListExpr); ok {
+						kw.lo = int32(len(fs.elems))
+						for _, e := range l.List {
+							p, _ := e.Span()
+							fs.elems = append(fs.elems, lineCol{p.Line, p.Col})
+						}
+						kw.hi = int32(len(fs.elems))
+					}
+					kws = append(kws, kw)
 				}
 			}
 		}
@@ -533,6 +550,7 @@ func (fs *fileState) indexCalls(f *syntax.File) {
 	})
 	for i, b := range bounds {
 		fs.sites[i].kw = kws[b[0]:b[1]:b[1]]
+		fs.sites[i].elems = &fs.elems
 	}
 }
 
@@ -553,6 +571,22 @@ func (ls *loadState) callerSite(thread *starlark.Thread) *callSite {
 func (s *callSite) at(param string) Pos {
 	for _, k := range s.kw {
 		if k.name == param {
+			return Pos{File: s.start.File, Line: int(k.line), Col: int(k.col)}
+		}
+	}
+	return s.start
+}
+
+// elemAt is the position of element i of the list literal written for
+// param, or of the argument itself when it is not a list literal (a list
+// built by the script has no element positions).
+func (s *callSite) elemAt(param string, i int) Pos {
+	for _, k := range s.kw {
+		if k.name == param {
+			if i >= 0 && i < int(k.hi-k.lo) && s.elems != nil {
+				e := (*s.elems)[int(k.lo)+i]
+				return Pos{File: s.start.File, Line: int(e.line), Col: int(e.col)}
+			}
 			return Pos{File: s.start.File, Line: int(k.line), Col: int(k.col)}
 		}
 	}
@@ -647,6 +681,7 @@ var predeclared = starlark.StringDict{
 	"fanout":  starlark.NewBuiltin("fanout", builtinFanout),
 	"wait":    starlark.NewBuiltin("wait", builtinWait),
 	"branch":  starlark.NewBuiltin("branch", builtinBranch),
+	"agent":   starlark.NewBuiltin("agent", builtinAgent),
 	"json":    starjson.Module,
 	"range":   starlark.NewBuiltin("range", builtinRange),
 }

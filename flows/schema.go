@@ -40,7 +40,7 @@ func compileSchema(doc []byte) (*jsonschema.Schema, error) {
 type refusingLoader struct{}
 
 func (refusingLoader) Load(url string) (any, error) {
-	return nil, errors.New("a flow's input schema must be self-contained: external references are not loaded")
+	return nil, errors.New("a flow's schemas (input, an agent's output) must be self-contained: external references are not loaded")
 }
 
 // ValidateInput checks a run's input (a JSON-compatible Go value, as
