@@ -18,7 +18,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	"github.com/weirhq/weir/plugins/internal/dedupe"
+	"github.com/weirhq/weir/sdk/dedupe"
 	"github.com/weirhq/weir/sdk"
 )
 

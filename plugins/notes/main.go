@@ -20,7 +20,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/weirhq/weir/plugins/internal/dedupe"
+	"github.com/weirhq/weir/sdk/dedupe"
 	"github.com/weirhq/weir/sdk"
 )
 

@@ -15,7 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/weirhq/weir/plugins/internal/dedupe"
+	"github.com/weirhq/weir/sdk/dedupe"
 	"github.com/weirhq/weir/sdk"
 )
 
