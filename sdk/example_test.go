@@ -3,6 +3,7 @@ package sdk_test
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/weirhq/weir/sdk"
 	"github.com/weirhq/weir/sdk/sdktest"
@@ -59,6 +60,23 @@ func ExampleRetryable() {
 	_, err := sdktest.Call(context.Background(), flaky, sdktest.Request{})
 	fmt.Println(err, err.(*sdktest.Error).Retryable())
 	// Output: retryable: upstream answered 503 true
+}
+
+// RetryAfter and WithCode tell weir when a retry is worth it and give the
+// failure a stable code that a flow can branch on.
+func ExampleRetryAfter() {
+	chat := sdk.Tool{
+		Name:       "model.chat",
+		Idempotent: true,
+		Run: func(ctx context.Context, call *sdk.Call) (any, error) {
+			err := fmt.Errorf("provider answered 429")
+			return nil, sdk.RetryAfter(sdk.WithCode(err, "E_MODEL_RATE"), 20*time.Second)
+		},
+	}
+	_, err := sdktest.Call(context.Background(), chat, sdktest.Request{})
+	e := err.(*sdktest.Error)
+	fmt.Println(e.Kind, e.Code, e.RetryAfter)
+	// Output: retryable E_MODEL_RATE 20s
 }
 
 // A tool reports its actual cost by returning a Result.

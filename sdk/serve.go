@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/weirhq/weir/sdk/internal/hook"
 	"github.com/weirhq/weir/sdk/wire"
@@ -335,14 +336,7 @@ func runTool(ctx context.Context, tool Tool, call *Call) (res *wire.CallResult) 
 	}()
 	out, err := tool.Run(ctx, call)
 	if err != nil {
-		kind := wire.KindPermanent
-		switch {
-		case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
-			kind = wire.KindCancelled
-		case IsRetryable(err):
-			kind = wire.KindRetryable
-		}
-		return errorResult(kind, err.Error())
+		return toolError(ctx, tool.Name, err)
 	}
 	res = &wire.CallResult{}
 	switch r := out.(type) {
@@ -359,6 +353,31 @@ func runTool(ctx context.Context, tool Tool, call *Call) (res *wire.CallResult) 
 	}
 	res.Output = b
 	return res
+}
+
+// toolError turns an error Run returned into the wire's ToolError: its kind,
+// code and retry-after come from the outermost *Error in its chain.
+func toolError(ctx context.Context, name string, err error) *wire.CallResult {
+	te := &wire.ToolError{Kind: wire.KindPermanent, Message: err.Error()}
+	var e *Error
+	if errors.As(err, &e) {
+		te.Code = e.Code
+		if e.Kind == KindRetryable {
+			te.Kind = wire.KindRetryable
+			if d := min(e.RetryAfter, wire.MaxRetryAfter); d > 0 {
+				te.RetryAfter = durationpb.New(d)
+			}
+		}
+	}
+	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		te.Kind, te.RetryAfter = wire.KindCancelled, nil
+	}
+	if cerr := wire.CheckErrorCode(te.Code); cerr != nil {
+		// The code is the tool's mistake, not the call's: say so rather
+		// than send what the host would refuse as a protocol violation.
+		return errorResult(wire.KindPermanent, fmt.Sprintf("tool %s returned a malformed error code: %v; the error was: %s", name, cerr, te.Message))
+	}
+	return &wire.CallResult{Error: te}
 }
 
 func errorResult(kind, msg string) *wire.CallResult {
