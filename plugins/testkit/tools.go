@@ -15,8 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/weirhq/weir/sdk/dedupe"
 	"github.com/weirhq/weir/sdk"
+	"github.com/weirhq/weir/sdk/dedupe"
 )
 
 // gauge counts calls in flight and remembers the most seen at once.
