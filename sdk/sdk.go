@@ -5,10 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
-
-	"github.com/hashicorp/go-hclog"
 
 	"github.com/weirhq/weir/sdk/wire"
 )
@@ -68,7 +67,7 @@ type Call struct {
 	Config json.RawMessage
 
 	progress func(done, total int64)
-	logger   hclog.Logger
+	logger   *slog.Logger
 }
 
 // Decode unmarshals the input into v. A decoding error is permanent.
@@ -100,10 +99,15 @@ func (c *Call) Progress(done, total int64) {
 	}
 }
 
-// Logger returns a logger whose lines weir records under the plugin's name.
-func (c *Call) Logger() hclog.Logger {
+// Logger returns a logger whose records weir keeps in its own log under
+// the plugin's name, at their level, with their attributes and the tool's
+// name as "tool". Serve writes them as slog JSON lines to the plugin's
+// stderr, and weir's plugin host reads those lines back (see the package
+// doc); the level is weir's plugin log level (WEIR_PLUGIN_LOG_LEVEL). Under
+// sdktest it discards.
+func (c *Call) Logger() *slog.Logger {
 	if c.logger == nil {
-		return hclog.NewNullLogger()
+		return slog.New(slog.DiscardHandler)
 	}
 	return c.logger
 }

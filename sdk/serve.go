@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,28 +47,39 @@ func Serve(tools ...Tool) {
 		fmt.Fprintln(os.Stderr, "weir plugin:", err)
 		os.Exit(1)
 	}
-	// The logger writes JSON to the process's real stderr, which go-plugin
-	// on the host side parses into hclog records named after the plugin.
-	// It must be built before plugin.Serve redirects os.Stderr.
-	level := hclog.LevelFromString(os.Getenv("WEIR_PLUGIN_LOG_LEVEL"))
-	if level == hclog.NoLevel {
-		level = hclog.Info
-	}
-	srv.logger = hclog.New(&hclog.LoggerOptions{
-		Output:     os.Stderr,
-		Level:      level,
-		JSONFormat: true,
-	})
+	// Both loggers write JSON lines to the process's real stderr, which
+	// the host reads line by line: the tools' slog records (time, level,
+	// msg, attributes) and go-plugin's own hclog records. They must be
+	// built before plugin.Serve redirects os.Stderr.
+	level := logLevel(os.Getenv(wire.EnvLogLevel))
+	srv.logger = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig:  wire.Handshake,
 		VersionedPlugins: wire.VersionedPlugins(srv),
-		Logger:           srv.logger,
+		Logger: hclog.New(&hclog.LoggerOptions{
+			Output:     os.Stderr,
+			Level:      hclog.LevelFromString(level.String()),
+			JSONFormat: true,
+		}),
 		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
 			// The host bounds what it sends; the plugin trusts it.
 			opts = append(opts, grpc.MaxRecvMsgSize(math.MaxInt32))
 			return grpc.NewServer(opts...)
 		},
 	})
+}
+
+// logLevel reads the plugin log level weir passes in its environment:
+// trace, debug, info, warn or error (any case); anything else is info.
+func logLevel(s string) slog.Level {
+	if strings.EqualFold(s, "trace") {
+		return slog.LevelDebug
+	}
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return slog.LevelInfo
+	}
+	return l
 }
 
 // server implements the wire protocol over a set of tools.
@@ -76,7 +89,7 @@ type server struct {
 	manifest *wire.ManifestResponse
 	stateDir string
 	config   json.RawMessage
-	logger   hclog.Logger
+	logger   *slog.Logger
 	calls    callTable
 	progress chan progressItem
 }
@@ -89,7 +102,7 @@ func newServer(tools []Tool) (*server, error) {
 		tools:    make(map[string]Tool, len(tools)),
 		manifest: &wire.ManifestResponse{ProtocolVersion: wire.ProtocolVersion, SdkVersion: Version},
 		stateDir: os.Getenv(wire.EnvStateDir),
-		logger:   hclog.NewNullLogger(),
+		logger:   slog.New(slog.DiscardHandler),
 		progress: make(chan progressItem, 256),
 	}
 	if c := os.Getenv(wire.EnvConfig); c != "" {
@@ -187,7 +200,7 @@ func (s *server) Call(ctx context.Context, req *wire.CallRequest) (*wire.CallRes
 		Input:          json.RawMessage(req.GetInput()),
 		StateDir:       s.stateDir,
 		Config:         s.config,
-		logger:         s.logger.Named(req.GetTool()),
+		logger:         s.logger.With("tool", req.GetTool()),
 	}
 	if d := req.GetDeadlineUnixNano(); d != 0 {
 		call.Deadline = time.Unix(0, d)

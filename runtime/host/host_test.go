@@ -627,8 +627,16 @@ func TestStateDirConfigAndLogs(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		logs := b.logs.String()
-		if strings.Contains(logs, "weir.plugin.testkit") && strings.Contains(logs, "hello from the plugin") &&
-			strings.Contains(logs, "stderr: hello from the plugin") {
+		// The tool's slog record arrives as a record of its own level with
+		// its attributes, not as the JSON line the plugin wrote.
+		var record bool
+		for _, line := range strings.Split(logs, "\n") {
+			if strings.Contains(line, "[WARN]") && strings.Contains(line, "weir.plugin.testkit: hello from the plugin:") &&
+				strings.Contains(line, "tool=testkit.log") && strings.Contains(line, "key=") && !strings.Contains(line, `"msg"`) {
+				record = true
+			}
+		}
+		if record && strings.Contains(logs, "stderr: hello from the plugin") {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -52,6 +52,10 @@ const (
 	// EnvName holds the plugin's name, the part of its tool names before
 	// the dot.
 	EnvName = "WEIR_PLUGIN_NAME"
+	// EnvLogLevel is the level of the plugin's log records that weir
+	// keeps: trace, debug, info (the default), warn or error. The host
+	// passes its own environment's value through.
+	EnvLogLevel = "WEIR_PLUGIN_LOG_LEVEL"
 )
 
 // Error kinds: the one definition of the stable names of a tool call's
