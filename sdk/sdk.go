@@ -41,6 +41,10 @@ type Tool struct {
 	// (run cancelled, deadline, shutdown). It returns a value encodable
 	// as JSON (or a Result carrying one), or an error.
 	Run func(ctx context.Context, call *Call) (any, error)
+
+	// declErr is the mistake NewTool found in the declaration, reported
+	// by CheckTools.
+	declErr error
 }
 
 // Call is one invocation of a tool.

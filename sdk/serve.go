@@ -130,7 +130,8 @@ func newServer(tools []Tool) (*server, error) {
 
 // CheckTools reports the first mistake in a set of tool declarations that
 // Serve would refuse: a bad or duplicate name, tools of different plugins,
-// a missing Run, a negative Cost or a schema that does not compile. Call it
+// a missing Run, a negative Cost, a schema that does not compile, or a
+// NewTool whose types and schema disagree. Call it
 // from a test to find these before building the plugin.
 func CheckTools(tools ...Tool) error {
 	seen := map[string]bool{}
@@ -149,6 +150,9 @@ func CheckTools(tools ...Tool) error {
 			return fmt.Errorf("tool %q is declared twice", t.Name)
 		}
 		seen[t.Name] = true
+		if t.declErr != nil {
+			return fmt.Errorf("tool %q: %w", t.Name, t.declErr)
+		}
 		if t.Run == nil {
 			return fmt.Errorf("tool %q has no Run", t.Name)
 		}
