@@ -63,12 +63,15 @@ generate: ## Regenerate checked-in generated code
 # is tagged (docs/releasing.md), so `go mod tidy` in the root cannot resolve
 # it on its own: tidy against a copy of go.mod that points the sdk at ./sdk,
 # as go.work does, and keep the result without that replace.
+# `make tidy TIDYFLAGS=-diff` only checks: it prints what tidy would change
+# and fails if anything.
+TIDYFLAGS ?=
 .PHONY: tidy
-tidy: ## go mod tidy both modules
-	cd sdk && GOWORK=off $(GO) mod tidy
+tidy: ## go mod tidy both modules (TIDYFLAGS=-diff checks only)
+	cd sdk && GOWORK=off $(GO) mod tidy $(TIDYFLAGS)
 	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && cp go.mod go.sum $$tmp/ && \
 	  $(GO) mod edit -modfile=$$tmp/go.mod -replace=github.com/weirhq/weir/sdk=./sdk && \
-	  GOWORK=off $(GO) mod tidy -modfile=$$tmp/go.mod && \
+	  GOWORK=off $(GO) mod tidy $(TIDYFLAGS) -modfile=$$tmp/go.mod && \
 	  $(GO) mod edit -modfile=$$tmp/go.mod -dropreplace=github.com/weirhq/weir/sdk && \
 	  cp $$tmp/go.mod go.mod && cp $$tmp/go.sum go.sum
 
