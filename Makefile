@@ -5,6 +5,10 @@ PLUGINS := $(notdir $(patsubst %/,%,$(wildcard plugins/*/)))
 ONLY    ?=
 SOAK    ?= 2m
 FUZZTIME ?= 10s
+# sdk/ is its own module (vendors build against it alone); go.work puts it
+# in the build beside the root module, but ./... stops at a module's edge,
+# so every target that walks packages names both.
+PKGS    := ./... ./sdk/...
 
 .DEFAULT_GOAL := help
 
@@ -26,8 +30,8 @@ demo: build ## Run the examples end to end on the embedded store
 
 .PHONY: test
 test: ## Vet and run every test with the race detector
-	$(GO) vet ./...
-	$(GO) test -race ./...
+	$(GO) vet $(PKGS)
+	$(GO) test -race $(PKGS)
 
 .PHONY: bench
 bench: build ## Print the benchmark table (ONLY=N runs one scenario)
@@ -39,17 +43,13 @@ soak: build ## Kill the daemon anywhere and check every invariant (SOAK=2m)
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME each
-	@for pkg in $$($(GO) list ./...); do \
+	@for pkg in $$($(GO) list $(PKGS)); do \
 	  for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
 	    echo "$(GO) test -run '^$$' -fuzz '^'$$f'$$' -fuzztime $(FUZZTIME) $$pkg"; \
 	    $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	  done; \
 	done
 
-# What lint checks: the packages (go vet, staticcheck) and the modules whose
-# go.mod/go.sum must be tidy (directories holding a go.mod).
-LINT_PKGS ?= ./...
-LINT_MODS ?= .
 # staticcheck is pinned: `go run pkg@version` builds it once into the build
 # cache, so a fresh machine needs only Go and later runs start at once.
 # v0.8.2 is staticcheck 2026.2.2; raise it when go.mod asks for a newer Go.
@@ -58,13 +58,29 @@ STATICCHECK_VERSION := v0.8.2
 .PHONY: lint
 lint: ## gofmt, go vet, staticcheck, and go.mod/go.sum tidy
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
-	$(GO) vet $(LINT_PKGS)
-	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(LINT_PKGS)
-	@for m in $(LINT_MODS); do echo "(cd $$m && $(GO) mod tidy -diff)"; (cd $$m && $(GO) mod tidy -diff) || { echo "$$m: go.mod/go.sum are not tidy: run go mod tidy there" >&2; exit 1; }; done
+	$(GO) vet $(PKGS)
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(PKGS)
+	$(MAKE) --no-print-directory tidy TIDYFLAGS=-diff
 
 .PHONY: generate
 generate: ## Regenerate checked-in generated code
-	$(GO) generate ./...
+	$(GO) generate $(PKGS)
+
+# The root module requires the sdk at a version that exists only once sdk/
+# is tagged (docs/releasing.md), so `go mod tidy` in the root cannot resolve
+# it on its own: tidy against a copy of go.mod that points the sdk at ./sdk,
+# as go.work does, and keep the result without that replace.
+# `make tidy TIDYFLAGS=-diff` only checks: it prints what tidy would change
+# and fails if anything.
+TIDYFLAGS ?=
+.PHONY: tidy
+tidy: ## go mod tidy both modules (TIDYFLAGS=-diff checks only)
+	cd sdk && GOWORK=off $(GO) mod tidy $(TIDYFLAGS)
+	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && cp go.mod go.sum $$tmp/ && \
+	  $(GO) mod edit -modfile=$$tmp/go.mod -replace=github.com/weirhq/weir/sdk=./sdk && \
+	  GOWORK=off $(GO) mod tidy $(TIDYFLAGS) -modfile=$$tmp/go.mod && \
+	  $(GO) mod edit -modfile=$$tmp/go.mod -dropreplace=github.com/weirhq/weir/sdk && \
+	  cp $$tmp/go.mod go.mod && cp $$tmp/go.sum go.sum
 
 .PHONY: clean
 clean: ## Remove build output

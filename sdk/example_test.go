@@ -3,6 +3,7 @@ package sdk_test
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/weirhq/weir/sdk"
 	"github.com/weirhq/weir/sdk/sdktest"
@@ -46,6 +47,42 @@ func Example() {
 	// schema
 }
 
+// NewTool declares a tool from a typed function: the input schema is derived
+// from the input type (fields without omitempty are required), and input
+// that does not match is refused before the function runs.
+func ExampleNewTool() {
+	type forecastIn struct {
+		City string `json:"city"`
+		Days int    `json:"days,omitempty"`
+	}
+	type forecastOut struct {
+		City string   `json:"city"`
+		Sky  []string `json:"sky"`
+	}
+	forecast := sdk.NewTool("weather.forecast",
+		func(ctx context.Context, call *sdk.Call, in forecastIn) (forecastOut, error) {
+			out := forecastOut{City: in.City}
+			for range max(in.Days, 1) {
+				out.Sky = append(out.Sky, "sun")
+			}
+			return out, nil
+		},
+		sdk.Description("Forecast the sky for the next days."),
+		sdk.Idempotent(),
+	)
+	fmt.Println(forecast.InputSchema)
+
+	res, _ := sdktest.Call(context.Background(), forecast, sdktest.Request{Input: `{"city":"Oslo","days":2}`})
+	fmt.Println(string(res.Output))
+
+	_, err := sdktest.Call(context.Background(), forecast, sdktest.Request{Input: `{"town":"Oslo"}`})
+	fmt.Println(err.(*sdktest.Error).Kind)
+	// Output:
+	// {"additionalProperties":false,"properties":{"city":{"type":"string"},"days":{"type":"integer"}},"required":["city"],"type":"object"}
+	// {"city":"Oslo","sky":["sun","sun"]}
+	// schema
+}
+
 // Retryable marks a failure weir may retry (for an idempotent tool); a plain
 // error is permanent.
 func ExampleRetryable() {
@@ -59,6 +96,23 @@ func ExampleRetryable() {
 	_, err := sdktest.Call(context.Background(), flaky, sdktest.Request{})
 	fmt.Println(err, err.(*sdktest.Error).Retryable())
 	// Output: retryable: upstream answered 503 true
+}
+
+// RetryAfter and WithCode tell weir when a retry is worth it and give the
+// failure a stable code that a flow can branch on.
+func ExampleRetryAfter() {
+	chat := sdk.Tool{
+		Name:       "model.chat",
+		Idempotent: true,
+		Run: func(ctx context.Context, call *sdk.Call) (any, error) {
+			err := fmt.Errorf("provider answered 429")
+			return nil, sdk.RetryAfter(sdk.WithCode(err, "E_MODEL_RATE"), 20*time.Second)
+		},
+	}
+	_, err := sdktest.Call(context.Background(), chat, sdktest.Request{})
+	e := err.(*sdktest.Error)
+	fmt.Println(e.Kind, e.Code, e.RetryAfter)
+	// Output: retryable E_MODEL_RATE 20s
 }
 
 // A tool reports its actual cost by returning a Result.

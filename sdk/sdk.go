@@ -5,10 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
+	"github.com/weirhq/weir/sdk/wire"
 )
 
 // Version is the version of the SDK, reported in the plugin's manifest.
@@ -40,6 +41,10 @@ type Tool struct {
 	// (run cancelled, deadline, shutdown). It returns a value encodable
 	// as JSON (or a Result carrying one), or an error.
 	Run func(ctx context.Context, call *Call) (any, error)
+
+	// declErr is the mistake NewTool found in the declaration, reported
+	// by CheckTools.
+	declErr error
 }
 
 // Call is one invocation of a tool.
@@ -66,7 +71,7 @@ type Call struct {
 	Config json.RawMessage
 
 	progress func(done, total int64)
-	logger   hclog.Logger
+	logger   *slog.Logger
 }
 
 // Decode unmarshals the input into v. A decoding error is permanent.
@@ -98,10 +103,15 @@ func (c *Call) Progress(done, total int64) {
 	}
 }
 
-// Logger returns a logger whose lines weir records under the plugin's name.
-func (c *Call) Logger() hclog.Logger {
+// Logger returns a logger whose records weir keeps in its own log under
+// the plugin's name, at their level, with their attributes and the tool's
+// name as "tool". Serve writes them as slog JSON lines to the plugin's
+// stderr, and weir's plugin host reads those lines back (see the package
+// doc); the level is weir's plugin log level (WEIR_PLUGIN_LOG_LEVEL). Under
+// sdktest it discards.
+func (c *Call) Logger() *slog.Logger {
 	if c.logger == nil {
-		return hclog.NewNullLogger()
+		return slog.New(slog.DiscardHandler)
 	}
 	return c.logger
 }
@@ -115,25 +125,99 @@ type Result struct {
 	Cost int64
 }
 
-// Retryable marks err as retryable: the same call may succeed later.
-// Retryable(nil) is nil.
-func Retryable(err error) error {
+// The kinds of failure a tool reports, in Error.Kind. A call cancelled by
+// weir is reported as cancelled by itself (see Tool.Run): there is no kind
+// to set for it.
+const (
+	// KindPermanent: retrying the same call will not help. A plain error,
+	// and an Error with an empty or unknown Kind, are permanent.
+	KindPermanent = wire.KindPermanent
+	// KindRetryable: the same call may succeed later; weir retries it if
+	// the tool is Idempotent and the flow allows retries.
+	KindRetryable = wire.KindRetryable
+)
+
+// Error is a failure with more to say than its message: whether the call
+// may be retried, a stable code a flow can branch on, and how long to wait
+// before retrying. Return one from Run, or build one with the helpers
+// Retryable, WithCode and RetryAfter, which keep what an inner Error said:
+//
+//	return nil, sdk.RetryAfter(sdk.WithCode(err, "E_MODEL_RATE"), 20*time.Second)
+//
+// weir finds the Error with errors.As, so wrapping it with fmt.Errorf and %w
+// keeps it; the message weir records is that of the whole error returned.
+type Error struct {
+	// Kind is KindRetryable or KindPermanent; anything else is permanent.
+	Kind string
+	// Code names the failure for callers: upper-case letters, digits and
+	// '_', starting with a letter, at most 64 bytes ("E_MODEL_RATE"). A
+	// malformed code turns the error into a permanent one that says so.
+	// Empty: none.
+	Code string
+	// Message describes the failure; empty means Err's message.
+	Message string
+	// RetryAfter, for KindRetryable, is the earliest a retry is worth it
+	// (say, a provider's Retry-After). It is capped at an hour, ignored
+	// when not positive or on another kind; weir's backoff applies when
+	// it is zero.
+	RetryAfter time.Duration
+	// Err is the underlying error, for errors.Is and errors.As. Optional.
+	Err error
+}
+
+func (e *Error) Error() string {
+	switch {
+	case e.Message != "":
+		return e.Message
+	case e.Err != nil:
+		return e.Err.Error()
+	case e.Code != "":
+		return e.Code
+	}
+	return "tool error"
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// annotate wraps err in an Error that starts from what the outermost Error
+// in err's chain already says, then applies set. annotate(nil) is nil.
+func annotate(err error, set func(*Error)) error {
 	if err == nil {
 		return nil
 	}
-	return &retryableError{err: err}
+	e := &Error{Err: err}
+	var inner *Error
+	if errors.As(err, &inner) {
+		e.Kind, e.Code, e.RetryAfter = inner.Kind, inner.Code, inner.RetryAfter
+	}
+	set(e)
+	return e
 }
 
-// IsRetryable reports whether err was marked with Retryable.
+// Retryable marks err as retryable: the same call may succeed later.
+// Retryable(nil) is nil.
+func Retryable(err error) error {
+	return annotate(err, func(e *Error) { e.Kind = KindRetryable })
+}
+
+// WithCode gives err a stable code (see Error.Code), keeping its kind.
+// WithCode(nil, code) is nil.
+func WithCode(err error, code string) error {
+	return annotate(err, func(e *Error) { e.Code = code })
+}
+
+// RetryAfter marks err as retryable no sooner than d from now (see
+// Error.RetryAfter). RetryAfter(nil, d) is nil.
+func RetryAfter(err error, d time.Duration) error {
+	return annotate(err, func(e *Error) { e.Kind, e.RetryAfter = KindRetryable, d })
+}
+
+// IsRetryable reports whether err was marked retryable (Retryable,
+// RetryAfter, or an Error of KindRetryable in its chain).
 func IsRetryable(err error) bool {
-	var r *retryableError
-	return errors.As(err, &r)
+	var e *Error
+	return errors.As(err, &e) && e.Kind == KindRetryable
 }
-
-type retryableError struct{ err error }
-
-func (e *retryableError) Error() string { return e.err.Error() }
-func (e *retryableError) Unwrap() error { return e.err }
 
 // progressThrottle coalesces progress reports: one per interval, except
 // that the final one (done == total) always goes through.

@@ -3,12 +3,14 @@ package sdk_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/weirhq/weir/sdk"
 	"github.com/weirhq/weir/sdk/sdktest"
+	"github.com/weirhq/weir/sdk/wire"
 )
 
 func TestErrorKinds(t *testing.T) {
@@ -42,6 +44,68 @@ func TestErrorKinds(t *testing.T) {
 	}
 	if sdk.Retryable(nil) != nil {
 		t.Fatal("Retryable(nil) is not nil")
+	}
+}
+
+func TestErrorCodeAndRetryAfter(t *testing.T) {
+	t.Parallel()
+	cause := errors.New("rate limited")
+	tests := []struct {
+		name       string
+		err        error
+		kind, code string
+		retryAfter time.Duration
+		message    string // substring
+	}{
+		{"code on a plain error", sdk.WithCode(cause, "E_MODEL_AUTH"), sdktest.KindPermanent, "E_MODEL_AUTH", 0, "rate limited"},
+		{"retry-after then code", sdk.WithCode(sdk.RetryAfter(cause, 2*time.Second), "E_MODEL_RATE"), sdktest.KindRetryable, "E_MODEL_RATE", 2 * time.Second, "rate limited"},
+		{"code then retry-after", sdk.RetryAfter(sdk.WithCode(cause, "E_MODEL_RATE"), 20*time.Second), sdktest.KindRetryable, "E_MODEL_RATE", 20 * time.Second, "rate limited"},
+		{"wrapped with %w", fmt.Errorf("calling the model: %w", sdk.RetryAfter(cause, time.Second)), sdktest.KindRetryable, "", time.Second, "calling the model: rate limited"},
+		{"an Error value", &sdk.Error{Kind: sdk.KindRetryable, Code: "E_X", Message: "busy", RetryAfter: 5 * time.Second}, sdktest.KindRetryable, "E_X", 5 * time.Second, "busy"},
+		{"retry-after capped", &sdk.Error{Kind: sdk.KindRetryable, Message: "busy", RetryAfter: 3 * time.Hour}, sdktest.KindRetryable, "", wire.MaxRetryAfter, "busy"},
+		{"negative retry-after ignored", sdk.RetryAfter(cause, -time.Second), sdktest.KindRetryable, "", 0, "rate limited"},
+		{"retry-after on a permanent error ignored", &sdk.Error{Kind: sdk.KindPermanent, Err: cause, RetryAfter: time.Second}, sdktest.KindPermanent, "", 0, "rate limited"},
+		{"unknown kind is permanent", &sdk.Error{Kind: "later", Err: cause}, sdktest.KindPermanent, "", 0, "rate limited"},
+		{"malformed code", sdk.WithCode(cause, "rate limited"), sdktest.KindPermanent, "", 0, "malformed error code"},
+		{"code too long", sdk.WithCode(cause, "E_"+strings.Repeat("X", wire.MaxErrorCodeBytes-1)), sdktest.KindPermanent, "", 0, "longer than 64 bytes"},
+		{"longest code", sdk.WithCode(cause, "E_"+strings.Repeat("X", wire.MaxErrorCodeBytes-2)), sdktest.KindPermanent, "E_" + strings.Repeat("X", wire.MaxErrorCodeBytes-2), 0, "rate limited"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tool := sdk.Tool{Name: "t.x", Run: func(context.Context, *sdk.Call) (any, error) { return nil, tt.err }}
+			_, err := sdktest.Call(context.Background(), tool, sdktest.Request{})
+			var e *sdktest.Error
+			if !errors.As(err, &e) {
+				t.Fatalf("got %v, want an *sdktest.Error", err)
+			}
+			if e.Kind != tt.kind || e.Code != tt.code || e.RetryAfter != tt.retryAfter || !strings.Contains(e.Message, tt.message) {
+				t.Fatalf("got kind %s code %q retry-after %v message %q; want %s %q %v containing %q",
+					e.Kind, e.Code, e.RetryAfter, e.Message, tt.kind, tt.code, tt.retryAfter, tt.message)
+			}
+		})
+	}
+	if !errors.Is(sdk.RetryAfter(sdk.WithCode(cause, "E_A"), time.Second), cause) {
+		t.Fatal("the helpers lose the cause for errors.Is")
+	}
+	if sdk.WithCode(nil, "E_A") != nil || sdk.RetryAfter(nil, time.Second) != nil {
+		t.Fatal("WithCode(nil) or RetryAfter(nil) is not nil")
+	}
+}
+
+// TestCancelledKeepsCodeDropsRetryAfter: a call weir cancelled is reported
+// as cancelled whatever the tool marked it, keeping its code.
+func TestCancelledKeepsCodeDropsRetryAfter(t *testing.T) {
+	t.Parallel()
+	tool := sdk.Tool{Name: "t.wait", Run: func(ctx context.Context, call *sdk.Call) (any, error) {
+		<-ctx.Done()
+		return nil, sdk.RetryAfter(sdk.WithCode(ctx.Err(), "E_SLOW"), time.Second)
+	}}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := sdktest.Call(ctx, tool, sdktest.Request{})
+	if e, ok := err.(*sdktest.Error); !ok || e.Kind != sdktest.KindCancelled || e.Code != "E_SLOW" || e.RetryAfter != 0 {
+		t.Fatalf("got %#v, want cancelled with code E_SLOW and no retry-after", err)
 	}
 }
 

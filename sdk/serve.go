@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/weirhq/weir/sdk/internal/hook"
 	"github.com/weirhq/weir/sdk/wire"
@@ -44,28 +47,39 @@ func Serve(tools ...Tool) {
 		fmt.Fprintln(os.Stderr, "weir plugin:", err)
 		os.Exit(1)
 	}
-	// The logger writes JSON to the process's real stderr, which go-plugin
-	// on the host side parses into hclog records named after the plugin.
-	// It must be built before plugin.Serve redirects os.Stderr.
-	level := hclog.LevelFromString(os.Getenv("WEIR_PLUGIN_LOG_LEVEL"))
-	if level == hclog.NoLevel {
-		level = hclog.Info
-	}
-	srv.logger = hclog.New(&hclog.LoggerOptions{
-		Output:     os.Stderr,
-		Level:      level,
-		JSONFormat: true,
-	})
+	// Both loggers write JSON lines to the process's real stderr, which
+	// the host reads line by line: the tools' slog records (time, level,
+	// msg, attributes) and go-plugin's own hclog records. They must be
+	// built before plugin.Serve redirects os.Stderr.
+	level := logLevel(os.Getenv(wire.EnvLogLevel))
+	srv.logger = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig:  wire.Handshake,
 		VersionedPlugins: wire.VersionedPlugins(srv),
-		Logger:           srv.logger,
+		Logger: hclog.New(&hclog.LoggerOptions{
+			Output:     os.Stderr,
+			Level:      hclog.LevelFromString(level.String()),
+			JSONFormat: true,
+		}),
 		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
 			// The host bounds what it sends; the plugin trusts it.
 			opts = append(opts, grpc.MaxRecvMsgSize(math.MaxInt32))
 			return grpc.NewServer(opts...)
 		},
 	})
+}
+
+// logLevel reads the plugin log level weir passes in its environment:
+// trace, debug, info, warn or error (any case); anything else is info.
+func logLevel(s string) slog.Level {
+	if strings.EqualFold(s, "trace") {
+		return slog.LevelDebug
+	}
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return slog.LevelInfo
+	}
+	return l
 }
 
 // server implements the wire protocol over a set of tools.
@@ -75,7 +89,7 @@ type server struct {
 	manifest *wire.ManifestResponse
 	stateDir string
 	config   json.RawMessage
-	logger   hclog.Logger
+	logger   *slog.Logger
 	calls    callTable
 	progress chan progressItem
 }
@@ -88,7 +102,7 @@ func newServer(tools []Tool) (*server, error) {
 		tools:    make(map[string]Tool, len(tools)),
 		manifest: &wire.ManifestResponse{ProtocolVersion: wire.ProtocolVersion, SdkVersion: Version},
 		stateDir: os.Getenv(wire.EnvStateDir),
-		logger:   hclog.NewNullLogger(),
+		logger:   slog.New(slog.DiscardHandler),
 		progress: make(chan progressItem, 256),
 	}
 	if c := os.Getenv(wire.EnvConfig); c != "" {
@@ -116,7 +130,8 @@ func newServer(tools []Tool) (*server, error) {
 
 // CheckTools reports the first mistake in a set of tool declarations that
 // Serve would refuse: a bad or duplicate name, tools of different plugins,
-// a missing Run, a negative Cost or a schema that does not compile. Call it
+// a missing Run, a negative Cost, a schema that does not compile, or a
+// NewTool whose types and schema disagree. Call it
 // from a test to find these before building the plugin.
 func CheckTools(tools ...Tool) error {
 	seen := map[string]bool{}
@@ -135,6 +150,9 @@ func CheckTools(tools ...Tool) error {
 			return fmt.Errorf("tool %q is declared twice", t.Name)
 		}
 		seen[t.Name] = true
+		if t.declErr != nil {
+			return fmt.Errorf("tool %q: %w", t.Name, t.declErr)
+		}
 		if t.Run == nil {
 			return fmt.Errorf("tool %q has no Run", t.Name)
 		}
@@ -186,7 +204,7 @@ func (s *server) Call(ctx context.Context, req *wire.CallRequest) (*wire.CallRes
 		Input:          json.RawMessage(req.GetInput()),
 		StateDir:       s.stateDir,
 		Config:         s.config,
-		logger:         s.logger.Named(req.GetTool()),
+		logger:         s.logger.With("tool", req.GetTool()),
 	}
 	if d := req.GetDeadlineUnixNano(); d != 0 {
 		call.Deadline = time.Unix(0, d)
@@ -335,14 +353,7 @@ func runTool(ctx context.Context, tool Tool, call *Call) (res *wire.CallResult) 
 	}()
 	out, err := tool.Run(ctx, call)
 	if err != nil {
-		kind := wire.KindPermanent
-		switch {
-		case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
-			kind = wire.KindCancelled
-		case IsRetryable(err):
-			kind = wire.KindRetryable
-		}
-		return errorResult(kind, err.Error())
+		return toolError(ctx, tool.Name, err)
 	}
 	res = &wire.CallResult{}
 	switch r := out.(type) {
@@ -359,6 +370,31 @@ func runTool(ctx context.Context, tool Tool, call *Call) (res *wire.CallResult) 
 	}
 	res.Output = b
 	return res
+}
+
+// toolError turns an error Run returned into the wire's ToolError: its kind,
+// code and retry-after come from the outermost *Error in its chain.
+func toolError(ctx context.Context, name string, err error) *wire.CallResult {
+	te := &wire.ToolError{Kind: wire.KindPermanent, Message: err.Error()}
+	var e *Error
+	if errors.As(err, &e) {
+		te.Code = e.Code
+		if e.Kind == KindRetryable {
+			te.Kind = wire.KindRetryable
+			if d := min(e.RetryAfter, wire.MaxRetryAfter); d > 0 {
+				te.RetryAfter = durationpb.New(d)
+			}
+		}
+	}
+	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		te.Kind, te.RetryAfter = wire.KindCancelled, nil
+	}
+	if cerr := wire.CheckErrorCode(te.Code); cerr != nil {
+		// The code is the tool's mistake, not the call's: say so rather
+		// than send what the host would refuse as a protocol violation.
+		return errorResult(wire.KindPermanent, fmt.Sprintf("tool %s returned a malformed error code: %v; the error was: %s", name, cerr, te.Message))
+	}
+	return &wire.CallResult{Error: te}
 }
 
 func errorResult(kind, msg string) *wire.CallResult {

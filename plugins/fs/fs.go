@@ -18,8 +18,8 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	"github.com/weirhq/weir/plugins/internal/dedupe"
 	"github.com/weirhq/weir/sdk"
+	"github.com/weirhq/weir/sdk/dedupe"
 )
 
 // config is the plugin's section of weir's configuration.

@@ -20,8 +20,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/weirhq/weir/plugins/internal/dedupe"
 	"github.com/weirhq/weir/sdk"
+	"github.com/weirhq/weir/sdk/dedupe"
 )
 
 // note is one stored note, the content of one file.

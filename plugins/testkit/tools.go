@@ -15,8 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/weirhq/weir/plugins/internal/dedupe"
 	"github.com/weirhq/weir/sdk"
+	"github.com/weirhq/weir/sdk/dedupe"
 )
 
 // gauge counts calls in flight and remembers the most seen at once.
@@ -75,9 +75,9 @@ func tools() []sdk.Tool {
 		},
 		{
 			Name:        "testkit.fail",
-			Description: "Fail with a retryable error on the first `times` attempts of a logical call (counted by idempotency key in the state directory, so a restart does not reset it), then succeed.",
+			Description: "Fail with a retryable error on the first `times` attempts of a logical call (counted by idempotency key in the state directory, so a restart does not reset it), then succeed. The error carries `code` and a retry-after of `retry_after_ms` when given.",
 			Idempotent:  true,
-			InputSchema: `{"type":"object","required":["times"],"properties":{"times":{"type":"integer","minimum":0}}}`,
+			InputSchema: `{"type":"object","required":["times"],"properties":{"times":{"type":"integer","minimum":0},"code":{"type":"string"},"retry_after_ms":{"type":"integer","minimum":0}}}`,
 			Run:         runFail,
 		},
 		{
@@ -200,7 +200,11 @@ func runSleep(ctx context.Context, call *sdk.Call) (any, error) {
 }
 
 func runFail(ctx context.Context, call *sdk.Call) (any, error) {
-	var in struct{ Times int64 }
+	var in struct {
+		Times        int64  `json:"times"`
+		Code         string `json:"code"`
+		RetryAfterMS int64  `json:"retry_after_ms"`
+	}
 	if err := call.Decode(&in); err != nil {
 		return nil, err
 	}
@@ -227,7 +231,14 @@ func runFail(ctx context.Context, call *sdk.Call) (any, error) {
 		return nil, err
 	}
 	if n <= in.Times {
-		return nil, sdk.Retryable(fmt.Errorf("attempt %d of %d planned failures", n, in.Times))
+		err := sdk.Retryable(fmt.Errorf("attempt %d of %d planned failures", n, in.Times))
+		if in.Code != "" {
+			err = sdk.WithCode(err, in.Code)
+		}
+		if in.RetryAfterMS > 0 {
+			err = sdk.RetryAfter(err, time.Duration(in.RetryAfterMS)*time.Millisecond)
+		}
+		return nil, err
 	}
 	return map[string]any{"attempts": n}, nil
 }

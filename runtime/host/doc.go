@@ -23,4 +23,10 @@
 // (PLUGINS/.manifests/SHA256.json). Each plugin gets a private state
 // directory DATA/plugin-state/NAME. LoadCatalog resolves tools from the
 // cache without launching anything, which is what flow registration needs.
+//
+// The kinds of failure (Kind) are sdk/wire's, and a tool's error keeps the
+// stable code and retry-after the tool gave it (ToolError.Code,
+// RetryAfter). A plugin's log records arrive as slog JSON lines on its
+// stderr (the SDK's Call.Logger); the host reads them back into
+// Config.Logger under plugin.NAME, at their level (see pluginLogger).
 package host

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/weirhq/weir/sdk/wire"
 )
@@ -30,6 +32,11 @@ func FuzzCallResult(f *testing.F) {
 	seed(&wire.CallResult{Error: &wire.ToolError{Kind: wire.KindRetryable, Message: "later"}})
 	seed(&wire.CallResult{Error: &wire.ToolError{Kind: wire.KindCancelled, Message: "stopped"}, ProgressSent: 1 << 40})
 	seed(&wire.CallResult{Error: &wire.ToolError{Kind: "explode", Message: "?"}})
+	seed(&wire.CallResult{Error: &wire.ToolError{Kind: wire.KindRetryable, Message: "slow down", Code: "E_MODEL_RATE", RetryAfter: durationpb.New(20 * time.Second)}})
+	seed(&wire.CallResult{Error: &wire.ToolError{Kind: wire.KindPermanent, Message: "no", Code: "e-lower"}})
+	seed(&wire.CallResult{Error: &wire.ToolError{Kind: wire.KindPermanent, Message: "no", RetryAfter: durationpb.New(time.Second)}})
+	seed(&wire.CallResult{Error: &wire.ToolError{Kind: wire.KindRetryable, Message: "later", RetryAfter: durationpb.New(-time.Second)}})
+	seed(&wire.CallResult{Error: &wire.ToolError{Kind: wire.KindRetryable, Message: "later", RetryAfter: durationpb.New(wire.MaxRetryAfter + 1)}})
 	f.Add([]byte{0xff, 0xff, 0xff}, int64(0))
 
 	f.Fuzz(func(t *testing.T, data []byte, declared int64) {
@@ -49,12 +56,23 @@ func FuzzCallResult(f *testing.F) {
 				t.Fatalf("both a result and an error: %+v, %v", res, err)
 			}
 			want := map[string]Kind{wire.KindRetryable: KindRetryable, wire.KindPermanent: KindPermanent, wire.KindCancelled: KindCancelled}
-			switch e := r.GetError(); {
+			e := r.GetError()
+			ra := e.GetRetryAfter()
+			badExtra := wire.CheckErrorCode(e.GetCode()) != nil ||
+				ra != nil && (ra.CheckValid() != nil || ra.AsDuration() < 0 || ra.AsDuration() > wire.MaxRetryAfter || e.GetKind() != wire.KindRetryable)
+			switch {
 			case e == nil:
 				if te.Kind != KindProtocol {
 					t.Fatalf("a success refused with kind %s, want %s: %v", te.Kind, KindProtocol, err)
 				}
+			case want[e.GetKind()] != "" && badExtra:
+				if te.Kind != KindProtocol {
+					t.Fatalf("code %q, retry-after %v on %q became %s, want %s", e.GetCode(), ra, e.GetKind(), te.Kind, KindProtocol)
+				}
 			case want[e.GetKind()] != "":
+				if te.Code != e.GetCode() || te.RetryAfter != ra.AsDuration() {
+					t.Fatalf("code %q, retry-after %v arrived as %q, %v", e.GetCode(), ra.AsDuration(), te.Code, te.RetryAfter)
+				}
 				if te.Kind != want[e.GetKind()] {
 					t.Fatalf("plugin said %q, host says %s", e.GetKind(), te.Kind)
 				}

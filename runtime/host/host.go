@@ -595,6 +595,39 @@ func (h *Host) run(ctx context.Context, t *toolState, inst *instance, input []by
 	return h.result(ctx, t, res)
 }
 
+// resultError turns the tool's ToolError into the host's, refusing a kind,
+// code or retry-after the protocol does not allow.
+func (h *Host) resultError(ctx context.Context, t *toolState, e *wire.ToolError) *ToolError {
+	te := &ToolError{Tool: t.m.Name, Message: e.GetMessage(), Code: e.GetCode()}
+	switch e.GetKind() {
+	case wire.KindRetryable:
+		te.Kind = KindRetryable
+	case wire.KindPermanent:
+		te.Kind = KindPermanent
+	case wire.KindCancelled:
+		te.Kind = KindCancelled
+		if dl, ok := ctx.Deadline(); errors.Is(ctx.Err(), context.DeadlineExceeded) || (ok && !time.Now().Before(dl)) {
+			te.Kind = KindDeadline
+		}
+	default:
+		return toolErrorf(KindProtocol, t.m.Name, "plugin reported an unknown error kind %q: %s", e.GetKind(), e.GetMessage())
+	}
+	if err := wire.CheckErrorCode(te.Code); err != nil {
+		return toolErrorf(KindProtocol, t.m.Name, "plugin reported a bad error code: %v: %s", err, e.GetMessage())
+	}
+	if ra := e.GetRetryAfter(); ra != nil {
+		d := ra.AsDuration()
+		switch {
+		case ra.CheckValid() != nil || d < 0 || d > wire.MaxRetryAfter:
+			return toolErrorf(KindProtocol, t.m.Name, "plugin reported a retry-after of %v, outside 0..%v: %s", d, wire.MaxRetryAfter, e.GetMessage())
+		case e.GetKind() != wire.KindRetryable:
+			return toolErrorf(KindProtocol, t.m.Name, "plugin reported a retry-after on a %s error: %s", e.GetKind(), e.GetMessage())
+		}
+		te.RetryAfter = d
+	}
+	return te
+}
+
 // transportError classifies a failure of the Run stream itself.
 func (h *Host) transportError(ctx context.Context, t *toolState, inst *instance, err error) *ToolError {
 	if h.isClosed() {
@@ -614,20 +647,7 @@ func (h *Host) transportError(ctx context.Context, t *toolState, inst *instance,
 
 func (h *Host) result(ctx context.Context, t *toolState, r *wire.CallResult) (*CallResult, error) {
 	if e := r.GetError(); e != nil {
-		switch e.GetKind() {
-		case wire.KindRetryable:
-			return nil, &ToolError{Kind: KindRetryable, Tool: t.m.Name, Message: e.GetMessage()}
-		case wire.KindPermanent:
-			return nil, &ToolError{Kind: KindPermanent, Tool: t.m.Name, Message: e.GetMessage()}
-		case wire.KindCancelled:
-			kind := KindCancelled
-			if dl, ok := ctx.Deadline(); errors.Is(ctx.Err(), context.DeadlineExceeded) || (ok && !time.Now().Before(dl)) {
-				kind = KindDeadline
-			}
-			return nil, &ToolError{Kind: kind, Tool: t.m.Name, Message: e.GetMessage()}
-		default:
-			return nil, toolErrorf(KindProtocol, t.m.Name, "plugin reported an unknown error kind %q: %s", e.GetKind(), e.GetMessage())
-		}
+		return nil, h.resultError(ctx, t, e)
 	}
 	out := r.GetOutput()
 	if !json.Valid(out) {

@@ -545,6 +545,33 @@ func TestFailCountSurvivesRestart(t *testing.T) {
 	wantKind(t, err, KindRetryable)
 }
 
+// TestToolErrorCodeAndRetryAfter: the code and retry-after a tool gives its
+// error cross the process boundary intact, and show in the message.
+func TestToolErrorCodeAndRetryAfter(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{}, "testkit")
+	_, err := b.h.Call(context.Background(), CallRequest{Tool: "testkit.fail", IdempotencyKey: "k1",
+		Input: json.RawMessage(`{"times":1,"code":"E_MODEL_RATE","retry_after_ms":1500}`)})
+	var te *ToolError
+	if !errors.As(err, &te) {
+		t.Fatalf("error %v is not a *ToolError", err)
+	}
+	if te.Kind != KindRetryable || te.Code != "E_MODEL_RATE" || te.RetryAfter != 1500*time.Millisecond {
+		t.Fatalf("got kind %s code %q retry-after %v, want retryable E_MODEL_RATE 1.5s", te.Kind, te.Code, te.RetryAfter)
+	}
+	if want := "testkit.fail: retryable: E_MODEL_RATE: attempt 1 of 1 planned failures (retry after 1.5s)"; te.Error() != want {
+		t.Fatalf("message %q, want %q", te.Error(), want)
+	}
+	// A code the protocol does not allow is the tool's mistake, reported
+	// as a permanent error that names it.
+	_, err = b.h.Call(context.Background(), CallRequest{Tool: "testkit.fail", IdempotencyKey: "k2",
+		Input: json.RawMessage(`{"times":1,"code":"rate limited"}`)})
+	wantKind(t, err, KindPermanent)
+	if !strings.Contains(err.Error(), "malformed error code") {
+		t.Fatalf("message %q does not name the bad code", err)
+	}
+}
+
 func TestProgressAndCost(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Config{}, "testkit")
@@ -600,8 +627,16 @@ func TestStateDirConfigAndLogs(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		logs := b.logs.String()
-		if strings.Contains(logs, "weir.plugin.testkit") && strings.Contains(logs, "hello from the plugin") &&
-			strings.Contains(logs, "stderr: hello from the plugin") {
+		// The tool's slog record arrives as a record of its own level with
+		// its attributes, not as the JSON line the plugin wrote.
+		var record bool
+		for _, line := range strings.Split(logs, "\n") {
+			if strings.Contains(line, "[WARN]") && strings.Contains(line, "weir.plugin.testkit: hello from the plugin:") &&
+				strings.Contains(line, "tool=testkit.log") && strings.Contains(line, "key=") && !strings.Contains(line, `"msg"`) {
+				record = true
+			}
+		}
+		if record && strings.Contains(logs, "stderr: hello from the plugin") {
 			break
 		}
 		if time.Now().After(deadline) {

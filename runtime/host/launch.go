@@ -35,7 +35,7 @@ const (
 var passEnv = []string{
 	"PATH", "HOME", "TMPDIR", "TZ", "LANG", "LC_ALL",
 	"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
-	"SSL_CERT_FILE", "SSL_CERT_DIR", "WEIR_PLUGIN_LOG_LEVEL",
+	"SSL_CERT_FILE", "SSL_CERT_DIR", wire.EnvLogLevel,
 }
 
 // launchSpec says how to start one plugin process.
@@ -177,7 +177,7 @@ func launchOnce(spec launchSpec) (_ *instance, busy bool, _ error) {
 		wire.EnvConfig+"="+string(spec.config),
 		wire.EnvName+"="+spec.name,
 	)
-	logger := hclog.Logger(quietKill{spec.logger.Named("plugin")})
+	logger := hclog.Logger(pluginLogger{spec.logger.Named("plugin")})
 	named := logger
 	if spec.name != "" {
 		named = spec.logger.Named("plugin").Named(spec.name)
@@ -340,16 +340,3 @@ func (t *tailBuffer) String() string {
 }
 
 var _ io.Writer = (*tailBuffer)(nil)
-
-// quietKill demotes go-plugin's warning that a plugin "failed to exit
-// gracefully": the host says so itself when it kills a plugin on purpose
-// (hung, crashed, failed launch), and the warning would only repeat it.
-type quietKill struct{ hclog.Logger }
-
-func (q quietKill) Warn(msg string, args ...any) {
-	if msg == "plugin failed to exit gracefully" {
-		q.Logger.Debug(msg, args...)
-		return
-	}
-	q.Logger.Warn(msg, args...)
-}

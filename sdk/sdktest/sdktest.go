@@ -55,7 +55,7 @@ type Progress struct{ Done, Total int64 }
 
 // Error kinds, as weir's plugin host reports them.
 const (
-	KindSchema    = "schema"
+	KindSchema    = wire.KindSchema
 	KindRetryable = wire.KindRetryable
 	KindPermanent = wire.KindPermanent
 	KindCancelled = wire.KindCancelled
@@ -67,9 +67,19 @@ type Error struct {
 	// KindPermanent or KindCancelled.
 	Kind    string
 	Message string
+	// Code is the error's stable code (sdk.WithCode), "" if none.
+	Code string
+	// RetryAfter is the tool's retry hint (sdk.RetryAfter), as weir would
+	// receive it: capped, and zero unless Kind is KindRetryable.
+	RetryAfter time.Duration
 }
 
-func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Kind, e.Message) }
+func (e *Error) Error() string {
+	if e.Code != "" {
+		return fmt.Sprintf("%s: %s: %s", e.Kind, e.Code, e.Message)
+	}
+	return fmt.Sprintf("%s: %s", e.Kind, e.Message)
+}
 
 // Retryable reports whether weir would retry the call (for an idempotent
 // tool).
@@ -133,7 +143,7 @@ func Call(ctx context.Context, tool sdk.Tool, req Request) (*Result, error) {
 	mu.Lock()
 	defer mu.Unlock()
 	if e := res.GetError(); e != nil {
-		return nil, &Error{Kind: e.GetKind(), Message: e.GetMessage()}
+		return nil, &Error{Kind: e.GetKind(), Message: e.GetMessage(), Code: e.GetCode(), RetryAfter: e.GetRetryAfter().AsDuration()}
 	}
 	out := &Result{Output: res.GetOutput(), Cost: tool.Cost, Progress: progress}
 	if res.GetHasCost() {

@@ -20,6 +20,7 @@ package wire
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -622,8 +623,15 @@ func (x *CallResult) GetProgressSent() int64 {
 type ToolError struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// "retryable", "permanent" or "cancelled" (see wire.Kind* constants).
-	Kind          string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
-	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	Kind    string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// A stable code naming the failure for callers that branch on it, such
+	// as "E_MODEL_RATE" (empty: none); see wire.CheckErrorCode.
+	Code string `protobuf:"bytes,3,opt,name=code,proto3" json:"code,omitempty"`
+	// For kind "retryable": the earliest the same call is worth retrying, as
+	// the tool learnt it (a Retry-After header, say); unset: the caller's own
+	// backoff. At most wire.MaxRetryAfter; set on another kind it is refused.
+	RetryAfter    *durationpb.Duration `protobuf:"bytes,4,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -672,11 +680,25 @@ func (x *ToolError) GetMessage() string {
 	return ""
 }
 
+func (x *ToolError) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *ToolError) GetRetryAfter() *durationpb.Duration {
+	if x != nil {
+		return x.RetryAfter
+	}
+	return nil
+}
+
 var File_plugin_proto protoreflect.FileDescriptor
 
 const file_plugin_proto_rawDesc = "" +
 	"\n" +
-	"\fplugin.proto\x12\x0eweir.plugin.v1\"<\n" +
+	"\fplugin.proto\x12\x0eweir.plugin.v1\x1a\x1egoogle/protobuf/duration.proto\"<\n" +
 	"\x0fManifestRequest\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\"\x8e\x01\n" +
 	"\x10ManifestResponse\x12)\n" +
@@ -719,10 +741,13 @@ const file_plugin_proto_rawDesc = "" +
 	"\bhas_cost\x18\x02 \x01(\bR\ahasCost\x12\x12\n" +
 	"\x04cost\x18\x03 \x01(\x03R\x04cost\x12/\n" +
 	"\x05error\x18\x04 \x01(\v2\x19.weir.plugin.v1.ToolErrorR\x05error\x12#\n" +
-	"\rprogress_sent\x18\x05 \x01(\x03R\fprogressSent\"9\n" +
+	"\rprogress_sent\x18\x05 \x01(\x03R\fprogressSent\"\x89\x01\n" +
 	"\tToolError\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage2\xaf\x02\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12\x12\n" +
+	"\x04code\x18\x03 \x01(\tR\x04code\x12:\n" +
+	"\vretry_after\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"retryAfter2\xaf\x02\n" +
 	"\x06Plugin\x12M\n" +
 	"\bManifest\x12\x1f.weir.plugin.v1.ManifestRequest\x1a .weir.plugin.v1.ManifestResponse\x12?\n" +
 	"\x04Call\x12\x1b.weir.plugin.v1.CallRequest\x1a\x1a.weir.plugin.v1.CallResult\x12G\n" +
@@ -743,33 +768,35 @@ func file_plugin_proto_rawDescGZIP() []byte {
 
 var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_plugin_proto_goTypes = []any{
-	(*ManifestRequest)(nil),  // 0: weir.plugin.v1.ManifestRequest
-	(*ManifestResponse)(nil), // 1: weir.plugin.v1.ManifestResponse
-	(*ToolSpec)(nil),         // 2: weir.plugin.v1.ToolSpec
-	(*CallRequest)(nil),      // 3: weir.plugin.v1.CallRequest
-	(*CancelRequest)(nil),    // 4: weir.plugin.v1.CancelRequest
-	(*CancelResponse)(nil),   // 5: weir.plugin.v1.CancelResponse
-	(*ProgressRequest)(nil),  // 6: weir.plugin.v1.ProgressRequest
-	(*ProgressEvent)(nil),    // 7: weir.plugin.v1.ProgressEvent
-	(*CallResult)(nil),       // 8: weir.plugin.v1.CallResult
-	(*ToolError)(nil),        // 9: weir.plugin.v1.ToolError
+	(*ManifestRequest)(nil),     // 0: weir.plugin.v1.ManifestRequest
+	(*ManifestResponse)(nil),    // 1: weir.plugin.v1.ManifestResponse
+	(*ToolSpec)(nil),            // 2: weir.plugin.v1.ToolSpec
+	(*CallRequest)(nil),         // 3: weir.plugin.v1.CallRequest
+	(*CancelRequest)(nil),       // 4: weir.plugin.v1.CancelRequest
+	(*CancelResponse)(nil),      // 5: weir.plugin.v1.CancelResponse
+	(*ProgressRequest)(nil),     // 6: weir.plugin.v1.ProgressRequest
+	(*ProgressEvent)(nil),       // 7: weir.plugin.v1.ProgressEvent
+	(*CallResult)(nil),          // 8: weir.plugin.v1.CallResult
+	(*ToolError)(nil),           // 9: weir.plugin.v1.ToolError
+	(*durationpb.Duration)(nil), // 10: google.protobuf.Duration
 }
 var file_plugin_proto_depIdxs = []int32{
-	2, // 0: weir.plugin.v1.ManifestResponse.tools:type_name -> weir.plugin.v1.ToolSpec
-	9, // 1: weir.plugin.v1.CallResult.error:type_name -> weir.plugin.v1.ToolError
-	0, // 2: weir.plugin.v1.Plugin.Manifest:input_type -> weir.plugin.v1.ManifestRequest
-	3, // 3: weir.plugin.v1.Plugin.Call:input_type -> weir.plugin.v1.CallRequest
-	4, // 4: weir.plugin.v1.Plugin.Cancel:input_type -> weir.plugin.v1.CancelRequest
-	6, // 5: weir.plugin.v1.Plugin.Progress:input_type -> weir.plugin.v1.ProgressRequest
-	1, // 6: weir.plugin.v1.Plugin.Manifest:output_type -> weir.plugin.v1.ManifestResponse
-	8, // 7: weir.plugin.v1.Plugin.Call:output_type -> weir.plugin.v1.CallResult
-	5, // 8: weir.plugin.v1.Plugin.Cancel:output_type -> weir.plugin.v1.CancelResponse
-	7, // 9: weir.plugin.v1.Plugin.Progress:output_type -> weir.plugin.v1.ProgressEvent
-	6, // [6:10] is the sub-list for method output_type
-	2, // [2:6] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	2,  // 0: weir.plugin.v1.ManifestResponse.tools:type_name -> weir.plugin.v1.ToolSpec
+	9,  // 1: weir.plugin.v1.CallResult.error:type_name -> weir.plugin.v1.ToolError
+	10, // 2: weir.plugin.v1.ToolError.retry_after:type_name -> google.protobuf.Duration
+	0,  // 3: weir.plugin.v1.Plugin.Manifest:input_type -> weir.plugin.v1.ManifestRequest
+	3,  // 4: weir.plugin.v1.Plugin.Call:input_type -> weir.plugin.v1.CallRequest
+	4,  // 5: weir.plugin.v1.Plugin.Cancel:input_type -> weir.plugin.v1.CancelRequest
+	6,  // 6: weir.plugin.v1.Plugin.Progress:input_type -> weir.plugin.v1.ProgressRequest
+	1,  // 7: weir.plugin.v1.Plugin.Manifest:output_type -> weir.plugin.v1.ManifestResponse
+	8,  // 8: weir.plugin.v1.Plugin.Call:output_type -> weir.plugin.v1.CallResult
+	5,  // 9: weir.plugin.v1.Plugin.Cancel:output_type -> weir.plugin.v1.CancelResponse
+	7,  // 10: weir.plugin.v1.Plugin.Progress:output_type -> weir.plugin.v1.ProgressEvent
+	7,  // [7:11] is the sub-list for method output_type
+	3,  // [3:7] is the sub-list for method input_type
+	3,  // [3:3] is the sub-list for extension type_name
+	3,  // [3:3] is the sub-list for extension extendee
+	0,  // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_plugin_proto_init() }

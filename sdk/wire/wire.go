@@ -1,11 +1,15 @@
-// Package wire is the protocol weir and its tool plugins share: the gRPC
-// service generated from plugin.proto, go-plugin's handshake, the
-// environment a plugin is launched with, the stable error kinds that cross
-// the process boundary, and how tool names and JSON schemas are read.
+// Package wire is the protocol between weir and its tool plugins, not an
+// API for tool vendors: the gRPC service generated from plugin.proto,
+// go-plugin's handshake, the environment a plugin is launched with, the
+// stable error kinds and codes, and how tool names and JSON schemas are read.
 //
 // Both sides import this package (as go-plugin's examples/grpc/shared does),
-// so they cannot disagree on any of it. A tool vendor imports
-// github.com/weirhq/weir/sdk, never this package.
+// so they cannot disagree on any of it; it is importable only because the
+// host lives in another module and Go forbids importing sdk/internal from
+// there. It changes whenever the protocol does, without the compatibility
+// promise of the vendor packages. A tool vendor imports
+// github.com/weirhq/weir/sdk, sdk/sdktest and sdk/dedupe, never this
+// package.
 package wire
 
 import (
@@ -13,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
@@ -47,9 +52,17 @@ const (
 	// EnvName holds the plugin's name, the part of its tool names before
 	// the dot.
 	EnvName = "WEIR_PLUGIN_NAME"
+	// EnvLogLevel is the level of the plugin's log records that weir
+	// keeps: trace, debug, info (the default), warn or error. The host
+	// passes its own environment's value through.
+	EnvLogLevel = "WEIR_PLUGIN_LOG_LEVEL"
 )
 
-// Error kinds a plugin reports in ToolError.Kind.
+// Error kinds: the one definition of the stable names of a tool call's
+// failure, which cross into run events, the CLI and the plugin protocol. A
+// plugin reports only the first three in ToolError.Kind; the host adds the
+// others for failures it finds itself (runtime/host.Kind is made of these,
+// and sdktest reports them as the host would).
 const (
 	// KindRetryable: the call failed but the same call may succeed later.
 	KindRetryable = "retryable"
@@ -57,7 +70,56 @@ const (
 	KindPermanent = "permanent"
 	// KindCancelled: the call's context was cancelled before it finished.
 	KindCancelled = "cancelled"
+
+	// KindSchema: the input does not match the tool's input schema (or is
+	// not JSON); the plugin never saw the call.
+	KindSchema = "schema"
+	// KindUnknownTool: no installed plugin provides the tool.
+	KindUnknownTool = "unknown_tool"
+	// KindCrashed: the plugin process died or could not be started; the
+	// outcome of the call is unknown.
+	KindCrashed = "crashed"
+	// KindDeadline: the call's deadline passed before it finished.
+	KindDeadline = "deadline"
+	// KindTooLarge: the input or the answer exceeds the message limit.
+	KindTooLarge = "too_large"
+	// KindProtocol: the plugin speaks another protocol version or broke
+	// the protocol (bad manifest, output that is not JSON, ...).
+	KindProtocol = "protocol"
+	// KindChecksum: the plugin binary is missing, not pinned, or no longer
+	// matches its pinned SHA-256; it is not launched.
+	KindChecksum = "checksum"
 )
+
+// MaxErrorCodeBytes bounds ToolError.Code: a code is a name, not a message.
+const MaxErrorCodeBytes = 64
+
+// MaxRetryAfter bounds ToolError.RetryAfter. A tool that learns of a longer
+// wait (a provider's Retry-After of hours) reports this much: the caller
+// retries then and learns again, rather than parking a call for a day on
+// one answer.
+const MaxRetryAfter = time.Hour
+
+// CheckErrorCode reports whether code can be a ToolError.Code: empty, or
+// upper-case ASCII letters, digits and '_', starting with a letter, at most
+// MaxErrorCodeBytes long (E_MODEL_RATE, say).
+func CheckErrorCode(code string) error {
+	if code == "" {
+		return nil
+	}
+	if len(code) > MaxErrorCodeBytes {
+		return fmt.Errorf("error code %.16q... is longer than %d bytes", code, MaxErrorCodeBytes)
+	}
+	for i, r := range code {
+		switch {
+		case r >= 'A' && r <= 'Z':
+		case (r >= '0' && r <= '9' || r == '_') && i > 0:
+		default:
+			return fmt.Errorf("error code %q must start with an upper-case letter and hold only upper-case letters, digits and '_'", code)
+		}
+	}
+	return nil
+}
 
 // Cancel reasons the host sends in CancelRequest.Reason.
 const (

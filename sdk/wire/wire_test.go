@@ -55,3 +55,16 @@ func TestSchema(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckErrorCode(t *testing.T) {
+	t.Parallel()
+	longest := "E" + strings.Repeat("_", MaxErrorCodeBytes-1)
+	for code, ok := range map[string]bool{
+		"": true, "E": true, "E_MODEL_RATE": true, "E2BIG": true, longest: true,
+		longest + "X": false, "e_model": false, "_E": false, "9E": false, "E-RATE": false, "E RATE": false, "É": false,
+	} {
+		if err := CheckErrorCode(code); (err == nil) != ok {
+			t.Errorf("CheckErrorCode(%q) = %v, want ok %v", code, err, ok)
+		}
+	}
+}

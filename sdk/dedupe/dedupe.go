@@ -1,8 +1,20 @@
-// Package dedupe is how weir's first-party plugins keep the promise of an
-// idempotent tool: the result of a call is stored under its idempotency key
-// in the plugin's state directory, so a retry of the same logical call
-// returns that result instead of doing the work again, even across a
-// plugin restart.
+// Package dedupe keeps the promise of an idempotent tool: the output of a
+// call is stored under its idempotency key in the plugin's state directory,
+// so a retry of the same logical call returns that output instead of doing
+// the work again, even after the plugin (or weir) restarted.
+//
+// weir passes the same sdk.Call.IdempotencyKey on every attempt of one
+// logical call; a tool that declares Idempotent must not act twice for one
+// key. A Store per tool, under Call.StateDir, is all it takes:
+//
+//	store := &dedupe.Store{Dir: filepath.Join(call.StateDir, "dedupe", "memo.put")}
+//	out, replayed, err := store.Do(call.IdempotencyKey, fingerprint, func() (any, error) {
+//		return put(in) // runs at most once per key, unless it fails
+//	})
+//
+// weir's first-party plugins (fs.write, notes.put) use it; vendors should
+// too. WriteFileAtomic is the crash-safe write the Store is built on, for a
+// tool's other durable state.
 package dedupe
 
 import (
@@ -15,8 +27,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-
-	"github.com/weirhq/weir/internal/atomicfile"
 )
 
 // Store keeps one record per idempotency key in Dir.
@@ -90,7 +100,35 @@ func (s *Store) Do(key, fingerprint string, f func() (any, error)) (json.RawMess
 	return b, false, nil
 }
 
-// WriteFileAtomic writes data to path durably (see atomicfile.Write).
+// WriteFileAtomic replaces path with data so that a reader sees the old
+// content or the new one, never a torn file, and the new one survives a
+// crash once it returns: a temporary file in the same directory, synced,
+// renamed over path, then the directory synced. The directory must exist.
 func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
-	return atomicfile.Write(path, data, perm)
+	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(perm)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+	return nil
 }
