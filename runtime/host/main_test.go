@@ -2,51 +2,16 @@ package host
 
 import (
 	"bytes"
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
-	"go.uber.org/goleak"
+
+	"github.com/weirhq/weir/internal/testutil"
 )
 
-// binDir holds the real plugin binaries, built once by TestMain.
-var binDir string
-
 func TestMain(m *testing.M) {
-	os.Exit(testMain(m))
-}
-
-func testMain(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "weir-host-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	binDir = dir
-	// One go build for all of them: the packages compile in parallel and
-	// the binaries land in dir under their package names.
-	cmd := exec.Command("go", "build", "-o", dir+string(os.PathSeparator),
-		"../../plugins/testkit", "../../plugins/mail", "./testdata/rawecho", "./testdata/badversion")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building test plugins:", err)
-		return 1
-	}
-	code := m.Run()
-	if code == 0 {
-		// Every Host is closed by its test; nothing it started may
-		// outlive it.
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			return 1
-		}
-	}
-	return code
+	testutil.Main(m, testutil.Plugins("testkit", "mail", "./testdata/rawecho", "./testdata/badversion"))
 }
 
 // bundle is a Host under test with what the test needs to look at.
@@ -64,7 +29,7 @@ func setup(t testing.TB, cfg Config, bins ...string) *bundle {
 	t.Helper()
 	b := &bundle{pluginsDir: t.TempDir(), dataDir: t.TempDir(), logs: &syncBuffer{}}
 	for _, name := range bins {
-		if _, err := Install(b.pluginsDir, filepath.Join(binDir, name), nil); err != nil {
+		if _, err := Install(b.pluginsDir, testutil.Plugin(t, name), nil); err != nil {
 			t.Fatalf("install %s: %v", name, err)
 		}
 	}
