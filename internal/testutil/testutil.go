@@ -117,6 +117,12 @@ func build() (string, error) {
 			return
 		}
 		buildDir = dir
+		// Readable by every user: a test may run the binaries as another
+		// OS user (two users on one socket).
+		if err := os.Chmod(dir, 0o755); err != nil {
+			buildErr = err
+			return
+		}
 		if len(declared.plugins) > 0 {
 			args := []string{"build", "-o", filepath.Join(dir, "plugins") + string(os.PathSeparator)}
 			for _, name := range declared.plugins {
