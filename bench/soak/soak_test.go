@@ -3,46 +3,17 @@ package main
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
+	"github.com/weirhq/weir/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
-
-// buildBinaries builds weir and the plugins the soak uses into a temporary
-// directory and pins the plugins, as `make build` does for bin/.
-func buildBinaries(t *testing.T) (weir, plugins string) {
-	t.Helper()
-	dir := t.TempDir()
-	weir = filepath.Join(dir, "weir")
-	plugins = filepath.Join(dir, "plugins")
-	if out, err := exec.Command("go", "build", "-o", weir, "github.com/weirhq/weir/cmd/weir").CombinedOutput(); err != nil {
-		t.Fatalf("building weir: %v\n%s", err, out)
-	}
-	pkgs := []string{"testkit", "mail", "notes"}
-	args := []string{"build", "-o", plugins + string(os.PathSeparator)}
-	for _, p := range pkgs {
-		args = append(args, "github.com/weirhq/weir/plugins/"+p)
-	}
-	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
-		t.Fatalf("building plugins: %v\n%s", err, out)
-	}
-	install := []string{"--plugins", plugins, "plugin", "install"}
-	for _, p := range pkgs {
-		install = append(install, filepath.Join(plugins, p))
-	}
-	if out, err := exec.Command(weir, install...).CombinedOutput(); err != nil {
-		t.Fatalf("pinning plugins: %v\n%s", err, out)
-	}
-	return weir, plugins
+	testutil.Main(m, testutil.Plugins("testkit", "mail", "notes"), testutil.Weir())
 }
 
 // TestSoakShort is a short soak: 12 s of kills (every failpoint at
@@ -54,7 +25,7 @@ func TestSoakShort(t *testing.T) {
 		t.Skip("kills and restarts real weir daemons for about 30 s")
 	}
 	start := time.Now()
-	weir, plugins := buildBinaries(t)
+	weir, plugins := testutil.WeirBinary(t), testutil.PinnedPlugins(t)
 	built := time.Since(start)
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("WEIR_SOAK_SEED"); s != "" {

@@ -12,8 +12,7 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
-	"go.uber.org/goleak"
-
+	"github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/runtime/store"
 	"github.com/weirhq/weir/runtime/store/storetest"
 )
@@ -22,7 +21,7 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv(helperEnv); mode != "" {
 		os.Exit(runHelper(mode))
 	}
-	goleak.VerifyTestMain(m)
+	testutil.Main(m)
 }
 
 // opener opens a store per test, in a directory kept per test so that a
