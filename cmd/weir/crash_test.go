@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -38,8 +37,7 @@ type daemon struct {
 	socket  string
 	cmd     *exec.Cmd
 	exited  chan error
-	logs    *strings.Builder
-	mu      *sync.Mutex
+	logs    *testutil.Buffer
 }
 
 func newDaemon(t *testing.T) *daemon {
@@ -51,7 +49,7 @@ func newDaemon(t *testing.T) *daemon {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(sockDir) })
-	return &daemon{t: t, weir: weir, plugins: plugins, data: data, socket: filepath.Join(sockDir, "s"), logs: &strings.Builder{}, mu: &sync.Mutex{}}
+	return &daemon{t: t, weir: weir, plugins: plugins, data: data, socket: filepath.Join(sockDir, "s"), logs: &testutil.Buffer{}}
 }
 
 // start runs weir serve with the failpoints armed and waits until it
@@ -71,9 +69,7 @@ func (d *daemon) start(failpoints string, env ...string) {
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
-			d.mu.Lock()
-			d.logs.WriteString(sc.Text() + "\n")
-			d.mu.Unlock()
+			d.logs.Write([]byte(sc.Text() + "\n"))
 		}
 		d.exited <- d.cmd.Wait()
 	}()
@@ -93,8 +89,6 @@ func (d *daemon) start(failpoints string, env ...string) {
 }
 
 func (d *daemon) log() string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	return d.logs.String()
 }
 

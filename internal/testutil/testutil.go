@@ -1,7 +1,8 @@
 // Package testutil holds the helpers weir's tests share, so that no test
 // package keeps its own copy: the TestMain every package runs (its tests,
 // then a goroutine-leak check), the real plugin and weir binaries built once
-// per test binary, and polling a condition with a generous timeout.
+// per test binary, polling a condition with a generous timeout, and a
+// buffer safe for concurrent writers.
 //
 // Binaries are built lazily, on the first call that needs them, so a test
 // binary whose slow tests are skipped (-short) builds nothing; the ones a
@@ -13,6 +14,7 @@
 package testutil
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -235,4 +237,25 @@ func Eventually(t testing.TB, timeout time.Duration, cond func() error) {
 		time.Sleep(wait)
 		wait = min(2*wait, 50*time.Millisecond)
 	}
+}
+
+// Buffer is a bytes.Buffer that many goroutines may write while a test
+// reads it: the output of a logger, or of a child process's pipes.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p.
+func (s *Buffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns everything written so far.
+func (s *Buffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

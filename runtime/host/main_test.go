@@ -1,8 +1,6 @@
 package host
 
 import (
-	"bytes"
-	"sync"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
@@ -19,7 +17,7 @@ type bundle struct {
 	h          *Host
 	pluginsDir string
 	dataDir    string
-	logs       *syncBuffer
+	logs       *testutil.Buffer
 }
 
 // setup installs the named test binaries into a fresh plugins directory and
@@ -27,7 +25,7 @@ type bundle struct {
 // and logger are filled in.
 func setup(t testing.TB, cfg Config, bins ...string) *bundle {
 	t.Helper()
-	b := &bundle{pluginsDir: t.TempDir(), dataDir: t.TempDir(), logs: &syncBuffer{}}
+	b := &bundle{pluginsDir: t.TempDir(), dataDir: t.TempDir(), logs: &testutil.Buffer{}}
 	for _, name := range bins {
 		if _, err := Install(b.pluginsDir, testutil.Plugin(t, name), nil); err != nil {
 			t.Fatalf("install %s: %v", name, err)
@@ -48,21 +46,4 @@ func setup(t testing.TB, cfg Config, bins ...string) *bundle {
 		}
 	})
 	return b
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
