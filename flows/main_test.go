@@ -3,11 +3,11 @@ package flows
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/weirhq/weir/internal/testutil"
 )
 
 // Loading compiles files on several goroutines; none may outlive the load.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 func TestManyFilesCompileInParallel(t *testing.T) {
 	t.Parallel()

@@ -6,5 +6,7 @@ import (
 	"go.uber.org/goleak"
 )
 
-// Calls run tools on goroutines of their own; none may outlive a test.
+// Serving a plugin starts goroutines; none may outlive a test. This
+// package uses goleak directly, not the main module's test helpers: the
+// SDK is built by vendors outside this module.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

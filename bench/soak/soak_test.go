@@ -2,72 +2,18 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-)
-
-// binDir holds the binaries the soak tests share, built once.
-var (
-	binDir    string
-	buildOnce sync.Once
-	buildErr  error
+	"github.com/weirhq/weir/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) {
-		if binDir != "" {
-			os.RemoveAll(binDir)
-		}
-	}))
-}
-
-// buildBinaries builds weir and the plugins the soak uses into a temporary
-// directory and pins the plugins, as `make build` does for bin/, once per
-// test binary.
-func buildBinaries(t *testing.T) (weir, plugins string) {
-	t.Helper()
-	buildOnce.Do(func() {
-		if binDir, buildErr = os.MkdirTemp("", "weir-soak-bin-"); buildErr == nil {
-			buildErr = build(binDir)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return filepath.Join(binDir, "weir"), filepath.Join(binDir, "plugins")
-}
-
-func build(dir string) error {
-	weir := filepath.Join(dir, "weir")
-	plugins := filepath.Join(dir, "plugins")
-	if out, err := exec.Command("go", "build", "-o", weir, "github.com/weirhq/weir/cmd/weir").CombinedOutput(); err != nil {
-		return fmt.Errorf("building weir: %v\n%s", err, out)
-	}
-	pkgs := []string{"testkit", "mail", "notes"}
-	args := []string{"build", "-o", plugins + string(os.PathSeparator)}
-	for _, p := range pkgs {
-		args = append(args, "github.com/weirhq/weir/plugins/"+p)
-	}
-	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
-		return fmt.Errorf("building plugins: %v\n%s", err, out)
-	}
-	install := []string{"--plugins", plugins, "plugin", "install"}
-	for _, p := range pkgs {
-		install = append(install, filepath.Join(plugins, p))
-	}
-	if out, err := exec.Command(weir, install...).CombinedOutput(); err != nil {
-		return fmt.Errorf("pinning plugins: %v\n%s", err, out)
-	}
-	return nil
+	testutil.Main(m, testutil.Plugins("testkit", "mail", "notes"), testutil.Weir())
 }
 
 // TestSoakShort is a short soak: 12 s of kills (every failpoint at
@@ -79,7 +25,7 @@ func TestSoakShort(t *testing.T) {
 		t.Skip("kills and restarts real weir daemons for about 30 s")
 	}
 	start := time.Now()
-	weir, plugins := buildBinaries(t)
+	weir, plugins := testutil.WeirBinary(t), testutil.PinnedPlugins(t)
 	built := time.Since(start)
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("WEIR_SOAK_SEED"); s != "" {
@@ -123,7 +69,7 @@ func TestSoakCatchesInjectedLoss(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills and restarts real weir daemons for about 15 s")
 	}
-	weir, plugins := buildBinaries(t)
+	weir, plugins := testutil.WeirBinary(t), testutil.PinnedPlugins(t)
 	root, err := dataDir("")
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/runtime/api"
 	"github.com/weirhq/weir/runtime/engine"
 )
@@ -32,18 +33,6 @@ func freePort(t *testing.T) int {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
-}
-
-// eventually polls cond until it holds or 30 seconds pass.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("never: %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // A real daemon with a config file: the socket's mode, the TCP listener
@@ -132,9 +121,9 @@ metrics {
 		}
 		return st
 	}
-	eventually(t, "the daemon answers", func() bool {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		var st api.Status
-		return local.do(ctx, "GET", "/health", nil, &st) == nil
+		return local.do(ctx, "GET", "/health", nil, &st)
 	})
 	if st := status(); st.Slots != 2 || st.Config == nil || st.Config.Version != 1 || st.Config.File != cfgPath {
 		t.Fatalf("status %+v %+v", st, st.Config)
@@ -212,7 +201,12 @@ metrics {
 	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the reload takes effect", func() bool { return status().Config.Version == 2 })
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if v := status().Config.Version; v != 2 {
+			return fmt.Errorf("config version %d after the reload, want 2", v)
+		}
+		return nil
+	})
 	if st := status(); st.Slots != 3 {
 		t.Errorf("slots after the reload: %d, want 3", st.Slots)
 	}
@@ -230,7 +224,12 @@ metrics {
 	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the refusal is logged", func() bool { return logged("weir.hcl:2: workers must be at least 1, got -1") })
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if !logged("weir.hcl:2: workers must be at least 1, got -1") {
+			return fmt.Errorf("the refusal of workers = -1 is not logged")
+		}
+		return nil
+	})
 	if st := status(); st.Slots != 3 || st.Config.Version != 2 {
 		t.Errorf("after an invalid candidate: slots %d version %d, want 3 and 2", st.Slots, st.Config.Version)
 	}
@@ -325,7 +324,12 @@ func TestTwoOSUsersOnOneSocket(t *testing.T) {
 		return code, strings.TrimSpace(out.String()), errb.String()
 	}
 	const nobody = 65534
-	eventually(t, "the daemon answers", func() bool { code, _, _ := weirAs(0, "status"); return code == 0 })
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if code, out, errb := weirAs(0, "status"); code != 0 {
+			return fmt.Errorf("status: %d %s %s", code, out, errb)
+		}
+		return nil
+	})
 	if code, out, errb := weirAs(0, "flow", "register", flows); code != 0 {
 		t.Fatalf("register: %d %s %s", code, out, errb)
 	}

@@ -10,69 +10,38 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/runtime/api"
 	"github.com/weirhq/weir/runtime/engine"
 	"github.com/weirhq/weir/runtime/store"
 )
 
-// Real binaries for the process tests: weir itself and the plugins, built
-// once per test binary and pinned into one plugins directory.
-var (
-	binOnce    sync.Once
-	binDir     string
-	binErr     error
-	pluginsDir string
-)
-
+// binaries returns the weir binary built from this tree and a plugins
+// directory in which it pinned the testkit and mail plugins, both made
+// once per test binary and shared: the daemons only read it.
 func binaries(t *testing.T) (weir, plugins string) {
 	t.Helper()
-	binOnce.Do(func() {
-		binDir, binErr = os.MkdirTemp("", "weir-cmd-test-")
-		if binErr != nil {
-			return
-		}
-		out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, "weir"), ".").CombinedOutput()
-		if err != nil {
-			binErr = fmt.Errorf("building weir: %v\n%s", err, out)
-			return
-		}
-		pluginsDir = filepath.Join(binDir, "plugins")
-		out, err = exec.Command("go", "build", "-o", pluginsDir+string(os.PathSeparator), "../../plugins/testkit", "../../plugins/mail").CombinedOutput()
-		if err != nil {
-			binErr = fmt.Errorf("building plugins: %v\n%s", err, out)
-			return
-		}
-		out, err = exec.Command(filepath.Join(binDir, "weir"), "--plugins", pluginsDir, "plugin", "install",
-			filepath.Join(pluginsDir, "testkit"), filepath.Join(pluginsDir, "mail")).CombinedOutput()
-		if err != nil {
-			binErr = fmt.Errorf("pinning plugins: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return filepath.Join(binDir, "weir"), pluginsDir
+	return testutil.WeirBinary(t), testutil.PinnedPlugins(t)
 }
 
 // daemon is a `weir serve` process under test.
 type daemon struct {
-	t      *testing.T
-	weir   string
-	data   string
-	socket string
-	cmd    *exec.Cmd
-	exited chan error
-	logs   *strings.Builder
-	mu     *sync.Mutex
+	t       *testing.T
+	weir    string
+	plugins string // pinned, shared with the other daemons
+	data    string
+	socket  string
+	cmd     *exec.Cmd
+	exited  chan error
+	logs    *testutil.Buffer
 }
 
 func newDaemon(t *testing.T) *daemon {
-	weir, _ := binaries(t)
+	weir, plugins := binaries(t)
 	data := t.TempDir()
 	// Unix socket paths are short; the test's temp dir may not be.
 	sockDir, err := os.MkdirTemp("", "wsock")
@@ -80,14 +49,14 @@ func newDaemon(t *testing.T) *daemon {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(sockDir) })
-	return &daemon{t: t, weir: weir, data: data, socket: filepath.Join(sockDir, "s"), logs: &strings.Builder{}, mu: &sync.Mutex{}}
+	return &daemon{t: t, weir: weir, plugins: plugins, data: data, socket: filepath.Join(sockDir, "s"), logs: &testutil.Buffer{}}
 }
 
 // start runs weir serve with the failpoints armed and waits until it
 // answers on its socket.
 func (d *daemon) start(failpoints string, env ...string) {
 	d.t.Helper()
-	d.cmd = exec.Command(d.weir, "--data", d.data, "--plugins", pluginsDir, "--socket", d.socket, "serve", "--log-level", "debug", "--grace", "5s")
+	d.cmd = exec.Command(d.weir, "--data", d.data, "--plugins", d.plugins, "--socket", d.socket, "serve", "--log-level", "debug", "--grace", "5s")
 	d.cmd.Env = append(append(os.Environ(), "WEIR_FAILPOINT="+failpoints), env...)
 	stderr, err := d.cmd.StderrPipe()
 	if err != nil {
@@ -100,9 +69,7 @@ func (d *daemon) start(failpoints string, env ...string) {
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
-			d.mu.Lock()
-			d.logs.WriteString(sc.Text() + "\n")
-			d.mu.Unlock()
+			d.logs.Write([]byte(sc.Text() + "\n"))
 		}
 		d.exited <- d.cmd.Wait()
 	}()
@@ -112,22 +79,16 @@ func (d *daemon) start(failpoints string, env ...string) {
 			<-d.exited
 		}
 	})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testutil.Eventually(d.t, 30*time.Second, func() error {
 		var h engine.Health
-		if err := d.client().do(context.Background(), "GET", "/health", nil, &h); err == nil {
-			return
+		if err := d.client().do(context.Background(), "GET", "/health", nil, &h); err != nil {
+			return fmt.Errorf("daemon does not answer: %v\n%s", err, d.log())
 		}
-		if time.Now().After(deadline) {
-			d.t.Fatalf("daemon never answered\n%s", d.log())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func (d *daemon) log() string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	return d.logs.String()
 }
 
@@ -182,20 +143,18 @@ func (d *daemon) startRun(flow, input, requestID string) (engine.StartResult, er
 
 func (d *daemon) waitTerminal(id string) api.RunView {
 	d.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var v api.RunView
+	var v api.RunView
+	testutil.Eventually(d.t, 30*time.Second, func() error {
+		v = api.RunView{}
 		if err := d.client().do(context.Background(), "GET", "/runs/"+id, nil, &v); err != nil {
 			d.t.Fatalf("get %s: %v", id, err)
 		}
 		if v.Phase.Terminal() {
-			return v
+			return nil
 		}
-		if time.Now().After(deadline) {
-			d.t.Fatalf("run %s stuck in %s\n%s", id, v.Phase, d.log())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return fmt.Errorf("run %s stuck in %s\n%s", id, v.Phase, d.log())
+	})
+	return v
 }
 
 func (d *daemon) events(id string) []*store.Event {

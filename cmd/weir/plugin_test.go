@@ -5,10 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/weirhq/weir/internal/testutil"
 )
 
 // weirIn drives Main in-process like run, with stdin.
@@ -27,11 +28,7 @@ func TestPluginAndToolCommands(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds real plugin binaries")
 	}
-	bin := t.TempDir()
-	build := exec.Command("go", "build", "-o", bin+string(os.PathSeparator), "../../plugins/testkit", "../../plugins/mail")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building plugins: %v\n%s", err, out)
-	}
+	bin := testutil.PluginDir(t)
 	data := t.TempDir()
 	plugins := filepath.Join(t.TempDir(), "plugins")
 	env := map[string]string{"WEIR_DATA": data, "WEIR_PLUGINS": plugins}

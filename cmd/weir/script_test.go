@@ -1,58 +1,37 @@
 package main
 
 import (
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/weirhq/weir/internal/testutil"
 )
 
 // TestMain lets the test binary stand in for the weir command inside the
 // scripts: `exec weir ...` (and `weir ... &` in the background) runs main
-// in a child process of this very binary.
+// in a child process of this very binary. The tests themselves run under
+// testutil: the plugins and weir built once, and the leak check after.
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){"weir": main})
+	testscript.Main(runFunc(func() int {
+		return testutil.Run(m, testutil.Plugins("testkit", "mail"), testutil.Weir())
+	}), map[string]func(){"weir": main})
 }
 
-var (
-	scriptPluginsOnce sync.Once
-	scriptPlugins     string
-	scriptPluginsErr  error
-)
+// runFunc adapts a function to testscript's TestingM.
+type runFunc func() int
 
-// pluginBinaries builds the testkit and mail plugins once, uninstalled:
-// the scripts install them as a user would.
-func pluginBinaries(t *testing.T) string {
-	t.Helper()
-	scriptPluginsOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "weir-script-plugins-")
-		if err != nil {
-			scriptPluginsErr = err
-			return
-		}
-		scriptPlugins = dir
-		out, err := exec.Command("go", "build", "-o", dir+string(os.PathSeparator), "../../plugins/testkit", "../../plugins/mail").CombinedOutput()
-		if err != nil {
-			scriptPluginsErr = fmt.Errorf("building plugins: %v\n%s", err, out)
-		}
-	})
-	if scriptPluginsErr != nil {
-		t.Fatal(scriptPluginsErr)
-	}
-	return scriptPlugins
-}
+func (f runFunc) Run() int { return f() }
 
 // TestScripts runs testdata/script/*.txtar: every command's happy path and
 // its main refusals, as a user types them. Each script has its own data
 // directory ($WEIR_DATA), socket ($WEIR_SOCKET) and home; $PLUGIN_BIN
 // holds freshly built plugin binaries to install.
 func TestScripts(t *testing.T) {
-	bin := pluginBinaries(t)
+	bin := testutil.PluginDir(t)
 	testscript.Run(t, testscript.Params{
 		Dir:                 "testdata/script",
 		RequireExplicitExec: true,

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/runtime/store"
 )
 
@@ -60,17 +62,13 @@ func TestApproveThroughTheDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := map[string]string{"WEIR_SOCKET": d.socket, "WEIR_DATA": d.data}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		code, out, _, _ := run(t, env, "run", "get", res.RunID)
 		if code == 0 && strings.Contains(out, "phase:    waiting") {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("never waiting: %s", out)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return fmt.Errorf("never waiting: %s", out)
+	})
 	if code, out, errb, _ := run(t, env, "run", "graph", res.RunID); code != 0 || !strings.Contains(out, "class n_ok waiting") {
 		t.Fatalf("run graph while waiting: %d %s %s", code, out, errb)
 	}

@@ -7,19 +7,18 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/plugins/internal/plugintest"
 	"github.com/weirhq/weir/runtime/host"
 )
 
-var bin string
-
-func TestMain(m *testing.M) { plugintest.Main(m, "fs", &bin) }
+func TestMain(m *testing.M) { testutil.Main(m, testutil.Plugins("fs")) }
 
 // start returns the plugin confined to a fresh root, and the root.
 func start(t *testing.T) (*plugintest.Plugin, string) {
 	t.Helper()
 	root := t.TempDir()
-	return plugintest.Start(t, bin, `{"root":"`+root+`","max_read_bytes":64}`), root
+	return plugintest.Start(t, "fs", `{"root":"`+root+`","max_read_bytes":64}`), root
 }
 
 func TestWriteReadList(t *testing.T) {
@@ -136,7 +135,7 @@ func TestLimitsAndMissingFiles(t *testing.T) {
 
 func TestDefaultRootIsInStateDir(t *testing.T) {
 	t.Parallel()
-	p := plugintest.Start(t, bin, "")
+	p := plugintest.Start(t, "fs", "")
 	p.MustCall(t, "fs.write", `{"path":"x.txt","content":"x"}`, "k", nil)
 	if b, err := os.ReadFile(filepath.Join(p.StateDir, "files", "x.txt")); err != nil || string(b) != "x" {
 		t.Fatalf("default root: %q %v", b, err)

@@ -10,13 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/plugins/internal/plugintest"
 	"github.com/weirhq/weir/runtime/host"
 )
 
-var bin string
-
-func TestMain(m *testing.M) { plugintest.Main(m, "http", &bin) }
+func TestMain(m *testing.M) { testutil.Main(m, testutil.Plugins("http")) }
 
 func server(t *testing.T) *httptest.Server {
 	t.Helper()
@@ -62,7 +61,7 @@ type answer struct {
 func TestGetHeadPost(t *testing.T) {
 	t.Parallel()
 	s := server(t)
-	p := plugintest.Start(t, bin, `{"max_body_bytes":1024}`)
+	p := plugintest.Start(t, "http", `{"max_body_bytes":1024}`)
 	var a answer
 	p.MustCall(t, "http.get", `{"url":"`+s.URL+`/hello","headers":{"X-Who":"ada"}}`, "", &a)
 	if a.Status != 200 || a.Body != "hello ada" || a.Headers["X-Test"][0] != "yes" {
@@ -87,7 +86,7 @@ func TestGetHeadPost(t *testing.T) {
 
 func TestIdempotencyDeclarations(t *testing.T) {
 	t.Parallel()
-	p := plugintest.Start(t, bin, "")
+	p := plugintest.Start(t, "http", "")
 	for tool, want := range map[string]bool{"http.get": true, "http.head": true, "http.post": false, "http.put": false, "http.post_keyed": true, "http.put_keyed": true} {
 		info, ok := p.Host.LookupTool(tool)
 		if !ok || info.Idempotent != want {
@@ -99,7 +98,7 @@ func TestIdempotencyDeclarations(t *testing.T) {
 func TestKeyedSendsTheIdempotencyKey(t *testing.T) {
 	t.Parallel()
 	s := server(t)
-	p := plugintest.Start(t, bin, "")
+	p := plugintest.Start(t, "http", "")
 	var a answer
 	p.MustCall(t, "http.put_keyed", `{"url":"`+s.URL+`/echo","body":"x"}`, "logical-7", &a)
 	if a.Body != "PUT x key=logical-7 type=" {
@@ -114,7 +113,7 @@ func TestKeyedSendsTheIdempotencyKey(t *testing.T) {
 func TestBounds(t *testing.T) {
 	t.Parallel()
 	s := server(t)
-	p := plugintest.Start(t, bin, `{"timeout_ms":200,"max_redirects":3}`)
+	p := plugintest.Start(t, "http", `{"timeout_ms":200,"max_redirects":3}`)
 	start := time.Now()
 	err := p.Call("http.get", `{"url":"`+s.URL+`/slow"}`, "", nil)
 	plugintest.WantKind(t, err, host.KindRetryable)
@@ -132,7 +131,7 @@ func TestBounds(t *testing.T) {
 func TestFailOnStatus(t *testing.T) {
 	t.Parallel()
 	s := server(t)
-	p := plugintest.Start(t, bin, "")
+	p := plugintest.Start(t, "http", "")
 	var a answer
 	p.MustCall(t, "http.get", `{"url":"`+s.URL+`/503"}`, "", &a)
 	if a.Status != 503 {
@@ -145,7 +144,7 @@ func TestFailOnStatus(t *testing.T) {
 func TestAllowedHosts(t *testing.T) {
 	t.Parallel()
 	s := server(t)
-	p := plugintest.Start(t, bin, `{"allowed_hosts":["example.invalid"]}`)
+	p := plugintest.Start(t, "http", `{"allowed_hosts":["example.invalid"]}`)
 	err := p.Call("http.get", `{"url":"`+s.URL+`/hello"}`, "", nil)
 	plugintest.WantKind(t, err, host.KindPermanent)
 	if !strings.Contains(err.Error(), "not allowed") {

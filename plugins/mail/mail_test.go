@@ -8,13 +8,12 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/plugins/internal/plugintest"
 	"github.com/weirhq/weir/runtime/host"
 )
 
-var bin string
-
-func TestMain(m *testing.M) { plugintest.Main(m, "mail", &bin) }
+func TestMain(m *testing.M) { testutil.Main(m, testutil.Plugins("mail")) }
 
 func readOutbox(t *testing.T, p *plugintest.Plugin) []message {
 	t.Helper()
@@ -37,7 +36,7 @@ func readOutbox(t *testing.T, p *plugintest.Plugin) []message {
 
 func TestSendAppendsOneLine(t *testing.T) {
 	t.Parallel()
-	p := plugintest.Start(t, bin, `{"from":"bot@weir.example"}`)
+	p := plugintest.Start(t, "mail", `{"from":"bot@weir.example"}`)
 	var res struct{ ID string }
 	p.MustCall(t, "mail.send", `{"to":"ada@example.com","subject":"Hi","body":"Hello, Ada."}`, "k1", &res)
 	p.MustCall(t, "mail.send", `{"to":"bob@example.com","body":"no subject"}`, "k2", nil)
@@ -57,7 +56,7 @@ func TestSendAppendsOneLine(t *testing.T) {
 
 func TestSendIsDeclaredAtMostOnce(t *testing.T) {
 	t.Parallel()
-	p := plugintest.Start(t, bin, "")
+	p := plugintest.Start(t, "mail", "")
 	info, ok := p.Host.LookupTool("mail.send")
 	if !ok || info.Idempotent {
 		t.Fatalf("mail.send = %+v, %v; want a non-idempotent tool", info, ok)
@@ -66,7 +65,7 @@ func TestSendIsDeclaredAtMostOnce(t *testing.T) {
 
 func TestBadInputIsRefusedBeforeSending(t *testing.T) {
 	t.Parallel()
-	p := plugintest.Start(t, bin, "")
+	p := plugintest.Start(t, "mail", "")
 	for _, in := range []string{`{"to":"not-an-address","body":"x"}`, `{"body":"x"}`, `{"to":"a@b.c"}`, `{"to":"a@b.c","body":"x","cc":"d@e.f"}`} {
 		plugintest.WantKind(t, p.Call("mail.send", in, "", nil), host.KindSchema)
 	}
@@ -77,7 +76,7 @@ func TestBadInputIsRefusedBeforeSending(t *testing.T) {
 
 func TestConcurrentSendsEachLandOnce(t *testing.T) {
 	t.Parallel()
-	p := plugintest.Start(t, bin, "")
+	p := plugintest.Start(t, "mail", "")
 	const n = 16
 	var wg sync.WaitGroup
 	for i := range n {

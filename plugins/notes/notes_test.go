@@ -4,13 +4,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/plugins/internal/plugintest"
 	"github.com/weirhq/weir/runtime/host"
 )
 
-var bin string
-
-func TestMain(m *testing.M) { plugintest.Main(m, "notes", &bin) }
+func TestMain(m *testing.M) { testutil.Main(m, testutil.Plugins("notes")) }
 
 type got struct {
 	Key     string
@@ -22,7 +21,7 @@ type got struct {
 
 func TestPutGetListDelete(t *testing.T) {
 	t.Parallel()
-	p := plugintest.Start(t, bin, "")
+	p := plugintest.Start(t, "notes", "")
 	p.MustCall(t, "notes.put", `{"key":"user/ada","text":"likes tea"}`, "p1", nil)
 	p.MustCall(t, "notes.put", `{"key":"user/bob","text":"likes coffee"}`, "p2", nil)
 	p.MustCall(t, "notes.put", `{"key":"topic/x","text":"?"}`, "p3", nil)
@@ -50,7 +49,7 @@ func TestPutGetListDelete(t *testing.T) {
 
 func TestLateRetryDoesNotOverwrite(t *testing.T) {
 	t.Parallel()
-	p := plugintest.Start(t, bin, "")
+	p := plugintest.Start(t, "notes", "")
 	p.MustCall(t, "notes.put", `{"key":"k","text":"old"}`, "call-1", nil)
 	p.MustCall(t, "notes.put", `{"key":"k","text":"new"}`, "call-2", nil)
 	// A retry of call-1 arriving late replays its answer, it does not
@@ -66,7 +65,7 @@ func TestLateRetryDoesNotOverwrite(t *testing.T) {
 
 func TestNotesSurviveRestart(t *testing.T) {
 	t.Parallel()
-	p := plugintest.Start(t, bin, "")
+	p := plugintest.Start(t, "notes", "")
 	p.MustCall(t, "notes.put", `{"key":"durable","text":"yes"}`, "k", nil)
 	if err := p.Host.Close(); err != nil {
 		t.Fatal(err)
@@ -86,7 +85,7 @@ func TestNotesSurviveRestart(t *testing.T) {
 
 func TestSchemaRefusesBadKeys(t *testing.T) {
 	t.Parallel()
-	p := plugintest.Start(t, bin, "")
+	p := plugintest.Start(t, "notes", "")
 	for _, in := range []string{`{"key":"","text":"x"}`, `{"key":"k"}`, `{"key":"` + strings.Repeat("k", 513) + `","text":"x"}`} {
 		plugintest.WantKind(t, p.Call("notes.put", in, "", nil), host.KindSchema)
 	}

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -18,42 +17,19 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/runtime/engine"
 	"github.com/weirhq/weir/runtime/host"
 	"github.com/weirhq/weir/runtime/store"
 	"github.com/weirhq/weir/runtime/store/badgerstore"
 )
 
-// binDir holds the real testkit plugin, built once by TestMain.
-var binDir string
-
-func TestMain(m *testing.M) { os.Exit(testMain(m)) }
-
-func testMain(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "weir-api-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	binDir = dir
-	cmd := exec.Command("go", "build", "-o", dir+string(os.PathSeparator), "../../plugins/testkit")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building plugins:", err)
-		return 1
-	}
-	code := m.Run()
-	if code == 0 {
+func TestMain(m *testing.M) {
+	testutil.Main(m, testutil.Plugins("testkit"),
 		// A refusal sent before the body was read closes the connection;
 		// net/http then lingers half a second in closeWriteAndWait so the
 		// client reads the answer. That goroutine ends by itself.
-		if err := goleak.Find(goleak.IgnoreAnyFunction("net/http.(*conn).closeWriteAndWait")); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			return 1
-		}
-	}
-	return code
+		testutil.IgnoreLeaks(goleak.IgnoreAnyFunction("net/http.(*conn).closeWriteAndWait")))
 }
 
 // testFlows are registered in every bundle.
@@ -86,7 +62,7 @@ func setup(t testing.TB, cfg engine.Config, opts ...Option) *bundle {
 	t.Helper()
 	dataDir := t.TempDir()
 	plugins := filepath.Join(dataDir, "plugins")
-	if _, err := host.Install(plugins, filepath.Join(binDir, "testkit"), nil); err != nil {
+	if _, err := host.Install(plugins, testutil.Plugin(t, "testkit"), nil); err != nil {
 		t.Fatalf("install testkit: %v", err)
 	}
 	bst, err := badgerstore.Open(filepath.Join(dataDir, "store"), badgerstore.Options{})
@@ -261,9 +237,8 @@ func (b *bundle) start(t testing.TB, c caller, flow, input, requestID string) st
 // waitPhase polls the run (as owner) until cond holds.
 func (b *bundle) waitPhase(t testing.TB, owner, id string, cond func(store.Phase) bool) *store.Run {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var run *store.Run
+	var run *store.Run
+	testutil.Eventually(t, 30*time.Second, func() error {
 		err := b.st.View(context.Background(), func(tx store.Tx) error {
 			var err error
 			run, err = tx.RunGet(id)
@@ -276,13 +251,11 @@ func (b *bundle) waitPhase(t testing.TB, owner, id string, cond func(store.Phase
 			t.Fatalf("run %s has owner %q, want %q", id, run.Owner, owner)
 		}
 		if cond(run.Phase) {
-			return run
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run %s stayed %s", id, run.Phase)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+		return fmt.Errorf("run %s stayed %s", id, run.Phase)
+	})
+	return run
 }
 
 // recStore is the real store with its writes recorded, so a test can say

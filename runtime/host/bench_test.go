@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/sdk/wire"
 )
 
@@ -33,7 +33,7 @@ func (rawEcho) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, c *grpc.Clien
 
 func startRawEcho(b *testing.B) *grpc.ClientConn {
 	b.Helper()
-	path := filepath.Join(binDir, "rawecho")
+	path := testutil.Plugin(b, "rawecho")
 	sum, err := FileSHA256(path)
 	if err != nil {
 		b.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/sdk/wire"
 )
 
@@ -63,26 +65,25 @@ func launches(h *Host, plugin string) int64 {
 // processGone waits until pid no longer exists (go-plugin reaps it).
 func processGone(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for syscall.Kill(pid, 0) == nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d still alive", pid)
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if syscall.Kill(pid, 0) == nil {
+			return fmt.Errorf("process %d still alive", pid)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func TestInstallPinsAndCachesManifest(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	m, err := Install(dir, filepath.Join(binDir, "testkit"), nil)
+	m, err := Install(dir, testutil.Plugin(t, "testkit"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if m.Name != "testkit" || m.ProtocolVersion != wire.ProtocolVersion {
 		t.Fatalf("manifest %+v", m)
 	}
-	sum, err := FileSHA256(filepath.Join(binDir, "testkit"))
+	sum, err := FileSHA256(testutil.Plugin(t, "testkit"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +148,7 @@ func TestUnknownTool(t *testing.T) {
 func TestVersionRefusedAtInstall(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	_, err := Install(dir, filepath.Join(binDir, "badversion"), nil)
+	_, err := Install(dir, testutil.Plugin(t, "badversion"), nil)
 	te := wantKind(t, err, KindProtocol)
 	if !strings.Contains(te.Message, "incompatible API version") || !strings.Contains(te.Message, "99") {
 		t.Fatalf("message %q does not name the version", te.Message)
@@ -168,7 +169,7 @@ func TestVersionRefusedAtLaunch(t *testing.T) {
 	// A binary pinned and cached by hand (as if it had been replaced by a
 	// newer build with the same pin): the host still refuses it at launch.
 	dir, data := t.TempDir(), t.TempDir()
-	tmp, sum, err := copyHashed(dir, filepath.Join(binDir, "badversion"))
+	tmp, sum, err := copyHashed(dir, testutil.Plugin(t, "badversion"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +240,7 @@ func TestChecksumRefusal(t *testing.T) {
 func TestUnpinnedBinaryIsNotLaunched(t *testing.T) {
 	t.Parallel()
 	dir, data := t.TempDir(), t.TempDir()
-	tmp, _, err := copyHashed(dir, filepath.Join(binDir, "testkit"))
+	tmp, _, err := copyHashed(dir, testutil.Plugin(t, "testkit"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -624,8 +625,7 @@ func TestStateDirConfigAndLogs(t *testing.T) {
 		t.Fatalf("state dir: %v %v", st, err)
 	}
 	mustCall(t, b.h, "testkit.log", `{"message":"hello from the plugin"}`)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		logs := b.logs.String()
 		// The tool's slog record arrives as a record of its own level with
 		// its attributes, not as the JSON line the plugin wrote.
@@ -637,13 +637,10 @@ func TestStateDirConfigAndLogs(t *testing.T) {
 			}
 		}
 		if record && strings.Contains(logs, "stderr: hello from the plugin") {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("plugin log lines not under weir.plugin.testkit:\n%s", logs)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return fmt.Errorf("plugin log lines not under weir.plugin.testkit:\n%s", logs)
+	})
 }
 
 func TestCloseFailsCallsInFlight(t *testing.T) {
@@ -713,7 +710,7 @@ func TestLoadCatalogUsesCacheWithoutLaunching(t *testing.T) {
 	if _, ok := cat.LookupTool("mail.send"); ok {
 		t.Fatal("a broken plugin without cache contributed tools")
 	}
-	sum, _ := FileSHA256(filepath.Join(binDir, "testkit"))
+	sum, _ := FileSHA256(testutil.Plugin(t, "testkit"))
 	if readManifestCache(b.pluginsDir, "testkit", sum) == nil {
 		t.Fatal("manifest cache not rebuilt")
 	}

@@ -7,8 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -16,8 +14,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"go.uber.org/goleak"
 
+	weirtest "github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/runtime/engine"
 	"github.com/weirhq/weir/runtime/host"
 	"github.com/weirhq/weir/runtime/store"
@@ -25,33 +23,7 @@ import (
 	"github.com/weirhq/weir/runtime/store/storemetrics"
 )
 
-var binDir string
-
-func TestMain(m *testing.M) { os.Exit(testMain(m)) }
-
-func testMain(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "weir-metrics-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	binDir = dir
-	cmd := exec.Command("go", "build", "-o", dir+string(os.PathSeparator), "../../plugins/testkit")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building plugins:", err)
-		return 1
-	}
-	code := m.Run()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			return 1
-		}
-	}
-	return code
-}
+func TestMain(m *testing.M) { weirtest.Main(m, weirtest.Plugins("testkit")) }
 
 const flows = `
 flow(name = "echo", nodes = [task("e", tool = "testkit.echo", args = lambda ctx: ctx.input)])
@@ -93,7 +65,7 @@ func value(t *testing.T, text, series string) float64 {
 func TestMetrics(t *testing.T) {
 	dataDir := t.TempDir()
 	plugins := filepath.Join(dataDir, "plugins")
-	if _, err := host.Install(plugins, filepath.Join(binDir, "testkit"), nil); err != nil {
+	if _, err := host.Install(plugins, weirtest.Plugin(t, "testkit"), nil); err != nil {
 		t.Fatal(err)
 	}
 	bst, err := badgerstore.Open(filepath.Join(dataDir, "store"), badgerstore.Options{})
@@ -135,20 +107,16 @@ func TestMetrics(t *testing.T) {
 
 	waitRun := func(id string, cond func(store.Phase) bool) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		weirtest.Eventually(t, 30*time.Second, func() error {
 			run, err := eng.Get(ctx, "alice", id)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if cond(run.Phase) {
-				return
+				return nil
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("run %s stayed %s", id, run.Phase)
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
+			return fmt.Errorf("run %s stayed %s", id, run.Phase)
+		})
 	}
 	submit := func(flow string) (string, error) {
 		res, err := eng.Submit(ctx, engine.StartRequest{Owner: "alice", Flow: flow, Input: json.RawMessage(`{"x":1}`)})

@@ -1,61 +1,18 @@
 // Package plugintest runs a first-party plugin's tests against the real
-// binary, launched by weir's real plugin host: TestMain builds the binary
-// once with Build, and each test gets a Host over a fresh plugins and data
-// directory with Start.
+// binary, launched by weir's real plugin host: TestMain declares the
+// plugin with testutil.Plugins (built once per test binary), and each test
+// gets a Host over a fresh plugins and data directory with Start.
 package plugintest
 
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
-	"go.uber.org/goleak"
-
+	"github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/runtime/host"
 )
-
-// Build builds the main package in the current directory into a new
-// temporary directory and returns the binary's path and a function that
-// removes it.
-func Build(name string) (string, func(), error) {
-	dir, err := os.MkdirTemp("", "weir-plugin-"+name+"-")
-	if err != nil {
-		return "", nil, err
-	}
-	bin := filepath.Join(dir, name)
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		os.RemoveAll(dir)
-		return "", nil, fmt.Errorf("building %s: %v\n%s", name, err, out)
-	}
-	return bin, func() { os.RemoveAll(dir) }, nil
-}
-
-// Main builds the plugin, runs the tests and exits: the whole of a
-// plugin's TestMain.
-func Main(m *testing.M, name string, bin *string) {
-	path, cleanup, err := Build(name)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	*bin = path
-	code := m.Run()
-	cleanup()
-	if code == 0 {
-		// Every Host is closed by its test: nothing it started may
-		// outlive it.
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
 
 // Plugin is a Host over one installed plugin.
 type Plugin struct {
@@ -66,13 +23,14 @@ type Plugin struct {
 	StateDir string
 }
 
-// Start installs bin into a fresh plugins directory and returns a Host over
+// Start installs the plugin name, declared in TestMain with
+// testutil.Plugins, into a fresh plugins directory and returns a Host over
 // it with config as the plugin's configuration ("" for none). The Host is
 // closed when the test ends.
-func Start(t testing.TB, bin, config string) *Plugin {
+func Start(t testing.TB, name, config string) *Plugin {
 	t.Helper()
 	plugins, data := t.TempDir(), t.TempDir()
-	m, err := host.Install(plugins, bin, nil)
+	m, err := host.Install(plugins, testutil.Plugin(t, name), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

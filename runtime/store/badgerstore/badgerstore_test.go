@@ -12,8 +12,7 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
-	"go.uber.org/goleak"
-
+	"github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/runtime/store"
 	"github.com/weirhq/weir/runtime/store/storetest"
 )
@@ -22,7 +21,7 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv(helperEnv); mode != "" {
 		os.Exit(runHelper(mode))
 	}
-	goleak.VerifyTestMain(m)
+	testutil.Main(m)
 }
 
 // opener opens a store per test, in a directory kept per test so that a
@@ -99,13 +98,12 @@ func stall(t *testing.T, s *Store) (release func()) {
 // waitQueued waits until n requests wait for the committer.
 func waitQueued(t *testing.T, s *Store, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for len(s.reqs) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d requests queued, want %d", len(s.reqs), n)
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if q := len(s.reqs); q < n {
+			return fmt.Errorf("%d requests queued, want %d", q, n)
 		}
-		runtime.Gosched()
-	}
+		return nil
+	})
 }
 
 var errBoom = errors.New("boom")

@@ -1,31 +1,13 @@
 package badgerstore
 
 import (
-	"bytes"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/weirhq/weir/internal/testutil"
 )
-
-// syncBuffer is a bytes.Buffer safe for Badger's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestBadgerLogsThroughHclog checks that Badger's routine messages reach
 // the hclog logger at Debug (not Info), so a logger at Info stays quiet.
@@ -38,7 +20,7 @@ func TestBadgerLogsThroughHclog(t *testing.T) {
 		{hclog.Debug, false},
 		{hclog.Info, true},
 	} {
-		var out syncBuffer
+		var out testutil.Buffer
 		logger := hclog.New(&hclog.LoggerOptions{Name: "store", Level: c.level, Output: &out})
 		s, err := Open(t.TempDir(), Options{Logger: logger})
 		if err != nil {

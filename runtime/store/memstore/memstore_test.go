@@ -1,0 +1,149 @@
+package memstore
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/weirhq/weir/internal/testutil"
+	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/runtime/store/storetest"
+)
+
+func TestMain(m *testing.M) {
+	testutil.Main(m)
+}
+
+// opener hands each test a new store, and the same data again when the
+// test opens a second time after closing the first (storetest.Opener).
+func opener() storetest.Opener {
+	var mu sync.Mutex
+	last := map[*testing.T]*Store{}
+	return func(t *testing.T) store.Store {
+		mu.Lock()
+		defer mu.Unlock()
+		s := New()
+		if prev, ok := last[t]; ok {
+			var err error
+			if s, err = prev.Reopen(); err != nil {
+				t.Fatalf("Reopen: %v", err)
+			}
+		}
+		last[t] = s
+		t.Cleanup(func() {
+			if err := s.Close(); err != nil && !errors.Is(err, store.ErrClosed) {
+				t.Errorf("Close: %v", err)
+			}
+		})
+		return s
+	}
+}
+
+func TestStore(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, opener())
+}
+
+// TestReopenWhileOpen: the data is held by one open store at a time, as a
+// Badger directory is.
+func TestReopenWhileOpen(t *testing.T) {
+	t.Parallel()
+	s := New()
+	if _, err := s.Reopen(); !errors.Is(err, store.ErrLocked) {
+		t.Fatalf("Reopen of an open store: %v, want ErrLocked", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := s.Reopen()
+	if err != nil {
+		t.Fatalf("Reopen after Close: %v", err)
+	}
+	defer s2.Close()
+	if _, err := s.Reopen(); !errors.Is(err, store.ErrLocked) {
+		t.Fatalf("second Reopen while the first is open: %v, want ErrLocked", err)
+	}
+}
+
+// TestViewIsASnapshot: a View keeps reading the state it began with while
+// Updates commit, and the next View sees them.
+func TestViewIsASnapshot(t *testing.T) {
+	t.Parallel()
+	s := New()
+	defer s.Close()
+	ctx := context.Background()
+	put := func(v string) {
+		t.Helper()
+		if err := s.Update(ctx, func(tx store.Tx) error { return tx.MetaPut("k", []byte(v)) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("1")
+	err := s.View(ctx, func(tx store.Tx) error {
+		put("2") // an Update from inside a View neither deadlocks nor shows through
+		b, err := tx.MetaGet("k")
+		if err != nil {
+			return err
+		}
+		if string(b) != "1" {
+			t.Errorf("View saw %q after a commit that began later, want 1", b)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.View(ctx, func(tx store.Tx) error {
+		b, err := tx.MetaGet("k")
+		if err == nil && string(b) != "2" {
+			t.Errorf("later View saw %q, want 2", b)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRetainedTx: a Tx used after its function returned fails instead of
+// writing into a later transaction.
+func TestRetainedTx(t *testing.T) {
+	t.Parallel()
+	s := New()
+	defer s.Close()
+	var kept store.Tx
+	if err := s.Update(context.Background(), func(tx store.Tx) error { kept = tx; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := kept.MetaPut("k", []byte("v")); !errors.Is(err, errTxDone) {
+		t.Fatalf("write through a retained Tx: %v, want errTxDone", err)
+	}
+	if _, err := kept.MetaGet("k"); !errors.Is(err, errTxDone) {
+		t.Fatalf("read through a retained Tx: %v, want errTxDone", err)
+	}
+}
+
+// TestBadIDs: ids the Badger backend refuses are refused here too, and the
+// refused write changes nothing.
+func TestBadIDs(t *testing.T) {
+	t.Parallel()
+	s := New()
+	defer s.Close()
+	err := s.Update(context.Background(), func(tx store.Tx) error {
+		return tx.RunInsert(&store.Run{ID: "a\x00b", Phase: store.PhaseQueued})
+	})
+	if !errors.Is(err, errBadID) {
+		t.Fatalf("run id with a NUL byte: %v, want errBadID", err)
+	}
+	err = s.View(context.Background(), func(tx store.Tx) error {
+		rs, err := tx.RunList(store.RunListParams{})
+		if err == nil && len(rs) != 0 {
+			t.Errorf("refused insert left %d runs", len(rs))
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,692 @@
+package memstore
+
+import (
+	"cmp"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/weirhq/weir/runtime/store"
+)
+
+// table names one kind of record.
+type table int
+
+// The tables. Keys are the record's identity; composite keys join their
+// parts with sep, which is why ids must not contain it (the same rule as
+// Badger's, so input one backend refuses the other refuses too).
+const (
+	tFlowVersion table = iota // name sep hash
+	tFlowLatest               // name → latestFlow
+	tSource                   // hash
+	tRun                      // id
+	tCont                     // run id → raw bytes
+	tDedup                    // owner sep request id
+	tTask                     // id
+	tLease                    // task id
+	tIdem                     // key
+	tDead                     // task id
+	tEvent                    // run id sep seq(8)
+	tCohort                   // run sep node sep visit(8)
+	tItem                     // run sep node sep visit(8) index(8)
+	tMeta                     // key → raw bytes
+	tCounter                  // name → uint64
+	numTables
+)
+
+const sep = "\x00"
+
+// cEventSeq is the counter of event sequence numbers. It lives in a table,
+// not in a field, so that a discarded function gives its numbers back.
+const cEventSeq = "event-seq"
+
+// latestFlow points at the latest version of a flow name.
+type latestFlow struct {
+	Seq  uint64 `json:"seq"`
+	Hash string `json:"hash"`
+}
+
+// errBadID is returned for an empty id or one that contains sep.
+var errBadID = errors.New("memstore: id is empty or contains a NUL byte")
+
+func checkID(what string, ids ...string) error {
+	for _, id := range ids {
+		if id == "" || strings.Contains(id, sep) {
+			return fmt.Errorf("%w: %s %q", errBadID, what, id)
+		}
+	}
+	return nil
+}
+
+// checkPart is checkID for optional key parts, which may be empty.
+func checkPart(what string, part string) error {
+	if strings.Contains(part, sep) {
+		return fmt.Errorf("%w: %s %q", errBadID, what, part)
+	}
+	return nil
+}
+
+func u64(v uint64) string {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], v)
+	return string(b[:])
+}
+
+func cohortKey(runID, node string, visit int) string {
+	return runID + sep + node + sep + u64(uint64(visit))
+}
+
+// tx implements store.Tx: reads look in the function's own writes first,
+// then in the committed state it started from.
+type tx struct {
+	base     *state
+	writes   map[table]map[string]*entry // nil entry: deleted; nil map: View
+	readOnly bool
+	done     bool
+}
+
+var _ store.Tx = (*tx)(nil)
+
+func (t *tx) open() error {
+	if t.done {
+		return errTxDone
+	}
+	return nil
+}
+
+// writable is the first check of every write method, so a write in a View
+// fails with ErrReadOnly before it reads anything.
+func (t *tx) writable() error {
+	if t.done {
+		return errTxDone
+	}
+	if t.readOnly {
+		return store.ErrReadOnly
+	}
+	return nil
+}
+
+func (t *tx) lookup(tb table, k string) (*entry, bool) {
+	if e, ok := t.writes[tb][k]; ok {
+		return e, e != nil
+	}
+	e, ok := t.base.tables[tb][k]
+	return e, ok
+}
+
+func (t *tx) set(tb table, k string, e *entry) {
+	w := t.writes[tb]
+	if w == nil {
+		w = map[string]*entry{}
+		t.writes[tb] = w
+	}
+	w[k] = e
+}
+
+func (t *tx) del(tb table, k string) { t.set(tb, k, nil) }
+
+// each calls fn for every live entry of tb, in no particular order.
+func (t *tx) each(tb table, fn func(k string, e *entry)) {
+	w := t.writes[tb]
+	for k, e := range t.base.tables[tb] {
+		if _, ok := w[k]; !ok {
+			fn(k, e)
+		}
+	}
+	for k, e := range w {
+		if e != nil {
+			fn(k, e)
+		}
+	}
+}
+
+// put stores v under k as a new entry: its encoding and a private decoded
+// copy of it.
+func put[T any](t *tx, tb table, k string, v *T) error {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("memstore: encode: %w", err)
+	}
+	private := new(T)
+	if err := json.Unmarshal(raw, private); err != nil {
+		return fmt.Errorf("memstore: decode: %w", err)
+	}
+	t.set(tb, k, &entry{raw: raw, val: private})
+	return nil
+}
+
+// fresh decodes a new copy of e for a caller to keep and change.
+func fresh[T any](e *entry) (*T, error) {
+	v := new(T)
+	if err := json.Unmarshal(e.raw, v); err != nil {
+		return nil, fmt.Errorf("memstore: decode: %w", err)
+	}
+	return v, nil
+}
+
+func get[T any](t *tx, tb table, k string) (*T, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	e, ok := t.lookup(tb, k)
+	if !ok {
+		return nil, store.ErrNotFound
+	}
+	return fresh[T](e)
+}
+
+// peek returns the private copy of k's record, for the store's own reads.
+func peek[T any](t *tx, tb table, k string) (*T, bool) {
+	e, ok := t.lookup(tb, k)
+	if !ok {
+		return nil, false
+	}
+	return e.val.(*T), true
+}
+
+// list returns fresh copies of the records of tb that keep accepts (nil:
+// all), ordered by less, up to limit (<= 0: no limit).
+func list[T any](t *tx, tb table, keep func(*T) bool, less func(a, b *T) int, limit int) ([]*T, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	var hits []*entry
+	t.each(tb, func(_ string, e *entry) {
+		if keep == nil || keep(e.val.(*T)) {
+			hits = append(hits, e)
+		}
+	})
+	slices.SortFunc(hits, func(a, b *entry) int { return less(a.val.(*T), b.val.(*T)) })
+	if limit > 0 && len(hits) > limit {
+		hits = hits[:limit]
+	}
+	out := make([]*T, 0, len(hits))
+	for _, e := range hits {
+		v, err := fresh[T](e)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// putRaw stores a copy of data: the caller may change its slice later.
+func (t *tx) putRaw(tb table, k string, data []byte) {
+	t.set(tb, k, &entry{raw: append([]byte{}, data...)})
+}
+
+// getRaw returns a copy, which the caller may keep and change.
+func (t *tx) getRaw(tb table, k string) ([]byte, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	e, ok := t.lookup(tb, k)
+	if !ok {
+		return nil, store.ErrNotFound
+	}
+	return append([]byte{}, e.raw...), nil
+}
+
+// delExisting deletes k, or returns ErrNotFound if it is absent.
+func (t *tx) delExisting(what string, tb table, k string) error {
+	if _, ok := t.lookup(tb, k); !ok {
+		return fmt.Errorf("%s: %w", what, store.ErrNotFound)
+	}
+	t.del(tb, k)
+	return nil
+}
+
+// deleteWhere deletes every record of tb that match accepts.
+func deleteWhere[T any](t *tx, tb table, match func(*T) bool) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	var keys []string
+	t.each(tb, func(k string, e *entry) {
+		if match(e.val.(*T)) {
+			keys = append(keys, k)
+		}
+	})
+	for _, k := range keys {
+		t.del(tb, k)
+	}
+	return nil
+}
+
+// byTime orders by a time, then by an id: the order of every list keyed
+// by a time.
+func byTime(ta, tb time.Time, ida, idb string) int {
+	if c := ta.Compare(tb); c != 0 {
+		return c
+	}
+	return strings.Compare(ida, idb)
+}
+
+// ---- flow versions and sources ----
+
+func (t *tx) FlowVersionPut(v *store.FlowVersion) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := checkID("flow version", v.Name, v.Hash); err != nil {
+		return err
+	}
+	var latest uint64
+	if l, ok := peek[latestFlow](t, tFlowLatest, v.Name); ok {
+		latest = l.Seq
+	}
+	if v.Seq == 0 {
+		v.Seq = latest + 1
+	}
+	if err := put(t, tFlowVersion, v.Name+sep+v.Hash, v); err != nil {
+		return err
+	}
+	if v.Seq > latest {
+		return put(t, tFlowLatest, v.Name, &latestFlow{Seq: v.Seq, Hash: v.Hash})
+	}
+	return nil
+}
+
+func (t *tx) FlowVersionGet(name, hash string) (*store.FlowVersion, error) {
+	return get[store.FlowVersion](t, tFlowVersion, name+sep+hash)
+}
+
+func (t *tx) FlowVersionLatest(name string) (*store.FlowVersion, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	l, ok := peek[latestFlow](t, tFlowLatest, name)
+	if !ok {
+		return nil, store.ErrNotFound
+	}
+	return t.FlowVersionGet(name, l.Hash)
+}
+
+func (t *tx) FlowVersionList() ([]*store.FlowVersion, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	var names []string
+	t.each(tFlowLatest, func(k string, _ *entry) { names = append(names, k) })
+	slices.Sort(names)
+	out := make([]*store.FlowVersion, 0, len(names))
+	for _, name := range names {
+		v, err := t.FlowVersionLatest(name)
+		if err != nil {
+			return nil, fmt.Errorf("memstore: latest version of %s: %w", name, err)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func (t *tx) SourcePut(s *store.Source) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := checkID("source hash", s.Hash); err != nil {
+		return err
+	}
+	return put(t, tSource, s.Hash, s)
+}
+
+func (t *tx) SourceGet(hash string) (*store.Source, error) {
+	return get[store.Source](t, tSource, hash)
+}
+
+// ---- runs ----
+
+func checkRun(r *store.Run) error {
+	if err := checkID("run id", r.ID); err != nil {
+		return err
+	}
+	return errors.Join(checkPart("owner", r.Owner), checkPart("phase", string(r.Phase)), checkPart("parent run id", r.ParentRunID))
+}
+
+func (t *tx) RunInsert(r *store.Run) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := checkRun(r); err != nil {
+		return err
+	}
+	if _, ok := t.lookup(tRun, r.ID); ok {
+		return fmt.Errorf("run %s: %w", r.ID, store.ErrExists)
+	}
+	return put(t, tRun, r.ID, r)
+}
+
+func (t *tx) RunGet(id string) (*store.Run, error) {
+	return get[store.Run](t, tRun, id)
+}
+
+func (t *tx) RunUpdate(r *store.Run) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := checkRun(r); err != nil {
+		return err
+	}
+	if _, ok := t.lookup(tRun, r.ID); !ok {
+		return fmt.Errorf("run %s: %w", r.ID, store.ErrNotFound)
+	}
+	return put(t, tRun, r.ID, r)
+}
+
+func (t *tx) RunDelete(id string) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	return t.delExisting("run "+id, tRun, id)
+}
+
+func (t *tx) RunList(p store.RunListParams) ([]*store.Run, error) {
+	keep := func(r *store.Run) bool {
+		return (p.After == "" || r.ID > p.After) &&
+			(p.Owner == "" || r.Owner == p.Owner) &&
+			(p.Phase == "" || r.Phase == p.Phase) &&
+			(p.ParentRunID == "" || r.ParentRunID == p.ParentRunID) &&
+			(p.FinishedBefore.IsZero() || (!r.FinishedAt.IsZero() && r.FinishedAt.Before(p.FinishedBefore)))
+	}
+	return list(t, tRun, keep, func(a, b *store.Run) int { return strings.Compare(a.ID, b.ID) }, p.Limit)
+}
+
+// ---- continuations ----
+
+func (t *tx) ContinuationPut(runID string, data []byte) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := checkID("run id", runID); err != nil {
+		return err
+	}
+	t.putRaw(tCont, runID, data)
+	return nil
+}
+
+func (t *tx) ContinuationGet(runID string) ([]byte, error) {
+	return t.getRaw(tCont, runID)
+}
+
+func (t *tx) ContinuationDelete(runID string) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	return t.delExisting("continuation", tCont, runID)
+}
+
+// ---- dedup ----
+
+func (t *tx) DedupGet(owner, requestID string) (*store.Dedup, error) {
+	return get[store.Dedup](t, tDedup, owner+sep+requestID)
+}
+
+func (t *tx) DedupPut(d *store.Dedup) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := checkPart("owner", d.Owner); err != nil {
+		return err
+	}
+	if err := checkID("request id", d.RequestID); err != nil {
+		return err
+	}
+	return put(t, tDedup, d.Owner+sep+d.RequestID, d)
+}
+
+func (t *tx) DedupDelete(owner, requestID string) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	return t.delExisting("dedup key", tDedup, owner+sep+requestID)
+}
+
+// ---- tasks ----
+
+func (t *tx) TaskPut(tk *store.Task) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := checkID("task id", tk.ID); err != nil {
+		return err
+	}
+	if err := checkID("task run id", tk.RunID); err != nil {
+		return err
+	}
+	if err := checkPart("wait child", tk.WaitChild); err != nil {
+		return err
+	}
+	return put(t, tTask, tk.ID, tk)
+}
+
+func (t *tx) TaskGet(id string) (*store.Task, error) {
+	return get[store.Task](t, tTask, id)
+}
+
+func (t *tx) TaskDelete(id string) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	return t.delExisting("task "+id, tTask, id)
+}
+
+func taskByID(a, b *store.Task) int { return strings.Compare(a.ID, b.ID) }
+
+func (t *tx) TaskListReady(now time.Time, limit int) ([]*store.Task, error) {
+	keep := func(tk *store.Task) bool { return !tk.Leased && !tk.ReadyAt.After(now) }
+	less := func(a, b *store.Task) int { return byTime(a.ReadyAt, b.ReadyAt, a.ID, b.ID) }
+	return list(t, tTask, keep, less, limit)
+}
+
+func (t *tx) TaskListByRun(runID string) ([]*store.Task, error) {
+	return list(t, tTask, func(tk *store.Task) bool { return tk.RunID == runID }, taskByID, 0)
+}
+
+// TaskByChild returns the waiting task with the lowest id, as Badger's
+// index walk does, should two tasks wait on one child.
+func (t *tx) TaskByChild(childRunID string) (*store.Task, error) {
+	if childRunID == "" {
+		return nil, fmt.Errorf("task waiting on %q: %w", childRunID, store.ErrNotFound)
+	}
+	ts, err := list(t, tTask, func(tk *store.Task) bool { return tk.WaitChild == childRunID }, taskByID, 1)
+	if err != nil {
+		return nil, err
+	}
+	if len(ts) == 0 {
+		return nil, fmt.Errorf("task waiting on %s: %w", childRunID, store.ErrNotFound)
+	}
+	return ts[0], nil
+}
+
+func (t *tx) TaskCount() (queued, leased int, err error) {
+	if err := t.open(); err != nil {
+		return 0, 0, err
+	}
+	t.each(tTask, func(_ string, e *entry) {
+		if e.val.(*store.Task).Leased {
+			leased++
+		} else {
+			queued++
+		}
+	})
+	return queued, leased, nil
+}
+
+// ---- leases ----
+
+func (t *tx) LeasePut(l *store.Lease) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := checkID("lease task id", l.TaskID); err != nil {
+		return err
+	}
+	return put(t, tLease, l.TaskID, l)
+}
+
+func (t *tx) LeaseGet(taskID string) (*store.Lease, error) {
+	return get[store.Lease](t, tLease, taskID)
+}
+
+func (t *tx) LeaseDelete(taskID string) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	return t.delExisting("lease of "+taskID, tLease, taskID)
+}
+
+func (t *tx) LeaseListExpired(now time.Time, limit int) ([]*store.Lease, error) {
+	keep := func(l *store.Lease) bool { return l.Deadline.Before(now) }
+	less := func(a, b *store.Lease) int { return byTime(a.Deadline, b.Deadline, a.TaskID, b.TaskID) }
+	return list(t, tLease, keep, less, limit)
+}
+
+func (t *tx) LeaseList() ([]*store.Lease, error) {
+	return list(t, tLease, nil, func(a, b *store.Lease) int { return strings.Compare(a.TaskID, b.TaskID) }, 0)
+}
+
+// ---- idempotency records ----
+
+func (t *tx) IdemGet(k string) (*store.Idem, error) {
+	return get[store.Idem](t, tIdem, k)
+}
+
+func (t *tx) IdemPut(r *store.Idem) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := checkID("idempotency key", r.Key); err != nil {
+		return err
+	}
+	return put(t, tIdem, r.Key, r)
+}
+
+// ---- dead letters ----
+
+func (t *tx) DeadLetterPut(d *store.DeadLetter) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := checkID("dead letter task id", d.TaskID); err != nil {
+		return err
+	}
+	if err := checkPart("owner", d.Owner); err != nil {
+		return err
+	}
+	return put(t, tDead, d.TaskID, d)
+}
+
+func (t *tx) DeadLetterList(p store.DeadLetterListParams) ([]*store.DeadLetter, error) {
+	keep := func(d *store.DeadLetter) bool { return p.Owner == "" || d.Owner == p.Owner }
+	less := func(a, b *store.DeadLetter) int { return byTime(a.At, b.At, a.TaskID, b.TaskID) }
+	return list(t, tDead, keep, less, p.Limit)
+}
+
+// ---- events ----
+
+func (t *tx) EventAppend(e *store.Event) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := checkID("event run id", e.RunID); err != nil {
+		return err
+	}
+	var seq uint64
+	if c, ok := peek[uint64](t, tCounter, cEventSeq); ok {
+		seq = *c
+	}
+	seq++
+	next := seq
+	if err := put(t, tCounter, cEventSeq, &next); err != nil {
+		return err
+	}
+	e.Seq = seq
+	return put(t, tEvent, e.RunID+sep+u64(seq), e)
+}
+
+func (t *tx) EventList(p store.EventListParams) ([]*store.Event, error) {
+	keep := func(e *store.Event) bool { return e.RunID == p.RunID && e.Seq > p.AfterSeq }
+	return list(t, tEvent, keep, func(a, b *store.Event) int { return cmp.Compare(a.Seq, b.Seq) }, p.Limit)
+}
+
+// ---- cohorts ----
+
+func (t *tx) CohortPut(c *store.Cohort) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := checkID("cohort run/node", c.RunID, c.Node); err != nil {
+		return err
+	}
+	return put(t, tCohort, cohortKey(c.RunID, c.Node, c.Visit), c)
+}
+
+func (t *tx) CohortGet(runID, node string, visit int) (*store.Cohort, error) {
+	return get[store.Cohort](t, tCohort, cohortKey(runID, node, visit))
+}
+
+func (t *tx) CohortItemPut(it *store.CohortItem) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := checkID("cohort item run/node", it.RunID, it.Node); err != nil {
+		return err
+	}
+	if it.Index < 0 {
+		return fmt.Errorf("cohort item index %d: must not be negative", it.Index)
+	}
+	return put(t, tItem, cohortKey(it.RunID, it.Node, it.Visit)+u64(uint64(it.Index)), it)
+}
+
+func (t *tx) CohortItemGet(runID, node string, visit, index int) (*store.CohortItem, error) {
+	return get[store.CohortItem](t, tItem, cohortKey(runID, node, visit)+u64(uint64(index)))
+}
+
+func (t *tx) CohortItemList(runID, node string, visit int) ([]*store.CohortItem, error) {
+	keep := func(it *store.CohortItem) bool { return it.RunID == runID && it.Node == node && it.Visit == visit }
+	return list(t, tItem, keep, func(a, b *store.CohortItem) int { return cmp.Compare(a.Index, b.Index) }, 0)
+}
+
+// ---- retention ----
+
+func (t *tx) EventDeleteRun(runID string) error {
+	return deleteWhere(t, tEvent, func(e *store.Event) bool { return e.RunID == runID })
+}
+
+func (t *tx) CohortDeleteRun(runID string) error {
+	if err := deleteWhere(t, tCohort, func(c *store.Cohort) bool { return c.RunID == runID }); err != nil {
+		return err
+	}
+	return deleteWhere(t, tItem, func(it *store.CohortItem) bool { return it.RunID == runID })
+}
+
+func (t *tx) IdemDeleteRun(runID string) error {
+	return deleteWhere(t, tIdem, func(r *store.Idem) bool { return strings.HasPrefix(r.Key, runID+"/") })
+}
+
+func (t *tx) IdemListRun(runID string) ([]*store.Idem, error) {
+	keep := func(r *store.Idem) bool { return strings.HasPrefix(r.Key, runID+"/") }
+	return list(t, tIdem, keep, func(a, b *store.Idem) int { return strings.Compare(a.Key, b.Key) }, 0)
+}
+
+// ---- meta ----
+
+func (t *tx) MetaGet(k string) ([]byte, error) {
+	return t.getRaw(tMeta, k)
+}
+
+func (t *tx) MetaPut(k string, value []byte) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if k == "" {
+		return fmt.Errorf("%w: meta key", errBadID)
+	}
+	t.putRaw(tMeta, k, value)
+	return nil
+}
