@@ -97,8 +97,14 @@ var invariants = []invariant{
 		return "every daemon started and recovered, every failpoint death was a SIGKILL, the last one stopped on SIGTERM"
 	}},
 	{invCohort, checkCohorts, func(w *world, f *final) string {
-		return fmt.Sprintf("%d fan-outs closed with a marker and a cutoff, %d children published before it, %d ended late and stayed out; %d of %d wait runs approved, %d subflow parents completed",
-			w.counts["cohorts closed"], w.counts["cohort results"], w.counts["cohort late"], w.counts["approved"], countFlow(f, "soak_wait"), countFlowPhase(f, "soak_sub", store.PhaseCompleted))
+		meant := 0
+		for _, s := range w.subs {
+			if s.approve && s.runID != "" {
+				meant++
+			}
+		}
+		return fmt.Sprintf("%d fan-outs closed with a marker and a cutoff, %d children published before it, %d ended late and stayed out; %d approvals of the %d wait runs meant to be decided (of %d), %d subflow parents completed",
+			w.counts["cohorts closed"], w.counts["cohort results"], w.counts["cohort late"], w.counts["approved"], meant, countFlow(f, "soak_wait"), countFlowPhase(f, "soak_sub", store.PhaseCompleted))
 	}},
 	{invCoverage, checkCoverage, func(w *world, f *final) string {
 		parts := []string{}

@@ -82,5 +82,8 @@ func writeResults(path string, row string) error {
 		b.WriteString(r + "\n")
 	}
 	b.WriteString(sectionEnd)
+	if after == "" {
+		after = "\n"
+	}
 	return os.WriteFile(path, []byte(before+b.String()+after), 0o644)
 }

@@ -146,38 +146,45 @@ var actors = []actor{
 	{"submit", 15 * time.Millisecond, submitNew},
 	{"duplicate", 60 * time.Millisecond, submitDuplicate},
 	{"cancel", 120 * time.Millisecond, cancelOne},
-	{"approve", 40 * time.Millisecond, approveOne},
+	{"approve", 500 * time.Millisecond, approveWaiting},
 }
 
-// approveOne approves the wait of a run of the approval kind that is to be
-// decided, so approvals land on wait runs in proportion to them. A run not
-// yet at its wait (or cancelled) refuses E_NOT_WAITING and is tried again
-// later; a run decided before a kill took the answer refuses
-// E_ALREADY_DECIDED. Any other answer of the API is a violation of the
-// wait's contract.
-func approveOne(ctx context.Context, w *world, c *daemon.Client) {
-	w.mu.Lock()
-	var s *submission
-	if n := len(w.waits); n > 0 {
-		s = w.waits[w.rng.IntN(n)]
-	}
-	w.mu.Unlock()
-	if s == nil {
+// approveWaiting approves the runs of the approval kind that are to be
+// decided and that the daemon lists as waiting, so approvals land on wait
+// runs in proportion to them however long a backlog keeps them from their
+// wait. A run listed waiting may have been decided in an answer a kill
+// took (E_ALREADY_DECIDED) or moved on since (E_NOT_WAITING); any other
+// answer of the API is a violation of the wait's contract.
+func approveWaiting(ctx context.Context, w *world, c *daemon.Client) {
+	waiting, err := c.Runs(ctx, store.PhaseWaiting)
+	if err != nil {
 		return
 	}
-	payload, _ := json.Marshal(map[string]any{"by": "soak", "id": s.input["id"]})
-	err := c.Decide(ctx, s.runID, "w", true, payload, "")
-	switch code := daemon.Code(err); {
-	case err == nil:
-		w.count("approved")
-		w.decided(s)
-	case code == engine.CodeAlreadyDecided:
-		w.count("approve refused " + code)
-		w.decided(s)
-	case code == engine.CodeNotWaiting:
-		w.count("approve refused " + code)
-	case code != "":
-		w.violate(invCohort, "approving %s: %v", s.runID, err)
+	w.mu.Lock()
+	due := map[string]*submission{}
+	for _, s := range w.waits {
+		due[s.runID] = s
+	}
+	w.mu.Unlock()
+	for _, v := range waiting {
+		s := due[v.ID]
+		if s == nil || ctx.Err() != nil {
+			continue
+		}
+		payload, _ := json.Marshal(map[string]any{"by": "soak", "id": s.input["id"]})
+		err := c.Decide(ctx, s.runID, "w", true, payload, "")
+		switch code := daemon.Code(err); {
+		case err == nil:
+			w.count("approved")
+			w.decided(s)
+		case code == engine.CodeAlreadyDecided:
+			w.count("approve refused " + code)
+			w.decided(s)
+		case code == engine.CodeNotWaiting:
+			w.count("approve refused " + code)
+		case code != "":
+			w.violate(invCohort, "approving %s: %v", s.runID, err)
+		}
 	}
 }
 
