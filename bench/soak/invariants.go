@@ -9,9 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/weirhq/weir/runtime/api"
+	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/engine"
-	"github.com/weirhq/weir/runtime/store"
 )
 
 // Invariant names: one line each in the output.
@@ -63,7 +62,7 @@ var invariants = []invariant{
 		return fmt.Sprintf("%d notes stored, each applied under exactly one idempotency key", len(f.records.notes))
 	}},
 	{invOutputs, checkOutputs, func(w *world, f *final) string {
-		return fmt.Sprintf("%d completed runs checked against their inputs", countPhase(f, store.PhaseCompleted))
+		return fmt.Sprintf("%d completed runs checked against their inputs", countPhase(f, apitypes.PhaseCompleted))
 	}},
 	{invLease, checkLeases, func(w *world, f *final) string {
 		n := 0
@@ -88,7 +87,7 @@ var invariants = []invariant{
 	}},
 	{invCohort, checkCohorts, func(w *world, f *final) string {
 		return fmt.Sprintf("%d fan-outs closed with a marker and a cutoff, %d children published before it, %d late; %d waits approved, %d subflow parents completed",
-			w.counts["cohorts closed"], w.counts["cohort results"], w.counts["cohort late"], w.counts["approved"], countFlowPhase(f, "soak_sub", store.PhaseCompleted))
+			w.counts["cohorts closed"], w.counts["cohort results"], w.counts["cohort late"], w.counts["approved"], countFlowPhase(f, "soak_sub", apitypes.PhaseCompleted))
 	}},
 	{invCoverage, checkCoverage, func(w *world, f *final) string {
 		parts := []string{}
@@ -109,8 +108,8 @@ func acceptedCount(w *world) int {
 	return n
 }
 
-func byID(f *final) map[string]*api.RunView {
-	m := make(map[string]*api.RunView, len(f.runs))
+func byID(f *final) map[string]*apitypes.Run {
+	m := make(map[string]*apitypes.Run, len(f.runs))
 	for i := range f.runs {
 		m[f.runs[i].ID] = &f.runs[i]
 	}
@@ -130,7 +129,7 @@ func checkLost(w *world, f *final) []string {
 		switch {
 		case !ok:
 			bad = append(bad, fmt.Sprintf("run %s (%s, %s) was accepted and is not in the store", s.runID, s.reqID, s.kind.flow))
-		case v.Phase == store.PhaseWaiting && s.kind.mayWait:
+		case v.Phase == apitypes.PhaseWaiting && s.kind.mayWait:
 		case !v.Phase.Terminal():
 			bad = append(bad, fmt.Sprintf("run %s (%s) still %s at attempt %d after the drain", v.ID, v.Flow, v.Phase, v.Attempt))
 		}
@@ -253,7 +252,7 @@ func checkUnknown(w *world, f *final) []string {
 	return bad
 }
 
-func errCode(v *api.RunView) string {
+func errCode(v *apitypes.Run) string {
 	if v.Error == nil {
 		return "no error"
 	}
@@ -313,7 +312,7 @@ func checkOutputs(w *world, f *final) []string {
 func checkLeases(w *world, f *final) []string {
 	var bad []string
 	for runID, evs := range f.events {
-		held := map[string]*store.Event{} // task → its leased event
+		held := map[string]*apitypes.Event{} // task → its leased event
 		for _, e := range evs {
 			task := taskOf(e)
 			switch e.Type {
@@ -340,7 +339,7 @@ func checkLeases(w *world, f *final) []string {
 
 // taskOf names the task an event is about. Runs have one step task today;
 // fan-out items will carry theirs in the event detail.
-func taskOf(e *store.Event) string {
+func taskOf(e *apitypes.Event) string {
 	if t, ok := e.Detail["task"].(string); ok {
 		return t
 	}
@@ -389,10 +388,10 @@ func checkCancels(w *world, f *final) []string {
 		}
 		asked := false
 		for _, a := range s.cancel {
-			if a == engine.CancelRequested {
+			if a == apitypes.CancelRequested {
 				asked = true
 			}
-			if a != engine.CancelRequested && a != engine.CancelTooLate && a != engine.CancelAlreadyTerminal {
+			if a != apitypes.CancelRequested && a != apitypes.CancelTooLate && a != apitypes.CancelAlreadyTerminal {
 				bad = append(bad, fmt.Sprintf("run %s: cancel answered %q", v.ID, a))
 			}
 		}
@@ -415,10 +414,10 @@ func checkCancels(w *world, f *final) []string {
 		if asked && requestedAt == 0 {
 			bad = append(bad, fmt.Sprintf("run %s: cancel answered requested, no cancel_requested in its timeline", v.ID))
 		}
-		if asked && v.Phase != store.PhaseCancelled && v.Phase != store.PhaseCompleted {
+		if asked && v.Phase != apitypes.PhaseCancelled && v.Phase != apitypes.PhaseCompleted {
 			bad = append(bad, fmt.Sprintf("run %s: cancel answered requested, the run ended %s", v.ID, v.Phase))
 		}
-		if v.Phase == store.PhaseCancelled && requestedAt == 0 {
+		if v.Phase == apitypes.PhaseCancelled && requestedAt == 0 {
 			bad = append(bad, fmt.Sprintf("run %s ended cancelled and nobody cancelled it", v.ID))
 		}
 	}
@@ -440,7 +439,7 @@ func checkCoverage(w *world, f *final) []string {
 	return bad
 }
 
-func countPhase(f *final, p store.Phase) int {
+func countPhase(f *final, p apitypes.Phase) int {
 	n := 0
 	for _, v := range f.runs {
 		if v.Phase == p {
@@ -485,7 +484,7 @@ type fanResult struct {
 func checkCohorts(w *world, f *final) []string {
 	var bad []string
 	for _, v := range f.runs {
-		if v.Flow != "soak_fan" || v.Phase != store.PhaseCompleted {
+		if v.Flow != "soak_fan" || v.Phase != apitypes.PhaseCompleted {
 			continue
 		}
 		if v.Progress == nil || len(v.Progress.Cohorts) != 1 {
@@ -525,7 +524,7 @@ func checkCohorts(w *world, f *final) []string {
 }
 
 // completedAt is the time of a timeline's "completed" event.
-func completedAt(evs []*store.Event) (time.Time, bool) {
+func completedAt(evs []*apitypes.Event) (time.Time, bool) {
 	for _, e := range evs {
 		if e.Type == "completed" {
 			return e.At, true
@@ -534,7 +533,7 @@ func completedAt(evs []*store.Event) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-func countFlowPhase(f *final, flow string, p store.Phase) int {
+func countFlowPhase(f *final, flow string, p apitypes.Phase) int {
 	n := 0
 	for _, v := range f.runs {
 		if v.Flow == flow && v.Phase == p {

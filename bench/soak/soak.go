@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/bench/internal/daemon"
-	"github.com/weirhq/weir/runtime/api"
+	"github.com/weirhq/weir/runtime/api/apitypes"
+	"github.com/weirhq/weir/runtime/api/client"
 	"github.com/weirhq/weir/runtime/engine"
-	"github.com/weirhq/weir/runtime/store"
 )
 
 // Config is one soak.
@@ -60,7 +60,7 @@ type submission struct {
 	kind   *kind
 	input  map[string]any
 	runID  string
-	cancel []engine.CancelAnswer // answers to cancels of this run
+	cancel []apitypes.CancelAnswer // answers to cancels of this run
 }
 
 // world is what the client side knows, shared by the actors.
@@ -119,7 +119,7 @@ func (w *world) known() *submission {
 type actor struct {
 	name  string
 	every time.Duration
-	act   func(ctx context.Context, w *world, c *daemon.Client)
+	act   func(ctx context.Context, w *world, c *client.Client)
 }
 
 var actors = []actor{
@@ -133,14 +133,14 @@ var actors = []actor{
 // approveOne approves the wait of a known run of the approval kind. A run
 // not (or no longer) waiting refuses, which is fine; any other answer of
 // the API is a violation of the wait's contract.
-func approveOne(ctx context.Context, w *world, c *daemon.Client) {
+func approveOne(ctx context.Context, w *world, c *client.Client) {
 	s := w.known()
 	if s == nil || s.kind.flow != "soak_wait" {
 		return
 	}
 	payload, _ := json.Marshal(map[string]any{"by": "soak", "id": s.input["id"]})
-	err := c.Decide(ctx, s.runID, "w", true, payload, "")
-	switch code := daemon.Code(err); {
+	_, err := c.RunApprove(ctx, s.runID, "w", payload)
+	switch code := client.ErrorCode(err); {
 	case err == nil:
 		w.count("approved")
 	case code == engine.CodeNotWaiting || code == engine.CodeAlreadyDecided:
@@ -151,7 +151,7 @@ func approveOne(ctx context.Context, w *world, c *daemon.Client) {
 }
 
 // submitNew sends a new request id.
-func submitNew(ctx context.Context, w *world, c *daemon.Client) {
+func submitNew(ctx context.Context, w *world, c *client.Client) {
 	w.mu.Lock()
 	w.next++
 	k := pickKind(w.rng)
@@ -164,9 +164,9 @@ func submitNew(ctx context.Context, w *world, c *daemon.Client) {
 }
 
 // send submits s with its own input and records what the answer says.
-func (w *world) send(ctx context.Context, c *daemon.Client, s *submission) {
+func (w *world) send(ctx context.Context, c *client.Client, s *submission) {
 	in, _ := json.Marshal(s.input)
-	res, err := c.StartRun(ctx, s.kind.flow, in, s.reqID)
+	res, err := c.RunStart(ctx, apitypes.StartRequest{Flow: s.kind.flow, Input: in, RequestID: s.reqID})
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	switch {
@@ -186,9 +186,9 @@ func (w *world) send(ctx context.Context, c *daemon.Client, s *submission) {
 		if !res.Existing {
 			w.inline[invDedup] = append(w.inline[invDedup], fmt.Sprintf("%s re-sent with its input answered a new run %s", s.reqID, res.RunID))
 		}
-	case daemon.Code(err) != "":
-		w.counts["refused "+daemon.Code(err)]++
-		switch code := daemon.Code(err); {
+	case client.ErrorCode(err) != "":
+		w.counts["refused "+client.ErrorCode(err)]++
+		switch code := client.ErrorCode(err); {
 		case s.runID == "" && (code == engine.CodeQueueFull || code == engine.CodeBadInput || code == engine.CodeUnknownFlow):
 			w.removePending(s) // refused after the dedup lookup: no run holds this request id
 		case s.runID != "":
@@ -224,7 +224,7 @@ func (w *world) removePending(s *submission) {
 // must be the same run, marked existing; if its first answer was lost,
 // this is how the client learns its fate) or, for a run known to exist,
 // with another input (which must be refused).
-func submitDuplicate(ctx context.Context, w *world, c *daemon.Client) {
+func submitDuplicate(ctx context.Context, w *world, c *client.Client) {
 	w.mu.Lock()
 	var s *submission
 	if len(w.pending) > 0 && w.rng.IntN(2) == 0 {
@@ -248,8 +248,8 @@ func submitDuplicate(ctx context.Context, w *world, c *daemon.Client) {
 	}
 	other["id"] = s.reqID + "-other"
 	in, _ := json.Marshal(other)
-	res, err := c.StartRun(ctx, s.kind.flow, in, s.reqID)
-	switch code := daemon.Code(err); {
+	res, err := c.RunStart(ctx, apitypes.StartRequest{Flow: s.kind.flow, Input: in, RequestID: s.reqID})
+	switch code := client.ErrorCode(err); {
 	case err == nil:
 		w.violate(invDedup, "%s re-sent with a different input was accepted as run %s (existing=%v)", s.reqID, res.RunID, res.Existing)
 	case code == engine.CodeDedupConflict:
@@ -261,7 +261,7 @@ func submitDuplicate(ctx context.Context, w *world, c *daemon.Client) {
 
 // cancelOne cancels one of the latest runs (most likely still in flight)
 // and keeps the answer.
-func cancelOne(ctx context.Context, w *world, c *daemon.Client) {
+func cancelOne(ctx context.Context, w *world, c *client.Client) {
 	w.mu.Lock()
 	var s *submission
 	if n := len(w.subs); n > 0 {
@@ -271,9 +271,9 @@ func cancelOne(ctx context.Context, w *world, c *daemon.Client) {
 	if s == nil || s.runID == "" {
 		return
 	}
-	a, err := c.Cancel(ctx, s.runID)
+	a, err := c.RunCancel(ctx, s.runID)
 	if err != nil {
-		if daemon.Code(err) != "" {
+		if client.ErrorCode(err) != "" {
 			w.violate(invCancel, "cancel of %s: %v", s.runID, err)
 		}
 		return
@@ -322,11 +322,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	var files []engine.SourceFile
+	var files []apitypes.SourceFile
 	for _, k := range kinds {
-		files = append(files, engine.SourceFile{Path: k.name + ".star", Src: k.src})
+		files = append(files, apitypes.SourceFile{Path: k.name + ".star", Src: k.src})
 	}
-	if _, err := d.Client().Register(ctx, files...); err != nil {
+	if _, err := d.Client().FlowRegister(ctx, files...); err != nil {
 		d.Kill()
 		return nil, fmt.Errorf("registering the workload: %w", err)
 	}
@@ -468,16 +468,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 // drain waits until no run is queued, running or completing, bounded; what
 // is still unfinished then is for the "none lost" invariant to report.
-func drain(ctx context.Context, c *daemon.Client, bound time.Duration) ([]api.RunView, error) {
+func drain(ctx context.Context, c *client.Client, bound time.Duration) ([]apitypes.Run, error) {
 	deadline := time.Now().Add(bound)
 	for {
-		runs, err := c.Runs(ctx, "")
+		runs, err := c.RunListAll(ctx, client.RunListParams{})
 		if err != nil {
 			return nil, err
 		}
 		busy := 0
 		for _, v := range runs {
-			if !v.Phase.Terminal() && v.Phase != store.PhaseWaiting {
+			if !v.Phase.Terminal() && v.Phase != apitypes.PhaseWaiting {
 				busy++
 			}
 		}
@@ -495,15 +495,15 @@ func drain(ctx context.Context, c *daemon.Client, bound time.Duration) ([]api.Ru
 // final is what the checks look at: the store's runs and timelines, as the
 // last daemon answered them, and the plugins' own records.
 type final struct {
-	runs     []api.RunView
-	children map[string][]api.RunView // runs started by a run, by its id
-	events   map[string][]*store.Event
+	runs     []apitypes.Run
+	children map[string][]apitypes.Run // runs started by a run, by its id
+	events   map[string][]*apitypes.Event
 	records  *records
 	kills    map[string]int
 }
 
-func collect(ctx context.Context, w *world, c *daemon.Client, runs []api.RunView) (*final, error) {
-	fin := &final{events: map[string][]*store.Event{}, children: map[string][]api.RunView{}}
+func collect(ctx context.Context, w *world, c *client.Client, runs []apitypes.Run) (*final, error) {
+	fin := &final{events: map[string][]*apitypes.Event{}, children: map[string][]apitypes.Run{}}
 	for _, v := range runs {
 		// Runs started by subflows and fan-outs are the engine's, not the
 		// client's: their timelines are checked, their identity is not.
@@ -512,7 +512,7 @@ func collect(ctx context.Context, w *world, c *daemon.Client, runs []api.RunView
 			fin.children[v.Parent] = append(fin.children[v.Parent], v)
 		case v.Flow == "soak_fan":
 			// The list omits progress; the cohort invariant reads it.
-			full, err := c.Run(ctx, v.ID)
+			full, err := c.RunGet(ctx, v.ID)
 			if err != nil {
 				return nil, fmt.Errorf("run %s: %w", v.ID, err)
 			}
@@ -520,7 +520,7 @@ func collect(ctx context.Context, w *world, c *daemon.Client, runs []api.RunView
 		default:
 			fin.runs = append(fin.runs, v)
 		}
-		evs, err := c.Events(ctx, v.ID)
+		evs, err := c.RunEventsAll(ctx, v.ID, client.EventListParams{})
 		if err != nil {
 			return nil, fmt.Errorf("events of %s: %w", v.ID, err)
 		}

@@ -6,9 +6,8 @@ import (
 	"math/rand/v2"
 	"reflect"
 
-	"github.com/weirhq/weir/runtime/api"
+	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/engine"
-	"github.com/weirhq/weir/runtime/store"
 )
 
 // kind is one shape of run in the mixed workload: a flow, how often it is
@@ -27,7 +26,7 @@ type kind struct {
 	input func(r *rand.Rand, id string) map[string]any
 	// check looks at a terminal run of this kind (its view and timeline,
 	// with the plugins' records in o) and returns what is wrong with it.
-	check func(v *api.RunView, in map[string]any, evs []*store.Event, o *records) []string
+	check func(v *apitypes.Run, in map[string]any, evs []*apitypes.Event, o *records) []string
 	// mayWait says a run of this kind may legitimately end the soak in
 	// phase waiting (a run parked on a human, say).
 	mayWait bool
@@ -52,8 +51,8 @@ flow(
 )
 `,
 		input: func(r *rand.Rand, id string) map[string]any { return map[string]any{"id": id, "n": r.IntN(1000)} },
-		check: func(v *api.RunView, in map[string]any, _ []*store.Event, _ *records) []string {
-			if v.Phase != store.PhaseCompleted {
+		check: func(v *apitypes.Run, in map[string]any, _ []*apitypes.Event, _ *records) []string {
+			if v.Phase != apitypes.PhaseCompleted {
 				return nil
 			}
 			return wantOutput(v, map[string]any{"id": in["id"], "n2": num(in["n"]) * 2})
@@ -72,8 +71,8 @@ flow(
 )
 `,
 		input: func(r *rand.Rand, id string) map[string]any { return map[string]any{"id": id, "times": r.IntN(6)} },
-		check: func(v *api.RunView, in map[string]any, evs []*store.Event, _ *records) []string {
-			if v.Phase != store.PhaseCompleted {
+		check: func(v *apitypes.Run, in map[string]any, evs []*apitypes.Event, _ *records) []string {
+			if v.Phase != apitypes.PhaseCompleted {
 				return nil
 			}
 			if num(in["times"]) <= 3 {
@@ -104,8 +103,8 @@ flow(
 )
 `,
 		input: func(r *rand.Rand, id string) map[string]any { return map[string]any{"id": id} },
-		check: func(v *api.RunView, in map[string]any, evs []*store.Event, _ *records) []string {
-			if v.Phase != store.PhaseCompleted {
+		check: func(v *apitypes.Run, in map[string]any, evs []*apitypes.Event, _ *records) []string {
+			if v.Phase != apitypes.PhaseCompleted {
 				return nil
 			}
 			if outputEquals(v, map[string]any{"id": in["id"], "unknown": true}) {
@@ -131,8 +130,8 @@ flow(
 		input: func(r *rand.Rand, id string) map[string]any {
 			return map[string]any{"id": id, "text": fmt.Sprintf("%s-%d", id, r.IntN(1e6))}
 		},
-		check: func(v *api.RunView, in map[string]any, _ []*store.Event, _ *records) []string {
-			if v.Phase != store.PhaseCompleted {
+		check: func(v *apitypes.Run, in map[string]any, _ []*apitypes.Event, _ *records) []string {
+			if v.Phase != apitypes.PhaseCompleted {
 				return nil
 			}
 			return wantOutput(v, map[string]any{"id": in["id"], "noted": "soak/" + in["id"].(string)})
@@ -162,8 +161,8 @@ flow(
 			}
 			return map[string]any{"id": id, "costs": costs}
 		},
-		check: func(v *api.RunView, in map[string]any, evs []*store.Event, _ *records) []string {
-			if v.Phase != store.PhaseCompleted {
+		check: func(v *apitypes.Run, in map[string]any, evs []*apitypes.Event, _ *records) []string {
+			if v.Phase != apitypes.PhaseCompleted {
 				return nil
 			}
 			if outputEquals(v, map[string]any{"id": in["id"], "over": true}) {
@@ -184,8 +183,8 @@ flow(
 )
 `,
 		input: func(r *rand.Rand, id string) map[string]any { return map[string]any{"id": id, "ms": 100 + r.IntN(700)} },
-		check: func(v *api.RunView, in map[string]any, _ []*store.Event, _ *records) []string {
-			if v.Phase != store.PhaseCompleted {
+		check: func(v *apitypes.Run, in map[string]any, _ []*apitypes.Event, _ *records) []string {
+			if v.Phase != apitypes.PhaseCompleted {
 				return nil
 			}
 			return wantOutput(v, map[string]any{"id": in["id"], "slept": in["ms"]})
@@ -203,8 +202,8 @@ flow(
 )
 `,
 		input: func(r *rand.Rand, id string) map[string]any { return map[string]any{"id": id, "n": r.IntN(1000)} },
-		check: func(v *api.RunView, in map[string]any, _ []*store.Event, _ *records) []string {
-			if v.Phase != store.PhaseCompleted {
+		check: func(v *apitypes.Run, in map[string]any, _ []*apitypes.Event, _ *records) []string {
+			if v.Phase != apitypes.PhaseCompleted {
 				return nil
 			}
 			return wantOutput(v, map[string]any{"id": in["id"], "child": map[string]any{"id": in["id"], "n2": num(in["n"]) * 2}})
@@ -224,8 +223,8 @@ flow(
 )
 `,
 		input: func(r *rand.Rand, id string) map[string]any { return map[string]any{"id": id} },
-		check: func(v *api.RunView, in map[string]any, _ []*store.Event, _ *records) []string {
-			if v.Phase != store.PhaseCompleted {
+		check: func(v *apitypes.Run, in map[string]any, _ []*apitypes.Event, _ *records) []string {
+			if v.Phase != apitypes.PhaseCompleted {
 				return nil
 			}
 			return wantOutput(v, map[string]any{"id": in["id"], "approved": map[string]any{"by": "soak", "id": in["id"]}})
@@ -251,7 +250,7 @@ flow(
 			}
 			return map[string]any{"id": id, "ms": ms}
 		},
-		check: func(v *api.RunView, in map[string]any, _ []*store.Event, _ *records) []string {
+		check: func(v *apitypes.Run, in map[string]any, _ []*apitypes.Event, _ *records) []string {
 			return nil // checked by the cohort invariant
 		},
 	},
@@ -283,7 +282,7 @@ func pickKind(r *rand.Rand) *kind {
 }
 
 // outputEquals compares a run's output with want as JSON values.
-func outputEquals(v *api.RunView, want map[string]any) bool {
+func outputEquals(v *apitypes.Run, want map[string]any) bool {
 	var got any
 	if json.Unmarshal(v.Output, &got) != nil {
 		return false
@@ -291,7 +290,7 @@ func outputEquals(v *api.RunView, want map[string]any) bool {
 	return reflect.DeepEqual(got, normalize(want))
 }
 
-func wantOutput(v *api.RunView, want map[string]any) []string {
+func wantOutput(v *apitypes.Run, want map[string]any) []string {
 	if outputEquals(v, want) {
 		return nil
 	}
@@ -318,7 +317,7 @@ func num(v any) float64 {
 }
 
 // nodeFailedCode is the code of the last node_failed event of node.
-func nodeFailedCode(evs []*store.Event, node string) string {
+func nodeFailedCode(evs []*apitypes.Event, node string) string {
 	code := ""
 	for _, e := range evs {
 		if e.Type == "node_failed" && e.Node == node {

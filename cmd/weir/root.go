@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/weirhq/weir/runtime/api/client"
 )
 
 // Exit codes shared by every command.
@@ -153,6 +155,10 @@ func (m *Main) resolveGlobals() error {
 	}
 	return nil
 }
+
+// api returns a client of the daemon on the socket. --socket is always a
+// socket's path, whatever it looks like.
+func (m *Main) api() *client.Client { return client.NewUnix(m.SocketPath) }
 
 // exactArgs is cobra.ExactArgs with a usage exit code.
 func exactArgs(n int) cobra.PositionalArgs {
