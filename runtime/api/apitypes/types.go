@@ -339,15 +339,8 @@ type ReloadResult struct {
 	Notes []string `json:"notes,omitempty"`
 }
 
-// Error is the body of every error answer: a stable code, a message and
-// the class that says whose error it is.
-type Error struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-	Class   string `json:"class"`
-}
-
-// Error classes.
+// Error classes: every error answer is {"code", "message", "class"}, and
+// the class says whose error it is.
 const (
 	// ClassProtocol: the request itself is refused (4xx); sending it again
 	// unchanged gets the same answer.
