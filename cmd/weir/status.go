@@ -58,7 +58,6 @@ that start one in the background).`,
 func (m *Main) fetchStatus(ctx context.Context, wait time.Duration) (*apitypes.Status, error) {
 	deadline := time.Now().Add(wait)
 	c := m.api()
-	defer c.Close()
 	for {
 		st, err := c.Health(ctx)
 		var ae *client.Error
