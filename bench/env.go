@@ -13,7 +13,7 @@ import (
 
 	"github.com/weirhq/weir/bench/internal/daemon"
 	"github.com/weirhq/weir/bench/internal/limits"
-	"github.com/weirhq/weir/runtime/engine"
+	"github.com/weirhq/weir/runtime/api/apitypes"
 )
 
 // bench is what scenarios share: the binaries, a scratch directory, and the
@@ -154,7 +154,7 @@ func (b *bench) startDaemon(name string, args ...string) (*daemon.Daemon, error)
 
 // register registers one flow file on d.
 func (b *bench) register(d *daemon.Daemon, name, src string) error {
-	_, err := d.Client().Register(b.ctx, engine.SourceFile{Path: filepath.Join(name + ".star"), Src: src})
+	_, err := d.Client().FlowRegister(b.ctx, apitypes.SourceFile{Path: filepath.Join(name + ".star"), Src: src})
 	return err
 }
 

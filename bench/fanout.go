@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/weirhq/weir/bench/internal/daemon"
-	"github.com/weirhq/weir/runtime/engine"
+	"github.com/weirhq/weir/runtime/api/apitypes"
+	"github.com/weirhq/weir/runtime/api/client"
 )
 
 const (
@@ -51,7 +51,7 @@ func fanout(b *bench) ([]row, error) {
 		return nil, err
 	}
 	start := time.Now()
-	res, err := c.StartRun(b.ctx, "wide", json.RawMessage(`{}`), "")
+	res, err := c.RunStart(b.ctx, apitypes.StartRequest{Flow: "wide", Input: json.RawMessage(`{}`)})
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +63,7 @@ func fanout(b *bench) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	v, err := c.Run(b.ctx, res.RunID)
+	v, err := c.RunGet(b.ctx, res.RunID)
 	if err != nil {
 		return nil, err
 	}
@@ -99,15 +99,15 @@ func fanout(b *bench) ([]row, error) {
 }
 
 // echoStats returns the daemon's testkit.echo figures.
-func echoStats(b *bench, c *daemon.Client) (engine.TypeStats, error) {
+func echoStats(b *bench, c *client.Client) (apitypes.TypeStats, error) {
 	st, err := c.Stats(b.ctx)
 	if err != nil {
-		return engine.TypeStats{}, err
+		return apitypes.TypeStats{}, err
 	}
 	for _, ts := range st.Types {
 		if ts.Type == "testkit.echo" {
 			return ts, nil
 		}
 	}
-	return engine.TypeStats{}, nil
+	return apitypes.TypeStats{}, nil
 }

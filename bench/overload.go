@@ -10,9 +10,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/weirhq/weir/bench/internal/daemon"
+	"github.com/weirhq/weir/runtime/api/apitypes"
+	"github.com/weirhq/weir/runtime/api/client"
 	"github.com/weirhq/weir/runtime/engine"
-	"github.com/weirhq/weir/runtime/store"
 )
 
 // The overloaded daemon: few slots, a short queue, and runs of one known
@@ -72,15 +72,15 @@ func overload(b *bench) ([]row, error) {
 	drained := time.Since(drainStart)
 
 	// Account for every accepted run against the store.
-	runs, err := c.Runs(b.ctx, "")
+	runs, err := c.RunListAll(b.ctx, client.RunListParams{})
 	if err != nil {
 		return nil, err
 	}
-	byID := map[string]store.Phase{}
+	byID := map[string]apitypes.Phase{}
 	for _, v := range runs {
 		byID[v.ID] = v.Phase
 	}
-	phases := map[store.Phase]int{}
+	phases := map[apitypes.Phase]int{}
 	lost := 0
 	var waits []time.Duration
 	for _, id := range o.accepted {
@@ -124,8 +124,8 @@ func overload(b *bench) ([]row, error) {
 	}
 	// A run accepted last waits for the whole queue ahead of it.
 	queueDrain := time.Duration(float64(overloadMaxQueued) / capacity * float64(time.Second))
-	goodput := float64(phases[store.PhaseCompleted]) / (o.elapsed + drained).Seconds()
-	accounted := phases[store.PhaseCompleted] + phases[store.PhaseFailed] + phases[store.PhaseCancelled]
+	goodput := float64(phases[apitypes.PhaseCompleted]) / (o.elapsed + drained).Seconds()
+	accounted := phases[apitypes.PhaseCompleted] + phases[apitypes.PhaseFailed] + phases[apitypes.PhaseCancelled]
 
 	rows := []row{
 		{figure: fmt.Sprintf("offered for %v (--workers %d --max-queued %d, %v runs)", window, overloadWorkers, overloadMaxQueued, overloadSleep),
@@ -133,7 +133,7 @@ func overload(b *bench) ([]row, error) {
 			limit: "admissible " + thousands(admissible), ratio: ratio(float64(o.offered) / admissible), target: verdict("≈ 10x offered", float64(o.offered)/admissible >= 0.8*overloadFactor)},
 		{figure: "accepted", value: thousands(float64(len(o.accepted))), limit: "admissible " + thousands(admissible), ratio: ratio(float64(len(o.accepted)) / admissible)},
 		{figure: "refused, by reason (client; daemon counts " + thousands(float64(daemonRefused)) + " E_QUEUE_FULL)", value: thousands(float64(refused)) + ": " + strings.Join(reasons, ", ")},
-		{figure: "completed / failed / cancelled", value: fmt.Sprintf("%s / %s / %s", thousands(float64(phases[store.PhaseCompleted])), thousands(float64(phases[store.PhaseFailed])), thousands(float64(phases[store.PhaseCancelled])))},
+		{figure: "completed / failed / cancelled", value: fmt.Sprintf("%s / %s / %s", thousands(float64(phases[apitypes.PhaseCompleted])), thousands(float64(phases[apitypes.PhaseFailed])), thousands(float64(phases[apitypes.PhaseCancelled])))},
 		{figure: "lost (accepted, not terminal after drain or missing)", value: fmt.Sprint(lost), target: verdict("= 0", lost == 0 && accounted == len(o.accepted))},
 		{figure: "completions/s under overload", value: perSec(goodput), limit: "slots " + perSec(capacity), ratio: ratio(goodput / capacity)},
 		{figure: "retry amplification (GET /v1/stats, testkit.sleep)", value: fmt.Sprintf("%.3f", ampl), target: verdict("≤ 1.05", ampl >= 1 && ampl <= 1.05)},
@@ -153,7 +153,7 @@ type offered struct {
 
 // offer submits runs at rate per second for window from overloadClients
 // goroutines, each on its own schedule.
-func offer(ctx context.Context, c *daemon.Client, flow string, input json.RawMessage, rate float64, window time.Duration) offered {
+func offer(ctx context.Context, c *client.Client, flow string, input json.RawMessage, rate float64, window time.Duration) offered {
 	var mu sync.Mutex
 	o := offered{refused: map[string]int{}}
 	interval := time.Duration(float64(time.Second) * overloadClients / rate)
@@ -175,10 +175,10 @@ func offer(ctx context.Context, c *daemon.Client, flow string, input json.RawMes
 					return
 				}
 				next = next.Add(interval)
-				res, err := c.StartRun(ctx, flow, input, "")
+				res, err := c.RunStart(ctx, apitypes.StartRequest{Flow: flow, Input: input})
 				mu.Lock()
 				o.offered++
-				switch code := daemon.Code(err); {
+				switch code := client.ErrorCode(err); {
 				case err == nil:
 					o.accepted = append(o.accepted, res.RunID)
 				case code != "":
@@ -197,8 +197,8 @@ func offer(ctx context.Context, c *daemon.Client, flow string, input json.RawMes
 
 // admissionWait is the time from a run's "queued" event to its first
 // "leased" one, or -1 if it was never leased (dropped or cancelled queued).
-func admissionWait(ctx context.Context, c *daemon.Client, id string) (time.Duration, error) {
-	evs, err := c.Events(ctx, id)
+func admissionWait(ctx context.Context, c *client.Client, id string) (time.Duration, error) {
+	evs, err := c.RunEventsAll(ctx, id, client.EventListParams{})
 	if err != nil {
 		return 0, err
 	}

@@ -12,7 +12,8 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/bench/internal/daemon"
-	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/runtime/api/apitypes"
+	"github.com/weirhq/weir/runtime/api/client"
 )
 
 const parkFlow = `
@@ -53,7 +54,7 @@ func parked(b *bench) ([]row, error) {
 	}
 	c := d.Client()
 	// One run through the wait launches the plugin and loads the flow.
-	warm, err := c.StartRun(b.ctx, "park", json.RawMessage(`{}`), "")
+	warm, err := c.RunStart(b.ctx, apitypes.StartRequest{Flow: "park", Input: json.RawMessage(`{}`)})
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +80,7 @@ func parked(b *bench) ([]row, error) {
 				if i >= n {
 					return
 				}
-				res, err := c.StartRun(b.ctx, "park", json.RawMessage(`{}`), "")
+				res, err := c.RunStart(b.ctx, apitypes.StartRequest{Flow: "park", Input: json.RawMessage(`{}`)})
 				if err != nil {
 					errs <- fmt.Errorf("submitting: %w", err)
 					return
@@ -112,11 +113,11 @@ func parked(b *bench) ([]row, error) {
 	// Every accepted run reaches its wait: none queued or running, and
 	// every one listed as waiting.
 	for {
-		q, err := c.Runs(b.ctx, store.PhaseQueued)
+		q, err := c.RunListAll(b.ctx, client.RunListParams{Phase: apitypes.PhaseQueued})
 		if err != nil {
 			return nil, err
 		}
-		r, err := c.Runs(b.ctx, store.PhaseRunning)
+		r, err := c.RunListAll(b.ctx, client.RunListParams{Phase: apitypes.PhaseRunning})
 		if err != nil {
 			return nil, err
 		}
@@ -131,7 +132,7 @@ func parked(b *bench) ([]row, error) {
 			return nil, err
 		}
 	}
-	waiting, err := c.Runs(b.ctx, store.PhaseWaiting)
+	waiting, err := c.RunListAll(b.ctx, client.RunListParams{Phase: apitypes.PhaseWaiting})
 	if err != nil {
 		return nil, err
 	}
@@ -159,7 +160,7 @@ func parked(b *bench) ([]row, error) {
 	}
 	answering := time.Since(t2)
 	c = d.Client()
-	if err := c.Decide(b.ctx, ids[count/2], "w", true, nil, ""); err != nil {
+	if _, err := c.RunApprove(b.ctx, ids[count/2], "w", nil); err != nil {
 		return nil, fmt.Errorf("approving after the restart: %w", err)
 	}
 	if err := waitPhase(b.ctx, c, ids[count/2], time.Minute); err != nil {
@@ -189,10 +190,10 @@ func parked(b *bench) ([]row, error) {
 
 // approveWhenWaiting approves run id's wait "w" once it is open and waits
 // for the run to complete.
-func approveWhenWaiting(b *bench, c *daemon.Client, id string) error {
+func approveWhenWaiting(b *bench, c *client.Client, id string) error {
 	deadline := time.Now().Add(time.Minute)
 	for {
-		ws, err := c.Waits(b.ctx, id)
+		ws, err := c.RunWaits(b.ctx, id)
 		if err != nil {
 			return err
 		}
@@ -206,7 +207,7 @@ func approveWhenWaiting(b *bench, c *daemon.Client, id string) error {
 			return err
 		}
 	}
-	if err := c.Decide(b.ctx, id, "w", true, nil, ""); err != nil {
+	if _, err := c.RunApprove(b.ctx, id, "w", nil); err != nil {
 		return err
 	}
 	return waitPhase(b.ctx, c, id, time.Minute)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/weirhq/weir/flows"
 	"github.com/weirhq/weir/runtime/api"
-	"github.com/weirhq/weir/runtime/engine"
+	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/host"
 )
 
@@ -54,15 +54,15 @@ func genFlow(name string, n int, callees []string) string {
 
 // genFlowSet is count flows of n nodes, one file each; the first ten are
 // leaves and every other flow calls two of them.
-func genFlowSet(count, n int) []engine.SourceFile {
-	files := make([]engine.SourceFile, count)
+func genFlowSet(count, n int) []apitypes.SourceFile {
+	files := make([]apitypes.SourceFile, count)
 	for i := range files {
 		var callees []string
 		if i >= 10 {
 			callees = []string{fmt.Sprintf("f%04d", i%10), fmt.Sprintf("f%04d", (i+3)%10)}
 		}
 		name := fmt.Sprintf("f%04d", i)
-		files[i] = engine.SourceFile{Path: name + ".star", Src: genFlow(name, n, callees)}
+		files[i] = apitypes.SourceFile{Path: name + ".star", Src: genFlow(name, n, callees)}
 	}
 	return files
 }
@@ -83,9 +83,9 @@ func registration(b *bench) ([]row, error) {
 		return nil, err
 	}
 	set := genFlowSet(1000, 50)
-	big := []engine.SourceFile{{Path: "big.star", Src: genFlow("big", 10_000, nil)}}
+	big := []apitypes.SourceFile{{Path: "big.star", Src: genFlow("big", 10_000, nil)}}
 
-	inProcess := func(batches [][]engine.SourceFile) (time.Duration, error) {
+	inProcess := func(batches [][]apitypes.SourceFile) (time.Duration, error) {
 		reg := flows.NewRegistry(flows.NewMemoryStore(), cat)
 		start := time.Now()
 		for _, files := range batches {
@@ -99,7 +99,7 @@ func registration(b *bench) ([]row, error) {
 		}
 		return time.Since(start), nil
 	}
-	viaDaemon := func(name string, batches [][]engine.SourceFile) (time.Duration, error) {
+	viaDaemon := func(name string, batches [][]apitypes.SourceFile) (time.Duration, error) {
 		d, err := b.startDaemon(name)
 		if err != nil {
 			return 0, err
@@ -108,30 +108,30 @@ func registration(b *bench) ([]row, error) {
 		c := d.Client()
 		start := time.Now()
 		for _, files := range batches {
-			if _, err := c.Register(b.ctx, files...); err != nil {
+			if _, err := c.FlowRegister(b.ctx, files...); err != nil {
 				return 0, fmt.Errorf("%s: %w", files[0].Path, err)
 			}
 		}
 		return time.Since(start), nil
 	}
 
-	each := make([][]engine.SourceFile, len(set))
+	each := make([][]apitypes.SourceFile, len(set))
 	for i := range set {
 		each[i] = set[i : i+1]
 	}
 	cases := []struct {
 		figure  string
-		batches [][]engine.SourceFile
+		batches [][]apitypes.SourceFile
 	}{
 		{"register 1,000 flows × 50 nodes, one request each", each},
-		{"register 1,000 flows × 50 nodes, one request", [][]engine.SourceFile{set}},
-		{"register one flow of 10,000 nodes", [][]engine.SourceFile{big}},
+		{"register 1,000 flows × 50 nodes, one request", [][]apitypes.SourceFile{set}},
+		{"register one flow of 10,000 nodes", [][]apitypes.SourceFile{big}},
 	}
 	var rows []row
 	for i, c := range cases {
 		size := 0
 		for _, files := range c.batches {
-			body, err := json.Marshal(api.RegisterRequest{Files: files})
+			body, err := json.Marshal(apitypes.RegisterRequest{Files: files})
 			if err != nil {
 				return rows, err
 			}

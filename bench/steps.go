@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/weirhq/weir/bench/internal/daemon"
-	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/runtime/api/apitypes"
+	"github.com/weirhq/weir/runtime/api/client"
 )
 
 // tenStepFlow is ten testkit.echo steps, each one durable.
@@ -69,7 +69,7 @@ func durableSteps(b *bench) ([]row, error) {
 	for s := range stepSubmitters {
 		wg.Go(func() {
 			for i := s; i < stepRuns; i += stepSubmitters {
-				res, err := c.StartRun(b.ctx, "ten", input, "")
+				res, err := c.RunStart(b.ctx, apitypes.StartRequest{Flow: "ten", Input: input})
 				if err != nil {
 					errs <- err
 					return
@@ -88,7 +88,7 @@ func durableSteps(b *bench) ([]row, error) {
 		return nil, err
 	}
 	elapsed := time.Since(start)
-	done, err := c.Runs(b.ctx, store.PhaseCompleted)
+	done, err := c.RunListAll(b.ctx, client.RunListParams{Phase: apitypes.PhaseCompleted})
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +98,7 @@ func durableSteps(b *bench) ([]row, error) {
 	}
 	for _, id := range ids {
 		if !completed[id] {
-			v, err := c.Run(b.ctx, id)
+			v, err := c.RunGet(b.ctx, id)
 			if err != nil {
 				return nil, fmt.Errorf("run %s: %w", id, err)
 			}
@@ -120,19 +120,19 @@ func durableSteps(b *bench) ([]row, error) {
 }
 
 // runToEnd starts one run and waits for it to complete.
-func runToEnd(ctx context.Context, c *daemon.Client, flow string, input json.RawMessage) error {
-	res, err := c.StartRun(ctx, flow, input, "")
+func runToEnd(ctx context.Context, c *client.Client, flow string, input json.RawMessage) error {
+	res, err := c.RunStart(ctx, apitypes.StartRequest{Flow: flow, Input: input})
 	if err != nil {
 		return err
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {
-		v, err := c.Run(ctx, res.RunID)
+		v, err := c.RunGet(ctx, res.RunID)
 		if err != nil {
 			return err
 		}
 		if v.Phase.Terminal() {
-			if v.Phase != store.PhaseCompleted {
+			if v.Phase != apitypes.PhaseCompleted {
 				return fmt.Errorf("run %s ended %s: %+v", v.ID, v.Phase, v.Error)
 			}
 			return nil
@@ -151,7 +151,7 @@ func runToEnd(ctx context.Context, c *daemon.Client, flow string, input json.Raw
 // waitIdle polls the daemon's health until no task is queued or held: every
 // accepted run has written its terminal record (a finished run's task is
 // deleted in the same transaction).
-func waitIdle(ctx context.Context, c *daemon.Client, bound time.Duration) error {
+func waitIdle(ctx context.Context, c *client.Client, bound time.Duration) error {
 	deadline := time.Now().Add(bound)
 	for {
 		h, err := c.Health(ctx)

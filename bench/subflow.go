@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/weirhq/weir/bench/internal/daemon"
-	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/runtime/api/apitypes"
+	"github.com/weirhq/weir/runtime/api/client"
 )
 
 const subflowFlows = `
@@ -58,7 +58,7 @@ func subflowResume(b *bench) ([]row, error) {
 	deadline := time.Now().Add(time.Minute)
 	for i, id := range parents {
 		for {
-			ws, err := c.Waits(b.ctx, id)
+			ws, err := c.RunWaits(b.ctx, id)
 			if err != nil {
 				return nil, err
 			}
@@ -83,7 +83,7 @@ func subflowResume(b *bench) ([]row, error) {
 	for w := range subflowApprovers {
 		wg.Go(func() {
 			for i := w; i < subflowCalls; i += subflowApprovers {
-				if err := c.Decide(b.ctx, children[i], "approve", true, nil, ""); err != nil {
+				if _, err := c.RunApprove(b.ctx, children[i], "approve", nil); err != nil {
 					errs <- fmt.Errorf("approving %s: %w", children[i], err)
 					return
 				}
@@ -124,8 +124,8 @@ func subflowResume(b *bench) ([]row, error) {
 // resumeLatency reads, from the daemon's timelines, the time from the
 // child's "completed" event to the parent's first "leased" event at or
 // after it.
-func resumeLatency(ctx context.Context, c *daemon.Client, child, parent string) (time.Duration, error) {
-	cevs, err := c.Events(ctx, child)
+func resumeLatency(ctx context.Context, c *client.Client, child, parent string) (time.Duration, error) {
+	cevs, err := c.RunEventsAll(ctx, child, client.EventListParams{})
 	if err != nil {
 		return 0, err
 	}
@@ -138,7 +138,7 @@ func resumeLatency(ctx context.Context, c *daemon.Client, child, parent string) 
 	if done.IsZero() {
 		return 0, fmt.Errorf("child %s has no completed event", child)
 	}
-	pevs, err := c.Events(ctx, parent)
+	pevs, err := c.RunEventsAll(ctx, parent, client.EventListParams{})
 	if err != nil {
 		return 0, err
 	}
@@ -152,7 +152,7 @@ func resumeLatency(ctx context.Context, c *daemon.Client, child, parent string) 
 
 // startMany submits n runs of flow from 32 concurrent clients and returns
 // their ids in submission order.
-func startMany(ctx context.Context, c *daemon.Client, flow string, input json.RawMessage, n int) ([]string, error) {
+func startMany(ctx context.Context, c *client.Client, flow string, input json.RawMessage, n int) ([]string, error) {
 	const submitters = 32
 	ids := make([]string, n)
 	errs := make(chan error, submitters)
@@ -160,7 +160,7 @@ func startMany(ctx context.Context, c *daemon.Client, flow string, input json.Ra
 	for s := range submitters {
 		wg.Go(func() {
 			for i := s; i < n; i += submitters {
-				res, err := c.StartRun(ctx, flow, input, "")
+				res, err := c.RunStart(ctx, apitypes.StartRequest{Flow: flow, Input: input})
 				if err != nil {
 					errs <- fmt.Errorf("submitting: %w", err)
 					return
@@ -176,15 +176,15 @@ func startMany(ctx context.Context, c *daemon.Client, flow string, input json.Ra
 
 // waitPhase polls run id until it is terminal and fails unless it
 // completed.
-func waitPhase(ctx context.Context, c *daemon.Client, id string, bound time.Duration) error {
+func waitPhase(ctx context.Context, c *client.Client, id string, bound time.Duration) error {
 	deadline := time.Now().Add(bound)
 	for {
-		v, err := c.Run(ctx, id)
+		v, err := c.RunGet(ctx, id)
 		if err != nil {
 			return err
 		}
 		if v.Phase.Terminal() {
-			if v.Phase != store.PhaseCompleted {
+			if v.Phase != apitypes.PhaseCompleted {
 				return fmt.Errorf("run %s ended %s: %+v", id, v.Phase, v.Error)
 			}
 			return nil

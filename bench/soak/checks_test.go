@@ -6,9 +6,8 @@ import (
 	"os/user"
 	"time"
 
-	"github.com/weirhq/weir/runtime/api"
+	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/engine"
-	"github.com/weirhq/weir/runtime/store"
 )
 
 type violationCase struct {
@@ -27,7 +26,7 @@ type state struct {
 func newState() *state {
 	return &state{
 		w: &world{byReq: map[string]*submission{}, inline: map[string][]string{}, counts: map[string]int{}},
-		f: &final{events: map[string][]*store.Event{}, children: map[string][]api.RunView{}, kills: map[string]int{},
+		f: &final{events: map[string][]*apitypes.Event{}, children: map[string][]apitypes.Run{}, kills: map[string]int{},
 			records: &records{mails: map[string]int{}, mailRuns: map[string]int{}, notes: map[string]string{}, applied: map[string]int{}}},
 	}
 }
@@ -42,13 +41,13 @@ func owner() string {
 
 // run adds a run of flow id with input in, accepted by the client, in phase
 // p with the timeline evs.
-func (s *state) run(id, flow string, in map[string]any, p store.Phase, evs ...*store.Event) *api.RunView {
+func (s *state) run(id, flow string, in map[string]any, p apitypes.Phase, evs ...*apitypes.Event) *apitypes.Run {
 	req := "req-" + id
 	sub := &submission{reqID: req, kind: kindByFlow(flow), input: in, runID: id}
 	s.w.subs = append(s.w.subs, sub)
 	s.w.byReq[req] = sub
 	b, _ := json.Marshal(in)
-	s.f.runs = append(s.f.runs, api.RunView{ID: id, Flow: flow, Owner: owner(), RequestID: req, Phase: p, Input: b})
+	s.f.runs = append(s.f.runs, apitypes.Run{ID: id, Flow: flow, Owner: owner(), RequestID: req, Phase: p, Input: b})
 	for i, e := range evs {
 		e.Seq = uint64(i + 1)
 		e.RunID = id
@@ -57,34 +56,34 @@ func (s *state) run(id, flow string, in map[string]any, p store.Phase, evs ...*s
 	return &s.f.runs[len(s.f.runs)-1]
 }
 
-func ev(typ, node string, detail map[string]any) *store.Event {
-	return &store.Event{Type: typ, Node: node, Detail: detail}
+func ev(typ, node string, detail map[string]any) *apitypes.Event {
+	return &apitypes.Event{Type: typ, Node: node, Detail: detail}
 }
 
 func violationCases() []violationCase {
-	leased := func(holder string) *store.Event { return ev("leased", "a", map[string]any{"holder": holder}) }
+	leased := func(holder string) *apitypes.Event { return ev("leased", "a", map[string]any{"holder": holder}) }
 	return []violationCase{
 		{"lease held twice", func() (*world, *final) {
 			s := newState()
-			s.run("r1", "soak_echo", map[string]any{"id": "req-r1", "n": 1}, store.PhaseCompleted,
+			s.run("r1", "soak_echo", map[string]any{"id": "req-r1", "n": 1}, apitypes.PhaseCompleted,
 				leased("h1"), leased("h2"), ev("completed", "", nil))
 			return s.w, s.f
 		}, checkLeases, "leased again"},
 		{"lease renewed unheld", func() (*world, *final) {
 			s := newState()
-			s.run("r1", "soak_echo", map[string]any{"id": "req-r1", "n": 1}, store.PhaseCompleted,
+			s.run("r1", "soak_echo", map[string]any{"id": "req-r1", "n": 1}, apitypes.PhaseCompleted,
 				leased("h1"), ev("retry_scheduled", "a", nil), ev("renewed", "a", nil), leased("h1"), ev("completed", "", nil))
 			return s.w, s.f
 		}, checkLeases, "renewed"},
 		{"leases released in turn", func() (*world, *final) {
 			s := newState()
-			s.run("r1", "soak_echo", map[string]any{"id": "req-r1", "n": 1}, store.PhaseCompleted,
+			s.run("r1", "soak_echo", map[string]any{"id": "req-r1", "n": 1}, apitypes.PhaseCompleted,
 				leased("h1"), ev("renewed", "a", nil), ev("expired", "a", nil), leased("h2"), ev("retry_scheduled", "a", nil), leased("h2"), ev("completed", "", nil))
 			return s.w, s.f
 		}, checkLeases, ""},
 		{"mail twice", func() (*world, *final) {
 			s := newState()
-			s.run("r1", "soak_mail", map[string]any{"id": "req-r1"}, store.PhaseCompleted)
+			s.run("r1", "soak_mail", map[string]any{"id": "req-r1"}, apitypes.PhaseCompleted)
 			s.f.records.mailRuns["r1"] = 2
 			return s.w, s.f
 		}, checkMailOnce, "sent 2 mails"},
@@ -95,111 +94,111 @@ func violationCases() []violationCase {
 		}, checkMailOnce, "not in the store"},
 		{"send lost in flight ends silent", func() (*world, *final) {
 			s := newState()
-			s.run("r1", "soak_mail", map[string]any{"id": "req-r1"}, store.PhaseCancelled,
+			s.run("r1", "soak_mail", map[string]any{"id": "req-r1"}, apitypes.PhaseCancelled,
 				ev("tool_started", "send", nil), ev("expired", "send", nil), ev("cancel_requested", "", nil), ev("cancelled", "", nil))
 			return s.w, s.f
 		}, checkUnknown, "without saying E_OUTCOME_UNKNOWN"},
 		{"send cancelled in its lease", func() (*world, *final) {
 			s := newState()
-			s.run("r1", "soak_mail", map[string]any{"id": "req-r1"}, store.PhaseCancelled,
+			s.run("r1", "soak_mail", map[string]any{"id": "req-r1"}, apitypes.PhaseCancelled,
 				ev("tool_started", "send", nil), ev("cancel_requested", "", nil), ev("cancelled", "", nil))
 			return s.w, s.f
 		}, checkUnknown, ""},
 		{"sent mail hidden by an error", func() (*world, *final) {
 			s := newState()
-			s.run("r1", "soak_mail", map[string]any{"id": "req-r1"}, store.PhaseCompleted,
+			s.run("r1", "soak_mail", map[string]any{"id": "req-r1"}, apitypes.PhaseCompleted,
 				ev("tool_started", "send", nil), ev("node_failed", "send", map[string]any{"code": "E_TOOL"}))
 			s.f.records.mailRuns["r1"] = 1
 			return s.w, s.f
 		}, checkUnknown, "the mail was sent"},
 		{"completed send without mail", func() (*world, *final) {
 			s := newState()
-			s.run("r1", "soak_mail", map[string]any{"id": "req-r1"}, store.PhaseCompleted,
+			s.run("r1", "soak_mail", map[string]any{"id": "req-r1"}, apitypes.PhaseCompleted,
 				ev("tool_started", "send", nil), ev("node_completed", "send", nil))
 			return s.w, s.f
 		}, checkUnknown, "no mail of it"},
 		{"unknown without a start", func() (*world, *final) {
 			s := newState()
-			s.run("r1", "soak_mail", map[string]any{"id": "req-r1"}, store.PhaseCompleted,
+			s.run("r1", "soak_mail", map[string]any{"id": "req-r1"}, apitypes.PhaseCompleted,
 				ev("node_failed", "send", map[string]any{"code": engine.CodeOutcomeUnknown}))
 			return s.w, s.f
 		}, checkUnknown, "without a durable start"},
 		{"unknown said properly", func() (*world, *final) {
 			s := newState()
-			s.run("r1", "soak_mail", map[string]any{"id": "req-r1"}, store.PhaseCompleted,
+			s.run("r1", "soak_mail", map[string]any{"id": "req-r1"}, apitypes.PhaseCompleted,
 				ev("tool_started", "send", nil), ev("expired", "send", nil), ev("node_failed", "send", map[string]any{"code": engine.CodeOutcomeUnknown}))
 			s.f.records.mailRuns["r1"] = 1
 			return s.w, s.f
 		}, checkUnknown, ""},
 		{"budget overspent", func() (*world, *final) {
 			s := newState()
-			v := s.run("r1", "soak_budget", map[string]any{"id": "req-r1"}, store.PhaseCompleted,
+			v := s.run("r1", "soak_budget", map[string]any{"id": "req-r1"}, apitypes.PhaseCompleted,
 				ev("node_completed", "c0", map[string]any{"cost": 20.0}), ev("node_completed", "c1", map[string]any{"cost": 5.0}))
 			v.Budget, v.Spent = 20, 25
 			return s.w, s.f
 		}, checkBudget, "spent 25 of a budget of 20"},
 		{"budget timeline disagrees", func() (*world, *final) {
 			s := newState()
-			v := s.run("r1", "soak_budget", map[string]any{"id": "req-r1"}, store.PhaseCompleted,
+			v := s.run("r1", "soak_budget", map[string]any{"id": "req-r1"}, apitypes.PhaseCompleted,
 				ev("node_completed", "c0", map[string]any{"cost": 3.0}))
 			v.Budget, v.Spent = 20, 8
 			return s.w, s.f
 		}, checkBudget, "timeline charges"},
 		{"cancelled run resumed", func() (*world, *final) {
 			s := newState()
-			s.run("r1", "soak_echo", map[string]any{"id": "req-r1", "n": 1}, store.PhaseCompleted,
+			s.run("r1", "soak_echo", map[string]any{"id": "req-r1", "n": 1}, apitypes.PhaseCompleted,
 				leased("h1"), ev("cancel_requested", "", nil), ev("expired", "a", nil), leased("h2"), ev("node_completed", "a", nil), ev("completed", "", nil))
-			s.w.subs[0].cancel = []engine.CancelAnswer{engine.CancelRequested}
+			s.w.subs[0].cancel = []apitypes.CancelAnswer{apitypes.CancelRequested}
 			return s.w, s.f
 		}, checkCancels, "resumed its work"},
 		{"cancelled unasked", func() (*world, *final) {
 			s := newState()
-			s.run("r1", "soak_echo", map[string]any{"id": "req-r1", "n": 1}, store.PhaseCancelled, leased("h1"), ev("cancelled", "", nil))
+			s.run("r1", "soak_echo", map[string]any{"id": "req-r1", "n": 1}, apitypes.PhaseCancelled, leased("h1"), ev("cancelled", "", nil))
 			return s.w, s.f
 		}, checkCancels, "nobody cancelled it"},
 		{"cancel finished in its lease", func() (*world, *final) {
 			s := newState()
-			s.run("r1", "soak_echo", map[string]any{"id": "req-r1", "n": 1}, store.PhaseCancelled,
+			s.run("r1", "soak_echo", map[string]any{"id": "req-r1", "n": 1}, apitypes.PhaseCancelled,
 				leased("h1"), ev("cancel_requested", "", nil), ev("node_completed", "a", nil), ev("cancelled", "", nil))
-			s.w.subs[0].cancel = []engine.CancelAnswer{engine.CancelRequested}
+			s.w.subs[0].cancel = []apitypes.CancelAnswer{apitypes.CancelRequested}
 			return s.w, s.f
 		}, checkCancels, ""},
 		{"accepted run missing", func() (*world, *final) {
 			s := newState()
-			s.run("r1", "soak_echo", map[string]any{"id": "req-r1", "n": 1}, store.PhaseCompleted)
+			s.run("r1", "soak_echo", map[string]any{"id": "req-r1", "n": 1}, apitypes.PhaseCompleted)
 			s.f.runs = nil
 			return s.w, s.f
 		}, checkLost, "not in the store"},
 		{"run never ends", func() (*world, *final) {
 			s := newState()
 			s.f.drain = drainReport{Began: t0, Took: time.Minute, Quiet: 20 * time.Second, Quiescent: true}
-			s.run("r1", "soak_echo", map[string]any{"id": "req-r1", "n": 1}, store.PhaseRunning)
+			s.run("r1", "soak_echo", map[string]any{"id": "req-r1", "n": 1}, apitypes.PhaseRunning)
 			return s.w, s.f
 		}, checkLost, "still running"},
 		{"run stuck when nothing moved", func() (*world, *final) {
 			s := newState()
 			s.f.drain = drainReport{Began: t0, Took: time.Minute, Quiet: 20 * time.Second, Quiescent: true}
-			s.run("r1", "soak_echo", map[string]any{"id": "req-r1", "n": 1}, store.PhaseQueued, at(ev("queued", "a", nil), t0.Add(time.Second)))
+			s.run("r1", "soak_echo", map[string]any{"id": "req-r1", "n": 1}, apitypes.PhaseQueued, at(ev("queued", "a", nil), t0.Add(time.Second)))
 			return s.w, s.f
 		}, checkLost, "stuck: still queued"},
 		{"leased run made no progress during the drain", func() (*world, *final) {
 			s := newState()
 			s.f.drain = drainReport{Began: t0, Took: time.Minute, Quiet: 20 * time.Second, OutOfTime: true}
-			s.run("r1", "soak_echo", map[string]any{"id": "req-r1", "n": 1}, store.PhaseRunning, at(ev("leased", "a", nil), t0.Add(-time.Second)))
+			s.run("r1", "soak_echo", map[string]any{"id": "req-r1", "n": 1}, apitypes.PhaseRunning, at(ev("leased", "a", nil), t0.Add(-time.Second)))
 			return s.w, s.f
 		}, checkLost, "no progress at all during"},
 		{"run requeued before the drain waits its turn", func() (*world, *final) {
 			s := newState()
 			s.f.drain = drainReport{Began: t0, Took: time.Minute, Quiet: 20 * time.Second, OutOfTime: true}
-			s.run("r1", "soak_echo", map[string]any{"id": "req-r1", "n": 1}, store.PhaseRunning,
+			s.run("r1", "soak_echo", map[string]any{"id": "req-r1", "n": 1}, apitypes.PhaseRunning,
 				at(ev("leased", "a", nil), t0.Add(-2*time.Second)), at(ev("expired", "a", nil), t0.Add(-time.Second)))
 			return s.w, s.f
 		}, checkLost, ""},
 		{"queued run behind a backlog still moving is unfinished, not lost", func() (*world, *final) {
 			s := newState()
 			s.f.drain = drainReport{Began: t0, Took: time.Minute, Quiet: 20 * time.Second, OutOfTime: true}
-			s.run("r1", "soak_echo", map[string]any{"id": "req-r1", "n": 1}, store.PhaseQueued, at(ev("queued", "a", nil), t0.Add(-time.Second)))
-			s.run("r2", "soak_echo", map[string]any{"id": "req-r2", "n": 1}, store.PhaseRunning, at(ev("leased", "a", nil), t0.Add(time.Second)))
+			s.run("r1", "soak_echo", map[string]any{"id": "req-r1", "n": 1}, apitypes.PhaseQueued, at(ev("queued", "a", nil), t0.Add(-time.Second)))
+			s.run("r2", "soak_echo", map[string]any{"id": "req-r2", "n": 1}, apitypes.PhaseRunning, at(ev("leased", "a", nil), t0.Add(time.Second)))
 			if u := unfinished(s.w, s.f); len(u) != 2 {
 				panic(fmt.Sprintf("unfinished = %q, want both runs", u))
 			}
@@ -208,76 +207,76 @@ func violationCases() []violationCase {
 		{"parent never woken by its ended child", func() (*world, *final) {
 			s := newState()
 			s.f.drain = drainReport{Began: t0, Took: time.Minute, Quiet: 20 * time.Second}
-			s.run("r1", "soak_sub", map[string]any{"id": "req-r1", "n": 1}, store.PhaseWaiting,
+			s.run("r1", "soak_sub", map[string]any{"id": "req-r1", "n": 1}, apitypes.PhaseWaiting,
 				at(ev("waiting", "call", map[string]any{"for": "child", "child": "c1"}), t0.Add(time.Second)))
-			s.f.children["r1"] = []api.RunView{{ID: "c1", Parent: "r1", Phase: store.PhaseCompleted}}
-			s.f.events["c1"] = []*store.Event{at(ev("completed", "", nil), t0.Add(2*time.Second))}
+			s.f.children["r1"] = []apitypes.Run{{ID: "c1", Parent: "r1", Phase: apitypes.PhaseCompleted}}
+			s.f.events["c1"] = []*apitypes.Event{at(ev("completed", "", nil), t0.Add(2*time.Second))}
 			return s.w, s.f
 		}, checkLost, "never woke it"},
 		{"approval run parked on its human wait", func() (*world, *final) {
 			s := newState()
-			s.run("r1", "soak_wait", map[string]any{"id": "req-r1"}, store.PhaseWaiting,
+			s.run("r1", "soak_wait", map[string]any{"id": "req-r1"}, apitypes.PhaseWaiting,
 				at(ev("waiting", "w", map[string]any{"for": "human"}), t0.Add(-time.Hour)))
 			return s.w, s.f
 		}, checkLost, ""},
 		{"approval run parked on something else", func() (*world, *final) {
 			s := newState()
-			s.run("r1", "soak_wait", map[string]any{"id": "req-r1"}, store.PhaseWaiting,
+			s.run("r1", "soak_wait", map[string]any{"id": "req-r1"}, apitypes.PhaseWaiting,
 				at(ev("waiting", "w", map[string]any{"for": "child", "child": "c9"}), t0.Add(-time.Hour)))
 			return s.w, s.f
 		}, checkLost, `parked for "child"`},
 		{"input changed", func() (*world, *final) {
 			s := newState()
-			v := s.run("r1", "soak_echo", map[string]any{"id": "req-r1", "n": 1}, store.PhaseCompleted)
+			v := s.run("r1", "soak_echo", map[string]any{"id": "req-r1", "n": 1}, apitypes.PhaseCompleted)
 			v.Input = json.RawMessage(`{"id":"req-r1","n":2}`)
 			return s.w, s.f
 		}, checkIdentity, "has input"},
 		{"id changed", func() (*world, *final) {
 			s := newState()
-			s.run("r1", "soak_echo", map[string]any{"id": "req-r1", "n": 1}, store.PhaseCompleted)
+			s.run("r1", "soak_echo", map[string]any{"id": "req-r1", "n": 1}, apitypes.PhaseCompleted)
 			s.w.subs[0].runID = "r0"
 			return s.w, s.f
 		}, checkIdentity, "client was told is run r0"},
 		{"owner changed", func() (*world, *final) {
 			s := newState()
-			v := s.run("r1", "soak_echo", map[string]any{"id": "req-r1", "n": 1}, store.PhaseCompleted)
+			v := s.run("r1", "soak_echo", map[string]any{"id": "req-r1", "n": 1}, apitypes.PhaseCompleted)
 			v.Owner = "mallory"
 			return s.w, s.f
 		}, checkIdentity, "owned by"},
 		{"two runs one request id", func() (*world, *final) {
 			s := newState()
-			s.run("r1", "soak_echo", map[string]any{"id": "req-r1", "n": 1}, store.PhaseCompleted)
-			v := s.run("r2", "soak_echo", map[string]any{"id": "req-r1", "n": 1}, store.PhaseCompleted)
+			s.run("r1", "soak_echo", map[string]any{"id": "req-r1", "n": 1}, apitypes.PhaseCompleted)
+			v := s.run("r2", "soak_echo", map[string]any{"id": "req-r1", "n": 1}, apitypes.PhaseCompleted)
 			v.RequestID = "req-r1"
 			return s.w, s.f
 		}, checkDedup, "holds two runs"},
 		{"note applied twice", func() (*world, *final) {
 			s := newState()
-			s.run("r1", "soak_note", map[string]any{"id": "req-r1", "text": "t"}, store.PhaseCompleted, ev("node_completed", "put", nil))
+			s.run("r1", "soak_note", map[string]any{"id": "req-r1", "text": "t"}, apitypes.PhaseCompleted, ev("node_completed", "put", nil))
 			s.f.records.notes["soak/req-r1"] = "t"
 			s.f.records.applied["soak/req-r1"] = 2
 			return s.w, s.f
 		}, checkIdempotent, "applied under 2 idempotency keys"},
 		{"note lost", func() (*world, *final) {
 			s := newState()
-			s.run("r1", "soak_note", map[string]any{"id": "req-r1", "text": "t"}, store.PhaseCompleted, ev("node_completed", "put", nil))
+			s.run("r1", "soak_note", map[string]any{"id": "req-r1", "text": "t"}, apitypes.PhaseCompleted, ev("node_completed", "put", nil))
 			return s.w, s.f
 		}, checkIdempotent, "holds"},
 		{"wrong result", func() (*world, *final) {
 			s := newState()
-			v := s.run("r1", "soak_echo", map[string]any{"id": "req-r1", "n": 2.0}, store.PhaseCompleted)
+			v := s.run("r1", "soak_echo", map[string]any{"id": "req-r1", "n": 2.0}, apitypes.PhaseCompleted)
 			v.Output = json.RawMessage(`{"id":"req-r1","n2":5}`)
 			return s.w, s.f
 		}, checkOutputs, "completed with output"},
 		{"right result", func() (*world, *final) {
 			s := newState()
-			v := s.run("r1", "soak_echo", map[string]any{"id": "req-r1", "n": 2.0}, store.PhaseCompleted)
+			v := s.run("r1", "soak_echo", map[string]any{"id": "req-r1", "n": 2.0}, apitypes.PhaseCompleted)
 			v.Output = json.RawMessage(`{"id":"req-r1","n2":4}`)
 			return s.w, s.f
 		}, checkOutputs, ""},
 		{"failpoint never fired", func() (*world, *final) {
 			s := newState()
-			s.run("r1", "soak_echo", map[string]any{"id": "req-r1", "n": 1}, store.PhaseCompleted)
+			s.run("r1", "soak_echo", map[string]any{"id": "req-r1", "n": 1}, apitypes.PhaseCompleted)
 			for _, fp := range failpoints[1:] {
 				s.f.kills[fp] = 1
 			}
@@ -316,13 +315,13 @@ func violationCases() []violationCase {
 func fanState(out string, marker bool) *state {
 	s := newState()
 	cutoff := time.Date(2026, 1, 1, 0, 0, 1, 0, time.UTC)
-	v := s.run("r1", "soak_fan", map[string]any{"id": "req-r1", "ms": []any{1, 9}}, store.PhaseCompleted)
+	v := s.run("r1", "soak_fan", map[string]any{"id": "req-r1", "ms": []any{1, 9}}, apitypes.PhaseCompleted)
 	v.Output = json.RawMessage(out)
-	v.Progress = &engine.Progress{Cohorts: []engine.CohortView{{Node: "fan", State: "closed", Items: 2, Cutoff: cutoff, Marker: marker}}}
+	v.Progress = &apitypes.Progress{Cohorts: []apitypes.Cohort{{Node: "fan", State: "closed", Items: 2, Cutoff: cutoff, Marker: marker}}}
 	for i, at := range []time.Time{cutoff.Add(-time.Second), cutoff.Add(time.Second)} {
 		id := fmt.Sprintf("c%d", i)
-		s.f.children["r1"] = append(s.f.children["r1"], api.RunView{ID: id, Parent: "r1", Phase: store.PhaseCompleted})
-		s.f.events[id] = []*store.Event{{Type: "completed", At: at}}
+		s.f.children["r1"] = append(s.f.children["r1"], apitypes.Run{ID: id, Parent: "r1", Phase: apitypes.PhaseCompleted})
+		s.f.events[id] = []*apitypes.Event{{Type: "completed", At: at}}
 	}
 	return s
 }
@@ -331,7 +330,7 @@ func fanState(out string, marker bool) *state {
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // at sets an event's time.
-func at(e *store.Event, t time.Time) *store.Event {
+func at(e *apitypes.Event, t time.Time) *apitypes.Event {
 	e.At = t
 	return e
 }
@@ -343,10 +342,10 @@ func at(e *store.Event, t time.Time) *store.Event {
 func toolFanState(out, first, second string) *state {
 	s := newState()
 	cutoff := time.Date(2026, 1, 1, 0, 0, 1, 0, time.UTC)
-	v := s.run("r1", "soak_fuse", map[string]any{"id": "req-r1", "ms": []any{1, 9}}, store.PhaseCompleted,
+	v := s.run("r1", "soak_fuse", map[string]any{"id": "req-r1", "ms": []any{1, 9}}, apitypes.PhaseCompleted,
 		at(ev("item_done", "fan", map[string]any{"item": 0.0, "state": first, "task": "task_a"}), cutoff.Add(-time.Second)),
 		at(ev("item_done", "fan", map[string]any{"item": 1.0, "state": second, "task": "task_b"}), cutoff.Add(time.Second)))
 	v.Output = json.RawMessage(out)
-	v.Progress = &engine.Progress{Cohorts: []engine.CohortView{{Node: "fan", State: "closed", Items: 2, Cutoff: cutoff, Marker: true}}}
+	v.Progress = &apitypes.Progress{Cohorts: []apitypes.Cohort{{Node: "fan", State: "closed", Items: 2, Cutoff: cutoff, Marker: true}}}
 	return s
 }

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/weirhq/weir/runtime/api"
+	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/engine"
 	"github.com/weirhq/weir/runtime/store"
 )
@@ -73,7 +73,7 @@ var invariants = []invariant{
 		return fmt.Sprintf("%d notes stored, each applied under exactly one idempotency key", len(f.records.notes))
 	}},
 	{invOutputs, checkOutputs, func(w *world, f *final) string {
-		return fmt.Sprintf("%d completed runs checked against their inputs", countPhase(f, store.PhaseCompleted))
+		return fmt.Sprintf("%d completed runs checked against their inputs", countPhase(f, apitypes.PhaseCompleted))
 	}},
 	{invLease, checkLeases, func(w *world, f *final) string {
 		n := 0
@@ -104,7 +104,7 @@ var invariants = []invariant{
 			}
 		}
 		return fmt.Sprintf("%d fan-outs closed with a marker and a cutoff, %d children published before it, %d ended late and stayed out; %d approvals of the %d wait runs meant to be decided (of %d), %d subflow parents completed",
-			w.counts["cohorts closed"], w.counts["cohort results"], w.counts["cohort late"], w.counts["approved"], meant, countFlow(f, "soak_wait"), countFlowPhase(f, "soak_sub", store.PhaseCompleted))
+			w.counts["cohorts closed"], w.counts["cohort results"], w.counts["cohort late"], w.counts["approved"], meant, countFlow(f, "soak_wait"), countFlowPhase(f, "soak_sub", apitypes.PhaseCompleted))
 	}},
 	{invCoverage, checkCoverage, func(w *world, f *final) string {
 		parts := []string{}
@@ -125,8 +125,8 @@ func acceptedCount(w *world) int {
 	return n
 }
 
-func byID(f *final) map[string]*api.RunView {
-	m := make(map[string]*api.RunView, len(f.runs))
+func byID(f *final) map[string]*apitypes.Run {
+	m := make(map[string]*apitypes.Run, len(f.runs))
 	for i := range f.runs {
 		m[f.runs[i].ID] = &f.runs[i]
 	}
@@ -153,7 +153,7 @@ func checkLost(w *world, f *final) []string {
 			bad = append(bad, fmt.Sprintf("run %s (%s, %s) was accepted and is not in the store", s.runID, s.reqID, s.kind.flow))
 			continue
 		case !busy(v):
-			if v.Phase == store.PhaseWaiting {
+			if v.Phase == apitypes.PhaseWaiting {
 				if w := waitingFor(f.events[v.ID]); w != "human" {
 					bad = append(bad, fmt.Sprintf("run %s (%s) is parked for %q, which only a human wait may be at the end", v.ID, v.Flow, w))
 				}
@@ -182,7 +182,7 @@ func checkLost(w *world, f *final) []string {
 // step. A run whose last event leaves its task in the queue (queued,
 // expired, a retry or a park) is waiting its turn behind the backlog while
 // the system moves, which is not being stuck.
-func heldStill(last *store.Event, d drainReport) bool {
+func heldStill(last *apitypes.Event, d drainReport) bool {
 	return last != nil && (last.Type == "leased" || last.Type == "renewed") && last.At.Before(d.Began)
 }
 
@@ -208,11 +208,11 @@ func unfinished(w *world, f *final) []string {
 // lostWake says why a run parked on a subflow child is lost: its child
 // ended a quiet window before the drain did and never woke it (the one who
 // knows tells; only the 24-hour fallback clock would find it). "" if not.
-func lostWake(v *api.RunView, f *final) string {
-	if v.Phase != store.PhaseWaiting {
+func lostWake(v *apitypes.Run, f *final) string {
+	if v.Phase != apitypes.PhaseWaiting {
 		return ""
 	}
-	var e *store.Event
+	var e *apitypes.Event
 	for _, x := range f.events[v.ID] {
 		if x.Type == "waiting" {
 			e = x
@@ -237,7 +237,7 @@ func lostWake(v *api.RunView, f *final) string {
 
 // waitingFor is what the run's last park waits for ("human", "child",
 // "cohort"), from its last waiting event.
-func waitingFor(evs []*store.Event) string {
+func waitingFor(evs []*apitypes.Event) string {
 	kind := ""
 	for _, e := range evs {
 		if e.Type == "waiting" {
@@ -247,14 +247,14 @@ func waitingFor(evs []*store.Event) string {
 	return kind
 }
 
-func lastEvent(evs []*store.Event) *store.Event {
+func lastEvent(evs []*apitypes.Event) *apitypes.Event {
 	if len(evs) == 0 {
 		return nil
 	}
 	return evs[len(evs)-1]
 }
 
-func describe(e *store.Event) string {
+func describe(e *apitypes.Event) string {
 	if e == nil {
 		return "none"
 	}
@@ -266,7 +266,7 @@ func describe(e *store.Event) string {
 }
 
 // endedAt is the time of a timeline's terminal event.
-func endedAt(evs []*store.Event) (time.Time, bool) {
+func endedAt(evs []*apitypes.Event) (time.Time, bool) {
 	for _, e := range evs {
 		if e.Type == "completed" || e.Type == "failed" || e.Type == "cancelled" {
 			return e.At, true
@@ -390,7 +390,7 @@ func checkUnknown(w *world, f *final) []string {
 	return bad
 }
 
-func errCode(v *api.RunView) string {
+func errCode(v *apitypes.Run) string {
 	if v.Error == nil {
 		return "no error"
 	}
@@ -450,7 +450,7 @@ func checkOutputs(w *world, f *final) []string {
 func checkLeases(w *world, f *final) []string {
 	var bad []string
 	for runID, evs := range f.events {
-		held := map[string]*store.Event{} // task → its leased event
+		held := map[string]*apitypes.Event{} // task → its leased event
 		for _, e := range evs {
 			task := taskOf(e)
 			switch e.Type {
@@ -477,7 +477,7 @@ func checkLeases(w *world, f *final) []string {
 
 // taskOf names the task an event is about. Runs have one step task today;
 // fan-out items will carry theirs in the event detail.
-func taskOf(e *store.Event) string {
+func taskOf(e *apitypes.Event) string {
 	if t, ok := e.Detail["task"].(string); ok {
 		return t
 	}
@@ -526,10 +526,10 @@ func checkCancels(w *world, f *final) []string {
 		}
 		asked := false
 		for _, a := range s.cancel {
-			if a == engine.CancelRequested {
+			if a == apitypes.CancelRequested {
 				asked = true
 			}
-			if a != engine.CancelRequested && a != engine.CancelTooLate && a != engine.CancelAlreadyTerminal {
+			if a != apitypes.CancelRequested && a != apitypes.CancelTooLate && a != apitypes.CancelAlreadyTerminal {
 				bad = append(bad, fmt.Sprintf("run %s: cancel answered %q", v.ID, a))
 			}
 		}
@@ -552,10 +552,10 @@ func checkCancels(w *world, f *final) []string {
 		if asked && requestedAt == 0 {
 			bad = append(bad, fmt.Sprintf("run %s: cancel answered requested, no cancel_requested in its timeline", v.ID))
 		}
-		if asked && v.Phase != store.PhaseCancelled && v.Phase != store.PhaseCompleted {
+		if asked && v.Phase != apitypes.PhaseCancelled && v.Phase != apitypes.PhaseCompleted {
 			bad = append(bad, fmt.Sprintf("run %s: cancel answered requested, the run ended %s", v.ID, v.Phase))
 		}
-		if v.Phase == store.PhaseCancelled && requestedAt == 0 {
+		if v.Phase == apitypes.PhaseCancelled && requestedAt == 0 {
 			bad = append(bad, fmt.Sprintf("run %s ended cancelled and nobody cancelled it", v.ID))
 		}
 	}
@@ -577,7 +577,7 @@ func checkCoverage(w *world, f *final) []string {
 	return bad
 }
 
-func countPhase(f *final, p store.Phase) int {
+func countPhase(f *final, p apitypes.Phase) int {
 	n := 0
 	for _, v := range f.runs {
 		if v.Phase == p {
@@ -622,7 +622,7 @@ type fanResult struct {
 func checkCohorts(w *world, f *final) []string {
 	var bad []string
 	for _, v := range f.runs {
-		if k := kindByFlow(v.Flow); k == nil || !k.cohort || v.Phase != store.PhaseCompleted {
+		if k := kindByFlow(v.Flow); k == nil || !k.cohort || v.Phase != apitypes.PhaseCompleted {
 			continue
 		}
 		if v.Progress == nil || len(v.Progress.Cohorts) != 1 {
@@ -689,7 +689,7 @@ func checkCohorts(w *world, f *final) []string {
 }
 
 // completedAt is the time of a timeline's "completed" event.
-func completedAt(evs []*store.Event) (time.Time, bool) {
+func completedAt(evs []*apitypes.Event) (time.Time, bool) {
 	for _, e := range evs {
 		if e.Type == "completed" {
 			return e.At, true
@@ -698,7 +698,7 @@ func completedAt(evs []*store.Event) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-func countFlowPhase(f *final, flow string, p store.Phase) int {
+func countFlowPhase(f *final, flow string, p apitypes.Phase) int {
 	n := 0
 	for _, v := range f.runs {
 		if v.Flow == flow && v.Phase == p {

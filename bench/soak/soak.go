@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/bench/internal/daemon"
-	"github.com/weirhq/weir/runtime/api"
+	"github.com/weirhq/weir/runtime/api/apitypes"
+	"github.com/weirhq/weir/runtime/api/client"
 	"github.com/weirhq/weir/runtime/engine"
-	"github.com/weirhq/weir/runtime/store"
 )
 
 // Config is one soak.
@@ -74,7 +74,7 @@ type submission struct {
 	kind   *kind
 	input  map[string]any
 	runID  string
-	cancel []engine.CancelAnswer // answers to cancels of this run
+	cancel []apitypes.CancelAnswer // answers to cancels of this run
 	// approve: a run parked on a human wait that the approver is to
 	// decide (some are left undecided on purpose); decided once it was.
 	approve, decided bool
@@ -138,7 +138,7 @@ func (w *world) known() *submission {
 type actor struct {
 	name  string
 	every time.Duration
-	act   func(ctx context.Context, w *world, c *daemon.Client)
+	act   func(ctx context.Context, w *world, c *client.Client)
 }
 
 var actors = []actor{
@@ -155,8 +155,8 @@ var actors = []actor{
 // wait. A run listed waiting may have been decided in an answer a kill
 // took (E_ALREADY_DECIDED) or moved on since (E_NOT_WAITING); any other
 // answer of the API is a violation of the wait's contract.
-func approveWaiting(ctx context.Context, w *world, c *daemon.Client) {
-	waiting, err := c.Runs(ctx, store.PhaseWaiting)
+func approveWaiting(ctx context.Context, w *world, c *client.Client) {
+	waiting, err := c.RunListAll(ctx, client.RunListParams{Phase: apitypes.PhaseWaiting})
 	if err != nil {
 		return
 	}
@@ -172,8 +172,8 @@ func approveWaiting(ctx context.Context, w *world, c *daemon.Client) {
 			continue
 		}
 		payload, _ := json.Marshal(map[string]any{"by": "soak", "id": s.input["id"]})
-		err := c.Decide(ctx, s.runID, "w", true, payload, "")
-		switch code := daemon.Code(err); {
+		_, err := c.RunApprove(ctx, s.runID, "w", payload)
+		switch code := client.ErrorCode(err); {
 		case err == nil:
 			w.count("approved")
 			w.decided(s)
@@ -202,7 +202,7 @@ func (w *world) decided(s *submission) {
 }
 
 // submitNew sends a new request id.
-func submitNew(ctx context.Context, w *world, c *daemon.Client) {
+func submitNew(ctx context.Context, w *world, c *client.Client) {
 	w.mu.Lock()
 	w.next++
 	k := pickKind(w.rng)
@@ -216,9 +216,9 @@ func submitNew(ctx context.Context, w *world, c *daemon.Client) {
 }
 
 // send submits s with its own input and records what the answer says.
-func (w *world) send(ctx context.Context, c *daemon.Client, s *submission) {
+func (w *world) send(ctx context.Context, c *client.Client, s *submission) {
 	in, _ := json.Marshal(s.input)
-	res, err := c.StartRun(ctx, s.kind.flow, in, s.reqID)
+	res, err := c.RunStart(ctx, apitypes.StartRequest{Flow: s.kind.flow, Input: in, RequestID: s.reqID})
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	switch {
@@ -241,9 +241,9 @@ func (w *world) send(ctx context.Context, c *daemon.Client, s *submission) {
 		if !res.Existing {
 			w.inline[invDedup] = append(w.inline[invDedup], fmt.Sprintf("%s re-sent with its input answered a new run %s", s.reqID, res.RunID))
 		}
-	case daemon.Code(err) != "":
-		w.counts["refused "+daemon.Code(err)]++
-		switch code := daemon.Code(err); {
+	case client.ErrorCode(err) != "":
+		w.counts["refused "+client.ErrorCode(err)]++
+		switch code := client.ErrorCode(err); {
 		case s.runID == "" && (code == engine.CodeQueueFull || code == engine.CodeBadInput || code == engine.CodeUnknownFlow):
 			w.removePending(s) // refused after the dedup lookup: no run holds this request id
 		case s.runID != "":
@@ -279,7 +279,7 @@ func (w *world) removePending(s *submission) {
 // must be the same run, marked existing; if its first answer was lost,
 // this is how the client learns its fate) or, for a run known to exist,
 // with another input (which must be refused).
-func submitDuplicate(ctx context.Context, w *world, c *daemon.Client) {
+func submitDuplicate(ctx context.Context, w *world, c *client.Client) {
 	w.mu.Lock()
 	var s *submission
 	if len(w.pending) > 0 && w.rng.IntN(2) == 0 {
@@ -303,8 +303,8 @@ func submitDuplicate(ctx context.Context, w *world, c *daemon.Client) {
 	}
 	other["id"] = s.reqID + "-other"
 	in, _ := json.Marshal(other)
-	res, err := c.StartRun(ctx, s.kind.flow, in, s.reqID)
-	switch code := daemon.Code(err); {
+	res, err := c.RunStart(ctx, apitypes.StartRequest{Flow: s.kind.flow, Input: in, RequestID: s.reqID})
+	switch code := client.ErrorCode(err); {
 	case err == nil:
 		w.violate(invDedup, "%s re-sent with a different input was accepted as run %s (existing=%v)", s.reqID, res.RunID, res.Existing)
 	case code == engine.CodeDedupConflict:
@@ -316,7 +316,7 @@ func submitDuplicate(ctx context.Context, w *world, c *daemon.Client) {
 
 // cancelOne cancels one of the latest runs (most likely still in flight)
 // and keeps the answer.
-func cancelOne(ctx context.Context, w *world, c *daemon.Client) {
+func cancelOne(ctx context.Context, w *world, c *client.Client) {
 	w.mu.Lock()
 	var s *submission
 	if n := len(w.subs); n > 0 {
@@ -326,9 +326,9 @@ func cancelOne(ctx context.Context, w *world, c *daemon.Client) {
 	if s == nil || s.runID == "" {
 		return
 	}
-	a, err := c.Cancel(ctx, s.runID)
+	a, err := c.RunCancel(ctx, s.runID)
 	if err != nil {
-		if daemon.Code(err) != "" {
+		if client.ErrorCode(err) != "" {
 			w.violate(invCancel, "cancel of %s: %v", s.runID, err)
 		}
 		return
@@ -383,11 +383,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	var files []engine.SourceFile
+	var files []apitypes.SourceFile
 	for _, k := range kinds {
-		files = append(files, engine.SourceFile{Path: k.name + ".star", Src: k.src})
+		files = append(files, apitypes.SourceFile{Path: k.name + ".star", Src: k.src})
 	}
-	if _, err := d.Client().Register(ctx, files...); err != nil {
+	if _, err := d.Client().FlowRegister(ctx, files...); err != nil {
 		d.Kill()
 		return nil, fmt.Errorf("registering the workload: %w", err)
 	}
@@ -486,7 +486,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	drained := time.Now()
-	runs, err := c.Runs(ctx, "")
+	runs, err := c.RunListAll(ctx, client.RunListParams{})
 	if err != nil {
 		return nil, err
 	}
@@ -584,24 +584,24 @@ func drainBound(least, quiet, perRun time.Duration, backlog int) time.Duration {
 }
 
 // unfinishedPhases are the phases of a run that has not ended.
-var unfinishedPhases = []store.Phase{store.PhaseQueued, store.PhaseRunning, store.PhaseCompleting, store.PhaseWaiting}
+var unfinishedPhases = []apitypes.Phase{apitypes.PhaseQueued, apitypes.PhaseRunning, apitypes.PhaseCompleting, apitypes.PhaseWaiting}
 
 // busy says whether a run still has work to do: not ended, and not parked
 // on the human wait of the approval kind (which nobody may ever decide).
 // The checks look closer at what a waiting run waits for.
-func busy(v *api.RunView) bool {
+func busy(v *apitypes.Run) bool {
 	if v.Phase.Terminal() {
 		return false
 	}
 	k := kindByFlow(v.Flow)
-	return !(v.Phase == store.PhaseWaiting && k != nil && k.mayWait)
+	return !(v.Phase == apitypes.PhaseWaiting && k != nil && k.mayWait)
 }
 
 // drain waits until the system is quiescent: every run ended or parked on
 // a human wait; or nothing moved for the quiet window (what is unfinished
 // then is stuck); or the bound derived from the backlog passed while runs
 // were still moving (those are reported as unfinished, not as lost).
-func drain(ctx context.Context, c *daemon.Client, cfg Config) (drainReport, error) {
+func drain(ctx context.Context, c *client.Client, cfg Config) (drainReport, error) {
 	d := drainReport{Began: time.Now(), Quiet: cfg.Quiet}
 	if h, err := c.Health(ctx); err == nil {
 		d.Queued, d.Held = h.Queued, h.Held
@@ -612,7 +612,7 @@ func drain(ctx context.Context, c *daemon.Client, cfg Config) (drainReport, erro
 		var sig strings.Builder
 		left := 0
 		for _, p := range unfinishedPhases {
-			runs, err := c.Runs(ctx, p)
+			runs, err := c.RunListAll(ctx, client.RunListParams{Phase: p})
 			if err != nil {
 				return d, err
 			}
@@ -660,16 +660,16 @@ func drain(ctx context.Context, c *daemon.Client, cfg Config) (drainReport, erro
 // final is what the checks look at: the store's runs and timelines, as the
 // last daemon answered them, and the plugins' own records.
 type final struct {
-	runs     []api.RunView
-	children map[string][]api.RunView // runs started by a run, by its id
-	events   map[string][]*store.Event
+	runs     []apitypes.Run
+	children map[string][]apitypes.Run // runs started by a run, by its id
+	events   map[string][]*apitypes.Event
 	records  *records
 	kills    map[string]int
 	drain    drainReport
 }
 
-func collect(ctx context.Context, w *world, c *daemon.Client, runs []api.RunView) (*final, error) {
-	fin := &final{events: map[string][]*store.Event{}, children: map[string][]api.RunView{}}
+func collect(ctx context.Context, w *world, c *client.Client, runs []apitypes.Run) (*final, error) {
+	fin := &final{events: map[string][]*apitypes.Event{}, children: map[string][]apitypes.Run{}}
 	for _, v := range runs {
 		// Runs started by subflows and fan-outs are the engine's, not the
 		// client's: their timelines are checked, their identity is not.
@@ -678,7 +678,7 @@ func collect(ctx context.Context, w *world, c *daemon.Client, runs []api.RunView
 			fin.children[v.Parent] = append(fin.children[v.Parent], v)
 		case kindByFlow(v.Flow) != nil && kindByFlow(v.Flow).cohort:
 			// The list omits progress; the cohort invariant reads it.
-			full, err := c.Run(ctx, v.ID)
+			full, err := c.RunGet(ctx, v.ID)
 			if err != nil {
 				return nil, fmt.Errorf("run %s: %w", v.ID, err)
 			}
@@ -686,7 +686,7 @@ func collect(ctx context.Context, w *world, c *daemon.Client, runs []api.RunView
 		default:
 			fin.runs = append(fin.runs, v)
 		}
-		evs, err := c.Events(ctx, v.ID)
+		evs, err := c.RunEventsAll(ctx, v.ID, client.EventListParams{})
 		if err != nil {
 			return nil, fmt.Errorf("events of %s: %w", v.ID, err)
 		}

@@ -6,9 +6,8 @@ import (
 	"math/rand/v2"
 	"reflect"
 
-	"github.com/weirhq/weir/runtime/api"
+	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/engine"
-	"github.com/weirhq/weir/runtime/store"
 )
 
 // kind is one shape of run in the mixed workload: a flow, how often it is
@@ -27,7 +26,7 @@ type kind struct {
 	input func(r *rand.Rand, id string) map[string]any
 	// check looks at a terminal run of this kind (its view and timeline,
 	// with the plugins' records in o) and returns what is wrong with it.
-	check func(v *api.RunView, in map[string]any, evs []*store.Event, o *records) []string
+	check func(v *apitypes.Run, in map[string]any, evs []*apitypes.Event, o *records) []string
 	// mayWait says a run of this kind may legitimately end the soak in
 	// phase waiting, parked on a human wait nobody decided.
 	mayWait bool
@@ -55,8 +54,8 @@ flow(
 )
 `,
 		input: func(r *rand.Rand, id string) map[string]any { return map[string]any{"id": id, "n": r.IntN(1000)} },
-		check: func(v *api.RunView, in map[string]any, _ []*store.Event, _ *records) []string {
-			if v.Phase != store.PhaseCompleted {
+		check: func(v *apitypes.Run, in map[string]any, _ []*apitypes.Event, _ *records) []string {
+			if v.Phase != apitypes.PhaseCompleted {
 				return nil
 			}
 			return wantOutput(v, map[string]any{"id": in["id"], "n2": num(in["n"]) * 2})
@@ -75,8 +74,8 @@ flow(
 )
 `,
 		input: func(r *rand.Rand, id string) map[string]any { return map[string]any{"id": id, "times": r.IntN(6)} },
-		check: func(v *api.RunView, in map[string]any, evs []*store.Event, _ *records) []string {
-			if v.Phase != store.PhaseCompleted {
+		check: func(v *apitypes.Run, in map[string]any, evs []*apitypes.Event, _ *records) []string {
+			if v.Phase != apitypes.PhaseCompleted {
 				return nil
 			}
 			if num(in["times"]) <= 3 {
@@ -107,8 +106,8 @@ flow(
 )
 `,
 		input: func(r *rand.Rand, id string) map[string]any { return map[string]any{"id": id} },
-		check: func(v *api.RunView, in map[string]any, evs []*store.Event, _ *records) []string {
-			if v.Phase != store.PhaseCompleted {
+		check: func(v *apitypes.Run, in map[string]any, evs []*apitypes.Event, _ *records) []string {
+			if v.Phase != apitypes.PhaseCompleted {
 				return nil
 			}
 			if outputEquals(v, map[string]any{"id": in["id"], "unknown": true}) {
@@ -134,8 +133,8 @@ flow(
 		input: func(r *rand.Rand, id string) map[string]any {
 			return map[string]any{"id": id, "text": fmt.Sprintf("%s-%d", id, r.IntN(1e6))}
 		},
-		check: func(v *api.RunView, in map[string]any, _ []*store.Event, _ *records) []string {
-			if v.Phase != store.PhaseCompleted {
+		check: func(v *apitypes.Run, in map[string]any, _ []*apitypes.Event, _ *records) []string {
+			if v.Phase != apitypes.PhaseCompleted {
 				return nil
 			}
 			return wantOutput(v, map[string]any{"id": in["id"], "noted": "soak/" + in["id"].(string)})
@@ -165,8 +164,8 @@ flow(
 			}
 			return map[string]any{"id": id, "costs": costs}
 		},
-		check: func(v *api.RunView, in map[string]any, evs []*store.Event, _ *records) []string {
-			if v.Phase != store.PhaseCompleted {
+		check: func(v *apitypes.Run, in map[string]any, evs []*apitypes.Event, _ *records) []string {
+			if v.Phase != apitypes.PhaseCompleted {
 				return nil
 			}
 			if outputEquals(v, map[string]any{"id": in["id"], "over": true}) {
@@ -187,8 +186,8 @@ flow(
 )
 `,
 		input: func(r *rand.Rand, id string) map[string]any { return map[string]any{"id": id, "ms": 100 + r.IntN(700)} },
-		check: func(v *api.RunView, in map[string]any, _ []*store.Event, _ *records) []string {
-			if v.Phase != store.PhaseCompleted {
+		check: func(v *apitypes.Run, in map[string]any, _ []*apitypes.Event, _ *records) []string {
+			if v.Phase != apitypes.PhaseCompleted {
 				return nil
 			}
 			return wantOutput(v, map[string]any{"id": in["id"], "slept": in["ms"]})
@@ -206,8 +205,8 @@ flow(
 )
 `,
 		input: func(r *rand.Rand, id string) map[string]any { return map[string]any{"id": id, "n": r.IntN(1000)} },
-		check: func(v *api.RunView, in map[string]any, _ []*store.Event, _ *records) []string {
-			if v.Phase != store.PhaseCompleted {
+		check: func(v *apitypes.Run, in map[string]any, _ []*apitypes.Event, _ *records) []string {
+			if v.Phase != apitypes.PhaseCompleted {
 				return nil
 			}
 			return wantOutput(v, map[string]any{"id": in["id"], "child": map[string]any{"id": in["id"], "n2": num(in["n"]) * 2}})
@@ -227,8 +226,8 @@ flow(
 )
 `,
 		input: func(r *rand.Rand, id string) map[string]any { return map[string]any{"id": id} },
-		check: func(v *api.RunView, in map[string]any, _ []*store.Event, _ *records) []string {
-			if v.Phase != store.PhaseCompleted {
+		check: func(v *apitypes.Run, in map[string]any, _ []*apitypes.Event, _ *records) []string {
+			if v.Phase != apitypes.PhaseCompleted {
 				return nil
 			}
 			return wantOutput(v, map[string]any{"id": in["id"], "approved": map[string]any{"by": "soak", "id": in["id"]}})
@@ -254,7 +253,7 @@ flow(
 			}
 			return map[string]any{"id": id, "ms": ms}
 		},
-		check: func(v *api.RunView, in map[string]any, _ []*store.Event, _ *records) []string {
+		check: func(v *apitypes.Run, in map[string]any, _ []*apitypes.Event, _ *records) []string {
 			return nil // checked by the cohort invariant
 		},
 	},
@@ -280,7 +279,7 @@ flow(
 			}
 			return map[string]any{"id": id, "ms": ms}
 		},
-		check: func(v *api.RunView, in map[string]any, _ []*store.Event, _ *records) []string {
+		check: func(v *apitypes.Run, in map[string]any, _ []*apitypes.Event, _ *records) []string {
 			return nil // checked by the cohort invariant
 		},
 	},
@@ -312,7 +311,7 @@ func pickKind(r *rand.Rand) *kind {
 }
 
 // outputEquals compares a run's output with want as JSON values.
-func outputEquals(v *api.RunView, want map[string]any) bool {
+func outputEquals(v *apitypes.Run, want map[string]any) bool {
 	var got any
 	if json.Unmarshal(v.Output, &got) != nil {
 		return false
@@ -320,7 +319,7 @@ func outputEquals(v *api.RunView, want map[string]any) bool {
 	return reflect.DeepEqual(got, normalize(want))
 }
 
-func wantOutput(v *api.RunView, want map[string]any) []string {
+func wantOutput(v *apitypes.Run, want map[string]any) []string {
 	if outputEquals(v, want) {
 		return nil
 	}
@@ -347,7 +346,7 @@ func num(v any) float64 {
 }
 
 // nodeFailedCode is the code of the last node_failed event of node.
-func nodeFailedCode(evs []*store.Event, node string) string {
+func nodeFailedCode(evs []*apitypes.Event, node string) string {
 	code := ""
 	for _, e := range evs {
 		if e.Type == "node_failed" && e.Node == node {

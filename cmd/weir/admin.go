@@ -6,8 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/weirhq/weir/runtime/api"
-	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/runtime/api/client"
 )
 
 func init() {
@@ -25,8 +24,8 @@ new starts; no work in hand is stopped. Only the OS user running the daemon
 may reload, on the Unix socket.`,
 			Args: exactArgs(0),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				var res api.ReloadResult
-				if err := m.client().do(cmd.Context(), "POST", "/admin/reload", nil, &res); err != nil {
+				res, err := m.api().AdminReload(cmd.Context())
+				if err != nil {
 					return m.apiFailure(err)
 				}
 				if asJSON {
@@ -55,8 +54,8 @@ the caller, the action and the run. Only the OS user running the daemon may
 read it, on the Unix socket.`,
 			Args: exactArgs(0),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				var evs []*store.Event
-				if err := m.client().do(cmd.Context(), "GET", fmt.Sprintf("/admin/audit?after=%d", after), nil, &evs); err != nil {
+				evs, err := m.api().AdminAudit(cmd.Context(), client.EventListParams{After: after})
+				if err != nil {
 					return m.apiFailure(err)
 				}
 				if auditJSON {

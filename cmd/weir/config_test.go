@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -20,8 +21,8 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/internal/testutil"
-	"github.com/weirhq/weir/runtime/api"
-	"github.com/weirhq/weir/runtime/engine"
+	"github.com/weirhq/weir/runtime/api/apitypes"
+	"github.com/weirhq/weir/runtime/api/client"
 )
 
 // freePort returns a loopback port nothing listens on right now.
@@ -109,21 +110,23 @@ metrics {
 		return strings.Contains(logs.String(), s)
 	}
 
-	m := NewMain()
-	m.SocketPath = sock
-	local := m.client()
+	local := client.NewUnix(sock)
+	t.Cleanup(local.Close)
 	ctx := context.Background()
-	status := func() api.Status {
+	status := func() *apitypes.Status {
 		t.Helper()
-		var st api.Status
-		if err := local.do(ctx, "GET", "/health", nil, &st); err != nil {
-			t.Fatal(err)
+		st, err := local.Health(ctx)
+		if err != nil || !st.Open() {
+			t.Fatalf("status %+v %v", st, err)
 		}
 		return st
 	}
 	testutil.Eventually(t, 30*time.Second, func() error {
-		var st api.Status
-		return local.do(ctx, "GET", "/health", nil, &st)
+		st, err := local.Health(ctx)
+		if err == nil && !st.Open() {
+			err = fmt.Errorf("admission %s", st.Admission)
+		}
+		return err
 	})
 	if st := status(); st.Slots != 2 || st.Config == nil || st.Config.Version != 1 || st.Config.File != cfgPath {
 		t.Fatalf("status %+v %+v", st, st.Config)
@@ -140,45 +143,39 @@ metrics {
 	}
 
 	// Two owners over TCP, told apart by their tokens only.
-	tcp := func(token, method, path string, body any) (int, []byte) {
+	tcp := func(token string) *client.Client {
 		t.Helper()
-		var rd io.Reader
-		if body != nil {
-			b, _ := json.Marshal(body)
-			rd = bytes.NewReader(b)
-		}
-		req, _ := http.NewRequest(method, "http://"+tcpAddr+"/v1"+path, rd)
+		var opts []client.Option
 		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
+			opts = append(opts, client.WithToken(token))
 		}
-		resp, err := http.DefaultClient.Do(req)
+		c, err := client.New("http://"+tcpAddr, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, b
+		t.Cleanup(c.Close)
+		return c
 	}
-	if err := local.do(ctx, "POST", "/flows", api.RegisterRequest{Files: []engine.SourceFile{{Path: "f.star",
-		Src: `flow(name = "hello", nodes = [task("greet", tool = "testkit.echo", args = lambda ctx: {"hello": ctx.input})])`}}}, nil); err != nil {
+	alice, bob := tcp("alice-token-0123456789"), tcp("bob-token-0123456789ab")
+	if _, err := local.FlowRegister(ctx, apitypes.SourceFile{Path: "f.star",
+		Src: `flow(name = "hello", nodes = [task("greet", tool = "testkit.echo", args = lambda ctx: {"hello": ctx.input})])`}); err != nil {
 		t.Fatal(err)
 	}
-	code, body := tcp("alice-token-0123456789", "POST", "/runs", api.StartRequest{Flow: "hello", Input: json.RawMessage(`1`)})
-	var started engine.StartResult
-	if code != 201 || json.Unmarshal(body, &started) != nil {
-		t.Fatalf("alice's start over TCP: %d %s", code, body)
+	started, err := alice.RunStart(ctx, apitypes.StartRequest{Flow: "hello", Input: json.RawMessage(`1`)})
+	if err != nil || started.Existing {
+		t.Fatalf("alice's start over TCP: %+v %v", started, err)
 	}
-	if code, body := tcp("alice-token-0123456789", "GET", "/runs/"+started.RunID, nil); code != 200 || !strings.Contains(string(body), `"owner":"alice"`) {
-		t.Errorf("alice reads her run: %d %s", code, body)
+	if v, err := alice.RunGet(ctx, started.RunID); err != nil || v.Owner != "alice" {
+		t.Errorf("alice reads her run: %+v %v", v, err)
 	}
-	if code, body := tcp("bob-token-0123456789ab", "GET", "/runs/"+started.RunID, nil); code != 404 || !strings.Contains(string(body), engine.CodeNotFound) {
-		t.Errorf("bob reads alice's run: %d %s", code, body)
+	var ae *client.Error
+	if v, err := bob.RunGet(ctx, started.RunID); !errors.As(err, &ae) || ae.HTTPStatus != 404 || ae.Code != apitypes.CodeNotFound {
+		t.Errorf("bob reads alice's run: %+v %v", v, err)
 	}
-	if code, _ := tcp("", "GET", "/health", nil); code != 401 {
-		t.Errorf("no token: %d", code)
+	if st, err := tcp("").Health(ctx); !errors.As(err, &ae) || ae.HTTPStatus != 401 {
+		t.Errorf("no token: %+v %v", st, err)
 	}
-	var v api.RunView
-	if err := local.do(ctx, "GET", "/runs/"+started.RunID, nil, &v); err == nil {
+	if v, err := local.RunGet(ctx, started.RunID); err == nil {
 		t.Errorf("the local user reads alice's run: %+v", v)
 	}
 
@@ -402,14 +399,14 @@ func TestPrintStatus(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name string
-		st   api.Status
+		st   apitypes.Status
 		want []string
 	}{
-		{"storage failure", api.Status{Health: engine.Health{Admission: engine.CodeStorage, Reason: "write 000003.vlog: no space left on device", Queued: 3, Held: 1, Slots: 8}},
+		{"storage failure", apitypes.Status{Admission: apitypes.CodeStorage, Reason: "write 000003.vlog: no space left on device", Queued: 3, Held: 1, Slots: 8},
 			[]string{"admission:       E_STORAGE (the store failed; admission stays closed until the daemon is restarted)\n                 write 000003.vlog: no space left on device\n",
 				"queued tasks:    3\n", "held tasks:      1\n", "slots:           8\n"}},
-		{"draining", api.Status{Health: engine.Health{Admission: engine.CodeDraining, Reason: "the engine is stopping", Queued: 5, Held: 2, Slots: 64},
-			Config: &api.ConfigInfo{Version: 3, File: "/etc/weir.hcl", Pinned: []string{"workers", "grace"}}, Caller: &api.Identity{Owner: "alice"}},
+		{"draining", apitypes.Status{Admission: apitypes.CodeDraining, Reason: "the engine is stopping", Queued: 5, Held: 2, Slots: 64,
+			Config: &apitypes.ConfigInfo{Version: 3, File: "/etc/weir.hcl", Pinned: []string{"workers", "grace"}}, Caller: &apitypes.Caller{Owner: "alice"}},
 			[]string{"admission:       E_DRAINING (the engine is stopping)\n", "queued tasks:    5\n", "held tasks:      2\n",
 				"config version:  3 (/etc/weir.hcl)\n", "pinned by flags: workers, grace\n", "you are:         alice (bearer token)\n"}},
 	}

@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/internal/testutil"
-	"github.com/weirhq/weir/runtime/api"
+	"github.com/weirhq/weir/runtime/api/apitypes"
+	"github.com/weirhq/weir/runtime/api/client"
 	"github.com/weirhq/weir/runtime/engine"
-	"github.com/weirhq/weir/runtime/store"
 )
 
 // binaries returns the weir binary built from this tree and a plugins
@@ -38,6 +38,7 @@ type daemon struct {
 	cmd     *exec.Cmd
 	exited  chan error
 	logs    *testutil.Buffer
+	api     *client.Client
 }
 
 func newDaemon(t *testing.T) *daemon {
@@ -49,7 +50,10 @@ func newDaemon(t *testing.T) *daemon {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(sockDir) })
-	return &daemon{t: t, weir: weir, plugins: plugins, data: data, socket: filepath.Join(sockDir, "s"), logs: &testutil.Buffer{}}
+	sock := filepath.Join(sockDir, "s")
+	d := &daemon{t: t, weir: weir, plugins: plugins, data: data, socket: sock, logs: &testutil.Buffer{}, api: client.NewUnix(sock)}
+	t.Cleanup(d.api.Close)
+	return d
 }
 
 // start runs weir serve with the failpoints armed and waits until it
@@ -80,8 +84,11 @@ func (d *daemon) start(failpoints string, env ...string) {
 		}
 	})
 	testutil.Eventually(d.t, 30*time.Second, func() error {
-		var h engine.Health
-		if err := d.client().do(context.Background(), "GET", "/health", nil, &h); err != nil {
+		st, err := d.api.Health(context.Background())
+		if err == nil && !st.Open() {
+			err = fmt.Errorf("admission %s", st.Admission)
+		}
+		if err != nil {
 			return fmt.Errorf("daemon does not answer: %v\n%s", err, d.log())
 		}
 		return nil
@@ -90,12 +97,6 @@ func (d *daemon) start(failpoints string, env ...string) {
 
 func (d *daemon) log() string {
 	return d.logs.String()
-}
-
-func (d *daemon) client() *client {
-	m := NewMain()
-	m.SocketPath = d.socket
-	return m.client()
 }
 
 // waitKilled waits for the process to die of SIGKILL (a failpoint firing).
@@ -128,25 +129,25 @@ func (d *daemon) stop() {
 
 func (d *daemon) register(src string) {
 	d.t.Helper()
-	var res engine.RegisterResult
-	err := d.client().do(context.Background(), "POST", "/flows", api.RegisterRequest{Files: []engine.SourceFile{{Path: "crash.star", Src: src}}}, &res)
-	if err != nil {
+	if _, err := d.api.FlowRegister(context.Background(), apitypes.SourceFile{Path: "crash.star", Src: src}); err != nil {
 		d.t.Fatalf("register: %v", err)
 	}
 }
 
-func (d *daemon) startRun(flow, input, requestID string) (engine.StartResult, error) {
-	var res engine.StartResult
-	err := d.client().do(context.Background(), "POST", "/runs", api.StartRequest{Flow: flow, Input: json.RawMessage(input), RequestID: requestID}, &res)
-	return res, err
+func (d *daemon) startRun(flow, input, requestID string) (apitypes.StartResult, error) {
+	res, err := d.api.RunStart(context.Background(), apitypes.StartRequest{Flow: flow, Input: json.RawMessage(input), RequestID: requestID})
+	if err != nil {
+		return apitypes.StartResult{}, err
+	}
+	return *res, nil
 }
 
-func (d *daemon) waitTerminal(id string) api.RunView {
+func (d *daemon) waitTerminal(id string) *apitypes.Run {
 	d.t.Helper()
-	var v api.RunView
+	var v *apitypes.Run
 	testutil.Eventually(d.t, 30*time.Second, func() error {
-		v = api.RunView{}
-		if err := d.client().do(context.Background(), "GET", "/runs/"+id, nil, &v); err != nil {
+		var err error
+		if v, err = d.api.RunGet(context.Background(), id); err != nil {
 			d.t.Fatalf("get %s: %v", id, err)
 		}
 		if v.Phase.Terminal() {
@@ -157,10 +158,10 @@ func (d *daemon) waitTerminal(id string) api.RunView {
 	return v
 }
 
-func (d *daemon) events(id string) []*store.Event {
+func (d *daemon) events(id string) []*apitypes.Event {
 	d.t.Helper()
-	var evs []*store.Event
-	if err := d.client().do(context.Background(), "GET", "/runs/"+id+"/events", nil, &evs); err != nil {
+	evs, err := d.api.RunEvents(context.Background(), id, client.EventListParams{})
+	if err != nil {
 		d.t.Fatal(err)
 	}
 	return evs
@@ -241,7 +242,7 @@ func TestCrashAtEveryDurableBoundary(t *testing.T) {
 				t.Fatalf("dedup answered %s, the run was %s", again.RunID, res.RunID)
 			}
 			v := d.waitTerminal(again.RunID)
-			if v.Phase != store.PhaseCompleted || !strings.Contains(string(v.Output), tt.wantOutput) {
+			if v.Phase != apitypes.PhaseCompleted || !strings.Contains(string(v.Output), tt.wantOutput) {
 				t.Fatalf("run ended %s output %s error %+v, want output with %s\n%s", v.Phase, v.Output, v.Error, tt.wantOutput, d.log())
 			}
 			if v.Owner == "" || string(v.Input) != `{"x":42}` {
@@ -262,8 +263,8 @@ func TestCrashAtEveryDurableBoundary(t *testing.T) {
 			if code != tt.wantCode {
 				t.Errorf("send node failed with %q, want %q", code, tt.wantCode)
 			}
-			var runs []api.RunView
-			if err := d.client().do(context.Background(), "GET", "/runs", nil, &runs); err != nil || len(runs) != 1 {
+			runs, err := d.api.RunList(context.Background(), client.RunListParams{})
+			if err != nil || len(runs) != 1 {
 				t.Errorf("%d runs after the crash (%v), want exactly 1", len(runs), err)
 			}
 			d.stop()
@@ -304,7 +305,7 @@ func TestCrashDuringReduction(t *testing.T) {
 			d.waitKilled()
 			d.start("")
 			v := d.waitTerminal(res.RunID)
-			if v.Phase != store.PhaseCompleted {
+			if v.Phase != apitypes.PhaseCompleted {
 				t.Fatalf("%s %+v\n%s", v.Phase, v.Error, d.log())
 			}
 			var out struct {

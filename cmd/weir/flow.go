@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -10,8 +9,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weirhq/weir/flows"
-	"github.com/weirhq/weir/runtime/api"
-	"github.com/weirhq/weir/runtime/engine"
+	"github.com/weirhq/weir/runtime/api/apitypes"
+	"github.com/weirhq/weir/runtime/api/client"
 	"github.com/weirhq/weir/runtime/host"
 )
 
@@ -154,35 +153,27 @@ they started with.
 Exit status: 0 registered, 1 diagnostics or a daemon error, 2 usage.`,
 		Args: minArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var req api.RegisterRequest
+			var files []apitypes.SourceFile
 			for _, p := range args {
 				src, err := os.ReadFile(p)
 				if err != nil {
 					return usageErrorf("%v", err)
 				}
-				req.Files = append(req.Files, engine.SourceFile{Path: p, Src: string(src)})
+				files = append(files, apitypes.SourceFile{Path: p, Src: string(src)})
 			}
-			var res engine.RegisterResult
-			err := m.client().do(cmd.Context(), "POST", "/flows", req, &res)
-			var ae *apiError
-			if errors.As(err, &ae) && ae.Status == 422 {
-				// Diagnostics come back as the body of a 422.
-				res = engine.RegisterResult{}
-				if derr := json.Unmarshal(ae.Body, &res); derr != nil || len(res.Diagnostics) == 0 {
-					return m.apiFailure(err)
+			res, err := m.api().FlowRegister(cmd.Context(), files...)
+			var de *client.DiagnosticsError
+			if errors.As(err, &de) {
+				ds := diagnosticsOf(de.Diagnostics)
+				if asJSON {
+					_ = ds.WriteJSON(m.Stdout)
+				} else {
+					_ = ds.WriteText(m.Stdout)
 				}
-				err = nil
+				return &exitError{code: exitFailed, err: fmt.Errorf("%s; nothing registered", count(len(ds), "problem"))}
 			}
 			if err != nil {
 				return m.apiFailure(err)
-			}
-			if len(res.Diagnostics) > 0 {
-				if asJSON {
-					_ = res.Diagnostics.WriteJSON(m.Stdout)
-				} else {
-					_ = res.Diagnostics.WriteText(m.Stdout)
-				}
-				return &exitError{code: exitFailed, err: fmt.Errorf("%s; nothing registered", count(len(res.Diagnostics), "problem"))}
 			}
 			if asJSON {
 				return printJSON(m.Stdout, res.Flows)
@@ -204,8 +195,8 @@ func flowLsCommand(m *Main) *cobra.Command {
 		Short: "List the registered flows (latest version of each)",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var fl []engine.RegisteredFlow
-			if err := m.client().do(cmd.Context(), "GET", "/flows", nil, &fl); err != nil {
+			fl, err := m.api().FlowList(cmd.Context())
+			if err != nil {
 				return m.apiFailure(err)
 			}
 			if asJSON {
@@ -222,4 +213,14 @@ func flowLsCommand(m *Main) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// diagnosticsOf turns a refusal's diagnostics back into the checker's, so
+// that they print as 'weir flow check' prints them.
+func diagnosticsOf(in []apitypes.Diagnostic) flows.Diagnostics {
+	out := make(flows.Diagnostics, len(in))
+	for i, d := range in {
+		out[i] = flows.Diagnostic{Pos: flows.Pos{File: d.File, Line: d.Line, Col: d.Col}, Code: flows.Code(d.Code), Message: d.Message, Chain: d.Chain}
+	}
+	return out
 }

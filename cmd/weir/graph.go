@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net/url"
 	"os"
 	"strings"
 
@@ -48,8 +47,8 @@ solid, error wires dashed.`,
 				}
 				return nil
 			}
-			var out string
-			if err := m.client().do(cmd.Context(), "GET", "/flows/"+url.PathEscape(args[0])+"/graph?format="+format, nil, &out); err != nil {
+			out, err := m.api().FlowGraph(cmd.Context(), args[0], format)
+			if err != nil {
 				return m.apiFailure(err)
 			}
 			fmt.Fprint(m.Stdout, out)
@@ -70,8 +69,8 @@ func (m *Main) runGraphCmd() *cobra.Command {
 			if err := graphFormat(format); err != nil {
 				return err
 			}
-			var out string
-			if err := m.client().do(cmd.Context(), "GET", "/runs/"+url.PathEscape(args[0])+"/graph?format="+format, nil, &out); err != nil {
+			out, err := m.api().RunGraph(cmd.Context(), args[0], format)
+			if err != nil {
 				return m.apiFailure(err)
 			}
 			fmt.Fprint(m.Stdout, out)

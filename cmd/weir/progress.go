@@ -6,7 +6,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/weirhq/weir/runtime/api"
+	"github.com/weirhq/weir/runtime/api/apitypes"
 )
 
 // liveLine shows a run's progress while a command follows it: on a
@@ -50,7 +50,7 @@ func (l *liveLine) done() {
 
 // progressLine says where a run is: phase, node, attempt, open fan-outs'
 // counts and the running tool's own progress.
-func progressLine(v *api.RunView) string {
+func progressLine(v *apitypes.Run) string {
 	parts := []string{string(v.Phase)}
 	if p := v.Progress; p != nil {
 		if p.Node != "" {

@@ -5,17 +5,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/weirhq/weir/runtime/api"
-	"github.com/weirhq/weir/runtime/engine"
-	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/runtime/api/apitypes"
 )
 
 func TestProgressLine(t *testing.T) {
 	t.Parallel()
-	v := &api.RunView{Phase: store.PhaseWaiting, Attempt: 2, Progress: &engine.Progress{Node: "ask",
-		Cohorts: []engine.CohortView{{Node: "ask", State: "open", Items: 8, Published: 3, InFlight: 2, Mature: 3, Need: 6},
+	v := &apitypes.Run{Phase: apitypes.PhaseWaiting, Attempt: 2, Progress: &apitypes.Progress{Node: "ask",
+		Cohorts: []apitypes.Cohort{{Node: "ask", State: "open", Items: 8, Published: 3, InFlight: 2, Mature: 3, Need: 6},
 			{Node: "old", State: "closed"}},
-		Tool: &engine.ToolProgress{Tool: "testkit.sleep", Done: 40, Total: 100}}}
+		Tool: &apitypes.ToolProgress{Tool: "testkit.sleep", Done: 40, Total: 100}}}
 	got := progressLine(v)
 	want := "waiting at ask [ask open: 3/8 published, 2 in flight, 3/6 mature] (testkit.sleep 40/100) attempt 2"
 	if got != want {

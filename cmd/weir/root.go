@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/weirhq/weir/runtime/api/client"
 )
 
 // Exit codes shared by every command.
@@ -73,6 +75,10 @@ type Main struct {
 	SocketPath string
 
 	flagData, flagPlugins, flagSocket string
+
+	// clients made by api, closed when Run returns so that an in-process
+	// run leaves no idle connection behind.
+	clients []*client.Client
 }
 
 // NewMain returns a Main reading the process environment.
@@ -95,6 +101,10 @@ func (m *Main) Run(ctx context.Context, args []string, stdin io.Reader, stdout, 
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
+	for _, c := range m.clients {
+		c.Close()
+	}
+	m.clients = nil
 	if err == nil {
 		return exitOK
 	}
@@ -168,6 +178,14 @@ func (m *Main) resolveGlobals() error {
 		m.SocketPath = filepath.Join(m.DataDir, "weir.sock")
 	}
 	return nil
+}
+
+// api returns a client of the daemon on the socket. --socket is always a
+// socket's path, whatever it looks like.
+func (m *Main) api() *client.Client {
+	c := client.NewUnix(m.SocketPath)
+	m.clients = append(m.clients, c)
+	return c
 }
 
 // exactArgs is cobra.ExactArgs with a usage exit code.

@@ -2,15 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/weirhq/weir/runtime/api"
-	"github.com/weirhq/weir/runtime/engine"
-	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/runtime/api/apitypes"
+	"github.com/weirhq/weir/runtime/api/client"
 )
 
 func init() {
@@ -25,8 +25,8 @@ func init() {
 		ls := &cobra.Command{
 			Use: "ls", Short: "List dead letters with every attempt's error", Args: exactArgs(0),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				var dl []*store.DeadLetter
-				if err := m.client().do(cmd.Context(), "GET", "/deadletters", nil, &dl); err != nil {
+				dl, err := m.api().DeadLetterList(cmd.Context(), 0)
+				if err != nil {
 					return m.apiFailure(err)
 				}
 				if asJSON {
@@ -50,8 +50,8 @@ func init() {
 		cmd := &cobra.Command{
 			Use: "stats", Short: "Show the four figures per tool: queue depth, wait, execution time, amplification", Args: exactArgs(0),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				var st engine.Stats
-				if err := m.client().do(cmd.Context(), "GET", "/stats", nil, &st); err != nil {
+				st, err := m.api().Stats(cmd.Context())
+				if err != nil {
 					return m.apiFailure(err)
 				}
 				if asJSON {
@@ -66,7 +66,7 @@ func init() {
 	})
 }
 
-func printStats(w io.Writer, st engine.Stats) {
+func printStats(w io.Writer, st *apitypes.Stats) {
 	fmt.Fprintf(w, "%-24s %8s %12s %12s %9s %7s %6s\n", "TYPE", "QUEUED", "WAIT(mean)", "EXEC(mean)", "ATTEMPTS", "UNITS", "AMPL")
 	for _, t := range st.Types {
 		fmt.Fprintf(w, "%-24s %8d %12s %12s %9d %7d %6.2f\n", t.Type, t.QueueDepth, t.WaitMean.Round(time.Microsecond), t.ExecMean.Round(time.Microsecond), t.Attempts, t.Units, t.Amplification)
@@ -80,8 +80,12 @@ func printStats(w io.Writer, st engine.Stats) {
 }
 
 // apiFailure turns an API error into the command's error (exit 1), with
-// usage-class errors kept apart.
+// usage-class errors kept apart. A daemon that is not running is said
+// plainly.
 func (m *Main) apiFailure(err error) error {
+	if errors.Is(err, client.ErrNoDaemon) {
+		err = fmt.Errorf("no weir daemon answers on %s: start one with 'weir serve' (or pass --socket)", m.SocketPath)
+	}
 	return &exitError{code: exitFailed, err: err}
 }
 
@@ -101,9 +105,9 @@ completed, 1 if it failed or was cancelled.`,
 			if err != nil {
 				return err
 			}
-			var res engine.StartResult
-			c := m.client()
-			if err := c.do(cmd.Context(), "POST", "/runs", api.StartRequest{Flow: args[0], Input: in, RequestID: requestID}, &res); err != nil {
+			c := m.api()
+			res, err := c.RunStart(cmd.Context(), apitypes.StartRequest{Flow: args[0], Input: in, RequestID: requestID})
+			if err != nil {
 				return m.apiFailure(err)
 			}
 			if !wait {
@@ -128,31 +132,26 @@ completed, 1 if it failed or was cancelled.`,
 
 // follow polls a run until it is terminal, printing each new phase and
 // node, then prints the final state. The exit code says how it ended.
-func (m *Main) follow(ctx context.Context, c *client, id string, asJSON bool) error {
+func (m *Main) follow(ctx context.Context, c *client.Client, id string, asJSON bool) error {
 	live := newLiveLine(m.Stderr)
-	for {
-		var v api.RunView
-		if err := c.do(ctx, "GET", "/runs/"+id, nil, &v); err != nil {
-			live.done()
-			return m.apiFailure(err)
-		}
-		if !asJSON {
-			live.show(progressLine(&v))
-		}
-		if v.Phase.Terminal() {
-			live.done()
-			return m.printFinal(&v, asJSON)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
+	p := client.RunWaitParams{Poll: 50 * time.Millisecond}
+	if !asJSON {
+		p.Seen = func(v *apitypes.Run) { live.show(progressLine(v)) }
 	}
+	v, err := c.RunWait(ctx, id, p)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		live.done()
+		return m.apiFailure(err)
+	}
+	live.done()
+	return m.printFinal(v, asJSON)
 }
 
 // printFinal prints a terminal run and turns its phase into the exit code.
-func (m *Main) printFinal(v *api.RunView, asJSON bool) error {
+func (m *Main) printFinal(v *apitypes.Run, asJSON bool) error {
 	if asJSON {
 		_ = printJSON(m.Stdout, v)
 	} else {
@@ -164,7 +163,7 @@ func (m *Main) printFinal(v *api.RunView, asJSON bool) error {
 			fmt.Fprintf(m.Stdout, "error: %s: %s\n", v.Error.Code, v.Error.Message)
 		}
 	}
-	if v.Phase == store.PhaseCompleted {
+	if v.Phase == apitypes.PhaseCompleted {
 		return nil
 	}
 	return exitCode(exitFailed)
@@ -175,8 +174,8 @@ func (m *Main) runGetCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use: "get RUN", Short: "Show a run", Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var v api.RunView
-			if err := m.client().do(cmd.Context(), "GET", "/runs/"+args[0], nil, &v); err != nil {
+			v, err := m.api().RunGet(cmd.Context(), args[0])
+			if err != nil {
 				return m.apiFailure(err)
 			}
 			if asJSON {
@@ -210,12 +209,8 @@ func (m *Main) runLsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use: "ls", Short: "List your runs", Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var vs []api.RunView
-			path := "/runs"
-			if phase != "" {
-				path += "?phase=" + phase
-			}
-			if err := m.client().do(cmd.Context(), "GET", path, nil, &vs); err != nil {
+			vs, err := m.api().RunList(cmd.Context(), client.RunListParams{Phase: apitypes.Phase(phase)})
+			if err != nil {
 				return m.apiFailure(err)
 			}
 			if asJSON {
@@ -236,11 +231,11 @@ func (m *Main) runCancelCmd() *cobra.Command {
 	return &cobra.Command{
 		Use: "cancel RUN", Short: "Cancel a run: prints requested, too_late or already_terminal", Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var res api.CancelResponse
-			if err := m.client().do(cmd.Context(), "POST", "/runs/"+args[0]+"/cancel", nil, &res); err != nil {
+			a, err := m.api().RunCancel(cmd.Context(), args[0])
+			if err != nil {
 				return m.apiFailure(err)
 			}
-			fmt.Fprintln(m.Stdout, res.Answer)
+			fmt.Fprintln(m.Stdout, a)
 			return nil
 		},
 	}
@@ -251,8 +246,8 @@ func (m *Main) runEventsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use: "events RUN", Short: "Print a run's timeline, one event a line", Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var evs []*store.Event
-			if err := m.client().do(cmd.Context(), "GET", "/runs/"+args[0]+"/events", nil, &evs); err != nil {
+			evs, err := m.api().RunEvents(cmd.Context(), args[0], client.EventListParams{})
+			if err != nil {
 				return m.apiFailure(err)
 			}
 			if asJSON {
@@ -267,7 +262,7 @@ func (m *Main) runEventsCmd() *cobra.Command {
 }
 
 // printEvents writes a timeline one event a line.
-func printEvents(w io.Writer, evs []*store.Event) {
+func printEvents(w io.Writer, evs []*apitypes.Event) {
 	for _, e := range evs {
 		fmt.Fprintf(w, "%s  %-16s attempt %d", e.At.UTC().Format("15:04:05.000000"), e.Type, e.Attempt)
 		if e.Node != "" {
@@ -299,20 +294,18 @@ func (m *Main) runDecideCmd(approve bool) *cobra.Command {
 		cmd.Flags().StringVar(&reason, "reason", "", "why, recorded in the run's events")
 	}
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		req := api.DecideRequest{Reason: reason}
+		var res *apitypes.DecideResponse
+		var err error
 		if approve {
-			p, err := readInput(payload)
-			if err != nil {
-				return err
+			p, perr := readInput(payload)
+			if perr != nil {
+				return perr
 			}
-			req.Payload = p
+			res, err = m.api().RunApprove(cmd.Context(), args[0], args[1], p)
+		} else {
+			res, err = m.api().RunReject(cmd.Context(), args[0], args[1], reason)
 		}
-		verb := "reject"
-		if approve {
-			verb = "approve"
-		}
-		var res api.DecideResponse
-		if err := m.client().do(cmd.Context(), "POST", "/runs/"+args[0]+"/waits/"+args[1]+"/"+verb, req, &res); err != nil {
+		if err != nil {
 			return m.apiFailure(err)
 		}
 		fmt.Fprintf(m.Stdout, "%s %s at %s\n", res.Decision, res.RunID, res.Node)
@@ -324,7 +317,7 @@ func (m *Main) runDecideCmd(approve bool) *cobra.Command {
 // printCohort shows one fan-out's cohort: what it admitted, what is in
 // flight, what was published and judged mature, what came late, and how it
 // closed.
-func printCohort(w io.Writer, c engine.CohortView) {
+func printCohort(w io.Writer, c apitypes.Cohort) {
 	fmt.Fprintf(w, "fan-out:  %s (visit %d) %s: %d items, admitted %d, in flight %d, published %d, mature %d of %d needed, failed %d, stopped %d, late %d",
 		c.Node, c.Visit, c.State, c.Items, c.Admitted, c.InFlight, c.Published, c.Mature, c.Need, c.Failed, c.Stopped, c.Late)
 	if c.Sufficient != nil {
@@ -350,15 +343,15 @@ waiting, completed, cancelled, failed) or "terminal". It exits 0 when it is, 1 i
 run ends in another terminal phase first or --timeout passes.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			switch store.Phase(until) {
-			case "terminal", store.PhaseQueued, store.PhaseRunning, store.PhaseWaiting, store.PhaseCompleted, store.PhaseCancelled, store.PhaseFailed:
+			switch apitypes.Phase(until) {
+			case "terminal", apitypes.PhaseQueued, apitypes.PhaseRunning, apitypes.PhaseWaiting, apitypes.PhaseCompleted, apitypes.PhaseCancelled, apitypes.PhaseFailed:
 			default:
 				return usageErrorf("--until %q: a phase or terminal", until)
 			}
 			deadline := time.Now().Add(timeout)
 			for {
-				var v api.RunView
-				if err := m.client().do(cmd.Context(), "GET", "/runs/"+args[0], nil, &v); err != nil {
+				v, err := m.api().RunGet(cmd.Context(), args[0])
+				if err != nil {
 					return m.apiFailure(err)
 				}
 				if string(v.Phase) == until || (until == "terminal" && v.Phase.Terminal()) {

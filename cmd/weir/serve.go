@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/weirhq/weir/runtime/api"
+	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/config"
 	"github.com/weirhq/weir/runtime/engine"
 	"github.com/weirhq/weir/runtime/host"
@@ -151,7 +152,7 @@ type serving struct {
 
 	mu   sync.Mutex // serialises reloads
 	cur  *config.Config
-	info api.ConfigInfo
+	info apitypes.ConfigInfo
 }
 
 var _ api.Daemon = (*serving)(nil)
@@ -170,7 +171,7 @@ func (d *serving) load() (*config.Config, []string, []string, error) {
 }
 
 // ConfigInfo describes the config in force.
-func (d *serving) ConfigInfo() api.ConfigInfo {
+func (d *serving) ConfigInfo() apitypes.ConfigInfo {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.info
@@ -199,7 +200,7 @@ func (d *serving) current() *config.Config {
 // limits (lowering them only limits new starts), log level, tokens and
 // the socket's access. Anything invalid, or a change that needs a
 // restart, leaves the config in force untouched and the error says why.
-func (d *serving) Reload(ctx context.Context) (*api.ReloadResult, error) {
+func (d *serving) Reload(ctx context.Context) (*apitypes.ReloadResult, error) {
 	res, err := d.reload(ctx)
 	if err != nil {
 		d.log.Error("reload refused", "reason", err)
@@ -207,7 +208,7 @@ func (d *serving) Reload(ctx context.Context) (*api.ReloadResult, error) {
 	return res, err
 }
 
-func (d *serving) reload(ctx context.Context) (*api.ReloadResult, error) {
+func (d *serving) reload(ctx context.Context) (*apitypes.ReloadResult, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.file == "" {
@@ -224,7 +225,7 @@ func (d *serving) reload(ctx context.Context) (*api.ReloadResult, error) {
 			Message: fmt.Sprintf("%s changes settings that only a restart applies: %s; the config in force (version %d) is unchanged",
 				d.file, strings.Join(rc, ", "), d.info.Version)}
 	}
-	res := &api.ReloadResult{Previous: d.info.Version, Notes: notes}
+	res := &apitypes.ReloadResult{Previous: d.info.Version, Notes: notes}
 	if cand.Hash() == d.cur.Hash() {
 		res.Config = d.info
 		return res, nil
@@ -245,7 +246,7 @@ func (d *serving) reload(ctx context.Context) (*api.ReloadResult, error) {
 	d.log.SetLevel(hclog.LevelFromString(cand.LogLevel))
 	d.srv.SetTokens(api.NewTokens(cand.Tokens()))
 	d.cur = cand
-	d.info = api.ConfigInfo{Version: version, File: cand.File, Hash: cand.Hash(), LoadedAt: time.Now().UTC(), Pinned: pinned}
+	d.info = apitypes.ConfigInfo{Version: version, File: cand.File, Hash: cand.Hash(), LoadedAt: time.Now().UTC(), Pinned: pinned}
 	res.Changed, res.Config = true, d.info
 	d.log.Info("config reloaded", "version", version, "previous", res.Previous, "file", cand.File)
 	return res, nil
@@ -287,7 +288,7 @@ func (m *Main) serve(ctx context.Context, file string, pins []pin) error {
 		return fmt.Errorf("recording the config version: %w", err)
 	}
 	d.cur = cfg
-	d.info = api.ConfigInfo{Version: version, File: cfg.File, Hash: cfg.Hash(), LoadedAt: time.Now().UTC(), Pinned: pinned}
+	d.info = apitypes.ConfigInfo{Version: version, File: cfg.File, Hash: cfg.Hash(), LoadedAt: time.Now().UTC(), Pinned: pinned}
 
 	ecfg := cfg.EngineConfig(version)
 	ecfg.Store, ecfg.Tools, ecfg.Logger = timed, h, log.Named("engine")

@@ -2,18 +2,16 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/weirhq/weir/runtime/api"
-	"github.com/weirhq/weir/runtime/engine"
+	"github.com/weirhq/weir/runtime/api/apitypes"
+	"github.com/weirhq/weir/runtime/api/client"
 )
 
 func init() {
@@ -43,7 +41,7 @@ that start one in the background).`,
 				} else {
 					printStatus(m.Stdout, st)
 				}
-				if st.Admission != "open" {
+				if !st.Open() {
 					return exitCode(exitFailed)
 				}
 				return nil
@@ -57,10 +55,16 @@ that start one in the background).`,
 
 // fetchStatus reads GET /v1/health. Its answer is a status whether
 // admission is open (200) or not (503).
-func (m *Main) fetchStatus(ctx context.Context, wait time.Duration) (*api.Status, error) {
+func (m *Main) fetchStatus(ctx context.Context, wait time.Duration) (*apitypes.Status, error) {
 	deadline := time.Now().Add(wait)
+	c := m.api()
 	for {
-		st, err := m.client().status(ctx)
+		st, err := c.Health(ctx)
+		var ae *client.Error
+		if err != nil && !errors.As(err, &ae) {
+			// No answer at all: nothing listens, or the daemon went away.
+			err = &daemonDown{fmt.Errorf("no weir daemon answers on %s: start one with 'weir serve' (or pass --socket)", m.SocketPath)}
+		}
 		var down *daemonDown
 		if err == nil || !errors.As(err, &down) || time.Now().After(deadline) {
 			return st, err
@@ -79,36 +83,11 @@ type daemonDown struct{ err error }
 func (d *daemonDown) Error() string { return d.err.Error() }
 func (d *daemonDown) Unwrap() error { return d.err }
 
-func (c *client) status(ctx context.Context) (*api.Status, error) {
-	req, err := http.NewRequestWithContext(ctx, "GET", "http://weir/v1/health", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, &daemonDown{fmt.Errorf("no weir daemon answers on %s: start one with 'weir serve' (or pass --socket)", c.socket)}
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return nil, err
-	}
-	var st api.Status
-	if (resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusServiceUnavailable) && json.Unmarshal(data, &st) == nil && st.Admission != "" {
-		return &st, nil
-	}
-	ae := &apiError{Status: resp.StatusCode}
-	if json.Unmarshal(data, ae) != nil || ae.Code == "" {
-		ae.Code, ae.Message = codeHTTP, fmt.Sprintf("%s: %s", resp.Status, strings.TrimSpace(string(data)))
-	}
-	return nil, ae
-}
-
-func printStatus(w io.Writer, st *api.Status) {
+func printStatus(w io.Writer, st *apitypes.Status) {
 	adm := st.Admission
 	switch st.Admission {
 	case "open":
-	case engine.CodeStorage:
+	case apitypes.CodeStorage:
 		adm += " (the store failed; admission stays closed until the daemon is restarted)\n                 " + st.Reason
 	default:
 		if st.Reason != "" {

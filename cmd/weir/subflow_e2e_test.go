@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/internal/testutil"
-	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/runtime/api/apitypes"
 )
 
 const fallbackFlows = `
@@ -36,7 +36,7 @@ func TestFallbackClockRecoversSilentChild(t *testing.T) {
 	}
 	v := d.waitTerminal(res.RunID)
 	took := time.Since(begin)
-	if v.Phase != store.PhaseCompleted || !strings.Contains(string(v.Output), `"kid":true`) {
+	if v.Phase != apitypes.PhaseCompleted || !strings.Contains(string(v.Output), `"kid":true`) {
 		t.Fatalf("parent ended %s output %s error %+v", v.Phase, v.Output, v.Error)
 	}
 	if took < 2*time.Second {
@@ -85,7 +85,7 @@ func TestApproveThroughTheDaemon(t *testing.T) {
 		t.Fatalf("second approve: exit %d %s, want a refusal", code, errb)
 	}
 	v := d.waitTerminal(res.RunID)
-	if v.Phase != store.PhaseCompleted || !strings.Contains(string(v.Output), `"by":"me"`) {
+	if v.Phase != apitypes.PhaseCompleted || !strings.Contains(string(v.Output), `"by":"me"`) {
 		t.Fatalf("%s %s", v.Phase, v.Output)
 	}
 	if code, out, _, _ := run(t, env, "run", "graph", res.RunID); code != 0 || !strings.Contains(out, "class n_go visited") || !strings.Contains(out, "class n_ok visited") {

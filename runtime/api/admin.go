@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"time"
 
+	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/engine"
 	"github.com/weirhq/weir/runtime/store"
 )
@@ -17,37 +17,12 @@ type Daemon interface {
 	// Reload reads a candidate config, validates it and swaps it in. An
 	// invalid candidate leaves the config in force untouched; the error
 	// (an *engine.Error with code E_CONFIG or E_NO_CONFIG) says why.
-	Reload(ctx context.Context) (*ReloadResult, error)
+	Reload(ctx context.Context) (*apitypes.ReloadResult, error)
 	// ConfigInfo describes the config in force.
-	ConfigInfo() ConfigInfo
+	ConfigInfo() apitypes.ConfigInfo
 	// Audit lists the audit stream (engine.AuditStream) after seq: the
 	// refused attempts on other owners' runs.
 	Audit(ctx context.Context, afterSeq uint64, limit int) ([]*store.Event, error)
-}
-
-// ConfigInfo describes the config in force.
-type ConfigInfo struct {
-	// Version is recorded on every start event (engine.Config.ConfigVersion).
-	Version int64 `json:"version"`
-	// File is the config file ("" when the daemon runs on flags alone).
-	File     string    `json:"file,omitempty"`
-	Hash     string    `json:"hash"`
-	LoadedAt time.Time `json:"loaded_at"`
-	// Pinned lists the settings that command-line flags hold for the life
-	// of the process, whatever the file says.
-	Pinned []string `json:"pinned,omitempty"`
-}
-
-// ReloadResult answers a reload that succeeded.
-type ReloadResult struct {
-	// Changed is false when the candidate's content equals the config in
-	// force: nothing was swapped and the version stays.
-	Changed  bool       `json:"changed"`
-	Previous int64      `json:"previous_version"`
-	Config   ConfigInfo `json:"config"`
-	// Notes tell what the operator may not expect, such as a setting the
-	// file changes that a flag pins.
-	Notes []string `json:"notes,omitempty"`
 }
 
 // adminReload is POST /v1/admin/reload: only the daemon's own OS user, on
@@ -94,10 +69,7 @@ func (s *Server) adminAudit(w http.ResponseWriter, r *http.Request) {
 		writeEngineErr(w, &engine.Error{Code: engine.CodeStorage, Class: engine.ClassStorage, Message: "reading the audit stream: " + err.Error()})
 		return
 	}
-	if evs == nil {
-		evs = []*store.Event{}
-	}
-	writeJSON(w, http.StatusOK, evs)
+	writeEvents(w, evs)
 }
 
 // admin refuses callers other than the daemon's own OS user.

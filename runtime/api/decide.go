@@ -1,26 +1,12 @@
 package api
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 
+	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/engine"
 )
-
-// DecideRequest is the body of POST /v1/runs/{id}/waits/{node}/approve
-// (Payload) and .../reject (Reason).
-type DecideRequest struct {
-	Payload json.RawMessage `json:"payload,omitempty"`
-	Reason  string          `json:"reason,omitempty"`
-}
-
-// DecideResponse answers a decision.
-type DecideResponse struct {
-	RunID    string `json:"run_id"`
-	Node     string `json:"node"`
-	Decision string `json:"decision"` // approved or rejected
-}
 
 func (s *Server) routeWaits() {
 	s.mux.HandleFunc("POST /v1/runs/{id}/waits/{node}/approve", func(w http.ResponseWriter, r *http.Request) { s.decide(w, r, true) })
@@ -32,7 +18,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, approve bool) {
 	if !queryParams(w, r) {
 		return
 	}
-	var req DecideRequest
+	var req apitypes.DecideRequest
 	if !decode(w, r, MaxStartBody, &req) {
 		return
 	}
@@ -41,11 +27,11 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, approve bool) {
 		writeDecideErr(w, err)
 		return
 	}
-	d := "approved"
+	d := apitypes.DecisionApproved
 	if !approve {
-		d = "rejected"
+		d = apitypes.DecisionRejected
 	}
-	writeJSON(w, http.StatusOK, DecideResponse{RunID: id, Node: node, Decision: d})
+	writeJSON(w, http.StatusOK, apitypes.DecideResponse{RunID: id, Node: node, Decision: d})
 }
 
 func writeDecideErr(w http.ResponseWriter, err error) {
@@ -66,8 +52,9 @@ func (s *Server) listWaits(w http.ResponseWriter, r *http.Request) {
 		writeEngineErr(w, err)
 		return
 	}
-	if ws == nil {
-		ws = []engine.HumanWait{}
+	out := convertAll(ws, waitOf)
+	if out == nil {
+		out = []apitypes.HumanWait{}
 	}
-	writeJSON(w, http.StatusOK, ws)
+	writeJSON(w, http.StatusOK, out)
 }

@@ -14,4 +14,9 @@
 // Errors are JSON with a stable code, a message and a class: protocol
 // errors end the request (4xx), storage errors answer 503 and keep
 // admission closed until an operator acts.
+//
+// Requests and answers are the types of package apitypes: the server
+// converts engine and store records into them (convert.go) and never
+// writes a record as it is, so the wire changes only when apitypes does.
+// Package client (runtime/api/client) is the Go client of this API.
 package api

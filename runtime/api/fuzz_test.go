@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/engine"
 )
 
@@ -33,7 +34,7 @@ func FuzzDecodeStartRequest(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		var req StartRequest
+		var req apitypes.StartRequest
 		if err := DecodeStrict(body, &req); err != nil {
 			if !strings.HasPrefix(err.Error(), "malformed request body") {
 				t.Fatalf("error %q does not say what is wrong", err)
@@ -47,7 +48,7 @@ func FuzzDecodeStartRequest(f *testing.F) {
 		if err != nil {
 			t.Fatalf("accepted %q but cannot encode it: %v", body, err)
 		}
-		var again StartRequest
+		var again apitypes.StartRequest
 		if err := DecodeStrict(out, &again); err != nil {
 			t.Fatalf("re-decoding %s: %v", out, err)
 		}
@@ -82,7 +83,7 @@ func FuzzDecodeRegisterRequest(f *testing.F) {
 	f.Add([]byte(`{"files":[{"path":"a.star","src":"","extra":1}]}`))
 	f.Add([]byte(`{"files":null} {}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		var req RegisterRequest
+		var req apitypes.RegisterRequest
 		if err := DecodeStrict(body, &req); err != nil {
 			return
 		}
@@ -90,7 +91,7 @@ func FuzzDecodeRegisterRequest(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var again RegisterRequest
+		var again apitypes.RegisterRequest
 		if err := DecodeStrict(out, &again); err != nil || len(again.Files) != len(req.Files) {
 			t.Fatalf("round trip of %s: %v %+v", out, err, again)
 		}

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/weirhq/weir/internal/testutil"
+	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/engine"
 	"github.com/weirhq/weir/runtime/host"
 	"github.com/weirhq/weir/runtime/store"
@@ -52,6 +53,7 @@ type bundle struct {
 	srv    *Server
 	unix   *http.Client
 	tcp    *http.Client
+	sock   string // the Unix socket's path
 	tcpURL string
 	// me is the owner of requests on the Unix socket: this process's user.
 	me string
@@ -117,7 +119,7 @@ func setup(t testing.TB, cfg engine.Config, opts ...Option) *bundle {
 		return d.DialContext(ctx, "unix", sock)
 	}}}
 	b.tcp = &http.Client{Transport: &http.Transport{}}
-	b.tcpURL = "http://" + tln.Addr().String()
+	b.sock, b.tcpURL = sock, "http://"+tln.Addr().String()
 	t.Cleanup(func() {
 		for _, hs := range servers {
 			_ = hs.Close()
@@ -223,7 +225,7 @@ func (b *bundle) send(t testing.TB, c caller, method, path string, body any, hdr
 // start starts a run as c and returns its id.
 func (b *bundle) start(t testing.TB, c caller, flow, input, requestID string) string {
 	t.Helper()
-	a := b.send(t, c, "POST", "/v1/runs", StartRequest{Flow: flow, Input: json.RawMessage(input), RequestID: requestID})
+	a := b.send(t, c, "POST", "/v1/runs", apitypes.StartRequest{Flow: flow, Input: json.RawMessage(input), RequestID: requestID})
 	if a.status != http.StatusCreated {
 		t.Fatalf("start %s as %s: %d %s", flow, c.name, a.status, a.body)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/engine"
 	"github.com/weirhq/weir/runtime/store"
 )
@@ -142,7 +143,7 @@ func TestOwnersAreIsolated(t *testing.T) {
 			}
 		}
 		// Lists show only the caller's own runs.
-		var vs []RunView
+		var vs []apitypes.Run
 		if err := json.Unmarshal(b.send(t, intruder, "GET", "/v1/runs", nil).body, &vs); err != nil {
 			t.Fatal(err)
 		}
@@ -193,14 +194,14 @@ func TestOwnersAreIsolated(t *testing.T) {
 	}
 	// And alice's own cancel still works: the foreign ones changed nothing.
 	a := b.send(t, alice, "POST", "/v1/runs/"+running+"/cancel", nil)
-	var cr CancelResponse
-	if err := json.Unmarshal(a.body, &cr); err != nil || cr.Answer != engine.CancelRequested {
+	var cr apitypes.CancelResponse
+	if err := json.Unmarshal(a.body, &cr); err != nil || cr.Answer != apitypes.CancelRequested {
 		t.Errorf("alice's cancel: %d %s", a.status, a.body)
 	}
 	b.waitPhase(t, "alice", running, store.Phase.Terminal)
 	a = b.send(t, alice, "GET", "/v1/runs/"+running, nil)
-	var v RunView
-	if err := json.Unmarshal(a.body, &v); err != nil || v.Phase != store.PhaseCancelled {
+	var v apitypes.Run
+	if err := json.Unmarshal(a.body, &v); err != nil || v.Phase != apitypes.PhaseCancelled {
 		t.Errorf("alice's cancelled run: %s", a.body)
 	}
 }

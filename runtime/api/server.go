@@ -17,6 +17,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/engine"
 	"github.com/weirhq/weir/runtime/store"
 )
@@ -34,7 +35,7 @@ const (
 
 // Version is the API version this server speaks; other versions are refused
 // before their body is read.
-const Version = "v1"
+const Version = apitypes.Version
 
 // Server serves the API over an engine.
 type Server struct {
@@ -136,18 +137,12 @@ func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
 		Message: fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path)})
 }
 
-// StartRequest is the body of POST /v1/runs.
-type StartRequest struct {
-	Flow      string          `json:"flow"`
-	Input     json.RawMessage `json:"input,omitempty"`
-	RequestID string          `json:"request_id,omitempty"`
-}
 
 func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 	if !queryParams(w, r) {
 		return
 	}
-	var req StartRequest
+	var req apitypes.StartRequest
 	if !decode(w, r, MaxStartBody, &req) {
 		return
 	}
@@ -164,36 +159,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 	if res.Existing {
 		status = http.StatusOK
 	}
-	writeJSON(w, status, res)
-}
-
-// RunView is a run as the API shows it.
-type RunView struct {
-	ID        string           `json:"id"`
-	Flow      string           `json:"flow"`
-	Version   string           `json:"version"`
-	Owner     string           `json:"owner"`
-	RequestID string           `json:"request_id,omitempty"`
-	Phase     store.Phase      `json:"phase"`
-	Attempt   int              `json:"attempt"`
-	Input     json.RawMessage  `json:"input,omitempty"`
-	Output    json.RawMessage  `json:"output,omitempty"`
-	Error     *store.RunError  `json:"error,omitempty"`
-	Progress  *engine.Progress `json:"progress,omitempty"`
-	Budget    int64            `json:"budget"`
-	Spent     int64            `json:"spent"`
-	Parent    string           `json:"parent_run_id,omitempty"`
-	CreatedAt string           `json:"created_at"`
-	UpdatedAt string           `json:"updated_at"`
-}
-
-// ViewOf shows a run (and its progress, if known) as the API does.
-func ViewOf(run *store.Run, p *engine.Progress) *RunView {
-	v := &RunView{ID: run.ID, Flow: run.Flow, Version: run.Version, Owner: run.Owner, RequestID: run.RequestID,
-		Phase: run.Phase, Attempt: run.Attempt, Input: run.Input, Output: run.Output, Error: run.Error, Progress: p,
-		Budget: run.Budget, Spent: run.Spent, Parent: run.ParentRunID,
-		CreatedAt: run.CreatedAt.UTC().Format("2006-01-02T15:04:05.000Z07:00"), UpdatedAt: run.UpdatedAt.UTC().Format("2006-01-02T15:04:05.000Z07:00")}
-	return v
+	writeJSON(w, status, startResultOf(res))
 }
 
 func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
@@ -230,16 +196,11 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 		writeEngineErr(w, err)
 		return
 	}
-	out := make([]*RunView, 0, len(runs))
+	out := make([]*apitypes.Run, 0, len(runs))
 	for _, run := range runs {
 		out = append(out, ViewOf(run, nil))
 	}
 	writeJSON(w, http.StatusOK, out)
-}
-
-// CancelResponse answers POST /v1/runs/{id}/cancel.
-type CancelResponse struct {
-	Answer engine.CancelAnswer `json:"answer"`
 }
 
 func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
@@ -251,7 +212,7 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
 		writeEngineErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, CancelResponse{Answer: a})
+	writeJSON(w, http.StatusOK, apitypes.CancelResponse{Answer: apitypes.CancelAnswer(a)})
 }
 
 func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
@@ -273,23 +234,23 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 		writeEngineErr(w, err)
 		return
 	}
-	if evs == nil {
-		evs = []*store.Event{}
-	}
-	writeJSON(w, http.StatusOK, evs)
+	writeEvents(w, evs)
 }
 
-// RegisterRequest is the body of POST /v1/flows: files checked and
-// registered together.
-type RegisterRequest struct {
-	Files []engine.SourceFile `json:"files"`
+// writeEvents answers a list of events: [] when there are none.
+func writeEvents(w http.ResponseWriter, evs []*store.Event) {
+	out := convertAll(evs, eventOf)
+	if out == nil {
+		out = []*apitypes.Event{}
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) registerFlows(w http.ResponseWriter, r *http.Request) {
 	if !queryParams(w, r) {
 		return
 	}
-	var req RegisterRequest
+	var req apitypes.RegisterRequest
 	if !decode(w, r, MaxRegisterBody, &req) {
 		return
 	}
@@ -297,7 +258,7 @@ func (s *Server) registerFlows(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequest, Class: engine.ClassProtocol, Message: "no files"})
 		return
 	}
-	res, err := s.eng.Register(r.Context(), req.Files)
+	res, err := s.eng.Register(r.Context(), convertAll(req.Files, sourceFileOf))
 	if err != nil {
 		writeEngineErr(w, err)
 		return
@@ -306,7 +267,7 @@ func (s *Server) registerFlows(w http.ResponseWriter, r *http.Request) {
 	if len(res.Diagnostics) > 0 {
 		status = http.StatusUnprocessableEntity
 	}
-	writeJSON(w, status, res)
+	writeJSON(w, status, registerResultOf(res))
 }
 
 func (s *Server) listFlows(w http.ResponseWriter, r *http.Request) {
@@ -318,7 +279,7 @@ func (s *Server) listFlows(w http.ResponseWriter, r *http.Request) {
 		writeEngineErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, fl)
+	writeJSON(w, http.StatusOK, convertAll(fl, flowOf))
 }
 
 func (s *Server) deadLetters(w http.ResponseWriter, r *http.Request) {
@@ -334,25 +295,18 @@ func (s *Server) deadLetters(w http.ResponseWriter, r *http.Request) {
 		writeEngineErr(w, err)
 		return
 	}
-	if dl == nil {
-		dl = []*store.DeadLetter{}
+	out := convertAll(dl, deadLetterOf)
+	if out == nil {
+		out = []*apitypes.DeadLetter{}
 	}
-	writeJSON(w, http.StatusOK, dl)
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 	if !queryParams(w, r) {
 		return
 	}
-	writeJSON(w, http.StatusOK, s.eng.Stats())
-}
-
-// Status answers GET /v1/health: admission, the queued and held task
-// counts, the slots, the config in force, and who the caller is.
-type Status struct {
-	engine.Health
-	Config *ConfigInfo `json:"config,omitempty"`
-	Caller *Identity   `json:"caller"`
+	writeJSON(w, http.StatusOK, statsOf(s.eng.Stats()))
 }
 
 // health answers 200 while admission is open and 503 otherwise, so that a
@@ -362,13 +316,14 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	if !queryParams(w, r) {
 		return
 	}
-	st := Status{Health: s.eng.Health(r.Context()), Caller: identityFrom(r.Context())}
+	var cfg *apitypes.ConfigInfo
 	if s.daemon != nil {
 		ci := s.daemon.ConfigInfo()
-		st.Config = &ci
+		cfg = &ci
 	}
+	st := statusOf(s.eng.Health(r.Context()), cfg, identityFrom(r.Context()))
 	status := http.StatusOK
-	if st.Admission != "open" {
+	if !st.Open() {
 		status = http.StatusServiceUnavailable
 	}
 	writeJSON(w, status, st)
@@ -429,8 +384,8 @@ func emptyBody(w http.ResponseWriter, r *http.Request) bool {
 
 // Bounds of the limit parameter: one answer cannot be made unbounded.
 const (
-	MaxListLimit  = 1000
-	MaxEventLimit = 10000
+	MaxListLimit  = apitypes.MaxListLimit
+	MaxEventLimit = apitypes.MaxEventLimit
 )
 
 // limitParam reads a limit in [1, max]; empty means def.

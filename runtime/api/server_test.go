@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/engine"
 	"github.com/weirhq/weir/runtime/store"
 )
@@ -180,13 +181,13 @@ func TestRefusedBeforeTheBodyIsRead(t *testing.T) {
 func TestIdentity(t *testing.T) {
 	t.Parallel()
 	b := setup(t, engine.Config{})
-	status := func(c caller, hdr ...string) Status {
+	status := func(c caller, hdr ...string) apitypes.Status {
 		t.Helper()
 		a := b.send(t, c, "GET", "/v1/health", nil, hdr...)
 		if a.status != 200 {
 			t.Fatalf("health as %s: %d %s", c.name, a.status, a.body)
 		}
-		var s Status
+		var s apitypes.Status
 		if err := json.Unmarshal(a.body, &s); err != nil {
 			t.Fatal(err)
 		}
@@ -227,7 +228,7 @@ type fakeDaemon struct {
 	mu      sync.Mutex
 	reloads int
 	err     error
-	info    ConfigInfo
+	info    apitypes.ConfigInfo
 	st      store.Store
 }
 
@@ -241,7 +242,7 @@ func (d *fakeDaemon) Audit(ctx context.Context, after uint64, limit int) ([]*sto
 	return evs, err
 }
 
-func (d *fakeDaemon) Reload(ctx context.Context) (*ReloadResult, error) {
+func (d *fakeDaemon) Reload(ctx context.Context) (*apitypes.ReloadResult, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.reloads++
@@ -250,10 +251,10 @@ func (d *fakeDaemon) Reload(ctx context.Context) (*ReloadResult, error) {
 	}
 	prev := d.info.Version
 	d.info.Version++
-	return &ReloadResult{Changed: true, Previous: prev, Config: d.info}, nil
+	return &apitypes.ReloadResult{Changed: true, Previous: prev, Config: d.info}, nil
 }
 
-func (d *fakeDaemon) ConfigInfo() ConfigInfo {
+func (d *fakeDaemon) ConfigInfo() apitypes.ConfigInfo {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.info
@@ -261,7 +262,7 @@ func (d *fakeDaemon) ConfigInfo() ConfigInfo {
 
 func TestAdminReload(t *testing.T) {
 	t.Parallel()
-	d := &fakeDaemon{info: ConfigInfo{Version: 4, File: "/etc/weir.hcl"}}
+	d := &fakeDaemon{info: apitypes.ConfigInfo{Version: 4, File: "/etc/weir.hcl"}}
 	// Alice's token maps to an owner named like the daemon's OS user: a
 	// name in the config is still not the OS identity.
 	b := setup(t, engine.Config{}, WithDaemon(d))
@@ -272,7 +273,7 @@ func TestAdminReload(t *testing.T) {
 	if a.status != 200 {
 		t.Fatalf("reload as the daemon's user: %d %s", a.status, a.body)
 	}
-	var res ReloadResult
+	var res apitypes.ReloadResult
 	if err := json.Unmarshal(a.body, &res); err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +296,7 @@ func TestAdminReload(t *testing.T) {
 		t.Errorf("invalid candidate: %d %+v", a.status, e)
 	}
 	// The status shows the config in force, still version 5.
-	var s Status
+	var s apitypes.Status
 	if err := json.Unmarshal(b.send(t, local, "GET", "/v1/health", nil).body, &s); err != nil {
 		t.Fatal(err)
 	}
@@ -354,7 +355,7 @@ func TestStorageFailure(t *testing.T) {
 	b.st.breakWith(nil)
 	for i := 0; i < 2; i++ {
 		a = b.send(t, local, "GET", "/v1/health", nil)
-		var s Status
+		var s apitypes.Status
 		if err := json.Unmarshal(a.body, &s); err != nil {
 			t.Fatal(err)
 		}
@@ -382,7 +383,7 @@ func TestDraining(t *testing.T) {
 	if e := a.errorBody(t); a.status != 503 || e.Code != engine.CodeDraining {
 		t.Errorf("start while draining: %d %+v", a.status, e)
 	}
-	var s Status
+	var s apitypes.Status
 	a = b.send(t, local, "GET", "/v1/health", nil)
 	if err := json.Unmarshal(a.body, &s); err != nil {
 		t.Fatal(err)

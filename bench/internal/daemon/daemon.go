@@ -1,6 +1,7 @@
-// Package daemon starts, kills and talks to real `weir serve` processes for
-// the benchmark driver and the soak: the same binary and plugins an operator
-// runs, driven through the same Unix-socket API the CLI uses.
+// Package daemon starts and kills real `weir serve` processes for the
+// benchmark driver and the soak: the same binary and plugins an operator
+// runs, driven through the same Unix-socket API client (runtime/api/client)
+// the CLI uses.
 package daemon
 
 import (
@@ -15,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/weirhq/weir/runtime/api/client"
 )
 
 // Config says how to run one daemon.
@@ -41,7 +44,7 @@ type Daemon struct {
 	exited chan struct{}
 	err    error // the process's exit, set before exited closes
 	logs   *tail
-	client *Client
+	client *client.Client
 	ownDir string // socket directory made by Start, removed on exit
 }
 
@@ -73,13 +76,13 @@ func Start(cfg Config) (*Daemon, error) {
 		d.err = d.cmd.Wait()
 		close(d.exited)
 	}()
-	d.client = NewClient(d.cfg.Socket)
+	d.client = client.NewUnix(d.cfg.Socket, client.WithMaxIdleConns(256))
 	deadline := time.Now().Add(cfg.StartTimeout)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := d.client.Health(ctx)
+		st, err := d.client.Health(ctx)
 		cancel()
-		if err == nil {
+		if err == nil && st.Open() {
 			return d, nil
 		}
 		select {
@@ -108,7 +111,7 @@ func (e *ExitError) Error() string {
 }
 
 // Client is the API client on this daemon's socket.
-func (d *Daemon) Client() *Client { return d.client }
+func (d *Daemon) Client() *client.Client { return d.client }
 
 // Socket is the daemon's socket path.
 func (d *Daemon) Socket() string { return d.cfg.Socket }
@@ -183,7 +186,7 @@ func (d *Daemon) exitErr() error {
 
 func (d *Daemon) cleanup() {
 	if d.client != nil {
-		d.client.CloseIdle()
+		d.client.Close()
 	}
 	if d.ownDir != "" {
 		os.RemoveAll(d.ownDir)

@@ -1,0 +1,353 @@
+package apitypes
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Version is the API version the types describe: every path starts with
+// /Version/.
+const Version = "v1"
+
+// Bounds of the limit parameter of list endpoints: one answer cannot be
+// made unbounded, and a client paging through a list uses them as its
+// page size.
+const (
+	// MaxListLimit bounds GET /v1/runs and GET /v1/deadletters.
+	MaxListLimit = 1000
+	// MaxEventLimit bounds GET /v1/runs/{id}/events and GET
+	// /v1/admin/audit.
+	MaxEventLimit = 10000
+)
+
+// Phase is where a run is in its life.
+type Phase string
+
+// The phases of a run.
+const (
+	PhaseQueued     Phase = "queued"
+	PhaseRunning    Phase = "running"
+	PhaseWaiting    Phase = "waiting"
+	PhaseCompleting Phase = "completing"
+	PhaseCompleted  Phase = "completed"
+	PhaseCancelled  Phase = "cancelled"
+	PhaseFailed     Phase = "failed"
+)
+
+// Terminal reports whether the phase is final: a run in it never changes
+// phase again.
+func (p Phase) Terminal() bool {
+	return p == PhaseCompleted || p == PhaseCancelled || p == PhaseFailed
+}
+
+// StartRequest is the body of POST /v1/runs.
+type StartRequest struct {
+	Flow  string          `json:"flow"`
+	Input json.RawMessage `json:"input,omitempty"`
+	// RequestID is the caller's business id: re-sending a start with the
+	// same id and input returns the same run; with another input it is
+	// refused (E_DEDUP_CONFLICT). "" means no deduplication.
+	RequestID string `json:"request_id,omitempty"`
+}
+
+// StartResult answers an accepted (or deduplicated) start: 201 for a new
+// run, 200 for an existing one.
+type StartResult struct {
+	RunID string `json:"run_id"`
+	// Existing is true when the request id matched an earlier run with the
+	// same input: that run is returned and nothing new was accepted.
+	Existing bool `json:"existing"`
+}
+
+// Run is a run as GET /v1/runs/{id} and GET /v1/runs show it.
+type Run struct {
+	ID        string          `json:"id"`
+	Flow      string          `json:"flow"`
+	Version   string          `json:"version"` // the flow version's content hash, pinned at start
+	Owner     string          `json:"owner"`
+	RequestID string          `json:"request_id,omitempty"`
+	Phase     Phase           `json:"phase"`
+	Attempt   int             `json:"attempt"`
+	Input     json.RawMessage `json:"input,omitempty"`
+	Output    json.RawMessage `json:"output,omitempty"`
+	Error     *RunError       `json:"error,omitempty"`
+	// Progress is set by GET /v1/runs/{id} only (lists leave it out).
+	Progress *Progress `json:"progress,omitempty"`
+	Budget   int64     `json:"budget"`
+	Spent    int64     `json:"spent"`
+	// Parent is the run whose subflow or fan-out started this one.
+	Parent    string `json:"parent_run_id,omitempty"`
+	CreatedAt string `json:"created_at"` // RFC 3339, UTC, milliseconds
+	UpdatedAt string `json:"updated_at"`
+}
+
+// RunError is the error a run or node ended with: a stable code and a
+// message.
+type RunError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Progress is what a run has done so far, for display. It travels with the
+// run's attempt and phase: after recovery it may restart.
+type Progress struct {
+	Attempt int   `json:"attempt"`
+	Phase   Phase `json:"phase"`
+	// Node is the node the run is at ("" once its graph is done).
+	Node string `json:"node,omitempty"`
+	// Done counts the nodes that produced a result.
+	Done int `json:"done"`
+	// Visits counts node entries so far.
+	Visits int `json:"visits"`
+	// Cohorts shows each fan-out's latest cohort.
+	Cohorts []Cohort `json:"cohorts,omitempty"`
+	// Tool is the running tool call's last progress report, if any.
+	Tool *ToolProgress `json:"tool,omitempty"`
+}
+
+// Cohort is one fan-out's cohort: what it admitted, what is in flight,
+// what was published and judged mature, what came late, and how it closed.
+type Cohort struct {
+	Node      string    `json:"node"`
+	Visit     int       `json:"visit"`
+	State     string    `json:"state"`
+	Items     int       `json:"items"`
+	Need      int       `json:"need"`
+	Admitted  int       `json:"admitted"`
+	InFlight  int       `json:"in_flight"`
+	Published int       `json:"published"`
+	Mature    int       `json:"mature"`
+	Failed    int       `json:"failed"`
+	Stopped   int       `json:"stopped"`
+	Late      int       `json:"late"`
+	Cutoff    time.Time `json:"cutoff,omitzero"`
+	// Sufficient is set once the cohort closes: whether enough items
+	// matured before the cutoff.
+	Sufficient *bool `json:"sufficient,omitempty"`
+	Marker     bool  `json:"marker"`
+}
+
+// ToolProgress is a running tool call's own report of how far it is.
+type ToolProgress struct {
+	Node  string `json:"node"`
+	Tool  string `json:"tool"`
+	Done  int64  `json:"done"`
+	Total int64  `json:"total"`
+}
+
+// CancelAnswer is the answer to a cancel.
+type CancelAnswer string
+
+// The three cancel answers.
+const (
+	// CancelRequested: the run will finish as cancelled.
+	CancelRequested CancelAnswer = "requested"
+	// CancelTooLate: the run's finish was already decided.
+	CancelTooLate CancelAnswer = "too_late"
+	// CancelAlreadyTerminal: the run had already ended.
+	CancelAlreadyTerminal CancelAnswer = "already_terminal"
+)
+
+// CancelResponse answers POST /v1/runs/{id}/cancel.
+type CancelResponse struct {
+	Answer CancelAnswer `json:"answer"`
+}
+
+// Event is one entry of a run's timeline (GET /v1/runs/{id}/events), or of
+// the audit stream (GET /v1/admin/audit).
+type Event struct {
+	Seq     uint64         `json:"seq"`
+	RunID   string         `json:"run_id"`
+	At      time.Time      `json:"at"`
+	Type    string         `json:"type"`
+	Attempt int            `json:"attempt,omitempty"`
+	Node    string         `json:"node,omitempty"`
+	Detail  map[string]any `json:"detail,omitempty"`
+}
+
+// DeadLetter is a task that exhausted its retries (GET /v1/deadletters).
+type DeadLetter struct {
+	TaskID string         `json:"task_id"`
+	RunID  string         `json:"run_id"`
+	Owner  string         `json:"owner"`
+	Flow   string         `json:"flow"`
+	Node   string         `json:"node"`
+	Tool   string         `json:"tool,omitempty"`
+	Errors []AttemptError `json:"errors"`
+	At     time.Time      `json:"at"`
+}
+
+// AttemptError is the error of one attempt of a task.
+type AttemptError struct {
+	Attempt int       `json:"attempt"`
+	Code    string    `json:"code"`
+	Message string    `json:"message"`
+	At      time.Time `json:"at"`
+}
+
+// HumanWait is a wait that needs a person's decision (GET
+// /v1/runs/{id}/waits lists those of a run and its descendants).
+type HumanWait struct {
+	RunID string    `json:"run_id"`
+	Flow  string    `json:"flow"`
+	Node  string    `json:"node"`
+	Until time.Time `json:"until"`
+}
+
+// DecideRequest is the body of POST /v1/runs/{id}/waits/{node}/approve
+// (Payload) and .../reject (Reason).
+type DecideRequest struct {
+	// Payload becomes the waiting node's result on approval.
+	Payload json.RawMessage `json:"payload,omitempty"`
+	// Reason is recorded in the run's events on rejection.
+	Reason string `json:"reason,omitempty"`
+}
+
+// Decisions a DecideResponse reports.
+const (
+	DecisionApproved = "approved"
+	DecisionRejected = "rejected"
+)
+
+// DecideResponse answers a decision.
+type DecideResponse struct {
+	RunID    string `json:"run_id"`
+	Node     string `json:"node"`
+	Decision string `json:"decision"` // DecisionApproved or DecisionRejected
+}
+
+// SourceFile is one flow file sent for registration.
+type SourceFile struct {
+	Path string `json:"path"`
+	Src  string `json:"src"`
+}
+
+// RegisterRequest is the body of POST /v1/flows: files checked and
+// registered together.
+type RegisterRequest struct {
+	Files []SourceFile `json:"files"`
+}
+
+// RegisterResult answers a registration: the versions stored (200), or the
+// diagnostics that refused them (422; then nothing was stored).
+type RegisterResult struct {
+	Flows       []Flow       `json:"flows"`
+	Diagnostics []Diagnostic `json:"diagnostics,omitempty"`
+}
+
+// Flow describes one registered flow version (GET /v1/flows lists the
+// latest version of each).
+type Flow struct {
+	Name  string `json:"name"`
+	Hash  string `json:"hash"`
+	Doc   string `json:"doc,omitempty"`
+	Nodes int    `json:"nodes"`
+}
+
+// Diagnostic is one problem found while checking flow files, at a
+// position: file, 1-based line and column (a zero line covers the whole
+// file).
+type Diagnostic struct {
+	File    string `json:"file"`
+	Line    int    `json:"line"`
+	Col     int    `json:"col"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	// Chain names the flows (or nodes, or files) that form the problem, in
+	// order, for cycles and depth: ["a", "b", "a"].
+	Chain []string `json:"chain,omitempty"`
+}
+
+// Stats answers GET /v1/stats: the four figures per task type and the
+// engine's counters.
+type Stats struct {
+	Types []TypeStats `json:"types"`
+	// Refusals counts refused starts by refusal code.
+	Refusals map[string]int64 `json:"refusals"`
+	Counts   map[string]int64 `json:"counts"`
+}
+
+// TypeStats are the four figures for one task type (a tool name, or the
+// node kind for steps that call no tool): queue depth, wait, execution
+// time and amplification.
+type TypeStats struct {
+	Type       string        `json:"type"`
+	QueueDepth int64         `json:"queue_depth"`
+	WaitMean   time.Duration `json:"wait_mean_ns"`
+	WaitMax    time.Duration `json:"wait_max_ns"`
+	ExecMean   time.Duration `json:"exec_mean_ns"`
+	ExecMax    time.Duration `json:"exec_max_ns"`
+	Attempts   int64         `json:"attempts"`
+	Units      int64         `json:"units"`
+	// Amplification is attempts ÷ distinct work units (1 means no retry).
+	Amplification float64 `json:"amplification"`
+}
+
+// AdmissionOpen is Status.Admission while the daemon accepts new runs;
+// otherwise Admission holds the refusal code (CodeDraining, CodeStorage).
+const AdmissionOpen = "open"
+
+// Status answers GET /v1/health: admission, the queued and held task
+// counts, the slots, the config in force, and who the caller is. It comes
+// with 200 while admission is open and 503 otherwise.
+type Status struct {
+	Admission string      `json:"admission"` // AdmissionOpen or the refusal code
+	Reason    string      `json:"reason,omitempty"`
+	Queued    int         `json:"queued"`
+	Held      int         `json:"held"`
+	Slots     int         `json:"slots"`
+	Config    *ConfigInfo `json:"config,omitempty"`
+	Caller    *Caller     `json:"caller"`
+}
+
+// Open reports whether admission is open.
+func (s *Status) Open() bool { return s.Admission == AdmissionOpen }
+
+// Caller is who the daemon took a request to come from.
+type Caller struct {
+	// Owner owns the runs the caller starts and is the only one who sees
+	// them.
+	Owner string `json:"owner"`
+	// Local is true on the Unix socket (the owner is the peer's OS user)
+	// and false on TCP (the owner a bearer token maps to).
+	Local bool `json:"local"`
+}
+
+// ConfigInfo describes the daemon's config in force.
+type ConfigInfo struct {
+	// Version counts the configs the daemon has run with; it is recorded
+	// on every start event.
+	Version int64 `json:"version"`
+	// File is the config file ("" when the daemon runs on flags alone).
+	File     string    `json:"file,omitempty"`
+	Hash     string    `json:"hash"`
+	LoadedAt time.Time `json:"loaded_at"`
+	// Pinned lists the settings that command-line flags hold for the life
+	// of the process, whatever the file says.
+	Pinned []string `json:"pinned,omitempty"`
+}
+
+// ReloadResult answers POST /v1/admin/reload when the reload succeeded.
+type ReloadResult struct {
+	// Changed is false when the candidate's content equals the config in
+	// force: nothing was swapped and the version stays.
+	Changed  bool       `json:"changed"`
+	Previous int64      `json:"previous_version"`
+	Config   ConfigInfo `json:"config"`
+	// Notes tell what the operator may not expect, such as a setting the
+	// file changes that a flag pins.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Error classes: every error answer is {"code", "message", "class"}, and
+// the class says whose error it is.
+const (
+	// ClassProtocol: the request itself is refused (4xx); sending it again
+	// unchanged gets the same answer.
+	ClassProtocol = "protocol"
+	// ClassRun: the request was valid but the run cannot do it.
+	ClassRun = "run"
+	// ClassStorage: the daemon's store failed (503); admission stays
+	// closed until an operator acts.
+	ClassStorage = "storage"
+)

@@ -1,0 +1,140 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/weirhq/weir/runtime/api/apitypes"
+)
+
+// DiagnosticsError is a registration the daemon refused (422): every
+// problem found in the files. Nothing was registered.
+type DiagnosticsError struct {
+	Diagnostics []apitypes.Diagnostic
+}
+
+func (e *DiagnosticsError) Error() string {
+	lines := make([]string, len(e.Diagnostics))
+	for i, d := range e.Diagnostics {
+		pos := d.File
+		switch {
+		case d.Line != 0 && d.Col != 0:
+			pos = fmt.Sprintf("%s:%d:%d", d.File, d.Line, d.Col)
+		case d.Line != 0:
+			pos = fmt.Sprintf("%s:%d", d.File, d.Line)
+		}
+		lines[i] = pos + ": " + d.Code + ": " + d.Message
+	}
+	return fmt.Sprintf("registration refused, %d problem(s):\n%s", len(e.Diagnostics), strings.Join(lines, "\n"))
+}
+
+// FlowRegister checks files together and registers every flow they
+// declare (POST /v1/flows). Files that do not pass the checks register
+// nothing and return a *DiagnosticsError.
+func (c *Client) FlowRegister(ctx context.Context, files ...apitypes.SourceFile) (*apitypes.RegisterResult, error) {
+	status, data, err := c.do(ctx, http.MethodPost, "/flows", apitypes.RegisterRequest{Files: files}, nil)
+	if err != nil {
+		var ae *Error
+		if errors.As(err, &ae) && status == http.StatusUnprocessableEntity && ae.Code == CodeHTTP {
+			// Diagnostics come back as the body of a 422.
+			var res apitypes.RegisterResult
+			if json.Unmarshal(data, &res) == nil && len(res.Diagnostics) > 0 {
+				return nil, &DiagnosticsError{Diagnostics: res.Diagnostics}
+			}
+		}
+		return nil, err
+	}
+	var res apitypes.RegisterResult
+	if err := json.Unmarshal(data, &res); err != nil {
+		return nil, fmt.Errorf("POST /flows: decoding the answer: %w", err)
+	}
+	return &res, nil
+}
+
+// FlowList lists the latest version of every registered flow (GET
+// /v1/flows).
+func (c *Client) FlowList(ctx context.Context) ([]apitypes.Flow, error) {
+	var fl []apitypes.Flow
+	if err := c.call(ctx, http.MethodGet, "/flows", nil, &fl); err != nil {
+		return nil, err
+	}
+	return fl, nil
+}
+
+// FlowGraph draws the latest version of the flow name (GET
+// /v1/flows/{name}/graph) in format (FormatMermaid if "").
+func (c *Client) FlowGraph(ctx context.Context, name, format string) (string, error) {
+	return c.text(ctx, "/flows/"+escape(name)+"/graph", format)
+}
+
+// DeadLetterList lists the caller's tasks that exhausted their retries,
+// with every attempt's error (GET /v1/deadletters); limit 0 leaves the
+// count to the daemon (100), at most apitypes.MaxListLimit.
+func (c *Client) DeadLetterList(ctx context.Context, limit int) ([]*apitypes.DeadLetter, error) {
+	path := "/deadletters"
+	if limit != 0 {
+		path += fmt.Sprintf("?limit=%d", limit)
+	}
+	var dl []*apitypes.DeadLetter
+	if err := c.call(ctx, http.MethodGet, path, nil, &dl); err != nil {
+		return nil, err
+	}
+	return dl, nil
+}
+
+// Stats reads the four figures per task type and the engine's counters
+// (GET /v1/stats).
+func (c *Client) Stats(ctx context.Context) (*apitypes.Stats, error) {
+	var st apitypes.Stats
+	if err := c.call(ctx, http.MethodGet, "/stats", nil, &st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+// Health reads the daemon's status (GET /v1/health): admission, queued and
+// held tasks, slots, the config in force and who the caller is. A daemon
+// whose admission is closed (draining, or its store failed) answers 503
+// with its status; Health returns that status with a nil error too: check
+// Status.Open.
+func (c *Client) Health(ctx context.Context) (*apitypes.Status, error) {
+	status, data, err := c.do(ctx, http.MethodGet, "/health", nil, func(s int) bool {
+		return s == http.StatusOK || s == http.StatusServiceUnavailable
+	})
+	if err != nil {
+		return nil, err
+	}
+	var st apitypes.Status
+	if json.Unmarshal(data, &st) != nil || st.Admission == "" {
+		// A 503 from something other than the daemon's status view.
+		return nil, errorOf(status, data)
+	}
+	return &st, nil
+}
+
+// AdminReload asks the daemon to re-read its config file, validate it and
+// swap it in (POST /v1/admin/reload). Only the daemon's own OS user on the
+// Unix socket may (apitypes.CodeForbidden otherwise); an invalid candidate
+// answers apitypes.CodeConfig and changes nothing.
+func (c *Client) AdminReload(ctx context.Context) (*apitypes.ReloadResult, error) {
+	var res apitypes.ReloadResult
+	if err := c.call(ctx, http.MethodPost, "/admin/reload", nil, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// AdminAudit lists one page of the audit stream (GET /v1/admin/audit): the
+// refused attempts on other owners' runs. Only the daemon's own OS user on
+// the Unix socket may read it.
+func (c *Client) AdminAudit(ctx context.Context, p EventListParams) ([]*apitypes.Event, error) {
+	var evs []*apitypes.Event
+	if err := c.call(ctx, http.MethodGet, "/admin/audit"+p.query(), nil, &evs); err != nil {
+		return nil, err
+	}
+	return evs, nil
+}

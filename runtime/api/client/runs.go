@@ -1,0 +1,265 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/weirhq/weir/runtime/api/apitypes"
+)
+
+// RunStart starts a run (POST /v1/runs). With a request id, sending the
+// same start again returns the same run (res.Existing), so a start whose
+// answer was lost can be sent again safely.
+func (c *Client) RunStart(ctx context.Context, req apitypes.StartRequest) (*apitypes.StartResult, error) {
+	var res apitypes.StartResult
+	if err := c.call(ctx, http.MethodPost, "/runs", req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// RunGet reads a run with its progress (GET /v1/runs/{id}). Another
+// owner's run answers apitypes.CodeNotFound, as a missing one does.
+func (c *Client) RunGet(ctx context.Context, id string) (*apitypes.Run, error) {
+	var v apitypes.Run
+	if err := c.call(ctx, http.MethodGet, "/runs/"+escape(id), nil, &v); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
+// RunListParams selects one page of the caller's runs.
+type RunListParams struct {
+	// Phase keeps runs in this phase only ("" for all).
+	Phase apitypes.Phase
+	// After starts the page after this run id (the last id of the
+	// previous page).
+	After string
+	// Limit is the page size, at most apitypes.MaxListLimit; 0 leaves it
+	// to the daemon (100).
+	Limit int
+}
+
+func (p RunListParams) query() string {
+	q := url.Values{}
+	if p.Phase != "" {
+		q.Set("phase", string(p.Phase))
+	}
+	if p.After != "" {
+		q.Set("after", p.After)
+	}
+	if p.Limit != 0 {
+		q.Set("limit", strconv.Itoa(p.Limit))
+	}
+	if len(q) == 0 {
+		return ""
+	}
+	return "?" + q.Encode()
+}
+
+// RunList lists one page of the caller's runs in id order (GET /v1/runs),
+// without their progress.
+func (c *Client) RunList(ctx context.Context, p RunListParams) ([]apitypes.Run, error) {
+	var vs []apitypes.Run
+	if err := c.call(ctx, http.MethodGet, "/runs"+p.query(), nil, &vs); err != nil {
+		return nil, err
+	}
+	return vs, nil
+}
+
+// RunListAll lists every run of the caller that p selects, paging through
+// GET /v1/runs (p.Limit is the page size, apitypes.MaxListLimit if 0).
+func (c *Client) RunListAll(ctx context.Context, p RunListParams) ([]apitypes.Run, error) {
+	if p.Limit == 0 {
+		p.Limit = apitypes.MaxListLimit
+	}
+	var all []apitypes.Run
+	for {
+		vs, err := c.RunList(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, vs...)
+		if len(vs) < p.Limit {
+			return all, nil
+		}
+		p.After = vs[len(vs)-1].ID
+	}
+}
+
+// RunCancel asks for a run to stop (POST /v1/runs/{id}/cancel) and says
+// whether it will: requested, too_late (its finish was decided) or
+// already_terminal.
+func (c *Client) RunCancel(ctx context.Context, id string) (apitypes.CancelAnswer, error) {
+	var res apitypes.CancelResponse
+	if err := c.call(ctx, http.MethodPost, "/runs/"+escape(id)+"/cancel", nil, &res); err != nil {
+		return "", err
+	}
+	return res.Answer, nil
+}
+
+// EventListParams selects one page of a timeline.
+type EventListParams struct {
+	// After starts the page after this sequence number (0: from the
+	// start).
+	After uint64
+	// Limit is the page size, at most apitypes.MaxEventLimit; 0 leaves it
+	// to the daemon (1000).
+	Limit int
+}
+
+func (p EventListParams) query() string {
+	q := url.Values{}
+	if p.After != 0 {
+		q.Set("after", strconv.FormatUint(p.After, 10))
+	}
+	if p.Limit != 0 {
+		q.Set("limit", strconv.Itoa(p.Limit))
+	}
+	if len(q) == 0 {
+		return ""
+	}
+	return "?" + q.Encode()
+}
+
+// RunEvents lists one page of a run's timeline (GET /v1/runs/{id}/events).
+func (c *Client) RunEvents(ctx context.Context, id string, p EventListParams) ([]*apitypes.Event, error) {
+	var evs []*apitypes.Event
+	if err := c.call(ctx, http.MethodGet, "/runs/"+escape(id)+"/events"+p.query(), nil, &evs); err != nil {
+		return nil, err
+	}
+	return evs, nil
+}
+
+// RunEventsAll returns a run's whole timeline from after on, paging through
+// GET /v1/runs/{id}/events (p.Limit is the page size,
+// apitypes.MaxEventLimit if 0).
+func (c *Client) RunEventsAll(ctx context.Context, id string, p EventListParams) ([]*apitypes.Event, error) {
+	return pageEvents(p, func(p EventListParams) ([]*apitypes.Event, error) { return c.RunEvents(ctx, id, p) })
+}
+
+func pageEvents(p EventListParams, page func(EventListParams) ([]*apitypes.Event, error)) ([]*apitypes.Event, error) {
+	if p.Limit == 0 {
+		p.Limit = apitypes.MaxEventLimit
+	}
+	var all []*apitypes.Event
+	for {
+		evs, err := page(p)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, evs...)
+		if len(evs) < p.Limit {
+			return all, nil
+		}
+		p.After = evs[len(evs)-1].Seq
+	}
+}
+
+// RunWaits lists the open human waits of a run and its descendants (GET
+// /v1/runs/{id}/waits): what a person must decide for the run to go on.
+func (c *Client) RunWaits(ctx context.Context, id string) ([]apitypes.HumanWait, error) {
+	var ws []apitypes.HumanWait
+	if err := c.call(ctx, http.MethodGet, "/runs/"+escape(id)+"/waits", nil, &ws); err != nil {
+		return nil, err
+	}
+	return ws, nil
+}
+
+// RunApprove approves the wait at node of run id; payload (nil: none)
+// becomes the node's result. A wait decided before answers
+// apitypes.CodeAlreadyDecided; a node the run is not waiting at,
+// apitypes.CodeNotWaiting.
+func (c *Client) RunApprove(ctx context.Context, id, node string, payload json.RawMessage) (*apitypes.DecideResponse, error) {
+	return c.decide(ctx, id, node, "approve", apitypes.DecideRequest{Payload: payload})
+}
+
+// RunReject rejects the wait at node of run id: the run takes the node's
+// error wire, and reason is recorded in its events.
+func (c *Client) RunReject(ctx context.Context, id, node, reason string) (*apitypes.DecideResponse, error) {
+	return c.decide(ctx, id, node, "reject", apitypes.DecideRequest{Reason: reason})
+}
+
+func (c *Client) decide(ctx context.Context, id, node, verb string, req apitypes.DecideRequest) (*apitypes.DecideResponse, error) {
+	var res apitypes.DecideResponse
+	if err := c.call(ctx, http.MethodPost, "/runs/"+escape(id)+"/waits/"+escape(node)+"/"+verb, req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// Graph formats RunGraph and FlowGraph draw in.
+const (
+	FormatMermaid = "mermaid"
+	FormatDot     = "dot"
+)
+
+// RunGraph draws the run's flow marked with what the run did (GET
+// /v1/runs/{id}/graph), in format (FormatMermaid if "").
+func (c *Client) RunGraph(ctx context.Context, id, format string) (string, error) {
+	return c.text(ctx, "/runs/"+escape(id)+"/graph", format)
+}
+
+func (c *Client) text(ctx context.Context, path, format string) (string, error) {
+	if format != "" {
+		path += "?" + url.Values{"format": {format}}.Encode()
+	}
+	_, data, err := c.do(ctx, http.MethodGet, path, nil, nil)
+	if err != nil {
+		return "", err
+	}
+	return string(data), nil
+}
+
+// DefaultPoll is how often RunWait reads the run unless told otherwise.
+const DefaultPoll = 50 * time.Millisecond
+
+// RunWaitParams says what RunWait waits for.
+type RunWaitParams struct {
+	// Until is the phase to wait for; "" waits for any terminal phase.
+	Until apitypes.Phase
+	// Poll is the time between two reads (DefaultPoll if 0).
+	Poll time.Duration
+	// Seen, if set, is called with every read of the run, e.g. to show its
+	// progress.
+	Seen func(*apitypes.Run)
+}
+
+// RunWait reads the run until it is in phase p.Until, or in a terminal
+// phase (from which it never leaves), and returns it: compare its Phase
+// with p.Until to tell the two apart. Bound the wait with ctx; when ctx
+// ends first, RunWait returns the last read of the run (nil if none) and
+// ctx's error.
+func (c *Client) RunWait(ctx context.Context, id string, p RunWaitParams) (*apitypes.Run, error) {
+	if p.Poll <= 0 {
+		p.Poll = DefaultPoll
+	}
+	var last *apitypes.Run
+	for {
+		v, err := c.RunGet(ctx, id)
+		if err != nil {
+			if ctx.Err() != nil {
+				return last, ctx.Err()
+			}
+			return last, err
+		}
+		last = v
+		if p.Seen != nil {
+			p.Seen(v)
+		}
+		if v.Phase == p.Until || v.Phase.Terminal() {
+			return v, nil
+		}
+		t := time.NewTimer(p.Poll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return last, ctx.Err()
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,117 @@
+package api
+
+import (
+	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/runtime/api/apitypes"
+	"github.com/weirhq/weir/runtime/engine"
+	"github.com/weirhq/weir/runtime/store"
+)
+
+// The API answers in apitypes, never with a store record or an engine type
+// marshalled as it is: the conversions below are the one place where the
+// two meet, so a field added to a record reaches the wire only when it is
+// added here. TestWireUnchanged holds the JSON of each conversion to the
+// JSON of its source.
+
+// timeFormat is how a run's times are shown: UTC, milliseconds.
+const timeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// ViewOf shows a run (and its progress, if known) as the API does.
+func ViewOf(run *store.Run, p *engine.Progress) *apitypes.Run {
+	return &apitypes.Run{ID: run.ID, Flow: run.Flow, Version: run.Version, Owner: run.Owner, RequestID: run.RequestID,
+		Phase: apitypes.Phase(run.Phase), Attempt: run.Attempt, Input: run.Input, Output: run.Output,
+		Error: runErrorOf(run.Error), Progress: progressOf(p), Budget: run.Budget, Spent: run.Spent, Parent: run.ParentRunID,
+		CreatedAt: run.CreatedAt.UTC().Format(timeFormat), UpdatedAt: run.UpdatedAt.UTC().Format(timeFormat)}
+}
+
+func runErrorOf(e *store.RunError) *apitypes.RunError {
+	if e == nil {
+		return nil
+	}
+	return &apitypes.RunError{Code: e.Code, Message: e.Message}
+}
+
+func progressOf(p *engine.Progress) *apitypes.Progress {
+	if p == nil {
+		return nil
+	}
+	out := &apitypes.Progress{Attempt: p.Attempt, Phase: apitypes.Phase(p.Phase), Node: p.Node, Done: p.Done, Visits: p.Visits,
+		Cohorts: convertAll(p.Cohorts, cohortOf)}
+	if t := p.Tool; t != nil {
+		out.Tool = &apitypes.ToolProgress{Node: t.Node, Tool: t.Tool, Done: t.Done, Total: t.Total}
+	}
+	return out
+}
+
+func cohortOf(c engine.CohortView) apitypes.Cohort {
+	return apitypes.Cohort{Node: c.Node, Visit: c.Visit, State: c.State, Items: c.Items, Need: c.Need, Admitted: c.Admitted,
+		InFlight: c.InFlight, Published: c.Published, Mature: c.Mature, Failed: c.Failed, Stopped: c.Stopped, Late: c.Late,
+		Cutoff: c.Cutoff, Sufficient: c.Sufficient, Marker: c.Marker}
+}
+
+func eventOf(e *store.Event) *apitypes.Event {
+	return &apitypes.Event{Seq: e.Seq, RunID: e.RunID, At: e.At, Type: e.Type, Attempt: e.Attempt, Node: e.Node, Detail: e.Detail}
+}
+
+func deadLetterOf(d *store.DeadLetter) *apitypes.DeadLetter {
+	return &apitypes.DeadLetter{TaskID: d.TaskID, RunID: d.RunID, Owner: d.Owner, Flow: d.Flow, Node: d.Node, Tool: d.Tool,
+		Errors: convertAll(d.Errors, attemptErrorOf), At: d.At}
+}
+
+func attemptErrorOf(e store.AttemptError) apitypes.AttemptError {
+	return apitypes.AttemptError{Attempt: e.Attempt, Code: e.Code, Message: e.Message, At: e.At}
+}
+
+func waitOf(w engine.HumanWait) apitypes.HumanWait {
+	return apitypes.HumanWait{RunID: w.RunID, Flow: w.Flow, Node: w.Node, Until: w.Until}
+}
+
+func startResultOf(r *engine.StartResult) *apitypes.StartResult {
+	return &apitypes.StartResult{RunID: r.RunID, Existing: r.Existing}
+}
+
+func sourceFileOf(f apitypes.SourceFile) engine.SourceFile {
+	return engine.SourceFile{Path: f.Path, Src: f.Src}
+}
+
+func registerResultOf(r *engine.RegisterResult) *apitypes.RegisterResult {
+	return &apitypes.RegisterResult{Flows: convertAll(r.Flows, flowOf), Diagnostics: convertAll(r.Diagnostics, diagnosticOf)}
+}
+
+func flowOf(f engine.RegisteredFlow) apitypes.Flow {
+	return apitypes.Flow{Name: f.Name, Hash: f.Hash, Doc: f.Doc, Nodes: f.Nodes}
+}
+
+func diagnosticOf(d flows.Diagnostic) apitypes.Diagnostic {
+	return apitypes.Diagnostic{File: d.File, Line: d.Line, Col: d.Col, Code: string(d.Code), Message: d.Message, Chain: d.Chain}
+}
+
+func statsOf(s engine.Stats) *apitypes.Stats {
+	return &apitypes.Stats{Types: convertAll(s.Types, typeStatsOf), Refusals: s.Refusals, Counts: s.Counts}
+}
+
+func typeStatsOf(t engine.TypeStats) apitypes.TypeStats {
+	return apitypes.TypeStats{Type: t.Type, QueueDepth: t.QueueDepth, WaitMean: t.WaitMean, WaitMax: t.WaitMax,
+		ExecMean: t.ExecMean, ExecMax: t.ExecMax, Attempts: t.Attempts, Units: t.Units, Amplification: t.Amplification}
+}
+
+func statusOf(h engine.Health, cfg *apitypes.ConfigInfo, id *Identity) *apitypes.Status {
+	st := &apitypes.Status{Admission: h.Admission, Reason: h.Reason, Queued: h.Queued, Held: h.Held, Slots: h.Slots, Config: cfg}
+	if id != nil {
+		st.Caller = &apitypes.Caller{Owner: id.Owner, Local: id.Local}
+	}
+	return st
+}
+
+// convertAll converts every element, keeping nil as nil (the wire tells
+// null from []).
+func convertAll[S, T any](in []S, f func(S) T) []T {
+	if in == nil {
+		return nil
+	}
+	out := make([]T, len(in))
+	for i, v := range in {
+		out[i] = f(v)
+	}
+	return out
+}
