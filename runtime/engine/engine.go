@@ -14,14 +14,15 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/weirhq/weir/flows"
-	"github.com/weirhq/weir/runtime/host"
 	"github.com/weirhq/weir/runtime/internal/ledger"
 	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/runtime/tool"
 )
 
-// Tools is what the engine needs from the plugin host.
+// Tools is what the engine needs from the plugin host (or from an
+// in-process stand-in in tests): calls, and what each tool declares.
 type Tools interface {
-	Call(ctx context.Context, req host.CallRequest) (*host.CallResult, error)
+	Call(ctx context.Context, req tool.CallRequest) (*tool.CallResult, error)
 	LookupTool(name string) (flows.ToolInfo, bool)
 }
 

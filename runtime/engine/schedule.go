@@ -238,6 +238,7 @@ func (e *Engine) rescueExpired(ctx context.Context) {
 func (e *Engine) rescue(ctx context.Context, l *store.Lease, why string) {
 	now := e.now()
 	maxAttempts := e.config().MaxAttempts
+	var action rescueAction
 	err := e.st.Update(ctx, func(tx store.Tx) error {
 		cur, err := tx.LeaseGet(l.TaskID)
 		if err != nil || cur.Holder != l.Holder || cur.Attempt != l.Attempt {
@@ -261,7 +262,7 @@ func (e *Engine) rescue(ctx context.Context, l *store.Lease, why string) {
 		if err := appendEvent(tx, run.ID, evExpired, t.Attempt, t.Node, map[string]any{"reason": why, "holder": l.Holder, "task": t.ID}, now); err != nil {
 			return err
 		}
-		if t.Attempt >= maxAttempts {
+		if action = decideRescue(t.Attempt, maxAttempts); action == rescueDeadLetter {
 			if err := e.deadLetterTx(tx, run, t, ""); err != nil {
 				return err
 			}
@@ -287,6 +288,9 @@ func (e *Engine) rescue(ctx context.Context, l *store.Lease, why string) {
 	}
 	if err == nil {
 		e.stats.expired()
+		if action == rescueDeadLetter {
+			e.stats.deadLettered()
+		}
 		if l.Holder == e.holder {
 			e.mu.Lock()
 			if lr := e.live[l.RunID]; lr != nil {
@@ -299,13 +303,13 @@ func (e *Engine) rescue(ctx context.Context, l *store.Lease, why string) {
 }
 
 // deadLetterTx records a task that exhausted its tries, with every
-// attempt's error, so the failure is visible instead of re-queued.
+// attempt's error, so the failure is visible instead of re-queued. The
+// caller counts it (stats.deadLettered) once the transaction commits.
 func (e *Engine) deadLetterTx(tx store.Tx, run *store.Run, t *store.Task, tool string) error {
 	now := e.now()
 	if err := tx.DeadLetterPut(&store.DeadLetter{TaskID: t.ID, RunID: run.ID, Owner: run.Owner, Flow: run.Flow,
 		Node: t.Node, Tool: tool, Errors: t.Errors, At: now}); err != nil {
 		return err
 	}
-	e.stats.deadLettered()
 	return appendEvent(tx, run.ID, evDeadLettered, t.Attempt, t.Node, map[string]any{"errors": len(t.Errors)}, now)
 }
