@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/runtime/internal/clock"
 	"github.com/weirhq/weir/runtime/internal/ledger"
 	"github.com/weirhq/weir/runtime/store"
 	"github.com/weirhq/weir/runtime/tool"
@@ -32,6 +33,11 @@ type Config struct {
 	Store  store.Store
 	Tools  Tools
 	Logger hclog.Logger
+	// Clock is the engine's one source of time: the scheduler's tick,
+	// lease deadlines and renewal, retry backoff, queue deadlines, waits
+	// and a cohort's fuse and grace all read it (nil: the wall clock).
+	// A tool call's own deadline is wall time: the plugin enforces it.
+	Clock clock.Clock
 
 	// Workers is the number of worker slots (default 64).
 	Workers int
@@ -96,6 +102,9 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
 	}
+	if c.Clock == nil {
+		c.Clock = clock.Real()
+	}
 	return c
 }
 
@@ -136,7 +145,7 @@ type Engine struct {
 	flowCache map[string]*flowEntry // flow content hash → loaded flow
 
 	stats *stats
-	now   func() time.Time
+	clock clock.Clock
 }
 
 // liveRun is a run (or a fan-out child) held by a worker of this process.
@@ -184,7 +193,7 @@ func Open(cfg Config) (*Engine, error) {
 		items:      map[string]*liveRun{},
 		flowCache:  map[string]*flowEntry{},
 		stats:      newStats(),
-		now:        time.Now,
+		clock:      c.Clock,
 	}
 	e.registry = flows.NewRegistry(versionStore{st: c.Store, cache: &sync.Map{}}, c.Tools)
 	e.cfg.Store(&c)
@@ -193,12 +202,15 @@ func Open(cfg Config) (*Engine, error) {
 
 func (e *Engine) config() *Config { return e.cfg.Load() }
 
+// now reads the engine's clock.
+func (e *Engine) now() time.Time { return e.clock.Now() }
+
 // Reload swaps the limits. Lowering Workers or MaxBudgetInFlight only
 // limits new starts; work in hand is never taken back (DESIGN §8).
 func (e *Engine) Reload(cfg Config) {
 	old := e.config()
 	c := cfg.withDefaults()
-	c.Store, c.Tools, c.Logger = old.Store, old.Tools, old.Logger
+	c.Store, c.Tools, c.Logger, c.Clock = old.Store, old.Tools, old.Logger, old.Clock
 	e.cfg.Store(&c)
 	e.ledger.Resize(c.Workers, c.MaxBudgetInFlight)
 	e.kick()

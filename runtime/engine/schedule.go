@@ -14,7 +14,7 @@ import (
 // ready tasks to free slots and budget slices, and rescues expired leases.
 func (e *Engine) schedule() {
 	defer close(e.done)
-	tick := time.NewTicker(e.config().Tick)
+	tick := e.clock.NewTicker(e.config().Tick)
 	defer tick.Stop()
 	var lastRescue time.Time
 	for {
@@ -22,11 +22,11 @@ func (e *Engine) schedule() {
 		case <-e.stop:
 			return
 		case <-e.wake:
-		case <-tick.C:
+		case <-tick.C():
 			// Leases are checked at a tenth of their timeout, not every
 			// tick: expiry is measured in lease timeouts.
-			if every := e.config().LeaseTimeout / 10; time.Since(lastRescue) >= every {
-				lastRescue = time.Now()
+			if every := e.config().LeaseTimeout / 10; e.now().Sub(lastRescue) >= every {
+				lastRescue = e.now()
 				e.rescueExpired(context.Background())
 			}
 			e.dropOverdue(context.Background())

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"time"
 
 	"github.com/weirhq/weir/runtime/internal/ledger"
 	"github.com/weirhq/weir/runtime/store"
@@ -246,13 +245,13 @@ func (w *worker) acquireLease(ctx context.Context) (*leaseResult, error) {
 func (w *worker) renew(ctx context.Context) {
 	e := w.e
 	every := e.config().LeaseTimeout / 3
-	tick := time.NewTicker(every)
+	tick := e.clock.NewTicker(every)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-tick.C():
 		}
 		held := w.holding()
 		if held == nil {
