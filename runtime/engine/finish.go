@@ -14,7 +14,8 @@ import (
 // finishTx writes a run's terminal record in tx (DESIGN §5): phase,
 // output or error, the task and lease gone, the event, and, for a child,
 // the parent's wait woken through its indexed child field in the same
-// transaction (DESIGN §6). It reports whether a parent was woken.
+// transaction (DESIGN §6). It reports whether a parent was woken. The
+// caller counts the finish (stats.finished) once the transaction commits.
 func (e *Engine) finishTx(tx store.Tx, run *store.Run, phase store.Phase, output json.RawMessage, runErr *store.RunError, now time.Time) (bool, error) {
 	if run.CancelRequested && phase != store.PhaseCompleted {
 		// A cancel that was answered "requested" ends the run cancelled,
@@ -79,7 +80,6 @@ func (e *Engine) finishTx(tx store.Tx, run *store.Run, phase store.Phase, output
 	if err := appendEvent(tx, run.ID, typ, run.Attempt, "", detail, now); err != nil {
 		return false, err
 	}
-	e.stats.finished(phase)
 	if run.ParentRunID == "" {
 		return false, nil
 	}
@@ -184,6 +184,7 @@ func (e *Engine) Cancel(ctx context.Context, owner, runID string) (CancelAnswer,
 		return "", e.storageFailed(err)
 	}
 	e.queuedRuns.Add(-int64(c.queuedFinished))
+	e.countCancelled(&c)
 	if lr != nil && answer == CancelRequested {
 		lr.cancelRequested = true
 		lr.cancel()
@@ -214,8 +215,16 @@ func (e *Engine) cancelHeld(runIDs []string, skip *liveRun) {
 // cancelTree collects what one cancel did to a run and its descendants.
 type cancelTree struct {
 	queuedFinished int      // never-started runs finished cancelled
+	finished       int      // runs finished cancelled
 	held           []string // runs a worker holds: cancelled by their worker
 	woke           bool     // a parent was woken
+}
+
+// countCancelled counts the runs a committed cancel finished.
+func (e *Engine) countCancelled(c *cancelTree) {
+	for range c.finished {
+		e.stats.finished(store.PhaseCancelled)
+	}
 }
 
 // cancelTx records the cancel request on run and its non-terminal
@@ -259,6 +268,7 @@ func (e *Engine) cancelTx(tx store.Tx, run *store.Run, by string, now time.Time,
 		return err
 	}
 	c.woke = c.woke || woke
+	c.finished++
 	if wasQueued {
 		c.queuedFinished++
 	}

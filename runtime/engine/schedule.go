@@ -166,8 +166,9 @@ func (e *Engine) ensureAccount(ctx context.Context, runID string) (*store.Run, e
 // with E_QUEUE_TIMEOUT and the reason is recorded.
 func (e *Engine) drop(ctx context.Context, t *store.Task) {
 	now := e.now()
-	var parentWoken bool
+	var parentWoken, runFinished, wasQueued bool
 	err := e.st.Update(ctx, func(tx store.Tx) error {
+		parentWoken, runFinished, wasQueued = false, false, false
 		cur, err := tx.TaskGet(t.ID)
 		if err != nil || cur.Leased {
 			return errSkip
@@ -189,12 +190,9 @@ func (e *Engine) drop(ctx context.Context, t *store.Task) {
 				&store.RunError{Code: CodeQueueTimeout, Message: "no worker slot or budget slice was free before the queue deadline"}, now)
 			return err
 		}
-		wasQueued := run.Phase == store.PhaseQueued
+		wasQueued, runFinished = run.Phase == store.PhaseQueued, true
 		parentWoken, err = e.finishTx(tx, run, store.PhaseFailed, nil,
 			&store.RunError{Code: CodeQueueTimeout, Message: "no worker slot or budget slice was free before the queue deadline"}, now)
-		if err == nil && wasQueued {
-			e.queuedRuns.Add(-1)
-		}
 		return err
 	})
 	if err != nil && !errors.Is(err, errSkip) {
@@ -202,6 +200,12 @@ func (e *Engine) drop(ctx context.Context, t *store.Task) {
 		return
 	}
 	if err == nil {
+		if runFinished {
+			e.stats.finished(store.PhaseFailed)
+			if wasQueued {
+				e.queuedRuns.Add(-1)
+			}
+		}
 		if t.Kind != store.TaskItem {
 			e.ledger.CloseRun(t.RunID)
 		}
@@ -240,6 +244,7 @@ func (e *Engine) rescue(ctx context.Context, l *store.Lease, why string) {
 	maxAttempts := e.config().MaxAttempts
 	var action rescueAction
 	err := e.st.Update(ctx, func(tx store.Tx) error {
+		action = rescueRequeue
 		cur, err := tx.LeaseGet(l.TaskID)
 		if err != nil || cur.Holder != l.Holder || cur.Attempt != l.Attempt {
 			return errSkip // renewed, released or already rescued
@@ -290,6 +295,7 @@ func (e *Engine) rescue(ctx context.Context, l *store.Lease, why string) {
 		e.stats.expired()
 		if action == rescueDeadLetter {
 			e.stats.deadLettered()
+			e.stats.finished(store.PhaseFailed)
 		}
 		if l.Holder == e.holder {
 			e.mu.Lock()

@@ -26,6 +26,17 @@ type stepper struct {
 	// taskDirty says the task record changed in memory (its wait cleared)
 	// and goes with the next commit.
 	taskDirty bool
+	// after is what the transaction being written changes in memory
+	// once it commits.
+	after stepEffects
+}
+
+// stepEffects are the in-memory effects of one step's transaction,
+// applied only after Update returns nil: a failed (or re-run) transaction
+// leaves the worker's memory as it was.
+type stepEffects struct {
+	released *store.Task // the task given back to the queue
+	phase    store.Phase // the run's new phase, if any
 }
 
 // run executes a held step task until the run finishes, parks or yields
@@ -185,6 +196,7 @@ func (s *stepper) commit(ctx context.Context, fn func(tx store.Tx) error) bool {
 func (s *stepper) commitE(ctx context.Context, fn func(tx store.Tx) error) error {
 	e := s.e
 	err := e.st.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
+		s.after = stepEffects{}
 		if err := s.fenceTx(tx); err != nil {
 			return err
 		}
@@ -199,9 +211,18 @@ func (s *stepper) commitE(ctx context.Context, fn func(tx store.Tx) error) error
 		}
 		return fn(tx)
 	})
+	after := s.after
+	s.after = stepEffects{}
 	switch {
 	case err == nil:
 		s.taskDirty = false
+		if after.released != nil {
+			*s.task = *after.released
+			s.setLease(nil, true)
+		}
+		if after.phase != "" {
+			s.run.Phase = after.phase
+		}
 	case errors.Is(err, errLeaseLost):
 		e.log.Warn("lease lost, step discarded", "run", s.run.ID, "task", s.task.ID)
 	case errors.Is(err, errUnknownOutcome):
@@ -213,7 +234,8 @@ func (s *stepper) commitE(ctx context.Context, fn func(tx store.Tx) error) error
 }
 
 // releaseTaskTx gives the task back to the queue at readyAt (now: yield
-// or retry later; future: park on a wait).
+// or retry later; future: park on a wait). The worker's copy of the task
+// and its lease change once the commit succeeds.
 func (s *stepper) releaseTaskTx(tx store.Tx, now, readyAt time.Time, waitKind, waitChild string) error {
 	t := *s.task
 	t.Leased = false
@@ -223,9 +245,7 @@ func (s *stepper) releaseTaskTx(tx store.Tx, now, readyAt time.Time, waitKind, w
 	if err := tx.TaskPut(&t); err != nil {
 		return err
 	}
-	*s.task = t
-	s.taskDirty = false
-	s.setLease(nil, true)
+	s.after.released = &t
 	return tx.LeaseDelete(t.ID)
 }
 
@@ -324,6 +344,7 @@ func (s *stepper) toolDone(ctx context.Context, c *toolCall, o callOutcome) bool
 	now := s.e.now()
 	var spent int64
 	ok := s.resultDoneTx(ctx, c.Node, o.Output, map[string]any{"tool": c.Tool, "cost": o.Cost}, func(tx store.Tx) error {
+		spent = 0
 		if o.RecordDone {
 			if err := idemDoneTx(tx, c, o.Key, o.Output, nil, now); err != nil {
 				return err
@@ -482,6 +503,7 @@ func (s *stepper) finish(ctx context.Context, phase store.Phase, out json.RawMes
 		}
 		return
 	}
+	e.stats.finished(phase)
 	e.ledger.CloseRun(s.run.ID)
 	if woke {
 		e.kick()

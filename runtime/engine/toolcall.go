@@ -139,6 +139,7 @@ func (w *worker) callTool(ctx context.Context, c *toolCall, commit func(fn func(
 		now := e.now()
 		var done *store.Idem
 		err := commit(func(tx store.Tx) error {
+			done = nil
 			rec, err := tx.IdemGet(key)
 			switch {
 			case err == nil && rec.State == store.IdemDone:
