@@ -150,6 +150,7 @@ type Engine struct {
 
 // liveRun is a run (or a fan-out child) held by a worker of this process.
 type liveRun struct {
+	runID           string // the run the work is for (a fan-out child's parent)
 	mu              sync.Mutex
 	completing      bool // the finish decision is made
 	cancelRequested bool
@@ -164,7 +165,9 @@ type liveRun struct {
 
 // ToolProgress is what a running tool last reported through the SDK.
 type ToolProgress struct {
-	Node  string `json:"node"`
+	Node string `json:"node"`
+	// Item is the fan-out item whose call this is (nil for a task node).
+	Item  *int   `json:"item,omitempty"`
 	Tool  string `json:"tool"`
 	Done  int64  `json:"done"`
 	Total int64  `json:"total"`

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/weirhq/weir/runtime/internal/failpoint"
@@ -198,8 +199,12 @@ func (e *Engine) Cancel(ctx context.Context, owner, runID string) (CancelAnswer,
 }
 
 // cancelHeld cancels the calls of runs held by workers of this process
-// whose cancel was recorded (skip is already handled by the caller).
+// whose cancel was recorded (skip is already handled by the caller), and
+// of their fan-out children's tool calls.
 func (e *Engine) cancelHeld(runIDs []string, skip *liveRun) {
+	if len(runIDs) == 0 {
+		return
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, id := range runIDs {
@@ -207,6 +212,11 @@ func (e *Engine) cancelHeld(runIDs []string, skip *liveRun) {
 			l.mu.Lock()
 			l.cancelRequested = true
 			l.mu.Unlock()
+			l.cancel()
+		}
+	}
+	for _, l := range e.items {
+		if slices.Contains(runIDs, l.runID) {
 			l.cancel()
 		}
 	}
@@ -252,9 +262,17 @@ func (e *Engine) cancelTx(tx store.Tx, run *store.Run, by string, now time.Time,
 		return err
 	}
 	for _, t := range tasks {
-		if t.Leased {
+		if t.Leased && t.Kind == store.TaskStep {
 			c.held = append(c.held, run.ID)
 			return tx.RunUpdate(run)
+		}
+	}
+	// Fan-out children a worker holds go with the run (finishTx deletes
+	// their tasks and leases); their calls are cancelled after the commit.
+	for _, t := range tasks {
+		if t.Leased {
+			c.held = append(c.held, run.ID)
+			break
 		}
 	}
 	wasQueued := run.Phase == store.PhaseQueued

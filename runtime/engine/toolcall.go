@@ -180,10 +180,14 @@ func (w *worker) callTool(ctx context.Context, c *toolCall, commit func(fn func(
 	deadline, _ := callCtx.Deadline()
 	started := e.now()
 	live := w.live
+	var item *int
+	if len(c.Index) == 1 {
+		item = &c.Index[0]
+	}
 	res, err := e.tools.Call(callCtx, tool.CallRequest{Tool: c.Tool, Input: c.Input, RunID: c.Run.ID, Node: c.Node.ID,
 		Attempt: c.Attempt + c.Tries, IdempotencyKey: key, Deadline: deadline,
 		Progress: func(done, total int64) {
-			live.progress.Store(&ToolProgress{Node: c.Node.ID, Tool: c.Tool, Done: done, Total: total})
+			live.progress.Store(&ToolProgress{Node: c.Node.ID, Item: item, Tool: c.Tool, Done: done, Total: total})
 		}})
 	cancel()
 	live.progress.Store(nil)

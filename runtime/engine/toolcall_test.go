@@ -11,7 +11,7 @@ import (
 const toolCallSrc = `
 flow(name = "fan_exclusive", nodes = [
     fanout("fan", items = lambda ctx: [1, 2, 3], tool = "testkit.exclusive",
-           args = lambda ctx, item: {"ms": 1}, width = 3, depth = 1, max_items = 3),
+           args = lambda ctx, item: {"ms": 1}, width = 3, depth = 1, max_items = 3, at_most_once = True),
 ])
 
 flow(name = "fan_flaky", nodes = [
@@ -92,5 +92,48 @@ func TestFanoutItemsCallLikeTaskNodes(t *testing.T) {
 		if n != 2 {
 			t.Errorf("item %v retried %d times, want 2", item, n)
 		}
+	}
+}
+
+// TestFanoutItemsReportProgress: the running calls of fan-out items show
+// their progress in the run's progress, each with its item.
+func TestFanoutItemsReportProgress(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{}, toolCallSrc+`
+flow(name = "fan_slow", nodes = [
+    fanout("fan", items = lambda ctx: [600000, 600000], tool = "testkit.sleep",
+           args = lambda ctx, item: {"ms": item}, width = 2, depth = 1, max_items = 2),
+])
+`)
+	ctx := context.Background()
+	id := b.start(t, "fan_slow", `{}`, "")
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		run, err := b.eng.Get(ctx, "alice", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := b.eng.Progress(ctx, run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Items) == 2 {
+			for i, tp := range p.Items {
+				if tp.Item == nil || *tp.Item != i || tp.Tool != "testkit.sleep" || tp.Node != "fan" || tp.Total != 600000 {
+					t.Errorf("item progress %d: %+v", i, tp)
+				}
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("progress %+v: the two running item calls never reported", p)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := b.eng.Cancel(ctx, "alice", id); err != nil {
+		t.Fatal(err)
+	}
+	if run := b.waitTerminal(t, id); run.Phase != store.PhaseCancelled {
+		t.Fatalf("phase %s after cancel", run.Phase)
 	}
 }

@@ -14,7 +14,7 @@ import (
 func (e *Engine) work(t *store.Task, typ string, slice ledger.Slice, overBudget bool) {
 	defer e.wg.Done()
 	ctx, cancel := context.WithCancel(context.Background())
-	lr := &liveRun{cancel: cancel}
+	lr := &liveRun{runID: t.RunID, cancel: cancel}
 	w := &worker{e: e, task: t, slice: slice, live: lr}
 	defer func() {
 		cancel()
