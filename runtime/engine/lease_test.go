@@ -15,7 +15,8 @@ import (
 // run, and the first worker's late writes must be refused by the fence.
 func TestExpiredLeaseIsRescuedAndFenced(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Config{LeaseTimeout: time.Second}, flowsSrc)
+	fk := clock.NewFake(time.Now())
+	b := setup(t, Config{LeaseTimeout: time.Second, Clock: fk}, flowsSrc)
 	ctx := context.Background()
 	id := b.start(t, "sleepy", `{"ms": 400}`, "")
 	b.wait(t, id, "running", func(r *store.Run) bool { return r.Phase == store.PhaseRunning })
@@ -30,12 +31,15 @@ func TestExpiredLeaseIsRescuedAndFenced(t *testing.T) {
 			return err
 		}
 		l.Holder = "h_dead"
-		l.Deadline = time.Now().Add(-time.Second)
+		l.Deadline = fk.Now().Add(-time.Second)
 		return tx.LeasePut(l)
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The rescuer looks on the scheduler's next tick; the live holder's
+	// own lease never expires, since the clock moves no further.
+	fk.Advance(100 * time.Millisecond)
 	run := b.waitTerminal(t, id)
 	if run.Phase != store.PhaseCompleted {
 		t.Fatalf("phase %s error %+v", run.Phase, run.Error)
@@ -91,7 +95,8 @@ func TestLeaseRenewedWhileToolRuns(t *testing.T) {
 // never resumed.
 func TestCancelRecordedBeforeCrashIsHonoured(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Config{LeaseTimeout: time.Second}, flowsSrc)
+	fk := clock.NewFake(time.Now())
+	b := setup(t, Config{LeaseTimeout: time.Second, Clock: fk}, flowsSrc)
 	ctx := context.Background()
 	id := b.start(t, "sleepy", `{"ms": 400}`, "")
 	b.wait(t, id, "running", func(r *store.Run) bool { return r.Phase == store.PhaseRunning })
@@ -112,12 +117,15 @@ func TestCancelRecordedBeforeCrashIsHonoured(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		l.Holder, l.Deadline = "h_dead", time.Now().Add(-time.Second)
+		l.Holder, l.Deadline = "h_dead", fk.Now().Add(-time.Second)
 		return tx.LeasePut(l)
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The rescuer looks on the scheduler's next tick; the live holder's
+	// own lease never expires, since the clock moves no further.
+	fk.Advance(100 * time.Millisecond)
 	run := b.waitTerminal(t, id)
 	if run.Phase != store.PhaseCancelled {
 		t.Fatalf("%s %+v: the recorded cancel was not honoured", run.Phase, run.Error)
