@@ -57,7 +57,7 @@ func (e *Engine) Progress(ctx context.Context, run *store.Run) (*Progress, error
 		}
 	}
 	e.mu.Unlock()
-	slices.SortFunc(p.Items, func(a, b ToolProgress) int { return cmp.Compare(*a.Item, *b.Item) })
+	slices.SortFunc(p.Items, func(a, b ToolProgress) int { return cmp.Compare(itemOf(a), itemOf(b)) })
 	for _, v := range c.Visits {
 		p.Visits += v
 	}
@@ -82,4 +82,12 @@ func (e *Engine) Progress(ctx context.Context, run *store.Run) (*Progress, error
 		return nil
 	})
 	return p, err
+}
+
+// itemOf is the item of a progress report, or -1 for none.
+func itemOf(tp ToolProgress) int {
+	if tp.Item == nil {
+		return -1
+	}
+	return *tp.Item
 }
