@@ -181,8 +181,8 @@ func runSleep(ctx context.Context, call *sdk.Call) (any, error) {
 			call.Progress(in.MS, in.MS)
 			return map[string]any{"slept_ms": in.MS, "peak": sleeping.peak.Load()}, nil
 		case <-tick.C:
-			// Under load a tick can be chosen after the timer fired too:
-			// progress must still not pass the total.
+			// Never past the total: a loaded machine may tick after the
+			// timer is due, and progress must not run backwards.
 			call.Progress(min(time.Since(start).Milliseconds(), in.MS), in.MS)
 		case <-ctx.Done():
 			rec, _ := json.Marshal(map[string]any{

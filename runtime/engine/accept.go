@@ -111,6 +111,7 @@ func (e *Engine) submit(ctx context.Context, req StartRequest) (*StartResult, er
 	}
 	var existing *store.Dedup
 	err = e.st.Update(ctx, func(tx store.Tx) error {
+		existing = nil
 		if req.RequestID != "" {
 			d, err := tx.DedupGet(req.Owner, req.RequestID)
 			if err == nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/runtime/internal/cohort"
 	"github.com/weirhq/weir/runtime/internal/failpoint"
 	"github.com/weirhq/weir/runtime/store"
 )
@@ -104,13 +105,13 @@ func (s *stepper) cohortStart(ctx context.Context, node *flows.Node, visit int) 
 				return err
 			}
 		}
-		if err := s.admitTx(tx, node, c, children, now); err != nil {
+		if err := s.admitTx(tx, node, c, children, len(children)); err != nil {
 			return err
 		}
 		if err := tx.CohortPut(c); err != nil {
 			return err
 		}
-		readyAt = s.cohortWake(node, c, now)
+		readyAt = cohort.Wake(cohort.StateOf(c, 0), s.cohortDecl(node), now)
 		return s.parkTx(tx, now, readyAt, "cohort", "", map[string]any{"items": c.Items, "need": c.Need, "width": node.Width})
 	})
 	if ok {
@@ -203,11 +204,11 @@ func (s *stepper) prepareChildren(ctx context.Context, node *flows.Node, visit i
 	return out, nil
 }
 
-// admitTx admits prepared children while the cohort is open, has room
-// under its width and items left. Children not prepared wait for the next
-// wake.
-func (s *stepper) admitTx(tx store.Tx, node *flows.Node, c *store.Cohort, children map[int]*child, now time.Time) error {
-	for c.State == store.CohortOpen && c.Next < c.Items && c.InFlight < node.Width {
+// admitTx admits up to n prepared children while the cohort is open, has
+// room under its width and items left. Children not prepared wait for the
+// next wake.
+func (s *stepper) admitTx(tx store.Tx, node *flows.Node, c *store.Cohort, children map[int]*child, n int) error {
+	for ; n > 0 && c.State == store.CohortOpen && c.Next < c.Items && c.InFlight < node.Width; n-- {
 		ch := children[c.Next]
 		if ch == nil {
 			return nil
@@ -237,29 +238,13 @@ func (s *stepper) admitTx(tx store.Tx, node *flows.Node, c *store.Cohort, childr
 	return nil
 }
 
-// cohortWake is when the parked parent must look again even if no child
-// wakes it: the fuse, the end of the grace period, or the fallback clock.
-func (s *stepper) cohortWake(node *flows.Node, c *store.Cohort, now time.Time) time.Time {
-	if len(c.Fresh) > 0 || (c.InFlight == 0 && (c.Next == c.Items || c.State != store.CohortOpen)) {
-		return now // something to judge, or nothing left to wait for
+// cohortDecl is what the cohort decisions read of the node.
+func (s *stepper) cohortDecl(node *flows.Node) cohort.Decl {
+	grace := node.Grace
+	if grace <= 0 {
+		grace = flows.DefaultGrace
 	}
-	at := now.Add(subflowFallback())
-	if !c.Deadline.IsZero() && c.Deadline.Before(at) {
-		at = c.Deadline
-	}
-	if c.State == store.CohortFrozen && c.InFlight > 0 && !node.Protected {
-		if end := c.FrozenAt.Add(s.grace(node)); end.Before(at) {
-			at = end
-		}
-	}
-	return at
-}
-
-func (s *stepper) grace(node *flows.Node) time.Duration {
-	if node.Grace > 0 {
-		return node.Grace
-	}
-	return flows.DefaultGrace
+	return cohort.Decl{Width: node.Width, Protected: node.Protected, Grace: grace, Fallback: subflowFallback()}
 }
 
 // cohortAdvance is one look of the woken parent at its cohort: judge the
@@ -306,11 +291,12 @@ func (s *stepper) cohortAdvance(ctx context.Context, node *flows.Node, snap *sto
 	}
 	now := e.now()
 	var c *store.Cohort
-	var stopTasks, stopRuns []string
+	var stopTasks []string
+	var stopped cancelTree
 	var closing bool
 	var readyAt time.Time
 	ok := s.commit(ctx, func(tx store.Tx) error {
-		stopTasks, stopRuns, closing = nil, nil, false
+		stopTasks, stopped, closing, readyAt = nil, cancelTree{}, false, time.Time{}
 		var err error
 		if c, err = tx.CohortGet(snap.RunID, snap.Node, snap.Visit); err != nil {
 			return err
@@ -336,43 +322,34 @@ func (s *stepper) cohortAdvance(ctx context.Context, node *flows.Node, snap *sto
 			}
 		}
 		c.Fresh = still
-		fuse := !c.Deadline.IsZero() && !now.Before(c.Deadline)
-		if c.State == store.CohortOpen {
-			// Ended but not yet judged children may still be mature.
-			potential := c.Mature + len(c.Fresh) + c.InFlight + (c.Items - c.Next)
-			switch {
-			case c.Mature >= c.Need:
-				c.State, c.FrozenAt = store.CohortFrozen, now // sufficient: freeze admission
-			case potential < c.Need:
-				c.State, c.FrozenAt = store.CohortFrozen, now // cannot be met: admit no more
-			default:
-				if err := s.admitTx(tx, node, c, children, now); err != nil {
-					return err
-				}
-			}
+		prepared := 0
+		for children[c.Next+prepared] != nil {
+			prepared++
 		}
-		if c.State == store.CohortFrozen && c.InFlight > 0 && !node.Protected && !now.Before(c.FrozenAt.Add(s.grace(node))) {
-			if stopTasks, stopRuns, err = s.stopInFlightTx(tx, c, now); err != nil {
+		d := cohort.Advance(cohort.StateOf(c, prepared), s.cohortDecl(node), now)
+		if d.Freeze {
+			c.State, c.FrozenAt = store.CohortFrozen, now
+		}
+		if err := s.admitTx(tx, node, c, children, d.Admit); err != nil {
+			return err
+		}
+		if d.Stop {
+			if stopTasks, stopped, err = s.stopInFlightTx(tx, c, now); err != nil {
 				return err
 			}
 		}
-		allDone := c.Next == c.Items && c.InFlight == 0
-		if fuse || (c.State == store.CohortFrozen && c.InFlight == 0) || (c.State == store.CohortOpen && allDone) {
-			if len(c.Fresh) > 0 && !fuse {
-				// Judge the last ones before closing.
-				readyAt = now
-				if err := tx.CohortPut(c); err != nil {
-					return err
-				}
-				return s.parkTx(tx, now, readyAt, "cohort", "", nil)
-			}
+		switch {
+		case d.JudgeFirst:
+			// Judge the last ones before closing.
+			readyAt = now
+		case d.Close:
 			closing = true
 			c.State, c.Cutoff = store.CohortClosing, now
-			c.Sufficient, c.Fuse = c.Mature >= c.Need, fuse && c.Mature < c.Need
+			c.Sufficient, c.Fuse = d.Sufficient, d.FuseClosed
 			if err := tx.CohortPut(c); err != nil {
 				return err
 			}
-			detail := map[string]any{"sufficient": c.Sufficient, "fuse": fuse, "mature": c.Mature, "need": c.Need, "cutoff": c.Cutoff}
+			detail := map[string]any{"sufficient": c.Sufficient, "fuse": d.Fuse, "mature": c.Mature, "need": c.Need, "cutoff": c.Cutoff}
 			if err := appendEvent(tx, s.run.ID, evCohortClosing, s.run.Attempt, node.ID, detail, now); err != nil {
 				return err
 			}
@@ -380,17 +357,19 @@ func (s *stepper) cohortAdvance(ctx context.Context, node *flows.Node, snap *sto
 				return appendEvent(tx, s.run.ID, evInsufficient, s.run.Attempt, node.ID, detail, now)
 			}
 			return nil
+		default:
+			readyAt = d.Wake
 		}
 		if err := tx.CohortPut(c); err != nil {
 			return err
 		}
-		readyAt = s.cohortWake(node, c, now)
 		return s.parkTx(tx, now, readyAt, "cohort", "", nil)
 	})
 	if !ok {
 		return false
 	}
-	s.stopChildren(stopTasks, stopRuns)
+	e.countCancelled(&stopped)
+	s.stopChildren(stopTasks, stopped.held)
 	e.kick()
 	if closing {
 		failpoint.Hit(failpoint.CohortCutoff)
@@ -427,11 +406,12 @@ func (s *stepper) judge(ctx context.Context, node *flows.Node, c *store.Cohort) 
 
 // stopInFlightTx stops the unprotected children still in flight after the
 // grace period: queued tool tasks are deleted, held ones and child runs are
-// cancelled through the normal cancel path after the commit.
-func (s *stepper) stopInFlightTx(tx store.Tx, c *store.Cohort, now time.Time) (tasks, runs []string, err error) {
+// cancelled through the normal cancel path after the commit (ct says which
+// child runs a worker holds and how many finished).
+func (s *stepper) stopInFlightTx(tx store.Tx, c *store.Cohort, now time.Time) (tasks []string, ct cancelTree, err error) {
 	items, err := tx.CohortItemList(c.RunID, c.Node, c.Visit)
 	if err != nil {
-		return nil, nil, err
+		return nil, ct, err
 	}
 	for _, it := range items {
 		if it.State != store.ItemAdmitted {
@@ -439,18 +419,16 @@ func (s *stepper) stopInFlightTx(tx store.Tx, c *store.Cohort, now time.Time) (t
 		}
 		it.State, it.At = store.ItemStopped, now
 		if err := tx.CohortItemPut(it); err != nil {
-			return nil, nil, err
+			return nil, ct, err
 		}
 		c.InFlight--
 		c.Stopped++
 		if strings.HasPrefix(it.Child, "run_") {
 			run, err := tx.RunGet(it.Child)
 			if err == nil && !run.Phase.Terminal() {
-				var ct cancelTree
 				if err := s.e.cancelTx(tx, run, "cohort "+c.Node, now, &ct); err != nil {
-					return nil, nil, err
+					return nil, ct, err
 				}
-				runs = append(runs, ct.held...)
 			}
 			continue
 		}
@@ -459,17 +437,17 @@ func (s *stepper) stopInFlightTx(tx store.Tx, c *store.Cohort, now time.Time) (t
 			continue
 		}
 		if err != nil {
-			return nil, nil, err
+			return nil, ct, err
 		}
 		if t.Leased {
 			tasks = append(tasks, t.ID)
 			continue
 		}
 		if err := tx.TaskDelete(t.ID); err != nil {
-			return nil, nil, err
+			return nil, ct, err
 		}
 	}
-	return tasks, runs, appendEvent(tx, s.run.ID, evCohortStopped, s.run.Attempt, c.Node, map[string]any{"stopped": c.Stopped}, now)
+	return tasks, ct, appendEvent(tx, s.run.ID, evCohortStopped, s.run.Attempt, c.Node, map[string]any{"stopped": c.Stopped}, now)
 }
 
 // stopChildren cancels the calls of stopped children held by workers.

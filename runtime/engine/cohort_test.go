@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirhq/weir/runtime/internal/clock"
 	"github.com/weirhq/weir/runtime/store"
 )
 
@@ -93,6 +94,20 @@ func (b *bundle) cohort(t *testing.T, id string) CohortView {
 	return p.Cohorts[0]
 }
 
+// cohortIs reports whether the run's cohort exists and satisfies cond.
+func (b *bundle) cohortIs(t *testing.T, id string, cond func(CohortView) bool) bool {
+	t.Helper()
+	run, err := b.eng.Get(context.Background(), "alice", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := b.eng.Progress(context.Background(), run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(p.Cohorts) == 1 && cond(p.Cohorts[0])
+}
+
 func TestFanoutWidthBoundsChildrenInFlight(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Config{}, cohortSrc)
@@ -149,9 +164,20 @@ func TestFanoutResultsInItemOrder(t *testing.T) {
 // stops them (their plugin calls see the cancel), and closes sufficient.
 func TestFanoutQuorumFreezesThenStopsAfterGrace(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Config{}, cohortSrc)
+	fk := clock.NewFake(time.Now())
+	b := setup(t, Config{Clock: fk}, cohortSrc)
 	begin := time.Now()
-	run := b.waitTerminal(t, b.start(t, "fan_quorum", `{}`, ""))
+	id := b.start(t, "fan_quorum", `{}`, "")
+	// Frozen with the quick half mature; the stragglers run on through
+	// the grace period, which passes only when the clock is moved.
+	b.wait(t, id, "cohort frozen", func(*store.Run) bool {
+		return b.cohortIs(t, id, func(c CohortView) bool { return c.State == "frozen" && c.Mature == 4 })
+	})
+	if c := b.cohort(t, id); c.InFlight != 4 || c.Stopped != 0 {
+		t.Fatalf("cohort %+v: the stragglers must run until the grace period ends", c)
+	}
+	fk.Advance(300 * time.Millisecond)
+	run := b.waitTerminal(t, id)
 	if took := time.Since(begin); took > 20*time.Second {
 		t.Fatalf("took %s: the stragglers held the batch hostage", took)
 	}
@@ -196,8 +222,19 @@ func TestFanoutProtectedChildrenAreNeverKilled(t *testing.T) {
 // leaves a trace, and results after the cutoff stay out as late.
 func TestFanoutDeadlineFuse(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Config{}, cohortSrc)
-	run := b.waitTerminal(t, b.start(t, "fan_fuse", `{}`, ""))
+	fk := clock.NewFake(time.Now())
+	b := setup(t, Config{Clock: fk}, cohortSrc)
+	id := b.start(t, "fan_fuse", `{}`, "")
+	// The quick two are judged before the deadline, which passes only
+	// when the clock is moved.
+	b.wait(t, id, "quick children judged", func(*store.Run) bool {
+		return b.cohortIs(t, id, func(c CohortView) bool { return c.Mature == 2 })
+	})
+	if c := b.cohort(t, id); c.State != "open" {
+		t.Fatalf("cohort %+v: closed before its deadline", c)
+	}
+	fk.Advance(400 * time.Millisecond)
+	run := b.waitTerminal(t, id)
 	if run.Phase != store.PhaseCompleted {
 		t.Fatalf("%s %+v: an insufficient close still takes next", run.Phase, run.Error)
 	}

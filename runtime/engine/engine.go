@@ -14,14 +14,16 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/weirhq/weir/flows"
-	"github.com/weirhq/weir/runtime/host"
+	"github.com/weirhq/weir/runtime/internal/clock"
 	"github.com/weirhq/weir/runtime/internal/ledger"
 	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/runtime/tool"
 )
 
-// Tools is what the engine needs from the plugin host.
+// Tools is what the engine needs from the plugin host (or from an
+// in-process stand-in in tests): calls, and what each tool declares.
 type Tools interface {
-	Call(ctx context.Context, req host.CallRequest) (*host.CallResult, error)
+	Call(ctx context.Context, req tool.CallRequest) (*tool.CallResult, error)
 	LookupTool(name string) (flows.ToolInfo, bool)
 }
 
@@ -31,6 +33,11 @@ type Config struct {
 	Store  store.Store
 	Tools  Tools
 	Logger hclog.Logger
+	// Clock is the engine's one source of time: the scheduler's tick,
+	// lease deadlines and renewal, retry backoff, queue deadlines, waits
+	// and a cohort's fuse and grace all read it (nil: the wall clock).
+	// A tool call's own deadline is wall time: the plugin enforces it.
+	Clock clock.Clock
 
 	// Workers is the number of worker slots (default 64).
 	Workers int
@@ -103,6 +110,9 @@ func (c Config) withDefaults() Config {
 	if c.FlowCacheBytes <= 0 {
 		c.FlowCacheBytes = flows.DefaultCacheBytes
 	}
+	if c.Clock == nil {
+		c.Clock = clock.Real()
+	}
 	return c
 }
 
@@ -143,11 +153,12 @@ type Engine struct {
 	flowCache *flows.Cache // loaded flow versions, bounded by FlowCacheBytes
 
 	stats *stats
-	now   func() time.Time
+	clock clock.Clock
 }
 
 // liveRun is a run (or a fan-out child) held by a worker of this process.
 type liveRun struct {
+	runID           string // the run the work is for (a fan-out child's parent)
 	mu              sync.Mutex
 	completing      bool // the finish decision is made
 	cancelRequested bool
@@ -162,7 +173,9 @@ type liveRun struct {
 
 // ToolProgress is what a running tool last reported through the SDK.
 type ToolProgress struct {
-	Node  string `json:"node"`
+	Node string `json:"node"`
+	// Item is the fan-out item whose call this is (nil for a task node).
+	Item  *int   `json:"item,omitempty"`
 	Tool  string `json:"tool"`
 	Done  int64  `json:"done"`
 	Total int64  `json:"total"`
@@ -191,7 +204,7 @@ func Open(cfg Config) (*Engine, error) {
 		items:      map[string]*liveRun{},
 		flowCache:  flows.NewCache(c.FlowCacheBytes, flows.Loader{}),
 		stats:      newStats(),
-		now:        time.Now,
+		clock:      c.Clock,
 	}
 	e.registry = flows.NewRegistry(versionStore{st: c.Store, cache: e.flowCache}, c.Tools)
 	e.cfg.Store(&c)
@@ -200,12 +213,15 @@ func Open(cfg Config) (*Engine, error) {
 
 func (e *Engine) config() *Config { return e.cfg.Load() }
 
+// now reads the engine's clock.
+func (e *Engine) now() time.Time { return e.clock.Now() }
+
 // Reload swaps the limits. Lowering Workers or MaxBudgetInFlight only
 // limits new starts; work in hand is never taken back (docs/design.md §8).
 func (e *Engine) Reload(cfg Config) {
 	old := e.config()
 	c := cfg.withDefaults()
-	c.Store, c.Tools, c.Logger = old.Store, old.Tools, old.Logger
+	c.Store, c.Tools, c.Logger, c.Clock = old.Store, old.Tools, old.Logger, old.Clock
 	e.cfg.Store(&c)
 	e.ledger.Resize(c.Workers, c.MaxBudgetInFlight)
 	e.flowCache.SetMaxBytes(c.FlowCacheBytes)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirhq/weir/runtime/internal/clock"
 	"github.com/weirhq/weir/runtime/store"
 )
 
@@ -402,11 +403,15 @@ func FuzzDecodeContinuation(f *testing.F) {
 // timeout for a slot is dropped, and its run fails with the reason.
 func TestQueueDeadlineDropsWithReason(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Config{Workers: 1, QueueTimeout: 300 * time.Millisecond}, flowsSrc)
+	fk := clock.NewFake(time.Now())
+	b := setup(t, Config{Workers: 1, QueueTimeout: 300 * time.Millisecond, Clock: fk}, flowsSrc)
 	ctx := context.Background()
 	blocker := b.start(t, "sleepy", `{"ms": 60000}`, "")
 	b.wait(t, blocker, "running", func(r *store.Run) bool { return r.Phase == store.PhaseRunning })
 	late := b.start(t, "mail", `{"body": "never"}`, "")
+	// Queued behind the blocker until the queue deadline passes, which
+	// it does only when the clock is moved.
+	fk.Advance(301 * time.Millisecond)
 	run := b.waitTerminal(t, late)
 	if run.Phase != store.PhaseFailed || run.Error == nil || run.Error.Code != CodeQueueTimeout {
 		t.Fatalf("%s %+v: want failed with %s", run.Phase, run.Error, CodeQueueTimeout)

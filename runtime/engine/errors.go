@@ -37,6 +37,7 @@ const (
 	CodeAttemptsExceeded = "E_ATTEMPTS_EXCEEDED" // the task's lease expired too many times
 	CodeRetriesExhausted = "E_RETRIES_EXHAUSTED" // a retryable tool error on the last allowed try
 	CodeToolFailed       = "E_TOOL"              // a tool answered a permanent error
+	CodeUnknownTool      = "E_UNKNOWN_TOOL"      // no installed plugin provides the node's tool
 	CodeCancelled        = "E_CANCELLED"         // the run was cancelled
 	CodeCallable         = "E_CALLABLE"          // a flow callable failed at run time
 	CodeContinuation     = "E_CONTINUATION"      // the stored continuation cannot be read

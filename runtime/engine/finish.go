@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/weirhq/weir/runtime/internal/failpoint"
@@ -14,7 +15,8 @@ import (
 // finishTx writes a run's terminal record in tx (docs/design.md §5): phase,
 // output or error, the task and lease gone, the event, and, for a child,
 // the parent's wait woken through its indexed child field in the same
-// transaction (docs/design.md §6). It reports whether a parent was woken.
+// transaction (docs/design.md §6). It reports whether a parent was woken. The
+// caller counts the finish (stats.finished) once the transaction commits.
 func (e *Engine) finishTx(tx store.Tx, run *store.Run, phase store.Phase, output json.RawMessage, runErr *store.RunError, now time.Time) (bool, error) {
 	if run.CancelRequested && phase != store.PhaseCompleted {
 		// A cancel that was answered "requested" ends the run cancelled,
@@ -79,7 +81,6 @@ func (e *Engine) finishTx(tx store.Tx, run *store.Run, phase store.Phase, output
 	if err := appendEvent(tx, run.ID, typ, run.Attempt, "", detail, now); err != nil {
 		return false, err
 	}
-	e.stats.finished(phase)
 	if run.ParentRunID == "" {
 		return false, nil
 	}
@@ -184,6 +185,7 @@ func (e *Engine) Cancel(ctx context.Context, owner, runID string) (CancelAnswer,
 		return "", e.storageFailed(err)
 	}
 	e.queuedRuns.Add(-int64(c.queuedFinished))
+	e.countCancelled(&c)
 	if lr != nil && answer == CancelRequested {
 		lr.cancelRequested = true
 		lr.cancel()
@@ -197,8 +199,12 @@ func (e *Engine) Cancel(ctx context.Context, owner, runID string) (CancelAnswer,
 }
 
 // cancelHeld cancels the calls of runs held by workers of this process
-// whose cancel was recorded (skip is already handled by the caller).
+// whose cancel was recorded (skip is already handled by the caller), and
+// of their fan-out children's tool calls.
 func (e *Engine) cancelHeld(runIDs []string, skip *liveRun) {
+	if len(runIDs) == 0 {
+		return
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, id := range runIDs {
@@ -209,13 +215,26 @@ func (e *Engine) cancelHeld(runIDs []string, skip *liveRun) {
 			l.cancel()
 		}
 	}
+	for _, l := range e.items {
+		if slices.Contains(runIDs, l.runID) {
+			l.cancel()
+		}
+	}
 }
 
 // cancelTree collects what one cancel did to a run and its descendants.
 type cancelTree struct {
 	queuedFinished int      // never-started runs finished cancelled
+	finished       int      // runs finished cancelled
 	held           []string // runs a worker holds: cancelled by their worker
 	woke           bool     // a parent was woken
+}
+
+// countCancelled counts the runs a committed cancel finished.
+func (e *Engine) countCancelled(c *cancelTree) {
+	for range c.finished {
+		e.stats.finished(store.PhaseCancelled)
+	}
 }
 
 // cancelTx records the cancel request on run and its non-terminal
@@ -243,9 +262,17 @@ func (e *Engine) cancelTx(tx store.Tx, run *store.Run, by string, now time.Time,
 		return err
 	}
 	for _, t := range tasks {
-		if t.Leased {
+		if t.Leased && t.Kind == store.TaskStep {
 			c.held = append(c.held, run.ID)
 			return tx.RunUpdate(run)
+		}
+	}
+	// Fan-out children a worker holds go with the run (finishTx deletes
+	// their tasks and leases); their calls are cancelled after the commit.
+	for _, t := range tasks {
+		if t.Leased {
+			c.held = append(c.held, run.ID)
+			break
 		}
 	}
 	wasQueued := run.Phase == store.PhaseQueued
@@ -259,6 +286,7 @@ func (e *Engine) cancelTx(tx store.Tx, run *store.Run, by string, now time.Time,
 		return err
 	}
 	c.woke = c.woke || woke
+	c.finished++
 	if wasQueued {
 		c.queuedFinished++
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirhq/weir/runtime/internal/clock"
 	"github.com/weirhq/weir/runtime/store"
 )
 
@@ -14,7 +15,8 @@ import (
 // run, and the first worker's late writes must be refused by the fence.
 func TestExpiredLeaseIsRescuedAndFenced(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Config{LeaseTimeout: time.Second}, flowsSrc)
+	fk := clock.NewFake(time.Now())
+	b := setup(t, Config{LeaseTimeout: time.Second, Clock: fk}, flowsSrc)
 	ctx := context.Background()
 	id := b.start(t, "sleepy", `{"ms": 400}`, "")
 	b.wait(t, id, "running", func(r *store.Run) bool { return r.Phase == store.PhaseRunning })
@@ -29,12 +31,15 @@ func TestExpiredLeaseIsRescuedAndFenced(t *testing.T) {
 			return err
 		}
 		l.Holder = "h_dead"
-		l.Deadline = time.Now().Add(-time.Second)
+		l.Deadline = fk.Now().Add(-time.Second)
 		return tx.LeasePut(l)
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The rescuer looks on the scheduler's next tick; the live holder's
+	// own lease never expires, since the clock moves no further.
+	fk.Advance(100 * time.Millisecond)
 	run := b.waitTerminal(t, id)
 	if run.Phase != store.PhaseCompleted {
 		t.Fatalf("phase %s error %+v", run.Phase, run.Error)
@@ -56,16 +61,33 @@ func TestExpiredLeaseIsRescuedAndFenced(t *testing.T) {
 // timeouts: the renewer must keep the lease, so nothing expires.
 func TestLeaseRenewedWhileToolRuns(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Config{LeaseTimeout: 300 * time.Millisecond}, flowsSrc)
-	id := b.start(t, "sleepy", `{"ms": 1200}`, "")
-	run := b.waitTerminal(t, id)
-	if run.Phase != store.PhaseCompleted || run.Attempt != 1 {
+	fk := clock.NewFake(time.Now())
+	b := setup(t, Config{LeaseTimeout: 300 * time.Millisecond, Clock: fk}, flowsSrc)
+	ctx := context.Background()
+	id := b.start(t, "sleepy", `{"ms": 600000}`, "")
+	b.wait(t, id, "running", func(r *store.Run) bool { return r.Phase == store.PhaseRunning })
+	// The scheduler's, the maintainer's and the renewer's tickers.
+	b.wait(t, id, "renewer started", func(*store.Run) bool { return fk.Tickers() == 3 })
+	// Five renewal periods, more than a lease timeout: each time the clock
+	// moves, the renewer extends the lease before it can expire.
+	for i := 1; i <= 5; i++ {
+		fk.Advance(100 * time.Millisecond)
+		b.wait(t, id, "renewed", func(*store.Run) bool { return count(b.events(t, id), evRenewed) >= i })
+	}
+	run, err := b.eng.Get(ctx, "alice", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Phase != store.PhaseRunning || run.Attempt != 1 {
 		t.Fatalf("phase %s attempt %d error %+v", run.Phase, run.Attempt, run.Error)
 	}
-	evs := b.events(t, id)
-	if count(evs, evExpired) != 0 || count(evs, evRenewed) < 2 {
+	if evs := b.events(t, id); count(evs, evExpired) != 0 {
 		t.Errorf("timeline %v: want renewals and no expiry", evs)
 	}
+	if _, err := b.eng.Cancel(ctx, "alice", id); err != nil {
+		t.Fatal(err)
+	}
+	b.waitTerminal(t, id)
 }
 
 // A cancel recorded while another holder had the run (which then died)
@@ -73,7 +95,8 @@ func TestLeaseRenewedWhileToolRuns(t *testing.T) {
 // never resumed.
 func TestCancelRecordedBeforeCrashIsHonoured(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Config{LeaseTimeout: time.Second}, flowsSrc)
+	fk := clock.NewFake(time.Now())
+	b := setup(t, Config{LeaseTimeout: time.Second, Clock: fk}, flowsSrc)
 	ctx := context.Background()
 	id := b.start(t, "sleepy", `{"ms": 400}`, "")
 	b.wait(t, id, "running", func(r *store.Run) bool { return r.Phase == store.PhaseRunning })
@@ -94,12 +117,15 @@ func TestCancelRecordedBeforeCrashIsHonoured(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		l.Holder, l.Deadline = "h_dead", time.Now().Add(-time.Second)
+		l.Holder, l.Deadline = "h_dead", fk.Now().Add(-time.Second)
 		return tx.LeasePut(l)
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The rescuer looks on the scheduler's next tick; the live holder's
+	// own lease never expires, since the clock moves no further.
+	fk.Advance(100 * time.Millisecond)
 	run := b.waitTerminal(t, id)
 	if run.Phase != store.PhaseCancelled {
 		t.Fatalf("%s %+v: the recorded cancel was not honoured", run.Phase, run.Error)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/weirhq/weir/runtime/internal/clock"
 	"github.com/weirhq/weir/runtime/store"
 )
 
@@ -140,7 +142,8 @@ func TestFallbackClockOnlyShortens(t *testing.T) {
 
 func TestSubflowTimeoutCancelsChild(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Config{}, subflowSrc+`
+	fk := clock.NewFake(time.Now())
+	b := setup(t, Config{Clock: fk}, subflowSrc+`
 flow(name = "impatient", nodes = [
     subflow("call", flow = "approval", timeout = "300ms", next = "done", error = "gave_up"),
     task("done", tool = "testkit.echo"),
@@ -149,6 +152,13 @@ flow(name = "impatient", nodes = [
 `)
 	ctx := context.Background()
 	id := b.start(t, "impatient", `{}`, "")
+	// Parked on its child, which waits for a person, until the node's
+	// timeout passes: only when the clock is moved.
+	b.wait(t, id, "waiting on its child", func(r *store.Run) bool {
+		kids, _ := b.eng.List(ctx, "alice", store.RunListParams{ParentRunID: id})
+		return r.Phase == store.PhaseWaiting && len(kids) == 1 && kids[0].Phase == store.PhaseWaiting
+	})
+	fk.Advance(300 * time.Millisecond)
 	run := b.waitTerminal(t, id)
 	if run.Phase != store.PhaseCompleted || !strings.Contains(string(run.Output), `"gave_up":true`) {
 		t.Fatalf("%s %s %+v", run.Phase, run.Output, run.Error)

@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/weirhq/weir/flows"
 
@@ -24,6 +26,9 @@ type Progress struct {
 	Cohorts []CohortView `json:"cohorts,omitempty"`
 	// Tool is the running tool call's last progress report, if any.
 	Tool *ToolProgress `json:"tool,omitempty"`
+	// Items are the last progress reports of the fan-out items' running
+	// tool calls, in item order.
+	Items []ToolProgress `json:"items,omitempty"`
 }
 
 // Progress reads the run's continuation for display. run must have come
@@ -46,7 +51,13 @@ func (e *Engine) Progress(ctx context.Context, run *store.Run) (*Progress, error
 	if lr := e.live[run.ID]; lr != nil {
 		p.Tool = lr.progress.Load()
 	}
+	for _, lr := range e.items {
+		if tp := lr.progress.Load(); lr.runID == run.ID && tp != nil {
+			p.Items = append(p.Items, *tp)
+		}
+	}
 	e.mu.Unlock()
+	slices.SortFunc(p.Items, func(a, b ToolProgress) int { return cmp.Compare(itemOf(a), itemOf(b)) })
 	for _, v := range c.Visits {
 		p.Visits += v
 	}
@@ -71,4 +82,12 @@ func (e *Engine) Progress(ctx context.Context, run *store.Run) (*Progress, error
 		return nil
 	})
 	return p, err
+}
+
+// itemOf is the item of a progress report, or -1 for none.
+func itemOf(tp ToolProgress) int {
+	if tp.Item == nil {
+		return -1
+	}
+	return *tp.Item
 }

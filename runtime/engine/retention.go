@@ -79,13 +79,13 @@ func (e *Engine) pruneBefore(ctx context.Context, cutoff time.Time) (int, error)
 // maintain prunes on a timer while the engine runs.
 func (e *Engine) maintain() {
 	const every = time.Minute
-	t := time.NewTicker(every)
+	t := e.clock.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-e.stop:
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 		if age := e.config().Retention; age > 0 {
 			if _, err := e.Prune(context.Background(), age); err != nil {

@@ -14,7 +14,7 @@ import (
 // ready tasks to free slots and budget slices, and rescues expired leases.
 func (e *Engine) schedule() {
 	defer close(e.done)
-	tick := time.NewTicker(e.config().Tick)
+	tick := e.clock.NewTicker(e.config().Tick)
 	defer tick.Stop()
 	var lastRescue time.Time
 	for {
@@ -22,11 +22,11 @@ func (e *Engine) schedule() {
 		case <-e.stop:
 			return
 		case <-e.wake:
-		case <-tick.C:
+		case <-tick.C():
 			// Leases are checked at a tenth of their timeout, not every
 			// tick: expiry is measured in lease timeouts.
-			if every := e.config().LeaseTimeout / 10; time.Since(lastRescue) >= every {
-				lastRescue = time.Now()
+			if every := e.config().LeaseTimeout / 10; e.now().Sub(lastRescue) >= every {
+				lastRescue = e.now()
 				e.rescueExpired(context.Background())
 			}
 			e.dropOverdue(context.Background())
@@ -166,8 +166,9 @@ func (e *Engine) ensureAccount(ctx context.Context, runID string) (*store.Run, e
 // with E_QUEUE_TIMEOUT and the reason is recorded.
 func (e *Engine) drop(ctx context.Context, t *store.Task) {
 	now := e.now()
-	var parentWoken bool
+	var parentWoken, runFinished, wasQueued bool
 	err := e.st.Update(ctx, func(tx store.Tx) error {
+		parentWoken, runFinished, wasQueued = false, false, false
 		cur, err := tx.TaskGet(t.ID)
 		if err != nil || cur.Leased {
 			return errSkip
@@ -189,12 +190,9 @@ func (e *Engine) drop(ctx context.Context, t *store.Task) {
 				&store.RunError{Code: CodeQueueTimeout, Message: "no worker slot or budget slice was free before the queue deadline"}, now)
 			return err
 		}
-		wasQueued := run.Phase == store.PhaseQueued
+		wasQueued, runFinished = run.Phase == store.PhaseQueued, true
 		parentWoken, err = e.finishTx(tx, run, store.PhaseFailed, nil,
 			&store.RunError{Code: CodeQueueTimeout, Message: "no worker slot or budget slice was free before the queue deadline"}, now)
-		if err == nil && wasQueued {
-			e.queuedRuns.Add(-1)
-		}
 		return err
 	})
 	if err != nil && !errors.Is(err, errSkip) {
@@ -202,6 +200,12 @@ func (e *Engine) drop(ctx context.Context, t *store.Task) {
 		return
 	}
 	if err == nil {
+		if runFinished {
+			e.stats.finished(store.PhaseFailed)
+			if wasQueued {
+				e.queuedRuns.Add(-1)
+			}
+		}
 		if t.Kind != store.TaskItem {
 			e.ledger.CloseRun(t.RunID)
 		}
@@ -238,7 +242,9 @@ func (e *Engine) rescueExpired(ctx context.Context) {
 func (e *Engine) rescue(ctx context.Context, l *store.Lease, why string) {
 	now := e.now()
 	maxAttempts := e.config().MaxAttempts
+	var action rescueAction
 	err := e.st.Update(ctx, func(tx store.Tx) error {
+		action = rescueRequeue
 		cur, err := tx.LeaseGet(l.TaskID)
 		if err != nil || cur.Holder != l.Holder || cur.Attempt != l.Attempt {
 			return errSkip // renewed, released or already rescued
@@ -261,7 +267,7 @@ func (e *Engine) rescue(ctx context.Context, l *store.Lease, why string) {
 		if err := appendEvent(tx, run.ID, evExpired, t.Attempt, t.Node, map[string]any{"reason": why, "holder": l.Holder, "task": t.ID}, now); err != nil {
 			return err
 		}
-		if t.Attempt >= maxAttempts {
+		if action = decideRescue(t.Attempt, maxAttempts); action == rescueDeadLetter {
 			if err := e.deadLetterTx(tx, run, t, ""); err != nil {
 				return err
 			}
@@ -287,6 +293,10 @@ func (e *Engine) rescue(ctx context.Context, l *store.Lease, why string) {
 	}
 	if err == nil {
 		e.stats.expired()
+		if action == rescueDeadLetter {
+			e.stats.deadLettered()
+			e.stats.finished(store.PhaseFailed)
+		}
 		if l.Holder == e.holder {
 			e.mu.Lock()
 			if lr := e.live[l.RunID]; lr != nil {
@@ -299,13 +309,13 @@ func (e *Engine) rescue(ctx context.Context, l *store.Lease, why string) {
 }
 
 // deadLetterTx records a task that exhausted its tries, with every
-// attempt's error, so the failure is visible instead of re-queued.
+// attempt's error, so the failure is visible instead of re-queued. The
+// caller counts it (stats.deadLettered) once the transaction commits.
 func (e *Engine) deadLetterTx(tx store.Tx, run *store.Run, t *store.Task, tool string) error {
 	now := e.now()
 	if err := tx.DeadLetterPut(&store.DeadLetter{TaskID: t.ID, RunID: run.ID, Owner: run.Owner, Flow: run.Flow,
 		Node: t.Node, Tool: tool, Errors: t.Errors, At: now}); err != nil {
 		return err
 	}
-	e.stats.deadLettered()
 	return appendEvent(tx, run.ID, evDeadLettered, t.Attempt, t.Node, map[string]any{"errors": len(t.Errors)}, now)
 }

@@ -5,19 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"strings"
 	"time"
 
 	"github.com/weirhq/weir/flows"
-	"github.com/weirhq/weir/runtime/host"
 	"github.com/weirhq/weir/runtime/internal/failpoint"
 	"github.com/weirhq/weir/runtime/internal/ledger"
 	"github.com/weirhq/weir/runtime/store"
 )
-
-// defaultToolTimeout bounds a tool call whose node declares no timeout.
-const defaultToolTimeout = 5 * time.Minute
 
 // stepper walks one run's graph while its worker holds the lease,
 // persisting the continuation after every step.
@@ -32,6 +26,17 @@ type stepper struct {
 	// taskDirty says the task record changed in memory (its wait cleared)
 	// and goes with the next commit.
 	taskDirty bool
+	// after is what the transaction being written changes in memory
+	// once it commits.
+	after stepEffects
+}
+
+// stepEffects are the in-memory effects of one step's transaction,
+// applied only after Update returns nil: a failed (or re-run) transaction
+// leaves the worker's memory as it was.
+type stepEffects struct {
+	released *store.Task // the task given back to the queue
+	phase    store.Phase // the run's new phase, if any
 }
 
 // run executes a held step task until the run finishes, parks or yields
@@ -191,6 +196,7 @@ func (s *stepper) commit(ctx context.Context, fn func(tx store.Tx) error) bool {
 func (s *stepper) commitE(ctx context.Context, fn func(tx store.Tx) error) error {
 	e := s.e
 	err := e.st.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
+		s.after = stepEffects{}
 		if err := s.fenceTx(tx); err != nil {
 			return err
 		}
@@ -205,9 +211,18 @@ func (s *stepper) commitE(ctx context.Context, fn func(tx store.Tx) error) error
 		}
 		return fn(tx)
 	})
+	after := s.after
+	s.after = stepEffects{}
 	switch {
 	case err == nil:
 		s.taskDirty = false
+		if after.released != nil {
+			*s.task = *after.released
+			s.setLease(nil, true)
+		}
+		if after.phase != "" {
+			s.run.Phase = after.phase
+		}
 	case errors.Is(err, errLeaseLost):
 		e.log.Warn("lease lost, step discarded", "run", s.run.ID, "task", s.task.ID)
 	case errors.Is(err, errUnknownOutcome):
@@ -219,7 +234,8 @@ func (s *stepper) commitE(ctx context.Context, fn func(tx store.Tx) error) error
 }
 
 // releaseTaskTx gives the task back to the queue at readyAt (now: yield
-// or retry later; future: park on a wait).
+// or retry later; future: park on a wait). The worker's copy of the task
+// and its lease change once the commit succeeds.
 func (s *stepper) releaseTaskTx(tx store.Tx, now, readyAt time.Time, waitKind, waitChild string) error {
 	t := *s.task
 	t.Leased = false
@@ -229,9 +245,7 @@ func (s *stepper) releaseTaskTx(tx store.Tx, now, readyAt time.Time, waitKind, w
 	if err := tx.TaskPut(&t); err != nil {
 		return err
 	}
-	*s.task = t
-	s.taskDirty = false
-	s.setLease(nil, true)
+	s.after.released = &t
 	return tx.LeaseDelete(t.ID)
 }
 
@@ -288,153 +302,72 @@ func (s *stepper) branchNode(ctx context.Context, node *flows.Node) bool {
 	})
 }
 
-// idemKey is the stable key of one logical call: the same on every retry
-// and after a crash, because the visit count changes only when the run
-// leaves the node, in the same write as the result.
-func (s *stepper) idemKey(node *flows.Node) string {
-	return fmt.Sprintf("%s/%s/%d", s.run.ID, node.ID, s.cont.Visits[node.ID])
-}
-
-// errUnknownOutcome: a non-idempotent call's "started" record exists
-// without a result, so the call may or may not have happened.
-var errUnknownOutcome = errors.New("engine: outcome unknown")
-
-// toolNode calls the node's tool with the idempotency contract of docs/design.md
-// §3 and records the result.
+// toolNode calls the node's tool through callTool and applies the end.
 func (s *stepper) toolNode(ctx context.Context, node *flows.Node) bool {
 	e := s.e
-	info, ok := e.tools.LookupTool(node.Tool)
-	if !ok {
-		return s.nodeFailed(ctx, node, &store.RunError{Code: "E_UNKNOWN_TOOL", Message: fmt.Sprintf("no installed plugin provides tool %s", node.Tool)})
-	}
 	input, err := s.args(node)
 	if err != nil {
 		return s.nodeFailed(ctx, node, &store.RunError{Code: CodeCallable, Message: err.Error()})
 	}
-	key := s.idemKey(node)
-	now := e.now()
-	if !info.Idempotent {
-		// The durable "started" record comes before the call; one that is
-		// already there without a result means a crash in between.
-		var done *store.Idem
-		err := s.commitE(ctx, func(tx store.Tx) error {
-			rec, err := tx.IdemGet(key)
-			switch {
-			case err == nil && rec.State == store.IdemDone:
-				done = rec
-				return nil
-			case err == nil:
-				return errUnknownOutcome
-			case !errors.Is(err, store.ErrNotFound):
-				return err
-			}
-			if err := tx.IdemPut(&store.Idem{Key: key, RunID: s.run.ID, Node: node.ID, Tool: node.Tool, State: store.IdemStarted, StartedAt: now}); err != nil {
-				return err
-			}
-			return appendEvent(tx, s.run.ID, evToolStarted, s.run.Attempt, node.ID, map[string]any{"tool": node.Tool, "key": key}, now)
-		})
-		if errors.Is(err, errUnknownOutcome) {
+	c := &toolCall{Run: s.run, Attempt: s.run.Attempt, Node: node, Visit: s.cont.Visits[node.ID], Tool: node.Tool, Input: input,
+		Timeout: node.Timeout, Retries: node.Retries, Tries: s.cont.Tries, TaskID: s.task.ID}
+	o := s.callTool(ctx, c, func(fn func(tx store.Tx) error) error { return s.commitE(ctx, fn) })
+	switch o.End {
+	case callDone:
+		return s.toolDone(ctx, c, o)
+	case callRetry:
+		return s.retryLater(ctx, c, o)
+	case callExhausted:
+		return s.exhausted(ctx, node, o)
+	case callInterrupted:
+		if s.cancelRequested() {
 			e.stats.unit(node.Tool)
-			return s.nodeFailed(ctx, node, &store.RunError{Code: CodeOutcomeUnknown,
-				Message: fmt.Sprintf("%s (not idempotent) was started and its result never recorded; it was not run again", node.Tool)})
+			s.finish(ctx, store.PhaseCancelled, nil, nil)
 		}
-		if err != nil {
-			return false
-		}
-		if done != nil { // recorded earlier: never call twice
-			if done.Error != nil {
-				return s.nodeFailed(ctx, node, done.Error)
-			}
-			return s.toolDone(ctx, node, key, false, done.Result, 0)
-		}
-		failpoint.Hit(failpoint.AfterStarted)
-	}
-
-	timeout := node.Timeout
-	if timeout <= 0 {
-		timeout = defaultToolTimeout
-	}
-	callCtx, cancel := context.WithTimeout(ctx, timeout)
-	deadline, _ := callCtx.Deadline()
-	started := e.now()
-	live := s.live
-	res, err := e.tools.Call(callCtx, host.CallRequest{Tool: node.Tool, Input: input, RunID: s.run.ID, Node: node.ID,
-		Attempt: s.run.Attempt, IdempotencyKey: key, Deadline: deadline,
-		Progress: func(done, total int64) {
-			live.progress.Store(&ToolProgress{Node: node.ID, Tool: node.Tool, Done: done, Total: total})
-		}})
-	cancel()
-	live.progress.Store(nil)
-	e.stats.attempt(node.Tool, e.now().Sub(started))
-	failpoint.Hit(failpoint.AfterTool)
-	if err == nil {
-		cost := res.Cost
-		s.spent += cost
-		return s.toolDone(ctx, node, key, !info.Idempotent, res.Output, cost)
-	}
-	if s.cancelRequested() {
-		// A non-idempotent call cut short may have had its effect: its
-		// started record stays, and the finish says E_OUTCOME_UNKNOWN.
-		e.stats.unit(node.Tool)
-		s.finish(ctx, store.PhaseCancelled, nil, nil)
+		return false // stopping or lease lost; the lease is rescued later
+	case callAbandoned:
 		return false
 	}
-	if ctx.Err() != nil {
-		return false // stopping or lease lost; the lease is rescued later
-	}
-	rerr := toolError(err)
-	if info.Idempotent && host.IsRetryable(err) {
-		if s.cont.Tries < node.Retries {
-			return s.retryLater(ctx, node, rerr)
-		}
-		if node.Retries > 0 {
-			e.stats.unit(node.Tool)
-			return s.exhausted(ctx, node, rerr)
+	if o.RecordDone {
+		// Marked done with its error, so a later resume knows it ran and
+		// failed rather than "unknown".
+		now := e.now()
+		if !s.commit(ctx, func(tx store.Tx) error { return idemDoneTx(tx, c, o.Key, nil, o.Err, now) }) {
+			return false
 		}
 	}
-	e.stats.unit(node.Tool)
-	s.recordNonIdemError(ctx, node, info, key, rerr)
-	return s.nodeFailed(ctx, node, rerr)
-}
-
-// recordNonIdemError marks a non-idempotent call done with its error, so
-// a later resume knows it ran and failed rather than "unknown".
-func (s *stepper) recordNonIdemError(ctx context.Context, node *flows.Node, info flows.ToolInfo, key string, rerr *store.RunError) {
-	if info.Idempotent {
-		return
-	}
-	now := s.e.now()
-	s.commit(ctx, func(tx store.Tx) error {
-		return tx.IdemPut(&store.Idem{Key: key, RunID: s.run.ID, Node: node.ID, Tool: node.Tool, State: store.IdemDone, Error: rerr, StartedAt: now, DoneAt: now})
-	})
+	return s.nodeFailed(ctx, node, o.Err)
 }
 
 // toolDone records a tool's result and advances along next.
-func (s *stepper) toolDone(ctx context.Context, node *flows.Node, key string, recordIdem bool, out json.RawMessage, cost int64) bool {
-	e := s.e
-	now := e.now()
-	e.stats.unit(node.Tool)
-	ok := s.resultDoneTx(ctx, node, out, map[string]any{"tool": node.Tool, "cost": cost}, func(tx store.Tx) error {
-		if recordIdem {
-			if err := tx.IdemPut(&store.Idem{Key: key, RunID: s.run.ID, Node: node.ID, Tool: node.Tool, State: store.IdemDone, Result: out, StartedAt: now, DoneAt: now}); err != nil {
+func (s *stepper) toolDone(ctx context.Context, c *toolCall, o callOutcome) bool {
+	now := s.e.now()
+	var spent int64
+	ok := s.resultDoneTx(ctx, c.Node, o.Output, map[string]any{"tool": c.Tool, "cost": o.Cost}, func(tx store.Tx) error {
+		spent = 0
+		if o.RecordDone {
+			if err := idemDoneTx(tx, c, o.Key, o.Output, nil, now); err != nil {
 				return err
 			}
 		}
-		if cost > 0 {
+		if o.Cost > 0 {
 			run, err := tx.RunGet(s.run.ID)
 			if err != nil {
 				return err
 			}
-			run.Spent += cost
+			run.Spent += o.Cost
 			run.UpdatedAt = now
 			if err := tx.RunUpdate(run); err != nil {
 				return err
 			}
-			s.run.Spent = run.Spent
+			spent = run.Spent
 		}
 		return nil
 	})
 	if ok {
+		if o.Cost > 0 {
+			s.run.Spent = spent
+		}
 		failpoint.Hit(failpoint.AfterResult)
 	}
 	return ok
@@ -467,41 +400,33 @@ func (s *stepper) resultDoneTx(ctx context.Context, node *flows.Node, out json.R
 	})
 }
 
-// retryLater puts the task back with exponential backoff and full jitter,
-// keeping the attempt's error for the dead letter.
-func (s *stepper) retryLater(ctx context.Context, node *flows.Node, rerr *store.RunError) bool {
-	e := s.e
-	cfg := e.config()
-	now := e.now()
+// retryLater parks the task until the call's next try, keeping the try's
+// error for the dead letter.
+func (s *stepper) retryLater(ctx context.Context, c *toolCall, o callOutcome) bool {
+	now := s.e.now()
 	s.cont.Tries++
-	backoff := cfg.RetryBase << min(s.cont.Tries-1, 20)
-	if backoff > cfg.RetryMax || backoff <= 0 {
-		backoff = cfg.RetryMax
-	}
-	backoff = time.Duration(rand.Int64N(int64(backoff)) + 1)
-	s.task.Errors = append(s.task.Errors, store.AttemptError{Attempt: s.cont.Tries, Code: rerr.Code, Message: rerr.Message, At: now})
+	s.task.Errors = append(s.task.Errors, o.Try)
 	s.commit(ctx, func(tx store.Tx) error {
-		if err := s.releaseTaskTx(tx, now, now.Add(backoff), "", ""); err != nil {
+		if err := s.releaseTaskTx(tx, now, o.RetryAt, "", ""); err != nil {
 			return err
 		}
-		return appendEvent(tx, s.run.ID, evRetry, s.run.Attempt, node.ID, map[string]any{"task": s.task.ID, "try": s.cont.Tries, "backoff_ms": backoff.Milliseconds(), "code": rerr.Code, "message": rerr.Message}, now)
+		return retryEventTx(tx, c, o, now)
 	})
 	return false
 }
 
 // exhausted dead-letters a call whose every try failed, then takes the
 // error wire (or fails the run).
-func (s *stepper) exhausted(ctx context.Context, node *flows.Node, last *store.RunError) bool {
-	now := s.e.now()
-	s.task.Errors = append(s.task.Errors, store.AttemptError{Attempt: s.cont.Tries + 1, Code: last.Code, Message: last.Message, At: now})
-	rerr := &store.RunError{Code: CodeRetriesExhausted, Message: fmt.Sprintf("%s failed %d times; last: %s", node.Tool, s.cont.Tries+1, last.Message)}
+func (s *stepper) exhausted(ctx context.Context, node *flows.Node, o callOutcome) bool {
+	s.task.Errors = append(s.task.Errors, o.Try)
 	t := *s.task
 	t.Node = node.ID
 	if !s.commit(ctx, func(tx store.Tx) error { return s.e.deadLetterTx(tx, s.run, &t, node.Tool) }) {
 		return false
 	}
+	s.e.stats.deadLettered()
 	s.task.Errors = nil
-	return s.nodeFailed(ctx, node, rerr)
+	return s.nodeFailed(ctx, node, o.Err)
 }
 
 // args evaluates the node's args callable (or {}) to JSON.
@@ -578,19 +503,11 @@ func (s *stepper) finish(ctx context.Context, phase store.Phase, out json.RawMes
 		}
 		return
 	}
+	e.stats.finished(phase)
 	e.ledger.CloseRun(s.run.ID)
 	if woke {
 		e.kick()
 	}
-}
-
-// toolError turns a host error into a run error with a stable code.
-func toolError(err error) *store.RunError {
-	var te *host.ToolError
-	if errors.As(err, &te) {
-		return &store.RunError{Code: "E_TOOL_" + strings.ToUpper(string(te.Kind)), Message: te.Message}
-	}
-	return &store.RunError{Code: CodeToolFailed, Message: err.Error()}
 }
 
 // truthy follows Starlark's truth for the JSON values callables return.

@@ -209,6 +209,7 @@ func (s *stepper) resumeFromChild(ctx context.Context, node *flows.Node) bool {
 			var ct cancelTree
 			rerr = &store.RunError{Code: CodeChildTimeout, Message: fmt.Sprintf("child run %s did not finish within %s", childID, node.Timeout)}
 			if !s.commit(ctx, func(tx store.Tx) error {
+				ct = cancelTree{}
 				cur, err := tx.RunGet(childID)
 				if err != nil || cur.Phase.Terminal() {
 					return err
@@ -217,6 +218,7 @@ func (s *stepper) resumeFromChild(ctx context.Context, node *flows.Node) bool {
 			}) {
 				return false
 			}
+			e.countCancelled(&ct)
 			e.cancelHeld(ct.held, nil)
 			break
 		}
@@ -275,10 +277,10 @@ func (s *stepper) parkTx(tx store.Tx, now, readyAt time.Time, kind, child string
 	if err := tx.RunUpdate(run); err != nil {
 		return err
 	}
-	s.run.Phase = store.PhaseWaiting
+	s.after.phase = store.PhaseWaiting
 	if detail == nil {
 		detail = map[string]any{}
 	}
 	detail["for"], detail["until"], detail["task"] = kind, readyAt, s.task.ID
-	return appendEvent(tx, s.run.ID, evWaiting, s.run.Attempt, s.task.Node, detail, now)
+	return appendEvent(tx, s.run.ID, evWaiting, s.run.Attempt, s.cont.Node, detail, now)
 }

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/weirhq/weir/runtime/internal/clock"
 	"github.com/weirhq/weir/runtime/store"
 )
 
@@ -140,7 +142,8 @@ func TestSubflowInLoopSuspendingOnWait(t *testing.T) {
 
 func TestWaitApproveRejectTimeout(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Config{}, subflowSrc)
+	fk := clock.NewFake(time.Now())
+	b := setup(t, Config{Clock: fk}, subflowSrc)
 	ctx := context.Background()
 	waiting := func(id string) {
 		b.wait(t, id, "waiting", func(r *store.Run) bool { return r.Phase == store.PhaseWaiting })
@@ -178,6 +181,8 @@ func TestWaitApproveRejectTimeout(t *testing.T) {
 	}
 
 	late := b.start(t, "quick_timeout", `{}`, "")
+	waiting(late)
+	fk.Advance(time.Second)
 	run = b.waitTerminal(t, late)
 	if !strings.Contains(string(run.Output), `"late":true`) {
 		t.Fatalf("timeout: %s %s", run.Phase, run.Output)

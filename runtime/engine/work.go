@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"time"
 
 	"github.com/weirhq/weir/runtime/internal/ledger"
 	"github.com/weirhq/weir/runtime/store"
@@ -15,7 +14,7 @@ import (
 func (e *Engine) work(t *store.Task, typ string, slice ledger.Slice, overBudget bool) {
 	defer e.wg.Done()
 	ctx, cancel := context.WithCancel(context.Background())
-	lr := &liveRun{cancel: cancel}
+	lr := &liveRun{runID: t.RunID, cancel: cancel}
 	w := &worker{e: e, task: t, slice: slice, live: lr}
 	defer func() {
 		cancel()
@@ -181,7 +180,9 @@ func (w *worker) acquireLease(ctx context.Context) (*leaseResult, error) {
 	lease := &store.Lease{TaskID: t.ID, RunID: t.RunID, Slot: w.slice.Slot, BudgetSlice: w.slice.Cost,
 		Deadline: now.Add(cfg.LeaseTimeout), Attempt: t.Attempt, Holder: e.holder}
 	var res leaseResult
+	var held store.Task
 	err := e.st.Update(ctx, func(tx store.Tx) error {
+		res = leaseResult{}
 		cur, err := tx.TaskGet(t.ID)
 		if errors.Is(err, store.ErrNotFound) {
 			return errSkip
@@ -210,11 +211,6 @@ func (w *worker) acquireLease(ctx context.Context) (*leaseResult, error) {
 		// waiting on its cohort.
 		if cur.Kind == store.TaskStep {
 			res.firstStart = run.Phase == store.PhaseQueued
-			if res.firstStart {
-				// Counted out before the commit makes "running" visible,
-				// and back in below if the commit fails.
-				e.queuedRuns.Add(-1)
-			}
 			run.Phase = store.PhaseRunning
 			run.UpdatedAt = now
 			if err := tx.RunUpdate(run); err != nil {
@@ -222,7 +218,7 @@ func (w *worker) acquireLease(ctx context.Context) (*leaseResult, error) {
 			}
 		}
 		res.run = run
-		*w.task = *cur
+		held = *cur
 		detail := map[string]any{"task": cur.ID, "slot": w.slice.Slot, "budget_slice": w.slice.Cost, "config_version": cfg.ConfigVersion,
 			"holder": e.holder, "deadline": lease.Deadline}
 		if cur.Kind == store.TaskItem {
@@ -231,11 +227,14 @@ func (w *worker) acquireLease(ctx context.Context) (*leaseResult, error) {
 		return appendEvent(tx, run.ID, evLeased, cur.Attempt, cur.Node, detail, now)
 	})
 	if err != nil {
-		if res.firstStart {
-			e.queuedRuns.Add(1)
-		}
 		return nil, err
 	}
+	if res.firstStart {
+		// Counted out once "running" is durable: until then the run
+		// still counts against MaxQueued, which errs on refusing.
+		e.queuedRuns.Add(-1)
+	}
+	*w.task = held
 	w.setLease(lease, false)
 	return &res, nil
 }
@@ -246,13 +245,13 @@ func (w *worker) acquireLease(ctx context.Context) (*leaseResult, error) {
 func (w *worker) renew(ctx context.Context) {
 	e := w.e
 	every := e.config().LeaseTimeout / 3
-	tick := time.NewTicker(every)
+	tick := e.clock.NewTicker(every)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-tick.C():
 		}
 		held := w.holding()
 		if held == nil {

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/runtime/tool"
 	"github.com/weirhq/weir/sdk/wire"
 )
 
@@ -86,36 +87,12 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// CallRequest is one tool call.
-type CallRequest struct {
-	// Tool is the full tool name, "plugin.tool".
-	Tool string
-	// Input is the JSON input; empty means {}.
-	Input json.RawMessage
-	// RunID, Node and Attempt identify the caller; the plugin sees them.
-	RunID   string
-	Node    string
-	Attempt int
-	// IdempotencyKey must be the same on every attempt of one logical call.
-	IdempotencyKey string
-	// Deadline of the call; zero means now + Config.DefaultTimeout. A
-	// deadline on ctx applies too.
-	Deadline time.Time
-	// Progress, if set, receives the plugin's progress reports, in order,
-	// from another goroutine, never after Call returns. Display only: a
-	// plugin may drop reports under load; keep it cheap.
-	Progress func(done, total int64)
-}
+// CallRequest is one tool call (the type lives in package tool, which the
+// engine shares without importing the host).
+type CallRequest = tool.CallRequest
 
 // CallResult is a successful call.
-type CallResult struct {
-	// Output is the tool's output, JSON.
-	Output json.RawMessage
-	// Cost is the actual cost if the tool reported one (CostReported),
-	// else its declared cost.
-	Cost         int64
-	CostReported bool
-}
+type CallResult = tool.CallResult
 
 // Host launches plugins and makes tool calls. It is safe for concurrent
 // use. Plugins are launched on first use (or at New when their manifest is

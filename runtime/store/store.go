@@ -41,6 +41,13 @@ type Store interface {
 	// kept and that error is returned. fn may be run concurrently with other
 	// callers' fns but never sees their uncommitted writes partially: each fn
 	// is atomic on its own. fn must not retain tx.
+	//
+	// fn must be short and must not block (no I/O besides tx, no waiting
+	// on channels or locks another fn may hold), and must not call Update
+	// again. A backend may run fn more than once (to retry a conflict), so
+	// fn must have no effects outside tx: counters, stats, wake-ups and
+	// channel sends belong after Update has returned nil, and variables fn
+	// sets for its caller are reset at fn's start.
 	Update(ctx context.Context, fn func(tx Tx) error) error
 	// View runs fn against a consistent read-only snapshot. Write methods
 	// return ErrReadOnly.

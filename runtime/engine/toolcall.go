@@ -1,0 +1,249 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/runtime/internal/failpoint"
+	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/runtime/tool"
+)
+
+// defaultToolTimeout bounds a tool call whose node declares no timeout.
+const defaultToolTimeout = 5 * time.Minute
+
+// toolCall is one logical tool call: what to call, and what identifies it
+// across retries and crashes. The graph walk, fan-out items and agent tool
+// calls all make their calls through callTool with one of these.
+type toolCall struct {
+	Run *store.Run
+	// Attempt is the attempt of the lease the calling task holds; it
+	// starts the attempt number the tool sees.
+	Attempt int
+	Node    *flows.Node
+	// Visit is the node's visit count: a loop back into the node is a new
+	// logical call.
+	Visit int
+	// Index places the call inside the node: the item of a fan-out, or
+	// the turn and call of an agent. Empty for a task node.
+	Index   []int
+	Tool    string
+	Input   json.RawMessage
+	Timeout time.Duration // 0: defaultToolTimeout
+	Retries int           // retries of a retryable error (idempotent tools only)
+	// Tries counts the tries of this call that already failed with a
+	// retryable error.
+	Tries int
+	// TaskID names the calling task in events.
+	TaskID string
+}
+
+// key is the call's idempotency key: the same on every retry and after a
+// crash, because the visit changes only when the run leaves the node, in
+// the same write as the result.
+func (c *toolCall) key() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s/%s/%d", c.Run.ID, c.Node.ID, c.Visit)
+	for _, i := range c.Index {
+		fmt.Fprintf(&b, "/%d", i)
+	}
+	return b.String()
+}
+
+// detail is the event detail every event of the call carries.
+func (c *toolCall) detail(extra map[string]any) map[string]any {
+	d := map[string]any{"tool": c.Tool}
+	if c.TaskID != "" {
+		d["task"] = c.TaskID
+	}
+	switch len(c.Index) {
+	case 0:
+	case 1:
+		d["item"] = c.Index[0]
+	default:
+		d["index"] = c.Index
+	}
+	for k, v := range extra {
+		d[k] = v
+	}
+	return d
+}
+
+// callEnd says how a logical tool call ended, for the caller to apply.
+type callEnd int
+
+const (
+	// callDone: the tool answered (or answered before a crash and its
+	// result was recorded); Output and Cost hold the answer.
+	callDone callEnd = iota
+	// callFailed: the call failed for good; Err takes the error wire.
+	callFailed
+	// callRetry: a retryable error; the task parks until RetryAt, with
+	// Try added to its errors.
+	callRetry
+	// callExhausted: every try failed; the caller dead-letters the task
+	// with Try added to its errors and Err takes the error wire.
+	callExhausted
+	// callInterrupted: the caller's context ended (cancel, stop or a lost
+	// lease) while the tool ran.
+	callInterrupted
+	// callAbandoned: the started record could not be written (lease lost
+	// or storage failure, already reported); nothing more to do.
+	callAbandoned
+)
+
+// callOutcome is the end of a logical tool call.
+type callOutcome struct {
+	End    callEnd
+	Output json.RawMessage
+	Cost   int64
+	Err    *store.RunError
+	// Try is the error of the failed try, for the task's errors and the
+	// dead letter.
+	Try     store.AttemptError
+	RetryAt time.Time
+	Backoff time.Duration
+	// RecordDone says the caller must write the call's done record (a
+	// non-idempotent tool) with idemDoneTx, in the transaction that
+	// applies the outcome.
+	RecordDone bool
+	Key        string
+}
+
+// errUnknownOutcome: a non-idempotent call's "started" record exists
+// without a result, so the call may or may not have happened.
+var errUnknownOutcome = errors.New("engine: outcome unknown")
+
+// callTool makes one logical tool call with the idempotency contract of
+// DESIGN §3: a non-idempotent tool gets a durable started record (and a
+// tool_started event) before the call, and is never called twice; a
+// recorded result is returned instead of calling again; a started record
+// without a result ends as E_OUTCOME_UNKNOWN. The call has a deadline and
+// reports progress to the worker's live record. A retryable failure of an
+// idempotent tool is retried (after the caller applies callRetry) with
+// exponential backoff and full jitter until node retries are spent.
+// commit writes under the caller's fence.
+func (w *worker) callTool(ctx context.Context, c *toolCall, commit func(fn func(tx store.Tx) error) error) callOutcome {
+	e := w.e
+	key := c.key()
+	info, ok := e.tools.LookupTool(c.Tool)
+	if !ok {
+		return callOutcome{End: callFailed, Key: key, Err: &store.RunError{Code: CodeUnknownTool, Message: "no installed plugin provides tool " + c.Tool}}
+	}
+	if !info.Idempotent {
+		now := e.now()
+		var done *store.Idem
+		err := commit(func(tx store.Tx) error {
+			done = nil
+			rec, err := tx.IdemGet(key)
+			switch {
+			case err == nil && rec.State == store.IdemDone:
+				done = rec
+				return nil
+			case err == nil:
+				return errUnknownOutcome
+			case !errors.Is(err, store.ErrNotFound):
+				return err
+			}
+			if err := tx.IdemPut(&store.Idem{Key: key, RunID: c.Run.ID, Node: c.Node.ID, Tool: c.Tool, State: store.IdemStarted, StartedAt: now}); err != nil {
+				return err
+			}
+			return appendEvent(tx, c.Run.ID, evToolStarted, c.Attempt, c.Node.ID, c.detail(map[string]any{"key": key}), now)
+		})
+		switch {
+		case errors.Is(err, errUnknownOutcome):
+			e.stats.unit(c.Tool)
+			return callOutcome{End: callFailed, Key: key, Err: &store.RunError{Code: CodeOutcomeUnknown,
+				Message: fmt.Sprintf("%s (not idempotent) was started and its result never recorded; it was not run again", c.Tool)}}
+		case err != nil:
+			return callOutcome{End: callAbandoned, Key: key}
+		case done != nil: // recorded earlier: never call twice
+			e.stats.unit(c.Tool)
+			if done.Error != nil {
+				return callOutcome{End: callFailed, Key: key, Err: done.Error}
+			}
+			return callOutcome{End: callDone, Key: key, Output: done.Result}
+		}
+		failpoint.Hit(failpoint.AfterStarted)
+	}
+
+	timeout := c.Timeout
+	if timeout <= 0 {
+		timeout = defaultToolTimeout
+	}
+	callCtx, cancel := context.WithTimeout(ctx, timeout)
+	deadline, _ := callCtx.Deadline()
+	started := e.now()
+	live := w.live
+	var item *int
+	if len(c.Index) == 1 {
+		item = &c.Index[0]
+	}
+	res, err := e.tools.Call(callCtx, tool.CallRequest{Tool: c.Tool, Input: c.Input, RunID: c.Run.ID, Node: c.Node.ID,
+		Attempt: c.Attempt + c.Tries, IdempotencyKey: key, Deadline: deadline,
+		Progress: func(done, total int64) {
+			live.progress.Store(&ToolProgress{Node: c.Node.ID, Item: item, Tool: c.Tool, Done: done, Total: total})
+		}})
+	cancel()
+	live.progress.Store(nil)
+	e.stats.attempt(c.Tool, e.now().Sub(started))
+	failpoint.Hit(failpoint.AfterTool)
+	if err == nil {
+		e.stats.unit(c.Tool)
+		w.spent += res.Cost
+		return callOutcome{End: callDone, Key: key, Output: res.Output, Cost: res.Cost, RecordDone: !info.Idempotent}
+	}
+	if ctx.Err() != nil || w.cancelRequested() {
+		// A non-idempotent call cut short may have had its effect: its
+		// started record stays, and a resume says E_OUTCOME_UNKNOWN.
+		return callOutcome{End: callInterrupted, Key: key}
+	}
+	rerr := toolError(err)
+	now := e.now()
+	cfg := e.config()
+	d := decideRetry(retryInput{Idempotent: info.Idempotent, Retryable: tool.IsRetryable(err), Tries: c.Tries, Retries: c.Retries,
+		Base: cfg.RetryBase, Max: cfg.RetryMax, RetryAfter: tool.RetryAfterOf(err)}, jitter)
+	try := store.AttemptError{Attempt: c.Tries + 1, Code: rerr.Code, Message: rerr.Message, At: now}
+	switch d.Action {
+	case retryLater:
+		return callOutcome{End: callRetry, Key: key, Err: rerr, Try: try, Backoff: d.Backoff, RetryAt: now.Add(d.Backoff)}
+	case retryExhausted:
+		e.stats.unit(c.Tool)
+		return callOutcome{End: callExhausted, Key: key, Try: try, Err: &store.RunError{Code: CodeRetriesExhausted,
+			Message: fmt.Sprintf("%s failed %d times; last: %s", c.Tool, c.Tries+1, rerr.Message)}}
+	}
+	e.stats.unit(c.Tool)
+	return callOutcome{End: callFailed, Key: key, Err: rerr, RecordDone: !info.Idempotent}
+}
+
+// idemDoneTx records a non-idempotent call's end (result or error), so a
+// later resume returns it instead of calling again or calling it unknown.
+func idemDoneTx(tx store.Tx, c *toolCall, key string, out json.RawMessage, rerr *store.RunError, now time.Time) error {
+	return tx.IdemPut(&store.Idem{Key: key, RunID: c.Run.ID, Node: c.Node.ID, Tool: c.Tool, State: store.IdemDone,
+		Result: out, Error: rerr, StartedAt: now, DoneAt: now})
+}
+
+// retryEventTx records that a call's task parks until its next try.
+func retryEventTx(tx store.Tx, c *toolCall, o callOutcome, now time.Time) error {
+	return appendEvent(tx, c.Run.ID, evRetry, c.Attempt, c.Node.ID, c.detail(map[string]any{"try": o.Try.Attempt,
+		"backoff_ms": o.Backoff.Milliseconds(), "code": o.Err.Code, "message": o.Err.Message}), now)
+}
+
+// toolError turns a tool call error into a run error with a stable code:
+// the tool's own code when it gave one (E_MODEL_RATE, say), else one
+// named after the failure's kind.
+func toolError(err error) *store.RunError {
+	var te *tool.Error
+	if errors.As(err, &te) {
+		if te.Code != "" {
+			return &store.RunError{Code: te.Code, Message: te.Message}
+		}
+		return &store.RunError{Code: "E_TOOL_" + strings.ToUpper(string(te.Kind)), Message: te.Message}
+	}
+	return &store.RunError{Code: CodeToolFailed, Message: err.Error()}
+}
