@@ -137,7 +137,6 @@ func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
 		Message: fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path)})
 }
 
-
 func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 	if !queryParams(w, r) {
 		return

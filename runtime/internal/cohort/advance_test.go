@@ -63,7 +63,7 @@ func TestAdvance(t *testing.T) {
 			State{State: store.CohortFrozen, Items: 4, Need: 2, Next: 2, Mature: 2, Deadline: t0, FrozenAt: t0}, decl, t0,
 			Decision{Close: true, Sufficient: true, Fuse: true}},
 		{"the fuse is the wake if sooner than the fallback",
-			open(func(s *State) { s.Next, s.InFlight, s.Deadline = 2, 2, t0.Add(5 * time.Second) }), decl, t0,
+			open(func(s *State) { s.Next, s.InFlight, s.Deadline = 2, 2, t0.Add(5*time.Second) }), decl, t0,
 			Decision{Wake: t0.Add(5 * time.Second)}},
 		{"an empty cohort closes sufficient at once", State{State: store.CohortOpen}, decl, t0,
 			Decision{Freeze: true, Close: true, Sufficient: true}},
