@@ -31,8 +31,9 @@ type derived struct {
 	Big     int64             `json:"big,string,omitempty"`
 	Ptr     *struct{ X bool } `json:"ptr,omitempty"`
 	Skipped string            `json:"-"`
-	hidden  string
-	Plain   bool
+	//lint:ignore U1000 present so the derivation is seen to skip unexported fields
+	hidden string
+	Plain  bool
 }
 
 func echoRun[T any](_ context.Context, _ *sdk.Call, in T) (T, error) { return in, nil }

@@ -69,17 +69,6 @@ func (s *stats) unit(tool string) {
 	s.typ(tool).units++
 }
 
-func (s *stats) setQueued(byType map[string]int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, t := range s.types {
-		t.queued = 0
-	}
-	for name, n := range byType {
-		s.typ(name).queued = n
-	}
-}
-
 func (s *stats) count(name string) {
 	s.mu.Lock()
 	s.counts[name]++
