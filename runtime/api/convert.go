@@ -38,9 +38,15 @@ func progressOf(p *engine.Progress) *apitypes.Progress {
 	out := &apitypes.Progress{Attempt: p.Attempt, Phase: apitypes.Phase(p.Phase), Node: p.Node, Done: p.Done, Visits: p.Visits,
 		Cohorts: convertAll(p.Cohorts, cohortOf)}
 	if t := p.Tool; t != nil {
-		out.Tool = &apitypes.ToolProgress{Node: t.Node, Tool: t.Tool, Done: t.Done, Total: t.Total}
+		tp := toolProgressOf(*t)
+		out.Tool = &tp
 	}
+	out.Items = convertAll(p.Items, toolProgressOf)
 	return out
+}
+
+func toolProgressOf(t engine.ToolProgress) apitypes.ToolProgress {
+	return apitypes.ToolProgress{Node: t.Node, Item: t.Item, Tool: t.Tool, Done: t.Done, Total: t.Total}
 }
 
 func cohortOf(c engine.CohortView) apitypes.Cohort {
