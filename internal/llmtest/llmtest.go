@@ -305,7 +305,9 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, api string) {
 		return
 	}
 	if s.APIKey != "" && !hasKey(r, api, s.APIKey) {
-		s.take(api, r.Header, nil) // record it without playing a step
+		s.mu.Lock()
+		s.requests = append(s.requests, Request{API: api, Header: r.Header.Clone(), Body: append(json.RawMessage(nil), body...), Step: -1})
+		s.mu.Unlock()
 		writeError(w, api, Step{Status: http.StatusUnauthorized})
 		return
 	}
