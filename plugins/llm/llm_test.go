@@ -98,8 +98,12 @@ func TestTextAnswerUsageAndCost(t *testing.T) {
 				if so, _ := body["stream_options"].(map[string]any); so["include_usage"] != true {
 					t.Fatalf("no stream_options.include_usage: %s", reqs[0].Body)
 				}
-			} else if !strings.Contains(string(reqs[0].Body), `"system":[{"text":"be brief"`) {
-				t.Fatalf("system prompt not sent: %s", reqs[0].Body)
+			} else if !strings.Contains(string(reqs[0].Body), `"system":[{"text":"be brief"`) || reqs[0].Header.Get("Anthropic-Version") == "" {
+				t.Fatalf("system prompt or API version not sent: %s %v", reqs[0].Body, reqs[0].Header)
+			}
+			// No api_key_env: no credential of any kind is sent.
+			if h := reqs[0].Header; h.Get("Authorization") != "" || h.Get("X-Api-Key") != "" {
+				t.Fatalf("a credential was sent to a provider configured without one: %v", h)
 			}
 		})
 	}
