@@ -78,6 +78,7 @@ func (a *anthropicProvider) turn(ctx context.Context, t *turnRequest) (*chat.Res
 		// SDK's accumulator empties input that is not JSON, which would
 		// hide a malformed call as one without arguments.
 		inputs = map[int64]*strings.Builder{}
+		size   answerSize
 	)
 	for stream.Next() {
 		ev := stream.Current()
@@ -86,6 +87,9 @@ func (a *anthropicProvider) turn(ctx context.Context, t *turnRequest) (*chat.Res
 		}
 		switch ev.Type {
 		case "content_block_delta":
+			if err := size.add(len(ev.Delta.Text) + len(ev.Delta.PartialJSON)); err != nil {
+				return nil, err
+			}
 			if ev.Delta.Type == "input_json_delta" {
 				b, ok := inputs[ev.Index]
 				if !ok {

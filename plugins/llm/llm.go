@@ -169,6 +169,22 @@ func turnCost(u chat.Usage, m *modelConfig) int64 {
 	return total.Int64()
 }
 
+// maxAnswerBytes bounds the text and tool arguments of one answer: a
+// server that ignores max_tokens must not fill the plugin's memory or
+// exceed the host's message limit.
+const maxAnswerBytes = 1 << 20
+
+// answerSize counts the bytes of an answer as it streams.
+type answerSize int64
+
+func (a *answerSize) add(n int) error {
+	*a += answerSize(n)
+	if *a > maxAnswerBytes {
+		return &malformedError{msg: fmt.Sprintf("the answer exceeds the limit of %d bytes", maxAnswerBytes)}
+	}
+	return nil
+}
+
 // parseArguments checks a tool call's arguments: a JSON object, "" read
 // as {}.
 func parseArguments(name, args string) (json.RawMessage, error) {

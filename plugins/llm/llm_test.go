@@ -261,6 +261,7 @@ var errorCases = []errorCase{
 	{"400", llmtest.Step{Status: 400, ErrorMessage: "temperature must be below 2"}, host.KindPermanent, codeBadRequest, "temperature", 1},
 	{"malformed", llmtest.Step{Text: "a b c", Malformed: true}, host.KindRetryable, codeMalformed, "", 1},
 	{"bad arguments", llmtest.Step{ToolCalls: []llmtest.ToolCall{{Name: "notes__put", RawArguments: `{"key": nope`}}}, host.KindRetryable, codeMalformed, "", 1},
+	{"too long", llmtest.Step{Text: strings.Repeat(strings.Repeat("x", 4095)+" ", 300)}, host.KindRetryable, codeMalformed, "limit of 1048576 bytes", 1},
 	{"cut short", llmtest.Step{Text: "a b c", CutShort: true}, host.KindRetryable, codeUnavailable, "ended before", 1},
 }
 

@@ -75,6 +75,7 @@ func (o *openAIProvider) turn(ctx context.Context, t *turnRequest) (*chat.Respon
 		usage  chat.Usage
 		model  string
 		deltas int64
+		size   answerSize
 	)
 	for stream.Next() {
 		chunk := stream.Current()
@@ -89,6 +90,13 @@ func (o *openAIProvider) turn(ctx context.Context, t *turnRequest) (*chat.Respon
 				continue
 			}
 			d := ch.Delta
+			n := len(d.Content)
+			for _, tc := range d.ToolCalls {
+				n += len(tc.Function.Arguments) + len(tc.Function.Name)
+			}
+			if err := size.add(n); err != nil {
+				return nil, err
+			}
 			if d.Content != "" {
 				text.WriteString(d.Content)
 				deltas++
