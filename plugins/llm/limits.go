@@ -43,8 +43,8 @@ func newLimiter(m *modelConfig, now func() time.Time) *limiter {
 // acquire admits a call expected to use estimate tokens (prompt estimate
 // plus max output), or refuses it with E_MODEL_RATE_LOCAL and when to try
 // again. settle, called once the call ends, releases its slot and
-// replaces the estimate with the tokens the provider reported (the
-// estimate stands when it reported none).
+// replaces the estimate with the tokens used: the provider's usage, 0 for
+// a request it refused, or -1 when unknown (the estimate stands).
 func (l *limiter) acquire(estimate int64) (settle func(used int64), err *modelError) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -63,7 +63,7 @@ func (l *limiter) acquire(estimate int64) (settle func(used int64), err *modelEr
 			l.mu.Lock()
 			defer l.mu.Unlock()
 			l.inFlight--
-			if used > 0 {
+			if used >= 0 {
 				e.n = used
 			}
 		})

@@ -127,7 +127,7 @@ func (p *plugin) run(ctx context.Context, call *sdk.Call) (any, error) {
 	if lerr != nil {
 		return nil, lerr.toolError()
 	}
-	var used int64
+	used := int64(-1) // unknown until the provider answers
 	defer func() { settle(used) }()
 
 	pc := s.cfg.Providers[m.Provider]
@@ -141,6 +141,9 @@ func (p *plugin) run(ctx context.Context, call *sdk.Call) (any, error) {
 		}
 		me := classify(err, fmt.Sprintf("provider %q (%s, model %s)", pc.Name, pc.Kind, m.Model), p.now())
 		me.Msg = redact(me.Msg, s.keys)
+		if refusedBeforeTurn(me.Code) {
+			used = 0
+		}
 		call.Logger().Warn("model call failed", "model", m.Alias, "code", me.Code, "error", me.Msg)
 		return nil, me.toolError()
 	}
@@ -152,6 +155,16 @@ func (p *plugin) run(ctx context.Context, call *sdk.Call) (any, error) {
 	used = resp.Usage.InputTokens + resp.Usage.OutputTokens
 	call.Progress(resp.Usage.OutputTokens, maxTokens)
 	return sdk.Result{Output: resp, Cost: turnCost(resp.Usage, m)}, nil
+}
+
+// refusedBeforeTurn tells the codes of a provider's refusal of the
+// request: no tokens were spent on it.
+func refusedBeforeTurn(code string) bool {
+	switch code {
+	case codeRate, codeAuth, codeNotFound, codeContext, codeBadRequest:
+		return true
+	}
+	return false
 }
 
 // turnCost is a turn's cost in budget units: prices are per million

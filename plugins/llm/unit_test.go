@@ -184,11 +184,21 @@ func TestLimiter(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the settled call still counts its reservation: %v", err)
 		}
-		s2(0) // no usage reported: the reservation stands
+		s2(-1) // usage unknown: the reservation stands
 		c.now = c.now.Add(5 * time.Second)
 		_, err = l.acquire(200)
 		if err == nil || err.RetryAfter != 50*time.Second {
 			t.Fatalf("over the tokens per minute: %v", err)
+		}
+		// A request the provider refused spent nothing.
+		c.now = c.now.Add(time.Minute)
+		s3, err := l.acquire(900)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s3(0)
+		if _, err := l.acquire(900); err != nil {
+			t.Fatalf("a refused request still counts: %v", err)
 		}
 		// A call larger than the whole allowance runs alone.
 		c.now = c.now.Add(time.Minute)
