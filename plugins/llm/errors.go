@@ -58,10 +58,9 @@ const maxRetryAfter = time.Hour
 // quotes.
 const maxProviderMessage = 300
 
-// modelError is a failed model call with its stable code. Until the
-// plugin protocol's tool error carries code and retry_after, both travel
-// in the message: "CODE: text" and, when known, "(retry after 2s)" at the
-// end, and Retryable marks the kind.
+// modelError is a failed model call with its stable code. It reaches the
+// engine as an sdk.Error: the code and the retry-after in their own fields
+// of the plugin protocol's tool error, the kind from Retryable.
 type modelError struct {
 	Code       string
 	Retryable  bool
@@ -77,13 +76,13 @@ func (e *modelError) Error() string {
 	return s
 }
 
-// toolError is what Run returns for e: retryable codes are wrapped for
-// the sdk, which reports the kind on the wire.
+// toolError is what Run returns for e.
 func (e *modelError) toolError() error {
+	out := &sdk.Error{Kind: sdk.KindPermanent, Code: e.Code, Message: e.Msg, Err: e}
 	if e.Retryable {
-		return sdk.Retryable(e)
+		out.Kind, out.RetryAfter = sdk.KindRetryable, e.RetryAfter
 	}
-	return e
+	return out
 }
 
 func failf(code string, retryable bool, format string, args ...any) *modelError {

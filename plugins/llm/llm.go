@@ -97,25 +97,25 @@ func (p *plugin) setupFor(raw json.RawMessage) *setup {
 func (p *plugin) run(ctx context.Context, call *sdk.Call) (any, error) {
 	s := p.setupFor(call.Config)
 	if s.err != nil {
-		return nil, failf(codeConfig, false, "the llm plugin's config is refused: %s", redact(s.err.Error(), s.keys))
+		return nil, failf(codeConfig, false, "the llm plugin's config is refused: %s", redact(s.err.Error(), s.keys)).toolError()
 	}
 	var req chat.Request
 	if err := json.Unmarshal(call.Input, &req); err != nil {
-		return nil, failf(codeBadRequest, false, "the input is not a chat request: %v", err)
+		return nil, failf(codeBadRequest, false, "the input is not a chat request: %v", err).toolError()
 	}
 	if err := req.Validate(); err != nil {
-		return nil, failf(codeBadRequest, false, "%v", err)
+		return nil, failf(codeBadRequest, false, "%v", err).toolError()
 	}
 	m, ok := s.cfg.Models[req.Model]
 	if !ok {
-		return nil, failf(codeBadRequest, false, "unknown model alias %q (configured: %s)", req.Model, strings.Join(sortedKeys(s.cfg.Models), ", "))
+		return nil, failf(codeBadRequest, false, "unknown model alias %q (configured: %s)", req.Model, strings.Join(sortedKeys(s.cfg.Models), ", ")).toolError()
 	}
 	maxTokens := req.MaxTokens
 	if maxTokens == 0 {
 		maxTokens = m.MaxTokens
 	}
 	if maxTokens > m.MaxTokens {
-		return nil, failf(codeBadRequest, false, "max_tokens %d is above the %d that model %q allows", maxTokens, m.MaxTokens, m.Alias)
+		return nil, failf(codeBadRequest, false, "max_tokens %d is above the %d that model %q allows", maxTokens, m.MaxTokens, m.Alias).toolError()
 	}
 	names := make(map[string]string, len(req.Tools))
 	for _, t := range req.Tools {

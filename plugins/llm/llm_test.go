@@ -250,7 +250,7 @@ type errorCase struct {
 }
 
 var errorCases = []errorCase{
-	{"429", llmtest.Step{Status: 429, RetryAfter: "7"}, host.KindRetryable, codeRate, "(retry after 7s)", 1},
+	{"429", llmtest.Step{Status: 429, RetryAfter: "7"}, host.KindRetryable, codeRate, "429", 1},
 	{"500", llmtest.Step{Status: 500}, host.KindRetryable, codeUnavailable, "500", 1},
 	{"529", llmtest.Step{Status: 529}, host.KindRetryable, codeUnavailable, "529", 1},
 	{"401", llmtest.Step{Status: 401}, host.KindPermanent, codeAuth, "401", 1},
@@ -275,9 +275,12 @@ func TestErrorClasses(t *testing.T) {
 				req.Tools = []chat.ToolDef{{Name: "notes.put"}}
 				_, _, err := call(p, req, nil)
 				plugintest.WantKind(t, err, tc.kind)
-				msg := err.(*host.ToolError).Message
-				if !strings.HasPrefix(msg, tc.code+": ") || !strings.Contains(msg, tc.mustSay) {
-					t.Fatalf("error %q, want code %s saying %q", msg, tc.code, tc.mustSay)
+				te := err.(*host.ToolError)
+				if te.Code != tc.code || !strings.Contains(te.Message, tc.mustSay) {
+					t.Fatalf("error %v, want code %s saying %q", te, tc.code, tc.mustSay)
+				}
+				if want := map[string]time.Duration{"429": 7 * time.Second}[tc.name]; te.RetryAfter != want {
+					t.Fatalf("retry after %v, want %v", te.RetryAfter, want)
 				}
 				// The SDKs' own retries are off: every try is the engine's.
 				if n := len(srv.Requests()); n != tc.wantTries {
@@ -298,7 +301,7 @@ func TestUnreachableProviderIsRetryable(t *testing.T) {
 	p := plugintest.Start(t, "llm", providerConfig1(kindOpenAI, srv, `{"provider":"local","model":"m","max_tokens":10}`))
 	_, _, err := call(p, ask("x"), nil)
 	plugintest.WantKind(t, err, host.KindRetryable)
-	if !strings.HasPrefix(err.(*host.ToolError).Message, codeUnavailable) {
+	if err.(*host.ToolError).Code != codeUnavailable {
 		t.Fatalf("error %v", err)
 	}
 }
@@ -332,8 +335,8 @@ func TestRequestRefusals(t *testing.T) {
 	} {
 		_, _, err := call(p, tc.req, nil)
 		plugintest.WantKind(t, err, host.KindPermanent)
-		if msg := err.(*host.ToolError).Message; !strings.HasPrefix(msg, codeBadRequest) || !strings.Contains(msg, tc.want) {
-			t.Errorf("%s: %q, want %s saying %q", name, msg, codeBadRequest, tc.want)
+		if te := err.(*host.ToolError); te.Code != codeBadRequest || !strings.Contains(te.Message, tc.want) {
+			t.Errorf("%s: %v, want %s saying %q", name, te, codeBadRequest, tc.want)
 		}
 	}
 	// The input schema refuses what is not a chat request at all.
@@ -370,9 +373,8 @@ func TestLocalLimitsRefuseBeforeTheProvider(t *testing.T) {
 		}
 		_, _, err := call(p, ask("second"), nil)
 		plugintest.WantKind(t, err, host.KindRetryable)
-		msg := err.(*host.ToolError).Message
-		if !strings.HasPrefix(msg, codeRateLocal) || !strings.Contains(msg, "max_concurrent is 1") || !strings.Contains(msg, "retry after 1s") {
-			t.Fatalf("second call: %q", msg)
+		if te := err.(*host.ToolError); te.Code != codeRateLocal || !strings.Contains(te.Message, "max_concurrent is 1") || te.RetryAfter != time.Second {
+			t.Fatalf("second call: %v", te)
 		}
 		close(hold)
 		if err := <-done; err != nil {
@@ -394,8 +396,8 @@ func TestLocalLimitsRefuseBeforeTheProvider(t *testing.T) {
 		}
 		_, _, err := call(p, ask("2"), nil)
 		plugintest.WantKind(t, err, host.KindRetryable)
-		if msg := err.(*host.ToolError).Message; !strings.HasPrefix(msg, codeRateLocal) || !strings.Contains(msg, "requests_per_minute is 1") || !strings.Contains(msg, "retry after") {
-			t.Fatalf("second call: %q", msg)
+		if te := err.(*host.ToolError); te.Code != codeRateLocal || !strings.Contains(te.Message, "requests_per_minute is 1") || te.RetryAfter <= 0 {
+			t.Fatalf("second call: %v", te)
 		}
 		if n := len(srv.Requests()); n != 1 {
 			t.Fatalf("the provider saw %d requests, want 1", n)
@@ -424,8 +426,8 @@ func TestConfigRefusals(t *testing.T) {
 			p := plugintest.Start(t, "llm", tc.config)
 			_, _, err := call(p, ask("x"), nil)
 			plugintest.WantKind(t, err, host.KindPermanent)
-			if msg := err.(*host.ToolError).Message; !strings.HasPrefix(msg, codeConfig) || !strings.Contains(msg, tc.want) {
-				t.Fatalf("%q, want %s saying %q", msg, codeConfig, tc.want)
+			if te := err.(*host.ToolError); te.Code != codeConfig || !strings.Contains(te.Message, tc.want) {
+				t.Fatalf("%v, want %s saying %q", te, codeConfig, tc.want)
 			}
 		})
 	}

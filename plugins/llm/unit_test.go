@@ -298,7 +298,7 @@ func TestKeyNeverLeaks(t *testing.T) {
 			cfg2 := strings.Replace(cfg, base, base2, 1)
 			_, err = sdktest.Call(context.Background(), newPlugin(lookupEnv).tool(), sdktest.Request{Input: in, Config: cfg2})
 			var se *sdktest.Error
-			if !errors.As(err, &se) || se.Kind != sdktest.KindPermanent || !strings.HasPrefix(se.Message, codeAuth) || strings.Contains(err.Error(), key) {
+			if !errors.As(err, &se) || se.Kind != sdktest.KindPermanent || se.Code != codeAuth || strings.Contains(err.Error(), key) {
 				t.Fatalf("wrong key: %v", err)
 			}
 			t.Setenv("WEIR_TEST_LLM_KEY", key)
