@@ -129,7 +129,7 @@ func TestSubflowInLoopSuspendingOnWait(t *testing.T) {
 		if waits[0].RunID == id || waits[0].Node != "approve" {
 			t.Fatalf("round %d: waits %+v, want the child's approve node", round, waits)
 		}
-		if err := b.eng.Decide(ctx, "alice", waits[0].RunID, "approve", true, json.RawMessage(`{"round":`+string(rune('0'+round))+`}`), ""); err != nil {
+		if err := b.eng.Decide(ctx, DecideParams{Owner: "alice", RunID: waits[0].RunID, Node: "approve", Approve: true, Payload: json.RawMessage(`{"round":`+string(rune('0'+round))+`}`)}); err != nil {
 			t.Fatal(err)
 		}
 		b.waitTerminal(t, waits[0].RunID)
@@ -151,29 +151,29 @@ func TestWaitApproveRejectTimeout(t *testing.T) {
 
 	approved := b.start(t, "approval", `{}`, "")
 	waiting(approved)
-	if err := b.eng.Decide(ctx, "mallory", approved, "approve", true, nil, ""); ErrorCode(err) != CodeNotFound {
+	if err := b.eng.Decide(ctx, DecideParams{Owner: "mallory", RunID: approved, Node: "approve", Approve: true}); ErrorCode(err) != CodeNotFound {
 		t.Fatalf("foreign approval: %v, want %s", err, CodeNotFound)
 	}
-	if err := b.eng.Decide(ctx, "alice", approved, "nope", true, nil, ""); ErrorCode(err) != CodeNotWaiting {
+	if err := b.eng.Decide(ctx, DecideParams{Owner: "alice", RunID: approved, Node: "nope", Approve: true}); ErrorCode(err) != CodeNotWaiting {
 		t.Fatalf("wrong node: %v, want %s", err, CodeNotWaiting)
 	}
-	if err := b.eng.Decide(ctx, "alice", approved, "approve", true, json.RawMessage(`{"ok": 1}`), ""); err != nil {
+	if err := b.eng.Decide(ctx, DecideParams{Owner: "alice", RunID: approved, Node: "approve", Approve: true, Payload: json.RawMessage(`{"ok": 1}`)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.eng.Decide(ctx, "alice", approved, "approve", false, nil, "changed my mind"); ErrorCode(err) != CodeAlreadyDecided && ErrorCode(err) != CodeNotWaiting {
+	if err := b.eng.Decide(ctx, DecideParams{Owner: "alice", RunID: approved, Node: "approve", Reason: "changed my mind"}); ErrorCode(err) != CodeAlreadyDecided && ErrorCode(err) != CodeNotWaiting {
 		t.Fatalf("second decision: %v, want it refused", err)
 	}
 	run := b.waitTerminal(t, approved)
 	if run.Phase != store.PhaseCompleted || !strings.Contains(string(run.Output), `"payload":{"ok":1}`) {
 		t.Fatalf("approved: %s %s %+v", run.Phase, run.Output, run.Error)
 	}
-	if err := b.eng.Decide(ctx, "alice", approved, "approve", true, nil, ""); ErrorCode(err) != CodeNotWaiting {
+	if err := b.eng.Decide(ctx, DecideParams{Owner: "alice", RunID: approved, Node: "approve", Approve: true}); ErrorCode(err) != CodeNotWaiting {
 		t.Fatalf("decision on a finished run: %v", err)
 	}
 
 	rejected := b.start(t, "approval", `{}`, "")
 	waiting(rejected)
-	if err := b.eng.Decide(ctx, "alice", rejected, "approve", false, nil, "not today"); err != nil {
+	if err := b.eng.Decide(ctx, DecideParams{Owner: "alice", RunID: rejected, Node: "approve", Reason: "not today"}); err != nil {
 		t.Fatal(err)
 	}
 	if run := b.waitTerminal(t, rejected); !strings.Contains(string(run.Output), `"denied":true`) {
@@ -209,7 +209,7 @@ func TestParentWaitsForSuspendedChild(t *testing.T) {
 		waits, _ = b.eng.HumanWaits(ctx, "alice", id)
 		return r.Phase == store.PhaseWaiting && len(waits) == 1
 	})
-	if err := b.eng.Decide(ctx, "alice", waits[0].RunID, "approve", true, json.RawMessage(`{"yes":true}`), ""); err != nil {
+	if err := b.eng.Decide(ctx, DecideParams{Owner: "alice", RunID: waits[0].RunID, Node: "approve", Approve: true, Payload: json.RawMessage(`{"yes":true}`)}); err != nil {
 		t.Fatal(err)
 	}
 	run := b.waitTerminal(t, id)
