@@ -129,7 +129,7 @@ func TestSubflowInLoopSuspendingOnWait(t *testing.T) {
 		if waits[0].RunID == id || waits[0].Node != "approve" {
 			t.Fatalf("round %d: waits %+v, want the child's approve node", round, waits)
 		}
-		if err := b.eng.Decide(ctx, DecideParams{Owner: "alice", RunID: waits[0].RunID, Node: "approve", Approve: true, Payload: json.RawMessage(`{"round":`+string(rune('0'+round))+`}`)}); err != nil {
+		if err := b.eng.Decide(ctx, DecideParams{Owner: "alice", RunID: waits[0].RunID, Node: "approve", Approve: true, Payload: json.RawMessage(`{"round":` + string(rune('0'+round)) + `}`)}); err != nil {
 			t.Fatal(err)
 		}
 		b.waitTerminal(t, waits[0].RunID)
