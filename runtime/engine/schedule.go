@@ -60,8 +60,19 @@ func (e *Engine) dispatchReady(ctx context.Context) {
 		}
 		started, blocked := 0, false
 		for _, t := range tasks {
+			// A task listed before its holder's lease committed is still
+			// held by a worker of this process: dispatching it again would
+			// lose the lease, and meanwhile take the holder's place in
+			// live or items, where a cancel or a cohort's stop looks for
+			// the call. A run's next step waits for its worker to let go:
+			// that worker kicks the scheduler as it leaves.
 			e.mu.Lock()
 			taken := e.dispatched[t.ID]
+			if t.Kind == store.TaskItem {
+				taken = taken || e.items[t.ID] != nil
+			} else {
+				taken = taken || e.live[t.RunID] != nil
+			}
 			e.mu.Unlock()
 			if taken {
 				continue
