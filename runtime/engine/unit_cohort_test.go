@@ -48,14 +48,22 @@ func TestUnitFanoutWidth(t *testing.T) {
 	b.kit.open("g")
 	run := b.waitTerminal(t, id)
 	r := b.fanResult(t, run.Output)
-	if run.Phase != store.PhaseCompleted || len(r.Results) != 12 || !r.Sufficient {
-		t.Fatalf("%s %+v: want 12 results, sufficient", run.Phase, r)
+	if run.Phase != store.PhaseCompleted || len(r.Results) != 12 || !r.Sufficient || r.Cutoff.IsZero() {
+		t.Fatalf("%s %+v: want 12 results, sufficient, a cutoff", run.Phase, r)
 	}
 	b.kit.read(func() {
 		if b.kit.peak != 3 {
 			t.Errorf("peak of calls in flight %d, want the width 3", b.kit.peak)
 		}
 	})
+	if c := b.cohort(t, id); c.Published != 12 || c.Admitted != 12 || c.InFlight != 0 || !c.Marker || c.State != "closed" {
+		t.Errorf("cohort %+v", c)
+	}
+	for _, ts := range b.eng.Stats().Types {
+		if ts.Type == "kit.block" && ts.Amplification != 1 {
+			t.Errorf("amplification %.2f, want 1", ts.Amplification)
+		}
+	}
 }
 
 // Half the children mature at once; the cohort freezes, lets the rest run
