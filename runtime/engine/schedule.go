@@ -309,8 +309,12 @@ func (e *Engine) rescue(ctx context.Context, l *store.Lease, why string) {
 			e.stats.finished(store.PhaseFailed)
 		}
 		if l.Holder == e.holder {
+			// The worker that lost the lease stops, and lets go so the
+			// dispatch pass hands the task to a new one.
 			e.mu.Lock()
-			if lr := e.live[l.RunID]; lr != nil {
+			if lr := e.items[l.TaskID]; lr != nil {
+				lr.cancel()
+			} else if lr := e.live[l.RunID]; lr != nil {
 				lr.cancel()
 			}
 			e.mu.Unlock()

@@ -2,9 +2,11 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/runtime/store"
 )
 
@@ -181,4 +183,57 @@ func TestUnitFanoutItemsReportProgress(t *testing.T) {
 	}
 	b.kit.open("g")
 	b.waitTerminal(t, id)
+}
+
+// A fan-out item whose lease this process let expire (a store too slow
+// for the renewer, say) is rescued: its worker's call is cancelled, and
+// the item runs again in a new worker and completes the cohort.
+func TestUnitExpiredItemLeaseIsRescued(t *testing.T) {
+	t.Parallel()
+	const lease = 30 * time.Second
+	b := setupUnit(t, Config{LeaseTimeout: lease}, unitCohortSrc)
+	ctx := context.Background()
+	id := b.start(t, "fan_width", `{}`, "")
+	b.kitIs(t, "a full width of calls", func(k *kit) bool { return k.blocked == 3 })
+	// As a renewer that fell behind would leave it: one item's lease,
+	// still this engine's, past its deadline.
+	var item string
+	err := b.mem.Update(ctx, func(tx store.Tx) error {
+		leases, err := tx.LeaseList()
+		if err != nil {
+			return err
+		}
+		for _, l := range leases {
+			tk, err := tx.TaskGet(l.TaskID)
+			if err != nil {
+				return err
+			}
+			if tk.Kind == store.TaskItem {
+				item = tk.ID
+				l.Deadline = b.clock.Now().Add(-time.Second)
+				return tx.LeasePut(l)
+			}
+		}
+		return fmt.Errorf("no item lease among %d", len(leases))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The rescuer looks at a tenth of the lease timeout.
+	b.clock.Advance(lease/10 + b.tick)
+	b.kitIs(t, "the rescued item's call cancelled", func(k *kit) bool { return k.cancelled == 1 })
+	testutil.Eventually(t, waitTimeout, func() error {
+		if n := b.tools.Calls("kit.block"); n != 4 {
+			return fmt.Errorf("%d calls of kit.block, want 4: the rescued item must be called again", n)
+		}
+		return nil
+	})
+	b.kit.open("g")
+	run := b.waitTerminal(t, id)
+	if r := b.fanResult(t, run.Output); run.Phase != store.PhaseCompleted || len(r.Results) != 12 || !r.Sufficient {
+		t.Fatalf("%s %+v: want the 12 results, sufficient", run.Phase, r)
+	}
+	if evs := b.events(t, id); count(evs, evExpired) != 1 {
+		t.Errorf("timeline %v: want one expired lease (item %s)", evs, item)
+	}
 }
