@@ -30,7 +30,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"sync"
 	"time"
 
@@ -109,16 +108,6 @@ func (t *Tools) LookupTool(name string) (flows.ToolInfo, bool) {
 }
 
 var _ flows.Catalog = (*Tools)(nil)
-
-// Names returns the names of the tools served, sorted.
-func (t *Tools) Names() []string {
-	out := make([]string, 0, len(t.tools))
-	for name := range t.tools {
-		out = append(out, name)
-	}
-	sort.Strings(out)
-	return out
-}
 
 // Calls reports how many calls of tool name were handed to the tool (a
 // call refused before, for its input or its deadline, is not counted).
