@@ -23,6 +23,9 @@ import (
 // integration layer (setup) keeps what only real processes and a real
 // Badger can show.
 
+// unitEpoch is where the unit layer's fake clock starts.
+var unitEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
 // testBundle is an engine of the unit layer and its collaborators.
 type testBundle struct {
 	*bundle
@@ -39,7 +42,7 @@ type testBundle struct {
 // in-process tools, registers src and stops everything at the end.
 func setupUnit(t testing.TB, cfg Config, src string) *testBundle {
 	t.Helper()
-	b := &testBundle{bundle: &bundle{}, mem: memstore.New(), clock: clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), kit: newKit()}
+	b := &testBundle{bundle: &bundle{}, mem: memstore.New(), clock: clock.NewFake(unitEpoch), kit: newKit()}
 	b.st = b.mem
 	t.Cleanup(func() { b.mem.Close() })
 	var err error
