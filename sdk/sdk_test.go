@@ -182,3 +182,37 @@ func TestCheckTools(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// OnProgress sees each report while the call runs, in order, and none
+// that a goroutine of the tool makes after the call returned.
+func TestProgressIsSeenWhileTheCallRuns(t *testing.T) {
+	t.Parallel()
+	seen := make(chan sdktest.Progress, 10)
+	release := make(chan struct{})
+	returned, straggler := make(chan struct{}), make(chan struct{})
+	tool := sdk.Tool{Name: "t.prog", Run: func(_ context.Context, c *sdk.Call) (any, error) {
+		c.Progress(1, 3)
+		<-release // held until the test has seen the first report
+		c.Progress(3, 3)
+		go func() { defer close(straggler); <-returned; c.Progress(4, 3) }()
+		return nil, nil
+	}}
+	done := make(chan *sdktest.Result)
+	go func() {
+		res, err := sdktest.Call(context.Background(), tool, sdktest.Request{OnProgress: func(d, total int64) { seen <- sdktest.Progress{Done: d, Total: total} }})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	if p := <-seen; p != (sdktest.Progress{Done: 1, Total: 3}) {
+		t.Fatalf("first report %+v", p)
+	}
+	close(release)
+	res := <-done
+	close(returned)
+	<-straggler
+	if len(seen) != 1 || len(res.Progress) != 2 {
+		t.Fatalf("%d more live reports, %d recorded (%+v): want the final one only, and none after the call returned", len(seen), len(res.Progress), res.Progress)
+	}
+}

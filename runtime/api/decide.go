@@ -23,7 +23,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, approve bool) {
 		return
 	}
 	id, node := r.PathValue("id"), r.PathValue("node")
-	if err := s.eng.Decide(r.Context(), ownerFrom(r.Context()), id, node, approve, req.Payload, req.Reason); err != nil {
+	if err := s.eng.Decide(r.Context(), engine.DecideParams{Owner: ownerFrom(r.Context()), RunID: id, Node: node, Approve: approve, Payload: req.Payload, Reason: req.Reason}); err != nil {
 		writeDecideErr(w, err)
 		return
 	}

@@ -100,7 +100,7 @@ func BenchmarkParkedWaits(b *testing.B) {
 			b.Fatal(err)
 		}
 		recovered := time.Since(start)
-		if err := eng.Decide(ctx, "alice", ids[n/2], "w", true, nil, ""); err != nil {
+		if err := eng.Decide(ctx, DecideParams{Owner: "alice", RunID: ids[n/2], Node: "w", Approve: true}); err != nil {
 			b.Fatal(err)
 		}
 		for {

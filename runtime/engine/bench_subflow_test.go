@@ -41,7 +41,7 @@ func BenchmarkSubflowResume(b *testing.B) {
 			go func() {
 				defer wg.Done()
 				for i := w; i < calls; i += 4 {
-					if err := bd.eng.Decide(ctx, "alice", children[i], "approve", true, nil, ""); err != nil {
+					if err := bd.eng.Decide(ctx, DecideParams{Owner: "alice", RunID: children[i], Node: "approve", Approve: true}); err != nil {
 						b.Error(err)
 						return
 					}

@@ -16,14 +16,13 @@ import (
 	"github.com/weirhq/weir/runtime/store"
 )
 
-// Fan-out refusals and events.
+// Fan-out events.
 const (
-	CodeFanoutBounds = "E_FANOUT_BOUNDS" // items() returned more than max_items
-	evCohortClosing  = "cohort_closing"
-	evCohortClosed   = "cohort_closed"
-	evInsufficient   = "cohort_insufficient"
-	evItemDone       = "item_done"
-	evCohortStopped  = "cohort_stopped"
+	evCohortClosing = "cohort_closing"
+	evCohortClosed  = "cohort_closed"
+	evInsufficient  = "cohort_insufficient"
+	evItemDone      = "item_done"
+	evCohortStopped = "cohort_stopped"
 )
 
 // fanoutNode runs one visit of a fan-out node (docs/design.md §7): it starts the

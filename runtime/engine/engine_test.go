@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weirhq/weir/runtime/internal/clock"
 	"github.com/weirhq/weir/runtime/store"
 )
 
@@ -38,14 +37,6 @@ flow(
     name = "mail",
     nodes = [
         task("send", tool = "mail.send", args = lambda ctx: {"to": "a@b.c", "body": ctx.input["body"]}, at_most_once = True),
-    ],
-)
-
-flow(
-    name = "flaky",
-    nodes = [
-        task("call", tool = "testkit.fail", args = lambda ctx: {"times": ctx.input["times"]}, retries = 3, error = "fallback"),
-        task("fallback", tool = "testkit.echo", args = lambda ctx: {"fell_back": True}),
     ],
 )
 
@@ -190,45 +181,6 @@ func TestNonIdempotentToolRunsOnce(t *testing.T) {
 	}
 }
 
-func TestRetriesThenSuccess(t *testing.T) {
-	t.Parallel()
-	b := setup(t, Config{}, flowsSrc)
-	id := b.start(t, "flaky", `{"times": 2}`, "")
-	run := b.waitTerminal(t, id)
-	if run.Phase != store.PhaseCompleted || strings.Contains(string(run.Output), "fell_back") {
-		t.Fatalf("phase %s output %s, want completed through the tool", run.Phase, run.Output)
-	}
-	evs := b.events(t, id)
-	if n := count(evs, evRetry); n != 2 {
-		t.Errorf("%d retries, want 2: %v", n, evs)
-	}
-	for _, ts := range b.eng.Stats().Types {
-		if ts.Type == "testkit.fail" && (ts.Attempts != 3 || ts.Units != 1 || ts.Amplification != 3) {
-			t.Errorf("fail figures %+v, want 3 attempts for 1 unit", ts)
-		}
-	}
-}
-
-func TestRetriesExhaustedDeadLetters(t *testing.T) {
-	t.Parallel()
-	b := setup(t, Config{}, flowsSrc)
-	id := b.start(t, "flaky", `{"times": 10}`, "")
-	run := b.waitTerminal(t, id)
-	if run.Phase != store.PhaseCompleted || !strings.Contains(string(run.Output), "fell_back") {
-		t.Fatalf("phase %s output %s, want completed through the error wire", run.Phase, run.Output)
-	}
-	dl, err := b.eng.DeadLetters(context.Background(), "alice", 0)
-	if err != nil || len(dl) != 1 {
-		t.Fatalf("dead letters %d (%v), want 1", len(dl), err)
-	}
-	if dl[0].RunID != id || dl[0].Node != "call" || len(dl[0].Errors) != 4 {
-		t.Errorf("dead letter %+v: want run %s node call with 4 attempts' errors", dl[0], id)
-	}
-	if other, _ := b.eng.DeadLetters(context.Background(), "bob", 0); len(other) != 0 {
-		t.Errorf("bob sees %d of alice's dead letters", len(other))
-	}
-}
-
 func TestBudgetExhaustedTakesErrorWire(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Config{}, flowsSrc)
@@ -277,33 +229,6 @@ func TestCancelAnswers(t *testing.T) {
 	if _, err := b.eng.Cancel(ctx, "alice", "run_missing"); ErrorCode(err) != CodeNotFound {
 		t.Fatalf("missing: %v", err)
 	}
-}
-
-func TestCancelQueuedRunNeverWorks(t *testing.T) {
-	t.Parallel()
-	// One slot, held by a long sleep: the second run stays queued.
-	b := setup(t, Config{Workers: 1}, flowsSrc)
-	ctx := context.Background()
-	blocker := b.start(t, "sleepy", `{"ms": 60000}`, "")
-	b.wait(t, blocker, "running", func(r *store.Run) bool { return r.Phase == store.PhaseRunning })
-	queued := b.start(t, "mail", `{"body":"never"}`, "")
-	if a, err := b.eng.Cancel(ctx, "alice", queued); err != nil || a != CancelRequested {
-		t.Fatalf("cancel queued: %v %v", a, err)
-	}
-	run := b.waitTerminal(t, queued)
-	if run.Phase != store.PhaseCancelled {
-		t.Fatalf("phase %s", run.Phase)
-	}
-	if evs := b.events(t, queued); count(evs, evLeased) != 0 {
-		t.Errorf("a cancelled queued run was leased: %v", evs)
-	}
-	if n := b.outboxLines(t); n != 0 {
-		t.Errorf("the cancelled run sent %d mails", n)
-	}
-	if _, err := b.eng.Cancel(ctx, "alice", blocker); err != nil {
-		t.Fatal(err)
-	}
-	b.waitTerminal(t, blocker)
 }
 
 // TestOverload offers ten times what the slots admit: every run is either
@@ -397,36 +322,6 @@ func FuzzDecodeContinuation(f *testing.F) {
 			t.Fatalf("accepted version %d", c.V)
 		}
 	})
-}
-
-// TestQueueDeadlineDropsWithReason: a task that waits past the queue
-// timeout for a slot is dropped, and its run fails with the reason.
-func TestQueueDeadlineDropsWithReason(t *testing.T) {
-	t.Parallel()
-	fk := clock.NewFake(time.Now())
-	b := setup(t, Config{Workers: 1, QueueTimeout: 300 * time.Millisecond, Clock: fk}, flowsSrc)
-	ctx := context.Background()
-	blocker := b.start(t, "sleepy", `{"ms": 60000}`, "")
-	b.wait(t, blocker, "running", func(r *store.Run) bool { return r.Phase == store.PhaseRunning })
-	late := b.start(t, "mail", `{"body": "never"}`, "")
-	// Queued behind the blocker until the queue deadline passes, which
-	// it does only when the clock is moved.
-	fk.Advance(301 * time.Millisecond)
-	run := b.waitTerminal(t, late)
-	if run.Phase != store.PhaseFailed || run.Error == nil || run.Error.Code != CodeQueueTimeout {
-		t.Fatalf("%s %+v: want failed with %s", run.Phase, run.Error, CodeQueueTimeout)
-	}
-	if evs := b.events(t, late); count(evs, evDropped) != 1 || count(evs, evLeased) != 0 {
-		t.Errorf("timeline %v: want one dropped event and no lease", evs)
-	}
-	if b.outboxLines(t) != 0 {
-		t.Error("the dropped run sent mail")
-	}
-	if st := b.eng.Stats(); st.Refusals[CodeQueueTimeout] != 1 {
-		t.Errorf("refusals %v: the drop must be counted by reason", st.Refusals)
-	}
-	b.eng.Cancel(ctx, "alice", blocker)
-	b.waitTerminal(t, blocker)
 }
 
 // A context the caller cancelled is not a storage failure: admission stays

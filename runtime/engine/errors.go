@@ -42,6 +42,35 @@ const (
 	CodeCallable         = "E_CALLABLE"          // a flow callable failed at run time
 	CodeContinuation     = "E_CONTINUATION"      // the stored continuation cannot be read
 	CodeFlowUnreadable   = "E_FLOW_UNREADABLE"   // the pinned flow version cannot be loaded
+	CodeMaxVisits        = "E_MAX_VISITS"        // a node was entered more often than its max_visits
+	CodeUnsupported      = "E_UNSUPPORTED"       // the node's kind is not one this engine runs
+	CodeFanoutBounds     = "E_FANOUT_BOUNDS"     // items() returned more than max_items
+)
+
+// codeToolKindPrefix names a tool failure that carries no code of its own
+// after its kind: E_TOOL_RETRYABLE, E_TOOL_DEADLINE, ...
+const codeToolKindPrefix = "E_TOOL_"
+
+// Run-time refusals of subflow calls (docs/design.md §2: the static check is a
+// courtesy, this is what holds) and the precise reasons a parent's node
+// fails when its child is gone (docs/design.md §6).
+const (
+	CodeRuntimeDepth    = "E_RUNTIME_DEPTH"
+	CodeRuntimeCycle    = "E_RUNTIME_CYCLE"
+	CodeChildVanished   = "E_CHILD_VANISHED"
+	CodeChildUnreadable = "E_CHILD_UNREADABLE"
+	// CodeChildFailed: a child ended badly without an error of its own.
+	CodeChildFailed = "E_CHILD_FAILED"
+	// CodeChildTimeout: the child did not finish within the node's timeout.
+	CodeChildTimeout = "E_CHILD_TIMEOUT"
+)
+
+// Codes of human waits.
+const (
+	CodeWaitTimeout    = "E_WAIT_TIMEOUT"    // nobody decided before the wait's timeout
+	CodeRejected       = "E_REJECTED"        // the wait was rejected
+	CodeNotWaiting     = "E_NOT_WAITING"     // the run is not waiting at that node
+	CodeAlreadyDecided = "E_ALREADY_DECIDED" // the wait was decided before
 )
 
 // Error is an API error with a stable code, a message and its class.

@@ -27,7 +27,7 @@ func (b *bundle) runPastHold(t *testing.T, flow string, change func()) *store.Ru
 	id := b.start(t, flow, `{}`, "")
 	b.wait(t, id, "waiting", func(r *store.Run) bool { return r.Phase == store.PhaseWaiting })
 	change()
-	if err := b.eng.Decide(ctx, "alice", id, "hold", true, nil, ""); err != nil {
+	if err := b.eng.Decide(ctx, DecideParams{Owner: "alice", RunID: id, Node: "hold", Approve: true}); err != nil {
 		t.Fatal(err)
 	}
 	return b.waitTerminal(t, id)

@@ -6,52 +6,29 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
+	"github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/runtime/host"
 	"github.com/weirhq/weir/runtime/store"
 	"github.com/weirhq/weir/runtime/store/badgerstore"
 )
 
-// binDir holds the real plugin binaries, built once by TestMain.
-var binDir string
+func TestMain(m *testing.M) { testutil.Main(m, testutil.Plugins("testkit", "mail")) }
 
-func TestMain(m *testing.M) { os.Exit(testMain(m)) }
+// waitTimeout bounds every wait on a condition: generous, because it only
+// limits how long a failing test hangs on a loaded machine.
+const waitTimeout = time.Minute
 
-func testMain(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "weir-engine-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	binDir = dir
-	cmd := exec.Command("go", "build", "-o", dir+string(os.PathSeparator), "../../plugins/testkit", "../../plugins/mail")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building plugins:", err)
-		return 1
-	}
-	code := m.Run()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			return 1
-		}
-	}
-	return code
-}
-
-// bundle is an engine under test with its collaborators.
+// bundle is an engine under test with its collaborators. The integration
+// layer (setup) fills host and dataDir; the unit layer (setupUnit, in
+// unit_test.go) wraps a bundle in a testBundle.
 type bundle struct {
 	eng     *Engine
-	st      *badgerstore.Store
+	st      store.Store
 	host    *host.Host
 	dataDir string
 }
@@ -63,17 +40,20 @@ func setup(t testing.TB, cfg Config, src string) *bundle {
 	b := &bundle{dataDir: t.TempDir()}
 	plugins := filepath.Join(b.dataDir, "plugins")
 	for _, name := range []string{"testkit", "mail"} {
-		if _, err := host.Install(plugins, filepath.Join(binDir, name), nil); err != nil {
+		if _, err := host.Install(plugins, testutil.Plugin(t, name), nil); err != nil {
 			t.Fatalf("install %s: %v", name, err)
 		}
 	}
-	var err error
-	if b.st, err = badgerstore.Open(filepath.Join(b.dataDir, "store"), badgerstore.Options{}); err != nil {
+	st, err := badgerstore.Open(filepath.Join(b.dataDir, "store"), badgerstore.Options{})
+	if err != nil {
 		t.Fatal(err)
 	}
+	b.st = st
+	t.Cleanup(func() { b.st.Close() }) // the store the bundle has then: a test may reopen it
 	if b.host, err = host.New(host.Config{PluginsDir: plugins, DataDir: b.dataDir}); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { b.host.Close() })
 	cfg.Store, cfg.Tools = b.st, b.host
 	if cfg.Tick == 0 {
 		cfg.Tick = 10 * time.Millisecond
@@ -81,11 +61,21 @@ func setup(t testing.TB, cfg Config, src string) *bundle {
 	if cfg.RetryBase == 0 {
 		cfg.RetryBase = time.Millisecond
 	}
-	if b.eng, err = Open(cfg); err != nil {
+	b.eng = openEngine(t, cfg, src)
+	return b
+}
+
+// openEngine opens an engine on cfg, registers src and starts it; the
+// engine is stopped at the end of the test, before what it runs on is
+// closed.
+func openEngine(t testing.TB, cfg Config, src string) *Engine {
+	t.Helper()
+	eng, err := Open(cfg)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if src != "" {
-		res, err := b.eng.Register(context.Background(), []SourceFile{{Path: "test.star", Src: src}})
+		res, err := eng.Register(context.Background(), []SourceFile{{Path: "test.star", Src: src}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,17 +83,15 @@ func setup(t testing.TB, cfg Config, src string) *bundle {
 			t.Fatalf("registering test flow:\n%s", res.Diagnostics)
 		}
 	}
-	if err := b.eng.Start(context.Background()); err != nil {
+	if err := eng.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 		defer cancel()
-		b.eng.Stop(ctx)
-		b.host.Close()
-		b.st.Close()
+		eng.Stop(ctx)
 	})
-	return b
+	return eng
 }
 
 // start submits a run as owner "alice".
@@ -116,24 +104,23 @@ func (b *bundle) start(t testing.TB, flow, input, requestID string) string {
 	return res.RunID
 }
 
-// wait polls the store until the run satisfies cond or the test's
-// deadline passes. Polling a condition, not sleeping for a guess.
+// wait polls the store until the run satisfies cond, failing the test if
+// it does not within waitTimeout.
 func (b *bundle) wait(t testing.TB, id string, what string, cond func(*store.Run) bool) *store.Run {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		run, err := b.eng.Get(context.Background(), "alice", id)
+	var run *store.Run
+	testutil.Eventually(t, waitTimeout, func() error {
+		r, err := b.eng.Get(context.Background(), "alice", id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cond(run) {
-			return run
+		run = r
+		if cond(r) {
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run %s never became %s; last phase %s error %+v", id, what, run.Phase, run.Error)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+		return fmt.Errorf("run %s never became %s; last phase %s error %+v", id, what, r.Phase, r.Error)
+	})
+	return run
 }
 
 func (b *bundle) waitTerminal(t testing.TB, id string) *store.Run {

@@ -60,8 +60,19 @@ func (e *Engine) dispatchReady(ctx context.Context) {
 		}
 		started, blocked := 0, false
 		for _, t := range tasks {
+			// A task listed before its holder's lease committed is still
+			// held by a worker of this process: dispatching it again would
+			// lose the lease, and meanwhile take the holder's place in
+			// live or items, where a cancel or a cohort's stop looks for
+			// the call. A run's next step waits for its worker to let go:
+			// that worker kicks the scheduler as it leaves.
 			e.mu.Lock()
 			taken := e.dispatched[t.ID]
+			if t.Kind == store.TaskItem {
+				taken = taken || e.items[t.ID] != nil
+			} else {
+				taken = taken || e.live[t.RunID] != nil
+			}
 			e.mu.Unlock()
 			if taken {
 				continue
@@ -298,8 +309,12 @@ func (e *Engine) rescue(ctx context.Context, l *store.Lease, why string) {
 			e.stats.finished(store.PhaseFailed)
 		}
 		if l.Holder == e.holder {
+			// The worker that lost the lease stops, and lets go so the
+			// dispatch pass hands the task to a new one.
 			e.mu.Lock()
-			if lr := e.live[l.RunID]; lr != nil {
+			if lr := e.items[l.TaskID]; lr != nil {
+				lr.cancel()
+			} else if lr := e.live[l.RunID]; lr != nil {
 				lr.cancel()
 			}
 			e.mu.Unlock()

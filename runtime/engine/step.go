@@ -99,7 +99,7 @@ func (w *worker) run(ctx context.Context, run *store.Run, overBudget bool) {
 			return
 		}
 		if node.MaxVisits > 0 && s.cont.Visits[node.ID] > node.MaxVisits {
-			if !s.nodeFailed(ctx, node, &store.RunError{Code: "E_MAX_VISITS",
+			if !s.nodeFailed(ctx, node, &store.RunError{Code: CodeMaxVisits,
 				Message: fmt.Sprintf("node %s entered %d times, more than its max_visits %d", node.ID, s.cont.Visits[node.ID], node.MaxVisits)}) {
 				return
 			}
@@ -127,7 +127,7 @@ func (w *worker) run(ctx context.Context, run *store.Run, overBudget bool) {
 		case flows.KindFanout:
 			more = s.fanoutNode(ctx, node)
 		default:
-			more = s.nodeFailed(ctx, node, &store.RunError{Code: "E_UNSUPPORTED",
+			more = s.nodeFailed(ctx, node, &store.RunError{Code: CodeUnsupported,
 				Message: fmt.Sprintf("node kind %s is not supported by this engine yet", node.Kind)})
 		}
 		if !more {

@@ -34,16 +34,6 @@ func subflowFallback() time.Duration {
 	return d
 }
 
-// Run-time refusals of subflow calls (docs/design.md §2: the static check is a
-// courtesy, this is what holds) and the precise reasons a parent's node
-// fails when its child is gone (docs/design.md §6).
-const (
-	CodeRuntimeDepth    = "E_RUNTIME_DEPTH"
-	CodeRuntimeCycle    = "E_RUNTIME_CYCLE"
-	CodeChildVanished   = "E_CHILD_VANISHED"
-	CodeChildUnreadable = "E_CHILD_UNREADABLE"
-)
-
 // subflowNode starts the node's child run and suspends the parent on it,
 // or, when the parent was woken, continues from the child's end.
 func (s *stepper) subflowNode(ctx context.Context, node *flows.Node) bool {
@@ -244,14 +234,6 @@ func (s *stepper) resumeFromChild(ctx context.Context, node *flows.Node) bool {
 	}
 	return s.resultDone(ctx, node, child.Output, map[string]any{"child": childID})
 }
-
-// Codes of a subflow node whose child ended badly.
-const (
-	// CodeChildFailed: a child ended badly without an error of its own.
-	CodeChildFailed = "E_CHILD_FAILED"
-	// CodeChildTimeout: the child did not finish within the node's timeout.
-	CodeChildTimeout = "E_CHILD_TIMEOUT"
-)
 
 // childWake is when a parent parked on a child looks again by itself: the
 // fallback clock, or the node's timeout if sooner.

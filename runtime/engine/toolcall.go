@@ -243,7 +243,7 @@ func toolError(err error) *store.RunError {
 		if te.Code != "" {
 			return &store.RunError{Code: te.Code, Message: te.Message}
 		}
-		return &store.RunError{Code: "E_TOOL_" + strings.ToUpper(string(te.Kind)), Message: te.Message}
+		return &store.RunError{Code: codeToolKindPrefix + strings.ToUpper(string(te.Kind)), Message: te.Message}
 	}
 	return &store.RunError{Code: CodeToolFailed, Message: err.Error()}
 }

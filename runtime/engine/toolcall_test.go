@@ -2,9 +2,11 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/runtime/store"
 )
 
@@ -107,8 +109,7 @@ flow(name = "fan_slow", nodes = [
 `)
 	ctx := context.Background()
 	id := b.start(t, "fan_slow", `{}`, "")
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	testutil.Eventually(t, waitTimeout, func() error {
 		run, err := b.eng.Get(ctx, "alice", id)
 		if err != nil {
 			t.Fatal(err)
@@ -117,19 +118,16 @@ flow(name = "fan_slow", nodes = [
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(p.Items) == 2 {
-			for i, tp := range p.Items {
-				if tp.Item == nil || *tp.Item != i || tp.Tool != "testkit.sleep" || tp.Node != "fan" || tp.Total != 600000 {
-					t.Errorf("item progress %d: %+v", i, tp)
-				}
+		if len(p.Items) != 2 {
+			return fmt.Errorf("progress %+v: the two running item calls never reported", p)
+		}
+		for i, tp := range p.Items {
+			if tp.Item == nil || *tp.Item != i || tp.Tool != "testkit.sleep" || tp.Node != "fan" || tp.Total != 600000 {
+				t.Errorf("item progress %d: %+v", i, tp)
 			}
-			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("progress %+v: the two running item calls never reported", p)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	if _, err := b.eng.Cancel(ctx, "alice", id); err != nil {
 		t.Fatal(err)
 	}

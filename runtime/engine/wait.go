@@ -11,14 +11,6 @@ import (
 	"github.com/weirhq/weir/runtime/store"
 )
 
-// Codes of human waits.
-const (
-	CodeWaitTimeout    = "E_WAIT_TIMEOUT"    // nobody decided before the wait's timeout
-	CodeRejected       = "E_REJECTED"        // the wait was rejected
-	CodeNotWaiting     = "E_NOT_WAITING"     // the run is not waiting at that node
-	CodeAlreadyDecided = "E_ALREADY_DECIDED" // the wait was decided before
-)
-
 // noTimeout parks a wait that declares no timeout: it wakes only by a
 // decision.
 const noTimeout = 100 * 365 * 24 * time.Hour
@@ -72,17 +64,36 @@ func (s *stepper) waitNode(ctx context.Context, node *flows.Node) bool {
 	return false
 }
 
-// Decide records an approval (approve true, with payload) or a rejection
-// (with reason) of the wait at node of owner's run, and wakes the run
-// through the same path a child's end takes: its task's ready time set to
-// now. A wait is decided once; a second decision is refused.
-func (e *Engine) Decide(ctx context.Context, owner, runID, node string, approve bool, payload json.RawMessage, reason string) error {
+// DecideParams is one decision on a human wait.
+type DecideParams struct {
+	// Owner is who decides; only the run's owner may (anyone else is told
+	// the run does not exist).
+	Owner string
+	// RunID and Node name the wait.
+	RunID string
+	Node  string
+	// Approve approves the wait; false rejects it.
+	Approve bool
+	// Payload is what an approval hands the node as its result (JSON,
+	// optional); ignored on a rejection.
+	Payload json.RawMessage
+	// Reason says why a wait is rejected; the node's error carries it.
+	Reason string
+}
+
+// Decide records an approval (p.Approve, with p.Payload) or a rejection
+// (with p.Reason) of the wait at p.Node of p.Owner's run p.RunID, and
+// wakes the run through the same path a child's end takes: its task's
+// ready time set to now. A wait is decided once; a second decision is
+// refused.
+func (e *Engine) Decide(ctx context.Context, p DecideParams) error {
+	owner, runID, node, approve, payload, reason := p.Owner, p.RunID, p.Node, p.Approve, p.Payload, p.Reason
 	if approve && len(payload) > 0 {
-		p, err := canonicalInput(payload)
+		canon, err := canonicalInput(payload)
 		if err != nil {
 			return err
 		}
-		payload = p
+		payload = canon
 	}
 	now := e.now()
 	var refusal *Error

@@ -36,6 +36,11 @@ type Request struct {
 	StateDir string
 	// Config is the plugin's configuration, JSON; empty means none.
 	Config string
+	// OnProgress, if set, receives each progress report as the tool makes
+	// it, from the tool's goroutine and never after Call returns: for a
+	// test that watches a call while it runs. Result.Progress holds every
+	// report either way.
+	OnProgress func(done, total int64)
 }
 
 // Result is a successful call.
@@ -134,14 +139,22 @@ func Call(ctx context.Context, tool sdk.Tool, req Request) (*Result, error) {
 	var (
 		mu       sync.Mutex
 		progress []Progress
+		returned bool
 	)
 	res := hook.Run(ctx, tool, call, func(done, total int64) {
 		mu.Lock()
+		defer mu.Unlock()
+		if returned {
+			return // a goroutine of the tool outlived its call
+		}
 		progress = append(progress, Progress{done, total})
-		mu.Unlock()
+		if req.OnProgress != nil {
+			req.OnProgress(done, total) // under mu: in order, never after Call returns
+		}
 	})
 	mu.Lock()
 	defer mu.Unlock()
+	returned = true
 	if e := res.GetError(); e != nil {
 		return nil, &Error{Kind: e.GetKind(), Message: e.GetMessage(), Code: e.GetCode(), RetryAfter: e.GetRetryAfter().AsDuration()}
 	}
