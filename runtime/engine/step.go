@@ -126,6 +126,8 @@ func (w *worker) run(ctx context.Context, run *store.Run, overBudget bool) {
 			more = s.waitNode(ctx, node)
 		case flows.KindFanout:
 			more = s.fanoutNode(ctx, node)
+		case flows.KindAgent:
+			more = s.agentNode(ctx, node)
 		default:
 			more = s.nodeFailed(ctx, node, &store.RunError{Code: "E_UNSUPPORTED",
 				Message: fmt.Sprintf("node kind %s is not supported by this engine yet", node.Kind)})

@@ -102,7 +102,10 @@ type callOutcome struct {
 	End    callEnd
 	Output json.RawMessage
 	Cost   int64
-	Err    *store.RunError
+	// CostReported says the tool reported Cost; otherwise it is the
+	// tool's declared cost.
+	CostReported bool
+	Err          *store.RunError
 	// Try is the error of the failed try, for the task's errors and the
 	// dead letter.
 	Try     store.AttemptError
@@ -196,7 +199,7 @@ func (w *worker) callTool(ctx context.Context, c *toolCall, commit func(fn func(
 	if err == nil {
 		e.stats.unit(c.Tool)
 		w.spent += res.Cost
-		return callOutcome{End: callDone, Key: key, Output: res.Output, Cost: res.Cost, RecordDone: !info.Idempotent}
+		return callOutcome{End: callDone, Key: key, Output: res.Output, Cost: res.Cost, CostReported: res.CostReported, RecordDone: !info.Idempotent}
 	}
 	if ctx.Err() != nil || w.cancelRequested() {
 		// A non-idempotent call cut short may have had its effect: its

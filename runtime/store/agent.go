@@ -44,7 +44,11 @@ type AgentTurn struct {
 	// Calls are the tool calls the model asked for, in its order, with
 	// their ends once known.
 	Calls []AgentCall `json:"calls,omitempty"`
-	At    time.Time   `json:"at"`
+	// Correction is set on a final answer that did not satisfy the
+	// node's output schema: why not, sent back to the model as the next
+	// turn's user message.
+	Correction string    `json:"correction,omitempty"`
+	At         time.Time `json:"at"`
 }
 
 // AgentUsage counts the tokens of a turn.
