@@ -183,8 +183,8 @@ type agentBundle struct {
 	eng      *Engine
 	st       *memstore.Store
 	stopOnce sync.Once
-	model *fakeModel
-	clock *clock.Fake
+	model    *fakeModel
+	clock    *clock.Fake
 }
 
 func setupAgent(t *testing.T, st *memstore.Store, fk *clock.Fake, m *fakeModel) *agentBundle {
