@@ -227,7 +227,23 @@ func (c *Catalog) LookupTool(name string) (flows.ToolInfo, bool) {
 }
 
 func toolInfo(t ToolManifest) flows.ToolInfo {
-	return flows.ToolInfo{Name: t.Name, Idempotent: t.Idempotent, Cost: t.Cost, InputSchema: []byte(t.InputSchema)}
+	return flows.ToolInfo{Name: t.Name, Idempotent: t.Idempotent, Cost: t.Cost, InputSchema: []byte(t.InputSchema),
+		Description: t.Description, Chat: speaksChat(t.InputSchema)}
+}
+
+// chatRequestSchemaID is the $id of the chat contract's request schema
+// (sdk/chat's RequestSchemaID). Until manifests carry a contract field, a
+// tool declares that it speaks the contract by taking that schema as its
+// input schema.
+const chatRequestSchemaID = "urn:weir:chat:v1:request"
+
+// speaksChat reports whether an input schema is the chat contract's
+// request schema.
+func speaksChat(schema json.RawMessage) bool {
+	var s struct {
+		ID string `json:"$id"`
+	}
+	return json.Unmarshal(schema, &s) == nil && s.ID == chatRequestSchemaID
 }
 
 // Tools returns every tool, sorted by name.
