@@ -40,6 +40,9 @@ type fakeModel struct {
 	openAt int
 	// reportCost makes the model tool report the cost of each turn.
 	reportCost int64
+	// rateLimited is how many model turns fail with a retryable rate
+	// limit before the script is played.
+	rateLimited int
 	// prices of model "small", per million tokens.
 	inputCost, outputCost int64
 }
@@ -74,6 +77,10 @@ func (f *fakeModel) Call(ctx context.Context, req tool.CallRequest) (*tool.CallR
 			return nil, &tool.Error{Kind: tool.KindSchema, Message: err.Error()}
 		}
 		f.requests = append(f.requests, r)
+		if f.rateLimited > 0 {
+			f.rateLimited--
+			return nil, &tool.Error{Kind: tool.KindRetryable, Code: "E_MODEL_RATE", Message: "slow down"}
+		}
 		if len(f.script) == 0 {
 			return nil, &tool.Error{Kind: tool.KindPermanent, Code: "E_SCRIPT_END", Message: "the script has no more answers"}
 		}
@@ -564,5 +571,48 @@ func TestAgentCrashAfterJournaledTurn(t *testing.T) {
 	}
 	if told == nil || !told.IsError || !strings.Contains(told.Content, CodeOutcomeUnknown) {
 		t.Errorf("the model was told %+v about the mail, want %s", told, CodeOutcomeUnknown)
+	}
+}
+
+// TestAgentTurnRetriedAndFailed: a retryable model error parks the run and
+// retries the same turn after the backoff (no turn journaled twice); a
+// permanent one fails the node with the tool's own code.
+func TestAgentTurnRetriedAndFailed(t *testing.T) {
+	t.Parallel()
+	m := newFakeModel(askTools(chatUsage{1, 1}, tc("c1", "kv.get", `{"key":"x"}`)), answer("ok", chatUsage{1, 1}))
+	m.rateLimited = 1
+	fk := clock.NewFake(time.Now())
+	b := setupAgent(t, memstore.New(), fk, m)
+	res, err := b.eng.Submit(context.Background(), StartRequest{Owner: "alice", Flow: "research", Input: json.RawMessage(`{"topic":"x"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var run *store.Run
+	testutil.Eventually(t, 30*time.Second, func() error {
+		fk.Advance(10 * time.Millisecond) // past the retry's backoff
+		if run, err = b.eng.Get(context.Background(), "alice", res.RunID); err != nil {
+			return err
+		}
+		if !run.Phase.Terminal() {
+			return fmt.Errorf("run is %s", run.Phase)
+		}
+		return nil
+	})
+	if r := resultOf(t, run); r.Answer != "ok" || r.Turns != 2 {
+		t.Errorf("result %+v", r)
+	}
+	if n := len(m.asked()); n != 3 {
+		t.Errorf("the model tool was called %d times, want 3 (one rate-limited try, two turns)", n)
+	}
+	if n := len(b.turns(t, run.ID)); n != 2 {
+		t.Errorf("%d turns journaled, want 2", n)
+	}
+	if evs := b.events(t, run.ID, evRetry); len(evs) != 1 || evs[0].Detail["code"] != "E_MODEL_RATE" {
+		t.Errorf("retry events %+v, want one for the rate limit", evs)
+	}
+
+	failed := b.run(t, "research", `{"topic":"y"}`) // the script is spent
+	if failed.Phase != store.PhaseFailed || failed.Error == nil || failed.Error.Code != "E_SCRIPT_END" {
+		t.Errorf("run %s %+v, want failed with the model tool's code", failed.Phase, failed.Error)
 	}
 }
