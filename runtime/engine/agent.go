@@ -393,23 +393,30 @@ func (s *stepper) chargeTx(tx store.Tx, cost int64, now time.Time) (int64, error
 
 // agentReserve settles what the agent spent so far and reserves cost for
 // its next call. When the run's budget cannot cover it the node takes
-// its error wire with E_BUDGET_EXHAUSTED, before the call; when the
-// engine-wide budget in flight is used up the run yields its slot and
-// comes back later. ok says the reservation holds.
+// its error wire with E_BUDGET_EXHAUSTED, before the call; so it does
+// with E_BUDGET_IN_FLIGHT when the cost is more than the engine ever lets
+// be in flight. When the budget in flight is only used up for now the
+// run yields its slot and comes back at the scheduler's next tick (the
+// dispatcher does not know an agent's turn costs, so the run must not
+// come straight back). ok says the reservation holds.
 func (s *stepper) agentReserve(ctx context.Context, node *flows.Node, cost int64, what string) (ok, more bool) {
 	e := s.e
 	slice, why, ok := e.ledger.Reslice(s.slice, s.spent, cost)
 	s.slice, s.spent = slice, 0
+	cfg := e.config()
 	switch {
 	case ok:
 		return true, false
 	case why == ledger.RunBudgetExhausted:
 		return false, s.nodeFailed(ctx, node, &store.RunError{Code: CodeBudgetExhausted,
 			Message: fmt.Sprintf("run budget %d cannot cover %s (spent %d)", s.run.Budget, what, e.ledger.Spent(s.run.ID))})
+	case why == ledger.NoBudgetInFlight && cfg.MaxBudgetInFlight > 0 && cost > cfg.MaxBudgetInFlight:
+		return false, s.nodeFailed(ctx, node, &store.RunError{Code: string(ledger.NoBudgetInFlight),
+			Message: fmt.Sprintf("%s is more than the engine's budget in flight (%d): it can never be admitted", what, cfg.MaxBudgetInFlight)})
 	}
 	e.stats.admissionBlocked(string(why))
 	now := e.now()
-	s.commit(ctx, func(tx store.Tx) error { return s.releaseTaskTx(tx, now, now, "", "") })
+	s.commit(ctx, func(tx store.Tx) error { return s.releaseTaskTx(tx, now, now.Add(cfg.Tick), "", "") })
 	return false, false
 }
 

@@ -196,7 +196,14 @@ type agentBundle struct {
 
 func setupAgent(t *testing.T, st *memstore.Store, fk *clock.Fake, m *fakeModel) *agentBundle {
 	t.Helper()
-	eng, err := Open(Config{Store: st, Tools: m, Clock: fk, RetryBase: time.Millisecond, RetryMax: time.Millisecond})
+	return setupAgentConfig(t, Config{Store: st, Tools: m, Clock: fk}, m)
+}
+
+func setupAgentConfig(t *testing.T, cfg Config, m *fakeModel) *agentBundle {
+	t.Helper()
+	cfg.RetryBase, cfg.RetryMax = time.Millisecond, time.Millisecond
+	st, fk := cfg.Store.(*memstore.Store), cfg.Clock.(*clock.Fake)
+	eng, err := Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -614,5 +621,27 @@ func TestAgentTurnRetriedAndFailed(t *testing.T) {
 	failed := b.run(t, "research", `{"topic":"y"}`) // the script is spent
 	if failed.Phase != store.PhaseFailed || failed.Error == nil || failed.Error.Code != "E_SCRIPT_END" {
 		t.Errorf("run %s %+v, want failed with the model tool's code", failed.Phase, failed.Error)
+	}
+}
+
+// TestAgentTurnBeyondBudgetInFlight: a turn whose worst case is more than
+// the engine ever lets be in flight can never be admitted; the node takes
+// its error wire with E_BUDGET_IN_FLIGHT instead of waiting forever, and
+// the model is not asked.
+func TestAgentTurnBeyondBudgetInFlight(t *testing.T) {
+	t.Parallel()
+	m := newFakeModel(answer("never", chatUsage{1, 1}))
+	m.inputCost, m.outputCost = 200, 100_000 // a turn reserves 7
+	b := setupAgentConfig(t, Config{Store: memstore.New(), Tools: m, Clock: clock.NewFake(time.Now()), MaxBudgetInFlight: 5}, m)
+	run := b.run(t, "bounded", `{}`)
+	if run.Phase != store.PhaseCompleted {
+		t.Fatalf("run %s %+v, want completed through the fallback", run.Phase, run.Error)
+	}
+	failed := b.events(t, run.ID, evNodeFailed)
+	if len(failed) != 1 || failed[0].Detail["code"] != "E_BUDGET_IN_FLIGHT" {
+		t.Errorf("node_failed events %+v, want one with E_BUDGET_IN_FLIGHT", failed)
+	}
+	if len(m.asked()) != 0 {
+		t.Error("the model was asked a turn that could not be admitted")
 	}
 }
