@@ -51,6 +51,9 @@ const (
 	// (rate limit, provider unavailable) is retried, with the engine's
 	// backoff, before the node fails.
 	agentTurnRetries = 3
+	// maxAgentToolCalls bounds the tool calls one turn may ask for (the
+	// chat contract's limit): a turn record holds them all.
+	maxAgentToolCalls = 128
 	// tokenPriceUnit: model prices are budget units per million tokens.
 	tokenPriceUnit = 1_000_000
 )
@@ -317,6 +320,14 @@ func (s *stepper) agentTurn(ctx context.Context, a *agentLoop) (loop, more bool)
 	if err := json.Unmarshal(o.Output, &resp); err != nil {
 		return false, s.nodeFailed(ctx, node, &store.RunError{Code: CodeModelResponse,
 			Message: fmt.Sprintf("agent %s: %s answered turn %d with something that is not a chat response: %v", node.ID, node.ModelTool, turn, err)})
+	}
+	if resp.StopReason == "" || (resp.Message.Role != "" && resp.Message.Role != roleAssistant) {
+		return false, s.nodeFailed(ctx, node, &store.RunError{Code: CodeModelResponse,
+			Message: fmt.Sprintf("agent %s: %s answered turn %d without a stop reason or with a %q message; a chat response has an assistant message and a stop reason", node.ID, node.ModelTool, turn, resp.Message.Role)})
+	}
+	if len(resp.Message.ToolCalls) > maxAgentToolCalls {
+		return false, s.nodeFailed(ctx, node, &store.RunError{Code: CodeModelResponse,
+			Message: fmt.Sprintf("agent %s: the model asked for %d tool calls in turn %d, more than the limit of %d", node.ID, len(resp.Message.ToolCalls), turn, maxAgentToolCalls)})
 	}
 	calls := make([]store.AgentCall, len(resp.Message.ToolCalls))
 	names := make([]string, len(resp.Message.ToolCalls))

@@ -614,8 +614,9 @@ func TestAgentTurnRetriedAndFailed(t *testing.T) {
 	if n := len(b.turns(t, run.ID)); n != 2 {
 		t.Errorf("%d turns journaled, want 2", n)
 	}
-	if evs := b.events(t, run.ID, evRetry); len(evs) != 1 || evs[0].Detail["code"] != "E_MODEL_RATE" {
-		t.Errorf("retry events %+v, want one for the rate limit", evs)
+	if evs := b.events(t, run.ID, evRetry); len(evs) != 1 || evs[0].Detail["code"] != "E_MODEL_RATE" ||
+		evs[0].Detail["turn"] != float64(1) || evs[0].Detail["item"] != nil {
+		t.Errorf("retry events %+v, want one for the rate limit naming turn 1", evs)
 	}
 
 	failed := b.run(t, "research", `{"topic":"y"}`) // the script is spent
@@ -643,5 +644,18 @@ func TestAgentTurnBeyondBudgetInFlight(t *testing.T) {
 	}
 	if len(m.asked()) != 0 {
 		t.Error("the model was asked a turn that could not be admitted")
+	}
+}
+
+// TestAgentMalformedResponse: a model tool whose answer is not a chat
+// response (no stop reason here) fails the node with E_MODEL_RESPONSE; it
+// is not taken for an empty final answer.
+func TestAgentMalformedResponse(t *testing.T) {
+	t.Parallel()
+	m := newFakeModel(chatResponse{Message: chatMessage{Content: "hi"}})
+	b := setupAgent(t, memstore.New(), clock.NewFake(time.Now()), m)
+	run := b.run(t, "typed", `{}`)
+	if run.Phase != store.PhaseFailed || run.Error == nil || run.Error.Code != CodeModelResponse {
+		t.Fatalf("run %s %+v, want failed with %s", run.Phase, run.Error, CodeModelResponse)
 	}
 }
