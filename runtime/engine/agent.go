@@ -36,6 +36,7 @@ const (
 	CodeModelStopped   = "E_MODEL_STOPPED"    // the model ended without an answer (refused, or cut short)
 	CodePromptTooLarge = "E_PROMPT_TOO_LARGE" // a turn's request exceeds maxAgentRequestBytes
 	CodeAgentTurns     = "E_AGENT_TURNS"      // the journaled turns cannot be read
+	CodeAgentTimeout   = "E_AGENT_TIMEOUT"    // the loop ran longer than the node's timeout
 )
 
 const (
@@ -77,6 +78,32 @@ type agentLoop struct {
 	declaredCost int64
 	maxTokens    int64
 	turns        []*store.AgentTurn
+	// started is when the loop began (its first turn), for the node's
+	// timeout, which bounds the whole loop.
+	started time.Time
+}
+
+// spent is what the visit's turns and calls were charged so far.
+func (a *agentLoop) spent() int64 {
+	var n int64
+	for _, t := range a.turns {
+		n += t.Cost
+		for _, c := range t.Calls {
+			n += c.Cost
+		}
+	}
+	return n
+}
+
+// callTimeout is how long the next call may take: what is left of the
+// node's timeout, or the default tool timeout; ok is false once the
+// timeout has passed.
+func (a *agentLoop) callTimeout(now time.Time) (time.Duration, bool) {
+	if a.node.Timeout <= 0 {
+		return 0, true
+	}
+	left := a.started.Add(a.node.Timeout).Sub(now)
+	return left, left > 0
 }
 
 // agentNode runs an agent node's loop from its last journaled turn until
@@ -106,6 +133,9 @@ func (s *stepper) agentNode(ctx context.Context, node *flows.Node) bool {
 		}
 		if ctx.Err() != nil {
 			return false
+		}
+		if _, ok := a.callTimeout(s.e.now()); !ok {
+			return s.agentTimedOut(ctx, a)
 		}
 		var loop, more bool
 		n := len(a.turns)
@@ -184,6 +214,10 @@ func (s *stepper) loadAgent(ctx context.Context, node *flows.Node) (*agentLoop, 
 	if err != nil {
 		return nil, &store.RunError{Code: CodeAgentTurns, Message: err.Error()}
 	}
+	a.started = e.now()
+	if len(a.turns) > 0 {
+		a.started = a.turns[0].At
+	}
 	for i, t := range a.turns {
 		if t.V != store.AgentTurnVersion {
 			return nil, &store.RunError{Code: CodeAgentTurns, Message: fmt.Sprintf("agent %s: turn %d has record version %d (this weir reads %d)", node.ID, t.Turn, t.V, store.AgentTurnVersion)}
@@ -193,6 +227,12 @@ func (s *stepper) loadAgent(ctx context.Context, node *flows.Node) (*agentLoop, 
 		}
 	}
 	return a, nil
+}
+
+// agentTimedOut takes the node's error wire with E_AGENT_TIMEOUT.
+func (s *stepper) agentTimedOut(ctx context.Context, a *agentLoop) bool {
+	return s.nodeFailed(ctx, a.node, &store.RunError{Code: CodeAgentTimeout,
+		Message: fmt.Sprintf("agent %s ran longer than its timeout %s (%d turns)", a.node.ID, a.node.Timeout, len(a.turns))})
 }
 
 // callString evaluates a callable that must give a string.
@@ -288,11 +328,16 @@ func (s *stepper) agentTurn(ctx context.Context, a *agentLoop) (loop, more bool)
 			Message: fmt.Sprintf("agent %s: turn %d's request is %d bytes, more than the limit of %d", node.ID, turn, len(body), maxAgentRequestBytes)})
 	}
 	reserve := a.reservation(len(body))
-	if ok, more := s.agentReserve(ctx, node, reserve, fmt.Sprintf("turn %d of agent %s (worst case %d)", turn, node.ID, reserve)); !ok {
+	if ok, more := s.agentReserve(ctx, a, reserve, fmt.Sprintf("turn %d of agent %s (worst case %d)", turn, node.ID, reserve)); !ok {
 		return false, more
 	}
+	timeout, ok := a.callTimeout(e.now())
+	if !ok {
+		return false, s.agentTimedOut(ctx, a)
+	}
+	asked := e.now()
 	c := &toolCall{Run: s.run, Attempt: s.run.Attempt, Node: node, Visit: a.visit, Index: []int{turn}, Tool: node.ModelTool,
-		Input: body, Timeout: node.Timeout, Retries: agentTurnRetries, Tries: s.cont.Tries, TaskID: s.task.ID}
+		Input: body, Timeout: timeout, Retries: agentTurnRetries, Tries: s.cont.Tries, TaskID: s.task.ID}
 	o := s.callTool(ctx, c, func(fn func(tx store.Tx) error) error { return s.commitE(ctx, fn) })
 	switch o.End {
 	case callRetry:
@@ -358,10 +403,10 @@ func (s *stepper) agentTurn(ctx context.Context, a *agentLoop) (loop, more bool)
 	t := &store.AgentTurn{V: store.AgentTurnVersion, RunID: s.run.ID, Node: node.ID, Visit: a.visit, Turn: turn, Model: node.Model,
 		RequestDigest: hex.EncodeToString(digest[:]), RequestBytes: len(body), Response: mustJSON(resp.Message),
 		StopReason: resp.StopReason, Usage: store.AgentUsage{InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens},
-		UsageReported: reported, Reserved: reserve, Cost: cost, Calls: calls, At: now}
+		UsageReported: reported, Reserved: reserve, Cost: cost, Calls: calls, At: asked}
 	s.cont.Tries = 0
 	var spent int64
-	ok := s.commit(ctx, func(tx store.Tx) error {
+	ok = s.commit(ctx, func(tx store.Tx) error {
 		if o.RecordDone {
 			if err := idemDoneTx(tx, c, o.Key, o.Output, nil, now); err != nil {
 				return err
@@ -403,15 +448,20 @@ func (s *stepper) chargeTx(tx store.Tx, cost int64, now time.Time) (int64, error
 }
 
 // agentReserve settles what the agent spent so far and reserves cost for
-// its next call. When the run's budget cannot cover it the node takes
-// its error wire with E_BUDGET_EXHAUSTED, before the call; so it does
+// its next call. When the run's budget (or the node's own cost, turns
+// and calls together) cannot cover it the node takes its error wire with
+// E_BUDGET_EXHAUSTED, before the call; so it does
 // with E_BUDGET_IN_FLIGHT when the cost is more than the engine ever lets
 // be in flight. When the budget in flight is only used up for now the
 // run yields its slot and comes back at the scheduler's next tick (the
 // dispatcher does not know an agent's turn costs, so the run must not
 // come straight back). ok says the reservation holds.
-func (s *stepper) agentReserve(ctx context.Context, node *flows.Node, cost int64, what string) (ok, more bool) {
-	e := s.e
+func (s *stepper) agentReserve(ctx context.Context, a *agentLoop, cost int64, what string) (ok, more bool) {
+	e, node := s.e, a.node
+	if node.Cost > 0 && a.spent()+cost > node.Cost {
+		return false, s.nodeFailed(ctx, node, &store.RunError{Code: CodeBudgetExhausted,
+			Message: fmt.Sprintf("agent %s's cost %d cannot cover %s (spent %d)", node.ID, node.Cost, what, a.spent())})
+	}
 	slice, why, ok := e.ledger.Reslice(s.slice, s.spent, cost)
 	s.slice, s.spent = slice, 0
 	cfg := e.config()
@@ -490,14 +540,18 @@ func (s *stepper) agentCalls(ctx context.Context, a *agentLoop, t *store.AgentTu
 			alone = append(alone, i)
 		}
 	}
+	timeout, ok := a.callTimeout(e.now())
+	if !ok {
+		return false, s.agentTimedOut(ctx, a)
+	}
 	call := func(w *worker, i int, commit func(fn func(tx store.Tx) error) error) callOutcome {
 		c := &toolCall{Run: s.run, Attempt: s.run.Attempt, Node: node, Visit: a.visit, Index: []int{t.Turn, i}, Tool: t.Calls[i].Tool,
-			Input: msg.ToolCalls[i].Arguments, Timeout: node.Timeout, TaskID: s.task.ID}
+			Input: msg.ToolCalls[i].Arguments, Timeout: timeout, TaskID: s.task.ID}
 		return w.callTool(ctx, c, commit)
 	}
 
 	if len(together) > 0 {
-		if ok, more := s.agentReserve(ctx, node, togetherCost, fmt.Sprintf("the %d tool calls of turn %d (%d)", len(together), t.Turn, togetherCost)); !ok {
+		if ok, more := s.agentReserve(ctx, a, togetherCost, fmt.Sprintf("the %d tool calls of turn %d (%d)", len(together), t.Turn, togetherCost)); !ok {
 			return false, more
 		}
 		outs := make([]callOutcome, len(together))
@@ -531,6 +585,9 @@ func (s *stepper) agentCalls(ctx context.Context, a *agentLoop, t *store.AgentTu
 			default:
 				ends[i] = callEnded(t.Calls[i], nil, o.Err)
 			}
+			end := ends[i]
+			end.Cost = spent[j]
+			ends[i] = end
 		}
 		if !s.agentCallsDone(ctx, t, ends, cost, nil) {
 			return false, false
@@ -545,7 +602,7 @@ func (s *stepper) agentCalls(ctx context.Context, a *agentLoop, t *store.AgentTu
 
 	for _, i := range alone {
 		info, _ := e.tools.LookupTool(t.Calls[i].Tool)
-		if ok, more := s.agentReserve(ctx, node, info.Cost, fmt.Sprintf("tool call %d of turn %d (%d)", i, t.Turn, info.Cost)); !ok {
+		if ok, more := s.agentReserve(ctx, a, info.Cost, fmt.Sprintf("tool call %d of turn %d (%d)", i, t.Turn, info.Cost)); !ok {
 			return false, more
 		}
 		before := s.spent
@@ -562,6 +619,9 @@ func (s *stepper) agentCalls(ctx context.Context, a *agentLoop, t *store.AgentTu
 		default:
 			ends[i] = callEnded(t.Calls[i], nil, o.Err)
 		}
+		end := ends[i]
+		end.Cost = s.spent - before
+		ends[i] = end
 		if o.RecordDone {
 			rec = &toolCall{Run: s.run, Node: node, Tool: t.Calls[i].Tool}
 		}
@@ -657,12 +717,11 @@ func (s *stepper) agentAnswer(ctx context.Context, a *agentLoop, t *store.AgentT
 		answer = v
 	}
 	var usage store.AgentUsage
-	var cost int64
 	for _, t := range a.turns {
 		usage.InputTokens += t.Usage.InputTokens
 		usage.OutputTokens += t.Usage.OutputTokens
-		cost += t.Cost
 	}
+	cost := a.spent()
 	out := mustJSON(map[string]any{"answer": answer, "turns": len(a.turns),
 		"usage": map[string]int64{"input_tokens": usage.InputTokens, "output_tokens": usage.OutputTokens}, "cost": cost})
 	return false, s.resultDone(ctx, node, out, map[string]any{"turns": len(a.turns), "cost": cost,

@@ -43,6 +43,10 @@ type fakeModel struct {
 	// rateLimited is how many model turns fail with a retryable rate
 	// limit before the script is played.
 	rateLimited int
+	// clock, when set, moves by think at every model turn: the time a
+	// model takes to answer.
+	clock *clock.Fake
+	think time.Duration
 	// prices of model "small", per million tokens.
 	inputCost, outputCost int64
 }
@@ -77,6 +81,9 @@ func (f *fakeModel) Call(ctx context.Context, req tool.CallRequest) (*tool.CallR
 			return nil, &tool.Error{Kind: tool.KindSchema, Message: err.Error()}
 		}
 		f.requests = append(f.requests, r)
+		if f.clock != nil {
+			f.clock.Advance(f.think)
+		}
 		if f.rateLimited > 0 {
 			f.rateLimited--
 			return nil, &tool.Error{Kind: tool.KindRetryable, Code: "E_MODEL_RATE", Message: "slow down"}
@@ -177,6 +184,14 @@ flow(name = "bounded", budget = 12, nodes = [
 flow(name = "typed", nodes = [
     agent("a", model = "small", prompt = "Give a number", max_turns = 3,
           output = {"type": "object", "required": ["n"], "properties": {"n": {"type": "integer"}}}),
+])
+
+flow(name = "timed", nodes = [
+    agent("a", model = "small", prompt = "Go", tools = ["kv.get"], max_turns = 8, timeout = "1m"),
+])
+
+flow(name = "capped", nodes = [
+    agent("a", model = "small", prompt = "Go", tools = ["kv.get"], max_turns = 8, max_tokens = 60, cost = 10),
 ])
 
 flow(name = "approving", nodes = [
@@ -657,5 +672,50 @@ func TestAgentMalformedResponse(t *testing.T) {
 	run := b.run(t, "typed", `{}`)
 	if run.Phase != store.PhaseFailed || run.Error == nil || run.Error.Code != CodeModelResponse {
 		t.Fatalf("run %s %+v, want failed with %s", run.Phase, run.Error, CodeModelResponse)
+	}
+}
+
+// TestAgentTimeoutBoundsTheLoop: the node's timeout bounds the whole loop,
+// from its first turn: once it has passed the node takes its error wire
+// with E_AGENT_TIMEOUT and the model is not asked again.
+func TestAgentTimeoutBoundsTheLoop(t *testing.T) {
+	t.Parallel()
+	var script []chatResponse
+	for i := range 8 {
+		script = append(script, askTools(chatUsage{1, 1}, tc(fmt.Sprint("c", i), "kv.get", `{"key":"k"}`)))
+	}
+	m := newFakeModel(script...)
+	fk := clock.NewFake(time.Now())
+	m.clock, m.think = fk, 40*time.Second
+	b := setupAgent(t, memstore.New(), fk, m)
+	run := b.run(t, "timed", `{}`)
+	if run.Phase != store.PhaseFailed || run.Error == nil || run.Error.Code != CodeAgentTimeout {
+		t.Fatalf("run %s %+v, want failed with %s", run.Phase, run.Error, CodeAgentTimeout)
+	}
+	// Asked at 0s and 40s; at 80s the minute has passed.
+	if n := len(m.asked()); n != 2 {
+		t.Errorf("the model was asked %d turns, want 2 within the minute", n)
+	}
+}
+
+// TestAgentNodeCostCapsTurnsAndCalls: the node's cost bounds what its
+// turns and calls spend together, checked before each turn like the run's
+// budget.
+func TestAgentNodeCostCapsTurnsAndCalls(t *testing.T) {
+	t.Parallel()
+	var script []chatResponse
+	for i := range 8 {
+		script = append(script, askTools(chatUsage{30, 10}, tc(fmt.Sprint("c", i), "kv.get", `{"key":"k"}`)))
+	}
+	m := newFakeModel(script...)
+	m.inputCost, m.outputCost = 200, 100_000 // a turn reserves 7 and costs 2
+	b := setupAgent(t, memstore.New(), clock.NewFake(time.Now()), m)
+	run := b.run(t, "capped", `{}`)
+	if run.Phase != store.PhaseFailed || run.Error == nil || run.Error.Code != CodeBudgetExhausted {
+		t.Fatalf("run %s %+v, want failed with %s", run.Phase, run.Error, CodeBudgetExhausted)
+	}
+	// 0+7 and 2+7 fit in 10; 4+7 does not.
+	if n := len(m.asked()); n != 2 || run.Spent != 4 {
+		t.Errorf("%d turns asked, run spent %d; want 2 turns and 4", n, run.Spent)
 	}
 }

@@ -47,8 +47,9 @@ type AgentTurn struct {
 	// Correction is set on a final answer that did not satisfy the
 	// node's output schema: why not, sent back to the model as the next
 	// turn's user message.
-	Correction string    `json:"correction,omitempty"`
-	At         time.Time `json:"at"`
+	Correction string `json:"correction,omitempty"`
+	// At is when the turn was asked.
+	At time.Time `json:"at"`
 }
 
 // AgentUsage counts the tokens of a turn.
@@ -68,6 +69,8 @@ type AgentCall struct {
 	Done   bool            `json:"done,omitempty"`
 	Result json.RawMessage `json:"result,omitempty"`
 	Error  *RunError       `json:"error,omitempty"`
+	// Cost is what the call was charged.
+	Cost int64 `json:"cost,omitempty"`
 }
 
 // AgentTurnListParams selects the turns of one visit of an agent node.
