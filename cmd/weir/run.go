@@ -77,6 +77,12 @@ func printStats(w io.Writer, st *apitypes.Stats) {
 			fmt.Fprintf(w, "  %s %d\n", k, v)
 		}
 	}
+	if len(st.Models) > 0 {
+		fmt.Fprintf(w, "\n%-32s %7s %12s %12s %10s\n", "MODEL", "TURNS", "TOKENS IN", "TOKENS OUT", "COST")
+		for _, m := range st.Models {
+			fmt.Fprintf(w, "%-32s %7d %12d %12d %10d\n", m.Model, m.Turns, m.InputTokens, m.OutputTokens, m.Cost)
+		}
+	}
 }
 
 // apiFailure turns an API error into the command's error (exit 1), with

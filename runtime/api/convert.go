@@ -87,7 +87,8 @@ func diagnosticOf(d flows.Diagnostic) apitypes.Diagnostic {
 }
 
 func statsOf(s engine.Stats) *apitypes.Stats {
-	return &apitypes.Stats{Types: convertAll(s.Types, typeStatsOf), Refusals: s.Refusals, Counts: s.Counts}
+	return &apitypes.Stats{Types: convertAll(s.Types, typeStatsOf), Refusals: s.Refusals, Counts: s.Counts,
+		Models: convertAll(s.Models, func(m engine.ModelStats) apitypes.ModelStats { return apitypes.ModelStats(m) })}
 }
 
 func typeStatsOf(t engine.TypeStats) apitypes.TypeStats {

@@ -429,6 +429,7 @@ func (s *stepper) agentTurn(ctx context.Context, a *agentLoop) (loop, more bool)
 	}
 	s.run.Spent = spent
 	a.turns = append(a.turns, t)
+	e.stats.turn(node.ModelTool+"/"+node.Model, t.Usage.InputTokens, t.Usage.OutputTokens, cost)
 	return true, false
 }
 

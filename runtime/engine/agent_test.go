@@ -411,6 +411,9 @@ func TestAgentToolUseThenAnswer(t *testing.T) {
 		turns[0].RequestBytes == 0 || len(turns[0].RequestDigest) != 64 {
 		t.Fatalf("journaled turns %+v", turns)
 	}
+	if ms := b.eng.Stats().Models; len(ms) != 1 || ms[0] != (ModelStats{Model: "llm.chat/small", Turns: 2, InputTokens: 300, OutputTokens: 30, Cost: 14}) {
+		t.Errorf("model stats %+v, want llm.chat/small with 2 turns, 300/30 tokens and cost 14", ms)
+	}
 	evs := b.events(t, run.ID, evAgentTurn)
 	if len(evs) != 2 {
 		t.Fatalf("%d agent_turn events, want 2", len(evs))

@@ -265,6 +265,18 @@ type Stats struct {
 	// Refusals counts refused starts by refusal code.
 	Refusals map[string]int64 `json:"refusals"`
 	Counts   map[string]int64 `json:"counts"`
+	// Models are agents' model turns per model ("llm.chat/small"): tokens
+	// in and out and cost.
+	Models []ModelStats `json:"models,omitempty"`
+}
+
+// ModelStats are the model turns agents took from one model.
+type ModelStats struct {
+	Model        string `json:"model"`
+	Turns        int64  `json:"turns"`
+	InputTokens  int64  `json:"input_tokens"`
+	OutputTokens int64  `json:"output_tokens"`
+	Cost         int64  `json:"cost"`
 }
 
 // TypeStats are the four figures for one task type (a tool name, or the
