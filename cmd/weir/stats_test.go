@@ -23,3 +23,14 @@ func TestPrintStatsShowsModels(t *testing.T) {
 		t.Errorf("a model table without models:\n%s", b.String())
 	}
 }
+
+// TestPrintAgent: `weir run get` shows an agent node's turns, tokens and
+// cost so far.
+func TestPrintAgent(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	printAgent(&b, apitypes.Agent{Node: "research", Visit: 1, Turns: 3, InputTokens: 300, OutputTokens: 30, Cost: 14})
+	if want := "agent:    research (visit 1): 3 turns, 300 tokens in, 30 out, cost 14\n"; b.String() != want {
+		t.Errorf("printed %q, want %q", b.String(), want)
+	}
+}

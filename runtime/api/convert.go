@@ -37,6 +37,7 @@ func progressOf(p *engine.Progress) *apitypes.Progress {
 	}
 	out := &apitypes.Progress{Attempt: p.Attempt, Phase: apitypes.Phase(p.Phase), Node: p.Node, Done: p.Done, Visits: p.Visits,
 		Cohorts: convertAll(p.Cohorts, cohortOf)}
+	out.Agents = convertAll(p.Agents, func(a engine.AgentView) apitypes.Agent { return apitypes.Agent(a) })
 	if t := p.Tool; t != nil {
 		out.Tool = &apitypes.ToolProgress{Node: t.Node, Tool: t.Tool, Done: t.Done, Total: t.Total}
 	}

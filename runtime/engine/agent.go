@@ -733,3 +733,30 @@ func isJSONObject(b []byte) bool {
 	var v map[string]json.RawMessage
 	return len(b) > 0 && json.Unmarshal(b, &v) == nil && v != nil
 }
+
+// AgentView is what an agent node's latest visit has done so far, for
+// display: its journaled turns, their tokens, and what its turns and
+// calls cost.
+type AgentView struct {
+	Node         string `json:"node"`
+	Visit        int    `json:"visit"`
+	Turns        int    `json:"turns"`
+	InputTokens  int64  `json:"input_tokens"`
+	OutputTokens int64  `json:"output_tokens"`
+	Cost         int64  `json:"cost"`
+}
+
+// agentView sums the journaled turns of one visit of an agent node.
+func agentView(tx store.Tx, runID, node string, visit int) (AgentView, error) {
+	turns, err := tx.AgentTurnList(store.AgentTurnListParams{RunID: runID, Node: node, Visit: visit})
+	if err != nil {
+		return AgentView{}, err
+	}
+	a := &agentLoop{turns: turns}
+	v := AgentView{Node: node, Visit: visit, Turns: len(turns), Cost: a.spent()}
+	for _, t := range turns {
+		v.InputTokens += t.Usage.InputTokens
+		v.OutputTokens += t.Usage.OutputTokens
+	}
+	return v, nil
+}

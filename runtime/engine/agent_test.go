@@ -414,6 +414,13 @@ func TestAgentToolUseThenAnswer(t *testing.T) {
 	if ms := b.eng.Stats().Models; len(ms) != 1 || ms[0] != (ModelStats{Model: "llm.chat/small", Turns: 2, InputTokens: 300, OutputTokens: 30, Cost: 14}) {
 		t.Errorf("model stats %+v, want llm.chat/small with 2 turns, 300/30 tokens and cost 14", ms)
 	}
+	p, err := b.eng.Progress(context.Background(), run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Agents) != 1 || p.Agents[0] != (AgentView{Node: "a", Visit: 1, Turns: 2, InputTokens: 300, OutputTokens: 30, Cost: 14}) {
+		t.Errorf("progress agents %+v, want node a's 2 turns, 300/30 tokens and cost 14", p.Agents)
+	}
 	evs := b.events(t, run.ID, evAgentTurn)
 	if len(evs) != 2 {
 		t.Fatalf("%d agent_turn events, want 2", len(evs))

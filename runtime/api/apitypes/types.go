@@ -99,10 +99,23 @@ type Progress struct {
 	Done int `json:"done"`
 	// Visits counts node entries so far.
 	Visits int `json:"visits"`
+	// Agents shows each agent node's latest visit: turns, tokens, cost.
+	Agents []Agent `json:"agents,omitempty"`
 	// Cohorts shows each fan-out's latest cohort.
 	Cohorts []Cohort `json:"cohorts,omitempty"`
 	// Tool is the running tool call's last progress report, if any.
 	Tool *ToolProgress `json:"tool,omitempty"`
+}
+
+// Agent is what an agent node's latest visit has done so far: its model
+// turns, their tokens, and what its turns and tool calls cost.
+type Agent struct {
+	Node         string `json:"node"`
+	Visit        int    `json:"visit"`
+	Turns        int    `json:"turns"`
+	InputTokens  int64  `json:"input_tokens"`
+	OutputTokens int64  `json:"output_tokens"`
+	Cost         int64  `json:"cost"`
 }
 
 // Cohort is one fan-out's cohort: what it admitted, what is in flight,
