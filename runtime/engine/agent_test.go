@@ -729,3 +729,49 @@ func TestAgentNodeCostCapsTurnsAndCalls(t *testing.T) {
 		t.Errorf("%d turns asked, run spent %d; want 2 turns and 4", n, run.Spent)
 	}
 }
+
+// TestAgentCrashBeforeCallsEnd: the process dies after a turn is journaled
+// while the idempotent call it asked for runs. After a restart the model is
+// not asked that turn again; the call runs again (it is idempotent, under
+// the same key) and its result reaches the next turn.
+func TestAgentCrashBeforeCallsEnd(t *testing.T) {
+	t.Parallel()
+	m := newFakeModel(askTools(chatUsage{10, 1}, tc("c1", "kv.get", `{"key":"x"}`)), answer("ok", chatUsage{10, 1}))
+	m.gate, m.openAt = make(chan struct{}), 99 // never opens: kv.get runs until the crash
+	st := memstore.New()
+	fk := clock.NewFake(time.Now())
+	b := setupAgent(t, st, fk, m)
+	res, err := b.eng.Submit(context.Background(), StartRequest{Owner: "alice", Flow: "research", Input: json.RawMessage(`{"topic":"x"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if n := m.called("kv.get"); n != 1 {
+			return fmt.Errorf("kv.get called %d times", n)
+		}
+		return nil
+	})
+	b.crash(t)
+	m.mu.Lock()
+	m.gate = nil
+	m.mu.Unlock()
+	st2, err := st.Reopen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2 := setupAgent(t, st2, fk, m)
+	r := resultOf(t, b2.terminal(t, res.RunID))
+	if r.Answer != "ok" || r.Turns != 2 {
+		t.Errorf("result %+v", r)
+	}
+	reqs := m.asked()
+	if len(reqs) != 2 {
+		t.Fatalf("the model was asked %d turns in all, want 2", len(reqs))
+	}
+	if n := m.called("kv.get"); n != 2 {
+		t.Errorf("kv.get called %d times, want 2 (once cut off, once again after the restart)", n)
+	}
+	if msgs := reqs[1].Messages; len(msgs) != 3 || msgs[2].ToolCallID != "c1" || msgs[2].Content != `{"value":"v-x"}` {
+		t.Errorf("second turn's messages %+v, want the call's result", msgs)
+	}
+}
