@@ -374,12 +374,7 @@ func (s *stepper) agentTurn(ctx context.Context, a *agentLoop) (loop, more bool)
 		return false, s.nodeFailed(ctx, node, &store.RunError{Code: CodeModelResponse,
 			Message: fmt.Sprintf("agent %s: the model asked for %d tool calls in turn %d, more than the limit of %d", node.ID, len(resp.Message.ToolCalls), turn, maxAgentToolCalls)})
 	}
-	calls := make([]store.AgentCall, len(resp.Message.ToolCalls))
-	names := make([]string, len(resp.Message.ToolCalls))
-	for i, tc := range resp.Message.ToolCalls {
-		calls[i] = store.AgentCall{ID: tc.ID, Tool: offeredTool(node, tc.Name)}
-		names[i] = calls[i].Tool
-	}
+	calls, names := journalCalls(node, turn, resp.Message.ToolCalls)
 	resp.Message.Role = roleAssistant
 
 	// Settle: the tool's reported cost, else the reported usage at the
@@ -431,6 +426,37 @@ func (s *stepper) agentTurn(ctx context.Context, a *agentLoop) (loop, more bool)
 	a.turns = append(a.turns, t)
 	e.stats.turn(node.ModelTool+"/"+node.Model, t.Usage.InputTokens, t.Usage.OutputTokens, cost)
 	return true, false
+}
+
+// journalCalls makes the calls a turn asked for into the records the turn
+// journals, and rewrites the answer's calls so that every later request
+// that repeats them is one the chat contract accepts: each call gets an id
+// unique in its turn (a provider's may be missing or repeated), the weir
+// name of the tool it resolved to, and JSON-object arguments. A call with
+// other arguments ends at once with E_BAD_INPUT; it is never run.
+func journalCalls(node *flows.Node, turn int, tcs []chatToolCall) ([]store.AgentCall, []string) {
+	calls := make([]store.AgentCall, len(tcs))
+	names := make([]string, len(tcs))
+	seen := map[string]bool{}
+	for i := range tcs {
+		tc := &tcs[i]
+		if tc.ID == "" || seen[tc.ID] {
+			tc.ID = fmt.Sprintf("call-%d-%d", turn, i)
+		}
+		seen[tc.ID] = true
+		if tc.Name == "" {
+			tc.Name = "unnamed"
+		}
+		tc.Name = offeredTool(node, tc.Name)
+		calls[i] = store.AgentCall{ID: tc.ID, Tool: tc.Name}
+		names[i] = tc.Name
+		if !isJSONObject(tc.Arguments) {
+			calls[i] = callEnded(calls[i], nil, &store.RunError{Code: CodeBadInput,
+				Message: fmt.Sprintf("the arguments of the call of %s were not a JSON object; it was not run", tc.Name)})
+			tc.Arguments = json.RawMessage("{}")
+		}
+	}
+	return calls, names
 }
 
 // chargeTx adds cost to the run's recorded spend and returns the new
@@ -527,10 +553,6 @@ func (s *stepper) agentCalls(ctx context.Context, a *agentLoop, t *store.AgentTu
 		if !slices.Contains(node.Tools, c.Tool) {
 			ends[i] = callEnded(c, nil, &store.RunError{Code: CodeUnknownTool,
 				Message: fmt.Sprintf("%s is not one of the tools offered (%s)", c.Tool, strings.Join(node.Tools, ", "))})
-			continue
-		}
-		if !isJSONObject(msg.ToolCalls[i].Arguments) {
-			ends[i] = callEnded(c, nil, &store.RunError{Code: CodeBadInput, Message: "the arguments of a tool call must be a JSON object"})
 			continue
 		}
 		info, _ := e.tools.LookupTool(c.Tool)

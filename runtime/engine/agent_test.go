@@ -775,3 +775,48 @@ func TestAgentCrashBeforeCallsEnd(t *testing.T) {
 		t.Errorf("second turn's messages %+v, want the call's result", msgs)
 	}
 }
+
+// TestAgentRepeatsOnlyValidCalls: calls a model gives without ids, with
+// repeated ids, under the provider's form of a name or with arguments that
+// are not an object are journaled so that the next request is one the
+// chat contract accepts; the call with bad arguments is not run and the
+// model is told why.
+func TestAgentRepeatsOnlyValidCalls(t *testing.T) {
+	t.Parallel()
+	m := newFakeModel(
+		askTools(chatUsage{1, 1}, tc("", "kv__get", `{"key":"x"}`), tc("", "kv.get", `[1]`), tc("d", "kv.get", `{"key":"y"}`), tc("d", "kv.get", `{"key":"z"}`)),
+		answer("ok", chatUsage{1, 1}),
+	)
+	b := setupAgent(t, memstore.New(), clock.NewFake(time.Now()), m)
+	resultOf(t, b.run(t, "research", `{"topic":"x"}`))
+	reqs := m.asked()
+	if len(reqs) != 2 {
+		t.Fatalf("%d turns asked", len(reqs))
+	}
+	msgs := reqs[1].Messages
+	ids := map[string]bool{}
+	for _, c := range msgs[1].ToolCalls {
+		if c.ID == "" || ids[c.ID] || c.Name != "kv.get" || !isJSONObject(c.Arguments) {
+			t.Errorf("repeated call %+v: want a unique id, the weir name and object arguments", c)
+		}
+		ids[c.ID] = true
+	}
+	bad := 0
+	for _, msg := range msgs[2:] {
+		if !ids[msg.ToolCallID] {
+			t.Errorf("tool message %+v answers no call", msg)
+		}
+		if msg.IsError {
+			bad++
+			if !strings.Contains(msg.Content, CodeBadInput) {
+				t.Errorf("tool message %+v, want %s", msg, CodeBadInput)
+			}
+		}
+	}
+	if len(msgs) != 6 || bad != 1 {
+		t.Errorf("%d messages with %d errors, want 4 tool messages, one an error", len(msgs), bad)
+	}
+	if n := m.called("kv.get"); n != 3 {
+		t.Errorf("kv.get ran %d times, want 3 (not the call with bad arguments)", n)
+	}
+}
