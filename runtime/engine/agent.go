@@ -134,9 +134,8 @@ func (s *stepper) agentNode(ctx context.Context, node *flows.Node) bool {
 		if ctx.Err() != nil {
 			return false
 		}
-		if _, ok := a.callTimeout(s.e.now()); !ok {
-			return s.agentTimedOut(ctx, a)
-		}
+		// The timeout is checked before each call (agentTurn, agentCalls),
+		// not here: an answer that came in time is taken.
 		var loop, more bool
 		n := len(a.turns)
 		var last *store.AgentTurn
