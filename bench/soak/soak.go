@@ -481,7 +481,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			w.send(ctx, c, s)
 		}
 	}
-	rep.Drain, err = drain(ctx, c, cfg)
+	rep.Drain, err = drain(ctx, w, c, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -600,8 +600,10 @@ func busy(v *apitypes.Run) bool {
 // drain waits until the system is quiescent: every run ended or parked on
 // a human wait; or nothing moved for the quiet window (what is unfinished
 // then is stuck); or the bound derived from the backlog passed while runs
-// were still moving (those are reported as unfinished, not as lost).
-func drain(ctx context.Context, c *client.Client, cfg Config) (drainReport, error) {
+// were still moving (those are reported as unfinished, not as lost). The
+// approver goes on deciding: under a backlog most wait runs reach their
+// wait only now.
+func drain(ctx context.Context, w *world, c *client.Client, cfg Config) (drainReport, error) {
 	d := drainReport{Began: time.Now(), Quiet: cfg.Quiet}
 	if h, err := c.Health(ctx); err == nil {
 		d.Queued, d.Held = h.Queued, h.Held
@@ -609,6 +611,7 @@ func drain(ctx context.Context, c *client.Client, cfg Config) (drainReport, erro
 	var last string
 	lastMove := d.Began
 	for first := true; ; first = false {
+		approveWaiting(ctx, w, c)
 		var sig strings.Builder
 		left := 0
 		for _, p := range unfinishedPhases {

@@ -39,9 +39,15 @@ func progressOf(p *engine.Progress) *apitypes.Progress {
 		Cohorts: convertAll(p.Cohorts, cohortOf)}
 	out.Agents = convertAll(p.Agents, func(a engine.AgentView) apitypes.Agent { return apitypes.Agent(a) })
 	if t := p.Tool; t != nil {
-		out.Tool = &apitypes.ToolProgress{Node: t.Node, Tool: t.Tool, Done: t.Done, Total: t.Total}
+		tp := toolProgressOf(*t)
+		out.Tool = &tp
 	}
+	out.Items = convertAll(p.Items, toolProgressOf)
 	return out
+}
+
+func toolProgressOf(t engine.ToolProgress) apitypes.ToolProgress {
+	return apitypes.ToolProgress{Node: t.Node, Item: t.Item, Tool: t.Tool, Done: t.Done, Total: t.Total}
 }
 
 func cohortOf(c engine.CohortView) apitypes.Cohort {

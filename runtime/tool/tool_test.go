@@ -16,9 +16,9 @@ func TestErrorClassification(t *testing.T) {
 		retryAfter time.Duration
 		text       string
 	}{
-		{&Error{Kind: KindRetryable, Tool: "p.t", Message: "busy", RetryAfter: time.Second}, KindRetryable, true, time.Second, "p.t: retryable: busy"},
+		{&Error{Kind: KindRetryable, Tool: "p.t", Message: "busy", RetryAfter: time.Second}, KindRetryable, true, time.Second, "p.t: retryable: busy (retry after 1s)"},
 		{&Error{Kind: KindCrashed, Message: "gone"}, KindCrashed, true, 0, "crashed: gone"},
-		{&Error{Kind: KindPermanent, Tool: "p.t", Message: "no", Code: "not_found"}, KindPermanent, false, 0, "p.t: permanent: no"},
+		{&Error{Kind: KindPermanent, Tool: "p.t", Message: "no", Code: "E_NOT_FOUND"}, KindPermanent, false, 0, "p.t: permanent: E_NOT_FOUND: no"},
 		{fmt.Errorf("wrapped: %w", &Error{Kind: KindDeadline, Tool: "p.t", Message: "late"}), KindDeadline, false, 0, "wrapped: p.t: deadline: late"},
 		{errors.New("plain"), "", false, 0, "plain"},
 	}

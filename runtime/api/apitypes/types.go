@@ -105,6 +105,9 @@ type Progress struct {
 	Cohorts []Cohort `json:"cohorts,omitempty"`
 	// Tool is the running tool call's last progress report, if any.
 	Tool *ToolProgress `json:"tool,omitempty"`
+	// Items are the last progress reports of the fan-out items' running
+	// tool calls, in item order.
+	Items []ToolProgress `json:"items,omitempty"`
 }
 
 // Agent is what an agent node's latest visit has done so far: its model
@@ -142,7 +145,9 @@ type Cohort struct {
 
 // ToolProgress is a running tool call's own report of how far it is.
 type ToolProgress struct {
-	Node  string `json:"node"`
+	Node string `json:"node"`
+	// Item is the fan-out item the call is for; nil for a task node.
+	Item  *int   `json:"item,omitempty"`
 	Tool  string `json:"tool"`
 	Done  int64  `json:"done"`
 	Total int64  `json:"total"`

@@ -1,0 +1,285 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/openai/openai-go/v3"
+	oaisse "github.com/openai/openai-go/v3/packages/ssestream"
+
+	"github.com/weirhq/weir/sdk"
+)
+
+// The stable codes of a failed model call. They cross into run events and
+// the model's view of a failed turn, so they never change meaning.
+const (
+	// codeRate: the provider answered 429; retryable after RetryAfter.
+	codeRate = "E_MODEL_RATE"
+	// codeRateLocal: a per-model limit of this plugin's config refused the
+	// call before it was made; retryable after RetryAfter.
+	codeRateLocal = "E_MODEL_RATE_LOCAL"
+	// codeUnavailable: 5xx, timeout, lost connection or a stream cut
+	// short; retryable.
+	codeUnavailable = "E_MODEL_UNAVAILABLE"
+	// codeAuth: 401/403, or an account that cannot be billed; permanent.
+	codeAuth = "E_MODEL_AUTH"
+	// codeNotFound: 404, usually an unknown model id; permanent.
+	codeNotFound = "E_MODEL_NOT_FOUND"
+	// codeContext: the prompt does not fit the model's context; permanent.
+	codeContext = "E_MODEL_CONTEXT"
+	// codeBadRequest: any other refusal of the request, including an
+	// unknown model alias or max_tokens above the model's; permanent.
+	codeBadRequest = "E_MODEL_BAD_REQUEST"
+	// codeMalformed: the provider's answer could not be read as a turn
+	// (not JSON, tool arguments that are not an object); retryable, as
+	// the next answer may be well formed.
+	codeMalformed = "E_MODEL_MALFORMED"
+	// codeConfig: the plugin's config is refused; permanent until the
+	// operator fixes it.
+	codeConfig = "E_MODEL_CONFIG"
+)
+
+// maxRetryAfter bounds a Retry-After the plugin passes on: a provider
+// asking for longer is asked again after this.
+const maxRetryAfter = time.Hour
+
+// maxProviderMessage bounds how much of a provider's error text an error
+// quotes.
+const maxProviderMessage = 300
+
+// modelError is a failed model call with its stable code. It reaches the
+// engine as an sdk.Error: the code and the retry-after in their own fields
+// of the plugin protocol's tool error, the kind from Retryable.
+type modelError struct {
+	Code       string
+	Retryable  bool
+	RetryAfter time.Duration
+	Msg        string
+}
+
+func (e *modelError) Error() string {
+	s := e.Code + ": " + e.Msg
+	if e.RetryAfter > 0 {
+		s += fmt.Sprintf(" (retry after %s)", e.RetryAfter)
+	}
+	return s
+}
+
+// toolError is what Run returns for e.
+func (e *modelError) toolError() error {
+	out := &sdk.Error{Kind: sdk.KindPermanent, Code: e.Code, Message: e.Msg, Err: e}
+	if e.Retryable {
+		out.Kind, out.RetryAfter = sdk.KindRetryable, e.RetryAfter
+	}
+	return out
+}
+
+func failf(code string, retryable bool, format string, args ...any) *modelError {
+	return &modelError{Code: code, Retryable: retryable, Msg: fmt.Sprintf(format, args...)}
+}
+
+// malformedError marks an answer the plugin could not read as a turn.
+type malformedError struct{ msg string }
+
+func (e *malformedError) Error() string { return e.msg }
+
+// cutShortError marks a stream that ended before the turn did.
+type cutShortError struct{ msg string }
+
+func (e *cutShortError) Error() string { return e.msg }
+
+// classify turns what a provider SDK returned into a modelError: the one
+// place that decides which failures are worth another try. where names
+// the provider for the message; now reads the clock for an HTTP-date
+// Retry-After. The caller handles the call's own cancellation first.
+func classify(err error, where string, now time.Time) *modelError {
+	var me *modelError
+	if errors.As(err, &me) {
+		return me
+	}
+	var (
+		oe  *openai.Error
+		ae  *anthropic.Error
+		ose *oaisse.StreamError
+		mal *malformedError
+		cut *cutShortError
+	)
+	switch {
+	case errors.As(err, &oe):
+		code, retry := statusCode(oe.StatusCode, oe.Code+" "+oe.Type, oe.Message)
+		return &modelError{Code: code, Retryable: retry, RetryAfter: retryAfter(oe.Response, now),
+			Msg: fmt.Sprintf("%s answered %d %s%s", where, oe.StatusCode, http.StatusText(oe.StatusCode), quote(code, oe.Message))}
+	case errors.As(err, &ae):
+		status := ae.StatusCode
+		if status == 0 || status == http.StatusOK {
+			// An error event inside a stream that had started well.
+			status = anthropicTypeStatus(string(ae.Type()))
+		}
+		code, retry := statusCode(status, string(ae.Type()), ae.Message)
+		return &modelError{Code: code, Retryable: retry, RetryAfter: retryAfter(ae.Response, now),
+			Msg: fmt.Sprintf("%s answered %d %s%s", where, status, http.StatusText(status), quote(code, ae.Message))}
+	case errors.As(err, &ose):
+		// An error object inside an OpenAI stream.
+		var body struct {
+			Error struct {
+				Message string `json:"message"`
+				Type    string `json:"type"`
+				Code    any    `json:"code"`
+			} `json:"error"`
+		}
+		_ = json.Unmarshal(ose.Event.Data, &body)
+		kind := fmt.Sprint(body.Error.Code) + " " + body.Error.Type
+		status := http.StatusInternalServerError
+		if strings.Contains(kind, "rate_limit") {
+			status = http.StatusTooManyRequests
+		}
+		code, retry := statusCode(status, kind, body.Error.Message)
+		return &modelError{Code: code, Retryable: retry, Msg: fmt.Sprintf("%s sent an error inside its stream%s", where, quote(code, body.Error.Message))}
+	case errors.As(err, &mal):
+		return &modelError{Code: codeMalformed, Retryable: true, Msg: fmt.Sprintf("%s: %s", where, mal.msg)}
+	case errors.As(err, &cut):
+		return &modelError{Code: codeUnavailable, Retryable: true, Msg: fmt.Sprintf("%s: %s", where, cut.msg)}
+	case isJSONError(err):
+		return &modelError{Code: codeMalformed, Retryable: true, Msg: fmt.Sprintf("%s answered something that is not a model turn: %v", where, err)}
+	case isTransportError(err):
+		return &modelError{Code: codeUnavailable, Retryable: true, Msg: fmt.Sprintf("%s could not be reached or dropped the connection: %v", where, err)}
+	}
+	return &modelError{Code: codeUnavailable, Retryable: true, Msg: fmt.Sprintf("%s: %v", where, err)}
+}
+
+// statusCode maps an HTTP status (and the provider's error code, type and
+// message, for the context-length case) onto a code and whether another
+// try may succeed.
+func statusCode(status int, kind, message string) (string, bool) {
+	switch {
+	case status == http.StatusTooManyRequests:
+		return codeRate, true
+	case status == http.StatusRequestTimeout || status >= 500:
+		return codeUnavailable, true
+	case status == http.StatusUnauthorized || status == http.StatusForbidden || status == http.StatusPaymentRequired:
+		return codeAuth, false
+	case status == http.StatusNotFound:
+		return codeNotFound, false
+	case status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge:
+		if isContextLength(kind, message) {
+			return codeContext, false
+		}
+		return codeBadRequest, false
+	}
+	return codeBadRequest, false
+}
+
+// isContextLength recognises the providers' ways of saying the prompt is
+// longer than the model's context window.
+func isContextLength(kind, message string) bool {
+	if strings.Contains(kind, "context_length_exceeded") {
+		return true
+	}
+	m := strings.ToLower(message)
+	for _, s := range []string{"context length", "context_length", "context window", "prompt is too long", "maximum context"} {
+		if strings.Contains(m, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// anthropicTypeStatus is the status an Anthropic error type stands for,
+// for errors that arrive inside a stream.
+func anthropicTypeStatus(t string) int {
+	switch t {
+	case "invalid_request_error":
+		return http.StatusBadRequest
+	case "authentication_error":
+		return http.StatusUnauthorized
+	case "billing_error":
+		return http.StatusPaymentRequired
+	case "permission_error":
+		return http.StatusForbidden
+	case "not_found_error":
+		return http.StatusNotFound
+	case "request_too_large":
+		return http.StatusRequestEntityTooLarge
+	case "rate_limit_error":
+		return http.StatusTooManyRequests
+	case "timeout_error":
+		return http.StatusGatewayTimeout
+	case "overloaded_error":
+		return 529
+	}
+	return http.StatusInternalServerError
+}
+
+// quote appends the provider's message, except for auth failures: a
+// provider may echo (part of) the key it refused.
+func quote(code, msg string) string {
+	if code == codeAuth || msg == "" {
+		return ""
+	}
+	if len(msg) > maxProviderMessage {
+		msg = msg[:maxProviderMessage] + "..."
+	}
+	return ": " + msg
+}
+
+// retryAfter reads Retry-After-Ms or Retry-After (seconds or an HTTP
+// date) from a response; 0 when absent or unreadable.
+func retryAfter(resp *http.Response, now time.Time) time.Duration {
+	if resp == nil {
+		return 0
+	}
+	return parseRetryAfter(resp.Header, now)
+}
+
+func parseRetryAfter(h http.Header, now time.Time) time.Duration {
+	var d time.Duration
+	if v := h.Get("Retry-After-Ms"); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 && !math.IsInf(ms, 0) {
+			d = time.Duration(math.Min(ms, float64(maxRetryAfter/time.Millisecond))) * time.Millisecond
+		}
+	}
+	if v := h.Get("Retry-After"); d == 0 && v != "" {
+		if s, err := strconv.ParseFloat(v, 64); err == nil {
+			if s > 0 && !math.IsInf(s, 0) {
+				d = time.Duration(math.Min(s, maxRetryAfter.Seconds()) * float64(time.Second))
+			}
+		} else if t, err := http.ParseTime(v); err == nil && t.After(now) {
+			d = t.Sub(now)
+		}
+	}
+	return min(d, maxRetryAfter)
+}
+
+func isJSONError(err error) bool {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	return errors.As(err, &se) || errors.As(err, &te) || strings.Contains(err.Error(), "invalid character") || strings.Contains(err.Error(), "unexpected end of JSON")
+}
+
+func isTransportError(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// redact removes every key from s: no error, log line or output of the
+// plugin carries one.
+func redact(s string, keys []string) string {
+	for _, k := range keys {
+		if k != "" {
+			s = strings.ReplaceAll(s, k, "[redacted]")
+		}
+	}
+	return s
+}

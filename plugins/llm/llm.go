@@ -1,0 +1,248 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/weirhq/weir/sdk"
+	"github.com/weirhq/weir/sdk/chat"
+)
+
+// plugin holds what outlives one call: the parsed config with its
+// provider clients and per-model limiters. A plugin process receives one
+// config; sdktest may pass several, so they are kept by their text.
+type plugin struct {
+	getenv func(string) (string, bool)
+	now    func() time.Time
+
+	mu      sync.Mutex
+	configs map[string]*setup
+}
+
+// setup is one config made ready for calls.
+type setup struct {
+	err       error
+	cfg       *config
+	providers map[string]provider
+	limiters  map[string]*limiter
+	keys      []string // every key, to redact
+}
+
+// provider makes one streamed model turn.
+type provider interface {
+	turn(ctx context.Context, t *turnRequest) (*chat.Response, error)
+}
+
+// turnRequest is one turn as a provider sees it.
+type turnRequest struct {
+	req       *chat.Request
+	model     *modelConfig
+	maxTokens int64
+	// names maps the provider-side tool names offered back to weir's.
+	names map[string]string
+	// progress reports the output tokens streamed so far.
+	progress func(outputTokens int64)
+}
+
+func newPlugin(getenv func(string) (string, bool)) *plugin {
+	return &plugin{getenv: getenv, now: time.Now, configs: map[string]*setup{}}
+}
+
+func (p *plugin) tool() sdk.Tool {
+	return sdk.Tool{
+		Name: "llm.chat",
+		Description: "One model turn in the chat contract (" + chat.Contract + "): the conversation and the tools on offer in, " +
+			"the model's text or tool calls out, with usage and cost. The model is an alias of the llm plugin's config.",
+		Idempotent:   true,
+		InputSchema:  chat.RequestSchema,
+		OutputSchema: chat.ResponseSchema,
+		Run:          p.run,
+	}
+}
+
+// setupFor parses raw once and builds its clients and limiters.
+func (p *plugin) setupFor(raw json.RawMessage) *setup {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s, ok := p.configs[string(raw)]; ok {
+		return s
+	}
+	s := &setup{providers: map[string]provider{}, limiters: map[string]*limiter{}}
+	s.cfg, s.err = parseConfig(raw, p.getenv)
+	if s.err == nil {
+		for name, pc := range s.cfg.Providers {
+			s.keys = append(s.keys, pc.apiKey)
+			client := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+			switch pc.Kind {
+			case kindOpenAI:
+				s.providers[name] = newOpenAI(pc, client)
+			case kindAnthropic:
+				s.providers[name] = newAnthropic(pc, client)
+			}
+		}
+		for alias, m := range s.cfg.Models {
+			s.limiters[alias] = newLimiter(m, p.now)
+		}
+	}
+	p.configs[string(raw)] = s
+	return s
+}
+
+func (p *plugin) run(ctx context.Context, call *sdk.Call) (any, error) {
+	s := p.setupFor(call.Config)
+	if s.err != nil {
+		return nil, failf(codeConfig, false, "the llm plugin's config is refused: %s", redact(s.err.Error(), s.keys)).toolError()
+	}
+	var req chat.Request
+	if err := json.Unmarshal(call.Input, &req); err != nil {
+		return nil, failf(codeBadRequest, false, "the input is not a chat request: %v", err).toolError()
+	}
+	if err := req.Validate(); err != nil {
+		return nil, failf(codeBadRequest, false, "%v", err).toolError()
+	}
+	m, ok := s.cfg.Models[req.Model]
+	if !ok {
+		return nil, failf(codeBadRequest, false, "unknown model alias %q (configured: %s)", req.Model, strings.Join(sortedKeys(s.cfg.Models), ", ")).toolError()
+	}
+	maxTokens := req.MaxTokens
+	if maxTokens == 0 {
+		maxTokens = m.MaxTokens
+	}
+	if maxTokens > m.MaxTokens {
+		return nil, failf(codeBadRequest, false, "max_tokens %d is above the %d that model %q allows", maxTokens, m.MaxTokens, m.Alias).toolError()
+	}
+	names := make(map[string]string, len(req.Tools))
+	for _, t := range req.Tools {
+		mapped, _ := chat.ProviderToolName(t.Name) // Validate checked it
+		names[mapped] = t.Name
+	}
+	estimate := chat.EstimateInputTokens(&req)
+	settle, lerr := s.limiters[m.Alias].acquire(estimate + maxTokens)
+	if lerr != nil {
+		return nil, lerr.toolError()
+	}
+	used := int64(-1) // unknown until the provider answers
+	defer func() { settle(used) }()
+
+	pc := s.cfg.Providers[m.Provider]
+	resp, err := s.providers[m.Provider].turn(ctx, &turnRequest{
+		req: &req, model: m, maxTokens: maxTokens, names: names,
+		progress: func(out int64) { call.Progress(out, maxTokens) },
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		me := classify(err, fmt.Sprintf("provider %q (%s, model %s)", pc.Name, pc.Kind, m.Model), p.now())
+		me.Msg = redact(me.Msg, s.keys)
+		if refusedBeforeTurn(me.Code) {
+			used = 0
+		}
+		call.Logger().Warn("model call failed", "model", m.Alias, "code", me.Code, "error", me.Msg)
+		return nil, me.toolError()
+	}
+	if resp.Usage.InputTokens == 0 && resp.Usage.OutputTokens == 0 {
+		// No usage reported: charge the worst case (DESIGN §9).
+		resp.Usage = chat.Usage{InputTokens: estimate, OutputTokens: maxTokens}
+		resp.UsageEstimated = true
+	}
+	used = resp.Usage.InputTokens + resp.Usage.OutputTokens
+	call.Progress(resp.Usage.OutputTokens, maxTokens)
+	return sdk.Result{Output: resp, Cost: turnCost(resp.Usage, m)}, nil
+}
+
+// refusedBeforeTurn tells the codes of a provider's refusal of the
+// request: no tokens were spent on it.
+func refusedBeforeTurn(code string) bool {
+	switch code {
+	case codeRate, codeAuth, codeNotFound, codeContext, codeBadRequest:
+		return true
+	}
+	return false
+}
+
+// turnCost is a turn's cost in budget units: prices are per million
+// tokens, and each turn is rounded up. Saturates instead of overflowing.
+func turnCost(u chat.Usage, m *modelConfig) int64 {
+	in := new(big.Int).Mul(big.NewInt(u.InputTokens), big.NewInt(m.InputCost))
+	out := new(big.Int).Mul(big.NewInt(u.OutputTokens), big.NewInt(m.OutputCost))
+	total := in.Add(in, out)
+	million := big.NewInt(1_000_000)
+	total.Add(total, big.NewInt(999_999))
+	total.Quo(total, million)
+	if !total.IsInt64() {
+		return 1<<63 - 1
+	}
+	return total.Int64()
+}
+
+// maxAnswerBytes bounds the text and tool arguments of one answer: a
+// server that ignores max_tokens must not fill the plugin's memory or
+// exceed the host's message limit.
+const maxAnswerBytes = 1 << 20
+
+// answerSize counts the bytes of an answer as it streams.
+type answerSize int64
+
+func (a *answerSize) add(n int) error {
+	*a += answerSize(n)
+	if *a > maxAnswerBytes {
+		return &malformedError{msg: fmt.Sprintf("the answer exceeds the limit of %d bytes", maxAnswerBytes)}
+	}
+	return nil
+}
+
+// parseArguments checks a tool call's arguments: a JSON object, "" read
+// as {}.
+func parseArguments(name, args string) (json.RawMessage, error) {
+	if strings.TrimSpace(args) == "" {
+		return json.RawMessage(`{}`), nil
+	}
+	var v map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(args), &v); err != nil || v == nil {
+		return nil, &malformedError{msg: fmt.Sprintf("the arguments of tool call %s are not a JSON object", name)}
+	}
+	return json.RawMessage(args), nil
+}
+
+// weirName maps a tool name the model used back to weir's: through the
+// names offered, or by the reverse mapping for a name it invented.
+func (t *turnRequest) weirName(provider string) string {
+	if n, ok := t.names[provider]; ok {
+		return n
+	}
+	return chat.UnmapToolName(provider)
+}
+
+// schemaMap decodes a tool's input schema for an SDK's params; an empty
+// schema is any object.
+func schemaMap(s json.RawMessage) map[string]any {
+	m := map[string]any{}
+	if len(s) > 0 {
+		_ = json.Unmarshal(s, &m) // Validate checked it is an object
+	}
+	if _, ok := m["type"]; !ok {
+		m["type"] = "object"
+	}
+	return m
+}
+
+// systemPrompt joins the request's system prompt and its system messages.
+func systemPrompt(r *chat.Request) string {
+	parts := []string{}
+	if r.System != "" {
+		parts = append(parts, r.System)
+	}
+	for _, m := range r.Messages {
+		if m.Role == chat.RoleSystem && m.Content != "" {
+			parts = append(parts, m.Content)
+		}
+	}
+	return strings.Join(parts, "\n\n")
+}
