@@ -16,6 +16,7 @@ import (
 	"github.com/weirhq/weir/flows"
 	"github.com/weirhq/weir/runtime/internal/ledger"
 	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/sdk/chat"
 )
 
 // An agent node (DESIGN §9) runs as durable steps in its run's worker.
@@ -37,6 +38,7 @@ const (
 	CodePromptTooLarge = "E_PROMPT_TOO_LARGE" // a turn's request exceeds maxAgentRequestBytes
 	CodeAgentTurns     = "E_AGENT_TURNS"      // the journaled turns cannot be read
 	CodeAgentTimeout   = "E_AGENT_TIMEOUT"    // the loop ran longer than the node's timeout
+	CodeChatRequest    = "E_CHAT_REQUEST"     // the next turn's request is not one the chat contract accepts
 )
 
 const (
@@ -70,7 +72,7 @@ type agentLoop struct {
 	visit  int
 	system string
 	prompt string
-	tools  []chatToolDef
+	tools  []chat.ToolDef
 	// model is the model tool's model alias (prices, output limit);
 	// declaredCost the model tool's per-call cost, used when it has no
 	// prices.
@@ -196,7 +198,7 @@ func (s *stepper) loadAgent(ctx context.Context, node *flows.Node) (*agentLoop, 
 		if !ok {
 			return nil, &store.RunError{Code: CodeUnknownTool, Message: fmt.Sprintf("agent %s: no installed plugin provides its tool %s", node.ID, name)}
 		}
-		def := chatToolDef{Name: name, Description: info.Description}
+		def := chat.ToolDef{Name: name, Description: info.Description}
 		if isJSONObject(info.InputSchema) {
 			def.InputSchema = info.InputSchema
 		}
@@ -253,12 +255,12 @@ func (s *stepper) callString(ref *flows.CallableRef, what string) (string, error
 // messages rebuilds the conversation from the prompt and the journaled
 // turns: each turn's answer, then the result of each call it asked for,
 // then the correction a rejected final answer was sent.
-func (a *agentLoop) messages() []chatMessage {
-	msgs := []chatMessage{{Role: roleUser, Content: a.prompt}}
+func (a *agentLoop) messages() []chat.Message {
+	msgs := []chat.Message{{Role: chat.RoleUser, Content: a.prompt}}
 	for _, t := range a.turns {
-		var m chatMessage
+		var m chat.Message
 		_ = json.Unmarshal(t.Response, &m) // validated before it was journaled
-		m.Role = roleAssistant
+		m.Role = chat.RoleAssistant
 		msgs = append(msgs, m)
 		for _, c := range t.Calls {
 			if c.Done {
@@ -266,7 +268,7 @@ func (a *agentLoop) messages() []chatMessage {
 			}
 		}
 		if t.Correction != "" {
-			msgs = append(msgs, chatMessage{Role: roleUser, Content: t.Correction})
+			msgs = append(msgs, chat.Message{Role: chat.RoleUser, Content: t.Correction})
 		}
 	}
 	return msgs
@@ -274,12 +276,12 @@ func (a *agentLoop) messages() []chatMessage {
 
 // toolMessage is a call's end as the model is told it: the result, or the
 // error with its code (E_OUTCOME_UNKNOWN included, as exactly that).
-func toolMessage(id string, c store.AgentCall) chatMessage {
+func toolMessage(id string, c store.AgentCall) chat.Message {
 	if c.Error != nil {
-		return chatMessage{Role: roleTool, ToolCallID: id, IsError: true,
+		return chat.Message{Role: chat.RoleTool, ToolCallID: id, IsError: true,
 			Content: string(mustJSON(map[string]any{"error": map[string]string{"code": c.Error.Code, "message": c.Error.Message}}))}
 	}
-	return chatMessage{Role: roleTool, ToolCallID: id, Content: string(c.Result)}
+	return chat.Message{Role: chat.RoleTool, ToolCallID: id, Content: string(c.Result)}
 }
 
 // reservation is a turn's worst case in budget units: the prompt
@@ -295,7 +297,8 @@ func (a *agentLoop) reservation(requestBytes int) int64 {
 
 // estimateTokens is the conservative prompt-token bound of DESIGN §9: a
 // third of the request's bytes, rounded up (tokenizers average about four
-// bytes a token).
+// bytes a token); chat.EstimateInputTokens of the same request, without
+// encoding it again.
 func estimateTokens(requestBytes int) int64 { return (int64(requestBytes) + 2) / 3 }
 
 // tokenCost prices tokens at m's prices per million, rounded up, without
@@ -315,13 +318,17 @@ func tokenCost(in, out int64, m flows.ModelInfo) int64 {
 // loop says the agent goes on; otherwise more is the node's outcome.
 func (s *stepper) agentTurn(ctx context.Context, a *agentLoop) (loop, more bool) {
 	e, node := s.e, a.node
-	req := chatRequest{Model: node.Model, System: a.system, Messages: a.messages(), Tools: a.tools,
+	req := chat.Request{Model: node.Model, System: a.system, Messages: a.messages(), Tools: a.tools,
 		MaxTokens: a.maxTokens, OutputSchema: node.OutputSchema}
+	turn := len(a.turns) + 1
+	if err := req.Validate(); err != nil {
+		return false, s.nodeFailed(ctx, node, &store.RunError{Code: CodeChatRequest,
+			Message: fmt.Sprintf("agent %s: turn %d: %v", node.ID, turn, err)})
+	}
 	body, err := json.Marshal(req)
 	if err != nil {
-		return false, s.nodeFailed(ctx, node, &store.RunError{Code: CodeModelResponse, Message: err.Error()})
+		return false, s.nodeFailed(ctx, node, &store.RunError{Code: CodeChatRequest, Message: err.Error()})
 	}
-	turn := len(a.turns) + 1
 	if len(body) > maxAgentRequestBytes {
 		return false, s.nodeFailed(ctx, node, &store.RunError{Code: CodePromptTooLarge,
 			Message: fmt.Sprintf("agent %s: turn %d's request is %d bytes, more than the limit of %d", node.ID, turn, len(body), maxAgentRequestBytes)})
@@ -360,12 +367,12 @@ func (s *stepper) agentTurn(ctx context.Context, a *agentLoop) (loop, more bool)
 		return false, s.nodeFailed(ctx, node, o.Err)
 	}
 
-	var resp chatResponse
+	var resp chat.Response
 	if err := json.Unmarshal(o.Output, &resp); err != nil {
 		return false, s.nodeFailed(ctx, node, &store.RunError{Code: CodeModelResponse,
 			Message: fmt.Sprintf("agent %s: %s answered turn %d with something that is not a chat response: %v", node.ID, node.ModelTool, turn, err)})
 	}
-	if resp.StopReason == "" || (resp.Message.Role != "" && resp.Message.Role != roleAssistant) {
+	if resp.StopReason == "" || (resp.Message.Role != "" && resp.Message.Role != chat.RoleAssistant) {
 		return false, s.nodeFailed(ctx, node, &store.RunError{Code: CodeModelResponse,
 			Message: fmt.Sprintf("agent %s: %s answered turn %d without a stop reason or with a %q message; a chat response has an assistant message and a stop reason", node.ID, node.ModelTool, turn, resp.Message.Role)})
 	}
@@ -374,7 +381,7 @@ func (s *stepper) agentTurn(ctx context.Context, a *agentLoop) (loop, more bool)
 			Message: fmt.Sprintf("agent %s: the model asked for %d tool calls in turn %d, more than the limit of %d", node.ID, len(resp.Message.ToolCalls), turn, maxAgentToolCalls)})
 	}
 	calls, names := journalCalls(node, turn, resp.Message.ToolCalls)
-	resp.Message.Role = roleAssistant
+	resp.Message.Role = chat.RoleAssistant
 
 	// Settle: the tool's reported cost, else the reported usage at the
 	// model's prices; a turn without usage is charged its reservation.
@@ -396,7 +403,7 @@ func (s *stepper) agentTurn(ctx context.Context, a *agentLoop) (loop, more bool)
 	now := e.now()
 	t := &store.AgentTurn{V: store.AgentTurnVersion, RunID: s.run.ID, Node: node.ID, Visit: a.visit, Turn: turn, Model: node.Model,
 		RequestDigest: hex.EncodeToString(digest[:]), RequestBytes: len(body), Response: mustJSON(resp.Message),
-		StopReason: resp.StopReason, Usage: store.AgentUsage{InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens},
+		StopReason: string(resp.StopReason), Usage: store.AgentUsage{InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens},
 		UsageReported: reported, Reserved: reserve, Cost: cost, Calls: calls, At: asked}
 	s.cont.Tries = 0
 	var spent int64
@@ -433,7 +440,7 @@ func (s *stepper) agentTurn(ctx context.Context, a *agentLoop) (loop, more bool)
 // unique in its turn (a provider's may be missing or repeated), the weir
 // name of the tool it resolved to, and JSON-object arguments. A call with
 // other arguments ends at once with E_BAD_INPUT; it is never run.
-func journalCalls(node *flows.Node, turn int, tcs []chatToolCall) ([]store.AgentCall, []string) {
+func journalCalls(node *flows.Node, turn int, tcs []chat.ToolCall) ([]store.AgentCall, []string) {
 	calls := make([]store.AgentCall, len(tcs))
 	names := make([]string, len(tcs))
 	seen := map[string]bool{}
@@ -538,7 +545,7 @@ func pendingCalls(t *store.AgentTurn) int {
 // the node's failure.
 func (s *stepper) agentCalls(ctx context.Context, a *agentLoop, t *store.AgentTurn) (loop, more bool) {
 	e, node := s.e, a.node
-	var msg chatMessage
+	var msg chat.Message
 	if err := json.Unmarshal(t.Response, &msg); err != nil || len(msg.ToolCalls) != len(t.Calls) {
 		return false, s.nodeFailed(ctx, node, &store.RunError{Code: CodeAgentTurns, Message: fmt.Sprintf("agent %s: turn %d's journaled answer does not match its calls", node.ID, t.Turn)})
 	}
@@ -712,9 +719,9 @@ func (s *stepper) agentCallsDone(ctx context.Context, t *store.AgentTurn, ends m
 // correction the next turn sends back.
 func (s *stepper) agentAnswer(ctx context.Context, a *agentLoop, t *store.AgentTurn) (loop, more bool) {
 	node := a.node
-	var msg chatMessage
+	var msg chat.Message
 	_ = json.Unmarshal(t.Response, &msg)
-	if t.StopReason == stopRefusal || t.StopReason == stopMaxTokens {
+	if chat.StopReason(t.StopReason) == chat.StopRefusal || chat.StopReason(t.StopReason) == chat.StopMaxTokens {
 		return false, s.nodeFailed(ctx, node, &store.RunError{Code: CodeModelStopped,
 			Message: fmt.Sprintf("agent %s: the model ended turn %d with %s and no answer", node.ID, t.Turn, t.StopReason)})
 	}

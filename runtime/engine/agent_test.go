@@ -15,6 +15,7 @@ import (
 	"github.com/weirhq/weir/runtime/store"
 	"github.com/weirhq/weir/runtime/store/memstore"
 	"github.com/weirhq/weir/runtime/tool"
+	"github.com/weirhq/weir/sdk/chat"
 )
 
 // fakeModel stands in for the plugin host in agent tests: a chat tool that
@@ -24,8 +25,8 @@ import (
 type fakeModel struct {
 	mu sync.Mutex
 	// script holds the answers of the model, one per turn, in order.
-	script   []chatResponse
-	requests []chatRequest
+	script   []chat.Response
+	requests []chat.Request
 	// calls counts the calls of each non-model tool that reached it.
 	calls map[string]int
 	// blockSend makes mail.send wait for its context's end after
@@ -51,7 +52,7 @@ type fakeModel struct {
 	inputCost, outputCost int64
 }
 
-func newFakeModel(script ...chatResponse) *fakeModel {
+func newFakeModel(script ...chat.Response) *fakeModel {
 	return &fakeModel{script: script, calls: map[string]int{}, sendStarted: make(chan struct{}, 1)}
 }
 
@@ -76,7 +77,7 @@ func (f *fakeModel) Call(ctx context.Context, req tool.CallRequest) (*tool.CallR
 	case "llm.chat":
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		var r chatRequest
+		var r chat.Request
 		if err := json.Unmarshal(req.Input, &r); err != nil {
 			return nil, &tool.Error{Kind: tool.KindSchema, Message: err.Error()}
 		}
@@ -150,23 +151,26 @@ func (f *fakeModel) called(name string) int {
 	return f.calls[name]
 }
 
-func (f *fakeModel) asked() []chatRequest {
+func (f *fakeModel) asked() []chat.Request {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]chatRequest(nil), f.requests...)
+	return append([]chat.Request(nil), f.requests...)
 }
 
 // Script helpers: a turn asking for tool calls, and a final answer.
-func askTools(usage chatUsage, calls ...chatToolCall) chatResponse {
-	return chatResponse{Message: chatMessage{Role: roleAssistant, ToolCalls: calls}, StopReason: "tool_use", Usage: usage, Model: "m"}
+func askTools(usage chat.Usage, calls ...chat.ToolCall) chat.Response {
+	return chat.Response{Message: chat.Message{Role: chat.RoleAssistant, ToolCalls: calls}, StopReason: "tool_use", Usage: usage, Model: "m"}
 }
 
-func answer(text string, usage chatUsage) chatResponse {
-	return chatResponse{Message: chatMessage{Role: roleAssistant, Content: text}, StopReason: stopEndTurn, Usage: usage, Model: "m"}
+func answer(text string, usage chat.Usage) chat.Response {
+	return chat.Response{Message: chat.Message{Role: chat.RoleAssistant, Content: text}, StopReason: chat.StopEndTurn, Usage: usage, Model: "m"}
 }
 
-func tc(id, name, args string) chatToolCall {
-	return chatToolCall{ID: id, Name: name, Arguments: json.RawMessage(args)}
+// use is a turn's usage: tokens in and out.
+func use(in, out int64) chat.Usage { return chat.Usage{InputTokens: in, OutputTokens: out} }
+
+func tc(id, name, args string) chat.ToolCall {
+	return chat.ToolCall{ID: id, Name: name, Arguments: json.RawMessage(args)}
 }
 
 const agentSrc = `
@@ -192,6 +196,10 @@ flow(name = "timed", nodes = [
 
 flow(name = "capped", nodes = [
     agent("a", model = "small", prompt = "Go", tools = ["kv.get"], max_turns = 8, max_tokens = 60, cost = 10),
+])
+
+flow(name = "nomodel", nodes = [
+    agent("a", model_tool = "llm.chat", prompt = "Go", max_turns = 2),
 ])
 
 flow(name = "approving", nodes = [
@@ -344,9 +352,9 @@ func resultOf(t *testing.T, run *store.Run) agentResult {
 func TestAgentToolUseThenAnswer(t *testing.T) {
 	t.Parallel()
 	m := newFakeModel(
-		askTools(chatUsage{100, 10}, tc("c1", "kv.get", `{"key":"x"}`), tc("c2", "kv__get", `{"key":"y"}`),
+		askTools(use(100, 10), tc("c1", "kv.get", `{"key":"x"}`), tc("c2", "kv__get", `{"key":"y"}`),
 			tc("c3", "kv.fail", `{}`), tc("c4", "mail.send", `{"to":"bob"}`), tc("c5", "web.search", `{}`)),
-		answer("done: v-x v-y", chatUsage{200, 20}),
+		answer("done: v-x v-y", use(200, 20)),
 	)
 	// The two reads are idempotent: both must be running at once before
 	// either may return.
@@ -377,12 +385,12 @@ func TestAgentToolUseThenAnswer(t *testing.T) {
 	}
 	// The second turn sees the first answer and one tool message per call.
 	second := reqs[1].Messages
-	if len(second) != 7 || second[1].Role != roleAssistant || len(second[1].ToolCalls) != 5 {
+	if len(second) != 7 || second[1].Role != chat.RoleAssistant || len(second[1].ToolCalls) != 5 {
 		t.Fatalf("second request messages %+v", second)
 	}
-	byID := map[string]chatMessage{}
+	byID := map[string]chat.Message{}
 	for _, msg := range second[2:] {
-		if msg.Role != roleTool {
+		if msg.Role != chat.RoleTool {
 			t.Errorf("message %+v: want a tool message", msg)
 		}
 		byID[msg.ToolCallID] = msg
@@ -435,9 +443,9 @@ func TestAgentToolUseThenAnswer(t *testing.T) {
 // and its last turn's calls are not run.
 func TestAgentMaxTurns(t *testing.T) {
 	t.Parallel()
-	var script []chatResponse
+	var script []chat.Response
 	for i := range 5 {
-		script = append(script, askTools(chatUsage{1, 1}, tc(fmt.Sprint("c", i), "kv.get", `{"key":"k"}`)))
+		script = append(script, askTools(use(1, 1), tc(fmt.Sprint("c", i), "kv.get", `{"key":"k"}`)))
 	}
 	m := newFakeModel(script...)
 	b := setupAgent(t, memstore.New(), clock.NewFake(time.Now()), m)
@@ -467,18 +475,18 @@ func TestAgentBudgetStopsBeforeTheTurn(t *testing.T) {
 	prices := flows.ModelInfo{InputCost: 200, OutputCost: 100_000}
 	for _, tt := range []struct {
 		name  string
-		usage chatUsage
+		usage chat.Usage
 		cost  int64 // of one turn
 		turns int   // that budget 12 covers
 	}{
 		// Settled to 2 a turn: 0+7, 2+7, 4+7 fit in 12; 6+7 does not.
-		{"usage reported", chatUsage{30, 10}, 2, 3},
+		{"usage reported", use(30, 10), 2, 3},
 		// No usage: charged the reservation, 7; 7+7 does not fit.
-		{"no usage", chatUsage{}, 7, 1},
+		{"no usage", chat.Usage{}, 7, 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			var script []chatResponse
+			var script []chat.Response
 			for i := range 8 {
 				script = append(script, askTools(tt.usage, tc(fmt.Sprint("c", i), "kv.get", `{"key":"k"}`)))
 			}
@@ -516,14 +524,14 @@ func TestAgentBudgetStopsBeforeTheTurn(t *testing.T) {
 // in max_turns; the valid answer is the node's result as JSON.
 func TestAgentOutputSchemaCorrection(t *testing.T) {
 	t.Parallel()
-	m := newFakeModel(answer("seven", chatUsage{1, 1}), answer(`{"n": 7}`, chatUsage{1, 1}))
+	m := newFakeModel(answer("seven", use(1, 1)), answer(`{"n": 7}`, use(1, 1)))
 	b := setupAgent(t, memstore.New(), clock.NewFake(time.Now()), m)
 	r := resultOf(t, b.run(t, "typed", `{}`))
 	if fmt.Sprint(r.Answer) != "map[n:7]" || r.Turns != 2 {
 		t.Errorf("result %+v, want the JSON answer after 2 turns", r)
 	}
 	reqs := m.asked()
-	if len(reqs) != 2 || len(reqs[1].Messages) != 3 || reqs[1].Messages[2].Role != roleUser || !strings.Contains(reqs[1].Messages[2].Content, "output schema") {
+	if len(reqs) != 2 || len(reqs[1].Messages) != 3 || reqs[1].Messages[2].Role != chat.RoleUser || !strings.Contains(reqs[1].Messages[2].Content, "output schema") {
 		t.Fatalf("requests %+v: the second turn carries the correction", reqs)
 	}
 	if len(reqs[0].OutputSchema) == 0 {
@@ -535,7 +543,7 @@ func TestAgentOutputSchemaCorrection(t *testing.T) {
 // E_UNSUPPORTED naming what is missing, and asks the model nothing.
 func TestAgentApproveNotBuilt(t *testing.T) {
 	t.Parallel()
-	m := newFakeModel(answer("x", chatUsage{1, 1}))
+	m := newFakeModel(answer("x", use(1, 1)))
 	b := setupAgent(t, memstore.New(), clock.NewFake(time.Now()), m)
 	run := b.run(t, "approving", `{}`)
 	if run.Phase != store.PhaseFailed || run.Error == nil || run.Error.Code != "E_UNSUPPORTED" || !strings.Contains(run.Error.Message, "approve") {
@@ -553,8 +561,8 @@ func TestAgentApproveNotBuilt(t *testing.T) {
 func TestAgentCrashAfterJournaledTurn(t *testing.T) {
 	t.Parallel()
 	m := newFakeModel(
-		askTools(chatUsage{10, 1}, tc("c1", "kv.get", `{"key":"x"}`), tc("c2", "mail.send", `{"to":"bob"}`)),
-		answer("gave up on the mail", chatUsage{10, 1}),
+		askTools(use(10, 1), tc("c1", "kv.get", `{"key":"x"}`), tc("c2", "mail.send", `{"to":"bob"}`)),
+		answer("gave up on the mail", use(10, 1)),
 	)
 	m.blockSend = true
 	st := memstore.New()
@@ -595,7 +603,7 @@ func TestAgentCrashAfterJournaledTurn(t *testing.T) {
 	if n := m.called("mail.send"); n != 1 {
 		t.Errorf("mail.send ran %d times, want once: a non-idempotent call is never run again", n)
 	}
-	var told *chatMessage
+	var told *chat.Message
 	for i, msg := range reqs[1].Messages {
 		if msg.ToolCallID == "c2" {
 			told = &reqs[1].Messages[i]
@@ -611,7 +619,7 @@ func TestAgentCrashAfterJournaledTurn(t *testing.T) {
 // permanent one fails the node with the tool's own code.
 func TestAgentTurnRetriedAndFailed(t *testing.T) {
 	t.Parallel()
-	m := newFakeModel(askTools(chatUsage{1, 1}, tc("c1", "kv.get", `{"key":"x"}`)), answer("ok", chatUsage{1, 1}))
+	m := newFakeModel(askTools(use(1, 1), tc("c1", "kv.get", `{"key":"x"}`)), answer("ok", use(1, 1)))
 	m.rateLimited = 1
 	fk := clock.NewFake(time.Now())
 	b := setupAgent(t, memstore.New(), fk, m)
@@ -656,7 +664,7 @@ func TestAgentTurnRetriedAndFailed(t *testing.T) {
 // the model is not asked.
 func TestAgentTurnBeyondBudgetInFlight(t *testing.T) {
 	t.Parallel()
-	m := newFakeModel(answer("never", chatUsage{1, 1}))
+	m := newFakeModel(answer("never", use(1, 1)))
 	m.inputCost, m.outputCost = 200, 100_000 // a turn reserves 7
 	b := setupAgentConfig(t, Config{Store: memstore.New(), Tools: m, Clock: clock.NewFake(time.Now()), MaxBudgetInFlight: 5}, m)
 	run := b.run(t, "bounded", `{}`)
@@ -677,7 +685,7 @@ func TestAgentTurnBeyondBudgetInFlight(t *testing.T) {
 // is not taken for an empty final answer.
 func TestAgentMalformedResponse(t *testing.T) {
 	t.Parallel()
-	m := newFakeModel(chatResponse{Message: chatMessage{Content: "hi"}})
+	m := newFakeModel(chat.Response{Message: chat.Message{Content: "hi"}})
 	b := setupAgent(t, memstore.New(), clock.NewFake(time.Now()), m)
 	run := b.run(t, "typed", `{}`)
 	if run.Phase != store.PhaseFailed || run.Error == nil || run.Error.Code != CodeModelResponse {
@@ -690,9 +698,9 @@ func TestAgentMalformedResponse(t *testing.T) {
 // with E_AGENT_TIMEOUT and the model is not asked again.
 func TestAgentTimeoutBoundsTheLoop(t *testing.T) {
 	t.Parallel()
-	var script []chatResponse
+	var script []chat.Response
 	for i := range 8 {
-		script = append(script, askTools(chatUsage{1, 1}, tc(fmt.Sprint("c", i), "kv.get", `{"key":"k"}`)))
+		script = append(script, askTools(use(1, 1), tc(fmt.Sprint("c", i), "kv.get", `{"key":"k"}`)))
 	}
 	m := newFakeModel(script...)
 	fk := clock.NewFake(time.Now())
@@ -713,9 +721,9 @@ func TestAgentTimeoutBoundsTheLoop(t *testing.T) {
 // budget.
 func TestAgentNodeCostCapsTurnsAndCalls(t *testing.T) {
 	t.Parallel()
-	var script []chatResponse
+	var script []chat.Response
 	for i := range 8 {
-		script = append(script, askTools(chatUsage{30, 10}, tc(fmt.Sprint("c", i), "kv.get", `{"key":"k"}`)))
+		script = append(script, askTools(use(30, 10), tc(fmt.Sprint("c", i), "kv.get", `{"key":"k"}`)))
 	}
 	m := newFakeModel(script...)
 	m.inputCost, m.outputCost = 200, 100_000 // a turn reserves 7 and costs 2
@@ -736,7 +744,7 @@ func TestAgentNodeCostCapsTurnsAndCalls(t *testing.T) {
 // the same key) and its result reaches the next turn.
 func TestAgentCrashBeforeCallsEnd(t *testing.T) {
 	t.Parallel()
-	m := newFakeModel(askTools(chatUsage{10, 1}, tc("c1", "kv.get", `{"key":"x"}`)), answer("ok", chatUsage{10, 1}))
+	m := newFakeModel(askTools(use(10, 1), tc("c1", "kv.get", `{"key":"x"}`)), answer("ok", use(10, 1)))
 	m.gate, m.openAt = make(chan struct{}), 99 // never opens: kv.get runs until the crash
 	st := memstore.New()
 	fk := clock.NewFake(time.Now())
@@ -784,8 +792,8 @@ func TestAgentCrashBeforeCallsEnd(t *testing.T) {
 func TestAgentRepeatsOnlyValidCalls(t *testing.T) {
 	t.Parallel()
 	m := newFakeModel(
-		askTools(chatUsage{1, 1}, tc("", "kv__get", `{"key":"x"}`), tc("", "kv.get", `[1]`), tc("d", "kv.get", `{"key":"y"}`), tc("d", "kv.get", `{"key":"z"}`)),
-		answer("ok", chatUsage{1, 1}),
+		askTools(use(1, 1), tc("", "kv__get", `{"key":"x"}`), tc("", "kv.get", `[1]`), tc("d", "kv.get", `{"key":"y"}`), tc("d", "kv.get", `{"key":"z"}`)),
+		answer("ok", use(1, 1)),
 	)
 	b := setupAgent(t, memstore.New(), clock.NewFake(time.Now()), m)
 	resultOf(t, b.run(t, "research", `{"topic":"x"}`))
@@ -818,5 +826,21 @@ func TestAgentRepeatsOnlyValidCalls(t *testing.T) {
 	}
 	if n := m.called("kv.get"); n != 3 {
 		t.Errorf("kv.get ran %d times, want 3 (not the call with bad arguments)", n)
+	}
+}
+
+// TestAgentRequestTheContractRefuses: a turn whose request the chat
+// contract would refuse (here: no model alias) fails the node with
+// E_CHAT_REQUEST before the model tool is called.
+func TestAgentRequestTheContractRefuses(t *testing.T) {
+	t.Parallel()
+	m := newFakeModel(answer("x", use(1, 1)))
+	b := setupAgent(t, memstore.New(), clock.NewFake(time.Now()), m)
+	run := b.run(t, "nomodel", `{}`)
+	if run.Phase != store.PhaseFailed || run.Error == nil || run.Error.Code != CodeChatRequest || !strings.Contains(run.Error.Message, "model") {
+		t.Fatalf("run %s %+v, want failed with %s", run.Phase, run.Error, CodeChatRequest)
+	}
+	if len(m.asked()) != 0 {
+		t.Error("the model tool was called with a request the contract refuses")
 	}
 }
