@@ -349,7 +349,7 @@ func (s *stepper) agentTurn(ctx context.Context, a *agentLoop) (loop, more bool)
 	case callRetry:
 		return false, s.retryLater(ctx, c, o)
 	case callExhausted:
-		return false, s.exhausted(ctx, node, o)
+		return false, s.exhausted(ctx, node, node.ModelTool, o)
 	case callInterrupted:
 		if s.cancelRequested() {
 			s.finish(ctx, store.PhaseCancelled, nil, nil)

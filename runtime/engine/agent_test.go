@@ -844,3 +844,45 @@ func TestAgentRequestTheContractRefuses(t *testing.T) {
 		t.Error("the model tool was called with a request the contract refuses")
 	}
 }
+
+// TestAgentTurnRetriesExhausted: a model that stays rate-limited is tried
+// agentTurnRetries + 1 times, then the turn is dead-lettered under the
+// model tool and the node fails with E_RETRIES_EXHAUSTED.
+func TestAgentTurnRetriesExhausted(t *testing.T) {
+	t.Parallel()
+	m := newFakeModel(answer("never", use(1, 1)))
+	m.rateLimited = 100
+	fk := clock.NewFake(time.Now())
+	b := setupAgent(t, memstore.New(), fk, m)
+	res, err := b.eng.Submit(context.Background(), StartRequest{Owner: "alice", Flow: "typed", Input: json.RawMessage(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var run *store.Run
+	testutil.Eventually(t, 30*time.Second, func() error {
+		fk.Advance(10 * time.Millisecond) // past each retry's backoff
+		if run, err = b.eng.Get(context.Background(), "alice", res.RunID); err != nil {
+			return err
+		}
+		if !run.Phase.Terminal() {
+			return fmt.Errorf("run is %s", run.Phase)
+		}
+		return nil
+	})
+	if run.Phase != store.PhaseFailed || run.Error == nil || run.Error.Code != CodeRetriesExhausted {
+		t.Fatalf("run %s %+v, want failed with %s", run.Phase, run.Error, CodeRetriesExhausted)
+	}
+	if n := len(m.asked()); n != agentTurnRetries+1 {
+		t.Errorf("the model tool was tried %d times, want %d", n, agentTurnRetries+1)
+	}
+	dls, err := b.eng.DeadLetters(context.Background(), "alice", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dls) != 1 || dls[0].Tool != "llm.chat" || dls[0].Node != "a" || len(dls[0].Errors) != agentTurnRetries+1 {
+		t.Errorf("dead letters %+v, want one for llm.chat at node a with every try's error", dls)
+	}
+	if n := len(b.turns(t, run.ID)); n != 0 {
+		t.Errorf("%d turns journaled for a turn that never answered", n)
+	}
+}
