@@ -57,6 +57,9 @@ const (
 	// maxAgentToolCalls bounds the tool calls one turn may ask for (the
 	// chat contract's limit): a turn record holds them all.
 	maxAgentToolCalls = 128
+	// maxAgentCallsTogether bounds how many idempotent calls of one turn
+	// run at once; the rest wait for one of them to end.
+	maxAgentCallsTogether = 8
 	// tokenPriceUnit: model prices are budget units per million tokens.
 	tokenPriceUnit = 1_000_000
 )
@@ -540,7 +543,8 @@ func pendingCalls(t *store.AgentTurn) int {
 
 // agentCalls runs the calls a journaled turn asked for that have not
 // ended: the idempotent ones together, then the others one at a time,
-// each through callTool with the index [turn, call]. Every end is
+// each through callTool with the index [turn, call], at most
+// maxAgentCallsTogether at once. Every end is
 // written into the turn record; a tool's error is the call's result, not
 // the node's failure.
 func (s *stepper) agentCalls(ctx context.Context, a *agentLoop, t *store.AgentTurn) (loop, more bool) {
@@ -586,8 +590,11 @@ func (s *stepper) agentCalls(ctx context.Context, a *agentLoop, t *store.AgentTu
 		outs := make([]callOutcome, len(together))
 		spent := make([]int64, len(together))
 		var wg sync.WaitGroup
+		sem := make(chan struct{}, maxAgentCallsTogether)
 		for j, i := range together {
+			sem <- struct{}{}
 			wg.Go(func() {
+				defer func() { <-sem }()
 				// Each call charges its own worker, so concurrent calls
 				// share no counter; their spend is added up after.
 				w := &worker{e: e, task: s.task, live: s.live}

@@ -886,3 +886,41 @@ func TestAgentTurnRetriesExhausted(t *testing.T) {
 		t.Errorf("%d turns journaled for a turn that never answered", n)
 	}
 }
+
+// TestAgentCallsTogetherBounded: a turn asking for more idempotent calls
+// than maxAgentCallsTogether runs that many at once, and all of them.
+func TestAgentCallsTogetherBounded(t *testing.T) {
+	t.Parallel()
+	var calls []chat.ToolCall
+	for i := range maxAgentCallsTogether + 2 {
+		calls = append(calls, tc(fmt.Sprint("c", i), "kv.get", fmt.Sprintf(`{"key":"k%d"}`, i)))
+	}
+	m := newFakeModel(askTools(use(1, 1), calls...), answer("ok", use(1, 1)))
+	// Every call holds until the test lets them go, once the bound is
+	// running: a call beyond the bound would be running by then too.
+	m.gate, m.openAt = make(chan struct{}), -1
+	b := setupAgent(t, memstore.New(), clock.NewFake(time.Now()), m)
+	res, err := b.eng.Submit(context.Background(), StartRequest{Owner: "alice", Flow: "research", Input: json.RawMessage(`{"topic":"x"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if n := m.called("kv.get"); n < maxAgentCallsTogether {
+			return fmt.Errorf("%d calls started", n)
+		}
+		return nil
+	})
+	m.mu.Lock()
+	close(m.gate)
+	m.mu.Unlock()
+	resultOf(t, b.terminal(t, res.RunID))
+	m.mu.Lock()
+	most := m.maxTogether
+	m.mu.Unlock()
+	if most != maxAgentCallsTogether {
+		t.Errorf("at most %d calls ran together, want %d", most, maxAgentCallsTogether)
+	}
+	if n := m.called("kv.get"); n != maxAgentCallsTogether+2 {
+		t.Errorf("kv.get ran %d times, want %d", n, maxAgentCallsTogether+2)
+	}
+}
