@@ -39,6 +39,10 @@ type ModelInfo struct {
 	// MaxTokens is the most output tokens one turn may ask for; 0 when
 	// the tool does not say.
 	MaxTokens int
+	// InputCost and OutputCost are the model's prices in budget units per
+	// million tokens; the engine reserves a turn's worst case at them.
+	// Both 0: the tool declares no prices (its per-call cost applies).
+	InputCost, OutputCost int64
 }
 
 // Model returns the model alias of the tool, or false if it offers none

@@ -48,13 +48,19 @@ func (l *liveLine) done() {
 	}
 }
 
-// progressLine says where a run is: phase, node, attempt, open fan-outs'
-// counts and the running tool's own progress.
+// progressLine says where a run is: phase, node, attempt, the agent at
+// the node's turns and spend, open fan-outs' counts and the running tool's
+// own progress.
 func progressLine(v *apitypes.Run) string {
 	parts := []string{string(v.Phase)}
 	if p := v.Progress; p != nil {
 		if p.Node != "" {
 			parts = append(parts, "at "+p.Node)
+		}
+		for _, a := range p.Agents {
+			if a.Node == p.Node {
+				parts = append(parts, fmt.Sprintf("[agent %s: %d turns, %d tokens, cost %d]", a.Node, a.Turns, a.InputTokens+a.OutputTokens, a.Cost))
+			}
 		}
 		for _, c := range p.Cohorts {
 			if c.State == "closed" {

@@ -21,6 +21,19 @@ func TestProgressLine(t *testing.T) {
 	}
 }
 
+// TestProgressLineAgent: the agent the run is at shows its turns, tokens
+// and cost so far; an agent the run has left does not.
+func TestProgressLineAgent(t *testing.T) {
+	t.Parallel()
+	v := &apitypes.Run{Phase: apitypes.PhaseRunning, Attempt: 1, Progress: &apitypes.Progress{Node: "research",
+		Agents: []apitypes.Agent{{Node: "plan", Turns: 1, InputTokens: 5, OutputTokens: 5, Cost: 1},
+			{Node: "research", Visit: 1, Turns: 3, InputTokens: 300, OutputTokens: 30, Cost: 14}}}}
+	want := "running at research [agent research: 3 turns, 330 tokens, cost 14] attempt 1"
+	if got := progressLine(v); got != want {
+		t.Fatalf("progress line\n got %q\nwant %q", got, want)
+	}
+}
+
 // Off a terminal every change is its own line and nothing is rewritten.
 func TestLiveLinePlain(t *testing.T) {
 	t.Parallel()

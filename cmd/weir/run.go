@@ -66,6 +66,11 @@ func init() {
 	})
 }
 
+// printAgent shows what an agent node's latest visit did so far.
+func printAgent(w io.Writer, a apitypes.Agent) {
+	fmt.Fprintf(w, "agent:    %s (visit %d): %d turns, %d tokens in, %d out, cost %d\n", a.Node, a.Visit, a.Turns, a.InputTokens, a.OutputTokens, a.Cost)
+}
+
 func printStats(w io.Writer, st *apitypes.Stats) {
 	fmt.Fprintf(w, "%-24s %8s %12s %12s %9s %7s %6s\n", "TYPE", "QUEUED", "WAIT(mean)", "EXEC(mean)", "ATTEMPTS", "UNITS", "AMPL")
 	for _, t := range st.Types {
@@ -75,6 +80,12 @@ func printStats(w io.Writer, st *apitypes.Stats) {
 		fmt.Fprintln(w, "refused:")
 		for k, v := range st.Refusals {
 			fmt.Fprintf(w, "  %s %d\n", k, v)
+		}
+	}
+	if len(st.Models) > 0 {
+		fmt.Fprintf(w, "\n%-32s %7s %12s %12s %10s\n", "MODEL", "TURNS", "TOKENS IN", "TOKENS OUT", "COST")
+		for _, m := range st.Models {
+			fmt.Fprintf(w, "%-32s %7d %12d %12d %10d\n", m.Model, m.Turns, m.InputTokens, m.OutputTokens, m.Cost)
 		}
 	}
 }
@@ -186,6 +197,9 @@ func (m *Main) runGetCmd() *cobra.Command {
 				fmt.Fprintf(m.Stdout, "node:     %s\n", v.Progress.Node)
 			}
 			if v.Progress != nil {
+				for _, a := range v.Progress.Agents {
+					printAgent(m.Stdout, a)
+				}
 				for _, c := range v.Progress.Cohorts {
 					printCohort(m.Stdout, c)
 				}

@@ -37,6 +37,7 @@ func progressOf(p *engine.Progress) *apitypes.Progress {
 	}
 	out := &apitypes.Progress{Attempt: p.Attempt, Phase: apitypes.Phase(p.Phase), Node: p.Node, Done: p.Done, Visits: p.Visits,
 		Cohorts: convertAll(p.Cohorts, cohortOf)}
+	out.Agents = convertAll(p.Agents, func(a engine.AgentView) apitypes.Agent { return apitypes.Agent(a) })
 	if t := p.Tool; t != nil {
 		tp := toolProgressOf(*t)
 		out.Tool = &tp
@@ -93,7 +94,8 @@ func diagnosticOf(d flows.Diagnostic) apitypes.Diagnostic {
 }
 
 func statsOf(s engine.Stats) *apitypes.Stats {
-	return &apitypes.Stats{Types: convertAll(s.Types, typeStatsOf), Refusals: s.Refusals, Counts: s.Counts}
+	return &apitypes.Stats{Types: convertAll(s.Types, typeStatsOf), Refusals: s.Refusals, Counts: s.Counts,
+		Models: convertAll(s.Models, func(m engine.ModelStats) apitypes.ModelStats { return apitypes.ModelStats(m) })}
 }
 
 func typeStatsOf(t engine.TypeStats) apitypes.TypeStats {

@@ -22,6 +22,8 @@ type Progress struct {
 	Done int `json:"done"`
 	// Visits counts node entries so far.
 	Visits int `json:"visits"`
+	// Agents shows each agent node's latest visit: turns, tokens, cost.
+	Agents []AgentView `json:"agents,omitempty"`
 	// Cohorts shows each fan-out's latest cohort.
 	Cohorts []CohortView `json:"cohorts,omitempty"`
 	// Tool is the running tool call's last progress report, if any.
@@ -67,6 +69,14 @@ func (e *Engine) Progress(ctx context.Context, run *store.Run) (*Progress, error
 	}
 	err = e.st.View(ctx, func(tx store.Tx) error {
 		for _, n := range fe.flow.Nodes {
+			if n.Kind == flows.KindAgent && c.Visits[n.ID] > 0 {
+				av, err := agentView(tx, run.ID, n.ID, c.Visits[n.ID])
+				if err != nil {
+					return err
+				}
+				p.Agents = append(p.Agents, av)
+				continue
+			}
 			if n.Kind != flows.KindFanout || c.Visits[n.ID] == 0 {
 				continue
 			}

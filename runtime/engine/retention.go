@@ -60,6 +60,9 @@ func (e *Engine) pruneBefore(ctx context.Context, cutoff time.Time) (int, error)
 				if err := tx.CohortDeleteRun(r.ID); err != nil {
 					return err
 				}
+				if err := tx.AgentTurnDeleteRun(r.ID); err != nil {
+					return err
+				}
 				return tx.IdemDeleteRun(r.ID)
 			})
 			switch {

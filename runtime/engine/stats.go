@@ -16,6 +16,7 @@ type stats struct {
 	types    map[string]*typeStats
 	refusals map[string]int64
 	counts   map[string]int64
+	models   map[string]*ModelStats
 }
 
 type typeStats struct {
@@ -27,7 +28,7 @@ type typeStats struct {
 }
 
 func newStats() *stats {
-	return &stats{types: map[string]*typeStats{}, refusals: map[string]int64{}, counts: map[string]int64{}}
+	return &stats{types: map[string]*typeStats{}, refusals: map[string]int64{}, counts: map[string]int64{}, models: map[string]*ModelStats{}}
 }
 
 func (s *stats) typ(name string) *typeStats {
@@ -102,11 +103,38 @@ type TypeStats struct {
 	Amplification float64 `json:"amplification"`
 }
 
+// ModelStats are the journaled model turns of agents per model: the
+// model tool and the alias asked ("llm.chat/small").
+type ModelStats struct {
+	Model        string `json:"model"`
+	Turns        int64  `json:"turns"`
+	InputTokens  int64  `json:"input_tokens"`
+	OutputTokens int64  `json:"output_tokens"`
+	Cost         int64  `json:"cost"`
+}
+
+// turn counts one journaled model turn.
+func (s *stats) turn(model string, in, out, cost int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.models[model]
+	if m == nil {
+		m = &ModelStats{Model: model}
+		s.models[model] = m
+	}
+	m.Turns++
+	m.InputTokens += in
+	m.OutputTokens += out
+	m.Cost += cost
+}
+
 // Stats is a snapshot of the engine's figures.
 type Stats struct {
 	Types    []TypeStats      `json:"types"`
 	Refusals map[string]int64 `json:"refusals"`
 	Counts   map[string]int64 `json:"counts"`
+	// Models are token and cost totals per model, by model name.
+	Models []ModelStats `json:"models,omitempty"`
 }
 
 // Stats returns the four figures per task type and the engine counters.
@@ -135,5 +163,9 @@ func (e *Engine) Stats() Stats {
 		out.Types = append(out.Types, ts)
 	}
 	sort.Slice(out.Types, func(i, j int) bool { return out.Types[i].Type < out.Types[j].Type })
+	for _, m := range s.models {
+		out.Models = append(out.Models, *m)
+	}
+	sort.Slice(out.Models, func(i, j int) bool { return out.Models[i].Model < out.Models[j].Model })
 	return out
 }

@@ -126,6 +126,8 @@ func (w *worker) run(ctx context.Context, run *store.Run, overBudget bool) {
 			more = s.waitNode(ctx, node)
 		case flows.KindFanout:
 			more = s.fanoutNode(ctx, node)
+		case flows.KindAgent:
+			more = s.agentNode(ctx, node)
 		default:
 			more = s.nodeFailed(ctx, node, &store.RunError{Code: CodeUnsupported,
 				Message: fmt.Sprintf("node kind %s is not supported by this engine yet", node.Kind)})
@@ -318,7 +320,7 @@ func (s *stepper) toolNode(ctx context.Context, node *flows.Node) bool {
 	case callRetry:
 		return s.retryLater(ctx, c, o)
 	case callExhausted:
-		return s.exhausted(ctx, node, o)
+		return s.exhausted(ctx, node, node.Tool, o)
 	case callInterrupted:
 		if s.cancelRequested() {
 			e.stats.unit(node.Tool)
@@ -417,11 +419,11 @@ func (s *stepper) retryLater(ctx context.Context, c *toolCall, o callOutcome) bo
 
 // exhausted dead-letters a call whose every try failed, then takes the
 // error wire (or fails the run).
-func (s *stepper) exhausted(ctx context.Context, node *flows.Node, o callOutcome) bool {
+func (s *stepper) exhausted(ctx context.Context, node *flows.Node, tool string, o callOutcome) bool {
 	s.task.Errors = append(s.task.Errors, o.Try)
 	t := *s.task
 	t.Node = node.ID
-	if !s.commit(ctx, func(tx store.Tx) error { return s.e.deadLetterTx(tx, s.run, &t, node.Tool) }) {
+	if !s.commit(ctx, func(tx store.Tx) error { return s.e.deadLetterTx(tx, s.run, &t, tool) }) {
 		return false
 	}
 	s.e.stats.deadLettered()

@@ -61,9 +61,15 @@ func (c *toolCall) detail(extra map[string]any) map[string]any {
 	if c.TaskID != "" {
 		d["task"] = c.TaskID
 	}
-	switch len(c.Index) {
-	case 0:
-	case 1:
+	switch {
+	case len(c.Index) == 0:
+	case c.Node.Kind == flows.KindAgent:
+		// An agent's model turn is [turn]; a call it asked for, [turn, call].
+		d["turn"] = c.Index[0]
+		if len(c.Index) > 1 {
+			d["call"] = c.Index[1]
+		}
+	case len(c.Index) == 1:
 		d["item"] = c.Index[0]
 	default:
 		d["index"] = c.Index
@@ -102,7 +108,10 @@ type callOutcome struct {
 	End    callEnd
 	Output json.RawMessage
 	Cost   int64
-	Err    *store.RunError
+	// CostReported says the tool reported Cost; otherwise it is the
+	// tool's declared cost.
+	CostReported bool
+	Err          *store.RunError
 	// Try is the error of the failed try, for the task's errors and the
 	// dead letter.
 	Try     store.AttemptError
@@ -181,7 +190,7 @@ func (w *worker) callTool(ctx context.Context, c *toolCall, commit func(fn func(
 	started := e.now()
 	live := w.live
 	var item *int
-	if len(c.Index) == 1 {
+	if len(c.Index) == 1 && c.Node.Kind != flows.KindAgent {
 		item = &c.Index[0]
 	}
 	res, err := e.tools.Call(callCtx, tool.CallRequest{Tool: c.Tool, Input: c.Input, RunID: c.Run.ID, Node: c.Node.ID,
@@ -196,7 +205,7 @@ func (w *worker) callTool(ctx context.Context, c *toolCall, commit func(fn func(
 	if err == nil {
 		e.stats.unit(c.Tool)
 		w.spent += res.Cost
-		return callOutcome{End: callDone, Key: key, Output: res.Output, Cost: res.Cost, RecordDone: !info.Idempotent}
+		return callOutcome{End: callDone, Key: key, Output: res.Output, Cost: res.Cost, CostReported: res.CostReported, RecordDone: !info.Idempotent}
 	}
 	if ctx.Err() != nil || w.cancelRequested() {
 		// A non-idempotent call cut short may have had its effect: its

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/sdk/chat"
 	"github.com/weirhq/weir/sdk/wire"
 
 	"github.com/weirhq/weir/internal/atomicfile"
@@ -226,8 +227,12 @@ func (c *Catalog) LookupTool(name string) (flows.ToolInfo, bool) {
 	return toolInfo(t), true
 }
 
+// toolInfo is what registration needs of a tool. A tool whose input
+// schema is the chat contract's request schema speaks the contract
+// (chat.SpeaksContract), so an agent may take its turns from it.
 func toolInfo(t ToolManifest) flows.ToolInfo {
-	return flows.ToolInfo{Name: t.Name, Idempotent: t.Idempotent, Cost: t.Cost, InputSchema: []byte(t.InputSchema)}
+	return flows.ToolInfo{Name: t.Name, Idempotent: t.Idempotent, Cost: t.Cost, InputSchema: []byte(t.InputSchema),
+		Description: t.Description, Chat: chat.SpeaksContract(string(t.InputSchema))}
 }
 
 // Tools returns every tool, sorted by name.

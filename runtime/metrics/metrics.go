@@ -2,7 +2,8 @@
 // figures per tool of docs/design.md §4 (queue depth, wait time, execution time,
 // retry amplification), runs accepted and finished by phase, admissions
 // refused by reason, the admission state with the queued and held task
-// counts, plugin restarts and the config version. Store latency comes
+// counts, plugin restarts, the config version, and agents' model turns,
+// tokens and cost per model. Store latency comes
 // from package storemetrics, registered beside it.
 //
 // Figures are read from the engine's snapshot at scrape time (a custom
@@ -73,12 +74,15 @@ var (
 	slots             = desc("slots", "Worker slots.")
 	pluginRestarts    = desc("plugin_restarts_total", "Times a plugin process was restarted after it died.", "plugin")
 	configVersion     = desc("config_version", "Version of the config in force, as recorded on start events.")
+	modelTurns        = desc("model_turns_total", "Agent model turns journaled, by model (model tool/alias).", "model")
+	modelTokens       = desc("model_tokens_total", "Tokens of agent model turns, by model and direction (input, output).", "model", "direction")
+	modelCost         = desc("model_cost_total", "Budget units agent model turns were charged, by model.", "model")
 )
 
 var allDescs = []*prometheus.Desc{
 	toolQueueDepth, toolWaitMean, toolWaitMax, toolExecMean, toolExecMax, toolAttempts, toolUnits, toolAmplification,
 	runsAccepted, runsFinished, leasesExpired, deadLetters, refused, blocked, admissionOpen, admissionState,
-	tasks, slots, pluginRestarts, configVersion,
+	tasks, slots, pluginRestarts, configVersion, modelTurns, modelTokens, modelCost,
 }
 
 // Describe implements prometheus.Collector.
@@ -120,6 +124,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for reason, n := range st.Refusals {
 		counter(refused, float64(n), reason)
+	}
+	for _, m := range st.Models {
+		counter(modelTurns, float64(m.Turns), m.Model)
+		counter(modelTokens, float64(m.InputTokens), m.Model, "input")
+		counter(modelTokens, float64(m.OutputTokens), m.Model, "output")
+		counter(modelCost, float64(m.Cost), m.Model)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -162,10 +162,17 @@ type Tx interface {
 	CohortItemGet(runID, node string, visit, index int) (*CohortItem, error)
 	CohortItemList(runID, node string, visit int) ([]*CohortItem, error)
 
+	// Agent turns: one record per model turn of an agent node's visit
+	// (AgentTurn). AgentTurnPut inserts or replaces (a turn is rewritten as
+	// its calls end); AgentTurnList returns a visit's turns in turn order.
+	AgentTurnPut(t *AgentTurn) error
+	AgentTurnList(p AgentTurnListParams) ([]*AgentTurn, error)
+
 	// Retention: what pruning a finished run removes besides the run,
 	// its continuation and its dedup key.
 	EventDeleteRun(runID string) error
 	CohortDeleteRun(runID string) error
+	AgentTurnDeleteRun(runID string) error
 	// IdemDeleteRun removes the idempotency records whose key starts with
 	// runID + "/" (the engine's keys do).
 	IdemDeleteRun(runID string) error

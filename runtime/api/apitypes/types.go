@@ -99,6 +99,8 @@ type Progress struct {
 	Done int `json:"done"`
 	// Visits counts node entries so far.
 	Visits int `json:"visits"`
+	// Agents shows each agent node's latest visit: turns, tokens, cost.
+	Agents []Agent `json:"agents,omitempty"`
 	// Cohorts shows each fan-out's latest cohort.
 	Cohorts []Cohort `json:"cohorts,omitempty"`
 	// Tool is the running tool call's last progress report, if any.
@@ -106,6 +108,17 @@ type Progress struct {
 	// Items are the last progress reports of the fan-out items' running
 	// tool calls, in item order.
 	Items []ToolProgress `json:"items,omitempty"`
+}
+
+// Agent is what an agent node's latest visit has done so far: its model
+// turns, their tokens, and what its turns and tool calls cost.
+type Agent struct {
+	Node         string `json:"node"`
+	Visit        int    `json:"visit"`
+	Turns        int    `json:"turns"`
+	InputTokens  int64  `json:"input_tokens"`
+	OutputTokens int64  `json:"output_tokens"`
+	Cost         int64  `json:"cost"`
 }
 
 // Cohort is one fan-out's cohort: what it admitted, what is in flight,
@@ -270,6 +283,18 @@ type Stats struct {
 	// Refusals counts refused starts by refusal code.
 	Refusals map[string]int64 `json:"refusals"`
 	Counts   map[string]int64 `json:"counts"`
+	// Models are agents' model turns per model ("llm.chat/small"): tokens
+	// in and out and cost.
+	Models []ModelStats `json:"models,omitempty"`
+}
+
+// ModelStats are the model turns agents took from one model.
+type ModelStats struct {
+	Model        string `json:"model"`
+	Turns        int64  `json:"turns"`
+	InputTokens  int64  `json:"input_tokens"`
+	OutputTokens int64  `json:"output_tokens"`
+	Cost         int64  `json:"cost"`
 }
 
 // TypeStats are the four figures for one task type (a tool name, or the

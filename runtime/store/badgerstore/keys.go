@@ -34,6 +34,7 @@ import (
 //	dlt/<task>                     at(12) of a task's dead letter, to replace it
 //	dlo/<owner>\0<at(12)><task>    index: dead letters by owner
 //	ev/<run>\0<seq(8)>             Event
+//	at/<run>\0<node>\0<visit(8)><turn(8)>  AgentTurn (agent.go)
 //	m/<key>                        Meta (the caller's)
 //	x/...                          the store's own bookkeeping (counters)
 const (

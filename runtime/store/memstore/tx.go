@@ -33,6 +33,7 @@ const (
 	tEvent                    // run id sep seq(8)
 	tCohort                   // run sep node sep visit(8)
 	tItem                     // run sep node sep visit(8) index(8)
+	tTurn                     // run sep node sep visit(8) turn(8)
 	tMeta                     // key → raw bytes
 	tCounter                  // name → uint64
 	numTables
@@ -652,7 +653,31 @@ func (t *tx) CohortItemList(runID, node string, visit int) ([]*store.CohortItem,
 	return list(t, tItem, keep, func(a, b *store.CohortItem) int { return cmp.Compare(a.Index, b.Index) }, 0)
 }
 
+// ---- agent turns ----
+
+func (t *tx) AgentTurnPut(at *store.AgentTurn) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := checkID("agent turn run/node", at.RunID, at.Node); err != nil {
+		return err
+	}
+	if at.Turn < 1 {
+		return fmt.Errorf("agent turn %d: turns are numbered from 1", at.Turn)
+	}
+	return put(t, tTurn, cohortKey(at.RunID, at.Node, at.Visit)+u64(uint64(at.Turn)), at)
+}
+
+func (t *tx) AgentTurnList(p store.AgentTurnListParams) ([]*store.AgentTurn, error) {
+	keep := func(at *store.AgentTurn) bool { return at.RunID == p.RunID && at.Node == p.Node && at.Visit == p.Visit }
+	return list(t, tTurn, keep, func(a, b *store.AgentTurn) int { return cmp.Compare(a.Turn, b.Turn) }, 0)
+}
+
 // ---- retention ----
+
+func (t *tx) AgentTurnDeleteRun(runID string) error {
+	return deleteWhere(t, tTurn, func(at *store.AgentTurn) bool { return at.RunID == runID })
+}
 
 func (t *tx) EventDeleteRun(runID string) error {
 	return deleteWhere(t, tEvent, func(e *store.Event) bool { return e.RunID == runID })

@@ -56,6 +56,7 @@ func Run(t *testing.T, open Opener) {
 		{"Events", testEvents},
 		{"Meta", testMeta},
 		{"Cohorts", testCohorts},
+		{"AgentTurns", testAgentTurns},
 		{"Retention", testRetention},
 		{"ViewIsReadOnly", testViewReadOnly},
 		{"ReadYourWrites", testReadYourWrites},

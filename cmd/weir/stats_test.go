@@ -1,0 +1,36 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/weirhq/weir/runtime/api/apitypes"
+)
+
+// TestPrintStatsShowsModels: `weir stats` shows agents' tokens in and out
+// and cost per model, and no model table when no agent ran.
+func TestPrintStatsShowsModels(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	printStats(&b, &apitypes.Stats{Models: []apitypes.ModelStats{{Model: "llm.chat/small", Turns: 3, InputTokens: 300, OutputTokens: 30, Cost: 14}}})
+	out := b.String()
+	if flat := strings.Join(strings.Fields(out), " "); !strings.Contains(flat, "MODEL TURNS TOKENS IN TOKENS OUT COST llm.chat/small 3 300 30 14") {
+		t.Errorf("stats output lacks the model table:\n%s", out)
+	}
+	b.Reset()
+	printStats(&b, &apitypes.Stats{})
+	if strings.Contains(b.String(), "MODEL") {
+		t.Errorf("a model table without models:\n%s", b.String())
+	}
+}
+
+// TestPrintAgent: `weir run get` shows an agent node's turns, tokens and
+// cost so far.
+func TestPrintAgent(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	printAgent(&b, apitypes.Agent{Node: "research", Visit: 1, Turns: 3, InputTokens: 300, OutputTokens: 30, Cost: 14})
+	if want := "agent:    research (visit 1): 3 turns, 300 tokens in, 30 out, cost 14\n"; b.String() != want {
+		t.Errorf("printed %q, want %q", b.String(), want)
+	}
+}

@@ -1,0 +1,797 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/runtime/internal/ledger"
+	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/sdk/chat"
+)
+
+// An agent node (DESIGN §9) runs as durable steps in its run's worker.
+// Each model turn is one call of the node's model tool through callTool,
+// with the idempotency key run/node/visit/turn, and its answer is
+// journaled as a store.AgentTurn before any tool call it asks for is
+// dispatched. Each requested call then goes through callTool with the
+// index [turn, call]; its end is written into the turn record and goes
+// back to the model as the call's result, errors included. Replay reads
+// the journaled turns: a turn already answered is never asked again, and a
+// non-idempotent call is never run twice (callTool's started record makes
+// an interrupted one E_OUTCOME_UNKNOWN, which the model is told).
+
+// Codes an agent node fails with.
+const (
+	CodeMaxTurns       = "E_MAX_TURNS"        // the agent used max_turns without a final answer
+	CodeModelResponse  = "E_MODEL_RESPONSE"   // the model tool's output is not a chat response
+	CodeModelStopped   = "E_MODEL_STOPPED"    // the model ended without an answer (refused, or cut short)
+	CodePromptTooLarge = "E_PROMPT_TOO_LARGE" // a turn's request exceeds maxAgentRequestBytes
+	CodeAgentTurns     = "E_AGENT_TURNS"      // the journaled turns cannot be read
+	CodeAgentTimeout   = "E_AGENT_TIMEOUT"    // the loop ran longer than the node's timeout
+	CodeChatRequest    = "E_CHAT_REQUEST"     // the next turn's request is not one the chat contract accepts
+)
+
+const (
+	// maxAgentRequestBytes bounds one model turn's request: the plugin
+	// host's default message limit, so a conversation that outgrows it is
+	// refused by the engine with its own code before the wire refuses it.
+	maxAgentRequestBytes = 4 << 20
+	// defaultAgentMaxTokens bounds a turn's output when neither the node
+	// nor the model declares max_tokens, so the worst case reserved from
+	// the budget is a number.
+	defaultAgentMaxTokens = 4096
+	// agentTurnRetries is how many times a model turn's retryable error
+	// (rate limit, provider unavailable) is retried, with the engine's
+	// backoff, before the node fails.
+	agentTurnRetries = 3
+	// maxAgentToolCalls bounds the tool calls one turn may ask for (the
+	// chat contract's limit): a turn record holds them all.
+	maxAgentToolCalls = 128
+	// maxAgentCallsTogether bounds how many idempotent calls of one turn
+	// run at once; the rest wait for one of them to end.
+	maxAgentCallsTogether = 8
+	// tokenPriceUnit: model prices are budget units per million tokens.
+	tokenPriceUnit = 1_000_000
+)
+
+// evAgentTurn records a journaled model turn in the timeline: the model,
+// the tokens, the cost and the tools it asked for.
+const evAgentTurn = "agent_turn"
+
+// agentLoop is one visit of an agent node being worked: what every turn's
+// request is built from, and the turns journaled so far.
+type agentLoop struct {
+	node   *flows.Node
+	visit  int
+	system string
+	prompt string
+	tools  []chat.ToolDef
+	// model is the model tool's model alias (prices, output limit);
+	// declaredCost the model tool's per-call cost, used when it has no
+	// prices.
+	model        flows.ModelInfo
+	declaredCost int64
+	maxTokens    int64
+	turns        []*store.AgentTurn
+	// started is when the loop began (its first turn), for the node's
+	// timeout, which bounds the whole loop.
+	started time.Time
+}
+
+// spent is what the visit's turns and calls were charged so far.
+func (a *agentLoop) spent() int64 {
+	var n int64
+	for _, t := range a.turns {
+		n += t.Cost
+		for _, c := range t.Calls {
+			n += c.Cost
+		}
+	}
+	return n
+}
+
+// callTimeout is how long the next call may take: what is left of the
+// node's timeout, or the default tool timeout; ok is false once the
+// timeout has passed.
+func (a *agentLoop) callTimeout(now time.Time) (time.Duration, bool) {
+	if a.node.Timeout <= 0 {
+		return 0, true
+	}
+	left := a.started.Add(a.node.Timeout).Sub(now)
+	return left, left > 0
+}
+
+// agentNode runs an agent node's loop from its last journaled turn until
+// the model gives a final answer (the node's result), the turns run out
+// (E_MAX_TURNS) or the budget cannot cover the next turn
+// (E_BUDGET_EXHAUSTED). It reports whether the run goes on in this worker.
+func (s *stepper) agentNode(ctx context.Context, node *flows.Node) bool {
+	switch {
+	case len(node.Approve) > 0:
+		return s.nodeFailed(ctx, node, &store.RunError{Code: "E_UNSUPPORTED",
+			Message: fmt.Sprintf("agent %s: approve (a person approving each call of %s) is not built in this engine yet", node.ID, strings.Join(node.Approve, ", "))})
+	case len(node.Flows) > 0:
+		return s.nodeFailed(ctx, node, &store.RunError{Code: "E_UNSUPPORTED",
+			Message: fmt.Sprintf("agent %s: flows offered to the model as tools (%s) are not built in this engine yet", node.ID, strings.Join(node.Flows, ", "))})
+	}
+	a, rerr := s.loadAgent(ctx, node)
+	if rerr != nil {
+		return s.nodeFailed(ctx, node, rerr)
+	}
+	if a == nil {
+		return false // interrupted while reading
+	}
+	for {
+		if s.cancelRequested() {
+			s.finish(ctx, store.PhaseCancelled, nil, nil)
+			return false
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		// The timeout is checked before each call (agentTurn, agentCalls),
+		// not here: an answer that came in time is taken.
+		var loop, more bool
+		n := len(a.turns)
+		var last *store.AgentTurn
+		if n > 0 {
+			last = a.turns[n-1]
+		}
+		switch {
+		case last != nil && len(last.Calls) == 0 && last.Correction == "":
+			loop, more = s.agentAnswer(ctx, a, last)
+		case last != nil && pendingCalls(last) > 0 && n >= node.MaxTurns:
+			return s.nodeFailed(ctx, node, &store.RunError{Code: CodeMaxTurns,
+				Message: fmt.Sprintf("agent %s used its %d turns; its last turn asked for %d more tool calls, which were not run", node.ID, node.MaxTurns, pendingCalls(last))})
+		case last != nil && pendingCalls(last) > 0:
+			loop, more = s.agentCalls(ctx, a, last)
+		case n >= node.MaxTurns:
+			return s.nodeFailed(ctx, node, &store.RunError{Code: CodeMaxTurns,
+				Message: fmt.Sprintf("agent %s used its %d turns without a final answer", node.ID, node.MaxTurns)})
+		default:
+			loop, more = s.agentTurn(ctx, a)
+		}
+		if !loop {
+			return more
+		}
+	}
+}
+
+// loadAgent evaluates the node's prompt and system, resolves its model
+// and tools in the catalog and reads the visit's journaled turns. A nil
+// loop with a nil error means the context ended.
+func (s *stepper) loadAgent(ctx context.Context, node *flows.Node) (*agentLoop, *store.RunError) {
+	e := s.e
+	a := &agentLoop{node: node, visit: s.cont.Visits[node.ID]}
+	var err error
+	if a.prompt, err = s.callString(node.Prompt, "prompt"); err != nil {
+		return nil, &store.RunError{Code: CodeCallable, Message: err.Error()}
+	}
+	if node.System != nil {
+		if a.system, err = s.callString(node.System, "system"); err != nil {
+			return nil, &store.RunError{Code: CodeCallable, Message: err.Error()}
+		}
+	}
+	mt, ok := e.tools.LookupTool(node.ModelTool)
+	if !ok {
+		return nil, &store.RunError{Code: CodeUnknownTool, Message: fmt.Sprintf("agent %s: no installed plugin provides its model tool %s", node.ID, node.ModelTool)}
+	}
+	a.model, _ = mt.Model(node.Model)
+	a.declaredCost = mt.Cost
+	switch {
+	case node.MaxTokens > 0:
+		a.maxTokens = int64(node.MaxTokens)
+	case a.model.MaxTokens > 0:
+		a.maxTokens = int64(a.model.MaxTokens)
+	default:
+		a.maxTokens = defaultAgentMaxTokens
+	}
+	for _, name := range node.Tools {
+		info, ok := e.tools.LookupTool(name)
+		if !ok {
+			return nil, &store.RunError{Code: CodeUnknownTool, Message: fmt.Sprintf("agent %s: no installed plugin provides its tool %s", node.ID, name)}
+		}
+		def := chat.ToolDef{Name: name, Description: info.Description}
+		if isJSONObject(info.InputSchema) {
+			def.InputSchema = info.InputSchema
+		}
+		a.tools = append(a.tools, def)
+	}
+	err = e.st.View(ctx, func(tx store.Tx) error {
+		var err error
+		a.turns, err = tx.AgentTurnList(store.AgentTurnListParams{RunID: s.run.ID, Node: node.ID, Visit: a.visit})
+		return err
+	})
+	if ctx.Err() != nil {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, &store.RunError{Code: CodeAgentTurns, Message: err.Error()}
+	}
+	a.started = e.now()
+	if len(a.turns) > 0 {
+		a.started = a.turns[0].At
+	}
+	for i, t := range a.turns {
+		if t.V != store.AgentTurnVersion {
+			return nil, &store.RunError{Code: CodeAgentTurns, Message: fmt.Sprintf("agent %s: turn %d has record version %d (this weir reads %d)", node.ID, t.Turn, t.V, store.AgentTurnVersion)}
+		}
+		if t.Turn != i+1 {
+			return nil, &store.RunError{Code: CodeAgentTurns, Message: fmt.Sprintf("agent %s: journaled turns skip from %d to %d", node.ID, i, t.Turn)}
+		}
+	}
+	return a, nil
+}
+
+// agentTimedOut takes the node's error wire with E_AGENT_TIMEOUT.
+func (s *stepper) agentTimedOut(ctx context.Context, a *agentLoop) bool {
+	return s.nodeFailed(ctx, a.node, &store.RunError{Code: CodeAgentTimeout,
+		Message: fmt.Sprintf("agent %s ran longer than its timeout %s (%d turns)", a.node.ID, a.node.Timeout, len(a.turns))})
+}
+
+// callString evaluates a callable that must give a string.
+func (s *stepper) callString(ref *flows.CallableRef, what string) (string, error) {
+	if ref == nil {
+		return "", fmt.Errorf("%s is missing", what)
+	}
+	v, err := s.fe.call(*ref, s.flowCtx())
+	if err != nil {
+		return "", err
+	}
+	str, ok := v.(string)
+	if !ok {
+		return "", fmt.Errorf("%s returned %T, want a string", what, v)
+	}
+	return str, nil
+}
+
+// messages rebuilds the conversation from the prompt and the journaled
+// turns: each turn's answer, then the result of each call it asked for,
+// then the correction a rejected final answer was sent.
+func (a *agentLoop) messages() []chat.Message {
+	msgs := []chat.Message{{Role: chat.RoleUser, Content: a.prompt}}
+	for _, t := range a.turns {
+		var m chat.Message
+		_ = json.Unmarshal(t.Response, &m) // validated before it was journaled
+		m.Role = chat.RoleAssistant
+		msgs = append(msgs, m)
+		for _, c := range t.Calls {
+			if c.Done {
+				msgs = append(msgs, toolMessage(c.ID, c))
+			}
+		}
+		if t.Correction != "" {
+			msgs = append(msgs, chat.Message{Role: chat.RoleUser, Content: t.Correction})
+		}
+	}
+	return msgs
+}
+
+// toolMessage is a call's end as the model is told it: the result, or the
+// error with its code (E_OUTCOME_UNKNOWN included, as exactly that).
+func toolMessage(id string, c store.AgentCall) chat.Message {
+	if c.Error != nil {
+		return chat.Message{Role: chat.RoleTool, ToolCallID: id, IsError: true,
+			Content: string(mustJSON(map[string]any{"error": map[string]string{"code": c.Error.Code, "message": c.Error.Message}}))}
+	}
+	return chat.Message{Role: chat.RoleTool, ToolCallID: id, Content: string(c.Result)}
+}
+
+// reservation is a turn's worst case in budget units: the prompt
+// estimated at a third of the request's bytes plus max_tokens of output,
+// at the model's prices, rounded up; the model tool's declared per-call
+// cost when it gives no prices.
+func (a *agentLoop) reservation(requestBytes int) int64 {
+	if a.model.InputCost == 0 && a.model.OutputCost == 0 {
+		return a.declaredCost
+	}
+	return tokenCost(estimateTokens(requestBytes), a.maxTokens, a.model)
+}
+
+// estimateTokens is the conservative prompt-token bound of DESIGN §9: a
+// third of the request's bytes, rounded up (tokenizers average about four
+// bytes a token); chat.EstimateInputTokens of the same request, without
+// encoding it again.
+func estimateTokens(requestBytes int) int64 { return (int64(requestBytes) + 2) / 3 }
+
+// tokenCost prices tokens at m's prices per million, rounded up, without
+// overflow.
+func tokenCost(in, out int64, m flows.ModelInfo) int64 {
+	sum := new(big.Int).Mul(big.NewInt(in), big.NewInt(m.InputCost))
+	sum.Add(sum, new(big.Int).Mul(big.NewInt(out), big.NewInt(m.OutputCost)))
+	sum.Add(sum, big.NewInt(tokenPriceUnit-1))
+	sum.Quo(sum, big.NewInt(tokenPriceUnit))
+	if !sum.IsInt64() {
+		return 1<<63 - 1
+	}
+	return sum.Int64()
+}
+
+// agentTurn asks the model for the next turn and journals its answer.
+// loop says the agent goes on; otherwise more is the node's outcome.
+func (s *stepper) agentTurn(ctx context.Context, a *agentLoop) (loop, more bool) {
+	e, node := s.e, a.node
+	req := chat.Request{Model: node.Model, System: a.system, Messages: a.messages(), Tools: a.tools,
+		MaxTokens: a.maxTokens, OutputSchema: node.OutputSchema}
+	turn := len(a.turns) + 1
+	if err := req.Validate(); err != nil {
+		return false, s.nodeFailed(ctx, node, &store.RunError{Code: CodeChatRequest,
+			Message: fmt.Sprintf("agent %s: turn %d: %v", node.ID, turn, err)})
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return false, s.nodeFailed(ctx, node, &store.RunError{Code: CodeChatRequest, Message: err.Error()})
+	}
+	if len(body) > maxAgentRequestBytes {
+		return false, s.nodeFailed(ctx, node, &store.RunError{Code: CodePromptTooLarge,
+			Message: fmt.Sprintf("agent %s: turn %d's request is %d bytes, more than the limit of %d", node.ID, turn, len(body), maxAgentRequestBytes)})
+	}
+	reserve := a.reservation(len(body))
+	if ok, more := s.agentReserve(ctx, a, reserve, fmt.Sprintf("turn %d of agent %s (worst case %d)", turn, node.ID, reserve)); !ok {
+		return false, more
+	}
+	timeout, ok := a.callTimeout(e.now())
+	if !ok {
+		return false, s.agentTimedOut(ctx, a)
+	}
+	asked := e.now()
+	c := &toolCall{Run: s.run, Attempt: s.run.Attempt, Node: node, Visit: a.visit, Index: []int{turn}, Tool: node.ModelTool,
+		Input: body, Timeout: timeout, Retries: agentTurnRetries, Tries: s.cont.Tries, TaskID: s.task.ID}
+	o := s.callTool(ctx, c, func(fn func(tx store.Tx) error) error { return s.commitE(ctx, fn) })
+	switch o.End {
+	case callRetry:
+		return false, s.retryLater(ctx, c, o)
+	case callExhausted:
+		return false, s.exhausted(ctx, node, node.ModelTool, o)
+	case callInterrupted:
+		if s.cancelRequested() {
+			s.finish(ctx, store.PhaseCancelled, nil, nil)
+		}
+		return false, false
+	case callAbandoned:
+		return false, false
+	case callFailed:
+		if o.RecordDone {
+			now := e.now()
+			if !s.commit(ctx, func(tx store.Tx) error { return idemDoneTx(tx, c, o.Key, nil, o.Err, now) }) {
+				return false, false
+			}
+		}
+		return false, s.nodeFailed(ctx, node, o.Err)
+	}
+
+	var resp chat.Response
+	if err := json.Unmarshal(o.Output, &resp); err != nil {
+		return false, s.nodeFailed(ctx, node, &store.RunError{Code: CodeModelResponse,
+			Message: fmt.Sprintf("agent %s: %s answered turn %d with something that is not a chat response: %v", node.ID, node.ModelTool, turn, err)})
+	}
+	if resp.StopReason == "" || (resp.Message.Role != "" && resp.Message.Role != chat.RoleAssistant) {
+		return false, s.nodeFailed(ctx, node, &store.RunError{Code: CodeModelResponse,
+			Message: fmt.Sprintf("agent %s: %s answered turn %d without a stop reason or with a %q message; a chat response has an assistant message and a stop reason", node.ID, node.ModelTool, turn, resp.Message.Role)})
+	}
+	if len(resp.Message.ToolCalls) > maxAgentToolCalls {
+		return false, s.nodeFailed(ctx, node, &store.RunError{Code: CodeModelResponse,
+			Message: fmt.Sprintf("agent %s: the model asked for %d tool calls in turn %d, more than the limit of %d", node.ID, len(resp.Message.ToolCalls), turn, maxAgentToolCalls)})
+	}
+	calls, names := journalCalls(node, turn, resp.Message.ToolCalls)
+	resp.Message.Role = chat.RoleAssistant
+
+	// Settle: the tool's reported cost, else the reported usage at the
+	// model's prices; a turn without usage is charged its reservation.
+	reported := !resp.UsageEstimated && (resp.Usage.InputTokens > 0 || resp.Usage.OutputTokens > 0)
+	var cost int64
+	switch {
+	case !reported:
+		cost = reserve
+	case o.CostReported:
+		cost = o.Cost
+	case a.model.InputCost > 0 || a.model.OutputCost > 0:
+		cost = tokenCost(resp.Usage.InputTokens, resp.Usage.OutputTokens, a.model)
+	default:
+		cost = o.Cost
+	}
+	s.spent += cost - o.Cost // callTool charged o.Cost already
+
+	digest := sha256.Sum256(body)
+	now := e.now()
+	t := &store.AgentTurn{V: store.AgentTurnVersion, RunID: s.run.ID, Node: node.ID, Visit: a.visit, Turn: turn, Model: node.Model,
+		RequestDigest: hex.EncodeToString(digest[:]), RequestBytes: len(body), Response: mustJSON(resp.Message),
+		StopReason: string(resp.StopReason), Usage: store.AgentUsage{InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens},
+		UsageReported: reported, Reserved: reserve, Cost: cost, Calls: calls, At: asked}
+	s.cont.Tries = 0
+	var spent int64
+	ok = s.commit(ctx, func(tx store.Tx) error {
+		if o.RecordDone {
+			if err := idemDoneTx(tx, c, o.Key, o.Output, nil, now); err != nil {
+				return err
+			}
+		}
+		if err := tx.AgentTurnPut(t); err != nil {
+			return err
+		}
+		var err error
+		if spent, err = s.chargeTx(tx, cost, now); err != nil {
+			return err
+		}
+		return appendEvent(tx, s.run.ID, evAgentTurn, s.run.Attempt, node.ID, map[string]any{
+			"turn": turn, "model": node.Model, "model_tool": node.ModelTool, "stop_reason": resp.StopReason,
+			"input_tokens": resp.Usage.InputTokens, "output_tokens": resp.Usage.OutputTokens, "usage_reported": reported,
+			"reserved": reserve, "cost": cost, "tools": names}, now)
+	})
+	if !ok {
+		return false, false
+	}
+	s.run.Spent = spent
+	a.turns = append(a.turns, t)
+	e.stats.turn(node.ModelTool+"/"+node.Model, t.Usage.InputTokens, t.Usage.OutputTokens, cost)
+	return true, false
+}
+
+// journalCalls makes the calls a turn asked for into the records the turn
+// journals, and rewrites the answer's calls so that every later request
+// that repeats them is one the chat contract accepts: each call gets an id
+// unique in its turn (a provider's may be missing or repeated), the weir
+// name of the tool it resolved to, and JSON-object arguments. A call with
+// other arguments ends at once with E_BAD_INPUT; it is never run.
+func journalCalls(node *flows.Node, turn int, tcs []chat.ToolCall) ([]store.AgentCall, []string) {
+	calls := make([]store.AgentCall, len(tcs))
+	names := make([]string, len(tcs))
+	seen := map[string]bool{}
+	for i := range tcs {
+		tc := &tcs[i]
+		if tc.ID == "" || seen[tc.ID] {
+			tc.ID = fmt.Sprintf("call-%d-%d", turn, i)
+		}
+		seen[tc.ID] = true
+		if tc.Name == "" {
+			tc.Name = "unnamed"
+		}
+		tc.Name = offeredTool(node, tc.Name)
+		calls[i] = store.AgentCall{ID: tc.ID, Tool: tc.Name}
+		names[i] = tc.Name
+		if !isJSONObject(tc.Arguments) {
+			calls[i] = callEnded(calls[i], nil, &store.RunError{Code: CodeBadInput,
+				Message: fmt.Sprintf("the arguments of the call of %s were not a JSON object; it was not run", tc.Name)})
+			tc.Arguments = json.RawMessage("{}")
+		}
+	}
+	return calls, names
+}
+
+// chargeTx adds cost to the run's recorded spend and returns the new
+// total.
+func (s *stepper) chargeTx(tx store.Tx, cost int64, now time.Time) (int64, error) {
+	run, err := tx.RunGet(s.run.ID)
+	if err != nil {
+		return 0, err
+	}
+	if cost <= 0 {
+		return run.Spent, nil
+	}
+	run.Spent += cost
+	run.UpdatedAt = now
+	return run.Spent, tx.RunUpdate(run)
+}
+
+// agentReserve settles what the agent spent so far and reserves cost for
+// its next call. When the run's budget (or the node's own cost, turns
+// and calls together) cannot cover it the node takes its error wire with
+// E_BUDGET_EXHAUSTED, before the call; so it does
+// with E_BUDGET_IN_FLIGHT when the cost is more than the engine ever lets
+// be in flight. When the budget in flight is only used up for now the
+// run yields its slot and comes back at the scheduler's next tick (the
+// dispatcher does not know an agent's turn costs, so the run must not
+// come straight back). ok says the reservation holds.
+func (s *stepper) agentReserve(ctx context.Context, a *agentLoop, cost int64, what string) (ok, more bool) {
+	e, node := s.e, a.node
+	if node.Cost > 0 && a.spent()+cost > node.Cost {
+		return false, s.nodeFailed(ctx, node, &store.RunError{Code: CodeBudgetExhausted,
+			Message: fmt.Sprintf("agent %s's cost %d cannot cover %s (spent %d)", node.ID, node.Cost, what, a.spent())})
+	}
+	slice, why, ok := e.ledger.Reslice(s.slice, s.spent, cost)
+	s.slice, s.spent = slice, 0
+	cfg := e.config()
+	switch {
+	case ok:
+		return true, false
+	case why == ledger.RunBudgetExhausted:
+		return false, s.nodeFailed(ctx, node, &store.RunError{Code: CodeBudgetExhausted,
+			Message: fmt.Sprintf("run budget %d cannot cover %s (spent %d)", s.run.Budget, what, e.ledger.Spent(s.run.ID))})
+	case why == ledger.NoBudgetInFlight && cfg.MaxBudgetInFlight > 0 && cost > cfg.MaxBudgetInFlight:
+		return false, s.nodeFailed(ctx, node, &store.RunError{Code: string(ledger.NoBudgetInFlight),
+			Message: fmt.Sprintf("%s is more than the engine's budget in flight (%d): it can never be admitted", what, cfg.MaxBudgetInFlight)})
+	}
+	e.stats.admissionBlocked(string(why))
+	now := e.now()
+	s.commit(ctx, func(tx store.Tx) error { return s.releaseTaskTx(tx, now, now.Add(cfg.Tick), "", "") })
+	return false, false
+}
+
+// offeredTool maps the name a model called back to the agent's tool: the
+// weir name itself, or its provider form (a chat tool that did not map
+// it back). A name the agent does not offer is kept as the model gave
+// it, and the call fails with E_UNKNOWN_TOOL.
+func offeredTool(node *flows.Node, name string) string {
+	if slices.Contains(node.Tools, name) {
+		return name
+	}
+	if n, err := flows.ToolNameFromModel(name); err == nil && slices.Contains(node.Tools, n) {
+		return n
+	}
+	return name
+}
+
+func pendingCalls(t *store.AgentTurn) int {
+	n := 0
+	for _, c := range t.Calls {
+		if !c.Done {
+			n++
+		}
+	}
+	return n
+}
+
+// agentCalls runs the calls a journaled turn asked for that have not
+// ended: the idempotent ones together, then the others one at a time,
+// each through callTool with the index [turn, call], at most
+// maxAgentCallsTogether at once. Every end is
+// written into the turn record; a tool's error is the call's result, not
+// the node's failure.
+func (s *stepper) agentCalls(ctx context.Context, a *agentLoop, t *store.AgentTurn) (loop, more bool) {
+	e, node := s.e, a.node
+	var msg chat.Message
+	if err := json.Unmarshal(t.Response, &msg); err != nil || len(msg.ToolCalls) != len(t.Calls) {
+		return false, s.nodeFailed(ctx, node, &store.RunError{Code: CodeAgentTurns, Message: fmt.Sprintf("agent %s: turn %d's journaled answer does not match its calls", node.ID, t.Turn)})
+	}
+	var together, alone []int
+	var togetherCost int64
+	ends := map[int]store.AgentCall{}
+	for i, c := range t.Calls {
+		if c.Done {
+			continue
+		}
+		if !slices.Contains(node.Tools, c.Tool) {
+			ends[i] = callEnded(c, nil, &store.RunError{Code: CodeUnknownTool,
+				Message: fmt.Sprintf("%s is not one of the tools offered (%s)", c.Tool, strings.Join(node.Tools, ", "))})
+			continue
+		}
+		info, _ := e.tools.LookupTool(c.Tool)
+		if info.Idempotent {
+			together = append(together, i)
+			togetherCost += info.Cost
+		} else {
+			alone = append(alone, i)
+		}
+	}
+	timeout, ok := a.callTimeout(e.now())
+	if !ok {
+		return false, s.agentTimedOut(ctx, a)
+	}
+	call := func(w *worker, i int, commit func(fn func(tx store.Tx) error) error) callOutcome {
+		c := &toolCall{Run: s.run, Attempt: s.run.Attempt, Node: node, Visit: a.visit, Index: []int{t.Turn, i}, Tool: t.Calls[i].Tool,
+			Input: msg.ToolCalls[i].Arguments, Timeout: timeout, TaskID: s.task.ID}
+		return w.callTool(ctx, c, commit)
+	}
+
+	if len(together) > 0 {
+		if ok, more := s.agentReserve(ctx, a, togetherCost, fmt.Sprintf("the %d tool calls of turn %d (%d)", len(together), t.Turn, togetherCost)); !ok {
+			return false, more
+		}
+		outs := make([]callOutcome, len(together))
+		spent := make([]int64, len(together))
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, maxAgentCallsTogether)
+		for j, i := range together {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				// Each call charges its own worker, so concurrent calls
+				// share no counter; their spend is added up after.
+				w := &worker{e: e, task: s.task, live: s.live}
+				outs[j] = call(w, i, func(func(tx store.Tx) error) error {
+					return errors.New("engine: an idempotent call asked to write a started record")
+				})
+				spent[j] = w.spent
+			})
+		}
+		wg.Wait()
+		var cost int64
+		for j, i := range together {
+			s.spent += spent[j]
+			cost += spent[j]
+			o := outs[j]
+			switch o.End {
+			case callInterrupted, callAbandoned:
+				if s.cancelRequested() {
+					s.finish(ctx, store.PhaseCancelled, nil, nil)
+				}
+				return false, false // idempotent: run again on resume
+			case callDone:
+				ends[i] = callEnded(t.Calls[i], o.Output, nil)
+			default:
+				ends[i] = callEnded(t.Calls[i], nil, o.Err)
+			}
+			end := ends[i]
+			end.Cost = spent[j]
+			ends[i] = end
+		}
+		if !s.agentCallsDone(ctx, t, ends, cost, nil) {
+			return false, false
+		}
+		ends = map[int]store.AgentCall{}
+	} else if len(ends) > 0 {
+		if !s.agentCallsDone(ctx, t, ends, 0, nil) {
+			return false, false
+		}
+		ends = map[int]store.AgentCall{}
+	}
+
+	for _, i := range alone {
+		info, _ := e.tools.LookupTool(t.Calls[i].Tool)
+		if ok, more := s.agentReserve(ctx, a, info.Cost, fmt.Sprintf("tool call %d of turn %d (%d)", i, t.Turn, info.Cost)); !ok {
+			return false, more
+		}
+		before := s.spent
+		o := call(s.worker, i, func(fn func(tx store.Tx) error) error { return s.commitE(ctx, fn) })
+		var rec *toolCall
+		switch o.End {
+		case callInterrupted, callAbandoned:
+			if o.End == callInterrupted && s.cancelRequested() {
+				s.finish(ctx, store.PhaseCancelled, nil, nil)
+			}
+			return false, false // its started record makes a resume E_OUTCOME_UNKNOWN
+		case callDone:
+			ends[i] = callEnded(t.Calls[i], o.Output, nil)
+		default:
+			ends[i] = callEnded(t.Calls[i], nil, o.Err)
+		}
+		end := ends[i]
+		end.Cost = s.spent - before
+		ends[i] = end
+		if o.RecordDone {
+			rec = &toolCall{Run: s.run, Node: node, Tool: t.Calls[i].Tool}
+		}
+		done := func(tx store.Tx) error {
+			if rec == nil {
+				return nil
+			}
+			end := ends[i]
+			return idemDoneTx(tx, rec, o.Key, end.Result, end.Error, e.now())
+		}
+		if !s.agentCallsDone(ctx, t, ends, s.spent-before, done) {
+			return false, false
+		}
+		ends = map[int]store.AgentCall{}
+	}
+	return true, false
+}
+
+// callEnded is c with its end.
+func callEnded(c store.AgentCall, out json.RawMessage, rerr *store.RunError) store.AgentCall {
+	c.Done = true
+	if rerr != nil {
+		c.Error = rerr
+		return c
+	}
+	if len(out) == 0 {
+		out = json.RawMessage("null")
+	}
+	c.Result = out
+	return c
+}
+
+// agentCallsDone writes the ends of calls into their turn record, with
+// what they cost and extra writes (a non-idempotent call's done record),
+// in one step.
+func (s *stepper) agentCallsDone(ctx context.Context, t *store.AgentTurn, ends map[int]store.AgentCall, cost int64, extra func(tx store.Tx) error) bool {
+	next := *t
+	next.Calls = slices.Clone(t.Calls)
+	for i, c := range ends {
+		next.Calls[i] = c
+	}
+	now := s.e.now()
+	var spent int64
+	ok := s.commit(ctx, func(tx store.Tx) error {
+		if extra != nil {
+			if err := extra(tx); err != nil {
+				return err
+			}
+		}
+		if err := tx.AgentTurnPut(&next); err != nil {
+			return err
+		}
+		var err error
+		spent, err = s.chargeTx(tx, cost, now)
+		return err
+	})
+	if ok {
+		s.run.Spent = spent
+		*t = next
+	}
+	return ok
+}
+
+// agentAnswer ends the node with the model's final answer, or, when the
+// answer does not satisfy the node's output schema, journals the
+// correction the next turn sends back.
+func (s *stepper) agentAnswer(ctx context.Context, a *agentLoop, t *store.AgentTurn) (loop, more bool) {
+	node := a.node
+	var msg chat.Message
+	_ = json.Unmarshal(t.Response, &msg)
+	if chat.StopReason(t.StopReason) == chat.StopRefusal || chat.StopReason(t.StopReason) == chat.StopMaxTokens {
+		return false, s.nodeFailed(ctx, node, &store.RunError{Code: CodeModelStopped,
+			Message: fmt.Sprintf("agent %s: the model ended turn %d with %s and no answer", node.ID, t.Turn, t.StopReason)})
+	}
+	var answer any = msg.Content
+	if len(node.OutputSchema) > 0 {
+		if err := flows.ValidateAgentAnswer(node.OutputSchema, []byte(msg.Content)); err != nil {
+			why := "Your answer does not match the required output schema: " + err.Error() + ". Answer again with JSON alone that matches it."
+			if len(a.turns) >= node.MaxTurns {
+				return false, s.nodeFailed(ctx, node, &store.RunError{Code: CodeMaxTurns,
+					Message: fmt.Sprintf("agent %s used its %d turns; its last answer does not match the output schema: %v", node.ID, node.MaxTurns, err)})
+			}
+			next := *t
+			next.Correction = why
+			if !s.commit(ctx, func(tx store.Tx) error { return tx.AgentTurnPut(&next) }) {
+				return false, false
+			}
+			*t = next
+			return true, false
+		}
+		var v any
+		_ = json.Unmarshal([]byte(msg.Content), &v)
+		answer = v
+	}
+	var usage store.AgentUsage
+	for _, t := range a.turns {
+		usage.InputTokens += t.Usage.InputTokens
+		usage.OutputTokens += t.Usage.OutputTokens
+	}
+	cost := a.spent()
+	out := mustJSON(map[string]any{"answer": answer, "turns": len(a.turns),
+		"usage": map[string]int64{"input_tokens": usage.InputTokens, "output_tokens": usage.OutputTokens}, "cost": cost})
+	return false, s.resultDone(ctx, node, out, map[string]any{"turns": len(a.turns), "cost": cost,
+		"input_tokens": usage.InputTokens, "output_tokens": usage.OutputTokens})
+}
+
+func isJSONObject(b []byte) bool {
+	var v map[string]json.RawMessage
+	return len(b) > 0 && json.Unmarshal(b, &v) == nil && v != nil
+}
+
+// AgentView is what an agent node's latest visit has done so far, for
+// display: its journaled turns, their tokens, and what its turns and
+// calls cost.
+type AgentView struct {
+	Node         string `json:"node"`
+	Visit        int    `json:"visit"`
+	Turns        int    `json:"turns"`
+	InputTokens  int64  `json:"input_tokens"`
+	OutputTokens int64  `json:"output_tokens"`
+	Cost         int64  `json:"cost"`
+}
+
+// agentView sums the journaled turns of one visit of an agent node.
+func agentView(tx store.Tx, runID, node string, visit int) (AgentView, error) {
+	turns, err := tx.AgentTurnList(store.AgentTurnListParams{RunID: runID, Node: node, Visit: visit})
+	if err != nil {
+		return AgentView{}, err
+	}
+	a := &agentLoop{turns: turns}
+	v := AgentView{Node: node, Visit: visit, Turns: len(turns), Cost: a.spent()}
+	for _, t := range turns {
+		v.InputTokens += t.Usage.InputTokens
+		v.OutputTokens += t.Usage.OutputTokens
+	}
+	return v, nil
+}

@@ -1,0 +1,42 @@
+package metrics
+
+import (
+	"context"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/weirhq/weir/runtime/engine"
+)
+
+// statsEngine serves a fixed snapshot: the collector only reads it.
+type statsEngine struct{ st engine.Stats }
+
+func (s statsEngine) Stats() engine.Stats                  { return s.st }
+func (s statsEngine) Health(context.Context) engine.Health { return engine.Health{Admission: "open"} }
+
+// TestModelMetrics: agents' model turns show per model as turns, tokens
+// in and out, and cost.
+func TestModelMetrics(t *testing.T) {
+	t.Parallel()
+	coll := NewCollector(Sources{Engine: statsEngine{engine.Stats{Models: []engine.ModelStats{
+		{Model: "llm.chat/small", Turns: 3, InputTokens: 300, OutputTokens: 30, Cost: 14},
+	}}}})
+	if problems, err := testutil.CollectAndLint(coll); err != nil || len(problems) > 0 {
+		t.Errorf("metric lint: %v %+v", err, problems)
+	}
+	srv := httptest.NewServer(Handler(NewRegistry(coll)))
+	defer srv.Close()
+	text := scrape(t, srv.URL)
+	for series, want := range map[string]float64{
+		`weir_model_turns_total{model="llm.chat/small"}`:                     3,
+		`weir_model_tokens_total{direction="input",model="llm.chat/small"}`:  300,
+		`weir_model_tokens_total{direction="output",model="llm.chat/small"}`: 30,
+		`weir_model_cost_total{model="llm.chat/small"}`:                      14,
+	} {
+		if got := value(t, text, series); got != want {
+			t.Errorf("%s = %v, want %v", series, got, want)
+		}
+	}
+}

@@ -1,0 +1,81 @@
+package store
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// AgentTurnVersion is the format version of the AgentTurn records written
+// today (DESIGN §11: persisted formats are versioned). A reader refuses a
+// version it does not know instead of guessing.
+const AgentTurnVersion = 1
+
+// AgentTurn is one model turn of one visit of an agent node, journaled
+// before any tool call it asks for is dispatched (DESIGN §9). Turns are
+// records of their own, not part of the continuation, so a long
+// conversation never has to fit one transaction: each write holds one
+// turn. A turn is written once when the model has answered and again as
+// the results of its calls become known; turns are only ever added.
+type AgentTurn struct {
+	V     int    `json:"v"`
+	RunID string `json:"run_id"`
+	Node  string `json:"node"`
+	Visit int    `json:"visit"`
+	// Turn numbers the turns of one visit from 1.
+	Turn int `json:"turn"`
+	// Model is the model alias the turn asked the model tool for.
+	Model string `json:"model,omitempty"`
+	// RequestDigest (SHA-256, hex) and RequestBytes identify the request
+	// sent, without keeping it: it is rebuilt from the turns before.
+	RequestDigest string `json:"request_digest"`
+	RequestBytes  int    `json:"request_bytes"`
+	// Response is the model's message (role assistant): its text and the
+	// tool calls it asked for, in the chat contract's JSON.
+	Response   json.RawMessage `json:"response"`
+	StopReason string          `json:"stop_reason,omitempty"`
+	// Usage is the tokens the tool reported; UsageReported is false when
+	// it reported none and the turn was charged its reservation.
+	Usage         AgentUsage `json:"usage"`
+	UsageReported bool       `json:"usage_reported,omitempty"`
+	// Reserved is the worst case reserved from the budget before the
+	// call; Cost is what the turn was charged.
+	Reserved int64 `json:"reserved"`
+	Cost     int64 `json:"cost"`
+	// Calls are the tool calls the model asked for, in its order, with
+	// their ends once known.
+	Calls []AgentCall `json:"calls,omitempty"`
+	// Correction is set on a final answer that did not satisfy the
+	// node's output schema: why not, sent back to the model as the next
+	// turn's user message.
+	Correction string `json:"correction,omitempty"`
+	// At is when the turn was asked.
+	At time.Time `json:"at"`
+}
+
+// AgentUsage counts the tokens of a turn.
+type AgentUsage struct {
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+}
+
+// AgentCall is one tool call a turn asked for and, once it ended, its
+// result or error (which goes back to the model as the call's result).
+type AgentCall struct {
+	// ID is the provider's id of the call, which the tool message
+	// answers; the call's idempotency key does not use it.
+	ID   string `json:"id"`
+	Tool string `json:"tool"`
+	// Done says the call ended: Result or Error holds its end.
+	Done   bool            `json:"done,omitempty"`
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  *RunError       `json:"error,omitempty"`
+	// Cost is what the call was charged.
+	Cost int64 `json:"cost,omitempty"`
+}
+
+// AgentTurnListParams selects the turns of one visit of an agent node.
+type AgentTurnListParams struct {
+	RunID string
+	Node  string
+	Visit int
+}
