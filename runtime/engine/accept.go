@@ -87,8 +87,8 @@ func (e *Engine) submit(ctx context.Context, req StartRequest) (*StartResult, er
 	}
 
 	cfg := e.config()
-	if e.queuedRuns.Add(1) > int64(cfg.MaxQueued) {
-		e.queuedRuns.Add(-1)
+	runID := newID("run")
+	if !e.queued.reserve(runID, cfg.MaxQueued) {
 		e.stats.refused(CodeQueueFull)
 		return nil, protocolErr(CodeQueueFull, "%d runs are already queued (max_queued); try again later", cfg.MaxQueued)
 	}
@@ -99,14 +99,14 @@ func (e *Engine) submit(ctx context.Context, req StartRequest) (*StartResult, er
 		budget = cfg.DefaultRunBudget
 	}
 	run := &store.Run{
-		ID: newID("run"), Flow: fe.flow.Name, Version: fe.hash, Owner: req.Owner,
+		ID: runID, Flow: fe.flow.Name, Version: fe.hash, Owner: req.Owner,
 		RequestID: req.RequestID, Input: input, InputHash: inputHash,
 		Phase: store.PhaseQueued, Attempt: 1, Ancestors: []string{}, DepthLimit: fe.flow.MaxDepth,
 		ConfigVersion: cfg.ConfigVersion, Budget: budget, CreatedAt: now, UpdatedAt: now,
 	}
 	task := e.newStepTask(run, fe.flow.Entry, now)
 	if failpoint.Armed(failpoint.DropAccepted) {
-		e.queuedRuns.Add(-1)
+		e.queued.remove(runID)
 		return &StartResult{RunID: run.ID}, nil // the deliberate loss: nothing was written
 	}
 	var existing *store.Dedup
@@ -128,7 +128,7 @@ func (e *Engine) submit(ctx context.Context, req StartRequest) (*StartResult, er
 		return e.insertRun(tx, run, task, fe.flow.Entry, map[string]any{"request_id": req.RequestID})
 	})
 	if err != nil || existing != nil {
-		e.queuedRuns.Add(-1)
+		e.queued.remove(runID)
 	}
 	if err != nil {
 		if ctx.Err() != nil {

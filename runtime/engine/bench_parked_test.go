@@ -57,7 +57,7 @@ func BenchmarkParkedWaits(b *testing.B) {
 				queued, leased, err = tx.TaskCount()
 				return err
 			})
-			if leased == 0 && bd.eng.queuedRuns.Load() == 0 {
+			if leased == 0 && bd.eng.queued.len() == 0 {
 				ready := 0
 				_ = bd.st.View(ctx, func(tx store.Tx) error {
 					ts, err := tx.TaskListReady(time.Now(), 1)

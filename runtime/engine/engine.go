@@ -130,10 +130,10 @@ type Engine struct {
 
 	// gate: acceptance holds it shared, closing admission holds it
 	// exclusively, so once closed nothing new is reserved (docs/design.md §8).
-	gate       sync.RWMutex
-	closed     string // "" open, else the refusal code
-	closedWhy  string
-	queuedRuns atomic.Int64 // accepted runs not yet leased once
+	gate      sync.RWMutex
+	closed    string // "" open, else the refusal code
+	closedWhy string
+	queued    queuedRuns // accepted runs not yet leased once
 
 	wake chan struct{}
 	stop chan struct{}
@@ -202,6 +202,7 @@ func Open(cfg Config) (*Engine, error) {
 		dispatched: map[string]bool{},
 		live:       map[string]*liveRun{},
 		items:      map[string]*liveRun{},
+		queued:     queuedRuns{ids: map[string]struct{}{}},
 		flowCache:  flows.NewCache(c.FlowCacheBytes, flows.Loader{}),
 		stats:      newStats(),
 		clock:      c.Clock,

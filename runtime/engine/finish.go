@@ -184,7 +184,9 @@ func (e *Engine) Cancel(ctx context.Context, owner, runID string) (CancelAnswer,
 	if err != nil {
 		return "", e.storageFailed(err)
 	}
-	e.queuedRuns.Add(-int64(c.queuedFinished))
+	for _, id := range c.queuedFinished {
+		e.queued.remove(id)
+	}
 	e.countCancelled(&c)
 	if lr != nil && answer == CancelRequested {
 		lr.cancelRequested = true
@@ -224,7 +226,7 @@ func (e *Engine) cancelHeld(runIDs []string, skip *liveRun) {
 
 // cancelTree collects what one cancel did to a run and its descendants.
 type cancelTree struct {
-	queuedFinished int      // never-started runs finished cancelled
+	queuedFinished []string // never-started runs finished cancelled
 	finished       int      // runs finished cancelled
 	held           []string // runs a worker holds: cancelled by their worker
 	woke           bool     // a parent was woken
@@ -288,7 +290,7 @@ func (e *Engine) cancelTx(tx store.Tx, run *store.Run, by string, now time.Time,
 	c.woke = c.woke || woke
 	c.finished++
 	if wasQueued {
-		c.queuedFinished++
+		c.queuedFinished = append(c.queuedFinished, run.ID)
 	}
 	return nil
 }

@@ -14,14 +14,16 @@ import (
 // cost nothing at restart.
 func (e *Engine) recover(ctx context.Context) error {
 	var leases []*store.Lease
-	var queued int
+	var queued []string
 	if err := e.st.View(ctx, func(tx store.Tx) error {
 		var err error
 		if leases, err = tx.LeaseList(); err != nil {
 			return err
 		}
 		runs, err := tx.RunList(store.RunListParams{Phase: store.PhaseQueued})
-		queued = len(runs)
+		for _, r := range runs {
+			queued = append(queued, r.ID)
+		}
 		return err
 	}); err != nil {
 		return err
@@ -31,7 +33,7 @@ func (e *Engine) recover(ctx context.Context) error {
 			e.rescue(ctx, l, "holder "+l.Holder+" is gone (restart)")
 		}
 	}
-	e.queuedRuns.Store(int64(queued))
-	e.log.Info("recovered", "rescued_leases", len(leases), "queued_runs", queued)
+	e.queued.reset(queued)
+	e.log.Info("recovered", "rescued_leases", len(leases), "queued_runs", len(queued))
 	return nil
 }

@@ -214,7 +214,7 @@ func (e *Engine) drop(ctx context.Context, t *store.Task) {
 		if runFinished {
 			e.stats.finished(store.PhaseFailed)
 			if wasQueued {
-				e.queuedRuns.Add(-1)
+				e.queued.remove(t.RunID)
 			}
 		}
 		if t.Kind != store.TaskItem {

@@ -166,8 +166,7 @@ func (w *worker) setLease(l *store.Lease, released bool) {
 }
 
 type leaseResult struct {
-	run        *store.Run
-	firstStart bool
+	run *store.Run
 }
 
 // acquireLease makes the worker's hold durable: the task marked leased, the lease
@@ -181,6 +180,10 @@ func (w *worker) acquireLease(ctx context.Context) (*leaseResult, error) {
 		Deadline: now.Add(cfg.LeaseTimeout), Attempt: t.Attempt, Holder: e.holder}
 	var res leaseResult
 	var held store.Task
+	// A run's first lease takes it out of the queued set before the commit
+	// that shows it running; a lease that does not happen puts it back
+	// while the run is still queued.
+	counted := t.Kind == store.TaskStep && e.queued.remove(t.RunID)
 	err := e.st.Update(ctx, func(tx store.Tx) error {
 		res = leaseResult{}
 		cur, err := tx.TaskGet(t.ID)
@@ -210,7 +213,6 @@ func (w *worker) acquireLease(ctx context.Context) (*leaseResult, error) {
 		// A fan-out child's task works for its parent run, which stays
 		// waiting on its cohort.
 		if cur.Kind == store.TaskStep {
-			res.firstStart = run.Phase == store.PhaseQueued
 			run.Phase = store.PhaseRunning
 			run.UpdatedAt = now
 			if err := tx.RunUpdate(run); err != nil {
@@ -227,12 +229,10 @@ func (w *worker) acquireLease(ctx context.Context) (*leaseResult, error) {
 		return appendEvent(tx, run.ID, evLeased, cur.Attempt, cur.Node, detail, now)
 	})
 	if err != nil {
+		if counted && e.stillQueued(t.RunID) {
+			e.queued.restore(t.RunID)
+		}
 		return nil, err
-	}
-	if res.firstStart {
-		// Counted out once "running" is durable: until then the run
-		// still counts against MaxQueued, which errs on refusing.
-		e.queuedRuns.Add(-1)
 	}
 	*w.task = held
 	w.setLease(lease, false)
@@ -305,4 +305,16 @@ func (w *worker) fenceTx(tx store.Tx) error {
 		return errLeaseLost
 	}
 	return nil
+}
+
+// stillQueued reads whether a run has not started yet, after a lease that
+// did not happen: only then does it count against MaxQueued again.
+func (e *Engine) stillQueued(runID string) bool {
+	queued := false
+	_ = e.st.View(context.Background(), func(tx store.Tx) error {
+		run, err := tx.RunGet(runID)
+		queued = err == nil && run.Phase == store.PhaseQueued
+		return nil
+	})
+	return queued
 }
