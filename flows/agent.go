@@ -185,7 +185,7 @@ func (nb *nodeBuilder) modelNames() {
 		for i, name := range names {
 			m, err := ModelToolName(name)
 			if err != nil {
-				nb.addfAt(n.elemPos(param, i), CodeToolNameCollision, "%s %q cannot be offered to a model: %v", what, name, err)
+				nb.addfAt(n.elemPos(param, i), CodeToolNameCollision, "%s %q: %v", what, name, err)
 				continue
 			}
 			if prev, dup := seen[m]; dup {
