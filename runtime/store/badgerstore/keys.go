@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
+
+	"github.com/weirhq/weir/runtime/store"
 )
 
 // Key layout. Every record kind has its own prefix; every prefix ends in '/'
@@ -70,25 +71,13 @@ const sep = "\x00"
 // timeKeyLen is the length of timeKey's encoding.
 const timeKeyLen = 12
 
-// errBadID is returned for an empty id or one that contains sep.
-var errBadID = errors.New("badgerstore: id is empty or contains a NUL byte")
-
-func checkID(what string, ids ...string) error {
-	for _, id := range ids {
-		if id == "" || strings.Contains(id, sep) {
-			return fmt.Errorf("%w: %s %q", errBadID, what, id)
-		}
-	}
-	return nil
-}
-
-// checkPart is checkID for optional key parts, which may be empty.
-func checkPart(what string, part string) error {
-	if strings.Contains(part, sep) {
-		return fmt.Errorf("%w: %s %q", errBadID, what, part)
-	}
-	return nil
-}
+// The ids every backend refuses alike (package store).
+var (
+	errBadID  = store.ErrBadID
+	checkID   = store.CheckID
+	checkPart = store.CheckPart
+	checkRun  = store.CheckRun
+)
 
 func key(parts ...string) []byte {
 	n := 0

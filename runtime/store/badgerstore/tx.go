@@ -228,13 +228,6 @@ func runIndexKeys(r *store.Run) [][]byte {
 	return ks
 }
 
-func checkRun(r *store.Run) error {
-	if err := checkID("run id", r.ID); err != nil {
-		return err
-	}
-	return errors.Join(checkPart("owner", r.Owner), checkPart("phase", string(r.Phase)), checkPart("parent run id", r.ParentRunID))
-}
-
 func (t *storeTx) RunInsert(r *store.Run) error {
 	if err := t.writable(); err != nil {
 		return err

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -51,25 +50,13 @@ type latestFlow struct {
 	Hash string `json:"hash"`
 }
 
-// errBadID is returned for an empty id or one that contains sep.
-var errBadID = errors.New("memstore: id is empty or contains a NUL byte")
-
-func checkID(what string, ids ...string) error {
-	for _, id := range ids {
-		if id == "" || strings.Contains(id, sep) {
-			return fmt.Errorf("%w: %s %q", errBadID, what, id)
-		}
-	}
-	return nil
-}
-
-// checkPart is checkID for optional key parts, which may be empty.
-func checkPart(what string, part string) error {
-	if strings.Contains(part, sep) {
-		return fmt.Errorf("%w: %s %q", errBadID, what, part)
-	}
-	return nil
-}
+// The ids every backend refuses alike (package store).
+var (
+	errBadID  = store.ErrBadID
+	checkID   = store.CheckID
+	checkPart = store.CheckPart
+	checkRun  = store.CheckRun
+)
 
 func u64(v uint64) string {
 	var b [8]byte
@@ -341,13 +328,6 @@ func (t *tx) SourceGet(hash string) (*store.Source, error) {
 }
 
 // ---- runs ----
-
-func checkRun(r *store.Run) error {
-	if err := checkID("run id", r.ID); err != nil {
-		return err
-	}
-	return errors.Join(checkPart("owner", r.Owner), checkPart("phase", string(r.Phase)), checkPart("parent run id", r.ParentRunID))
-}
 
 func (t *tx) RunInsert(r *store.Run) error {
 	if err := t.writable(); err != nil {
