@@ -225,6 +225,13 @@ func setupAgent(t *testing.T, st *memstore.Store, fk *clock.Fake, m *fakeModel) 
 func setupAgentConfig(t *testing.T, cfg Config, m *fakeModel) *agentBundle {
 	t.Helper()
 	cfg.RetryBase, cfg.RetryMax = time.Millisecond, time.Millisecond
+	if cfg.LeaseTimeout == 0 {
+		// The fake clock's jumps stand for a model's thinking time: a
+		// lease must not expire under them while its renewer, a goroutine
+		// of its own, has not yet run (then a turn is asked twice, as
+		// after a real lost lease).
+		cfg.LeaseTimeout = 24 * time.Hour
+	}
 	st, fk := cfg.Store.(*memstore.Store), cfg.Clock.(*clock.Fake)
 	eng, err := Open(cfg)
 	if err != nil {
