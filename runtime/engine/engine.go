@@ -313,8 +313,15 @@ func (e *Engine) storageFailed(err error) *Error {
 		// the store kept its promise, admission stays open.
 		return protocolErr(CodeBadRequest, "abandoned before the store answered: %v", err)
 	}
-	e.closeAdmission(CodeStorage, err.Error())
-	return storageErr(err)
+	se := storageErr(err)
+	if se.Class != ClassStorage {
+		// One record's problem: the caller fails that run or request.
+		e.log.Warn("store refused one record", "code", se.Code, "error", err)
+		return se
+	}
+	e.closeAdmission(CodeStorage, se.Message)
+	e.log.Error("storage fault", "incident", se.Incident, "error", err)
+	return se
 }
 
 // Health says whether admission is open and, if not, why.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 
 	"github.com/weirhq/weir/runtime/store"
 )
@@ -38,6 +39,10 @@ func (w *worker) runItem(ctx context.Context, run *store.Run) {
 	o := w.callTool(ctx, c, func(fn func(tx store.Tx) error) error { return w.itemCommit(ctx, fn) })
 	switch o.End {
 	case callDone:
+		if len(o.Output) > MaxResultBytes {
+			w.itemEnd(ctx, ref, c, nil, resultTooLarge("the result of item "+strconv.Itoa(t.Item), len(o.Output)), o.Cost, o.RecordDone)
+			break
+		}
 		w.itemEnd(ctx, ref, c, o.Output, nil, o.Cost, o.RecordDone)
 	case callFailed:
 		w.itemEnd(ctx, ref, c, nil, o.Err, 0, o.RecordDone)

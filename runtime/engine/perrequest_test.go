@@ -1,0 +1,87 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/weirhq/weir/runtime/store"
+)
+
+const perRequestSrc = `
+flow(name = "one", nodes = [
+    task("a", tool = "testkit.echo", args = lambda ctx: {"v": 1}),
+])
+
+flow(name = "fan_big", nodes = [
+    fanout("fan", items = lambda ctx: list(range(6)), tool = "testkit.echo",
+           args = lambda ctx, item: {"blob": "x" * ctx.input["n"]}, width = 6, depth = 1, max_items = 6),
+])
+
+flow(name = "big_out", nodes = [
+    task("a", tool = "testkit.echo", args = lambda ctx: {"blob": "x" * ctx.input["n"]}),
+])
+`
+
+// admissionOpen fails the test unless the engine still admits work and a
+// plain run still finishes.
+func (b *bundle) admissionOpen(t *testing.T) {
+	t.Helper()
+	if h := b.eng.Health(context.Background()); h.Admission != "open" {
+		t.Fatalf("admission %q (%s), want open", h.Admission, h.Reason)
+	}
+	if run := b.waitTerminal(t, b.start(t, "one", `{}`, "")); run.Phase != store.PhaseCompleted {
+		t.Fatalf("a plain run after the refusal ended %s %+v", run.Phase, run.Error)
+	}
+}
+
+// Request ids become store keys: one a key cannot hold is the request's
+// error, not a storage failure that closes admission for everyone.
+func TestSubmitRefusesBadRequestIDs(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{}, perRequestSrc)
+	for name, id := range map[string]string{
+		"badger key limit": strings.Repeat("r", 65000),
+		"one over limit":   strings.Repeat("r", MaxRequestIDBytes+1),
+		"nul":              "abc\x00def",
+		"newline":          "abc\ndef",
+		"escape":           "abc\x1b[2Jdef",
+		"del":              "abc\x7f",
+		"not utf-8":        "abc\xff",
+	} {
+		_, err := b.eng.Submit(context.Background(), StartRequest{Owner: "alice", Flow: "one", Input: json.RawMessage(`{}`), RequestID: id})
+		if ErrorCode(err) != CodeBadRequest || !strings.Contains(err.Error(), "request id") {
+			t.Errorf("%s: %v, want %s naming the request id", name, err, CodeBadRequest)
+		}
+	}
+	// At the limit, printable UTF-8 is accepted.
+	b.waitTerminal(t, b.start(t, "one", `{}`, strings.Repeat("é", MaxRequestIDBytes/2)))
+	b.admissionOpen(t)
+}
+
+// A fan-out whose children each return less than MaxResultBytes but
+// together more than one transaction can
+// hold fails that run with a run error; the daemon keeps admitting, and
+// the run does not come back after a restart.
+func TestFanoutTooLargeFailsOnlyItsRun(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{}, perRequestSrc)
+	run := b.waitTerminal(t, b.start(t, "fan_big", `{"n": 400000}`, ""))
+	if run.Phase != store.PhaseFailed || run.Error == nil || run.Error.Code != CodeResultTooLarge {
+		t.Fatalf("fan-out of 6 x 400 KB ended %s %+v, want failed %s", run.Phase, run.Error, CodeResultTooLarge)
+	}
+	b.admissionOpen(t)
+}
+
+// One tool output above MaxResultBytes fails its node; a smaller one is
+// kept.
+func TestToolOutputTooLargeFailsOnlyItsRun(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{}, perRequestSrc)
+	run := b.waitTerminal(t, b.start(t, "big_out", `{"n": 3000000}`, ""))
+	if run.Phase != store.PhaseFailed || run.Error == nil || run.Error.Code != CodeResultTooLarge {
+		t.Fatalf("3 MB output ended %s %+v, want failed %s", run.Phase, run.Error, CodeResultTooLarge)
+	}
+	b.admissionOpen(t)
+}
