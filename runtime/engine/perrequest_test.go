@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/weirhq/weir/flows"
 	"github.com/weirhq/weir/runtime/store"
 )
 
@@ -82,6 +83,23 @@ func TestToolOutputTooLargeFailsOnlyItsRun(t *testing.T) {
 	run := b.waitTerminal(t, b.start(t, "big_out", `{"n": 3000000}`, ""))
 	if run.Phase != store.PhaseFailed || run.Error == nil || run.Error.Code != CodeResultTooLarge {
 		t.Fatalf("3 MB output ended %s %+v, want failed %s", run.Phase, run.Error, CodeResultTooLarge)
+	}
+	b.admissionOpen(t)
+}
+
+// Registration refuses a flow whose IR is over flows.MaxIRBytes with the
+// diagnostic flow check gives, and stores nothing.
+func TestRegisterRefusesOversizedIR(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{}, perRequestSrc)
+	res, err := b.eng.Register(context.Background(), []SourceFile{{Path: "big.star", Src: `
+flow(name = "big", doc = "x" * (9 << 20), nodes = [task("a", tool = "testkit.echo")])
+`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Flows) != 0 || len(res.Diagnostics) != 1 || res.Diagnostics[0].Code != flows.CodeIRTooLarge {
+		t.Fatalf("registered %+v with %v, want nothing and one %s", res.Flows, res.Diagnostics, flows.CodeIRTooLarge)
 	}
 	b.admissionOpen(t)
 }
