@@ -75,6 +75,7 @@ func (e *Engine) Submit(ctx context.Context, req StartRequest) (*StartResult, er
 		// Closing takes the gate exclusively: only after submit let go.
 		e.closeAdmission(CodeStorage, ee.Message)
 		e.log.Error("storage fault", "incident", ee.Incident, "error", ee.cause)
+		ee.Message = "admission is closed until an operator acts: " + ee.Message
 	}
 	return res, err
 }

@@ -83,9 +83,9 @@ type Error struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Class   Class  `json:"class"`
-	// Incident ties a storage error's fixed message to the daemon log
-	// line that holds its detail.
-	Incident string `json:"incident,omitempty"`
+	// Incident ties a storage error's fixed message (which quotes it) to
+	// the daemon log line that holds its detail.
+	Incident string `json:"-"`
 	// cause is the store's own error: it may quote record contents (keys
 	// name owners and request ids), so it goes to the daemon log only,
 	// never into Message.
@@ -113,7 +113,7 @@ func storageErr(err error) *Error {
 	}
 	id := newIncident()
 	return &Error{Code: CodeStorage, Class: ClassStorage, Incident: id, cause: err,
-		Message: "the store failed, admission is closed until an operator acts (incident " + id + "; the detail is in the daemon log)"}
+		Message: "the store failed (incident " + id + "; the detail is in the daemon log)"}
 }
 
 // recordErr is the per-record class of store errors, or nil: the write or
