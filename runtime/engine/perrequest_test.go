@@ -103,3 +103,30 @@ flow(name = "big", doc = "x" * (9 << 20), nodes = [task("a", tool = "testkit.ech
 	}
 	b.admissionOpen(t)
 }
+
+// Run ids and node names reach the engine from callers other than the
+// API too; ones no key can hold are the caller's error, and admission
+// stays open.
+func TestBadIDsInQueriesAndDecisions(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{}, perRequestSrc)
+	ctx := context.Background()
+	for name, id := range map[string]string{"long": strings.Repeat("r", 65000), "nul": "run_\x00x"} {
+		_, err := b.eng.Get(ctx, "alice", id)
+		check := func(op string, err error) {
+			t.Helper()
+			if err == nil || ErrorCode(err) == CodeStorage {
+				t.Errorf("%s %s: %v, want a refusal that is not %s", op, name, err, CodeStorage)
+			}
+		}
+		check("get", err)
+		_, err = b.eng.Cancel(ctx, "alice", id)
+		check("cancel", err)
+		_, err = b.eng.Events(ctx, "alice", id, 0, 0)
+		check("events", err)
+		check("decide", b.eng.Decide(ctx, DecideParams{Owner: "alice", RunID: id, Node: id, Approve: true}))
+		_, err = b.eng.HumanWaits(ctx, "alice", id)
+		check("waits", err)
+	}
+	b.admissionOpen(t)
+}
