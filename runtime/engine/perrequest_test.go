@@ -3,11 +3,14 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/weirhq/weir/flows"
 	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/runtime/store/badgerstore"
 )
 
 const perRequestSrc = `
@@ -22,6 +25,11 @@ flow(name = "fan_big", nodes = [
 
 flow(name = "big_out", nodes = [
     task("a", tool = "testkit.echo", args = lambda ctx: {"blob": "x" * ctx.input["n"]}),
+])
+
+flow(name = "big_wired", nodes = [
+    task("a", tool = "testkit.echo", args = lambda ctx: {"blob": "x" * ctx.input["n"]}, error = "small"),
+    task("small", tool = "testkit.echo", args = lambda ctx: {"fell_back": True}),
 ])
 `
 
@@ -73,6 +81,24 @@ func TestFanoutTooLargeFailsOnlyItsRun(t *testing.T) {
 		t.Fatalf("fan-out of 6 x 400 KB ended %s %+v, want failed %s", run.Phase, run.Error, CodeResultTooLarge)
 	}
 	b.admissionOpen(t)
+
+	// After a restart the run stays failed and admission open: nothing of
+	// the refused write is left to retry.
+	ctx := context.Background()
+	if err := b.eng.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.st.Close()
+	st, err := badgerstore.Open(filepath.Join(b.dataDir, "store"), badgerstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.st = st
+	b.eng = openEngine(t, Config{Store: st, Tools: b.host, Tick: 10 * time.Millisecond}, "")
+	b.admissionOpen(t)
+	if again, err := b.eng.Get(ctx, "alice", run.ID); err != nil || again.Phase != store.PhaseFailed || again.Error.Code != CodeResultTooLarge {
+		t.Fatalf("after a restart the run is %+v %v", again, err)
+	}
 }
 
 // One tool output above MaxResultBytes fails its node; a smaller one is
@@ -83,6 +109,16 @@ func TestToolOutputTooLargeFailsOnlyItsRun(t *testing.T) {
 	run := b.waitTerminal(t, b.start(t, "big_out", `{"n": 3000000}`, ""))
 	if run.Phase != store.PhaseFailed || run.Error == nil || run.Error.Code != CodeResultTooLarge {
 		t.Fatalf("3 MB output ended %s %+v, want failed %s", run.Phase, run.Error, CodeResultTooLarge)
+	}
+	// With an error wire the node's refusal takes it, like any node error.
+	run = b.waitTerminal(t, b.start(t, "big_wired", `{"n": 3000000}`, ""))
+	if run.Phase != store.PhaseCompleted || !strings.Contains(string(run.Output), "fell_back") {
+		t.Fatalf("3 MB output with an error wire ended %s %+v %s", run.Phase, run.Error, run.Output)
+	}
+	// Just under the bound is kept.
+	run = b.waitTerminal(t, b.start(t, "big_out", `{"n": 500000}`, ""))
+	if run.Phase != store.PhaseCompleted || len(run.Output) < 500000 {
+		t.Fatalf("500 KB output ended %s %+v", run.Phase, run.Error)
 	}
 	b.admissionOpen(t)
 }
