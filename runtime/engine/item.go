@@ -124,6 +124,12 @@ func (w *worker) itemEnd(ctx context.Context, ref *store.CohortRef, c *toolCall,
 		}
 		return w.dropTaskTx(tx)
 	})
+	if rerr := recordErr(err); rerr != nil && rerr.Class == ClassRun && out != nil {
+		// The end with its result is too large for the store: the item
+		// ends failed without it, so its task is not tried again.
+		w.itemEnd(ctx, ref, c, nil, &store.RunError{Code: rerr.Code, Message: rerr.Message}, cost, recordDone)
+		return
+	}
 	if err == nil {
 		w.setLease(nil, true)
 		if woke {

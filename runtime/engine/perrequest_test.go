@@ -19,6 +19,11 @@ flow(name = "one", nodes = [
 ])
 
 flow(name = "fan_big", nodes = [
+    fanout("fan", items = lambda ctx: list(range(6)), tool = "testkit.flood",
+           args = lambda ctx, item: {"bytes": ctx.input["n"]}, width = 6, depth = 1, max_items = 6),
+])
+
+flow(name = "fan_big_args", nodes = [
     fanout("fan", items = lambda ctx: list(range(6)), tool = "testkit.echo",
            args = lambda ctx, item: {"blob": "x" * ctx.input["n"]}, width = 6, depth = 1, max_items = 6),
 ])
@@ -79,6 +84,35 @@ func TestFanoutTooLargeFailsOnlyItsRun(t *testing.T) {
 	run := b.waitTerminal(t, b.start(t, "fan_big", `{"n": 400000}`, ""))
 	if run.Phase != store.PhaseFailed || run.Error == nil || run.Error.Code != CodeResultTooLarge {
 		t.Fatalf("fan-out of 6 x 400 KB ended %s %+v, want failed %s", run.Phase, run.Error, CodeResultTooLarge)
+	}
+	b.admissionOpen(t)
+
+	// Children over MaxResultBytes each fail on their own, before the
+	// write: the issue's 6 x 600 KB.
+	run6 := b.waitTerminal(t, b.start(t, "fan_big", `{"n": 600000}`, ""))
+	if r := b.fanResult(t, run6.Output); run6.Phase != store.PhaseCompleted || len(r.Results) != 0 || r.Sufficient {
+		t.Fatalf("fan-out of 6 x 600 KB ended %s %+v %s, want completed with no results", run6.Phase, run6.Error, run6.Output)
+	}
+	evs, err := b.eng.Events(context.Background(), "alice", run6.ID, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tooLarge := 0
+	for _, ev := range evs {
+		if ev.Type == evItemDone && ev.Detail["code"] == CodeResultTooLarge {
+			tooLarge++
+		}
+	}
+	if tooLarge != 6 {
+		t.Fatalf("%d items ended %s, want 6", tooLarge, CodeResultTooLarge)
+	}
+	b.admissionOpen(t)
+
+	// Arguments that together outgrow one transaction when the children
+	// are admitted: the step's write is refused, and the run fails.
+	runArgs := b.waitTerminal(t, b.start(t, "fan_big_args", `{"n": 400000}`, ""))
+	if runArgs.Phase != store.PhaseFailed || runArgs.Error == nil || runArgs.Error.Code != CodeResultTooLarge {
+		t.Fatalf("fan-out of 6 x 400 KB arguments ended %s %+v, want failed %s", runArgs.Phase, runArgs.Error, CodeResultTooLarge)
 	}
 	b.admissionOpen(t)
 
