@@ -1,6 +1,7 @@
 package flows
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -27,6 +28,7 @@ func (l Loader) analyze(files []File, tools Catalog, lookup lookupFunc, full boo
 	ls := l.run(files, false)
 	for _, f := range ls.mod.Flows {
 		ls.checkGraph(f)
+		ls.checkIRSize(f)
 		if full {
 			ls.checkTools(f, tools)
 		}
@@ -38,6 +40,25 @@ func (l Loader) analyze(files []File, tools Catalog, lookup lookupFunc, full boo
 	}
 	ls.diags = ls.diags.sort()
 	return ls.mod, ls.diags, nil
+}
+
+// MaxIRBytes bounds one flow's IR as the runtime stores it (its JSON). A
+// registered version is one store record that every run of it loads, and
+// the registration body is bounded too (8 MiB of source): a script that
+// builds a graph far larger than its source is refused here, by the same
+// check in flow check and at registration, rather than by the store.
+const MaxIRBytes = 8 << 20
+
+// checkIRSize refuses a flow whose IR is larger than MaxIRBytes.
+func (ls *loadState) checkIRSize(f *Flow) {
+	ir, err := json.Marshal(f)
+	if err != nil {
+		ls.addf(f.Pos, CodeInvalid, nil, "flow %q: its graph cannot be encoded: %v", f.Name, err)
+		return
+	}
+	if len(ir) > MaxIRBytes {
+		ls.addf(f.Pos, CodeIRTooLarge, nil, "flow %q: its compiled graph is %d bytes, more than the %d bytes a flow may be (MaxIRBytes)", f.Name, len(ir), MaxIRBytes)
+	}
 }
 
 // checkGraph checks one flow on its own: every wire names a node, every

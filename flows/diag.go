@@ -71,6 +71,9 @@ const (
 	// no reversible name in the providers' alphabet (ModelToolName), or
 	// two of them map to the same name.
 	CodeToolNameCollision Code = "E_TOOL_NAME_COLLISION"
+	// CodeIRTooLarge: the flow's compiled graph (its IR, what the runtime
+	// stores and loads for every run) is larger than MaxIRBytes.
+	CodeIRTooLarge Code = "E_IR_TOO_LARGE"
 )
 
 // AllCodes lists every diagnostic code, in documentation order.
@@ -80,6 +83,7 @@ var AllCodes = []Code{
 	CodeUnknownFlow, CodeCycle, CodeDepth, CodeFanoutBounds,
 	CodeUnknownTool, CodeAtMostOnce,
 	CodeAgentBounds, CodeNotChat, CodeUnknownModel, CodeToolNameCollision,
+	CodeIRTooLarge,
 }
 
 // Pos is a position in a flow source file. Line and column are 1-based; a

@@ -328,7 +328,8 @@ func TestClientTCP(t *testing.T) {
 	apiError(t, "invalid candidate", err, apitypes.CodeConfig, 422)
 }
 
-// A closed admission still answers the status, with 503.
+// A closed admission still answers the status, with 503, and a reason that
+// names the incident but not the store's words (the daemon log has them).
 func TestClientHealthWhileClosed(t *testing.T) {
 	t.Parallel()
 	b := setup(t, engine.Config{})
@@ -338,7 +339,7 @@ func TestClientHealthWhileClosed(t *testing.T) {
 	_, err := c.RunStart(ctx, apitypes.StartRequest{Flow: "echo"})
 	apiError(t, "start on a broken store", err, apitypes.CodeStorage, 503)
 	st, err := c.Health(ctx)
-	if err != nil || st.Open() || st.Admission != apitypes.CodeStorage || !strings.Contains(st.Reason, "disk on fire") {
+	if err != nil || st.Open() || st.Admission != apitypes.CodeStorage || !strings.Contains(st.Reason, "incident inc_") || strings.Contains(st.Reason, "disk on fire") {
 		t.Errorf("health of a closed daemon: %+v %v", st, err)
 	}
 }

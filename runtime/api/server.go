@@ -113,7 +113,25 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.noRoute(w, r)
 		return
 	}
+	if err := checkPath(r.URL.Path); err != nil {
+		refuseUnread(w, r, http.StatusBadRequest, err)
+		return
+	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// checkPath refuses a path whose segments (run ids, node names of waits)
+// are longer than engine.MaxIDBytes or not printable UTF-8: they become
+// parts of store keys and are echoed to operators.
+func checkPath(path string) *engine.Error {
+	for _, seg := range strings.Split(path, "/") {
+		if err := engine.CheckPrintable("a path segment", seg, engine.MaxIDBytes); err != nil {
+			var e *engine.Error
+			errors.As(err, &e)
+			return e
+		}
+	}
+	return nil
 }
 
 // noRoute answers a request no pattern matches in JSON: a wrong method on
@@ -182,6 +200,10 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	limit, ok := limitParam(w, q.Get("limit"), 100, MaxListLimit)
 	if !ok {
+		return
+	}
+	if err := engine.CheckPrintable("after", q.Get("after"), engine.MaxIDBytes); err != nil {
+		writeEngineErr(w, err)
 		return
 	}
 	phase := store.Phase(q.Get("phase"))

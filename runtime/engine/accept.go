@@ -8,10 +8,45 @@ import (
 	"encoding/json"
 	"errors"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/weirhq/weir/runtime/internal/failpoint"
 	"github.com/weirhq/weir/runtime/store"
 )
+
+// MaxRequestIDBytes bounds a request id, which becomes part of a store
+// key: at most this many bytes of printable UTF-8.
+const MaxRequestIDBytes = 256
+
+// MaxIDBytes bounds the other ids a caller names that become parts of
+// store keys or are echoed to operators: run ids, node names, wait ids.
+const MaxIDBytes = 256
+
+// CheckRequestID refuses a request id longer than MaxRequestIDBytes or
+// not printable UTF-8 ("" means no dedup and passes).
+func CheckRequestID(id string) error {
+	return CheckPrintable("request id", id, MaxRequestIDBytes)
+}
+
+// CheckPrintable refuses s if it is longer than max bytes or is not
+// printable UTF-8 (no control characters: NUL would split a store key,
+// escapes would reach operators' terminals). what names s in the error,
+// which quotes only a short prefix of it.
+func CheckPrintable(what, s string, max int) error {
+	if len(s) > max {
+		return protocolErr(CodeBadRequest, "%s of %d bytes: at most %d bytes are allowed", what, len(s), max)
+	}
+	if !utf8.ValidString(s) {
+		return protocolErr(CodeBadRequest, "%s is not valid UTF-8", what)
+	}
+	for i, r := range s {
+		if !unicode.IsPrint(r) {
+			return protocolErr(CodeBadRequest, "%s holds the control character %U at byte %d: only printable UTF-8 is allowed", what, r, i)
+		}
+	}
+	return nil
+}
 
 // StartRequest asks for a run. Owner is the authenticated caller, never
 // something the client chose.
@@ -39,6 +74,8 @@ func (e *Engine) Submit(ctx context.Context, req StartRequest) (*StartResult, er
 	if errors.As(err, &ee) && ee.Class == ClassStorage && ee.Code == CodeStorage {
 		// Closing takes the gate exclusively: only after submit let go.
 		e.closeAdmission(CodeStorage, ee.Message)
+		e.log.Error("storage fault", "incident", ee.Incident, "error", ee.cause)
+		ee.Message = "admission is closed until an operator acts: " + ee.Message
 	}
 	return res, err
 }
@@ -56,6 +93,9 @@ func (e *Engine) submit(ctx context.Context, req StartRequest) (*StartResult, er
 	}
 	if req.Owner == "" {
 		return nil, protocolErr(CodeBadRequest, "no owner")
+	}
+	if err := CheckRequestID(req.RequestID); err != nil {
+		return nil, err
 	}
 	input, err := canonicalInput(req.Input)
 	if err != nil {

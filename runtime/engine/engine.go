@@ -313,8 +313,28 @@ func (e *Engine) storageFailed(err error) *Error {
 		// the store kept its promise, admission stays open.
 		return protocolErr(CodeBadRequest, "abandoned before the store answered: %v", err)
 	}
-	e.closeAdmission(CodeStorage, err.Error())
-	return storageErr(err)
+	se := storageErr(err)
+	if se.Class != ClassStorage {
+		// One record's problem: the caller fails that run or request.
+		e.log.Warn("store refused one record", "code", se.Code, "error", err)
+		return se
+	}
+	e.closeAdmission(CodeStorage, se.Message)
+	e.log.Error("storage fault", "incident", se.Incident, "error", err)
+	se.Message = "admission is closed until an operator acts: " + se.Message
+	return se
+}
+
+// readFailed answers a store error met while reading for a caller: a bad
+// id is the caller's, anything else a storage error whose detail goes to
+// the daemon log under its incident id, never to the caller. A failed
+// read leaves admission as it is.
+func (e *Engine) readFailed(err error) *Error {
+	se := storageErr(err)
+	if se.Class == ClassStorage {
+		e.log.Error("store read failed", "incident", se.Incident, "error", err)
+	}
+	return se
 }
 
 // Health says whether admission is open and, if not, why.

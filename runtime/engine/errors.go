@@ -1,8 +1,12 @@
 package engine
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+
+	"github.com/weirhq/weir/runtime/store"
 )
 
 // Class says who an error belongs to (docs/design.md §5): protocol errors end a
@@ -45,6 +49,7 @@ const (
 	CodeMaxVisits        = "E_MAX_VISITS"        // a node was entered more often than its max_visits
 	CodeUnsupported      = "E_UNSUPPORTED"       // the node's kind is not one this engine runs
 	CodeFanoutBounds     = "E_FANOUT_BOUNDS"     // items() returned more than max_items
+	CodeResultTooLarge   = "E_RESULT_TOO_LARGE"  // a result or output is larger than one record may be
 )
 
 // codeToolKindPrefix names a tool failure that carries no code of its own
@@ -78,16 +83,75 @@ type Error struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Class   Class  `json:"class"`
+	// Incident ties a storage error's fixed message (which quotes it) to
+	// the daemon log line that holds its detail.
+	Incident string `json:"-"`
+	// cause is the store's own error: it may quote record contents (keys
+	// name owners and request ids), so it goes to the daemon log only,
+	// never into Message.
+	cause error
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// Unwrap gives the store's error to errors.Is and to the daemon log.
+func (e *Error) Unwrap() error { return e.cause }
 
 func protocolErr(code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...), Class: ClassProtocol}
 }
 
+// storageErr classifies an error the store returned. A problem of one
+// record (too large for a transaction, an id no key can hold) is the
+// error of the run or request that wrote it (recordErr); anything else is
+// a storage fault, answered with a fixed text and an incident id: the
+// store's own words can quote keys, which name other users' owners and
+// request ids.
 func storageErr(err error) *Error {
-	return &Error{Code: CodeStorage, Message: "the store failed, admission is closed until an operator acts: " + err.Error(), Class: ClassStorage}
+	if rerr := recordErr(err); rerr != nil {
+		return rerr
+	}
+	id := newIncident()
+	return &Error{Code: CodeStorage, Class: ClassStorage, Incident: id, cause: err,
+		Message: "the store failed (incident " + id + "; the detail is in the daemon log)"}
+}
+
+// recordErr is the per-record class of store errors, or nil: the write or
+// key was refused before anything reached the disk, and the store is
+// sound, so admission stays open.
+func recordErr(err error) *Error {
+	switch {
+	case errors.Is(err, store.ErrTooLarge):
+		return &Error{Code: CodeResultTooLarge, Class: ClassRun, cause: err,
+			Message: "the write is larger than one store transaction holds; keep results and outputs smaller"}
+	case errors.Is(err, store.ErrBadID):
+		return &Error{Code: CodeBadRequest, Class: ClassProtocol, cause: err,
+			Message: fmt.Sprintf("an id is empty, longer than %d bytes or holds a NUL byte", store.MaxIDBytes)}
+	}
+	return nil
+}
+
+// MaxResultBytes bounds one node's result, one fan-out child's result and
+// a run's output, checked before the write. The store keeps a result in
+// the run's continuation and beside the call that made it, in one
+// transaction; with the store's default options one Badger transaction
+// holds about 2.1 MB of values under 1 MiB, so two copies of a result at
+// this bound and the rest of a step fit. A step whose writes are too large
+// all the same (many results at once) fails its run with
+// E_RESULT_TOO_LARGE as well.
+const MaxResultBytes = 512 << 10
+
+// resultTooLarge is the run error of a result over MaxResultBytes.
+func resultTooLarge(what string, n int) *store.RunError {
+	return &store.RunError{Code: CodeResultTooLarge,
+		Message: fmt.Sprintf("%s is %d bytes, more than the %d bytes one result may be", what, n, MaxResultBytes)}
+}
+
+// newIncident names one storage fault for the log and the health report.
+func newIncident() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "inc_" + hex.EncodeToString(b[:])
 }
 
 // ErrorCode returns the code of an *Error in err's chain, or "".

@@ -47,7 +47,7 @@ func (e *Engine) latestFlow(ctx context.Context, name string) (*flowEntry, error
 		return nil, protocolErr(CodeUnknownFlow, "no flow named %q is registered", name)
 	}
 	if err != nil {
-		return nil, storageErr(err)
+		return nil, e.readFailed(err)
 	}
 	fe, err := e.flowVersion(ctx, v.Name, v.Hash)
 	if err != nil {

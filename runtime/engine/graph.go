@@ -33,7 +33,7 @@ func (e *Engine) RunGraph(ctx context.Context, owner, runID string) (*flows.Flow
 		raw, err = tx.ContinuationGet(run.ID)
 		return err
 	}); err != nil {
-		return nil, nil, storageErr(err)
+		return nil, nil, e.readFailed(err)
 	}
 	c, err := decodeContinuation(raw)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 
 	"github.com/weirhq/weir/runtime/store"
 )
@@ -38,6 +39,10 @@ func (w *worker) runItem(ctx context.Context, run *store.Run) {
 	o := w.callTool(ctx, c, func(fn func(tx store.Tx) error) error { return w.itemCommit(ctx, fn) })
 	switch o.End {
 	case callDone:
+		if len(o.Output) > MaxResultBytes {
+			w.itemEnd(ctx, ref, c, nil, resultTooLarge("the result of item "+strconv.Itoa(t.Item), len(o.Output)), o.Cost, o.RecordDone)
+			break
+		}
 		w.itemEnd(ctx, ref, c, o.Output, nil, o.Cost, o.RecordDone)
 	case callFailed:
 		w.itemEnd(ctx, ref, c, nil, o.Err, 0, o.RecordDone)
@@ -119,6 +124,12 @@ func (w *worker) itemEnd(ctx context.Context, ref *store.CohortRef, c *toolCall,
 		}
 		return w.dropTaskTx(tx)
 	})
+	if rerr := recordErr(err); rerr != nil && rerr.Class == ClassRun && out != nil {
+		// The end with its result is too large for the store: the item
+		// ends failed without it, so its task is not tried again.
+		w.itemEnd(ctx, ref, c, nil, &store.RunError{Code: rerr.Code, Message: rerr.Message}, cost, recordDone)
+		return
+	}
 	if err == nil {
 		w.setLease(nil, true)
 		if woke {

@@ -54,7 +54,12 @@ func setup(t testing.TB, cfg Config, src string) *bundle {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.host.Close() })
-	cfg.Store, cfg.Tools = b.st, b.host
+	cfg.Store = b.st
+	if w, ok := cfg.Tools.(toolsWrapper); ok {
+		w.wrap(b.host) // the test sees every call on its way to the real host
+	} else {
+		cfg.Tools = b.host
+	}
 	if cfg.Tick == 0 {
 		cfg.Tick = 10 * time.Millisecond
 	}
@@ -63,6 +68,13 @@ func setup(t testing.TB, cfg Config, src string) *bundle {
 	}
 	b.eng = openEngine(t, cfg, src)
 	return b
+}
+
+// toolsWrapper is a Config.Tools a test passes to setup to stand between
+// the engine and the real plugin host.
+type toolsWrapper interface {
+	Tools
+	wrap(Tools)
 }
 
 // openEngine opens an engine on cfg, registers src and starts it; the

@@ -24,7 +24,7 @@ func (e *Engine) Get(ctx context.Context, owner, runID string) (*store.Run, erro
 		return nil, protocolErr(CodeNotFound, "no run %s", runID)
 	}
 	if err != nil {
-		return nil, storageErr(err)
+		return nil, e.readFailed(err)
 	}
 	e.mu.Lock()
 	lr := e.live[runID]
@@ -49,7 +49,7 @@ func (e *Engine) List(ctx context.Context, owner string, p store.RunListParams) 
 		return err
 	})
 	if err != nil {
-		return nil, storageErr(err)
+		return nil, e.readFailed(err)
 	}
 	return runs, nil
 }
@@ -66,7 +66,7 @@ func (e *Engine) Events(ctx context.Context, owner, runID string, afterSeq uint6
 		return err
 	})
 	if err != nil {
-		return nil, storageErr(err)
+		return nil, e.readFailed(err)
 	}
 	return evs, nil
 }
@@ -80,7 +80,7 @@ func (e *Engine) DeadLetters(ctx context.Context, owner string, limit int) ([]*s
 		return err
 	})
 	if err != nil {
-		return nil, storageErr(err)
+		return nil, e.readFailed(err)
 	}
 	return out, nil
 }

@@ -57,7 +57,7 @@ func (e *Engine) Flows(ctx context.Context) ([]RegisteredFlow, error) {
 		vs, err = tx.FlowVersionList()
 		return err
 	}); err != nil {
-		return nil, storageErr(err)
+		return nil, e.readFailed(err)
 	}
 	out := make([]RegisteredFlow, 0, len(vs))
 	vstore := versionStore{st: e.st, cache: e.flowCache}

@@ -229,6 +229,13 @@ func (s *stepper) commitE(ctx context.Context, fn func(tx store.Tx) error) error
 		e.log.Warn("lease lost, step discarded", "run", s.run.ID, "task", s.task.ID)
 	case errors.Is(err, errUnknownOutcome):
 	default:
+		if rerr := recordErr(err); rerr != nil && rerr.Class == ClassRun {
+			// This step's writes are too large for the store: the run
+			// fails, so the step is not tried again after a restart.
+			e.log.Warn("step too large for the store, run fails", "run", s.run.ID, "task", s.task.ID, "error", err)
+			s.finish(ctx, store.PhaseFailed, nil, &store.RunError{Code: rerr.Code, Message: rerr.Message})
+			return err
+		}
 		e.storageFailed(err)
 		e.log.Error("writing step", "run", s.run.ID, "error", err)
 	}
@@ -386,6 +393,9 @@ func (s *stepper) resultDoneTx(ctx context.Context, node *flows.Node, out json.R
 	if len(out) == 0 {
 		out = json.RawMessage("null")
 	}
+	if len(out) > MaxResultBytes {
+		return s.nodeFailed(ctx, node, resultTooLarge("the result of node "+node.ID, len(out)))
+	}
 	s.cont.Results[node.ID] = out
 	var v any
 	_ = json.Unmarshal(out, &v)
@@ -463,6 +473,10 @@ func (s *stepper) complete(ctx context.Context) {
 	} else if s.cont.Last != "" {
 		out = s.cont.Results[s.cont.Last]
 	}
+	if len(out) > MaxResultBytes {
+		s.finish(ctx, store.PhaseFailed, nil, resultTooLarge("the run's output", len(out)))
+		return
+	}
 	s.finish(ctx, store.PhaseCompleted, out, nil)
 }
 
@@ -499,6 +513,14 @@ func (s *stepper) finish(ctx context.Context, phase store.Phase, out json.RawMes
 		return err
 	})
 	if err != nil {
+		if rerr := recordErr(err); rerr != nil && rerr.Class == ClassRun && s.cont != nil {
+			// The continuation is what is too large: finish failed
+			// without writing it, which a terminal run does not need.
+			e.log.Warn("finish too large for the store, run fails", "run", s.run.ID, "error", err)
+			s.cont = nil
+			s.finish(ctx, store.PhaseFailed, nil, &store.RunError{Code: rerr.Code, Message: rerr.Message})
+			return
+		}
 		if !errors.Is(err, errLeaseLost) {
 			e.storageFailed(err)
 			e.log.Error("writing finish", "run", s.run.ID, "error", err)

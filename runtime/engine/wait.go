@@ -223,7 +223,7 @@ func (e *Engine) HumanWaits(ctx context.Context, owner, runID string) ([]HumanWa
 		return nil
 	})
 	if err != nil {
-		return nil, storageErr(err)
+		return nil, e.readFailed(err)
 	}
 	return out, nil
 }

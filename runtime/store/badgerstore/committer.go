@@ -155,8 +155,8 @@ func (c *committer) add(r *request) {
 			return
 		}
 		if count, size := c.cur.layer.grownBy(own); count > s.maxTxnCount || size > s.maxTxnSize {
-			r.failed = fmt.Errorf("badgerstore: one Update writes %d keys, %d bytes, more than one Badger transaction holds (%d keys, %d bytes): %w",
-				count, size, s.maxTxnCount, s.maxTxnSize, badger.ErrTxnTooBig)
+			r.failed = fmt.Errorf("badgerstore: one Update writes %d keys, %d bytes, more than one Badger transaction holds (%d keys, %d bytes): %w (%w)",
+				count, size, s.maxTxnCount, s.maxTxnSize, store.ErrTooLarge, badger.ErrTxnTooBig)
 			c.cur.waiting = append(c.cur.waiting, r)
 			return
 		}
