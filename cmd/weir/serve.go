@@ -395,7 +395,8 @@ func (m *Main) openDaemonStore(log hclog.Logger, cfg *config.Config) (*badgersto
 		}
 		return nil, nil, err
 	}
-	h, err := host.New(host.Config{PluginsDir: m.PluginsDir, DataDir: m.DataDir, Logger: log.Named("host"), PluginConfig: cfg.Plugins})
+	h, err := host.New(host.Config{PluginsDir: m.PluginsDir, DataDir: m.DataDir, Logger: log.Named("host"), PluginConfig: cfg.Plugins,
+		PluginEnv: cfg.PluginEnvs(), PluginMemoryMax: cfg.PluginMemoryMaxes()})
 	if err != nil {
 		st.Close()
 		return nil, nil, fmt.Errorf("plugin host: %w", err)

@@ -37,6 +37,13 @@ type Config struct {
 	// configuration, by plugin name; the plugin receives it as JSON in
 	// WEIR_PLUGIN_CONFIG.
 	PluginConfig map[string]json.RawMessage
+	// PluginEnv names, by plugin name, the variables of weir's environment
+	// passed to that plugin alone (a block's env, DESIGN §11). Only names:
+	// the values are read at each launch and never logged.
+	PluginEnv map[string][]string
+	// PluginMemoryMax caps, by plugin name, the plugin process's data
+	// segment in bytes (RLIMIT_DATA; a block's memory_max). 0: no cap.
+	PluginMemoryMax map[string]int64
 	// MaxMessageBytes bounds a call's input and a plugin's answer.
 	// Default 4 MiB.
 	MaxMessageBytes int
@@ -216,6 +223,8 @@ func (h *Host) spec(name string, sum []byte) launchSpec {
 		sum:          sum,
 		stateDir:     stateDir(h.cfg.DataDir, name),
 		config:       h.cfg.PluginConfig[name],
+		env:          h.cfg.PluginEnv[name],
+		memoryMax:    h.cfg.PluginMemoryMax[name],
 		logger:       h.logger,
 		maxMsg:       h.cfg.MaxMessageBytes,
 		startTimeout: h.cfg.StartTimeout,
