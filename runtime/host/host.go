@@ -171,7 +171,7 @@ func New(cfg Config) (*Host, error) {
 		done:    make(chan struct{}),
 	}
 	launched := map[string]*instance{}
-	cat, err := loadCatalog(cfg.PluginsDir, func(name string, sum []byte) (*PluginManifest, error) {
+	cat, err := loadCatalog(cfg.PluginsDir, cfg.PluginConfig, func(name string, sum []byte) (*PluginManifest, error) {
 		inst, err := launch(h.spec(name, sum))
 		if err != nil {
 			return nil, err
@@ -359,6 +359,9 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (*CallResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, ok := inst.manifest.Tool(req.Tool); !ok {
+		return nil, toolErrorf(KindUnknownTool, req.Tool, "plugin %s no longer declares this tool (its manifest changed at launch)", p.name)
+	}
 	return h.run(ctx, t, inst, input, req)
 }
 
@@ -447,11 +450,25 @@ func (p *pluginState) instance(ctx context.Context) (*instance, error) {
 		p.launches++
 		p.inst = inst
 		p.mu.Unlock()
-		if readManifestCache(h.cfg.PluginsDir, p.name, inst.manifest.SHA256) == nil {
-			_ = writeManifestCache(h.cfg.PluginsDir, inst.manifest)
-		}
+		h.noteManifest(p.name, inst.manifest)
 		return inst, nil
 	}
+}
+
+// noteManifest caches the manifest a launch answered. A manifest that
+// differs from the cached one (a config-dependent tool list changed: an
+// MCP server's tools, say) replaces it, so the next start registers what
+// the plugin declares now; this host keeps its tool set, and a call of a
+// tool the plugin no longer declares fails as an unknown tool.
+func (h *Host) noteManifest(name string, m *PluginManifest) {
+	cached := readManifestCache(h.cfg.PluginsDir, name, m.SHA256, m.ConfigHash)
+	if cached != nil && sameManifest(cached, m) {
+		return
+	}
+	if cached != nil {
+		h.logger.Warn("plugin manifest changed at launch; the new tool list applies at the next start", "plugin", name)
+	}
+	_ = writeManifestCache(h.cfg.PluginsDir, m) // best effort: a cache
 }
 
 // backoffLocked records one more consecutive crash and sets when the next

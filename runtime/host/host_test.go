@@ -98,7 +98,7 @@ func TestInstallPinsAndCachesManifest(t *testing.T) {
 	if got, _ := FileSHA256(filepath.Join(dir, "testkit")); got != sum {
 		t.Fatalf("installed copy has sha256 %s, want %s", got, sum)
 	}
-	if c := readManifestCache(dir, "testkit", sum); c == nil || len(c.Tools) != len(m.Tools) {
+	if c := readManifestCache(dir, "testkit", sum, ""); c == nil || len(c.Tools) != len(m.Tools) {
 		t.Fatalf("manifest cache %+v", c)
 	}
 	// Installing in place (what make build does) keeps the pin.
@@ -712,7 +712,7 @@ func TestLoadCatalogUsesCacheWithoutLaunching(t *testing.T) {
 		t.Fatal("a broken plugin without cache contributed tools")
 	}
 	sum, _ := FileSHA256(testutil.Plugin(t, "testkit"))
-	if readManifestCache(b.pluginsDir, "testkit", sum) == nil {
+	if readManifestCache(b.pluginsDir, "testkit", sum, "") == nil {
 		t.Fatal("manifest cache not rebuilt")
 	}
 }
