@@ -27,9 +27,9 @@ type PluginManifest struct {
 	// Name is the plugin's name, the prefix of its tool names.
 	Name string `json:"name"`
 	// SHA256 is the checksum of the binary that declared it.
-	SHA256          string         `json:"sha256"`
-	ProtocolVersion int            `json:"protocol_version"`
-	SDKVersion      string         `json:"sdk_version,omitempty"`
+	SHA256          string `json:"sha256"`
+	ProtocolVersion int    `json:"protocol_version"`
+	SDKVersion      string `json:"sdk_version,omitempty"`
 	// ConfigHash identifies the config section the plugin was launched
 	// with when it declared this manifest ("" for none): a plugin may
 	// produce its tools from its config, so the cache is keyed by both.
