@@ -242,6 +242,10 @@ func (h *Host) LookupTool(name string) (flows.ToolInfo, bool) {
 
 var _ flows.Catalog = (*Host)(nil)
 
+// Plugins returns every pinned plugin with the manifest this host uses
+// (the one for its config section), sorted by name.
+func (h *Host) Plugins() []PluginInfo { return h.catalog.Plugins() }
+
 // Tools returns every callable tool, sorted by name.
 func (h *Host) Tools() []ToolManifest {
 	out := make([]ToolManifest, 0, len(h.tools))
