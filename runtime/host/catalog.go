@@ -404,3 +404,62 @@ func stateDir(dataDir, name string) string {
 	}
 	return filepath.Join(dataDir, "plugin-state", name)
 }
+
+// ConfigProblem is where a plugin's config section disagrees with the
+// config schema the plugin declares.
+type ConfigProblem struct {
+	Plugin string
+	// Key is the section's top-level key at fault ("" for the section as
+	// a whole), so the caller can cite its file:line.
+	Key     string
+	Message string
+}
+
+// CheckPluginConfig checks each section of sections against the config
+// schema its installed plugin declared (in the manifest cached at
+// install, which needs no config): unknown keys and wrong types are
+// refused before the plugin runs. A section of a plugin that is not
+// installed, or that declares no schema, is not checked here.
+func CheckPluginConfig(pluginsDir string, sections map[string]json.RawMessage) ([]ConfigProblem, error) {
+	pins, err := ReadPins(pluginsDir)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(sections))
+	for n := range sections {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var out []ConfigProblem
+	for _, name := range names {
+		pin, ok := pins[name]
+		if !ok {
+			continue
+		}
+		m := readManifestCache(pluginsDir, name, pin.SHA256, "")
+		if m == nil {
+			m = readManifestCache(pluginsDir, name, pin.SHA256, ConfigHash(sections[name]))
+		}
+		if m == nil || len(m.ConfigSchema) == 0 {
+			continue
+		}
+		schema, err := wire.CompileSchema(string(m.ConfigSchema))
+		if err != nil {
+			out = append(out, ConfigProblem{Plugin: name, Message: fmt.Sprintf("the plugin's config schema does not compile: %v", err)})
+			continue
+		}
+		probs, err := schema.Problems(sections[name])
+		if err != nil {
+			out = append(out, ConfigProblem{Plugin: name, Message: err.Error()})
+			continue
+		}
+		for _, p := range probs {
+			cp := ConfigProblem{Plugin: name, Message: p.Message}
+			if len(p.Path) > 0 {
+				cp.Key = p.Path[0]
+			}
+			out = append(out, cp)
+		}
+	}
+	return out, nil
+}
