@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strings"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -454,7 +455,8 @@ func CheckPluginConfig(pluginsDir string, sections map[string]json.RawMessage) (
 			continue
 		}
 		for _, p := range probs {
-			cp := ConfigProblem{Plugin: name, Message: p.Message}
+			// The root's location says nothing the file:line does not.
+			cp := ConfigProblem{Plugin: name, Message: strings.TrimPrefix(p.Message, "at '': ")}
 			if len(p.Path) > 0 {
 				cp.Key = p.Path[0]
 			}
