@@ -181,17 +181,30 @@ func addModels(tm *ToolManifest, t *wire.ToolSpec) error {
 	return nil
 }
 
-// ConfigHash identifies a plugin's config section in the manifest cache:
-// "" for no section (or an empty one), else the first 16 bytes of its
+// ConfigHash identifies what a plugin is launched with, in the manifest
+// cache: its config section and the names of the variables its block
+// passes (env; a plugin may declare other tools when a key is there, so a
+// fixed env is a new manifest too; values are never hashed). "" for no
+// section (or an empty one) and no env, else the first 16 bytes of the
 // SHA-256 in hex. The section's JSON has sorted keys (config.Parse), so
 // one content has one hash.
-func ConfigHash(section json.RawMessage) string {
+func ConfigHash(section json.RawMessage, env []string) string {
 	t := bytes.TrimSpace(section)
-	if len(t) == 0 || string(t) == "null" || string(t) == "{}" {
+	if string(t) == "null" || string(t) == "{}" {
+		t = nil
+	}
+	if len(t) == 0 && len(env) == 0 {
 		return ""
 	}
-	s := sha256.Sum256(t)
-	return hex.EncodeToString(s[:16])
+	names := append([]string(nil), env...)
+	sort.Strings(names)
+	h := sha256.New()
+	h.Write(t)
+	for _, n := range names {
+		h.Write([]byte{0})
+		h.Write([]byte(n))
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
 // manifestCachePath is ManifestDir/SHA256.json for a plugin launched
@@ -286,7 +299,7 @@ func LoadCatalogFor(cfg Config) (*Catalog, error) {
 			return nil, err
 		}
 	}
-	return loadCatalog(pluginsDir, cfg.PluginConfig, func(name string, sum []byte) (*PluginManifest, error) {
+	return loadCatalog(pluginsDir, cfg.PluginConfig, cfg.PluginEnv, func(name string, sum []byte) (*PluginManifest, error) {
 		inst, err := launch(launchSpec{
 			name:         name,
 			path:         filepath.Join(pluginsDir, name),
@@ -309,7 +322,7 @@ func LoadCatalogFor(cfg Config) (*Catalog, error) {
 
 // loadCatalog builds a Catalog, calling fetch for each plugin whose
 // manifest is not cached and caching what it returns.
-func loadCatalog(pluginsDir string, configs map[string]json.RawMessage, fetch func(name string, sum []byte) (*PluginManifest, error)) (*Catalog, error) {
+func loadCatalog(pluginsDir string, configs map[string]json.RawMessage, envs map[string][]string, fetch func(name string, sum []byte) (*PluginManifest, error)) (*Catalog, error) {
 	pins, err := ReadPins(pluginsDir)
 	if err != nil {
 		return nil, err
@@ -323,7 +336,7 @@ func loadCatalog(pluginsDir string, configs map[string]json.RawMessage, fetch fu
 	for _, name := range names {
 		pin := pins[name]
 		info := PluginInfo{Name: name, Path: filepath.Join(pluginsDir, name), SHA256: pin.SHA256}
-		info.Manifest = readManifestCache(pluginsDir, name, pin.SHA256, ConfigHash(configs[name]))
+		info.Manifest = readManifestCache(pluginsDir, name, pin.SHA256, ConfigHash(configs[name], envs[name]))
 		if info.Manifest == nil {
 			sum, _ := decodeSum(pin.SHA256) // ReadPins checked it
 			m, err := fetch(name, sum)
@@ -439,7 +452,7 @@ func CheckPluginConfig(pluginsDir string, sections map[string]json.RawMessage) (
 		}
 		m := readManifestCache(pluginsDir, name, pin.SHA256, "")
 		if m == nil {
-			m = readManifestCache(pluginsDir, name, pin.SHA256, ConfigHash(sections[name]))
+			m = readManifestCache(pluginsDir, name, pin.SHA256, ConfigHash(sections[name], nil))
 		}
 		if m == nil || len(m.ConfigSchema) == 0 {
 			continue

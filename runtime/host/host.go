@@ -171,7 +171,7 @@ func New(cfg Config) (*Host, error) {
 		done:    make(chan struct{}),
 	}
 	launched := map[string]*instance{}
-	cat, err := loadCatalog(cfg.PluginsDir, cfg.PluginConfig, func(name string, sum []byte) (*PluginManifest, error) {
+	cat, err := loadCatalog(cfg.PluginsDir, cfg.PluginConfig, cfg.PluginEnv, func(name string, sum []byte) (*PluginManifest, error) {
 		inst, err := launch(h.spec(name, sum))
 		if err != nil {
 			return nil, err

@@ -260,7 +260,7 @@ func launchOnce(spec launchSpec) (_ *instance, busy bool, _ error) {
 	if err != nil {
 		return fail(KindProtocol, "bad manifest: %v", err)
 	}
-	m.ConfigHash = ConfigHash(spec.config)
+	m.ConfigHash = ConfigHash(spec.config, spec.env)
 	inst.manifest = m
 	pctx, pcancel := context.WithCancel(context.Background())
 	stream, err := inst.rpc.Progress(pctx, &wire.ProgressRequest{})

@@ -72,13 +72,22 @@ func TestManifestFromWireModelsAndSchema(t *testing.T) {
 func TestConfigHash(t *testing.T) {
 	t.Parallel()
 	for _, empty := range []string{"", " ", "null", "{}"} {
-		if h := ConfigHash(json.RawMessage(empty)); h != "" {
+		if h := ConfigHash(json.RawMessage(empty), nil); h != "" {
 			t.Errorf("ConfigHash(%q) = %q, want none", empty, h)
 		}
 	}
-	a, b := ConfigHash(json.RawMessage(`{"a":1}`)), ConfigHash(json.RawMessage(`{"a":2}`))
-	if len(a) != 32 || a == b || a != ConfigHash(json.RawMessage(` {"a":1} `)) {
+	a, b := ConfigHash(json.RawMessage(`{"a":1}`), nil), ConfigHash(json.RawMessage(`{"a":2}`), nil)
+	if len(a) != 32 || a == b || a != ConfigHash(json.RawMessage(` {"a":1} `), nil) {
 		t.Errorf("hashes %q %q", a, b)
+	}
+	// The env names count (a key now passed may give other tools), in
+	// any order; with env alone there is a hash too.
+	e1 := ConfigHash(json.RawMessage(`{"a":1}`), []string{"K1", "K2"})
+	if e1 == a || e1 != ConfigHash(json.RawMessage(`{"a":1}`), []string{"K2", "K1"}) {
+		t.Errorf("env hashes %q %q", e1, a)
+	}
+	if ConfigHash(nil, []string{"K1"}) == "" {
+		t.Error("env alone hashes to none")
 	}
 }
 
@@ -100,7 +109,7 @@ func TestManifestCachedByConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum := pins["testkit"].SHA256
-	if m := readManifestCache(b.pluginsDir, "testkit", sum, ConfigHash(hide)); m == nil {
+	if m := readManifestCache(b.pluginsDir, "testkit", sum, ConfigHash(hide, nil)); m == nil {
 		t.Error("no cached manifest for the config")
 	} else if _, ok := m.Tool("testkit.echo"); ok {
 		t.Error("the cached manifest for the config declares testkit.echo")
@@ -117,10 +126,10 @@ func TestManifestCachedByConfig(t *testing.T) {
 	if _, err := Install(b.pluginsDir, testutil.Plugin(t, "testkit"), nil); err != nil {
 		t.Fatal(err)
 	}
-	if readManifestCache(b.pluginsDir, "testkit", sum, ConfigHash(hide)) == nil {
+	if readManifestCache(b.pluginsDir, "testkit", sum, ConfigHash(hide, nil)) == nil {
 		t.Error("reinstalling the same binary pruned its configured manifest")
 	}
-	stale := filepath.Join(b.pluginsDir, ManifestDir, strings.Repeat("ab", 32)+"-"+ConfigHash(hide)+".json")
+	stale := filepath.Join(b.pluginsDir, ManifestDir, strings.Repeat("ab", 32)+"-"+ConfigHash(hide, nil)+".json")
 	if err := os.WriteFile(stale, []byte("{}"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +154,7 @@ func TestVanishedToolFailsAtRunTime(t *testing.T) {
 	}
 	hide := json.RawMessage(`{"hide":["testkit.echo"]}`)
 	stale := *m
-	stale.ConfigHash = ConfigHash(hide)
+	stale.ConfigHash = ConfigHash(hide, nil)
 	if err := writeManifestCache(plugins, &stale); err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +171,7 @@ func TestVanishedToolFailsAtRunTime(t *testing.T) {
 	if !strings.Contains(te.Message, "no longer declares") {
 		t.Errorf("message %q", te.Message)
 	}
-	fresh := readManifestCache(plugins, "testkit", m.SHA256, ConfigHash(hide))
+	fresh := readManifestCache(plugins, "testkit", m.SHA256, ConfigHash(hide, nil))
 	if fresh == nil {
 		t.Fatal("no cached manifest after the launch")
 	}
