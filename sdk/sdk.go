@@ -37,6 +37,13 @@ type Tool struct {
 	// Cost is the budget units one call consumes, as declared up front.
 	// Run may report the actual cost by returning a Result.
 	Cost int64
+	// Contract names the contract the tool speaks, such as chat.Contract
+	// ("weir.chat/v1"); empty: none. Optional.
+	Contract string
+	// Models lists the models a chat tool serves, with their limits and
+	// prices, so that registration checks a flow's model alias and the
+	// engine reserves a turn at its price. Optional.
+	Models []Model
 	// Run performs one call. ctx is cancelled when weir cancels the call
 	// (run cancelled, deadline, shutdown). It returns a value encodable
 	// as JSON (or a Result carrying one), or an error.
@@ -45,6 +52,17 @@ type Tool struct {
 	// declErr is the mistake NewTool found in the declaration, reported
 	// by CheckTools.
 	declErr error
+}
+
+// Model is one model a chat tool serves.
+type Model struct {
+	// Alias is the name flows use (model = "small").
+	Alias string
+	// MaxTokens is the most output tokens one turn may ask for (0: unsaid).
+	MaxTokens int64
+	// InputCost and OutputCost are budget units per million tokens.
+	InputCost  int64
+	OutputCost int64
 }
 
 // Call is one invocation of a tool.

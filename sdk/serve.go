@@ -42,7 +42,36 @@ func init() {
 // that does not compile) is printed to stderr and the process exits with
 // status 1, so that it shows up on the first `weir plugin install`.
 func Serve(tools ...Tool) {
-	srv, err := newServer(tools)
+	serve(newServer(tools))
+}
+
+// Options declares a plugin whose manifest depends on its config.
+type Options struct {
+	// Name is the plugin's name, the part before the dot of its tool
+	// names. Required when Tools may return no tool (a plugin installs
+	// without config, so a plugin whose tools all come from its config
+	// has none then).
+	Name string
+	// ConfigSchema is the JSON schema of the plugin's config section.
+	// weir checks the section against it at `weir config check` and at
+	// start and refuses unknown keys and wrong types with their file:line.
+	// Empty: undeclared, any section is passed as is.
+	ConfigSchema string
+	// Tools produces the plugin's tools from its config section (JSON;
+	// nil when the daemon's config has no section for the plugin). It is
+	// called once, at launch; weir caches the manifest it yields by the
+	// binary's checksum and the section's hash. An error stops the
+	// plugin with the error on stderr.
+	Tools func(config json.RawMessage) ([]Tool, error)
+}
+
+// ServeWith is Serve for a plugin that declares a config schema or
+// produces its tools from its config.
+func ServeWith(o Options) {
+	serve(newServerWith(o))
+}
+
+func serve(srv *server, err error) {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "weir plugin:", err)
 		os.Exit(1)
@@ -98,8 +127,25 @@ func newServer(tools []Tool) (*server, error) {
 	if len(tools) == 0 {
 		return nil, errors.New("sdk.Serve needs at least one tool")
 	}
+	return newServerWith(Options{Tools: func(json.RawMessage) ([]Tool, error) { return tools, nil }})
+}
+
+func newServerWith(o Options) (*server, error) {
+	if o.Tools == nil {
+		return nil, errors.New("sdk.ServeWith needs Options.Tools")
+	}
+	if o.Name != "" {
+		if err := wire.CheckPluginName(o.Name); err != nil {
+			return nil, err
+		}
+	}
+	if o.ConfigSchema != "" {
+		if _, err := wire.CompileSchema(o.ConfigSchema); err != nil {
+			return nil, fmt.Errorf("ConfigSchema: %w", err)
+		}
+	}
 	s := &server{
-		tools:    make(map[string]Tool, len(tools)),
+		tools:    map[string]Tool{},
 		manifest: &wire.ManifestResponse{ProtocolVersion: wire.ProtocolVersion, SdkVersion: Version},
 		stateDir: os.Getenv(wire.EnvStateDir),
 		logger:   slog.New(slog.DiscardHandler),
@@ -111,10 +157,25 @@ func newServer(tools []Tool) (*server, error) {
 		}
 		s.config = json.RawMessage(c)
 	}
+	s.manifest.ConfigSchema, s.manifest.PluginName = o.ConfigSchema, o.Name
+	tools, err := o.Tools(s.config)
+	if err != nil {
+		return nil, err
+	}
+	if len(tools) == 0 && o.Name == "" {
+		return nil, errors.New("no tools: a plugin whose tools come from its config needs Options.Name")
+	}
 	if err := CheckTools(tools...); err != nil {
 		return nil, err
 	}
 	for _, t := range tools {
+		if p, _, _ := wire.SplitToolName(t.Name); o.Name != "" && p != o.Name {
+			return nil, fmt.Errorf("tool %q does not belong to plugin %q", t.Name, o.Name)
+		}
+		var models []*wire.ModelSpec
+		for _, m := range t.Models {
+			models = append(models, &wire.ModelSpec{Alias: m.Alias, MaxTokens: m.MaxTokens, InputCost: m.InputCost, OutputCost: m.OutputCost})
+		}
 		s.tools[t.Name] = t
 		s.manifest.Tools = append(s.manifest.Tools, &wire.ToolSpec{
 			Name:         t.Name,
@@ -123,6 +184,8 @@ func newServer(tools []Tool) (*server, error) {
 			Cost:         t.Cost,
 			InputSchema:  t.InputSchema,
 			OutputSchema: t.OutputSchema,
+			Contract:     t.Contract,
+			Models:       models,
 		})
 	}
 	return s, nil

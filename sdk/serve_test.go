@@ -2,7 +2,11 @@ package sdk
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"testing"
+
+	"github.com/weirhq/weir/sdk/wire"
 )
 
 func TestCancelThatOvertakesItsCall(t *testing.T) {
@@ -29,5 +33,55 @@ func TestCancelThatOvertakesItsCall(t *testing.T) {
 	ct.end(8)
 	if len(ct.running) != 0 || len(ct.early) != 0 {
 		t.Fatalf("table not empty: %v %v", ct.running, ct.early)
+	}
+}
+
+// TestServeWithConfig: the manifest is made from the config at launch,
+// with the config schema, contract and models declared.
+func TestServeWithConfig(t *testing.T) {
+	t.Setenv(wire.EnvConfig, `{"models":["small","big"]}`)
+	run := func(context.Context, *Call) (any, error) { return nil, nil }
+	fromConfig := func(raw json.RawMessage) ([]Tool, error) {
+		var c struct{ Models []string }
+		if err := json.Unmarshal(raw, &c); err != nil {
+			return nil, err
+		}
+		tool := Tool{Name: "m.chat", Contract: "weir.chat/v1", Run: run}
+		for _, a := range c.Models {
+			tool.Models = append(tool.Models, Model{Alias: a, MaxTokens: 10, InputCost: 1, OutputCost: 2})
+		}
+		return []Tool{tool}, nil
+	}
+	s, err := newServerWith(Options{Name: "m", ConfigSchema: `{"type":"object"}`, Tools: fromConfig})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mf, err := s.Manifest(context.Background(), &wire.ManifestRequest{ProtocolVersion: wire.ProtocolVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mf.GetConfigSchema() != `{"type":"object"}` || mf.GetPluginName() != "m" || len(mf.GetTools()) != 1 {
+		t.Fatalf("manifest %v", mf)
+	}
+	tool := mf.GetTools()[0]
+	if tool.GetContract() != "weir.chat/v1" || len(tool.GetModels()) != 2 || tool.GetModels()[1].GetAlias() != "big" || tool.GetModels()[1].GetOutputCost() != 2 {
+		t.Errorf("tool %v", tool)
+	}
+
+	none := func(json.RawMessage) ([]Tool, error) { return nil, nil }
+	if _, err := newServerWith(Options{Name: "m", Tools: none}); err != nil {
+		t.Errorf("zero tools with a name: %v", err)
+	}
+	for name, o := range map[string]Options{
+		"no Tools":           {Name: "m"},
+		"zero tools no name": {Tools: none},
+		"bad name":           {Name: "M!", Tools: none},
+		"bad schema":         {Name: "m", ConfigSchema: `{"type":5}`, Tools: none},
+		"tools refuse":       {Name: "m", Tools: func(json.RawMessage) ([]Tool, error) { return nil, errors.New("no") }},
+		"other plugin":       {Name: "x", Tools: fromConfig},
+	} {
+		if _, err := newServerWith(o); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
 	}
 }

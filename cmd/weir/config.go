@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weirhq/weir/runtime/config"
+	"github.com/weirhq/weir/runtime/host"
 )
 
 func init() {
@@ -17,12 +18,16 @@ func init() {
 			Short: "Validate a config file as 'weir serve --config' would",
 			Long: `Validate a config file as 'weir serve --config' and a reload would: unknown
 blocks and attributes, values and their ranges, the socket's group, the
-token files. Every problem is printed with its file:line (exit 1). With
+token files, and each plugin section against the config schema its
+installed plugin declares (unknown keys, wrong types). Every problem is printed with its file:line (exit 1). With
 --json, print the config in force that the file gives, defaults filled in
 and token secrets left out.`,
 			Args: exactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				c, err := config.Load(args[0])
+				if err == nil {
+					err = checkPluginSections(m.PluginsDir, c)
+				}
 				if err != nil {
 					return &exitError{code: exitFailed, err: err}
 				}
@@ -37,4 +42,42 @@ and token secrets left out.`,
 		cmd.AddCommand(check)
 		return cmd
 	})
+}
+
+// checkPluginSections checks c's plugin sections against the config
+// schemas of the plugins installed in pluginsDir, each problem with its
+// file:line, as a *config.Error.
+func checkPluginSections(pluginsDir string, c *config.Config) error {
+	if len(c.Plugins) == 0 {
+		return nil
+	}
+	probs, err := host.CheckPluginConfig(pluginsDir, c.Plugins)
+	if err != nil {
+		return &config.Error{Problems: []string{err.Error()}}
+	}
+	if len(probs) == 0 {
+		return nil
+	}
+	e := &config.Error{}
+	for _, p := range probs {
+		where := c.PluginWhere(p.Plugin, p.Key)
+		if where != "" {
+			where += ": "
+		}
+		e.Problems = append(e.Problems, fmt.Sprintf("%splugin %q: %s", where, p.Plugin, p.Message))
+	}
+	return e
+}
+
+// loadChecked loads the config file at path and checks its plugin
+// sections against the installed plugins' schemas.
+func loadChecked(m *Main, path string) (*config.Config, error) {
+	c, err := config.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkPluginSections(m.PluginsDir, c); err != nil {
+		return nil, err
+	}
+	return c, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weirhq/weir/runtime/api"
+	"github.com/weirhq/weir/runtime/config"
 	"github.com/weirhq/weir/runtime/engine"
 	"github.com/weirhq/weir/runtime/store"
 )
@@ -25,7 +26,9 @@ func init() {
 			Long: `Register FILE.star and run one of its flows to the end on the embedded store
 in the data directory, without a daemon, then print the result. --flow picks
 the flow when the file declares several (default: the first). Refused
-clearly if a daemon holds the data directory: use 'weir run start' then.`,
+clearly if a daemon holds the data directory: use 'weir run start' then.
+With --config FILE, plugins are launched with that file's plugin blocks
+(their sections, env and memory_max), as 'weir serve --config' would.`,
 			Args: exactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				in, err := readInput(input)
@@ -40,6 +43,7 @@ clearly if a daemon holds the data directory: use 'weir run start' then.`,
 		cmd.Flags().StringVar(&input, "input", "", "run input as JSON, or @file")
 		cmd.Flags().BoolVar(&opts.asJSON, "json", false, "print the final run as JSON")
 		cmd.Flags().StringVar(&opts.logLevel, "log-level", "warn", "trace, debug, info, warn or error")
+		cmd.Flags().StringVar(&opts.config, "config", "", "launch plugins with the plugin blocks of this daemon config file (models of the llm plugin, say)")
 		return cmd
 	})
 }
@@ -51,6 +55,7 @@ type execOptions struct {
 	input    json.RawMessage
 	asJSON   bool // print the final run as JSON
 	logLevel string
+	config   string // the daemon config file whose plugin blocks apply ("": none)
 }
 
 func (m *Main) exec(ctx context.Context, opts execOptions) error {
@@ -58,7 +63,15 @@ func (m *Main) exec(ctx context.Context, opts execOptions) error {
 	if err != nil {
 		return usageErrorf("%v", err)
 	}
-	s, err := m.openStack(ctx, m.newLogger("weir", opts.logLevel), engine.Config{})
+	var plugins *config.Config
+	if opts.config != "" {
+		c, err := loadChecked(m, opts.config)
+		if err != nil {
+			return &exitError{code: exitFailed, err: err}
+		}
+		plugins = c
+	}
+	s, err := m.openStack(ctx, m.newLogger("weir", opts.logLevel), engine.Config{}, plugins)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/weirhq/weir/flows"
 	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/api/client"
+	"github.com/weirhq/weir/runtime/config"
 	"github.com/weirhq/weir/runtime/host"
 )
 
@@ -34,11 +35,12 @@ func init() {
 
 func flowCheckCommand(m *Main) *cobra.Command {
 	var (
-		toolsPath string
-		asJSON    bool
+		toolsPath  string
+		configPath string
+		asJSON     bool
 	)
 	cmd := &cobra.Command{
-		Use:   "check [--tools catalog.json] [--json] FILE...",
+		Use:   "check [--tools catalog.json | --config weir.hcl] [--json] FILE...",
 		Short: "Check flow files together, offline",
 		Long: `Check loads the flow files together, exactly as registration would, and reports
 every problem with its position, a stable code and a message.
@@ -46,7 +48,10 @@ every problem with its position, a stable code and a message.
 Subflow calls resolve among the files given. Tools resolve against the
 catalog given with --tools (a JSON file, see docs/flows.md), or else against
 the installed plugins; the tool check is never skipped, so with no catalog
-every tool is unknown.
+every tool is unknown. With --config FILE, the installed plugins' tools are
+the ones their blocks in that daemon config give (a plugin whose tools come
+from its config, such as llm's models, is launched once with its block if
+its manifest for that block is not cached yet).
 
 Exit status: 0 when every flow is clean (one summary line per flow),
 1 when there are diagnostics (all of them are printed), 2 on usage errors.`,
@@ -60,7 +65,15 @@ Exit status: 0 when every flow is clean (one summary line per flow),
 				}
 				tools = c
 			} else {
-				c, err := installedCatalog(m)
+				var plugins *config.Config
+				if configPath != "" {
+					c, err := loadChecked(m, configPath)
+					if err != nil {
+						return &exitError{code: exitFailed, err: err}
+					}
+					plugins = c
+				}
+				c, err := installedCatalog(m, plugins)
 				if err != nil {
 					return &exitError{code: exitFailed, err: fmt.Errorf("reading the installed plugins' catalog: %w", err)}
 				}
@@ -97,6 +110,7 @@ Exit status: 0 when every flow is clean (one summary line per flow),
 		},
 	}
 	cmd.Flags().StringVar(&toolsPath, "tools", "", "resolve tools in this JSON catalog instead of the installed plugins")
+	cmd.Flags().StringVar(&configPath, "config", "", "resolve the installed plugins' tools as configured by this daemon config file")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the diagnostics as a JSON array")
 	return cmd
 }
@@ -104,8 +118,15 @@ Exit status: 0 when every flow is clean (one summary line per flow),
 // installedCatalog is the tool catalog of the plugins installed in
 // m.PluginsDir, from their cached manifests. No plugins means an empty
 // catalog: every tool is unknown, the tool check is never skipped.
-func installedCatalog(m *Main) (flows.Catalog, error) {
-	return host.LoadCatalog(m.PluginsDir, m.DataDir)
+// With plugins (a daemon config), each plugin's manifest is the one for
+// its config section: tools that come from config (models, MCP servers)
+// resolve as the daemon started with that file would resolve them.
+func installedCatalog(m *Main, plugins *config.Config) (flows.Catalog, error) {
+	cfg := host.Config{PluginsDir: m.PluginsDir, DataDir: m.DataDir}
+	if plugins != nil {
+		cfg.PluginConfig, cfg.PluginEnv, cfg.PluginMemoryMax = plugins.Plugins, plugins.PluginEnvs(), plugins.PluginMemoryMaxes()
+	}
+	return host.LoadCatalogFor(cfg)
 }
 
 // printFlowSummary prints one line per clean flow: what it is and the

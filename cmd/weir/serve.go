@@ -142,13 +142,14 @@ func applyPins(c *config.Config, pins []pin) (names, notes []string) {
 // serving is a running `weir serve`: what the API's admin endpoints and
 // status view reach, and what SIGHUP reloads.
 type serving struct {
-	file string // "" when started on flags alone
-	pins []pin
-	log  hclog.Logger
-	st   store.Store
-	eng  *engine.Engine
-	srv  *api.Server
-	sock string
+	file       string // "" when started on flags alone
+	pluginsDir string // where plugin sections are checked against their schemas
+	pins       []pin
+	log        hclog.Logger
+	st         store.Store
+	eng        *engine.Engine
+	srv        *api.Server
+	sock       string
 
 	mu   sync.Mutex // serialises reloads
 	cur  *config.Config
@@ -163,6 +164,9 @@ func (d *serving) load() (*config.Config, []string, []string, error) {
 	if d.file != "" {
 		var err error
 		if c, err = config.Load(d.file); err != nil {
+			return nil, nil, nil, err
+		}
+		if err := checkPluginSections(d.pluginsDir, c); err != nil {
 			return nil, nil, nil, err
 		}
 	}
@@ -261,7 +265,7 @@ func (m *Main) serve(ctx context.Context, file string, pins []pin) error {
 		}
 		file = abs
 	}
-	d := &serving{file: file, pins: pins, sock: m.SocketPath}
+	d := &serving{file: file, pluginsDir: m.PluginsDir, pins: pins, sock: m.SocketPath}
 	cfg, pinned, notes, err := d.load()
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
@@ -395,7 +399,8 @@ func (m *Main) openDaemonStore(log hclog.Logger, cfg *config.Config) (*badgersto
 		}
 		return nil, nil, err
 	}
-	h, err := host.New(host.Config{PluginsDir: m.PluginsDir, DataDir: m.DataDir, Logger: log.Named("host"), PluginConfig: cfg.Plugins})
+	h, err := host.New(host.Config{PluginsDir: m.PluginsDir, DataDir: m.DataDir, Logger: log.Named("host"), PluginConfig: cfg.Plugins,
+		PluginEnv: cfg.PluginEnvs(), PluginMemoryMax: cfg.PluginMemoryMaxes()})
 	if err != nil {
 		st.Close()
 		return nil, nil, fmt.Errorf("plugin host: %w", err)

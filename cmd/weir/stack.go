@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/weirhq/weir/runtime/config"
 	"github.com/weirhq/weir/runtime/engine"
 	"github.com/weirhq/weir/runtime/host"
 	"github.com/weirhq/weir/runtime/store"
@@ -28,7 +29,7 @@ func (m *Main) storeDir() string { return filepath.Join(m.DataDir, "store") }
 
 // openStack opens the store (refusing clearly if a daemon holds it), the
 // plugin host and the engine, and starts the engine (recovery included).
-func (m *Main) openStack(ctx context.Context, log hclog.Logger, cfg engine.Config) (*stack, error) {
+func (m *Main) openStack(ctx context.Context, log hclog.Logger, cfg engine.Config, plugins *config.Config) (*stack, error) {
 	if err := os.MkdirAll(m.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
@@ -39,7 +40,11 @@ func (m *Main) openStack(ctx context.Context, log hclog.Logger, cfg engine.Confi
 		}
 		return nil, err
 	}
-	h, err := host.New(host.Config{PluginsDir: m.PluginsDir, DataDir: m.DataDir, Logger: log.Named("host")})
+	hc := host.Config{PluginsDir: m.PluginsDir, DataDir: m.DataDir, Logger: log.Named("host")}
+	if plugins != nil {
+		hc.PluginConfig, hc.PluginEnv, hc.PluginMemoryMax = plugins.Plugins, plugins.PluginEnvs(), plugins.PluginMemoryMaxes()
+	}
+	h, err := host.New(hc)
 	if err != nil {
 		st.Close()
 		return nil, fmt.Errorf("plugin host: %w", err)

@@ -77,9 +77,10 @@ var (
 	modelKeys    = []string{"provider", "model", "input_cost", "output_cost", "max_tokens", "max_concurrent", "requests_per_minute", "tokens_per_minute"}
 )
 
-// configSchema is the JSON schema of the plugin's section, for the host to
-// check with file:line once manifests carry a config schema (DESIGN §11).
-// parseConfig checks the same and the cross-field rules.
+// configSchema is the JSON schema of the plugin's section, declared in the
+// manifest: the host checks the section against it with file:line at
+// config check and at start (DESIGN §11). parseConfig checks the same and
+// the cross-field rules.
 const configSchema = `{
   "type": "object",
   "additionalProperties": false,

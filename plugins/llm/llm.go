@@ -60,10 +60,27 @@ func (p *plugin) tool() sdk.Tool {
 		Description: "One model turn in the chat contract (" + chat.Contract + "): the conversation and the tools on offer in, " +
 			"the model's text or tool calls out, with usage and cost. The model is an alias of the llm plugin's config.",
 		Idempotent:   true,
+		Contract:     chat.Contract,
 		InputSchema:  chat.RequestSchema,
 		OutputSchema: chat.ResponseSchema,
 		Run:          p.run,
 	}
+}
+
+// tools is the plugin's manifest for its config section raw: llm.chat
+// with the configured models. A config the plugin refuses yields llm.chat
+// without models: registration then refuses every alias, and a call
+// answers why the config is refused (E_CONFIG) rather than the plugin
+// failing to start.
+func (p *plugin) tools(raw json.RawMessage) ([]sdk.Tool, error) {
+	t := p.tool()
+	if s := p.setupFor(raw); s.err == nil {
+		for _, alias := range sortedKeys(s.cfg.Models) {
+			m := s.cfg.Models[alias]
+			t.Models = append(t.Models, sdk.Model{Alias: alias, MaxTokens: m.MaxTokens, InputCost: m.InputCost, OutputCost: m.OutputCost})
+		}
+	}
+	return []sdk.Tool{t}, nil
 }
 
 // setupFor parses raw once and builds its clients and limiters.

@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/weirhq/weir/flows"
 	"github.com/weirhq/weir/internal/llmtest"
 	"github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/plugins/internal/plugintest"
@@ -444,5 +447,57 @@ func TestManifest(t *testing.T) {
 		if tm.Name == "llm.chat" && !chat.SpeaksContract(string(tm.InputSchema)) {
 			t.Fatal("llm.chat does not declare the chat contract")
 		}
+	}
+}
+
+// TestManifestCarriesModels: llm.chat's manifest is made from the config
+// at launch, with the configured models and prices, and the host's
+// catalog shows them to registration.
+func TestManifestCarriesModels(t *testing.T) {
+	t.Parallel()
+	cfgA := `{"providers":{"local":{"kind":"openai","base_url":"http://127.0.0.1:1/v1"}},"models":{"small":{"provider":"local","model":"m-1","input_cost":100,"output_cost":400,"max_tokens":256}}}`
+	p := plugintest.Start(t, "llm", cfgA)
+	info, ok := p.Host.LookupTool("llm.chat")
+	if !ok || !info.Chat {
+		t.Fatalf("llm.chat: found %v, chat %v", ok, info.Chat)
+	}
+	want := []flows.ModelInfo{{Alias: "small", MaxTokens: 256, InputCost: 100, OutputCost: 400}}
+	if !reflect.DeepEqual(info.Models, want) {
+		t.Fatalf("models = %+v, want %+v", info.Models, want)
+	}
+	for _, tm := range p.Host.Tools() {
+		if tm.Name == "llm.chat" && tm.Contract != chat.Contract {
+			t.Errorf("contract = %q", tm.Contract)
+		}
+	}
+	var schema bool
+	for _, pl := range p.Host.Plugins() {
+		schema = schema || (pl.Name == "llm" && len(pl.Manifest.ConfigSchema) > 0)
+	}
+	if !schema {
+		t.Error("the llm plugin declares no config schema")
+	}
+	p.Host.Close()
+
+	// A changed config is a new launch and a new manifest, cached beside
+	// the first (by binary checksum and config hash).
+	cfgB := `{"providers":{"local":{"kind":"openai","base_url":"http://127.0.0.1:1/v1"}},"models":{"big":{"provider":"local","model":"m-2","input_cost":7,"output_cost":9,"max_tokens":64}}}`
+	for _, c := range []struct {
+		cfg  string
+		want []flows.ModelInfo
+	}{{cfgB, []flows.ModelInfo{{Alias: "big", MaxTokens: 64, InputCost: 7, OutputCost: 9}}}, {cfgA, want}} {
+		cat, err := host.LoadCatalogFor(host.Config{PluginsDir: p.PluginsDir, DataDir: p.DataDir,
+			PluginConfig: map[string]json.RawMessage{"llm": json.RawMessage(c.cfg)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, _ := cat.LookupTool("llm.chat")
+		if !reflect.DeepEqual(info.Models, c.want) {
+			t.Errorf("models with config %s = %+v, want %+v", c.cfg, info.Models, c.want)
+		}
+	}
+	cached, err := filepath.Glob(filepath.Join(p.PluginsDir, host.ManifestDir, "*.json"))
+	if err != nil || len(cached) != 3 { // installed without config, then A and B
+		t.Errorf("manifest cache holds %v (%v), want 3 files", cached, err)
 	}
 }

@@ -12,6 +12,12 @@
 // cost, ceil((input_tokens × input_cost + output_tokens × output_cost) /
 // 1e6) budget units, is reported as the call's actual cost.
 //
+// The manifest is made from the config at launch: llm.chat declares the
+// chat contract and the configured models with their limits and prices,
+// so registration checks a flow's model alias and the engine reserves a
+// turn at its price. The config schema it declares lets weir refuse a
+// wrong key with its file:line before the plugin runs.
+//
 // A provider's key is read from the variable its api_key_env names and
 // never appears in an error, a log line or an output.
 package main
@@ -19,5 +25,6 @@ package main
 import "github.com/weirhq/weir/sdk"
 
 func main() {
-	sdk.Serve(newPlugin(lookupEnv).tool())
+	p := newPlugin(lookupEnv)
+	sdk.ServeWith(sdk.Options{Name: "llm", ConfigSchema: configSchema, Tools: p.tools})
 }

@@ -3,10 +3,44 @@
 // (ignores it), fail (retryable failures for the first N attempts of a
 // logical call), crash (exits mid-call), flood (answers N bytes),
 // exclusive (records how many of its calls overlap), cost and log.
+//
+// Its manifest depends on its config, as a plugin whose tools come from
+// config (models, MCP servers) does: the tools named in the config's
+// "hide" list are not declared.
 package main
 
-import "github.com/weirhq/weir/sdk"
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/weirhq/weir/sdk"
+)
+
+// configSchema is testkit's config section: any key, "hide" a list of
+// tool names.
+const configSchema = `{"type":"object","properties":{"hide":{"type":"array","items":{"type":"string"}}}}`
 
 func main() {
-	sdk.Serve(tools()...)
+	sdk.ServeWith(sdk.Options{Name: "testkit", ConfigSchema: configSchema, Tools: configured})
+}
+
+// configured is the tools minus those the config hides.
+func configured(raw json.RawMessage) ([]sdk.Tool, error) {
+	var c struct{ Hide []string }
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &c); err != nil {
+			return nil, fmt.Errorf("testkit config: %w", err)
+		}
+	}
+	hide := map[string]bool{}
+	for _, n := range c.Hide {
+		hide[n] = true
+	}
+	var out []sdk.Tool
+	for _, t := range tools() {
+		if !hide[t.Name] {
+			out = append(out, t)
+		}
+	}
+	return out, nil
 }

@@ -133,14 +133,23 @@ func tools() []sdk.Tool {
 		},
 		{
 			Name:        "testkit.env",
-			Description: "Answer what the plugin was launched with: its name, state directory and configuration.",
+			Description: "Answer what the plugin was launched with: its name, state directory, configuration and the environment variables named in vars (set ones only).",
 			Idempotent:  true,
 			Run: func(ctx context.Context, call *sdk.Call) (any, error) {
+				var in struct{ Vars []string }
+				_ = call.Decode(&in) // any input: vars is optional
+				vars := map[string]string{}
+				for _, k := range in.Vars {
+					if v, ok := os.LookupEnv(k); ok {
+						vars[k] = v
+					}
+				}
 				return map[string]any{
 					"name":      os.Getenv("WEIR_PLUGIN_NAME"),
 					"state_dir": call.StateDir,
 					"config":    call.Config,
 					"pid":       os.Getpid(),
+					"vars":      vars,
 				}, nil
 			},
 		},

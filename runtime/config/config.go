@@ -58,6 +58,63 @@ type Config struct {
 	RetentionMaxAge time.Duration `json:"retention_max_age,omitempty"`
 	// Plugins holds each plugin's section, as JSON, by plugin name.
 	Plugins map[string]json.RawMessage `json:"plugins,omitempty"`
+	// PluginHost holds the host-reserved keys of each plugin block (env,
+	// memory_max), stripped from the section the plugin sees.
+	PluginHost map[string]PluginHost `json:"plugin_host,omitempty"`
+
+	// pluginWhere locates each plugin block and its keys, for messages.
+	pluginWhere map[string]pluginPos
+}
+
+// PluginHost is what a plugin block says to the host rather than to the
+// plugin (DESIGN §11).
+type PluginHost struct {
+	// Env names variables of weir's environment passed to this plugin
+	// alone (API keys, tokens). Only names: values are never kept here.
+	Env []string `json:"env,omitempty"`
+	// MemoryMax caps the plugin process's data segment in bytes
+	// (RLIMIT_DATA); 0: no cap.
+	MemoryMax int64 `json:"memory_max,omitempty"`
+}
+
+// PluginEnvs returns each plugin's env names, by plugin name.
+func (c *Config) PluginEnvs() map[string][]string {
+	out := map[string][]string{}
+	for n, h := range c.PluginHost {
+		if len(h.Env) > 0 {
+			out[n] = h.Env
+		}
+	}
+	return out
+}
+
+// PluginMemoryMaxes returns each plugin's memory_max, by plugin name.
+func (c *Config) PluginMemoryMaxes() map[string]int64 {
+	out := map[string]int64{}
+	for n, h := range c.PluginHost {
+		if h.MemoryMax > 0 {
+			out[n] = h.MemoryMax
+		}
+	}
+	return out
+}
+
+type pluginPos struct {
+	block string            // file:line of the block
+	keys  map[string]string // file:line of each of its keys
+}
+
+// PluginWhere returns the file:line of a key of plugin's block ("" key:
+// the block itself), or "" if the config did not come from a file.
+func (c *Config) PluginWhere(plugin, key string) string {
+	p, ok := c.pluginWhere[plugin]
+	if !ok {
+		return ""
+	}
+	if w, ok := p.keys[key]; ok && key != "" {
+		return w
+	}
+	return p.block
 }
 
 // Engine holds the engine limits of the file's engine block.
@@ -133,13 +190,14 @@ func (c *Config) MarshalJSON() ([]byte, error) {
 		Metrics   string                     `json:"metrics_address,omitempty"`
 		Retention string                     `json:"retention_max_age,omitempty"`
 		Plugins   map[string]json.RawMessage `json:"plugins,omitempty"`
+		Host      map[string]PluginHost      `json:"plugin_host,omitempty"`
 	}{
 		File: c.File, LogLevel: c.LogLevel,
 		Engine: engineView{e.Workers, e.MaxQueued, qt, e.BudgetInFlight, e.RunBudget, e.LeaseTimeout.String(),
 			e.MaxAttempts, e.RetryBase.String(), e.RetryMax.String()},
 		Grace:  c.DrainGrace.String(),
 		Socket: socketView{fmt.Sprintf("%04o", c.Socket.Mode), c.Socket.Group},
-		TCP:    c.TCP, Metrics: c.MetricsAddress, Plugins: c.Plugins,
+		TCP:    c.TCP, Metrics: c.MetricsAddress, Plugins: c.Plugins, Host: c.PluginHost,
 	}
 	if c.RetentionMaxAge > 0 {
 		v.Retention = c.RetentionMaxAge.String()
@@ -238,9 +296,17 @@ func RestartChanges(running, candidate *Config) []string {
 	for n := range candidate.Plugins {
 		names[n] = true
 	}
+	for n := range running.PluginHost {
+		names[n] = true
+	}
+	for n := range candidate.PluginHost {
+		names[n] = true
+	}
 	var changed []string
 	for n := range names {
-		if string(running.Plugins[n]) != string(candidate.Plugins[n]) {
+		rh, _ := json.Marshal(running.PluginHost[n])
+		ch, _ := json.Marshal(candidate.PluginHost[n])
+		if string(running.Plugins[n]) != string(candidate.Plugins[n]) || string(rh) != string(ch) {
 			changed = append(changed, n)
 		}
 	}

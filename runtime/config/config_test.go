@@ -37,6 +37,7 @@ func TestLoadFull(t *testing.T) {
 			"http": json.RawMessage(`{"allow_hosts":["api.example.com","example.org"],"max_bytes":1048576,"timeout":"10s"}`),
 		},
 	}
+	want.pluginWhere = c.pluginWhere // positions: TestPluginHostKeys
 	if !reflect.DeepEqual(c, want) {
 		gb, _ := json.MarshalIndent(c, "", " ")
 		wb, _ := json.MarshalIndent(want, "", " ")
@@ -130,6 +131,15 @@ func TestRefusals(t *testing.T) {
 		{"plugin bad name", "plugin \"HTTP\" {\n}\n", []string{"c.hcl:1", `plugin "HTTP": not a plugin name`}},
 		{"plugin twice", "plugin \"http\" {\n}\nplugin \"http\" {\n}\n", []string{"c.hcl:3", `plugin "http" has two sections`}},
 		{"plugin nested block", "plugin \"http\" {\n  limits {\n  }\n}\n", []string{"c.hcl:2", "Unexpected \"limits\" block"}},
+		{"plugin env not a list", "plugin \"llm\" {\n  env = \"HOME\"\n}\n", []string{"c.hcl:2", `plugin "llm": env must be a list`}},
+		{"plugin env bad name", "plugin \"llm\" {\n  env = [\"A-B\"]\n}\n", []string{"c.hcl:2", `"A-B" is not a variable name`}},
+		{"plugin env twice", "plugin \"llm\" {\n  env = [\"HOME\", \"HOME\"]\n}\n", []string{"c.hcl:2", `env lists "HOME" twice`}},
+		{"plugin env unset", "plugin \"llm\" {\n\n  env = [\"WEIR_TEST_UNSET_VARIABLE\"]\n}\n", []string{"c.hcl:3", "env lists WEIR_TEST_UNSET_VARIABLE, which is not set"}},
+		{"plugin memory not a size", "plugin \"llm\" {\n  memory_max = \"lots\"\n}\n", []string{"c.hcl:2", `memory_max: "lots" is not a size`}},
+		{"plugin memory bad unit", "plugin \"llm\" {\n  memory_max = \"5XB\"\n}\n", []string{"c.hcl:2", `unknown unit "XB"`}},
+		{"plugin memory number", "plugin \"llm\" {\n  memory_max = 512\n}\n", []string{"c.hcl:2", "below the minimum"}},
+		{"plugin memory too small", "plugin \"llm\" {\n  memory_max = \"1MiB\"\n}\n", []string{"c.hcl:2", "below the minimum of 32MiB"}},
+		{"plugin memory huge", "plugin \"llm\" {\n  memory_max = \"99999999999TiB\"\n}\n", []string{"c.hcl:2", "too large"}},
 		{"schema and value problems at once", "engine {\n  workers = 0\n  lease = \"1s\"\n}\nlog_level = 3\n", []string{"c.hcl:2: workers must be at least 1", `c.hcl:3: Unsupported argument: An argument named "lease"`, "c.hcl:5"}},
 		{"several problems at once", "log_level = \"loud\"\nengine {\n  workers = 0\n}\n", []string{"c.hcl:1", "c.hcl:3"}},
 	}
@@ -150,6 +160,61 @@ func TestRefusals(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPluginHostKeys: env and memory_max are the host's, stripped from
+// the section the plugin sees; values of the variables are never kept.
+func TestPluginHostKeys(t *testing.T) {
+	t.Setenv("WEIR_TEST_PLUGIN_KEY", "s3cret-value")
+	c, err := Parse([]byte("plugin \"llm\" {\n  env = [\"WEIR_TEST_PLUGIN_KEY\", \"HOME\"]\n  memory_max = \"512MiB\"\n  models = { small = { max_tokens = 5 } }\n}\nplugin \"fs\" {\n  root = \"/x\"\n}\n"), "c.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(c.Plugins["llm"]); got != `{"models":{"small":{"max_tokens":5}}}` {
+		t.Errorf("llm section = %s", got)
+	}
+	want := PluginHost{Env: []string{"HOME", "WEIR_TEST_PLUGIN_KEY"}, MemoryMax: 512 << 20}
+	if got := c.PluginHost["llm"]; !reflect.DeepEqual(got, want) {
+		t.Errorf("llm host keys = %+v, want %+v", got, want)
+	}
+	if _, ok := c.PluginHost["fs"]; ok {
+		t.Errorf("fs has host keys: %+v", c.PluginHost["fs"])
+	}
+	if w := c.PluginWhere("llm", "models"); w != "c.hcl:4" {
+		t.Errorf("where of models = %q", w)
+	}
+	if w := c.PluginWhere("llm", "nope"); w != "c.hcl:1" {
+		t.Errorf("where of the block = %q", w)
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "s3cret") || strings.Contains(c.Hash(), "s3cret") {
+		t.Errorf("a variable's value leaked into the config: %s", b)
+	}
+	// Changing a host key needs a restart like changing the section.
+	c2, err := Parse([]byte("plugin \"llm\" {\n  env = [\"WEIR_TEST_PLUGIN_KEY\", \"HOME\"]\n  memory_max = \"1GiB\"\n  models = { small = { max_tokens = 5 } }\n}\nplugin \"fs\" {\n  root = \"/x\"\n}\n"), "c.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := RestartChanges(c, c2); !reflect.DeepEqual(got, []string{`plugin "llm" section`}) {
+		t.Errorf("restart changes = %q", got)
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]int64{"512MiB": 512 << 20, "2GiB": 2 << 30, "1000": 1000, "3 MB": 3e6, "1KiB": 1024} {
+		if got, err := ParseSize(in); err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "-1MiB", "1.5GiB", "12 parsecs", "MiB"} {
+		if _, err := ParseSize(in); err == nil {
+			t.Errorf("ParseSize(%q) accepted", in)
+		}
 	}
 }
 

@@ -509,7 +509,18 @@ func (d *decoder) plugin(p *rawPlugin, c *Config) {
 		return
 	}
 	obj := map[string]json.RawMessage{}
+	hostKeys := PluginHost{}
+	where := map[string]string{}
 	for name, a := range attrs {
+		switch name {
+		case "env":
+			hostKeys.Env = d.pluginEnv(p.Name, a)
+			continue
+		case "memory_max":
+			hostKeys.MemoryMax = d.pluginMemory(p.Name, a)
+			continue
+		}
+		where[name] = strings.TrimSuffix(at(&a.Range), ": ")
 		v, diags := a.Expr.Value(nil)
 		if diags.HasErrors() {
 			d.problems = append(d.problems, diagError(diags).Problems...)
@@ -531,4 +542,116 @@ func (d *decoder) plugin(p *rawPlugin, c *Config) {
 		c.Plugins = map[string]json.RawMessage{}
 	}
 	c.Plugins[p.Name] = b
+	if len(hostKeys.Env) > 0 || hostKeys.MemoryMax > 0 {
+		if c.PluginHost == nil {
+			c.PluginHost = map[string]PluginHost{}
+		}
+		c.PluginHost[p.Name] = hostKeys
+	}
+	if c.pluginWhere == nil {
+		c.pluginWhere = map[string]pluginPos{}
+	}
+	c.pluginWhere[p.Name] = pluginPos{block: strings.TrimSuffix(at(&p.DefRange), ": "), keys: where}
+}
+
+// envName is what a variable listed in a plugin block's env may be called.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// MaxPluginEnv bounds the variables one plugin block may pass.
+const MaxPluginEnv = 64
+
+// MinMemoryMax is the smallest memory_max accepted: below it a Go plugin
+// cannot start, and the refusal is clearer here than as a crash.
+const MinMemoryMax = 32 << 20
+
+// pluginEnv reads a plugin block's env: names of variables of the daemon's
+// environment, each of which must be set (a key silently absent is worse
+// than a refused start). Values are never read into the config.
+func (d *decoder) pluginEnv(plugin string, a *hcl.Attribute) []string {
+	v, diags := a.Expr.Value(nil)
+	if diags.HasErrors() {
+		d.problems = append(d.problems, diagError(diags).Problems...)
+		return nil
+	}
+	if v.IsNull() || !(v.Type().IsTupleType() || v.Type().IsListType()) {
+		d.fail(a.Range, "plugin %q: env must be a list of variable names, e.g. [\"API_KEY\"]", plugin)
+		return nil
+	}
+	if v.LengthInt() > MaxPluginEnv {
+		d.fail(a.Range, "plugin %q: env lists %d variables; at most %d", plugin, v.LengthInt(), MaxPluginEnv)
+		return nil
+	}
+	var out []string
+	seen := map[string]bool{}
+	for it := v.ElementIterator(); it.Next(); {
+		_, e := it.Element()
+		if e.IsNull() || e.Type() != cty.String {
+			d.fail(a.Range, "plugin %q: env must be a list of variable names (strings)", plugin)
+			return nil
+		}
+		name := e.AsString()
+		switch {
+		case !envName.MatchString(name):
+			d.fail(a.Range, "plugin %q: env: %q is not a variable name (letters, digits and _, not starting with a digit)", plugin, name)
+		case seen[name]:
+			d.fail(a.Range, "plugin %q: env lists %q twice", plugin, name)
+		case !hasEnv(name):
+			d.fail(a.Range, "plugin %q: env lists %s, which is not set in weir's environment", plugin, name)
+		default:
+			seen[name] = true
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func hasEnv(name string) bool {
+	_, ok := os.LookupEnv(name)
+	return ok
+}
+
+// pluginMemory reads a plugin block's memory_max, a size such as "512MiB".
+func (d *decoder) pluginMemory(plugin string, a *hcl.Attribute) int64 {
+	var s string
+	if !d.value(a.Expr, "memory_max", &s) {
+		return 0
+	}
+	n, err := ParseSize(s)
+	switch {
+	case err != nil:
+		d.fail(a.Range, "plugin %q: memory_max: %v", plugin, err)
+		return 0
+	case n < MinMemoryMax:
+		d.fail(a.Range, "plugin %q: memory_max %q is below the minimum of 32MiB a plugin needs to start", plugin, s)
+		return 0
+	}
+	return n
+}
+
+var sizeUnits = map[string]int64{
+	"": 1, "B": 1,
+	"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
+	"KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
+}
+
+var sizeRE = regexp.MustCompile(`^([0-9]+)\s*([A-Za-z]*)$`)
+
+// ParseSize reads a size in bytes written as a whole number with an
+// optional unit: B, KiB, MiB, GiB, TiB (powers of 1024) or KB, MB, GB,
+// TB (powers of 1000).
+func ParseSize(s string) (int64, error) {
+	m := sizeRE.FindStringSubmatch(strings.TrimSpace(s))
+	if m == nil {
+		return 0, fmt.Errorf("%q is not a size (write e.g. \"512MiB\" or \"2GiB\")", s)
+	}
+	unit, ok := sizeUnits[m[2]]
+	if !ok {
+		return 0, fmt.Errorf("%q: unknown unit %q (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)", s, m[2])
+	}
+	n, err := strconv.ParseInt(m[1], 10, 64)
+	if err != nil || n > (1<<62)/unit {
+		return 0, fmt.Errorf("%q is too large", s)
+	}
+	return n * unit, nil
 }

@@ -1,13 +1,18 @@
 package host
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
+	"strings"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -23,10 +28,27 @@ type PluginManifest struct {
 	// Name is the plugin's name, the prefix of its tool names.
 	Name string `json:"name"`
 	// SHA256 is the checksum of the binary that declared it.
-	SHA256          string         `json:"sha256"`
-	ProtocolVersion int            `json:"protocol_version"`
-	SDKVersion      string         `json:"sdk_version,omitempty"`
-	Tools           []ToolManifest `json:"tools"`
+	SHA256          string `json:"sha256"`
+	ProtocolVersion int    `json:"protocol_version"`
+	SDKVersion      string `json:"sdk_version,omitempty"`
+	// ConfigHash identifies the config section the plugin was launched
+	// with when it declared this manifest ("" for none): a plugin may
+	// produce its tools from its config, so the cache is keyed by both.
+	ConfigHash string `json:"config_hash,omitempty"`
+	// ConfigSchema is the JSON schema of the plugin's config section, as
+	// the plugin declares it (empty: undeclared).
+	ConfigSchema json.RawMessage `json:"config_schema,omitempty"`
+	Tools        []ToolManifest  `json:"tools"`
+}
+
+// Tool returns the manifest's tool named name.
+func (m *PluginManifest) Tool(name string) (ToolManifest, bool) {
+	for _, t := range m.Tools {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return ToolManifest{}, false
 }
 
 // ToolManifest is one tool's declaration.
@@ -41,7 +63,32 @@ type ToolManifest struct {
 	Cost         int64           `json:"cost"`
 	InputSchema  json.RawMessage `json:"input_schema,omitempty"`
 	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+	// Contract is the contract the tool says it speaks ("weir.chat/v1").
+	Contract string `json:"contract,omitempty"`
+	// Models are the models a chat tool serves.
+	Models []ModelManifest `json:"models,omitempty"`
 }
+
+// ModelManifest is one model of a chat tool: its alias, output limit and
+// prices in budget units per million tokens.
+type ModelManifest struct {
+	Alias      string `json:"alias"`
+	MaxTokens  int64  `json:"max_tokens,omitempty"`
+	InputCost  int64  `json:"input_cost,omitempty"`
+	OutputCost int64  `json:"output_cost,omitempty"`
+}
+
+// Limits of what a manifest may declare.
+const (
+	// MaxModels bounds the models one chat tool declares.
+	MaxModels = 256
+	// maxModelTokens bounds a model's max_tokens (matches flows' bound of
+	// an int on every platform weir builds for).
+	maxModelTokens = 1 << 31
+)
+
+// modelAlias is what a model alias may be: flows name it in model = "...".
+var modelAlias = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$`)
 
 // manifestFromWire checks what a plugin answered to Manifest and converts it.
 // wantName is the pinned name, or "" at install.
@@ -49,10 +96,21 @@ func manifestFromWire(wantName, sum string, m *wire.ManifestResponse) (*PluginMa
 	if m.GetProtocolVersion() != wire.ProtocolVersion {
 		return nil, fmt.Errorf("plugin speaks protocol version %d, weir %d", m.GetProtocolVersion(), wire.ProtocolVersion)
 	}
-	if len(m.GetTools()) == 0 {
-		return nil, errors.New("plugin declares no tools")
+	pm := &PluginManifest{SHA256: sum, ProtocolVersion: int(m.GetProtocolVersion()), SDKVersion: m.GetSdkVersion(), Name: m.GetPluginName()}
+	if pm.Name != "" {
+		if err := wire.CheckPluginName(pm.Name); err != nil {
+			return nil, err
+		}
 	}
-	pm := &PluginManifest{SHA256: sum, ProtocolVersion: int(m.GetProtocolVersion()), SDKVersion: m.GetSdkVersion()}
+	if len(m.GetTools()) == 0 && pm.Name == "" {
+		return nil, errors.New("plugin declares no tools and no plugin name")
+	}
+	if s := m.GetConfigSchema(); s != "" {
+		if _, err := wire.CompileSchema(s); err != nil {
+			return nil, fmt.Errorf("config schema: %w", err)
+		}
+		pm.ConfigSchema = json.RawMessage(s)
+	}
 	seen := map[string]bool{}
 	for _, t := range m.GetTools() {
 		p, _, err := wire.SplitToolName(t.GetName())
@@ -84,6 +142,9 @@ func manifestFromWire(wantName, sum string, m *wire.ManifestResponse) (*PluginMa
 		if s := t.GetOutputSchema(); s != "" {
 			tm.OutputSchema = json.RawMessage(s)
 		}
+		if err := addModels(&tm, t); err != nil {
+			return nil, err
+		}
 		pm.Tools = append(pm.Tools, tm)
 	}
 	if wantName != "" && pm.Name != wantName {
@@ -93,20 +154,80 @@ func manifestFromWire(wantName, sum string, m *wire.ManifestResponse) (*PluginMa
 	return pm, nil
 }
 
-func manifestCachePath(pluginsDir, sum string) string {
-	return filepath.Join(pluginsDir, ManifestDir, sum+".json")
+// addModels checks and copies a tool's contract and models.
+func addModels(tm *ToolManifest, t *wire.ToolSpec) error {
+	tm.Contract = t.GetContract()
+	if len(tm.Contract) > 128 {
+		return fmt.Errorf("tool %q: contract name longer than 128 bytes", t.GetName())
+	}
+	if len(t.GetModels()) > MaxModels {
+		return fmt.Errorf("tool %q declares %d models; at most %d", t.GetName(), len(t.GetModels()), MaxModels)
+	}
+	seen := map[string]bool{}
+	for _, m := range t.GetModels() {
+		switch {
+		case !modelAlias.MatchString(m.GetAlias()):
+			return fmt.Errorf("tool %q: model alias %q: 1-64 letters, digits and _ . : -, starting with a letter or digit", t.GetName(), m.GetAlias())
+		case seen[m.GetAlias()]:
+			return fmt.Errorf("tool %q declares model %q twice", t.GetName(), m.GetAlias())
+		case m.GetMaxTokens() < 0 || m.GetMaxTokens() > maxModelTokens:
+			return fmt.Errorf("tool %q: model %q: max_tokens %d out of range 0..%d", t.GetName(), m.GetAlias(), m.GetMaxTokens(), maxModelTokens)
+		case m.GetInputCost() < 0 || m.GetOutputCost() < 0:
+			return fmt.Errorf("tool %q: model %q declares a negative price", t.GetName(), m.GetAlias())
+		}
+		seen[m.GetAlias()] = true
+		tm.Models = append(tm.Models, ModelManifest{Alias: m.GetAlias(), MaxTokens: m.GetMaxTokens(), InputCost: m.GetInputCost(), OutputCost: m.GetOutputCost()})
+	}
+	return nil
+}
+
+// ConfigHash identifies what a plugin is launched with, in the manifest
+// cache: its config section and the names of the variables its block
+// passes (env; a plugin may declare other tools when a key is there, so a
+// fixed env is a new manifest too; values are never hashed). "" for no
+// section (or an empty one) and no env, else the first 16 bytes of the
+// SHA-256 in hex. The section's JSON has sorted keys (config.Parse), so
+// one content has one hash.
+func ConfigHash(section json.RawMessage, env []string) string {
+	t := bytes.TrimSpace(section)
+	if string(t) == "null" || string(t) == "{}" {
+		t = nil
+	}
+	if len(t) == 0 && len(env) == 0 {
+		return ""
+	}
+	names := append([]string(nil), env...)
+	sort.Strings(names)
+	h := sha256.New()
+	h.Write(t)
+	for _, n := range names {
+		h.Write([]byte{0})
+		h.Write([]byte(n))
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// manifestCachePath is ManifestDir/SHA256.json for a plugin launched
+// without config, ManifestDir/SHA256-CONFIGHASH.json with one.
+func manifestCachePath(pluginsDir, sum, configHash string) string {
+	name := sum
+	if configHash != "" {
+		name += "-" + configHash
+	}
+	return filepath.Join(pluginsDir, ManifestDir, name+".json")
 }
 
 // readManifestCache returns the cached manifest of the binary with
-// checksum sum, or nil if there is none (or it is unreadable: the cache is
-// only a cache, the plugin is asked again).
-func readManifestCache(pluginsDir, name, sum string) *PluginManifest {
-	b, err := os.ReadFile(manifestCachePath(pluginsDir, sum))
+// checksum sum launched with the config section whose hash is configHash,
+// or nil if there is none (or it is unreadable: the cache is only a
+// cache, the plugin is asked again).
+func readManifestCache(pluginsDir, name, sum, configHash string) *PluginManifest {
+	b, err := os.ReadFile(manifestCachePath(pluginsDir, sum, configHash))
 	if err != nil {
 		return nil
 	}
 	var m PluginManifest
-	if json.Unmarshal(b, &m) != nil || m.SHA256 != sum || m.Name != name || m.ProtocolVersion != wire.ProtocolVersion {
+	if json.Unmarshal(b, &m) != nil || m.SHA256 != sum || m.Name != name || m.ConfigHash != configHash || m.ProtocolVersion != wire.ProtocolVersion {
 		return nil
 	}
 	return &m
@@ -120,7 +241,14 @@ func writeManifestCache(pluginsDir string, m *PluginManifest) error {
 	if err != nil {
 		return err
 	}
-	return atomicfile.Write(manifestCachePath(pluginsDir, m.SHA256), append(b, '\n'), 0o644)
+	return atomicfile.Write(manifestCachePath(pluginsDir, m.SHA256, m.ConfigHash), append(b, '\n'), 0o644)
+}
+
+// sameManifest reports whether two manifests declare the same things.
+func sameManifest(a, b *PluginManifest) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return bytes.Equal(x, y)
 }
 
 // PluginInfo is one installed plugin.
@@ -152,6 +280,16 @@ var _ flows.Catalog = (*Catalog)(nil)
 // its error and contributes no tools: one broken plugin does not hide the
 // others.
 func LoadCatalog(pluginsDir, dataDir string) (*Catalog, error) {
+	return LoadCatalogFor(Config{PluginsDir: pluginsDir, DataDir: dataDir})
+}
+
+// LoadCatalogFor is LoadCatalog for the plugins configured as cfg says
+// (PluginsDir, DataDir, PluginConfig, PluginEnv, PluginMemoryMax): each
+// plugin's manifest is the one cached for its config section, so a plugin
+// whose tools come from its config (models, MCP servers) shows them. A
+// plugin launched to fetch it gets its section, env and memory cap.
+func LoadCatalogFor(cfg Config) (*Catalog, error) {
+	pluginsDir, dataDir := cfg.PluginsDir, cfg.DataDir
 	var err error
 	if pluginsDir, err = filepath.Abs(pluginsDir); err != nil {
 		return nil, err
@@ -161,12 +299,15 @@ func LoadCatalog(pluginsDir, dataDir string) (*Catalog, error) {
 			return nil, err
 		}
 	}
-	return loadCatalog(pluginsDir, func(name string, sum []byte) (*PluginManifest, error) {
+	return loadCatalog(pluginsDir, cfg.PluginConfig, cfg.PluginEnv, func(name string, sum []byte) (*PluginManifest, error) {
 		inst, err := launch(launchSpec{
 			name:         name,
 			path:         filepath.Join(pluginsDir, name),
 			sum:          sum,
 			stateDir:     stateDir(dataDir, name),
+			config:       cfg.PluginConfig[name],
+			env:          cfg.PluginEnv[name],
+			memoryMax:    cfg.PluginMemoryMax[name],
 			logger:       hclog.NewNullLogger(),
 			maxMsg:       defaultMaxMessageBytes,
 			startTimeout: defaultStartTimeout,
@@ -181,7 +322,7 @@ func LoadCatalog(pluginsDir, dataDir string) (*Catalog, error) {
 
 // loadCatalog builds a Catalog, calling fetch for each plugin whose
 // manifest is not cached and caching what it returns.
-func loadCatalog(pluginsDir string, fetch func(name string, sum []byte) (*PluginManifest, error)) (*Catalog, error) {
+func loadCatalog(pluginsDir string, configs map[string]json.RawMessage, envs map[string][]string, fetch func(name string, sum []byte) (*PluginManifest, error)) (*Catalog, error) {
 	pins, err := ReadPins(pluginsDir)
 	if err != nil {
 		return nil, err
@@ -195,7 +336,7 @@ func loadCatalog(pluginsDir string, fetch func(name string, sum []byte) (*Plugin
 	for _, name := range names {
 		pin := pins[name]
 		info := PluginInfo{Name: name, Path: filepath.Join(pluginsDir, name), SHA256: pin.SHA256}
-		info.Manifest = readManifestCache(pluginsDir, name, pin.SHA256)
+		info.Manifest = readManifestCache(pluginsDir, name, pin.SHA256, ConfigHash(configs[name], envs[name]))
 		if info.Manifest == nil {
 			sum, _ := decodeSum(pin.SHA256) // ReadPins checked it
 			m, err := fetch(name, sum)
@@ -230,9 +371,16 @@ func (c *Catalog) LookupTool(name string) (flows.ToolInfo, bool) {
 // toolInfo is what registration needs of a tool. A tool whose input
 // schema is the chat contract's request schema speaks the contract
 // (chat.SpeaksContract), so an agent may take its turns from it.
+//
+// A chat tool's models carry their limits and prices, so registration
+// checks a flow's model alias and the engine reserves a turn at its price.
 func toolInfo(t ToolManifest) flows.ToolInfo {
-	return flows.ToolInfo{Name: t.Name, Idempotent: t.Idempotent, Cost: t.Cost, InputSchema: []byte(t.InputSchema),
-		Description: t.Description, Chat: chat.SpeaksContract(string(t.InputSchema))}
+	info := flows.ToolInfo{Name: t.Name, Idempotent: t.Idempotent, Cost: t.Cost, InputSchema: []byte(t.InputSchema),
+		Description: t.Description, Chat: t.Contract == chat.Contract || chat.SpeaksContract(string(t.InputSchema))}
+	for _, m := range t.Models {
+		info.Models = append(info.Models, flows.ModelInfo{Alias: m.Alias, MaxTokens: int(m.MaxTokens), InputCost: m.InputCost, OutputCost: m.OutputCost})
+	}
+	return info
 }
 
 // Tools returns every tool, sorted by name.
@@ -269,4 +417,64 @@ func stateDir(dataDir, name string) string {
 		return ""
 	}
 	return filepath.Join(dataDir, "plugin-state", name)
+}
+
+// ConfigProblem is where a plugin's config section disagrees with the
+// config schema the plugin declares.
+type ConfigProblem struct {
+	Plugin string
+	// Key is the section's top-level key at fault ("" for the section as
+	// a whole), so the caller can cite its file:line.
+	Key     string
+	Message string
+}
+
+// CheckPluginConfig checks each section of sections against the config
+// schema its installed plugin declared (in the manifest cached at
+// install, which needs no config): unknown keys and wrong types are
+// refused before the plugin runs. A section of a plugin that is not
+// installed, or that declares no schema, is not checked here.
+func CheckPluginConfig(pluginsDir string, sections map[string]json.RawMessage) ([]ConfigProblem, error) {
+	pins, err := ReadPins(pluginsDir)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(sections))
+	for n := range sections {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var out []ConfigProblem
+	for _, name := range names {
+		pin, ok := pins[name]
+		if !ok {
+			continue
+		}
+		m := readManifestCache(pluginsDir, name, pin.SHA256, "")
+		if m == nil {
+			m = readManifestCache(pluginsDir, name, pin.SHA256, ConfigHash(sections[name], nil))
+		}
+		if m == nil || len(m.ConfigSchema) == 0 {
+			continue
+		}
+		schema, err := wire.CompileSchema(string(m.ConfigSchema))
+		if err != nil {
+			out = append(out, ConfigProblem{Plugin: name, Message: fmt.Sprintf("the plugin's config schema does not compile: %v", err)})
+			continue
+		}
+		probs, err := schema.Problems(sections[name])
+		if err != nil {
+			out = append(out, ConfigProblem{Plugin: name, Message: err.Error()})
+			continue
+		}
+		for _, p := range probs {
+			// The root's location says nothing the file:line does not.
+			cp := ConfigProblem{Plugin: name, Message: strings.TrimPrefix(p.Message, "at '': ")}
+			if len(p.Path) > 0 {
+				cp.Key = p.Path[0]
+			}
+			out = append(out, cp)
+		}
+	}
+	return out, nil
 }

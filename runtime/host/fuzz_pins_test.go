@@ -58,7 +58,7 @@ func FuzzManifestCache(f *testing.F) {
 	f.Add(`{"name":"mail","sha256":"`+sum+`","protocol_version":99}`, "mail")
 	f.Add(`{`, "mail")
 	dir := f.TempDir()
-	path := manifestCachePath(dir, sum)
+	path := manifestCachePath(dir, sum, "")
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		f.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func FuzzManifestCache(f *testing.F) {
 		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		m := readManifestCache(dir, name, sum)
+		m := readManifestCache(dir, name, sum, "")
 		if m == nil {
 			return
 		}

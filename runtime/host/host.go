@@ -37,6 +37,13 @@ type Config struct {
 	// configuration, by plugin name; the plugin receives it as JSON in
 	// WEIR_PLUGIN_CONFIG.
 	PluginConfig map[string]json.RawMessage
+	// PluginEnv names, by plugin name, the variables of weir's environment
+	// passed to that plugin alone (a block's env, DESIGN §11). Only names:
+	// the values are read at each launch and never logged.
+	PluginEnv map[string][]string
+	// PluginMemoryMax caps, by plugin name, the plugin process's data
+	// segment in bytes (RLIMIT_DATA; a block's memory_max). 0: no cap.
+	PluginMemoryMax map[string]int64
 	// MaxMessageBytes bounds a call's input and a plugin's answer.
 	// Default 4 MiB.
 	MaxMessageBytes int
@@ -164,7 +171,7 @@ func New(cfg Config) (*Host, error) {
 		done:    make(chan struct{}),
 	}
 	launched := map[string]*instance{}
-	cat, err := loadCatalog(cfg.PluginsDir, func(name string, sum []byte) (*PluginManifest, error) {
+	cat, err := loadCatalog(cfg.PluginsDir, cfg.PluginConfig, cfg.PluginEnv, func(name string, sum []byte) (*PluginManifest, error) {
 		inst, err := launch(h.spec(name, sum))
 		if err != nil {
 			return nil, err
@@ -216,6 +223,8 @@ func (h *Host) spec(name string, sum []byte) launchSpec {
 		sum:          sum,
 		stateDir:     stateDir(h.cfg.DataDir, name),
 		config:       h.cfg.PluginConfig[name],
+		env:          h.cfg.PluginEnv[name],
+		memoryMax:    h.cfg.PluginMemoryMax[name],
 		logger:       h.logger,
 		maxMsg:       h.cfg.MaxMessageBytes,
 		startTimeout: h.cfg.StartTimeout,
@@ -232,6 +241,10 @@ func (h *Host) LookupTool(name string) (flows.ToolInfo, bool) {
 }
 
 var _ flows.Catalog = (*Host)(nil)
+
+// Plugins returns every pinned plugin with the manifest this host uses
+// (the one for its config section), sorted by name.
+func (h *Host) Plugins() []PluginInfo { return h.catalog.Plugins() }
 
 // Tools returns every callable tool, sorted by name.
 func (h *Host) Tools() []ToolManifest {
@@ -350,6 +363,9 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (*CallResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, ok := inst.manifest.Tool(req.Tool); !ok {
+		return nil, toolErrorf(KindUnknownTool, req.Tool, "plugin %s no longer declares this tool (its manifest changed at launch)", p.name)
+	}
 	return h.run(ctx, t, inst, input, req)
 }
 
@@ -438,11 +454,25 @@ func (p *pluginState) instance(ctx context.Context) (*instance, error) {
 		p.launches++
 		p.inst = inst
 		p.mu.Unlock()
-		if readManifestCache(h.cfg.PluginsDir, p.name, inst.manifest.SHA256) == nil {
-			_ = writeManifestCache(h.cfg.PluginsDir, inst.manifest)
-		}
+		h.noteManifest(p.name, inst.manifest)
 		return inst, nil
 	}
+}
+
+// noteManifest caches the manifest a launch answered. A manifest that
+// differs from the cached one (a config-dependent tool list changed: an
+// MCP server's tools, say) replaces it, so the next start registers what
+// the plugin declares now; this host keeps its tool set, and a call of a
+// tool the plugin no longer declares fails as an unknown tool.
+func (h *Host) noteManifest(name string, m *PluginManifest) {
+	cached := readManifestCache(h.cfg.PluginsDir, name, m.SHA256, m.ConfigHash)
+	if cached != nil && sameManifest(cached, m) {
+		return
+	}
+	if cached != nil {
+		h.logger.Warn("plugin manifest changed at launch; the new tool list applies at the next start", "plugin", name)
+	}
+	_ = writeManifestCache(h.cfg.PluginsDir, m) // best effort: a cache
 }
 
 // backoffLocked records one more consecutive crash and sets when the next

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"syscall"
@@ -97,7 +98,7 @@ func TestInstallPinsAndCachesManifest(t *testing.T) {
 	if got, _ := FileSHA256(filepath.Join(dir, "testkit")); got != sum {
 		t.Fatalf("installed copy has sha256 %s, want %s", got, sum)
 	}
-	if c := readManifestCache(dir, "testkit", sum); c == nil || len(c.Tools) != len(m.Tools) {
+	if c := readManifestCache(dir, "testkit", sum, ""); c == nil || len(c.Tools) != len(m.Tools) {
 		t.Fatalf("manifest cache %+v", c)
 	}
 	// Installing in place (what make build does) keeps the pin.
@@ -711,7 +712,45 @@ func TestLoadCatalogUsesCacheWithoutLaunching(t *testing.T) {
 		t.Fatal("a broken plugin without cache contributed tools")
 	}
 	sum, _ := FileSHA256(testutil.Plugin(t, "testkit"))
-	if readManifestCache(b.pluginsDir, "testkit", sum) == nil {
+	if readManifestCache(b.pluginsDir, "testkit", sum, "") == nil {
 		t.Fatal("manifest cache not rebuilt")
+	}
+}
+
+// TestPluginEnvAndMemoryMax: a block's env reaches its plugin alone, and
+// memory_max is the launched process's RLIMIT_DATA.
+func TestPluginEnvAndMemoryMax(t *testing.T) {
+	t.Setenv("WEIR_TEST_MINE", "for-testkit")
+	t.Setenv("WEIR_TEST_OTHERS", "for-mail")
+	b := setup(t, Config{
+		PluginEnv:       map[string][]string{"testkit": {"WEIR_TEST_MINE"}, "mail": {"WEIR_TEST_OTHERS"}},
+		PluginMemoryMax: map[string]int64{"testkit": 256 << 20},
+	}, "testkit", "mail")
+	res := mustCall(t, b.h, "testkit.env", `{"vars":["WEIR_TEST_MINE","WEIR_TEST_OTHERS"]}`)
+	var env struct {
+		PID  int `json:"pid"`
+		Vars map[string]string
+	}
+	if err := json.Unmarshal(res.Output, &env); err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{"WEIR_TEST_MINE": "for-testkit"}; !reflect.DeepEqual(env.Vars, want) {
+		t.Errorf("testkit sees %v, want %v", env.Vars, want)
+	}
+	limits, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", env.PID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var line string
+	for _, l := range strings.Split(string(limits), "\n") {
+		if strings.HasPrefix(l, "Max data size") {
+			line = l
+		}
+	}
+	if f := strings.Fields(line); len(f) < 5 || f[3] != "268435456" || f[4] != "268435456" {
+		t.Errorf("RLIMIT_DATA of the plugin: %q, want 268435456 soft and hard", line)
+	}
+	if strings.Contains(b.logs.String(), "for-testkit") {
+		t.Error("a variable's value reached the log")
 	}
 }

@@ -45,6 +45,8 @@ type launchSpec struct {
 	sum          []byte
 	stateDir     string // "" for manifest-only launches at install
 	config       json.RawMessage
+	env          []string // names of weir's variables passed to this plugin alone
+	memoryMax    int64    // RLIMIT_DATA in bytes; 0: none
 	logger       hclog.Logger
 	maxMsg       int
 	startTimeout time.Duration
@@ -172,6 +174,11 @@ func launchOnce(spec launchSpec) (_ *instance, busy bool, _ error) {
 			cmd.Env = append(cmd.Env, k+"="+v)
 		}
 	}
+	for _, k := range spec.env {
+		if v, ok := os.LookupEnv(k); ok {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+	}
 	cmd.Env = append(cmd.Env,
 		wire.EnvStateDir+"="+spec.stateDir,
 		wire.EnvConfig+"="+string(spec.config),
@@ -230,6 +237,14 @@ func launchOnce(spec launchSpec) (_ *instance, busy bool, _ error) {
 		}
 		return fail(KindCrashed, "starting plugin: %s", msg)
 	}
+	if spec.memoryMax > 0 {
+		// The cap is set on the started process: Go cannot set a limit
+		// between fork and exec. It holds from the handshake on, before
+		// any call.
+		if err := setMemoryMax(inst.pid(), spec.memoryMax); err != nil {
+			return fail(KindCrashed, "setting memory_max: %v", err)
+		}
+	}
 	raw, err := rpcClient.Dispense(wire.PluginName)
 	if err != nil {
 		return fail(KindProtocol, "%v", err)
@@ -245,6 +260,7 @@ func launchOnce(spec launchSpec) (_ *instance, busy bool, _ error) {
 	if err != nil {
 		return fail(KindProtocol, "bad manifest: %v", err)
 	}
+	m.ConfigHash = ConfigHash(spec.config, spec.env)
 	inst.manifest = m
 	pctx, pcancel := context.WithCancel(context.Background())
 	stream, err := inst.rpc.Progress(pctx, &wire.ProgressRequest{})

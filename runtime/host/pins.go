@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
 
@@ -26,7 +27,9 @@ const (
 	// PinsFile maps each installed plugin's name to the SHA-256 of its
 	// binary. Only Install writes it.
 	PinsFile = "pins.json"
-	// ManifestDir caches manifests by checksum: ManifestDir/SHA256.json.
+	// ManifestDir caches manifests by checksum and config section:
+	// ManifestDir/SHA256.json (launched without config) or
+	// ManifestDir/SHA256-CONFIGHASH.json (see ConfigHash).
 	ManifestDir = ".manifests"
 	// lockFile serializes concurrent installs.
 	lockFile = ".pins.lock"
@@ -179,14 +182,16 @@ func Install(pluginsDir, src string, logger hclog.Logger) (*PluginManifest, erro
 func pruneManifestCache(pluginsDir string, pins map[string]Pin) {
 	keep := map[string]bool{}
 	for _, p := range pins {
-		keep[p.SHA256+".json"] = true
+		keep[p.SHA256] = true
 	}
 	entries, err := os.ReadDir(filepath.Join(pluginsDir, ManifestDir))
 	if err != nil {
 		return
 	}
 	for _, e := range entries {
-		if !keep[e.Name()] {
+		// SHA256.json, or SHA256-CONFIGHASH.json for a configured launch.
+		sum, _, _ := strings.Cut(strings.TrimSuffix(e.Name(), ".json"), "-")
+		if !keep[sum] {
 			_ = os.Remove(filepath.Join(pluginsDir, ManifestDir, e.Name()))
 		}
 	}

@@ -83,8 +83,16 @@ type ManifestResponse struct {
 	// The plugin's protocol version; must equal the host's.
 	ProtocolVersion uint32 `protobuf:"varint,1,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
 	// Version of the weir SDK the plugin was built with (informational).
-	SdkVersion    string      `protobuf:"bytes,2,opt,name=sdk_version,json=sdkVersion,proto3" json:"sdk_version,omitempty"`
-	Tools         []*ToolSpec `protobuf:"bytes,3,rep,name=tools,proto3" json:"tools,omitempty"`
+	SdkVersion string      `protobuf:"bytes,2,opt,name=sdk_version,json=sdkVersion,proto3" json:"sdk_version,omitempty"`
+	Tools      []*ToolSpec `protobuf:"bytes,3,rep,name=tools,proto3" json:"tools,omitempty"`
+	// JSON schema of the plugin's config section (empty: undeclared). The
+	// host checks the section against it at config check and at start, so
+	// a wrong key is refused with its file:line before the plugin runs.
+	ConfigSchema string `protobuf:"bytes,4,opt,name=config_schema,json=configSchema,proto3" json:"config_schema,omitempty"`
+	// The plugin's name, the part before the dot of its tool names. Needed
+	// when tools is empty: a plugin whose tools come from its config (models,
+	// MCP servers) installs with none.
+	PluginName    string `protobuf:"bytes,5,opt,name=plugin_name,json=pluginName,proto3" json:"plugin_name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -140,6 +148,20 @@ func (x *ManifestResponse) GetTools() []*ToolSpec {
 	return nil
 }
 
+func (x *ManifestResponse) GetConfigSchema() string {
+	if x != nil {
+		return x.ConfigSchema
+	}
+	return ""
+}
+
+func (x *ManifestResponse) GetPluginName() string {
+	if x != nil {
+		return x.PluginName
+	}
+	return ""
+}
+
 // ToolSpec is one tool's declaration.
 type ToolSpec struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -153,7 +175,11 @@ type ToolSpec struct {
 	// JSON schema of the input (empty: any JSON value).
 	InputSchema string `protobuf:"bytes,5,opt,name=input_schema,json=inputSchema,proto3" json:"input_schema,omitempty"`
 	// JSON schema of the output (empty: undeclared). Informational.
-	OutputSchema  string `protobuf:"bytes,6,opt,name=output_schema,json=outputSchema,proto3" json:"output_schema,omitempty"`
+	OutputSchema string `protobuf:"bytes,6,opt,name=output_schema,json=outputSchema,proto3" json:"output_schema,omitempty"`
+	// The contract the tool speaks, such as "weir.chat/v1" (empty: none).
+	Contract string `protobuf:"bytes,7,opt,name=contract,proto3" json:"contract,omitempty"`
+	// For a chat tool: the models it serves, by alias.
+	Models        []*ModelSpec `protobuf:"bytes,8,rep,name=models,proto3" json:"models,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -230,6 +256,92 @@ func (x *ToolSpec) GetOutputSchema() string {
 	return ""
 }
 
+func (x *ToolSpec) GetContract() string {
+	if x != nil {
+		return x.Contract
+	}
+	return ""
+}
+
+func (x *ToolSpec) GetModels() []*ModelSpec {
+	if x != nil {
+		return x.Models
+	}
+	return nil
+}
+
+// ModelSpec is one model a chat tool serves.
+type ModelSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The name flows use (model = "small").
+	Alias string `protobuf:"bytes,1,opt,name=alias,proto3" json:"alias,omitempty"`
+	// The most output tokens one turn may ask for (0: unsaid).
+	MaxTokens int64 `protobuf:"varint,2,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
+	// Prices in budget units per million tokens.
+	InputCost     int64 `protobuf:"varint,3,opt,name=input_cost,json=inputCost,proto3" json:"input_cost,omitempty"`
+	OutputCost    int64 `protobuf:"varint,4,opt,name=output_cost,json=outputCost,proto3" json:"output_cost,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ModelSpec) Reset() {
+	*x = ModelSpec{}
+	mi := &file_plugin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelSpec) ProtoMessage() {}
+
+func (x *ModelSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelSpec.ProtoReflect.Descriptor instead.
+func (*ModelSpec) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ModelSpec) GetAlias() string {
+	if x != nil {
+		return x.Alias
+	}
+	return ""
+}
+
+func (x *ModelSpec) GetMaxTokens() int64 {
+	if x != nil {
+		return x.MaxTokens
+	}
+	return 0
+}
+
+func (x *ModelSpec) GetInputCost() int64 {
+	if x != nil {
+		return x.InputCost
+	}
+	return 0
+}
+
+func (x *ModelSpec) GetOutputCost() int64 {
+	if x != nil {
+		return x.OutputCost
+	}
+	return 0
+}
+
 type CallRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Tool  string                 `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
@@ -252,7 +364,7 @@ type CallRequest struct {
 
 func (x *CallRequest) Reset() {
 	*x = CallRequest{}
-	mi := &file_plugin_proto_msgTypes[3]
+	mi := &file_plugin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -264,7 +376,7 @@ func (x *CallRequest) String() string {
 func (*CallRequest) ProtoMessage() {}
 
 func (x *CallRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[3]
+	mi := &file_plugin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -277,7 +389,7 @@ func (x *CallRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallRequest.ProtoReflect.Descriptor instead.
 func (*CallRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{3}
+	return file_plugin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CallRequest) GetTool() string {
@@ -354,7 +466,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_plugin_proto_msgTypes[4]
+	mi := &file_plugin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -366,7 +478,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[4]
+	mi := &file_plugin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -379,7 +491,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{4}
+	return file_plugin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CancelRequest) GetCallId() uint64 {
@@ -406,7 +518,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_plugin_proto_msgTypes[5]
+	mi := &file_plugin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -418,7 +530,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[5]
+	mi := &file_plugin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -431,7 +543,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{5}
+	return file_plugin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CancelResponse) GetRunning() bool {
@@ -449,7 +561,7 @@ type ProgressRequest struct {
 
 func (x *ProgressRequest) Reset() {
 	*x = ProgressRequest{}
-	mi := &file_plugin_proto_msgTypes[6]
+	mi := &file_plugin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -461,7 +573,7 @@ func (x *ProgressRequest) String() string {
 func (*ProgressRequest) ProtoMessage() {}
 
 func (x *ProgressRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[6]
+	mi := &file_plugin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -474,7 +586,7 @@ func (x *ProgressRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProgressRequest.ProtoReflect.Descriptor instead.
 func (*ProgressRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{6}
+	return file_plugin_proto_rawDescGZIP(), []int{7}
 }
 
 // ProgressEvent is display only: done out of total units (total 0: unknown).
@@ -489,7 +601,7 @@ type ProgressEvent struct {
 
 func (x *ProgressEvent) Reset() {
 	*x = ProgressEvent{}
-	mi := &file_plugin_proto_msgTypes[7]
+	mi := &file_plugin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -501,7 +613,7 @@ func (x *ProgressEvent) String() string {
 func (*ProgressEvent) ProtoMessage() {}
 
 func (x *ProgressEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[7]
+	mi := &file_plugin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -514,7 +626,7 @@ func (x *ProgressEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProgressEvent.ProtoReflect.Descriptor instead.
 func (*ProgressEvent) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{7}
+	return file_plugin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ProgressEvent) GetCallId() uint64 {
@@ -556,7 +668,7 @@ type CallResult struct {
 
 func (x *CallResult) Reset() {
 	*x = CallResult{}
-	mi := &file_plugin_proto_msgTypes[8]
+	mi := &file_plugin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -568,7 +680,7 @@ func (x *CallResult) String() string {
 func (*CallResult) ProtoMessage() {}
 
 func (x *CallResult) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[8]
+	mi := &file_plugin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -581,7 +693,7 @@ func (x *CallResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallResult.ProtoReflect.Descriptor instead.
 func (*CallResult) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{8}
+	return file_plugin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CallResult) GetOutput() []byte {
@@ -638,7 +750,7 @@ type ToolError struct {
 
 func (x *ToolError) Reset() {
 	*x = ToolError{}
-	mi := &file_plugin_proto_msgTypes[9]
+	mi := &file_plugin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -650,7 +762,7 @@ func (x *ToolError) String() string {
 func (*ToolError) ProtoMessage() {}
 
 func (x *ToolError) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[9]
+	mi := &file_plugin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -663,7 +775,7 @@ func (x *ToolError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolError.ProtoReflect.Descriptor instead.
 func (*ToolError) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{9}
+	return file_plugin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ToolError) GetKind() string {
@@ -700,12 +812,15 @@ const file_plugin_proto_rawDesc = "" +
 	"\n" +
 	"\fplugin.proto\x12\x0eweir.plugin.v1\x1a\x1egoogle/protobuf/duration.proto\"<\n" +
 	"\x0fManifestRequest\x12)\n" +
-	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\"\x8e\x01\n" +
+	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\"\xd4\x01\n" +
 	"\x10ManifestResponse\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x12\x1f\n" +
 	"\vsdk_version\x18\x02 \x01(\tR\n" +
 	"sdkVersion\x12.\n" +
-	"\x05tools\x18\x03 \x03(\v2\x18.weir.plugin.v1.ToolSpecR\x05tools\"\xbc\x01\n" +
+	"\x05tools\x18\x03 \x03(\v2\x18.weir.plugin.v1.ToolSpecR\x05tools\x12#\n" +
+	"\rconfig_schema\x18\x04 \x01(\tR\fconfigSchema\x12\x1f\n" +
+	"\vplugin_name\x18\x05 \x01(\tR\n" +
+	"pluginName\"\x8b\x02\n" +
 	"\bToolSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x1e\n" +
@@ -714,7 +829,17 @@ const file_plugin_proto_rawDesc = "" +
 	"idempotent\x12\x12\n" +
 	"\x04cost\x18\x04 \x01(\x03R\x04cost\x12!\n" +
 	"\finput_schema\x18\x05 \x01(\tR\vinputSchema\x12#\n" +
-	"\routput_schema\x18\x06 \x01(\tR\foutputSchema\"\x91\x02\n" +
+	"\routput_schema\x18\x06 \x01(\tR\foutputSchema\x12\x1a\n" +
+	"\bcontract\x18\a \x01(\tR\bcontract\x121\n" +
+	"\x06models\x18\b \x03(\v2\x19.weir.plugin.v1.ModelSpecR\x06models\"\x80\x01\n" +
+	"\tModelSpec\x12\x14\n" +
+	"\x05alias\x18\x01 \x01(\tR\x05alias\x12\x1d\n" +
+	"\n" +
+	"max_tokens\x18\x02 \x01(\x03R\tmaxTokens\x12\x1d\n" +
+	"\n" +
+	"input_cost\x18\x03 \x01(\x03R\tinputCost\x12\x1f\n" +
+	"\voutput_cost\x18\x04 \x01(\x03R\n" +
+	"outputCost\"\x91\x02\n" +
 	"\vCallRequest\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12\x14\n" +
 	"\x05input\x18\x02 \x01(\fR\x05input\x12\x15\n" +
@@ -766,37 +891,39 @@ func file_plugin_proto_rawDescGZIP() []byte {
 	return file_plugin_proto_rawDescData
 }
 
-var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_plugin_proto_goTypes = []any{
 	(*ManifestRequest)(nil),     // 0: weir.plugin.v1.ManifestRequest
 	(*ManifestResponse)(nil),    // 1: weir.plugin.v1.ManifestResponse
 	(*ToolSpec)(nil),            // 2: weir.plugin.v1.ToolSpec
-	(*CallRequest)(nil),         // 3: weir.plugin.v1.CallRequest
-	(*CancelRequest)(nil),       // 4: weir.plugin.v1.CancelRequest
-	(*CancelResponse)(nil),      // 5: weir.plugin.v1.CancelResponse
-	(*ProgressRequest)(nil),     // 6: weir.plugin.v1.ProgressRequest
-	(*ProgressEvent)(nil),       // 7: weir.plugin.v1.ProgressEvent
-	(*CallResult)(nil),          // 8: weir.plugin.v1.CallResult
-	(*ToolError)(nil),           // 9: weir.plugin.v1.ToolError
-	(*durationpb.Duration)(nil), // 10: google.protobuf.Duration
+	(*ModelSpec)(nil),           // 3: weir.plugin.v1.ModelSpec
+	(*CallRequest)(nil),         // 4: weir.plugin.v1.CallRequest
+	(*CancelRequest)(nil),       // 5: weir.plugin.v1.CancelRequest
+	(*CancelResponse)(nil),      // 6: weir.plugin.v1.CancelResponse
+	(*ProgressRequest)(nil),     // 7: weir.plugin.v1.ProgressRequest
+	(*ProgressEvent)(nil),       // 8: weir.plugin.v1.ProgressEvent
+	(*CallResult)(nil),          // 9: weir.plugin.v1.CallResult
+	(*ToolError)(nil),           // 10: weir.plugin.v1.ToolError
+	(*durationpb.Duration)(nil), // 11: google.protobuf.Duration
 }
 var file_plugin_proto_depIdxs = []int32{
 	2,  // 0: weir.plugin.v1.ManifestResponse.tools:type_name -> weir.plugin.v1.ToolSpec
-	9,  // 1: weir.plugin.v1.CallResult.error:type_name -> weir.plugin.v1.ToolError
-	10, // 2: weir.plugin.v1.ToolError.retry_after:type_name -> google.protobuf.Duration
-	0,  // 3: weir.plugin.v1.Plugin.Manifest:input_type -> weir.plugin.v1.ManifestRequest
-	3,  // 4: weir.plugin.v1.Plugin.Call:input_type -> weir.plugin.v1.CallRequest
-	4,  // 5: weir.plugin.v1.Plugin.Cancel:input_type -> weir.plugin.v1.CancelRequest
-	6,  // 6: weir.plugin.v1.Plugin.Progress:input_type -> weir.plugin.v1.ProgressRequest
-	1,  // 7: weir.plugin.v1.Plugin.Manifest:output_type -> weir.plugin.v1.ManifestResponse
-	8,  // 8: weir.plugin.v1.Plugin.Call:output_type -> weir.plugin.v1.CallResult
-	5,  // 9: weir.plugin.v1.Plugin.Cancel:output_type -> weir.plugin.v1.CancelResponse
-	7,  // 10: weir.plugin.v1.Plugin.Progress:output_type -> weir.plugin.v1.ProgressEvent
-	7,  // [7:11] is the sub-list for method output_type
-	3,  // [3:7] is the sub-list for method input_type
-	3,  // [3:3] is the sub-list for extension type_name
-	3,  // [3:3] is the sub-list for extension extendee
-	0,  // [0:3] is the sub-list for field type_name
+	3,  // 1: weir.plugin.v1.ToolSpec.models:type_name -> weir.plugin.v1.ModelSpec
+	10, // 2: weir.plugin.v1.CallResult.error:type_name -> weir.plugin.v1.ToolError
+	11, // 3: weir.plugin.v1.ToolError.retry_after:type_name -> google.protobuf.Duration
+	0,  // 4: weir.plugin.v1.Plugin.Manifest:input_type -> weir.plugin.v1.ManifestRequest
+	4,  // 5: weir.plugin.v1.Plugin.Call:input_type -> weir.plugin.v1.CallRequest
+	5,  // 6: weir.plugin.v1.Plugin.Cancel:input_type -> weir.plugin.v1.CancelRequest
+	7,  // 7: weir.plugin.v1.Plugin.Progress:input_type -> weir.plugin.v1.ProgressRequest
+	1,  // 8: weir.plugin.v1.Plugin.Manifest:output_type -> weir.plugin.v1.ManifestResponse
+	9,  // 9: weir.plugin.v1.Plugin.Call:output_type -> weir.plugin.v1.CallResult
+	6,  // 10: weir.plugin.v1.Plugin.Cancel:output_type -> weir.plugin.v1.CancelResponse
+	8,  // 11: weir.plugin.v1.Plugin.Progress:output_type -> weir.plugin.v1.ProgressEvent
+	8,  // [8:12] is the sub-list for method output_type
+	4,  // [4:8] is the sub-list for method input_type
+	4,  // [4:4] is the sub-list for extension type_name
+	4,  // [4:4] is the sub-list for extension extendee
+	0,  // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_plugin_proto_init() }
@@ -810,7 +937,7 @@ func file_plugin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugin_proto_rawDesc), len(file_plugin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -44,7 +44,8 @@ const (
 type PluginClient interface {
 	// Manifest returns what the plugin declares: its tools and their schemas.
 	// The host calls it once per launch and caches the answer by the binary's
-	// checksum.
+	// checksum and the hash of the config section the plugin was launched
+	// with: a plugin may produce its tools from its config.
 	Manifest(ctx context.Context, in *ManifestRequest, opts ...grpc.CallOption) (*ManifestResponse, error)
 	// Call executes one tool call and answers its result. It is unary so a
 	// call costs one round trip; cancellation goes through Cancel, not
@@ -127,7 +128,8 @@ type Plugin_ProgressClient = grpc.ServerStreamingClient[ProgressEvent]
 type PluginServer interface {
 	// Manifest returns what the plugin declares: its tools and their schemas.
 	// The host calls it once per launch and caches the answer by the binary's
-	// checksum.
+	// checksum and the hash of the config section the plugin was launched
+	// with: a plugin may produce its tools from its config.
 	Manifest(context.Context, *ManifestRequest) (*ManifestResponse, error)
 	// Call executes one tool call and answers its result. It is unary so a
 	// call costs one round trip; cancellation goes through Cancel, not

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 )
 
 // Schema is a compiled JSON schema of a tool's input. The host validates
@@ -72,4 +73,54 @@ type noLoader struct{}
 
 func (noLoader) Load(url string) (any, error) {
 	return nil, errors.New("schemas must be self-contained: external references are not loaded")
+}
+
+// SchemaProblem is one place where a document disagrees with a schema.
+type SchemaProblem struct {
+	// Path is the location of the value at fault, by object key or array
+	// index from the document's root; for an unknown key, the key.
+	Path []string
+	// Message says what is wrong, naming the location.
+	Message string
+}
+
+// Problems validates doc against the schema and lists every problem
+// found with its location (nil: doc is accepted). A nil Schema accepts
+// any JSON value.
+func (s *Schema) Problems(doc []byte) ([]SchemaProblem, error) {
+	if s == nil {
+		if !json.Valid(doc) {
+			return nil, errors.New("not JSON")
+		}
+		return nil, nil
+	}
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
+	if err != nil {
+		return nil, fmt.Errorf("not JSON: %w", err)
+	}
+	err = s.s.Validate(v)
+	if err == nil {
+		return nil, nil
+	}
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return nil, err
+	}
+	var out []SchemaProblem
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) > 0 {
+			for _, c := range e.Causes {
+				walk(c)
+			}
+			return
+		}
+		path := append([]string(nil), e.InstanceLocation...)
+		if ap, ok := e.ErrorKind.(*kind.AdditionalProperties); ok && len(ap.Properties) > 0 {
+			path = append(path, ap.Properties[0])
+		}
+		out = append(out, SchemaProblem{Path: path, Message: e.Error()})
+	}
+	walk(ve)
+	return out, nil
 }

@@ -68,3 +68,32 @@ func TestCheckErrorCode(t *testing.T) {
 		}
 	}
 }
+
+// TestSchemaProblems: every problem is listed with the path of the value
+// at fault; an unknown key's path ends with the key.
+func TestSchemaProblems(t *testing.T) {
+	t.Parallel()
+	s, err := CompileSchema(`{"type":"object","additionalProperties":false,"properties":{"a":{"type":"integer"},"b":{"type":"object","properties":{"c":{"type":"string"}}}}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probs, err := s.Problems([]byte(`{"a":"x","b":{"c":1},"zz":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, p := range probs {
+		got[strings.Join(p.Path, "/")] = true
+	}
+	for _, want := range []string{"a", "b/c", "zz"} {
+		if !got[want] {
+			t.Errorf("no problem at %s in %+v", want, probs)
+		}
+	}
+	if probs, err := s.Problems([]byte(`{"a":1}`)); err != nil || probs != nil {
+		t.Errorf("a good document: %+v, %v", probs, err)
+	}
+	if _, err := s.Problems([]byte(`{`)); err == nil {
+		t.Error("not JSON accepted")
+	}
+}
