@@ -66,7 +66,7 @@ const (
 	maxLimitValue  = 1 << 30 // max_concurrent, requests_per_minute, tokens_per_minute
 )
 
-// hostKeys belong to the host (DESIGN §11): it strips them before the
+// hostKeys belong to the host (docs/design.md §11): it strips them before the
 // plugin sees its section. A host that passes them anyway is tolerated:
 // env is then checked against every api_key_env.
 var hostKeys = []string{"env", "memory_max"}
@@ -79,7 +79,7 @@ var (
 
 // configSchema is the JSON schema of the plugin's section, declared in the
 // manifest: the host checks the section against it with file:line at
-// config check and at start (DESIGN §11). parseConfig checks the same and
+// config check and at start (docs/design.md §11). parseConfig checks the same and
 // the cross-field rules.
 const configSchema = `{
   "type": "object",

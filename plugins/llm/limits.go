@@ -16,7 +16,7 @@ const concurrencyRetryAfter = time.Second
 
 // limiter enforces one model's limits before a call, so that a burst of
 // agents queues in weir with a reason instead of hammering the provider
-// into 429s (DESIGN §9: per-model rate limits are admission, not
+// into 429s (docs/design.md §9: per-model rate limits are admission, not
 // retries). The plugin runs as one process per host, so its counts are
 // the host's.
 type limiter struct {

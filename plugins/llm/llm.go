@@ -165,7 +165,7 @@ func (p *plugin) run(ctx context.Context, call *sdk.Call) (any, error) {
 		return nil, me.toolError()
 	}
 	if resp.Usage.InputTokens == 0 && resp.Usage.OutputTokens == 0 {
-		// No usage reported: charge the worst case (DESIGN §9).
+		// No usage reported: charge the worst case (docs/design.md §9).
 		resp.Usage = chat.Usage{InputTokens: estimate, OutputTokens: maxTokens}
 		resp.UsageEstimated = true
 	}

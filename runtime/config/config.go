@@ -67,7 +67,7 @@ type Config struct {
 }
 
 // PluginHost is what a plugin block says to the host rather than to the
-// plugin (DESIGN §11).
+// plugin (docs/design.md §11).
 type PluginHost struct {
 	// Env names variables of weir's environment passed to this plugin
 	// alone (API keys, tokens). Only names: values are never kept here.

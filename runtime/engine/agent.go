@@ -19,7 +19,7 @@ import (
 	"github.com/weirhq/weir/sdk/chat"
 )
 
-// An agent node (DESIGN §9) runs as durable steps in its run's worker.
+// An agent node (docs/design.md §9) runs as durable steps in its run's worker.
 // Each model turn is one call of the node's model tool through callTool,
 // with the idempotency key run/node/visit/turn, and its answer is
 // journaled as a store.AgentTurn before any tool call it asks for is
@@ -298,7 +298,7 @@ func (a *agentLoop) reservation(requestBytes int) int64 {
 	return tokenCost(estimateTokens(requestBytes), a.maxTokens, a.model)
 }
 
-// estimateTokens is the conservative prompt-token bound of DESIGN §9: a
+// estimateTokens is the conservative prompt-token bound of docs/design.md §9: a
 // third of the request's bytes, rounded up (tokenizers average about four
 // bytes a token); chat.EstimateInputTokens of the same request, without
 // encoding it again.

@@ -129,7 +129,7 @@ type callOutcome struct {
 var errUnknownOutcome = errors.New("engine: outcome unknown")
 
 // callTool makes one logical tool call with the idempotency contract of
-// DESIGN §3: a non-idempotent tool gets a durable started record (and a
+// docs/design.md §3: a non-idempotent tool gets a durable started record (and a
 // tool_started event) before the call, and is never called twice; a
 // recorded result is returned instead of calling again; a started record
 // without a result ends as E_OUTCOME_UNKNOWN. The call has a deadline and

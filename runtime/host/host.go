@@ -38,7 +38,7 @@ type Config struct {
 	// WEIR_PLUGIN_CONFIG.
 	PluginConfig map[string]json.RawMessage
 	// PluginEnv names, by plugin name, the variables of weir's environment
-	// passed to that plugin alone (a block's env, DESIGN §11). Only names:
+	// passed to that plugin alone (a block's env, docs/design.md §11). Only names:
 	// the values are read at each launch and never logged.
 	PluginEnv map[string][]string
 	// PluginMemoryMax caps, by plugin name, the plugin process's data

@@ -6,12 +6,12 @@ import (
 )
 
 // AgentTurnVersion is the format version of the AgentTurn records written
-// today (DESIGN §11: persisted formats are versioned). A reader refuses a
+// today (docs/design.md §11: persisted formats are versioned). A reader refuses a
 // version it does not know instead of guessing.
 const AgentTurnVersion = 1
 
 // AgentTurn is one model turn of one visit of an agent node, journaled
-// before any tool call it asks for is dispatched (DESIGN §9). Turns are
+// before any tool call it asks for is dispatched (docs/design.md §9). Turns are
 // records of their own, not part of the continuation, so a long
 // conversation never has to fit one transaction: each write holds one
 // turn. A turn is written once when the model has answered and again as

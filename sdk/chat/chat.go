@@ -1,5 +1,5 @@
 // Package chat is the contract of a chat tool: one model turn, with the
-// conversation so far in and the model's answer out (DESIGN §9).
+// conversation so far in and the model's answer out (docs/design.md §9).
 //
 // weir knows no model provider. A model is a tool that speaks this
 // contract: its input is a Request and its output a Response, both as JSON
@@ -131,7 +131,7 @@ type Response struct {
 	StopReason StopReason `json:"stop_reason"`
 	Usage      Usage      `json:"usage"`
 	// UsageEstimated says the provider reported no usage and Usage is the
-	// conservative estimate the turn was charged instead (DESIGN §9).
+	// conservative estimate the turn was charged instead (docs/design.md §9).
 	UsageEstimated bool `json:"usage_estimated,omitempty"`
 	// Model is the provider's id of the model that answered.
 	Model string `json:"model"`
@@ -231,7 +231,7 @@ func isObject(b json.RawMessage) bool {
 // known before the call: the bytes of its JSON divided by three, rounded
 // up. Tokenizers average about four bytes per token on English text and
 // JSON, so the bound holds without a tokenizer per model; the turn is
-// settled to the provider's reported usage afterwards (DESIGN §9).
+// settled to the provider's reported usage afterwards (docs/design.md §9).
 func EstimateInputTokens(r *Request) int64 {
 	b, err := json.Marshal(r)
 	if err != nil {

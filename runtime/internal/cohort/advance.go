@@ -1,4 +1,4 @@
-// Package cohort holds the decisions of a fan-out cohort (DESIGN §7) as
+// Package cohort holds the decisions of a fan-out cohort (docs/design.md §7) as
 // pure functions of its counters, its node's declaration and the time:
 // when to freeze admission, how many children to admit, when the grace
 // period is over and in-flight children are stopped, when the cohort
