@@ -31,15 +31,8 @@ func (l *stringList) Unpack(v starlark.Value) error {
 	if v == starlark.None {
 		return nil
 	}
-	var elems []starlark.Value
-	switch x := v.(type) {
-	case *starlark.List:
-		for i := range x.Len() {
-			elems = append(elems, x.Index(i))
-		}
-	case starlark.Tuple:
-		elems = x
-	default:
+	elems, ok := sequenceElems(v)
+	if !ok {
 		return fmt.Errorf("got %s, want a list of strings", v.Type())
 	}
 	l.list, l.set = make([]string, len(elems)), true

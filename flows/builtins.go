@@ -628,15 +628,8 @@ func builtinFlow(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 	); err != nil {
 		return nil, err
 	}
-	var elems []starlark.Value
-	switch x := nodes.(type) {
-	case *starlark.List:
-		for i := range x.Len() {
-			elems = append(elems, x.Index(i))
-		}
-	case starlark.Tuple:
-		elems = x
-	default:
+	elems, ok := sequenceElems(nodes)
+	if !ok {
 		return nil, fmt.Errorf("flow: nodes must be a list of nodes, got %s", nodes.Type())
 	}
 	nvs := make([]*nodeValue, len(elems))
@@ -763,4 +756,20 @@ func inputSchemaOf(v starlark.Value) (json.RawMessage, string) {
 		return nil, fmt.Sprintf("is not a valid JSON schema: %s", schemaErrorText(err))
 	}
 	return b, ""
+}
+
+// sequenceElems returns the elements of a list or tuple, and false for
+// any other value.
+func sequenceElems(v starlark.Value) ([]starlark.Value, bool) {
+	switch x := v.(type) {
+	case *starlark.List:
+		elems := make([]starlark.Value, x.Len())
+		for i := range elems {
+			elems[i] = x.Index(i)
+		}
+		return elems, true
+	case starlark.Tuple:
+		return x, true
+	}
+	return nil, false
 }
