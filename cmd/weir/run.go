@@ -68,7 +68,7 @@ func init() {
 
 // printAgent shows what an agent node's latest visit did so far.
 func printAgent(w io.Writer, a apitypes.Agent) {
-	fmt.Fprintf(w, "agent:    %s (visit %d): %d turns, %d tokens in, %d out, cost %d\n", a.Node, a.Visit, a.Turns, a.InputTokens, a.OutputTokens, a.Cost)
+	fmt.Fprintf(w, "agent:    %s (visit %d): %s, %d tokens in, %d out, cost %d\n", a.Node, a.Visit, count(a.Turns, "turn"), a.InputTokens, a.OutputTokens, a.Cost)
 }
 
 func printStats(w io.Writer, st *apitypes.Stats) {
