@@ -73,10 +73,10 @@ again=$("$weir" run start digest --request-id demo-1 --input "$input")
 echo "$again (the same run)"
 
 step "The run plans, fans out four questions two at a time, summarizes, then waits for a person"
-for _ in $(seq 1 400); do
-    phase_is "$run" waiting && break
-    sleep 0.05
-done
+# Not "phase: waiting": a run also waits while its fan-out or a child
+# works. A decision being open is the precise condition.
+show "weir run wait $run --decision approve"
+"$weir" run wait "$run" --decision approve --timeout 60s
 show "weir run get $run"
 "$weir" run get "$run"
 
@@ -84,10 +84,8 @@ step "Approve it, as a user would, with a second command"
 show "weir run approve $run approve --payload '{\"ok\":true}'"
 "$weir" run approve "$run" approve --payload '{"ok":true}'
 
-for _ in $(seq 1 400); do
-    phase_is "$run" completed && break
-    sleep 0.05
-done
+show "weir run wait $run"
+"$weir" run wait "$run" --timeout 60s
 step "The result"
 show "weir run get $run"
 "$weir" run get "$run"

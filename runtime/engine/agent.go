@@ -116,14 +116,6 @@ func (a *agentLoop) callTimeout(now time.Time) (time.Duration, bool) {
 // (E_MAX_TURNS) or the budget cannot cover the next turn
 // (E_BUDGET_EXHAUSTED). It reports whether the run goes on in this worker.
 func (s *stepper) agentNode(ctx context.Context, node *flows.Node) bool {
-	switch {
-	case len(node.Approve) > 0:
-		return s.nodeFailed(ctx, node, &store.RunError{Code: "E_UNSUPPORTED",
-			Message: fmt.Sprintf("agent %s: approve (a person approving each call of %s) is not built in this engine yet", node.ID, strings.Join(node.Approve, ", "))})
-	case len(node.Flows) > 0:
-		return s.nodeFailed(ctx, node, &store.RunError{Code: "E_UNSUPPORTED",
-			Message: fmt.Sprintf("agent %s: flows offered to the model as tools (%s) are not built in this engine yet", node.ID, strings.Join(node.Flows, ", "))})
-	}
 	a, rerr := s.loadAgent(ctx, node)
 	if rerr != nil {
 		return s.nodeFailed(ctx, node, rerr)
@@ -204,6 +196,25 @@ func (s *stepper) loadAgent(ctx context.Context, node *flows.Node) (*agentLoop, 
 		def := chat.ToolDef{Name: name, Description: info.Description}
 		if isJSONObject(info.InputSchema) {
 			def.InputSchema = info.InputSchema
+		}
+		a.tools = append(a.tools, def)
+	}
+	for _, name := range node.Flows {
+		// A flow is offered as a tool whose input is the flow's input;
+		// a call of it is a child run (agentFlowCall).
+		cfe, err := e.latestFlow(ctx, name)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, nil
+			}
+			return nil, &store.RunError{Code: ErrorCode(err), Message: fmt.Sprintf("agent %s: its flow %s: %v", node.ID, name, err)}
+		}
+		def := chat.ToolDef{Name: name, Description: cfe.flow.Doc}
+		if isJSONObject(cfe.flow.Input) {
+			def.InputSchema = cfe.flow.Input
+		}
+		if def.Description == "" {
+			def.Description = "Runs the flow " + name + " and answers its output."
 		}
 		a.tools = append(a.tools, def)
 	}
@@ -522,13 +533,20 @@ func (s *stepper) agentReserve(ctx context.Context, a *agentLoop, cost int64, wh
 // it back). A name the agent does not offer is kept as the model gave
 // it, and the call fails with E_UNKNOWN_TOOL.
 func offeredTool(node *flows.Node, name string) string {
-	if slices.Contains(node.Tools, name) {
+	all := offered(node)
+	if slices.Contains(all, name) {
 		return name
 	}
-	if n, err := flows.ToolNameFromModel(name); err == nil && slices.Contains(node.Tools, n) {
+	if n, err := flows.ToolNameFromModel(name); err == nil && slices.Contains(all, n) {
 		return n
 	}
 	return name
+}
+
+// offered lists what an agent offers its model: its tools, then its
+// flows.
+func offered(node *flows.Node) []string {
+	return append(slices.Clone(node.Tools), node.Flows...)
 }
 
 func pendingCalls(t *store.AgentTurn) int {
@@ -553,17 +571,39 @@ func (s *stepper) agentCalls(ctx context.Context, a *agentLoop, t *store.AgentTu
 	if err := json.Unmarshal(t.Response, &msg); err != nil || len(msg.ToolCalls) != len(t.Calls) {
 		return false, s.nodeFailed(ctx, node, &store.RunError{Code: CodeAgentTurns, Message: fmt.Sprintf("agent %s: turn %d's journaled answer does not match its calls", node.ID, t.Turn)})
 	}
-	var together, alone []int
+	var together, alone, flowCalls []int
 	var togetherCost int64
+	var undecided []*waitState
 	ends := map[int]store.AgentCall{}
+	var fresh []*waitState
+	now := e.now()
 	for i, c := range t.Calls {
 		if c.Done {
 			continue
 		}
+		if slices.Contains(node.Flows, c.Tool) {
+			flowCalls = append(flowCalls, i)
+			continue
+		}
 		if !slices.Contains(node.Tools, c.Tool) {
 			ends[i] = callEnded(c, nil, &store.RunError{Code: CodeUnknownTool,
-				Message: fmt.Sprintf("%s is not one of the tools offered (%s)", c.Tool, strings.Join(node.Tools, ", "))})
+				Message: fmt.Sprintf("%s is not one of the tools offered (%s)", c.Tool, strings.Join(offered(node), ", "))})
 			continue
+		}
+		if slices.Contains(node.Approve, c.Tool) {
+			ws, isNew := s.approvalWait(a, t, i, msg.ToolCalls[i].Arguments, now)
+			if isNew {
+				fresh = append(fresh, ws)
+			}
+			switch d := ws.Decision; {
+			case d == nil:
+				undecided = append(undecided, ws)
+				continue
+			case !d.Approved:
+				ends[i] = callEnded(c, nil, &store.RunError{Code: CodeRejected,
+					Message: fmt.Sprintf("a person (%s) rejected this call of %s: %s", d.By, c.Tool, d.Reason)})
+				continue
+			}
 		}
 		info, _ := e.tools.LookupTool(c.Tool)
 		if info.Idempotent {
@@ -576,6 +616,13 @@ func (s *stepper) agentCalls(ctx context.Context, a *agentLoop, t *store.AgentTu
 	timeout, ok := a.callTimeout(e.now())
 	if !ok {
 		return false, s.agentTimedOut(ctx, a)
+	}
+	if len(fresh) > 0 {
+		// The proposals are shown (and can be decided) before the other
+		// calls run.
+		if !s.commit(ctx, func(tx store.Tx) error { return s.approvalsAskedTx(tx, fresh, now) }) {
+			return false, false
+		}
 	}
 	call := func(w *worker, i int, commit func(fn func(tx store.Tx) error) error) callOutcome {
 		c := &toolCall{Run: s.run, Attempt: s.run.Attempt, Node: node, Visit: a.visit, Index: []int{t.Turn, i}, Tool: t.Calls[i].Tool,
@@ -673,6 +720,14 @@ func (s *stepper) agentCalls(ctx context.Context, a *agentLoop, t *store.AgentTu
 		}
 		ends = map[int]store.AgentCall{}
 	}
+	for _, i := range flowCalls {
+		if loop, more := s.agentFlowCall(ctx, a, t, i, msg.ToolCalls[i].Arguments); !loop {
+			return false, more
+		}
+	}
+	if len(undecided) > 0 {
+		return false, s.awaitApprovals(ctx, a, undecided)
+	}
 	return true, false
 }
 
@@ -698,6 +753,14 @@ func (s *stepper) agentCallsDone(ctx context.Context, t *store.AgentTurn, ends m
 	next.Calls = slices.Clone(t.Calls)
 	for i, c := range ends {
 		next.Calls[i] = c
+	}
+	for i := range ends {
+		// A decided proposal is consumed with its call's end.
+		id := WaitID(t.Node, t.Visit, t.Turn, i)
+		if ws := s.cont.Approvals[id]; ws != nil {
+			s.cont.consumed(ws)
+			delete(s.cont.Approvals, id)
+		}
 	}
 	now := s.e.now()
 	var spent int64

@@ -76,7 +76,7 @@ func (e *Engine) work(t *store.Task, typ string, slice ledger.Slice, overBudget 
 	if interrupted {
 		w.drainRelease()
 	}
-	if t.Kind == store.TaskStep && w.holding() == nil && (w.task.WaitKind == "human" || w.task.WaitKind == "child") {
+	if t.Kind == store.TaskStep && w.holding() == nil && (w.task.WaitKind == WaitHuman || w.task.WaitKind == WaitChild || w.task.WaitKind == WaitApproval) {
 		// Parked for a person or a child: the account reopens from the
 		// store when the run is next dispatched, so parked runs cost no
 		// memory.

@@ -263,3 +263,48 @@ func (c *Client) RunWait(ctx context.Context, id string, p RunWaitParams) (*apit
 		}
 	}
 }
+
+// RunWaitUntil holds GET /v1/runs/{id}/wait until the condition until
+// holds: apitypes.UntilTerminal ("" too), a phase, apitypes.UntilDecision
+// (any open decision of the run or its descendants) or
+// apitypes.UntilDecision + ":" + a wait id or a node. It asks again while
+// the run goes on, and returns once the condition holds (Met) or the run
+// ended without it (not Met). Bound the wait with ctx; when ctx ends
+// first, RunWaitUntil returns the last answer (nil if none) and ctx's
+// error.
+func (c *Client) RunWaitUntil(ctx context.Context, id, until string) (*apitypes.RunWaitResult, error) {
+	var last *apitypes.RunWaitResult
+	for {
+		q := url.Values{}
+		if until != "" {
+			q.Set("until", until)
+		}
+		if dl, ok := ctx.Deadline(); ok {
+			left := time.Until(dl)
+			if left <= 0 {
+				return last, context.DeadlineExceeded
+			}
+			// The daemon answers a little before ctx ends, so the last
+			// answer is not lost to the deadline.
+			q.Set("timeout", max(min(left*9/10, apitypes.MaxRunWait), time.Millisecond).Round(time.Millisecond).String())
+		}
+		path := "/runs/" + escape(id) + "/wait"
+		if len(q) > 0 {
+			path += "?" + q.Encode()
+		}
+		var res apitypes.RunWaitResult
+		if err := c.call(ctx, http.MethodGet, path, nil, &res); err != nil {
+			if ctx.Err() != nil {
+				return last, ctx.Err()
+			}
+			return last, err
+		}
+		last = &res
+		if res.Met || (res.Run != nil && res.Run.Phase.Terminal()) {
+			return last, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return last, err
+		}
+	}
+}
