@@ -206,6 +206,11 @@ flow(name = "approving", nodes = [
     agent("a", model = "small", prompt = "Go", tools = ["kv.get", "mail.send"], approve = ["mail.send"], max_turns = 3),
 ])
 
+flow(name = "approving_timed", nodes = [
+    agent("a", model = "small", prompt = "Go", tools = ["mail.send"], approve = ["mail.send"], max_turns = 3, timeout = "1m", error = "fallback"),
+    task("fallback", tool = "kv.get"),
+])
+
 flow(name = "helper", doc = "Looks a key up.", input = {"type": "object", "required": ["key"], "properties": {"key": {"type": "string"}}}, nodes = [
     task("h", tool = "kv.get", args = lambda ctx: {"key": ctx.input["key"]}),
 ])

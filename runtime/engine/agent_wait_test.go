@@ -211,3 +211,36 @@ func TestAgentFlowToolWithOneWorker(t *testing.T) {
 		t.Errorf("turn records call 0's child %q, want %s", turns[0].Calls[0].Child, kids[0].ID)
 	}
 }
+
+// TestAgentApprovalTimesOut: nobody decides a proposed call before the
+// agent's timeout; the node takes its error wire with E_AGENT_TIMEOUT,
+// the call never runs, the wait is no longer open, and a late decision
+// is told the run does not wait for it.
+func TestAgentApprovalTimesOut(t *testing.T) {
+	t.Parallel()
+	m := newFakeModel(askTools(use(10, 1), tc("c1", "mail.send", `{"to":"ann"}`)))
+	fk := clock.NewFake(time.Now())
+	b := setupAgent(t, memstore.New(), fk, m)
+	res, err := b.eng.Submit(context.Background(), StartRequest{Owner: "alice", Flow: "approving_timed", Input: json.RawMessage(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := b.openDecisionsOf(t, res.RunID, 1)
+	if !ws[0].Until.Equal(ws[0].Since.Add(time.Minute)) {
+		t.Errorf("the approval waits until %v, want its agent's timeout, a minute after %v", ws[0].Until, ws[0].Since)
+	}
+	fk.Advance(2 * time.Minute)
+	run := b.terminal(t, res.RunID)
+	if run.Phase != store.PhaseCompleted {
+		t.Fatalf("run %s %+v", run.Phase, run.Error)
+	}
+	if evs := b.events(t, res.RunID, evNodeFailed); len(evs) != 1 || evs[0].Detail["code"] != CodeAgentTimeout {
+		t.Errorf("node_failed events %+v, want one with %s", evs, CodeAgentTimeout)
+	}
+	if n := m.called("mail.send"); n != 0 {
+		t.Errorf("mail.send called %d times", n)
+	}
+	if err := b.decide(res.RunID, ws[0].ID, true, ""); codeOf(err) != CodeNotWaiting {
+		t.Errorf("a late decision: %v, want %s", err, CodeNotWaiting)
+	}
+}

@@ -34,7 +34,7 @@ func (s *stepper) approvalWait(a *agentLoop, t *store.AgentTurn, i int, args jso
 	if a.node.Timeout > 0 {
 		until = a.started.Add(a.node.Timeout)
 	}
-	ws := &waitState{ID: id, Kind: WaitApproval, Node: a.node.ID, Since: now, Until: until, Call: []int{t.Turn, i},
+	ws := &waitState{ID: id, Kind: WaitApproval, Node: a.node.ID, Since: now, Until: until, Visit: a.visit, Call: []int{t.Turn, i},
 		Shown: mustJSON(map[string]any{"tool": t.Calls[i].Tool, "arguments": args, "turn": t.Turn, "call": i})}
 	if s.cont.Approvals == nil {
 		s.cont.Approvals = map[string]*waitState{}

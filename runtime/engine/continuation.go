@@ -51,8 +51,9 @@ type waitState struct {
 	// Shown is what the decider is shown: a wait node's request, or the
 	// call an agent proposed ({tool, arguments}).
 	Shown json.RawMessage `json:"shown,omitempty"`
-	// Call places an approval's proposed call in its agent's turns:
-	// [turn, call].
+	// Visit and Call place an approval's proposed call: the agent's
+	// visit, and [turn, call] in its turns.
+	Visit    int       `json:"visit,omitempty"`
 	Call     []int     `json:"call,omitempty"`
 	Decision *decision `json:"decision,omitempty"`
 }
@@ -69,6 +70,17 @@ type decidedWait struct {
 // maxDecidedWaits bounds Decided: a run looping over a wait node keeps
 // the latest decisions only, so its continuation does not grow.
 const maxDecidedWaits = 32
+
+// leaving drops the approvals of node when the run leaves it: a visit
+// that ended (answered, failed, timed out) no longer waits for them.
+func (c *continuation) leaving(node string) {
+	for id, ws := range c.Approvals {
+		if ws.Node == node {
+			c.consumed(ws)
+			delete(c.Approvals, id)
+		}
+	}
+}
 
 // consumed records that the decided wait ws was acted on.
 func (c *continuation) consumed(ws *waitState) {

@@ -287,6 +287,7 @@ func (s *stepper) releaseTaskTx(tx store.Tx, now, readyAt time.Time, waitKind, w
 
 // advance moves the continuation along a wire and counts the visit.
 func (s *stepper) advance(to string) {
+	s.cont.leaving(s.cont.Node)
 	s.cont.Node = to
 	s.cont.Tries = 0
 	if to != "" {

@@ -66,7 +66,9 @@ func openDecisions(c *continuation, t *store.Task) []*waitState {
 		out = append(out, ws)
 	}
 	for _, ws := range c.Approvals {
-		if ws.Decision == nil {
+		// Only the current visit of the node the run is at waits for
+		// its approvals.
+		if ws.Decision == nil && ws.Node == c.Node && ws.Visit == c.Visits[ws.Node] {
 			out = append(out, ws)
 		}
 	}
