@@ -190,7 +190,7 @@ func (m *Main) runGetCmd() *cobra.Command {
 				return m.apiFailure(err)
 			}
 			if asJSON {
-				return printJSON(m.Stdout, v)
+				return printJSON(m.Stdout, runWithCommands(v))
 			}
 			fmt.Fprintf(m.Stdout, "id:       %s\nflow:     %s (version %s)\nowner:    %s\nphase:    %s\nattempt:  %d\n", v.ID, v.Flow, short(v.Version), v.Owner, v.Phase, v.Attempt)
 			if v.Progress != nil && v.Progress.Node != "" {
@@ -410,17 +410,54 @@ takes). It exits 0 when the condition holds, 1 if the run ends without it or
 	return cmd
 }
 
-// printWaits shows a run's open waits: each one's id, kind and node, what
-// the decider is shown, since when and until when, and for a decision the
-// commands that decide it. A decision is named by its node where it is
-// the only one open there, else by its wait id.
-func printWaits(w io.Writer, runID string, ws []apitypes.HumanWait) {
-	atNode := map[string]int{}
-	for _, hw := range ws {
-		if hw.NeedsDecision() {
-			atNode[hw.RunID+"/"+hw.Node]++
+// decideCommands are the commands that decide an open decision: named by
+// its node where it is the only one open there, else by its wait id.
+func decideCommands(hw apitypes.HumanWait, ws []apitypes.HumanWait) (approve, reject string) {
+	if !hw.NeedsDecision() {
+		return "", ""
+	}
+	n := 0
+	for _, o := range ws {
+		if o.NeedsDecision() && o.RunID == hw.RunID && o.Node == hw.Node {
+			n++
 		}
 	}
+	name := hw.ID
+	if n == 1 {
+		name = hw.Node
+	}
+	if hw.Kind == apitypes.WaitApproval {
+		return fmt.Sprintf("weir run approve %s %s", hw.RunID, name), fmt.Sprintf("weir run reject %s %s --reason TEXT", hw.RunID, name)
+	}
+	return fmt.Sprintf("weir run approve %s %s [--payload JSON]", hw.RunID, name), fmt.Sprintf("weir run reject %s %s [--reason TEXT]", hw.RunID, name)
+}
+
+// runJSON is a run as 'weir run get --json' prints it: the API's view,
+// its open waits with the commands that decide them.
+type runJSON struct {
+	*apitypes.Run
+	Waits []waitJSON `json:"waits,omitempty"`
+}
+
+type waitJSON struct {
+	apitypes.HumanWait
+	Approve string `json:"approve,omitempty"`
+	Reject  string `json:"reject,omitempty"`
+}
+
+func runWithCommands(v *apitypes.Run) runJSON {
+	out := runJSON{Run: v}
+	for _, hw := range v.Waits {
+		a, r := decideCommands(hw, v.Waits)
+		out.Waits = append(out.Waits, waitJSON{HumanWait: hw, Approve: a, Reject: r})
+	}
+	return out
+}
+
+// printWaits shows a run's open waits: each one's id, kind and node, what
+// the decider is shown, since when and until when, and for a decision the
+// commands that decide it.
+func printWaits(w io.Writer, runID string, ws []apitypes.HumanWait) {
 	for _, hw := range ws {
 		fmt.Fprintf(w, "wait:     %s (%s) at node %s", hw.ID, hw.Kind, hw.Node)
 		if hw.RunID != runID {
@@ -429,7 +466,7 @@ func printWaits(w io.Writer, runID string, ws []apitypes.HumanWait) {
 		if !hw.Since.IsZero() {
 			fmt.Fprintf(w, ", since %s", hw.Since.UTC().Format(time.RFC3339))
 		}
-		if hw.Until.Sub(time.Now()) > 50*365*24*time.Hour {
+		if time.Until(hw.Until) > 50*365*24*time.Hour {
 			fmt.Fprint(w, ", no timeout")
 		} else {
 			fmt.Fprintf(w, ", until %s", hw.Until.UTC().Format(time.RFC3339))
@@ -438,19 +475,8 @@ func printWaits(w io.Writer, runID string, ws []apitypes.HumanWait) {
 		if len(hw.Shown) > 0 {
 			fmt.Fprintf(w, "  shown:   %s\n", hw.Shown)
 		}
-		if !hw.NeedsDecision() {
-			continue
+		if a, r := decideCommands(hw, ws); a != "" {
+			fmt.Fprintf(w, "  approve: %s\n  reject:  %s\n", a, r)
 		}
-		name := hw.ID
-		if atNode[hw.RunID+"/"+hw.Node] == 1 {
-			name = hw.Node
-		}
-		if hw.Kind == apitypes.WaitApproval {
-			fmt.Fprintf(w, "  approve: weir run approve %s %s   (runs the call)\n", hw.RunID, name)
-			fmt.Fprintf(w, "  reject:  weir run reject %s %s --reason TEXT   (the model is told TEXT)\n", hw.RunID, name)
-			continue
-		}
-		fmt.Fprintf(w, "  approve: weir run approve %s %s [--payload JSON]\n", hw.RunID, name)
-		fmt.Fprintf(w, "  reject:  weir run reject %s %s [--reason TEXT]\n", hw.RunID, name)
 	}
 }
