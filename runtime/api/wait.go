@@ -12,9 +12,14 @@ import (
 	"github.com/weirhq/weir/runtime/store"
 )
 
-// runWaitPoll is how often a held GET /v1/runs/{id}/wait looks at the run
-// again: a read of the local store, far cheaper than a client's request.
-const runWaitPoll = 20 * time.Millisecond
+// A held GET /v1/runs/{id}/wait looks at the run again after
+// runWaitPollMin, backing off to runWaitPollMax: a condition that holds
+// soon is seen soon, and a long wait on a run with many descendants (a
+// decision condition reads each one) does not spin.
+const (
+	runWaitPollMin = 10 * time.Millisecond
+	runWaitPollMax = 200 * time.Millisecond
+)
 
 // waitCondition is a parsed until parameter.
 type waitCondition struct {
@@ -69,8 +74,9 @@ func (s *Server) runWait(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), hold)
 	defer cancel()
 	owner, id := ownerFrom(r.Context()), r.PathValue("id")
-	tick := time.NewTicker(runWaitPoll)
-	defer tick.Stop()
+	poll := runWaitPollMin
+	timer := time.NewTimer(poll)
+	defer timer.Stop()
 	for {
 		res, err := s.checkWait(r.Context(), owner, id, cond)
 		if err != nil {
@@ -88,7 +94,9 @@ func (s *Server) runWait(w http.ResponseWriter, r *http.Request) {
 			}
 			writeJSON(w, http.StatusOK, res)
 			return
-		case <-tick.C:
+		case <-timer.C:
+			poll = min(2*poll, runWaitPollMax)
+			timer.Reset(poll)
 		}
 	}
 }
