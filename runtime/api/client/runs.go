@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -279,27 +280,23 @@ func (c *Client) RunWaitUntil(ctx context.Context, id, until string) (*apitypes.
 		if until != "" {
 			q.Set("until", until)
 		}
+		hold := apitypes.MaxRunWait
 		if dl, ok := ctx.Deadline(); ok {
 			left := time.Until(dl)
 			if left <= 0 {
 				return last, context.DeadlineExceeded
 			}
-			// The daemon answers a little before ctx ends, so the last
-			// answer is not lost to the deadline.
-			q.Set("timeout", max(min(left*9/10, apitypes.MaxRunWait), time.Millisecond).Round(time.Millisecond).String())
+			hold = max(min(left, apitypes.MaxRunWait), time.Millisecond)
 		}
-		path := "/runs/" + escape(id) + "/wait"
-		if len(q) > 0 {
-			path += "?" + q.Encode()
-		}
-		var res apitypes.RunWaitResult
-		if err := c.call(ctx, http.MethodGet, path, nil, &res); err != nil {
+		q.Set("timeout", hold.Round(time.Millisecond).String())
+		res, err := c.holdWait(ctx, "/runs/"+escape(id)+"/wait?"+q.Encode(), hold)
+		if err != nil {
 			if ctx.Err() != nil {
 				return last, ctx.Err()
 			}
 			return last, err
 		}
-		last = &res
+		last = res
 		if res.Met || (res.Run != nil && res.Run.Phase.Terminal()) {
 			return last, nil
 		}
@@ -307,4 +304,27 @@ func (c *Client) RunWaitUntil(ctx context.Context, id, until string) (*apitypes.
 			return last, err
 		}
 	}
+}
+
+// waitAnswerSlack is how long past its hold a held wait's answer may take
+// to arrive before the client gives up on it.
+const waitAnswerSlack = 30 * time.Second
+
+// holdWait sends one held wait. The daemon answers when the hold ends,
+// so ctx's deadline does not cut the request short (its answer, the run
+// as it is, is what the caller returns); a cancel of ctx does.
+func (c *Client) holdWait(ctx context.Context, path string, hold time.Duration) (*apitypes.RunWaitResult, error) {
+	reqCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hold+waitAnswerSlack)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() {
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			cancel()
+		}
+	})
+	defer stop()
+	var res apitypes.RunWaitResult
+	if err := c.call(reqCtx, http.MethodGet, path, nil, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
 }
