@@ -215,6 +215,15 @@ flow(name = "helper", doc = "Looks a key up.", input = {"type": "object", "requi
     task("h", tool = "kv.get", args = lambda ctx: {"key": ctx.input["key"]}),
 ])
 
+flow(name = "gated", nodes = [
+    wait("ok", next = "h"),
+    task("h", tool = "kv.get", args = lambda ctx: {"key": "g"}),
+])
+
+flow(name = "delegating_gate", nodes = [
+    agent("a", model = "small", prompt = "Go", flows = ["gated"], max_turns = 3),
+])
+
 flow(name = "delegating", nodes = [
     agent("a", model = "small", prompt = "Go", flows = ["helper"], max_turns = 3),
 ])

@@ -244,3 +244,49 @@ func TestAgentApprovalTimesOut(t *testing.T) {
 		t.Errorf("a late decision: %v, want %s", err, CodeNotWaiting)
 	}
 }
+
+// TestAgentFlowToolChildWaits: while the child run of a flow call waits
+// for a person, the agent shows a child wait whose id places the call,
+// and the child's decision is among the run's open decisions; deciding
+// it ends the child, which wakes the agent.
+func TestAgentFlowToolChildWaits(t *testing.T) {
+	t.Parallel()
+	m := newFakeModel(askTools(use(10, 1), tc("c1", "gated", `{}`)), answer("gated done", use(10, 1)))
+	b := setupAgent(t, memstore.New(), clock.NewFake(time.Now()), m)
+	ctx := context.Background()
+	res, err := b.eng.Submit(ctx, StartRequest{Owner: "alice", Flow: "delegating_gate", Input: json.RawMessage(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := b.openDecisionsOf(t, res.RunID, 1)
+	if ds[0].RunID == res.RunID || ds[0].ID != "ok@1" || ds[0].Flow != "gated" {
+		t.Fatalf("open decisions %+v: want the child's wait", ds)
+	}
+	var own []HumanWait
+	testutil.Eventually(t, 30*time.Second, func() error {
+		run, err := b.eng.Get(ctx, "alice", res.RunID)
+		if err != nil {
+			return err
+		}
+		if own, err = b.eng.Waits(ctx, run); err != nil {
+			return err
+		}
+		if len(own) != 1 {
+			return fmt.Errorf("the agent's own waits %+v", own)
+		}
+		return nil
+	})
+	if w := own[0]; w.ID != "a@1.1.0" || w.Kind != WaitChild || string(w.Shown) != `{"child":"`+ds[0].RunID+`"}` {
+		t.Errorf("the agent's wait %+v: want a@1.1.0, kind child, showing the child", w)
+	}
+	if err := b.decide(ds[0].RunID, "ok", true, ""); err != nil {
+		t.Fatal(err)
+	}
+	r := resultOf(t, b.terminal(t, res.RunID))
+	if r.Answer != "gated done" {
+		t.Errorf("result %+v", r)
+	}
+	if msgs := m.asked()[1].Messages; msgs[len(msgs)-1].Content != `{"value":"v-g"}` {
+		t.Errorf("the model was told %+v", msgs)
+	}
+}

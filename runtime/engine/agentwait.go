@@ -95,6 +95,7 @@ func (s *stepper) agentFlowCall(ctx context.Context, a *agentLoop, t *store.Agen
 	e, node := s.e, a.node
 	c := t.Calls[i]
 	end := func(out json.RawMessage, rerr *store.RunError) (bool, bool) {
+		delete(s.cont.Waits, node.ID)
 		if s.task.WaitChild != "" {
 			s.task.WaitChild, s.task.WaitKind = "", ""
 			s.taskDirty = true
@@ -114,6 +115,12 @@ func (s *stepper) agentFlowCall(ctx context.Context, a *agentLoop, t *store.Agen
 		next.Calls = slices.Clone(t.Calls)
 		next.Calls[i].Child = child.ID
 		now := e.now()
+		// The child wait's id places the call, as an approval's does.
+		if s.cont.Waits == nil {
+			s.cont.Waits = map[string]*waitState{}
+		}
+		s.cont.Waits[node.ID] = &waitState{ID: WaitID(node.ID, a.visit, t.Turn, i), Kind: WaitChild, Node: node.ID, Since: now,
+			Until: now.Add(subflowFallback()), Visit: a.visit, Call: []int{t.Turn, i}}
 		detail["child"] = child.ID
 		if !s.commit(ctx, func(tx store.Tx) error {
 			if err := e.insertRun(tx, child, task, entry, map[string]any{"parent": s.run.ID, "node": node.ID, "turn": t.Turn, "call": i}); err != nil {

@@ -71,9 +71,10 @@ type decidedWait struct {
 // the latest decisions only, so its continuation does not grow.
 const maxDecidedWaits = 32
 
-// leaving drops the approvals of node when the run leaves it: a visit
-// that ended (answered, failed, timed out) no longer waits for them.
+// leaving drops the waits of node when the run leaves it: a visit that
+// ended (answered, failed, timed out) no longer waits for them.
 func (c *continuation) leaving(node string) {
+	delete(c.Waits, node)
 	for id, ws := range c.Approvals {
 		if ws.Node == node {
 			c.consumed(ws)

@@ -387,6 +387,9 @@ func runWaitsTx(tx store.Tx, run *store.Run, all bool) ([]HumanWait, error) {
 		if kind != "" {
 			w := HumanWait{ID: WaitID(t.Node, c.Visits[t.Node]), Kind: kind, RunID: run.ID, Flow: run.Flow, Node: t.Node, Until: t.ReadyAt}
 			if ws := c.Waits[t.Node]; ws != nil {
+				if ws.ID != "" {
+					w.ID = ws.ID // an agent's flow call: NODE@VISIT.TURN.CALL
+				}
 				w.Since = ws.Since
 				if !ws.Until.IsZero() {
 					w.Until = ws.Until
