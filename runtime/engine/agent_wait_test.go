@@ -290,3 +290,32 @@ func TestAgentFlowToolChildWaits(t *testing.T) {
 		t.Errorf("the model was told %+v", msgs)
 	}
 }
+
+// TestAgentCallsTakeSlotsOfTheirOwn: with one worker slot, an agent whose
+// turn asks for tool calls gives its slot back while they run: each call
+// is a task the dispatcher admits on its own (a "leased" event per call),
+// and the run completes instead of waiting on itself.
+func TestAgentCallsTakeSlotsOfTheirOwn(t *testing.T) {
+	t.Parallel()
+	m := newFakeModel(
+		askTools(use(10, 1), tc("c1", "kv.get", `{"key":"x"}`), tc("c2", "kv.get", `{"key":"y"}`), tc("c3", "mail.send", `{"to":"ann"}`)),
+		answer("read both, sent one", use(10, 1)),
+	)
+	b := setupAgentConfig(t, Config{Store: memstore.New(), Tools: m, Clock: clock.NewFake(time.Now()), Workers: 1}, m)
+	run := b.run(t, "research", `{"topic":"x"}`)
+	if r := resultOf(t, run); r.Answer != "read both, sent one" {
+		t.Errorf("result %+v", r)
+	}
+	leased := map[string]int{}
+	for _, ev := range b.events(t, run.ID, evLeased) {
+		if tool, _ := ev.Detail["tool"].(string); tool != "" {
+			leased[tool]++
+		}
+	}
+	if leased["kv.get"] != 2 || leased["mail.send"] != 1 {
+		t.Errorf("calls leased as tasks: %v, want kv.get twice and mail.send once", leased)
+	}
+	if m.called("kv.get") != 2 || m.called("mail.send") != 1 {
+		t.Errorf("calls %v", m.calls)
+	}
+}

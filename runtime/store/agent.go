@@ -74,6 +74,9 @@ type AgentCall struct {
 	// Child is the child run of a call of one of the agent's flows,
 	// recorded in the write that starts it.
 	Child string `json:"child,omitempty"`
+	// Task is the task that runs the call, recorded in the write that
+	// queues it.
+	Task string `json:"task,omitempty"`
 }
 
 // AgentTurnListParams selects the turns of one visit of an agent node.
