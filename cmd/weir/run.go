@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -378,8 +379,8 @@ takes). It exits 0 when the condition holds, 1 if the run ends without it or
 			switch apitypes.Phase(cond) {
 			case apitypes.UntilTerminal, apitypes.UntilDecision, apitypes.PhaseQueued, apitypes.PhaseRunning, apitypes.PhaseWaiting, apitypes.PhaseCompleted, apitypes.PhaseCancelled, apitypes.PhaseFailed:
 			default:
-				if decision == "" {
-					return usageErrorf("--until %q: a phase, terminal or decision", until)
+				if !strings.HasPrefix(cond, apitypes.UntilDecision+":") || cond == apitypes.UntilDecision+":" {
+					return usageErrorf("--until %q: a phase, terminal, decision or decision:NODE|WAIT_ID", until)
 				}
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
