@@ -7,8 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/weirhq/weir/internal/llmtest"
+	"github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/runtime/api/apitypes"
 )
 
@@ -169,11 +171,11 @@ flow(name = "mailer", nodes = [
 `
 
 // TestAgentKilledDuringTurnAndCall: the daemon is killed with SIGKILL
-// once after a model turn was answered and billed but before it was
-// journaled, and once while the non-idempotent call that turn asked for
-// had run but was not recorded. The tokens the server billed are at most
-// the tokens journaled plus one turn per kill during a turn, and the mail
-// went out once.
+// three times: while the model streams a turn, after a turn was answered
+// and billed but before it was journaled, and after the non-idempotent
+// call that turn asked for had run but was not recorded. The tokens the
+// server billed are at most the tokens journaled plus one turn per kill
+// during a turn, and the mail went out once.
 func TestAgentKilledDuringTurnAndCall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts and kills real daemons")
@@ -182,22 +184,36 @@ func TestAgentKilledDuringTurnAndCall(t *testing.T) {
 	ask := func(u int64) llmtest.Step {
 		return llmtest.Step{ToolCalls: []llmtest.ToolCall{mailCall("ann@example.com")}, Usage: &llmtest.Usage{InputTokens: u, OutputTokens: 10}}
 	}
-	srv := llmtest.New(ask(100), ask(101), llmtest.Step{Text: "done", Usage: &llmtest.Usage{InputTokens: 150, OutputTokens: 5}})
+	hold := make(chan struct{})
+	streaming := ask(99)
+	streaming.Hold = hold
+	srv := llmtest.New(streaming, ask(100), ask(101), llmtest.Step{Text: "done", Usage: &llmtest.Usage{InputTokens: 150, OutputTokens: 5}})
 	d := agentDaemon(t, srv)
-	d.start("after-tool@1") // the first turn's answer, before it is journaled
+	d.start("")
 	d.register(mailerFlow)
 	res, err := d.startRun("mailer", `{}`, "")
 	if err != nil {
 		t.Fatal(err)
 	}
+	testutil.Eventually(t, 60*time.Second, func() error {
+		if n := len(srv.Requests()); n != 1 {
+			return fmt.Errorf("%d requests reached the model", n)
+		}
+		return nil
+	})
+	_ = d.cmd.Process.Kill() // mid-stream
+	<-d.exited
+	close(hold)
+
+	d.start("after-tool@1") // the turn asked again: its answer, before it is journaled
 	d.waitKilled()
-	if srv.Turns() != 1 || d.outbox() != 0 {
-		t.Fatalf("at the first kill: %d turns answered, %d mails", srv.Turns(), d.outbox())
+	if srv.Turns() != 2 || d.outbox() != 0 {
+		t.Fatalf("at the second kill: %d turns answered, %d mails", srv.Turns(), d.outbox())
 	}
 	d.start("after-tool@2") // the turn asked again, then the mail it asks for
 	d.waitKilled()
-	if srv.Turns() != 2 || d.outbox() != 1 {
-		t.Fatalf("at the second kill: %d turns answered, %d mails", srv.Turns(), d.outbox())
+	if srv.Turns() != 3 || d.outbox() != 1 {
+		t.Fatalf("at the third kill: %d turns answered, %d mails", srv.Turns(), d.outbox())
 	}
 	d.start("")
 	o := agentResult(t, d.waitTerminal(res.RunID))
@@ -208,14 +224,14 @@ func TestAgentKilledDuringTurnAndCall(t *testing.T) {
 		t.Errorf("%d mails, want 1", n)
 	}
 	reqs := srv.Requests()
-	if len(reqs) != 3 || !strings.Contains(string(reqs[2].Body), "E_OUTCOME_UNKNOWN") {
+	if len(reqs) != 4 || !strings.Contains(string(reqs[3].Body), "E_OUTCOME_UNKNOWN") {
 		t.Fatalf("%d requests; the last must tell the model the mail's outcome is unknown", len(reqs))
 	}
-	// One kill fell during a turn: at most that turn was paid and not
-	// journaled.
+	// Two kills fell during a turn: at most those two turns (99/10 and
+	// 100/10) were paid and not journaled.
 	b := srv.Billed()
-	if b.InputTokens > o.Usage.InputTokens+100 || b.OutputTokens > o.Usage.OutputTokens+10 || b.InputTokens != 351 || o.Usage.InputTokens != 251 {
-		t.Errorf("billed %+v, journaled %+v: want billed ≤ journaled + the one turn cut by a kill (100/10)", b, o.Usage)
+	if b.InputTokens > o.Usage.InputTokens+99+100 || b.OutputTokens > o.Usage.OutputTokens+2*10 || b.InputTokens != 450 || o.Usage.InputTokens != 251 {
+		t.Errorf("billed %+v, journaled %+v: want billed ≤ journaled + the two turns cut by kills", b, o.Usage)
 	}
 	d.stop()
 }
