@@ -24,7 +24,7 @@ const noTimeout = 100 * 365 * 24 * time.Hour
 const (
 	WaitHuman    = "human"    // a wait node: a person's decision
 	WaitApproval = "approval" // a tool call an agent proposed, before it runs
-	WaitChild    = "child"    // a child run's end (a subflow, or an agent's flow tool)
+	WaitChild    = "child"    // a child run's end (a subflow, an agent's flow tool), or an agent's tool calls
 	WaitCohort   = "cohort"   // a fan-out's children
 	WaitTimer    = "timer"    // a time: a retry's backoff
 )

@@ -235,7 +235,7 @@ type AttemptError struct {
 const (
 	WaitHuman    = "human"    // a wait node: a person's decision
 	WaitApproval = "approval" // a tool call an agent proposed, before it runs
-	WaitChild    = "child"    // a child run's end
+	WaitChild    = "child"    // a child run's end, or an agent's tool calls
 	WaitCohort   = "cohort"   // a fan-out's children
 	WaitTimer    = "timer"    // a time: a retry's backoff
 )
