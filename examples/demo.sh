@@ -94,10 +94,10 @@ again=$("$weir" run start digest --request-id demo-1 --input "$input")
 echo "$again (the same run)"
 
 step "The run plans, fans out four questions two at a time, summarizes, then waits for a person"
-for _ in $(seq 1 400); do
-    phase_is "$run" waiting && "$weir" run get "$run" | grep "node: *approve" >/dev/null && break
-    sleep 0.05
-done
+# Not "phase: waiting": a run also waits while its fan-out or a child
+# works. A decision being open is the precise condition.
+show "weir run wait $run --decision approve"
+"$weir" run wait "$run" --decision approve --timeout 60s
 show "weir run get $run"
 "$weir" run get "$run"
 
@@ -105,10 +105,8 @@ step "Approve it, as a user would, with a second command"
 show "weir run approve $run approve --payload '{\"ok\":true}'"
 "$weir" run approve "$run" approve --payload '{"ok":true}'
 
-for _ in $(seq 1 400); do
-    phase_is "$run" completed && break
-    sleep 0.05
-done
+show "weir run wait $run"
+"$weir" run wait "$run" --timeout 60s
 step "The result"
 show "weir run get $run"
 "$weir" run get "$run"
@@ -138,20 +136,15 @@ brief_input='{"topic":"durable agents","to":"you@example.com"}'
 show "weir run start brief --request-id demo-brief --input '$brief_input'"
 brief=$("$weir" run start brief --request-id demo-brief --input "$brief_input")
 echo "$brief"
-for _ in $(seq 1 600); do
-    phase_is "$brief" waiting && "$weir" run get "$brief" | grep "node: *approve" >/dev/null && break
-    sleep 0.05
-done
+show "weir run wait $brief --decision approve"
+"$weir" run wait "$brief" --decision approve --timeout 60s
 show "weir run get $brief"
 "$weir" run get "$brief"
 
 step "The critic's mail waits for a person; approve it"
 show "weir run approve $brief approve"
 "$weir" run approve "$brief" approve
-for _ in $(seq 1 400); do
-    phase_is "$brief" completed && break
-    sleep 0.05
-done
+"$weir" run wait "$brief" --timeout 60s >/dev/null
 phase_is "$brief" completed || { echo "demo: the brief did not complete" >&2; "$weir" run get "$brief" >&2; exit 1; }
 
 step "Every model turn is in the timeline, with its tokens and cost (the plan's first answer was not its schema: one correction turn)"
