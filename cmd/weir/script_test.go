@@ -17,7 +17,7 @@ import (
 // testutil: the plugins and weir built once, and the leak check after.
 func TestMain(m *testing.M) {
 	testscript.Main(runFunc(func() int {
-		return testutil.Run(m, testutil.Plugins("testkit", "mail", "llm"), testutil.Weir())
+		return testutil.Run(m, testutil.Plugins("testkit", "mail", "llm", "mcp"), testutil.Programs("github.com/weirhq/weir/examples/cmd/demo-mcp"), testutil.Weir())
 	}), map[string]func(){"weir": main})
 }
 

@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 	// The token the HTTP demo server wants, in weir's environment, passed
 	// to the plugin by its block's env as an operator would.
 	os.Setenv("DEMO_TOKEN", "tok-123")
-	testutil.Main(m, testutil.Plugins("mcp", demoServer))
+	testutil.Main(m, testutil.Plugins("mcp"), testutil.Programs(demoServer))
 }
 
 // transports are the two ways the bridge reaches a server.
@@ -39,7 +39,7 @@ var transports = []string{"stdio", "http"}
 // section entry and the environment the plugin needs.
 func serverBlock(t *testing.T, transport, journal, hide string) (entry string, env []string) {
 	t.Helper()
-	bin := testutil.Plugin(t, "demo-mcp")
+	bin := testutil.Program(t, "demo-mcp")
 	args := []string{"-journal", journal}
 	if hide != "" {
 		args = append(args, "-hide", hide)
