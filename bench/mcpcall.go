@@ -41,7 +41,7 @@ func mcpCall(b *bench) ([]row, error) {
 	defer cs.Close()
 	args := map[string]any{"text": payload100}
 	in, _ := json.Marshal(args)
-	req := host.CallRequest{Tool: "mcp.demo__echo", Input: in, IdempotencyKey: "bench"}
+	req := host.CallRequest{Tool: "mcp.demo-echo", Input: in, IdempotencyKey: "bench"}
 	sides := []limits.Side{
 		{Name: "direct", Call: func(ctx context.Context) error {
 			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: args})

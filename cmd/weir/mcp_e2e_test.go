@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirhq/weir/internal/llmtest"
 	"github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/api/client"
@@ -20,11 +22,11 @@ import (
 // mcpDaemon is a daemon whose mcp plugin bridges in the demo MCP server
 // over stdio, its journal in the returned file. Its plugins directory is
 // its own: the manifest made at launch is cached there.
-func mcpDaemon(t *testing.T) (*daemon, string) {
+func mcpDaemon(t *testing.T, moreConfig ...string) (*daemon, string) {
 	t.Helper()
 	d := newDaemon(t)
 	d.plugins = t.TempDir()
-	for _, p := range []string{"testkit", "mcp"} {
+	for _, p := range []string{"testkit", "mcp", "llm"} {
 		if _, err := host.Install(d.plugins, testutil.Plugin(t, p), nil); err != nil {
 			t.Fatal(err)
 		}
@@ -38,7 +40,8 @@ plugin "mcp" {
   }
   trust_annotations = ["demo"]
 }
-`, testutil.Program(t, "demo-mcp"), journal)
+%s
+`, testutil.Program(t, "demo-mcp"), journal, strings.Join(moreConfig, "\n"))
 	if err := os.WriteFile(conf, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -62,10 +65,10 @@ const mcpFlow = `
 flow(
     name = "ticket",
     nodes = [
-        task("look", tool = "mcp.demo__lookup-item", args = lambda ctx: {"key": ctx.input["key"]}, retries = 2, next = "note"),
-        task("note", tool = "mcp.demo__append", args = lambda ctx: {"line": ctx.input["key"]},
+        task("look", tool = "mcp.demo-lookup-item", args = lambda ctx: {"key": ctx.input["key"]}, retries = 2, next = "note"),
+        task("note", tool = "mcp.demo-append", args = lambda ctx: {"line": ctx.input["key"]},
              at_most_once = True, next = "done"),
-        task("done", tool = "mcp.demo__echo", args = lambda ctx: {"text": ctx.results["note"]}),
+        task("done", tool = "mcp.demo-echo", args = lambda ctx: {"text": ctx.results["note"]}),
     ],
 )
 `
@@ -93,7 +96,7 @@ func TestMCPToolsInAFlow(t *testing.T) {
 		t.Fatalf("journal %q", l)
 	}
 	_, err = d.api.FlowRegister(context.Background(), apitypes.SourceFile{Path: "bad.star", Src: `
-flow(name = "bad", nodes = [task("x", tool = "mcp.demo__nope", args = lambda ctx: {})])
+flow(name = "bad", nodes = [task("x", tool = "mcp.demo-nope", args = lambda ctx: {})])
 `})
 	var de *client.DiagnosticsError
 	if !errors.As(err, &de) || len(de.Diagnostics) == 0 || de.Diagnostics[0].Code != "E_UNKNOWN_TOOL" {
@@ -101,7 +104,7 @@ flow(name = "bad", nodes = [task("x", tool = "mcp.demo__nope", args = lambda ctx
 	}
 	// A retry on the non-idempotent MCP tool is refused like any other's.
 	_, err = d.api.FlowRegister(context.Background(), apitypes.SourceFile{Path: "retry.star", Src: `
-flow(name = "retry", nodes = [task("x", tool = "mcp.demo__append", args = lambda ctx: {"line": "r"}, retries = 1)])
+flow(name = "retry", nodes = [task("x", tool = "mcp.demo-append", args = lambda ctx: {"line": "r"}, retries = 1)])
 `})
 	if !errors.As(err, &de) || len(de.Diagnostics) == 0 || de.Diagnostics[0].Code != "E_AT_MOST_ONCE" {
 		t.Fatalf("retries on a non-idempotent MCP tool: %v", err)
@@ -113,7 +116,7 @@ const mcpHoldFlow = `
 flow(
     name = "hold",
     nodes = [
-        task("note", tool = "mcp.demo__append", args = lambda ctx: {"line": "held", "hold": True},
+        task("note", tool = "mcp.demo-append", args = lambda ctx: {"line": "held", "hold": True},
              at_most_once = True, next = "after", error = "unknown"),
         task("after", tool = "testkit.echo", args = lambda ctx: {"sent": True}),
         task("unknown", tool = "testkit.echo", args = lambda ctx: {"unknown": True}),
@@ -170,6 +173,64 @@ func TestMCPCrashAtMostOnce(t *testing.T) {
 	}
 	if held != 1 {
 		t.Errorf("the non-idempotent MCP call ran %d times, want exactly once: %q", held, journalLines(t, journal))
+	}
+	d.stop()
+}
+
+// TestMCPToolInAnAgent: an agent offers an MCP server's tool to a model
+// (under the name the chat contract maps it to), the model calls it, and
+// its result reaches the model's next turn, through a real daemon.
+func TestMCPToolInAnAgent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real daemon and MCP server")
+	}
+	t.Parallel()
+	srv := llmtest.New(
+		llmtest.Step{ToolCalls: []llmtest.ToolCall{{Name: "mcp__demo-echo", Arguments: json.RawMessage(`{"text":"egret-42"}`)}}},
+		llmtest.Step{Text: "The echo said heron."},
+	)
+	if err := srv.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	d, _ := mcpDaemon(t, fmt.Sprintf(`plugin "llm" {
+  providers = {
+    local = { kind = "openai", base_url = %q }
+  }
+  models = {
+    small = { provider = "local", model = "m-1", max_tokens = 256 }
+  }
+}`, srv.OpenAIBaseURL()))
+	d.start("")
+	d.register(`
+flow(name = "echoer", nodes = [
+    agent("a", model = "small", prompt = "Echo a bird.", tools = ["mcp.demo-echo"], max_turns = 3),
+])
+`)
+	res, err := d.startRun("echoer", `{}`, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := d.waitTerminal(res.RunID)
+	if v.Phase != apitypes.PhaseCompleted || !strings.Contains(string(v.Output), "The echo said heron.") {
+		t.Fatalf("run %s output %s error %+v\n%s", v.Phase, v.Output, v.Error, d.log())
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 2 || !strings.Contains(string(reqs[0].Body), `"name":"mcp__demo-echo"`) {
+		t.Fatalf("the model was not offered the MCP tool: %d requests", len(reqs))
+	}
+	var second struct {
+		Messages []struct {
+			Role    string `json:"role"`
+			Content string `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(reqs[1].Body, &second); err != nil {
+		t.Fatal(err)
+	}
+	last := second.Messages[len(second.Messages)-1]
+	if last.Role != "tool" || !strings.Contains(last.Content, "egret-42") {
+		t.Fatalf("the MCP tool's result did not reach the model: %+v", last)
 	}
 	d.stop()
 }

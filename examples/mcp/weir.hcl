@@ -13,6 +13,6 @@ plugin "mcp" {
   # Lookup.Item idempotent and not destructive: believe them.
   trust_annotations = ["demo"]
   # append has no annotations: it stays at most once unless listed here.
-  # idempotent = ["demo__append"]
+  # idempotent = ["demo-append"]
   # env = ["TICKETS_TOKEN"]   # the host's key: variables passed to this plugin alone
 }

@@ -43,7 +43,7 @@ func BenchmarkMCPCall(b *testing.B) {
 
 	ctx := context.Background()
 	args := map[string]any{"text": "hi"}
-	req := host.CallRequest{Tool: "mcp.demo__echo", Input: json.RawMessage(`{"text":"hi"}`), IdempotencyKey: "k", Attempt: 1}
+	req := host.CallRequest{Tool: "mcp.demo-echo", Input: json.RawMessage(`{"text":"hi"}`), IdempotencyKey: "k", Attempt: 1}
 	var direct, weir []time.Duration
 	for b.Loop() {
 		t0 := time.Now()

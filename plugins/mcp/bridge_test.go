@@ -123,19 +123,19 @@ func TestBridgeTools(t *testing.T) {
 	t.Parallel()
 	for _, tr := range transports {
 		t.Run(tr, func(t *testing.T) {
-			b := start(t, tr, `,"trust_annotations":["demo"],"idempotent":["demo__fail"]`)
+			b := start(t, tr, `,"trust_annotations":["demo"],"idempotent":["demo-fail"]`)
 			tools := map[string]host.ToolManifest{}
 			for _, tm := range b.host.Tools() {
 				tools[tm.Name] = tm
 			}
 			want := map[string]bool{ // name → idempotent
-				"mcp.demo__echo":        true,  // trusted, readOnlyHint
-				"mcp.demo__lookup-item": true,  // trusted, idempotentHint + destructiveHint false
-				"mcp.demo__append":      false, // no annotations
-				"mcp.demo__slow":        true,  // trusted, readOnlyHint
-				"mcp.demo__fail":        true,  // the operator's word
-				"mcp.demo__crash":       false,
-				"mcp.demo__picture":     true,
+				"mcp.demo-echo":        true,  // trusted, readOnlyHint
+				"mcp.demo-lookup-item": true,  // trusted, idempotentHint + destructiveHint false
+				"mcp.demo-append":      false, // no annotations
+				"mcp.demo-slow":        true,  // trusted, readOnlyHint
+				"mcp.demo-fail":        true,  // the operator's word
+				"mcp.demo-crash":       false,
+				"mcp.demo-picture":     true,
 			}
 			if len(tools) != len(want) {
 				t.Fatalf("tools %v, want %v", keys(tools), want)
@@ -146,33 +146,33 @@ func TestBridgeTools(t *testing.T) {
 					t.Errorf("%s: present %v idempotent %v, want idempotent %v", name, ok, tm.Idempotent, idem)
 				}
 			}
-			if d := tools["mcp.demo__lookup-item"].Description; !strings.Contains(d, `tool "Lookup.Item"`) || !strings.Contains(d, "Looks an item up") {
+			if d := tools["mcp.demo-lookup-item"].Description; !strings.Contains(d, `tool "Lookup.Item"`) || !strings.Contains(d, "Looks an item up") {
 				t.Errorf("description %q", d)
 			}
-			if s := string(tools["mcp.demo__echo"].InputSchema); !strings.Contains(s, `"text"`) {
+			if s := string(tools["mcp.demo-echo"].InputSchema); !strings.Contains(s, `"text"`) {
 				t.Errorf("input schema %s", s)
 			}
 			ctx := context.Background()
-			if out, err := b.call(ctx, "mcp.demo__echo", `{"text":"hi"}`, nil); err != nil || out != `"hi"` {
+			if out, err := b.call(ctx, "mcp.demo-echo", `{"text":"hi"}`, nil); err != nil || out != `"hi"` {
 				t.Errorf("echo: %s %v", out, err)
 			}
 			// weir checks the server's input schema before the call.
-			if _, err := b.call(ctx, "mcp.demo__echo", `{"text":7}`, nil); tool.KindOf(err) != tool.KindSchema {
+			if _, err := b.call(ctx, "mcp.demo-echo", `{"text":7}`, nil); tool.KindOf(err) != tool.KindSchema {
 				t.Errorf("echo with a number: %v, want a schema refusal", err)
 			}
-			out, err := b.call(ctx, "mcp.demo__lookup-item", `{"key":"k7"}`, nil)
+			out, err := b.call(ctx, "mcp.demo-lookup-item", `{"key":"k7"}`, nil)
 			if err != nil || out != `{"found":true,"idempotency_key":"key-1","key":"k7"}` {
 				t.Errorf("structured content and the idempotency key in _meta: %s %v", out, err)
 			}
-			if out, err := b.call(ctx, "mcp.demo__append", `{"line":"one"}`, nil); err != nil || out != `"1 lines"` {
+			if out, err := b.call(ctx, "mcp.demo-append", `{"line":"one"}`, nil); err != nil || out != `"1 lines"` {
 				t.Errorf("append: %s %v", out, err)
 			}
-			_, err = b.call(ctx, "mcp.demo__fail", `{}`, nil)
+			_, err = b.call(ctx, "mcp.demo-fail", `{}`, nil)
 			var te *tool.Error
 			if !errors.As(err, &te) || te.Kind != tool.KindPermanent || te.Code != CodeToolError || !strings.Contains(te.Message, "quota exceeded") {
 				t.Errorf("isError: %#v, want a permanent %s with the server's text", err, CodeToolError)
 			}
-			out, err = b.call(ctx, "mcp.demo__picture", `{}`, nil)
+			out, err = b.call(ctx, "mcp.demo-picture", `{}`, nil)
 			var parts []map[string]any
 			if err != nil || json.Unmarshal([]byte(out), &parts) != nil || len(parts) != 3 {
 				t.Fatalf("picture: %s %v", out, err)
@@ -219,7 +219,7 @@ func TestProgressAndCancel(t *testing.T) {
 			b := start(t, tr, "")
 			var mu sync.Mutex
 			var got [][2]int64
-			out, err := b.call(context.Background(), "mcp.demo__slow", `{"steps":4}`, func(done, total int64) {
+			out, err := b.call(context.Background(), "mcp.demo-slow", `{"steps":4}`, func(done, total int64) {
 				mu.Lock()
 				got = append(got, [2]int64{done, total})
 				mu.Unlock()
@@ -236,7 +236,7 @@ func TestProgressAndCancel(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			errc := make(chan error, 1)
 			go func() {
-				_, err := b.call(ctx, "mcp.demo__append", `{"line":"held","hold":true}`, nil)
+				_, err := b.call(ctx, "mcp.demo-append", `{"line":"held","hold":true}`, nil)
 				errc <- err
 			}()
 			testutil.Eventually(t, 30*time.Second, func() error {
@@ -266,15 +266,15 @@ func TestServerRestartsAfterCrash(t *testing.T) {
 	t.Parallel()
 	b := start(t, "stdio", "")
 	ctx := context.Background()
-	if _, err := b.call(ctx, "mcp.demo__echo", `{"text":"before"}`, nil); err != nil {
+	if _, err := b.call(ctx, "mcp.demo-echo", `{"text":"before"}`, nil); err != nil {
 		t.Fatal(err)
 	}
-	_, err := b.call(ctx, "mcp.demo__crash", `{}`, nil)
+	_, err := b.call(ctx, "mcp.demo-crash", `{}`, nil)
 	var te *tool.Error
 	if !errors.As(err, &te) || te.Code != CodeServerGone || te.Kind != tool.KindPermanent || !strings.Contains(te.Message, "unknown") {
 		t.Fatalf("crash: %#v, want a permanent %s saying the outcome is unknown", err, CodeServerGone)
 	}
-	if out, err := b.call(ctx, "mcp.demo__echo", `{"text":"after"}`, nil); err != nil || out != `"after"` {
+	if out, err := b.call(ctx, "mcp.demo-echo", `{"text":"after"}`, nil); err != nil || out != `"after"` {
 		t.Fatalf("after the crash: %s %v", out, err)
 	}
 	if r := b.host.Restarts()["mcp"]; r != 0 {
@@ -306,7 +306,7 @@ func TestChangedToolListNoticed(t *testing.T) {
 		return h
 	}
 	h1 := newHost()
-	if _, ok := h1.LookupTool("mcp.demo__append"); !ok {
+	if _, ok := h1.LookupTool("mcp.demo-append"); !ok {
 		t.Fatal("append missing at first")
 	}
 	h1.Close()
@@ -315,13 +315,13 @@ func TestChangedToolListNoticed(t *testing.T) {
 		t.Fatal(err)
 	}
 	h2 := newHost() // the manifest cached by h1 still lists append
-	if _, ok := h2.LookupTool("mcp.demo__append"); ok {
+	if _, ok := h2.LookupTool("mcp.demo-append"); ok {
 		t.Fatal("the host still lists the vanished tool: registration would accept it")
 	}
-	if _, ok := h2.LookupTool("mcp.demo__echo"); !ok {
+	if _, ok := h2.LookupTool("mcp.demo-echo"); !ok {
 		t.Fatal("echo vanished too")
 	}
-	_, err := h2.Call(context.Background(), host.CallRequest{Tool: "mcp.demo__append", Input: json.RawMessage(`{"line":"x"}`), Attempt: 1})
+	_, err := h2.Call(context.Background(), host.CallRequest{Tool: "mcp.demo-append", Input: json.RawMessage(`{"line":"x"}`), Attempt: 1})
 	if tool.KindOf(err) != tool.KindUnknownTool {
 		t.Fatalf("call of a vanished tool: %v, want kind %s", err, tool.KindUnknownTool)
 	}
@@ -335,7 +335,7 @@ func TestChangedToolListNoticed(t *testing.T) {
 func TestLaunchRefusals(t *testing.T) {
 	t.Parallel()
 	p := plugintest.Start(t, "mcp", `{"servers":{"gone":{"command":["/nonexistent/mcp-server"]}}}`)
-	_, err := p.Host.Call(context.Background(), host.CallRequest{Tool: "mcp.gone__x", Attempt: 1})
+	_, err := p.Host.Call(context.Background(), host.CallRequest{Tool: "mcp.gone-x", Attempt: 1})
 	if err == nil {
 		t.Fatal("a tool of an unreachable server was called")
 	}

@@ -16,13 +16,13 @@ import (
 //	    files   = { command = ["/usr/local/bin/files-mcp", "--root", "/srv/docs"] }
 //	    tickets = { url = "http://127.0.0.1:9100/mcp", token_env = "TICKETS_TOKEN" }
 //	  }
-//	  idempotent        = ["files__read_file"]
+//	  idempotent        = ["files-read_file"]
 //	  trust_annotations = ["files"]
 //	  env               = ["TICKETS_TOKEN"] # the host's
 //	}
 type config struct {
 	Servers map[string]*serverConfig `json:"servers"`
-	// Idempotent lists weir tool parts (SERVER__TOOL) the operator vouches
+	// Idempotent lists weir tool parts (SERVER-TOOL) the operator vouches
 	// for: their calls may be retried.
 	Idempotent []string `json:"idempotent"`
 	// TrustAnnotations lists servers whose tool annotations are believed.
@@ -61,7 +61,7 @@ const configSchema = `{
     "servers": {
       "type": "object",
       "maxProperties": 32,
-      "propertyNames": {"pattern": "^[a-z0-9][a-z0-9_-]{0,23}$"},
+      "propertyNames": {"pattern": "^[a-z0-9][a-z0-9_]{0,23}$"},
       "additionalProperties": {
         "type": "object",
         "additionalProperties": false,
@@ -163,19 +163,19 @@ func parseConfig(raw json.RawMessage, lookupEnv func(string) (string, bool)) (*c
 }
 
 // checkServerName holds what the schema's pattern says, plus what a
-// pattern cannot: no "__", which separates server from tool.
+// pattern cannot: no "__" (a model could not be shown it).
 func checkServerName(name string) error {
 	if name == "" || len(name) > maxServerName {
 		return fmt.Errorf("a server's name is 1 to %d bytes", maxServerName)
 	}
 	for i, r := range name {
-		ok := r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || (i > 0 && (r == '_' || r == '-'))
+		ok := r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || (i > 0 && r == '_')
 		if !ok {
-			return fmt.Errorf("a server's name is lower-case letters, digits, '_' and '-', starting with a letter or digit")
+			return fmt.Errorf("a server's name is lower-case letters, digits and '_', starting with a letter or digit (%q separates it from the tool's)", toolSep)
 		}
 	}
-	if strings.Contains(name, toolSep) || strings.HasSuffix(name, "_") {
-		return fmt.Errorf("a server's name may not hold %q nor end with '_': %q separates it from the tool's", toolSep, toolSep)
+	if strings.Contains(name, "__") {
+		return fmt.Errorf("a server's name may not hold \"__\"")
 	}
 	return nil
 }

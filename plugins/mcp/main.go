@@ -1,7 +1,7 @@
 // Command mcp is weir's bridge to the Model Context Protocol: it connects
 // to the MCP servers named in its config section (a command spoken to on
 // stdio, or a streamable HTTP endpoint) and serves each server's tools as
-// weir tools, mcp.SERVER__TOOL, so that flows and agents call them like
+// weir tools, mcp.SERVER-TOOL, so that flows and agents call them like
 // any other tool: checked at registration, admitted, journaled, retried
 // only when that is safe.
 //

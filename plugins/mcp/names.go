@@ -8,13 +8,17 @@ import (
 )
 
 // toolSep separates the server's name from the tool's in a weir tool
-// part: mcp.files__read_file.
-const toolSep = "__"
+// part: mcp.files-read_file. Server names hold no '-', so the first one
+// splits the part. It is not "__": an agent shows "mcp.x" to a model as
+// "mcp__x", and a name holding "__" could not be read back (sdk/chat).
+const toolSep = "-"
 
 // Limits of names.
 const (
-	// maxToolPart is weir's limit on the part after "mcp.".
-	maxToolPart = 64
+	// maxToolPart is the longest part after "mcp.": weir allows 64, but
+	// an agent shows the tool to a model as "mcp__PART", and models
+	// accept 64 characters (chat.MaxProviderToolName).
+	maxToolPart = 64 - len("mcp__")
 	// maxMCPName is the MCP specification's limit on a tool's name.
 	maxMCPName = 128
 	// hashLen is the hex digits of the SHA-256 of the MCP name that end a
@@ -22,10 +26,11 @@ const (
 	hashLen = 8
 )
 
-// toolPart maps an MCP tool name to the weir tool part SERVER__NAME.
+// toolPart maps an MCP tool name to the weir tool part SERVER-NAME.
 // weir's alphabet is lower-case [a-z0-9_-]; MCP names are case-sensitive
 // and may hold dots. Upper-case letters become lower-case, '.' and any
-// other byte outside the alphabet become '-'. A part longer than
+// other byte outside the alphabet become '-', and a run of '_' becomes
+// one (a model could not be shown "__"). A part longer than
 // maxToolPart keeps its first bytes and ends with '-' and the first
 // hashLen hex digits of the MCP name's SHA-256, so that two long names
 // differing only at their end stay apart.
@@ -44,7 +49,11 @@ func toolPart(server, name string) (string, error) {
 	for i := 0; i < len(name); i++ {
 		c := name[i]
 		switch {
-		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '_', c == '-':
+		case c == '_':
+			if i == 0 || name[i-1] != '_' {
+				b.WriteByte(c)
+			}
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '-':
 			b.WriteByte(c)
 		case c >= 'A' && c <= 'Z':
 			b.WriteByte(c + 'a' - 'A')

@@ -9,16 +9,19 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/weirhq/weir/sdk"
+	"github.com/weirhq/weir/sdk/chat"
+	"github.com/weirhq/weir/sdk/wire"
 )
 
 func TestToolPart(t *testing.T) {
 	t.Parallel()
 	long := strings.Repeat("x", 100)
 	tests := []struct{ server, name, want string }{
-		{"files", "read_file", "files__read_file"},
-		{"files", "Lookup.Item", "files__lookup-item"},
-		{"t", "a b/c:d", "t__a-b-c-d"},
-		{"files", long, "files__" + strings.Repeat("x", maxToolPart-hashLen-1-len("files__")) + "-"},
+		{"files", "read_file", "files-read_file"},
+		{"files", "Lookup.Item", "files-lookup-item"},
+		{"t", "a b/c:d", "t-a-b-c-d"},
+		{"s", "__private__name", "s-_private_name"},
+		{"files", long, "files-" + strings.Repeat("x", maxToolPart-hashLen-1-len("files-")) + "-"},
 	}
 	for _, tt := range tests {
 		got, err := toolPart(tt.server, tt.name)
@@ -39,6 +42,29 @@ func TestToolPart(t *testing.T) {
 	}
 }
 
+// TestToolPartsCanBeShownToAModel: every part the mapping makes is a tool
+// name an agent can offer a model (sdk/chat's mapping reads it back), and
+// a valid weir tool name.
+func TestToolPartsCanBeShownToAModel(t *testing.T) {
+	t.Parallel()
+	names := []string{"read_file", "Lookup.Item", "__x__", "a..b", "_", "-", "x_", "ÄÖ", "a/b\\c", strings.Repeat("Z_.", 40)}
+	for _, srv := range []string{"a", "my_server", "s0"} {
+		for _, n := range names {
+			part, err := toolPart(srv, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := wire.SplitToolName("mcp." + part); err != nil {
+				t.Errorf("%s/%q: %q is not a weir tool name: %v", srv, n, part, err)
+			}
+			m, err := chat.ProviderToolName("mcp." + part)
+			if err != nil || len(m) > chat.MaxProviderToolName || chat.UnmapToolName(m) != "mcp."+part {
+				t.Errorf("%s/%q: mcp.%s cannot be shown to a model: %q %v", srv, n, part, m, err)
+			}
+		}
+	}
+}
+
 func TestNameCollisionRefused(t *testing.T) {
 	t.Parallel()
 	n := nameTable{}
@@ -49,8 +75,8 @@ func TestNameCollisionRefused(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `"Read.File" and "read-file"`) {
 		t.Fatalf("collision: %v", err)
 	}
-	if n["files__read-file"] != "Read.File" {
-		t.Fatalf("the table maps back to %q", n["files__read-file"])
+	if n["files-read-file"] != "Read.File" {
+		t.Fatalf("the table maps back to %q", n["files-read-file"])
 	}
 }
 
@@ -98,7 +124,7 @@ func TestConfigRefusals(t *testing.T) {
 		{`{"servers":{"a":{"command":["x"],"url":"http://h/mcp"}}}`, "not both"},
 		{`{"servers":{"a__b":{"command":["x"]}}}`, `may not hold "__"`},
 		{`{"servers":{"A":{"command":["x"]}}}`, "lower-case"},
-		{`{"servers":{"a":{"command":["x"]}},"idempotent":["b__t"]}`, `"b__t" is not SERVER__TOOL`},
+		{`{"servers":{"a":{"command":["x"]}},"idempotent":["b-t"]}`, `"b-t" is not SERVER-TOOL`},
 		{`{"servers":{"a":{"command":["x"]}},"trust_annotations":["b"]}`, `"b" is not a server`},
 		{`{"servers":{"a":{"url":"http://h/mcp","token_env":"NOPE"}}}`, "NOPE, which is not set"},
 		{`{"servers":{"a":{"url":"ftp://h/mcp"}}}`, "want http(s)"},
