@@ -98,9 +98,9 @@ func New(d Daemon, o Options) *Server {
 		Instructions: "Each tool starts a durable weir run of the flow of that name and answers with its output. " +
 			"Pass weir_request_id (or _meta weir/request_id) to make a retried call return the same run. " +
 			"A run waiting for a human decision answers at once with how to decide it; cancel_run cancels a run.",
-		Logger:       o.Logger,
-		HasTools:     true,
-		HasResources: true,
+		Logger: o.Logger,
+		// Flows come and go: clients are told when the list changes.
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}, Resources: &mcp.ResourceCapabilities{}},
 		GetSessionID: o.sessionID,
 	})
 	s.mcp.AddTool(&mcp.Tool{
