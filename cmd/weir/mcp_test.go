@@ -302,7 +302,11 @@ func TestMCPServeHTTP(t *testing.T) {
 
 	alice := connectMCP(t, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: bearerTransport{"alice-token-0123456789"}}})
 	// Alice's session cannot be used with bob's token.
-	if sid := alice.ID(); sid != "" {
+	sid := alice.ID()
+	if sid == "" {
+		t.Fatal("no session id: the binding of sessions to tokens is not exercised")
+	}
+	{
 		req, _ := http.NewRequest(http.MethodPost, endpoint, strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/list"}`))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
