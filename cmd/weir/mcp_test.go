@@ -306,20 +306,18 @@ func TestMCPServeHTTP(t *testing.T) {
 	if sid == "" {
 		t.Fatal("no session id: the binding of sessions to tokens is not exercised")
 	}
-	{
-		req, _ := http.NewRequest(http.MethodPost, endpoint, strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/list"}`))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Authorization", "Bearer bob-token-0123456789ab")
-		req.Header.Set("Mcp-Session-Id", sid)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusNotFound {
-			t.Errorf("bob's token on alice's session: status %d, want 404", resp.StatusCode)
-		}
+	req, _ := http.NewRequest(http.MethodPost, endpoint, strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/list"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer bob-token-0123456789ab")
+	req.Header.Set("Mcp-Session-Id", sid)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("bob's token on alice's session: status %d, want 404", resp.StatusCode)
 	}
 	res, err := alice.CallTool(ctx, &mcp.CallToolParams{Name: "greet", Arguments: map[string]any{"name": "alice"}})
 	if err != nil || res.IsError {
