@@ -156,7 +156,11 @@ func parseConfig(raw json.RawMessage, lookupEnv func(string) (string, bool)) (*c
 	for _, p := range c.Idempotent {
 		srv, _, ok := strings.Cut(p, toolSep)
 		if !ok || c.Servers[srv] == nil {
-			return nil, fmt.Errorf("config: idempotent: %q is not SERVER%sTOOL of a configured server (%s)", p, toolSep, strings.Join(c.serverNames(), ", "))
+			hint := ""
+			if s, t, ok := strings.Cut(p, "__"); ok && c.Servers[s] != nil {
+				hint = fmt.Sprintf(": the tool is named %s%s%s (see `weir plugin ls --config`)", s, toolSep, t)
+			}
+			return nil, fmt.Errorf("config: idempotent: %q is not SERVER%sTOOL of a configured server (%s)%s", p, toolSep, strings.Join(c.serverNames(), ", "), hint)
 		}
 	}
 	return &c, nil

@@ -125,6 +125,7 @@ func TestConfigRefusals(t *testing.T) {
 		{`{"servers":{"a__b":{"command":["x"]}}}`, `may not hold "__"`},
 		{`{"servers":{"A":{"command":["x"]}}}`, "lower-case"},
 		{`{"servers":{"a":{"command":["x"]}},"idempotent":["b-t"]}`, `"b-t" is not SERVER-TOOL`},
+		{`{"servers":{"a":{"command":["x"]}},"idempotent":["a__t"]}`, `the tool is named a-t`},
 		{`{"servers":{"a":{"command":["x"]}},"trust_annotations":["b"]}`, `"b" is not a server`},
 		{`{"servers":{"a":{"url":"http://h/mcp","token_env":"NOPE"}}}`, "NOPE, which is not set"},
 		{`{"servers":{"a":{"url":"ftp://h/mcp"}}}`, "want http(s)"},
