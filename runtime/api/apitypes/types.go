@@ -317,6 +317,9 @@ type Flow struct {
 	Hash  string `json:"hash"`
 	Doc   string `json:"doc,omitempty"`
 	Nodes int    `json:"nodes"`
+	// Input is the JSON schema the flow declares for a run's input, if
+	// any.
+	Input json.RawMessage `json:"input,omitempty"`
 }
 
 // Diagnostic is one problem found while checking flow files, at a
