@@ -347,7 +347,7 @@ func (m *Main) serve(ctx context.Context, file string, pins []pin) error {
 			return fmt.Errorf("metrics listener: %w", err)
 		}
 		coll := metrics.NewCollector(metrics.Sources{Engine: eng, Restarts: h.Restarts, ConfigVersion: d.configVersion})
-		serveOn(mln, metrics.Handler(metrics.NewRegistry(coll, timed)), nil)
+		serveOn(mln, metrics.Handler(metrics.NewRegistry(coll, eng.Histograms(), timed)), nil)
 		log.Info("serving metrics", "address", mln.Addr().String())
 	}
 	log.Info("serving", "socket", m.SocketPath, "data", m.DataDir, "plugins", m.PluginsDir, "config_version", version, "config", orNone(file))
