@@ -94,8 +94,10 @@ func printStats(w io.Writer, st *apitypes.Stats) {
 // usage-class errors kept apart. A daemon that is not running is said
 // plainly.
 func (m *Main) apiFailure(err error) error {
-	if errors.Is(err, client.ErrNoDaemon) {
-		err = fmt.Errorf("no weir daemon answers on %s: start one with 'weir serve' (or pass --socket)", m.SocketPath)
+	if u := m.untrusted(err); u != nil {
+		err = u
+	} else if errors.Is(err, client.ErrNoDaemon) {
+		err = fmt.Errorf("no weir daemon answers on %s: start one with 'weir serve' (or pass --socket or --address)", m.daemonAt())
 	}
 	return &exitError{code: exitFailed, err: err}
 }
