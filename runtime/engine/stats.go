@@ -25,8 +25,8 @@ var (
 	ExecBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
 	// ResumeBuckets time a parked run's resumption, from its wake (a
 	// child's end, a decision, a timer) to the lease that resumes it:
-	// milliseconds when the scheduler is free, seconds when every slot is
-	// busy.
+	// milliseconds to a scheduler tick (100 ms) while slots are free,
+	// seconds when every slot is busy.
 	ResumeBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
 )
 
@@ -85,10 +85,10 @@ func (h histograms) Collect(ch chan<- prometheus.Metric) {
 	h.resume.Collect(ch)
 }
 
-// mean reads the mean of one histogram's observations.
+// mean reads the mean of one histogram's observations (0 for none).
 func mean(o prometheus.Observer) time.Duration {
 	m, ok := o.(prometheus.Metric)
-	if !ok {
+	if !ok { // nil: nothing observed yet
 		return 0
 	}
 	var d dto.Metric
@@ -111,6 +111,8 @@ type stats struct {
 }
 
 type typeStats struct {
+	// wait and exec are made on first use, so that a node kind that
+	// calls no tool has no execution series.
 	wait, exec      prometheus.Observer
 	attempts, units int64
 }
@@ -122,7 +124,7 @@ func newStats() *stats {
 func (s *stats) typ(name string) *typeStats {
 	t := s.types[name]
 	if t == nil {
-		t = &typeStats{wait: s.obs.toolWait.WithLabelValues(name), exec: s.obs.toolExec.WithLabelValues(name)}
+		t = &typeStats{}
 		s.types[name] = t
 	}
 	return t
@@ -134,8 +136,12 @@ func seconds(d time.Duration) float64 { return max(d, 0).Seconds() }
 func (s *stats) leased(typ string, wait time.Duration) {
 	s.mu.Lock()
 	t := s.typ(typ)
+	if t.wait == nil {
+		t.wait = s.obs.toolWait.WithLabelValues(typ)
+	}
+	o := t.wait
 	s.mu.Unlock()
-	t.wait.Observe(seconds(wait))
+	o.Observe(seconds(wait))
 }
 
 // started records a run's wait from acceptance to its first lease.
@@ -151,8 +157,12 @@ func (s *stats) attempt(tool string, exec time.Duration) {
 	s.mu.Lock()
 	t := s.typ(tool)
 	t.attempts++
+	if t.exec == nil {
+		t.exec = s.obs.toolExec.WithLabelValues(tool)
+	}
+	o := t.exec
 	s.mu.Unlock()
-	t.exec.Observe(seconds(exec))
+	o.Observe(seconds(exec))
 }
 
 // unit counts one logical tool call reaching its end (any outcome).
