@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -27,6 +28,7 @@ import (
 	"github.com/weirhq/weir/runtime/store"
 	"github.com/weirhq/weir/runtime/store/badgerstore"
 	"github.com/weirhq/weir/runtime/store/storemetrics"
+	"github.com/weirhq/weir/runtime/tlscert"
 )
 
 func init() {
@@ -150,6 +152,9 @@ type serving struct {
 	eng        *engine.Engine
 	srv        *api.Server
 	sock       string
+	// tcpCert is the TCP listener's certificate (nil without TLS),
+	// read again on every reload.
+	tcpCert *tlscert.Cert
 
 	mu   sync.Mutex // serialises reloads
 	cur  *config.Config
@@ -229,8 +234,18 @@ func (d *serving) reload(ctx context.Context) (*apitypes.ReloadResult, error) {
 			Message: fmt.Sprintf("%s changes settings that only a restart applies: %s; the config in force (version %d) is unchanged",
 				d.file, strings.Join(rc, ", "), d.info.Version)}
 	}
+	// The certificate is read on every reload, changed config or not: a
+	// renewed certificate keeps its file names.
+	var pair *tls.Certificate
+	if d.tcpCert != nil {
+		if pair, err = tlscert.Read(cand.TCP.TLS.CertFile, cand.TCP.TLS.KeyFile); err != nil {
+			return nil, &engine.Error{Code: api.CodeConfig, Class: engine.ClassProtocol,
+				Message: fmt.Sprintf("tcp tls: %v; the config in force (version %d) is unchanged", err, d.info.Version)}
+		}
+	}
 	res := &apitypes.ReloadResult{Previous: d.info.Version, Notes: notes}
 	if cand.Hash() == d.cur.Hash() {
+		d.setCert(pair, res)
 		res.Config = d.info
 		return res, nil
 	}
@@ -246,6 +261,7 @@ func (d *serving) reload(ctx context.Context) (*apitypes.ReloadResult, error) {
 			Message: fmt.Sprintf("recording the config version: %v; the config in force (version %d) is unchanged", err, d.info.Version)}
 	}
 	// Nothing below can fail: the swap is all or nothing.
+	d.setCert(pair, res)
 	d.eng.Reload(cand.EngineConfig(version))
 	d.log.SetLevel(hclog.LevelFromString(cand.LogLevel))
 	d.srv.SetTokens(api.NewTokens(cand.Tokens()))
@@ -254,6 +270,19 @@ func (d *serving) reload(ctx context.Context) (*apitypes.ReloadResult, error) {
 	res.Changed, res.Config = true, d.info
 	d.log.Info("config reloaded", "version", version, "previous", res.Previous, "file", cand.File)
 	return res, nil
+}
+
+// setCert installs a certificate read by a reload (nil: none) and says
+// so in the reload's notes and the log.
+func (d *serving) setCert(pair *tls.Certificate, res *apitypes.ReloadResult) {
+	if pair == nil {
+		return
+	}
+	d.tcpCert.Set(pair)
+	leaf := pair.Leaf
+	res.Notes = append(res.Notes, fmt.Sprintf("tcp certificate %q (serial %s) presented from now on, valid until %s",
+		leaf.Subject.CommonName, leaf.SerialNumber, leaf.NotAfter.UTC().Format(time.RFC3339)))
+	d.log.Info("tcp certificate loaded", "subject", leaf.Subject.CommonName, "serial", leaf.SerialNumber.String(), "not_after", leaf.NotAfter)
 }
 
 // serve runs the daemon until ctx ends (SIGINT/SIGTERM), then drains.
@@ -337,8 +366,16 @@ func (m *Main) serve(ctx context.Context, file string, pins []pin) error {
 			stopAll()
 			return fmt.Errorf("tcp listener: %w", err)
 		}
+		if t := cfg.TCP.TLS; t != nil {
+			if d.tcpCert, err = tlscert.Load(t.CertFile, t.KeyFile); err != nil {
+				tln.Close()
+				stopAll()
+				return fmt.Errorf("tcp tls: %w", err)
+			}
+			tln = d.tcpCert.Listener(tln) // TLS only: a plain request gets a 400
+		}
 		serveOn(tln, d.srv, api.ConnContext)
-		log.Info("serving on tcp", "address", tln.Addr().String(), "tokens", len(cfg.TCP.Tokens))
+		log.Info("serving on tcp", "address", tln.Addr().String(), "tokens", len(cfg.TCP.Tokens), "tls", cfg.TCP.TLS != nil)
 	}
 	if cfg.MetricsAddress != "" {
 		mln, err := net.Listen("tcp", cfg.MetricsAddress)
@@ -347,7 +384,7 @@ func (m *Main) serve(ctx context.Context, file string, pins []pin) error {
 			return fmt.Errorf("metrics listener: %w", err)
 		}
 		coll := metrics.NewCollector(metrics.Sources{Engine: eng, Restarts: h.Restarts, ConfigVersion: d.configVersion})
-		serveOn(mln, metrics.Handler(metrics.NewRegistry(coll, timed)), nil)
+		serveOn(mln, metrics.Handler(metrics.NewRegistry(coll, eng.Histograms(), timed)), nil)
 		log.Info("serving metrics", "address", mln.Addr().String())
 	}
 	log.Info("serving", "socket", m.SocketPath, "data", m.DataDir, "plugins", m.PluginsDir, "config_version", version, "config", orNone(file))

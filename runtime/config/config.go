@@ -143,10 +143,23 @@ type Socket struct {
 // TCP is the optional TCP listener.
 type TCP struct {
 	Address string `json:"address"`
-	// AllowRemote must be set to bind an address that is not loopback:
-	// bearer tokens travel in the clear over plain TCP.
+	// AllowRemote must be set to bind an address that is not loopback
+	// without TLS: bearer tokens would travel in the clear.
 	AllowRemote bool    `json:"allow_remote,omitempty"`
 	Tokens      []Token `json:"tokens"`
+	// TLS, if set, makes the listener speak TLS only.
+	TLS *TLS `json:"tls,omitempty"`
+}
+
+// TLS is a listener's certificate: a `tls { cert_file, key_file }` block,
+// the same in every listener block that takes one. The files are read
+// at start and again on every reload (package tlscert), so a renewed
+// certificate is taken without a restart.
+type TLS struct {
+	// CertFile is the PEM certificate, its chain after it.
+	CertFile string `json:"cert_file"`
+	// KeyFile is the PEM private key of the certificate.
+	KeyFile string `json:"key_file"`
 }
 
 // Token maps a bearer token to the owner it authenticates.
@@ -285,6 +298,9 @@ func RestartChanges(running, candidate *Config) []string {
 	}
 	if addr(running.TCP) != addr(candidate.TCP) {
 		out = append(out, fmt.Sprintf("tcp address (%s -> %s)", addr(running.TCP), addr(candidate.TCP)))
+	} else if tlsOn := func(t *TCP) bool { return t != nil && t.TLS != nil }; tlsOn(running.TCP) != tlsOn(candidate.TCP) {
+		// Another certificate is a reload; TLS on or off is another listener.
+		out = append(out, fmt.Sprintf("tcp tls (%s -> %s)", onOff(tlsOn(running.TCP)), onOff(tlsOn(candidate.TCP))))
 	}
 	if running.MetricsAddress != candidate.MetricsAddress {
 		out = append(out, fmt.Sprintf("metrics address (%s -> %s)", orOff(running.MetricsAddress), orOff(candidate.MetricsAddress)))
@@ -335,4 +351,11 @@ func (e *Error) Error() string {
 		return "invalid config: " + e.Problems[0]
 	}
 	return "invalid config:\n  " + strings.Join(e.Problems, "\n  ")
+}
+
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
 }

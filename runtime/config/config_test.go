@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/runtime/store/badgerstore"
 )
 
@@ -226,6 +227,52 @@ func TestRemoteTCPWithConsent(t *testing.T) {
 	}
 	if c.TCP.Address != "0.0.0.0:7411" || !c.TCP.AllowRemote {
 		t.Errorf("tcp = %+v", c.TCP)
+	}
+}
+
+// TestTCPTLS: a tls block names its PEM files (relative to the config
+// file), lets the listener bind beyond loopback without allow_remote, and
+// refuses, at its line, a missing file, a key of another certificate or
+// a block without both files. Switching TLS on or off needs a restart;
+// another certificate is a reload.
+func TestTCPTLS(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	a, b := testutil.NewCert(t, dir, "a"), testutil.NewCert(t, dir, "b")
+	block := func(addr, certFile, keyFile string) string {
+		return "tcp {\n  address = \"" + addr + "\"\n  token \"a\" {\n    secret = \"0123456789abcdef\"\n  }\n  tls {\n    cert_file = \"" + certFile + "\"\n    key_file = \"" + keyFile + "\"\n  }\n}\n"
+	}
+	path := filepath.Join(dir, "c.hcl")
+	c, err := Parse([]byte(block("0.0.0.0:7411", "a.pem", "a-key.pem")), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.TCP.TLS == nil || c.TCP.TLS.CertFile != a.CertFile || c.TCP.TLS.KeyFile != a.KeyFile || c.TCP.AllowRemote {
+		t.Fatalf("tcp %+v tls %+v", c.TCP, c.TCP.TLS)
+	}
+	for _, tt := range []struct{ name, src, want string }{
+		{"missing cert", block("127.0.0.1:1", "none.pem", "a-key.pem"), "c.hcl:6: tcp tls: loading"},
+		{"other key", block("127.0.0.1:1", "a.pem", "b-key.pem"), "c.hcl:6: tcp tls: loading"},
+		{"no key file", "tcp {\n  token \"a\" {\n    secret = \"0123456789abcdef\"\n  }\n  tls {\n    cert_file = \"a.pem\"\n  }\n}\n", "c.hcl:5: the tcp tls block needs key_file"},
+		{"unknown key", "tcp {\n  token \"a\" {\n    secret = \"0123456789abcdef\"\n  }\n  tls {\n    cert = \"a.pem\"\n  }\n}\n", `c.hcl:6: Unsupported argument: An argument named "cert"`},
+	} {
+		if _, err := Parse([]byte(tt.src), path); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want %q", tt.name, err, tt.want)
+		}
+	}
+	plain, err := Parse([]byte("tcp {\n  address = \"0.0.0.0:7411\"\n  allow_remote = true\n  token \"a\" {\n    secret = \"0123456789abcdef\"\n  }\n}\n"), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := RestartChanges(plain, c); !reflect.DeepEqual(got, []string{"tcp tls (off -> on)"}) {
+		t.Errorf("tls on: %q", got)
+	}
+	other, err := Parse([]byte(block("0.0.0.0:7411", b.CertFile, b.KeyFile)), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := RestartChanges(c, other); len(got) != 0 {
+		t.Errorf("another certificate: %q, want a reload", got)
 	}
 }
 

@@ -207,6 +207,12 @@ func launchOnce(spec launchSpec) (_ *instance, busy bool, _ error) {
 			grpc.MaxCallRecvMsgSize(spec.maxMsg+wireOverhead),
 			grpc.MaxCallSendMsgSize(spec.maxMsg+wireOverhead),
 		)},
+
+		// Mutual TLS on the plugin's socket, with a key pair made for this
+		// launch on each side: a local process that reaches the socket (a
+		// permissive umask, say) cannot call tools around weir. The SDK's
+		// plugin.Serve answers it on its own.
+		AutoMTLS: true,
 	})
 	inst := &instance{client: client, cmd: cmd, stderr: tail}
 	fail := func(kind Kind, format string, args ...any) (*instance, bool, error) {

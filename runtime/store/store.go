@@ -65,6 +65,13 @@ type Capabilities struct {
 	GroupCommit bool
 }
 
+// RunCounter is an optional ability of a Tx: counting the runs in one
+// phase without reading them (an index walk, a COUNT). The engine checks
+// for it and otherwise lists the runs, which reads every record.
+type RunCounter interface {
+	RunCount(phase Phase) (int, error)
+}
+
 // Tx is one transaction. Methods are named noun-then-verb; each takes the
 // record or a params struct. Reads inside Update see the transaction's own
 // writes, lists included.
