@@ -344,14 +344,18 @@ func (s *Store) attempt(reqs []*request) error {
 		return fmt.Errorf("pgstore: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }() // a no-op after Commit
+	// In a group each function runs behind the savepoint fn, so that one
+	// that fails is rolled back alone. ROLLBACK TO keeps the savepoint for
+	// the next function; after one that succeeded, RELEASE and a new
+	// SAVEPOINT go together in one round trip.
 	grouped := len(reqs) > 1
-	for _, r := range reqs {
-		r.failed, r.panicked = nil, nil
-		if grouped {
-			if _, err := tx.Exec(ctx, "SAVEPOINT fn"); err != nil {
-				return fmt.Errorf("pgstore: savepoint: %w", err)
-			}
+	if grouped {
+		if _, err := tx.Exec(ctx, "SAVEPOINT fn"); err != nil {
+			return fmt.Errorf("pgstore: savepoint: %w", err)
 		}
+	}
+	for i, r := range reqs {
+		r.failed, r.panicked = nil, nil
 		t := &storeTx{q: tx, ctx: ctx}
 		ferr := callFn(r, t)
 		t.done = true
@@ -362,19 +366,19 @@ func (s *Store) attempt(reqs []*request) error {
 			// fn went on after a write failed: none of it may commit.
 			ferr = t.sticky()
 		}
-		if ferr != nil {
+		last := i == len(reqs)-1
+		switch {
+		case ferr != nil && !grouped:
 			r.failed = ferr
-			if !grouped {
-				return nil // nothing to commit; the deferred rollback ends it
-			}
+			return nil // nothing to commit; the deferred rollback ends it
+		case ferr != nil:
+			r.failed = ferr
 			if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT fn"); err != nil {
 				return fmt.Errorf("pgstore: rollback to savepoint: %w", err)
 			}
-			continue
-		}
-		if grouped {
-			if _, err := tx.Exec(ctx, "RELEASE SAVEPOINT fn"); err != nil {
-				return fmt.Errorf("pgstore: release savepoint: %w", err)
+		case grouped && !last:
+			if _, err := tx.Exec(ctx, "RELEASE SAVEPOINT fn; SAVEPOINT fn"); err != nil {
+				return fmt.Errorf("pgstore: savepoint: %w", err)
 			}
 		}
 	}
