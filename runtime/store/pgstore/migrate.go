@@ -36,6 +36,10 @@ var ErrSchemaNewer = errors.New("pgstore: the database's schema is newer than th
 // stores in other schemas of one database do not wait for each other.
 const migrationLock = 0x77656972 // "weir"
 
+// storeLock is the first key of the advisory lock an unshared store holds
+// on its schema for its life.
+const storeLock = migrationLock + 1
+
 // migrations returns the embedded migrations in version order. Versions
 // start at 1 and have no gaps.
 func migrations() ([]migration, error) {

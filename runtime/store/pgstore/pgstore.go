@@ -40,6 +40,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/runtime/store/storeurl"
 )
 
 // MaxUpdateBytes bounds what one Update writes: the bytes of the keys and
@@ -68,6 +69,13 @@ type Options struct {
 	// MaxBatch is the most Update functions one group commit runs.
 	// Default DefaultMaxBatch; 1 gives every Update its own transaction.
 	MaxBatch int
+	// Shared lets several stores use one schema at once. Without it Open
+	// holds an advisory lock for the store's life and a second Open of
+	// the same schema fails with store.ErrLocked, as a second open of a
+	// Badger directory does: the engine does not yet coordinate several
+	// daemons on one database, and two engines would both run the same
+	// tasks.
+	Shared bool
 	// MaxConns is the size of the connection pool unless the URL sets
 	// pool_max_conns. Group commit uses one connection for writes; Views
 	// and Updates without group commit use the others. Default
@@ -93,6 +101,7 @@ func (o Options) withDefaults() Options {
 type Store struct {
 	pool *pgxpool.Pool
 	opts Options
+	lock *pgx.Conn // holds the store's advisory lock (nil when Shared)
 
 	reqs chan *request // to the committer; nil without group commit
 	quit chan struct{}
@@ -120,7 +129,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(rawURL)
 	if err != nil {
 		// pgx's parse errors can quote the URL: say only what it is.
-		return nil, fmt.Errorf("pgstore: the store URL %s is not a valid PostgreSQL connection string", Redact(rawURL))
+		return nil, fmt.Errorf("pgstore: the store URL %s is not a valid PostgreSQL connection string", storeurl.Redact(rawURL))
 	}
 	if !hasParam(rawURL, "pool_max_conns") {
 		cfg.MaxConns = opts.MaxConns
@@ -128,23 +137,44 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 	cfg.MaxConns = max(cfg.MaxConns, 2)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: %s: %w", Redact(rawURL), err)
+		return nil, fmt.Errorf("pgstore: %s: %w", storeurl.Redact(rawURL), err)
 	}
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("pgstore: connecting to %s: %w", Redact(rawURL), err)
+		return nil, fmt.Errorf("pgstore: connecting to %s: %w", storeurl.Redact(rawURL), err)
 	}
 	applied, err := migrate(ctx, conn.Conn())
-	conn.Release()
 	if err != nil {
+		conn.Release()
 		pool.Close()
 		return nil, err
 	}
-	if len(applied) > 0 {
-		opts.Logger.Info("schema migrated", "versions", applied, "database", Redact(rawURL))
+	var lock *pgx.Conn
+	if !opts.Shared {
+		// The lock lives as long as this session: the connection leaves
+		// the pool and is closed by Close.
+		lock = conn.Hijack()
+		var ok bool
+		var schema string
+		if err := lock.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, hashtext(current_schema())), current_schema()`,
+			int32(storeLock)).Scan(&ok, &schema); err != nil {
+			lock.Close(ctx)
+			pool.Close()
+			return nil, fmt.Errorf("pgstore: taking the store's lock: %w", err)
+		}
+		if !ok {
+			lock.Close(ctx)
+			pool.Close()
+			return nil, fmt.Errorf("%w: schema %q of %s is in use by another weir daemon", store.ErrLocked, schema, storeurl.Redact(rawURL))
+		}
+	} else {
+		conn.Release()
 	}
-	s := &Store{pool: pool, opts: opts, quit: make(chan struct{}), done: make(chan struct{})}
+	if len(applied) > 0 {
+		opts.Logger.Info("schema migrated", "versions", applied, "database", storeurl.Redact(rawURL))
+	}
+	s := &Store{pool: pool, opts: opts, lock: lock, quit: make(chan struct{}), done: make(chan struct{})}
 	if opts.MaxBatch > 1 {
 		s.reqs = make(chan *request, opts.MaxBatch)
 		go s.commitLoop()
@@ -152,23 +182,6 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 		close(s.done)
 	}
 	return s, nil
-}
-
-// Redact returns the URL with its password, if any, replaced by "xxxxx",
-// for logs and errors. A string that does not parse as a URL (a
-// key=value connection string) is replaced whole unless it holds no
-// password.
-func Redact(rawURL string) string {
-	u, err := url.Parse(rawURL)
-	if err != nil || u.Scheme == "" {
-		return "(a connection string)"
-	}
-	q := u.Query()
-	if q.Has("password") {
-		q.Set("password", "xxxxx")
-		u.RawQuery = q.Encode()
-	}
-	return u.Redacted()
 }
 
 func hasParam(rawURL, name string) bool {
@@ -446,6 +459,12 @@ func (s *Store) Close() error {
 	close(s.quit)
 	<-s.done
 	s.pool.Close()
+	if s.lock != nil {
+		// Closing the session releases the advisory lock.
+		if err := s.lock.Close(context.Background()); err != nil {
+			return fmt.Errorf("pgstore: close: %w", err)
+		}
+	}
 	return nil
 }
 

@@ -244,7 +244,7 @@ func check(ok bool, format string, args ...any) error {
 func TestTwoStoresOneSchema(t *testing.T) {
 	t.Parallel()
 	u := pgtest.Schema(t)
-	stores := []*Store{openURL(t, u, Options{}), openURL(t, u, Options{})}
+	stores := []*Store{openURL(t, u, Options{Shared: true}), openURL(t, u, Options{Shared: true})}
 	const goroutines, each = 16, 20
 	var wg sync.WaitGroup
 	errs := make(chan error, goroutines)
@@ -333,4 +333,24 @@ func TestRetainedTxFails(t *testing.T) {
 	if _, err := kept.RunGet("r"); !errors.Is(err, errTxDone) {
 		t.Fatalf("read through a retained View tx: %v", err)
 	}
+}
+
+// TestSecondOpenLocked: without Shared, a second store on a schema in use
+// is refused with store.ErrLocked naming the schema, and opens once the
+// first is closed.
+func TestSecondOpenLocked(t *testing.T) {
+	t.Parallel()
+	u := pgtest.Schema(t)
+	s, err := Open(ctx, u, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(ctx, u, Options{})
+	if !errors.Is(err, store.ErrLocked) || !strings.Contains(err.Error(), "weir_test_") {
+		t.Fatalf("second Open: %v, want ErrLocked naming the schema", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	openURL(t, u, Options{})
 }
