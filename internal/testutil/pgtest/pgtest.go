@@ -16,6 +16,8 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -62,7 +64,7 @@ func Probe() error {
 		defer cancel()
 		conn, err := pgx.Connect(ctx, BaseURL())
 		if err != nil {
-			probe.err = fmt.Errorf("PostgreSQL at %s is not reachable: %w", redact(BaseURL()), err)
+			probe.err = fmt.Errorf("PostgreSQL at %s is not reachable: %s", redact(BaseURL()), oneLine(err))
 			return
 		}
 		defer conn.Close(ctx)
@@ -139,6 +141,19 @@ func exec(t testing.TB, dbURL, sql string, args ...any) {
 	if _, err := conn.Exec(ctx, sql, args...); err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
+}
+
+// oneLine writes err on one line: pgx lists each address it tried on a
+// line of its own, the same line twice when it retried without TLS.
+func oneLine(err error) string {
+	var parts []string
+	for _, l := range strings.Split(err.Error(), "\n") {
+		l = strings.TrimSpace(l)
+		if l != "" && !slices.Contains(parts, l) {
+			parts = append(parts, l)
+		}
+	}
+	return strings.Join(parts, " ")
 }
 
 func redact(s string) string {
