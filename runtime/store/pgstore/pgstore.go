@@ -55,9 +55,12 @@ const MaxUpdateBytes = 2 << 20
 // serialization failures or deadlocks before its error is returned.
 const MaxConflictRetries = 1000
 
-// Defaults of Options.
+// Defaults of Options. A group commit of more than 64 functions would
+// hold more than 64 subtransactions, past the cache PostgreSQL keeps per
+// transaction: every snapshot taken meanwhile would then look subtransactions
+// up on disk, slowing every reader.
 const (
-	DefaultMaxBatch = 256
+	DefaultMaxBatch = 64
 	DefaultMaxConns = 8
 )
 
