@@ -135,3 +135,13 @@ func TestNoSchema(t *testing.T) {
 		t.Fatalf("open with a missing schema: %v", err)
 	}
 }
+
+// TestSynchronousCommitOffRefused: a session that would acknowledge a
+// COMMIT before it is durable is refused at open.
+func TestSynchronousCommitOffRefused(t *testing.T) {
+	t.Parallel()
+	_, err := Open(ctx, pgtest.Schema(t)+"&synchronous_commit=off", Options{})
+	if !errors.Is(err, ErrNotDurable) {
+		t.Fatalf("open with synchronous_commit off: %v, want ErrNotDurable", err)
+	}
+}

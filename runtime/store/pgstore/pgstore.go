@@ -147,7 +147,11 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("pgstore: connecting to %s: %w", storeurl.Redact(rawURL), err)
 	}
-	applied, err := migrate(ctx, conn.Conn())
+	var applied []int
+	err = checkDurable(ctx, conn.Conn())
+	if err == nil {
+		applied, err = migrate(ctx, conn.Conn())
+	}
 	if err != nil {
 		conn.Release()
 		pool.Close()
@@ -185,6 +189,23 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 		close(s.done)
 	}
 	return s, nil
+}
+
+// ErrNotDurable: the database would acknowledge a COMMIT before it is
+// on disk, so a crash of the server could lose steps weir acknowledged.
+var ErrNotDurable = errors.New("pgstore: synchronous_commit is off")
+
+// checkDurable refuses a session whose COMMIT returns before the WAL is
+// flushed: weir acknowledges a step when its COMMIT returns.
+func checkDurable(ctx context.Context, conn *pgx.Conn) error {
+	var sc string
+	if err := conn.QueryRow(ctx, `SELECT current_setting('synchronous_commit')`).Scan(&sc); err != nil {
+		return fmt.Errorf("pgstore: %w", err)
+	}
+	if sc == "off" {
+		return fmt.Errorf("%w for weir's role or database: a crash of the server could lose steps weir acknowledged; set it on (ALTER ROLE ... SET synchronous_commit = on)", ErrNotDurable)
+	}
+	return nil
 }
 
 func hasParam(rawURL, name string) bool {
