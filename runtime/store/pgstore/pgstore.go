@@ -62,6 +62,9 @@ const MaxConflictRetries = 1000
 const (
 	DefaultMaxBatch = 64
 	DefaultMaxConns = 8
+	// DefaultLockWait covers the moment between a daemon's death and the
+	// end of its session on the server, which releases its lock.
+	DefaultLockWait = 5 * time.Second
 )
 
 // Options configures Open. The zero value is the daemon's configuration.
@@ -79,6 +82,9 @@ type Options struct {
 	// daemons on one database, and two engines would both run the same
 	// tasks.
 	Shared bool
+	// LockWait is how long Open waits for the lock of an unshared store
+	// held by another session before it fails. Default DefaultLockWait.
+	LockWait time.Duration
 	// MaxConns is the size of the connection pool unless the URL sets
 	// pool_max_conns. Group commit uses one connection for writes; Views
 	// and Updates without group commit use the others. Default
@@ -95,6 +101,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxConns <= 0 {
 		o.MaxConns = DefaultMaxConns
+	}
+	if o.LockWait <= 0 {
+		o.LockWait = DefaultLockWait
 	}
 	o.MaxConns = max(o.MaxConns, 2)
 	return o
@@ -162,18 +171,13 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 		// The lock lives as long as this session: the connection leaves
 		// the pool and is closed by Close.
 		lock = conn.Hijack()
-		var ok bool
-		var schema string
-		if err := lock.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, hashtext(current_schema())), current_schema()`,
-			int32(storeLock)).Scan(&ok, &schema); err != nil {
+		if err := takeLock(ctx, lock, opts.LockWait); err != nil {
 			lock.Close(ctx)
 			pool.Close()
+			if errors.Is(err, store.ErrLocked) {
+				return nil, fmt.Errorf("pgstore: %s: %w", storeurl.Redact(rawURL), err)
+			}
 			return nil, fmt.Errorf("pgstore: taking the store's lock: %w", err)
-		}
-		if !ok {
-			lock.Close(ctx)
-			pool.Close()
-			return nil, fmt.Errorf("%w: schema %q of %s is in use by another weir daemon", store.ErrLocked, schema, storeurl.Redact(rawURL))
 		}
 	} else {
 		conn.Release()
@@ -206,6 +210,29 @@ func checkDurable(ctx context.Context, conn *pgx.Conn) error {
 		return fmt.Errorf("%w for weir's role or database: a crash of the server could lose steps weir acknowledged; set it on (ALTER ROLE ... SET synchronous_commit = on)", ErrNotDurable)
 	}
 	return nil
+}
+
+// takeLock takes the store's advisory lock on conn's schema, waiting up
+// to wait for a holder to go: a daemon killed a moment ago holds it until
+// the server has noticed and ended its session.
+func takeLock(ctx context.Context, conn *pgx.Conn, wait time.Duration) error {
+	var schema string
+	if err := conn.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		return err
+	}
+	if _, err := conn.Exec(ctx, fmt.Sprintf("SET lock_timeout = %d", max(wait.Milliseconds(), 1))); err != nil {
+		return err
+	}
+	_, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1, hashtext(current_schema()))`, int32(storeLock))
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "55P03" { // lock_not_available
+		return fmt.Errorf("schema %q is in use by another weir daemon (%w)", schema, store.ErrLocked)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = conn.Exec(ctx, "RESET lock_timeout")
+	return err
 }
 
 func hasParam(rawURL, name string) bool {
@@ -484,8 +511,12 @@ func (s *Store) Close() error {
 	<-s.done
 	s.pool.Close()
 	if s.lock != nil {
-		// Closing the session releases the advisory lock.
-		if err := s.lock.Close(context.Background()); err != nil {
+		// Unlocked explicitly: the server ends a closed session's backend
+		// (and so drops its locks) only some time after the close, and a
+		// store opened again at once must find the schema free.
+		ctx := context.Background()
+		_, uerr := s.lock.Exec(ctx, `SELECT pg_advisory_unlock($1, hashtext(current_schema()))`, int32(storeLock))
+		if err := errors.Join(uerr, s.lock.Close(ctx)); err != nil {
 			return fmt.Errorf("pgstore: close: %w", err)
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/internal/testutil/pgtest"
 	"github.com/weirhq/weir/runtime/store"
@@ -345,7 +347,7 @@ func TestSecondOpenLocked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = Open(ctx, u, Options{})
+	_, err = Open(ctx, u, Options{LockWait: 100 * time.Millisecond})
 	if !errors.Is(err, store.ErrLocked) || !strings.Contains(err.Error(), "weir_test_") {
 		t.Fatalf("second Open: %v, want ErrLocked naming the schema", err)
 	}
@@ -353,4 +355,45 @@ func TestSecondOpenLocked(t *testing.T) {
 		t.Fatal(err)
 	}
 	openURL(t, u, Options{})
+}
+
+// TestOpenWaitsForTheLockHolderToGo: an open that finds the schema held
+// waits (up to LockWait) and succeeds once the holder goes, as a daemon
+// restarted right after a crash finds its dead predecessor's session
+// still ending on the server.
+func TestOpenWaitsForTheLockHolderToGo(t *testing.T) {
+	t.Parallel()
+	u := pgtest.Schema(t)
+	s, err := Open(ctx, u, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opened := make(chan error, 1)
+	go func() {
+		s2, err := Open(ctx, u, Options{LockWait: time.Minute})
+		if err == nil {
+			err = s2.Close()
+		}
+		opened <- err
+	}()
+	// The second open is waiting on the lock before the first closes.
+	testutil.Eventually(t, 30*time.Second, func() error {
+		var n int
+		conn, err := pgx.Connect(ctx, u)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		err = conn.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND classid = $1`, storeLock).Scan(&n)
+		if err == nil && n == 0 {
+			err = errors.New("no open waits for the lock yet")
+		}
+		return err
+	})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-opened; err != nil {
+		t.Fatalf("open after the holder closed: %v", err)
+	}
 }
