@@ -411,7 +411,7 @@ func (s *Store) attempt(reqs []*request) error {
 	// In a group each function runs behind the savepoint fn, so that one
 	// that fails is rolled back alone. ROLLBACK TO keeps the savepoint for
 	// the next function; after one that succeeded, RELEASE and a new
-	// SAVEPOINT go together in one round trip.
+	// SAVEPOINT go with its last writes.
 	grouped := len(reqs) > 1
 	if grouped {
 		if _, err := tx.Exec(ctx, "SAVEPOINT fn"); err != nil {
@@ -423,6 +423,17 @@ func (s *Store) attempt(reqs []*request) error {
 		t := &storeTx{q: tx, ctx: ctx}
 		ferr := callFn(r, t)
 		t.done = true
+		last := i == len(reqs)-1
+		if ferr == nil && t.sticky() == nil {
+			// The function's queued writes go now, and in a group the
+			// next function's savepoint with them: one round trip.
+			if grouped && !last {
+				t.put("RELEASE SAVEPOINT fn")
+				t.put("SAVEPOINT fn")
+			}
+			_ = t.flush() // a failure is kept as t.dbErr
+		}
+		t.batch = nil // a failed function's writes are never sent
 		if t.dbErr != nil && isConflict(t.dbErr) {
 			return t.dbErr
 		}
@@ -430,19 +441,16 @@ func (s *Store) attempt(reqs []*request) error {
 			// fn went on after a write failed: none of it may commit.
 			ferr = t.sticky()
 		}
-		last := i == len(reqs)-1
 		switch {
 		case ferr != nil && !grouped:
 			r.failed = ferr
 			return nil // nothing to commit; the deferred rollback ends it
 		case ferr != nil:
 			r.failed = ferr
+			// The savepoint fn is the one this function ran behind,
+			// even when the flush that would release it failed first.
 			if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT fn"); err != nil {
 				return fmt.Errorf("pgstore: rollback to savepoint: %w", err)
-			}
-		case grouped && !last:
-			if _, err := tx.Exec(ctx, "RELEASE SAVEPOINT fn; SAVEPOINT fn"); err != nil {
-				return fmt.Errorf("pgstore: savepoint: %w", err)
 			}
 		}
 	}

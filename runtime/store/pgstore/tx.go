@@ -32,6 +32,7 @@ type querier interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
 // storeTx implements store.Tx on one PostgreSQL transaction. Each method
@@ -42,11 +43,18 @@ type querier interface {
 // cannot commit even if it ignores the error. Conditions the contract
 // expects (not found, exists) are never statement errors: they are read
 // from the rows a statement touched.
+//
+// Writes whose outcome the function does not need (puts, which insert or
+// replace, and the retention deletes) are queued and sent together, in
+// one round trip, before the next statement that reads or when the
+// function ends: a step's writes cost one round trip, not one each. Their
+// failure is a database failure, which fails the function all the same.
 type storeTx struct {
 	q        querier
 	ctx      context.Context
 	readOnly bool
 	done     bool
+	batch    *pgx.Batch // queued writes not sent yet
 
 	dbErr    error // the first statement error
 	tooLarge error // set when the writes passed MaxUpdateBytes
@@ -92,12 +100,58 @@ func (t *storeTx) fail(err error) error {
 	return fmt.Errorf("pgstore: %w", err)
 }
 
+// put queues a write whose outcome nothing waits for.
+func (t *storeTx) put(sql string, args ...any) *pgx.QueuedQuery {
+	if t.batch == nil {
+		t.batch = &pgx.Batch{}
+	}
+	return t.batch.Queue(sql, args...)
+}
+
+// flush sends the queued writes, in one round trip.
+func (t *storeTx) flush() error {
+	b := t.batch
+	if b == nil {
+		return nil
+	}
+	t.batch = nil
+	if err := t.q.SendBatch(t.ctx, b).Close(); err != nil {
+		return t.fail(err)
+	}
+	return nil
+}
+
+// errRow is a row whose Scan fails with the error that kept the query
+// from being sent.
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+// The statements of the Tx methods, each after the queued writes.
+
 func (t *storeTx) exec(sql string, args ...any) (int64, error) {
+	if err := t.flush(); err != nil {
+		return 0, err
+	}
 	tag, err := t.q.Exec(t.ctx, sql, args...)
 	if err != nil {
 		return 0, t.fail(err)
 	}
 	return tag.RowsAffected(), nil
+}
+
+func (t *storeTx) queryRow(sql string, args ...any) pgx.Row {
+	if err := t.flush(); err != nil {
+		return errRow{err}
+	}
+	return t.q.QueryRow(t.ctx, sql, args...)
+}
+
+func (t *storeTx) query(sql string, args ...any) (pgx.Rows, error) {
+	if err := t.flush(); err != nil {
+		return nil, err
+	}
+	return t.q.Query(t.ctx, sql, args...)
 }
 
 // charge counts n bytes written to the record named by key and refuses
@@ -154,7 +208,7 @@ func decode(v int16, data []byte, dst any) error {
 func (t *storeTx) getRecord(dst any, sql string, args ...any) error {
 	var v int16
 	var data []byte
-	err := t.q.QueryRow(t.ctx, sql, args...).Scan(&v, &data)
+	err := t.queryRow(sql, args...).Scan(&v, &data)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.ErrNotFound
 	}
@@ -166,7 +220,7 @@ func (t *storeTx) getRecord(dst any, sql string, args ...any) error {
 
 // listRecords decodes every row (v, data) a query returns into a new T.
 func listRecords[T any](t *storeTx, sql string, args ...any) ([]*T, error) {
-	rows, err := t.q.Query(t.ctx, sql, args...)
+	rows, err := t.query(sql, args...)
 	if err != nil {
 		return nil, t.fail(err)
 	}
@@ -227,7 +281,7 @@ func (t *storeTx) FlowVersionPut(v *store.FlowVersion) error {
 		return err
 	}
 	var latest int64
-	err := t.q.QueryRow(t.ctx, `SELECT seq FROM flow_latest WHERE name = $1`, v.Name).Scan(&latest)
+	err := t.queryRow(`SELECT seq FROM flow_latest WHERE name = $1`, v.Name).Scan(&latest)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return t.fail(err)
 	}
@@ -241,15 +295,12 @@ func (t *storeTx) FlowVersionPut(v *store.FlowVersion) error {
 	if err := t.charge("fv\x00"+v.Name+"\x00"+v.Hash, len(data)); err != nil {
 		return err
 	}
-	if _, err := t.exec(`INSERT INTO flow_versions (name, hash, seq, v, data) VALUES ($1, $2, $3, $4, $5)
+	t.put(`INSERT INTO flow_versions (name, hash, seq, v, data) VALUES ($1, $2, $3, $4, $5)
 		ON CONFLICT (name, hash) DO UPDATE SET seq = excluded.seq, v = excluded.v, data = excluded.data`,
-		v.Name, v.Hash, int64(v.Seq), recordV1, data); err != nil {
-		return err
-	}
+		v.Name, v.Hash, int64(v.Seq), recordV1, data)
 	if int64(v.Seq) > latest {
-		_, err := t.exec(`INSERT INTO flow_latest (name, seq, hash) VALUES ($1, $2, $3)
+		t.put(`INSERT INTO flow_latest (name, seq, hash) VALUES ($1, $2, $3)
 			ON CONFLICT (name) DO UPDATE SET seq = excluded.seq, hash = excluded.hash`, v.Name, int64(v.Seq), v.Hash)
-		return err
 	}
 	return nil
 }
@@ -305,9 +356,9 @@ func (t *storeTx) SourcePut(s *store.Source) error {
 	if err := t.charge("s\x00"+s.Hash, len(data)); err != nil {
 		return err
 	}
-	_, err = t.exec(`INSERT INTO sources (hash, v, data) VALUES ($1, $2, $3)
+	t.put(`INSERT INTO sources (hash, v, data) VALUES ($1, $2, $3)
 		ON CONFLICT (hash) DO UPDATE SET v = excluded.v, data = excluded.data`, s.Hash, recordV1, data)
-	return err
+	return nil
 }
 
 func (t *storeTx) SourceGet(hash string) (*store.Source, error) {
@@ -479,9 +530,9 @@ func (t *storeTx) ContinuationPut(runID string, data []byte) error {
 	if data == nil {
 		data = []byte{}
 	}
-	_, err := t.exec(`INSERT INTO continuations (run_id, v, data) VALUES ($1, $2, $3)
+	t.put(`INSERT INTO continuations (run_id, v, data) VALUES ($1, $2, $3)
 		ON CONFLICT (run_id) DO UPDATE SET v = excluded.v, data = excluded.data`, runID, recordV1, data)
-	return err
+	return nil
 }
 
 func (t *storeTx) ContinuationGet(runID string) ([]byte, error) {
@@ -493,7 +544,7 @@ func (t *storeTx) ContinuationGet(runID string) ([]byte, error) {
 	}
 	var v int16
 	var data []byte
-	err := t.q.QueryRow(t.ctx, `SELECT v, data FROM continuations WHERE run_id = $1`, runID).Scan(&v, &data)
+	err := t.queryRow(`SELECT v, data FROM continuations WHERE run_id = $1`, runID).Scan(&v, &data)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, store.ErrNotFound
 	}
@@ -546,9 +597,9 @@ func (t *storeTx) DedupPut(d *store.Dedup) error {
 	if err := t.charge("d\x00"+d.Owner+"\x00"+d.RequestID, len(data)); err != nil {
 		return err
 	}
-	_, err = t.exec(`INSERT INTO dedup (owner, request_id, v, data) VALUES ($1, $2, $3, $4)
+	t.put(`INSERT INTO dedup (owner, request_id, v, data) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (owner, request_id) DO UPDATE SET v = excluded.v, data = excluded.data`, d.Owner, d.RequestID, recordV1, data)
-	return err
+	return nil
 }
 
 func (t *storeTx) DedupDelete(owner, requestID string) error {
@@ -580,11 +631,11 @@ func (t *storeTx) TaskPut(tk *store.Task) error {
 	if err := t.charge("t\x00"+tk.ID, len(data)); err != nil {
 		return err
 	}
-	_, err = t.exec(`INSERT INTO tasks (id, run_id, ready_ns, leased, wait_child, v, data) VALUES ($1, $2, $3, $4, $5, $6, $7)
+	t.put(`INSERT INTO tasks (id, run_id, ready_ns, leased, wait_child, v, data) VALUES ($1, $2, $3, $4, $5, $6, $7)
 		ON CONFLICT (id) DO UPDATE SET run_id = excluded.run_id, ready_ns = excluded.ready_ns, leased = excluded.leased,
 			wait_child = excluded.wait_child, v = excluded.v, data = excluded.data`,
 		tk.ID, tk.RunID, nanos(tk.ReadyAt), tk.Leased, tk.WaitChild, recordV1, data)
-	return err
+	return nil
 }
 
 func (t *storeTx) TaskGet(id string) (*store.Task, error) {
@@ -655,7 +706,7 @@ func (t *storeTx) TaskCount() (queued, leased int, err error) {
 	if err := t.open(); err != nil {
 		return 0, 0, err
 	}
-	err = t.q.QueryRow(t.ctx, `SELECT count(*) FILTER (WHERE NOT leased), count(*) FILTER (WHERE leased) FROM tasks`).Scan(&queued, &leased)
+	err = t.queryRow(`SELECT count(*) FILTER (WHERE NOT leased), count(*) FILTER (WHERE leased) FROM tasks`).Scan(&queued, &leased)
 	if err != nil {
 		return 0, 0, t.fail(err)
 	}
@@ -678,10 +729,10 @@ func (t *storeTx) LeasePut(l *store.Lease) error {
 	if err := t.charge("l\x00"+l.TaskID, len(data)); err != nil {
 		return err
 	}
-	_, err = t.exec(`INSERT INTO leases (task_id, deadline_ns, v, data) VALUES ($1, $2, $3, $4)
+	t.put(`INSERT INTO leases (task_id, deadline_ns, v, data) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (task_id) DO UPDATE SET deadline_ns = excluded.deadline_ns, v = excluded.v, data = excluded.data`,
 		l.TaskID, nanos(l.Deadline), recordV1, data)
-	return err
+	return nil
 }
 
 func (t *storeTx) LeaseGet(taskID string) (*store.Lease, error) {
@@ -750,9 +801,9 @@ func (t *storeTx) IdemPut(r *store.Idem) error {
 	if err := t.charge("i\x00"+r.Key, len(data)); err != nil {
 		return err
 	}
-	_, err = t.exec(`INSERT INTO idem (key, v, data) VALUES ($1, $2, $3)
+	t.put(`INSERT INTO idem (key, v, data) VALUES ($1, $2, $3)
 		ON CONFLICT (key) DO UPDATE SET v = excluded.v, data = excluded.data`, r.Key, recordV1, data)
-	return err
+	return nil
 }
 
 // ---- dead letters ----
@@ -774,10 +825,10 @@ func (t *storeTx) DeadLetterPut(d *store.DeadLetter) error {
 	if err := t.charge("dl\x00"+d.TaskID, len(data)); err != nil {
 		return err
 	}
-	_, err = t.exec(`INSERT INTO dead_letters (task_id, owner, at_ns, v, data) VALUES ($1, $2, $3, $4, $5)
+	t.put(`INSERT INTO dead_letters (task_id, owner, at_ns, v, data) VALUES ($1, $2, $3, $4, $5)
 		ON CONFLICT (task_id) DO UPDATE SET owner = excluded.owner, at_ns = excluded.at_ns, v = excluded.v, data = excluded.data`,
 		d.TaskID, d.Owner, nanos(d.At), recordV1, data)
-	return err
+	return nil
 }
 
 func (t *storeTx) DeadLetterList(p store.DeadLetterListParams) ([]*store.DeadLetter, error) {
@@ -816,10 +867,12 @@ func (t *storeTx) EventAppend(e *store.Event) error {
 	if err := t.charge(fmt.Sprintf("ev\x00%d", len(t.written)), len(data)); err != nil {
 		return err
 	}
+	// Sent with the queued writes, in their round trip.
 	var seq int64
-	if err := t.q.QueryRow(t.ctx, `INSERT INTO events (seq, run_id, v, data) VALUES (nextval('events_seq'), $1, $2, $3) RETURNING seq`,
-		e.RunID, recordV1, data).Scan(&seq); err != nil {
-		return t.fail(err)
+	t.put(`INSERT INTO events (seq, run_id, v, data) VALUES (nextval('events_seq'), $1, $2, $3) RETURNING seq`,
+		e.RunID, recordV1, data).QueryRow(func(row pgx.Row) error { return row.Scan(&seq) })
+	if err := t.flush(); err != nil {
+		return err
 	}
 	e.Seq = uint64(seq)
 	return nil
@@ -832,7 +885,7 @@ func (t *storeTx) EventList(p store.EventListParams) ([]*store.Event, error) {
 	if p.AfterSeq >= math.MaxInt64 || !text(p.RunID) {
 		return nil, nil
 	}
-	rows, err := t.q.Query(t.ctx, `SELECT seq, v, data FROM events WHERE run_id = $1 AND seq > $2 ORDER BY seq`+limitClause(p.Limit),
+	rows, err := t.query(`SELECT seq, v, data FROM events WHERE run_id = $1 AND seq > $2 ORDER BY seq`+limitClause(p.Limit),
 		p.RunID, int64(p.AfterSeq))
 	if err != nil {
 		return nil, t.fail(err)
@@ -875,10 +928,10 @@ func (t *storeTx) CohortPut(c *store.Cohort) error {
 	if err := t.charge(fmt.Sprintf("co\x00%s\x00%s\x00%d", c.RunID, c.Node, c.Visit), len(data)); err != nil {
 		return err
 	}
-	_, err = t.exec(`INSERT INTO cohorts (run_id, node, visit, v, data) VALUES ($1, $2, $3, $4, $5)
+	t.put(`INSERT INTO cohorts (run_id, node, visit, v, data) VALUES ($1, $2, $3, $4, $5)
 		ON CONFLICT (run_id, node, visit) DO UPDATE SET v = excluded.v, data = excluded.data`,
 		c.RunID, c.Node, int64(c.Visit), recordV1, data)
-	return err
+	return nil
 }
 
 func (t *storeTx) CohortGet(runID, node string, visit int) (*store.Cohort, error) {
@@ -912,10 +965,10 @@ func (t *storeTx) CohortItemPut(it *store.CohortItem) error {
 	if err := t.charge(fmt.Sprintf("ci\x00%s\x00%s\x00%d\x00%d", it.RunID, it.Node, it.Visit, it.Index), len(data)); err != nil {
 		return err
 	}
-	_, err = t.exec(`INSERT INTO cohort_items (run_id, node, visit, idx, v, data) VALUES ($1, $2, $3, $4, $5, $6)
+	t.put(`INSERT INTO cohort_items (run_id, node, visit, idx, v, data) VALUES ($1, $2, $3, $4, $5, $6)
 		ON CONFLICT (run_id, node, visit, idx) DO UPDATE SET v = excluded.v, data = excluded.data`,
 		it.RunID, it.Node, int64(it.Visit), int64(it.Index), recordV1, data)
-	return err
+	return nil
 }
 
 func (t *storeTx) CohortItemGet(runID, node string, visit, index int) (*store.CohortItem, error) {
@@ -961,10 +1014,10 @@ func (t *storeTx) AgentTurnPut(at *store.AgentTurn) error {
 	if err := t.charge(fmt.Sprintf("at\x00%s\x00%s\x00%d\x00%d", at.RunID, at.Node, at.Visit, at.Turn), len(data)); err != nil {
 		return err
 	}
-	_, err = t.exec(`INSERT INTO agent_turns (run_id, node, visit, turn, v, data) VALUES ($1, $2, $3, $4, $5, $6)
+	t.put(`INSERT INTO agent_turns (run_id, node, visit, turn, v, data) VALUES ($1, $2, $3, $4, $5, $6)
 		ON CONFLICT (run_id, node, visit, turn) DO UPDATE SET v = excluded.v, data = excluded.data`,
 		at.RunID, at.Node, int64(at.Visit), int64(at.Turn), recordV1, data)
-	return err
+	return nil
 }
 
 func (t *storeTx) AgentTurnList(p store.AgentTurnListParams) ([]*store.AgentTurn, error) {
@@ -989,9 +1042,7 @@ func (t *storeTx) deleteRun(runID string, tables ...string) error {
 		return nil
 	}
 	for _, table := range tables {
-		if _, err := t.exec(`DELETE FROM `+table+` WHERE run_id = $1`, runID); err != nil {
-			return err
-		}
+		t.put(`DELETE FROM `+table+` WHERE run_id = $1`, runID)
 	}
 	return nil
 }
@@ -1017,8 +1068,8 @@ func (t *storeTx) IdemDeleteRun(runID string) error {
 		return nil
 	}
 	lo, hi := idemRange(runID)
-	_, err := t.exec(`DELETE FROM idem WHERE key >= $1 AND key < $2`, lo, hi)
-	return err
+	t.put(`DELETE FROM idem WHERE key >= $1 AND key < $2`, lo, hi)
+	return nil
 }
 
 func (t *storeTx) IdemListRun(runID string) ([]*store.Idem, error) {
@@ -1042,7 +1093,7 @@ func (t *storeTx) MetaGet(key string) ([]byte, error) {
 		return nil, store.ErrNotFound
 	}
 	var value []byte
-	err := t.q.QueryRow(t.ctx, `SELECT value FROM meta WHERE key = $1`, key).Scan(&value)
+	err := t.queryRow(`SELECT value FROM meta WHERE key = $1`, key).Scan(&value)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, store.ErrNotFound
 	}
@@ -1065,7 +1116,7 @@ func (t *storeTx) MetaPut(key string, value []byte) error {
 	if value == nil {
 		value = []byte{}
 	}
-	_, err := t.exec(`INSERT INTO meta (key, value) VALUES ($1, $2)
+	t.put(`INSERT INTO meta (key, value) VALUES ($1, $2)
 		ON CONFLICT (key) DO UPDATE SET value = excluded.value`, key, value)
-	return err
+	return nil
 }
