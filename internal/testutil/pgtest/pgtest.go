@@ -77,16 +77,17 @@ func Probe() error {
 
 // Status is the one line that says whether the PostgreSQL tests run, and
 // an error when they are required and cannot.
-func Status() (string, error) {
-	err := Probe()
+func Status() (string, error) { return status(Probe(), Required()) }
+
+func status(probeErr error, required bool) (string, error) {
 	switch {
-	case err == nil:
+	case probeErr == nil:
 		return fmt.Sprintf("PostgreSQL tests: running on %s", redact(BaseURL())), nil
-	case Required():
-		return "", fmt.Errorf("PostgreSQL tests: %s=required but %w", EnvMode, err)
+	case required:
+		return "", fmt.Errorf("PostgreSQL tests: %s=required but %w", EnvMode, probeErr)
 	}
 	return fmt.Sprintf("PostgreSQL tests: SKIPPED, %v (set %s to another database, or %s=required to fail instead)",
-		err, EnvURL, EnvMode), nil
+		probeErr, EnvURL, EnvMode), nil
 }
 
 // Require returns the base URL, or skips t (fails it where PostgreSQL is
