@@ -40,6 +40,12 @@ const migrationLock = 0x77656972 // "weir"
 // on its schema for its life.
 const storeLock = migrationLock + 1
 
+// schemaMigrationsDDL makes the table that records the versions applied.
+const schemaMigrationsDDL = `CREATE TABLE IF NOT EXISTS schema_migrations (
+	version integer PRIMARY KEY,
+	name text NOT NULL,
+	applied_at timestamptz NOT NULL DEFAULT now())`
+
 // migrations returns the embedded migrations in version order. Versions
 // start at 1 and have no gaps.
 func migrations() ([]migration, error) {
@@ -107,10 +113,7 @@ func migrate(ctx context.Context, conn *pgx.Conn) (applied []int, err error) {
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext(current_schema()))`, int32(migrationLock)); err != nil {
 		return nil, fmt.Errorf("pgstore: taking the migration lock: %w", err)
 	}
-	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-		version integer PRIMARY KEY,
-		name text NOT NULL,
-		applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+	if _, err := tx.Exec(ctx, schemaMigrationsDDL); err != nil {
 		return nil, fmt.Errorf("pgstore: creating schema_migrations in %s: %w", *schema, err)
 	}
 	var cur int
