@@ -26,14 +26,14 @@ import (
 	"github.com/weirhq/weir/runtime/host"
 	"github.com/weirhq/weir/runtime/metrics"
 	"github.com/weirhq/weir/runtime/store"
-	"github.com/weirhq/weir/runtime/store/badgerstore"
 	"github.com/weirhq/weir/runtime/store/storemetrics"
 	"github.com/weirhq/weir/runtime/tlscert"
+	"github.com/weirhq/weir/runtime/store/storeurl"
 )
 
 func init() {
 	registerCommand(func(m *Main) *cobra.Command {
-		var configFile string
+		var configFile, storeFlag string
 		var fv flagValues
 		cmd := &cobra.Command{
 			Use:   "serve",
@@ -52,11 +52,12 @@ start and on every reload, for the life of the process. SIGHUP or
 				if err != nil {
 					return err
 				}
-				return m.serve(cmd.Context(), configFile, pins)
+				return m.serve(cmd.Context(), configFile, storeFlag, pins)
 			},
 		}
 		f := cmd.Flags()
 		f.StringVar(&configFile, "config", "", "HCL config file of the daemon (flags given beat it)")
+		f.StringVar(&storeFlag, "store", "", "PostgreSQL URL of the store (env WEIR_STORE, else the config file's store block, else the embedded store in the data directory)")
 		f.IntVar(&fv.workers, "workers", config.DefaultWorkers, "worker slots")
 		f.IntVar(&fv.maxQueued, "max-queued", config.DefaultMaxQueued, "runs accepted but not started before new ones are refused")
 		f.DurationVar(&fv.queueTimeout, "queue-timeout", config.DefaultQueueTimeout, "how long a task may wait for a slot before it is dropped")
@@ -286,7 +287,7 @@ func (d *serving) setCert(pair *tls.Certificate, res *apitypes.ReloadResult) {
 }
 
 // serve runs the daemon until ctx ends (SIGINT/SIGTERM), then drains.
-func (m *Main) serve(ctx context.Context, file string, pins []pin) error {
+func (m *Main) serve(ctx context.Context, file, storeFlag string, pins []pin) error {
 	if file != "" {
 		abs, err := filepath.Abs(file) // a reload finds it whatever the working directory
 		if err != nil {
@@ -305,7 +306,14 @@ func (m *Main) serve(ctx context.Context, file string, pins []pin) error {
 		log.Warn(n)
 	}
 
-	bst, h, err := m.openDaemonStore(log, cfg)
+	storeURL, note, err := m.storeURL(storeFlag, cfg)
+	if err != nil {
+		return err
+	}
+	if note != "" {
+		log.Warn(note)
+	}
+	bst, h, err := m.openDaemonStore(ctx, log, cfg, storeURL)
 	if err != nil {
 		return err
 	}
@@ -387,7 +395,8 @@ func (m *Main) serve(ctx context.Context, file string, pins []pin) error {
 		serveOn(mln, metrics.Handler(metrics.NewRegistry(coll, eng.Histograms(), timed)), nil)
 		log.Info("serving metrics", "address", mln.Addr().String())
 	}
-	log.Info("serving", "socket", m.SocketPath, "data", m.DataDir, "plugins", m.PluginsDir, "config_version", version, "config", orNone(file))
+	log.Info("serving", "socket", m.SocketPath, "data", m.DataDir, "store", storeName(storeURL), "plugins", m.PluginsDir,
+		"config_version", version, "config", orNone(file))
 
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -416,6 +425,15 @@ loop:
 	return nil
 }
 
+// storeName writes the store for the log: its URL without the password,
+// or "embedded".
+func storeName(u string) string {
+	if u == "" {
+		return "embedded"
+	}
+	return storeurl.Redact(u)
+}
+
 func orNone(s string) string {
 	if s == "" {
 		return "none"
@@ -424,16 +442,14 @@ func orNone(s string) string {
 }
 
 // openDaemonStore opens the store (refusing clearly if another daemon holds
-// it) and the plugin host with each plugin's section of the config.
-func (m *Main) openDaemonStore(log hclog.Logger, cfg *config.Config) (*badgerstore.Store, *host.Host, error) {
+// the embedded one) and the plugin host with each plugin's section of the
+// config.
+func (m *Main) openDaemonStore(ctx context.Context, log hclog.Logger, cfg *config.Config, storeURL string) (store.Store, *host.Host, error) {
 	if err := os.MkdirAll(m.DataDir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("data directory: %w", err)
 	}
-	st, err := badgerstore.Open(m.storeDir(), badgerstore.Options{Logger: log.Named("store")})
+	st, err := m.openStore(ctx, log, storeURL)
 	if err != nil {
-		if errors.Is(err, store.ErrLocked) {
-			return nil, nil, fmt.Errorf("the data directory %s is in use by a running weir daemon: stop it, use its commands (weir run ...), or pass another --data", m.DataDir)
-		}
 		return nil, nil, err
 	}
 	h, err := host.New(host.Config{PluginsDir: m.PluginsDir, DataDir: m.DataDir, Logger: log.Named("host"), PluginConfig: cfg.Plugins,

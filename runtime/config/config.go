@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/runtime/engine"
+	"github.com/weirhq/weir/runtime/store/storeurl"
 )
 
 // Defaults of the daemon's settings. The engine limits match
@@ -56,6 +57,8 @@ type Config struct {
 	// RetentionMaxAge is how long finished runs, their events and dedup
 	// keys are kept (0: forever).
 	RetentionMaxAge time.Duration `json:"retention_max_age,omitempty"`
+	// Store is the store the daemon keeps its records in.
+	Store Store `json:"store"`
 	// Plugins holds each plugin's section, as JSON, by plugin name.
 	Plugins map[string]json.RawMessage `json:"plugins,omitempty"`
 	// PluginHost holds the host-reserved keys of each plugin block (env,
@@ -64,6 +67,13 @@ type Config struct {
 
 	// pluginWhere locates each plugin block and its keys, for messages.
 	pluginWhere map[string]pluginPos
+}
+
+// Store names the store: the embedded Badger store in the data directory
+// (URL empty), or a PostgreSQL database. The URL may hold a password: it
+// is written only through storeurl.Redact.
+type Store struct {
+	URL string `json:"url,omitempty"`
 }
 
 // PluginHost is what a plugin block says to the host rather than to the
@@ -202,6 +212,7 @@ func (c *Config) MarshalJSON() ([]byte, error) {
 		TCP       *TCP                       `json:"tcp,omitempty"`
 		Metrics   string                     `json:"metrics_address,omitempty"`
 		Retention string                     `json:"retention_max_age,omitempty"`
+		Store     *Store                     `json:"store,omitempty"`
 		Plugins   map[string]json.RawMessage `json:"plugins,omitempty"`
 		Host      map[string]PluginHost      `json:"plugin_host,omitempty"`
 	}{
@@ -214,6 +225,9 @@ func (c *Config) MarshalJSON() ([]byte, error) {
 	}
 	if c.RetentionMaxAge > 0 {
 		v.Retention = c.RetentionMaxAge.String()
+	}
+	if c.Store.URL != "" {
+		v.Store = &Store{URL: storeurl.Redact(c.Store.URL)}
 	}
 	return json.Marshal(v)
 }
@@ -302,6 +316,9 @@ func RestartChanges(running, candidate *Config) []string {
 		// Another certificate is a reload; TLS on or off is another listener.
 		out = append(out, fmt.Sprintf("tcp tls (%s -> %s)", onOff(tlsOn(running.TCP)), onOff(tlsOn(candidate.TCP))))
 	}
+	if running.Store.URL != candidate.Store.URL {
+		out = append(out, fmt.Sprintf("store (%s -> %s)", orEmbedded(running.Store.URL), orEmbedded(candidate.Store.URL)))
+	}
 	if running.MetricsAddress != candidate.MetricsAddress {
 		out = append(out, fmt.Sprintf("metrics address (%s -> %s)", orOff(running.MetricsAddress), orOff(candidate.MetricsAddress)))
 	}
@@ -331,6 +348,14 @@ func RestartChanges(running, candidate *Config) []string {
 		out = append(out, fmt.Sprintf("plugin %q section", n))
 	}
 	return out
+}
+
+// orEmbedded writes a store URL for a message: redacted, or "embedded".
+func orEmbedded(u string) string {
+	if u == "" {
+		return "embedded"
+	}
+	return storeurl.Redact(u)
 }
 
 func orOff(s string) string {

@@ -141,6 +141,10 @@ func TestRefusals(t *testing.T) {
 		{"plugin memory number", "plugin \"llm\" {\n  memory_max = 512\n}\n", []string{"c.hcl:2", "below the minimum"}},
 		{"plugin memory too small", "plugin \"llm\" {\n  memory_max = \"1MiB\"\n}\n", []string{"c.hcl:2", "below the minimum of 32MiB"}},
 		{"plugin memory huge", "plugin \"llm\" {\n  memory_max = \"99999999999TiB\"\n}\n", []string{"c.hcl:2", "too large"}},
+		{"store without url", "store {\n}\n", []string{"c.hcl:1", "the store block needs a url"}},
+		{"store not postgres", "store {\n  url = \"mysql://weir:s3cret@db/weir\"\n}\n", []string{"c.hcl:2", `scheme is "mysql"`}},
+		{"store no host", "store {\n  url = \"postgres:///weir\"\n}\n", []string{"c.hcl:2", "names no host"}},
+		{"store unknown key", "store {\n  url = \"postgres://db/weir\"\n  pool = 4\n}\n", []string{"c.hcl:3", `"pool" is not expected`}},
 		{"schema and value problems at once", "engine {\n  workers = 0\n  lease = \"1s\"\n}\nlog_level = 3\n", []string{"c.hcl:2: workers must be at least 1", `c.hcl:3: Unsupported argument: An argument named "lease"`, "c.hcl:5"}},
 		{"several problems at once", "log_level = \"loud\"\nengine {\n  workers = 0\n}\n", []string{"c.hcl:1", "c.hcl:3"}},
 	}
@@ -160,7 +164,34 @@ func TestRefusals(t *testing.T) {
 					t.Errorf("error %q does not contain %q", err, w)
 				}
 			}
+			if strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("error %q quotes a password", err)
+			}
 		})
+	}
+}
+
+// TestStoreURL: the store block's URL is kept for the daemon, shown
+// without its password, and a change of store needs a restart.
+func TestStoreURL(t *testing.T) {
+	t.Parallel()
+	c, err := Parse([]byte("store {\n  url = \"postgres://weir:s3cret@db:5432/weir?sslmode=require\"\n}\n"), "c.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Store.URL != "postgres://weir:s3cret@db:5432/weir?sslmode=require" {
+		t.Fatalf("store URL %q", c.Store.URL)
+	}
+	b := string(mustJSON(t, c))
+	if strings.Contains(b, "s3cret") || !strings.Contains(b, `"store":{"url":"postgres://weir:xxxxx@db:5432/weir?sslmode=require"}`) {
+		t.Fatalf("JSON %s: want the store URL without its password", b)
+	}
+	if b := string(mustJSON(t, Default())); strings.Contains(b, `"store"`) {
+		t.Fatalf("JSON of the default config names a store: %s", b)
+	}
+	got := RestartChanges(Default(), c)
+	if want := []string{"store (embedded -> postgres://weir:xxxxx@db:5432/weir?sslmode=require)"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("restart changes %q, want %q", got, want)
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/runtime/store/storeurl"
 	"github.com/weirhq/weir/runtime/tlscert"
 )
 
@@ -39,7 +40,13 @@ type rawFile struct {
 	TCP       *rawTCP        `hcl:"tcp,block"`
 	Metrics   *rawMetrics    `hcl:"metrics,block"`
 	Retention *rawRetention  `hcl:"retention,block"`
+	Store     *rawStore      `hcl:"store,block"`
 	Plugins   []*rawPlugin   `hcl:"plugin,block"`
+}
+
+type rawStore struct {
+	URL      hcl.Expression `hcl:"url,optional"`
+	DefRange hcl.Range      `hcl:",def_range"`
 }
 
 type rawEngine struct {
@@ -375,6 +382,15 @@ func (d *decoder) resolve(raw *rawFile) *Config {
 			d.fail(r.DefRange, "the retention block needs max_age, e.g. \"30d\" (leave the block out to keep finished runs forever)")
 		}
 		d.durationAttr(r.MaxAge, "max_age", &c.RetentionMaxAge, durationRule{})
+	}
+	if st := raw.Store; st != nil {
+		if absent(st.URL) {
+			d.fail(st.DefRange, "the store block needs a url, e.g. \"postgres://weir@db.example:5432/weir\" (leave the block out for the embedded store in the data directory)")
+		} else if d.stringAttr(st.URL, "url", &c.Store.URL) {
+			if err := storeurl.Check(c.Store.URL); err != nil {
+				d.fail(st.URL.Range(), "%v", err)
+			}
+		}
 	}
 	for _, p := range raw.Plugins {
 		d.plugin(p, c)

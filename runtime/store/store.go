@@ -28,8 +28,9 @@ var (
 	ErrReadOnly = errors.New("store: write in a read-only transaction")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("store: closed")
-	// ErrLocked: another process holds the data directory (a running daemon).
-	ErrLocked = errors.New("store: data directory is in use by another process")
+	// ErrLocked: another process holds the store (a running daemon): its
+	// data directory, or its PostgreSQL schema.
+	ErrLocked = errors.New("store: in use by another process")
 	// ErrExists: an insert found the key already present.
 	ErrExists = errors.New("store: already exists")
 )
