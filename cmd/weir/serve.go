@@ -27,8 +27,8 @@ import (
 	"github.com/weirhq/weir/runtime/metrics"
 	"github.com/weirhq/weir/runtime/store"
 	"github.com/weirhq/weir/runtime/store/storemetrics"
-	"github.com/weirhq/weir/runtime/tlscert"
 	"github.com/weirhq/weir/runtime/store/storeurl"
+	"github.com/weirhq/weir/runtime/tlscert"
 )
 
 func init() {
