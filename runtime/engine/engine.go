@@ -127,6 +127,11 @@ type Engine struct {
 	// registry checks and stores flow versions; it serialises
 	// registrations so two cannot together close a subflow cycle.
 	registry *flows.Registry
+	// regMu serialises RegisterAs from the registry's check to the last
+	// version written (see RegisterAs).
+	regMu sync.Mutex
+	// auditLimit bounds each caller's audit events (see audit.go).
+	auditLimit auditLimiter
 
 	// gate: acceptance holds it shared, closing admission holds it
 	// exclusively, so once closed nothing new is reserved (docs/design.md §8).

@@ -31,6 +31,7 @@ const (
 	CodeBadInput      = "E_BAD_INPUT"      // input is not valid for the flow
 	CodeNotFound      = "E_NOT_FOUND"      // no such run (or not yours)
 	CodeBadRequest    = "E_BAD_REQUEST"    // malformed request
+	CodeForbidden     = "E_FORBIDDEN"      // the caller may not do this (a flow name another owner registered)
 )
 
 // Run error codes: why a run or a node ended badly.

@@ -39,7 +39,8 @@ const (
 	// CodeTooLarge: the body exceeds the endpoint's limit.
 	CodeTooLarge = "E_TOO_LARGE"
 	// CodeForbidden: an admin endpoint called by someone other than the
-	// daemon's own OS user on the Unix socket.
+	// daemon's own OS user on the Unix socket, or a flow registered under
+	// a name another owner registered first.
 	CodeForbidden = "E_FORBIDDEN"
 	// CodeConfig: a reload candidate is invalid or needs a restart.
 	CodeConfig = "E_CONFIG"

@@ -260,6 +260,9 @@ type Flow struct {
 	Hash  string `json:"hash"`
 	Doc   string `json:"doc,omitempty"`
 	Nodes int    `json:"nodes"`
+	// Owner registered the flow's name first and is the only one who may
+	// register new versions of it; everyone may read and run it.
+	Owner string `json:"owner,omitempty"`
 }
 
 // Diagnostic is one problem found while checking flow files, at a
