@@ -39,6 +39,8 @@ type daemon struct {
 	exited  chan error
 	logs    *testutil.Buffer
 	api     *client.Client
+	// config, if set, is the daemon's config file (HCL) content.
+	config string
 }
 
 func newDaemon(t *testing.T) *daemon {
@@ -60,7 +62,15 @@ func newDaemon(t *testing.T) *daemon {
 // answers on its socket.
 func (d *daemon) start(failpoints string, env ...string) {
 	d.t.Helper()
-	d.cmd = exec.Command(d.weir, "--data", d.data, "--plugins", d.plugins, "--socket", d.socket, "serve", "--log-level", "debug", "--grace", "5s")
+	args := []string{"--data", d.data, "--plugins", d.plugins, "--socket", d.socket, "serve", "--log-level", "debug", "--grace", "5s"}
+	if d.config != "" {
+		cfg := filepath.Join(d.t.TempDir(), "weir.hcl")
+		if err := os.WriteFile(cfg, []byte(d.config), 0o600); err != nil {
+			d.t.Fatal(err)
+		}
+		args = append(args, "--config", cfg)
+	}
+	d.cmd = exec.Command(d.weir, args...)
 	d.cmd.Env = append(append(os.Environ(), "WEIR_FAILPOINT="+failpoints), env...)
 	stderr, err := d.cmd.StderrPipe()
 	if err != nil {

@@ -296,6 +296,8 @@ func (m *Main) serve(ctx context.Context, file string, pins []pin) error {
 
 	ecfg := cfg.EngineConfig(version)
 	ecfg.Store, ecfg.Tools, ecfg.Logger = timed, h, log.Named("engine")
+	storeDir := m.storeDir()
+	ecfg.DiskFree = func() (int64, error) { return badgerstore.FreeSpace(storeDir) }
 	eng, err := engine.Open(ecfg)
 	if err == nil {
 		err = eng.Start(ctx)
@@ -319,8 +321,11 @@ func (m *Main) serve(ctx context.Context, file string, pins []pin) error {
 		closeAll()
 	}
 	serveOn := func(ln net.Listener, handler http.Handler, connCtx func(context.Context, net.Conn) context.Context) {
-		s := &http.Server{Handler: handler, ConnContext: connCtx, ReadHeaderTimeout: 10 * time.Second}
+		// Every listener has the timeouts and connection caps of the
+		// config's http block.
+		s := api.NewHTTPServer(handler, connCtx, cfg.HTTP)
 		servers = append(servers, s)
+		ln = api.LimitListener(ln, cfg.HTTP, os.Getuid(), log.Named("http"))
 		go func() { served <- s.Serve(ln) }()
 	}
 
@@ -392,7 +397,9 @@ func (m *Main) openDaemonStore(log hclog.Logger, cfg *config.Config) (*badgersto
 	if err := os.MkdirAll(m.DataDir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("data directory: %w", err)
 	}
-	st, err := badgerstore.Open(m.storeDir(), badgerstore.Options{Logger: log.Named("store")})
+	// The store keeps half the disk watermark in reserve: admission
+	// closes at the watermark, and the work in hand has the rest.
+	st, err := badgerstore.Open(m.storeDir(), badgerstore.Options{Logger: log.Named("store"), MinFreeBytes: cfg.DiskMinFree / 2})
 	if err != nil {
 		if errors.Is(err, store.ErrLocked) {
 			return nil, nil, fmt.Errorf("the data directory %s is in use by a running weir daemon: stop it, use its commands (weir run ...), or pass another --data", m.DataDir)

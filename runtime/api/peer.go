@@ -72,6 +72,9 @@ func userName(uid uint32) string {
 // no identity and every request on it is refused. Use it as
 // http.Server.ConnContext for every listener the API is served on.
 func ConnContext(ctx context.Context, c net.Conn) context.Context {
+	if lc, ok := c.(*limitedConn); ok {
+		c = lc.NetConn()
+	}
 	switch c.(type) {
 	case *net.UnixConn:
 		uid, err := peerCred(c)

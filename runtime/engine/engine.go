@@ -72,6 +72,13 @@ type Config struct {
 	// Retention prunes runs (with their events, dedup keys and records)
 	// that finished longer ago than this; 0 keeps everything.
 	Retention time.Duration
+	// MinFreeBytes is the disk watermark: while DiskFree reports less,
+	// new runs and registrations are refused with E_DISK_FULL (work in
+	// hand goes on), and admission reopens by itself once space returns.
+	// 0, or a nil DiskFree: no check.
+	MinFreeBytes int64
+	// DiskFree reports the bytes free on the store's disk.
+	DiskFree func() (int64, error)
 	// FlowCacheBytes bounds the memory of loaded flow versions (decoded
 	// IR and evaluators, charged as estimated by flows.Cache); the least
 	// recently used are dropped and re-loaded from the store when needed
@@ -227,7 +234,7 @@ func (e *Engine) now() time.Time { return e.clock.Now() }
 func (e *Engine) Reload(cfg Config) {
 	old := e.config()
 	c := cfg.withDefaults()
-	c.Store, c.Tools, c.Logger, c.Clock = old.Store, old.Tools, old.Logger, old.Clock
+	c.Store, c.Tools, c.Logger, c.Clock, c.DiskFree = old.Store, old.Tools, old.Logger, old.Clock, old.DiskFree
 	e.cfg.Store(&c)
 	e.ledger.Resize(c.Workers, c.MaxBudgetInFlight)
 	e.flowCache.SetMaxBytes(c.FlowCacheBytes)
@@ -324,6 +331,13 @@ func (e *Engine) storageFailed(err error) *Error {
 		e.log.Warn("store refused one record", "code", se.Code, "error", err)
 		return se
 	}
+	if se.Code == CodeDiskFull {
+		// The store is sound and refused before writing: the disk
+		// watermark keeps new work out (see checkDisk) and the work in
+		// hand tries again, until space returns.
+		e.log.Warn("the store refused a write: its disk is full", "error", err)
+		return se
+	}
 	e.closeAdmission(CodeStorage, se.Message)
 	e.log.Error("storage fault", "incident", se.Incident, "error", err)
 	se.Message = "admission is closed until an operator acts: " + se.Message
@@ -359,6 +373,11 @@ func (e *Engine) Health(ctx context.Context) Health {
 		h.Admission, h.Reason = e.closed, e.closedWhy
 	}
 	e.gate.RUnlock()
+	if h.Admission == "open" {
+		if err := e.checkDisk(); err != nil {
+			h.Admission, h.Reason = err.Code, err.Message
+		}
+	}
 	_ = e.st.View(ctx, func(tx store.Tx) error {
 		q, l, err := tx.TaskCount()
 		h.Queued, h.Held = q, l

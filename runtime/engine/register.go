@@ -52,6 +52,9 @@ func (e *Engine) Register(ctx context.Context, files []SourceFile) (*RegisterRes
 // (docs/design.md §11). A name whose latest version has no owner (it was
 // registered before flows had owners) is taken by its next registrant.
 func (e *Engine) RegisterAs(ctx context.Context, owner string, files []SourceFile) (*RegisterResult, error) {
+	if err := e.checkDisk(); err != nil {
+		return nil, err
+	}
 	in := make([]flows.File, len(files))
 	for i, f := range files {
 		in[i] = flows.File{Path: f.Path, Src: []byte(f.Src)}

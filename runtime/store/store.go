@@ -32,6 +32,11 @@ var (
 	ErrLocked = errors.New("store: data directory is in use by another process")
 	// ErrExists: an insert found the key already present.
 	ErrExists = errors.New("store: already exists")
+	// ErrDiskFull: the disk holding the store has less free space than
+	// the store keeps in reserve, so the write was refused before any of
+	// it reached the disk. The store is sound: writes succeed again once
+	// space returns.
+	ErrDiskFull = errors.New("store: disk full")
 )
 
 // Store is a storage backend.

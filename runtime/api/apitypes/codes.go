@@ -48,6 +48,12 @@ const (
 	CodeNoConfig = "E_NO_CONFIG"
 	// CodeInternal: the engine failed with an error it did not classify.
 	CodeInternal = "E_INTERNAL"
+	// CodeTooManyConnections: the connection was refused because its peer
+	// (or everyone together) has as many open as the daemon takes.
+	CodeTooManyConnections = "E_TOO_MANY_CONNECTIONS"
+	// CodeDiskFull: the daemon's disk is below its free-space watermark;
+	// new work is refused until space returns (503).
+	CodeDiskFull = "E_DISK_FULL"
 )
 
 // Run error codes: why a run or a node ended badly (Run.Error.Code, and
