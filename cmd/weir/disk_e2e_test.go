@@ -68,12 +68,13 @@ func fillTo(t *testing.T, dir, path string, free int64) {
 }
 
 // TestFullDiskRefusesWorkAndNeverCrashes runs the daemon on a 64 MiB tmpfs
-// with a 32 MiB watermark (a 16 MiB reserve). Below the watermark new runs
-// are refused (E_DISK_FULL, 503, the free space said) while the work in
-// hand finishes; with the disk completely full the daemon stays up and
-// refuses even the work in hand's writes, which change nothing; once
-// space returns, admission reopens by itself and the refused decision
-// goes through.
+// with a 32 MiB watermark (a 16 MiB reserve). With the disk completely
+// full the daemon stays up: new runs are refused (E_DISK_FULL, 503, the
+// free space said), a decision is refused and changes nothing, and a run
+// whose tool was running waits. Below the watermark but above the reserve
+// the work in hand finishes while new runs are still refused; once space
+// returns, admission reopens by itself and the refused decision goes
+// through.
 func TestFullDiskRefusesWorkAndNeverCrashes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a real daemon on a tmpfs")
@@ -82,10 +83,11 @@ func TestFullDiskRefusesWorkAndNeverCrashes(t *testing.T) {
 	disk := tmpfsDir(t, "64m")
 	d := newDaemon(t)
 	d.data = filepath.Join(disk, "data")
-	d.config = "disk {\n  min_free = \"32MiB\"\n}\n"
+	d.config = "disk {\n  min_free = \"32MiB\"\n}\nengine {\n  lease_timeout = \"3s\"\n}\n"
 	d.start("")
 	d.register(`
 flow(name = "echo", nodes = [task("t", tool = "testkit.echo", args = lambda ctx: {"n": ctx.input["n"]})])
+flow(name = "nap", nodes = [task("t", tool = "testkit.sleep", args = {"ms": 4000})])
 flow(name = "gate", nodes = [
     wait("ok", timeout = "30d", next = "go"),
     task("go", tool = "testkit.echo", args = lambda ctx: {"approved": ctx.results["ok"]}),
@@ -108,28 +110,30 @@ flow(name = "gate", nodes = [
 		})
 	}
 
-	// Below the watermark, above the reserve.
+	// A run whose tool is running when the disk fills up entirely.
+	nap, err := d.startRun("nap", `{}`, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if v, err := d.api.RunGet(ctx, nap.RunID); err != nil || v.Progress == nil || v.Progress.Tool == nil {
+			return fmt.Errorf("nap not in its tool: %+v %v", v, err)
+		}
+		return nil
+	})
+
+	// The disk completely full: nothing is written, nothing crashes.
 	filler := filepath.Join(disk, "filler")
-	fillTo(t, disk, filler, 24<<20)
-	_, err := d.startRun("echo", `{"n":1}`, "")
+	fillTo(t, disk, filler, 0)
+	_, err = d.startRun("echo", `{"n":1}`, "")
 	var ce *client.Error
-	if !errors.As(err, &ce) || ce.Code != apitypes.CodeDiskFull || ce.HTTPStatus != 503 || !strings.Contains(ce.Message, "MiB free, below the 32.0 MiB watermark") {
-		t.Fatalf("a start below the watermark: %v", err)
+	if !errors.As(err, &ce) || ce.Code != apitypes.CodeDiskFull || ce.HTTPStatus != 503 || !strings.Contains(ce.Message, "free, below the 32.0 MiB watermark") {
+		t.Fatalf("a start with the disk full: %v", err)
 	}
 	env := map[string]string{"WEIR_SOCKET": d.socket, "WEIR_DATA": d.data}
 	if code, out, _, _ := run(t, env, "status"); !strings.Contains(out, "E_DISK_FULL") {
-		t.Fatalf("status below the watermark: %d %s", code, out)
+		t.Fatalf("status with the disk full: %d %s", code, out)
 	}
-	// The work in hand goes on.
-	if _, err := d.api.RunApprove(ctx, gates[0], "ok", json.RawMessage(`"yes"`)); err != nil {
-		t.Fatalf("approving a run in hand below the watermark: %v", err)
-	}
-	if v := d.waitTerminal(gates[0]); v.Phase != apitypes.PhaseCompleted {
-		t.Fatalf("the run in hand ended %s %+v", v.Phase, v.Error)
-	}
-
-	// The disk completely full: no write is attempted, nothing crashes.
-	fillTo(t, disk, filler, 0)
 	_, err = d.api.RunApprove(ctx, gates[1], "ok", json.RawMessage(`"yes"`))
 	if !errors.As(err, &ce) || ce.Code != apitypes.CodeDiskFull {
 		t.Fatalf("a decision with the disk full: %v", err)
@@ -137,9 +141,34 @@ flow(name = "gate", nodes = [
 	if v, err := d.api.RunGet(ctx, gates[1]); err != nil || v.Phase != apitypes.PhaseWaiting {
 		t.Fatalf("the refused decision changed the run: %v %v", v, err)
 	}
+	// The nap's step cannot be recorded: it waits.
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if !strings.Contains(d.log(), "the store refuses writes: its disk is full") {
+			return fmt.Errorf("no write of the nap was refused yet")
+		}
+		return nil
+	})
 
-	// Space returns: admission reopens by itself and the decision goes
-	// through.
+	// Below the watermark but above the store's reserve: admission stays
+	// closed, the work in hand goes on.
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	fillTo(t, disk, filler, 24<<20)
+	if _, err := d.startRun("echo", `{"n":2}`, ""); !errors.As(err, &ce) || ce.Code != apitypes.CodeDiskFull {
+		t.Fatalf("a start below the watermark: %v", err)
+	}
+	if _, err := d.api.RunApprove(ctx, gates[0], "ok", json.RawMessage(`"yes"`)); err != nil {
+		t.Fatalf("approving a run in hand below the watermark: %v", err)
+	}
+	for _, id := range []string{gates[0], nap.RunID} {
+		if v := d.waitTerminal(id); v.Phase != apitypes.PhaseCompleted {
+			t.Fatalf("the run in hand %s ended %s %+v", id, v.Phase, v.Error)
+		}
+	}
+
+	// Space returns: admission reopens by itself and the refused decision
+	// goes through.
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +182,7 @@ flow(name = "gate", nodes = [
 	if _, err := d.api.RunApprove(ctx, gates[1], "ok", json.RawMessage(`"now"`)); err != nil {
 		t.Fatalf("the decision once space returned: %v", err)
 	}
-	res, err := d.startRun("echo", `{"n":2}`, "")
+	res, err := d.startRun("echo", `{"n":3}`, "")
 	if err != nil {
 		t.Fatalf("a start once space returned: %v", err)
 	}

@@ -139,6 +139,9 @@ type Engine struct {
 	regMu sync.Mutex
 	// auditLimit bounds each caller's audit events (see audit.go).
 	auditLimit auditLimiter
+	// diskWarned is when the log last said the store's disk is full
+	// (unix nanoseconds): every refused write would say it again.
+	diskWarned atomic.Int64
 
 	// gate: acceptance holds it shared, closing admission holds it
 	// exclusively, so once closed nothing new is reserved (docs/design.md §8).
@@ -317,6 +320,9 @@ func (e *Engine) closeAdmission(code, why string) {
 	}
 }
 
+// diskWarnEvery spaces the log lines about a full disk.
+const diskWarnEvery = 10 * time.Second
+
 // storageFailed records that the store broke a promise: admission closes
 // and stays closed until an operator restarts the daemon.
 func (e *Engine) storageFailed(err error) *Error {
@@ -335,7 +341,9 @@ func (e *Engine) storageFailed(err error) *Error {
 		// The store is sound and refused before writing: the disk
 		// watermark keeps new work out (see checkDisk) and the work in
 		// hand tries again, until space returns.
-		e.log.Warn("the store refused a write: its disk is full", "error", err)
+		if last := e.diskWarned.Load(); e.now().UnixNano()-last >= int64(diskWarnEvery) && e.diskWarned.CompareAndSwap(last, e.now().UnixNano()) {
+			e.log.Warn("the store refuses writes: its disk is full (said once per interval)", "interval", diskWarnEvery, "error", err)
+		}
 		return se
 	}
 	e.closeAdmission(CodeStorage, se.Message)
