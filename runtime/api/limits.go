@@ -49,6 +49,9 @@ const (
 	// refuseWriteTimeout bounds writing the refusal of a connection over
 	// a cap.
 	refuseWriteTimeout = time.Second
+	// maxRefusing bounds the refusals being written at once; a connection
+	// over a cap beyond them is closed without an answer.
+	maxRefusing = 64
 )
 
 // HTTPLimits are the timeouts and connection caps of a listener. Zero
@@ -121,7 +124,7 @@ func LimitListener(ln net.Listener, l HTTPLimits, adminUID int, log hclog.Logger
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	return &limitListener{Listener: ln, limits: l, adminUID: adminUID, log: log, peers: map[string]int{}}
+	return &limitListener{Listener: ln, limits: l, adminUID: adminUID, log: log, peers: map[string]int{}, refusing: make(chan struct{}, maxRefusing)}
 }
 
 type limitListener struct {
@@ -133,6 +136,12 @@ type limitListener struct {
 	mu    sync.Mutex
 	total int
 	peers map[string]int
+
+	refusing chan struct{} // refusals being written
+	// lastWarn and unsaid space the log lines about refusals: a flood of
+	// connections is one line a second, with a count.
+	lastWarn time.Time
+	unsaid   int
 }
 
 // Accept returns the next connection within the caps; the ones over them
@@ -157,10 +166,28 @@ func (ll *limitListener) Accept() (net.Conn, error) {
 				ll.total++
 			}
 		}
+		say, unsaid := false, 0
+		if why != "" {
+			if now := time.Now(); now.Sub(ll.lastWarn) >= time.Second {
+				say, unsaid, ll.lastWarn, ll.unsaid = true, ll.unsaid, now, 0
+			} else {
+				ll.unsaid++
+			}
+		}
 		ll.mu.Unlock()
 		if why != "" {
-			ll.log.Warn("refused a connection", "peer", peer, "reason", why)
-			go refuseConn(c, why)
+			if say {
+				ll.log.Warn("refused a connection", "peer", peer, "reason", why, "refused_since_last_said", unsaid)
+			}
+			select {
+			case ll.refusing <- struct{}{}:
+				go func() {
+					defer func() { <-ll.refusing }()
+					refuseConn(c, why)
+				}()
+			default:
+				c.Close() // a flood: no answer for this one
+			}
 			continue
 		}
 		return &limitedConn{Conn: c, release: func() { ll.release(peer, admin) }}, nil
