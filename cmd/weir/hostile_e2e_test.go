@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -93,6 +95,46 @@ flow(name = "innocent", doc = "\x1b[2J\x1b]0;pwned\x07line one\nline two\r", nod
 		if len(l) > host.MaxPluginLogLine+1024 {
 			t.Fatalf("a daemon log line of %d bytes", len(l))
 		}
+	}
+	d.stop()
+}
+
+// TestPluginDeadWhileIdleIsRelaunched: the testkit plugin is killed with
+// SIGKILL between two runs; the next run's call (no retries allowed)
+// goes to a new process and succeeds.
+func TestPluginDeadWhileIdleIsRelaunched(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real daemon")
+	}
+	t.Parallel()
+	d := newDaemon(t)
+	d.start("")
+	d.register(`flow(name = "whoami", nodes = [task("t", tool = "testkit.env", retries = 0)])`)
+	pidOf := func() int {
+		t.Helper()
+		res, err := d.startRun("whoami", `{}`, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := d.waitTerminal(res.RunID)
+		var out struct{ PID int }
+		if v.Phase != "completed" || json.Unmarshal(v.Output, &out) != nil || out.PID == 0 {
+			t.Fatalf("run ended %s %s %+v", v.Phase, v.Output, v.Error)
+		}
+		return out.PID
+	}
+	old := pidOf()
+	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if syscall.Kill(old, 0) == nil {
+			return fmt.Errorf("plugin %d still there", old)
+		}
+		return nil
+	})
+	if now := pidOf(); now == old {
+		t.Fatalf("the call went to the killed process %d", old)
 	}
 	d.stop()
 }
