@@ -155,3 +155,55 @@ func TestSlowClientsAreCutOff(t *testing.T) {
 		}
 	}
 }
+
+// A route meant to stay open outlives the write timeout with HoldOpen;
+// any other route is cut by it.
+func TestHoldOpenOutlivesTheWriteTimeout(t *testing.T) {
+	t.Parallel()
+	const writeTimeout = 500 * time.Millisecond
+	dir, err := os.MkdirTemp("", "whold")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "s")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	answerLate := func(w http.ResponseWriter, r *http.Request) {
+		<-time.After(3 * writeTimeout) // the answer is due after the write timeout
+		_, _ = io.WriteString(w, "late")
+	}
+	mux.HandleFunc("/plain", answerLate)
+	mux.HandleFunc("/held", func(w http.ResponseWriter, r *http.Request) {
+		if err := HoldOpen(w, time.Minute); err != nil {
+			t.Error(err)
+		}
+		answerLate(w, r)
+	})
+	srv := NewHTTPServer(mux, nil, HTTPLimits{WriteTimeout: writeTimeout})
+	go func() { _ = srv.Serve(LimitListener(ln, HTTPLimits{}, -1, nil)) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	fetch := func(path string) (string, error) {
+		c := dial(t, sock)
+		_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+		if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			return "", err
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return string(b), err
+	}
+	if body, err := fetch("/held"); err != nil || body != "late" {
+		t.Fatalf("a held route: %q %v", body, err)
+	}
+	if body, err := fetch("/plain"); err == nil && body == "late" {
+		t.Fatal("a route that did not hold itself open answered after the write timeout")
+	}
+}
