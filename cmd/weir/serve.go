@@ -289,7 +289,7 @@ func (m *Main) serve(ctx context.Context, file string, pins []pin) error {
 	version, err := config.Assign(ctx, timed, cfg.Hash())
 	if err != nil {
 		closeAll()
-		return fmt.Errorf("recording the config version: %w", err)
+		return m.diskFullHint(fmt.Errorf("recording the config version: %w", err))
 	}
 	d.cur = cfg
 	d.info = apitypes.ConfigInfo{Version: version, File: cfg.File, Hash: cfg.Hash(), LoadedAt: time.Now().UTC(), Pinned: pinned}
@@ -304,7 +304,7 @@ func (m *Main) serve(ctx context.Context, file string, pins []pin) error {
 	}
 	if err != nil {
 		closeAll()
-		return err
+		return m.diskFullHint(err)
 	}
 	d.eng = eng
 	d.srv = api.NewServer(eng, log.Named("api"), api.WithDaemon(d), api.WithTokens(api.NewTokens(cfg.Tokens())))
@@ -382,6 +382,15 @@ loop:
 		return serveErr
 	}
 	return nil
+}
+
+// diskFullHint says what to do when the store refused a write at start
+// because its disk is full.
+func (m *Main) diskFullHint(err error) error {
+	if !errors.Is(err, store.ErrDiskFull) {
+		return err
+	}
+	return fmt.Errorf("%w\nthe disk of the data directory %s has too little free space for the daemon to start: free some, or lower disk { min_free } (the store keeps half of it in reserve)", err, m.DataDir)
 }
 
 func orNone(s string) string {
