@@ -96,3 +96,61 @@ func TestAuditStreamBounds(t *testing.T) {
 		t.Fatalf("%d audit events left after pruning", len(left))
 	}
 }
+
+// A flow name belongs to its first registrant: another owner's
+// registration of a file that declares it is refused whole (the file's
+// new names are not stored either) and audited; the owner registers new
+// versions; a name from before owners is taken by its next registrant.
+func TestFlowNameOwners(t *testing.T) {
+	t.Parallel()
+	b := setupUnit(t, Config{}, "")
+	ctx := context.Background()
+	reg := func(owner, src string) error {
+		_, err := b.eng.RegisterAs(ctx, owner, []SourceFile{{Path: "f.star", Src: src}})
+		return err
+	}
+	flow := func(name, x string) string {
+		return fmt.Sprintf(`flow(name = %q, nodes = [task("t", tool = "kit.echo", args = {"x": %q})])`+"\n", name, x)
+	}
+	if err := reg("alice", flow("payroll", "1")); err != nil {
+		t.Fatal(err)
+	}
+	err := reg("mallory", flow("fresh", "1")+flow("payroll", "evil"))
+	if ErrorCode(err) != CodeForbidden || !strings.Contains(err.Error(), `"payroll"`) {
+		t.Fatalf("another owner's registration: %v", err)
+	}
+	fl, err := b.eng.Flows(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fl) != 1 || fl[0].Name != "payroll" || fl[0].Owner != "alice" {
+		t.Fatalf("flows after the refusal: %+v", fl)
+	}
+	if err := reg("alice", flow("payroll", "2")); err != nil {
+		t.Fatalf("the owner's new version: %v", err)
+	}
+	var refusals int
+	_ = b.st.View(ctx, func(tx store.Tx) error {
+		evs, err := tx.EventList(store.EventListParams{RunID: AuditStream})
+		for _, e := range evs {
+			if e.Detail["flow"] == "payroll" && e.Detail["caller"] == "mallory" && e.Detail["action"] == "register" {
+				refusals++
+			}
+		}
+		return err
+	})
+	if refusals != 1 {
+		t.Fatalf("%d audit events of the refusal, want 1", refusals)
+	}
+	// A version stored before flows had owners: the next registrant
+	// takes the name.
+	if _, err := b.eng.Register(ctx, []SourceFile{{Path: "old.star", Src: flow("legacy", "1")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg("bob", flow("legacy", "2")); err != nil {
+		t.Fatalf("taking an unowned name: %v", err)
+	}
+	if err := reg("carol", flow("legacy", "3")); ErrorCode(err) != CodeForbidden {
+		t.Fatalf("after bob took it: %v", err)
+	}
+}
