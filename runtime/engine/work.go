@@ -299,6 +299,8 @@ func (w *worker) renew(ctx context.Context) {
 			}
 		case ctx.Err() != nil:
 			return
+		case errors.Is(err, store.ErrDiskFull):
+			e.storageFailed(err) // said once per interval, not per renewal
 		default:
 			e.log.Error("renewing lease", "task", w.task.ID, "error", err)
 		}

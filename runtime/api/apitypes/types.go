@@ -320,6 +320,9 @@ type Flow struct {
 	// Input is the JSON schema the flow declares for a run's input, if
 	// any.
 	Input json.RawMessage `json:"input,omitempty"`
+	// Owner registered the flow's name first and is the only one who may
+	// register new versions of it; everyone may read and run it.
+	Owner string `json:"owner,omitempty"`
 }
 
 // Diagnostic is one problem found while checking flow files, at a
