@@ -60,13 +60,14 @@ func setupUnit(t testing.TB, cfg Config, src string) *testBundle {
 
 // kit is the unit layer's plugin: tools whose timing the test controls.
 type kit struct {
-	mu        sync.Mutex
-	fails     map[string]int // kit.fail's tries, by idempotency key
-	sends     map[string]int // kit.send's effects, by idempotency key
-	cancelled int            // kit.block calls that saw their cancel
-	blocked   int            // kit.block and kit.send calls waiting at a gate now
-	peak      int            // the most ever waiting at once
-	gates     map[string]chan struct{}
+	mu         sync.Mutex
+	fails      map[string]int // kit.fail's tries, by idempotency key
+	sends      map[string]int // kit.send's effects, by idempotency key
+	cancelled  int            // kit.block calls that saw their cancel
+	blocked    int            // kit.block and kit.send calls waiting at a gate now
+	peak       int            // the most ever waiting at once
+	spentTotal int64          // what kit.spend calls reported
+	gates      map[string]chan struct{}
 }
 
 func newKit() *kit {
@@ -145,6 +146,18 @@ func (k *kit) tools() []sdk.Tool {
 			}
 			return map[string]any{"tries": n}, nil
 		}, sdk.Idempotent()),
+		// kit.spend declares a cost of 10 a call and reports in.Cost (at
+		// most that) once its gate opens.
+		sdk.NewTool("kit.spend", func(ctx context.Context, c *sdk.Call, in struct {
+			Cost int64  `json:"cost"`
+			Gate string `json:"gate,omitempty"`
+		}) (sdk.Result, error) {
+			if err := k.pass(ctx, in.Gate); err != nil {
+				return sdk.Result{}, err
+			}
+			k.read(func() { k.spentTotal += in.Cost })
+			return sdk.Result{Output: map[string]any{"cost": in.Cost}, Cost: in.Cost}, nil
+		}, sdk.Idempotent(), sdk.Cost(kitSpendCost)),
 		// kit.send is not idempotent: its effect happens when the call
 		// begins, before it waits on its gate, as a mail leaves before
 		// the server's answer does.
@@ -160,6 +173,9 @@ func (k *kit) tools() []sdk.Tool {
 		}),
 	}
 }
+
+// kitSpendCost is kit.spend's declared cost per call.
+const kitSpendCost = 10
 
 // kitIs waits until the kit's counters satisfy cond.
 func (b *testBundle) kitIs(t testing.TB, what string, cond func(k *kit) bool) {

@@ -18,7 +18,6 @@ func (e *Engine) work(t *store.Task, typ string, slice ledger.Slice, overBudget 
 	w := &worker{e: e, task: t, slice: slice, live: lr}
 	defer func() {
 		cancel()
-		e.ledger.Release(w.slice, w.spent)
 		e.kick() // a slot is free
 	}()
 
@@ -32,6 +31,10 @@ func (e *Engine) work(t *store.Task, typ string, slice ledger.Slice, overBudget 
 	}
 	e.mu.Unlock()
 	defer func() {
+		// Settled before the run can be dispatched again: its next step
+		// takes its account's figures from the store, which already
+		// holds what this worker spent.
+		e.ledger.Release(w.slice, w.spent)
 		e.mu.Lock()
 		if t.Kind == store.TaskItem {
 			delete(e.items, t.ID)
@@ -66,7 +69,7 @@ func (e *Engine) work(t *store.Task, typ string, slice ledger.Slice, overBudget 
 	renewDone := make(chan struct{})
 	go func() { defer close(renewDone); w.renew(ctx) }()
 	if t.Kind == store.TaskItem {
-		w.runItem(ctx, leased.run)
+		w.runItem(ctx, leased.run, overBudget)
 	} else {
 		w.run(ctx, leased.run, overBudget)
 	}
