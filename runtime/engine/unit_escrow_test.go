@@ -300,7 +300,9 @@ flow(name = "p_nested", budget = 120, nodes = [
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 11))
-	kid := func() map[string]int { return map[string]int{"a": rng.IntN(kitSpendCost + 1), "b": rng.IntN(kitSpendCost + 1)} }
+	kid := func() map[string]int {
+		return map[string]int{"a": rng.IntN(kitSpendCost + 1), "b": rng.IntN(kitSpendCost + 1)}
+	}
 	kids := func(n int) []any {
 		out := make([]any, n)
 		for i := range out {
