@@ -68,10 +68,11 @@ type kit struct {
 	peak       int            // the most ever waiting at once
 	spentTotal int64          // what kit.spend calls reported
 	gates      map[string]chan struct{}
+	atGate     map[string]int // calls waiting now, by gate
 }
 
 func newKit() *kit {
-	return &kit{fails: map[string]int{}, sends: map[string]int{}, gates: map[string]chan struct{}{}}
+	return &kit{fails: map[string]int{}, sends: map[string]int{}, gates: map[string]chan struct{}{}, atGate: map[string]int{}}
 }
 
 // gate returns the named gate, made on first use.
@@ -102,8 +103,8 @@ func (k *kit) pass(ctx context.Context, gate string) error {
 	if gate == "" {
 		return nil
 	}
-	k.read(func() { k.blocked++; k.peak = max(k.peak, k.blocked) })
-	defer k.read(func() { k.blocked-- })
+	k.read(func() { k.blocked++; k.peak = max(k.peak, k.blocked); k.atGate[gate]++ })
+	defer k.read(func() { k.blocked--; k.atGate[gate]-- })
 	select {
 	case <-k.gate(gate):
 		return nil
