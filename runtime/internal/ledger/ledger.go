@@ -229,6 +229,38 @@ func (l *Ledger) Unescrow(runID string, amount int64) {
 	}
 }
 
+// Hold reserves cost of runID's budget without a slot, for work that
+// runs in a slot held for it already (an agent's tool calls made while
+// the agent holds its own): it counts like a slice's reservation, which
+// reopening the account keeps. Settle ends it. A run without a budget
+// holds nothing and always grants.
+func (l *Ledger) Hold(runID string, cost int64) (Reason, bool) {
+	if cost < 0 {
+		cost = 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	a, ok := l.runs[runID]
+	switch {
+	case !ok:
+		return UnknownRun, false
+	case a.budget > 0 && a.committed()+cost > a.budget:
+		return RunBudgetExhausted, false
+	}
+	a.reserved += cost
+	return "", true
+}
+
+// Settle ends a Hold of held, charging actual (negative: nothing).
+func (l *Ledger) Settle(runID string, held, actual int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if a, ok := l.runs[runID]; ok {
+		a.reserved = max(0, a.reserved-max(held, 0))
+		a.spent += max(actual, 0)
+	}
+}
+
 // Remainder is what runID's budget can still promise: its budget less
 // what is spent, reserved by slices and held in escrow. ok is false for
 // a run without an account or without a budget.

@@ -238,3 +238,29 @@ func TestEscrowHoldsTheParentsRemainder(t *testing.T) {
 		t.Fatalf("escrow on no account: %q %v", why, ok)
 	}
 }
+
+// A hold counts against the budget like a slice without taking a slot,
+// survives the account being reopened from the store, and settles to
+// what was actually spent.
+func TestHoldAndSettle(t *testing.T) {
+	t.Parallel()
+	l := New(1, 0)
+	l.OpenRun("r", 10, 0, 0)
+	if _, ok := l.Hold("r", 6); !ok {
+		t.Fatal("hold of 6 out of 10 refused")
+	}
+	if why, ok := l.Hold("r", 5); ok || why != RunBudgetExhausted {
+		t.Fatalf("hold of 5 with 4 left: %q %v", why, ok)
+	}
+	if snap := l.Snapshot(); snap.Held != 0 {
+		t.Fatalf("a hold took a slot: %+v", snap)
+	}
+	l.OpenRun("r", 10, 0, 0) // the store's figures: the hold stays
+	if rest, _ := l.Remainder("r"); rest != 4 {
+		t.Fatalf("remainder %d after reopening, want 4", rest)
+	}
+	l.Settle("r", 6, 2)
+	if rest, _ := l.Remainder("r"); rest != 8 || l.Spent("r") != 2 {
+		t.Fatalf("remainder %d spent %d after settling 2 of 6, want 8 and 2", rest, l.Spent("r"))
+	}
+}
