@@ -89,7 +89,11 @@ func (s *stepper) cohortStart(ctx context.Context, node *flows.Node, visit int) 
 		}
 		values[i] = b
 	}
-	if node.Flow != "" {
+	if err := s.syncAccount(ctx); err != nil {
+		e.storageFailed(err)
+		return false
+	}
+	if node.Flow != "" && node.Budget == 0 {
 		c.ChildBudget = fanoutShare(s.remainder(), s.run.Budget > 0, node.Width)
 	}
 	inputs, rerr := s.childInputs(node, items, 0, min(node.Width, len(items)))
@@ -391,6 +395,12 @@ func (s *stepper) cohortAdvance(ctx context.Context, node *flows.Node, snap *sto
 	if err != nil {
 		e.storageFailed(err)
 		return false
+	}
+	if len(children) > 0 && node.Flow != "" {
+		if err := s.syncAccount(ctx); err != nil {
+			e.storageFailed(err)
+			return false
+		}
 	}
 	adm := s.reserveChildren(children)
 	var c *store.Cohort

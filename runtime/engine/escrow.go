@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -27,6 +28,7 @@ import (
 // A child run started from a step uses three calls, the same for every
 // kind of child (an agent's flow tools included):
 //
+//	s.syncAccount(ctx)
 //	budget, reserve := childBudget(s.run.Budget, node.Budget, childFlow.Budget, fallback)
 //	if rerr := s.reserveChild(reserve, "child flow X"); rerr != nil { ... E_BUDGET_EXHAUSTED, before any call }
 //	child.Budget, child.Reserve = budget, reserve
@@ -91,6 +93,28 @@ func (s *stepper) ensureOwnAccount() {
 	if !s.e.ledger.HasRun(s.run.ID) {
 		s.e.ledger.OpenRun(s.run.ID, s.run.Budget, s.run.Spent, s.run.Escrow)
 	}
+}
+
+// syncAccount takes s.run's spent and escrow from its record into its
+// ledger account before children are reserved: children that ended
+// since the account was last opened gave their escrow back in the store
+// only. While this worker holds the run nobody else reserves children
+// of it, and what the ledger settles was committed to the record first,
+// so the record is never behind the ledger.
+func (s *stepper) syncAccount(ctx context.Context) error {
+	if s.run.Budget == 0 {
+		return nil
+	}
+	var r *store.Run
+	if err := s.e.st.View(ctx, func(tx store.Tx) error {
+		var err error
+		r, err = tx.RunGet(s.run.ID)
+		return err
+	}); err != nil {
+		return err
+	}
+	s.e.ledger.OpenRun(r.ID, r.Budget, r.Spent, r.Escrow)
+	return nil
 }
 
 // reserveChild reserves reserve out of s.run's remainder in the ledger

@@ -72,6 +72,10 @@ func (s *stepper) subflowNode(ctx context.Context, node *flows.Node) bool {
 	}
 	// The run's budget covers its children: the child's budget is held in
 	// escrow out of what is left.
+	if err := s.syncAccount(ctx); err != nil {
+		e.storageFailed(err)
+		return false
+	}
 	budget, reserve := childBudget(s.run.Budget, node.Budget, cfe.flow.Budget, s.remainder())
 	if rerr := s.reserveChild(reserve, "child flow "+node.Flow); rerr != nil {
 		return s.nodeFailed(ctx, node, rerr)

@@ -45,6 +45,12 @@ flow(name = "esc_share", budget = 100, nodes = [
            args = lambda ctx, item: item, width = 3, depth = 1, max_items = 3),
 ])
 
+flow(name = "esc_cheap", nodes = [task("read", tool = "kit.spend", args = {"cost": 4})])
+
+flow(name = "esc_many", budget = 100, nodes = [
+    fanout("fan", items = lambda ctx: [1, 2, 3, 4, 5], flow = "esc_cheap", width = 3, depth = 1, max_items = 5, budget = 30),
+])
+
 flow(name = "esc_hold", budget = 20, nodes = [wait("hold", timeout = "30d")])
 
 flow(name = "esc_tool_items", budget = 25, nodes = [
@@ -436,5 +442,22 @@ func TestUnitEscrowHoldCall(t *testing.T) {
 	h2.settle(0)
 	if rest, _ := b.eng.ledger.Remainder(id); rest != 16 {
 		t.Errorf("remainder %d, want 16", rest)
+	}
+}
+
+// Children end while the parent looks at its cohort: what they gave back
+// in the store is counted when the next child is reserved, whatever the
+// timing. Five children of 30 spending 4 each, three at a time, under
+// 100: when the fifth comes, at most two are in flight and at least two
+// ended, so at most 8 + 60 is spoken for and it always fits.
+func TestUnitEscrowCountsWhatEndedChildrenGaveBack(t *testing.T) {
+	t.Parallel()
+	b := setupUnit(t, Config{}, unitEscrowSrc)
+	for i := range 50 {
+		id := b.start(t, "esc_many", `{}`, "")
+		b.waitTerminal(t, id)
+		if codes := b.itemCodes(t, id); fmt.Sprint(codes) != "[    ]" {
+			t.Fatalf("run %d: item codes %q: every child fits in what the others give back", i, codes)
+		}
 	}
 }
