@@ -3,9 +3,11 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/runtime/store"
 )
 
@@ -26,6 +28,11 @@ flow(name = "to_kid", nodes = [
 flow(name = "to_fan", nodes = [
     fanout("fan", items = lambda ctx: [{"mode": "park"}, {"mode": "block"}, {"mode": "quick"}], flow = "to_kid",
            args = lambda ctx, item: item, width = 3, depth = 2, max_items = 3, timeout = "1m"),
+])
+
+flow(name = "fuse_straggler", nodes = [
+    fanout("fan", items = lambda ctx: ["", "slow"], tool = "kit.block", args = lambda ctx, item: {"gate": item},
+           width = 2, depth = 1, max_items = 2, deadline = "400ms", protected = True),
 ])
 
 flow(name = "send_kid", nodes = [
@@ -193,4 +200,51 @@ func TestUnitStoppedNonIdempotentChildIsUnknown(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A straggler of a cohort closed by its fuse runs on after its run
+// completed; when its lease is rescued (its daemon died, say) it runs
+// again and ends as a late result, instead of staying in the queue
+// unleasable in front of every ready task behind it.
+func TestUnitRescuedStragglerOfACompletedRunEndsLate(t *testing.T) {
+	t.Parallel()
+	const lease = 30 * time.Second
+	b := setupUnit(t, Config{LeaseTimeout: lease}, unitCohortStopSrc)
+	ctx := context.Background()
+	id := b.start(t, "fuse_straggler", `{}`, "")
+	b.wait(t, id, "the quick child judged", func(*store.Run) bool {
+		return b.cohortIs(t, id, func(c CohortView) bool { return c.Mature == 1 })
+	})
+	b.kitIs(t, "the straggler at its gate", func(k *kit) bool { return k.atGate["slow"] == 1 })
+	b.clock.Advance(400*time.Millisecond + b.tick)
+	if run := b.waitTerminal(t, id); run.Phase != store.PhaseCompleted {
+		t.Fatalf("%s %+v", run.Phase, run.Error)
+	}
+	// As a dead daemon leaves it: the straggler's lease past its deadline.
+	if err := b.mem.Update(ctx, func(tx store.Tx) error {
+		leases, err := tx.LeaseList()
+		if err != nil || len(leases) != 1 {
+			return fmt.Errorf("leases %v %v: want the straggler's", leases, err)
+		}
+		leases[0].Deadline = b.clock.Now().Add(-time.Second)
+		return tx.LeasePut(leases[0])
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(lease/10 + b.tick)
+	b.kitIs(t, "the rescued straggler called again", func(k *kit) bool { return k.cancelled == 1 && k.atGate["slow"] == 1 })
+	b.kit.open("slow")
+	b.wait(t, id, "the straggler's late result", func(*store.Run) bool { return b.cohort(t, id).Late == 1 })
+	testutil.Eventually(t, waitTimeout, func() error {
+		var n int
+		err := b.mem.View(ctx, func(tx store.Tx) error {
+			ts, err := tx.TaskListByRun(id)
+			n = len(ts)
+			return err
+		})
+		if err == nil && n != 0 {
+			err = fmt.Errorf("%d tasks left in the queue", n)
+		}
+		return err
+	})
 }

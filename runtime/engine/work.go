@@ -203,7 +203,11 @@ func (w *worker) acquireLease(ctx context.Context) (*leaseResult, error) {
 		if err != nil {
 			return err
 		}
-		if run.Phase.Terminal() {
+		// A completed run keeps the tool children its closed cohort let
+		// run on (finishTx): one whose lease was rescued runs again and
+		// ends as a late result. Left in the queue unleasable it would
+		// block the ready tasks behind it.
+		if run.Phase.Terminal() && !(cur.Kind == store.TaskItem && run.Phase == store.PhaseCompleted) {
 			return errSkip
 		}
 		cur.Leased = true
