@@ -55,6 +55,7 @@ var scenarios = []scenario{
 	{6, "100,000 parked runs", parked},
 	{7, "registration", registration},
 	{8, "overload", overload},
+	{9, "agent turn", agentTurn},
 }
 
 func main() {
