@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/internal/testutil"
+	"github.com/weirhq/weir/runtime/internal/clock"
 	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/runtime/store/memstore"
 )
 
 // Budgets are escrowed (docs/design.md §11): a child run's budget is held
@@ -459,5 +461,52 @@ func TestUnitEscrowCountsWhatEndedChildrenGaveBack(t *testing.T) {
 		if codes := b.itemCodes(t, id); fmt.Sprint(codes) != "[    ]" {
 			t.Fatalf("run %d: item codes %q: every child fits in what the others give back", i, codes)
 		}
+	}
+}
+
+// A flow an agent calls as a tool is a child run like a subflow's: while
+// it waits for a person it holds the agent run's remainder in escrow, and
+// gives back what it did not spend when it ends.
+func TestUnitEscrowAgentFlowToolChild(t *testing.T) {
+	t.Parallel()
+	m := newFakeModel(askTools(use(10, 1), tc("c1", "gated", `{}`)), answer("gated done", use(10, 1)))
+	b := setupAgentConfig(t, Config{Store: memstore.New(), Tools: m, Clock: clock.NewFake(time.Now()), DefaultRunBudget: 1000}, m)
+	ctx := context.Background()
+	res, err := b.eng.Submit(ctx, StartRequest{Owner: "alice", Flow: "delegating_gate", Input: json.RawMessage(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := b.openDecisionsOf(t, res.RunID, 1)
+	var parent, child *store.Run
+	if err := b.st.View(ctx, func(tx store.Tx) error {
+		var err error
+		if parent, err = tx.RunGet(res.RunID); err != nil {
+			return err
+		}
+		child, err = tx.RunGet(ds[0].RunID)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The remainder is what neither the turns spent nor the agent's own
+	// slice held when the child was admitted.
+	if parent.Budget != 1000 || child.Reserve < 900 || child.Budget != child.Reserve || parent.Escrow != child.Reserve ||
+		parent.Spent+parent.Escrow > parent.Budget {
+		t.Fatalf("parent budget %d spent %d escrow %d, child budget %d reserve %d: want the child holding the remainder",
+			parent.Budget, parent.Spent, parent.Escrow, child.Budget, child.Reserve)
+	}
+	if err := b.decide(ds[0].RunID, "ok", true, ""); err != nil {
+		t.Fatal(err)
+	}
+	b.terminal(t, res.RunID)
+	if err := b.st.View(ctx, func(tx store.Tx) error {
+		var err error
+		parent, err = tx.RunGet(res.RunID)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if parent.Escrow != 0 || parent.Spent > parent.Budget {
+		t.Errorf("parent spent %d escrow %d of %d at its end: want nothing held", parent.Spent, parent.Escrow, parent.Budget)
 	}
 }
