@@ -709,6 +709,10 @@ func builtinFlow(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 				ls.callables[*ref] = callable{value: v, pos: n.ArgPos(ref.Param)}
 			}
 		}
+		if budget > 0 && n.Budget > budget {
+			ls.addf(n.ArgPos("budget"), CodeInvalid, nil, "flow %q: node %s's budget = %d is more than the flow's budget = %d: its child run could never be admitted",
+				name, n.ID, n.Budget, budget)
+		}
 		f.index[n.ID] = n
 		f.Nodes = append(f.Nodes, n)
 	}
