@@ -351,7 +351,7 @@ func printCohort(w io.Writer, c apitypes.Cohort) {
 		fmt.Fprintf(w, ", cutoff %s, closed %s", c.Cutoff.UTC().Format(time.RFC3339Nano), verdict)
 	}
 	if len(c.Unknown) > 0 {
-		fmt.Fprintf(w, ", outcome unknown (E_OUTCOME_UNKNOWN) for items %s", strings.Trim(fmt.Sprint(c.Unknown), "[]"))
+		fmt.Fprintf(w, ", outcome unknown (E_OUTCOME_UNKNOWN) for items %s", strings.ReplaceAll(strings.Trim(fmt.Sprint(c.Unknown), "[]"), " ", ", "))
 	}
 	fmt.Fprintln(w)
 }
