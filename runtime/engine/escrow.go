@@ -223,3 +223,25 @@ func (h *callHold) settle(actual int64) {
 	h.done = true
 	h.e.ledger.Settle(h.runID, h.cost, actual)
 }
+
+// recountEscrowTx sets a run's Escrow to what its children that have not
+// ended hold, from their records: for when a child vanished (an operator
+// deleted its record) and its end will never give its escrow back.
+func recountEscrowTx(tx store.Tx, runID string) error {
+	kids, err := tx.RunList(store.RunListParams{ParentRunID: runID})
+	if err != nil {
+		return err
+	}
+	var held int64
+	for _, k := range kids {
+		if !k.Phase.Terminal() {
+			held += k.Reserve
+		}
+	}
+	r, err := tx.RunGet(runID)
+	if err != nil || r.Escrow == held {
+		return err
+	}
+	r.Escrow = held
+	return tx.RunUpdate(r)
+}

@@ -200,6 +200,10 @@ func (s *stepper) resumeFromChild(ctx context.Context, node *flows.Node) bool {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		rerr = &store.RunError{Code: CodeChildVanished, Message: fmt.Sprintf("child run %s of node %s no longer exists", childID, node.ID)}
+		// Its end will never give its escrow back: count what is held again.
+		if !s.commit(ctx, func(tx store.Tx) error { return recountEscrowTx(tx, s.run.ID) }) {
+			return false
+		}
 	case err != nil:
 		rerr = &store.RunError{Code: CodeChildUnreadable, Message: fmt.Sprintf("child run %s of node %s cannot be read: %v", childID, node.ID, err)}
 	case !child.Phase.Terminal():

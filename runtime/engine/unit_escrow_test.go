@@ -38,7 +38,8 @@ flow(name = "esc_sub_rest", budget = 50, nodes = [
 ])
 
 flow(name = "esc_sub_over", budget = 50, nodes = [
-    subflow("call", flow = "esc_kid", args = {"cost": 7, "gate": ""}, budget = 60, error = "fallback"),
+    task("pay", tool = "kit.spend", args = {"cost": 15, "gate": ""}, next = "call"),
+    subflow("call", flow = "esc_kid", args = {"cost": 7, "gate": ""}, budget = 40, error = "fallback"),
     task("fallback", tool = "kit.echo", args = lambda ctx: {"fell_back": True}),
 ])
 
@@ -51,6 +52,13 @@ flow(name = "esc_cheap", nodes = [task("read", tool = "kit.spend", args = {"cost
 
 flow(name = "esc_many", budget = 100, nodes = [
     fanout("fan", items = lambda ctx: [1, 2, 3, 4, 5], flow = "esc_cheap", width = 3, depth = 1, max_items = 5, budget = 30),
+])
+
+flow(name = "esc_waiter", nodes = [wait("hold", timeout = "30d")])
+
+flow(name = "esc_vanish", budget = 50, nodes = [
+    subflow("call", flow = "esc_waiter", error = "after"),
+    task("after", tool = "kit.echo", args = {"after": True}),
 ])
 
 flow(name = "esc_hold", budget = 20, nodes = [wait("hold", timeout = "30d")])
@@ -192,9 +200,9 @@ func TestUnitEscrowSubflowHoldsTheRemainder(t *testing.T) {
 	}
 }
 
-// A subflow whose declared budget is more than the parent has left is
-// refused on the parent's error wire with E_BUDGET_EXHAUSTED, before any
-// child starts or any call is made.
+// A subflow whose declared budget is more than the parent has left (40
+// of 50 - 15) is refused on the parent's error wire with
+// E_BUDGET_EXHAUSTED, before any child starts or any call is made.
 func TestUnitEscrowSubflowRefusedBeforeAnyCall(t *testing.T) {
 	t.Parallel()
 	b := setupUnit(t, Config{}, unitEscrowSrc)
@@ -219,8 +227,8 @@ func TestUnitEscrowSubflowRefusedBeforeAnyCall(t *testing.T) {
 	if kids := b.children(t, id); len(kids) != 0 {
 		t.Errorf("%d child runs started", len(kids))
 	}
-	if n := b.tools.Calls("kit.spend"); n != 0 {
-		t.Errorf("%d calls made", n)
+	if n := b.tools.Calls("kit.spend"); n != 1 {
+		t.Errorf("%d calls of kit.spend, want the parent's own 1", n)
 	}
 	if r := b.runRecord(t, id); r.Escrow != 0 {
 		t.Errorf("escrow %d left behind by a refused child", r.Escrow)
@@ -508,5 +516,46 @@ func TestUnitEscrowAgentFlowToolChild(t *testing.T) {
 	}
 	if parent.Escrow != 0 || parent.Spent > parent.Budget {
 		t.Errorf("parent spent %d escrow %d of %d at its end: want nothing held", parent.Spent, parent.Escrow, parent.Budget)
+	}
+}
+
+// A child whose record vanished (an operator deleted it) never ends to
+// give its escrow back: the parent counts what its children hold again
+// from their records when it finds the child gone.
+func TestUnitEscrowOfAVanishedChildIsRecounted(t *testing.T) {
+	t.Parallel()
+	b := setupUnit(t, Config{}, unitEscrowSrc)
+	ctx := context.Background()
+	id := b.start(t, "esc_vanish", `{}`, "")
+	b.wait(t, id, "holding the child's escrow", func(*store.Run) bool {
+		return b.runRecord(t, id).Escrow == 50 && len(b.children(t, id)) == 1 && b.children(t, id)[0].Phase == store.PhaseWaiting
+	})
+	child := b.children(t, id)[0].ID
+	if err := b.mem.Update(ctx, func(tx store.Tx) error {
+		tasks, err := tx.TaskListByRun(child)
+		if err != nil {
+			return err
+		}
+		for _, tk := range tasks {
+			if err := tx.TaskDelete(tk.ID); err != nil {
+				return err
+			}
+		}
+		if err := tx.RunDelete(child); err != nil {
+			return err
+		}
+		w, err := tx.TaskByChild(child)
+		if err != nil {
+			return err
+		}
+		w.ReadyAt = b.clock.Now()
+		return tx.TaskPut(w)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b.eng.kick()
+	run := b.waitTerminal(t, id)
+	if r := b.runRecord(t, id); run.Phase != store.PhaseCompleted || r.Escrow != 0 {
+		t.Fatalf("%s %+v escrow %d: want the error wire taken and nothing held", run.Phase, run.Error, r.Escrow)
 	}
 }
