@@ -56,6 +56,7 @@ var scenarios = []scenario{
 	{7, "registration", registration},
 	{8, "overload", overload},
 	{9, "agent turn", agentTurn},
+	{10, "MCP tool call through weir", mcpCall},
 }
 
 func main() {

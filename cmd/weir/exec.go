@@ -23,9 +23,10 @@ func init() {
 		var input string
 		cmd := &cobra.Command{
 			Use:   "exec FILE.star",
-			Short: "Register a flow file and run one flow to its end on the embedded store",
+			Short: "Register a flow file and run one flow to its end, without a daemon",
 			Long: `Register FILE.star and run one of its flows to the end on the embedded store
-in the data directory, without a daemon, then print the result. --flow picks
+in the data directory (or the PostgreSQL store of --store or WEIR_STORE),
+without a daemon, then print the result. --flow picks
 the flow when the file declares several (default: the first). Refused
 clearly if a daemon holds the data directory: use 'weir run start' then.
 With --config FILE, plugins are launched with that file's plugin blocks
@@ -44,7 +45,8 @@ With --config FILE, plugins are launched with that file's plugin blocks
 		cmd.Flags().StringVar(&input, "input", "", "run input as JSON, or @file")
 		cmd.Flags().BoolVar(&opts.asJSON, "json", false, "print the final run as JSON")
 		cmd.Flags().StringVar(&opts.logLevel, "log-level", "warn", "trace, debug, info, warn or error")
-		cmd.Flags().StringVar(&opts.config, "config", "", "launch plugins with the plugin blocks of this daemon config file (models of the llm plugin, say)")
+		cmd.Flags().StringVar(&opts.config, "config", "", "launch plugins with the plugin blocks of this daemon config file (models of the llm plugin, say), and use its store")
+		cmd.Flags().StringVar(&opts.store, "store", "", "PostgreSQL URL of the store (env WEIR_STORE, else --config's store block, else the embedded store in the data directory)")
 		return cmd
 	})
 }
@@ -57,6 +59,7 @@ type execOptions struct {
 	asJSON   bool // print the final run as JSON
 	logLevel string
 	config   string // the daemon config file whose plugin blocks apply ("": none)
+	store    string // --store: the PostgreSQL URL of the store ("": WEIR_STORE, the config's, the embedded)
 }
 
 func (m *Main) exec(ctx context.Context, opts execOptions) error {
@@ -72,7 +75,15 @@ func (m *Main) exec(ctx context.Context, opts execOptions) error {
 		}
 		plugins = c
 	}
-	s, err := m.openStack(ctx, m.newLogger("weir", opts.logLevel), engine.Config{}, plugins)
+	storeURL, note, err := m.storeURL(opts.store, plugins)
+	if err != nil {
+		return err
+	}
+	log := m.newLogger("weir", opts.logLevel)
+	if note != "" {
+		log.Warn(note)
+	}
+	s, err := m.openStack(ctx, log, engine.Config{}, plugins, storeURL)
 	if err != nil {
 		return err
 	}

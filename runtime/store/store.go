@@ -28,8 +28,9 @@ var (
 	ErrReadOnly = errors.New("store: write in a read-only transaction")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("store: closed")
-	// ErrLocked: another process holds the data directory (a running daemon).
-	ErrLocked = errors.New("store: data directory is in use by another process")
+	// ErrLocked: another process holds the store (a running daemon): its
+	// data directory, or its PostgreSQL schema.
+	ErrLocked = errors.New("store: in use by another process")
 	// ErrExists: an insert found the key already present.
 	ErrExists = errors.New("store: already exists")
 )
@@ -63,6 +64,13 @@ type Store interface {
 type Capabilities struct {
 	// GroupCommit: concurrent Updates share one durable sync.
 	GroupCommit bool
+}
+
+// RunCounter is an optional ability of a Tx: counting the runs in one
+// phase without reading them (an index walk, a COUNT). The engine checks
+// for it and otherwise lists the runs, which reads every record.
+type RunCounter interface {
+	RunCount(phase Phase) (int, error)
 }
 
 // Tx is one transaction. Methods are named noun-then-verb; each takes the
