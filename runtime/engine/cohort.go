@@ -106,7 +106,12 @@ func (s *stepper) cohortStart(ctx context.Context, node *flows.Node, visit int) 
 	}
 	adm := s.reserveChildren(children)
 	var readyAt time.Time
+	base := *c
 	ok = s.commit(ctx, func(tx store.Tx) error {
+		// A store may run this more than once: admission counts from the
+		// cohort as it was before.
+		*c = base
+		c.Fresh = slices.Clone(base.Fresh)
 		adm.reset()
 		for i, val := range values {
 			if err := tx.CohortItemPut(&store.CohortItem{RunID: s.run.ID, Node: node.ID, Visit: visit, Index: i, Value: val, State: store.ItemPending}); err != nil {

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -290,6 +291,40 @@ func TestUnitEscrowToolItemsFailBeforeTheCall(t *testing.T) {
 // the runs end, and every unit a tool reported is counted exactly once.
 func TestUnitEscrowPropertyChildrenNeverOverspend(t *testing.T) {
 	t.Parallel()
+	for _, rerun := range []bool{false, true} {
+		t.Run(fmt.Sprintf("rerun=%v", rerun), func(t *testing.T) {
+			t.Parallel()
+			var wrap func(store.Store) store.Store
+			if rerun {
+				wrap = func(s store.Store) store.Store { return rerunStore{s} }
+			}
+			escrowProperty(t, wrap)
+		})
+	}
+}
+
+// rerunStore runs every Update's fn twice, first in a transaction it
+// throws away, as a store retrying a conflict does (PostgreSQL's
+// serialization failures): what fn does outside its transaction would
+// show twice.
+type rerunStore struct{ store.Store }
+
+var errThrownAway = errors.New("thrown away")
+
+func (r rerunStore) Update(ctx context.Context, fn func(tx store.Tx) error) error {
+	err := r.Store.Update(ctx, func(tx store.Tx) error {
+		if err := fn(tx); err != nil {
+			return err
+		}
+		return errThrownAway
+	})
+	if !errors.Is(err, errThrownAway) {
+		return err
+	}
+	return r.Store.Update(ctx, fn)
+}
+
+func escrowProperty(t *testing.T, wrap func(store.Store) store.Store) {
 	const src = `
 flow(name = "p_kid", nodes = [
     task("a", tool = "kit.spend", args = lambda ctx: {"cost": ctx.input["a"]}, next = "b"),
@@ -314,7 +349,7 @@ flow(name = "p_nested", budget = 120, nodes = [
            width = 3, depth = 2, max_items = 4, quorum = 0.1),
 ])
 `
-	b := setupUnit(t, Config{Workers: 6}, src)
+	b := setupUnitOn(t, Config{Workers: 6}, src, wrap)
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 11))

@@ -42,14 +42,24 @@ type testBundle struct {
 // in-process tools, registers src and stops everything at the end.
 func setupUnit(t testing.TB, cfg Config, src string) *testBundle {
 	t.Helper()
+	return setupUnitOn(t, cfg, src, nil)
+}
+
+// setupUnitOn is setupUnit with the engine's store wrapped by wrap (nil:
+// memstore itself).
+func setupUnitOn(t testing.TB, cfg Config, src string, wrap func(store.Store) store.Store) *testBundle {
+	t.Helper()
 	b := &testBundle{bundle: &bundle{}, mem: memstore.New(), clock: clock.NewFake(unitEpoch), kit: newKit()}
 	b.st = b.mem
+	if wrap != nil {
+		b.st = wrap(b.mem)
+	}
 	t.Cleanup(func() { b.mem.Close() })
 	var err error
 	if b.tools, err = tooltest.New(t.TempDir(), b.kit.tools()...); err != nil {
 		t.Fatal(err)
 	}
-	cfg.Store, cfg.Tools, cfg.Clock = b.mem, b.tools, b.clock
+	cfg.Store, cfg.Tools, cfg.Clock = b.st, b.tools, b.clock
 	if cfg.Tick == 0 {
 		cfg.Tick = 100 * time.Millisecond
 	}
