@@ -85,18 +85,9 @@ func (e *Engine) finishTx(tx store.Tx, run *store.Run, phase store.Phase, output
 		return false, nil
 	}
 	// The parent's budget covers its children: what the child spent is
-	// the parent's spending too.
-	if run.Spent > 0 {
-		parent, err := tx.RunGet(run.ParentRunID)
-		switch {
-		case err == nil:
-			parent.Spent += run.Spent
-			if err := tx.RunUpdate(parent); err != nil {
-				return false, err
-			}
-		case !errors.Is(err, store.ErrNotFound):
-			return false, err
-		}
+	// the parent's spending too, and its escrow goes back.
+	if err := settleChildTx(tx, run); err != nil {
+		return false, err
 	}
 	if failpoint.Armed(failpoint.ChildNoAnnounce) {
 		return false, nil
@@ -258,6 +249,16 @@ func (e *Engine) cancelTx(tx store.Tx, run *store.Run, by string, now time.Time,
 				return err
 			}
 		}
+	}
+	if len(kids) > 0 {
+		// A child that finished here gave its escrow back and charged its
+		// spending to this run's record: go on from that record.
+		cur, err := tx.RunGet(run.ID)
+		if err != nil {
+			return err
+		}
+		cur.CancelRequested, cur.UpdatedAt = true, now
+		*run = *cur
 	}
 	tasks, err := tx.TaskListByRun(run.ID)
 	if err != nil {

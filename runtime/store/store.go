@@ -283,9 +283,18 @@ type Run struct {
 	// Cohort is set on a child of a fan-out: the item it works for.
 	Cohort *CohortRef `json:"cohort,omitempty"`
 
-	ConfigVersion   int64           `json:"config_version"`
-	Budget          int64           `json:"budget"` // cost units reserved for the run
-	Spent           int64           `json:"spent"`
+	ConfigVersion int64 `json:"config_version"`
+	Budget        int64 `json:"budget"` // cost units reserved for the run
+	Spent         int64 `json:"spent"`
+	// Escrow is the part of Budget held by this run's children that have
+	// not ended: the sum of their Reserve. It changes only in the
+	// transaction that admits a child (taken) or records its end
+	// (returned), so the store alone says what is spoken for.
+	Escrow int64 `json:"escrow,omitempty"`
+	// Reserve is what this child run took out of its parent's remainder
+	// when it was admitted (its Budget, or 0 under a parent without a
+	// budget); its end returns it to the parent's Escrow.
+	Reserve         int64           `json:"reserve,omitempty"`
 	CancelRequested bool            `json:"cancel_requested,omitempty"`
 	Output          json.RawMessage `json:"output,omitempty"`
 	Error           *RunError       `json:"error,omitempty"`

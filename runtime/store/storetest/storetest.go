@@ -266,6 +266,7 @@ func testRuns(t *testing.T, s store.Store, _ Opener) {
 
 	r2 := *r
 	r2.Phase, r2.Attempt, r2.Spent, r2.Output = store.PhaseCompleted, 2, 7, json.RawMessage(`"done"`)
+	r2.Budget, r2.Escrow, r2.Reserve = 100, 30, 40 // the budget escrow round-trips
 	update(t, s, func(tx store.Tx) error { return tx.RunUpdate(&r2) })
 	view(t, s, func(tx store.Tx) error {
 		got, err := tx.RunGet("r1")
