@@ -205,7 +205,7 @@ func (ls *loadState) lookupTool(n *Node, name string, pos Pos, tools Catalog) (T
 		}
 	}
 	hint := ""
-	if named, isNamed := tools.(interface{ Names() []string }); isNamed {
+	if named, isNamed := tools.(ToolLister); isNamed {
 		if s := suggest(name, named.Names()); s != "" {
 			hint = fmt.Sprintf(" (did you mean %q?)", s)
 		}

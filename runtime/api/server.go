@@ -82,6 +82,7 @@ func NewServer(eng *engine.Engine, log hclog.Logger, opts ...Option) *Server {
 	s.mux.HandleFunc("GET /v1/health", s.health)
 	s.mux.HandleFunc("POST /v1/admin/reload", s.adminReload)
 	s.mux.HandleFunc("GET /v1/admin/audit", s.adminAudit)
+	s.mux.HandleFunc("POST /v1/admin/plugins/rescan", s.adminRescan)
 	s.routeWaits()
 	s.routeGraphs()
 	return s

@@ -369,6 +369,29 @@ type ReloadResult struct {
 	Notes []string `json:"notes,omitempty"`
 }
 
+// PluginRescan answers POST /v1/admin/plugins/rescan: what the daemon's
+// plugin host changed after re-reading its plugins directory, by plugin
+// name. New calls use what is in service now; calls in flight finish on
+// the process they started on.
+type PluginRescan struct {
+	Added    []string `json:"added"`
+	Upgraded []string `json:"upgraded"`
+	Removed  []string `json:"removed"`
+	// Unavailable are pinned plugins that could not be read; they provide
+	// no tools.
+	Unavailable []PluginProblem `json:"unavailable"`
+	// Tools counts the tools in service.
+	Tools int `json:"tools"`
+	// PluginsDir is the directory the daemon read.
+	PluginsDir string `json:"plugins_dir"`
+}
+
+// PluginProblem is a pinned plugin that could not be read, and why.
+type PluginProblem struct {
+	Name  string `json:"name"`
+	Error string `json:"error"`
+}
+
 // Error classes: every error answer is {"code", "message", "class"}, and
 // the class says whose error it is.
 const (

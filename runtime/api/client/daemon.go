@@ -128,6 +128,18 @@ func (c *Client) AdminReload(ctx context.Context) (*apitypes.ReloadResult, error
 	return &res, nil
 }
 
+// AdminRescanPlugins asks the daemon to re-read its plugins directory and
+// put what is installed there in service (POST /v1/admin/plugins/rescan):
+// `weir plugin install` and `rm` call it. Only the daemon's own OS user on
+// the Unix socket may.
+func (c *Client) AdminRescanPlugins(ctx context.Context) (*apitypes.PluginRescan, error) {
+	var res apitypes.PluginRescan
+	if err := c.call(ctx, http.MethodPost, "/admin/plugins/rescan", nil, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 // AdminAudit lists one page of the audit stream (GET /v1/admin/audit): the
 // refused attempts on other owners' runs. Only the daemon's own OS user on
 // the Unix socket may read it.
