@@ -77,6 +77,7 @@ func NewServer(eng *engine.Engine, log hclog.Logger, opts ...Option) *Server {
 	s.mux.HandleFunc("GET /v1/runs/{id}/events", s.runEvents)
 	s.mux.HandleFunc("POST /v1/flows", s.registerFlows)
 	s.mux.HandleFunc("GET /v1/flows", s.listFlows)
+	s.mux.HandleFunc("POST /v1/flows/check", s.checkFlows)
 	s.mux.HandleFunc("GET /v1/deadletters", s.deadLetters)
 	s.mux.HandleFunc("GET /v1/stats", s.stats)
 	s.mux.HandleFunc("GET /v1/health", s.health)
@@ -269,6 +270,17 @@ func writeEvents(w http.ResponseWriter, evs []*store.Event) {
 }
 
 func (s *Server) registerFlows(w http.ResponseWriter, r *http.Request) {
+	s.flows(w, r, s.eng.Register)
+}
+
+// checkFlows is POST /v1/flows/check: registration's checks, against the
+// registered flows and the daemon's plugins, storing nothing. It answers
+// as a registration would (200 with the versions, 422 with diagnostics).
+func (s *Server) checkFlows(w http.ResponseWriter, r *http.Request) {
+	s.flows(w, r, s.eng.Check)
+}
+
+func (s *Server) flows(w http.ResponseWriter, r *http.Request, do func(context.Context, []engine.SourceFile) (*engine.RegisterResult, error)) {
 	if !queryParams(w, r) {
 		return
 	}
@@ -280,7 +292,7 @@ func (s *Server) registerFlows(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequest, Class: engine.ClassProtocol, Message: "no files"})
 		return
 	}
-	res, err := s.eng.Register(r.Context(), convertAll(req.Files, sourceFileOf))
+	res, err := do(r.Context(), convertAll(req.Files, sourceFileOf))
 	if err != nil {
 		writeEngineErr(w, err)
 		return
