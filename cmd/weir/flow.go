@@ -20,7 +20,7 @@ func init() {
 	registerCommand(func(m *Main) *cobra.Command {
 		cmd := &cobra.Command{
 			Use:   "flow",
-			Short: "Check, register, list and draw flows",
+			Short: "Check, register, list, draw and start new flows",
 			Long:  "Commands that work on flow scripts. See docs/flows.md for the language.",
 			RunE: func(cmd *cobra.Command, args []string) error {
 				if len(args) > 0 {
@@ -29,7 +29,7 @@ func init() {
 				return commandUsageErrorf(cmd, "%s needs a subcommand", cmd.CommandPath())
 			},
 		}
-		cmd.AddCommand(flowCheckCommand(m), flowRegisterCommand(m), flowLsCommand(m), flowGraphCommand(m))
+		cmd.AddCommand(flowCheckCommand(m), flowRegisterCommand(m), flowLsCommand(m), flowGraphCommand(m), flowNewCommand(m))
 		return cmd
 	})
 }

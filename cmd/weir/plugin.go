@@ -29,7 +29,7 @@ func init() {
 the SHA-256 recorded when it was installed: weir refuses to launch a binary
 that no longer matches its pin.`,
 		}
-		cmd.AddCommand(pluginInstallCmd(m), pluginLsCmd(m), pluginRmCmd(m), pluginRescanCmd(m))
+		cmd.AddCommand(pluginInstallCmd(m), pluginLsCmd(m), pluginRmCmd(m), pluginRescanCmd(m), pluginNewCmd(m))
 		return cmd
 	})
 }
