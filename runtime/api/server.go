@@ -270,17 +270,6 @@ func writeEvents(w http.ResponseWriter, evs []*store.Event) {
 }
 
 func (s *Server) registerFlows(w http.ResponseWriter, r *http.Request) {
-	s.flows(w, r, s.eng.Register)
-}
-
-// checkFlows is POST /v1/flows/check: registration's checks, against the
-// registered flows and the daemon's plugins, storing nothing. It answers
-// as a registration would (200 with the versions, 422 with diagnostics).
-func (s *Server) checkFlows(w http.ResponseWriter, r *http.Request) {
-	s.flows(w, r, s.eng.Check)
-}
-
-func (s *Server) flows(w http.ResponseWriter, r *http.Request, do func(context.Context, []engine.SourceFile) (*engine.RegisterResult, error)) {
 	if !queryParams(w, r) {
 		return
 	}
@@ -292,7 +281,34 @@ func (s *Server) flows(w http.ResponseWriter, r *http.Request, do func(context.C
 		writeErr(w, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequest, Class: engine.ClassProtocol, Message: "no files"})
 		return
 	}
-	res, err := do(r.Context(), convertAll(req.Files, sourceFileOf))
+	res, err := s.eng.Register(r.Context(), convertAll(req.Files, sourceFileOf))
+	if err != nil {
+		writeEngineErr(w, err)
+		return
+	}
+	status := http.StatusOK
+	if len(res.Diagnostics) > 0 {
+		status = http.StatusUnprocessableEntity
+	}
+	writeJSON(w, status, registerResultOf(res))
+}
+
+// checkFlows is POST /v1/flows/check: registration's checks, against the
+// registered flows and the daemon's plugins, storing nothing. It answers
+// as a registration would (200 with the versions, 422 with diagnostics).
+func (s *Server) checkFlows(w http.ResponseWriter, r *http.Request) {
+	if !queryParams(w, r) {
+		return
+	}
+	var req apitypes.RegisterRequest
+	if !decode(w, r, MaxRegisterBody, &req) {
+		return
+	}
+	if len(req.Files) == 0 {
+		writeErr(w, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequest, Class: engine.ClassProtocol, Message: "no files"})
+		return
+	}
+	res, err := s.eng.Check(r.Context(), convertAll(req.Files, sourceFileOf))
 	if err != nil {
 		writeEngineErr(w, err)
 		return

@@ -49,27 +49,6 @@ func (e *Engine) Register(ctx context.Context, files []SourceFile) (*RegisterRes
 	return res, nil
 }
 
-// Check runs registration's checks on files against the registered flows
-// and the installed tools, and stores nothing: the flows it answers are
-// the versions a registration would store.
-func (e *Engine) Check(ctx context.Context, files []SourceFile) (*RegisterResult, error) {
-	in := make([]flows.File, len(files))
-	for i, f := range files {
-		in[i] = flows.File{Path: f.Path, Src: []byte(f.Src)}
-	}
-	mod, ds, err := e.registry.Check(ctx, in)
-	if err != nil {
-		return nil, e.readFailed(err)
-	}
-	res := &RegisterResult{Diagnostics: ds, Flows: []RegisteredFlow{}}
-	if len(ds) == 0 {
-		for _, f := range mod.Flows {
-			res.Flows = append(res.Flows, RegisteredFlow{Name: f.Name, Hash: f.Hash, Doc: f.Doc, Nodes: len(f.Nodes)})
-		}
-	}
-	return res, nil
-}
-
 // Flows lists the latest version of every registered flow.
 func (e *Engine) Flows(ctx context.Context) ([]RegisteredFlow, error) {
 	var vs []*store.FlowVersion

@@ -633,12 +633,6 @@ func (p *pluginState) instance(ctx context.Context) (*instance, error) {
 			p.mu.Unlock()
 			return inst, nil
 		}
-		if p.retired {
-			// Replaced or removed while this call waited: the new
-			// build, if any, takes it.
-			p.mu.Unlock()
-			return nil, errRetired
-		}
 		if ch := p.launching; ch != nil {
 			p.mu.Unlock()
 			select {
@@ -648,6 +642,12 @@ func (p *pluginState) instance(ctx context.Context) (*instance, error) {
 			case <-h.done:
 			}
 			return nil, h.stopped(ctx, p.name)
+		}
+		if p.retired {
+			// Replaced or removed while this call waited: the new
+			// build, if any, takes it.
+			p.mu.Unlock()
+			return nil, errRetired
 		}
 		if wait := time.Until(p.notBefore); wait > 0 {
 			p.mu.Unlock()
