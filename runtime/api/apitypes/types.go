@@ -321,13 +321,16 @@ const AdmissionOpen = "open"
 // counts, the slots, the config in force, and who the caller is. It comes
 // with 200 while admission is open and 503 otherwise.
 type Status struct {
-	Admission string      `json:"admission"` // AdmissionOpen or the refusal code
-	Reason    string      `json:"reason,omitempty"`
-	Queued    int         `json:"queued"`
-	Held      int         `json:"held"`
-	Slots     int         `json:"slots"`
-	Config    *ConfigInfo `json:"config,omitempty"`
-	Caller    *Caller     `json:"caller"`
+	Admission string `json:"admission"` // AdmissionOpen or the refusal code
+	Reason    string `json:"reason,omitempty"`
+	Queued    int    `json:"queued"`
+	// Parked counts tasks waiting for a wake (a decision, a child run, a
+	// timer): not queued.
+	Parked int         `json:"parked"`
+	Held   int         `json:"held"`
+	Slots  int         `json:"slots"`
+	Config *ConfigInfo `json:"config,omitempty"`
+	Caller *Caller     `json:"caller"`
 }
 
 // Open reports whether admission is open.
