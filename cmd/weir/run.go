@@ -244,6 +244,9 @@ func (m *Main) runGetCmd() *cobra.Command {
 			if v.Progress != nil && v.Progress.Node != "" {
 				fmt.Fprintf(m.Stdout, "node:     %s\n", v.Progress.Node)
 			}
+			if v.Parent != "" {
+				fmt.Fprintf(m.Stdout, "parent:   %s (weir run get %s)\n", v.Parent, v.Parent)
+			}
 			if v.Progress != nil {
 				for _, a := range v.Progress.Agents {
 					printAgent(m.Stdout, a)
