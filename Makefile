@@ -25,7 +25,8 @@ build: ## Build bin/weir and every plugin into bin/plugins/, pinned
 	$(BIN)/weir --plugins $(BIN)/plugins plugin install $(addprefix $(BIN)/plugins/,$(filter-out internal,$(PLUGINS)))
 
 .PHONY: demo
-demo: build ## Run the examples end to end on the embedded store
+demo: build ## Run the examples end to end on the embedded store, offline
+	$(GO) build -o $(BIN)/scripted-llm ./examples/cmd/scripted-llm
 	./examples/demo.sh
 
 .PHONY: test

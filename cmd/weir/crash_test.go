@@ -39,6 +39,8 @@ type daemon struct {
 	exited  chan error
 	logs    *testutil.Buffer
 	api     *client.Client
+	// serveArgs are added to weir serve's arguments (--config FILE).
+	serveArgs []string
 }
 
 func newDaemon(t *testing.T) *daemon {
@@ -60,7 +62,7 @@ func newDaemon(t *testing.T) *daemon {
 // answers on its socket.
 func (d *daemon) start(failpoints string, env ...string) {
 	d.t.Helper()
-	d.cmd = exec.Command(d.weir, "--data", d.data, "--plugins", d.plugins, "--socket", d.socket, "serve", "--log-level", "debug", "--grace", "5s")
+	d.cmd = exec.Command(d.weir, append([]string{"--data", d.data, "--plugins", d.plugins, "--socket", d.socket, "serve", "--log-level", "debug", "--grace", "5s"}, d.serveArgs...)...)
 	d.cmd.Env = append(append(os.Environ(), "WEIR_FAILPOINT="+failpoints), env...)
 	stderr, err := d.cmd.StderrPipe()
 	if err != nil {

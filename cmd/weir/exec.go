@@ -12,6 +12,7 @@ import (
 
 	"github.com/weirhq/weir/flows"
 	"github.com/weirhq/weir/runtime/api"
+	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/config"
 	"github.com/weirhq/weir/runtime/engine"
 	"github.com/weirhq/weir/runtime/store"
@@ -132,10 +133,11 @@ func (m *Main) exec(ctx context.Context, opts execOptions) error {
 			if len(waits) > 0 {
 				// A person must decide; exec does not hold the store for days.
 				fmt.Fprintf(m.Stdout, "%s waiting\n", run.ID)
-				for _, w := range waits {
-					fmt.Fprintf(m.Stdout, "waiting for a decision at node %s of run %s (flow %s), until %s\n", w.Node, w.RunID, w.Flow, w.Until.Format(time.RFC3339))
-					fmt.Fprintf(m.Stdout, "  approve: weir run approve %s %s [--payload JSON]\n  reject:  weir run reject %s %s [--reason TEXT]\n", w.RunID, w.Node, w.RunID, w.Node)
+				shown := make([]apitypes.HumanWait, len(waits))
+				for i, w := range waits {
+					shown[i] = apitypes.HumanWait(w)
 				}
+				printWaits(m.Stdout, run.ID, shown)
 				fmt.Fprintf(m.Stdout, "the run is saved in %s; start the daemon there (weir serve) to decide and let it go on\n", m.DataDir)
 				return exitCode(exitWaiting)
 			}

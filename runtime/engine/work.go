@@ -25,7 +25,7 @@ func (e *Engine) work(t *store.Task, typ string, slice ledger.Slice, overBudget 
 	// Register before leasing so a cancel in between finds the run (or,
 	// for a fan-out child, the cohort's stop finds the call).
 	e.mu.Lock()
-	if t.Kind == store.TaskItem {
+	if t.Kind != store.TaskStep {
 		e.items[t.ID] = lr
 	} else {
 		e.live[t.RunID] = lr
@@ -33,7 +33,7 @@ func (e *Engine) work(t *store.Task, typ string, slice ledger.Slice, overBudget 
 	e.mu.Unlock()
 	defer func() {
 		e.mu.Lock()
-		if t.Kind == store.TaskItem {
+		if t.Kind != store.TaskStep {
 			delete(e.items, t.ID)
 		} else if e.live[t.RunID] == lr {
 			delete(e.live, t.RunID)
@@ -65,9 +65,12 @@ func (e *Engine) work(t *store.Task, typ string, slice ledger.Slice, overBudget 
 	}
 	renewDone := make(chan struct{})
 	go func() { defer close(renewDone); w.renew(ctx) }()
-	if t.Kind == store.TaskItem {
+	switch t.Kind {
+	case store.TaskItem:
 		w.runItem(ctx, leased.run)
-	} else {
+	case store.TaskAgentCall:
+		w.runAgentCall(ctx, leased.run, overBudget)
+	default:
 		w.run(ctx, leased.run, overBudget)
 	}
 	interrupted := ctx.Err() != nil
@@ -76,7 +79,7 @@ func (e *Engine) work(t *store.Task, typ string, slice ledger.Slice, overBudget 
 	if interrupted {
 		w.drainRelease()
 	}
-	if t.Kind == store.TaskStep && w.holding() == nil && (w.task.WaitKind == "human" || w.task.WaitKind == "child") {
+	if t.Kind == store.TaskStep && w.holding() == nil && (w.task.WaitKind == WaitHuman || w.task.WaitKind == WaitChild || w.task.WaitKind == WaitApproval) {
 		// Parked for a person or a child: the account reopens from the
 		// store when the run is next dispatched, so parked runs cost no
 		// memory.
@@ -223,8 +226,11 @@ func (w *worker) acquireLease(ctx context.Context) (*leaseResult, error) {
 		held = *cur
 		detail := map[string]any{"task": cur.ID, "slot": w.slice.Slot, "budget_slice": w.slice.Cost, "config_version": cfg.ConfigVersion,
 			"holder": e.holder, "deadline": lease.Deadline}
-		if cur.Kind == store.TaskItem {
+		switch cur.Kind {
+		case store.TaskItem:
 			detail["item"] = cur.Item
+		case store.TaskAgentCall:
+			detail["turn"], detail["call"], detail["tool"] = cur.Item, cur.Call, cur.Tool
 		}
 		return appendEvent(tx, run.ID, evLeased, cur.Attempt, cur.Node, detail, now)
 	})

@@ -168,7 +168,10 @@ var errRetired = errors.New("plugin retired")
 
 // New reads the plugins directory and returns a Host over the pinned
 // plugins. Plugins whose manifest is not cached are launched now to fetch
-// it; the others are launched on first call. A plugin that cannot be read
+// it, and so are plugins given a config section or env (their tools may
+// come from it and from what they find at launch, such as an MCP server's
+// tool list: registration must see what they declare now); the others are
+// launched on first call. A plugin that cannot be read
 // is logged and its tools are unknown; New fails only if the directory's
 // pins cannot be read.
 func New(cfg Config) (*Host, error) {
@@ -203,9 +206,13 @@ func New(cfg Config) (*Host, error) {
 // process; any other is new. What a rescan changed is returned beside it.
 func (h *Host) build(prev *toolSet) (*toolSet, *RescanResult, error) {
 	launched := map[string]*instance{}
-	cat, err := loadCatalog(h.cfg.PluginsDir, h.cfg.PluginConfig, h.cfg.PluginEnv, func(name string, sum []byte) (*PluginManifest, error) {
+	// At start, a configured plugin is launched even when its manifest is
+	// cached (its tools may have changed); a rescan launches only what it
+	// has no manifest for.
+	cat, err := loadCatalog(h.cfg.PluginsDir, h.cfg.PluginConfig, h.cfg.PluginEnv, prev == nil, func(name string, sum []byte) (*PluginManifest, error) {
 		inst, err := launch(h.spec(name, sum))
 		if err != nil {
+			h.logger.Warn("plugin launch failed", "plugin", name, "error", err)
 			return nil, err
 		}
 		launched[name] = inst

@@ -229,6 +229,11 @@ func launchOnce(spec launchSpec) (_ *instance, busy bool, _ error) {
 		case strings.Contains(msg, "incompatible API version"), strings.Contains(msg, "incompatible core API version"),
 			strings.Contains(msg, "unsupported plugin protocol"):
 			return fail(KindProtocol, "refused before connecting: %s", msg)
+		case strings.Contains(msg, "Unrecognized remote plugin message") && tail.String() != "":
+			// It said why on stderr before its handshake (a config its
+			// Tools refused, say): that is the message, not go-plugin's
+			// guesses about architectures and permissions.
+			return fail(KindProtocol, "the plugin stopped before its handshake")
 		case strings.Contains(msg, "Unrecognized remote plugin message"):
 			return fail(KindProtocol, "not a weir plugin: %s", msg)
 		case errors.Is(err, syscall.ETXTBSY) || strings.Contains(msg, "text file busy"):

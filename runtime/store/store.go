@@ -299,6 +299,9 @@ const (
 	TaskStep TaskKind = "step"
 	// TaskItem runs one fan-out child that is a tool call.
 	TaskItem TaskKind = "item"
+	// TaskAgentCall runs one tool call an agent's turn asked for: Node,
+	// Visit, Item (the turn) and Call place it, Tool names it.
+	TaskAgentCall TaskKind = "agent_call"
 )
 
 // Task is one unit of work in the queue.
@@ -307,10 +310,14 @@ type Task struct {
 	RunID string   `json:"run_id"`
 	Kind  TaskKind `json:"kind"`
 	Node  string   `json:"node,omitempty"`
-	// Visit and Item locate a fan-out child's cohort item (TaskItem).
-	Visit   int `json:"visit,omitempty"`
-	Item    int `json:"item,omitempty"`
-	Attempt int `json:"attempt"`
+	// Visit and Item locate a fan-out child's cohort item (TaskItem), or
+	// with Call an agent's tool call (TaskAgentCall: Item is the turn).
+	Visit int `json:"visit,omitempty"`
+	Item  int `json:"item,omitempty"`
+	Call  int `json:"call,omitempty"`
+	// Tool is the tool an agent's call task calls.
+	Tool    string `json:"tool,omitempty"`
+	Attempt int    `json:"attempt"`
 	// ReadyAt orders the queue; a future ReadyAt parks the task.
 	ReadyAt time.Time `json:"ready_at"`
 	// Leased is set while a worker holds the task (see Lease).
