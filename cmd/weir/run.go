@@ -202,10 +202,7 @@ func (m *Main) stopAtDecision(v *apitypes.Run, ws []apitypes.HumanWait, asJSON b
 		return exitCode(exitWaiting)
 	}
 	fmt.Fprintf(m.Stdout, "%s waiting\n", v.ID)
-	for _, w := range ws {
-		fmt.Fprintf(m.Stdout, "waiting for a decision at node %s of run %s (flow %s), until %s\n", w.Node, w.RunID, w.Flow, w.Until.UTC().Format(time.RFC3339))
-		fmt.Fprintf(m.Stdout, "  approve: weir run approve %s %s [--payload JSON]\n  reject:  weir run reject %s %s [--reason TEXT]\n", w.RunID, w.Node, w.RunID, w.Node)
-	}
+	printWaits(m.Stdout, v.ID, ws)
 	fmt.Fprintf(m.Stdout, "then follow it on: weir run wait %s\n", v.ID)
 	return exitCode(exitWaiting)
 }
