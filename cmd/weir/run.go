@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -270,25 +271,44 @@ func (m *Main) runGetCmd() *cobra.Command {
 func (m *Main) runLsCmd() *cobra.Command {
 	var asJSON bool
 	var phase string
+	var limit int
 	cmd := &cobra.Command{
-		Use: "ls", Short: "List your runs", Args: exactArgs(0),
+		Use: "ls", Short: "List your runs, with their phase, when they were created and their parent", Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			vs, err := m.api().RunList(cmd.Context(), client.RunListParams{Phase: apitypes.Phase(phase)})
+			if limit < 0 || limit > apitypes.MaxListLimit {
+				return usageErrorf("--limit must be from 1 to %d (0: the daemon's page size)", apitypes.MaxListLimit)
+			}
+			vs, err := m.api().RunList(cmd.Context(), client.RunListParams{Phase: apitypes.Phase(phase), Limit: limit})
 			if err != nil {
 				return m.apiFailure(err)
 			}
 			if asJSON {
 				return printJSON(m.Stdout, vs)
 			}
-			for _, v := range vs {
-				fmt.Fprintf(m.Stdout, "%s  %-12s %-10s attempt %d  %s\n", v.ID, v.Flow, v.Phase, v.Attempt, v.CreatedAt)
+			if len(vs) == 0 {
+				fmt.Fprintln(m.Stdout, "none")
+				return nil
 			}
-			return nil
+			tw := tabwriter.NewWriter(m.Stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "RUN\tFLOW\tPHASE\tATTEMPT\tCREATED\tPARENT")
+			for _, v := range vs {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", v.ID, v.Flow, v.Phase, v.Attempt, v.CreatedAt, parentOrDash(v.Parent))
+			}
+			return tw.Flush()
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().StringVar(&phase, "phase", "", "only runs in this phase")
+	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many runs")
 	return cmd
+}
+
+// parentOrDash shows a top-level run's parent as "-".
+func parentOrDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func (m *Main) runCancelCmd() *cobra.Command {
