@@ -120,12 +120,18 @@ another user. Only the daemon's own OS user may.`,
 
 // tellDaemon asks the daemon on the socket, if one answers, to rescan its
 // plugins directory after an install or a removal, and says what it did.
-// It reports false when a daemon answered and did not take the change.
+// It reports false only when the daemon serves this directory and failed
+// to take the change; a daemon of another directory or another user is
+// told about on stderr (the install itself stands).
 func (m *Main) tellDaemon(ctx context.Context) bool {
 	res, err := m.api().AdminRescanPlugins(ctx)
+	var ae *client.Error
 	switch {
 	case errors.Is(err, client.ErrNoDaemon):
 		fmt.Fprintf(m.Stdout, "no daemon answers on %s; a daemon started with --plugins %s will serve it\n", m.SocketPath, m.PluginsDir)
+		return true
+	case errors.As(err, &ae) && ae.Code == apitypes.CodeForbidden:
+		fmt.Fprintf(m.Stderr, "weir: note: the daemon on %s runs as another user and was not told; its user can run 'weir plugin rescan'\n", m.SocketPath)
 		return true
 	case err != nil:
 		fmt.Fprintf(m.Stderr, "weir: the daemon on %s did not rescan its plugins: %v\n", m.SocketPath, err)
@@ -133,8 +139,8 @@ func (m *Main) tellDaemon(ctx context.Context) bool {
 	}
 	mine, _ := filepath.Abs(m.PluginsDir)
 	if res.PluginsDir != "" && filepath.Clean(res.PluginsDir) != mine {
-		fmt.Fprintf(m.Stderr, "weir: the daemon on %s serves the plugins in %s, not %s: it does not see this change\n", m.SocketPath, res.PluginsDir, mine)
-		return false
+		fmt.Fprintf(m.Stderr, "weir: note: the daemon on %s serves the plugins in %s, not %s: it does not see this change\n", m.SocketPath, res.PluginsDir, mine)
+		return true
 	}
 	printRescan(m, res)
 	return true

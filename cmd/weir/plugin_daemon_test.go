@@ -92,12 +92,12 @@ func TestPluginInstallReachesTheRunningDaemon(t *testing.T) {
 	if _, errb := weir(exitFailed, "plugin", "rm", "mail"); !strings.Contains(errb, "no such plugin installed") {
 		t.Fatalf("second rm said %q", errb)
 	}
-	// An install into another directory than the daemon's says the daemon
-	// does not see it.
+	// An install into another directory than the daemon's stands, and
+	// says the daemon does not see it.
 	other := filepath.Join(t.TempDir(), "other")
 	code, out, errb, _ := run(t, map[string]string{"WEIR_SOCKET": d.socket, "WEIR_DATA": d.data, "WEIR_PLUGINS": other},
 		"plugin", "install", filepath.Join(bin, "mail"))
-	if code != exitFailed || !strings.Contains(out, "installed mail") || !strings.Contains(errb, "serves the plugins in "+d.plugins) {
+	if code != 0 || !strings.Contains(out, "installed mail") || !strings.Contains(errb, "serves the plugins in "+d.plugins) {
 		t.Fatalf("install elsewhere: exit %d\n%s%s", code, out, errb)
 	}
 	d.stop()
