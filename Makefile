@@ -32,6 +32,9 @@ demo: build ## Run the examples end to end on the embedded store, offline
 .PHONY: test
 test: ## Vet and run every test with the race detector
 	$(GO) vet $(PKGS)
+	@# One line saying whether the PostgreSQL suites run or skip (go test
+	@# shows nothing of a package that passes); fails if they are required.
+	@$(GO) run ./internal/testutil/pgtest/pgcheck
 	$(GO) test -race $(PKGS)
 
 .PHONY: bench

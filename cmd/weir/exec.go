@@ -26,11 +26,12 @@ func init() {
 			Use:   "exec FILE.star [MORE.star...]",
 			Short: "Register flow files and run one flow to its end, without a daemon",
 			Long: `Register the flow files together and run one of their flows to the end on the
-store in the data directory, without a daemon, then print the result. Give
-every file the flow needs: the files of the subflows it calls and the files
-it load()s. --flow picks the flow (default: the first one FILE.star
-declares). Refused clearly if a daemon holds the data directory: use
-'weir flow register' and 'weir run start' then.
+store in the data directory (or the PostgreSQL store of --store or
+WEIR_STORE), without a daemon, then print the result. Give every file the
+flow needs: the files of the subflows it calls and the files it load()s.
+--flow picks the flow (default: the first one FILE.star declares). Refused
+clearly if a daemon holds the data directory: use 'weir flow register' and
+'weir run start' then.
 With --config FILE, plugins are launched with that file's plugin blocks
 (their sections, env and memory_max), as 'weir serve --config' would.`,
 			Args: minArgs(1),
@@ -47,7 +48,8 @@ With --config FILE, plugins are launched with that file's plugin blocks
 		cmd.Flags().StringVar(&input, "input", "", "run input as JSON, or @file")
 		cmd.Flags().BoolVar(&opts.asJSON, "json", false, "print the final run as JSON")
 		cmd.Flags().StringVar(&opts.logLevel, "log-level", "warn", "trace, debug, info, warn or error")
-		cmd.Flags().StringVar(&opts.config, "config", "", "launch plugins with the plugin blocks of this daemon config file (models of the llm plugin, say)")
+		cmd.Flags().StringVar(&opts.config, "config", "", "launch plugins with the plugin blocks of this daemon config file (models of the llm plugin, say), and use its store")
+		cmd.Flags().StringVar(&opts.store, "store", "", "PostgreSQL URL of the store (env WEIR_STORE, else --config's store block, else the embedded store in the data directory)")
 		return cmd
 	})
 }
@@ -60,6 +62,7 @@ type execOptions struct {
 	asJSON   bool // print the final run as JSON
 	logLevel string
 	config   string // the daemon config file whose plugin blocks apply ("": none)
+	store    string // --store: the PostgreSQL URL of the store ("": WEIR_STORE, the config's, the embedded)
 }
 
 func (m *Main) exec(ctx context.Context, opts execOptions) error {
@@ -79,15 +82,27 @@ func (m *Main) exec(ctx context.Context, opts execOptions) error {
 		}
 		plugins = c
 	}
-	s, err := m.openStack(ctx, m.newLogger("weir", opts.logLevel), engine.Config{}, plugins)
+	storeURL, note, err := m.storeURL(opts.store, plugins)
+	if err != nil {
+		return err
+	}
+	log := m.newLogger("weir", opts.logLevel)
+	if note != "" {
+		log.Warn(note)
+	}
+	s, err := m.openStack(ctx, log, engine.Config{}, plugins, storeURL)
 	if err != nil {
 		return err
 	}
 	defer s.close(context.Background())
 
-	res, err := s.eng.Register(ctx, files)
+	// Registered as the user running exec, as the daemon would: the
+	// flow names it declares are that user's (or refused if another
+	// user registered them first).
+	owner := currentUser()
+	res, err := s.eng.RegisterAs(ctx, owner, files)
 	if err != nil {
-		return err
+		return &exitError{code: exitFailed, err: err}
 	}
 	if len(res.Diagnostics) > 0 {
 		for _, d := range res.Diagnostics {
@@ -104,7 +119,6 @@ func (m *Main) exec(ctx context.Context, opts execOptions) error {
 			return fmt.Errorf("%s declares no flow", opts.files[0])
 		}
 	}
-	owner := currentUser()
 	started, err := s.eng.Submit(ctx, engine.StartRequest{Owner: owner, Flow: flowName, Input: opts.input})
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}

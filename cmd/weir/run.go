@@ -78,9 +78,9 @@ func printAgent(w io.Writer, a apitypes.Agent) {
 }
 
 func printStats(w io.Writer, st *apitypes.Stats) {
-	fmt.Fprintf(w, "%-24s %8s %12s %12s %9s %7s %6s\n", "TYPE", "QUEUED", "WAIT(mean)", "EXEC(mean)", "ATTEMPTS", "UNITS", "AMPL")
+	fmt.Fprintf(w, "%-24s %12s %12s %9s %7s %6s\n", "TYPE", "WAIT(mean)", "EXEC(mean)", "ATTEMPTS", "UNITS", "AMPL")
 	for _, t := range st.Types {
-		fmt.Fprintf(w, "%-24s %8d %12s %12s %9d %7d %6.2f\n", t.Type, t.QueueDepth, t.WaitMean.Round(time.Microsecond), t.ExecMean.Round(time.Microsecond), t.Attempts, t.Units, t.Amplification)
+		fmt.Fprintf(w, "%-24s %12s %12s %9d %7d %6.2f\n", t.Type, t.WaitMean.Round(time.Microsecond), t.ExecMean.Round(time.Microsecond), t.Attempts, t.Units, t.Amplification)
 	}
 	if len(st.Refusals) > 0 {
 		fmt.Fprintln(w, "refused:")
@@ -100,8 +100,10 @@ func printStats(w io.Writer, st *apitypes.Stats) {
 // usage-class errors kept apart. A daemon that is not running is said
 // plainly.
 func (m *Main) apiFailure(err error) error {
-	if errors.Is(err, client.ErrNoDaemon) {
-		err = fmt.Errorf("no weir daemon answers on %s: start one with 'weir serve' (or pass --socket)", m.SocketPath)
+	if u := m.untrusted(err); u != nil {
+		err = u
+	} else if errors.Is(err, client.ErrNoDaemon) {
+		err = fmt.Errorf("no weir daemon answers on %s: start one with 'weir serve' (or pass --socket or --address)", m.daemonAt())
 	}
 	return &exitError{code: exitFailed, err: err}
 }

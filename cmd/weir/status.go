@@ -22,7 +22,8 @@ func init() {
 			Use:   "status",
 			Short: "Show the daemon's admission state, queued and held tasks, slots and config version",
 			Long: `Show the daemon's admission state (open, E_DRAINING while it stops, E_STORAGE
-after a storage failure, with the reason), the tasks queued and held by
+after a storage failure, E_DISK_FULL while the store's disk is below its
+watermark, with the reason), the tasks queued and held by
 workers, the worker slots and the config version in force.
 
 Exit 0 while admission is open, 1 when it is closed or no daemon answers.
@@ -61,9 +62,12 @@ func (m *Main) fetchStatus(ctx context.Context, wait time.Duration) (*apitypes.S
 	for {
 		st, err := c.Health(ctx)
 		var ae *client.Error
+		if u := m.untrusted(err); u != nil {
+			return nil, u
+		}
 		if err != nil && !errors.As(err, &ae) {
 			// No answer at all: nothing listens, or the daemon went away.
-			err = &daemonDown{fmt.Errorf("no weir daemon answers on %s: start one with 'weir serve' (or pass --socket)", m.SocketPath)}
+			err = &daemonDown{fmt.Errorf("no weir daemon answers on %s: start one with 'weir serve' (or pass --socket or --address)", m.daemonAt())}
 		}
 		var down *daemonDown
 		if err == nil || !errors.As(err, &down) || time.Now().After(deadline) {

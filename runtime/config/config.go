@@ -10,7 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weirhq/weir/runtime/api"
 	"github.com/weirhq/weir/runtime/engine"
+	"github.com/weirhq/weir/runtime/store/storeurl"
 )
 
 // Defaults of the daemon's settings. The engine limits match
@@ -33,6 +35,14 @@ const (
 	// MinTokenLength bounds how short a bearer token may be: a short
 	// secret can be guessed over the network.
 	MinTokenLength = 16
+	// DefaultDiskMinFree is the disk watermark (disk { min_free }): below
+	// it new runs and registrations are refused with E_DISK_FULL. The
+	// store keeps half of it in reserve for the work in hand.
+	DefaultDiskMinFree = 256 << 20
+	// MinDiskMinFree is the smallest watermark accepted (other than 0,
+	// off): the store's reserve, half of it, must hold a flush of its
+	// 16 MiB write buffer.
+	MinDiskMinFree = 32 << 20
 )
 
 // Config is the daemon's configuration with every default filled in.
@@ -56,6 +66,13 @@ type Config struct {
 	// RetentionMaxAge is how long finished runs, their events and dedup
 	// keys are kept (0: forever).
 	RetentionMaxAge time.Duration `json:"retention_max_age,omitempty"`
+	// Store is the store the daemon keeps its records in.
+	Store Store `json:"store"`
+	// DiskMinFree is the free-space watermark of the data directory's
+	// disk (0: off); see DefaultDiskMinFree.
+	DiskMinFree int64 `json:"disk_min_free"`
+	// HTTP holds the timeouts and connection caps of every listener.
+	HTTP api.HTTPLimits `json:"http"`
 	// Plugins holds each plugin's section, as JSON, by plugin name.
 	Plugins map[string]json.RawMessage `json:"plugins,omitempty"`
 	// PluginHost holds the host-reserved keys of each plugin block (env,
@@ -64,6 +81,13 @@ type Config struct {
 
 	// pluginWhere locates each plugin block and its keys, for messages.
 	pluginWhere map[string]pluginPos
+}
+
+// Store names the store: the embedded Badger store in the data directory
+// (URL empty), or a PostgreSQL database. The URL may hold a password: it
+// is written only through storeurl.Redact.
+type Store struct {
+	URL string `json:"url,omitempty"`
 }
 
 // PluginHost is what a plugin block says to the host rather than to the
@@ -143,10 +167,23 @@ type Socket struct {
 // TCP is the optional TCP listener.
 type TCP struct {
 	Address string `json:"address"`
-	// AllowRemote must be set to bind an address that is not loopback:
-	// bearer tokens travel in the clear over plain TCP.
+	// AllowRemote must be set to bind an address that is not loopback
+	// without TLS: bearer tokens would travel in the clear.
 	AllowRemote bool    `json:"allow_remote,omitempty"`
 	Tokens      []Token `json:"tokens"`
+	// TLS, if set, makes the listener speak TLS only.
+	TLS *TLS `json:"tls,omitempty"`
+}
+
+// TLS is a listener's certificate: a `tls { cert_file, key_file }` block,
+// the same in every listener block that takes one. The files are read
+// at start and again on every reload (package tlscert), so a renewed
+// certificate is taken without a restart.
+type TLS struct {
+	// CertFile is the PEM certificate, its chain after it.
+	CertFile string `json:"cert_file"`
+	// KeyFile is the PEM private key of the certificate.
+	KeyFile string `json:"key_file"`
 }
 
 // Token maps a bearer token to the owner it authenticates.
@@ -189,8 +226,11 @@ func (c *Config) MarshalJSON() ([]byte, error) {
 		TCP       *TCP                       `json:"tcp,omitempty"`
 		Metrics   string                     `json:"metrics_address,omitempty"`
 		Retention string                     `json:"retention_max_age,omitempty"`
+		Store     *Store                     `json:"store,omitempty"`
 		Plugins   map[string]json.RawMessage `json:"plugins,omitempty"`
 		Host      map[string]PluginHost      `json:"plugin_host,omitempty"`
+		DiskFree  string                     `json:"disk_min_free"`
+		HTTP      map[string]any             `json:"http"`
 	}{
 		File: c.File, LogLevel: c.LogLevel,
 		Engine: engineView{e.Workers, e.MaxQueued, qt, e.BudgetInFlight, e.RunBudget, e.LeaseTimeout.String(),
@@ -198,9 +238,19 @@ func (c *Config) MarshalJSON() ([]byte, error) {
 		Grace:  c.DrainGrace.String(),
 		Socket: socketView{fmt.Sprintf("%04o", c.Socket.Mode), c.Socket.Group},
 		TCP:    c.TCP, Metrics: c.MetricsAddress, Plugins: c.Plugins, Host: c.PluginHost,
+		DiskFree: "off",
+		HTTP: map[string]any{"read_header_timeout": c.HTTP.ReadHeaderTimeout.String(), "read_timeout": c.HTTP.ReadTimeout.String(),
+			"write_timeout": c.HTTP.WriteTimeout.String(), "idle_timeout": c.HTTP.IdleTimeout.String(),
+			"max_conns": c.HTTP.MaxConns, "max_conns_per_peer": c.HTTP.MaxConnsPerPeer},
+	}
+	if c.DiskMinFree > 0 {
+		v.DiskFree = engine.Bytes(c.DiskMinFree)
 	}
 	if c.RetentionMaxAge > 0 {
 		v.Retention = c.RetentionMaxAge.String()
+	}
+	if c.Store.URL != "" {
+		v.Store = &Store{URL: storeurl.Redact(c.Store.URL)}
 	}
 	return json.Marshal(v)
 }
@@ -214,8 +264,10 @@ func Default() *Config {
 			LeaseTimeout: DefaultLeaseTimeout, MaxAttempts: DefaultMaxAttempts,
 			RetryBase: DefaultRetryBase, RetryMax: DefaultRetryMax,
 		},
-		DrainGrace: DefaultDrainGrace,
-		Socket:     Socket{Mode: DefaultSocketMode, GID: -1},
+		DrainGrace:  DefaultDrainGrace,
+		Socket:      Socket{Mode: DefaultSocketMode, GID: -1},
+		DiskMinFree: DefaultDiskMinFree,
+		HTTP:        api.HTTPLimits{}.WithDefaults(),
 	}
 }
 
@@ -227,7 +279,7 @@ func (c *Config) EngineConfig(version int64) engine.Config {
 		Workers: e.Workers, MaxQueued: e.MaxQueued, QueueTimeout: e.QueueTimeout,
 		MaxBudgetInFlight: e.BudgetInFlight, DefaultRunBudget: e.RunBudget, LeaseTimeout: e.LeaseTimeout,
 		MaxAttempts: e.MaxAttempts, RetryBase: e.RetryBase, RetryMax: e.RetryMax,
-		Retention: c.RetentionMaxAge, ConfigVersion: version,
+		Retention: c.RetentionMaxAge, ConfigVersion: version, MinFreeBytes: c.DiskMinFree,
 	}
 }
 
@@ -285,6 +337,18 @@ func RestartChanges(running, candidate *Config) []string {
 	}
 	if addr(running.TCP) != addr(candidate.TCP) {
 		out = append(out, fmt.Sprintf("tcp address (%s -> %s)", addr(running.TCP), addr(candidate.TCP)))
+	} else if tlsOn := func(t *TCP) bool { return t != nil && t.TLS != nil }; tlsOn(running.TCP) != tlsOn(candidate.TCP) {
+		// Another certificate is a reload; TLS on or off is another listener.
+		out = append(out, fmt.Sprintf("tcp tls (%s -> %s)", onOff(tlsOn(running.TCP)), onOff(tlsOn(candidate.TCP))))
+	}
+	if running.Store.URL != candidate.Store.URL {
+		out = append(out, fmt.Sprintf("store (%s -> %s)", orEmbedded(running.Store.URL), orEmbedded(candidate.Store.URL)))
+	}
+	if running.HTTP != candidate.HTTP {
+		out = append(out, "http limits")
+	}
+	if running.DiskMinFree != candidate.DiskMinFree {
+		out = append(out, "disk min_free (the store's reserve is set when it opens)")
 	}
 	if running.MetricsAddress != candidate.MetricsAddress {
 		out = append(out, fmt.Sprintf("metrics address (%s -> %s)", orOff(running.MetricsAddress), orOff(candidate.MetricsAddress)))
@@ -317,6 +381,14 @@ func RestartChanges(running, candidate *Config) []string {
 	return out
 }
 
+// orEmbedded writes a store URL for a message: redacted, or "embedded".
+func orEmbedded(u string) string {
+	if u == "" {
+		return "embedded"
+	}
+	return storeurl.Redact(u)
+}
+
 func orOff(s string) string {
 	if s == "" {
 		return "off"
@@ -335,4 +407,11 @@ func (e *Error) Error() string {
 		return "invalid config: " + e.Problems[0]
 	}
 	return "invalid config:\n  " + strings.Join(e.Problems, "\n  ")
+}
+
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
 }

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirhq/weir/internal/testutil"
+	"github.com/weirhq/weir/runtime/api"
 	"github.com/weirhq/weir/runtime/store/badgerstore"
 )
 
@@ -33,6 +35,9 @@ func TestLoadFull(t *testing.T) {
 		}},
 		MetricsAddress:  "127.0.0.1:9411",
 		RetentionMaxAge: 30 * 24 * time.Hour,
+		DiskMinFree:     1 << 30,
+		HTTP: api.HTTPLimits{ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 45 * time.Second,
+			IdleTimeout: 90 * time.Second, MaxConns: 256, MaxConnsPerPeer: 16},
 		Plugins: map[string]json.RawMessage{
 			"http": json.RawMessage(`{"allow_hosts":["api.example.com","example.org"],"max_bytes":1048576,"timeout":"10s"}`),
 		},
@@ -46,7 +51,8 @@ func TestLoadFull(t *testing.T) {
 	ec := c.EngineConfig(7)
 	if ec.Workers != 8 || ec.MaxQueued != 500 || ec.QueueTimeout != 2*time.Minute || ec.MaxBudgetInFlight != 1000 ||
 		ec.DefaultRunBudget != 50 || ec.LeaseTimeout != 20*time.Second || ec.MaxAttempts != 3 ||
-		ec.RetryBase != 200*time.Millisecond || ec.RetryMax != time.Minute || ec.ConfigVersion != 7 || ec.Retention != 30*24*time.Hour {
+		ec.RetryBase != 200*time.Millisecond || ec.RetryMax != time.Minute || ec.ConfigVersion != 7 || ec.Retention != 30*24*time.Hour ||
+		ec.MinFreeBytes != 1<<30 {
 		t.Errorf("EngineConfig = %+v", ec)
 	}
 	if got := c.Tokens(); len(got) != 2 || got["alice-0123456789abcdef"] != "alice" || got["ci-0123456789abcdef0123"] != "ci-bot" {
@@ -127,6 +133,9 @@ func TestRefusals(t *testing.T) {
 		{"metrics bad address", "metrics {\n  address = \"9411\"\n}\n", []string{"c.hcl:2", `metrics address "9411"`}},
 		{"retention empty", "retention {\n}\n", []string{"c.hcl:1", "the retention block needs max_age"}},
 		{"retention zero", "retention {\n  max_age = \"0s\"\n}\n", []string{"c.hcl:2", "max_age"}},
+		{"disk watermark too low", "disk {\n  min_free = \"1MiB\"\n}\n", []string{"c.hcl:2", "min_free \"1MiB\" is below the minimum of 32MiB"}},
+		{"disk watermark not a size", "disk {\n  min_free = \"lots\"\n}\n", []string{"c.hcl:2", "not a size"}},
+		{"http limits", "http {\n  read_timeout = \"0s\"\n  max_conns = 0\n}\n", []string{"c.hcl:2", "read_timeout must be positive", "c.hcl:3", "max_conns must be at least 1"}},
 		{"drain bad", "drain {\n  grace = \"forever\"\n}\n", []string{"c.hcl:2", "grace"}},
 		{"plugin bad name", "plugin \"HTTP\" {\n}\n", []string{"c.hcl:1", `plugin "HTTP": not a plugin name`}},
 		{"plugin twice", "plugin \"http\" {\n}\nplugin \"http\" {\n}\n", []string{"c.hcl:3", `plugin "http" has two sections`}},
@@ -140,6 +149,10 @@ func TestRefusals(t *testing.T) {
 		{"plugin memory number", "plugin \"llm\" {\n  memory_max = 512\n}\n", []string{"c.hcl:2", "below the minimum"}},
 		{"plugin memory too small", "plugin \"llm\" {\n  memory_max = \"1MiB\"\n}\n", []string{"c.hcl:2", "below the minimum of 32MiB"}},
 		{"plugin memory huge", "plugin \"llm\" {\n  memory_max = \"99999999999TiB\"\n}\n", []string{"c.hcl:2", "too large"}},
+		{"store without url", "store {\n}\n", []string{"c.hcl:1", "the store block needs a url"}},
+		{"store not postgres", "store {\n  url = \"mysql://weir:s3cret@db/weir\"\n}\n", []string{"c.hcl:2", `scheme is "mysql"`}},
+		{"store no host", "store {\n  url = \"postgres:///weir\"\n}\n", []string{"c.hcl:2", "names no host"}},
+		{"store unknown key", "store {\n  url = \"postgres://db/weir\"\n  pool = 4\n}\n", []string{"c.hcl:3", `"pool" is not expected`}},
 		{"schema and value problems at once", "engine {\n  workers = 0\n  lease = \"1s\"\n}\nlog_level = 3\n", []string{"c.hcl:2: workers must be at least 1", `c.hcl:3: Unsupported argument: An argument named "lease"`, "c.hcl:5"}},
 		{"several problems at once", "log_level = \"loud\"\nengine {\n  workers = 0\n}\n", []string{"c.hcl:1", "c.hcl:3"}},
 	}
@@ -159,7 +172,34 @@ func TestRefusals(t *testing.T) {
 					t.Errorf("error %q does not contain %q", err, w)
 				}
 			}
+			if strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("error %q quotes a password", err)
+			}
 		})
+	}
+}
+
+// TestStoreURL: the store block's URL is kept for the daemon, shown
+// without its password, and a change of store needs a restart.
+func TestStoreURL(t *testing.T) {
+	t.Parallel()
+	c, err := Parse([]byte("store {\n  url = \"postgres://weir:s3cret@db:5432/weir?sslmode=require\"\n}\n"), "c.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Store.URL != "postgres://weir:s3cret@db:5432/weir?sslmode=require" {
+		t.Fatalf("store URL %q", c.Store.URL)
+	}
+	b := string(mustJSON(t, c))
+	if strings.Contains(b, "s3cret") || !strings.Contains(b, `"store":{"url":"postgres://weir:xxxxx@db:5432/weir?sslmode=require"}`) {
+		t.Fatalf("JSON %s: want the store URL without its password", b)
+	}
+	if b := string(mustJSON(t, Default())); strings.Contains(b, `"store"`) {
+		t.Fatalf("JSON of the default config names a store: %s", b)
+	}
+	got := RestartChanges(Default(), c)
+	if want := []string{"store (embedded -> postgres://weir:xxxxx@db:5432/weir?sslmode=require)"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("restart changes %q, want %q", got, want)
 	}
 }
 
@@ -226,6 +266,52 @@ func TestRemoteTCPWithConsent(t *testing.T) {
 	}
 	if c.TCP.Address != "0.0.0.0:7411" || !c.TCP.AllowRemote {
 		t.Errorf("tcp = %+v", c.TCP)
+	}
+}
+
+// TestTCPTLS: a tls block names its PEM files (relative to the config
+// file), lets the listener bind beyond loopback without allow_remote, and
+// refuses, at its line, a missing file, a key of another certificate or
+// a block without both files. Switching TLS on or off needs a restart;
+// another certificate is a reload.
+func TestTCPTLS(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	a, b := testutil.NewCert(t, dir, "a"), testutil.NewCert(t, dir, "b")
+	block := func(addr, certFile, keyFile string) string {
+		return "tcp {\n  address = \"" + addr + "\"\n  token \"a\" {\n    secret = \"0123456789abcdef\"\n  }\n  tls {\n    cert_file = \"" + certFile + "\"\n    key_file = \"" + keyFile + "\"\n  }\n}\n"
+	}
+	path := filepath.Join(dir, "c.hcl")
+	c, err := Parse([]byte(block("0.0.0.0:7411", "a.pem", "a-key.pem")), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.TCP.TLS == nil || c.TCP.TLS.CertFile != a.CertFile || c.TCP.TLS.KeyFile != a.KeyFile || c.TCP.AllowRemote {
+		t.Fatalf("tcp %+v tls %+v", c.TCP, c.TCP.TLS)
+	}
+	for _, tt := range []struct{ name, src, want string }{
+		{"missing cert", block("127.0.0.1:1", "none.pem", "a-key.pem"), "c.hcl:6: tcp tls: loading"},
+		{"other key", block("127.0.0.1:1", "a.pem", "b-key.pem"), "c.hcl:6: tcp tls: loading"},
+		{"no key file", "tcp {\n  token \"a\" {\n    secret = \"0123456789abcdef\"\n  }\n  tls {\n    cert_file = \"a.pem\"\n  }\n}\n", "c.hcl:5: the tcp tls block needs key_file"},
+		{"unknown key", "tcp {\n  token \"a\" {\n    secret = \"0123456789abcdef\"\n  }\n  tls {\n    cert = \"a.pem\"\n  }\n}\n", `c.hcl:6: Unsupported argument: An argument named "cert"`},
+	} {
+		if _, err := Parse([]byte(tt.src), path); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want %q", tt.name, err, tt.want)
+		}
+	}
+	plain, err := Parse([]byte("tcp {\n  address = \"0.0.0.0:7411\"\n  allow_remote = true\n  token \"a\" {\n    secret = \"0123456789abcdef\"\n  }\n}\n"), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := RestartChanges(plain, c); !reflect.DeepEqual(got, []string{"tcp tls (off -> on)"}) {
+		t.Errorf("tls on: %q", got)
+	}
+	other, err := Parse([]byte(block("0.0.0.0:7411", b.CertFile, b.KeyFile)), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := RestartChanges(c, other); len(got) != 0 {
+		t.Errorf("another certificate: %q, want a reload", got)
 	}
 }
 
@@ -319,6 +405,9 @@ func TestRestartChanges(t *testing.T) {
 		{"listeners and plugins need a restart", tcp("127.0.0.1:3", "0123456789abcdef") + "plugin \"fs\" {\n}\n",
 			[]string{"tcp address (127.0.0.1:1 -> 127.0.0.1:3)", "metrics address (127.0.0.1:2 -> off)", `plugin "fs" section`, `plugin "http" section`}},
 		{"tcp off", "metrics {\n  address = \"127.0.0.1:2\"\n}\nplugin \"http\" {\n  x = 1\n}\n", []string{"tcp address (127.0.0.1:1 -> off)"}},
+		{"http limits and disk reserve need a restart", tcp("127.0.0.1:1", "0123456789abcdef") + "metrics {\n  address = \"127.0.0.1:2\"\n}\nplugin \"http\" {\n  x = 1\n}\n" +
+			"http {\n  read_timeout = \"5s\"\n}\ndisk {\n  min_free = \"0\"\n}\n",
+			[]string{"http limits", "disk min_free (the store's reserve is set when it opens)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

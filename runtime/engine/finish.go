@@ -296,19 +296,3 @@ func (e *Engine) cancelTx(tx store.Tx, run *store.Run, by string, now time.Time,
 }
 
 var errNotYours = errors.New("engine: not found or not yours")
-
-// AuditStream is the pseudo run id whose timeline holds audit events.
-const AuditStream = "audit"
-
-// auditForeign records a refused foreign access in the audit stream: the
-// one effect a foreign caller is allowed (docs/design.md §8). The run itself, its
-// events included, stays byte-for-byte unchanged.
-func (e *Engine) auditForeign(ctx context.Context, owner, runID, action string) {
-	now := e.now()
-	err := e.st.Update(ctx, func(tx store.Tx) error {
-		return appendEvent(tx, AuditStream, "refused_foreign", 0, "", map[string]any{"caller": owner, "action": action, "run": runID}, now)
-	})
-	if err != nil {
-		e.log.Error("writing audit event", "error", err)
-	}
-}

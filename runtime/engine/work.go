@@ -54,8 +54,15 @@ func (e *Engine) work(t *store.Task, typ string, slice ledger.Slice, overBudget 
 	}
 	// Counted once the lease holds: a listing that raced with another
 	// worker taking the task back is not a trip through the queue.
+	now := e.now()
 	e.stats.count("dispatched")
-	e.stats.leased(typ, e.now().Sub(t.ReadyAt))
+	e.stats.leased(typ, now.Sub(t.ReadyAt))
+	if leased.started {
+		e.stats.started(now.Sub(leased.run.CreatedAt))
+	}
+	if t.WaitKind != "" {
+		e.stats.resumed(t.WaitKind, now.Sub(t.ReadyAt))
+	}
 	if leased.run.CancelRequested {
 		// Cancelled while another holder had it (before a crash, say):
 		// finish it cancelled, never resume its work.
@@ -170,6 +177,8 @@ func (w *worker) setLease(l *store.Lease, released bool) {
 
 type leaseResult struct {
 	run *store.Run
+	// started: this lease is the run's first (it was queued).
+	started bool
 }
 
 // acquireLease makes the worker's hold durable: the task marked leased, the lease
@@ -216,6 +225,7 @@ func (w *worker) acquireLease(ctx context.Context) (*leaseResult, error) {
 		// A fan-out child's task works for its parent run, which stays
 		// waiting on its cohort.
 		if cur.Kind == store.TaskStep {
+			res.started = run.Phase == store.PhaseQueued
 			run.Phase = store.PhaseRunning
 			run.UpdatedAt = now
 			if err := tx.RunUpdate(run); err != nil {
@@ -289,6 +299,8 @@ func (w *worker) renew(ctx context.Context) {
 			}
 		case ctx.Err() != nil:
 			return
+		case errors.Is(err, store.ErrDiskFull):
+			e.storageFailed(err) // said once per interval, not per renewal
 		default:
 			e.log.Error("renewing lease", "task", w.task.ID, "error", err)
 		}

@@ -28,10 +28,16 @@ var (
 	ErrReadOnly = errors.New("store: write in a read-only transaction")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("store: closed")
-	// ErrLocked: another process holds the data directory (a running daemon).
-	ErrLocked = errors.New("store: data directory is in use by another process")
+	// ErrLocked: another process holds the store (a running daemon): its
+	// data directory, or its PostgreSQL schema.
+	ErrLocked = errors.New("store: in use by another process")
 	// ErrExists: an insert found the key already present.
 	ErrExists = errors.New("store: already exists")
+	// ErrDiskFull: the disk holding the store has less free space than
+	// the store keeps in reserve, so the write was refused before any of
+	// it reached the disk. The store is sound: writes succeed again once
+	// space returns.
+	ErrDiskFull = errors.New("store: disk full")
 )
 
 // Store is a storage backend.
@@ -65,6 +71,13 @@ type Capabilities struct {
 	GroupCommit bool
 }
 
+// RunCounter is an optional ability of a Tx: counting the runs in one
+// phase without reading them (an index walk, a COUNT). The engine checks
+// for it and otherwise lists the runs, which reads every record.
+type RunCounter interface {
+	RunCount(phase Phase) (int, error)
+}
+
 // Tx is one transaction. Methods are named noun-then-verb; each takes the
 // record or a params struct. Reads inside Update see the transaction's own
 // writes, lists included.
@@ -78,6 +91,9 @@ type Tx interface {
 	// content hash, and the latest version of each flow name.
 	// FlowVersionPut assigns a zero Seq (one above the name's latest, and
 	// writes it into v); the version with the highest Seq is the latest.
+	// Every field of v, Owner included, is kept as given and read back by
+	// Get, Latest and List (the engine decides who may put; the store
+	// only keeps what it is told).
 	FlowVersionPut(v *FlowVersion) error
 	FlowVersionGet(name, hash string) (*FlowVersion, error)
 	FlowVersionLatest(name string) (*FlowVersion, error)
@@ -171,6 +187,10 @@ type Tx interface {
 	// Retention: what pruning a finished run removes besides the run,
 	// its continuation and its dedup key.
 	EventDeleteRun(runID string) error
+	// EventDeleteBefore removes the events of runID whose Seq is below
+	// beforeSeq (the oldest part of a long-lived stream, such as the audit
+	// stream, whose pseudo run never finishes).
+	EventDeleteBefore(runID string, beforeSeq uint64) error
 	CohortDeleteRun(runID string) error
 	AgentTurnDeleteRun(runID string) error
 	// IdemDeleteRun removes the idempotency records whose key starts with
@@ -191,6 +211,11 @@ type FlowVersion struct {
 	Hash         string          `json:"hash"` // content hash of the source bundle
 	IR           json.RawMessage `json:"ir"`   // the flow's compiled graph
 	RegisteredAt time.Time       `json:"registered_at"`
+	// Owner registered this version. The owner of a flow name is the
+	// owner of its latest version; only that owner may register new
+	// versions of the name (docs/design.md §11). "" is a version from a
+	// release before flows had owners: its name is unowned.
+	Owner string `json:"owner,omitempty"`
 	// Seq orders versions of one name; the latest has the highest Seq.
 	Seq uint64 `json:"seq"`
 }

@@ -320,6 +320,9 @@ type Flow struct {
 	// Input is the JSON schema the flow declares for a run's input, if
 	// any.
 	Input json.RawMessage `json:"input,omitempty"`
+	// Owner registered the flow's name first and is the only one who may
+	// register new versions of it; everyone may read and run it.
+	Owner string `json:"owner,omitempty"`
 }
 
 // Diagnostic is one problem found while checking flow files, at a
@@ -357,18 +360,16 @@ type ModelStats struct {
 	Cost         int64  `json:"cost"`
 }
 
-// TypeStats are the four figures for one task type (a tool name, or the
-// node kind for steps that call no tool): queue depth, wait, execution
-// time and amplification.
+// TypeStats are the figures for one task type (a tool name, or the node
+// kind for steps that call no tool): mean wait, mean execution time and
+// amplification. Their distributions are the daemon's Prometheus
+// histograms; the queue's depth is Status.Queued.
 type TypeStats struct {
-	Type       string        `json:"type"`
-	QueueDepth int64         `json:"queue_depth"`
-	WaitMean   time.Duration `json:"wait_mean_ns"`
-	WaitMax    time.Duration `json:"wait_max_ns"`
-	ExecMean   time.Duration `json:"exec_mean_ns"`
-	ExecMax    time.Duration `json:"exec_max_ns"`
-	Attempts   int64         `json:"attempts"`
-	Units      int64         `json:"units"`
+	Type     string        `json:"type"`
+	WaitMean time.Duration `json:"wait_mean_ns"`
+	ExecMean time.Duration `json:"exec_mean_ns"`
+	Attempts int64         `json:"attempts"`
+	Units    int64         `json:"units"`
 	// Amplification is attempts ÷ distinct work units (1 means no retry).
 	Amplification float64 `json:"amplification"`
 }

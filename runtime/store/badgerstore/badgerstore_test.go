@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -464,6 +465,43 @@ func check(ok bool, format string, args ...any) error {
 	return fmt.Errorf(format, args...)
 }
 
+// TestDiskReserve: a commit that would leave less than MinFreeBytes on
+// the disk is refused with store.ErrDiskFull before anything is written,
+// reads go on, and writes succeed again once space returns.
+func TestDiskReserve(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, Options{MinFreeBytes: 64 << 20})
+	var free atomic.Int64
+	free.Store(1 << 30)
+	probe := func() (int64, error) { return free.Load(), nil }
+	s.testFree.Store(&probe)
+	put := func(k string) error {
+		return s.Update(ctx, func(tx store.Tx) error { return tx.MetaPut(k, []byte("v")) })
+	}
+	if err := put("before"); err != nil {
+		t.Fatal(err)
+	}
+	free.Store(64<<20 + 10)
+	if err := put("full"); !errors.Is(err, store.ErrDiskFull) || !strings.Contains(err.Error(), "67108874 bytes free") {
+		t.Fatalf("a commit into the reserve: %v, want store.ErrDiskFull with the free space", err)
+	}
+	if err := s.View(ctx, func(tx store.Tx) error {
+		_, gone := tx.MetaGet("full")
+		v, err := tx.MetaGet("before")
+		return errors.Join(err, check(string(v) == "v", "before = %q", v), check(errors.Is(gone, store.ErrNotFound), "the refused write exists: %v", gone))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	free.Store(1 << 30)
+	if err := put("after"); err != nil {
+		t.Fatalf("once space returns: %v", err)
+	}
+	// The real probe reads the disk of the store's directory.
+	if n, err := FreeSpace(t.TempDir()); err != nil || n <= 0 {
+		t.Fatalf("FreeSpace = %d, %v", n, err)
+	}
+}
+
 // TestFailedCommitFailsTheBatchBuiltOnIt holds a group commit in flight,
 // lets the next group run on top of it (reading its writes), then fails the
 // first commit: both groups' callers get the error, neither group's writes
@@ -553,5 +591,67 @@ func TestOverlongIDs(t *testing.T) {
 		return tx.DedupPut(&store.Dedup{Owner: "alice", RequestID: strings.Repeat("r", store.MaxIDBytes), RunID: "run_1"})
 	}); err != nil {
 		t.Fatalf("request id at MaxIDBytes: %v", err)
+	}
+}
+
+// TestRunCount: the phase index counts what RunList finds, after inserts,
+// a phase change and a delete, and inside the transaction that made them.
+func TestRunCount(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, Options{})
+	phases := []store.Phase{store.PhaseQueued, store.PhaseQueued, store.PhaseRunning, store.PhaseWaiting, store.PhaseWaiting, store.PhaseCompleted}
+	want := func(tx store.Tx) error {
+		for _, p := range []store.Phase{store.PhaseQueued, store.PhaseRunning, store.PhaseWaiting, store.PhaseCompleting, store.PhaseCompleted} {
+			runs, err := tx.RunList(store.RunListParams{Phase: p})
+			if err != nil {
+				return err
+			}
+			n, err := tx.(store.RunCounter).RunCount(p)
+			if err != nil {
+				return err
+			}
+			if n != len(runs) {
+				return fmt.Errorf("RunCount(%s) = %d, RunList finds %d", p, n, len(runs))
+			}
+		}
+		return nil
+	}
+	if err := s.Update(ctx, func(tx store.Tx) error {
+		for i, p := range phases {
+			if err := tx.RunInsert(&store.Run{ID: fmt.Sprintf("r%d", i), Owner: "o", Phase: p}); err != nil {
+				return err
+			}
+		}
+		return want(tx)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Update(ctx, func(tx store.Tx) error {
+		r, err := tx.RunGet("r0")
+		if err != nil {
+			return err
+		}
+		r.Phase = store.PhaseRunning
+		if err := tx.RunUpdate(r); err != nil {
+			return err
+		}
+		if err := tx.RunDelete("r3"); err != nil {
+			return err
+		}
+		return want(tx)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.View(ctx, func(tx store.Tx) error {
+		if err := want(tx); err != nil {
+			return err
+		}
+		n, err := tx.(store.RunCounter).RunCount(store.PhaseRunning)
+		if err == nil && n != 2 {
+			err = fmt.Errorf("%d running, want 2", n)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
