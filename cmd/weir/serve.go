@@ -151,6 +151,7 @@ type serving struct {
 	pins       []pin
 	log        hclog.Logger
 	st         store.Store
+	host       *host.Host
 	eng        *engine.Engine
 	srv        *api.Server
 	sock       string
@@ -197,6 +198,29 @@ func (d *serving) Audit(ctx context.Context, afterSeq uint64, limit int) ([]*sto
 		return err
 	})
 	return evs, err
+}
+
+// RescanPlugins puts what is installed in the plugins directory now in
+// service: `weir plugin install` and `rm` call it.
+func (d *serving) RescanPlugins(ctx context.Context) (*apitypes.PluginRescan, error) {
+	res, err := d.host.Rescan()
+	if err != nil {
+		return nil, &engine.Error{Code: api.CodeConfig, Class: engine.ClassProtocol,
+			Message: fmt.Sprintf("reading the plugins directory %s: %v; the plugins in service are unchanged", d.pluginsDir, err)}
+	}
+	out := &apitypes.PluginRescan{Added: orEmpty(res.Added), Upgraded: orEmpty(res.Upgraded), Removed: orEmpty(res.Removed),
+		Unavailable: []apitypes.PluginProblem{}, Tools: res.Tools, PluginsDir: absPath(d.pluginsDir)}
+	for _, p := range res.Unavailable {
+		out.Unavailable = append(out.Unavailable, apitypes.PluginProblem{Name: p.Name, Error: p.Error})
+	}
+	return out, nil
+}
+
+func orEmpty(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 func (d *serving) configVersion() int64 { return d.ConfigInfo().Version }
@@ -319,7 +343,7 @@ func (m *Main) serve(ctx context.Context, file, storeFlag string, pins []pin) er
 		return err
 	}
 	timed := storemetrics.New(bst)
-	d.st = timed
+	d.st, d.host = timed, h
 	closeAll := func() {
 		_ = h.Close()
 		_ = bst.Close()

@@ -620,6 +620,7 @@ func (s *stepper) cohortReduce(ctx context.Context, node *flows.Node, c *store.C
 		return false
 	}
 	published, late, unknown := []any{}, []any{}, []any{}
+	publishedItems := []any{} // publishedItems[i] gave published[i]
 	for _, it := range items {
 		var v, item any
 		_ = json.Unmarshal(it.Result, &v)
@@ -631,6 +632,7 @@ func (s *stepper) cohortReduce(ctx context.Context, node *flows.Node, c *store.C
 		switch {
 		case it.State == store.ItemPublished && !it.At.After(c.Cutoff):
 			published = append(published, v)
+			publishedItems = append(publishedItems, item)
 		case it.State == store.ItemLate || (it.State == store.ItemPublished && it.At.After(c.Cutoff)):
 			late = append(late, map[string]any{"item": item, "result": v})
 		}
@@ -647,7 +649,11 @@ func (s *stepper) cohortReduce(ctx context.Context, node *flows.Node, c *store.C
 	failpoint.Hit(failpoint.ReduceCanonical)
 	derived := json.RawMessage(canonical)
 	if node.Reduce != nil {
-		v, err := s.fe.call(*node.Reduce, s.flowCtx(), published)
+		args := []any{published}
+		if s.fe.ev.Accepts(*node.Reduce, 3) {
+			args = append(args, publishedItems)
+		}
+		v, err := s.fe.call(*node.Reduce, s.flowCtx(), args...)
 		if err != nil {
 			return s.nodeFailed(ctx, node, &store.RunError{Code: CodeCallable, Message: "reduce: " + err.Error()})
 		}
@@ -737,7 +743,12 @@ func (e *Engine) childEndedTx(tx store.Tx, parentID string, ref *store.CohortRef
 	if rerr != nil {
 		detail["code"] = rerr.Code
 	}
-	if err := appendEvent(tx, parentID, evItemDone, 0, ref.Node, detail, now); err != nil {
+	// The parent's attempt, as on its other events.
+	parent, err := tx.RunGet(parentID)
+	if err != nil {
+		return false, err
+	}
+	if err := appendEvent(tx, parentID, evItemDone, parent.Attempt, ref.Node, detail, now); err != nil {
 		return false, err
 	}
 	if c.State == store.CohortClosed {

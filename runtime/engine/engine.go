@@ -368,9 +368,13 @@ func (e *Engine) readFailed(err error) *Error {
 type Health struct {
 	Admission string `json:"admission"` // "open" or the refusal code
 	Reason    string `json:"reason,omitempty"`
-	Queued    int    `json:"queued"`
-	Held      int    `json:"held"`
-	Slots     int    `json:"slots"`
+	// Queued counts the tasks ready to run that no worker holds yet;
+	// Parked the ones waiting for a wake (a person's decision, a child
+	// run, a timer), which are not queued for anything.
+	Queued int `json:"queued"`
+	Parked int `json:"parked"`
+	Held   int `json:"held"`
+	Slots  int `json:"slots"`
 }
 
 // Health reports admission state and the queued and held task counts.
@@ -392,6 +396,7 @@ func (e *Engine) Health(ctx context.Context) Health {
 		return err
 	})
 	h.Slots = e.ledger.Snapshot().Slots
+	h.Queued, h.Parked = e.splitParked(ctx, h.Queued)
 	return h
 }
 

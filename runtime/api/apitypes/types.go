@@ -392,13 +392,16 @@ const AdmissionOpen = "open"
 // counts, the slots, the config in force, and who the caller is. It comes
 // with 200 while admission is open and 503 otherwise.
 type Status struct {
-	Admission string      `json:"admission"` // AdmissionOpen or the refusal code
-	Reason    string      `json:"reason,omitempty"`
-	Queued    int         `json:"queued"`
-	Held      int         `json:"held"`
-	Slots     int         `json:"slots"`
-	Config    *ConfigInfo `json:"config,omitempty"`
-	Caller    *Caller     `json:"caller"`
+	Admission string `json:"admission"` // AdmissionOpen or the refusal code
+	Reason    string `json:"reason,omitempty"`
+	Queued    int    `json:"queued"`
+	// Parked counts tasks waiting for a wake (a decision, a child run, a
+	// timer): not queued.
+	Parked int         `json:"parked"`
+	Held   int         `json:"held"`
+	Slots  int         `json:"slots"`
+	Config *ConfigInfo `json:"config,omitempty"`
+	Caller *Caller     `json:"caller"`
 }
 
 // Open reports whether admission is open.
@@ -438,6 +441,29 @@ type ReloadResult struct {
 	// Notes tell what the operator may not expect, such as a setting the
 	// file changes that a flag pins.
 	Notes []string `json:"notes,omitempty"`
+}
+
+// PluginRescan answers POST /v1/admin/plugins/rescan: what the daemon's
+// plugin host changed after re-reading its plugins directory, by plugin
+// name. New calls use what is in service now; calls in flight finish on
+// the process they started on.
+type PluginRescan struct {
+	Added    []string `json:"added"`
+	Upgraded []string `json:"upgraded"`
+	Removed  []string `json:"removed"`
+	// Unavailable are pinned plugins that could not be read; they provide
+	// no tools.
+	Unavailable []PluginProblem `json:"unavailable"`
+	// Tools counts the tools in service.
+	Tools int `json:"tools"`
+	// PluginsDir is the directory the daemon read.
+	PluginsDir string `json:"plugins_dir"`
+}
+
+// PluginProblem is a pinned plugin that could not be read, and why.
+type PluginProblem struct {
+	Name  string `json:"name"`
+	Error string `json:"error"`
 }
 
 // Error classes: every error answer is {"code", "message", "class"}, and
