@@ -38,7 +38,7 @@ import (
 //	ev/<run>\0<seq(8)>             Event
 //	at/<run>\0<node>\0<visit(8)><turn(8)>  AgentTurn (agent.go)
 //	m/<key>                        Meta (the caller's)
-//	x/...                          the store's own bookkeeping (counters)
+//	x/...                          the store's own bookkeeping (counters, the layout version)
 const (
 	pFlowVersion = "fv/"
 	pFlowLatest  = "fl/"
@@ -63,6 +63,7 @@ const (
 	pMeta        = "m/"
 
 	kEventSeq    = "x/event-seq"
+	kLayout      = "x/layout"
 	kTasksQueued = "x/tasks-queued"
 	kTasksLeased = "x/tasks-leased"
 )
@@ -121,6 +122,18 @@ func prefixEnd(p []byte) []byte {
 	}
 	return nil
 }
+
+// layoutV1 is the version of the key layout above: the prefixes, the index
+// entries and the values without a version byte of their own (the dlt/
+// pointers). A release that changes the layout writes its version under
+// kLayout (absent is version 1, what every release so far wrote), and a
+// weir that knows only older layouts refuses to open the directory
+// (ErrLayoutNewer), as pgstore refuses a newer schema.
+const layoutV1 = 1
+
+// ErrLayoutNewer: the data directory was written by a weir whose key
+// layout is newer than this one's.
+var ErrLayoutNewer = errors.New("badgerstore: the data directory's layout is newer than this weir")
 
 // Values start with an encoding version byte so later formats can change
 // without rewriting the store. A value with a version this weir does not

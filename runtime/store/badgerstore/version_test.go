@@ -84,3 +84,41 @@ func TestNewerRecordVersionRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestNewerLayoutRefused: a data directory whose key layout is newer than
+// this weir's is refused at Open, saying both versions, and is left as it
+// was; the current layout (or none recorded) opens.
+func TestNewerLayoutRefused(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	setLayout := func(v uint64) {
+		t.Helper()
+		if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set([]byte(kLayout), encodeU64(v)) }); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setLayout(layoutV1)
+	if s, err = Open(dir, Options{}); err != nil {
+		t.Fatalf("layout %d: %v", layoutV1, err)
+	}
+	setLayout(layoutV1 + 1)
+	_, err = Open(dir, Options{})
+	if !errors.Is(err, ErrLayoutNewer) || !strings.Contains(err.Error(), "layout version 2 and this weir reads version 1") {
+		t.Fatalf("newer layout: %v, want ErrLayoutNewer naming both versions", err)
+	}
+	// Refused, not damaged: the lock is released and the record is kept.
+	db, err := badger.Open(badger.DefaultOptions(dir).WithLogger(nil))
+	if err != nil {
+		t.Fatalf("reopen after the refusal: %v", err)
+	}
+	defer db.Close()
+	if err := checkLayout(db); !errors.Is(err, ErrLayoutNewer) {
+		t.Fatalf("layout record after the refusal: %v", err)
+	}
+}
