@@ -23,19 +23,21 @@ import (
 	"github.com/weirhq/weir/runtime/api/client"
 )
 
-// The upgrade fixture is a data directory written by a release of weir with
+// An upgrade fixture is a data directory written by a release of weir with
 // runs parked on every kind of wait, kept as a tarball (Badger's files are
-// mostly preallocated zeros) beside a manifest naming its runs.
-// TestMakeUpgradeFixture writes it; TestUpgradeResumesParkedRuns opens it
-// with this tree and drives every parked run to its end. The second must
-// stay green in every later release, or that release adds a migration
-// (docs/releasing.md).
-var makeUpgradeFixture = flag.Bool("make-upgrade-fixture", false,
-	"TestMakeUpgradeFixture rewrites testdata/upgrade from this tree")
+// mostly preallocated zeros) beside a manifest naming its runs, in a
+// directory of testdata/upgrade named after the release. Every release
+// adds its own. TestMakeUpgradeFixture writes one; TestUpgradeResumesParkedRuns
+// opens each with this tree and drives every parked run to its end. That
+// test must stay green in every later release, or that release adds a
+// migration (docs/releasing.md).
+var makeUpgradeFixture = flag.String("make-upgrade-fixture", "",
+	"TestMakeUpgradeFixture writes testdata/upgrade/`NAME` from this tree")
 
 const (
-	upgradeData     = "testdata/upgrade/data.tar.gz"
-	upgradeManifest = "testdata/upgrade/runs.json"
+	upgradeFixtures = "testdata/upgrade"
+	upgradeData     = "data.tar.gz"
+	upgradeManifest = "runs.json"
 	// upgradeOwner owns every run of the fixture: it is a token's owner on
 	// the daemon's TCP listener, so the runs do not belong to whichever OS
 	// user made the fixture.
@@ -115,13 +117,20 @@ plugin "llm" {
 	return d
 }
 
-// TestMakeUpgradeFixture writes the upgrade fixture from this tree. It
+// TestMakeUpgradeFixture writes an upgrade fixture from this tree. It
 // runs only with -make-upgrade-fixture (docs/releasing.md):
 //
-//	go test ./cmd/weir -run TestMakeUpgradeFixture -make-upgrade-fixture
+//	go test ./cmd/weir -run TestMakeUpgradeFixture -make-upgrade-fixture vX.Y.Z
 func TestMakeUpgradeFixture(t *testing.T) {
-	if !*makeUpgradeFixture {
-		t.Skip("writes testdata/upgrade: run with -make-upgrade-fixture")
+	if *makeUpgradeFixture == "" {
+		t.Skip("writes testdata/upgrade/NAME: run with -make-upgrade-fixture NAME")
+	}
+	dir := filepath.Join(upgradeFixtures, *makeUpgradeFixture)
+	if !filepath.IsLocal(*makeUpgradeFixture) || strings.ContainsRune(*makeUpgradeFixture, filepath.Separator) {
+		t.Fatalf("-make-upgrade-fixture %q: want a directory name", *makeUpgradeFixture)
+	}
+	if _, err := os.Stat(dir); err == nil {
+		t.Fatalf("%s exists: a release's fixture is never rewritten (docs/releasing.md)", dir)
 	}
 	ctx := context.Background()
 	srv := llmtest.New(llmtest.Step{ToolCalls: []llmtest.ToolCall{mailCall("ann@example.com")}, Usage: &llmtest.Usage{InputTokens: 100, OutputTokens: 10}})
@@ -198,36 +207,53 @@ func TestMakeUpgradeFixture(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.Release = strings.TrimSpace(string(out))
-	if err := os.MkdirAll(filepath.Dir(upgradeData), 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := packDir(d.data, upgradeData); err != nil {
+	if err := packDir(d.data, filepath.Join(dir, upgradeData)); err != nil {
 		t.Fatal(err)
 	}
 	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(upgradeManifest, append(b, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, upgradeManifest), append(b, '\n'), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// TestUpgradeResumesParkedRuns opens the fixture's data directory, written
-// by an earlier release, with a daemon of this tree and drives every
-// parked run to its end: the human wait, the subflow's parked child, the
-// fan-out's parked children, and the agent's proposed call, which is then
-// sent and answered by the model. The completed runs read as they were.
-// If this test fails after a change to a persisted format, the change
-// needs a migration, not a new fixture.
+// TestUpgradeResumesParkedRuns opens each fixture's data directory,
+// written by an earlier release, with a daemon of this tree and drives
+// every parked run to its end: the human wait, the subflow's parked child,
+// the fan-out's parked children, and the agent's proposed call, which is
+// then sent and answered by the model. The completed runs read as they
+// were. If this test fails after a change to a persisted format, the
+// change needs a migration, not a new fixture.
 func TestUpgradeResumesParkedRuns(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts a real daemon")
+		t.Skip("starts real daemons")
 	}
 	t.Parallel()
+	dirs, err := os.ReadDir(upgradeFixtures)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dirs) == 0 {
+		t.Fatalf("no fixture in %s", upgradeFixtures)
+	}
+	for _, e := range dirs {
+		t.Run(e.Name(), func(t *testing.T) {
+			t.Parallel()
+			upgradeFrom(t, filepath.Join(upgradeFixtures, e.Name()))
+		})
+	}
+}
+
+// upgradeFrom is TestUpgradeResumesParkedRuns for the fixture in dir.
+func upgradeFrom(t *testing.T, dir string) {
 	ctx := context.Background()
 	var m upgradeRuns
-	b, err := os.ReadFile(upgradeManifest)
+	b, err := os.ReadFile(filepath.Join(dir, upgradeManifest))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +262,7 @@ func TestUpgradeResumesParkedRuns(t *testing.T) {
 	}
 	srv := llmtest.New(llmtest.Step{Text: "Mailed ann.", Usage: &llmtest.Usage{InputTokens: 200, OutputTokens: 5}})
 	d := upgradeDaemon(t, srv)
-	if err := unpackDir(upgradeData, d.data); err != nil {
+	if err := unpackDir(filepath.Join(dir, upgradeData), d.data); err != nil {
 		t.Fatal(err)
 	}
 	d.start("")
