@@ -64,6 +64,11 @@ flow(name = "up_fan", nodes = [
 flow(name = "up_agent", nodes = [
     agent("a", model = "small", prompt = "Mail ann", tools = ["mail.send"], approve = ["mail.send"], max_turns = 3),
 ])
+flow(name = "up_tools", nodes = [
+    fanout("each", items = lambda ctx: ctx.input["ms"], tool = "testkit.sleep", args = lambda ctx, item: {"ms": item},
+           width = 3, depth = 1, max_items = 8, quorum = 0.6, next = "done"),
+    task("done", tool = "testkit.echo", args = lambda ctx: {"all": ctx.results["each"]}),
+])
 flow(name = "up_echo", nodes = [task("t", tool = "testkit.echo", args = lambda ctx: {"x": ctx.input["x"]})])
 `
 
@@ -77,6 +82,10 @@ type upgradeRuns struct {
 	Parent string `json:"parent"`
 	Fan    string `json:"fan"`
 	Agent  string `json:"agent"`
+	// A fan-out of tool calls frozen by its quorum, whose last child was
+	// still sleeping when the daemon stopped: the drain gave its task
+	// back to the queue, and the cohort's grace is over after the upgrade.
+	Tools string `json:"tools"`
 	// Completed before the upgrade.
 	Echo     string `json:"echo"`
 	GateDone string `json:"gate_done"`
@@ -200,6 +209,22 @@ func TestMakeUpgradeFixture(t *testing.T) {
 			return err
 		})
 	}
+	// Last, as the cohort's grace (30s from its freeze) must not pass
+	// before the stop.
+	m.Tools = start("up_tools", `{"ms":[0,0,3600000]}`)
+	testutil.Eventually(t, 20*time.Second, func() error {
+		v, err := d.api.RunGet(ctx, m.Tools)
+		if err != nil {
+			return err
+		}
+		if v.Progress == nil || len(v.Progress.Cohorts) != 1 {
+			return fmt.Errorf("run %s %s has no cohort yet", m.Tools, v.Phase)
+		}
+		if c := v.Progress.Cohorts[0]; c.State != "frozen" || c.Mature != 2 || c.InFlight != 1 {
+			return fmt.Errorf("cohort %+v, want frozen with 2 mature and 1 in flight", c)
+		}
+		return nil
+	})
 	d.stop()
 
 	out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
@@ -338,6 +363,19 @@ func upgradeFrom(t *testing.T, dir string) {
 	if !fan.All.Sufficient || !slices.Equal(got, []string{"a:before", "b:after", "c:after"}) {
 		t.Errorf("fan-out results %v sufficient %v, want a:before b:after c:after: %s", got, fan.All.Sufficient, v.Output)
 	}
+	v = approveAll(m.Tools)
+	var tools struct {
+		All struct {
+			Results    []struct{ MS *int64 } `json:"results"`
+			Sufficient bool                  `json:"sufficient"`
+		} `json:"all"`
+	}
+	if err := json.Unmarshal(v.Output, &tools); err != nil || len(tools.All.Results) != 2 || !tools.All.Sufficient {
+		t.Errorf("tool fan-out output %s (%v), want the 2 short sleeps' results, sufficient", v.Output, err)
+	}
+	if c := v.Progress.Cohorts; len(c) != 1 || c[0].Stopped != 1 || c[0].Mature != 2 {
+		t.Errorf("tool fan-out cohort %+v, want the long sleep stopped after the grace", c)
+	}
 	if o := agentResult(t, approveAll(m.Agent)); o.Answer != "Mailed ann." || o.Turns != 2 {
 		t.Errorf("agent result %+v", o)
 	}
@@ -357,8 +395,8 @@ func upgradeFrom(t *testing.T, dir string) {
 			t.Errorf("run %s (%s) is %s after the upgrade", r.ID, r.Flow, r.Phase)
 		}
 	}
-	if len(runs) != 10 {
-		t.Errorf("%d runs after the upgrade, want the fixture's 10 (6 roots, 1 subflow child, 3 fan-out children)", len(runs))
+	if len(runs) != 11 {
+		t.Errorf("%d runs after the upgrade, want the fixture's 11 (7 roots, 1 subflow child, 3 fan-out children)", len(runs))
 	}
 	d.stop()
 }
