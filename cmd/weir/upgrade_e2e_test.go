@@ -184,7 +184,19 @@ func TestMakeUpgradeFixture(t *testing.T) {
 	}
 	// The fan-out's first child is approved and finishes; the third is
 	// then admitted and parks beside the second.
-	first := waitsOf(m.Fan, 2)[0]
+	var first apitypes.HumanWait
+	for _, w := range waitsOf(m.Fan, 2) {
+		v, err := d.api.RunGet(ctx, w.RunID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(v.Input) == `{"item":"a"}` {
+			first = w
+		}
+	}
+	if first.RunID == "" {
+		t.Fatal("no fan-out child of item a is waiting")
+	}
 	if _, err := d.api.RunApprove(ctx, first.RunID, first.ID, json.RawMessage(`{"by":"before"}`)); err != nil {
 		t.Fatal(err)
 	}
