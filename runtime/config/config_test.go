@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -13,7 +14,9 @@ import (
 
 	"github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/runtime/api"
+	"github.com/weirhq/weir/runtime/store"
 	"github.com/weirhq/weir/runtime/store/badgerstore"
+	"github.com/weirhq/weir/runtime/store/memstore"
 )
 
 func TestLoadFull(t *testing.T) {
@@ -455,6 +458,40 @@ func TestAssign(t *testing.T) {
 	}
 	if v, err := Assign(ctx, st, "c"); err != nil || v != 4 {
 		t.Errorf("after reopening, a new config: %d, %v; want 4", v, err)
+	}
+}
+
+// TestAssignRecordVersions: a record written before it had a format
+// version is read as version 1; one of a newer format is refused, saying
+// both versions, and left as it was.
+func TestAssignRecordVersions(t *testing.T) {
+	t.Parallel()
+	st := memstore.New()
+	ctx := context.Background()
+	put := func(rec string) {
+		t.Helper()
+		if err := st.Update(ctx, func(tx store.Tx) error { return tx.MetaPut(MetaKey, []byte(rec)) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(`{"version":7,"hash":"a"}`)
+	if v, err := Assign(ctx, st, "a"); err != nil || v != 7 {
+		t.Fatalf("a record without a format version: %d, %v; want 7", v, err)
+	}
+	put(`{"v":2,"version":8,"hash":"a"}`)
+	_, err := Assign(ctx, st, "b")
+	if err == nil || !strings.Contains(err.Error(), "format version 2, this weir reads version 1") {
+		t.Fatalf("a newer record: %v, want a refusal naming both versions", err)
+	}
+	err = st.View(ctx, func(tx store.Tx) error {
+		b, err := tx.MetaGet(MetaKey)
+		if err == nil && string(b) != `{"v":2,"version":8,"hash":"a"}` {
+			err = fmt.Errorf("record changed to %s", b)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
