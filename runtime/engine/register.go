@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/runtime/internal/clock"
 	"github.com/weirhq/weir/runtime/store"
 )
 
@@ -79,6 +80,7 @@ func (e *Engine) Flows(ctx context.Context) ([]RegisteredFlow, error) {
 type versionStore struct {
 	st    store.Store
 	cache *flows.Cache
+	clock clock.Clock // stamps RegisteredAt (nil: versions are not stamped)
 }
 
 func (s versionStore) VersionPut(ctx context.Context, v *flows.Version) error {
@@ -94,7 +96,11 @@ func (s versionStore) VersionPut(ctx context.Context, v *flows.Version) error {
 		if err := tx.SourcePut(&store.Source{Hash: v.Flow.SourceHash, Files: files}); err != nil {
 			return err
 		}
-		return tx.FlowVersionPut(&store.FlowVersion{Name: v.Flow.Name, Hash: v.Flow.Hash, IR: ir})
+		fv := &store.FlowVersion{Name: v.Flow.Name, Hash: v.Flow.Hash, IR: ir}
+		if s.clock != nil {
+			fv.RegisteredAt = s.clock.Now().UTC()
+		}
+		return tx.FlowVersionPut(fv)
 	})
 }
 
