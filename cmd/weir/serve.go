@@ -21,6 +21,7 @@ import (
 	"github.com/weirhq/weir/runtime/api"
 	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/config"
+	"github.com/weirhq/weir/runtime/console"
 	"github.com/weirhq/weir/runtime/engine"
 	"github.com/weirhq/weir/runtime/host"
 	"github.com/weirhq/weir/runtime/metrics"
@@ -308,7 +309,7 @@ func (m *Main) serve(ctx context.Context, file string, pins []pin) error {
 	d.srv = api.NewServer(eng, log.Named("api"), api.WithDaemon(d), api.WithTokens(api.NewTokens(cfg.Tokens())))
 
 	var servers []*http.Server
-	served := make(chan error, 3)
+	served := make(chan error, 4)
 	stopAll := func() {
 		dctx, cancel := context.WithTimeout(context.Background(), d.current().DrainGrace)
 		defer cancel()
@@ -339,6 +340,17 @@ func (m *Main) serve(ctx context.Context, file string, pins []pin) error {
 		}
 		serveOn(tln, d.srv, api.ConnContext)
 		log.Info("serving on tcp", "address", tln.Addr().String(), "tokens", len(cfg.TCP.Tokens))
+	}
+	if cfg.Console != nil {
+		cln, err := net.Listen("tcp", cfg.Console.Address)
+		if err != nil {
+			stopAll()
+			return fmt.Errorf("console listener: %w", err)
+		}
+		cs := console.NewServer(console.New(d.srv, log.Named("console")))
+		servers = append(servers, cs)
+		go func() { served <- cs.Serve(cln) }()
+		log.Info("serving the console", "address", "http://"+cln.Addr().String())
 	}
 	if cfg.MetricsAddress != "" {
 		mln, err := net.Listen("tcp", cfg.MetricsAddress)
