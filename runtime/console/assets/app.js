@@ -15,7 +15,7 @@ function el(tag, attrs, ...kids) {
     else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
     else e.setAttribute(k, v === true ? "" : v);
   }
-  for (const k of kids.flat()) {
+  for (const k of kids.flat(Infinity)) {
     if (k === null || k === undefined || k === false) continue;
     e.append(k instanceof Node ? k : document.createTextNode(String(k)));
   }
@@ -96,8 +96,14 @@ function setLive(on) {
 
 const main = () => document.getElementById("main");
 
+// fill replaces what node shows with kids: nodes, strings, and nested
+// arrays of them; null and false are left out.
+function fill(node, ...kids) {
+  node.replaceChildren(...kids.flat(Infinity).filter((k) => k !== null && k !== undefined && k !== false));
+}
+
 function show(...nodes) {
-  main().replaceChildren(...nodes);
+  fill(main(), ...nodes);
 }
 
 async function drawGraph(into, path) {
@@ -214,7 +220,7 @@ async function runPage(id) {
   const render = (r) => {
     document.getElementById("run-phase").replaceChildren(phaseBadge(r.phase));
     const p = r.progress || {};
-    head.replaceChildren(grid([
+    fill(head, grid([
       ["Flow", el("a", { href: "/flows/" + encodeURIComponent(r.flow), text: r.flow })],
       ["Version", el("span", { class: "mono", text: (r.version || "").slice(0, 12) })],
       ["Owner", r.owner], ["Phase", r.phase, "run-phase-text"], ["Attempt", String(r.attempt)],
@@ -327,7 +333,7 @@ function renderPanels(into, p) {
       tools.map((t) => el("tr", {}, el("td", { text: t.node }), el("td", { text: t.item === undefined ? "" : t.item }),
         el("td", { text: t.tool }), el("td", { class: "num", text: t.done }), el("td", { class: "num", text: t.total })))));
   }
-  into.replaceChildren(...out);
+  fill(into, out);
 }
 
 // ---- Flows ----
