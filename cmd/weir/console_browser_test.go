@@ -259,16 +259,16 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	t.Run("list filters and live rows", func(t *testing.T) {
 		do(t, "the list shows alice's runs", chromedp.Navigate(base+"/runs"), ready, visible(`#runs-table tr[data-run="`+failing+`"]`))
-		if ids := strs(t, rows + `.map(r => r.dataset.run)`); len(ids) != 4 || strings.Contains(strings.Join(ids, " "), bobs) {
+		if ids := strs(t, rows+`.map(r => r.dataset.run)`); len(ids) != 4 || strings.Contains(strings.Join(ids, " "), bobs) {
 			t.Errorf("alice's list %v (bob's run %s)", ids, bobs)
 		}
 		do(t, "phase waiting", chromedp.Evaluate[void](`setTimeout(() => { const s = document.getElementById("phase-filter"); s.value = "waiting"; s.dispatchEvent(new Event("change")) }, 0), null`),
 			until(`location.search === "?phase=waiting"`), ready, visible(`#runs-table tr[data-run="`+gate1+`"]`))
-		if ph := strs(t, rows + `.map(r => r.dataset.phase)`); strings.Join(ph, ",") != "waiting,waiting" {
+		if ph := strs(t, rows+`.map(r => r.dataset.phase)`); strings.Join(ph, ",") != "waiting,waiting" {
 			t.Errorf("phase waiting shows phases %v", ph)
 		}
 		do(t, "flow echo", chromedp.Navigate(base+"/runs?flow=echo"), ready, visible(`#runs-table tr[data-run="`+echo+`"]`))
-		if ids := strs(t, rows + `.map(r => r.dataset.run)`); strings.Join(ids, ",") != echo {
+		if ids := strs(t, rows+`.map(r => r.dataset.run)`); strings.Join(ids, ",") != echo {
 			t.Errorf("flow echo shows %v", ids)
 		}
 		// A run started while the page is open appears without a reload.
@@ -282,7 +282,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		do(t, "the run page shows the open wait and the graph waits at it",
 			chromedp.Navigate(base+"/runs/"+gate1), ready, visible(w+` button.approve`),
 			visible(`#graph svg g.node.waiting[data-node="approve"]`), shot("run-waiting"))
-		if shown := text(t, w + ` pre.shown`); !strings.Contains(shown, `"amount": 42`) || !strings.Contains(shown, `"to": "ann"`) {
+		if shown := text(t, w+` pre.shown`); !strings.Contains(shown, `"amount": 42`) || !strings.Contains(shown, `"to": "ann"`) {
 			t.Errorf("the decider is shown %q", shown)
 		}
 		do(t, "approve with a payload; the page follows the run to its end",
