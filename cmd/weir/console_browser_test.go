@@ -49,6 +49,9 @@ flow(name = "gate", doc = "A person approves, then the run goes on.", nodes = [
 ])
 flow(name = "echo", nodes = [task("e", tool = "testkit.echo", args = lambda ctx: ctx.input)])
 flow(name = "slow", nodes = [task("s", tool = "testkit.sleep", args = lambda ctx: {"ms": ctx.input["ms"]})])
+flow(name = "review", nodes = [
+    fanout("each", items = [1, 2, 3], flow = "gate", args = lambda ctx, item: {"amount": item}, width = 3, depth = 1, max_items = 3),
+])
 flow(name = "failing", nodes = [task("f", tool = "testkit.fail", args = {"times": 5, "code": "E_UPSTREAM"}, retries = 1)])
 `
 
@@ -388,6 +391,40 @@ func TestConsoleInBrowser(t *testing.T) {
 		if adm := text(t, `#admission`); adm != "open" {
 			t.Errorf("admission %q", adm)
 		}
+	})
+	t.Run("a fan-out's children mature live", func(t *testing.T) {
+		parent := startAs(t, alice, "review", `{}`)
+		do(t, "the cohort panel shows three children in flight", chromedp.Navigate(base+"/runs/"+parent), ready,
+			until(`(r => !!r && r.cells[5].textContent === "3")(document.querySelector('#cohorts tr[data-node="each"]'))`),
+			visible(`.wait[data-kind="cohort"]`))
+		var kids []string
+		testutil.Eventually(t, 30*time.Second, func() error {
+			runs, err := alice.RunList(context.Background(), client.RunListParams{Phase: apitypes.PhaseWaiting})
+			if err != nil {
+				return err
+			}
+			kids = kids[:0]
+			for _, r := range runs {
+				if r.Parent == parent {
+					kids = append(kids, r.ID)
+				}
+			}
+			if len(kids) != 3 {
+				return fmt.Errorf("%d children waiting", len(kids))
+			}
+			return nil
+		})
+		do(t, "the list links each child to its parent", chromedp.Navigate(base+"/runs"), ready,
+			until(`document.querySelectorAll('#runs-table td:nth-child(5) a[href="/runs/`+parent+`"]').length === 3`))
+		do(t, "back to the parent", chromedp.Navigate(base+"/runs/"+parent), ready, visible(`#cohorts`), shot("run-fanout"))
+		for _, k := range kids {
+			if _, err := alice.RunApprove(context.Background(), k, "approve", json.RawMessage(`true`)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		do(t, "the parent completes live with every child mature",
+			visible(`#run-phase .phase-completed`),
+			until(`(r => !!r && r.cells[6].textContent === "3 / 3")(document.querySelector('#cohorts tr[data-node="each"]'))`))
 	})
 	t.Logf("screenshots in %s", shots)
 	d.stop()

@@ -321,6 +321,7 @@ func (m *Main) serve(ctx context.Context, file string, pins []pin) error {
 	}
 	serveOn := func(ln net.Listener, handler http.Handler, connCtx func(context.Context, net.Conn) context.Context) {
 		s := &http.Server{Handler: handler, ConnContext: connCtx, ReadHeaderTimeout: 10 * time.Second}
+		api.EndStreamsOnShutdown(s)
 		servers = append(servers, s)
 		go func() { served <- s.Serve(ln) }()
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -284,4 +285,15 @@ func flowSourceOf(fs *engine.FlowSource) *apitypes.FlowSource {
 		out.Files = append(out.Files, apitypes.SourceFile{Path: f.Path, Src: f.Src})
 	}
 	return out
+}
+
+// EndStreamsOnShutdown makes srv's Shutdown end the streams and long
+// polls it serves: their requests' context is cancelled as Shutdown
+// begins, so that a page left open does not hold a stopping daemon for
+// MaxStreamDuration. Call it before srv serves; it replaces
+// srv.BaseContext.
+func EndStreamsOnShutdown(srv *http.Server) {
+	ctx, cancel := context.WithCancel(context.Background())
+	srv.BaseContext = func(net.Listener) context.Context { return ctx }
+	srv.RegisterOnShutdown(cancel)
 }

@@ -390,9 +390,12 @@ const (
 
 // NewServer returns the HTTP server to serve c on: its deadlines set, and
 // each connection marked for bearer identification (api.ConnContext), so
-// that only the session's token says who a request is from. A tls block
+// that only the session's token says who a request is from; its streams
+// end when it shuts down. A tls block
 // shared with the tcp listener will set TLSConfig here.
 func NewServer(c *Console) *http.Server {
-	return &http.Server{Handler: c, ConnContext: api.ConnContext,
+	s := &http.Server{Handler: c, ConnContext: api.ConnContext,
 		ReadHeaderTimeout: ReadHeaderTimeout, ReadTimeout: ReadTimeout, WriteTimeout: WriteTimeout, IdleTimeout: IdleTimeout}
+	api.EndStreamsOnShutdown(s)
+	return s
 }

@@ -232,7 +232,6 @@ async function runPage(id) {
     el("h2", { text: "Input" }), el("pre", { id: "run-input", text: pretty(r.input) || "(none)" }),
     r.output !== undefined ? [el("h2", { text: "Output" }), el("pre", { id: "run-output", text: pretty(r.output) })] : null,
     r.error ? [el("h2", { text: "Error" }), el("p", { class: "error", id: "run-error" }, el("b", { text: r.error.code }), ": " + r.error.message)] : null);
-    cancelBtn.hidden = ["completed", "cancelled", "failed"].includes(r.phase) && !cancelAnswer.textContent;
     renderWaits(waits, id, r.waits || []);
     renderPanels(panels, p);
     const key = r.phase + "|" + p.node + "|" + p.visits + "|" + p.done + "|" + r.attempt;
