@@ -269,7 +269,7 @@ function renderWaits(into, runID, waits) {
 function waitPanel(runID, w) {
   const panel = el("div", { class: "panel wait", "data-wait": w.id, "data-kind": w.kind });
   let shown = null;
-  if (w.shown) {
+  if (w.shown !== null && w.shown !== undefined && w.shown !== "null") {
     if (w.kind === "approval") {
       shown = [el("p", {}, "The agent proposes to call ", el("b", { class: "mono", text: w.shown.tool }),
         w.shown.turn ? " (turn " + w.shown.turn + ")" : "", " with:"), el("pre", { class: "shown", text: pretty(w.shown.arguments) })];
@@ -280,7 +280,8 @@ function waitPanel(runID, w) {
     }
   }
   panel.append(el("div", {}, el("b", { text: w.kind }), " wait ", el("span", { class: "mono", text: w.id }), " at node ", el("b", { text: w.node })),
-    el("div", { class: "muted", text: "since " + fullTime(w.since) + (fullTime(w.until) && new Date(w.until).getUTCFullYear() < 9000 ? " · until " + fullTime(w.until) : "") }),
+    el("div", { class: "muted", text: [fullTime(w.since) ? "since " + fullTime(w.since) : "",
+      fullTime(w.until) && new Date(w.until).getUTCFullYear() < 2100 ? "until " + fullTime(w.until) : ""].filter(Boolean).join(" · ") }),
     shown);
   if (w.kind === "human" || w.kind === "approval") {
     const payload = el("textarea", { class: "payload", placeholder: "optional JSON payload, e.g. {\"ok\": true}" });
