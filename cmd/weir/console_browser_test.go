@@ -16,6 +16,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/weirhq/weir/internal/llmtest"
 	"github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/api/client"
@@ -52,6 +53,9 @@ flow(name = "slow", nodes = [task("s", tool = "testkit.sleep", args = lambda ctx
 flow(name = "review", nodes = [
     fanout("each", items = [1, 2, 3], flow = "gate", args = lambda ctx, item: {"amount": item}, width = 3, depth = 1, max_items = 3),
 ])
+flow(name = "mailer", nodes = [
+    agent("a", model = "small", prompt = "Mail ann", tools = ["mail.send"], approve = ["mail.send"], max_turns = 3),
+])
 flow(name = "failing", nodes = [task("f", tool = "testkit.fail", args = {"times": 5, "code": "E_UPSTREAM"}, retries = 1)])
 `
 
@@ -63,8 +67,12 @@ const (
 // consoleDaemon starts a real daemon with a tcp block (alice's and bob's
 // tokens) and the console, and returns it with the console's URL and a
 // client per user.
-func consoleDaemon(t *testing.T) (d *daemon, consoleURL string, alice, bob *client.Client) {
+func consoleDaemon(t *testing.T, llm *llmtest.Server) (d *daemon, consoleURL string, alice, bob *client.Client) {
 	t.Helper()
+	if err := llm.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { llm.Close() })
 	d = newDaemon(t)
 	cfg := filepath.Join(t.TempDir(), "weir.hcl")
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`
@@ -84,7 +92,15 @@ engine {
   retry_base = "10ms"
   retry_max = "20ms"
 }
-`, consoleAlice, consoleBob)), 0o600); err != nil {
+plugin "llm" {
+  providers = {
+    local = { kind = "openai", base_url = %q }
+  }
+  models = {
+    small = { provider = "local", model = "m-1", input_cost = %d, output_cost = %d, max_tokens = 256 }
+  }
+}
+`, consoleAlice, consoleBob, llm.OpenAIBaseURL(), agentInputCost, agentOutputCost)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	d.serveArgs = []string{"--config", cfg}
@@ -131,7 +147,11 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Skip("starts a real daemon and a browser")
 	}
 	chromium := browserPath(t)
-	d, base, alice, bob := consoleDaemon(t)
+	llm := llmtest.New(
+		llmtest.Step{ToolCalls: []llmtest.ToolCall{mailCall("ann@example.com")}, Usage: &llmtest.Usage{InputTokens: 100, OutputTokens: 10}},
+		llmtest.Step{Text: "Mailed ann.", Usage: &llmtest.Usage{InputTokens: 200, OutputTokens: 5}},
+	)
+	d, base, alice, bob := consoleDaemon(t, llm)
 
 	gate1 := startAs(t, alice, "gate", `{"amount": 42}`)
 	gate2 := startAs(t, alice, "gate", `{"amount": 7}`)
@@ -425,6 +445,28 @@ func TestConsoleInBrowser(t *testing.T) {
 		do(t, "the parent completes live with every child mature",
 			visible(`#run-phase .phase-completed`),
 			until(`(r => !!r && r.cells[6].textContent === "3 / 3")(document.querySelector('#cohorts tr[data-node="each"]'))`))
+	})
+	t.Run("approve an agent's proposed tool call", func(t *testing.T) {
+		id := startAs(t, alice, "mailer", `{}`)
+		w := `.wait[data-wait="a@1.1.0"]`
+		do(t, "the proposal shows the tool and its arguments", chromedp.Navigate(base+"/runs/"+id), ready,
+			visible(w+`[data-kind="approval"] button.approve`))
+		if shown := text(t, w); !strings.Contains(shown, "mail.send") || !strings.Contains(shown, `"to": "ann@example.com"`) {
+			t.Errorf("the decider is shown %q", shown)
+		}
+		if d.outbox() != 0 {
+			t.Fatal("the mail went out before anyone approved it")
+		}
+		do(t, "approve; the agent's turns appear live", chromedp.Click(css(w+` button.approve`)),
+			visible(`#run-phase .phase-completed`),
+			until(`document.querySelectorAll("#agent-turns tbody tr").length === 2`),
+			visible(`#agents tr[data-node="a"]`), shot("run-agent"))
+		if turns := text(t, `#agent-turns`); !strings.Contains(turns, "mail.send") || !strings.Contains(turns, "100") {
+			t.Errorf("agent turns show %q", turns)
+		}
+		if n := d.outbox(); n != 1 {
+			t.Errorf("outbox has %d mails, want 1", n)
+		}
 	})
 	t.Logf("screenshots in %s", shots)
 	d.stop()

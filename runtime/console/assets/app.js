@@ -198,6 +198,9 @@ async function runPage(id) {
   const head = el("div"), waits = el("div", { id: "waits" }), panels = el("div", { id: "panels" });
   const graph = el("div", { class: "graph", id: "graph" });
   const timeline = el("tbody");
+  const turns = el("tbody");
+  const turnsBox = el("div", { id: "agent-turns", hidden: true }, el("h2", { text: "Agent turns" }),
+    el("table", {}, el("thead", {}, el("tr", {}, ["Node", "Turn", "Model", "Stop", "Input tokens", "Output tokens", "Cost", "Tool calls"].map((h) => el("th", { text: h })))), turns));
   const cancelAnswer = el("span", { class: "answer", id: "cancel-answer" });
   const cancelBtn = el("button", { class: "cancel", id: "cancel", type: "button", text: "Cancel run" });
   cancelBtn.addEventListener("click", async () => {
@@ -209,7 +212,7 @@ async function runPage(id) {
   show(el("h1", {}, "Run ", el("span", { class: "mono", text: id }), " ", el("span", { id: "run-phase" }), " ", liveBadge()),
     el("div", { class: "actions" }, cancelBtn, cancelAnswer),
     el("div", { class: "cols" },
-      el("div", {}, head, el("h2", { text: "Open waits" }), waits, panels),
+      el("div", {}, head, el("h2", { text: "Open waits" }), waits, panels, turnsBox),
       el("div", {}, el("h2", { text: "Graph" }), legend(), graph)),
     el("h2", { text: "Timeline" }),
     el("table", { id: "timeline" },
@@ -244,7 +247,18 @@ async function runPage(id) {
 
   const es = new EventSource("/v1/runs/" + encodeURIComponent(id) + "/stream");
   es.addEventListener("run", (e) => { setLive(true); render(JSON.parse(e.data)); });
-  es.addEventListener("event", (e) => timeline.append(eventRow(JSON.parse(e.data))));
+  es.addEventListener("event", (e) => {
+    const ev = JSON.parse(e.data);
+    timeline.append(eventRow(ev));
+    if (ev.type === "agent_turn" && ev.detail) {
+      const d = ev.detail;
+      turnsBox.hidden = false;
+      turns.append(el("tr", { "data-node": ev.node }, el("td", { text: ev.node }), el("td", { class: "num", text: d.turn }),
+        el("td", { text: d.model || d.model_tool || "" }), el("td", { text: d.stop_reason || "" }),
+        el("td", { class: "num", text: d.input_tokens }), el("td", { class: "num", text: d.output_tokens }),
+        el("td", { class: "num", text: d.cost }), el("td", { class: "mono", text: (d.tools || []).join(", ") })));
+    }
+  });
   es.addEventListener("end", () => { es.close(); setLive(false); });
   es.onerror = () => setLive(false);
 }
@@ -271,8 +285,8 @@ function waitPanel(runID, w) {
   let shown = null;
   if (w.shown !== null && w.shown !== undefined && w.shown !== "null") {
     if (w.kind === "approval") {
-      shown = [el("p", {}, "The agent proposes to call ", el("b", { class: "mono", text: w.shown.tool }),
-        w.shown.turn ? " (turn " + w.shown.turn + ")" : "", " with:"), el("pre", { class: "shown", text: pretty(w.shown.arguments) })];
+      shown = el("div", { class: "proposal" }, el("p", {}, "The agent proposes to call ", el("b", { class: "mono", text: w.shown.tool }),
+        w.shown.turn ? " (turn " + w.shown.turn + ")" : "", " with:"), el("pre", { class: "shown", text: pretty(w.shown.arguments) }));
     } else if (w.kind === "child" && w.shown.child) {
       shown = el("p", {}, "Waits for child run ", runLink(w.shown.child));
     } else {
@@ -282,7 +296,7 @@ function waitPanel(runID, w) {
   panel.append(el("div", {}, el("b", { text: w.kind }), " wait ", el("span", { class: "mono", text: w.id }), " at node ", el("b", { text: w.node })),
     el("div", { class: "muted", text: [fullTime(w.since) ? "since " + fullTime(w.since) : "",
       fullTime(w.until) && new Date(w.until).getUTCFullYear() < 2100 ? "until " + fullTime(w.until) : ""].filter(Boolean).join(" · ") }),
-    shown);
+    shown || "");
   if (w.kind === "human" || w.kind === "approval") {
     const payload = el("textarea", { class: "payload", placeholder: "optional JSON payload, e.g. {\"ok\": true}" });
     const reason = el("input", { type: "text", class: "reason", placeholder: "reason (for a rejection)" });
