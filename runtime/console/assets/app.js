@@ -86,11 +86,11 @@ function liveBadge() {
   return el("span", { class: "live", id: "live", text: "live" });
 }
 
-function setLive(on) {
+function setLive(on, why) {
   const b = document.getElementById("live");
   if (b) {
     b.classList.toggle("on", on);
-    b.textContent = on ? "live" : "not live";
+    b.textContent = on ? "live" : (why || "reconnecting…");
   }
 }
 
@@ -259,7 +259,7 @@ async function runPage(id) {
         el("td", { class: "num", text: d.cost }), el("td", { class: "mono", text: (d.tools || []).join(", ") })));
     }
   });
-  es.addEventListener("end", () => { es.close(); setLive(false); });
+  es.addEventListener("end", () => { es.close(); setLive(false, "ended"); });
   es.onerror = () => setLive(false);
 }
 
@@ -339,7 +339,7 @@ function renderPanels(into, p) {
       p.agents.map((a) => el("tr", { "data-node": a.node },
         el("td", { text: a.node }), el("td", { class: "num", text: a.visit }), el("td", { class: "num", text: a.turns }),
         el("td", { class: "num", text: a.input_tokens }), el("td", { class: "num", text: a.output_tokens }), el("td", { class: "num", text: a.cost })))),
-    el("p", { class: "hint", text: "Each turn's tool calls are in the timeline below." }));
+    el("p", { class: "hint", text: "Totals of each agent's latest visit; its turns are listed below." }));
   }
   const tools = [].concat(p.tool ? [p.tool] : [], p.items || []);
   if (tools.length) {
