@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/weirhq/weir/runtime/api/apitypes"
@@ -176,6 +177,8 @@ func (s *Server) runStream(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-closing(r.Context()):
+			return
 		case <-timer.C:
 		}
 	}
@@ -239,6 +242,8 @@ func (s *Server) runsStream(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-closing(r.Context()):
+			return
 		case <-timer.C:
 		}
 	}
@@ -287,13 +292,24 @@ func flowSourceOf(fs *engine.FlowSource) *apitypes.FlowSource {
 	return out
 }
 
-// EndStreamsOnShutdown makes srv's Shutdown end the streams and long
-// polls it serves: their requests' context is cancelled as Shutdown
-// begins, so that a page left open does not hold a stopping daemon for
-// MaxStreamDuration. Call it before srv serves; it replaces
-// srv.BaseContext.
+// EndStreamsOnShutdown makes srv's Shutdown end the streams it serves
+// and answer its held waits at once (unmet, as at their timeout), so that
+// a page left open does not hold a stopping daemon for MaxStreamDuration.
+// Call it before srv serves; it replaces srv.BaseContext.
 func EndStreamsOnShutdown(srv *http.Server) {
-	ctx, cancel := context.WithCancel(context.Background())
-	srv.BaseContext = func(net.Listener) context.Context { return ctx }
-	srv.RegisterOnShutdown(cancel)
+	ch := make(chan struct{})
+	var once sync.Once
+	srv.BaseContext = func(net.Listener) context.Context {
+		return context.WithValue(context.Background(), closingKey{}, ch)
+	}
+	srv.RegisterOnShutdown(func() { once.Do(func() { close(ch) }) })
+}
+
+type closingKey struct{}
+
+// closing is closed when the server of the request ctx shuts down (nil,
+// which blocks forever, when the server did not ask for it).
+func closing(ctx context.Context) <-chan struct{} {
+	ch, _ := ctx.Value(closingKey{}).(chan struct{})
+	return ch
 }

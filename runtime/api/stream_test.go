@@ -2,12 +2,18 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/api/client"
 	"github.com/weirhq/weir/runtime/engine"
@@ -153,5 +159,71 @@ func TestFlowSource(t *testing.T) {
 	apiError(t, "an unknown flow", err, engine.CodeUnknownFlow, http.StatusNotFound)
 	if a := b.send(t, bob, "GET", "/v1/flows/gate/graph?format=svg", nil); a.status != 200 || a.header.Get("Content-Type") != "image/svg+xml" || !strings.Contains(string(a.body), `data-node="approve"`) {
 		t.Errorf("svg graph: %d %q %s", a.status, a.header.Get("Content-Type"), a.body)
+	}
+}
+
+// TestShutdownEndsStreams: a server made with EndStreamsOnShutdown shuts
+// down at once with a run's stream open (the stream ends) and a held wait
+// (answered unmet, the run as it is), instead of holding the stop for
+// their bounds.
+func TestShutdownEndsStreams(t *testing.T) {
+	t.Parallel()
+	b := setup(t, engine.Config{})
+	id := b.start(t, alice, "gate", `{}`, "")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var active atomic.Int32
+	hs := &http.Server{Handler: b.srv, ConnContext: ConnContext, ConnState: func(_ net.Conn, s http.ConnState) {
+		if s == http.StateActive {
+			active.Add(1)
+		}
+	}}
+	EndStreamsOnShutdown(hs)
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	base := "http://" + ln.Addr().String()
+	get := func(path string) (*http.Response, error) {
+		req, _ := http.NewRequest("GET", base+path, nil)
+		req.Header.Set("Authorization", "Bearer "+aliceToken)
+		return http.DefaultTransport.RoundTrip(req)
+	}
+	type answer struct {
+		body []byte
+		err  error
+	}
+	streamed, waited := make(chan answer, 1), make(chan answer, 1)
+	for path, out := range map[string]chan answer{"/v1/runs/" + id + "/stream": streamed, "/v1/runs/" + id + "/wait?until=terminal&timeout=30s": waited} {
+		go func() {
+			resp, err := get(path)
+			if err != nil {
+				out <- answer{err: err}
+				return
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			out <- answer{body, err}
+		}()
+	}
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if n := active.Load(); n < 2 {
+			return fmt.Errorf("%d requests at the server", n)
+		}
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(ctx); err != nil {
+		t.Fatalf("shutdown with a stream and a wait open: %v", err)
+	}
+	<-served
+	if s := <-streamed; s.err != nil || !strings.Contains(string(s.body), "event: run\n") {
+		t.Errorf("the stream: %v %s", s.err, s.body)
+	}
+	w := <-waited
+	var res apitypes.RunWaitResult
+	if w.err != nil || json.Unmarshal(w.body, &res) != nil || res.Met || res.Run == nil || res.Run.Phase.Terminal() {
+		t.Errorf("the held wait answered %v %s", w.err, w.body)
 	}
 }
