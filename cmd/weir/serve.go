@@ -22,6 +22,7 @@ import (
 	"github.com/weirhq/weir/runtime/api"
 	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/config"
+	"github.com/weirhq/weir/runtime/console"
 	"github.com/weirhq/weir/runtime/engine"
 	"github.com/weirhq/weir/runtime/host"
 	"github.com/weirhq/weir/runtime/metrics"
@@ -372,7 +373,7 @@ func (m *Main) serve(ctx context.Context, file, storeFlag string, pins []pin) er
 	d.srv = api.NewServer(eng, log.Named("api"), api.WithDaemon(d), api.WithTokens(api.NewTokens(cfg.Tokens())))
 
 	var servers []*http.Server
-	served := make(chan error, 3)
+	served := make(chan error, 4)
 	stopAll := func() {
 		dctx, cancel := context.WithTimeout(context.Background(), d.current().DrainGrace)
 		defer cancel()
@@ -384,8 +385,9 @@ func (m *Main) serve(ctx context.Context, file, storeFlag string, pins []pin) er
 	}
 	serveOn := func(ln net.Listener, handler http.Handler, connCtx func(context.Context, net.Conn) context.Context) {
 		// Every listener has the timeouts and connection caps of the
-		// config's http block.
+		// config's http block; its streams end when it shuts down.
 		s := api.NewHTTPServer(handler, connCtx, cfg.HTTP)
+		api.EndStreamsOnShutdown(s)
 		servers = append(servers, s)
 		ln = api.LimitListener(ln, cfg.HTTP, os.Getuid(), log.Named("http"))
 		go func() { served <- s.Serve(ln) }()
@@ -414,6 +416,17 @@ func (m *Main) serve(ctx context.Context, file, storeFlag string, pins []pin) er
 		}
 		serveOn(tln, d.srv, api.ConnContext)
 		log.Info("serving on tcp", "address", tln.Addr().String(), "tokens", len(cfg.TCP.Tokens), "tls", cfg.TCP.TLS != nil)
+	}
+	if cfg.Console != nil {
+		cln, err := net.Listen("tcp", cfg.Console.Address)
+		if err != nil {
+			stopAll()
+			return fmt.Errorf("console listener: %w", err)
+		}
+		cs := console.NewServer(console.New(d.srv, log.Named("console")))
+		servers = append(servers, cs)
+		go func() { served <- cs.Serve(cln) }()
+		log.Info("serving the console", "address", "http://"+cln.Addr().String())
 	}
 	if cfg.MetricsAddress != "" {
 		mln, err := net.Listen("tcp", cfg.MetricsAddress)

@@ -86,6 +86,7 @@ func NewServer(eng *engine.Engine, log hclog.Logger, opts ...Option) *Server {
 	s.mux.HandleFunc("POST /v1/admin/plugins/rescan", s.adminRescan)
 	s.routeWaits()
 	s.routeGraphs()
+	s.routeStreams()
 	return s
 }
 
@@ -185,17 +186,10 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 	if !queryParams(w, r) {
 		return
 	}
-	owner := ownerFrom(r.Context())
-	run, err := s.eng.Get(r.Context(), owner, r.PathValue("id"))
+	v, err := s.runView(r.Context(), ownerFrom(r.Context()), r.PathValue("id"))
 	if err != nil {
 		writeEngineErr(w, err)
 		return
-	}
-	p, _ := s.eng.Progress(r.Context(), run)
-	v := ViewOf(run, p)
-	if !run.Phase.Terminal() {
-		ws, _ := s.eng.Waits(r.Context(), run)
-		v.Waits = convertAll(ws, waitOf)
 	}
 	writeJSON(w, http.StatusOK, v)
 }
@@ -204,22 +198,11 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 	if !queryParams(w, r, "limit", "phase", "after") {
 		return
 	}
-	q := r.URL.Query()
-	limit, ok := limitParam(w, q.Get("limit"), 100, MaxListLimit)
+	p, ok := s.listParams(w, r)
 	if !ok {
 		return
 	}
-	if err := engine.CheckPrintable("after", q.Get("after"), engine.MaxIDBytes); err != nil {
-		writeEngineErr(w, err)
-		return
-	}
-	phase := store.Phase(q.Get("phase"))
-	if phase != "" && !knownPhases[phase] {
-		writeErr(w, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequest, Class: engine.ClassProtocol,
-			Message: fmt.Sprintf("phase %q is not a phase (queued, running, waiting, completing, completed, cancelled, failed)", phase)})
-		return
-	}
-	runs, err := s.eng.List(r.Context(), ownerFrom(r.Context()), store.RunListParams{Phase: phase, After: q.Get("after"), Limit: limit})
+	runs, err := s.eng.List(r.Context(), ownerFrom(r.Context()), p)
 	if err != nil {
 		writeEngineErr(w, err)
 		return

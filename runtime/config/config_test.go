@@ -131,6 +131,10 @@ func TestRefusals(t *testing.T) {
 		{"token missing file", "tcp {\n  token \"a\" {\n    secret_file = \"/no/such/token\"\n  }\n}\n", []string{"c.hcl:3", "no such file"}},
 		{"token bad owner", "tcp {\n  token \"a b\" {\n    secret = \"0123456789abcdef\"\n  }\n}\n", []string{"c.hcl:2", `token owner "a b"`}},
 		{"token shared secret", "tcp {\n  token \"a\" {\n    secret = \"0123456789abcdef\"\n  }\n  token \"b\" {\n    secret = \"0123456789abcdef\"\n  }\n}\n", []string{"c.hcl:5", `token of "b" has the same secret as the token at c.hcl:2`}},
+		{"console without tcp", "console {\n}\n", []string{"c.hcl:1", "the console block needs a tcp block"}},
+		{"console remote without consent", "tcp {\n  token \"a\" {\n    secret = \"0123456789abcdef\"\n  }\n}\nconsole {\n  address = \"0.0.0.0:7412\"\n}\n", []string{"c.hcl:7", "console address \"0.0.0.0:7412\" is not loopback", "allow_remote"}},
+		{"console bad address", "tcp {\n  token \"a\" {\n    secret = \"0123456789abcdef\"\n  }\n}\nconsole {\n  address = \"nowhere\"\n}\n", []string{"c.hcl:7", `console address "nowhere"`}},
+		{"console unknown key", "tcp {\n  token \"a\" {\n    secret = \"0123456789abcdef\"\n  }\n}\nconsole {\n  adress = \"127.0.0.1:1\"\n}\n", []string{"c.hcl:7", `"adress" is not expected`}},
 		{"token no label", "tcp {\n  token {\n    secret = \"0123456789abcdef\"\n  }\n}\n", []string{"c.hcl:2", "Missing owner for token"}},
 		{"metrics needs address", "metrics {\n}\n", []string{"c.hcl:1", "the metrics block needs an address"}},
 		{"metrics bad address", "metrics {\n  address = \"9411\"\n}\n", []string{"c.hcl:2", `metrics address "9411"`}},
@@ -315,6 +319,28 @@ func TestTCPTLS(t *testing.T) {
 	}
 	if got := RestartChanges(c, other); len(got) != 0 {
 		t.Errorf("another certificate: %q, want a reload", got)
+	}
+}
+
+// TestConsoleBlock: the console is off without its block, binds loopback
+// by default, and binds elsewhere only with allow_remote.
+func TestConsoleBlock(t *testing.T) {
+	t.Parallel()
+	const tcp = "tcp {\n  token \"a\" {\n    secret = \"0123456789abcdef\"\n  }\n}\n"
+	c, err := Parse([]byte(tcp), "c.hcl")
+	if err != nil || c.Console != nil {
+		t.Fatalf("no console block: console = %+v, err %v", c.Console, err)
+	}
+	c, err = Parse([]byte(tcp+"console {\n}\n"), "c.hcl")
+	if err != nil || c.Console == nil || c.Console.Address != DefaultConsoleAddress || c.Console.AllowRemote {
+		t.Fatalf("empty console block: console = %+v, err %v", c.Console, err)
+	}
+	c, err = Parse([]byte(tcp+"console {\n  address = \"0.0.0.0:7412\"\n  allow_remote = true\n}\n"), "c.hcl")
+	if err != nil || c.Console.Address != "0.0.0.0:7412" || !c.Console.AllowRemote {
+		t.Fatalf("remote console with consent: console = %+v, err %v", c.Console, err)
+	}
+	if ch := RestartChanges(Default(), c); len(ch) == 0 || !strings.Contains(strings.Join(ch, ","), "console address (off -> 0.0.0.0:7412)") {
+		t.Errorf("restart changes = %q", ch)
 	}
 }
 

@@ -222,7 +222,7 @@ func Open(cfg Config) (*Engine, error) {
 		stats:      newStats(),
 		clock:      c.Clock,
 	}
-	e.registry = flows.NewRegistry(versionStore{st: c.Store, cache: e.flowCache}, c.Tools)
+	e.registry = flows.NewRegistry(versionStore{st: c.Store, cache: e.flowCache, clock: c.Clock}, c.Tools)
 	e.cfg.Store(&c)
 	return e, nil
 }

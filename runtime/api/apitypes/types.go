@@ -478,3 +478,34 @@ const (
 	// closed until an operator acts.
 	ClassStorage = "storage"
 )
+
+// FlowSource answers GET /v1/flows/{name}: the flow's latest registered
+// version and the source files it was registered from. Every user may read
+// registered flows.
+type FlowSource struct {
+	Flow
+	// Version counts the name's registered versions: the latest has the
+	// highest.
+	Version      uint64       `json:"version"`
+	RegisteredAt time.Time    `json:"registered_at"`
+	Files        []SourceFile `json:"files"`
+}
+
+// MaxStreamDuration bounds one server-sent event stream (GET
+// /v1/runs/{id}/stream, GET /v1/runs/stream): the server ends it after
+// this long, and a client that wants more connects again (with
+// Last-Event-ID, a browser's EventSource does so by itself).
+const MaxStreamDuration = 5 * time.Minute
+
+// The event names of the server-sent event streams. A run's stream sends
+// StreamRun (the run as GET /v1/runs/{id} shows it) whenever it changes
+// and StreamEvent (one Event, whose seq is the message id) for each new
+// event, and StreamEnd once the run is terminal and every event was sent.
+// The run list's stream sends StreamRuns (a page as GET /v1/runs answers
+// it) whenever the page changes.
+const (
+	StreamRun   = "run"
+	StreamEvent = "event"
+	StreamEnd   = "end"
+	StreamRuns  = "runs"
+)
