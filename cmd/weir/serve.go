@@ -383,13 +383,19 @@ func (m *Main) serve(ctx context.Context, file, storeFlag string, pins []pin) er
 		}
 		closeAll()
 	}
-	serveOn := func(ln net.Listener, handler http.Handler, connCtx func(context.Context, net.Conn) context.Context) {
+	// serveOn serves handler on ln. outer, if set, wraps the capped
+	// listener (TLS): net/http must see the *tls.Conn itself to answer a
+	// plain request on a TLS listener with its 400.
+	serveOn := func(ln net.Listener, handler http.Handler, connCtx func(context.Context, net.Conn) context.Context, outer func(net.Listener) net.Listener) {
 		// Every listener has the timeouts and connection caps of the
 		// config's http block; its streams end when it shuts down.
 		s := api.NewHTTPServer(handler, connCtx, cfg.HTTP)
 		api.EndStreamsOnShutdown(s)
 		servers = append(servers, s)
 		ln = api.LimitListener(ln, cfg.HTTP, os.Getuid(), log.Named("http"))
+		if outer != nil {
+			ln = outer(ln)
+		}
 		go func() { served <- s.Serve(ln) }()
 	}
 
@@ -399,22 +405,23 @@ func (m *Main) serve(ctx context.Context, file, storeFlag string, pins []pin) er
 		return err
 	}
 	defer os.Remove(m.SocketPath)
-	serveOn(ln, d.srv, api.ConnContext)
+	serveOn(ln, d.srv, api.ConnContext, nil)
 	if cfg.TCP != nil {
 		tln, err := net.Listen("tcp", cfg.TCP.Address)
 		if err != nil {
 			stopAll()
 			return fmt.Errorf("tcp listener: %w", err)
 		}
+		var outer func(net.Listener) net.Listener
 		if t := cfg.TCP.TLS; t != nil {
 			if d.tcpCert, err = tlscert.Load(t.CertFile, t.KeyFile); err != nil {
 				tln.Close()
 				stopAll()
 				return fmt.Errorf("tcp tls: %w", err)
 			}
-			tln = d.tcpCert.Listener(tln) // TLS only: a plain request gets a 400
+			outer = d.tcpCert.Listener // TLS only: a plain request gets a 400
 		}
-		serveOn(tln, d.srv, api.ConnContext)
+		serveOn(tln, d.srv, api.ConnContext, outer)
 		log.Info("serving on tcp", "address", tln.Addr().String(), "tokens", len(cfg.TCP.Tokens), "tls", cfg.TCP.TLS != nil)
 	}
 	if cfg.Console != nil {
@@ -435,7 +442,7 @@ func (m *Main) serve(ctx context.Context, file, storeFlag string, pins []pin) er
 			return fmt.Errorf("metrics listener: %w", err)
 		}
 		coll := metrics.NewCollector(metrics.Sources{Engine: eng, Restarts: h.Restarts, ConfigVersion: d.configVersion})
-		serveOn(mln, metrics.Handler(metrics.NewRegistry(coll, eng.Histograms(), timed)), nil)
+		serveOn(mln, metrics.Handler(metrics.NewRegistry(coll, eng.Histograms(), timed)), nil, nil)
 		log.Info("serving metrics", "address", mln.Addr().String())
 	}
 	log.Info("serving", "socket", m.SocketPath, "data", m.DataDir, "store", storeName(storeURL), "plugins", m.PluginsDir,

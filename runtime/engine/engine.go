@@ -165,6 +165,10 @@ type Engine struct {
 	// to the queue, recorded, instead of left for the lease rescuer.
 	draining  atomic.Bool
 	started   atomic.Bool  // Start ran: the scheduler exists
+	// startedAt is when Start began (unix nanoseconds of the engine's
+	// clock): a task's wait for a slot counts from it at the earliest,
+	// so a daemon's downtime (an upgrade, say) is not queue time.
+	startedAt atomic.Int64
 	flowCache *flows.Cache // loaded flow versions, bounded by FlowCacheBytes
 
 	stats *stats
@@ -247,6 +251,7 @@ func (e *Engine) Reload(cfg Config) {
 // Start recovers from the store and starts the scheduler. It returns after
 // recovery; the scheduler runs until Stop.
 func (e *Engine) Start(ctx context.Context) error {
+	e.startedAt.Store(e.now().UnixNano())
 	if err := e.recover(ctx); err != nil {
 		return fmt.Errorf("engine: recovery: %w", err)
 	}

@@ -77,7 +77,7 @@ func (e *Engine) dispatchReady(ctx context.Context) {
 			if taken {
 				continue
 			}
-			if qt := e.config().QueueTimeout; qt > 0 && e.now().After(t.ReadyAt.Add(qt)) {
+			if qt := e.config().QueueTimeout; qt > 0 && e.now().After(e.queuedSince(t).Add(qt)) {
 				e.drop(ctx, t)
 				continue
 			}
@@ -98,13 +98,23 @@ func (e *Engine) dispatchReady(ctx context.Context) {
 	}
 }
 
+// queuedSince is when t began waiting for a slot on this engine: when it
+// became ready, or when the engine started if that was later (time the
+// daemon was down is not time spent waiting for a slot).
+func (e *Engine) queuedSince(t *store.Task) time.Time {
+	if s := time.Unix(0, e.startedAt.Load()); s.After(t.ReadyAt) {
+		return s
+	}
+	return t.ReadyAt
+}
+
 // dropOverdue drops the tasks that have waited past the queue deadline
 // for a slot: checked on the tick, since with every slot held the
 // dispatch pass never looks at the queue.
 func (e *Engine) dropOverdue(ctx context.Context) {
 	qt := e.config().QueueTimeout
-	if qt <= 0 {
-		return
+	if qt <= 0 || e.now().Before(time.Unix(0, e.startedAt.Load()).Add(qt)) {
+		return // nothing has waited that long on this engine yet
 	}
 	var overdue []*store.Task
 	if err := e.st.View(ctx, func(tx store.Tx) error {

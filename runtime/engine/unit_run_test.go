@@ -158,6 +158,40 @@ func TestUnitQueueDeadlineDrops(t *testing.T) {
 	}
 }
 
+// The queue deadline counts the time a task waits for a slot on a running
+// engine: a task queued when the daemon stopped is not dropped at the next
+// start because the daemon was down longer than the deadline (an upgrade,
+// say); it waits the full deadline again, then runs or is dropped.
+func TestUnitDowntimeIsNotQueueTime(t *testing.T) {
+	t.Parallel()
+	const qt = 2 * time.Second
+	b := setupUnit(t, Config{Workers: 1, QueueTimeout: qt}, unitSrc)
+	b.start(t, "held", `{"gate": "blocker"}`, "")
+	b.kitIs(t, "the blocker running", func(k *kit) bool { return k.blocked == 1 })
+	late := b.start(t, "send", `{}`, "")
+
+	// The daemon stops with the task queued, and stays down an hour.
+	if err := b.mem.Close(); err != nil {
+		t.Fatal(err)
+	}
+	stopped, cancel := context.WithCancel(context.Background())
+	cancel()
+	b.eng.Stop(stopped)
+	b.clock.Advance(time.Hour)
+	mem, err := b.mem.Reopen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mem.Close() })
+	b.eng, b.st = openEngine(t, Config{Store: mem, Tools: b.tools, Clock: b.clock, Workers: 2, QueueTimeout: qt}, ""), mem
+
+	run := b.waitTerminal(t, late)
+	if run.Phase != store.PhaseCompleted {
+		t.Fatalf("the task queued over the downtime ended %s %+v: want it run, not dropped", run.Phase, run.Error)
+	}
+	b.kit.open("blocker")
+}
+
 func TestUnitCancelAnswers(t *testing.T) {
 	t.Parallel()
 	b := setupUnit(t, Config{}, unitSrc)
