@@ -163,8 +163,8 @@ type Engine struct {
 	items map[string]*liveRun
 	// draining is set once Stop begins: interrupted work is given back
 	// to the queue, recorded, instead of left for the lease rescuer.
-	draining  atomic.Bool
-	started   atomic.Bool  // Start ran: the scheduler exists
+	draining atomic.Bool
+	started  atomic.Bool // Start ran: the scheduler exists
 	// startedAt is when Start began (unix nanoseconds of the engine's
 	// clock): a task's wait for a slot counts from it at the earliest,
 	// so a daemon's downtime (an upgrade, say) is not queue time.
