@@ -275,9 +275,21 @@ func (w *worker) renew(ctx context.Context) {
 		}
 		now := e.now()
 		deadline := now.Add(e.config().LeaseTimeout)
+		shared := e.st.Capabilities().Shared
+		cancelled := false
 		err := e.st.Update(ctx, func(tx store.Tx) error {
+			cancelled = false
 			if err := w.fenceTx(tx); err != nil {
 				return err
+			}
+			if shared {
+				// A cancel recorded by another daemon whose wake-up was
+				// lost is found here, a third of a lease timeout late.
+				run, err := tx.RunGet(held.RunID)
+				if err != nil {
+					return err
+				}
+				cancelled = run.CancelRequested && !run.Phase.Terminal()
 			}
 			held.Deadline = deadline
 			if err := tx.LeasePut(held); err != nil {
@@ -292,6 +304,9 @@ func (w *worker) renew(ctx context.Context) {
 				w.lease.Deadline = deadline
 			}
 			w.leaseMu.Unlock()
+			if cancelled {
+				e.cancelNotified(held.RunID)
+			}
 		case errors.Is(err, errLeaseLost):
 			if w.holding() != nil {
 				w.live.cancel() // another worker owns the task now
