@@ -46,6 +46,7 @@ type rawFile struct {
 
 type rawStore struct {
 	URL      hcl.Expression `hcl:"url,optional"`
+	Shared   hcl.Expression `hcl:"shared,optional"`
 	DefRange hcl.Range      `hcl:",def_range"`
 }
 
@@ -391,6 +392,7 @@ func (d *decoder) resolve(raw *rawFile) *Config {
 				d.fail(st.URL.Range(), "%v", err)
 			}
 		}
+		d.value(st.Shared, "shared", &c.Store.Shared)
 	}
 	for _, p := range raw.Plugins {
 		d.plugin(p, c)

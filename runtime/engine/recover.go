@@ -40,6 +40,6 @@ func (e *Engine) recover(ctx context.Context) error {
 	// In a fleet another holder may be alive: its leases are rescued only
 	// when they expire, by whichever daemon's rescuer sees it first.
 	e.queued.reset(queued)
-	e.log.Info("recovered", "rescued_leases", rescued, "queued_runs", len(queued))
+	e.log.Info("recovered", "holder", e.holder, "rescued_leases", rescued, "queued_runs", len(queued))
 	return nil
 }

@@ -309,6 +309,7 @@ func (w *worker) renew(ctx context.Context) {
 			}
 		case errors.Is(err, errLeaseLost):
 			if w.holding() != nil {
+				e.log.Warn("lease lost, work stopped", "run", held.RunID, "task", held.TaskID, "attempt", held.Attempt)
 				w.live.cancel() // another worker owns the task now
 				return
 			}
