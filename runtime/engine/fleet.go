@@ -1,6 +1,10 @@
 package engine
 
 import (
+	"context"
+	"errors"
+	"time"
+
 	"github.com/weirhq/weir/runtime/store"
 )
 
@@ -59,4 +63,91 @@ func (e *Engine) cancelNotified(runID string) {
 	for _, it := range items {
 		it.cancel()
 	}
+}
+
+// queuedCheck is how many of the runs this engine counts as queued are
+// read again on each rescue pass of a shared store.
+const queuedCheck = 256
+
+// forgetStarted takes out of this engine's queued count the runs another
+// daemon of the fleet started (or finished): the count is each daemon's
+// own (max_queued is per daemon), and only the daemon that leases a run
+// sees it leave the queue. A sample per pass keeps the cost bounded; a
+// run another daemon started is forgotten within a few passes.
+func (e *Engine) forgetStarted(ctx context.Context) {
+	ids := e.queued.some(queuedCheck)
+	if len(ids) == 0 {
+		return
+	}
+	var gone []string
+	err := e.st.View(ctx, func(tx store.Tx) error {
+		gone = gone[:0]
+		for _, id := range ids {
+			run, err := tx.RunGet(id)
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+				// Being accepted: counted before its record commits.
+			case err != nil:
+				return err
+			case run.Phase != store.PhaseQueued:
+				gone = append(gone, id)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		e.log.Error("reading queued runs", "error", err)
+		return
+	}
+	for _, id := range gone {
+		e.queued.remove(id)
+	}
+}
+
+// BudgetHeldWait is how long a task waits, parked, when the budget of its
+// run is held by leases on other daemons of the fleet, before it is tried
+// again.
+const BudgetHeldWait = time.Second
+
+// errBudgetHeld: the run's budget is reserved by leases held now (on any
+// daemon of the fleet); the task waits in the queue until they settle.
+var errBudgetHeld = errors.New("engine: the run's budget is held by other leases")
+
+// budgetHeldElsewhereTx checks a lease's budget slice against the run's
+// budget as the shared store has it, inside the lease's transaction, so
+// two daemons cannot both spend what is left of one run: what the run has
+// spent, plus the slices of the leases its tasks hold (each daemon's
+// ledger sees only its own), plus cost, must fit. It reports over when
+// what is spent leaves no room for cost whatever settles (the node takes
+// its error wire, E_BUDGET_EXHAUSTED, as on one daemon), and returns
+// errBudgetHeld when room may come back as other leases settle.
+func budgetHeldElsewhereTx(tx store.Tx, run *store.Run, cost int64) (over bool, err error) {
+	if run.Budget <= 0 || cost <= 0 {
+		return false, nil
+	}
+	if run.Spent+cost > run.Budget {
+		return true, nil
+	}
+	tasks, err := tx.TaskListByRun(run.ID)
+	if err != nil {
+		return false, err
+	}
+	held := int64(0)
+	for _, t := range tasks {
+		if !t.Leased {
+			continue
+		}
+		l, err := tx.LeaseGet(t.ID)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return false, err
+		}
+		held += l.BudgetSlice
+	}
+	if run.Spent+held+cost > run.Budget {
+		return false, errBudgetHeld
+	}
+	return false, nil
 }

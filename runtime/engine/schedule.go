@@ -28,6 +28,9 @@ func (e *Engine) schedule() {
 			if every := e.config().LeaseTimeout / 10; e.now().Sub(lastRescue) >= every {
 				lastRescue = e.now()
 				e.rescueExpired(context.Background())
+				if e.st.Capabilities().Shared {
+					e.forgetStarted(context.Background())
+				}
 			}
 			e.dropOverdue(context.Background())
 		}
@@ -167,7 +170,9 @@ func (e *Engine) ensureAccount(ctx context.Context, runID string) (*store.Run, e
 	}); err != nil {
 		return nil, err
 	}
-	if !e.ledger.HasRun(runID) {
+	if !e.ledger.HasRun(runID) || e.st.Capabilities().Shared {
+		// In a fleet other daemons spend from the run too: its spending
+		// is read again from the store at each dispatch.
 		e.ledger.OpenRun(run.ID, run.Budget, run.Spent)
 	}
 	return run, nil

@@ -72,6 +72,7 @@ func (e *Engine) work(t *store.Task, typ string, slice ledger.Slice, overBudget 
 	}
 	renewDone := make(chan struct{})
 	go func() { defer close(renewDone); w.renew(ctx) }()
+	overBudget = overBudget || leased.overBudget
 	switch t.Kind {
 	case store.TaskItem:
 		w.runItem(ctx, leased.run)
@@ -179,6 +180,12 @@ type leaseResult struct {
 	run *store.Run
 	// started: this lease is the run's first (it was queued).
 	started bool
+	// overBudget: the run's budget, as the shared store has it, cannot
+	// pay for the task's next node (another daemon spent it).
+	overBudget bool
+	// budgetHeld: leases of the run on other daemons hold the budget the
+	// task needs; the task was parked for BudgetHeldWait instead.
+	budgetHeld bool
 }
 
 // acquireLease makes the worker's hold durable: the task marked leased, the lease
@@ -196,6 +203,7 @@ func (w *worker) acquireLease(ctx context.Context) (*leaseResult, error) {
 	// that shows it running; a lease that does not happen puts it back
 	// while the run is still queued.
 	counted := t.Kind == store.TaskStep && e.queued.remove(t.RunID)
+	shared := e.st.Capabilities().Shared
 	err := e.st.Update(ctx, func(tx store.Tx) error {
 		res = leaseResult{}
 		cur, err := tx.TaskGet(t.ID)
@@ -214,6 +222,20 @@ func (w *worker) acquireLease(ctx context.Context) (*leaseResult, error) {
 		}
 		if run.Phase.Terminal() {
 			return errSkip
+		}
+		if shared {
+			over, err := budgetHeldElsewhereTx(tx, run, w.slice.Cost)
+			if errors.Is(err, errBudgetHeld) {
+				// Parked for a moment rather than listed again at once: the
+				// leases holding the budget settle in their own time.
+				res.budgetHeld = true
+				cur.ReadyAt = now.Add(BudgetHeldWait)
+				return tx.TaskPut(cur)
+			}
+			if err != nil {
+				return err
+			}
+			res.overBudget = over
 		}
 		cur.Leased = true
 		if err := tx.TaskPut(cur); err != nil {
@@ -244,6 +266,9 @@ func (w *worker) acquireLease(ctx context.Context) (*leaseResult, error) {
 		}
 		return appendEvent(tx, run.ID, evLeased, cur.Attempt, cur.Node, detail, now)
 	})
+	if err == nil && res.budgetHeld {
+		err = errSkip
+	}
 	if err != nil {
 		if counted && e.stillQueued(t.RunID) {
 			e.queued.restore(t.RunID)
