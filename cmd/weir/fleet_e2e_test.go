@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -27,11 +29,17 @@ const fleetLease = "2s"
 // data directory and socket, and returns them with the schema's URL.
 func fleet(t *testing.T, n int) ([]*daemon, string) {
 	t.Helper()
+	return fleetWith(t, n, fleetLease)
+}
+
+// fleetWith is fleet with another lease timeout.
+func fleetWith(t *testing.T, n int, lease string) ([]*daemon, string) {
+	t.Helper()
 	u := pgtest.Schema(t)
 	var ds []*daemon
 	for range n {
 		d := newDaemon(t)
-		d.serveArgs = []string{"--lease-timeout", fleetLease}
+		d.serveArgs = []string{"--lease-timeout", lease}
 		d.start("", "WEIR_STORE="+u, "WEIR_STORE_SHARED=true")
 		ds = append(ds, d)
 	}
@@ -116,6 +124,7 @@ flow(name = "mumw", nodes = [
     subflow("call", flow = "kidw", next = "done"),
     task("done", tool = "testkit.echo", args = lambda ctx: {"from_child": ctx.results["call"]}),
 ])
+flow(name = "long", nodes = [task("nap", tool = "testkit.sleep", args = lambda ctx: {"ms": 600000})])
 flow(name = "slow", nodes = [
     task("nap", tool = "testkit.sleep", args = lambda ctx: {"ms": 4000}, next = "done"),
     task("done", tool = "testkit.echo", args = lambda ctx: {"slept": True}),
@@ -349,4 +358,45 @@ func TestSharedNeedsPostgres(t *testing.T) {
 			t.Errorf("%v %v: exit %d %s, want a usage error with %q", tc.env, tc.args, code, errb, tc.want)
 		}
 	}
+}
+
+// TestFleetCancelReachesTheHolder: a cancel sent to daemon B stops the
+// tool call daemon A is running. The lease timeout is 10 minutes, so A's
+// renewal (the fallback, every 3m20s) cannot be what tells it: the
+// cancel's wake-up is.
+func TestFleetCancelReachesTheHolder(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real daemons")
+	}
+	t.Parallel()
+	ds, _ := fleetWith(t, 2, "10m")
+	a, b := ds[0], ds[1]
+	a.register(fleetFlows)
+	b.pause() // the call is certainly A's
+	res, err := a.startRun("long", `{}`, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.waitEvent(res.RunID, "leased", "")
+	b.resume()
+	answer, err := b.api.RunCancel(context.Background(), res.RunID)
+	if err != nil || answer != apitypes.CancelAnswer(engine.CancelRequested) {
+		t.Fatalf("cancel through B: %v %v, want requested", answer, err)
+	}
+	v := b.waitTerminal(res.RunID)
+	if v.Phase != apitypes.PhaseCancelled {
+		t.Fatalf("run ended %s %+v, want cancelled", v.Phase, v.Error)
+	}
+	if got := leasedBy(b.events(res.RunID)); len(got) != 1 || got[0] != a.holder() {
+		t.Fatalf("leases %v, want only A's", got)
+	}
+	testutil.Eventually(t, 30*time.Second, func() error {
+		rec, err := os.ReadFile(filepath.Join(a.data, "plugin-state", "testkit", "cancelled.jsonl"))
+		if err != nil || !strings.Contains(string(rec), "canceled") {
+			return fmt.Errorf("A's testkit.sleep did not see the cancel: %v %s", err, rec)
+		}
+		return nil
+	})
+	a.stop()
+	b.stop()
 }
