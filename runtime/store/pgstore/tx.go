@@ -1180,3 +1180,27 @@ func (t *storeTx) RunCount(phase store.Phase) (int, error) {
 }
 
 var _ store.RunCounter = (*storeTx)(nil)
+
+// TaskLock takes the task's row for this transaction with FOR UPDATE SKIP
+// LOCKED (store.TaskLocker): ok is false at once when another transaction
+// holds it, or when it does not exist. The lock is held until the
+// commit; a shared store's engine takes it before each claim.
+func (t *storeTx) TaskLock(id string) (bool, error) {
+	if err := t.writable(); err != nil {
+		return false, err
+	}
+	if !text(id) {
+		return false, nil
+	}
+	var one int
+	err := t.queryRow(`SELECT 1 FROM tasks WHERE id = $1 FOR UPDATE SKIP LOCKED`, id).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, t.fail(err)
+	}
+	return true, nil
+}
+
+var _ store.TaskLocker = (*storeTx)(nil)
