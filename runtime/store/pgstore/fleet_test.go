@@ -307,3 +307,29 @@ func TestSharedAndUnsharedExclude(t *testing.T) {
 		t.Fatalf("a shared store beside an unshared one: %v, want ErrLocked saying why", err)
 	}
 }
+
+// TestSharedSessionsEndStalledTransactions: a shared store's sessions
+// carry IdleInTransactionTimeout, unless the URL sets its own; an
+// unshared store's keep the server's.
+func TestSharedSessionsEndStalledTransactions(t *testing.T) {
+	t.Parallel()
+	u := pgtest.Schema(t)
+	setting := func(s *Store) string {
+		var v string
+		if err := s.View(ctx, func(tx store.Tx) error {
+			return tx.(*storeTx).queryRow(`SELECT current_setting('idle_in_transaction_session_timeout')`).Scan(&v)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if got := setting(openURL(t, u, Options{Shared: true})); got != "30s" {
+		t.Fatalf("shared: %s, want 30s", got)
+	}
+	if got := setting(openURL(t, u+"&idle_in_transaction_session_timeout=5000", Options{Shared: true})); got != "5s" {
+		t.Fatalf("set in the URL: %s, want 5s", got)
+	}
+	if got := setting(openStore(t, Options{})); got != "0" {
+		t.Fatalf("unshared: %s, want the server's 0", got)
+	}
+}

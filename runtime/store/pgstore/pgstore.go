@@ -67,6 +67,14 @@ const (
 	DefaultLockWait = 5 * time.Second
 )
 
+// IdleInTransactionTimeout is the server's idle_in_transaction_session_timeout
+// for a shared store's sessions (unless the URL sets it): a daemon of a
+// fleet that stalls inside a transaction (paused, swapped out) would hold
+// row locks the other daemons wait for; past this the server ends its
+// session and the locks go. The stalled daemon's next write then fails
+// and it closes admission (E_STORAGE) until restarted.
+const IdleInTransactionTimeout = 30 * time.Second
+
 // Options configures Open. The zero value is the daemon's configuration.
 type Options struct {
 	// Logger receives the store's notices (migrations applied). Nil
@@ -155,6 +163,9 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 	}
 	if !hasParam(rawURL, "pool_max_conns") {
 		cfg.MaxConns = opts.MaxConns
+	}
+	if _, set := cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"]; opts.Shared && !set {
+		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = fmt.Sprint(IdleInTransactionTimeout.Milliseconds())
 	}
 	cfg.MaxConns = max(cfg.MaxConns, 2)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
