@@ -110,6 +110,29 @@ func (ev *Evaluator) Has(ref CallableRef) bool {
 	return ok
 }
 
+// Accepts reports whether the callable behind ref takes n positional
+// arguments, ctx included: a function with that many parameters or with
+// *args. The runtime passes an optional argument (reduce's items) only to
+// a callable that takes it.
+func (ev *Evaluator) Accepts(ref CallableRef, n int) bool {
+	cl, ok := ev.callables[ref]
+	if !ok {
+		return false
+	}
+	fn, ok := cl.value.(*starlark.Function)
+	if !ok {
+		return false
+	}
+	if fn.HasVarargs() {
+		return true
+	}
+	positional := fn.NumParams() - fn.NumKwonlyParams()
+	if fn.HasKwargs() {
+		positional--
+	}
+	return positional >= n
+}
+
 // Call evaluates the value behind ref. A callable is called with a frozen,
 // read-only ctx built from c, followed by extra converted to Starlark; a
 // constant is returned as it is. Calling conventions, by ref.Param:
@@ -117,7 +140,9 @@ func (ev *Evaluator) Has(ref CallableRef) bool {
 //	args     args(ctx) -> dict; a fanout's args(ctx, item) -> dict
 //	cond     cond(ctx) -> truth value, returned as bool
 //	items    items(ctx) -> list
-//	reduce   reduce(ctx, results) -> any; results: published child results, in item order
+//	reduce   reduce(ctx, results) -> any; results: published child results, in item order;
+//	         reduce(ctx, results, items) also gets items[i], the item results[i] came from
+//	         (see Accepts)
 //	mature   mature(ctx, item, result) -> truth value, returned as bool
 //	output   output(ctx) -> any
 //

@@ -42,6 +42,9 @@ type daemon struct {
 	api     *client.Client
 	// serveArgs are added to weir serve's arguments (--config FILE).
 	serveArgs []string
+	// config, if set, is the daemon's config file (HCL) content, given
+	// with --config.
+	config string
 }
 
 func newDaemon(t *testing.T) *daemon {
@@ -63,7 +66,32 @@ func newDaemon(t *testing.T) *daemon {
 // answers on its socket.
 func (d *daemon) start(failpoints string, env ...string) {
 	d.t.Helper()
-	d.cmd = exec.Command(d.weir, append([]string{"--data", d.data, "--plugins", d.plugins, "--socket", d.socket, "serve", "--log-level", "debug", "--grace", "5s"}, d.serveArgs...)...)
+	d.spawn(failpoints, env...)
+	d.waitServing()
+}
+
+// startToDie runs weir serve with a failpoint that must kill it, and waits
+// for that SIGKILL. The failpoint may fire while the daemon recovers,
+// before it ever answers (recovery resumes the work that hits it), so
+// nothing is asked of it first.
+func (d *daemon) startToDie(failpoints string) {
+	d.t.Helper()
+	d.spawn(failpoints)
+	d.waitKilled()
+}
+
+// spawn starts the weir serve process with the failpoints armed.
+func (d *daemon) spawn(failpoints string, env ...string) {
+	d.t.Helper()
+	args := []string{"--data", d.data, "--plugins", d.plugins, "--socket", d.socket, "serve", "--log-level", "debug", "--grace", "5s"}
+	if d.config != "" {
+		cfg := filepath.Join(d.t.TempDir(), "weir.hcl")
+		if err := os.WriteFile(cfg, []byte(d.config), 0o600); err != nil {
+			d.t.Fatal(err)
+		}
+		args = append(args, "--config", cfg)
+	}
+	d.cmd = exec.Command(d.weir, append(args, d.serveArgs...)...)
 	d.cmd.Env = append(append(os.Environ(), "WEIR_FAILPOINT="+failpoints), env...)
 	stderr, err := d.cmd.StderrPipe()
 	if err != nil {
@@ -86,6 +114,12 @@ func (d *daemon) start(failpoints string, env ...string) {
 			<-d.exited
 		}
 	})
+}
+
+// waitServing waits until the daemon answers on its socket with admission
+// open.
+func (d *daemon) waitServing() {
+	d.t.Helper()
 	testutil.Eventually(d.t, 30*time.Second, func() error {
 		st, err := d.api.Health(context.Background())
 		if err == nil && !st.Open() {

@@ -26,6 +26,7 @@ import (
 	"github.com/weirhq/weir/runtime/host"
 	"github.com/weirhq/weir/runtime/metrics"
 	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/runtime/store/badgerstore"
 	"github.com/weirhq/weir/runtime/store/storemetrics"
 	"github.com/weirhq/weir/runtime/store/storeurl"
 	"github.com/weirhq/weir/runtime/tlscert"
@@ -152,6 +153,7 @@ type serving struct {
 	pins       []pin
 	log        hclog.Logger
 	st         store.Store
+	host       *host.Host
 	eng        *engine.Engine
 	srv        *api.Server
 	sock       string
@@ -198,6 +200,29 @@ func (d *serving) Audit(ctx context.Context, afterSeq uint64, limit int) ([]*sto
 		return err
 	})
 	return evs, err
+}
+
+// RescanPlugins puts what is installed in the plugins directory now in
+// service: `weir plugin install` and `rm` call it.
+func (d *serving) RescanPlugins(ctx context.Context) (*apitypes.PluginRescan, error) {
+	res, err := d.host.Rescan()
+	if err != nil {
+		return nil, &engine.Error{Code: api.CodeConfig, Class: engine.ClassProtocol,
+			Message: fmt.Sprintf("reading the plugins directory %s: %v; the plugins in service are unchanged", d.pluginsDir, err)}
+	}
+	out := &apitypes.PluginRescan{Added: orEmpty(res.Added), Upgraded: orEmpty(res.Upgraded), Removed: orEmpty(res.Removed),
+		Unavailable: []apitypes.PluginProblem{}, Tools: res.Tools, PluginsDir: absPath(d.pluginsDir)}
+	for _, p := range res.Unavailable {
+		out.Unavailable = append(out.Unavailable, apitypes.PluginProblem{Name: p.Name, Error: p.Error})
+	}
+	return out, nil
+}
+
+func orEmpty(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 func (d *serving) configVersion() int64 { return d.ConfigInfo().Version }
@@ -324,7 +349,7 @@ func (m *Main) serve(ctx context.Context, file, storeFlag string, sharedFlag boo
 		return err
 	}
 	timed := storemetrics.New(bst)
-	d.st = timed
+	d.st, d.host = timed, h
 	closeAll := func() {
 		_ = h.Close()
 		_ = bst.Close()
@@ -332,20 +357,22 @@ func (m *Main) serve(ctx context.Context, file, storeFlag string, sharedFlag boo
 	version, err := config.Assign(ctx, timed, cfg.Hash())
 	if err != nil {
 		closeAll()
-		return fmt.Errorf("recording the config version: %w", err)
+		return m.diskFullHint(fmt.Errorf("recording the config version: %w", err))
 	}
 	d.cur = cfg
 	d.info = apitypes.ConfigInfo{Version: version, File: cfg.File, Hash: cfg.Hash(), LoadedAt: time.Now().UTC(), Pinned: pinned}
 
 	ecfg := cfg.EngineConfig(version)
 	ecfg.Store, ecfg.Tools, ecfg.Logger = timed, h, log.Named("engine")
+	storeDir := m.storeDir()
+	ecfg.DiskFree = func() (int64, error) { return badgerstore.FreeSpace(storeDir) }
 	eng, err := engine.Open(ecfg)
 	if err == nil {
 		err = eng.Start(ctx)
 	}
 	if err != nil {
 		closeAll()
-		return err
+		return m.diskFullHint(err)
 	}
 	d.eng = eng
 	d.srv = api.NewServer(eng, log.Named("api"), api.WithDaemon(d), api.WithTokens(api.NewTokens(cfg.Tokens())))
@@ -362,8 +389,11 @@ func (m *Main) serve(ctx context.Context, file, storeFlag string, sharedFlag boo
 		closeAll()
 	}
 	serveOn := func(ln net.Listener, handler http.Handler, connCtx func(context.Context, net.Conn) context.Context) {
-		s := &http.Server{Handler: handler, ConnContext: connCtx, ReadHeaderTimeout: 10 * time.Second}
+		// Every listener has the timeouts and connection caps of the
+		// config's http block.
+		s := api.NewHTTPServer(handler, connCtx, cfg.HTTP)
 		servers = append(servers, s)
+		ln = api.LimitListener(ln, cfg.HTTP, os.Getuid(), log.Named("http"))
 		go func() { served <- s.Serve(ln) }()
 	}
 
@@ -440,6 +470,15 @@ func storeName(u string) string {
 	return storeurl.Redact(u)
 }
 
+// diskFullHint says what to do when the store refused a write at start
+// because its disk is full.
+func (m *Main) diskFullHint(err error) error {
+	if !errors.Is(err, store.ErrDiskFull) {
+		return err
+	}
+	return fmt.Errorf("%w\nthe disk of the data directory %s has too little free space for the daemon to start: free some, or lower disk { min_free } (the store keeps half of it in reserve)", err, m.DataDir)
+}
+
 func orNone(s string) string {
 	if s == "" {
 		return "none"
@@ -454,7 +493,9 @@ func (m *Main) openDaemonStore(ctx context.Context, log hclog.Logger, cfg *confi
 	if err := os.MkdirAll(m.DataDir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("data directory: %w", err)
 	}
-	st, err := m.openStore(ctx, log, storeURL, shared)
+	// The embedded store keeps half the disk watermark in reserve:
+	// admission closes at the watermark, and the work in hand has the rest.
+	st, err := m.openStore(ctx, log, storeURL, shared, cfg.DiskMinFree/2)
 	if err != nil {
 		return nil, nil, err
 	}

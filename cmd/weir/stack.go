@@ -27,7 +27,8 @@ type stack struct {
 	eng   *engine.Engine
 }
 
-// storeDir is where the embedded store lives under the data directory.
+// storeDir is where the store lives under the data directory, for the
+// daemon and for exec alike.
 func (m *Main) storeDir() string { return filepath.Join(m.DataDir, "store") }
 
 // storeURL picks the store: the --store flag, else WEIR_STORE, else the
@@ -80,8 +81,9 @@ func (m *Main) storeShared(flag bool, u string, cfg *config.Config) (bool, error
 
 // openStore opens the store u names: the PostgreSQL database (shared by a
 // fleet of daemons if shared), or for "" the embedded store in the data
-// directory (refusing clearly if a daemon holds it).
-func (m *Main) openStore(ctx context.Context, log hclog.Logger, u string, shared bool) (store.Store, error) {
+// directory, keeping minFree bytes free (refusing clearly if a daemon
+// holds it).
+func (m *Main) openStore(ctx context.Context, log hclog.Logger, u string, shared bool, minFree int64) (store.Store, error) {
 	if u != "" {
 		st, err := pgstore.Open(ctx, u, pgstore.Options{Logger: log.Named("store"), Shared: shared})
 		if errors.Is(err, store.ErrLocked) {
@@ -95,7 +97,7 @@ func (m *Main) openStore(ctx context.Context, log hclog.Logger, u string, shared
 		}
 		return st, err
 	}
-	st, err := badgerstore.Open(m.storeDir(), badgerstore.Options{Logger: log.Named("store")})
+	st, err := badgerstore.Open(m.storeDir(), badgerstore.Options{Logger: log.Named("store"), MinFreeBytes: minFree})
 	if errors.Is(err, store.ErrLocked) {
 		return nil, fmt.Errorf("the data directory %s is in use by a running weir daemon: stop it, use its commands (weir run ...), or pass another --data", m.DataDir)
 	}
@@ -108,7 +110,7 @@ func (m *Main) openStack(ctx context.Context, log hclog.Logger, cfg engine.Confi
 	if err := os.MkdirAll(m.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
-	st, err := m.openStore(ctx, log, storeURL, shared)
+	st, err := m.openStore(ctx, log, storeURL, shared, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -77,11 +77,13 @@ func NewServer(eng *engine.Engine, log hclog.Logger, opts ...Option) *Server {
 	s.mux.HandleFunc("GET /v1/runs/{id}/events", s.runEvents)
 	s.mux.HandleFunc("POST /v1/flows", s.registerFlows)
 	s.mux.HandleFunc("GET /v1/flows", s.listFlows)
+	s.mux.HandleFunc("POST /v1/flows/check", s.checkFlows)
 	s.mux.HandleFunc("GET /v1/deadletters", s.deadLetters)
 	s.mux.HandleFunc("GET /v1/stats", s.stats)
 	s.mux.HandleFunc("GET /v1/health", s.health)
 	s.mux.HandleFunc("POST /v1/admin/reload", s.adminReload)
 	s.mux.HandleFunc("GET /v1/admin/audit", s.adminAudit)
+	s.mux.HandleFunc("POST /v1/admin/plugins/rescan", s.adminRescan)
 	s.routeWaits()
 	s.routeGraphs()
 	return s
@@ -284,7 +286,34 @@ func (s *Server) registerFlows(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequest, Class: engine.ClassProtocol, Message: "no files"})
 		return
 	}
-	res, err := s.eng.Register(r.Context(), convertAll(req.Files, sourceFileOf))
+	res, err := s.eng.RegisterAs(r.Context(), ownerFrom(r.Context()), convertAll(req.Files, sourceFileOf))
+	if err != nil {
+		writeEngineErr(w, err)
+		return
+	}
+	status := http.StatusOK
+	if len(res.Diagnostics) > 0 {
+		status = http.StatusUnprocessableEntity
+	}
+	writeJSON(w, status, registerResultOf(res))
+}
+
+// checkFlows is POST /v1/flows/check: registration's checks, against the
+// registered flows and the daemon's plugins, storing nothing. It answers
+// as a registration would (200 with the versions, 422 with diagnostics).
+func (s *Server) checkFlows(w http.ResponseWriter, r *http.Request) {
+	if !queryParams(w, r) {
+		return
+	}
+	var req apitypes.RegisterRequest
+	if !decode(w, r, MaxRegisterBody, &req) {
+		return
+	}
+	if len(req.Files) == 0 {
+		writeErr(w, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequest, Class: engine.ClassProtocol, Message: "no files"})
+		return
+	}
+	res, err := s.eng.Check(r.Context(), convertAll(req.Files, sourceFileOf))
 	if err != nil {
 		writeEngineErr(w, err)
 		return
@@ -498,6 +527,8 @@ func writeEngineErr(w http.ResponseWriter, err error) {
 	switch {
 	case e.Class == engine.ClassStorage:
 		status = http.StatusServiceUnavailable
+	case e.Code == engine.CodeForbidden:
+		status = http.StatusForbidden
 	case e.Code == engine.CodeNotFound || e.Code == engine.CodeUnknownFlow:
 		status = http.StatusNotFound
 	case e.Code == engine.CodeDedupConflict:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -12,7 +13,10 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/internal/testutil"
+	"github.com/weirhq/weir/runtime/api"
+	"github.com/weirhq/weir/runtime/store"
 	"github.com/weirhq/weir/runtime/store/badgerstore"
+	"github.com/weirhq/weir/runtime/store/memstore"
 )
 
 func TestLoadFull(t *testing.T) {
@@ -34,6 +38,9 @@ func TestLoadFull(t *testing.T) {
 		}},
 		MetricsAddress:  "127.0.0.1:9411",
 		RetentionMaxAge: 30 * 24 * time.Hour,
+		DiskMinFree:     1 << 30,
+		HTTP: api.HTTPLimits{ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 45 * time.Second,
+			IdleTimeout: 90 * time.Second, MaxConns: 256, MaxConnsPerPeer: 16},
 		Plugins: map[string]json.RawMessage{
 			"http": json.RawMessage(`{"allow_hosts":["api.example.com","example.org"],"max_bytes":1048576,"timeout":"10s"}`),
 		},
@@ -47,7 +54,8 @@ func TestLoadFull(t *testing.T) {
 	ec := c.EngineConfig(7)
 	if ec.Workers != 8 || ec.MaxQueued != 500 || ec.QueueTimeout != 2*time.Minute || ec.MaxBudgetInFlight != 1000 ||
 		ec.DefaultRunBudget != 50 || ec.LeaseTimeout != 20*time.Second || ec.MaxAttempts != 3 ||
-		ec.RetryBase != 200*time.Millisecond || ec.RetryMax != time.Minute || ec.ConfigVersion != 7 || ec.Retention != 30*24*time.Hour {
+		ec.RetryBase != 200*time.Millisecond || ec.RetryMax != time.Minute || ec.ConfigVersion != 7 || ec.Retention != 30*24*time.Hour ||
+		ec.MinFreeBytes != 1<<30 {
 		t.Errorf("EngineConfig = %+v", ec)
 	}
 	if got := c.Tokens(); len(got) != 2 || got["alice-0123456789abcdef"] != "alice" || got["ci-0123456789abcdef0123"] != "ci-bot" {
@@ -128,6 +136,9 @@ func TestRefusals(t *testing.T) {
 		{"metrics bad address", "metrics {\n  address = \"9411\"\n}\n", []string{"c.hcl:2", `metrics address "9411"`}},
 		{"retention empty", "retention {\n}\n", []string{"c.hcl:1", "the retention block needs max_age"}},
 		{"retention zero", "retention {\n  max_age = \"0s\"\n}\n", []string{"c.hcl:2", "max_age"}},
+		{"disk watermark too low", "disk {\n  min_free = \"1MiB\"\n}\n", []string{"c.hcl:2", "min_free \"1MiB\" is below the minimum of 32MiB"}},
+		{"disk watermark not a size", "disk {\n  min_free = \"lots\"\n}\n", []string{"c.hcl:2", "not a size"}},
+		{"http limits", "http {\n  read_timeout = \"0s\"\n  max_conns = 0\n}\n", []string{"c.hcl:2", "read_timeout must be positive", "c.hcl:3", "max_conns must be at least 1"}},
 		{"drain bad", "drain {\n  grace = \"forever\"\n}\n", []string{"c.hcl:2", "grace"}},
 		{"plugin bad name", "plugin \"HTTP\" {\n}\n", []string{"c.hcl:1", `plugin "HTTP": not a plugin name`}},
 		{"plugin twice", "plugin \"http\" {\n}\nplugin \"http\" {\n}\n", []string{"c.hcl:3", `plugin "http" has two sections`}},
@@ -424,6 +435,9 @@ func TestRestartChanges(t *testing.T) {
 		{"listeners and plugins need a restart", tcp("127.0.0.1:3", "0123456789abcdef") + "plugin \"fs\" {\n}\n",
 			[]string{"tcp address (127.0.0.1:1 -> 127.0.0.1:3)", "metrics address (127.0.0.1:2 -> off)", `plugin "fs" section`, `plugin "http" section`}},
 		{"tcp off", "metrics {\n  address = \"127.0.0.1:2\"\n}\nplugin \"http\" {\n  x = 1\n}\n", []string{"tcp address (127.0.0.1:1 -> off)"}},
+		{"http limits and disk reserve need a restart", tcp("127.0.0.1:1", "0123456789abcdef") + "metrics {\n  address = \"127.0.0.1:2\"\n}\nplugin \"http\" {\n  x = 1\n}\n" +
+			"http {\n  read_timeout = \"5s\"\n}\ndisk {\n  min_free = \"0\"\n}\n",
+			[]string{"http limits", "disk min_free (the store's reserve is set when it opens)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -471,6 +485,40 @@ func TestAssign(t *testing.T) {
 	}
 	if v, err := Assign(ctx, st, "c"); err != nil || v != 4 {
 		t.Errorf("after reopening, a new config: %d, %v; want 4", v, err)
+	}
+}
+
+// TestAssignRecordVersions: a record written before it had a format
+// version is read as version 1; one of a newer format is refused, saying
+// both versions, and left as it was.
+func TestAssignRecordVersions(t *testing.T) {
+	t.Parallel()
+	st := memstore.New()
+	ctx := context.Background()
+	put := func(rec string) {
+		t.Helper()
+		if err := st.Update(ctx, func(tx store.Tx) error { return tx.MetaPut(MetaKey, []byte(rec)) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(`{"version":7,"hash":"a"}`)
+	if v, err := Assign(ctx, st, "a"); err != nil || v != 7 {
+		t.Fatalf("a record without a format version: %d, %v; want 7", v, err)
+	}
+	put(`{"v":2,"version":8,"hash":"a"}`)
+	_, err := Assign(ctx, st, "b")
+	if err == nil || !strings.Contains(err.Error(), "format version 2, this weir reads version 1") {
+		t.Fatalf("a newer record: %v, want a refusal naming both versions", err)
+	}
+	err = st.View(ctx, func(tx store.Tx) error {
+		b, err := tx.MetaGet(MetaKey)
+		if err == nil && string(b) != `{"v":2,"version":8,"hash":"a"}` {
+			err = fmt.Errorf("record changed to %s", b)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

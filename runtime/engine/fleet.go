@@ -117,8 +117,9 @@ var errBudgetHeld = errors.New("engine: the run's budget is held by other leases
 // budgetHeldElsewhereTx checks a lease's budget slice against the run's
 // budget as the shared store has it, inside the lease's transaction, so
 // two daemons cannot both spend what is left of one run: what the run has
-// spent, plus the slices of the leases its tasks hold (each daemon's
-// ledger sees only its own), plus cost, must fit. It reports over when
+// spent and holds in escrow for its children, plus the slices of the
+// leases its tasks hold (each daemon's ledger sees only its own), plus
+// cost, must fit. It reports over when
 // what is spent leaves no room for cost whatever settles (the node takes
 // its error wire, E_BUDGET_EXHAUSTED, as on one daemon), and returns
 // errBudgetHeld when room may come back as other leases settle.
@@ -126,7 +127,10 @@ func budgetHeldElsewhereTx(tx store.Tx, run *store.Run, cost int64) (over bool, 
 	if run.Budget <= 0 || cost <= 0 {
 		return false, nil
 	}
-	if run.Spent+cost > run.Budget {
+	// What the run's children hold in escrow is committed as spending is,
+	// as the ledger counts it on one daemon.
+	committed := run.Spent + run.Escrow
+	if committed+cost > run.Budget {
 		return true, nil
 	}
 	tasks, err := tx.TaskListByRun(run.ID)
@@ -147,7 +151,7 @@ func budgetHeldElsewhereTx(tx store.Tx, run *store.Run, cost int64) (over bool, 
 		}
 		held += l.BudgetSlice
 	}
-	if run.Spent+held+cost > run.Budget {
+	if committed+held+cost > run.Budget {
 		return false, errBudgetHeld
 	}
 	return false, nil

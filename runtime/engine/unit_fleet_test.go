@@ -36,6 +36,7 @@ func TestBudgetHeldElsewhere(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		budget, spent, cost int64
+		escrow              int64
 		over                bool
 		held                bool
 	}{

@@ -75,6 +75,9 @@ type Run struct {
 	Progress *Progress `json:"progress,omitempty"`
 	Budget   int64     `json:"budget"`
 	Spent    int64     `json:"spent"`
+	// Escrow is the part of Budget held by children in flight; what they
+	// do not spend comes back when they end.
+	Escrow int64 `json:"escrow,omitempty"`
 	// Parent is the run whose subflow or fan-out started this one.
 	Parent    string `json:"parent_run_id,omitempty"`
 	CreatedAt string `json:"created_at"` // RFC 3339, UTC, milliseconds
@@ -168,6 +171,13 @@ type Cohort struct {
 	// matured before the cutoff.
 	Sufficient *bool `json:"sufficient,omitempty"`
 	Marker     bool  `json:"marker"`
+	// Unknown lists the items whose call's outcome is unknown
+	// (E_OUTCOME_UNKNOWN): stopped after a call that is not idempotent
+	// started and before its result was recorded.
+	Unknown []int `json:"unknown,omitempty"`
+	// ChildBudget is what each child run reserves when its node and
+	// flow declare no budget.
+	ChildBudget int64 `json:"child_budget,omitempty"`
 }
 
 // ToolProgress is a running tool call's own report of how far it is.
@@ -320,6 +330,9 @@ type Flow struct {
 	// Input is the JSON schema the flow declares for a run's input, if
 	// any.
 	Input json.RawMessage `json:"input,omitempty"`
+	// Owner registered the flow's name first and is the only one who may
+	// register new versions of it; everyone may read and run it.
+	Owner string `json:"owner,omitempty"`
 }
 
 // Diagnostic is one problem found while checking flow files, at a
@@ -379,13 +392,16 @@ const AdmissionOpen = "open"
 // counts, the slots, the config in force, and who the caller is. It comes
 // with 200 while admission is open and 503 otherwise.
 type Status struct {
-	Admission string      `json:"admission"` // AdmissionOpen or the refusal code
-	Reason    string      `json:"reason,omitempty"`
-	Queued    int         `json:"queued"`
-	Held      int         `json:"held"`
-	Slots     int         `json:"slots"`
-	Config    *ConfigInfo `json:"config,omitempty"`
-	Caller    *Caller     `json:"caller"`
+	Admission string `json:"admission"` // AdmissionOpen or the refusal code
+	Reason    string `json:"reason,omitempty"`
+	Queued    int    `json:"queued"`
+	// Parked counts tasks waiting for a wake (a decision, a child run, a
+	// timer): not queued.
+	Parked int         `json:"parked"`
+	Held   int         `json:"held"`
+	Slots  int         `json:"slots"`
+	Config *ConfigInfo `json:"config,omitempty"`
+	Caller *Caller     `json:"caller"`
 }
 
 // Open reports whether admission is open.
@@ -425,6 +441,29 @@ type ReloadResult struct {
 	// Notes tell what the operator may not expect, such as a setting the
 	// file changes that a flag pins.
 	Notes []string `json:"notes,omitempty"`
+}
+
+// PluginRescan answers POST /v1/admin/plugins/rescan: what the daemon's
+// plugin host changed after re-reading its plugins directory, by plugin
+// name. New calls use what is in service now; calls in flight finish on
+// the process they started on.
+type PluginRescan struct {
+	Added    []string `json:"added"`
+	Upgraded []string `json:"upgraded"`
+	Removed  []string `json:"removed"`
+	// Unavailable are pinned plugins that could not be read; they provide
+	// no tools.
+	Unavailable []PluginProblem `json:"unavailable"`
+	// Tools counts the tools in service.
+	Tools int `json:"tools"`
+	// PluginsDir is the directory the daemon read.
+	PluginsDir string `json:"plugins_dir"`
+}
+
+// PluginProblem is a pinned plugin that could not be read, and why.
+type PluginProblem struct {
+	Name  string `json:"name"`
+	Error string `json:"error"`
 }
 
 // Error classes: every error answer is {"code", "message", "class"}, and
