@@ -90,7 +90,11 @@ func (m *Main) exec(ctx context.Context, opts execOptions) error {
 	if note != "" {
 		log.Warn(note)
 	}
-	s, err := m.openStack(ctx, log, engine.Config{}, plugins, storeURL)
+	shared, err := m.storeShared(false, storeURL, plugins)
+	if err != nil {
+		return err
+	}
+	s, err := m.openStack(ctx, log, engine.Config{}, plugins, storeURL, shared)
 	if err != nil {
 		return err
 	}

@@ -36,6 +36,7 @@ import (
 func init() {
 	registerCommand(func(m *Main) *cobra.Command {
 		var configFile, storeFlag string
+		var sharedFlag bool
 		var fv flagValues
 		cmd := &cobra.Command{
 			Use:   "serve",
@@ -54,12 +55,13 @@ start and on every reload, for the life of the process. SIGHUP or
 				if err != nil {
 					return err
 				}
-				return m.serve(cmd.Context(), configFile, storeFlag, pins)
+				return m.serve(cmd.Context(), configFile, storeFlag, sharedFlag, pins)
 			},
 		}
 		f := cmd.Flags()
 		f.StringVar(&configFile, "config", "", "HCL config file of the daemon (flags given beat it)")
 		f.StringVar(&storeFlag, "store", "", "PostgreSQL URL of the store (env WEIR_STORE, else the config file's store block, else the embedded store in the data directory)")
+		f.BoolVar(&sharedFlag, "shared", false, "share the PostgreSQL store with other daemons, a fleet (env WEIR_STORE_SHARED, else the config file's store block)")
 		f.IntVar(&fv.workers, "workers", config.DefaultWorkers, "worker slots")
 		f.IntVar(&fv.maxQueued, "max-queued", config.DefaultMaxQueued, "runs accepted but not started before new ones are refused")
 		f.DurationVar(&fv.queueTimeout, "queue-timeout", config.DefaultQueueTimeout, "how long a task may wait for a slot before it is dropped")
@@ -313,7 +315,7 @@ func (d *serving) setCert(pair *tls.Certificate, res *apitypes.ReloadResult) {
 }
 
 // serve runs the daemon until ctx ends (SIGINT/SIGTERM), then drains.
-func (m *Main) serve(ctx context.Context, file, storeFlag string, pins []pin) error {
+func (m *Main) serve(ctx context.Context, file, storeFlag string, sharedFlag bool, pins []pin) error {
 	if file != "" {
 		abs, err := filepath.Abs(file) // a reload finds it whatever the working directory
 		if err != nil {
@@ -339,7 +341,11 @@ func (m *Main) serve(ctx context.Context, file, storeFlag string, pins []pin) er
 	if note != "" {
 		log.Warn(note)
 	}
-	bst, h, err := m.openDaemonStore(ctx, log, cfg, storeURL)
+	shared, err := m.storeShared(sharedFlag, storeURL, cfg)
+	if err != nil {
+		return err
+	}
+	bst, h, err := m.openDaemonStore(ctx, log, cfg, storeURL, shared)
 	if err != nil {
 		return err
 	}
@@ -503,13 +509,13 @@ func orNone(s string) string {
 // openDaemonStore opens the store (refusing clearly if another daemon holds
 // the embedded one) and the plugin host with each plugin's section of the
 // config.
-func (m *Main) openDaemonStore(ctx context.Context, log hclog.Logger, cfg *config.Config, storeURL string) (store.Store, *host.Host, error) {
+func (m *Main) openDaemonStore(ctx context.Context, log hclog.Logger, cfg *config.Config, storeURL string, shared bool) (store.Store, *host.Host, error) {
 	if err := os.MkdirAll(m.DataDir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("data directory: %w", err)
 	}
 	// The embedded store keeps half the disk watermark in reserve:
 	// admission closes at the watermark, and the work in hand has the rest.
-	st, err := m.openStore(ctx, log, storeURL, cfg.DiskMinFree/2)
+	st, err := m.openStore(ctx, log, storeURL, shared, cfg.DiskMinFree/2)
 	if err != nil {
 		return nil, nil, err
 	}

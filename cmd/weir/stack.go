@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -55,14 +56,44 @@ func (m *Main) storeURL(flag string, cfg *config.Config) (u, note string, err er
 	return u, note, nil
 }
 
-// openStore opens the store u names: the PostgreSQL database, or for ""
-// the embedded store in the data directory (refusing clearly if a daemon
+// storeShared says whether the store is shared by a fleet of daemons:
+// --shared, else WEIR_STORE_SHARED, else the config file's store block
+// (cfg may be nil). Only a PostgreSQL store (u) can be shared.
+func (m *Main) storeShared(flag bool, u string, cfg *config.Config) (bool, error) {
+	shared, from := flag, "--shared"
+	if !shared {
+		if v := m.Env("WEIR_STORE_SHARED"); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return false, usageErrorf("WEIR_STORE_SHARED=%q: want true or false", v)
+			}
+			shared, from = b, "WEIR_STORE_SHARED"
+		}
+	}
+	if !shared && cfg != nil && cfg.Store.Shared {
+		shared, from = true, "the config file's store block"
+	}
+	if shared && u == "" {
+		return false, usageErrorf("%s asks for a shared store, but the store is the embedded one in the data directory: a fleet shares a PostgreSQL store (--store, WEIR_STORE or store { url })", from)
+	}
+	return shared, nil
+}
+
+// openStore opens the store u names: the PostgreSQL database (shared by a
+// fleet of daemons if shared), or for "" the embedded store in the data
+// directory, keeping minFree bytes free (refusing clearly if a daemon
 // holds it).
-func (m *Main) openStore(ctx context.Context, log hclog.Logger, u string, minFree int64) (store.Store, error) {
+func (m *Main) openStore(ctx context.Context, log hclog.Logger, u string, shared bool, minFree int64) (store.Store, error) {
 	if u != "" {
-		st, err := pgstore.Open(ctx, u, pgstore.Options{Logger: log.Named("store")})
+		st, err := pgstore.Open(ctx, u, pgstore.Options{Logger: log.Named("store"), Shared: shared})
 		if errors.Is(err, store.ErrLocked) {
-			return nil, fmt.Errorf("%w: stop it or use its commands (weir run ...); several daemons on one database are not supported yet", err)
+			if shared {
+				return nil, fmt.Errorf("%w: stop that daemon first, or run it with the store shared too", err)
+			}
+			return nil, fmt.Errorf("%w: stop it, use its commands (weir run ...), or run every daemon on the database with the store shared (a fleet: --shared or store { shared = true })", err)
+		}
+		if err == nil && shared {
+			log.Info("store shared with a fleet of daemons", "store", storeurl.Redact(u))
 		}
 		return st, err
 	}
@@ -75,11 +106,11 @@ func (m *Main) openStore(ctx context.Context, log hclog.Logger, u string, minFre
 
 // openStack opens the store, the plugin host and the engine, and starts
 // the engine (recovery included).
-func (m *Main) openStack(ctx context.Context, log hclog.Logger, cfg engine.Config, plugins *config.Config, storeURL string) (*stack, error) {
+func (m *Main) openStack(ctx context.Context, log hclog.Logger, cfg engine.Config, plugins *config.Config, storeURL string, shared bool) (*stack, error) {
 	if err := os.MkdirAll(m.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
-	st, err := m.openStore(ctx, log, storeURL, 0)
+	st, err := m.openStore(ctx, log, storeURL, shared, 0)
 	if err != nil {
 		return nil, err
 	}

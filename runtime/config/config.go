@@ -94,6 +94,10 @@ type Config struct {
 // is written only through storeurl.Redact.
 type Store struct {
 	URL string `json:"url,omitempty"`
+	// Shared lets several daemons use the database at once, a fleet
+	// (docs/operators.md, "Running a fleet"); every daemon of the fleet
+	// sets it.
+	Shared bool `json:"shared,omitempty"`
 }
 
 // PluginHost is what a plugin block says to the host rather than to the
@@ -266,7 +270,7 @@ func (c *Config) MarshalJSON() ([]byte, error) {
 		v.Retention = c.RetentionMaxAge.String()
 	}
 	if c.Store.URL != "" {
-		v.Store = &Store{URL: storeurl.Redact(c.Store.URL)}
+		v.Store = &Store{URL: storeurl.Redact(c.Store.URL), Shared: c.Store.Shared}
 	}
 	return json.Marshal(v)
 }
@@ -359,6 +363,9 @@ func RestartChanges(running, candidate *Config) []string {
 	}
 	if running.Store.URL != candidate.Store.URL {
 		out = append(out, fmt.Sprintf("store (%s -> %s)", orEmbedded(running.Store.URL), orEmbedded(candidate.Store.URL)))
+	}
+	if running.Store.Shared != candidate.Store.Shared {
+		out = append(out, fmt.Sprintf("store shared (%t -> %t)", running.Store.Shared, candidate.Store.Shared))
 	}
 	if running.HTTP != candidate.HTTP {
 		out = append(out, "http limits")

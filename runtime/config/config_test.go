@@ -210,6 +210,33 @@ func TestStoreURL(t *testing.T) {
 	}
 }
 
+// TestStoreShared: store { shared = true } makes the daemon one of a
+// fleet, is shown, needs a URL, and a change of it needs a restart.
+func TestStoreShared(t *testing.T) {
+	t.Parallel()
+	c, err := Parse([]byte("store {\n  url = \"postgres://weir@db/weir\"\n  shared = true\n}\n"), "c.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Store.Shared {
+		t.Fatal("store.shared not kept")
+	}
+	if b := string(mustJSON(t, c)); !strings.Contains(b, `"store":{"url":"postgres://weir@db/weir","shared":true}`) {
+		t.Fatalf("JSON %s: want the store shared", b)
+	}
+	unshared := *c
+	unshared.Store.Shared = false
+	if got, want := RestartChanges(&unshared, c), []string{"store shared (false -> true)"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("restart changes %q, want %q", got, want)
+	}
+	if _, err := Parse([]byte("store {\n  shared = true\n}\n"), "c.hcl"); err == nil || !strings.Contains(err.Error(), "needs a url") {
+		t.Fatalf("a shared store without a URL: %v, want the url asked for", err)
+	}
+	if _, err := Parse([]byte("store {\n  url = \"postgres://weir@db/weir\"\n  shared = \"yes\"\n}\n"), "c.hcl"); err == nil {
+		t.Fatal("shared = \"yes\" accepted, want a bool")
+	}
+}
+
 // TestPluginHostKeys: env and memory_max are the host's, stripped from
 // the section the plugin sees; values of the variables are never kept.
 func TestPluginHostKeys(t *testing.T) {

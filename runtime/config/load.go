@@ -49,6 +49,7 @@ type rawFile struct {
 
 type rawStore struct {
 	URL      hcl.Expression `hcl:"url,optional"`
+	Shared   hcl.Expression `hcl:"shared,optional"`
 	DefRange hcl.Range      `hcl:",def_range"`
 }
 
@@ -416,6 +417,7 @@ func (d *decoder) resolve(raw *rawFile) *Config {
 				d.fail(st.URL.Range(), "%v", err)
 			}
 		}
+		d.value(st.Shared, "shared", &c.Store.Shared)
 	}
 	if dk := raw.Disk; dk != nil {
 		var sz string

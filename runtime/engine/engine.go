@@ -257,6 +257,12 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 	e.started.Store(true)
 	go e.schedule()
+	if w, ok := e.st.(store.Waker); ok && e.st.Capabilities().Shared {
+		if wakes := w.Wakes(); wakes != nil {
+			e.wg.Add(1)
+			go func() { defer e.wg.Done(); e.followWakes(wakes) }()
+		}
+	}
 	e.wg.Add(1)
 	go func() { defer e.wg.Done(); e.maintain() }()
 	e.kick()

@@ -59,3 +59,18 @@ func (q *queuedRuns) len() int {
 	defer q.mu.Unlock()
 	return len(q.ids)
 }
+
+// some returns up to n ids of the set, in no particular order (a map's):
+// repeated calls cover the set without a cursor.
+func (q *queuedRuns) some(n int) []string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := make([]string, 0, min(n, len(q.ids)))
+	for id := range q.ids {
+		if len(out) == n {
+			break
+		}
+		out = append(out, id)
+	}
+	return out
+}

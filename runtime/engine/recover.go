@@ -8,7 +8,7 @@ import (
 
 // recover rebuilds the engine's view from the store (docs/design.md §5): leases
 // held by a previous process are rescued at once (their holder is gone, so
-// there is nothing to wait for) and their runs resume with attempt + 1,
+// there is nothing to wait for; on a shared store they wait for expiry) and their runs resume with attempt + 1,
 // same id and owner; the count of never-started runs is re-read. Ledger
 // accounts open lazily when a run's task is next dispatched, so parked runs
 // cost nothing at restart.
@@ -28,12 +28,18 @@ func (e *Engine) recover(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	for _, l := range leases {
-		if l.Holder != e.holder {
-			e.rescue(ctx, l, "holder "+l.Holder+" is gone (restart)")
+	rescued := 0
+	if !e.st.Capabilities().Shared {
+		for _, l := range leases {
+			if l.Holder != e.holder {
+				e.rescue(ctx, l, "holder "+l.Holder+" is gone (restart)")
+				rescued++
+			}
 		}
 	}
+	// In a fleet another holder may be alive: its leases are rescued only
+	// when they expire, by whichever daemon's rescuer sees it first.
 	e.queued.reset(queued)
-	e.log.Info("recovered", "rescued_leases", len(leases), "queued_runs", len(queued))
+	e.log.Info("recovered", "holder", e.holder, "rescued_leases", rescued, "queued_runs", len(queued))
 	return nil
 }

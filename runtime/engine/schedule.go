@@ -28,6 +28,9 @@ func (e *Engine) schedule() {
 			if every := e.config().LeaseTimeout / 10; e.now().Sub(lastRescue) >= every {
 				lastRescue = e.now()
 				e.rescueExpired(context.Background())
+				if e.st.Capabilities().Shared {
+					e.forgetStarted(context.Background())
+				}
 			}
 			e.dropOverdue(context.Background())
 		}
@@ -57,6 +60,9 @@ func (e *Engine) dispatchReady(ctx context.Context) {
 		if err != nil {
 			e.log.Error("listing ready tasks", "error", err)
 			return
+		}
+		if e.st.Capabilities().Shared {
+			tasks = spread(tasks)
 		}
 		started, blocked := 0, false
 		for _, t := range tasks {
@@ -181,7 +187,9 @@ func (e *Engine) ensureAccount(ctx context.Context, runID string, sync bool) (*s
 	}); err != nil {
 		return nil, err
 	}
-	if sync || !e.ledger.HasRun(runID) {
+	if sync || !e.ledger.HasRun(runID) || e.st.Capabilities().Shared {
+		// In a fleet other daemons spend from the run too: its figures
+		// are read again from the store at each dispatch.
 		e.ledger.OpenRun(run.ID, run.Budget, run.Spent, run.Escrow)
 	}
 	return run, nil

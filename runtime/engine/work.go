@@ -75,6 +75,7 @@ func (e *Engine) work(t *store.Task, typ string, slice ledger.Slice, overBudget 
 	}
 	renewDone := make(chan struct{})
 	go func() { defer close(renewDone); w.renew(ctx) }()
+	overBudget = overBudget || leased.overBudget
 	switch t.Kind {
 	case store.TaskItem:
 		w.runItem(ctx, leased.run, overBudget)
@@ -182,6 +183,12 @@ type leaseResult struct {
 	run *store.Run
 	// started: this lease is the run's first (it was queued).
 	started bool
+	// overBudget: the run's budget, as the shared store has it, cannot
+	// pay for the task's next node (another daemon spent it).
+	overBudget bool
+	// budgetHeld: leases of the run on other daemons hold the budget the
+	// task needs; the task was parked for BudgetHeldWait instead.
+	budgetHeld bool
 }
 
 // acquireLease makes the worker's hold durable: the task marked leased, the lease
@@ -199,8 +206,19 @@ func (w *worker) acquireLease(ctx context.Context) (*leaseResult, error) {
 	// that shows it running; a lease that does not happen puts it back
 	// while the run is still queued.
 	counted := t.Kind == store.TaskStep && e.queued.remove(t.RunID)
+	shared := e.st.Capabilities().Shared
 	err := e.st.Update(ctx, func(tx store.Tx) error {
 		res = leaseResult{}
+		if tl, ok := tx.(store.TaskLocker); ok && shared {
+			// Another daemon claiming the task now: skip it rather than
+			// run into its commit (docs/design.md §10).
+			if ok, err := tl.TaskLock(t.ID); !ok {
+				if err == nil {
+					err = errSkip
+				}
+				return err
+			}
+		}
 		cur, err := tx.TaskGet(t.ID)
 		if errors.Is(err, store.ErrNotFound) {
 			return errSkip
@@ -221,6 +239,20 @@ func (w *worker) acquireLease(ctx context.Context) (*leaseResult, error) {
 		// block the ready tasks behind it.
 		if run.Phase.Terminal() && !(cur.Kind == store.TaskItem && run.Phase == store.PhaseCompleted) {
 			return errSkip
+		}
+		if shared {
+			over, err := budgetHeldElsewhereTx(tx, run, w.slice.Cost)
+			if errors.Is(err, errBudgetHeld) {
+				// Parked for a moment rather than listed again at once: the
+				// leases holding the budget settle in their own time.
+				res.budgetHeld = true
+				cur.ReadyAt = now.Add(BudgetHeldWait)
+				return tx.TaskPut(cur)
+			}
+			if err != nil {
+				return err
+			}
+			res.overBudget = over
 		}
 		cur.Leased = true
 		if err := tx.TaskPut(cur); err != nil {
@@ -251,6 +283,9 @@ func (w *worker) acquireLease(ctx context.Context) (*leaseResult, error) {
 		}
 		return appendEvent(tx, run.ID, evLeased, cur.Attempt, cur.Node, detail, now)
 	})
+	if err == nil && res.budgetHeld {
+		err = errSkip
+	}
 	if err != nil {
 		if counted && e.stillQueued(t.RunID) {
 			e.queued.restore(t.RunID)
@@ -282,9 +317,21 @@ func (w *worker) renew(ctx context.Context) {
 		}
 		now := e.now()
 		deadline := now.Add(e.config().LeaseTimeout)
+		shared := e.st.Capabilities().Shared
+		cancelled := false
 		err := e.st.Update(ctx, func(tx store.Tx) error {
+			cancelled = false
 			if err := w.fenceTx(tx); err != nil {
 				return err
+			}
+			if shared {
+				// A cancel recorded by another daemon whose wake-up was
+				// lost is found here, a third of a lease timeout late.
+				run, err := tx.RunGet(held.RunID)
+				if err != nil {
+					return err
+				}
+				cancelled = run.CancelRequested && !run.Phase.Terminal()
 			}
 			held.Deadline = deadline
 			if err := tx.LeasePut(held); err != nil {
@@ -299,8 +346,12 @@ func (w *worker) renew(ctx context.Context) {
 				w.lease.Deadline = deadline
 			}
 			w.leaseMu.Unlock()
+			if cancelled {
+				e.cancelNotified(held.RunID)
+			}
 		case errors.Is(err, errLeaseLost):
 			if w.holding() != nil {
+				e.log.Warn("lease lost, work stopped", "run", held.RunID, "task", held.TaskID, "attempt", held.Attempt)
 				w.live.cancel() // another worker owns the task now
 				return
 			}

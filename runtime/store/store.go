@@ -69,6 +69,41 @@ type Store interface {
 type Capabilities struct {
 	// GroupCommit: concurrent Updates share one durable sync.
 	GroupCommit bool
+	// Shared: several engines (a fleet of daemons) use this store at once.
+	// The store's transactions are what keep them apart (a claim, a fence
+	// and a rescue of one lease are serialized against each other), so an
+	// engine must not take a lease away before its deadline: at start it
+	// rescues only expired leases, since another holder may be alive.
+	Shared bool
+}
+
+// Waker is an optional ability of a Store shared by several engines: it
+// tells an engine, without polling, of writes any engine committed that
+// the engine may have to act on. After a commit it announces every task
+// put unleased with a ready time not in the future (acceptance, a child's
+// end waking its parent, a decision, a retry or a drain handing work
+// back) and every run put with CancelRequested. Announcements may be lost
+// or repeated; the engine's tick and lease renewals are the fallback.
+type Waker interface {
+	Wakes() <-chan Wake
+}
+
+// Wake is one announcement of a Waker.
+type Wake struct {
+	// CancelRunID names a run whose cancel was requested: the engine
+	// holding its work stops it. Empty: a task may be ready.
+	CancelRunID string
+}
+
+// TaskLocker is an optional ability of a Tx of a shared store: taking a
+// task's row for this transaction before claiming it, or learning at once
+// that another transaction (another daemon's claim) holds it, so that
+// claimers racing for one task do not all run to a conflict and again.
+// ok false means someone else holds the task now: the caller skips it.
+// The engine checks for it and otherwise relies on the transaction's
+// isolation alone.
+type TaskLocker interface {
+	TaskLock(id string) (ok bool, err error)
 }
 
 // RunCounter is an optional ability of a Tx: counting the runs in one

@@ -40,6 +40,12 @@ const migrationLock = 0x77656972 // "weir"
 // on its schema for its life.
 const storeLock = migrationLock + 1
 
+// eventLock is the first key of the transaction advisory lock an event
+// append takes on its run (the second is a hash of the schema and the run
+// id) before it draws its number, so that the events of one run commit in
+// the order of their numbers even with several writers.
+const eventLock = migrationLock + 2
+
 // schemaMigrationsDDL makes the table that records the versions applied.
 const schemaMigrationsDDL = `CREATE TABLE IF NOT EXISTS schema_migrations (
 	version integer PRIMARY KEY,

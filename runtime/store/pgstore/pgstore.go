@@ -67,6 +67,14 @@ const (
 	DefaultLockWait = 5 * time.Second
 )
 
+// IdleInTransactionTimeout is the server's idle_in_transaction_session_timeout
+// for a shared store's sessions (unless the URL sets it): a daemon of a
+// fleet that stalls inside a transaction (paused, swapped out) would hold
+// row locks the other daemons wait for; past this the server ends its
+// session and the locks go. The stalled daemon's next write then fails
+// and it closes admission (E_STORAGE) until restarted.
+const IdleInTransactionTimeout = 30 * time.Second
+
 // Options configures Open. The zero value is the daemon's configuration.
 type Options struct {
 	// Logger receives the store's notices (migrations applied). Nil
@@ -75,12 +83,16 @@ type Options struct {
 	// MaxBatch is the most Update functions one group commit runs.
 	// Default DefaultMaxBatch; 1 gives every Update its own transaction.
 	MaxBatch int
-	// Shared lets several stores use one schema at once. Without it Open
-	// holds an advisory lock for the store's life and a second Open of
-	// the same schema fails with store.ErrLocked, as a second open of a
-	// Badger directory does: the engine does not yet coordinate several
-	// daemons on one database, and two engines would both run the same
-	// tasks.
+	// Shared lets several stores, and so several daemons (a fleet), use
+	// one schema at once: the store then reports Capabilities.Shared,
+	// announces wake-ups to every store on the schema (LISTEN/NOTIFY, see
+	// Wakes) and numbers each run's events under a lock so they commit in
+	// order. Without it Open holds an advisory lock for the store's life
+	// and a second Open of the same schema fails with store.ErrLocked, as
+	// a second open of a Badger directory does. Shared stores hold the
+	// same lock shared: a fleet and an unshared store never open one
+	// schema together (the unshared one would rescue the fleet's live
+	// leases at its start).
 	Shared bool
 	// LockWait is how long Open waits for the lock of an unshared store
 	// held by another session before it fails. Default DefaultLockWait.
@@ -113,7 +125,7 @@ func (o Options) withDefaults() Options {
 type Store struct {
 	pool *pgxpool.Pool
 	opts Options
-	lock *pgx.Conn // holds the store's advisory lock (nil when Shared)
+	lock *pgx.Conn // holds the store's advisory lock (shared when Shared)
 
 	reqs chan *request // to the committer; nil without group commit
 	quit chan struct{}
@@ -128,6 +140,12 @@ type Store struct {
 	commits   atomic.Uint64
 	updates   atomic.Uint64
 	conflicts atomic.Uint64
+
+	// wakes carries the announcements the listener receives (Shared
+	// only); listenDone closes when the listener has stopped.
+	wakes      chan store.Wake
+	listenDone chan struct{}
+	rawURL     string
 }
 
 var _ store.Store = (*Store)(nil)
@@ -145,6 +163,9 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 	}
 	if !hasParam(rawURL, "pool_max_conns") {
 		cfg.MaxConns = opts.MaxConns
+	}
+	if _, set := cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"]; opts.Shared && !set {
+		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = fmt.Sprint(IdleInTransactionTimeout.Milliseconds())
 	}
 	cfg.MaxConns = max(cfg.MaxConns, 2)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
@@ -166,26 +187,33 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
-	var lock *pgx.Conn
-	if !opts.Shared {
-		// The lock lives as long as this session: the connection leaves
-		// the pool and is closed by Close.
-		lock = conn.Hijack()
-		if err := takeLock(ctx, lock, opts.LockWait); err != nil {
-			lock.Close(ctx)
-			pool.Close()
-			if errors.Is(err, store.ErrLocked) {
-				return nil, fmt.Errorf("pgstore: %s: %w", storeurl.Redact(rawURL), err)
-			}
-			return nil, fmt.Errorf("pgstore: taking the store's lock: %w", err)
+	// The lock lives as long as this session: the connection leaves the
+	// pool and is closed by Close.
+	lock := conn.Hijack()
+	if err := takeLock(ctx, lock, opts.LockWait, opts.Shared); err != nil {
+		lock.Close(ctx)
+		pool.Close()
+		if errors.Is(err, store.ErrLocked) {
+			return nil, fmt.Errorf("pgstore: %s: %w", storeurl.Redact(rawURL), err)
 		}
-	} else {
-		conn.Release()
+		return nil, fmt.Errorf("pgstore: taking the store's lock: %w", err)
 	}
 	if len(applied) > 0 {
 		opts.Logger.Info("schema migrated", "versions", applied, "database", storeurl.Redact(rawURL))
 	}
-	s := &Store{pool: pool, opts: opts, lock: lock, quit: make(chan struct{}), done: make(chan struct{})}
+	s := &Store{pool: pool, opts: opts, lock: lock, quit: make(chan struct{}), done: make(chan struct{}), rawURL: rawURL}
+	if opts.Shared {
+		s.wakes = make(chan store.Wake, wakeBuffer)
+		s.listenDone = make(chan struct{})
+		ready := make(chan error, 1)
+		go s.listen(ready)
+		if err := <-ready; err != nil {
+			close(s.quit)
+			<-s.listenDone
+			pool.Close()
+			return nil, err
+		}
+	}
 	if opts.MaxBatch > 1 {
 		s.reqs = make(chan *request, opts.MaxBatch)
 		go s.commitLoop()
@@ -214,8 +242,10 @@ func checkDurable(ctx context.Context, conn *pgx.Conn) error {
 
 // takeLock takes the store's advisory lock on conn's schema, waiting up
 // to wait for a holder to go: a daemon killed a moment ago holds it until
-// the server has noticed and ended its session.
-func takeLock(ctx context.Context, conn *pgx.Conn, wait time.Duration) error {
+// the server has noticed and ended its session. Shared stores (a fleet)
+// take it shared, so a fleet and a daemon that expects the schema to
+// itself never run at once.
+func takeLock(ctx context.Context, conn *pgx.Conn, wait time.Duration, shared bool) error {
 	var schema string
 	if err := conn.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
 		return err
@@ -223,9 +253,16 @@ func takeLock(ctx context.Context, conn *pgx.Conn, wait time.Duration) error {
 	if _, err := conn.Exec(ctx, fmt.Sprintf("SET lock_timeout = %d", max(wait.Milliseconds(), 1))); err != nil {
 		return err
 	}
-	_, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1, hashtext(current_schema()))`, int32(storeLock))
+	fn := "pg_advisory_lock"
+	if shared {
+		fn = "pg_advisory_lock_shared"
+	}
+	_, err := conn.Exec(ctx, `SELECT `+fn+`($1, hashtext(current_schema()))`, int32(storeLock))
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "55P03" { // lock_not_available
+		if shared {
+			return fmt.Errorf("schema %q is in use by a weir daemon that is not in a fleet (its store is not shared) (%w)", schema, store.ErrLocked)
+		}
 		return fmt.Errorf("schema %q is in use by another weir daemon (%w)", schema, store.ErrLocked)
 	}
 	if err != nil {
@@ -240,9 +277,9 @@ func hasParam(rawURL, name string) bool {
 	return err == nil && u.Query().Has(name)
 }
 
-// Capabilities reports group commit unless MaxBatch is 1.
+// Capabilities reports group commit unless MaxBatch is 1, and Shared.
 func (s *Store) Capabilities() store.Capabilities {
-	return store.Capabilities{GroupCommit: s.reqs != nil}
+	return store.Capabilities{GroupCommit: s.reqs != nil, Shared: s.opts.Shared}
 }
 
 // enter registers an in-flight call, or reports that the store is closed.
@@ -420,11 +457,12 @@ func (s *Store) attempt(reqs []*request) error {
 	}
 	for i, r := range reqs {
 		r.failed, r.panicked = nil, nil
-		t := &storeTx{q: tx, ctx: ctx}
+		t := &storeTx{q: tx, ctx: ctx, shared: s.opts.Shared, orderEvents: s.opts.Shared || s.reqs == nil}
 		ferr := callFn(r, t)
 		t.done = true
 		last := i == len(reqs)-1
 		if ferr == nil && t.sticky() == nil {
+			t.queueWakes()
 			// The function's queued writes go now, and in a group the
 			// next function's savepoint with them: one round trip.
 			if grouped && !last {
@@ -517,13 +555,20 @@ func (s *Store) Close() error {
 	s.inflight.Wait()
 	close(s.quit)
 	<-s.done
+	if s.listenDone != nil {
+		<-s.listenDone
+	}
 	s.pool.Close()
 	if s.lock != nil {
 		// Unlocked explicitly: the server ends a closed session's backend
 		// (and so drops its locks) only some time after the close, and a
 		// store opened again at once must find the schema free.
 		ctx := context.Background()
-		_, uerr := s.lock.Exec(ctx, `SELECT pg_advisory_unlock($1, hashtext(current_schema()))`, int32(storeLock))
+		fn := "pg_advisory_unlock"
+		if s.opts.Shared {
+			fn = "pg_advisory_unlock_shared"
+		}
+		_, uerr := s.lock.Exec(ctx, `SELECT `+fn+`($1, hashtext(current_schema()))`, int32(storeLock))
 		if err := errors.Join(uerr, s.lock.Close(ctx)); err != nil {
 			return fmt.Errorf("pgstore: close: %w", err)
 		}

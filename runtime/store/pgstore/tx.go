@@ -61,6 +61,35 @@ type storeTx struct {
 
 	written map[string]int // bytes per record written, by table and key
 	size    int
+
+	// shared: announce wake-ups (Store.Wakes) with the commit.
+	shared bool
+	// orderEvents: lock each run's numbering before an event is appended
+	// (several transactions may commit at once: several daemons, or one
+	// transaction per Update).
+	orderEvents bool
+	wakes       map[string]bool // payloads to announce if fn succeeds
+}
+
+// wake queues an announcement to send with this function's writes.
+func (t *storeTx) wake(payload string) {
+	if !t.shared {
+		return
+	}
+	if t.wakes == nil {
+		t.wakes = map[string]bool{}
+	}
+	t.wakes[payload] = true
+}
+
+// queueWakes adds the function's announcements to its queued writes:
+// NOTIFY is transactional, so they reach the listeners only if the
+// writes commit (and not at all if the function is rolled back).
+func (t *storeTx) queueWakes() {
+	for p := range t.wakes {
+		t.put(`SELECT pg_notify($1, current_schema() || '/' || $2)`, wakeChannel, p)
+	}
+	t.wakes = nil
 }
 
 var _ store.Tx = (*storeTx)(nil)
@@ -463,6 +492,9 @@ func (t *storeTx) RunUpdate(r *store.Run) error {
 	if n == 0 {
 		return notFound("run " + r.ID)
 	}
+	if r.CancelRequested {
+		t.wake(wakeCancel + r.ID)
+	}
 	return nil
 }
 
@@ -651,6 +683,9 @@ func (t *storeTx) TaskPut(tk *store.Task) error {
 		ON CONFLICT (id) DO UPDATE SET run_id = excluded.run_id, ready_ns = excluded.ready_ns, leased = excluded.leased,
 			wait_child = excluded.wait_child, v = excluded.v, data = excluded.data`,
 		tk.ID, tk.RunID, nanos(tk.ReadyAt), tk.Leased, tk.WaitChild, recordV1, data)
+	if !tk.Leased && !tk.ReadyAt.After(time.Now()) {
+		t.wake(wakeReady)
+	}
 	return nil
 }
 
@@ -882,6 +917,13 @@ func (t *storeTx) EventAppend(e *store.Event) error {
 	// Events are only added: each counts on its own.
 	if err := t.charge(fmt.Sprintf("ev\x00%d", len(t.written)), len(data)); err != nil {
 		return err
+	}
+	if t.orderEvents {
+		// Held to the commit: a transaction appending to the same run
+		// waits, then draws a higher number and commits after this one, so
+		// a reader following AfterSeq never passes over a number that
+		// commits later.
+		t.put(`SELECT pg_advisory_xact_lock($1, hashtext(current_schema() || '/' || $2))`, int32(eventLock), e.RunID)
 	}
 	// Sent with the queued writes, in their round trip.
 	var seq int64
@@ -1150,3 +1192,45 @@ func (t *storeTx) MetaPut(key string, value []byte) error {
 		ON CONFLICT (key) DO UPDATE SET value = excluded.value`, key, value)
 	return nil
 }
+
+// RunCount counts the runs in one phase on the phase index
+// (store.RunCounter), without reading their records.
+func (t *storeTx) RunCount(phase store.Phase) (int, error) {
+	if err := t.open(); err != nil {
+		return 0, err
+	}
+	if !text(string(phase)) {
+		return 0, nil
+	}
+	var n int
+	if err := t.queryRow(`SELECT count(*) FROM runs WHERE phase = $1`, string(phase)).Scan(&n); err != nil {
+		return 0, t.fail(err)
+	}
+	return n, nil
+}
+
+var _ store.RunCounter = (*storeTx)(nil)
+
+// TaskLock takes the task's row for this transaction with FOR UPDATE SKIP
+// LOCKED (store.TaskLocker): ok is false at once when another transaction
+// holds it, or when it does not exist. The lock is held until the
+// commit; a shared store's engine takes it before each claim.
+func (t *storeTx) TaskLock(id string) (bool, error) {
+	if err := t.writable(); err != nil {
+		return false, err
+	}
+	if !text(id) {
+		return false, nil
+	}
+	var one int
+	err := t.queryRow(`SELECT 1 FROM tasks WHERE id = $1 FOR UPDATE SKIP LOCKED`, id).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, t.fail(err)
+	}
+	return true, nil
+}
+
+var _ store.TaskLocker = (*storeTx)(nil)

@@ -66,3 +66,14 @@ func (s *Store) Describe(ch chan<- *prometheus.Desc) { s.seconds.Describe(ch) }
 
 // Collect implements prometheus.Collector.
 func (s *Store) Collect(ch chan<- prometheus.Metric) { s.seconds.Collect(ch) }
+
+// Wakes passes on the wrapped store's announcements (store.Waker), or
+// nil if it makes none.
+func (s *Store) Wakes() <-chan store.Wake {
+	if w, ok := s.Store.(store.Waker); ok {
+		return w.Wakes()
+	}
+	return nil
+}
+
+var _ store.Waker = (*Store)(nil)

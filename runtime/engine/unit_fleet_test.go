@@ -1,0 +1,169 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/weirhq/weir/runtime/store"
+)
+
+// TestBudgetHeldElsewhere: a lease's slice must fit the run's budget
+// beside what the run spent and the slices of the leases its tasks hold
+// (on any daemon); room that settling leases may give back makes the task
+// wait, room that spending already took makes it over budget.
+func TestBudgetHeldElsewhere(t *testing.T) {
+	t.Parallel()
+	b := setupUnit(t, Config{}, "")
+	ctx := context.Background()
+	if err := b.st.Update(ctx, func(tx store.Tx) error {
+		for i, slice := range []int64{4, 2} {
+			id := []string{"t1", "t2"}[i]
+			if err := tx.TaskPut(&store.Task{ID: id, RunID: "r", Kind: store.TaskItem, Leased: true}); err != nil {
+				return err
+			}
+			if err := tx.LeasePut(&store.Lease{TaskID: id, RunID: "r", BudgetSlice: slice, Holder: "other"}); err != nil {
+				return err
+			}
+		}
+		// A queued task holds nothing.
+		return tx.TaskPut(&store.Task{ID: "t3", RunID: "r", Kind: store.TaskItem})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		budget, spent, cost int64
+		escrow              int64
+		over                bool
+		held                bool
+	}{
+		{budget: 0, spent: 100, cost: 5},            // unlimited
+		{budget: 12, spent: 3, cost: 3},             // 3 + 6 + 3 fits
+		{budget: 12, spent: 3, cost: 4, held: true}, // 3 + 6 + 4 does not, yet
+		{budget: 12, spent: 9, cost: 4, over: true}, // 9 + 4 never will
+		{budget: 12, spent: 12, cost: 0},            // a free node always runs
+		{budget: 12, spent: 7, cost: 5, held: true}, // 7 + 6 + 5
+	} {
+		run := &store.Run{ID: "r", Budget: tc.budget, Spent: tc.spent}
+		var over bool
+		err := b.st.View(ctx, func(tx store.Tx) error {
+			var err error
+			over, err = budgetHeldElsewhereTx(tx, run, tc.cost)
+			return err
+		})
+		if over != tc.over || errors.Is(err, errBudgetHeld) != tc.held || (err != nil && !tc.held) {
+			t.Errorf("budget %d spent %d cost %d: over %v, err %v; want over %v held %v", tc.budget, tc.spent, tc.cost, over, err, tc.over, tc.held)
+		}
+	}
+}
+
+// sharedStore is a store that says it is shared by a fleet.
+type sharedStore struct{ store.Store }
+
+func (s sharedStore) Capabilities() store.Capabilities {
+	c := s.Store.Capabilities()
+	c.Shared = true
+	return c
+}
+
+// TestForgetStarted: on a shared store the runs this engine counts as
+// queued are read again, and those another daemon started or finished
+// leave the count; a run whose record is not committed yet (being
+// accepted) and a run still queued stay.
+func TestForgetStarted(t *testing.T) {
+	t.Parallel()
+	b := setupUnit(t, Config{}, "")
+	ctx := context.Background()
+	if err := b.st.Update(ctx, func(tx store.Tx) error {
+		for id, p := range map[string]store.Phase{"queued": store.PhaseQueued, "running": store.PhaseRunning, "done": store.PhaseCompleted} {
+			if err := tx.RunInsert(&store.Run{ID: id, Owner: "alice", Phase: p, CreatedAt: time.Now()}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e := b.eng
+	e.queued.reset([]string{"queued", "running", "done", "accepting"})
+	e.forgetStarted(ctx)
+	if n := e.queued.len(); n != 2 || e.queued.remove("running") || e.queued.remove("done") || !e.queued.remove("queued") || !e.queued.remove("accepting") {
+		t.Fatalf("%d left counted, want the queued run and the one being accepted", n)
+	}
+}
+
+// TestSharedStartLeavesLiveLeases: an engine that starts on a shared
+// store beside another engine holding a lease does not take it (the
+// holder is alive), where on an unshared store the same start rescues it
+// at once; the holder finishes its work.
+func TestSharedStartLeavesLiveLeases(t *testing.T) {
+	t.Parallel()
+	src := `flow(name = "held", nodes = [task("hold", tool = "kit.block", args = lambda ctx: {"gate": ctx.input["gate"]})])`
+	b := setupUnit(t, Config{}, src)
+	ctx := context.Background()
+	id := b.start(t, "held", `{"gate": "g"}`, "")
+	b.kitIs(t, "the call held", func(k *kit) bool { return k.blocked == 1 })
+	holderOf := func() string {
+		var h string
+		if err := b.st.View(ctx, func(tx store.Tx) error {
+			ls, err := tx.LeaseList()
+			if len(ls) == 1 {
+				h = ls[0].Holder
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	first := holderOf()
+	other := openEngine(t, Config{Store: sharedStore{b.mem}, Tools: b.tools, Clock: b.clock, Tick: b.tick}, "")
+	if h := holderOf(); h != first || h == other.holder {
+		t.Fatalf("lease held by %q after a shared start, want still %q", h, first)
+	}
+	for _, ev := range b.events(t, id) {
+		if ev == evExpired {
+			t.Fatalf("timeline %v: the live lease was rescued", b.events(t, id))
+		}
+	}
+	b.kit.open("g")
+	if run := b.waitTerminal(t, id); run.Phase != store.PhaseCompleted || run.Attempt != 1 {
+		t.Fatalf("run %s at attempt %d, want completed by its first holder", run.Phase, run.Attempt)
+	}
+}
+
+// TestSpread: a dispatch pass of a fleet's engine tries every listed task
+// once, in their order from a random place, and over passes starts at
+// every place.
+func TestSpread(t *testing.T) {
+	t.Parallel()
+	var tasks []*store.Task
+	for i := range 5 {
+		tasks = append(tasks, &store.Task{ID: fmt.Sprint(i)})
+	}
+	starts := map[string]bool{}
+	for range 500 {
+		got := spread(tasks)
+		if len(got) != 5 {
+			t.Fatalf("%d tasks, want 5", len(got))
+		}
+		k, _ := strconv.Atoi(got[0].ID)
+		for i, tk := range got {
+			if want := fmt.Sprint((k + i) % 5); tk.ID != want {
+				t.Fatalf("order %v at %d: %s, want %s", got, i, tk.ID, want)
+			}
+		}
+		starts[got[0].ID] = true
+	}
+	if len(starts) != 5 {
+		t.Fatalf("passes started at %v only, want every task", starts)
+	}
+	for i, tk := range tasks {
+		if tk.ID != fmt.Sprint(i) {
+			t.Fatal("spread changed the page it was given")
+		}
+	}
+}
