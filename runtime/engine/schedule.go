@@ -30,6 +30,7 @@ func (e *Engine) schedule() {
 				e.rescueExpired(context.Background())
 			}
 			e.dropOverdue(context.Background())
+			e.sampleIfDue()
 		}
 		e.dispatchReady(context.Background())
 	}

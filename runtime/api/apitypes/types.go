@@ -509,3 +509,27 @@ const (
 	StreamEnd   = "end"
 	StreamRuns  = "runs"
 )
+
+// StatsHistory answers GET /v1/stats/history: the daemon's figures
+// sampled every Interval over the last Window, oldest first. The daemon
+// keeps them in memory: a restart starts them empty.
+type StatsHistory struct {
+	Interval time.Duration `json:"interval_ns"`
+	Window   time.Duration `json:"window_ns"`
+	Samples  []StatsSample `json:"samples"`
+}
+
+// StatsSample is one moment of the history: the status at At, and the
+// tools' and models' figures over the interval that ended at At (the
+// means of that interval's observations; its attempts, units, turns,
+// tokens and cost).
+type StatsSample struct {
+	At        time.Time    `json:"at"`
+	Admission string       `json:"admission"`
+	Slots     int          `json:"slots"`
+	Queued    int          `json:"queued"`
+	Parked    int          `json:"parked"`
+	Held      int          `json:"held"`
+	Types     []TypeStats  `json:"types"`
+	Models    []ModelStats `json:"models,omitempty"`
+}
