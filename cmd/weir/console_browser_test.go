@@ -407,7 +407,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		if dl := text(t, `#deadletters-table`); !strings.Contains(dl, "E_UPSTREAM") || !strings.Contains(dl, "attempt 2") {
 			t.Errorf("dead letters show %q", dl)
 		}
-		do(t, "status", chromedp.Navigate(base+"/status"), ready, shot("status"))
+		do(t, "status", chromedp.Navigate(base+"/status"), ready, visible(`#history #chart-tasks svg polyline.series`), shot("status"))
 		if adm := text(t, `#admission`); adm != "open" {
 			t.Errorf("admission %q", adm)
 		}
