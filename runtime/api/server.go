@@ -87,6 +87,7 @@ func NewServer(eng *engine.Engine, log hclog.Logger, opts ...Option) *Server {
 	s.mux.HandleFunc("POST /v1/admin/plugins/rescan", s.adminRescan)
 	s.routeWaits()
 	s.routeGraphs()
+	s.routeVersions()
 	s.routeStreams()
 	return s
 }

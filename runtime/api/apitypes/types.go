@@ -486,9 +486,20 @@ type FlowSource struct {
 	Flow
 	// Version counts the name's registered versions: the latest has the
 	// highest.
-	Version      uint64       `json:"version"`
-	RegisteredAt time.Time    `json:"registered_at"`
-	Files        []SourceFile `json:"files"`
+	Version      uint64    `json:"version"`
+	RegisteredAt time.Time `json:"registered_at"`
+	// Owner registered the version ("" before flows had owners).
+	Owner string       `json:"owner,omitempty"`
+	Files []SourceFile `json:"files"`
+}
+
+// FlowVersion is one registered version of a flow name (GET
+// /v1/flows/{name}/versions lists them, newest first).
+type FlowVersion struct {
+	Version      uint64    `json:"version"`
+	Hash         string    `json:"hash"`
+	RegisteredAt time.Time `json:"registered_at"`
+	Owner        string    `json:"owner,omitempty"`
 }
 
 // MaxStreamDuration bounds one server-sent event stream (GET
