@@ -364,19 +364,31 @@ async function flowsPage() {
 
 async function flowPage(name) {
   document.title = name + " · weir";
-  const res = await api("GET", "/flows/" + encodeURIComponent(name));
-  if (!res.ok) { show(el("h1", { id: "not-found", text: "No flow " + name }), errorBox(res)); return; }
+  const at = new URLSearchParams(location.search).get("version");
+  const base = "/flows/" + encodeURIComponent(name);
+  const path = at ? base + "/versions/" + encodeURIComponent(at) : base;
+  const [res, vres] = await Promise.all([api("GET", path), api("GET", base + "/versions")]);
+  if (!res.ok) { show(el("h1", { id: "not-found", text: "No flow " + name + (at ? " at version " + at : "") }), errorBox(res)); return; }
   const f = res.data;
+  const versions = vres.ok ? vres.data : [];
+  const latest = versions.length > 0 && versions[0].hash === f.hash;
   const graph = el("div", { class: "graph", id: "graph" });
+  const link = (v) => base + (v === versions[0] ? "" : "?version=" + encodeURIComponent(v.hash));
   show(el("h1", {}, "Flow ", el("span", { class: "mono", text: f.name })),
-    grid([["Description", f.doc], ["Version", "#" + f.version + " (latest)", "flow-version"], ["Hash", el("span", { class: "mono", text: f.hash })],
-      ["Registered", fullTime(f.registered_at)], ["Nodes", String(f.nodes)],
-      ["Runs", el("a", { href: "/runs?flow=" + encodeURIComponent(f.name), text: "this flow's runs" })]]),
-    el("p", { class: "hint", text: "Earlier versions stay in the store for the runs pinned to them; this page shows the latest." }),
+    grid([["Description", f.doc], ["Version", "#" + f.version + (latest ? " (latest)" : " (not the latest)"), "flow-version"],
+      ["Hash", el("span", { class: "mono", text: f.hash })], ["Registered", fullTime(f.registered_at)], ["Owner", f.owner],
+      ["Nodes", String(f.nodes)], ["Runs", el("a", { href: "/runs?flow=" + encodeURIComponent(f.name), text: "this flow's runs" })]]),
+    el("h2", { text: "Versions" }),
+    vres.ok ? table("versions-table", ["Version", "Hash", "Registered", "Owner"],
+      versions.map((v) => el("tr", { "data-version": v.version, class: v.hash === f.hash ? "selected" : null },
+        el("td", {}, v.hash === f.hash ? el("b", { text: "#" + v.version }) : el("a", { href: link(v), text: "#" + v.version })),
+        el("td", { class: "mono", text: v.hash.slice(0, 16) }), el("td", { class: "mono", text: fullTime(v.registered_at) }),
+        el("td", { text: v.owner || "" })))) : errorBox(vres),
+    el("p", { class: "hint", text: "Every version stays in the store for the runs pinned to it; a new run starts on the latest." }),
     el("h2", { text: "Graph" }), graph,
     el("h2", { text: "Source" }),
     f.files.map((file) => [el("h3", { class: "mono", text: file.path }), el("pre", { class: "source", text: file.src })]));
-  drawGraph(graph, "/flows/" + encodeURIComponent(name) + "/graph?format=svg");
+  drawGraph(graph, (at ? path : base) + "/graph?format=svg");
 }
 
 // ---- Dead letters ----
