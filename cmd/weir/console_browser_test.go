@@ -400,6 +400,12 @@ func TestConsoleInBrowser(t *testing.T) {
 	t.Run("the other pages", func(t *testing.T) {
 		do(t, "flows", chromedp.Navigate(base+"/flows"), ready, visible(`#flows-table tr[data-flow="gate"]`), shot("flows"))
 		do(t, "a flow", chromedp.Navigate(base+"/flows/gate"), ready, visible(`#graph svg g.node[data-node="approve"]`), shot("flow"))
+		vs, err := alice.FlowVersions(context.Background(), "gate")
+		if err != nil || len(vs) != 1 {
+			t.Fatalf("versions of gate: %+v %v", vs, err)
+		}
+		do(t, "a version by its hash", chromedp.Navigate(base+"/flows/gate?version="+vs[0].Hash), ready,
+			visible(`#versions-table tr.selected[data-version="1"]`), visible(`#graph svg g.node[data-node="approve"]`))
 		if src := text(t, `pre.source`); !strings.Contains(src, `wait("approve"`) {
 			t.Errorf("the flow's source shows %q", src)
 		}
@@ -407,7 +413,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		if dl := text(t, `#deadletters-table`); !strings.Contains(dl, "E_UPSTREAM") || !strings.Contains(dl, "attempt 2") {
 			t.Errorf("dead letters show %q", dl)
 		}
-		do(t, "status", chromedp.Navigate(base+"/status"), ready, shot("status"))
+		do(t, "status", chromedp.Navigate(base+"/status"), ready, visible(`#history #chart-tasks svg polyline.series`), shot("status"))
 		if adm := text(t, `#admission`); adm != "open" {
 			t.Errorf("admission %q", adm)
 		}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/api/client"
 	"github.com/weirhq/weir/runtime/engine"
@@ -168,6 +170,18 @@ func TestClientRuns(t *testing.T) {
 	if s, err := c.Stats(ctx); err != nil || s.Counts["accepted"] < 6 || s.Refusals == nil {
 		t.Errorf("stats: %+v %v", s, err)
 	}
+	// The first scheduler tick takes a sample of the history.
+	testutil.Eventually(t, 10*time.Second, func() error {
+		h, err := c.StatsHistory(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Interval != engine.HistoryInterval || h.Window != engine.HistoryWindow || len(h.Samples) == 0 ||
+			h.Samples[0].Slots == 0 || h.Samples[0].Types == nil {
+			return fmt.Errorf("stats history %+v", h)
+		}
+		return nil
+	})
 	if g, err := c.RunGraph(ctx, first.RunID, ""); err != nil || !strings.HasPrefix(g, "flowchart") {
 		t.Errorf("run graph: %q %v", g, err)
 	}

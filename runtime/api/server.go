@@ -80,12 +80,14 @@ func NewServer(eng *engine.Engine, log hclog.Logger, opts ...Option) *Server {
 	s.mux.HandleFunc("POST /v1/flows/check", s.checkFlows)
 	s.mux.HandleFunc("GET /v1/deadletters", s.deadLetters)
 	s.mux.HandleFunc("GET /v1/stats", s.stats)
+	s.mux.HandleFunc("GET /v1/stats/history", s.statsHistory)
 	s.mux.HandleFunc("GET /v1/health", s.health)
 	s.mux.HandleFunc("POST /v1/admin/reload", s.adminReload)
 	s.mux.HandleFunc("GET /v1/admin/audit", s.adminAudit)
 	s.mux.HandleFunc("POST /v1/admin/plugins/rescan", s.adminRescan)
 	s.routeWaits()
 	s.routeGraphs()
+	s.routeVersions()
 	s.routeStreams()
 	return s
 }

@@ -285,7 +285,7 @@ func (s *Server) flowSource(w http.ResponseWriter, r *http.Request) {
 }
 
 func flowSourceOf(fs *engine.FlowSource) *apitypes.FlowSource {
-	out := &apitypes.FlowSource{Flow: flowOf(fs.RegisteredFlow), Version: fs.Seq, RegisteredAt: fs.RegisteredAt, Files: []apitypes.SourceFile{}}
+	out := &apitypes.FlowSource{Flow: flowOf(fs.RegisteredFlow), Version: fs.Seq, RegisteredAt: fs.RegisteredAt, Owner: fs.Owner, Files: []apitypes.SourceFile{}}
 	for _, f := range fs.Files {
 		out.Files = append(out.Files, apitypes.SourceFile{Path: f.Path, Src: f.Src})
 	}

@@ -5,17 +5,31 @@ import (
 	"errors"
 	"time"
 
+	"github.com/weirhq/weir/flows"
 	"github.com/weirhq/weir/runtime/store"
 )
 
-// FlowSource is a flow's latest registered version with the source files
-// it was registered from, for reading.
+// MaxFlowVersions bounds the versions FlowVersions lists: a name's newest.
+const MaxFlowVersions = 1000
+
+// FlowSource is a flow's registered version with the source files it was
+// registered from, for reading.
 type FlowSource struct {
 	RegisteredFlow
 	// Seq counts the name's versions: the latest has the highest.
 	Seq          uint64
 	RegisteredAt time.Time
+	Owner        string
 	Files        []SourceFile
+}
+
+// FlowVersion is one registered version of a flow name, without its
+// graph or sources.
+type FlowVersion struct {
+	Seq          uint64
+	Hash         string
+	RegisteredAt time.Time
+	Owner        string // "" for a version from before flows had owners
 }
 
 // FlowSource returns the latest registered version of a flow and its
@@ -25,9 +39,73 @@ func (e *Engine) FlowSource(ctx context.Context, name string) (*FlowSource, erro
 	if err != nil {
 		return nil, err
 	}
+	return e.flowSource(ctx, name, fe)
+}
+
+// FlowSourceAt returns one version of a flow, by its hash, and its source
+// files.
+func (e *Engine) FlowSourceAt(ctx context.Context, name, hash string) (*FlowSource, error) {
+	fe, err := e.flowAt(ctx, name, hash)
+	if err != nil {
+		return nil, err
+	}
+	return e.flowSource(ctx, name, fe)
+}
+
+// FlowGraphAt returns one version of a flow, by its hash, for drawing.
+func (e *Engine) FlowGraphAt(ctx context.Context, name, hash string) (*flows.Flow, error) {
+	fe, err := e.flowAt(ctx, name, hash)
+	if err != nil {
+		return nil, err
+	}
+	return fe.flow, nil
+}
+
+// FlowVersions lists a flow name's versions, newest first, at most
+// MaxFlowVersions. Every user may read registered flows.
+func (e *Engine) FlowVersions(ctx context.Context, name string) ([]FlowVersion, error) {
+	var vs []*store.FlowVersion
+	if err := e.st.View(ctx, func(tx store.Tx) error {
+		var err error
+		vs, err = tx.FlowVersionHistory(name, MaxFlowVersions)
+		return err
+	}); err != nil {
+		return nil, e.readFailed(err)
+	}
+	if len(vs) == 0 {
+		return nil, protocolErr(CodeUnknownFlow, "no flow named %q is registered", name)
+	}
+	out := make([]FlowVersion, 0, len(vs))
+	for _, v := range vs {
+		out = append(out, FlowVersion{Seq: v.Seq, Hash: v.Hash, RegisteredAt: v.RegisteredAt, Owner: v.Owner})
+	}
+	return out, nil
+}
+
+// flowAt loads the version hash of the flow name: E_UNKNOWN_FLOW when the
+// name has no such version.
+func (e *Engine) flowAt(ctx context.Context, name, hash string) (*flowEntry, error) {
+	err := e.st.View(ctx, func(tx store.Tx) error {
+		_, err := tx.FlowVersionGet(name, hash)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, protocolErr(CodeUnknownFlow, "flow %q has no version %q", name, hash)
+	}
+	if err != nil {
+		return nil, e.readFailed(err)
+	}
+	fe, err := e.flowVersion(ctx, name, hash)
+	if err != nil {
+		return nil, &Error{Code: CodeFlowUnreadable, Message: err.Error(), Class: ClassRun}
+	}
+	return fe, nil
+}
+
+func (e *Engine) flowSource(ctx context.Context, name string, fe *flowEntry) (*FlowSource, error) {
 	var v *store.FlowVersion
 	var src *store.Source
-	err = e.st.View(ctx, func(tx store.Tx) error {
+	err := e.st.View(ctx, func(tx store.Tx) error {
 		var err error
 		if v, err = tx.FlowVersionGet(name, fe.flow.Hash); err != nil {
 			return err
@@ -43,7 +121,7 @@ func (e *Engine) FlowSource(ctx context.Context, name string) (*FlowSource, erro
 	}
 	out := &FlowSource{
 		RegisteredFlow: RegisteredFlow{Name: name, Hash: fe.flow.Hash, Doc: fe.flow.Doc, Nodes: len(fe.flow.Nodes)},
-		Seq:            v.Seq, RegisteredAt: v.RegisteredAt,
+		Seq:            v.Seq, RegisteredAt: v.RegisteredAt, Owner: v.Owner,
 	}
 	for _, f := range src.Files {
 		out.Files = append(out.Files, SourceFile{Path: f.Path, Src: string(f.Src)})

@@ -33,6 +33,7 @@ func (e *Engine) schedule() {
 				}
 			}
 			e.dropOverdue(context.Background())
+			e.sampleIfDue()
 		}
 		e.dispatchReady(context.Background())
 	}

@@ -87,15 +87,29 @@ func (h histograms) Collect(ch chan<- prometheus.Metric) {
 
 // mean reads the mean of one histogram's observations (0 for none).
 func mean(o prometheus.Observer) time.Duration {
+	sum, n := sumCount(o)
+	return meanOf(sum, n)
+}
+
+func meanOf(sum float64, n uint64) time.Duration {
+	if n == 0 {
+		return 0
+	}
+	return time.Duration(sum / float64(n) * float64(time.Second))
+}
+
+// sumCount reads a histogram's sum of observations, in seconds, and their
+// count (0, 0 for none).
+func sumCount(o prometheus.Observer) (float64, uint64) {
 	m, ok := o.(prometheus.Metric)
 	if !ok { // nil: nothing observed yet
-		return 0
+		return 0, 0
 	}
 	var d dto.Metric
-	if m.Write(&d) != nil || d.Histogram.GetSampleCount() == 0 {
-		return 0
+	if m.Write(&d) != nil {
+		return 0, 0
 	}
-	return time.Duration(d.Histogram.GetSampleSum() / float64(d.Histogram.GetSampleCount()) * float64(time.Second))
+	return d.Histogram.GetSampleSum(), d.Histogram.GetSampleCount()
 }
 
 // stats keeps the four figures per task type of docs/design.md §4 (the
@@ -108,6 +122,7 @@ type stats struct {
 	refusals map[string]int64
 	counts   map[string]int64
 	models   map[string]*ModelStats
+	history  history
 }
 
 type typeStats struct {
@@ -295,4 +310,133 @@ func (e *Engine) RunPhases(ctx context.Context) (map[store.Phase]int, error) {
 		return nil, e.readFailed(err)
 	}
 	return out, nil
+}
+
+// The stats history: the daemon's figures sampled at a fixed interval
+// over the last hour, kept in memory only (a restart starts it empty), for
+// the console's charts.
+const (
+	// HistoryInterval is how often the figures are sampled.
+	HistoryInterval = 10 * time.Second
+	// HistoryWindow is how far back the samples reach.
+	HistoryWindow = time.Hour
+	// historySamples is the ring's size: one window of samples.
+	historySamples = int(HistoryWindow / HistoryInterval)
+)
+
+// Sample is the daemon's figures at one moment of the history: the
+// status (admission, slots, queued, parked and held tasks) at At, and the
+// tools' and models' figures over the interval that ended at At — means
+// of that interval's observations and counts of its attempts, units,
+// turns, tokens and cost — so that a chart shows change, not totals.
+type Sample struct {
+	At     time.Time    `json:"at"`
+	Health Health       `json:"health"`
+	Types  []TypeStats  `json:"types"`
+	Models []ModelStats `json:"models,omitempty"`
+}
+
+// history is a ring of the last historySamples samples, and the totals at
+// the last sample from which the next one's interval figures are taken.
+type history struct {
+	mu       sync.Mutex
+	ring     []Sample
+	next     int // where the next sample goes once the ring is full
+	last     time.Time
+	sampling bool // a sample is being taken
+	prev     map[string]typeTotals
+	prevM    map[string]ModelStats
+}
+
+type typeTotals struct {
+	waitSum, execSum float64
+	waitN, execN     uint64
+	attempts, units  int64
+}
+
+// add keeps s, dropping the oldest sample once the ring is full, and
+// lets the next sample begin.
+func (h *history) add(s Sample) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.sampling = false
+	if len(h.ring) < historySamples {
+		h.ring = append(h.ring, s)
+		return
+	}
+	h.ring[h.next] = s
+	h.next = (h.next + 1) % historySamples
+}
+
+// samples returns the kept samples, oldest first.
+func (h *history) samples() []Sample {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]Sample, 0, len(h.ring))
+	out = append(out, h.ring[h.next:]...)
+	return append(out, h.ring[:h.next]...)
+}
+
+// StatsHistory returns the samples of the last HistoryWindow, oldest
+// first: kept in memory, empty after a restart.
+func (e *Engine) StatsHistory() []Sample { return e.stats.history.samples() }
+
+// sampleIfDue starts taking a sample, off the scheduler's goroutine, when
+// HistoryInterval has passed since the last one (the first tick takes
+// one at once).
+func (e *Engine) sampleIfDue() {
+	h := &e.stats.history
+	now := e.now()
+	h.mu.Lock()
+	due := !h.sampling && (h.last.IsZero() || now.Sub(h.last) >= HistoryInterval)
+	if due {
+		h.sampling, h.last = true, now
+	}
+	h.mu.Unlock()
+	if !due {
+		return
+	}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), HistoryInterval)
+		defer cancel()
+		health := e.Health(ctx)
+		s := e.stats.interval(now, health)
+		h.add(s)
+	}()
+}
+
+// interval takes the figures since the previous sample.
+func (s *stats) interval(at time.Time, health Health) Sample {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := &s.history
+	out := Sample{At: at.UTC(), Health: health, Types: []TypeStats{}}
+	cur := make(map[string]typeTotals, len(s.types))
+	for name, t := range s.types {
+		var c typeTotals
+		c.waitSum, c.waitN = sumCount(t.wait)
+		c.execSum, c.execN = sumCount(t.exec)
+		c.attempts, c.units = t.attempts, t.units
+		cur[name] = c
+		p := h.prev[name]
+		ts := TypeStats{Type: name, WaitMean: meanOf(c.waitSum-p.waitSum, c.waitN-p.waitN), ExecMean: meanOf(c.execSum-p.execSum, c.execN-p.execN),
+			Attempts: c.attempts - p.attempts, Units: c.units - p.units}
+		if ts.Units > 0 {
+			ts.Amplification = float64(ts.Attempts) / float64(ts.Units)
+		}
+		out.Types = append(out.Types, ts)
+	}
+	sort.Slice(out.Types, func(i, j int) bool { return out.Types[i].Type < out.Types[j].Type })
+	curM := make(map[string]ModelStats, len(s.models))
+	for name, m := range s.models {
+		curM[name] = *m
+		p := h.prevM[name]
+		out.Models = append(out.Models, ModelStats{Model: name, Turns: m.Turns - p.Turns, InputTokens: m.InputTokens - p.InputTokens,
+			OutputTokens: m.OutputTokens - p.OutputTokens, Cost: m.Cost - p.Cost})
+	}
+	sort.Slice(out.Models, func(i, j int) bool { return out.Models[i].Model < out.Models[j].Model })
+	h.prev, h.prevM = cur, curM
+	return out
 }

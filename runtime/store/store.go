@@ -134,6 +134,10 @@ type Tx interface {
 	FlowVersionLatest(name string) (*FlowVersion, error)
 	// FlowVersionList returns the latest version of every flow, by name.
 	FlowVersionList() ([]*FlowVersion, error)
+	// FlowVersionHistory returns the versions of one flow name, newest
+	// (highest Seq) first, ties by hash, up to limit: none for a name
+	// never registered.
+	FlowVersionHistory(name string, limit int) ([]*FlowVersion, error)
 	// SourcePut stores a source bundle (the files registered together) by
 	// its content hash; SourceGet reads it back.
 	SourcePut(s *Source) error

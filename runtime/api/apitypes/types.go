@@ -486,9 +486,20 @@ type FlowSource struct {
 	Flow
 	// Version counts the name's registered versions: the latest has the
 	// highest.
-	Version      uint64       `json:"version"`
-	RegisteredAt time.Time    `json:"registered_at"`
-	Files        []SourceFile `json:"files"`
+	Version      uint64    `json:"version"`
+	RegisteredAt time.Time `json:"registered_at"`
+	// Owner registered the version ("" before flows had owners).
+	Owner string       `json:"owner,omitempty"`
+	Files []SourceFile `json:"files"`
+}
+
+// FlowVersion is one registered version of a flow name (GET
+// /v1/flows/{name}/versions lists them, newest first).
+type FlowVersion struct {
+	Version      uint64    `json:"version"`
+	Hash         string    `json:"hash"`
+	RegisteredAt time.Time `json:"registered_at"`
+	Owner        string    `json:"owner,omitempty"`
 }
 
 // MaxStreamDuration bounds one server-sent event stream (GET
@@ -509,3 +520,27 @@ const (
 	StreamEnd   = "end"
 	StreamRuns  = "runs"
 )
+
+// StatsHistory answers GET /v1/stats/history: the daemon's figures
+// sampled every Interval over the last Window, oldest first. The daemon
+// keeps them in memory: a restart starts them empty.
+type StatsHistory struct {
+	Interval time.Duration `json:"interval_ns"`
+	Window   time.Duration `json:"window_ns"`
+	Samples  []StatsSample `json:"samples"`
+}
+
+// StatsSample is one moment of the history: the status at At, and the
+// tools' and models' figures over the interval that ended at At (the
+// means of that interval's observations; its attempts, units, turns,
+// tokens and cost).
+type StatsSample struct {
+	At        time.Time    `json:"at"`
+	Admission string       `json:"admission"`
+	Slots     int          `json:"slots"`
+	Queued    int          `json:"queued"`
+	Parked    int          `json:"parked"`
+	Held      int          `json:"held"`
+	Types     []TypeStats  `json:"types"`
+	Models    []ModelStats `json:"models,omitempty"`
+}

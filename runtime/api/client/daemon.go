@@ -109,6 +109,17 @@ func (c *Client) Stats(ctx context.Context) (*apitypes.Stats, error) {
 	return &st, nil
 }
 
+// StatsHistory reads the daemon's figures sampled over the last hour
+// (GET /v1/stats/history), oldest first; the daemon keeps them in memory
+// only.
+func (c *Client) StatsHistory(ctx context.Context) (*apitypes.StatsHistory, error) {
+	var h apitypes.StatsHistory
+	if err := c.call(ctx, http.MethodGet, "/stats/history", nil, &h); err != nil {
+		return nil, err
+	}
+	return &h, nil
+}
+
 // Health reads the daemon's status (GET /v1/health): admission, queued and
 // held tasks, slots, the config in force and who the caller is. A daemon
 // whose admission is closed (draining, or its store failed) answers 503

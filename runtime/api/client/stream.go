@@ -27,6 +27,32 @@ func (c *Client) FlowSource(ctx context.Context, name string) (*apitypes.FlowSou
 	return &fs, nil
 }
 
+// FlowVersions lists a flow name's versions, newest first, at most
+// engine.MaxFlowVersions (GET /v1/flows/{name}/versions).
+func (c *Client) FlowVersions(ctx context.Context, name string) ([]*apitypes.FlowVersion, error) {
+	var vs []*apitypes.FlowVersion
+	if err := c.call(ctx, http.MethodGet, "/flows/"+escape(name)+"/versions", nil, &vs); err != nil {
+		return nil, err
+	}
+	return vs, nil
+}
+
+// FlowSourceAt reads one version of a flow, by its hash, with its source
+// files (GET /v1/flows/{name}/versions/{hash}).
+func (c *Client) FlowSourceAt(ctx context.Context, name, hash string) (*apitypes.FlowSource, error) {
+	var fs apitypes.FlowSource
+	if err := c.call(ctx, http.MethodGet, "/flows/"+escape(name)+"/versions/"+escape(hash), nil, &fs); err != nil {
+		return nil, err
+	}
+	return &fs, nil
+}
+
+// FlowGraphAt draws one version of a flow, by its hash, in format
+// (mermaid, dot or svg; "" for mermaid).
+func (c *Client) FlowGraphAt(ctx context.Context, name, hash, format string) (string, error) {
+	return c.text(ctx, "/flows/"+escape(name)+"/versions/"+escape(hash)+"/graph", format)
+}
+
 // StreamMessage is one message of a run's stream: Run for
 // apitypes.StreamRun, Event for apitypes.StreamEvent, neither for
 // apitypes.StreamEnd.

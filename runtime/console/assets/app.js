@@ -364,19 +364,31 @@ async function flowsPage() {
 
 async function flowPage(name) {
   document.title = name + " · weir";
-  const res = await api("GET", "/flows/" + encodeURIComponent(name));
-  if (!res.ok) { show(el("h1", { id: "not-found", text: "No flow " + name }), errorBox(res)); return; }
+  const at = new URLSearchParams(location.search).get("version");
+  const base = "/flows/" + encodeURIComponent(name);
+  const path = at ? base + "/versions/" + encodeURIComponent(at) : base;
+  const [res, vres] = await Promise.all([api("GET", path), api("GET", base + "/versions")]);
+  if (!res.ok) { show(el("h1", { id: "not-found", text: "No flow " + name + (at ? " at version " + at : "") }), errorBox(res)); return; }
   const f = res.data;
+  const versions = vres.ok ? vres.data : [];
+  const latest = versions.length > 0 && versions[0].hash === f.hash;
   const graph = el("div", { class: "graph", id: "graph" });
+  const link = (v) => base + (v === versions[0] ? "" : "?version=" + encodeURIComponent(v.hash));
   show(el("h1", {}, "Flow ", el("span", { class: "mono", text: f.name })),
-    grid([["Description", f.doc], ["Version", "#" + f.version + " (latest)", "flow-version"], ["Hash", el("span", { class: "mono", text: f.hash })],
-      ["Registered", fullTime(f.registered_at)], ["Nodes", String(f.nodes)],
-      ["Runs", el("a", { href: "/runs?flow=" + encodeURIComponent(f.name), text: "this flow's runs" })]]),
-    el("p", { class: "hint", text: "Earlier versions stay in the store for the runs pinned to them; this page shows the latest." }),
+    grid([["Description", f.doc], ["Version", "#" + f.version + (latest ? " (latest)" : " (not the latest)"), "flow-version"],
+      ["Hash", el("span", { class: "mono", text: f.hash })], ["Registered", fullTime(f.registered_at)], ["Owner", f.owner],
+      ["Nodes", String(f.nodes)], ["Runs", el("a", { href: "/runs?flow=" + encodeURIComponent(f.name), text: "this flow's runs" })]]),
+    el("h2", { text: "Versions" }),
+    vres.ok ? table("versions-table", ["Version", "Hash", "Registered", "Owner"],
+      versions.map((v) => el("tr", { "data-version": v.version, class: v.hash === f.hash ? "selected" : null },
+        el("td", {}, v.hash === f.hash ? el("b", { text: "#" + v.version }) : el("a", { href: link(v), text: "#" + v.version })),
+        el("td", { class: "mono", text: v.hash.slice(0, 16) }), el("td", { class: "mono", text: fullTime(v.registered_at) }),
+        el("td", { text: v.owner || "" })))) : errorBox(vres),
+    el("p", { class: "hint", text: "Every version stays in the store for the runs pinned to it; a new run starts on the latest." }),
     el("h2", { text: "Graph" }), graph,
     el("h2", { text: "Source" }),
     f.files.map((file) => [el("h3", { class: "mono", text: file.path }), el("pre", { class: "source", text: file.src })]));
-  drawGraph(graph, "/flows/" + encodeURIComponent(name) + "/graph?format=svg");
+  drawGraph(graph, (at ? path : base) + "/graph?format=svg");
 }
 
 // ---- Dead letters ----
@@ -397,9 +409,74 @@ async function deadLettersPage() {
 
 // ---- Status ----
 
+const SVG = "http://www.w3.org/2000/svg";
+
+function svgEl(tag, attrs) {
+  const e = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+  return e;
+}
+
+// chart draws one small line chart of the history: series are
+// { name, values } with one value per sample (null: no figure then).
+function chart(id, title, times, series, fmt) {
+  const W = 260, H = 64, P = 2;
+  const all = series.flatMap((s) => s.values).filter((v) => v !== null);
+  const top = Math.max(1e-9, ...all);
+  const t0 = times[0], t1 = times[times.length - 1];
+  const x = (t) => P + (t1 > t0 ? (t - t0) / (t1 - t0) : 1) * (W - 2 * P);
+  const y = (v) => H - P - (v / top) * (H - 2 * P);
+  const svg = svgEl("svg", { viewBox: `0 0 ${W} ${H}`, width: W, height: H, class: "spark" });
+  svg.append(svgEl("line", { x1: 0, y1: H - P, x2: W, y2: H - P, class: "axis" }));
+  series.forEach((s, i) => {
+    const pts = [];
+    s.values.forEach((v, j) => { if (v !== null) pts.push(x(times[j]).toFixed(1) + "," + y(v).toFixed(1)); });
+    if (pts.length === 1) pts.push(pts[0].replace(/^[^,]+/, (a) => (Number(a) - 2).toFixed(1)));
+    svg.append(svgEl("polyline", { points: pts.join(" "), class: "series s" + i }));
+  });
+  const last = (s) => { for (let j = s.values.length - 1; j >= 0; j--) if (s.values[j] !== null) return fmt(s.values[j]); return "–"; };
+  return el("figure", { class: "chart", id, "data-samples": times.length },
+    el("figcaption", {}, el("b", { text: title }), " ",
+      series.map((s, i) => el("span", { class: "key s" + i, text: s.name + " " + last(s) }))),
+    svg, el("div", { class: "range muted", text: "max " + fmt(all.length ? top : 0) }));
+}
+
+// historyCharts draws the last hour: the status, each tool's four
+// figures and each model's tokens and cost, one value per sample.
+function historyCharts(hist) {
+  const samples = hist.samples || [];
+  if (samples.length === 0) return el("p", { class: "muted", id: "history", text: "No sample yet: the first is taken within seconds of the start." });
+  const times = samples.map((s) => new Date(s.at).getTime());
+  const ms = (v) => v.toFixed(1) + " ms", n = (v) => String(Math.round(v)), ratio = (v) => v.toFixed(2);
+  const names = (key, field) => [...new Set(samples.flatMap((s) => (s[key] || []).map((x) => x[field])))].sort();
+  const pick = (key, field, name, f) => samples.map((s) => { const x = (s[key] || []).find((o) => o[field] === name); return x ? f(x) : null; });
+  const status = el("div", { class: "charts" },
+    chart("chart-tasks", "Tasks", times, [
+      { name: "queued", values: samples.map((s) => s.queued) },
+      { name: "held", values: samples.map((s) => s.held) },
+      { name: "parked", values: samples.map((s) => s.parked) }], n),
+    chart("chart-slots", "Slots", times, [{ name: "slots", values: samples.map((s) => s.slots) }], n),
+    chart("chart-admission", "Admission open", times, [{ name: "open", values: samples.map((s) => (s.admission === "open" ? 1 : 0)) }], (v) => (v ? "yes" : "no")));
+  const tools = names("types", "type").map((t) => el("div", { class: "charts", "data-type": t }, el("h3", { text: t }),
+    chart(null, "Queue wait", times, [{ name: "mean", values: pick("types", "type", t, (x) => x.wait_mean_ns / 1e6) }], ms),
+    chart(null, "Execution", times, [{ name: "mean", values: pick("types", "type", t, (x) => x.exec_mean_ns / 1e6) }], ms),
+    chart(null, "Attempts and units", times, [
+      { name: "attempts", values: pick("types", "type", t, (x) => x.attempts) },
+      { name: "units", values: pick("types", "type", t, (x) => x.units) }], n),
+    chart(null, "Amplification", times, [{ name: "attempts ÷ units", values: pick("types", "type", t, (x) => (x.units ? x.amplification : null)) }], ratio)));
+  const models = names("models", "model").map((m) => el("div", { class: "charts", "data-model": m }, el("h3", { text: m }),
+    chart(null, "Tokens", times, [
+      { name: "in", values: pick("models", "model", m, (x) => x.input_tokens) },
+      { name: "out", values: pick("models", "model", m, (x) => x.output_tokens) }], n),
+    chart(null, "Cost", times, [{ name: "cost", values: pick("models", "model", m, (x) => x.cost) }], n)));
+  return el("section", { id: "history" },
+    el("p", { class: "hint", text: `One sample every ${hist.interval_ns / 1e9} s over the last ${hist.window_ns / 6e10} minutes, from ${fullTime(samples[0].at)} to ${fullTime(samples[samples.length - 1].at)}; each tool and model figure is that of its own ${hist.interval_ns / 1e9} s. The daemon keeps them in memory: a restart starts them again.` }),
+    status, tools.length ? [el("h3", { text: "Tools" }), tools] : null, models.length ? [el("h3", { text: "Models" }), models] : null);
+}
+
 async function statusPage() {
   document.title = "Status · weir";
-  const [h, st] = await Promise.all([api("GET", "/health"), api("GET", "/stats")]);
+  const [h, st, hist] = await Promise.all([api("GET", "/health"), api("GET", "/stats"), api("GET", "/stats/history")]);
   const s = h.data || {};
   if (!s.admission) { show(el("h1", { text: "Status" }), errorBox(h)); return; }
   const c = s.config || {};
@@ -415,15 +492,16 @@ async function statusPage() {
       ["Signed in as", s.caller ? s.caller.owner : ""]]),
     el("h2", { text: "Tools" }),
     types.length === 0 ? el("p", { class: "muted", text: "No task has run since the daemon started." }) :
-      table("stats-table", ["Type", "Queue depth", "Wait mean", "Wait max", "Run mean", "Run max", "Attempts", "Amplification"],
-        types.map((t) => el("tr", {}, el("td", { text: t.type }), el("td", { class: "num", text: t.queue_depth }),
-          el("td", { class: "num", text: ms(t.wait_mean_ns) }), el("td", { class: "num", text: ms(t.wait_max_ns) }),
-          el("td", { class: "num", text: ms(t.exec_mean_ns) }), el("td", { class: "num", text: ms(t.exec_max_ns) }),
-          el("td", { class: "num", text: t.attempts }), el("td", { class: "num", text: (t.amplification || 0).toFixed(2) })))),
+      table("stats-table", ["Type", "Queue wait mean", "Execution mean", "Attempts", "Units", "Amplification"],
+        types.map((t) => el("tr", {}, el("td", { text: t.type }),
+          el("td", { class: "num", text: ms(t.wait_mean_ns) }), el("td", { class: "num", text: ms(t.exec_mean_ns) }),
+          el("td", { class: "num", text: t.attempts }), el("td", { class: "num", text: t.units }),
+          el("td", { class: "num", text: (t.amplification || 0).toFixed(2) })))),
     models.length ? [el("h2", { text: "Models" }), table("models-table", ["Model", "Turns", "Input tokens", "Output tokens", "Cost"],
       models.map((m) => el("tr", {}, el("td", { text: m.model }), el("td", { class: "num", text: m.turns }),
         el("td", { class: "num", text: m.input_tokens }), el("td", { class: "num", text: m.output_tokens }), el("td", { class: "num", text: m.cost }))))] : null,
-    el("p", { class: "hint", text: "Figures since the daemon started, kept in memory." }));
+    el("p", { class: "hint", text: "Figures since the daemon started, kept in memory." }),
+    el("h2", { text: "The last hour" }), hist.ok ? historyCharts(hist.data) : errorBox(hist));
 }
 
 // ---- Start ----

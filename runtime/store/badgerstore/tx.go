@@ -1,8 +1,11 @@
 package badgerstore
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/weirhq/weir/runtime/store"
@@ -187,6 +190,32 @@ func (t *storeTx) FlowVersionList() ([]*store.FlowVersion, error) {
 			return nil, err
 		}
 		out = append(out, v)
+	}
+	return out, nil
+}
+
+// FlowVersionHistory reads every version of the name (they are keyed by
+// hash) and keeps the newest limit.
+func (t *storeTx) FlowVersionHistory(name string, limit int) ([]*store.FlowVersion, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	p := key(pFlowVersion, name, sep)
+	out, err := listJSON[store.FlowVersion](t, p, prefixEnd(p), 0, nil)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b *store.FlowVersion) int {
+		if c := cmp.Compare(b.Seq, a.Seq); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Hash, b.Hash)
+	})
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	if out == nil {
+		out = []*store.FlowVersion{}
 	}
 	return out, nil
 }

@@ -313,6 +313,19 @@ func (t *tx) FlowVersionList() ([]*store.FlowVersion, error) {
 	return out, nil
 }
 
+func (t *tx) FlowVersionHistory(name string, limit int) ([]*store.FlowVersion, error) {
+	return list(t, tFlowVersion, func(v *store.FlowVersion) bool { return v.Name == name }, newestFirst, limit)
+}
+
+// newestFirst orders versions of one name by Seq, highest first, then by
+// hash.
+func newestFirst(a, b *store.FlowVersion) int {
+	if c := cmp.Compare(b.Seq, a.Seq); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Hash, b.Hash)
+}
+
 func (t *tx) SourcePut(s *store.Source) error {
 	if err := t.writable(); err != nil {
 		return err

@@ -387,6 +387,19 @@ func (t *storeTx) FlowVersionList() ([]*store.FlowVersion, error) {
 		JOIN flow_versions fv ON fv.name = l.name AND fv.hash = l.hash ORDER BY l.name`)
 }
 
+func (t *storeTx) FlowVersionHistory(name string, limit int) ([]*store.FlowVersion, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	if !text(name) {
+		return []*store.FlowVersion{}, nil
+	}
+	if limit <= 0 {
+		limit = math.MaxInt32
+	}
+	return listRecords[store.FlowVersion](t, `SELECT v, data FROM flow_versions WHERE name = $1 ORDER BY seq DESC, hash LIMIT $2`, name, limit)
+}
+
 func (t *storeTx) SourcePut(s *store.Source) error {
 	if err := t.writable(); err != nil {
 		return err

@@ -208,6 +208,19 @@ func testFlowVersions(t *testing.T, s store.Store, _ Opener) {
 		return first(err, err2, check(again.Seq == 3, "re-put Seq %d, want 3", again.Seq),
 			same("latest after re-put", l, &again), same("explicit-Seq version", g, old))
 	})
+	view(t, s, func(tx store.Tx) error {
+		all, err1 := tx.FlowVersionHistory("triage", 0)
+		two, err2 := tx.FlowVersionHistory("triage", 2)
+		alpha, err3 := tx.FlowVersionHistory("alpha", 0)
+		prefix, err4 := tx.FlowVersionHistory("tri", 0)
+		none, err5 := tx.FlowVersionHistory("nothing", 0)
+		return first(err1, err2, err3, err4, err5,
+			same("a name's versions, newest first", all, []*store.FlowVersion{&again, v2, old}),
+			same("the newest two", two, []*store.FlowVersion{&again, v2}),
+			same("another name's", alpha, []*store.FlowVersion{other}),
+			check(len(prefix) == 0, "a prefix of a name has %d versions, want 0", len(prefix)),
+			check(len(none) == 0, "an unknown name has %d versions, want 0", len(none)))
+	})
 }
 
 // testFlowVersionOwner: the owner a version was put with is read back by
