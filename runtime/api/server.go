@@ -201,11 +201,11 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
-	if !queryParams(w, r, "limit", "phase", "after") {
+	if !queryParams(w, r, "limit", "phase", "after", "flow", "order", "before") {
 		return
 	}
 	q := r.URL.Query()
-	limit, ok := limitParam(w, q.Get("limit"), 100, MaxListLimit)
+	limit, ok := limitParam(w, q.Get("limit"), apitypes.DefaultListLimit, MaxListLimit)
 	if !ok {
 		return
 	}
@@ -219,7 +219,36 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 			Message: fmt.Sprintf("phase %q is not a phase (queued, running, waiting, completing, completed, cancelled, failed)", phase)})
 		return
 	}
-	runs, err := s.eng.List(r.Context(), ownerFrom(r.Context()), store.RunListParams{Phase: phase, After: q.Get("after"), Limit: limit})
+	p := store.RunListParams{Phase: phase, After: q.Get("after"), Flow: q.Get("flow"), Limit: limit}
+	if err := engine.CheckPrintable("flow", p.Flow, engine.MaxIDBytes); err != nil {
+		writeEngineErr(w, err)
+		return
+	}
+	switch q.Get("order") {
+	case "", "id":
+	case "created":
+		p.Order = store.OrderNewest
+	default:
+		writeErr(w, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequest, Class: engine.ClassProtocol,
+			Message: fmt.Sprintf("order %q is not an order (id, created: newest first)", q.Get("order"))})
+		return
+	}
+	if before := q.Get("before"); before != "" {
+		if p.Order != store.OrderNewest || p.After != "" {
+			writeErr(w, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequest, Class: engine.ClassProtocol,
+				Message: "before pages the newest-first order: give it with order=created and without after"})
+			return
+		}
+		// The cursor is the last run of the page before: the next page
+		// starts after its place in the order.
+		last, err := s.eng.Get(r.Context(), ownerFrom(r.Context()), before)
+		if err != nil {
+			writeEngineErr(w, err)
+			return
+		}
+		p.Before = &store.RunCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
+	runs, err := s.eng.List(r.Context(), ownerFrom(r.Context()), p)
 	if err != nil {
 		writeEngineErr(w, err)
 		return

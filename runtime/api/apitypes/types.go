@@ -15,6 +15,8 @@ const Version = "v1"
 const (
 	// MaxListLimit bounds GET /v1/runs and GET /v1/deadletters.
 	MaxListLimit = 1000
+	// DefaultListLimit is GET /v1/runs's page size when limit is not given.
+	DefaultListLimit = 100
 	// MaxEventLimit bounds GET /v1/runs/{id}/events and GET
 	// /v1/admin/audit.
 	MaxEventLimit = 10000
