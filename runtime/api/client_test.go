@@ -226,6 +226,15 @@ func TestClientFlowsWaitsAndDeadLetters(t *testing.T) {
 		de.Diagnostics[0].File != "broken.star" || de.Diagnostics[0].Line != 1 || !strings.Contains(err.Error(), "broken.star:1:") {
 		t.Fatalf("broken registration: %v", err)
 	}
+	// Warnings alone register, and come back with the answer.
+	warned, err := c.FlowRegister(ctx, apitypes.SourceFile{Path: "warned.star", Src: `flow(name = "warned", nodes = [
+    fanout("fan", tool = "testkit.echo", items = [1], width = 1, depth = 1, max_items = 1, next = "use"),
+    task("use", tool = "testkit.echo", args = lambda ctx: {"all": ctx.results["fan"]}),
+])`})
+	if err != nil || len(warned.Flows) != 1 || len(warned.Diagnostics) != 1 ||
+		warned.Diagnostics[0].Code != "W_FANOUT_RESULT" || warned.Diagnostics[0].Severity != "warning" || warned.Diagnostics[0].Line != 3 {
+		t.Fatalf("a registration with a warning: %+v %v", warned, err)
+	}
 	res, err := c.FlowRegister(ctx, apitypes.SourceFile{Path: "client.star", Src: clientFlows})
 	if err != nil || len(res.Flows) != 2 || res.Flows[0].Name != "gate" || res.Flows[0].Nodes != 3 || len(res.Flows[0].Hash) != 64 {
 		t.Fatalf("register: %+v %v", res, err)
@@ -236,7 +245,7 @@ func TestClientFlowsWaitsAndDeadLetters(t *testing.T) {
 		names[i] = f.Name
 	}
 	slices.Sort(names)
-	if err != nil || !slices.Equal(names, []string{"echo", "failing", "gate", "sleep"}) {
+	if err != nil || !slices.Equal(names, []string{"echo", "failing", "gate", "sleep", "warned"}) {
 		t.Errorf("flows %v %v", names, err)
 	}
 	if g, err := c.FlowGraph(ctx, "gate", client.FormatDot); err != nil || !strings.Contains(g, `"ok" -> "go"`) {

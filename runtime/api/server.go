@@ -321,7 +321,7 @@ func (s *Server) registerFlows(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	status := http.StatusOK
-	if len(res.Diagnostics) > 0 {
+	if len(res.Diagnostics.Errors()) > 0 { // warnings come back with a 200
 		status = http.StatusUnprocessableEntity
 	}
 	writeJSON(w, status, registerResultOf(res))
@@ -348,7 +348,7 @@ func (s *Server) checkFlows(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	status := http.StatusOK
-	if len(res.Diagnostics) > 0 {
+	if len(res.Diagnostics.Errors()) > 0 { // warnings come back with a 200
 		status = http.StatusUnprocessableEntity
 	}
 	writeJSON(w, status, registerResultOf(res))

@@ -349,6 +349,9 @@ type Diagnostic struct {
 	// Chain names the flows (or nodes, or files) that form the problem, in
 	// order, for cycles and depth: ["a", "b", "a"].
 	Chain []string `json:"chain,omitempty"`
+	// Severity is "warning" for a warning (the flows registered anyway);
+	// absent for an error.
+	Severity string `json:"severity,omitempty"`
 }
 
 // Stats answers GET /v1/stats: the four figures per task type and the
