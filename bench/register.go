@@ -93,7 +93,7 @@ func registration(b *bench) ([]row, error) {
 			for i, f := range files {
 				in[i] = flows.File{Path: f.Path, Src: []byte(f.Src)}
 			}
-			if _, ds, err := reg.Register(b.ctx, in); err != nil || len(ds) > 0 {
+			if _, ds, err := reg.Register(b.ctx, in); err != nil || len(ds.Errors()) > 0 {
 				return 0, fmt.Errorf("in process: %v %v", err, ds)
 			}
 		}

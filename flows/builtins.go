@@ -711,6 +711,11 @@ func builtinFlow(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 			if ls.callables != nil {
 				ls.callables[*ref] = callable{value: v, pos: n.ArgPos(ref.Param)}
 			}
+			if _, isFn := v.(starlark.Callable); p == paramArgs && !isFn {
+				if c, err := fromStarlark(v); err == nil {
+					ls.constArgs[n] = c
+				}
+			}
 		}
 		if budget > 0 && n.Budget > budget {
 			ls.addf(n.ArgPos("budget"), CodeInvalid, nil, "flow %q: node %s's budget = %d is more than the flow's budget = %d: its child run could never be admitted",

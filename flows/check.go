@@ -32,6 +32,7 @@ func (l Loader) analyze(files []File, tools Catalog, lookup lookupFunc, full boo
 		if full {
 			ls.checkTools(f, tools)
 		}
+		ls.checkFanoutReads(f)
 	}
 	if full {
 		if err := ls.checkCalls(lookup); err != nil {
@@ -180,6 +181,7 @@ func (ls *loadState) checkTools(f *Flow, tools Catalog) {
 		if !ok {
 			continue
 		}
+		ls.checkConstArgs(n, info)
 		if info.Idempotent || (n.AtMostOnce && n.Retries > 0) {
 			continue // the contradiction is reported at load
 		}

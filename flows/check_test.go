@@ -27,7 +27,7 @@ var update = flag.Bool("update", false, "rewrite golden files")
 // at a time in name order, and must register cleanly. Each case also has a
 // golden file with the printed diagnostics (go test -update rewrites them).
 
-var wantRE = regexp.MustCompile(`want: (E_[A-Z_]+) col=(\d+)(?: chain="([^"]*)")?(?: msg="((?:[^"\\]|\\.)*)")?`)
+var wantRE = regexp.MustCompile(`want: ([EW]_[A-Z_]+) col=(\d+)(?: chain="([^"]*)")?(?: msg="((?:[^"\\]|\\.)*)")?`)
 
 type want struct {
 	pos   Pos

@@ -74,6 +74,14 @@ const (
 	// CodeIRTooLarge: the flow's compiled graph (its IR, what the runtime
 	// stores and loads for every run) is larger than MaxIRBytes.
 	CodeIRTooLarge Code = "E_IR_TOO_LARGE"
+	// CodeToolInput: a node's constant args do not match its tool's
+	// declared input schema, so every call would be refused.
+	CodeToolInput Code = "E_TOOL_INPUT"
+
+	// CodeFanoutResult (a warning): a callable uses a fanout's whole
+	// result, the dict {results, late, sufficient, cutoff}, where the list
+	// of its items' results (["results"]) is the likely intent.
+	CodeFanoutResult Code = "W_FANOUT_RESULT"
 )
 
 // AllCodes lists every diagnostic code, in documentation order.
@@ -83,8 +91,21 @@ var AllCodes = []Code{
 	CodeUnknownFlow, CodeCycle, CodeDepth, CodeFanoutBounds,
 	CodeUnknownTool, CodeAtMostOnce,
 	CodeAgentBounds, CodeNotChat, CodeUnknownModel, CodeToolNameCollision,
-	CodeIRTooLarge,
+	CodeIRTooLarge, CodeToolInput,
+	CodeFanoutResult,
 }
+
+// Severity says whether a diagnostic refuses the flow.
+type Severity string
+
+// The severities. Codes of warnings start with W_, of errors with E_.
+const (
+	// SeverityError refuses the flow: it is not registered.
+	SeverityError Severity = ""
+	// SeverityWarning reports a likely mistake the checker cannot prove:
+	// the flow registers, and the warning comes back with the answer.
+	SeverityWarning Severity = "warning"
+)
 
 // Pos is a position in a flow source file. Line and column are 1-based; a
 // zero Line means the position is unknown or covers the whole file.
@@ -121,10 +142,16 @@ type Diagnostic struct {
 	// Chain names the flows (or nodes, or files) that form the problem,
 	// in order, for cycles and depth: ["a", "b", "a"].
 	Chain []string `json:"chain,omitempty"`
+	// Severity is "warning" for a warning; absent for an error.
+	Severity Severity `json:"severity,omitempty"`
 }
 
-// String formats d as one line: `file:line:col: CODE: message`.
+// String formats d as one line: `file:line:col: CODE: message`, with
+// "warning: " before the code of a warning.
 func (d Diagnostic) String() string {
+	if d.Severity == SeverityWarning {
+		return fmt.Sprintf("%s: warning: %s: %s", d.Pos, d.Code, d.Message)
+	}
 	return fmt.Sprintf("%s: %s: %s", d.Pos, d.Code, d.Message)
 }
 
@@ -142,6 +169,18 @@ func (ds Diagnostics) Err() error {
 		return nil
 	}
 	return &DiagnosticsError{Diagnostics: ds}
+}
+
+// Errors returns the diagnostics that are errors (nil when there are
+// none): what refuses a flow. Warnings alone refuse nothing.
+func (ds Diagnostics) Errors() Diagnostics {
+	var out Diagnostics
+	for _, d := range ds {
+		if d.Severity == SeverityError {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // Has reports whether any diagnostic has the code c.

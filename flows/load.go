@@ -140,6 +140,9 @@ type loadState struct {
 	// declFile is the file whose execution declared each flow: the root
 	// of the flow's sources, even when flow() ran in a loaded helper.
 	declFile map[string]string
+	// constArgs are the nodes whose args is a constant, with its JSON
+	// value, for the check against the tool's input schema.
+	constArgs map[*Node]any
 }
 
 type fileState struct {
@@ -150,6 +153,7 @@ type fileState struct {
 	elems      []lineCol // elements of list literals passed as keyword arguments
 	compileErr error
 	loads      []string // resolved paths of this file's load()s
+	wholeReads []resultRead
 	state      execState
 	globals    starlark.StringDict
 }
@@ -219,11 +223,12 @@ var fileOptions = &syntax.FileOptions{
 
 func (l Loader) run(files []File, collect bool) *loadState {
 	ls := &loadState{
-		loader:   l,
-		mod:      &Module{byName: map[string]*Flow{}, sources: map[string][]File{}},
-		files:    map[string]*fileState{},
-		flowPos:  map[string]Pos{},
-		declFile: map[string]string{},
+		loader:    l,
+		mod:       &Module{byName: map[string]*Flow{}, sources: map[string][]File{}},
+		files:     map[string]*fileState{},
+		flowPos:   map[string]Pos{},
+		declFile:  map[string]string{},
+		constArgs: map[*Node]any{},
 	}
 	if collect {
 		ls.callables = map[CallableRef]callable{}
@@ -284,6 +289,7 @@ func (fs *fileState) compile() {
 		return
 	}
 	fs.indexCalls(f)
+	fs.wholeReads = wholeResultReads(f)
 	prog, err := starlark.FileProgram(f, predeclared.Has)
 	if err != nil {
 		fs.compileErr = err
@@ -605,6 +611,15 @@ func (ls *loadState) addf(pos Pos, code Code, chain []string, format string, arg
 		msg = strings.Join(strings.FieldsFunc(msg, func(r rune) bool { return r == '\n' || r == '\r' }), "; ")
 	}
 	ls.diags = append(ls.diags, Diagnostic{Pos: pos, Code: code, Message: msg, Chain: chain})
+}
+
+// warnf adds a warning: a likely mistake that does not refuse the flow.
+func (ls *loadState) warnf(pos Pos, code Code, format string, args ...any) {
+	n := len(ls.diags)
+	ls.addf(pos, code, nil, format, args...)
+	if len(ls.diags) > n {
+		ls.diags[n].Severity = SeverityWarning
+	}
 }
 
 // computeSources fills each flow's source closure and hashes.

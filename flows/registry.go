@@ -125,14 +125,15 @@ func (r *Registry) Check(ctx context.Context, files []File) (*Module, Diagnostic
 	return r.loader.analyze(files, r.tools, r.lookup(ctx), true)
 }
 
-// Register checks files and, when there is no diagnostic, stores a version
-// of every flow they declare and makes each the latest of its name. With
-// diagnostics nothing is stored. The error is a store failure.
+// Register checks files and, when there is no error, stores a version of
+// every flow they declare and makes each the latest of its name, and
+// answers the warnings. With errors nothing is stored. The error is a
+// store failure.
 func (r *Registry) Register(ctx context.Context, files []File) ([]*Version, Diagnostics, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	m, ds, err := r.loader.analyze(files, r.tools, r.lookup(ctx), true)
-	if err != nil || len(ds) > 0 {
+	if err != nil || len(ds.Errors()) > 0 {
 		return nil, ds, err
 	}
 	vs := m.Versions()
@@ -141,7 +142,7 @@ func (r *Registry) Register(ctx context.Context, files []File) ([]*Version, Diag
 			return nil, nil, fmt.Errorf("storing flow %s: %w", v.Flow.Name, err)
 		}
 	}
-	return vs, nil, nil
+	return vs, ds, nil
 }
 
 // Latest returns the latest registered version of the named flow, or

@@ -119,6 +119,33 @@ func TestRefusedRegistrationStoresNothing(t *testing.T) {
 	}
 }
 
+// TestWarningsRegister: research.star's old mistake (a fan-out's whole
+// result passed where its items' results were meant) is a warning: the
+// flow is stored and the warning answered; constant args a tool's schema
+// refuses are an error: nothing is stored.
+func TestWarningsRegister(t *testing.T) {
+	t.Parallel()
+	b := registrySetup(t)
+	vs, ds, err := b.reg.Register(t.Context(), []File{src("research.star", `flow(name = "research", nodes = [
+    fanout("search", tool = "web.search", items = ["a"], width = 1, depth = 1, max_items = 1, next = "write"),
+    task("write", tool = "t.typed", args = lambda ctx: {"hits": ctx.results["search"]}),
+])`)})
+	if err != nil || len(vs) != 1 || len(ds) != 1 || ds[0].Code != CodeFanoutResult || ds[0].Severity != SeverityWarning || len(ds.Errors()) != 0 {
+		t.Fatalf("register: %d versions, %v\n%s", len(vs), err, ds)
+	}
+	if _, err := b.reg.Latest(t.Context(), "research"); err != nil {
+		t.Errorf("a flow with warnings only was not stored: %v", err)
+	}
+	_, ds, err = b.reg.Register(t.Context(), []File{src("typed.star",
+		`flow(name = "typed", nodes = [task("write", tool = "t.typed", args = {"hits": "all"})])`)})
+	if err != nil || !ds.Has(CodeToolInput) || len(ds.Errors()) != 1 {
+		t.Fatalf("constant args the schema refuses: %v\n%s", err, ds)
+	}
+	if _, err := b.reg.Latest(t.Context(), "typed"); !errors.Is(err, ErrNotFound) {
+		t.Error("a flow whose constant args its tool refuses was stored")
+	}
+}
+
 func TestRegistryResolvesAgainstLatestVersion(t *testing.T) {
 	t.Parallel()
 	b := registrySetup(t)

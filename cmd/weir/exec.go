@@ -108,10 +108,10 @@ func (m *Main) exec(ctx context.Context, opts execOptions) error {
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
-	if len(res.Diagnostics) > 0 {
-		for _, d := range res.Diagnostics {
-			fmt.Fprintln(m.Stderr, d.String())
-		}
+	for _, d := range res.Diagnostics { // warnings too: they run anyway
+		fmt.Fprintln(m.Stderr, d.String())
+	}
+	if len(res.Diagnostics.Errors()) > 0 {
 		if res.Diagnostics.Has(flows.CodeUnknownFlow) || res.Diagnostics.Has(flows.CodeLoad) {
 			fmt.Fprintln(m.Stderr, "weir: give exec every file the flow needs: the files of the subflows it calls and the files it load()s")
 		}

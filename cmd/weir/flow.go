@@ -99,18 +99,20 @@ Exit status: 0 when every flow is clean (one summary line per flow),
 			}
 
 			mod, ds := flows.Check(files, tools)
+			errs := ds.Errors()
 			if asJSON {
 				if err := ds.WriteJSON(m.Stdout); err != nil {
 					return err
 				}
-			} else if len(ds) > 0 {
+			} else {
 				if err := ds.WriteText(m.Stdout); err != nil {
 					return err
 				}
-			} else {
-				printFlowSummary(m, mod, len(files))
+				if len(errs) == 0 { // warnings alone refuse nothing
+					printFlowSummary(m, mod, len(files))
+				}
 			}
-			if len(ds) == 0 {
+			if len(errs) == 0 {
 				return nil
 			}
 			if toolsPath == "" && ds.Has(flows.CodeUnknownTool) {
@@ -128,7 +130,7 @@ Exit status: 0 when every flow is clean (one summary line per flow),
 			if ds.Has(flows.CodeUnknownFlow) {
 				fmt.Fprintf(m.Stderr, "weir: offline, subflows resolve among the files given only; give the callees' files too, or pass --daemon to check against the daemon's registered flows\n")
 			}
-			return &exitError{code: exitFailed, err: fmt.Errorf("%s in %s", count(len(ds), "problem"), count(len(files), "file"))}
+			return &exitError{code: exitFailed, err: fmt.Errorf("%s in %s", count(len(errs), "problem"), count(len(files), "file"))}
 		},
 	}
 	cmd.Flags().StringVar(&toolsPath, "tools", "", "resolve tools in this JSON catalog instead of the installed plugins")
@@ -172,8 +174,9 @@ func (m *Main) checkOnDaemon(ctx context.Context, files []flows.File, asJSON boo
 		return m.apiFailure(err)
 	}
 	if asJSON {
-		return printJSON(m.Stdout, []any{})
+		return diagnosticsOf(res.Diagnostics).WriteJSON(m.Stdout) // warnings, or []
 	}
+	_ = diagnosticsOf(res.Diagnostics).WriteText(m.Stdout)
 	for _, f := range res.Flows {
 		fmt.Fprintf(m.Stdout, "ok  %s  %s, version %s (checked against the daemon's registered flows and plugins; not registered)\n", f.Name, count(f.Nodes, "node"), short(f.Hash))
 	}
@@ -264,6 +267,7 @@ Exit status: 0 registered, 1 diagnostics or a daemon error, 2 usage.`,
 			if asJSON {
 				return printJSON(m.Stdout, res.Flows)
 			}
+			_ = diagnosticsOf(res.Diagnostics).WriteText(m.Stdout) // warnings: the flows registered
 			for _, f := range res.Flows {
 				fmt.Fprintf(m.Stdout, "registered %s (version %s, %s)\n", f.Name, short(f.Hash), count(f.Nodes, "node"))
 			}
@@ -315,7 +319,7 @@ func flowLsCommand(m *Main) *cobra.Command {
 func diagnosticsOf(in []apitypes.Diagnostic) flows.Diagnostics {
 	out := make(flows.Diagnostics, len(in))
 	for i, d := range in {
-		out[i] = flows.Diagnostic{Pos: flows.Pos{File: d.File, Line: d.Line, Col: d.Col}, Code: flows.Code(d.Code), Message: d.Message, Chain: d.Chain}
+		out[i] = flows.Diagnostic{Pos: flows.Pos{File: d.File, Line: d.Line, Col: d.Col}, Code: flows.Code(d.Code), Message: d.Message, Chain: d.Chain, Severity: flows.Severity(d.Severity)}
 	}
 	return out
 }

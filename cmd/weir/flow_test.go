@@ -45,6 +45,8 @@ func TestFlowCheck(t *testing.T) {
 		{"clean json", []string{"--json", "--tools", dir + "catalog.json", dir + "ok.star"}, exitOK, "check_ok.json.golden", ""},
 		{"problems", []string{"--tools", dir + "catalog.json", dir + "bad.star"}, exitFailed, "check_bad.golden", "weir: 6 problems in 1 file"},
 		{"problems json", []string{"--tools", dir + "catalog.json", "--json", dir + "bad.star"}, exitFailed, "check_bad.json.golden", "weir: 6 problems in 1 file"},
+		{"warnings only: exit 0", []string{"--tools", dir + "catalog.json", dir + "warn.star"}, exitOK, "check_warn.golden", ""},
+		{"warnings only json", []string{"--json", "--tools", dir + "catalog.json", dir + "warn.star"}, exitOK, "check_warn.json.golden", ""},
 		{"compiled graph over MaxIRBytes", []string{"--tools", dir + "catalog.json", dir + "huge_ir.star"}, exitFailed, "check_huge_ir.golden", "weir: 1 problem in 1 file"},
 		{"no catalog: every tool is unknown", []string{dir + "ok.star"}, exitFailed, "check_nocatalog.golden", "plugins installed in /no/plugins"},
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -275,15 +276,18 @@ func (m *Main) runGetCmd() *cobra.Command {
 
 func (m *Main) runLsCmd() *cobra.Command {
 	var asJSON bool
-	var phase string
+	var phase, flow, before string
 	var limit int
 	cmd := &cobra.Command{
-		Use: "ls", Short: "List your runs, with their phase, when they were created and their parent", Args: exactArgs(0),
+		Use: "ls", Short: "List your runs, newest first, with their phase, when they were created and their parent", Args: exactArgs(0),
+		Long: "List your runs, newest first, a page at a time (--limit, 100 if not given). A full page ends\n" +
+			"with the command that lists the next one: --before the last run listed.",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if limit < 0 || limit > apitypes.MaxListLimit {
 				return usageErrorf("--limit must be from 1 to %d (0: the daemon's page size)", apitypes.MaxListLimit)
 			}
-			vs, err := m.api().RunList(cmd.Context(), client.RunListParams{Phase: apitypes.Phase(phase), Limit: limit})
+			vs, err := m.api().RunList(cmd.Context(), client.RunListParams{
+				Phase: apitypes.Phase(phase), Flow: flow, Newest: true, Before: before, Limit: limit})
 			if err != nil {
 				return m.apiFailure(err)
 			}
@@ -299,12 +303,31 @@ func (m *Main) runLsCmd() *cobra.Command {
 			for _, v := range vs {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", v.ID, v.Flow, v.Phase, v.Attempt, v.CreatedAt, parentOrDash(v.Parent))
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if page := cmp.Or(limit, apitypes.DefaultListLimit); len(vs) == page {
+				next := []string{"weir run ls"}
+				if flow != "" {
+					next = append(next, "--flow "+flow)
+				}
+				if phase != "" {
+					next = append(next, "--phase "+phase)
+				}
+				if limit != 0 {
+					next = append(next, fmt.Sprintf("--limit %d", limit))
+				}
+				next = append(next, "--before "+vs[len(vs)-1].ID)
+				fmt.Fprintf(m.Stdout, "(more: %s)\n", strings.Join(next, " "))
+			}
+			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().StringVar(&phase, "phase", "", "only runs in this phase")
-	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many runs")
+	cmd.Flags().StringVar(&flow, "flow", "", "only runs of this flow")
+	cmd.Flags().StringVar(&before, "before", "", "the page after this run: the last run the page before listed")
+	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many runs (0: the daemon's page size, 100)")
 	return cmd
 }
 

@@ -102,10 +102,14 @@ func TestClientRuns(t *testing.T) {
 	apiError(t, "get of a missing run", err, apitypes.CodeNotFound, 404)
 
 	// Lists page: every run once, in id order, whatever the page size.
+	var started []string // in start order
+	started = append(started, first.RunID)
 	for i := range 4 {
-		if _, err := c.RunStart(ctx, apitypes.StartRequest{Flow: "echo", Input: json.RawMessage(`{"i":` + string(rune('0'+i)) + `}`)}); err != nil {
+		sr, err := c.RunStart(ctx, apitypes.StartRequest{Flow: "echo", Input: json.RawMessage(`{"i":` + string(rune('0'+i)) + `}`)})
+		if err != nil {
 			t.Fatal(err)
 		}
+		started = append(started, sr.RunID)
 	}
 	one, err := c.RunList(ctx, client.RunListParams{Limit: apitypes.MaxListLimit})
 	if err != nil || len(one) != 5 {
@@ -121,6 +125,42 @@ func TestClientRuns(t *testing.T) {
 	}
 	_, err = c.RunList(ctx, client.RunListParams{Limit: apitypes.MaxListLimit + 1})
 	apiError(t, "a page over the limit", err, apitypes.CodeBadRequest, 400)
+
+	// Newest first is start order reversed (ids are random), a page at a
+	// time from the last run listed; flow filters.
+	newest, err := c.RunListAll(ctx, client.RunListParams{Newest: true, Limit: 2})
+	ids := func(rs []apitypes.Run) []string {
+		var out []string
+		for _, r := range rs {
+			out = append(out, r.ID)
+		}
+		return out
+	}
+	want := slices.Clone(started)
+	slices.Reverse(want)
+	if err != nil || !slices.Equal(ids(newest), want) {
+		t.Errorf("newest first paged by 2: %v %v, want %v", ids(newest), err, want)
+	}
+	echo, err := c.RunList(ctx, client.RunListParams{Newest: true, Flow: "echo"})
+	if err != nil || !slices.Equal(ids(echo), want) {
+		t.Errorf("flow echo: %v %v, want %v", ids(echo), err, want)
+	}
+	none, err := c.RunList(ctx, client.RunListParams{Newest: true, Flow: "nosuchflow"})
+	if err != nil || len(none) != 0 {
+		t.Errorf("flow nosuchflow: %v %v, want none", ids(none), err)
+	}
+	_, err = c.RunList(ctx, client.RunListParams{Before: first.RunID})
+	apiError(t, "before in id order", err, apitypes.CodeBadRequest, 400)
+	_, err = c.RunList(ctx, client.RunListParams{Newest: true, Before: "run_nothing"})
+	apiError(t, "before a run that is not there", err, apitypes.CodeNotFound, 404)
+	resp, err := b.unix.Get("http://weir/v1/runs?order=oldest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != 400 {
+		t.Errorf("order=oldest: status %d, want 400", resp.StatusCode)
+	}
 
 	// Events page the same way.
 	all, err := c.RunEvents(ctx, first.RunID, client.EventListParams{})
@@ -200,6 +240,15 @@ func TestClientFlowsWaitsAndDeadLetters(t *testing.T) {
 		de.Diagnostics[0].File != "broken.star" || de.Diagnostics[0].Line != 1 || !strings.Contains(err.Error(), "broken.star:1:") {
 		t.Fatalf("broken registration: %v", err)
 	}
+	// Warnings alone register, and come back with the answer.
+	warned, err := c.FlowRegister(ctx, apitypes.SourceFile{Path: "warned.star", Src: `flow(name = "warned", nodes = [
+    fanout("fan", tool = "testkit.echo", items = [1], width = 1, depth = 1, max_items = 1, next = "use"),
+    task("use", tool = "testkit.echo", args = lambda ctx: {"all": ctx.results["fan"]}),
+])`})
+	if err != nil || len(warned.Flows) != 1 || len(warned.Diagnostics) != 1 ||
+		warned.Diagnostics[0].Code != "W_FANOUT_RESULT" || warned.Diagnostics[0].Severity != "warning" || warned.Diagnostics[0].Line != 3 {
+		t.Fatalf("a registration with a warning: %+v %v", warned, err)
+	}
 	res, err := c.FlowRegister(ctx, apitypes.SourceFile{Path: "client.star", Src: clientFlows})
 	if err != nil || len(res.Flows) != 2 || res.Flows[0].Name != "gate" || res.Flows[0].Nodes != 3 || len(res.Flows[0].Hash) != 64 {
 		t.Fatalf("register: %+v %v", res, err)
@@ -210,7 +259,7 @@ func TestClientFlowsWaitsAndDeadLetters(t *testing.T) {
 		names[i] = f.Name
 	}
 	slices.Sort(names)
-	if err != nil || !slices.Equal(names, []string{"echo", "failing", "gate", "sleep"}) {
+	if err != nil || !slices.Equal(names, []string{"echo", "failing", "gate", "sleep", "warned"}) {
 		t.Errorf("flows %v %v", names, err)
 	}
 	if g, err := c.FlowGraph(ctx, "gate", client.FormatDot); err != nil || !strings.Contains(g, `"ok" -> "go"`) {

@@ -90,7 +90,7 @@ func flowOf(f engine.RegisteredFlow) apitypes.Flow {
 }
 
 func diagnosticOf(d flows.Diagnostic) apitypes.Diagnostic {
-	return apitypes.Diagnostic{File: d.File, Line: d.Line, Col: d.Col, Code: string(d.Code), Message: d.Message, Chain: d.Chain}
+	return apitypes.Diagnostic{File: d.File, Line: d.Line, Col: d.Col, Code: string(d.Code), Message: d.Message, Chain: d.Chain, Severity: string(d.Severity)}
 }
 
 func statsOf(s engine.Stats) *apitypes.Stats {

@@ -197,7 +197,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
-	if !queryParams(w, r, "limit", "phase", "after") {
+	if !queryParams(w, r, "limit", "phase", "after", "flow", "order", "before") {
 		return
 	}
 	p, ok := s.listParams(w, r)
@@ -277,7 +277,7 @@ func (s *Server) registerFlows(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	status := http.StatusOK
-	if len(res.Diagnostics) > 0 {
+	if len(res.Diagnostics.Errors()) > 0 { // warnings come back with a 200
 		status = http.StatusUnprocessableEntity
 	}
 	writeJSON(w, status, registerResultOf(res))
@@ -304,7 +304,7 @@ func (s *Server) checkFlows(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	status := http.StatusOK
-	if len(res.Diagnostics) > 0 {
+	if len(res.Diagnostics.Errors()) > 0 { // warnings come back with a 200
 		status = http.StatusUnprocessableEntity
 	}
 	writeJSON(w, status, registerResultOf(res))

@@ -69,7 +69,7 @@ func TestRefusals(t *testing.T) {
 		{"list: huge limit", local, "GET", "/v1/runs?limit=1000000", nil, 400, engine.CodeBadRequest, "limit"},
 		{"list: word limit", local, "GET", "/v1/runs?limit=ten", nil, 400, engine.CodeBadRequest, `got "ten"`},
 		{"list: repeated limit", local, "GET", "/v1/runs?limit=1&limit=2", nil, 400, engine.CodeBadRequest, "repeated"},
-		{"list: misspelt parameter", local, "GET", "/v1/runs?limt=1", nil, 400, engine.CodeBadRequest, `unknown query parameter "limt" (this endpoint takes limit, phase, after)`},
+		{"list: misspelt parameter", local, "GET", "/v1/runs?limt=1", nil, 400, engine.CodeBadRequest, `unknown query parameter "limt" (this endpoint takes limit, phase, after, flow, order, before)`},
 		{"list: bad phase", local, "GET", "/v1/runs?phase=done", nil, 400, engine.CodeBadRequest, `phase "done" is not a phase`},
 		{"list: malformed query", local, "GET", "/v1/runs?limit=%zz", nil, 400, engine.CodeBadRequest, "malformed query"},
 		{"events: bad after", local, "GET", "/v1/runs/" + runID + "/events?after=last", nil, 400, engine.CodeBadRequest, "after must be a sequence number"},

@@ -253,7 +253,7 @@ func (s *Server) runsStream(w http.ResponseWriter, r *http.Request) {
 // they are wrong.
 func (s *Server) listParams(w http.ResponseWriter, r *http.Request) (store.RunListParams, bool) {
 	q := r.URL.Query()
-	limit, ok := limitParam(w, q.Get("limit"), 100, MaxListLimit)
+	limit, ok := limitParam(w, q.Get("limit"), apitypes.DefaultListLimit, MaxListLimit)
 	if !ok {
 		return store.RunListParams{}, false
 	}
@@ -267,7 +267,36 @@ func (s *Server) listParams(w http.ResponseWriter, r *http.Request) (store.RunLi
 			Message: fmt.Sprintf("phase %q is not a phase (queued, running, waiting, completing, completed, cancelled, failed)", phase)})
 		return store.RunListParams{}, false
 	}
-	return store.RunListParams{Phase: phase, After: q.Get("after"), Limit: limit}, true
+	p := store.RunListParams{Phase: phase, After: q.Get("after"), Flow: q.Get("flow"), Limit: limit}
+	if err := engine.CheckPrintable("flow", p.Flow, engine.MaxIDBytes); err != nil {
+		writeEngineErr(w, err)
+		return store.RunListParams{}, false
+	}
+	switch q.Get("order") {
+	case "", "id":
+	case "created":
+		p.Order = store.OrderNewest
+	default:
+		writeErr(w, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequest, Class: engine.ClassProtocol,
+			Message: fmt.Sprintf("order %q is not an order (id, created: newest first)", q.Get("order"))})
+		return store.RunListParams{}, false
+	}
+	if before := q.Get("before"); before != "" {
+		if p.Order != store.OrderNewest || p.After != "" {
+			writeErr(w, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequest, Class: engine.ClassProtocol,
+				Message: "before pages the newest-first order: give it with order=created and without after"})
+			return store.RunListParams{}, false
+		}
+		// The cursor is the last run of the page before: the next page
+		// starts after its place in the order.
+		last, err := s.eng.Get(r.Context(), ownerFrom(r.Context()), before)
+		if err != nil {
+			writeEngineErr(w, err)
+			return store.RunListParams{}, false
+		}
+		p.Before = &store.RunCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
+	return p, true
 }
 
 // flowSource is GET /v1/flows/{name}: the latest version and its source

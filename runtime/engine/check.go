@@ -19,7 +19,7 @@ func (e *Engine) Check(ctx context.Context, files []SourceFile) (*RegisterResult
 		return nil, e.readFailed(err)
 	}
 	res := &RegisterResult{Diagnostics: ds, Flows: []RegisteredFlow{}}
-	if len(ds) == 0 {
+	if len(ds.Errors()) == 0 {
 		for _, f := range mod.Flows {
 			res.Flows = append(res.Flows, RegisteredFlow{Name: f.Name, Hash: f.Hash, Doc: f.Doc, Nodes: len(f.Nodes)})
 		}

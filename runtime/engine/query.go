@@ -39,7 +39,7 @@ func (e *Engine) Get(ctx context.Context, owner, runID string) (*store.Run, erro
 	return run, nil
 }
 
-// List returns owner's runs, newest id order as the store keeps them.
+// List returns owner's runs in the order p asks (id, or newest first).
 func (e *Engine) List(ctx context.Context, owner string, p store.RunListParams) ([]*store.Run, error) {
 	p.Owner = owner
 	var runs []*store.Run

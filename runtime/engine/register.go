@@ -76,7 +76,7 @@ func (e *Engine) RegisterAs(ctx context.Context, owner string, files []SourceFil
 		return nil, e.storageFailed(err)
 	}
 	res := &RegisterResult{Diagnostics: ds, Flows: []RegisteredFlow{}}
-	if len(ds) > 0 {
+	if len(ds.Errors()) > 0 {
 		return res, nil
 	}
 	if err := e.putVersions(ctx, owner, staged); err != nil {

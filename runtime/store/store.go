@@ -17,6 +17,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 )
 
@@ -150,7 +151,7 @@ type Tx interface {
 	// RunDelete removes the run record only; its tasks, continuation and
 	// events are the caller's to delete.
 	RunDelete(id string) error
-	// RunList returns runs in id order.
+	// RunList returns runs in id order, or newest first (p.Order).
 	RunList(p RunListParams) ([]*Run, error)
 
 	// Continuations: the engine's opaque, versioned encoding of a run's
@@ -347,11 +348,57 @@ type RunListParams struct {
 	Owner       string
 	Phase       Phase
 	ParentRunID string
+	Flow        string
 	// FinishedBefore, if set, keeps only runs that finished before it.
 	FinishedBefore time.Time
-	// After is an exclusive run id to page from; Limit 0 means no limit.
-	After string
-	Limit int
+	// Order is the order of the list: run id order (the zero value) or
+	// newest first.
+	Order RunOrder
+	// After is an exclusive run id to page from in id order; Before is the
+	// last run of the previous page in newest-first order. Limit 0 means
+	// no limit.
+	After  string
+	Before *RunCursor
+	Limit  int
+}
+
+// RunOrder is the order RunList returns runs in.
+type RunOrder string
+
+// The orders of RunList.
+const (
+	// OrderID is run id order: stable, but random in time (ids are random).
+	OrderID RunOrder = ""
+	// OrderNewest is creation time, newest first; runs created at the same
+	// instant come in id order. Every backend keeps an index for it per
+	// owner, so a page costs the same however many runs there are.
+	OrderNewest RunOrder = "newest"
+)
+
+// RunCursor is a place in the newest-first order: the run listed last.
+type RunCursor struct {
+	CreatedAt time.Time
+	ID        string
+}
+
+// NewestBefore reports whether r comes after c in newest-first order:
+// created earlier, or at the same instant with a greater id.
+func (c *RunCursor) NewestBefore(r *Run) bool {
+	if c == nil {
+		return true
+	}
+	if !r.CreatedAt.Equal(c.CreatedAt) {
+		return r.CreatedAt.Before(c.CreatedAt)
+	}
+	return r.ID > c.ID
+}
+
+// CompareNewest orders runs newest first, then by id.
+func CompareNewest(a, b *Run) int {
+	if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+		return c
+	}
+	return strings.Compare(a.ID, b.ID)
 }
 
 // Dedup maps a client's business id to the run it created.

@@ -15,6 +15,8 @@ const Version = "v1"
 const (
 	// MaxListLimit bounds GET /v1/runs and GET /v1/deadletters.
 	MaxListLimit = 1000
+	// DefaultListLimit is GET /v1/runs's page size when limit is not given.
+	DefaultListLimit = 100
 	// MaxEventLimit bounds GET /v1/runs/{id}/events and GET
 	// /v1/admin/audit.
 	MaxEventLimit = 10000
@@ -347,6 +349,9 @@ type Diagnostic struct {
 	// Chain names the flows (or nodes, or files) that form the problem, in
 	// order, for cycles and depth: ["a", "b", "a"].
 	Chain []string `json:"chain,omitempty"`
+	// Severity is "warning" for a warning (the flows registered anyway);
+	// absent for an error.
+	Severity string `json:"severity,omitempty"`
 }
 
 // Stats answers GET /v1/stats: the four figures per task type and the

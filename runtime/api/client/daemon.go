@@ -43,7 +43,8 @@ func (c *Client) FlowRegister(ctx context.Context, files ...apitypes.SourceFile)
 // its registered flows and plugins, and stores nothing (POST
 // /v1/flows/check). Diagnostics come back as a *DiagnosticsError, as from
 // FlowRegister; the flows answered are the versions a registration would
-// store.
+// store. Warnings alone come back in the answer's Diagnostics, as they do
+// from FlowRegister.
 func (c *Client) FlowCheck(ctx context.Context, files ...apitypes.SourceFile) (*apitypes.RegisterResult, error) {
 	return c.postFlows(ctx, "/flows/check", files)
 }

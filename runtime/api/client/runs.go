@@ -37,9 +37,16 @@ func (c *Client) RunGet(ctx context.Context, id string) (*apitypes.Run, error) {
 type RunListParams struct {
 	// Phase keeps runs in this phase only ("" for all).
 	Phase apitypes.Phase
+	// Flow keeps runs of this flow only ("" for all).
+	Flow string
+	// Newest lists newest first (by creation time) instead of in run id
+	// order, which is random in time.
+	Newest bool
 	// After starts the page after this run id (the last id of the
-	// previous page).
-	After string
+	// previous page) in id order; Before does the same in newest-first
+	// order.
+	After  string
+	Before string
 	// Limit is the page size, at most apitypes.MaxListLimit; 0 leaves it
 	// to the daemon (100).
 	Limit int
@@ -50,8 +57,17 @@ func (p RunListParams) query() string {
 	if p.Phase != "" {
 		q.Set("phase", string(p.Phase))
 	}
+	if p.Flow != "" {
+		q.Set("flow", p.Flow)
+	}
+	if p.Newest {
+		q.Set("order", "created")
+	}
 	if p.After != "" {
 		q.Set("after", p.After)
+	}
+	if p.Before != "" {
+		q.Set("before", p.Before)
 	}
 	if p.Limit != 0 {
 		q.Set("limit", strconv.Itoa(p.Limit))
@@ -62,8 +78,8 @@ func (p RunListParams) query() string {
 	return "?" + q.Encode()
 }
 
-// RunList lists one page of the caller's runs in id order (GET /v1/runs),
-// without their progress.
+// RunList lists one page of the caller's runs in id order, or newest
+// first (p.Newest) (GET /v1/runs), without their progress.
 func (c *Client) RunList(ctx context.Context, p RunListParams) ([]apitypes.Run, error) {
 	var vs []apitypes.Run
 	if err := c.call(ctx, http.MethodGet, "/runs"+p.query(), nil, &vs); err != nil {
@@ -88,7 +104,11 @@ func (c *Client) RunListAll(ctx context.Context, p RunListParams) ([]apitypes.Ru
 		if len(vs) < p.Limit {
 			return all, nil
 		}
-		p.After = vs[len(vs)-1].ID
+		if p.Newest {
+			p.Before = vs[len(vs)-1].ID
+		} else {
+			p.After = vs[len(vs)-1].ID
+		}
 	}
 }
 

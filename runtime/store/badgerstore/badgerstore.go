@@ -170,6 +170,10 @@ func Open(dir string, opts Options) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("badgerstore: open %s: %w", dir, err)
 	}
+	if err := upgradeLayout(db); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("badgerstore: open %s: upgrade the layout: %w", dir, err)
+	}
 
 	s := &Store{
 		db:   db,
@@ -206,12 +210,65 @@ func checkLayout(db *badger.DB) error {
 		if err != nil {
 			return err
 		}
-		if v > layoutV1 {
+		if v > layoutNow {
 			return fmt.Errorf("%w: it has layout version %d and this weir reads version %d: run a weir at least as new as the one that wrote it",
-				ErrLayoutNewer, v, layoutV1)
+				ErrLayoutNewer, v, layoutNow)
 		}
 		return nil
 	})
+}
+
+// upgradeLayout brings a directory of an older layout to layoutNow: for
+// version 1, it writes the rc/ index entry of every run, then the version.
+// It runs before the store takes writes; if it is cut short, the next open
+// does it again (the entries it rewrites are the same).
+func upgradeLayout(db *badger.DB) error {
+	v := uint64(layoutV1)
+	err := db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get([]byte(kLayout))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		b, err := item.ValueCopy(nil)
+		if err != nil {
+			return err
+		}
+		v, err = decodeU64("layout", b)
+		return err
+	})
+	if err != nil || v >= layoutNow {
+		return err
+	}
+	wb := db.NewWriteBatch()
+	defer wb.Cancel()
+	err = db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(pRun), PrefetchValues: true})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			b, err := it.Item().ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			r := new(store.Run)
+			if err := decodeJSON(b, r); err != nil {
+				return fmt.Errorf("run %s: %w", it.Item().Key()[len(pRun):], err)
+			}
+			if err := wb.Set(key(pRunCreated, r.Owner, sep, newestKey(r.CreatedAt), r.ID), nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := wb.Set([]byte(kLayout), encodeU64(layoutNow)); err != nil {
+		return err
+	}
+	return wb.Flush()
 }
 
 // badgerOptions is the Badger configuration of a store in dir, with

@@ -23,6 +23,7 @@ import (
 //	ro/<owner>\0<id>               index: runs by owner
 //	rph/<phase>\0<id>              index: runs by phase
 //	rp/<parent>\0<id>              index: runs by parent run
+//	rc/<owner>\0<^created(12)><id>  index: an owner's runs, newest first (layout 2)
 //	c/<run>                        continuation bytes
 //	d/<owner>\0<request>           Dedup
 //	t/<id>                         Task
@@ -47,6 +48,7 @@ const (
 	pRunOwner    = "ro/"
 	pRunPhase    = "rph/"
 	pRunParent   = "rp/"
+	pRunCreated  = "rc/"
 	pCont        = "c/"
 	pDedup       = "d/"
 	pTask        = "t/"
@@ -130,6 +132,24 @@ func prefixEnd(p []byte) []byte {
 // weir that knows only older layouts refuses to open the directory
 // (ErrLayoutNewer), as pgstore refuses a newer schema.
 const layoutV1 = 1
+
+// layoutV2 adds the rc/ index (runs by owner, newest first). Opening a
+// version 1 directory writes the index for the runs it holds, then the
+// version, in one transaction per batch of runs (backfillCreated).
+const layoutV2 = 2
+
+// layoutNow is the layout this weir writes.
+const layoutNow = layoutV2
+
+// newestKey encodes t so that byte order is newest first: timeKey with
+// every bit flipped.
+func newestKey(t time.Time) string {
+	b := []byte(timeKey(t))
+	for i := range b {
+		b[i] = ^b[i]
+	}
+	return string(b)
+}
 
 // ErrLayoutNewer: the data directory was written by a weir whose key
 // layout is newer than this one's.

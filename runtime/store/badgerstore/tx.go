@@ -247,6 +247,7 @@ func runIndexKeys(r *store.Run) [][]byte {
 	ks := [][]byte{
 		key(pRunOwner, r.Owner, sep, r.ID),
 		key(pRunPhase, string(r.Phase), sep, r.ID),
+		key(pRunCreated, r.Owner, sep, newestKey(r.CreatedAt), r.ID),
 	}
 	if r.ParentRunID != "" {
 		ks = append(ks, key(pRunParent, r.ParentRunID, sep, r.ID))
@@ -339,7 +340,13 @@ func (t *storeTx) RunList(p store.RunListParams) ([]*store.Run, error) {
 		return (p.Owner == "" || r.Owner == p.Owner) &&
 			(p.Phase == "" || r.Phase == p.Phase) &&
 			(p.ParentRunID == "" || r.ParentRunID == p.ParentRunID) &&
+			(p.Flow == "" || r.Flow == p.Flow) &&
+			(p.After == "" || r.ID > p.After) &&
+			p.Before.NewestBefore(r) &&
 			(p.FinishedBefore.IsZero() || (!r.FinishedAt.IsZero() && r.FinishedAt.Before(p.FinishedBefore)))
+	}
+	if p.Order == store.OrderNewest {
+		return t.runListNewest(p, keep)
 	}
 	var prefix []byte
 	switch {
@@ -373,6 +380,42 @@ func (t *storeTx) RunList(p store.RunListParams) ([]*store.Run, error) {
 		r := new(store.Run)
 		if err := decodeJSON(b, r); err != nil {
 			return false, err
+		}
+		if keep(r) {
+			out = append(out, r)
+		}
+		return p.Limit <= 0 || len(out) < p.Limit, nil
+	})
+	return out, err
+}
+
+// runListNewest walks the owner's rc/ index from the cursor on, so a page
+// reads about as many records as it returns. Without an owner it reads
+// every run and sorts them (no caller lists everyone's runs by time).
+func (t *storeTx) runListNewest(p store.RunListParams, keep func(*store.Run) bool) ([]*store.Run, error) {
+	if p.Owner == "" {
+		all, err := listJSON(t, []byte(pRun), prefixEnd([]byte(pRun)), 0, keep)
+		if err != nil {
+			return nil, err
+		}
+		slices.SortFunc(all, store.CompareNewest)
+		if p.Limit > 0 && len(all) > p.Limit {
+			all = all[:p.Limit]
+		}
+		return all, nil
+	}
+	prefix := key(pRunCreated, p.Owner, sep)
+	lower := prefix
+	if p.Before != nil {
+		// The first entry after the cursor's own.
+		lower = key(string(prefix), newestKey(p.Before.CreatedAt), p.Before.ID, sep)
+	}
+	var out []*store.Run
+	err := t.kv.scan(lower, prefixEnd(prefix), true, func(k, _ []byte) (bool, error) {
+		id := string(k[len(prefix)+timeKeyLen:])
+		r := new(store.Run)
+		if err := t.getJSON(key(pRun, id), r); err != nil {
+			return false, fmt.Errorf("badgerstore: index entry %q: %w", k, err)
 		}
 		if keep(r) {
 			out = append(out, r)

@@ -107,9 +107,9 @@ func TestNewerLayoutRefused(t *testing.T) {
 	if s, err = Open(dir, Options{}); err != nil {
 		t.Fatalf("layout %d: %v", layoutV1, err)
 	}
-	setLayout(layoutV1 + 1)
+	setLayout(layoutNow + 1)
 	_, err = Open(dir, Options{})
-	if !errors.Is(err, ErrLayoutNewer) || !strings.Contains(err.Error(), "layout version 2 and this weir reads version 1") {
+	if !errors.Is(err, ErrLayoutNewer) || !strings.Contains(err.Error(), "layout version 3 and this weir reads version 2") {
 		t.Fatalf("newer layout: %v, want ErrLayoutNewer naming both versions", err)
 	}
 	// Refused, not damaged: the lock is released and the record is kept.
@@ -120,5 +120,71 @@ func TestNewerLayoutRefused(t *testing.T) {
 	defer db.Close()
 	if err := checkLayout(db); !errors.Is(err, ErrLayoutNewer) {
 		t.Fatalf("layout record after the refusal: %v", err)
+	}
+}
+
+// TestLayoutV1Upgraded opens a directory as a version 1 weir left it (runs
+// without the rc/ index, no layout recorded) and checks the open writes
+// the index, so the newest-first list holds the runs written before.
+func TestLayoutV1Upgraded(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	err = s.Update(ctx, func(tx store.Tx) error {
+		for i, id := range []string{"b", "c", "a"} {
+			r := &store.Run{ID: id, Flow: "f", Version: "h", Owner: "o", InputHash: "ih", Phase: store.PhaseQueued, CreatedAt: t0.Add(time.Duration(i) * time.Second)}
+			if err := tx.RunInsert(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Back to layout 1: no rc/ entries, no layout record.
+	err = s.db.DropPrefix([]byte(pRunCreated), []byte(kLayout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(dir, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var ids []string
+	err = s.View(ctx, func(tx store.Tx) error {
+		rs, err := tx.RunList(store.RunListParams{Owner: "o", Order: store.OrderNewest})
+		for _, r := range rs {
+			ids = append(ids, r.ID)
+		}
+		return err
+	})
+	if err != nil || strings.Join(ids, ",") != "a,c,b" {
+		t.Fatalf("newest first after the upgrade: %v, %v; want a,c,b", ids, err)
+	}
+	if err := checkLayout(s.db); err != nil {
+		t.Fatal(err)
+	}
+	err = s.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get([]byte(kLayout))
+		if err != nil {
+			return err
+		}
+		b, _ := item.ValueCopy(nil)
+		v, err := decodeU64("layout", b)
+		if err == nil && v != layoutNow {
+			t.Errorf("layout after the upgrade: %d, want %d", v, layoutNow)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -382,10 +382,15 @@ func (t *tx) RunDelete(id string) error {
 func (t *tx) RunList(p store.RunListParams) ([]*store.Run, error) {
 	keep := func(r *store.Run) bool {
 		return (p.After == "" || r.ID > p.After) &&
+			p.Before.NewestBefore(r) &&
 			(p.Owner == "" || r.Owner == p.Owner) &&
 			(p.Phase == "" || r.Phase == p.Phase) &&
 			(p.ParentRunID == "" || r.ParentRunID == p.ParentRunID) &&
+			(p.Flow == "" || r.Flow == p.Flow) &&
 			(p.FinishedBefore.IsZero() || (!r.FinishedAt.IsZero() && r.FinishedAt.Before(p.FinishedBefore)))
+	}
+	if p.Order == store.OrderNewest {
+		return list(t, tRun, keep, store.CompareNewest, p.Limit)
 	}
 	return list(t, tRun, keep, func(a, b *store.Run) int { return strings.Compare(a.ID, b.ID) }, p.Limit)
 }

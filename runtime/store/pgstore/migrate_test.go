@@ -199,6 +199,24 @@ func TestVersion1DataOpens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Migration 2 gave the run its creation time to the nanosecond: it is
+	// listed newest first, and a page that ended at it starts after it.
+	err = s.View(ctx, func(tx store.Tx) error {
+		p := store.RunListParams{Owner: "alice", Order: store.OrderNewest, Flow: "gate"}
+		first, err := tx.RunList(p)
+		if err != nil || len(first) != 1 || first[0].ID != "run_1" {
+			return fmt.Errorf("newest first: %v, %v", first, err)
+		}
+		p.Before = &store.RunCursor{CreatedAt: first[0].CreatedAt, ID: first[0].ID}
+		next, err := tx.RunList(p)
+		if err != nil || len(next) != 0 {
+			return fmt.Errorf("the page after run_1 (created %s): %d runs, %v", first[0].CreatedAt.Format(time.RFC3339Nano), len(next), err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	// The event sequence goes on from where the previous release left it.
 	e := &store.Event{RunID: "run_1", Type: "approved"}
 	if err := s.Update(ctx, func(tx store.Tx) error { return tx.EventAppend(e) }); err != nil || e.Seq != 3 {

@@ -458,8 +458,8 @@ func (t *storeTx) RunInsert(r *store.Run) error {
 	if err := t.charge("r\x00"+r.ID, len(data)); err != nil {
 		return err
 	}
-	n, err := t.exec(`INSERT INTO runs (id, owner, phase, parent_run_id, finished_ns, v, data) VALUES ($1, $2, $3, $4, $5, $6, $7)
-		ON CONFLICT (id) DO NOTHING`, r.ID, r.Owner, string(r.Phase), r.ParentRunID, finishedNanos(r), recordV1, data)
+	n, err := t.exec(`INSERT INTO runs (id, owner, phase, parent_run_id, finished_ns, v, data, created_ns, flow) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+		ON CONFLICT (id) DO NOTHING`, r.ID, r.Owner, string(r.Phase), r.ParentRunID, finishedNanos(r), recordV1, data, nanos(r.CreatedAt), r.Flow)
 	if err != nil {
 		return err
 	}
@@ -497,8 +497,8 @@ func (t *storeTx) RunUpdate(r *store.Run) error {
 	if err := t.charge("r\x00"+r.ID, len(data)); err != nil {
 		return err
 	}
-	n, err := t.exec(`UPDATE runs SET owner = $2, phase = $3, parent_run_id = $4, finished_ns = $5, v = $6, data = $7 WHERE id = $1`,
-		r.ID, r.Owner, string(r.Phase), r.ParentRunID, finishedNanos(r), recordV1, data)
+	n, err := t.exec(`UPDATE runs SET owner = $2, phase = $3, parent_run_id = $4, finished_ns = $5, v = $6, data = $7, created_ns = $8, flow = $9 WHERE id = $1`,
+		r.ID, r.Owner, string(r.Phase), r.ParentRunID, finishedNanos(r), recordV1, data, nanos(r.CreatedAt), r.Flow)
 	if err != nil {
 		return err
 	}
@@ -537,16 +537,20 @@ func (t *storeTx) deleteOne(what, sql string, args ...any) error {
 }
 
 // RunList filters and orders in one query; the planner walks the index of
-// the most selective filter (parent, owner or phase) in id order.
+// the most selective filter (parent, owner or phase) in id order, or the
+// owner's runs_owner_created index newest first.
 func (t *storeTx) RunList(p store.RunListParams) ([]*store.Run, error) {
 	if err := t.open(); err != nil {
 		return nil, err
 	}
-	if !text(p.Owner, string(p.Phase), p.ParentRunID) {
+	if !text(p.Owner, string(p.Phase), p.ParentRunID, p.Flow) {
 		return nil, nil
 	}
 	if !text(p.After) {
 		return nil, fmt.Errorf("%w: the run id to list after", store.ErrBadID)
+	}
+	if p.Before != nil && !text(p.Before.ID) {
+		return nil, fmt.Errorf("%w: the run id to list before", store.ErrBadID)
 	}
 	var where []string
 	var args []any
@@ -566,14 +570,26 @@ func (t *storeTx) RunList(p store.RunListParams) ([]*store.Run, error) {
 	if !p.FinishedBefore.IsZero() {
 		add("finished_ns < $%d", nanos(p.FinishedBefore))
 	}
+	if p.Flow != "" {
+		add("flow = $%d", p.Flow)
+	}
 	if p.After != "" {
 		add("id > $%d", p.After)
+	}
+	if p.Before != nil {
+		// Created earlier, or at the same instant with a greater id.
+		args = append(args, nanos(p.Before.CreatedAt), p.Before.ID)
+		where = append(where, fmt.Sprintf("(created_ns < $%d OR (created_ns = $%d AND id > $%d))", len(args)-1, len(args)-1, len(args)))
 	}
 	sql := "SELECT v, data FROM runs"
 	if len(where) > 0 {
 		sql += " WHERE " + strings.Join(where, " AND ")
 	}
-	return listRecords[store.Run](t, sql+" ORDER BY id"+limitClause(p.Limit), args...)
+	order := " ORDER BY id"
+	if p.Order == store.OrderNewest {
+		order = " ORDER BY created_ns DESC, id" // the runs_owner_created index
+	}
+	return listRecords[store.Run](t, sql+order+limitClause(p.Limit), args...)
 }
 
 // ---- continuations ----

@@ -44,6 +44,8 @@ func Run(t *testing.T, open Opener) {
 		{"Sources", testSources},
 		{"Runs", testRuns},
 		{"RunList", testRunList},
+		{"RunListNewest", testRunListNewest},
+		{"RunListNewestPaging", testRunListNewestPaging},
 		{"Continuations", testContinuations},
 		{"Dedup", testDedup},
 		{"TaskGetPutDelete", testTaskBasics},
@@ -295,6 +297,125 @@ func testRuns(t *testing.T, s store.Store, _ Opener) {
 	err = s.Update(ctx, func(tx store.Tx) error { return tx.RunDelete("r1") })
 	if !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("RunDelete of a missing run: %v, want ErrNotFound", err)
+	}
+}
+
+// testRunListNewest checks the newest-first order: by creation time, not
+// id (ids are random), ties in id order; filters; and an update or delete
+// keeping the order's index true.
+func testRunListNewest(t *testing.T, s store.Store, _ Opener) {
+	// n00..n09: created at t0 + (i*7 mod 10) minutes, so id order is not
+	// time order; n10 is created at n03's instant (a tie).
+	at := func(i int) time.Time { return t0.Add(time.Duration(i*7%10) * time.Minute) }
+	update(t, s, func(tx store.Tx) error {
+		for i := range 11 {
+			r := newRun(fmt.Sprintf("n%02d", i), []string{"alice", "bob"}[i%2], store.PhaseQueued)
+			r.CreatedAt = at(i)
+			if i == 10 {
+				r.CreatedAt = at(3)
+			}
+			if i%3 == 0 {
+				r.Flow = "g"
+			}
+			if err := tx.RunInsert(r); err != nil {
+				return err
+			}
+		}
+		// A run's later writes keep its one place in the order.
+		r, err := tx.RunGet("n04")
+		if err != nil {
+			return err
+		}
+		r.Phase = store.PhaseRunning
+		r.UpdatedAt = t0.Add(time.Hour)
+		if err := tx.RunUpdate(r); err != nil {
+			return err
+		}
+		return tx.RunDelete("n06")
+	})
+	// Minutes: n00 0, n01 7, n02 4, n03 1, n04 8, n05 5, n06 2 (deleted),
+	// n07 9, n08 6, n09 3, n10 1 (n03's).
+	cur := func(id string, min int) *store.RunCursor {
+		return &store.RunCursor{CreatedAt: t0.Add(time.Duration(min) * time.Minute), ID: id}
+	}
+	newest := store.OrderNewest
+	cases := []struct {
+		name string
+		p    store.RunListParams
+		want []string
+	}{
+		{"alice", store.RunListParams{Owner: "alice", Order: newest}, []string{"n04", "n08", "n02", "n10", "n00"}},
+		{"bob", store.RunListParams{Owner: "bob", Order: newest}, []string{"n07", "n01", "n05", "n09", "n03"}},
+		{"everyone", store.RunListParams{Order: newest}, []string{"n07", "n04", "n01", "n08", "n05", "n02", "n09", "n03", "n10", "n00"}},
+		{"limit", store.RunListParams{Owner: "alice", Order: newest, Limit: 2}, []string{"n04", "n08"}},
+		{"before", store.RunListParams{Owner: "alice", Order: newest, Before: cur("n08", 6)}, []string{"n02", "n10", "n00"}},
+		{"before a tie", store.RunListParams{Order: newest, Before: cur("n03", 1)}, []string{"n10", "n00"}},
+		{"before a run that is gone", store.RunListParams{Owner: "alice", Order: newest, Before: cur("n06", 2)}, []string{"n10", "n00"}},
+		{"flow", store.RunListParams{Owner: "bob", Order: newest, Flow: "g"}, []string{"n09", "n03"}},
+		{"flow in id order", store.RunListParams{Flow: "g"}, []string{"n00", "n03", "n09"}},
+		{"phase", store.RunListParams{Owner: "alice", Order: newest, Phase: store.PhaseRunning}, []string{"n04"}},
+		{"unknown owner", store.RunListParams{Owner: "carol", Order: newest}, []string{}},
+	}
+	for _, c := range cases {
+		view(t, s, func(tx store.Tx) error {
+			got, err := tx.RunList(c.p)
+			return first(err, same(c.name, runIDs(got), c.want))
+		})
+	}
+}
+
+// testRunListNewestPaging pages through a few thousand runs newest first,
+// a page at a time from the last run of the page before, and checks every
+// run comes once, in order.
+func testRunListNewestPaging(t *testing.T, s store.Store, _ Opener) {
+	const n, page = 2000, 137
+	want := make([]string, n)
+	for b := 0; b < n; b += 100 { // small transactions: every backend takes them
+		update(t, s, func(tx store.Tx) error {
+			for i := b; i < b+100; i++ {
+				// Ids in an order unrelated to time; every fifth shares
+				// the instant of the one before.
+				id := fmt.Sprintf("p%04d", (i*7919)%n)
+				r := newRun(id, "alice", store.PhaseQueued)
+				r.CreatedAt = t0.Add(time.Duration(i-i%5/4) * time.Second)
+				if err := tx.RunInsert(r); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	var all []*store.Run
+	view(t, s, func(tx store.Tx) error {
+		var err error
+		all, err = tx.RunList(store.RunListParams{Owner: "alice"})
+		return err
+	})
+	slices.SortFunc(all, store.CompareNewest)
+	for i, r := range all {
+		want[i] = r.ID
+	}
+	var got []string
+	var before *store.RunCursor
+	for pages := 0; ; pages++ {
+		if pages > n/page+1 {
+			t.Fatalf("paging did not end after %d pages", pages)
+		}
+		var rs []*store.Run
+		view(t, s, func(tx store.Tx) error {
+			var err error
+			rs, err = tx.RunList(store.RunListParams{Owner: "alice", Order: store.OrderNewest, Before: before, Limit: page})
+			return err
+		})
+		got = append(got, runIDs(rs)...)
+		if len(rs) < page {
+			break
+		}
+		last := rs[len(rs)-1]
+		before = &store.RunCursor{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
+	if err := same("every page", got, want); err != nil {
+		t.Fatal(err)
 	}
 }
 
