@@ -264,6 +264,13 @@ func TestConsoleInBrowser(t *testing.T) {
 		q, _ := json.Marshal(sel)
 		return until(`(e => !!e && e.getClientRects().length > 0)(document.querySelector(` + string(q) + `))`)
 	}
+	// click clicks the element sel finds, found and clicked in one turn of
+	// the page's script: a live page redraws what it shows as the run
+	// changes, and a node found first and clicked after may be gone.
+	click := func(sel string) chromedp.Action[void] {
+		q, _ := json.Marshal(sel)
+		return until(`(e => !!e && (e.click(), true))(document.querySelector(` + string(q) + `))`)
+	}
 	ready := visible(`body[data-ready="true"]`)
 	rows := `[...document.querySelectorAll("#runs-table tbody tr")]`
 
@@ -309,7 +316,7 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Errorf("the decider is shown %q", shown)
 		}
 		do(t, "approve with a payload; the page follows the run to its end",
-			chromedp.SendKeys(css(w+` textarea.payload`), `{"by": "alice"}`), chromedp.Click(css(w+` button.approve`)),
+			chromedp.SendKeys(css(w+` textarea.payload`), `{"by": "alice"}`), click(w+` button.approve`),
 			visible(`#run-phase .phase-completed`), visible(`#graph svg g.node.visited[data-node="done"]`),
 			visible(`#timeline tr[data-type="completed"]`), shot("run"))
 		if out := text(t, `#run-output`); !strings.Contains(out, `"by": "alice"`) {
@@ -322,7 +329,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		do(t, "reject with a reason", chromedp.Navigate(base+"/runs/"+gate2), ready, visible(w+` button.reject`),
 			chromedp.SendKeys(css(w+` input.reason`), "amount too small"),
 			until(`document.querySelector('`+w+` input.reason').value === "amount too small"`),
-			chromedp.Click(css(w+` button.reject`)),
+			click(w+` button.reject`),
 			visible(`#run-phase .phase-failed`), visible(`#run-error`))
 		evs, err := alice.RunEvents(context.Background(), gate2, client.EventListParams{})
 		if err != nil {
@@ -337,11 +344,11 @@ func TestConsoleInBrowser(t *testing.T) {
 	t.Run("cancel", func(t *testing.T) {
 		slow := startAs(t, alice, "slow", `{"ms": 600000}`)
 		do(t, "cancel a running run", chromedp.Navigate(base+"/runs/"+slow), ready,
-			visible(`#run-phase .phase-running`), chromedp.Click(css(`#cancel`)), visible(`#run-phase .phase-cancelled`))
+			visible(`#run-phase .phase-running`), click(`#cancel`), visible(`#run-phase .phase-cancelled`))
 		if a := text(t, `#cancel-answer`); a != "cancel: requested" {
 			t.Errorf("cancel answered %q", a)
 		}
-		do(t, "cancel again", chromedp.Click(css(`#cancel`)),
+		do(t, "cancel again", click(`#cancel`),
 			until(`document.getElementById("cancel-answer").textContent !== "cancel: requested"`))
 		if a := text(t, `#cancel-answer`); a != "cancel: already_terminal" {
 			t.Errorf("cancel again answered %q", a)
@@ -463,7 +470,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		if d.outbox() != 0 {
 			t.Fatal("the mail went out before anyone approved it")
 		}
-		do(t, "approve; the agent's turns appear live", chromedp.Click(css(w+` button.approve`)),
+		do(t, "approve; the agent's turns appear live", click(w+` button.approve`),
 			visible(`#run-phase .phase-completed`),
 			until(`document.querySelectorAll("#agent-turns tbody tr").length === 2`),
 			visible(`#agents tr[data-node="a"]`), shot("run-agent"))
