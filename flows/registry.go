@@ -101,28 +101,33 @@ func (s *MemoryStore) VersionList(name string) []string {
 // Registrations are serialized, so two of them cannot each pass the cycle
 // check and together make a cycle.
 type Registry struct {
-	store  VersionStore
-	tools  Catalog
-	loader Loader
-	mu     sync.Mutex
+	store   VersionStore
+	tools   Catalog
+	scripts Scripts
+	mu      sync.Mutex
 }
 
 // NewRegistry returns a registry over store, resolving tools in tools
 // (nil: no tool resolves).
 func NewRegistry(store VersionStore, tools Catalog) *Registry {
-	return &Registry{store: store, tools: tools}
+	return &Registry{store: store, tools: tools, scripts: Local{}}
 }
 
 // NewRegistryWith is NewRegistry with explicit loader limits.
 func NewRegistryWith(store VersionStore, tools Catalog, loader Loader) *Registry {
-	return &Registry{store: store, tools: tools, loader: loader}
+	return &Registry{store: store, tools: tools, scripts: Local{Loader: loader}}
+}
+
+// NewRegistryScripts is NewRegistry with the scripts run by s (a sandbox).
+func NewRegistryScripts(store VersionStore, tools Catalog, s Scripts) *Registry {
+	return &Registry{store: store, tools: tools, scripts: s}
 }
 
 // Check loads files and runs every static check against the registered
 // flows, without registering anything. The error is a store failure, not a
 // problem with the flows.
 func (r *Registry) Check(ctx context.Context, files []File) (*Module, Diagnostics, error) {
-	return r.loader.analyze(files, r.tools, r.lookup(ctx), true)
+	return r.scripts.Analyze(ctx, AnalyzeRequest{Files: files, Tools: r.tools, Lookup: r.lookup(ctx), Full: true})
 }
 
 // Register checks files and, when there is no diagnostic, stores a version
@@ -131,7 +136,7 @@ func (r *Registry) Check(ctx context.Context, files []File) (*Module, Diagnostic
 func (r *Registry) Register(ctx context.Context, files []File) ([]*Version, Diagnostics, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	m, ds, err := r.loader.analyze(files, r.tools, r.lookup(ctx), true)
+	m, ds, err := r.scripts.Analyze(ctx, AnalyzeRequest{Files: files, Tools: r.tools, Lookup: r.lookup(ctx), Full: true})
 	if err != nil || len(ds) > 0 {
 		return nil, ds, err
 	}
