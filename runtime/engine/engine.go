@@ -77,6 +77,11 @@ type Config struct {
 	// recently used are dropped and re-loaded from the store when needed
 	// again (default flows.DefaultCacheBytes, 256 MiB).
 	FlowCacheBytes int64
+	// Scripts evaluates flow scripts: registration's load and checks and
+	// the callables of every step (nil: in this process, with the flow
+	// cache keeping evaluators). The daemon passes a runtime/sandbox
+	// Pool, so that a script bomb kills a worker, not the engine.
+	Scripts flows.Scripts
 }
 
 func (c Config) withDefaults() Config {
@@ -127,6 +132,8 @@ type Engine struct {
 	// registry checks and stores flow versions; it serialises
 	// registrations so two cannot together close a subflow cycle.
 	registry *flows.Registry
+	// scripts evaluates flow scripts (Config.Scripts).
+	scripts flows.Scripts
 
 	// gate: acceptance holds it shared, closing admission holds it
 	// exclusively, so once closed nothing new is reserved (docs/design.md §8).
@@ -207,7 +214,11 @@ func Open(cfg Config) (*Engine, error) {
 		stats:      newStats(),
 		clock:      c.Clock,
 	}
-	e.registry = flows.NewRegistry(versionStore{st: c.Store, cache: e.flowCache}, c.Tools)
+	e.scripts = c.Scripts
+	if e.scripts == nil {
+		e.scripts = flows.Local{Cache: e.flowCache}
+	}
+	e.registry = flows.NewRegistryScripts(versionStore{st: c.Store, cache: e.flowCache}, c.Tools, e.scripts)
 	e.cfg.Store(&c)
 	return e, nil
 }
@@ -222,7 +233,7 @@ func (e *Engine) now() time.Time { return e.clock.Now() }
 func (e *Engine) Reload(cfg Config) {
 	old := e.config()
 	c := cfg.withDefaults()
-	c.Store, c.Tools, c.Logger, c.Clock = old.Store, old.Tools, old.Logger, old.Clock
+	c.Store, c.Tools, c.Logger, c.Clock, c.Scripts = old.Store, old.Tools, old.Logger, old.Clock, old.Scripts
 	e.cfg.Store(&c)
 	e.ledger.Resize(c.Workers, c.MaxBudgetInFlight)
 	e.flowCache.SetMaxBytes(c.FlowCacheBytes)

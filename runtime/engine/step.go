@@ -278,6 +278,10 @@ func (s *stepper) flowCtx() flows.Context {
 // nodeFailed sends the run down node's error wire, or fails the run if the
 // node has none. It reports whether the run goes on in this worker.
 func (s *stepper) nodeFailed(ctx context.Context, node *flows.Node, rerr *store.RunError) bool {
+	if lerr := s.fe.scriptLimitError(); lerr != nil {
+		s.finish(ctx, store.PhaseFailed, nil, lerr)
+		return false
+	}
 	now := s.e.now()
 	if s.cont.Errors == nil {
 		s.cont.Errors = map[string]*store.RunError{}
@@ -462,6 +466,10 @@ func (s *stepper) complete(ctx context.Context) {
 	var out json.RawMessage
 	if ref := s.fe.flow.Output; ref != nil {
 		v, err := s.fe.call(*ref, s.flowCtx())
+		if lerr := s.fe.scriptLimitError(); lerr != nil {
+			s.finish(ctx, store.PhaseFailed, nil, lerr)
+			return
+		}
 		if err != nil {
 			s.finish(ctx, store.PhaseFailed, nil, &store.RunError{Code: CodeCallable, Message: "output: " + err.Error()})
 			return
