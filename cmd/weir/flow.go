@@ -53,11 +53,16 @@ the ones their blocks in that daemon config give (a plugin whose tools come
 from its config, such as llm's models, is launched once with its block if
 its manifest for that block is not cached yet).
 
+The scripts run in a sandbox worker process under the limits of the
+daemon's (memory, time, steps, nesting; the --config file's sandbox block
+if given): a script that exceeds one is reported as E_SCRIPT_LIMIT.
+
 Exit status: 0 when every flow is clean (one summary line per flow),
 1 when there are diagnostics (all of them are printed), 2 on usage errors.`,
 		Args: minArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var tools flows.Catalog
+			var daemon *config.Config
 			if toolsPath != "" {
 				c, err := flows.LoadCatalogFile(toolsPath)
 				if err != nil {
@@ -71,7 +76,7 @@ Exit status: 0 when every flow is clean (one summary line per flow),
 					if err != nil {
 						return &exitError{code: exitFailed, err: err}
 					}
-					plugins = c
+					plugins, daemon = c, c
 				}
 				c, err := installedCatalog(m, plugins)
 				if err != nil {
@@ -88,7 +93,15 @@ Exit status: 0 when every flow is clean (one summary line per flow),
 				files = append(files, flows.File{Path: p, Src: src})
 			}
 
-			mod, ds := flows.Check(files, tools)
+			pool, err := newSandbox(daemon)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			mod, ds, err := pool.Analyze(cmd.Context(), flows.AnalyzeRequest{Files: files, Tools: tools, Full: true})
+			if err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
 			if asJSON {
 				if err := ds.WriteJSON(m.Stdout); err != nil {
 					return err

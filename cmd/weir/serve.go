@@ -247,6 +247,7 @@ func (d *serving) reload(ctx context.Context) (*apitypes.ReloadResult, error) {
 	}
 	// Nothing below can fail: the swap is all or nothing.
 	d.eng.Reload(cand.EngineConfig(version))
+	applyMemoryLimit(cand)
 	d.log.SetLevel(hclog.LevelFromString(cand.LogLevel))
 	d.srv.SetTokens(api.NewTokens(cand.Tokens()))
 	d.cur = cand
@@ -294,8 +295,19 @@ func (m *Main) serve(ctx context.Context, file string, pins []pin) error {
 	d.cur = cfg
 	d.info = apitypes.ConfigInfo{Version: version, File: cfg.File, Hash: cfg.Hash(), LoadedAt: time.Now().UTC(), Pinned: pinned}
 
+	applyMemoryLimit(cfg)
+	pool, err := newSandbox(cfg)
+	if err != nil {
+		closeAll()
+		return err
+	}
+	closeStore := closeAll
+	closeAll = func() {
+		closeStore()
+		_ = pool.Close()
+	}
 	ecfg := cfg.EngineConfig(version)
-	ecfg.Store, ecfg.Tools, ecfg.Logger = timed, h, log.Named("engine")
+	ecfg.Store, ecfg.Tools, ecfg.Logger, ecfg.Scripts = timed, h, log.Named("engine"), pool
 	eng, err := engine.Open(ecfg)
 	if err == nil {
 		err = eng.Start(ctx)
