@@ -345,9 +345,12 @@ func (p *Pool) roundTrip(ctx context.Context, req *request, ask func(*question) 
 		w.kill()
 	})
 	stopWatch := context.AfterFunc(ctx, w.kill)
+	overMemory := make(chan struct{})
+	stopMemory := w.watchMemory(p.cfg.Memory, overMemory)
 	resp, err := w.exchange(req, ask, p.cfg.MaxMessageBytes)
 	timer.Stop()
 	stopWatch()
+	stopMemory()
 	if err == nil {
 		if resp.CPUSeconds > p.cfg.LifetimeCPU.Seconds()/2 {
 			p.retire(w) // before the kernel's limit can end it mid-request
@@ -373,6 +376,8 @@ func (p *Pool) roundTrip(ctx context.Context, req *request, ask func(*question) 
 	select {
 	case <-timedOut:
 		why = &flows.LimitError{Limit: flows.LimitTime, Detail: fmt.Sprintf("the evaluation ran past its deadline of %s", p.cfg.Timeout)}
+	case <-overMemory:
+		why = &flows.LimitError{Limit: flows.LimitMemory, Detail: "the evaluation needed more memory than the sandbox allows"}
 	default:
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -530,6 +535,53 @@ func (w *worker) exchange(req *request, ask func(*question) *answer, limit int) 
 		if err := writeFrame(w.in, &request{Answer: ask(resp.Ask)}, limit); err != nil {
 			return nil, err
 		}
+	}
+}
+
+// memoryPoll is how often the resident memory of a worker with a request
+// in flight is read. RLIMIT_DATA alone does not bound a Go worker: the
+// kernel lets a mapping replace reserved address space without counting
+// it against the limit, so one huge allocation can go through and be
+// filled. At the rate memory can be written, a worker is killed within a
+// few tens of MiB past its cap.
+const memoryPoll = 10 * time.Millisecond
+
+// watchMemory kills the worker and closes over when its resident memory
+// exceeds limit, until the returned stop is called. It watches only where
+// /proc tells it (Linux).
+func (w *worker) watchMemory(limit int64, over chan struct{}) (stop func()) {
+	statm := fmt.Sprintf("/proc/%d/statm", w.cmd.Process.Pid)
+	if _, err := os.Stat(statm); err != nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	page := int64(os.Getpagesize())
+	go func() {
+		defer close(exited)
+		t := time.NewTicker(memoryPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			b, err := os.ReadFile(statm)
+			if err != nil {
+				return
+			}
+			var size, resident int64
+			if _, err := fmt.Sscan(string(b), &size, &resident); err == nil && resident*page > limit {
+				close(over)
+				w.kill()
+				return
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-exited
 	}
 }
 
