@@ -241,12 +241,12 @@ func (p *Pool) Call(ctx context.Context, src flows.Sources, c flows.Context, cal
 	wc := &wireCtx{RunID: c.RunID, Attempt: c.Attempt, Results: make(map[string]json.RawMessage, len(c.Results))}
 	var err error
 	if c.Input != nil {
-		if wc.Input, err = json.Marshal(c.Input); err != nil {
+		if wc.Input, err = asJSON(c.Input); err != nil {
 			return nil, fmt.Errorf("ctx.input: %w", err)
 		}
 	}
 	for k, v := range c.Results {
-		if wc.Results[k], err = json.Marshal(v); err != nil {
+		if wc.Results[k], err = asJSON(v); err != nil {
 			return nil, fmt.Errorf("ctx.results[%q]: %w", k, err)
 		}
 	}
@@ -291,6 +291,15 @@ func (p *Pool) Call(ctx context.Context, src flows.Sources, c flows.Context, cal
 		}
 	}
 	return out, nil
+}
+
+// asJSON encodes v, or passes it on when it is JSON already (the engine
+// keeps a run's input and results as it stored them).
+func asJSON(v any) (json.RawMessage, error) {
+	if raw, ok := v.(json.RawMessage); ok {
+		return raw, nil
+	}
+	return json.Marshal(v)
 }
 
 // decodeValue decodes a callable's value as the in-process evaluator

@@ -19,7 +19,7 @@ import (
 // enough for an ordinary evaluation.
 const testMemory = 256 << 20
 
-func newPool(t *testing.T, cfg sandbox.Config) *sandbox.Pool {
+func newPool(t testing.TB, cfg sandbox.Config) *sandbox.Pool {
 	t.Helper()
 	if !proclimit.Supported {
 		t.Skip("the sandbox's limits are enforced on Linux only")
