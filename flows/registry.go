@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // ErrNotFound is returned by a VersionStore for a version or flow name it
@@ -98,13 +99,17 @@ func (s *MemoryStore) VersionList(name string) []string {
 // resolve against the files registered together first and the latest
 // registered version of each other flow second, so a registration that
 // would close a call cycle with registered flows is refused with the chain.
-// Registrations are serialized, so two of them cannot each pass the cycle
-// check and together make a cycle.
+// Registrations are serialized where it matters, so two of them cannot each
+// pass the cycle check and together make a cycle; running the scripts is
+// not, so a slow script delays no one else's registration (Register).
 type Registry struct {
 	store   VersionStore
 	tools   Catalog
 	scripts Scripts
 	mu      sync.Mutex
+	// stored counts registrations that stored versions: a check made
+	// while it stayed the same saw every registered flow.
+	stored atomic.Uint64
 }
 
 // NewRegistry returns a registry over store, resolving tools in tools
@@ -133,19 +138,34 @@ func (r *Registry) Check(ctx context.Context, files []File) (*Module, Diagnostic
 // Register checks files and, when there is no diagnostic, stores a version
 // of every flow they declare and makes each the latest of its name. With
 // diagnostics nothing is stored. The error is a store failure.
+//
+// The scripts run and the checks are made outside the registration lock:
+// a script that runs to its time limit holds up no other registration.
+// Under the lock the versions are stored only if no other registration
+// stored anything meanwhile; otherwise the checks are made again, under
+// the lock, against what it stored.
 func (r *Registry) Register(ctx context.Context, files []File) ([]*Version, Diagnostics, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	m, ds, err := r.scripts.Analyze(ctx, AnalyzeRequest{Files: files, Tools: r.tools, Lookup: r.lookup(ctx), Full: true})
+	req := AnalyzeRequest{Files: files, Tools: r.tools, Lookup: r.lookup(ctx), Full: true}
+	seen := r.stored.Load()
+	m, ds, err := r.scripts.Analyze(ctx, req)
 	if err != nil || len(ds) > 0 {
 		return nil, ds, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stored.Load() != seen {
+		if m, ds, err = r.scripts.Analyze(ctx, req); err != nil || len(ds) > 0 {
+			return nil, ds, err
+		}
 	}
 	vs := m.Versions()
 	for _, v := range vs {
 		if err := r.store.VersionPut(ctx, v); err != nil {
+			r.stored.Add(1) // some may be stored
 			return nil, nil, fmt.Errorf("storing flow %s: %w", v.Flow.Name, err)
 		}
 	}
+	r.stored.Add(1)
 	return vs, nil, nil
 }
 
