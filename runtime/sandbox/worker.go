@@ -48,15 +48,15 @@ func ServeIfWorker() {
 		return
 	}
 	debug.SetMaxStack(WorkerStack)
-	err := serve(os.Stdin, os.Stdout)
-	if err != nil && !errors.Is(err, io.EOF) {
+	if err := serve(os.Stdin, os.Stdout); !errors.Is(err, io.EOF) {
 		fmt.Fprintln(os.Stderr, "sandbox worker:", err)
 		os.Exit(1)
 	}
 	os.Exit(0)
 }
 
-// serve answers requests until the pool closes the pipe.
+// serve answers requests until the pool closes the pipe (io.EOF) or the
+// pipe fails.
 func serve(in io.Reader, out io.Writer) error {
 	w := &workerConn{r: bufio.NewReaderSize(in, 64<<10), w: bufio.NewWriterSize(out, 64<<10), langs: map[string]flows.Scripts{}}
 	for {
