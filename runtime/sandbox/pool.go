@@ -29,8 +29,11 @@ const (
 	DefaultMemory int64 = 512 << 20
 	// DefaultTimeout is the wall deadline of one request: a step's
 	// callables, or one registration's load and checks. Its CPU allowance
-	// is the same number of seconds.
-	DefaultTimeout = 30 * time.Second
+	// is the same number of seconds. The step limit ends an ordinary
+	// runaway script within a few seconds; the deadline is for what steps
+	// do not count, and it is how long a bomb can hold a worker that
+	// other users' evaluations wait for.
+	DefaultTimeout = 10 * time.Second
 	// DefaultLifetimeCPU is a worker's lifetime CPU (RLIMIT_CPU hard
 	// limit); a worker past half of it is retired after its request.
 	DefaultLifetimeCPU = time.Hour
@@ -478,7 +481,8 @@ func (p *Pool) start() (*worker, error) {
 	cmd := exec.Command(p.cfg.Command[0], p.cfg.Command[1:]...)
 	// The Go runtime collects harder as the heap nears the cap, so an
 	// evaluation that fits is not killed for garbage it left.
-	cmd.Env = append(os.Environ(), EnvWorker+"=1", "GOMEMLIMIT="+strconv.FormatInt(p.cfg.Memory/4*3, 10), "GOMAXPROCS=1", "GOTRACEBACK=single")
+	// Nothing of the parent's environment (plugins' API keys among it).
+	cmd.Env = []string{EnvWorker + "=1", "GOMEMLIMIT=" + strconv.FormatInt(p.cfg.Memory/4*3, 10), "GOMAXPROCS=1", "GOTRACEBACK=single"}
 	proclimit.DieWithParent(cmd)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
