@@ -43,6 +43,9 @@ type Loader struct {
 	MaxSteps uint64
 	// MaxFileBytes bounds the size of one source file.
 	MaxFileBytes int
+	// OnRun, if set, is called with a file's path before its script
+	// runs: a sandbox tells which file it was in when a limit killed it.
+	OnRun func(path string)
 }
 
 func (l Loader) maxSteps() uint64 {
@@ -391,6 +394,9 @@ func (ls *loadState) exec(fs *fileState) error {
 		return errLoadFailed
 	}
 	fs.state = running
+	if ls.loader.OnRun != nil {
+		ls.loader.OnRun(fs.file.Path)
+	}
 	thread := ls.newThread(fs)
 	globals, err := fs.prog.Init(thread, predeclared)
 	globals.Freeze()

@@ -36,6 +36,9 @@ type AnalyzeRequest struct {
 	Lookup func(name string) (*Flow, error)
 	// Full adds the checks that need Tools and Lookup.
 	Full bool
+	// OnRun, if set, is called with each file's path before its script
+	// runs (Loader.OnRun).
+	OnRun func(path string)
 }
 
 // Sources names the sources of a flow version by content hash; Load
@@ -70,7 +73,11 @@ type Local struct {
 
 // Analyze implements Scripts.
 func (l Local) Analyze(_ context.Context, req AnalyzeRequest) (*Module, Diagnostics, error) {
-	return l.Loader.analyze(req.Files, req.Tools, req.Lookup, req.Full)
+	loader := l.Loader
+	if req.OnRun != nil {
+		loader.OnRun = req.OnRun
+	}
+	return loader.analyze(req.Files, req.Tools, req.Lookup, req.Full)
 }
 
 // Call implements Scripts.

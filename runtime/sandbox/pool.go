@@ -186,7 +186,11 @@ func (p *Pool) Close() error {
 func (p *Pool) Analyze(ctx context.Context, req flows.AnalyzeRequest) (*flows.Module, flows.Diagnostics, error) {
 	wreq := &request{Op: opAnalyze, Files: req.Files, Full: req.Full, NoTools: req.Tools == nil, Lookup: req.Lookup != nil}
 	var lookupErr error
-	resp, err := p.roundTrip(ctx, wreq, func(q *question) *answer {
+	running := ""
+	if len(req.Files) > 0 {
+		running = req.Files[0].Path
+	}
+	resp, err := p.roundTrip(ctx, wreq, func(path string) { running = path }, func(q *question) *answer {
 		switch q.Kind {
 		case askTool:
 			if t, ok := req.Tools.LookupTool(q.Name); ok {
@@ -225,11 +229,8 @@ func (p *Pool) Analyze(ctx context.Context, req flows.AnalyzeRequest) (*flows.Mo
 		if flows.LimitOf(err) == "" {
 			return nil, nil, err
 		}
-		pos := flows.Pos{}
-		if len(req.Files) > 0 {
-			pos.File = req.Files[0].Path
-		}
-		return &flows.Module{}, flows.Diagnostics{{Pos: pos, Code: flows.CodeScriptLimit, Message: err.Error()}}, nil
+		// The file whose script was running when the worker died.
+		return &flows.Module{}, flows.Diagnostics{{Pos: flows.Pos{File: running}, Code: flows.CodeScriptLimit, Message: err.Error()}}, nil
 	}
 	var m flows.Module
 	if err := json.Unmarshal(resp.Module, &m); err != nil {
@@ -264,7 +265,7 @@ func (p *Pool) Call(ctx context.Context, src flows.Sources, c flows.Context, cal
 			wreq.Calls[i].Args = append(wreq.Calls[i].Args, b)
 		}
 	}
-	resp, err := p.roundTrip(ctx, wreq, func(q *question) *answer {
+	resp, err := p.roundTrip(ctx, wreq, nil, func(q *question) *answer {
 		if q.Kind != askSources || q.Name != src.Hash {
 			return &answer{Err: fmt.Sprintf("unexpected question %s %q", q.Kind, q.Name)}
 		}
@@ -337,11 +338,12 @@ func numbers(v any) any {
 	return v
 }
 
-// roundTrip sends req to a worker, answers its questions with ask, and
-// returns its final answer. A worker that dies, overruns the deadline or
+// roundTrip sends req to a worker, answers its questions with ask, tells
+// running which file a registration is running (may be nil), and returns
+// its final answer. A worker that dies, overruns the deadline or
 // breaks the protocol is killed; the error then names the limit it hit
 // (a *flows.LimitError) when one did.
-func (p *Pool) roundTrip(ctx context.Context, req *request, ask func(*question) *answer) (*response, error) {
+func (p *Pool) roundTrip(ctx context.Context, req *request, running func(string), ask func(*question) *answer) (*response, error) {
 	req.Lang = p.cfg.Lang
 	req.CPUSeconds = int64(math.Ceil(p.cfg.Timeout.Seconds()))
 	w, err := p.take(ctx)
@@ -359,7 +361,7 @@ func (p *Pool) roundTrip(ctx context.Context, req *request, ask func(*question) 
 	stopWatch := context.AfterFunc(ctx, w.kill)
 	overMemory := make(chan struct{})
 	stopMemory := w.watchMemory(p.cfg.Memory, overMemory)
-	resp, err := w.exchange(req, ask, p.cfg.MaxMessageBytes)
+	resp, err := w.exchange(req, running, ask, p.cfg.MaxMessageBytes)
 	timer.Stop()
 	stopWatch()
 	stopMemory()
@@ -533,7 +535,7 @@ type worker struct {
 }
 
 // exchange sends req, answers questions, and returns the final answer.
-func (w *worker) exchange(req *request, ask func(*question) *answer, limit int) (*response, error) {
+func (w *worker) exchange(req *request, running func(string), ask func(*question) *answer, limit int) (*response, error) {
 	if err := writeFrame(w.in, req, limit); err != nil {
 		return nil, err
 	}
@@ -541,6 +543,12 @@ func (w *worker) exchange(req *request, ask func(*question) *answer, limit int) 
 		var resp response
 		if err := readFrame(w.out, &resp, limit); err != nil {
 			return nil, err
+		}
+		if resp.Running != "" {
+			if running != nil {
+				running(resp.Running)
+			}
+			continue
 		}
 		if resp.Ask == nil {
 			return &resp, nil

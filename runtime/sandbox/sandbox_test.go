@@ -85,6 +85,26 @@ func TestRegistrationBombsKillOnlyTheirWorker(t *testing.T) {
 	}
 }
 
+// With several files, the limit is reported on the file whose script was
+// running when the worker died, a file it load()s included.
+func TestRegistrationLimitNamesTheFile(t *testing.T) {
+	p := newPool(t, sandbox.Config{Workers: 1})
+	files := []flows.File{
+		file("a.star", `flow(name = "a", nodes = [task("x", tool = "t.idem")])`),
+		file("b.star", "load(\"lib/big.star\", \"x\")\n"),
+		file("lib/big.star", "x = [0] * (1 << 29)\n"),
+		file("c.star", `flow(name = "c", nodes = [task("x", tool = "t.idem")])`),
+	}
+	_, ds, err := p.Analyze(context.Background(), flows.AnalyzeRequest{Files: files, Tools: catalog, Full: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds) != 1 || ds[0].Code != flows.CodeScriptLimit || ds[0].File != "lib/big.star" {
+		t.Fatalf("got %q, want one E_SCRIPT_LIMIT on lib/big.star", ds)
+	}
+	t.Log(ds[0].Message)
+}
+
 // A worker's registration answers match the in-process ones, lookups of
 // tools and registered flows included.
 func TestAnalyzeMatchesInProcess(t *testing.T) {

@@ -78,6 +78,9 @@ type answer struct {
 // response is what a worker sends: a question, or the final answer.
 type response struct {
 	Ask *question `json:"ask,omitempty"`
+	// Running names the file whose script a registration runs now; no
+	// answer is expected.
+	Running string `json:"running,omitempty"`
 
 	// analyze
 	Module json.RawMessage   `json:"module,omitempty"`

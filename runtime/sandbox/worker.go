@@ -138,7 +138,11 @@ func (w *workerConn) ask(q question) (*answer, error) {
 }
 
 func (w *workerConn) analyze(ctx context.Context, s flows.Scripts, req *request) *response {
-	ar := flows.AnalyzeRequest{Files: req.Files, Full: req.Full}
+	ar := flows.AnalyzeRequest{Files: req.Files, Full: req.Full, OnRun: func(path string) {
+		if len(req.Files) > 1 { // with one file, the pool knows which
+			_ = writeFrame(w.w, &response{Running: path}, MaxMessageBytes)
+		}
+	}}
 	if !req.NoTools {
 		ar.Tools = &askCatalog{w: w, known: map[string]*flows.ToolInfo{}}
 	}
