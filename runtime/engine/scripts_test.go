@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -59,16 +60,18 @@ func TestUnitScriptLimitFailsTheRun(t *testing.T) {
 // With a sandbox, a callable past its deadline costs its worker and fails
 // its run; the pool's next worker serves the next run, and a fan-out's
 // args for all its children take one round trip. (The workers are this
-// test binary; the memory cap is tested against the weir binary, in
-// runtime/sandbox and cmd/weir.)
+// test binary; the memory cap and registration in a worker are tested
+// against the weir binary, in runtime/sandbox and cmd/weir.)
 func TestUnitSandboxedCallables(t *testing.T) {
 	t.Parallel()
-	pool, err := sandbox.New(sandbox.Config{Workers: 1, Timeout: 2 * time.Second})
+	pool, err := sandbox.New(sandbox.Config{Workers: 1, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { pool.Close() })
-	b := setupUnit(t, Config{Scripts: pool}, limitSrc)
+	// Registration runs in process: under -race on a loaded machine it
+	// could take longer than the short deadline the time bomb needs.
+	b := setupUnit(t, Config{Scripts: callsIn{pool}}, limitSrc)
 
 	run := b.waitTerminal(t, b.start(t, "slow", `{}`, ""))
 	if run.Phase != store.PhaseFailed || run.Error == nil || run.Error.Code != CodeScriptLimit || !strings.Contains(run.Error.Message, "script limit (time)") {
@@ -87,4 +90,11 @@ func TestUnitSandboxedCallables(t *testing.T) {
 	if n := pool.Stats().Requests - before; n != 2 {
 		t.Errorf("the fan-out took %d round trips, want 2", n)
 	}
+}
+
+// callsIn evaluates callables in a sandbox pool and registers in process.
+type callsIn struct{ *sandbox.Pool }
+
+func (callsIn) Analyze(ctx context.Context, req flows.AnalyzeRequest) (*flows.Module, flows.Diagnostics, error) {
+	return flows.Local{}.Analyze(ctx, req)
 }

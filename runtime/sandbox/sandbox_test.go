@@ -56,7 +56,7 @@ func analyzeOK(t *testing.T, p *sandbox.Pool) {
 // registration evaluates normally: only the bomb's worker died. Without
 // the sandbox each of these took the process down or held it for minutes.
 func TestRegistrationBombsKillOnlyTheirWorker(t *testing.T) {
-	p := newPool(t, sandbox.Config{Workers: 1, Timeout: 3 * time.Second})
+	p := newPool(t, sandbox.Config{Workers: 1, Timeout: 5 * time.Second})
 	tests := []struct {
 		name  string
 		src   string
@@ -206,7 +206,9 @@ func TestCallBatchesAndMatchesInProcess(t *testing.T) {
 // A bomb in a callable fails that call with its limit; the steps limit
 // stays what it was, and the pool serves the next call.
 func TestCallBombsAreScriptLimits(t *testing.T) {
-	p := newPool(t, sandbox.Config{Workers: 1})
+	// A deadline far past what 10,000,000 steps take on a loaded machine:
+	// the step limit must be what ends the spin.
+	p := newPool(t, sandbox.Config{Workers: 1, Timeout: time.Minute})
 	var loads atomic.Int32
 	src := callSources(&loads)
 	for node, want := range map[string]flows.Limit{"a": flows.LimitMemory, "b": flows.LimitSteps} {
