@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -52,7 +54,7 @@ func BenchmarkSandboxedSteps(b *testing.B) {
 	}
 	for b.Loop() {
 		inProcess := rate(Config{Workers: benchWorkers})
-		pool, err := sandbox.New(sandbox.Config{})
+		pool, err := sandbox.New(sandbox.Config{Workers: benchSandboxWorkers})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -65,3 +67,10 @@ func BenchmarkSandboxedSteps(b *testing.B) {
 		b.ReportMetric(float64(stats.Started), "workers")
 	}
 }
+
+// benchSandboxWorkers is the pool size of BenchmarkSandboxedSteps: the
+// sandbox's default unless WEIR_BENCH_SANDBOX_WORKERS says otherwise.
+var benchSandboxWorkers = func() int {
+	n, _ := strconv.Atoi(os.Getenv("WEIR_BENCH_SANDBOX_WORKERS"))
+	return n
+}()

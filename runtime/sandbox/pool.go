@@ -494,6 +494,14 @@ func (p *Pool) start() (*worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Blocking pipes: a round trip then costs a read and a write, not a
+	// trip through the poller each way. A read still ends when the worker
+	// dies (end of file), which is how a kill interrupts it.
+	for _, f := range []any{stdin, stdout} {
+		if f, ok := f.(*os.File); ok {
+			f.Fd()
+		}
+	}
 	w := &worker{cmd: cmd, in: bufio.NewWriterSize(stdin, 64<<10), closeIn: stdin, out: bufio.NewReaderSize(stdout, 64<<10),
 		stderr: &headBuffer{max: stderrHead}, exited: make(chan struct{})}
 	cmd.Stderr = w.stderr
@@ -505,6 +513,9 @@ func (p *Pool) start() (*worker, error) {
 		close(w.exited)
 	}()
 	pid := cmd.Process.Pid
+	if statm := fmt.Sprintf("/proc/%d/statm", pid); fileExists(statm) {
+		w.statm = statm
+	}
 	if proclimit.Supported {
 		err := proclimit.SetCPUMax(pid, int64(math.Ceil(p.cfg.LifetimeCPU.Seconds())))
 		if err == nil && !p.cfg.noMemoryCap {
@@ -529,6 +540,7 @@ type worker struct {
 	stderr  *headBuffer
 	exited  chan struct{}
 	waitErr error
+	statm   string // /proc/PID/statm, where there is one
 
 	killMu sync.Mutex
 	killed bool
@@ -568,43 +580,44 @@ func (w *worker) exchange(req *request, running func(string), ask func(*question
 const memoryPoll = 10 * time.Millisecond
 
 // watchMemory kills the worker and closes over when its resident memory
-// exceeds limit, until the returned stop is called. It watches only where
-// /proc tells it (Linux).
+// exceeds limit, until the returned stop is called. It reads /proc (Linux
+// only) every memoryPoll, starting one poll after the request: most
+// requests end before anything is read.
 func (w *worker) watchMemory(limit int64, over chan struct{}) (stop func()) {
-	statm := fmt.Sprintf("/proc/%d/statm", w.cmd.Process.Pid)
-	if _, err := os.Stat(statm); err != nil {
+	if w.statm == "" {
 		return func() {}
 	}
-	done := make(chan struct{})
-	exited := make(chan struct{})
-	page := int64(os.Getpagesize())
-	go func() {
-		defer close(exited)
-		t := time.NewTicker(memoryPoll)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-			}
-			b, err := os.ReadFile(statm)
-			if err != nil {
-				return
-			}
-			var size, resident int64
-			if _, err := fmt.Sscan(string(b), &size, &resident); err == nil && resident*page > limit {
-				close(over)
-				w.kill()
-				return
-			}
+	var mu sync.Mutex
+	stopped := false
+	var t *time.Timer
+	mu.Lock() // t is set before the first poll can use it
+	defer mu.Unlock()
+	t = time.AfterFunc(memoryPoll, func() {
+		b, err := os.ReadFile(w.statm)
+		var size, resident int64
+		if err == nil {
+			_, err = fmt.Sscan(string(b), &size, &resident)
 		}
-	}()
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case stopped || err != nil:
+		case resident*pageSize > limit:
+			close(over)
+			w.kill()
+		default:
+			t.Reset(memoryPoll)
+		}
+	})
 	return func() {
-		close(done)
-		<-exited
+		mu.Lock()
+		stopped = true
+		t.Stop()
+		mu.Unlock()
 	}
 }
+
+var pageSize = int64(os.Getpagesize())
 
 func (w *worker) kill() {
 	w.killMu.Lock()
@@ -664,6 +677,11 @@ func (w *worker) wait() error {
 		return fmt.Errorf("sandbox worker died: %s", line)
 	}
 	return nil
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // fatalLine is the line of a worker's stderr that says why it died.

@@ -64,15 +64,20 @@ func serve(in io.Reader, out io.Writer) error {
 		if err := readFrame(w.r, &req, MaxMessageBytes); err != nil {
 			return err
 		}
+		used := cpuSeconds()
 		if req.CPUSeconds > 0 {
 			// This request's allowance on top of what the worker has
-			// used; the pool sets the lifetime hard limit.
-			if err := proclimit.LimitOwnCPU(int64(math.Ceil(cpuSeconds())) + req.CPUSeconds); err != nil && proclimit.Supported {
-				return err
+			// used; the pool sets the lifetime hard limit. The soft
+			// limit changes once per CPU second used, not per request.
+			if soft := int64(math.Ceil(used)) + req.CPUSeconds; soft != w.cpuSoft {
+				if err := proclimit.LimitOwnCPU(soft); err != nil && proclimit.Supported {
+					return err
+				}
+				w.cpuSoft = soft
 			}
 		}
 		resp := w.handle(&req)
-		resp.CPUSeconds = cpuSeconds()
+		resp.CPUSeconds = used // as of the request's start: enough to retire a worker
 		if err := writeFrame(w.w, resp, MaxMessageBytes); err != nil {
 			if !errors.Is(err, errFrameTooLarge) {
 				return err
@@ -87,9 +92,10 @@ func serve(in io.Reader, out io.Writer) error {
 
 // workerConn is a worker's end of the pipe and its languages.
 type workerConn struct {
-	r     *bufio.Reader
-	w     *bufio.Writer
-	langs map[string]flows.Scripts
+	r       *bufio.Reader
+	w       *bufio.Writer
+	langs   map[string]flows.Scripts
+	cpuSoft int64 // the soft RLIMIT_CPU last set
 }
 
 func (w *workerConn) handle(req *request) (resp *response) {
