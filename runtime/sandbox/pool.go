@@ -498,7 +498,7 @@ func (p *Pool) start() (*worker, error) {
 	// trip through the poller each way. A read still ends when the worker
 	// dies (end of file), which is how a kill interrupts it.
 	for _, f := range []any{stdin, stdout} {
-		if f, ok := f.(*os.File); ok {
+		if f, ok := f.(interface{ Fd() uintptr }); ok { // the *os.File of each end
 			f.Fd()
 		}
 	}
