@@ -47,6 +47,10 @@ const (
 // the Go runtime's fatal error comes first, before the goroutine dump.
 const stderrHead = 4 << 10
 
+// errRequestTooLarge is a request refused for its size before any of it
+// was written: the worker stays usable.
+var errRequestTooLarge = errors.New("request not sent")
+
 // exitGrace is how long a worker that broke off an exchange is given to
 // exit on its own before it is killed.
 const exitGrace = time.Second
@@ -373,10 +377,10 @@ func (p *Pool) roundTrip(ctx context.Context, req *request, running func(string)
 		}
 		return resp, nil
 	}
-	if errors.Is(err, errFrameTooLarge) && !w.dead() {
-		// The request was refused before anything was sent.
+	if errors.Is(err, errRequestTooLarge) {
+		// Refused before anything was sent: the worker is as it was.
 		p.put(w)
-		return nil, &flows.LimitError{Limit: flows.LimitSize, Detail: "the request is " + err.Error()}
+		return nil, &flows.LimitError{Limit: flows.LimitSize, Detail: fmt.Sprintf("the ctx and calls (or files) to evaluate take more than the %d bytes a message to the sandbox may", p.cfg.MaxMessageBytes)}
 	}
 	// A worker that died closed its pipes as it went: let it finish
 	// exiting, so that how it ended is its own and not the pool's kill.
@@ -396,6 +400,10 @@ func (p *Pool) roundTrip(ctx context.Context, req *request, running func(string)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+	}
+	if why == nil && errors.Is(err, errFrameTooLarge) {
+		// An answer, or the sources it asked for, over the limit.
+		why = &flows.LimitError{Limit: flows.LimitSize, Detail: "a message to or from the sandbox is " + err.Error()}
 	}
 	if why == nil {
 		why = fmt.Errorf("sandbox worker: %w", err)
@@ -549,6 +557,9 @@ type worker struct {
 // exchange sends req, answers questions, and returns the final answer.
 func (w *worker) exchange(req *request, running func(string), ask func(*question) *answer, limit int) (*response, error) {
 	if err := writeFrame(w.in, req, limit); err != nil {
+		if errors.Is(err, errFrameTooLarge) {
+			return nil, fmt.Errorf("%w: %w", errRequestTooLarge, err)
+		}
 		return nil, err
 	}
 	for {

@@ -150,6 +150,8 @@ def args(ctx, item):
     return {"item": item, "run": ctx.run_id, "n": ctx.input["n"] + 1, "prev": ctx.results["a"], "f": 0.5, "big": 1 << 60}
 def bomb(ctx):
     return {"x": [0] * (1 << 29)}
+def big(ctx):
+    return {"x": "a" * 2000000}
 def spin(ctx):
     n = 0
     for i in range(1000000):
@@ -158,7 +160,8 @@ def spin(ctx):
     return {}
 flow(name = "c", nodes = [
     task("a", tool = "t.idem", args = bomb, next = "b"),
-    task("b", tool = "t.idem", args = spin, next = "f"),
+    task("b", tool = "t.idem", args = spin, next = "g"),
+    task("g", tool = "t.idem", args = big, next = "f"),
     fanout("f", tool = "t.idem", items = lambda ctx: [1, 2], args = args, width = 2, depth = 1, max_items = 2),
 ])
 `
@@ -238,6 +241,17 @@ func TestOversizedRequestIsASizeLimit(t *testing.T) {
 	}
 	if s := p.Stats(); s.Started != 1 || len(s.Killed) != 0 {
 		t.Errorf("the refusal should cost no worker: %+v", s)
+	}
+	// An answer over the bound is read no further: its worker goes.
+	res, err := p.Call(context.Background(), callSources(&loads), flows.Context{RunID: "r"},
+		[]flows.Call{{Ref: flows.CallableRef{Flow: "c", Node: "g", Param: "args"}}})
+	if flows.LimitOf(err) != flows.LimitSize {
+		t.Fatalf("a 2 MB answer: got %v %v, want the size limit", res, err)
+	}
+	res, err = p.Call(context.Background(), callSources(&loads), flows.Context{RunID: "r"},
+		[]flows.Call{{Ref: flows.CallableRef{Flow: "c", Node: "f", Param: "items"}}})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("the next call: %v %v", res, err)
 	}
 }
 
