@@ -71,7 +71,8 @@ type Config struct {
 	// Lang is the flow language the pool's requests name (LangStarlark).
 	Lang string
 	// Command is the worker's command line (default: this binary, with
-	// no arguments; EnvWorker is added to its environment).
+	// no arguments; its environment is only EnvWorker and the Go
+	// runtime's settings).
 	Command []string
 	// MaxMessageBytes bounds one request or answer (MaxMessageBytes, at
 	// most).
@@ -101,9 +102,14 @@ func (c Config) withDefaults() (Config, error) {
 		c.MaxMessageBytes = MaxMessageBytes
 	}
 	if len(c.Command) == 0 {
-		exe, err := os.Executable()
-		if err != nil {
-			return c, fmt.Errorf("sandbox: finding this binary to start workers: %w", err)
+		// /proc/self/exe is the running image even after an upgrade
+		// replaced the file: workers always speak this binary's protocol.
+		exe := "/proc/self/exe"
+		if !fileExists(exe) {
+			var err error
+			if exe, err = os.Executable(); err != nil {
+				return c, fmt.Errorf("sandbox: finding this binary to start workers: %w", err)
+			}
 		}
 		c.Command = []string{exe}
 		c.noMemoryCap = raceBuild
