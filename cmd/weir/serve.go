@@ -358,7 +358,7 @@ func (m *Main) serve(ctx context.Context, file string, pins []pin) error {
 			stopAll()
 			return fmt.Errorf("metrics listener: %w", err)
 		}
-		coll := metrics.NewCollector(metrics.Sources{Engine: eng, Restarts: h.Restarts, ConfigVersion: d.configVersion})
+		coll := metrics.NewCollector(metrics.Sources{Engine: eng, Restarts: h.Restarts, ConfigVersion: d.configVersion, Sandbox: pool.Stats})
 		serveOn(mln, metrics.Handler(metrics.NewRegistry(coll, timed)), nil)
 		log.Info("serving metrics", "address", mln.Addr().String())
 	}

@@ -2,8 +2,9 @@
 // figures per tool of docs/design.md §4 (queue depth, wait time, execution time,
 // retry amplification), runs accepted and finished by phase, admissions
 // refused by reason, the admission state with the queued and held task
-// counts, plugin restarts, the config version, and agents' model turns,
-// tokens and cost per model. Store latency comes
+// counts, plugin restarts, the config version, agents' model turns,
+// tokens and cost per model, and the script sandbox's workers started and
+// killed by limit. Store latency comes
 // from package storemetrics, registered beside it.
 //
 // Figures are read from the engine's snapshot at scrape time (a custom
@@ -24,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/weirhq/weir/runtime/engine"
+	"github.com/weirhq/weir/runtime/sandbox"
 )
 
 // Engine is what the collector reads from the engine.
@@ -39,6 +41,8 @@ type Sources struct {
 	Restarts func() map[string]int64
 	// ConfigVersion returns the version of the config in force.
 	ConfigVersion func() int64
+	// Sandbox returns the script sandbox's counters (sandbox.Pool.Stats).
+	Sandbox func() sandbox.Stats
 }
 
 // Collector is a prometheus.Collector over the engine's snapshot.
@@ -77,12 +81,16 @@ var (
 	modelTurns        = desc("model_turns_total", "Agent model turns journaled, by model (model tool/alias).", "model")
 	modelTokens       = desc("model_tokens_total", "Tokens of agent model turns, by model and direction (input, output).", "model", "direction")
 	modelCost         = desc("model_cost_total", "Budget units agent model turns were charged, by model.", "model")
+	sandboxStarted    = desc("sandbox_workers_started_total", "Script sandbox worker processes started since the daemon started.")
+	sandboxKilled     = desc("sandbox_workers_killed_total", "Script sandbox workers that died or were killed for a script limit, by limit.", "limit")
+	sandboxRequests   = desc("sandbox_requests_total", "Evaluations sent to script sandbox workers (a step's callables are one).")
 )
 
 var allDescs = []*prometheus.Desc{
 	toolQueueDepth, toolWaitMean, toolWaitMax, toolExecMean, toolExecMax, toolAttempts, toolUnits, toolAmplification,
 	runsAccepted, runsFinished, leasesExpired, deadLetters, refused, blocked, admissionOpen, admissionState,
 	tasks, slots, pluginRestarts, configVersion, modelTurns, modelTokens, modelCost,
+	sandboxStarted, sandboxKilled, sandboxRequests,
 }
 
 // Describe implements prometheus.Collector.
@@ -157,6 +165,14 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if c.src.ConfigVersion != nil {
 		gauge(configVersion, float64(c.src.ConfigVersion()))
+	}
+	if c.src.Sandbox != nil {
+		sb := c.src.Sandbox()
+		counter(sandboxStarted, float64(sb.Started))
+		counter(sandboxRequests, float64(sb.Requests))
+		for l, n := range sb.Killed {
+			counter(sandboxKilled, float64(n), string(l))
+		}
 	}
 }
 
