@@ -25,12 +25,16 @@ build: ## Build bin/weir and every plugin into bin/plugins/, pinned
 	$(BIN)/weir --plugins $(BIN)/plugins plugin install $(addprefix $(BIN)/plugins/,$(filter-out internal,$(PLUGINS)))
 
 .PHONY: demo
-demo: build ## Run the examples end to end on the embedded store
+demo: build ## Run the examples end to end on the embedded store, offline
+	$(GO) build -o $(BIN)/scripted-llm ./examples/cmd/scripted-llm
 	./examples/demo.sh
 
 .PHONY: test
 test: ## Vet and run every test with the race detector
 	$(GO) vet $(PKGS)
+	@# One line saying whether the PostgreSQL suites run or skip (go test
+	@# shows nothing of a package that passes); fails if they are required.
+	@$(GO) run ./internal/testutil/pgtest/pgcheck
 	$(GO) test -race $(PKGS)
 
 .PHONY: bench

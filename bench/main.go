@@ -55,6 +55,8 @@ var scenarios = []scenario{
 	{6, "100,000 parked runs", parked},
 	{7, "registration", registration},
 	{8, "overload", overload},
+	{9, "agent turn", agentTurn},
+	{10, "MCP tool call through weir", mcpCall},
 }
 
 func main() {

@@ -2,15 +2,20 @@
 # The demo `make demo` runs, from the repository root, after `make build`:
 # the flow language refusing a flawed flow, then a real run end to end on
 # the embedded store: plan, fan out with a quorum, a subflow, a person's
-# approval given with a second command, and a mail published at most once.
+# approval given with a second command, and a mail published at most once;
+# then agents on a scripted model server (offline): a planner, researcher
+# sub-agents fanned out with a quorum, a critic, and a person's approval of
+# the mail they wrote.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-weir=bin/weir
-if [[ ! -x $weir ]]; then
-    echo "demo: $weir is missing; run 'make build' first" >&2
-    exit 2
-fi
+weir=bin/weir llm=bin/scripted-llm
+for b in $weir $llm; do
+    if [[ ! -x $b ]]; then
+        echo "demo: $b is missing; run 'make demo' (it builds both)" >&2
+        exit 2
+    fi
+done
 
 step() { printf '\n==> %s\n' "$*"; }
 # phase_is RUN PHASE: the run is in that phase (no grep -q: it would cut
@@ -37,16 +42,32 @@ echo "(exit $code: refused, as it should be)"
 # A run end to end, on a fresh data directory, with the plugins make built.
 data=$(mktemp -d "${TMPDIR:-/tmp}/weir-demo.XXXXXX")
 export WEIR_DATA=$data WEIR_PLUGINS=$PWD/bin/plugins WEIR_SOCKET=$data/weir.sock
-daemon=
+daemon= model=
 cleanup() {
     if [[ -n $daemon ]]; then kill -TERM "$daemon" 2>/dev/null || true; wait "$daemon" 2>/dev/null || true; fi
+    if [[ -n $model ]]; then kill -TERM "$model" 2>/dev/null || true; wait "$model" 2>/dev/null || true; fi
     rm -rf "$data"
 }
 trap cleanup EXIT
 
-step "Start the daemon on a fresh data directory ($data)"
-show "weir serve &"
-"$weir" serve --log-level warn &
+step "Start a scripted model server on loopback (OpenAI's wire format), for the agents"
+show "scripted-llm -addr 127.0.0.1:0 -script examples/agents/script.json &"
+"$llm" -addr 127.0.0.1:0 -script examples/agents/script.json >"$data/model.out" &
+model=$!
+base_url=
+for _ in $(seq 1 200); do
+    base_url=$(sed -n 's/.*OpenAI base_url \([^)]*\)).*/\1/p' "$data/model.out")
+    [[ -n $base_url ]] && break
+    sleep 0.05
+done
+[[ -n $base_url ]] || { echo "demo: the scripted model server did not start" >&2; exit 1; }
+cat "$data/model.out"
+# The example config names 127.0.0.1:8089; this server took a free port.
+{ sed "s#http://127.0.0.1:8089/v1#$base_url#" examples/agents/weir.hcl; echo 'log_level = "warn"'; } >"$data/weir.hcl"
+
+step "Start the daemon on a fresh data directory ($data), the llm plugin configured"
+show "weir serve --config weir.hcl &"
+"$weir" serve --config "$data/weir.hcl" &
 daemon=$!
 for _ in $(seq 1 200); do
     "$weir" flow ls >/dev/null 2>&1 && break
@@ -73,10 +94,10 @@ again=$("$weir" run start digest --request-id demo-1 --input "$input")
 echo "$again (the same run)"
 
 step "The run plans, fans out four questions two at a time, summarizes, then waits for a person"
-for _ in $(seq 1 400); do
-    phase_is "$run" waiting && break
-    sleep 0.05
-done
+# Not "phase: waiting": a run also waits while its fan-out or a child
+# works. A decision being open is the precise condition.
+show "weir run wait $run --decision approve"
+"$weir" run wait "$run" --decision approve --timeout 60s
 show "weir run get $run"
 "$weir" run get "$run"
 
@@ -84,10 +105,8 @@ step "Approve it, as a user would, with a second command"
 show "weir run approve $run approve --payload '{\"ok\":true}'"
 "$weir" run approve "$run" approve --payload '{"ok":true}'
 
-for _ in $(seq 1 400); do
-    phase_is "$run" completed && break
-    sleep 0.05
-done
+show "weir run wait $run"
+"$weir" run wait "$run" --timeout 60s
 step "The result"
 show "weir run get $run"
 "$weir" run get "$run"
@@ -106,10 +125,49 @@ lines=$(wc -l < "$data/plugin-state/mail/outbox.jsonl")
 echo "$data/plugin-state/mail/outbox.jsonl: $lines line(s)"
 [[ $lines -eq 1 ]] || { echo "demo: expected exactly one mail, found $lines" >&2; exit 1; }
 
+step "Agents: check the agent flows against the configured models and installed tools"
+show "weir flow check --config examples/agents/weir.hcl examples/agents/brief.star"
+"$weir" flow check --config "$data/weir.hcl" examples/agents/brief.star
+
+step "Register them and start a brief: a planner agent, four researcher sub-agents two at a time, a critic"
+show "weir flow register examples/agents/brief.star"
+"$weir" flow register examples/agents/brief.star
+brief_input='{"topic":"durable agents","to":"you@example.com"}'
+show "weir run start brief --request-id demo-brief --input '$brief_input'"
+brief=$("$weir" run start brief --request-id demo-brief --input "$brief_input")
+echo "$brief"
+show "weir run wait $brief --decision approve"
+"$weir" run wait "$brief" --decision approve --timeout 60s
+show "weir run get $brief"
+"$weir" run get "$brief"
+
+step "The critic's mail waits for a person; approve it"
+show "weir run approve $brief approve"
+"$weir" run approve "$brief" approve
+"$weir" run wait "$brief" --timeout 60s >/dev/null
+phase_is "$brief" completed || { echo "demo: the brief did not complete" >&2; "$weir" run get "$brief" >&2; exit 1; }
+
+step "Every model turn is in the timeline, with its tokens and cost (the plan's first answer was not its schema: one correction turn)"
+show "weir run events $brief | grep agent_turn"
+"$weir" run events "$brief" | grep agent_turn
+
+step "The result: each agent's turns, tokens and cost, and the mail, sent once"
+show "weir run get $brief"
+"$weir" run get "$brief"
+lines=$(wc -l < "$data/plugin-state/mail/outbox.jsonl")
+echo "$data/plugin-state/mail/outbox.jsonl: $lines line(s)"
+[[ $lines -eq 2 ]] || { echo "demo: expected two mails in all, found $lines" >&2; exit 1; }
+
 step "Stop the daemon: admission closes, held work drains, every record is written"
 show "kill -TERM $daemon"
 kill -TERM "$daemon"
 wait "$daemon"
 daemon=
 
-step "Done: a flawed flow was refused before it could run, and a real run planned, fanned out, waited for you, and published once"
+step "What the model server billed (the turns weir journaled above, none sent twice)"
+kill -TERM "$model"
+wait "$model" || true
+model=
+tail -n 1 "$data/model.out"
+
+step "Done: a flawed flow was refused before it could run, a real run planned, fanned out, waited for you and published once, and agents did the same on a model"

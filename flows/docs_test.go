@@ -52,3 +52,26 @@ func TestDocsSnippetsLoad(t *testing.T) {
 		t.Errorf("only %d python blocks were checked", checked)
 	}
 }
+
+// Every Python snippet in docs/agents.md passes every check against the
+// test catalog; a lone agent(...) is checked as the only node of a flow.
+func TestAgentsDocSnippetsCheck(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../docs/agents.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := regexp.MustCompile("(?s)```python\n(.*?)```").FindAllStringSubmatch(string(doc), -1)
+	if len(blocks) < 2 {
+		t.Fatalf("found %d python blocks in docs/agents.md", len(blocks))
+	}
+	for i, b := range blocks {
+		code := b[1]
+		if strings.HasPrefix(code, "agent(") {
+			code = "flow(name = \"snippet\", nodes = [\n" + code + "])\n"
+		}
+		if _, ds := Check([]File{src("agents.star", code)}, testCatalog(t)); len(ds) > 0 {
+			t.Errorf("docs/agents.md python block %d does not pass the checks:\n%s\n%s", i+1, code, ds)
+		}
+	}
+}

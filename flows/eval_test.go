@@ -62,7 +62,7 @@ func TestEvaluateResearchCallables(t *testing.T) {
 		Input:   map[string]any{"topic": "rivers"},
 		Results: map[string]any{
 			"plan":   map[string]any{"queries": []any{"rivers of europe", "longest river"}},
-			"search": []any{map[string]any{"url": "a"}},
+			"search": map[string]any{"results": []any{map[string]any{"url": "a"}}, "late": []any{}, "sufficient": true},
 			"write":  map[string]any{"text": "Rivers are long."},
 		},
 	}
@@ -103,16 +103,16 @@ func TestEvaluateResearchCallables(t *testing.T) {
 	}
 
 	// summarize's output is what research reads as results["write"].
-	out, err := b.evSummarize.Call(*b.summarize.Flow.Output, Context{Results: map[string]any{"draft": map[string]any{"text": "short"}}})
+	out, err := b.evSummarize.Call(*b.summarize.Flow.Output, Context{Results: map[string]any{"draft": map[string]any{"answer": "short"}}})
 	if err != nil || !reflect.DeepEqual(out, map[string]any{"text": "short"}) {
 		t.Errorf("summarize output = %#v, %v", out, err)
 	}
-	args, err := b.evSummarize.Call(*b.summarize.Flow.Node("draft").Args, Context{Input: map[string]any{"hits": []any{map[string]any{"u": 1.0}}}})
+	prompt, err := b.evSummarize.Call(*b.summarize.Flow.Node("draft").Prompt, Context{Input: map[string]any{"hits": []any{map[string]any{"u": 1.0}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if docs := args.(map[string]any)["documents"]; !reflect.DeepEqual(docs, []any{`{"u":1}`}) {
-		t.Errorf("summarize draft documents = %#v", docs)
+	if want := "Summarize these search results in five sentences:\n{\"u\":1}"; prompt != want {
+		t.Errorf("summarize draft prompt = %#v, want %#v", prompt, want)
 	}
 }
 

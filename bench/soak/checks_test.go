@@ -6,6 +6,7 @@ import (
 	"os/user"
 	"time"
 
+	"github.com/weirhq/weir/internal/llmtest"
 	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/engine"
 )
@@ -306,7 +307,36 @@ func violationCases() []violationCase {
 			s := fanState(`{"results":[{"slept_ms":1}],"late":[{"item":9,"result":{"slept_ms":9}}],"sufficient":true,"cutoff":"2026-01-01T00:00:01Z"}`, true)
 			return s.w, s.f
 		}, checkCohorts, ""},
+		{"agent turn asked again after it was journaled", func() (*world, *final) {
+			s := agentState(t0.Add(2 * time.Second))
+			s.f.kills["random"] = 1
+			return s.w, s.f
+		}, checkAgentTurns, "asked again at"},
+		{"agent turn asked twice without a kill", func() (*world, *final) {
+			s := agentState(t0.Add(-time.Second))
+			return s.w, s.f
+		}, checkAgentTurns, "asked 2 times with 0 kills"},
+		{"agent turn re-asked after a kill, before its journal", func() (*world, *final) {
+			s := agentState(t0.Add(-time.Second))
+			s.f.kills["after-tool"] = 1
+			return s.w, s.f
+		}, checkAgentTurns, ""},
 	}
+}
+
+// agentState is a completed soak_agent run whose two turns were journaled
+// at t0 and t0+3s, its first turn asked at t0-2s and again at again, its
+// second at t0+2s.
+func agentState(again time.Time) *state {
+	s := newState()
+	v := s.run("r1", "soak_agent", map[string]any{"id": "req-1"}, apitypes.PhaseCompleted,
+		at(ev("agent_turn", "a", map[string]any{"turn": 1.0}), t0),
+		at(ev("agent_turn", "a", map[string]any{"turn": 2.0}), t0.Add(3*time.Second)))
+	v.Output = json.RawMessage(`{"id":"req-1","answer":"done req-1"}`)
+	first := json.RawMessage(`{"messages":[{"role":"user","content":"Agent task req-1"}]}`)
+	second := json.RawMessage(`{"messages":[{"role":"user","content":"Agent task req-1"},{"role":"assistant"},{"role":"tool"}]}`)
+	s.f.modelRequests = []llmtest.Request{{Body: first, At: t0.Add(-2 * time.Second)}, {Body: first, At: again}, {Body: second, At: t0.Add(2 * time.Second)}}
+	return s
 }
 
 // fanState is a completed fan-out run with output out, its cohort closed

@@ -106,6 +106,7 @@ var invariants = []invariant{
 		return fmt.Sprintf("%d fan-outs closed with a marker and a cutoff, %d children published before it, %d ended late and stayed out; %d approvals of the %d wait runs meant to be decided (of %d), %d subflow parents completed",
 			w.counts["cohorts closed"], w.counts["cohort results"], w.counts["cohort late"], w.counts["approved"], meant, countFlow(f, "soak_wait"), countFlowPhase(f, "soak_sub", apitypes.PhaseCompleted))
 	}},
+	{invAgent, checkAgentTurns, agentSummary},
 	{invCoverage, checkCoverage, func(w *world, f *final) string {
 		parts := []string{}
 		for _, fp := range failpoints {

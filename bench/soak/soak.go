@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/bench/internal/daemon"
+	"github.com/weirhq/weir/internal/llmtest"
 	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/api/client"
 	"github.com/weirhq/weir/runtime/engine"
@@ -353,6 +354,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		cfg.PerRun = 25 * time.Millisecond
 	}
 	fmt.Fprintf(cfg.Log, "soak: seed %d, chaos for %v, data %s\n", cfg.Seed, cfg.Duration, cfg.Data)
+	model, err := startAgentModel()
+	if err != nil {
+		return nil, fmt.Errorf("the agents' model server: %w", err)
+	}
+	defer model.Close()
 
 	// start runs a daemon with failpoint armed. A failpoint may fire while
 	// the daemon recovers, before it serves: that is a kill like any other,
@@ -364,7 +370,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			env = []string{"WEIR_FAILPOINT=" + fps}
 		}
 		d, err := daemon.Start(daemon.Config{Weir: cfg.Weir, Plugins: cfg.Plugins, Data: cfg.Data, Env: env,
-			Args: []string{"--log-level", "warn", "--grace", "2s"}})
+			Args: []string{"--config", model.config, "--log-level", "warn", "--grace", "2s"}})
 		var ee *daemon.ExitError
 		if errors.As(err, &ee) && ee.SIGKILL && failpoint != "" {
 			name := strings.Split(failpoint, "@")[0]
@@ -502,6 +508,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	fin.kills = rep.Kills
+	fin.modelRequests = model.srv.Requests()
 	for _, s := range w.subs {
 		if s.runID != "" {
 			rep.Accepted++
@@ -668,7 +675,9 @@ type final struct {
 	events   map[string][]*apitypes.Event
 	records  *records
 	kills    map[string]int
-	drain    drainReport
+	// modelRequests are the requests the agents' model server read.
+	modelRequests []llmtest.Request
+	drain         drainReport
 }
 
 func collect(ctx context.Context, w *world, c *client.Client, runs []apitypes.Run) (*final, error) {

@@ -13,7 +13,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	testutil.Main(m, testutil.Plugins("testkit", "mail", "notes"), testutil.Weir())
+	testutil.Main(m, testutil.Plugins("testkit", "mail", "notes", "llm"), testutil.Weir())
 }
 
 // TestSoakShort is a short soak: 12 s of kills (every failpoint at

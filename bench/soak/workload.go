@@ -283,6 +283,7 @@ flow(
 			return nil // checked by the cohort invariant
 		},
 	},
+	agentKind,
 }
 
 func kindByFlow(flow string) *kind {

@@ -423,3 +423,56 @@ func TestPrintStatus(t *testing.T) {
 		})
 	}
 }
+
+// The plugin blocks of docs/operators.md's example config are ones
+// `weir config check` accepts with the first-party plugins installed: a
+// plugin's section is checked against the schema its manifest declares,
+// so a key the plugin does not read fails here. (The rest of the example
+// names groups and token files of a real host.)
+func TestOperatorsExamplePluginBlocksCheck(t *testing.T) {
+	_, plugins := binaries(t)
+	doc, err := os.ReadFile("../../docs/operators.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(doc), "### An example")
+	if !ok {
+		t.Fatal(`docs/operators.md has no "### An example" section`)
+	}
+	_, block, ok := strings.Cut(after, "```hcl\n")
+	block, _, ok2 := strings.Cut(block, "```")
+	if !ok || !ok2 {
+		t.Fatal("no hcl block in docs/operators.md's example section")
+	}
+	// Each plugin block runs from its `plugin "` line to the next line
+	// that closes a top-level block.
+	var blocks []string
+	lines := strings.Split(block, "\n")
+	for i := 0; i < len(lines); i++ {
+		if !strings.HasPrefix(lines[i], `plugin "`) {
+			continue
+		}
+		j := i
+		for j < len(lines) && lines[j] != "}" {
+			j++
+		}
+		blocks = append(blocks, strings.Join(lines[i:j+1], "\n"))
+		i = j
+	}
+	src := strings.Join(blocks, "\n")
+	if !strings.Contains(src, `plugin "llm"`) {
+		t.Fatalf("the example has no llm block to check; plugin blocks found:\n%s", src)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "weir.hcl")
+	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"HOME": dir, "WEIR_PLUGINS": plugins}
+	// The llm block's env names a variable that must be set for the daemon.
+	t.Setenv("ANTHROPIC_API_KEY", "k")
+	code, out, errb, _ := run(t, env, "config", "check", path)
+	if code != 0 || !strings.Contains(out, "valid") {
+		t.Fatalf("config check of the docs' plugin blocks: exit %d\n%s%s\n%s", code, out, errb, src)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/internal/testutil"
+	"github.com/weirhq/weir/internal/testutil/pgtest"
 	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/api/client"
 	"github.com/weirhq/weir/runtime/engine"
@@ -39,6 +40,8 @@ type daemon struct {
 	exited  chan error
 	logs    *testutil.Buffer
 	api     *client.Client
+	// serveArgs are added to weir serve's arguments (--config FILE).
+	serveArgs []string
 }
 
 func newDaemon(t *testing.T) *daemon {
@@ -60,7 +63,7 @@ func newDaemon(t *testing.T) *daemon {
 // answers on its socket.
 func (d *daemon) start(failpoints string, env ...string) {
 	d.t.Helper()
-	d.cmd = exec.Command(d.weir, "--data", d.data, "--plugins", d.plugins, "--socket", d.socket, "serve", "--log-level", "debug", "--grace", "5s")
+	d.cmd = exec.Command(d.weir, append([]string{"--data", d.data, "--plugins", d.plugins, "--socket", d.socket, "serve", "--log-level", "debug", "--grace", "5s"}, d.serveArgs...)...)
 	d.cmd.Env = append(append(os.Environ(), "WEIR_FAILPOINT="+failpoints), env...)
 	stderr, err := d.cmd.StderrPipe()
 	if err != nil {
@@ -200,76 +203,97 @@ func TestCrashAtEveryDurableBoundary(t *testing.T) {
 		t.Skip("starts and kills real daemons")
 	}
 	// The failpoint names of runtime/internal/failpoint.
-	tests := []struct {
-		failpoint  string
-		wantOutput string // the result of the last node
-		wantMails  int
-		wantCode   string // node_failed code on the send node
-	}{
+	tests := []crashCase{
 		{"after-accept", `"sent":true`, 1, ""},
 		{"after-started", `"unknown":true`, 0, engine.CodeOutcomeUnknown},
 		{"after-tool" + "@2", `"unknown":true`, 1, engine.CodeOutcomeUnknown},
 		{"after-result" + "@2", `"sent":true`, 1, ""},
 		{"mid-finish", `"sent":true`, 1, ""},
 	}
+	// On each store: the embedded one, and PostgreSQL (skipped, with the
+	// reason, where it cannot be reached).
 	for _, tt := range tests {
-		t.Run(tt.failpoint, func(t *testing.T) {
-			t.Parallel()
-			d := newDaemon(t)
-			d.start("")
-			d.register(crashFlow)
-			d.stop()
-
-			d.start(tt.failpoint)
-			res, err := d.startRun("crash", `{"x": 42}`, "req-"+tt.failpoint)
-			if tt.failpoint == "after-accept" {
-				if err == nil {
-					t.Fatalf("the start was answered although the daemon died first: %+v", res)
+		for _, onPG := range []bool{false, true} {
+			name := tt.failpoint
+			if onPG {
+				name = "postgres/" + name
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				var env []string
+				if onPG {
+					env = append(env, "WEIR_STORE="+pgtest.Schema(t))
 				}
-			} else if err != nil {
-				t.Fatalf("start: %v", err)
-			}
-			d.waitKilled()
-
-			d.start("")
-			// The client retries with its business id: dedup answers with
-			// the run accepted before the crash, and creates nothing new.
-			again, err := d.startRun("crash", `{"x": 42}`, "req-"+tt.failpoint)
-			if err != nil || !again.Existing {
-				t.Fatalf("resubmit after restart: %+v %v, want the existing run", again, err)
-			}
-			if res.RunID != "" && again.RunID != res.RunID {
-				t.Fatalf("dedup answered %s, the run was %s", again.RunID, res.RunID)
-			}
-			v := d.waitTerminal(again.RunID)
-			if v.Phase != apitypes.PhaseCompleted || !strings.Contains(string(v.Output), tt.wantOutput) {
-				t.Fatalf("run ended %s output %s error %+v, want output with %s\n%s", v.Phase, v.Output, v.Error, tt.wantOutput, d.log())
-			}
-			if v.Owner == "" || string(v.Input) != `{"x":42}` {
-				t.Errorf("owner %q input %s changed", v.Owner, v.Input)
-			}
-			if v.Attempt < 2 && tt.failpoint != "after-accept" {
-				t.Errorf("attempt %d: a resumed run must say so", v.Attempt)
-			}
-			if got := d.outbox(); got != tt.wantMails {
-				t.Errorf("mail.send ran %d times, want %d", got, tt.wantMails)
-			}
-			var code string
-			for _, e := range d.events(v.ID) {
-				if e.Type == "node_failed" && e.Node == "send" {
-					code, _ = e.Detail["code"].(string)
-				}
-			}
-			if code != tt.wantCode {
-				t.Errorf("send node failed with %q, want %q", code, tt.wantCode)
-			}
-			runs, err := d.api.RunList(context.Background(), client.RunListParams{})
-			if err != nil || len(runs) != 1 {
-				t.Errorf("%d runs after the crash (%v), want exactly 1", len(runs), err)
-			}
-			d.stop()
-		})
+				crashAtBoundary(t, tt, env)
+			})
+		}
 	}
+}
+
+// crashCase is a failpoint to kill the daemon at and what must follow.
+type crashCase struct {
+	failpoint  string
+	wantOutput string // the result of the last node
+	wantMails  int
+	wantCode   string // node_failed code on the send node
+}
+
+// crashAtBoundary is one case of TestCrashAtEveryDurableBoundary, with env
+// added to the daemon's environment.
+func crashAtBoundary(t *testing.T, tt crashCase, env []string) {
+	d := newDaemon(t)
+	d.start("", env...)
+	d.register(crashFlow)
+	d.stop()
+
+	d.start(tt.failpoint, env...)
+	res, err := d.startRun("crash", `{"x": 42}`, "req-"+tt.failpoint)
+	if tt.failpoint == "after-accept" {
+		if err == nil {
+			t.Fatalf("the start was answered although the daemon died first: %+v", res)
+		}
+	} else if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	d.waitKilled()
+
+	d.start("", env...)
+	// The client retries with its business id: dedup answers with
+	// the run accepted before the crash, and creates nothing new.
+	again, err := d.startRun("crash", `{"x": 42}`, "req-"+tt.failpoint)
+	if err != nil || !again.Existing {
+		t.Fatalf("resubmit after restart: %+v %v, want the existing run", again, err)
+	}
+	if res.RunID != "" && again.RunID != res.RunID {
+		t.Fatalf("dedup answered %s, the run was %s", again.RunID, res.RunID)
+	}
+	v := d.waitTerminal(again.RunID)
+	if v.Phase != apitypes.PhaseCompleted || !strings.Contains(string(v.Output), tt.wantOutput) {
+		t.Fatalf("run ended %s output %s error %+v, want output with %s\n%s", v.Phase, v.Output, v.Error, tt.wantOutput, d.log())
+	}
+	if v.Owner == "" || string(v.Input) != `{"x":42}` {
+		t.Errorf("owner %q input %s changed", v.Owner, v.Input)
+	}
+	if v.Attempt < 2 && tt.failpoint != "after-accept" {
+		t.Errorf("attempt %d: a resumed run must say so", v.Attempt)
+	}
+	if got := d.outbox(); got != tt.wantMails {
+		t.Errorf("mail.send ran %d times, want %d", got, tt.wantMails)
+	}
+	var code string
+	for _, e := range d.events(v.ID) {
+		if e.Type == "node_failed" && e.Node == "send" {
+			code, _ = e.Detail["code"].(string)
+		}
+	}
+	if code != tt.wantCode {
+		t.Errorf("send node failed with %q, want %q", code, tt.wantCode)
+	}
+	runs, err := d.api.RunList(context.Background(), client.RunListParams{})
+	if err != nil || len(runs) != 1 {
+		t.Errorf("%d runs after the crash (%v), want exactly 1", len(runs), err)
+	}
+	d.stop()
 }
 
 const cohortCrashFlow = `

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weirhq/weir/runtime/api"
+	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/config"
 	"github.com/weirhq/weir/runtime/engine"
 	"github.com/weirhq/weir/runtime/store"
@@ -22,9 +23,10 @@ func init() {
 		var input string
 		cmd := &cobra.Command{
 			Use:   "exec FILE.star",
-			Short: "Register a flow file and run one flow to its end on the embedded store",
+			Short: "Register a flow file and run one flow to its end, without a daemon",
 			Long: `Register FILE.star and run one of its flows to the end on the embedded store
-in the data directory, without a daemon, then print the result. --flow picks
+in the data directory (or the PostgreSQL store of --store or WEIR_STORE),
+without a daemon, then print the result. --flow picks
 the flow when the file declares several (default: the first). Refused
 clearly if a daemon holds the data directory: use 'weir run start' then.
 With --config FILE, plugins are launched with that file's plugin blocks
@@ -43,7 +45,8 @@ With --config FILE, plugins are launched with that file's plugin blocks
 		cmd.Flags().StringVar(&input, "input", "", "run input as JSON, or @file")
 		cmd.Flags().BoolVar(&opts.asJSON, "json", false, "print the final run as JSON")
 		cmd.Flags().StringVar(&opts.logLevel, "log-level", "warn", "trace, debug, info, warn or error")
-		cmd.Flags().StringVar(&opts.config, "config", "", "launch plugins with the plugin blocks of this daemon config file (models of the llm plugin, say)")
+		cmd.Flags().StringVar(&opts.config, "config", "", "launch plugins with the plugin blocks of this daemon config file (models of the llm plugin, say), and use its store")
+		cmd.Flags().StringVar(&opts.store, "store", "", "PostgreSQL URL of the store (env WEIR_STORE, else --config's store block, else the embedded store in the data directory)")
 		return cmd
 	})
 }
@@ -56,6 +59,7 @@ type execOptions struct {
 	asJSON   bool // print the final run as JSON
 	logLevel string
 	config   string // the daemon config file whose plugin blocks apply ("": none)
+	store    string // --store: the PostgreSQL URL of the store ("": WEIR_STORE, the config's, the embedded)
 }
 
 func (m *Main) exec(ctx context.Context, opts execOptions) error {
@@ -71,7 +75,15 @@ func (m *Main) exec(ctx context.Context, opts execOptions) error {
 		}
 		plugins = c
 	}
-	s, err := m.openStack(ctx, m.newLogger("weir", opts.logLevel), engine.Config{}, plugins)
+	storeURL, note, err := m.storeURL(opts.store, plugins)
+	if err != nil {
+		return err
+	}
+	log := m.newLogger("weir", opts.logLevel)
+	if note != "" {
+		log.Warn(note)
+	}
+	s, err := m.openStack(ctx, log, engine.Config{}, plugins, storeURL)
 	if err != nil {
 		return err
 	}
@@ -123,10 +135,11 @@ func (m *Main) exec(ctx context.Context, opts execOptions) error {
 			if len(waits) > 0 {
 				// A person must decide; exec does not hold the store for days.
 				fmt.Fprintf(m.Stdout, "%s waiting\n", run.ID)
-				for _, w := range waits {
-					fmt.Fprintf(m.Stdout, "waiting for a decision at node %s of run %s (flow %s), until %s\n", w.Node, w.RunID, w.Flow, w.Until.Format(time.RFC3339))
-					fmt.Fprintf(m.Stdout, "  approve: weir run approve %s %s [--payload JSON]\n  reject:  weir run reject %s %s [--reason TEXT]\n", w.RunID, w.Node, w.RunID, w.Node)
+				shown := make([]apitypes.HumanWait, len(waits))
+				for i, w := range waits {
+					shown[i] = apitypes.HumanWait(w)
 				}
+				printWaits(m.Stdout, run.ID, shown)
 				fmt.Fprintf(m.Stdout, "the run is saved in %s; start the daemon there (weir serve) to decide and let it go on\n", m.DataDir)
 				return exitCode(exitWaiting)
 			}

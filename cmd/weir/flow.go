@@ -117,6 +117,15 @@ Exit status: 0 when every flow is clean (one summary line per flow),
 				return nil
 			}
 			if toolsPath == "" && ds.Has(flows.CodeUnknownTool) {
+				// A plugin that could not be launched declares no tools:
+				// say why, or its tools look merely uninstalled.
+				if hc, ok := tools.(*host.Catalog); ok {
+					for _, p := range hc.Plugins() {
+						if p.Err != nil {
+							fmt.Fprintf(m.Stderr, "weir: plugin %s declares no tools: %v\n", p.Name, p.Err)
+						}
+					}
+				}
 				fmt.Fprintf(m.Stderr, "weir: tools resolve against the plugins installed in %s; install the missing ones there, or pass --tools FILE\n", m.PluginsDir)
 			}
 			return &exitError{code: exitFailed, err: fmt.Errorf("%s in %s", count(len(ds), "problem"), count(len(files), "file"))}

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/cobra"
 
+	"github.com/weirhq/weir/runtime/config"
 	"github.com/weirhq/weir/runtime/host"
 )
 
@@ -81,12 +82,29 @@ type pluginListed struct {
 
 func pluginLsCmd(m *Main) *cobra.Command {
 	var asJSON bool
+	var configPath string
 	cmd := &cobra.Command{
 		Use:   "ls",
 		Short: "List installed plugins, their tools, schemas and idempotency",
-		Args:  exactArgs(0),
+		Long: `List installed plugins, their tools, schemas and idempotency. A plugin whose
+tools come from its config (llm's models, mcp's servers) lists none without
+--config FILE, which lists what it declares when configured by that daemon
+config file (launching it once if its manifest is not cached).`,
+		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cat, err := host.LoadCatalog(m.PluginsDir, m.DataDir)
+			var plugins *config.Config
+			if configPath != "" {
+				c, err := loadChecked(m, configPath)
+				if err != nil {
+					return &exitError{code: exitFailed, err: err}
+				}
+				plugins = c
+			}
+			cfg := host.Config{PluginsDir: m.PluginsDir, DataDir: m.DataDir}
+			if plugins != nil {
+				cfg.PluginConfig, cfg.PluginEnv, cfg.PluginMemoryMax = plugins.Plugins, plugins.PluginEnvs(), plugins.PluginMemoryMaxes()
+			}
+			cat, err := host.LoadCatalogFor(cfg)
 			if err != nil {
 				return err
 			}
@@ -123,6 +141,7 @@ func pluginLsCmd(m *Main) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the listing as JSON, with full schemas")
+	cmd.Flags().StringVar(&configPath, "config", "", "list the plugins' tools as configured by this daemon config file")
 	return cmd
 }
 

@@ -59,7 +59,7 @@ func progressLine(v *apitypes.Run) string {
 		}
 		for _, a := range p.Agents {
 			if a.Node == p.Node {
-				parts = append(parts, fmt.Sprintf("[agent %s: %d turns, %d tokens, cost %d]", a.Node, a.Turns, a.InputTokens+a.OutputTokens, a.Cost))
+				parts = append(parts, fmt.Sprintf("[agent %s: %s, %d tokens, cost %d]", a.Node, count(a.Turns, "turn"), a.InputTokens+a.OutputTokens, a.Cost))
 			}
 		}
 		for _, c := range p.Cohorts {

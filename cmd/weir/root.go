@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weirhq/weir/runtime/api/client"
+	"github.com/weirhq/weir/runtime/tlscert"
 )
 
 // Exit codes shared by every command.
@@ -73,8 +75,12 @@ type Main struct {
 	DataDir    string
 	PluginsDir string
 	SocketPath string
+	// Address is a TCP listener's URL the commands talk to instead of
+	// the socket ("": the socket), with the options its client needs.
+	Address string
+	apiOpts []client.Option
 
-	flagData, flagPlugins, flagSocket string
+	flagData, flagPlugins, flagSocket, flagAddress, flagTLSCA string
 
 	// clients made by api, closed when Run returns so that an in-process
 	// run leaves no idle connection behind.
@@ -139,6 +145,8 @@ func (m *Main) rootCommand() *cobra.Command {
 	pf.StringVar(&m.flagData, "data", "", "data directory (env WEIR_DATA, default $XDG_DATA_HOME/weir)")
 	pf.StringVar(&m.flagPlugins, "plugins", "", "plugins directory (env WEIR_PLUGINS, default DATA/plugins)")
 	pf.StringVar(&m.flagSocket, "socket", "", "daemon socket (env WEIR_SOCKET, default DATA/weir.sock)")
+	pf.StringVar(&m.flagAddress, "address", "", "talk to the daemon's TCP listener at this URL, https://HOST:PORT or http://..., instead of the socket (env WEIR_ADDRESS; the token from env WEIR_TOKEN)")
+	pf.StringVar(&m.flagTLSCA, "tls-ca", "", "PEM file of the CA certificates that verify an https:// --address (env WEIR_TLS_CA, default the system's roots)")
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return &exitError{code: exitUsage, err: err, hint: helpHint(cmd)}
 	})
@@ -177,13 +185,66 @@ func (m *Main) resolveGlobals() error {
 	if m.SocketPath == "" {
 		m.SocketPath = filepath.Join(m.DataDir, "weir.sock")
 	}
+	return m.resolveAddress(pick(m.flagAddress, "WEIR_ADDRESS"), pick(m.flagTLSCA, "WEIR_TLS_CA"))
+}
+
+// resolveAddress checks the TCP address and the CA file once, before a
+// command runs, so that api cannot fail.
+func (m *Main) resolveAddress(addr, caFile string) error {
+	m.Address, m.apiOpts = "", nil
+	if addr == "" {
+		if caFile != "" && m.flagTLSCA != "" {
+			return usageErrorf("--tls-ca verifies an https:// --address; there is none (the socket needs no certificate)")
+		}
+		return nil
+	}
+	if !strings.HasPrefix(addr, "https://") && !strings.HasPrefix(addr, "http://") {
+		return usageErrorf("--address %q: write https://HOST:PORT (or http:// for a listener without TLS)", addr)
+	}
+	if token := m.Env("WEIR_TOKEN"); token != "" {
+		m.apiOpts = append(m.apiOpts, client.WithToken(token))
+	}
+	if strings.HasPrefix(addr, "https://") {
+		cfg, err := tlscert.ClientConfig(caFile)
+		if err != nil {
+			return usageErrorf("--tls-ca: %v", err)
+		}
+		m.apiOpts = append(m.apiOpts, client.WithTLSConfig(cfg))
+	} else if caFile != "" {
+		return usageErrorf("--tls-ca verifies an https:// address, and %s is plain http://", addr)
+	}
+	if _, err := client.New(addr, m.apiOpts...); err != nil {
+		return usageErrorf("--address: %v", err)
+	}
+	m.Address = addr
 	return nil
 }
 
-// api returns a client of the daemon on the socket. --socket is always a
-// socket's path, whatever it looks like.
+// untrusted says, for an error of a TLS handshake whose certificate the
+// client could not verify, what to do about it; other errors are nil.
+func (m *Main) untrusted(err error) error {
+	var ve *tls.CertificateVerificationError
+	if !errors.As(err, &ve) {
+		return nil
+	}
+	return fmt.Errorf("%s presented a certificate this client does not trust (%v): pass --tls-ca (or WEIR_TLS_CA) with the CA that signed it", m.Address, ve.Err)
+}
+
+// daemonAt names where the commands look for the daemon, for messages.
+func (m *Main) daemonAt() string {
+	if m.Address != "" {
+		return m.Address
+	}
+	return m.SocketPath
+}
+
+// api returns a client of the daemon: on --address if given, else on the
+// socket. --socket is always a socket's path, whatever it looks like.
 func (m *Main) api() *client.Client {
 	c := client.NewUnix(m.SocketPath)
+	if m.Address != "" {
+		c, _ = client.New(m.Address, m.apiOpts...) // checked by resolveAddress
+	}
 	m.clients = append(m.clients, c)
 	return c
 }

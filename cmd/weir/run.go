@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -68,13 +69,13 @@ func init() {
 
 // printAgent shows what an agent node's latest visit did so far.
 func printAgent(w io.Writer, a apitypes.Agent) {
-	fmt.Fprintf(w, "agent:    %s (visit %d): %d turns, %d tokens in, %d out, cost %d\n", a.Node, a.Visit, a.Turns, a.InputTokens, a.OutputTokens, a.Cost)
+	fmt.Fprintf(w, "agent:    %s (visit %d): %s, %d tokens in, %d out, cost %d\n", a.Node, a.Visit, count(a.Turns, "turn"), a.InputTokens, a.OutputTokens, a.Cost)
 }
 
 func printStats(w io.Writer, st *apitypes.Stats) {
-	fmt.Fprintf(w, "%-24s %8s %12s %12s %9s %7s %6s\n", "TYPE", "QUEUED", "WAIT(mean)", "EXEC(mean)", "ATTEMPTS", "UNITS", "AMPL")
+	fmt.Fprintf(w, "%-24s %12s %12s %9s %7s %6s\n", "TYPE", "WAIT(mean)", "EXEC(mean)", "ATTEMPTS", "UNITS", "AMPL")
 	for _, t := range st.Types {
-		fmt.Fprintf(w, "%-24s %8d %12s %12s %9d %7d %6.2f\n", t.Type, t.QueueDepth, t.WaitMean.Round(time.Microsecond), t.ExecMean.Round(time.Microsecond), t.Attempts, t.Units, t.Amplification)
+		fmt.Fprintf(w, "%-24s %12s %12s %9d %7d %6.2f\n", t.Type, t.WaitMean.Round(time.Microsecond), t.ExecMean.Round(time.Microsecond), t.Attempts, t.Units, t.Amplification)
 	}
 	if len(st.Refusals) > 0 {
 		fmt.Fprintln(w, "refused:")
@@ -94,8 +95,10 @@ func printStats(w io.Writer, st *apitypes.Stats) {
 // usage-class errors kept apart. A daemon that is not running is said
 // plainly.
 func (m *Main) apiFailure(err error) error {
-	if errors.Is(err, client.ErrNoDaemon) {
-		err = fmt.Errorf("no weir daemon answers on %s: start one with 'weir serve' (or pass --socket)", m.SocketPath)
+	if u := m.untrusted(err); u != nil {
+		err = u
+	} else if errors.Is(err, client.ErrNoDaemon) {
+		err = fmt.Errorf("no weir daemon answers on %s: start one with 'weir serve' (or pass --socket or --address)", m.daemonAt())
 	}
 	return &exitError{code: exitFailed, err: err}
 }
@@ -190,7 +193,7 @@ func (m *Main) runGetCmd() *cobra.Command {
 				return m.apiFailure(err)
 			}
 			if asJSON {
-				return printJSON(m.Stdout, v)
+				return printJSON(m.Stdout, runWithCommands(v))
 			}
 			fmt.Fprintf(m.Stdout, "id:       %s\nflow:     %s (version %s)\nowner:    %s\nphase:    %s\nattempt:  %d\n", v.ID, v.Flow, short(v.Version), v.Owner, v.Phase, v.Attempt)
 			if v.Progress != nil && v.Progress.Node != "" {
@@ -204,6 +207,7 @@ func (m *Main) runGetCmd() *cobra.Command {
 					printCohort(m.Stdout, c)
 				}
 			}
+			printWaits(m.Stdout, v.ID, v.Waits)
 			if len(v.Output) > 0 {
 				fmt.Fprintf(m.Stdout, "output:   %s\n", v.Output)
 			}
@@ -301,10 +305,10 @@ func (m *Main) runDecideCmd(approve bool) *cobra.Command {
 	var payload, reason string
 	cmd := &cobra.Command{Args: exactArgs(2)}
 	if approve {
-		cmd.Use, cmd.Short = "approve RUN NODE", "Approve the wait at NODE of RUN; the payload becomes the node's result"
+		cmd.Use, cmd.Short = "approve RUN NODE|WAIT_ID", "Approve a decision of RUN: a wait node's (the payload becomes its result) or an agent's proposed call (it runs)"
 		cmd.Flags().StringVar(&payload, "payload", "", "the decision's payload as JSON, or @file")
 	} else {
-		cmd.Use, cmd.Short = "reject RUN NODE", "Reject the wait at NODE of RUN; the run takes the node's error wire"
+		cmd.Use, cmd.Short = "reject RUN NODE|WAIT_ID", "Reject a decision of RUN: a wait node takes its error wire; an agent's model is told the reason"
 		cmd.Flags().StringVar(&reason, "reason", "", "why, recorded in the run's events")
 	}
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -322,7 +326,11 @@ func (m *Main) runDecideCmd(approve bool) *cobra.Command {
 		if err != nil {
 			return m.apiFailure(err)
 		}
-		fmt.Fprintf(m.Stdout, "%s %s at %s\n", res.Decision, res.RunID, res.Node)
+		fmt.Fprintf(m.Stdout, "%s %s at %s", res.Decision, res.RunID, res.Node)
+		if res.Wait != "" {
+			fmt.Fprintf(m.Stdout, " (wait %s)", res.Wait)
+		}
+		fmt.Fprintln(m.Stdout)
 		return nil
 	}
 	return cmd
@@ -344,49 +352,134 @@ func printCohort(w io.Writer, c apitypes.Cohort) {
 	fmt.Fprintln(w)
 }
 
-// runWaitCmd is `weir run wait`: block until a run reaches a phase, for
-// scripts (like kubectl wait).
+// runWaitCmd is `weir run wait`: block until a run reaches a phase or a
+// decision is open, for scripts (like kubectl wait).
 func (m *Main) runWaitCmd() *cobra.Command {
-	var until string
+	var until, decision string
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "wait RUN",
-		Short: "Wait until a run is in a phase (default: terminal), for scripts",
-		Long: `Wait polls the run until its phase is --until: a phase name (queued, running,
-waiting, completed, cancelled, failed) or "terminal". It exits 0 when it is, 1 if the
-run ends in another terminal phase first or --timeout passes.`,
+		Short: "Wait until a run is in a phase (default: terminal) or waits for a decision, for scripts",
+		Long: `Wait holds until the run meets --until: a phase name (queued, running, waiting,
+completed, cancelled, failed), "terminal", or "decision": a decision (a wait node,
+or a tool call an agent proposed) is open in the run or its descendants.
+--decision NODE|WAIT_ID waits for that one decision to be open.
+
+With a phase it prints the phase; with a decision it prints the id of each
+open decision that meets it, one a line (what 'weir run approve RUN WAIT_ID'
+takes). It exits 0 when the condition holds, 1 if the run ends without it or
+--timeout passes first.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			switch apitypes.Phase(until) {
-			case "terminal", apitypes.PhaseQueued, apitypes.PhaseRunning, apitypes.PhaseWaiting, apitypes.PhaseCompleted, apitypes.PhaseCancelled, apitypes.PhaseFailed:
+			cond := until
+			if decision != "" {
+				if cmd.Flags().Changed("until") {
+					return usageErrorf("--until and --decision: give one")
+				}
+				cond = apitypes.UntilDecision + ":" + decision
+			}
+			switch apitypes.Phase(cond) {
+			case apitypes.UntilTerminal, apitypes.UntilDecision, apitypes.PhaseQueued, apitypes.PhaseRunning, apitypes.PhaseWaiting, apitypes.PhaseCompleted, apitypes.PhaseCancelled, apitypes.PhaseFailed:
 			default:
-				return usageErrorf("--until %q: a phase or terminal", until)
-			}
-			deadline := time.Now().Add(timeout)
-			for {
-				v, err := m.api().RunGet(cmd.Context(), args[0])
-				if err != nil {
-					return m.apiFailure(err)
-				}
-				if string(v.Phase) == until || (until == "terminal" && v.Phase.Terminal()) {
-					fmt.Fprintln(m.Stdout, v.Phase)
-					return nil
-				}
-				if v.Phase.Terminal() {
-					return &exitError{code: exitFailed, err: fmt.Errorf("run %s ended %s, never %s", v.ID, v.Phase, until)}
-				}
-				if time.Now().After(deadline) {
-					return &exitError{code: exitFailed, err: fmt.Errorf("run %s still %s after %s", v.ID, v.Phase, timeout)}
-				}
-				select {
-				case <-cmd.Context().Done():
-					return cmd.Context().Err()
-				case <-time.After(20 * time.Millisecond):
+				if !strings.HasPrefix(cond, apitypes.UntilDecision+":") || cond == apitypes.UntilDecision+":" {
+					return usageErrorf("--until %q: a phase, terminal, decision or decision:NODE|WAIT_ID", until)
 				}
 			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			res, err := m.api().RunWaitUntil(ctx, args[0], cond)
+			switch {
+			case err != nil && res != nil && ctx.Err() != nil && cmd.Context().Err() == nil:
+				return &exitError{code: exitFailed, err: fmt.Errorf("run %s still %s after %s, never %s", res.Run.ID, res.Run.Phase, timeout, cond)}
+			case err != nil && ctx.Err() != nil && cmd.Context().Err() == nil:
+				return &exitError{code: exitFailed, err: fmt.Errorf("run %s: no answer within %s", args[0], timeout)}
+			case err != nil:
+				return m.apiFailure(err)
+			case !res.Met:
+				return &exitError{code: exitFailed, err: fmt.Errorf("run %s ended %s, never %s", res.Run.ID, res.Run.Phase, cond)}
+			}
+			if len(res.Decisions) == 0 {
+				fmt.Fprintln(m.Stdout, res.Run.Phase)
+			}
+			for _, w := range res.Decisions {
+				fmt.Fprintln(m.Stdout, w.ID)
+			}
+			return nil
 		},
 	}
-	cmd.Flags().StringVar(&until, "until", "terminal", "the phase to wait for, or terminal")
+	cmd.Flags().StringVar(&until, "until", "terminal", "a phase, terminal, or decision (any open decision)")
+	cmd.Flags().StringVar(&decision, "decision", "", "wait until the decision at this node, or with this wait id, is open")
 	cmd.Flags().DurationVar(&timeout, "timeout", time.Minute, "give up after this long")
 	return cmd
+}
+
+// decideCommands are the commands that decide an open decision: named by
+// its node where it is the only one open there, else by its wait id.
+func decideCommands(hw apitypes.HumanWait, ws []apitypes.HumanWait) (approve, reject string) {
+	if !hw.NeedsDecision() {
+		return "", ""
+	}
+	n := 0
+	for _, o := range ws {
+		if o.NeedsDecision() && o.RunID == hw.RunID && o.Node == hw.Node {
+			n++
+		}
+	}
+	name := hw.ID
+	if n == 1 {
+		name = hw.Node
+	}
+	if hw.Kind == apitypes.WaitApproval {
+		return fmt.Sprintf("weir run approve %s %s", hw.RunID, name), fmt.Sprintf("weir run reject %s %s --reason TEXT", hw.RunID, name)
+	}
+	return fmt.Sprintf("weir run approve %s %s [--payload JSON]", hw.RunID, name), fmt.Sprintf("weir run reject %s %s [--reason TEXT]", hw.RunID, name)
+}
+
+// runJSON is a run as 'weir run get --json' prints it: the API's view,
+// its open waits with the commands that decide them.
+type runJSON struct {
+	*apitypes.Run
+	Waits []waitJSON `json:"waits,omitempty"`
+}
+
+type waitJSON struct {
+	apitypes.HumanWait
+	Approve string `json:"approve,omitempty"`
+	Reject  string `json:"reject,omitempty"`
+}
+
+func runWithCommands(v *apitypes.Run) runJSON {
+	out := runJSON{Run: v}
+	for _, hw := range v.Waits {
+		a, r := decideCommands(hw, v.Waits)
+		out.Waits = append(out.Waits, waitJSON{HumanWait: hw, Approve: a, Reject: r})
+	}
+	return out
+}
+
+// printWaits shows a run's open waits: each one's id, kind and node, what
+// the decider is shown, since when and until when, and for a decision the
+// commands that decide it.
+func printWaits(w io.Writer, runID string, ws []apitypes.HumanWait) {
+	for _, hw := range ws {
+		fmt.Fprintf(w, "wait:     %s (%s) at node %s", hw.ID, hw.Kind, hw.Node)
+		if hw.RunID != runID {
+			fmt.Fprintf(w, " of run %s", hw.RunID)
+		}
+		if !hw.Since.IsZero() {
+			fmt.Fprintf(w, ", since %s", hw.Since.UTC().Format(time.RFC3339))
+		}
+		if time.Until(hw.Until) > 50*365*24*time.Hour {
+			fmt.Fprint(w, ", no timeout")
+		} else {
+			fmt.Fprintf(w, ", until %s", hw.Until.UTC().Format(time.RFC3339))
+		}
+		fmt.Fprintln(w)
+		if len(hw.Shown) > 0 {
+			fmt.Fprintf(w, "  shown:   %s\n", hw.Shown)
+		}
+		if a, r := decideCommands(hw, ws); a != "" {
+			fmt.Fprintf(w, "  approve: %s\n  reject:  %s\n", a, r)
+		}
+	}
 }

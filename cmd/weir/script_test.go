@@ -21,7 +21,7 @@ func TestMain(m *testing.M) {
 	// their sandbox worker.
 	sandbox.ServeIfWorker()
 	testscript.Main(runFunc(func() int {
-		return testutil.Run(m, testutil.Plugins("testkit", "mail", "llm"), testutil.Weir())
+		return testutil.Run(m, testutil.Plugins("testkit", "mail", "llm", "mcp"), testutil.Programs("github.com/weirhq/weir/examples/cmd/demo-mcp"), testutil.Weir())
 	}), map[string]func(){"weir": main})
 }
 
@@ -36,6 +36,7 @@ func (f runFunc) Run() int { return f() }
 // holds freshly built plugin binaries to install.
 func TestScripts(t *testing.T) {
 	bin := testutil.PluginDir(t)
+	demoMCP := testutil.Program(t, "demo-mcp")
 	testscript.Run(t, testscript.Params{
 		Dir:                 "testdata/script",
 		RequireExplicitExec: true,
@@ -50,6 +51,9 @@ func TestScripts(t *testing.T) {
 			env.Setenv("WEIR_DATA", filepath.Join(env.WorkDir, "data"))
 			env.Setenv("WEIR_SOCKET", filepath.Join(sockDir, "s"))
 			env.Setenv("PLUGIN_BIN", bin)
+			// The demo MCP server on the PATH, so a config names it by its
+			// bare name (the plugin runs in its state directory).
+			env.Setenv("PATH", filepath.Dir(demoMCP)+string(os.PathListSeparator)+env.Getenv("PATH"))
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -25,13 +26,14 @@ import (
 	"github.com/weirhq/weir/runtime/host"
 	"github.com/weirhq/weir/runtime/metrics"
 	"github.com/weirhq/weir/runtime/store"
-	"github.com/weirhq/weir/runtime/store/badgerstore"
 	"github.com/weirhq/weir/runtime/store/storemetrics"
+	"github.com/weirhq/weir/runtime/store/storeurl"
+	"github.com/weirhq/weir/runtime/tlscert"
 )
 
 func init() {
 	registerCommand(func(m *Main) *cobra.Command {
-		var configFile string
+		var configFile, storeFlag string
 		var fv flagValues
 		cmd := &cobra.Command{
 			Use:   "serve",
@@ -50,11 +52,12 @@ start and on every reload, for the life of the process. SIGHUP or
 				if err != nil {
 					return err
 				}
-				return m.serve(cmd.Context(), configFile, pins)
+				return m.serve(cmd.Context(), configFile, storeFlag, pins)
 			},
 		}
 		f := cmd.Flags()
 		f.StringVar(&configFile, "config", "", "HCL config file of the daemon (flags given beat it)")
+		f.StringVar(&storeFlag, "store", "", "PostgreSQL URL of the store (env WEIR_STORE, else the config file's store block, else the embedded store in the data directory)")
 		f.IntVar(&fv.workers, "workers", config.DefaultWorkers, "worker slots")
 		f.IntVar(&fv.maxQueued, "max-queued", config.DefaultMaxQueued, "runs accepted but not started before new ones are refused")
 		f.DurationVar(&fv.queueTimeout, "queue-timeout", config.DefaultQueueTimeout, "how long a task may wait for a slot before it is dropped")
@@ -150,6 +153,9 @@ type serving struct {
 	eng        *engine.Engine
 	srv        *api.Server
 	sock       string
+	// tcpCert is the TCP listener's certificate (nil without TLS),
+	// read again on every reload.
+	tcpCert *tlscert.Cert
 
 	mu   sync.Mutex // serialises reloads
 	cur  *config.Config
@@ -229,8 +235,18 @@ func (d *serving) reload(ctx context.Context) (*apitypes.ReloadResult, error) {
 			Message: fmt.Sprintf("%s changes settings that only a restart applies: %s; the config in force (version %d) is unchanged",
 				d.file, strings.Join(rc, ", "), d.info.Version)}
 	}
+	// The certificate is read on every reload, changed config or not: a
+	// renewed certificate keeps its file names.
+	var pair *tls.Certificate
+	if d.tcpCert != nil {
+		if pair, err = tlscert.Read(cand.TCP.TLS.CertFile, cand.TCP.TLS.KeyFile); err != nil {
+			return nil, &engine.Error{Code: api.CodeConfig, Class: engine.ClassProtocol,
+				Message: fmt.Sprintf("tcp tls: %v; the config in force (version %d) is unchanged", err, d.info.Version)}
+		}
+	}
 	res := &apitypes.ReloadResult{Previous: d.info.Version, Notes: notes}
 	if cand.Hash() == d.cur.Hash() {
+		d.setCert(pair, res)
 		res.Config = d.info
 		return res, nil
 	}
@@ -246,6 +262,7 @@ func (d *serving) reload(ctx context.Context) (*apitypes.ReloadResult, error) {
 			Message: fmt.Sprintf("recording the config version: %v; the config in force (version %d) is unchanged", err, d.info.Version)}
 	}
 	// Nothing below can fail: the swap is all or nothing.
+	d.setCert(pair, res)
 	d.eng.Reload(cand.EngineConfig(version))
 	applyMemoryLimit(cand)
 	d.log.SetLevel(hclog.LevelFromString(cand.LogLevel))
@@ -257,8 +274,21 @@ func (d *serving) reload(ctx context.Context) (*apitypes.ReloadResult, error) {
 	return res, nil
 }
 
+// setCert installs a certificate read by a reload (nil: none) and says
+// so in the reload's notes and the log.
+func (d *serving) setCert(pair *tls.Certificate, res *apitypes.ReloadResult) {
+	if pair == nil {
+		return
+	}
+	d.tcpCert.Set(pair)
+	leaf := pair.Leaf
+	res.Notes = append(res.Notes, fmt.Sprintf("tcp certificate %q (serial %s) presented from now on, valid until %s",
+		leaf.Subject.CommonName, leaf.SerialNumber, leaf.NotAfter.UTC().Format(time.RFC3339)))
+	d.log.Info("tcp certificate loaded", "subject", leaf.Subject.CommonName, "serial", leaf.SerialNumber.String(), "not_after", leaf.NotAfter)
+}
+
 // serve runs the daemon until ctx ends (SIGINT/SIGTERM), then drains.
-func (m *Main) serve(ctx context.Context, file string, pins []pin) error {
+func (m *Main) serve(ctx context.Context, file, storeFlag string, pins []pin) error {
 	if file != "" {
 		abs, err := filepath.Abs(file) // a reload finds it whatever the working directory
 		if err != nil {
@@ -277,7 +307,14 @@ func (m *Main) serve(ctx context.Context, file string, pins []pin) error {
 		log.Warn(n)
 	}
 
-	bst, h, err := m.openDaemonStore(log, cfg)
+	storeURL, note, err := m.storeURL(storeFlag, cfg)
+	if err != nil {
+		return err
+	}
+	if note != "" {
+		log.Warn(note)
+	}
+	bst, h, err := m.openDaemonStore(ctx, log, cfg, storeURL)
 	if err != nil {
 		return err
 	}
@@ -349,8 +386,16 @@ func (m *Main) serve(ctx context.Context, file string, pins []pin) error {
 			stopAll()
 			return fmt.Errorf("tcp listener: %w", err)
 		}
+		if t := cfg.TCP.TLS; t != nil {
+			if d.tcpCert, err = tlscert.Load(t.CertFile, t.KeyFile); err != nil {
+				tln.Close()
+				stopAll()
+				return fmt.Errorf("tcp tls: %w", err)
+			}
+			tln = d.tcpCert.Listener(tln) // TLS only: a plain request gets a 400
+		}
 		serveOn(tln, d.srv, api.ConnContext)
-		log.Info("serving on tcp", "address", tln.Addr().String(), "tokens", len(cfg.TCP.Tokens))
+		log.Info("serving on tcp", "address", tln.Addr().String(), "tokens", len(cfg.TCP.Tokens), "tls", cfg.TCP.TLS != nil)
 	}
 	if cfg.MetricsAddress != "" {
 		mln, err := net.Listen("tcp", cfg.MetricsAddress)
@@ -359,10 +404,11 @@ func (m *Main) serve(ctx context.Context, file string, pins []pin) error {
 			return fmt.Errorf("metrics listener: %w", err)
 		}
 		coll := metrics.NewCollector(metrics.Sources{Engine: eng, Restarts: h.Restarts, ConfigVersion: d.configVersion, Sandbox: pool.Stats})
-		serveOn(mln, metrics.Handler(metrics.NewRegistry(coll, timed)), nil)
+		serveOn(mln, metrics.Handler(metrics.NewRegistry(coll, eng.Histograms(), timed)), nil)
 		log.Info("serving metrics", "address", mln.Addr().String())
 	}
-	log.Info("serving", "socket", m.SocketPath, "data", m.DataDir, "plugins", m.PluginsDir, "config_version", version, "config", orNone(file))
+	log.Info("serving", "socket", m.SocketPath, "data", m.DataDir, "store", storeName(storeURL), "plugins", m.PluginsDir,
+		"config_version", version, "config", orNone(file))
 
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -391,6 +437,15 @@ loop:
 	return nil
 }
 
+// storeName writes the store for the log: its URL without the password,
+// or "embedded".
+func storeName(u string) string {
+	if u == "" {
+		return "embedded"
+	}
+	return storeurl.Redact(u)
+}
+
 func orNone(s string) string {
 	if s == "" {
 		return "none"
@@ -399,16 +454,14 @@ func orNone(s string) string {
 }
 
 // openDaemonStore opens the store (refusing clearly if another daemon holds
-// it) and the plugin host with each plugin's section of the config.
-func (m *Main) openDaemonStore(log hclog.Logger, cfg *config.Config) (*badgerstore.Store, *host.Host, error) {
+// the embedded one) and the plugin host with each plugin's section of the
+// config.
+func (m *Main) openDaemonStore(ctx context.Context, log hclog.Logger, cfg *config.Config, storeURL string) (store.Store, *host.Host, error) {
 	if err := os.MkdirAll(m.DataDir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("data directory: %w", err)
 	}
-	st, err := badgerstore.Open(m.storeDir(), badgerstore.Options{Logger: log.Named("store")})
+	st, err := m.openStore(ctx, log, storeURL)
 	if err != nil {
-		if errors.Is(err, store.ErrLocked) {
-			return nil, nil, fmt.Errorf("the data directory %s is in use by a running weir daemon: stop it, use its commands (weir run ...), or pass another --data", m.DataDir)
-		}
 		return nil, nil, err
 	}
 	h, err := host.New(host.Config{PluginsDir: m.PluginsDir, DataDir: m.DataDir, Logger: log.Named("host"), PluginConfig: cfg.Plugins,

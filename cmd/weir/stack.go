@@ -15,12 +15,14 @@ import (
 	"github.com/weirhq/weir/runtime/sandbox"
 	"github.com/weirhq/weir/runtime/store"
 	"github.com/weirhq/weir/runtime/store/badgerstore"
+	"github.com/weirhq/weir/runtime/store/pgstore"
+	"github.com/weirhq/weir/runtime/store/storeurl"
 )
 
 // stack is the engine with its store and plugin host: what `weir serve`
 // runs and `weir exec` embeds.
 type stack struct {
-	store   *badgerstore.Store
+	store   store.Store
 	host    *host.Host
 	eng     *engine.Engine
 	sandbox *sandbox.Pool
@@ -29,17 +31,57 @@ type stack struct {
 // storeDir is where the embedded store lives under the data directory.
 func (m *Main) storeDir() string { return filepath.Join(m.DataDir, "store") }
 
-// openStack opens the store (refusing clearly if a daemon holds it), the
-// plugin host and the engine, and starts the engine (recovery included).
-func (m *Main) openStack(ctx context.Context, log hclog.Logger, cfg engine.Config, plugins *config.Config) (*stack, error) {
+// storeURL picks the store: the --store flag, else WEIR_STORE, else the
+// config file's store block (cfg may be nil). "" is the embedded store in
+// the data directory. note says when the flag or the environment
+// overrides the file.
+func (m *Main) storeURL(flag string, cfg *config.Config) (u, note string, err error) {
+	var file string
+	if cfg != nil {
+		file = cfg.Store.URL
+	}
+	u, from := flag, "--store"
+	if u == "" {
+		u, from = m.Env("WEIR_STORE"), "WEIR_STORE"
+	}
+	if u == "" {
+		return file, "", nil
+	}
+	if err := storeurl.Check(u); err != nil {
+		return "", "", usageErrorf("%s: %v", from, err)
+	}
+	if file != "" && file != u {
+		note = fmt.Sprintf("%s (%s) overrides the config file's store (%s)", from, storeurl.Redact(u), storeurl.Redact(file))
+	}
+	return u, note, nil
+}
+
+// openStore opens the store u names: the PostgreSQL database, or for ""
+// the embedded store in the data directory (refusing clearly if a daemon
+// holds it).
+func (m *Main) openStore(ctx context.Context, log hclog.Logger, u string) (store.Store, error) {
+	if u != "" {
+		st, err := pgstore.Open(ctx, u, pgstore.Options{Logger: log.Named("store")})
+		if errors.Is(err, store.ErrLocked) {
+			return nil, fmt.Errorf("%w: stop it or use its commands (weir run ...); several daemons on one database are not supported yet", err)
+		}
+		return st, err
+	}
+	st, err := badgerstore.Open(m.storeDir(), badgerstore.Options{Logger: log.Named("store")})
+	if errors.Is(err, store.ErrLocked) {
+		return nil, fmt.Errorf("the data directory %s is in use by a running weir daemon: stop it, use its commands (weir run ...), or pass another --data", m.DataDir)
+	}
+	return st, err
+}
+
+// openStack opens the store, the plugin host and the engine, and starts
+// the engine (recovery included).
+func (m *Main) openStack(ctx context.Context, log hclog.Logger, cfg engine.Config, plugins *config.Config, storeURL string) (*stack, error) {
 	if err := os.MkdirAll(m.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
-	st, err := badgerstore.Open(m.storeDir(), badgerstore.Options{Logger: log.Named("store")})
+	st, err := m.openStore(ctx, log, storeURL)
 	if err != nil {
-		if errors.Is(err, store.ErrLocked) {
-			return nil, fmt.Errorf("the data directory %s is in use by a running weir daemon: stop it, use its commands (weir run ...), or pass another --data", m.DataDir)
-		}
 		return nil, err
 	}
 	hc := host.Config{PluginsDir: m.PluginsDir, DataDir: m.DataDir, Logger: log.Named("host")}

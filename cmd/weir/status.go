@@ -61,9 +61,12 @@ func (m *Main) fetchStatus(ctx context.Context, wait time.Duration) (*apitypes.S
 	for {
 		st, err := c.Health(ctx)
 		var ae *client.Error
+		if u := m.untrusted(err); u != nil {
+			return nil, u
+		}
 		if err != nil && !errors.As(err, &ae) {
 			// No answer at all: nothing listens, or the daemon went away.
-			err = &daemonDown{fmt.Errorf("no weir daemon answers on %s: start one with 'weir serve' (or pass --socket)", m.SocketPath)}
+			err = &daemonDown{fmt.Errorf("no weir daemon answers on %s: start one with 'weir serve' (or pass --socket or --address)", m.daemonAt())}
 		}
 		var down *daemonDown
 		if err == nil || !errors.As(err, &down) || time.Now().After(deadline) {

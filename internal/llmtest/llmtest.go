@@ -99,8 +99,11 @@ type Request struct {
 	API    string
 	Header http.Header
 	Body   json.RawMessage
-	// Step is the index of the step played, or -1 when none was left.
+	// Step is the index of the step played, or -1 when none was left
+	// (or when a Respond function answered).
 	Step int
+	// At is when the server read the request.
+	At time.Time
 }
 
 // Server plays a script. Its methods are safe for concurrent use.
@@ -109,6 +112,11 @@ type Server struct {
 	// (Authorization: Bearer KEY, or x-api-key for Anthropic); others get
 	// 401.
 	APIKey string
+	// Respond, when set, answers every request from its raw JSON body
+	// instead of the script: a stateless model whose answer depends only
+	// on the conversation, for many agents at once whose turns interleave
+	// in any order (the soak's). Set it before Start.
+	Respond func(api string, body []byte) Step
 
 	mu       sync.Mutex
 	steps    []Step
@@ -252,6 +260,14 @@ const maxBody = 16 << 20
 
 // take picks the step for a request and records it.
 func (s *Server) take(api string, h http.Header, body []byte) (Step, int) {
+	if s.Respond != nil {
+		st := s.Respond(api, body)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.requests = append(s.requests, Request{API: api, Header: h.Clone(), Body: append(json.RawMessage(nil), body...), Step: -1, At: time.Now()})
+		s.seq++
+		return st, s.seq
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	pick := func() int {
@@ -267,7 +283,7 @@ func (s *Server) take(api string, h http.Header, body []byte) (Step, int) {
 		clear(s.played)
 		i = pick()
 	}
-	s.requests = append(s.requests, Request{API: api, Header: h.Clone(), Body: append(json.RawMessage(nil), body...), Step: i})
+	s.requests = append(s.requests, Request{API: api, Header: h.Clone(), Body: append(json.RawMessage(nil), body...), Step: i, At: time.Now()})
 	if i < 0 {
 		return Step{}, -1
 	}
@@ -306,7 +322,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, api string) {
 	}
 	if s.APIKey != "" && !hasKey(r, api, s.APIKey) {
 		s.mu.Lock()
-		s.requests = append(s.requests, Request{API: api, Header: r.Header.Clone(), Body: append(json.RawMessage(nil), body...), Step: -1})
+		s.requests = append(s.requests, Request{API: api, Header: r.Header.Clone(), Body: append(json.RawMessage(nil), body...), Step: -1, At: time.Now()})
 		s.mu.Unlock()
 		writeError(w, api, Step{Status: http.StatusUnauthorized})
 		return

@@ -3,10 +3,12 @@ package llmtest
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
@@ -130,5 +132,45 @@ func TestLoadScriptAndLoopbackOnly(t *testing.T) {
 	}
 	if err := New().Start("0.0.0.0:0"); err == nil || !strings.Contains(err.Error(), "loopback") {
 		t.Fatalf("a non-loopback address: %v", err)
+	}
+}
+
+// A Respond function answers every request from its body, in place of the
+// script, and each request is recorded with the time it was read.
+func TestRespondAnswersFromTheBody(t *testing.T) {
+	t.Parallel()
+	s := NewScript(Script{})
+	s.Respond = func(api string, body []byte) Step {
+		if strings.Contains(string(body), "ping") {
+			return Step{Text: "pong from " + api}
+		}
+		return Step{Status: http.StatusBadRequest, ErrorMessage: "say ping"}
+	}
+	start(t, s)
+	oc := openai.NewClient(ooption.WithBaseURL(s.OpenAIBaseURL()), ooption.WithAPIKey("x"), ooption.WithMaxRetries(0))
+	ask := func(q string) (string, error) {
+		r, err := oc.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "m", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(q)}})
+		if err != nil {
+			return "", err
+		}
+		return r.Choices[0].Message.Content, nil
+	}
+	before := time.Now()
+	for range 3 {
+		if a, err := ask("ping"); err != nil || a != "pong from openai" {
+			t.Fatalf("%q %v", a, err)
+		}
+	}
+	if _, err := ask("hello"); err == nil || !strings.Contains(err.Error(), "400") {
+		t.Fatalf("the responder's error answered %v", err)
+	}
+	reqs := s.Requests()
+	if len(reqs) != 4 || s.Turns() != 3 {
+		t.Fatalf("%d requests, %d turns billed; want 4 and 3", len(reqs), s.Turns())
+	}
+	for i, r := range reqs {
+		if r.At.Before(before) || (i > 0 && r.At.Before(reqs[i-1].At)) {
+			t.Fatalf("request %d read at %v, before %v or its predecessor", i, r.At, before)
+		}
 	}
 }

@@ -35,9 +35,10 @@ const pluginModule = "github.com/weirhq/weir/plugins/"
 type Option func(*config)
 
 type config struct {
-	plugins []string
-	weir    bool
-	ignore  []goleak.Option
+	plugins  []string
+	programs []string
+	weir     bool
+	ignore   []goleak.Option
 }
 
 // Plugins declares the plugin binaries the package's tests may ask for. A
@@ -47,6 +48,30 @@ type config struct {
 // binary is named after the last element.
 func Plugins(names ...string) Option {
 	return func(c *config) { c.plugins = append(c.plugins, names...) }
+}
+
+// Programs declares other commands the tests run that are not weir
+// plugins (an MCP server to bridge in, say), as package paths go build
+// takes; they are built with the plugins and never pinned.
+func Programs(pkgs ...string) Option {
+	return func(c *config) { c.programs = append(c.programs, pkgs...) }
+}
+
+// Program returns the path of the declared program whose package path
+// ends with name.
+func Program(t testing.TB, name string) string {
+	t.Helper()
+	for _, d := range declared.programs {
+		if path.Base(d) == name {
+			dir, err := build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return filepath.Join(dir, "programs", name)
+		}
+	}
+	t.Fatalf("testutil: program %q was not declared in TestMain (declared: %v)", name, declared.programs)
+	return ""
 }
 
 // Weir declares that the tests need the weir binary itself, and with it
@@ -109,7 +134,7 @@ func Run(m *testing.M, opts ...Option) int {
 // DIR/plugins, weir in DIR/bin.
 func build() (string, error) {
 	buildOnce.Do(func() {
-		if len(declared.plugins) == 0 && !declared.weir {
+		if len(declared.plugins) == 0 && len(declared.programs) == 0 && !declared.weir {
 			buildErr = fmt.Errorf("testutil: no binaries declared: list them in TestMain with testutil.Plugins or testutil.Weir")
 			return
 		}
@@ -132,6 +157,13 @@ func build() (string, error) {
 			}
 			if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
 				buildErr = fmt.Errorf("testutil: building plugins %v: %v\n%s", declared.plugins, err, out)
+				return
+			}
+		}
+		if len(declared.programs) > 0 {
+			args := append([]string{"build", "-o", filepath.Join(dir, "programs") + string(os.PathSeparator)}, declared.programs...)
+			if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+				buildErr = fmt.Errorf("testutil: building programs %v: %v\n%s", declared.programs, err, out)
 				return
 			}
 		}

@@ -70,7 +70,7 @@ func attemptErrorOf(e store.AttemptError) apitypes.AttemptError {
 }
 
 func waitOf(w engine.HumanWait) apitypes.HumanWait {
-	return apitypes.HumanWait{RunID: w.RunID, Flow: w.Flow, Node: w.Node, Until: w.Until}
+	return apitypes.HumanWait{ID: w.ID, Kind: w.Kind, RunID: w.RunID, Flow: w.Flow, Node: w.Node, Since: w.Since, Until: w.Until, Shown: w.Shown}
 }
 
 func startResultOf(r *engine.StartResult) *apitypes.StartResult {
@@ -86,7 +86,7 @@ func registerResultOf(r *engine.RegisterResult) *apitypes.RegisterResult {
 }
 
 func flowOf(f engine.RegisteredFlow) apitypes.Flow {
-	return apitypes.Flow{Name: f.Name, Hash: f.Hash, Doc: f.Doc, Nodes: f.Nodes}
+	return apitypes.Flow{Name: f.Name, Hash: f.Hash, Doc: f.Doc, Nodes: f.Nodes, Input: f.Input}
 }
 
 func diagnosticOf(d flows.Diagnostic) apitypes.Diagnostic {
@@ -99,8 +99,7 @@ func statsOf(s engine.Stats) *apitypes.Stats {
 }
 
 func typeStatsOf(t engine.TypeStats) apitypes.TypeStats {
-	return apitypes.TypeStats{Type: t.Type, QueueDepth: t.QueueDepth, WaitMean: t.WaitMean, WaitMax: t.WaitMax,
-		ExecMean: t.ExecMean, ExecMax: t.ExecMax, Attempts: t.Attempts, Units: t.Units, Amplification: t.Amplification}
+	return apitypes.TypeStats(t)
 }
 
 func statusOf(h engine.Health, cfg *apitypes.ConfigInfo, id *Identity) *apitypes.Status {

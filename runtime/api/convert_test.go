@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -149,6 +150,13 @@ func TestWireUnchanged(t *testing.T) {
 		Phase: run.Phase, Attempt: run.Attempt, Input: run.Input, Output: run.Output, Error: run.Error, Progress: &progress,
 		Budget: run.Budget, Spent: run.Spent, Parent: run.ParentRunID,
 		CreatedAt: "2026-03-04T05:06:07.891Z", UpdatedAt: "2026-03-04T05:06:07.891Z"}, ViewOf(&run, &progress))
+	// Waits are set by the run's own route, beside the view: a run view
+	// without them is the wire it was.
+	withWaits := ViewOf(&run, &progress)
+	withWaits.Waits = []apitypes.HumanWait{waitOf(hw)}
+	if b, _ := json.Marshal(withWaits); !strings.Contains(string(b), `"waits":[{"id":"s-string","kind":"s-string"`) {
+		t.Errorf("a run view with waits: %s", b)
+	}
 	sameWire(t, "ViewOf (no progress)", runView{CreatedAt: "0001-01-01T00:00:00.000Z", UpdatedAt: "0001-01-01T00:00:00.000Z"}, ViewOf(&store.Run{}, nil))
 }
 
@@ -166,6 +174,12 @@ func TestCodesMatchTheEngine(t *testing.T) {
 		{apitypes.CodeStorage, engine.CodeStorage},
 		{apitypes.CodeNotWaiting, engine.CodeNotWaiting},
 		{apitypes.CodeAlreadyDecided, engine.CodeAlreadyDecided},
+		{apitypes.CodeAmbiguousWait, engine.CodeAmbiguousWait},
+		{apitypes.WaitHuman, engine.WaitHuman},
+		{apitypes.WaitApproval, engine.WaitApproval},
+		{apitypes.WaitChild, engine.WaitChild},
+		{apitypes.WaitCohort, engine.WaitCohort},
+		{apitypes.WaitTimer, engine.WaitTimer},
 		{apitypes.CodeOutcomeUnknown, engine.CodeOutcomeUnknown},
 		{apitypes.CodeQueueTimeout, engine.CodeQueueTimeout},
 		{apitypes.CodeBudgetExhausted, engine.CodeBudgetExhausted},

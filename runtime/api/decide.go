@@ -12,6 +12,7 @@ func (s *Server) routeWaits() {
 	s.mux.HandleFunc("POST /v1/runs/{id}/waits/{node}/approve", func(w http.ResponseWriter, r *http.Request) { s.decide(w, r, true) })
 	s.mux.HandleFunc("POST /v1/runs/{id}/waits/{node}/reject", func(w http.ResponseWriter, r *http.Request) { s.decide(w, r, false) })
 	s.mux.HandleFunc("GET /v1/runs/{id}/waits", s.listWaits)
+	s.mux.HandleFunc("GET /v1/runs/{id}/wait", s.runWait)
 }
 
 func (s *Server) decide(w http.ResponseWriter, r *http.Request, approve bool) {
@@ -23,7 +24,8 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, approve bool) {
 		return
 	}
 	id, node := r.PathValue("id"), r.PathValue("node")
-	if err := s.eng.Decide(r.Context(), engine.DecideParams{Owner: ownerFrom(r.Context()), RunID: id, Node: node, Approve: approve, Payload: req.Payload, Reason: req.Reason}); err != nil {
+	hw, err := s.eng.DecideWait(r.Context(), engine.DecideParams{Owner: ownerFrom(r.Context()), RunID: id, Node: node, Approve: approve, Payload: req.Payload, Reason: req.Reason})
+	if err != nil {
 		writeDecideErr(w, err)
 		return
 	}
@@ -31,12 +33,12 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, approve bool) {
 	if !approve {
 		d = apitypes.DecisionRejected
 	}
-	writeJSON(w, http.StatusOK, apitypes.DecideResponse{RunID: id, Node: node, Decision: d})
+	writeJSON(w, http.StatusOK, apitypes.DecideResponse{RunID: id, Node: hw.Node, Wait: hw.ID, Kind: hw.Kind, Decision: d})
 }
 
 func writeDecideErr(w http.ResponseWriter, err error) {
 	var e *engine.Error
-	if errors.As(err, &e) && (e.Code == engine.CodeAlreadyDecided || e.Code == engine.CodeNotWaiting) {
+	if errors.As(err, &e) && (e.Code == engine.CodeAlreadyDecided || e.Code == engine.CodeNotWaiting || e.Code == engine.CodeAmbiguousWait) {
 		writeErr(w, http.StatusConflict, e)
 		return
 	}

@@ -37,6 +37,10 @@ func TestMain(m *testing.M) {
 const testFlows = `
 flow(name = "echo", nodes = [task("e", tool = "testkit.echo", args = lambda ctx: ctx.input)])
 flow(name = "sleep", nodes = [task("s", tool = "testkit.sleep", args = lambda ctx: {"ms": ctx.input["ms"]})])
+flow(name = "gate", nodes = [
+    wait("approve", args = lambda ctx: {"to": "ann"}, next = "e"),
+    task("e", tool = "testkit.echo", args = lambda ctx: {"ok": ctx.results["approve"]}),
+])
 `
 
 // Tokens of the TCP listener in every bundle.

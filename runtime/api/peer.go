@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
@@ -72,6 +73,9 @@ func userName(uid uint32) string {
 // no identity and every request on it is refused. Use it as
 // http.Server.ConnContext for every listener the API is served on.
 func ConnContext(ctx context.Context, c net.Conn) context.Context {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn() // a TLS listener's connection is TCP underneath
+	}
 	switch c.(type) {
 	case *net.UnixConn:
 		uid, err := peerCred(c)

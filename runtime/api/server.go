@@ -190,7 +190,12 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p, _ := s.eng.Progress(r.Context(), run)
-	writeJSON(w, http.StatusOK, ViewOf(run, p))
+	v := ViewOf(run, p)
+	if !run.Phase.Terminal() {
+		ws, _ := s.eng.Waits(r.Context(), run)
+		v.Waits = convertAll(ws, waitOf)
+	}
+	writeJSON(w, http.StatusOK, v)
 }
 
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/runtime/engine"
+	"github.com/weirhq/weir/runtime/store/storeurl"
 )
 
 // Defaults of the daemon's settings. The engine limits match
@@ -63,6 +64,8 @@ type Config struct {
 	// RetentionMaxAge is how long finished runs, their events and dedup
 	// keys are kept (0: forever).
 	RetentionMaxAge time.Duration `json:"retention_max_age,omitempty"`
+	// Store is the store the daemon keeps its records in.
+	Store Store `json:"store"`
 	// Plugins holds each plugin's section, as JSON, by plugin name.
 	Plugins map[string]json.RawMessage `json:"plugins,omitempty"`
 	// PluginHost holds the host-reserved keys of each plugin block (env,
@@ -71,6 +74,13 @@ type Config struct {
 
 	// pluginWhere locates each plugin block and its keys, for messages.
 	pluginWhere map[string]pluginPos
+}
+
+// Store names the store: the embedded Badger store in the data directory
+// (URL empty), or a PostgreSQL database. The URL may hold a password: it
+// is written only through storeurl.Redact.
+type Store struct {
+	URL string `json:"url,omitempty"`
 }
 
 // PluginHost is what a plugin block says to the host rather than to the
@@ -160,10 +170,23 @@ type Socket struct {
 // TCP is the optional TCP listener.
 type TCP struct {
 	Address string `json:"address"`
-	// AllowRemote must be set to bind an address that is not loopback:
-	// bearer tokens travel in the clear over plain TCP.
+	// AllowRemote must be set to bind an address that is not loopback
+	// without TLS: bearer tokens would travel in the clear.
 	AllowRemote bool    `json:"allow_remote,omitempty"`
 	Tokens      []Token `json:"tokens"`
+	// TLS, if set, makes the listener speak TLS only.
+	TLS *TLS `json:"tls,omitempty"`
+}
+
+// TLS is a listener's certificate: a `tls { cert_file, key_file }` block,
+// the same in every listener block that takes one. The files are read
+// at start and again on every reload (package tlscert), so a renewed
+// certificate is taken without a restart.
+type TLS struct {
+	// CertFile is the PEM certificate, its chain after it.
+	CertFile string `json:"cert_file"`
+	// KeyFile is the PEM private key of the certificate.
+	KeyFile string `json:"key_file"`
 }
 
 // Token maps a bearer token to the owner it authenticates.
@@ -213,6 +236,7 @@ func (c *Config) MarshalJSON() ([]byte, error) {
 		TCP       *TCP                       `json:"tcp,omitempty"`
 		Metrics   string                     `json:"metrics_address,omitempty"`
 		Retention string                     `json:"retention_max_age,omitempty"`
+		Store     *Store                     `json:"store,omitempty"`
 		Plugins   map[string]json.RawMessage `json:"plugins,omitempty"`
 		Host      map[string]PluginHost      `json:"plugin_host,omitempty"`
 	}{
@@ -229,6 +253,9 @@ func (c *Config) MarshalJSON() ([]byte, error) {
 	}
 	if c.Sandbox.Timeout > 0 {
 		v.Sandbox.Timeout = c.Sandbox.Timeout.String()
+	}
+	if c.Store.URL != "" {
+		v.Store = &Store{URL: storeurl.Redact(c.Store.URL)}
 	}
 	return json.Marshal(v)
 }
@@ -313,6 +340,12 @@ func RestartChanges(running, candidate *Config) []string {
 	}
 	if addr(running.TCP) != addr(candidate.TCP) {
 		out = append(out, fmt.Sprintf("tcp address (%s -> %s)", addr(running.TCP), addr(candidate.TCP)))
+	} else if tlsOn := func(t *TCP) bool { return t != nil && t.TLS != nil }; tlsOn(running.TCP) != tlsOn(candidate.TCP) {
+		// Another certificate is a reload; TLS on or off is another listener.
+		out = append(out, fmt.Sprintf("tcp tls (%s -> %s)", onOff(tlsOn(running.TCP)), onOff(tlsOn(candidate.TCP))))
+	}
+	if running.Store.URL != candidate.Store.URL {
+		out = append(out, fmt.Sprintf("store (%s -> %s)", orEmbedded(running.Store.URL), orEmbedded(candidate.Store.URL)))
 	}
 	if running.Sandbox != candidate.Sandbox {
 		out = append(out, "sandbox block (its workers start with the daemon)")
@@ -348,6 +381,14 @@ func RestartChanges(running, candidate *Config) []string {
 	return out
 }
 
+// orEmbedded writes a store URL for a message: redacted, or "embedded".
+func orEmbedded(u string) string {
+	if u == "" {
+		return "embedded"
+	}
+	return storeurl.Redact(u)
+}
+
 func orOff(s string) string {
 	if s == "" {
 		return "off"
@@ -366,4 +407,11 @@ func (e *Error) Error() string {
 		return "invalid config: " + e.Problems[0]
 	}
 	return "invalid config:\n  " + strings.Join(e.Problems, "\n  ")
+}
+
+func onOff(on bool) string {
+	if on {
+		return "on"
+	}
+	return "off"
 }

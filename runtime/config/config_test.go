@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/runtime/store/badgerstore"
 )
 
@@ -148,6 +149,10 @@ func TestRefusals(t *testing.T) {
 		{"plugin memory number", "plugin \"llm\" {\n  memory_max = 512\n}\n", []string{"c.hcl:2", "below the minimum"}},
 		{"plugin memory too small", "plugin \"llm\" {\n  memory_max = \"1MiB\"\n}\n", []string{"c.hcl:2", "below the minimum of 32MiB"}},
 		{"plugin memory huge", "plugin \"llm\" {\n  memory_max = \"99999999999TiB\"\n}\n", []string{"c.hcl:2", "too large"}},
+		{"store without url", "store {\n}\n", []string{"c.hcl:1", "the store block needs a url"}},
+		{"store not postgres", "store {\n  url = \"mysql://weir:s3cret@db/weir\"\n}\n", []string{"c.hcl:2", `scheme is "mysql"`}},
+		{"store no host", "store {\n  url = \"postgres:///weir\"\n}\n", []string{"c.hcl:2", "names no host"}},
+		{"store unknown key", "store {\n  url = \"postgres://db/weir\"\n  pool = 4\n}\n", []string{"c.hcl:3", `"pool" is not expected`}},
 		{"schema and value problems at once", "engine {\n  workers = 0\n  lease = \"1s\"\n}\nlog_level = 3\n", []string{"c.hcl:2: workers must be at least 1", `c.hcl:3: Unsupported argument: An argument named "lease"`, "c.hcl:5"}},
 		{"several problems at once", "log_level = \"loud\"\nengine {\n  workers = 0\n}\n", []string{"c.hcl:1", "c.hcl:3"}},
 	}
@@ -167,7 +172,34 @@ func TestRefusals(t *testing.T) {
 					t.Errorf("error %q does not contain %q", err, w)
 				}
 			}
+			if strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("error %q quotes a password", err)
+			}
 		})
+	}
+}
+
+// TestStoreURL: the store block's URL is kept for the daemon, shown
+// without its password, and a change of store needs a restart.
+func TestStoreURL(t *testing.T) {
+	t.Parallel()
+	c, err := Parse([]byte("store {\n  url = \"postgres://weir:s3cret@db:5432/weir?sslmode=require\"\n}\n"), "c.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Store.URL != "postgres://weir:s3cret@db:5432/weir?sslmode=require" {
+		t.Fatalf("store URL %q", c.Store.URL)
+	}
+	b := string(mustJSON(t, c))
+	if strings.Contains(b, "s3cret") || !strings.Contains(b, `"store":{"url":"postgres://weir:xxxxx@db:5432/weir?sslmode=require"}`) {
+		t.Fatalf("JSON %s: want the store URL without its password", b)
+	}
+	if b := string(mustJSON(t, Default())); strings.Contains(b, `"store"`) {
+		t.Fatalf("JSON of the default config names a store: %s", b)
+	}
+	got := RestartChanges(Default(), c)
+	if want := []string{"store (embedded -> postgres://weir:xxxxx@db:5432/weir?sslmode=require)"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("restart changes %q, want %q", got, want)
 	}
 }
 
@@ -234,6 +266,52 @@ func TestRemoteTCPWithConsent(t *testing.T) {
 	}
 	if c.TCP.Address != "0.0.0.0:7411" || !c.TCP.AllowRemote {
 		t.Errorf("tcp = %+v", c.TCP)
+	}
+}
+
+// TestTCPTLS: a tls block names its PEM files (relative to the config
+// file), lets the listener bind beyond loopback without allow_remote, and
+// refuses, at its line, a missing file, a key of another certificate or
+// a block without both files. Switching TLS on or off needs a restart;
+// another certificate is a reload.
+func TestTCPTLS(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	a, b := testutil.NewCert(t, dir, "a"), testutil.NewCert(t, dir, "b")
+	block := func(addr, certFile, keyFile string) string {
+		return "tcp {\n  address = \"" + addr + "\"\n  token \"a\" {\n    secret = \"0123456789abcdef\"\n  }\n  tls {\n    cert_file = \"" + certFile + "\"\n    key_file = \"" + keyFile + "\"\n  }\n}\n"
+	}
+	path := filepath.Join(dir, "c.hcl")
+	c, err := Parse([]byte(block("0.0.0.0:7411", "a.pem", "a-key.pem")), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.TCP.TLS == nil || c.TCP.TLS.CertFile != a.CertFile || c.TCP.TLS.KeyFile != a.KeyFile || c.TCP.AllowRemote {
+		t.Fatalf("tcp %+v tls %+v", c.TCP, c.TCP.TLS)
+	}
+	for _, tt := range []struct{ name, src, want string }{
+		{"missing cert", block("127.0.0.1:1", "none.pem", "a-key.pem"), "c.hcl:6: tcp tls: loading"},
+		{"other key", block("127.0.0.1:1", "a.pem", "b-key.pem"), "c.hcl:6: tcp tls: loading"},
+		{"no key file", "tcp {\n  token \"a\" {\n    secret = \"0123456789abcdef\"\n  }\n  tls {\n    cert_file = \"a.pem\"\n  }\n}\n", "c.hcl:5: the tcp tls block needs key_file"},
+		{"unknown key", "tcp {\n  token \"a\" {\n    secret = \"0123456789abcdef\"\n  }\n  tls {\n    cert = \"a.pem\"\n  }\n}\n", `c.hcl:6: Unsupported argument: An argument named "cert"`},
+	} {
+		if _, err := Parse([]byte(tt.src), path); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want %q", tt.name, err, tt.want)
+		}
+	}
+	plain, err := Parse([]byte("tcp {\n  address = \"0.0.0.0:7411\"\n  allow_remote = true\n  token \"a\" {\n    secret = \"0123456789abcdef\"\n  }\n}\n"), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := RestartChanges(plain, c); !reflect.DeepEqual(got, []string{"tcp tls (off -> on)"}) {
+		t.Errorf("tls on: %q", got)
+	}
+	other, err := Parse([]byte(block("0.0.0.0:7411", b.CertFile, b.KeyFile)), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := RestartChanges(c, other); len(got) != 0 {
+		t.Errorf("another certificate: %q, want a reload", got)
 	}
 }
 

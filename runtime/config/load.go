@@ -23,6 +23,8 @@ import (
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/runtime/store/storeurl"
+	"github.com/weirhq/weir/runtime/tlscert"
 )
 
 // MaxFileSize bounds a config file: it is settings, not data.
@@ -40,7 +42,13 @@ type rawFile struct {
 	TCP         *rawTCP        `hcl:"tcp,block"`
 	Metrics     *rawMetrics    `hcl:"metrics,block"`
 	Retention   *rawRetention  `hcl:"retention,block"`
+	Store       *rawStore      `hcl:"store,block"`
 	Plugins     []*rawPlugin   `hcl:"plugin,block"`
+}
+
+type rawStore struct {
+	URL      hcl.Expression `hcl:"url,optional"`
+	DefRange hcl.Range      `hcl:",def_range"`
 }
 
 type rawEngine struct {
@@ -74,7 +82,15 @@ type rawTCP struct {
 	Address     hcl.Expression `hcl:"address,optional"`
 	AllowRemote hcl.Expression `hcl:"allow_remote,optional"`
 	Tokens      []*rawToken    `hcl:"token,block"`
+	TLS         *rawTLS        `hcl:"tls,block"`
 	DefRange    hcl.Range      `hcl:",def_range"`
+}
+
+// rawTLS is a listener's tls block; any listener block may hold one.
+type rawTLS struct {
+	CertFile hcl.Expression `hcl:"cert_file,optional"`
+	KeyFile  hcl.Expression `hcl:"key_file,optional"`
+	DefRange hcl.Range      `hcl:",def_range"`
 }
 
 type rawToken struct {
@@ -385,6 +401,15 @@ func (d *decoder) resolve(raw *rawFile) *Config {
 		}
 		d.durationAttr(r.MaxAge, "max_age", &c.RetentionMaxAge, durationRule{})
 	}
+	if st := raw.Store; st != nil {
+		if absent(st.URL) {
+			d.fail(st.DefRange, "the store block needs a url, e.g. \"postgres://weir@db.example:5432/weir\" (leave the block out for the embedded store in the data directory)")
+		} else if d.stringAttr(st.URL, "url", &c.Store.URL) {
+			if err := storeurl.Check(c.Store.URL); err != nil {
+				d.fail(st.URL.Range(), "%v", err)
+			}
+		}
+	}
 	for _, p := range raw.Plugins {
 		d.plugin(p, c)
 	}
@@ -436,12 +461,15 @@ func lookupGroup(g string) (int, error) {
 func (d *decoder) tcp(t *rawTCP) *TCP {
 	out := &TCP{Address: DefaultTCPAddress}
 	d.value(t.AllowRemote, "allow_remote", &out.AllowRemote)
+	if t.TLS != nil {
+		out.TLS = d.tls(t.TLS, "tcp")
+	}
 	if d.stringAttr(t.Address, "address", &out.Address) {
 		host, _, err := net.SplitHostPort(out.Address)
 		if err != nil {
 			d.fail(t.Address.Range(), "tcp address %q: %v (write host:port, e.g. %q)", out.Address, err, DefaultTCPAddress)
-		} else if !loopback(host) && !out.AllowRemote {
-			d.fail(t.Address.Range(), "tcp address %q is not loopback: bearer tokens would cross the network in the clear; set allow_remote = true to bind it anyway (behind TLS termination)", out.Address)
+		} else if !loopback(host) && !out.AllowRemote && t.TLS == nil {
+			d.fail(t.Address.Range(), "tcp address %q is not loopback: bearer tokens would cross the network in the clear; add a tls { cert_file, key_file } block, or set allow_remote = true to bind it anyway (behind TLS termination)", out.Address)
 		}
 	}
 	if len(t.Tokens) == 0 {
@@ -459,6 +487,32 @@ func (d *decoder) tcp(t *rawTCP) *TCP {
 		}
 		seen[tok.Secret] = strings.TrimSuffix(tok.Where, ": ")
 		out.Tokens = append(out.Tokens, tok)
+	}
+	return out
+}
+
+// tls reads a listener's tls block (of the block named in): both files
+// are required, relative paths are taken from the config file's
+// directory, and the pair must load and be valid now, so a daemon never
+// starts (or reloads) with a certificate it cannot present.
+func (d *decoder) tls(t *rawTLS, in string) *TLS {
+	out := &TLS{}
+	for _, f := range []struct {
+		expr hcl.Expression
+		name string
+		dst  *string
+	}{{t.CertFile, "cert_file", &out.CertFile}, {t.KeyFile, "key_file", &out.KeyFile}} {
+		if !d.stringAttr(f.expr, f.name, f.dst) || *f.dst == "" {
+			d.fail(t.DefRange, "the %s tls block needs %s (a PEM file)", in, f.name)
+			return nil
+		}
+		if !filepath.IsAbs(*f.dst) {
+			*f.dst = filepath.Join(d.dir, *f.dst)
+		}
+	}
+	if _, err := tlscert.Read(out.CertFile, out.KeyFile); err != nil {
+		d.fail(t.DefRange, "%s tls: %v", in, err)
+		return nil
 	}
 	return out
 }

@@ -5,12 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/big"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/weirhq/weir/flows"
@@ -116,14 +114,6 @@ func (a *agentLoop) callTimeout(now time.Time) (time.Duration, bool) {
 // (E_MAX_TURNS) or the budget cannot cover the next turn
 // (E_BUDGET_EXHAUSTED). It reports whether the run goes on in this worker.
 func (s *stepper) agentNode(ctx context.Context, node *flows.Node) bool {
-	switch {
-	case len(node.Approve) > 0:
-		return s.nodeFailed(ctx, node, &store.RunError{Code: "E_UNSUPPORTED",
-			Message: fmt.Sprintf("agent %s: approve (a person approving each call of %s) is not built in this engine yet", node.ID, strings.Join(node.Approve, ", "))})
-	case len(node.Flows) > 0:
-		return s.nodeFailed(ctx, node, &store.RunError{Code: "E_UNSUPPORTED",
-			Message: fmt.Sprintf("agent %s: flows offered to the model as tools (%s) are not built in this engine yet", node.ID, strings.Join(node.Flows, ", "))})
-	}
 	a, rerr := s.loadAgent(ctx, node)
 	if rerr != nil {
 		return s.nodeFailed(ctx, node, rerr)
@@ -204,6 +194,25 @@ func (s *stepper) loadAgent(ctx context.Context, node *flows.Node) (*agentLoop, 
 		def := chat.ToolDef{Name: name, Description: info.Description}
 		if isJSONObject(info.InputSchema) {
 			def.InputSchema = info.InputSchema
+		}
+		a.tools = append(a.tools, def)
+	}
+	for _, name := range node.Flows {
+		// A flow is offered as a tool whose input is the flow's input;
+		// a call of it is a child run (agentFlowCall).
+		cfe, err := e.latestFlow(ctx, name)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, nil
+			}
+			return nil, &store.RunError{Code: ErrorCode(err), Message: fmt.Sprintf("agent %s: its flow %s: %v", node.ID, name, err)}
+		}
+		def := chat.ToolDef{Name: name, Description: cfe.flow.Doc}
+		if isJSONObject(cfe.flow.Input) {
+			def.InputSchema = cfe.flow.Input
+		}
+		if def.Description == "" {
+			def.Description = "Runs the flow " + name + " and answers its output."
 		}
 		a.tools = append(a.tools, def)
 	}
@@ -426,7 +435,7 @@ func (s *stepper) agentTurn(ctx context.Context, a *agentLoop) (loop, more bool)
 		return appendEvent(tx, s.run.ID, evAgentTurn, s.run.Attempt, node.ID, map[string]any{
 			"turn": turn, "model": node.Model, "model_tool": node.ModelTool, "stop_reason": resp.StopReason,
 			"input_tokens": resp.Usage.InputTokens, "output_tokens": resp.Usage.OutputTokens, "usage_reported": reported,
-			"reserved": reserve, "cost": cost, "tools": names}, now)
+			"reserved": reserve, "cost": cost, "tools": names, "asked_at": asked}, now)
 	})
 	if !ok {
 		return false, false
@@ -522,13 +531,20 @@ func (s *stepper) agentReserve(ctx context.Context, a *agentLoop, cost int64, wh
 // it back). A name the agent does not offer is kept as the model gave
 // it, and the call fails with E_UNKNOWN_TOOL.
 func offeredTool(node *flows.Node, name string) string {
-	if slices.Contains(node.Tools, name) {
+	all := offered(node)
+	if slices.Contains(all, name) {
 		return name
 	}
-	if n, err := flows.ToolNameFromModel(name); err == nil && slices.Contains(node.Tools, n) {
+	if n, err := flows.ToolNameFromModel(name); err == nil && slices.Contains(all, n) {
 		return n
 	}
 	return name
+}
+
+// offered lists what an agent offers its model: its tools, then its
+// flows.
+func offered(node *flows.Node) []string {
+	return append(slices.Clone(node.Tools), node.Flows...)
 }
 
 func pendingCalls(t *store.AgentTurn) int {
@@ -541,137 +557,145 @@ func pendingCalls(t *store.AgentTurn) int {
 	return n
 }
 
-// agentCalls runs the calls a journaled turn asked for that have not
-// ended: the idempotent ones together, then the others one at a time,
-// each through callTool with the index [turn, call], at most
-// maxAgentCallsTogether at once. Every end is
-// written into the turn record; a tool's error is the call's result, not
-// the node's failure.
+// agentCalls moves on the calls a journaled turn asked for that have not
+// ended. Calls of tools the agent does not offer, and proposals a person
+// rejected, end at once; proposals not yet decided wait as approval
+// waits. The others each become a task of their own (TaskAgentCall),
+// admitted by the dispatcher like any task (a worker slot and a budget
+// slice) and run through callTool with the index [turn, call]: the
+// idempotent ones together (at most maxAgentCallsTogether at once), the
+// others one at a time. While they run the agent is parked and holds no
+// slot; each call's end is written into the turn record and wakes it. A
+// tool's error is the call's result, not the node's failure. Calls of
+// the agent's flows are child runs (agentFlowCall), one at a time, once
+// the others ended.
 func (s *stepper) agentCalls(ctx context.Context, a *agentLoop, t *store.AgentTurn) (loop, more bool) {
 	e, node := s.e, a.node
 	var msg chat.Message
 	if err := json.Unmarshal(t.Response, &msg); err != nil || len(msg.ToolCalls) != len(t.Calls) {
 		return false, s.nodeFailed(ctx, node, &store.RunError{Code: CodeAgentTurns, Message: fmt.Sprintf("agent %s: turn %d's journaled answer does not match its calls", node.ID, t.Turn)})
 	}
-	var together, alone []int
-	var togetherCost int64
+	var flowCalls, together, alone []int
+	var undecided, fresh []*waitState
 	ends := map[int]store.AgentCall{}
+	inFlight, aloneInFlight := 0, false
+	now := e.now()
 	for i, c := range t.Calls {
 		if c.Done {
 			continue
 		}
-		if !slices.Contains(node.Tools, c.Tool) {
-			ends[i] = callEnded(c, nil, &store.RunError{Code: CodeUnknownTool,
-				Message: fmt.Sprintf("%s is not one of the tools offered (%s)", c.Tool, strings.Join(node.Tools, ", "))})
+		if c.Task != "" {
+			inFlight++
+			if info, _ := e.tools.LookupTool(c.Tool); !info.Idempotent {
+				aloneInFlight = true
+			}
 			continue
 		}
-		info, _ := e.tools.LookupTool(c.Tool)
-		if info.Idempotent {
+		if slices.Contains(node.Flows, c.Tool) {
+			flowCalls = append(flowCalls, i)
+			continue
+		}
+		if !slices.Contains(node.Tools, c.Tool) {
+			ends[i] = callEnded(c, nil, &store.RunError{Code: CodeUnknownTool,
+				Message: fmt.Sprintf("%s is not one of the tools offered (%s)", c.Tool, strings.Join(offered(node), ", "))})
+			continue
+		}
+		if slices.Contains(node.Approve, c.Tool) {
+			ws, isNew := s.approvalWait(a, t, i, msg.ToolCalls[i].Arguments, now)
+			if isNew {
+				fresh = append(fresh, ws)
+			}
+			switch d := ws.Decision; {
+			case d == nil:
+				undecided = append(undecided, ws)
+				continue
+			case !d.Approved:
+				ends[i] = callEnded(c, nil, &store.RunError{Code: CodeRejected,
+					Message: fmt.Sprintf("a person (%s) rejected this call of %s: %s", d.By, c.Tool, d.Reason)})
+				continue
+			}
+		}
+		if info, _ := e.tools.LookupTool(c.Tool); info.Idempotent {
 			together = append(together, i)
-			togetherCost += info.Cost
 		} else {
 			alone = append(alone, i)
 		}
 	}
-	timeout, ok := a.callTimeout(e.now())
-	if !ok {
+	if _, ok := a.callTimeout(now); !ok {
 		return false, s.agentTimedOut(ctx, a)
 	}
-	call := func(w *worker, i int, commit func(fn func(tx store.Tx) error) error) callOutcome {
-		c := &toolCall{Run: s.run, Attempt: s.run.Attempt, Node: node, Visit: a.visit, Index: []int{t.Turn, i}, Tool: t.Calls[i].Tool,
-			Input: msg.ToolCalls[i].Arguments, Timeout: timeout, TaskID: s.task.ID}
-		return w.callTool(ctx, c, commit)
+	if len(fresh) > 0 {
+		// The proposals are shown (and can be decided) before the other
+		// calls run.
+		if !s.commit(ctx, func(tx store.Tx) error { return s.approvalsAskedTx(tx, fresh, now) }) {
+			return false, false
+		}
 	}
 
-	if len(together) > 0 {
-		if ok, more := s.agentReserve(ctx, a, togetherCost, fmt.Sprintf("the %d tool calls of turn %d (%d)", len(together), t.Turn, togetherCost)); !ok {
-			return false, more
+	// Queue what may run now: idempotent calls up to the bound, and a
+	// non-idempotent one when none is running.
+	var queue []int
+	for _, i := range together {
+		if inFlight+len(queue) >= maxAgentCallsTogether {
+			break
 		}
-		outs := make([]callOutcome, len(together))
-		spent := make([]int64, len(together))
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, maxAgentCallsTogether)
-		for j, i := range together {
-			sem <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				// Each call charges its own worker, so concurrent calls
-				// share no counter; their spend is added up after.
-				w := &worker{e: e, task: s.task, live: s.live}
-				outs[j] = call(w, i, func(func(tx store.Tx) error) error {
-					return errors.New("engine: an idempotent call asked to write a started record")
-				})
-				spent[j] = w.spent
-			})
-		}
-		wg.Wait()
+		queue = append(queue, i)
+	}
+	if len(alone) > 0 && !aloneInFlight && inFlight+len(queue) < maxAgentCallsTogether {
+		queue = append(queue, alone[0])
+	}
+	if node.Cost > 0 {
 		var cost int64
-		for j, i := range together {
-			s.spent += spent[j]
-			cost += spent[j]
-			o := outs[j]
-			switch o.End {
-			case callInterrupted, callAbandoned:
-				if s.cancelRequested() {
-					s.finish(ctx, store.PhaseCancelled, nil, nil)
-				}
-				return false, false // idempotent: run again on resume
-			case callDone:
-				ends[i] = callEnded(t.Calls[i], o.Output, nil)
-			default:
-				ends[i] = callEnded(t.Calls[i], nil, o.Err)
-			}
-			end := ends[i]
-			end.Cost = spent[j]
-			ends[i] = end
+		for _, i := range queue {
+			info, _ := e.tools.LookupTool(t.Calls[i].Tool)
+			cost += info.Cost
 		}
-		if !s.agentCallsDone(ctx, t, ends, cost, nil) {
-			return false, false
+		if a.spent()+cost > node.Cost {
+			return false, s.nodeFailed(ctx, node, &store.RunError{Code: CodeBudgetExhausted,
+				Message: fmt.Sprintf("agent %s's cost %d cannot cover the %d tool calls of turn %d (%d; spent %d)", node.ID, node.Cost, len(queue), t.Turn, cost, a.spent())})
 		}
-		ends = map[int]store.AgentCall{}
-	} else if len(ends) > 0 {
-		if !s.agentCallsDone(ctx, t, ends, 0, nil) {
-			return false, false
-		}
-		ends = map[int]store.AgentCall{}
 	}
-
-	for _, i := range alone {
-		info, _ := e.tools.LookupTool(t.Calls[i].Tool)
-		if ok, more := s.agentReserve(ctx, a, info.Cost, fmt.Sprintf("tool call %d of turn %d (%d)", i, t.Turn, info.Cost)); !ok {
-			return false, more
+	if len(queue) > 0 || len(ends) > 0 {
+		tasks := make([]*store.Task, len(queue))
+		for j, i := range queue {
+			tasks[j] = &store.Task{ID: newID("task"), RunID: s.run.ID, Kind: store.TaskAgentCall, Node: node.ID, Visit: a.visit,
+				Item: t.Turn, Call: i, Tool: t.Calls[i].Tool, Attempt: 1, ReadyAt: now, CreatedAt: now}
+			c := t.Calls[i]
+			c.Task = tasks[j].ID
+			ends[i] = c
 		}
-		before := s.spent
-		o := call(s.worker, i, func(fn func(tx store.Tx) error) error { return s.commitE(ctx, fn) })
-		var rec *toolCall
-		switch o.End {
-		case callInterrupted, callAbandoned:
-			if o.End == callInterrupted && s.cancelRequested() {
-				s.finish(ctx, store.PhaseCancelled, nil, nil)
+		park := inFlight+len(queue) > 0
+		ok := s.agentCallsDone(ctx, t, ends, 0, func(tx store.Tx) error {
+			for _, task := range tasks {
+				if err := tx.TaskPut(task); err != nil {
+					return err
+				}
 			}
-			return false, false // its started record makes a resume E_OUTCOME_UNKNOWN
-		case callDone:
-			ends[i] = callEnded(t.Calls[i], o.Output, nil)
-		default:
-			ends[i] = callEnded(t.Calls[i], nil, o.Err)
-		}
-		end := ends[i]
-		end.Cost = s.spent - before
-		ends[i] = end
-		if o.RecordDone {
-			rec = &toolCall{Run: s.run, Node: node, Tool: t.Calls[i].Tool}
-		}
-		done := func(tx store.Tx) error {
-			if rec == nil {
+			if !park {
 				return nil
 			}
-			end := ends[i]
-			return idemDoneTx(tx, rec, o.Key, end.Result, end.Error, e.now())
-		}
-		if !s.agentCallsDone(ctx, t, ends, s.spent-before, done) {
+			return s.parkOnCallsTx(tx, t, now, inFlight+len(queue))
+		})
+		if !ok {
 			return false, false
 		}
-		ends = map[int]store.AgentCall{}
+		if len(queue) > 0 {
+			e.kick()
+		}
+		if park {
+			return false, false
+		}
+	} else if inFlight > 0 {
+		s.commit(ctx, func(tx store.Tx) error { return s.parkOnCallsTx(tx, t, now, inFlight) })
+		return false, false
+	}
+	for _, i := range flowCalls {
+		if loop, more := s.agentFlowCall(ctx, a, t, i, msg.ToolCalls[i].Arguments); !loop {
+			return false, more
+		}
+	}
+	if len(undecided) > 0 {
+		return false, s.awaitApprovals(ctx, a, undecided)
 	}
 	return true, false
 }
@@ -699,6 +723,15 @@ func (s *stepper) agentCallsDone(ctx context.Context, t *store.AgentTurn, ends m
 	for i, c := range ends {
 		next.Calls[i] = c
 	}
+	for i, c := range next.Calls {
+		// A decided proposal is consumed once its call ended, or is
+		// queued to run.
+		id := WaitID(t.Node, t.Visit, t.Turn, i)
+		if ws := s.cont.Approvals[id]; ws != nil && ws.Decision != nil && (c.Done || c.Task != "") {
+			s.cont.consumed(ws)
+			delete(s.cont.Approvals, id)
+		}
+	}
 	now := s.e.now()
 	var spent int64
 	ok := s.commit(ctx, func(tx store.Tx) error {
@@ -707,10 +740,11 @@ func (s *stepper) agentCallsDone(ctx context.Context, t *store.AgentTurn, ends m
 				return err
 			}
 		}
-		if err := tx.AgentTurnPut(&next); err != nil {
+		merged, err := putTurnTx(tx, &next)
+		if err != nil {
 			return err
 		}
-		var err error
+		next = *merged
 		spent, err = s.chargeTx(tx, cost, now)
 		return err
 	})

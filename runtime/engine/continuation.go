@@ -25,15 +25,73 @@ type continuation struct {
 	// Last is the id of the last node that produced a result, whose result
 	// is the run's output when the flow declares no output callable.
 	Last string `json:"last,omitempty"`
-	// Waits holds the state of human waits the run is parked on, by node.
+	// Waits holds the state of the waits of whole nodes (a wait node, a
+	// subflow's deadline), by node.
 	Waits map[string]*waitState `json:"waits,omitempty"`
+	// Approvals holds the approval waits of tool calls an agent proposed,
+	// by wait id: one node may have several open at once.
+	Approvals map[string]*waitState `json:"approvals,omitempty"`
+	// Decided remembers the latest waits decided and consumed (at most
+	// maxDecidedWaits), so a second decision is told E_ALREADY_DECIDED
+	// after the run went on.
+	Decided []decidedWait `json:"decided,omitempty"`
 }
 
-// waitState is a human wait in progress: its deadline and, once given, the
-// decision. A decision is recorded once; the worker consumes it.
+// waitState is a wait in progress (docs/design.md §11, one wait model): its
+// id and kind, what the decider is shown, since when, its deadline and,
+// once given, the decision. A decision is recorded once; the worker
+// consumes it. Records written before the wait model carry only Until and
+// Decision; the id, kind and node are derived from the key and the task.
 type waitState struct {
-	Until    time.Time `json:"until"`
+	ID    string    `json:"id,omitempty"`
+	Kind  string    `json:"kind,omitempty"`
+	Node  string    `json:"node,omitempty"`
+	Since time.Time `json:"since,omitzero"`
+	Until time.Time `json:"until"`
+	// Shown is what the decider is shown: a wait node's request, or the
+	// call an agent proposed ({tool, arguments}).
+	Shown json.RawMessage `json:"shown,omitempty"`
+	// Visit and Call place an approval's proposed call: the agent's
+	// visit, and [turn, call] in its turns.
+	Visit    int       `json:"visit,omitempty"`
+	Call     []int     `json:"call,omitempty"`
 	Decision *decision `json:"decision,omitempty"`
+}
+
+// decidedWait is a decided wait the run has gone past.
+type decidedWait struct {
+	ID       string    `json:"id"`
+	Node     string    `json:"node"`
+	Approved bool      `json:"approved"`
+	By       string    `json:"by"`
+	At       time.Time `json:"at"`
+}
+
+// maxDecidedWaits bounds Decided: a run looping over a wait node keeps
+// the latest decisions only, so its continuation does not grow.
+const maxDecidedWaits = 32
+
+// leaving drops the waits of node when the run leaves it: a visit that
+// ended (answered, failed, timed out) no longer waits for them.
+func (c *continuation) leaving(node string) {
+	delete(c.Waits, node)
+	for id, ws := range c.Approvals {
+		if ws.Node == node {
+			c.consumed(ws)
+			delete(c.Approvals, id)
+		}
+	}
+}
+
+// consumed records that the decided wait ws was acted on.
+func (c *continuation) consumed(ws *waitState) {
+	if ws == nil || ws.Decision == nil || ws.ID == "" {
+		return
+	}
+	c.Decided = append(c.Decided, decidedWait{ID: ws.ID, Node: ws.Node, Approved: ws.Decision.Approved, By: ws.Decision.By, At: ws.Decision.At})
+	if n := len(c.Decided); n > maxDecidedWaits {
+		c.Decided = append([]decidedWait(nil), c.Decided[n-maxDecidedWaits:]...)
+	}
 }
 
 // decision is an approval or a rejection of a wait.

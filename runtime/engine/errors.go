@@ -127,7 +127,7 @@ func recordErr(err error) *Error {
 			Message: "the write is larger than one store transaction holds; keep results and outputs smaller"}
 	case errors.Is(err, store.ErrBadID):
 		return &Error{Code: CodeBadRequest, Class: ClassProtocol, cause: err,
-			Message: fmt.Sprintf("an id is empty, longer than %d bytes or holds a NUL byte", store.MaxIDBytes)}
+			Message: fmt.Sprintf("an id is empty, longer than %d bytes, not UTF-8 or holds a NUL byte", store.MaxIDBytes)}
 	}
 	return nil
 }

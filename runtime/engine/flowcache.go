@@ -159,6 +159,11 @@ func (e *Engine) nodeCost(n *flows.Node) int64 {
 // taskType is the cost of the node a queued task of run runs next, and
 // its type for the figures: the node's tool, or its kind.
 func (e *Engine) taskType(ctx context.Context, run *store.Run, t *store.Task) (int64, string) {
+	if t.Kind == store.TaskAgentCall {
+		// An agent's call is admitted for its tool's declared cost.
+		info, _ := e.tools.LookupTool(t.Tool)
+		return info.Cost, t.Tool
+	}
 	fe, err := e.flowVersion(ctx, run.Flow, run.Version)
 	if err != nil {
 		return 0, "step"

@@ -22,6 +22,9 @@ type RegisteredFlow struct {
 	Hash  string `json:"hash"`
 	Doc   string `json:"doc,omitempty"`
 	Nodes int    `json:"nodes"`
+	// Input is the JSON schema the flow declares for a run's input, if
+	// any: what a caller (an MCP client, say) must send.
+	Input json.RawMessage `json:"input,omitempty"`
 }
 
 // RegisterResult answers a registration: the versions stored, or the
@@ -44,7 +47,7 @@ func (e *Engine) Register(ctx context.Context, files []SourceFile) (*RegisterRes
 	}
 	res := &RegisterResult{Diagnostics: ds, Flows: []RegisteredFlow{}}
 	for _, v := range vs {
-		res.Flows = append(res.Flows, RegisteredFlow{Name: v.Flow.Name, Hash: v.Flow.Hash, Doc: v.Flow.Doc, Nodes: len(v.Flow.Nodes)})
+		res.Flows = append(res.Flows, RegisteredFlow{Name: v.Flow.Name, Hash: v.Flow.Hash, Doc: v.Flow.Doc, Nodes: len(v.Flow.Nodes), Input: v.Flow.Input})
 	}
 	return res, nil
 }
@@ -66,7 +69,7 @@ func (e *Engine) Flows(ctx context.Context) ([]RegisteredFlow, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, RegisteredFlow{Name: v.Name, Hash: v.Hash, Doc: fv.Flow.Doc, Nodes: len(fv.Flow.Nodes)})
+		out = append(out, RegisteredFlow{Name: v.Name, Hash: v.Hash, Doc: fv.Flow.Doc, Nodes: len(fv.Flow.Nodes), Input: fv.Flow.Input})
 	}
 	return out, nil
 }

@@ -68,7 +68,7 @@ func (e *Engine) dispatchReady(ctx context.Context) {
 			// that worker kicks the scheduler as it leaves.
 			e.mu.Lock()
 			taken := e.dispatched[t.ID]
-			if t.Kind == store.TaskItem {
+			if t.Kind != store.TaskStep {
 				taken = taken || e.items[t.ID] != nil
 			} else {
 				taken = taken || e.live[t.RunID] != nil
@@ -191,6 +191,16 @@ func (e *Engine) drop(ctx context.Context, t *store.Task) {
 		if err := appendEvent(tx, run.ID, evDropped, cur.Attempt, cur.Node, map[string]any{"reason": CodeQueueTimeout, "item": cur.Item, "task": cur.ID}, now); err != nil {
 			return err
 		}
+		if cur.Kind == store.TaskAgentCall {
+			// An agent's call that never got a slot ends with the
+			// reason, which its model is told.
+			if err := tx.TaskDelete(cur.ID); err != nil {
+				return err
+			}
+			parentWoken, err = agentCallEndTx(tx, cur, nil, &store.RunError{Code: CodeQueueTimeout,
+				Message: "no worker slot or budget slice was free before the queue deadline"}, 0, now)
+			return err
+		}
 		if cur.Kind == store.TaskItem {
 			// A fan-out child that never got a slot fails alone; its
 			// cohort decides what that means for the run.
@@ -217,7 +227,7 @@ func (e *Engine) drop(ctx context.Context, t *store.Task) {
 				e.queued.remove(t.RunID)
 			}
 		}
-		if t.Kind != store.TaskItem {
+		if t.Kind == store.TaskStep {
 			e.ledger.CloseRun(t.RunID)
 		}
 		e.stats.refused(CodeQueueTimeout)

@@ -1,17 +1,108 @@
 package engine
 
 import (
+	"context"
 	"sort"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/weirhq/weir/runtime/store"
 )
 
-// stats keeps the four figures per task type of docs/design.md §4 (queue depth,
-// wait time, execution time, retry amplification) plus engine-wide
-// counters. It is display only: after a restart it starts from zero.
+// Histogram buckets, in seconds, chosen for the range each figure lives
+// in (docs/operators.md, Metrics, lists them).
+var (
+	// WaitBuckets time a task's wait from ready to leased and a run's
+	// wait from acceptance to its first lease: a millisecond on an idle
+	// scheduler (a tick is 100 ms) up to the default queue deadline (10
+	// minutes) and past it for operators who raise it.
+	WaitBuckets = []float64{.001, .005, .025, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800}
+	// ExecBuckets time one try of a tool: a local call in a millisecond up
+	// to a slow model turn or a crawl of several minutes.
+	ExecBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+	// ResumeBuckets time a parked run's resumption, from its wake (a
+	// child's end, a decision, a timer) to the lease that resumes it:
+	// milliseconds to a scheduler tick (100 ms) while slots are free,
+	// seconds when every slot is busy.
+	ResumeBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
+)
+
+// observations are the engine's latency distributions: the one record of
+// each figure, exported to Prometheus as histograms (Engine.Histograms)
+// and read back for the means of Stats.
+type observations struct {
+	toolWait      *prometheus.HistogramVec
+	toolExec      *prometheus.HistogramVec
+	admissionWait prometheus.Histogram
+	resume        *prometheus.HistogramVec
+}
+
+func newObservations() observations {
+	return observations{
+		toolWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "weir_tool_wait_seconds",
+			Help:    "Time tasks of this type (a tool, or the node kind) waited from ready to leased: the wait for a slot and a budget slice.",
+			Buckets: WaitBuckets,
+		}, []string{"type"}),
+		toolExec: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "weir_tool_exec_seconds",
+			Help:    "Execution time of one try of this tool, retries counted one by one.",
+			Buckets: ExecBuckets,
+		}, []string{"type"}),
+		admissionWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "weir_run_admission_wait_seconds",
+			Help:    "Time runs waited from acceptance to their first lease (queued to running).",
+			Buckets: WaitBuckets,
+		}),
+		resume: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "weir_resume_latency_seconds",
+			Help:    "Time from a parked run's wake to the lease that resumes it, by what it waited for: child (a subflow), cohort (a fan-out), human.",
+			Buckets: ResumeBuckets,
+		}, []string{"wait"}),
+	}
+}
+
+// Histograms returns the engine's latency histograms as one collector,
+// for the daemon's Prometheus registry.
+func (e *Engine) Histograms() prometheus.Collector { return histograms(e.stats.obs) }
+
+type histograms observations
+
+func (h histograms) Describe(ch chan<- *prometheus.Desc) {
+	h.toolWait.Describe(ch)
+	h.toolExec.Describe(ch)
+	h.admissionWait.Describe(ch)
+	h.resume.Describe(ch)
+}
+
+func (h histograms) Collect(ch chan<- prometheus.Metric) {
+	h.toolWait.Collect(ch)
+	h.toolExec.Collect(ch)
+	h.admissionWait.Collect(ch)
+	h.resume.Collect(ch)
+}
+
+// mean reads the mean of one histogram's observations (0 for none).
+func mean(o prometheus.Observer) time.Duration {
+	m, ok := o.(prometheus.Metric)
+	if !ok { // nil: nothing observed yet
+		return 0
+	}
+	var d dto.Metric
+	if m.Write(&d) != nil || d.Histogram.GetSampleCount() == 0 {
+		return 0
+	}
+	return time.Duration(d.Histogram.GetSampleSum() / float64(d.Histogram.GetSampleCount()) * float64(time.Second))
+}
+
+// stats keeps the four figures per task type of docs/design.md §4 (the
+// queue's depth is the store's: Health) plus engine-wide counters. It is
+// display only: after a restart it starts from zero.
 type stats struct {
+	obs      observations
 	mu       sync.Mutex
 	types    map[string]*typeStats
 	refusals map[string]int64
@@ -20,15 +111,14 @@ type stats struct {
 }
 
 type typeStats struct {
-	waitSum, execSum time.Duration
-	waitMax, execMax time.Duration
-	waits, execs     int64
-	attempts, units  int64
-	queued           int64
+	// wait and exec are made on first use, so that a node kind that
+	// calls no tool has no execution series.
+	wait, exec      prometheus.Observer
+	attempts, units int64
 }
 
 func newStats() *stats {
-	return &stats{types: map[string]*typeStats{}, refusals: map[string]int64{}, counts: map[string]int64{}, models: map[string]*ModelStats{}}
+	return &stats{obs: newObservations(), types: map[string]*typeStats{}, refusals: map[string]int64{}, counts: map[string]int64{}, models: map[string]*ModelStats{}}
 }
 
 func (s *stats) typ(name string) *typeStats {
@@ -40,27 +130,39 @@ func (s *stats) typ(name string) *typeStats {
 	return t
 }
 
+func seconds(d time.Duration) float64 { return max(d, 0).Seconds() }
+
+// leased records a task's wait from ready to leased.
 func (s *stats) leased(typ string, wait time.Duration) {
-	if wait < 0 {
-		wait = 0
-	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	t := s.typ(typ)
-	t.waits++
-	t.waitSum += wait
-	t.waitMax = max(t.waitMax, wait)
+	if t.wait == nil {
+		t.wait = s.obs.toolWait.WithLabelValues(typ)
+	}
+	o := t.wait
+	s.mu.Unlock()
+	o.Observe(seconds(wait))
+}
+
+// started records a run's wait from acceptance to its first lease.
+func (s *stats) started(wait time.Duration) { s.obs.admissionWait.Observe(seconds(wait)) }
+
+// resumed records a parked run's resumption after its wake.
+func (s *stats) resumed(waitKind string, latency time.Duration) {
+	s.obs.resume.WithLabelValues(waitKind).Observe(seconds(latency))
 }
 
 // attempt counts one try of a logical tool call and its execution time.
 func (s *stats) attempt(tool string, exec time.Duration) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	t := s.typ(tool)
 	t.attempts++
-	t.execs++
-	t.execSum += exec
-	t.execMax = max(t.execMax, exec)
+	if t.exec == nil {
+		t.exec = s.obs.toolExec.WithLabelValues(tool)
+	}
+	o := t.exec
+	s.mu.Unlock()
+	o.Observe(seconds(exec))
 }
 
 // unit counts one logical tool call reaching its end (any outcome).
@@ -88,17 +190,15 @@ func (s *stats) deadLettered()             { s.count("dead_lettered") }
 func (s *stats) finished(p store.Phase)    { s.count("finished_" + string(p)) }
 func (s *stats) admissionBlocked(r string) { s.count("blocked_" + r) }
 
-// TypeStats are the four figures for one task type (a tool name, or the
-// node kind for steps that call no tool).
+// TypeStats are the figures for one task type (a tool name, or the node
+// kind for steps that call no tool). The means are read from the same
+// observations as the Prometheus histograms.
 type TypeStats struct {
-	Type       string        `json:"type"`
-	QueueDepth int64         `json:"queue_depth"`
-	WaitMean   time.Duration `json:"wait_mean_ns"`
-	WaitMax    time.Duration `json:"wait_max_ns"`
-	ExecMean   time.Duration `json:"exec_mean_ns"`
-	ExecMax    time.Duration `json:"exec_max_ns"`
-	Attempts   int64         `json:"attempts"`
-	Units      int64         `json:"units"`
+	Type     string        `json:"type"`
+	WaitMean time.Duration `json:"wait_mean_ns"`
+	ExecMean time.Duration `json:"exec_mean_ns"`
+	Attempts int64         `json:"attempts"`
+	Units    int64         `json:"units"`
 	// Amplification is attempts ÷ distinct work units (1 means no retry).
 	Amplification float64 `json:"amplification"`
 }
@@ -150,13 +250,7 @@ func (e *Engine) Stats() Stats {
 		out.Counts[k] = v
 	}
 	for name, t := range s.types {
-		ts := TypeStats{Type: name, QueueDepth: t.queued, WaitMax: t.waitMax, ExecMax: t.execMax, Attempts: t.attempts, Units: t.units}
-		if t.waits > 0 {
-			ts.WaitMean = t.waitSum / time.Duration(t.waits)
-		}
-		if t.execs > 0 {
-			ts.ExecMean = t.execSum / time.Duration(t.execs)
-		}
+		ts := TypeStats{Type: name, WaitMean: mean(t.wait), ExecMean: mean(t.exec), Attempts: t.attempts, Units: t.units}
 		if t.units > 0 {
 			ts.Amplification = float64(t.attempts) / float64(t.units)
 		}
@@ -168,4 +262,37 @@ func (e *Engine) Stats() Stats {
 	}
 	sort.Slice(out.Models, func(i, j int) bool { return out.Models[i].Model < out.Models[j].Model })
 	return out
+}
+
+// LivePhases are the non-terminal phases RunPhases counts: finished runs
+// are counted as they finish (Stats.Counts), not re-read from the store.
+var LivePhases = []store.Phase{store.PhaseQueued, store.PhaseRunning, store.PhaseWaiting, store.PhaseCompleting}
+
+// RunPhases counts the stored runs in each live phase, for every daemon
+// sharing the store. A store that is a store.RunCounter counts without
+// reading records; another lists them.
+func (e *Engine) RunPhases(ctx context.Context) (map[store.Phase]int, error) {
+	out := make(map[store.Phase]int, len(LivePhases))
+	err := e.st.View(ctx, func(tx store.Tx) error {
+		for _, p := range LivePhases {
+			if rc, ok := tx.(store.RunCounter); ok {
+				n, err := rc.RunCount(p)
+				if err != nil {
+					return err
+				}
+				out[p] = n
+				continue
+			}
+			runs, err := tx.RunList(store.RunListParams{Phase: p})
+			if err != nil {
+				return err
+			}
+			out[p] = len(runs)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, e.readFailed(err)
+	}
+	return out, nil
 }

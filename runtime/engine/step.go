@@ -190,6 +190,9 @@ func (s *stepper) commitE(ctx context.Context, fn func(tx store.Tx) error) error
 		if err := s.fenceTx(tx); err != nil {
 			return err
 		}
+		if err := s.takeDecisionsTx(tx); err != nil {
+			return err
+		}
 		if err := tx.ContinuationPut(s.run.ID, encodeContinuation(s.cont)); err != nil {
 			return err
 		}
@@ -230,6 +233,30 @@ func (s *stepper) commitE(ctx context.Context, fn func(tx store.Tx) error) error
 	return err
 }
 
+// takeDecisionsTx copies into the continuation in memory the decisions
+// given on its open approvals since it was read: a person may decide one
+// of an agent's proposed calls while the agent runs its others, and the
+// step must not write over that decision.
+func (s *stepper) takeDecisionsTx(tx store.Tx) error {
+	if len(s.cont.Approvals) == 0 {
+		return nil
+	}
+	raw, err := tx.ContinuationGet(s.run.ID)
+	if err != nil {
+		return err
+	}
+	stored, err := decodeContinuation(raw)
+	if err != nil {
+		return err
+	}
+	for id, ws := range s.cont.Approvals {
+		if got := stored.Approvals[id]; ws.Decision == nil && got != nil && got.Decision != nil {
+			ws.Decision = got.Decision
+		}
+	}
+	return nil
+}
+
 // releaseTaskTx gives the task back to the queue at readyAt (now: yield
 // or retry later; future: park on a wait). The worker's copy of the task
 // and its lease change once the commit succeeds.
@@ -248,6 +275,7 @@ func (s *stepper) releaseTaskTx(tx store.Tx, now, readyAt time.Time, waitKind, w
 
 // advance moves the continuation along a wire and counts the visit.
 func (s *stepper) advance(to string) {
+	s.cont.leaving(s.cont.Node)
 	s.cont.Node = to
 	s.cont.Tries = 0
 	if to != "" {

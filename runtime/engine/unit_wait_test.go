@@ -99,15 +99,19 @@ func TestUnitWaitApproveRejectTimeout(t *testing.T) {
 	if err := b.eng.Decide(ctx, DecideParams{Owner: "alice", RunID: approved, Node: "approve", Approve: true, Payload: json.RawMessage(`{"ok": 1}`)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.eng.Decide(ctx, DecideParams{Owner: "alice", RunID: approved, Node: "approve", Reason: "changed my mind"}); ErrorCode(err) != CodeAlreadyDecided && ErrorCode(err) != CodeNotWaiting {
-		t.Fatalf("second decision: %v, want it refused", err)
+	if err := b.eng.Decide(ctx, DecideParams{Owner: "alice", RunID: approved, Node: "approve", Reason: "changed my mind"}); ErrorCode(err) != CodeAlreadyDecided {
+		t.Fatalf("second decision: %v, want %s", err, CodeAlreadyDecided)
 	}
 	run := b.waitTerminal(t, approved)
 	if run.Phase != store.PhaseCompleted || !strings.Contains(string(run.Output), `"payload":{"ok":1}`) {
 		t.Fatalf("approved: %s %s %+v", run.Phase, run.Output, run.Error)
 	}
-	if err := b.eng.Decide(ctx, DecideParams{Owner: "alice", RunID: approved, Node: "approve", Approve: true}); ErrorCode(err) != CodeNotWaiting {
-		t.Fatalf("decision on a finished run: %v", err)
+	// The wait was decided: so says a decision after the run went on,
+	// by node or by wait id.
+	for _, target := range []string{"approve", "approve@1"} {
+		if err := b.eng.Decide(ctx, DecideParams{Owner: "alice", RunID: approved, Node: target, Approve: true}); ErrorCode(err) != CodeAlreadyDecided {
+			t.Fatalf("decision on a finished run (%s): %v, want %s", target, err, CodeAlreadyDecided)
+		}
 	}
 
 	rejected := b.start(t, "approval", `{}`, "")

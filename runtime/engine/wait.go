@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/weirhq/weir/flows"
@@ -14,6 +17,110 @@ import (
 // noTimeout parks a wait that declares no timeout: it wakes only by a
 // decision.
 const noTimeout = 100 * 365 * 24 * time.Hour
+
+// The kinds of wait (docs/design.md §11, one wait model): what a parked
+// run waits for. Human and approval waits need a decision; the others end
+// by themselves.
+const (
+	WaitHuman    = "human"    // a wait node: a person's decision
+	WaitApproval = "approval" // a tool call an agent proposed, before it runs
+	WaitChild    = "child"    // a child run's end (a subflow, an agent's flow tool), or an agent's tool calls
+	WaitCohort   = "cohort"   // a fan-out's children
+	WaitTimer    = "timer"    // a time: a retry's backoff
+)
+
+// CodeAmbiguousWait: a decision named a node where several decisions are
+// open; it must name one of their wait ids.
+const CodeAmbiguousWait = "E_AMBIGUOUS_WAIT"
+
+// WaitID is the id of the wait that visit of node parks on; index places
+// a call an agent proposed ([turn, call]). It is derived, not drawn, so
+// the same park has the same id after a crash. Node names never hold '@',
+// so a wait id is never a node's name.
+func WaitID(node string, visit int, index ...int) string {
+	var b strings.Builder
+	b.WriteString(node)
+	b.WriteByte('@')
+	b.WriteString(strconv.Itoa(visit))
+	for _, i := range index {
+		b.WriteByte('.')
+		b.WriteString(strconv.Itoa(i))
+	}
+	return b.String()
+}
+
+// IsWaitID tells a wait id from a node name.
+func IsWaitID(s string) bool { return strings.Contains(s, "@") }
+
+// openDecisions lists the waits of c that wait for a decision, by id,
+// with their ids, kinds and nodes filled in. A wait node's wait is open
+// only while the run's step task t is parked on it (a leased task is
+// being resumed); an agent's approvals are open until decided.
+func openDecisions(c *continuation, t *store.Task) []*waitState {
+	var out []*waitState
+	for node, ws := range c.Waits {
+		ws := resolveWait(c, node, ws, t)
+		if ws.Kind != WaitHuman || ws.Decision != nil || t == nil || t.Leased || t.WaitKind != WaitHuman || t.Node != node {
+			continue
+		}
+		out = append(out, ws)
+	}
+	for _, ws := range c.Approvals {
+		// Only the current visit of the node the run is at waits for
+		// its approvals.
+		if ws.Decision == nil && ws.Node == c.Node && ws.Visit == c.Visits[ws.Node] {
+			out = append(out, ws)
+		}
+	}
+	slices.SortFunc(out, func(a, b *waitState) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+// resolveWait fills in the id, kind and node of a node's wait written
+// before the wait model (only its deadline and decision were kept): the
+// id is derived as it is for a new one, the kind is the task's.
+func resolveWait(c *continuation, node string, ws *waitState, t *store.Task) *waitState {
+	if ws.Node == "" {
+		ws.Node = node
+	}
+	if ws.ID == "" {
+		ws.ID = WaitID(node, c.Visits[node])
+	}
+	if ws.Kind == "" && t != nil && t.Node == node {
+		ws.Kind = t.WaitKind
+	}
+	return ws
+}
+
+// decidedAt finds a decision already given on the wait named by target
+// (a wait id, or a node): one still to be consumed, or one the run went
+// past.
+func decidedAt(c *continuation, target string, t *store.Task) (id string, approved bool, by string, at time.Time, ok bool) {
+	match := func(wid, node string) bool {
+		if IsWaitID(target) {
+			return wid == target
+		}
+		return node == target
+	}
+	for node, ws := range c.Waits {
+		ws := resolveWait(c, node, ws, t)
+		if ws.Decision != nil && match(ws.ID, ws.Node) {
+			return ws.ID, ws.Decision.Approved, ws.Decision.By, ws.Decision.At, true
+		}
+	}
+	for _, ws := range c.Approvals {
+		if ws.Decision != nil && match(ws.ID, ws.Node) {
+			return ws.ID, ws.Decision.Approved, ws.Decision.By, ws.Decision.At, true
+		}
+	}
+	for i := len(c.Decided) - 1; i >= 0; i-- {
+		d := c.Decided[i]
+		if match(d.ID, d.Node) {
+			return d.ID, d.Approved, d.By, d.At, true
+		}
+	}
+	return "", false, "", time.Time{}, false
+}
 
 // waitNode parks the run until a decision or the wait's timeout, and on
 // waking follows the decision: the approval's payload is the node's
@@ -30,9 +137,10 @@ func (s *stepper) waitNode(ctx context.Context, node *flows.Node) bool {
 		if timeout <= 0 {
 			timeout = noTimeout
 		}
-		ws = &waitState{Until: now.Add(timeout)}
+		visit := s.cont.Visits[node.ID]
+		ws = &waitState{ID: WaitID(node.ID, visit), Kind: WaitHuman, Node: node.ID, Since: now, Until: now.Add(timeout)}
 		s.cont.Waits[node.ID] = ws
-		detail := map[string]any{}
+		detail := map[string]any{"wait": ws.ID}
 		if node.Args != nil {
 			req, err := s.args(node)
 			if err != nil {
@@ -40,19 +148,23 @@ func (s *stepper) waitNode(ctx context.Context, node *flows.Node) bool {
 				return s.nodeFailed(ctx, node, &store.RunError{Code: CodeCallable, Message: err.Error()})
 			}
 			detail["request"] = json.RawMessage(req)
+			ws.Shown = mustJSON(map[string]any{"request": json.RawMessage(req)})
 		}
-		s.commit(ctx, func(tx store.Tx) error { return s.parkTx(tx, now, ws.Until, "human", "", detail) })
+		s.commit(ctx, func(tx store.Tx) error { return s.parkTx(tx, now, ws.Until, WaitHuman, "", detail) })
 		return false
 	}
+	ws = resolveWait(s.cont, node.ID, ws, s.task)
 	switch d := ws.Decision; {
 	case d != nil && d.Approved:
+		s.cont.consumed(ws)
 		delete(s.cont.Waits, node.ID)
 		payload := d.Payload
 		if len(payload) == 0 {
 			payload = json.RawMessage("{}")
 		}
-		return s.resultDone(ctx, node, payload, map[string]any{"approved_by": d.By})
+		return s.resultDone(ctx, node, payload, map[string]any{"approved_by": d.By, "wait": ws.ID})
 	case d != nil:
+		s.cont.consumed(ws)
 		delete(s.cont.Waits, node.ID)
 		return s.nodeFailed(ctx, node, &store.RunError{Code: CodeRejected, Message: fmt.Sprintf("rejected by %s: %s", d.By, d.Reason)})
 	case !now.Before(ws.Until):
@@ -60,43 +172,56 @@ func (s *stepper) waitNode(ctx context.Context, node *flows.Node) bool {
 		return s.nodeFailed(ctx, node, &store.RunError{Code: CodeWaitTimeout, Message: fmt.Sprintf("nobody decided %s before %s", node.ID, ws.Until.Format(time.RFC3339))})
 	}
 	// Woken early without a decision: wait on until the deadline.
-	s.commit(ctx, func(tx store.Tx) error { return s.parkTx(tx, now, ws.Until, "human", "", nil) })
+	s.commit(ctx, func(tx store.Tx) error {
+		return s.parkTx(tx, now, ws.Until, WaitHuman, "", map[string]any{"wait": ws.ID})
+	})
 	return false
 }
 
-// DecideParams is one decision on a human wait.
+// DecideParams is one decision on a wait that needs one.
 type DecideParams struct {
 	// Owner is who decides; only the run's owner may (anyone else is told
 	// the run does not exist).
 	Owner string
-	// RunID and Node name the wait.
+	// RunID and Node name the wait: Node is a wait id, or a node where
+	// exactly one decision is open.
 	RunID string
 	Node  string
 	// Approve approves the wait; false rejects it.
 	Approve bool
-	// Payload is what an approval hands the node as its result (JSON,
-	// optional); ignored on a rejection.
+	// Payload is what an approval hands a wait node as its result (JSON,
+	// optional); ignored on a rejection and on an agent's approval.
 	Payload json.RawMessage
-	// Reason says why a wait is rejected; the node's error carries it.
+	// Reason says why a wait is rejected; the node's error carries it (a
+	// wait node), or the model is told it as the call's result (an
+	// agent's approval).
 	Reason string
 }
 
 // Decide records an approval (p.Approve, with p.Payload) or a rejection
-// (with p.Reason) of the wait at p.Node of p.Owner's run p.RunID, and
+// (with p.Reason) of the wait p.Node names in p.Owner's run p.RunID, and
 // wakes the run through the same path a child's end takes: its task's
 // ready time set to now. A wait is decided once; a second decision is
-// refused.
+// refused with E_ALREADY_DECIDED. A node where several decisions are open
+// is refused with E_AMBIGUOUS_WAIT, listing their wait ids.
 func (e *Engine) Decide(ctx context.Context, p DecideParams) error {
-	owner, runID, node, approve, payload, reason := p.Owner, p.RunID, p.Node, p.Approve, p.Payload, p.Reason
+	_, err := e.DecideWait(ctx, p)
+	return err
+}
+
+// DecideWait is Decide, answering the wait it decided.
+func (e *Engine) DecideWait(ctx context.Context, p DecideParams) (HumanWait, error) {
+	owner, runID, target, approve, payload, reason := p.Owner, p.RunID, p.Node, p.Approve, p.Payload, p.Reason
 	if approve && len(payload) > 0 {
 		canon, err := canonicalInput(payload)
 		if err != nil {
-			return err
+			return HumanWait{}, err
 		}
 		payload = canon
 	}
 	now := e.now()
 	var refusal *Error
+	var decided HumanWait
 	err := e.st.Update(ctx, func(tx store.Tx) error {
 		refusal = nil
 		run, err := tx.RunGet(runID)
@@ -106,27 +231,18 @@ func (e *Engine) Decide(ctx context.Context, p DecideParams) error {
 		if err != nil {
 			return err
 		}
+		what := "at node " + target
+		if IsWaitID(target) {
+			what = "on wait " + target
+		}
 		notWaiting := func(why string) error {
-			refusal = protocolErr(CodeNotWaiting, "run %s is not waiting for a decision at node %s: %s", runID, node, why)
+			refusal = protocolErr(CodeNotWaiting, "run %s is not waiting for a decision %s: %s", runID, what, why)
 			return errSkip
 		}
-		if run.Phase.Terminal() {
+		raw, err := tx.ContinuationGet(runID)
+		if errors.Is(err, store.ErrNotFound) {
 			return notWaiting("it is " + string(run.Phase))
 		}
-		tasks, err := tx.TaskListByRun(runID)
-		if err != nil {
-			return err
-		}
-		var t *store.Task
-		for _, c := range tasks {
-			if c.Kind == store.TaskStep {
-				t = c
-			}
-		}
-		if t == nil || t.WaitKind != "human" || t.Node != node {
-			return notWaiting("no wait is open there")
-		}
-		raw, err := tx.ContinuationGet(runID)
 		if err != nil {
 			return err
 		}
@@ -134,58 +250,161 @@ func (e *Engine) Decide(ctx context.Context, p DecideParams) error {
 		if err != nil {
 			return err
 		}
-		ws := c.Waits[node]
-		if ws == nil {
-			return notWaiting("no wait is open there")
+		tasks, err := tx.TaskListByRun(runID)
+		if err != nil {
+			return err
 		}
-		if ws.Decision != nil {
-			verb := "rejected"
-			if ws.Decision.Approved {
-				verb = "approved"
+		var t *store.Task
+		for _, x := range tasks {
+			if x.Kind == store.TaskStep {
+				t = x
 			}
-			refusal = protocolErr(CodeAlreadyDecided, "the wait at node %s of run %s was already %s by %s at %s; a wait is decided once",
-				node, runID, verb, ws.Decision.By, ws.Decision.At.Format(time.RFC3339))
+		}
+		var ws *waitState
+		var atNode []string
+		for _, o := range openDecisions(c, t) {
+			switch {
+			case IsWaitID(target) && o.ID == target:
+				ws = o
+			case !IsWaitID(target) && o.Node == target:
+				ws = o
+				atNode = append(atNode, o.ID)
+			}
+		}
+		if len(atNode) > 1 {
+			refusal = protocolErr(CodeAmbiguousWait, "run %s has %d decisions open at node %s: name one of the waits %s",
+				runID, len(atNode), target, strings.Join(atNode, ", "))
 			return errSkip
 		}
-		if t.Leased {
-			return notWaiting("it is being resumed (its timeout passed)")
+		if ws == nil || run.Phase.Terminal() {
+			if id, ok, by, at, found := decidedAt(c, target, t); found {
+				verb := "rejected"
+				if ok {
+					verb = "approved"
+				}
+				refusal = protocolErr(CodeAlreadyDecided, "the wait %s of run %s was already %s by %s at %s; a wait is decided once",
+					id, runID, verb, by, at.UTC().Format(time.RFC3339))
+				return errSkip
+			}
+			if run.Phase.Terminal() {
+				return notWaiting("it is " + string(run.Phase))
+			}
+			if t != nil && t.Leased && t.WaitKind == WaitHuman && t.Node == target {
+				return notWaiting("it is being resumed (its timeout passed)")
+			}
+			return notWaiting("no decision is open there")
 		}
 		ws.Decision = &decision{Approved: approve, Payload: payload, Reason: reason, By: owner, At: now}
+		decided = HumanWait{ID: ws.ID, Kind: ws.Kind, RunID: runID, Flow: run.Flow, Node: ws.Node, Since: ws.Since, Until: ws.Until, Shown: ws.Shown}
 		if err := tx.ContinuationPut(runID, encodeContinuation(c)); err != nil {
 			return err
 		}
-		t.ReadyAt = now
-		if err := tx.TaskPut(t); err != nil {
-			return err
+		// A task being worked takes the decision when it next commits (an
+		// agent running its other calls); a parked one is woken.
+		if t != nil && !t.Leased {
+			t.ReadyAt = now
+			if err := tx.TaskPut(t); err != nil {
+				return err
+			}
 		}
-		typ, detail := "approved", map[string]any{"by": owner}
+		typ, detail := "approved", map[string]any{"by": owner, "wait": ws.ID, "kind": ws.Kind}
 		if !approve {
 			typ, detail["reason"] = "rejected", reason
 		}
-		return appendEvent(tx, runID, typ, run.Attempt, node, detail, now)
+		return appendEvent(tx, runID, typ, run.Attempt, ws.Node, detail, now)
 	})
 	switch {
 	case errors.Is(err, errNotYours):
 		e.auditForeign(ctx, owner, runID, "decide")
-		return protocolErr(CodeNotFound, "no run %s", runID)
+		return HumanWait{}, protocolErr(CodeNotFound, "no run %s", runID)
 	case refusal != nil:
-		return refusal
+		return HumanWait{}, refusal
 	case err != nil:
-		return e.storageFailed(err)
+		return HumanWait{}, e.storageFailed(err)
 	}
 	e.kick()
-	return nil
+	return decided, nil
 }
 
-// HumanWait is a wait that needs a person's decision.
+// HumanWait is an open wait: what a person must decide for a run to go
+// on (kinds human and approval), or what a parked run waits for.
 type HumanWait struct {
-	RunID string    `json:"run_id"`
-	Flow  string    `json:"flow"`
-	Node  string    `json:"node"`
+	// ID is the wait's id (WaitID), which a decision may name instead of
+	// the node.
+	ID    string `json:"id"`
+	Kind  string `json:"kind"`
+	RunID string `json:"run_id"`
+	Flow  string `json:"flow"`
+	Node  string `json:"node"`
+	// Since is when the run parked on it (zero for a wait written before
+	// the wait model); Until its deadline.
+	Since time.Time `json:"since"`
 	Until time.Time `json:"until"`
+	// Shown is what the decider is shown: a wait node's request, or the
+	// tool call an agent proposed ({tool, arguments}).
+	Shown json.RawMessage `json:"shown,omitempty"`
 }
 
-// HumanWaits lists the open human waits of owner's run and its
+// NeedsDecision says whether the wait ends by a person's decision.
+func (w HumanWait) NeedsDecision() bool { return w.Kind == WaitHuman || w.Kind == WaitApproval }
+
+// runWaitsTx lists the open waits of one run: its open decisions, and
+// (all) what its parked step task waits for besides.
+func runWaitsTx(tx store.Tx, run *store.Run, all bool) ([]HumanWait, error) {
+	if run.Phase.Terminal() {
+		return nil, nil
+	}
+	tasks, err := tx.TaskListByRun(run.ID)
+	if err != nil {
+		return nil, err
+	}
+	var t *store.Task
+	for _, x := range tasks {
+		if x.Kind == store.TaskStep {
+			t = x
+		}
+	}
+	raw, err := tx.ContinuationGet(run.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	c, err := decodeContinuation(raw)
+	if err != nil {
+		return nil, err
+	}
+	var out []HumanWait
+	for _, ws := range openDecisions(c, t) {
+		out = append(out, HumanWait{ID: ws.ID, Kind: ws.Kind, RunID: run.ID, Flow: run.Flow, Node: ws.Node, Since: ws.Since, Until: ws.Until, Shown: ws.Shown})
+	}
+	if all && t != nil && !t.Leased && t.WaitKind != WaitHuman && t.WaitKind != WaitApproval && t.Node != "" {
+		kind := t.WaitKind
+		if kind == "" && run.Phase == store.PhaseWaiting {
+			kind = WaitTimer
+		}
+		if kind != "" {
+			w := HumanWait{ID: WaitID(t.Node, c.Visits[t.Node]), Kind: kind, RunID: run.ID, Flow: run.Flow, Node: t.Node, Until: t.ReadyAt}
+			if ws := c.Waits[t.Node]; ws != nil {
+				if ws.ID != "" {
+					w.ID = ws.ID // an agent's flow call: NODE@VISIT.TURN.CALL
+				}
+				w.Since = ws.Since
+				if !ws.Until.IsZero() {
+					w.Until = ws.Until
+				}
+			}
+			if t.WaitChild != "" {
+				w.Shown = mustJSON(map[string]string{"child": t.WaitChild})
+			}
+			out = append(out, w)
+		}
+	}
+	return out, nil
+}
+
+// HumanWaits lists the open decisions of owner's run and its
 // descendants: what a person must decide for the run to go on.
 func (e *Engine) HumanWaits(ctx context.Context, owner, runID string) ([]HumanWait, error) {
 	if _, err := e.Get(ctx, owner, runID); err != nil {
@@ -193,6 +412,7 @@ func (e *Engine) HumanWaits(ctx context.Context, owner, runID string) ([]HumanWa
 	}
 	var out []HumanWait
 	err := e.st.View(ctx, func(tx store.Tx) error {
+		out = nil
 		queue := []string{runID}
 		for len(queue) > 0 {
 			id := queue[0]
@@ -201,15 +421,11 @@ func (e *Engine) HumanWaits(ctx context.Context, owner, runID string) ([]HumanWa
 			if err != nil {
 				return err
 			}
-			tasks, err := tx.TaskListByRun(id)
+			ws, err := runWaitsTx(tx, run, false)
 			if err != nil {
 				return err
 			}
-			for _, t := range tasks {
-				if t.WaitKind == "human" && !t.Leased {
-					out = append(out, HumanWait{RunID: id, Flow: run.Flow, Node: t.Node, Until: t.ReadyAt})
-				}
-			}
+			out = append(out, ws...)
 			kids, err := tx.RunList(store.RunListParams{ParentRunID: id})
 			if err != nil {
 				return err
@@ -221,6 +437,22 @@ func (e *Engine) HumanWaits(ctx context.Context, owner, runID string) ([]HumanWa
 			}
 		}
 		return nil
+	})
+	if err != nil {
+		return nil, e.readFailed(err)
+	}
+	return out, nil
+}
+
+// Waits lists the open waits of owner's run itself, of every kind: its
+// open decisions and what its parked task waits for (a child, a cohort,
+// a timer). run must come from Get.
+func (e *Engine) Waits(ctx context.Context, run *store.Run) ([]HumanWait, error) {
+	var out []HumanWait
+	err := e.st.View(ctx, func(tx store.Tx) error {
+		var err error
+		out, err = runWaitsTx(tx, run, true)
+		return err
 	})
 	if err != nil {
 		return nil, e.readFailed(err)

@@ -25,7 +25,7 @@ func (e *Engine) work(t *store.Task, typ string, slice ledger.Slice, overBudget 
 	// Register before leasing so a cancel in between finds the run (or,
 	// for a fan-out child, the cohort's stop finds the call).
 	e.mu.Lock()
-	if t.Kind == store.TaskItem {
+	if t.Kind != store.TaskStep {
 		e.items[t.ID] = lr
 	} else {
 		e.live[t.RunID] = lr
@@ -33,7 +33,7 @@ func (e *Engine) work(t *store.Task, typ string, slice ledger.Slice, overBudget 
 	e.mu.Unlock()
 	defer func() {
 		e.mu.Lock()
-		if t.Kind == store.TaskItem {
+		if t.Kind != store.TaskStep {
 			delete(e.items, t.ID)
 		} else if e.live[t.RunID] == lr {
 			delete(e.live, t.RunID)
@@ -54,8 +54,15 @@ func (e *Engine) work(t *store.Task, typ string, slice ledger.Slice, overBudget 
 	}
 	// Counted once the lease holds: a listing that raced with another
 	// worker taking the task back is not a trip through the queue.
+	now := e.now()
 	e.stats.count("dispatched")
-	e.stats.leased(typ, e.now().Sub(t.ReadyAt))
+	e.stats.leased(typ, now.Sub(t.ReadyAt))
+	if leased.started {
+		e.stats.started(now.Sub(leased.run.CreatedAt))
+	}
+	if t.WaitKind != "" {
+		e.stats.resumed(t.WaitKind, now.Sub(t.ReadyAt))
+	}
 	if leased.run.CancelRequested {
 		// Cancelled while another holder had it (before a crash, say):
 		// finish it cancelled, never resume its work.
@@ -65,9 +72,12 @@ func (e *Engine) work(t *store.Task, typ string, slice ledger.Slice, overBudget 
 	}
 	renewDone := make(chan struct{})
 	go func() { defer close(renewDone); w.renew(ctx) }()
-	if t.Kind == store.TaskItem {
+	switch t.Kind {
+	case store.TaskItem:
 		w.runItem(ctx, leased.run)
-	} else {
+	case store.TaskAgentCall:
+		w.runAgentCall(ctx, leased.run, overBudget)
+	default:
 		w.run(ctx, leased.run, overBudget)
 	}
 	interrupted := ctx.Err() != nil
@@ -76,7 +86,7 @@ func (e *Engine) work(t *store.Task, typ string, slice ledger.Slice, overBudget 
 	if interrupted {
 		w.drainRelease()
 	}
-	if t.Kind == store.TaskStep && w.holding() == nil && (w.task.WaitKind == "human" || w.task.WaitKind == "child") {
+	if t.Kind == store.TaskStep && w.holding() == nil && (w.task.WaitKind == WaitHuman || w.task.WaitKind == WaitChild || w.task.WaitKind == WaitApproval) {
 		// Parked for a person or a child: the account reopens from the
 		// store when the run is next dispatched, so parked runs cost no
 		// memory.
@@ -167,6 +177,8 @@ func (w *worker) setLease(l *store.Lease, released bool) {
 
 type leaseResult struct {
 	run *store.Run
+	// started: this lease is the run's first (it was queued).
+	started bool
 }
 
 // acquireLease makes the worker's hold durable: the task marked leased, the lease
@@ -213,6 +225,7 @@ func (w *worker) acquireLease(ctx context.Context) (*leaseResult, error) {
 		// A fan-out child's task works for its parent run, which stays
 		// waiting on its cohort.
 		if cur.Kind == store.TaskStep {
+			res.started = run.Phase == store.PhaseQueued
 			run.Phase = store.PhaseRunning
 			run.UpdatedAt = now
 			if err := tx.RunUpdate(run); err != nil {
@@ -223,8 +236,11 @@ func (w *worker) acquireLease(ctx context.Context) (*leaseResult, error) {
 		held = *cur
 		detail := map[string]any{"task": cur.ID, "slot": w.slice.Slot, "budget_slice": w.slice.Cost, "config_version": cfg.ConfigVersion,
 			"holder": e.holder, "deadline": lease.Deadline}
-		if cur.Kind == store.TaskItem {
+		switch cur.Kind {
+		case store.TaskItem:
 			detail["item"] = cur.Item
+		case store.TaskAgentCall:
+			detail["turn"], detail["call"], detail["tool"] = cur.Item, cur.Call, cur.Tool
 		}
 		return appendEvent(tx, run.ID, evLeased, cur.Attempt, cur.Node, detail, now)
 	})

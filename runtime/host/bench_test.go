@@ -31,7 +31,9 @@ func (rawEcho) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, c *grpc.Clien
 	return c, nil
 }
 
-func startRawEcho(b *testing.B) *grpc.ClientConn {
+// startRawEcho launches testdata/rawecho, with the host's mutual TLS on
+// its socket or without.
+func startRawEcho(b *testing.B, mtls bool) *grpc.ClientConn {
 	b.Helper()
 	path := testutil.Plugin(b, "rawecho")
 	sum, err := FileSHA256(path)
@@ -51,6 +53,7 @@ func startRawEcho(b *testing.B) *grpc.ClientConn {
 			grpc.MaxCallRecvMsgSize(defaultMaxMessageBytes+wireOverhead),
 			grpc.MaxCallSendMsgSize(defaultMaxMessageBytes+wireOverhead),
 		)},
+		AutoMTLS: mtls,
 	})
 	b.Cleanup(client.Kill)
 	rpc, err := client.Client()
@@ -77,7 +80,9 @@ type side struct {
 // Call (the protocol without the host's checks). The sides run in
 // alternating rounds in the same process so that they see the same
 // machine; each reports its p50 latency and calls/s, and the host's ratios
-// to raw are reported as host/raw-p50 and raw/host-calls/s.
+// to raw are reported as host/raw-p50 and raw/host-calls/s. raw-mtls is
+// the raw echo over the mutual TLS the host speaks to its plugins, and
+// mtls/raw-p50 the per-call cost of that TLS.
 func BenchmarkToolCall(b *testing.B) {
 	payload := `{"data":"` + strings.Repeat("x", 100-len(`{"data":""}`)) + `"}`
 	if len(payload) != 100 {
@@ -87,7 +92,7 @@ func BenchmarkToolCall(b *testing.B) {
 		b.Run(fmt.Sprintf("goroutines=%d", conc), func(b *testing.B) {
 			bu := setup(b, Config{PerPluginConcurrency: 16}, "testkit")
 			h := bu.h
-			conn := startRawEcho(b)
+			conn, mconn := startRawEcho(b, false), startRawEcho(b, true)
 			ctx := context.Background()
 			rawIn := wrapperspb.Bytes([]byte(payload))
 			req := CallRequest{Tool: "testkit.echo", Input: json.RawMessage(payload), IdempotencyKey: "bench"}
@@ -98,6 +103,9 @@ func BenchmarkToolCall(b *testing.B) {
 			sides := []*side{
 				{name: "raw", call: func(ctx context.Context) error {
 					return conn.Invoke(ctx, "/weirbench.Echo/Echo", rawIn, new(wrapperspb.BytesValue))
+				}},
+				{name: "raw-mtls", call: func(ctx context.Context) error {
+					return mconn.Invoke(ctx, "/weirbench.Echo/Echo", rawIn, new(wrapperspb.BytesValue))
 				}},
 				{name: "wire", call: func(ctx context.Context) error {
 					return bareRun(ctx, inst.rpc, []byte(payload))
@@ -127,6 +135,7 @@ func BenchmarkToolCall(b *testing.B) {
 			}
 			b.ReportMetric(p50["host"]/p50["raw"], "host/raw-p50")
 			b.ReportMetric(rate["raw"]/rate["host"], "raw/host-calls/s")
+			b.ReportMetric(p50["raw-mtls"]/p50["raw"], "mtls/raw-p50")
 		})
 	}
 }

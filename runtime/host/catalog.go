@@ -299,7 +299,7 @@ func LoadCatalogFor(cfg Config) (*Catalog, error) {
 			return nil, err
 		}
 	}
-	return loadCatalog(pluginsDir, cfg.PluginConfig, cfg.PluginEnv, func(name string, sum []byte) (*PluginManifest, error) {
+	return loadCatalog(pluginsDir, cfg.PluginConfig, cfg.PluginEnv, false, func(name string, sum []byte) (*PluginManifest, error) {
 		inst, err := launch(launchSpec{
 			name:         name,
 			path:         filepath.Join(pluginsDir, name),
@@ -321,8 +321,13 @@ func LoadCatalogFor(cfg Config) (*Catalog, error) {
 }
 
 // loadCatalog builds a Catalog, calling fetch for each plugin whose
-// manifest is not cached and caching what it returns.
-func loadCatalog(pluginsDir string, configs map[string]json.RawMessage, envs map[string][]string, fetch func(name string, sum []byte) (*PluginManifest, error)) (*Catalog, error) {
+// manifest is not cached and caching what it returns. With fresh, a
+// plugin launched with a config section (or env) is fetched even when
+// cached: its tools may come from its config and from what it finds at
+// launch (an MCP server's tool list), so the catalog registration checks
+// is the one the plugin declares now; if that launch fails, the cached
+// manifest stands in (its calls fail until the plugin launches).
+func loadCatalog(pluginsDir string, configs map[string]json.RawMessage, envs map[string][]string, fresh bool, fetch func(name string, sum []byte) (*PluginManifest, error)) (*Catalog, error) {
 	pins, err := ReadPins(pluginsDir)
 	if err != nil {
 		return nil, err
@@ -336,13 +341,14 @@ func loadCatalog(pluginsDir string, configs map[string]json.RawMessage, envs map
 	for _, name := range names {
 		pin := pins[name]
 		info := PluginInfo{Name: name, Path: filepath.Join(pluginsDir, name), SHA256: pin.SHA256}
-		info.Manifest = readManifestCache(pluginsDir, name, pin.SHA256, ConfigHash(configs[name], envs[name]))
-		if info.Manifest == nil {
+		configHash := ConfigHash(configs[name], envs[name])
+		info.Manifest = readManifestCache(pluginsDir, name, pin.SHA256, configHash)
+		if info.Manifest == nil || (fresh && configHash != "") {
 			sum, _ := decodeSum(pin.SHA256) // ReadPins checked it
 			m, err := fetch(name, sum)
-			if err != nil {
+			if err != nil && info.Manifest == nil {
 				info.Err = err
-			} else {
+			} else if err == nil {
 				info.Manifest = m
 				// Best effort: a read-only plugins directory only costs
 				// a launch next time.

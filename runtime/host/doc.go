@@ -20,9 +20,11 @@
 //
 // On disk, a plugins directory holds the binaries (PLUGINS/NAME), the pins
 // (PLUGINS/pins.json, written by Install) and the manifest cache
-// (PLUGINS/.manifests/SHA256.json). Each plugin gets a private state
-// directory DATA/plugin-state/NAME. LoadCatalog resolves tools from the
-// cache without launching anything, which is what flow registration needs.
+// (PLUGINS/.manifests/SHA256[-CONFIGHASH].json). Each plugin gets a private
+// state directory DATA/plugin-state/NAME. LoadCatalog resolves tools from
+// the cache without launching anything, which is what the CLI's checks
+// need; New launches the plugins given a config section at once, so that
+// the daemon registers flows against the tools they declare now.
 //
 // The kinds of failure (Kind) are sdk/wire's, and a tool's error keeps the
 // stable code and retry-after the tool gave it (ToolError.Code,

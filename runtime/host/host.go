@@ -146,7 +146,10 @@ type pluginState struct {
 
 // New reads the plugins directory and returns a Host over the pinned
 // plugins. Plugins whose manifest is not cached are launched now to fetch
-// it; the others are launched on first call. A plugin that cannot be read
+// it, and so are plugins given a config section or env (their tools may
+// come from it and from what they find at launch, such as an MCP server's
+// tool list: registration must see what they declare now); the others are
+// launched on first call. A plugin that cannot be read
 // is logged and its tools are unknown; New fails only if the directory's
 // pins cannot be read.
 func New(cfg Config) (*Host, error) {
@@ -171,9 +174,10 @@ func New(cfg Config) (*Host, error) {
 		done:    make(chan struct{}),
 	}
 	launched := map[string]*instance{}
-	cat, err := loadCatalog(cfg.PluginsDir, cfg.PluginConfig, cfg.PluginEnv, func(name string, sum []byte) (*PluginManifest, error) {
+	cat, err := loadCatalog(cfg.PluginsDir, cfg.PluginConfig, cfg.PluginEnv, true, func(name string, sum []byte) (*PluginManifest, error) {
 		inst, err := launch(h.spec(name, sum))
 		if err != nil {
+			h.logger.Warn("plugin launch at start failed", "plugin", name, "error", err)
 			return nil, err
 		}
 		launched[name] = inst

@@ -207,6 +207,12 @@ func launchOnce(spec launchSpec) (_ *instance, busy bool, _ error) {
 			grpc.MaxCallRecvMsgSize(spec.maxMsg+wireOverhead),
 			grpc.MaxCallSendMsgSize(spec.maxMsg+wireOverhead),
 		)},
+
+		// Mutual TLS on the plugin's socket, with a key pair made for this
+		// launch on each side: a local process that reaches the socket (a
+		// permissive umask, say) cannot call tools around weir. The SDK's
+		// plugin.Serve answers it on its own.
+		AutoMTLS: true,
 	})
 	inst := &instance{client: client, cmd: cmd, stderr: tail}
 	fail := func(kind Kind, format string, args ...any) (*instance, bool, error) {
@@ -229,6 +235,11 @@ func launchOnce(spec launchSpec) (_ *instance, busy bool, _ error) {
 		case strings.Contains(msg, "incompatible API version"), strings.Contains(msg, "incompatible core API version"),
 			strings.Contains(msg, "unsupported plugin protocol"):
 			return fail(KindProtocol, "refused before connecting: %s", msg)
+		case strings.Contains(msg, "Unrecognized remote plugin message") && tail.String() != "":
+			// It said why on stderr before its handshake (a config its
+			// Tools refused, say): that is the message, not go-plugin's
+			// guesses about architectures and permissions.
+			return fail(KindProtocol, "the plugin stopped before its handshake")
 		case strings.Contains(msg, "Unrecognized remote plugin message"):
 			return fail(KindProtocol, "not a weir plugin: %s", msg)
 		case errors.Is(err, syscall.ETXTBSY) || strings.Contains(msg, "text file busy"):

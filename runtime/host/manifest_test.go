@@ -141,11 +141,12 @@ func TestManifestCachedByConfig(t *testing.T) {
 	}
 }
 
-// TestVanishedToolFailsAtRunTime: a cached manifest that still lists a
-// tool the plugin no longer declares at launch (an MCP server dropped it)
-// makes a call of it fail as an unknown tool, and the cache is corrected
-// for the next start.
-func TestVanishedToolFailsAtRunTime(t *testing.T) {
+// TestVanishedToolFailsAtStart: a cached manifest that still lists a tool
+// the plugin no longer declares (an MCP server dropped it) is corrected
+// when the host starts, because a configured plugin is launched then: the
+// host no longer offers the tool to registration, a call of it fails as an
+// unknown tool, and the cache is corrected for the CLI's checks.
+func TestVanishedToolFailsAtStart(t *testing.T) {
 	t.Parallel()
 	plugins := t.TempDir()
 	m, err := Install(plugins, testutil.Plugin(t, "testkit"), nil)
@@ -163,20 +164,23 @@ func TestVanishedToolFailsAtRunTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.Close() })
-	if _, ok := h.LookupTool("testkit.echo"); !ok {
-		t.Fatal("the stale cache should list testkit.echo")
+	if _, ok := h.LookupTool("testkit.echo"); ok {
+		t.Fatal("the host offers a tool its plugin no longer declares")
+	}
+	if _, ok := h.LookupTool("testkit.sleep"); !ok {
+		t.Fatal("the other tools vanished too")
 	}
 	_, err = call(t, h, "testkit.echo", `{}`)
-	te := wantKind(t, err, KindUnknownTool)
-	if !strings.Contains(te.Message, "no longer declares") {
-		t.Errorf("message %q", te.Message)
-	}
+	wantKind(t, err, KindUnknownTool)
 	fresh := readManifestCache(plugins, "testkit", m.SHA256, ConfigHash(hide, nil))
 	if fresh == nil {
 		t.Fatal("no cached manifest after the launch")
 	}
 	if _, ok := fresh.Tool("testkit.echo"); ok {
 		t.Error("the cache still lists the vanished tool")
+	}
+	if r := h.Restarts()["testkit"]; r != 0 {
+		t.Errorf("%d restarts: the launch at start serves the calls", r)
 	}
 }
 

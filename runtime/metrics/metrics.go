@@ -1,17 +1,18 @@
-// Package metrics exports the daemon's figures to Prometheus: the four
-// figures per tool of docs/design.md §4 (queue depth, wait time, execution time,
-// retry amplification), runs accepted and finished by phase, admissions
-// refused by reason, the admission state with the queued and held task
-// counts, plugin restarts, the config version, agents' model turns,
-// tokens and cost per model, and the script sandbox's workers started and
-// killed by limit. Store latency comes
-// from package storemetrics, registered beside it.
+// Package metrics exports the daemon's figures to Prometheus: the figures
+// per tool of docs/design.md §4 (tries, logical calls, retry
+// amplification), runs accepted and finished by phase, the runs in each
+// live phase, admissions refused by reason, the admission state with the
+// queued and held task counts, plugin restarts, the config version,
+// agents' model turns, tokens and cost per model, and the script
+// sandbox's workers started and killed by limit.
 //
-// Figures are read from the engine's snapshot at scrape time (a custom
-// Collector), so scraping costs the engine nothing between scrapes. The
-// engine keeps means and maxima, not distributions; wait and execution
-// time are therefore gauges of the mean and the maximum since the daemon
-// started, and the counters restart from zero with the daemon.
+// Counters and gauges are read from the engine's snapshot at scrape time
+// (a custom Collector), so scraping costs the engine nothing between
+// scrapes. Distributions are histograms observed where they happen and
+// registered beside this collector: the engine's waits, execution times
+// and resume latency (engine.Engine.Histograms) and the store's commit
+// latency (package storemetrics). Counters restart from zero with the
+// daemon.
 package metrics
 
 import (
@@ -26,12 +27,14 @@ import (
 
 	"github.com/weirhq/weir/runtime/engine"
 	"github.com/weirhq/weir/runtime/sandbox"
+	"github.com/weirhq/weir/runtime/store"
 )
 
 // Engine is what the collector reads from the engine.
 type Engine interface {
 	Stats() engine.Stats
 	Health(ctx context.Context) engine.Health
+	RunPhases(ctx context.Context) (map[store.Phase]int, error)
 }
 
 // Sources are where the collector reads its figures at each scrape.
@@ -58,15 +61,11 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 }
 
 var (
-	toolQueueDepth    = desc("tool_queue_depth", "Tasks of this type waiting for a slot and a budget slice.", "type")
-	toolWaitMean      = desc("tool_wait_seconds_mean", "Mean time tasks of this type waited from ready to leased, since the daemon started.", "type")
-	toolWaitMax       = desc("tool_wait_seconds_max", "Longest time a task of this type waited from ready to leased, since the daemon started.", "type")
-	toolExecMean      = desc("tool_exec_seconds_mean", "Mean execution time of one try of this tool, since the daemon started.", "type")
-	toolExecMax       = desc("tool_exec_seconds_max", "Longest execution time of one try of this tool, since the daemon started.", "type")
 	toolAttempts      = desc("tool_attempts_total", "Tries of calls of this tool, retries included.", "type")
 	toolUnits         = desc("tool_units_total", "Logical calls of this tool that reached an end, whatever the outcome.", "type")
 	toolAmplification = desc("tool_retry_amplification", "Tries per logical call of this tool (1: no retries).", "type")
 	runsAccepted      = desc("runs_accepted_total", "Runs accepted (journal written) since the daemon started.")
+	runsLive          = desc("runs", "Runs in the store in each live phase (queued, running, waiting, completing), counted at scrape time.", "phase")
 	runsFinished      = desc("runs_finished_total", "Runs that reached a terminal phase since the daemon started, by phase.", "phase")
 	leasesExpired     = desc("leases_expired_total", "Leases that expired and were rescued since the daemon started.")
 	deadLetters       = desc("dead_letters_total", "Tasks dead-lettered since the daemon started.")
@@ -87,8 +86,8 @@ var (
 )
 
 var allDescs = []*prometheus.Desc{
-	toolQueueDepth, toolWaitMean, toolWaitMax, toolExecMean, toolExecMax, toolAttempts, toolUnits, toolAmplification,
-	runsAccepted, runsFinished, leasesExpired, deadLetters, refused, blocked, admissionOpen, admissionState,
+	toolAttempts, toolUnits, toolAmplification,
+	runsAccepted, runsLive, runsFinished, leasesExpired, deadLetters, refused, blocked, admissionOpen, admissionState,
 	tasks, slots, pluginRestarts, configVersion, modelTurns, modelTokens, modelCost,
 	sandboxStarted, sandboxKilled, sandboxRequests,
 }
@@ -110,11 +109,6 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	st := c.src.Engine.Stats()
 	for _, t := range st.Types {
-		gauge(toolQueueDepth, float64(t.QueueDepth), t.Type)
-		gauge(toolWaitMean, t.WaitMean.Seconds(), t.Type)
-		gauge(toolWaitMax, t.WaitMax.Seconds(), t.Type)
-		gauge(toolExecMean, t.ExecMean.Seconds(), t.Type)
-		gauge(toolExecMax, t.ExecMax.Seconds(), t.Type)
 		counter(toolAttempts, float64(t.Attempts), t.Type)
 		counter(toolUnits, float64(t.Units), t.Type)
 		gauge(toolAmplification, t.Amplification, t.Type)
@@ -158,6 +152,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(tasks, float64(h.Queued), "queued")
 	gauge(tasks, float64(h.Held), "held")
 	gauge(slots, float64(h.Slots))
+	if phases, err := c.src.Engine.RunPhases(ctx); err == nil {
+		for _, p := range engine.LivePhases {
+			gauge(runsLive, float64(phases[p]), string(p))
+		}
+	} else {
+		ch <- prometheus.NewInvalidMetric(runsLive, err)
+	}
 	if c.src.Restarts != nil {
 		for name, n := range c.src.Restarts() {
 			counter(pluginRestarts, float64(n), name)

@@ -102,7 +102,10 @@ func TestMetrics(t *testing.T) {
 	if problems, err := testutil.CollectAndLint(coll); err != nil || len(problems) > 0 {
 		t.Errorf("metric lint: %v %+v", err, problems)
 	}
-	srv := httptest.NewServer(Handler(NewRegistry(coll, st)))
+	if problems, err := testutil.CollectAndLint(eng.Histograms()); err != nil || len(problems) > 0 {
+		t.Errorf("histogram lint: %v %+v", err, problems)
+	}
+	srv := httptest.NewServer(Handler(NewRegistry(coll, eng.Histograms(), st)))
 	defer srv.Close()
 
 	waitRun := func(id string, cond func(store.Phase) bool) {
@@ -163,14 +166,38 @@ func TestMetrics(t *testing.T) {
 		`weir_slots`:                                          1,
 		`weir_plugin_restarts_total{plugin="testkit"}`:        0,
 		`weir_config_version`:                                 3,
+		`weir_runs{phase="queued"}`:                           1,
+		`weir_runs{phase="running"}`:                          1,
+		`weir_runs{phase="waiting"}`:                          0,
+		`weir_runs{phase="completing"}`:                       0,
+		// Two tries of echo, timed; three runs started (two echoes and
+		// the sleep), the fourth still queued.
+		`weir_tool_exec_seconds_count{type="testkit.echo"}`:  2,
+		`weir_tool_wait_seconds_count{type="testkit.echo"}`:  2,
+		`weir_tool_wait_seconds_count{type="testkit.sleep"}`: 1,
+		`weir_run_admission_wait_seconds_count`:              3,
 	}
 	for series, v := range want {
 		if got := value(t, text, series); got != v {
 			t.Errorf("%s = %v, want %v", series, got, v)
 		}
 	}
-	if v := value(t, text, `weir_tool_exec_seconds_max{type="testkit.echo"}`); v <= 0 {
-		t.Errorf("echo's longest execution is %v", v)
+	if v := value(t, text, `weir_tool_exec_seconds_sum{type="testkit.echo"}`); v <= 0 {
+		t.Errorf("echo's execution time sums to %v", v)
+	}
+	// The last bucket holds every observation; the mean `weir stats`
+	// shows is the histogram's sum over its count.
+	if v := value(t, text, `weir_tool_exec_seconds_bucket{type="testkit.echo",le="+Inf"}`); v != 2 {
+		t.Errorf("echo's +Inf bucket holds %v tries, want 2", v)
+	}
+	for _, ts := range eng.Stats().Types {
+		if ts.Type != "testkit.echo" {
+			continue
+		}
+		sum := value(t, text, `weir_tool_exec_seconds_sum{type="testkit.echo"}`)
+		if want := time.Duration(sum / 2 * float64(time.Second)); ts.ExecMean != want {
+			t.Errorf("stats mean %v, histogram sum/count %v", ts.ExecMean, want)
+		}
 	}
 	if v := value(t, text, `weir_store_transaction_duration_seconds_count{op="update",result="ok"}`); v < 4 {
 		t.Errorf("%v store updates observed for 4 accepted runs", v)

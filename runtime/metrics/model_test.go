@@ -10,6 +10,7 @@ import (
 	weirflows "github.com/weirhq/weir/flows"
 	"github.com/weirhq/weir/runtime/engine"
 	"github.com/weirhq/weir/runtime/sandbox"
+	"github.com/weirhq/weir/runtime/store"
 )
 
 // statsEngine serves a fixed snapshot: the collector only reads it.
@@ -17,6 +18,9 @@ type statsEngine struct{ st engine.Stats }
 
 func (s statsEngine) Stats() engine.Stats                  { return s.st }
 func (s statsEngine) Health(context.Context) engine.Health { return engine.Health{Admission: "open"} }
+func (s statsEngine) RunPhases(context.Context) (map[store.Phase]int, error) {
+	return map[store.Phase]int{}, nil
+}
 
 // TestModelMetrics: agents' model turns show per model as turns, tokens
 // in and out, and cost.

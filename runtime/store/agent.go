@@ -71,6 +71,12 @@ type AgentCall struct {
 	Error  *RunError       `json:"error,omitempty"`
 	// Cost is what the call was charged.
 	Cost int64 `json:"cost,omitempty"`
+	// Child is the child run of a call of one of the agent's flows,
+	// recorded in the write that starts it.
+	Child string `json:"child,omitempty"`
+	// Task is the task that runs the call, recorded in the write that
+	// queues it.
+	Task string `json:"task,omitempty"`
 }
 
 // AgentTurnListParams selects the turns of one visit of an agent node.

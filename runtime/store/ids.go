@@ -4,33 +4,36 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // MaxIDBytes bounds every id and key part a backend stores. Several parts
-// make one key, and Badger refuses keys over 65,000 bytes with an error
-// that is not about the store's health; this bound keeps every key far
-// below that, so an overlong id is refused as that id's problem. Callers
-// at the edge (the API, registration) hold ids to tighter, documented
-// limits of their own.
-const MaxIDBytes = 4096
+// make one key: Badger refuses keys over 65,000 bytes, and a PostgreSQL
+// index entry holds at most 2,704 bytes, in both cases with an error that
+// is not about the store's health. Two parts at this bound and a few
+// numbers fit one PostgreSQL index entry, so an overlong id is refused as
+// that id's problem by every backend alike. Callers at the edge (the API,
+// registration) hold ids to tighter, documented limits of their own.
+const MaxIDBytes = 1024
 
-// ErrBadID: an id is empty, longer than MaxIDBytes or holds a NUL byte.
-// Backends build keys from ids with NUL as the separator, so every backend
-// refuses the same ids and a record that one backend stores, another can
-// too. It is the error of the request that named the id, never a fault of
-// the store.
-var ErrBadID = errors.New("store: id is empty, too long or contains a NUL byte")
+// ErrBadID: an id is empty, longer than MaxIDBytes, holds a NUL byte or
+// is not UTF-8. Backends build keys from ids with NUL as the separator,
+// and PostgreSQL text holds neither NUL nor invalid UTF-8, so every
+// backend refuses the same ids and a record that one backend stores,
+// another can too. It is the error of the request that named the id,
+// never a fault of the store.
+var ErrBadID = errors.New("store: id is empty, too long, not UTF-8 or contains a NUL byte")
 
 // ErrTooLarge: one Update writes more than one transaction of the backend
 // holds. It is the error of the writer (one run's result, one request),
 // never a fault of the store: nothing was written and the store is sound.
 var ErrTooLarge = errors.New("store: write too large for one transaction")
 
-// CheckID refuses ids that are empty, too long or hold a NUL byte; what
-// names them in the error.
+// CheckID refuses ids that are empty, too long, not UTF-8 or hold a NUL
+// byte; what names them in the error.
 func CheckID(what string, ids ...string) error {
 	for _, id := range ids {
-		if id == "" || len(id) > MaxIDBytes || strings.Contains(id, "\x00") {
+		if id == "" || !validPart(id) {
 			return badID(what, id)
 		}
 	}
@@ -39,10 +42,15 @@ func CheckID(what string, ids ...string) error {
 
 // CheckPart is CheckID for optional key parts, which may be empty.
 func CheckPart(what string, part string) error {
-	if len(part) > MaxIDBytes || strings.Contains(part, "\x00") {
+	if !validPart(part) {
 		return badID(what, part)
 	}
 	return nil
+}
+
+// validPart reports whether s can be (part of) a key in every backend.
+func validPart(s string) bool {
+	return len(s) <= MaxIDBytes && !strings.Contains(s, "\x00") && utf8.ValidString(s)
 }
 
 // badID names the refused id by its length and a short prefix: the error

@@ -28,8 +28,9 @@ var (
 	ErrReadOnly = errors.New("store: write in a read-only transaction")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("store: closed")
-	// ErrLocked: another process holds the data directory (a running daemon).
-	ErrLocked = errors.New("store: data directory is in use by another process")
+	// ErrLocked: another process holds the store (a running daemon): its
+	// data directory, or its PostgreSQL schema.
+	ErrLocked = errors.New("store: in use by another process")
 	// ErrExists: an insert found the key already present.
 	ErrExists = errors.New("store: already exists")
 )
@@ -63,6 +64,13 @@ type Store interface {
 type Capabilities struct {
 	// GroupCommit: concurrent Updates share one durable sync.
 	GroupCommit bool
+}
+
+// RunCounter is an optional ability of a Tx: counting the runs in one
+// phase without reading them (an index walk, a COUNT). The engine checks
+// for it and otherwise lists the runs, which reads every record.
+type RunCounter interface {
+	RunCount(phase Phase) (int, error)
 }
 
 // Tx is one transaction. Methods are named noun-then-verb; each takes the
@@ -299,6 +307,9 @@ const (
 	TaskStep TaskKind = "step"
 	// TaskItem runs one fan-out child that is a tool call.
 	TaskItem TaskKind = "item"
+	// TaskAgentCall runs one tool call an agent's turn asked for: Node,
+	// Visit, Item (the turn) and Call place it, Tool names it.
+	TaskAgentCall TaskKind = "agent_call"
 )
 
 // Task is one unit of work in the queue.
@@ -307,10 +318,14 @@ type Task struct {
 	RunID string   `json:"run_id"`
 	Kind  TaskKind `json:"kind"`
 	Node  string   `json:"node,omitempty"`
-	// Visit and Item locate a fan-out child's cohort item (TaskItem).
-	Visit   int `json:"visit,omitempty"`
-	Item    int `json:"item,omitempty"`
-	Attempt int `json:"attempt"`
+	// Visit and Item locate a fan-out child's cohort item (TaskItem), or
+	// with Call an agent's tool call (TaskAgentCall: Item is the turn).
+	Visit int `json:"visit,omitempty"`
+	Item  int `json:"item,omitempty"`
+	Call  int `json:"call,omitempty"`
+	// Tool is the tool an agent's call task calls.
+	Tool    string `json:"tool,omitempty"`
+	Attempt int    `json:"attempt"`
 	// ReadyAt orders the queue; a future ReadyAt parks the task.
 	ReadyAt time.Time `json:"ready_at"`
 	// Leased is set while a worker holds the task (see Lease).

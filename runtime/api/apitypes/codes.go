@@ -26,6 +26,9 @@ const (
 	CodeNotWaiting = "E_NOT_WAITING"
 	// CodeAlreadyDecided: the wait was decided before.
 	CodeAlreadyDecided = "E_ALREADY_DECIDED"
+	// CodeAmbiguousWait: a decision names a node where several decisions
+	// are open (an agent's turn proposed several calls); name a wait id.
+	CodeAmbiguousWait = "E_AMBIGUOUS_WAIT"
 
 	// CodeIdentity: the caller's identity cannot be established (401).
 	CodeIdentity = "E_IDENTITY"

@@ -79,6 +79,33 @@ type Run struct {
 	Parent    string `json:"parent_run_id,omitempty"`
 	CreatedAt string `json:"created_at"` // RFC 3339, UTC, milliseconds
 	UpdatedAt string `json:"updated_at"`
+	// Waits are the run's open waits, of every kind (GET /v1/runs/{id}
+	// only): what it waits for, and what a person must decide.
+	Waits []HumanWait `json:"waits,omitempty"`
+}
+
+// Conditions of GET /v1/runs/{id}/wait's until parameter: a phase name,
+// UntilTerminal, UntilDecision (any open decision of the run or its
+// descendants) or UntilDecision + ":" + a wait id or a node.
+const (
+	UntilTerminal = "terminal"
+	UntilDecision = "decision"
+)
+
+// MaxRunWait bounds how long one GET /v1/runs/{id}/wait holds its answer
+// (its timeout parameter, default and most); a client waiting longer asks
+// again.
+const MaxRunWait = 30 * time.Second
+
+// RunWaitResult answers GET /v1/runs/{id}/wait: whether the condition
+// holds (Met), the run as it was last read, and, for a decision
+// condition, the open decisions that meet it. Met is false when the run
+// ended without meeting it or the timeout passed first (tell the two
+// apart by the run's phase).
+type RunWaitResult struct {
+	Met       bool        `json:"met"`
+	Run       *Run        `json:"run"`
+	Decisions []HumanWait `json:"decisions,omitempty"`
 }
 
 // RunError is the error a run or node ended with: a stable code and a
@@ -203,17 +230,44 @@ type AttemptError struct {
 	At      time.Time `json:"at"`
 }
 
-// HumanWait is a wait that needs a person's decision (GET
-// /v1/runs/{id}/waits lists those of a run and its descendants).
+// The kinds of wait (one wait model: every park has a wait id and a
+// kind). Human and approval waits need a decision.
+const (
+	WaitHuman    = "human"    // a wait node: a person's decision
+	WaitApproval = "approval" // a tool call an agent proposed, before it runs
+	WaitChild    = "child"    // a child run's end, or an agent's tool calls
+	WaitCohort   = "cohort"   // a fan-out's children
+	WaitTimer    = "timer"    // a time: a retry's backoff
+)
+
+// HumanWait is an open wait. GET /v1/runs/{id}/waits lists the open
+// decisions (kinds human and approval) of a run and its descendants; GET
+// /v1/runs/{id} shows every open wait of the run itself.
 type HumanWait struct {
-	RunID string    `json:"run_id"`
-	Flow  string    `json:"flow"`
-	Node  string    `json:"node"`
+	// ID is the wait's id (NODE@VISIT, NODE@VISIT.TURN.CALL for a call an
+	// agent proposed): a decision names it, or the node when exactly one
+	// decision is open there.
+	ID    string `json:"id"`
+	Kind  string `json:"kind"`
+	RunID string `json:"run_id"`
+	Flow  string `json:"flow"`
+	Node  string `json:"node"`
+	// Since is when the run parked on the wait; Until is its deadline
+	// (far in the future for a wait without a timeout).
+	Since time.Time `json:"since"`
 	Until time.Time `json:"until"`
+	// Shown is what the decider is shown: a wait node's request
+	// ({"request": ...}), or the call an agent proposed ({"tool",
+	// "arguments", "turn", "call"}); a child wait shows {"child": RUN}.
+	Shown json.RawMessage `json:"shown,omitempty"`
 }
 
-// DecideRequest is the body of POST /v1/runs/{id}/waits/{node}/approve
-// (Payload) and .../reject (Reason).
+// NeedsDecision says whether the wait ends by a person's decision.
+func (w HumanWait) NeedsDecision() bool { return w.Kind == WaitHuman || w.Kind == WaitApproval }
+
+// DecideRequest is the body of POST /v1/runs/{id}/waits/{wait}/approve
+// (Payload) and .../reject (Reason), where {wait} is a wait id, or a node
+// where exactly one decision is open.
 type DecideRequest struct {
 	// Payload becomes the waiting node's result on approval.
 	Payload json.RawMessage `json:"payload,omitempty"`
@@ -229,8 +283,11 @@ const (
 
 // DecideResponse answers a decision.
 type DecideResponse struct {
-	RunID    string `json:"run_id"`
-	Node     string `json:"node"`
+	RunID string `json:"run_id"`
+	Node  string `json:"node"`
+	// Wait and Kind are the id and kind of the wait decided.
+	Wait     string `json:"wait,omitempty"`
+	Kind     string `json:"kind,omitempty"`
 	Decision string `json:"decision"` // DecisionApproved or DecisionRejected
 }
 
@@ -260,6 +317,9 @@ type Flow struct {
 	Hash  string `json:"hash"`
 	Doc   string `json:"doc,omitempty"`
 	Nodes int    `json:"nodes"`
+	// Input is the JSON schema the flow declares for a run's input, if
+	// any.
+	Input json.RawMessage `json:"input,omitempty"`
 }
 
 // Diagnostic is one problem found while checking flow files, at a
@@ -297,18 +357,16 @@ type ModelStats struct {
 	Cost         int64  `json:"cost"`
 }
 
-// TypeStats are the four figures for one task type (a tool name, or the
-// node kind for steps that call no tool): queue depth, wait, execution
-// time and amplification.
+// TypeStats are the figures for one task type (a tool name, or the node
+// kind for steps that call no tool): mean wait, mean execution time and
+// amplification. Their distributions are the daemon's Prometheus
+// histograms; the queue's depth is Status.Queued.
 type TypeStats struct {
-	Type       string        `json:"type"`
-	QueueDepth int64         `json:"queue_depth"`
-	WaitMean   time.Duration `json:"wait_mean_ns"`
-	WaitMax    time.Duration `json:"wait_max_ns"`
-	ExecMean   time.Duration `json:"exec_mean_ns"`
-	ExecMax    time.Duration `json:"exec_max_ns"`
-	Attempts   int64         `json:"attempts"`
-	Units      int64         `json:"units"`
+	Type     string        `json:"type"`
+	WaitMean time.Duration `json:"wait_mean_ns"`
+	ExecMean time.Duration `json:"exec_mean_ns"`
+	Attempts int64         `json:"attempts"`
+	Units    int64         `json:"units"`
 	// Amplification is attempts ÷ distinct work units (1 means no retry).
 	Amplification float64 `json:"amplification"`
 }

@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -78,6 +79,13 @@ type Option func(*Client)
 // caller is.
 func WithToken(token string) Option { return func(c *Client) { c.token = token } }
 
+// WithTLSConfig sets the TLS config of an https:// address: the CA
+// certificates that verify the daemon's (tlscert.ClientConfig), say.
+// Without it the system's roots verify it.
+func WithTLSConfig(cfg *tls.Config) Option {
+	return func(c *Client) { c.tr.TLSClientConfig = cfg }
+}
+
 // WithMaxAnswer bounds the body of one answer (DefaultMaxAnswer if n is 0
 // or less); a larger answer is an error wrapping ErrTooLarge.
 func WithMaxAnswer(n int64) Option {
@@ -97,7 +105,8 @@ func WithMaxIdleConns(n int) Option {
 
 // New returns a client of the daemon at addr: "unix:///path/to/socket" (or
 // just the socket's path), or "http://host:port" for a TCP listener (with
-// WithToken). Nothing is dialled before the first request.
+// WithToken), "https://host:port" for one that speaks TLS. Nothing is
+// dialled before the first request.
 func New(addr string, opts ...Option) (*Client, error) {
 	if !strings.HasPrefix(addr, "http://") && !strings.HasPrefix(addr, "https://") {
 		sock := strings.TrimPrefix(addr, "unix://")

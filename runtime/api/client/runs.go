@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -262,4 +263,68 @@ func (c *Client) RunWait(ctx context.Context, id string, p RunWaitParams) (*apit
 		case <-t.C:
 		}
 	}
+}
+
+// RunWaitUntil holds GET /v1/runs/{id}/wait until the condition until
+// holds: apitypes.UntilTerminal ("" too), a phase, apitypes.UntilDecision
+// (any open decision of the run or its descendants) or
+// apitypes.UntilDecision + ":" + a wait id or a node. It asks again while
+// the run goes on, and returns once the condition holds (Met) or the run
+// ended without it (not Met). Bound the wait with ctx; when ctx ends
+// first, RunWaitUntil returns the last answer (nil if none) and ctx's
+// error.
+func (c *Client) RunWaitUntil(ctx context.Context, id, until string) (*apitypes.RunWaitResult, error) {
+	var last *apitypes.RunWaitResult
+	for {
+		q := url.Values{}
+		if until != "" {
+			q.Set("until", until)
+		}
+		hold := apitypes.MaxRunWait
+		if dl, ok := ctx.Deadline(); ok {
+			left := time.Until(dl)
+			if left <= 0 {
+				return last, context.DeadlineExceeded
+			}
+			hold = max(min(left, apitypes.MaxRunWait), time.Millisecond)
+		}
+		q.Set("timeout", hold.Round(time.Millisecond).String())
+		res, err := c.holdWait(ctx, "/runs/"+escape(id)+"/wait?"+q.Encode(), hold)
+		if err != nil {
+			if ctx.Err() != nil {
+				return last, ctx.Err()
+			}
+			return last, err
+		}
+		last = res
+		if res.Met || (res.Run != nil && res.Run.Phase.Terminal()) {
+			return last, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return last, err
+		}
+	}
+}
+
+// waitAnswerSlack is how long past its hold a held wait's answer may take
+// to arrive before the client gives up on it.
+const waitAnswerSlack = 30 * time.Second
+
+// holdWait sends one held wait. The daemon answers when the hold ends,
+// so ctx's deadline does not cut the request short (its answer, the run
+// as it is, is what the caller returns); a cancel of ctx does.
+func (c *Client) holdWait(ctx context.Context, path string, hold time.Duration) (*apitypes.RunWaitResult, error) {
+	reqCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hold+waitAnswerSlack)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() {
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			cancel()
+		}
+	})
+	defer stop()
+	var res apitypes.RunWaitResult
+	if err := c.call(reqCtx, http.MethodGet, path, nil, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
 }

@@ -555,3 +555,65 @@ func TestOverlongIDs(t *testing.T) {
 		t.Fatalf("request id at MaxIDBytes: %v", err)
 	}
 }
+
+// TestRunCount: the phase index counts what RunList finds, after inserts,
+// a phase change and a delete, and inside the transaction that made them.
+func TestRunCount(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, Options{})
+	phases := []store.Phase{store.PhaseQueued, store.PhaseQueued, store.PhaseRunning, store.PhaseWaiting, store.PhaseWaiting, store.PhaseCompleted}
+	want := func(tx store.Tx) error {
+		for _, p := range []store.Phase{store.PhaseQueued, store.PhaseRunning, store.PhaseWaiting, store.PhaseCompleting, store.PhaseCompleted} {
+			runs, err := tx.RunList(store.RunListParams{Phase: p})
+			if err != nil {
+				return err
+			}
+			n, err := tx.(store.RunCounter).RunCount(p)
+			if err != nil {
+				return err
+			}
+			if n != len(runs) {
+				return fmt.Errorf("RunCount(%s) = %d, RunList finds %d", p, n, len(runs))
+			}
+		}
+		return nil
+	}
+	if err := s.Update(ctx, func(tx store.Tx) error {
+		for i, p := range phases {
+			if err := tx.RunInsert(&store.Run{ID: fmt.Sprintf("r%d", i), Owner: "o", Phase: p}); err != nil {
+				return err
+			}
+		}
+		return want(tx)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Update(ctx, func(tx store.Tx) error {
+		r, err := tx.RunGet("r0")
+		if err != nil {
+			return err
+		}
+		r.Phase = store.PhaseRunning
+		if err := tx.RunUpdate(r); err != nil {
+			return err
+		}
+		if err := tx.RunDelete("r3"); err != nil {
+			return err
+		}
+		return want(tx)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.View(ctx, func(tx store.Tx) error {
+		if err := want(tx); err != nil {
+			return err
+		}
+		n, err := tx.(store.RunCounter).RunCount(store.PhaseRunning)
+		if err == nil && n != 2 {
+			err = fmt.Errorf("%d running, want 2", n)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -356,6 +356,23 @@ func (t *storeTx) RunList(p store.RunListParams) ([]*store.Run, error) {
 	return out, err
 }
 
+// RunCount implements store.RunCounter: a keys-only walk of the phase
+// index, reading no run record.
+func (t *storeTx) RunCount(phase store.Phase) (int, error) {
+	if err := t.open(); err != nil {
+		return 0, err
+	}
+	prefix := key(pRunPhase, string(phase), sep)
+	n := 0
+	err := t.kv.scan(prefix, prefixEnd(prefix), true, func(_, _ []byte) (bool, error) {
+		n++
+		return true, nil
+	})
+	return n, err
+}
+
+var _ store.RunCounter = (*storeTx)(nil)
+
 // ---- continuations ----
 
 func (t *storeTx) ContinuationPut(runID string, data []byte) error {

@@ -13,7 +13,8 @@
 //
 // What it reproduces of the host is what the engine relies on: each
 // tool's declaration through LookupTool (idempotency, cost, input
-// schema); input refused against the schema before the tool runs; a
+// schema, the chat contract and a chat tool's models, as the host reads
+// them from a manifest); input refused against the schema before the tool runs; a
 // per-call deadline (the request's, else DefaultTimeout) on the tool's
 // context; cancellation through ctx; calls of a non-idempotent tool made
 // one at a time; progress reports delivered to the request's callback
@@ -36,6 +37,7 @@ import (
 	"github.com/weirhq/weir/flows"
 	"github.com/weirhq/weir/runtime/tool"
 	"github.com/weirhq/weir/sdk"
+	"github.com/weirhq/weir/sdk/chat"
 	"github.com/weirhq/weir/sdk/sdktest"
 	"github.com/weirhq/weir/sdk/wire"
 )
@@ -77,7 +79,11 @@ func New(stateDir string, tools ...sdk.Tool) (*Tools, error) {
 			return nil, fmt.Errorf("tooltest: tool %q is declared twice", st.Name)
 		}
 		e := &entry{tool: st, info: flows.ToolInfo{Name: st.Name, Idempotent: st.Idempotent, Cost: st.Cost,
-			InputSchema: []byte(st.InputSchema), Description: st.Description}}
+			InputSchema: []byte(st.InputSchema), Description: st.Description,
+			Chat: st.Contract == chat.Contract || chat.SpeaksContract(st.InputSchema)}}
+		for _, m := range st.Models {
+			e.info.Models = append(e.info.Models, flows.ModelInfo{Alias: m.Alias, MaxTokens: int(m.MaxTokens), InputCost: m.InputCost, OutputCost: m.OutputCost})
+		}
 		if e.schema, err = wire.CompileSchema(st.InputSchema); err != nil {
 			return nil, fmt.Errorf("tooltest: tool %q: %w", st.Name, err)
 		}

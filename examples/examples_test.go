@@ -1,0 +1,219 @@
+// Package examples holds weir's example flows; its test runs each of them
+// to its end on the engine, against scripted in-process tools that answer
+// as the real ones would, so an example that checks but fails at run time
+// (reading a result in the wrong shape, say) fails here, not in a new
+// user's hands.
+package examples
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/weirhq/weir/internal/testutil"
+	"github.com/weirhq/weir/runtime/engine"
+	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/runtime/store/memstore"
+	"github.com/weirhq/weir/runtime/tool/tooltest"
+	"github.com/weirhq/weir/sdk"
+	"github.com/weirhq/weir/sdk/chat"
+)
+
+func TestMain(m *testing.M) { testutil.Main(m) }
+
+// scripted stands in for the first-party plugins and a model: each tool
+// answers from its input alone, in the shape the real one does.
+type scripted struct {
+	mu    sync.Mutex
+	mails []map[string]any
+	notes map[string]string
+}
+
+func (s *scripted) tools() []sdk.Tool {
+	return []sdk.Tool{
+		{Name: "notes.plan", Idempotent: true, Cost: 1, Run: func(_ context.Context, c *sdk.Call) (any, error) {
+			var in struct{ Topic string }
+			if err := json.Unmarshal(c.Input, &in); err != nil {
+				return nil, err
+			}
+			return map[string]any{"queries": []string{in.Topic + " history", in.Topic + " today"}}, nil
+		}},
+		{Name: "web.search", Idempotent: true, Cost: 2, Run: func(_ context.Context, c *sdk.Call) (any, error) {
+			var in struct{ Q string }
+			if err := json.Unmarshal(c.Input, &in); err != nil {
+				return nil, err
+			}
+			return map[string]any{"q": in.Q, "url": "https://example.com/" + strings.ReplaceAll(in.Q, " ", "-")}, nil
+		}},
+		{Name: "notes.put", Idempotent: true, Run: func(_ context.Context, c *sdk.Call) (any, error) {
+			var in struct{ Key, Text string }
+			if err := json.Unmarshal(c.Input, &in); err != nil {
+				return nil, err
+			}
+			s.mu.Lock()
+			s.notes[in.Key] = in.Text
+			s.mu.Unlock()
+			return map[string]any{"key": in.Key}, nil
+		}},
+		{Name: "testkit.echo", Idempotent: true, Run: func(_ context.Context, c *sdk.Call) (any, error) { return c.Input, nil }},
+		{Name: "mail.send", Cost: 1, Run: func(_ context.Context, c *sdk.Call) (any, error) {
+			var m map[string]any
+			if err := json.Unmarshal(c.Input, &m); err != nil {
+				return nil, err
+			}
+			s.mu.Lock()
+			s.mails = append(s.mails, m)
+			n := len(s.mails)
+			s.mu.Unlock()
+			return map[string]any{"id": fmt.Sprint("mail-", n)}, nil
+		}},
+		{Name: "llm.chat", Idempotent: true, Contract: chat.Contract, Models: []sdk.Model{{Alias: "small", MaxTokens: 1024, InputCost: 1000, OutputCost: 1000}},
+			Run: func(_ context.Context, c *sdk.Call) (any, error) {
+				var req chat.Request
+				if err := json.Unmarshal(c.Input, &req); err != nil {
+					return nil, err
+				}
+				return model(req), nil
+			}},
+	}
+}
+
+// model answers the example flows' prompts: the planner's questions, a
+// researcher's answer after noting it, the critic's mail, a summary.
+func model(req chat.Request) chat.Response {
+	first := req.Messages[0].Content
+	last := req.Messages[len(req.Messages)-1]
+	answer := func(text string) chat.Response {
+		return chat.Response{Message: chat.Message{Role: chat.RoleAssistant, Content: text}, StopReason: chat.StopEndTurn,
+			Usage: chat.Usage{InputTokens: 100, OutputTokens: 10}}
+	}
+	switch {
+	case strings.HasPrefix(first, "Plan research on: "):
+		return answer(`{"questions": ["what is a lease", "what is a wait"]}`)
+	case strings.HasPrefix(first, "Question: ") && last.Role == chat.RoleUser:
+		q := strings.TrimPrefix(first, "Question: ")
+		args, _ := json.Marshal(map[string]string{"key": "research/" + q, "text": "notes on " + q})
+		return chat.Response{Message: chat.Message{Role: chat.RoleAssistant, ToolCalls: []chat.ToolCall{{ID: "c1", Name: "notes__put", Arguments: args}}},
+			StopReason: chat.StopToolUse, Usage: chat.Usage{InputTokens: 100, OutputTokens: 10}}
+	case strings.HasPrefix(first, "Question: "):
+		return answer("An answer to " + strings.TrimPrefix(first, "Question: ") + ".")
+	case strings.HasPrefix(first, "Review these answers"):
+		return answer(fmt.Sprintf(`{"subject": "Four answers", "body": "%d"}`, strings.Count(first, "\n- ")))
+	case strings.HasPrefix(first, "Summarize"):
+		return answer("A summary of " + fmt.Sprint(strings.Count(first, "\n")) + " hits.")
+	}
+	return answer("I was not asked anything the examples ask.")
+}
+
+// exampleEngine registers files (paths under examples/) on an engine over
+// the in-memory store and the scripted tools, and starts it.
+func exampleEngine(t *testing.T, files ...string) (*engine.Engine, *scripted) {
+	t.Helper()
+	s := &scripted{notes: map[string]string{}}
+	tools, err := tooltest.New(t.TempDir(), s.tools()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := memstore.New()
+	eng, err := engine.Open(engine.Config{Store: st, Tools: tools, Tick: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var src []engine.SourceFile
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src = append(src, engine.SourceFile{Path: filepath.ToSlash(f), Src: string(b)})
+	}
+	ctx := context.Background()
+	res, err := eng.Register(ctx, src)
+	if err != nil || len(res.Diagnostics) > 0 {
+		t.Fatalf("registering %v: %v %v", files, err, res.Diagnostics)
+	}
+	if err := eng.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stop, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		eng.Stop(stop)
+		st.Close()
+	})
+	return eng, s
+}
+
+// runToEnd starts flow with input, approves the wait at approve (if any)
+// once the run parks there, and returns the run once it ended.
+func runToEnd(t *testing.T, eng *engine.Engine, flow, input, approve string) *store.Run {
+	t.Helper()
+	ctx := context.Background()
+	started, err := eng.Submit(ctx, engine.StartRequest{Owner: "reader", Flow: flow, Input: json.RawMessage(input)})
+	if err != nil {
+		t.Fatalf("starting %s: %v", flow, err)
+	}
+	var run *store.Run
+	decided := approve == ""
+	testutil.Eventually(t, time.Minute, func() error {
+		if run, err = eng.Get(ctx, "reader", started.RunID); err != nil {
+			return err
+		}
+		if run.Phase.Terminal() {
+			return nil
+		}
+		if !decided {
+			if err := eng.Decide(ctx, engine.DecideParams{Owner: "reader", RunID: run.ID, Node: approve, Approve: true}); err != nil {
+				return fmt.Errorf("approving %s: %v", approve, err)
+			}
+			decided = true
+		}
+		return fmt.Errorf("run of %s is %s", flow, run.Phase)
+	})
+	if run.Phase != store.PhaseCompleted || !decided {
+		t.Fatalf("run of %s ended %s (its wait %q decided: %v): %+v", flow, run.Phase, approve, decided, run.Error)
+	}
+	return run
+}
+
+func TestResearchRuns(t *testing.T) {
+	t.Parallel()
+	eng, s := exampleEngine(t, "research.star", "summarize.star")
+	runToEnd(t, eng, "research", `{"topic": "rivers"}`, "approve")
+	want := []map[string]any{{"body": "A summary of 2 hits."}}
+	if !reflect.DeepEqual(s.mails, want) {
+		t.Errorf("mails %v, want %v: the summary of both searches, published once", s.mails, want)
+	}
+}
+
+func TestDigestRuns(t *testing.T) {
+	t.Parallel()
+	eng, s := exampleEngine(t, "run/digest.star")
+	runToEnd(t, eng, "digest", `{"topic":"durable agents","questions":["what is a lease","what is a cohort","what is a wait","what is a marker"],"to":"you@example.com"}`, "approve")
+	if len(s.mails) != 1 || s.mails[0]["to"] != "you@example.com" || !strings.HasPrefix(s.mails[0]["body"].(string), "notes on what is a") {
+		t.Errorf("mails %v, want one digest to you@example.com", s.mails)
+	}
+}
+
+func TestAgentBriefRuns(t *testing.T) {
+	t.Parallel()
+	eng, s := exampleEngine(t, "agents/brief.star")
+	run := runToEnd(t, eng, "brief", `{"topic":"durable agents","to":"you@example.com"}`, "approve")
+	want := []map[string]any{{"to": "you@example.com", "subject": "Four answers", "body": "2"}}
+	if !reflect.DeepEqual(s.mails, want) {
+		t.Errorf("mails %v, want %v: the critic's mail over both answers, sent once", s.mails, want)
+	}
+	if len(s.notes) != 2 {
+		t.Errorf("notes %v, want the two researchers' notes", s.notes)
+	}
+	if run.Spent <= 0 {
+		t.Errorf("the brief spent %d: its model turns cost nothing", run.Spent)
+	}
+}

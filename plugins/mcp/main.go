@@ -1,0 +1,36 @@
+// Command mcp is weir's bridge to the Model Context Protocol: it connects
+// to the MCP servers named in its config section (a command spoken to on
+// stdio, or a streamable HTTP endpoint) and serves each server's tools as
+// weir tools, mcp.SERVER-TOOL, so that flows and agents call them like
+// any other tool: checked at registration, admitted, journaled, retried
+// only when that is safe.
+//
+// Its tools come from its config and from what the servers answer, so it
+// installs with none; its manifest is made at launch (docs/design.md §11)
+// and the host caches it by the binary's checksum and the config's hash.
+// A server whose tool list changed is noticed at the next launch.
+//
+// Idempotency is a safety decision and is never guessed: a tool is
+// idempotent only when the operator lists it, or when its server is
+// trusted and its annotations say read-only, or idempotent and explicitly
+// not destructive (see idempotent). Everything else is at most once.
+//
+// The MCP names are mapped to weir's alphabet reversibly (see toolPart);
+// results, progress and cancellation are mapped as docs/plugins.md says.
+package main
+
+import (
+	"log/slog"
+	"os"
+
+	"github.com/weirhq/weir/sdk"
+)
+
+func main() {
+	// At launch the plugin's stderr is read by weir line by line, as
+	// slog JSON: what the bridge has to say about its servers lands in
+	// weir's log under the plugin's name.
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	b := newBridge(os.LookupEnv, logger)
+	sdk.ServeWith(sdk.Options{Name: "mcp", ConfigSchema: configSchema, Tools: b.tools})
+}

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/weirhq/weir/internal/atomicfile"
+	"github.com/weirhq/weir/sdk"
+)
+
+// maxBlobBytes bounds one image, audio clip or embedded binary resource
+// the bridge keeps.
+const maxBlobBytes = 16 << 20
+
+// blobDir is where binary content is kept, under the plugin's state
+// directory: blobs/SHA256.
+const blobDir = "blobs"
+
+// ref is what a flow sees of binary or linked content: a reference with
+// its MIME type, never the bytes themselves (they may be large, and a
+// flow's values are journaled).
+type ref struct {
+	Type     string `json:"type"` // image, audio, resource, resource_link
+	MIMEType string `json:"mime_type,omitempty"`
+	// URI is the resource's URI, or file://PATH of a kept blob.
+	URI  string `json:"uri,omitempty"`
+	Name string `json:"name,omitempty"`
+	// SHA256 and Size describe a kept blob.
+	SHA256 string `json:"sha256,omitempty"`
+	Size   int64  `json:"size,omitempty"`
+	// Text is an embedded text resource's content.
+	Text string `json:"text,omitempty"`
+}
+
+// part is one element of a mixed result: text as {"type":"text","text":...}
+// or a ref.
+type part struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// mapResult turns an MCP tool result into weir's output:
+//   - isError: true → a completed, permanent tool error (CodeToolError)
+//     whose message is the result's text;
+//   - structuredContent → that JSON value;
+//   - text only → one string (several texts joined by newlines);
+//   - anything else → a list, text as {"type":"text","text":...} and
+//     images, audio and resources as references with their MIME type.
+func mapResult(res *mcp.CallToolResult, stateDir string) (any, error) {
+	if res.IsError {
+		msg := strings.TrimSpace(texts(res.Content))
+		if len(msg) > maxErrorText {
+			msg = msg[:maxErrorText] + "…"
+		}
+		if msg == "" {
+			msg = "the MCP tool reported an error"
+		}
+		return nil, &sdk.Error{Kind: sdk.KindPermanent, Code: CodeToolError, Message: msg}
+	}
+	if res.StructuredContent != nil {
+		return res.StructuredContent, nil
+	}
+	allText := true
+	for _, c := range res.Content {
+		if _, ok := c.(*mcp.TextContent); !ok {
+			allText = false
+		}
+	}
+	if allText {
+		return texts(res.Content), nil
+	}
+	out := make([]any, 0, len(res.Content))
+	for _, c := range res.Content {
+		switch c := c.(type) {
+		case *mcp.TextContent:
+			out = append(out, part{Type: "text", Text: c.Text})
+		case *mcp.ImageContent:
+			r, err := keepBlob(stateDir, "image", c.MIMEType, c.Data)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, r)
+		case *mcp.AudioContent:
+			r, err := keepBlob(stateDir, "audio", c.MIMEType, c.Data)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, r)
+		case *mcp.ResourceLink:
+			out = append(out, ref{Type: "resource_link", MIMEType: c.MIMEType, URI: c.URI, Name: c.Name})
+		case *mcp.EmbeddedResource:
+			if c.Resource == nil {
+				continue
+			}
+			if c.Resource.Blob != nil {
+				r, err := keepBlob(stateDir, "resource", c.Resource.MIMEType, c.Resource.Blob)
+				if err != nil {
+					return nil, err
+				}
+				r.Name = c.Resource.URI
+				out = append(out, r)
+				continue
+			}
+			out = append(out, ref{Type: "resource", MIMEType: c.Resource.MIMEType, URI: c.Resource.URI, Text: c.Resource.Text})
+		default:
+			return nil, sdk.WithCode(fmt.Errorf("the MCP server answered content of a kind weir does not take (%T)", c), CodeBadResult)
+		}
+	}
+	return out, nil
+}
+
+func texts(cs []mcp.Content) string {
+	var ss []string
+	for _, c := range cs {
+		if t, ok := c.(*mcp.TextContent); ok {
+			ss = append(ss, t.Text)
+		}
+	}
+	return strings.Join(ss, "\n")
+}
+
+// keepBlob stores data under the state directory by its SHA-256 (the same
+// bytes are kept once) and returns its reference.
+func keepBlob(stateDir, kind, mime string, data []byte) (ref, error) {
+	if len(data) > maxBlobBytes {
+		return ref{}, sdk.WithCode(fmt.Errorf("the MCP server answered %s content of %d bytes, at most %d", kind, len(data), maxBlobBytes), CodeBadResult)
+	}
+	sum := sha256.Sum256(data)
+	r := ref{Type: kind, MIMEType: mime, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(data))}
+	if stateDir == "" {
+		return r, nil
+	}
+	dir := filepath.Join(stateDir, blobDir)
+	path := filepath.Join(dir, r.SHA256)
+	if _, err := os.Stat(path); err != nil {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return ref{}, err
+		}
+		if err := atomicfile.Write(path, data, 0o600); err != nil {
+			return ref{}, err
+		}
+	}
+	r.URI = "file://" + path
+	return r, nil
+}

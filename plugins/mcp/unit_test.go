@@ -1,0 +1,192 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/weirhq/weir/sdk"
+	"github.com/weirhq/weir/sdk/chat"
+	"github.com/weirhq/weir/sdk/wire"
+)
+
+func TestToolPart(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("x", 100)
+	tests := []struct{ server, name, want string }{
+		{"files", "read_file", "files-read_file"},
+		{"files", "Lookup.Item", "files-lookup-item"},
+		{"t", "a b/c:d", "t-a-b-c-d"},
+		{"s", "__private__name", "s-_private_name"},
+		{"files", long, "files-" + strings.Repeat("x", maxToolPart-hashLen-1-len("files-")) + "-"},
+	}
+	for _, tt := range tests {
+		got, err := toolPart(tt.server, tt.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(got, tt.want) || len(got) > maxToolPart {
+			t.Errorf("toolPart(%q, %q) = %q, want %q (at most %d bytes)", tt.server, tt.name, got, tt.want, maxToolPart)
+		}
+	}
+	a, _ := toolPart("s", long+"a")
+	b, _ := toolPart("s", long+"b")
+	if a == b || len(a) != maxToolPart {
+		t.Errorf("two long names differing at their end map to %q and %q", a, b)
+	}
+	if _, err := toolPart("s", strings.Repeat("y", maxMCPName+1)); err == nil {
+		t.Error("a name over the MCP limit was mapped")
+	}
+}
+
+// TestToolPartsCanBeShownToAModel: every part the mapping makes is a tool
+// name an agent can offer a model (sdk/chat's mapping reads it back), and
+// a valid weir tool name.
+func TestToolPartsCanBeShownToAModel(t *testing.T) {
+	t.Parallel()
+	names := []string{"read_file", "Lookup.Item", "__x__", "a..b", "_", "-", "x_", "ÄÖ", "a/b\\c", strings.Repeat("Z_.", 40)}
+	for _, srv := range []string{"a", "my_server", "s0"} {
+		for _, n := range names {
+			part, err := toolPart(srv, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := wire.SplitToolName("mcp." + part); err != nil {
+				t.Errorf("%s/%q: %q is not a weir tool name: %v", srv, n, part, err)
+			}
+			m, err := chat.ProviderToolName("mcp." + part)
+			if err != nil || len(m) > chat.MaxProviderToolName || chat.UnmapToolName(m) != "mcp."+part {
+				t.Errorf("%s/%q: mcp.%s cannot be shown to a model: %q %v", srv, n, part, m, err)
+			}
+		}
+	}
+}
+
+func TestNameCollisionRefused(t *testing.T) {
+	t.Parallel()
+	n := nameTable{}
+	if _, err := n.add("files", "Read.File"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := n.add("files", "read-file")
+	if err == nil || !strings.Contains(err.Error(), `"Read.File" and "read-file"`) {
+		t.Fatalf("collision: %v", err)
+	}
+	if n["files-read-file"] != "Read.File" {
+		t.Fatalf("the table maps back to %q", n["files-read-file"])
+	}
+}
+
+// TestIdempotentNeverGuessed covers each way a tool becomes idempotent and
+// the ways it does not.
+func TestIdempotentNeverGuessed(t *testing.T) {
+	t.Parallel()
+	yes, no := true, false
+	tests := []struct {
+		name            string
+		listed, trusted bool
+		ann             *mcp.ToolAnnotations
+		want            bool
+	}{
+		{"operator lists it", true, false, nil, true},
+		{"operator lists a destructive tool", true, false, &mcp.ToolAnnotations{DestructiveHint: &yes}, true},
+		{"no word at all", false, false, nil, false},
+		{"untrusted read-only", false, false, &mcp.ToolAnnotations{ReadOnlyHint: true}, false},
+		{"untrusted idempotent, not destructive", false, false, &mcp.ToolAnnotations{IdempotentHint: true, DestructiveHint: &no}, false},
+		{"trusted, no annotations", false, true, nil, false},
+		{"trusted read-only", false, true, &mcp.ToolAnnotations{ReadOnlyHint: true}, true},
+		{"trusted idempotent, destructive unsaid (defaults to true)", false, true, &mcp.ToolAnnotations{IdempotentHint: true}, false},
+		{"trusted idempotent, destructive", false, true, &mcp.ToolAnnotations{IdempotentHint: true, DestructiveHint: &yes}, false},
+		{"trusted idempotent, explicitly not destructive", false, true, &mcp.ToolAnnotations{IdempotentHint: true, DestructiveHint: &no}, true},
+		{"trusted, not destructive but not idempotent", false, true, &mcp.ToolAnnotations{DestructiveHint: &no}, false},
+	}
+	for _, tt := range tests {
+		if got := idempotent(tt.listed, tt.trusted, tt.ann); got != tt.want {
+			t.Errorf("%s: idempotent = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestConfigRefusals(t *testing.T) {
+	t.Parallel()
+	env := func(k string) (string, bool) {
+		if k == "TOK" {
+			return "secret-token", true
+		}
+		return "", false
+	}
+	tests := []struct{ config, want string }{
+		{`{}`, "name at least one MCP server"},
+		{`{"servers":{"a":{}}}`, "set command (a stdio server) or url"},
+		{`{"servers":{"a":{"command":["x"],"url":"http://h/mcp"}}}`, "not both"},
+		{`{"servers":{"a__b":{"command":["x"]}}}`, `may not hold "__"`},
+		{`{"servers":{"A":{"command":["x"]}}}`, "lower-case"},
+		{`{"servers":{"a":{"command":["x"]}},"idempotent":["b-t"]}`, `"b-t" is not SERVER-TOOL`},
+		{`{"servers":{"a":{"command":["x"]}},"idempotent":["a__t"]}`, `the tool is named a-t`},
+		{`{"servers":{"a":{"command":["x"]}},"trust_annotations":["b"]}`, `"b" is not a server`},
+		{`{"servers":{"a":{"url":"http://h/mcp","token_env":"NOPE"}}}`, "NOPE, which is not set"},
+		{`{"servers":{"a":{"url":"ftp://h/mcp"}}}`, "want http(s)"},
+		{`{"servers":{"a":{"command":["x"],"token_env":"TOK"}}}`, "token_env is for an HTTP server"},
+		{`{"servers":{"a":{"command":["x"],"cwd":"/"}}}`, "unknown field"},
+		{`{"servers":{"a":{"command":["x"]}},"verbose":true}`, `unknown key "verbose"`},
+	}
+	for _, tt := range tests {
+		_, err := parseConfig(json.RawMessage(tt.config), env)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want an error with %q", tt.config, err, tt.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "secret-token") {
+			t.Errorf("the token leaked into an error: %v", err)
+		}
+	}
+	c, err := parseConfig(json.RawMessage(`{"env":["TOK"],"memory_max":"64MiB","servers":{"a":{"url":"http://h/mcp","token_env":"TOK"}}}`), env)
+	if err != nil || c.Servers["a"].token != "secret-token" {
+		t.Fatalf("host keys and a token: %+v %v", c, err)
+	}
+}
+
+func TestProgressUnits(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		p, tot      float64
+		done, total int64
+	}{{3, 10, 3, 10}, {0.5, 1, 500, 1000}, {7, 0, 7, 0}, {-1, 0, 0, 0}} {
+		if d, tot := progressUnits(tt.p, tt.tot); d != tt.done || tot != tt.total {
+			t.Errorf("progressUnits(%v, %v) = %d, %d", tt.p, tt.tot, d, tot)
+		}
+	}
+}
+
+func TestMapResult(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	out, err := mapResult(&mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "a"}, &mcp.TextContent{Text: "b"}}}, dir)
+	if err != nil || out != "a\nb" {
+		t.Fatalf("text: %v %v", out, err)
+	}
+	out, err = mapResult(&mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "x"}}, StructuredContent: map[string]any{"n": 1}}, dir)
+	if b, _ := json.Marshal(out); err != nil || string(b) != `{"n":1}` {
+		t.Fatalf("structured: %s %v", b, err)
+	}
+	_, err = mapResult(&mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "quota exceeded"}}}, dir)
+	var se *sdk.Error
+	if !errors.As(err, &se) || se.Code != CodeToolError || se.Kind != sdk.KindPermanent || se.Message != "quota exceeded" {
+		t.Fatalf("isError: %#v", err)
+	}
+	out, err = mapResult(&mcp.CallToolResult{Content: []mcp.Content{
+		&mcp.ImageContent{MIMEType: "image/png", Data: []byte("png")},
+		&mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: "mem://x", MIMEType: "text/plain", Text: "hello"}},
+	}}, dir)
+	b, _ := json.Marshal(out)
+	if err != nil || !strings.Contains(string(b), `"type":"image","mime_type":"image/png","uri":"file://`+dir+`/blobs/`) ||
+		!strings.Contains(string(b), `{"type":"resource","mime_type":"text/plain","uri":"mem://x","text":"hello"}`) {
+		t.Fatalf("references: %s %v", b, err)
+	}
+	_, err = mapResult(&mcp.CallToolResult{Content: []mcp.Content{&mcp.ImageContent{MIMEType: "image/png", Data: make([]byte, maxBlobBytes+1)}}}, dir)
+	if !errors.As(err, &se) || se.Code != CodeBadResult {
+		t.Fatalf("oversized image: %v", err)
+	}
+}

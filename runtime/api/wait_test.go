@@ -1,0 +1,87 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"github.com/weirhq/weir/runtime/api/apitypes"
+	"github.com/weirhq/weir/runtime/engine"
+)
+
+func (a answer) waitResult(t *testing.T) apitypes.RunWaitResult {
+	t.Helper()
+	if a.status != http.StatusOK {
+		t.Fatalf("wait answered %d %s", a.status, a.body)
+	}
+	var r apitypes.RunWaitResult
+	if err := DecodeStrict(a.body, &r); err != nil {
+		t.Fatalf("%v: %s", err, a.body)
+	}
+	return r
+}
+
+// TestRunWaitUntilDecision: a script holds GET /v1/runs/{id}/wait until
+// a decision is open (never a phase, which a fan-out or a child shares),
+// sees the wait's id, kind and what the decider is shown, decides it by
+// id, and holds again until the run ends; a second decision is
+// E_ALREADY_DECIDED; conditions and timeouts that make no sense are
+// refused.
+func TestRunWaitUntilDecision(t *testing.T) {
+	t.Parallel()
+	b := setup(t, engine.Config{})
+	id := b.start(t, alice, "gate", `{}`, "")
+
+	r := b.send(t, alice, "GET", "/v1/runs/"+id+"/wait?until=decision", nil).waitResult(t)
+	if !r.Met || len(r.Decisions) != 1 {
+		t.Fatalf("until=decision: %+v", r)
+	}
+	d := r.Decisions[0]
+	if d.ID != "approve@1" || d.Kind != apitypes.WaitHuman || d.Node != "approve" || d.RunID != id || string(d.Shown) != `{"request":{"to":"ann"}}` || d.Since.IsZero() {
+		t.Errorf("decision %+v", d)
+	}
+	if r := b.send(t, alice, "GET", "/v1/runs/"+id+"/wait?until=decision:approve@1", nil).waitResult(t); !r.Met {
+		t.Errorf("until=decision:approve@1: %+v", r)
+	}
+	if r := b.send(t, alice, "GET", "/v1/runs/"+id+"/wait?until=decision:approve", nil).waitResult(t); !r.Met {
+		t.Errorf("until=decision:approve (the node): %+v", r)
+	}
+	// A condition that cannot hold yet answers unmet at the timeout.
+	if r := b.send(t, alice, "GET", "/v1/runs/"+id+"/wait?until=decision:other&timeout=1ms", nil).waitResult(t); r.Met || r.Run.Phase != apitypes.PhaseWaiting {
+		t.Errorf("until=decision:other: %+v, want unmet with the run waiting", r)
+	}
+	var run apitypes.Run
+	if err := json.Unmarshal(b.send(t, alice, "GET", "/v1/runs/"+id, nil).body, &run); err != nil {
+		t.Fatal(err)
+	}
+	if len(run.Waits) != 1 || run.Waits[0].ID != "approve@1" {
+		t.Errorf("the run shows waits %+v", run.Waits)
+	}
+
+	a := b.send(t, alice, "POST", "/v1/runs/"+id+"/waits/approve@1/approve", apitypes.DecideRequest{Payload: json.RawMessage(`{"yes":1}`)})
+	var dr apitypes.DecideResponse
+	if err := json.Unmarshal(a.body, &dr); a.status != http.StatusOK || err != nil || dr.Wait != "approve@1" || dr.Node != "approve" || dr.Kind != apitypes.WaitHuman {
+		t.Fatalf("approve by id: %d %s", a.status, a.body)
+	}
+	if r := b.send(t, alice, "GET", "/v1/runs/"+id+"/wait?until=terminal", nil).waitResult(t); !r.Met || r.Run.Phase != apitypes.PhaseCompleted {
+		t.Fatalf("until=terminal: %+v", r)
+	}
+	if r := b.send(t, alice, "GET", "/v1/runs/"+id+"/wait?until=decision", nil).waitResult(t); r.Met || r.Run.Phase != apitypes.PhaseCompleted {
+		t.Errorf("until=decision on an ended run: %+v, want unmet and completed", r)
+	}
+	for _, target := range []string{"approve", "approve@1"} {
+		a := b.send(t, alice, "POST", "/v1/runs/"+id+"/waits/"+target+"/reject", apitypes.DecideRequest{Reason: "late"})
+		if e := a.errorBody(t); a.status != http.StatusConflict || e.Code != apitypes.CodeAlreadyDecided {
+			t.Errorf("second decision on %s: %d %s", target, a.status, a.body)
+		}
+	}
+	for _, q := range []string{"until=soon", "until=decision:", "timeout=-1s", "timeout=x", "until=terminal&until=decision"} {
+		a := b.send(t, alice, "GET", "/v1/runs/"+id+"/wait?"+q, nil)
+		if e := a.errorBody(t); a.status != http.StatusBadRequest || e.Code != apitypes.CodeBadRequest {
+			t.Errorf("%s: %d %s", q, a.status, a.body)
+		}
+	}
+	if a := b.send(t, bob, "GET", "/v1/runs/"+id+"/wait", nil); a.status != http.StatusNotFound {
+		t.Errorf("another owner's wait: %d %s", a.status, a.body)
+	}
+}

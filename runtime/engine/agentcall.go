@@ -1,0 +1,218 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/sdk/chat"
+)
+
+// An agent's tool calls run as tasks of their own (store.TaskAgentCall):
+// the dispatcher admits each with a worker slot and a budget slice, like
+// a fan-out child, while the agent is parked and holds none — so agents
+// waiting on their own calls can never take every slot. A call task
+// writes its end into the turn record and wakes the agent in one
+// transaction; the agent's own writes of the record keep ends it did not
+// see (putTurnTx).
+
+// agentTurnTx reads turn n of a visit of an agent node.
+func agentTurnTx(tx store.Tx, runID, node string, visit, n int) (*store.AgentTurn, []*store.AgentTurn, error) {
+	turns, err := tx.AgentTurnList(store.AgentTurnListParams{RunID: runID, Node: node, Visit: visit})
+	if err != nil {
+		return nil, nil, err
+	}
+	if n < 1 || n > len(turns) || turns[n-1].Turn != n {
+		return nil, turns, fmt.Errorf("agent %s: turn %d of visit %d is not journaled: %w", node, n, visit, store.ErrNotFound)
+	}
+	return turns[n-1], turns, nil
+}
+
+// putTurnTx writes next, keeping the call ends (and queued tasks and
+// child runs) the stored record has and next does not: a call task may
+// have written its end since next was read.
+func putTurnTx(tx store.Tx, next *store.AgentTurn) (*store.AgentTurn, error) {
+	stored, _, err := agentTurnTx(tx, next.RunID, next.Node, next.Visit, next.Turn)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		return nil, err
+	case len(stored.Calls) == len(next.Calls):
+		for i, c := range stored.Calls {
+			n := &next.Calls[i]
+			if c.Done && !n.Done {
+				*n = c
+			}
+			if n.Task == "" {
+				n.Task = c.Task
+			}
+			if n.Child == "" {
+				n.Child = c.Child
+			}
+		}
+	}
+	return next, tx.AgentTurnPut(next)
+}
+
+// parkOnCallsTx parks the agent until its n calls in flight end (each
+// wakes it); if one of them ended since t was read, the park comes
+// straight back. The fallback clock backs up a wake that never comes.
+func (s *stepper) parkOnCallsTx(tx store.Tx, t *store.AgentTurn, now time.Time, n int) error {
+	readyAt := now.Add(subflowFallback())
+	stored, _, err := agentTurnTx(tx, t.RunID, t.Node, t.Visit, t.Turn)
+	if err != nil {
+		return err
+	}
+	for i, c := range stored.Calls {
+		if c.Done && i < len(t.Calls) && !t.Calls[i].Done {
+			readyAt = now
+		}
+	}
+	return s.parkTx(tx, now, readyAt, WaitChild, "", map[string]any{"calls": n, "turn": t.Turn})
+}
+
+// agentCallEndTx writes the end of the call task t into its turn record,
+// charges its cost to the run and wakes the agent (if parked). A call
+// that already ended is left as it is.
+func agentCallEndTx(tx store.Tx, t *store.Task, out json.RawMessage, rerr *store.RunError, cost int64, now time.Time) (bool, error) {
+	turn, _, err := agentTurnTx(tx, t.RunID, t.Node, t.Visit, t.Item)
+	if err != nil {
+		return false, err
+	}
+	if t.Call < 0 || t.Call >= len(turn.Calls) || turn.Calls[t.Call].Done {
+		return false, nil
+	}
+	end := callEnded(turn.Calls[t.Call], out, rerr)
+	end.Cost = cost
+	turn.Calls[t.Call] = end
+	if err := tx.AgentTurnPut(turn); err != nil {
+		return false, err
+	}
+	run, err := tx.RunGet(t.RunID)
+	if err != nil {
+		return false, err
+	}
+	if cost > 0 {
+		run.Spent += cost
+		run.UpdatedAt = now
+		if err := tx.RunUpdate(run); err != nil {
+			return false, err
+		}
+	}
+	tasks, err := tx.TaskListByRun(t.RunID)
+	if err != nil {
+		return false, err
+	}
+	for _, st := range tasks {
+		if st.Kind == store.TaskStep && !st.Leased && st.ReadyAt.After(now) {
+			st.ReadyAt = now
+			return true, tx.TaskPut(st)
+		}
+	}
+	return false, nil
+}
+
+// runAgentCall runs one agent's tool call held as a task: through
+// callTool with the index [turn, call] (a non-idempotent tool's started
+// record makes a rerun after a crash E_OUTCOME_UNKNOWN), its end written
+// into the turn record, which wakes the agent. A call the run's budget
+// cannot pay ends with E_BUDGET_EXHAUSTED, told to the model.
+func (w *worker) runAgentCall(ctx context.Context, run *store.Run, overBudget bool) {
+	e, t := w.e, w.task
+	fe, err := e.flowVersion(ctx, run.Flow, run.Version)
+	if err != nil {
+		w.agentCallEnd(ctx, nil, nil, &store.RunError{Code: CodeFlowUnreadable, Message: err.Error()}, 0, false)
+		return
+	}
+	node := fe.flow.Node(t.Node)
+	var turn *store.AgentTurn
+	var turns []*store.AgentTurn
+	if err := e.st.View(ctx, func(tx store.Tx) error {
+		var err error
+		turn, turns, err = agentTurnTx(tx, run.ID, t.Node, t.Visit, t.Item)
+		return err
+	}); err != nil || node == nil || t.Call >= len(turn.Calls) || turn.Calls[t.Call].Done {
+		if ctx.Err() == nil {
+			w.itemDrop(ctx, nil) // its agent moved on: nothing to do
+		}
+		return
+	}
+	w.live.protected.Store(node.Protected)
+	if overBudget {
+		w.agentCallEnd(ctx, nil, nil, &store.RunError{Code: CodeBudgetExhausted,
+			Message: fmt.Sprintf("run budget %d cannot pay for this call of %s (spent %d)", run.Budget, t.Tool, run.Spent)}, 0, false)
+		return
+	}
+	var msg chat.Message
+	if err := json.Unmarshal(turn.Response, &msg); err != nil || t.Call >= len(msg.ToolCalls) {
+		w.agentCallEnd(ctx, nil, nil, &store.RunError{Code: CodeAgentTurns, Message: fmt.Sprintf("turn %d's journaled answer does not hold call %d", t.Item, t.Call)}, 0, false)
+		return
+	}
+	a := &agentLoop{node: node, started: turns[0].At}
+	timeout, ok := a.callTimeout(e.now())
+	if !ok {
+		w.agentCallEnd(ctx, nil, nil, &store.RunError{Code: CodeAgentTimeout, Message: fmt.Sprintf("agent %s ran past its timeout %s before this call", node.ID, node.Timeout)}, 0, false)
+		return
+	}
+	c := &toolCall{Run: run, Attempt: t.Attempt, Node: node, Visit: t.Visit, Index: []int{t.Item, t.Call}, Tool: t.Tool,
+		Input: msg.ToolCalls[t.Call].Arguments, Timeout: timeout, TaskID: t.ID}
+	o := w.callTool(ctx, c, func(fn func(tx store.Tx) error) error { return w.itemCommit(ctx, fn) })
+	switch o.End {
+	case callDone:
+		if len(o.Output) > MaxResultBytes {
+			w.agentCallEnd(ctx, c, nil, resultTooLarge(fmt.Sprintf("the result of call %d of turn %d", t.Call, t.Item), len(o.Output)), o.Cost, o.RecordDone)
+			return
+		}
+		w.agentCallEnd(ctx, c, o.Output, nil, o.Cost, o.RecordDone)
+	case callInterrupted:
+		if w.cancelRequested() {
+			w.itemDrop(ctx, nil) // the run is being cancelled
+		}
+		// An engine stop or a lost lease: the task is rescued, and a
+		// non-idempotent call's started record makes it unknown then.
+	case callAbandoned:
+	default:
+		// Agent calls are not retried by the engine: the model is told
+		// the error and decides.
+		rerr := o.Err
+		if rerr == nil {
+			rerr = &store.RunError{Code: CodeToolFailed, Message: t.Tool + " failed"}
+		}
+		w.agentCallEnd(ctx, c, nil, rerr, 0, o.RecordDone)
+	}
+}
+
+// agentCallEnd writes the call's end (with its done record when
+// recordDone), wakes the agent and drops the task, in one transaction.
+func (w *worker) agentCallEnd(ctx context.Context, c *toolCall, out json.RawMessage, rerr *store.RunError, cost int64, recordDone bool) {
+	e, t := w.e, w.task
+	now := e.now()
+	var woke bool
+	err := w.itemCommit(ctx, func(tx store.Tx) error {
+		if recordDone && c != nil {
+			if err := idemDoneTx(tx, c, c.key(), out, rerr, now); err != nil {
+				return err
+			}
+		}
+		var err error
+		if woke, err = agentCallEndTx(tx, t, out, rerr, cost, now); err != nil {
+			return err
+		}
+		return w.dropTaskTx(tx)
+	})
+	if rerr := recordErr(err); rerr != nil && rerr.Class == ClassRun && out != nil {
+		// The end with its result is too large for the store: the call
+		// ends failed without it.
+		w.agentCallEnd(ctx, c, nil, &store.RunError{Code: rerr.Code, Message: rerr.Message}, cost, recordDone)
+		return
+	}
+	if err == nil {
+		w.setLease(nil, true)
+		if woke {
+			e.kick()
+		}
+	}
+}

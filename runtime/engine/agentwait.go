@@ -1,0 +1,230 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/weirhq/weir/runtime/store"
+)
+
+// An agent parks twice over (docs/design.md §9, §11): on a person's approval
+// of a call of one of its approve tools, and on a child run that is a call
+// of one of its flows. Both are waits of the one wait model, with ids
+// derived from the call's place (WaitID(node, visit, turn, call) for an
+// approval), and both give the agent's slot back while they last.
+
+// evApprovalAsked records that an agent proposed a call a person must
+// approve: the wait id, the tool and its arguments.
+const evApprovalAsked = "approval_asked"
+
+// approvalWait is the approval wait of call i of turn t: the one already
+// open (decided or not), or a new one showing the tool and its arguments,
+// whose deadline is the loop's (none if the node has no timeout).
+func (s *stepper) approvalWait(a *agentLoop, t *store.AgentTurn, i int, args json.RawMessage, now time.Time) (*waitState, bool) {
+	id := WaitID(a.node.ID, a.visit, t.Turn, i)
+	if ws := s.cont.Approvals[id]; ws != nil {
+		return ws, false
+	}
+	until := now.Add(noTimeout)
+	if a.node.Timeout > 0 {
+		until = a.started.Add(a.node.Timeout)
+	}
+	ws := &waitState{ID: id, Kind: WaitApproval, Node: a.node.ID, Since: now, Until: until, Visit: a.visit, Call: []int{t.Turn, i},
+		Shown: mustJSON(map[string]any{"tool": t.Calls[i].Tool, "arguments": args, "turn": t.Turn, "call": i})}
+	if s.cont.Approvals == nil {
+		s.cont.Approvals = map[string]*waitState{}
+	}
+	s.cont.Approvals[id] = ws
+	return ws, true
+}
+
+// approvalsAskedTx records the proposals just made in the run's events.
+func (s *stepper) approvalsAskedTx(tx store.Tx, fresh []*waitState, now time.Time) error {
+	for _, ws := range fresh {
+		var shown map[string]any
+		_ = json.Unmarshal(ws.Shown, &shown)
+		shown["wait"] = ws.ID
+		if err := appendEvent(tx, s.run.ID, evApprovalAsked, s.run.Attempt, ws.Node, shown, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// awaitApprovals parks the agent until a person decides one of its
+// proposed calls, or the loop's timeout. A decision given while the agent
+// ran its other calls was taken into the continuation by this very
+// commit (takeDecisionsTx): then the run comes straight back.
+func (s *stepper) awaitApprovals(ctx context.Context, a *agentLoop, undecided []*waitState) bool {
+	now := s.e.now()
+	until := undecided[0].Until
+	ids := make([]string, len(undecided))
+	for j, ws := range undecided {
+		ids[j] = ws.ID
+		if ws.Until.Before(until) {
+			until = ws.Until
+		}
+	}
+	if !now.Before(until) {
+		return s.agentTimedOut(ctx, a)
+	}
+	s.commit(ctx, func(tx store.Tx) error {
+		readyAt := until
+		for _, ws := range undecided {
+			if ws.Decision != nil {
+				readyAt = now
+			}
+		}
+		return s.parkTx(tx, now, readyAt, WaitApproval, "", map[string]any{"waits": ids})
+	})
+	return false
+}
+
+// agentFlowCall makes call i of turn t, a call of one of the agent's
+// flows, a child run: the first time it starts the child and parks the
+// agent on it, recording the child's id in the turn in the same write, so
+// a crash can neither lose the child nor start a second; when the child
+// has ended, its output (or its error) is the call's result. loop says
+// the agent goes on in this worker.
+func (s *stepper) agentFlowCall(ctx context.Context, a *agentLoop, t *store.AgentTurn, i int, args json.RawMessage) (loop, more bool) {
+	e, node := s.e, a.node
+	c := t.Calls[i]
+	end := func(out json.RawMessage, rerr *store.RunError) (bool, bool) {
+		delete(s.cont.Waits, node.ID)
+		if s.task.WaitChild != "" {
+			s.task.WaitChild, s.task.WaitKind = "", ""
+			s.taskDirty = true
+		}
+		if !s.agentCallsDone(ctx, t, map[int]store.AgentCall{i: callEnded(c, out, rerr)}, 0, nil) {
+			return false, false
+		}
+		return true, false
+	}
+	detail := map[string]any{"flow": c.Tool, "turn": t.Turn, "call": i}
+	if c.Child == "" {
+		child, task, entry, rerr := s.prepareAgentChild(ctx, a, c.Tool, args)
+		if rerr != nil {
+			return end(nil, rerr)
+		}
+		next := *t
+		next.Calls = slices.Clone(t.Calls)
+		next.Calls[i].Child = child.ID
+		now := e.now()
+		// The child wait's id places the call, as an approval's does.
+		if s.cont.Waits == nil {
+			s.cont.Waits = map[string]*waitState{}
+		}
+		s.cont.Waits[node.ID] = &waitState{ID: WaitID(node.ID, a.visit, t.Turn, i), Kind: WaitChild, Node: node.ID, Since: now,
+			Until: now.Add(subflowFallback()), Visit: a.visit, Call: []int{t.Turn, i}}
+		detail["child"] = child.ID
+		if !s.commit(ctx, func(tx store.Tx) error {
+			if err := e.insertRun(tx, child, task, entry, map[string]any{"parent": s.run.ID, "node": node.ID, "turn": t.Turn, "call": i}); err != nil {
+				return err
+			}
+			if err := tx.AgentTurnPut(&next); err != nil {
+				return err
+			}
+			return s.parkTx(tx, now, now.Add(subflowFallback()), WaitChild, child.ID, detail)
+		}) {
+			return false, false
+		}
+		*t = next
+		e.kick()
+		return false, false
+	}
+	var child *store.Run
+	err := e.st.View(ctx, func(tx store.Tx) error {
+		var err error
+		child, err = tx.RunGet(c.Child)
+		return err
+	})
+	switch {
+	case ctx.Err() != nil:
+		return false, false
+	case errors.Is(err, store.ErrNotFound):
+		return end(nil, &store.RunError{Code: CodeChildVanished, Message: fmt.Sprintf("child run %s of the call of %s no longer exists", c.Child, c.Tool)})
+	case err != nil:
+		return end(nil, &store.RunError{Code: CodeChildUnreadable, Message: fmt.Sprintf("child run %s of the call of %s cannot be read: %v", c.Child, c.Tool, err)})
+	case !child.Phase.Terminal():
+		// Woken by a decision on another call, or by the fallback clock:
+		// the child still works.
+		now := e.now()
+		detail["child"] = c.Child
+		s.commit(ctx, func(tx store.Tx) error {
+			return s.parkTx(tx, now, now.Add(subflowFallback()), WaitChild, c.Child, detail)
+		})
+		return false, false
+	case child.Phase == store.PhaseCompleted:
+		return end(child.Output, nil)
+	case child.Error != nil:
+		return end(nil, &store.RunError{Code: child.Error.Code, Message: fmt.Sprintf("child run %s of %s: %s", c.Child, c.Tool, child.Error.Message)})
+	default:
+		return end(nil, &store.RunError{Code: CodeChildFailed, Message: fmt.Sprintf("child run %s of %s ended %s", c.Child, c.Tool, child.Phase)})
+	}
+}
+
+// prepareAgentChild builds the child run of a call of flow name with
+// input args, refusing (as the call's result, which the model is told) a
+// cycle, a chain too deep, an unknown flow and an input its schema
+// refuses.
+func (s *stepper) prepareAgentChild(ctx context.Context, a *agentLoop, name string, args json.RawMessage) (*store.Run, *store.Task, string, *store.RunError) {
+	e := s.e
+	chain := append(slices.Clone(s.run.Ancestors), s.run.Flow)
+	if slices.Contains(chain, name) {
+		return nil, nil, "", &store.RunError{Code: CodeRuntimeCycle,
+			Message: fmt.Sprintf("starting %s would close a subflow cycle: %s", name, strings.Join(append(chain, name), " -> "))}
+	}
+	depth, limit := s.run.Depth+1, s.run.DepthLimit
+	if depth > limit {
+		return nil, nil, "", &store.RunError{Code: CodeRuntimeDepth,
+			Message: fmt.Sprintf("starting %s would make the subflow chain %d deep, beyond the limit %d: %s", name, depth, limit, strings.Join(append(chain, name), " -> "))}
+	}
+	cfe, err := e.latestFlow(ctx, name)
+	if err != nil {
+		code := ErrorCode(err)
+		if code == CodeFlowUnreadable {
+			code = CodeChildUnreadable
+		}
+		return nil, nil, "", &store.RunError{Code: code, Message: err.Error()}
+	}
+	input, err := canonicalInput(args)
+	if err == nil {
+		err = cfe.validateInput(input)
+	}
+	if err != nil {
+		return nil, nil, "", &store.RunError{Code: CodeBadInput, Message: fmt.Sprintf("input for flow %s: %v", name, err)}
+	}
+	budget, rerr := s.agentChildBudget(name)
+	if rerr != nil {
+		return nil, nil, "", rerr
+	}
+	now := e.now()
+	child := &store.Run{
+		ID: newID("run"), Flow: cfe.flow.Name, Version: cfe.hash, Owner: s.run.Owner,
+		Input: input, InputHash: hashHex(input), Phase: store.PhaseQueued, Attempt: 1,
+		Depth: depth, DepthLimit: min(limit, depth+cfe.flow.MaxDepth), Ancestors: chain,
+		ParentRunID: s.run.ID, ParentNode: a.node.ID, ConfigVersion: e.config().ConfigVersion,
+		Budget: budget, CreatedAt: now, UpdatedAt: now,
+	}
+	return child, e.newStepTask(child, cfe.flow.Entry, now), cfe.flow.Entry, nil
+}
+
+// agentChildBudget is the budget of the child run of a flow tool call:
+// what is left of the run's budget, as a subflow's child gets. This is
+// the one place where such a child's budget is decided; escrowing it out
+// of the parent's remainder (docs/design.md §11) belongs here.
+func (s *stepper) agentChildBudget(flow string) (int64, *store.RunError) {
+	if s.run.Budget <= 0 {
+		return 0, nil
+	}
+	left := s.run.Budget - s.run.Spent
+	if left <= 0 {
+		return 0, &store.RunError{Code: CodeBudgetExhausted, Message: fmt.Sprintf("no budget left for a child run of flow %s", flow)}
+	}
+	return left, nil
+}

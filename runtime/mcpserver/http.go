@@ -1,0 +1,154 @@
+package mcpserver
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/weirhq/weir/runtime/api/apitypes"
+	"github.com/weirhq/weir/runtime/api/client"
+)
+
+// Limits of the HTTP transport.
+const (
+	// maxTokens bounds the tokens whose servers are kept at once; beyond
+	// it the least recently verified is forgotten (its next session gets
+	// a new server; nothing is lost).
+	maxTokens = 256
+	// verifyEvery is how often a token is checked with the daemon again
+	// (a reload may revoke it; every daemon request checks it anyway).
+	verifyEvery = time.Minute
+	// SessionIdle closes an HTTP session that sent nothing for this long.
+	SessionIdle = 30 * time.Minute
+)
+
+// Handler serves the streamable HTTP transport. Every request must carry
+// "Authorization: Bearer TOKEN" with a token of the daemon's TCP
+// listener: dial returns a daemon client that sends it, so a token's
+// owner is the caller and sees only its own runs. A session is bound to
+// the token that opened it. The SDK's localhost protection (DNS
+// rebinding) stays on.
+func Handler(dial func(token string) Daemon, o Options) http.Handler {
+	h := &httpHandler{dial: dial, o: o, tokens: map[string]*tokenEntry{}}
+	h.mcp = mcp.NewStreamableHTTPHandler(h.serverFor, &mcp.StreamableHTTPOptions{SessionTimeout: SessionIdle, Logger: o.Logger})
+	return h
+}
+
+type httpHandler struct {
+	dial func(token string) Daemon
+	o    Options
+	mcp  *mcp.StreamableHTTPHandler
+
+	mu     sync.Mutex
+	tokens map[string]*tokenEntry // token hash → its server
+}
+
+type tokenEntry struct {
+	srv      *Server
+	verified time.Time
+}
+
+// tokenKey is the hash a token is known by (never the token itself).
+func tokenKey(token string) string {
+	s := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(s[:12])
+}
+
+func bearerToken(r *http.Request) string {
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return ""
+	}
+	return strings.TrimSpace(tok)
+}
+
+func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	tok := bearerToken(r)
+	if tok == "" {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="weir"`)
+		http.Error(w, "E_IDENTITY: send Authorization: Bearer TOKEN with a token of the weir daemon's TCP listener", http.StatusUnauthorized)
+		return
+	}
+	key := tokenKey(tok)
+	if sid := r.Header.Get("Mcp-Session-Id"); sid != "" && !strings.HasPrefix(sid, key+"-") {
+		// Another token's session: as if it did not exist.
+		http.Error(w, "session not found", http.StatusNotFound)
+		return
+	}
+	ok, err := h.verify(r.Context(), tok, key)
+	if err != nil {
+		http.Error(w, apitypes.CodeStorage+": the weir daemon did not answer", http.StatusServiceUnavailable)
+		return
+	}
+	if !ok {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="weir", error="invalid_token"`)
+		http.Error(w, "E_IDENTITY: the weir daemon refuses this token", http.StatusUnauthorized)
+		return
+	}
+	h.mcp.ServeHTTP(w, r)
+}
+
+// verify checks the token with the daemon (at most every verifyEvery)
+// and makes its server. ok is false when the daemon refuses the token.
+func (h *httpHandler) verify(ctx context.Context, tok, key string) (ok bool, err error) {
+	h.mu.Lock()
+	e := h.tokens[key]
+	h.mu.Unlock()
+	if e != nil && time.Since(e.verified) < verifyEvery {
+		return true, nil
+	}
+	d := h.dial(tok)
+	if _, err := d.FlowList(ctx); err != nil {
+		var ae *client.Error
+		if errors.As(err, &ae) && (ae.HTTPStatus == http.StatusUnauthorized || ae.Code == apitypes.CodeIdentity) {
+			return false, nil
+		}
+		return false, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e = h.tokens[key]; e != nil {
+		e.verified = time.Now()
+		return true, nil
+	}
+	if len(h.tokens) >= maxTokens {
+		var oldest string
+		for k, v := range h.tokens {
+			if oldest == "" || v.verified.Before(h.tokens[oldest].verified) {
+				oldest = k
+			}
+		}
+		delete(h.tokens, oldest)
+	}
+	o := h.o
+	o.sessionID = func() string {
+		b := make([]byte, 16)
+		_, _ = rand.Read(b)
+		return key + "-" + hex.EncodeToString(b)
+	}
+	srv := New(d, o)
+	// Offer the flows at once (tools/list reads them again): a client
+	// that calls a tool it already knows need not list first.
+	_ = srv.Refresh(ctx)
+	h.tokens[key] = &tokenEntry{srv: srv, verified: time.Now()}
+	return true, nil
+}
+
+// serverFor is the SDK's getServer: the server of the request's token,
+// made by verify just before.
+func (h *httpHandler) serverFor(r *http.Request) *mcp.Server {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e := h.tokens[tokenKey(bearerToken(r))]; e != nil {
+		return e.srv.MCP()
+	}
+	return nil
+}

@@ -1,0 +1,455 @@
+package mcpserver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/weirhq/weir/runtime/api/apitypes"
+	"github.com/weirhq/weir/runtime/api/client"
+)
+
+// Daemon is what the server asks of weir's daemon; *client.Client is one.
+type Daemon interface {
+	FlowList(ctx context.Context) ([]apitypes.Flow, error)
+	RunStart(ctx context.Context, req apitypes.StartRequest) (*apitypes.StartResult, error)
+	RunGet(ctx context.Context, id string) (*apitypes.Run, error)
+	RunEvents(ctx context.Context, id string, p client.EventListParams) ([]*apitypes.Event, error)
+	RunWaits(ctx context.Context, id string) ([]apitypes.HumanWait, error)
+	RunCancel(ctx context.Context, id string) (apitypes.CancelAnswer, error)
+}
+
+var _ Daemon = (*client.Client)(nil)
+
+// Names a client uses.
+const (
+	// CancelRunTool is the tool that cancels a run by id. A flow of the
+	// same name is not offered (the tool wins).
+	CancelRunTool = "cancel_run"
+	// ArgRequestID is the argument that carries the caller's request id;
+	// it is taken out of the arguments before they become the run's input.
+	ArgRequestID = "weir_request_id"
+	// MetaRequestID is the _meta key that carries it, for clients that
+	// keep arguments for the flow alone.
+	MetaRequestID = "weir/request_id"
+	// RunURIPrefix starts a run's resources: weir://runs/ID (its state)
+	// and weir://runs/ID/timeline (its events).
+	RunURIPrefix = "weir://runs/"
+)
+
+// Limits and defaults.
+const (
+	// DefaultFollow is how long one call follows its run before it
+	// answers that the run still goes on (with its id).
+	DefaultFollow = 10 * time.Minute
+	// DefaultPoll is how often a followed run is read.
+	DefaultPoll = 100 * time.Millisecond
+	// maxTimelineEvents bounds the events one timeline read returns (the
+	// first ones; the CLI's `weir run events` pages through the rest).
+	maxTimelineEvents = apitypes.MaxEventLimit
+)
+
+// Options configures a Server.
+type Options struct {
+	// Follow bounds how long a call follows its run (DefaultFollow if 0).
+	Follow time.Duration
+	// Poll is the time between two reads of a followed run (DefaultPoll
+	// if 0).
+	Poll time.Duration
+	// Logger receives what the server has to say (discarded if nil).
+	Logger *slog.Logger
+	// sessionID makes session ids (HTTP binds them to a token).
+	sessionID func() string
+}
+
+// Server is an MCP server whose tools are the daemon's registered flows.
+type Server struct {
+	d   Daemon
+	o   Options
+	mcp *mcp.Server
+
+	mu    sync.Mutex
+	flows map[string]string // tool name → flow version hash offered
+}
+
+// New returns a server over d. Its tools are read from the daemon at
+// every tools/list, so a flow registered later is offered then.
+func New(d Daemon, o Options) *Server {
+	if o.Follow <= 0 {
+		o.Follow = DefaultFollow
+	}
+	if o.Poll <= 0 {
+		o.Poll = DefaultPoll
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{d: d, o: o, flows: map[string]string{}}
+	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "weir", Title: "weir flows"}, &mcp.ServerOptions{
+		Instructions: "Each tool starts a durable weir run of the flow of that name and answers with its output. " +
+			"Pass weir_request_id (or _meta weir/request_id) to make a retried call return the same run. " +
+			"A run waiting for a human decision answers at once with how to decide it; cancel_run cancels a run.",
+		Logger: o.Logger,
+		// Flows come and go: clients are told when the list changes.
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}, Resources: &mcp.ResourceCapabilities{}},
+		GetSessionID: o.sessionID,
+	})
+	s.mcp.AddTool(&mcp.Tool{
+		Name:        CancelRunTool,
+		Description: "Cancel a weir run by id. Answers requested, too_late (its finish was already decided) or already_terminal.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"run_id":{"type":"string"}},"required":["run_id"],"additionalProperties":false}`),
+		Annotations: &mcp.ToolAnnotations{IdempotentHint: true, DestructiveHint: ptr(true)},
+	}, s.cancelRun)
+	s.mcp.AddResourceTemplate(&mcp.ResourceTemplate{
+		Name: "run", URITemplate: RunURIPrefix + "{id}", MIMEType: "application/json",
+		Description: "A weir run's state: phase, progress, output or error.",
+	}, s.readRun)
+	s.mcp.AddResourceTemplate(&mcp.ResourceTemplate{
+		Name: "timeline", URITemplate: RunURIPrefix + "{id}/timeline", MIMEType: "application/json",
+		Description: fmt.Sprintf("A weir run's timeline: its first %d events, what the system did.", maxTimelineEvents),
+	}, s.readTimeline)
+	s.mcp.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "tools/list" {
+				if err := s.Refresh(ctx); err != nil {
+					return nil, err
+				}
+			}
+			return next(ctx, method, req)
+		}
+	})
+	return s
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// MCP returns the underlying MCP server (to run on a transport).
+func (s *Server) MCP() *mcp.Server { return s.mcp }
+
+// Serve speaks MCP on t (mcp.StdioTransport for stdio) until the client
+// leaves or ctx ends.
+func (s *Server) Serve(ctx context.Context, t mcp.Transport) error {
+	if err := s.Refresh(ctx); err != nil {
+		return err
+	}
+	return s.mcp.Run(ctx, t)
+}
+
+// Refresh makes the server's tools the daemon's registered flows (their
+// latest versions), adding, replacing and removing as needed.
+func (s *Server) Refresh(ctx context.Context) error {
+	fl, err := s.d.FlowList(ctx)
+	if err != nil {
+		return fmt.Errorf("listing the daemon's flows: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := map[string]bool{}
+	for _, f := range fl {
+		if f.Name == CancelRunTool {
+			s.o.Logger.Warn("flow not offered: its name is the cancel tool's", "flow", f.Name)
+			continue
+		}
+		seen[f.Name] = true
+		if s.flows[f.Name] == f.Hash {
+			continue
+		}
+		schema, wrapped := inputSchema(f.Input)
+		s.mcp.AddTool(&mcp.Tool{Name: f.Name, Description: flowDescription(f), InputSchema: schema}, s.callFlow(f.Name, wrapped))
+		s.flows[f.Name] = f.Hash
+	}
+	var gone []string
+	for n := range s.flows {
+		if !seen[n] {
+			gone = append(gone, n)
+			delete(s.flows, n)
+		}
+	}
+	if len(gone) > 0 {
+		s.mcp.RemoveTools(gone...)
+	}
+	return nil
+}
+
+func flowDescription(f apitypes.Flow) string {
+	d := strings.TrimSpace(f.Doc)
+	if d == "" {
+		d = "Run the weir flow " + f.Name + "."
+	}
+	return d + " (a durable weir run; answers its output, or how to decide a human wait)"
+}
+
+// inputSchema is the tool's input schema for a flow's: MCP wants an
+// object. An object schema (or none) is offered as the flow's with the
+// optional ArgRequestID beside its properties; any other is wrapped as
+// {"input": SCHEMA} (wrapped true: the run's input is that argument).
+func inputSchema(flowInput json.RawMessage) (json.RawMessage, bool) {
+	reqID := json.RawMessage(`{"type":"string","description":"your business id for this call: the same id returns the same run"}`)
+	var m map[string]json.RawMessage
+	if len(flowInput) == 0 || string(flowInput) == "null" {
+		m = map[string]json.RawMessage{"type": json.RawMessage(`"object"`)}
+	} else if json.Unmarshal(flowInput, &m) != nil || string(m["type"]) != `"object"` {
+		b, _ := json.Marshal(map[string]any{"type": "object", "required": []string{"input"},
+			"properties": map[string]any{"input": flowInput, ArgRequestID: reqID}})
+		return b, true
+	}
+	props := map[string]json.RawMessage{}
+	if p, ok := m["properties"]; ok {
+		_ = json.Unmarshal(p, &props)
+	}
+	props[ArgRequestID] = reqID
+	m["properties"], _ = json.Marshal(props)
+	b, _ := json.Marshal(m)
+	return b, false
+}
+
+// callFlow is the handler of a flow's tool.
+func (s *Server) callFlow(flow string, wrapped bool) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		args := map[string]json.RawMessage{}
+		if len(req.Params.Arguments) > 0 && string(req.Params.Arguments) != "null" {
+			if err := json.Unmarshal(req.Params.Arguments, &args); err != nil {
+				return refused(apitypes.CodeBadInput, apitypes.ClassProtocol, "the arguments are not a JSON object: "+err.Error()), nil
+			}
+		}
+		reqID, _ := req.Params.Meta[MetaRequestID].(string)
+		if raw, ok := args[ArgRequestID]; ok {
+			if err := json.Unmarshal(raw, &reqID); err != nil {
+				return refused(apitypes.CodeBadInput, apitypes.ClassProtocol, ArgRequestID+" must be a string"), nil
+			}
+			delete(args, ArgRequestID)
+		}
+		if reqID == "" {
+			reqID = freshRequestID()
+		}
+		input, _ := json.Marshal(args)
+		if wrapped {
+			input = args["input"]
+		}
+		res, err := s.d.RunStart(ctx, apitypes.StartRequest{Flow: flow, Input: input, RequestID: reqID})
+		if err != nil {
+			return apiRefusal(err), nil
+		}
+		return s.follow(ctx, req, res.RunID), nil
+	}
+}
+
+// freshRequestID names a call whose client gave no id: unique, so the
+// call starts a run of its own.
+func freshRequestID() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return "mcp-" + hex.EncodeToString(b)
+}
+
+// follow reads the run until it ends, parks on a human wait, the follow
+// bound passes or the client goes away, reporting progress meanwhile.
+func (s *Server) follow(ctx context.Context, req *mcp.CallToolRequest, id string) *mcp.CallToolResult {
+	tok := req.Params.GetProgressToken()
+	var step float64
+	report := func(msg string) {
+		if tok == nil {
+			return
+		}
+		step++
+		// Display only: a lost notification changes nothing.
+		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: step, Message: msg})
+	}
+	// The first report carries the run's id: a client that cancels or
+	// drops the call still knows which run goes on.
+	report("run " + id + " accepted")
+	bound := time.NewTimer(s.o.Follow)
+	defer bound.Stop()
+	tick := time.NewTicker(s.o.Poll)
+	defer tick.Stop()
+	last := ""
+	for {
+		v, err := s.d.RunGet(ctx, id)
+		if ctx.Err() != nil {
+			return detached(id, "the call was cancelled; the run goes on")
+		}
+		if err != nil {
+			return withRun(apiRefusal(err), id)
+		}
+		if v.Progress != nil {
+			if msg := progressMessage(v); msg != last {
+				last = msg
+				report(msg)
+			}
+		}
+		switch {
+		case v.Phase.Terminal():
+			return finished(v)
+		case v.Phase == apitypes.PhaseWaiting:
+			ws, err := s.d.RunWaits(ctx, id)
+			if err == nil && len(ws) > 0 {
+				return waiting(v, ws)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return detached(id, "the call was cancelled; the run goes on")
+		case <-bound.C:
+			return detached(id, fmt.Sprintf("the run still goes on after %s", s.o.Follow))
+		case <-tick.C:
+		}
+	}
+}
+
+func progressMessage(v *apitypes.Run) string {
+	p := v.Progress
+	msg := fmt.Sprintf("run %s %s: %d nodes done", v.ID, p.Phase, p.Done)
+	if p.Node != "" {
+		msg += ", at " + p.Node
+	}
+	if t := p.Tool; t != nil {
+		msg += fmt.Sprintf(" (%d/%d)", t.Done, t.Total)
+	}
+	return msg
+}
+
+// result builds a tool result whose structured content is v and whose
+// text says the same for a reader.
+func result(v map[string]any, text string, isError bool) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, StructuredContent: v, IsError: isError}
+}
+
+func withRun(r *mcp.CallToolResult, id string) *mcp.CallToolResult {
+	if m, ok := r.StructuredContent.(map[string]any); ok {
+		m["run_id"] = id
+	}
+	return r
+}
+
+func finished(v *apitypes.Run) *mcp.CallToolResult {
+	if v.Phase == apitypes.PhaseCompleted {
+		out := json.RawMessage(v.Output)
+		if len(out) == 0 {
+			out = json.RawMessage("null")
+		}
+		return result(map[string]any{"run_id": v.ID, "phase": v.Phase, "output": out}, string(out), false)
+	}
+	e := v.Error
+	if e == nil {
+		e = &apitypes.RunError{Code: apitypes.CodeCancelled, Message: "the run was " + string(v.Phase)}
+	}
+	return result(map[string]any{"run_id": v.ID, "phase": v.Phase,
+		"error": map[string]any{"code": e.Code, "message": e.Message, "class": apitypes.ClassRun}},
+		fmt.Sprintf("run %s %s: %s: %s", v.ID, v.Phase, e.Code, e.Message), true)
+}
+
+func waiting(v *apitypes.Run, ws []apitypes.HumanWait) *mcp.CallToolResult {
+	var lines []string
+	list := make([]map[string]any, 0, len(ws))
+	for _, w := range ws {
+		list = append(list, map[string]any{"run_id": w.RunID, "flow": w.Flow, "node": w.Node, "until": w.Until})
+		lines = append(lines, fmt.Sprintf("  weir run approve %s %s [--payload JSON]   or   weir run reject %s %s --reason TEXT   (before %s)",
+			w.RunID, w.Node, w.RunID, w.Node, w.Until.Format(time.RFC3339)))
+	}
+	text := fmt.Sprintf("run %s is waiting for a human decision; it goes on once someone decides:\n%s\nRead %s%s for its state.",
+		v.ID, strings.Join(lines, "\n"), RunURIPrefix, v.ID)
+	return result(map[string]any{"run_id": v.ID, "phase": v.Phase, "waits": list}, text, false)
+}
+
+func detached(id, why string) *mcp.CallToolResult {
+	return result(map[string]any{"run_id": id, "phase": "detached", "note": why},
+		fmt.Sprintf("run %s: %s; read %s%s for its state, or call %s to stop it", id, why, RunURIPrefix, id, CancelRunTool), false)
+}
+
+func refused(code, class, msg string) *mcp.CallToolResult {
+	return result(map[string]any{"error": map[string]any{"code": code, "message": msg, "class": class}}, code+": "+msg, true)
+}
+
+// apiRefusal turns the daemon's refusal into a tool error with its code
+// and class; a daemon that does not answer is a storage-class error (the
+// service cannot keep its promise now; retry later).
+func apiRefusal(err error) *mcp.CallToolResult {
+	var ae *client.Error
+	if errors.As(err, &ae) {
+		class := ae.Class
+		if class == "" {
+			class = apitypes.ClassProtocol
+		}
+		return refused(ae.Code, class, ae.Message)
+	}
+	return refused(apitypes.CodeStorage, apitypes.ClassStorage, "the weir daemon did not answer: "+err.Error())
+}
+
+func (s *Server) cancelRun(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var in struct {
+		RunID string `json:"run_id"`
+	}
+	if err := json.Unmarshal(req.Params.Arguments, &in); err != nil || in.RunID == "" {
+		return refused(apitypes.CodeBadInput, apitypes.ClassProtocol, "want {\"run_id\": \"...\"}"), nil
+	}
+	ans, err := s.d.RunCancel(ctx, in.RunID)
+	if err != nil {
+		return withRun(apiRefusal(err), in.RunID), nil
+	}
+	return result(map[string]any{"run_id": in.RunID, "answer": ans}, fmt.Sprintf("cancel of run %s: %s", in.RunID, ans), false), nil
+}
+
+// runID reads the id out of a run resource's URI.
+func runID(uri, suffix string) (string, bool) {
+	id, ok := strings.CutPrefix(uri, RunURIPrefix)
+	if !ok {
+		return "", false
+	}
+	if suffix != "" {
+		if id, ok = strings.CutSuffix(id, suffix); !ok {
+			return "", false
+		}
+	}
+	return id, id != "" && !strings.Contains(id, "/")
+}
+
+func (s *Server) readRun(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	uri := req.Params.URI
+	id, ok := runID(uri, "")
+	if !ok {
+		return nil, mcp.ResourceNotFoundError(uri)
+	}
+	v, err := s.d.RunGet(ctx, id)
+	if err != nil {
+		return nil, resourceErr(uri, err)
+	}
+	return jsonResource(uri, v)
+}
+
+func (s *Server) readTimeline(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	uri := req.Params.URI
+	id, ok := runID(uri, "/timeline")
+	if !ok {
+		return nil, mcp.ResourceNotFoundError(uri)
+	}
+	evs, err := s.d.RunEvents(ctx, id, client.EventListParams{Limit: maxTimelineEvents})
+	if err != nil {
+		return nil, resourceErr(uri, err)
+	}
+	return jsonResource(uri, evs)
+}
+
+// resourceErr: another owner's run is not found, exactly as a missing one.
+func resourceErr(uri string, err error) error {
+	if client.ErrorCode(err) == apitypes.CodeNotFound {
+		return mcp.ResourceNotFoundError(uri)
+	}
+	return err
+}
+
+func jsonResource(uri string, v any) (*mcp.ReadResourceResult, error) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "application/json", Text: string(b)}}}, nil
+}

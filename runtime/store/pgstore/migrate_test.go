@@ -1,0 +1,207 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/weirhq/weir/internal/testutil/pgtest"
+	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/runtime/store/storeurl"
+)
+
+func TestMigrationsAreNumberedFromOne(t *testing.T) {
+	t.Parallel()
+	ms, err := migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) == 0 || SchemaVersion() != len(ms) {
+		t.Fatalf("%d migrations, SchemaVersion %d", len(ms), SchemaVersion())
+	}
+}
+
+// schemaVersions reads the versions recorded in a schema.
+func schemaVersions(t *testing.T, u string) []int {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT version FROM schema_migrations ORDER BY version`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vs
+}
+
+// TestOpensRacingMigrateOnce opens several stores at once on an empty
+// schema, as daemons started together would: every open succeeds (none
+// trips over another's half-made tables) and each migration is applied
+// once.
+func TestOpensRacingMigrateOnce(t *testing.T) {
+	t.Parallel()
+	u := pgtest.Schema(t)
+	const n = 6
+	var wg sync.WaitGroup
+	stores := make([]*Store, n)
+	errs := make([]error, n)
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			stores[i], errs[i] = Open(context.Background(), u, Options{Shared: true})
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("open %d: %v", i, err)
+		}
+		stores[i].Close()
+	}
+	want := fmt.Sprint(func() []int {
+		var vs []int
+		for v := 1; v <= SchemaVersion(); v++ {
+			vs = append(vs, v)
+		}
+		return vs
+	}())
+	if got := fmt.Sprint(schemaVersions(t, u)); got != want {
+		t.Fatalf("schema_migrations holds %s, want each version once: %s", got, want)
+	}
+}
+
+// TestNewerSchemaRefused: a schema migrated by a newer weir is refused at
+// open with an error that names both versions, and nothing is changed.
+func TestNewerSchemaRefused(t *testing.T) {
+	t.Parallel()
+	u := pgtest.Schema(t)
+	s, err := Open(ctx, u, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	newer := SchemaVersion() + 1
+	pgtest.Exec(t, u, `INSERT INTO schema_migrations (version, name) VALUES ($1, 'from_the_future')`, newer)
+	_, err = Open(ctx, u, Options{})
+	if !errors.Is(err, ErrSchemaNewer) || !strings.Contains(err.Error(), fmt.Sprintf("version %d", newer)) ||
+		!strings.Contains(err.Error(), fmt.Sprintf("up to %d", SchemaVersion())) {
+		t.Fatalf("open of a newer schema: %v, want ErrSchemaNewer naming versions %d and %d", err, newer, SchemaVersion())
+	}
+	if got := len(schemaVersions(t, u)); got != newer {
+		t.Fatalf("%d versions recorded after the refusal, want %d", got, newer)
+	}
+}
+
+// TestOpenErrorsHideThePassword: whatever fails at open, the password of
+// the URL is not in the error.
+func TestOpenErrorsHideThePassword(t *testing.T) {
+	t.Parallel()
+	pgtest.Require(t)
+	for _, u := range []string{
+		"postgres://weir:s3cret-pw@127.0.0.1:1/weir?sslmode=disable&connect_timeout=5", // nothing listens on port 1
+		"postgres://weir:s3cret-pw@127.0.0.1:5432/weir?sslmode=bogus",
+		"postgres://weir@127.0.0.1:1/weir?password=s3cret-pw&sslmode=disable&connect_timeout=5",
+	} {
+		_, err := Open(ctx, u, Options{})
+		if err == nil || strings.Contains(err.Error(), "s3cret-pw") {
+			t.Fatalf("Open(%s): %v, want an error without the password", storeurl.Redact(u), err)
+		}
+	}
+}
+
+// TestNoSchema: a search_path naming no existing schema is refused with
+// an error that says so.
+func TestNoSchema(t *testing.T) {
+	t.Parallel()
+	base := pgtest.Require(t)
+	sep := "?"
+	if strings.Contains(base, "?") {
+		sep = "&"
+	}
+	_, err := Open(ctx, base+sep+"search_path=weir_no_such_schema", Options{})
+	if err == nil || !strings.Contains(err.Error(), "search_path") {
+		t.Fatalf("open with a missing schema: %v", err)
+	}
+}
+
+// TestSynchronousCommitOffRefused: a session that would acknowledge a
+// COMMIT before it is durable is refused at open.
+func TestSynchronousCommitOffRefused(t *testing.T) {
+	t.Parallel()
+	_, err := Open(ctx, pgtest.Schema(t)+"&synchronous_commit=off", Options{})
+	if !errors.Is(err, ErrNotDurable) {
+		t.Fatalf("open with synchronous_commit off: %v, want ErrNotDurable", err)
+	}
+}
+
+// TestVersion1DataOpens loads records written by a store of schema
+// version 1 (testdata/v1-data.sql) into a schema of that version, opens
+// it (applying every later migration) and reads them back: an upgrade
+// keeps the previous release's records and resumes its parked runs.
+func TestVersion1DataOpens(t *testing.T) {
+	t.Parallel()
+	u := pgtest.Schema(t)
+	ms, err := migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixture, err := os.ReadFile("testdata/v1-data.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pgtest.Exec(t, u, schemaMigrationsDDL+";\n"+ms[0].sql+"\n"+string(fixture))
+	s, err := Open(ctx, u, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 5, time.UTC)
+	err = s.View(ctx, func(tx store.Tx) error {
+		r, e1 := tx.RunGet("run_1")
+		parked, e2 := tx.TaskListReady(t0.Add(time.Hour), 0)
+		c, e3 := tx.ContinuationGet("run_1")
+		evs, e4 := tx.EventList(store.EventListParams{RunID: "run_1"})
+		d, e5 := tx.DedupGet("alice", "req-1")
+		idem, e6 := tx.IdemListRun("run_1")
+		fv, e7 := tx.FlowVersionLatest("gate")
+		if err := errors.Join(e1, e2, e3, e4, e5, e6, e7); err != nil {
+			return err
+		}
+		switch {
+		case r.Phase != store.PhaseWaiting || r.Owner != "alice" || string(r.Input) != `{"n":1}`:
+			return fmt.Errorf("run %+v", r)
+		case len(parked) != 1 || parked[0].ID != "task_1" || !parked[0].ReadyAt.Equal(t0.Add(time.Hour)):
+			return fmt.Errorf("parked tasks %+v", parked)
+		case string(c) != "\x01continuation":
+			return fmt.Errorf("continuation %q", c)
+		case len(evs) != 2 || evs[0].Seq != 1 || evs[1].Type != "waiting" || !evs[1].At.Equal(t0):
+			return fmt.Errorf("events %+v", evs)
+		case d.RunID != "run_1" || len(idem) != 1 || idem[0].State != store.IdemStarted || fv.Hash != "h1":
+			return fmt.Errorf("dedup %+v, idem %+v, flow %+v", d, idem, fv)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The event sequence goes on from where the previous release left it.
+	e := &store.Event{RunID: "run_1", Type: "approved"}
+	if err := s.Update(ctx, func(tx store.Tx) error { return tx.EventAppend(e) }); err != nil || e.Seq != 3 {
+		t.Fatalf("next event: seq %d, %v; want 3", e.Seq, err)
+	}
+}

@@ -1,0 +1,550 @@
+// Package pgstore is weir's PostgreSQL storage backend: store.Store on
+// PostgreSQL (pgx and its pool), for a team whose daemons share one
+// database instead of each keeping an embedded Badger directory.
+//
+// The schema is a set of versioned SQL migrations embedded in the binary
+// (migrations/), applied by Open under an advisory lock; a database whose
+// schema is newer than the binary is refused (ErrSchemaNewer). Each record
+// kind has a table that keeps the record whole as JSON beside the columns
+// the store looks it up and orders it by.
+//
+// Every Update runs in a SERIALIZABLE transaction: a function is isolated
+// from every other writer, of this process or another, and when PostgreSQL
+// reports a serialization failure or a deadlock (40001, 40P01) the
+// transaction is rolled back and the functions are run again, which the
+// store contract allows (fns have no effects outside the transaction).
+//
+// By default Updates are group-committed: one committer runs the pending
+// functions one after another in a single transaction, each behind a
+// savepoint so that a failing function leaves nothing while the others
+// commit, and answers them all after the one COMMIT. That is one commit
+// round trip and one WAL flush for many steps. With Options.MaxBatch 1
+// every Update is its own transaction on a pooled connection instead.
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"runtime/debug"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/runtime/store/storeurl"
+)
+
+// MaxUpdateBytes bounds what one Update writes: the bytes of the keys and
+// records it puts (a record put twice counts once, at its last size). It
+// is about what one transaction of the embedded Badger store holds with
+// its default options, so a step one backend accepts the other accepts
+// too; a function over it fails alone with store.ErrTooLarge and nothing
+// it wrote is kept.
+const MaxUpdateBytes = 2 << 20
+
+// MaxConflictRetries bounds how many times one Update is run again after
+// serialization failures or deadlocks before its error is returned.
+const MaxConflictRetries = 1000
+
+// Defaults of Options. A group commit of more than 64 functions would
+// hold more than 64 subtransactions, past the cache PostgreSQL keeps per
+// transaction: every snapshot taken meanwhile would then look subtransactions
+// up on disk, slowing every reader.
+const (
+	DefaultMaxBatch = 64
+	DefaultMaxConns = 8
+	// DefaultLockWait covers the moment between a daemon's death and the
+	// end of its session on the server, which releases its lock.
+	DefaultLockWait = 5 * time.Second
+)
+
+// Options configures Open. The zero value is the daemon's configuration.
+type Options struct {
+	// Logger receives the store's notices (migrations applied). Nil
+	// discards them.
+	Logger hclog.Logger
+	// MaxBatch is the most Update functions one group commit runs.
+	// Default DefaultMaxBatch; 1 gives every Update its own transaction.
+	MaxBatch int
+	// Shared lets several stores use one schema at once. Without it Open
+	// holds an advisory lock for the store's life and a second Open of
+	// the same schema fails with store.ErrLocked, as a second open of a
+	// Badger directory does: the engine does not yet coordinate several
+	// daemons on one database, and two engines would both run the same
+	// tasks.
+	Shared bool
+	// LockWait is how long Open waits for the lock of an unshared store
+	// held by another session before it fails. Default DefaultLockWait.
+	LockWait time.Duration
+	// MaxConns is the size of the connection pool unless the URL sets
+	// pool_max_conns. Group commit uses one connection for writes; Views
+	// and Updates without group commit use the others. Default
+	// DefaultMaxConns; at least 2.
+	MaxConns int32
+}
+
+func (o Options) withDefaults() Options {
+	if o.Logger == nil {
+		o.Logger = hclog.NewNullLogger()
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = DefaultMaxBatch
+	}
+	if o.MaxConns <= 0 {
+		o.MaxConns = DefaultMaxConns
+	}
+	if o.LockWait <= 0 {
+		o.LockWait = DefaultLockWait
+	}
+	o.MaxConns = max(o.MaxConns, 2)
+	return o
+}
+
+// Store is store.Store on PostgreSQL.
+type Store struct {
+	pool *pgxpool.Pool
+	opts Options
+	lock *pgx.Conn // holds the store's advisory lock (nil when Shared)
+
+	reqs chan *request // to the committer; nil without group commit
+	quit chan struct{}
+	done chan struct{}
+
+	// mu and inflight let Close wait for every Update and View that got
+	// past the closed check, so the pool is never closed under one.
+	mu       sync.RWMutex
+	closed   bool
+	inflight sync.WaitGroup
+
+	commits   atomic.Uint64
+	updates   atomic.Uint64
+	conflicts atomic.Uint64
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open connects to the database at rawURL (postgres://user:pass@host/db,
+// with search_path=SCHEMA to keep weir's tables in a schema of their own),
+// migrates its schema and returns the store. Errors never quote the URL's
+// password.
+func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
+	opts = opts.withDefaults()
+	cfg, err := pgxpool.ParseConfig(rawURL)
+	if err != nil {
+		// pgx's parse errors can quote the URL: say only what it is.
+		return nil, fmt.Errorf("pgstore: the store URL %s is not a valid PostgreSQL connection string", storeurl.Redact(rawURL))
+	}
+	if !hasParam(rawURL, "pool_max_conns") {
+		cfg.MaxConns = opts.MaxConns
+	}
+	cfg.MaxConns = max(cfg.MaxConns, 2)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: %s: %w", storeurl.Redact(rawURL), err)
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("pgstore: connecting to %s: %w", storeurl.Redact(rawURL), err)
+	}
+	var applied []int
+	err = checkDurable(ctx, conn.Conn())
+	if err == nil {
+		applied, err = migrate(ctx, conn.Conn())
+	}
+	if err != nil {
+		conn.Release()
+		pool.Close()
+		return nil, err
+	}
+	var lock *pgx.Conn
+	if !opts.Shared {
+		// The lock lives as long as this session: the connection leaves
+		// the pool and is closed by Close.
+		lock = conn.Hijack()
+		if err := takeLock(ctx, lock, opts.LockWait); err != nil {
+			lock.Close(ctx)
+			pool.Close()
+			if errors.Is(err, store.ErrLocked) {
+				return nil, fmt.Errorf("pgstore: %s: %w", storeurl.Redact(rawURL), err)
+			}
+			return nil, fmt.Errorf("pgstore: taking the store's lock: %w", err)
+		}
+	} else {
+		conn.Release()
+	}
+	if len(applied) > 0 {
+		opts.Logger.Info("schema migrated", "versions", applied, "database", storeurl.Redact(rawURL))
+	}
+	s := &Store{pool: pool, opts: opts, lock: lock, quit: make(chan struct{}), done: make(chan struct{})}
+	if opts.MaxBatch > 1 {
+		s.reqs = make(chan *request, opts.MaxBatch)
+		go s.commitLoop()
+	} else {
+		close(s.done)
+	}
+	return s, nil
+}
+
+// ErrNotDurable: the database would acknowledge a COMMIT before it is
+// on disk, so a crash of the server could lose steps weir acknowledged.
+var ErrNotDurable = errors.New("pgstore: synchronous_commit is off")
+
+// checkDurable refuses a session whose COMMIT returns before the WAL is
+// flushed: weir acknowledges a step when its COMMIT returns.
+func checkDurable(ctx context.Context, conn *pgx.Conn) error {
+	var sc string
+	if err := conn.QueryRow(ctx, `SELECT current_setting('synchronous_commit')`).Scan(&sc); err != nil {
+		return fmt.Errorf("pgstore: %w", err)
+	}
+	if sc == "off" {
+		return fmt.Errorf("%w for weir's role or database: a crash of the server could lose steps weir acknowledged; set it on (ALTER ROLE ... SET synchronous_commit = on)", ErrNotDurable)
+	}
+	return nil
+}
+
+// takeLock takes the store's advisory lock on conn's schema, waiting up
+// to wait for a holder to go: a daemon killed a moment ago holds it until
+// the server has noticed and ended its session.
+func takeLock(ctx context.Context, conn *pgx.Conn, wait time.Duration) error {
+	var schema string
+	if err := conn.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		return err
+	}
+	if _, err := conn.Exec(ctx, fmt.Sprintf("SET lock_timeout = %d", max(wait.Milliseconds(), 1))); err != nil {
+		return err
+	}
+	_, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1, hashtext(current_schema()))`, int32(storeLock))
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "55P03" { // lock_not_available
+		return fmt.Errorf("schema %q is in use by another weir daemon (%w)", schema, store.ErrLocked)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = conn.Exec(ctx, "RESET lock_timeout")
+	return err
+}
+
+func hasParam(rawURL, name string) bool {
+	u, err := url.Parse(rawURL)
+	return err == nil && u.Query().Has(name)
+}
+
+// Capabilities reports group commit unless MaxBatch is 1.
+func (s *Store) Capabilities() store.Capabilities {
+	return store.Capabilities{GroupCommit: s.reqs != nil}
+}
+
+// enter registers an in-flight call, or reports that the store is closed.
+func (s *Store) enter() error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return store.ErrClosed
+	}
+	s.inflight.Add(1)
+	return nil
+}
+
+// request is one Update waiting for its transaction.
+type request struct {
+	ctx      context.Context
+	fn       func(store.Tx) error
+	res      chan error // buffered: the committer never blocks on a caller
+	panicked any        // set before res is sent when fn panicked
+	failed   error      // fn's own error in the last attempt
+}
+
+// PanicError carries a panic raised by an Update function on the
+// committer goroutine back to the caller, which panics with it.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (p *PanicError) Error() string {
+	return fmt.Sprintf("pgstore: Update function panicked: %v\n%s", p.Value, p.Stack)
+}
+
+// Update runs fn in a SERIALIZABLE transaction and returns once it is
+// committed (or fn failed). With group commit fn runs on the committer
+// goroutine beside other callers' functions, so it must be short and must
+// not block. fn may run more than once (after a serialization failure).
+//
+// ctx is checked before fn runs: if it is done by then fn does not run and
+// ctx's error is returned. Once fn has run, Update waits for the commit
+// whatever ctx says, because returning early would report as failed a
+// write that may yet become durable. A panic in fn is re-raised in the
+// caller's goroutine.
+func (s *Store) Update(ctx context.Context, fn func(tx store.Tx) error) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.inflight.Done()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	r := &request{ctx: ctx, fn: fn, res: make(chan error, 1)}
+	if s.reqs == nil {
+		s.run([]*request{r})
+	} else {
+		select {
+		case s.reqs <- r:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	err := <-r.res
+	if r.panicked != nil {
+		panic(r.panicked)
+	}
+	return err
+}
+
+// commitLoop takes a request, adds those already queued behind it (up to
+// MaxBatch) and runs them as one group commit. Requests that arrive while
+// a group commits wait and form the next group: the group size follows
+// the load, without any timer.
+func (s *Store) commitLoop() {
+	defer close(s.done)
+	for {
+		var batch []*request
+		select {
+		case r := <-s.reqs:
+			batch = append(batch, r)
+		case <-s.quit:
+			return
+		}
+	fill:
+		for len(batch) < s.opts.MaxBatch {
+			select {
+			case r := <-s.reqs:
+				batch = append(batch, r)
+			default:
+				break fill
+			}
+		}
+		s.run(batch)
+	}
+}
+
+// run commits the functions of reqs in one transaction, running them all
+// again while the transaction fails with a serialization failure or a
+// deadlock, and answers every caller.
+func (s *Store) run(reqs []*request) {
+	backoff := time.Millisecond
+	for attempt := 0; ; attempt++ {
+		live := reqs[:0:0]
+		for _, r := range reqs {
+			if err := r.ctx.Err(); err != nil {
+				r.res <- err // fn's writes of any earlier attempt were rolled back
+				continue
+			}
+			live = append(live, r)
+		}
+		reqs = live
+		if len(reqs) == 0 {
+			return
+		}
+		err := s.attempt(reqs)
+		if err == nil {
+			if slices.ContainsFunc(reqs, func(r *request) bool { return r.failed == nil }) {
+				s.commits.Add(1)
+			}
+			for _, r := range reqs {
+				if r.failed != nil {
+					r.res <- r.failed
+					continue
+				}
+				s.updates.Add(1)
+				r.res <- nil
+			}
+			return
+		}
+		if isConflict(err) && attempt < MaxConflictRetries {
+			s.conflicts.Add(1)
+			// Jittered backoff: the transactions that collided should
+			// not collide again on the next try.
+			time.Sleep(backoff/2 + rand.N(backoff))
+			backoff = min(2*backoff, 50*time.Millisecond)
+			continue
+		}
+		if isConflict(err) {
+			err = fmt.Errorf("pgstore: still conflicting after %d tries: %w", attempt+1, err)
+		}
+		for _, r := range reqs {
+			r.res <- err
+		}
+		return
+	}
+}
+
+// attempt runs reqs' functions in one SERIALIZABLE transaction and commits
+// it. A function that fails (or panics) is rolled back to its savepoint
+// and its error kept in failed; the others commit. It returns the
+// transaction's error: a serialization failure (retry everything), or any
+// other failure of the database (every caller gets it).
+func (s *Store) attempt(reqs []*request) error {
+	// The statements are the whole group's: no caller's cancellation may
+	// break them (Update waits for the outcome once fn ran).
+	ctx := context.Background()
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("pgstore: %w", err)
+	}
+	defer conn.Release()
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable})
+	if err != nil {
+		return fmt.Errorf("pgstore: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }() // a no-op after Commit
+	// In a group each function runs behind the savepoint fn, so that one
+	// that fails is rolled back alone. ROLLBACK TO keeps the savepoint for
+	// the next function; after one that succeeded, RELEASE and a new
+	// SAVEPOINT go with its last writes.
+	grouped := len(reqs) > 1
+	if grouped {
+		if _, err := tx.Exec(ctx, "SAVEPOINT fn"); err != nil {
+			return fmt.Errorf("pgstore: savepoint: %w", err)
+		}
+	}
+	for i, r := range reqs {
+		r.failed, r.panicked = nil, nil
+		t := &storeTx{q: tx, ctx: ctx}
+		ferr := callFn(r, t)
+		t.done = true
+		last := i == len(reqs)-1
+		if ferr == nil && t.sticky() == nil {
+			// The function's queued writes go now, and in a group the
+			// next function's savepoint with them: one round trip.
+			if grouped && !last {
+				t.put("RELEASE SAVEPOINT fn")
+				t.put("SAVEPOINT fn")
+			}
+			_ = t.flush() // a failure is kept as t.dbErr
+		}
+		t.batch = nil // a failed function's writes are never sent
+		if t.dbErr != nil && isConflict(t.dbErr) {
+			return t.dbErr
+		}
+		if ferr == nil && t.sticky() != nil {
+			// fn went on after a write failed: none of it may commit.
+			ferr = t.sticky()
+		}
+		switch {
+		case ferr != nil && !grouped:
+			r.failed = ferr
+			return nil // nothing to commit; the deferred rollback ends it
+		case ferr != nil:
+			r.failed = ferr
+			// The savepoint fn is the one this function ran behind,
+			// even when the flush that would release it failed first.
+			if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT fn"); err != nil {
+				return fmt.Errorf("pgstore: rollback to savepoint: %w", err)
+			}
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("pgstore: commit: %w", err)
+	}
+	return nil
+}
+
+// callFn runs r.fn, turning a panic into a *PanicError the caller
+// re-raises.
+func callFn(r *request, t *storeTx) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			pe := &PanicError{Value: p, Stack: debug.Stack()}
+			r.panicked, err = pe, pe
+		}
+	}()
+	return r.fn(t)
+}
+
+// isConflict reports a serialization failure or a deadlock: PostgreSQL
+// rolled the transaction back and running it again may succeed.
+func isConflict(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+}
+
+// View runs fn in a REPEATABLE READ, READ ONLY transaction: one snapshot
+// of the committed state, on the caller's goroutine.
+func (s *Store) View(ctx context.Context, fn func(tx store.Tx) error) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.inflight.Done()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("pgstore: %w", err)
+	}
+	defer conn.Release()
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return fmt.Errorf("pgstore: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	t := &storeTx{q: tx, ctx: ctx, readOnly: true}
+	defer func() { t.done = true }()
+	return fn(t)
+}
+
+// Close waits for in-flight Updates and Views to finish (later ones get
+// store.ErrClosed), stops the committer and closes the pool.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return store.ErrClosed
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.inflight.Wait()
+	close(s.quit)
+	<-s.done
+	s.pool.Close()
+	if s.lock != nil {
+		// Unlocked explicitly: the server ends a closed session's backend
+		// (and so drops its locks) only some time after the close, and a
+		// store opened again at once must find the schema free.
+		ctx := context.Background()
+		_, uerr := s.lock.Exec(ctx, `SELECT pg_advisory_unlock($1, hashtext(current_schema()))`, int32(storeLock))
+		if err := errors.Join(uerr, s.lock.Close(ctx)); err != nil {
+			return fmt.Errorf("pgstore: close: %w", err)
+		}
+	}
+	return nil
+}
+
+// Stats counts commits. Updates/Commits is the average number of
+// functions that shared one transaction.
+type Stats struct {
+	// Commits is the number of transactions committed.
+	Commits uint64
+	// Updates is the number of Update functions whose writes were
+	// committed (functions that failed are not counted).
+	Updates uint64
+	// Conflicts is the number of transactions run again after a
+	// serialization failure or a deadlock.
+	Conflicts uint64
+}
+
+// Stats returns the counts since Open.
+func (s *Store) Stats() Stats {
+	return Stats{Commits: s.commits.Load(), Updates: s.updates.Load(), Conflicts: s.conflicts.Load()}
+}

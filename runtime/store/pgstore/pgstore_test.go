@@ -1,0 +1,399 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/weirhq/weir/internal/testutil"
+	"github.com/weirhq/weir/internal/testutil/pgtest"
+	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/runtime/store/storetest"
+)
+
+func TestMain(m *testing.M) {
+	testutil.Main(m)
+}
+
+var ctx = context.Background()
+
+// opener opens a store per test in a schema of its own, kept per test so
+// that a second open after Close finds the same data (storetest.Opener).
+func opener(opts Options) storetest.Opener {
+	var schemas sync.Map
+	return func(t *testing.T) store.Store {
+		u, ok := schemas.Load(t)
+		if !ok {
+			u, _ = schemas.LoadOrStore(t, pgtest.Schema(t))
+		}
+		return openURL(t, u.(string), opts)
+	}
+}
+
+func openURL(t testing.TB, u string, opts Options) *Store {
+	t.Helper()
+	s, err := Open(ctx, u, opts)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil && !errors.Is(err, store.ErrClosed) {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
+// TestStore runs the suite with group commit, the daemon's configuration.
+func TestStore(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, opener(Options{}))
+}
+
+// TestStoreOneTransactionPerUpdate runs the suite with every Update in a
+// transaction of its own on a pool of connections: concurrent functions
+// then really conflict, and only SERIALIZABLE with retries keeps the
+// read-modify-writes whole.
+func TestStoreOneTransactionPerUpdate(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, opener(Options{MaxBatch: 1, MaxConns: 16}))
+}
+
+func openStore(t *testing.T, opts Options) *Store {
+	t.Helper()
+	return openURL(t, pgtest.Schema(t), opts)
+}
+
+// stall occupies the committer with a function that waits for release, so
+// the test can queue requests behind it and know they form one group.
+func stall(t *testing.T, s *Store) (release func()) {
+	t.Helper()
+	started, ch := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Update(ctx, func(tx store.Tx) error {
+			select {
+			case <-started:
+			default:
+				close(started)
+			}
+			<-ch
+			return nil
+		})
+	}()
+	<-started
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			close(ch)
+			if err := <-done; err != nil {
+				t.Errorf("stalling Update: %v", err)
+			}
+		})
+	}
+	t.Cleanup(release)
+	return release
+}
+
+// waitQueued waits until n requests wait for the committer.
+func waitQueued(t *testing.T, s *Store, n int) {
+	t.Helper()
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if q := len(s.reqs); q < n {
+			return fmt.Errorf("%d requests queued, want %d", q, n)
+		}
+		return nil
+	})
+}
+
+func first(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkNotFound(err error) error {
+	if !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("got %v, want ErrNotFound", err)
+	}
+	return nil
+}
+
+// TestGroupCommitAndTooLarge queues functions behind a stalled committer
+// so they share one transaction: they commit in one COMMIT, and the one
+// function that writes more than MaxUpdateBytes fails alone with
+// store.ErrTooLarge, leaving nothing, while the others' writes are kept.
+// A function that ignores the refusal and returns nil fails all the same.
+func TestGroupCommitAndTooLarge(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, Options{})
+	release := stall(t, s)
+	before := s.Stats()
+	const n = 20
+	value := []byte(strings.Repeat("x", 100<<10))
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			errs <- s.Update(ctx, func(tx store.Tx) error { return tx.ContinuationPut(fmt.Sprint("r", i), value) })
+		}()
+	}
+	big := func(ignore bool) func(tx store.Tx) error {
+		return func(tx store.Tx) error {
+			for i := range 30 { // 3 MB
+				if err := tx.ContinuationPut(fmt.Sprint("big", i), value); err != nil && !ignore {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	tooBig, ignored := make(chan error, 1), make(chan error, 1)
+	go func() { tooBig <- s.Update(ctx, big(false)) }()
+	go func() { ignored <- s.Update(ctx, big(true)) }()
+	waitQueued(t, s, n+2)
+	release()
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("Update: %v", err)
+		}
+	}
+	for _, ch := range []chan error{tooBig, ignored} {
+		if err := <-ch; !errors.Is(err, store.ErrTooLarge) {
+			t.Fatalf("Update over MaxUpdateBytes: %v, want store.ErrTooLarge", err)
+		}
+	}
+	after := s.Stats()
+	// The stalled function's group, then one group for all the queued.
+	if c, u := after.Commits-before.Commits, after.Updates-before.Updates; c != 2 || u != n+1 {
+		t.Fatalf("%d commits of %d updates, want 2 of %d (the stall's, then one group)", c, u, n+1)
+	}
+	err := s.View(ctx, func(tx store.Tx) error {
+		for i := range n {
+			c, err := tx.ContinuationGet(fmt.Sprint("r", i))
+			if err != nil || len(c) != len(value) {
+				return fmt.Errorf("r%d: %d bytes, %v", i, len(c), err)
+			}
+		}
+		_, err := tx.ContinuationGet("big0")
+		return checkNotFound(err)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestOverlongIDs: an id longer than store.MaxIDBytes, with a NUL byte or
+// not UTF-8 is refused as ErrBadID before the write, with an error that
+// quotes only a prefix of it; one at the bound is stored, in the one
+// index entry that holds two such parts, and the store goes on writing.
+func TestOverlongIDs(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, Options{})
+	long := strings.Repeat("r", 65000)
+	err := s.Update(ctx, func(tx store.Tx) error {
+		return tx.DedupPut(&store.Dedup{Owner: "alice", RequestID: long, RunID: "run_1"})
+	})
+	if !errors.Is(err, store.ErrBadID) || len(err.Error()) > 200 {
+		t.Fatalf("request id of 65000 bytes: %v, want a short ErrBadID", err)
+	}
+	for _, id := range []string{strings.Repeat("r", store.MaxIDBytes+1), "a\x00b", "abc\xff"} {
+		err = s.Update(ctx, func(tx store.Tx) error {
+			return tx.RunInsert(&store.Run{ID: id, Phase: store.PhaseQueued})
+		})
+		if !errors.Is(err, store.ErrBadID) {
+			t.Fatalf("run id %.20q: %v, want ErrBadID", id, err)
+		}
+	}
+	max := strings.Repeat("r", store.MaxIDBytes)
+	if err := s.Update(ctx, func(tx store.Tx) error {
+		return tx.DedupPut(&store.Dedup{Owner: strings.Repeat("o", store.MaxIDBytes), RequestID: max, RunID: "run_1"})
+	}); err != nil {
+		t.Fatalf("owner and request id at MaxIDBytes: %v", err)
+	}
+	// Reads that name an id no record can have find nothing.
+	err = s.View(ctx, func(tx store.Tx) error {
+		_, e1 := tx.RunGet("abc\xff")
+		_, e2 := tx.TaskByChild("a\x00b")
+		d, e3 := tx.DedupGet(strings.Repeat("o", store.MaxIDBytes), max)
+		return first(checkNotFound(e1), checkNotFound(e2), e3, check(d.RunID == "run_1", "dedup run %q", d.RunID))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func check(ok bool, format string, args ...any) error {
+	if ok {
+		return nil
+	}
+	return fmt.Errorf(format, args...)
+}
+
+// TestTwoStoresOneSchema increments one counter from two stores on the
+// same schema, as two daemons on one database would: their group commits
+// conflict, and the serialization failures are retried without losing an
+// increment.
+func TestTwoStoresOneSchema(t *testing.T) {
+	t.Parallel()
+	u := pgtest.Schema(t)
+	stores := []*Store{openURL(t, u, Options{Shared: true}), openURL(t, u, Options{Shared: true})}
+	const goroutines, each = 16, 20
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines)
+	for g := range goroutines {
+		s := stores[g%2]
+		wg.Go(func() {
+			for range each {
+				err := s.Update(ctx, func(tx store.Tx) error {
+					n := 0
+					b, err := tx.MetaGet("n")
+					switch {
+					case err == nil:
+						if n, err = strconv.Atoi(string(b)); err != nil {
+							return err
+						}
+					case !errors.Is(err, store.ErrNotFound):
+						return err
+					}
+					return tx.MetaPut("n", strconv.AppendInt(nil, int64(n+1), 10))
+				})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	err := stores[0].View(ctx, func(tx store.Tx) error {
+		b, err := tx.MetaGet("n")
+		return first(err, check(string(b) == fmt.Sprint(goroutines*each), "counter %s, want %d", b, goroutines*each))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("conflicts retried: %d and %d", stores[0].Stats().Conflicts, stores[1].Stats().Conflicts)
+}
+
+func TestPanicReachesCaller(t *testing.T) {
+	t.Parallel()
+	for _, opts := range []Options{{}, {MaxBatch: 1}} {
+		s := openStore(t, opts)
+		func() {
+			defer func() {
+				p := recover()
+				if pe, ok := p.(*PanicError); ok && pe.Value == "kaboom" {
+					return
+				}
+				if p != "kaboom" {
+					t.Fatalf("recovered %v, want the function's panic", p)
+				}
+			}()
+			_ = s.Update(ctx, func(tx store.Tx) error {
+				_ = tx.MetaPut("k", []byte("v"))
+				panic("kaboom")
+			})
+			t.Fatal("Update returned after its function panicked")
+		}()
+		err := s.Update(ctx, func(tx store.Tx) error {
+			_, err := tx.MetaGet("k")
+			return first(checkNotFound(err), tx.MetaPut("k2", nil))
+		})
+		if err != nil {
+			t.Fatalf("MaxBatch %d: Update after a panic: %v", opts.MaxBatch, err)
+		}
+	}
+}
+
+func TestRetainedTxFails(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, Options{})
+	var kept store.Tx
+	if err := s.Update(ctx, func(tx store.Tx) error { kept = tx; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := kept.MetaPut("k", []byte("v")); !errors.Is(err, errTxDone) {
+		t.Fatalf("write through a retained Update tx: %v", err)
+	}
+	if err := s.View(ctx, func(tx store.Tx) error { kept = tx; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kept.RunGet("r"); !errors.Is(err, errTxDone) {
+		t.Fatalf("read through a retained View tx: %v", err)
+	}
+}
+
+// TestSecondOpenLocked: without Shared, a second store on a schema in use
+// is refused with store.ErrLocked naming the schema, and opens once the
+// first is closed.
+func TestSecondOpenLocked(t *testing.T) {
+	t.Parallel()
+	u := pgtest.Schema(t)
+	s, err := Open(ctx, u, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(ctx, u, Options{LockWait: 100 * time.Millisecond})
+	if !errors.Is(err, store.ErrLocked) || !strings.Contains(err.Error(), "weir_test_") {
+		t.Fatalf("second Open: %v, want ErrLocked naming the schema", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	openURL(t, u, Options{})
+}
+
+// TestOpenWaitsForTheLockHolderToGo: an open that finds the schema held
+// waits (up to LockWait) and succeeds once the holder goes, as a daemon
+// restarted right after a crash finds its dead predecessor's session
+// still ending on the server.
+func TestOpenWaitsForTheLockHolderToGo(t *testing.T) {
+	t.Parallel()
+	u := pgtest.Schema(t)
+	s, err := Open(ctx, u, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opened := make(chan error, 1)
+	go func() {
+		s2, err := Open(ctx, u, Options{LockWait: time.Minute})
+		if err == nil {
+			err = s2.Close()
+		}
+		opened <- err
+	}()
+	// The second open is waiting on the lock before the first closes.
+	testutil.Eventually(t, 30*time.Second, func() error {
+		var n int
+		conn, err := pgx.Connect(ctx, u)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		err = conn.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND classid = $1`, storeLock).Scan(&n)
+		if err == nil && n == 0 {
+			err = errors.New("no open waits for the lock yet")
+		}
+		return err
+	})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-opened; err != nil {
+		t.Fatalf("open after the holder closed: %v", err)
+	}
+}

@@ -1,0 +1,1122 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/weirhq/weir/runtime/store"
+)
+
+// recordV1 is the format version of the records written today, kept in
+// each row's v column; a reader refuses a version it does not know.
+const recordV1 = 1
+
+var (
+	// errTxDone is returned by a Tx used after its fn returned.
+	errTxDone = errors.New("pgstore: transaction used after its function returned")
+	// errBadVersion: a row holds a record format this weir does not know.
+	errBadVersion = errors.New("pgstore: record has an unknown format version")
+)
+
+// querier is what a transaction runs statements on.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// storeTx implements store.Tx on one PostgreSQL transaction. Each method
+// first checks that the transaction is still open: fn must not retain tx.
+//
+// A statement that fails aborts the transaction (up to the function's
+// savepoint), so the first such error is kept: the function's writes
+// cannot commit even if it ignores the error. Conditions the contract
+// expects (not found, exists) are never statement errors: they are read
+// from the rows a statement touched.
+//
+// Writes whose outcome the function does not need (puts, which insert or
+// replace, and the retention deletes) are queued and sent together, in
+// one round trip, before the next statement that reads or when the
+// function ends: a step's writes cost one round trip, not one each. Their
+// failure is a database failure, which fails the function all the same.
+type storeTx struct {
+	q        querier
+	ctx      context.Context
+	readOnly bool
+	done     bool
+	batch    *pgx.Batch // queued writes not sent yet
+
+	dbErr    error // the first statement error
+	tooLarge error // set when the writes passed MaxUpdateBytes
+
+	written map[string]int // bytes per record written, by table and key
+	size    int
+}
+
+var _ store.Tx = (*storeTx)(nil)
+
+// sticky is the error that keeps this function's writes from committing.
+func (t *storeTx) sticky() error {
+	if t.dbErr != nil {
+		return t.dbErr
+	}
+	return t.tooLarge
+}
+
+func (t *storeTx) open() error {
+	if t.done {
+		return errTxDone
+	}
+	return nil
+}
+
+// writable is the first check of every write method, so a write in a View
+// fails with ErrReadOnly before it reads anything.
+func (t *storeTx) writable() error {
+	if t.done {
+		return errTxDone
+	}
+	if t.readOnly {
+		return store.ErrReadOnly
+	}
+	return t.tooLarge
+}
+
+// fail records a statement error and returns it wrapped.
+func (t *storeTx) fail(err error) error {
+	if t.dbErr == nil {
+		t.dbErr = err
+	}
+	return fmt.Errorf("pgstore: %w", err)
+}
+
+// put queues a write whose outcome nothing waits for.
+func (t *storeTx) put(sql string, args ...any) *pgx.QueuedQuery {
+	if t.batch == nil {
+		t.batch = &pgx.Batch{}
+	}
+	return t.batch.Queue(sql, args...)
+}
+
+// flush sends the queued writes, in one round trip.
+func (t *storeTx) flush() error {
+	b := t.batch
+	if b == nil {
+		return nil
+	}
+	t.batch = nil
+	if err := t.q.SendBatch(t.ctx, b).Close(); err != nil {
+		return t.fail(err)
+	}
+	return nil
+}
+
+// errRow is a row whose Scan fails with the error that kept the query
+// from being sent.
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+// The statements of the Tx methods, each after the queued writes.
+
+func (t *storeTx) exec(sql string, args ...any) (int64, error) {
+	if err := t.flush(); err != nil {
+		return 0, err
+	}
+	tag, err := t.q.Exec(t.ctx, sql, args...)
+	if err != nil {
+		return 0, t.fail(err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+func (t *storeTx) queryRow(sql string, args ...any) pgx.Row {
+	if err := t.flush(); err != nil {
+		return errRow{err}
+	}
+	return t.q.QueryRow(t.ctx, sql, args...)
+}
+
+func (t *storeTx) query(sql string, args ...any) (pgx.Rows, error) {
+	if err := t.flush(); err != nil {
+		return nil, err
+	}
+	return t.q.Query(t.ctx, sql, args...)
+}
+
+// charge counts n bytes written to the record named by key and refuses
+// the write when the function's writes pass MaxUpdateBytes.
+func (t *storeTx) charge(key string, n int) error {
+	if t.written == nil {
+		t.written = map[string]int{}
+	}
+	n += len(key)
+	t.size += n - t.written[key]
+	t.written[key] = n
+	if t.size > MaxUpdateBytes {
+		t.tooLarge = fmt.Errorf("pgstore: one Update writes %d bytes, more than the %d one Update may (MaxUpdateBytes): %w",
+			t.size, MaxUpdateBytes, store.ErrTooLarge)
+		return t.tooLarge
+	}
+	return nil
+}
+
+// text reports whether every s can be a value of a text column: ids
+// refused by store.CheckID never reach a statement, and a read that names
+// one finds nothing.
+func text(ss ...string) bool {
+	for _, s := range ss {
+		if strings.Contains(s, "\x00") || !utf8.ValidString(s) {
+			return false
+		}
+	}
+	return true
+}
+
+func notFound(what string) error { return fmt.Errorf("%s: %w", what, store.ErrNotFound) }
+
+func encode(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: encode: %w", err)
+	}
+	return b, nil
+}
+
+func decode(v int16, data []byte, dst any) error {
+	if v != recordV1 {
+		return fmt.Errorf("%w: %d", errBadVersion, v)
+	}
+	if err := json.Unmarshal(data, dst); err != nil {
+		return fmt.Errorf("pgstore: decode: %w", err)
+	}
+	return nil
+}
+
+// getRecord reads the one record a query selects (v, data) into dst, or
+// returns ErrNotFound.
+func (t *storeTx) getRecord(dst any, sql string, args ...any) error {
+	var v int16
+	var data []byte
+	err := t.queryRow(sql, args...).Scan(&v, &data)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.ErrNotFound
+	}
+	if err != nil {
+		return t.fail(err)
+	}
+	return decode(v, data, dst)
+}
+
+// listRecords decodes every row (v, data) a query returns into a new T.
+func listRecords[T any](t *storeTx, sql string, args ...any) ([]*T, error) {
+	rows, err := t.query(sql, args...)
+	if err != nil {
+		return nil, t.fail(err)
+	}
+	defer rows.Close()
+	var out []*T
+	for rows.Next() {
+		var v int16
+		var data []byte
+		if err := rows.Scan(&v, &data); err != nil {
+			return nil, t.fail(err)
+		}
+		r := new(T)
+		if err := decode(v, data, r); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, t.fail(err)
+	}
+	return out, nil
+}
+
+// limitClause is the LIMIT of a list: none for limit <= 0.
+func limitClause(limit int) string {
+	if limit <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" LIMIT %d", limit)
+}
+
+// The range of times nanos keeps exactly.
+var (
+	minNanos = time.Unix(0, math.MinInt64)
+	maxNanos = time.Unix(0, math.MaxInt64)
+)
+
+// nanos is t as nanoseconds since 1970 for the columns that order records
+// by time, saturated outside the years 1677 to 2262: the zero time (ready
+// since forever) is the least value.
+func nanos(t time.Time) int64 {
+	switch {
+	case t.Before(minNanos):
+		return math.MinInt64
+	case t.After(maxNanos):
+		return math.MaxInt64
+	}
+	return t.UnixNano()
+}
+
+// ---- flow versions and sources ----
+
+func (t *storeTx) FlowVersionPut(v *store.FlowVersion) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := store.CheckID("flow version", v.Name, v.Hash); err != nil {
+		return err
+	}
+	var latest int64
+	err := t.queryRow(`SELECT seq FROM flow_latest WHERE name = $1`, v.Name).Scan(&latest)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return t.fail(err)
+	}
+	if v.Seq == 0 {
+		v.Seq = uint64(latest) + 1
+	}
+	data, err := encode(v)
+	if err != nil {
+		return err
+	}
+	if err := t.charge("fv\x00"+v.Name+"\x00"+v.Hash, len(data)); err != nil {
+		return err
+	}
+	t.put(`INSERT INTO flow_versions (name, hash, seq, v, data) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (name, hash) DO UPDATE SET seq = excluded.seq, v = excluded.v, data = excluded.data`,
+		v.Name, v.Hash, int64(v.Seq), recordV1, data)
+	if int64(v.Seq) > latest {
+		t.put(`INSERT INTO flow_latest (name, seq, hash) VALUES ($1, $2, $3)
+			ON CONFLICT (name) DO UPDATE SET seq = excluded.seq, hash = excluded.hash`, v.Name, int64(v.Seq), v.Hash)
+	}
+	return nil
+}
+
+func (t *storeTx) FlowVersionGet(name, hash string) (*store.FlowVersion, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	if !text(name, hash) {
+		return nil, store.ErrNotFound
+	}
+	v := new(store.FlowVersion)
+	if err := t.getRecord(v, `SELECT v, data FROM flow_versions WHERE name = $1 AND hash = $2`, name, hash); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+func (t *storeTx) FlowVersionLatest(name string) (*store.FlowVersion, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	if !text(name) {
+		return nil, store.ErrNotFound
+	}
+	v := new(store.FlowVersion)
+	if err := t.getRecord(v, `SELECT fv.v, fv.data FROM flow_latest l
+		JOIN flow_versions fv ON fv.name = l.name AND fv.hash = l.hash WHERE l.name = $1`, name); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+func (t *storeTx) FlowVersionList() ([]*store.FlowVersion, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	return listRecords[store.FlowVersion](t, `SELECT fv.v, fv.data FROM flow_latest l
+		JOIN flow_versions fv ON fv.name = l.name AND fv.hash = l.hash ORDER BY l.name`)
+}
+
+func (t *storeTx) SourcePut(s *store.Source) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := store.CheckID("source hash", s.Hash); err != nil {
+		return err
+	}
+	data, err := encode(s)
+	if err != nil {
+		return err
+	}
+	if err := t.charge("s\x00"+s.Hash, len(data)); err != nil {
+		return err
+	}
+	t.put(`INSERT INTO sources (hash, v, data) VALUES ($1, $2, $3)
+		ON CONFLICT (hash) DO UPDATE SET v = excluded.v, data = excluded.data`, s.Hash, recordV1, data)
+	return nil
+}
+
+func (t *storeTx) SourceGet(hash string) (*store.Source, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	if !text(hash) {
+		return nil, store.ErrNotFound
+	}
+	s := new(store.Source)
+	if err := t.getRecord(s, `SELECT v, data FROM sources WHERE hash = $1`, hash); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// ---- runs ----
+
+// finishedNanos is the finished_ns column of r: NULL while unfinished.
+func finishedNanos(r *store.Run) *int64 {
+	if r.FinishedAt.IsZero() {
+		return nil
+	}
+	n := nanos(r.FinishedAt)
+	return &n
+}
+
+func (t *storeTx) RunInsert(r *store.Run) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := store.CheckRun(r); err != nil {
+		return err
+	}
+	data, err := encode(r)
+	if err != nil {
+		return err
+	}
+	if err := t.charge("r\x00"+r.ID, len(data)); err != nil {
+		return err
+	}
+	n, err := t.exec(`INSERT INTO runs (id, owner, phase, parent_run_id, finished_ns, v, data) VALUES ($1, $2, $3, $4, $5, $6, $7)
+		ON CONFLICT (id) DO NOTHING`, r.ID, r.Owner, string(r.Phase), r.ParentRunID, finishedNanos(r), recordV1, data)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return fmt.Errorf("run %s: %w", r.ID, store.ErrExists)
+	}
+	return nil
+}
+
+func (t *storeTx) RunGet(id string) (*store.Run, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	if !text(id) {
+		return nil, store.ErrNotFound
+	}
+	r := new(store.Run)
+	if err := t.getRecord(r, `SELECT v, data FROM runs WHERE id = $1`, id); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (t *storeTx) RunUpdate(r *store.Run) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := store.CheckRun(r); err != nil {
+		return err
+	}
+	data, err := encode(r)
+	if err != nil {
+		return err
+	}
+	if err := t.charge("r\x00"+r.ID, len(data)); err != nil {
+		return err
+	}
+	n, err := t.exec(`UPDATE runs SET owner = $2, phase = $3, parent_run_id = $4, finished_ns = $5, v = $6, data = $7 WHERE id = $1`,
+		r.ID, r.Owner, string(r.Phase), r.ParentRunID, finishedNanos(r), recordV1, data)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return notFound("run " + r.ID)
+	}
+	return nil
+}
+
+func (t *storeTx) RunDelete(id string) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	return t.deleteOne("run "+id, `DELETE FROM runs WHERE id = $1`, id)
+}
+
+// deleteOne runs a DELETE of one record and returns ErrNotFound when it
+// deleted nothing.
+func (t *storeTx) deleteOne(what, sql string, args ...any) error {
+	for _, a := range args {
+		if s, ok := a.(string); ok && !text(s) {
+			return notFound(what)
+		}
+	}
+	n, err := t.exec(sql, args...)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return notFound(what)
+	}
+	return nil
+}
+
+// RunList filters and orders in one query; the planner walks the index of
+// the most selective filter (parent, owner or phase) in id order.
+func (t *storeTx) RunList(p store.RunListParams) ([]*store.Run, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	if !text(p.Owner, string(p.Phase), p.ParentRunID) {
+		return nil, nil
+	}
+	if !text(p.After) {
+		return nil, fmt.Errorf("%w: the run id to list after", store.ErrBadID)
+	}
+	var where []string
+	var args []any
+	add := func(cond string, arg any) {
+		args = append(args, arg)
+		where = append(where, fmt.Sprintf(cond, len(args)))
+	}
+	if p.Owner != "" {
+		add("owner = $%d", p.Owner)
+	}
+	if p.Phase != "" {
+		add("phase = $%d", string(p.Phase))
+	}
+	if p.ParentRunID != "" {
+		add("parent_run_id = $%d", p.ParentRunID)
+	}
+	if !p.FinishedBefore.IsZero() {
+		add("finished_ns < $%d", nanos(p.FinishedBefore))
+	}
+	if p.After != "" {
+		add("id > $%d", p.After)
+	}
+	sql := "SELECT v, data FROM runs"
+	if len(where) > 0 {
+		sql += " WHERE " + strings.Join(where, " AND ")
+	}
+	return listRecords[store.Run](t, sql+" ORDER BY id"+limitClause(p.Limit), args...)
+}
+
+// ---- continuations ----
+
+func (t *storeTx) ContinuationPut(runID string, data []byte) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := store.CheckID("run id", runID); err != nil {
+		return err
+	}
+	if err := t.charge("c\x00"+runID, len(data)); err != nil {
+		return err
+	}
+	if data == nil {
+		data = []byte{}
+	}
+	t.put(`INSERT INTO continuations (run_id, v, data) VALUES ($1, $2, $3)
+		ON CONFLICT (run_id) DO UPDATE SET v = excluded.v, data = excluded.data`, runID, recordV1, data)
+	return nil
+}
+
+func (t *storeTx) ContinuationGet(runID string) ([]byte, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	if !text(runID) {
+		return nil, store.ErrNotFound
+	}
+	var v int16
+	var data []byte
+	err := t.queryRow(`SELECT v, data FROM continuations WHERE run_id = $1`, runID).Scan(&v, &data)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, t.fail(err)
+	}
+	if v != recordV1 {
+		return nil, fmt.Errorf("%w: %d", errBadVersion, v)
+	}
+	return data, nil // scanned into a new slice: the caller's to keep
+}
+
+func (t *storeTx) ContinuationDelete(runID string) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	return t.deleteOne("continuation", `DELETE FROM continuations WHERE run_id = $1`, runID)
+}
+
+// ---- dedup ----
+
+func (t *storeTx) DedupGet(owner, requestID string) (*store.Dedup, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	if !text(owner, requestID) {
+		return nil, store.ErrNotFound
+	}
+	d := new(store.Dedup)
+	if err := t.getRecord(d, `SELECT v, data FROM dedup WHERE owner = $1 AND request_id = $2`, owner, requestID); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+func (t *storeTx) DedupPut(d *store.Dedup) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := store.CheckPart("owner", d.Owner); err != nil {
+		return err
+	}
+	if err := store.CheckID("request id", d.RequestID); err != nil {
+		return err
+	}
+	data, err := encode(d)
+	if err != nil {
+		return err
+	}
+	if err := t.charge("d\x00"+d.Owner+"\x00"+d.RequestID, len(data)); err != nil {
+		return err
+	}
+	t.put(`INSERT INTO dedup (owner, request_id, v, data) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (owner, request_id) DO UPDATE SET v = excluded.v, data = excluded.data`, d.Owner, d.RequestID, recordV1, data)
+	return nil
+}
+
+func (t *storeTx) DedupDelete(owner, requestID string) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	return t.deleteOne("dedup key", `DELETE FROM dedup WHERE owner = $1 AND request_id = $2`, owner, requestID)
+}
+
+// ---- tasks ----
+
+func (t *storeTx) TaskPut(tk *store.Task) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := store.CheckID("task id", tk.ID); err != nil {
+		return err
+	}
+	if err := store.CheckID("task run id", tk.RunID); err != nil {
+		return err
+	}
+	if err := store.CheckPart("wait child", tk.WaitChild); err != nil {
+		return err
+	}
+	data, err := encode(tk)
+	if err != nil {
+		return err
+	}
+	if err := t.charge("t\x00"+tk.ID, len(data)); err != nil {
+		return err
+	}
+	t.put(`INSERT INTO tasks (id, run_id, ready_ns, leased, wait_child, v, data) VALUES ($1, $2, $3, $4, $5, $6, $7)
+		ON CONFLICT (id) DO UPDATE SET run_id = excluded.run_id, ready_ns = excluded.ready_ns, leased = excluded.leased,
+			wait_child = excluded.wait_child, v = excluded.v, data = excluded.data`,
+		tk.ID, tk.RunID, nanos(tk.ReadyAt), tk.Leased, tk.WaitChild, recordV1, data)
+	return nil
+}
+
+func (t *storeTx) TaskGet(id string) (*store.Task, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	if !text(id) {
+		return nil, store.ErrNotFound
+	}
+	tk := new(store.Task)
+	if err := t.getRecord(tk, `SELECT v, data FROM tasks WHERE id = $1`, id); err != nil {
+		return nil, err
+	}
+	return tk, nil
+}
+
+func (t *storeTx) TaskDelete(id string) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	return t.deleteOne("task "+id, `DELETE FROM tasks WHERE id = $1`, id)
+}
+
+// TaskListReady walks the partial index of unleased tasks by ready time
+// and stops at the first one after now: parked tasks (ready in the future)
+// and leased ones (not in the index) cost nothing.
+func (t *storeTx) TaskListReady(now time.Time, limit int) ([]*store.Task, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	return listRecords[store.Task](t, `SELECT v, data FROM tasks WHERE NOT leased AND ready_ns <= $1
+		ORDER BY ready_ns, id`+limitClause(limit), nanos(now))
+}
+
+func (t *storeTx) TaskListByRun(runID string) ([]*store.Task, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	if !text(runID) {
+		return nil, nil
+	}
+	return listRecords[store.Task](t, `SELECT v, data FROM tasks WHERE run_id = $1 ORDER BY id`, runID)
+}
+
+func (t *storeTx) TaskByChild(childRunID string) (*store.Task, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	if childRunID == "" || !text(childRunID) {
+		return nil, notFound("task waiting on " + childRunID)
+	}
+	tk := new(store.Task)
+	// The repeated condition lets a generic plan use the partial index.
+	err := t.getRecord(tk, `SELECT v, data FROM tasks WHERE wait_child = $1 AND wait_child <> '' ORDER BY id LIMIT 1`, childRunID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, notFound("task waiting on " + childRunID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return tk, nil
+}
+
+// TaskCount counts the rows (an index-only scan): a counter row kept in
+// step would be written by every task change and make all of them
+// conflict with each other.
+func (t *storeTx) TaskCount() (queued, leased int, err error) {
+	if err := t.open(); err != nil {
+		return 0, 0, err
+	}
+	err = t.queryRow(`SELECT count(*) FILTER (WHERE NOT leased), count(*) FILTER (WHERE leased) FROM tasks`).Scan(&queued, &leased)
+	if err != nil {
+		return 0, 0, t.fail(err)
+	}
+	return queued, leased, nil
+}
+
+// ---- leases ----
+
+func (t *storeTx) LeasePut(l *store.Lease) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := store.CheckID("lease task id", l.TaskID); err != nil {
+		return err
+	}
+	data, err := encode(l)
+	if err != nil {
+		return err
+	}
+	if err := t.charge("l\x00"+l.TaskID, len(data)); err != nil {
+		return err
+	}
+	t.put(`INSERT INTO leases (task_id, deadline_ns, v, data) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (task_id) DO UPDATE SET deadline_ns = excluded.deadline_ns, v = excluded.v, data = excluded.data`,
+		l.TaskID, nanos(l.Deadline), recordV1, data)
+	return nil
+}
+
+func (t *storeTx) LeaseGet(taskID string) (*store.Lease, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	if !text(taskID) {
+		return nil, store.ErrNotFound
+	}
+	l := new(store.Lease)
+	if err := t.getRecord(l, `SELECT v, data FROM leases WHERE task_id = $1`, taskID); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func (t *storeTx) LeaseDelete(taskID string) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	return t.deleteOne("lease of "+taskID, `DELETE FROM leases WHERE task_id = $1`, taskID)
+}
+
+func (t *storeTx) LeaseListExpired(now time.Time, limit int) ([]*store.Lease, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	return listRecords[store.Lease](t, `SELECT v, data FROM leases WHERE deadline_ns < $1
+		ORDER BY deadline_ns, task_id`+limitClause(limit), nanos(now))
+}
+
+func (t *storeTx) LeaseList() ([]*store.Lease, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	return listRecords[store.Lease](t, `SELECT v, data FROM leases ORDER BY task_id`)
+}
+
+// ---- idempotency records ----
+
+func (t *storeTx) IdemGet(key string) (*store.Idem, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	if !text(key) {
+		return nil, store.ErrNotFound
+	}
+	r := new(store.Idem)
+	if err := t.getRecord(r, `SELECT v, data FROM idem WHERE key = $1`, key); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (t *storeTx) IdemPut(r *store.Idem) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := store.CheckID("idempotency key", r.Key); err != nil {
+		return err
+	}
+	data, err := encode(r)
+	if err != nil {
+		return err
+	}
+	if err := t.charge("i\x00"+r.Key, len(data)); err != nil {
+		return err
+	}
+	t.put(`INSERT INTO idem (key, v, data) VALUES ($1, $2, $3)
+		ON CONFLICT (key) DO UPDATE SET v = excluded.v, data = excluded.data`, r.Key, recordV1, data)
+	return nil
+}
+
+// ---- dead letters ----
+
+func (t *storeTx) DeadLetterPut(d *store.DeadLetter) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := store.CheckID("dead letter task id", d.TaskID); err != nil {
+		return err
+	}
+	if err := store.CheckPart("owner", d.Owner); err != nil {
+		return err
+	}
+	data, err := encode(d)
+	if err != nil {
+		return err
+	}
+	if err := t.charge("dl\x00"+d.TaskID, len(data)); err != nil {
+		return err
+	}
+	t.put(`INSERT INTO dead_letters (task_id, owner, at_ns, v, data) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (task_id) DO UPDATE SET owner = excluded.owner, at_ns = excluded.at_ns, v = excluded.v, data = excluded.data`,
+		d.TaskID, d.Owner, nanos(d.At), recordV1, data)
+	return nil
+}
+
+func (t *storeTx) DeadLetterList(p store.DeadLetterListParams) ([]*store.DeadLetter, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	if p.Owner == "" {
+		return listRecords[store.DeadLetter](t, `SELECT v, data FROM dead_letters ORDER BY at_ns, task_id`+limitClause(p.Limit))
+	}
+	if !text(p.Owner) {
+		return nil, nil
+	}
+	return listRecords[store.DeadLetter](t, `SELECT v, data FROM dead_letters WHERE owner = $1
+		ORDER BY at_ns, task_id`+limitClause(p.Limit), p.Owner)
+}
+
+// ---- events ----
+
+// EventAppend numbers the event from the events_seq sequence in the same
+// statement that inserts it. The record is kept without its Seq, which is
+// the row's key and set on every read.
+func (t *storeTx) EventAppend(e *store.Event) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := store.CheckID("event run id", e.RunID); err != nil {
+		return err
+	}
+	rec := *e
+	rec.Seq = 0
+	data, err := encode(&rec)
+	if err != nil {
+		return err
+	}
+	// Events are only added: each counts on its own.
+	if err := t.charge(fmt.Sprintf("ev\x00%d", len(t.written)), len(data)); err != nil {
+		return err
+	}
+	// Sent with the queued writes, in their round trip.
+	var seq int64
+	t.put(`INSERT INTO events (seq, run_id, v, data) VALUES (nextval('events_seq'), $1, $2, $3) RETURNING seq`,
+		e.RunID, recordV1, data).QueryRow(func(row pgx.Row) error { return row.Scan(&seq) })
+	if err := t.flush(); err != nil {
+		return err
+	}
+	e.Seq = uint64(seq)
+	return nil
+}
+
+func (t *storeTx) EventList(p store.EventListParams) ([]*store.Event, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	if p.AfterSeq >= math.MaxInt64 || !text(p.RunID) {
+		return nil, nil
+	}
+	rows, err := t.query(`SELECT seq, v, data FROM events WHERE run_id = $1 AND seq > $2 ORDER BY seq`+limitClause(p.Limit),
+		p.RunID, int64(p.AfterSeq))
+	if err != nil {
+		return nil, t.fail(err)
+	}
+	defer rows.Close()
+	var out []*store.Event
+	for rows.Next() {
+		var seq int64
+		var v int16
+		var data []byte
+		if err := rows.Scan(&seq, &v, &data); err != nil {
+			return nil, t.fail(err)
+		}
+		e := new(store.Event)
+		if err := decode(v, data, e); err != nil {
+			return nil, err
+		}
+		e.Seq = uint64(seq)
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, t.fail(err)
+	}
+	return out, nil
+}
+
+// ---- cohorts and agent turns ----
+
+func (t *storeTx) CohortPut(c *store.Cohort) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := store.CheckID("cohort run/node", c.RunID, c.Node); err != nil {
+		return err
+	}
+	data, err := encode(c)
+	if err != nil {
+		return err
+	}
+	if err := t.charge(fmt.Sprintf("co\x00%s\x00%s\x00%d", c.RunID, c.Node, c.Visit), len(data)); err != nil {
+		return err
+	}
+	t.put(`INSERT INTO cohorts (run_id, node, visit, v, data) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (run_id, node, visit) DO UPDATE SET v = excluded.v, data = excluded.data`,
+		c.RunID, c.Node, int64(c.Visit), recordV1, data)
+	return nil
+}
+
+func (t *storeTx) CohortGet(runID, node string, visit int) (*store.Cohort, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	if !text(runID, node) {
+		return nil, store.ErrNotFound
+	}
+	c := new(store.Cohort)
+	if err := t.getRecord(c, `SELECT v, data FROM cohorts WHERE run_id = $1 AND node = $2 AND visit = $3`, runID, node, int64(visit)); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (t *storeTx) CohortItemPut(it *store.CohortItem) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := store.CheckID("cohort item run/node", it.RunID, it.Node); err != nil {
+		return err
+	}
+	if it.Index < 0 {
+		return fmt.Errorf("cohort item index %d: must not be negative", it.Index)
+	}
+	data, err := encode(it)
+	if err != nil {
+		return err
+	}
+	if err := t.charge(fmt.Sprintf("ci\x00%s\x00%s\x00%d\x00%d", it.RunID, it.Node, it.Visit, it.Index), len(data)); err != nil {
+		return err
+	}
+	t.put(`INSERT INTO cohort_items (run_id, node, visit, idx, v, data) VALUES ($1, $2, $3, $4, $5, $6)
+		ON CONFLICT (run_id, node, visit, idx) DO UPDATE SET v = excluded.v, data = excluded.data`,
+		it.RunID, it.Node, int64(it.Visit), int64(it.Index), recordV1, data)
+	return nil
+}
+
+func (t *storeTx) CohortItemGet(runID, node string, visit, index int) (*store.CohortItem, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	if !text(runID, node) {
+		return nil, store.ErrNotFound
+	}
+	it := new(store.CohortItem)
+	if err := t.getRecord(it, `SELECT v, data FROM cohort_items WHERE run_id = $1 AND node = $2 AND visit = $3 AND idx = $4`,
+		runID, node, int64(visit), int64(index)); err != nil {
+		return nil, err
+	}
+	return it, nil
+}
+
+func (t *storeTx) CohortItemList(runID, node string, visit int) ([]*store.CohortItem, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	if !text(runID, node) {
+		return nil, nil
+	}
+	return listRecords[store.CohortItem](t, `SELECT v, data FROM cohort_items WHERE run_id = $1 AND node = $2 AND visit = $3 ORDER BY idx`,
+		runID, node, int64(visit))
+}
+
+func (t *storeTx) AgentTurnPut(at *store.AgentTurn) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := store.CheckID("agent turn run/node", at.RunID, at.Node); err != nil {
+		return err
+	}
+	if at.Turn < 1 {
+		return fmt.Errorf("agent turn %d: turns are numbered from 1", at.Turn)
+	}
+	data, err := encode(at)
+	if err != nil {
+		return err
+	}
+	if err := t.charge(fmt.Sprintf("at\x00%s\x00%s\x00%d\x00%d", at.RunID, at.Node, at.Visit, at.Turn), len(data)); err != nil {
+		return err
+	}
+	t.put(`INSERT INTO agent_turns (run_id, node, visit, turn, v, data) VALUES ($1, $2, $3, $4, $5, $6)
+		ON CONFLICT (run_id, node, visit, turn) DO UPDATE SET v = excluded.v, data = excluded.data`,
+		at.RunID, at.Node, int64(at.Visit), int64(at.Turn), recordV1, data)
+	return nil
+}
+
+func (t *storeTx) AgentTurnList(p store.AgentTurnListParams) ([]*store.AgentTurn, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	if !text(p.RunID, p.Node) {
+		return nil, nil
+	}
+	return listRecords[store.AgentTurn](t, `SELECT v, data FROM agent_turns WHERE run_id = $1 AND node = $2 AND visit = $3 ORDER BY turn`,
+		p.RunID, p.Node, int64(p.Visit))
+}
+
+// ---- retention ----
+
+// deleteRun deletes every row of a run from the tables named.
+func (t *storeTx) deleteRun(runID string, tables ...string) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if !text(runID) {
+		return nil
+	}
+	for _, table := range tables {
+		t.put(`DELETE FROM `+table+` WHERE run_id = $1`, runID)
+	}
+	return nil
+}
+
+func (t *storeTx) EventDeleteRun(runID string) error { return t.deleteRun(runID, "events") }
+
+func (t *storeTx) CohortDeleteRun(runID string) error {
+	return t.deleteRun(runID, "cohorts", "cohort_items")
+}
+
+func (t *storeTx) AgentTurnDeleteRun(runID string) error { return t.deleteRun(runID, "agent_turns") }
+
+// idemRange is the key range of a run's idempotency records: keys that
+// start with runID + "/", which in the "C" collation sort from that prefix
+// up to runID + "0" ('0' follows '/').
+func idemRange(runID string) (lower, upper string) { return runID + "/", runID + "0" }
+
+func (t *storeTx) IdemDeleteRun(runID string) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if !text(runID) {
+		return nil
+	}
+	lo, hi := idemRange(runID)
+	t.put(`DELETE FROM idem WHERE key >= $1 AND key < $2`, lo, hi)
+	return nil
+}
+
+func (t *storeTx) IdemListRun(runID string) ([]*store.Idem, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	if !text(runID) {
+		return nil, nil
+	}
+	lo, hi := idemRange(runID)
+	return listRecords[store.Idem](t, `SELECT v, data FROM idem WHERE key >= $1 AND key < $2 ORDER BY key`, lo, hi)
+}
+
+// ---- meta ----
+
+func (t *storeTx) MetaGet(key string) ([]byte, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	if !text(key) {
+		return nil, store.ErrNotFound
+	}
+	var value []byte
+	err := t.queryRow(`SELECT value FROM meta WHERE key = $1`, key).Scan(&value)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	if err != nil {
+		return nil, t.fail(err)
+	}
+	return value, nil
+}
+
+func (t *storeTx) MetaPut(key string, value []byte) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := store.CheckID("meta key", key); err != nil {
+		return err
+	}
+	if err := t.charge("m\x00"+key, len(value)); err != nil {
+		return err
+	}
+	if value == nil {
+		value = []byte{}
+	}
+	t.put(`INSERT INTO meta (key, value) VALUES ($1, $2)
+		ON CONFLICT (key) DO UPDATE SET value = excluded.value`, key, value)
+	return nil
+}
