@@ -416,7 +416,8 @@ func (nb *nodeBuilder) atMostOnce(atMostOnce bool, retries int) {
 	}
 }
 
-// subflow(id, flow, args, next, error, max_visits, timeout, protected, doc)
+// subflow(id, flow, args, next, error, max_visits, timeout, budget,
+// protected, doc)
 func builtinSubflow(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	ls, err := loadStateOf(thread, b)
 	if err != nil {
@@ -430,11 +431,12 @@ func builtinSubflow(thread *starlark.Thread, b *starlark.Builtin, args starlark.
 		argsV               starlark.Value
 		next, errw, timeout optString
 		maxVisits           int
+		budget              int64
 		protected           bool
 	)
 	if err := unpackArgs(b, args, kwargs,
 		"id", &id, "flow", &flow, "args?", &argsV, "next?", &next, "error?", &errw,
-		"max_visits?", &maxVisits, "timeout?", &timeout, "protected?", &protected, "doc?", &doc,
+		"max_visits?", &maxVisits, "timeout?", &timeout, "budget?", &budget, "protected?", &protected, "doc?", &doc,
 	); err != nil {
 		return nil, err
 	}
@@ -445,14 +447,15 @@ func builtinSubflow(thread *starlark.Thread, b *starlark.Builtin, args starlark.
 	nb.wire("next", next, &n.Next)
 	nb.wire("error", errw, &n.Error)
 	nb.nonNegative("max_visits", int64(maxVisits))
+	nb.nonNegative("budget", budget)
 	nb.duration("timeout", timeout, &n.Timeout)
-	n.MaxVisits, n.Protected, n.Doc = max(maxVisits, 0), protected, doc
+	n.MaxVisits, n.Budget, n.Protected, n.Doc = max(maxVisits, 0), max(budget, 0), protected, doc
 	return nb.nv, nil
 }
 
 // fanout(id, items, width, depth, max_items, tool | flow, args, retries,
 // at_most_once, quorum, deadline, grace, reduce, mature, next, error,
-// max_visits, timeout, cost, protected, doc)
+// max_visits, timeout, cost, budget, protected, doc)
 func builtinFanout(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	ls, err := loadStateOf(thread, b)
 	if err != nil {
@@ -469,7 +472,7 @@ func builtinFanout(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 		next, errw, timeout, deadline optString
 		grace                         optString
 		retries, maxVisits            int
-		cost                          int64
+		cost, budget                  int64
 		atMostOnce, protected         bool
 		quorum                        = DefaultQuorum
 	)
@@ -478,7 +481,7 @@ func builtinFanout(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 		"tool?", &tool, "flow?", &flow, "args?", &argsV, "retries?", &retries, "at_most_once?", &atMostOnce,
 		"quorum?", &quorum, "deadline?", &deadline, "grace?", &grace, "reduce?", &reduce, "mature?", &mature,
 		"next?", &next, "error?", &errw, "max_visits?", &maxVisits, "timeout?", &timeout,
-		"cost?", &cost, "protected?", &protected, "doc?", &doc,
+		"cost?", &cost, "budget?", &budget, "protected?", &protected, "doc?", &doc,
 	); err != nil {
 		return nil, err
 	}
@@ -521,6 +524,11 @@ func builtinFanout(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 	if flow.set && retries > 0 {
 		nb.addf("retries", CodeInvalid, "retries apply to tool calls; a child run handles its own failures")
 	}
+	nb.nonNegative("budget", budget)
+	if tool.set && budget > 0 {
+		nb.addf("budget", CodeInvalid, "budget applies to child runs (flow); a tool child reserves its cost")
+	}
+	n.Budget = max(budget, 0)
 	nb.atMostOnce(atMostOnce, retries)
 	n.Retries, n.MaxVisits, n.Cost = max(retries, 0), max(maxVisits, 0), max(cost, 0)
 	n.AtMostOnce, n.Protected, n.Doc = atMostOnce, protected, doc
@@ -700,6 +708,10 @@ func builtinFlow(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 			if ls.callables != nil {
 				ls.callables[*ref] = callable{value: v, pos: n.ArgPos(ref.Param)}
 			}
+		}
+		if budget > 0 && n.Budget > budget {
+			ls.addf(n.ArgPos("budget"), CodeInvalid, nil, "flow %q: node %s's budget = %d is more than the flow's budget = %d: its child run could never be admitted",
+				name, n.ID, n.Budget, budget)
 		}
 		f.index[n.ID] = n
 		f.Nodes = append(f.Nodes, n)

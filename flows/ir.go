@@ -199,6 +199,11 @@ type Node struct {
 	// the node may spend, turns and tool calls together; 0: only the run's
 	// budget bounds it.
 	Cost int64
+	// Budget is the budget of the child run a subflow starts, or of each
+	// child run of a flow fanout, reserved out of the parent's remainder
+	// when the child is admitted (escrow, docs/design.md §11); 0: none
+	// declared (docs/flows.md says what the child reserves then).
+	Budget int64
 	// Protected work is never killed by a cohort stop; it is let finish.
 	Protected bool
 
@@ -378,6 +383,7 @@ type nodeJSON struct {
 	MaxVisits  int          `json:"max_visits,omitempty"`
 	Timeout    jsonDuration `json:"timeout,omitempty"`
 	Cost       int64        `json:"cost,omitempty"`
+	Budget     int64        `json:"budget,omitempty"`
 	Protected  bool         `json:"protected,omitempty"`
 	Cond       *CallableRef `json:"cond,omitempty"`
 	Then       string       `json:"then,omitempty"`
@@ -409,7 +415,7 @@ func (n *Node) MarshalJSON() ([]byte, error) {
 	return json.Marshal(nodeJSON{
 		ID: n.ID, Kind: n.Kind, Pos: n.Pos, Doc: n.Doc, Tool: n.Tool, Flow: n.Flow, Args: n.Args,
 		Next: n.Next, Error: n.Error, Retries: n.Retries, AtMostOnce: n.AtMostOnce, MaxVisits: n.MaxVisits,
-		Timeout: jsonDuration(n.Timeout), Cost: n.Cost, Protected: n.Protected,
+		Timeout: jsonDuration(n.Timeout), Cost: n.Cost, Budget: n.Budget, Protected: n.Protected,
 		Cond: n.Cond, Then: n.Then, Otherwise: n.Otherwise,
 		Items: n.Items, Width: n.Width, Depth: n.Depth, MaxItems: n.MaxItems, Quorum: n.Quorum,
 		Deadline: jsonDuration(n.Deadline), Grace: jsonDuration(n.Grace), Reduce: n.Reduce, Mature: n.Mature,
@@ -428,7 +434,7 @@ func (n *Node) UnmarshalJSON(b []byte) error {
 	*n = Node{
 		ID: j.ID, Kind: j.Kind, Pos: j.Pos, Doc: j.Doc, Tool: j.Tool, Flow: j.Flow, Args: j.Args,
 		Next: j.Next, Error: j.Error, Retries: j.Retries, AtMostOnce: j.AtMostOnce, MaxVisits: j.MaxVisits,
-		Timeout: time.Duration(j.Timeout), Cost: j.Cost, Protected: j.Protected,
+		Timeout: time.Duration(j.Timeout), Cost: j.Cost, Budget: j.Budget, Protected: j.Protected,
 		Cond: j.Cond, Then: j.Then, Otherwise: j.Otherwise,
 		Items: j.Items, Width: j.Width, Depth: j.Depth, MaxItems: j.MaxItems, Quorum: j.Quorum,
 		Deadline: time.Duration(j.Deadline), Grace: time.Duration(j.Grace), Reduce: j.Reduce, Mature: j.Mature,

@@ -145,6 +145,21 @@ func (r *Registry) Check(ctx context.Context, files []File) (*Module, Diagnostic
 // stored anything meanwhile; otherwise the checks are made again, under
 // the lock, against what it stored.
 func (r *Registry) Register(ctx context.Context, files []File) ([]*Version, Diagnostics, error) {
+	return r.RegisterCommit(ctx, files, func(ctx context.Context, vs []*Version) error {
+		for _, v := range vs {
+			if err := r.store.VersionPut(ctx, v); err != nil {
+				return fmt.Errorf("storing flow %s: %w", v.Flow.Name, err)
+			}
+		}
+		return nil
+	})
+}
+
+// RegisterCommit is Register with the versions stored by commit, all of
+// them in one call, under the registration lock (a runtime checks who may
+// register each name there, and stores them all or none). commit's error
+// is returned as it is.
+func (r *Registry) RegisterCommit(ctx context.Context, files []File, commit func(context.Context, []*Version) error) ([]*Version, Diagnostics, error) {
 	req := AnalyzeRequest{Files: files, Tools: r.tools, Lookup: r.lookup(ctx), Full: true}
 	seen := r.stored.Load()
 	m, ds, err := r.scripts.Analyze(ctx, req)
@@ -159,13 +174,11 @@ func (r *Registry) Register(ctx context.Context, files []File) ([]*Version, Diag
 		}
 	}
 	vs := m.Versions()
-	for _, v := range vs {
-		if err := r.store.VersionPut(ctx, v); err != nil {
-			r.stored.Add(1) // some may be stored
-			return nil, nil, fmt.Errorf("storing flow %s: %w", v.Flow.Name, err)
-		}
+	err = commit(ctx, vs)
+	r.stored.Add(1) // on an error too: some versions may be stored
+	if err != nil {
+		return nil, nil, err
 	}
-	r.stored.Add(1)
 	return vs, nil, nil
 }
 

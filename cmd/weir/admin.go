@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/api/client"
 )
 
@@ -45,31 +46,69 @@ may reload, on the Unix socket.`,
 		reload.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 		var auditJSON bool
 		var after uint64
+		var limit int
 		audit := &cobra.Command{
 			Use:   "audit",
-			Short: "List refused attempts on other owners' runs (the audit stream)",
-			Long: `List the audit stream: every read, cancel or event query of a run by someone
-who does not own it was answered like a missing run and recorded here, with
-the caller, the action and the run. Only the OS user running the daemon may
-read it, on the Unix socket.`,
+			Short: "List refused attempts on other owners' runs and flows (the audit stream)",
+			Long: `List the audit stream: every read, cancel, decision or event query of a run
+by someone who does not own it was answered like a missing run and recorded
+here, with the caller, the action and the run; so was every registration of
+a flow name another owner registered first. Only the OS user running the
+daemon may read it, on the Unix socket.
+
+The stream is bounded: each caller records at most a burst of events and then
+one every few seconds (the events beyond are counted in the caller's next
+event as "suppressed"), long ids are cut, and events older than the retention
+are pruned. It is read a page at a time, oldest first: --limit events after
+--after; a full page ends with the command that reads the next one.`,
 			Args: exactArgs(0),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				evs, err := m.api().AdminAudit(cmd.Context(), client.EventListParams{After: after})
+				if limit < 1 || limit > apitypes.MaxEventLimit {
+					return usageErrorf("--limit must be from 1 to %d", apitypes.MaxEventLimit)
+				}
+				evs, err := m.api().AdminAudit(cmd.Context(), client.EventListParams{After: after, Limit: limit})
 				if err != nil {
 					return m.apiFailure(err)
 				}
 				if auditJSON {
 					return printJSON(m.Stdout, evs)
 				}
+				if len(evs) == 0 {
+					if after > 0 {
+						fmt.Fprintf(m.Stdout, "none after %d\n", after)
+					} else {
+						fmt.Fprintln(m.Stdout, "none")
+					}
+					return nil
+				}
 				for _, e := range evs {
-					fmt.Fprintf(m.Stdout, "%d  %s  %s  %v %v of run %v\n", e.Seq, e.At.UTC().Format(time.RFC3339), e.Type, e.Detail["caller"], e.Detail["action"], e.Detail["run"])
+					fmt.Fprintf(m.Stdout, "%d  %s  %s  %s\n", e.Seq, e.At.UTC().Format(time.RFC3339), e.Type, auditLine(e.Detail))
+				}
+				if len(evs) == limit {
+					fmt.Fprintf(m.Stdout, "more: weir admin audit --after %d --limit %d\n", evs[len(evs)-1].Seq, limit)
 				}
 				return nil
 			},
 		}
 		audit.Flags().BoolVar(&auditJSON, "json", false, "print JSON")
 		audit.Flags().Uint64Var(&after, "after", 0, "only events after this sequence number")
+		audit.Flags().IntVar(&limit, "limit", 100, "at most this many events")
 		cmd.AddCommand(reload, audit)
 		return cmd
 	})
+}
+
+// auditLine says what an audit event records: "CALLER ACTION of run ID"
+// (or "of flow NAME"), and how many of the caller's refusals before it
+// were only counted.
+func auditLine(d map[string]any) string {
+	what := "run"
+	if _, ok := d["flow"]; ok {
+		what = "flow"
+	}
+	line := fmt.Sprintf("%v %v of %s %v", d["caller"], d["action"], what, d[what])
+	if n, ok := d["suppressed"]; ok {
+		line += fmt.Sprintf(" (and %v earlier refusals of this caller not recorded)", n)
+	}
+	return line
 }

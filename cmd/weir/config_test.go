@@ -246,11 +246,26 @@ metrics {
 	}
 }
 
-// Two OS users on one daemon, whose socket the config shares with
-// everyone: the kernel tells the daemon who each is, and neither can see,
-// cancel or read the events of the other's runs; only the daemon's own
-// user may reload it.
-func TestTwoOSUsersOnOneSocket(t *testing.T) {
+// sharedDaemon is a `weir serve` whose socket everyone may use, run by
+// root, with a second OS user (uid 65534) to play another caller.
+type sharedDaemon struct {
+	t          *testing.T
+	weir, sock string
+	dir        string // scratch directory everyone may read, for flow files
+	me, other  *user.User
+	log        *bytes.Buffer
+	cmd        *exec.Cmd
+	exited     chan error
+}
+
+// nobody is the uid of the second user of sharedDaemon.
+const nobody = 65534
+
+// newSharedDaemon starts the daemon with cfg (HCL) added to a socket
+// block that shares the socket with everyone. It skips, saying why, where
+// no second user can be played.
+func newSharedDaemon(t *testing.T, cfg string) *sharedDaemon {
+	t.Helper()
 	if os.Getuid() != 0 {
 		t.Skip("needs root to run a client as another OS user (uid 65534)")
 	}
@@ -277,56 +292,87 @@ func TestTwoOSUsersOnOneSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	sock := filepath.Join(sockDir, "s")
+	pub := filepath.Join(sockDir, "pub")
+	if err := os.Mkdir(pub, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	cfgPath := filepath.Join(dir, "weir.hcl")
-	if err := os.WriteFile(cfgPath, []byte("socket {\n  mode = \"0666\"\n}\n"), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte("socket {\n  mode = \"0666\"\n}\n"+cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	flows := filepath.Join(dir, "f.star")
-	if err := os.WriteFile(flows, []byte(`flow(name = "nap", nodes = [task("s", tool = "testkit.sleep", args = {"ms": 60000})])`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-
 	daemon := exec.Command(weir, "--data", filepath.Join(dir, "data"), "--plugins", plugins, "--socket", sock, "serve", "--config", cfgPath, "--grace", "1s")
 	var daemonLog bytes.Buffer
 	daemon.Stderr = &daemonLog
 	if err := daemon.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- daemon.Wait() }()
+	d := &sharedDaemon{t: t, weir: weir, sock: sock, dir: pub, me: me, other: other, log: &daemonLog, cmd: daemon, exited: make(chan error, 1)}
+	go func() { d.exited <- daemon.Wait() }()
 	t.Cleanup(func() {
 		if daemon.ProcessState == nil {
 			_ = daemon.Process.Kill()
-			<-exited
+			<-d.exited
 		}
 	})
-
-	// weir runs the CLI as the given uid and returns its exit code and output.
-	weirAs := func(uid int, args ...string) (int, string, string) {
-		t.Helper()
-		c := exec.Command(weir, append([]string{"--socket", sock, "--data", sockDir}, args...)...)
-		c.Env = []string{"HOME=/nonexistent", "PATH=/usr/bin:/bin"}
-		if uid != 0 {
-			c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
-		}
-		var out, errb bytes.Buffer
-		c.Stdout, c.Stderr = &out, &errb
-		err := c.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return code, strings.TrimSpace(out.String()), errb.String()
-	}
-	const nobody = 65534
 	testutil.Eventually(t, 30*time.Second, func() error {
-		if code, out, errb := weirAs(0, "status"); code != 0 {
+		if code, out, errb := d.weirAs(0, "status"); code != 0 {
 			return fmt.Errorf("status: %d %s %s", code, out, errb)
 		}
 		return nil
 	})
+	return d
+}
+
+// weirAs runs the CLI as the given uid and returns its exit code and
+// output.
+func (d *sharedDaemon) weirAs(uid int, args ...string) (int, string, string) {
+	d.t.Helper()
+	c := exec.Command(d.weir, append([]string{"--socket", d.sock, "--data", filepath.Dir(d.sock)}, args...)...)
+	c.Env = []string{"HOME=/nonexistent", "PATH=/usr/bin:/bin"}
+	if uid != 0 {
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
+	}
+	var out, errb bytes.Buffer
+	c.Stdout, c.Stderr = &out, &errb
+	err := c.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		d.t.Fatal(err)
+	}
+	return code, strings.TrimSpace(out.String()), errb.String()
+}
+
+// file writes a file everyone can read in the scratch directory.
+func (d *sharedDaemon) file(name, content string) string {
+	d.t.Helper()
+	p := filepath.Join(d.dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		d.t.Fatal(err)
+	}
+	return p
+}
+
+// stop ends the daemon with SIGTERM and checks it exits cleanly.
+func (d *sharedDaemon) stop() {
+	d.t.Helper()
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		d.t.Fatal(err)
+	}
+	if err := <-d.exited; err != nil {
+		d.t.Errorf("daemon exit: %v\n%s", err, d.log.String())
+	}
+}
+
+// Two OS users on one daemon, whose socket the config shares with
+// everyone: the kernel tells the daemon who each is, and neither can see,
+// cancel or read the events of the other's runs; only the daemon's own
+// user may reload it.
+func TestTwoOSUsersOnOneSocket(t *testing.T) {
+	d := newSharedDaemon(t, "")
+	weirAs, me, other := d.weirAs, d.me, d.other
+	flows := d.file("f.star", `flow(name = "nap", nodes = [task("s", tool = "testkit.sleep", args = {"ms": 60000})])`)
 	if code, out, errb := weirAs(0, "flow", "register", flows); code != 0 {
 		t.Fatalf("register: %d %s %s", code, out, errb)
 	}
@@ -386,12 +432,7 @@ func TestTwoOSUsersOnOneSocket(t *testing.T) {
 	if code, out, errb := weirAs(0, "admin", "reload"); code != 0 || !strings.Contains(out, "unchanged") {
 		t.Errorf("the daemon's user reloads: %d %s %s", code, out, errb)
 	}
-	if err := daemon.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-exited; err != nil {
-		t.Errorf("daemon exit: %v\n%s", err, daemonLog.String())
-	}
+	d.stop()
 }
 
 // weir status says why admission is closed and what the operator must do.

@@ -42,6 +42,9 @@ type daemon struct {
 	api     *client.Client
 	// serveArgs are added to weir serve's arguments (--config FILE).
 	serveArgs []string
+	// config, if set, is the daemon's config file (HCL) content, given
+	// with --config.
+	config string
 }
 
 func newDaemon(t *testing.T) *daemon {
@@ -63,7 +66,15 @@ func newDaemon(t *testing.T) *daemon {
 // answers on its socket.
 func (d *daemon) start(failpoints string, env ...string) {
 	d.t.Helper()
-	d.cmd = exec.Command(d.weir, append([]string{"--data", d.data, "--plugins", d.plugins, "--socket", d.socket, "serve", "--log-level", "debug", "--grace", "5s"}, d.serveArgs...)...)
+	args := []string{"--data", d.data, "--plugins", d.plugins, "--socket", d.socket, "serve", "--log-level", "debug", "--grace", "5s"}
+	if d.config != "" {
+		cfg := filepath.Join(d.t.TempDir(), "weir.hcl")
+		if err := os.WriteFile(cfg, []byte(d.config), 0o600); err != nil {
+			d.t.Fatal(err)
+		}
+		args = append(args, "--config", cfg)
+	}
+	d.cmd = exec.Command(d.weir, append(args, d.serveArgs...)...)
 	d.cmd.Env = append(append(os.Environ(), "WEIR_FAILPOINT="+failpoints), env...)
 	stderr, err := d.cmd.StderrPipe()
 	if err != nil {

@@ -89,9 +89,13 @@ func (m *Main) exec(ctx context.Context, opts execOptions) error {
 	}
 	defer s.close(context.Background())
 
-	res, err := s.eng.Register(ctx, []engine.SourceFile{{Path: opts.file, Src: string(src)}})
+	// Registered as the user running exec, as the daemon would: the
+	// flow names it declares are that user's (or refused if another
+	// user registered them first).
+	owner := currentUser()
+	res, err := s.eng.RegisterAs(ctx, owner, []engine.SourceFile{{Path: opts.file, Src: string(src)}})
 	if err != nil {
-		return err
+		return &exitError{code: exitFailed, err: err}
 	}
 	if len(res.Diagnostics) > 0 {
 		for _, d := range res.Diagnostics {
@@ -106,7 +110,6 @@ func (m *Main) exec(ctx context.Context, opts execOptions) error {
 		}
 		flowName = res.Flows[0].Name
 	}
-	owner := currentUser()
 	started, err := s.eng.Submit(ctx, engine.StartRequest{Owner: owner, Flow: flowName, Input: opts.input})
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/internal/escape"
 	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/api/client"
 	"github.com/weirhq/weir/runtime/config"
@@ -231,6 +232,13 @@ Exit status: 0 registered, 1 diagnostics or a daemon error, 2 usage.`,
 	return cmd
 }
 
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
 func flowLsCommand(m *Main) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -249,7 +257,9 @@ func flowLsCommand(m *Main) *cobra.Command {
 				fmt.Fprintln(m.Stdout, "no flows registered: weir flow register FILE.star")
 			}
 			for _, f := range fl {
-				fmt.Fprintf(m.Stdout, "%-20s %s  %-10s %s\n", f.Name, short(f.Hash), count(f.Nodes, "node"), f.Doc)
+				// A doc is the author's text, shown to every user: on one
+				// line, every control character escaped.
+				fmt.Fprintf(m.Stdout, "%-20s %s  %-10s %-12s %s\n", f.Name, short(f.Hash), count(f.Nodes, "node"), orDash(f.Owner), escape.String(f.Doc))
 			}
 			return nil
 		},

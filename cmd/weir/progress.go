@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/weirhq/weir/internal/escape"
 	"github.com/weirhq/weir/runtime/api/apitypes"
 )
 
@@ -19,13 +20,18 @@ type liveLine struct {
 }
 
 func newLiveLine(w io.Writer) *liveLine {
-	tty := false
-	if f, ok := w.(*os.File); ok {
+	// The line's own cursor controls go to the terminal as they are; what
+	// it shows is escaped (see escape.String in show).
+	raw := w
+	if ew, ok := w.(*escape.Writer); ok {
+		raw = ew.Unwrap()
+	}
+	if f, ok := raw.(*os.File); ok {
 		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			tty = true
+			return &liveLine{w: raw, tty: true}
 		}
 	}
-	return &liveLine{w: w, tty: tty}
+	return &liveLine{w: w}
 }
 
 // show displays line if it changed.
@@ -35,7 +41,7 @@ func (l *liveLine) show(line string) {
 	}
 	l.last = line
 	if l.tty {
-		fmt.Fprintf(l.w, "\r\033[K  %s", line)
+		fmt.Fprintf(l.w, "\r\033[K  %s", escape.String(line))
 		return
 	}
 	fmt.Fprintf(l.w, "  %s\n", line)

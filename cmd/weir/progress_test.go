@@ -47,3 +47,18 @@ func TestLiveLinePlain(t *testing.T) {
 		t.Fatalf("plain output %q", got)
 	}
 }
+
+// `weir run get` names the items of a fan-out whose outcome is unknown.
+func TestPrintCohortUnknown(t *testing.T) {
+	t.Parallel()
+	var b bytes.Buffer
+	printCohort(&b, apitypes.Cohort{Node: "send", Visit: 1, State: "closed", Items: 3, Admitted: 3, Published: 1, Stopped: 2, Unknown: []int{1, 2}})
+	if got := b.String(); !strings.Contains(got, "outcome unknown (E_OUTCOME_UNKNOWN) for items 1, 2") {
+		t.Errorf("printed %q", got)
+	}
+	b.Reset()
+	printCohort(&b, apitypes.Cohort{Node: "send", Visit: 1, State: "open", Items: 3})
+	if strings.Contains(b.String(), "unknown") {
+		t.Errorf("printed %q for a cohort with no unknown outcome", b.String())
+	}
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/weirhq/weir/internal/escape"
 	"github.com/weirhq/weir/runtime/api/client"
 	"github.com/weirhq/weir/runtime/tlscert"
 )
@@ -97,6 +98,13 @@ func registerCommand(f func(m *Main) *cobra.Command) { commandGroups = append(co
 
 // Run executes the command line args and returns the process exit code.
 func (m *Main) Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	// Everything printed may quote what other users wrote (a flow's doc,
+	// a run's error) or what a plugin logged: control characters are
+	// escaped on the way out, so none reaches a terminal.
+	eout, eerr := escape.NewWriter(stdout), escape.NewWriter(stderr)
+	defer eout.Flush()
+	defer eerr.Flush()
+	stdout, stderr = eout, eerr
 	m.Stdin, m.Stdout, m.Stderr = stdin, stdout, stderr
 	if m.Env == nil {
 		m.Env = os.Getenv

@@ -196,6 +196,9 @@ func (m *Main) runGetCmd() *cobra.Command {
 				return printJSON(m.Stdout, runWithCommands(v))
 			}
 			fmt.Fprintf(m.Stdout, "id:       %s\nflow:     %s (version %s)\nowner:    %s\nphase:    %s\nattempt:  %d\n", v.ID, v.Flow, short(v.Version), v.Owner, v.Phase, v.Attempt)
+			if v.Budget > 0 {
+				fmt.Fprintf(m.Stdout, "budget:   %d (spent %d, held by children in flight %d)\n", v.Budget, v.Spent, v.Escrow)
+			}
 			if v.Progress != nil && v.Progress.Node != "" {
 				fmt.Fprintf(m.Stdout, "node:     %s\n", v.Progress.Node)
 			}
@@ -348,6 +351,9 @@ func printCohort(w io.Writer, c apitypes.Cohort) {
 			verdict = "INSUFFICIENT"
 		}
 		fmt.Fprintf(w, ", cutoff %s, closed %s", c.Cutoff.UTC().Format(time.RFC3339Nano), verdict)
+	}
+	if len(c.Unknown) > 0 {
+		fmt.Fprintf(w, ", outcome unknown (E_OUTCOME_UNKNOWN) for items %s", strings.ReplaceAll(strings.Trim(fmt.Sprint(c.Unknown), "[]"), " ", ", "))
 	}
 	fmt.Fprintln(w)
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/weirhq/weir/runtime/host"
 	"github.com/weirhq/weir/runtime/metrics"
 	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/runtime/store/badgerstore"
 	"github.com/weirhq/weir/runtime/store/storemetrics"
 	"github.com/weirhq/weir/runtime/store/storeurl"
 	"github.com/weirhq/weir/runtime/tlscert"
@@ -327,7 +328,7 @@ func (m *Main) serve(ctx context.Context, file, storeFlag string, pins []pin) er
 	version, err := config.Assign(ctx, timed, cfg.Hash())
 	if err != nil {
 		closeAll()
-		return fmt.Errorf("recording the config version: %w", err)
+		return m.diskFullHint(fmt.Errorf("recording the config version: %w", err))
 	}
 	d.cur = cfg
 	d.info = apitypes.ConfigInfo{Version: version, File: cfg.File, Hash: cfg.Hash(), LoadedAt: time.Now().UTC(), Pinned: pinned}
@@ -345,13 +346,15 @@ func (m *Main) serve(ctx context.Context, file, storeFlag string, pins []pin) er
 	}
 	ecfg := cfg.EngineConfig(version)
 	ecfg.Store, ecfg.Tools, ecfg.Logger, ecfg.Scripts = timed, h, log.Named("engine"), pool
+	storeDir := m.storeDir()
+	ecfg.DiskFree = func() (int64, error) { return badgerstore.FreeSpace(storeDir) }
 	eng, err := engine.Open(ecfg)
 	if err == nil {
 		err = eng.Start(ctx)
 	}
 	if err != nil {
 		closeAll()
-		return err
+		return m.diskFullHint(err)
 	}
 	d.eng = eng
 	d.srv = api.NewServer(eng, log.Named("api"), api.WithDaemon(d), api.WithTokens(api.NewTokens(cfg.Tokens())))
@@ -368,8 +371,11 @@ func (m *Main) serve(ctx context.Context, file, storeFlag string, pins []pin) er
 		closeAll()
 	}
 	serveOn := func(ln net.Listener, handler http.Handler, connCtx func(context.Context, net.Conn) context.Context) {
-		s := &http.Server{Handler: handler, ConnContext: connCtx, ReadHeaderTimeout: 10 * time.Second}
+		// Every listener has the timeouts and connection caps of the
+		// config's http block.
+		s := api.NewHTTPServer(handler, connCtx, cfg.HTTP)
 		servers = append(servers, s)
+		ln = api.LimitListener(ln, cfg.HTTP, os.Getuid(), log.Named("http"))
 		go func() { served <- s.Serve(ln) }()
 	}
 
@@ -446,6 +452,15 @@ func storeName(u string) string {
 	return storeurl.Redact(u)
 }
 
+// diskFullHint says what to do when the store refused a write at start
+// because its disk is full.
+func (m *Main) diskFullHint(err error) error {
+	if !errors.Is(err, store.ErrDiskFull) {
+		return err
+	}
+	return fmt.Errorf("%w\nthe disk of the data directory %s has too little free space for the daemon to start: free some, or lower disk { min_free } (the store keeps half of it in reserve)", err, m.DataDir)
+}
+
 func orNone(s string) string {
 	if s == "" {
 		return "none"
@@ -460,7 +475,9 @@ func (m *Main) openDaemonStore(ctx context.Context, log hclog.Logger, cfg *confi
 	if err := os.MkdirAll(m.DataDir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("data directory: %w", err)
 	}
-	st, err := m.openStore(ctx, log, storeURL)
+	// The embedded store keeps half the disk watermark in reserve:
+	// admission closes at the watermark, and the work in hand has the rest.
+	st, err := m.openStore(ctx, log, storeURL, cfg.DiskMinFree/2)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -59,7 +59,7 @@ func (m *Main) storeURL(flag string, cfg *config.Config) (u, note string, err er
 // openStore opens the store u names: the PostgreSQL database, or for ""
 // the embedded store in the data directory (refusing clearly if a daemon
 // holds it).
-func (m *Main) openStore(ctx context.Context, log hclog.Logger, u string) (store.Store, error) {
+func (m *Main) openStore(ctx context.Context, log hclog.Logger, u string, minFree int64) (store.Store, error) {
 	if u != "" {
 		st, err := pgstore.Open(ctx, u, pgstore.Options{Logger: log.Named("store")})
 		if errors.Is(err, store.ErrLocked) {
@@ -67,7 +67,7 @@ func (m *Main) openStore(ctx context.Context, log hclog.Logger, u string) (store
 		}
 		return st, err
 	}
-	st, err := badgerstore.Open(m.storeDir(), badgerstore.Options{Logger: log.Named("store")})
+	st, err := badgerstore.Open(m.storeDir(), badgerstore.Options{Logger: log.Named("store"), MinFreeBytes: minFree})
 	if errors.Is(err, store.ErrLocked) {
 		return nil, fmt.Errorf("the data directory %s is in use by a running weir daemon: stop it, use its commands (weir run ...), or pass another --data", m.DataDir)
 	}
@@ -80,7 +80,7 @@ func (m *Main) openStack(ctx context.Context, log hclog.Logger, cfg engine.Confi
 	if err := os.MkdirAll(m.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
-	st, err := m.openStore(ctx, log, storeURL)
+	st, err := m.openStore(ctx, log, storeURL, 0)
 	if err != nil {
 		return nil, err
 	}

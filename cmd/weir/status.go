@@ -22,7 +22,8 @@ func init() {
 			Use:   "status",
 			Short: "Show the daemon's admission state, queued and held tasks, slots and config version",
 			Long: `Show the daemon's admission state (open, E_DRAINING while it stops, E_STORAGE
-after a storage failure, with the reason), the tasks queued and held by
+after a storage failure, E_DISK_FULL while the store's disk is below its
+watermark, with the reason), the tasks queued and held by
 workers, the worker slots and the config version in force.
 
 Exit 0 while admission is open, 1 when it is closed or no daemon answers.

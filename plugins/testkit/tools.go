@@ -154,6 +154,35 @@ func tools() []sdk.Tool {
 			},
 		},
 		{
+			Name:        "testkit.spew",
+			Description: "Print the bytes stdout_hex encodes and a newline on stdout, then a line of stderr_bytes x's on stderr: output that is not text, or is one endless line.",
+			Idempotent:  true,
+			InputSchema: `{"type":"object","properties":{"stdout_hex":{"type":"string"},"stderr_bytes":{"type":"integer","minimum":0}}}`,
+			Run: func(ctx context.Context, call *sdk.Call) (any, error) {
+				var in struct {
+					StdoutHex   string `json:"stdout_hex"`
+					StderrBytes int    `json:"stderr_bytes"`
+				}
+				if err := call.Decode(&in); err != nil {
+					return nil, err
+				}
+				raw, err := hex.DecodeString(in.StdoutHex)
+				if err != nil {
+					return nil, err // a plain error is permanent
+				}
+				os.Stdout.Write(append(raw, '\n'))
+				if in.StderrBytes > 0 {
+					line := make([]byte, in.StderrBytes+1)
+					for i := range in.StderrBytes {
+						line[i] = 'x'
+					}
+					line[in.StderrBytes] = '\n'
+					os.Stderr.Write(line)
+				}
+				return map[string]any{"stdout_bytes": len(raw), "stderr_bytes": in.StderrBytes}, nil
+			},
+		},
+		{
 			Name:        "testkit.log",
 			Description: "Log message through the plugin's logger and print it on stderr.",
 			Idempotent:  true,

@@ -20,7 +20,7 @@ const timeFormat = "2006-01-02T15:04:05.000Z07:00"
 func ViewOf(run *store.Run, p *engine.Progress) *apitypes.Run {
 	return &apitypes.Run{ID: run.ID, Flow: run.Flow, Version: run.Version, Owner: run.Owner, RequestID: run.RequestID,
 		Phase: apitypes.Phase(run.Phase), Attempt: run.Attempt, Input: run.Input, Output: run.Output,
-		Error: runErrorOf(run.Error), Progress: progressOf(p), Budget: run.Budget, Spent: run.Spent, Parent: run.ParentRunID,
+		Error: runErrorOf(run.Error), Progress: progressOf(p), Budget: run.Budget, Spent: run.Spent, Escrow: run.Escrow, Parent: run.ParentRunID,
 		CreatedAt: run.CreatedAt.UTC().Format(timeFormat), UpdatedAt: run.UpdatedAt.UTC().Format(timeFormat)}
 }
 
@@ -53,7 +53,7 @@ func toolProgressOf(t engine.ToolProgress) apitypes.ToolProgress {
 func cohortOf(c engine.CohortView) apitypes.Cohort {
 	return apitypes.Cohort{Node: c.Node, Visit: c.Visit, State: c.State, Items: c.Items, Need: c.Need, Admitted: c.Admitted,
 		InFlight: c.InFlight, Published: c.Published, Mature: c.Mature, Failed: c.Failed, Stopped: c.Stopped, Late: c.Late,
-		Cutoff: c.Cutoff, Sufficient: c.Sufficient, Marker: c.Marker}
+		Cutoff: c.Cutoff, Sufficient: c.Sufficient, Marker: c.Marker, Unknown: c.Unknown, ChildBudget: c.ChildBudget}
 }
 
 func eventOf(e *store.Event) *apitypes.Event {
@@ -86,7 +86,7 @@ func registerResultOf(r *engine.RegisterResult) *apitypes.RegisterResult {
 }
 
 func flowOf(f engine.RegisteredFlow) apitypes.Flow {
-	return apitypes.Flow{Name: f.Name, Hash: f.Hash, Doc: f.Doc, Nodes: f.Nodes, Input: f.Input}
+	return apitypes.Flow{Name: f.Name, Hash: f.Hash, Doc: f.Doc, Nodes: f.Nodes, Input: f.Input, Owner: f.Owner}
 }
 
 func diagnosticOf(d flows.Diagnostic) apitypes.Diagnostic {

@@ -73,8 +73,17 @@ func userName(uid uint32) string {
 // no identity and every request on it is refused. Use it as
 // http.Server.ConnContext for every listener the API is served on.
 func ConnContext(ctx context.Context, c net.Conn) context.Context {
-	if tc, ok := c.(*tls.Conn); ok {
-		c = tc.NetConn() // a TLS listener's connection is TCP underneath
+	// Take off what the listener wrapped the connection in: a connection
+	// cap's accounting and TLS, in whichever order they were stacked.
+	for unwrapped := false; !unwrapped; {
+		switch w := c.(type) {
+		case *limitedConn:
+			c = w.NetConn()
+		case *tls.Conn:
+			c = w.NetConn() // a TLS listener's connection is TCP underneath
+		default:
+			unwrapped = true
+		}
 	}
 	switch c.(type) {
 	case *net.UnixConn:

@@ -284,7 +284,7 @@ func (s *Server) registerFlows(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequest, Class: engine.ClassProtocol, Message: "no files"})
 		return
 	}
-	res, err := s.eng.Register(r.Context(), convertAll(req.Files, sourceFileOf))
+	res, err := s.eng.RegisterAs(r.Context(), ownerFrom(r.Context()), convertAll(req.Files, sourceFileOf))
 	if err != nil {
 		writeEngineErr(w, err)
 		return
@@ -498,6 +498,8 @@ func writeEngineErr(w http.ResponseWriter, err error) {
 	switch {
 	case e.Class == engine.ClassStorage:
 		status = http.StatusServiceUnavailable
+	case e.Code == engine.CodeForbidden:
+		status = http.StatusForbidden
 	case e.Code == engine.CodeNotFound || e.Code == engine.CodeUnknownFlow:
 		status = http.StatusNotFound
 	case e.Code == engine.CodeDedupConflict:

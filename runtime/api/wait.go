@@ -70,7 +70,7 @@ func (s *Server) runWait(w http.ResponseWriter, r *http.Request) {
 		hold = min(d, apitypes.MaxRunWait)
 	}
 	// This route is meant to stay open: its own bound, not the server's.
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(hold + 10*time.Second))
+	_ = HoldOpen(w, hold+10*time.Second) // beyond the server's write timeout
 	ctx, cancel := context.WithTimeout(r.Context(), hold)
 	defer cancel()
 	owner, id := ownerFrom(r.Context()), r.PathValue("id")

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weirhq/weir/runtime/api"
 	"github.com/weirhq/weir/runtime/engine"
 	"github.com/weirhq/weir/runtime/store/storeurl"
 )
@@ -34,6 +35,14 @@ const (
 	// MinTokenLength bounds how short a bearer token may be: a short
 	// secret can be guessed over the network.
 	MinTokenLength = 16
+	// DefaultDiskMinFree is the disk watermark (disk { min_free }): below
+	// it new runs and registrations are refused with E_DISK_FULL. The
+	// store keeps half of it in reserve for the work in hand.
+	DefaultDiskMinFree = 256 << 20
+	// MinDiskMinFree is the smallest watermark accepted (other than 0,
+	// off): the store's reserve, half of it, must hold a flush of its
+	// 16 MiB write buffer.
+	MinDiskMinFree = 32 << 20
 )
 
 // Config is the daemon's configuration with every default filled in.
@@ -66,6 +75,11 @@ type Config struct {
 	RetentionMaxAge time.Duration `json:"retention_max_age,omitempty"`
 	// Store is the store the daemon keeps its records in.
 	Store Store `json:"store"`
+	// DiskMinFree is the free-space watermark of the data directory's
+	// disk (0: off); see DefaultDiskMinFree.
+	DiskMinFree int64 `json:"disk_min_free"`
+	// HTTP holds the timeouts and connection caps of every listener.
+	HTTP api.HTTPLimits `json:"http"`
 	// Plugins holds each plugin's section, as JSON, by plugin name.
 	Plugins map[string]json.RawMessage `json:"plugins,omitempty"`
 	// PluginHost holds the host-reserved keys of each plugin block (env,
@@ -239,6 +253,8 @@ func (c *Config) MarshalJSON() ([]byte, error) {
 		Store     *Store                     `json:"store,omitempty"`
 		Plugins   map[string]json.RawMessage `json:"plugins,omitempty"`
 		Host      map[string]PluginHost      `json:"plugin_host,omitempty"`
+		DiskFree  string                     `json:"disk_min_free"`
+		HTTP      map[string]any             `json:"http"`
 	}{
 		File: c.File, LogLevel: c.LogLevel, MemLimit: c.MemoryLimit,
 		Sandbox: sandboxView{Workers: c.Sandbox.Workers, Memory: c.Sandbox.Memory},
@@ -247,6 +263,13 @@ func (c *Config) MarshalJSON() ([]byte, error) {
 		Grace:  c.DrainGrace.String(),
 		Socket: socketView{fmt.Sprintf("%04o", c.Socket.Mode), c.Socket.Group},
 		TCP:    c.TCP, Metrics: c.MetricsAddress, Plugins: c.Plugins, Host: c.PluginHost,
+		DiskFree: "off",
+		HTTP: map[string]any{"read_header_timeout": c.HTTP.ReadHeaderTimeout.String(), "read_timeout": c.HTTP.ReadTimeout.String(),
+			"write_timeout": c.HTTP.WriteTimeout.String(), "idle_timeout": c.HTTP.IdleTimeout.String(),
+			"max_conns": c.HTTP.MaxConns, "max_conns_per_peer": c.HTTP.MaxConnsPerPeer},
+	}
+	if c.DiskMinFree > 0 {
+		v.DiskFree = engine.Bytes(c.DiskMinFree)
 	}
 	if c.RetentionMaxAge > 0 {
 		v.Retention = c.RetentionMaxAge.String()
@@ -269,8 +292,10 @@ func Default() *Config {
 			LeaseTimeout: DefaultLeaseTimeout, MaxAttempts: DefaultMaxAttempts,
 			RetryBase: DefaultRetryBase, RetryMax: DefaultRetryMax,
 		},
-		DrainGrace: DefaultDrainGrace,
-		Socket:     Socket{Mode: DefaultSocketMode, GID: -1},
+		DrainGrace:  DefaultDrainGrace,
+		Socket:      Socket{Mode: DefaultSocketMode, GID: -1},
+		DiskMinFree: DefaultDiskMinFree,
+		HTTP:        api.HTTPLimits{}.WithDefaults(),
 	}
 }
 
@@ -282,7 +307,7 @@ func (c *Config) EngineConfig(version int64) engine.Config {
 		Workers: e.Workers, MaxQueued: e.MaxQueued, QueueTimeout: e.QueueTimeout,
 		MaxBudgetInFlight: e.BudgetInFlight, DefaultRunBudget: e.RunBudget, LeaseTimeout: e.LeaseTimeout,
 		MaxAttempts: e.MaxAttempts, RetryBase: e.RetryBase, RetryMax: e.RetryMax,
-		Retention: c.RetentionMaxAge, ConfigVersion: version,
+		Retention: c.RetentionMaxAge, ConfigVersion: version, MinFreeBytes: c.DiskMinFree,
 	}
 }
 
@@ -349,6 +374,12 @@ func RestartChanges(running, candidate *Config) []string {
 	}
 	if running.Sandbox != candidate.Sandbox {
 		out = append(out, "sandbox block (its workers start with the daemon)")
+	}
+	if running.HTTP != candidate.HTTP {
+		out = append(out, "http limits")
+	}
+	if running.DiskMinFree != candidate.DiskMinFree {
+		out = append(out, "disk min_free (the store's reserve is set when it opens)")
 	}
 	if running.MetricsAddress != candidate.MetricsAddress {
 		out = append(out, fmt.Sprintf("metrics address (%s -> %s)", orOff(running.MetricsAddress), orOff(candidate.MetricsAddress)))

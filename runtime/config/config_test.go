@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/internal/testutil"
+	"github.com/weirhq/weir/runtime/api"
 	"github.com/weirhq/weir/runtime/store/badgerstore"
 )
 
@@ -36,6 +37,9 @@ func TestLoadFull(t *testing.T) {
 		}},
 		MetricsAddress:  "127.0.0.1:9411",
 		RetentionMaxAge: 30 * 24 * time.Hour,
+		DiskMinFree:     1 << 30,
+		HTTP: api.HTTPLimits{ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 45 * time.Second,
+			IdleTimeout: 90 * time.Second, MaxConns: 256, MaxConnsPerPeer: 16},
 		Plugins: map[string]json.RawMessage{
 			"http": json.RawMessage(`{"allow_hosts":["api.example.com","example.org"],"max_bytes":1048576,"timeout":"10s"}`),
 		},
@@ -49,7 +53,8 @@ func TestLoadFull(t *testing.T) {
 	ec := c.EngineConfig(7)
 	if ec.Workers != 8 || ec.MaxQueued != 500 || ec.QueueTimeout != 2*time.Minute || ec.MaxBudgetInFlight != 1000 ||
 		ec.DefaultRunBudget != 50 || ec.LeaseTimeout != 20*time.Second || ec.MaxAttempts != 3 ||
-		ec.RetryBase != 200*time.Millisecond || ec.RetryMax != time.Minute || ec.ConfigVersion != 7 || ec.Retention != 30*24*time.Hour {
+		ec.RetryBase != 200*time.Millisecond || ec.RetryMax != time.Minute || ec.ConfigVersion != 7 || ec.Retention != 30*24*time.Hour ||
+		ec.MinFreeBytes != 1<<30 {
 		t.Errorf("EngineConfig = %+v", ec)
 	}
 	if got := c.Tokens(); len(got) != 2 || got["alice-0123456789abcdef"] != "alice" || got["ci-0123456789abcdef0123"] != "ci-bot" {
@@ -130,6 +135,9 @@ func TestRefusals(t *testing.T) {
 		{"metrics bad address", "metrics {\n  address = \"9411\"\n}\n", []string{"c.hcl:2", `metrics address "9411"`}},
 		{"retention empty", "retention {\n}\n", []string{"c.hcl:1", "the retention block needs max_age"}},
 		{"retention zero", "retention {\n  max_age = \"0s\"\n}\n", []string{"c.hcl:2", "max_age"}},
+		{"disk watermark too low", "disk {\n  min_free = \"1MiB\"\n}\n", []string{"c.hcl:2", "min_free \"1MiB\" is below the minimum of 32MiB"}},
+		{"disk watermark not a size", "disk {\n  min_free = \"lots\"\n}\n", []string{"c.hcl:2", "not a size"}},
+		{"http limits", "http {\n  read_timeout = \"0s\"\n  max_conns = 0\n}\n", []string{"c.hcl:2", "read_timeout must be positive", "c.hcl:3", "max_conns must be at least 1"}},
 		{"drain bad", "drain {\n  grace = \"forever\"\n}\n", []string{"c.hcl:2", "grace"}},
 		{"memory limit not a size", "memory_limit = \"lots\"\n", []string{"c.hcl:1", "memory_limit", `"lots" is not a size`}},
 		{"memory limit too small", "memory_limit = \"1MiB\"\n", []string{"c.hcl:1", `memory_limit "1MiB" is below the minimum of 64MiB`}},
@@ -405,6 +413,9 @@ func TestRestartChanges(t *testing.T) {
 		{"listeners and plugins need a restart", tcp("127.0.0.1:3", "0123456789abcdef") + "plugin \"fs\" {\n}\n",
 			[]string{"tcp address (127.0.0.1:1 -> 127.0.0.1:3)", "metrics address (127.0.0.1:2 -> off)", `plugin "fs" section`, `plugin "http" section`}},
 		{"tcp off", "metrics {\n  address = \"127.0.0.1:2\"\n}\nplugin \"http\" {\n  x = 1\n}\n", []string{"tcp address (127.0.0.1:1 -> off)"}},
+		{"http limits and disk reserve need a restart", tcp("127.0.0.1:1", "0123456789abcdef") + "metrics {\n  address = \"127.0.0.1:2\"\n}\nplugin \"http\" {\n  x = 1\n}\n" +
+			"http {\n  read_timeout = \"5s\"\n}\ndisk {\n  min_free = \"0\"\n}\n",
+			[]string{"http limits", "disk min_free (the store's reserve is set when it opens)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -43,12 +43,27 @@ type rawFile struct {
 	Metrics     *rawMetrics    `hcl:"metrics,block"`
 	Retention   *rawRetention  `hcl:"retention,block"`
 	Store       *rawStore      `hcl:"store,block"`
+	Disk        *rawDisk       `hcl:"disk,block"`
+	HTTP        *rawHTTP       `hcl:"http,block"`
 	Plugins     []*rawPlugin   `hcl:"plugin,block"`
 }
 
 type rawStore struct {
 	URL      hcl.Expression `hcl:"url,optional"`
 	DefRange hcl.Range      `hcl:",def_range"`
+}
+
+type rawDisk struct {
+	MinFree hcl.Expression `hcl:"min_free,optional"`
+}
+
+type rawHTTP struct {
+	ReadHeaderTimeout hcl.Expression `hcl:"read_header_timeout,optional"`
+	ReadTimeout       hcl.Expression `hcl:"read_timeout,optional"`
+	WriteTimeout      hcl.Expression `hcl:"write_timeout,optional"`
+	IdleTimeout       hcl.Expression `hcl:"idle_timeout,optional"`
+	MaxConns          hcl.Expression `hcl:"max_conns,optional"`
+	MaxConnsPerPeer   hcl.Expression `hcl:"max_conns_per_peer,optional"`
 }
 
 type rawEngine struct {
@@ -409,6 +424,28 @@ func (d *decoder) resolve(raw *rawFile) *Config {
 				d.fail(st.URL.Range(), "%v", err)
 			}
 		}
+	}
+	if dk := raw.Disk; dk != nil {
+		var sz string
+		if d.stringAttr(dk.MinFree, "min_free", &sz) {
+			n, err := ParseSize(sz)
+			switch {
+			case err != nil:
+				d.fail(dk.MinFree.Range(), "disk min_free: %v", err)
+			case n != 0 && n < MinDiskMinFree:
+				d.fail(dk.MinFree.Range(), "disk min_free %q is below the minimum of 32MiB (the store keeps half of it for a flush of its 16 MiB buffer); write \"0\" to turn the check off", sz)
+			default:
+				c.DiskMinFree = n
+			}
+		}
+	}
+	if h := raw.HTTP; h != nil {
+		d.durationAttr(h.ReadHeaderTimeout, "read_header_timeout", &c.HTTP.ReadHeaderTimeout, durationRule{})
+		d.durationAttr(h.ReadTimeout, "read_timeout", &c.HTTP.ReadTimeout, durationRule{})
+		d.durationAttr(h.WriteTimeout, "write_timeout", &c.HTTP.WriteTimeout, durationRule{})
+		d.durationAttr(h.IdleTimeout, "idle_timeout", &c.HTTP.IdleTimeout, durationRule{})
+		d.intAttr(h.MaxConns, "max_conns", &c.HTTP.MaxConns, 1)
+		d.intAttr(h.MaxConnsPerPeer, "max_conns_per_peer", &c.HTTP.MaxConnsPerPeer, 1)
 	}
 	for _, p := range raw.Plugins {
 		d.plugin(p, c)

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -90,6 +91,9 @@ func (e *Engine) submit(ctx context.Context, req StartRequest) (*StartResult, er
 			return nil, &Error{Code: CodeStorage, Message: "admission is closed after a storage failure: " + e.closedWhy, Class: ClassStorage}
 		}
 		return nil, protocolErr(e.closed, "admission is closed: %s", e.closedWhy)
+	}
+	if err := e.checkDisk(); err != nil {
+		return nil, err
 	}
 	if req.Owner == "" {
 		return nil, protocolErr(CodeBadRequest, "no owner")
@@ -244,4 +248,41 @@ func canonicalInput(in json.RawMessage) (json.RawMessage, error) {
 func hashHex(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
+}
+
+// checkDisk refuses new work while the store's disk is below the
+// watermark (Config.MinFreeBytes), before anything is written: the store
+// keeps a reserve of its own below the watermark for the work in hand.
+// It is read on every admission, so admission reopens by itself as soon
+// as space returns.
+func (e *Engine) checkDisk() *Error {
+	c := e.config()
+	if c.MinFreeBytes <= 0 || c.DiskFree == nil {
+		return nil
+	}
+	free, err := c.DiskFree()
+	if err != nil {
+		e.log.Warn("reading the disk's free space", "error", err)
+		return nil // the store's own reserve still holds
+	}
+	if free >= c.MinFreeBytes {
+		return nil
+	}
+	return &Error{Code: CodeDiskFull, Class: ClassStorage,
+		Message: fmt.Sprintf("the store's disk has %s free, below the %s watermark (disk min_free): new runs and registrations are refused until space returns; runs in hand go on",
+			Bytes(free), Bytes(c.MinFreeBytes))}
+}
+
+// Bytes formats a size for people: 12.3 MiB.
+func Bytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 4; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
 }

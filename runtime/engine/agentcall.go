@@ -211,6 +211,10 @@ func (w *worker) agentCallEnd(ctx context.Context, c *toolCall, out json.RawMess
 	}
 	if err == nil {
 		w.setLease(nil, true)
+		// Settled before the woken agent's step takes its account's
+		// figures from the store, which holds the cost already.
+		w.slice, _, _ = e.ledger.Reslice(w.slice, w.spent, 0)
+		w.spent = 0
 		if woke {
 			e.kick()
 		}

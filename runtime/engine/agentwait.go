@@ -122,7 +122,10 @@ func (s *stepper) agentFlowCall(ctx context.Context, a *agentLoop, t *store.Agen
 		s.cont.Waits[node.ID] = &waitState{ID: WaitID(node.ID, a.visit, t.Turn, i), Kind: WaitChild, Node: node.ID, Since: now,
 			Until: now.Add(subflowFallback()), Visit: a.visit, Call: []int{t.Turn, i}}
 		detail["child"] = child.ID
-		if !s.commit(ctx, func(tx store.Tx) error {
+		if err := s.commitE(ctx, func(tx store.Tx) error {
+			if err := escrowTx(tx, s.run.ID, child); err != nil {
+				return err
+			}
 			if err := e.insertRun(tx, child, task, entry, map[string]any{"parent": s.run.ID, "node": node.ID, "turn": t.Turn, "call": i}); err != nil {
 				return err
 			}
@@ -130,7 +133,12 @@ func (s *stepper) agentFlowCall(ctx context.Context, a *agentLoop, t *store.Agen
 				return err
 			}
 			return s.parkTx(tx, now, now.Add(subflowFallback()), WaitChild, child.ID, detail)
-		}) {
+		}); err != nil {
+			s.unreserveChild(child.Reserve)
+			delete(s.cont.Waits, node.ID)
+			if errors.Is(err, errEscrowRefused) {
+				return end(nil, s.escrowRefusal("a child run of flow "+c.Tool, child.Reserve, s.remainder()))
+			}
 			return false, false
 		}
 		*t = next
@@ -199,7 +207,7 @@ func (s *stepper) prepareAgentChild(ctx context.Context, a *agentLoop, name stri
 	if err != nil {
 		return nil, nil, "", &store.RunError{Code: CodeBadInput, Message: fmt.Sprintf("input for flow %s: %v", name, err)}
 	}
-	budget, rerr := s.agentChildBudget(name)
+	budget, reserve, rerr := s.agentChildBudget(ctx, name, cfe.flow.Budget)
 	if rerr != nil {
 		return nil, nil, "", rerr
 	}
@@ -209,22 +217,25 @@ func (s *stepper) prepareAgentChild(ctx context.Context, a *agentLoop, name stri
 		Input: input, InputHash: hashHex(input), Phase: store.PhaseQueued, Attempt: 1,
 		Depth: depth, DepthLimit: min(limit, depth+cfe.flow.MaxDepth), Ancestors: chain,
 		ParentRunID: s.run.ID, ParentNode: a.node.ID, ConfigVersion: e.config().ConfigVersion,
-		Budget: budget, CreatedAt: now, UpdatedAt: now,
+		Budget: budget, Reserve: reserve, CreatedAt: now, UpdatedAt: now,
 	}
 	return child, e.newStepTask(child, cfe.flow.Entry, now), cfe.flow.Entry, nil
 }
 
-// agentChildBudget is the budget of the child run of a flow tool call:
-// what is left of the run's budget, as a subflow's child gets. This is
-// the one place where such a child's budget is decided; escrowing it out
-// of the parent's remainder (docs/design.md §11) belongs here.
-func (s *stepper) agentChildBudget(flow string) (int64, *store.RunError) {
-	if s.run.Budget <= 0 {
-		return 0, nil
+// agentChildBudget is the budget of the child run of a flow tool call
+// and what it holds in escrow out of the run's remainder (docs/design.md
+// §4.1.1): the flow's own budget, else all of the remainder (the agent
+// waits for that one child), reserved in the ledger here; the caller
+// writes it with escrowTx and gives it back with unreserveChild if its
+// commit fails.
+func (s *stepper) agentChildBudget(ctx context.Context, flow string, flowBudget int64) (budget, reserve int64, rerr *store.RunError) {
+	if err := s.syncAccount(ctx); err != nil {
+		s.e.storageFailed(err)
+		return 0, 0, &store.RunError{Code: CodeStorage, Message: err.Error()}
 	}
-	left := s.run.Budget - s.run.Spent
-	if left <= 0 {
-		return 0, &store.RunError{Code: CodeBudgetExhausted, Message: fmt.Sprintf("no budget left for a child run of flow %s", flow)}
+	budget, reserve = childBudget(s.run.Budget, 0, flowBudget, s.remainder())
+	if rerr := s.reserveChild(reserve, "a child run of flow "+flow); rerr != nil {
+		return 0, 0, rerr
 	}
-	return left, nil
+	return budget, reserve, nil
 }

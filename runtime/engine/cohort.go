@@ -89,30 +89,49 @@ func (s *stepper) cohortStart(ctx context.Context, node *flows.Node, visit int) 
 		}
 		values[i] = b
 	}
+	if err := s.syncAccount(ctx); err != nil {
+		e.storageFailed(err)
+		return false
+	}
+	if node.Flow != "" && node.Budget == 0 {
+		c.ChildBudget = fanoutShare(s.remainder(), s.run.Budget > 0, node.Width)
+	}
 	inputs, rerr := s.childInputs(node, items, 0, min(node.Width, len(items)))
 	if rerr != nil {
 		return s.nodeFailed(ctx, node, rerr)
 	}
-	children, err := s.prepareChildren(ctx, node, visit, inputs)
+	children, err := s.prepareChildren(ctx, node, visit, inputs, c.ChildBudget)
 	if err != nil {
 		return s.nodeFailed(ctx, node, &store.RunError{Code: ErrorCode(err), Message: err.Error()})
 	}
+	adm := s.reserveChildren(children)
 	var readyAt time.Time
+	base := *c
 	ok = s.commit(ctx, func(tx store.Tx) error {
+		// A store may run this more than once: admission counts from the
+		// cohort as it was before.
+		*c = base
+		c.Fresh = slices.Clone(base.Fresh)
+		adm.reset()
 		for i, val := range values {
 			if err := tx.CohortItemPut(&store.CohortItem{RunID: s.run.ID, Node: node.ID, Visit: visit, Index: i, Value: val, State: store.ItemPending}); err != nil {
 				return err
 			}
 		}
-		if err := s.admitTx(tx, node, c, children, len(children)); err != nil {
+		if err := s.admitTx(tx, node, c, children, len(children), adm, now); err != nil {
 			return err
 		}
 		if err := tx.CohortPut(c); err != nil {
 			return err
 		}
-		readyAt = cohort.Wake(cohort.StateOf(c, 0), s.cohortDecl(node), now)
-		return s.parkTx(tx, now, readyAt, "cohort", "", map[string]any{"items": c.Items, "need": c.Need, "width": node.Width})
+		readyAt = adm.wake(cohort.Wake(cohort.StateOf(c, 0), s.cohortDecl(node), now), node, now)
+		detail := map[string]any{"items": c.Items, "need": c.Need, "width": node.Width}
+		if c.ChildBudget > 0 {
+			detail["child_budget"] = c.ChildBudget
+		}
+		return s.parkTx(tx, now, readyAt, "cohort", "", detail)
 	})
+	s.settleReservations(adm, ok)
 	if ok {
 		s.e.kick()
 	}
@@ -175,7 +194,7 @@ type child struct {
 
 // prepareChildren builds the records of the children for inputs, outside
 // any transaction (a subflow child needs its flow's latest version).
-func (s *stepper) prepareChildren(ctx context.Context, node *flows.Node, visit int, inputs map[int]json.RawMessage) (map[int]*child, error) {
+func (s *stepper) prepareChildren(ctx context.Context, node *flows.Node, visit int, inputs map[int]json.RawMessage, share int64) (map[int]*child, error) {
 	e := s.e
 	now := e.now()
 	out := make(map[int]*child, len(inputs))
@@ -205,9 +224,7 @@ func (s *stepper) prepareChildren(ctx context.Context, node *flows.Node, visit i
 				Ancestors: append(slices.Clone(s.run.Ancestors), s.run.Flow), ParentRunID: s.run.ID, ParentNode: node.ID,
 				Cohort: &store.CohortRef{Node: node.ID, Visit: visit, Item: i}, ConfigVersion: e.config().ConfigVersion,
 				CreatedAt: now, UpdatedAt: now}
-			if s.run.Budget > 0 {
-				r.Budget = max(1, s.run.Budget-s.run.Spent)
-			}
+			r.Budget, r.Reserve = childBudget(s.run.Budget, node.Budget, cfe.flow.Budget, share)
 			ch.run, ch.entry = r, cfe.flow.Entry
 			ch.task = e.newStepTask(r, cfe.flow.Entry, now)
 		}
@@ -216,10 +233,75 @@ func (s *stepper) prepareChildren(ctx context.Context, node *flows.Node, visit i
 	return out, nil
 }
 
+// admission is the escrow of one cohort transaction's child runs: which
+// prepared children the ledger reserved before it (refused holds the
+// others' refusals) and which the transaction wrote (reset on each run
+// of its fn).
+type admission struct {
+	reserved map[int]int64
+	refused  map[int]*store.RunError
+	admitted map[int]bool
+	// deadline is set when the transaction admitted a child run with a
+	// timeout; failed counts children that failed at admission.
+	deadline time.Time
+	failed   int
+}
+
+func (a *admission) reset() {
+	a.admitted, a.deadline, a.failed = map[int]bool{}, time.Time{}, 0
+}
+
+// wake is when the parent must look again: at, or sooner when a child
+// failed at admission (now) or a child admitted here must be timed out.
+func (a *admission) wake(at time.Time, node *flows.Node, now time.Time) time.Time {
+	if a.failed > 0 {
+		return now
+	}
+	if !a.deadline.IsZero() && a.deadline.Before(at) {
+		return a.deadline
+	}
+	return at
+}
+
+// reserveChildren reserves in the ledger, in item order, the escrow of
+// the prepared child runs; a child the remainder cannot cover is refused
+// (it fails at admission with E_BUDGET_EXHAUSTED).
+func (s *stepper) reserveChildren(children map[int]*child) *admission {
+	a := &admission{reserved: map[int]int64{}, refused: map[int]*store.RunError{}}
+	idx := make([]int, 0, len(children))
+	for i, ch := range children {
+		if ch.run != nil {
+			idx = append(idx, i)
+		}
+	}
+	slices.Sort(idx)
+	for _, i := range idx {
+		r := children[i].run
+		if rerr := s.reserveChild(r.Reserve, fmt.Sprintf("child %d of %s", i, r.ParentNode)); rerr != nil {
+			a.refused[i] = rerr
+			continue
+		}
+		a.reserved[i] = r.Reserve
+	}
+	a.reset()
+	return a
+}
+
+// settleReservations gives back the reservations of children the
+// transaction did not write (all of them when it did not commit).
+func (s *stepper) settleReservations(a *admission, committed bool) {
+	for i, r := range a.reserved {
+		if !committed || !a.admitted[i] {
+			s.unreserveChild(r)
+		}
+	}
+}
+
 // admitTx admits up to n prepared children while the cohort is open, has
 // room under its width and items left. Children not prepared wait for the
-// next wake.
-func (s *stepper) admitTx(tx store.Tx, node *flows.Node, c *store.Cohort, children map[int]*child, n int) error {
+// next wake. A child run whose escrow was refused fails at admission with
+// E_BUDGET_EXHAUSTED, before it starts.
+func (s *stepper) admitTx(tx store.Tx, node *flows.Node, c *store.Cohort, children map[int]*child, n int, adm *admission, now time.Time) error {
 	for ; n > 0 && c.State == store.CohortOpen && c.Next < c.Items && c.InFlight < node.Width; n-- {
 		ch := children[c.Next]
 		if ch == nil {
@@ -231,10 +313,35 @@ func (s *stepper) admitTx(tx store.Tx, node *flows.Node, c *store.Cohort, childr
 		}
 		it.State, it.Input = store.ItemAdmitted, ch.input
 		if ch.run != nil {
-			if err := s.e.insertRun(tx, ch.run, ch.task, ch.entry, map[string]any{"parent": s.run.ID, "node": node.ID, "item": c.Next}); err != nil {
+			rerr := adm.refused[c.Next]
+			if rerr == nil {
+				switch err := escrowTx(tx, s.run.ID, ch.run); {
+				case errors.Is(err, errEscrowRefused):
+					rerr = &store.RunError{Code: CodeBudgetExhausted, Message: fmt.Sprintf("child %d of %s needs a budget of %d; run budget %d cannot cover it (spent or held by children)",
+						c.Next, node.ID, ch.run.Reserve, s.run.Budget)}
+				case err != nil:
+					return err
+				}
+			}
+			if rerr != nil {
+				c.Next++
+				if err := itemFailedTx(tx, c, it, "", rerr, now); err != nil {
+					return err
+				}
+				adm.failed++
+				continue
+			}
+			if err := s.e.insertRun(tx, ch.run, ch.task, ch.entry, map[string]any{"parent": s.run.ID, "node": node.ID, "item": c.Next, "budget": ch.run.Budget}); err != nil {
 				return err
 			}
 			it.Child = ch.run.ID
+			adm.admitted[c.Next] = true
+			if node.Timeout > 0 {
+				it.Deadline = now.Add(node.Timeout)
+				if adm.deadline.IsZero() {
+					adm.deadline = it.Deadline
+				}
+			}
 		} else {
 			if err := tx.TaskPut(ch.task); err != nil {
 				return err
@@ -296,12 +403,24 @@ func (s *stepper) cohortAdvance(ctx context.Context, node *flows.Node, snap *sto
 			if rerr != nil {
 				return s.nodeFailed(ctx, node, rerr)
 			}
-			if children, err = s.prepareChildren(ctx, node, snap.Visit, inputs); err != nil {
+			if children, err = s.prepareChildren(ctx, node, snap.Visit, inputs, snap.ChildBudget); err != nil {
 				return s.nodeFailed(ctx, node, &store.RunError{Code: ErrorCode(err), Message: err.Error()})
 			}
 		}
 	}
 	now := e.now()
+	due, nextDeadline, err := s.childDeadlines(ctx, node, snap, now)
+	if err != nil {
+		e.storageFailed(err)
+		return false
+	}
+	if len(children) > 0 && node.Flow != "" {
+		if err := s.syncAccount(ctx); err != nil {
+			e.storageFailed(err)
+			return false
+		}
+	}
+	adm := s.reserveChildren(children)
 	var c *store.Cohort
 	var stopTasks []string
 	var stopped cancelTree
@@ -309,6 +428,7 @@ func (s *stepper) cohortAdvance(ctx context.Context, node *flows.Node, snap *sto
 	var readyAt time.Time
 	ok := s.commit(ctx, func(tx store.Tx) error {
 		stopTasks, stopped, closing, readyAt = nil, cancelTree{}, false, time.Time{}
+		adm.reset()
 		var err error
 		if c, err = tx.CohortGet(snap.RunID, snap.Node, snap.Visit); err != nil {
 			return err
@@ -334,6 +454,9 @@ func (s *stepper) cohortAdvance(ctx context.Context, node *flows.Node, snap *sto
 			}
 		}
 		c.Fresh = still
+		if err := s.timeOutChildrenTx(tx, node, c, due, now, &stopped); err != nil {
+			return err
+		}
 		prepared := 0
 		for children[c.Next+prepared] != nil {
 			prepared++
@@ -342,7 +465,7 @@ func (s *stepper) cohortAdvance(ctx context.Context, node *flows.Node, snap *sto
 		if d.Freeze {
 			c.State, c.FrozenAt = store.CohortFrozen, now
 		}
-		if err := s.admitTx(tx, node, c, children, d.Admit); err != nil {
+		if err := s.admitTx(tx, node, c, children, d.Admit, adm, now); err != nil {
 			return err
 		}
 		if d.Stop {
@@ -371,12 +494,17 @@ func (s *stepper) cohortAdvance(ctx context.Context, node *flows.Node, snap *sto
 			return nil
 		default:
 			readyAt = d.Wake
+			if !nextDeadline.IsZero() && nextDeadline.Before(readyAt) {
+				readyAt = nextDeadline
+			}
+			readyAt = adm.wake(readyAt, node, now)
 		}
 		if err := tx.CohortPut(c); err != nil {
 			return err
 		}
 		return s.parkTx(tx, now, readyAt, "cohort", "", nil)
 	})
+	s.settleReservations(adm, ok)
 	if !ok {
 		return false
 	}
@@ -435,6 +563,17 @@ func (s *stepper) stopInFlightTx(tx store.Tx, c *store.Cohort, now time.Time) (t
 		}
 		c.InFlight--
 		c.Stopped++
+		// A call that is not idempotent started and not recorded may have
+		// had its effect: the item says so (docs/design.md §3).
+		started, err := startedUnrecordedTx(tx, c, it)
+		if err != nil {
+			return nil, ct, err
+		}
+		if started != "" {
+			if err := markUnknownTx(tx, c, it, unknownStopMessage(started), now); err != nil {
+				return nil, ct, err
+			}
+		}
 		if strings.HasPrefix(it.Child, "run_") {
 			run, err := tx.RunGet(it.Child)
 			if err == nil && !run.Phase.Terminal() {
@@ -493,11 +632,15 @@ func (s *stepper) cohortReduce(ctx context.Context, node *flows.Node, c *store.C
 		e.storageFailed(err)
 		return false
 	}
-	published, late := []any{}, []any{}
+	published, late, unknown := []any{}, []any{}, []any{}
 	for _, it := range items {
 		var v, item any
 		_ = json.Unmarshal(it.Result, &v)
 		_ = json.Unmarshal(it.Value, &item)
+		if it.Error != nil && it.Error.Code == CodeOutcomeUnknown {
+			unknown = append(unknown, map[string]any{"index": it.Index, "item": item, "state": string(it.State),
+				"error": map[string]any{"code": it.Error.Code, "message": it.Error.Message}})
+		}
 		switch {
 		case it.State == store.ItemPublished && !it.At.After(c.Cutoff):
 			published = append(published, v)
@@ -529,7 +672,7 @@ func (s *stepper) cohortReduce(ctx context.Context, node *flows.Node, c *store.C
 		return false
 	}
 	failpoint.Hit(failpoint.ReduceDerived)
-	result := mustJSON(map[string]any{"results": derived, "late": late, "sufficient": c.Sufficient, "cutoff": c.Cutoff})
+	result := mustJSON(map[string]any{"results": derived, "late": late, "unknown": unknown, "sufficient": c.Sufficient, "cutoff": c.Cutoff})
 	now := e.now()
 	return s.resultDoneTx(ctx, node, result, map[string]any{"sufficient": c.Sufficient, "published": len(published), "late": len(late)}, func(tx store.Tx) error {
 		if err := s.cohortUpdateTx(tx, c, func(c *store.Cohort) { c.State, c.Marker = store.CohortClosed, true }); err != nil {
@@ -567,7 +710,15 @@ func (e *Engine) childEndedTx(tx store.Tx, parentID string, ref *store.CohortRef
 		return false, err
 	}
 	if it.State != store.ItemAdmitted {
-		return false, nil // stopped: its end changes nothing
+		// Stopped (or timed out): its end changes nothing, except that a
+		// stopped child whose call's outcome turned out unknown says so.
+		if it.State == store.ItemStopped && rerr != nil && rerr.Code == CodeOutcomeUnknown && it.Error == nil {
+			if err := markUnknownTx(tx, c, it, "stopped by its cohort; the child run then ended with: "+rerr.Message, now); err != nil {
+				return false, err
+			}
+			return false, tx.CohortPut(c)
+		}
+		return false, nil
 	}
 	it.Result, it.Error, it.At = result, rerr, now
 	c.InFlight--
@@ -636,15 +787,162 @@ type CohortView struct {
 	Cutoff     time.Time `json:"cutoff,omitzero"`
 	Sufficient *bool     `json:"sufficient,omitempty"` // set once closing
 	Marker     bool      `json:"marker"`
+	// Unknown lists the items whose call's outcome is unknown
+	// (E_OUTCOME_UNKNOWN): stopped or failed after a call that is not
+	// idempotent started and before its result was recorded.
+	Unknown []int `json:"unknown,omitempty"`
+	// ChildBudget is what each child run reserves when its node and
+	// flow declare no budget.
+	ChildBudget int64 `json:"child_budget,omitempty"`
 }
 
 func cohortView(c *store.Cohort) CohortView {
 	v := CohortView{Node: c.Node, Visit: c.Visit, State: string(c.State), Items: c.Items, Need: c.Need, Admitted: c.Next,
 		InFlight: c.InFlight, Published: c.Published, Mature: c.Mature, Failed: c.Failed, Stopped: c.Stopped, Late: c.Late,
-		Cutoff: c.Cutoff, Marker: c.Marker}
+		Cutoff: c.Cutoff, Marker: c.Marker, Unknown: c.Unknown, ChildBudget: c.ChildBudget}
 	if c.State == store.CohortClosing || c.State == store.CohortClosed {
 		suff := c.Sufficient
 		v.Sufficient = &suff
 	}
 	return v
+}
+
+// itemFailedTx ends an item failed with rerr before its child ended by
+// itself (refused at admission, or timed out), as childEndedTx would:
+// the cohort counts it failed and judges it at its next look. The caller
+// adjusts InFlight and writes c.
+func itemFailedTx(tx store.Tx, c *store.Cohort, it *store.CohortItem, child string, rerr *store.RunError, now time.Time) error {
+	it.State, it.Error, it.At = store.ItemFailed, rerr, now
+	c.Failed++
+	c.Fresh = append(c.Fresh, it.Index)
+	if err := tx.CohortItemPut(it); err != nil {
+		return err
+	}
+	detail := map[string]any{"item": it.Index, "state": string(it.State), "code": rerr.Code, "message": rerr.Message}
+	if child != "" {
+		detail["child"] = child
+	}
+	return appendEvent(tx, c.RunID, evItemDone, 0, c.Node, detail, now)
+}
+
+// childDeadlines reads, for a flow fan-out with a timeout, which child
+// runs in flight are past their deadline at now (due) and the earliest
+// deadline still ahead (zero: none). The transaction re-reads each due
+// item before acting on it.
+func (s *stepper) childDeadlines(ctx context.Context, node *flows.Node, c *store.Cohort, now time.Time) (due []int, next time.Time, err error) {
+	if node.Flow == "" || node.Timeout <= 0 || c.InFlight == 0 {
+		return nil, time.Time{}, nil
+	}
+	var items []*store.CohortItem
+	if err := s.e.st.View(ctx, func(tx store.Tx) error {
+		var err error
+		items, err = tx.CohortItemList(c.RunID, c.Node, c.Visit)
+		return err
+	}); err != nil {
+		return nil, time.Time{}, err
+	}
+	for _, it := range items {
+		switch {
+		case it.State != store.ItemAdmitted || it.Deadline.IsZero():
+		case !now.Before(it.Deadline):
+			due = append(due, it.Index)
+		case next.IsZero() || it.Deadline.Before(next):
+			next = it.Deadline
+		}
+	}
+	return due, next, nil
+}
+
+// timeOutChildrenTx ends the child runs of due items still in flight
+// past their deadline, as a tool child's timeout ends its call: the item
+// fails with E_CHILD_TIMEOUT and the child run is cancelled through the
+// cancel path, its descendants with it (ct says which a worker holds).
+func (s *stepper) timeOutChildrenTx(tx store.Tx, node *flows.Node, c *store.Cohort, due []int, now time.Time, ct *cancelTree) error {
+	for _, i := range due {
+		it, err := tx.CohortItemGet(c.RunID, c.Node, c.Visit, i)
+		if err != nil {
+			return err
+		}
+		if it.State != store.ItemAdmitted || it.Deadline.IsZero() || now.Before(it.Deadline) {
+			continue // ended meanwhile
+		}
+		c.InFlight--
+		rerr := &store.RunError{Code: CodeChildTimeout, Message: fmt.Sprintf("child run %s of item %d did not finish within %s", it.Child, i, node.Timeout)}
+		if err := itemFailedTx(tx, c, it, it.Child, rerr, now); err != nil {
+			return err
+		}
+		run, err := tx.RunGet(it.Child)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if !run.Phase.Terminal() {
+			if err := s.e.cancelTx(tx, run, "timeout of "+node.ID, now, ct); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// startedUnrecordedTx says what call of a stopped item's child had
+// started without its result recorded ("" if none): the item's own call
+// for a tool child, any call of the child run for a flow child.
+func startedUnrecordedTx(tx store.Tx, c *store.Cohort, it *store.CohortItem) (string, error) {
+	if strings.HasPrefix(it.Child, "run_") {
+		recs, err := tx.IdemListRun(it.Child)
+		if err != nil {
+			return "", err
+		}
+		for _, r := range recs {
+			if r.State == store.IdemStarted {
+				return fmt.Sprintf("%s at node %s of child run %s", r.Tool, r.Node, it.Child), nil
+			}
+		}
+		return "", nil
+	}
+	r, err := tx.IdemGet(itemKey(c, it.Index))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return "", nil
+	case err != nil:
+		return "", err
+	case r.State == store.IdemStarted:
+		return r.Tool, nil
+	}
+	return "", nil
+}
+
+func unknownStopMessage(started string) string {
+	return "stopped by its cohort after " + started + " (not idempotent) was started and before its result was recorded; it was not run again"
+}
+
+// itemKey is the idempotency key of a tool child's call (toolCall.key).
+func itemKey(c *store.Cohort, item int) string {
+	return fmt.Sprintf("%s/%s/%d/%d", c.RunID, c.Node, c.Visit, item)
+}
+
+// markUnknownTx records on a stopped item that the outcome of its call
+// is unknown: the item's error, the cohort's list (the caller writes c)
+// and an item_done event that says so.
+func markUnknownTx(tx store.Tx, c *store.Cohort, it *store.CohortItem, msg string, now time.Time) error {
+	if it.Error != nil && it.Error.Code == CodeOutcomeUnknown {
+		return nil
+	}
+	it.Error = &store.RunError{Code: CodeOutcomeUnknown, Message: msg}
+	if err := tx.CohortItemPut(it); err != nil {
+		return err
+	}
+	if !slices.Contains(c.Unknown, it.Index) {
+		c.Unknown = append(c.Unknown, it.Index)
+	}
+	detail := map[string]any{"item": it.Index, "state": string(it.State), "code": it.Error.Code, "message": it.Error.Message}
+	if strings.HasPrefix(it.Child, "task_") {
+		detail["task"] = it.Child
+	} else if it.Child != "" {
+		detail["child"] = it.Child
+	}
+	return appendEvent(tx, c.RunID, evItemDone, 0, c.Node, detail, now)
 }

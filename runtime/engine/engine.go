@@ -72,6 +72,13 @@ type Config struct {
 	// Retention prunes runs (with their events, dedup keys and records)
 	// that finished longer ago than this; 0 keeps everything.
 	Retention time.Duration
+	// MinFreeBytes is the disk watermark: while DiskFree reports less,
+	// new runs and registrations are refused with E_DISK_FULL (work in
+	// hand goes on), and admission reopens by itself once space returns.
+	// 0, or a nil DiskFree: no check.
+	MinFreeBytes int64
+	// DiskFree reports the bytes free on the store's disk.
+	DiskFree func() (int64, error)
 	// FlowCacheBytes bounds the memory of loaded flow versions (decoded
 	// IR and evaluators, charged as estimated by flows.Cache); the least
 	// recently used are dropped and re-loaded from the store when needed
@@ -134,6 +141,11 @@ type Engine struct {
 	registry *flows.Registry
 	// scripts evaluates flow scripts (Config.Scripts).
 	scripts flows.Scripts
+	// auditLimit bounds each caller's audit events (see audit.go).
+	auditLimit auditLimiter
+	// diskWarned is when the log last said the store's disk is full
+	// (unix nanoseconds): every refused write would say it again.
+	diskWarned atomic.Int64
 
 	// gate: acceptance holds it shared, closing admission holds it
 	// exclusively, so once closed nothing new is reserved (docs/design.md §8).
@@ -233,7 +245,7 @@ func (e *Engine) now() time.Time { return e.clock.Now() }
 func (e *Engine) Reload(cfg Config) {
 	old := e.config()
 	c := cfg.withDefaults()
-	c.Store, c.Tools, c.Logger, c.Clock, c.Scripts = old.Store, old.Tools, old.Logger, old.Clock, old.Scripts
+	c.Store, c.Tools, c.Logger, c.Clock, c.Scripts, c.DiskFree = old.Store, old.Tools, old.Logger, old.Clock, old.Scripts, old.DiskFree
 	e.cfg.Store(&c)
 	e.ledger.Resize(c.Workers, c.MaxBudgetInFlight)
 	e.flowCache.SetMaxBytes(c.FlowCacheBytes)
@@ -316,6 +328,9 @@ func (e *Engine) closeAdmission(code, why string) {
 	}
 }
 
+// diskWarnEvery spaces the log lines about a full disk.
+const diskWarnEvery = 10 * time.Second
+
 // storageFailed records that the store broke a promise: admission closes
 // and stays closed until an operator restarts the daemon.
 func (e *Engine) storageFailed(err error) *Error {
@@ -328,6 +343,15 @@ func (e *Engine) storageFailed(err error) *Error {
 	if se.Class != ClassStorage {
 		// One record's problem: the caller fails that run or request.
 		e.log.Warn("store refused one record", "code", se.Code, "error", err)
+		return se
+	}
+	if se.Code == CodeDiskFull {
+		// The store is sound and refused before writing: the disk
+		// watermark keeps new work out (see checkDisk) and the work in
+		// hand tries again, until space returns.
+		if last := e.diskWarned.Load(); e.now().UnixNano()-last >= int64(diskWarnEvery) && e.diskWarned.CompareAndSwap(last, e.now().UnixNano()) {
+			e.log.Warn("the store refuses writes: its disk is full (said once per interval)", "interval", diskWarnEvery, "error", err)
+		}
 		return se
 	}
 	e.closeAdmission(CodeStorage, se.Message)
@@ -365,6 +389,11 @@ func (e *Engine) Health(ctx context.Context) Health {
 		h.Admission, h.Reason = e.closed, e.closedWhy
 	}
 	e.gate.RUnlock()
+	if h.Admission == "open" {
+		if err := e.checkDisk(); err != nil {
+			h.Admission, h.Reason = err.Code, err.Message
+		}
+	}
 	_ = e.st.View(ctx, func(tx store.Tx) error {
 		q, l, err := tx.TaskCount()
 		h.Queued, h.Held = q, l

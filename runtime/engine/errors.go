@@ -31,6 +31,8 @@ const (
 	CodeBadInput      = "E_BAD_INPUT"      // input is not valid for the flow
 	CodeNotFound      = "E_NOT_FOUND"      // no such run (or not yours)
 	CodeBadRequest    = "E_BAD_REQUEST"    // malformed request
+	CodeForbidden     = "E_FORBIDDEN"      // the caller may not do this (a flow name another owner registered)
+	CodeDiskFull      = "E_DISK_FULL"      // the store's disk is below its free-space watermark; reopens by itself
 )
 
 // Run error codes: why a run or a node ended badly.
@@ -125,6 +127,9 @@ func recordErr(err error) *Error {
 	case errors.Is(err, store.ErrTooLarge):
 		return &Error{Code: CodeResultTooLarge, Class: ClassRun, cause: err,
 			Message: "the write is larger than one store transaction holds; keep results and outputs smaller"}
+	case errors.Is(err, store.ErrDiskFull):
+		return &Error{Code: CodeDiskFull, Class: ClassStorage, cause: err,
+			Message: "the store's disk is full: it refuses writes until space returns (nothing was written)"}
 	case errors.Is(err, store.ErrBadID):
 		return &Error{Code: CodeBadRequest, Class: ClassProtocol, cause: err,
 			Message: fmt.Sprintf("an id is empty, longer than %d bytes, not UTF-8 or holds a NUL byte", store.MaxIDBytes)}

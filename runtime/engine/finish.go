@@ -85,18 +85,9 @@ func (e *Engine) finishTx(tx store.Tx, run *store.Run, phase store.Phase, output
 		return false, nil
 	}
 	// The parent's budget covers its children: what the child spent is
-	// the parent's spending too.
-	if run.Spent > 0 {
-		parent, err := tx.RunGet(run.ParentRunID)
-		switch {
-		case err == nil:
-			parent.Spent += run.Spent
-			if err := tx.RunUpdate(parent); err != nil {
-				return false, err
-			}
-		case !errors.Is(err, store.ErrNotFound):
-			return false, err
-		}
+	// the parent's spending too, and its escrow goes back.
+	if err := settleChildTx(tx, run); err != nil {
+		return false, err
 	}
 	if failpoint.Armed(failpoint.ChildNoAnnounce) {
 		return false, nil
@@ -259,6 +250,16 @@ func (e *Engine) cancelTx(tx store.Tx, run *store.Run, by string, now time.Time,
 			}
 		}
 	}
+	if len(kids) > 0 {
+		// A child that finished here gave its escrow back and charged its
+		// spending to this run's record: go on from that record.
+		cur, err := tx.RunGet(run.ID)
+		if err != nil {
+			return err
+		}
+		cur.CancelRequested, cur.UpdatedAt = true, now
+		*run = *cur
+	}
 	tasks, err := tx.TaskListByRun(run.ID)
 	if err != nil {
 		return err
@@ -296,19 +297,3 @@ func (e *Engine) cancelTx(tx store.Tx, run *store.Run, by string, now time.Time,
 }
 
 var errNotYours = errors.New("engine: not found or not yours")
-
-// AuditStream is the pseudo run id whose timeline holds audit events.
-const AuditStream = "audit"
-
-// auditForeign records a refused foreign access in the audit stream: the
-// one effect a foreign caller is allowed (docs/design.md §8). The run itself, its
-// events included, stays byte-for-byte unchanged.
-func (e *Engine) auditForeign(ctx context.Context, owner, runID, action string) {
-	now := e.now()
-	err := e.st.Update(ctx, func(tx store.Tx) error {
-		return appendEvent(tx, AuditStream, "refused_foreign", 0, "", map[string]any{"caller": owner, "action": action, "run": runID}, now)
-	})
-	if err != nil {
-		e.log.Error("writing audit event", "error", err)
-	}
-}

@@ -142,9 +142,21 @@ func (e *Engine) flowVersion(ctx context.Context, name, hash string) (*flowEntry
 	return &flowEntry{flow: f, hash: hash, scripts: e.scripts, src: src}, nil
 }
 
-// nodeCost is the budget slice a node needs: its declared cost, else its
-// tool's declared cost.
+// nodeCost is the budget slice a node's step needs: its declared cost,
+// else its tool's declared cost. A fan-out's step calls nothing: each of
+// its children reserves its own (itemCost, or a child run's escrow), so
+// the step holding a child's cost while it admits them would refuse
+// children the budget can pay for.
 func (e *Engine) nodeCost(n *flows.Node) int64 {
+	if n.Kind == flows.KindFanout {
+		return 0
+	}
+	return e.itemCost(n)
+}
+
+// itemCost is the budget slice of one call of the node: its declared
+// cost, else its tool's declared cost (per child for a tool fan-out).
+func (e *Engine) itemCost(n *flows.Node) int64 {
 	if n.Cost > 0 {
 		return n.Cost
 	}
@@ -175,6 +187,9 @@ func (e *Engine) taskType(ctx context.Context, run *store.Run, t *store.Task) (i
 	typ := n.Tool
 	if typ == "" {
 		typ = string(n.Kind)
+	}
+	if t.Kind == store.TaskItem {
+		return e.itemCost(n), typ
 	}
 	return e.nodeCost(n), typ
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 
 	"github.com/weirhq/weir/runtime/store"
@@ -11,8 +12,10 @@ import (
 
 // runItem runs one tool child of a fan-out: the call, with the same
 // idempotency contract as a task node, and its end recorded on the cohort
-// item in the transaction that releases the task.
-func (w *worker) runItem(ctx context.Context, run *store.Run) {
+// item in the transaction that releases the task. overBudget says the
+// run's remainder could not cover the call's cost: the item fails with
+// E_BUDGET_EXHAUSTED before any call.
+func (w *worker) runItem(ctx context.Context, run *store.Run, overBudget bool) {
 	e, t := w.e, w.task
 	ref := &store.CohortRef{Node: t.Node, Visit: t.Visit, Item: t.Item}
 	fe, err := e.flowVersion(ctx, run.Flow, run.Version)
@@ -36,6 +39,12 @@ func (w *worker) runItem(ctx context.Context, run *store.Run) {
 	}
 	c := &toolCall{Run: run, Attempt: t.Attempt, Node: node, Visit: t.Visit, Index: []int{t.Item}, Tool: node.Tool, Input: it.Input,
 		Timeout: node.Timeout, Retries: node.Retries, Tries: failedTries(t.Errors), TaskID: t.ID}
+	if overBudget {
+		cost := e.itemCost(node)
+		w.itemEnd(ctx, ref, c, nil, &store.RunError{Code: CodeBudgetExhausted, Message: fmt.Sprintf("item %d of %s costs %d; run budget %d cannot cover it (spent, in flight or held by children)",
+			t.Item, node.ID, cost, run.Budget)}, 0, false)
+		return
+	}
 	o := w.callTool(ctx, c, func(fn func(tx store.Tx) error) error { return w.itemCommit(ctx, fn) })
 	switch o.End {
 	case callDone:
@@ -77,7 +86,20 @@ func (w *worker) runItem(ctx context.Context, run *store.Run) {
 			if err != nil || cur.State != store.ItemStopped {
 				return errSkip
 			}
-			return nil
+			// A call that is not idempotent whose started record was
+			// written after the stop is as unknown as one written before.
+			co, err := tx.CohortGet(run.ID, t.Node, t.Visit)
+			if err != nil {
+				return err
+			}
+			started, err := startedUnrecordedTx(tx, co, cur)
+			if err != nil || started == "" || (cur.Error != nil && cur.Error.Code == CodeOutcomeUnknown) {
+				return err
+			}
+			if err := markUnknownTx(tx, co, cur, unknownStopMessage(started), e.now()); err != nil {
+				return err
+			}
+			return tx.CohortPut(co)
 		})
 	}
 }
@@ -132,6 +154,10 @@ func (w *worker) itemEnd(ctx context.Context, ref *store.CohortRef, c *toolCall,
 	}
 	if err == nil {
 		w.setLease(nil, true)
+		// Settle the cost now, before the woken parent's step takes its
+		// account's figures from the store, which holds it already.
+		w.slice, _, _ = e.ledger.Reslice(w.slice, w.spent, 0)
+		w.spent = 0
 		if woke {
 			e.kick()
 		}

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/weirhq/weir/flows"
 	"github.com/weirhq/weir/runtime/store"
@@ -25,6 +28,10 @@ type RegisteredFlow struct {
 	// Input is the JSON schema the flow declares for a run's input, if
 	// any: what a caller (an MCP client, say) must send.
 	Input json.RawMessage `json:"input,omitempty"`
+	// Owner registered the name first and is the only one who may
+	// register new versions of it ("" for a name registered before flows
+	// had owners).
+	Owner string `json:"owner,omitempty"`
 }
 
 // RegisterResult answers a registration: the versions stored, or the
@@ -34,22 +41,135 @@ type RegisterResult struct {
 	Diagnostics flows.Diagnostics `json:"diagnostics,omitempty"`
 }
 
-// Register checks files together against the registered flows and the
-// installed tools, and stores a version of every flow they declare.
+// Register registers files as the engine's own program (owner ""); see
+// RegisterAs.
 func (e *Engine) Register(ctx context.Context, files []SourceFile) (*RegisterResult, error) {
+	return e.RegisterAs(ctx, "", files)
+}
+
+// RegisterAs checks files together against the registered flows and the
+// installed tools, and stores a version of every flow they declare, owned
+// by owner. A flow name belongs to the owner who registered it first:
+// if any name the files declare belongs to someone else, nothing is
+// stored, the refusal is audited and the error is E_FORBIDDEN
+// (docs/design.md §11). A name whose latest version has no owner (it was
+// registered before flows had owners) is taken by its next registrant.
+func (e *Engine) RegisterAs(ctx context.Context, owner string, files []SourceFile) (*RegisterResult, error) {
+	if err := e.checkDisk(); err != nil {
+		return nil, err
+	}
 	in := make([]flows.File, len(files))
 	for i, f := range files {
 		in[i] = flows.File{Path: f.Path, Src: []byte(f.Src)}
 	}
-	vs, ds, err := e.registry.Register(ctx, in)
+	// The registry runs the scripts and checks the files outside its lock
+	// (a slow script holds up no one) and hands the versions to
+	// putVersions under it: stored all or none, once every name is known
+	// to be the caller's, serialized against every other registration.
+	var commitErr error
+	vs, ds, err := e.registry.RegisterCommit(ctx, in, func(ctx context.Context, vs []*flows.Version) error {
+		commitErr = e.putVersions(ctx, owner, vs)
+		return commitErr
+	})
+	if commitErr != nil {
+		return nil, commitErr
+	}
 	if err != nil {
 		return nil, e.storageFailed(err)
 	}
 	res := &RegisterResult{Diagnostics: ds, Flows: []RegisteredFlow{}}
 	for _, v := range vs {
-		res.Flows = append(res.Flows, RegisteredFlow{Name: v.Flow.Name, Hash: v.Flow.Hash, Doc: v.Flow.Doc, Nodes: len(v.Flow.Nodes), Input: v.Flow.Input})
+		res.Flows = append(res.Flows, RegisteredFlow{Name: v.Flow.Name, Hash: v.Flow.Hash, Doc: v.Flow.Doc, Nodes: len(v.Flow.Nodes), Input: v.Flow.Input, Owner: owner})
 	}
 	return res, nil
+}
+
+// flowOwnerErr says a name belongs to someone else, or is nil.
+func flowOwnerErr(tx store.Tx, owner, name string) error {
+	latest, err := tx.FlowVersionLatest(name)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	case latest.Owner != "" && latest.Owner != owner:
+		return &Error{Code: CodeForbidden, Class: ClassProtocol,
+			Message: fmt.Sprintf("flow %q belongs to the owner who registered it first; only that owner may register new versions of it (choose another name)", name)}
+	}
+	return nil
+}
+
+// putVersions stores a registration's versions as owner's, after checking
+// that every name is owner's to register. The check is repeated in each
+// version's transaction, so that it also holds against another daemon
+// sharing the store.
+func (e *Engine) putVersions(ctx context.Context, owner string, vs []*flows.Version) error {
+	var refused []string
+	if err := e.st.View(ctx, func(tx store.Tx) error {
+		refused = refused[:0]
+		for _, v := range vs {
+			err := flowOwnerErr(tx, owner, v.Flow.Name)
+			var fe *Error
+			switch {
+			case errors.As(err, &fe):
+				refused = append(refused, v.Flow.Name)
+			case err != nil:
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		return e.readFailed(err)
+	}
+	if len(refused) > 0 {
+		for _, name := range refused {
+			e.audit(ctx, owner, "register", "flow", name)
+		}
+		return &Error{Code: CodeForbidden, Class: ClassProtocol,
+			Message: fmt.Sprintf("flow %s belongs to the owner who registered it first; only that owner may register new versions (nothing was registered; choose another name)", strings.Join(quoteAll(refused), ", "))}
+	}
+	now := e.now()
+	for _, v := range vs {
+		ir, err := json.Marshal(v.Flow)
+		if err != nil {
+			return e.storageFailed(err)
+		}
+		err = e.st.Update(ctx, func(tx store.Tx) error {
+			if err := flowOwnerErr(tx, owner, v.Flow.Name); err != nil {
+				return err
+			}
+			return putVersion(tx, v, ir, owner, now)
+		})
+		var fe *Error
+		if errors.As(err, &fe) {
+			e.audit(ctx, owner, "register", "flow", v.Flow.Name)
+			return fe
+		}
+		if err != nil {
+			return e.storageFailed(fmt.Errorf("storing flow %s: %w", v.Flow.Name, err))
+		}
+	}
+	return nil
+}
+
+// putVersion writes one version and its sources.
+func putVersion(tx store.Tx, v *flows.Version, ir []byte, owner string, now time.Time) error {
+	files := make([]store.SourceFile, len(v.Sources))
+	for i, f := range v.Sources {
+		files[i] = store.SourceFile{Path: f.Path, Src: f.Src}
+	}
+	if err := tx.SourcePut(&store.Source{Hash: v.Flow.SourceHash, Files: files}); err != nil {
+		return err
+	}
+	return tx.FlowVersionPut(&store.FlowVersion{Name: v.Flow.Name, Hash: v.Flow.Hash, IR: ir, Owner: owner, RegisteredAt: now})
+}
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = strconv.Quote(s)
+	}
+	return out
 }
 
 // Flows lists the latest version of every registered flow.
@@ -69,7 +189,7 @@ func (e *Engine) Flows(ctx context.Context) ([]RegisteredFlow, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, RegisteredFlow{Name: v.Name, Hash: v.Hash, Doc: fv.Flow.Doc, Nodes: len(fv.Flow.Nodes), Input: fv.Flow.Input})
+		out = append(out, RegisteredFlow{Name: v.Name, Hash: v.Hash, Doc: fv.Flow.Doc, Nodes: len(fv.Flow.Nodes), Input: fv.Flow.Input, Owner: v.Owner})
 	}
 	return out, nil
 }
@@ -84,21 +204,15 @@ type versionStore struct {
 	cache *flows.Cache
 }
 
+// VersionPut collects v for the registration that ctx carries (see
+// RegisterAs, which stores it with its owner); without one it stores v
+// unowned.
 func (s versionStore) VersionPut(ctx context.Context, v *flows.Version) error {
 	ir, err := json.Marshal(v.Flow)
 	if err != nil {
 		return err
 	}
-	files := make([]store.SourceFile, len(v.Sources))
-	for i, f := range v.Sources {
-		files[i] = store.SourceFile{Path: f.Path, Src: f.Src}
-	}
-	return s.st.Update(ctx, func(tx store.Tx) error {
-		if err := tx.SourcePut(&store.Source{Hash: v.Flow.SourceHash, Files: files}); err != nil {
-			return err
-		}
-		return tx.FlowVersionPut(&store.FlowVersion{Name: v.Flow.Name, Hash: v.Flow.Hash, IR: ir})
-	})
+	return s.st.Update(ctx, func(tx store.Tx) error { return putVersion(tx, v, ir, "", time.Time{}) })
 }
 
 // VersionGet finds a version by hash alone among the latest versions; the

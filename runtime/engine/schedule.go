@@ -129,7 +129,7 @@ func (e *Engine) dropOverdue(ctx context.Context) {
 // node it runs next. stop says the scheduler should not try further tasks
 // on this pass (no slot or no in-flight budget left).
 func (e *Engine) dispatch(ctx context.Context, t *store.Task) (ok, stop bool) {
-	run, err := e.ensureAccount(ctx, t.RunID)
+	run, err := e.ensureAccount(ctx, t.RunID, t.Kind == store.TaskStep)
 	if err != nil {
 		e.log.Error("opening run account", "run", t.RunID, "error", err)
 		return false, false
@@ -157,8 +157,12 @@ func (e *Engine) dispatch(ctx context.Context, t *store.Task) (ok, stop bool) {
 
 // ensureAccount reads the run and opens its ledger account if this
 // process has not yet (after recovery accounts open lazily, so a restart
-// does not read every parked run).
-func (e *Engine) ensureAccount(ctx context.Context, runID string) (*store.Run, error) {
+// does not read every parked run). sync takes the store's figures into an
+// open account too: a run's step is dispatched only while no worker of
+// it runs, so its record is then the whole truth of what it spent and
+// what its children hold in escrow (children that ended since gave
+// theirs back).
+func (e *Engine) ensureAccount(ctx context.Context, runID string, sync bool) (*store.Run, error) {
 	var run *store.Run
 	if err := e.st.View(ctx, func(tx store.Tx) error {
 		var err error
@@ -167,8 +171,8 @@ func (e *Engine) ensureAccount(ctx context.Context, runID string) (*store.Run, e
 	}); err != nil {
 		return nil, err
 	}
-	if !e.ledger.HasRun(runID) {
-		e.ledger.OpenRun(run.ID, run.Budget, run.Spent)
+	if sync || !e.ledger.HasRun(runID) {
+		e.ledger.OpenRun(run.ID, run.Budget, run.Spent, run.Escrow)
 	}
 	return run, nil
 }

@@ -21,7 +21,7 @@ def spin(ctx):
 
 def quadratic(ctx):
     x = []
-    for i in range(100000):
+    for i in range(300000):
         x = [x]
     return {"s": "%s" % [x]}
 

@@ -70,12 +70,15 @@ func (s *stepper) subflowNode(ctx context.Context, node *flows.Node) bool {
 	if err != nil {
 		return s.nodeFailed(ctx, node, &store.RunError{Code: CodeBadInput, Message: fmt.Sprintf("input for child flow %s: %v", node.Flow, err)})
 	}
-	// The run's budget covers its children: the child gets what is left.
-	var budget int64
-	if s.run.Budget > 0 {
-		if budget = s.run.Budget - s.run.Spent; budget <= 0 {
-			return s.nodeFailed(ctx, node, &store.RunError{Code: CodeBudgetExhausted, Message: fmt.Sprintf("no budget left for child flow %s", node.Flow)})
-		}
+	// The run's budget covers its children: the child's budget is held in
+	// escrow out of what is left.
+	if err := s.syncAccount(ctx); err != nil {
+		e.storageFailed(err)
+		return false
+	}
+	budget, reserve := childBudget(s.run.Budget, node.Budget, cfe.flow.Budget, s.remainder())
+	if rerr := s.reserveChild(reserve, "child flow "+node.Flow); rerr != nil {
+		return s.nodeFailed(ctx, node, rerr)
 	}
 	now := e.now()
 	cfg := e.config()
@@ -84,7 +87,7 @@ func (s *stepper) subflowNode(ctx context.Context, node *flows.Node) bool {
 		Input: input, InputHash: hashHex(input), Phase: store.PhaseRunning, Attempt: 1,
 		Depth: depth, DepthLimit: min(limit, depth+cfe.flow.MaxDepth), Ancestors: chain,
 		ParentRunID: s.run.ID, ParentNode: node.ID, ConfigVersion: cfg.ConfigVersion,
-		Budget: budget, CreatedAt: now, UpdatedAt: now,
+		Budget: budget, Reserve: reserve, CreatedAt: now, UpdatedAt: now,
 	}
 	task := e.newStepTask(child, cfe.flow.Entry, now)
 	task.Leased = true
@@ -96,8 +99,11 @@ func (s *stepper) subflowNode(ctx context.Context, node *flows.Node) bool {
 		}
 		s.cont.Waits[node.ID] = &waitState{Until: now.Add(node.Timeout)}
 	}
-	ok := s.commit(ctx, func(tx store.Tx) error {
-		if err := e.insertRun(tx, child, task, cfe.flow.Entry, map[string]any{"parent": s.run.ID, "node": node.ID}); err != nil {
+	err = s.commitE(ctx, func(tx store.Tx) error {
+		if err := escrowTx(tx, s.run.ID, child); err != nil {
+			return err
+		}
+		if err := e.insertRun(tx, child, task, cfe.flow.Entry, map[string]any{"parent": s.run.ID, "node": node.ID, "budget": budget}); err != nil {
 			return err
 		}
 		if err := tx.LeasePut(lease); err != nil {
@@ -109,7 +115,12 @@ func (s *stepper) subflowNode(ctx context.Context, node *flows.Node) bool {
 		}
 		return s.parkTx(tx, now, s.childWake(node, now), "child", child.ID, map[string]any{"child": child.ID, "flow": node.Flow})
 	})
-	if !ok {
+	if err != nil {
+		s.unreserveChild(reserve)
+		delete(s.cont.Waits, node.ID)
+		if errors.Is(err, errEscrowRefused) {
+			return s.nodeFailed(ctx, node, s.escrowRefusal("child flow "+node.Flow, reserve, s.remainder()))
+		}
 		return false
 	}
 	return s.runInlineChild(ctx, child, task, lease)
@@ -122,7 +133,7 @@ func (s *stepper) subflowNode(ctx context.Context, node *flows.Node) bool {
 // queue worker to resume when the child announces its end (docs/design.md §6).
 func (s *stepper) runInlineChild(ctx context.Context, child *store.Run, task *store.Task, lease *store.Lease) bool {
 	e := s.e
-	e.ledger.OpenRun(child.ID, child.Budget, 0)
+	e.ledger.OpenRun(child.ID, child.Budget, 0, 0)
 	cctx, cancel := context.WithCancel(ctx)
 	cw := &worker{e: e, task: task, lease: lease, slice: e.ledger.Transfer(s.slice, s.spent, child.ID), live: &liveRun{cancel: cancel}}
 	s.spent = 0
@@ -168,7 +179,7 @@ func (s *stepper) reacquire(ctx context.Context) bool {
 		return false
 	}
 	s.run = res.run
-	s.e.ledger.OpenRun(s.run.ID, s.run.Budget, s.run.Spent)
+	s.e.ledger.OpenRun(s.run.ID, s.run.Budget, s.run.Spent, s.run.Escrow)
 	return true
 }
 
@@ -189,6 +200,10 @@ func (s *stepper) resumeFromChild(ctx context.Context, node *flows.Node) bool {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		rerr = &store.RunError{Code: CodeChildVanished, Message: fmt.Sprintf("child run %s of node %s no longer exists", childID, node.ID)}
+		// Its end will never give its escrow back: count what is held again.
+		if !s.commit(ctx, func(tx store.Tx) error { return recountEscrowTx(tx, s.run.ID) }) {
+			return false
+		}
 	case err != nil:
 		rerr = &store.RunError{Code: CodeChildUnreadable, Message: fmt.Sprintf("child run %s of node %s cannot be read: %v", childID, node.ID, err)}
 	case !child.Phase.Terminal():

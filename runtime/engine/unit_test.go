@@ -42,14 +42,24 @@ type testBundle struct {
 // in-process tools, registers src and stops everything at the end.
 func setupUnit(t testing.TB, cfg Config, src string) *testBundle {
 	t.Helper()
+	return setupUnitOn(t, cfg, src, nil)
+}
+
+// setupUnitOn is setupUnit with the engine's store wrapped by wrap (nil:
+// memstore itself).
+func setupUnitOn(t testing.TB, cfg Config, src string, wrap func(store.Store) store.Store) *testBundle {
+	t.Helper()
 	b := &testBundle{bundle: &bundle{}, mem: memstore.New(), clock: clock.NewFake(unitEpoch), kit: newKit()}
 	b.st = b.mem
+	if wrap != nil {
+		b.st = wrap(b.mem)
+	}
 	t.Cleanup(func() { b.mem.Close() })
 	var err error
 	if b.tools, err = tooltest.New(t.TempDir(), b.kit.tools()...); err != nil {
 		t.Fatal(err)
 	}
-	cfg.Store, cfg.Tools, cfg.Clock = b.mem, b.tools, b.clock
+	cfg.Store, cfg.Tools, cfg.Clock = b.st, b.tools, b.clock
 	if cfg.Tick == 0 {
 		cfg.Tick = 100 * time.Millisecond
 	}
@@ -60,17 +70,19 @@ func setupUnit(t testing.TB, cfg Config, src string) *testBundle {
 
 // kit is the unit layer's plugin: tools whose timing the test controls.
 type kit struct {
-	mu        sync.Mutex
-	fails     map[string]int // kit.fail's tries, by idempotency key
-	sends     map[string]int // kit.send's effects, by idempotency key
-	cancelled int            // kit.block calls that saw their cancel
-	blocked   int            // kit.block and kit.send calls waiting at a gate now
-	peak      int            // the most ever waiting at once
-	gates     map[string]chan struct{}
+	mu         sync.Mutex
+	fails      map[string]int // kit.fail's tries, by idempotency key
+	sends      map[string]int // kit.send's effects, by idempotency key
+	cancelled  int            // kit.block calls that saw their cancel
+	blocked    int            // kit.block and kit.send calls waiting at a gate now
+	peak       int            // the most ever waiting at once
+	spentTotal int64          // what kit.spend calls reported
+	gates      map[string]chan struct{}
+	atGate     map[string]int // calls waiting now, by gate
 }
 
 func newKit() *kit {
-	return &kit{fails: map[string]int{}, sends: map[string]int{}, gates: map[string]chan struct{}{}}
+	return &kit{fails: map[string]int{}, sends: map[string]int{}, gates: map[string]chan struct{}{}, atGate: map[string]int{}}
 }
 
 // gate returns the named gate, made on first use.
@@ -101,8 +113,8 @@ func (k *kit) pass(ctx context.Context, gate string) error {
 	if gate == "" {
 		return nil
 	}
-	k.read(func() { k.blocked++; k.peak = max(k.peak, k.blocked) })
-	defer k.read(func() { k.blocked-- })
+	k.read(func() { k.blocked++; k.peak = max(k.peak, k.blocked); k.atGate[gate]++ })
+	defer k.read(func() { k.blocked--; k.atGate[gate]-- })
 	select {
 	case <-k.gate(gate):
 		return nil
@@ -145,6 +157,18 @@ func (k *kit) tools() []sdk.Tool {
 			}
 			return map[string]any{"tries": n}, nil
 		}, sdk.Idempotent()),
+		// kit.spend declares a cost of 10 a call and reports in.Cost (at
+		// most that) once its gate opens.
+		sdk.NewTool("kit.spend", func(ctx context.Context, c *sdk.Call, in struct {
+			Cost int64  `json:"cost"`
+			Gate string `json:"gate,omitempty"`
+		}) (sdk.Result, error) {
+			if err := k.pass(ctx, in.Gate); err != nil {
+				return sdk.Result{}, err
+			}
+			k.read(func() { k.spentTotal += in.Cost })
+			return sdk.Result{Output: map[string]any{"cost": in.Cost}, Cost: in.Cost}, nil
+		}, sdk.Idempotent(), sdk.Cost(kitSpendCost)),
 		// kit.send is not idempotent: its effect happens when the call
 		// begins, before it waits on its gate, as a mail leaves before
 		// the server's answer does.
@@ -160,6 +184,9 @@ func (k *kit) tools() []sdk.Tool {
 		}),
 	}
 }
+
+// kitSpendCost is kit.spend's declared cost per call.
+const kitSpendCost = 10
 
 // kitIs waits until the kit's counters satisfy cond.
 func (b *testBundle) kitIs(t testing.TB, what string, cond func(k *kit) bool) {

@@ -18,7 +18,6 @@ func (e *Engine) work(t *store.Task, typ string, slice ledger.Slice, overBudget 
 	w := &worker{e: e, task: t, slice: slice, live: lr}
 	defer func() {
 		cancel()
-		e.ledger.Release(w.slice, w.spent)
 		e.kick() // a slot is free
 	}()
 
@@ -32,6 +31,10 @@ func (e *Engine) work(t *store.Task, typ string, slice ledger.Slice, overBudget 
 	}
 	e.mu.Unlock()
 	defer func() {
+		// Settled before the run can be dispatched again: its next step
+		// takes its account's figures from the store, which already
+		// holds what this worker spent.
+		e.ledger.Release(w.slice, w.spent)
 		e.mu.Lock()
 		if t.Kind != store.TaskStep {
 			delete(e.items, t.ID)
@@ -74,7 +77,7 @@ func (e *Engine) work(t *store.Task, typ string, slice ledger.Slice, overBudget 
 	go func() { defer close(renewDone); w.renew(ctx) }()
 	switch t.Kind {
 	case store.TaskItem:
-		w.runItem(ctx, leased.run)
+		w.runItem(ctx, leased.run, overBudget)
 	case store.TaskAgentCall:
 		w.runAgentCall(ctx, leased.run, overBudget)
 	default:
@@ -212,7 +215,11 @@ func (w *worker) acquireLease(ctx context.Context) (*leaseResult, error) {
 		if err != nil {
 			return err
 		}
-		if run.Phase.Terminal() {
+		// A completed run keeps the tool children its closed cohort let
+		// run on (finishTx): one whose lease was rescued runs again and
+		// ends as a late result. Left in the queue unleasable it would
+		// block the ready tasks behind it.
+		if run.Phase.Terminal() && !(cur.Kind == store.TaskItem && run.Phase == store.PhaseCompleted) {
 			return errSkip
 		}
 		cur.Leased = true
@@ -299,6 +306,8 @@ func (w *worker) renew(ctx context.Context) {
 			}
 		case ctx.Err() != nil:
 			return
+		case errors.Is(err, store.ErrDiskFull):
+			e.storageFailed(err) // said once per interval, not per renewal
 		default:
 			e.log.Error("renewing lease", "task", w.task.ID, "error", err)
 		}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -363,14 +364,37 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (*CallResult, error) {
 	}
 	defer func() { <-p.slots }()
 
-	inst, err := p.instance(ctx)
-	if err != nil {
-		return nil, err
+	for tries := 0; ; tries++ {
+		inst, err := p.instance(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if _, ok := inst.manifest.Tool(req.Tool); !ok {
+			return nil, toolErrorf(KindUnknownTool, req.Tool, "plugin %s no longer declares this tool (its manifest changed at launch)", p.name)
+		}
+		res, err := h.run(ctx, t, inst, input, req)
+		var nd notDelivered
+		if errors.As(err, &nd) && tries == 0 {
+			// The process died while idle and go-plugin had not noticed
+			// yet: the call never left, so one new process may take it.
+			continue
+		}
+		if errors.As(err, &nd) {
+			return nil, nd.ToolError
+		}
+		return res, err
 	}
-	if _, ok := inst.manifest.Tool(req.Tool); !ok {
-		return nil, toolErrorf(KindUnknownTool, req.Tool, "plugin %s no longer declares this tool (its manifest changed at launch)", p.name)
-	}
-	return h.run(ctx, t, inst, input, req)
+}
+
+// notDelivered is a call that failed before it reached the plugin: the
+// connection could not even be made, so the tool never ran.
+type notDelivered struct{ *ToolError }
+
+// neverSent reports whether a Call RPC's error says the request never
+// left: gRPC could not dial the plugin's socket.
+func neverSent(err error) bool {
+	s := status.Convert(err)
+	return s.Code() == codes.Unavailable && strings.Contains(strings.ToLower(s.Message()), "error while dialing")
 }
 
 func (h *Host) acquire(ctx context.Context, sem chan struct{}) error {
@@ -407,6 +431,12 @@ func (p *pluginState) instance(ctx context.Context) (*instance, error) {
 		if p.inst != nil {
 			inst := p.inst
 			p.mu.Unlock()
+			if inst.client.Exited() {
+				// It died while idle (killed, OOM, its own bug): nothing
+				// was dispatched to it, so a new process takes the call.
+				p.retire(inst, false, "the plugin process exited while idle")
+				continue
+			}
 			return inst, nil
 		}
 		if ch := p.launching; ch != nil {
@@ -639,8 +669,9 @@ func (h *Host) resultError(ctx context.Context, t *toolState, e *wire.ToolError)
 	return te
 }
 
-// transportError classifies a failure of the Run stream itself.
-func (h *Host) transportError(ctx context.Context, t *toolState, inst *instance, err error) *ToolError {
+// transportError classifies a failure of the Call RPC itself; a call that
+// never reached the plugin is a notDelivered.
+func (h *Host) transportError(ctx context.Context, t *toolState, inst *instance, err error) error {
 	if h.isClosed() {
 		return toolErrorf(KindCancelled, t.m.Name, "the plugin host is closed")
 	}
@@ -649,6 +680,10 @@ func (h *Host) transportError(ctx context.Context, t *toolState, inst *instance,
 		return toolErrorf(KindTooLarge, t.m.Name, "the plugin's answer exceeds the limit of %d bytes: %v", h.cfg.MaxMessageBytes, status.Convert(err).Message())
 	case codes.Unimplemented, codes.InvalidArgument, codes.FailedPrecondition:
 		return toolErrorf(KindProtocol, t.m.Name, "%v", status.Convert(err).Message())
+	}
+	if neverSent(err) {
+		t.plugin.retire(inst, false, fmt.Sprintf("unreachable before %s was sent: %v", t.m.Name, err))
+		return notDelivered{toolErrorf(KindCrashed, t.m.Name, "the plugin process could not be reached (%v); the call was not sent", status.Convert(err).Message())}
 	}
 	// The connection is gone: the process died or is unreachable. Either
 	// way the instance is done; the outcome of the call is unknown.

@@ -416,6 +416,32 @@ func TestCrashRestartsWithBackoff(t *testing.T) {
 	mustCall(t, b.h, "mail.send", `{"to":"a@example.com","body":"still here"}`)
 }
 
+// A plugin that died while idle (killed by the OOM killer, say) is
+// relaunched before the next call is dispatched: the call succeeds, and
+// the death costs no restart backoff since no call was lost.
+func TestIdleDeathRelaunchedBeforeDispatch(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{RestartBackoff: time.Hour}, "testkit")
+	for round := 1; round <= 2; round++ {
+		mustCall(t, b.h, "testkit.echo", `{}`)
+		old := pid(b.h, "testkit")
+		if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		processGone(t, old)
+		res := mustCall(t, b.h, "testkit.echo", `{"after":"idle death"}`)
+		if !strings.Contains(string(res.Output), "idle death") {
+			t.Fatalf("round %d: answer %s", round, res.Output)
+		}
+		if p := pid(b.h, "testkit"); p == old || p == 0 {
+			t.Fatalf("round %d: the call went to pid %d, the dead one was %d", round, p, old)
+		}
+		if n := launches(b.h, "testkit"); n != int64(round+1) {
+			t.Fatalf("round %d: %d launches, want %d", round, n, round+1)
+		}
+	}
+}
+
 func TestCrashBackoffPastDeadlineFailsFast(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Config{RestartBackoff: time.Minute}, "testkit")
@@ -642,6 +668,36 @@ func TestStateDirConfigAndLogs(t *testing.T) {
 		}
 		return fmt.Errorf("plugin log lines not under weir.plugin.testkit:\n%s", logs)
 	})
+}
+
+// What a plugin prints reaches the log escaped and cut: NUL, 0xFF and an
+// escape sequence on its stdout appear as escapes, and a 1 MiB stderr
+// line without a break is logged as its first MaxPluginLogLine bytes
+// and a count of the rest.
+func TestPluginOutputEscapedAndCut(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{}, "testkit")
+	const long = 1 << 20
+	mustCall(t, b.h, "testkit.spew", fmt.Sprintf(`{"stdout_hex":"6265666f726500ff1b5b324a6166746572","stderr_bytes":%d}`, long))
+	testutil.Eventually(t, 30*time.Second, func() error {
+		logs := b.logs.String()
+		if !strings.Contains(logs, `before\u0000\xff\u001b[2Jafter`) || !strings.Contains(logs, "dropped_bytes") {
+			return fmt.Errorf("the plugin's output is not logged escaped and cut:\n%.2000s", logs)
+		}
+		return nil
+	})
+	logs := b.logs.String()
+	if strings.ContainsAny(logs, "\x00\x1b") || strings.Contains(logs, "\xff") {
+		t.Errorf("raw control bytes in the log")
+	}
+	for _, line := range strings.Split(logs, "\n") {
+		if len(line) > MaxPluginLogLine+512 {
+			t.Fatalf("a log line of %d bytes, more than MaxPluginLogLine (%d) and its prefix", len(line), MaxPluginLogLine)
+		}
+	}
+	if n := strings.Count(logs, strings.Repeat("x", 1024)); n == 0 || n > 2*MaxPluginLogLine/1024 {
+		t.Errorf("%d KiB of the long line logged; want at most %d", n, MaxPluginLogLine/1024)
+	}
 }
 
 func TestCloseFailsCallsInFlight(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 
+	"github.com/weirhq/weir/internal/escape"
 	"github.com/weirhq/weir/sdk/wire"
 )
 
@@ -184,7 +185,7 @@ func launchOnce(spec launchSpec) (_ *instance, busy bool, _ error) {
 		wire.EnvConfig+"="+string(spec.config),
 		wire.EnvName+"="+spec.name,
 	)
-	logger := hclog.Logger(pluginLogger{spec.logger.Named("plugin")})
+	logger := hclog.Logger(newPluginLogger(spec.logger.Named("plugin")))
 	named := logger
 	if spec.name != "" {
 		named = spec.logger.Named("plugin").Named(spec.name)
@@ -201,8 +202,11 @@ func launchOnce(spec launchSpec) (_ *instance, busy bool, _ error) {
 		StartTimeout:     spec.startTimeout,
 		SkipHostEnv:      true,
 		Stderr:           tail,
-		SyncStdout:       stdio,
-		SyncStderr:       stdio,
+		// Longer lines of the plugin's stderr arrive in pieces of
+		// MaxPluginLogLine, which pluginLogger cuts.
+		PluginLogBufferSize: MaxPluginLogLine,
+		SyncStdout:          stdio,
+		SyncStderr:          stdio,
 		GRPCDialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(
 			grpc.MaxCallRecvMsgSize(spec.maxMsg+wireOverhead),
 			grpc.MaxCallSendMsgSize(spec.maxMsg+wireOverhead),
@@ -316,30 +320,50 @@ func (i *instance) endProgress() {
 }
 
 // lineLogger turns what a plugin writes to its os.Stdout/os.Stderr (which
-// go-plugin forwards over its stdio stream) into log lines.
+// go-plugin forwards over its stdio stream) into log lines of at most
+// MaxPluginLogLine bytes, escaped: a longer line is logged cut, and what
+// is cut from it only counted.
 type lineLogger struct {
-	mu  sync.Mutex
-	buf []byte
-	log hclog.Logger
+	mu      sync.Mutex
+	buf     []byte
+	dropped int // bytes cut from the current line so far
+	log     hclog.Logger
 }
 
 func (l *lineLogger) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.buf = append(l.buf, p...)
-	for {
-		i := bytes.IndexByte(l.buf, '\n')
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		chunk := p
+		if i >= 0 {
+			chunk = p[:i]
+		}
+		switch {
+		case l.dropped > 0:
+			l.dropped += len(chunk)
+		case len(l.buf)+len(chunk) > MaxPluginLogLine:
+			room := MaxPluginLogLine - len(l.buf)
+			l.buf = append(l.buf, chunk[:room]...)
+			l.log.Info(escape.String(string(l.buf))+" ...", "cut_at_bytes", MaxPluginLogLine)
+			l.buf = l.buf[:0]
+			l.dropped = len(chunk) - room
+		default:
+			l.buf = append(l.buf, chunk...)
+		}
 		if i < 0 {
 			break
 		}
-		l.log.Info(string(l.buf[:i]))
-		l.buf = l.buf[i+1:]
+		if l.dropped > 0 {
+			l.log.Info("the plugin's last output line was cut", "dropped_bytes", l.dropped, "max_line_bytes", MaxPluginLogLine)
+		} else {
+			l.log.Info(escape.String(string(l.buf)))
+		}
+		l.buf, l.dropped = l.buf[:0], 0
+		p = p[i+1:]
 	}
-	if len(l.buf) > 64<<10 {
-		l.log.Info(string(l.buf))
-		l.buf = l.buf[:0]
-	}
-	return len(p), nil
+	return n, nil
 }
 
 // tailBuffer keeps the last max bytes of a plugin's raw stderr, to explain

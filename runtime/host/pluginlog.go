@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/weirhq/weir/internal/escape"
 )
 
 // pluginLogger is the hclog logger go-plugin is given for a plugin. The
@@ -17,17 +20,73 @@ import (
 // line back as a record at its own level, with its attributes. Everything
 // else passes through, apart from go-plugin's warning about a plugin that
 // did not exit gracefully (see Warn).
-type pluginLogger struct{ hclog.Logger }
+type pluginLogger struct {
+	hclog.Logger
+	cut *lineCut
+}
 
-// Debug logs a slog JSON line of the plugin as the record it encodes.
+// MaxPluginLogLine bounds one line of a plugin's output in the daemon
+// log. go-plugin hands a longer line of the plugin's stderr over in pieces
+// of this size; the first is logged (marked as cut) and the rest only
+// counted, and the same holds for what the plugin prints on its stdout
+// and stderr streams (lineLogger). Every logged line has its control
+// characters escaped (package escape): a plugin's output is not trusted
+// to be text.
+const MaxPluginLogLine = 4 << 10
+
+// lineCut follows a line that is being cut: go-plugin's pieces of it
+// after the first are counted, not logged.
+type lineCut struct {
+	mu       sync.Mutex
+	dropping bool
+	dropped  int
+}
+
+func newPluginLogger(l hclog.Logger) pluginLogger { return pluginLogger{l, &lineCut{}} }
+
+// Debug logs a line of the plugin's stderr, or a slog JSON line of the
+// plugin as the record it encodes.
 func (l pluginLogger) Debug(msg string, args ...any) {
 	if len(args) == 0 {
+		if l.cut != nil {
+			l.cut.mu.Lock()
+			switch {
+			case l.cut.dropping:
+				l.cut.dropped += len(msg)
+				if len(msg) < MaxPluginLogLine { // the line's last piece
+					n := l.cut.dropped
+					l.cut.dropping, l.cut.dropped = false, 0
+					l.cut.mu.Unlock()
+					l.Logger.Debug("the plugin's last log line was cut", "dropped_bytes", n, "max_line_bytes", MaxPluginLogLine)
+					return
+				}
+				l.cut.mu.Unlock()
+				return
+			case len(msg) >= MaxPluginLogLine: // the first piece of a long line
+				l.cut.dropping = true
+				l.cut.mu.Unlock()
+				l.Logger.Debug(escape.String(msg[:MaxPluginLogLine])+" ...", "cut_at_bytes", MaxPluginLogLine)
+				return
+			}
+			l.cut.mu.Unlock()
+		}
 		if level, m, attrs, ok := parseSlogLine([]byte(msg)); ok {
-			l.Logger.Log(level, m, attrs...)
+			l.Logger.Log(level, escape.String(m), escapeAttrs(attrs)...)
 			return
 		}
+		msg = escape.String(msg)
 	}
 	l.Logger.Debug(msg, args...)
+}
+
+// escapeAttrs escapes the string keys and values of a plugin's record.
+func escapeAttrs(attrs []any) []any {
+	for i, a := range attrs {
+		if s, ok := a.(string); ok {
+			attrs[i] = escape.String(s)
+		}
+	}
+	return attrs
 }
 
 // Warn demotes go-plugin's warning that a plugin "failed to exit
@@ -44,15 +103,15 @@ func (l pluginLogger) Warn(msg string, args ...any) {
 // Named, ResetNamed and With keep the adapter: go-plugin reads a plugin's
 // stderr through a logger named after the plugin's binary.
 func (l pluginLogger) Named(name string) hclog.Logger {
-	return pluginLogger{l.Logger.Named(name)}
+	return pluginLogger{l.Logger.Named(name), l.cut}
 }
 
 func (l pluginLogger) ResetNamed(name string) hclog.Logger {
-	return pluginLogger{l.Logger.ResetNamed(name)}
+	return pluginLogger{l.Logger.ResetNamed(name), l.cut}
 }
 
 func (l pluginLogger) With(args ...any) hclog.Logger {
-	return pluginLogger{l.Logger.With(args...)}
+	return pluginLogger{l.Logger.With(args...), l.cut}
 }
 
 // parseSlogLine reads one line written by slog.JSONHandler: an object whose

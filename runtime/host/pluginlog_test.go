@@ -65,7 +65,7 @@ func TestPluginLoggerReadsSlogLines(t *testing.T) {
 	slog.New(slog.NewJSONHandler(&line, nil)).Warn("disk almost full", "tool", "fs.write", "free", 12)
 
 	var out bytes.Buffer
-	l := hclog.Logger(pluginLogger{hclog.New(&hclog.LoggerOptions{Name: "weir", Output: &out, Level: hclog.Info})})
+	l := hclog.Logger(newPluginLogger(hclog.New(&hclog.LoggerOptions{Name: "weir", Output: &out, Level: hclog.Info})))
 	named := l.Named("plugin").Named("fs")
 	named.Debug(strings.TrimSpace(line.String()))
 	named.Debug("not a record")

@@ -24,7 +24,7 @@ func FuzzSandbox(f *testing.F) {
 		`x = [0] * (1 << 29)`,
 		`x = "a" * ((1 << 30) - 1)`,
 		"x = []\nfor i in range(200000):\n    x = [x]\ny = str(x)",
-		"x = []\nfor i in range(100000):\n    x = [x]\ny = \"%s\" % [x]",
+		"x = []\nfor i in range(300000):\n    x = [x]\ny = \"%s\" % [x]",
 		"x = {}\nfor i in range(1000):\n    x = {\"k\": x}\ny = json.encode(x) + repr(x)",
 		`flow(name = "b", nodes = [task("a", tool = "t.idem", args = lambda ctx: {"x": [0] * (1 << 29)})])`,
 		`flow(name = "b", nodes = [task("a", tool = "t.idem", args = lambda ctx: {"x": json.decode("[" * 50000000)})])`,

@@ -45,6 +45,14 @@ type Cohort struct {
 	Late      int `json:"late"`
 	// Fresh lists items that ended since the parent last judged them.
 	Fresh []int `json:"fresh,omitempty"`
+	// ChildBudget is the budget each child run of a flow fan-out reserves
+	// out of the parent's remainder when admitted, fixed when the cohort
+	// starts (0: the children have no budget).
+	ChildBudget int64 `json:"child_budget,omitempty"`
+	// Unknown lists the items stopped or failed while a call that is not
+	// idempotent had started and its result was never recorded: their
+	// outcome is unknown (E_OUTCOME_UNKNOWN).
+	Unknown []int `json:"unknown,omitempty"`
 	// Cutoff is fixed when closing starts: results after it are late.
 	Cutoff     time.Time `json:"cutoff,omitzero"`
 	Sufficient bool      `json:"sufficient"`
@@ -89,6 +97,10 @@ type CohortItem struct {
 	// fan-out.
 	Child string    `json:"child,omitempty"`
 	At    time.Time `json:"at,omitzero"` // when it ended
+	// Deadline is when a child run of a fan-out with a timeout must have
+	// ended; past it the parent cancels the child and the item fails
+	// with E_CHILD_TIMEOUT. Zero: no timeout.
+	Deadline time.Time `json:"deadline,omitzero"`
 }
 
 // CohortRef points from a child run to the cohort item it works for.

@@ -33,6 +33,11 @@ var (
 	ErrLocked = errors.New("store: in use by another process")
 	// ErrExists: an insert found the key already present.
 	ErrExists = errors.New("store: already exists")
+	// ErrDiskFull: the disk holding the store has less free space than
+	// the store keeps in reserve, so the write was refused before any of
+	// it reached the disk. The store is sound: writes succeed again once
+	// space returns.
+	ErrDiskFull = errors.New("store: disk full")
 )
 
 // Store is a storage backend.
@@ -86,6 +91,9 @@ type Tx interface {
 	// content hash, and the latest version of each flow name.
 	// FlowVersionPut assigns a zero Seq (one above the name's latest, and
 	// writes it into v); the version with the highest Seq is the latest.
+	// Every field of v, Owner included, is kept as given and read back by
+	// Get, Latest and List (the engine decides who may put; the store
+	// only keeps what it is told).
 	FlowVersionPut(v *FlowVersion) error
 	FlowVersionGet(name, hash string) (*FlowVersion, error)
 	FlowVersionLatest(name string) (*FlowVersion, error)
@@ -179,6 +187,10 @@ type Tx interface {
 	// Retention: what pruning a finished run removes besides the run,
 	// its continuation and its dedup key.
 	EventDeleteRun(runID string) error
+	// EventDeleteBefore removes the events of runID whose Seq is below
+	// beforeSeq (the oldest part of a long-lived stream, such as the audit
+	// stream, whose pseudo run never finishes).
+	EventDeleteBefore(runID string, beforeSeq uint64) error
 	CohortDeleteRun(runID string) error
 	AgentTurnDeleteRun(runID string) error
 	// IdemDeleteRun removes the idempotency records whose key starts with
@@ -199,6 +211,11 @@ type FlowVersion struct {
 	Hash         string          `json:"hash"` // content hash of the source bundle
 	IR           json.RawMessage `json:"ir"`   // the flow's compiled graph
 	RegisteredAt time.Time       `json:"registered_at"`
+	// Owner registered this version. The owner of a flow name is the
+	// owner of its latest version; only that owner may register new
+	// versions of the name (docs/design.md §11). "" is a version from a
+	// release before flows had owners: its name is unowned.
+	Owner string `json:"owner,omitempty"`
 	// Seq orders versions of one name; the latest has the highest Seq.
 	Seq uint64 `json:"seq"`
 }
@@ -266,9 +283,18 @@ type Run struct {
 	// Cohort is set on a child of a fan-out: the item it works for.
 	Cohort *CohortRef `json:"cohort,omitempty"`
 
-	ConfigVersion   int64           `json:"config_version"`
-	Budget          int64           `json:"budget"` // cost units reserved for the run
-	Spent           int64           `json:"spent"`
+	ConfigVersion int64 `json:"config_version"`
+	Budget        int64 `json:"budget"` // cost units reserved for the run
+	Spent         int64 `json:"spent"`
+	// Escrow is the part of Budget held by this run's children that have
+	// not ended: the sum of their Reserve. It changes only in the
+	// transaction that admits a child (taken) or records its end
+	// (returned), so the store alone says what is spoken for.
+	Escrow int64 `json:"escrow,omitempty"`
+	// Reserve is what this child run took out of its parent's remainder
+	// when it was admitted (its Budget, or 0 under a parent without a
+	// budget); its end returns it to the parent's Escrow.
+	Reserve         int64           `json:"reserve,omitempty"`
 	CancelRequested bool            `json:"cancel_requested,omitempty"`
 	Output          json.RawMessage `json:"output,omitempty"`
 	Error           *RunError       `json:"error,omitempty"`

@@ -42,7 +42,8 @@ const (
 	// CodeTooLarge: the body exceeds the endpoint's limit.
 	CodeTooLarge = "E_TOO_LARGE"
 	// CodeForbidden: an admin endpoint called by someone other than the
-	// daemon's own OS user on the Unix socket.
+	// daemon's own OS user on the Unix socket, or a flow registered under
+	// a name another owner registered first.
 	CodeForbidden = "E_FORBIDDEN"
 	// CodeConfig: a reload candidate is invalid or needs a restart.
 	CodeConfig = "E_CONFIG"
@@ -50,6 +51,12 @@ const (
 	CodeNoConfig = "E_NO_CONFIG"
 	// CodeInternal: the engine failed with an error it did not classify.
 	CodeInternal = "E_INTERNAL"
+	// CodeTooManyConnections: the connection was refused because its peer
+	// (or everyone together) has as many open as the daemon takes.
+	CodeTooManyConnections = "E_TOO_MANY_CONNECTIONS"
+	// CodeDiskFull: the daemon's disk is below its free-space watermark;
+	// new work is refused until space returns (503).
+	CodeDiskFull = "E_DISK_FULL"
 )
 
 // Run error codes: why a run or a node ended badly (Run.Error.Code, and

@@ -75,6 +75,9 @@ type Run struct {
 	Progress *Progress `json:"progress,omitempty"`
 	Budget   int64     `json:"budget"`
 	Spent    int64     `json:"spent"`
+	// Escrow is the part of Budget held by children in flight; what they
+	// do not spend comes back when they end.
+	Escrow int64 `json:"escrow,omitempty"`
 	// Parent is the run whose subflow or fan-out started this one.
 	Parent    string `json:"parent_run_id,omitempty"`
 	CreatedAt string `json:"created_at"` // RFC 3339, UTC, milliseconds
@@ -168,6 +171,13 @@ type Cohort struct {
 	// matured before the cutoff.
 	Sufficient *bool `json:"sufficient,omitempty"`
 	Marker     bool  `json:"marker"`
+	// Unknown lists the items whose call's outcome is unknown
+	// (E_OUTCOME_UNKNOWN): stopped after a call that is not idempotent
+	// started and before its result was recorded.
+	Unknown []int `json:"unknown,omitempty"`
+	// ChildBudget is what each child run reserves when its node and
+	// flow declare no budget.
+	ChildBudget int64 `json:"child_budget,omitempty"`
 }
 
 // ToolProgress is a running tool call's own report of how far it is.
@@ -320,6 +330,9 @@ type Flow struct {
 	// Input is the JSON schema the flow declares for a run's input, if
 	// any.
 	Input json.RawMessage `json:"input,omitempty"`
+	// Owner registered the flow's name first and is the only one who may
+	// register new versions of it; everyone may read and run it.
+	Owner string `json:"owner,omitempty"`
 }
 
 // Diagnostic is one problem found while checking flow files, at a

@@ -52,3 +52,16 @@ plugin "http" {
   timeout     = "10s"
   max_bytes   = 1048576
 }
+
+disk {
+  min_free = "1GiB"
+}
+
+http {
+  read_header_timeout = "5s"
+  read_timeout        = "30s"
+  write_timeout       = "45s"
+  idle_timeout        = "90s"
+  max_conns           = 256
+  max_conns_per_peer  = 16
+}

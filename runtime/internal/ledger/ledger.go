@@ -4,8 +4,15 @@
 // from the budget the engine allows in flight at once, and settled at
 // completion with the cost the tool actually reported.
 //
+// A run's children (child runs of subflows and fan-outs) are paid out of
+// escrow: a child's budget is reserved out of its parent's remainder when
+// it is admitted (Escrow), so children in flight together can never
+// promise more than the parent has; what a child did not spend goes back
+// to the parent when it ends.
+//
 // The ledger is memory only: a view rebuilt from the store at recovery
-// (runs' budgets and what they spent live on the run records).
+// (runs' budgets, what they spent and what their children hold in escrow
+// live on the run records).
 package ledger
 
 import (
@@ -50,7 +57,12 @@ type account struct {
 	budget   int64 // 0 means unlimited
 	spent    int64 // settled cost
 	reserved int64 // cost of slices held now
+	escrow   int64 // budget held by children that have not ended
 }
+
+// committed is what the account has spoken for: spent, reserved by its
+// slices and held in escrow by its children.
+func (a *account) committed() int64 { return a.spent + a.reserved + a.escrow }
 
 // New returns a ledger with slots worker slots and maxInFlight budget units
 // allowed in flight at once (0: unlimited).
@@ -66,17 +78,18 @@ func (l *Ledger) Resize(slots int, maxInFlight int64) {
 	l.slots, l.maxInFlight = slots, maxInFlight
 }
 
-// OpenRun registers a run's account with its budget (0: unlimited) and what
-// it has already spent (non-zero after recovery). Opening an open run
-// keeps its reservations and updates budget and spent.
-func (l *Ledger) OpenRun(runID string, budget, spent int64) {
+// OpenRun registers a run's account with its budget (0: unlimited), what
+// it has already spent and what its children hold in escrow, as the
+// store records them. Opening an open run keeps its slices' reservations
+// and takes budget, spent and escrow from the store's figures.
+func (l *Ledger) OpenRun(runID string, budget, spent, escrow int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if a, ok := l.runs[runID]; ok {
-		a.budget, a.spent = budget, spent
+		a.budget, a.spent, a.escrow = budget, spent, escrow
 		return
 	}
-	l.runs[runID] = &account{budget: budget, spent: spent}
+	l.runs[runID] = &account{budget: budget, spent: spent, escrow: escrow}
 }
 
 // CloseRun drops a finished run's account. Slices it still holds stay
@@ -100,7 +113,7 @@ func (l *Ledger) Acquire(runID string, cost int64) (Slice, Reason, bool) {
 	if !ok {
 		return Slice{}, UnknownRun, false
 	}
-	if a.budget > 0 && a.spent+a.reserved+cost > a.budget {
+	if a.budget > 0 && a.committed()+cost > a.budget {
 		return Slice{}, RunBudgetExhausted, false
 	}
 	if len(l.held) >= l.slots {
@@ -166,7 +179,7 @@ func (l *Ledger) Reslice(s Slice, actual, nextCost int64) (Slice, Reason, bool) 
 	switch {
 	case !ok:
 		return zero, UnknownRun, false
-	case a.budget > 0 && a.spent+a.reserved+nextCost > a.budget:
+	case a.budget > 0 && a.committed()+nextCost > a.budget:
 		return zero, RunBudgetExhausted, false
 	case l.maxInFlight > 0 && l.inFlight+nextCost > l.maxInFlight:
 		return zero, NoBudgetInFlight, false
@@ -183,6 +196,82 @@ func (l *Ledger) Transfer(s Slice, actual int64, runID string) Slice {
 	zero, _, _ := l.Reslice(s, actual, 0)
 	zero.RunID = runID
 	return zero
+}
+
+// Escrow reserves amount of runID's budget for a child about to be
+// admitted. It takes no slot and no budget in flight: the child's own
+// tasks take those. A run without a budget escrows nothing and always
+// grants. The reservation lasts until the run's account is opened again
+// from the store (which then records the child's Reserve in its Escrow)
+// or is given back with Unescrow when the admission is not written.
+func (l *Ledger) Escrow(runID string, amount int64) (Reason, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	a, ok := l.runs[runID]
+	switch {
+	case !ok:
+		return UnknownRun, false
+	case a.budget == 0:
+		return "", true
+	case amount < 0 || a.committed()+amount > a.budget:
+		return RunBudgetExhausted, false
+	}
+	a.escrow += amount
+	return "", true
+}
+
+// Unescrow gives back an escrow reservation whose child was not admitted.
+func (l *Ledger) Unescrow(runID string, amount int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if a, ok := l.runs[runID]; ok && a.budget > 0 {
+		a.escrow = max(0, a.escrow-amount)
+	}
+}
+
+// Hold reserves cost of runID's budget without a slot, for work that
+// runs in a slot held for it already (an agent's tool calls made while
+// the agent holds its own): it counts like a slice's reservation, which
+// reopening the account keeps. Settle ends it. A run without a budget
+// holds nothing and always grants.
+func (l *Ledger) Hold(runID string, cost int64) (Reason, bool) {
+	if cost < 0 {
+		cost = 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	a, ok := l.runs[runID]
+	switch {
+	case !ok:
+		return UnknownRun, false
+	case a.budget > 0 && a.committed()+cost > a.budget:
+		return RunBudgetExhausted, false
+	}
+	a.reserved += cost
+	return "", true
+}
+
+// Settle ends a Hold of held, charging actual (negative: nothing).
+func (l *Ledger) Settle(runID string, held, actual int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if a, ok := l.runs[runID]; ok {
+		a.reserved = max(0, a.reserved-max(held, 0))
+		a.spent += max(actual, 0)
+	}
+}
+
+// Remainder is what runID's budget can still promise: its budget less
+// what is spent, reserved by slices and held in escrow. ok is false for
+// a run without an account or without a budget.
+func (l *Ledger) Remainder(runID string) (int64, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	a, ok := l.runs[runID]
+	if !ok || a.budget == 0 {
+		return 0, false
+	}
+	return max(0, a.budget-a.committed()), true
 }
 
 // HasRun reports whether runID has an open account.

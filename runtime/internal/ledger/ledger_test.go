@@ -30,7 +30,7 @@ func TestAcquireRefusals(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			l := New(tt.slots, tt.inFlight)
-			l.OpenRun("r", tt.budget, tt.spent)
+			l.OpenRun("r", tt.budget, tt.spent, 0)
 			for _, c := range tt.pre {
 				if _, why, ok := l.Acquire("r", c); !ok {
 					t.Fatalf("pre-acquire %d refused: %s", c, why)
@@ -55,7 +55,7 @@ func TestUnknownRunRefused(t *testing.T) {
 func TestResizeOnlyLimitsNewGrants(t *testing.T) {
 	t.Parallel()
 	l := New(3, 0)
-	l.OpenRun("r", 0, 0)
+	l.OpenRun("r", 0, 0, 0)
 	var held []Slice
 	for range 3 {
 		s, _, ok := l.Acquire("r", 1)
@@ -82,7 +82,7 @@ func TestResizeOnlyLimitsNewGrants(t *testing.T) {
 func TestSettleChargesActual(t *testing.T) {
 	t.Parallel()
 	l := New(1, 0)
-	l.OpenRun("r", 10, 0)
+	l.OpenRun("r", 10, 0, 0)
 	s, _, _ := l.Acquire("r", 4)
 	l.Release(s, 7)
 	if got := l.Spent("r"); got != 7 {
@@ -96,7 +96,7 @@ func TestSettleChargesActual(t *testing.T) {
 func TestDoubleReleasePanics(t *testing.T) {
 	t.Parallel()
 	l := New(1, 0)
-	l.OpenRun("r", 0, 0)
+	l.OpenRun("r", 0, 0, 0)
 	s, _, _ := l.Acquire("r", 1)
 	l.Release(s, 1)
 	defer func() {
@@ -115,7 +115,7 @@ func TestPropertyNeverOverspent(t *testing.T) {
 	const slots, maxInFlight, runs, budget = 8, 20, 5, 60
 	l := New(slots, maxInFlight)
 	for r := range runs {
-		l.OpenRun(runName(r), budget, 0)
+		l.OpenRun(runName(r), budget, 0, 0)
 	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -170,7 +170,7 @@ func runName(i int) string { return string(rune('a' + i)) }
 func TestResliceKeepsSlotAndSettles(t *testing.T) {
 	t.Parallel()
 	l := New(1, 10)
-	l.OpenRun("r", 12, 0)
+	l.OpenRun("r", 12, 0, 0)
 	s, _, _ := l.Acquire("r", 5)
 	s2, why, ok := l.Reslice(s, 5, 5)
 	if !ok || s2.Slot != s.Slot || l.Spent("r") != 5 {
@@ -182,7 +182,7 @@ func TestResliceKeepsSlotAndSettles(t *testing.T) {
 		t.Fatalf("over budget: %+v %q %v %+v", s3, why, ok, l.Snapshot())
 	}
 	// In-flight cap: a run without its own budget still meets it.
-	l.OpenRun("u", 0, 0)
+	l.OpenRun("u", 0, 0, 0)
 	l.Release(s3, 0)
 	u, _, _ := l.Acquire("u", 1)
 	if _, why, ok := l.Reslice(u, 1, 11); ok || why != NoBudgetInFlight {
@@ -190,5 +190,77 @@ func TestResliceKeepsSlotAndSettles(t *testing.T) {
 	}
 	if snap := l.Snapshot(); snap.InFlight != 0 || snap.Held != 1 {
 		t.Fatalf("after refused reslice: %+v", snap)
+	}
+}
+
+// A child's escrow is spoken for like a slice: slices and further
+// children see only what is left, and reopening from the store's figures
+// replaces the escrow the children hold.
+func TestEscrowHoldsTheParentsRemainder(t *testing.T) {
+	t.Parallel()
+	l := New(2, 0)
+	l.OpenRun("p", 10, 2, 0)
+	if rest, ok := l.Remainder("p"); !ok || rest != 8 {
+		t.Fatalf("remainder %d %v, want 8", rest, ok)
+	}
+	if _, ok := l.Escrow("p", 6); !ok {
+		t.Fatal("escrow of 6 out of 8 refused")
+	}
+	if why, ok := l.Escrow("p", 3); ok || why != RunBudgetExhausted {
+		t.Fatalf("second child of 3 with 2 left: %q %v", why, ok)
+	}
+	if _, why, ok := l.Acquire("p", 3); ok || why != RunBudgetExhausted {
+		t.Fatalf("slice of 3 with 2 left: %q %v", why, ok)
+	}
+	s, _, ok := l.Acquire("p", 2)
+	if !ok {
+		t.Fatal("slice of 2 with 2 left refused")
+	}
+	l.Release(s, 2)
+	// The child ended having spent 1 of its 6: the store says spent 5
+	// (2 + 2 + 1) and nothing in escrow.
+	l.OpenRun("p", 10, 5, 0)
+	if rest, _ := l.Remainder("p"); rest != 5 {
+		t.Fatalf("remainder after the child ended: %d, want 5", rest)
+	}
+	l.Unescrow("p", 99) // never below zero
+	if rest, _ := l.Remainder("p"); rest != 5 {
+		t.Fatalf("remainder after a stray unescrow: %d, want 5", rest)
+	}
+	l.OpenRun("u", 0, 0, 0)
+	if _, ok := l.Escrow("u", 1000); !ok {
+		t.Fatal("a run without a budget refused an escrow")
+	}
+	if _, ok := l.Remainder("u"); ok {
+		t.Fatal("a run without a budget has a remainder")
+	}
+	if why, ok := l.Escrow("x", 1); ok || why != UnknownRun {
+		t.Fatalf("escrow on no account: %q %v", why, ok)
+	}
+}
+
+// A hold counts against the budget like a slice without taking a slot,
+// survives the account being reopened from the store, and settles to
+// what was actually spent.
+func TestHoldAndSettle(t *testing.T) {
+	t.Parallel()
+	l := New(1, 0)
+	l.OpenRun("r", 10, 0, 0)
+	if _, ok := l.Hold("r", 6); !ok {
+		t.Fatal("hold of 6 out of 10 refused")
+	}
+	if why, ok := l.Hold("r", 5); ok || why != RunBudgetExhausted {
+		t.Fatalf("hold of 5 with 4 left: %q %v", why, ok)
+	}
+	if snap := l.Snapshot(); snap.Held != 0 {
+		t.Fatalf("a hold took a slot: %+v", snap)
+	}
+	l.OpenRun("r", 10, 0, 0) // the store's figures: the hold stays
+	if rest, _ := l.Remainder("r"); rest != 4 {
+		t.Fatalf("remainder %d after reopening, want 4", rest)
+	}
+	l.Settle("r", 6, 2)
+	if rest, _ := l.Remainder("r"); rest != 8 || l.Spent("r") != 2 {
+		t.Fatalf("remainder %d spent %d after settling 2 of 6, want 8 and 2", rest, l.Spent("r"))
 	}
 }

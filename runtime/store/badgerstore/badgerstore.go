@@ -71,6 +71,14 @@ type Options struct {
 	// large continuations. Default 64 MiB (Badger: 1 GiB).
 	ValueLogFileSize int64
 
+	// MinFreeBytes is the space the store keeps free on the disk of its
+	// directory: a group commit that would leave less is refused with
+	// store.ErrDiskFull before anything is written. Badger writes through
+	// memory-mapped files, and a mapped write that meets a full disk kills
+	// the process (SIGBUS) instead of returning an error; the reserve also
+	// leaves room for Badger's own flushes and compactions. 0: no check.
+	MinFreeBytes int64
+
 	// MaxBatch is the most Update functions one group commit runs. Default
 	// 1024. The byte size of a group commit is bounded by Badger's
 	// transaction limit (see MemTableSize).
@@ -128,6 +136,11 @@ type Store struct {
 	updates    atomic.Uint64
 	overlapped atomic.Uint64
 
+	// dir is the store's directory, whose disk checkFree reads.
+	dir string
+	// testFree, if set, stands for the free space of the disk.
+	testFree atomic.Pointer[func() (int64, error)]
+
 	// testSubmit, if set, sees every batch before it is committed; a
 	// non-nil channel it returns replaces the commit (the batch is not
 	// written) and delivers its outcome. Tests use it to hold or fail a
@@ -160,6 +173,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		maxTxnCount: (maxTxnSize / int64(skl.MaxNodeSize)) * 9 / 10,
 		maxTxnSize:  maxTxnSize * 9 / 10,
 		vthreshold:  vthreshold,
+		dir:         dir,
 		reqs:        make(chan *request, opts.MaxBatch),
 		quit:        make(chan struct{}),
 		done:        make(chan struct{}),
@@ -206,6 +220,37 @@ func badgerOptions(dir string, opts Options) (bo badger.Options, maxTxnSize, vth
 		WithCompression(options.Snappy).
 		WithMetricsEnabled(false)
 	return bo, maxTxnSize, vthreshold
+}
+
+// FreeSpace returns the bytes an unprivileged process may still write on
+// the file system holding dir.
+func FreeSpace(dir string) (int64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return int64(st.Bavail) * int64(st.Bsize), nil
+}
+
+// checkFree refuses a commit of size bytes that would leave less than
+// MinFreeBytes free.
+func (s *Store) checkFree(size int64) error {
+	if s.opts.MinFreeBytes <= 0 {
+		return nil
+	}
+	probe := func() (int64, error) { return FreeSpace(s.dir) }
+	if f := s.testFree.Load(); f != nil {
+		probe = *f
+	}
+	free, err := probe()
+	if err != nil {
+		return fmt.Errorf("badgerstore: reading the free space of the disk: %w", err)
+	}
+	// Badger writes a commit at least twice (its log, then a table).
+	if free-2*size < s.opts.MinFreeBytes {
+		return fmt.Errorf("%w: %d bytes free on the store's disk, and the store keeps %d in reserve", store.ErrDiskFull, free, s.opts.MinFreeBytes)
+	}
+	return nil
 }
 
 // dirLocked reports whether another open file description holds the flock

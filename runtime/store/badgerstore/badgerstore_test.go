@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -462,6 +463,43 @@ func check(ok bool, format string, args ...any) error {
 		return nil
 	}
 	return fmt.Errorf(format, args...)
+}
+
+// TestDiskReserve: a commit that would leave less than MinFreeBytes on
+// the disk is refused with store.ErrDiskFull before anything is written,
+// reads go on, and writes succeed again once space returns.
+func TestDiskReserve(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, Options{MinFreeBytes: 64 << 20})
+	var free atomic.Int64
+	free.Store(1 << 30)
+	probe := func() (int64, error) { return free.Load(), nil }
+	s.testFree.Store(&probe)
+	put := func(k string) error {
+		return s.Update(ctx, func(tx store.Tx) error { return tx.MetaPut(k, []byte("v")) })
+	}
+	if err := put("before"); err != nil {
+		t.Fatal(err)
+	}
+	free.Store(64<<20 + 10)
+	if err := put("full"); !errors.Is(err, store.ErrDiskFull) || !strings.Contains(err.Error(), "67108874 bytes free") {
+		t.Fatalf("a commit into the reserve: %v, want store.ErrDiskFull with the free space", err)
+	}
+	if err := s.View(ctx, func(tx store.Tx) error {
+		_, gone := tx.MetaGet("full")
+		v, err := tx.MetaGet("before")
+		return errors.Join(err, check(string(v) == "v", "before = %q", v), check(errors.Is(gone, store.ErrNotFound), "the refused write exists: %v", gone))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	free.Store(1 << 30)
+	if err := put("after"); err != nil {
+		t.Fatalf("once space returns: %v", err)
+	}
+	// The real probe reads the disk of the store's directory.
+	if n, err := FreeSpace(t.TempDir()); err != nil || n <= 0 {
+		t.Fatalf("FreeSpace = %d, %v", n, err)
+	}
 }
 
 // TestFailedCommitFailsTheBatchBuiltOnIt holds a group commit in flight,

@@ -202,6 +202,10 @@ func (c *committer) submit(b *batch) error {
 		c.answer(b, nil)
 		return nil
 	}
+	if err := c.s.checkFree(b.layer.size); err != nil {
+		c.answer(b, err) // nothing of b reached the disk
+		return err
+	}
 	if c.s.testSubmit != nil {
 		if done := c.s.testSubmit(b.layer); done != nil {
 			b.done, c.inflight = done, b

@@ -25,6 +25,22 @@ func (t *storeTx) EventDeleteRun(runID string) error {
 	return t.deletePrefix(key(pEvent, runID, sep))
 }
 
+func (t *storeTx) EventDeleteBefore(runID string, beforeSeq uint64) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	keys, err := t.scanKeys(key(pEvent, runID, sep), key(pEvent, runID, sep, u64Key(beforeSeq)), 0)
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if err := t.kv.del(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (t *storeTx) CohortDeleteRun(runID string) error {
 	if err := t.deletePrefix(key(pCohort, runID, sep)); err != nil {
 		return err

@@ -663,6 +663,10 @@ func (t *tx) EventDeleteRun(runID string) error {
 	return deleteWhere(t, tEvent, func(e *store.Event) bool { return e.RunID == runID })
 }
 
+func (t *tx) EventDeleteBefore(runID string, beforeSeq uint64) error {
+	return deleteWhere(t, tEvent, func(e *store.Event) bool { return e.RunID == runID && e.Seq < beforeSeq })
+}
+
 func (t *tx) CohortDeleteRun(runID string) error {
 	if err := deleteWhere(t, tCohort, func(c *store.Cohort) bool { return c.RunID == runID }); err != nil {
 		return err

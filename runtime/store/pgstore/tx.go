@@ -1049,6 +1049,20 @@ func (t *storeTx) deleteRun(runID string, tables ...string) error {
 
 func (t *storeTx) EventDeleteRun(runID string) error { return t.deleteRun(runID, "events") }
 
+func (t *storeTx) EventDeleteBefore(runID string, beforeSeq uint64) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if !text(runID) || beforeSeq == 0 {
+		return nil
+	}
+	if beforeSeq > math.MaxInt64 {
+		beforeSeq = math.MaxInt64
+	}
+	t.put(`DELETE FROM events WHERE run_id = $1 AND seq < $2`, runID, int64(beforeSeq))
+	return nil
+}
+
 func (t *storeTx) CohortDeleteRun(runID string) error {
 	return t.deleteRun(runID, "cohorts", "cohort_items")
 }

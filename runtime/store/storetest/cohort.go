@@ -10,7 +10,8 @@ import (
 )
 
 func testCohorts(t *testing.T, s store.Store, _ Opener) {
-	c := &store.Cohort{RunID: "r", Node: "fan", Visit: 1, Items: 3, Need: 2, State: store.CohortOpen, Deadline: at(time.Minute), CreatedAt: t0}
+	c := &store.Cohort{RunID: "r", Node: "fan", Visit: 1, Items: 3, Need: 2, State: store.CohortOpen, Deadline: at(time.Minute), CreatedAt: t0,
+		ChildBudget: 33, Unknown: []int{2}}
 	other := &store.Cohort{RunID: "r", Node: "fan", Visit: 2, Items: 1, Need: 1, State: store.CohortOpen, CreatedAt: t0}
 	update(t, s, func(tx store.Tx) error {
 		if err := first(tx.CohortPut(c), tx.CohortPut(other)); err != nil {
@@ -51,7 +52,7 @@ func testCohorts(t *testing.T, s store.Store, _ Opener) {
 		if err != nil {
 			return err
 		}
-		it.State, it.Result = store.ItemPublished, json.RawMessage(`{"ok":1}`)
+		it.State, it.Result, it.Deadline = store.ItemPublished, json.RawMessage(`{"ok":1}`), at(time.Hour)
 		if err := tx.CohortItemPut(it); err != nil {
 			return err
 		}

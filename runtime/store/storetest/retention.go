@@ -85,3 +85,34 @@ func testRetention(t *testing.T, s store.Store, _ Opener) {
 		return nil
 	})
 }
+
+// testEventDeleteBefore: only the events of the named stream below the
+// sequence number go; a stream sharing its name's prefix keeps all of its.
+func testEventDeleteBefore(t *testing.T, s store.Store, _ Opener) {
+	var seqs []uint64
+	update(t, s, func(tx store.Tx) error {
+		seqs = seqs[:0]
+		for range 4 {
+			for _, run := range []string{"audit", "auditx"} {
+				e := &store.Event{RunID: run, At: t0, Type: "x"}
+				if err := tx.EventAppend(e); err != nil {
+					return err
+				}
+				if run == "audit" {
+					seqs = append(seqs, e.Seq)
+				}
+			}
+		}
+		return nil
+	})
+	update(t, s, func(tx store.Tx) error { return tx.EventDeleteBefore("audit", seqs[2]) })
+	view(t, s, func(tx store.Tx) error {
+		left, err := tx.EventList(store.EventListParams{RunID: "audit"})
+		other, err2 := tx.EventList(store.EventListParams{RunID: "auditx"})
+		var got []uint64
+		for _, e := range left {
+			got = append(got, e.Seq)
+		}
+		return first(err, err2, same("audit events left", got, seqs[2:]), check(len(other) == 4, "auditx kept %d events, want 4", len(other)))
+	})
+}

@@ -40,6 +40,7 @@ func Run(t *testing.T, open Opener) {
 		fn   func(t *testing.T, s store.Store, open Opener)
 	}{
 		{"FlowVersions", testFlowVersions},
+		{"FlowVersionOwner", testFlowVersionOwner},
 		{"Sources", testSources},
 		{"Runs", testRuns},
 		{"RunList", testRunList},
@@ -58,6 +59,7 @@ func Run(t *testing.T, open Opener) {
 		{"Cohorts", testCohorts},
 		{"AgentTurns", testAgentTurns},
 		{"Retention", testRetention},
+		{"EventDeleteBefore", testEventDeleteBefore},
 		{"ViewIsReadOnly", testViewReadOnly},
 		{"ReadYourWrites", testReadYourWrites},
 		{"FnErrorDiscardsItsWrites", testFnError},
@@ -208,6 +210,29 @@ func testFlowVersions(t *testing.T, s store.Store, _ Opener) {
 	})
 }
 
+// testFlowVersionOwner: the owner a version was put with is read back by
+// every read of it, and a version put without one reads back without one
+// (a version of an earlier release).
+func testFlowVersionOwner(t *testing.T, s store.Store, _ Opener) {
+	mine := &store.FlowVersion{Name: "payroll", Hash: "p1", IR: json.RawMessage(`{}`), RegisteredAt: t0, Owner: "root"}
+	next := &store.FlowVersion{Name: "payroll", Hash: "p2", IR: json.RawMessage(`{}`), RegisteredAt: at(time.Second), Owner: "root"}
+	legacy := &store.FlowVersion{Name: "legacy", Hash: "l1", IR: json.RawMessage(`{}`), RegisteredAt: t0}
+	update(t, s, func(tx store.Tx) error {
+		return errors.Join(tx.FlowVersionPut(mine), tx.FlowVersionPut(next), tx.FlowVersionPut(legacy))
+	})
+	view(t, s, func(tx store.Tx) error {
+		g, err1 := tx.FlowVersionGet("payroll", "p1")
+		l, err2 := tx.FlowVersionLatest("payroll")
+		list, err3 := tx.FlowVersionList()
+		lg, err4 := tx.FlowVersionLatest("legacy")
+		return first(err1, err2, err3, err4,
+			same("get keeps the owner", g.Owner, "root"),
+			same("latest keeps the owner", l, next),
+			same("list keeps the owners", []string{list[0].Owner, list[1].Owner}, []string{"", "root"}),
+			same("a version put without an owner", lg.Owner, ""))
+	})
+}
+
 func testSources(t *testing.T, s store.Store, _ Opener) {
 	src := &store.Source{Hash: "sh", Files: []store.SourceFile{{Path: "a.star", Src: []byte("x = 1\n")}, {Path: "b.star", Src: []byte("y")}}}
 	update(t, s, func(tx store.Tx) error { return tx.SourcePut(src) })
@@ -241,6 +266,7 @@ func testRuns(t *testing.T, s store.Store, _ Opener) {
 
 	r2 := *r
 	r2.Phase, r2.Attempt, r2.Spent, r2.Output = store.PhaseCompleted, 2, 7, json.RawMessage(`"done"`)
+	r2.Budget, r2.Escrow, r2.Reserve = 100, 30, 40 // the budget escrow round-trips
 	update(t, s, func(tx store.Tx) error { return tx.RunUpdate(&r2) })
 	view(t, s, func(tx store.Tx) error {
 		got, err := tx.RunGet("r1")

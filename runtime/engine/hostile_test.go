@@ -1,0 +1,156 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/weirhq/weir/runtime/store"
+)
+
+const echoFlow = `flow(name = "echo", nodes = [task("t", tool = "kit.echo", args = lambda ctx: {"x": 1})])`
+
+// Below the disk watermark new runs and registrations are refused with
+// E_DISK_FULL (class storage, the free space in the message), health says
+// so, a write the store refuses for a full disk does not close admission,
+// and admission reopens by itself when space returns.
+func TestDiskWatermark(t *testing.T) {
+	t.Parallel()
+	var free atomic.Int64
+	free.Store(1 << 30)
+	b := setupUnit(t, Config{MinFreeBytes: 100 << 20, DiskFree: func() (int64, error) { return free.Load(), nil }}, echoFlow)
+	ctx := context.Background()
+	b.start(t, "echo", `{}`, "")
+
+	free.Store(10 << 20)
+	_, err := b.eng.Submit(ctx, StartRequest{Owner: "alice", Flow: "echo"})
+	var ee *Error
+	if !errors.As(err, &ee) || ee.Code != CodeDiskFull || ee.Class != ClassStorage || !strings.Contains(ee.Message, "10.0 MiB free, below the 100.0 MiB watermark") {
+		t.Fatalf("submit below the watermark: %v", err)
+	}
+	if _, err := b.eng.Register(ctx, []SourceFile{{Path: "x.star", Src: echoFlow}}); ErrorCode(err) != CodeDiskFull {
+		t.Fatalf("register below the watermark: %v", err)
+	}
+	if h := b.eng.Health(ctx); h.Admission != CodeDiskFull || !strings.Contains(h.Reason, "10.0 MiB free") {
+		t.Fatalf("health below the watermark: %+v", h)
+	}
+	// The store's own refusal is not a storage fault.
+	if se := b.eng.storageFailed(fmt.Errorf("commit: %w", store.ErrDiskFull)); se.Code != CodeDiskFull {
+		t.Fatalf("a disk-full write: %+v", se)
+	}
+
+	free.Store(1 << 30)
+	if h := b.eng.Health(ctx); h.Admission != "open" {
+		t.Fatalf("health once space returned: %+v", h)
+	}
+	b.start(t, "echo", `{}`, "")
+}
+
+// The audit stream is bounded: ids are cut, each caller records a burst
+// and then one event per AuditInterval (the rest counted on its next
+// event), and old events are pruned.
+func TestAuditStreamBounds(t *testing.T) {
+	t.Parallel()
+	b := setupUnit(t, Config{}, echoFlow)
+	ctx := context.Background()
+	long := strings.Repeat("r", MaxIDBytes)
+	for range AuditBurst + 30 {
+		if _, err := b.eng.Cancel(ctx, "mallory", "run_"+long); ErrorCode(err) != CodeNotFound {
+			t.Fatalf("a cancel of someone else's run: %v", err)
+		}
+	}
+	b.eng.Cancel(ctx, "bob", "run_x") // another caller has its own allowance
+	audit := func() []*store.Event {
+		var evs []*store.Event
+		if err := b.st.View(ctx, func(tx store.Tx) error {
+			var err error
+			evs, err = tx.EventList(store.EventListParams{RunID: AuditStream})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return evs
+	}
+	evs := audit()
+	if len(evs) != AuditBurst+1 {
+		t.Fatalf("%d audit events, want the burst of %d and bob's", len(evs), AuditBurst)
+	}
+	if run := evs[0].Detail["run"].(string); len(run) > MaxAuditFieldBytes+32 || !strings.Contains(run, fmt.Sprintf("(%d bytes)", len(long)+4)) {
+		t.Fatalf("an audited id of %d bytes is kept as %q", len(long)+4, run)
+	}
+	b.clock.Advance(AuditInterval)
+	b.eng.Cancel(ctx, "mallory", "run_y")
+	evs = audit()
+	if last := evs[len(evs)-1]; last.Detail["caller"] != "mallory" || fmt.Sprint(last.Detail["suppressed"]) != "30" {
+		t.Fatalf("the next event of the caller after the burst: %+v", last.Detail)
+	}
+	b.clock.Advance(time.Hour)
+	if n, err := b.eng.PruneAudit(ctx, b.clock.Now().Add(-time.Minute)); err != nil || n != len(evs) {
+		t.Fatalf("PruneAudit = %d, %v; want %d", n, err, len(evs))
+	}
+	if left := audit(); len(left) != 0 {
+		t.Fatalf("%d audit events left after pruning", len(left))
+	}
+}
+
+// A flow name belongs to its first registrant: another owner's
+// registration of a file that declares it is refused whole (the file's
+// new names are not stored either) and audited; the owner registers new
+// versions; a name from before owners is taken by its next registrant.
+func TestFlowNameOwners(t *testing.T) {
+	t.Parallel()
+	b := setupUnit(t, Config{}, "")
+	ctx := context.Background()
+	reg := func(owner, src string) error {
+		_, err := b.eng.RegisterAs(ctx, owner, []SourceFile{{Path: "f.star", Src: src}})
+		return err
+	}
+	flow := func(name, x string) string {
+		return fmt.Sprintf(`flow(name = %q, nodes = [task("t", tool = "kit.echo", args = {"x": %q})])`+"\n", name, x)
+	}
+	if err := reg("alice", flow("payroll", "1")); err != nil {
+		t.Fatal(err)
+	}
+	err := reg("mallory", flow("fresh", "1")+flow("payroll", "evil"))
+	if ErrorCode(err) != CodeForbidden || !strings.Contains(err.Error(), `"payroll"`) {
+		t.Fatalf("another owner's registration: %v", err)
+	}
+	fl, err := b.eng.Flows(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fl) != 1 || fl[0].Name != "payroll" || fl[0].Owner != "alice" {
+		t.Fatalf("flows after the refusal: %+v", fl)
+	}
+	if err := reg("alice", flow("payroll", "2")); err != nil {
+		t.Fatalf("the owner's new version: %v", err)
+	}
+	var refusals int
+	_ = b.st.View(ctx, func(tx store.Tx) error {
+		evs, err := tx.EventList(store.EventListParams{RunID: AuditStream})
+		for _, e := range evs {
+			if e.Detail["flow"] == "payroll" && e.Detail["caller"] == "mallory" && e.Detail["action"] == "register" {
+				refusals++
+			}
+		}
+		return err
+	})
+	if refusals != 1 {
+		t.Fatalf("%d audit events of the refusal, want 1", refusals)
+	}
+	// A version stored before flows had owners: the next registrant
+	// takes the name.
+	if _, err := b.eng.Register(ctx, []SourceFile{{Path: "old.star", Src: flow("legacy", "1")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg("bob", flow("legacy", "2")); err != nil {
+		t.Fatalf("taking an unowned name: %v", err)
+	}
+	if err := reg("carol", flow("legacy", "3")); ErrorCode(err) != CodeForbidden {
+		t.Fatalf("after bob took it: %v", err)
+	}
+}
