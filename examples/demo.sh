@@ -52,6 +52,9 @@ trap cleanup EXIT
 
 step "Start a scripted model server on loopback (OpenAI's wire format), for the agents"
 show "scripted-llm -addr 127.0.0.1:0 -script examples/agents/script.json &"
+# The file exists before the server starts: the shell opens a background
+# command's redirection in the child, after this script goes on.
+: >"$data/model.out"
 "$llm" -addr 127.0.0.1:0 -script examples/agents/script.json >"$data/model.out" &
 model=$!
 base_url=

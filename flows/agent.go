@@ -259,7 +259,7 @@ func (ls *loadState) checkModel(n *Node, info ToolInfo, pos Pos, tools Catalog) 
 // chatTools lists the catalog's tools that speak the chat contract, when
 // the catalog can list its tools.
 func chatTools(tools Catalog) []string {
-	named, ok := tools.(interface{ Names() []string })
+	named, ok := tools.(ToolLister)
 	if !ok {
 		return nil
 	}

@@ -178,18 +178,21 @@ type valueSpec struct {
 	call     string // how the runtime calls it, for messages
 	arity    int    // positional arguments passed
 	constant string // "dict", "list", "bool", "string", "any", or "" (callable only)
+	// optional is how many more positional arguments the runtime passes
+	// to a function that takes them (reduce's items).
+	optional int
 }
 
 var (
-	specArgs       = valueSpec{paramArgs, "args(ctx)", 1, "dict"}
-	specFanoutArgs = valueSpec{paramArgs, "args(ctx, item)", 2, "dict"}
-	specCond       = valueSpec{paramCond, "cond(ctx)", 1, "bool"}
-	specItems      = valueSpec{paramItems, "items(ctx)", 1, "list"}
-	specReduce     = valueSpec{paramReduce, "reduce(ctx, results)", 2, ""}
-	specMature     = valueSpec{paramMature, "mature(ctx, item, result)", 3, ""}
-	specOutput     = valueSpec{-1, "output(ctx)", 1, "any"}
-	specSystem     = valueSpec{paramSystem, "system(ctx)", 1, "string"}
-	specPrompt     = valueSpec{paramPrompt, "prompt(ctx)", 1, "string"}
+	specArgs       = valueSpec{paramArgs, "args(ctx)", 1, "dict", 0}
+	specFanoutArgs = valueSpec{paramArgs, "args(ctx, item)", 2, "dict", 0}
+	specCond       = valueSpec{paramCond, "cond(ctx)", 1, "bool", 0}
+	specItems      = valueSpec{paramItems, "items(ctx)", 1, "list", 0}
+	specReduce     = valueSpec{paramReduce, "reduce(ctx, results) or reduce(ctx, results, items)", 2, "", 1}
+	specMature     = valueSpec{paramMature, "mature(ctx, item, result)", 3, "", 0}
+	specOutput     = valueSpec{-1, "output(ctx)", 1, "any", 0}
+	specSystem     = valueSpec{paramSystem, "system(ctx)", 1, "string", 0}
+	specPrompt     = valueSpec{paramPrompt, "prompt(ctx)", 1, "string", 0}
 )
 
 // nodeBuilder collects one node's fields and its diagnostics.
@@ -349,7 +352,7 @@ func checkArity(fn *starlark.Function, spec valueSpec) string {
 			return fmt.Sprintf("is called as %s, but %s requires keyword-only parameter %s", spec.call, fn.Name(), name)
 		}
 	}
-	if required > spec.arity || (positional < spec.arity && !fn.HasVarargs()) {
+	if required > spec.arity+spec.optional || (positional < spec.arity && !fn.HasVarargs()) {
 		what := fn.Name()
 		if what == "lambda" {
 			what = "the lambda"

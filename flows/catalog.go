@@ -74,6 +74,14 @@ type Catalog interface {
 	LookupTool(name string) (ToolInfo, bool)
 }
 
+// ToolLister is a Catalog that can list its tools' names. Every catalog
+// should: an unknown tool's diagnostic then suggests the nearest name, and
+// an agent's missing model tool lists the chat tools there are.
+type ToolLister interface {
+	// Names returns the catalog's tool names, sorted.
+	Names() []string
+}
+
 // MapCatalog is a Catalog held in memory, keyed by tool name.
 type MapCatalog map[string]ToolInfo
 

@@ -205,7 +205,7 @@ func (ls *loadState) lookupTool(n *Node, name string, pos Pos, tools Catalog) (T
 		}
 	}
 	hint := ""
-	if named, isNamed := tools.(interface{ Names() []string }); isNamed {
+	if named, isNamed := tools.(ToolLister); isNamed {
 		if s := suggest(name, named.Names()); s != "" {
 			hint = fmt.Sprintf(" (did you mean %q?)", s)
 		}
@@ -270,7 +270,13 @@ func (ls *loadState) checkCalls(lookup lookupFunc) error {
 						if s := suggest(name, slices.Collect(mapKeys(g.index))); s != "" {
 							hint = fmt.Sprintf(" (did you mean %q?)", s)
 						}
-						ls.addf(pos, CodeUnknownFlow, nil, "%s %q: no flow named %q is registered or checked together%s", n.Kind, n.ID, name, hint)
+						// Say what was searched: an offline check sees only
+						// its files, a registration the registered flows too.
+						where := "is among the files checked together"
+						if lookup != nil {
+							where = "is registered or among the files checked with it"
+						}
+						ls.addf(pos, CodeUnknownFlow, nil, "%s %q: no flow named %q %s%s", n.Kind, n.ID, name, where, hint)
 					}
 					continue
 				}

@@ -110,6 +110,29 @@ func (ev *Evaluator) Has(ref CallableRef) bool {
 	return ok
 }
 
+// Accepts reports whether the callable behind ref takes n positional
+// arguments, ctx included: a function with that many parameters or with
+// *args. The runtime passes an optional argument (reduce's items) only to
+// a callable that takes it.
+func (ev *Evaluator) Accepts(ref CallableRef, n int) bool {
+	cl, ok := ev.callables[ref]
+	if !ok {
+		return false
+	}
+	fn, ok := cl.value.(*starlark.Function)
+	if !ok {
+		return false
+	}
+	if fn.HasVarargs() {
+		return true
+	}
+	positional := fn.NumParams() - fn.NumKwonlyParams()
+	if fn.HasKwargs() {
+		positional--
+	}
+	return positional >= n
+}
+
 // Call evaluates the value behind ref. A callable is called with a frozen,
 // read-only ctx built from c, followed by extra converted to Starlark; a
 // constant is returned as it is. Calling conventions, by ref.Param:
@@ -117,7 +140,10 @@ func (ev *Evaluator) Has(ref CallableRef) bool {
 //	args     args(ctx) -> dict; a fanout's args(ctx, item) -> dict
 //	cond     cond(ctx) -> truth value, returned as bool
 //	items    items(ctx) -> list
-//	reduce   reduce(ctx, results) -> any; results: published child results, in item order
+//	reduce   reduce(ctx, results) -> any; results: published child results, in item order;
+//	         reduce(ctx, results, items) also gets items[i], the item results[i] came from:
+//	         the runtime passes both, and items is dropped for a function that does
+//	         not take it (Accepts), so the decision is made where the function is
 //	mature   mature(ctx, item, result) -> truth value, returned as bool
 //	output   output(ctx) -> any
 //
@@ -132,6 +158,9 @@ func (ev *Evaluator) Call(ref CallableRef, c Context, extra ...any) (any, error)
 	}
 	v := cl.value
 	if fn, isFn := v.(starlark.Callable); isFn {
+		if ref.Param == "reduce" && len(extra) > 1 && !ev.Accepts(ref, 1+len(extra)) {
+			extra = extra[:1] // reduce(ctx, results): no items
+		}
 		thread := &starlark.Thread{Name: ref.String(), Print: func(*starlark.Thread, string) {}}
 		thread.SetMaxExecutionSteps(ev.maxSteps)
 		thread.SetLocal(localSteps, ev.maxSteps)

@@ -22,9 +22,10 @@ const (
 const (
 	FormatMermaid = "mermaid"
 	FormatDot     = "dot"
+	FormatSVG     = "svg"
 )
 
-// Render draws the flow's graph in format (mermaid or dot). marks, if not
+// Render draws the flow's graph in format (mermaid, dot or svg). marks, if not
 // nil, colours the nodes by what a run did there. Ok wires are solid,
 // error wires dashed; a node with no outgoing wire ends the run.
 func Render(f *Flow, format string, marks map[string]Mark) (string, error) {
@@ -33,8 +34,10 @@ func Render(f *Flow, format string, marks map[string]Mark) (string, error) {
 		return renderMermaid(f, marks), nil
 	case FormatDot:
 		return renderDot(f, marks), nil
+	case FormatSVG:
+		return renderSVG(f, marks), nil
 	}
-	return "", fmt.Errorf("unknown graph format %q: use %s or %s", format, FormatMermaid, FormatDot)
+	return "", fmt.Errorf("unknown graph format %q: use %s, %s or %s", format, FormatMermaid, FormatDot, FormatSVG)
 }
 
 // label is the text inside a node: its id and what it does.

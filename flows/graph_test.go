@@ -1,6 +1,8 @@
 package flows
 
 import (
+	"encoding/xml"
+	"io"
 	"strings"
 	"testing"
 )
@@ -41,7 +43,30 @@ flow(name = "g", nodes = [
 			t.Errorf("dot lacks %q:\n%s", want, dot)
 		}
 	}
-	if _, err := Render(f, "svg", nil); err == nil {
+	svg, err := Render(f, FormatSVG, marks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`<svg xmlns="http://www.w3.org/2000/svg"`, `<g class="node failed" data-node="a" data-kind="task">`,
+		`<g class="node waiting" data-node="c"`, `<g class="node" data-node="d"`, `data-from="a" data-to="c" data-label="error"`,
+		`stroke-dasharray`, `fill="#ffcdd2"`, `>task x.y</text>`, `<polygon`} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("svg lacks %q:\n%s", want, svg)
+		}
+	}
+	dec := xml.NewDecoder(strings.NewReader(svg))
+	for {
+		if _, err := dec.Token(); err != nil {
+			if err != io.EOF {
+				t.Errorf("the svg is not well-formed XML: %v", err)
+			}
+			break
+		}
+	}
+	if strings.Contains(svg, "gone") {
+		t.Errorf("a mark on a node the flow lacks was drawn:\n%s", svg)
+	}
+	if _, err := Render(f, "png", nil); err == nil {
 		t.Error("an unknown format was accepted")
 	}
 }

@@ -205,13 +205,11 @@ func TestAgentKilledDuringTurnAndCall(t *testing.T) {
 	<-d.exited
 	close(hold)
 
-	d.start("after-tool@1") // the turn asked again: its answer, before it is journaled
-	d.waitKilled()
+	d.startToDie("after-tool@1") // the turn asked again: its answer, before it is journaled
 	if srv.Turns() != 2 || d.outbox() != 0 {
 		t.Fatalf("at the second kill: %d turns answered, %d mails", srv.Turns(), d.outbox())
 	}
-	d.start("after-tool@2") // the turn asked again, then the mail it asks for
-	d.waitKilled()
+	d.startToDie("after-tool@2") // the turn asked again, then the mail it asks for
 	if srv.Turns() != 3 || d.outbox() != 1 {
 		t.Fatalf("at the third kill: %d turns answered, %d mails", srv.Turns(), d.outbox())
 	}

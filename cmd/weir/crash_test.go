@@ -66,6 +66,23 @@ func newDaemon(t *testing.T) *daemon {
 // answers on its socket.
 func (d *daemon) start(failpoints string, env ...string) {
 	d.t.Helper()
+	d.spawn(failpoints, env...)
+	d.waitServing()
+}
+
+// startToDie runs weir serve with a failpoint that must kill it, and waits
+// for that SIGKILL. The failpoint may fire while the daemon recovers,
+// before it ever answers (recovery resumes the work that hits it), so
+// nothing is asked of it first.
+func (d *daemon) startToDie(failpoints string) {
+	d.t.Helper()
+	d.spawn(failpoints)
+	d.waitKilled()
+}
+
+// spawn starts the weir serve process with the failpoints armed.
+func (d *daemon) spawn(failpoints string, env ...string) {
+	d.t.Helper()
 	args := []string{"--data", d.data, "--plugins", d.plugins, "--socket", d.socket, "serve", "--log-level", "debug", "--grace", "5s"}
 	if d.config != "" {
 		cfg := filepath.Join(d.t.TempDir(), "weir.hcl")
@@ -97,6 +114,12 @@ func (d *daemon) start(failpoints string, env ...string) {
 			<-d.exited
 		}
 	})
+}
+
+// waitServing waits until the daemon answers on its socket with admission
+// open.
+func (d *daemon) waitServing() {
+	d.t.Helper()
 	testutil.Eventually(d.t, 30*time.Second, func() error {
 		st, err := d.api.Health(context.Background())
 		if err == nil && !st.Open() {

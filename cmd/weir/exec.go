@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/weirhq/weir/flows"
 	"github.com/weirhq/weir/runtime/api"
 	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/config"
@@ -22,22 +23,24 @@ func init() {
 		var opts execOptions
 		var input string
 		cmd := &cobra.Command{
-			Use:   "exec FILE.star",
-			Short: "Register a flow file and run one flow to its end, without a daemon",
-			Long: `Register FILE.star and run one of its flows to the end on the embedded store
-in the data directory (or the PostgreSQL store of --store or WEIR_STORE),
-without a daemon, then print the result. --flow picks
-the flow when the file declares several (default: the first). Refused
-clearly if a daemon holds the data directory: use 'weir run start' then.
+			Use:   "exec FILE.star [MORE.star...]",
+			Short: "Register flow files and run one flow to its end, without a daemon",
+			Long: `Register the flow files together and run one of their flows to the end on the
+store in the data directory (or the PostgreSQL store of --store or
+WEIR_STORE), without a daemon, then print the result. Give every file the
+flow needs: the files of the subflows it calls and the files it load()s.
+--flow picks the flow (default: the first one FILE.star declares). Refused
+clearly if a daemon holds the data directory: use 'weir flow register' and
+'weir run start' then.
 With --config FILE, plugins are launched with that file's plugin blocks
 (their sections, env and memory_max), as 'weir serve --config' would.`,
-			Args: exactArgs(1),
+			Args: minArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				in, err := readInput(input)
 				if err != nil {
 					return err
 				}
-				opts.file, opts.input = args[0], in
+				opts.files, opts.input = args, in
 				return m.exec(cmd.Context(), opts)
 			},
 		}
@@ -53,8 +56,8 @@ With --config FILE, plugins are launched with that file's plugin blocks
 
 // execOptions is what one weir exec command line asks for.
 type execOptions struct {
-	file     string // the flow script to register
-	flow     string // the flow to run; "" runs the first the file declares
+	files    []string // the flow scripts to register together
+	flow     string   // the flow to run; "" runs the first the first file declares
 	input    json.RawMessage
 	asJSON   bool // print the final run as JSON
 	logLevel string
@@ -63,9 +66,13 @@ type execOptions struct {
 }
 
 func (m *Main) exec(ctx context.Context, opts execOptions) error {
-	src, err := os.ReadFile(opts.file)
+	read, err := readFlowFiles(opts.files)
 	if err != nil {
-		return usageErrorf("%v", err)
+		return err
+	}
+	files := make([]engine.SourceFile, len(read))
+	for i, f := range read {
+		files[i] = engine.SourceFile{Path: f.Path, Src: string(f.Src)}
 	}
 	var plugins *config.Config
 	if opts.config != "" {
@@ -93,7 +100,7 @@ func (m *Main) exec(ctx context.Context, opts execOptions) error {
 	// flow names it declares are that user's (or refused if another
 	// user registered them first).
 	owner := currentUser()
-	res, err := s.eng.RegisterAs(ctx, owner, []engine.SourceFile{{Path: opts.file, Src: string(src)}})
+	res, err := s.eng.RegisterAs(ctx, owner, files)
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
@@ -101,14 +108,16 @@ func (m *Main) exec(ctx context.Context, opts execOptions) error {
 		for _, d := range res.Diagnostics {
 			fmt.Fprintln(m.Stderr, d.String())
 		}
+		if res.Diagnostics.Has(flows.CodeUnknownFlow) || res.Diagnostics.Has(flows.CodeLoad) {
+			fmt.Fprintln(m.Stderr, "weir: give exec every file the flow needs: the files of the subflows it calls and the files it load()s")
+		}
 		return exitCode(exitFailed)
 	}
 	flowName := opts.flow
 	if flowName == "" {
-		if len(res.Flows) == 0 {
-			return fmt.Errorf("%s declares no flow", opts.file)
+		if flowName = firstFlowOf(read, opts.files[0]); flowName == "" {
+			return fmt.Errorf("%s declares no flow", opts.files[0])
 		}
-		flowName = res.Flows[0].Name
 	}
 	started, err := s.eng.Submit(ctx, engine.StartRequest{Owner: owner, Flow: flowName, Input: opts.input})
 	if err != nil {
@@ -154,6 +163,18 @@ func (m *Main) exec(ctx context.Context, opts execOptions) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// firstFlowOf is the first flow the file at path declares, among files
+// loaded together ("" if none).
+func firstFlowOf(files []flows.File, path string) string {
+	mod, _ := flows.Check(files, flows.MapCatalog{})
+	for _, f := range mod.Flows {
+		if f.Pos.File == path {
+			return f.Name
+		}
+	}
+	return ""
 }
 
 // currentUser is the OS user running the command: the owner of runs that

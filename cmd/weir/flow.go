@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -20,7 +21,7 @@ func init() {
 	registerCommand(func(m *Main) *cobra.Command {
 		cmd := &cobra.Command{
 			Use:   "flow",
-			Short: "Check, register, list and draw flows",
+			Short: "Check, register, list, draw and start new flows",
 			Long:  "Commands that work on flow scripts. See docs/flows.md for the language.",
 			RunE: func(cmd *cobra.Command, args []string) error {
 				if len(args) > 0 {
@@ -29,7 +30,7 @@ func init() {
 				return commandUsageErrorf(cmd, "%s needs a subcommand", cmd.CommandPath())
 			},
 		}
-		cmd.AddCommand(flowCheckCommand(m), flowRegisterCommand(m), flowLsCommand(m), flowGraphCommand(m))
+		cmd.AddCommand(flowCheckCommand(m), flowRegisterCommand(m), flowLsCommand(m), flowGraphCommand(m), flowNewCommand(m))
 		return cmd
 	})
 }
@@ -39,20 +40,26 @@ func flowCheckCommand(m *Main) *cobra.Command {
 		toolsPath  string
 		configPath string
 		asJSON     bool
+		onDaemon   bool
 	)
 	cmd := &cobra.Command{
-		Use:   "check [--tools catalog.json | --config weir.hcl] [--json] FILE...",
-		Short: "Check flow files together, offline",
+		Use:   "check [--tools catalog.json | --config weir.hcl | --daemon] [--json] FILE...",
+		Short: "Check flow files together, offline or against the daemon",
 		Long: `Check loads the flow files together, exactly as registration would, and reports
 every problem with its position, a stable code and a message.
 
-Subflow calls resolve among the files given. Tools resolve against the
-catalog given with --tools (a JSON file, see docs/flows.md), or else against
-the installed plugins; the tool check is never skipped, so with no catalog
-every tool is unknown. With --config FILE, the installed plugins' tools are
-the ones their blocks in that daemon config give (a plugin whose tools come
-from its config, such as llm's models, is launched once with its block if
-its manifest for that block is not cached yet).
+Offline (the default), subflow calls resolve among the files given only:
+give the callees' files too. Tools resolve against the catalog given with
+--tools (a JSON file, see docs/flows.md), or else against the installed
+plugins; the tool check is never skipped, so with no catalog every tool is
+unknown. With --config FILE, the installed plugins' tools are the ones their
+blocks in that daemon config give (a plugin whose tools come from its
+config, such as llm's models, is launched once with its block if its
+manifest for that block is not cached yet).
+
+With --daemon, the daemon on the socket runs the check, against its
+registered flows and its plugins, exactly as 'weir flow register' would,
+and stores nothing.
 
 The scripts run in a sandbox worker process under the limits of the
 daemon's (memory, time, steps, nesting; the --config file's sandbox block
@@ -62,6 +69,16 @@ Exit status: 0 when every flow is clean (one summary line per flow),
 1 when there are diagnostics (all of them are printed), 2 on usage errors.`,
 		Args: minArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if onDaemon && (toolsPath != "" || configPath != "") {
+				return commandUsageErrorf(cmd, "--daemon checks against the daemon's plugins: it takes neither --tools nor --config")
+			}
+			files, err := readFlowFiles(args)
+			if err != nil {
+				return err
+			}
+			if onDaemon {
+				return m.checkOnDaemon(cmd.Context(), files, asJSON)
+			}
 			var tools flows.Catalog
 			var daemon *config.Config
 			if toolsPath != "" {
@@ -84,14 +101,6 @@ Exit status: 0 when every flow is clean (one summary line per flow),
 					return &exitError{code: exitFailed, err: fmt.Errorf("reading the installed plugins' catalog: %w", err)}
 				}
 				tools = c
-			}
-			files := make([]flows.File, 0, len(args))
-			for _, p := range args {
-				src, err := os.ReadFile(p)
-				if err != nil {
-					return usageErrorf("%v", err)
-				}
-				files = append(files, flows.File{Path: p, Src: src})
 			}
 
 			pool, err := newSandbox(daemon)
@@ -129,13 +138,59 @@ Exit status: 0 when every flow is clean (one summary line per flow),
 				}
 				fmt.Fprintf(m.Stderr, "weir: tools resolve against the plugins installed in %s; install the missing ones there, or pass --tools FILE\n", m.PluginsDir)
 			}
+			if ds.Has(flows.CodeUnknownFlow) {
+				fmt.Fprintf(m.Stderr, "weir: offline, subflows resolve among the files given only; give the callees' files too, or pass --daemon to check against the daemon's registered flows\n")
+			}
 			return &exitError{code: exitFailed, err: fmt.Errorf("%s in %s", count(len(ds), "problem"), count(len(files), "file"))}
 		},
 	}
 	cmd.Flags().StringVar(&toolsPath, "tools", "", "resolve tools in this JSON catalog instead of the installed plugins")
 	cmd.Flags().StringVar(&configPath, "config", "", "resolve the installed plugins' tools as configured by this daemon config file")
+	cmd.Flags().BoolVar(&onDaemon, "daemon", false, "check in the daemon, against its registered flows and plugins (stores nothing)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the diagnostics as a JSON array")
 	return cmd
+}
+
+// readFlowFiles reads the flow files named on a command line.
+func readFlowFiles(paths []string) ([]flows.File, error) {
+	files := make([]flows.File, 0, len(paths))
+	for _, p := range paths {
+		src, err := os.ReadFile(p)
+		if err != nil {
+			return nil, usageErrorf("%v", err)
+		}
+		files = append(files, flows.File{Path: p, Src: src})
+	}
+	return files, nil
+}
+
+// checkOnDaemon is flow check --daemon.
+func (m *Main) checkOnDaemon(ctx context.Context, files []flows.File, asJSON bool) error {
+	src := make([]apitypes.SourceFile, len(files))
+	for i, f := range files {
+		src[i] = apitypes.SourceFile{Path: f.Path, Src: string(f.Src)}
+	}
+	res, err := m.api().FlowCheck(ctx, src...)
+	var de *client.DiagnosticsError
+	if errors.As(err, &de) {
+		ds := diagnosticsOf(de.Diagnostics)
+		if asJSON {
+			_ = ds.WriteJSON(m.Stdout)
+		} else {
+			_ = ds.WriteText(m.Stdout)
+		}
+		return &exitError{code: exitFailed, err: fmt.Errorf("%s in %s, checked against the daemon on %s", count(len(ds), "problem"), count(len(files), "file"), m.SocketPath)}
+	}
+	if err != nil {
+		return m.apiFailure(err)
+	}
+	if asJSON {
+		return printJSON(m.Stdout, []any{})
+	}
+	for _, f := range res.Flows {
+		fmt.Fprintf(m.Stdout, "ok  %s  %s, version %s (checked against the daemon's registered flows and plugins; not registered)\n", f.Name, count(f.Nodes, "node"), short(f.Hash))
+	}
+	return nil
 }
 
 // installedCatalog is the tool catalog of the plugins installed in
@@ -197,13 +252,13 @@ they started with.
 Exit status: 0 registered, 1 diagnostics or a daemon error, 2 usage.`,
 		Args: minArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var files []apitypes.SourceFile
-			for _, p := range args {
-				src, err := os.ReadFile(p)
-				if err != nil {
-					return usageErrorf("%v", err)
-				}
-				files = append(files, apitypes.SourceFile{Path: p, Src: string(src)})
+			read, err := readFlowFiles(args)
+			if err != nil {
+				return err
+			}
+			files := make([]apitypes.SourceFile, len(read))
+			for i, f := range read {
+				files[i] = apitypes.SourceFile{Path: f.Path, Src: string(f.Src)}
 			}
 			res, err := m.api().FlowRegister(cmd.Context(), files...)
 			var de *client.DiagnosticsError

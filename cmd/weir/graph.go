@@ -12,8 +12,8 @@ import (
 
 // graphFormat validates --format before anything is asked of the daemon.
 func graphFormat(f string) error {
-	if f != flows.FormatMermaid && f != flows.FormatDot {
-		return usageErrorf("--format %q: use mermaid or dot", f)
+	if f != flows.FormatMermaid && f != flows.FormatDot && f != flows.FormatSVG {
+		return usageErrorf("--format %q: use mermaid, dot or svg", f)
 	}
 	return nil
 }
@@ -22,7 +22,7 @@ func flowGraphCommand(m *Main) *cobra.Command {
 	var format string
 	cmd := &cobra.Command{
 		Use:   "graph NAME|FILE.star",
-		Short: "Draw a flow as Mermaid or Graphviz dot",
+		Short: "Draw a flow as Mermaid, Graphviz dot or SVG",
 		Long: `Draw the latest registered version of the flow NAME (asking the daemon), or
 every flow a FILE.star declares (offline, no daemon needed). Ok wires are
 solid, error wires dashed.`,
@@ -63,7 +63,7 @@ solid, error wires dashed.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&format, "format", flows.FormatMermaid, "mermaid or dot")
+	cmd.Flags().StringVar(&format, "format", flows.FormatMermaid, "mermaid, dot or svg")
 	return cmd
 }
 
@@ -85,6 +85,6 @@ func (m *Main) runGraphCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&format, "format", flows.FormatMermaid, "mermaid or dot")
+	cmd.Flags().StringVar(&format, "format", flows.FormatMermaid, "mermaid, dot or svg")
 	return cmd
 }

@@ -2,15 +2,21 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/cobra"
 
+	"github.com/weirhq/weir/runtime/api/apitypes"
+	"github.com/weirhq/weir/runtime/api/client"
 	"github.com/weirhq/weir/runtime/config"
 	"github.com/weirhq/weir/runtime/host"
 )
@@ -19,12 +25,12 @@ func init() {
 	registerCommand(func(m *Main) *cobra.Command {
 		cmd := &cobra.Command{
 			Use:   "plugin",
-			Short: "Install and list tool plugins",
+			Short: "Install, list, remove and scaffold tool plugins",
 			Long: `Tool plugins are binaries in the plugins directory (--plugins), each pinned by
 the SHA-256 recorded when it was installed: weir refuses to launch a binary
 that no longer matches its pin.`,
 		}
-		cmd.AddCommand(pluginInstallCmd(m), pluginLsCmd(m))
+		cmd.AddCommand(pluginInstallCmd(m), pluginLsCmd(m), pluginRmCmd(m), pluginRescanCmd(m), pluginNewCmd(m))
 		return cmd
 	})
 }
@@ -37,7 +43,13 @@ func pluginInstallCmd(m *Main) *cobra.Command {
 PLUGINS/NAME (NAME is the part of its tool names before the dot), pins its
 SHA-256 in PLUGINS/pins.json and caches its manifest. Installing a binary
 that is already in place only pins it; installing a new build of a plugin
-replaces the old one. A running daemon keeps the pins it started with.`,
+replaces the old one.
+
+When a daemon answers on the socket, install then asks it to rescan its
+plugins directory (the daemon's own OS user only): the new tools are known
+to it at once, so 'weir flow register' works right after, and a new build
+serves the next calls while calls in flight finish on the old process.
+With several daemons, each host installs into its own directory.`,
 		Args: minArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			logger := hclog.New(&hclog.LoggerOptions{Name: "weir", Level: hclog.Warn, Output: m.Stderr})
@@ -52,11 +64,104 @@ replaces the old one. A running daemon keeps the pins it started with.`,
 				fmt.Fprintf(m.Stdout, "installed %s (%s) from %s: %s\n",
 					man.Name, shortSum(man.SHA256), path, countTools(len(man.Tools)))
 			}
-			if failed {
+			if ok := m.tellDaemon(cmd.Context()); !ok || failed {
 				return exitCode(exitFailed)
 			}
 			return nil
 		},
+	}
+}
+
+func pluginRmCmd(m *Main) *cobra.Command {
+	return &cobra.Command{
+		Use:   "rm NAME...",
+		Short: "Uninstall plugins: their pins, binaries and cached manifests",
+		Long: `rm removes each named plugin from the plugins directory: its pin, its binary
+and its cached manifests. When a daemon answers on the socket it is asked to
+rescan, as after install: the plugin's tools become unknown to new calls and
+registrations, and calls in flight finish first.`,
+		Args: minArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			failed := false
+			for _, name := range args {
+				if err := host.Remove(m.PluginsDir, name); err != nil {
+					fmt.Fprintf(m.Stderr, "weir: %v\n", err)
+					failed = true
+					continue
+				}
+				fmt.Fprintf(m.Stdout, "removed %s from %s\n", name, m.PluginsDir)
+			}
+			if ok := m.tellDaemon(cmd.Context()); !ok || failed {
+				return exitCode(exitFailed)
+			}
+			return nil
+		},
+	}
+}
+
+func pluginRescanCmd(m *Main) *cobra.Command {
+	return &cobra.Command{
+		Use:   "rescan",
+		Short: "Ask the daemon to put what is installed in its plugins directory in service",
+		Long: `rescan asks the daemon on the socket to re-read its plugins directory, as
+install and rm do: for plugins copied there by other means, or installed by
+another user. Only the daemon's own OS user may.`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			res, err := m.api().AdminRescanPlugins(cmd.Context())
+			if err != nil {
+				return m.apiFailure(err)
+			}
+			printRescan(m, res)
+			return nil
+		},
+	}
+}
+
+// tellDaemon asks the daemon on the socket, if one answers, to rescan its
+// plugins directory after an install or a removal, and says what it did.
+// It reports false only when the daemon serves this directory and failed
+// to take the change; a daemon of another directory or another user is
+// told about on stderr (the install itself stands).
+func (m *Main) tellDaemon(ctx context.Context) bool {
+	res, err := m.api().AdminRescanPlugins(ctx)
+	var ae *client.Error
+	switch {
+	case errors.Is(err, client.ErrNoDaemon):
+		fmt.Fprintf(m.Stdout, "no daemon answers on %s; a daemon started with --plugins %s will serve it\n", m.SocketPath, m.PluginsDir)
+		return true
+	case errors.As(err, &ae) && ae.Code == apitypes.CodeForbidden:
+		fmt.Fprintf(m.Stderr, "weir: note: the daemon on %s runs as another user and was not told; its user can run 'weir plugin rescan'\n", m.SocketPath)
+		return true
+	case err != nil:
+		fmt.Fprintf(m.Stderr, "weir: the daemon on %s did not rescan its plugins: %v\n", m.SocketPath, err)
+		return false
+	}
+	mine, _ := filepath.Abs(m.PluginsDir)
+	if res.PluginsDir != "" && filepath.Clean(res.PluginsDir) != mine {
+		fmt.Fprintf(m.Stderr, "weir: note: the daemon on %s serves the plugins in %s, not %s: it does not see this change\n", m.SocketPath, res.PluginsDir, mine)
+		return true
+	}
+	printRescan(m, res)
+	return true
+}
+
+func printRescan(m *Main, res *apitypes.PluginRescan) {
+	var parts []string
+	for _, c := range []struct {
+		what  string
+		names []string
+	}{{"added", res.Added}, {"upgraded", res.Upgraded}, {"removed", res.Removed}} {
+		if len(c.names) > 0 {
+			parts = append(parts, c.what+" "+strings.Join(c.names, ", "))
+		}
+	}
+	if len(parts) == 0 {
+		parts = append(parts, "no change")
+	}
+	fmt.Fprintf(m.Stdout, "daemon on %s rescanned %s: %s; %s in service\n", m.SocketPath, res.PluginsDir, strings.Join(parts, "; "), countTools(res.Tools))
+	for _, p := range res.Unavailable {
+		fmt.Fprintf(m.Stderr, "weir: plugin %s is unavailable to the daemon: %s\n", p.Name, p.Error)
 	}
 }
 

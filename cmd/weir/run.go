@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -32,6 +34,9 @@ func init() {
 				}
 				if asJSON {
 					return printJSON(m.Stdout, dl)
+				}
+				if len(dl) == 0 {
+					fmt.Fprintln(m.Stdout, "none")
 				}
 				for _, d := range dl {
 					fmt.Fprintf(m.Stdout, "%s  run %s  %s/%s  %s  %d attempts\n", d.At.Format(time.RFC3339), d.RunID, d.Flow, d.Node, d.Tool, len(d.Errors))
@@ -105,14 +110,17 @@ func (m *Main) apiFailure(err error) error {
 
 func (m *Main) runStartCmd() *cobra.Command {
 	var input, requestID string
-	var wait, asJSON bool
+	var wait, follow, asJSON bool
 	cmd := &cobra.Command{
 		Use:   "start FLOW",
 		Short: "Start a run of FLOW and print its id",
 		Long: `Start a run of FLOW and print its id. Re-sending the same --request-id with the
 same input returns the same run; with a different input it is refused.
 With --wait, follow the run and print its final state: exit 0 if it
-completed, 1 if it failed or was cancelled.`,
+completed, 1 if it failed or was cancelled. A run that stops for a person's
+decision ends the wait there, as 'weir exec' does: the open decisions and
+the commands that decide them are printed and the exit status is 3.
+--follow keeps following through decisions to the end.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in, err := readInput(input)
@@ -124,7 +132,7 @@ completed, 1 if it failed or was cancelled.`,
 			if err != nil {
 				return m.apiFailure(err)
 			}
-			if !wait {
+			if !wait && !follow {
 				if asJSON {
 					return printJSON(m.Stdout, res)
 				}
@@ -134,34 +142,72 @@ completed, 1 if it failed or was cancelled.`,
 			if !asJSON {
 				fmt.Fprintln(m.Stderr, "run", res.RunID)
 			}
-			return m.follow(cmd.Context(), c, res.RunID, asJSON)
+			return m.follow(cmd.Context(), c, res.RunID, asJSON, follow)
 		},
 	}
 	cmd.Flags().StringVar(&input, "input", "", "run input as JSON, or @file")
 	cmd.Flags().StringVar(&requestID, "request-id", "", "business id that makes the start idempotent")
-	cmd.Flags().BoolVar(&wait, "wait", false, "follow the run to its end")
+	cmd.Flags().BoolVar(&wait, "wait", false, "follow the run to its end, or to a decision a person must take (exit 3)")
+	cmd.Flags().BoolVar(&follow, "follow", false, "follow the run to its end, through decisions")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
 
 // follow polls a run until it is terminal, printing each new phase and
 // node, then prints the final state. The exit code says how it ended.
-func (m *Main) follow(ctx context.Context, c *client.Client, id string, asJSON bool) error {
+// Unless through, it stops where the run waits for a person's decision
+// and prints how to take it (exit 3).
+func (m *Main) follow(ctx context.Context, c *client.Client, id string, asJSON, through bool) error {
 	live := newLiveLine(m.Stderr)
 	p := client.RunWaitParams{Poll: 50 * time.Millisecond}
 	if !asJSON {
 		p.Seen = func(v *apitypes.Run) { live.show(progressLine(v)) }
 	}
-	v, err := c.RunWait(ctx, id, p)
-	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		live.done()
-		return m.apiFailure(err)
+	if !through {
+		p.Until = apitypes.PhaseWaiting
 	}
-	live.done()
-	return m.printFinal(v, asJSON)
+	for {
+		v, err := c.RunWait(ctx, id, p)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			live.done()
+			return m.apiFailure(err)
+		}
+		if v.Phase.Terminal() {
+			live.done()
+			return m.printFinal(v, asJSON)
+		}
+		// Waiting: for a person, or only for a child run or a fan-out.
+		ws, err := c.RunWaits(ctx, id)
+		if err != nil {
+			live.done()
+			return m.apiFailure(err)
+		}
+		if len(ws) > 0 {
+			live.done()
+			return m.stopAtDecision(v, ws, asJSON)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(p.Poll):
+		}
+	}
+}
+
+// stopAtDecision ends run start --wait at a run's open decisions: what
+// they are and the commands that take them, exit 3.
+func (m *Main) stopAtDecision(v *apitypes.Run, ws []apitypes.HumanWait, asJSON bool) error {
+	if asJSON {
+		_ = printJSON(m.Stdout, v)
+		return exitCode(exitWaiting)
+	}
+	fmt.Fprintf(m.Stdout, "%s waiting\n", v.ID)
+	printWaits(m.Stdout, v.ID, ws)
+	fmt.Fprintf(m.Stdout, "then follow it on: weir run wait %s\n", v.ID)
+	return exitCode(exitWaiting)
 }
 
 // printFinal prints a terminal run and turns its phase into the exit code.
@@ -202,6 +248,9 @@ func (m *Main) runGetCmd() *cobra.Command {
 			if v.Progress != nil && v.Progress.Node != "" {
 				fmt.Fprintf(m.Stdout, "node:     %s\n", v.Progress.Node)
 			}
+			if v.Parent != "" {
+				fmt.Fprintf(m.Stdout, "parent:   %s (weir run get %s)\n", v.Parent, v.Parent)
+			}
 			if v.Progress != nil {
 				for _, a := range v.Progress.Agents {
 					printAgent(m.Stdout, a)
@@ -227,25 +276,44 @@ func (m *Main) runGetCmd() *cobra.Command {
 func (m *Main) runLsCmd() *cobra.Command {
 	var asJSON bool
 	var phase string
+	var limit int
 	cmd := &cobra.Command{
-		Use: "ls", Short: "List your runs", Args: exactArgs(0),
+		Use: "ls", Short: "List your runs, with their phase, when they were created and their parent", Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			vs, err := m.api().RunList(cmd.Context(), client.RunListParams{Phase: apitypes.Phase(phase)})
+			if limit < 0 || limit > apitypes.MaxListLimit {
+				return usageErrorf("--limit must be from 1 to %d (0: the daemon's page size)", apitypes.MaxListLimit)
+			}
+			vs, err := m.api().RunList(cmd.Context(), client.RunListParams{Phase: apitypes.Phase(phase), Limit: limit})
 			if err != nil {
 				return m.apiFailure(err)
 			}
 			if asJSON {
 				return printJSON(m.Stdout, vs)
 			}
-			for _, v := range vs {
-				fmt.Fprintf(m.Stdout, "%s  %-12s %-10s attempt %d  %s\n", v.ID, v.Flow, v.Phase, v.Attempt, v.CreatedAt)
+			if len(vs) == 0 {
+				fmt.Fprintln(m.Stdout, "none")
+				return nil
 			}
-			return nil
+			tw := tabwriter.NewWriter(m.Stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "RUN\tFLOW\tPHASE\tATTEMPT\tCREATED\tPARENT")
+			for _, v := range vs {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", v.ID, v.Flow, v.Phase, v.Attempt, v.CreatedAt, parentOrDash(v.Parent))
+			}
+			return tw.Flush()
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().StringVar(&phase, "phase", "", "only runs in this phase")
+	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many runs")
 	return cmd
+}
+
+// parentOrDash shows a top-level run's parent as "-".
+func parentOrDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func (m *Main) runCancelCmd() *cobra.Command {
@@ -282,18 +350,49 @@ func (m *Main) runEventsCmd() *cobra.Command {
 	return cmd
 }
 
+// eventTime is how an event's time prints: the full date, UTC, to the
+// microsecond (a run may last days).
+const eventTime = "2006-01-02T15:04:05.000000Z"
+
 // printEvents writes a timeline one event a line.
 func printEvents(w io.Writer, evs []*apitypes.Event) {
 	for _, e := range evs {
-		fmt.Fprintf(w, "%s  %-16s attempt %d", e.At.UTC().Format("15:04:05.000000"), e.Type, e.Attempt)
+		fmt.Fprintf(w, "%s  %-16s attempt %d", e.At.UTC().Format(eventTime), e.Type, e.Attempt)
 		if e.Node != "" {
 			fmt.Fprintf(w, "  node %s", e.Node)
 		}
 		for _, k := range sortedKeys(e.Detail) {
-			fmt.Fprintf(w, "  %s=%v", k, e.Detail[k])
+			fmt.Fprintf(w, "  %s=%s", k, detailValue(e.Detail[k]))
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// detailValue prints an event detail's value as JSON, so that a map or a
+// list reads as it does in --json; a plain word prints without quotes.
+func detailValue(v any) string {
+	if s, ok := v.(string); ok && plainWord(s) {
+		return s
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprintf("%q", fmt.Sprint(v))
+	}
+	return string(b)
+}
+
+// plainWord: no space, quote, '=' or control character, not empty, and
+// not what JSON would read as another type.
+func plainWord(s string) bool {
+	if s == "" || s == "true" || s == "false" || s == "null" {
+		return false
+	}
+	for _, r := range s {
+		if r <= ' ' || r == '"' || r == '=' || r == '\\' || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return false
+		}
+	}
+	return true
 }
 
 func short(h string) string {

@@ -22,6 +22,7 @@ import (
 	"github.com/weirhq/weir/runtime/api"
 	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/config"
+	"github.com/weirhq/weir/runtime/console"
 	"github.com/weirhq/weir/runtime/engine"
 	"github.com/weirhq/weir/runtime/host"
 	"github.com/weirhq/weir/runtime/metrics"
@@ -151,6 +152,7 @@ type serving struct {
 	pins       []pin
 	log        hclog.Logger
 	st         store.Store
+	host       *host.Host
 	eng        *engine.Engine
 	srv        *api.Server
 	sock       string
@@ -197,6 +199,29 @@ func (d *serving) Audit(ctx context.Context, afterSeq uint64, limit int) ([]*sto
 		return err
 	})
 	return evs, err
+}
+
+// RescanPlugins puts what is installed in the plugins directory now in
+// service: `weir plugin install` and `rm` call it.
+func (d *serving) RescanPlugins(ctx context.Context) (*apitypes.PluginRescan, error) {
+	res, err := d.host.Rescan()
+	if err != nil {
+		return nil, &engine.Error{Code: api.CodeConfig, Class: engine.ClassProtocol,
+			Message: fmt.Sprintf("reading the plugins directory %s: %v; the plugins in service are unchanged", d.pluginsDir, err)}
+	}
+	out := &apitypes.PluginRescan{Added: orEmpty(res.Added), Upgraded: orEmpty(res.Upgraded), Removed: orEmpty(res.Removed),
+		Unavailable: []apitypes.PluginProblem{}, Tools: res.Tools, PluginsDir: absPath(d.pluginsDir)}
+	for _, p := range res.Unavailable {
+		out.Unavailable = append(out.Unavailable, apitypes.PluginProblem{Name: p.Name, Error: p.Error})
+	}
+	return out, nil
+}
+
+func orEmpty(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 func (d *serving) configVersion() int64 { return d.ConfigInfo().Version }
@@ -320,7 +345,7 @@ func (m *Main) serve(ctx context.Context, file, storeFlag string, pins []pin) er
 		return err
 	}
 	timed := storemetrics.New(bst)
-	d.st = timed
+	d.st, d.host = timed, h
 	closeAll := func() {
 		_ = h.Close()
 		_ = bst.Close()
@@ -360,7 +385,7 @@ func (m *Main) serve(ctx context.Context, file, storeFlag string, pins []pin) er
 	d.srv = api.NewServer(eng, log.Named("api"), api.WithDaemon(d), api.WithTokens(api.NewTokens(cfg.Tokens())))
 
 	var servers []*http.Server
-	served := make(chan error, 3)
+	served := make(chan error, 4)
 	stopAll := func() {
 		dctx, cancel := context.WithTimeout(context.Background(), d.current().DrainGrace)
 		defer cancel()
@@ -372,8 +397,9 @@ func (m *Main) serve(ctx context.Context, file, storeFlag string, pins []pin) er
 	}
 	serveOn := func(ln net.Listener, handler http.Handler, connCtx func(context.Context, net.Conn) context.Context) {
 		// Every listener has the timeouts and connection caps of the
-		// config's http block.
+		// config's http block; its streams end when it shuts down.
 		s := api.NewHTTPServer(handler, connCtx, cfg.HTTP)
+		api.EndStreamsOnShutdown(s)
 		servers = append(servers, s)
 		ln = api.LimitListener(ln, cfg.HTTP, os.Getuid(), log.Named("http"))
 		go func() { served <- s.Serve(ln) }()
@@ -402,6 +428,17 @@ func (m *Main) serve(ctx context.Context, file, storeFlag string, pins []pin) er
 		}
 		serveOn(tln, d.srv, api.ConnContext)
 		log.Info("serving on tcp", "address", tln.Addr().String(), "tokens", len(cfg.TCP.Tokens), "tls", cfg.TCP.TLS != nil)
+	}
+	if cfg.Console != nil {
+		cln, err := net.Listen("tcp", cfg.Console.Address)
+		if err != nil {
+			stopAll()
+			return fmt.Errorf("console listener: %w", err)
+		}
+		cs := console.NewServer(console.New(d.srv, log.Named("console")))
+		servers = append(servers, cs)
+		go func() { served <- cs.Serve(cln) }()
+		log.Info("serving the console", "address", "http://"+cln.Addr().String())
 	}
 	if cfg.MetricsAddress != "" {
 		mln, err := net.Listen("tcp", cfg.MetricsAddress)

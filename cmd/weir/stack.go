@@ -28,7 +28,8 @@ type stack struct {
 	sandbox *sandbox.Pool
 }
 
-// storeDir is where the embedded store lives under the data directory.
+// storeDir is where the store lives under the data directory, for the
+// daemon and for exec alike.
 func (m *Main) storeDir() string { return filepath.Join(m.DataDir, "store") }
 
 // storeURL picks the store: the --store flag, else WEIR_STORE, else the

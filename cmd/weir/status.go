@@ -100,6 +100,7 @@ func printStatus(w io.Writer, st *apitypes.Status) {
 	}
 	fmt.Fprintf(w, "admission:       %s\n", adm)
 	fmt.Fprintf(w, "queued tasks:    %d\n", st.Queued)
+	fmt.Fprintf(w, "parked tasks:    %d (waiting for a decision, a child run or a timer)\n", st.Parked)
 	fmt.Fprintf(w, "held tasks:      %d\n", st.Held)
 	fmt.Fprintf(w, "slots:           %d\n", st.Slots)
 	if c := st.Config; c != nil {

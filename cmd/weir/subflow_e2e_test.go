@@ -75,7 +75,7 @@ func TestApproveThroughTheDaemon(t *testing.T) {
 	if code, out, errb, _ := run(t, env, "flow", "graph", "gate", "--format", "dot"); code != 0 || !strings.Contains(out, `"ok" -> "go" [label="next"]`) {
 		t.Fatalf("flow graph: %d %s %s", code, out, errb)
 	}
-	if code, _, _, _ := run(t, env, "flow", "graph", "gate", "--format", "svg"); code != exitUsage {
+	if code, _, _, _ := run(t, env, "flow", "graph", "gate", "--format", "png"); code != exitUsage {
 		t.Fatalf("an unknown format: exit %d, want %d", code, exitUsage)
 	}
 	if code, out, errb, _ := run(t, env, "run", "approve", res.RunID, "ok", "--payload", `{"by":"me"}`); code != 0 || !strings.Contains(out, "approved") {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 )
 
@@ -39,4 +40,12 @@ func readInput(s string) (json.RawMessage, error) {
 		return nil, usageErrorf("--input is not valid JSON: %s", s)
 	}
 	return json.RawMessage(s), nil
+}
+
+// absPath is path made absolute, or path itself if that fails.
+func absPath(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return path
 }

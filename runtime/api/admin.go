@@ -23,6 +23,9 @@ type Daemon interface {
 	// Audit lists the audit stream (engine.AuditStream) after seq: the
 	// refused attempts on other owners' runs.
 	Audit(ctx context.Context, afterSeq uint64, limit int) ([]*store.Event, error)
+	// RescanPlugins re-reads the plugins directory and puts what is
+	// installed there in service for new calls and registrations.
+	RescanPlugins(ctx context.Context) (*apitypes.PluginRescan, error)
 }
 
 // adminReload is POST /v1/admin/reload: only the daemon's own OS user, on
@@ -37,6 +40,25 @@ func (s *Server) adminReload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := s.daemon.Reload(r.Context())
+	if err != nil {
+		writeEngineErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// adminRescan is POST /v1/admin/plugins/rescan: after `weir plugin
+// install` or `rm` in the daemon's plugins directory, the daemon's own OS
+// user makes the change known without a restart.
+func (s *Server) adminRescan(w http.ResponseWriter, r *http.Request) {
+	if !s.admin(w, r) || !queryParams(w, r) || !emptyBody(w, r) {
+		return
+	}
+	if s.daemon == nil {
+		writeEngineErr(w, &engine.Error{Code: CodeNoConfig, Class: engine.ClassProtocol, Message: "this server has no daemon whose plugins to rescan"})
+		return
+	}
+	res, err := s.daemon.RescanPlugins(r.Context())
 	if err != nil {
 		writeEngineErr(w, err)
 		return

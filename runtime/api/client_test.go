@@ -202,7 +202,7 @@ func TestClientFlowsWaitsAndDeadLetters(t *testing.T) {
 	if g, err := c.FlowGraph(ctx, "gate", client.FormatDot); err != nil || !strings.Contains(g, `"ok" -> "go"`) {
 		t.Errorf("dot graph: %q %v", g, err)
 	}
-	_, err = c.FlowGraph(ctx, "gate", "svg")
+	_, err = c.FlowGraph(ctx, "gate", "png")
 	apiError(t, "graph in an unknown format", err, apitypes.CodeBadRequest, 400)
 
 	// A human wait: approve once; a second decision is refused.

@@ -103,7 +103,7 @@ func typeStatsOf(t engine.TypeStats) apitypes.TypeStats {
 }
 
 func statusOf(h engine.Health, cfg *apitypes.ConfigInfo, id *Identity) *apitypes.Status {
-	st := &apitypes.Status{Admission: h.Admission, Reason: h.Reason, Queued: h.Queued, Held: h.Held, Slots: h.Slots, Config: cfg}
+	st := &apitypes.Status{Admission: h.Admission, Reason: h.Reason, Queued: h.Queued, Parked: h.Parked, Held: h.Held, Slots: h.Slots, Config: cfg}
 	if id != nil {
 		st.Caller = &apitypes.Caller{Owner: id.Owner, Local: id.Local}
 	}

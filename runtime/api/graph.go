@@ -48,6 +48,11 @@ func writeGraph(w http.ResponseWriter, r *http.Request, f *flows.Flow, marks map
 		writeErr(w, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequest, Class: engine.ClassProtocol, Message: err.Error()})
 		return
 	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if format == flows.FormatSVG {
+		w.Header().Set("Content-Type", "image/svg+xml")
+		w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
+	} else {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	}
 	_, _ = w.Write([]byte(out))
 }

@@ -98,6 +98,15 @@ func ConnContext(ctx context.Context, c net.Conn) context.Context {
 	return ctx
 }
 
+// BearerContext marks ctx as a request whose caller is established by its
+// bearer token alone, as on TCP, whatever connection it came on. A handler
+// in front of the API that sets the Authorization header itself (the web
+// console, from its session) serves its requests with it, so that every
+// page goes through the API's own ownership rules.
+func BearerContext(ctx context.Context) context.Context {
+	return context.WithValue(context.WithValue(ctx, peerKey, nil), networkKey, true)
+}
+
 // Tokens maps bearer tokens to owners. It keeps only the tokens' SHA-256
 // hashes, so a memory dump or a timing difference in the map lookup
 // reveals nothing usable as a token.

@@ -77,13 +77,16 @@ func NewServer(eng *engine.Engine, log hclog.Logger, opts ...Option) *Server {
 	s.mux.HandleFunc("GET /v1/runs/{id}/events", s.runEvents)
 	s.mux.HandleFunc("POST /v1/flows", s.registerFlows)
 	s.mux.HandleFunc("GET /v1/flows", s.listFlows)
+	s.mux.HandleFunc("POST /v1/flows/check", s.checkFlows)
 	s.mux.HandleFunc("GET /v1/deadletters", s.deadLetters)
 	s.mux.HandleFunc("GET /v1/stats", s.stats)
 	s.mux.HandleFunc("GET /v1/health", s.health)
 	s.mux.HandleFunc("POST /v1/admin/reload", s.adminReload)
 	s.mux.HandleFunc("GET /v1/admin/audit", s.adminAudit)
+	s.mux.HandleFunc("POST /v1/admin/plugins/rescan", s.adminRescan)
 	s.routeWaits()
 	s.routeGraphs()
+	s.routeStreams()
 	return s
 }
 
@@ -183,17 +186,10 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 	if !queryParams(w, r) {
 		return
 	}
-	owner := ownerFrom(r.Context())
-	run, err := s.eng.Get(r.Context(), owner, r.PathValue("id"))
+	v, err := s.runView(r.Context(), ownerFrom(r.Context()), r.PathValue("id"))
 	if err != nil {
 		writeEngineErr(w, err)
 		return
-	}
-	p, _ := s.eng.Progress(r.Context(), run)
-	v := ViewOf(run, p)
-	if !run.Phase.Terminal() {
-		ws, _ := s.eng.Waits(r.Context(), run)
-		v.Waits = convertAll(ws, waitOf)
 	}
 	writeJSON(w, http.StatusOK, v)
 }
@@ -202,22 +198,11 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 	if !queryParams(w, r, "limit", "phase", "after") {
 		return
 	}
-	q := r.URL.Query()
-	limit, ok := limitParam(w, q.Get("limit"), 100, MaxListLimit)
+	p, ok := s.listParams(w, r)
 	if !ok {
 		return
 	}
-	if err := engine.CheckPrintable("after", q.Get("after"), engine.MaxIDBytes); err != nil {
-		writeEngineErr(w, err)
-		return
-	}
-	phase := store.Phase(q.Get("phase"))
-	if phase != "" && !knownPhases[phase] {
-		writeErr(w, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequest, Class: engine.ClassProtocol,
-			Message: fmt.Sprintf("phase %q is not a phase (queued, running, waiting, completing, completed, cancelled, failed)", phase)})
-		return
-	}
-	runs, err := s.eng.List(r.Context(), ownerFrom(r.Context()), store.RunListParams{Phase: phase, After: q.Get("after"), Limit: limit})
+	runs, err := s.eng.List(r.Context(), ownerFrom(r.Context()), p)
 	if err != nil {
 		writeEngineErr(w, err)
 		return
@@ -285,6 +270,33 @@ func (s *Server) registerFlows(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := s.eng.RegisterAs(r.Context(), ownerFrom(r.Context()), convertAll(req.Files, sourceFileOf))
+	if err != nil {
+		writeEngineErr(w, err)
+		return
+	}
+	status := http.StatusOK
+	if len(res.Diagnostics) > 0 {
+		status = http.StatusUnprocessableEntity
+	}
+	writeJSON(w, status, registerResultOf(res))
+}
+
+// checkFlows is POST /v1/flows/check: registration's checks, against the
+// registered flows and the daemon's plugins, storing nothing. It answers
+// as a registration would (200 with the versions, 422 with diagnostics).
+func (s *Server) checkFlows(w http.ResponseWriter, r *http.Request) {
+	if !queryParams(w, r) {
+		return
+	}
+	var req apitypes.RegisterRequest
+	if !decode(w, r, MaxRegisterBody, &req) {
+		return
+	}
+	if len(req.Files) == 0 {
+		writeErr(w, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequest, Class: engine.ClassProtocol, Message: "no files"})
+		return
+	}
+	res, err := s.eng.Check(r.Context(), convertAll(req.Files, sourceFileOf))
 	if err != nil {
 		writeEngineErr(w, err)
 		return

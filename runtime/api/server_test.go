@@ -227,6 +227,7 @@ func TestIdentity(t *testing.T) {
 type fakeDaemon struct {
 	mu      sync.Mutex
 	reloads int
+	rescans int
 	err     error
 	info    apitypes.ConfigInfo
 	st      store.Store
@@ -252,6 +253,13 @@ func (d *fakeDaemon) Reload(ctx context.Context) (*apitypes.ReloadResult, error)
 	prev := d.info.Version
 	d.info.Version++
 	return &apitypes.ReloadResult{Changed: true, Previous: prev, Config: d.info}, nil
+}
+
+func (d *fakeDaemon) RescanPlugins(ctx context.Context) (*apitypes.PluginRescan, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.rescans++
+	return &apitypes.PluginRescan{Added: []string{"mail"}, Upgraded: []string{}, Removed: []string{}, Unavailable: []apitypes.PluginProblem{}, Tools: 1}, nil
 }
 
 func (d *fakeDaemon) ConfigInfo() apitypes.ConfigInfo {
@@ -330,6 +338,24 @@ func TestAdminReload(t *testing.T) {
 	if a := b.send(t, local, "GET", "/v1/admin/audit?limit=0", nil); a.status != 400 {
 		t.Errorf("audit with limit 0: %d %s", a.status, a.body)
 	}
+
+	// The plugin rescan: the daemon's user only, no body.
+	a = b.send(t, local, "POST", "/v1/admin/plugins/rescan", nil)
+	var rs apitypes.PluginRescan
+	if err := json.Unmarshal(a.body, &rs); a.status != 200 || err != nil || len(rs.Added) != 1 || rs.Tools != 1 {
+		t.Errorf("rescan: %d %s", a.status, a.body)
+	}
+	if a := b.send(t, alice, "POST", "/v1/admin/plugins/rescan", nil); a.status != 403 {
+		t.Errorf("rescan over TCP: %d %s", a.status, a.body)
+	}
+	if a := b.send(t, local, "POST", "/v1/admin/plugins/rescan", `{}`); a.status != 400 {
+		t.Errorf("rescan with a body: %d %s", a.status, a.body)
+	}
+	d.mu.Lock()
+	if d.rescans != 1 {
+		t.Errorf("%d rescans reached the daemon, want 1", d.rescans)
+	}
+	d.mu.Unlock()
 
 	// Another admin uid: the local caller is refused too.
 	b2 := setup(t, engine.Config{}, WithDaemon(d), WithAdminUID(424242))

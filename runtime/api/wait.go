@@ -94,6 +94,9 @@ func (s *Server) runWait(w http.ResponseWriter, r *http.Request) {
 			}
 			writeJSON(w, http.StatusOK, res)
 			return
+		case <-closing(r.Context()): // the daemon stops: answer as at the timeout
+			writeJSON(w, http.StatusOK, res)
+			return
 		case <-timer.C:
 			poll = min(2*poll, runWaitPollMax)
 			timer.Reset(poll)

@@ -32,6 +32,9 @@ const (
 	// DefaultTCPAddress is where the TCP listener binds when its block
 	// names no address: loopback only.
 	DefaultTCPAddress = "127.0.0.1:7411"
+	// DefaultConsoleAddress is where the web console binds when its block
+	// names no address: loopback only.
+	DefaultConsoleAddress = "127.0.0.1:7412"
 	// MinTokenLength bounds how short a bearer token may be: a short
 	// secret can be guessed over the network.
 	MinTokenLength = 16
@@ -67,6 +70,9 @@ type Config struct {
 	Socket Socket `json:"socket"`
 	// TCP is the optional TCP listener (nil: off).
 	TCP *TCP `json:"tcp,omitempty"`
+	// Console is the optional web console (nil: off). Its sign-in takes
+	// TCP's tokens.
+	Console *Console `json:"console,omitempty"`
 	// MetricsAddress is the optional HTTP address serving /metrics for
 	// Prometheus ("": off).
 	MetricsAddress string `json:"metrics_address,omitempty"`
@@ -203,6 +209,15 @@ type TLS struct {
 	KeyFile string `json:"key_file"`
 }
 
+// Console is the optional web console's listener.
+type Console struct {
+	Address string `json:"address"`
+	// AllowRemote must be set to bind an address that is not loopback:
+	// the sign-in token and the session cookie travel in the clear over
+	// plain HTTP. (A tls block will later sit here, shared with tcp.)
+	AllowRemote bool `json:"allow_remote,omitempty"`
+}
+
 // Token maps a bearer token to the owner it authenticates.
 type Token struct {
 	Owner  string `json:"owner"`
@@ -248,6 +263,7 @@ func (c *Config) MarshalJSON() ([]byte, error) {
 		Grace     string                     `json:"drain_grace"`
 		Socket    socketView                 `json:"socket"`
 		TCP       *TCP                       `json:"tcp,omitempty"`
+		Console   *Console                   `json:"console,omitempty"`
 		Metrics   string                     `json:"metrics_address,omitempty"`
 		Retention string                     `json:"retention_max_age,omitempty"`
 		Store     *Store                     `json:"store,omitempty"`
@@ -262,7 +278,7 @@ func (c *Config) MarshalJSON() ([]byte, error) {
 			e.MaxAttempts, e.RetryBase.String(), e.RetryMax.String()},
 		Grace:  c.DrainGrace.String(),
 		Socket: socketView{fmt.Sprintf("%04o", c.Socket.Mode), c.Socket.Group},
-		TCP:    c.TCP, Metrics: c.MetricsAddress, Plugins: c.Plugins, Host: c.PluginHost,
+		TCP:    c.TCP, Console: c.Console, Metrics: c.MetricsAddress, Plugins: c.Plugins, Host: c.PluginHost,
 		DiskFree: "off",
 		HTTP: map[string]any{"read_header_timeout": c.HTTP.ReadHeaderTimeout.String(), "read_timeout": c.HTTP.ReadTimeout.String(),
 			"write_timeout": c.HTTP.WriteTimeout.String(), "idle_timeout": c.HTTP.IdleTimeout.String(),
@@ -380,6 +396,15 @@ func RestartChanges(running, candidate *Config) []string {
 	}
 	if running.DiskMinFree != candidate.DiskMinFree {
 		out = append(out, "disk min_free (the store's reserve is set when it opens)")
+	}
+	consoleAddr := func(cc *Console) string {
+		if cc == nil {
+			return "off"
+		}
+		return cc.Address
+	}
+	if consoleAddr(running.Console) != consoleAddr(candidate.Console) {
+		out = append(out, fmt.Sprintf("console address (%s -> %s)", consoleAddr(running.Console), consoleAddr(candidate.Console)))
 	}
 	if running.MetricsAddress != candidate.MetricsAddress {
 		out = append(out, fmt.Sprintf("metrics address (%s -> %s)", orOff(running.MetricsAddress), orOff(candidate.MetricsAddress)))

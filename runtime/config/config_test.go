@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -13,7 +14,9 @@ import (
 
 	"github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/runtime/api"
+	"github.com/weirhq/weir/runtime/store"
 	"github.com/weirhq/weir/runtime/store/badgerstore"
+	"github.com/weirhq/weir/runtime/store/memstore"
 )
 
 func TestLoadFull(t *testing.T) {
@@ -130,6 +133,10 @@ func TestRefusals(t *testing.T) {
 		{"token missing file", "tcp {\n  token \"a\" {\n    secret_file = \"/no/such/token\"\n  }\n}\n", []string{"c.hcl:3", "no such file"}},
 		{"token bad owner", "tcp {\n  token \"a b\" {\n    secret = \"0123456789abcdef\"\n  }\n}\n", []string{"c.hcl:2", `token owner "a b"`}},
 		{"token shared secret", "tcp {\n  token \"a\" {\n    secret = \"0123456789abcdef\"\n  }\n  token \"b\" {\n    secret = \"0123456789abcdef\"\n  }\n}\n", []string{"c.hcl:5", `token of "b" has the same secret as the token at c.hcl:2`}},
+		{"console without tcp", "console {\n}\n", []string{"c.hcl:1", "the console block needs a tcp block"}},
+		{"console remote without consent", "tcp {\n  token \"a\" {\n    secret = \"0123456789abcdef\"\n  }\n}\nconsole {\n  address = \"0.0.0.0:7412\"\n}\n", []string{"c.hcl:7", "console address \"0.0.0.0:7412\" is not loopback", "allow_remote"}},
+		{"console bad address", "tcp {\n  token \"a\" {\n    secret = \"0123456789abcdef\"\n  }\n}\nconsole {\n  address = \"nowhere\"\n}\n", []string{"c.hcl:7", `console address "nowhere"`}},
+		{"console unknown key", "tcp {\n  token \"a\" {\n    secret = \"0123456789abcdef\"\n  }\n}\nconsole {\n  adress = \"127.0.0.1:1\"\n}\n", []string{"c.hcl:7", `"adress" is not expected`}},
 		{"token no label", "tcp {\n  token {\n    secret = \"0123456789abcdef\"\n  }\n}\n", []string{"c.hcl:2", "Missing owner for token"}},
 		{"metrics needs address", "metrics {\n}\n", []string{"c.hcl:1", "the metrics block needs an address"}},
 		{"metrics bad address", "metrics {\n  address = \"9411\"\n}\n", []string{"c.hcl:2", `metrics address "9411"`}},
@@ -323,6 +330,28 @@ func TestTCPTLS(t *testing.T) {
 	}
 }
 
+// TestConsoleBlock: the console is off without its block, binds loopback
+// by default, and binds elsewhere only with allow_remote.
+func TestConsoleBlock(t *testing.T) {
+	t.Parallel()
+	const tcp = "tcp {\n  token \"a\" {\n    secret = \"0123456789abcdef\"\n  }\n}\n"
+	c, err := Parse([]byte(tcp), "c.hcl")
+	if err != nil || c.Console != nil {
+		t.Fatalf("no console block: console = %+v, err %v", c.Console, err)
+	}
+	c, err = Parse([]byte(tcp+"console {\n}\n"), "c.hcl")
+	if err != nil || c.Console == nil || c.Console.Address != DefaultConsoleAddress || c.Console.AllowRemote {
+		t.Fatalf("empty console block: console = %+v, err %v", c.Console, err)
+	}
+	c, err = Parse([]byte(tcp+"console {\n  address = \"0.0.0.0:7412\"\n  allow_remote = true\n}\n"), "c.hcl")
+	if err != nil || c.Console.Address != "0.0.0.0:7412" || !c.Console.AllowRemote {
+		t.Fatalf("remote console with consent: console = %+v, err %v", c.Console, err)
+	}
+	if ch := RestartChanges(Default(), c); len(ch) == 0 || !strings.Contains(strings.Join(ch, ","), "console address (off -> 0.0.0.0:7412)") {
+		t.Errorf("restart changes = %q", ch)
+	}
+}
+
 func TestLoadMissingAndOversized(t *testing.T) {
 	t.Parallel()
 	if _, err := Load(filepath.Join(t.TempDir(), "none.hcl")); err == nil || !strings.Contains(err.Error(), "no such file") {
@@ -463,6 +492,40 @@ func TestAssign(t *testing.T) {
 	}
 	if v, err := Assign(ctx, st, "c"); err != nil || v != 4 {
 		t.Errorf("after reopening, a new config: %d, %v; want 4", v, err)
+	}
+}
+
+// TestAssignRecordVersions: a record written before it had a format
+// version is read as version 1; one of a newer format is refused, saying
+// both versions, and left as it was.
+func TestAssignRecordVersions(t *testing.T) {
+	t.Parallel()
+	st := memstore.New()
+	ctx := context.Background()
+	put := func(rec string) {
+		t.Helper()
+		if err := st.Update(ctx, func(tx store.Tx) error { return tx.MetaPut(MetaKey, []byte(rec)) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(`{"version":7,"hash":"a"}`)
+	if v, err := Assign(ctx, st, "a"); err != nil || v != 7 {
+		t.Fatalf("a record without a format version: %d, %v; want 7", v, err)
+	}
+	put(`{"v":2,"version":8,"hash":"a"}`)
+	_, err := Assign(ctx, st, "b")
+	if err == nil || !strings.Contains(err.Error(), "format version 2, this weir reads version 1") {
+		t.Fatalf("a newer record: %v, want a refusal naming both versions", err)
+	}
+	err = st.View(ctx, func(tx store.Tx) error {
+		b, err := tx.MetaGet(MetaKey)
+		if err == nil && string(b) != `{"v":2,"version":8,"hash":"a"}` {
+			err = fmt.Errorf("record changed to %s", b)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -40,6 +40,7 @@ type rawFile struct {
 	Drain       *rawDrain      `hcl:"drain,block"`
 	Socket      *rawSocket     `hcl:"socket,block"`
 	TCP         *rawTCP        `hcl:"tcp,block"`
+	Console     *rawConsole    `hcl:"console,block"`
 	Metrics     *rawMetrics    `hcl:"metrics,block"`
 	Retention   *rawRetention  `hcl:"retention,block"`
 	Store       *rawStore      `hcl:"store,block"`
@@ -106,6 +107,12 @@ type rawTLS struct {
 	CertFile hcl.Expression `hcl:"cert_file,optional"`
 	KeyFile  hcl.Expression `hcl:"key_file,optional"`
 	DefRange hcl.Range      `hcl:",def_range"`
+}
+
+type rawConsole struct {
+	Address     hcl.Expression `hcl:"address,optional"`
+	AllowRemote hcl.Expression `hcl:"allow_remote,optional"`
+	DefRange    hcl.Range      `hcl:",def_range"`
 }
 
 type rawToken struct {
@@ -401,6 +408,9 @@ func (d *decoder) resolve(raw *rawFile) *Config {
 	if t := raw.TCP; t != nil {
 		c.TCP = d.tcp(t)
 	}
+	if cb := raw.Console; cb != nil {
+		c.Console = d.console(cb, raw.TCP != nil)
+	}
 	if m := raw.Metrics; m != nil {
 		if absent(m.Address) {
 			d.fail(m.DefRange, "the metrics block needs an address (host:port), e.g. \"127.0.0.1:9411\"")
@@ -550,6 +560,25 @@ func (d *decoder) tls(t *rawTLS, in string) *TLS {
 	if _, err := tlscert.Read(out.CertFile, out.KeyFile); err != nil {
 		d.fail(t.DefRange, "%s tls: %v", in, err)
 		return nil
+	}
+	return out
+}
+
+// console reads the console block. Its sign-in takes the tcp block's
+// tokens, so a console without a tcp block could admit nobody.
+func (d *decoder) console(cb *rawConsole, hasTCP bool) *Console {
+	out := &Console{Address: DefaultConsoleAddress}
+	if !hasTCP {
+		d.fail(cb.DefRange, "the console block needs a tcp block: its tokens are the console's sign-in (add tcp { token \"OWNER\" { secret_file = ... } })")
+	}
+	d.value(cb.AllowRemote, "allow_remote", &out.AllowRemote)
+	if d.stringAttr(cb.Address, "address", &out.Address) {
+		host, _, err := net.SplitHostPort(out.Address)
+		if err != nil {
+			d.fail(cb.Address.Range(), "console address %q: %v (write host:port, e.g. %q)", out.Address, err, DefaultConsoleAddress)
+		} else if !loopback(host) && !out.AllowRemote {
+			d.fail(cb.Address.Range(), "console address %q is not loopback: sign-in tokens and session cookies would cross the network in the clear; set allow_remote = true to bind it anyway (behind TLS termination)", out.Address)
+		}
 	}
 	return out
 }

@@ -13,7 +13,13 @@ import (
 // config the data directory last ran under.
 const MetaKey = "config"
 
+// metaRecordV1 is the format version of the MetaKey record written today;
+// a record without one predates the field and is version 1. A newer one is
+// refused rather than read by guess.
+const metaRecordV1 = 1
+
 type metaRecord struct {
+	V       int    `json:"v,omitempty"`
 	Version int64  `json:"version"`
 	Hash    string `json:"hash"`
 }
@@ -35,13 +41,17 @@ func Assign(ctx context.Context, st store.Store, hash string) (int64, error) {
 			if err := json.Unmarshal(b, &cur); err != nil {
 				return fmt.Errorf("config: the store's %q record is unreadable: %w", MetaKey, err)
 			}
+			if cur.V > metaRecordV1 {
+				return fmt.Errorf("config: the store's %q record has format version %d, this weir reads version %d (was the data written by a newer weir?)",
+					MetaKey, cur.V, metaRecordV1)
+			}
 		}
 		if cur.Hash == hash && cur.Version > 0 {
 			version = cur.Version
 			return nil
 		}
 		version = cur.Version + 1
-		nb, err := json.Marshal(metaRecord{Version: version, Hash: hash})
+		nb, err := json.Marshal(metaRecord{V: metaRecordV1, Version: version, Hash: hash})
 		if err != nil {
 			return err
 		}

@@ -633,6 +633,7 @@ func (s *stepper) cohortReduce(ctx context.Context, node *flows.Node, c *store.C
 		return false
 	}
 	published, late, unknown := []any{}, []any{}, []any{}
+	publishedItems := []any{} // publishedItems[i] gave published[i]
 	for _, it := range items {
 		var v, item any
 		_ = json.Unmarshal(it.Result, &v)
@@ -644,6 +645,7 @@ func (s *stepper) cohortReduce(ctx context.Context, node *flows.Node, c *store.C
 		switch {
 		case it.State == store.ItemPublished && !it.At.After(c.Cutoff):
 			published = append(published, v)
+			publishedItems = append(publishedItems, item)
 		case it.State == store.ItemLate || (it.State == store.ItemPublished && it.At.After(c.Cutoff)):
 			late = append(late, map[string]any{"item": item, "result": v})
 		}
@@ -660,7 +662,9 @@ func (s *stepper) cohortReduce(ctx context.Context, node *flows.Node, c *store.C
 	failpoint.Hit(failpoint.ReduceCanonical)
 	derived := json.RawMessage(canonical)
 	if node.Reduce != nil {
-		v, err := s.fe.call(*node.Reduce, s.flowCtx(), published)
+		// reduce(ctx, results, items); the evaluator drops items for a
+		// reduce that takes two arguments.
+		v, err := s.fe.call(*node.Reduce, s.flowCtx(), published, publishedItems)
 		if err != nil {
 			return s.nodeFailed(ctx, node, &store.RunError{Code: CodeCallable, Message: "reduce: " + err.Error()})
 		}
@@ -750,7 +754,12 @@ func (e *Engine) childEndedTx(tx store.Tx, parentID string, ref *store.CohortRef
 	if rerr != nil {
 		detail["code"] = rerr.Code
 	}
-	if err := appendEvent(tx, parentID, evItemDone, 0, ref.Node, detail, now); err != nil {
+	// The parent's attempt, as on its other events.
+	parent, err := tx.RunGet(parentID)
+	if err != nil {
+		return false, err
+	}
+	if err := appendEvent(tx, parentID, evItemDone, parent.Attempt, ref.Node, detail, now); err != nil {
 		return false, err
 	}
 	if c.State == store.CohortClosed {

@@ -230,7 +230,7 @@ func Open(cfg Config) (*Engine, error) {
 	if e.scripts == nil {
 		e.scripts = flows.Local{Cache: e.flowCache}
 	}
-	e.registry = flows.NewRegistryScripts(versionStore{st: c.Store, cache: e.flowCache}, c.Tools, e.scripts)
+	e.registry = flows.NewRegistryScripts(versionStore{st: c.Store, cache: e.flowCache, clock: c.Clock}, c.Tools, e.scripts)
 	e.cfg.Store(&c)
 	return e, nil
 }
@@ -376,9 +376,13 @@ func (e *Engine) readFailed(err error) *Error {
 type Health struct {
 	Admission string `json:"admission"` // "open" or the refusal code
 	Reason    string `json:"reason,omitempty"`
-	Queued    int    `json:"queued"`
-	Held      int    `json:"held"`
-	Slots     int    `json:"slots"`
+	// Queued counts the tasks ready to run that no worker holds yet;
+	// Parked the ones waiting for a wake (a person's decision, a child
+	// run, a timer), which are not queued for anything.
+	Queued int `json:"queued"`
+	Parked int `json:"parked"`
+	Held   int `json:"held"`
+	Slots  int `json:"slots"`
 }
 
 // Health reports admission state and the queued and held task counts.
@@ -400,6 +404,7 @@ func (e *Engine) Health(ctx context.Context) Health {
 		return err
 	})
 	h.Slots = e.ledger.Snapshot().Slots
+	h.Queued, h.Parked = e.splitParked(ctx, h.Queued)
 	return h
 }
 

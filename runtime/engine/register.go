@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/runtime/internal/clock"
 	"github.com/weirhq/weir/runtime/store"
 )
 
@@ -202,6 +203,7 @@ func (e *Engine) Flows(ctx context.Context) ([]RegisteredFlow, error) {
 type versionStore struct {
 	st    store.Store
 	cache *flows.Cache
+	clock clock.Clock // stamps RegisteredAt (nil: versions are not stamped)
 }
 
 // VersionPut collects v for the registration that ctx carries (see
@@ -212,7 +214,11 @@ func (s versionStore) VersionPut(ctx context.Context, v *flows.Version) error {
 	if err != nil {
 		return err
 	}
-	return s.st.Update(ctx, func(tx store.Tx) error { return putVersion(tx, v, ir, "", time.Time{}) })
+	var now time.Time
+	if s.clock != nil {
+		now = s.clock.Now().UTC()
+	}
+	return s.st.Update(ctx, func(tx store.Tx) error { return putVersion(tx, v, ir, "", now) })
 }
 
 // VersionGet finds a version by hash alone among the latest versions; the

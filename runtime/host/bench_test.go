@@ -99,7 +99,7 @@ func BenchmarkToolCall(b *testing.B) {
 			if _, err := h.Call(ctx, req); err != nil { // launch
 				b.Fatal(err)
 			}
-			inst := h.plugins["testkit"].inst
+			inst := h.set.Load().plugins["testkit"].inst
 			sides := []*side{
 				{name: "raw", call: func(ctx context.Context) error {
 					return conn.Invoke(ctx, "/weirbench.Echo/Echo", rawIn, new(wrapperspb.BytesValue))

@@ -374,6 +374,19 @@ func (c *Catalog) LookupTool(name string) (flows.ToolInfo, bool) {
 	return toolInfo(t), true
 }
 
+// Names returns the tools' names, sorted, so that an unknown tool's
+// diagnostic suggests the nearest (flows.ToolLister).
+func (c *Catalog) Names() []string {
+	out := make([]string, 0, len(c.tools))
+	for name := range c.tools {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+var _ flows.ToolLister = (*Catalog)(nil)
+
 // toolInfo is what registration needs of a tool. A tool whose input
 // schema is the chat contract's request schema speaks the contract
 // (chat.SpeaksContract), so an agent may take its turns from it.

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -104,20 +106,31 @@ type CallResult = tool.CallResult
 
 // Host launches plugins and makes tool calls. It is safe for concurrent
 // use. Plugins are launched on first use (or at New when their manifest is
-// not cached yet) and run until Close.
+// not cached yet) and run until Close, or until Rescan finds them replaced
+// or removed.
 type Host struct {
-	cfg     Config
-	logger  hclog.Logger
-	catalog *Catalog
-	plugins map[string]*pluginState
-	tools   map[string]*toolState
+	cfg    Config
+	logger hclog.Logger
+	// set is the plugins and tools in service; Rescan swaps it whole, so
+	// a call resolves its tool in one consistent set.
+	set atomic.Pointer[toolSet]
 
-	mu      sync.RWMutex // guards closed against Call's calls.Add
+	mu      sync.RWMutex // guards closed against Call's calls.Add, and retired
 	closed  bool
+	retired []*pluginState // taken out of service by Rescan, maybe still draining
+	rescan  sync.Mutex     // one Rescan at a time
 	done    chan struct{}
 	calls   sync.WaitGroup // calls in flight
 	reaper  sync.WaitGroup // background clean-up of retired instances
 	callSeq atomic.Uint64  // call ids, unique per host and so per instance
+}
+
+// toolSet is one generation of the installed plugins: the catalog they
+// were read from and the tools they provide.
+type toolSet struct {
+	catalog *Catalog
+	plugins map[string]*pluginState
+	tools   map[string]*toolState
 }
 
 type toolState struct {
@@ -143,7 +156,16 @@ type pluginState struct {
 	launching chan struct{} // closed when the launch in progress ends
 	notBefore time.Time     // restart backoff
 	launches  int64
+	// active counts the calls that hold this plugin; retired says Rescan
+	// replaced or removed it: it takes no new call, and its process is
+	// stopped when the last active call ends.
+	active  int
+	retired bool
 }
+
+// errRetired: the plugin was replaced or removed before the call reached
+// it; the call resolves its tool again in the set now in service.
+var errRetired = errors.New("plugin retired")
 
 // New reads the plugins directory and returns a Host over the pinned
 // plugins. Plugins whose manifest is not cached are launched now to fetch
@@ -168,43 +190,77 @@ func New(cfg Config) (*Host, error) {
 		return nil, err
 	}
 	h := &Host{
-		cfg:     cfg,
-		logger:  cfg.Logger,
-		plugins: map[string]*pluginState{},
-		tools:   map[string]*toolState{},
-		done:    make(chan struct{}),
+		cfg:    cfg,
+		logger: cfg.Logger,
+		done:   make(chan struct{}),
 	}
+	set, _, err := h.build(nil)
+	if err != nil {
+		return nil, err
+	}
+	h.set.Store(set)
+	return h, nil
+}
+
+// build reads the plugins directory into a new toolSet. A plugin of prev
+// whose pinned checksum is unchanged is carried over with its running
+// process; any other is new. What a rescan changed is returned beside it.
+func (h *Host) build(prev *toolSet) (*toolSet, *RescanResult, error) {
 	launched := map[string]*instance{}
-	cat, err := loadCatalog(cfg.PluginsDir, cfg.PluginConfig, cfg.PluginEnv, true, func(name string, sum []byte) (*PluginManifest, error) {
+	// At start, a configured plugin is launched even when its manifest is
+	// cached (its tools may have changed); a rescan launches only what it
+	// has no manifest for.
+	cat, err := loadCatalog(h.cfg.PluginsDir, h.cfg.PluginConfig, h.cfg.PluginEnv, prev == nil, func(name string, sum []byte) (*PluginManifest, error) {
 		inst, err := launch(h.spec(name, sum))
 		if err != nil {
-			h.logger.Warn("plugin launch at start failed", "plugin", name, "error", err)
+			h.logger.Warn("plugin launch failed", "plugin", name, "error", err)
 			return nil, err
 		}
 		launched[name] = inst
 		return inst.manifest, nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	h.catalog = cat
+	set := &toolSet{catalog: cat, plugins: map[string]*pluginState{}, tools: map[string]*toolState{}}
+	res := &RescanResult{}
 	for _, info := range cat.plugins {
 		if info.Err != nil {
 			h.logger.Error("plugin unavailable", "plugin", info.Name, "error", info.Err)
+			res.Unavailable = append(res.Unavailable, PluginProblem{Name: info.Name, Error: info.Err.Error()})
 			continue
 		}
-		sum, _ := decodeSum(info.SHA256)
-		p := &pluginState{
-			h:     h,
-			name:  info.Name,
-			path:  info.Path,
-			sum:   sum,
-			slots: make(chan struct{}, cfg.PerPluginConcurrency),
+		var old *pluginState
+		if prev != nil {
+			old = prev.plugins[info.Name]
 		}
-		if inst := launched[info.Name]; inst != nil {
-			p.inst, p.launches = inst, 1
+		p := old
+		switch {
+		case old != nil && encodeSum(old.sum) == info.SHA256:
+			if inst := launched[info.Name]; inst != nil {
+				// Its manifest was fetched again; the process in
+				// service stays.
+				h.reap(inst.stop)
+			}
+		default:
+			sum, _ := decodeSum(info.SHA256)
+			p = &pluginState{
+				h:     h,
+				name:  info.Name,
+				path:  info.Path,
+				sum:   sum,
+				slots: make(chan struct{}, h.cfg.PerPluginConcurrency),
+			}
+			if inst := launched[info.Name]; inst != nil {
+				p.inst, p.launches = inst, 1
+			}
+			if old != nil {
+				res.Upgraded = append(res.Upgraded, info.Name)
+			} else if prev != nil {
+				res.Added = append(res.Added, info.Name)
+			}
 		}
-		h.plugins[info.Name] = p
+		set.plugins[info.Name] = p
 		for _, tm := range info.Manifest.Tools {
 			schema, err := wire.CompileSchema(string(tm.InputSchema))
 			if err != nil {
@@ -213,12 +269,153 @@ func New(cfg Config) (*Host, error) {
 			}
 			t := &toolState{m: tm, schema: schema, plugin: p}
 			if !tm.Idempotent {
-				t.serial = make(chan struct{}, 1)
+				// One call in flight across all callers, across an
+				// upgrade too: a call on the old process holds the same
+				// slot as the new one's.
+				if was := prev.tool(tm.Name); was != nil && was.serial != nil {
+					t.serial = was.serial
+				} else {
+					t.serial = make(chan struct{}, 1)
+				}
 			}
-			h.tools[tm.Name] = t
+			set.tools[tm.Name] = t
+		}
+		res.Tools += len(info.Manifest.Tools)
+	}
+	if prev != nil {
+		for name := range prev.plugins {
+			if _, ok := set.plugins[name]; !ok {
+				res.Removed = append(res.Removed, name)
+			}
+		}
+		sort.Strings(res.Removed)
+	}
+	return set, res, nil
+}
+
+func (s *toolSet) tool(name string) *toolState {
+	if s == nil {
+		return nil
+	}
+	return s.tools[name]
+}
+
+// RescanResult says what a Rescan changed, by plugin name.
+type RescanResult struct {
+	Added    []string
+	Upgraded []string
+	Removed  []string
+	// Unavailable are pinned plugins that could not be read; they provide
+	// no tools.
+	Unavailable []PluginProblem
+	// Tools counts the tools in service after the rescan.
+	Tools int
+}
+
+// PluginProblem is a plugin that could not be read, and why.
+type PluginProblem struct {
+	Name  string
+	Error string
+}
+
+// Rescan re-reads the plugins directory (pins and manifests, as New does)
+// and puts what it finds in service for new calls: a newly installed
+// plugin's tools become known, a reinstalled plugin's new build serves the
+// next calls, and a removed plugin's tools become unknown. Calls already in
+// flight finish on the process they started on; that process is stopped
+// when its last call ends. A plugin whose pin did not change keeps its
+// process. It fails only if the pins cannot be read, and then changes
+// nothing.
+func (h *Host) Rescan() (*RescanResult, error) {
+	h.rescan.Lock()
+	defer h.rescan.Unlock()
+	prev := h.set.Load()
+	next, res, err := h.build(prev)
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		for _, p := range next.plugins {
+			if prev.plugins[p.name] != p && p.inst != nil {
+				p.inst.stop()
+			}
+		}
+		return nil, errors.New("the plugin host is closed")
+	}
+	h.set.Store(next)
+	for name, p := range prev.plugins {
+		if next.plugins[name] != p {
+			h.retired = append(h.retired, p)
+			p.withdraw()
 		}
 	}
-	return h, nil
+	h.retired = slices.DeleteFunc(h.retired, (*pluginState).drained)
+	h.mu.Unlock()
+	if len(res.Added)+len(res.Upgraded)+len(res.Removed) > 0 {
+		h.logger.Info("plugins rescanned", "added", res.Added, "upgraded", res.Upgraded, "removed", res.Removed, "tools", res.Tools)
+	}
+	return res, nil
+}
+
+// reap runs stop in the background; Close waits for it. h.mu or a call in
+// flight is held, so Close has not reached its wait yet.
+func (h *Host) reap(stop func()) {
+	h.reaper.Add(1)
+	go func() {
+		defer h.reaper.Done()
+		stop()
+	}()
+}
+
+// enter holds the plugin for one call, unless it was retired.
+func (p *pluginState) enter() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.retired {
+		return false
+	}
+	p.active++
+	return true
+}
+
+// leave ends a call's hold; the last call of a retired plugin stops its
+// process.
+func (p *pluginState) leave() {
+	p.mu.Lock()
+	p.active--
+	var inst *instance
+	if p.retired && p.active == 0 {
+		inst, p.inst = p.inst, nil
+	}
+	p.mu.Unlock()
+	if inst != nil {
+		p.h.reap(inst.stop)
+	}
+}
+
+// withdraw takes the plugin out of service (Rescan, h.mu held): no new
+// call enters, and its process stops now if no call holds it, else when
+// the last one leaves.
+func (p *pluginState) withdraw() {
+	p.mu.Lock()
+	p.retired = true
+	var inst *instance
+	if p.active == 0 {
+		inst, p.inst = p.inst, nil
+	}
+	p.mu.Unlock()
+	if inst != nil {
+		p.h.reap(inst.stop)
+	}
+}
+
+// drained reports whether a retired plugin has no call and no process left.
+func (p *pluginState) drained() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.active == 0 && p.inst == nil && p.launching == nil
 }
 
 func (h *Host) spec(name string, sum []byte) launchSpec {
@@ -238,23 +435,39 @@ func (h *Host) spec(name string, sum []byte) launchSpec {
 
 // LookupTool returns the tool named name; Host implements flows.Catalog.
 func (h *Host) LookupTool(name string) (flows.ToolInfo, bool) {
-	t, ok := h.tools[name]
+	t, ok := h.set.Load().tools[name]
 	if !ok {
 		return flows.ToolInfo{}, false
 	}
 	return toolInfo(t.m), true
 }
 
-var _ flows.Catalog = (*Host)(nil)
+var (
+	_ flows.Catalog    = (*Host)(nil)
+	_ flows.ToolLister = (*Host)(nil)
+)
 
 // Plugins returns every pinned plugin with the manifest this host uses
 // (the one for its config section), sorted by name.
-func (h *Host) Plugins() []PluginInfo { return h.catalog.Plugins() }
+func (h *Host) Plugins() []PluginInfo { return h.set.Load().catalog.Plugins() }
+
+// Names returns the callable tools' names, sorted, so that an unknown
+// tool's diagnostic can suggest one (flows.ToolLister).
+func (h *Host) Names() []string {
+	tools := h.set.Load().tools
+	out := make([]string, 0, len(tools))
+	for name := range tools {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
+}
 
 // Tools returns every callable tool, sorted by name.
 func (h *Host) Tools() []ToolManifest {
-	out := make([]ToolManifest, 0, len(h.tools))
-	for _, t := range h.tools {
+	tools := h.set.Load().tools
+	out := make([]ToolManifest, 0, len(tools))
+	for _, t := range tools {
 		out = append(out, t.m)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -264,8 +477,9 @@ func (h *Host) Tools() []ToolManifest {
 // Restarts returns, per plugin, how many times it was relaunched after its
 // first launch (crashes, hangs killed at their deadline).
 func (h *Host) Restarts() map[string]int64 {
-	out := make(map[string]int64, len(h.plugins))
-	for name, p := range h.plugins {
+	plugins := h.set.Load().plugins
+	out := make(map[string]int64, len(plugins))
+	for name, p := range plugins {
 		p.mu.Lock()
 		if p.launches > 1 {
 			out[name] = p.launches - 1
@@ -287,9 +501,11 @@ func (h *Host) Close() error {
 	}
 	h.closed = true
 	close(h.done)
+	plugins := slices.Collect(maps.Values(h.set.Load().plugins))
+	plugins = append(plugins, h.retired...)
 	h.mu.Unlock()
 	var wg sync.WaitGroup
-	for _, p := range h.plugins {
+	for _, p := range plugins {
 		p.mu.Lock()
 		inst := p.inst
 		p.inst = nil
@@ -322,10 +538,6 @@ func (h *Host) isClosed() bool {
 // slots), launches the plugin if needed, and returns its answer. Every
 // failure is a *ToolError.
 func (h *Host) Call(ctx context.Context, req CallRequest) (*CallResult, error) {
-	t, ok := h.tools[req.Tool]
-	if !ok {
-		return nil, toolErrorf(KindUnknownTool, req.Tool, "no installed plugin provides this tool")
-	}
 	h.mu.RLock()
 	if h.closed {
 		h.mu.RUnlock()
@@ -342,16 +554,35 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (*CallResult, error) {
 	if len(input) > h.cfg.MaxMessageBytes {
 		return nil, toolErrorf(KindTooLarge, req.Tool, "input of %d bytes exceeds the limit of %d", len(input), h.cfg.MaxMessageBytes)
 	}
-	if err := t.schema.Validate(input); err != nil {
-		return nil, toolErrorf(KindSchema, req.Tool, "input refused: %v", err)
-	}
 	deadline := req.Deadline
 	if deadline.IsZero() {
 		deadline = time.Now().Add(h.cfg.DefaultTimeout)
 	}
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
+	for {
+		// The set in service may change under a call that has not reached
+		// its plugin yet (Rescan): it then resolves the tool again.
+		t, ok := h.set.Load().tools[req.Tool]
+		if !ok {
+			return nil, toolErrorf(KindUnknownTool, req.Tool, "no installed plugin provides this tool")
+		}
+		if !t.plugin.enter() {
+			continue
+		}
+		res, err := h.callOn(ctx, t, input, req)
+		t.plugin.leave()
+		if err != errRetired {
+			return res, err
+		}
+	}
+}
 
+// callOn makes the call on t's plugin, which the caller holds (enter).
+func (h *Host) callOn(ctx context.Context, t *toolState, input []byte, req CallRequest) (*CallResult, error) {
+	if err := t.schema.Validate(input); err != nil {
+		return nil, toolErrorf(KindSchema, req.Tool, "input refused: %v", err)
+	}
 	if t.serial != nil {
 		if err := h.acquire(ctx, t.serial); err != nil {
 			return nil, h.stopped(ctx, req.Tool)
@@ -449,6 +680,12 @@ func (p *pluginState) instance(ctx context.Context) (*instance, error) {
 			}
 			return nil, h.stopped(ctx, p.name)
 		}
+		if p.retired {
+			// Replaced or removed while this call waited: the new
+			// build, if any, takes it.
+			p.mu.Unlock()
+			return nil, errRetired
+		}
 		if wait := time.Until(p.notBefore); wait > 0 {
 			p.mu.Unlock()
 			if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
@@ -495,7 +732,7 @@ func (p *pluginState) instance(ctx context.Context) (*instance, error) {
 
 // noteManifest caches the manifest a launch answered. A manifest that
 // differs from the cached one (a config-dependent tool list changed: an
-// MCP server's tools, say) replaces it, so the next start registers what
+// MCP server's tools, say) replaces it, so the next rescan or start registers what
 // the plugin declares now; this host keeps its tool set, and a call of a
 // tool the plugin no longer declares fails as an unknown tool.
 func (h *Host) noteManifest(name string, m *PluginManifest) {
@@ -504,7 +741,7 @@ func (h *Host) noteManifest(name string, m *PluginManifest) {
 		return
 	}
 	if cached != nil {
-		h.logger.Warn("plugin manifest changed at launch; the new tool list applies at the next start", "plugin", name)
+		h.logger.Warn("plugin manifest changed at launch; the new tool list applies at the next rescan or start", "plugin", name)
 	}
 	_ = writeManifestCache(h.cfg.PluginsDir, m) // best effort: a cache
 }

@@ -47,7 +47,7 @@ func wantKind(t *testing.T, err error, kind Kind) *ToolError {
 
 // pid returns the pid of the plugin's running instance, or 0.
 func pid(h *Host, plugin string) int {
-	p := h.plugins[plugin]
+	p := h.set.Load().plugins[plugin]
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.inst == nil {
@@ -57,7 +57,7 @@ func pid(h *Host, plugin string) int {
 }
 
 func launches(h *Host, plugin string) int64 {
-	p := h.plugins[plugin]
+	p := h.set.Load().plugins[plugin]
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.launches

@@ -190,7 +190,10 @@ func launchOnce(spec launchSpec) (_ *instance, busy bool, _ error) {
 	if spec.name != "" {
 		named = spec.logger.Named("plugin").Named(spec.name)
 	}
-	stdio := &lineLogger{log: named}
+	// One line buffer per stream: go-plugin forwards the plugin's stdout
+	// and stderr in chunks of either, in no set order, so a shared buffer
+	// would splice a chunk of one into a line of the other.
+	stdout, stderr := &lineLogger{log: named}, &lineLogger{log: named}
 	tail := &tailBuffer{max: 4 << 10}
 	client := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  wire.Handshake,
@@ -205,8 +208,8 @@ func launchOnce(spec launchSpec) (_ *instance, busy bool, _ error) {
 		// Longer lines of the plugin's stderr arrive in pieces of
 		// MaxPluginLogLine, which pluginLogger cuts.
 		PluginLogBufferSize: MaxPluginLogLine,
-		SyncStdout:          stdio,
-		SyncStderr:          stdio,
+		SyncStdout:          stdout,
+		SyncStderr:          stderr,
 		GRPCDialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(
 			grpc.MaxCallRecvMsgSize(spec.maxMsg+wireOverhead),
 			grpc.MaxCallSendMsgSize(spec.maxMsg+wireOverhead),
@@ -319,10 +322,10 @@ func (i *instance) endProgress() {
 	}
 }
 
-// lineLogger turns what a plugin writes to its os.Stdout/os.Stderr (which
-// go-plugin forwards over its stdio stream) into log lines of at most
-// MaxPluginLogLine bytes, escaped: a longer line is logged cut, and what
-// is cut from it only counted.
+// lineLogger turns what a plugin writes to its os.Stdout or its os.Stderr
+// (one lineLogger each; go-plugin forwards both over its stdio stream)
+// into log lines of at most MaxPluginLogLine bytes, escaped: a longer line
+// is logged cut, and what is cut from it only counted.
 type lineLogger struct {
 	mu      sync.Mutex
 	buf     []byte

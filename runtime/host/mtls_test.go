@@ -147,7 +147,7 @@ func TestPluginSocketRefusesAnotherUser(t *testing.T) {
 	if _, err := bu.h.Call(context.Background(), CallRequest{Tool: "testkit.echo", Input: []byte(`{}`), IdempotencyKey: "k"}); err != nil {
 		t.Fatal(err)
 	}
-	out := asStranger(socketOf(bu.h.plugins["testkit"].inst.client))
+	out := asStranger(socketOf(bu.h.set.Load().plugins["testkit"].inst.client))
 	t.Logf("the stranger on the host's plugin:\n%s", out)
 	if !strings.Contains(out, "connect: ok") || !strings.Contains(out, "plain: refused") || !strings.Contains(out, "tls: refused") {
 		t.Errorf("a second user on the host's plugin socket:\n%s", out)

@@ -115,8 +115,8 @@ func decodeSum(s string) ([]byte, error) {
 // that is not a weir plugin, speaks another protocol version or declares
 // bad tools is refused and nothing changes.
 //
-// A running Host keeps the pins it read at New: it refuses to launch a
-// replaced binary until it is rebuilt.
+// A running Host keeps the pins it read at New until its Rescan: it
+// refuses to launch a replaced binary until then.
 func Install(pluginsDir, src string, logger hclog.Logger) (*PluginManifest, error) {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
@@ -175,6 +175,42 @@ func Install(pluginsDir, src string, logger hclog.Logger) (*PluginManifest, erro
 	}
 	pruneManifestCache(pluginsDir, pins)
 	return m, nil
+}
+
+// ErrNotInstalled is Remove's answer for a plugin that has no pin.
+var ErrNotInstalled = errors.New("no such plugin installed")
+
+// Remove uninstalls the plugin named name: its pin, its binary and its
+// cached manifests go. A running Host keeps serving it until its Rescan.
+func Remove(pluginsDir, name string) error {
+	if err := wire.CheckPluginName(name); err != nil {
+		return err
+	}
+	if _, err := os.Stat(pluginsDir); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%s: %w in %s", name, ErrNotInstalled, pluginsDir)
+	}
+	unlock, err := lockDir(pluginsDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	pins, err := ReadPins(pluginsDir)
+	if err != nil {
+		return err
+	}
+	if _, ok := pins[name]; !ok {
+		return fmt.Errorf("%s: %w in %s", name, ErrNotInstalled, pluginsDir)
+	}
+	delete(pins, name)
+	// The pin goes first: a binary without a pin is never launched.
+	if err := writePins(pluginsDir, pins); err != nil {
+		return err
+	}
+	if err := os.Remove(filepath.Join(pluginsDir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	pruneManifestCache(pluginsDir, pins)
+	return nil
 }
 
 // pruneManifestCache removes cached manifests of binaries no longer pinned,

@@ -392,13 +392,16 @@ const AdmissionOpen = "open"
 // counts, the slots, the config in force, and who the caller is. It comes
 // with 200 while admission is open and 503 otherwise.
 type Status struct {
-	Admission string      `json:"admission"` // AdmissionOpen or the refusal code
-	Reason    string      `json:"reason,omitempty"`
-	Queued    int         `json:"queued"`
-	Held      int         `json:"held"`
-	Slots     int         `json:"slots"`
-	Config    *ConfigInfo `json:"config,omitempty"`
-	Caller    *Caller     `json:"caller"`
+	Admission string `json:"admission"` // AdmissionOpen or the refusal code
+	Reason    string `json:"reason,omitempty"`
+	Queued    int    `json:"queued"`
+	// Parked counts tasks waiting for a wake (a decision, a child run, a
+	// timer): not queued.
+	Parked int         `json:"parked"`
+	Held   int         `json:"held"`
+	Slots  int         `json:"slots"`
+	Config *ConfigInfo `json:"config,omitempty"`
+	Caller *Caller     `json:"caller"`
 }
 
 // Open reports whether admission is open.
@@ -440,6 +443,29 @@ type ReloadResult struct {
 	Notes []string `json:"notes,omitempty"`
 }
 
+// PluginRescan answers POST /v1/admin/plugins/rescan: what the daemon's
+// plugin host changed after re-reading its plugins directory, by plugin
+// name. New calls use what is in service now; calls in flight finish on
+// the process they started on.
+type PluginRescan struct {
+	Added    []string `json:"added"`
+	Upgraded []string `json:"upgraded"`
+	Removed  []string `json:"removed"`
+	// Unavailable are pinned plugins that could not be read; they provide
+	// no tools.
+	Unavailable []PluginProblem `json:"unavailable"`
+	// Tools counts the tools in service.
+	Tools int `json:"tools"`
+	// PluginsDir is the directory the daemon read.
+	PluginsDir string `json:"plugins_dir"`
+}
+
+// PluginProblem is a pinned plugin that could not be read, and why.
+type PluginProblem struct {
+	Name  string `json:"name"`
+	Error string `json:"error"`
+}
+
 // Error classes: every error answer is {"code", "message", "class"}, and
 // the class says whose error it is.
 const (
@@ -451,4 +477,35 @@ const (
 	// ClassStorage: the daemon's store failed (503); admission stays
 	// closed until an operator acts.
 	ClassStorage = "storage"
+)
+
+// FlowSource answers GET /v1/flows/{name}: the flow's latest registered
+// version and the source files it was registered from. Every user may read
+// registered flows.
+type FlowSource struct {
+	Flow
+	// Version counts the name's registered versions: the latest has the
+	// highest.
+	Version      uint64       `json:"version"`
+	RegisteredAt time.Time    `json:"registered_at"`
+	Files        []SourceFile `json:"files"`
+}
+
+// MaxStreamDuration bounds one server-sent event stream (GET
+// /v1/runs/{id}/stream, GET /v1/runs/stream): the server ends it after
+// this long, and a client that wants more connects again (with
+// Last-Event-ID, a browser's EventSource does so by itself).
+const MaxStreamDuration = 5 * time.Minute
+
+// The event names of the server-sent event streams. A run's stream sends
+// StreamRun (the run as GET /v1/runs/{id} shows it) whenever it changes
+// and StreamEvent (one Event, whose seq is the message id) for each new
+// event, and StreamEnd once the run is terminal and every event was sent.
+// The run list's stream sends StreamRuns (a page as GET /v1/runs answers
+// it) whenever the page changes.
+const (
+	StreamRun   = "run"
+	StreamEvent = "event"
+	StreamEnd   = "end"
+	StreamRuns  = "runs"
 )

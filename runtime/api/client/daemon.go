@@ -36,7 +36,20 @@ func (e *DiagnosticsError) Error() string {
 // declare (POST /v1/flows). Files that do not pass the checks register
 // nothing and return a *DiagnosticsError.
 func (c *Client) FlowRegister(ctx context.Context, files ...apitypes.SourceFile) (*apitypes.RegisterResult, error) {
-	status, data, err := c.do(ctx, http.MethodPost, "/flows", apitypes.RegisterRequest{Files: files}, nil)
+	return c.postFlows(ctx, "/flows", files)
+}
+
+// FlowCheck runs registration's checks on the files in the daemon, against
+// its registered flows and plugins, and stores nothing (POST
+// /v1/flows/check). Diagnostics come back as a *DiagnosticsError, as from
+// FlowRegister; the flows answered are the versions a registration would
+// store.
+func (c *Client) FlowCheck(ctx context.Context, files ...apitypes.SourceFile) (*apitypes.RegisterResult, error) {
+	return c.postFlows(ctx, "/flows/check", files)
+}
+
+func (c *Client) postFlows(ctx context.Context, path string, files []apitypes.SourceFile) (*apitypes.RegisterResult, error) {
+	status, data, err := c.do(ctx, http.MethodPost, path, apitypes.RegisterRequest{Files: files}, nil)
 	if err != nil {
 		var ae *Error
 		if errors.As(err, &ae) && status == http.StatusUnprocessableEntity && ae.Code == CodeHTTP {
@@ -50,7 +63,7 @@ func (c *Client) FlowRegister(ctx context.Context, files ...apitypes.SourceFile)
 	}
 	var res apitypes.RegisterResult
 	if err := json.Unmarshal(data, &res); err != nil {
-		return nil, fmt.Errorf("POST /flows: decoding the answer: %w", err)
+		return nil, fmt.Errorf("POST %s: decoding the answer: %w", path, err)
 	}
 	return &res, nil
 }
@@ -123,6 +136,18 @@ func (c *Client) Health(ctx context.Context) (*apitypes.Status, error) {
 func (c *Client) AdminReload(ctx context.Context) (*apitypes.ReloadResult, error) {
 	var res apitypes.ReloadResult
 	if err := c.call(ctx, http.MethodPost, "/admin/reload", nil, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// AdminRescanPlugins asks the daemon to re-read its plugins directory and
+// put what is installed there in service (POST /v1/admin/plugins/rescan):
+// `weir plugin install` and `rm` call it. Only the daemon's own OS user on
+// the Unix socket may.
+func (c *Client) AdminRescanPlugins(ctx context.Context) (*apitypes.PluginRescan, error) {
+	var res apitypes.PluginRescan
+	if err := c.call(ctx, http.MethodPost, "/admin/plugins/rescan", nil, &res); err != nil {
 		return nil, err
 	}
 	return &res, nil

@@ -197,6 +197,7 @@ func (c *Client) decide(ctx context.Context, id, node, verb string, req apitypes
 const (
 	FormatMermaid = "mermaid"
 	FormatDot     = "dot"
+	FormatSVG     = "svg"
 )
 
 // RunGraph draws the run's flow marked with what the run did (GET

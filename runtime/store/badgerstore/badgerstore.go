@@ -166,6 +166,11 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("badgerstore: open %s: %w", dir, err)
 	}
 
+	if err := checkLayout(db); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("badgerstore: open %s: %w", dir, err)
+	}
+
 	s := &Store{
 		db:   db,
 		opts: opts,
@@ -180,6 +185,33 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	go s.commitLoop()
 	return s, nil
+}
+
+// checkLayout refuses a directory whose key layout (kLayout) is newer than
+// this weir's.
+func checkLayout(db *badger.DB) error {
+	return db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get([]byte(kLayout))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil // written before the layout had a version: version 1
+		}
+		if err != nil {
+			return err
+		}
+		b, err := item.ValueCopy(nil)
+		if err != nil {
+			return err
+		}
+		v, err := decodeU64("layout", b)
+		if err != nil {
+			return err
+		}
+		if v > layoutV1 {
+			return fmt.Errorf("%w: it has layout version %d and this weir reads version %d: run a weir at least as new as the one that wrote it",
+				ErrLayoutNewer, v, layoutV1)
+		}
+		return nil
+	})
 }
 
 // badgerOptions is the Badger configuration of a store in dir, with

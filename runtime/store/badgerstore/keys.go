@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/weirhq/weir/runtime/store"
@@ -37,7 +38,7 @@ import (
 //	ev/<run>\0<seq(8)>             Event
 //	at/<run>\0<node>\0<visit(8)><turn(8)>  AgentTurn (agent.go)
 //	m/<key>                        Meta (the caller's)
-//	x/...                          the store's own bookkeeping (counters)
+//	x/...                          the store's own bookkeeping (counters, the layout version)
 const (
 	pFlowVersion = "fv/"
 	pFlowLatest  = "fl/"
@@ -62,6 +63,7 @@ const (
 	pMeta        = "m/"
 
 	kEventSeq    = "x/event-seq"
+	kLayout      = "x/layout"
 	kTasksQueued = "x/tasks-queued"
 	kTasksLeased = "x/tasks-leased"
 )
@@ -121,11 +123,43 @@ func prefixEnd(p []byte) []byte {
 	return nil
 }
 
+// layoutV1 is the version of the key layout above: the prefixes, the index
+// entries and the values without a version byte of their own (the dlt/
+// pointers). A release that changes the layout writes its version under
+// kLayout (absent is version 1, what every release so far wrote), and a
+// weir that knows only older layouts refuses to open the directory
+// (ErrLayoutNewer), as pgstore refuses a newer schema.
+const layoutV1 = 1
+
+// ErrLayoutNewer: the data directory was written by a weir whose key
+// layout is newer than this one's.
+var ErrLayoutNewer = errors.New("badgerstore: the data directory's layout is newer than this weir")
+
 // Values start with an encoding version byte so later formats can change
-// without rewriting the store.
+// without rewriting the store. A value with a version this weir does not
+// know (written by a newer release) is refused, naming the record and both
+// versions, never decoded by guess.
 const encV1 byte = 1
 
 var errBadValue = errors.New("badgerstore: value has an unknown encoding version")
+
+// versionError says which record has which version b starts with.
+func versionError(what string, b []byte) error {
+	if len(b) == 0 {
+		return fmt.Errorf("%w: %s record is empty (this weir reads version %d)", errBadValue, what, encV1)
+	}
+	return fmt.Errorf("%w: %s record has format version %d, this weir reads version %d (was the data directory written by a newer weir?)",
+		errBadValue, what, b[0], encV1)
+}
+
+// recordName names the record type v points to, for versionError.
+func recordName(v any) string {
+	n := fmt.Sprintf("%T", v)
+	if i := strings.LastIndexByte(n, '.'); i >= 0 {
+		n = n[i+1:]
+	}
+	return n
+}
 
 func encodeJSON(v any) ([]byte, error) {
 	b, err := json.Marshal(v)
@@ -139,10 +173,10 @@ func encodeJSON(v any) ([]byte, error) {
 
 func decodeJSON(b []byte, v any) error {
 	if len(b) == 0 || b[0] != encV1 {
-		return errBadValue
+		return versionError(recordName(v), b)
 	}
 	if err := json.Unmarshal(b[1:], v); err != nil {
-		return fmt.Errorf("badgerstore: decode: %w", err)
+		return fmt.Errorf("badgerstore: decode %s: %w", recordName(v), err)
 	}
 	return nil
 }
@@ -153,10 +187,11 @@ func encodeRaw(data []byte) []byte {
 	return append(out, data...)
 }
 
-// decodeRaw returns a copy: callers may keep and change it.
-func decodeRaw(b []byte) ([]byte, error) {
+// decodeRaw returns a copy: callers may keep and change it. what names the
+// record for errors.
+func decodeRaw(what string, b []byte) ([]byte, error) {
 	if len(b) == 0 || b[0] != encV1 {
-		return nil, errBadValue
+		return nil, versionError(what, b)
 	}
 	return append([]byte{}, b[1:]...), nil
 }
@@ -168,9 +203,12 @@ func encodeU64(v uint64) []byte {
 	return b
 }
 
-func decodeU64(b []byte) (uint64, error) {
-	if len(b) != 9 || b[0] != encV1 {
-		return 0, errBadValue
+func decodeU64(what string, b []byte) (uint64, error) {
+	if len(b) == 0 || b[0] != encV1 {
+		return 0, versionError(what, b)
+	}
+	if len(b) != 9 {
+		return 0, fmt.Errorf("badgerstore: %s record has %d bytes, want 9", what, len(b))
 	}
 	return binary.BigEndian.Uint64(b[1:]), nil
 }

@@ -69,7 +69,7 @@ func (t *storeTx) counter(k string) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return decodeU64(b)
+	return decodeU64("counter "+k, b)
 }
 
 func (t *storeTx) addCounter(k string, delta int) error {
@@ -145,10 +145,7 @@ func (t *storeTx) flowLatest(name string) (uint64, string, error) {
 	if err != nil {
 		return 0, "", err
 	}
-	if len(b) < 9 {
-		return 0, "", errBadValue
-	}
-	seq, err := decodeU64(b[:9])
+	seq, err := decodeU64("flow latest", b[:min(len(b), 9)])
 	return seq, string(b[9:]), err
 }
 
@@ -396,7 +393,7 @@ func (t *storeTx) ContinuationGet(runID string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return decodeRaw(b)
+	return decodeRaw("continuation", b)
 }
 
 func (t *storeTx) ContinuationDelete(runID string) error {
@@ -847,7 +844,7 @@ func (t *storeTx) MetaGet(k string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return decodeRaw(b)
+	return decodeRaw("meta", b)
 }
 
 func (t *storeTx) MetaPut(k string, value []byte) error {

@@ -195,12 +195,28 @@ func encode(v any) ([]byte, error) {
 
 func decode(v int16, data []byte, dst any) error {
 	if v != recordV1 {
-		return fmt.Errorf("%w: %d", errBadVersion, v)
+		return versionError(recordName(dst), v)
 	}
 	if err := json.Unmarshal(data, dst); err != nil {
-		return fmt.Errorf("pgstore: decode: %w", err)
+		return fmt.Errorf("pgstore: decode %s: %w", recordName(dst), err)
 	}
 	return nil
+}
+
+// versionError refuses a record of a format this weir does not know
+// (written by a newer release), naming it and both versions.
+func versionError(what string, v int16) error {
+	return fmt.Errorf("%w: %s record has format version %d, this weir reads version %d (was the database written by a newer weir?)",
+		errBadVersion, what, v, recordV1)
+}
+
+// recordName names the record type dst points to, for versionError.
+func recordName(dst any) string {
+	n := fmt.Sprintf("%T", dst)
+	if i := strings.LastIndexByte(n, '.'); i >= 0 {
+		n = n[i+1:]
+	}
+	return n
 }
 
 // getRecord reads the one record a query selects (v, data) into dst, or
@@ -552,7 +568,7 @@ func (t *storeTx) ContinuationGet(runID string) ([]byte, error) {
 		return nil, t.fail(err)
 	}
 	if v != recordV1 {
-		return nil, fmt.Errorf("%w: %d", errBadVersion, v)
+		return nil, versionError("continuation", v)
 	}
 	return data, nil // scanned into a new slice: the caller's to keep
 }

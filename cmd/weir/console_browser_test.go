@@ -1,0 +1,473 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/weirhq/weir/internal/llmtest"
+	"github.com/weirhq/weir/internal/testutil"
+	"github.com/weirhq/weir/runtime/api/apitypes"
+	"github.com/weirhq/weir/runtime/api/client"
+)
+
+// -console-screenshots also writes each page's screenshot to
+// docs/console/, for the README.
+var consoleScreenshots = flag.Bool("console-screenshots", false, "write the console's screenshots to docs/console/")
+
+// browserPath finds a Chromium to drive. Without one the browser tests
+// skip with one reason, unless WEIR_TEST_BROWSER=required (CI) makes that a
+// failure.
+func browserPath(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "headless-shell"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("WEIR_TEST_BROWSER") == "required" {
+		t.Fatal("no Chromium found and WEIR_TEST_BROWSER=required (apt-get install -y chromium)")
+	}
+	t.Skip("no Chromium found: the console's browser tests need one (apt-get install -y chromium)")
+	return ""
+}
+
+const consoleFlows = `
+flow(name = "gate", doc = "A person approves, then the run goes on.", nodes = [
+    wait("approve", args = lambda ctx: {"to": "ann", "amount": ctx.input.get("amount", 0)}, next = "done"),
+    task("done", tool = "testkit.echo", args = lambda ctx: {"ok": ctx.results["approve"]}),
+])
+flow(name = "echo", nodes = [task("e", tool = "testkit.echo", args = lambda ctx: ctx.input)])
+flow(name = "slow", nodes = [task("s", tool = "testkit.sleep", args = lambda ctx: {"ms": ctx.input["ms"]})])
+flow(name = "review", nodes = [
+    fanout("each", items = [1, 2, 3], flow = "gate", args = lambda ctx, item: {"amount": item}, width = 3, depth = 1, max_items = 3),
+])
+flow(name = "mailer", nodes = [
+    agent("a", model = "small", prompt = "Mail ann", tools = ["mail.send"], approve = ["mail.send"], max_turns = 3),
+])
+flow(name = "failing", nodes = [task("f", tool = "testkit.fail", args = {"times": 5, "code": "E_UPSTREAM"}, retries = 1)])
+`
+
+const (
+	consoleAlice = "alice-console-token-0123456789"
+	consoleBob   = "bob-console-token-0123456789ab"
+)
+
+// consoleDaemon starts a real daemon with a tcp block (alice's and bob's
+// tokens) and the console, and returns it with the console's URL and a
+// client per user.
+func consoleDaemon(t *testing.T, llm *llmtest.Server) (d *daemon, consoleURL string, alice, bob *client.Client) {
+	t.Helper()
+	if err := llm.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { llm.Close() })
+	d = newDaemon(t)
+	cfg := filepath.Join(t.TempDir(), "weir.hcl")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`
+tcp {
+  address = "127.0.0.1:0"
+  token "alice" {
+    secret = %q
+  }
+  token "bob" {
+    secret = %q
+  }
+}
+console {
+  address = "127.0.0.1:0"
+}
+engine {
+  retry_base = "10ms"
+  retry_max = "20ms"
+}
+plugin "llm" {
+  providers = {
+    local = { kind = "openai", base_url = %q }
+  }
+  models = {
+    small = { provider = "local", model = "m-1", input_cost = %d, output_cost = %d, max_tokens = 256 }
+  }
+}
+`, consoleAlice, consoleBob, llm.OpenAIBaseURL(), agentInputCost, agentOutputCost)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d.serveArgs = []string{"--config", cfg}
+	d.start("")
+	d.register(consoleFlows)
+	find := func(re string) string {
+		m := regexp.MustCompile(re).FindStringSubmatch(d.log())
+		if m == nil {
+			t.Fatalf("no %s in the daemon's log:\n%s", re, d.log())
+		}
+		return m[1]
+	}
+	consoleURL = find(`serving the console: address=(http://127\.0\.0\.1:\d+)`)
+	tcpURL := "http://" + find(`serving on tcp: address=(127\.0\.0\.1:\d+)`)
+	var err error
+	if alice, err = client.New(tcpURL, client.WithToken(consoleAlice)); err != nil {
+		t.Fatal(err)
+	}
+	if bob, err = client.New(tcpURL, client.WithToken(consoleBob)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(alice.Close)
+	t.Cleanup(bob.Close)
+	return d, consoleURL, alice, bob
+}
+
+func startAs(t *testing.T, c *client.Client, flow, input string) string {
+	t.Helper()
+	res, err := c.RunStart(context.Background(), apitypes.StartRequest{Flow: flow, Input: json.RawMessage(input)})
+	if err != nil {
+		t.Fatalf("start %s: %v", flow, err)
+	}
+	return res.RunID
+}
+
+// TestConsoleInBrowser drives the console in headless Chromium against a
+// real daemon: sign-in, the run list's filters and live rows, a run
+// approved, one rejected and one cancelled from their pages while the
+// pages follow them live, another user's runs invisible and their URLs
+// answering like missing runs, CSRF refused, and a screenshot of every
+// page.
+func TestConsoleInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real daemon and a browser")
+	}
+	chromium := browserPath(t)
+	llm := llmtest.New(
+		llmtest.Step{ToolCalls: []llmtest.ToolCall{mailCall("ann@example.com")}, Usage: &llmtest.Usage{InputTokens: 100, OutputTokens: 10}},
+		llmtest.Step{Text: "Mailed ann.", Usage: &llmtest.Usage{InputTokens: 200, OutputTokens: 5}},
+	)
+	d, base, alice, bob := consoleDaemon(t, llm)
+
+	gate1 := startAs(t, alice, "gate", `{"amount": 42}`)
+	gate2 := startAs(t, alice, "gate", `{"amount": 7}`)
+	echo := startAs(t, alice, "echo", `{"hello": "world"}`)
+	failing := startAs(t, alice, "failing", `{}`)
+	bobs := startAs(t, bob, "gate", `{}`)
+	for _, id := range []string{echo, failing} {
+		testutil.Eventually(t, 30*time.Second, func() error {
+			r, err := alice.RunGet(context.Background(), id)
+			if err != nil || !r.Phase.Terminal() {
+				return fmt.Errorf("run %s not over: %v %v", id, r, err)
+			}
+			return nil
+		})
+	}
+
+	shots := t.TempDir()
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(chromium), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true), chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
+		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1360, 900))
+	defer cancelAlloc()
+	browser, cancelBrowser := chromedp.NewContext(alloc)
+	defer cancelBrowser()
+	if err := chromedp.Do(browser); err != nil { // start the browser on a context without a deadline
+		t.Fatalf("starting %s: %v", chromium, err)
+	}
+	type void = chromedp.Void
+	css := func(sel string) chromedp.CSS { return chromedp.CSS(sel) }
+	// do runs steps with a bound of their own, failing the test with what
+	// they were for.
+	do := func(t *testing.T, what string, steps ...chromedp.Action[void]) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(browser, 45*time.Second)
+		defer cancel()
+		if err := chromedp.Do(ctx, steps...); err != nil {
+			t.Fatalf("%s: %v\ndaemon log:\n%s", what, err, d.log())
+		}
+	}
+	text := func(t *testing.T, sel string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(browser, 45*time.Second)
+		defer cancel()
+		q, _ := json.Marshal(sel)
+		expr := `(e => e ? e.innerText : "")(document.querySelector(` + string(q) + `))`
+		for {
+			s, err := chromedp.Run(ctx, chromedp.Evaluate[string](expr))
+			if err == nil && s != "" {
+				return s
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("text of %s: %v (%v)", sel, ctx.Err(), err)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	strs := func(t *testing.T, expr string) []string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(browser, 45*time.Second)
+		defer cancel()
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](expr))
+		if err != nil {
+			t.Fatalf("%s: %v", expr, err)
+		}
+		return v
+	}
+	location := func(t *testing.T) string {
+		t.Helper()
+		u, err := chromedp.Run(browser, chromedp.Location())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	shot := func(name string) chromedp.Action[void] {
+		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			png, err := chromedp.FullScreenshot(100)(ctx, tg)
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join(shots, name+".png"), png, 0o644); err != nil {
+				return err
+			}
+			if *consoleScreenshots {
+				return os.WriteFile(filepath.Join("..", "..", "docs", "console", name+".png"), png, 0o644)
+			}
+			return nil
+		})
+	}
+	// until waits for a JavaScript condition to hold on the page, asking
+	// again while the page navigates (a form's submit, a filter's reload)
+	// or redraws what it shows as the run changes.
+	until := func(expr string) chromedp.Action[void] {
+		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			for {
+				ok, err := chromedp.Evaluate[bool](expr)(ctx, tg)
+				if err == nil && ok {
+					return nil
+				}
+				select {
+				case <-ctx.Done():
+					return fmt.Errorf("%s never held: %w (last: %v, %v)", expr, ctx.Err(), ok, err)
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+		})
+	}
+	visible := func(sel string) chromedp.Action[void] {
+		q, _ := json.Marshal(sel)
+		return until(`(e => !!e && e.getClientRects().length > 0)(document.querySelector(` + string(q) + `))`)
+	}
+	ready := visible(`body[data-ready="true"]`)
+	rows := `[...document.querySelectorAll("#runs-table tbody tr")]`
+
+	t.Run("sign in", func(t *testing.T) {
+		do(t, "a page sends a stranger to the sign-in", chromedp.Navigate(base+"/runs"), visible(`#token`))
+		if u := location(t); !strings.Contains(u, "/signin?next=%2Fruns") {
+			t.Errorf("a stranger landed on %s", u)
+		}
+		do(t, "a wrong token is refused", chromedp.SendKeys(css(`#token`), "not-a-token-of-this-daemon"), chromedp.Submit(css(`#token`)),
+			visible(`#signin-error`), shot("signin"))
+		do(t, "alice signs in", chromedp.SetValue(css(`#token`), consoleAlice), chromedp.Submit(css(`#token`)), ready)
+		if who, u := text(t, `#who`), location(t); who != "alice" || !strings.HasSuffix(u, "/runs") {
+			t.Errorf("signed in as %q at %s", who, u)
+		}
+	})
+
+	t.Run("list filters and live rows", func(t *testing.T) {
+		do(t, "the list shows alice's runs", chromedp.Navigate(base+"/runs"), ready, visible(`#runs-table tr[data-run="`+failing+`"]`))
+		if ids := strs(t, rows+`.map(r => r.dataset.run)`); len(ids) != 4 || strings.Contains(strings.Join(ids, " "), bobs) {
+			t.Errorf("alice's list %v (bob's run %s)", ids, bobs)
+		}
+		do(t, "phase waiting", chromedp.Evaluate[void](`setTimeout(() => { const s = document.getElementById("phase-filter"); s.value = "waiting"; s.dispatchEvent(new Event("change")) }, 0), null`),
+			until(`location.search === "?phase=waiting"`), ready, visible(`#runs-table tr[data-run="`+gate1+`"]`))
+		if ph := strs(t, rows+`.map(r => r.dataset.phase)`); strings.Join(ph, ",") != "waiting,waiting" {
+			t.Errorf("phase waiting shows phases %v", ph)
+		}
+		do(t, "flow echo", chromedp.Navigate(base+"/runs?flow=echo"), ready, visible(`#runs-table tr[data-run="`+echo+`"]`))
+		if ids := strs(t, rows+`.map(r => r.dataset.run)`); strings.Join(ids, ",") != echo {
+			t.Errorf("flow echo shows %v", ids)
+		}
+		// A run started while the page is open appears without a reload.
+		do(t, "open the list", chromedp.Navigate(base+"/runs"), ready, visible(`#live.on`))
+		fresh := startAs(t, alice, "echo", `{"fresh": true}`)
+		do(t, "a new run appears live", visible(`#runs-table tr[data-run="`+fresh+`"]`), shot("runs"))
+	})
+
+	t.Run("approve a wait and watch the run complete", func(t *testing.T) {
+		w := `.wait[data-wait="approve@1"]`
+		do(t, "the run page shows the open wait and the graph waits at it",
+			chromedp.Navigate(base+"/runs/"+gate1), ready, visible(w+` button.approve`),
+			visible(`#graph svg g.node.waiting[data-node="approve"]`), shot("run-waiting"))
+		if shown := text(t, w+` pre.shown`); !strings.Contains(shown, `"amount": 42`) || !strings.Contains(shown, `"to": "ann"`) {
+			t.Errorf("the decider is shown %q", shown)
+		}
+		do(t, "approve with a payload; the page follows the run to its end",
+			chromedp.SendKeys(css(w+` textarea.payload`), `{"by": "alice"}`), chromedp.Click(css(w+` button.approve`)),
+			visible(`#run-phase .phase-completed`), visible(`#graph svg g.node.visited[data-node="done"]`),
+			visible(`#timeline tr[data-type="completed"]`), shot("run"))
+		if out := text(t, `#run-output`); !strings.Contains(out, `"by": "alice"`) {
+			t.Errorf("output %q lacks the payload", out)
+		}
+	})
+
+	t.Run("reject", func(t *testing.T) {
+		w := `.wait[data-wait="approve@1"]`
+		do(t, "reject with a reason", chromedp.Navigate(base+"/runs/"+gate2), ready, visible(w+` button.reject`),
+			chromedp.SendKeys(css(w+` input.reason`), "amount too small"),
+			until(`document.querySelector('`+w+` input.reason').value === "amount too small"`),
+			chromedp.Click(css(w+` button.reject`)),
+			visible(`#run-phase .phase-failed`), visible(`#run-error`))
+		evs, err := alice.RunEvents(context.Background(), gate2, client.EventListParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(evs)
+		if !strings.Contains(string(b), "amount too small") {
+			t.Errorf("the reason is not in the run's events: %s", b)
+		}
+	})
+
+	t.Run("cancel", func(t *testing.T) {
+		slow := startAs(t, alice, "slow", `{"ms": 600000}`)
+		do(t, "cancel a running run", chromedp.Navigate(base+"/runs/"+slow), ready,
+			visible(`#run-phase .phase-running`), chromedp.Click(css(`#cancel`)), visible(`#run-phase .phase-cancelled`))
+		if a := text(t, `#cancel-answer`); a != "cancel: requested" {
+			t.Errorf("cancel answered %q", a)
+		}
+		do(t, "cancel again", chromedp.Click(css(`#cancel`)),
+			until(`document.getElementById("cancel-answer").textContent !== "cancel: requested"`))
+		if a := text(t, `#cancel-answer`); a != "cancel: already_terminal" {
+			t.Errorf("cancel again answered %q", a)
+		}
+	})
+
+	t.Run("another user's runs are invisible", func(t *testing.T) {
+		do(t, "bob's run", chromedp.Navigate(base+"/runs/"+bobs), ready)
+		theirs := text(t, `#main`)
+		do(t, "a missing run", chromedp.Navigate(base+"/runs/run_00000000000000000000"), ready)
+		missing := text(t, `#main`)
+		if !strings.Contains(theirs, "No run "+bobs) || !strings.Contains(theirs, "E_NOT_FOUND") {
+			t.Errorf("bob's run page shows %q", theirs)
+		}
+		if strings.ReplaceAll(theirs, bobs, "X") != strings.ReplaceAll(missing, "run_00000000000000000000", "X") {
+			t.Errorf("bob's run answers %q, a missing run %q", theirs, missing)
+		}
+		if r, err := bob.RunGet(context.Background(), bobs); err != nil || r.Phase != apitypes.PhaseWaiting {
+			t.Errorf("bob's run %+v %v", r, err)
+		}
+	})
+
+	t.Run("CSRF refused", func(t *testing.T) {
+		victim := startAs(t, alice, "gate", `{}`)
+		do(t, "open a page", chromedp.Navigate(base+"/runs"), ready)
+		ctx, cancel := context.WithTimeout(browser, 45*time.Second)
+		defer cancel()
+		res, err := chromedp.Run(ctx, chromedp.Evaluate[[]any](`Promise.all([
+		  fetch("/v1/runs/`+victim+`/cancel", {method: "POST"}).then(r => r.status),
+		  fetch("/v1/runs/`+victim+`/cancel", {method: "POST", headers: {"X-Weir-CSRF": "forged"}}).then(r => r.status),
+		  fetch("/v1/runs/`+victim+`/waits/approve@1/approve", {method: "POST", body: "{}"}).then(r => r.json()).then(j => j.code),
+		])`, chromedp.EvalAwaitPromise))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(res) != "[403 403 E_CSRF]" {
+			t.Errorf("refusals %v, want [403 403 E_CSRF]", res)
+		}
+		if r, err := alice.RunGet(context.Background(), victim); err != nil || r.Phase != apitypes.PhaseWaiting {
+			t.Errorf("the refused requests changed the run: %+v %v", r, err)
+		}
+		// A sign-in from another origin is refused even with a good token.
+		req, _ := http.NewRequest("POST", base+"/signin", strings.NewReader("token="+consoleAlice))
+		req.Header.Set("Origin", "http://evil.example")
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden || resp.Header.Get("Set-Cookie") != "" {
+			t.Errorf("a sign-in from another origin answered %d with cookie %q", resp.StatusCode, resp.Header.Get("Set-Cookie"))
+		}
+	})
+
+	t.Run("the other pages", func(t *testing.T) {
+		do(t, "flows", chromedp.Navigate(base+"/flows"), ready, visible(`#flows-table tr[data-flow="gate"]`), shot("flows"))
+		do(t, "a flow", chromedp.Navigate(base+"/flows/gate"), ready, visible(`#graph svg g.node[data-node="approve"]`), shot("flow"))
+		if src := text(t, `pre.source`); !strings.Contains(src, `wait("approve"`) {
+			t.Errorf("the flow's source shows %q", src)
+		}
+		do(t, "dead letters", chromedp.Navigate(base+"/deadletters"), ready, visible(`#deadletters-table`), shot("deadletters"))
+		if dl := text(t, `#deadletters-table`); !strings.Contains(dl, "E_UPSTREAM") || !strings.Contains(dl, "attempt 2") {
+			t.Errorf("dead letters show %q", dl)
+		}
+		do(t, "status", chromedp.Navigate(base+"/status"), ready, shot("status"))
+		if adm := text(t, `#admission`); adm != "open" {
+			t.Errorf("admission %q", adm)
+		}
+	})
+	t.Run("a fan-out's children mature live", func(t *testing.T) {
+		parent := startAs(t, alice, "review", `{}`)
+		do(t, "the cohort panel shows three children in flight", chromedp.Navigate(base+"/runs/"+parent), ready,
+			until(`(r => !!r && r.cells[5].textContent === "3")(document.querySelector('#cohorts tr[data-node="each"]'))`),
+			visible(`.wait[data-kind="cohort"]`))
+		var kids []string
+		testutil.Eventually(t, 30*time.Second, func() error {
+			runs, err := alice.RunList(context.Background(), client.RunListParams{Phase: apitypes.PhaseWaiting})
+			if err != nil {
+				return err
+			}
+			kids = kids[:0]
+			for _, r := range runs {
+				if r.Parent == parent {
+					kids = append(kids, r.ID)
+				}
+			}
+			if len(kids) != 3 {
+				return fmt.Errorf("%d children waiting", len(kids))
+			}
+			return nil
+		})
+		do(t, "the list links each child to its parent", chromedp.Navigate(base+"/runs"), ready,
+			until(`document.querySelectorAll('#runs-table td:nth-child(5) a[href="/runs/`+parent+`"]').length === 3`))
+		do(t, "back to the parent", chromedp.Navigate(base+"/runs/"+parent), ready, visible(`#cohorts`), shot("run-fanout"))
+		for _, k := range kids {
+			if _, err := alice.RunApprove(context.Background(), k, "approve", json.RawMessage(`true`)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		do(t, "the parent completes live with every child mature",
+			visible(`#run-phase .phase-completed`),
+			until(`(r => !!r && r.cells[6].textContent === "3 / 3")(document.querySelector('#cohorts tr[data-node="each"]'))`))
+	})
+	t.Run("approve an agent's proposed tool call", func(t *testing.T) {
+		id := startAs(t, alice, "mailer", `{}`)
+		w := `.wait[data-wait="a@1.1.0"]`
+		do(t, "the proposal shows the tool and its arguments", chromedp.Navigate(base+"/runs/"+id), ready,
+			visible(w+`[data-kind="approval"] button.approve`))
+		if shown := text(t, w); !strings.Contains(shown, "mail.send") || !strings.Contains(shown, `"to": "ann@example.com"`) {
+			t.Errorf("the decider is shown %q", shown)
+		}
+		if d.outbox() != 0 {
+			t.Fatal("the mail went out before anyone approved it")
+		}
+		do(t, "approve; the agent's turns appear live", chromedp.Click(css(w+` button.approve`)),
+			visible(`#run-phase .phase-completed`),
+			until(`document.querySelectorAll("#agent-turns tbody tr").length === 2`),
+			visible(`#agents tr[data-node="a"]`), shot("run-agent"))
+		if turns := text(t, `#agent-turns`); !strings.Contains(turns, "mail.send") || !strings.Contains(turns, "100") {
+			t.Errorf("agent turns show %q", turns)
+		}
+		if n := d.outbox(); n != 1 {
+			t.Errorf("outbox has %d mails, want 1", n)
+		}
+	})
+	t.Logf("screenshots in %s", shots)
+	d.stop()
+}

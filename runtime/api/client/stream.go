@@ -1,0 +1,124 @@
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"syscall"
+
+	"github.com/weirhq/weir/runtime/api/apitypes"
+)
+
+// FlowSource reads a flow's latest version with its source files (GET
+// /v1/flows/{name}).
+func (c *Client) FlowSource(ctx context.Context, name string) (*apitypes.FlowSource, error) {
+	var fs apitypes.FlowSource
+	if err := c.call(ctx, http.MethodGet, "/flows/"+escape(name), nil, &fs); err != nil {
+		return nil, err
+	}
+	return &fs, nil
+}
+
+// StreamMessage is one message of a run's stream: Run for
+// apitypes.StreamRun, Event for apitypes.StreamEvent, neither for
+// apitypes.StreamEnd.
+type StreamMessage struct {
+	Name  string
+	Run   *apitypes.Run
+	Event *apitypes.Event
+}
+
+// MaxStreamMessage bounds one message of a stream the client reads.
+const MaxStreamMessage = 16 << 20
+
+// RunStream follows a run (GET /v1/runs/{id}/stream): fn gets its events
+// after seq after and the run each time it changes, until the run ends
+// (the last message is apitypes.StreamEnd; RunStream then returns nil), fn
+// returns an error, ctx ends, or the server closes the stream after
+// apitypes.MaxStreamDuration — then RunStream connects again from the last
+// event it saw.
+func (c *Client) RunStream(ctx context.Context, id string, after uint64, fn func(StreamMessage) error) error {
+	for {
+		ended, err := c.runStreamOnce(ctx, id, &after, fn)
+		if err != nil || ended {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+}
+
+func (c *Client) runStreamOnce(ctx context.Context, id string, after *uint64, fn func(StreamMessage) error) (bool, error) {
+	path := "/runs/" + escape(id) + "/stream?" + url.Values{"after": {strconv.FormatUint(*after, 10)}}.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/"+apitypes.Version+path, nil)
+	if err != nil {
+		return false, err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, os.ErrNotExist) {
+			return false, fmt.Errorf("%w on %s: %w", ErrNoDaemon, c.addr, err)
+		}
+		return false, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return false, errorOf(resp.StatusCode, data)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), MaxStreamMessage)
+	var name string
+	var data []byte
+	for sc.Scan() {
+		line := sc.Bytes()
+		switch {
+		case len(line) == 0:
+			if name == "" {
+				continue
+			}
+			m := StreamMessage{Name: name}
+			switch name {
+			case apitypes.StreamRun:
+				m.Run = new(apitypes.Run)
+				if err := json.Unmarshal(data, m.Run); err != nil {
+					return false, fmt.Errorf("stream of %s: %w", id, err)
+				}
+			case apitypes.StreamEvent:
+				m.Event = new(apitypes.Event)
+				if err := json.Unmarshal(data, m.Event); err != nil {
+					return false, fmt.Errorf("stream of %s: %w", id, err)
+				}
+				*after = m.Event.Seq
+			}
+			if err := fn(m); err != nil {
+				return false, err
+			}
+			if name == apitypes.StreamEnd {
+				return true, nil
+			}
+			name, data = "", nil
+		case bytes.HasPrefix(line, []byte("event: ")):
+			name = string(line[len("event: "):])
+		case bytes.HasPrefix(line, []byte("data: ")):
+			data = append(data[:0], line[len("data: "):]...)
+		}
+	}
+	if err := sc.Err(); err != nil && ctx.Err() == nil {
+		return false, fmt.Errorf("stream of %s: %w", id, err)
+	}
+	return false, nil
+}

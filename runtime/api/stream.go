@@ -1,0 +1,315 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/weirhq/weir/runtime/api/apitypes"
+	"github.com/weirhq/weir/runtime/engine"
+	"github.com/weirhq/weir/runtime/store"
+)
+
+// A stream looks at its run (or run list) again after streamPollMin when
+// something changed, backing off to streamPollMax while nothing does. The
+// store has no change notifications yet, so streams read it; a quiet
+// stream costs one read per streamPollMax.
+const (
+	streamPollMin = 20 * time.Millisecond
+	streamPollMax = time.Second
+	// streamHeartbeat is how often a quiet stream sends a comment, so that
+	// proxies and the client see the connection alive.
+	streamHeartbeat = 15 * time.Second
+	// streamEventBatch bounds the events one read of a run's stream takes.
+	streamEventBatch = 500
+)
+
+// MaxStreamDuration bounds one stream; see apitypes.MaxStreamDuration.
+const MaxStreamDuration = apitypes.MaxStreamDuration
+
+func (s *Server) routeStreams() {
+	s.mux.HandleFunc("GET /v1/runs/{id}/stream", s.runStream)
+	s.mux.HandleFunc("GET /v1/runs/stream", s.runsStream)
+	s.mux.HandleFunc("GET /v1/flows/{name}", s.flowSource)
+}
+
+// runView reads a run as GET /v1/runs/{id} shows it: with its progress
+// and, while it is not terminal, its open waits.
+func (s *Server) runView(ctx context.Context, owner, id string) (*apitypes.Run, error) {
+	run, err := s.eng.Get(ctx, owner, id)
+	if err != nil {
+		return nil, err
+	}
+	p, _ := s.eng.Progress(ctx, run)
+	v := ViewOf(run, p)
+	if !run.Phase.Terminal() {
+		ws, _ := s.eng.Waits(ctx, run)
+		v.Waits = convertAll(ws, waitOf)
+	}
+	return v, nil
+}
+
+// sse writes server-sent events and keeps the stream's own write deadline
+// (the server's timeouts are for requests that end).
+type sse struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func startSSE(w http.ResponseWriter, until time.Time) *sse {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(until.Add(10 * time.Second))
+	return &sse{w: w, rc: rc}
+}
+
+func (e *sse) send(event, id string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	if id != "" {
+		fmt.Fprintf(&buf, "id: %s\n", id)
+	}
+	fmt.Fprintf(&buf, "event: %s\ndata: %s\n\n", event, b) // JSON has no raw newline
+	_, err = e.w.Write(buf.Bytes())
+	return err
+}
+
+func (e *sse) comment() error {
+	_, err := e.w.Write([]byte(": alive\n\n"))
+	return err
+}
+
+func (e *sse) flush() error { return e.rc.Flush() }
+
+// runStream is GET /v1/runs/{id}/stream?after=SEQ: the run's events after
+// SEQ (or the Last-Event-ID header) and the run's view each time it
+// changes, as server-sent events, until the run is terminal and every
+// event was sent, the client goes, or MaxStreamDuration passes.
+func (s *Server) runStream(w http.ResponseWriter, r *http.Request) {
+	if !queryParams(w, r, "after") {
+		return
+	}
+	afterText := r.URL.Query().Get("after")
+	if afterText == "" {
+		afterText = r.Header.Get("Last-Event-ID")
+	}
+	after, err := strconv.ParseUint(orDefault(afterText, "0"), 10, 64)
+	if err != nil {
+		writeErr(w, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequest, Class: engine.ClassProtocol, Message: "after (or Last-Event-ID) must be a sequence number"})
+		return
+	}
+	owner, id := ownerFrom(r.Context()), r.PathValue("id")
+	view, err := s.runView(r.Context(), owner, id)
+	if err != nil { // another owner's run answers as a missing one, before the stream starts
+		writeEngineErr(w, err)
+		return
+	}
+	until := time.Now().Add(MaxStreamDuration)
+	ctx, cancel := context.WithDeadline(r.Context(), until)
+	defer cancel()
+	out := startSSE(w, until)
+	var last []byte
+	poll := streamPollMin
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	quiet := time.Now()
+	for {
+		changed := false
+		// The view is read before the events: once it is terminal, the
+		// events read after it include the run's last one.
+		if view == nil {
+			if view, err = s.runView(ctx, owner, id); err != nil {
+				return
+			}
+		}
+		evs, err := s.eng.Events(ctx, owner, id, after, streamEventBatch)
+		if err != nil {
+			return
+		}
+		for _, ev := range evs {
+			if out.send(apitypes.StreamEvent, strconv.FormatUint(ev.Seq, 10), eventOf(ev)) != nil {
+				return
+			}
+			after, changed = ev.Seq, true
+		}
+		b, _ := json.Marshal(view)
+		if !bytes.Equal(b, last) {
+			if out.send(apitypes.StreamRun, "", view) != nil {
+				return
+			}
+			last, changed = b, true
+		}
+		terminal := view.Phase.Terminal() && len(evs) < streamEventBatch
+		view = nil
+		if changed {
+			poll, quiet = streamPollMin, time.Now()
+		} else {
+			poll = min(2*poll, streamPollMax)
+			if time.Since(quiet) > streamHeartbeat {
+				if out.comment() != nil {
+					return
+				}
+				quiet = time.Now()
+			}
+		}
+		if terminal {
+			_ = out.send(apitypes.StreamEnd, "", struct{}{})
+			_ = out.flush()
+			return
+		}
+		if out.flush() != nil {
+			return
+		}
+		timer.Reset(poll)
+		select {
+		case <-ctx.Done():
+			return
+		case <-closing(r.Context()):
+			return
+		case <-timer.C:
+		}
+	}
+}
+
+// runsStream is GET /v1/runs/stream?phase=&limit=&after=: the page GET
+// /v1/runs answers for the same parameters, sent again each time it
+// changes.
+func (s *Server) runsStream(w http.ResponseWriter, r *http.Request) {
+	if !queryParams(w, r, "limit", "phase", "after") {
+		return
+	}
+	p, ok := s.listParams(w, r)
+	if !ok {
+		return
+	}
+	owner := ownerFrom(r.Context())
+	until := time.Now().Add(MaxStreamDuration)
+	ctx, cancel := context.WithDeadline(r.Context(), until)
+	defer cancel()
+	var out *sse
+	var last []byte
+	poll := streamPollMin
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	quiet := time.Now()
+	for {
+		runs, err := s.eng.List(ctx, owner, p)
+		if err != nil {
+			if out == nil {
+				writeEngineErr(w, err)
+			}
+			return
+		}
+		if out == nil {
+			out = startSSE(w, until)
+		}
+		page := make([]*apitypes.Run, 0, len(runs))
+		for _, run := range runs {
+			page = append(page, ViewOf(run, nil))
+		}
+		b, _ := json.Marshal(page)
+		if !bytes.Equal(b, last) {
+			if out.send(apitypes.StreamRuns, "", page) != nil {
+				return
+			}
+			last, poll, quiet = b, streamPollMin, time.Now()
+		} else {
+			poll = min(2*poll, streamPollMax)
+			if time.Since(quiet) > streamHeartbeat {
+				if out.comment() != nil {
+					return
+				}
+				quiet = time.Now()
+			}
+		}
+		if out.flush() != nil {
+			return
+		}
+		timer.Reset(poll)
+		select {
+		case <-ctx.Done():
+			return
+		case <-closing(r.Context()):
+			return
+		case <-timer.C:
+		}
+	}
+}
+
+// listParams reads GET /v1/runs's parameters, answering the refusal if
+// they are wrong.
+func (s *Server) listParams(w http.ResponseWriter, r *http.Request) (store.RunListParams, bool) {
+	q := r.URL.Query()
+	limit, ok := limitParam(w, q.Get("limit"), 100, MaxListLimit)
+	if !ok {
+		return store.RunListParams{}, false
+	}
+	if err := engine.CheckPrintable("after", q.Get("after"), engine.MaxIDBytes); err != nil {
+		writeEngineErr(w, err)
+		return store.RunListParams{}, false
+	}
+	phase := store.Phase(q.Get("phase"))
+	if phase != "" && !knownPhases[phase] {
+		writeErr(w, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequest, Class: engine.ClassProtocol,
+			Message: fmt.Sprintf("phase %q is not a phase (queued, running, waiting, completing, completed, cancelled, failed)", phase)})
+		return store.RunListParams{}, false
+	}
+	return store.RunListParams{Phase: phase, After: q.Get("after"), Limit: limit}, true
+}
+
+// flowSource is GET /v1/flows/{name}: the latest version and its source
+// files.
+func (s *Server) flowSource(w http.ResponseWriter, r *http.Request) {
+	if !queryParams(w, r) {
+		return
+	}
+	fs, err := s.eng.FlowSource(r.Context(), r.PathValue("name"))
+	if err != nil {
+		writeEngineErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, flowSourceOf(fs))
+}
+
+func flowSourceOf(fs *engine.FlowSource) *apitypes.FlowSource {
+	out := &apitypes.FlowSource{Flow: flowOf(fs.RegisteredFlow), Version: fs.Seq, RegisteredAt: fs.RegisteredAt, Files: []apitypes.SourceFile{}}
+	for _, f := range fs.Files {
+		out.Files = append(out.Files, apitypes.SourceFile{Path: f.Path, Src: f.Src})
+	}
+	return out
+}
+
+// EndStreamsOnShutdown makes srv's Shutdown end the streams it serves
+// and answer its held waits at once (unmet, as at their timeout), so that
+// a page left open does not hold a stopping daemon for MaxStreamDuration.
+// Call it before srv serves; it replaces srv.BaseContext.
+func EndStreamsOnShutdown(srv *http.Server) {
+	ch := make(chan struct{})
+	var once sync.Once
+	srv.BaseContext = func(net.Listener) context.Context {
+		return context.WithValue(context.Background(), closingKey{}, ch)
+	}
+	srv.RegisterOnShutdown(func() { once.Do(func() { close(ch) }) })
+}
+
+type closingKey struct{}
+
+// closing is closed when the server of the request ctx shuts down (nil,
+// which blocks forever, when the server did not ask for it).
+func closing(ctx context.Context) <-chan struct{} {
+	ch, _ := ctx.Value(closingKey{}).(chan struct{})
+	return ch
+}

@@ -1,0 +1,456 @@
+"use strict";
+// The console's pages. Every figure comes from the API (/v1/...), called
+// through the console with the session's cookie; state-changing requests
+// carry the session's CSRF token. Text from the API is always inserted as
+// text, never as markup; graphs are SVG documents the daemon draws.
+
+const session = { owner: "", csrf: "" };
+
+function el(tag, attrs, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k === "text") e.textContent = v;
+    else if (k === "class") e.className = v;
+    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v === true ? "" : v);
+  }
+  for (const k of kids.flat(Infinity)) {
+    if (k === null || k === undefined || k === false) continue;
+    e.append(k instanceof Node ? k : document.createTextNode(String(k)));
+  }
+  return e;
+}
+
+async function api(method, path, body) {
+  const init = { method, headers: {}, credentials: "same-origin" };
+  if (method !== "GET") init.headers["X-Weir-CSRF"] = session.csrf;
+  if (body !== undefined) {
+    init.headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  const resp = await fetch("/v1" + path, init);
+  const text = await resp.text();
+  let data = text;
+  if ((resp.headers.get("Content-Type") || "").startsWith("application/json")) {
+    try { data = JSON.parse(text); } catch (e) { /* keep the text */ }
+  }
+  if (resp.status === 401 && data && data.code === "E_SIGN_IN") {
+    location.href = "/signin?next=" + encodeURIComponent(location.pathname + location.search);
+  }
+  return { status: resp.status, ok: resp.ok, data };
+}
+
+// fullTime shows a time with its date, to the millisecond, in UTC.
+function fullTime(s) {
+  if (!s) return "";
+  const d = new Date(s);
+  if (isNaN(d.getTime()) || d.getUTCFullYear() < 1971) return "";
+  return d.toISOString().replace("T", " ").replace("Z", " UTC");
+}
+
+function pretty(v) {
+  if (v === undefined || v === null) return "";
+  return JSON.stringify(v, null, 2);
+}
+
+function phaseBadge(p) {
+  return el("span", { class: "phase phase-" + p, text: p });
+}
+
+function runLink(id) {
+  return el("a", { href: "/runs/" + encodeURIComponent(id), class: "mono", text: id });
+}
+
+function errorBox(res) {
+  const d = res.data || {};
+  return el("p", { class: "error" }, (d.code ? d.code + ": " : "") + (d.message || res.status));
+}
+
+function grid(pairs) {
+  const dl = el("dl", { class: "grid" });
+  for (const [k, v, id] of pairs) {
+    if (v === null || v === undefined || v === "") continue;
+    dl.append(el("dt", { text: k }), el("dd", { id: id || null }, v));
+  }
+  return dl;
+}
+
+function table(id, heads, rows) {
+  return el("table", { id },
+    el("thead", {}, el("tr", {}, heads.map((h) => el("th", { text: h })))),
+    el("tbody", {}, rows));
+}
+
+function liveBadge() {
+  return el("span", { class: "live", id: "live", text: "live" });
+}
+
+function setLive(on, why) {
+  const b = document.getElementById("live");
+  if (b) {
+    b.classList.toggle("on", on);
+    b.textContent = on ? "live" : (why || "reconnecting…");
+  }
+}
+
+const main = () => document.getElementById("main");
+
+// fill replaces what node shows with kids: nodes, strings, and nested
+// arrays of them; null and false are left out.
+function fill(node, ...kids) {
+  node.replaceChildren(...kids.flat(Infinity).filter((k) => k !== null && k !== undefined && k !== false));
+}
+
+function show(...nodes) {
+  fill(main(), ...nodes);
+}
+
+async function drawGraph(into, path) {
+  const res = await fetch("/v1" + path, { credentials: "same-origin" });
+  if (!res.ok) {
+    into.replaceChildren(el("p", { class: "muted", text: "No graph: " + res.status }));
+    return;
+  }
+  const doc = new DOMParser().parseFromString(await res.text(), "image/svg+xml");
+  const svg = doc.documentElement;
+  if (svg.nodeName !== "svg") return;
+  into.replaceChildren(document.importNode(svg, true));
+}
+
+function legend() {
+  return el("div", { class: "legend" },
+    el("span", { class: "visited", text: "visited" }), el("span", { class: "current", text: "current" }),
+    el("span", { class: "waiting", text: "waiting" }), el("span", { class: "failed", text: "failed" }));
+}
+
+// ---- Runs ----
+
+async function runsPage() {
+  const q = new URLSearchParams(location.search);
+  const flow = q.get("flow") || "", phase = q.get("phase") || "", after = q.get("after") || "";
+  const limit = q.get("limit") || "50";
+  document.title = "Runs · weir";
+  const flows = await api("GET", "/flows");
+  const flowSel = el("select", { id: "flow-filter", name: "flow" }, el("option", { value: "", text: "all flows" }),
+    (flows.ok ? flows.data : []).map((f) => el("option", { value: f.name, text: f.name, selected: f.name === flow })));
+  const phaseSel = el("select", { id: "phase-filter", name: "phase" }, el("option", { value: "", text: "all phases" }),
+    ["queued", "running", "waiting", "completing", "completed", "cancelled", "failed"].map((p) =>
+      el("option", { value: p, text: p, selected: p === phase })));
+  const apply = () => {
+    const n = new URLSearchParams();
+    if (flowSel.value) n.set("flow", flowSel.value);
+    if (phaseSel.value) n.set("phase", phaseSel.value);
+    if (limit !== "50") n.set("limit", limit);
+    location.search = n.toString();
+  };
+  flowSel.addEventListener("change", apply);
+  phaseSel.addEventListener("change", apply);
+  const tbody = el("tbody");
+  const count = el("span", { class: "muted", id: "runs-count" });
+  const pager = el("p", { id: "pager" });
+  show(el("h1", {}, "Runs ", liveBadge()),
+    el("div", { class: "filters" }, el("label", {}, "Flow", flowSel), el("label", {}, "Phase", phaseSel), count),
+    el("table", { id: "runs-table" },
+      el("thead", {}, el("tr", {}, ["Run", "Flow", "Phase", "Attempt", "Parent", "Created", "Updated"].map((h) => el("th", { text: h })))),
+      tbody),
+    pager,
+    el("p", { class: "hint", text: "Each page is sorted by creation time, newest first; pages follow the store's order of run ids." }));
+
+  const render = (page) => {
+    const rows = page.filter((r) => !flow || r.flow === flow)
+      .sort((a, b) => (b.created_at || "").localeCompare(a.created_at || ""));
+    tbody.replaceChildren(...rows.map((r) => el("tr", { "data-run": r.id, "data-phase": r.phase },
+      el("td", {}, runLink(r.id)), el("td", {}, el("a", { href: "/flows/" + encodeURIComponent(r.flow), text: r.flow })),
+      el("td", {}, phaseBadge(r.phase)), el("td", { class: "num", text: r.attempt }),
+      el("td", {}, r.parent_run_id ? runLink(r.parent_run_id) : ""),
+      el("td", { text: fullTime(r.created_at) }), el("td", { text: fullTime(r.updated_at) }))));
+    count.textContent = rows.length + (rows.length === 1 ? " run" : " runs") + (flow ? " of flow " + flow + " on this page" : " on this page");
+    pager.replaceChildren();
+    if (after) pager.append(el("a", { href: "?" + withParam(q, "after", ""), text: "← first page" }), " ");
+    if (page.length >= Number(limit)) {
+      pager.append(el("a", { id: "next-page", href: "?" + withParam(q, "after", page[page.length - 1].id), text: "next page →" }));
+    }
+  };
+  const params = new URLSearchParams({ limit });
+  if (phase) params.set("phase", phase);
+  if (after) params.set("after", after);
+  const es = new EventSource("/v1/runs/stream?" + params.toString());
+  es.addEventListener("runs", (e) => { setLive(true); render(JSON.parse(e.data)); });
+  es.onerror = () => setLive(false);
+}
+
+function withParam(q, k, v) {
+  const n = new URLSearchParams(q);
+  if (v) n.set(k, v); else n.delete(k);
+  return n.toString();
+}
+
+// ---- A run ----
+
+async function runPage(id) {
+  document.title = id + " · weir";
+  const first = await api("GET", "/runs/" + encodeURIComponent(id));
+  if (!first.ok) {
+    show(el("h1", { id: "not-found", text: first.status === 404 ? "No run " + id : "Run " + id }), errorBox(first));
+    return;
+  }
+  const head = el("div"), waits = el("div", { id: "waits" }), panels = el("div", { id: "panels" });
+  const graph = el("div", { class: "graph", id: "graph" });
+  const timeline = el("tbody");
+  const turns = el("tbody");
+  const turnsBox = el("div", { id: "agent-turns", hidden: true }, el("h2", { text: "Agent turns" }),
+    el("table", {}, el("thead", {}, el("tr", {}, ["Node", "Turn", "Model", "Stop", "Input tokens", "Output tokens", "Cost", "Tool calls"].map((h) => el("th", { text: h })))), turns));
+  const cancelAnswer = el("span", { class: "answer", id: "cancel-answer" });
+  const cancelBtn = el("button", { class: "cancel", id: "cancel", type: "button", text: "Cancel run" });
+  cancelBtn.addEventListener("click", async () => {
+    cancelBtn.disabled = true;
+    const res = await api("POST", "/runs/" + encodeURIComponent(id) + "/cancel");
+    cancelAnswer.textContent = res.ok ? "cancel: " + res.data.answer : (res.data.code || res.status) + ": " + (res.data.message || "");
+    cancelBtn.disabled = false;
+  });
+  show(el("h1", {}, "Run ", el("span", { class: "mono", text: id }), " ", el("span", { id: "run-phase" }), " ", liveBadge()),
+    el("div", { class: "actions" }, cancelBtn, cancelAnswer),
+    el("div", { class: "cols" },
+      el("div", {}, head, el("h2", { text: "Open waits" }), waits, panels, turnsBox),
+      el("div", {}, el("h2", { text: "Graph" }), legend(), graph)),
+    el("h2", { text: "Timeline" }),
+    el("table", { id: "timeline" },
+      el("thead", {}, el("tr", {}, ["Seq", "At", "Type", "Attempt", "Node", "Detail"].map((h) => el("th", { text: h })))),
+      timeline));
+
+  let lastGraphKey = "";
+  const render = (r) => {
+    document.getElementById("run-phase").replaceChildren(phaseBadge(r.phase));
+    const p = r.progress || {};
+    fill(head, grid([
+      ["Flow", el("a", { href: "/flows/" + encodeURIComponent(r.flow), text: r.flow })],
+      ["Version", el("span", { class: "mono", text: (r.version || "").slice(0, 12) })],
+      ["Owner", r.owner], ["Phase", r.phase, "run-phase-text"], ["Attempt", String(r.attempt)],
+      ["Request id", r.request_id], ["Parent", r.parent_run_id ? runLink(r.parent_run_id) : ""],
+      ["Created", fullTime(r.created_at)], ["Updated", fullTime(r.updated_at)],
+      ["Budget", r.budget ? r.spent + " of " + r.budget + " spent" : String(r.spent) + " spent"],
+      ["At node", p.node], ["Nodes done", p.done !== undefined ? p.done + " (" + p.visits + " visits)" : ""],
+    ]),
+    el("h2", { text: "Input" }), el("pre", { id: "run-input", text: pretty(r.input) || "(none)" }),
+    r.output !== undefined ? [el("h2", { text: "Output" }), el("pre", { id: "run-output", text: pretty(r.output) })] : null,
+    r.error ? [el("h2", { text: "Error" }), el("p", { class: "error", id: "run-error" }, el("b", { text: r.error.code }), ": " + r.error.message)] : null);
+    renderWaits(waits, id, r.waits || []);
+    renderPanels(panels, p);
+    const key = r.phase + "|" + p.node + "|" + p.visits + "|" + p.done + "|" + r.attempt;
+    if (key !== lastGraphKey) {
+      lastGraphKey = key;
+      drawGraph(graph, "/runs/" + encodeURIComponent(id) + "/graph?format=svg");
+    }
+  };
+  render(first.data);
+
+  const es = new EventSource("/v1/runs/" + encodeURIComponent(id) + "/stream");
+  es.addEventListener("run", (e) => { setLive(true); render(JSON.parse(e.data)); });
+  es.addEventListener("event", (e) => {
+    const ev = JSON.parse(e.data);
+    timeline.append(eventRow(ev));
+    if (ev.type === "agent_turn" && ev.detail) {
+      const d = ev.detail;
+      turnsBox.hidden = false;
+      turns.append(el("tr", { "data-node": ev.node }, el("td", { text: ev.node }), el("td", { class: "num", text: d.turn }),
+        el("td", { text: d.model || d.model_tool || "" }), el("td", { text: d.stop_reason || "" }),
+        el("td", { class: "num", text: d.input_tokens }), el("td", { class: "num", text: d.output_tokens }),
+        el("td", { class: "num", text: d.cost }), el("td", { class: "mono", text: (d.tools || []).join(", ") })));
+    }
+  });
+  es.addEventListener("end", () => { es.close(); setLive(false, "ended"); });
+  es.onerror = () => setLive(false);
+}
+
+function eventRow(ev) {
+  return el("tr", { "data-type": ev.type },
+    el("td", { class: "num", text: ev.seq }), el("td", { class: "mono", text: fullTime(ev.at) }),
+    el("td", { text: ev.type }), el("td", { class: "num", text: ev.attempt || "" }), el("td", { text: ev.node || "" }),
+    el("td", {}, ev.detail ? el("code", { text: JSON.stringify(ev.detail) }) : ""));
+}
+
+function renderWaits(into, runID, waits) {
+  if (waits.length === 0) {
+    into.replaceChildren(el("p", { class: "muted", id: "no-waits", text: "None." }));
+    return;
+  }
+  // Keep what a person is typing: a panel is replaced only when its wait changes.
+  const keep = new Map([...into.querySelectorAll(".wait")].map((w) => [w.dataset.wait, w]));
+  into.replaceChildren(...waits.map((w) => keep.get(w.id) || waitPanel(runID, w)));
+}
+
+function waitPanel(runID, w) {
+  const panel = el("div", { class: "panel wait", "data-wait": w.id, "data-kind": w.kind });
+  let shown = null;
+  if (w.shown !== null && w.shown !== undefined && w.shown !== "null") {
+    if (w.kind === "approval") {
+      shown = el("div", { class: "proposal" }, el("p", {}, "The agent proposes to call ", el("b", { class: "mono", text: w.shown.tool }),
+        w.shown.turn ? " (turn " + w.shown.turn + ")" : "", " with:"), el("pre", { class: "shown", text: pretty(w.shown.arguments) }));
+    } else if (w.kind === "child" && w.shown.child) {
+      shown = el("p", {}, "Waits for child run ", runLink(w.shown.child));
+    } else {
+      shown = el("pre", { class: "shown", text: pretty(w.shown) });
+    }
+  }
+  panel.append(el("div", {}, el("b", { text: w.kind }), " wait ", el("span", { class: "mono", text: w.id }), " at node ", el("b", { text: w.node })),
+    el("div", { class: "muted", text: [fullTime(w.since) ? "since " + fullTime(w.since) : "",
+      fullTime(w.until) && new Date(w.until).getUTCFullYear() < 2100 ? "until " + fullTime(w.until) : ""].filter(Boolean).join(" · ") }),
+    shown || "");
+  if (w.kind === "human" || w.kind === "approval") {
+    const payload = el("textarea", { class: "payload", placeholder: "optional JSON payload, e.g. {\"ok\": true}" });
+    const reason = el("input", { type: "text", class: "reason", placeholder: "reason (for a rejection)" });
+    const answer = el("span", { class: "answer decision-answer" });
+    const decide = async (verb) => {
+      const body = {};
+      if (verb === "approve" && payload.value.trim() !== "") {
+        try { body.payload = JSON.parse(payload.value); } catch (e) {
+          answer.textContent = "The payload is not JSON: " + e.message;
+          return;
+        }
+      }
+      if (verb === "reject" && reason.value.trim() !== "") body.reason = reason.value.trim();
+      const res = await api("POST", "/runs/" + encodeURIComponent(w.run_id || runID) + "/waits/" + encodeURIComponent(w.id) + "/" + verb, body);
+      answer.textContent = res.ok ? res.data.decision : (res.data.code || res.status) + ": " + (res.data.message || "");
+    };
+    panel.append(el("label", { class: "muted", text: "Payload (approve)" }), payload,
+      el("label", { class: "muted", text: "Reason (reject)" }), reason,
+      el("div", { class: "actions" },
+        el("button", { class: "approve", type: "button", text: "Approve", onclick: () => decide("approve") }),
+        el("button", { class: "reject", type: "button", text: "Reject", onclick: () => decide("reject") }), answer));
+  }
+  return panel;
+}
+
+function renderPanels(into, p) {
+  const out = [];
+  if (p.cohorts && p.cohorts.length) {
+    out.push(el("h2", { text: "Fan-outs" }), table("cohorts",
+      ["Node", "Visit", "State", "Items", "Admitted", "In flight", "Mature / needed", "Failed", "Stopped", "Late", "Cutoff", "Sufficient"],
+      p.cohorts.map((c) => el("tr", { "data-node": c.node },
+        el("td", { text: c.node }), el("td", { class: "num", text: c.visit }), el("td", { text: c.state }),
+        el("td", { class: "num", text: c.items }), el("td", { class: "num", text: c.admitted }), el("td", { class: "num", text: c.in_flight }),
+        el("td", { class: "num", text: c.mature + " / " + c.need }), el("td", { class: "num", text: c.failed }),
+        el("td", { class: "num", text: c.stopped }), el("td", { class: "num", text: c.late }),
+        el("td", { text: fullTime(c.cutoff) }), el("td", { text: c.sufficient === undefined ? "" : (c.sufficient ? "yes" : "no") })))));
+  }
+  if (p.agents && p.agents.length) {
+    out.push(el("h2", { text: "Agents" }), table("agents", ["Node", "Visit", "Turns", "Input tokens", "Output tokens", "Cost"],
+      p.agents.map((a) => el("tr", { "data-node": a.node },
+        el("td", { text: a.node }), el("td", { class: "num", text: a.visit }), el("td", { class: "num", text: a.turns }),
+        el("td", { class: "num", text: a.input_tokens }), el("td", { class: "num", text: a.output_tokens }), el("td", { class: "num", text: a.cost })))),
+    el("p", { class: "hint", text: "Totals of each agent's latest visit; its turns are listed below." }));
+  }
+  const tools = [].concat(p.tool ? [p.tool] : [], p.items || []);
+  if (tools.length) {
+    out.push(el("h2", { text: "Tool progress" }), table("tools", ["Node", "Item", "Tool", "Done", "Total"],
+      tools.map((t) => el("tr", {}, el("td", { text: t.node }), el("td", { text: t.item === undefined ? "" : t.item }),
+        el("td", { text: t.tool }), el("td", { class: "num", text: t.done }), el("td", { class: "num", text: t.total })))));
+  }
+  fill(into, out);
+}
+
+// ---- Flows ----
+
+async function flowsPage() {
+  document.title = "Flows · weir";
+  const res = await api("GET", "/flows");
+  if (!res.ok) { show(el("h1", { text: "Flows" }), errorBox(res)); return; }
+  show(el("h1", { text: "Flows" }), table("flows-table", ["Flow", "Version", "Nodes", "Description"],
+    res.data.map((f) => el("tr", { "data-flow": f.name },
+      el("td", {}, el("a", { href: "/flows/" + encodeURIComponent(f.name), text: f.name })),
+      el("td", { class: "mono", text: f.hash.slice(0, 12) }), el("td", { class: "num", text: f.nodes }), el("td", { text: f.doc || "" })))));
+}
+
+async function flowPage(name) {
+  document.title = name + " · weir";
+  const res = await api("GET", "/flows/" + encodeURIComponent(name));
+  if (!res.ok) { show(el("h1", { id: "not-found", text: "No flow " + name }), errorBox(res)); return; }
+  const f = res.data;
+  const graph = el("div", { class: "graph", id: "graph" });
+  show(el("h1", {}, "Flow ", el("span", { class: "mono", text: f.name })),
+    grid([["Description", f.doc], ["Version", "#" + f.version + " (latest)", "flow-version"], ["Hash", el("span", { class: "mono", text: f.hash })],
+      ["Registered", fullTime(f.registered_at)], ["Nodes", String(f.nodes)],
+      ["Runs", el("a", { href: "/runs?flow=" + encodeURIComponent(f.name), text: "this flow's runs" })]]),
+    el("p", { class: "hint", text: "Earlier versions stay in the store for the runs pinned to them; this page shows the latest." }),
+    el("h2", { text: "Graph" }), graph,
+    el("h2", { text: "Source" }),
+    f.files.map((file) => [el("h3", { class: "mono", text: file.path }), el("pre", { class: "source", text: file.src })]));
+  drawGraph(graph, "/flows/" + encodeURIComponent(name) + "/graph?format=svg");
+}
+
+// ---- Dead letters ----
+
+async function deadLettersPage() {
+  document.title = "Dead letters · weir";
+  const res = await api("GET", "/deadletters?limit=1000");
+  if (!res.ok) { show(el("h1", { text: "Dead letters" }), errorBox(res)); return; }
+  show(el("h1", { text: "Dead letters" }),
+    res.data.length === 0 ? el("p", { class: "muted", text: "None: no task of yours has exhausted its retries." }) :
+      table("deadletters-table", ["At", "Run", "Flow", "Node", "Tool", "Every attempt's error"],
+        res.data.map((d) => el("tr", { "data-task": d.task_id },
+          el("td", { class: "mono", text: fullTime(d.at) }), el("td", {}, runLink(d.run_id)), el("td", { text: d.flow }),
+          el("td", { text: d.node }), el("td", { text: d.tool || "" }),
+          el("td", {}, el("ol", {}, (d.errors || []).map((e) => el("li", {},
+            el("b", { text: e.code }), " " + e.message + " ", el("span", { class: "muted", text: "(attempt " + e.attempt + ", " + fullTime(e.at) + ")" })))))))));
+}
+
+// ---- Status ----
+
+async function statusPage() {
+  document.title = "Status · weir";
+  const [h, st] = await Promise.all([api("GET", "/health"), api("GET", "/stats")]);
+  const s = h.data || {};
+  if (!s.admission) { show(el("h1", { text: "Status" }), errorBox(h)); return; }
+  const c = s.config || {};
+  const types = (st.ok && st.data.types) || [];
+  const models = (st.ok && st.data.models) || [];
+  const ms = (ns) => (ns / 1e6).toFixed(1) + " ms";
+  show(el("h1", { text: "Status" }),
+    grid([["Admission", el("b", { id: "admission", text: s.admission })], ["Reason", s.reason],
+      ["Slots", String(s.slots)], ["Queued", String(s.queued)], ["Held", String(s.held)],
+      ["Config version", c.version !== undefined ? String(c.version) : ""], ["Config file", c.file],
+      ["Config hash", c.hash ? el("span", { class: "mono", text: c.hash.slice(0, 16) }) : ""], ["Loaded", fullTime(c.loaded_at)],
+      ["Pinned by flags", (c.pinned || []).join(", ")],
+      ["Signed in as", s.caller ? s.caller.owner : ""]]),
+    el("h2", { text: "Tools" }),
+    types.length === 0 ? el("p", { class: "muted", text: "No task has run since the daemon started." }) :
+      table("stats-table", ["Type", "Queue depth", "Wait mean", "Wait max", "Run mean", "Run max", "Attempts", "Amplification"],
+        types.map((t) => el("tr", {}, el("td", { text: t.type }), el("td", { class: "num", text: t.queue_depth }),
+          el("td", { class: "num", text: ms(t.wait_mean_ns) }), el("td", { class: "num", text: ms(t.wait_max_ns) }),
+          el("td", { class: "num", text: ms(t.exec_mean_ns) }), el("td", { class: "num", text: ms(t.exec_max_ns) }),
+          el("td", { class: "num", text: t.attempts }), el("td", { class: "num", text: (t.amplification || 0).toFixed(2) })))),
+    models.length ? [el("h2", { text: "Models" }), table("models-table", ["Model", "Turns", "Input tokens", "Output tokens", "Cost"],
+      models.map((m) => el("tr", {}, el("td", { text: m.model }), el("td", { class: "num", text: m.turns }),
+        el("td", { class: "num", text: m.input_tokens }), el("td", { class: "num", text: m.output_tokens }), el("td", { class: "num", text: m.cost }))))] : null,
+    el("p", { class: "hint", text: "Figures since the daemon started, kept in memory." }));
+}
+
+// ---- Start ----
+
+async function start() {
+  const res = await fetch("/session", { credentials: "same-origin" });
+  if (res.status === 401) {
+    location.href = "/signin?next=" + encodeURIComponent(location.pathname + location.search);
+    return;
+  }
+  Object.assign(session, await res.json());
+  document.getElementById("who").textContent = session.owner;
+  document.getElementById("signout-csrf").value = session.csrf;
+  const parts = location.pathname.split("/").filter(Boolean).map(decodeURIComponent);
+  for (const a of document.querySelectorAll("[data-nav]")) a.classList.toggle("active", a.dataset.nav === parts[0]);
+  try {
+    if (parts[0] === "runs" && parts.length === 1) await runsPage();
+    else if (parts[0] === "runs" && parts.length === 2) await runPage(parts[1]);
+    else if (parts[0] === "flows" && parts.length === 1) await flowsPage();
+    else if (parts[0] === "flows" && parts.length === 2) await flowPage(parts[1]);
+    else if (parts[0] === "deadletters") await deadLettersPage();
+    else if (parts[0] === "status") await statusPage();
+    else show(el("h1", { text: "No such page" }));
+  } catch (e) {
+    show(el("h1", { text: "Error" }), el("p", { class: "error", text: String(e) }));
+  }
+  document.body.dataset.ready = "true";
+}
+
+start();

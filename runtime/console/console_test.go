@@ -1,0 +1,208 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weirhq/weir/internal/testutil"
+	"github.com/weirhq/weir/runtime/api"
+	"github.com/weirhq/weir/runtime/api/apitypes"
+	"github.com/weirhq/weir/runtime/engine"
+	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/runtime/store/memstore"
+	"github.com/weirhq/weir/runtime/tool/tooltest"
+)
+
+func TestMain(m *testing.M) { testutil.Main(m) }
+
+const (
+	aliceToken = "alice-token-0123456789"
+	bobToken   = "bob-token-0123456789ab"
+)
+
+type bundle struct {
+	eng     *engine.Engine
+	console *httptest.Server
+}
+
+// setup serves a console over a real API server and engine (in-memory
+// store), with alice's and bob's tokens.
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	tools, err := tooltest.New("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.Open(engine.Config{Store: memstore.New(), Tools: tools, Tick: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := eng.Register(context.Background(), []engine.SourceFile{{Path: "w.star", Src: `flow(name = "gate", nodes = [wait("ok")])`}})
+	if err != nil || len(res.Diagnostics) > 0 {
+		t.Fatalf("register: %v %v", err, res)
+	}
+	if err := eng.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv := api.NewServer(eng, nil, api.WithTokens(api.NewTokens(map[string]string{aliceToken: "alice", bobToken: "bob"})))
+	cs := httptest.NewUnstartedServer(nil)
+	cs.Config = NewServer(New(srv, nil))
+	cs.Start()
+	t.Cleanup(func() {
+		cs.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = eng.Stop(ctx)
+	})
+	return &bundle{eng: eng, console: cs}
+}
+
+// browser is an HTTP client that keeps cookies and does not follow
+// redirects, so the tests see them.
+func (b *bundle) browser(t *testing.T) *http.Client {
+	jar, _ := cookiejar.New(nil)
+	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+func (b *bundle) do(t *testing.T, c *http.Client, method, path, body string, hdr ...string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, b.console.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp, string(data)
+}
+
+// signIn signs c in with token and returns the session's CSRF token.
+func (b *bundle) signIn(t *testing.T, c *http.Client, token string) string {
+	t.Helper()
+	resp, _ := b.do(t, c, "POST", "/signin", url.Values{"token": {token}, "next": {"/runs"}}.Encode(),
+		"Content-Type", "application/x-www-form-urlencoded", "Origin", b.console.URL)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/runs" {
+		t.Fatalf("sign-in answered %d to %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	_, body := b.do(t, c, "GET", "/session", "")
+	var si SessionInfo
+	if err := json.Unmarshal([]byte(body), &si); err != nil || si.CSRF == "" {
+		t.Fatalf("session %s: %v", body, err)
+	}
+	return si.CSRF
+}
+
+// TestSignInCookie: a good token becomes an HttpOnly, SameSite=Strict
+// session cookie; a wrong token, a sign-in from another origin and a page
+// without a session get none and are sent to the sign-in; next cannot
+// point off the console.
+func TestSignInCookie(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := b.browser(t)
+	resp, _ := b.do(t, c, "GET", "/runs/run_x", "")
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/signin?next=%2Fruns%2Frun_x" {
+		t.Errorf("a page without a session: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	form := "Content-Type"
+	resp, _ = b.do(t, c, "POST", "/signin", "token=wrong-token-0123456789", form, "application/x-www-form-urlencoded")
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/signin?error=token" || len(resp.Cookies()) > 0 {
+		t.Errorf("a wrong token: %d %q %v", resp.StatusCode, resp.Header.Get("Location"), resp.Cookies())
+	}
+	resp, _ = b.do(t, c, "POST", "/signin", "token="+aliceToken, form, "application/x-www-form-urlencoded", "Origin", "http://evil.example")
+	if resp.StatusCode != http.StatusForbidden || len(resp.Cookies()) > 0 {
+		t.Errorf("a sign-in from another origin: %d %v", resp.StatusCode, resp.Cookies())
+	}
+	resp, _ = b.do(t, c, "POST", "/signin", "token="+aliceToken+"&next=//evil.example/x", form, "application/x-www-form-urlencoded")
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/runs" {
+		t.Errorf("next off the console: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	ck := resp.Cookies()
+	if len(ck) != 1 || ck[0].Name != CookieName || !ck[0].HttpOnly || ck[0].SameSite != http.SameSiteStrictMode || ck[0].Path != "/" || len(ck[0].Value) != 64 {
+		t.Fatalf("session cookie %+v", ck)
+	}
+	resp, body := b.do(t, c, "GET", "/runs", "")
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `<main id="main">`) || !strings.Contains(resp.Header.Get("Content-Security-Policy"), "script-src 'self'") {
+		t.Errorf("a page with a session: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := b.do(t, c, "GET", "/assets/app.js", ""); resp.StatusCode != http.StatusOK || !strings.Contains(body, "X-Weir-CSRF") {
+		t.Errorf("app.js: %d", resp.StatusCode)
+	}
+}
+
+// TestCSRFAndOwnership: state-changing API requests through the console
+// need the session's CSRF token from the console's own origin; with it
+// they act as the session's owner, and another owner's run answers like a
+// missing one. Sign-out ends the session.
+func TestCSRFAndOwnership(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	alice, bob := b.browser(t), b.browser(t)
+	csrf := b.signIn(t, alice, aliceToken)
+	bobCSRF := b.signIn(t, bob, bobToken)
+
+	start := `{"flow": "gate"}`
+	for _, tc := range []struct {
+		name string
+		hdr  []string
+	}{
+		{"no token", nil},
+		{"a forged token", []string{CSRFHeader, "forged"}},
+		{"bob's token", []string{CSRFHeader, bobCSRF}},
+		{"another origin", []string{CSRFHeader, csrf, "Origin", "http://evil.example"}},
+		{"a cross-site fetch", []string{CSRFHeader, csrf, "Sec-Fetch-Site", "cross-site"}},
+	} {
+		resp, body := b.do(t, alice, "POST", "/v1/runs", start, tc.hdr...)
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, CodeCSRF) {
+			t.Errorf("%s: %d %s", tc.name, resp.StatusCode, body)
+		}
+	}
+	if runs, _ := b.eng.List(context.Background(), "alice", store.RunListParams{}); len(runs) != 0 {
+		t.Fatalf("refused starts made %d runs", len(runs))
+	}
+	resp, body := b.do(t, alice, "POST", "/v1/runs", start, CSRFHeader, csrf, "Origin", b.console.URL)
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("a start with the CSRF token: %d %s", resp.StatusCode, body)
+	}
+	var sr apitypes.StartResult
+	_ = json.Unmarshal([]byte(body), &sr)
+
+	_, mine := b.do(t, alice, "GET", "/v1/runs/"+sr.RunID, "")
+	if !strings.Contains(mine, `"owner":"alice"`) {
+		t.Errorf("alice's run: %s", mine)
+	}
+	respTheirs, theirs := b.do(t, bob, "GET", "/v1/runs/"+sr.RunID, "")
+	respMissing, missing := b.do(t, bob, "GET", "/v1/runs/run_missing", "")
+	if respTheirs.StatusCode != http.StatusNotFound || respMissing.StatusCode != http.StatusNotFound ||
+		strings.ReplaceAll(theirs, sr.RunID, "X") != strings.ReplaceAll(missing, "run_missing", "X") {
+		t.Errorf("another owner's run %d %s; a missing one %d %s", respTheirs.StatusCode, theirs, respMissing.StatusCode, missing)
+	}
+	if resp, body := b.do(t, bob, "POST", "/v1/runs/"+sr.RunID+"/cancel", "", CSRFHeader, bobCSRF); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("bob cancels alice's run: %d %s", resp.StatusCode, body)
+	}
+
+	// Sign-out needs the CSRF token too, then the session is gone.
+	if resp, _ := b.do(t, alice, "POST", "/signout", "csrf=forged", "Content-Type", "application/x-www-form-urlencoded"); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("sign-out without the CSRF token: %d", resp.StatusCode)
+	}
+	if resp, _ := b.do(t, alice, "POST", "/signout", "csrf="+csrf, "Content-Type", "application/x-www-form-urlencoded"); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("sign-out: %d", resp.StatusCode)
+	}
+	if resp, body := b.do(t, alice, "GET", "/v1/runs", ""); resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, CodeSignIn) {
+		t.Errorf("the API after sign-out: %d %s", resp.StatusCode, body)
+	}
+}
