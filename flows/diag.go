@@ -21,8 +21,12 @@ const (
 	// CodeSyntax: the file does not parse, or names something undefined.
 	CodeSyntax Code = "E_SYNTAX"
 	// CodeScript: the script failed while running at registration: a
-	// Starlark error, fail(), a wrong argument type, or the step limit.
+	// Starlark error, fail(), or a wrong argument type.
 	CodeScript Code = "E_SCRIPT"
+	// CodeScriptLimit: the script exceeded one of its limits while
+	// running at registration; the message names which (memory, time,
+	// steps, depth, size).
+	CodeScriptLimit Code = "E_SCRIPT_LIMIT"
 	// CodeLoad: a load() names a file outside the flow set, or loads form a
 	// cycle.
 	CodeLoad Code = "E_LOAD"
@@ -86,7 +90,7 @@ const (
 
 // AllCodes lists every diagnostic code, in documentation order.
 var AllCodes = []Code{
-	CodeSyntax, CodeScript, CodeLoad, CodeInvalid, CodeDuplicate,
+	CodeSyntax, CodeScript, CodeScriptLimit, CodeLoad, CodeInvalid, CodeDuplicate,
 	CodeUnknownNode, CodeUnreachable, CodeUnboundedCycle,
 	CodeUnknownFlow, CodeCycle, CodeDepth, CodeFanoutBounds,
 	CodeUnknownTool, CodeAtMostOnce,

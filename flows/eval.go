@@ -35,7 +35,7 @@ type callable struct {
 	pos   Pos
 }
 
-// CallError is a callable's failure at run time: a Starlark error, the step
+// CallError is a callable's failure at run time: a Starlark error, a script
 // limit, or a result of the wrong shape. Pos is the innermost position in
 // the flow's sources.
 type CallError struct {
@@ -43,18 +43,18 @@ type CallError struct {
 	Pos       Pos
 	Msg       string
 	Backtrace string
-	stepLimit bool
+	// Limit is the script limit the call exceeded, if that is why it
+	// failed.
+	Limit Limit
 }
 
 // Error formats the failure as pos: ref: message.
 func (e *CallError) Error() string { return fmt.Sprintf("%s: %s: %s", e.Pos, e.Ref, e.Msg) }
 
-// Unwrap returns ErrStepLimit when the callable ran out of steps.
-func (e *CallError) Unwrap() error {
-	if e.stepLimit {
-		return ErrStepLimit
-	}
-	return nil
+// Is matches ErrScriptLimit when the call exceeded a limit, and
+// ErrStepLimit when that limit was the step limit.
+func (e *CallError) Is(target error) bool {
+	return (target == ErrScriptLimit && e.Limit != "") || (target == ErrStepLimit && e.Limit == LimitSteps)
 }
 
 // Evaluator evaluates the callables of flows loaded from one set of
@@ -141,8 +141,9 @@ func (ev *Evaluator) Accepts(ref CallableRef, n int) bool {
 //	cond     cond(ctx) -> truth value, returned as bool
 //	items    items(ctx) -> list
 //	reduce   reduce(ctx, results) -> any; results: published child results, in item order;
-//	         reduce(ctx, results, items) also gets items[i], the item results[i] came from
-//	         (see Accepts)
+//	         reduce(ctx, results, items) also gets items[i], the item results[i] came from:
+//	         the runtime passes both, and items is dropped for a function that does
+//	         not take it (Accepts), so the decision is made where the function is
 //	mature   mature(ctx, item, result) -> truth value, returned as bool
 //	output   output(ctx) -> any
 //
@@ -157,6 +158,9 @@ func (ev *Evaluator) Call(ref CallableRef, c Context, extra ...any) (any, error)
 	}
 	v := cl.value
 	if fn, isFn := v.(starlark.Callable); isFn {
+		if ref.Param == "reduce" && len(extra) > 1 && !ev.Accepts(ref, 1+len(extra)) {
+			extra = extra[:1] // reduce(ctx, results): no items
+		}
 		thread := &starlark.Thread{Name: ref.String(), Print: func(*starlark.Thread, string) {}}
 		thread.SetMaxExecutionSteps(ev.maxSteps)
 		thread.SetLocal(localSteps, ev.maxSteps)
@@ -191,8 +195,10 @@ func (ev *Evaluator) callError(ref CallableRef, cl callable, thread *starlark.Th
 		ce.Backtrace = ee.Backtrace()
 	}
 	if thread.ExecutionSteps() >= ev.maxSteps {
-		ce.stepLimit = true
+		ce.Limit = LimitSteps
 		ce.Msg = fmt.Sprintf("step limit exceeded: the callable ran more than %d steps (an endless loop?)", ev.maxSteps)
+	} else if l := LimitOf(err); l != "" {
+		ce.Limit = l
 	}
 	return ce
 }

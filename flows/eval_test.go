@@ -347,7 +347,7 @@ func TestConversions(t *testing.T) {
 	}
 
 	deep := any("leaf")
-	for range maxConvertDepth + 2 {
+	for range MaxValueDepth + 2 {
 		deep = []any{deep}
 	}
 	if _, err := toStarlark(deep); err == nil {

@@ -33,6 +33,18 @@ flow(name = "f", nodes = [task("a", tool = "t.idem", args = helper, next = "b"),
 x.append(x)
 flow(name = "r", nodes = [task("a", tool = "t.idem", args = {"x": x})])`)
 	f.Add(`flow(name = "s", nodes = [subflow("a", flow = "s")], output = lambda ctx: ctx)`)
+	// Script bombs the nesting limits stop (limits.go); the memory bombs
+	// are in runtime/sandbox's fuzz corpus, where a worker's limits hold.
+	f.Add(`x = json.decode("[" * 50000000)`)
+	f.Add(`x = []
+for i in range(200000):
+    x = [x]
+y = str(x)`)
+	f.Add(`flow(name = "b", nodes = [task("a", tool = "t.idem", args = lambda ctx: {"x": json.decode("[" * 100000)})])`)
+	f.Add(`x = {}
+for i in range(1000):
+    x = {"k": x}
+flow(name = "e", nodes = [task("a", tool = "t.idem", args = lambda ctx: {"s": json.encode(x) + repr(x)})])`)
 	f.Add(`flow(name = "ag", nodes = [
     agent("a", model = "small", system = "Be brief.", prompt = lambda ctx: "Q: " + ctx.input["topic"],
         tools = ["web.search", "t.once"], approve = ["t.once"], flows = ["leaf"], max_turns = 4,

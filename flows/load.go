@@ -14,7 +14,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	starjson "go.starlark.net/lib/json"
 	"go.starlark.net/resolve"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
@@ -44,6 +43,9 @@ type Loader struct {
 	MaxSteps uint64
 	// MaxFileBytes bounds the size of one source file.
 	MaxFileBytes int
+	// OnRun, if set, is called with a file's path before its script
+	// runs: a sandbox tells which file it was in when a limit killed it.
+	OnRun func(path string)
 }
 
 func (l Loader) maxSteps() uint64 {
@@ -398,6 +400,9 @@ func (ls *loadState) exec(fs *fileState) error {
 		return errLoadFailed
 	}
 	fs.state = running
+	if ls.loader.OnRun != nil {
+		ls.loader.OnRun(fs.file.Path)
+	}
 	thread := ls.newThread(fs)
 	globals, err := fs.prog.Init(thread, predeclared)
 	globals.Freeze()
@@ -480,7 +485,9 @@ func (ls *loadState) execError(err error, thread *starlark.Thread, fs *fileState
 	case errors.As(err, &cycle):
 		ls.addf(pos, CodeLoad, cycle.chain, "load cycle %s", FormatChain(cycle.chain))
 	case thread.ExecutionSteps() >= ls.loader.maxSteps():
-		ls.addf(pos, CodeScript, nil, "step limit exceeded: the script ran more than %d steps (an endless loop?)", ls.loader.maxSteps())
+		ls.addf(pos, CodeScriptLimit, nil, "script limit (steps): step limit exceeded: the script ran more than %d steps (an endless loop?)", ls.loader.maxSteps())
+	case ee != nil && LimitOf(err) != "":
+		ls.addf(pos, CodeScriptLimit, nil, "%s", ee.Msg)
 	case ee != nil && strings.HasPrefix(ee.Msg, "load: "):
 		// A load() whose module exists but lacks a name.
 		ls.addf(pos, CodeLoad, nil, "%s", ee.Msg)
@@ -686,9 +693,10 @@ func flowHash(name, sourceHash string) string {
 }
 
 // predeclared is what a flow script sees besides Starlark's universe: the
-// builtins, a json module (encode/decode are pure), and a range that
-// refuses lengths no loop could finish within the step limit (range itself
-// is lazy, but list(range(n)) would allocate without counting steps).
+// builtins, a json module (encode/decode are pure), a range that refuses
+// lengths no loop could finish within the step limit (range itself is
+// lazy, but list(range(n)) would allocate without counting steps), and
+// json, str, repr and print guarded against deep values (limits.go).
 var predeclared = starlark.StringDict{
 	"flow":    starlark.NewBuiltin("flow", builtinFlow),
 	"task":    starlark.NewBuiltin("task", builtinTask),
@@ -697,8 +705,11 @@ var predeclared = starlark.StringDict{
 	"wait":    starlark.NewBuiltin("wait", builtinWait),
 	"branch":  starlark.NewBuiltin("branch", builtinBranch),
 	"agent":   starlark.NewBuiltin("agent", builtinAgent),
-	"json":    starjson.Module,
+	"json":    guardedJSON,
 	"range":   starlark.NewBuiltin("range", builtinRange),
+	"str":     guardValues("str", starlark.Universe["str"]),
+	"repr":    guardValues("repr", starlark.Universe["repr"]),
+	"print":   guardValues("print", starlark.Universe["print"]),
 }
 
 func builtinRange(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {

@@ -15,6 +15,7 @@ func TestStepLimitEndsLoops(t *testing.T) {
 		loader Loader
 		src    string
 		pos    Pos
+		code   Code
 		msg    string
 	}{
 		{
@@ -22,6 +23,7 @@ func TestStepLimitEndsLoops(t *testing.T) {
 			loader: Loader{},
 			src:    "def spin():\n    n = 0\n    for i in range(10000000):\n        for j in range(10000000):\n            n += 1\n    return n\nspin()\n",
 			pos:    Pos{File: "spin.star", Line: 5, Col: 15},
+			code:   CodeScriptLimit,
 			msg:    "step limit exceeded: the script ran more than 10000000 steps",
 		},
 		{
@@ -29,6 +31,7 @@ func TestStepLimitEndsLoops(t *testing.T) {
 			loader: Loader{MaxSteps: 5000},
 			src:    "n = 0\nfor i in range(4000):\n    n += i\n",
 			pos:    Pos{File: "spin.star", Line: 2, Col: 1},
+			code:   CodeScriptLimit,
 			msg:    "more than 5000 steps",
 		},
 		{
@@ -36,6 +39,7 @@ func TestStepLimitEndsLoops(t *testing.T) {
 			loader: Loader{},
 			src:    "for i in range(1000000 * 1000000):\n    pass\n",
 			pos:    Pos{File: "spin.star", Line: 1, Col: 10},
+			code:   CodeScript,
 			msg:    "longer than the step limit",
 		},
 		{
@@ -43,6 +47,7 @@ func TestStepLimitEndsLoops(t *testing.T) {
 			loader: Loader{},
 			src:    "x = list(range(1 << 40))\n",
 			pos:    Pos{File: "spin.star", Line: 1, Col: 10},
+			code:   CodeScript,
 			msg:    "longer than the step limit",
 		},
 	}
@@ -50,8 +55,8 @@ func TestStepLimitEndsLoops(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			_, ds := tt.loader.Load([]File{src("spin.star", tt.src)})
-			if len(ds) != 1 || ds[0].Code != CodeScript || ds[0].Pos != tt.pos || !strings.Contains(ds[0].Message, tt.msg) {
-				t.Fatalf("got %q, want one E_SCRIPT at %s containing %q", ds, tt.pos, tt.msg)
+			if len(ds) != 1 || ds[0].Code != tt.code || ds[0].Pos != tt.pos || !strings.Contains(ds[0].Message, tt.msg) {
+				t.Fatalf("got %q, want one %s at %s containing %q", ds, tt.code, tt.pos, tt.msg)
 			}
 		})
 	}
@@ -68,7 +73,7 @@ func TestEachLoadedFileHasItsOwnStepAllowance(t *testing.T) {
 	if _, ds := (Loader{MaxSteps: 4000}).Load(files); len(ds) != 0 {
 		t.Fatalf("got %s", ds)
 	}
-	if _, ds := (Loader{MaxSteps: 2000}).Load(files); !ds.Has(CodeScript) || ds[0].File != "b.star" {
+	if _, ds := (Loader{MaxSteps: 2000}).Load(files); !ds.Has(CodeScriptLimit) || ds[0].File != "b.star" {
 		t.Fatalf("a 2,000-step limit should stop b.star; got %q", ds)
 	}
 }

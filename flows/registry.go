@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // ErrNotFound is returned by a VersionStore for a version or flow name it
@@ -98,49 +99,86 @@ func (s *MemoryStore) VersionList(name string) []string {
 // resolve against the files registered together first and the latest
 // registered version of each other flow second, so a registration that
 // would close a call cycle with registered flows is refused with the chain.
-// Registrations are serialized, so two of them cannot each pass the cycle
-// check and together make a cycle.
+// Registrations are serialized where it matters, so two of them cannot each
+// pass the cycle check and together make a cycle; running the scripts is
+// not, so a slow script delays no one else's registration (Register).
 type Registry struct {
-	store  VersionStore
-	tools  Catalog
-	loader Loader
-	mu     sync.Mutex
+	store   VersionStore
+	tools   Catalog
+	scripts Scripts
+	mu      sync.Mutex
+	// stored counts registrations that stored versions: a check made
+	// while it stayed the same saw every registered flow.
+	stored atomic.Uint64
 }
 
 // NewRegistry returns a registry over store, resolving tools in tools
 // (nil: no tool resolves).
 func NewRegistry(store VersionStore, tools Catalog) *Registry {
-	return &Registry{store: store, tools: tools}
+	return &Registry{store: store, tools: tools, scripts: Local{}}
 }
 
 // NewRegistryWith is NewRegistry with explicit loader limits.
 func NewRegistryWith(store VersionStore, tools Catalog, loader Loader) *Registry {
-	return &Registry{store: store, tools: tools, loader: loader}
+	return &Registry{store: store, tools: tools, scripts: Local{Loader: loader}}
+}
+
+// NewRegistryScripts is NewRegistry with the scripts run by s (a sandbox).
+func NewRegistryScripts(store VersionStore, tools Catalog, s Scripts) *Registry {
+	return &Registry{store: store, tools: tools, scripts: s}
 }
 
 // Check loads files and runs every static check against the registered
 // flows, without registering anything. The error is a store failure, not a
 // problem with the flows.
 func (r *Registry) Check(ctx context.Context, files []File) (*Module, Diagnostics, error) {
-	return r.loader.analyze(files, r.tools, r.lookup(ctx), true)
+	return r.scripts.Analyze(ctx, AnalyzeRequest{Files: files, Tools: r.tools, Lookup: r.lookup(ctx), Full: true})
 }
 
 // Register checks files and, when there is no error, stores a version of
 // every flow they declare and makes each the latest of its name, and
 // answers the warnings. With errors nothing is stored. The error is a
 // store failure.
+//
+// The scripts run and the checks are made outside the registration lock:
+// a script that runs to its time limit holds up no other registration.
+// Under the lock the versions are stored only if no other registration
+// stored anything meanwhile; otherwise the checks are made again, under
+// the lock, against what it stored.
 func (r *Registry) Register(ctx context.Context, files []File) ([]*Version, Diagnostics, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	m, ds, err := r.loader.analyze(files, r.tools, r.lookup(ctx), true)
+	return r.RegisterCommit(ctx, files, func(ctx context.Context, vs []*Version) error {
+		for _, v := range vs {
+			if err := r.store.VersionPut(ctx, v); err != nil {
+				return fmt.Errorf("storing flow %s: %w", v.Flow.Name, err)
+			}
+		}
+		return nil
+	})
+}
+
+// RegisterCommit is Register with the versions stored by commit, all of
+// them in one call, under the registration lock (a runtime checks who may
+// register each name there, and stores them all or none). commit's error
+// is returned as it is.
+func (r *Registry) RegisterCommit(ctx context.Context, files []File, commit func(context.Context, []*Version) error) ([]*Version, Diagnostics, error) {
+	req := AnalyzeRequest{Files: files, Tools: r.tools, Lookup: r.lookup(ctx), Full: true}
+	seen := r.stored.Load()
+	m, ds, err := r.scripts.Analyze(ctx, req)
 	if err != nil || len(ds.Errors()) > 0 {
 		return nil, ds, err
 	}
-	vs := m.Versions()
-	for _, v := range vs {
-		if err := r.store.VersionPut(ctx, v); err != nil {
-			return nil, nil, fmt.Errorf("storing flow %s: %w", v.Flow.Name, err)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stored.Load() != seen {
+		if m, ds, err = r.scripts.Analyze(ctx, req); err != nil || len(ds.Errors()) > 0 {
+			return nil, ds, err
 		}
+	}
+	vs := m.Versions()
+	err = commit(ctx, vs)
+	r.stored.Add(1) // on an error too: some versions may be stored
+	if err != nil {
+		return nil, nil, err
 	}
 	return vs, ds, nil
 }

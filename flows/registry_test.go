@@ -337,3 +337,48 @@ func TestRegistryPassesTheCallersContextToTheStore(t *testing.T) {
 		t.Error("a ctx without the value reached the store unchecked")
 	}
 }
+
+// gatedScripts runs scripts in this process, holding any registration of
+// a file named slow.star until its gate opens.
+type gatedScripts struct {
+	Local
+	gate chan struct{}
+}
+
+func (g gatedScripts) Analyze(ctx context.Context, req AnalyzeRequest) (*Module, Diagnostics, error) {
+	for _, f := range req.Files {
+		if f.Path == "slow.star" {
+			<-g.gate
+		}
+	}
+	return g.Local.Analyze(ctx, req)
+}
+
+// A registration whose scripts are still running (up to the sandbox's
+// deadline) holds up no one else's: scripts run outside the lock.
+func TestSlowScriptsDoNotHoldTheRegistrationLock(t *testing.T) {
+	t.Parallel()
+	gate := make(chan struct{})
+	reg := NewRegistryScripts(NewMemoryStore(), testCatalog(t), gatedScripts{gate: gate})
+	slow := make(chan Diagnostics, 1)
+	go func() {
+		_, ds, err := reg.Register(t.Context(), []File{src("slow.star", `flow(name = "slow", nodes = [subflow("x", flow = "other")])`)})
+		if err != nil {
+			t.Error(err)
+		}
+		slow <- ds
+	}()
+	// The slow registration is inside its scripts; this one completes.
+	if _, ds, err := reg.Register(t.Context(), []File{src("other.star", `flow(name = "other", nodes = [task("x", tool = "t.idem")])`)}); err != nil || len(ds) > 0 {
+		t.Fatalf("other: %v %s", err, ds)
+	}
+	select {
+	case ds := <-slow:
+		t.Fatalf("the slow registration ended before its scripts did: %s", ds)
+	default:
+	}
+	close(gate)
+	if ds := <-slow; len(ds) > 0 {
+		t.Fatalf("slow: %s", ds)
+	}
+}

@@ -19,9 +19,8 @@ import (
 // Every Starlark value made here is frozen: scripts read the context, they
 // never change it.
 
-// maxConvertDepth bounds nesting in both directions, so that a cyclic or
-// absurdly deep value is an error instead of a stack overflow.
-const maxConvertDepth = 256
+// Nesting is bounded in both directions by MaxValueDepth, so that a cyclic
+// or absurdly deep value is an error instead of a stack overflow.
 
 // toStarlark converts a JSON-compatible Go value to a frozen Starlark value.
 func toStarlark(v any) (starlark.Value, error) {
@@ -34,8 +33,8 @@ func toStarlark(v any) (starlark.Value, error) {
 }
 
 func toStarlarkDepth(v any, depth int) (starlark.Value, error) {
-	if depth > maxConvertDepth {
-		return nil, fmt.Errorf("value nested more than %d deep", maxConvertDepth)
+	if depth > MaxValueDepth {
+		return nil, fmt.Errorf("value nested more than %d deep", MaxValueDepth)
 	}
 	switch x := v.(type) {
 	case nil:
@@ -139,8 +138,8 @@ func fromStarlark(v starlark.Value) (any, error) {
 }
 
 func fromStarlarkDepth(v starlark.Value, depth int) (any, error) {
-	if depth > maxConvertDepth {
-		return nil, fmt.Errorf("value nested more than %d deep", maxConvertDepth)
+	if depth > MaxValueDepth {
+		return nil, fmt.Errorf("value nested more than %d deep", MaxValueDepth)
 	}
 	switch x := v.(type) {
 	case starlark.NoneType:

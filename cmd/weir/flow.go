@@ -61,6 +61,10 @@ With --daemon, the daemon on the socket runs the check, against its
 registered flows and its plugins, exactly as 'weir flow register' would,
 and stores nothing.
 
+The scripts run in a sandbox worker process under the limits of the
+daemon's (memory, time, steps, nesting; the --config file's sandbox block
+if given): a script that exceeds one is reported as E_SCRIPT_LIMIT.
+
 Exit status: 0 when every flow is clean (one summary line per flow),
 1 when there are diagnostics (all of them are printed), 2 on usage errors.`,
 		Args: minArgs(1),
@@ -76,6 +80,7 @@ Exit status: 0 when every flow is clean (one summary line per flow),
 				return m.checkOnDaemon(cmd.Context(), files, asJSON)
 			}
 			var tools flows.Catalog
+			var daemon *config.Config
 			if toolsPath != "" {
 				c, err := flows.LoadCatalogFile(toolsPath)
 				if err != nil {
@@ -89,7 +94,7 @@ Exit status: 0 when every flow is clean (one summary line per flow),
 					if err != nil {
 						return &exitError{code: exitFailed, err: err}
 					}
-					plugins = c
+					plugins, daemon = c, c
 				}
 				c, err := installedCatalog(m, plugins)
 				if err != nil {
@@ -98,7 +103,15 @@ Exit status: 0 when every flow is clean (one summary line per flow),
 				tools = c
 			}
 
-			mod, ds := flows.Check(files, tools)
+			pool, err := newSandbox(daemon)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			mod, ds, err := pool.Analyze(cmd.Context(), flows.AnalyzeRequest{Files: files, Tools: tools, Full: true})
+			if err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
 			errs := ds.Errors()
 			if asJSON {
 				if err := ds.WriteJSON(m.Stdout); err != nil {

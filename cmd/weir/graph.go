@@ -36,7 +36,15 @@ solid, error wires dashed.`,
 				if err != nil {
 					return usageErrorf("%v", err)
 				}
-				mod, ds := flows.Load([]flows.File{{Path: args[0], Src: src}})
+				pool, err := newSandbox(nil) // the script runs, so under the sandbox's limits
+				if err != nil {
+					return err
+				}
+				defer pool.Close()
+				mod, ds, err := pool.Analyze(cmd.Context(), flows.AnalyzeRequest{Files: []flows.File{{Path: args[0], Src: src}}})
+				if err != nil {
+					return &exitError{code: exitFailed, err: err}
+				}
 				if len(ds) > 0 {
 					_ = ds.WriteText(m.Stdout)
 					return exitCode(exitFailed)

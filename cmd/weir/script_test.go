@@ -9,6 +9,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/weirhq/weir/internal/testutil"
+	"github.com/weirhq/weir/runtime/sandbox"
 )
 
 // TestMain lets the test binary stand in for the weir command inside the
@@ -16,6 +17,9 @@ import (
 // in a child process of this very binary. The tests themselves run under
 // testutil: the plugins and weir built once, and the leak check after.
 func TestMain(m *testing.M) {
+	// The weir commands these tests run in-process start this binary as
+	// their sandbox worker.
+	sandbox.ServeIfWorker()
 	testscript.Main(runFunc(func() int {
 		return testutil.Run(m, testutil.Plugins("testkit", "mail", "llm", "mcp"), testutil.Programs("github.com/weirhq/weir/examples/cmd/demo-mcp"), testutil.Weir())
 	}), map[string]func(){"weir": main})

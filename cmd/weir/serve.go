@@ -292,6 +292,7 @@ func (d *serving) reload(ctx context.Context) (*apitypes.ReloadResult, error) {
 	// Nothing below can fail: the swap is all or nothing.
 	d.setCert(pair, res)
 	d.eng.Reload(cand.EngineConfig(version))
+	applyMemoryLimit(cand)
 	d.log.SetLevel(hclog.LevelFromString(cand.LogLevel))
 	d.srv.SetTokens(api.NewTokens(cand.Tokens()))
 	d.cur = cand
@@ -363,8 +364,19 @@ func (m *Main) serve(ctx context.Context, file, storeFlag string, sharedFlag boo
 	d.cur = cfg
 	d.info = apitypes.ConfigInfo{Version: version, File: cfg.File, Hash: cfg.Hash(), LoadedAt: time.Now().UTC(), Pinned: pinned}
 
+	applyMemoryLimit(cfg)
+	pool, err := newSandbox(cfg)
+	if err != nil {
+		closeAll()
+		return err
+	}
+	closeStore := closeAll
+	closeAll = func() {
+		closeStore()
+		_ = pool.Close()
+	}
 	ecfg := cfg.EngineConfig(version)
-	ecfg.Store, ecfg.Tools, ecfg.Logger = timed, h, log.Named("engine")
+	ecfg.Store, ecfg.Tools, ecfg.Logger, ecfg.Scripts = timed, h, log.Named("engine"), pool
 	storeDir := m.storeDir()
 	ecfg.DiskFree = func() (int64, error) { return badgerstore.FreeSpace(storeDir) }
 	eng, err := engine.Open(ecfg)
@@ -447,7 +459,7 @@ func (m *Main) serve(ctx context.Context, file, storeFlag string, sharedFlag boo
 			stopAll()
 			return fmt.Errorf("metrics listener: %w", err)
 		}
-		coll := metrics.NewCollector(metrics.Sources{Engine: eng, Restarts: h.Restarts, ConfigVersion: d.configVersion})
+		coll := metrics.NewCollector(metrics.Sources{Engine: eng, Restarts: h.Restarts, ConfigVersion: d.configVersion, Sandbox: pool.Stats})
 		serveOn(mln, metrics.Handler(metrics.NewRegistry(coll, eng.Histograms(), timed)), nil, nil)
 		log.Info("serving metrics", "address", mln.Addr().String())
 	}

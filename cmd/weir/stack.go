@@ -13,6 +13,7 @@ import (
 	"github.com/weirhq/weir/runtime/config"
 	"github.com/weirhq/weir/runtime/engine"
 	"github.com/weirhq/weir/runtime/host"
+	"github.com/weirhq/weir/runtime/sandbox"
 	"github.com/weirhq/weir/runtime/store"
 	"github.com/weirhq/weir/runtime/store/badgerstore"
 	"github.com/weirhq/weir/runtime/store/pgstore"
@@ -22,9 +23,10 @@ import (
 // stack is the engine with its store and plugin host: what `weir serve`
 // runs and `weir exec` embeds.
 type stack struct {
-	store store.Store
-	host  *host.Host
-	eng   *engine.Engine
+	store   store.Store
+	host    *host.Host
+	eng     *engine.Engine
+	sandbox *sandbox.Pool
 }
 
 // storeDir is where the store lives under the data directory, for the
@@ -123,7 +125,13 @@ func (m *Main) openStack(ctx context.Context, log hclog.Logger, cfg engine.Confi
 		st.Close()
 		return nil, fmt.Errorf("plugin host: %w", err)
 	}
-	cfg.Store, cfg.Tools, cfg.Logger = st, h, log.Named("engine")
+	pool, err := newSandbox(plugins)
+	if err != nil {
+		h.Close()
+		st.Close()
+		return nil, err
+	}
+	cfg.Store, cfg.Tools, cfg.Logger, cfg.Scripts = st, h, log.Named("engine"), pool
 	eng, err := engine.Open(cfg)
 	if err == nil {
 		err = eng.Start(ctx)
@@ -131,9 +139,10 @@ func (m *Main) openStack(ctx context.Context, log hclog.Logger, cfg engine.Confi
 	if err != nil {
 		h.Close()
 		st.Close()
+		pool.Close()
 		return nil, err
 	}
-	return &stack{store: st, host: h, eng: eng}, nil
+	return &stack{store: st, host: h, eng: eng, sandbox: pool}, nil
 }
 
 // close drains the engine for as long as ctx allows, then closes the host
@@ -146,6 +155,7 @@ func (s *stack) close(ctx context.Context) error {
 	if serr := s.store.Close(); err == nil {
 		err = serr
 	}
+	_ = s.sandbox.Close()
 	return err
 }
 

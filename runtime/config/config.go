@@ -54,6 +54,13 @@ type Config struct {
 	File string `json:"file,omitempty"`
 	// LogLevel is trace, debug, info, warn or error.
 	LogLevel string `json:"log_level"`
+	// MemoryLimit is the daemon's soft memory limit in bytes (the Go
+	// runtime's GOMEMLIMIT: it collects harder as the heap nears it); 0
+	// leaves the runtime's own (the GOMEMLIMIT variable, else none).
+	MemoryLimit int64 `json:"memory_limit,omitempty"`
+	// Sandbox holds the limits of the sandbox that evaluates flow
+	// scripts; zeros are runtime/sandbox's defaults.
+	Sandbox Sandbox `json:"sandbox"`
 	// Engine holds the engine's limits.
 	Engine Engine `json:"engine"`
 	// DrainGrace is how long held work may drain on stop before what is
@@ -164,6 +171,16 @@ type Engine struct {
 	RetryMax       time.Duration `json:"retry_max"`
 }
 
+// Sandbox holds the file's sandbox block (runtime/sandbox.Config).
+type Sandbox struct {
+	// Workers is the most sandbox worker processes at once.
+	Workers int `json:"workers,omitempty"`
+	// Memory is each worker's memory cap in bytes (RLIMIT_DATA).
+	Memory int64 `json:"memory,omitempty"`
+	// Timeout is the wall deadline (and CPU allowance) of one evaluation.
+	Timeout time.Duration `json:"timeout,omitempty"`
+}
+
 // Socket says who may connect to the Unix socket. Who a caller is comes
 // from the kernel (SO_PEERCRED), whatever the mode.
 type Socket struct {
@@ -236,9 +253,16 @@ func (c *Config) MarshalJSON() ([]byte, error) {
 	if e.QueueTimeout < 0 {
 		qt = "none"
 	}
+	type sandboxView struct {
+		Workers int    `json:"workers,omitempty"`
+		Memory  int64  `json:"memory,omitempty"`
+		Timeout string `json:"timeout,omitempty"`
+	}
 	v := struct {
 		File      string                     `json:"file,omitempty"`
 		LogLevel  string                     `json:"log_level"`
+		MemLimit  int64                      `json:"memory_limit,omitempty"`
+		Sandbox   sandboxView                `json:"sandbox"`
 		Engine    engineView                 `json:"engine"`
 		Grace     string                     `json:"drain_grace"`
 		Socket    socketView                 `json:"socket"`
@@ -252,7 +276,8 @@ func (c *Config) MarshalJSON() ([]byte, error) {
 		DiskFree  string                     `json:"disk_min_free"`
 		HTTP      map[string]any             `json:"http"`
 	}{
-		File: c.File, LogLevel: c.LogLevel,
+		File: c.File, LogLevel: c.LogLevel, MemLimit: c.MemoryLimit,
+		Sandbox: sandboxView{Workers: c.Sandbox.Workers, Memory: c.Sandbox.Memory},
 		Engine: engineView{e.Workers, e.MaxQueued, qt, e.BudgetInFlight, e.RunBudget, e.LeaseTimeout.String(),
 			e.MaxAttempts, e.RetryBase.String(), e.RetryMax.String()},
 		Grace:  c.DrainGrace.String(),
@@ -268,6 +293,9 @@ func (c *Config) MarshalJSON() ([]byte, error) {
 	}
 	if c.RetentionMaxAge > 0 {
 		v.Retention = c.RetentionMaxAge.String()
+	}
+	if c.Sandbox.Timeout > 0 {
+		v.Sandbox.Timeout = c.Sandbox.Timeout.String()
 	}
 	if c.Store.URL != "" {
 		v.Store = &Store{URL: storeurl.Redact(c.Store.URL), Shared: c.Store.Shared}
@@ -366,6 +394,9 @@ func RestartChanges(running, candidate *Config) []string {
 	}
 	if running.Store.Shared != candidate.Store.Shared {
 		out = append(out, fmt.Sprintf("store shared (%t -> %t)", running.Store.Shared, candidate.Store.Shared))
+	}
+	if running.Sandbox != candidate.Sandbox {
+		out = append(out, "sandbox block (its workers start with the daemon)")
 	}
 	if running.HTTP != candidate.HTTP {
 		out = append(out, "http limits")

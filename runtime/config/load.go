@@ -33,18 +33,20 @@ const MaxFileSize = 1 << 20
 // The file's schema. Attributes are kept as expressions so that each
 // value is checked with its own position.
 type rawFile struct {
-	LogLevel  hcl.Expression `hcl:"log_level,optional"`
-	Engine    *rawEngine     `hcl:"engine,block"`
-	Drain     *rawDrain      `hcl:"drain,block"`
-	Socket    *rawSocket     `hcl:"socket,block"`
-	TCP       *rawTCP        `hcl:"tcp,block"`
-	Console   *rawConsole    `hcl:"console,block"`
-	Metrics   *rawMetrics    `hcl:"metrics,block"`
-	Retention *rawRetention  `hcl:"retention,block"`
-	Store     *rawStore      `hcl:"store,block"`
-	Disk      *rawDisk       `hcl:"disk,block"`
-	HTTP      *rawHTTP       `hcl:"http,block"`
-	Plugins   []*rawPlugin   `hcl:"plugin,block"`
+	LogLevel    hcl.Expression `hcl:"log_level,optional"`
+	MemoryLimit hcl.Expression `hcl:"memory_limit,optional"`
+	Sandbox     *rawSandbox    `hcl:"sandbox,block"`
+	Engine      *rawEngine     `hcl:"engine,block"`
+	Drain       *rawDrain      `hcl:"drain,block"`
+	Socket      *rawSocket     `hcl:"socket,block"`
+	TCP         *rawTCP        `hcl:"tcp,block"`
+	Console     *rawConsole    `hcl:"console,block"`
+	Metrics     *rawMetrics    `hcl:"metrics,block"`
+	Retention   *rawRetention  `hcl:"retention,block"`
+	Store       *rawStore      `hcl:"store,block"`
+	Disk        *rawDisk       `hcl:"disk,block"`
+	HTTP        *rawHTTP       `hcl:"http,block"`
+	Plugins     []*rawPlugin   `hcl:"plugin,block"`
 }
 
 type rawStore struct {
@@ -76,6 +78,12 @@ type rawEngine struct {
 	MaxAttempts    hcl.Expression `hcl:"max_attempts,optional"`
 	RetryBase      hcl.Expression `hcl:"retry_base,optional"`
 	RetryMax       hcl.Expression `hcl:"retry_max,optional"`
+}
+
+type rawSandbox struct {
+	Workers hcl.Expression `hcl:"workers,optional"`
+	Memory  hcl.Expression `hcl:"memory,optional"`
+	Timeout hcl.Expression `hcl:"timeout,optional"`
 }
 
 type rawDrain struct {
@@ -367,6 +375,16 @@ func (d *decoder) resolve(raw *rawFile) *Config {
 	c := Default()
 	if d.stringAttr(raw.LogLevel, "log_level", &c.LogLevel) && !logLevels[c.LogLevel] {
 		d.fail(raw.LogLevel.Range(), "log_level must be one of trace, debug, info, warn, error; got %q", c.LogLevel)
+	}
+	if !absent(raw.MemoryLimit) {
+		c.MemoryLimit = d.size(raw.MemoryLimit, "memory_limit", MinMemoryLimit)
+	}
+	if sb := raw.Sandbox; sb != nil {
+		d.intAttr(sb.Workers, "workers", &c.Sandbox.Workers, 1)
+		if !absent(sb.Memory) {
+			c.Sandbox.Memory = d.size(sb.Memory, "memory", MinSandboxMemory)
+		}
+		d.durationAttr(sb.Timeout, "timeout", &c.Sandbox.Timeout, durationRule{})
 	}
 	if e := raw.Engine; e != nil {
 		d.intAttr(e.Workers, "workers", &c.Engine.Workers, 1)
@@ -731,6 +749,32 @@ func (d *decoder) pluginEnv(plugin string, a *hcl.Attribute) []string {
 func hasEnv(name string) bool {
 	_, ok := os.LookupEnv(name)
 	return ok
+}
+
+// MinMemoryLimit is the smallest memory_limit accepted: below it the
+// daemon would spend its time collecting garbage.
+const MinMemoryLimit = 64 << 20
+
+// MinSandboxMemory is the smallest sandbox memory accepted: a worker needs
+// room for its runtime and an evaluator.
+const MinSandboxMemory = 64 << 20
+
+// size reads a size attribute such as "2GiB" of at least min bytes.
+func (d *decoder) size(expr hcl.Expression, name string, min int64) int64 {
+	var s string
+	if !d.value(expr, name, &s) {
+		return 0
+	}
+	n, err := ParseSize(s)
+	switch {
+	case err != nil:
+		d.fail(expr.Range(), "%s: %v", name, err)
+		return 0
+	case n < min:
+		d.fail(expr.Range(), "%s %q is below the minimum of %dMiB", name, s, min>>20)
+		return 0
+	}
+	return n
 }
 
 // pluginMemory reads a plugin block's memory_max, a size such as "512MiB".

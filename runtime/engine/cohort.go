@@ -153,13 +153,26 @@ func (s *stepper) childLimits(node *flows.Node) *store.RunError {
 // childInputs evaluates args(ctx, item) for items [from, to).
 func (s *stepper) childInputs(node *flows.Node, items []any, from, to int) (map[int]json.RawMessage, *store.RunError) {
 	out := make(map[int]json.RawMessage, to-from)
+	var args []flows.CallResult
+	if node.Args != nil && to > from {
+		// One round trip for every child admitted now.
+		calls := make([]flows.Call, 0, to-from)
+		for i := from; i < to; i++ {
+			calls = append(calls, flows.Call{Ref: *node.Args, Args: []any{items[i]}})
+		}
+		var err error
+		if args, err = s.fe.callBatch(s.flowCtx(), calls); err != nil {
+			return nil, &store.RunError{Code: CodeCallable, Message: fmt.Sprintf("args of %s: %v", node.ID, err)}
+		}
+	}
 	for i := from; i < to; i++ {
 		var v any = map[string]any{"item": items[i]}
 		if node.Args != nil {
-			var err error
-			if v, err = s.fe.call(*node.Args, s.flowCtx(), items[i]); err != nil {
-				return nil, &store.RunError{Code: CodeCallable, Message: fmt.Sprintf("args of %s for item %d: %v", node.ID, i, err)}
+			r := args[i-from]
+			if r.Err != nil {
+				return nil, &store.RunError{Code: CodeCallable, Message: fmt.Sprintf("args of %s for item %d: %v", node.ID, i, r.Err)}
 			}
+			v = r.Value
 		}
 		b, err := json.Marshal(v)
 		if err != nil {
@@ -649,11 +662,9 @@ func (s *stepper) cohortReduce(ctx context.Context, node *flows.Node, c *store.C
 	failpoint.Hit(failpoint.ReduceCanonical)
 	derived := json.RawMessage(canonical)
 	if node.Reduce != nil {
-		args := []any{published}
-		if s.fe.ev.Accepts(*node.Reduce, 3) {
-			args = append(args, publishedItems)
-		}
-		v, err := s.fe.call(*node.Reduce, s.flowCtx(), args...)
+		// reduce(ctx, results, items); the evaluator drops items for a
+		// reduce that takes two arguments.
+		v, err := s.fe.call(*node.Reduce, s.flowCtx(), published, publishedItems)
 		if err != nil {
 			return s.nodeFailed(ctx, node, &store.RunError{Code: CodeCallable, Message: "reduce: " + err.Error()})
 		}

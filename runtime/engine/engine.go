@@ -84,6 +84,11 @@ type Config struct {
 	// recently used are dropped and re-loaded from the store when needed
 	// again (default flows.DefaultCacheBytes, 256 MiB).
 	FlowCacheBytes int64
+	// Scripts evaluates flow scripts: registration's load and checks and
+	// the callables of every step (nil: in this process, with the flow
+	// cache keeping evaluators). The daemon passes a runtime/sandbox
+	// Pool, so that a script bomb kills a worker, not the engine.
+	Scripts flows.Scripts
 }
 
 func (c Config) withDefaults() Config {
@@ -134,9 +139,8 @@ type Engine struct {
 	// registry checks and stores flow versions; it serialises
 	// registrations so two cannot together close a subflow cycle.
 	registry *flows.Registry
-	// regMu serialises RegisterAs from the registry's check to the last
-	// version written (see RegisterAs).
-	regMu sync.Mutex
+	// scripts evaluates flow scripts (Config.Scripts).
+	scripts flows.Scripts
 	// auditLimit bounds each caller's audit events (see audit.go).
 	auditLimit auditLimiter
 	// diskWarned is when the log last said the store's disk is full
@@ -226,7 +230,11 @@ func Open(cfg Config) (*Engine, error) {
 		stats:      newStats(),
 		clock:      c.Clock,
 	}
-	e.registry = flows.NewRegistry(versionStore{st: c.Store, cache: e.flowCache, clock: c.Clock}, c.Tools)
+	e.scripts = c.Scripts
+	if e.scripts == nil {
+		e.scripts = flows.Local{Cache: e.flowCache}
+	}
+	e.registry = flows.NewRegistryScripts(versionStore{st: c.Store, cache: e.flowCache, clock: c.Clock}, c.Tools, e.scripts)
 	e.cfg.Store(&c)
 	return e, nil
 }
@@ -241,7 +249,7 @@ func (e *Engine) now() time.Time { return e.clock.Now() }
 func (e *Engine) Reload(cfg Config) {
 	old := e.config()
 	c := cfg.withDefaults()
-	c.Store, c.Tools, c.Logger, c.Clock, c.DiskFree = old.Store, old.Tools, old.Logger, old.Clock, old.DiskFree
+	c.Store, c.Tools, c.Logger, c.Clock, c.Scripts, c.DiskFree = old.Store, old.Tools, old.Logger, old.Clock, old.Scripts, old.DiskFree
 	e.cfg.Store(&c)
 	e.ledger.Resize(c.Workers, c.MaxBudgetInFlight)
 	e.flowCache.SetMaxBytes(c.FlowCacheBytes)

@@ -46,6 +46,7 @@ const (
 	CodeUnknownTool      = "E_UNKNOWN_TOOL"      // no installed plugin provides the node's tool
 	CodeCancelled        = "E_CANCELLED"         // the run was cancelled
 	CodeCallable         = "E_CALLABLE"          // a flow callable failed at run time
+	CodeScriptLimit      = "E_SCRIPT_LIMIT"      // a flow callable exceeded a script limit: the run fails
 	CodeContinuation     = "E_CONTINUATION"      // the stored continuation cannot be read
 	CodeFlowUnreadable   = "E_FLOW_UNREADABLE"   // the pinned flow version cannot be loaded
 	CodeMaxVisits        = "E_MAX_VISITS"        // a node was entered more often than its max_visits

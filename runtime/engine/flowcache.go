@@ -5,25 +5,70 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/weirhq/weir/flows"
 	"github.com/weirhq/weir/runtime/store"
 )
 
-// flowEntry is one loaded flow version: its IR and the evaluator of its
-// sources, re-loaded from the stored source by content hash, never from
-// disk (docs/design.md §2). Both come from the engine's flows.Cache, which bounds
-// them by Config.FlowCacheBytes; an entry is built per use and holds no
-// state of its own.
+// flowEntry is one loaded flow version: its IR, from the engine's
+// flows.Cache (bounded by Config.FlowCacheBytes), and its sources, which
+// the engine's Scripts evaluates callables of, re-loaded from the store by
+// content hash, never from disk (docs/design.md §2). An entry is built per
+// use (one per step).
 type flowEntry struct {
-	flow *flows.Flow
-	hash string
-	ev   *flows.Evaluator
+	flow    *flows.Flow
+	hash    string
+	scripts flows.Scripts
+	src     flows.Sources
+	// limit is the first script limit a callable of this entry hit: the
+	// step fails its run with E_SCRIPT_LIMIT whatever wire the callable's
+	// node has (scriptLimitError).
+	limit error
 }
 
 // call evaluates a callable of the flow.
 func (fe *flowEntry) call(ref flows.CallableRef, c flows.Context, extra ...any) (any, error) {
-	return fe.ev.Call(ref, c, extra...)
+	res, err := fe.callBatch(c, []flows.Call{{Ref: ref, Args: extra}})
+	if err != nil {
+		return nil, err
+	}
+	return res[0].Value, res[0].Err
+}
+
+// callBatch evaluates calls against one ctx in one round trip to the
+// engine's Scripts (a sandbox worker): every callable a step needs.
+func (fe *flowEntry) callBatch(c flows.Context, calls []flows.Call) ([]flows.CallResult, error) {
+	res, err := fe.scripts.Call(context.Background(), fe.src, c, calls)
+	if err != nil {
+		fe.noteLimit(err)
+		return nil, err
+	}
+	for _, r := range res {
+		fe.noteLimit(r.Err)
+	}
+	return res, nil
+}
+
+func (fe *flowEntry) noteLimit(err error) {
+	if fe.limit == nil && errors.Is(err, flows.ErrScriptLimit) {
+		fe.limit = err
+	}
+}
+
+// scriptLimitError is the run's error when a callable of the step hit a
+// script limit, else nil. A limit is not the node's failure for its error
+// wire to handle: the script itself cannot run, and evaluating it again
+// would cost another worker, so the run fails (docs/design.md §2.6).
+func (fe *flowEntry) scriptLimitError() *store.RunError {
+	if fe == nil || fe.limit == nil {
+		return nil
+	}
+	msg := fe.limit.Error()
+	if !strings.Contains(msg, "script limit (") {
+		msg = fmt.Sprintf("script limit (%s): %s", flows.LimitOf(fe.limit), msg)
+	}
+	return &store.RunError{Code: CodeScriptLimit, Message: msg}
 }
 
 // validateInput checks a run's input against the flow's declared schema.
@@ -78,7 +123,7 @@ func (e *Engine) flowVersion(ctx context.Context, name, hash string) (*flowEntry
 	if f.Name != name {
 		return nil, fmt.Errorf("flow %s version %s: the version is flow %s's", name, hash, f.Name)
 	}
-	ev, err := e.flowCache.Evaluator(ctx, f.SourceHash, func(ctx context.Context) ([]flows.File, error) {
+	src := flows.Sources{Hash: f.SourceHash, Load: func(ctx context.Context) ([]flows.File, error) {
 		var src *store.Source
 		err := e.st.View(ctx, func(tx store.Tx) error {
 			var err error
@@ -86,18 +131,15 @@ func (e *Engine) flowVersion(ctx context.Context, name, hash string) (*flowEntry
 			return err
 		})
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("flow %s version %s: source: %w", name, hash, err)
 		}
 		files := make([]flows.File, len(src.Files))
 		for i, sf := range src.Files {
 			files[i] = flows.File{Path: sf.Path, Src: sf.Src}
 		}
 		return files, nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("flow %s version %s: source: %w", name, hash, err)
-	}
-	return &flowEntry{flow: f, hash: hash, ev: ev}, nil
+	}}
+	return &flowEntry{flow: f, hash: hash, scripts: e.scripts, src: src}, nil
 }
 
 // nodeCost is the budget slice a node's step needs: its declared cost,

@@ -13,11 +13,15 @@ import (
 
 	"github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/runtime/host"
+	"github.com/weirhq/weir/runtime/sandbox"
 	"github.com/weirhq/weir/runtime/store"
 	"github.com/weirhq/weir/runtime/store/badgerstore"
 )
 
-func TestMain(m *testing.M) { testutil.Main(m, testutil.Plugins("testkit", "mail")) }
+func TestMain(m *testing.M) {
+	sandbox.ServeIfWorker() // this binary is the sandbox's worker in tests that use one
+	testutil.Main(m, testutil.Plugins("testkit", "mail"))
+}
 
 // waitTimeout bounds every wait on a condition: generous, because it only
 // limits how long a failing test hangs on a loaded machine.

@@ -63,36 +63,27 @@ func (e *Engine) RegisterAs(ctx context.Context, owner string, files []SourceFil
 	for i, f := range files {
 		in[i] = flows.File{Path: f.Path, Src: []byte(f.Src)}
 	}
-	// The registry checks the files and hands its versions to
-	// versionStore, which only collects them here: they are stored below,
-	// all or none, once every name is known to be the caller's. regMu
-	// keeps registrations serial from the check to the last write, as the
-	// registry's own lock would if it wrote them itself.
-	e.regMu.Lock()
-	defer e.regMu.Unlock()
-	var staged stagedVersions
-	vs, ds, err := e.registry.Register(context.WithValue(ctx, stagingKey{}, &staged), in)
+	// The registry runs the scripts and checks the files outside its lock
+	// (a slow script holds up no one) and hands the versions to
+	// putVersions under it: stored all or none, once every name is known
+	// to be the caller's, serialized against every other registration.
+	var commitErr error
+	vs, ds, err := e.registry.RegisterCommit(ctx, in, func(ctx context.Context, vs []*flows.Version) error {
+		commitErr = e.putVersions(ctx, owner, vs)
+		return commitErr
+	})
+	if commitErr != nil {
+		return nil, commitErr
+	}
 	if err != nil {
 		return nil, e.storageFailed(err)
 	}
 	res := &RegisterResult{Diagnostics: ds, Flows: []RegisteredFlow{}}
-	if len(ds.Errors()) > 0 {
-		return res, nil
-	}
-	if err := e.putVersions(ctx, owner, staged); err != nil {
-		return nil, err
-	}
 	for _, v := range vs {
 		res.Flows = append(res.Flows, RegisteredFlow{Name: v.Flow.Name, Hash: v.Flow.Hash, Doc: v.Flow.Doc, Nodes: len(v.Flow.Nodes), Input: v.Flow.Input, Owner: owner})
 	}
 	return res, nil
 }
-
-// stagedVersions are the versions one registration will store.
-type stagedVersions []*flows.Version
-
-// stagingKey carries a registration's *stagedVersions to versionStore.
-type stagingKey struct{}
 
 // flowOwnerErr says a name belongs to someone else, or is nil.
 func flowOwnerErr(tx store.Tx, owner, name string) error {
@@ -113,7 +104,7 @@ func flowOwnerErr(tx store.Tx, owner, name string) error {
 // that every name is owner's to register. The check is repeated in each
 // version's transaction, so that it also holds against another daemon
 // sharing the store.
-func (e *Engine) putVersions(ctx context.Context, owner string, vs stagedVersions) error {
+func (e *Engine) putVersions(ctx context.Context, owner string, vs []*flows.Version) error {
 	var refused []string
 	if err := e.st.View(ctx, func(tx store.Tx) error {
 		refused = refused[:0]
@@ -219,10 +210,6 @@ type versionStore struct {
 // RegisterAs, which stores it with its owner); without one it stores v
 // unowned.
 func (s versionStore) VersionPut(ctx context.Context, v *flows.Version) error {
-	if staged, ok := ctx.Value(stagingKey{}).(*stagedVersions); ok {
-		*staged = append(*staged, v)
-		return nil
-	}
 	ir, err := json.Marshal(v.Flow)
 	if err != nil {
 		return err

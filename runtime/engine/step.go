@@ -20,9 +20,6 @@ type stepper struct {
 	run  *store.Run
 	fe   *flowEntry
 	cont *continuation
-	// results is cont.Results decoded, for callables' ctx.results.
-	results map[string]any
-	input   any
 	// taskDirty says the task record changed in memory (its wait cleared)
 	// and goes with the next commit.
 	taskDirty bool
@@ -70,15 +67,6 @@ func (w *worker) run(ctx context.Context, run *store.Run, overBudget bool) {
 	if err != nil {
 		s.finish(ctx, store.PhaseFailed, nil, &store.RunError{Code: CodeContinuation, Message: err.Error()})
 		return
-	}
-	if err := json.Unmarshal(run.Input, &s.input); err != nil {
-		s.input = nil
-	}
-	s.results = make(map[string]any, len(s.cont.Results))
-	for id, r := range s.cont.Results {
-		var v any
-		_ = json.Unmarshal(r, &v)
-		s.results[id] = v
 	}
 	for {
 		if w.cancelRequested() {
@@ -300,12 +288,26 @@ func (s *stepper) advance(to string) {
 
 // flowCtx is the read-only context callables see.
 func (s *stepper) flowCtx() flows.Context {
-	return flows.Context{RunID: s.run.ID, Attempt: s.run.Attempt, Input: s.input, Results: s.results}
+	// Input and results stay JSON: a callable decodes only what it reads,
+	// and a sandbox ships them as they are.
+	results := make(map[string]any, len(s.cont.Results))
+	for id, r := range s.cont.Results {
+		results[id] = r
+	}
+	var input any
+	if len(s.run.Input) > 0 {
+		input = s.run.Input
+	}
+	return flows.Context{RunID: s.run.ID, Attempt: s.run.Attempt, Input: input, Results: results}
 }
 
 // nodeFailed sends the run down node's error wire, or fails the run if the
 // node has none. It reports whether the run goes on in this worker.
 func (s *stepper) nodeFailed(ctx context.Context, node *flows.Node, rerr *store.RunError) bool {
+	if lerr := s.fe.scriptLimitError(); lerr != nil {
+		s.finish(ctx, store.PhaseFailed, nil, lerr)
+		return false
+	}
 	now := s.e.now()
 	if s.cont.Errors == nil {
 		s.cont.Errors = map[string]*store.RunError{}
@@ -425,9 +427,6 @@ func (s *stepper) resultDoneTx(ctx context.Context, node *flows.Node, out json.R
 		return s.nodeFailed(ctx, node, resultTooLarge("the result of node "+node.ID, len(out)))
 	}
 	s.cont.Results[node.ID] = out
-	var v any
-	_ = json.Unmarshal(out, &v)
-	s.results[node.ID] = v
 	s.cont.Last = node.ID
 	s.advance(node.Next)
 	return s.commit(ctx, func(tx store.Tx) error {
@@ -490,6 +489,10 @@ func (s *stepper) complete(ctx context.Context) {
 	var out json.RawMessage
 	if ref := s.fe.flow.Output; ref != nil {
 		v, err := s.fe.call(*ref, s.flowCtx())
+		if lerr := s.fe.scriptLimitError(); lerr != nil {
+			s.finish(ctx, store.PhaseFailed, nil, lerr)
+			return
+		}
 		if err != nil {
 			s.finish(ctx, store.PhaseFailed, nil, &store.RunError{Code: CodeCallable, Message: "output: " + err.Error()})
 			return

@@ -2,8 +2,9 @@
 // per tool of docs/design.md §4 (tries, logical calls, retry
 // amplification), runs accepted and finished by phase, the runs in each
 // live phase, admissions refused by reason, the admission state with the
-// queued and held task counts, plugin restarts, the config version, and
-// agents' model turns, tokens and cost per model.
+// queued and held task counts, plugin restarts, the config version,
+// agents' model turns, tokens and cost per model, and the script
+// sandbox's workers started and killed by limit.
 //
 // Counters and gauges are read from the engine's snapshot at scrape time
 // (a custom Collector), so scraping costs the engine nothing between
@@ -25,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/weirhq/weir/runtime/engine"
+	"github.com/weirhq/weir/runtime/sandbox"
 	"github.com/weirhq/weir/runtime/store"
 )
 
@@ -42,6 +44,8 @@ type Sources struct {
 	Restarts func() map[string]int64
 	// ConfigVersion returns the version of the config in force.
 	ConfigVersion func() int64
+	// Sandbox returns the script sandbox's counters (sandbox.Pool.Stats).
+	Sandbox func() sandbox.Stats
 }
 
 // Collector is a prometheus.Collector over the engine's snapshot.
@@ -76,12 +80,16 @@ var (
 	modelTurns        = desc("model_turns_total", "Agent model turns journaled, by model (model tool/alias).", "model")
 	modelTokens       = desc("model_tokens_total", "Tokens of agent model turns, by model and direction (input, output).", "model", "direction")
 	modelCost         = desc("model_cost_total", "Budget units agent model turns were charged, by model.", "model")
+	sandboxStarted    = desc("sandbox_workers_started_total", "Script sandbox worker processes started since the daemon started.")
+	sandboxKilled     = desc("sandbox_workers_killed_total", "Script sandbox workers that died or were killed for a script limit, by limit.", "limit")
+	sandboxRequests   = desc("sandbox_requests_total", "Evaluations sent to script sandbox workers (a step's callables are one).")
 )
 
 var allDescs = []*prometheus.Desc{
 	toolAttempts, toolUnits, toolAmplification,
 	runsAccepted, runsLive, runsFinished, leasesExpired, deadLetters, refused, blocked, admissionOpen, admissionState,
 	tasks, slots, pluginRestarts, configVersion, modelTurns, modelTokens, modelCost,
+	sandboxStarted, sandboxKilled, sandboxRequests,
 }
 
 // Describe implements prometheus.Collector.
@@ -158,6 +166,14 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if c.src.ConfigVersion != nil {
 		gauge(configVersion, float64(c.src.ConfigVersion()))
+	}
+	if c.src.Sandbox != nil {
+		sb := c.src.Sandbox()
+		counter(sandboxStarted, float64(sb.Started))
+		counter(sandboxRequests, float64(sb.Requests))
+		for l, n := range sb.Killed {
+			counter(sandboxKilled, float64(n), string(l))
+		}
 	}
 }
 

@@ -1,5 +1,12 @@
 # A weir daemon configuration using every setting.
 log_level = "debug"
+memory_limit = "2GiB"
+
+sandbox {
+  workers = 3
+  memory  = "256MiB"
+  timeout = "10s"
+}
 
 engine {
   workers          = 8

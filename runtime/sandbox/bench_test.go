@@ -1,0 +1,49 @@
+package sandbox_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/runtime/sandbox"
+)
+
+// BenchmarkCall measures one callable evaluation (a task's args, reading
+// ctx.input and ctx.results) in this process and through a sandbox worker,
+// in the same run: µs per call for each and their ratio. A batch of ten
+// calls (a fan-out's args) shows what batching saves per call.
+func BenchmarkCall(b *testing.B) {
+	var loads atomic.Int32
+	src := callSources(&loads)
+	c := flows.Context{RunID: "r1", Attempt: 1, Input: map[string]any{"n": int64(41), "text": "some input of a run"},
+		Results: map[string]any{"a": map[string]any{"ok": true, "items": []any{"x", "y", "z"}}}}
+	one := []flows.Call{{Ref: flows.CallableRef{Flow: "c", Node: "f", Param: "args"}, Args: []any{"item"}}}
+	ten := make([]flows.Call, 10)
+	for i := range ten {
+		ten[i] = one[0]
+	}
+	local := flows.Local{Cache: flows.NewCache(0, flows.Loader{})}
+	pool := newPool(b, sandbox.Config{Workers: 1})
+	measure := func(s flows.Scripts, calls []flows.Call, n int) time.Duration {
+		start := time.Now()
+		for range n {
+			res, err := s.Call(context.Background(), src, c, calls)
+			if err != nil || res[0].Err != nil {
+				b.Fatal(err, res)
+			}
+		}
+		return time.Since(start) / time.Duration(n*len(calls))
+	}
+	for b.Loop() {
+		const n = 2000
+		inProcess := measure(local, one, n)
+		sandboxed := measure(pool, one, n)
+		batched := measure(pool, ten, n/10)
+		b.ReportMetric(float64(inProcess.Nanoseconds())/1e3, "inprocess-µs/call")
+		b.ReportMetric(float64(sandboxed.Nanoseconds())/1e3, "sandboxed-µs/call")
+		b.ReportMetric(float64(batched.Nanoseconds())/1e3, "batched-µs/call")
+		b.ReportMetric(float64(sandboxed)/float64(inProcess), "sandbox-cost")
+	}
+}
