@@ -188,7 +188,7 @@ func (s *Server) runStream(w http.ResponseWriter, r *http.Request) {
 // /v1/runs answers for the same parameters, sent again each time it
 // changes.
 func (s *Server) runsStream(w http.ResponseWriter, r *http.Request) {
-	if !queryParams(w, r, "limit", "phase", "after") {
+	if !queryParams(w, r, "limit", "phase", "after", "flow", "order", "before") {
 		return
 	}
 	p, ok := s.listParams(w, r)

@@ -128,7 +128,7 @@ function legend() {
 
 async function runsPage() {
   const q = new URLSearchParams(location.search);
-  const flow = q.get("flow") || "", phase = q.get("phase") || "", after = q.get("after") || "";
+  const flow = q.get("flow") || "", phase = q.get("phase") || "", before = q.get("before") || "";
   const limit = q.get("limit") || "50";
   document.title = "Runs · weir";
   const flows = await api("GET", "/flows");
@@ -155,26 +155,26 @@ async function runsPage() {
       el("thead", {}, el("tr", {}, ["Run", "Flow", "Phase", "Attempt", "Parent", "Created", "Updated"].map((h) => el("th", { text: h })))),
       tbody),
     pager,
-    el("p", { class: "hint", text: "Each page is sorted by creation time, newest first; pages follow the store's order of run ids." }));
+    el("p", { class: "hint", text: "Newest first, by creation time; the flow and phase filters apply to every page." }));
 
   const render = (page) => {
-    const rows = page.filter((r) => !flow || r.flow === flow)
-      .sort((a, b) => (b.created_at || "").localeCompare(a.created_at || ""));
+    const rows = page;
     tbody.replaceChildren(...rows.map((r) => el("tr", { "data-run": r.id, "data-phase": r.phase },
       el("td", {}, runLink(r.id)), el("td", {}, el("a", { href: "/flows/" + encodeURIComponent(r.flow), text: r.flow })),
       el("td", {}, phaseBadge(r.phase)), el("td", { class: "num", text: r.attempt }),
       el("td", {}, r.parent_run_id ? runLink(r.parent_run_id) : ""),
       el("td", { text: fullTime(r.created_at) }), el("td", { text: fullTime(r.updated_at) }))));
-    count.textContent = rows.length + (rows.length === 1 ? " run" : " runs") + (flow ? " of flow " + flow + " on this page" : " on this page");
+    count.textContent = rows.length + (rows.length === 1 ? " run" : " runs") + (flow ? " of flow " + flow : "") + " on this page";
     pager.replaceChildren();
-    if (after) pager.append(el("a", { href: "?" + withParam(q, "after", ""), text: "← first page" }), " ");
+    if (before) pager.append(el("a", { href: "?" + withParam(q, "before", ""), text: "← newest" }), " ");
     if (page.length >= Number(limit)) {
-      pager.append(el("a", { id: "next-page", href: "?" + withParam(q, "after", page[page.length - 1].id), text: "next page →" }));
+      pager.append(el("a", { id: "next-page", href: "?" + withParam(q, "before", page[page.length - 1].id), text: "older →" }));
     }
   };
-  const params = new URLSearchParams({ limit });
+  const params = new URLSearchParams({ limit, order: "created" });
   if (phase) params.set("phase", phase);
-  if (after) params.set("after", after);
+  if (flow) params.set("flow", flow);
+  if (before) params.set("before", before);
   const es = new EventSource("/v1/runs/stream?" + params.toString());
   es.addEventListener("runs", (e) => { setLive(true); render(JSON.parse(e.data)); });
   es.onerror = () => setLive(false);
