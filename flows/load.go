@@ -152,6 +152,7 @@ type fileState struct {
 	loads      []string // resolved paths of this file's load()s
 	state      execState
 	globals    starlark.StringDict
+	lua        *luaProgram // set for a Lua file instead of prog
 }
 
 type execState int
@@ -198,6 +199,11 @@ const (
 	localLoad  = "weir.flows.load"
 	localFile  = "weir.flows.file"
 	localSteps = "weir.flows.maxsteps"
+	// localSite is the call site of a builtin called from Lua, which
+	// has no Starlark call stack.
+	localSite = "weir.flows.site"
+	// localRef is the reference an Evaluator call evaluates.
+	localRef = "weir.flows.ref"
 )
 
 // errLoadFailed tells a loading file that the file it loads failed; the
@@ -278,6 +284,10 @@ func cleanPath(p string) string {
 // compile parses, indexes and compiles one file. It touches nothing but
 // fs, so the files of a set compile in parallel.
 func (fs *fileState) compile() {
+	if isLua(fs.file.Path) {
+		fs.compileLua()
+		return
+	}
 	f, err := fileOptions.Parse(fs.file.Path, fs.file.Src, 0)
 	if err != nil {
 		fs.compileErr = err
@@ -329,11 +339,20 @@ func (ls *loadState) checkCompiled(fs *fileState) {
 		return
 	}
 	prog := fs.prog
+	if prog == nil { // Lua: no load()
+		return
+	}
 	for i := range prog.NumLoads() {
 		module, pos := prog.Load(i)
 		target, ok := ls.resolveLoad(fs.file.Path, module)
 		if !ok {
 			ls.addf(toPos(pos), CodeLoad, nil, "load(%q): %s is not among the flow files loaded together (%s)", module, target, ls.fileList())
+			fs.state = failed
+			ls.incomplete = true
+			continue
+		}
+		if isLua(target) {
+			ls.addf(toPos(pos), CodeLoad, nil, "load(%q): %s is a Lua file; a Starlark flow calls a Lua flow as a subflow, by name", module, target)
 			fs.state = failed
 			ls.incomplete = true
 			continue
@@ -370,7 +389,10 @@ func (ls *loadState) resolveLoad(from, module string) (string, bool) {
 func (ls *loadState) syntaxError(err error, file string) {
 	var se syntax.Error
 	var rl resolve.ErrorList
+	var lse *luaSyntaxError
 	switch {
+	case errors.As(err, &lse):
+		ls.addf(lse.pos, CodeSyntax, nil, "%s", lse.msg)
 	case errors.As(err, &rl):
 		for _, e := range rl {
 			ls.addf(toPos(e.Pos), CodeSyntax, nil, "%s", e.Msg)
@@ -390,6 +412,9 @@ func (ls *loadState) exec(fs *fileState) error {
 		return nil
 	case failed:
 		return errLoadFailed
+	}
+	if fs.lua != nil {
+		return ls.execLua(fs)
 	}
 	fs.state = running
 	thread := ls.newThread(fs)
@@ -556,6 +581,9 @@ func (fs *fileState) indexCalls(f *syntax.File) {
 
 // callerSite returns what is known about the builtin call being executed.
 func (ls *loadState) callerSite(thread *starlark.Thread) *callSite {
+	if s, ok := thread.Local(localSite).(*callSite); ok && s != nil {
+		return s
+	}
 	if thread.CallStackDepth() < 2 { // called from Go, not from a script
 		return &callSite{}
 	}
