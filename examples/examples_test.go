@@ -193,6 +193,27 @@ func TestResearchRuns(t *testing.T) {
 	}
 }
 
+// The Lua examples run to the same end, alone and mixed with Starlark:
+// research in one language calls summarize in the other.
+func TestResearchLuaRuns(t *testing.T) {
+	t.Parallel()
+	for _, files := range [][]string{
+		{"research.lua", "summarize.lua"},
+		{"research.star", "summarize.lua"},
+		{"research.lua", "summarize.star"},
+	} {
+		t.Run(strings.Join(files, "+"), func(t *testing.T) {
+			t.Parallel()
+			eng, s := exampleEngine(t, files...)
+			runToEnd(t, eng, "research", `{"topic": "rivers"}`, "approve")
+			want := []map[string]any{{"body": "A summary of 2 hits."}}
+			if !reflect.DeepEqual(s.mails, want) {
+				t.Errorf("mails %v, want %v: the summary of both searches, published once", s.mails, want)
+			}
+		})
+	}
+}
+
 func TestDigestRuns(t *testing.T) {
 	t.Parallel()
 	eng, s := exampleEngine(t, "run/digest.star")

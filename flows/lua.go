@@ -612,7 +612,12 @@ func luaErrorPos(err error, file string) (Pos, string) {
 	msg := err.Error()
 	var ae *lua.ApiError
 	if errors.As(err, &ae) && ae.Object != nil {
-		msg = ae.Object.String()
+		switch o := ae.Object.(type) {
+		case lua.LString, lua.LNumber:
+			msg = o.String()
+		default: // a table's address would make the message vary
+			msg = "error(" + o.Type().String() + ")"
+		}
 	}
 	msg, _, _ = strings.Cut(msg, "\nstack traceback:")
 	pos := Pos{File: file}
@@ -627,7 +632,11 @@ func luaErrorPos(err error, file string) (Pos, string) {
 		}
 		msg = msg[len(m[0]):]
 	}
-	return pos, strings.TrimSpace(msg)
+	msg = strings.TrimSpace(msg)
+	if msg == "" {
+		msg = "error with an empty message"
+	}
+	return pos, msg
 }
 
 // luaToStarlark converts a Lua value passed to a builtin (or returned by
