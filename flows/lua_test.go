@@ -356,3 +356,25 @@ func TestLuaMixedRegistration(t *testing.T) {
 		t.Fatalf("load of a Lua file: %s", ds)
 	}
 }
+
+// Unbounded recursion ends with an error, not a crash, and json works.
+func TestLuaRecursionAndJSON(t *testing.T) {
+	t.Parallel()
+	_, ds := Load(luaFile("local function f(n) return f(n + 1) + 1 end\nf(1)\n" + luaLeaf))
+	if len(ds) != 1 || ds[0].Code != CodeScript || ds[0].Line != 1 {
+		t.Fatalf("recursion: %s", ds)
+	}
+	src := `flow{"j", nodes = {task{"a", tool = "t", args = function(ctx)
+  local v = json.decode(json.encode({xs = array{}, o = object{}, n = 3, s = "x"}))
+  return {text = json.encode(v), n = v.n}
+end}}}`
+	ev, err := NewEvaluator(luaFile(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ev.Call(CallableRef{Flow: "j", Node: "a", Param: "args"}, Context{})
+	want := map[string]any{"text": `{"n":3,"o":{},"s":"x","xs":[]}`, "n": int64(3)}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %#v (%v), want %#v", got, err, want)
+	}
+}
