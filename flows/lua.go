@@ -191,15 +191,64 @@ func walkAST(v reflect.Value, visit func(any)) {
 		walkAST(v.Elem(), visit)
 	case reflect.Slice:
 		for i := range v.Len() {
-			walkAST(v.Index(i), visit)
+			e := v.Index(i)
+			if c, ok := e.Interface().(*ast.StringConcatOpExpr); ok && e.CanSet() {
+				e.Set(reflect.ValueOf(cappedConcat(c)))
+			}
+			walkAST(e, visit)
 		}
 	case reflect.Struct:
 		for i := range v.NumField() {
 			if v.Type().Field(i).IsExported() {
-				walkAST(v.Field(i), visit)
+				f := v.Field(i)
+				if c, ok := f.Interface().(*ast.StringConcatOpExpr); ok && f.CanSet() {
+					f.Set(reflect.ValueOf(cappedConcat(c)))
+				}
+				walkAST(f, visit)
 			}
 		}
 	}
+}
+
+// luaConcatName is the global that holds the capped concatenation. It is
+// no identifier, and scripts have no _G or getfenv, so no script can
+// reach or replace it.
+const luaConcatName = "weir concat"
+
+// cappedConcat rewrites a .. b as a call of the capped concatenation:
+// gopher-lua's own instruction allocates without a bound, so that a few
+// doublings would build a gigabyte.
+func cappedConcat(c *ast.StringConcatOpExpr) ast.Expr {
+	fn := &ast.IdentExpr{Value: luaConcatName}
+	fn.SetLine(c.Line())
+	fn.SetLastLine(c.LastLine())
+	call := &ast.FuncCallExpr{Func: fn, Args: []ast.Expr{c.Lhs, c.Rhs}}
+	call.SetLine(c.Line())
+	call.SetLastLine(c.LastLine())
+	return call
+}
+
+func luaConcat(L *lua.LState) int {
+	a, b := L.Get(1), L.Get(2)
+	if lua.LVCanConvToString(a) && lua.LVCanConvToString(b) {
+		as, bs := lua.LVAsString(a), lua.LVAsString(b)
+		if n := int64(len(as)) + int64(len(bs)); n > LuaMaxStringBytes {
+			tooLong(L, "..", n)
+		}
+		L.Push(lua.LString(as + bs))
+		return 1
+	}
+	for _, v := range []lua.LValue{a, b} {
+		if mm := L.GetMetaField(v, "__concat"); mm != lua.LNil {
+			L.Push(mm)
+			L.Push(a)
+			L.Push(b)
+			L.Call(2, 1)
+			return 1
+		}
+	}
+	L.RaiseError("cannot perform concat operation between %s and %s", a.Type(), b.Type())
+	return 0
 }
 
 // stepCounter is the context a sandboxed LState runs under: gopher-lua
@@ -237,10 +286,10 @@ func (c *stepCounter) Err() error {
 func (c *stepCounter) exceeded() bool { return c.steps > c.limit }
 
 // Lua standard functions a flow script does not get: files, code loading,
-// environments, the collector and randomness. The os, io, debug, package,
+// environments (_G included), the collector and randomness. The os, io, debug, package,
 // coroutine and channel libraries are never opened.
 var luaRemoved = map[string][]string{
-	"":       {"dofile", "load", "loadfile", "loadstring", "require", "module", "collectgarbage", "getfenv", "setfenv", "newproxy", "_printregs"},
+	"":       {"_G", "dofile", "load", "loadfile", "loadstring", "require", "module", "collectgarbage", "getfenv", "setfenv", "newproxy", "_printregs"},
 	"math":   {"random", "randomseed"},
 	"string": {"dump"},
 }
@@ -269,6 +318,7 @@ func newLuaSandbox(limit uint64) (*lua.LState, *stepCounter) {
 		}
 	}
 	L.SetGlobal("print", L.NewFunction(func(*lua.LState) int { return 0 })) // no output channel
+	L.SetGlobal(luaConcatName, L.NewFunction(luaConcat))
 	str := L.GetField(g, "string").(*lua.LTable)
 	tbl := L.GetField(g, "table").(*lua.LTable)
 	capStringRep(L, str)

@@ -19,7 +19,7 @@ const luaLeaf = `flow{"leaf", nodes = {task{"a", tool = "t"}}}` + "\n"
 func TestLuaSandboxForbiddenAbsent(t *testing.T) {
 	t.Parallel()
 	for _, name := range []string{
-		"os", "io", "debug", "package", "coroutine", "channel", "load", "loadstring", "loadfile", "dofile",
+		"_G", "os", "io", "debug", "package", "coroutine", "channel", "load", "loadstring", "loadfile", "dofile",
 		"require", "module", "collectgarbage", "getfenv", "setfenv", "newproxy", "math.random",
 		"math.randomseed", "string.dump",
 	} {
@@ -107,6 +107,8 @@ func TestLuaStringCaps(t *testing.T) {
 		{"string.rep", `string.rep("ab", %d / 2)`, `string.rep("ab", %d / 2 + 1)`},
 		{"table.concat", `table.concat({string.rep("a", %d / 2), string.rep("b", %d / 2)})`, `table.concat({string.rep("a", %d / 2), string.rep("b", %d / 2)}, "-")`},
 		{"string.gsub", `string.gsub(string.rep("a", 4096), "a", "bb")`, `string.gsub(string.rep("a", 16384), "a", "bb")`},
+		{"..", `string.rep("a", %d / 2) .. string.rep("b", %d / 2)`, `string.rep("a", %d / 2) .. "x" .. string.rep("b", %d / 2)`},
+		{"..", `(function(s) return s .. s end)(string.rep("a", %d / 2))`, `(function(s) for i = 1, 30 do s = s .. s end return s end)("ab")`},
 		{"string.gsub", `string.gsub(string.rep("a", %d / 2), "a", "b", 2)`, `string.gsub(string.rep("a", %d / 2), "a", string.rep("b", %d / 2), 2)`},
 	}
 	for _, tt := range tests {
@@ -359,6 +361,13 @@ func TestLuaMixedRegistration(t *testing.T) {
 
 // Unbounded recursion ends with an error, not a crash, and json works.
 func TestLuaRecursionAndJSON(t *testing.T) {
+	// Concatenation keeps Lua's meaning: numbers, __concat, errors.
+	if _, ds := Load(luaFile(`local m = setmetatable({}, {__concat = function(a, b) return "m" end})
+assert(1 .. 2 == "12" and "a" .. 1.5 == "a1.5" and m .. "x" == "m" and "x" .. m == "m")
+assert(not pcall(function() return "a" .. {} end))
+` + luaLeaf)); len(ds) > 0 {
+		t.Fatalf("concat: %s", ds)
+	}
 	t.Parallel()
 	_, ds := Load(luaFile("local function f(n) return f(n + 1) + 1 end\nf(1)\n" + luaLeaf))
 	if len(ds) != 1 || ds[0].Code != CodeScript || ds[0].Line != 1 {
