@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -385,5 +386,37 @@ end}}}`
 	want := map[string]any{"text": `{"n":3,"o":{},"s":"x","xs":[]}`, "n": int64(3)}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %#v (%v), want %#v", got, err, want)
+	}
+}
+
+// One evaluator serves concurrent calls: each runs in its own sandbox.
+func TestLuaEvaluatorConcurrent(t *testing.T) {
+	t.Parallel()
+	ev, err := NewEvaluator(readStar(t, "../examples/research.lua"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := *ev.Flow("research").Node("search").Args
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for i := range 8 {
+		wg.Go(func() {
+			q := fmt.Sprint("query ", i)
+			got, err := ev.Call(ref, Context{RunID: "r", Attempt: 1}, q)
+			if err == nil && !reflect.DeepEqual(got, map[string]any{"q": q}) {
+				err = fmt.Errorf("got %v for %s", got, q)
+			}
+			if err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if !ev.Accepts(*ev.Flow("research").Node("search").Args, 2) || ev.Accepts(*ev.Flow("research").Node("plan").Args, 2) {
+		t.Error("Accepts does not follow the Lua functions' parameters")
 	}
 }
