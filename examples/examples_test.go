@@ -216,10 +216,15 @@ func TestResearchLuaRuns(t *testing.T) {
 
 func TestDigestRuns(t *testing.T) {
 	t.Parallel()
-	eng, s := exampleEngine(t, "run/digest.star")
-	runToEnd(t, eng, "digest", `{"topic":"durable agents","questions":["what is a lease","what is a cohort","what is a wait","what is a marker"],"to":"you@example.com"}`, "approve")
-	if len(s.mails) != 1 || s.mails[0]["to"] != "you@example.com" || !strings.HasPrefix(s.mails[0]["body"].(string), "notes on what is a") {
-		t.Errorf("mails %v, want one digest to you@example.com", s.mails)
+	for _, file := range []string{"run/digest.star", "run/digest.lua"} {
+		t.Run(file, func(t *testing.T) {
+			t.Parallel()
+			eng, s := exampleEngine(t, file)
+			runToEnd(t, eng, "digest", `{"topic":"durable agents","questions":["what is a lease","what is a cohort","what is a wait","what is a marker"],"to":"you@example.com"}`, "approve")
+			if len(s.mails) != 1 || s.mails[0]["to"] != "you@example.com" || !strings.HasPrefix(s.mails[0]["body"].(string), "notes on what is a") {
+				t.Errorf("mails %v, want one digest to you@example.com", s.mails)
+			}
+		})
 	}
 }
 

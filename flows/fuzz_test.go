@@ -122,7 +122,7 @@ func fuzzCheck(t *testing.T, loader Loader, cat Catalog, files []File) {
 // FuzzLoadLua is FuzzLoad for Lua files, beside a Starlark file that a
 // Lua flow may call.
 func FuzzLoadLua(f *testing.F) {
-	for _, p := range []string{"../examples/research.lua", "../examples/summarize.lua"} {
+	for _, p := range []string{"../examples/research.lua", "../examples/summarize.lua", "../examples/run/digest.lua"} {
 		b, err := os.ReadFile(p)
 		if err != nil {
 			f.Fatal(err)
