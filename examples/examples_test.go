@@ -193,12 +193,38 @@ func TestResearchRuns(t *testing.T) {
 	}
 }
 
+// The Lua examples run to the same end, alone and mixed with Starlark:
+// research in one language calls summarize in the other.
+func TestResearchLuaRuns(t *testing.T) {
+	t.Parallel()
+	for _, files := range [][]string{
+		{"research.lua", "summarize.lua"},
+		{"research.star", "summarize.lua"},
+		{"research.lua", "summarize.star"},
+	} {
+		t.Run(strings.Join(files, "+"), func(t *testing.T) {
+			t.Parallel()
+			eng, s := exampleEngine(t, files...)
+			runToEnd(t, eng, "research", `{"topic": "rivers"}`, "approve")
+			want := []map[string]any{{"body": "A summary of 2 hits."}}
+			if !reflect.DeepEqual(s.mails, want) {
+				t.Errorf("mails %v, want %v: the summary of both searches, published once", s.mails, want)
+			}
+		})
+	}
+}
+
 func TestDigestRuns(t *testing.T) {
 	t.Parallel()
-	eng, s := exampleEngine(t, "run/digest.star")
-	runToEnd(t, eng, "digest", `{"topic":"durable agents","questions":["what is a lease","what is a cohort","what is a wait","what is a marker"],"to":"you@example.com"}`, "approve")
-	if len(s.mails) != 1 || s.mails[0]["to"] != "you@example.com" || !strings.HasPrefix(s.mails[0]["body"].(string), "notes on what is a") {
-		t.Errorf("mails %v, want one digest to you@example.com", s.mails)
+	for _, file := range []string{"run/digest.star", "run/digest.lua"} {
+		t.Run(file, func(t *testing.T) {
+			t.Parallel()
+			eng, s := exampleEngine(t, file)
+			runToEnd(t, eng, "digest", `{"topic":"durable agents","questions":["what is a lease","what is a cohort","what is a wait","what is a marker"],"to":"you@example.com"}`, "approve")
+			if len(s.mails) != 1 || s.mails[0]["to"] != "you@example.com" || !strings.HasPrefix(s.mails[0]["body"].(string), "notes on what is a") {
+				t.Errorf("mails %v, want one digest to you@example.com", s.mails)
+			}
+		})
 	}
 }
 

@@ -41,9 +41,45 @@ func genFlow(name string, n int, callees []string) string {
 	return b.String()
 }
 
+// genFlowLua is genFlow in Lua: the same graph, node for node.
+func genFlowLua(name string, n int, callees []string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "local function topic_args(ctx)\n  return {topic = ctx.input.topic, attempt = ctx.attempt}\nend\n\n")
+	fmt.Fprintf(&b, "flow{%q, max_depth = 2, nodes = {\n", name)
+	for i := range n {
+		id := fmt.Sprintf("n%d", i)
+		next := ""
+		if i+1 < n {
+			next = fmt.Sprintf(", next = \"n%d\"", i+1)
+		}
+		switch {
+		case i == n-1:
+			fmt.Fprintf(&b, "  task{%q, tool = \"t.idem\", args = {done = true}},\n", id)
+		case i%10 == 3:
+			fmt.Fprintf(&b, "  branch{%q, cond = function(ctx) local k = 0 for _ in pairs(ctx.results) do k = k + 1 end return k > %d end, [\"then\"] = \"n%d\", otherwise = \"n%d\", max_visits = 3},\n",
+				id, i, min(i+1, n-1), i-2)
+		case i%10 == 5:
+			fmt.Fprintf(&b, "  fanout{%q, items = function(ctx) return ctx.results.n%d.items end, tool = \"t.idem\", args = function(ctx, item) return {q = item} end, width = 4, depth = 1, max_items = 8, quorum = 0.5, deadline = \"10m\"%s},\n",
+				id, i-1, next)
+		case i%10 == 7 && len(callees) > 0:
+			fmt.Fprintf(&b, "  subflow{%q, flow = %q, args = function(ctx) return {[\"in\"] = ctx.input} end, error = \"n%d\", max_visits = 2%s},\n",
+				id, callees[i%len(callees)], n-1, next)
+		case i%10 == 9:
+			fmt.Fprintf(&b, "  wait{%q, timeout = \"1h\", error = \"n%d\"%s},\n", id, n-1, next)
+		default:
+			fmt.Fprintf(&b, "  task{%q, tool = \"t.idem\", args = topic_args, retries = 2, timeout = \"30s\"%s},\n", id, next)
+		}
+	}
+	b.WriteString("}}\n")
+	return b.String()
+}
+
 // genFlowSet is count flows of n nodes each, one file per flow; the first
 // ten are leaves and every other flow calls two of them.
-func genFlowSet(count, n int) []File {
+func genFlowSet(count, n int) []File { return genFlowSetIn(count, n, false) }
+
+// genFlowSetIn is genFlowSet in Starlark, or in Lua.
+func genFlowSetIn(count, n int, lua bool) []File {
 	files := make([]File, count)
 	for i := range files {
 		var callees []string
@@ -51,6 +87,10 @@ func genFlowSet(count, n int) []File {
 			callees = []string{fmt.Sprintf("f%04d", i%10), fmt.Sprintf("f%04d", (i+3)%10)}
 		}
 		name := fmt.Sprintf("f%04d", i)
+		if lua {
+			files[i] = File{Path: name + ".lua", Src: []byte(genFlowLua(name, n, callees))}
+			continue
+		}
 		files[i] = File{Path: name + ".star", Src: []byte(genFlow(name, n, callees))}
 	}
 	return files
@@ -74,6 +114,17 @@ func registerEach(b *testing.B, files []File) {
 // registration per flow.
 func BenchmarkRegister1000x50(b *testing.B) {
 	files := genFlowSet(1000, 50)
+	b.ReportAllocs()
+	for b.Loop() {
+		registerEach(b, files)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/50_000, "ns/node")
+}
+
+// BenchmarkRegister1000x50Lua is BenchmarkRegister1000x50 with the same
+// flows written in Lua.
+func BenchmarkRegister1000x50Lua(b *testing.B) {
+	files := genFlowSetIn(1000, 50, true)
 	b.ReportAllocs()
 	for b.Loop() {
 		registerEach(b, files)
@@ -128,6 +179,27 @@ func TestGeneratedBenchmarkFlowsAreClean(t *testing.T) {
 	m, ds := Check([]File{{Path: "big.star", Src: []byte(genFlow("big", 1000, nil))}}, benchCatalog)
 	if len(ds) > 0 || len(m.Flows[0].Nodes) != 1000 {
 		t.Fatalf("%s", ds)
+	}
+	// The Lua set is the same graphs.
+	lua := NewRegistry(NewMemoryStore(), benchCatalog)
+	for _, f := range genFlowSetIn(30, 50, true) {
+		if _, ds, err := lua.Register(t.Context(), []File{f}); err != nil || len(ds) > 0 {
+			t.Fatalf("%s: %v\n%s", f.Path, err, ds)
+		}
+	}
+	star, _ := Check(genFlowSetIn(12, 50, false), benchCatalog)
+	luaM, _ := Check(genFlowSetIn(12, 50, true), benchCatalog)
+	for i, f := range star.Flows {
+		g := luaM.Flows[i]
+		if len(f.Nodes) != len(g.Nodes) {
+			t.Fatalf("%s: %d nodes in Starlark, %d in Lua", f.Name, len(f.Nodes), len(g.Nodes))
+		}
+		for j, n := range f.Nodes {
+			m := g.Nodes[j]
+			if n.ID != m.ID || n.Kind != m.Kind || n.Next != m.Next || n.Error != m.Error || n.Flow != m.Flow || (n.Args == nil) != (m.Args == nil) {
+				t.Fatalf("%s node %d: Starlark %+v, Lua %+v", f.Name, j, n, m)
+			}
+		}
 	}
 }
 

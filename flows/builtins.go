@@ -298,6 +298,12 @@ func checkValue(v starlark.Value, spec valueSpec) string {
 	if fn, ok := v.(*starlark.Function); ok {
 		return checkArity(fn, spec)
 	}
+	if fn, ok := v.(*luaFunc); ok {
+		if n, varargs := fn.arity(); n > spec.arity+spec.optional && !varargs {
+			return fmt.Sprintf("is called as %s, but the function takes %s", spec.call, plural(n, "parameter"))
+		}
+		return ""
+	}
 	if _, ok := v.(starlark.Callable); ok {
 		return "" // a builtin such as len: its arity is its own business
 	}

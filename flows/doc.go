@@ -1,5 +1,6 @@
-// Package flows is weir's flow language: it loads Starlark scripts that
-// declare task graphs, compiles them to a graph IR, checks them statically at
+// Package flows is weir's flow languages: it loads Starlark (.star) and Lua
+// (.lua) scripts that declare task graphs with the same builtins, compiles
+// them to one graph IR, checks them statically at
 // registration, and evaluates the scripts' callables at run time against a
 // read-only context. The runtime walks the IR; it never reads flow scripts
 // from disk, only from the stored source by content hash.

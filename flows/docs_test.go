@@ -75,3 +75,24 @@ func TestAgentsDocSnippetsCheck(t *testing.T) {
 		}
 	}
 }
+
+// Every Lua snippet in docs/flows.md loads, and passes every check beside
+// the flows it calls.
+func TestDocsLuaSnippetsCheck(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../docs/flows.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := regexp.MustCompile("(?s)```lua\n(.*?)```").FindAllStringSubmatch(string(doc), -1)
+	if len(blocks) == 0 {
+		t.Fatal("no lua blocks in docs/flows.md")
+	}
+	summarize := readStar(t, "../examples/summarize.lua")
+	for i, b := range blocks {
+		files := append([]File{src("snippet.lua", b[1])}, summarize...)
+		if _, ds := Check(files, testCatalog(t)); len(ds) > 0 {
+			t.Errorf("docs/flows.md lua block %d does not pass the checks:\n%s\n%s", i+1, b[1], ds)
+		}
+	}
+}

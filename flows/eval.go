@@ -119,6 +119,10 @@ func (ev *Evaluator) Accepts(ref CallableRef, n int) bool {
 	if !ok {
 		return false
 	}
+	if lf, ok := cl.value.(*luaFunc); ok {
+		params, varargs := lf.arity()
+		return varargs || params >= n
+	}
 	fn, ok := cl.value.(*starlark.Function)
 	if !ok {
 		return false
@@ -164,6 +168,7 @@ func (ev *Evaluator) Call(ref CallableRef, c Context, extra ...any) (any, error)
 		thread := &starlark.Thread{Name: ref.String(), Print: func(*starlark.Thread, string) {}}
 		thread.SetMaxExecutionSteps(ev.maxSteps)
 		thread.SetLocal(localSteps, ev.maxSteps)
+		thread.SetLocal(localRef, ref)
 		args := make(starlark.Tuple, 1, 1+len(extra))
 		args[0] = &ctxValue{ref: ref, c: &c}
 		for i, x := range extra {
@@ -193,6 +198,11 @@ func (ev *Evaluator) callError(ref CallableRef, cl callable, thread *starlark.Th
 		ce.Pos = ev.ls.framePos(ee.CallStack, cl.pos)
 		ce.Msg = ee.Msg
 		ce.Backtrace = ee.Backtrace()
+	}
+	var le *luaCallError
+	if errors.As(err, &le) {
+		ce.Pos, ce.Msg, ce.Backtrace, ce.stepLimit = le.pos, le.msg, "", le.stepLimit
+		return ce
 	}
 	if thread.ExecutionSteps() >= ev.maxSteps {
 		ce.Limit = LimitSteps

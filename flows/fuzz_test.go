@@ -53,70 +53,107 @@ flow(name = "e", nodes = [task("a", tool = "t.idem", args = lambda ctx: {"s": js
 ])
 flow(name = "leaf", nodes = [task("x", tool = "t.idem")])`)
 
-	cat := MapCatalog{
+	lib := File{Path: "lib.star", Src: []byte("def helper(ctx):\n    return {\"n\": 1}\n")}
+
+	f.Fuzz(func(t *testing.T, script string) {
+		fuzzCheck(t, fuzzLoader, fuzzCat, []File{{Path: "fuzz.star", Src: []byte(script)}, lib})
+	})
+}
+
+// fuzzCat and fuzzLoader are what the fuzz targets check against.
+var (
+	fuzzCat = MapCatalog{
 		"t.idem":     {Name: "t.idem", Idempotent: true},
 		"t.once":     {Name: "t.once"},
 		"web.search": {Name: "web.search", Idempotent: true},
 		"llm.chat":   {Name: "llm.chat", Idempotent: true, Chat: true, Models: []ModelInfo{{Alias: "small", MaxTokens: 1024}}},
 	}
-	loader := Loader{MaxSteps: 100_000, MaxFileBytes: 64 << 10}
-	lib := File{Path: "lib.star", Src: []byte("def helper(ctx):\n    return {\"n\": 1}\n")}
+	fuzzLoader = Loader{MaxSteps: 100_000, MaxFileBytes: 64 << 10}
+)
 
+// fuzzCheck checks files and asserts what must hold for any input: no
+// panic, well-formed diagnostics inside the files, and for a clean
+// module, IR that round-trips and callables that evaluate (errors
+// allowed).
+func fuzzCheck(t *testing.T, loader Loader, cat Catalog, files []File) {
+	m, ds := loader.Check(files, cat)
+	for _, d := range ds {
+		if !slices.Contains(AllCodes, d.Code) {
+			t.Fatalf("unknown code in %s", d)
+		}
+		if !slices.ContainsFunc(files, func(f File) bool { return f.Path == d.File }) {
+			t.Fatalf("diagnostic outside the files: %s", d)
+		}
+		if d.Message == "" || strings.ContainsAny(d.Message, "\n\r") {
+			t.Fatalf("bad message in %q", d.String())
+		}
+	}
+	if m == nil {
+		t.Fatal("nil module")
+	}
+	if len(ds) > 0 {
+		return
+	}
+	for _, fl := range m.Flows {
+		data, err := json.Marshal(&Version{Flow: fl, Sources: m.Sources(fl.Name)})
+		if err != nil {
+			t.Fatalf("encoding %s: %v", fl.Name, err)
+		}
+		var v Version
+		if err := json.Unmarshal(data, &v); err != nil {
+			t.Fatalf("decoding %s: %v", fl.Name, err)
+		}
+		ev, err := loader.NewEvaluator(v.Sources)
+		if err != nil {
+			t.Fatalf("sources of a clean flow do not re-load: %v", err)
+		}
+		var refs []*CallableRef
+		if v.Flow.Output != nil {
+			refs = append(refs, v.Flow.Output)
+		}
+		for _, n := range v.Flow.Nodes {
+			for _, r := range []*CallableRef{n.Args, n.Cond, n.Items, n.Reduce, n.Mature, n.System, n.Prompt} {
+				if r != nil {
+					refs = append(refs, r)
+				}
+			}
+		}
+		for _, r := range refs {
+			if !ev.Has(*r) {
+				t.Fatalf("re-loaded sources lack %s", r)
+			}
+			extra := map[string][]any{"reduce": {[]any{}}, "mature": {"item", map[string]any{}}}[r.Param]
+			if r.Param == "args" && n(v.Flow, r).Kind == KindFanout {
+				extra = []any{"item"}
+			}
+			_, _ = ev.Call(*r, Context{RunID: "fuzz", Attempt: 1, Input: map[string]any{"topic": "x"}}, extra...)
+		}
+	}
+}
+
+// FuzzLoadLua is FuzzLoad for Lua files, beside a Starlark file that a
+// Lua flow may call.
+func FuzzLoadLua(f *testing.F) {
+	for _, p := range []string{"../examples/research.lua", "../examples/summarize.lua", "../examples/run/digest.lua"} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(string(b))
+	}
+	f.Add(`flow{"f", nodes = {task{"a", tool = "t.idem", args = function(ctx) return {n = #ctx.input.topic} end, next = "b"},
+  branch{"b", cond = function(ctx) return ctx.attempt > 1 end, ["then"] = "a", max_visits = 2}}}`)
+	f.Add(`while true do end`)
+	f.Add(`local t = {} t.t = t flow{"r", nodes = {task{"a", tool = "t.idem", args = {x = t}}}}`)
+	f.Add(`flow{"s", nodes = {subflow{"a", flow = "leaf"}}, output = function(ctx) return ctx end}`)
+	f.Add(`local s = string.rep("x", 1e9)`)
+	f.Add(`flow{"ag", nodes = {agent{"a", model = "small", prompt = function(ctx) return "Q: " .. ctx.input.topic end,
+  tools = {"web.search", "t.once"}, approve = {"t.once"}, flows = {"leaf"}, max_turns = 4, output = object{}}}}`)
+	f.Add(`flow{"e", nodes = {fanout{"f", items = function(ctx) return {} end, tool = "t.idem", width = 1, depth = 1, max_items = 2,
+  reduce = function(ctx, results, items) return array{} end, mature = function(ctx, item, result) return 0 end}}}`)
+	leaf := File{Path: "leaf.star", Src: []byte(`flow(name = "leaf", nodes = [task("x", tool = "t.idem")])` + "\n")}
 	f.Fuzz(func(t *testing.T, script string) {
-		files := []File{{Path: "fuzz.star", Src: []byte(script)}, lib}
-		m, ds := loader.Check(files, cat)
-		for _, d := range ds {
-			if !slices.Contains(AllCodes, d.Code) {
-				t.Fatalf("unknown code in %s", d)
-			}
-			if d.File != "fuzz.star" && d.File != "lib.star" {
-				t.Fatalf("diagnostic outside the files: %s", d)
-			}
-			if d.Message == "" || strings.ContainsAny(d.Message, "\n\r") {
-				t.Fatalf("bad message in %q", d.String())
-			}
-		}
-		if m == nil {
-			t.Fatal("nil module")
-		}
-		if len(ds) > 0 {
-			return
-		}
-		for _, fl := range m.Flows {
-			data, err := json.Marshal(&Version{Flow: fl, Sources: m.Sources(fl.Name)})
-			if err != nil {
-				t.Fatalf("encoding %s: %v", fl.Name, err)
-			}
-			var v Version
-			if err := json.Unmarshal(data, &v); err != nil {
-				t.Fatalf("decoding %s: %v", fl.Name, err)
-			}
-			ev, err := loader.NewEvaluator(v.Sources)
-			if err != nil {
-				t.Fatalf("sources of a clean flow do not re-load: %v", err)
-			}
-			var refs []*CallableRef
-			if v.Flow.Output != nil {
-				refs = append(refs, v.Flow.Output)
-			}
-			for _, n := range v.Flow.Nodes {
-				for _, r := range []*CallableRef{n.Args, n.Cond, n.Items, n.Reduce, n.Mature, n.System, n.Prompt} {
-					if r != nil {
-						refs = append(refs, r)
-					}
-				}
-			}
-			for _, r := range refs {
-				if !ev.Has(*r) {
-					t.Fatalf("re-loaded sources lack %s", r)
-				}
-				extra := map[string][]any{"reduce": {[]any{}}, "mature": {"item", map[string]any{}}}[r.Param]
-				if r.Param == "args" && n(v.Flow, r).Kind == KindFanout {
-					extra = []any{"item"}
-				}
-				_, _ = ev.Call(*r, Context{RunID: "fuzz", Attempt: 1, Input: map[string]any{"topic": "x"}}, extra...)
-			}
-		}
+		fuzzCheck(t, fuzzLoader, fuzzCat, []File{{Path: "fuzz.lua", Src: []byte(script)}, leaf})
 	})
 }
 

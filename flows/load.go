@@ -158,6 +158,7 @@ type fileState struct {
 	wholeReads []resultRead
 	state      execState
 	globals    starlark.StringDict
+	lua        *luaProgram // set for a Lua file instead of prog
 }
 
 type execState int
@@ -204,6 +205,11 @@ const (
 	localLoad  = "weir.flows.load"
 	localFile  = "weir.flows.file"
 	localSteps = "weir.flows.maxsteps"
+	// localSite is the call site of a builtin called from Lua, which
+	// has no Starlark call stack.
+	localSite = "weir.flows.site"
+	// localRef is the reference an Evaluator call evaluates.
+	localRef = "weir.flows.ref"
 )
 
 // errLoadFailed tells a loading file that the file it loads failed; the
@@ -285,6 +291,10 @@ func cleanPath(p string) string {
 // compile parses, indexes and compiles one file. It touches nothing but
 // fs, so the files of a set compile in parallel.
 func (fs *fileState) compile() {
+	if isLua(fs.file.Path) {
+		fs.compileLua()
+		return
+	}
 	f, err := fileOptions.Parse(fs.file.Path, fs.file.Src, 0)
 	if err != nil {
 		fs.compileErr = err
@@ -337,11 +347,20 @@ func (ls *loadState) checkCompiled(fs *fileState) {
 		return
 	}
 	prog := fs.prog
+	if prog == nil { // Lua: no load()
+		return
+	}
 	for i := range prog.NumLoads() {
 		module, pos := prog.Load(i)
 		target, ok := ls.resolveLoad(fs.file.Path, module)
 		if !ok {
 			ls.addf(toPos(pos), CodeLoad, nil, "load(%q): %s is not among the flow files loaded together (%s)", module, target, ls.fileList())
+			fs.state = failed
+			ls.incomplete = true
+			continue
+		}
+		if isLua(target) {
+			ls.addf(toPos(pos), CodeLoad, nil, "load(%q): %s is a Lua file; a Starlark flow calls a Lua flow as a subflow, by name", module, target)
 			fs.state = failed
 			ls.incomplete = true
 			continue
@@ -378,7 +397,10 @@ func (ls *loadState) resolveLoad(from, module string) (string, bool) {
 func (ls *loadState) syntaxError(err error, file string) {
 	var se syntax.Error
 	var rl resolve.ErrorList
+	var lse *luaSyntaxError
 	switch {
+	case errors.As(err, &lse):
+		ls.addf(lse.pos, CodeSyntax, nil, "%s", lse.msg)
 	case errors.As(err, &rl):
 		for _, e := range rl {
 			ls.addf(toPos(e.Pos), CodeSyntax, nil, "%s", e.Msg)
@@ -398,6 +420,9 @@ func (ls *loadState) exec(fs *fileState) error {
 		return nil
 	case failed:
 		return errLoadFailed
+	}
+	if fs.lua != nil {
+		return ls.execLua(fs)
 	}
 	fs.state = running
 	if ls.loader.OnRun != nil {
@@ -569,6 +594,9 @@ func (fs *fileState) indexCalls(f *syntax.File) {
 
 // callerSite returns what is known about the builtin call being executed.
 func (ls *loadState) callerSite(thread *starlark.Thread) *callSite {
+	if s, ok := thread.Local(localSite).(*callSite); ok && s != nil {
+		return s
+	}
 	if thread.CallStackDepth() < 2 { // called from Go, not from a script
 		return &callSite{}
 	}

@@ -21,7 +21,7 @@ func graphFormat(f string) error {
 func flowGraphCommand(m *Main) *cobra.Command {
 	var format string
 	cmd := &cobra.Command{
-		Use:   "graph NAME|FILE.star",
+		Use:   "graph NAME|FILE.star|FILE.lua",
 		Short: "Draw a flow as Mermaid, Graphviz dot or SVG",
 		Long: `Draw the latest registered version of the flow NAME (asking the daemon), or
 every flow a FILE.star declares (offline, no daemon needed). Ok wires are
@@ -31,7 +31,7 @@ solid, error wires dashed.`,
 			if err := graphFormat(format); err != nil {
 				return err
 			}
-			if strings.HasSuffix(args[0], ".star") {
+			if strings.HasSuffix(args[0], ".star") || strings.HasSuffix(args[0], ".lua") {
 				src, err := os.ReadFile(args[0])
 				if err != nil {
 					return usageErrorf("%v", err)
