@@ -201,7 +201,10 @@ func (ev *Evaluator) callError(ref CallableRef, cl callable, thread *starlark.Th
 	}
 	var le *luaCallError
 	if errors.As(err, &le) {
-		ce.Pos, ce.Msg, ce.Backtrace, ce.stepLimit = le.pos, le.msg, "", le.stepLimit
+		ce.Pos, ce.Msg, ce.Backtrace = le.pos, le.msg, ""
+		if le.stepLimit {
+			ce.Limit = LimitSteps
+		}
 		return ce
 	}
 	if thread.ExecutionSteps() >= ev.maxSteps {

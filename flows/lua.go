@@ -702,8 +702,8 @@ func luaToStarlark(fs *fileState, v lua.LValue, depth int) (starlark.Value, erro
 const luaMaxConvertValues = 1 << 20
 
 func luaConvert(fs *fileState, v lua.LValue, depth int, count *int) (starlark.Value, error) {
-	if depth > maxConvertDepth {
-		return nil, fmt.Errorf("value nested more than %d deep", maxConvertDepth)
+	if depth > MaxValueDepth {
+		return nil, fmt.Errorf("value nested more than %d deep", MaxValueDepth)
 	}
 	if *count++; *count > luaMaxConvertValues {
 		return nil, fmt.Errorf("value holds more than %d values", luaMaxConvertValues)
@@ -797,8 +797,8 @@ func luaTableToStarlark(fs *fileState, t *lua.LTable, depth int, count *int) (st
 // ctx, items and results) to Lua; empty lists and objects keep their
 // kind through array{}/object{} metatables.
 func goToLua(L *lua.LState, v any, depth int) (lua.LValue, error) {
-	if depth > maxConvertDepth {
-		return nil, fmt.Errorf("value nested more than %d deep", maxConvertDepth)
+	if depth > MaxValueDepth {
+		return nil, fmt.Errorf("value nested more than %d deep", MaxValueDepth)
 	}
 	if sv, ok := v.(starlark.Value); ok {
 		g, err := fromStarlark(sv)
