@@ -161,6 +161,21 @@ lines=$(wc -l < "$data/plugin-state/mail/outbox.jsonl")
 echo "$data/plugin-state/mail/outbox.jsonl: $lines line(s)"
 [[ $lines -eq 2 ]] || { echo "demo: expected two mails in all, found $lines" >&2; exit 1; }
 
+step "The same digest written in Lua: registered as a new version of digest, run, approved, mailed once"
+show "weir flow register examples/run/digest.lua"
+"$weir" flow register examples/run/digest.lua
+show "weir run start digest --request-id demo-lua --input '$input'"
+lua_run=$("$weir" run start digest --request-id demo-lua --input "$input")
+echo "$lua_run"
+"$weir" run wait "$lua_run" --decision approve --timeout 60s >/dev/null
+show "weir run approve $lua_run approve"
+"$weir" run approve "$lua_run" approve --payload '{"ok":true}'
+"$weir" run wait "$lua_run" --timeout 60s >/dev/null
+phase_is "$lua_run" completed || { echo "demo: the Lua digest did not complete" >&2; "$weir" run get "$lua_run" >&2; exit 1; }
+"$weir" run get "$lua_run" | grep -E "^(flow|phase|output):"
+lines=$(wc -l < "$data/plugin-state/mail/outbox.jsonl")
+[[ $lines -eq 3 ]] || { echo "demo: expected three mails in all, found $lines" >&2; exit 1; }
+
 step "Stop the daemon: admission closes, held work drains, every record is written"
 show "kill -TERM $daemon"
 kill -TERM "$daemon"
@@ -173,4 +188,4 @@ wait "$model" || true
 model=
 tail -n 1 "$data/model.out"
 
-step "Done: a flawed flow was refused before it could run, a real run planned, fanned out, waited for you and published once, and agents did the same on a model"
+step "Done: a flawed flow was refused before it could run, a real run planned, fanned out, waited for you and published once — in Starlark and in Lua — and agents did the same on a model"
