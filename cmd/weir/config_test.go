@@ -501,8 +501,10 @@ func TestOperatorsExamplePluginBlocksCheck(t *testing.T) {
 		i = j
 	}
 	src := strings.Join(blocks, "\n")
-	if !strings.Contains(src, `plugin "llm"`) {
-		t.Fatalf("the example has no llm block to check; plugin blocks found:\n%s", src)
+	for _, p := range []string{`plugin "llm"`, `plugin "http"`} {
+		if !strings.Contains(src, p) {
+			t.Fatalf("the example has no %s block to check; plugin blocks found:\n%s", p, src)
+		}
 	}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "weir.hcl")
@@ -515,5 +517,13 @@ func TestOperatorsExamplePluginBlocksCheck(t *testing.T) {
 	code, out, errb, _ := run(t, env, "config", "check", path)
 	if code != 0 || !strings.Contains(out, "valid") {
 		t.Fatalf("config check of the docs' plugin blocks: exit %d\n%s%s\n%s", code, out, errb, src)
+	}
+	// The mistake the docs once made is refused, at its line.
+	wrong := filepath.Join(dir, "wrong.hcl")
+	if err := os.WriteFile(wrong, []byte("plugin \"http\" {\n  allow_hosts = [\"api.example.com\"]\n}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errb, _ := run(t, env, "config", "check", wrong); code == 0 || !strings.Contains(errb, "wrong.hcl:2") {
+		t.Fatalf("config check of allow_hosts: exit %d\n%s%s", code, out, errb)
 	}
 }

@@ -8,8 +8,21 @@
 // writing again, so it cannot overwrite what happened to the file since.
 package main
 
-import "github.com/weirhq/weir/sdk"
+import (
+	"encoding/json"
+
+	"github.com/weirhq/weir/sdk"
+)
+
+// configSchema is the plugin's config section, declared in its manifest
+// so that weir refuses a key this plugin does not read with its file:line.
+const configSchema = `{"type":"object","additionalProperties":false,"properties":{
+	"root":{"type":"string"},
+	"max_read_bytes":{"type":"integer","minimum":1},
+	"max_write_bytes":{"type":"integer","minimum":1},
+	"max_entries":{"type":"integer","minimum":1}}}`
 
 func main() {
-	sdk.Serve(tools()...)
+	sdk.ServeWith(sdk.Options{Name: "fs", ConfigSchema: configSchema,
+		Tools: func(json.RawMessage) ([]sdk.Tool, error) { return tools(), nil }})
 }

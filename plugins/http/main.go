@@ -12,8 +12,23 @@
 // redirect limit.
 package main
 
-import "github.com/weirhq/weir/sdk"
+import (
+	"encoding/json"
+
+	"github.com/weirhq/weir/sdk"
+)
+
+// configSchema is the plugin's config section, declared in its manifest
+// so that weir refuses a key this plugin does not read (allow_hosts for
+// allowed_hosts, say) with its file:line instead of running without an
+// allow-list.
+const configSchema = `{"type":"object","additionalProperties":false,"properties":{
+	"timeout_ms":{"type":"integer","minimum":1},
+	"max_body_bytes":{"type":"integer","minimum":1},
+	"max_redirects":{"type":"integer","minimum":0},
+	"allowed_hosts":{"type":"array","items":{"type":"string"}}}}`
 
 func main() {
-	sdk.Serve(tools()...)
+	sdk.ServeWith(sdk.Options{Name: "http", ConfigSchema: configSchema,
+		Tools: func(json.RawMessage) ([]sdk.Tool, error) { return tools(), nil }})
 }

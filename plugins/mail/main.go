@@ -44,8 +44,17 @@ type message struct {
 
 var outboxMu sync.Mutex
 
+// configSchema is the plugin's config section, declared in its manifest
+// so that weir refuses a key this plugin does not read with its file:line.
+const configSchema = `{"type":"object","additionalProperties":false,"properties":{"from":{"type":"string"}}}`
+
 func main() {
-	sdk.Serve(sdk.Tool{
+	sdk.ServeWith(sdk.Options{Name: "mail", ConfigSchema: configSchema,
+		Tools: func(json.RawMessage) ([]sdk.Tool, error) { return []sdk.Tool{sendTool}, nil }})
+}
+
+// sendTool is mail.send.
+var sendTool = sdk.Tool{
 		Name:        "mail.send",
 		Description: "Send a mail. Not idempotent: sent at most once per logical call. Appends the message to outbox.jsonl in the plugin's state directory.",
 		InputSchema: `{"type":"object","required":["to","body"],"additionalProperties":false,"properties":{
@@ -54,7 +63,6 @@ func main() {
 			"body":{"type":"string"}}}`,
 		OutputSchema: `{"type":"object","properties":{"id":{"type":"string"},"sent_at":{"type":"string"}}}`,
 		Run:          send,
-	})
 }
 
 func send(ctx context.Context, call *sdk.Call) (any, error) {

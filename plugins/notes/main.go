@@ -33,8 +33,13 @@ type note struct {
 
 const keySchema = `{"type":"string","minLength":1,"maxLength":512}`
 
+// configSchema is the plugin's config section: it reads none, so any key
+// in a notes block is refused with its file:line.
+const configSchema = `{"type":"object","additionalProperties":false}`
+
 func main() {
-	sdk.Serve(tools()...)
+	sdk.ServeWith(sdk.Options{Name: "notes", ConfigSchema: configSchema,
+		Tools: func(json.RawMessage) ([]sdk.Tool, error) { return tools(), nil }})
 }
 
 func tools() []sdk.Tool {

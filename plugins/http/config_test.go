@@ -1,0 +1,27 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/weirhq/weir/sdk/wire"
+)
+
+// The config schema the manifest declares accepts every key the plugin
+// reads and refuses the ones it does not: an operator who writes
+// allow_hosts (not allowed_hosts) is told at config check, instead of
+// running without an allow-list.
+func TestConfigSchemaRefusesUnknownKeys(t *testing.T) {
+	t.Parallel()
+	s, err := wire.CompileSchema(configSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Validate([]byte(`{"timeout_ms": 10000, "max_body_bytes": 4096, "max_redirects": 0, "allowed_hosts": ["api.example.com"]}`)); err != nil {
+		t.Fatalf("the keys the plugin reads are refused: %v", err)
+	}
+	for _, bad := range []string{`{"allow_hosts": ["api.example.com"]}`, `{"timeout": "10s"}`, `{"timeout_ms": "10s"}`, `{"max_redirects": -1}`} {
+		if err := s.Validate([]byte(bad)); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+}
