@@ -55,14 +55,14 @@ func main() {
 
 // sendTool is mail.send.
 var sendTool = sdk.Tool{
-		Name:        "mail.send",
-		Description: "Send a mail. Not idempotent: sent at most once per logical call. Appends the message to outbox.jsonl in the plugin's state directory.",
-		InputSchema: `{"type":"object","required":["to","body"],"additionalProperties":false,"properties":{
+	Name:        "mail.send",
+	Description: "Send a mail. Not idempotent: sent at most once per logical call. Appends the message to outbox.jsonl in the plugin's state directory.",
+	InputSchema: `{"type":"object","required":["to","body"],"additionalProperties":false,"properties":{
 			"to":{"type":"string","minLength":3,"pattern":"^[^@\\s]+@[^@\\s]+$"},
 			"subject":{"type":"string","maxLength":998},
 			"body":{"type":"string"}}}`,
-		OutputSchema: `{"type":"object","properties":{"id":{"type":"string"},"sent_at":{"type":"string"}}}`,
-		Run:          send,
+	OutputSchema: `{"type":"object","properties":{"id":{"type":"string"},"sent_at":{"type":"string"}}}`,
+	Run:          send,
 }
 
 func send(ctx context.Context, call *sdk.Call) (any, error) {
