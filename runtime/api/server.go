@@ -259,34 +259,23 @@ func writeEvents(w http.ResponseWriter, evs []*store.Event) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// registerFlows is POST /v1/flows: the files registered as the caller's.
 func (s *Server) registerFlows(w http.ResponseWriter, r *http.Request) {
-	if !queryParams(w, r) {
-		return
-	}
-	var req apitypes.RegisterRequest
-	if !decode(w, r, MaxRegisterBody, &req) {
-		return
-	}
-	if len(req.Files) == 0 {
-		writeErr(w, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequest, Class: engine.ClassProtocol, Message: "no files"})
-		return
-	}
-	res, err := s.eng.RegisterAs(r.Context(), ownerFrom(r.Context()), convertAll(req.Files, sourceFileOf))
-	if err != nil {
-		writeEngineErr(w, err)
-		return
-	}
-	status := http.StatusOK
-	if len(res.Diagnostics.Errors()) > 0 { // warnings come back with a 200
-		status = http.StatusUnprocessableEntity
-	}
-	writeJSON(w, status, registerResultOf(res))
+	s.flowFiles(w, r, func(ctx context.Context, files []engine.SourceFile) (*engine.RegisterResult, error) {
+		return s.eng.RegisterAs(ctx, ownerFrom(ctx), files)
+	})
 }
 
 // checkFlows is POST /v1/flows/check: registration's checks, against the
 // registered flows and the daemon's plugins, storing nothing. It answers
 // as a registration would (200 with the versions, 422 with diagnostics).
 func (s *Server) checkFlows(w http.ResponseWriter, r *http.Request) {
+	s.flowFiles(w, r, s.eng.Check)
+}
+
+// flowFiles reads a body of flow files, hands them to do, and answers
+// do's result: 200 (warnings included) or 422 with the errors.
+func (s *Server) flowFiles(w http.ResponseWriter, r *http.Request, do func(context.Context, []engine.SourceFile) (*engine.RegisterResult, error)) {
 	if !queryParams(w, r) {
 		return
 	}
@@ -298,7 +287,7 @@ func (s *Server) checkFlows(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequest, Class: engine.ClassProtocol, Message: "no files"})
 		return
 	}
-	res, err := s.eng.Check(r.Context(), convertAll(req.Files, sourceFileOf))
+	res, err := do(r.Context(), convertAll(req.Files, sourceFileOf))
 	if err != nil {
 		writeEngineErr(w, err)
 		return

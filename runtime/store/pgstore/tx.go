@@ -263,6 +263,23 @@ func (t *storeTx) getRecord(dst any, sql string, args ...any) error {
 	return decode(v, data, dst)
 }
 
+// getOne reads the one record (v, data) a query finds into a new T:
+// ErrNotFound when there is none, or when a key cannot be stored text
+// (no record can have it).
+func getOne[T any](t *storeTx, keys []string, sql string, args ...any) (*T, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	if !text(keys...) {
+		return nil, store.ErrNotFound
+	}
+	r := new(T)
+	if err := t.getRecord(r, sql, args...); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
 // listRecords decodes every row (v, data) a query returns into a new T.
 func listRecords[T any](t *storeTx, sql string, args ...any) ([]*T, error) {
 	rows, err := t.query(sql, args...)
@@ -351,32 +368,12 @@ func (t *storeTx) FlowVersionPut(v *store.FlowVersion) error {
 }
 
 func (t *storeTx) FlowVersionGet(name, hash string) (*store.FlowVersion, error) {
-	if err := t.open(); err != nil {
-		return nil, err
-	}
-	if !text(name, hash) {
-		return nil, store.ErrNotFound
-	}
-	v := new(store.FlowVersion)
-	if err := t.getRecord(v, `SELECT v, data FROM flow_versions WHERE name = $1 AND hash = $2`, name, hash); err != nil {
-		return nil, err
-	}
-	return v, nil
+	return getOne[store.FlowVersion](t, []string{name, hash}, `SELECT v, data FROM flow_versions WHERE name = $1 AND hash = $2`, name, hash)
 }
 
 func (t *storeTx) FlowVersionLatest(name string) (*store.FlowVersion, error) {
-	if err := t.open(); err != nil {
-		return nil, err
-	}
-	if !text(name) {
-		return nil, store.ErrNotFound
-	}
-	v := new(store.FlowVersion)
-	if err := t.getRecord(v, `SELECT fv.v, fv.data FROM flow_latest l
-		JOIN flow_versions fv ON fv.name = l.name AND fv.hash = l.hash WHERE l.name = $1`, name); err != nil {
-		return nil, err
-	}
-	return v, nil
+	return getOne[store.FlowVersion](t, []string{name}, `SELECT fv.v, fv.data FROM flow_latest l
+		JOIN flow_versions fv ON fv.name = l.name AND fv.hash = l.hash WHERE l.name = $1`, name)
 }
 
 func (t *storeTx) FlowVersionList() ([]*store.FlowVersion, error) {
@@ -420,17 +417,7 @@ func (t *storeTx) SourcePut(s *store.Source) error {
 }
 
 func (t *storeTx) SourceGet(hash string) (*store.Source, error) {
-	if err := t.open(); err != nil {
-		return nil, err
-	}
-	if !text(hash) {
-		return nil, store.ErrNotFound
-	}
-	s := new(store.Source)
-	if err := t.getRecord(s, `SELECT v, data FROM sources WHERE hash = $1`, hash); err != nil {
-		return nil, err
-	}
-	return s, nil
+	return getOne[store.Source](t, []string{hash}, `SELECT v, data FROM sources WHERE hash = $1`, hash)
 }
 
 // ---- runs ----
@@ -470,17 +457,7 @@ func (t *storeTx) RunInsert(r *store.Run) error {
 }
 
 func (t *storeTx) RunGet(id string) (*store.Run, error) {
-	if err := t.open(); err != nil {
-		return nil, err
-	}
-	if !text(id) {
-		return nil, store.ErrNotFound
-	}
-	r := new(store.Run)
-	if err := t.getRecord(r, `SELECT v, data FROM runs WHERE id = $1`, id); err != nil {
-		return nil, err
-	}
-	return r, nil
+	return getOne[store.Run](t, []string{id}, `SELECT v, data FROM runs WHERE id = $1`, id)
 }
 
 func (t *storeTx) RunUpdate(r *store.Run) error {
@@ -644,17 +621,7 @@ func (t *storeTx) ContinuationDelete(runID string) error {
 // ---- dedup ----
 
 func (t *storeTx) DedupGet(owner, requestID string) (*store.Dedup, error) {
-	if err := t.open(); err != nil {
-		return nil, err
-	}
-	if !text(owner, requestID) {
-		return nil, store.ErrNotFound
-	}
-	d := new(store.Dedup)
-	if err := t.getRecord(d, `SELECT v, data FROM dedup WHERE owner = $1 AND request_id = $2`, owner, requestID); err != nil {
-		return nil, err
-	}
-	return d, nil
+	return getOne[store.Dedup](t, []string{owner, requestID}, `SELECT v, data FROM dedup WHERE owner = $1 AND request_id = $2`, owner, requestID)
 }
 
 func (t *storeTx) DedupPut(d *store.Dedup) error {
@@ -719,17 +686,7 @@ func (t *storeTx) TaskPut(tk *store.Task) error {
 }
 
 func (t *storeTx) TaskGet(id string) (*store.Task, error) {
-	if err := t.open(); err != nil {
-		return nil, err
-	}
-	if !text(id) {
-		return nil, store.ErrNotFound
-	}
-	tk := new(store.Task)
-	if err := t.getRecord(tk, `SELECT v, data FROM tasks WHERE id = $1`, id); err != nil {
-		return nil, err
-	}
-	return tk, nil
+	return getOne[store.Task](t, []string{id}, `SELECT v, data FROM tasks WHERE id = $1`, id)
 }
 
 func (t *storeTx) TaskDelete(id string) error {
@@ -816,17 +773,7 @@ func (t *storeTx) LeasePut(l *store.Lease) error {
 }
 
 func (t *storeTx) LeaseGet(taskID string) (*store.Lease, error) {
-	if err := t.open(); err != nil {
-		return nil, err
-	}
-	if !text(taskID) {
-		return nil, store.ErrNotFound
-	}
-	l := new(store.Lease)
-	if err := t.getRecord(l, `SELECT v, data FROM leases WHERE task_id = $1`, taskID); err != nil {
-		return nil, err
-	}
-	return l, nil
+	return getOne[store.Lease](t, []string{taskID}, `SELECT v, data FROM leases WHERE task_id = $1`, taskID)
 }
 
 func (t *storeTx) LeaseDelete(taskID string) error {
@@ -854,17 +801,7 @@ func (t *storeTx) LeaseList() ([]*store.Lease, error) {
 // ---- idempotency records ----
 
 func (t *storeTx) IdemGet(key string) (*store.Idem, error) {
-	if err := t.open(); err != nil {
-		return nil, err
-	}
-	if !text(key) {
-		return nil, store.ErrNotFound
-	}
-	r := new(store.Idem)
-	if err := t.getRecord(r, `SELECT v, data FROM idem WHERE key = $1`, key); err != nil {
-		return nil, err
-	}
-	return r, nil
+	return getOne[store.Idem](t, []string{key}, `SELECT v, data FROM idem WHERE key = $1`, key)
 }
 
 func (t *storeTx) IdemPut(r *store.Idem) error {
@@ -1022,17 +959,7 @@ func (t *storeTx) CohortPut(c *store.Cohort) error {
 }
 
 func (t *storeTx) CohortGet(runID, node string, visit int) (*store.Cohort, error) {
-	if err := t.open(); err != nil {
-		return nil, err
-	}
-	if !text(runID, node) {
-		return nil, store.ErrNotFound
-	}
-	c := new(store.Cohort)
-	if err := t.getRecord(c, `SELECT v, data FROM cohorts WHERE run_id = $1 AND node = $2 AND visit = $3`, runID, node, int64(visit)); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return getOne[store.Cohort](t, []string{runID, node}, `SELECT v, data FROM cohorts WHERE run_id = $1 AND node = $2 AND visit = $3`, runID, node, int64(visit))
 }
 
 func (t *storeTx) CohortItemPut(it *store.CohortItem) error {
@@ -1059,18 +986,8 @@ func (t *storeTx) CohortItemPut(it *store.CohortItem) error {
 }
 
 func (t *storeTx) CohortItemGet(runID, node string, visit, index int) (*store.CohortItem, error) {
-	if err := t.open(); err != nil {
-		return nil, err
-	}
-	if !text(runID, node) {
-		return nil, store.ErrNotFound
-	}
-	it := new(store.CohortItem)
-	if err := t.getRecord(it, `SELECT v, data FROM cohort_items WHERE run_id = $1 AND node = $2 AND visit = $3 AND idx = $4`,
-		runID, node, int64(visit), int64(index)); err != nil {
-		return nil, err
-	}
-	return it, nil
+	return getOne[store.CohortItem](t, []string{runID, node}, `SELECT v, data FROM cohort_items WHERE run_id = $1 AND node = $2 AND visit = $3 AND idx = $4`,
+		runID, node, int64(visit), int64(index))
 }
 
 func (t *storeTx) CohortItemList(runID, node string, visit int) ([]*store.CohortItem, error) {
