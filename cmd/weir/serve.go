@@ -450,6 +450,9 @@ func (m *Main) serve(ctx context.Context, file, storeFlag string, sharedFlag boo
 		}
 		cs := console.NewServer(console.New(d.srv, log.Named("console")))
 		servers = append(servers, cs)
+		// The same connection caps as every other listener: a page's
+		// event streams and slow clients cannot exhaust the daemon's files.
+		cln = api.LimitListener(cln, cfg.HTTP, os.Getuid(), log.Named("http"))
 		go func() { served <- cs.Serve(cln) }()
 		log.Info("serving the console", "address", "http://"+cln.Addr().String())
 	}
