@@ -313,8 +313,11 @@ func TestUnitCrashAfterStartedSaysOutcomeUnknown(t *testing.T) {
 	t.Cleanup(func() { mem.Close() })
 	next := openEngine(t, Config{Store: mem, Tools: b.tools, Clock: b.clock, LeaseTimeout: lease}, "")
 	b.eng, b.st = next, mem
-	// The dead holder's lease runs out only when the clock passes it.
-	run := b.advanceUntil(t, id, lease, "terminal", func(r *store.Run) bool { return r.Phase.Terminal() })
+	// The dead holder's lease runs out only when the clock passes it: one
+	// jump past it, then scheduler ticks. A second whole-lease jump could
+	// expire the next engine's own lease before its renewer runs.
+	b.clock.Advance(lease + b.tick)
+	run := b.advanceUntil(t, id, b.tick, "terminal", func(r *store.Run) bool { return r.Phase.Terminal() })
 	if run.Phase != store.PhaseFailed || run.Error == nil || run.Error.Code != CodeOutcomeUnknown {
 		t.Fatalf("%s %+v: want failed with %s", run.Phase, run.Error, CodeOutcomeUnknown)
 	}
