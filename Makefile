@@ -4,6 +4,10 @@ BIN     := bin
 PLUGINS := $(notdir $(patsubst %/,%,$(wildcard plugins/*/)))
 ONLY    ?=
 SOAK    ?= 2m
+# FLEET=N makes `make soak` run N daemons on one PostgreSQL database
+# (WEIR_SOAK_STORE, in a fresh schema) instead of one daemon on Badger.
+FLEET   ?=
+WEIR_SOAK_STORE ?= postgres://root@127.0.0.1:5432/test?sslmode=disable
 FUZZTIME ?= 10s
 # sdk/ is its own module (vendors build against it alone); go.work puts it
 # in the build beside the root module, but ./... stops at a module's edge,
@@ -42,8 +46,8 @@ bench: build ## Print the benchmark table (ONLY=N runs one scenario)
 	$(GO) run ./bench $(if $(ONLY),-only $(ONLY))
 
 .PHONY: soak
-soak: build ## Kill the daemon anywhere and check every invariant (SOAK=2m)
-	$(GO) run ./bench/soak -duration $(SOAK) -results bench/RESULTS.md
+soak: build ## Kill the daemon anywhere and check every invariant (SOAK=2m, FLEET=3 for a fleet)
+	$(GO) run ./bench/soak -duration $(SOAK) -results bench/RESULTS.md $(if $(FLEET),-fleet $(FLEET) -store '$(WEIR_SOAK_STORE)')
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME each

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/weirhq/weir/runtime/api/apitypes"
 )
 
 // records is what the plugins themselves wrote in their state directories:
@@ -23,18 +25,49 @@ type records struct {
 	// (one dedupe record each).
 	notes   map[string]string
 	applied map[string]int
+	// hostOf maps a fleet's lease holders to the slot of their daemon:
+	// each slot is a host whose plugins keep state of their own.
+	hostOf map[string]int
 }
 
-// readRecords reads the plugin state under data.
-func readRecords(data string) (*records, error) {
-	o := &records{mails: map[string]int{}, mailRuns: map[string]int{}, notes: map[string]string{}, applied: map[string]int{}}
-	state := filepath.Join(data, "plugin-state")
+// hostsLeasing counts the hosts whose daemons leased node in a timeline
+// (0 for a lone daemon's, whose holders are not mapped).
+func (o *records) hostsLeasing(evs []*apitypes.Event, node string) int {
+	hosts := map[int]bool{}
+	for _, e := range evs {
+		if e.Type != "leased" || e.Node != node {
+			continue
+		}
+		h, _ := e.Detail["holder"].(string)
+		if slot, ok := o.hostOf[h]; ok {
+			hosts[slot] = true
+		}
+	}
+	return len(hosts)
+}
 
+// readRecords reads the plugin state under each data directory: a fleet's
+// daemons each keep their own. A note applied on two hosts under one
+// idempotency key has one dedupe record on each, named by the key: it
+// counts once.
+func readRecords(datas ...string) (*records, error) {
+	o := &records{mails: map[string]int{}, mailRuns: map[string]int{}, notes: map[string]string{}, applied: map[string]int{}}
+	dedupes := map[string]bool{} // dedupe records seen, by file name
+	for _, data := range datas {
+		if err := o.read(filepath.Join(data, "plugin-state"), dedupes); err != nil {
+			return nil, err
+		}
+	}
+	return o, nil
+}
+
+// read adds the records of one plugin-state directory to o.
+func (o *records) read(state string, dedupes map[string]bool) error {
 	f, err := os.Open(filepath.Join(state, "mail", "outbox.jsonl"))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
-		return nil, err
+		return err
 	default:
 		defer f.Close()
 		sc := bufio.NewScanner(f)
@@ -45,17 +78,17 @@ func readRecords(data string) (*records, error) {
 				RunID string `json:"run_id"`
 			}
 			if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-				return nil, fmt.Errorf("outbox line %q: %w", sc.Text(), err)
+				return fmt.Errorf("outbox line %q: %w", sc.Text(), err)
 			}
 			o.mails[strings.TrimPrefix(m.Body, "soak ")]++
 			o.mailRuns[m.RunID]++
 		}
 		if err := sc.Err(); err != nil {
-			return nil, err
+			return err
 		}
 	}
 
-	if err := eachJSON(filepath.Join(state, "notes", "notes"), func(b []byte) error {
+	if err := eachJSON(filepath.Join(state, "notes", "notes"), func(_ string, b []byte) error {
 		var n struct{ Key, Text string }
 		if err := json.Unmarshal(b, &n); err != nil {
 			return err
@@ -63,9 +96,13 @@ func readRecords(data string) (*records, error) {
 		o.notes[n.Key] = n.Text
 		return nil
 	}); err != nil {
-		return nil, err
+		return err
 	}
-	if err := eachJSON(filepath.Join(state, "notes", "dedupe"), func(b []byte) error {
+	return eachJSON(filepath.Join(state, "notes", "dedupe"), func(name string, b []byte) error {
+		if dedupes[name] {
+			return nil
+		}
+		dedupes[name] = true
 		var r struct {
 			Output json.RawMessage `json:"output"`
 		}
@@ -78,15 +115,12 @@ func readRecords(data string) (*records, error) {
 		}
 		o.applied[out.Key]++
 		return nil
-	}); err != nil {
-		return nil, err
-	}
-	return o, nil
+	})
 }
 
-// eachJSON calls fn with the content of every *.json file in dir (none if
-// dir does not exist), skipping temporary files.
-func eachJSON(dir string, fn func([]byte) error) error {
+// eachJSON calls fn with the name and content of every *.json file in dir
+// (none if dir does not exist), skipping temporary files.
+func eachJSON(dir string, fn func(name string, b []byte) error) error {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -102,7 +136,7 @@ func eachJSON(dir string, fn func([]byte) error) error {
 		if err != nil {
 			return err
 		}
-		if err := fn(b); err != nil {
+		if err := fn(e.Name(), b); err != nil {
 			return fmt.Errorf("%s: %w", filepath.Join(dir, e.Name()), err)
 		}
 	}

@@ -27,10 +27,19 @@ func resultRow(cfg Config, rep *Report) string {
 	if rep.Failed > 0 {
 		verdict = "**" + verdict + "**"
 	}
-	return fmt.Sprintf("| %s | %v | %d | %d | %s | %d | %d | %d | %v | %v | %s | %s |",
-		time.Now().UTC().Format("2006-01-02 15:04"), cfg.Duration, rep.Daemons, rep.Accepted, strings.Join(fps, ", "),
+	return fmt.Sprintf("| %s | %s | %d | %d | %s | %d | %d | %d | %v | %v | %s | %s |",
+		time.Now().UTC().Format("2006-01-02 15:04"), chaosCell(cfg), rep.Daemons, rep.Accepted, strings.Join(fps, ", "),
 		rep.Kills["random"], rep.Kills["crash"], rep.Drain.Backlog, rep.Drain.Bound.Round(time.Second),
 		rep.Drain.Took.Round(100*time.Millisecond), drainEnd(rep.Drain), verdict)
+}
+
+// chaosCell is how long the chaos ran, and on what: a fleet's row says
+// how many daemons shared the database.
+func chaosCell(cfg Config) string {
+	if cfg.Fleet == 0 {
+		return cfg.Duration.String()
+	}
+	return fmt.Sprintf("%v, fleet of %d on PostgreSQL", cfg.Duration, cfg.Fleet)
 }
 
 func drainEnd(d drainReport) string {
@@ -75,7 +84,8 @@ func writeResults(path string, row string) error {
 	b.WriteString(sectionBegin + "\n")
 	fmt.Fprintf(&b, "`make soak SOAK=D`: a real daemon under the mixed workload, SIGKILLed at every failpoint and at random for D,\n")
 	fmt.Fprintf(&b, "then one clean daemon drains until quiescent (bounded by the backlog it measures) and every invariant is\n")
-	fmt.Fprintf(&b, "checked. Newest first; machine of the newest: %s %s, nproc %d, %s.\n\n", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())
+	fmt.Fprintf(&b, "checked. `make soak FLEET=N` runs N daemons on one PostgreSQL schema, each killed and restarted on its own.\n")
+	fmt.Fprintf(&b, "Newest first; machine of the newest: %s %s, nproc %d, %s.\n\n", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())
 	b.WriteString("| when (UTC) | chaos | daemons | runs accepted | kills by failpoint | random kills | crashes | backlog at drain | drain bound | drain took | drain ended | invariants |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {

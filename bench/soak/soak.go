@@ -43,8 +43,14 @@ type Config struct {
 	Failpoint string
 	// Seed drives every random choice of the workload and the kills.
 	Seed uint64
-	// Data is the daemon's data directory (kept across restarts).
+	// Data is the daemon's data directory (kept across restarts); in a
+	// fleet, it holds one data directory per daemon.
 	Data string
+	// Fleet, when 2 or more, runs that many daemons sharing the PostgreSQL
+	// schema of Store; 0 runs one daemon on its own Badger store.
+	Fleet int
+	// Store is the fleet's store URL, its search_path naming the schema.
+	Store string
 	// Log receives progress lines; Out the invariant lines and the verdict.
 	Log, Out io.Writer
 }
@@ -354,38 +360,85 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		cfg.PerRun = 25 * time.Millisecond
 	}
 	fmt.Fprintf(cfg.Log, "soak: seed %d, chaos for %v, data %s\n", cfg.Seed, cfg.Duration, cfg.Data)
+	if cfg.Fleet > 0 {
+		fmt.Fprintf(cfg.Log, "soak: a fleet of %d daemons on %s\n", cfg.Fleet, redactURL(cfg.Store))
+	}
 	model, err := startAgentModel()
 	if err != nil {
 		return nil, fmt.Errorf("the agents' model server: %w", err)
 	}
 	defer model.Close()
 
-	// start runs a daemon with failpoint armed. A failpoint may fire while
-	// the daemon recovers, before it serves: that is a kill like any other,
-	// reported as (nil, nil) after counting it.
-	start := func(failpoint string) (*daemon.Daemon, error) {
+	// Every daemon is a slot (one, unless a fleet); a slot keeps its data
+	// directory, and so its plugins' state, across the daemon's restarts.
+	slots := max(cfg.Fleet, 1)
+	slotDir := func(slot int) string {
+		if cfg.Fleet == 0 {
+			return cfg.Data
+		}
+		return slotData(cfg.Data, slot)
+	}
+	for slot := range slots {
+		if err := os.MkdirAll(slotDir(slot), 0o700); err != nil {
+			return nil, err
+		}
+	}
+	var repMu sync.Mutex        // rep, written by every slot's chaos
+	holders := map[string]int{} // a fleet's lease holders, by the slot of their daemon
+
+	// start runs the daemon of slot with failpoint armed, and names it for
+	// the log. A failpoint may fire while the daemon recovers, before it
+	// serves: that is a kill like any other, reported as (nil, nil) after
+	// counting it.
+	start := func(slot int, failpoint string) (*daemon.Daemon, string, error) {
+		repMu.Lock()
 		rep.Daemons++
+		who := fmt.Sprintf("daemon %d%s (%s)", rep.Daemons, slotName(cfg, slot), orNone(failpoint))
+		repMu.Unlock()
 		var env []string
 		if fps := strings.Trim(failpoint+","+cfg.Failpoint, ","); fps != "" {
 			env = []string{"WEIR_FAILPOINT=" + fps}
 		}
-		d, err := daemon.Start(daemon.Config{Weir: cfg.Weir, Plugins: cfg.Plugins, Data: cfg.Data, Env: env,
-			Args: []string{"--config", model.config, "--log-level", "warn", "--grace", "2s"}})
+		args := []string{"--config", model.config, "--log-level", "warn", "--grace", "2s"}
+		if cfg.Fleet > 0 {
+			// The holder is named in the "recovered" line, at info.
+			env = append(env, "WEIR_STORE="+cfg.Store, "WEIR_STORE_SHARED=true")
+			args = []string{"--config", model.config, "--log-level", "info", "--grace", "2s", "--lease-timeout", fleetLease.String()}
+		}
+		d, err := daemon.Start(daemon.Config{Weir: cfg.Weir, Plugins: cfg.Plugins, Data: slotDir(slot), Env: env, Args: args})
 		var ee *daemon.ExitError
 		if errors.As(err, &ee) && ee.SIGKILL && failpoint != "" {
 			name := strings.Split(failpoint, "@")[0]
+			repMu.Lock()
 			rep.Kills[name]++
-			fmt.Fprintf(cfg.Log, "soak: daemon %d (%s) killed by %s while recovering\n", rep.Daemons, failpoint, name)
-			return nil, nil
+			repMu.Unlock()
+			fmt.Fprintf(cfg.Log, "soak: %s killed by %s while recovering\n", who, name)
+			return nil, who, nil
 		}
 		if err != nil {
-			w.violate(invRestart, "daemon %d (%s) did not start: %v", rep.Daemons, orNone(failpoint), err)
+			w.violate(invRestart, "%s did not start: %v", who, err)
+			return nil, who, err
 		}
-		return d, err
+		if cfg.Fleet > 0 {
+			h := holderOf(d.Log())
+			repMu.Lock()
+			prev, dup := holders[h]
+			if h != "" && !dup {
+				holders[h] = slot
+			}
+			repMu.Unlock()
+			switch {
+			case h == "":
+				w.violate(invHolders, "%s logged no holder at its start:\n%s", who, lastLines(d.Log(), 20))
+			case dup:
+				w.violate(invHolders, "%s leases as %s, the holder of a daemon of slot %d", who, h, prev)
+			}
+		}
+		return d, who, nil
 	}
 
 	// Register the workload's flows on a first daemon.
-	d, err := start("")
+	d, _, err := start(0, "")
 	if err != nil {
 		return nil, err
 	}
@@ -401,78 +454,108 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 
+	// Each slot's chaos: epochs of its daemon under its share of the
+	// workload, each ended by a failpoint or a SIGKILL. A fleet's slots
+	// die on their own, each as often as a lone daemon does over the
+	// fleet's size, and send the workload's requests at that share of
+	// its rate: the fleet as a whole kills and submits as a lone daemon's
+	// soak does, spread over its daemons.
 	chaosEnd := time.Now().Add(cfg.Duration)
-	for epoch := 0; time.Now().Before(chaosEnd) && ctx.Err() == nil; epoch++ {
-		left := time.Until(chaosEnd)
-		fp, length := "", time.Duration(300+w.intn(2700))*time.Millisecond
-		switch {
-		case epoch < len(failpoints):
-			// Every failpoint in turn, early in its daemon's life, with
-			// time to fire.
-			fp, length = fmt.Sprintf("%s@%d", failpoints[epoch], 1+w.intn(4)), 15*time.Second
-		case w.intn(5) < 2:
-			fp = fmt.Sprintf("%s@%d", failpoints[w.intn(len(failpoints))], 1+w.intn(40))
-		}
-		length = min(length, max(left, 500*time.Millisecond))
-		d, err := start(fp)
-		if err != nil {
-			break
-		}
-		if d == nil {
-			continue // its failpoint fired during recovery
-		}
-		ectx, cancel := context.WithCancel(ctx)
-		var wg sync.WaitGroup
-		for _, a := range actors {
-			wg.Go(func() {
-				for {
-					pause := time.Duration(1+w.intn(int(2*a.every/time.Millisecond))) * time.Millisecond
-					select {
-					case <-ectx.Done():
-						return
-					case <-d.Exited():
-						return
-					case <-time.After(pause):
+	epochs := 0 // epochs begun by every slot, under repMu
+	scale := time.Duration(slots)
+	chaos := func(slot int) error {
+		for time.Now().Before(chaosEnd) && ctx.Err() == nil {
+			repMu.Lock()
+			epoch := epochs
+			epochs++
+			repMu.Unlock()
+			left := time.Until(chaosEnd)
+			fp, length := "", scale*time.Duration(300+w.intn(2700))*time.Millisecond
+			switch {
+			case epoch < len(failpoints):
+				// Every failpoint in turn, early in its daemon's life, with
+				// time to fire.
+				fp, length = fmt.Sprintf("%s@%d", failpoints[epoch], 1+w.intn(4)), 15*time.Second
+			case w.intn(5) < 2:
+				fp = fmt.Sprintf("%s@%d", failpoints[w.intn(len(failpoints))], 1+w.intn(40))
+			}
+			length = min(length, max(left, 500*time.Millisecond))
+			d, who, err := start(slot, fp)
+			if err != nil {
+				return nil // a violation already; the others go on
+			}
+			if d == nil {
+				continue // its failpoint fired during recovery
+			}
+			ectx, cancel := context.WithCancel(ctx)
+			var wg sync.WaitGroup
+			for _, a := range actors {
+				wg.Go(func() {
+					for {
+						pause := time.Duration(1+w.intn(int(2*scale*a.every/time.Millisecond))) * time.Millisecond
+						select {
+						case <-ectx.Done():
+							return
+						case <-d.Exited():
+							return
+						case <-time.After(pause):
+						}
+						a.act(ectx, w, d.Client())
 					}
-					a.act(ectx, w, d.Client())
-				}
-			})
-		}
-		began := time.Now()
-		cause := "random"
-		select {
-		case <-d.Exited():
-			cause = strings.Split(fp, "@")[0]
-		case <-time.After(length):
-		case <-ctx.Done():
-		}
-		if err := d.Kill(); err != nil {
+				})
+			}
+			began := time.Now()
+			cause := "random"
+			select {
+			case <-d.Exited():
+				cause = strings.Split(fp, "@")[0]
+			case <-time.After(length):
+			case <-ctx.Done():
+			}
+			if err := d.Kill(); err != nil {
+				cancel()
+				wg.Wait()
+				return err
+			}
 			cancel()
 			wg.Wait()
-			return nil, err
+			if cause != "random" && (fp == "" || !d.KilledBySIGKILL()) {
+				w.violate(invRestart, "%s died by itself, not by a failpoint's SIGKILL; its last words:\n%s", who, lastLines(d.Log(), 40))
+				cause = "crash"
+			}
+			repMu.Lock()
+			rep.Kills[cause]++
+			repMu.Unlock()
+			fmt.Fprintf(cfg.Log, "soak: %s killed by %s after %v\n", who, cause, time.Since(began).Round(time.Millisecond))
 		}
-		cancel()
-		wg.Wait()
-		if cause != "random" && (fp == "" || !d.KilledBySIGKILL()) {
-			w.violate(invRestart, "daemon %d (%s) died by itself, not by a failpoint's SIGKILL; its last words:\n%s", rep.Daemons, orNone(fp), lastLines(d.Log(), 40))
-			cause = "crash"
-		}
-		rep.Kills[cause]++
-		fmt.Fprintf(cfg.Log, "soak: daemon %d (%s) killed by %s after %v\n", rep.Daemons, orNone(fp), cause, time.Since(began).Round(time.Millisecond))
+		return nil
+	}
+	errs := make([]error, slots)
+	var chaosWG sync.WaitGroup
+	for slot := range slots {
+		chaosWG.Go(func() { errs[slot] = chaos(slot) })
+	}
+	chaosWG.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
 
-	// A clean daemon recovers; the client learns the fate of every
-	// request that got no answer by sending it again, and waits for
-	// every run to end.
-	d, err = start("")
-	if err != nil {
-		return nil, err
+	// Clean daemons recover; the client learns the fate of every request
+	// that got no answer by sending it again (to each daemon in turn),
+	// and waits for every run to end. Any daemon answers for the fleet.
+	ds := make([]*daemon.Daemon, slots)
+	for slot := range ds {
+		d, _, err := start(slot, "")
+		if err != nil {
+			return nil, err
+		}
+		defer d.Kill()
+		ds[slot] = d
 	}
-	defer d.Kill()
-	c := d.Client()
+	c := ds[0].Client()
 	for tries := 0; ; tries++ {
 		w.mu.Lock()
 		pending := append([]*submission(nil), w.pending...)
@@ -483,8 +566,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if tries == 20 {
 			return nil, fmt.Errorf("%d requests still have no answer from a healthy daemon", len(pending))
 		}
-		for _, s := range pending {
-			w.send(ctx, c, s)
+		for i, s := range pending {
+			w.send(ctx, ds[i%slots].Client(), s)
 		}
 	}
 	rep.Drain, err = drain(ctx, w, c, cfg)
@@ -501,12 +584,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	fin.drain = rep.Drain
-	if err := d.Stop(10 * time.Second); err != nil {
-		w.violate(invRestart, "the last daemon did not stop cleanly on SIGTERM: %v", err)
+	dirs := make([]string, slots)
+	for slot, d := range ds {
+		dirs[slot] = slotDir(slot)
+		if err := d.Stop(10 * time.Second); err != nil {
+			w.violate(invRestart, "the last daemon%s did not stop cleanly on SIGTERM: %v", slotName(cfg, slot), err)
+		}
 	}
-	if fin.records, err = readRecords(cfg.Data); err != nil {
+	if fin.records, err = readRecords(dirs...); err != nil {
 		return nil, err
 	}
+	fin.records.hostOf = holders
 	fin.kills = rep.Kills
 	fin.modelRequests = model.srv.Requests()
 	for _, s := range w.subs {
@@ -518,7 +606,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	fmt.Fprintf(cfg.Log, "soak: %s; timelines read in %v\n", rep.Drain, time.Since(drained).Round(time.Millisecond))
 
 	rep.Invariants = map[string]bool{}
-	for _, inv := range invariants {
+	for _, inv := range invariantsOf(cfg) {
 		bad := append(w.inline[inv.name], inv.check(w, fin)...)
 		rep.Invariants[inv.name] = len(bad) == 0
 		if len(bad) == 0 {
@@ -714,6 +802,14 @@ func lastLines(log string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return "        " + strings.Join(lines, "\n        ")
+}
+
+// slotName names a fleet's slot after "daemon" ("" for a lone daemon).
+func slotName(cfg Config, slot int) string {
+	if cfg.Fleet == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" of slot %d", slot)
 }
 
 func orNone(fp string) string {

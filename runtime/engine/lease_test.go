@@ -84,6 +84,22 @@ func TestLeaseRenewedWhileToolRuns(t *testing.T) {
 	if evs := b.events(t, id); count(evs, evExpired) != 0 {
 		t.Errorf("timeline %v: want renewals and no expiry", evs)
 	}
+	// Each renewal names the lease it renewed, as the lease's own event does.
+	evs, err := b.eng.Events(ctx, "alice", id, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var task, holder any
+	for _, e := range evs {
+		switch e.Type {
+		case evLeased:
+			task, holder = e.Detail["task"], e.Detail["holder"]
+		case evRenewed:
+			if task == nil || e.Detail["task"] != task || e.Detail["holder"] != holder {
+				t.Fatalf("renewal %d names task %v holder %v, want the lease's task %v holder %v", e.Seq, e.Detail["task"], e.Detail["holder"], task, holder)
+			}
+		}
+	}
 	if _, err := b.eng.Cancel(ctx, "alice", id); err != nil {
 		t.Fatal(err)
 	}

@@ -337,7 +337,10 @@ func (w *worker) renew(ctx context.Context) {
 			if err := tx.LeasePut(held); err != nil {
 				return err
 			}
-			return appendEvent(tx, held.RunID, evRenewed, held.Attempt, w.task.Node, map[string]any{"deadline": deadline}, now)
+			// The task and holder say whose lease it renewed: a run's
+			// fan-out items and agent calls hold leases of their own.
+			return appendEvent(tx, held.RunID, evRenewed, held.Attempt, w.task.Node,
+				map[string]any{"task": held.TaskID, "holder": held.Holder, "deadline": deadline}, now)
 		})
 		switch {
 		case err == nil:
