@@ -31,8 +31,11 @@ const EnvStore = "WEIR_SOAK_STORE"
 
 // fleetLease is the fleet's lease timeout: a restarted daemon of a fleet
 // does not take back its old leases, the fleet rescues them once they
-// expire, so this bounds how long a killed daemon's runs wait.
-const fleetLease = 3 * time.Second
+// expire, so this bounds how long a killed daemon's runs wait. Shorter
+// leases let renewals that a loaded 2-core machine delays by seconds
+// expire live daemons' leases, and five lost leases fail a run
+// (E_ATTEMPTS_EXCEEDED), which the soak counts against the kills.
+const fleetLease = 10 * time.Second
 
 // soakStore is the database a fleet soak makes its schema in: -store, or
 // WEIR_SOAK_STORE, or the project's test database.

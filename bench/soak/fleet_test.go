@@ -202,3 +202,38 @@ func TestSoakSchema(t *testing.T) {
 		t.Fatalf("schema %s still there after Drop", s.name)
 	}
 }
+
+// TestNextInTurn: a lone daemon arms each failpoint once in its first
+// epochs; a fleet re-arms each failpoint until it fired, one slot at a
+// time, and then none.
+func TestNextInTurn(t *testing.T) {
+	t.Parallel()
+	none := map[string]int{}
+	for i, fp := range failpoints {
+		if got := nextInTurn(i, false, none, nil); got != fp {
+			t.Fatalf("lone daemon, epoch %d: %q, want %q", i, got, fp)
+		}
+	}
+	if got := nextInTurn(len(failpoints), false, none, nil); got != "" {
+		t.Fatalf("lone daemon after the failpoints' epochs: %q, want none", got)
+	}
+	kills := map[string]int{"random": 9}
+	armed := map[string]bool{failpoints[0]: true}
+	if got := nextInTurn(40, true, kills, armed); got != failpoints[1] {
+		t.Fatalf("fleet with %s armed: %q, want %q", failpoints[0], got, failpoints[1])
+	}
+	for _, fp := range failpoints[1:] {
+		kills[fp] = 1
+	}
+	if got := nextInTurn(41, true, kills, armed); got != "" {
+		t.Fatalf("fleet with the last unfired failpoint armed elsewhere: %q, want none", got)
+	}
+	delete(armed, failpoints[0])
+	if got := nextInTurn(42, true, kills, armed); got != failpoints[0] {
+		t.Fatalf("fleet whose armed failpoint did not fire: %q, want it again", got)
+	}
+	kills[failpoints[0]] = 1
+	if got := nextInTurn(43, true, kills, armed); got != "" {
+		t.Fatalf("fleet with every failpoint fired: %q, want none", got)
+	}
+}

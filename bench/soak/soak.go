@@ -461,21 +461,25 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	// its rate: the fleet as a whole kills and submits as a lone daemon's
 	// soak does, spread over its daemons.
 	chaosEnd := time.Now().Add(cfg.Duration)
-	epochs := 0 // epochs begun by every slot, under repMu
+	epochs := 0                // epochs begun by every slot, under repMu
+	armed := map[string]bool{} // failpoints armed in turn by a slot now, under repMu
 	scale := time.Duration(slots)
 	chaos := func(slot int) error {
 		for time.Now().Before(chaosEnd) && ctx.Err() == nil {
 			repMu.Lock()
-			epoch := epochs
+			inTurn := nextInTurn(epochs, cfg.Fleet > 0, rep.Kills, armed)
+			if inTurn != "" {
+				armed[inTurn] = true
+			}
 			epochs++
 			repMu.Unlock()
 			left := time.Until(chaosEnd)
 			fp, length := "", scale*time.Duration(300+w.intn(2700))*time.Millisecond
 			switch {
-			case epoch < len(failpoints):
+			case inTurn != "":
 				// Every failpoint in turn, early in its daemon's life, with
 				// time to fire.
-				fp, length = fmt.Sprintf("%s@%d", failpoints[epoch], 1+w.intn(4)), 15*time.Second
+				fp, length = fmt.Sprintf("%s@%d", inTurn, 1+w.intn(4)), 15*time.Second
 			case w.intn(5) < 2:
 				fp = fmt.Sprintf("%s@%d", failpoints[w.intn(len(failpoints))], 1+w.intn(40))
 			}
@@ -485,6 +489,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				return nil // a violation already; the others go on
 			}
 			if d == nil {
+				repMu.Lock()
+				delete(armed, inTurn)
+				repMu.Unlock()
 				continue // its failpoint fired during recovery
 			}
 			ectx, cancel := context.WithCancel(ctx)
@@ -525,6 +532,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			}
 			repMu.Lock()
 			rep.Kills[cause]++
+			delete(armed, inTurn)
 			repMu.Unlock()
 			fmt.Fprintf(cfg.Log, "soak: %s killed by %s after %v\n", who, cause, time.Since(began).Round(time.Millisecond))
 		}
@@ -631,6 +639,26 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	fmt.Fprintf(cfg.Out, "%d passed, %d failed\n", rep.Passed, rep.Failed)
 	return rep, nil
+}
+
+// nextInTurn is the failpoint the epoch numbered epoch arms in turn, or
+// "". A lone daemon's first epochs arm each failpoint once, in order. A
+// fleet's slots go on arming each failpoint that has not fired yet (and
+// that no other slot has armed now), since one daemon of several may not
+// reach a failpoint's count within its epoch.
+func nextInTurn(epoch int, fleet bool, kills map[string]int, armed map[string]bool) string {
+	if !fleet {
+		if epoch < len(failpoints) {
+			return failpoints[epoch]
+		}
+		return ""
+	}
+	for _, fp := range failpoints {
+		if kills[fp] == 0 && !armed[fp] {
+			return fp
+		}
+	}
+	return ""
 }
 
 // drainReport says how the final drain went: the backlog it found, the
