@@ -48,7 +48,15 @@ var agentKind = &kind{
 	check: func(v *apitypes.Run, in map[string]any, evs []*apitypes.Event, _ *records) []string {
 		switch v.Phase {
 		case apitypes.PhaseFailed:
-			return []string{fmt.Sprintf("agent run %s failed: %s", v.ID, errCode(v))}
+			// Kills may end an agent run as designed: its task lost its
+			// lease too often (E_ATTEMPTS_EXCEEDED), or its at-most-once
+			// mail.send started on a daemon that died (E_OUTCOME_UNKNOWN).
+			// Either needs a lease that expired; nothing else may fail it.
+			code := errCode(v)
+			if (code == "E_ATTEMPTS_EXCEEDED" || code == "E_OUTCOME_UNKNOWN") && hasEvent(evs, "expired") {
+				return nil
+			}
+			return []string{fmt.Sprintf("agent run %s failed: %s", v.ID, code)}
 		case apitypes.PhaseCompleted:
 			return wantOutput(v, map[string]any{"id": in["id"], "answer": "done " + in["id"].(string)})
 		}
@@ -227,6 +235,16 @@ func tallyAgentTurns(w *world, f *final) (agentTally, []string) {
 		}
 	}
 	return t, bad
+}
+
+// hasEvent says whether the timeline holds an event of type typ.
+func hasEvent(evs []*apitypes.Event, typ string) bool {
+	for _, e := range evs {
+		if e.Type == typ {
+			return true
+		}
+	}
+	return false
 }
 
 // inputID returns the request id a client-started run was sent with.

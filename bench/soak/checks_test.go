@@ -321,7 +321,32 @@ func violationCases() []violationCase {
 			s.f.kills["after-tool"] = 1
 			return s.w, s.f
 		}, checkAgentTurns, ""},
+		{"agent run failed with no lease lost", func() (*world, *final) {
+			s := failedAgentState("E_ATTEMPTS_EXCEEDED")
+			return s.w, s.f
+		}, checkOutputs, "agent run r1 failed: E_ATTEMPTS_EXCEEDED"},
+		{"agent run failed by an error kills cannot cause", func() (*world, *final) {
+			s := failedAgentState("E_TOOL", ev("expired", "a", nil))
+			return s.w, s.f
+		}, checkOutputs, "agent run r1 failed: E_TOOL"},
+		{"agent run cut off by kills: lease lost too often", func() (*world, *final) {
+			s := failedAgentState("E_ATTEMPTS_EXCEEDED", ev("expired", "a", nil))
+			return s.w, s.f
+		}, checkOutputs, ""},
+		{"agent run cut off by a kill after its send started", func() (*world, *final) {
+			s := failedAgentState("E_OUTCOME_UNKNOWN", ev("tool_started", "a", nil), ev("expired", "a", nil))
+			return s.w, s.f
+		}, checkOutputs, ""},
 	}
+}
+
+// failedAgentState is a soak_agent run that failed with code after the
+// timeline evs.
+func failedAgentState(code string, evs ...*apitypes.Event) *state {
+	s := newState()
+	v := s.run("r1", "soak_agent", map[string]any{"id": "req-1"}, apitypes.PhaseFailed, evs...)
+	v.Error = &apitypes.RunError{Code: code}
+	return s
 }
 
 // agentState is a completed soak_agent run whose two turns were journaled
