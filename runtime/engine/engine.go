@@ -175,6 +175,13 @@ type Engine struct {
 	startedAt atomic.Int64
 	flowCache *flows.Cache // loaded flow versions, bounded by FlowCacheBytes
 
+	// The fleet's roll (roll.go): when this engine last renewed its entry
+	// (unix nanoseconds), the live entries it last read, and the runs it
+	// wrote a withheld event for (under mu).
+	rollStamped   atomic.Int64
+	rollLive      atomic.Pointer[[]*store.Daemon]
+	withheldNoted map[string]bool
+
 	stats *stats
 	clock clock.Clock
 }
@@ -214,21 +221,22 @@ func Open(cfg Config) (*Engine, error) {
 	}
 	c := cfg.withDefaults()
 	e := &Engine{
-		st:         c.Store,
-		tools:      c.Tools,
-		log:        c.Logger,
-		holder:     newID("h"),
-		ledger:     ledger.New(c.Workers, c.MaxBudgetInFlight),
-		wake:       make(chan struct{}, 1),
-		stop:       make(chan struct{}),
-		done:       make(chan struct{}),
-		dispatched: map[string]bool{},
-		live:       map[string]*liveRun{},
-		items:      map[string]*liveRun{},
-		queued:     queuedRuns{ids: map[string]struct{}{}},
-		flowCache:  flows.NewCache(c.FlowCacheBytes, flows.Loader{}),
-		stats:      newStats(),
-		clock:      c.Clock,
+		st:            c.Store,
+		tools:         c.Tools,
+		log:           c.Logger,
+		holder:        newID("h"),
+		ledger:        ledger.New(c.Workers, c.MaxBudgetInFlight),
+		wake:          make(chan struct{}, 1),
+		stop:          make(chan struct{}),
+		done:          make(chan struct{}),
+		dispatched:    map[string]bool{},
+		live:          map[string]*liveRun{},
+		items:         map[string]*liveRun{},
+		withheldNoted: map[string]bool{},
+		queued:        queuedRuns{ids: map[string]struct{}{}},
+		flowCache:     flows.NewCache(c.FlowCacheBytes, flows.Loader{}),
+		stats:         newStats(),
+		clock:         c.Clock,
 	}
 	e.scripts = c.Scripts
 	if e.scripts == nil {
@@ -263,6 +271,9 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err := e.recover(ctx); err != nil {
 		return fmt.Errorf("engine: recovery: %w", err)
 	}
+	if err := e.ReportTools(ctx); err != nil {
+		return fmt.Errorf("engine: writing this daemon's entry in the fleet's roll: %w", err)
+	}
 	e.started.Store(true)
 	go e.schedule()
 	if w, ok := e.st.(store.Waker); ok && e.st.Capabilities().Shared {
@@ -294,6 +305,7 @@ func (e *Engine) kick() {
 func (e *Engine) Stop(ctx context.Context) error {
 	e.closeAdmission(CodeDraining, "the engine is stopping")
 	e.draining.Store(true)
+	e.leaveRoll(ctx)
 	select {
 	case <-e.stop:
 	default:
