@@ -45,7 +45,9 @@ func partialPlugins(t *testing.T) string {
 // plugin; A has no mail plugin and its testkit is another binary.
 // Registering on B a flow that sends mail warns of both, naming A; A
 // accepts runs of it but never takes them, B runs them all. With B
-// stopped a run waits and says why on its timeline; B's return runs it.
+// stopped a run waits and says why on its timeline; once mail is
+// installed on A, A reports it and runs it, and registration no longer
+// warns of mail.
 func TestFleetPluginsAgree(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real daemons")
@@ -125,12 +127,24 @@ func TestFleetPluginsAgree(t *testing.T) {
 	if v, err := a.api.RunGet(context.Background(), r.RunID); err != nil || v.Phase != apitypes.PhaseQueued {
 		t.Fatalf("run with no daemon to take it: %+v %v, want queued", v, err)
 	}
-	b.start("", env...)
-	if v := b.waitTerminal(r.RunID); v.Phase != apitypes.PhaseCompleted {
-		t.Fatalf("run ended %s %+v once B was back, want completed", v.Phase, v.Error)
+	// Installing mail on A (the CLI asks the daemon to rescan) reports it
+	// to the roll, and A takes the run it withheld.
+	if out, err := exec.Command(a.weir, "--plugins", a.plugins, "--socket", a.socket, "plugin", "install", testutil.Plugin(t, "mail")).CombinedOutput(); err != nil {
+		t.Fatalf("installing mail on A: %v\n%s", err, out)
 	}
-	if holders := leasedBy(a.events(r.RunID)); len(holders) == 0 || holders[0] != b.holder() {
-		t.Fatalf("run leased by %v, want B's new process (%s) only", holders, b.holder())
+	if v := a.waitTerminal(r.RunID); v.Phase != apitypes.PhaseCompleted {
+		t.Fatalf("run ended %s %+v once A had mail, want completed", v.Phase, v.Error)
+	}
+	if holders := leasedBy(a.events(r.RunID)); len(holders) != 1 || holders[0] != ha || a.outbox() != 1 {
+		t.Fatalf("run leased by %v, A sent %d mails; want A (%s) once, one mail", holders, a.outbox(), ha)
+	}
+	b.start("", env...)
+	res, err = b.api.FlowRegister(context.Background(), apitypes.SourceFile{Path: "post.star", Src: postFlow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Diagnostics) != 1 || !strings.Contains(res.Diagnostics[0].Message, `tool "testkit.echo"`) {
+		t.Fatalf("registration once A has mail: %+v, want the testkit warning alone", res.Diagnostics)
 	}
 	if strings.Contains(a.log(), "[ERROR]") {
 		t.Fatalf("A logged errors:\n%s", a.log())

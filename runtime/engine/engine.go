@@ -176,11 +176,12 @@ type Engine struct {
 	flowCache *flows.Cache // loaded flow versions, bounded by FlowCacheBytes
 
 	// The fleet's roll (roll.go): when this engine last renewed its entry
-	// (unix nanoseconds), the live entries it last read, and the runs it
-	// wrote a withheld event for (under mu).
-	rollStamped   atomic.Int64
-	rollLive      atomic.Pointer[[]*store.Daemon]
-	withheldNoted map[string]bool
+	// (unix nanoseconds), the live entries it last read, and (under mu)
+	// the tools it last reported and the runs it withholds.
+	rollStamped atomic.Int64
+	rollLive    atomic.Pointer[[]*store.Daemon]
+	lastPins    map[string]string
+	withheld    map[string]*withheldRun
 
 	stats *stats
 	clock clock.Clock
@@ -221,22 +222,22 @@ func Open(cfg Config) (*Engine, error) {
 	}
 	c := cfg.withDefaults()
 	e := &Engine{
-		st:            c.Store,
-		tools:         c.Tools,
-		log:           c.Logger,
-		holder:        newID("h"),
-		ledger:        ledger.New(c.Workers, c.MaxBudgetInFlight),
-		wake:          make(chan struct{}, 1),
-		stop:          make(chan struct{}),
-		done:          make(chan struct{}),
-		dispatched:    map[string]bool{},
-		live:          map[string]*liveRun{},
-		items:         map[string]*liveRun{},
-		withheldNoted: map[string]bool{},
-		queued:        queuedRuns{ids: map[string]struct{}{}},
-		flowCache:     flows.NewCache(c.FlowCacheBytes, flows.Loader{}),
-		stats:         newStats(),
-		clock:         c.Clock,
+		st:         c.Store,
+		tools:      c.Tools,
+		log:        c.Logger,
+		holder:     newID("h"),
+		ledger:     ledger.New(c.Workers, c.MaxBudgetInFlight),
+		wake:       make(chan struct{}, 1),
+		stop:       make(chan struct{}),
+		done:       make(chan struct{}),
+		dispatched: map[string]bool{},
+		live:       map[string]*liveRun{},
+		items:      map[string]*liveRun{},
+		withheld:   map[string]*withheldRun{},
+		queued:     queuedRuns{ids: map[string]struct{}{}},
+		flowCache:  flows.NewCache(c.FlowCacheBytes, flows.Loader{}),
+		stats:      newStats(),
+		clock:      c.Clock,
 	}
 	e.scripts = c.Scripts
 	if e.scripts == nil {

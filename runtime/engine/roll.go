@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"sort"
@@ -81,7 +82,8 @@ func (e *Engine) ReportTools(ctx context.Context) error {
 		return nil
 	}
 	now := e.now()
-	self := &store.Daemon{ID: e.holder, PID: os.Getpid(), Tools: e.tools.(ToolPinner).ToolPins(),
+	pins := e.tools.(ToolPinner).ToolPins()
+	self := &store.Daemon{ID: e.holder, PID: os.Getpid(), Tools: pins,
 		StartedAt: time.Unix(0, e.startedAt.Load()).UTC(), SeenAt: now}
 	self.Host, _ = os.Hostname()
 	err := e.st.Update(ctx, func(tx store.Tx) error {
@@ -98,6 +100,13 @@ func (e *Engine) ReportTools(ctx context.Context) error {
 		return err
 	}
 	e.rollStamped.Store(now.UnixNano())
+	e.mu.Lock()
+	if !maps.Equal(pins, e.lastPins) {
+		// Served tools changed: decide each withheld run again.
+		clear(e.withheld)
+		e.lastPins = pins
+	}
+	e.mu.Unlock()
 	return e.readRoll(ctx)
 }
 
@@ -120,13 +129,14 @@ func (e *Engine) readRoll(ctx context.Context) error {
 		return nil
 	}
 	return e.st.Update(ctx, func(tx store.Tx) error {
+		// Read again: a daemon may have come back since.
+		all, err := tx.(store.Roll).DaemonList()
+		if err != nil {
+			return err
+		}
+		_, stale := splitRoll(all, e.now(), e.daemonStale())
 		for _, d := range stale {
-			// Read again: the daemon may have come back since.
-			cur, err := rollEntry(tx, d.ID)
-			if err != nil || !stamped(cur, e.now(), e.daemonStale()) {
-				continue
-			}
-			if err := tx.(store.Roll).DaemonDelete(d.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+			if err := tx.(store.Roll).DaemonDelete(d.ID); err != nil {
 				return err
 			}
 		}
@@ -134,29 +144,15 @@ func (e *Engine) readRoll(ctx context.Context) error {
 	})
 }
 
-// rollEntry reads one entry of the roll.
-func rollEntry(tx store.Tx, id string) (*store.Daemon, error) {
-	all, err := tx.(store.Roll).DaemonList()
-	if err != nil {
-		return nil, err
-	}
-	for _, d := range all {
-		if d.ID == id {
-			return d, nil
-		}
-	}
-	return nil, store.ErrNotFound
-}
-
-// stamped reports whether d's stamp is older than the staleness limit.
-func stamped(d *store.Daemon, now time.Time, stale time.Duration) bool {
+// departed reports whether d's stamp is older than the staleness limit.
+func departed(d *store.Daemon, now time.Time, stale time.Duration) bool {
 	return now.Sub(d.SeenAt) > stale
 }
 
 // splitRoll sorts a roll's entries into live and stale ones.
 func splitRoll(all []*store.Daemon, now time.Time, stale time.Duration) (live, gone []*store.Daemon) {
 	for _, d := range all {
-		if stamped(d, now, stale) {
+		if departed(d, now, stale) {
 			gone = append(gone, d)
 		} else {
 			live = append(live, d)
@@ -296,38 +292,67 @@ func (e *Engine) withheldTools(ctx context.Context, run *store.Run) []string {
 	return missing
 }
 
+// withheldRun is a run this engine withholds: the tools it lacks, and
+// whether it wrote the run's withheld event.
+type withheldRun struct {
+	missing []string
+	noted   bool
+}
+
+// withheldKnown returns what this engine remembers of runID withheld (nil
+// if nothing), so that a dispatch pass skips the run without reading it
+// again: a run's flow version never changes, and what this engine serves
+// changes only when ReportTools is told so, which forgets them all.
+func (e *Engine) withheldKnown(runID string) *withheldRun {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.withheld[runID]
+}
+
+// withhold remembers that this engine withholds runID for lack of missing.
+func (e *Engine) withhold(runID string, missing []string) *withheldRun {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	w := e.withheld[runID]
+	if w == nil {
+		if len(e.withheld) >= maxWithheldNoted {
+			clear(e.withheld)
+		}
+		w = &withheldRun{missing: missing}
+		e.withheld[runID] = w
+	}
+	return w
+}
+
 // noteWithheld writes a withheld event on the run, once per run and
 // engine, when no live daemon of the roll serves every tool missing here:
 // the run then waits, and says why, instead of failing or hanging silently.
-func (e *Engine) noteWithheld(ctx context.Context, run *store.Run, t *store.Task, missing []string) {
+func (e *Engine) noteWithheld(ctx context.Context, t *store.Task, w *withheldRun) {
 	if p := e.rollLive.Load(); p != nil {
 		for _, d := range *p {
-			if d.ID != e.holder && servesAll(d, missing) {
+			if d.ID != e.holder && servesAll(d, w.missing) {
 				return // another daemon takes it
 			}
 		}
 	}
 	e.mu.Lock()
-	if e.withheldNoted[run.ID] {
-		e.mu.Unlock()
+	noted := w.noted
+	w.noted = true
+	e.mu.Unlock()
+	if noted {
 		return
 	}
-	if len(e.withheldNoted) >= maxWithheldNoted {
-		clear(e.withheldNoted)
-	}
-	e.withheldNoted[run.ID] = true
-	e.mu.Unlock()
 	err := e.st.Update(ctx, func(tx store.Tx) error {
-		return appendEvent(tx, run.ID, evWithheld, t.Attempt, t.Node, map[string]any{
-			"tools":  missing,
+		return appendEvent(tx, t.RunID, evWithheld, t.Attempt, t.Node, map[string]any{
+			"tools":  w.missing,
 			"holder": e.holder,
-			"reason": fmt.Sprintf("no live daemon of the fleet serves %s: the run waits for one (until its queue deadline)", strings.Join(missing, ", ")),
+			"reason": fmt.Sprintf("no live daemon of the fleet serves %s: the run waits for one (until its queue deadline)", strings.Join(w.missing, ", ")),
 		}, e.now())
 	})
 	if err != nil {
-		e.log.Error("recording a withheld run", "run", run.ID, "error", err)
+		e.log.Error("recording a withheld run", "run", t.RunID, "error", err)
 	}
-	e.log.Warn("run withheld: no live daemon serves its tools", "run", run.ID, "tools", strings.Join(missing, ","))
+	e.log.Warn("run withheld: no live daemon serves its tools", "run", t.RunID, "tools", strings.Join(w.missing, ","))
 }
 
 func servesAll(d *store.Daemon, tools []string) bool {

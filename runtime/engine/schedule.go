@@ -95,6 +95,11 @@ func (e *Engine) dispatchReady(ctx context.Context) {
 				e.drop(ctx, t)
 				continue
 			}
+			if w := e.withheldKnown(t.RunID); w != nil {
+				held++
+				e.noteWithheld(ctx, t, w)
+				continue
+			}
 			ok, stop, h := e.dispatch(ctx, t)
 			if ok {
 				started++
@@ -170,7 +175,7 @@ func (e *Engine) dispatch(ctx context.Context, t *store.Task) (ok, stop, withhel
 		if !had {
 			e.ledger.CloseRun(run.ID)
 		}
-		e.noteWithheld(ctx, run, t, missing)
+		e.noteWithheld(ctx, t, e.withhold(run.ID, missing))
 		return false, false, true
 	}
 	cost, typ := e.taskType(ctx, run, t)
