@@ -308,6 +308,33 @@ func (n *Node) ArgPos(param string) Pos {
 	return n.Pos
 }
 
+// ToolUse is one place a flow names a tool it calls.
+type ToolUse struct {
+	Tool string
+	Node *Node
+	// Pos is where the script names the tool.
+	Pos Pos
+}
+
+// ToolUses lists every tool the flow's nodes call, in declaration order:
+// a task's or a tool fanout's tool, an agent's model tool and its tools.
+// The flows a node starts are runs of their own, with their own tools.
+func (f *Flow) ToolUses() []ToolUse {
+	var out []ToolUse
+	for _, n := range f.Nodes {
+		if n.Tool != "" {
+			out = append(out, ToolUse{Tool: n.Tool, Node: n, Pos: n.ArgPos("tool")})
+		}
+		if n.ModelTool != "" {
+			out = append(out, ToolUse{Tool: n.ModelTool, Node: n, Pos: n.ArgPos("model_tool")})
+		}
+		for i, t := range n.Tools {
+			out = append(out, ToolUse{Tool: t, Node: n, Pos: n.elemPos("tools", i)})
+		}
+	}
+	return out
+}
+
 // elemPos is the position of entry i of the list literal written for
 // param (tools = ["a", "b"]), or of the argument when it is no literal.
 func (n *Node) elemPos(param string, i int) Pos {

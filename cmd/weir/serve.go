@@ -211,6 +211,9 @@ func (d *serving) RescanPlugins(ctx context.Context) (*apitypes.PluginRescan, er
 		return nil, &engine.Error{Code: api.CodeConfig, Class: engine.ClassProtocol,
 			Message: fmt.Sprintf("reading the plugins directory %s: %v; the plugins in service are unchanged", d.pluginsDir, err)}
 	}
+	if err := d.eng.ReportTools(ctx); err != nil {
+		d.log.Error("reporting the plugins in service to the fleet's roll", "error", err)
+	}
 	out := &apitypes.PluginRescan{Added: orEmpty(res.Added), Upgraded: orEmpty(res.Upgraded), Removed: orEmpty(res.Removed),
 		Unavailable: []apitypes.PluginProblem{}, Tools: res.Tools, PluginsDir: absPath(d.pluginsDir)}
 	for _, p := range res.Unavailable {
@@ -298,6 +301,9 @@ func (d *serving) reload(ctx context.Context) (*apitypes.ReloadResult, error) {
 	d.cur = cand
 	d.info = apitypes.ConfigInfo{Version: version, File: cand.File, Hash: cand.Hash(), LoadedAt: time.Now().UTC(), Pinned: pinned}
 	res.Changed, res.Config = true, d.info
+	if err := d.eng.ReportTools(ctx); err != nil {
+		d.log.Error("reporting the plugins in service to the fleet's roll", "error", err)
+	}
 	d.log.Info("config reloaded", "version", version, "previous", res.Previous, "file", cand.File)
 	return res, nil
 }

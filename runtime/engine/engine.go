@@ -175,6 +175,14 @@ type Engine struct {
 	startedAt atomic.Int64
 	flowCache *flows.Cache // loaded flow versions, bounded by FlowCacheBytes
 
+	// The fleet's roll (roll.go): when this engine last renewed its entry
+	// (unix nanoseconds), the live entries it last read, and (under mu)
+	// the tools it last reported and the runs it withholds.
+	rollStamped atomic.Int64
+	rollLive    atomic.Pointer[[]*store.Daemon]
+	lastPins    map[string]string
+	withheld    map[string]*withheldRun
+
 	stats *stats
 	clock clock.Clock
 }
@@ -225,6 +233,7 @@ func Open(cfg Config) (*Engine, error) {
 		dispatched: map[string]bool{},
 		live:       map[string]*liveRun{},
 		items:      map[string]*liveRun{},
+		withheld:   map[string]*withheldRun{},
 		queued:     queuedRuns{ids: map[string]struct{}{}},
 		flowCache:  flows.NewCache(c.FlowCacheBytes, flows.Loader{}),
 		stats:      newStats(),
@@ -263,6 +272,9 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err := e.recover(ctx); err != nil {
 		return fmt.Errorf("engine: recovery: %w", err)
 	}
+	if err := e.ReportTools(ctx); err != nil {
+		return fmt.Errorf("engine: writing this daemon's entry in the fleet's roll: %w", err)
+	}
 	e.started.Store(true)
 	go e.schedule()
 	if w, ok := e.st.(store.Waker); ok && e.st.Capabilities().Shared {
@@ -294,6 +306,7 @@ func (e *Engine) kick() {
 func (e *Engine) Stop(ctx context.Context) error {
 	e.closeAdmission(CodeDraining, "the engine is stopping")
 	e.draining.Store(true)
+	e.leaveRoll(ctx)
 	select {
 	case <-e.stop:
 	default:

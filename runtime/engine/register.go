@@ -82,7 +82,25 @@ func (e *Engine) RegisterAs(ctx context.Context, owner string, files []SourceFil
 	for _, v := range vs {
 		res.Flows = append(res.Flows, RegisteredFlow{Name: v.Flow.Name, Hash: v.Flow.Hash, Doc: v.Flow.Doc, Nodes: len(v.Flow.Nodes), Input: v.Flow.Input, Owner: owner})
 	}
+	if len(vs) > 0 && ds.Err() == nil {
+		res.Diagnostics = append(res.Diagnostics, e.registeredFleetWarnings(ctx, vs)...)
+	}
 	return res, nil
+}
+
+// registeredFleetWarnings warns of the registered flows' tools that some
+// live daemon of the fleet lacks or has from another plugin binary. The
+// versions are stored: a roll that cannot be read is logged, not an error.
+func (e *Engine) registeredFleetWarnings(ctx context.Context, vs []*flows.Version) flows.Diagnostics {
+	fs := make([]*flows.Flow, len(vs))
+	for i, v := range vs {
+		fs[i] = v.Flow
+	}
+	ws, err := e.fleetWarnings(ctx, fs)
+	if err != nil {
+		e.log.Error("reading the fleet's roll for a registration's warnings", "error", err)
+	}
+	return ws
 }
 
 // flowOwnerErr says a name belongs to someone else, or is nil.

@@ -30,6 +30,7 @@ func (e *Engine) schedule() {
 				e.rescueExpired(context.Background())
 				if e.st.Capabilities().Shared {
 					e.forgetStarted(context.Background())
+					e.stampRoll(context.Background())
 				}
 			}
 			e.dropOverdue(context.Background())
@@ -43,6 +44,11 @@ func (e *Engine) schedule() {
 // slices. Tasks refused for lack of a slot or in-flight budget stay queued
 // until their queue deadline; past it they are dropped with a reason.
 func (e *Engine) dispatchReady(ctx context.Context) {
+	// withheld counts the tasks of the last pass that this engine does not
+	// serve every tool for (roll.go): the next pass lists that many more,
+	// so a queue headed by other daemons' work does not hide from this
+	// one the work it can take.
+	withheld := 0
 	for {
 		snap := e.ledger.Snapshot()
 		free := snap.Slots - snap.Held
@@ -52,10 +58,11 @@ func (e *Engine) dispatchReady(ctx context.Context) {
 		e.mu.Lock()
 		inHand := len(e.dispatched)
 		e.mu.Unlock()
+		limit, held := free+inHand+withheld, 0
 		var tasks []*store.Task
 		err := e.st.View(ctx, func(tx store.Tx) error {
 			var err error
-			tasks, err = tx.TaskListReady(e.now(), free+inHand)
+			tasks, err = tx.TaskListReady(e.now(), limit)
 			return err
 		})
 		if err != nil {
@@ -88,9 +95,17 @@ func (e *Engine) dispatchReady(ctx context.Context) {
 				e.drop(ctx, t)
 				continue
 			}
-			ok, stop := e.dispatch(ctx, t)
+			if w := e.withheldKnown(t.RunID); w != nil {
+				held++
+				e.noteWithheld(ctx, t, w)
+				continue
+			}
+			ok, stop, h := e.dispatch(ctx, t)
 			if ok {
 				started++
+			}
+			if h {
+				held++
 			}
 			if stop {
 				blocked = true
@@ -98,8 +113,11 @@ func (e *Engine) dispatchReady(ctx context.Context) {
 			}
 		}
 		// Another pass only if this one filled what it listed and slots
-		// may remain: a full page means more tasks may be ready.
-		if blocked || started == 0 || len(tasks) < free+inHand {
+		// may remain (a full page means more tasks may be ready), and it
+		// started a task or found more withheld ones to look past.
+		grew := held > withheld
+		withheld = held
+		if blocked || (started == 0 && !grew) || len(tasks) < limit || withheld > MaxWithheldScan {
 			return
 		}
 	}
@@ -144,12 +162,21 @@ func (e *Engine) dropOverdue(ctx context.Context) {
 
 // dispatch tries to admit t: a slot and a budget slice for the cost of the
 // node it runs next. stop says the scheduler should not try further tasks
-// on this pass (no slot or no in-flight budget left).
-func (e *Engine) dispatch(ctx context.Context, t *store.Task) (ok, stop bool) {
+// on this pass (no slot or no in-flight budget left); withheld, that t is
+// left to a daemon of the fleet that serves every tool of its flow.
+func (e *Engine) dispatch(ctx context.Context, t *store.Task) (ok, stop, withheld bool) {
+	had := e.ledger.HasRun(t.RunID)
 	run, err := e.ensureAccount(ctx, t.RunID, t.Kind == store.TaskStep)
 	if err != nil {
 		e.log.Error("opening run account", "run", t.RunID, "error", err)
-		return false, false
+		return false, false, false
+	}
+	if missing := e.withheldTools(ctx, run); len(missing) > 0 {
+		if !had {
+			e.ledger.CloseRun(run.ID)
+		}
+		e.noteWithheld(ctx, t, e.withhold(run.ID, missing))
+		return false, false, true
 	}
 	cost, typ := e.taskType(ctx, run, t)
 	slice, why, granted := e.ledger.Acquire(t.RunID, cost)
@@ -162,14 +189,14 @@ func (e *Engine) dispatch(ctx context.Context, t *store.Task) (ok, stop bool) {
 	}
 	if !granted {
 		e.stats.admissionBlocked(string(why))
-		return false, true
+		return false, true, false
 	}
 	e.mu.Lock()
 	e.dispatched[t.ID] = true
 	e.mu.Unlock()
 	e.wg.Add(1)
 	go e.work(t, typ, slice, overBudget)
-	return true, false
+	return true, false, false
 }
 
 // ensureAccount reads the run and opens its ledger account if this

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/weirhq/weir/flows"
 	"github.com/weirhq/weir/runtime/store"
 )
 
@@ -165,5 +167,73 @@ func TestSpread(t *testing.T) {
 		if tk.ID != fmt.Sprint(i) {
 			t.Fatal("spread changed the page it was given")
 		}
+	}
+}
+
+// TestRollWarnings: each place a flow names a tool that a live daemon
+// other than the registering one lacks, or serves from another plugin
+// binary, gets one warning naming those daemons; agreeing daemons and the
+// registering daemon itself none.
+func TestRollWarnings(t *testing.T) {
+	t.Parallel()
+	f := &flows.Flow{Name: "f", Nodes: []*flows.Node{
+		{ID: "a", Kind: flows.KindTask, Tool: "x.one"},
+		{ID: "b", Kind: flows.KindTask, Tool: "y.two"},
+		{ID: "c", Kind: flows.KindAgent, ModelTool: "llm.chat", Tools: []string{"x.one"}},
+	}}
+	pins := map[string]string{"x.one": "aaaa", "y.two": "bbbb", "llm.chat": "cccc"}
+	same := &store.Daemon{ID: "h_same", Tools: pins}
+	self := &store.Daemon{ID: "h_self"} // serves nothing: it is the registrant, never checked
+	lacks := &store.Daemon{ID: "h_lacks", Host: "box", PID: 7, Tools: map[string]string{"x.one": "aaaa", "llm.chat": "cccc"}}
+	other := &store.Daemon{ID: "h_other", Tools: map[string]string{"x.one": "ffff", "y.two": "bbbb", "llm.chat": "cccc"}}
+	for _, tc := range []struct {
+		name string
+		live []*store.Daemon
+		n    int      // warnings
+		want []string // what some warning says, each
+	}{
+		{"agree", []*store.Daemon{self, same}, 0, nil},
+		{"lacks", []*store.Daemon{self, same, lacks}, 1, []string{`"y.two": daemon h_lacks (box pid 7) of the fleet does not serve it`}},
+		{"another binary", []*store.Daemon{other}, 2, []string{
+			`task "a"`, `"x.one": daemon h_other (plugin ffff) serves it from another plugin binary than this daemon (plugin aaaa)`,
+			`agent "c"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ds := rollWarnings("h_self", pins, tc.live, []*flows.Flow{f})
+			var got []string
+			for _, d := range ds {
+				if d.Code != CodeFleetTools || d.Severity != flows.SeverityWarning {
+					t.Fatalf("diagnostic %+v, want a %s warning", d, CodeFleetTools)
+				}
+				got = append(got, d.Message)
+			}
+			if len(got) != tc.n {
+				t.Fatalf("warnings %q, want %d", got, tc.n)
+			}
+			for _, w := range tc.want {
+				found := false
+				for _, g := range got {
+					found = found || strings.Contains(g, w)
+				}
+				if !found {
+					t.Fatalf("warnings %q, none says %q", got, w)
+				}
+			}
+		})
+	}
+}
+
+// TestSplitRoll: an entry stamped longer ago than the staleness limit is
+// departed; one stamped exactly at the limit is still live.
+func TestSplitRoll(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1000, 0)
+	stale := 60 * time.Second
+	fresh := &store.Daemon{ID: "fresh", SeenAt: now.Add(-time.Second)}
+	edge := &store.Daemon{ID: "edge", SeenAt: now.Add(-stale)}
+	gone := &store.Daemon{ID: "gone", SeenAt: now.Add(-stale - time.Nanosecond)}
+	live, departed := splitRoll([]*store.Daemon{fresh, edge, gone}, now, stale)
+	if len(live) != 2 || live[0] != fresh || live[1] != edge || len(departed) != 1 || departed[0] != gone {
+		t.Fatalf("live %v departed %v", live, departed)
 	}
 }

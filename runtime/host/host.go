@@ -474,6 +474,18 @@ func (h *Host) Tools() []ToolManifest {
 	return out
 }
 
+// ToolPins maps every callable tool to the hex SHA-256 of the pinned
+// plugin binary that declares it: what a daemon reports to its fleet's
+// roll (engine.ToolPinner).
+func (h *Host) ToolPins() map[string]string {
+	tools := h.set.Load().tools
+	out := make(map[string]string, len(tools))
+	for name, t := range tools {
+		out[name] = encodeSum(t.plugin.sum)
+	}
+	return out
+}
+
 // Restarts returns, per plugin, how many times it was relaunched after its
 // first launch (crashes, hangs killed at their deadline).
 func (h *Host) Restarts() map[string]int64 {

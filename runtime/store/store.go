@@ -107,6 +107,36 @@ type TaskLocker interface {
 	TaskLock(id string) (ok bool, err error)
 }
 
+// Roll is an optional ability of a Tx of a shared store: the fleet's roll
+// of daemons, each with the tools it serves and when it last said it was
+// alive (docs/design.md §10). Registration warns of a flow whose tools
+// some live daemon lacks or has from another plugin binary. A store that
+// only one engine uses has no roll: the engine's own tools are the fleet's.
+type Roll interface {
+	// DaemonPut inserts or replaces a daemon's entry.
+	DaemonPut(d *Daemon) error
+	// DaemonDelete removes a daemon's entry (ErrNotFound if missing).
+	DaemonDelete(id string) error
+	// DaemonList returns every entry, live or stale, in id order.
+	DaemonList() ([]*Daemon, error)
+}
+
+// Daemon is one daemon of a fleet as it last reported itself.
+type Daemon struct {
+	// ID is the engine's lease holder id: unique per process.
+	ID   string `json:"id"`
+	Host string `json:"host,omitempty"`
+	PID  int    `json:"pid,omitempty"`
+	// Tools maps every tool the daemon serves to the SHA-256 of the plugin
+	// binary that declares it ("" where the daemon's tools are not plugins).
+	Tools     map[string]string `json:"tools"`
+	StartedAt time.Time         `json:"started_at"`
+	// SeenAt is the liveness stamp, renewed while the daemon runs: an
+	// entry not renewed within the engine's staleness limit is a departed
+	// daemon's and counts for nothing.
+	SeenAt time.Time `json:"seen_at"`
+}
+
 // RunCounter is an optional ability of a Tx: counting the runs in one
 // phase without reading them (an index walk, a COUNT). The engine checks
 // for it and otherwise lists the runs, which reads every record.

@@ -333,3 +333,67 @@ func TestSharedSessionsEndStalledTransactions(t *testing.T) {
 		t.Fatalf("unshared: %s, want the server's 0", got)
 	}
 }
+
+// TestRoll: the fleet's roll keeps each daemon's entry whole, replaces it
+// on a second put, lists in id order, refuses a bad id with nothing
+// written, and deletes (ErrNotFound for an entry not there).
+func TestRoll(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, Options{Shared: true})
+	seen := time.Unix(1700000000, 123456789).UTC()
+	b := &store.Daemon{ID: "h_b", Host: "box", PID: 9, Tools: map[string]string{"mail.send": "ab"}, SeenAt: seen}
+	put := func(ds ...*store.Daemon) error {
+		return s.Update(ctx, func(tx store.Tx) error {
+			for _, d := range ds {
+				if err := tx.(store.Roll).DaemonPut(d); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	list := func() []*store.Daemon {
+		t.Helper()
+		var out []*store.Daemon
+		if err := s.View(ctx, func(tx store.Tx) error {
+			var err error
+			out, err = tx.(store.Roll).DaemonList()
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if err := put(b, &store.Daemon{ID: "h_a", SeenAt: seen}); err != nil {
+		t.Fatal(err)
+	}
+	later := *b
+	later.SeenAt = seen.Add(time.Second)
+	later.Tools = map[string]string{"mail.send": "cd"}
+	if err := put(&later); err != nil {
+		t.Fatal(err)
+	}
+	got := list()
+	if len(got) != 2 || got[0].ID != "h_a" || got[1].ID != "h_b" || !got[1].SeenAt.Equal(later.SeenAt) ||
+		got[1].Tools["mail.send"] != "cd" || got[1].Host != "box" || got[1].PID != 9 {
+		t.Fatalf("roll %+v %+v, want h_a then h_b as put last", got[0], got[1])
+	}
+	if err := put(&store.Daemon{ID: "h_c"}, &store.Daemon{ID: "bad\x00id"}); err == nil {
+		t.Fatal("a daemon id with NUL was accepted")
+	}
+	if n := len(list()); n != 2 {
+		t.Fatalf("%d entries after a refused put, want 2", n)
+	}
+	del := func(id string) error {
+		return s.Update(ctx, func(tx store.Tx) error { return tx.(store.Roll).DaemonDelete(id) })
+	}
+	if err := del("h_a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := del("h_a"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("deleting a missing entry: %v, want ErrNotFound", err)
+	}
+	if got := list(); len(got) != 1 || got[0].ID != "h_b" {
+		t.Fatalf("roll after delete: %v", got)
+	}
+}

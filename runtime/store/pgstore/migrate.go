@@ -16,6 +16,16 @@ import (
 // The schema's versions are SQL files named NNNN_what.sql, applied in
 // order, each once, in one transaction with the row that records it.
 //
+// Rolling upgrades: each file's first line declares its compatibility,
+// "-- compat: expand" (a weir that knows only the versions before it keeps
+// running on the schema: new tables, nullable or defaulted columns, new
+// indexes) or "-- compat: contract" (an older weir must not run on it:
+// dropped or renamed columns, new NOT NULL columns it would not fill).
+// The schema records each version's compatibility; the oldest weir able to
+// run on it knows the latest contract version. So a change that breaks the
+// previous release ships in two: the expand first, the contract (removing
+// what the previous release needed) one release later (docs/releasing.md).
+//
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
@@ -24,7 +34,14 @@ type migration struct {
 	version int
 	name    string
 	sql     string
+	// contract: a weir that does not know this version must not run on a
+	// schema that has it.
+	contract bool
 }
+
+// declaredFrom is the first version that must declare its compatibility;
+// the versions before it predate the rule and are contracts.
+const declaredFrom = 3
 
 // ErrSchemaNewer: the database's schema was made by a newer weir than this
 // one. Opening it could misread or damage what the newer release wrote, so
@@ -46,11 +63,15 @@ const storeLock = migrationLock + 1
 // the order of their numbers even with several writers.
 const eventLock = migrationLock + 2
 
-// schemaMigrationsDDL makes the table that records the versions applied.
+// schemaMigrationsDDL makes the table that records the versions applied,
+// and their compatibility (contract: the versions recorded before the
+// column existed were all contracts, and a weir that predates it records
+// only those).
 const schemaMigrationsDDL = `CREATE TABLE IF NOT EXISTS schema_migrations (
 	version integer PRIMARY KEY,
 	name text NOT NULL,
-	applied_at timestamptz NOT NULL DEFAULT now())`
+	applied_at timestamptz NOT NULL DEFAULT now());
+ALTER TABLE schema_migrations ADD COLUMN IF NOT EXISTS contract boolean NOT NULL DEFAULT true`
 
 // migrations returns the embedded migrations in version order. Versions
 // start at 1 and have no gaps.
@@ -70,7 +91,18 @@ func migrations() ([]migration, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, migration{version: v, name: strings.TrimSuffix(rest, ".sql"), sql: string(b)})
+		m := migration{version: v, name: strings.TrimSuffix(rest, ".sql"), sql: string(b), contract: true}
+		first, _, _ := strings.Cut(m.sql, "\n")
+		switch strings.TrimSpace(first) {
+		case "-- compat: expand":
+			m.contract = false
+		case "-- compat: contract":
+		default:
+			if v >= declaredFrom {
+				return nil, fmt.Errorf("pgstore: migration file %s does not begin with -- compat: expand or -- compat: contract", e.Name())
+			}
+		}
+		out = append(out, m)
 	}
 	slices.SortFunc(out, func(a, b migration) int { return a.version - b.version })
 	for i, m := range out {
@@ -90,19 +122,18 @@ func SchemaVersion() int {
 	return ms[len(ms)-1].version
 }
 
-// migrate brings the schema of conn's current schema up to date, under an
-// advisory lock held until its transaction ends: of several daemons
-// starting at once on one database, one migrates and the others find the
-// schema current. A schema newer than this weir is refused
-// (ErrSchemaNewer). It returns the versions it applied.
-func migrate(ctx context.Context, conn *pgx.Conn) (applied []int, err error) {
-	ms, err := migrations()
-	if err != nil {
-		return nil, err
-	}
+// migrate brings the schema of conn's current schema up to date with ms
+// (the embedded migrations, or the first of them where a test plays an
+// older weir), under an advisory lock held until its transaction ends: of
+// several daemons starting at once on one database, one migrates and the
+// others find the schema current. A schema newer than ms is used as it is
+// if every version past ms is an expand, and refused otherwise
+// (ErrSchemaNewer). It returns the versions it applied, and the schema's
+// version when that is newer than ms (else 0).
+func migrate(ctx context.Context, conn *pgx.Conn, ms []migration) (applied []int, newer int, err error) {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer func() {
 		if err != nil {
@@ -111,37 +142,42 @@ func migrate(ctx context.Context, conn *pgx.Conn) (applied []int, err error) {
 	}()
 	var schema *string
 	if err := tx.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if schema == nil {
-		return nil, errors.New("pgstore: no schema of the search path exists: create it, or set search_path in the store URL to one that does")
+		return nil, 0, errors.New("pgstore: no schema of the search path exists: create it, or set search_path in the store URL to one that does")
 	}
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext(current_schema()))`, int32(migrationLock)); err != nil {
-		return nil, fmt.Errorf("pgstore: taking the migration lock: %w", err)
+		return nil, 0, fmt.Errorf("pgstore: taking the migration lock: %w", err)
 	}
 	if _, err := tx.Exec(ctx, schemaMigrationsDDL); err != nil {
-		return nil, fmt.Errorf("pgstore: creating schema_migrations in %s: %w", *schema, err)
+		return nil, 0, fmt.Errorf("pgstore: creating schema_migrations in %s: %w", *schema, err)
 	}
-	var cur int
-	if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM schema_migrations`).Scan(&cur); err != nil {
-		return nil, err
+	var cur, oldest int
+	if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0), coalesce(max(version) FILTER (WHERE contract), 0)
+		FROM schema_migrations`).Scan(&cur, &oldest); err != nil {
+		return nil, 0, err
 	}
 	known := len(ms)
 	if cur > known {
-		return nil, fmt.Errorf("%w: schema %q is at version %d and this weir knows versions up to %d: run a weir at least as new as the one that migrated it",
-			ErrSchemaNewer, *schema, cur, known)
+		if oldest > known {
+			return nil, 0, fmt.Errorf("%w: schema %q is at version %d, which needs a weir that knows version %d or later, and this weir knows versions up to %d: run a weir at least as new as the one that migrated it",
+				ErrSchemaNewer, *schema, cur, oldest, known)
+		}
+		// Expanded by a newer weir in a way this one still runs on.
+		return nil, cur, tx.Commit(ctx)
 	}
 	for _, m := range ms[cur:] {
 		if _, err := tx.Exec(ctx, m.sql); err != nil {
-			return nil, fmt.Errorf("pgstore: migration %d (%s): %w", m.version, m.name, err)
+			return nil, 0, fmt.Errorf("pgstore: migration %d (%s): %w", m.version, m.name, err)
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.version, m.name); err != nil {
-			return nil, err
+		if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name, contract) VALUES ($1, $2, $3)`, m.version, m.name, m.contract); err != nil {
+			return nil, 0, err
 		}
 		applied = append(applied, m.version)
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return nil, fmt.Errorf("pgstore: committing the schema: %w", err)
+		return nil, 0, fmt.Errorf("pgstore: committing the schema: %w", err)
 	}
-	return applied, nil
+	return applied, 0, nil
 }

@@ -258,3 +258,92 @@ func TestNewerRecordVersionRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestMigrationsDeclareCompat: every migration from declaredFrom on says
+// whether it is an expand or a contract; 0003 (the fleet's roll, a new
+// table) is an expand.
+func TestMigrationsDeclareCompat(t *testing.T) {
+	t.Parallel()
+	ms, err := migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		first, _, _ := strings.Cut(m.sql, "\n")
+		if m.version >= declaredFrom && !strings.HasPrefix(first, "-- compat: ") {
+			t.Errorf("migration %d (%s) declares no compatibility", m.version, m.name)
+		}
+	}
+	if ms[0].contract != true || ms[1].contract != true || ms[2].contract != false {
+		t.Fatalf("compat of 1, 2, 3: contract %v %v %v, want true true false", ms[0].contract, ms[1].contract, ms[2].contract)
+	}
+}
+
+// TestRollingUpgrade plays a rolling upgrade with the migration list cut
+// short for the previous release's weir: it makes the schema at its own
+// version; the current weir, opened beside it, migrates to the latest;
+// the previous one keeps writing and reading, and a restart of it opens
+// the expanded schema. A weir older than the latest contract (version 1,
+// against 0002's NOT NULL columns) is refused with both versions named,
+// and nothing is changed.
+func TestRollingUpgrade(t *testing.T) {
+	t.Parallel()
+	u := pgtest.Schema(t)
+	prev := SchemaVersion() - 1
+	old, err := Open(ctx, u, Options{Shared: true, known: prev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	if got := len(schemaVersions(t, u)); got != prev {
+		t.Fatalf("the previous weir made %d versions, want %d", got, prev)
+	}
+	cur, err := Open(ctx, u, Options{Shared: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cur.Close()
+	if got := len(schemaVersions(t, u)); got != SchemaVersion() {
+		t.Fatalf("the current weir left %d versions, want %d", got, SchemaVersion())
+	}
+	write := func(s *Store, id string) {
+		t.Helper()
+		now := time.Now()
+		if err := s.Update(ctx, func(tx store.Tx) error {
+			if err := tx.RunInsert(&store.Run{ID: id, Flow: "f", Owner: "o", Phase: store.PhaseQueued, CreatedAt: now, UpdatedAt: now}); err != nil {
+				return err
+			}
+			return tx.TaskPut(&store.Task{ID: id + "/t", RunID: id, Kind: store.TaskStep, ReadyAt: now, CreatedAt: now})
+		}); err != nil {
+			t.Fatalf("write %s: %v", id, err)
+		}
+	}
+	write(old, "r-old")
+	write(cur, "r-cur")
+	old.Close()
+	again, err := Open(ctx, u, Options{Shared: true, known: prev})
+	if err != nil {
+		t.Fatalf("the previous weir on the expanded schema: %v", err)
+	}
+	write(again, "r-again")
+	if err := again.View(ctx, func(tx store.Tx) error {
+		for _, id := range []string{"r-old", "r-cur", "r-again"} {
+			if _, err := tx.RunGet(id); err != nil {
+				return fmt.Errorf("%s: %w", id, err)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	again.Close()
+
+	_, err = Open(ctx, u, Options{Shared: true, known: 1})
+	if !errors.Is(err, ErrSchemaNewer) || !strings.Contains(err.Error(), fmt.Sprintf("at version %d", SchemaVersion())) ||
+		!strings.Contains(err.Error(), "needs a weir that knows version 2 or later") || !strings.Contains(err.Error(), "up to 1") {
+		t.Fatalf("a weir two releases behind: %v, want ErrSchemaNewer naming versions %d, 2 and 1", err, SchemaVersion())
+	}
+	if got := len(schemaVersions(t, u)); got != SchemaVersion() {
+		t.Fatalf("%d versions after the refusal, want %d", got, SchemaVersion())
+	}
+}

@@ -102,6 +102,10 @@ type Options struct {
 	// and Updates without group commit use the others. Default
 	// DefaultMaxConns; at least 2.
 	MaxConns int32
+
+	// known, if set, limits the migrations this store knows to the first
+	// known: a test plays the weir of an earlier release with it.
+	known int
 }
 
 func (o Options) withDefaults() Options {
@@ -178,9 +182,16 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("pgstore: connecting to %s: %w", storeurl.Redact(rawURL), err)
 	}
 	var applied []int
-	err = checkDurable(ctx, conn.Conn())
+	var newer int
+	ms, err := migrations()
+	if err == nil && opts.known > 0 {
+		ms = ms[:min(opts.known, len(ms))]
+	}
 	if err == nil {
-		applied, err = migrate(ctx, conn.Conn())
+		err = checkDurable(ctx, conn.Conn())
+	}
+	if err == nil {
+		applied, newer, err = migrate(ctx, conn.Conn(), ms)
 	}
 	if err != nil {
 		conn.Release()
@@ -200,6 +211,10 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 	}
 	if len(applied) > 0 {
 		opts.Logger.Info("schema migrated", "versions", applied, "database", storeurl.Redact(rawURL))
+	}
+	if newer > 0 {
+		opts.Logger.Warn("the schema was expanded by a newer weir; this one still runs on it: upgrade it",
+			"schema_version", newer, "known_up_to", len(ms), "database", storeurl.Redact(rawURL))
 	}
 	s := &Store{pool: pool, opts: opts, lock: lock, quit: make(chan struct{}), done: make(chan struct{}), rawURL: rawURL}
 	if opts.Shared {

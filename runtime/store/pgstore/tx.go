@@ -1180,3 +1180,41 @@ func (t *storeTx) TaskLock(id string) (bool, error) {
 }
 
 var _ store.TaskLocker = (*storeTx)(nil)
+
+// ---- the fleet's roll (store.Roll) ----
+
+var _ store.Roll = (*storeTx)(nil)
+
+func (t *storeTx) DaemonPut(d *store.Daemon) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if err := store.CheckID("daemon id", d.ID); err != nil {
+		return err
+	}
+	data, err := encode(d)
+	if err != nil {
+		return err
+	}
+	if err := t.charge("dm\x00"+d.ID, len(data)); err != nil {
+		return err
+	}
+	t.put(`INSERT INTO daemons (id, seen_ns, v, data) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (id) DO UPDATE SET seen_ns = excluded.seen_ns, v = excluded.v, data = excluded.data`,
+		d.ID, nanos(d.SeenAt), recordV1, data)
+	return nil
+}
+
+func (t *storeTx) DaemonDelete(id string) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
+	return t.deleteOne("daemon "+id, `DELETE FROM daemons WHERE id = $1`, id)
+}
+
+func (t *storeTx) DaemonList() ([]*store.Daemon, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	return listRecords[store.Daemon](t, `SELECT v, data FROM daemons ORDER BY id`)
+}

@@ -1,0 +1,365 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/runtime/store"
+)
+
+// A fleet agrees on its plugins (docs/design.md §10). Each engine on a
+// shared store that keeps a roll (store.Roll) writes its entry there, the
+// tools it serves with their plugins' checksums, at start, when its tools
+// change (ReportTools) and on the scheduler's tick, which renews the
+// entry's liveness stamp; Stop takes it out. Registration reads the roll
+// and warns of a flow whose tools a live daemon lacks or has from another
+// binary. Dispatch needs no roll: an engine takes no task of a run whose
+// flow calls a tool it does not serve (withheldTools), so another daemon
+// takes it; the roll only says whether any live daemon can.
+
+// ToolPinner is an optional ability of Config.Tools: the tools served now,
+// each with the SHA-256 of the plugin binary that declares it (the plugin
+// host has it). An engine whose Tools lack it writes no roll entry.
+type ToolPinner interface {
+	ToolPins() map[string]string
+}
+
+// DaemonStaleLeases is the staleness limit of the roll, in lease timeouts:
+// an entry whose stamp is older than DaemonStaleLeases × LeaseTimeout
+// (60 s by default) is a departed daemon's. It counts for nothing and the
+// next stamping daemon deletes it. Entries are renewed every third of a
+// lease timeout, so a live daemon misses five renewals before it looks
+// departed.
+const DaemonStaleLeases = 2
+
+// CodeFleetTools is the warning a registration on a fleet answers with for
+// each tool of the flows registered that a live daemon lacks or serves
+// from another plugin binary.
+const CodeFleetTools flows.Code = "W_FLEET_TOOLS"
+
+// evWithheld: no live daemon of the fleet serves every tool the run's flow
+// calls, so its work waits in the queue (until its queue deadline).
+const evWithheld = "withheld"
+
+// MaxWithheldScan bounds how many withheld tasks one dispatch call looks
+// past to find work this engine serves the tools of: a daemon that lacks
+// a tool sees at most this many of other daemons' tasks ahead of its own
+// per wake-up.
+const MaxWithheldScan = 4096
+
+// maxWithheldNoted bounds the runs an engine remembers having written a
+// withheld event for; past it the memory is cleared (an event may then be
+// written again).
+const maxWithheldNoted = 10000
+
+// rolling reports whether this engine keeps a roll entry.
+func (e *Engine) rolling() bool {
+	if !e.st.Capabilities().Shared {
+		return false
+	}
+	_, ok := e.tools.(ToolPinner)
+	return ok
+}
+
+// daemonStale is the staleness limit of roll entries.
+func (e *Engine) daemonStale() time.Duration {
+	return DaemonStaleLeases * e.config().LeaseTimeout
+}
+
+// ReportTools writes this engine's roll entry now, with the tools served
+// now: the daemon calls it after its plugins were rescanned or its config
+// reloaded. On a store without a roll it does nothing.
+func (e *Engine) ReportTools(ctx context.Context) error {
+	if !e.rolling() {
+		return nil
+	}
+	now := e.now()
+	pins := e.tools.(ToolPinner).ToolPins()
+	self := &store.Daemon{ID: e.holder, PID: os.Getpid(), Tools: pins,
+		StartedAt: time.Unix(0, e.startedAt.Load()).UTC(), SeenAt: now}
+	self.Host, _ = os.Hostname()
+	err := e.st.Update(ctx, func(tx store.Tx) error {
+		r, ok := tx.(store.Roll)
+		if !ok {
+			return errNoRoll
+		}
+		return r.DaemonPut(self)
+	})
+	if errors.Is(err, errNoRoll) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	e.rollStamped.Store(now.UnixNano())
+	e.mu.Lock()
+	if !maps.Equal(pins, e.lastPins) {
+		// Served tools changed: decide each withheld run again.
+		clear(e.withheld)
+		e.lastPins = pins
+	}
+	e.mu.Unlock()
+	return e.readRoll(ctx)
+}
+
+var errNoRoll = errors.New("engine: the store keeps no roll")
+
+// readRoll keeps the live entries of the roll for dispatch to consult, and
+// deletes the stale ones.
+func (e *Engine) readRoll(ctx context.Context) error {
+	var all []*store.Daemon
+	if err := e.st.View(ctx, func(tx store.Tx) error {
+		var err error
+		all, err = tx.(store.Roll).DaemonList()
+		return err
+	}); err != nil {
+		return err
+	}
+	live, stale := splitRoll(all, e.now(), e.daemonStale())
+	e.rollLive.Store(&live)
+	if len(stale) == 0 {
+		return nil
+	}
+	return e.st.Update(ctx, func(tx store.Tx) error {
+		// Read again: a daemon may have come back since.
+		all, err := tx.(store.Roll).DaemonList()
+		if err != nil {
+			return err
+		}
+		_, stale := splitRoll(all, e.now(), e.daemonStale())
+		for _, d := range stale {
+			if err := tx.(store.Roll).DaemonDelete(d.ID); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// departed reports whether d's stamp is older than the staleness limit.
+func departed(d *store.Daemon, now time.Time, stale time.Duration) bool {
+	return now.Sub(d.SeenAt) > stale
+}
+
+// splitRoll sorts a roll's entries into live and stale ones.
+func splitRoll(all []*store.Daemon, now time.Time, stale time.Duration) (live, gone []*store.Daemon) {
+	for _, d := range all {
+		if departed(d, now, stale) {
+			gone = append(gone, d)
+		} else {
+			live = append(live, d)
+		}
+	}
+	return live, gone
+}
+
+// stampRoll renews this engine's entry when a third of a lease timeout has
+// passed since the last: called on the scheduler's tick.
+func (e *Engine) stampRoll(ctx context.Context) {
+	if !e.rolling() || e.now().Sub(time.Unix(0, e.rollStamped.Load())) < e.config().LeaseTimeout/3 {
+		return
+	}
+	if err := e.ReportTools(ctx); err != nil {
+		e.log.Error("renewing this daemon's entry in the fleet's roll", "error", err)
+	}
+}
+
+// leaveRoll takes this engine's entry out of the roll as it stops.
+func (e *Engine) leaveRoll(ctx context.Context) {
+	if !e.rolling() {
+		return
+	}
+	err := e.st.Update(ctx, func(tx store.Tx) error {
+		r, ok := tx.(store.Roll)
+		if !ok {
+			return nil
+		}
+		return r.DaemonDelete(e.holder)
+	})
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		e.log.Error("leaving the fleet's roll", "error", err)
+	}
+}
+
+// fleetWarnings reads the roll and warns of every tool of the flows just
+// registered that a live daemon other than this one lacks, or serves from
+// another plugin binary than this one (which registered them, so serves
+// them all). Nothing is refused: a fleet mid-upgrade differs for a while.
+func (e *Engine) fleetWarnings(ctx context.Context, fs []*flows.Flow) (flows.Diagnostics, error) {
+	if !e.rolling() {
+		return nil, nil
+	}
+	var all []*store.Daemon
+	if err := e.st.View(ctx, func(tx store.Tx) error {
+		r, ok := tx.(store.Roll)
+		if !ok {
+			return nil
+		}
+		var err error
+		all, err = r.DaemonList()
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	live, _ := splitRoll(all, e.now(), e.daemonStale())
+	return rollWarnings(e.holder, e.tools.(ToolPinner).ToolPins(), live, fs), nil
+}
+
+// rollWarnings is the decision of fleetWarnings: one warning per place a
+// flow names a tool that some live daemon other than self lacks or serves
+// at another checksum than pins says, naming those daemons.
+func rollWarnings(self string, pins map[string]string, live []*store.Daemon, fs []*flows.Flow) flows.Diagnostics {
+	var ds flows.Diagnostics
+	for _, f := range fs {
+		for _, u := range f.ToolUses() {
+			var lack, differ []string
+			for _, d := range live {
+				if d.ID == self {
+					continue
+				}
+				sum, ok := d.Tools[u.Tool]
+				switch {
+				case !ok:
+					lack = append(lack, daemonName(d))
+				case sum != pins[u.Tool]:
+					differ = append(differ, fmt.Sprintf("%s (plugin %s)", daemonName(d), short12(sum)))
+				}
+			}
+			var msg []string
+			if len(lack) > 0 {
+				msg = append(msg, fmt.Sprintf("daemon %s of the fleet does not serve it: its runs are not dispatched there", strings.Join(lack, ", ")))
+			}
+			if len(differ) > 0 {
+				msg = append(msg, fmt.Sprintf("daemon %s serves it from another plugin binary than this daemon (plugin %s): its calls may behave differently there",
+					strings.Join(differ, ", "), short12(pins[u.Tool])))
+			}
+			if len(msg) > 0 {
+				ds = append(ds, flows.Diagnostic{Pos: u.Pos, Code: CodeFleetTools, Severity: flows.SeverityWarning,
+					Message: fmt.Sprintf("%s %q of flow %q: tool %q: %s", u.Node.Kind, u.Node.ID, f.Name, u.Tool, strings.Join(msg, "; "))})
+			}
+		}
+	}
+	return ds
+}
+
+// daemonName names a roll entry for people: its id, host and pid.
+func daemonName(d *store.Daemon) string {
+	if d.Host == "" {
+		return d.ID
+	}
+	return fmt.Sprintf("%s (%s pid %d)", d.ID, d.Host, d.PID)
+}
+
+func short12(sum string) string {
+	if sum == "" {
+		return "unpinned"
+	}
+	if len(sum) > 12 {
+		return sum[:12]
+	}
+	return sum
+}
+
+// withheldTools lists the tools the flow of run calls that this engine does
+// not serve (none on a store only this engine uses: there, a tool removed
+// since registration fails the call that needs it, as it always did). A
+// run with such tools is left to a daemon that serves them all: a step
+// runs on from node to node within its lease, so the whole run goes where
+// every tool of its flow is.
+func (e *Engine) withheldTools(ctx context.Context, run *store.Run) []string {
+	if !e.st.Capabilities().Shared {
+		return nil
+	}
+	fe, err := e.flowVersion(ctx, run.Flow, run.Version)
+	if err != nil {
+		return nil // the step reports it
+	}
+	var missing []string
+	for _, u := range fe.flow.ToolUses() {
+		if _, ok := e.tools.LookupTool(u.Tool); !ok && !slices.Contains(missing, u.Tool) {
+			missing = append(missing, u.Tool)
+		}
+	}
+	sort.Strings(missing)
+	return missing
+}
+
+// withheldRun is a run this engine withholds: the tools it lacks, and
+// whether it wrote the run's withheld event.
+type withheldRun struct {
+	missing []string
+	noted   bool
+}
+
+// withheldKnown returns what this engine remembers of runID withheld (nil
+// if nothing), so that a dispatch pass skips the run without reading it
+// again: a run's flow version never changes, and what this engine serves
+// changes only when ReportTools is told so, which forgets them all.
+func (e *Engine) withheldKnown(runID string) *withheldRun {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.withheld[runID]
+}
+
+// withhold remembers that this engine withholds runID for lack of missing.
+func (e *Engine) withhold(runID string, missing []string) *withheldRun {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	w := e.withheld[runID]
+	if w == nil {
+		if len(e.withheld) >= maxWithheldNoted {
+			clear(e.withheld)
+		}
+		w = &withheldRun{missing: missing}
+		e.withheld[runID] = w
+	}
+	return w
+}
+
+// noteWithheld writes a withheld event on the run, once per run and
+// engine, when no live daemon of the roll serves every tool missing here:
+// the run then waits, and says why, instead of failing or hanging silently.
+func (e *Engine) noteWithheld(ctx context.Context, t *store.Task, w *withheldRun) {
+	if p := e.rollLive.Load(); p != nil {
+		for _, d := range *p {
+			if d.ID != e.holder && servesAll(d, w.missing) {
+				return // another daemon takes it
+			}
+		}
+	}
+	e.mu.Lock()
+	noted := w.noted
+	w.noted = true
+	e.mu.Unlock()
+	if noted {
+		return
+	}
+	err := e.st.Update(ctx, func(tx store.Tx) error {
+		return appendEvent(tx, t.RunID, evWithheld, t.Attempt, t.Node, map[string]any{
+			"tools":  w.missing,
+			"holder": e.holder,
+			"reason": fmt.Sprintf("no live daemon of the fleet serves %s: the run waits for one (until its queue deadline)", strings.Join(w.missing, ", ")),
+		}, e.now())
+	})
+	if err != nil {
+		e.log.Error("recording a withheld run", "run", t.RunID, "error", err)
+	}
+	e.log.Warn("run withheld: no live daemon serves its tools", "run", t.RunID, "tools", strings.Join(w.missing, ","))
+}
+
+func servesAll(d *store.Daemon, tools []string) bool {
+	for _, t := range tools {
+		if _, ok := d.Tools[t]; !ok {
+			return false
+		}
+	}
+	return true
+}
