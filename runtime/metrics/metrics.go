@@ -82,14 +82,16 @@ var (
 	modelCost         = desc("model_cost_total", "Budget units agent model turns were charged, by model.", "model")
 	sandboxStarted    = desc("sandbox_workers_started_total", "Script sandbox worker processes started since the daemon started.")
 	sandboxKilled     = desc("sandbox_workers_killed_total", "Script sandbox workers that died or were killed for a script limit, by limit.", "limit")
-	sandboxRequests   = desc("sandbox_requests_total", "Evaluations sent to script sandbox workers (a step's callables are one).")
+	sandboxRequests   = desc("sandbox_requests_total", "Round trips to script sandbox workers (the callables of the steps that waited for a worker together are one).")
+	sandboxCalls      = desc("sandbox_calls_total", "Steps' callable evaluations sent to script sandbox workers, alone or in a shared round trip.")
+	sandboxRerun      = desc("sandbox_calls_rerun_total", "Evaluations sent again alone after the round trip they shared failed as a whole.")
 )
 
 var allDescs = []*prometheus.Desc{
 	toolAttempts, toolUnits, toolAmplification,
 	runsAccepted, runsLive, runsFinished, leasesExpired, deadLetters, refused, blocked, admissionOpen, admissionState,
 	tasks, slots, pluginRestarts, configVersion, modelTurns, modelTokens, modelCost,
-	sandboxStarted, sandboxKilled, sandboxRequests,
+	sandboxStarted, sandboxKilled, sandboxRequests, sandboxCalls, sandboxRerun,
 }
 
 // Describe implements prometheus.Collector.
@@ -171,6 +173,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		sb := c.src.Sandbox()
 		counter(sandboxStarted, float64(sb.Started))
 		counter(sandboxRequests, float64(sb.Requests))
+		counter(sandboxCalls, float64(sb.Calls))
+		counter(sandboxRerun, float64(sb.Rerun))
 		for l, n := range sb.Killed {
 			counter(sandboxKilled, float64(n), string(l))
 		}

@@ -52,7 +52,7 @@ func TestModelMetrics(t *testing.T) {
 func TestSandboxMetrics(t *testing.T) {
 	t.Parallel()
 	coll := NewCollector(Sources{Engine: statsEngine{}, Sandbox: func() sandbox.Stats {
-		return sandbox.Stats{Started: 4, Requests: 120, Killed: map[weirflows.Limit]int{weirflows.LimitMemory: 2, weirflows.LimitTime: 1}}
+		return sandbox.Stats{Started: 4, Requests: 120, Calls: 900, Rerun: 5, Killed: map[weirflows.Limit]int{weirflows.LimitMemory: 2, weirflows.LimitTime: 1}}
 	}})
 	if problems, err := testutil.CollectAndLint(coll); err != nil || len(problems) > 0 {
 		t.Errorf("metric lint: %v %+v", err, problems)
@@ -63,6 +63,8 @@ func TestSandboxMetrics(t *testing.T) {
 	for series, want := range map[string]float64{
 		`weir_sandbox_workers_started_total`:                4,
 		`weir_sandbox_requests_total`:                       120,
+		`weir_sandbox_calls_total`:                          900,
+		`weir_sandbox_calls_rerun_total`:                    5,
 		`weir_sandbox_workers_killed_total{limit="memory"}`: 2,
 		`weir_sandbox_workers_killed_total{limit="time"}`:   1,
 	} {

@@ -16,7 +16,8 @@
 //
 // The pool implements flows.Scripts, the boundary between the runtime and
 // a flow language: registration's load and checks (Analyze) and a step's
-// callables, batched into one round trip (Call). Workers keep evaluators
+// callables, batched into one round trip (Call), which the steps that wait
+// for a worker at the same time share (DefaultBatch). Workers keep evaluators
 // by source hash and ask for sources only when they lack them; a call
 // ships the run's id, attempt, input and results, nothing else. The
 // language a request names is looked up in the worker (Languages), so a

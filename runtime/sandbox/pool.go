@@ -77,6 +77,9 @@ type Config struct {
 	// MaxMessageBytes bounds one request or answer (MaxMessageBytes, at
 	// most).
 	MaxMessageBytes int
+	// MaxBatch is the most Calls that share one round trip (DefaultBatch;
+	// 1: each Call goes alone).
+	MaxBatch int
 
 	// noMemoryCap: the worker is this race-instrumented binary.
 	noMemoryCap bool
@@ -97,6 +100,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Lang == "" {
 		c.Lang = LangStarlark
+	}
+	if c.MaxBatch <= 0 {
+		c.MaxBatch = DefaultBatch
 	}
 	if c.MaxMessageBytes <= 0 || c.MaxMessageBytes > MaxMessageBytes {
 		c.MaxMessageBytes = MaxMessageBytes
@@ -132,6 +138,9 @@ type Pool struct {
 	idle  []*worker
 	all   map[*worker]bool
 	shut  bool
+	// waiting are the Calls that wait for a worker, oldest first: the
+	// next one to take a worker takes them along (evaluate).
+	waiting []*waitingCall
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -145,6 +154,12 @@ type Stats struct {
 	Killed  map[flows.Limit]int
 	// Requests counts round trips (a batch of calls is one).
 	Requests int
+	// Calls counts Call evaluations; Calls − Requests (with no
+	// registrations) is how many rode along in another's round trip.
+	Calls int
+	// Rerun counts Calls evaluated again alone after the batch they were
+	// in failed as a whole.
+	Rerun int
 }
 
 var _ flows.Scripts = (*Pool)(nil)
@@ -250,7 +265,8 @@ func (p *Pool) Analyze(ctx context.Context, req flows.AnalyzeRequest) (*flows.Mo
 }
 
 // Call implements flows.Scripts: the calls go to one worker in one round
-// trip, with the ctx encoded once.
+// trip, with the ctx encoded once, and share it with the calls of other
+// steps that wait for a worker at the same time (evaluate).
 func (p *Pool) Call(ctx context.Context, src flows.Sources, c flows.Context, calls []flows.Call) ([]flows.CallResult, error) {
 	wc := &wireCtx{RunID: c.RunID, Attempt: c.Attempt, Results: make(map[string]json.RawMessage, len(c.Results))}
 	var err error
@@ -275,16 +291,7 @@ func (p *Pool) Call(ctx context.Context, src flows.Sources, c flows.Context, cal
 			wreq.Calls[i].Args = append(wreq.Calls[i].Args, b)
 		}
 	}
-	resp, err := p.roundTrip(ctx, wreq, nil, func(q *question) *answer {
-		if q.Kind != askSources || q.Name != src.Hash {
-			return &answer{Err: fmt.Sprintf("unexpected question %s %q", q.Kind, q.Name)}
-		}
-		files, err := src.Load(ctx)
-		if err != nil {
-			return &answer{Err: err.Error()}
-		}
-		return &answer{Sources: files}
-	})
+	resp, err := p.evaluate(ctx, wreq, src)
 	if err != nil {
 		return nil, err
 	}
@@ -354,12 +361,18 @@ func numbers(v any) any {
 // breaks the protocol is killed; the error then names the limit it hit
 // (a *flows.LimitError) when one did.
 func (p *Pool) roundTrip(ctx context.Context, req *request, running func(string), ask func(*question) *answer) (*response, error) {
-	req.Lang = p.cfg.Lang
-	req.CPUSeconds = int64(math.Ceil(p.cfg.Timeout.Seconds()))
 	w, err := p.take(ctx)
 	if err != nil {
 		return nil, err
 	}
+	return p.roundTripOn(ctx, w, req, running, ask)
+}
+
+// roundTripOn is roundTrip on a worker the caller took; the worker goes
+// back to the pool (or is dropped) before it returns.
+func (p *Pool) roundTripOn(ctx context.Context, w *worker, req *request, running func(string), ask func(*question) *answer) (*response, error) {
+	req.Lang = p.cfg.Lang
+	req.CPUSeconds = int64(math.Ceil(p.cfg.Timeout.Seconds()))
 	p.count(func(s *Stats) { s.Requests++ })
 
 	deadline := time.Now().Add(p.cfg.Timeout)
@@ -433,6 +446,12 @@ func (p *Pool) take(ctx context.Context) (*worker, error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+	return p.takeHeld()
+}
+
+// takeHeld is take for a caller that already holds a slot; on error the
+// slot is freed.
+func (p *Pool) takeHeld() (*worker, error) {
 	p.mu.Lock()
 	if p.shut {
 		p.mu.Unlock()

@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"sync/atomic"
@@ -287,5 +288,141 @@ func TestWorkerDeathsNameTheirLimit(t *testing.T) {
 				t.Fatalf("got %v, want the %s limit", err, tt.limit)
 			}
 		})
+	}
+}
+
+// queueBehind starts one Call that holds the pool's only worker (its
+// sources load until release is closed), then n more, and returns once
+// those n wait in line. Each answer arrives on its channel, the first at
+// index 0.
+func queueBehind(t *testing.T, p *sandbox.Pool, release chan struct{}, calls func(i int) (flows.Context, []flows.Call)) []chan error {
+	t.Helper()
+	files := []flows.File{file("c.star", callFlow)}
+	var first atomic.Bool
+	entered := make(chan struct{})
+	src := flows.Sources{Hash: flows.HashSources(files), Load: func(context.Context) ([]flows.File, error) {
+		if first.CompareAndSwap(false, true) {
+			close(entered)
+			<-release
+		}
+		return files, nil
+	}}
+	var n int
+	for ; ; n++ {
+		if _, cs := calls(n); cs == nil {
+			break
+		}
+	}
+	answers := make([]chan error, n)
+	start := func(i int) {
+		answers[i] = make(chan error, 1)
+		c, cs := calls(i)
+		go func() {
+			got, err := p.Call(context.Background(), src, c, cs)
+			switch {
+			case err != nil:
+				answers[i] <- err
+			case len(got) == 1 && got[0].Err != nil:
+				answers[i] <- got[0].Err
+			default:
+				want, err := flows.Local{}.Call(context.Background(), src, c, cs)
+				if err == nil && !reflect.DeepEqual(got, want) {
+					err = fmt.Errorf("sandbox %#v, in process %#v", got, want)
+				}
+				answers[i] <- err
+			}
+		}()
+	}
+	start(0)
+	<-entered
+	for i := 1; i < n; i++ {
+		start(i)
+	}
+	testutil.Eventually(t, time.Minute, func() error {
+		if w := sandbox.WaitingCalls(p); w != n-1 {
+			return fmt.Errorf("%d calls wait, want %d", w, n-1)
+		}
+		return nil
+	})
+	return answers
+}
+
+// argsCall is call i of the fan-out's args callable, with a ctx of its own.
+func argsCall(i int) (flows.Context, []flows.Call) {
+	return flows.Context{RunID: fmt.Sprint("r", i), Attempt: 1, Input: map[string]any{"n": int64(i)}, Results: map[string]any{"a": i}},
+		[]flows.Call{{Ref: flows.CallableRef{Flow: "c", Node: "f", Param: "args"}, Args: []any{int64(i)}}}
+}
+
+// Calls that wait for a busy worker go in one round trip when it frees,
+// MaxBatch at a time, and each gets the answer of its own ctx.
+func TestWaitingCallsShareARoundTrip(t *testing.T) {
+	for _, tt := range []struct {
+		maxBatch, trips int
+	}{{0, 2}, {3, 4}, {1, 9}} {
+		t.Run(fmt.Sprint("max batch ", tt.maxBatch), func(t *testing.T) {
+			p := newPool(t, sandbox.Config{Workers: 1, MaxBatch: tt.maxBatch})
+			release := make(chan struct{})
+			if tt.maxBatch == 1 {
+				// Nothing waits in line: each Call takes a worker itself.
+				close(release)
+				for i := range 9 {
+					c, cs := argsCall(i)
+					if _, err := p.Call(context.Background(), callSources(new(atomic.Int32)), c, cs); err != nil {
+						t.Fatal(err)
+					}
+				}
+			} else {
+				answers := queueBehind(t, p, release, func(i int) (flows.Context, []flows.Call) {
+					if i == 9 {
+						return flows.Context{}, nil
+					}
+					return argsCall(i)
+				})
+				close(release)
+				for i, a := range answers {
+					if err := <-a; err != nil {
+						t.Errorf("call %d: %v", i, err)
+					}
+				}
+			}
+			if s := p.Stats(); s.Calls != 9 || s.Requests != tt.trips || s.Rerun != 0 {
+				t.Errorf("stats %+v, want 9 calls in %d round trips", s, tt.trips)
+			}
+		})
+	}
+}
+
+// A bomb in a batch kills the batch's worker; every Call of the batch is
+// then evaluated alone, so the bomb fails with its own limit and the
+// others answer as if it had not been there.
+func TestBombInABatchFailsOnlyItself(t *testing.T) {
+	p := newPool(t, sandbox.Config{Workers: 1, Timeout: time.Minute})
+	const bomb = 3
+	release := make(chan struct{})
+	answers := queueBehind(t, p, release, func(i int) (flows.Context, []flows.Call) {
+		switch {
+		case i == bomb:
+			return flows.Context{RunID: "bomb"}, []flows.Call{{Ref: flows.CallableRef{Flow: "c", Node: "a", Param: "args"}}}
+		case i > 5:
+			return flows.Context{}, nil
+		}
+		return argsCall(i)
+	})
+	close(release)
+	for i, a := range answers {
+		err := <-a
+		if i == bomb {
+			if flows.LimitOf(err) != flows.LimitMemory {
+				t.Errorf("the bomb: got %v, want the memory limit", err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("call %d beside the bomb: %v", i, err)
+		}
+	}
+	// The first call alone, the batch of five, then the five alone.
+	if s := p.Stats(); s.Calls != 6 || s.Requests != 7 || s.Rerun != 5 || s.Killed[flows.LimitMemory] != 2 {
+		t.Errorf("stats %+v", s)
 	}
 }

@@ -19,7 +19,7 @@ import (
 // request is what the pool sends: a new evaluation, or the answer to the
 // worker's last question.
 type request struct {
-	Op   string `json:"op,omitempty"` // opAnalyze, opCall; "" for an answer
+	Op   string `json:"op,omitempty"` // opAnalyze, opCall, opBatch; "" for an answer
 	Lang string `json:"lang,omitempty"`
 
 	// analyze
@@ -34,12 +34,17 @@ type request struct {
 	Calls      []wireCall `json:"calls,omitempty"`
 	CPUSeconds int64      `json:"cpu_seconds,omitempty"` // this request's CPU allowance
 
+	// batch: calls of several steps, each with its own sources and ctx,
+	// answered in order in one response.
+	Batch []request `json:"batch,omitempty"`
+
 	Answer *answer `json:"answer,omitempty"`
 }
 
 const (
 	opAnalyze = "analyze"
 	opCall    = "call"
+	opBatch   = "batch"
 )
 
 type wireCtx struct {
@@ -87,6 +92,8 @@ type response struct {
 	Diags  flows.Diagnostics `json:"diags,omitempty"`
 	// call
 	Results []wireResult `json:"results,omitempty"`
+	// batch: one answer per request of the batch, in order.
+	Batch []response `json:"batch,omitempty"`
 	// Err is a failure of the whole evaluation.
 	Err *wireErr `json:"err,omitempty"`
 	// CPUSeconds is the worker's CPU time so far.
@@ -145,6 +152,11 @@ func writeFrame(w *bufio.Writer, v any, limit int) error {
 	if err != nil {
 		return err
 	}
+	return writeEncoded(w, b, limit)
+}
+
+// writeEncoded writes a frame whose JSON is already encoded.
+func writeEncoded(w *bufio.Writer, b []byte, limit int) error {
 	if len(b) > limit {
 		return fmt.Errorf("%w: %d bytes, limit %d", errFrameTooLarge, len(b), limit)
 	}

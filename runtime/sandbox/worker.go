@@ -117,6 +117,19 @@ func (w *workerConn) handle(req *request) (resp *response) {
 	}
 	ctx := context.Background()
 	switch req.Op {
+	case opBatch:
+		// Each request of the batch is evaluated as if it came alone; a
+		// fault in one fails that one.
+		out := make([]response, len(req.Batch))
+		for i := range req.Batch {
+			if sub := &req.Batch[i]; sub.Op == opCall {
+				sub.Lang = req.Lang
+				out[i] = *w.handle(sub)
+			} else {
+				out[i] = response{Err: &wireErr{Msg: fmt.Sprintf("operation %q in a batch", sub.Op)}}
+			}
+		}
+		return &response{Batch: out}
 	case opAnalyze:
 		return w.analyze(ctx, s, req)
 	case opCall:
