@@ -31,6 +31,11 @@ func readProc(pid int) (procTimes, error) {
 		}
 		return procTimes{}, err
 	}
+	return parseStat(pid, b)
+}
+
+// parseStat reads /proc/PID/stat's content b.
+func parseStat(pid int, b []byte) (procTimes, error) {
 	// The command name, in parentheses, may hold spaces and parentheses:
 	// the fields that follow start after the last ')'.
 	i := strings.LastIndexByte(string(b), ')')
@@ -43,6 +48,7 @@ func readProc(pid int) (procTimes, error) {
 	}
 	var n [5]int64
 	for k, idx := range []int{1, 11, 12, 13, 14} { // ppid, utime, stime, cutime, cstime
+		var err error
 		if n[k], err = strconv.ParseInt(f[idx], 10, 64); err != nil {
 			return procTimes{}, fmt.Errorf("/proc/%d/stat: %w", pid, err)
 		}
