@@ -7,6 +7,11 @@
 //	go run ./bench            # every scenario
 //	go run ./bench -only 3    # one scenario
 //
+// Scenario 11 runs daemons on the PostgreSQL server of -postgres (default
+// WEIR_TEST_POSTGRES_URL, else the project machines' database) in a
+// database it creates and drops; without one it prints a row saying it was
+// skipped and why.
+//
 // Each scenario is one function in the scenarios table; a scenario that the
 // engine cannot run yet prints a row saying what it waits for, never a
 // number.
