@@ -27,7 +27,8 @@ type bench struct {
 	plugins     string
 	root        string
 	overloadFor time.Duration
-	parked      int // runs scenario 6 parks
+	parked      int    // runs scenario 6 parks
+	postgres    string // the server scenario 11 uses
 
 	measured map[string]any
 	echo     *limits.RawEcho

@@ -7,6 +7,11 @@
 //	go run ./bench            # every scenario
 //	go run ./bench -only 3    # one scenario
 //
+// Scenario 11 runs daemons on the PostgreSQL server of -postgres (default
+// WEIR_TEST_POSTGRES_URL, else the project machines' database) in a
+// database it creates and drops; without one it prints a row saying it was
+// skipped and why.
+//
 // Each scenario is one function in the scenarios table; a scenario that the
 // engine cannot run yet prints a row saying what it waits for, never a
 // number.
@@ -25,6 +30,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/weirhq/weir/internal/testutil/pgtest"
 )
 
 // row is one line of the table.
@@ -57,6 +64,7 @@ var scenarios = []scenario{
 	{8, "overload", overload},
 	{9, "agent turn", agentTurn},
 	{10, "MCP tool call through weir", mcpCall},
+	{11, "durable steps/s, a fleet on PostgreSQL", fleetSteps},
 }
 
 func main() {
@@ -71,6 +79,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	plugins := fs.String("plugins", "bin/plugins", "the pinned plugins directory")
 	dir := fs.String("dir", "", "where scenarios put their data (default: the system's temporary directory)")
 	overloadFor := fs.Duration("overload", 30*time.Second, "how long scenario 8 offers 10x the admissible load")
+	postgres := fs.String("postgres", pgtest.BaseURL(), "the PostgreSQL server scenario 11 creates its database on (env "+pgtest.EnvURL+")")
 	parkedRuns := fs.Int("parked", 100000, "how many runs scenario 6 parks (at most; it stops submitting after 70s)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -78,7 +87,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	b := &bench{ctx: ctx, log: stderr, overloadFor: *overloadFor, parked: *parkedRuns}
+	b := &bench{ctx: ctx, log: stderr, overloadFor: *overloadFor, parked: *parkedRuns, postgres: *postgres}
 	var err error
 	if b.weir, err = filepath.Abs(*weir); err == nil {
 		b.plugins, err = filepath.Abs(*plugins)

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weirhq/weir/bench/internal/daemon"
 	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/api/client"
 )
@@ -34,10 +35,9 @@ const (
 )
 
 // durableSteps is scenario 3: 1,000 runs of the ten-step flow through a
-// real `weir serve` at its default concurrency, submitted by concurrent
-// clients over the socket, timed from the first submission to the last
-// run's terminal record. The limit is the lower of group-commit commits/s
-// and the raw 16-caller gRPC echo calls/s.
+// real `weir serve` on Badger at its default concurrency (badgerSteps). The
+// limit is the lower of group-commit commits/s and the raw 16-caller gRPC
+// echo calls/s.
 func durableSteps(b *bench) ([]row, error) {
 	group, err := b.groupCommit()
 	if err != nil {
@@ -47,19 +47,84 @@ func durableSteps(b *bench) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	d, err := b.startDaemon("steps")
+	res, err := b.badgerSteps()
 	if err != nil {
 		return nil, err
 	}
-	defer d.Kill()
-	if err := b.register(d, "ten", tenStepFlow); err != nil {
-		return nil, err
+	rate := res.rate()
+	lower, other := row{limit: "group commit " + perSec(group)}, row{limit: "raw gRPC, 16 callers " + perSec(echo.PerSec())}
+	lowRate, otherRate := group, echo.PerSec()
+	if otherRate < lowRate {
+		lower, other, lowRate, otherRate = other, lower, otherRate, lowRate
 	}
-	c := d.Client()
-	input := json.RawMessage(`{"p":"` + strings.Repeat("a", 100) + `"}`)
-	// One warm-up run launches the plugin and loads the flow.
-	if err := runToEnd(b.ctx, c, "ten", input); err != nil {
-		return nil, err
+	return []row{
+		{figure: "durable steps/s, 1,000 runs × 10 testkit.echo, 64 workers, beside the lower limit", value: perSec(rate),
+			limit: lower.limit, ratio: ratio(rate / lowRate), target: verdict("≥ 0.5x", rate/lowRate >= 0.5)},
+		{figure: "same, beside the other limit", value: perSec(rate), limit: other.limit, ratio: ratio(rate / otherRate)},
+	}, nil
+}
+
+// badgerSteps runs the step load once per bench run on one daemon on its
+// embedded Badger store, so that scenario 3 and the fleet rows (scenario
+// 11) show the same measurement.
+func (b *bench) badgerSteps() (stepsResult, error) {
+	return once(b, "durable steps on Badger, 1 daemon", func() (stepsResult, error) {
+		d, err := b.startDaemon("steps")
+		if err != nil {
+			return stepsResult{}, err
+		}
+		defer d.Kill()
+		ds := []*daemon.Daemon{d}
+		if err := b.stepsWarmUp(ds); err != nil {
+			return stepsResult{}, err
+		}
+		return b.steps(ds, append(daemonParts(ds), selfPart(), machinePart())...)
+	})
+}
+
+// cpuPart is one part of the machine whose CPU time a load is charged:
+// read returns the part's utime+stime so far.
+type cpuPart struct {
+	name string
+	read func() (time.Duration, error)
+}
+
+// stepsResult is one timed step load.
+type stepsResult struct {
+	elapsed time.Duration
+	parts   []string        // the cpuParts' names
+	cpu     []time.Duration // per cpuPart, over the timed section
+}
+
+func (r stepsResult) rate() float64 { return float64(stepRuns*stepsPerRun) / r.elapsed.Seconds() }
+
+// stepInput is the input of every run of the step load.
+var stepInput = json.RawMessage(`{"p":"` + strings.Repeat("a", 100) + `"}`)
+
+// stepsWarmUp registers the ten-step flow on the first of the daemons
+// (they share one store) and runs it once through each, which launches its
+// plugin and loads the flow.
+func (b *bench) stepsWarmUp(ds []*daemon.Daemon) error {
+	if err := b.register(ds[0], "ten", tenStepFlow); err != nil {
+		return err
+	}
+	for _, d := range ds {
+		if err := runToEnd(b.ctx, d.Client(), "ten", stepInput); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// steps is the durable-steps load: 1,000 runs of the ten-step flow,
+// submitted by concurrent clients spread over the daemons' sockets, timed
+// from the first submission to the last run's terminal record. The daemons
+// share one store and are warmed up (stepsWarmUp). Each part's CPU is read
+// just before the first submission and just after the last end.
+func (b *bench) steps(ds []*daemon.Daemon, parts ...cpuPart) (stepsResult, error) {
+	before, err := readCPU(parts)
+	if err != nil {
+		return stepsResult{}, err
 	}
 
 	start := time.Now()
@@ -67,9 +132,10 @@ func durableSteps(b *bench) ([]row, error) {
 	errs := make(chan error, stepSubmitters)
 	var wg sync.WaitGroup
 	for s := range stepSubmitters {
+		c := ds[s%len(ds)].Client()
 		wg.Go(func() {
 			for i := s; i < stepRuns; i += stepSubmitters {
-				res, err := c.RunStart(b.ctx, apitypes.StartRequest{Flow: "ten", Input: input})
+				res, err := c.RunStart(b.ctx, apitypes.StartRequest{Flow: "ten", Input: stepInput})
 				if err != nil {
 					errs <- err
 					return
@@ -81,16 +147,21 @@ func durableSteps(b *bench) ([]row, error) {
 	wg.Wait()
 	close(errs)
 	if err := <-errs; err != nil {
-		return nil, fmt.Errorf("submitting: %w", err)
+		return stepsResult{}, fmt.Errorf("submitting: %w", err)
 	}
 	submitted := time.Since(start)
+	c := ds[0].Client()
 	if err := waitIdle(b.ctx, c, 2*time.Minute); err != nil {
-		return nil, err
+		return stepsResult{}, err
 	}
 	elapsed := time.Since(start)
+	after, err := readCPU(parts)
+	if err != nil {
+		return stepsResult{}, err
+	}
 	done, err := c.RunListAll(b.ctx, client.RunListParams{Phase: apitypes.PhaseCompleted})
 	if err != nil {
-		return nil, err
+		return stepsResult{}, err
 	}
 	completed := map[string]bool{}
 	for _, v := range done {
@@ -100,23 +171,31 @@ func durableSteps(b *bench) ([]row, error) {
 		if !completed[id] {
 			v, err := c.RunGet(b.ctx, id)
 			if err != nil {
-				return nil, fmt.Errorf("run %s: %w", id, err)
+				return stepsResult{}, fmt.Errorf("run %s: %w", id, err)
 			}
-			return nil, fmt.Errorf("run %s ended %s %+v, want completed", id, v.Phase, v.Error)
+			return stepsResult{}, fmt.Errorf("run %s ended %s %+v, want completed", id, v.Phase, v.Error)
 		}
 	}
-	rate := float64(stepRuns*stepsPerRun) / elapsed.Seconds()
-	fmt.Fprintf(b.log, "  %d runs submitted in %v, all completed after %v\n", stepRuns, submitted.Round(time.Millisecond), elapsed.Round(time.Millisecond))
-	lower, other := row{limit: "group commit " + perSec(group)}, row{limit: "raw gRPC, 16 callers " + perSec(echo.PerSec())}
-	lowRate, otherRate := group, echo.PerSec()
-	if otherRate < lowRate {
-		lower, other, lowRate, otherRate = other, lower, otherRate, lowRate
+	fmt.Fprintf(b.log, "  %d runs submitted in %v over %d daemon(s), all completed after %v\n",
+		stepRuns, submitted.Round(time.Millisecond), len(ds), elapsed.Round(time.Millisecond))
+	res := stepsResult{elapsed: elapsed}
+	for i, p := range parts {
+		res.parts = append(res.parts, p.name)
+		res.cpu = append(res.cpu, after[i]-before[i])
 	}
-	return []row{
-		{figure: "durable steps/s, 1,000 runs × 10 testkit.echo, 64 workers, beside the lower limit", value: perSec(rate),
-			limit: lower.limit, ratio: ratio(rate / lowRate), target: verdict("≥ 0.5x", rate/lowRate >= 0.5)},
-		{figure: "same, beside the other limit", value: perSec(rate), limit: other.limit, ratio: ratio(rate / otherRate)},
-	}, nil
+	return res, nil
+}
+
+func readCPU(parts []cpuPart) ([]time.Duration, error) {
+	out := make([]time.Duration, len(parts))
+	for i, p := range parts {
+		v, err := p.read()
+		if err != nil {
+			return nil, fmt.Errorf("CPU of %s: %w", p.name, err)
+		}
+		out[i] = v
+	}
+	return out, nil
 }
 
 // runToEnd starts one run and waits for it to complete.
