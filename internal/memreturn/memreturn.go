@@ -8,12 +8,17 @@
 // parked on a human wait, and then gone quiet, would keep the burst's peak
 // resident for minutes although its live heap is a fraction of it.
 //
-// On every tick (Interval in the daemon), Run reads the runtime's own figures. When the heap
-// memory it keeps (mapped and not yet returned) exceeds what the next
-// collection may use, twice the live heap, by more than Slack, it collects
-// and returns the free pages at once (debug.FreeOSMemory). A busy daemon
-// stays under that line (the runtime's pacing keeps it there), so it pays
-// nothing but the reading.
+// On every tick (Interval in the daemon), Run reads the runtime's own
+// figures and collects and returns the free pages at once
+// (debug.FreeOSMemory) when the heap memory kept (mapped and not yet
+// returned) exceeds by more than Slack either
+//   - the live heap, when the process allocated less than Slack since the
+//     last tick: it is quiet, and needs no room to grow into; or
+//   - what the next collection may use, twice the live heap, whatever the
+//     load: the leftovers of a burst the runtime has not collected yet.
+//
+// A busy daemon stays under the second line (the runtime's pacing keeps
+// it there), so it pays nothing but the reading.
 package memreturn
 
 import (
@@ -24,17 +29,20 @@ import (
 )
 
 const (
-	// Interval is how often Run looks: the longest an idle burst's
-	// memory stays resident.
+	// Interval is how often Run looks: a quiet daemon keeps a burst's
+	// memory at most two intervals.
 	Interval = 5 * time.Second
-	// Slack is how far above twice the live heap the kept heap may be
-	// before it is returned: under it, a forced collection would win
-	// too little to be worth its cost.
+	// Slack is how far above its line the kept heap may be before it is
+	// returned, and the allocation between two ticks under which the
+	// process is quiet: under it, a forced collection would win too
+	// little to be worth its cost.
 	Slack = 32 << 20
 )
 
 // Stats is what the decision reads, in bytes.
 type Stats struct {
+	// Allocs is every byte the process allocated on the heap so far.
+	Allocs uint64
 	// Live is the live heap at the end of the last collection.
 	Live uint64
 	// Kept is the heap memory mapped and not returned to the system:
@@ -42,10 +50,14 @@ type Stats struct {
 	Kept uint64
 }
 
-// Excess reports the bytes of s.Kept above what the next collection may
-// use plus Slack (0: nothing worth returning).
-func (s Stats) Excess() uint64 {
+// Excess reports the bytes of s.Kept above the line plus Slack (0:
+// nothing worth returning): the live heap if the process is quiet, else
+// what the next collection may use.
+func (s Stats) Excess(quiet bool) uint64 {
 	line := 2*s.Live + Slack
+	if quiet {
+		line = s.Live + Slack
+	}
 	if s.Kept <= line {
 		return 0
 	}
@@ -53,6 +65,7 @@ func (s Stats) Excess() uint64 {
 }
 
 var samples = []metrics.Sample{
+	{Name: "/gc/heap/allocs:bytes"},
 	{Name: "/gc/heap/live:bytes"},
 	{Name: "/memory/classes/heap/objects:bytes"},
 	{Name: "/memory/classes/heap/unused:bytes"},
@@ -70,14 +83,16 @@ func Read() Stats {
 		}
 		return s[i].Value.Uint64()
 	}
-	return Stats{Live: v(0), Kept: v(1) + v(2) + v(3)}
+	return Stats{Allocs: v(0), Live: v(1), Kept: v(2) + v(3) + v(4)}
 }
 
 // Returner is the watch of one process; its zero value is not usable
 // (New).
 type Returner struct {
-	read func() Stats
-	free func()
+	read   func() Stats
+	free   func()
+	allocs uint64 // Stats.Allocs at the last check
+	seen   bool   // a check ran
 }
 
 // New returns the watch of this process.
@@ -86,9 +101,12 @@ func New() *Returner {
 }
 
 // Check returns the idle heap if it is worth it and reports whether it
-// did.
+// did. The first check never finds the process quiet.
 func (r *Returner) Check() bool {
-	if r.read().Excess() == 0 {
+	s := r.read()
+	quiet := r.seen && s.Allocs-r.allocs < Slack
+	r.allocs, r.seen = s.Allocs, true
+	if s.Excess(quiet) == 0 {
 		return false
 	}
 	r.free()
