@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/weirhq/weir/internal/memreturn"
 	"github.com/weirhq/weir/runtime/api"
 	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/config"
@@ -474,6 +475,14 @@ func (m *Main) serve(ctx context.Context, file, storeFlag string, sharedFlag boo
 	}
 	log.Info("serving", "socket", m.SocketPath, "data", m.DataDir, "store", storeName(storeURL), "plugins", m.PluginsDir,
 		"config_version", version, "config", orNone(file))
+
+	// What a burst of work needed goes back to the system once the daemon
+	// is quiet (internal/memreturn).
+	rctx, stopReturn := context.WithCancel(context.Background())
+	returnTicker := time.NewTicker(memreturn.Interval)
+	returned := make(chan struct{})
+	go func() { defer close(returned); memreturn.New().Run(rctx, returnTicker.C) }()
+	defer func() { stopReturn(); returnTicker.Stop(); <-returned }()
 
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
