@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/weirhq/weir/runtime/sandbox"
 	"github.com/weirhq/weir/runtime/store"
 )
 
@@ -116,5 +117,45 @@ func TestRegisterLargerThanOneUpdate(t *testing.T) {
 		if err != nil || len(fe.flow.Doc) != registerUpdateBytes/3 {
 			t.Fatalf("%s: %v", f.Name, err)
 		}
+	}
+}
+
+// Registering files again that were checked before, against the same
+// tools and callees, sends nothing to the sandbox: the kept check answers.
+// A changed file is checked in a worker again.
+func TestRegisterUnchangedFilesSkipTheSandbox(t *testing.T) {
+	t.Parallel()
+	pool, err := sandbox.New(sandbox.Config{Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pool.Close() })
+	b := setupUnit(t, Config{Scripts: pool}, "")
+	ctx := context.Background()
+	files := []SourceFile{
+		{Path: "leaf.star", Src: `flow(name = "leaf", nodes = [task("t", tool = "kit.echo")])` + "\n"},
+		{Path: "top.star", Src: `flow(name = "top", max_depth = 1, nodes = [subflow("s", flow = "leaf")])` + "\n"},
+	}
+	register := func(files []SourceFile) *RegisterResult {
+		t.Helper()
+		res, err := b.eng.RegisterAs(ctx, "alice", files)
+		if err != nil || len(res.Diagnostics) > 0 {
+			t.Fatalf("%v %v", err, res)
+		}
+		return res
+	}
+	first := register(files)
+	requests := pool.Stats().Requests
+	again := register(files)
+	if got := pool.Stats().Requests; got != requests {
+		t.Fatalf("unchanged files: %d sandbox requests, want none", got-requests)
+	}
+	if len(again.Flows) != 2 || again.Flows[1].Hash != first.Flows[1].Hash {
+		t.Fatalf("again: %+v, first %+v", again.Flows, first.Flows)
+	}
+	files[1].Src += "# edited\n"
+	register(files)
+	if got := pool.Stats().Requests; got != requests+1 {
+		t.Fatalf("an edited file: %d sandbox requests, want 1", got-requests)
 	}
 }
