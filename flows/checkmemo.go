@@ -2,6 +2,9 @@ package flows
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"reflect"
 	"slices"
 	"sync"
@@ -13,7 +16,7 @@ import (
 // Scripts are deterministic, so the same files asking the same questions
 // get the same answers back. A registry with a Cache keeps each clean
 // check (no error, nothing failed to resolve) as a checkMemo under the
-// files' content hash; a registration of the same files asks the recorded
+// files' content hash and order (checkKey); a registration of the same files asks the recorded
 // questions again and, when every answer is unchanged, skips its scripts
 // and checks. Re-registering a repository of flows of which few changed
 // then costs the changed files' checks and a few lookups.
@@ -137,6 +140,21 @@ func (c recordingCatalog) Names() []string {
 	return names
 }
 
+// checkKey names a check of files: their content and the order they were
+// given in, which orders the module's flows (HashSources does not depend
+// on it).
+func checkKey(files []File) string {
+	h := sha256.New()
+	h.Write([]byte(HashSources(files)))
+	var n [8]byte
+	for _, f := range files {
+		binary.BigEndian.PutUint64(n[:], uint64(len(f.Path)))
+		h.Write(n[:])
+		h.Write([]byte(f.Path))
+	}
+	return "check:" + hex.EncodeToString(h.Sum(nil))
+}
+
 // checkCost is what a memo is charged in a Cache: its module holds the
 // files and their flows' IR, which the source factor covers.
 func checkCost(files []File) int64 {
@@ -154,7 +172,7 @@ func (r *Registry) analyze(ctx context.Context, req AnalyzeRequest) (*Module, Di
 	if r.checks == nil {
 		return r.scripts.Analyze(ctx, req)
 	}
-	key := "check:" + HashSources(req.Files)
+	key := checkKey(req.Files)
 	if v, ok := r.checks.lookup(key, true); ok {
 		if m := v.(*checkMemo); m.valid(req) {
 			r.checksSkipped.Add(1)

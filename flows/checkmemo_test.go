@@ -2,6 +2,7 @@ package flows
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 )
@@ -88,6 +89,26 @@ func TestRegistryKeepsChecksOfUnchangedFiles(t *testing.T) {
 	edited.Src = append([]byte("# edited\n"), caller.Src...)
 	if register(edited); !ran() {
 		t.Fatal("an edited file did not run the check")
+	}
+}
+
+// The same files in another order are another check: the module's flows
+// come in the order the files were given.
+func TestRegistryKeptChecksFollowTheFilesOrder(t *testing.T) {
+	t.Parallel()
+	scripts := &countingScripts{}
+	reg := NewRegistryScripts(NewMemoryStore(), MapCatalog{"t.idem": {Name: "t.idem", Idempotent: true}}, scripts)
+	reg.KeepChecks(NewCache(0, Loader{}))
+	a := File{Path: "a.star", Src: []byte(`flow(name = "a", nodes = [task("t", tool = "t.idem")])` + "\n")}
+	b := File{Path: "b.star", Src: []byte(`flow(name = "b", nodes = [task("t", tool = "t.idem")])` + "\n")}
+	for _, files := range [][]File{{a, b}, {b, a}} {
+		vs, ds, err := reg.Register(t.Context(), files)
+		if err != nil || len(ds) > 0 || len(vs) != 2 || vs[0].Flow.Name != strings.TrimSuffix(files[0].Path, ".star") {
+			t.Fatalf("%s then %s: %v %v %v", files[0].Path, files[1].Path, vs, ds, err)
+		}
+	}
+	if n := scripts.analyzed.Load(); n != 2 || reg.ChecksSkipped() != 0 {
+		t.Fatalf("%d checks, %d skipped, want 2 and 0", n, reg.ChecksSkipped())
 	}
 }
 
