@@ -153,8 +153,8 @@ func (e *Engine) putVersions(ctx context.Context, owner string, vs []*flows.Vers
 		var refused []string
 		err := e.st.Update(ctx, func(tx store.Tx) error {
 			names := make([]*flows.Version, len(chunk))
-			for i, sv := range chunk {
-				names[i] = sv.v
+			for j, sv := range chunk {
+				names[j] = sv.v
 			}
 			var err error
 			if refused, err = refusedNames(tx, owner, names); err != nil || len(refused) > 0 {
@@ -171,8 +171,9 @@ func (e *Engine) putVersions(ctx context.Context, owner string, vs []*flows.Vers
 			return e.storageFailed(err)
 		}
 		if len(refused) > 0 {
-			// Only another daemon's registration, between the check
-			// and this Update, can have taken a name.
+			// With one Update this is the check; with several, only
+			// another daemon's registration, between the check and
+			// this Update, can have taken a name.
 			return e.refuseNames(ctx, owner, refused, i == 0)
 		}
 	}
