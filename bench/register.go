@@ -52,9 +52,17 @@ func genFlow(name string, n int, callees []string) string {
 	return b.String()
 }
 
-// genFlowSet is count flows of n nodes, one file each; the first ten are
-// leaves and every other flow calls two of them.
-func genFlowSet(count, n int) []apitypes.SourceFile {
+// generators write the generated flow of genFlow in a flow language, by
+// the file extension the language's files take.
+var generators = map[string]func(name string, n int, callees []string) string{
+	".star": genFlow,
+}
+
+// genFlowSet is count flows of n nodes in the language of ext (a key of
+// generators), one file each; the first ten are leaves and every other
+// flow calls two of them.
+func genFlowSet(ext string, count, n int) []apitypes.SourceFile {
+	gen := generators[ext]
 	files := make([]apitypes.SourceFile, count)
 	for i := range files {
 		var callees []string
@@ -62,7 +70,7 @@ func genFlowSet(count, n int) []apitypes.SourceFile {
 			callees = []string{fmt.Sprintf("f%04d", i%10), fmt.Sprintf("f%04d", (i+3)%10)}
 		}
 		name := fmt.Sprintf("f%04d", i)
-		files[i] = apitypes.SourceFile{Path: name + ".star", Src: genFlow(name, n, callees)}
+		files[i] = apitypes.SourceFile{Path: name + ext, Src: gen(name, n, callees)}
 	}
 	return files
 }
@@ -82,7 +90,7 @@ func registration(b *bench) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	set := genFlowSet(1000, 50)
+	set := genFlowSet(".star", 1000, 50)
 	big := []apitypes.SourceFile{{Path: "big.star", Src: genFlow("big", 10_000, nil)}}
 
 	inProcess := func(batches [][]apitypes.SourceFile) (time.Duration, error) {

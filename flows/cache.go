@@ -40,7 +40,8 @@ var ErrCacheKey = errors.New("flows: cache: empty hash")
 // Cache holds what the runtime needs to run flow versions, loaded from a
 // store on demand: decoded IR by version hash (Flow.Hash) and evaluators by
 // source hash (Flow.SourceHash), so every version declared by the same
-// sources shares one evaluator. Versions are immutable, so an entry never
+// sources shares one evaluator. A Registry given the cache also keeps
+// its checks there, by the files' hash (Registry.KeepChecks). Versions are immutable, so an entry never
 // goes stale; the cache only has to bound memory.
 //
 // Entries are kept in least-recently-used order and charged an estimate of
@@ -251,6 +252,19 @@ func (c *Cache) add(key string, v any, n int64) any {
 	c.bytes += n
 	c.evictLocked()
 	return v
+}
+
+// replace keeps v under key as the most recently used entry in place of
+// whatever was there, then evicts down to the bound.
+func (c *Cache) replace(key string, v any, n int64) {
+	c.mu.Lock()
+	if el, ok := c.entries[key]; ok {
+		c.order.Remove(el)
+		delete(c.entries, key)
+		c.bytes -= el.Value.(*cacheEntry).bytes
+	}
+	c.mu.Unlock()
+	c.add(key, v, n)
 }
 
 func (c *Cache) evictLocked() {

@@ -110,7 +110,20 @@ type Registry struct {
 	// stored counts registrations that stored versions: a check made
 	// while it stayed the same saw every registered flow.
 	stored atomic.Uint64
+	// checks keeps clean checks by the files' hash (KeepChecks); nil:
+	// every registration runs its scripts.
+	checks        *Cache
+	checksSkipped atomic.Uint64
 }
+
+// KeepChecks keeps the registry's clean checks in c, so that a
+// registration of files checked before, whose every lookup answers as it
+// did, skips its scripts and checks (see checkMemo). Call it before the
+// registry is used.
+func (r *Registry) KeepChecks(c *Cache) { r.checks = c }
+
+// ChecksSkipped counts the checks answered from KeepChecks' cache.
+func (r *Registry) ChecksSkipped() uint64 { return r.checksSkipped.Load() }
 
 // NewRegistry returns a registry over store, resolving tools in tools
 // (nil: no tool resolves).
@@ -132,7 +145,7 @@ func NewRegistryScripts(store VersionStore, tools Catalog, s Scripts) *Registry 
 // flows, without registering anything. The error is a store failure, not a
 // problem with the flows.
 func (r *Registry) Check(ctx context.Context, files []File) (*Module, Diagnostics, error) {
-	return r.scripts.Analyze(ctx, AnalyzeRequest{Files: files, Tools: r.tools, Lookup: r.lookup(ctx), Full: true})
+	return r.analyze(ctx, AnalyzeRequest{Files: files, Tools: r.tools, Lookup: r.lookup(ctx), Full: true})
 }
 
 // Register checks files and, when there is no error, stores a version of
@@ -163,14 +176,14 @@ func (r *Registry) Register(ctx context.Context, files []File) ([]*Version, Diag
 func (r *Registry) RegisterCommit(ctx context.Context, files []File, commit func(context.Context, []*Version) error) ([]*Version, Diagnostics, error) {
 	req := AnalyzeRequest{Files: files, Tools: r.tools, Lookup: r.lookup(ctx), Full: true}
 	seen := r.stored.Load()
-	m, ds, err := r.scripts.Analyze(ctx, req)
+	m, ds, err := r.analyze(ctx, req)
 	if err != nil || len(ds.Errors()) > 0 {
 		return nil, ds, err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stored.Load() != seen {
-		if m, ds, err = r.scripts.Analyze(ctx, req); err != nil || len(ds.Errors()) > 0 {
+		if m, ds, err = r.analyze(ctx, req); err != nil || len(ds.Errors()) > 0 {
 			return nil, ds, err
 		}
 	}

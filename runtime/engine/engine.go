@@ -244,6 +244,10 @@ func Open(cfg Config) (*Engine, error) {
 		e.scripts = flows.Local{Cache: e.flowCache}
 	}
 	e.registry = flows.NewRegistryScripts(versionStore{st: c.Store, cache: e.flowCache, clock: c.Clock}, c.Tools, e.scripts)
+	// A registration of files already checked, against unchanged tools
+	// and callees, skips its scripts (a CI job registering a repository
+	// of which one file changed); the checks share the flow cache's bound.
+	e.registry.KeepChecks(e.flowCache)
 	e.cfg.Store(&c)
 	return e, nil
 }

@@ -118,57 +118,132 @@ func flowOwnerErr(tx store.Tx, owner, name string) error {
 	return nil
 }
 
+// registerUpdateBytes bounds what one Update of a registration writes: a
+// registration's versions go in as few Updates as fit, one durable commit
+// for a registration of a few flows. It is half of what one Update of
+// either store holds (pgstore.MaxUpdateBytes, about Badger's transaction
+// with its default options), so the estimate's slack never meets the
+// store's limit. A version larger than the bound goes in an Update alone.
+const registerUpdateBytes = 1 << 20
+
 // putVersions stores a registration's versions as owner's, after checking
-// that every name is owner's to register. The check is repeated in each
-// version's transaction, so that it also holds against another daemon
-// sharing the store.
+// that every name is owner's to register. The versions are written in as
+// few Updates as registerUpdateBytes allows, and each Update checks the
+// names it writes again, so the check also holds against another daemon
+// sharing the store. A registration that fits one Update is stored all or
+// none; a larger one is checked as a whole first, then written Update by
+// Update (a crash between two leaves the first ones stored, each version
+// whole).
 func (e *Engine) putVersions(ctx context.Context, owner string, vs []*flows.Version) error {
-	var refused []string
-	if err := e.st.View(ctx, func(tx store.Tx) error {
-		refused = refused[:0]
-		for _, v := range vs {
-			err := flowOwnerErr(tx, owner, v.Flow.Name)
-			var fe *Error
-			switch {
-			case errors.As(err, &fe):
-				refused = append(refused, v.Flow.Name)
-			case err != nil:
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		return e.readFailed(err)
-	}
-	if len(refused) > 0 {
-		for _, name := range refused {
-			e.audit(ctx, owner, "register", "flow", name)
-		}
-		return &Error{Code: CodeForbidden, Class: ClassProtocol,
-			Message: fmt.Sprintf("flow %s belongs to the owner who registered it first; only that owner may register new versions (nothing was registered; choose another name)", strings.Join(quoteAll(refused), ", "))}
-	}
 	now := e.now()
+	var chunks [][]storedVersion
+	var chunkBytes int
 	for _, v := range vs {
 		ir, err := json.Marshal(v.Flow)
 		if err != nil {
 			return e.storageFailed(err)
 		}
-		err = e.st.Update(ctx, func(tx store.Tx) error {
-			if err := flowOwnerErr(tx, owner, v.Flow.Name); err != nil {
+		sv := storedVersion{v: v, ir: ir}
+		n := sv.bytes()
+		if len(chunks) == 0 || chunkBytes+n > registerUpdateBytes {
+			chunks = append(chunks, nil)
+			chunkBytes = 0
+		}
+		chunks[len(chunks)-1] = append(chunks[len(chunks)-1], sv)
+		chunkBytes += n
+	}
+	if len(chunks) > 1 {
+		// Written in several Updates: refuse before the first one
+		// if any name is someone else's.
+		var refused []string
+		if err := e.st.View(ctx, func(tx store.Tx) error {
+			var err error
+			refused, err = refusedNames(tx, owner, vs)
+			return err
+		}); err != nil {
+			return e.readFailed(err)
+		}
+		if len(refused) > 0 {
+			return e.refuseNames(ctx, owner, refused, true)
+		}
+	}
+	for i, chunk := range chunks {
+		var refused []string
+		err := e.st.Update(ctx, func(tx store.Tx) error {
+			names := make([]*flows.Version, len(chunk))
+			for j, sv := range chunk {
+				names[j] = sv.v
+			}
+			var err error
+			if refused, err = refusedNames(tx, owner, names); err != nil || len(refused) > 0 {
 				return err
 			}
-			return putVersion(tx, v, ir, owner, now)
+			for _, sv := range chunk {
+				if err := putVersion(tx, sv.v, sv.ir, owner, now); err != nil {
+					return fmt.Errorf("storing flow %s: %w", sv.v.Flow.Name, err)
+				}
+			}
+			return nil
 		})
-		var fe *Error
-		if errors.As(err, &fe) {
-			e.audit(ctx, owner, "register", "flow", v.Flow.Name)
-			return fe
-		}
 		if err != nil {
-			return e.storageFailed(fmt.Errorf("storing flow %s: %w", v.Flow.Name, err))
+			return e.storageFailed(err)
+		}
+		if len(refused) > 0 {
+			// With one Update this is the check; with several, only
+			// another daemon's registration, between the check and
+			// this Update, can have taken a name.
+			return e.refuseNames(ctx, owner, refused, i == 0)
 		}
 	}
 	return nil
+}
+
+// storedVersion is a version with its IR encoded for the store.
+type storedVersion struct {
+	v  *flows.Version
+	ir []byte
+}
+
+// bytes estimates what storing the version writes: its IR and sources,
+// and a little for the keys and the records around them.
+func (sv storedVersion) bytes() int {
+	n := len(sv.ir) + 256
+	for _, f := range sv.v.Sources {
+		n += len(f.Path) + len(f.Src) + 64
+	}
+	return n
+}
+
+// refusedNames are the names of vs that belong to someone other than
+// owner.
+func refusedNames(tx store.Tx, owner string, vs []*flows.Version) ([]string, error) {
+	var refused []string
+	for _, v := range vs {
+		err := flowOwnerErr(tx, owner, v.Flow.Name)
+		var fe *Error
+		switch {
+		case errors.As(err, &fe):
+			refused = append(refused, v.Flow.Name)
+		case err != nil:
+			return nil, err
+		}
+	}
+	return refused, nil
+}
+
+// refuseNames audits a registration refused for names that belong to
+// someone else and answers its E_FORBIDDEN; nothing says whether nothing
+// of the registration was stored.
+func (e *Engine) refuseNames(ctx context.Context, owner string, refused []string, nothing bool) error {
+	for _, name := range refused {
+		e.audit(ctx, owner, "register", "flow", name)
+	}
+	stored := "nothing was registered"
+	if !nothing {
+		stored = "the flows before them were registered"
+	}
+	return &Error{Code: CodeForbidden, Class: ClassProtocol,
+		Message: fmt.Sprintf("flow %s belongs to the owner who registered it first; only that owner may register new versions (%s; choose another name)", strings.Join(quoteAll(refused), ", "), stored)}
 }
 
 // putVersion writes one version and its sources.

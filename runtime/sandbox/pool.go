@@ -210,6 +210,11 @@ func (p *Pool) Close() error {
 // a limit is the diagnostic E_SCRIPT_LIMIT on the first file.
 func (p *Pool) Analyze(ctx context.Context, req flows.AnalyzeRequest) (*flows.Module, flows.Diagnostics, error) {
 	wreq := &request{Op: opAnalyze, Files: req.Files, Full: req.Full, NoTools: req.Tools == nil, Lookup: req.Lookup != nil}
+	if len(req.Files) > 1 {
+		// Parsing is most of a registration of many files, and the
+		// files parse independently: on every core this process may use.
+		wreq.Procs = runtime.GOMAXPROCS(0)
+	}
 	var lookupErr error
 	running := ""
 	if len(req.Files) > 0 {

@@ -147,6 +147,38 @@ func TestAnalyzeMatchesInProcess(t *testing.T) {
 	}
 }
 
+// The files of one registration compile on several threads in the
+// worker; the module and the diagnostics are still the in-process ones,
+// in the same order, syntax errors in some files included.
+func TestAnalyzeManyFilesMatchesInProcess(t *testing.T) {
+	p := newPool(t, sandbox.Config{Workers: 1})
+	var files []flows.File
+	for i := range 40 {
+		src := fmt.Sprintf("flow(name = \"f%d\", nodes = [task(\"x\", tool = \"t.idem\")])\n", i)
+		if i%13 == 5 {
+			src = fmt.Sprintf("flow(name = \"f%d\", nodes = [task(\"x\", tool = \"t.idem\"\n", i)
+		}
+		files = append(files, file(fmt.Sprintf("f%02d.star", i), src))
+	}
+	req := flows.AnalyzeRequest{Files: files, Tools: catalog, Full: true}
+	local, lds, lerr := flows.Local{}.Analyze(context.Background(), req)
+	remote, rds, rerr := p.Analyze(context.Background(), req)
+	if lerr != nil || rerr != nil {
+		t.Fatal(lerr, rerr)
+	}
+	if !reflect.DeepEqual(lds, rds) || len(rds) != 3 || rds[0].Code != flows.CodeSyntax {
+		t.Fatalf("diagnostics: in process %q, in the sandbox %q", lds, rds)
+	}
+	if len(remote.Flows) != 37 || len(remote.Flows) != len(local.Flows) {
+		t.Fatalf("%d flows in the sandbox, %d in process", len(remote.Flows), len(local.Flows))
+	}
+	for i, f := range remote.Flows {
+		if f.Hash != local.Flows[i].Hash {
+			t.Fatalf("flow %d: %s in the sandbox, %s in process", i, f.Name, local.Flows[i].Name)
+		}
+	}
+}
+
 const callFlow = `
 def args(ctx, item):
     return {"item": item, "run": ctx.run_id, "n": ctx.input["n"] + 1, "prev": ctx.results["a"], "f": 0.5, "big": 1 << 60}

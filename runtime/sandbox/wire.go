@@ -27,6 +27,9 @@ type request struct {
 	Full    bool         `json:"full,omitempty"`
 	NoTools bool         `json:"no_tools,omitempty"` // the catalog is nil
 	Lookup  bool         `json:"lookup,omitempty"`   // flows may be looked up
+	// Procs is how many threads the worker may compile the files on
+	// (the worker otherwise runs on one).
+	Procs int `json:"procs,omitempty"`
 
 	// call
 	SourceHash string     `json:"source_hash,omitempty"`

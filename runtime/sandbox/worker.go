@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"syscall"
 
@@ -157,6 +158,14 @@ func (w *workerConn) ask(q question) (*answer, error) {
 }
 
 func (w *workerConn) analyze(ctx context.Context, s flows.Scripts, req *request) *response {
+	if req.Procs > 1 {
+		// A worker runs on one thread (one evaluation at a time), but
+		// the files of one registration compile in parallel (flows'
+		// compileAll); the scripts still run one after another. The
+		// request's CPU allowance counts every thread.
+		prev := runtime.GOMAXPROCS(min(req.Procs, runtime.NumCPU()))
+		defer runtime.GOMAXPROCS(prev)
+	}
 	ar := flows.AnalyzeRequest{Files: req.Files, Full: req.Full, OnRun: func(path string) {
 		if len(req.Files) > 1 { // with one file, the pool knows which
 			_ = writeFrame(w.w, &response{Running: path}, MaxMessageBytes)
