@@ -106,14 +106,20 @@ func luaSites(file string, chunk []ast.Stmt) map[int]*callSite {
 	sites := map[int]*callSite{}
 	var elems []lineCol
 	var calls []*ast.FuncCallExpr
+	var tables []*ast.TableExpr
 	walkAST(reflect.ValueOf(chunk), func(n any) {
 		switch n := n.(type) {
 		case *ast.FuncCallExpr:
 			calls = append(calls, n)
 		case *ast.TableExpr:
-			adjustLastField(n)
+			tables = append(tables, n)
+		case *ast.FunctionExpr:
+			padParams(n)
 		}
 	})
+	for _, t := range tables { // after the walk: it rewrote .. into calls
+		adjustLastField(t)
+	}
 	type pending struct {
 		site *callSite
 		kws  []kwArg
@@ -175,6 +181,33 @@ func adjustLastField(t *ast.TableExpr) {
 	case *ast.Comma3Expr:
 		v.AdjustRet = true
 	}
+}
+
+// luaPadName is the parameter padParams adds. It is no identifier, so no
+// script can read or assign it.
+const luaPadName = "weir pad"
+
+// padParams gives a function without varargs that declares parameters
+// one more, last, that nothing names. gopher-lua compiles p = (f(p)),
+// where p is a function's last parameter, by loading f into p's register
+// before reading p for the argument (yuin/gopher-lua's compileFuncCallExpr
+// reuses that register): the call would get f instead of p. With the pad
+// last, no script's parameter is. Arity is the declared count: see
+// luaParams.
+func padParams(f *ast.FunctionExpr) {
+	if f.ParList != nil && !f.ParList.HasVargs && len(f.ParList.Names) > 0 {
+		f.ParList.Names = append(f.ParList.Names, luaPadName)
+	}
+}
+
+// luaParams is the number of parameters a compiled function declares,
+// without padParams' pad.
+func luaParams(p *lua.FunctionProto) int {
+	n := int(p.NumParameters)
+	if n > 0 && p.IsVarArg == 0 {
+		n--
+	}
+	return n
 }
 
 // walkAST visits every pointer of a syntax tree, by reflection:
@@ -725,7 +758,7 @@ func luaConvert(fs *fileState, v lua.LValue, depth int, count *int) (starlark.Va
 		}
 		return starlark.Float(f), nil
 	case *lua.LFunction:
-		return &luaFunc{fs: fs, params: int(x.Proto.NumParameters), varargs: x.Proto.IsVarArg != 0, line: x.Proto.LineDefined}, nil
+		return &luaFunc{fs: fs, params: luaParams(x.Proto), varargs: x.Proto.IsVarArg != 0, line: x.Proto.LineDefined}, nil
 	case *lua.LUserData:
 		if nv, ok := x.Value.(*nodeValue); ok {
 			return nv, nil
