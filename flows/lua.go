@@ -16,7 +16,6 @@ import (
 	lua "github.com/yuin/gopher-lua"
 	"github.com/yuin/gopher-lua/ast"
 	"github.com/yuin/gopher-lua/parse"
-	"github.com/yuin/gopher-lua/pm"
 	"go.starlark.net/starlark"
 )
 
@@ -41,14 +40,10 @@ import (
 // says it explicitly). A callable's run-time result follows the same rule,
 // except that an empty table returned by items is the empty list.
 
-// LuaMaxStringBytes bounds the strings string.rep, table.concat and
+// LuaMaxStringBytes bounds the strings .., string.rep, table.concat and
 // string.gsub may build, so that a few instructions cannot allocate
 // without bound.
 const LuaMaxStringBytes = 1 << 20
-
-// LuaMaxGsubWork bounds the bytes string.gsub may copy: replacements
-// times the string's length.
-const LuaMaxGsubWork = 1 << 26
 
 // luaMaxInt is the largest integer a Lua number (a float64) holds exactly.
 const luaMaxInt = 1 << 53
@@ -356,8 +351,8 @@ func newLuaSandbox(limit uint64) (*lua.LState, *stepCounter) {
 	tbl := L.GetField(g, "table").(*lua.LTable)
 	capStringRep(L, str)
 	capTableConcat(L, tbl)
-	capGsub(L, str)
 	sc := newStepCounter(limit)
+	setPatternFuncs(L, str, sc)
 	L.SetContext(sc)
 	return L, sc
 }
@@ -394,39 +389,6 @@ func capTableConcat(L *lua.LState, tbl *lua.LTable) {
 			}
 		}
 		return orig.GFunction(L)
-	}))
-}
-
-// capGsub refuses a gsub whose string replacement could build more than
-// the limit (every position a match), and any result over it.
-func capGsub(L *lua.LState, str *lua.LTable) {
-	orig := L.GetField(str, "gsub").(*lua.LFunction)
-	str.RawSetString("gsub", L.NewFunction(func(L *lua.LState) int {
-		src := L.CheckString(1)
-		s := int64(len(src))
-		limit := L.OptInt(4, -1)
-		mds, err := pm.Find(L.CheckString(2), []byte(src), 0, limit)
-		if err != nil {
-			L.RaiseError("%s", err.Error())
-		}
-		// gopher-lua copies the whole string once per replacement.
-		if m := int64(len(mds)); m*s > LuaMaxGsubWork {
-			L.RaiseError("string.gsub: %d replacements in a string of %d bytes, more work than the limit of %d", m, s, LuaMaxGsubWork)
-		}
-		if r, ok := L.Get(3).(lua.LString); ok {
-			matches := s + 1
-			if L.Get(4) != lua.LNil {
-				matches = min(matches, max(L.CheckInt64(4), 0))
-			}
-			if n := s + matches*int64(len(r)); n > LuaMaxStringBytes {
-				tooLong(L, "string.gsub", n)
-			}
-		}
-		n := orig.GFunction(L)
-		if res, ok := L.Get(-n).(lua.LString); ok && len(res) > LuaMaxStringBytes {
-			tooLong(L, "string.gsub", int64(len(res)))
-		}
-		return n
 	}))
 }
 
