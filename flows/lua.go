@@ -353,8 +353,57 @@ func newLuaSandbox(limit uint64) (*lua.LState, *stepCounter) {
 	capTableConcat(L, tbl)
 	sc := newStepCounter(limit)
 	setPatternFuncs(L, str, sc)
+	var names []string
+	str.ForEach(func(k, _ lua.LValue) { names = append(names, k.String()) })
+	for _, n := range names {
+		chargeBytes(L, str, n)
+	}
+	chargeBytes(L, tbl, "concat")
+	chargeBytes(L, g, "tostring")
+	chargeBytes(L, g, luaConcatName)
 	L.SetContext(sc)
 	return L, sc
+}
+
+// LuaBytesPerStep is what one step of the step limit buys of the strings
+// a builtin gives back: .., string.rep, string.upper and the others do
+// work in proportion to the bytes they build, one VM instruction each,
+// so that without this charge a loop of 100,000 steps could copy a
+// hundred gigabytes.
+const LuaBytesPerStep = 64
+
+// chargeBytes makes the function t[name] charge a step for each value it
+// returns and one for each LuaBytesPerStep bytes of the strings among
+// them.
+func chargeBytes(L *lua.LState, t *lua.LTable, name string) {
+	fn, ok := t.RawGetString(name).(*lua.LFunction)
+	if !ok || !fn.IsG {
+		return
+	}
+	t.RawSetString(name, L.NewFunction(func(L *lua.LState) int {
+		n := fn.GFunction(L)
+		cost := uint64(n)
+		for i := 1; i <= n; i++ {
+			if s, ok := L.Get(-i).(lua.LString); ok {
+				cost += uint64(len(s)) / LuaBytesPerStep
+			}
+		}
+		chargeSteps(L, name, cost)
+		return n
+	}))
+}
+
+// chargeSteps counts cost steps against the state's step limit, raising
+// the step-limit error when they exceed it.
+func chargeSteps(L *lua.LState, fn string, cost uint64) {
+	sc, ok := L.Context().(*stepCounter)
+	if !ok {
+		return
+	}
+	sc.steps += cost
+	if sc.exceeded() {
+		L.RaiseError("%s: step limit exceeded", fn)
+	}
 }
 
 func tooLong(L *lua.LState, fn string, n int64) {
@@ -445,6 +494,7 @@ func (r *luaRun) setup() {
 			if g, err = fromStarlark(sv); err == nil {
 				var b []byte
 				if b, err = json.Marshal(g); err == nil {
+					chargeSteps(L, "json.encode", uint64(len(b))/LuaBytesPerStep)
 					L.Push(lua.LString(b))
 					return 1
 				}
@@ -455,7 +505,9 @@ func (r *luaRun) setup() {
 	}))
 	L.SetField(js, "decode", L.NewFunction(func(L *lua.LState) int {
 		var g any
-		err := unmarshalNumbers([]byte(L.CheckString(1)), &g)
+		src := L.CheckString(1)
+		chargeSteps(L, "json.decode", uint64(len(src))/LuaBytesPerStep)
+		err := unmarshalNumbers([]byte(src), &g)
 		if err == nil {
 			var lv lua.LValue
 			if lv, err = goToLua(L, g, 0); err == nil {

@@ -83,6 +83,11 @@ func luaFind(L *lua.LState, sc *stepCounter) int {
 	init := luaInit(L, 3, src)
 	if lua.LVAsBool(L.Get(4)) || !luapat.HasSpecials(pat) {
 		i := strings.Index(src[init:], pat)
+		scanned := len(src) - init
+		if i >= 0 {
+			scanned = i + len(pat)
+		}
+		chargeSteps(L, "string.find", uint64(scanned)/LuaBytesPerStep)
 		if i < 0 {
 			L.Push(lua.LNil)
 			return 1

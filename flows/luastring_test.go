@@ -180,3 +180,43 @@ func TestLuaPatternStepsExact(t *testing.T) {
 		t.Fatalf("101 bytes pass under the limit of 100")
 	}
 }
+
+// Building strings costs steps by the byte: a loop of a few instructions
+// that copies a mebibyte each time ends with the step limit after a few
+// megabytes, not after a hundred gigabytes. (The fuzz target stalled on
+// such loops: each took minutes.)
+func TestLuaStringWorkCountsSteps(t *testing.T) {
+	t.Parallel()
+	for _, body := range []string{
+		`local t = s .. "x"`,
+		`local t = string.rep("x", 1000000)`,
+		`local t = s:upper()`,
+		`local t = s:reverse()`,
+		`local t = string.format("%s%s", s, "y")`,
+		`local t = table.concat({s})`,
+		`local t = s:gsub("y", "")`,
+		`local t = s:find("y", 1, true)`,
+		`local t = json.encode(s)`,
+		`local t = json.decode('"' .. s .. '"')`,
+		`local t = s:sub(2)`,
+	} {
+		src := "local s = string.rep(\"x\", 999999)\nfor i = 1, 100000 do " + body + " end\n" + luaLeaf
+		_, ds := Loader{MaxSteps: 100_000}.Load(luaFile(src))
+		if len(ds) != 1 || ds[0].Line != 2 || !strings.Contains(ds[0].Message, "step limit exceeded") {
+			t.Errorf("%s: got %s", body, ds)
+		}
+	}
+	// The charge is exact: a mebibyte built costs 16,384 steps more than
+	// a byte.
+	steps := func(n int) uint64 {
+		L, sc := newLuaSandbox(DefaultMaxSteps)
+		defer L.Close()
+		if err := L.DoString(fmt.Sprintf("local t = string.rep(\"x\", %d)", n)); err != nil {
+			t.Fatal(err)
+		}
+		return sc.steps
+	}
+	if d := steps(1<<20) - steps(1); d != 1<<20/LuaBytesPerStep {
+		t.Errorf("a mebibyte costs %d steps more than a byte", d)
+	}
+}
