@@ -358,11 +358,43 @@ func newLuaSandbox(limit uint64) (*lua.LState, *stepCounter) {
 	for _, n := range names {
 		chargeBytes(L, str, n)
 	}
+	capResults(L, str, "byte", func(L *lua.LState) int {
+		n := len(L.CheckString(1))
+		i, j := L.OptInt(2, 1), L.OptInt(3, L.OptInt(2, 1))
+		if i < 0 {
+			i += n + 1
+		}
+		if j < 0 {
+			j += n + 1
+		}
+		return min(j, n) - max(i, 1) + 1
+	})
+	capResults(L, g, "unpack", func(L *lua.LState) int {
+		t := L.CheckTable(1)
+		return L.OptInt(3, t.Len()) - L.OptInt(2, 1) + 1
+	})
 	chargeBytes(L, tbl, "concat")
 	chargeBytes(L, g, "tostring")
 	chargeBytes(L, g, luaConcatName)
 	L.SetContext(sc)
 	return L, sc
+}
+
+// LuaMaxResults bounds the values one call of string.byte or unpack may
+// return, as Lua 5.1's stack does: gopher-lua grows its stack a few
+// slots at a time, so a million results took seconds of copying.
+const LuaMaxResults = 8000
+
+// capResults refuses a call of t[name] that count says would return more
+// than LuaMaxResults values.
+func capResults(L *lua.LState, t *lua.LTable, name string, count func(*lua.LState) int) {
+	fn := t.RawGetString(name).(*lua.LFunction)
+	t.RawSetString(name, L.NewFunction(func(L *lua.LState) int {
+		if n := count(L); n > LuaMaxResults {
+			L.RaiseError("%s: %d results, more than the limit of %d", name, n, LuaMaxResults)
+		}
+		return fn.GFunction(L)
+	}))
 }
 
 // LuaBytesPerStep is what one step of the step limit buys of the strings

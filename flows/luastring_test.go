@@ -220,3 +220,22 @@ func TestLuaStringWorkCountsSteps(t *testing.T) {
 		t.Errorf("a mebibyte costs %d steps more than a byte", d)
 	}
 }
+
+// string.byte and unpack return at most LuaMaxResults values, as Lua
+// 5.1's stack allows.
+func TestLuaResultsCap(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ ok, tooMany string }{
+		{`local t = {s:byte(1, 8000)}`, `local t = {s:byte(1, -1)}`},
+		{`local t = {unpack(l, 1, 8000)}`, `local t = {unpack(l)}`},
+	} {
+		pre := "local s = string.rep(\"x\", 8001) local l = {s:byte(1, 8000)} l[8001] = 1\n"
+		if _, ds := Load(luaFile(pre + c.ok + "\n" + luaLeaf)); len(ds) > 0 {
+			t.Errorf("%s: %s", c.ok, ds)
+		}
+		_, ds := Load(luaFile(pre + c.tooMany + "\n" + luaLeaf))
+		if len(ds) != 1 || ds[0].Line != 2 || !strings.Contains(ds[0].Message, "8001 results, more than the limit of 8000") {
+			t.Errorf("%s: got %s", c.tooMany, ds)
+		}
+	}
+}
