@@ -52,9 +52,47 @@ func genFlow(name string, n int, callees []string) string {
 	return b.String()
 }
 
-// genFlowSet is count flows of n nodes, one file each; the first ten are
-// leaves and every other flow calls two of them.
-func genFlowSet(count, n int) []apitypes.SourceFile {
+// genFlowLua is genFlow in Lua: the same graph, node for node.
+func genFlowLua(name string, n int, callees []string) string {
+	var b strings.Builder
+	b.WriteString("local function topic_args(ctx)\n  return {topic = ctx.input.topic, attempt = ctx.attempt}\nend\n\n")
+	b.WriteString("local function count(t)\n  local k = 0\n  for _ in pairs(t) do k = k + 1 end\n  return k\nend\n\n")
+	fmt.Fprintf(&b, "flow{%q, max_depth = 2, nodes = {\n", name)
+	end := fmt.Sprintf("n%d", n-1)
+	for i := range n {
+		id := fmt.Sprintf("n%d", i)
+		next := ""
+		if i+1 < n {
+			next = fmt.Sprintf(", next = \"n%d\"", i+1)
+		}
+		switch {
+		case i == n-1:
+			fmt.Fprintf(&b, "  task{%q, tool = \"testkit.echo\", args = {done = true}},\n", id)
+		case i%10 == 3:
+			fmt.Fprintf(&b, "  branch{%q, cond = function(ctx) return count(ctx.results) > %d end, [\"then\"] = \"n%d\", otherwise = \"n%d\", max_visits = 3},\n",
+				id, i, i+1, i-2)
+		case i%10 == 5:
+			fmt.Fprintf(&b, "  fanout{%q, items = function(ctx) return ctx.results.n%d.items end, tool = \"testkit.echo\", args = function(ctx, item) return {q = item} end, width = 4, depth = 1, max_items = 8, quorum = 0.5, deadline = \"10m\"%s},\n",
+				id, i-1, next)
+		case i%10 == 7 && len(callees) > 0:
+			fmt.Fprintf(&b, "  subflow{%q, flow = %q, args = function(ctx) return {topic = ctx.input.topic} end, error = %q, max_visits = 2%s},\n",
+				id, callees[i%len(callees)], end, next)
+		case i%10 == 8:
+			fmt.Fprintf(&b, "  task{%q, tool = \"mail.send\", args = function(ctx) return {to = \"ops@example.com\", body = ctx.input.topic} end, at_most_once = true, error = %q%s},\n",
+				id, end, next)
+		case i%10 == 9:
+			fmt.Fprintf(&b, "  wait{%q, timeout = \"1h\", error = %q%s},\n", id, end, next)
+		default:
+			fmt.Fprintf(&b, "  task{%q, tool = \"testkit.echo\", args = topic_args, retries = 2, timeout = \"30s\"%s},\n", id, next)
+		}
+	}
+	b.WriteString("}}\n")
+	return b.String()
+}
+
+// genFlowSet is count flows of n nodes, one file each in lang (".star" or
+// ".lua"); the first ten are leaves and every other flow calls two of them.
+func genFlowSet(count, n int, lang string) []apitypes.SourceFile {
 	files := make([]apitypes.SourceFile, count)
 	for i := range files {
 		var callees []string
@@ -62,7 +100,11 @@ func genFlowSet(count, n int) []apitypes.SourceFile {
 			callees = []string{fmt.Sprintf("f%04d", i%10), fmt.Sprintf("f%04d", (i+3)%10)}
 		}
 		name := fmt.Sprintf("f%04d", i)
-		files[i] = apitypes.SourceFile{Path: name + ".star", Src: genFlow(name, n, callees)}
+		gen := genFlow
+		if lang == ".lua" {
+			gen = genFlowLua
+		}
+		files[i] = apitypes.SourceFile{Path: name + lang, Src: gen(name, n, callees)}
 	}
 	return files
 }
@@ -82,7 +124,8 @@ func registration(b *bench) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	set := genFlowSet(1000, 50)
+	set := genFlowSet(1000, 50, ".star")
+	luaSet := genFlowSet(1000, 50, ".lua")
 	big := []apitypes.SourceFile{{Path: "big.star", Src: genFlow("big", 10_000, nil)}}
 
 	inProcess := func(batches [][]apitypes.SourceFile) (time.Duration, error) {
@@ -116,14 +159,17 @@ func registration(b *bench) ([]row, error) {
 	}
 
 	each := make([][]apitypes.SourceFile, len(set))
+	luaEach := make([][]apitypes.SourceFile, len(luaSet))
 	for i := range set {
 		each[i] = set[i : i+1]
+		luaEach[i] = luaSet[i : i+1]
 	}
 	cases := []struct {
 		figure  string
 		batches [][]apitypes.SourceFile
 	}{
 		{"register 1,000 flows × 50 nodes, one request each", each},
+		{"register 1,000 Lua flows × 50 nodes, one request each", luaEach},
 		{"register 1,000 flows × 50 nodes, one request", [][]apitypes.SourceFile{set}},
 		{"register one flow of 10,000 nodes", [][]apitypes.SourceFile{big}},
 	}
