@@ -52,10 +52,49 @@ func genFlow(name string, n int, callees []string) string {
 	return b.String()
 }
 
+// genFlowLua is genFlow in Lua: the same graph, node for node.
+func genFlowLua(name string, n int, callees []string) string {
+	var b strings.Builder
+	b.WriteString("local function topic_args(ctx)\n  return {topic = ctx.input.topic, attempt = ctx.attempt}\nend\n\n")
+	b.WriteString("local function count(t)\n  local k = 0\n  for _ in pairs(t) do k = k + 1 end\n  return k\nend\n\n")
+	fmt.Fprintf(&b, "flow{%q, max_depth = 2, nodes = {\n", name)
+	end := fmt.Sprintf("n%d", n-1)
+	for i := range n {
+		id := fmt.Sprintf("n%d", i)
+		next := ""
+		if i+1 < n {
+			next = fmt.Sprintf(", next = \"n%d\"", i+1)
+		}
+		switch {
+		case i == n-1:
+			fmt.Fprintf(&b, "  task{%q, tool = \"testkit.echo\", args = {done = true}},\n", id)
+		case i%10 == 3:
+			fmt.Fprintf(&b, "  branch{%q, cond = function(ctx) return count(ctx.results) > %d end, [\"then\"] = \"n%d\", otherwise = \"n%d\", max_visits = 3},\n",
+				id, i, i+1, i-2)
+		case i%10 == 5:
+			fmt.Fprintf(&b, "  fanout{%q, items = function(ctx) return ctx.results.n%d.items end, tool = \"testkit.echo\", args = function(ctx, item) return {q = item} end, width = 4, depth = 1, max_items = 8, quorum = 0.5, deadline = \"10m\"%s},\n",
+				id, i-1, next)
+		case i%10 == 7 && len(callees) > 0:
+			fmt.Fprintf(&b, "  subflow{%q, flow = %q, args = function(ctx) return {topic = ctx.input.topic} end, error = %q, max_visits = 2%s},\n",
+				id, callees[i%len(callees)], end, next)
+		case i%10 == 8:
+			fmt.Fprintf(&b, "  task{%q, tool = \"mail.send\", args = function(ctx) return {to = \"ops@example.com\", body = ctx.input.topic} end, at_most_once = true, error = %q%s},\n",
+				id, end, next)
+		case i%10 == 9:
+			fmt.Fprintf(&b, "  wait{%q, timeout = \"1h\", error = %q%s},\n", id, end, next)
+		default:
+			fmt.Fprintf(&b, "  task{%q, tool = \"testkit.echo\", args = topic_args, retries = 2, timeout = \"30s\"%s},\n", id, next)
+		}
+	}
+	b.WriteString("}}\n")
+	return b.String()
+}
+
 // generators write the generated flow of genFlow in a flow language, by
 // the file extension the language's files take.
 var generators = map[string]func(name string, n int, callees []string) string{
 	".star": genFlow,
+	".lua":  genFlowLua,
 }
 
 // genFlowSet is count flows of n nodes in the language of ext (a key of
@@ -91,6 +130,7 @@ func registration(b *bench) ([]row, error) {
 		return nil, err
 	}
 	set := genFlowSet(".star", 1000, 50)
+	luaSet := genFlowSet(".lua", 1000, 50)
 	big := []apitypes.SourceFile{{Path: "big.star", Src: genFlow("big", 10_000, nil)}}
 
 	inProcess := func(batches [][]apitypes.SourceFile) (time.Duration, error) {
@@ -124,14 +164,17 @@ func registration(b *bench) ([]row, error) {
 	}
 
 	each := make([][]apitypes.SourceFile, len(set))
+	luaEach := make([][]apitypes.SourceFile, len(luaSet))
 	for i := range set {
 		each[i] = set[i : i+1]
+		luaEach[i] = luaSet[i : i+1]
 	}
 	cases := []struct {
 		figure  string
 		batches [][]apitypes.SourceFile
 	}{
 		{"register 1,000 flows × 50 nodes, one request each", each},
+		{"register 1,000 Lua flows × 50 nodes, one request each", luaEach},
 		{"register 1,000 flows × 50 nodes, one request", [][]apitypes.SourceFile{set}},
 		{"register one flow of 10,000 nodes", [][]apitypes.SourceFile{big}},
 	}

@@ -27,6 +27,10 @@ step "Check the example flows together, against the example tool catalog"
 show "$weir flow check --tools examples/catalog.json" examples/*.star
 "$weir" flow check --tools examples/catalog.json examples/*.star
 
+step "The same flows in Lua: the same builtins, the same checks"
+show "$weir flow check --tools examples/catalog.json" examples/*.lua
+"$weir" flow check --tools examples/catalog.json examples/*.lua
+
 step "A flow with mistakes is refused: every problem, at its line, with a stable code"
 show "$weir flow check --tools examples/catalog.json examples/mistakes/newsletter.star examples/summarize.star"
 set +e
@@ -38,6 +42,13 @@ if [[ $code -ne 1 ]]; then
     exit 1
 fi
 echo "(exit $code: refused, as it should be)"
+show "$weir flow check --tools examples/catalog.json examples/mistakes/newsletter.lua examples/summarize.lua"
+set +e
+"$weir" flow check --tools examples/catalog.json examples/mistakes/newsletter.lua examples/summarize.lua 2>&1
+code=$?
+set -e
+[[ $code -eq 1 ]] || { echo "demo: expected the Lua check to refuse the flow (exit 1), got exit $code" >&2; exit 1; }
+echo "(exit $code: the same three codes, at file:line)"
 
 # A run end to end, on a fresh data directory, with the plugins make built.
 data=$(mktemp -d "${TMPDIR:-/tmp}/weir-demo.XXXXXX")
@@ -131,6 +142,7 @@ echo "$data/plugin-state/mail/outbox.jsonl: $lines line(s)"
 step "Agents: check the agent flows against the configured models and installed tools"
 show "weir flow check --config examples/agents/weir.hcl examples/agents/brief.star"
 "$weir" flow check --config "$data/weir.hcl" examples/agents/brief.star
+"$weir" flow check --config "$data/weir.hcl" examples/agents/brief.lua
 
 step "Register them and start a brief: a planner agent, four researcher sub-agents two at a time, a critic"
 show "weir flow register examples/agents/brief.star"

@@ -74,6 +74,31 @@ func (s *scripted) tools() []sdk.Tool {
 			s.mu.Unlock()
 			return map[string]any{"id": fmt.Sprint("mail-", n)}, nil
 		}},
+		// The MCP example's server, as the mcp plugin bridges it.
+		{Name: "mcp.demo-lookup-item", Idempotent: true, Run: func(_ context.Context, c *sdk.Call) (any, error) {
+			var in struct{ Key string }
+			if err := json.Unmarshal(c.Input, &in); err != nil {
+				return nil, err
+			}
+			return map[string]any{"key": in.Key, "title": "item " + in.Key}, nil
+		}},
+		{Name: "mcp.demo-append", Run: func(_ context.Context, c *sdk.Call) (any, error) {
+			var in struct{ Line string }
+			if err := json.Unmarshal(c.Input, &in); err != nil {
+				return nil, err
+			}
+			s.mu.Lock()
+			s.notes["journal"] += in.Line + "\n"
+			s.mu.Unlock()
+			return "appended " + in.Line, nil
+		}},
+		{Name: "mcp.demo-echo", Idempotent: true, Run: func(_ context.Context, c *sdk.Call) (any, error) {
+			var in struct{ Text string }
+			if err := json.Unmarshal(c.Input, &in); err != nil {
+				return nil, err
+			}
+			return in.Text, nil
+		}},
 		{Name: "llm.chat", Idempotent: true, Contract: chat.Contract, Models: []sdk.Model{{Alias: "small", MaxTokens: 1024, InputCost: 1000, OutputCost: 1000}},
 			Run: func(_ context.Context, c *sdk.Call) (any, error) {
 				var req chat.Request
@@ -230,16 +255,40 @@ func TestDigestRuns(t *testing.T) {
 
 func TestAgentBriefRuns(t *testing.T) {
 	t.Parallel()
-	eng, s := exampleEngine(t, "agents/brief.star")
-	run := runToEnd(t, eng, "brief", `{"topic":"durable agents","to":"you@example.com"}`, "approve")
-	want := []map[string]any{{"to": "you@example.com", "subject": "Four answers", "body": "2"}}
-	if !reflect.DeepEqual(s.mails, want) {
-		t.Errorf("mails %v, want %v: the critic's mail over both answers, sent once", s.mails, want)
+	for _, file := range []string{"agents/brief.star", "agents/brief.lua"} {
+		t.Run(file, func(t *testing.T) {
+			t.Parallel()
+			eng, s := exampleEngine(t, file)
+			run := runToEnd(t, eng, "brief", `{"topic":"durable agents","to":"you@example.com"}`, "approve")
+			want := []map[string]any{{"to": "you@example.com", "subject": "Four answers", "body": "2"}}
+			if !reflect.DeepEqual(s.mails, want) {
+				t.Errorf("mails %v, want %v: the critic's mail over both answers, sent once", s.mails, want)
+			}
+			if len(s.notes) != 2 {
+				t.Errorf("notes %v, want the two researchers' notes", s.notes)
+			}
+			if run.Spent <= 0 {
+				t.Errorf("the brief spent %d: its model turns cost nothing", run.Spent)
+			}
+		})
 	}
-	if len(s.notes) != 2 {
-		t.Errorf("notes %v, want the two researchers' notes", s.notes)
-	}
-	if run.Spent <= 0 {
-		t.Errorf("the brief spent %d: its model turns cost nothing", run.Spent)
+}
+
+// The MCP example runs over the bridged server's tools as the mcp plugin
+// declares them: the lookup retried, the journal noted once.
+func TestTicketRuns(t *testing.T) {
+	t.Parallel()
+	for _, file := range []string{"mcp/ticket.star", "mcp/ticket.lua"} {
+		t.Run(file, func(t *testing.T) {
+			t.Parallel()
+			eng, s := exampleEngine(t, file)
+			run := runToEnd(t, eng, "ticket", `{"key":"T-1"}`, "")
+			if got := string(run.Output); got != `"noted: appended T-1"` {
+				t.Errorf("output %s, want the echo of the journal's answer", got)
+			}
+			if s.notes["journal"] != "T-1\n" {
+				t.Errorf("journal %q, want the key noted once", s.notes["journal"])
+			}
+		})
 	}
 }

@@ -1,7 +1,9 @@
 package flows
 
 import (
+	"fmt"
 	"os"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -76,23 +78,114 @@ func TestAgentsDocSnippetsCheck(t *testing.T) {
 	}
 }
 
-// Every Lua snippet in docs/flows.md loads, and passes every check beside
-// the flows it calls.
+// Every Lua snippet in docs/flows.md loads; one that declares flows
+// passes every check beside the flows it calls, and is the Starlark
+// snippet before it in the other language: the same nodes and wires, and
+// every callable answers the same ctx with the same value.
 func TestDocsLuaSnippetsCheck(t *testing.T) {
 	t.Parallel()
 	doc, err := os.ReadFile("../docs/flows.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	blocks := regexp.MustCompile("(?s)```lua\n(.*?)```").FindAllStringSubmatch(string(doc), -1)
-	if len(blocks) == 0 {
-		t.Fatal("no lua blocks in docs/flows.md")
-	}
+	block := regexp.MustCompile("(?s)```(python|lua)\n(.*?)```")
+	var python string
+	pythonEnd, lua, flows := 0, 0, 0
 	summarize := readStar(t, "../examples/summarize.lua")
-	for i, b := range blocks {
-		files := append([]File{src("snippet.lua", b[1])}, summarize...)
+	for _, ix := range block.FindAllStringSubmatchIndex(string(doc), -1) {
+		kind, code := string(doc[ix[2]:ix[3]]), string(doc[ix[4]:ix[5]])
+		if kind == "python" {
+			python, pythonEnd = code, ix[1]
+			continue
+		}
+		lua++
+		const prelude = "local function plan_args(ctx) return {} end\n"
+		if _, ds := Load([]File{src("snippet.lua", prelude+code)}); len(ds) > 0 {
+			t.Errorf("docs/flows.md lua block %d does not load:\n%s\n%s", lua, code, ds)
+			continue
+		}
+		if !strings.Contains(code, "flow{") {
+			continue // nodes alone: there is no flow to check or run
+		}
+		flows++
+		files := []File{src("snippet.lua", code)}
+		if !strings.Contains(code, `flow{"summarize"`) {
+			files = append(files, summarize...)
+		}
 		if _, ds := Check(files, testCatalog(t)); len(ds) > 0 {
-			t.Errorf("docs/flows.md lua block %d does not pass the checks:\n%s\n%s", i+1, b[1], ds)
+			t.Errorf("docs/flows.md lua block %d does not pass the checks:\n%s\n%s", lua, code, ds)
+			continue
+		}
+		if strings.TrimSpace(string(doc[pythonEnd:ix[0]])) == "In Lua:" {
+			sameAsStarlark(t, code, python)
+		}
+	}
+	if lua < 9 || flows < 3 {
+		t.Errorf("found %d lua blocks, %d declaring flows, in docs/flows.md: every builtin has one", lua, flows)
+	}
+}
+
+// sameAsStarlark checks that the flows luaSrc declares are those
+// starSrc declares: node for node, wire for wire, and each callable
+// answering one ctx (which has what every snippet reads) alike.
+func sameAsStarlark(t *testing.T, luaSrc, starSrc string) {
+	t.Helper()
+	evs := map[string]*Evaluator{}
+	for _, f := range []File{src("snippet.lua", luaSrc), src("snippet.star", starSrc)} {
+		ev, err := NewEvaluator([]File{f})
+		if err != nil {
+			t.Errorf("%s: %v\n%s", f.Path, err, f.Src)
+			return
+		}
+		evs[f.Path] = ev
+	}
+	ctx := Context{
+		RunID: "run-1", Attempt: 1,
+		Input:   map[string]any{"hits": []any{map[string]any{"q": "rivers"}}, "claim": "rivers are long", "topic": "rivers"},
+		Results: map[string]any{"draft": map[string]any{"answer": "short"}, "research": map[string]any{"answer": "long"}},
+	}
+	lm, sm := evs["snippet.lua"].ls.mod, evs["snippet.star"].ls.mod
+	if len(lm.Flows) != len(sm.Flows) {
+		t.Errorf("the lua snippet declares %d flows, the Starlark one before it %d:\n%s", len(lm.Flows), len(sm.Flows), luaSrc)
+		return
+	}
+	for _, lf := range lm.Flows {
+		sf := sm.Flow(lf.Name)
+		if sf == nil {
+			t.Errorf("flow %s: not in the Starlark snippet before it", lf.Name)
+			continue
+		}
+		var lg, sg []string
+		for _, g := range []struct {
+			f   *Flow
+			out *[]string
+		}{{lf, &lg}, {sf, &sg}} {
+			for _, n := range g.f.Nodes {
+				*g.out = append(*g.out, fmt.Sprint(n.ID, n.Kind, n.Wires()))
+			}
+		}
+		if !reflect.DeepEqual(lg, sg) {
+			t.Errorf("flow %s: lua nodes %v, Starlark %v", lf.Name, lg, sg)
+		}
+		refs := []CallableRef{{Flow: lf.Name, Param: "output"}}
+		for _, n := range lf.Nodes {
+			for _, p := range paramNames {
+				refs = append(refs, CallableRef{Flow: lf.Name, Node: n.ID, Param: p})
+			}
+		}
+		for _, ref := range refs {
+			if evs["snippet.lua"].Has(ref) != evs["snippet.star"].Has(ref) {
+				t.Errorf("%s: a callable in one language only", ref)
+				continue
+			}
+			if !evs["snippet.lua"].Has(ref) {
+				continue
+			}
+			lv, lerr := evs["snippet.lua"].Call(ref, ctx)
+			sv, serr := evs["snippet.star"].Call(ref, ctx)
+			if lerr != nil || serr != nil || !reflect.DeepEqual(lv, sv) {
+				t.Errorf("%s: lua answers %#v (%v), Starlark %#v (%v)", ref, lv, lerr, sv, serr)
+			}
 		}
 	}
 }

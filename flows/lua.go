@@ -16,7 +16,6 @@ import (
 	lua "github.com/yuin/gopher-lua"
 	"github.com/yuin/gopher-lua/ast"
 	"github.com/yuin/gopher-lua/parse"
-	"github.com/yuin/gopher-lua/pm"
 	"go.starlark.net/starlark"
 )
 
@@ -41,14 +40,10 @@ import (
 // says it explicitly). A callable's run-time result follows the same rule,
 // except that an empty table returned by items is the empty list.
 
-// LuaMaxStringBytes bounds the strings string.rep, table.concat and
+// LuaMaxStringBytes bounds the strings .., string.rep, table.concat and
 // string.gsub may build, so that a few instructions cannot allocate
 // without bound.
 const LuaMaxStringBytes = 1 << 20
-
-// LuaMaxGsubWork bounds the bytes string.gsub may copy: replacements
-// times the string's length.
-const LuaMaxGsubWork = 1 << 26
 
 // luaMaxInt is the largest integer a Lua number (a float64) holds exactly.
 const luaMaxInt = 1 << 53
@@ -106,14 +101,20 @@ func luaSites(file string, chunk []ast.Stmt) map[int]*callSite {
 	sites := map[int]*callSite{}
 	var elems []lineCol
 	var calls []*ast.FuncCallExpr
+	var tables []*ast.TableExpr
 	walkAST(reflect.ValueOf(chunk), func(n any) {
 		switch n := n.(type) {
 		case *ast.FuncCallExpr:
 			calls = append(calls, n)
 		case *ast.TableExpr:
-			adjustLastField(n)
+			tables = append(tables, n)
+		case *ast.FunctionExpr:
+			padParams(n)
 		}
 	})
+	for _, t := range tables { // after the walk: it rewrote .. into calls
+		adjustLastField(t)
+	}
 	type pending struct {
 		site *callSite
 		kws  []kwArg
@@ -175,6 +176,33 @@ func adjustLastField(t *ast.TableExpr) {
 	case *ast.Comma3Expr:
 		v.AdjustRet = true
 	}
+}
+
+// luaPadName is the parameter padParams adds. It is no identifier, so no
+// script can read or assign it.
+const luaPadName = "weir pad"
+
+// padParams gives a function without varargs that declares parameters
+// one more, last, that nothing names. gopher-lua compiles p = (f(p)),
+// where p is a function's last parameter, by loading f into p's register
+// before reading p for the argument (yuin/gopher-lua's compileFuncCallExpr
+// reuses that register): the call would get f instead of p. With the pad
+// last, no script's parameter is. Arity is the declared count: see
+// luaParams.
+func padParams(f *ast.FunctionExpr) {
+	if f.ParList != nil && !f.ParList.HasVargs && len(f.ParList.Names) > 0 {
+		f.ParList.Names = append(f.ParList.Names, luaPadName)
+	}
+}
+
+// luaParams is the number of parameters a compiled function declares,
+// without padParams' pad.
+func luaParams(p *lua.FunctionProto) int {
+	n := int(p.NumParameters)
+	if n > 0 && p.IsVarArg == 0 {
+		n--
+	}
+	return n
 }
 
 // walkAST visits every pointer of a syntax tree, by reflection:
@@ -323,10 +351,91 @@ func newLuaSandbox(limit uint64) (*lua.LState, *stepCounter) {
 	tbl := L.GetField(g, "table").(*lua.LTable)
 	capStringRep(L, str)
 	capTableConcat(L, tbl)
-	capGsub(L, str)
 	sc := newStepCounter(limit)
+	setPatternFuncs(L, str, sc)
+	var names []string
+	str.ForEach(func(k, _ lua.LValue) { names = append(names, k.String()) })
+	for _, n := range names {
+		chargeBytes(L, str, n)
+	}
+	capResults(L, str, "byte", func(L *lua.LState) int {
+		n := len(L.CheckString(1))
+		i, j := L.OptInt(2, 1), L.OptInt(3, L.OptInt(2, 1))
+		if i < 0 {
+			i += n + 1
+		}
+		if j < 0 {
+			j += n + 1
+		}
+		return min(j, n) - max(i, 1) + 1
+	})
+	capResults(L, g, "unpack", func(L *lua.LState) int {
+		t := L.CheckTable(1)
+		return L.OptInt(3, t.Len()) - L.OptInt(2, 1) + 1
+	})
+	chargeBytes(L, tbl, "concat")
+	chargeBytes(L, g, "tostring")
+	chargeBytes(L, g, luaConcatName)
 	L.SetContext(sc)
 	return L, sc
+}
+
+// LuaMaxResults bounds the values one call of string.byte or unpack may
+// return, as Lua 5.1's stack does: gopher-lua grows its stack a few
+// slots at a time, so a million results took seconds of copying.
+const LuaMaxResults = 8000
+
+// capResults refuses a call of t[name] that count says would return more
+// than LuaMaxResults values.
+func capResults(L *lua.LState, t *lua.LTable, name string, count func(*lua.LState) int) {
+	fn := t.RawGetString(name).(*lua.LFunction)
+	t.RawSetString(name, L.NewFunction(func(L *lua.LState) int {
+		if n := count(L); n > LuaMaxResults {
+			L.RaiseError("%s: %d results, more than the limit of %d", name, n, LuaMaxResults)
+		}
+		return fn.GFunction(L)
+	}))
+}
+
+// LuaBytesPerStep is what one step of the step limit buys of the strings
+// a builtin gives back: .., string.rep, string.upper and the others do
+// work in proportion to the bytes they build, one VM instruction each,
+// so that without this charge a loop of 100,000 steps could copy a
+// hundred gigabytes.
+const LuaBytesPerStep = 64
+
+// chargeBytes makes the function t[name] charge a step for each value it
+// returns and one for each LuaBytesPerStep bytes of the strings among
+// them.
+func chargeBytes(L *lua.LState, t *lua.LTable, name string) {
+	fn, ok := t.RawGetString(name).(*lua.LFunction)
+	if !ok || !fn.IsG {
+		return
+	}
+	t.RawSetString(name, L.NewFunction(func(L *lua.LState) int {
+		n := fn.GFunction(L)
+		cost := uint64(n)
+		for i := 1; i <= n; i++ {
+			if s, ok := L.Get(-i).(lua.LString); ok {
+				cost += uint64(len(s)) / LuaBytesPerStep
+			}
+		}
+		chargeSteps(L, name, cost)
+		return n
+	}))
+}
+
+// chargeSteps counts cost steps against the state's step limit, raising
+// the step-limit error when they exceed it.
+func chargeSteps(L *lua.LState, fn string, cost uint64) {
+	sc, ok := L.Context().(*stepCounter)
+	if !ok {
+		return
+	}
+	sc.steps += cost
+	if sc.exceeded() {
+		L.RaiseError("%s: step limit exceeded", fn)
+	}
 }
 
 func tooLong(L *lua.LState, fn string, n int64) {
@@ -361,39 +470,6 @@ func capTableConcat(L *lua.LState, tbl *lua.LTable) {
 			}
 		}
 		return orig.GFunction(L)
-	}))
-}
-
-// capGsub refuses a gsub whose string replacement could build more than
-// the limit (every position a match), and any result over it.
-func capGsub(L *lua.LState, str *lua.LTable) {
-	orig := L.GetField(str, "gsub").(*lua.LFunction)
-	str.RawSetString("gsub", L.NewFunction(func(L *lua.LState) int {
-		src := L.CheckString(1)
-		s := int64(len(src))
-		limit := L.OptInt(4, -1)
-		mds, err := pm.Find(L.CheckString(2), []byte(src), 0, limit)
-		if err != nil {
-			L.RaiseError("%s", err.Error())
-		}
-		// gopher-lua copies the whole string once per replacement.
-		if m := int64(len(mds)); m*s > LuaMaxGsubWork {
-			L.RaiseError("string.gsub: %d replacements in a string of %d bytes, more work than the limit of %d", m, s, LuaMaxGsubWork)
-		}
-		if r, ok := L.Get(3).(lua.LString); ok {
-			matches := s + 1
-			if L.Get(4) != lua.LNil {
-				matches = min(matches, max(L.CheckInt64(4), 0))
-			}
-			if n := s + matches*int64(len(r)); n > LuaMaxStringBytes {
-				tooLong(L, "string.gsub", n)
-			}
-		}
-		n := orig.GFunction(L)
-		if res, ok := L.Get(-n).(lua.LString); ok && len(res) > LuaMaxStringBytes {
-			tooLong(L, "string.gsub", int64(len(res)))
-		}
-		return n
 	}))
 }
 
@@ -450,6 +526,7 @@ func (r *luaRun) setup() {
 			if g, err = fromStarlark(sv); err == nil {
 				var b []byte
 				if b, err = json.Marshal(g); err == nil {
+					chargeSteps(L, "json.encode", uint64(len(b))/LuaBytesPerStep)
 					L.Push(lua.LString(b))
 					return 1
 				}
@@ -460,7 +537,9 @@ func (r *luaRun) setup() {
 	}))
 	L.SetField(js, "decode", L.NewFunction(func(L *lua.LState) int {
 		var g any
-		err := unmarshalNumbers([]byte(L.CheckString(1)), &g)
+		src := L.CheckString(1)
+		chargeSteps(L, "json.decode", uint64(len(src))/LuaBytesPerStep)
+		err := unmarshalNumbers([]byte(src), &g)
 		if err == nil {
 			var lv lua.LValue
 			if lv, err = goToLua(L, g, 0); err == nil {
@@ -725,7 +804,7 @@ func luaConvert(fs *fileState, v lua.LValue, depth int, count *int) (starlark.Va
 		}
 		return starlark.Float(f), nil
 	case *lua.LFunction:
-		return &luaFunc{fs: fs, params: int(x.Proto.NumParameters), varargs: x.Proto.IsVarArg != 0, line: x.Proto.LineDefined}, nil
+		return &luaFunc{fs: fs, params: luaParams(x.Proto), varargs: x.Proto.IsVarArg != 0, line: x.Proto.LineDefined}, nil
 	case *lua.LUserData:
 		if nv, ok := x.Value.(*nodeValue); ok {
 			return nv, nil

@@ -268,6 +268,26 @@ func TestMistakesExampleIsRefused(t *testing.T) {
 	}
 }
 
+// examples/mistakes/newsletter.lua makes the same three mistakes in Lua:
+// the same codes, each at the line of its mistake, as file:line.
+func TestMistakesLuaExampleIsRefused(t *testing.T) {
+	t.Parallel()
+	cat, err := LoadCatalogFile("../examples/catalog.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ds := Check(readStar(t, "../examples/mistakes/newsletter.lua", "../examples/summarize.lua"), cat)
+	var got []string
+	for _, d := range ds {
+		line, _, _ := strings.Cut(d.String(), ": ")
+		got = append(got, line+" "+string(d.Code))
+	}
+	want := "../examples/mistakes/newsletter.lua:7 E_UNBOUNDED_CYCLE ../examples/mistakes/newsletter.lua:7 E_UNKNOWN_FLOW ../examples/mistakes/newsletter.lua:15 E_AT_MOST_ONCE"
+	if strings.Join(got, " ") != want {
+		t.Errorf("got %s, want %s\n%s", strings.Join(got, " "), want, ds)
+	}
+}
+
 type ctxKey struct{}
 
 // ctxCheckingStore fails any operation whose ctx is not the caller's.

@@ -23,13 +23,14 @@ func init() {
 		var opts execOptions
 		var input string
 		cmd := &cobra.Command{
-			Use:   "exec FILE.star [MORE.star...]",
+			Use:   "exec FILE.star|FILE.lua [MORE.star|MORE.lua...]",
 			Short: "Register flow files and run one flow to its end, without a daemon",
 			Long: `Register the flow files together and run one of their flows to the end on the
 store in the data directory (or the PostgreSQL store of --store or
-WEIR_STORE), without a daemon, then print the result. Give every file the
-flow needs: the files of the subflows it calls and the files it load()s.
---flow picks the flow (default: the first one FILE.star declares). Refused
+WEIR_STORE), without a daemon, then print the result. Files are Starlark
+(.star) or Lua (.lua), mixed as needed. Give every file the flow needs: the
+files of the subflows it calls and the files it load()s. --flow picks the
+flow (default: the first one the first file declares). Refused
 clearly if a daemon holds the data directory: use 'weir flow register' and
 'weir run start' then.
 With --config FILE, plugins are launched with that file's plugin blocks

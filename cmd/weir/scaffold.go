@@ -21,18 +21,22 @@ import (
 const sdkModule = "github.com/weirhq/weir/sdk"
 
 func flowNewCommand(m *Main) *cobra.Command {
-	var dir, tool string
+	var dir, tool, lang string
 	cmd := &cobra.Command{
-		Use:   "new NAME",
-		Short: "Write a starter flow, NAME.star, checked against the installed plugins",
-		Long: `new writes DIR/NAME.star (DIR defaults to the working directory): a flow named
-NAME with one task calling TOOL (--tool; default testkit.echo when it is
+		Use:   "new NAME[.star|.lua]",
+		Short: "Write a starter flow, NAME.star or NAME.lua, checked against the installed plugins",
+		Long: `new writes DIR/NAME.star (DIR defaults to the working directory), or
+DIR/NAME.lua with --lang lua or a NAME ending in .lua: a flow named NAME
+with one task calling TOOL (--tool; default testkit.echo when it is
 installed, else the first installed idempotent tool) and an output. The
 file is checked as 'weir flow check' would before it is written; an existing
 file is never overwritten.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name := args[0]
+			name, ext, err := starterName(args[0], lang)
+			if err != nil {
+				return err
+			}
 			cat, err := installedCatalog(m, nil)
 			if err != nil {
 				return &exitError{code: exitFailed, err: fmt.Errorf("reading the installed plugins' catalog: %w", err)}
@@ -43,8 +47,12 @@ file is never overwritten.`,
 				}
 			}
 			info, _ := cat.LookupTool(tool)
-			path := filepath.Join(dir, name+".star")
-			src, err := render(starterFlow, map[string]any{"Name": name, "Tool": tool, "Path": path, "Idempotent": info.Idempotent, "Echo": tool == "testkit.echo"})
+			path := filepath.Join(dir, name+ext)
+			tmpl := starterFlow
+			if ext == ".lua" {
+				tmpl = starterFlowLua
+			}
+			src, err := render(tmpl, map[string]any{"Name": name, "Tool": tool, "Path": path, "Idempotent": info.Idempotent, "Echo": tool == "testkit.echo"})
 			if err != nil {
 				return err
 			}
@@ -64,9 +72,32 @@ file is never overwritten.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&dir, "dir", ".", "directory to write NAME.star in")
+	cmd.Flags().StringVar(&dir, "dir", ".", "directory to write the file in")
 	cmd.Flags().StringVar(&tool, "tool", "", "the tool the starter's task calls (default: testkit.echo, or the first installed idempotent tool)")
+	cmd.Flags().StringVar(&lang, "lang", "", "the flow language: star (default) or lua; a NAME ending in .star or .lua says it too")
 	return cmd
+}
+
+// starterName splits flow new's argument into the flow name and the
+// file's extension, from the argument's own extension or --lang.
+func starterName(arg, lang string) (name, ext string, err error) {
+	langs := map[string]string{"star": ".star", "starlark": ".star", "lua": ".lua"}
+	if lang != "" && langs[lang] == "" {
+		return "", "", usageErrorf("--lang %q: the flow languages are star and lua", lang)
+	}
+	name, ext = arg, langs[lang]
+	for _, e := range []string{".star", ".lua"} {
+		if strings.HasSuffix(arg, e) {
+			if ext != "" && ext != e {
+				return "", "", usageErrorf("%s is a %s file, but --lang is %s", arg, e, lang)
+			}
+			name, ext = strings.TrimSuffix(arg, e), e
+		}
+	}
+	if ext == "" {
+		ext = ".star"
+	}
+	return name, ext, nil
 }
 
 // starterTool picks the tool a starter flow calls: testkit.echo (any input
@@ -104,6 +135,24 @@ flow(
     ],
     output = lambda ctx: ctx.results["first"],
 )
+`))
+
+var starterFlowLua = template.Must(template.New("flow").Parse(`-- {{.Path}}: a starter flow in Lua (docs/flows.md describes every builtin).
+--
+--   weir flow check {{.Path}}
+--   weir exec {{.Path}} --input '{"name": "Ada"}'
+flow{"{{.Name}}",
+  doc = "Call {{.Tool}} with the run's input and answer what it returned.",
+  nodes = {
+{{- if .Echo}}
+    task{"first", tool = "{{.Tool}}", args = function(ctx) return {hello = ctx.input} end, retries = 2, timeout = "30s"},
+{{- else}}
+    -- The input must fit {{.Tool}}'s input schema: weir plugin ls shows it.
+    task{"first", tool = "{{.Tool}}", args = function(ctx) return ctx.input end{{if .Idempotent}}, retries = 2{{else}}, at_most_once = true{{end}}, timeout = "30s"},
+{{- end}}
+  },
+  output = function(ctx) return ctx.results.first end,
+}
 `))
 
 func pluginNewCmd(m *Main) *cobra.Command {

@@ -21,6 +21,7 @@ sed -e "s|DEMO_MCP|$PWD/bin/demo-mcp|" -e "s|JOURNAL|$data/journal|" examples/mc
 set -x
 "$weir" plugin ls --config "$data/weir.hcl" | sed -n '/^mcp/,/^$/p'
 "$weir" flow check --config "$data/weir.hcl" examples/mcp/ticket.star
+"$weir" flow check --config "$data/weir.hcl" examples/mcp/ticket.lua
 "$weir" serve --config "$data/weir.hcl" --log-level warn &
 daemon=$!
 "$weir" status --wait 30s >/dev/null
