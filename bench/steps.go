@@ -125,27 +125,7 @@ func runToEnd(ctx context.Context, c *client.Client, flow string, input json.Raw
 	if err != nil {
 		return err
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		v, err := c.RunGet(ctx, res.RunID)
-		if err != nil {
-			return err
-		}
-		if v.Phase.Terminal() {
-			if v.Phase != apitypes.PhaseCompleted {
-				return fmt.Errorf("run %s ended %s: %+v", v.ID, v.Phase, v.Error)
-			}
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("run %s still %s after a minute", v.ID, v.Phase)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
+	return waitPhase(ctx, c, res.RunID, time.Minute)
 }
 
 // waitIdle polls the daemon's health until no task is queued or held: every
