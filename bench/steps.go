@@ -37,7 +37,10 @@ const (
 // real `weir serve` at its default concurrency, submitted by concurrent
 // clients over the socket, timed from the first submission to the last
 // run's terminal record. The limit is the lower of group-commit commits/s
-// and the raw 16-caller gRPC echo calls/s.
+// and the raw 16-caller gRPC echo calls/s. The same chain on a daemon
+// whose store does not sync (WEIR_UNSAFE_NO_SYNC=1) gives the cost of
+// durability; and on the durable daemon, runs one at a time give the
+// latency from a run's finish to the answer of the client waiting on it.
 func durableSteps(b *bench) ([]row, error) {
 	group, err := b.groupCommit()
 	if err != nil {
@@ -47,19 +50,62 @@ func durableSteps(b *bench) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	d, err := b.startDaemon("steps")
+	commit, err := b.commitLatency()
 	if err != nil {
 		return nil, err
 	}
-	defer d.Kill()
-	if err := b.register(d, "ten", tenStepFlow); err != nil {
+	var answer []time.Duration
+	rate, err := stepChain(b, "steps", nil, func(c *client.Client) error {
+		answer, err = finishToAnswer(b.ctx, c, "ten", stepInput, finishAnswerRuns)
+		return err
+	})
+	if err != nil {
 		return nil, err
 	}
+	unsynced, err := stepChain(b, "steps-nosync", []string{"WEIR_UNSAFE_NO_SYNC=1"}, nil)
+	if err != nil {
+		return nil, err
+	}
+	p50 := answer[len(answer)/2]
+	fmt.Fprintf(b.log, "  unsynced store: %s steps/s; finish → waiting client's answer p50 %v, p90 %v (%d runs one at a time), one-writer commit p50 %v\n",
+		thousands(unsynced), p50, answer[len(answer)*9/10], len(answer), commit)
+	lower, other := row{limit: "group commit " + perSec(group)}, row{limit: "raw gRPC, 16 callers " + perSec(echo.PerSec())}
+	lowRate, otherRate := group, echo.PerSec()
+	if otherRate < lowRate {
+		lower, other, lowRate, otherRate = other, lower, otherRate, lowRate
+	}
+	return []row{
+		{figure: "durable steps/s, 1,000 runs × 10 testkit.echo, 64 workers, beside the lower limit", value: perSec(rate),
+			limit: lower.limit, ratio: ratio(rate / lowRate), target: verdict("≥ 0.5x", rate/lowRate >= 0.5)},
+		{figure: "same, beside the other limit", value: perSec(rate), limit: other.limit, ratio: ratio(rate / otherRate)},
+		{figure: "cost of durability: same durable steps/s beside the same chain with the store's sync off (WEIR_UNSAFE_NO_SYNC=1)", value: perSec(rate),
+			limit: "unsynced " + perSec(unsynced), ratio: ratio(rate / unsynced)},
+		{figure: "run finish (its completed event's stamp) → the waiting client's answer (GET /v1/runs/{id}?wait=), ten-step runs one at a time, p50",
+			value: dur(p50), limit: "one-writer commit p50 " + dur(commit), ratio: ratio(float64(p50) / float64(commit)),
+			target: verdict("< 2 ms", p50 < 2*time.Millisecond)},
+	}, nil
+}
+
+// stepInput is the input of every ten-step run: a 100-byte payload.
+var stepInput = json.RawMessage(`{"p":"` + strings.Repeat("a", 100) + `"}`)
+
+// stepChain starts a daemon (env added to its environment), runs 1,000
+// ten-step runs on it as durableSteps describes and returns their steps/s;
+// then, if set, then runs on the same daemon.
+func stepChain(b *bench, name string, env []string, then func(c *client.Client) error) (float64, error) {
+	d, err := b.startDaemonEnv(name, env)
+	if err != nil {
+		return 0, err
+	}
+	defer d.Kill()
+	if err := b.register(d, "ten", tenStepFlow); err != nil {
+		return 0, err
+	}
 	c := d.Client()
-	input := json.RawMessage(`{"p":"` + strings.Repeat("a", 100) + `"}`)
+	input := stepInput
 	// One warm-up run launches the plugin and loads the flow.
 	if err := runToEnd(b.ctx, c, "ten", input); err != nil {
-		return nil, err
+		return 0, err
 	}
 
 	start := time.Now()
@@ -81,16 +127,16 @@ func durableSteps(b *bench) ([]row, error) {
 	wg.Wait()
 	close(errs)
 	if err := <-errs; err != nil {
-		return nil, fmt.Errorf("submitting: %w", err)
+		return 0, fmt.Errorf("submitting: %w", err)
 	}
 	submitted := time.Since(start)
 	if err := waitIdle(b.ctx, c, 2*time.Minute); err != nil {
-		return nil, err
+		return 0, err
 	}
 	elapsed := time.Since(start)
 	done, err := c.RunListAll(b.ctx, client.RunListParams{Phase: apitypes.PhaseCompleted})
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	completed := map[string]bool{}
 	for _, v := range done {
@@ -100,23 +146,19 @@ func durableSteps(b *bench) ([]row, error) {
 		if !completed[id] {
 			v, err := c.RunGet(b.ctx, id)
 			if err != nil {
-				return nil, fmt.Errorf("run %s: %w", id, err)
+				return 0, fmt.Errorf("run %s: %w", id, err)
 			}
-			return nil, fmt.Errorf("run %s ended %s %+v, want completed", id, v.Phase, v.Error)
+			return 0, fmt.Errorf("run %s ended %s %+v, want completed", id, v.Phase, v.Error)
 		}
 	}
 	rate := float64(stepRuns*stepsPerRun) / elapsed.Seconds()
-	fmt.Fprintf(b.log, "  %d runs submitted in %v, all completed after %v\n", stepRuns, submitted.Round(time.Millisecond), elapsed.Round(time.Millisecond))
-	lower, other := row{limit: "group commit " + perSec(group)}, row{limit: "raw gRPC, 16 callers " + perSec(echo.PerSec())}
-	lowRate, otherRate := group, echo.PerSec()
-	if otherRate < lowRate {
-		lower, other, lowRate, otherRate = other, lower, otherRate, lowRate
+	fmt.Fprintf(b.log, "  %s: %d runs submitted in %v, all completed after %v\n", name, stepRuns, submitted.Round(time.Millisecond), elapsed.Round(time.Millisecond))
+	if then != nil {
+		if err := then(c); err != nil {
+			return 0, err
+		}
 	}
-	return []row{
-		{figure: "durable steps/s, 1,000 runs × 10 testkit.echo, 64 workers, beside the lower limit", value: perSec(rate),
-			limit: lower.limit, ratio: ratio(rate / lowRate), target: verdict("≥ 0.5x", rate/lowRate >= 0.5)},
-		{figure: "same, beside the other limit", value: perSec(rate), limit: other.limit, ratio: ratio(rate / otherRate)},
-	}, nil
+	return rate, nil
 }
 
 // runToEnd starts one run and waits for it to complete.

@@ -53,7 +53,7 @@ func (w *runWatchers) watch(id string) (chan struct{}, func()) {
 		once.Do(func() {
 			w.mu.Lock()
 			delete(set, ch)
-			if len(set) == 0 && w.by[id] != nil && len(w.by[id]) == 0 {
+			if len(set) == 0 { // a set is in the map for as long as it is not empty
 				delete(w.by, id)
 			}
 			w.n.Add(-1)
