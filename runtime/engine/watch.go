@@ -155,14 +155,6 @@ func baseTx(tx store.Tx) store.Tx {
 	return tx
 }
 
-// WatchRun returns a channel that receives after each change this engine
-// commits to run id's record, its continuation or a descendant's record,
-// and the function that ends the watch. Wakes coalesce: after one, read
-// the run again.
-func (e *Engine) WatchRun(id string) (<-chan struct{}, func()) {
-	return e.watchers.watch(id)
-}
-
 // AwaitRun reads owner's run id, and again after each change to it, until
 // met says the wait is over, hold passes on the engine's clock, or ctx
 // ends. It returns nil then (the caller tells them apart by what met last
@@ -171,10 +163,14 @@ func (e *Engine) WatchRun(id string) (<-chan struct{}, func()) {
 // timer: for a condition that changes without the run's own records (a
 // shared store does that for every condition).
 func (e *Engine) AwaitRun(ctx context.Context, owner, id string, hold time.Duration, poll bool, met func(ctx context.Context, run *store.Run) (bool, error)) error {
-	changed, stop := e.WatchRun(id)
+	changed, stop := e.watchers.watch(id)
 	defer stop()
-	deadline := e.clock.NewTicker(max(hold, time.Nanosecond))
-	defer deadline.Stop()
+	var deadline <-chan time.Time
+	if hold > 0 { // else met decides on the first read
+		t := e.clock.NewTicker(hold)
+		defer t.Stop()
+		deadline = t.C()
+	}
 	var timer *time.Timer
 	var pollC <-chan time.Time
 	every := awaitPollMin
@@ -194,7 +190,7 @@ func (e *Engine) AwaitRun(ctx context.Context, owner, id string, hold time.Durat
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-deadline.C():
+		case <-deadline:
 			return nil
 		case <-changed:
 		case <-pollC:
