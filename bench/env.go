@@ -146,11 +146,16 @@ func (b *bench) rawEchoCalls(callers int) (limits.Calls, error) {
 
 // startDaemon runs weir serve on a fresh data directory.
 func (b *bench) startDaemon(name string, args ...string) (*daemon.Daemon, error) {
+	return b.startDaemonEnv(name, nil, args...)
+}
+
+// startDaemonEnv is startDaemon with env added to the daemon's environment.
+func (b *bench) startDaemonEnv(name string, env []string, args ...string) (*daemon.Daemon, error) {
 	data, err := b.dir(name)
 	if err != nil {
 		return nil, err
 	}
-	return daemon.Start(daemon.Config{Weir: b.weir, Plugins: b.plugins, Data: data, Args: append([]string{"--log-level", "warn"}, args...)})
+	return daemon.Start(daemon.Config{Weir: b.weir, Plugins: b.plugins, Data: data, Env: env, Args: append([]string{"--log-level", "warn"}, args...)})
 }
 
 // register registers one flow file on d.

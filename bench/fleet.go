@@ -59,10 +59,11 @@ func fleetSteps(b *bench) ([]row, error) {
 		return nil, err
 	}
 	fmt.Fprintf(b.log, "  pgbench: %.0f TPS\n", tps)
-	badger, err := b.badgerSteps()
+	badgerRun, err := b.badgerSteps()
 	if err != nil {
 		return nil, err
 	}
+	badger := badgerRun.steps
 
 	var runs []fleetRun
 	for n := 1; n <= fleetMaxDaemons; n++ {

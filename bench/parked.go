@@ -191,21 +191,8 @@ func parked(b *bench) ([]row, error) {
 // approveWhenWaiting approves run id's wait "w" once it is open and waits
 // for the run to complete.
 func approveWhenWaiting(b *bench, c *client.Client, id string) error {
-	deadline := time.Now().Add(time.Minute)
-	for {
-		ws, err := c.RunWaits(b.ctx, id)
-		if err != nil {
-			return err
-		}
-		if len(ws) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("run %s never reached its wait", id)
-		}
-		if err := pause(b.ctx, 5*time.Millisecond); err != nil {
-			return err
-		}
+	if _, err := waitDecision(b.ctx, c, id, time.Minute); err != nil {
+		return err
 	}
 	if _, err := c.RunApprove(b.ctx, id, "w", nil); err != nil {
 		return err

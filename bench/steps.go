@@ -37,7 +37,10 @@ const (
 // durableSteps is scenario 3: 1,000 runs of the ten-step flow through a
 // real `weir serve` on Badger at its default concurrency (badgerSteps). The
 // limit is the lower of group-commit commits/s and the raw 16-caller gRPC
-// echo calls/s.
+// echo calls/s. The same chain on a daemon whose store does not sync
+// (WEIR_UNSAFE_NO_SYNC=1) gives the cost of durability; and on each daemon,
+// runs one at a time give the latency from a run's finish to the answer of
+// the client waiting on it.
 func durableSteps(b *bench) ([]row, error) {
 	group, err := b.groupCommit()
 	if err != nil {
@@ -47,11 +50,25 @@ func durableSteps(b *bench) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := b.badgerSteps()
+	commit, err := b.commitLatency()
 	if err != nil {
 		return nil, err
 	}
-	rate := res.rate()
+	durable, err := b.badgerSteps()
+	if err != nil {
+		return nil, err
+	}
+	rate, answer := durable.steps.rate(), durable.answer
+	// Unsynced, the finish-to-answer time is the wake and the answer's
+	// trip without the finishing commit's sync.
+	nosync, err := b.stepDaemon("steps-nosync", []string{"WEIR_UNSAFE_NO_SYNC=1"})
+	if err != nil {
+		return nil, err
+	}
+	unsynced := nosync.steps.rate()
+	p50 := answer[len(answer)/2]
+	fmt.Fprintf(b.log, "  unsynced store: %s steps/s; finish → waiting client's answer p50 %v, p90 %v (%d runs one at a time; unsynced store p50 %v), one-writer commit p50 %v\n",
+		thousands(unsynced), p50, answer[len(answer)*9/10], len(answer), nosync.answer[len(nosync.answer)/2], commit)
 	lower, other := row{limit: "group commit " + perSec(group)}, row{limit: "raw gRPC, 16 callers " + perSec(echo.PerSec())}
 	lowRate, otherRate := group, echo.PerSec()
 	if otherRate < lowRate {
@@ -61,25 +78,52 @@ func durableSteps(b *bench) ([]row, error) {
 		{figure: "durable steps/s, 1,000 runs × 10 testkit.echo, 64 workers, beside the lower limit", value: perSec(rate),
 			limit: lower.limit, ratio: ratio(rate / lowRate), target: verdict("≥ 0.5x", rate/lowRate >= 0.5)},
 		{figure: "same, beside the other limit", value: perSec(rate), limit: other.limit, ratio: ratio(rate / otherRate)},
+		{figure: "cost of durability: same durable steps/s beside the same chain with the store's sync off (WEIR_UNSAFE_NO_SYNC=1)", value: perSec(rate),
+			limit: "unsynced " + perSec(unsynced), ratio: ratio(rate / unsynced)},
+		{figure: "run finish (its completed event's stamp) → the waiting client's answer (GET /v1/runs/{id}?wait=), ten-step runs one at a time, p50",
+			value: dur(p50), limit: "one-writer commit p50 " + dur(commit), ratio: ratio(float64(p50) / float64(commit)),
+			target: verdict("< 2 ms", p50 < 2*time.Millisecond)},
 	}, nil
 }
 
 // badgerSteps runs the step load once per bench run on one daemon on its
 // embedded Badger store, so that scenario 3 and the fleet rows (scenario
 // 11) show the same measurement.
-func (b *bench) badgerSteps() (stepsResult, error) {
-	return once(b, "durable steps on Badger, 1 daemon", func() (stepsResult, error) {
-		d, err := b.startDaemon("steps")
-		if err != nil {
-			return stepsResult{}, err
-		}
-		defer d.Kill()
-		ds := []*daemon.Daemon{d}
-		if err := b.stepsWarmUp(ds); err != nil {
-			return stepsResult{}, err
-		}
-		return b.steps(ds, append(daemonParts(ds), selfPart(), machinePart())...)
+func (b *bench) badgerSteps() (stepDaemonResult, error) {
+	return once(b, "durable steps on Badger, 1 daemon", func() (stepDaemonResult, error) {
+		return b.stepDaemon("steps", nil)
 	})
+}
+
+// stepDaemonResult is the step load on one daemon, and the finish-to-answer
+// times of the runs then run one at a time on it.
+type stepDaemonResult struct {
+	steps  stepsResult
+	answer []time.Duration
+}
+
+// stepDaemon starts one daemon on its embedded Badger store (env added to
+// its environment), runs the step load on it, then times finishAnswerRuns
+// runs from their finish to the waiting client's answer.
+func (b *bench) stepDaemon(name string, env []string) (stepDaemonResult, error) {
+	d, err := b.startDaemonEnv(name, env)
+	if err != nil {
+		return stepDaemonResult{}, err
+	}
+	defer d.Kill()
+	ds := []*daemon.Daemon{d}
+	if err := b.stepsWarmUp(ds); err != nil {
+		return stepDaemonResult{}, err
+	}
+	res, err := b.steps(ds, append(daemonParts(ds), selfPart(), machinePart())...)
+	if err != nil {
+		return stepDaemonResult{}, err
+	}
+	answer, err := finishToAnswer(b.ctx, d.Client(), "ten", stepInput, finishAnswerRuns)
+	if err != nil {
+		return stepDaemonResult{}, err
+	}
+	return stepDaemonResult{steps: res, answer: answer}, nil
 }
 
 // cpuPart is one part of the machine whose CPU time a load is charged:
@@ -204,27 +248,7 @@ func runToEnd(ctx context.Context, c *client.Client, flow string, input json.Raw
 	if err != nil {
 		return err
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		v, err := c.RunGet(ctx, res.RunID)
-		if err != nil {
-			return err
-		}
-		if v.Phase.Terminal() {
-			if v.Phase != apitypes.PhaseCompleted {
-				return fmt.Errorf("run %s ended %s: %+v", v.ID, v.Phase, v.Error)
-			}
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("run %s still %s after a minute", v.ID, v.Phase)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
+	return waitPhase(ctx, c, res.RunID, time.Minute)
 }
 
 // waitIdle polls the daemon's health until no task is queued or held: every

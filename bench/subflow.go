@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -55,27 +56,15 @@ func subflowResume(b *bench) ([]row, error) {
 	}
 	// Every child must be waiting before the first approval.
 	children := make([]string, subflowCalls)
-	deadline := time.Now().Add(time.Minute)
 	for i, id := range parents {
-		for {
-			ws, err := c.RunWaits(b.ctx, id)
-			if err != nil {
-				return nil, err
-			}
-			if len(ws) == 1 {
-				if ws[0].RunID == id || ws[0].Node != "approve" {
-					return nil, fmt.Errorf("parent %s: open wait %+v, want its child's approve", id, ws[0])
-				}
-				children[i] = ws[0].RunID
-				break
-			}
-			if len(ws) > 1 || time.Now().After(deadline) {
-				return nil, fmt.Errorf("parent %s: %d open waits, want 1", id, len(ws))
-			}
-			if err := pause(b.ctx, 5*time.Millisecond); err != nil {
-				return nil, err
-			}
+		ws, err := waitDecision(b.ctx, c, id, time.Minute)
+		if err != nil {
+			return nil, err
 		}
+		if len(ws) != 1 || ws[0].RunID == id || ws[0].Node != "approve" {
+			return nil, fmt.Errorf("parent %s: open waits %+v, want its child's approve alone", id, ws)
+		}
+		children[i] = ws[0].RunID
 	}
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -174,28 +163,36 @@ func startMany(ctx context.Context, c *client.Client, flow string, input json.Ra
 	return ids, <-errs
 }
 
-// waitPhase polls run id until it is terminal and fails unless it
-// completed.
+// waitPhase holds a wait on run id until it is terminal (the daemon
+// answers at its end, nothing is polled) and fails unless it completed.
 func waitPhase(ctx context.Context, c *client.Client, id string, bound time.Duration) error {
-	deadline := time.Now().Add(bound)
-	for {
-		v, err := c.RunGet(ctx, id)
-		if err != nil {
-			return err
-		}
-		if v.Phase.Terminal() {
-			if v.Phase != apitypes.PhaseCompleted {
-				return fmt.Errorf("run %s ended %s: %+v", id, v.Phase, v.Error)
-			}
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("run %s still %s after %v", id, v.Phase, bound)
-		}
-		if err := pause(ctx, time.Millisecond); err != nil {
-			return err
-		}
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	v, err := c.RunWait(ctx, id, client.RunWaitParams{})
+	switch {
+	case err != nil && v != nil && errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("run %s still %s after %v", id, v.Phase, bound)
+	case err != nil:
+		return fmt.Errorf("run %s: %w", id, err)
+	case v.Phase != apitypes.PhaseCompleted:
+		return fmt.Errorf("run %s ended %s: %+v", id, v.Phase, v.Error)
 	}
+	return nil
+}
+
+// waitDecision holds a wait on run id until a decision is open in it or
+// a descendant, and returns the open decisions.
+func waitDecision(ctx context.Context, c *client.Client, id string, bound time.Duration) ([]apitypes.HumanWait, error) {
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	res, err := c.RunWaitUntil(ctx, id, apitypes.UntilDecision)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("run %s: waiting for a decision: %w", id, err)
+	case !res.Met:
+		return nil, fmt.Errorf("run %s ended %s before a decision opened", id, res.Run.Phase)
+	}
+	return res.Decisions, nil
 }
 
 // pause waits d or until ctx ends: the pacing of a poll whose condition is

@@ -154,12 +154,13 @@ the commands that decide them are printed and the exit status is 3.
 	return cmd
 }
 
-// follow polls a run until it is terminal, printing each new phase and
+// follow holds reads of a run until it is terminal, printing each new phase and
 // node, then prints the final state. The exit code says how it ended.
 // Unless through, it stops where the run waits for a person's decision
 // and prints how to take it (exit 3).
 func (m *Main) follow(ctx context.Context, c *client.Client, id string, asJSON, through bool) error {
 	live := newLiveLine(m.Stderr)
+	// With a progress line, the run is read at least every 50 ms to show it.
 	p := client.RunWaitParams{Poll: 50 * time.Millisecond}
 	if !asJSON {
 		p.Seen = func(v *apitypes.Run) { live.show(progressLine(v)) }
@@ -190,13 +191,24 @@ func (m *Main) follow(ctx context.Context, c *client.Client, id string, asJSON, 
 			live.done()
 			return m.stopAtDecision(v, ws, asJSON)
 		}
-		select {
-		case <-ctx.Done():
+		// Until a decision opens or the run ends, held by the daemon; the
+		// progress line is shown again each followRefresh.
+		hctx, cancel := context.WithTimeout(ctx, followRefresh)
+		_, err = c.RunWaitUntil(hctx, id, apitypes.UntilDecision)
+		cancel()
+		if ctx.Err() != nil {
 			return ctx.Err()
-		case <-time.After(p.Poll):
+		}
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			live.done()
+			return m.apiFailure(err)
 		}
 	}
 }
+
+// followRefresh is how often run start --wait reads a run parked on a
+// child or a fan-out again, to show its progress.
+const followRefresh = time.Second
 
 // stopAtDecision ends run start --wait at a run's open decisions: what
 // they are and the commands that take them, exit 3.

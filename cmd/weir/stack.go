@@ -86,7 +86,14 @@ func (m *Main) storeShared(flag bool, u string, cfg *config.Config) (bool, error
 // directory, keeping minFree bytes free (refusing clearly if a daemon
 // holds it).
 func (m *Main) openStore(ctx context.Context, log hclog.Logger, u string, shared bool, minFree int64) (store.Store, error) {
+	noSync, err := unsafeNoSync(log)
+	if err != nil {
+		return nil, err
+	}
 	if u != "" {
+		if noSync {
+			return nil, errors.New("WEIR_UNSAFE_NO_SYNC is for the embedded store; a PostgreSQL store's durability is the database's setting")
+		}
 		st, err := pgstore.Open(ctx, u, pgstore.Options{Logger: log.Named("store"), Shared: shared})
 		if errors.Is(err, store.ErrLocked) {
 			if shared {
@@ -99,7 +106,7 @@ func (m *Main) openStore(ctx context.Context, log hclog.Logger, u string, shared
 		}
 		return st, err
 	}
-	st, err := badgerstore.Open(m.storeDir(), badgerstore.Options{Logger: log.Named("store"), MinFreeBytes: minFree})
+	st, err := badgerstore.Open(m.storeDir(), badgerstore.Options{Logger: log.Named("store"), MinFreeBytes: minFree, UnsafeNoSync: noSync})
 	if errors.Is(err, store.ErrLocked) {
 		return nil, fmt.Errorf("the data directory %s is in use by a running weir daemon: stop it, use its commands (weir run ...), or pass another --data", m.DataDir)
 	}
@@ -162,4 +169,21 @@ func (s *stack) close(ctx context.Context) error {
 // newLogger is the hclog logger of the daemon and of exec.
 func (m *Main) newLogger(name, level string) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{Name: name, Level: hclog.LevelFromString(level), Output: m.Stderr})
+}
+
+// unsafeNoSync reads WEIR_UNSAFE_NO_SYNC: "1" opens the embedded store
+// without syncing its commits, which loses acknowledged work on an OS
+// crash or a power loss. It is for measuring what durability costs (the
+// bench's "cost of durability" row), so it is an environment variable
+// with no flag or config field, and the log says so at every start.
+func unsafeNoSync(log hclog.Logger) (bool, error) {
+	switch v := os.Getenv("WEIR_UNSAFE_NO_SYNC"); v {
+	case "":
+		return false, nil
+	case "1":
+		log.Warn("WEIR_UNSAFE_NO_SYNC=1: the store does not sync its commits; acknowledged runs and steps are LOST on an OS crash or power loss. For benchmarks only, never in production")
+		return true, nil
+	default:
+		return false, fmt.Errorf("WEIR_UNSAFE_NO_SYNC=%q: only 1 (commits not synced, for benchmarks) or unset", v)
+	}
 }

@@ -184,8 +184,16 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, startResultOf(res))
 }
 
+// getRun is GET /v1/runs/{id}[?wait=DURATION[&until=PHASE]]. With wait
+// it answers as soon as the run is terminal (or in PHASE), or when
+// DURATION (at most apitypes.MaxRunWait) passes with the run as it is
+// then: one round trip for a client waiting for a run's end.
 func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
-	if !queryParams(w, r) {
+	if !queryParams(w, r, "wait", "until") {
+		return
+	}
+	if q := r.URL.Query(); q.Has("wait") || q.Has("until") {
+		s.getRunWait(w, r)
 		return
 	}
 	v, err := s.runView(r.Context(), ownerFrom(r.Context()), r.PathValue("id"))

@@ -46,13 +46,18 @@ func (s *Server) runView(ctx context.Context, owner, id string) (*apitypes.Run, 
 	if err != nil {
 		return nil, err
 	}
+	return s.viewOfRun(ctx, run), nil
+}
+
+// viewOfRun is runView for a run already read.
+func (s *Server) viewOfRun(ctx context.Context, run *store.Run) *apitypes.Run {
 	p, _ := s.eng.Progress(ctx, run)
 	v := ViewOf(run, p)
 	if !run.Phase.Terminal() {
 		ws, _ := s.eng.Waits(ctx, run)
 		v.Waits = convertAll(ws, waitOf)
 	}
-	return v, nil
+	return v
 }
 
 // sse writes server-sent events and keeps the stream's own write deadline

@@ -4,21 +4,13 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
 	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/engine"
 	"github.com/weirhq/weir/runtime/store"
-)
-
-// A held GET /v1/runs/{id}/wait looks at the run again after
-// runWaitPollMin, backing off to runWaitPollMax: a condition that holds
-// soon is seen soon, and a long wait on a run with many descendants (a
-// decision condition reads each one) does not spin.
-const (
-	runWaitPollMin = 10 * time.Millisecond
-	runWaitPollMax = 200 * time.Millisecond
 )
 
 // waitCondition is a parsed until parameter.
@@ -69,51 +61,58 @@ func (s *Server) runWait(w http.ResponseWriter, r *http.Request) {
 		}
 		hold = min(d, apitypes.MaxRunWait)
 	}
-	// This route is meant to stay open: its own bound, not the server's.
-	_ = HoldOpen(w, hold+10*time.Second) // beyond the server's write timeout
-	ctx, cancel := context.WithTimeout(r.Context(), hold)
-	defer cancel()
-	owner, id := ownerFrom(r.Context()), r.PathValue("id")
-	poll := runWaitPollMin
-	timer := time.NewTimer(poll)
-	defer timer.Stop()
-	for {
-		res, err := s.checkWait(r.Context(), owner, id, cond)
-		if err != nil {
-			writeEngineErr(w, err)
-			return
-		}
-		if res.Met || res.Run.Phase.Terminal() {
-			writeJSON(w, http.StatusOK, res)
-			return
-		}
-		select {
-		case <-ctx.Done():
-			if r.Context().Err() != nil {
-				return // the client went away
-			}
-			writeJSON(w, http.StatusOK, res)
-			return
-		case <-closing(r.Context()): // the daemon stops: answer as at the timeout
-			writeJSON(w, http.StatusOK, res)
-			return
-		case <-timer.C:
-			poll = min(2*poll, runWaitPollMax)
-			timer.Reset(poll)
-		}
+	var res *apitypes.RunWaitResult
+	// A decision may open in a descendant, whose changes reach this run's
+	// watchers only when its record changes: that condition also polls.
+	if !s.await(w, r, hold, cond.decision, func(ctx context.Context, run *store.Run) (bool, error) {
+		var err error
+		res, err = s.checkWait(ctx, run, cond)
+		return err == nil && (res.Met || run.Phase.Terminal()), err
+	}) {
+		return
 	}
+	writeJSON(w, http.StatusOK, res)
 }
 
-// checkWait reads the run once and says whether cond holds.
-func (s *Server) checkWait(ctx context.Context, owner, id string, cond waitCondition) (*apitypes.RunWaitResult, error) {
-	run, err := s.eng.Get(ctx, owner, id)
-	if err != nil {
-		return nil, err
+// await holds the request until met says the wait is over, hold passes or
+// the daemon stops (see engine.AwaitRun). It reports whether the caller
+// should answer with what met last saw: not after an error (answered
+// here) nor once the client went away.
+func (s *Server) await(w http.ResponseWriter, r *http.Request, hold time.Duration, poll bool, met func(context.Context, *store.Run) (bool, error)) bool {
+	// This route is meant to stay open: its own bound, not the server's.
+	_ = HoldOpen(w, hold+10*time.Second) // beyond the server's write timeout
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	if ch := closing(r.Context()); ch != nil { // the daemon stops: answer as at the timeout
+		go func() {
+			select {
+			case <-ch:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
 	}
+	owner, id := ownerFrom(r.Context()), r.PathValue("id")
+	err := s.eng.AwaitRun(ctx, owner, id, hold, poll, met)
+	if r.Context().Err() != nil {
+		return false // the client went away
+	}
+	if err != nil && ctx.Err() != nil { // the stop cut a read short: read once more
+		err = s.eng.AwaitRun(r.Context(), owner, id, 0, false, met)
+	}
+	if err != nil {
+		writeEngineErr(w, err)
+		return false
+	}
+	return true
+}
+
+// checkWait says whether cond holds for run.
+func (s *Server) checkWait(ctx context.Context, run *store.Run, cond waitCondition) (*apitypes.RunWaitResult, error) {
 	res := &apitypes.RunWaitResult{Run: ViewOf(run, nil)}
 	switch {
 	case cond.decision:
-		ws, err := s.eng.HumanWaits(ctx, owner, id)
+		ws, err := s.eng.HumanWaits(ctx, run.Owner, run.ID)
 		if err != nil {
 			return nil, err
 		}
@@ -129,4 +128,40 @@ func (s *Server) checkWait(ctx context.Context, owner, id string, cond waitCondi
 		res.Met = run.Phase.Terminal()
 	}
 	return res, nil
+}
+
+// parseRunWait reads the wait and until parameters of GET /v1/runs/{id}.
+func parseRunWait(q url.Values) (time.Duration, store.Phase, error) {
+	t := q.Get("wait")
+	if t == "" {
+		return 0, "", fmt.Errorf("until needs wait=DURATION (at most %s)", apitypes.MaxRunWait)
+	}
+	d, err := time.ParseDuration(t)
+	if err != nil || d < 0 || d > apitypes.MaxRunWait {
+		return 0, "", fmt.Errorf("wait %q: a duration such as 10s, at most %s", t, apitypes.MaxRunWait)
+	}
+	cond, err := parseUntil(q.Get("until"))
+	if err == nil && cond.decision {
+		err = fmt.Errorf("until %q: a decision is waited for on GET /v1/runs/{id}/wait", q.Get("until"))
+	}
+	return d, cond.phase, err
+}
+
+// getRunWait is GET /v1/runs/{id}?wait=DURATION[&until=PHASE]: the run,
+// as GET /v1/runs/{id} shows it, once it is terminal (or in PHASE) or
+// DURATION passed.
+func (s *Server) getRunWait(w http.ResponseWriter, r *http.Request) {
+	hold, phase, err := parseRunWait(r.URL.Query())
+	if err != nil {
+		writeErr(w, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequest, Class: engine.ClassProtocol, Message: err.Error()})
+		return
+	}
+	var last *store.Run
+	if !s.await(w, r, hold, false, func(_ context.Context, run *store.Run) (bool, error) {
+		last = run
+		return run.Phase.Terminal() || run.Phase == phase, nil
+	}) {
+		return
+	}
+	writeJSON(w, http.StatusOK, s.viewOfRun(r.Context(), last))
 }

@@ -1,12 +1,18 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"testing"
+	"time"
 
+	"github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/engine"
+	"github.com/weirhq/weir/runtime/internal/clock"
+	"github.com/weirhq/weir/runtime/store"
 )
 
 func (a answer) waitResult(t *testing.T) apitypes.RunWaitResult {
@@ -83,5 +89,68 @@ func TestRunWaitUntilDecision(t *testing.T) {
 	}
 	if a := b.send(t, bob, "GET", "/v1/runs/"+id+"/wait", nil); a.status != http.StatusNotFound {
 		t.Errorf("another owner's wait: %d %s", a.status, a.body)
+	}
+}
+
+// TestGetRunWait: GET /v1/runs/{id}?wait= answers when the run ends, told
+// by the engine's commit (the fake clock never moves, and no read is
+// timed), or, when the wait passes on the engine's clock, with the run as
+// a plain GET shows it; until=PHASE answers at that phase; bad waits and
+// conditions are refused, another owner's run is missing.
+func TestGetRunWait(t *testing.T) {
+	t.Parallel()
+	fake := clock.NewFake(time.Now())
+	b := setup(t, engine.Config{Clock: fake})
+	id := b.start(t, alice, "gate", `{}`, "")
+	b.waitPhase(t, "alice", id, func(p store.Phase) bool { return p == store.PhaseWaiting })
+
+	// until=waiting holds already; wait=0s is the run now.
+	for _, q := range []string{"?wait=30s&until=waiting", "?wait=0s"} {
+		var run apitypes.Run
+		if a := b.send(t, alice, "GET", "/v1/runs/"+id+q, nil); a.status != http.StatusOK || json.Unmarshal(a.body, &run) != nil || run.Phase != apitypes.PhaseWaiting {
+			t.Fatalf("%s: %d %s", q, a.status, a.body)
+		}
+	}
+
+	// The wait passes on the engine's clock: the run as GET shows it.
+	held := func(q string) <-chan answer {
+		before := fake.Tickers()
+		ch := make(chan answer, 1)
+		go func() { ch <- b.send(t, alice, "GET", "/v1/runs/"+id+q, nil) }()
+		testutil.Eventually(t, 10*time.Second, func() error {
+			if fake.Tickers() <= before {
+				return fmt.Errorf("the wait has not started")
+			}
+			return nil
+		})
+		return ch
+	}
+	ch := held("?wait=20s")
+	fake.Advance(20 * time.Second)
+	a := <-ch
+	plain := b.send(t, alice, "GET", "/v1/runs/"+id, nil)
+	if a.status != http.StatusOK || !bytes.Equal(a.body, plain.body) {
+		t.Fatalf("at the wait's end: %d %s, want the plain GET's %s", a.status, a.body, plain.body)
+	}
+
+	// The run ends: the held GET answers with the ended run at once.
+	ch = held("?wait=30s")
+	if a := b.send(t, alice, "POST", "/v1/runs/"+id+"/waits/approve/approve", apitypes.DecideRequest{Payload: json.RawMessage(`{}`)}); a.status != http.StatusOK {
+		t.Fatalf("approve: %d %s", a.status, a.body)
+	}
+	var run apitypes.Run
+	if a := <-ch; a.status != http.StatusOK || json.Unmarshal(a.body, &run) != nil || run.Phase != apitypes.PhaseCompleted || len(run.Output) == 0 {
+		t.Fatalf("held until the end: %d %s", a.status, a.body)
+	}
+
+	for _, q := range []string{"wait=x", "wait=-1s", "wait=31s", "wait=1h", "until=terminal", "wait=1s&until=soon",
+		"wait=1s&until=decision", "wait=1s&until=decision:approve", "wait=1s&wait=2s", "wait=1s&timeout=1s"} {
+		a := b.send(t, alice, "GET", "/v1/runs/"+id+"?"+q, nil)
+		if e := a.errorBody(t); a.status != http.StatusBadRequest || e.Code != apitypes.CodeBadRequest {
+			t.Errorf("%s: %d %s", q, a.status, a.body)
+		}
+	}
+	if a := b.send(t, bob, "GET", "/v1/runs/"+id+"?wait=30s", nil); a.status != http.StatusNotFound {
+		t.Errorf("another owner's run: %d %s", a.status, a.body)
 	}
 }

@@ -130,12 +130,14 @@ func (c Config) withDefaults() Config {
 
 // Engine runs flows durably. Create it with Open, then Start it.
 type Engine struct {
-	st     store.Store
-	tools  Tools
-	log    hclog.Logger
-	holder string // identifies this process's leases
-	ledger *ledger.Ledger
-	cfg    atomic.Pointer[Config]
+	st store.Store // the backend, wrapped to wake runs' watchers (watch.go)
+	// watchers are the waits on runs this engine tells of its commits.
+	watchers runWatchers
+	tools    Tools
+	log      hclog.Logger
+	holder   string // identifies this process's leases
+	ledger   *ledger.Ledger
+	cfg      atomic.Pointer[Config]
 	// registry checks and stores flow versions; it serialises
 	// registrations so two cannot together close a subflow cycle.
 	registry *flows.Registry
@@ -222,7 +224,6 @@ func Open(cfg Config) (*Engine, error) {
 	}
 	c := cfg.withDefaults()
 	e := &Engine{
-		st:         c.Store,
 		tools:      c.Tools,
 		log:        c.Logger,
 		holder:     newID("h"),
@@ -239,6 +240,7 @@ func Open(cfg Config) (*Engine, error) {
 		stats:      newStats(),
 		clock:      c.Clock,
 	}
+	e.st = watchedStore{Store: c.Store, w: &e.watchers}
 	e.scripts = c.Scripts
 	if e.scripts == nil {
 		e.scripts = flows.Local{Cache: e.flowCache}
@@ -281,7 +283,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 	e.started.Store(true)
 	go e.schedule()
-	if w, ok := e.st.(store.Waker); ok && e.st.Capabilities().Shared {
+	if w, ok := e.config().Store.(store.Waker); ok && e.st.Capabilities().Shared {
 		if wakes := w.Wakes(); wakes != nil {
 			e.wg.Add(1)
 			go func() { defer e.wg.Done(); e.followWakes(wakes) }()

@@ -209,7 +209,7 @@ func (w *worker) acquireLease(ctx context.Context) (*leaseResult, error) {
 	shared := e.st.Capabilities().Shared
 	err := e.st.Update(ctx, func(tx store.Tx) error {
 		res = leaseResult{}
-		if tl, ok := tx.(store.TaskLocker); ok && shared {
+		if tl, ok := baseTx(tx).(store.TaskLocker); ok && shared {
 			// Another daemon claiming the task now: skip it rather than
 			// run into its commit (docs/design.md §10).
 			if ok, err := tl.TaskLock(t.ID); !ok {

@@ -11,7 +11,7 @@
 //	c, err := client.New("http://weir.internal:7070", client.WithToken(token))
 //
 // Every method sends one request (the *All methods page through a list,
-// RunWait polls) and returns the answer as the types of package apitypes,
+// RunWait and RunWaitUntil ask again after a held answer) and returns the answer as the types of package apitypes,
 // which are the wire format and nothing else: no store record or engine
 // type crosses the API, and this package needs neither.
 //

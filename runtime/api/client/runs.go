@@ -237,51 +237,67 @@ func (c *Client) text(ctx context.Context, path, format string) (string, error) 
 	return string(data), nil
 }
 
-// DefaultPoll is how often RunWait reads the run unless told otherwise.
+// DefaultPoll is how often RunWait reads a run for its Seen function
+// unless told otherwise.
 const DefaultPoll = 50 * time.Millisecond
 
 // RunWaitParams says what RunWait waits for.
 type RunWaitParams struct {
 	// Until is the phase to wait for; "" waits for any terminal phase.
 	Until apitypes.Phase
-	// Poll is the time between two reads (DefaultPoll if 0).
+	// Poll, when Seen is set, is the longest time between two reads
+	// (DefaultPoll if 0). Without Seen each read is held by the daemon
+	// until the run is in Until or terminal (at most apitypes.MaxRunWait).
 	Poll time.Duration
 	// Seen, if set, is called with every read of the run, e.g. to show its
 	// progress.
 	Seen func(*apitypes.Run)
 }
 
-// RunWait reads the run until it is in phase p.Until, or in a terminal
-// phase (from which it never leaves), and returns it: compare its Phase
-// with p.Until to tell the two apart. Bound the wait with ctx; when ctx
-// ends first, RunWait returns the last read of the run (nil if none) and
-// ctx's error.
+// RunWait holds GET /v1/runs/{id}?wait= until the run is in phase
+// p.Until, or in a terminal phase (from which it never leaves), and
+// returns it: compare its Phase with p.Until to tell the two apart. The
+// daemon answers as soon as the run gets there, without the client
+// polling. Bound the wait with ctx; when ctx ends first, RunWait returns
+// the last read of the run (nil if none) and ctx's error.
 func (c *Client) RunWait(ctx context.Context, id string, p RunWaitParams) (*apitypes.Run, error) {
 	if p.Poll <= 0 {
 		p.Poll = DefaultPoll
 	}
 	var last *apitypes.Run
 	for {
-		v, err := c.RunGet(ctx, id)
+		hold := apitypes.MaxRunWait
+		if p.Seen != nil {
+			hold = min(p.Poll, hold)
+		}
+		if dl, ok := ctx.Deadline(); ok {
+			left := time.Until(dl)
+			if left <= 0 {
+				return last, context.DeadlineExceeded
+			}
+			hold = max(min(left, hold), time.Millisecond)
+		}
+		q := url.Values{"wait": {hold.Round(time.Millisecond).String()}}
+		if p.Until != "" {
+			q.Set("until", string(p.Until))
+		}
+		var v apitypes.Run
+		err := c.hold(ctx, "/runs/"+escape(id)+"?"+q.Encode(), hold, &v)
 		if err != nil {
 			if ctx.Err() != nil {
 				return last, ctx.Err()
 			}
 			return last, err
 		}
-		last = v
+		last = &v
 		if p.Seen != nil {
-			p.Seen(v)
+			p.Seen(last)
 		}
 		if v.Phase == p.Until || v.Phase.Terminal() {
-			return v, nil
+			return last, nil
 		}
-		t := time.NewTimer(p.Poll)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return last, ctx.Err()
-		case <-t.C:
+		if err := ctx.Err(); err != nil {
+			return last, err
 		}
 	}
 }
@@ -310,7 +326,8 @@ func (c *Client) RunWaitUntil(ctx context.Context, id, until string) (*apitypes.
 			hold = max(min(left, apitypes.MaxRunWait), time.Millisecond)
 		}
 		q.Set("timeout", hold.Round(time.Millisecond).String())
-		res, err := c.holdWait(ctx, "/runs/"+escape(id)+"/wait?"+q.Encode(), hold)
+		res := &apitypes.RunWaitResult{}
+		err := c.hold(ctx, "/runs/"+escape(id)+"/wait?"+q.Encode(), hold, res)
 		if err != nil {
 			if ctx.Err() != nil {
 				return last, ctx.Err()
@@ -331,10 +348,10 @@ func (c *Client) RunWaitUntil(ctx context.Context, id, until string) (*apitypes.
 // to arrive before the client gives up on it.
 const waitAnswerSlack = 30 * time.Second
 
-// holdWait sends one held wait. The daemon answers when the hold ends,
-// so ctx's deadline does not cut the request short (its answer, the run
-// as it is, is what the caller returns); a cancel of ctx does.
-func (c *Client) holdWait(ctx context.Context, path string, hold time.Duration) (*apitypes.RunWaitResult, error) {
+// hold sends one held read into out. The daemon answers when the hold
+// ends, so ctx's deadline does not cut the request short (its answer, the
+// run as it is, is what the caller returns); a cancel of ctx does.
+func (c *Client) hold(ctx context.Context, path string, hold time.Duration, out any) error {
 	reqCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hold+waitAnswerSlack)
 	defer cancel()
 	stop := context.AfterFunc(ctx, func() {
@@ -343,9 +360,5 @@ func (c *Client) holdWait(ctx context.Context, path string, hold time.Duration) 
 		}
 	})
 	defer stop()
-	var res apitypes.RunWaitResult
-	if err := c.call(reqCtx, http.MethodGet, path, nil, &res); err != nil {
-		return nil, err
-	}
-	return &res, nil
+	return c.call(reqCtx, http.MethodGet, path, nil, out)
 }

@@ -89,6 +89,13 @@ type Options struct {
 	// 1024. The byte size of a group commit is bounded by Badger's
 	// transaction limit (see MemTableSize).
 	MaxBatch int
+
+	// UnsafeNoSync leaves each commit unsynced: an acknowledged write is
+	// in the kernel's cache, not on the disk, and an OS crash or a power
+	// loss loses it (a killed process alone does not). It exists to
+	// measure what durability costs (bench, "cost of durability"); weir
+	// serve takes it only from WEIR_UNSAFE_NO_SYNC=1 and warns.
+	UnsafeNoSync bool
 }
 
 func (o Options) withDefaults() Options {
@@ -300,7 +307,7 @@ func badgerOptions(dir string, opts Options) (bo badger.Options, maxTxnSize, vth
 		// go to the value log, which Badger also syncs per commit but
 		// whose sync error it only logs; below 1 MiB values stay in the
 		// log whose sync error fails the commit.
-		WithSyncWrites(true).
+		WithSyncWrites(!opts.UnsafeNoSync).
 		// The committer is the only writer: there is nothing to conflict
 		// with, and conflict tracking costs memory per transaction.
 		WithDetectConflicts(false).
