@@ -479,17 +479,20 @@ func (s *stepper) cohortAdvance(ctx context.Context, node *flows.Node, snap *sto
 			readyAt = now
 		case d.Close:
 			closing = true
-			c.State, c.Cutoff = store.CohortClosing, now
+			// The cutoff is read from the clock inside the transaction:
+			// a child's end committed before this close (on any daemon)
+			// read its time earlier, so it stays before the cutoff.
+			c.State, c.Cutoff = store.CohortClosing, later(now, e.now())
 			c.Sufficient, c.Fuse = d.Sufficient, d.FuseClosed
 			if err := tx.CohortPut(c); err != nil {
 				return err
 			}
 			detail := map[string]any{"sufficient": c.Sufficient, "fuse": d.Fuse, "mature": c.Mature, "need": c.Need, "cutoff": c.Cutoff}
-			if err := appendEvent(tx, s.run.ID, evCohortClosing, s.run.Attempt, node.ID, detail, now); err != nil {
+			if err := appendEvent(tx, s.run.ID, evCohortClosing, s.run.Attempt, node.ID, detail, c.Cutoff); err != nil {
 				return err
 			}
 			if !c.Sufficient {
-				return appendEvent(tx, s.run.ID, evInsufficient, s.run.Attempt, node.ID, detail, now)
+				return appendEvent(tx, s.run.ID, evInsufficient, s.run.Attempt, node.ID, detail, c.Cutoff)
 			}
 			return nil
 		default:
@@ -701,7 +704,13 @@ func (s *stepper) cohortUpdateTx(tx store.Tx, c *store.Cohort, f func(*store.Coh
 // childEndedTx records a fan-out child's end on its cohort item and wakes
 // the parent (unless the cohort is closed): the one who knows tells. After
 // the cutoff the result is kept as late and stays out of the batch.
+//
+// now is read again here, inside the transaction: a time read before it
+// may precede a close that another daemon committed meanwhile. And a late
+// end is stamped no earlier than the cutoff, whatever this daemon's clock
+// says, since it committed after the close.
 func (e *Engine) childEndedTx(tx store.Tx, parentID string, ref *store.CohortRef, ok bool, result json.RawMessage, rerr *store.RunError, now time.Time) (bool, error) {
+	now = later(now, e.now())
 	c, err := tx.CohortGet(parentID, ref.Node, ref.Visit)
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil
@@ -730,6 +739,8 @@ func (e *Engine) childEndedTx(tx store.Tx, parentID string, ref *store.CohortRef
 	case c.State == store.CohortClosing || c.State == store.CohortClosed:
 		it.State = store.ItemLate
 		c.Late++
+		now = later(now, c.Cutoff)
+		it.At = now
 	case ok:
 		it.State = store.ItemPublished
 		c.Published++
@@ -954,4 +965,12 @@ func markUnknownTx(tx store.Tx, c *store.Cohort, it *store.CohortItem, msg strin
 		detail["child"] = it.Child
 	}
 	return appendEvent(tx, c.RunID, evItemDone, 0, c.Node, detail, now)
+}
+
+// later returns the later of two times.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

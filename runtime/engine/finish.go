@@ -18,6 +18,11 @@ import (
 // transaction (docs/design.md §6). It reports whether a parent was woken. The
 // caller counts the finish (stats.finished) once the transaction commits.
 func (e *Engine) finishTx(tx store.Tx, run *store.Run, phase store.Phase, output json.RawMessage, runErr *store.RunError, now time.Time) (bool, error) {
+	if run.Cohort != nil {
+		// A fan-out child's end is ordered against its cohort's close by
+		// a time read inside the transaction (childEndedTx).
+		now = later(now, e.now())
+	}
 	if run.CancelRequested && phase != store.PhaseCompleted {
 		// A cancel that was answered "requested" ends the run cancelled,
 		// whatever stopped the work.

@@ -237,3 +237,51 @@ func TestUnitExpiredItemLeaseIsRescued(t *testing.T) {
 		t.Errorf("timeline %v: want one expired lease (item %s)", evs, item)
 	}
 }
+
+// A child's end recorded after its cohort closed is late, and is stamped
+// no earlier than the cutoff even when the daemon recording it read an
+// earlier time (another daemon's close committed between): the batch and
+// the late results never disagree with the times on them.
+func TestUnitLateEndIsNeverStampedBeforeTheCutoff(t *testing.T) {
+	t.Parallel()
+	b := setupUnit(t, Config{}, unitCohortSrc)
+	ctx := context.Background()
+	cutoff := b.clock.Now().Add(time.Second) // a close on a daemon whose clock is ahead
+	const parent = "run_parent"
+	err := b.st.Update(ctx, func(tx store.Tx) error {
+		if err := tx.RunInsert(&store.Run{ID: parent, Owner: "alice", Flow: "fan_fuse", Phase: store.PhaseCompleted, CreatedAt: b.clock.Now()}); err != nil {
+			return err
+		}
+		if err := tx.CohortPut(&store.Cohort{RunID: parent, Node: "fan", Items: 1, Next: 1, InFlight: 1, State: store.CohortClosed, Cutoff: cutoff, Marker: true}); err != nil {
+			return err
+		}
+		return tx.CohortItemPut(&store.CohortItem{RunID: parent, Node: "fan", Index: 0, State: store.ItemAdmitted, Child: "task_x"})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = b.st.Update(ctx, func(tx store.Tx) error {
+		_, err := b.eng.childEndedTx(tx, parent, &store.CohortRef{Node: "fan"}, true, []byte(`{"ok":true}`), nil, b.clock.Now())
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var it *store.CohortItem
+	if err := b.st.View(ctx, func(tx store.Tx) error {
+		it, err = tx.CohortItemGet(parent, "fan", 0, 0)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if it.State != store.ItemLate || !it.At.Equal(cutoff) {
+		t.Errorf("item %s at %v: want late at the cutoff %v", it.State, it.At, cutoff)
+	}
+	evs, err := b.eng.Events(ctx, "alice", parent, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 1 || evs[0].Type != evItemDone || !evs[0].At.Equal(cutoff) {
+		t.Errorf("events %+v: want one item_done at the cutoff", evs)
+	}
+}
