@@ -87,7 +87,7 @@ func (e *Engine) ReportTools(ctx context.Context) error {
 		StartedAt: time.Unix(0, e.startedAt.Load()).UTC(), SeenAt: now}
 	self.Host, _ = os.Hostname()
 	err := e.st.Update(ctx, func(tx store.Tx) error {
-		r, ok := tx.(store.Roll)
+		r, ok := baseTx(tx).(store.Roll)
 		if !ok {
 			return errNoRoll
 		}
@@ -118,7 +118,7 @@ func (e *Engine) readRoll(ctx context.Context) error {
 	var all []*store.Daemon
 	if err := e.st.View(ctx, func(tx store.Tx) error {
 		var err error
-		all, err = tx.(store.Roll).DaemonList()
+		all, err = baseTx(tx).(store.Roll).DaemonList()
 		return err
 	}); err != nil {
 		return err
@@ -130,13 +130,13 @@ func (e *Engine) readRoll(ctx context.Context) error {
 	}
 	return e.st.Update(ctx, func(tx store.Tx) error {
 		// Read again: a daemon may have come back since.
-		all, err := tx.(store.Roll).DaemonList()
+		all, err := baseTx(tx).(store.Roll).DaemonList()
 		if err != nil {
 			return err
 		}
 		_, stale := splitRoll(all, e.now(), e.daemonStale())
 		for _, d := range stale {
-			if err := tx.(store.Roll).DaemonDelete(d.ID); err != nil {
+			if err := baseTx(tx).(store.Roll).DaemonDelete(d.ID); err != nil {
 				return err
 			}
 		}
@@ -178,7 +178,7 @@ func (e *Engine) leaveRoll(ctx context.Context) {
 		return
 	}
 	err := e.st.Update(ctx, func(tx store.Tx) error {
-		r, ok := tx.(store.Roll)
+		r, ok := baseTx(tx).(store.Roll)
 		if !ok {
 			return nil
 		}
@@ -199,7 +199,7 @@ func (e *Engine) fleetWarnings(ctx context.Context, fs []*flows.Flow) (flows.Dia
 	}
 	var all []*store.Daemon
 	if err := e.st.View(ctx, func(tx store.Tx) error {
-		r, ok := tx.(store.Roll)
+		r, ok := baseTx(tx).(store.Roll)
 		if !ok {
 			return nil
 		}

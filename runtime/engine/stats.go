@@ -290,7 +290,7 @@ func (e *Engine) RunPhases(ctx context.Context) (map[store.Phase]int, error) {
 	out := make(map[store.Phase]int, len(LivePhases))
 	err := e.st.View(ctx, func(tx store.Tx) error {
 		for _, p := range LivePhases {
-			if rc, ok := tx.(store.RunCounter); ok {
+			if rc, ok := baseTx(tx).(store.RunCounter); ok {
 				n, err := rc.RunCount(p)
 				if err != nil {
 					return err
