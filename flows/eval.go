@@ -202,9 +202,7 @@ func (ev *Evaluator) callError(ref CallableRef, cl callable, thread *starlark.Th
 	var le *luaCallError
 	if errors.As(err, &le) {
 		ce.Pos, ce.Msg, ce.Backtrace = le.pos, le.msg, ""
-		if le.stepLimit {
-			ce.Limit = LimitSteps
-		}
+		ce.Limit = le.limit
 		return ce
 	}
 	if thread.ExecutionSteps() >= ev.maxSteps {

@@ -37,12 +37,14 @@ const (
 	LimitMemory Limit = "memory"
 	// LimitTime: the sandbox's wall deadline or CPU time.
 	LimitTime Limit = "time"
-	// LimitSteps: the Starlark step limit (Loader.MaxSteps).
+	// LimitSteps: the step limit (Loader.MaxSteps): Starlark steps, or
+	// Lua instructions and what the Lua builtins charge.
 	LimitSteps Limit = "steps"
 	// LimitDepth: MaxValueDepth, or the stack of the process evaluating.
 	LimitDepth Limit = "depth"
 	// LimitSize: the bytes a request or answer may carry to or from the
-	// sandbox.
+	// sandbox, or what one Lua builtin may build (LuaMaxStringBytes) or
+	// return (LuaMaxResults).
 	LimitSize Limit = "size"
 )
 

@@ -78,3 +78,77 @@ flow(name = "f", nodes = [task("a", tool = "t.x", args = deep, next = "b"), task
 		}
 	}
 }
+
+// Lua reports every limit of its sandbox with the codes Starlark uses:
+// E_SCRIPT_LIMIT naming the limit at registration, a CallError with Limit
+// set at run time.
+func TestLuaLimitsAreScriptLimits(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		expr  string // a Lua expression that exceeds the limit
+		limit Limit
+		msg   string
+	}{
+		{"instructions", `(function() while true do end end)()`, LimitSteps, "script limit (steps): step limit exceeded: the script ran more than 100000 steps"},
+		{"pattern budget", `string.find(string.rep("a", 40), string.rep("a*", 40) .. "b")`, LimitSteps, "script limit (steps)"},
+		{"bytes charged", `(function() local s = string.rep("a", 1000000) for i = 1, 1000 do s = s:upper() end end)()`, LimitSteps, "script limit (steps)"},
+		{"string.rep size", `string.rep("ab", 1048576)`, LimitSize, "script limit (size): string.rep: the result would be 2097152 bytes"},
+		{"concat size", `string.rep("a", 1048576) .. "b"`, LimitSize, "script limit (size): ..:"},
+		{"table.concat size", `table.concat({string.rep("a", 1048576), "b"})`, LimitSize, "script limit (size): table.concat:"},
+		{"gsub size", `string.gsub("aa", "a", string.rep("b", 600000))`, LimitSize, "script limit (size): string.gsub:"},
+		{"unpack results", `unpack({}, 1, 8001)`, LimitSize, "script limit (size): unpack: 8001 results, more than the limit of 8000"},
+		{"string.byte results", `string.byte(string.rep("a", 8001), 1, -1)`, LimitSize, "script limit (size): byte: 8001 results"},
+		{"json.decode depth", `json.decode(string.rep("[", 50000))`, LimitDepth, "script limit (depth): json.decode: the JSON is nested more than 256 deep"},
+		{"json.encode depth", `(function() local x = {} for i = 1, 300 do x = {x} end return json.encode(x) end)()`, LimitDepth, "script limit (depth): json.encode:"},
+		{"pattern depth", `string.find(string.rep("a", 300), string.rep("a?", 201))`, LimitDepth, "script limit (depth): string.find: pattern too complex"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, ds := Loader{MaxSteps: 100_000}.Load(luaFile("local x = " + tt.expr + "\n" + luaLeaf))
+			if len(ds) != 1 || ds[0].Code != CodeScriptLimit || ds[0].Line != 1 || !strings.Contains(ds[0].Message, tt.msg) {
+				t.Fatalf("registration: got %s, want one E_SCRIPT_LIMIT at line 1 containing %q", ds, tt.msg)
+			}
+			ev, err := Loader{MaxSteps: 100_000}.NewEvaluator(luaFile(`flow{"f", nodes = {task{"a", tool = "t", args = function(ctx)
+  local x = ` + tt.expr + `
+  return {}
+end}}}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = ev.Call(CallableRef{Flow: "f", Node: "a", Param: "args"}, Context{RunID: "r", Attempt: 1})
+			var ce *CallError
+			if !errors.Is(err, ErrScriptLimit) || LimitOf(err) != tt.limit || !errors.As(err, &ce) || ce.Pos.Line != 2 {
+				t.Fatalf("run time: got %v (limit %q), want limit %s at line 2", err, LimitOf(err), tt.limit)
+			}
+		})
+	}
+}
+
+// Only a limit the sandbox raised is a limit: a script's own error with
+// the same words is E_SCRIPT, and a limit caught by pcall does not end
+// the script.
+func TestLuaLimitsCannotBeForged(t *testing.T) {
+	t.Parallel()
+	_, ds := Load(luaFile(`error("script limit (size): string.rep: the result would be 2097152 bytes, more than the limit of 1048576 (LuaMaxStringBytes)")` + "\n" + luaLeaf))
+	if len(ds) != 1 || ds[0].Code != CodeScript {
+		t.Fatalf("forged: got %s, want one E_SCRIPT", ds)
+	}
+	_, ds = Load(luaFile(`local ok, err = pcall(string.rep, "ab", 1048576)
+assert(not ok and string.find(err, "script limit (size)", 1, true), err)
+` + luaLeaf))
+	if len(ds) != 0 {
+		t.Fatalf("caught: got %s", ds)
+	}
+	ev, err := NewEvaluator(luaFile(`flow{"f", nodes = {task{"a", tool = "t", args = function(ctx)
+  local ok, err = pcall(string.rep, "ab", 1048576)
+  error(err .. "!")
+end}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ev.Call(CallableRef{Flow: "f", Node: "a", Param: "args"}, Context{RunID: "r"}); err == nil || LimitOf(err) != "" {
+		t.Fatalf("a different error after a caught limit: got %v (limit %q), want no limit", err, LimitOf(err))
+	}
+}

@@ -286,6 +286,9 @@ type stepCounter struct {
 	context.Context
 	steps, limit uint64
 	done         chan struct{}
+	// hit is the last script limit other than steps that a builtin
+	// raised (raiseLimit).
+	hit *LimitError
 }
 
 var errLuaSteps = errors.New("step limit exceeded")
@@ -312,6 +315,31 @@ func (c *stepCounter) Err() error {
 }
 
 func (c *stepCounter) exceeded() bool { return c.steps > c.limit }
+
+// limitError is the script limit that ended an execution whose error
+// message (without positions) is msg, or nil if none did: the step limit
+// when it ran out, or the limit a builtin raised with that very message.
+// A script that raises the same text itself with error() hit no limit.
+func (c *stepCounter) limitError(msg, what string) *LimitError {
+	if c.exceeded() {
+		return &LimitError{Limit: LimitSteps, Detail: fmt.Sprintf("step limit exceeded: the %s ran more than %d steps (an endless loop?)", what, c.limit)}
+	}
+	if c.hit != nil && msg == c.hit.Error() {
+		return c.hit
+	}
+	return nil
+}
+
+// raiseLimit stops the script with a script limit (a Lua error the
+// script may catch with pcall), reported as E_SCRIPT_LIMIT if it ends
+// the execution.
+func raiseLimit(L *lua.LState, limit Limit, format string, args ...any) {
+	le := &LimitError{Limit: limit, Detail: fmt.Sprintf(format, args...)}
+	if sc, ok := L.Context().(*stepCounter); ok {
+		sc.hit = le
+	}
+	L.RaiseError("%s", le.Error())
+}
 
 // Lua standard functions a flow script does not get: files, code loading,
 // environments (_G included), the collector and randomness. The os, io, debug, package,
@@ -391,7 +419,7 @@ func capResults(L *lua.LState, t *lua.LTable, name string, count func(*lua.LStat
 	fn := t.RawGetString(name).(*lua.LFunction)
 	t.RawSetString(name, L.NewFunction(func(L *lua.LState) int {
 		if n := count(L); n > LuaMaxResults {
-			L.RaiseError("%s: %d results, more than the limit of %d", name, n, LuaMaxResults)
+			raiseLimit(L, LimitSize, "%s: %d results, more than the limit of %d (LuaMaxResults)", name, n, LuaMaxResults)
 		}
 		return fn.GFunction(L)
 	}))
@@ -439,7 +467,7 @@ func chargeSteps(L *lua.LState, fn string, cost uint64) {
 }
 
 func tooLong(L *lua.LState, fn string, n int64) {
-	L.RaiseError("%s: the result would be %d bytes, more than the limit of %d", fn, n, LuaMaxStringBytes)
+	raiseLimit(L, LimitSize, "%s: the result would be %d bytes, more than the limit of %d (LuaMaxStringBytes)", fn, n, LuaMaxStringBytes)
 }
 
 func capStringRep(L *lua.LState, str *lua.LTable) {
@@ -532,6 +560,9 @@ func (r *luaRun) setup() {
 				}
 			}
 		}
+		if errors.Is(err, errLuaDepth) {
+			raiseLimit(L, LimitDepth, "json.encode: the value is nested more than %d deep (MaxValueDepth)", MaxValueDepth)
+		}
 		L.RaiseError("json.encode: %v", err)
 		return 0
 	}))
@@ -539,6 +570,9 @@ func (r *luaRun) setup() {
 		var g any
 		src := L.CheckString(1)
 		chargeSteps(L, "json.decode", uint64(len(src))/LuaBytesPerStep)
+		if err := checkJSONNesting(src); err != nil {
+			raiseLimit(L, LimitDepth, "%s", err.(*LimitError).Detail)
+		}
 		err := unmarshalNumbers([]byte(src), &g)
 		if err == nil {
 			var lv lua.LValue
@@ -726,8 +760,9 @@ func (ls *loadState) execLua(fs *fileState) error {
 	fs.state = failed
 	ls.incomplete = true
 	pos, msg := luaErrorPos(err, fs.file.Path)
-	if sc.exceeded() {
-		msg = fmt.Sprintf("step limit exceeded: the script ran more than %d steps (an endless loop?)", ls.loader.maxSteps())
+	if le := sc.limitError(msg, "script"); le != nil {
+		ls.addf(pos, CodeScriptLimit, nil, "%s", le.Error())
+		return errLoadFailed
 	}
 	ls.addf(pos, CodeScript, nil, "%s", msg)
 	return errLoadFailed
@@ -780,9 +815,13 @@ func luaToStarlark(fs *fileState, v lua.LValue, depth int) (starlark.Value, erro
 // billion values in JSON.
 const luaMaxConvertValues = 1 << 20
 
+// errLuaDepth is a value nested deeper than MaxValueDepth crossing
+// between Go and Lua.
+var errLuaDepth = fmt.Errorf("value nested more than %d deep", MaxValueDepth)
+
 func luaConvert(fs *fileState, v lua.LValue, depth int, count *int) (starlark.Value, error) {
 	if depth > MaxValueDepth {
-		return nil, fmt.Errorf("value nested more than %d deep", MaxValueDepth)
+		return nil, errLuaDepth
 	}
 	if *count++; *count > luaMaxConvertValues {
 		return nil, fmt.Errorf("value holds more than %d values", luaMaxConvertValues)
@@ -877,7 +916,7 @@ func luaTableToStarlark(fs *fileState, t *lua.LTable, depth int, count *int) (st
 // kind through array{}/object{} metatables.
 func goToLua(L *lua.LState, v any, depth int) (lua.LValue, error) {
 	if depth > MaxValueDepth {
-		return nil, fmt.Errorf("value nested more than %d deep", MaxValueDepth)
+		return nil, errLuaDepth
 	}
 	if sv, ok := v.(starlark.Value); ok {
 		g, err := fromStarlark(sv)
@@ -968,11 +1007,12 @@ func (f *luaFunc) arity() (int, bool) {
 	return f.params, f.varargs
 }
 
-// luaCallError is a Lua callable's run-time failure.
+// luaCallError is a Lua callable's run-time failure; limit is set when
+// a script limit stopped it.
 type luaCallError struct {
-	pos       Pos
-	msg       string
-	stepLimit bool
+	pos   Pos
+	msg   string
+	limit Limit
 }
 
 func (e *luaCallError) Error() string { return e.pos.String() + ": " + e.msg }
@@ -1020,9 +1060,11 @@ func (f *luaFunc) CallInternal(thread *starlark.Thread, args starlark.Tuple, kwa
 	if err := L.PCall(len(args), 1, nil); err != nil {
 		pos, msg := luaErrorPos(err, f.fs.file.Path)
 		ce := &luaCallError{pos: pos, msg: msg}
-		if sc.exceeded() {
-			ce.stepLimit = true
-			ce.msg = fmt.Sprintf("step limit exceeded: the callable ran more than %d steps (an endless loop?)", limit)
+		if le := sc.limitError(msg, "callable"); le != nil {
+			ce.limit = le.Limit
+			if le.Limit == LimitSteps {
+				ce.msg = le.Detail // as a Starlark callable's
+			}
 		}
 		return nil, ce
 	}

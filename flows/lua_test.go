@@ -75,7 +75,7 @@ func TestLuaStepLimitExact(t *testing.T) {
 		}
 	}
 	_, ds := Loader{MaxSteps: k - 1}.Load(luaLoop(100))
-	if len(ds) != 1 || ds[0].Code != CodeScript || !strings.Contains(ds[0].Message, "step limit exceeded") {
+	if len(ds) != 1 || ds[0].Code != CodeScriptLimit || !strings.Contains(ds[0].Message, "script limit (steps): step limit exceeded") {
 		t.Fatalf("under %d steps: %s", k-1, ds)
 	}
 	// One more iteration costs more.
@@ -122,7 +122,7 @@ func TestLuaStringCaps(t *testing.T) {
 				t.Fatalf("at the limit: %s", ds)
 			}
 			_, ds := Load(luaFile("local s = " + expr(tt.tooBig) + "\n" + luaLeaf))
-			if len(ds) != 1 || ds[0].Code != CodeScript || ds[0].Line != 1 || !strings.Contains(ds[0].Message, tt.name) {
+			if len(ds) != 1 || ds[0].Code != CodeScriptLimit || ds[0].Line != 1 || !strings.Contains(ds[0].Message, "script limit (size): "+tt.name) {
 				t.Fatalf("over the limit: %s", ds)
 			}
 		})

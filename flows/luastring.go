@@ -38,12 +38,16 @@ func (c *stepCounter) refill(m *luapat.Matcher) {
 }
 
 // charge counts m's steps and raises the matcher's error, if any: a
-// budget overrun as the step limit (the caller reports it as such).
+// budget overrun as the step limit, recursion past luapat.MaxDepth as
+// the depth limit (both E_SCRIPT_LIMIT).
 func (c *stepCounter) charge(L *lua.LState, fn string, m *luapat.Matcher, err error) {
 	c.steps += m.Steps
 	if errors.Is(err, luapat.ErrBudget) {
 		c.steps = c.limit + 1
 		L.RaiseError("%s: step limit exceeded while matching a pattern", fn)
+	}
+	if errors.Is(err, luapat.ErrDepth) {
+		raiseLimit(L, LimitDepth, "%s: pattern too complex: matching recursed more than %d deep (luapat.MaxDepth)", fn, luapat.MaxDepth)
 	}
 	if err != nil {
 		L.RaiseError("%s: %v", fn, err)

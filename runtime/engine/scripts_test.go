@@ -57,6 +57,32 @@ func TestUnitScriptLimitFailsTheRun(t *testing.T) {
 	}
 }
 
+// A Lua callable past a limit fails its run the same way, naming the
+// limit: the step limit, and a string cap of the Lua sandbox.
+func TestUnitLuaScriptLimitFailsTheRun(t *testing.T) {
+	t.Parallel()
+	b := setupUnit(t, Config{}, "")
+	res, err := b.eng.Register(context.Background(), []SourceFile{{Path: "limits.lua", Src: `
+flow{"spin", nodes = {
+  task{"a", tool = "kit.echo", args = function(ctx) while true do end end, error = "handled"},
+  task{"handled", tool = "kit.echo", args = function(ctx) return {handled = true} end},
+}}
+flow{"big", nodes = {
+  task{"a", tool = "kit.echo", args = function(ctx) return {s = string.rep("ab", 1048576)} end, error = "handled"},
+  task{"handled", tool = "kit.echo", args = function(ctx) return {handled = true} end},
+}}
+`}})
+	if err != nil || len(res.Diagnostics) > 0 {
+		t.Fatalf("registering: %v %s", err, res.Diagnostics)
+	}
+	for flow, limit := range map[string]string{"spin": "script limit (steps)", "big": "script limit (size)"} {
+		run := b.waitTerminal(t, b.start(t, flow, `{}`, ""))
+		if run.Phase != store.PhaseFailed || run.Error == nil || run.Error.Code != CodeScriptLimit || !strings.Contains(run.Error.Message, limit) {
+			t.Errorf("%s: phase %s error %+v, want failed with E_SCRIPT_LIMIT (%s)", flow, run.Phase, run.Error, limit)
+		}
+	}
+}
+
 // With a sandbox, a callable past its deadline costs its worker and fails
 // its run; the pool's next worker serves the next run, and a fan-out's
 // args for all its children take one round trip. (The workers are this

@@ -26,6 +26,10 @@ const MaxDepth = 200
 // budget holds.
 var ErrBudget = errors.New("pattern matching exceeded the step limit")
 
+// ErrDepth is returned when matching would recurse more than MaxDepth
+// levels: the pattern is too complex for the subject.
+var ErrDepth = errors.New("pattern too complex")
+
 // Error is a malformed pattern.
 type Error struct{ Msg string }
 
@@ -141,7 +145,7 @@ func (m *Matcher) captures() []Capture {
 func (m *Matcher) match(s, p int) int {
 	m.depth++
 	if m.depth > MaxDepth {
-		m.fail("pattern too complex")
+		panic(failure{ErrDepth})
 	}
 	defer func() { m.depth-- }()
 	for {
