@@ -665,7 +665,22 @@ func (s *stepper) agentCalls(ctx context.Context, a *agentLoop, t *store.AgentTu
 			ends[i] = c
 		}
 		park := inFlight+len(queue) > 0
+		cancelSeen := false
 		ok := s.agentCallsDone(ctx, t, ends, 0, func(tx store.Tx) error {
+			// A cancel another daemon recorded while this step ran
+			// reaches this one only by announcement: the store says so
+			// first, and no call of a cancelled run is queued.
+			cancelSeen = false
+			if len(tasks) > 0 {
+				run, err := tx.RunGet(s.run.ID)
+				if err != nil {
+					return err
+				}
+				if run.CancelRequested {
+					cancelSeen = true
+					return errCancelSeen
+				}
+			}
 			for _, task := range tasks {
 				if err := tx.TaskPut(task); err != nil {
 					return err
@@ -677,6 +692,12 @@ func (s *stepper) agentCalls(ctx context.Context, a *agentLoop, t *store.AgentTu
 			return s.parkOnCallsTx(tx, t, now, inFlight+len(queue))
 		})
 		if !ok {
+			if cancelSeen {
+				s.live.mu.Lock()
+				s.live.cancelRequested = true
+				s.live.mu.Unlock()
+				s.finish(ctx, store.PhaseCancelled, nil, nil)
+			}
 			return false, false
 		}
 		if len(queue) > 0 {

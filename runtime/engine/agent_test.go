@@ -50,6 +50,8 @@ type fakeModel struct {
 	think time.Duration
 	// prices of model "small", per million tokens.
 	inputCost, outputCost int64
+	// onTurn, when set, runs at every model turn, before it answers.
+	onTurn func()
 }
 
 func newFakeModel(script ...chat.Response) *fakeModel {
@@ -82,6 +84,9 @@ func (f *fakeModel) Call(ctx context.Context, req tool.CallRequest) (*tool.CallR
 			return nil, &tool.Error{Kind: tool.KindSchema, Message: err.Error()}
 		}
 		f.requests = append(f.requests, r)
+		if f.onTurn != nil {
+			f.onTurn()
+		}
 		if f.clock != nil {
 			f.clock.Advance(f.think)
 		}
@@ -936,5 +941,42 @@ func TestAgentCallsTogetherBounded(t *testing.T) {
 	}
 	if n := m.called("kv.get"); n != maxAgentCallsTogether+2 {
 		t.Errorf("kv.get ran %d times, want %d", n, maxAgentCallsTogether+2)
+	}
+}
+
+// TestAgentCancelRecordedElsewhereQueuesNoCall: another daemon of a fleet
+// records the run's cancel in the store while the model answers, and this
+// engine has not heard of it yet. The turn's calls are never queued, none
+// is made, and the run ends cancelled.
+func TestAgentCancelRecordedElsewhereQueuesNoCall(t *testing.T) {
+	t.Parallel()
+	m := newFakeModel(askTools(use(100, 10), tc("c1", "kv.get", `{"key":"x"}`), tc("c2", "mail.send", `{"to":"bob"}`)),
+		answer("never asked", use(1, 1)))
+	st := memstore.New()
+	m.onTurn = func() {
+		err := st.Update(context.Background(), func(tx store.Tx) error {
+			runs, err := tx.RunList(store.RunListParams{})
+			if err != nil {
+				return err
+			}
+			for _, r := range runs {
+				r.CancelRequested = true
+				if err := tx.RunUpdate(r); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	b := setupAgent(t, st, clock.NewFake(time.Now()), m)
+	run := b.run(t, "research", `{"topic":"rivers"}`)
+	if run.Phase != store.PhaseCancelled {
+		t.Fatalf("%s %+v: want cancelled", run.Phase, run.Error)
+	}
+	if m.called("kv.get") != 0 || m.called("mail.send") != 0 || len(m.asked()) != 1 {
+		t.Errorf("calls %v after %d turns: a cancelled run's calls must never be made", m.calls, len(m.asked()))
 	}
 }

@@ -141,6 +141,12 @@ func (w *worker) runAgentCall(ctx context.Context, run *store.Run, overBudget bo
 		return
 	}
 	w.live.protected.Store(node.Protected)
+	if w.cancelRequested() {
+		// Queued before its run's cancel and leased after it: the call is
+		// never made, and the agent's step finishes the run cancelled.
+		w.itemDrop(ctx, nil)
+		return
+	}
 	if overBudget {
 		w.agentCallEnd(ctx, nil, nil, &store.RunError{Code: CodeBudgetExhausted,
 			Message: fmt.Sprintf("run budget %d cannot pay for this call of %s (spent %d)", run.Budget, t.Tool, run.Spent)}, 0, false)

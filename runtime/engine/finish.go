@@ -235,6 +235,10 @@ func (e *Engine) countCancelled(c *cancelTree) {
 	}
 }
 
+// errCancelSeen stops a step's transaction that found its run's cancel
+// recorded in the store (by another daemon) before this one heard of it.
+var errCancelSeen = errors.New("engine: the run's cancel was requested")
+
 // cancelTx records the cancel request on run and its non-terminal
 // descendants. A run nobody works on (queued or parked) finishes cancelled
 // at once, without doing its work; a held one is finished by its worker.

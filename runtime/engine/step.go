@@ -218,7 +218,7 @@ func (s *stepper) commitE(ctx context.Context, fn func(tx store.Tx) error) error
 		}
 	case errors.Is(err, errLeaseLost):
 		e.log.Warn("lease lost, step discarded", "run", s.run.ID, "task", s.task.ID)
-	case errors.Is(err, errUnknownOutcome), errors.Is(err, errEscrowRefused):
+	case errors.Is(err, errUnknownOutcome), errors.Is(err, errEscrowRefused), errors.Is(err, errCancelSeen):
 	default:
 		if rerr := recordErr(err); rerr != nil && rerr.Class == ClassRun {
 			// This step's writes are too large for the store: the run
