@@ -77,11 +77,15 @@ type Report struct {
 // input first sent with it, and the run it turned into once an answer said
 // so.
 type submission struct {
-	reqID  string
-	kind   *kind
-	input  map[string]any
-	runID  string
-	cancel []apitypes.CancelAnswer // answers to cancels of this run
+	reqID string
+	kind  *kind
+	input map[string]any
+	runID string
+	// created counts the answers that said a new run was made: one at
+	// most. (Two re-sends of an unanswered request may be in flight at
+	// once; the one that created the run may answer last.)
+	created int
+	cancel  []apitypes.CancelAnswer // answers to cancels of this run
 	// approve: a run parked on a human wait that the approver is to
 	// decide (some are left undecided on purpose); decided once it was.
 	approve, decided bool
@@ -231,6 +235,11 @@ func (w *world) send(ctx context.Context, c *client.Client, s *submission) {
 	switch {
 	case err == nil:
 		w.counts["answered"]++
+		if !res.Existing {
+			if s.created++; s.created > 1 {
+				w.inline[invDedup] = append(w.inline[invDedup], fmt.Sprintf("%s re-sent with its input answered a new run %s again", s.reqID, res.RunID))
+			}
+		}
 		if s.runID == "" {
 			if res.Existing && !w.isPending(s) {
 				w.inline[invDedup] = append(w.inline[invDedup], fmt.Sprintf("%s sent for the first time answered an existing run %s", s.reqID, res.RunID))
@@ -244,9 +253,6 @@ func (w *world) send(ctx context.Context, c *client.Client, s *submission) {
 		}
 		if res.RunID != s.runID {
 			w.inline[invDedup] = append(w.inline[invDedup], fmt.Sprintf("%s answered run %s, earlier %s", s.reqID, res.RunID, s.runID))
-		}
-		if !res.Existing {
-			w.inline[invDedup] = append(w.inline[invDedup], fmt.Sprintf("%s re-sent with its input answered a new run %s", s.reqID, res.RunID))
 		}
 	case client.ErrorCode(err) != "":
 		w.counts["refused "+client.ErrorCode(err)]++
