@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -170,6 +171,9 @@ func Open(dir string, opts Options) (*Store, error) {
 	opts = opts.withDefaults()
 
 	bo, maxTxnSize, vthreshold := badgerOptions(dir, opts)
+	if err := dropEmptyWriteBufferLogs(dir); err != nil {
+		return nil, fmt.Errorf("badgerstore: open %s: %w", dir, err)
+	}
 	db, err := badger.Open(bo)
 	if err != nil {
 		if dirLocked(dir) {
@@ -363,6 +367,39 @@ func (s *Store) checkFree(size int64) error {
 // dirLocked reports whether another open file description holds the flock
 // Badger takes on its directory. Badger's own error does not keep the
 // cause, so the lock is probed directly.
+// dropEmptyWriteBufferLogs removes the empty write-buffer logs (*.mem) a
+// kill can leave while Badger creates one: Badger's open fails on such a
+// file ("Create a new file", dgraph-io/badger#2207) although it holds
+// nothing. It holds Badger's own directory lock meanwhile, so a live
+// process's files are never touched (a held lock: nothing is done, and
+// the open reports the lock).
+func dropEmptyWriteBufferLogs(dir string) error {
+	d, err := os.Open(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := syscall.Flock(int(d.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return nil
+	}
+	defer syscall.Flock(int(d.Fd()), syscall.LOCK_UN)
+	logs, err := filepath.Glob(filepath.Join(dir, "*.mem"))
+	if err != nil {
+		return err
+	}
+	for _, l := range logs {
+		if fi, err := os.Stat(l); err == nil && fi.Size() == 0 {
+			if err := os.Remove(l); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 func dirLocked(dir string) bool {
 	f, err := os.Open(dir)
 	if err != nil {

@@ -3,6 +3,7 @@ package badgerstore
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -236,5 +237,40 @@ func TestOpenLockedByAnotherProcess(t *testing.T) {
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A kill just as Badger created a write buffer's log leaves an empty .mem
+// file; the store must open over it (Badger alone fails once with "Create
+// a new file") with every acknowledged write in place.
+func TestOpenOverAnEmptyWriteBufferLog(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ctx := context.Background()
+	s, err := Open(dir, crashOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Update(ctx, func(tx store.Tx) error {
+		return tx.RunInsert(&store.Run{ID: "run_kept", Owner: "alice", Phase: store.PhaseQueued})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "00099.mem"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(dir, crashOptions)
+	if err != nil {
+		t.Fatalf("open over an empty write-buffer log: %v", err)
+	}
+	defer s.Close()
+	if err := s.View(ctx, func(tx store.Tx) error {
+		_, err := tx.RunGet("run_kept")
+		return err
+	}); err != nil {
+		t.Fatalf("the acknowledged run after the reopen: %v", err)
 	}
 }
