@@ -214,6 +214,21 @@ func text(ss ...string) bool {
 
 func notFound(what string) error { return fmt.Errorf("%s: %w", what, store.ErrNotFound) }
 
+// putRecord encodes rec, charges it to the Update under key (the bytes
+// one Update may write, MaxUpdateBytes) and queues sql with args and then
+// the record's version and data as its last two parameters.
+func (t *storeTx) putRecord(key string, rec any, sql string, args ...any) error {
+	data, err := encode(rec)
+	if err != nil {
+		return err
+	}
+	if err := t.charge(key, len(data)); err != nil {
+		return err
+	}
+	t.put(sql, append(args, recordV1, data)...)
+	return nil
+}
+
 func encode(v any) ([]byte, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -404,16 +419,8 @@ func (t *storeTx) SourcePut(s *store.Source) error {
 	if err := store.CheckID("source hash", s.Hash); err != nil {
 		return err
 	}
-	data, err := encode(s)
-	if err != nil {
-		return err
-	}
-	if err := t.charge("s\x00"+s.Hash, len(data)); err != nil {
-		return err
-	}
-	t.put(`INSERT INTO sources (hash, v, data) VALUES ($1, $2, $3)
-		ON CONFLICT (hash) DO UPDATE SET v = excluded.v, data = excluded.data`, s.Hash, recordV1, data)
-	return nil
+	return t.putRecord("s\x00"+s.Hash, s, `INSERT INTO sources (hash, v, data) VALUES ($1, $2, $3)
+		ON CONFLICT (hash) DO UPDATE SET v = excluded.v, data = excluded.data`, s.Hash)
 }
 
 func (t *storeTx) SourceGet(hash string) (*store.Source, error) {
@@ -634,16 +641,8 @@ func (t *storeTx) DedupPut(d *store.Dedup) error {
 	if err := store.CheckID("request id", d.RequestID); err != nil {
 		return err
 	}
-	data, err := encode(d)
-	if err != nil {
-		return err
-	}
-	if err := t.charge("d\x00"+d.Owner+"\x00"+d.RequestID, len(data)); err != nil {
-		return err
-	}
-	t.put(`INSERT INTO dedup (owner, request_id, v, data) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (owner, request_id) DO UPDATE SET v = excluded.v, data = excluded.data`, d.Owner, d.RequestID, recordV1, data)
-	return nil
+	return t.putRecord("d\x00"+d.Owner+"\x00"+d.RequestID, d, `INSERT INTO dedup (owner, request_id, v, data) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (owner, request_id) DO UPDATE SET v = excluded.v, data = excluded.data`, d.Owner, d.RequestID)
 }
 
 func (t *storeTx) DedupDelete(owner, requestID string) error {
@@ -759,17 +758,9 @@ func (t *storeTx) LeasePut(l *store.Lease) error {
 	if err := store.CheckID("lease task id", l.TaskID); err != nil {
 		return err
 	}
-	data, err := encode(l)
-	if err != nil {
-		return err
-	}
-	if err := t.charge("l\x00"+l.TaskID, len(data)); err != nil {
-		return err
-	}
-	t.put(`INSERT INTO leases (task_id, deadline_ns, v, data) VALUES ($1, $2, $3, $4)
+	return t.putRecord("l\x00"+l.TaskID, l, `INSERT INTO leases (task_id, deadline_ns, v, data) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (task_id) DO UPDATE SET deadline_ns = excluded.deadline_ns, v = excluded.v, data = excluded.data`,
-		l.TaskID, nanos(l.Deadline), recordV1, data)
-	return nil
+		l.TaskID, nanos(l.Deadline))
 }
 
 func (t *storeTx) LeaseGet(taskID string) (*store.Lease, error) {
@@ -811,16 +802,8 @@ func (t *storeTx) IdemPut(r *store.Idem) error {
 	if err := store.CheckID("idempotency key", r.Key); err != nil {
 		return err
 	}
-	data, err := encode(r)
-	if err != nil {
-		return err
-	}
-	if err := t.charge("i\x00"+r.Key, len(data)); err != nil {
-		return err
-	}
-	t.put(`INSERT INTO idem (key, v, data) VALUES ($1, $2, $3)
-		ON CONFLICT (key) DO UPDATE SET v = excluded.v, data = excluded.data`, r.Key, recordV1, data)
-	return nil
+	return t.putRecord("i\x00"+r.Key, r, `INSERT INTO idem (key, v, data) VALUES ($1, $2, $3)
+		ON CONFLICT (key) DO UPDATE SET v = excluded.v, data = excluded.data`, r.Key)
 }
 
 // ---- dead letters ----
@@ -835,17 +818,9 @@ func (t *storeTx) DeadLetterPut(d *store.DeadLetter) error {
 	if err := store.CheckPart("owner", d.Owner); err != nil {
 		return err
 	}
-	data, err := encode(d)
-	if err != nil {
-		return err
-	}
-	if err := t.charge("dl\x00"+d.TaskID, len(data)); err != nil {
-		return err
-	}
-	t.put(`INSERT INTO dead_letters (task_id, owner, at_ns, v, data) VALUES ($1, $2, $3, $4, $5)
+	return t.putRecord("dl\x00"+d.TaskID, d, `INSERT INTO dead_letters (task_id, owner, at_ns, v, data) VALUES ($1, $2, $3, $4, $5)
 		ON CONFLICT (task_id) DO UPDATE SET owner = excluded.owner, at_ns = excluded.at_ns, v = excluded.v, data = excluded.data`,
-		d.TaskID, d.Owner, nanos(d.At), recordV1, data)
-	return nil
+		d.TaskID, d.Owner, nanos(d.At))
 }
 
 func (t *storeTx) DeadLetterList(p store.DeadLetterListParams) ([]*store.DeadLetter, error) {
@@ -945,17 +920,9 @@ func (t *storeTx) CohortPut(c *store.Cohort) error {
 	if err := store.CheckID("cohort run/node", c.RunID, c.Node); err != nil {
 		return err
 	}
-	data, err := encode(c)
-	if err != nil {
-		return err
-	}
-	if err := t.charge(fmt.Sprintf("co\x00%s\x00%s\x00%d", c.RunID, c.Node, c.Visit), len(data)); err != nil {
-		return err
-	}
-	t.put(`INSERT INTO cohorts (run_id, node, visit, v, data) VALUES ($1, $2, $3, $4, $5)
+	return t.putRecord(fmt.Sprintf("co\x00%s\x00%s\x00%d", c.RunID, c.Node, c.Visit), c, `INSERT INTO cohorts (run_id, node, visit, v, data) VALUES ($1, $2, $3, $4, $5)
 		ON CONFLICT (run_id, node, visit) DO UPDATE SET v = excluded.v, data = excluded.data`,
-		c.RunID, c.Node, int64(c.Visit), recordV1, data)
-	return nil
+		c.RunID, c.Node, int64(c.Visit))
 }
 
 func (t *storeTx) CohortGet(runID, node string, visit int) (*store.Cohort, error) {
@@ -972,17 +939,9 @@ func (t *storeTx) CohortItemPut(it *store.CohortItem) error {
 	if it.Index < 0 {
 		return fmt.Errorf("cohort item index %d: must not be negative", it.Index)
 	}
-	data, err := encode(it)
-	if err != nil {
-		return err
-	}
-	if err := t.charge(fmt.Sprintf("ci\x00%s\x00%s\x00%d\x00%d", it.RunID, it.Node, it.Visit, it.Index), len(data)); err != nil {
-		return err
-	}
-	t.put(`INSERT INTO cohort_items (run_id, node, visit, idx, v, data) VALUES ($1, $2, $3, $4, $5, $6)
+	return t.putRecord(fmt.Sprintf("ci\x00%s\x00%s\x00%d\x00%d", it.RunID, it.Node, it.Visit, it.Index), it, `INSERT INTO cohort_items (run_id, node, visit, idx, v, data) VALUES ($1, $2, $3, $4, $5, $6)
 		ON CONFLICT (run_id, node, visit, idx) DO UPDATE SET v = excluded.v, data = excluded.data`,
-		it.RunID, it.Node, int64(it.Visit), int64(it.Index), recordV1, data)
-	return nil
+		it.RunID, it.Node, int64(it.Visit), int64(it.Index))
 }
 
 func (t *storeTx) CohortItemGet(runID, node string, visit, index int) (*store.CohortItem, error) {
@@ -1011,17 +970,9 @@ func (t *storeTx) AgentTurnPut(at *store.AgentTurn) error {
 	if at.Turn < 1 {
 		return fmt.Errorf("agent turn %d: turns are numbered from 1", at.Turn)
 	}
-	data, err := encode(at)
-	if err != nil {
-		return err
-	}
-	if err := t.charge(fmt.Sprintf("at\x00%s\x00%s\x00%d\x00%d", at.RunID, at.Node, at.Visit, at.Turn), len(data)); err != nil {
-		return err
-	}
-	t.put(`INSERT INTO agent_turns (run_id, node, visit, turn, v, data) VALUES ($1, $2, $3, $4, $5, $6)
+	return t.putRecord(fmt.Sprintf("at\x00%s\x00%s\x00%d\x00%d", at.RunID, at.Node, at.Visit, at.Turn), at, `INSERT INTO agent_turns (run_id, node, visit, turn, v, data) VALUES ($1, $2, $3, $4, $5, $6)
 		ON CONFLICT (run_id, node, visit, turn) DO UPDATE SET v = excluded.v, data = excluded.data`,
-		at.RunID, at.Node, int64(at.Visit), int64(at.Turn), recordV1, data)
-	return nil
+		at.RunID, at.Node, int64(at.Visit), int64(at.Turn))
 }
 
 func (t *storeTx) AgentTurnList(p store.AgentTurnListParams) ([]*store.AgentTurn, error) {
@@ -1192,17 +1143,9 @@ func (t *storeTx) DaemonPut(d *store.Daemon) error {
 	if err := store.CheckID("daemon id", d.ID); err != nil {
 		return err
 	}
-	data, err := encode(d)
-	if err != nil {
-		return err
-	}
-	if err := t.charge("dm\x00"+d.ID, len(data)); err != nil {
-		return err
-	}
-	t.put(`INSERT INTO daemons (id, seen_ns, v, data) VALUES ($1, $2, $3, $4)
+	return t.putRecord("dm\x00"+d.ID, d, `INSERT INTO daemons (id, seen_ns, v, data) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (id) DO UPDATE SET seen_ns = excluded.seen_ns, v = excluded.v, data = excluded.data`,
-		d.ID, nanos(d.SeenAt), recordV1, data)
-	return nil
+		d.ID, nanos(d.SeenAt))
 }
 
 func (t *storeTx) DaemonDelete(id string) error {
