@@ -429,7 +429,7 @@ func (s *stepper) agentTurn(ctx context.Context, a *agentLoop) (loop, more bool)
 			return err
 		}
 		var err error
-		if spent, err = s.chargeTx(tx, cost, now); err != nil {
+		if spent, err = s.chargeTx(tx, node.ID, cost, reserve, map[string]any{"turn": turn, "tool": node.ModelTool, "model": node.Model}, now); err != nil {
 			return err
 		}
 		return appendEvent(tx, s.run.ID, evAgentTurn, s.run.Attempt, node.ID, map[string]any{
@@ -441,8 +441,14 @@ func (s *stepper) agentTurn(ctx context.Context, a *agentLoop) (loop, more bool)
 		return false, false
 	}
 	s.run.Spent = spent
+	// Settled in the ledger now, before the calls the turn asked for are
+	// queued: a call dispatched while the ledger did not know what the
+	// turn cost (more than it reserved, say) would be admitted on budget
+	// the run no longer has.
+	s.slice, _, _ = e.ledger.Reslice(s.slice, s.spent, 0)
+	s.spent = 0
 	a.turns = append(a.turns, t)
-	e.stats.turn(node.ModelTool+"/"+node.Model, t.Usage.InputTokens, t.Usage.OutputTokens, cost)
+	e.stats.turn(node.ModelTool+"/"+node.Model, t.Usage.InputTokens, t.Usage.OutputTokens, cost, reserve)
 	return true, false
 }
 
@@ -477,19 +483,14 @@ func journalCalls(node *flows.Node, turn int, tcs []chat.ToolCall) ([]store.Agen
 	return calls, names
 }
 
-// chargeTx adds cost to the run's recorded spend and returns the new
-// total.
-func (s *stepper) chargeTx(tx store.Tx, cost int64, now time.Time) (int64, error) {
-	run, err := tx.RunGet(s.run.ID)
+// chargeTx charges cost, admitted on reserved, to the run's record (the
+// package's chargeTx) and returns the new total.
+func (s *stepper) chargeTx(tx store.Tx, node string, cost, reserved int64, detail map[string]any, now time.Time) (int64, error) {
+	run, err := chargeTx(tx, s.run.ID, s.run.Attempt, node, cost, reserved, detail, now)
 	if err != nil {
 		return 0, err
 	}
-	if cost <= 0 {
-		return run.Spent, nil
-	}
-	run.Spent += cost
-	run.UpdatedAt = now
-	return run.Spent, tx.RunUpdate(run)
+	return run.Spent, nil
 }
 
 // agentReserve settles what the agent spent so far and reserves cost for
@@ -766,7 +767,9 @@ func (s *stepper) agentCallsDone(ctx context.Context, t *store.AgentTurn, ends m
 			return err
 		}
 		next = *merged
-		spent, err = s.chargeTx(tx, cost, now)
+		// Calls ended here were made in the agent's slot, which reserved
+		// their declared costs.
+		spent, err = s.chargeTx(tx, t.Node, cost, cost, nil, now)
 		return err
 	})
 	if ok {

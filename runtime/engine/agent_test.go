@@ -52,7 +52,13 @@ type fakeModel struct {
 	inputCost, outputCost int64
 	// onTurn, when set, runs at every model turn, before it answers.
 	onTurn func()
+	// pricedReport is what each kv.priced call reports it cost (it
+	// declares kvPricedCost); 0 reports the declared cost.
+	pricedReport int64
 }
+
+// kvPricedCost is kv.priced's declared cost per call.
+const kvPricedCost = 5
 
 func newFakeModel(script ...chat.Response) *fakeModel {
 	return &fakeModel{script: script, calls: map[string]int{}, sendStarted: make(chan struct{}, 1)}
@@ -68,6 +74,8 @@ func (f *fakeModel) LookupTool(name string) (flows.ToolInfo, bool) {
 			InputSchema: []byte(`{"type":"object","properties":{"key":{"type":"string"}}}`)}, true
 	case "kv.fail":
 		return flows.ToolInfo{Name: name, Idempotent: true, Description: "Always fails."}, true
+	case "kv.priced":
+		return flows.ToolInfo{Name: name, Idempotent: true, Description: "Reads a key for a price.", Cost: kvPricedCost}, true
 	case "mail.send":
 		return flows.ToolInfo{Name: name, Description: "Sends mail."}, true
 	}
@@ -129,6 +137,15 @@ func (f *fakeModel) Call(ctx context.Context, req tool.CallRequest) (*tool.CallR
 		var in map[string]any
 		_ = json.Unmarshal(req.Input, &in)
 		return &tool.CallResult{Output: mustJSON(map[string]any{"value": fmt.Sprint("v-", in["key"])})}, nil
+	case "kv.priced":
+		f.mu.Lock()
+		f.calls[req.Tool]++
+		cost := f.pricedReport
+		f.mu.Unlock()
+		if cost == 0 {
+			cost = kvPricedCost
+		}
+		return &tool.CallResult{Output: json.RawMessage(`{"value":"priced"}`), Cost: cost, CostReported: true}, nil
 	case "kv.fail":
 		f.count(req.Tool)
 		return nil, &tool.Error{Kind: tool.KindPermanent, Code: "E_KV_DOWN", Message: "the store is down"}
@@ -188,6 +205,10 @@ flow(name = "research", nodes = [
 flow(name = "bounded", budget = 12, nodes = [
     agent("a", model = "small", prompt = "Go", tools = ["kv.get"], max_turns = 8, max_tokens = 60, error = "fallback"),
     task("fallback", tool = "kv.get"),
+])
+
+flow(name = "priced", budget = 37, nodes = [
+    agent("a", model = "small", prompt = "Go", tools = ["kv.priced"], max_turns = 4),
 ])
 
 flow(name = "typed", nodes = [

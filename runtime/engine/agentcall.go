@@ -75,9 +75,9 @@ func (s *stepper) parkOnCallsTx(tx store.Tx, t *store.AgentTurn, now time.Time, 
 }
 
 // agentCallEndTx writes the end of the call task t into its turn record,
-// charges its cost to the run and wakes the agent (if parked). A call
-// that already ended is left as it is.
-func agentCallEndTx(tx store.Tx, t *store.Task, out json.RawMessage, rerr *store.RunError, cost int64, now time.Time) (bool, error) {
+// charges its cost (admitted on reserved) to the run and wakes the agent
+// (if parked). A call that already ended is left as it is.
+func agentCallEndTx(tx store.Tx, t *store.Task, out json.RawMessage, rerr *store.RunError, cost, reserved int64, now time.Time) (bool, error) {
 	turn, _, err := agentTurnTx(tx, t.RunID, t.Node, t.Visit, t.Item)
 	if err != nil {
 		return false, err
@@ -91,16 +91,8 @@ func agentCallEndTx(tx store.Tx, t *store.Task, out json.RawMessage, rerr *store
 	if err := tx.AgentTurnPut(turn); err != nil {
 		return false, err
 	}
-	run, err := tx.RunGet(t.RunID)
-	if err != nil {
+	if _, err := chargeTx(tx, t.RunID, t.Attempt, t.Node, cost, reserved, map[string]any{"tool": t.Tool, "turn": t.Item, "call": t.Call}, now); err != nil {
 		return false, err
-	}
-	if cost > 0 {
-		run.Spent += cost
-		run.UpdatedAt = now
-		if err := tx.RunUpdate(run); err != nil {
-			return false, err
-		}
 	}
 	tasks, err := tx.TaskListByRun(t.RunID)
 	if err != nil {
@@ -204,7 +196,7 @@ func (w *worker) agentCallEnd(ctx context.Context, c *toolCall, out json.RawMess
 			}
 		}
 		var err error
-		if woke, err = agentCallEndTx(tx, t, out, rerr, cost, now); err != nil {
+		if woke, err = agentCallEndTx(tx, t, out, rerr, cost, w.slice.Cost, now); err != nil {
 			return err
 		}
 		return w.dropTaskTx(tx)

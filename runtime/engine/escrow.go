@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/weirhq/weir/runtime/store"
 )
@@ -244,4 +245,32 @@ func recountEscrowTx(tx store.Tx, runID string) error {
 	}
 	r.Escrow = held
 	return tx.RunUpdate(r)
+}
+
+// chargeTx adds cost to a run's recorded spend in tx. reserved is what
+// the call was admitted on (its budget slice, or a model turn's
+// reservation): a cost above it was spent all the same and is charged,
+// and the excess is recorded as overspend — on the run (Overspent) and
+// as an overspent event naming the call in detail — so that the run's
+// view shows it, while the ledger, which charges the same cost, refuses
+// the run every next slice that no longer fits. It returns the run as
+// written.
+func chargeTx(tx store.Tx, runID string, attempt int, node string, cost, reserved int64, detail map[string]any, now time.Time) (*store.Run, error) {
+	run, err := tx.RunGet(runID)
+	if err != nil || cost <= 0 {
+		return run, err
+	}
+	run.Spent += cost
+	run.UpdatedAt = now
+	if over := cost - max(reserved, 0); over > 0 {
+		run.Overspent += over
+		d := map[string]any{"cost": cost, "reserved": max(reserved, 0), "over": over, "budget": run.Budget, "spent": run.Spent}
+		for k, v := range detail {
+			d[k] = v
+		}
+		if err := appendEvent(tx, runID, evOverspent, attempt, node, d, now); err != nil {
+			return nil, err
+		}
+	}
+	return run, tx.RunUpdate(run)
 }

@@ -26,6 +26,9 @@ const (
 	evCompleted       = "completed"
 	evFailed          = "failed"
 	evCancelled       = "cancelled"
+	// evOverspent: a call reported a cost above what it was admitted on;
+	// charged, and the run's next node is refused if it no longer fits.
+	evOverspent = "overspent"
 )
 
 func appendEvent(tx store.Tx, runID, typ string, attempt int, node string, detail map[string]any, at time.Time) error {

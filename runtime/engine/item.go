@@ -130,15 +130,8 @@ func (w *worker) itemEnd(ctx context.Context, ref *store.CohortRef, c *toolCall,
 				return err
 			}
 		}
-		if cost > 0 {
-			run, err := tx.RunGet(t.RunID)
-			if err != nil {
-				return err
-			}
-			run.Spent += cost
-			if err := tx.RunUpdate(run); err != nil {
-				return err
-			}
+		if _, err := chargeTx(tx, t.RunID, t.Attempt, t.Node, cost, w.slice.Cost, map[string]any{"tool": t.Tool, "item": t.Item}, now); err != nil {
+			return err
 		}
 		var err error
 		if woke, err = e.childEndedTx(tx, t.RunID, ref, rerr == nil, out, rerr, now); err != nil {

@@ -162,7 +162,8 @@ func (e *Engine) dropOverdue(ctx context.Context) {
 
 // dispatch tries to admit t: a slot and a budget slice for the cost of the
 // node it runs next. stop says the scheduler should not try further tasks
-// on this pass (no slot or no in-flight budget left); withheld, that t is
+// on this pass (no slot left: nothing else could be admitted either);
+// withheld, that t is
 // left to a daemon of the fleet that serves every tool of its flow.
 func (e *Engine) dispatch(ctx context.Context, t *store.Task) (ok, stop, withheld bool) {
 	had := e.ledger.HasRun(t.RunID)
@@ -182,14 +183,22 @@ func (e *Engine) dispatch(ctx context.Context, t *store.Task) (ok, stop, withhel
 	slice, why, granted := e.ledger.Acquire(t.RunID, cost)
 	overBudget := false
 	if !granted && why == ledger.RunBudgetExhausted {
-		// The run cannot pay for this node: it still needs a slot to
-		// record that, and the node takes its error wire.
-		slice, why, granted = e.ledger.Acquire(t.RunID, 0)
-		overBudget = true
+		// The run cannot pay for this node (it may have spent past its
+		// budget already): it still needs a slot to record that, which
+		// costs it nothing, and the node takes its error wire.
+		slice, why, granted = e.ledger.AcquireSlot(t.RunID)
+		// A parked node resuming (its calls or children ended, a person
+		// decided) finishes what it began on that slot: each turn, call
+		// or child it would start next reserves, and is refused, on its
+		// own.
+		overBudget = !resumesItsNode(t)
 	}
 	if !granted {
 		e.stats.admissionBlocked(string(why))
-		return false, true, false
+		// Only a full set of slots stops the pass: a task refused for
+		// its own reason (its cost does not fit the budget in flight
+		// now) waits, and the tasks behind it may still fit.
+		return false, why == ledger.NoSlot, false
 	}
 	e.mu.Lock()
 	e.dispatched[t.ID] = true
@@ -197,6 +206,13 @@ func (e *Engine) dispatch(ctx context.Context, t *store.Task) (ok, stop, withhel
 	e.wg.Add(1)
 	go e.work(t, typ, slice, overBudget)
 	return true, false, false
+}
+
+// resumesItsNode says t is a step task parked inside its node (on its
+// children, its calls, a person) rather than before a node it has not
+// begun.
+func resumesItsNode(t *store.Task) bool {
+	return t.Kind == store.TaskStep && t.WaitKind != "" && t.WaitKind != WaitTimer
 }
 
 // ensureAccount reads the run and opens its ledger account if this
@@ -248,7 +264,7 @@ func (e *Engine) drop(ctx context.Context, t *store.Task) {
 				return err
 			}
 			parentWoken, err = agentCallEndTx(tx, cur, nil, &store.RunError{Code: CodeQueueTimeout,
-				Message: "no worker slot or budget slice was free before the queue deadline"}, 0, now)
+				Message: "no worker slot or budget slice was free before the queue deadline"}, 0, 0, now)
 			return err
 		}
 		if cur.Kind == store.TaskItem {

@@ -130,6 +130,9 @@ type typeStats struct {
 	// calls no tool has no execution series.
 	wait, exec      prometheus.Observer
 	attempts, units int64
+	// overDeclared counts answers that reported a cost above the tool's
+	// declared cost; overUnits sums the excess.
+	overDeclared, overUnits int64
 }
 
 func newStats() *stats {
@@ -187,6 +190,16 @@ func (s *stats) unit(tool string) {
 	s.typ(tool).units++
 }
 
+// overDeclared counts an answer of tool that reported over units more
+// than the tool declares: the tool's bug, which the run's budget pays.
+func (s *stats) overDeclared(tool string, over int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.typ(tool)
+	t.overDeclared++
+	t.overUnits += over
+}
+
 func (s *stats) count(name string) {
 	s.mu.Lock()
 	s.counts[name]++
@@ -216,6 +229,10 @@ type TypeStats struct {
 	Units    int64         `json:"units"`
 	// Amplification is attempts ÷ distinct work units (1 means no retry).
 	Amplification float64 `json:"amplification"`
+	// OverDeclared counts the tool's answers that reported a cost above
+	// its declared cost, and OverUnits the units above it.
+	OverDeclared int64 `json:"over_declared,omitempty"`
+	OverUnits    int64 `json:"over_units,omitempty"`
 }
 
 // ModelStats are the journaled model turns of agents per model: the
@@ -226,10 +243,13 @@ type ModelStats struct {
 	InputTokens  int64  `json:"input_tokens"`
 	OutputTokens int64  `json:"output_tokens"`
 	Cost         int64  `json:"cost"`
+	// Overspent is what turns were charged above their reservations.
+	Overspent int64 `json:"overspent,omitempty"`
 }
 
-// turn counts one journaled model turn.
-func (s *stats) turn(model string, in, out, cost int64) {
+// turn counts one journaled model turn, charged cost on a reservation of
+// reserved.
+func (s *stats) turn(model string, in, out, cost, reserved int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m := s.models[model]
@@ -241,6 +261,7 @@ func (s *stats) turn(model string, in, out, cost int64) {
 	m.InputTokens += in
 	m.OutputTokens += out
 	m.Cost += cost
+	m.Overspent += max(0, cost-reserved)
 }
 
 // Stats is a snapshot of the engine's figures.
@@ -265,7 +286,8 @@ func (e *Engine) Stats() Stats {
 		out.Counts[k] = v
 	}
 	for name, t := range s.types {
-		ts := TypeStats{Type: name, WaitMean: mean(t.wait), ExecMean: mean(t.exec), Attempts: t.attempts, Units: t.units}
+		ts := TypeStats{Type: name, WaitMean: mean(t.wait), ExecMean: mean(t.exec), Attempts: t.attempts, Units: t.units,
+			OverDeclared: t.overDeclared, OverUnits: t.overUnits}
 		if t.units > 0 {
 			ts.Amplification = float64(t.attempts) / float64(t.units)
 		}
@@ -434,7 +456,7 @@ func (s *stats) interval(at time.Time, health Health) Sample {
 		curM[name] = *m
 		p := h.prevM[name]
 		out.Models = append(out.Models, ModelStats{Model: name, Turns: m.Turns - p.Turns, InputTokens: m.InputTokens - p.InputTokens,
-			OutputTokens: m.OutputTokens - p.OutputTokens, Cost: m.Cost - p.Cost})
+			OutputTokens: m.OutputTokens - p.OutputTokens, Cost: m.Cost - p.Cost, Overspent: m.Overspent - p.Overspent})
 	}
 	sort.Slice(out.Models, func(i, j int) bool { return out.Models[i].Model < out.Models[j].Model })
 	h.prev, h.prevM = cur, curM

@@ -87,16 +87,19 @@ func (w *worker) run(ctx context.Context, run *store.Run, overBudget bool) {
 			return
 		}
 		if node.MaxVisits > 0 && s.cont.Visits[node.ID] > node.MaxVisits {
+			// The error wire's node is paid for like any next node.
 			if !s.nodeFailed(ctx, node, &store.RunError{Code: CodeMaxVisits,
-				Message: fmt.Sprintf("node %s entered %d times, more than its max_visits %d", node.ID, s.cont.Visits[node.ID], node.MaxVisits)}) {
+				Message: fmt.Sprintf("node %s entered %d times, more than its max_visits %d", node.ID, s.cont.Visits[node.ID], node.MaxVisits)}) || !s.nextSlice(ctx) {
 				return
 			}
 			continue
 		}
 		if overBudget {
+			// Admitted on a slot alone: the node runs nothing, and its
+			// error wire's node must find its own slice.
 			overBudget = false
 			if !s.nodeFailed(ctx, node, &store.RunError{Code: CodeBudgetExhausted,
-				Message: fmt.Sprintf("run budget %d is spent (%d) and node %s costs more", run.Budget, run.Spent, node.ID)}) {
+				Message: fmt.Sprintf("run budget %d is spent (%d) and node %s costs more", run.Budget, run.Spent, node.ID)}) || !s.nextSlice(ctx) {
 				return
 			}
 			continue
@@ -148,6 +151,11 @@ func (w *worker) cancelRequested() bool {
 // budget cannot pay, the node takes its error wire; if the engine-wide
 // budget in flight is used up, the run yields: its task goes back to the
 // queue and the slot is freed.
+//
+// A run that has spent past its budget (a tool or a model reported more
+// than its call reserved) is refused every next node, whatever it costs:
+// what it overspent never buys it more work. At the end of the graph
+// there is nothing left to pay for, and the run completes.
 func (s *stepper) nextSlice(ctx context.Context) bool {
 	e := s.e
 	var cost int64
@@ -158,7 +166,9 @@ func (s *stepper) nextSlice(ctx context.Context) bool {
 	slice, why, ok := e.ledger.Reslice(s.slice, s.spent, cost)
 	s.slice, s.spent = slice, 0
 	switch {
-	case ok:
+	case ok || node == nil:
+		// node is nil at the end of the graph (and for a continuation
+		// naming a node the flow lacks, which the walk reports).
 		return true
 	case why == ledger.RunBudgetExhausted:
 		return s.nodeFailed(ctx, node, &store.RunError{Code: CodeBudgetExhausted,
@@ -390,16 +400,10 @@ func (s *stepper) toolDone(ctx context.Context, c *toolCall, o callOutcome) bool
 			}
 		}
 		if o.Cost > 0 {
-			run, err := tx.RunGet(s.run.ID)
-			if err != nil {
+			var err error
+			if spent, err = s.chargeTx(tx, c.Node.ID, o.Cost, s.slice.Cost, map[string]any{"tool": c.Tool}, now); err != nil {
 				return err
 			}
-			run.Spent += o.Cost
-			run.UpdatedAt = now
-			if err := tx.RunUpdate(run); err != nil {
-				return err
-			}
-			spent = run.Spent
 		}
 		return nil
 	})

@@ -204,6 +204,14 @@ func (w *worker) callTool(ctx context.Context, c *toolCall, commit func(fn func(
 	failpoint.Hit(failpoint.AfterTool)
 	if err == nil {
 		e.stats.unit(c.Tool)
+		if over := res.Cost - info.Cost; res.CostReported && !info.Chat && over > 0 {
+			// The tool's bug: it is charged (it was spent), and the run's
+			// next work is refused if it no longer fits.
+			e.stats.overDeclared(c.Tool, over)
+			plugin, _, _ := strings.Cut(c.Tool, ".")
+			e.log.Warn("tool reported a cost above its declared cost", "plugin", plugin, "tool", c.Tool,
+				"declared", info.Cost, "reported", res.Cost, "run", c.Run.ID, "node", c.Node.ID)
+		}
 		w.spent += res.Cost
 		return callOutcome{End: callDone, Key: key, Output: res.Output, Cost: res.Cost, CostReported: res.CostReported, RecordDone: !info.Idempotent}
 	}

@@ -63,6 +63,9 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 var (
 	toolAttempts      = desc("tool_attempts_total", "Tries of calls of this tool, retries included.", "type")
 	toolUnits         = desc("tool_units_total", "Logical calls of this tool that reached an end, whatever the outcome.", "type")
+	toolOverDeclared  = desc("tool_cost_over_declared_total", "Answers of this tool that reported a cost above its declared cost (the tool's bug; the run is charged and its next work refused if it no longer fits).", "type")
+	toolOverUnits     = desc("tool_cost_over_declared_units_total", "Budget units this tool reported above its declared cost.", "type")
+	modelOverspent    = desc("model_overspent_total", "Budget units agent model turns were charged above their reservations (usage past the estimate), by model.", "model")
 	toolAmplification = desc("tool_retry_amplification", "Tries per logical call of this tool (1: no retries).", "type")
 	runsAccepted      = desc("runs_accepted_total", "Runs accepted (journal written) since the daemon started.")
 	runsLive          = desc("runs", "Runs in the store in each live phase (queued, running, waiting, completing), counted at scrape time.", "phase")
@@ -88,7 +91,7 @@ var (
 )
 
 var allDescs = []*prometheus.Desc{
-	toolAttempts, toolUnits, toolAmplification,
+	toolAttempts, toolUnits, toolAmplification, toolOverDeclared, toolOverUnits, modelOverspent,
 	runsAccepted, runsLive, runsFinished, leasesExpired, deadLetters, refused, blocked, admissionOpen, admissionState,
 	tasks, slots, pluginRestarts, configVersion, modelTurns, modelTokens, modelCost,
 	sandboxStarted, sandboxKilled, sandboxRequests, sandboxCalls, sandboxRerun,
@@ -114,6 +117,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(toolAttempts, float64(t.Attempts), t.Type)
 		counter(toolUnits, float64(t.Units), t.Type)
 		gauge(toolAmplification, t.Amplification, t.Type)
+		counter(toolOverDeclared, float64(t.OverDeclared), t.Type)
+		counter(toolOverUnits, float64(t.OverUnits), t.Type)
 	}
 	counter(runsAccepted, float64(st.Counts["accepted"]))
 	counter(leasesExpired, float64(st.Counts["lease_expired"]))
@@ -134,6 +139,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(modelTokens, float64(m.InputTokens), m.Model, "input")
 		counter(modelTokens, float64(m.OutputTokens), m.Model, "output")
 		counter(modelCost, float64(m.Cost), m.Model)
+		counter(modelOverspent, float64(m.Overspent), m.Model)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

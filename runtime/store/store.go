@@ -356,6 +356,11 @@ type Run struct {
 	ConfigVersion int64 `json:"config_version"`
 	Budget        int64 `json:"budget"` // cost units reserved for the run
 	Spent         int64 `json:"spent"`
+	// Overspent is the part of Spent that tools and models reported above
+	// what their calls reserved (a tool's bug, or a provider's usage past
+	// the estimate): charged, since it was spent, but never a reason to
+	// admit more work (docs/design.md §4).
+	Overspent int64 `json:"overspent,omitempty"`
 	// Escrow is the part of Budget held by this run's children that have
 	// not ended: the sum of their Reserve. It changes only in the
 	// transaction that admits a child (taken) or records its end

@@ -77,6 +77,9 @@ type Run struct {
 	Progress *Progress `json:"progress,omitempty"`
 	Budget   int64     `json:"budget"`
 	Spent    int64     `json:"spent"`
+	// Overspent is the part of Spent that tools and models reported above
+	// what their calls reserved; it buys the run no further work.
+	Overspent int64 `json:"overspent,omitempty"`
 	// Escrow is the part of Budget held by children in flight; what they
 	// do not spend comes back when they end.
 	Escrow int64 `json:"escrow,omitempty"`
@@ -373,6 +376,8 @@ type ModelStats struct {
 	InputTokens  int64  `json:"input_tokens"`
 	OutputTokens int64  `json:"output_tokens"`
 	Cost         int64  `json:"cost"`
+	// Overspent is what turns were charged above their reservations.
+	Overspent int64 `json:"overspent,omitempty"`
 }
 
 // TypeStats are the figures for one task type (a tool name, or the node
@@ -387,6 +392,10 @@ type TypeStats struct {
 	Units    int64         `json:"units"`
 	// Amplification is attempts ÷ distinct work units (1 means no retry).
 	Amplification float64 `json:"amplification"`
+	// OverDeclared counts the tool's answers that reported a cost above
+	// its declared cost, and OverUnits the units above it.
+	OverDeclared int64 `json:"over_declared,omitempty"`
+	OverUnits    int64 `json:"over_units,omitempty"`
 }
 
 // AdmissionOpen is Status.Admission while the daemon accepts new runs;

@@ -54,6 +54,10 @@ type Ledger struct {
 }
 
 type account struct {
+	// closing says CloseRun was asked while slices or holds were still
+	// reserved: the account goes once the last of them is settled, so a
+	// run's work in flight is never forgotten by a reopened account.
+	closing  bool
 	budget   int64 // 0 means unlimited
 	spent    int64 // settled cost
 	reserved int64 // cost of slices held now
@@ -86,18 +90,35 @@ func (l *Ledger) OpenRun(runID string, budget, spent, escrow int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if a, ok := l.runs[runID]; ok {
-		a.budget, a.spent, a.escrow = budget, spent, escrow
+		a.budget, a.spent, a.escrow, a.closing = budget, spent, escrow, false
 		return
 	}
 	l.runs[runID] = &account{budget: budget, spent: spent, escrow: escrow}
 }
 
-// CloseRun drops a finished run's account. Slices it still holds stay
-// held until released.
+// CloseRun drops a run's account (finished, or parked so that it costs
+// no memory). An account whose slices or holds are still reserved stays
+// until the last of them is settled: an account reopened from the store
+// meanwhile would not know of them and would promise their budget again.
 func (l *Ledger) CloseRun(runID string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	a, ok := l.runs[runID]
+	if !ok {
+		return
+	}
+	if a.reserved > 0 {
+		a.closing = true
+		return
+	}
 	delete(l.runs, runID)
+}
+
+// settled drops a closing account once nothing of it is reserved.
+func (l *Ledger) settled(runID string, a *account) {
+	if a.closing && a.reserved <= 0 {
+		delete(l.runs, runID)
+	}
 }
 
 // Acquire grants a slot and a budget slice of cost for runID, or says why
@@ -132,6 +153,24 @@ func (l *Ledger) Acquire(runID string, cost int64) (Slice, Reason, bool) {
 	return Slice{RunID: runID, Slot: slot, Cost: cost}, "", true
 }
 
+// AcquireSlot grants a slot with a zero-cost slice whatever runID's
+// budget says: the slot a refused node needs to take its error wire (and
+// a refused call to record its refusal). It runs nothing on the run's
+// budget, so it is refused only when every slot is held.
+func (l *Ledger) AcquireSlot(runID string) (Slice, Reason, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.held) >= l.slots {
+		return Slice{}, NoSlot, false
+	}
+	slot := 0
+	for l.held[slot] {
+		slot++
+	}
+	l.held[slot] = true
+	return Slice{RunID: runID, Slot: slot}, "", true
+}
+
 // Release frees the slot and settles the slice: the reservation is returned
 // and actual is charged to the run (actual may differ from the reserved
 // cost when a tool reports what it really cost; a negative actual charges
@@ -150,6 +189,7 @@ func (l *Ledger) Release(s Slice, actual int64) {
 	if a, ok := l.runs[s.RunID]; ok {
 		a.reserved -= s.Cost
 		a.spent += actual
+		l.settled(s.RunID, a)
 	}
 }
 
@@ -180,8 +220,10 @@ func (l *Ledger) Reslice(s Slice, actual, nextCost int64) (Slice, Reason, bool) 
 	case !ok:
 		return zero, UnknownRun, false
 	case a.budget > 0 && a.committed()+nextCost > a.budget:
+		l.settled(s.RunID, a)
 		return zero, RunBudgetExhausted, false
 	case l.maxInFlight > 0 && l.inFlight+nextCost > l.maxInFlight:
+		l.settled(s.RunID, a)
 		return zero, NoBudgetInFlight, false
 	}
 	l.inFlight += nextCost
@@ -258,6 +300,7 @@ func (l *Ledger) Settle(runID string, held, actual int64) {
 	if a, ok := l.runs[runID]; ok {
 		a.reserved = max(0, a.reserved-max(held, 0))
 		a.spent += max(actual, 0)
+		l.settled(runID, a)
 	}
 }
 

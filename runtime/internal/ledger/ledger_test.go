@@ -264,3 +264,69 @@ func TestHoldAndSettle(t *testing.T) {
 		t.Fatalf("remainder %d spent %d after settling 2 of 6, want 8 and 2", rest, l.Spent("r"))
 	}
 }
+
+// TestCloseRunKeepsWorkInFlight: closing an account (its run parked)
+// while slices or holds of it are reserved must not let an account
+// reopened from the store promise their budget again, nor let their
+// settling land on an account that never counted them.
+func TestCloseRunKeepsWorkInFlight(t *testing.T) {
+	t.Parallel()
+	for _, settle := range []string{"release", "settle"} {
+		t.Run(settle, func(t *testing.T) {
+			t.Parallel()
+			l := New(8, 0)
+			l.OpenRun("r", 10, 0, 0)
+			var s Slice
+			if settle == "release" {
+				var ok bool
+				if s, _, ok = l.Acquire("r", 6); !ok {
+					t.Fatal("first reservation refused")
+				}
+			} else if _, ok := l.Hold("r", 6); !ok {
+				t.Fatal("first hold refused")
+			}
+			l.CloseRun("r") // the run parks while its call runs
+			if !l.HasRun("r") {
+				t.Fatal("the account went while 6 were reserved")
+			}
+			l.OpenRun("r", 10, 0, 0) // reopened from the store, which knows nothing of the 6
+			if _, why, ok := l.Acquire("r", 6); ok || why != RunBudgetExhausted {
+				t.Fatalf("a second 6 of budget 10: %v %q, want %s", ok, why, RunBudgetExhausted)
+			}
+			l.CloseRun("r")
+			if settle == "release" {
+				l.Release(s, 6)
+			} else {
+				l.Settle("r", 6, 6)
+			}
+			if l.HasRun("r") {
+				t.Error("the closed account stayed after its last reservation was settled")
+			}
+		})
+	}
+}
+
+// TestAcquireSlotIgnoresTheBudget: a run past its budget still gets the
+// slot it needs to record its refusal; only a full set of slots refuses.
+func TestAcquireSlotIgnoresTheBudget(t *testing.T) {
+	t.Parallel()
+	l := New(2, 1)
+	l.OpenRun("r", 10, 600, 0) // overspent
+	if _, why, ok := l.Acquire("r", 0); ok || why != RunBudgetExhausted {
+		t.Fatalf("a zero slice of an overspent run: %v %q, want %s", ok, why, RunBudgetExhausted)
+	}
+	s, _, ok := l.AcquireSlot("r")
+	if !ok || s.Cost != 0 {
+		t.Fatalf("AcquireSlot = %+v %v, want a zero slice", s, ok)
+	}
+	if _, _, ok := l.AcquireSlot("other"); !ok {
+		t.Fatal("the second slot refused")
+	}
+	if _, why, ok := l.AcquireSlot("r"); ok || why != NoSlot {
+		t.Fatalf("with every slot held: %v %q, want %s", ok, why, NoSlot)
+	}
+	l.Release(s, 0)
+	if snap := l.Snapshot(); snap.Held != 1 || snap.InFlight != 0 {
+		t.Errorf("after release %+v, want one slot held and nothing in flight", snap)
+	}
+}
