@@ -74,6 +74,27 @@ func setup(t testing.TB, cfg Config, src string) *bundle {
 	return b
 }
 
+// restart stops the bundle's engine, closes and reopens its Badger, and
+// opens a new engine on it with cfg (Store, Tools and a Tick filled in):
+// a daemon started again over the same data.
+func (b *bundle) restart(t testing.TB, cfg Config) {
+	t.Helper()
+	if err := b.eng.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b.st.Close()
+	st, err := badgerstore.Open(filepath.Join(b.dataDir, "store"), badgerstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.st = st
+	cfg.Store, cfg.Tools = st, b.host
+	if cfg.Tick == 0 {
+		cfg.Tick = 10 * time.Millisecond
+	}
+	b.eng = openEngine(t, cfg, "")
+}
+
 // toolsWrapper is a Config.Tools a test passes to setup to stand between
 // the engine and the real plugin host.
 type toolsWrapper interface {

@@ -3,14 +3,11 @@ package engine
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/weirhq/weir/flows"
 	"github.com/weirhq/weir/runtime/store"
-	"github.com/weirhq/weir/runtime/store/badgerstore"
 )
 
 const perRequestSrc = `
@@ -119,16 +116,7 @@ func TestFanoutTooLargeFailsOnlyItsRun(t *testing.T) {
 	// After a restart the run stays failed and admission open: nothing of
 	// the refused write is left to retry.
 	ctx := context.Background()
-	if err := b.eng.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
-	b.st.Close()
-	st, err := badgerstore.Open(filepath.Join(b.dataDir, "store"), badgerstore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.st = st
-	b.eng = openEngine(t, Config{Store: st, Tools: b.host, Tick: 10 * time.Millisecond}, "")
+	b.restart(t, Config{})
 	b.admissionOpen(t)
 	if again, err := b.eng.Get(ctx, "alice", run.ID); err != nil || again.Phase != store.PhaseFailed || again.Error.Code != CodeResultTooLarge {
 		t.Fatalf("after a restart the run is %+v %v", again, err)

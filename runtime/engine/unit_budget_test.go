@@ -232,3 +232,56 @@ func TestAgentUsagePastTheReservation(t *testing.T) {
 		})
 	}
 }
+
+// The hostile shapes of the budget findings, on a real Badger and the
+// real testkit plugin (testkit.cost declares 5 and reports what it is
+// asked to).
+const hostileBudgetSrc = `
+flow(name = "over", budget = 10, nodes = [task("t", tool = "testkit.cost", args = {"cost": 1000})])
+
+flow(name = "over_fan", budget = 30, nodes = [
+    fanout("fan", items = lambda ctx: [{"cost": 100}] * 24, tool = "testkit.cost",
+           args = lambda ctx, item: item, width = 24, depth = 1, max_items = 24),
+])
+
+flow(name = "hello", nodes = [task("t", tool = "testkit.echo", args = {"hi": 1})])
+`
+
+// TestBudgetBombsNeitherPanicNorWedge: a run charged 100 times its budget
+// at its last node completes with its overspend recorded (it used to
+// panic the daemon); a fan-out whose items overspend ends, having made
+// only the calls its budget admitted; and another owner's run completes
+// meanwhile, and again on an engine restarted over the same store.
+func TestBudgetBombsNeitherPanicNorWedge(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{Workers: 4}, hostileBudgetSrc)
+	over := b.start(t, "over", `{}`, "")
+	fan := b.start(t, "over_fan", `{}`, "")
+	bob := func(eng *Engine) {
+		t.Helper()
+		res, err := eng.Submit(context.Background(), StartRequest{Owner: "bob", Flow: "hello", Input: json.RawMessage(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		testutil.Eventually(t, waitTimeout, func() error {
+			r, err := eng.Get(context.Background(), "bob", res.RunID)
+			if err != nil {
+				return err
+			}
+			if r.Phase != store.PhaseCompleted {
+				return fmt.Errorf("bob's run is %s %+v", r.Phase, r.Error)
+			}
+			return nil
+		})
+	}
+	bob(b.eng)
+	if r := b.waitTerminal(t, over); r.Phase != store.PhaseCompleted || r.Spent != 1000 || r.Overspent != 995 {
+		t.Errorf("over: %s %+v spent %d overspent %d, want completed, 1000 and 995", r.Phase, r.Error, r.Spent, r.Overspent)
+	}
+	r := b.waitTerminal(t, fan)
+	if r.Spent > 6*100 || r.Overspent != r.Spent-r.Spent/100*5 {
+		t.Errorf("over_fan spent %d (overspent %d): at most the 6 calls of 5 a budget of 30 admits, each charged 100", r.Spent, r.Overspent)
+	}
+	b.restart(t, Config{Workers: 4})
+	bob(b.eng)
+}
