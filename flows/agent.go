@@ -124,8 +124,8 @@ func builtinAgent(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 		}
 	}
 	if output != nil && output != starlark.None {
-		if schema, msg := inputSchemaOf(output); msg != "" {
-			nb.addf("output", CodeInvalid, "output %s", msg)
+		if schema, code, msg := inputSchemaOf(output); msg != "" {
+			nb.addf("output", code, "output %s", msg)
 		} else {
 			n.OutputSchema = schema
 		}

@@ -12,7 +12,7 @@ import (
 // against the node's output schema: the answer must be JSON that the
 // schema accepts. The error says why not in words a model can act on.
 func ValidateAgentAnswer(schema, answer []byte) error {
-	s, err := compileSchema(schema)
+	s, err := compileUserSchema(schema)
 	if err != nil {
 		return fmt.Errorf("output schema: %w", err)
 	}
@@ -20,8 +20,5 @@ func ValidateAgentAnswer(schema, answer []byte) error {
 	if err != nil {
 		return errors.New("the answer is not JSON; answer with JSON alone that matches the output schema")
 	}
-	if err := s.Validate(v); err != nil {
-		return errors.New(schemaErrorText(err))
-	}
-	return nil
+	return validateValue(s, v)
 }

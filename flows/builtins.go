@@ -744,8 +744,8 @@ func builtinFlow(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 		}
 	}
 	if input != nil && input != starlark.None {
-		if schema, msg := inputSchemaOf(input); msg != "" {
-			addf("input", CodeInvalid, "input %s", msg)
+		if schema, code, msg := inputSchemaOf(input); msg != "" {
+			addf("input", code, "input %s", msg)
 		} else {
 			f.Input = schema
 		}
@@ -764,24 +764,32 @@ func builtinFlow(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 	return starlark.None, nil
 }
 
-// inputSchemaOf encodes and compiles a flow's input schema; the message
-// is empty when it is valid.
-func inputSchemaOf(v starlark.Value) (json.RawMessage, string) {
+// inputSchemaOf encodes and compiles a flow's input schema (or an
+// agent's output schema) and checks its bounds; the message is empty
+// when it is valid, else code says which check refused it.
+func inputSchemaOf(v starlark.Value) (json.RawMessage, Code, string) {
 	if _, ok := v.(*starlark.Dict); !ok {
-		return nil, fmt.Sprintf("must be a JSON schema written as a dict; got a %s", v.Type())
+		return nil, CodeInvalid, fmt.Sprintf("must be a JSON schema written as a dict; got a %s", v.Type())
 	}
 	g, err := fromStarlark(v)
 	if err != nil {
-		return nil, fmt.Sprintf("has no JSON form: %v", err)
+		return nil, CodeInvalid, fmt.Sprintf("has no JSON form: %v", err)
 	}
 	b, err := json.Marshal(g)
 	if err != nil {
-		return nil, fmt.Sprintf("has no JSON form: %v", err)
+		return nil, CodeInvalid, fmt.Sprintf("has no JSON form: %v", err)
 	}
-	if _, err := compileSchema(b); err != nil {
-		return nil, fmt.Sprintf("is not a valid JSON schema: %s", schemaErrorText(err))
+	if len(b) > MaxSchemaBytes {
+		return nil, CodeSchemaLimit, fmt.Sprintf("is %d bytes as JSON, more than the limit of %d (flows.MaxSchemaBytes)", len(b), MaxSchemaBytes)
 	}
-	return b, ""
+	s, err := compileSchema(b)
+	if err != nil {
+		return nil, CodeInvalid, fmt.Sprintf("is not a valid JSON schema: %s", schemaErrorText(err))
+	}
+	if err := schemaCost(s); err != nil {
+		return nil, CodeSchemaLimit, fmt.Sprintf("is refused: %v", err)
+	}
+	return b, "", ""
 }
 
 // sequenceElems returns the elements of a list or tuple, and false for

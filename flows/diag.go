@@ -81,6 +81,10 @@ const (
 	// CodeToolInput: a node's constant args do not match its tool's
 	// declared input schema, so every call would be refused.
 	CodeToolInput Code = "E_TOOL_INPUT"
+	// CodeSchemaLimit: a flow's input or an agent's output schema is past
+	// a bound of schemabound.go (its size, a pattern's size, or what
+	// validating one value against it may cost).
+	CodeSchemaLimit Code = "E_SCHEMA_LIMIT"
 
 	// CodeFanoutResult (a warning): a callable uses a fanout's whole
 	// result, the dict {results, late, sufficient, cutoff}, where the list
@@ -95,7 +99,7 @@ var AllCodes = []Code{
 	CodeUnknownFlow, CodeCycle, CodeDepth, CodeFanoutBounds,
 	CodeUnknownTool, CodeAtMostOnce,
 	CodeAgentBounds, CodeNotChat, CodeUnknownModel, CodeToolNameCollision,
-	CodeIRTooLarge, CodeToolInput,
+	CodeIRTooLarge, CodeToolInput, CodeSchemaLimit,
 	CodeFanoutResult,
 }
 

@@ -22,6 +22,10 @@ import (
 // Starlark (a callable's ctx and result).
 const MaxValueDepth = 256
 
+// MaxValueNodes bounds how many values (each scalar, list and dict
+// counted) one value crossing from Starlark to JSON may expand to.
+const MaxValueNodes = 1 << 20
+
 // ErrScriptLimit is matched (errors.Is) by every error of an evaluation that
 // exceeded one of a script's limits: a *LimitError, or a *CallError whose
 // Limit is set.

@@ -5,10 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/weirhq/weir/internal/textbound"
 )
 
 // inputSchema is a flow's compiled input schema, compiled once per Flow on
@@ -37,6 +38,25 @@ func compileSchema(doc []byte) (*jsonschema.Schema, error) {
 	return c.Compile(loc)
 }
 
+// compileUserSchema compiles a schema a flow declares (its input, an
+// agent's output) within the bounds of schemabound.go: its size, its
+// patterns and what validating one value against it may cost. The same
+// check runs at registration and wherever a stored schema is compiled
+// again, so a schema stored before a bound existed is refused too.
+func compileUserSchema(doc []byte) (*jsonschema.Schema, error) {
+	if len(doc) > MaxSchemaBytes {
+		return nil, fmt.Errorf("the schema is %d bytes as JSON, more than the limit of %d", len(doc), MaxSchemaBytes)
+	}
+	s, err := compileSchema(doc)
+	if err != nil {
+		return nil, err
+	}
+	if err := schemaCost(s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
 type refusingLoader struct{}
 
 func (refusingLoader) Load(url string) (any, error) {
@@ -56,7 +76,7 @@ func (f *Flow) ValidateInput(input any) error {
 		// and decoded flows share one compiled schema.
 		s = &inputSchema{}
 	}
-	s.once.Do(func() { s.schema, s.err = compileSchema(f.Input) })
+	s.once.Do(func() { s.schema, s.err = compileUserSchema(f.Input) })
 	return validateWith(s, f.Name, input)
 }
 
@@ -74,15 +94,57 @@ func validateWith(s *inputSchema, flow string, input any) error {
 	if err != nil {
 		return fmt.Errorf("flow %s: input is not JSON: %w", flow, err)
 	}
-	if err := s.schema.Validate(v); err != nil {
-		return &InputError{Flow: flow, Msg: schemaErrorText(err)}
+	if err := validateValue(s.schema, v); err != nil {
+		return &InputError{Flow: flow, Msg: err.Error()}
 	}
 	return nil
 }
 
+// validateValue checks v (as jsonschema.UnmarshalJSON makes it) against a
+// flow's compiled schema, refusing data nested past MaxInstanceDepth (the
+// depth its cost was bounded to); the error's text is bounded.
+func validateValue(s *jsonschema.Schema, v any) error {
+	if d := depthOf(v, MaxInstanceDepth+1); d > MaxInstanceDepth {
+		return fmt.Errorf("the value is nested more than %d levels deep", MaxInstanceDepth)
+	}
+	if err := s.Validate(v); err != nil {
+		return errors.New(schemaErrorText(err))
+	}
+	return nil
+}
+
+// depthOf is the nesting depth of v (a scalar is 0), counted no further
+// than limit.
+func depthOf(v any, limit int) int {
+	if limit <= 0 {
+		return 0
+	}
+	deepest := 0
+	switch x := v.(type) {
+	case map[string]any:
+		for _, c := range x {
+			deepest = max(deepest, 1+depthOf(c, limit-1))
+			if deepest >= limit {
+				break
+			}
+		}
+	case []any:
+		for _, c := range x {
+			deepest = max(deepest, 1+depthOf(c, limit-1))
+			if deepest >= limit {
+				break
+			}
+		}
+	}
+	return deepest
+}
+
 // schemaErrorText flattens a jsonschema error to one line of its most
 // specific causes: diagnostics print one per line, and the outer layers
-// ("allOf failed") say nothing a flow author can act on.
+// ("allOf failed") say nothing a flow author can act on. The text is
+// bounded (textbound): the first causes, each cut, then how many more —
+// a value failing at 120,000 places, each quoting a 60 KB pattern, must
+// not make gigabytes. Only the kept causes' texts are built.
 func schemaErrorText(err error) string {
 	var sve *jsonschema.SchemaValidationError
 	if errors.As(err, &sve) {
@@ -90,14 +152,18 @@ func schemaErrorText(err error) string {
 	}
 	var ve *jsonschema.ValidationError
 	if !errors.As(err, &ve) {
-		return strings.Join(strings.Fields(err.Error()), " ")
+		return textbound.Quote(err.Error())
 	}
-	var leaves []string
+	var leaves textbound.List
 	var walk func(e *jsonschema.ValidationError)
 	walk = func(e *jsonschema.ValidationError) {
 		if len(e.Causes) == 0 {
+			if leaves.Full() {
+				leaves.Skip(1)
+				return
+			}
 			leaf := *e
-			leaves = append(leaves, strings.Join(strings.Fields(leaf.Error()), " "))
+			leaves.Add(leaf.Error())
 			return
 		}
 		for _, c := range e.Causes {
@@ -105,7 +171,7 @@ func schemaErrorText(err error) string {
 		}
 	}
 	walk(ve)
-	return strings.Join(leaves, "; ")
+	return leaves.Join("; ")
 }
 
 // InputError is a run input that does not match its flow's input schema.

@@ -134,12 +134,19 @@ func floatToStarlark(f float64) starlark.Value {
 // Functions, nodes and other values with no JSON form are errors, as are
 // dict keys that are not strings and non-finite floats.
 func fromStarlark(v starlark.Value) (any, error) {
-	return fromStarlarkDepth(v, 0)
+	nodes := 0
+	return fromStarlarkDepth(v, 0, &nodes)
 }
 
-func fromStarlarkDepth(v starlark.Value, depth int) (any, error) {
+// fromStarlarkDepth counts the values it makes in nodes: a list or dict
+// holding itself twice, nested 40 times, is a few hundred bytes of
+// Starlark and 2^40 values of JSON.
+func fromStarlarkDepth(v starlark.Value, depth int, nodes *int) (any, error) {
 	if depth > MaxValueDepth {
 		return nil, fmt.Errorf("value nested more than %d deep", MaxValueDepth)
+	}
+	if *nodes++; *nodes > MaxValueNodes {
+		return nil, fmt.Errorf("value has more than %d parts (MaxValueNodes); a list or dict that holds the same value many times is copied each time", MaxValueNodes)
 	}
 	switch x := v.(type) {
 	case starlark.NoneType:
@@ -162,7 +169,7 @@ func fromStarlarkDepth(v starlark.Value, depth int) (any, error) {
 	case *starlark.List:
 		out := make([]any, x.Len())
 		for i := range x.Len() {
-			e, err := fromStarlarkDepth(x.Index(i), depth+1)
+			e, err := fromStarlarkDepth(x.Index(i), depth+1, nodes)
 			if err != nil {
 				return nil, err
 			}
@@ -172,7 +179,7 @@ func fromStarlarkDepth(v starlark.Value, depth int) (any, error) {
 	case starlark.Tuple:
 		out := make([]any, len(x))
 		for i, e := range x {
-			g, err := fromStarlarkDepth(e, depth+1)
+			g, err := fromStarlarkDepth(e, depth+1, nodes)
 			if err != nil {
 				return nil, err
 			}
@@ -186,7 +193,7 @@ func fromStarlarkDepth(v starlark.Value, depth int) (any, error) {
 			if !ok {
 				return nil, fmt.Errorf("dict key %s is a %s; JSON objects need string keys", item[0], item[0].Type())
 			}
-			e, err := fromStarlarkDepth(item[1], depth+1)
+			e, err := fromStarlarkDepth(item[1], depth+1, nodes)
 			if err != nil {
 				return nil, err
 			}

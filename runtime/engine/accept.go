@@ -83,18 +83,13 @@ func (e *Engine) Submit(ctx context.Context, req StartRequest) (*StartResult, er
 
 // submit is Submit under the gate, shared with other acceptances and
 // exclusive of closing admission.
+//
+// What only reads — the request's checks, a re-send's answer, the flow
+// and the validation of the input against its schema — runs before the
+// gate: validating a user's input against a user's schema may be slow,
+// and closing admission (a drain, a storage failure) must never wait for
+// it.
 func (e *Engine) submit(ctx context.Context, req StartRequest) (*StartResult, error) {
-	e.gate.RLock()
-	defer e.gate.RUnlock()
-	if e.closed != "" {
-		if e.closed == CodeStorage {
-			return nil, &Error{Code: CodeStorage, Message: "admission is closed after a storage failure: " + e.closedWhy, Class: ClassStorage}
-		}
-		return nil, protocolErr(e.closed, "admission is closed: %s", e.closedWhy)
-	}
-	if err := e.checkDisk(); err != nil {
-		return nil, err
-	}
 	if req.Owner == "" {
 		return nil, protocolErr(CodeBadRequest, "no owner")
 	}
@@ -130,6 +125,17 @@ func (e *Engine) submit(ctx context.Context, req StartRequest) (*StartResult, er
 		return nil, protocolErr(CodeBadInput, "input for flow %q: %v", req.Flow, err)
 	}
 
+	e.gate.RLock()
+	defer e.gate.RUnlock()
+	if e.closed != "" {
+		if e.closed == CodeStorage {
+			return nil, &Error{Code: CodeStorage, Message: "admission is closed after a storage failure: " + e.closedWhy, Class: ClassStorage}
+		}
+		return nil, protocolErr(e.closed, "admission is closed: %s", e.closedWhy)
+	}
+	if err := e.checkDisk(); err != nil {
+		return nil, err
+	}
 	cfg := e.config()
 	runID := newID("run")
 	if !e.queued.reserve(runID, cfg.MaxQueued) {
