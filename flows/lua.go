@@ -40,8 +40,8 @@ import (
 // says it explicitly). A callable's run-time result follows the same rule,
 // except that an empty table returned by items is the empty list.
 
-// LuaMaxStringBytes bounds the strings .., string.rep, table.concat and
-// string.gsub may build, so that a few instructions cannot allocate
+// LuaMaxStringBytes bounds the strings .., string.rep, string.format,
+// table.concat, string.gsub and json.encode may build, so that a few instructions cannot allocate
 // without bound.
 const LuaMaxStringBytes = 1 << 20
 
@@ -378,6 +378,7 @@ func newLuaSandbox(limit uint64) (*lua.LState, *stepCounter) {
 	str := L.GetField(g, "string").(*lua.LTable)
 	tbl := L.GetField(g, "table").(*lua.LTable)
 	capStringRep(L, str)
+	capStringFormat(L, str)
 	capTableConcat(L, tbl)
 	sc := newStepCounter(limit)
 	setPatternFuncs(L, str, sc)
@@ -470,6 +471,34 @@ func tooLong(L *lua.LState, fn string, n int64) {
 	raiseLimit(L, LimitSize, "%s: the result would be %d bytes, more than the limit of %d (LuaMaxStringBytes)", fn, n, LuaMaxStringBytes)
 }
 
+// jsonLowerBound is at least the bytes json.Marshal would write for v,
+// stopping once it passes LuaMaxStringBytes: a table holding one 512 KiB
+// string 2,000 times is small in Lua and a gigabyte of JSON, so json.encode
+// refuses it before building it.
+func jsonLowerBound(v any) int64 {
+	switch x := v.(type) {
+	case string:
+		return int64(len(x)) + 2
+	case []any:
+		n := int64(1) // "[]" less the comma the last element does not need
+		for _, e := range x {
+			if n += jsonLowerBound(e) + 1; n > LuaMaxStringBytes {
+				break
+			}
+		}
+		return n
+	case map[string]any:
+		n := int64(1)
+		for k, e := range x {
+			if n += int64(len(k)) + 4 + jsonLowerBound(e); n > LuaMaxStringBytes {
+				break
+			}
+		}
+		return n
+	}
+	return 1
+}
+
 func capStringRep(L *lua.LState, str *lua.LTable) {
 	orig := L.GetField(str, "rep").(*lua.LFunction)
 	str.RawSetString("rep", L.NewFunction(func(L *lua.LState) int {
@@ -552,8 +581,14 @@ func (r *luaRun) setup() {
 		if err == nil {
 			var g any
 			if g, err = fromStarlark(sv); err == nil {
+				if n := jsonLowerBound(g); n > LuaMaxStringBytes {
+					tooLong(L, "json.encode", n)
+				}
 				var b []byte
 				if b, err = json.Marshal(g); err == nil {
+					if len(b) > LuaMaxStringBytes { // escapes made it longer than the bound
+						tooLong(L, "json.encode", int64(len(b)))
+					}
 					chargeSteps(L, "json.encode", uint64(len(b))/LuaBytesPerStep)
 					L.Push(lua.LString(b))
 					return 1

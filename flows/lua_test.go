@@ -111,6 +111,12 @@ func TestLuaStringCaps(t *testing.T) {
 		{"..", `string.rep("a", %d / 2) .. string.rep("b", %d / 2)`, `string.rep("a", %d / 2) .. "x" .. string.rep("b", %d / 2)`},
 		{"..", `(function(s) return s .. s end)(string.rep("a", %d / 2))`, `(function(s) for i = 1, 30 do s = s .. s end return s end)("ab")`},
 		{"string.gsub", `string.gsub(string.rep("a", %d / 2), "a", "b", 2)`, `string.gsub(string.rep("a", %d / 2), "a", string.rep("b", %d / 2), 2)`},
+		{"string.format", `(function(a) return string.format("%s%s%s%s", a, a, a, a) end)(string.rep("a", %d / 4))`, `(function(a) return string.format("%s%s%s%s", a, a, a, a) end)(string.rep("a", %d / 2))`},
+		{"string.format", `string.format("%s%s", string.rep("a", %d / 2), string.rep("b", %d / 2))`, `string.format("%s-%s", string.rep("a", %d / 2), string.rep("b", %d / 2))`},
+		{"string.format", `string.format("%1000000s%s", "a", string.rep("b", 48576))`, `string.format("%1000000s%1000000s", "a", "b")`},
+		{"json.encode", `json.encode(array{string.rep("a", %d / 2 - 4), string.rep("b", %d / 2 - 4)})`, `json.encode(array{string.rep("a", %d / 2 - 3), string.rep("b", %d / 2 - 3)})`},
+		{"json.encode", `json.encode({k = string.rep("a", %d - 9)})`, `(function(a) local t = {} for i = 1, 2000 do t[i] = a end return json.encode(t) end)(string.rep("a", %d / 2))`},
+		{"json.encode", `json.encode(string.rep("\0", 174762))`, `json.encode(string.rep("\0", 174763))`}, // 6 bytes of JSON each, 2 quotes
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package flows
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 
 	lua "github.com/yuin/gopher-lua"
@@ -255,4 +256,84 @@ func gsubValue(L *lua.LState, src string, s, e int, caps []luapat.Capture, repl 
 	}
 	L.RaiseError("string.gsub: invalid replacement value (a %s)", v.Type())
 	return ""
+}
+
+// capStringFormat replaces gopher-lua's string.format, which hands the
+// whole format to fmt.Sprintf at once: "%s%s%s%s" of a 512 KiB string
+// built 2 MiB before anything could look at it. This one formats one
+// directive at a time and refuses, as the other builders do, a result
+// past LuaMaxStringBytes; what one directive may build is bounded by fmt
+// itself (widths and precisions past a million are refused there), so no
+// directive allocates more than about a limit's worth before the check.
+func capStringFormat(L *lua.LState, str *lua.LTable) {
+	str.RawSetString("format", L.NewFunction(luaFormat))
+}
+
+func luaFormat(L *lua.LState) int {
+	format := L.CheckString(1)
+	next := 2
+	var b strings.Builder
+	add := func(s string) {
+		if n := int64(b.Len()) + int64(len(s)); n > LuaMaxStringBytes {
+			tooLong(L, "string.format", n)
+		}
+		b.WriteString(s)
+	}
+	for i := 0; i < len(format); {
+		j := strings.IndexByte(format[i:], '%')
+		if j < 0 {
+			add(format[i:])
+			break
+		}
+		add(format[i : i+j])
+		i += j
+		end, width, ok := formatDirective(format, i)
+		if !ok {
+			L.RaiseError("string.format: invalid directive %q (no '*' or argument index, and it must end in a letter)", format[i:end])
+		}
+		d := format[i:end]
+		i = end
+		if d == "%%" {
+			add("%")
+			continue
+		}
+		if int64(b.Len())+int64(width) > LuaMaxStringBytes {
+			tooLong(L, "string.format", int64(b.Len())+int64(width))
+		}
+		arg := L.CheckAny(next) // Lua's "bad argument #n (value expected)"
+		next++
+		if s, isStr := arg.(lua.LString); isStr && !strings.Contains(d, ".") && int64(b.Len())+int64(len(s)) > LuaMaxStringBytes {
+			tooLong(L, "string.format", int64(b.Len())+int64(len(s)))
+		}
+		add(fmt.Sprintf(d, arg))
+	}
+	L.Push(lua.LString(b.String()))
+	return 1
+}
+
+// formatDirective reads the directive that starts at format[i] (a '%'):
+// flags, a width, a precision and one verb letter, or "%%". It reports
+// where the directive ends, its width, and false for what Lua has no
+// word for: fmt's '*' and "[n]" would let one directive take other
+// arguments, or reuse one.
+func formatDirective(format string, i int) (end, width int, ok bool) {
+	j := i + 1
+	if j < len(format) && format[j] == '%' {
+		return j + 1, 0, true
+	}
+	for j < len(format) && strings.IndexByte("-+ #0", format[j]) >= 0 {
+		j++
+	}
+	for ; j < len(format) && '0' <= format[j] && format[j] <= '9'; j++ {
+		width = min(width*10+int(format[j]-'0'), LuaMaxStringBytes+1)
+	}
+	if j < len(format) && format[j] == '.' {
+		for j++; j < len(format) && '0' <= format[j] && format[j] <= '9'; j++ {
+		}
+	}
+	if j == len(format) {
+		return j, width, false
+	}
+	c := format[j]
+	return j + 1, width, 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
 }

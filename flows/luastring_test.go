@@ -238,3 +238,38 @@ func TestLuaResultsCap(t *testing.T) {
 		}
 	}
 }
+
+// string.format formats one directive at a time (so that it can refuse a
+// result past LuaMaxStringBytes before building it) and still writes what
+// gopher-lua's wrote; fmt's '*' and "[n]", which let one directive take
+// other arguments or reuse one, are not Lua and are refused.
+func TestLuaStringFormat(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ expr, want string }{
+		{`string.format("%5.2f|%-4d|%x|%%|%s|%q", 3.14159, 7, 255, "a b", "q\"")`, ` 3.14|7   |ff|%|a b|"q\""`},
+		{`string.format("no directives")`, `no directives`},
+		{`string.format("%s and %s", "one", 2, "extra")`, `one and 2`},
+		{`string.format("%d%%", "42")`, `42%`},
+		{`string.format("%.3s", string.rep("x", 1048576))`, `xxx`},
+	} {
+		L, _ := newLuaSandbox(DefaultMaxSteps)
+		if err := L.DoString("got = " + c.expr); err != nil {
+			t.Errorf("%s: %v", c.expr, err)
+		} else if got := L.GetGlobal("got").String(); got != c.want {
+			t.Errorf("%s = %q, want %q", c.expr, got, c.want)
+		}
+		L.Close()
+	}
+	for _, expr := range []string{
+		`string.format("%[1]s%[1]s", "a")`,
+		`string.format("%*d", 1000000, 1)`,
+		`string.format("%5", 1)`,
+		`string.format("%s")`,
+	} {
+		L, _ := newLuaSandbox(DefaultMaxSteps)
+		if err := L.DoString("got = " + expr); err == nil {
+			t.Errorf("%s: no error, got %q", expr, L.GetGlobal("got").String())
+		}
+		L.Close()
+	}
+}

@@ -58,7 +58,9 @@ daemon may read it, on the Unix socket.
 
 The stream is bounded: each caller records at most a burst of events and then
 one every few seconds (the events beyond are counted in the caller's next
-event as "suppressed"), long ids are cut, and events older than the retention
+event as "suppressed"); past that, an access to a run that exists is still
+recorded, a few per run and then one a minute (made-up ids are the flood,
+real runs of others are not); long ids are cut, and events older than the retention
 are pruned. It is read a page at a time, oldest first: --limit events after
 --after; a full page ends with the command that reads the next one.`,
 			Args: exactArgs(0),
@@ -109,6 +111,12 @@ func auditLine(d map[string]any) string {
 	line := fmt.Sprintf("%v %v of %s %v", d["caller"], d["action"], what, d[what])
 	if n, ok := d["suppressed"]; ok {
 		line += fmt.Sprintf(" (and %v earlier refusals of this caller not recorded)", n)
+	}
+	if d["over_caller_limit"] == true {
+		line += " (past the caller's limit: recorded as an access to an existing run)"
+	}
+	if n, ok := d["suppressed_on_run"]; ok {
+		line += fmt.Sprintf(" (and %v earlier refusals on this run not recorded)", n)
 	}
 	return line
 }

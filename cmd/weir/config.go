@@ -19,7 +19,9 @@ func init() {
 			Long: `Validate a config file as 'weir serve --config' and a reload would: unknown
 blocks and attributes, values and their ranges, the socket's group, the
 token files, and each plugin section against the config schema its
-installed plugin declares (unknown keys, wrong types). Every problem is printed with its file:line (exit 1). With
+installed plugin declares (unknown keys, wrong types). Every problem is printed with its file:line (exit 1);
+a token file, or a config file holding a secret, that others may read is
+valid but warned of on stderr, as the daemon warns at start. With
 --json, print the config in force that the file gives, defaults filled in
 and token secrets left out.`,
 			Args: exactArgs(1),
@@ -30,6 +32,9 @@ and token secrets left out.`,
 				}
 				if err != nil {
 					return &exitError{code: exitFailed, err: err}
+				}
+				for _, w := range c.Warnings {
+					fmt.Fprintf(m.Stderr, "warning: %s\n", w)
 				}
 				if asJSON {
 					return printJSON(m.Stdout, c)

@@ -527,3 +527,41 @@ func TestOperatorsExamplePluginBlocksCheck(t *testing.T) {
 		t.Fatalf("config check of allow_hosts: exit %d\n%s%s", code, out, errb)
 	}
 }
+
+// A token secret_file others can read is valid, but `weir config check`
+// warns of it on stderr and the daemon's load (at start and at each
+// reload) returns the warning among the notes it logs.
+func TestSecretFileOpenToOthersWarned(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	tok, path := filepath.Join(dir, "tok"), filepath.Join(dir, "weir.hcl")
+	if err := os.WriteFile(tok, []byte("0123456789abcdef0123\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("tcp {\n  token \"bob\" {\n    secret_file = \"tok\"\n  }\n}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	check := func() (int, string, string, []string) {
+		t.Helper()
+		code, out, errb, _ := run(t, map[string]string{"HOME": dir}, "config", "check", path)
+		_, _, notes, err := (&serving{file: path, pluginsDir: filepath.Join(dir, "plugins")}).load()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return code, out, errb, notes
+	}
+	if code, out, errb, notes := check(); code != 0 || !strings.Contains(out, "valid") || errb != "" || len(notes) != 0 {
+		t.Fatalf("mode 0600: exit %d, stdout %q, stderr %q, notes %q", code, out, errb, notes)
+	}
+	if err := os.Chmod(tok, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const want = "is open to others (mode 0644, not 0600)"
+	code, out, errb, notes := check()
+	if code != 0 || !strings.Contains(out, "valid") || !strings.HasPrefix(errb, "warning: "+path+":3: token of \"bob\": secret_file "+tok) || !strings.Contains(errb, want) {
+		t.Fatalf("mode 0644: exit %d, stdout %q, stderr %q", code, out, errb)
+	}
+	if len(notes) != 1 || !strings.Contains(notes[0], want) {
+		t.Fatalf("the daemon's load notes %q", notes)
+	}
+}

@@ -70,3 +70,15 @@ func TestUsageErrorsExit2(t *testing.T) {
 		}
 	}
 }
+
+// `weir run start --request-id` refuses an id that is not UTF-8 before
+// it dials the daemon (the JSON it would send carries U+FFFD instead, so
+// two ids would be one), naming E_BAD_REQUEST_ID.
+func TestRunStartRefusesNonUTF8RequestID(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	code, out, errb, _ := run(t, map[string]string{"HOME": dir}, "--socket", filepath.Join(dir, "none.sock"), "run", "start", "echo", "--request-id", "order-\xff")
+	if code == 0 || out != "" || !strings.Contains(errb, "E_BAD_REQUEST_ID") || !strings.Contains(errb, "not valid UTF-8") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errb)
+	}
+}

@@ -183,7 +183,7 @@ func (d *serving) load() (*config.Config, []string, []string, error) {
 		}
 	}
 	names, notes := applyPins(c, d.pins)
-	return c, names, notes, nil
+	return c, names, append(c.Warnings, notes...), nil
 }
 
 // ConfigInfo describes the config in force.

@@ -448,3 +448,32 @@ func TestClientLimits(t *testing.T) {
 		c.Close()
 	}
 }
+
+// The client refuses a request id that is not UTF-8 before sending it
+// (json.Marshal would send U+FFFD for each bad byte, making "order-\xff"
+// and "order-\xfe" one id); the daemon refuses U+FFFD and the reserved
+// prefixes; all with E_BAD_REQUEST_ID, and none starts a run.
+func TestClientRequestIDs(t *testing.T) {
+	t.Parallel()
+	b := setup(t, engine.Config{})
+	_, alice := newClients(t, b)
+	ctx := context.Background()
+	for _, id := range []string{"order-\xff", "order-\xfe"} {
+		_, err := alice.RunStart(ctx, apitypes.StartRequest{Flow: "echo", Input: json.RawMessage(`{"x":1}`), RequestID: id})
+		var ae *client.Error
+		if !errors.As(err, &ae) || ae.Code != apitypes.CodeBadRequestID || ae.HTTPStatus != 0 || !strings.Contains(ae.Message, "not valid UTF-8") {
+			t.Errorf("%q: %v, want a local %s", id, err, apitypes.CodeBadRequestID)
+		}
+	}
+	for _, id := range []string{"order-\ufffd", "schedule:nightly", "fork:run_x"} {
+		_, err := alice.RunStart(ctx, apitypes.StartRequest{Flow: "echo", Input: json.RawMessage(`{"x":1}`), RequestID: id})
+		apiError(t, id, err, apitypes.CodeBadRequestID, 400)
+	}
+	page, err := alice.RunList(ctx, client.RunListParams{})
+	if err != nil || len(page) != 0 {
+		t.Fatalf("refused starts left runs: %+v %v", page, err)
+	}
+	if _, err := alice.RunStart(ctx, apitypes.StartRequest{Flow: "echo", Input: json.RawMessage(`{"x":1}`), RequestID: "order-é"}); err != nil {
+		t.Fatal(err)
+	}
+}

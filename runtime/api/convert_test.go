@@ -167,6 +167,7 @@ func TestCodesMatchTheEngine(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct{ api, engine string }{
 		{apitypes.CodeBadRequest, engine.CodeBadRequest},
+		{apitypes.CodeBadRequestID, engine.CodeBadRequestID},
 		{apitypes.CodeNotFound, engine.CodeNotFound},
 		{apitypes.CodeUnknownFlow, engine.CodeUnknownFlow},
 		{apitypes.CodeBadInput, engine.CodeBadInput},

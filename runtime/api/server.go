@@ -19,6 +19,7 @@ import (
 
 	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/engine"
+	"github.com/weirhq/weir/runtime/internal/requestid"
 	"github.com/weirhq/weir/runtime/store"
 )
 
@@ -165,7 +166,12 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req apitypes.StartRequest
-	if !decode(w, r, MaxStartBody, &req) {
+	body, ok := decodeBody(w, r, MaxStartBody, &req)
+	if !ok {
+		return
+	}
+	if err := rawRequestID(body); err != nil {
+		writeErr(w, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequestID, Class: engine.ClassProtocol, Message: err.Error()})
 		return
 	}
 	if req.Flow == "" {
@@ -369,22 +375,42 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 // decode reads a bounded JSON body strictly: unknown fields and trailing
 // data are refused.
 func decode(w http.ResponseWriter, r *http.Request, limit int64, v any) bool {
+	_, ok := decodeBody(w, r, limit, v)
+	return ok
+}
+
+// decodeBody is decode that also returns the body as it was sent, for
+// the checks decoding would defeat (rawRequestID).
+func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) ([]byte, bool) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			writeErr(w, http.StatusRequestEntityTooLarge, &engine.Error{Code: CodeTooLarge, Class: engine.ClassProtocol,
 				Message: fmt.Sprintf("request body is larger than this endpoint's limit of %d bytes", limit)})
-			return false
+			return nil, false
 		}
 		writeErr(w, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequest, Class: engine.ClassProtocol, Message: "reading body: " + err.Error()})
-		return false
+		return nil, false
 	}
 	if err := DecodeStrict(body, v); err != nil {
 		writeErr(w, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequest, Class: engine.ClassProtocol, Message: err.Error()})
-		return false
+		return nil, false
 	}
-	return true
+	return body, true
+}
+
+// rawRequestID checks a start body's request_id as it was sent: decoding
+// has already turned an invalid UTF-8 byte or a lone surrogate escape
+// into U+FFFD, which would make two different ids one.
+func rawRequestID(body []byte) error {
+	var raw struct {
+		RequestID json.RawMessage `json:"request_id"`
+	}
+	if json.Unmarshal(body, &raw) != nil || len(raw.RequestID) == 0 {
+		return nil // decodeBody accepted the body; no request_id
+	}
+	return requestid.CheckJSON(raw.RequestID)
 }
 
 // DecodeStrict decodes one JSON value into v, refusing unknown fields and

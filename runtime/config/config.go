@@ -92,8 +92,17 @@ type Config struct {
 	// memory_max), stripped from the section the plugin sees.
 	PluginHost map[string]PluginHost `json:"plugin_host,omitempty"`
 
+	// Warnings are what the file allows but an operator should fix, as
+	// ssh warns of a private key others can read: a token secret_file,
+	// or a file holding a token secret, that other users can read.
+	// `weir config check` prints them and the daemon logs them at start
+	// and reload.
+	Warnings []string `json:"-"`
+
 	// pluginWhere locates each plugin block and its keys, for messages.
 	pluginWhere map[string]pluginPos
+	// inlineSecret is a token written in the file itself (secret = ...).
+	inlineSecret bool
 }
 
 // Store names the store: the embedded Badger store in the data directory

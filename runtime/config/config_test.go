@@ -608,3 +608,64 @@ func TestJSONShowsWhatAnOperatorWrote(t *testing.T) {
 		}
 	}
 }
+
+// A token file, or a config file holding a secret, that others may read
+// is accepted with a warning naming the file, its mode and the fix, as
+// ssh warns of a private key; one only its owner reads gets none.
+func TestSecretOpenToOthersWarns(t *testing.T) {
+	t.Parallel()
+	const fileCfg = "tcp {\n  token \"bob\" {\n    secret_file = \"tok\"\n  }\n}\n"
+	const inlineCfg = "tcp {\n  token \"bob\" {\n    secret = \"0123456789abcdef0123\"\n  }\n}\n"
+	for _, c := range []struct {
+		name             string
+		src              string
+		tokMode, cfgMode os.FileMode
+		want             []string // in the one warning; nil: no warning
+	}{
+		{"token file world-readable", fileCfg, 0o644, 0o600, []string{"weir.hcl:3: token of \"bob\": secret_file ", "tok and is open to others (mode 0644, not 0600)", "chmod 600"}},
+		{"token file group-readable", fileCfg, 0o640, 0o644, []string{"(mode 0640, not 0600)"}},
+		{"token file owner only", fileCfg, 0o600, 0o644, nil},
+		{"token file read-only for its owner", fileCfg, 0o400, 0o644, nil},
+		{"inline secret in a world-readable file", inlineCfg, 0o600, 0o604, []string{"weir.hcl: the file holds a token's secret and is open to others (mode 0604"}},
+		{"inline secret, owner only", inlineCfg, 0o600, 0o600, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			tok := filepath.Join(dir, "tok")
+			path := filepath.Join(dir, "weir.hcl")
+			for f, data := range map[string]string{tok: "0123456789abcdef0123\n", path: c.src} {
+				if err := os.WriteFile(f, []byte(data), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.Chmod(tok, c.tokMode); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(path, c.cfgMode); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := Load(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Tokens()["0123456789abcdef0123"] != "bob" {
+				t.Fatalf("the token is not in force: %v", cfg.Tokens())
+			}
+			if c.want == nil {
+				if len(cfg.Warnings) > 0 {
+					t.Fatalf("warnings %q", cfg.Warnings)
+				}
+				return
+			}
+			if len(cfg.Warnings) != 1 {
+				t.Fatalf("warnings %q, want one", cfg.Warnings)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(cfg.Warnings[0], w) {
+					t.Errorf("warning %q lacks %q", cfg.Warnings[0], w)
+				}
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/big"
 	"net"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	goruntime "runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -154,7 +156,31 @@ func Load(path string) (*Config, error) {
 	if len(src) > MaxFileSize {
 		return nil, &Error{Problems: []string{fmt.Sprintf("%s: larger than %d bytes", path, MaxFileSize)}}
 	}
-	return Parse(src, path)
+	c, err := Parse(src, path)
+	if err != nil {
+		return nil, err
+	}
+	if c.inlineSecret {
+		if fi, err := f.Stat(); err == nil {
+			if w := secretReadableByOthers(fi.Mode(), path+": the file holds a token's secret"); w != "" {
+				c.Warnings = append(c.Warnings, w)
+			}
+		}
+	}
+	return c, nil
+}
+
+// secretReadableByOthers is the warning for a file holding a secret that
+// its group or other users may read or write, as ssh refuses a private
+// key with any of the bits 077: anyone who reads a token acts as its
+// owner. "" if only the file's owner has access (or the platform has no
+// such modes).
+func secretReadableByOthers(mode fs.FileMode, what string) string {
+	if goruntime.GOOS == "windows" || mode.Perm()&0o077 == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s and is open to others (mode %04o, not 0600): whoever reads it can act as the token's owner (chmod 600 it)",
+		what, mode.Perm())
 }
 
 // Parse validates src, the content of the config file filename. Relative
@@ -173,6 +199,7 @@ func Parse(src []byte, filename string) (*Config, error) {
 	d := &decoder{dir: filepath.Dir(filename)}
 	d.problems = diagError(diags).Problems
 	c := d.resolve(&raw)
+	c.Warnings, c.inlineSecret = d.warnings, d.inlineSecret
 	if len(d.problems) > 0 {
 		sortProblems(d.problems)
 		return nil, &Error{Problems: d.problems}
@@ -248,6 +275,9 @@ func at(r *hcl.Range) string {
 type decoder struct {
 	dir      string
 	problems []string
+	warnings []string
+	// inlineSecret: a token's secret is written in the file itself.
+	inlineSecret bool
 }
 
 func (d *decoder) fail(r hcl.Range, format string, args ...any) {
@@ -617,6 +647,13 @@ func (d *decoder) token(rt *rawToken) (Token, bool) {
 			return tok, false
 		}
 		secret = strings.TrimSpace(string(b))
+		if fi, err := os.Stat(file); err == nil {
+			if w := secretReadableByOthers(fi.Mode(), fmt.Sprintf("%stoken of %q: secret_file %s", at(rt.SecretFile.Range().Ptr()), rt.Owner, file)); w != "" {
+				d.warnings = append(d.warnings, w)
+			}
+		}
+	default:
+		d.inlineSecret = true
 	}
 	if len(secret) < MinTokenLength {
 		r := rt.Secret.Range()

@@ -7,10 +7,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -19,6 +22,7 @@ import (
 
 	"github.com/weirhq/weir/runtime/api"
 	"github.com/weirhq/weir/runtime/api/apitypes"
+	"github.com/weirhq/weir/runtime/internal/hostguard"
 )
 
 // Limits of the console's sessions and sign-in.
@@ -31,6 +35,23 @@ const (
 	MaxSessions = 10000
 	// MaxSignInBody bounds the sign-in form.
 	MaxSignInBody = 4 << 10
+	// SignInBurst wrong sign-ins are allowed from one source address,
+	// then one more per SignInInterval: a token of 16 or more random
+	// characters cannot be guessed at 6 a minute. A sign-in past the
+	// limit, right or wrong, is refused with 429 and Retry-After before
+	// its token is looked at.
+	SignInBurst    = 10
+	SignInInterval = 10 * time.Second
+	// SignInGlobalBurst and SignInGlobalInterval bound the wrong sign-ins
+	// of all addresses together, for guesses spread over many addresses:
+	// a wrong token names no owner, so no per-owner count can see them.
+	// Spending it stops new sign-ins only; sessions and the API's tokens
+	// work on.
+	SignInGlobalBurst    = 100
+	SignInGlobalInterval = time.Second
+	// maxSignInSources bounds the addresses whose wrong sign-ins are
+	// remembered; beyond it, those whose allowance is full are forgotten.
+	maxSignInSources = 10000
 )
 
 // Names a page and a test rely on.
@@ -45,6 +66,9 @@ const (
 	CodeCSRF = "E_CSRF"
 	// CodeSignIn refuses a request that needs a session and has none.
 	CodeSignIn = "E_SIGN_IN"
+	// CodeSignInLimit refuses a sign-in past the wrong sign-ins allowed
+	// (429, with Retry-After).
+	CodeSignInLimit = "E_SIGN_IN_LIMIT"
 )
 
 //go:embed assets
@@ -58,6 +82,7 @@ type Console struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session
+	failed   signInLimit
 }
 
 type session struct {
@@ -82,6 +107,10 @@ var pages = []string{"/runs", "/runs/{id}", "/flows", "/flows/{name}", "/deadlet
 
 // ServeHTTP routes the console's requests.
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := hostguard.Check(r); err != nil {
+		writeError(w, http.StatusForbidden, hostguard.Code, err.Error())
+		return
+	}
 	h := w.Header()
 	h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
 	h.Set("X-Frame-Options", "DENY")
@@ -257,6 +286,15 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, CodeCSRF, "sign in from the console's own page")
 		return
 	}
+	src := sourceOf(r)
+	if wait := c.failed.wait(src, c.now()); wait > 0 {
+		secs := int((wait + time.Second - 1) / time.Second)
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		c.log.Warn("console sign-in refused: too many wrong sign-ins", "remote", r.RemoteAddr)
+		writeError(w, http.StatusTooManyRequests, CodeSignInLimit,
+			fmt.Sprintf("too many wrong sign-ins from this address or from everyone; try again in %d s", secs))
+		return
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, MaxSignInBody)
 	if err := r.ParseForm(); err != nil {
 		http.Redirect(w, r, "/signin?error=form", http.StatusSeeOther)
@@ -265,6 +303,7 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	token := strings.TrimSpace(r.PostForm.Get("token"))
 	owner, ok := c.ownerOf(r, token)
 	if !ok {
+		c.failed.fail(src, c.now())
 		c.log.Warn("console sign-in refused", "remote", r.RemoteAddr)
 		http.Redirect(w, r, "/signin?error=token", http.StatusSeeOther)
 		return
@@ -279,11 +318,105 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	c.log.Info("console sign-in", "owner", owner, "remote", r.RemoteAddr)
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: s.id, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
 		Secure: r.TLS != nil, Expires: s.expires})
-	next := r.PostForm.Get("next")
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.Contains(next, `\`) {
-		next = "/runs"
+	http.Redirect(w, r, localPath(r.PostForm.Get("next")), http.StatusSeeOther)
+}
+
+// localPath is next if it is a clean absolute path of the console (with a
+// query, perhaps), else "/runs". Browsers strip tab, newline and carriage
+// return from a URL and read a backslash as a slash, so "/\t/evil.example"
+// is "//evil.example" to them, another site: any such byte, white space
+// and other controls included, refuses next, and what is left must parse
+// as a path with no scheme, host or user, not starting "//".
+func localPath(next string) string {
+	const fallback = "/runs"
+	for i := 0; i < len(next); i++ {
+		if b := next[i]; b <= ' ' || b == 0x7f || b == '\\' {
+			return fallback
+		}
 	}
-	http.Redirect(w, r, next, http.StatusSeeOther)
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") {
+		return fallback
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" || !strings.HasPrefix(u.Path, "/") || strings.HasPrefix(u.Path, "//") {
+		return fallback
+	}
+	return next
+}
+
+// sourceOf is the address a sign-in comes from, without its port.
+func sourceOf(r *http.Request) string {
+	if h, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return h
+	}
+	return r.RemoteAddr
+}
+
+// signInLimit counts wrong sign-ins in token buckets: one per source
+// address and one for everyone.
+type signInLimit struct {
+	mu      sync.Mutex
+	sources map[string]*bucket
+	all     bucket
+}
+
+type bucket struct {
+	spent float64 // tokens spent, regained with time
+	at    time.Time
+}
+
+// regain gives back what the time since b.at regains at one per interval.
+func (b *bucket) regain(now time.Time, interval time.Duration) {
+	if d := now.Sub(b.at); d > 0 {
+		b.spent = max(0, b.spent-float64(d)/float64(interval))
+	}
+	b.at = now
+}
+
+// waitFor is how long until b allows one more, 0 if it does now.
+func (b *bucket) waitFor(burst int, interval time.Duration) time.Duration {
+	if over := b.spent - float64(burst-1); over > 0 {
+		return time.Duration(over * float64(interval))
+	}
+	return 0
+}
+
+// wait is how long src must wait before its next sign-in is looked at.
+func (l *signInLimit) wait(src string, now time.Time) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.all.regain(now, SignInGlobalInterval)
+	w := l.all.waitFor(SignInGlobalBurst, SignInGlobalInterval)
+	if b := l.sources[src]; b != nil {
+		b.regain(now, SignInInterval)
+		w = max(w, b.waitFor(SignInBurst, SignInInterval))
+	}
+	return w
+}
+
+// fail counts a wrong sign-in of src.
+func (l *signInLimit) fail(src string, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.sources == nil {
+		l.sources = map[string]*bucket{}
+	}
+	b := l.sources[src]
+	if b == nil {
+		if len(l.sources) >= maxSignInSources {
+			for k, o := range l.sources {
+				if o.regain(now, SignInInterval); o.spent == 0 {
+					delete(l.sources, k)
+				}
+			}
+		}
+		b = &bucket{at: now}
+		l.sources[src] = b
+	}
+	b.regain(now, SignInInterval)
+	b.spent++
+	l.all.regain(now, SignInGlobalInterval)
+	l.all.spent++
 }
 
 // ownerOf asks the API who token is: the API is the one judge of tokens,

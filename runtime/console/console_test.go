@@ -3,12 +3,14 @@ package console
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,6 +32,7 @@ const (
 
 type bundle struct {
 	eng     *engine.Engine
+	cons    *Console
 	console *httptest.Server
 }
 
@@ -54,7 +57,8 @@ func setup(t *testing.T) *bundle {
 	}
 	srv := api.NewServer(eng, nil, api.WithTokens(api.NewTokens(map[string]string{aliceToken: "alice", bobToken: "bob"})))
 	cs := httptest.NewUnstartedServer(nil)
-	cs.Config = NewServer(New(srv, nil))
+	cons := New(srv, nil)
+	cs.Config = NewServer(cons)
 	cs.Start()
 	t.Cleanup(func() {
 		cs.Close()
@@ -62,7 +66,7 @@ func setup(t *testing.T) *bundle {
 		defer cancel()
 		_ = eng.Stop(ctx)
 	})
-	return &bundle{eng: eng, console: cs}
+	return &bundle{eng: eng, cons: cons, console: cs}
 }
 
 // browser is an HTTP client that keeps cookies and does not follow
@@ -204,5 +208,165 @@ func TestCSRFAndOwnership(t *testing.T) {
 	}
 	if resp, body := b.do(t, alice, "GET", "/v1/runs", ""); resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, CodeSignIn) {
 		t.Errorf("the API after sign-out: %d %s", resp.StatusCode, body)
+	}
+}
+
+// next after a sign-in is followed only if it is a clean absolute path of
+// the console: a browser strips tab and newline from a URL and reads a
+// backslash as a slash, so "/\t/evil.example" was "//evil.example" to it.
+func TestSignInNextStaysOnConsole(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for next, want := range map[string]string{
+		"/\t/evil.example":       "/runs",
+		"/\n/evil.example":       "/runs",
+		"/\r/evil.example":       "/runs",
+		"\t//evil.example":       "/runs",
+		"/ /evil.example":        "/runs",
+		"/\\evil.example":        "/runs",
+		"\\\\evil.example":       "/runs",
+		"//evil.example/x":       "/runs",
+		"/\x00/evil.example":     "/runs",
+		"/\x7f/evil.example":     "/runs",
+		"https://evil.example/":  "/runs",
+		"javascript:alert(1)":    "/runs",
+		"runs":                   "/runs",
+		"":                       "/runs",
+		"/runs/run_x":            "/runs/run_x",
+		"/runs?phase=failed&x=1": "/runs?phase=failed&x=1",
+		"/%09/evil.example":      "/%09/evil.example", // an escaped tab is a path segment of the console
+		"/flows/a:b":             "/flows/a:b",
+	} {
+		c := b.browser(t)
+		resp, _ := b.do(t, c, "POST", "/signin", url.Values{"token": {aliceToken}, "next": {next}}.Encode(),
+			"Content-Type", "application/x-www-form-urlencoded")
+		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != want {
+			t.Errorf("next %q: %d to %q, want %q", next, resp.StatusCode, resp.Header.Get("Location"), want)
+		}
+	}
+}
+
+// A request to the console on its loopback listener must name it by a
+// loopback Host: a DNS-rebound page on evil.example reaches 127.0.0.1 with
+// "Host: evil.example" and is refused before anything is served.
+func TestConsoleRefusesForeignHost(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	port := strings.TrimPrefix(b.console.URL, "http://127.0.0.1")
+	for host, want := range map[string]int{
+		"evil.example" + port:    http.StatusForbidden,
+		"evil.example":           http.StatusForbidden,
+		"127.0.0.1.evil.example": http.StatusForbidden,
+		"localhost.evil":         http.StatusForbidden,
+		"127.0.0.1" + port:       http.StatusSeeOther,
+		"localhost" + port:       http.StatusSeeOther,
+		"LOCALHOST" + port:       http.StatusSeeOther,
+		"[::1]" + port:           http.StatusSeeOther,
+		"127.1.2.3":              http.StatusSeeOther,
+	} {
+		for _, path := range []string{"/runs", "/signin"} {
+			req, err := http.NewRequest("POST", b.console.URL+path, strings.NewReader("token="+aliceToken))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Host = host
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			resp, err := b.browser(t).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			w := want
+			if path == "/runs" && want != http.StatusForbidden {
+				w = http.StatusMethodNotAllowed // served: the page takes GET
+			}
+			if resp.StatusCode != w || (w == http.StatusForbidden && (!strings.Contains(string(body), `"code":"E_HOST"`) || len(resp.Cookies()) > 0)) {
+				t.Errorf("%s with Host %q: %d %s, want %d", path, host, resp.StatusCode, body, w)
+			}
+		}
+	}
+}
+
+// Wrong sign-ins are limited per source address (SignInBurst, then one
+// per SignInInterval) and for everyone together (SignInGlobalBurst):
+// past the limit a sign-in, right or wrong, is refused with 429
+// E_SIGN_IN_LIMIT and Retry-After before its token is looked at; another
+// address, and sessions already open, are unaffected. The console's clock
+// is the test's.
+func TestSignInRateLimit(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var mu sync.Mutex
+	now := time.Now() // the start of the fake clock: the cookie jar drops cookies that expired in wall time
+	b.cons.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	signIn := func(from, token string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("POST", "/signin", strings.NewReader(url.Values{"token": {token}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.RemoteAddr = from
+		rec := httptest.NewRecorder()
+		b.cons.ServeHTTP(rec, req)
+		return rec
+	}
+	wrong := func(i int) string { return fmt.Sprintf("wrong-token-%012d", i) }
+	limited := func(rec *httptest.ResponseRecorder, retry string) bool {
+		return rec.Code == http.StatusTooManyRequests && rec.Header().Get("Retry-After") == retry &&
+			strings.Contains(rec.Body.String(), `"code":"E_SIGN_IN_LIMIT"`) && len(rec.Result().Cookies()) == 0
+	}
+	// The finding: 300 wrong tokens at once from one address.
+	refused := 0
+	for i := range 300 {
+		rec := signIn("192.0.2.1:4000", wrong(i))
+		switch {
+		case limited(rec, "10"):
+			refused++
+		case rec.Code != http.StatusSeeOther || rec.Header().Get("Location") != "/signin?error=token":
+			t.Fatalf("wrong sign-in %d: %d %s", i, rec.Code, rec.Body)
+		}
+	}
+	if refused != 300-SignInBurst {
+		t.Fatalf("%d of 300 wrong sign-ins were looked at, want %d", 300-refused, SignInBurst)
+	}
+	if rec := signIn("192.0.2.1:4001", aliceToken); !limited(rec, "10") {
+		t.Fatalf("the right token past the limit: %d %v %s", rec.Code, rec.Header(), rec.Body)
+	}
+	if rec := signIn("192.0.2.2:4000", aliceToken); rec.Code != http.StatusSeeOther || rec.Header().Get("Location") != "/runs" {
+		t.Fatalf("another address: %d %s", rec.Code, rec.Body)
+	}
+	advance(SignInInterval - time.Second)
+	if rec := signIn("192.0.2.1:4000", aliceToken); !limited(rec, "1") {
+		t.Fatalf("a second early: %d %v", rec.Code, rec.Header())
+	}
+	advance(time.Second)
+	if rec := signIn("192.0.2.1:4000", wrong(0)); rec.Code != http.StatusSeeOther {
+		t.Fatalf("one more after SignInInterval: %d", rec.Code)
+	}
+	if rec := signIn("192.0.2.1:4000", aliceToken); !limited(rec, "10") {
+		t.Fatalf("that one spent: %d", rec.Code)
+	}
+	advance(SignInInterval)
+	if rec := signIn("192.0.2.1:4000", aliceToken); rec.Code != http.StatusSeeOther || rec.Header().Get("Location") != "/runs" {
+		t.Fatalf("the right token once allowed: %d %s", rec.Code, rec.Body)
+	}
+
+	// Spread over many addresses, the guesses meet the global limit.
+	advance(time.Hour)
+	c := b.browser(t)
+	b.signIn(t, c, bobToken)
+	for i := range SignInGlobalBurst {
+		if rec := signIn(fmt.Sprintf("198.51.100.%d:1", i), wrong(i)); rec.Code != http.StatusSeeOther {
+			t.Fatalf("spread wrong sign-in %d: %d", i, rec.Code)
+		}
+	}
+	if rec := signIn("203.0.113.9:1", aliceToken); !limited(rec, "1") {
+		t.Fatalf("past the global limit: %d %v", rec.Code, rec.Header())
+	}
+	if resp, body := b.do(t, c, "GET", "/session", ""); resp.StatusCode != http.StatusOK || !strings.Contains(body, `"owner":"bob"`) {
+		t.Fatalf("an open session past the limit: %d %s", resp.StatusCode, body)
+	}
+	advance(SignInGlobalInterval)
+	if rec := signIn("203.0.113.9:1", aliceToken); rec.Code != http.StatusSeeOther || rec.Header().Get("Location") != "/runs" {
+		t.Fatalf("after SignInGlobalInterval: %d %s", rec.Code, rec.Body)
 	}
 }

@@ -13,21 +13,28 @@ import (
 	"unicode/utf8"
 
 	"github.com/weirhq/weir/runtime/internal/failpoint"
+	"github.com/weirhq/weir/runtime/internal/requestid"
 	"github.com/weirhq/weir/runtime/store"
 )
 
 // MaxRequestIDBytes bounds a request id, which becomes part of a store
 // key: at most this many bytes of printable UTF-8.
-const MaxRequestIDBytes = 256
+const MaxRequestIDBytes = requestid.MaxBytes
 
 // MaxIDBytes bounds the other ids a caller names that become parts of
 // store keys or are echoed to operators: run ids, node names, wait ids.
 const MaxIDBytes = 256
 
-// CheckRequestID refuses a request id longer than MaxRequestIDBytes or
-// not printable UTF-8 ("" means no dedup and passes).
+// CheckRequestID refuses, with E_BAD_REQUEST_ID, a request id a user may
+// not send: longer than MaxRequestIDBytes, not printable UTF-8, holding
+// U+FFFD (what a decoder made of invalid UTF-8 or a lone surrogate, so
+// that two ids would collide), or starting with a prefix reserved for
+// runs the daemon starts itself ("" means no dedup and passes).
 func CheckRequestID(id string) error {
-	return CheckPrintable("request id", id, MaxRequestIDBytes)
+	if err := requestid.Check(id); err != nil {
+		return protocolErr(CodeBadRequestID, "%v", err)
+	}
+	return nil
 }
 
 // CheckPrintable refuses s if it is longer than max bytes or is not

@@ -27,21 +27,40 @@ const (
 	// next recorded event as "suppressed".
 	AuditBurst    = 20
 	AuditInterval = 3 * time.Second
+	// AuditRunBurst is how many refused foreign accesses to one existing
+	// run are recorded after their callers' own allowance is spent; after
+	// that, one more per AuditRunInterval. Made-up run ids are the flood a
+	// caller's allowance is for; an access to a real run of someone else
+	// is rare and is what the operator needs to see, so it keeps its own
+	// record per run, whatever its caller did before.
+	AuditRunBurst    = 5
+	AuditRunInterval = time.Minute
 	// DefaultAuditRetention is how long audit events are kept when the
 	// engine keeps finished runs forever (Config.Retention 0); otherwise
 	// they are kept as long as finished runs.
 	DefaultAuditRetention = 30 * 24 * time.Hour
-	// maxAuditCallers bounds the callers whose rate the engine tracks;
-	// beyond it, callers whose allowance is full again are forgotten.
+	// maxAuditCallers bounds the callers (and the runs) whose rate the
+	// engine tracks; beyond it, those whose allowance is full again are
+	// forgotten.
 	maxAuditCallers = 10000
 	// auditPruneBatch bounds the audit events one transaction removes.
 	auditPruneBatch = 1000
 )
 
-// auditLimiter is a token bucket per caller.
+// auditLimiter holds a token bucket per caller and one per run that
+// foreign callers tried.
 type auditLimiter struct {
 	mu      sync.Mutex
-	callers map[string]*auditBucket
+	callers auditBuckets
+	runs    auditBuckets
+}
+
+// auditBuckets are token buckets by key, each holding burst tokens and
+// regaining one per interval.
+type auditBuckets struct {
+	burst    float64
+	interval time.Duration
+	m        map[string]*auditBucket
 }
 
 type auditBucket struct {
@@ -55,18 +74,37 @@ type auditBucket struct {
 func (l *auditLimiter) admit(caller string, now time.Time) (ok bool, suppressed int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.callers == nil {
-		l.callers = map[string]*auditBucket{}
+	l.callers.burst, l.callers.interval = AuditBurst, AuditInterval
+	return l.callers.take(caller, now)
+}
+
+// admitRun decides, for a foreign access to the existing run runID that
+// its caller's allowance refused, whether the run's own allowance records
+// it; if so, the caller's count of suppressed events gives this one back.
+func (l *auditLimiter) admitRun(caller, runID string, now time.Time) (ok bool, suppressed int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.runs.burst, l.runs.interval = AuditRunBurst, AuditRunInterval
+	ok, suppressed = l.runs.take(runID, now)
+	if b := l.callers.m[caller]; ok && b != nil && b.suppressed > 0 {
+		b.suppressed--
 	}
-	b := l.callers[caller]
+	return ok, suppressed
+}
+
+func (bs *auditBuckets) take(key string, now time.Time) (ok bool, suppressed int) {
+	if bs.m == nil {
+		bs.m = map[string]*auditBucket{}
+	}
+	b := bs.m[key]
 	if b == nil {
-		if len(l.callers) >= maxAuditCallers {
-			l.forget(now)
+		if len(bs.m) >= maxAuditCallers {
+			bs.forget(now)
 		}
-		b = &auditBucket{tokens: AuditBurst, at: now}
-		l.callers[caller] = b
+		b = &auditBucket{tokens: bs.burst, at: now}
+		bs.m[key] = b
 	}
-	b.refill(now)
+	bs.refill(b, now)
 	if b.tokens < 1 {
 		b.suppressed++
 		return false, 0
@@ -76,20 +114,20 @@ func (l *auditLimiter) admit(caller string, now time.Time) (ok bool, suppressed 
 	return true, suppressed
 }
 
-func (b *auditBucket) refill(now time.Time) {
+func (bs *auditBuckets) refill(b *auditBucket, now time.Time) {
 	if d := now.Sub(b.at); d > 0 {
-		b.tokens = min(AuditBurst, b.tokens+float64(d)/float64(AuditInterval))
+		b.tokens = min(bs.burst, b.tokens+float64(d)/float64(bs.interval))
 		b.at = now
 	}
 }
 
-// forget drops the callers whose allowance is full and who have nothing
+// forget drops the buckets whose allowance is full and that have nothing
 // suppressed: remembering them changes nothing.
-func (l *auditLimiter) forget(now time.Time) {
-	for c, b := range l.callers {
-		b.refill(now)
-		if b.tokens >= AuditBurst && b.suppressed == 0 {
-			delete(l.callers, c)
+func (bs *auditBuckets) forget(now time.Time) {
+	for k, b := range bs.m {
+		bs.refill(b, now)
+		if b.tokens >= bs.burst && b.suppressed == 0 {
+			delete(bs.m, k)
 		}
 	}
 }
@@ -109,9 +147,42 @@ func auditField(s string) string {
 
 // auditForeign records a refused foreign access to a run in the audit
 // stream. The run itself, its events included, stays byte-for-byte
-// unchanged.
+// unchanged. Once the caller's allowance is spent, an access to a run
+// that exists is still recorded within that run's own allowance
+// (AuditRunBurst): the store is read to tell it from a made-up id only
+// then, on the path of the flood.
 func (e *Engine) auditForeign(ctx context.Context, owner, runID, action string) {
-	e.audit(ctx, owner, action, "run", runID)
+	now := e.now()
+	ok, suppressed := e.auditLimit.admit(owner, now)
+	detail := map[string]any{"caller": auditField(owner), "action": action, "run": auditField(runID)}
+	if ok {
+		if suppressed > 0 {
+			detail["suppressed"] = suppressed
+		}
+		e.writeAudit(ctx, detail, now)
+		return
+	}
+	if !e.runExists(ctx, runID) {
+		return
+	}
+	if ok, suppressed = e.auditLimit.admitRun(owner, runID, now); !ok {
+		return
+	}
+	detail["over_caller_limit"] = true
+	if suppressed > 0 {
+		detail["suppressed_on_run"] = suppressed
+	}
+	e.writeAudit(ctx, detail, now)
+}
+
+// runExists reports whether the store holds runID; a failed read counts
+// as no (the caller's allowance already decided the common case).
+func (e *Engine) runExists(ctx context.Context, runID string) bool {
+	err := e.st.View(ctx, func(tx store.Tx) error {
+		_, err := tx.RunGet(runID)
+		return err
+	})
+	return err == nil
 }
 
 // audit records that caller was refused action on the object kind
@@ -126,6 +197,10 @@ func (e *Engine) audit(ctx context.Context, caller, action, kind, name string) {
 	if suppressed > 0 {
 		detail["suppressed"] = suppressed
 	}
+	e.writeAudit(ctx, detail, now)
+}
+
+func (e *Engine) writeAudit(ctx context.Context, detail map[string]any, now time.Time) {
 	err := e.st.Update(ctx, func(tx store.Tx) error {
 		return appendEvent(tx, AuditStream, "refused_foreign", 0, "", detail, now)
 	})

@@ -31,6 +31,7 @@ const (
 	CodeBadInput      = "E_BAD_INPUT"      // input is not valid for the flow
 	CodeNotFound      = "E_NOT_FOUND"      // no such run (or not yours)
 	CodeBadRequest    = "E_BAD_REQUEST"    // malformed request
+	CodeBadRequestID  = "E_BAD_REQUEST_ID" // a request id a user may not send (E_BAD_REQUEST before)
 	CodeForbidden     = "E_FORBIDDEN"      // the caller may not do this (a flow name another owner registered)
 	CodeDiskFull      = "E_DISK_FULL"      // the store's disk is below its free-space watermark; reopens by itself
 )

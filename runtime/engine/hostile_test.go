@@ -97,6 +97,83 @@ func TestAuditStreamBounds(t *testing.T) {
 	}
 }
 
+// Once a caller's audit burst is spent on made-up ids, its foreign reads
+// and cancels of runs that exist are still recorded, within each run's
+// own allowance (AuditRunBurst, then one per AuditRunInterval, the rest
+// counted); made-up ids stay unrecorded, and what a run's allowance
+// recorded is not counted again as suppressed on the caller's next event.
+func TestAuditForeignAccessToExistingRunsAfterBurst(t *testing.T) {
+	t.Parallel()
+	b := setupUnit(t, Config{}, echoFlow)
+	ctx := context.Background()
+	real1, real2 := b.start(t, "echo", `{}`, "r1"), b.start(t, "echo", `{}`, "r2")
+	audit := func() []*store.Event {
+		var evs []*store.Event
+		if err := b.st.View(ctx, func(tx store.Tx) error {
+			var err error
+			evs, err = tx.EventList(store.EventListParams{RunID: AuditStream})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return evs
+	}
+	flood := func(n int) {
+		t.Helper()
+		for i := range n {
+			if _, err := b.eng.Cancel(ctx, "mallory", fmt.Sprintf("run_madeup%d", i)); ErrorCode(err) != CodeNotFound {
+				t.Fatalf("a made-up id: %v", err)
+			}
+		}
+	}
+	flood(AuditBurst + 10)
+	if n := len(audit()); n != AuditBurst {
+		t.Fatalf("%d events after the flood of made-up ids, want the burst of %d", n, AuditBurst)
+	}
+	for i := range AuditRunBurst + 3 {
+		if _, err := b.eng.Get(ctx, "mallory", real1); ErrorCode(err) != CodeNotFound {
+			t.Fatalf("a foreign get %d: %v", i, err)
+		}
+	}
+	if _, err := b.eng.Cancel(ctx, "mallory", real2); ErrorCode(err) != CodeNotFound {
+		t.Fatalf("a foreign cancel: %v", err)
+	}
+	flood(1)
+	evs := audit()[AuditBurst:]
+	if len(evs) != AuditRunBurst+1 { // run 1's burst and run 2's first
+		t.Fatalf("%d events for the foreign accesses to real runs, want %d of run 1 and one of run 2", len(evs), AuditRunBurst)
+	}
+	for i, ev := range evs {
+		want, action := real1, "get"
+		if i == AuditRunBurst {
+			want, action = real2, "cancel"
+		}
+		if ev.Detail["run"] != want || ev.Detail["action"] != action || ev.Detail["caller"] != "mallory" || ev.Detail["over_caller_limit"] != true {
+			t.Fatalf("event %d: %+v", i, ev.Detail)
+		}
+	}
+	// A minute on, the caller has a new burst: its first event counts the
+	// 11 made-up ids and the 3 gets of run 1 that nothing recorded, not the
+	// ones run 1's allowance recorded.
+	b.clock.Advance(AuditRunInterval)
+	flood(AuditBurst)
+	evs = audit()
+	if first := evs[len(evs)-AuditBurst]; fmt.Sprint(first.Detail["suppressed"]) != "14" {
+		t.Fatalf("the caller's next event: %+v", first.Detail)
+	}
+	// Its burst spent again, run 1 has a new allowance of its own, and
+	// its next record counts the 3 gets it did not record.
+	b.eng.Get(ctx, "mallory", real1)
+	evs = audit()
+	if last := evs[len(evs)-1]; last.Detail["run"] != real1 || last.Detail["over_caller_limit"] != true || fmt.Sprint(last.Detail["suppressed_on_run"]) != "3" {
+		t.Fatalf("run 1's next event: %+v", last.Detail)
+	}
+	flood(1)
+	if n := len(audit()); n != len(evs) {
+		t.Fatalf("a made-up id past the burst was recorded (%d events, want %d)", n, len(evs))
+	}
+}
+
 // A flow name belongs to its first registrant: another owner's
 // registration of a file that declares it is refused whole (the file's
 // new names are not stored either) and audited; the owner registers new

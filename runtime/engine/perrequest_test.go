@@ -60,10 +60,15 @@ func TestSubmitRefusesBadRequestIDs(t *testing.T) {
 		"escape":           "abc\x1b[2Jdef",
 		"del":              "abc\x7f",
 		"not utf-8":        "abc\xff",
+		"U+FFFD":           "abc\ufffd", // what a decoder made of "abc\xfe"
+		"schedule:":        "schedule:nightly",
+		"event:":           "event:1",
+		"fork:":            "fork:run_1",
+		"redrive:":         "redrive:b",
 	} {
 		_, err := b.eng.Submit(context.Background(), StartRequest{Owner: "alice", Flow: "one", Input: json.RawMessage(`{}`), RequestID: id})
-		if ErrorCode(err) != CodeBadRequest || !strings.Contains(err.Error(), "request id") {
-			t.Errorf("%s: %v, want %s naming the request id", name, err, CodeBadRequest)
+		if ErrorCode(err) != CodeBadRequestID || !strings.Contains(err.Error(), "request id") {
+			t.Errorf("%s: %v, want %s naming the request id", name, err, CodeBadRequestID)
 		}
 	}
 	// At the limit, printable UTF-8 is accepted.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/api/client"
+	"github.com/weirhq/weir/runtime/internal/hostguard"
 )
 
 // Limits of the HTTP transport.
@@ -34,8 +35,10 @@ const (
 // "Authorization: Bearer TOKEN" with a token of the daemon's TCP
 // listener: dial returns a daemon client that sends it, so a token's
 // owner is the caller and sees only its own runs. A session is bound to
-// the token that opened it. The SDK's localhost protection (DNS
-// rebinding) stays on.
+// the token that opened it. A request on a loopback listener must name it
+// by a loopback Host (hostguard, the check the console makes too: DNS
+// rebinding), before its token is looked at; the SDK's own localhost
+// protection stays on behind it.
 func Handler(dial func(token string) Daemon, o Options) http.Handler {
 	h := &httpHandler{dial: dial, o: o, tokens: map[string]*tokenEntry{}}
 	h.mcp = mcp.NewStreamableHTTPHandler(h.serverFor, &mcp.StreamableHTTPOptions{SessionTimeout: SessionIdle, Logger: o.Logger})
@@ -71,6 +74,10 @@ func bearerToken(r *http.Request) string {
 }
 
 func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := hostguard.Check(r); err != nil {
+		http.Error(w, hostguard.Code+": "+err.Error(), http.StatusForbidden)
+		return
+	}
 	tok := bearerToken(r)
 	if tok == "" {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="weir"`)

@@ -5,6 +5,12 @@ package apitypes
 const (
 	// CodeBadRequest: the request is malformed (body, query, path).
 	CodeBadRequest = "E_BAD_REQUEST"
+	// CodeBadRequestID: the request id is one a user may not send: too
+	// long, not printable UTF-8 (invalid bytes, lone surrogates, U+FFFD),
+	// or starting with a prefix reserved for runs the daemon starts itself
+	// (schedule:, event:, fork:, redrive:). Answered with 400; before it
+	// existed such ids answered CodeBadRequest.
+	CodeBadRequestID = "E_BAD_REQUEST_ID"
 	// CodeNotFound: no such run, or not the caller's (the two are not told
 	// apart).
 	CodeNotFound = "E_NOT_FOUND"

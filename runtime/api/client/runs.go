@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/weirhq/weir/runtime/api/apitypes"
 )
@@ -16,6 +17,11 @@ import (
 // same start again returns the same run (res.Existing), so a start whose
 // answer was lost can be sent again safely.
 func (c *Client) RunStart(ctx context.Context, req apitypes.StartRequest) (*apitypes.StartResult, error) {
+	if !utf8.ValidString(req.RequestID) {
+		// json.Marshal would send U+FFFD for each bad byte: two ids
+		// would become one, so refuse here as the daemon would.
+		return nil, &Error{Code: apitypes.CodeBadRequestID, Class: apitypes.ClassProtocol, Message: "request id is not valid UTF-8"}
+	}
 	var res apitypes.StartResult
 	if err := c.call(ctx, http.MethodPost, "/runs", req, &res); err != nil {
 		return nil, err

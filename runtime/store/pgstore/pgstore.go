@@ -65,7 +65,17 @@ const (
 	// DefaultLockWait covers the moment between a daemon's death and the
 	// end of its session on the server, which releases its lock.
 	DefaultLockWait = 5 * time.Second
+	// DefaultLockCheck is how often the store asks the server whether the
+	// session holding its lock still holds it.
+	DefaultLockCheck = 5 * time.Second
 )
+
+// ErrLockLost: the session that held the store's advisory lock ended (it
+// was terminated, the server restarted, idle_session_timeout ended it).
+// Another daemon may hold the lock by now, so taking it again is unsafe:
+// the store refuses every Update and View from then on, and the daemon
+// must stop.
+var ErrLockLost = errors.New("pgstore: the session holding the store's lock ended")
 
 // IdleInTransactionTimeout is the server's idle_in_transaction_session_timeout
 // for a shared store's sessions (unless the URL sets it): a daemon of a
@@ -97,6 +107,9 @@ type Options struct {
 	// LockWait is how long Open waits for the lock of an unshared store
 	// held by another session before it fails. Default DefaultLockWait.
 	LockWait time.Duration
+	// LockCheck is how often the store checks that its lock's session
+	// still holds the lock. Default DefaultLockCheck.
+	LockCheck time.Duration
 	// MaxConns is the size of the connection pool unless the URL sets
 	// pool_max_conns. Group commit uses one connection for writes; Views
 	// and Updates without group commit use the others. Default
@@ -121,6 +134,9 @@ func (o Options) withDefaults() Options {
 	if o.LockWait <= 0 {
 		o.LockWait = DefaultLockWait
 	}
+	if o.LockCheck <= 0 {
+		o.LockCheck = DefaultLockCheck
+	}
 	o.MaxConns = max(o.MaxConns, 2)
 	return o
 }
@@ -130,6 +146,12 @@ type Store struct {
 	pool *pgxpool.Pool
 	opts Options
 	lock *pgx.Conn // holds the store's advisory lock (shared when Shared)
+	// lockMu serialises the lock connection's users (the watcher, Close);
+	// lost is set, and lostCh closed, once the lock's session is gone.
+	lockMu    sync.Mutex
+	lost      atomic.Pointer[error]
+	lostCh    chan struct{}
+	watchDone chan struct{}
 
 	reqs chan *request // to the committer; nil without group commit
 	quit chan struct{}
@@ -216,7 +238,9 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 		opts.Logger.Warn("the schema was expanded by a newer weir; this one still runs on it: upgrade it",
 			"schema_version", newer, "known_up_to", len(ms), "database", storeurl.Redact(rawURL))
 	}
-	s := &Store{pool: pool, opts: opts, lock: lock, quit: make(chan struct{}), done: make(chan struct{}), rawURL: rawURL}
+	s := &Store{pool: pool, opts: opts, lock: lock, quit: make(chan struct{}), done: make(chan struct{}), rawURL: rawURL,
+		lostCh: make(chan struct{}), watchDone: make(chan struct{})}
+	go s.watchLock()
 	if opts.Shared {
 		s.wakes = make(chan store.Wake, wakeBuffer)
 		s.listenDone = make(chan struct{})
@@ -303,6 +327,9 @@ func (s *Store) enter() error {
 	defer s.mu.RUnlock()
 	if s.closed {
 		return store.ErrClosed
+	}
+	if err := s.lost.Load(); err != nil {
+		return *err
 	}
 	s.inflight.Add(1)
 	return nil
@@ -570,11 +597,14 @@ func (s *Store) Close() error {
 	s.inflight.Wait()
 	close(s.quit)
 	<-s.done
+	<-s.watchDone
 	if s.listenDone != nil {
 		<-s.listenDone
 	}
 	s.pool.Close()
-	if s.lock != nil {
+	if s.lock != nil && s.lost.Load() != nil {
+		_ = s.lock.Close(context.Background()) // its session, and the lock, are gone
+	} else if s.lock != nil {
 		// Unlocked explicitly: the server ends a closed session's backend
 		// (and so drops its locks) only some time after the close, and a
 		// store opened again at once must find the schema free.
@@ -589,6 +619,58 @@ func (s *Store) Close() error {
 		}
 	}
 	return nil
+}
+
+// LockLost is closed once the session holding the store's lock has
+// ended; every Update and View then fails with ErrLockLost. The daemon
+// closes admission and stops.
+func (s *Store) LockLost() <-chan struct{} { return s.lostCh }
+
+// watchLock checks the lock's session every LockCheck until Close, and
+// stops at the first loss.
+func (s *Store) watchLock() {
+	defer close(s.watchDone)
+	t := time.NewTicker(s.opts.LockCheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.quit:
+			return
+		case <-t.C:
+			if s.checkLock(context.Background()) != nil {
+				return
+			}
+		}
+	}
+}
+
+// checkLock asks the server whether the lock's session still holds the
+// store's lock, and on a loss records it (once) and returns it.
+func (s *Store) checkLock(ctx context.Context) error {
+	if err := s.lost.Load(); err != nil {
+		return *err
+	}
+	ctx, cancel := context.WithTimeout(ctx, max(s.opts.LockCheck, time.Second))
+	defer cancel()
+	s.lockMu.Lock()
+	var held bool
+	err := s.lock.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'advisory' AND classid = $1 AND granted)`, storeLock).Scan(&held)
+	s.lockMu.Unlock()
+	switch {
+	case err == nil && held:
+		return nil
+	case err == nil:
+		err = fmt.Errorf("%w: the session no longer holds it", ErrLockLost)
+	case errors.Is(err, context.DeadlineExceeded) && !s.lock.IsClosed():
+		return nil // a slow answer on a live session is not a loss; the next check asks again
+	default:
+		err = fmt.Errorf("%w (%v); another daemon may hold it now: stop this one, and start it again once the other is known", ErrLockLost, err)
+	}
+	s.opts.Logger.Error("the store's lock is lost: refusing every read and write", "error", err, "database", storeurl.Redact(s.rawURL))
+	if s.lost.CompareAndSwap(nil, &err) {
+		close(s.lostCh)
+	}
+	return err
 }
 
 // Stats counts commits. Updates/Commits is the average number of

@@ -397,3 +397,111 @@ func TestOpenWaitsForTheLockHolderToGo(t *testing.T) {
 		t.Fatalf("open after the holder closed: %v", err)
 	}
 }
+
+// lockPID is the server pid of the session holding s's lock.
+func lockPID(t *testing.T, s *Store) int {
+	t.Helper()
+	var pid int
+	s.lockMu.Lock()
+	defer s.lockMu.Unlock()
+	if err := s.lock.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+// lockLostBy ends s's lock session with end (run from another
+// connection), waits until the server has ended it, and checks the store
+// reports the loss: LockLost closed, every Update and View refused with
+// ErrLockLost, and a second unshared store getting in only then.
+func lockLostBy(t *testing.T, u string, s *Store, end func(conn *pgx.Conn, pid int)) {
+	t.Helper()
+	pid := lockPID(t, s)
+	other, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	end(other, pid)
+	testutil.Eventually(t, 30*time.Second, func() error {
+		var n int
+		if err := other.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&n); err != nil || n > 0 {
+			return fmt.Errorf("the lock's session %d is still there (%v)", pid, err)
+		}
+		return nil
+	})
+	if err := s.checkLock(ctx); !errors.Is(err, ErrLockLost) || !strings.Contains(err.Error(), "another daemon may hold it") {
+		t.Fatalf("checkLock after the session ended: %v", err)
+	}
+	select {
+	case <-s.LockLost():
+	default:
+		t.Fatal("LockLost is not closed")
+	}
+	if err := s.Update(ctx, func(store.Tx) error { return nil }); !errors.Is(err, ErrLockLost) {
+		t.Fatalf("Update after the loss: %v", err)
+	}
+	if err := s.View(ctx, func(store.Tx) error { return nil }); !errors.Is(err, ErrLockLost) {
+		t.Fatalf("View after the loss: %v", err)
+	}
+	openURL(t, u, Options{LockWait: time.Second}) // the schema is free: this store must not write again
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close after the loss: %v", err)
+	}
+}
+
+// A store notices that the session holding its lock was terminated
+// (pg_terminate_backend, as an operator or a failover does) and refuses
+// everything after: re-taking the lock is unsafe, another daemon may hold
+// it. The watcher finds it by itself too.
+func TestLockSessionTerminated(t *testing.T) {
+	t.Parallel()
+	u := pgtest.Schema(t)
+	s, err := Open(ctx, u, Options{LockCheck: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.checkLock(ctx); err != nil {
+		t.Fatalf("checkLock of a held lock: %v", err)
+	}
+	lockLostBy(t, u, s, func(conn *pgx.Conn, pid int) {
+		if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	// The watcher, at its own pace, without checkLock being called.
+	u2 := pgtest.Schema(t)
+	s2 := openURL(t, u2, Options{LockCheck: 20 * time.Millisecond})
+	other, err := pgx.Connect(ctx, u2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	if _, err := other.Exec(ctx, `SELECT pg_terminate_backend($1)`, lockPID(t, s2)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s2.LockLost():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the watcher did not notice the lost session")
+	}
+}
+
+// Variant: the server itself ends the lock's session, as
+// idle_session_timeout does (set here on that session alone).
+func TestLockSessionEndedByIdleTimeout(t *testing.T) {
+	t.Parallel()
+	u := pgtest.Schema(t)
+	s, err := Open(ctx, u, Options{LockCheck: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lockLostBy(t, u, s, func(*pgx.Conn, int) {
+		s.lockMu.Lock()
+		defer s.lockMu.Unlock()
+		if _, err := s.lock.Exec(ctx, `SET idle_session_timeout = '50ms'`); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
