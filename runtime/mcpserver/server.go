@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/weirhq/weir/internal/textbound"
 	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/api/client"
 )
@@ -163,9 +164,13 @@ func (s *Server) Refresh(ctx context.Context) error {
 		if s.flows[f.Name] == f.Hash {
 			continue
 		}
-		schema, wrapped := inputSchema(f.Input)
-		s.mcp.AddTool(&mcp.Tool{Name: f.Name, Description: flowDescription(f), InputSchema: schema}, s.callFlow(f.Name, wrapped))
+		// Recorded either way: a flow the SDK refuses is not tried again
+		// until a new version of it is registered.
 		s.flows[f.Name] = f.Hash
+		if err := s.addFlowTool(f); err != nil {
+			s.o.Logger.Warn("flow not offered: the MCP SDK refused its tool", "flow", f.Name, "error", err)
+			s.mcp.RemoveTools(f.Name) // an earlier version's tool, if any
+		}
 	}
 	var gone []string
 	for n := range s.flows {
@@ -180,12 +185,31 @@ func (s *Server) Refresh(ctx context.Context) error {
 	return nil
 }
 
+// addFlowTool offers flow f as a tool. The SDK panics on what it does
+// not accept in a tool (an x-mcp-header it finds invalid, a schema it
+// cannot marshal), and f's schema is one user's: the panic becomes that
+// flow's error, and every other flow is still offered.
+func (s *Server) addFlowTool(f apitypes.Flow) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = errors.New(textbound.Quote(fmt.Sprint(r)))
+		}
+	}()
+	schema, wrapped := inputSchema(f.Input)
+	s.mcp.AddTool(&mcp.Tool{Name: f.Name, Description: flowDescription(f), InputSchema: schema}, s.callFlow(f.Name, wrapped))
+	return nil
+}
+
+// maxDescription bounds a tool's description: tools/list carries every
+// flow's, to every client.
+const maxDescription = 4 << 10
+
 func flowDescription(f apitypes.Flow) string {
 	d := strings.TrimSpace(f.Doc)
 	if d == "" {
 		d = "Run the weir flow " + f.Name + "."
 	}
-	return d + " (a durable weir run; answers its output, or how to decide a human wait)"
+	return textbound.Cut(d, maxDescription) + " (a durable weir run; answers its output, or how to decide a human wait)"
 }
 
 // inputSchema is the tool's input schema for a flow's: MCP wants an
