@@ -528,10 +528,13 @@ takes). It exits 0 when the condition holds, 1 if the run ends without it or
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
 			res, err := m.api().RunWaitUntil(ctx, args[0], cond)
+			// The deadline is --timeout's once the client says so, even if
+			// ctx's own timer has not fired yet on a loaded machine.
+			timedOut := (ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded)) && cmd.Context().Err() == nil
 			switch {
-			case err != nil && res != nil && ctx.Err() != nil && cmd.Context().Err() == nil:
+			case err != nil && res != nil && res.Run != nil && timedOut:
 				return &exitError{code: exitFailed, err: fmt.Errorf("run %s still %s after %s, never %s", res.Run.ID, res.Run.Phase, timeout, cond)}
-			case err != nil && ctx.Err() != nil && cmd.Context().Err() == nil:
+			case err != nil && timedOut:
 				return &exitError{code: exitFailed, err: fmt.Errorf("run %s: no answer within %s", args[0], timeout)}
 			case err != nil:
 				return m.apiFailure(err)

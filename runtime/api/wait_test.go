@@ -2,7 +2,9 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"testing"
@@ -152,5 +154,25 @@ func TestGetRunWait(t *testing.T) {
 	}
 	if a := b.send(t, bob, "GET", "/v1/runs/"+id+"?wait=30s", nil); a.status != http.StatusNotFound {
 		t.Errorf("another owner's run: %d %s", a.status, a.body)
+	}
+}
+
+// TestRunWaitUntilPastItsDeadline: a wait whose deadline passed before
+// its first answer (a slow start on a loaded machine) still answers the
+// run as it is, with the deadline's error: the CLI then says "still
+// waiting after", not a bare "context deadline exceeded".
+func TestRunWaitUntilPastItsDeadline(t *testing.T) {
+	t.Parallel()
+	b := setup(t, engine.Config{})
+	id := b.start(t, alice, "gate", `{}`, "")
+	_, cl := newClients(t, b)
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	res, err := cl.RunWaitUntil(ctx, id, "decision:other")
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err %v, want the deadline's", err)
+	}
+	if res == nil || res.Run == nil || res.Met {
+		t.Fatalf("answer %+v, want the run as it is, unmet", res)
 	}
 }

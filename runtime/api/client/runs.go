@@ -278,9 +278,11 @@ func (c *Client) RunWait(ctx context.Context, id string, p RunWaitParams) (*apit
 		}
 		if dl, ok := ctx.Deadline(); ok {
 			left := time.Until(dl)
-			if left <= 0 {
+			if left <= 0 && last != nil {
 				return last, context.DeadlineExceeded
 			}
+			// Past the deadline before the first answer (a slow start):
+			// one short hold still answers the run as it is.
 			hold = max(min(left, hold), time.Millisecond)
 		}
 		q := url.Values{"wait": {hold.Round(time.Millisecond).String()}}
@@ -326,9 +328,11 @@ func (c *Client) RunWaitUntil(ctx context.Context, id, until string) (*apitypes.
 		hold := apitypes.MaxRunWait
 		if dl, ok := ctx.Deadline(); ok {
 			left := time.Until(dl)
-			if left <= 0 {
+			if left <= 0 && last != nil {
 				return last, context.DeadlineExceeded
 			}
+			// Past the deadline before the first answer (a slow start):
+			// one short hold still answers the run as it is.
 			hold = max(min(left, apitypes.MaxRunWait), time.Millisecond)
 		}
 		q.Set("timeout", hold.Round(time.Millisecond).String())
