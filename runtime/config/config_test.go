@@ -48,6 +48,15 @@ func TestLoadFull(t *testing.T) {
 		},
 	}
 	want.pluginWhere = c.pluginWhere // positions: TestPluginHostKeys
+	// A checkout's modes are the umask's (git keeps none but the
+	// executable bit): the secrets may be open to others here, which
+	// TestSecretOpenToOthersWarns covers; whatever is warned names why.
+	for _, w := range c.Warnings {
+		if !strings.Contains(w, "open to others") {
+			t.Errorf("warning %q", w)
+		}
+	}
+	want.Warnings, want.inlineSecret = c.Warnings, true // alice's secret is in the file
 	if !reflect.DeepEqual(c, want) {
 		gb, _ := json.MarshalIndent(c, "", " ")
 		wb, _ := json.MarshalIndent(want, "", " ")
