@@ -79,8 +79,10 @@ func TestRegisterLargerThanOneUpdate(t *testing.T) {
 	b, c := setupCounted(t)
 	ctx := context.Background()
 	big := func(name string) SourceFile {
-		// The doc makes the IR large and the source small.
-		return SourceFile{Path: name + ".star", Src: fmt.Sprintf(`flow(name = %q, doc = "x" * %d, nodes = [task("t", tool = "kit.echo")])`+"\n", name, registerUpdateBytes/3)}
+		// Node docs (each under flows.MaxDocBytes) make the IR large and
+		// the source small: six of 60,000 bytes, about a third of
+		// registerUpdateBytes.
+		return SourceFile{Path: name + ".star", Src: fmt.Sprintf(`flow(name = %q, nodes = [task("t%%d" %% i, tool = "kit.echo", doc = "x" * %d, next = ("t%%d" %% (i + 1)) if i < 5 else None) for i in range(6)])`+"\n", name, registerUpdateBytes/18)}
 	}
 	if _, err := b.eng.RegisterAs(ctx, "bob", []SourceFile{big("taken")}); err != nil {
 		t.Fatal(err)
@@ -114,7 +116,7 @@ func TestRegisterLargerThanOneUpdate(t *testing.T) {
 	}
 	for _, f := range res.Flows { // each version reads back whole
 		fe, err := b.eng.flowVersion(ctx, f.Name, f.Hash)
-		if err != nil || len(fe.flow.Doc) != registerUpdateBytes/3 {
+		if err != nil || len(fe.flow.Nodes) != 6 || len(fe.flow.Nodes[5].Doc) != registerUpdateBytes/18 {
 			t.Fatalf("%s: %v", f.Name, err)
 		}
 	}
