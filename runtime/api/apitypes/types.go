@@ -341,13 +341,13 @@ type Flow struct {
 	// Input is the JSON schema the flow declares for a run's input, if
 	// any.
 	Input json.RawMessage `json:"input,omitempty"`
+	// Owner registered the flow's name first and is the only one who may
+	// register new versions of it; everyone may read and run it.
+	Owner string `json:"owner,omitempty"`
 	// InputOmitted says a listing left out Input: it is larger than
 	// MaxListedInputBytes. The flow's own read (GET /v1/flows/{name})
 	// carries it.
 	InputOmitted bool `json:"input_omitted,omitempty"`
-	// Owner registered the flow's name first and is the only one who may
-	// register new versions of it; everyone may read and run it.
-	Owner string `json:"owner,omitempty"`
 }
 
 // Diagnostic is one problem found while checking flow files, at a
