@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -101,5 +102,25 @@ func TestFlowListPages(t *testing.T) {
 	fs, err := bob.FlowSource(ctx, "page007")
 	if err != nil || fs.Doc != long {
 		t.Fatalf("page007's own read: %v, doc of %d bytes", err, len(fs.Doc))
+	}
+}
+
+// A flow the renderer panics on answers its own graph request with
+// E_FLOW_UNREADABLE (500), not the caller's E_BAD_REQUEST, and the
+// server goes on.
+func TestWriteGraphOfABrokenFlow(t *testing.T) {
+	t.Parallel()
+	broken := &flows.Flow{Name: "broken", Nodes: []*flows.Node{nil}}
+	for _, format := range []string{"", flows.FormatDot, flows.FormatSVG} {
+		w := httptest.NewRecorder()
+		writeGraph(w, httptest.NewRequest(http.MethodGet, "/v1/flows/broken/graph?format="+format, nil), broken, nil)
+		if w.Code != http.StatusInternalServerError || !strings.Contains(w.Body.String(), engine.CodeFlowUnreadable) || w.Body.Len() > 4096 {
+			t.Errorf("format %q: %d %.300s", format, w.Code, w.Body.String())
+		}
+	}
+	w := httptest.NewRecorder()
+	writeGraph(w, httptest.NewRequest(http.MethodGet, "/v1/flows/broken/graph?format=png", nil), broken, nil)
+	if w.Code != http.StatusBadRequest {
+		t.Errorf("an unknown format: %d", w.Code)
 	}
 }
