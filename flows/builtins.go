@@ -676,6 +676,7 @@ func builtinFlow(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 	if len(nvs) == 0 {
 		addf("nodes", CodeInvalid, "has no nodes")
 	}
+	ls.checkDoc(site.at("doc"), fmt.Sprintf("flow %q", name), doc)
 
 	f.Nodes = make([]*Node, 0, len(nvs))
 	f.index = make(map[string]*Node, len(nvs))
@@ -692,6 +693,7 @@ func builtinFlow(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 		if !nv.claimed {
 			nv.claimed = true
 			ls.claimed = append(ls.claimed, nv)
+			ls.checkDoc(n.ArgPos("doc"), fmt.Sprintf("flow %q: %s %q", name, n.Kind, n.ID), n.Doc)
 		}
 		for p, v := range nv.values {
 			if v == nil {

@@ -78,6 +78,9 @@ const (
 	// CodeIRTooLarge: the flow's compiled graph (its IR, what the runtime
 	// stores and loads for every run) is larger than MaxIRBytes.
 	CodeIRTooLarge Code = "E_IR_TOO_LARGE"
+	// CodeDocTooLarge: a flow's or a node's doc is longer than
+	// MaxDocBytes.
+	CodeDocTooLarge Code = "E_DOC_TOO_LARGE"
 	// CodeToolInput: a node's constant args do not match its tool's
 	// declared input schema, so every call would be refused.
 	CodeToolInput Code = "E_TOOL_INPUT"
@@ -99,7 +102,7 @@ var AllCodes = []Code{
 	CodeUnknownFlow, CodeCycle, CodeDepth, CodeFanoutBounds,
 	CodeUnknownTool, CodeAtMostOnce,
 	CodeAgentBounds, CodeNotChat, CodeUnknownModel, CodeToolNameCollision,
-	CodeIRTooLarge, CodeToolInput, CodeSchemaLimit,
+	CodeIRTooLarge, CodeDocTooLarge, CodeToolInput, CodeSchemaLimit,
 	CodeFanoutResult,
 }
 

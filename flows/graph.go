@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/weirhq/weir/internal/panics"
 )
 
 // Mark is what a run did at a node, for coloured pictures of a run.
@@ -28,16 +30,26 @@ const (
 // Render draws the flow's graph in format (mermaid, dot or svg). marks, if not
 // nil, colours the nodes by what a run did there. Ok wires are solid,
 // error wires dashed; a node with no outgoing wire ends the run.
-func Render(f *Flow, format string, marks map[string]Mark) (string, error) {
+//
+// The flow is a user's, drawn for everyone who looks at it: a fault in a
+// renderer on it is returned as a *panics.Error, never raised.
+func Render(f *Flow, format string, marks map[string]Mark) (out string, err error) {
+	var render func(*Flow, map[string]Mark) string
 	switch format {
 	case FormatMermaid:
-		return renderMermaid(f, marks), nil
+		render = renderMermaid
 	case FormatDot:
-		return renderDot(f, marks), nil
+		render = renderDot
 	case FormatSVG:
-		return renderSVG(f, marks), nil
+		render = renderSVG
+	default:
+		return "", fmt.Errorf("unknown graph format %q: use %s, %s or %s", format, FormatMermaid, FormatDot, FormatSVG)
 	}
-	return "", fmt.Errorf("unknown graph format %q: use %s, %s or %s", format, FormatMermaid, FormatDot, FormatSVG)
+	err = panics.Catch(fmt.Sprintf("drawing flow %q", f.Name), func() error {
+		out = render(f, marks)
+		return nil
+	})
+	return out, err
 }
 
 // label is the text inside a node: its id and what it does.

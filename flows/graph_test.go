@@ -2,9 +2,12 @@ package flows
 
 import (
 	"encoding/xml"
+	"errors"
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/weirhq/weir/internal/panics"
 )
 
 func TestRender(t *testing.T) {
@@ -68,5 +71,28 @@ flow(name = "g", nodes = [
 	}
 	if _, err := Render(f, "png", nil); err == nil {
 		t.Error("an unknown format was accepted")
+	}
+}
+
+// A renderer's fault on a flow it did not expect (a node missing from
+// the list, as a damaged stored version could have) is Render's error in
+// every format, never a panic.
+func TestRenderPanicIsAnError(t *testing.T) {
+	t.Parallel()
+	good := &Node{ID: "a", Kind: KindTask, Tool: "t.x"}
+	for _, f := range []*Flow{
+		{Name: "holes", Entry: "a", Nodes: []*Node{good, nil}},
+		{Name: "only_hole", Nodes: []*Node{nil}},
+	} {
+		for _, format := range []string{FormatMermaid, FormatDot, FormatSVG} {
+			_, err := Render(f, format, map[string]Mark{"a": MarkVisited})
+			var pe *panics.Error
+			if !errors.As(err, &pe) || !strings.Contains(err.Error(), f.Name) {
+				t.Errorf("%s in %s: %v, want a *panics.Error", f.Name, format, err)
+			}
+		}
+	}
+	if _, err := Render(&Flow{Name: "fine", Entry: "a", Nodes: []*Node{good}}, FormatSVG, nil); err != nil {
+		t.Errorf("a flow without holes: %v", err)
 	}
 }

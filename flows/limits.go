@@ -3,10 +3,13 @@ package flows
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	starjson "go.starlark.net/lib/json"
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
+
+	"github.com/weirhq/weir/internal/escape"
 )
 
 // Script limits. The interpreter counts steps, but a few builtins do work
@@ -16,6 +19,40 @@ import (
 // quadratic. Those builtins are guarded here; what no guard can see (memory
 // a single repetition allocates, time in a quadratic builtin left
 // unguarded) is bounded by the process a script runs in (runtime/sandbox).
+
+// Docs. Every user may read every registered flow (docs/design.md §11),
+// and listings (GET /v1/flows, weir flow ls, the console, MCP tools/list)
+// show every flow's doc: a doc is bounded at registration, and a listing
+// carries only its summary line, cut again when read (versions stored
+// before the bound may be longer).
+const (
+	// MaxDocBytes bounds a flow's doc and a node's doc.
+	MaxDocBytes = 64 << 10
+	// MaxDocSummaryBytes bounds DocSummary.
+	MaxDocSummaryBytes = 200
+)
+
+// DocSummary is what a listing shows of a doc: its first non-blank line,
+// trimmed, at most MaxDocSummaryBytes. The whole doc is on the flow's own
+// read.
+func DocSummary(doc string) string {
+	// Only the summary's worth of the doc is looked at, however long the
+	// doc: a listing of many flows costs its own size.
+	head := doc[:min(len(doc), 4*MaxDocSummaryBytes)]
+	for line := range strings.Lines(head) {
+		if line = strings.TrimSpace(line); line != "" {
+			return escape.Cut(line, MaxDocSummaryBytes)
+		}
+	}
+	return escape.Cut(strings.TrimSpace(head), MaxDocSummaryBytes)
+}
+
+// checkDoc refuses a doc longer than MaxDocBytes, at the doc argument.
+func (ls *loadState) checkDoc(pos Pos, what, doc string) {
+	if len(doc) > MaxDocBytes {
+		ls.addf(pos, CodeDocTooLarge, nil, "%s: its doc is %d bytes, more than the %d bytes a doc may be (MaxDocBytes); put the rest in a file next to the flow", what, len(doc), MaxDocBytes)
+	}
+}
 
 // MaxValueDepth bounds the nesting of a value that json.decode, json.encode,
 // str, repr and print accept, and of values crossing between Go and

@@ -318,7 +318,7 @@ func flowLsCommand(m *Main) *cobra.Command {
 			for _, f := range fl {
 				// A doc is the author's text, shown to every user: on one
 				// line, every control character escaped.
-				fmt.Fprintf(m.Stdout, "%-20s %s  %-10s %-12s %s\n", f.Name, short(f.Hash), count(f.Nodes, "node"), orDash(f.Owner), escape.String(f.Doc))
+				fmt.Fprintf(m.Stdout, "%-20s %s  %-10s %-12s %s\n", f.Name, short(f.Hash), count(f.Nodes, "node"), orDash(f.Owner), escape.String(flows.DocSummary(f.Doc)))
 			}
 			return nil
 		},

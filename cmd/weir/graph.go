@@ -50,7 +50,10 @@ solid, error wires dashed.`,
 					return exitCode(exitFailed)
 				}
 				for _, f := range mod.Flows {
-					out, _ := flows.Render(f, format, nil)
+					out, err := flows.Render(f, format, nil)
+					if err != nil {
+						return &exitError{code: exitFailed, err: err}
+					}
 					fmt.Fprint(m.Stdout, out)
 				}
 				return nil

@@ -9,8 +9,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -230,16 +232,12 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-// TestMCPServeHTTP: `weir mcp --listen` serves streamable HTTP, refuses a
-// request without a token or with one the daemon does not know, runs a
-// flow for a token's owner, and keeps another owner's runs invisible.
-func TestMCPServeHTTP(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a real daemon")
-	}
-	t.Parallel()
-	d := newDaemon(t)
-	tcp := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+// tokenDaemon starts a daemon whose TCP listener (tcp) knows the tokens
+// of alice and bob, with mcpServedFlows registered.
+func tokenDaemon(t *testing.T) (d *daemon, tcp string) {
+	t.Helper()
+	d = newDaemon(t)
+	tcp = fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	conf := filepath.Join(t.TempDir(), "weir.hcl")
 	if err := os.WriteFile(conf, []byte(fmt.Sprintf(`tcp {
   address = %q
@@ -256,6 +254,40 @@ func TestMCPServeHTTP(t *testing.T) {
 	d.serveArgs = []string{"--config", conf}
 	d.start("")
 	d.register(mcpServedFlows)
+	return d, tcp
+}
+
+// listenMCP starts `weir mcp --listen` over the daemon's TCP listener and
+// returns its endpoint, its log and the process.
+func listenMCP(t *testing.T, d *daemon, tcp string) (endpoint string, logs *testutil.Buffer, cmd *exec.Cmd) {
+	t.Helper()
+	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	cmd = exec.Command(d.weir, "mcp", "--listen", listen, "--daemon", "http://"+tcp)
+	logs = &testutil.Buffer{}
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	testutil.Eventually(t, 30*time.Second, func() error {
+		conn, err := net.Dial("tcp", listen)
+		if err != nil {
+			return fmt.Errorf("weir mcp does not listen: %v\n%s", err, logs)
+		}
+		return conn.Close()
+	})
+	return "http://" + listen + "/mcp", logs, cmd
+}
+
+// TestMCPServeHTTP: `weir mcp --listen` serves streamable HTTP, refuses a
+// request without a token or with one the daemon does not know, runs a
+// flow for a token's owner, and keeps another owner's runs invisible.
+func TestMCPServeHTTP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real daemon")
+	}
+	t.Parallel()
+	d, tcp := tokenDaemon(t)
 	ctx := context.Background()
 	bob, err := client.New("http://"+tcp, client.WithToken("bob-token-0123456789ab"))
 	if err != nil {
@@ -266,23 +298,7 @@ func TestMCPServeHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-
-	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	cmd := exec.Command(d.weir, "mcp", "--listen", listen, "--daemon", "http://"+tcp)
-	logs := &testutil.Buffer{}
-	cmd.Stderr = logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	endpoint := "http://" + listen + "/mcp"
-	testutil.Eventually(t, 30*time.Second, func() error {
-		conn, err := net.Dial("tcp", listen)
-		if err != nil {
-			return fmt.Errorf("weir mcp does not listen: %v\n%s", err, logs)
-		}
-		return conn.Close()
-	})
+	endpoint, logs, _ := listenMCP(t, d, tcp)
 	for _, tok := range []string{"", "not-a-token-of-this-daemon"} {
 		req, _ := http.NewRequest(http.MethodPost, endpoint, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
 		req.Header.Set("Content-Type", "application/json")
@@ -342,6 +358,74 @@ func TestMCPServeHTTP(t *testing.T) {
 	cr, err := alice.CallTool(ctx, &mcp.CallToolParams{Name: mcpserver.CancelRunTool, Arguments: map[string]any{"run_id": bobs.RunID}})
 	if em, _ := structured(t, cr)["error"].(map[string]any); err != nil || !cr.IsError || em["code"] != apitypes.CodeNotFound {
 		t.Fatalf("alice cancelling bob's run: %+v %v", cr, err)
+	}
+	d.stop()
+}
+
+// TestMCPSurvivesABadSchema (issue 24, finding 4): bob registers a flow
+// whose input schema puts x-mcp-header on an object, which the go-sdk's
+// AddTool panics on, and one with a doc of 60 KB. A shared `weir mcp
+// --listen` lives on (same process), alice's session lists and runs the
+// other flows, a stdio `weir mcp` starts and lists them too, and `weir
+// flow ls` shows each doc's first line.
+func TestMCPSurvivesABadSchema(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real daemon")
+	}
+	t.Parallel()
+	d, tcp := tokenDaemon(t)
+	ctx := context.Background()
+	endpoint, logs, proc := listenMCP(t, d, tcp)
+	alice := connectMCP(t, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: bearerTransport{"alice-token-0123456789"}}})
+	names := func(c *mcpClient) []string {
+		t.Helper()
+		tools, err := c.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatalf("tools/list: %v\n%s", err, logs)
+		}
+		var out []string
+		for _, tl := range tools.Tools {
+			out = append(out, tl.Name)
+			if len(tl.Description) > 400 {
+				t.Errorf("%s: a description of %d bytes", tl.Name, len(tl.Description))
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	want := []string{"approval", mcpserver.CancelRunTool, "greet", "longdoc", "slowpoke"}
+	bob, err := client.New("http://"+tcp, client.WithToken("bob-token-0123456789ab"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(bob.Close)
+	if _, err := bob.FlowRegister(ctx, apitypes.SourceFile{Path: "bobs.star", Src: `
+flow(name = "headers", input = {"type": "object", "properties": {"a": {"type": "object", "x-mcp-header": "X-A"}}},
+     nodes = [task("t", tool = "testkit.echo")])
+flow(name = "longdoc", doc = "Bob's flow, in one line.\n" + "d" * 60000, nodes = [task("t", tool = "testkit.echo")])
+`}); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(alice); !slices.Equal(got, want) {
+		t.Fatalf("alice's tools %v, want %v\n%s", got, want, logs)
+	}
+	res, err := alice.CallTool(ctx, &mcp.CallToolParams{Name: "greet", Arguments: map[string]any{"name": "alice"}})
+	if err != nil || res.IsError {
+		t.Fatalf("greet after the bad schema: %+v %v\n%s", res, err, logs)
+	}
+	if proc.ProcessState != nil || proc.Process.Signal(syscall.Signal(0)) != nil {
+		t.Fatalf("weir mcp --listen ended:\n%s", logs)
+	}
+	if !strings.Contains(logs.String(), "flow not offered as a tool") || !strings.Contains(logs.String(), "headers") {
+		t.Errorf("no reason for leaving headers out in the log:\n%s", logs)
+	}
+	stdio := connectMCP(t, &mcp.CommandTransport{Command: exec.Command(d.weir, "--socket", d.socket, "mcp")})
+	if got := names(stdio); !slices.Equal(got, want) {
+		t.Fatalf("stdio tools %v, want %v", got, want)
+	}
+	code, out, errb, _ := run(t, map[string]string{"WEIR_SOCKET": d.socket, "WEIR_DATA": d.data}, "flow", "ls")
+	if code != 0 || !strings.Contains(out, "Bob's flow, in one line.") || strings.Contains(out, "ddd") {
+		t.Fatalf("flow ls: %d %.500s %s", code, out, errb)
 	}
 	d.stop()
 }

@@ -86,7 +86,7 @@ func registerResultOf(r *engine.RegisterResult) *apitypes.RegisterResult {
 }
 
 func flowOf(f engine.RegisteredFlow) apitypes.Flow {
-	return apitypes.Flow{Name: f.Name, Hash: f.Hash, Doc: f.Doc, Nodes: f.Nodes, Input: f.Input, Owner: f.Owner}
+	return apitypes.Flow{Name: f.Name, Hash: f.Hash, Doc: f.Doc, Nodes: f.Nodes, Input: f.Input, InputOmitted: f.InputOmitted, Owner: f.Owner}
 }
 
 func diagnosticOf(d flows.Diagnostic) apitypes.Diagnostic {

@@ -1,9 +1,11 @@
 package api
 
 import (
+	"errors"
 	"net/http"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/internal/panics"
 	"github.com/weirhq/weir/runtime/engine"
 )
 
@@ -44,6 +46,13 @@ func writeGraph(w http.ResponseWriter, r *http.Request, f *flows.Flow, marks map
 		format = flows.FormatMermaid
 	}
 	out, err := flows.Render(f, format, marks)
+	var pe *panics.Error
+	if errors.As(err, &pe) {
+		// The flow's fault (or the renderer's), not the caller's: this
+		// flow cannot be drawn; every other request goes on.
+		writeErr(w, http.StatusInternalServerError, &engine.Error{Code: engine.CodeFlowUnreadable, Class: engine.ClassRun, Message: pe.Error()})
+		return
+	}
 	if err != nil {
 		writeErr(w, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequest, Class: engine.ClassProtocol, Message: err.Error()})
 		return

@@ -313,11 +313,24 @@ func (s *Server) flowFiles(w http.ResponseWriter, r *http.Request, do func(conte
 	writeJSON(w, status, registerResultOf(res))
 }
 
+// listFlows is GET /v1/flows: one page of the registered flows by name
+// (limit, at most apitypes.MaxFlowListLimit; after, the last name of the
+// page before), each with its doc's summary line. A page shorter than
+// its limit is the last.
 func (s *Server) listFlows(w http.ResponseWriter, r *http.Request) {
-	if !queryParams(w, r) {
+	if !queryParams(w, r, "limit", "after") {
 		return
 	}
-	fl, err := s.eng.Flows(r.Context())
+	q := r.URL.Query()
+	limit, ok := limitParam(w, q.Get("limit"), apitypes.DefaultFlowListLimit, apitypes.MaxFlowListLimit)
+	if !ok {
+		return
+	}
+	if err := engine.CheckPrintable("after", q.Get("after"), engine.MaxIDBytes); err != nil {
+		writeEngineErr(w, err)
+		return
+	}
+	fl, err := s.eng.Flows(r.Context(), engine.FlowListParams{After: q.Get("after"), Limit: limit})
 	if err != nil {
 		writeEngineErr(w, err)
 		return

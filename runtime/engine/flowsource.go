@@ -120,7 +120,7 @@ func (e *Engine) flowSource(ctx context.Context, name string, fe *flowEntry) (*F
 		return nil, e.readFailed(err)
 	}
 	out := &FlowSource{
-		RegisteredFlow: RegisteredFlow{Name: name, Hash: fe.flow.Hash, Doc: fe.flow.Doc, Nodes: len(fe.flow.Nodes)},
+		RegisteredFlow: RegisteredFlow{Name: name, Hash: fe.flow.Hash, Doc: fe.flow.Doc, Nodes: len(fe.flow.Nodes), Input: fe.flow.Input},
 		Seq:            v.Seq, RegisteredAt: v.RegisteredAt, Owner: v.Owner,
 	}
 	for _, f := range src.Files {

@@ -196,7 +196,7 @@ func TestFlowNameOwners(t *testing.T) {
 	if ErrorCode(err) != CodeForbidden || !strings.Contains(err.Error(), `"payroll"`) {
 		t.Fatalf("another owner's registration: %v", err)
 	}
-	fl, err := b.eng.Flows(ctx)
+	fl, err := b.eng.Flows(ctx, FlowListParams{})
 	if err != nil {
 		t.Fatal(err)
 	}

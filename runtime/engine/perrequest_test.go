@@ -156,13 +156,44 @@ func TestRegisterRefusesOversizedIR(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Config{}, perRequestSrc)
 	res, err := b.eng.Register(context.Background(), []SourceFile{{Path: "big.star", Src: `
-flow(name = "big", doc = "x" * (9 << 20), nodes = [task("a", tool = "testkit.echo")])
+flow(name = "big", nodes = [task("a%d" % i, tool = "testkit.echo", doc = "x" * 64000, next = ("a%d" % (i + 1)) if i < 149 else None) for i in range(150)])
 `}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(res.Flows) != 0 || len(res.Diagnostics) != 1 || res.Diagnostics[0].Code != flows.CodeIRTooLarge {
 		t.Fatalf("registered %+v with %v, want nothing and one %s", res.Flows, res.Diagnostics, flows.CodeIRTooLarge)
+	}
+	b.admissionOpen(t)
+}
+
+// Registration refuses a flow or node doc over flows.MaxDocBytes, each at
+// its doc argument, and stores nothing: issue 24's eight flows of a 7 MB
+// doc in one registration, and a node's doc one byte over.
+func TestRegisterRefusesOversizeDocs(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{}, perRequestSrc)
+	ctx := context.Background()
+	res, err := b.eng.Register(ctx, []SourceFile{{Path: "docs.star", Src: `
+D = "x" * 7000000
+[flow(name = "bomb%d" % i, doc = D, nodes = [task("a", tool = "testkit.echo")]) for i in range(8)]
+flow(name = "node_doc", nodes = [task("a", tool = "testkit.echo", doc = "y" * (64 * 1024 + 1))])
+`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Flows) != 0 || len(res.Diagnostics) != 9 {
+		t.Fatalf("registered %d flows with %d diagnostics %v, want none and 9", len(res.Flows), len(res.Diagnostics), res.Diagnostics)
+	}
+	for _, d := range res.Diagnostics {
+		if d.Code != flows.CodeDocTooLarge || d.Pos.Line == 0 || d.Pos.Col == 0 || len(d.Message) > 300 {
+			t.Errorf("diagnostic %s, want %s at the doc argument", d, flows.CodeDocTooLarge)
+		}
+	}
+	for name := range registeredOwners(t, b.eng) {
+		if strings.HasPrefix(name, "bomb") || name == "node_doc" {
+			t.Fatalf("after the refusal, %s is registered", name)
+		}
 	}
 	b.admissionOpen(t)
 }

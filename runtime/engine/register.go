@@ -33,6 +33,9 @@ type RegisteredFlow struct {
 	// register new versions of it ("" for a name registered before flows
 	// had owners).
 	Owner string `json:"owner,omitempty"`
+	// InputOmitted says a listing left Input out: it is larger than
+	// MaxListedInputBytes.
+	InputOmitted bool `json:"input_omitted,omitempty"`
 }
 
 // RegisterResult answers a registration: the versions stored, or the
@@ -266,26 +269,68 @@ func quoteAll(ss []string) []string {
 	return out
 }
 
-// Flows lists the latest version of every registered flow.
-func (e *Engine) Flows(ctx context.Context) ([]RegisteredFlow, error) {
-	var vs []*store.FlowVersion
+// Bounds of a flow listing (Flows). Every user lists every flow: a page
+// is at most MaxFlowListLimit flows, each with its doc's summary line
+// (flows.DocSummary) and its input schema up to MaxListedInputBytes.
+const (
+	MaxFlowListLimit    = 100
+	MaxListedInputBytes = 64 << 10
+)
+
+// FlowListParams selects one page of Flows.
+type FlowListParams struct {
+	// After is an exclusive flow name to page from ("": the first).
+	After string
+	// Limit bounds the page (0 or more than MaxFlowListLimit:
+	// MaxFlowListLimit).
+	Limit int
+}
+
+// Flows lists one page of the registered flows' latest versions, by name,
+// as a listing shows them: the doc as its summary line, the input schema
+// only if it is at most MaxListedInputBytes (else InputOmitted). A flow's
+// own read (FlowSource) carries both whole. Versions are read one at a
+// time: what a page costs is its own size, not the store's.
+func (e *Engine) Flows(ctx context.Context, p FlowListParams) ([]RegisteredFlow, error) {
+	limit := p.Limit
+	if limit <= 0 || limit > MaxFlowListLimit {
+		limit = MaxFlowListLimit
+	}
+	var names []string
 	if err := e.st.View(ctx, func(tx store.Tx) error {
 		var err error
-		vs, err = tx.FlowVersionList()
+		names, err = tx.FlowNameList(store.FlowNameListParams{After: p.After, Limit: limit})
 		return err
 	}); err != nil {
 		return nil, e.readFailed(err)
 	}
-	out := make([]RegisteredFlow, 0, len(vs))
+	out := make([]RegisteredFlow, 0, len(names))
 	vstore := versionStore{st: e.st, cache: e.flowCache}
-	for _, v := range vs {
+	for _, name := range names {
+		var v *store.FlowVersion
+		if err := e.st.View(ctx, func(tx store.Tx) error {
+			var err error
+			v, err = tx.FlowVersionLatest(name)
+			return err
+		}); err != nil {
+			return nil, e.readFailed(err)
+		}
 		fv, err := vstore.load(ctx, v)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, RegisteredFlow{Name: v.Name, Hash: v.Hash, Doc: fv.Flow.Doc, Nodes: len(fv.Flow.Nodes), Input: fv.Flow.Input, Owner: v.Owner})
+		out = append(out, listedFlow(v, fv.Flow))
 	}
 	return out, nil
+}
+
+// listedFlow is a version as a listing shows it.
+func listedFlow(v *store.FlowVersion, f *flows.Flow) RegisteredFlow {
+	rf := RegisteredFlow{Name: v.Name, Hash: v.Hash, Doc: flows.DocSummary(f.Doc), Nodes: len(f.Nodes), Input: f.Input, Owner: v.Owner}
+	if len(rf.Input) > MaxListedInputBytes {
+		rf.Input, rf.InputOmitted = nil, true
+	}
+	return rf
 }
 
 // versionStore persists the flow registry's versions in the engine's

@@ -2,11 +2,13 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
 
+	"github.com/weirhq/weir/flows"
 	"github.com/weirhq/weir/runtime/sandbox"
 	"github.com/weirhq/weir/runtime/store"
 )
@@ -34,15 +36,20 @@ func setupCounted(t *testing.T) (*testBundle, *updateCounter) {
 // registeredOwners maps every registered flow to its owner.
 func registeredOwners(t *testing.T, e *Engine) map[string]string {
 	t.Helper()
-	fl, err := e.Flows(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]string{}
-	for _, f := range fl {
-		out[f.Name] = f.Owner
+	for p := (FlowListParams{}); ; {
+		fl, err := e.Flows(context.Background(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range fl {
+			out[f.Name] = f.Owner
+		}
+		if len(fl) < MaxFlowListLimit {
+			return out
+		}
+		p.After = fl[len(fl)-1].Name
 	}
-	return out
 }
 
 // The versions of a registration that fits one Update are stored in one:
@@ -79,8 +86,10 @@ func TestRegisterLargerThanOneUpdate(t *testing.T) {
 	b, c := setupCounted(t)
 	ctx := context.Background()
 	big := func(name string) SourceFile {
-		// The doc makes the IR large and the source small.
-		return SourceFile{Path: name + ".star", Src: fmt.Sprintf(`flow(name = %q, doc = "x" * %d, nodes = [task("t", tool = "kit.echo")])`+"\n", name, registerUpdateBytes/3)}
+		// Node docs (each under flows.MaxDocBytes) make the IR large and
+		// the source small: six of 60,000 bytes, about a third of
+		// registerUpdateBytes.
+		return SourceFile{Path: name + ".star", Src: fmt.Sprintf(`flow(name = %q, nodes = [task("t%%d" %% i, tool = "kit.echo", doc = "x" * %d, next = ("t%%d" %% (i + 1)) if i < 5 else None) for i in range(6)])`+"\n", name, registerUpdateBytes/18)}
 	}
 	if _, err := b.eng.RegisterAs(ctx, "bob", []SourceFile{big("taken")}); err != nil {
 		t.Fatal(err)
@@ -114,7 +123,7 @@ func TestRegisterLargerThanOneUpdate(t *testing.T) {
 	}
 	for _, f := range res.Flows { // each version reads back whole
 		fe, err := b.eng.flowVersion(ctx, f.Name, f.Hash)
-		if err != nil || len(fe.flow.Doc) != registerUpdateBytes/3 {
+		if err != nil || len(fe.flow.Nodes) != 6 || len(fe.flow.Nodes[5].Doc) != registerUpdateBytes/18 {
 			t.Fatalf("%s: %v", f.Name, err)
 		}
 	}
@@ -157,5 +166,94 @@ func TestRegisterUnchangedFilesSkipTheSandbox(t *testing.T) {
 	register(files)
 	if got := pool.Stats().Requests; got != requests+1 {
 		t.Fatalf("an edited file: %d sandbox requests, want 1", got-requests)
+	}
+}
+
+// A flow listing is bounded however large the docs and schemas behind it:
+// docs are summary lines (also those of versions stored before docs were
+// bounded, with 7 MB docs), a schema over MaxListedInputBytes is omitted,
+// and pages are at most MaxFlowListLimit. The flow's own read is whole.
+func TestFlowListingIsBounded(t *testing.T) {
+	t.Parallel()
+	b := setupUnit(t, Config{}, "")
+	ctx := context.Background()
+	bigDoc := "First line of a long doc.\n" + strings.Repeat("y", flows.MaxDocBytes-100)
+	bigInput := `{"type": "object", "properties": {"a": {"type": "string", "description": "` + strings.Repeat("z", MaxListedInputBytes) + `"}}}`
+	var src strings.Builder
+	for i := range MaxFlowListLimit + 5 {
+		input, doc := "None", `"First line of a long doc.\nmore"`
+		if i == 0 {
+			input = "json.decode(BIG_INPUT)"
+		}
+		if i < 5 {
+			doc = "BIG_DOC"
+		}
+		fmt.Fprintf(&src, "flow(name = \"f%03d\", doc = %s, input = %s, nodes = [task(\"t\", tool = \"kit.echo\")])\n", i, doc, input)
+	}
+	res, err := b.eng.Register(ctx, []SourceFile{{Path: "many.star", Src: fmt.Sprintf("BIG_DOC = %q\nBIG_INPUT = %q\n", bigDoc, bigInput) + src.String()}})
+	if err != nil || len(res.Diagnostics) > 0 {
+		t.Fatal(err, res.Diagnostics)
+	}
+	// Versions stored before docs were bounded: f000's IR with a 7 MB doc.
+	var ir map[string]any
+	var v *store.FlowVersion
+	if err := b.st.View(ctx, func(tx store.Tx) (err error) { v, err = tx.FlowVersionLatest("f001"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(v.IR, &ir); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		name, hash := fmt.Sprintf("old%d", i), fmt.Sprintf("oldhash%d", i)
+		ir["name"], ir["hash"], ir["doc"] = name, hash, strings.Repeat("x", 7000000)
+		raw, _ := json.Marshal(ir)
+		if err := b.st.Update(ctx, func(tx store.Tx) error {
+			return tx.FlowVersionPut(&store.FlowVersion{Name: name, Hash: hash, IR: raw, RegisteredAt: unitEpoch})
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var all []RegisteredFlow
+	pages, bytes := 0, 0
+	for p := (FlowListParams{Limit: 1000}); ; pages++ {
+		fl, err := b.eng.Flows(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(fl) > MaxFlowListLimit {
+			t.Fatalf("a page of %d flows", len(fl))
+		}
+		raw, _ := json.Marshal(fl)
+		bytes = max(bytes, len(raw))
+		all = append(all, fl...)
+		if len(fl) < MaxFlowListLimit {
+			break
+		}
+		p.After = fl[len(fl)-1].Name
+	}
+	if len(all) != MaxFlowListLimit+5+4 || pages != 1 {
+		t.Fatalf("%d flows in %d pages", len(all), pages+1)
+	}
+	for _, f := range all {
+		if len(f.Doc) > flows.MaxDocSummaryBytes || (strings.HasPrefix(f.Name, "f") && f.Doc != "First line of a long doc.") {
+			t.Fatalf("%s: doc %.40q… (%d bytes) in a listing", f.Name, f.Doc, len(f.Doc))
+		}
+		if (f.Name == "f000") != f.InputOmitted || (f.InputOmitted && f.Input != nil) {
+			t.Fatalf("%s: input omitted %v, %d bytes", f.Name, f.InputOmitted, len(f.Input))
+		}
+	}
+	if bytes > 64<<10 {
+		t.Fatalf("a page of %d bytes", bytes)
+	}
+	// The flow's own read carries the doc and the schema whole.
+	for name, doc := range map[string]string{"old2": strings.Repeat("x", 7000000), "f000": bigDoc} {
+		fs, err := b.eng.FlowSource(ctx, name)
+		if err != nil || fs.Doc != doc {
+			t.Fatalf("%s's own read: %v, doc of %d bytes", name, err, len(fs.Doc))
+		}
+	}
+	if fs, _ := b.eng.FlowSource(ctx, "f000"); len(fs.Input) < MaxListedInputBytes {
+		t.Fatalf("f000's own read has an input of %d bytes", len(fs.Input))
 	}
 }

@@ -12,9 +12,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/weirhq/weir/internal/textbound"
+	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/internal/panics"
 	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/api/client"
 )
@@ -57,6 +59,12 @@ const (
 	// maxTimelineEvents bounds the events one timeline read returns (the
 	// first ones; the CLI's `weir run events` pages through the rest).
 	maxTimelineEvents = apitypes.MaxEventLimit
+	// MaxToolSchemaBytes bounds one tool's input schema: a client sends
+	// the list to a model at every turn, and a page of tools/list holds
+	// ToolPageSize of them. A flow whose schema is larger is not offered.
+	MaxToolSchemaBytes = apitypes.MaxListedInputBytes + 1024
+	// ToolPageSize bounds the tools of one tools/list page.
+	ToolPageSize = 100
 )
 
 // Options configures a Server.
@@ -78,8 +86,9 @@ type Server struct {
 	o   Options
 	mcp *mcp.Server
 
-	mu    sync.Mutex
-	flows map[string]string // tool name → flow version hash offered
+	mu      sync.Mutex
+	flows   map[string]string // tool name → flow version hash offered
+	refused map[string]string // flow name → version hash not offered (logged once)
 }
 
 // New returns a server over d. Its tools are read from the daemon at
@@ -94,7 +103,7 @@ func New(d Daemon, o Options) *Server {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{d: d, o: o, flows: map[string]string{}}
+	s := &Server{d: d, o: o, flows: map[string]string{}, refused: map[string]string{}}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "weir", Title: "weir flows"}, &mcp.ServerOptions{
 		Instructions: "Each tool starts a durable weir run of the flow of that name and answers with its output. " +
 			"Pass weir_request_id (or _meta weir/request_id) to make a retried call return the same run. " +
@@ -103,6 +112,9 @@ func New(d Daemon, o Options) *Server {
 		// Flows come and go: clients are told when the list changes.
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}, Resources: &mcp.ResourceCapabilities{}},
 		GetSessionID: o.sessionID,
+		// A page of tools/list is at most this many schemas of at most
+		// MaxToolSchemaBytes each.
+		PageSize: ToolPageSize,
 	})
 	s.mcp.AddTool(&mcp.Tool{
 		Name:        CancelRunTool,
@@ -119,13 +131,22 @@ func New(d Daemon, o Options) *Server {
 		Description: fmt.Sprintf("A weir run's timeline: its first %d events, what the system did.", maxTimelineEvents),
 	}, s.readTimeline)
 	s.mcp.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
-		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		return func(ctx context.Context, method string, req mcp.Request) (res mcp.Result, err error) {
 			if method == "tools/list" {
 				if err := s.Refresh(ctx); err != nil {
 					return nil, err
 				}
 			}
-			return next(ctx, method, req)
+			// The SDK recovers nothing: a panic on one request's data
+			// would end the process, and with it every client's session.
+			if perr := panics.Catch("MCP "+method, func() error {
+				res, err = next(ctx, method, req)
+				return nil
+			}); perr != nil {
+				s.o.Logger.Error("MCP request panicked", "method", method, "error", perr.Error(), "stack", perr.(*panics.Error).Stack)
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: perr.Error()}
+			}
+			return res, err
 		}
 	})
 	return s
@@ -146,7 +167,10 @@ func (s *Server) Serve(ctx context.Context, t mcp.Transport) error {
 }
 
 // Refresh makes the server's tools the daemon's registered flows (their
-// latest versions), adding, replacing and removing as needed.
+// latest versions), adding, replacing and removing as needed. A flow
+// that cannot be a tool (its schema is too large for a listing, or the
+// SDK refuses it, even by panicking) is left out with a logged reason:
+// one user's flow never takes the list, or the server, from the others.
 func (s *Server) Refresh(ctx context.Context) error {
 	fl, err := s.d.FlowList(ctx)
 	if err != nil {
@@ -155,28 +179,39 @@ func (s *Server) Refresh(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	seen := map[string]bool{}
+	var gone []string
 	for _, f := range fl {
 		if f.Name == CancelRunTool {
 			s.o.Logger.Warn("flow not offered: its name is the cancel tool's", "flow", f.Name)
 			continue
 		}
 		seen[f.Name] = true
-		if s.flows[f.Name] == f.Hash {
+		if s.flows[f.Name] == f.Hash || s.refused[f.Name] == f.Hash {
 			continue
 		}
-		// Recorded either way: a flow the SDK refuses is not tried again
-		// until a new version of it is registered.
-		s.flows[f.Name] = f.Hash
-		if err := s.addFlowTool(f); err != nil {
-			s.o.Logger.Warn("flow not offered: the MCP SDK refused its tool", "flow", f.Name, "error", err)
-			s.mcp.RemoveTools(f.Name) // an earlier version's tool, if any
+		if err := s.offer(f); err != nil {
+			// An older version offered before must not stay in the list
+			// with a schema that is no longer the flow's.
+			if _, ok := s.flows[f.Name]; ok {
+				delete(s.flows, f.Name)
+				gone = append(gone, f.Name)
+			}
+			s.refused[f.Name] = f.Hash
+			s.o.Logger.Warn("flow not offered as a tool", "flow", f.Name, "hash", f.Hash, "reason", err.Error())
+			continue
 		}
+		delete(s.refused, f.Name)
+		s.flows[f.Name] = f.Hash
 	}
-	var gone []string
 	for n := range s.flows {
 		if !seen[n] {
 			gone = append(gone, n)
 			delete(s.flows, n)
+		}
+	}
+	for n := range s.refused {
+		if !seen[n] {
+			delete(s.refused, n)
 		}
 	}
 	if len(gone) > 0 {
@@ -185,31 +220,30 @@ func (s *Server) Refresh(ctx context.Context) error {
 	return nil
 }
 
-// addFlowTool offers flow f as a tool. The SDK panics on what it does
-// not accept in a tool (an x-mcp-header it finds invalid, a schema it
-// cannot marshal), and f's schema is one user's: the panic becomes that
-// flow's error, and every other flow is still offered.
-func (s *Server) addFlowTool(f apitypes.Flow) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = errors.New(textbound.Quote(fmt.Sprint(r)))
-		}
-	}()
+// offer adds (or replaces) the tool of flow f. The SDK panics on input
+// schemas it does not accept (an x-mcp-header it cannot bind, among
+// others); the schema is the flow author's, so that is f's error.
+func (s *Server) offer(f apitypes.Flow) error {
+	if f.InputOmitted {
+		return fmt.Errorf("its input schema is larger than a listing carries (%d bytes)", apitypes.MaxListedInputBytes)
+	}
 	schema, wrapped := inputSchema(f.Input)
-	s.mcp.AddTool(&mcp.Tool{Name: f.Name, Description: flowDescription(f), InputSchema: schema}, s.callFlow(f.Name, wrapped))
-	return nil
+	if len(schema) > MaxToolSchemaBytes {
+		return fmt.Errorf("its input schema as a tool is %d bytes, more than %d (MaxToolSchemaBytes)", len(schema), MaxToolSchemaBytes)
+	}
+	tool := &mcp.Tool{Name: f.Name, Description: flowDescription(f), InputSchema: schema}
+	return panics.Catch("offering flow "+f.Name+" as a tool", func() error {
+		s.mcp.AddTool(tool, s.callFlow(f.Name, wrapped))
+		return nil
+	})
 }
 
-// maxDescription bounds a tool's description: tools/list carries every
-// flow's, to every client.
-const maxDescription = 4 << 10
-
 func flowDescription(f apitypes.Flow) string {
-	d := strings.TrimSpace(f.Doc)
+	d := flows.DocSummary(f.Doc)
 	if d == "" {
 		d = "Run the weir flow " + f.Name + "."
 	}
-	return textbound.Cut(d, maxDescription) + " (a durable weir run; answers its output, or how to decide a human wait)"
+	return d + " (a durable weir run; answers its output, or how to decide a human wait)"
 }
 
 // inputSchema is the tool's input schema for a flow's: MCP wants an

@@ -165,6 +165,10 @@ type Tx interface {
 	FlowVersionLatest(name string) (*FlowVersion, error)
 	// FlowVersionList returns the latest version of every flow, by name.
 	FlowVersionList() ([]*FlowVersion, error)
+	// FlowNameList returns the names of registered flows in name order,
+	// after p.After, at most p.Limit (0: all): a listing pages by name and
+	// reads each version on its own, never every IR at once.
+	FlowNameList(p FlowNameListParams) ([]string, error)
 	// FlowVersionHistory returns the versions of one flow name, newest
 	// (highest Seq) first, ties by hash, up to limit: none for a name
 	// never registered.
@@ -376,6 +380,14 @@ type Run struct {
 	CreatedAt       time.Time       `json:"created_at"`
 	UpdatedAt       time.Time       `json:"updated_at"`
 	FinishedAt      time.Time       `json:"finished_at,omitzero"`
+}
+
+// FlowNameListParams selects a page of FlowNameList.
+type FlowNameListParams struct {
+	// After is an exclusive name to page from ("": the first).
+	After string
+	// Limit bounds the names returned (0: no limit).
+	Limit int
 }
 
 // RunListParams filters RunList. Zero values mean "any".

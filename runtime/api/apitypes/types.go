@@ -17,6 +17,15 @@ const (
 	MaxListLimit = 1000
 	// DefaultListLimit is GET /v1/runs's page size when limit is not given.
 	DefaultListLimit = 100
+	// MaxFlowListLimit bounds a page of GET /v1/flows; DefaultFlowListLimit
+	// is its size when limit is not given. A page carries each flow's doc
+	// as a summary line and its input schema only up to
+	// MaxListedInputBytes, so a page is at most a few MiB.
+	MaxFlowListLimit     = 100
+	DefaultFlowListLimit = 100
+	// MaxListedInputBytes bounds the input schema a flow listing carries
+	// for one flow (a larger one is omitted, and InputOmitted set).
+	MaxListedInputBytes = 64 << 10
 	// MaxEventLimit bounds GET /v1/runs/{id}/events and GET
 	// /v1/admin/audit.
 	MaxEventLimit = 10000
@@ -338,6 +347,10 @@ type Flow struct {
 	// Owner registered the flow's name first and is the only one who may
 	// register new versions of it; everyone may read and run it.
 	Owner string `json:"owner,omitempty"`
+	// InputOmitted says a listing left out Input: it is larger than
+	// MaxListedInputBytes. The flow's own read (GET /v1/flows/{name})
+	// carries it.
+	InputOmitted bool `json:"input_omitted,omitempty"`
 }
 
 // Diagnostic is one problem found while checking flow files, at a

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/weirhq/weir/runtime/api/apitypes"
@@ -69,11 +71,58 @@ func (c *Client) postFlows(ctx context.Context, path string, files []apitypes.So
 	return &res, nil
 }
 
-// FlowList lists the latest version of every registered flow (GET
-// /v1/flows).
+// FlowList lists the latest version of every registered flow, paging
+// through GET /v1/flows. Each flow's doc is its summary line, and an
+// input schema over apitypes.MaxListedInputBytes is left out
+// (InputOmitted); FlowSource reads a flow whole.
 func (c *Client) FlowList(ctx context.Context) ([]apitypes.Flow, error) {
+	var all []apitypes.Flow
+	// The first page goes without parameters, which a daemon from before
+	// paging also takes: it answers every flow, more than a page.
+	var p FlowListParams
+	for {
+		fl, err := c.FlowListPage(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		if p.After != "" && len(fl) > 0 && fl[0].Name <= p.After {
+			// Names only grow from page to page: a daemon that answers
+			// otherwise would be listed forever.
+			return nil, fmt.Errorf("GET /v1/flows: the page after %q starts at %q", p.After, fl[0].Name)
+		}
+		all = append(all, fl...)
+		if len(fl) != apitypes.DefaultFlowListLimit {
+			return all, nil
+		}
+		p.After = fl[len(fl)-1].Name
+	}
+}
+
+// FlowListParams selects one page of FlowListPage.
+type FlowListParams struct {
+	// After is the last flow name of the page before ("": the first page).
+	After string
+	// Limit is the page size (0: the daemon's default), at most
+	// apitypes.MaxFlowListLimit.
+	Limit int
+}
+
+// FlowListPage lists one page of the registered flows by name (GET
+// /v1/flows): a page shorter than its limit is the last.
+func (c *Client) FlowListPage(ctx context.Context, p FlowListParams) ([]apitypes.Flow, error) {
+	q := url.Values{}
+	if p.After != "" {
+		q.Set("after", p.After)
+	}
+	if p.Limit != 0 {
+		q.Set("limit", strconv.Itoa(p.Limit))
+	}
+	path := "/flows"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
 	var fl []apitypes.Flow
-	if err := c.call(ctx, http.MethodGet, "/flows", nil, &fl); err != nil {
+	if err := c.call(ctx, http.MethodGet, path, nil, &fl); err != nil {
 		return nil, err
 	}
 	return fl, nil

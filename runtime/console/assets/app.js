@@ -354,12 +354,18 @@ function renderPanels(into, p) {
 
 async function flowsPage() {
   document.title = "Flows · weir";
-  const res = await api("GET", "/flows");
+  // A page of flows by name (the API's page size); the description is the
+  // doc's summary line, the flow's own page shows it whole.
+  const pageSize = 100;
+  const after = new URLSearchParams(location.search).get("after") || "";
+  const res = await api("GET", "/flows?limit=" + pageSize + (after ? "&after=" + encodeURIComponent(after) : ""));
   if (!res.ok) { show(el("h1", { text: "Flows" }), errorBox(res)); return; }
+  const more = res.data.length === pageSize ?
+    el("p", {}, el("a", { id: "flows-more", href: "/flows?after=" + encodeURIComponent(res.data[res.data.length - 1].name), text: "More flows" })) : null;
   show(el("h1", { text: "Flows" }), table("flows-table", ["Flow", "Version", "Nodes", "Description"],
     res.data.map((f) => el("tr", { "data-flow": f.name },
       el("td", {}, el("a", { href: "/flows/" + encodeURIComponent(f.name), text: f.name })),
-      el("td", { class: "mono", text: f.hash.slice(0, 12) }), el("td", { class: "num", text: f.nodes }), el("td", { text: f.doc || "" })))));
+      el("td", { class: "mono", text: f.hash.slice(0, 12) }), el("td", { class: "num", text: f.nodes }), el("td", { text: f.doc || "" })))), more);
 }
 
 async function flowPage(name) {

@@ -194,6 +194,27 @@ func (t *storeTx) FlowVersionList() ([]*store.FlowVersion, error) {
 	return out, nil
 }
 
+func (t *storeTx) FlowNameList(p store.FlowNameListParams) ([]string, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	prefix := []byte(pFlowLatest)
+	lower := prefix
+	if p.After != "" {
+		// The first key after the name: its own key with a zero byte.
+		lower = append([]byte(pFlowLatest+p.After), 0)
+	}
+	keys, err := t.scanKeys(lower, prefixEnd(prefix), p.Limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, string(k[len(prefix):]))
+	}
+	return out, nil
+}
+
 // FlowVersionHistory reads every version of the name (they are keyed by
 // hash) and keeps the newest limit.
 func (t *storeTx) FlowVersionHistory(name string, limit int) ([]*store.FlowVersion, error) {

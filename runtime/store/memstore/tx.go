@@ -313,6 +313,23 @@ func (t *tx) FlowVersionList() ([]*store.FlowVersion, error) {
 	return out, nil
 }
 
+func (t *tx) FlowNameList(p store.FlowNameListParams) ([]string, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	var names []string
+	t.each(tFlowLatest, func(k string, _ *entry) {
+		if k > p.After {
+			names = append(names, k)
+		}
+	})
+	slices.Sort(names)
+	if p.Limit > 0 && len(names) > p.Limit {
+		names = names[:p.Limit]
+	}
+	return names, nil
+}
+
 func (t *tx) FlowVersionHistory(name string, limit int) ([]*store.FlowVersion, error) {
 	return list(t, tFlowVersion, func(v *store.FlowVersion) bool { return v.Name == name }, newestFirst, limit)
 }

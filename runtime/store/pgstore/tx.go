@@ -399,6 +399,36 @@ func (t *storeTx) FlowVersionList() ([]*store.FlowVersion, error) {
 		JOIN flow_versions fv ON fv.name = l.name AND fv.hash = l.hash ORDER BY l.name`)
 }
 
+func (t *storeTx) FlowNameList(p store.FlowNameListParams) ([]string, error) {
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	if !text(p.After) {
+		return []string{}, nil
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = math.MaxInt32
+	}
+	rows, err := t.query(`SELECT name FROM flow_latest WHERE name > $1 ORDER BY name LIMIT $2`, p.After, limit)
+	if err != nil {
+		return nil, t.fail(err)
+	}
+	defer rows.Close()
+	out := []string{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, t.fail(err)
+		}
+		out = append(out, name)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, t.fail(err)
+	}
+	return out, nil
+}
+
 func (t *storeTx) FlowVersionHistory(name string, limit int) ([]*store.FlowVersion, error) {
 	if err := t.open(); err != nil {
 		return nil, err

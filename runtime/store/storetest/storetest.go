@@ -41,6 +41,7 @@ func Run(t *testing.T, open Opener) {
 	}{
 		{"FlowVersions", testFlowVersions},
 		{"FlowVersionOwner", testFlowVersionOwner},
+		{"FlowNameList", testFlowNameList},
 		{"Sources", testSources},
 		{"Runs", testRuns},
 		{"RunList", testRunList},
@@ -222,6 +223,40 @@ func testFlowVersions(t *testing.T, s store.Store, _ Opener) {
 			same("another name's", alpha, []*store.FlowVersion{other}),
 			check(len(prefix) == 0, "a prefix of a name has %d versions, want 0", len(prefix)),
 			check(len(none) == 0, "an unknown name has %d versions, want 0", len(none)))
+	})
+}
+
+// testFlowNameList: the names of registered flows (once each, however
+// many versions), in byte order, paged by an exclusive name.
+func testFlowNameList(t *testing.T, s store.Store, _ Opener) {
+	view(t, s, func(tx store.Tx) error {
+		none, err := tx.FlowNameList(store.FlowNameListParams{})
+		return first(err, check(len(none) == 0, "names of an empty store: %v", none))
+	})
+	names := []string{"b", "a", "a.b", "a-b", "B", "ab"}
+	update(t, s, func(tx store.Tx) error {
+		var errs []error
+		for i, n := range names {
+			errs = append(errs, tx.FlowVersionPut(&store.FlowVersion{Name: n, Hash: fmt.Sprint("h", i), IR: json.RawMessage(`{}`), RegisteredAt: t0}))
+		}
+		// A second version of a name lists the name once.
+		errs = append(errs, tx.FlowVersionPut(&store.FlowVersion{Name: "a", Hash: "h9", IR: json.RawMessage(`{}`), RegisteredAt: t0}))
+		return errors.Join(errs...)
+	})
+	view(t, s, func(tx store.Tx) error {
+		all, err1 := tx.FlowNameList(store.FlowNameListParams{})
+		page1, err2 := tx.FlowNameList(store.FlowNameListParams{Limit: 2})
+		page2, err3 := tx.FlowNameList(store.FlowNameListParams{After: "a", Limit: 2})
+		last, err4 := tx.FlowNameList(store.FlowNameListParams{After: "ab", Limit: 10})
+		between, err5 := tx.FlowNameList(store.FlowNameListParams{After: "a.a"})
+		past, err6 := tx.FlowNameList(store.FlowNameListParams{After: "zzz"})
+		return first(err1, err2, err3, err4, err5, err6,
+			same("every name in byte order", all, []string{"B", "a", "a-b", "a.b", "ab", "b"}),
+			same("the first page", page1, []string{"B", "a"}),
+			same("the page after a", page2, []string{"a-b", "a.b"}),
+			same("the last page", last, []string{"b"}),
+			same("after a name never registered", between, []string{"a.b", "ab", "b"}),
+			check(len(past) == 0, "after the last name: %v", past))
 	})
 }
 

@@ -1,0 +1,298 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/internal/testutil"
+	"github.com/weirhq/weir/runtime/api/apitypes"
+	"github.com/weirhq/weir/runtime/api/client"
+)
+
+// daemonStub is the daemon seen through the Daemon interface: registered
+// flows (whoever registered them: every user lists every flow) and runs
+// that complete with their input as output at once.
+type daemonStub struct {
+	mu    sync.Mutex
+	flows []apitypes.Flow
+	runs  map[string]*apitypes.Run
+	// panicOnStart makes RunStart panic, as a library on the way might.
+	panicOnStart bool
+}
+
+func (d *daemonStub) setFlows(fl ...apitypes.Flow) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.flows = fl
+}
+
+func (d *daemonStub) FlowList(context.Context) ([]apitypes.Flow, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.flows), nil
+}
+
+func (d *daemonStub) RunStart(_ context.Context, req apitypes.StartRequest) (*apitypes.StartResult, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.panicOnStart {
+		panic("a library choked on " + strings.Repeat("x", 1<<20))
+	}
+	if d.runs == nil {
+		d.runs = map[string]*apitypes.Run{}
+	}
+	id := fmt.Sprintf("run_%d", len(d.runs)+1)
+	d.runs[id] = &apitypes.Run{ID: id, Flow: req.Flow, Phase: apitypes.PhaseCompleted, Input: req.Input, Output: req.Input}
+	return &apitypes.StartResult{RunID: id}, nil
+}
+
+func (d *daemonStub) RunGet(_ context.Context, id string) (*apitypes.Run, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if r := d.runs[id]; r != nil {
+		return r, nil
+	}
+	return nil, &client.Error{Code: apitypes.CodeNotFound, Message: "no run " + id}
+}
+
+func (d *daemonStub) RunEvents(context.Context, string, client.EventListParams) ([]*apitypes.Event, error) {
+	return nil, nil
+}
+
+func (d *daemonStub) RunWaits(context.Context, string) ([]apitypes.HumanWait, error) { return nil, nil }
+
+func (d *daemonStub) RunCancel(context.Context, string) (apitypes.CancelAnswer, error) {
+	return apitypes.CancelAlreadyTerminal, nil
+}
+
+// connect serves s to an in-process go-sdk client.
+func connect(t *testing.T, s *Server) *mcp.ClientSession {
+	t.Helper()
+	ct, st := mcp.NewInMemoryTransports()
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ctx, st) }()
+	cl := mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "1"}, nil)
+	cs, err := cl.Connect(ctx, ct, nil)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cs.Close()
+		cancel()
+		<-served
+	})
+	return cs
+}
+
+func toolNames(t *testing.T, cs *mcp.ClientSession) []string {
+	t.Helper()
+	var names []string
+	for tl, err := range cs.Tools(context.Background(), nil) {
+		if err != nil {
+			t.Fatalf("tools/list: %v", err)
+		}
+		names = append(names, tl.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func objectFlow(name, props string) apitypes.Flow {
+	return apitypes.Flow{Name: name, Hash: "h-" + name, Nodes: 1, Input: json.RawMessage(`{"type":"object","properties":` + props + `}`)}
+}
+
+// badHeaderSchemas are input schemas whose x-mcp-header annotations the
+// go-sdk's AddTool refuses by panicking (mcp/streamable_headers.go,
+// validateParamHeadersIn): on a type that is not a primitive, not a
+// string, empty, not an HTTP token, twice (case-insensitively), and the
+// same nested in an object property.
+var badHeaderSchemas = map[string]string{
+	"on_object":    `{"a":{"type":"object","x-mcp-header":"X-A"}}`,
+	"on_array":     `{"a":{"type":"array","x-mcp-header":"X-A"}}`,
+	"untyped":      `{"a":{"x-mcp-header":"X-A"}}`,
+	"not_a_string": `{"a":{"type":"string","x-mcp-header":5}}`,
+	"empty":        `{"a":{"type":"string","x-mcp-header":""}}`,
+	"null":         `{"a":{"type":"string","x-mcp-header":null}}`,
+	"not_a_token":  `{"a":{"type":"string","x-mcp-header":"X A\r\nSet-Cookie: x"}}`,
+	"twice":        `{"a":{"type":"string","x-mcp-header":"X-A"},"b":{"type":"integer","x-mcp-header":"x-a"}}`,
+	"nested":       `{"o":{"type":"object","properties":{"a":{"type":"number","x-mcp-header":"X-A"}}}}`,
+}
+
+// One flow's input schema that the SDK panics on leaves that flow out of
+// the tool list with a logged reason; the other flows are offered, the
+// server answers the next request, and a flow's tool still runs.
+func TestBadSchemaLeavesOnlyItsFlowOut(t *testing.T) {
+	t.Parallel()
+	for name, props := range badHeaderSchemas {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			d := &daemonStub{}
+			d.setFlows(objectFlow("bad", props), objectFlow("greet", `{"name":{"type":"string"}}`))
+			logs := &testutil.Buffer{}
+			cs := connect(t, New(d, Options{Logger: slog.New(slog.NewTextHandler(logs, nil))}))
+			want := []string{CancelRunTool, "greet"}
+			for range 2 { // the first list at start, the next at tools/list
+				if got := toolNames(t, cs); !slices.Equal(got, want) {
+					t.Fatalf("tools %v, want %v", got, want)
+				}
+			}
+			if !strings.Contains(logs.String(), "flow not offered as a tool") || !strings.Contains(logs.String(), "flow=bad") ||
+				!strings.Contains(logs.String(), "x-mcp-header") {
+				t.Errorf("no reason logged for the bad flow:\n%s", logs)
+			}
+			if n := strings.Count(logs.String(), "flow=bad"); n != 1 {
+				t.Errorf("the reason was logged %d times, want once per version", n)
+			}
+			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "greet", Arguments: map[string]any{"name": "ann"}})
+			if err != nil || res.IsError {
+				t.Fatalf("greet after the bad flow: %+v %v", res, err)
+			}
+		})
+	}
+}
+
+// The same x-mcp-header that the SDK accepts is offered: the recover
+// does not hide flows the SDK has no quarrel with.
+func TestGoodHeaderSchemaIsOffered(t *testing.T) {
+	t.Parallel()
+	d := &daemonStub{}
+	d.setFlows(objectFlow("tenant", `{"t":{"type":"string","x-mcp-header":"X-Tenant"}}`))
+	cs := connect(t, New(d, Options{}))
+	if got := toolNames(t, cs); !slices.Equal(got, []string{CancelRunTool, "tenant"}) {
+		t.Fatalf("tools %v", got)
+	}
+}
+
+// A flow offered before, whose new version the SDK refuses, leaves the
+// list (its old schema is no longer the flow's); fixed again, it is back.
+func TestBadNewVersionRemovesTheOldTool(t *testing.T) {
+	t.Parallel()
+	d := &daemonStub{}
+	good := objectFlow("f", `{"a":{"type":"string"}}`)
+	d.setFlows(good)
+	cs := connect(t, New(d, Options{}))
+	if got := toolNames(t, cs); !slices.Equal(got, []string{CancelRunTool, "f"}) {
+		t.Fatalf("tools %v", got)
+	}
+	bad := objectFlow("f", badHeaderSchemas["on_object"])
+	bad.Hash = "h-f-2"
+	d.setFlows(bad)
+	if got := toolNames(t, cs); !slices.Equal(got, []string{CancelRunTool}) {
+		t.Fatalf("after a bad version: tools %v", got)
+	}
+	good.Hash = "h-f-3"
+	d.setFlows(good)
+	if got := toolNames(t, cs); !slices.Equal(got, []string{CancelRunTool, "f"}) {
+		t.Fatalf("after a good version again: tools %v", got)
+	}
+}
+
+// What one flow makes of tools/list is bounded: a doc of megabytes is a
+// summary line, a schema the listing omitted or one over
+// MaxToolSchemaBytes leaves the flow out.
+func TestToolListIsBounded(t *testing.T) {
+	t.Parallel()
+	d := &daemonStub{}
+	huge := `{"a":{"type":"string","description":"` + strings.Repeat("x", MaxToolSchemaBytes) + `"}}`
+	docs := objectFlow("docs", `{}`)
+	docs.Doc = strings.Repeat("y", 7000000)
+	omitted := apitypes.Flow{Name: "omitted", Hash: "h", InputOmitted: true}
+	d.setFlows(docs, objectFlow("huge", huge), omitted, objectFlow("small", `{}`))
+	cs := connect(t, New(d, Options{}))
+	var total int
+	var names []string
+	for tl, err := range cs.Tools(context.Background(), nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(tl)
+		total += len(b)
+		names = append(names, tl.Name)
+		if tl.Name == "docs" && len(tl.Description) > flows.MaxDocSummaryBytes+100 {
+			t.Errorf("docs: a description of %d bytes", len(tl.Description))
+		}
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, []string{CancelRunTool, "docs", "small"}) || total > 4096 {
+		t.Fatalf("tools %v, %d bytes", names, total)
+	}
+}
+
+// A panic while answering one request (here in the daemon client, as in
+// any library a handler calls) is that request's error: the server
+// answers the next one.
+func TestPanicInARequestIsItsError(t *testing.T) {
+	t.Parallel()
+	d := &daemonStub{panicOnStart: true}
+	d.setFlows(objectFlow("greet", `{}`))
+	cs := connect(t, New(d, Options{}))
+	ctx := context.Background()
+	_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "greet", Arguments: map[string]any{}})
+	if err == nil || !strings.Contains(err.Error(), "panicked") || len(err.Error()) > 2048 {
+		t.Fatalf("a panicking call: %.300v (%d bytes)", err, len(fmt.Sprint(err)))
+	}
+	d.mu.Lock()
+	d.panicOnStart = false
+	d.mu.Unlock()
+	if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "greet", Arguments: map[string]any{}}); err != nil || res.IsError {
+		t.Fatalf("the next call: %+v %v", res, err)
+	}
+}
+
+// A shared `weir mcp --listen` server: bob's flow with a schema the SDK
+// panics on does not end the server, nor alice's session, nor bob's;
+// both still list and call the other flows.
+func TestSharedHTTPServerSurvivesABadSchema(t *testing.T) {
+	t.Parallel()
+	d := &daemonStub{}
+	d.setFlows(objectFlow("greet", `{}`))
+	srv := httptest.NewServer(Handler(func(string) Daemon { return d }, Options{}))
+	t.Cleanup(srv.Close)
+	session := func(token string) *mcp.ClientSession {
+		cl := mcp.NewClient(&mcp.Implementation{Name: token, Version: "1"}, nil)
+		cs, err := cl.Connect(context.Background(), &mcp.StreamableClientTransport{
+			Endpoint: srv.URL, HTTPClient: &http.Client{Transport: bearer{token}},
+		}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		return cs
+	}
+	alice, bob := session("alice-token"), session("bob-token")
+	// Bob registers a flow with a bad header annotation.
+	d.setFlows(objectFlow("greet", `{}`), objectFlow("bobs", badHeaderSchemas["twice"]))
+	for _, cs := range []*mcp.ClientSession{bob, alice, bob} {
+		if got := toolNames(t, cs); !slices.Equal(got, []string{CancelRunTool, "greet"}) {
+			t.Fatalf("tools %v", got)
+		}
+		if res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "greet", Arguments: map[string]any{}}); err != nil || res.IsError {
+			t.Fatalf("greet: %+v %v", res, err)
+		}
+	}
+	// A new session after the bad flow is offered the rest at once.
+	if got := toolNames(t, session("carol-token")); !slices.Equal(got, []string{CancelRunTool, "greet"}) {
+		t.Fatalf("a new session: tools %v", got)
+	}
+}
+
+type bearer struct{ token string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
