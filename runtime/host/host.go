@@ -784,9 +784,7 @@ func (p *pluginState) retire(inst *instance, crashed bool, why string) {
 		}
 		p.mu.Unlock()
 		p.h.logger.Warn("plugin process retired", "plugin", p.name, "pid", inst.pid(), "reason", why)
-		if inst.cmd.Process != nil {
-			_ = inst.cmd.Process.Kill()
-		}
+		inst.killGroup()
 		p.h.reaper.Add(1)
 		go func() {
 			defer p.h.reaper.Done()

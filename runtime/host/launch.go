@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -170,6 +171,7 @@ func launchOnce(spec launchSpec) (_ *instance, busy bool, _ error) {
 	cmd := exec.Command(spec.path)
 	cmd.Dir = spec.stateDir
 	dieWithHost(cmd)
+	ownGroup(cmd)
 	for _, k := range passEnv {
 		if v, ok := os.LookupEnv(k); ok {
 			cmd.Env = append(cmd.Env, k+"="+v)
@@ -242,6 +244,10 @@ func launchOnce(spec launchSpec) (_ *instance, busy bool, _ error) {
 		case strings.Contains(msg, "incompatible API version"), strings.Contains(msg, "incompatible core API version"),
 			strings.Contains(msg, "unsupported plugin protocol"):
 			return fail(KindProtocol, "refused before connecting: %s", msg)
+		case strings.Contains(msg, "Failed to read any lines from plugin's stdout"):
+			// go-plugin reads the handshake with a bufio.Scanner: a first
+			// line past its 64 KiB ends the read as if stdout had closed.
+			return fail(KindProtocol, "not a weir plugin: no handshake line on its stdout (it printed nothing before exiting, or a first line longer than %d KiB)", bufio.MaxScanTokenSize>>10)
 		case strings.Contains(msg, "Unrecognized remote plugin message") && tail.String() != "":
 			// It said why on stderr before its handshake (a config its
 			// Tools refused, say): that is the message, not go-plugin's
@@ -300,19 +306,40 @@ func (i *instance) pid() int {
 }
 
 // stop ends the plugin gracefully (go-plugin asks it to shut down, then
-// kills it after two seconds) and waits for go-plugin's goroutines.
+// kills it after two seconds) and waits for go-plugin's goroutines. Those
+// wait for the plugin's stdout and stderr to close, which a descendant of
+// the plugin may hold open for ever: past stopGrace its group is killed.
 func (i *instance) stop() {
+	t := time.AfterFunc(stopGrace, i.killGroup)
+	i.client.Kill()
+	t.Stop()
+	i.endProgress()
+}
+
+// stopGrace is how long stop waits for go-plugin's own shutdown (two
+// seconds of grace, then SIGKILL of the plugin alone) before it kills the
+// plugin's whole group.
+const stopGrace = 3 * time.Second
+
+// kill ends the plugin and its descendants at once with SIGKILL, then lets
+// go-plugin clean up.
+func (i *instance) kill() {
+	i.killGroup()
 	i.client.Kill()
 	i.endProgress()
 }
 
-// kill ends the plugin at once with SIGKILL, then lets go-plugin clean up.
-func (i *instance) kill() {
-	if i.cmd.Process != nil {
-		_ = i.cmd.Process.Kill()
+// killGroup sends SIGKILL to the plugin and to every process it started
+// in its group (a shell script's children, a helper it forked): left
+// alive, one of them holding the plugin's stdout would keep go-plugin,
+// and so the launch or the stop, waiting until it exits. A process
+// go-plugin has reaped is not signalled: its pid may be another's now.
+func (i *instance) killGroup() {
+	if i.cmd.Process == nil || i.client.Exited() {
+		return
 	}
-	i.client.Kill()
-	i.endProgress()
+	_ = killGroup(i.cmd.Process.Pid)
+	_ = i.cmd.Process.Kill() // a plugin that left its group
 }
 
 func (i *instance) endProgress() {
