@@ -50,8 +50,8 @@ type Config struct {
 	// MaxMessageBytes bounds a call's input and a plugin's answer.
 	// Default 4 MiB.
 	MaxMessageBytes int
-	// DefaultTimeout is the deadline of a call whose request has none.
-	// Default 60s.
+	// DefaultTimeout is the deadline of a call whose request has none
+	// and whose tool declares no default timeout of its own. Default 60s.
 	DefaultTimeout time.Duration
 	// PerPluginConcurrency bounds the calls in flight to one plugin.
 	// Default 8.
@@ -568,7 +568,11 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (*CallResult, error) {
 	}
 	deadline := req.Deadline
 	if deadline.IsZero() {
-		deadline = time.Now().Add(h.cfg.DefaultTimeout)
+		timeout := h.cfg.DefaultTimeout
+		if t, ok := h.set.Load().tools[req.Tool]; ok && t.m.Timeout > 0 {
+			timeout = t.m.Timeout // the tool's own default (revision 2)
+		}
+		deadline = time.Now().Add(timeout)
 	}
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()

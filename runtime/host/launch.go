@@ -276,9 +276,15 @@ func launchOnce(spec launchSpec) (_ *instance, busy bool, _ error) {
 	inst.rpc = raw.(wire.PluginClient)
 	ctx, cancel := context.WithTimeout(context.Background(), spec.startTimeout)
 	defer cancel()
-	resp, err := inst.rpc.Manifest(ctx, &wire.ManifestRequest{ProtocolVersion: wire.ProtocolVersion})
+	// The handshake picked the highest revision both sides speak; the
+	// manifest must be in it.
+	version := uint32(client.NegotiatedVersion())
+	resp, err := inst.rpc.Manifest(ctx, &wire.ManifestRequest{ProtocolVersion: version})
 	if err != nil {
 		return fail(KindProtocol, "fetching manifest: %v", err)
+	}
+	if resp.GetProtocolVersion() != version {
+		return fail(KindProtocol, "bad manifest: protocol version %d, the handshake said %d", resp.GetProtocolVersion(), version)
 	}
 	m, err := manifestFromWire(spec.name, hex.EncodeToString(spec.sum), resp)
 	if err != nil {
