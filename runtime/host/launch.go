@@ -8,17 +8,20 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/weirhq/weir/internal/escape"
 	"github.com/weirhq/weir/sdk/wire"
@@ -69,6 +72,18 @@ type instance struct {
 	progressDone   chan struct{}
 
 	retireOnce sync.Once
+
+	// conn is the plugin's gRPC connection, which the health ping uses.
+	conn *grpc.ClientConn
+	// inFlight counts the calls on this process; watchHealth pings it
+	// while there are any, from the first call (watchOnce) until ended
+	// is closed. hung says why watchHealth killed it, for its calls.
+	inFlight  atomic.Int64
+	watchOnce sync.Once
+	ended     chan struct{}
+	endOnce   sync.Once
+	hung      atomic.Pointer[string]
+	pings     atomic.Int64 // answered, for tests
 }
 
 // progressWatch delivers one call's progress to its callback until the call
@@ -223,7 +238,7 @@ func launchOnce(spec launchSpec) (_ *instance, busy bool, _ error) {
 		// plugin.Serve answers it on its own.
 		AutoMTLS: true,
 	})
-	inst := &instance{client: client, cmd: cmd, stderr: tail}
+	inst := &instance{client: client, cmd: cmd, stderr: tail, ended: make(chan struct{})}
 	fail := func(kind Kind, format string, args ...any) (*instance, bool, error) {
 		inst.kill()
 		te := toolErrorf(kind, who, format, args...)
@@ -268,6 +283,9 @@ func launchOnce(spec launchSpec) (_ *instance, busy bool, _ error) {
 		if err := setMemoryMax(inst.pid(), spec.memoryMax); err != nil {
 			return fail(KindCrashed, "setting memory_max: %v", err)
 		}
+	}
+	if gc, ok := rpcClient.(*plugin.GRPCClient); ok {
+		inst.conn = gc.Conn
 	}
 	raw, err := rpcClient.Dispense(wire.PluginName)
 	if err != nil {
@@ -349,10 +367,30 @@ func (i *instance) killGroup() {
 }
 
 func (i *instance) endProgress() {
+	i.endOnce.Do(func() { close(i.ended) })
 	if i.progressCancel != nil {
 		i.progressCancel()
 		<-i.progressDone
 	}
+}
+
+// ping asks the plugin, through gRPC's health service that go-plugin
+// registers in every plugin, whether it still serves, within timeout.
+func (i *instance) ping(timeout time.Duration) error {
+	if i.conn == nil {
+		return nil // not a gRPC plugin: nothing to ask (never launched so)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	resp, err := healthpb.NewHealthClient(i.conn).Check(ctx, &healthpb.HealthCheckRequest{Service: plugin.GRPCServiceName})
+	if err != nil {
+		return err
+	}
+	if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		return fmt.Errorf("health status %s", resp.GetStatus())
+	}
+	i.pings.Add(1)
+	return nil
 }
 
 // lineLogger turns what a plugin writes to its os.Stdout or its os.Stderr
