@@ -18,7 +18,7 @@ import (
 func TestToolDefaultTimeout(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Config{DefaultTimeout: 10 * time.Minute}, "testkit")
-	m, _ := b.h.set.Load().tools["testkit.bounded"]
+	m := b.h.set.Load().tools["testkit.bounded"]
 	if m == nil || m.m.Timeout != 500*time.Millisecond {
 		t.Fatalf("testkit.bounded's manifest %+v: want a timeout of 500ms", m)
 	}
