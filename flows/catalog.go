@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"time"
 )
 
 // ToolInfo is what registration needs to know about one tool.
@@ -29,6 +30,9 @@ type ToolInfo struct {
 	// Models are the model aliases a chat tool offers, in the order its
 	// manifest lists them; empty when it declares none.
 	Models []ModelInfo
+	// Timeout is the deadline of a call whose node sets no timeout, as
+	// the tool declares it; 0: the engine's default.
+	Timeout time.Duration
 }
 
 // ModelInfo is what registration needs to know about one model alias of a

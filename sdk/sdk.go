@@ -40,6 +40,12 @@ type Tool struct {
 	// Contract names the contract the tool speaks, such as chat.Contract
 	// ("weir.chat/v1"); empty: none. Optional.
 	Contract string
+	// Timeout is the deadline of a call whose flow node sets no timeout
+	// (0: weir's default, five minutes for a node). Declare it for a tool
+	// whose calls are quick when healthy, so that a stuck call ends early
+	// for every caller; at most an hour (wire.MaxToolTimeout). Weir
+	// honours it from plugin protocol revision 2 on. Optional.
+	Timeout time.Duration
 	// Models lists the models a chat tool serves, with their limits and
 	// prices, so that registration checks a flow's model alias and the
 	// engine reserves a turn at its price. Optional.

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/weirhq/weir/sdk/internal/hook"
@@ -177,15 +178,25 @@ func newServerWith(o Options) (*server, error) {
 			models = append(models, &wire.ModelSpec{Alias: m.Alias, MaxTokens: m.MaxTokens, InputCost: m.InputCost, OutputCost: m.OutputCost})
 		}
 		s.tools[t.Name] = t
+		effect := wire.Effect_EFFECT_AT_MOST_ONCE
+		if t.Idempotent {
+			effect = wire.Effect_EFFECT_IDEMPOTENT
+		}
+		var timeout *durationpb.Duration
+		if t.Timeout > 0 {
+			timeout = durationpb.New(t.Timeout)
+		}
 		s.manifest.Tools = append(s.manifest.Tools, &wire.ToolSpec{
-			Name:         t.Name,
-			Description:  t.Description,
-			Idempotent:   t.Idempotent,
-			Cost:         t.Cost,
-			InputSchema:  t.InputSchema,
-			OutputSchema: t.OutputSchema,
-			Contract:     t.Contract,
-			Models:       models,
+			Name:           t.Name,
+			Description:    t.Description,
+			Idempotent:     t.Idempotent,
+			Cost:           t.Cost,
+			InputSchema:    t.InputSchema,
+			OutputSchema:   t.OutputSchema,
+			Contract:       t.Contract,
+			Models:         models,
+			Effect:         effect,
+			DefaultTimeout: timeout,
 		})
 	}
 	return s, nil
@@ -193,7 +204,8 @@ func newServerWith(o Options) (*server, error) {
 
 // CheckTools reports the first mistake in a set of tool declarations that
 // Serve would refuse: a bad or duplicate name, tools of different plugins,
-// a missing Run, a negative Cost, a schema that does not compile, or a
+// a missing Run, a negative Cost, a Timeout outside 0..wire.MaxToolTimeout,
+// a schema that does not compile, or a
 // NewTool whose types and schema disagree. Call it
 // from a test to find these before building the plugin.
 func CheckTools(tools ...Tool) error {
@@ -222,6 +234,9 @@ func CheckTools(tools ...Tool) error {
 		if t.Cost < 0 {
 			return fmt.Errorf("tool %q has a negative Cost", t.Name)
 		}
+		if t.Timeout < 0 || t.Timeout > wire.MaxToolTimeout {
+			return fmt.Errorf("tool %q: Timeout %v is outside 0..%v", t.Name, t.Timeout, wire.MaxToolTimeout)
+		}
 		if _, err := wire.CompileSchema(t.InputSchema); err != nil {
 			return fmt.Errorf("tool %q: InputSchema: %w", t.Name, err)
 		}
@@ -232,11 +247,17 @@ func CheckTools(tools ...Tool) error {
 	return nil
 }
 
+// Manifest answers in the revision the handshake negotiated: a
+// revision-1 host reads the same message and skips the fields it does not
+// know.
 func (s *server) Manifest(_ context.Context, req *wire.ManifestRequest) (*wire.ManifestResponse, error) {
-	if req.GetProtocolVersion() != wire.ProtocolVersion {
-		return nil, status.Errorf(codes.FailedPrecondition, "plugin speaks protocol %d, host %d", wire.ProtocolVersion, req.GetProtocolVersion())
+	v := req.GetProtocolVersion()
+	if !wire.SpeaksVersion(v) {
+		return nil, status.Errorf(codes.FailedPrecondition, "plugin speaks protocol %d to %d, host %d", wire.MinProtocolVersion, wire.ProtocolVersion, v)
 	}
-	return s.manifest, nil
+	m := proto.Clone(s.manifest).(*wire.ManifestResponse)
+	m.ProtocolVersion = v
+	return m, nil
 }
 
 func (s *server) Call(ctx context.Context, req *wire.CallRequest) (*wire.CallResult, error) {

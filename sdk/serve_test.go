@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/weirhq/weir/sdk/wire"
 )
@@ -82,6 +83,50 @@ func TestServeWithConfig(t *testing.T) {
 	} {
 		if _, err := newServerWith(o); err == nil {
 			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// TestManifestRevisions: the manifest declares a tool's Timeout and its
+// effect class, in the revision the host negotiated; a revision neither
+// side speaks is refused.
+func TestManifestRevisions(t *testing.T) {
+	t.Parallel()
+	run := func(context.Context, *Call) (any, error) { return nil, nil }
+	s, err := newServer([]Tool{
+		{Name: "p.quick", Idempotent: true, Timeout: 2 * time.Second, Run: run},
+		{Name: "p.once", Run: run},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []uint32{wire.MinProtocolVersion, wire.ProtocolVersion} {
+		mf, err := s.Manifest(context.Background(), &wire.ManifestRequest{ProtocolVersion: v})
+		if err != nil {
+			t.Fatalf("revision %d: %v", v, err)
+		}
+		if mf.GetProtocolVersion() != v {
+			t.Fatalf("asked in revision %d, answered in %d", v, mf.GetProtocolVersion())
+		}
+		tools := map[string]*wire.ToolSpec{}
+		for _, ts := range mf.GetTools() {
+			tools[ts.GetName()] = ts
+		}
+		if q := tools["p.quick"]; q.GetDefaultTimeout().AsDuration() != 2*time.Second || q.GetEffect() != wire.Effect_EFFECT_IDEMPOTENT {
+			t.Errorf("p.quick declared %v", q)
+		}
+		if o := tools["p.once"]; o.GetDefaultTimeout() != nil || o.GetEffect() != wire.Effect_EFFECT_AT_MOST_ONCE {
+			t.Errorf("p.once declared %v", o)
+		}
+	}
+	for _, v := range []uint32{0, wire.ProtocolVersion + 1} {
+		if _, err := s.Manifest(context.Background(), &wire.ManifestRequest{ProtocolVersion: v}); err == nil {
+			t.Errorf("revision %d: answered", v)
+		}
+	}
+	for _, d := range []time.Duration{-time.Second, wire.MaxToolTimeout + time.Second} {
+		if err := CheckTools(Tool{Name: "p.x", Timeout: d, Run: run}); err == nil {
+			t.Errorf("Timeout %v accepted", d)
 		}
 	}
 }

@@ -239,8 +239,8 @@ func (d *serving) current() *config.Config {
 }
 
 // Reload reads a candidate config, validates it, and swaps it in: engine
-// limits (lowering them only limits new starts), log level, tokens and
-// the socket's access. Anything invalid, or a change that needs a
+// limits (lowering them only limits new starts), log level, tokens, the
+// plugin health ping and the socket's access. Anything invalid, or a change that needs a
 // restart, leaves the config in force untouched and the error says why.
 func (d *serving) Reload(ctx context.Context) (*apitypes.ReloadResult, error) {
 	res, err := d.reload(ctx)
@@ -296,6 +296,9 @@ func (d *serving) reload(ctx context.Context) (*apitypes.ReloadResult, error) {
 	// Nothing below can fail: the swap is all or nothing.
 	d.setCert(pair, res)
 	d.eng.Reload(cand.EngineConfig(version))
+	if d.host != nil {
+		d.host.SetPing(cand.PluginPing.Interval, cand.PluginPing.Timeout)
+	}
 	applyMemoryLimit(cand)
 	d.log.SetLevel(hclog.LevelFromString(cand.LogLevel))
 	d.srv.SetTokens(api.NewTokens(cand.Tokens()))
@@ -550,7 +553,8 @@ func (m *Main) openDaemonStore(ctx context.Context, log hclog.Logger, cfg *confi
 		return nil, nil, err
 	}
 	h, err := host.New(host.Config{PluginsDir: m.PluginsDir, DataDir: m.DataDir, Logger: log.Named("host"), PluginConfig: cfg.Plugins,
-		PluginEnv: cfg.PluginEnvs(), PluginMemoryMax: cfg.PluginMemoryMaxes()})
+		PluginEnv: cfg.PluginEnvs(), PluginMemoryMax: cfg.PluginMemoryMaxes(),
+		PingInterval: cfg.PluginPing.Interval, PingTimeout: cfg.PluginPing.Timeout})
 	if err != nil {
 		st.Close()
 		return nil, nil, fmt.Errorf("plugin host: %w", err)

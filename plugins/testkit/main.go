@@ -2,7 +2,8 @@
 // weir's own tests and benchmarks: echo, sleep (honours cancellation), hang
 // (ignores it), fail (retryable failures for the first N attempts of a
 // logical call), crash (exits mid-call), flood (answers N bytes),
-// exclusive (records how many of its calls overlap), cost and log.
+// exclusive (records how many of its calls overlap), cost, bounded (declares
+// a default timeout) and log.
 //
 // Its manifest depends on its config, as a plugin whose tools come from
 // config (models, MCP servers) does: the tools named in the config's

@@ -36,6 +36,9 @@ func (g *gauge) enter() int64 {
 
 func (g *gauge) leave() { g.now.Add(-1) }
 
+// boundedTimeout is testkit.bounded's declared default timeout.
+const boundedTimeout = 500 * time.Millisecond
+
 var (
 	sleeping  gauge
 	exclusive gauge
@@ -180,6 +183,24 @@ func tools() []sdk.Tool {
 					os.Stderr.Write(line)
 				}
 				return map[string]any{"stdout_bytes": len(raw), "stderr_bytes": in.StderrBytes}, nil
+			},
+		},
+		{
+			Name:        "testkit.bounded",
+			Description: "Declare a default timeout of 500ms (protocol revision 2) and wait for the call's end; answer the deadline weir gave, in ms from the call's start, if wait is false.",
+			Idempotent:  true,
+			Timeout:     boundedTimeout,
+			InputSchema: `{"type":"object","properties":{"wait":{"type":"boolean"}}}`,
+			Run: func(ctx context.Context, call *sdk.Call) (any, error) {
+				var in struct{ Wait bool }
+				if err := call.Decode(&in); err != nil {
+					return nil, err
+				}
+				if !in.Wait {
+					return map[string]any{"deadline_ms": time.Until(call.Deadline).Milliseconds()}, nil
+				}
+				<-ctx.Done()
+				return nil, ctx.Err()
 			},
 		},
 		{

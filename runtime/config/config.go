@@ -27,6 +27,11 @@ const (
 	DefaultRetryBase    = 100 * time.Millisecond
 	DefaultRetryMax     = 30 * time.Second
 	DefaultDrainGrace   = 30 * time.Second
+	// DefaultPingInterval and DefaultPingTimeout are the plugin health
+	// ping's (plugin_ping { interval, timeout }): a plugin with calls in
+	// flight that does not answer within the timeout is killed.
+	DefaultPingInterval = 5 * time.Second
+	DefaultPingTimeout  = 3 * time.Second
 	DefaultLogLevel     = "info"
 	DefaultSocketMode   = os.FileMode(0o600)
 	// DefaultTCPAddress is where the TCP listener binds when its block
@@ -66,6 +71,8 @@ type Config struct {
 	// DrainGrace is how long held work may drain on stop before what is
 	// left is cancelled.
 	DrainGrace time.Duration `json:"drain_grace"`
+	// PluginPing is the health ping of plugins with calls in flight.
+	PluginPing PluginPing `json:"plugin_ping"`
 	// Socket is the Unix socket's access.
 	Socket Socket `json:"socket"`
 	// TCP is the optional TCP listener (nil: off).
@@ -190,6 +197,15 @@ type Sandbox struct {
 	Timeout time.Duration `json:"timeout,omitempty"`
 }
 
+// PluginPing is the plugin_ping block: how often the host asks a plugin
+// with calls in flight whether it still answers, and how long it waits
+// for the answer before it kills the plugin (a hung plugin would hold its
+// calls until their deadlines). Reloadable.
+type PluginPing struct {
+	Interval time.Duration `json:"interval"`
+	Timeout  time.Duration `json:"timeout"`
+}
+
 // Socket says who may connect to the Unix socket. Who a caller is comes
 // from the kernel (SO_PEERCRED), whatever the mode.
 type Socket struct {
@@ -274,6 +290,7 @@ func (c *Config) MarshalJSON() ([]byte, error) {
 		Sandbox   sandboxView                `json:"sandbox"`
 		Engine    engineView                 `json:"engine"`
 		Grace     string                     `json:"drain_grace"`
+		Ping      map[string]string          `json:"plugin_ping"`
 		Socket    socketView                 `json:"socket"`
 		TCP       *TCP                       `json:"tcp,omitempty"`
 		Console   *Console                   `json:"console,omitempty"`
@@ -290,6 +307,7 @@ func (c *Config) MarshalJSON() ([]byte, error) {
 		Engine: engineView{e.Workers, e.MaxQueued, qt, e.BudgetInFlight, e.RunBudget, e.LeaseTimeout.String(),
 			e.MaxAttempts, e.RetryBase.String(), e.RetryMax.String()},
 		Grace:  c.DrainGrace.String(),
+		Ping:   map[string]string{"interval": c.PluginPing.Interval.String(), "timeout": c.PluginPing.Timeout.String()},
 		Socket: socketView{fmt.Sprintf("%04o", c.Socket.Mode), c.Socket.Group},
 		TCP:    c.TCP, Console: c.Console, Metrics: c.MetricsAddress, Plugins: c.Plugins, Host: c.PluginHost,
 		DiskFree: "off",
@@ -322,6 +340,7 @@ func Default() *Config {
 			RetryBase: DefaultRetryBase, RetryMax: DefaultRetryMax,
 		},
 		DrainGrace:  DefaultDrainGrace,
+		PluginPing:  PluginPing{Interval: DefaultPingInterval, Timeout: DefaultPingTimeout},
 		Socket:      Socket{Mode: DefaultSocketMode, GID: -1},
 		DiskMinFree: DefaultDiskMinFree,
 		HTTP:        api.HTTPLimits{}.WithDefaults(),

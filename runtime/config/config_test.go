@@ -33,6 +33,7 @@ func TestLoadFull(t *testing.T) {
 		Engine: Engine{Workers: 8, MaxQueued: 500, QueueTimeout: 2 * time.Minute, BudgetInFlight: 1000, RunBudget: 50,
 			LeaseTimeout: 20 * time.Second, MaxAttempts: 3, RetryBase: 200 * time.Millisecond, RetryMax: time.Minute},
 		DrainGrace: 45 * time.Second,
+		PluginPing: PluginPing{Interval: 10 * time.Second, Timeout: 4 * time.Second},
 		Socket:     Socket{Mode: 0o660, Group: "0", GID: 0},
 		TCP: &TCP{Address: "127.0.0.1:7411", Tokens: []Token{
 			{Owner: "alice", Secret: "alice-0123456789abcdef", Where: "testdata/full.hcl:34"},

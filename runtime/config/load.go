@@ -40,6 +40,7 @@ type rawFile struct {
 	Sandbox     *rawSandbox    `hcl:"sandbox,block"`
 	Engine      *rawEngine     `hcl:"engine,block"`
 	Drain       *rawDrain      `hcl:"drain,block"`
+	PluginPing  *rawPluginPing `hcl:"plugin_ping,block"`
 	Socket      *rawSocket     `hcl:"socket,block"`
 	TCP         *rawTCP        `hcl:"tcp,block"`
 	Console     *rawConsole    `hcl:"console,block"`
@@ -90,6 +91,11 @@ type rawSandbox struct {
 
 type rawDrain struct {
 	Grace hcl.Expression `hcl:"grace,optional"`
+}
+
+type rawPluginPing struct {
+	Interval hcl.Expression `hcl:"interval,optional"`
+	Timeout  hcl.Expression `hcl:"timeout,optional"`
 }
 
 type rawSocket struct {
@@ -432,6 +438,10 @@ func (d *decoder) resolve(raw *rawFile) *Config {
 	}
 	if dr := raw.Drain; dr != nil {
 		d.durationAttr(dr.Grace, "grace", &c.DrainGrace, durationRule{allowZero: true})
+	}
+	if pp := raw.PluginPing; pp != nil {
+		d.durationAttr(pp.Interval, "interval", &c.PluginPing.Interval, durationRule{})
+		d.durationAttr(pp.Timeout, "timeout", &c.PluginPing.Timeout, durationRule{})
 	}
 	if s := raw.Socket; s != nil {
 		d.socket(s, &c.Socket)

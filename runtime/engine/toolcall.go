@@ -34,7 +34,7 @@ type toolCall struct {
 	Index   []int
 	Tool    string
 	Input   json.RawMessage
-	Timeout time.Duration // 0: defaultToolTimeout
+	Timeout time.Duration // 0: the tool's declared timeout, else defaultToolTimeout
 	Retries int           // retries of a retryable error (idempotent tools only)
 	// Tries counts the tries of this call that already failed with a
 	// retryable error.
@@ -182,6 +182,9 @@ func (w *worker) callTool(ctx context.Context, c *toolCall, commit func(fn func(
 	}
 
 	timeout := c.Timeout
+	if timeout <= 0 {
+		timeout = info.Timeout // the tool's own default, if it declares one
+	}
 	if timeout <= 0 {
 		timeout = defaultToolTimeout
 	}

@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -67,6 +68,10 @@ type ToolManifest struct {
 	Contract string `json:"contract,omitempty"`
 	// Models are the models a chat tool serves.
 	Models []ModelManifest `json:"models,omitempty"`
+	// Timeout is the deadline of a call whose caller sets none (a node
+	// without timeout), as the tool declares it (protocol revision 2);
+	// 0: the caller's default.
+	Timeout time.Duration `json:"timeout,omitempty"`
 }
 
 // ModelManifest is one model of a chat tool: its alias, output limit and
@@ -93,8 +98,8 @@ var modelAlias = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$`)
 // manifestFromWire checks what a plugin answered to Manifest and converts it.
 // wantName is the pinned name, or "" at install.
 func manifestFromWire(wantName, sum string, m *wire.ManifestResponse) (*PluginManifest, error) {
-	if m.GetProtocolVersion() != wire.ProtocolVersion {
-		return nil, fmt.Errorf("plugin speaks protocol version %d, weir %d", m.GetProtocolVersion(), wire.ProtocolVersion)
+	if !wire.SpeaksVersion(m.GetProtocolVersion()) {
+		return nil, fmt.Errorf("plugin speaks protocol version %d, weir %d to %d", m.GetProtocolVersion(), wire.MinProtocolVersion, wire.ProtocolVersion)
 	}
 	pm := &PluginManifest{SHA256: sum, ProtocolVersion: int(m.GetProtocolVersion()), SDKVersion: m.GetSdkVersion(), Name: m.GetPluginName()}
 	if pm.Name != "" {
@@ -144,6 +149,12 @@ func manifestFromWire(wantName, sum string, m *wire.ManifestResponse) (*PluginMa
 		}
 		if err := addModels(&tm, t); err != nil {
 			return nil, err
+		}
+		if d := t.GetDefaultTimeout(); d != nil {
+			if d.CheckValid() != nil || d.AsDuration() <= 0 || d.AsDuration() > wire.MaxToolTimeout {
+				return nil, fmt.Errorf("tool %q: default timeout %v is outside 0..%v", t.GetName(), d.AsDuration(), wire.MaxToolTimeout)
+			}
+			tm.Timeout = d.AsDuration()
 		}
 		pm.Tools = append(pm.Tools, tm)
 	}
@@ -227,7 +238,8 @@ func readManifestCache(pluginsDir, name, sum, configHash string) *PluginManifest
 		return nil
 	}
 	var m PluginManifest
-	if json.Unmarshal(b, &m) != nil || m.SHA256 != sum || m.Name != name || m.ConfigHash != configHash || m.ProtocolVersion != wire.ProtocolVersion {
+	if json.Unmarshal(b, &m) != nil || m.SHA256 != sum || m.Name != name || m.ConfigHash != configHash ||
+		m.ProtocolVersion < wire.MinProtocolVersion || m.ProtocolVersion > wire.ProtocolVersion {
 		return nil
 	}
 	return &m
@@ -394,7 +406,7 @@ var _ flows.ToolLister = (*Catalog)(nil)
 // A chat tool's models carry their limits and prices, so registration
 // checks a flow's model alias and the engine reserves a turn at its price.
 func toolInfo(t ToolManifest) flows.ToolInfo {
-	info := flows.ToolInfo{Name: t.Name, Idempotent: t.Idempotent, Cost: t.Cost, InputSchema: []byte(t.InputSchema),
+	info := flows.ToolInfo{Name: t.Name, Idempotent: t.Idempotent, Cost: t.Cost, InputSchema: []byte(t.InputSchema), Timeout: t.Timeout,
 		Description: t.Description, Chat: t.Contract == chat.Contract || chat.SpeaksContract(string(t.InputSchema))}
 	for _, m := range t.Models {
 		info.Models = append(info.Models, flows.ModelInfo{Alias: m.Alias, MaxTokens: int(m.MaxTokens), InputCost: m.InputCost, OutputCost: m.OutputCost})

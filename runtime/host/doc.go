@@ -14,6 +14,13 @@
 //   - a plugin that crashes fails its in-flight calls with a retryable
 //     KindCrashed error and is restarted, with backoff, on next use; other
 //     plugins are untouched;
+//   - a plugin with calls in flight is pinged (gRPC's health check, every
+//     Config.PingInterval); one that does not answer within
+//     Config.PingTimeout is hung, and is treated as crashed;
+//   - a plugin runs in its own process group, killed whole when its launch
+//     fails or it is killed, so nothing it started holds its pipes open;
+//   - a call without a deadline gets its tool's declared default timeout
+//     (protocol revision 2), else Config.DefaultTimeout;
 //   - calls to a non-idempotent tool are serialized (one in flight per tool
 //     across all callers); idempotent tools run concurrently up to
 //     Config.PerPluginConcurrency calls per plugin.

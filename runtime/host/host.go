@@ -50,8 +50,8 @@ type Config struct {
 	// MaxMessageBytes bounds a call's input and a plugin's answer.
 	// Default 4 MiB.
 	MaxMessageBytes int
-	// DefaultTimeout is the deadline of a call whose request has none.
-	// Default 60s.
+	// DefaultTimeout is the deadline of a call whose request has none
+	// and whose tool declares no default timeout of its own. Default 60s.
 	DefaultTimeout time.Duration
 	// PerPluginConcurrency bounds the calls in flight to one plugin.
 	// Default 8.
@@ -68,6 +68,15 @@ type Config struct {
 	MaxRestartBackoff time.Duration
 	// StartTimeout bounds a plugin's launch and handshake. Default 10s.
 	StartTimeout time.Duration
+	// PingInterval is how often a plugin with calls in flight is asked
+	// whether it still answers (gRPC's health check, which go-plugin
+	// serves in every plugin, of any protocol revision); PingTimeout is
+	// how long it has to answer before it is considered hung: killed,
+	// its calls in flight failed as a crash does, and relaunched on next
+	// use. A hung plugin otherwise holds every caller's calls until their
+	// deadlines. Defaults 5s and 3s; SetPing changes them.
+	PingInterval time.Duration
+	PingTimeout  time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -95,7 +104,19 @@ func (c *Config) setDefaults() {
 	if c.StartTimeout <= 0 {
 		c.StartTimeout = defaultStartTimeout
 	}
+	if c.PingInterval <= 0 {
+		c.PingInterval = defaultPingInterval
+	}
+	if c.PingTimeout <= 0 {
+		c.PingTimeout = defaultPingTimeout
+	}
 }
+
+// Defaults of the health ping (Config.PingInterval, PingTimeout).
+const (
+	defaultPingInterval = 5 * time.Second
+	defaultPingTimeout  = 3 * time.Second
+)
 
 // CallRequest is one tool call (the type lives in package tool, which the
 // engine shares without importing the host).
@@ -123,6 +144,10 @@ type Host struct {
 	calls   sync.WaitGroup // calls in flight
 	reaper  sync.WaitGroup // background clean-up of retired instances
 	callSeq atomic.Uint64  // call ids, unique per host and so per instance
+
+	// pingInterval and pingTimeout are the health ping's, as durations;
+	// SetPing changes them for the pings to come.
+	pingInterval, pingTimeout atomic.Int64
 }
 
 // toolSet is one generation of the installed plugins: the catalog they
@@ -194,6 +219,7 @@ func New(cfg Config) (*Host, error) {
 		logger: cfg.Logger,
 		done:   make(chan struct{}),
 	}
+	h.SetPing(cfg.PingInterval, cfg.PingTimeout)
 	set, _, err := h.build(nil)
 	if err != nil {
 		return nil, err
@@ -568,7 +594,11 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (*CallResult, error) {
 	}
 	deadline := req.Deadline
 	if deadline.IsZero() {
-		deadline = time.Now().Add(h.cfg.DefaultTimeout)
+		timeout := h.cfg.DefaultTimeout
+		if t, ok := h.set.Load().tools[req.Tool]; ok && t.m.Timeout > 0 {
+			timeout = t.m.Timeout // the tool's own default (revision 2)
+		}
+		deadline = time.Now().Add(timeout)
 	}
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
@@ -784,9 +814,7 @@ func (p *pluginState) retire(inst *instance, crashed bool, why string) {
 		}
 		p.mu.Unlock()
 		p.h.logger.Warn("plugin process retired", "plugin", p.name, "pid", inst.pid(), "reason", why)
-		if inst.cmd.Process != nil {
-			_ = inst.cmd.Process.Kill()
-		}
+		inst.killGroup()
 		p.h.reaper.Add(1)
 		go func() {
 			defer p.h.reaper.Done()
@@ -802,6 +830,12 @@ func (p *pluginState) retire(inst *instance, crashed bool, why string) {
 // plugin may still be performing it.
 func (h *Host) run(ctx context.Context, t *toolState, inst *instance, input []byte, req CallRequest) (*CallResult, error) {
 	p := t.plugin
+	inst.inFlight.Add(1)
+	defer inst.inFlight.Add(-1)
+	inst.watchOnce.Do(func() {
+		h.reaper.Add(1) // a call in flight: Close has not reached its wait
+		go h.watchHealth(p, inst)
+	})
 	id := h.callSeq.Add(1)
 	call := &wire.CallRequest{
 		Tool:           req.Tool,
@@ -934,6 +968,11 @@ func (h *Host) transportError(ctx context.Context, t *toolState, inst *instance,
 		t.plugin.retire(inst, false, fmt.Sprintf("unreachable before %s was sent: %v", t.m.Name, err))
 		return notDelivered{toolErrorf(KindCrashed, t.m.Name, "the plugin process could not be reached (%v); the call was not sent", status.Convert(err).Message())}
 	}
+	if why := inst.hung.Load(); why != nil {
+		// watchHealth killed it: the call's outcome is unknown, as after
+		// a crash.
+		return toolErrorf(KindCrashed, t.m.Name, "%s; it restarts on next use", *why)
+	}
 	// The connection is gone: the process died or is unreachable. Either
 	// way the instance is done; the outcome of the call is unknown.
 	t.plugin.retire(inst, true, fmt.Sprintf("connection lost during %s: %v", t.m.Name, err))
@@ -959,4 +998,54 @@ func (h *Host) result(ctx context.Context, t *toolState, r *wire.CallResult) (*C
 		t.plugin.crashes.Store(0)
 	}
 	return res, nil
+}
+
+// SetPing sets the health ping's interval and timeout (see
+// Config.PingInterval); zero or negative values take the defaults. Pings
+// already waiting keep the values they started with.
+func (h *Host) SetPing(interval, timeout time.Duration) {
+	if interval <= 0 {
+		interval = defaultPingInterval
+	}
+	if timeout <= 0 {
+		timeout = defaultPingTimeout
+	}
+	h.pingInterval.Store(int64(interval))
+	h.pingTimeout.Store(int64(timeout))
+}
+
+// watchHealth pings inst every ping interval while it has calls in flight,
+// from its first call until it ends. A plugin that does not answer within
+// the ping timeout is hung (stopped, deadlocked, swapped out): it is
+// retired like a crashed one, which fails its calls in flight with
+// KindCrashed, so an idempotent call is retried on a new process and an
+// at-most-once call ends as a crash. The ping is gRPC's health check on
+// the plugin's connection: it is answered on a stream of its own, never
+// behind the plugin's calls.
+func (h *Host) watchHealth(p *pluginState, inst *instance) {
+	defer h.reaper.Done()
+	for {
+		timer := time.NewTimer(time.Duration(h.pingInterval.Load()))
+		select {
+		case <-timer.C:
+		case <-inst.ended:
+			timer.Stop()
+			return
+		}
+		if inst.inFlight.Load() == 0 {
+			continue
+		}
+		timeout := time.Duration(h.pingTimeout.Load())
+		if err := inst.ping(timeout); err != nil {
+			select {
+			case <-inst.ended:
+				return // it ended meanwhile: the ping failed for that
+			default:
+			}
+			why := fmt.Sprintf("the plugin did not answer its health ping within %v and was killed", timeout)
+			inst.hung.Store(&why)
+			p.retire(inst, true, fmt.Sprintf("hung: no answer to the health ping within %v (%v)", timeout, err))
+			return
+		}
+	}
 }

@@ -1,23 +1,27 @@
 package host
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/weirhq/weir/internal/escape"
 	"github.com/weirhq/weir/sdk/wire"
@@ -68,6 +72,18 @@ type instance struct {
 	progressDone   chan struct{}
 
 	retireOnce sync.Once
+
+	// conn is the plugin's gRPC connection, which the health ping uses.
+	conn *grpc.ClientConn
+	// inFlight counts the calls on this process; watchHealth pings it
+	// while there are any, from the first call (watchOnce) until ended
+	// is closed. hung says why watchHealth killed it, for its calls.
+	inFlight  atomic.Int64
+	watchOnce sync.Once
+	ended     chan struct{}
+	endOnce   sync.Once
+	hung      atomic.Pointer[string]
+	pings     atomic.Int64 // answered, for tests
 }
 
 // progressWatch delivers one call's progress to its callback until the call
@@ -170,6 +186,7 @@ func launchOnce(spec launchSpec) (_ *instance, busy bool, _ error) {
 	cmd := exec.Command(spec.path)
 	cmd.Dir = spec.stateDir
 	dieWithHost(cmd)
+	ownGroup(cmd)
 	for _, k := range passEnv {
 		if v, ok := os.LookupEnv(k); ok {
 			cmd.Env = append(cmd.Env, k+"="+v)
@@ -221,7 +238,7 @@ func launchOnce(spec launchSpec) (_ *instance, busy bool, _ error) {
 		// plugin.Serve answers it on its own.
 		AutoMTLS: true,
 	})
-	inst := &instance{client: client, cmd: cmd, stderr: tail}
+	inst := &instance{client: client, cmd: cmd, stderr: tail, ended: make(chan struct{})}
 	fail := func(kind Kind, format string, args ...any) (*instance, bool, error) {
 		inst.kill()
 		te := toolErrorf(kind, who, format, args...)
@@ -242,6 +259,10 @@ func launchOnce(spec launchSpec) (_ *instance, busy bool, _ error) {
 		case strings.Contains(msg, "incompatible API version"), strings.Contains(msg, "incompatible core API version"),
 			strings.Contains(msg, "unsupported plugin protocol"):
 			return fail(KindProtocol, "refused before connecting: %s", msg)
+		case strings.Contains(msg, "Failed to read any lines from plugin's stdout"):
+			// go-plugin reads the handshake with a bufio.Scanner: a first
+			// line past its 64 KiB ends the read as if stdout had closed.
+			return fail(KindProtocol, "not a weir plugin: no handshake line on its stdout (it printed nothing before exiting, or a first line longer than %d KiB)", bufio.MaxScanTokenSize>>10)
 		case strings.Contains(msg, "Unrecognized remote plugin message") && tail.String() != "":
 			// It said why on stderr before its handshake (a config its
 			// Tools refused, say): that is the message, not go-plugin's
@@ -263,6 +284,9 @@ func launchOnce(spec launchSpec) (_ *instance, busy bool, _ error) {
 			return fail(KindCrashed, "setting memory_max: %v", err)
 		}
 	}
+	if gc, ok := rpcClient.(*plugin.GRPCClient); ok {
+		inst.conn = gc.Conn
+	}
 	raw, err := rpcClient.Dispense(wire.PluginName)
 	if err != nil {
 		return fail(KindProtocol, "%v", err)
@@ -270,9 +294,15 @@ func launchOnce(spec launchSpec) (_ *instance, busy bool, _ error) {
 	inst.rpc = raw.(wire.PluginClient)
 	ctx, cancel := context.WithTimeout(context.Background(), spec.startTimeout)
 	defer cancel()
-	resp, err := inst.rpc.Manifest(ctx, &wire.ManifestRequest{ProtocolVersion: wire.ProtocolVersion})
+	// The handshake picked the highest revision both sides speak; the
+	// manifest must be in it.
+	version := uint32(client.NegotiatedVersion())
+	resp, err := inst.rpc.Manifest(ctx, &wire.ManifestRequest{ProtocolVersion: version})
 	if err != nil {
 		return fail(KindProtocol, "fetching manifest: %v", err)
+	}
+	if resp.GetProtocolVersion() != version {
+		return fail(KindProtocol, "bad manifest: protocol version %d, the handshake said %d", resp.GetProtocolVersion(), version)
 	}
 	m, err := manifestFromWire(spec.name, hex.EncodeToString(spec.sum), resp)
 	if err != nil {
@@ -300,26 +330,67 @@ func (i *instance) pid() int {
 }
 
 // stop ends the plugin gracefully (go-plugin asks it to shut down, then
-// kills it after two seconds) and waits for go-plugin's goroutines.
+// kills it after two seconds) and waits for go-plugin's goroutines. Those
+// wait for the plugin's stdout and stderr to close, which a descendant of
+// the plugin may hold open for ever: past stopGrace its group is killed.
 func (i *instance) stop() {
+	t := time.AfterFunc(stopGrace, i.killGroup)
+	i.client.Kill()
+	t.Stop()
+	i.endProgress()
+}
+
+// stopGrace is how long stop waits for go-plugin's own shutdown (two
+// seconds of grace, then SIGKILL of the plugin alone) before it kills the
+// plugin's whole group.
+const stopGrace = 3 * time.Second
+
+// kill ends the plugin and its descendants at once with SIGKILL, then lets
+// go-plugin clean up.
+func (i *instance) kill() {
+	i.killGroup()
 	i.client.Kill()
 	i.endProgress()
 }
 
-// kill ends the plugin at once with SIGKILL, then lets go-plugin clean up.
-func (i *instance) kill() {
-	if i.cmd.Process != nil {
-		_ = i.cmd.Process.Kill()
+// killGroup sends SIGKILL to the plugin and to every process it started
+// in its group (a shell script's children, a helper it forked): left
+// alive, one of them holding the plugin's stdout would keep go-plugin,
+// and so the launch or the stop, waiting until it exits. A process
+// go-plugin has reaped is not signalled: its pid may be another's now.
+func (i *instance) killGroup() {
+	if i.cmd.Process == nil || i.client.Exited() {
+		return
 	}
-	i.client.Kill()
-	i.endProgress()
+	_ = killGroup(i.cmd.Process.Pid)
+	_ = i.cmd.Process.Kill() // a plugin that left its group
 }
 
 func (i *instance) endProgress() {
+	i.endOnce.Do(func() { close(i.ended) })
 	if i.progressCancel != nil {
 		i.progressCancel()
 		<-i.progressDone
 	}
+}
+
+// ping asks the plugin, through gRPC's health service that go-plugin
+// registers in every plugin, whether it still serves, within timeout.
+func (i *instance) ping(timeout time.Duration) error {
+	if i.conn == nil {
+		return nil // not a gRPC plugin: nothing to ask (never launched so)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	resp, err := healthpb.NewHealthClient(i.conn).Check(ctx, &healthpb.HealthCheckRequest{Service: plugin.GRPCServiceName})
+	if err != nil {
+		return err
+	}
+	if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		return fmt.Errorf("health status %s", resp.GetStatus())
+	}
+	i.pings.Add(1)
+	return nil
 }
 
 // lineLogger turns what a plugin writes to its os.Stdout or its os.Stderr

@@ -3,9 +3,16 @@
 // github.com/weirhq/weir/sdk/wire; a vendor never imports it directly.
 //
 // Version: the application protocol version is carried by go-plugin's
-// handshake line (wire.ProtocolVersion) and checked by the host before it
-// dials the plugin, so a plugin speaking an unknown version is refused before
-// any message of this file is read. Manifest repeats it as a second check.
+// handshake line and checked by the host before it dials the plugin, so a
+// plugin speaking an unknown version is refused before any message of this
+// file is read. Manifest repeats it as a second check.
+//
+// Revisions: 1 is the first; 2 (wire.ProtocolVersion) adds only fields and
+// RPCs, marked "revision 2" below, so one service serves both: a host
+// negotiates the highest revision both sides speak, and a revision-1 peer
+// never sees a revision-2 field. Some of revision 2 is reserved for later
+// work and marked so: a host does not call it yet, and the SDK answers it
+// Unimplemented.
 //
 // Changing a message incompatibly means a new ProtocolVersion.
 
@@ -33,9 +40,124 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// Effect is what repeating a tool's call does (revision 2).
+type Effect int32
+
+const (
+	// Revision 1: ToolSpec.idempotent says.
+	Effect_EFFECT_UNSPECIFIED Effect = 0
+	// No side effect: a call may be repeated freely.
+	Effect_EFFECT_READ Effect = 1
+	// The tool dedupes on the idempotency key weir gives it.
+	Effect_EFFECT_IDEMPOTENT Effect = 2
+	// The effect must happen at most once and the tool cannot dedupe: weir
+	// records the call as started and never runs it again blindly.
+	Effect_EFFECT_AT_MOST_ONCE Effect = 3
+)
+
+// Enum value maps for Effect.
+var (
+	Effect_name = map[int32]string{
+		0: "EFFECT_UNSPECIFIED",
+		1: "EFFECT_READ",
+		2: "EFFECT_IDEMPOTENT",
+		3: "EFFECT_AT_MOST_ONCE",
+	}
+	Effect_value = map[string]int32{
+		"EFFECT_UNSPECIFIED":  0,
+		"EFFECT_READ":         1,
+		"EFFECT_IDEMPOTENT":   2,
+		"EFFECT_AT_MOST_ONCE": 3,
+	}
+)
+
+func (x Effect) Enum() *Effect {
+	p := new(Effect)
+	*p = x
+	return p
+}
+
+func (x Effect) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Effect) Descriptor() protoreflect.EnumDescriptor {
+	return file_plugin_proto_enumTypes[0].Descriptor()
+}
+
+func (Effect) Type() protoreflect.EnumType {
+	return &file_plugin_proto_enumTypes[0]
+}
+
+func (x Effect) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Effect.Descriptor instead.
+func (Effect) EnumDescriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{0}
+}
+
+// ReconcileOutcome is a reconcile probe's answer (revision 2; reserved).
+type ReconcileOutcome int32
+
+const (
+	// Not a valid answer.
+	ReconcileOutcome_RECONCILE_OUTCOME_UNSPECIFIED ReconcileOutcome = 0
+	// The call happened; ReconcileResponse carries its result.
+	ReconcileOutcome_RECONCILE_OUTCOME_HAPPENED ReconcileOutcome = 1
+	// The call did not happen: it may be made.
+	ReconcileOutcome_RECONCILE_OUTCOME_NOT_HAPPENED ReconcileOutcome = 2
+	// The tool cannot tell.
+	ReconcileOutcome_RECONCILE_OUTCOME_UNKNOWN ReconcileOutcome = 3
+)
+
+// Enum value maps for ReconcileOutcome.
+var (
+	ReconcileOutcome_name = map[int32]string{
+		0: "RECONCILE_OUTCOME_UNSPECIFIED",
+		1: "RECONCILE_OUTCOME_HAPPENED",
+		2: "RECONCILE_OUTCOME_NOT_HAPPENED",
+		3: "RECONCILE_OUTCOME_UNKNOWN",
+	}
+	ReconcileOutcome_value = map[string]int32{
+		"RECONCILE_OUTCOME_UNSPECIFIED":  0,
+		"RECONCILE_OUTCOME_HAPPENED":     1,
+		"RECONCILE_OUTCOME_NOT_HAPPENED": 2,
+		"RECONCILE_OUTCOME_UNKNOWN":      3,
+	}
+)
+
+func (x ReconcileOutcome) Enum() *ReconcileOutcome {
+	p := new(ReconcileOutcome)
+	*p = x
+	return p
+}
+
+func (x ReconcileOutcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ReconcileOutcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_plugin_proto_enumTypes[1].Descriptor()
+}
+
+func (ReconcileOutcome) Type() protoreflect.EnumType {
+	return &file_plugin_proto_enumTypes[1]
+}
+
+func (x ReconcileOutcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ReconcileOutcome.Descriptor instead.
+func (ReconcileOutcome) EnumDescriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{1}
+}
+
 type ManifestRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The host's protocol version.
+	// The protocol version the handshake negotiated.
 	ProtocolVersion uint32 `protobuf:"varint,1,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
@@ -80,7 +202,7 @@ func (x *ManifestRequest) GetProtocolVersion() uint32 {
 
 type ManifestResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The plugin's protocol version; must equal the host's.
+	// The plugin's protocol version; must equal the negotiated one.
 	ProtocolVersion uint32 `protobuf:"varint,1,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
 	// Version of the weir SDK the plugin was built with (informational).
 	SdkVersion string      `protobuf:"bytes,2,opt,name=sdk_version,json=sdkVersion,proto3" json:"sdk_version,omitempty"`
@@ -169,6 +291,8 @@ type ToolSpec struct {
 	Name        string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
 	// The tool dedupes on the idempotency key, so the runtime may retry it.
+	// Revision 1's effect class; a revision-2 plugin sets it to agree with
+	// effect (true for read and idempotent).
 	Idempotent bool `protobuf:"varint,3,opt,name=idempotent,proto3" json:"idempotent,omitempty"`
 	// Declared budget units per call.
 	Cost int64 `protobuf:"varint,4,opt,name=cost,proto3" json:"cost,omitempty"`
@@ -179,7 +303,18 @@ type ToolSpec struct {
 	// The contract the tool speaks, such as "weir.chat/v1" (empty: none).
 	Contract string `protobuf:"bytes,7,opt,name=contract,proto3" json:"contract,omitempty"`
 	// For a chat tool: the models it serves, by alias.
-	Models        []*ModelSpec `protobuf:"bytes,8,rep,name=models,proto3" json:"models,omitempty"`
+	Models []*ModelSpec `protobuf:"bytes,8,rep,name=models,proto3" json:"models,omitempty"`
+	// The tool's effect class (revision 2; reserved for the recovery work:
+	// the host reads idempotent until then). Unspecified: from idempotent,
+	// true as idempotent, false as at most once.
+	Effect Effect `protobuf:"varint,9,opt,name=effect,proto3,enum=weir.plugin.v1.Effect" json:"effect,omitempty"`
+	// The deadline of a call whose caller sets none (revision 2): a node
+	// without a timeout. Unset: the caller's default. At most
+	// wire.MaxToolTimeout.
+	DefaultTimeout *durationpb.Duration `protobuf:"bytes,10,opt,name=default_timeout,json=defaultTimeout,proto3" json:"default_timeout,omitempty"`
+	// The tool answers Reconcile (revision 2; reserved for the recovery
+	// work).
+	Reconcile     bool `protobuf:"varint,11,opt,name=reconcile,proto3" json:"reconcile,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -270,6 +405,27 @@ func (x *ToolSpec) GetModels() []*ModelSpec {
 	return nil
 }
 
+func (x *ToolSpec) GetEffect() Effect {
+	if x != nil {
+		return x.Effect
+	}
+	return Effect_EFFECT_UNSPECIFIED
+}
+
+func (x *ToolSpec) GetDefaultTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.DefaultTimeout
+	}
+	return nil
+}
+
+func (x *ToolSpec) GetReconcile() bool {
+	if x != nil {
+		return x.Reconcile
+	}
+	return false
+}
+
 // ModelSpec is one model a chat tool serves.
 type ModelSpec struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -357,7 +513,13 @@ type CallRequest struct {
 	// in Cancel and ProgressEvent.
 	CallId uint64 `protobuf:"varint,8,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
 	// The host shows this call's progress: send its reports on Progress.
-	WantProgress  bool `protobuf:"varint,9,opt,name=want_progress,json=wantProgress,proto3" json:"want_progress,omitempty"`
+	WantProgress bool `protobuf:"varint,9,opt,name=want_progress,json=wantProgress,proto3" json:"want_progress,omitempty"`
+	// The trace the call belongs to (revision 2; reserved for the telemetry
+	// work, not sent yet).
+	Trace *TraceContext `protobuf:"bytes,10,opt,name=trace,proto3" json:"trace,omitempty"`
+	// The host shows this call's output as it comes: send its partial
+	// results on Partials (revision 2; reserved for the agents work).
+	WantPartials  bool `protobuf:"varint,11,opt,name=want_partials,json=wantPartials,proto3" json:"want_partials,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -455,6 +617,75 @@ func (x *CallRequest) GetWantProgress() bool {
 	return false
 }
 
+func (x *CallRequest) GetTrace() *TraceContext {
+	if x != nil {
+		return x.Trace
+	}
+	return nil
+}
+
+func (x *CallRequest) GetWantPartials() bool {
+	if x != nil {
+		return x.WantPartials
+	}
+	return false
+}
+
+// TraceContext is W3C trace context (revision 2; reserved).
+type TraceContext struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The traceparent header's value, "00-TRACEID-SPANID-FLAGS".
+	Traceparent string `protobuf:"bytes,1,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	// The tracestate header's value (empty: none).
+	Tracestate    string `protobuf:"bytes,2,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TraceContext) Reset() {
+	*x = TraceContext{}
+	mi := &file_plugin_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TraceContext) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TraceContext) ProtoMessage() {}
+
+func (x *TraceContext) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TraceContext.ProtoReflect.Descriptor instead.
+func (*TraceContext) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *TraceContext) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
+}
+
+func (x *TraceContext) GetTracestate() string {
+	if x != nil {
+		return x.Tracestate
+	}
+	return ""
+}
+
 type CancelRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	CallId uint64                 `protobuf:"varint,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
@@ -466,7 +697,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_plugin_proto_msgTypes[5]
+	mi := &file_plugin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -478,7 +709,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[5]
+	mi := &file_plugin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -491,7 +722,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{5}
+	return file_plugin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CancelRequest) GetCallId() uint64 {
@@ -518,7 +749,7 @@ type CancelResponse struct {
 
 func (x *CancelResponse) Reset() {
 	*x = CancelResponse{}
-	mi := &file_plugin_proto_msgTypes[6]
+	mi := &file_plugin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -530,7 +761,7 @@ func (x *CancelResponse) String() string {
 func (*CancelResponse) ProtoMessage() {}
 
 func (x *CancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[6]
+	mi := &file_plugin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -543,7 +774,7 @@ func (x *CancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelResponse.ProtoReflect.Descriptor instead.
 func (*CancelResponse) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{6}
+	return file_plugin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CancelResponse) GetRunning() bool {
@@ -561,7 +792,7 @@ type ProgressRequest struct {
 
 func (x *ProgressRequest) Reset() {
 	*x = ProgressRequest{}
-	mi := &file_plugin_proto_msgTypes[7]
+	mi := &file_plugin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -573,7 +804,7 @@ func (x *ProgressRequest) String() string {
 func (*ProgressRequest) ProtoMessage() {}
 
 func (x *ProgressRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[7]
+	mi := &file_plugin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -586,7 +817,7 @@ func (x *ProgressRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProgressRequest.ProtoReflect.Descriptor instead.
 func (*ProgressRequest) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{7}
+	return file_plugin_proto_rawDescGZIP(), []int{8}
 }
 
 // ProgressEvent is display only: done out of total units (total 0: unknown).
@@ -601,7 +832,7 @@ type ProgressEvent struct {
 
 func (x *ProgressEvent) Reset() {
 	*x = ProgressEvent{}
-	mi := &file_plugin_proto_msgTypes[8]
+	mi := &file_plugin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -613,7 +844,7 @@ func (x *ProgressEvent) String() string {
 func (*ProgressEvent) ProtoMessage() {}
 
 func (x *ProgressEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[8]
+	mi := &file_plugin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -626,7 +857,7 @@ func (x *ProgressEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProgressEvent.ProtoReflect.Descriptor instead.
 func (*ProgressEvent) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{8}
+	return file_plugin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ProgressEvent) GetCallId() uint64 {
@@ -650,6 +881,302 @@ func (x *ProgressEvent) GetTotal() int64 {
 	return 0
 }
 
+// ReconcileRequest asks about one logical call (revision 2; reserved).
+type ReconcileRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Tool           string                 `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	IdempotencyKey string                 `protobuf:"bytes,2,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	// The call's input, JSON, as it was sent.
+	Input         []byte `protobuf:"bytes,3,opt,name=input,proto3" json:"input,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReconcileRequest) Reset() {
+	*x = ReconcileRequest{}
+	mi := &file_plugin_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReconcileRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReconcileRequest) ProtoMessage() {}
+
+func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReconcileRequest.ProtoReflect.Descriptor instead.
+func (*ReconcileRequest) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ReconcileRequest) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
+func (x *ReconcileRequest) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
+func (x *ReconcileRequest) GetInput() []byte {
+	if x != nil {
+		return x.Input
+	}
+	return nil
+}
+
+type ReconcileResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Outcome ReconcileOutcome       `protobuf:"varint,1,opt,name=outcome,proto3,enum=weir.plugin.v1.ReconcileOutcome" json:"outcome,omitempty"`
+	// For happened: the call's result, as Call would have answered it.
+	Result        *CallResult `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReconcileResponse) Reset() {
+	*x = ReconcileResponse{}
+	mi := &file_plugin_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReconcileResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReconcileResponse) ProtoMessage() {}
+
+func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReconcileResponse.ProtoReflect.Descriptor instead.
+func (*ReconcileResponse) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ReconcileResponse) GetOutcome() ReconcileOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return ReconcileOutcome_RECONCILE_OUTCOME_UNSPECIFIED
+}
+
+func (x *ReconcileResponse) GetResult() *CallResult {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+type WatchManifestRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchManifestRequest) Reset() {
+	*x = WatchManifestRequest{}
+	mi := &file_plugin_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchManifestRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchManifestRequest) ProtoMessage() {}
+
+func (x *WatchManifestRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchManifestRequest.ProtoReflect.Descriptor instead.
+func (*WatchManifestRequest) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{12}
+}
+
+// ManifestChanged carries a plugin's whole manifest after its tool list
+// changed (revision 2; reserved).
+type ManifestChanged struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Manifest      *ManifestResponse      `protobuf:"bytes,1,opt,name=manifest,proto3" json:"manifest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ManifestChanged) Reset() {
+	*x = ManifestChanged{}
+	mi := &file_plugin_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ManifestChanged) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ManifestChanged) ProtoMessage() {}
+
+func (x *ManifestChanged) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ManifestChanged.ProtoReflect.Descriptor instead.
+func (*ManifestChanged) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ManifestChanged) GetManifest() *ManifestResponse {
+	if x != nil {
+		return x.Manifest
+	}
+	return nil
+}
+
+type PartialsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartialsRequest) Reset() {
+	*x = PartialsRequest{}
+	mi := &file_plugin_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartialsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartialsRequest) ProtoMessage() {}
+
+func (x *PartialsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartialsRequest.ProtoReflect.Descriptor instead.
+func (*PartialsRequest) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{14}
+}
+
+// PartialResult is the next piece of a call's output (revision 2;
+// reserved): for a chat tool, the text of the tokens since the last one.
+type PartialResult struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	CallId uint64                 `protobuf:"varint,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// Counts the call's pieces from 1, so that a gap shows.
+	Seq           uint64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Delta         []byte `protobuf:"bytes,3,opt,name=delta,proto3" json:"delta,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartialResult) Reset() {
+	*x = PartialResult{}
+	mi := &file_plugin_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartialResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartialResult) ProtoMessage() {}
+
+func (x *PartialResult) ProtoReflect() protoreflect.Message {
+	mi := &file_plugin_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartialResult.ProtoReflect.Descriptor instead.
+func (*PartialResult) Descriptor() ([]byte, []int) {
+	return file_plugin_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *PartialResult) GetCallId() uint64 {
+	if x != nil {
+		return x.CallId
+	}
+	return 0
+}
+
+func (x *PartialResult) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *PartialResult) GetDelta() []byte {
+	if x != nil {
+		return x.Delta
+	}
+	return nil
+}
+
 type CallResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The output, JSON. Empty when error is set.
@@ -668,7 +1195,7 @@ type CallResult struct {
 
 func (x *CallResult) Reset() {
 	*x = CallResult{}
-	mi := &file_plugin_proto_msgTypes[9]
+	mi := &file_plugin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -680,7 +1207,7 @@ func (x *CallResult) String() string {
 func (*CallResult) ProtoMessage() {}
 
 func (x *CallResult) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[9]
+	mi := &file_plugin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -693,7 +1220,7 @@ func (x *CallResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallResult.ProtoReflect.Descriptor instead.
 func (*CallResult) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{9}
+	return file_plugin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CallResult) GetOutput() []byte {
@@ -735,6 +1262,8 @@ func (x *CallResult) GetProgressSent() int64 {
 type ToolError struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// "retryable", "permanent" or "cancelled" (see wire.Kind* constants).
+	// Revision 2 reserves "unknown" and "not_sent" for the recovery work
+	// (wire.KindUnknown, wire.KindNotSent); a host refuses them until then.
 	Kind    string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
 	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	// A stable code naming the failure for callers that branch on it, such
@@ -750,7 +1279,7 @@ type ToolError struct {
 
 func (x *ToolError) Reset() {
 	*x = ToolError{}
-	mi := &file_plugin_proto_msgTypes[10]
+	mi := &file_plugin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -762,7 +1291,7 @@ func (x *ToolError) String() string {
 func (*ToolError) ProtoMessage() {}
 
 func (x *ToolError) ProtoReflect() protoreflect.Message {
-	mi := &file_plugin_proto_msgTypes[10]
+	mi := &file_plugin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -775,7 +1304,7 @@ func (x *ToolError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolError.ProtoReflect.Descriptor instead.
 func (*ToolError) Descriptor() ([]byte, []int) {
-	return file_plugin_proto_rawDescGZIP(), []int{10}
+	return file_plugin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ToolError) GetKind() string {
@@ -820,7 +1349,7 @@ const file_plugin_proto_rawDesc = "" +
 	"\x05tools\x18\x03 \x03(\v2\x18.weir.plugin.v1.ToolSpecR\x05tools\x12#\n" +
 	"\rconfig_schema\x18\x04 \x01(\tR\fconfigSchema\x12\x1f\n" +
 	"\vplugin_name\x18\x05 \x01(\tR\n" +
-	"pluginName\"\x8b\x02\n" +
+	"pluginName\"\x9d\x03\n" +
 	"\bToolSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x1e\n" +
@@ -831,7 +1360,11 @@ const file_plugin_proto_rawDesc = "" +
 	"\finput_schema\x18\x05 \x01(\tR\vinputSchema\x12#\n" +
 	"\routput_schema\x18\x06 \x01(\tR\foutputSchema\x12\x1a\n" +
 	"\bcontract\x18\a \x01(\tR\bcontract\x121\n" +
-	"\x06models\x18\b \x03(\v2\x19.weir.plugin.v1.ModelSpecR\x06models\"\x80\x01\n" +
+	"\x06models\x18\b \x03(\v2\x19.weir.plugin.v1.ModelSpecR\x06models\x12.\n" +
+	"\x06effect\x18\t \x01(\x0e2\x16.weir.plugin.v1.EffectR\x06effect\x12B\n" +
+	"\x0fdefault_timeout\x18\n" +
+	" \x01(\v2\x19.google.protobuf.DurationR\x0edefaultTimeout\x12\x1c\n" +
+	"\treconcile\x18\v \x01(\bR\treconcile\"\x80\x01\n" +
 	"\tModelSpec\x12\x14\n" +
 	"\x05alias\x18\x01 \x01(\tR\x05alias\x12\x1d\n" +
 	"\n" +
@@ -839,7 +1372,7 @@ const file_plugin_proto_rawDesc = "" +
 	"\n" +
 	"input_cost\x18\x03 \x01(\x03R\tinputCost\x12\x1f\n" +
 	"\voutput_cost\x18\x04 \x01(\x03R\n" +
-	"outputCost\"\x91\x02\n" +
+	"outputCost\"\xea\x02\n" +
 	"\vCallRequest\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12\x14\n" +
 	"\x05input\x18\x02 \x01(\fR\x05input\x12\x15\n" +
@@ -849,7 +1382,15 @@ const file_plugin_proto_rawDesc = "" +
 	"\x0fidempotency_key\x18\x06 \x01(\tR\x0eidempotencyKey\x12,\n" +
 	"\x12deadline_unix_nano\x18\a \x01(\x03R\x10deadlineUnixNano\x12\x17\n" +
 	"\acall_id\x18\b \x01(\x04R\x06callId\x12#\n" +
-	"\rwant_progress\x18\t \x01(\bR\fwantProgress\"@\n" +
+	"\rwant_progress\x18\t \x01(\bR\fwantProgress\x122\n" +
+	"\x05trace\x18\n" +
+	" \x01(\v2\x1c.weir.plugin.v1.TraceContextR\x05trace\x12#\n" +
+	"\rwant_partials\x18\v \x01(\bR\fwantPartials\"P\n" +
+	"\fTraceContext\x12 \n" +
+	"\vtraceparent\x18\x01 \x01(\tR\vtraceparent\x12\x1e\n" +
+	"\n" +
+	"tracestate\x18\x02 \x01(\tR\n" +
+	"tracestate\"@\n" +
 	"\rCancelRequest\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\x04R\x06callId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"*\n" +
@@ -859,7 +1400,22 @@ const file_plugin_proto_rawDesc = "" +
 	"\rProgressEvent\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\x04R\x06callId\x12\x12\n" +
 	"\x04done\x18\x02 \x01(\x03R\x04done\x12\x14\n" +
-	"\x05total\x18\x03 \x01(\x03R\x05total\"\xa9\x01\n" +
+	"\x05total\x18\x03 \x01(\x03R\x05total\"e\n" +
+	"\x10ReconcileRequest\x12\x12\n" +
+	"\x04tool\x18\x01 \x01(\tR\x04tool\x12'\n" +
+	"\x0fidempotency_key\x18\x02 \x01(\tR\x0eidempotencyKey\x12\x14\n" +
+	"\x05input\x18\x03 \x01(\fR\x05input\"\x83\x01\n" +
+	"\x11ReconcileResponse\x12:\n" +
+	"\aoutcome\x18\x01 \x01(\x0e2 .weir.plugin.v1.ReconcileOutcomeR\aoutcome\x122\n" +
+	"\x06result\x18\x02 \x01(\v2\x1a.weir.plugin.v1.CallResultR\x06result\"\x16\n" +
+	"\x14WatchManifestRequest\"O\n" +
+	"\x0fManifestChanged\x12<\n" +
+	"\bmanifest\x18\x01 \x01(\v2 .weir.plugin.v1.ManifestResponseR\bmanifest\"\x11\n" +
+	"\x0fPartialsRequest\"P\n" +
+	"\rPartialResult\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\x04R\x06callId\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x14\n" +
+	"\x05delta\x18\x03 \x01(\fR\x05delta\"\xa9\x01\n" +
 	"\n" +
 	"CallResult\x12\x16\n" +
 	"\x06output\x18\x01 \x01(\fR\x06output\x12\x19\n" +
@@ -872,12 +1428,25 @@ const file_plugin_proto_rawDesc = "" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x12\n" +
 	"\x04code\x18\x03 \x01(\tR\x04code\x12:\n" +
 	"\vretry_after\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\n" +
-	"retryAfter2\xaf\x02\n" +
+	"retryAfter*a\n" +
+	"\x06Effect\x12\x16\n" +
+	"\x12EFFECT_UNSPECIFIED\x10\x00\x12\x0f\n" +
+	"\vEFFECT_READ\x10\x01\x12\x15\n" +
+	"\x11EFFECT_IDEMPOTENT\x10\x02\x12\x17\n" +
+	"\x13EFFECT_AT_MOST_ONCE\x10\x03*\x98\x01\n" +
+	"\x10ReconcileOutcome\x12!\n" +
+	"\x1dRECONCILE_OUTCOME_UNSPECIFIED\x10\x00\x12\x1e\n" +
+	"\x1aRECONCILE_OUTCOME_HAPPENED\x10\x01\x12\"\n" +
+	"\x1eRECONCILE_OUTCOME_NOT_HAPPENED\x10\x02\x12\x1d\n" +
+	"\x19RECONCILE_OUTCOME_UNKNOWN\x10\x032\xa9\x04\n" +
 	"\x06Plugin\x12M\n" +
 	"\bManifest\x12\x1f.weir.plugin.v1.ManifestRequest\x1a .weir.plugin.v1.ManifestResponse\x12?\n" +
 	"\x04Call\x12\x1b.weir.plugin.v1.CallRequest\x1a\x1a.weir.plugin.v1.CallResult\x12G\n" +
 	"\x06Cancel\x12\x1d.weir.plugin.v1.CancelRequest\x1a\x1e.weir.plugin.v1.CancelResponse\x12L\n" +
-	"\bProgress\x12\x1f.weir.plugin.v1.ProgressRequest\x1a\x1d.weir.plugin.v1.ProgressEvent0\x01B!Z\x1fgithub.com/weirhq/weir/sdk/wireb\x06proto3"
+	"\bProgress\x12\x1f.weir.plugin.v1.ProgressRequest\x1a\x1d.weir.plugin.v1.ProgressEvent0\x01\x12P\n" +
+	"\tReconcile\x12 .weir.plugin.v1.ReconcileRequest\x1a!.weir.plugin.v1.ReconcileResponse\x12X\n" +
+	"\rWatchManifest\x12$.weir.plugin.v1.WatchManifestRequest\x1a\x1f.weir.plugin.v1.ManifestChanged0\x01\x12L\n" +
+	"\bPartials\x12\x1f.weir.plugin.v1.PartialsRequest\x1a\x1d.weir.plugin.v1.PartialResult0\x01B!Z\x1fgithub.com/weirhq/weir/sdk/wireb\x06proto3"
 
 var (
 	file_plugin_proto_rawDescOnce sync.Once
@@ -891,39 +1460,61 @@ func file_plugin_proto_rawDescGZIP() []byte {
 	return file_plugin_proto_rawDescData
 }
 
-var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_plugin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_plugin_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_plugin_proto_goTypes = []any{
-	(*ManifestRequest)(nil),     // 0: weir.plugin.v1.ManifestRequest
-	(*ManifestResponse)(nil),    // 1: weir.plugin.v1.ManifestResponse
-	(*ToolSpec)(nil),            // 2: weir.plugin.v1.ToolSpec
-	(*ModelSpec)(nil),           // 3: weir.plugin.v1.ModelSpec
-	(*CallRequest)(nil),         // 4: weir.plugin.v1.CallRequest
-	(*CancelRequest)(nil),       // 5: weir.plugin.v1.CancelRequest
-	(*CancelResponse)(nil),      // 6: weir.plugin.v1.CancelResponse
-	(*ProgressRequest)(nil),     // 7: weir.plugin.v1.ProgressRequest
-	(*ProgressEvent)(nil),       // 8: weir.plugin.v1.ProgressEvent
-	(*CallResult)(nil),          // 9: weir.plugin.v1.CallResult
-	(*ToolError)(nil),           // 10: weir.plugin.v1.ToolError
-	(*durationpb.Duration)(nil), // 11: google.protobuf.Duration
+	(Effect)(0),                  // 0: weir.plugin.v1.Effect
+	(ReconcileOutcome)(0),        // 1: weir.plugin.v1.ReconcileOutcome
+	(*ManifestRequest)(nil),      // 2: weir.plugin.v1.ManifestRequest
+	(*ManifestResponse)(nil),     // 3: weir.plugin.v1.ManifestResponse
+	(*ToolSpec)(nil),             // 4: weir.plugin.v1.ToolSpec
+	(*ModelSpec)(nil),            // 5: weir.plugin.v1.ModelSpec
+	(*CallRequest)(nil),          // 6: weir.plugin.v1.CallRequest
+	(*TraceContext)(nil),         // 7: weir.plugin.v1.TraceContext
+	(*CancelRequest)(nil),        // 8: weir.plugin.v1.CancelRequest
+	(*CancelResponse)(nil),       // 9: weir.plugin.v1.CancelResponse
+	(*ProgressRequest)(nil),      // 10: weir.plugin.v1.ProgressRequest
+	(*ProgressEvent)(nil),        // 11: weir.plugin.v1.ProgressEvent
+	(*ReconcileRequest)(nil),     // 12: weir.plugin.v1.ReconcileRequest
+	(*ReconcileResponse)(nil),    // 13: weir.plugin.v1.ReconcileResponse
+	(*WatchManifestRequest)(nil), // 14: weir.plugin.v1.WatchManifestRequest
+	(*ManifestChanged)(nil),      // 15: weir.plugin.v1.ManifestChanged
+	(*PartialsRequest)(nil),      // 16: weir.plugin.v1.PartialsRequest
+	(*PartialResult)(nil),        // 17: weir.plugin.v1.PartialResult
+	(*CallResult)(nil),           // 18: weir.plugin.v1.CallResult
+	(*ToolError)(nil),            // 19: weir.plugin.v1.ToolError
+	(*durationpb.Duration)(nil),  // 20: google.protobuf.Duration
 }
 var file_plugin_proto_depIdxs = []int32{
-	2,  // 0: weir.plugin.v1.ManifestResponse.tools:type_name -> weir.plugin.v1.ToolSpec
-	3,  // 1: weir.plugin.v1.ToolSpec.models:type_name -> weir.plugin.v1.ModelSpec
-	10, // 2: weir.plugin.v1.CallResult.error:type_name -> weir.plugin.v1.ToolError
-	11, // 3: weir.plugin.v1.ToolError.retry_after:type_name -> google.protobuf.Duration
-	0,  // 4: weir.plugin.v1.Plugin.Manifest:input_type -> weir.plugin.v1.ManifestRequest
-	4,  // 5: weir.plugin.v1.Plugin.Call:input_type -> weir.plugin.v1.CallRequest
-	5,  // 6: weir.plugin.v1.Plugin.Cancel:input_type -> weir.plugin.v1.CancelRequest
-	7,  // 7: weir.plugin.v1.Plugin.Progress:input_type -> weir.plugin.v1.ProgressRequest
-	1,  // 8: weir.plugin.v1.Plugin.Manifest:output_type -> weir.plugin.v1.ManifestResponse
-	9,  // 9: weir.plugin.v1.Plugin.Call:output_type -> weir.plugin.v1.CallResult
-	6,  // 10: weir.plugin.v1.Plugin.Cancel:output_type -> weir.plugin.v1.CancelResponse
-	8,  // 11: weir.plugin.v1.Plugin.Progress:output_type -> weir.plugin.v1.ProgressEvent
-	8,  // [8:12] is the sub-list for method output_type
-	4,  // [4:8] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	4,  // 0: weir.plugin.v1.ManifestResponse.tools:type_name -> weir.plugin.v1.ToolSpec
+	5,  // 1: weir.plugin.v1.ToolSpec.models:type_name -> weir.plugin.v1.ModelSpec
+	0,  // 2: weir.plugin.v1.ToolSpec.effect:type_name -> weir.plugin.v1.Effect
+	20, // 3: weir.plugin.v1.ToolSpec.default_timeout:type_name -> google.protobuf.Duration
+	7,  // 4: weir.plugin.v1.CallRequest.trace:type_name -> weir.plugin.v1.TraceContext
+	1,  // 5: weir.plugin.v1.ReconcileResponse.outcome:type_name -> weir.plugin.v1.ReconcileOutcome
+	18, // 6: weir.plugin.v1.ReconcileResponse.result:type_name -> weir.plugin.v1.CallResult
+	3,  // 7: weir.plugin.v1.ManifestChanged.manifest:type_name -> weir.plugin.v1.ManifestResponse
+	19, // 8: weir.plugin.v1.CallResult.error:type_name -> weir.plugin.v1.ToolError
+	20, // 9: weir.plugin.v1.ToolError.retry_after:type_name -> google.protobuf.Duration
+	2,  // 10: weir.plugin.v1.Plugin.Manifest:input_type -> weir.plugin.v1.ManifestRequest
+	6,  // 11: weir.plugin.v1.Plugin.Call:input_type -> weir.plugin.v1.CallRequest
+	8,  // 12: weir.plugin.v1.Plugin.Cancel:input_type -> weir.plugin.v1.CancelRequest
+	10, // 13: weir.plugin.v1.Plugin.Progress:input_type -> weir.plugin.v1.ProgressRequest
+	12, // 14: weir.plugin.v1.Plugin.Reconcile:input_type -> weir.plugin.v1.ReconcileRequest
+	14, // 15: weir.plugin.v1.Plugin.WatchManifest:input_type -> weir.plugin.v1.WatchManifestRequest
+	16, // 16: weir.plugin.v1.Plugin.Partials:input_type -> weir.plugin.v1.PartialsRequest
+	3,  // 17: weir.plugin.v1.Plugin.Manifest:output_type -> weir.plugin.v1.ManifestResponse
+	18, // 18: weir.plugin.v1.Plugin.Call:output_type -> weir.plugin.v1.CallResult
+	9,  // 19: weir.plugin.v1.Plugin.Cancel:output_type -> weir.plugin.v1.CancelResponse
+	11, // 20: weir.plugin.v1.Plugin.Progress:output_type -> weir.plugin.v1.ProgressEvent
+	13, // 21: weir.plugin.v1.Plugin.Reconcile:output_type -> weir.plugin.v1.ReconcileResponse
+	15, // 22: weir.plugin.v1.Plugin.WatchManifest:output_type -> weir.plugin.v1.ManifestChanged
+	17, // 23: weir.plugin.v1.Plugin.Partials:output_type -> weir.plugin.v1.PartialResult
+	17, // [17:24] is the sub-list for method output_type
+	10, // [10:17] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_plugin_proto_init() }
@@ -936,13 +1527,14 @@ func file_plugin_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_plugin_proto_rawDesc), len(file_plugin_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   11,
+			NumEnums:      2,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_plugin_proto_goTypes,
 		DependencyIndexes: file_plugin_proto_depIdxs,
+		EnumInfos:         file_plugin_proto_enumTypes,
 		MessageInfos:      file_plugin_proto_msgTypes,
 	}.Build()
 	File_plugin_proto = out.File

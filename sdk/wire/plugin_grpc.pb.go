@@ -3,9 +3,16 @@
 // github.com/weirhq/weir/sdk/wire; a vendor never imports it directly.
 //
 // Version: the application protocol version is carried by go-plugin's
-// handshake line (wire.ProtocolVersion) and checked by the host before it
-// dials the plugin, so a plugin speaking an unknown version is refused before
-// any message of this file is read. Manifest repeats it as a second check.
+// handshake line and checked by the host before it dials the plugin, so a
+// plugin speaking an unknown version is refused before any message of this
+// file is read. Manifest repeats it as a second check.
+//
+// Revisions: 1 is the first; 2 (wire.ProtocolVersion) adds only fields and
+// RPCs, marked "revision 2" below, so one service serves both: a host
+// negotiates the highest revision both sides speak, and a revision-1 peer
+// never sees a revision-2 field. Some of revision 2 is reserved for later
+// work and marked so: a host does not call it yet, and the SDK answers it
+// Unimplemented.
 //
 // Changing a message incompatibly means a new ProtocolVersion.
 
@@ -30,10 +37,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Plugin_Manifest_FullMethodName = "/weir.plugin.v1.Plugin/Manifest"
-	Plugin_Call_FullMethodName     = "/weir.plugin.v1.Plugin/Call"
-	Plugin_Cancel_FullMethodName   = "/weir.plugin.v1.Plugin/Cancel"
-	Plugin_Progress_FullMethodName = "/weir.plugin.v1.Plugin/Progress"
+	Plugin_Manifest_FullMethodName      = "/weir.plugin.v1.Plugin/Manifest"
+	Plugin_Call_FullMethodName          = "/weir.plugin.v1.Plugin/Call"
+	Plugin_Cancel_FullMethodName        = "/weir.plugin.v1.Plugin/Cancel"
+	Plugin_Progress_FullMethodName      = "/weir.plugin.v1.Plugin/Progress"
+	Plugin_Reconcile_FullMethodName     = "/weir.plugin.v1.Plugin/Reconcile"
+	Plugin_WatchManifest_FullMethodName = "/weir.plugin.v1.Plugin/WatchManifest"
+	Plugin_Partials_FullMethodName      = "/weir.plugin.v1.Plugin/Partials"
 )
 
 // PluginClient is the client API for Plugin service.
@@ -61,6 +71,22 @@ type PluginClient interface {
 	// it the progress of every call made with want_progress. Display only:
 	// reports may be dropped.
 	Progress(ctx context.Context, in *ProgressRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ProgressEvent], error)
+	// Reconcile (revision 2; reserved for the recovery work, not called
+	// yet) is a tool's reconcile probe: whether the call with an
+	// idempotency key happened, with its result, did not happen, or cannot
+	// be told. Only tools whose ToolSpec says reconcile answer it; it is
+	// idempotent itself.
+	Reconcile(ctx context.Context, in *ReconcileRequest, opts ...grpc.CallOption) (*ReconcileResponse, error)
+	// WatchManifest (revision 2; reserved for the agents work, not called
+	// yet) is opened once by the host after launch; the plugin sends on it
+	// its whole new manifest each time its tool list changes (an MCP
+	// server's tools, say).
+	WatchManifest(ctx context.Context, in *WatchManifestRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ManifestChanged], error)
+	// Partials (revision 2; reserved for the agents work, not called yet)
+	// is opened once by the host after launch; the plugin sends on it the
+	// partial results (token deltas) of every call made with want_partials.
+	// The call's CallResult stays the whole answer.
+	Partials(ctx context.Context, in *PartialsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[PartialResult], error)
 }
 
 type pluginClient struct {
@@ -120,6 +146,54 @@ func (c *pluginClient) Progress(ctx context.Context, in *ProgressRequest, opts .
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Plugin_ProgressClient = grpc.ServerStreamingClient[ProgressEvent]
 
+func (c *pluginClient) Reconcile(ctx context.Context, in *ReconcileRequest, opts ...grpc.CallOption) (*ReconcileResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReconcileResponse)
+	err := c.cc.Invoke(ctx, Plugin_Reconcile_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *pluginClient) WatchManifest(ctx context.Context, in *WatchManifestRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ManifestChanged], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Plugin_ServiceDesc.Streams[1], Plugin_WatchManifest_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchManifestRequest, ManifestChanged]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Plugin_WatchManifestClient = grpc.ServerStreamingClient[ManifestChanged]
+
+func (c *pluginClient) Partials(ctx context.Context, in *PartialsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[PartialResult], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Plugin_ServiceDesc.Streams[2], Plugin_Partials_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[PartialsRequest, PartialResult]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Plugin_PartialsClient = grpc.ServerStreamingClient[PartialResult]
+
 // PluginServer is the server API for Plugin service.
 // All implementations must embed UnimplementedPluginServer
 // for forward compatibility.
@@ -145,6 +219,22 @@ type PluginServer interface {
 	// it the progress of every call made with want_progress. Display only:
 	// reports may be dropped.
 	Progress(*ProgressRequest, grpc.ServerStreamingServer[ProgressEvent]) error
+	// Reconcile (revision 2; reserved for the recovery work, not called
+	// yet) is a tool's reconcile probe: whether the call with an
+	// idempotency key happened, with its result, did not happen, or cannot
+	// be told. Only tools whose ToolSpec says reconcile answer it; it is
+	// idempotent itself.
+	Reconcile(context.Context, *ReconcileRequest) (*ReconcileResponse, error)
+	// WatchManifest (revision 2; reserved for the agents work, not called
+	// yet) is opened once by the host after launch; the plugin sends on it
+	// its whole new manifest each time its tool list changes (an MCP
+	// server's tools, say).
+	WatchManifest(*WatchManifestRequest, grpc.ServerStreamingServer[ManifestChanged]) error
+	// Partials (revision 2; reserved for the agents work, not called yet)
+	// is opened once by the host after launch; the plugin sends on it the
+	// partial results (token deltas) of every call made with want_partials.
+	// The call's CallResult stays the whole answer.
+	Partials(*PartialsRequest, grpc.ServerStreamingServer[PartialResult]) error
 	mustEmbedUnimplementedPluginServer()
 }
 
@@ -166,6 +256,15 @@ func (UnimplementedPluginServer) Cancel(context.Context, *CancelRequest) (*Cance
 }
 func (UnimplementedPluginServer) Progress(*ProgressRequest, grpc.ServerStreamingServer[ProgressEvent]) error {
 	return status.Error(codes.Unimplemented, "method Progress not implemented")
+}
+func (UnimplementedPluginServer) Reconcile(context.Context, *ReconcileRequest) (*ReconcileResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Reconcile not implemented")
+}
+func (UnimplementedPluginServer) WatchManifest(*WatchManifestRequest, grpc.ServerStreamingServer[ManifestChanged]) error {
+	return status.Error(codes.Unimplemented, "method WatchManifest not implemented")
+}
+func (UnimplementedPluginServer) Partials(*PartialsRequest, grpc.ServerStreamingServer[PartialResult]) error {
+	return status.Error(codes.Unimplemented, "method Partials not implemented")
 }
 func (UnimplementedPluginServer) mustEmbedUnimplementedPluginServer() {}
 func (UnimplementedPluginServer) testEmbeddedByValue()                {}
@@ -253,6 +352,46 @@ func _Plugin_Progress_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Plugin_ProgressServer = grpc.ServerStreamingServer[ProgressEvent]
 
+func _Plugin_Reconcile_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReconcileRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PluginServer).Reconcile(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Plugin_Reconcile_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PluginServer).Reconcile(ctx, req.(*ReconcileRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Plugin_WatchManifest_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchManifestRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(PluginServer).WatchManifest(m, &grpc.GenericServerStream[WatchManifestRequest, ManifestChanged]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Plugin_WatchManifestServer = grpc.ServerStreamingServer[ManifestChanged]
+
+func _Plugin_Partials_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(PartialsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(PluginServer).Partials(m, &grpc.GenericServerStream[PartialsRequest, PartialResult]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Plugin_PartialsServer = grpc.ServerStreamingServer[PartialResult]
+
 // Plugin_ServiceDesc is the grpc.ServiceDesc for Plugin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -272,11 +411,25 @@ var Plugin_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Cancel",
 			Handler:    _Plugin_Cancel_Handler,
 		},
+		{
+			MethodName: "Reconcile",
+			Handler:    _Plugin_Reconcile_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
 			StreamName:    "Progress",
 			Handler:       _Plugin_Progress_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WatchManifest",
+			Handler:       _Plugin_WatchManifest_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Partials",
+			Handler:       _Plugin_Partials_Handler,
 			ServerStreams: true,
 		},
 	},

@@ -23,10 +23,23 @@ import (
 	"google.golang.org/grpc"
 )
 
-// ProtocolVersion is the version of this protocol. go-plugin carries it in
-// the handshake line the plugin prints on start, and the host refuses a
-// plugin announcing another version before it dials the plugin.
-const ProtocolVersion = 1
+// ProtocolVersion is the newest revision of this protocol, the one this
+// package's code speaks. go-plugin carries the revision in the handshake
+// line the plugin prints on start, and the host refuses a plugin
+// announcing one it does not serve before it dials the plugin.
+//
+// Revision 2 adds, to revision 1, only new fields and RPCs (see
+// plugin.proto): a tool's default timeout (ToolSpec.default_timeout), in
+// use; and, reserved for later work and not used yet, the effect class and
+// the Reconcile RPC, the error kinds KindUnknown and KindNotSent, the
+// WatchManifest notification, trace context on every call and the Partials
+// stream. Both sides speak every revision from MinProtocolVersion on, and
+// go-plugin picks the highest they share: a revision-1 plugin keeps
+// working, and so does a revision-2 plugin under a revision-1 host.
+const ProtocolVersion = 2
+
+// MinProtocolVersion is the oldest revision both sides still speak.
+const MinProtocolVersion = 1
 
 // PluginName is the name the tool service is dispensed under in go-plugin's
 // plugin set.
@@ -89,7 +102,21 @@ const (
 	// KindChecksum: the plugin binary is missing, not pinned, or no longer
 	// matches its pinned SHA-256; it is not launched.
 	KindChecksum = "checksum"
+
+	// KindUnknown (revision 2; reserved for the recovery work, refused
+	// from a plugin until then): the tool cannot tell whether the call's
+	// effect happened.
+	KindUnknown = "unknown"
+	// KindNotSent (revision 2; reserved for the recovery work, refused
+	// from a plugin until then): the call never reached what performs
+	// it, so it may be made again whatever the tool's effect class.
+	KindNotSent = "not_sent"
 )
+
+// MaxToolTimeout bounds a tool's declared default timeout
+// (ToolSpec.default_timeout): a longer call is the caller's to allow, with
+// its own timeout.
+const MaxToolTimeout = time.Hour
 
 // MaxErrorCodeBytes bounds ToolError.Code: a code is a name, not a message.
 const MaxErrorCodeBytes = 64
@@ -149,12 +176,21 @@ func (p *GRPCPlugin) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, c *grpc
 	return NewPluginClient(c), nil
 }
 
-// VersionedPlugins is the plugin set for ProtocolVersion, for go-plugin's
-// ServeConfig and ClientConfig. server is nil on the host side.
+// VersionedPlugins is the plugin set of every revision from
+// MinProtocolVersion to ProtocolVersion, for go-plugin's ServeConfig and
+// ClientConfig: one service serves them all, since later revisions only
+// add to it. server is nil on the host side.
 func VersionedPlugins(server PluginServer) map[int]plugin.PluginSet {
-	return map[int]plugin.PluginSet{
-		ProtocolVersion: {PluginName: &GRPCPlugin{Impl: server}},
+	out := map[int]plugin.PluginSet{}
+	for v := MinProtocolVersion; v <= ProtocolVersion; v++ {
+		out[v] = plugin.PluginSet{PluginName: &GRPCPlugin{Impl: server}}
 	}
+	return out
+}
+
+// SpeaksVersion reports whether v is a revision this package serves.
+func SpeaksVersion(v uint32) bool {
+	return v >= MinProtocolVersion && v <= ProtocolVersion
 }
 
 // SplitToolName splits "plugin.tool" into its plugin and tool parts. Both

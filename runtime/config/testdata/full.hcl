@@ -65,3 +65,8 @@ http {
   max_conns           = 256
   max_conns_per_peer  = 16
 }
+
+plugin_ping {
+  interval = "10s"
+  timeout  = "4s"
+}

@@ -1,0 +1,119 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/weirhq/weir/sdk/wire"
+)
+
+// TestToolDefaultTimeout: a call without a deadline gets its tool's
+// declared default timeout (testkit.bounded, 500ms, revision 2) rather
+// than the host's; a caller's deadline still wins.
+func TestToolDefaultTimeout(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{DefaultTimeout: 10 * time.Minute}, "testkit")
+	m := b.h.set.Load().tools["testkit.bounded"]
+	if m == nil || m.m.Timeout != 500*time.Millisecond {
+		t.Fatalf("testkit.bounded's manifest %+v: want a timeout of 500ms", m)
+	}
+	if info, _ := b.h.LookupTool("testkit.bounded"); info.Timeout != 500*time.Millisecond {
+		t.Fatalf("LookupTool gives timeout %v, want 500ms", info.Timeout)
+	}
+	var out struct {
+		DeadlineMS int64 `json:"deadline_ms"`
+	}
+	if err := json.Unmarshal(mustCall(t, b.h, "testkit.bounded", `{}`).Output, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.DeadlineMS > 500 {
+		t.Fatalf("a call without a deadline was given %dms, want the tool's 500ms at most", out.DeadlineMS)
+	}
+	res, err := b.h.Call(context.Background(), CallRequest{Tool: "testkit.bounded", Input: json.RawMessage(`{}`), Deadline: time.Now().Add(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(res.Output, &out); err != nil || out.DeadlineMS <= 500 {
+		t.Fatalf("a call with a deadline a minute away was given %dms (%v)", out.DeadlineMS, err)
+	}
+	// A call that waits for its end ends at the tool's deadline; the
+	// caller's minute only bounds a failing test.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err = b.h.Call(ctx, CallRequest{Tool: "testkit.bounded", Input: json.RawMessage(`{"wait":true}`)})
+	wantKind(t, err, KindDeadline)
+}
+
+// TestRevision1PluginServed: a plugin that speaks only revision 1 is
+// installed, listed and called as before.
+func TestRevision1PluginServed(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{}, "rev1", "testkit")
+	plugins := map[string]int{}
+	for _, p := range b.h.Plugins() {
+		if p.Manifest == nil {
+			t.Fatalf("plugin %s has no manifest: %v", p.Name, p.Err)
+		}
+		plugins[p.Name] = p.Manifest.ProtocolVersion
+	}
+	if plugins["rev1"] != 1 || plugins["testkit"] != wire.ProtocolVersion {
+		t.Fatalf("protocol versions %v, want rev1 on 1 and testkit on %d", plugins, wire.ProtocolVersion)
+	}
+	if res := mustCall(t, b.h, "rev1.echo", `{"a":1}`); string(res.Output) != `{"a":1}` {
+		t.Fatalf("rev1.echo answered %s", res.Output)
+	}
+	// Its manifest, cached at install, is read back on the next start.
+	h2, err := New(Config{PluginsDir: b.pluginsDir, DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h2.Close()
+	if _, ok := h2.LookupTool("rev1.echo"); !ok {
+		t.Fatal("a second host does not know rev1.echo from the manifest cache")
+	}
+	if n := launches(h2, "rev1"); n != 0 {
+		t.Fatalf("the cached revision-1 manifest was not used: %d launches", n)
+	}
+}
+
+func TestManifestDefaultTimeoutBounds(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		timeout *durationpb.Duration
+		version uint32
+		want    string // "" for accepted
+	}{
+		{"unset", nil, wire.ProtocolVersion, ""},
+		{"a minute", durationpb.New(time.Minute), wire.ProtocolVersion, ""},
+		{"the most", durationpb.New(wire.MaxToolTimeout), wire.ProtocolVersion, ""},
+		{"zero", durationpb.New(0), wire.ProtocolVersion, "outside"},
+		{"negative", durationpb.New(-time.Second), wire.ProtocolVersion, "outside"},
+		{"past the most", durationpb.New(wire.MaxToolTimeout + time.Nanosecond), wire.ProtocolVersion, "outside"},
+		{"malformed", &durationpb.Duration{Seconds: 1, Nanos: -5}, wire.ProtocolVersion, "outside"},
+		{"revision 1", nil, 1, ""},
+		{"revision 0", nil, 0, "protocol version 0"},
+		{"a revision to come", nil, wire.ProtocolVersion + 1, "protocol version"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			m, err := manifestFromWire("", "sum", &wire.ManifestResponse{ProtocolVersion: tc.version, Tools: []*wire.ToolSpec{
+				{Name: "x.y", Idempotent: true, DefaultTimeout: tc.timeout}}})
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.want == "":
+				if want := tc.timeout.AsDuration(); tc.timeout != nil && m.Tools[0].Timeout != want {
+					t.Fatalf("timeout %v, want %v", m.Tools[0].Timeout, want)
+				}
+			case err == nil || !strings.Contains(err.Error(), tc.want):
+				t.Fatalf("error %v, want one saying %q", err, tc.want)
+			}
+		})
+	}
+}
