@@ -62,7 +62,7 @@ func TestPluginAndToolCommands(t *testing.T) {
 	t.Run("ls", func(t *testing.T) {
 		code, out, errb := weir(t, "", "plugin", "ls")
 		expect(t, code, 0, out, errb)
-		for _, want := range []string{"testkit  sha256:", "ok  11 tools", "testkit.echo", "mail.send  at-most-once", `testkit.sleep input: {"type":"object"`} {
+		for _, want := range []string{"testkit  sha256:", "ok  12 tools", "testkit.echo", "mail.send  at-most-once", `testkit.sleep input: {"type":"object"`} {
 			if !strings.Contains(out, want) {
 				t.Errorf("ls output lacks %q:\n%s", want, out)
 			}
