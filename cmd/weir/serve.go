@@ -498,6 +498,11 @@ loop:
 			break loop
 		case serveErr = <-served:
 			break loop
+		case <-timed.LockLost():
+			// Taking the lock again is unsafe: another daemon may hold it.
+			serveErr = &exitError{code: exitFailed, err: errors.New(engine.LockLostReason)}
+			log.Error("stopping: " + engine.LockLostReason)
+			break loop
 		case <-hup:
 			if res, err := d.Reload(ctx); err == nil && !res.Changed {
 				log.Info("config unchanged", "version", res.Config.Version)

@@ -89,6 +89,16 @@ type Waker interface {
 	Wakes() <-chan Wake
 }
 
+// LockHolder is an optional ability of a Store that holds a lock for
+// the daemon's lifetime on a server it does not own (PostgreSQL's
+// advisory lock for an unshared schema). LockLost is closed once that
+// lock is gone: from then on every read and write fails, and the lock
+// must not be taken again (another daemon may hold it by then), so the
+// engine closes admission and the daemon stops.
+type LockHolder interface {
+	LockLost() <-chan struct{}
+}
+
 // Wake is one announcement of a Waker.
 type Wake struct {
 	// CancelRunID names a run whose cancel was requested: the engine
