@@ -788,7 +788,7 @@ func inputSchemaOf(v starlark.Value) (json.RawMessage, Code, string) {
 	if err != nil {
 		return nil, CodeInvalid, fmt.Sprintf("is not a valid JSON schema: %s", schemaErrorText(err))
 	}
-	if err := schemaCost(s); err != nil {
+	if _, err := schemaCost(s); err != nil {
 		return nil, CodeSchemaLimit, fmt.Sprintf("is refused: %v", err)
 	}
 	return b, "", ""

@@ -128,7 +128,7 @@ func (e *Engine) submit(ctx context.Context, req StartRequest) (*StartResult, er
 	if err != nil {
 		return nil, err
 	}
-	if err := fe.validateInput(input); err != nil {
+	if err := e.validateInput(ctx, fe, input); err != nil {
 		return nil, protocolErr(CodeBadInput, "input for flow %q: %v", req.Flow, err)
 	}
 

@@ -71,13 +71,44 @@ func (fe *flowEntry) scriptLimitError() *store.RunError {
 	return &store.RunError{Code: CodeScriptLimit, Message: msg}
 }
 
-// validateInput checks a run's input against the flow's declared schema.
-func (fe *flowEntry) validateInput(input json.RawMessage) error {
-	var v any
-	if err := json.Unmarshal(input, &v); err != nil {
-		return err
+// validateInput checks a run's input against fe's declared schema, where
+// validateSchema decides.
+func (e *Engine) validateInput(ctx context.Context, fe *flowEntry, input json.RawMessage) error {
+	if fe.flow.InputWork(len(input)) <= flows.MaxInProcessWork {
+		var v any
+		if err := json.Unmarshal(input, &v); err != nil {
+			return err
+		}
+		return fe.flow.ValidateInput(v)
 	}
-	return fe.flow.ValidateInput(v)
+	err := e.validateSchema(ctx, fe.flow.Input, input)
+	if flows.IsInvalidValue(err) {
+		return &flows.InputError{Flow: fe.flow.Name, Msg: err.Error()}
+	}
+	return err
+}
+
+// validateSchema checks user data against a user's schema: in this
+// process when its estimated work is small (flows.MaxInProcessWork),
+// else in a sandbox worker (flows.Validator) whose deadline can end it.
+// The data's refusal is a *flows.InvalidValueError, so is a validation
+// that ran past the sandbox's limits (the schema and the data are the
+// user's); a sandbox that failed otherwise falls back to this process,
+// where registration's bounds on the schema still hold.
+func (e *Engine) validateSchema(ctx context.Context, schema, value json.RawMessage) error {
+	v, ok := e.config().Scripts.(flows.Validator)
+	if !ok || flows.ValidationWork(schema, len(value)) <= flows.MaxInProcessWork {
+		return flows.ValidateJSON(schema, value)
+	}
+	err := v.ValidateSchema(ctx, schema, value)
+	switch {
+	case err == nil || flows.IsInvalidValue(err):
+		return err
+	case flows.LimitOf(err) != "":
+		return &flows.InvalidValueError{Msg: "validating it against the schema went past the sandbox's limits: " + err.Error()}
+	}
+	e.log.Warn("the sandbox could not validate a value; validating it in the daemon", "error", err)
+	return flows.ValidateJSON(schema, value)
 }
 
 // latestFlow loads the latest registered version of a flow by name.
@@ -192,4 +223,14 @@ func (e *Engine) taskType(ctx context.Context, run *store.Run, t *store.Task) (i
 		return e.itemCost(n), typ
 	}
 	return e.nodeCost(n), typ
+}
+
+// validateAgentAnswer checks an agent's final answer against the node's
+// output schema, where validateSchema decides; the error is told to the
+// model.
+func (e *Engine) validateAgentAnswer(ctx context.Context, schema, answer []byte) error {
+	if !json.Valid(answer) {
+		return flows.ValidateAgentAnswer(schema, answer) // says it is not JSON
+	}
+	return e.validateSchema(ctx, schema, answer)
 }
