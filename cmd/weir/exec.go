@@ -95,17 +95,17 @@ func (m *Main) exec(ctx context.Context, opts execOptions) error {
 	if err != nil {
 		return err
 	}
-	s, err := m.openStack(ctx, log, engine.Config{}, plugins, storeURL, shared)
+	s, err := m.openEmbedded(ctx, log, plugins, storeURL, shared)
 	if err != nil {
 		return err
 	}
-	defer s.close(context.Background())
+	defer s.Close(context.Background())
 
 	// Registered as the user running exec, as the daemon would: the
 	// flow names it declares are that user's (or refused if another
 	// user registered them first).
 	owner := currentUser()
-	res, err := s.eng.RegisterAs(ctx, owner, files)
+	res, err := s.Engine.RegisterAs(ctx, owner, files)
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
@@ -124,7 +124,7 @@ func (m *Main) exec(ctx context.Context, opts execOptions) error {
 			return fmt.Errorf("%s declares no flow", opts.files[0])
 		}
 	}
-	started, err := s.eng.Submit(ctx, engine.StartRequest{Owner: owner, Flow: flowName, Input: opts.input})
+	started, err := s.Engine.Submit(ctx, engine.StartRequest{Owner: owner, Flow: flowName, Input: opts.input})
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
@@ -132,11 +132,11 @@ func (m *Main) exec(ctx context.Context, opts execOptions) error {
 	live := newLiveLine(m.Stderr)
 	defer live.done()
 	for {
-		run, err := s.eng.Get(ctx, owner, started.RunID)
+		run, err := s.Engine.Get(ctx, owner, started.RunID)
 		if err != nil {
 			return err
 		}
-		p, _ := s.eng.Progress(ctx, run)
+		p, _ := s.Engine.Progress(ctx, run)
 		if !opts.asJSON {
 			live.show(progressLine(api.ViewOf(run, p)))
 		}
@@ -145,7 +145,7 @@ func (m *Main) exec(ctx context.Context, opts execOptions) error {
 			return m.printFinal(api.ViewOf(run, p), opts.asJSON)
 		}
 		if run.Phase == store.PhaseWaiting {
-			waits, err := s.eng.HumanWaits(ctx, owner, run.ID)
+			waits, err := s.Engine.HumanWaits(ctx, owner, run.ID)
 			if err != nil {
 				return err
 			}
