@@ -10,8 +10,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/weirhq/weir/internal/atomicfile"
 	"github.com/weirhq/weir/sdk"
+	"github.com/weirhq/weir/sdk/dedupe"
 )
 
 // maxBlobBytes bounds one image, audio clip or embedded binary resource
@@ -142,7 +142,7 @@ func keepBlob(stateDir, kind, mime string, data []byte) (ref, error) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return ref{}, err
 		}
-		if err := atomicfile.Write(path, data, 0o600); err != nil {
+		if err := dedupe.WriteFileAtomic(path, data, 0o600); err != nil {
 			return ref{}, err
 		}
 	}
