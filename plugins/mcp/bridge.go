@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/weirhq/weir/internal/escape"
 	"github.com/weirhq/weir/sdk"
 	"github.com/weirhq/weir/sdk/wire"
 )
@@ -45,12 +47,15 @@ const (
 	// CodeServerError: the server answered a JSON-RPC error (bad
 	// arguments, a tool it no longer offers). Permanent.
 	CodeServerError = "E_MCP_SERVER_ERROR"
-	// CodeServerGone: the connection ended during the call (the server
-	// died or hung up). Retryable for an idempotent tool; for another,
-	// permanent: the call may or may not have had its effect.
+	// CodeServerGone: the call was sent and the connection ended before
+	// its answer (the server died or hung up). Kind unknown: weir retries
+	// an idempotent tool with the same key; another tool's call ends as
+	// an unknown outcome.
 	CodeServerGone = "E_MCP_SERVER_GONE"
-	// CodeUnavailable: the server could not be (re)started or reached
-	// before the call was sent. Retryable: nothing was done.
+	// CodeUnavailable: the server could not be (re)started or reached, or
+	// refused the call before reading it (HTTP 429 or 503, or a session it
+	// no longer knows, twice). Kind not_sent: nothing was done, and weir
+	// may retry it whatever the tool.
 	CodeUnavailable = "E_MCP_UNAVAILABLE"
 	// CodeBadResult: the server's answer cannot be made a weir output.
 	CodeBadResult = "E_MCP_BAD_RESULT"
@@ -80,10 +85,25 @@ type server struct {
 	b      *bridge
 	cfg    *serverConfig
 	client *mcp.Client
+	// pooled carries an HTTP server's requests, fresh an at-most-once
+	// tool's calls (see watch); nil for a stdio server.
+	pooled, fresh *http.Transport
 
 	mu      sync.Mutex
 	session *mcp.ClientSession
 	dead    chan struct{} // closed when session's connection ends
+
+	// down is why the server could not be reached at launch, nil once it
+	// answers (see watchDown).
+	downMu sync.Mutex
+	down   error
+}
+
+// up records that the server answered.
+func (s *server) up() {
+	s.downMu.Lock()
+	defer s.downMu.Unlock()
+	s.down = nil
 }
 
 // tools is the plugin's Options.Tools: it connects to every server, lists
@@ -235,6 +255,11 @@ func schemaText(s any) (string, error) {
 
 func (b *bridge) newServer(sc *serverConfig) *server {
 	s := &server{b: b, cfg: sc}
+	if sc.URL != "" {
+		s.pooled = http.DefaultTransport.(*http.Transport).Clone()
+		s.fresh = http.DefaultTransport.(*http.Transport).Clone()
+		s.fresh.DisableKeepAlives = true
+	}
 	s.client = mcp.NewClient(&mcp.Implementation{Name: "weir", Version: sdk.Version}, &mcp.ClientOptions{
 		Capabilities: &mcp.ClientCapabilities{},
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
@@ -272,11 +297,126 @@ func (s *server) transport() mcp.Transport {
 		setProcAttr(cmd)
 		return &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
 	}
-	hc := &http.Client{Transport: http.DefaultTransport}
+	var pooled, fresh http.RoundTripper = s.pooled, s.fresh
 	if s.cfg.token != "" {
-		hc.Transport = bearer{token: s.cfg.token, next: http.DefaultTransport}
+		pooled, fresh = bearer{token: s.cfg.token, next: pooled}, bearer{token: s.cfg.token, next: fresh}
 	}
+	hc := &http.Client{Transport: watch{pooled: pooled, fresh: fresh}}
 	return &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, DisableStandaloneSSE: true}
+}
+
+// probe records what became of one call's requests on the wire, for an
+// HTTP server: the SDK's errors do not tell a request that never left
+// from one whose answer was lost (both wrap "rejected by transport"), nor
+// a session the server refused from a tool's error. It rides on the
+// call's context, which the SDK passes to every request of the call.
+type probe struct {
+	// fresh sends the call on a connection of its own (see watch).
+	fresh bool
+
+	mu         sync.Mutex
+	posts      int  // POSTs the call made
+	dialFailed bool // the first one never connected
+	status     int  // the first one's HTTP status, 0 if it had no answer
+}
+
+type probeKey struct{}
+
+func (p *probe) note(resp *http.Response, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.posts++
+	if p.posts > 1 {
+		return
+	}
+	var op *net.OpError
+	switch {
+	case err != nil && errors.As(err, &op) && op.Op == "dial":
+		p.dialFailed = true
+	case err == nil:
+		p.status = resp.StatusCode
+	}
+}
+
+// watch notes each POST's fate in the probe its context carries. A call
+// whose probe says fresh (an at-most-once tool's) goes on a new
+// connection: a kept-alive one the server closed meanwhile (it restarted)
+// fails with an EOF that cannot be told from a server that died running
+// the call, while a new connection that cannot be made is a call that was
+// never sent.
+type watch struct{ pooled, fresh http.RoundTripper }
+
+func (w watch) RoundTrip(r *http.Request) (*http.Response, error) {
+	p, _ := r.Context().Value(probeKey{}).(*probe)
+	rt := w.pooled
+	if p != nil && p.fresh {
+		rt = w.fresh
+	}
+	resp, err := rt.RoundTrip(r)
+	if p != nil && r.Method == http.MethodPost {
+		p.note(resp, err)
+	}
+	return resp, err
+}
+
+// failure is what a failed call means for weir.
+type failure int
+
+const (
+	// failAnswered: the server answered with an error; the call is done.
+	failAnswered failure = iota
+	// failSession: the server refused the session (HTTP 404 or 400, as
+	// the streamable HTTP transport says a server does for a session it
+	// no longer knows: it restarted). Nothing ran; a new session may
+	// take the call.
+	failSession
+	// failNotSent: the call never reached the server, or the server said
+	// it did not take it (429, 503).
+	failNotSent
+	// failUnknown: the call was sent and no answer came back.
+	failUnknown
+)
+
+// JSON-RPC codes the go-sdk gives failures of its own, not the server's
+// (its internal jsonrpc2: ErrClientClosing, ErrServerClosing, ErrRejected).
+const (
+	codeClientClosing = -32003
+	codeServerClosing = -32004
+	codeRejected      = -32005
+)
+
+// classify decides what a failed call means. p is the call's probe, nil
+// for a stdio server (a pipe either delivers or breaks: a broken one is
+// an unknown outcome).
+func classify(err error, p *probe) failure {
+	var rpc *jsonrpc.Error
+	answered := errors.As(err, &rpc) && rpc.Code != codeRejected && rpc.Code != codeClientClosing && rpc.Code != codeServerClosing
+	if p == nil {
+		if answered {
+			return failAnswered
+		}
+		return failUnknown
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.posts == 0 || p.dialFailed:
+		// The SDK refused to write on a connection it knew broken, or
+		// could not connect: nothing left.
+		return failNotSent
+	case p.status == http.StatusNotFound || p.status == http.StatusBadRequest:
+		return failSession
+	case p.status == http.StatusTooManyRequests || p.status == http.StatusServiceUnavailable:
+		return failNotSent
+	case p.status == http.StatusBadGateway || p.status == http.StatusGatewayTimeout:
+		// A gateway may have passed the call on before it failed.
+		return failUnknown
+	case p.status != 0 && (p.status < 200 || p.status > 299):
+		return failAnswered // refused at the HTTP level (401, 403, 413, ...)
+	case answered:
+		return failAnswered
+	}
+	return failUnknown
 }
 
 // bearer adds the server's token to every request.
@@ -305,6 +445,11 @@ func (s *server) connected(ctx context.Context) (*mcp.ClientSession, error) {
 		default:
 			return s.session, nil
 		}
+	}
+	if s.pooled != nil {
+		// A new session: the last one ended, and so may have the server
+		// behind the connections kept alive for it.
+		s.pooled.CloseIdleConnections()
 	}
 	cs, err := s.client.Connect(ctx, s.transport(), nil)
 	if err != nil {
@@ -348,15 +493,10 @@ func (s *server) listTools(ctx context.Context) ([]*mcp.Tool, error) {
 	return out, nil
 }
 
-// call makes one tool call on the server and maps its answer.
+// call makes one tool call on the server and maps its answer. A session
+// the server refused (it restarted) is replaced by a new one and the call
+// made once more: the server ran nothing the first time.
 func (s *server) call(ctx context.Context, name string, idem bool, call *sdk.Call) (any, error) {
-	cs, err := s.connected(ctx)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, sdk.Retryable(sdk.WithCode(fmt.Errorf("mcp server %s is unavailable: %v", s.cfg.name, err), CodeUnavailable))
-	}
 	var args any = json.RawMessage(call.Input)
 	if len(call.Input) == 0 {
 		args = map[string]any{}
@@ -370,23 +510,60 @@ func (s *server) call(ctx context.Context, name string, idem bool, call *sdk.Cal
 	s.b.progress.Store(tok, call.Progress)
 	defer s.b.progress.Delete(tok)
 
-	// Cancelling ctx (weir cancels the call, or its deadline passes)
-	// makes the SDK send notifications/cancelled to the server.
-	res, err := cs.CallTool(ctx, params)
-	if err != nil {
+	for try := 1; ; try++ {
+		cs, err := s.connected(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, s.unavailable(err)
+		}
+		var p *probe
+		callCtx := ctx
+		if s.cfg.URL != "" {
+			p = &probe{fresh: !idem}
+			callCtx = context.WithValue(ctx, probeKey{}, p)
+		}
+		// Cancelling ctx (weir cancels the call, or its deadline passes)
+		// makes the SDK send notifications/cancelled to the server.
+		res, err := cs.CallTool(callCtx, params)
+		if err == nil {
+			s.up()
+			return mapResult(res, call.StateDir)
+		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		var rpc *jsonrpc.Error
-		if errors.As(err, &rpc) {
-			return nil, sdk.WithCode(fmt.Errorf("mcp server %s refused tool %q: %s", s.cfg.name, name, rpc.Message), CodeServerError)
+		switch classify(err, p) {
+		case failAnswered:
+			s.up()
+			var rpc *jsonrpc.Error
+			msg := err.Error()
+			if errors.As(err, &rpc) && rpc.Code != codeRejected {
+				msg = rpc.Message
+			}
+			return nil, sdk.WithCode(fmt.Errorf("mcp server %s refused tool %q: %s", s.cfg.name, name, escape.Cut(msg, maxErrorText)), CodeServerError)
+		case failSession:
+			s.drop(cs)
+			if try == 1 {
+				s.b.logger.Info("the server refused the session (it restarted?); calling again on a new one", "server", s.cfg.name, "tool", name)
+				continue
+			}
+			return nil, sdk.NotSent(sdk.WithCode(fmt.Errorf("mcp server %s refused the session twice, the second time a new one, for %q (%s); the call was not run", s.cfg.name, name, escape.Cut(err.Error(), maxErrorText)), CodeUnavailable))
+		case failNotSent:
+			s.drop(cs)
+			return nil, s.unavailable(err)
 		}
 		s.drop(cs)
-		gone := fmt.Errorf("mcp server %s: the connection ended during the call of %q: %v", s.cfg.name, name, err)
-		if idem {
-			return nil, sdk.Retryable(sdk.WithCode(gone, CodeServerGone))
+		gone := fmt.Errorf("mcp server %s: the connection ended during the call of %q, after it was sent: %s", s.cfg.name, name, escape.Cut(err.Error(), maxErrorText))
+		if !idem {
+			gone = fmt.Errorf("%w; the tool is not idempotent, so whether it had its effect is unknown", gone)
 		}
-		return nil, sdk.WithCode(fmt.Errorf("%w; the tool is not idempotent, so whether it had its effect is unknown", gone), CodeServerGone)
+		return nil, sdk.Unknown(sdk.WithCode(gone, CodeServerGone))
 	}
-	return mapResult(res, call.StateDir)
+}
+
+// unavailable is the error of a call that could not be sent.
+func (s *server) unavailable(err error) error {
+	return sdk.NotSent(sdk.WithCode(fmt.Errorf("mcp server %s is unavailable, the call was not sent: %s", s.cfg.name, escape.Cut(err.Error(), maxErrorText)), CodeUnavailable))
 }

@@ -36,8 +36,9 @@ var transports = []string{"stdio", "http"}
 
 // serverBlock starts the demo server for transport (an HTTP one as a
 // process of the test, with a bearer token) and returns its config
-// section entry and the environment the plugin needs.
-func serverBlock(t *testing.T, transport, journal, hide string) (entry string, env []string) {
+// section entry, the environment the plugin needs and, for HTTP, the
+// server's process.
+func serverBlock(t *testing.T, transport, journal, hide string) (entry string, env []string, srv *httpServer) {
 	t.Helper()
 	bin := testutil.Program(t, "demo-mcp")
 	args := []string{"-journal", journal}
@@ -46,29 +47,57 @@ func serverBlock(t *testing.T, transport, journal, hide string) (entry string, e
 	}
 	if transport == "stdio" {
 		cmd, _ := json.Marshal(append([]string{bin}, args...))
-		return fmt.Sprintf(`{"command":%s}`, cmd), nil
+		return fmt.Sprintf(`{"command":%s}`, cmd), nil, nil
 	}
-	cmd := exec.Command(bin, append(args, "-listen", "127.0.0.1:0", "-token", "tok-123")...)
+	srv = &httpServer{t: t, argv: append(append([]string{bin}, args...), "-token", "tok-123")}
+	srv.start("127.0.0.1:0")
+	return fmt.Sprintf(`{"url":"http://%s/mcp","token_env":"DEMO_TOKEN"}`, srv.addr), []string{"DEMO_TOKEN"}, srv
+}
+
+// httpServer is a demo server on streamable HTTP, a process of the test
+// that it can kill and start again on the same address.
+type httpServer struct {
+	t    *testing.T
+	argv []string
+	addr string
+	cmd  *exec.Cmd
+}
+
+// start starts the server on addr and waits until it listens.
+func (h *httpServer) start(addr string) {
+	h.t.Helper()
+	cmd := exec.Command(h.argv[0], append(h.argv[1:], "-listen", addr)...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		t.Fatal(err)
+		h.t.Fatal(err)
 	}
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		h.t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	h.t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
-		t.Fatalf("demo server: %v", err)
+		h.t.Fatalf("demo server: %v", err)
 	}
-	addr := strings.TrimSpace(strings.TrimPrefix(line, "listening on "))
-	return fmt.Sprintf(`{"url":"http://%s/mcp","token_env":"DEMO_TOKEN"}`, addr), []string{"DEMO_TOKEN"}
+	h.addr, h.cmd = strings.TrimSpace(strings.TrimPrefix(line, "listening on ")), cmd
 }
+
+// kill kills the server with SIGKILL and waits until it is gone.
+func (h *httpServer) kill() {
+	h.t.Helper()
+	_ = h.cmd.Process.Kill()
+	_ = h.cmd.Wait()
+}
+
+// restart starts the server again on its address: a new process, which
+// knows none of the sessions of the last one.
+func (h *httpServer) restart() { h.start(h.addr) }
 
 // bridged is the mcp plugin under a real host, over one demo server
 // named "demo".
 type bridged struct {
 	host    *host.Host
+	srv     *httpServer // nil for stdio
 	journal string
 	plugins string
 	data    string
@@ -79,7 +108,7 @@ func start(t *testing.T, transport string, extra string) *bridged {
 	t.Helper()
 	dir := t.TempDir()
 	journal := filepath.Join(dir, "journal")
-	entry, env := serverBlock(t, transport, journal, "")
+	entry, env, srv := serverBlock(t, transport, journal, "")
 	section := fmt.Sprintf(`{"servers":{"demo":%s}%s}`, entry, extra)
 	plugins, data := t.TempDir(), t.TempDir()
 	if _, err := host.Install(plugins, testutil.Plugin(t, "mcp"), nil); err != nil {
@@ -93,7 +122,7 @@ func start(t *testing.T, transport string, extra string) *bridged {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.Close() })
-	return &bridged{host: h, journal: journal, plugins: plugins, data: data, cfg: cfg}
+	return &bridged{host: h, srv: srv, journal: journal, plugins: plugins, data: data, cfg: cfg}
 }
 
 func (b *bridged) call(ctx context.Context, name, input string, progress func(done, total int64)) (string, error) {
@@ -260,8 +289,8 @@ func TestProgressAndCancel(t *testing.T) {
 }
 
 // TestServerRestartsAfterCrash: a stdio server that dies mid-call fails
-// that call (not idempotent: outcome unknown, never retried by weir), and
-// the next call starts it again.
+// that call as an unknown outcome (not idempotent: never retried by weir),
+// and the next call starts it again.
 func TestServerRestartsAfterCrash(t *testing.T) {
 	t.Parallel()
 	b := start(t, "stdio", "")
@@ -271,8 +300,8 @@ func TestServerRestartsAfterCrash(t *testing.T) {
 	}
 	_, err := b.call(ctx, "mcp.demo-crash", `{}`, nil)
 	var te *tool.Error
-	if !errors.As(err, &te) || te.Code != CodeServerGone || te.Kind != tool.KindPermanent || !strings.Contains(te.Message, "unknown") {
-		t.Fatalf("crash: %#v, want a permanent %s saying the outcome is unknown", err, CodeServerGone)
+	if !errors.As(err, &te) || te.Code != CodeServerGone || te.Kind != tool.KindUnknown || !strings.Contains(te.Message, "unknown") {
+		t.Fatalf("crash: %#v, want kind unknown with %s saying the outcome is unknown", err, CodeServerGone)
 	}
 	if out, err := b.call(ctx, "mcp.demo-echo", `{"text":"after"}`, nil); err != nil || out != `"after"` {
 		t.Fatalf("after the crash: %s %v", out, err)
@@ -290,7 +319,7 @@ func TestChangedToolListNoticed(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	hide := filepath.Join(dir, "hide")
-	entry, _ := serverBlock(t, "stdio", filepath.Join(dir, "journal"), hide)
+	entry, _, _ := serverBlock(t, "stdio", filepath.Join(dir, "journal"), hide)
 	plugins, data := t.TempDir(), t.TempDir()
 	if _, err := host.Install(plugins, testutil.Plugin(t, "mcp"), nil); err != nil {
 		t.Fatal(err)

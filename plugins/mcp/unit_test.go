@@ -3,9 +3,11 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/weirhq/weir/sdk"
@@ -188,5 +190,39 @@ func TestMapResult(t *testing.T) {
 	_, err = mapResult(&mcp.CallToolResult{Content: []mcp.Content{&mcp.ImageContent{MIMEType: "image/png", Data: make([]byte, maxBlobBytes+1)}}}, dir)
 	if !errors.As(err, &se) || se.Code != CodeBadResult {
 		t.Fatalf("oversized image: %v", err)
+	}
+}
+
+// TestClassify: what a failed call means, from the SDK's error and what
+// the call's probe saw on the wire.
+func TestClassify(t *testing.T) {
+	t.Parallel()
+	rejected := fmt.Errorf("calling \"tools/call\": %w: EOF", &jsonrpc.Error{Code: codeRejected, Message: "rejected by transport"})
+	server := &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "bad arguments"}
+	tests := []struct {
+		name string
+		err  error
+		p    *probe
+		want failure
+	}{
+		{"stdio: the server's error", server, nil, failAnswered},
+		{"stdio: the pipe broke", errors.New("connection closed"), nil, failUnknown},
+		{"stdio: the client closing is no answer", &jsonrpc.Error{Code: codeClientClosing}, nil, failUnknown},
+		{"nothing posted: the connection was known broken", rejected, &probe{}, failNotSent},
+		{"the dial failed", rejected, &probe{posts: 1, dialFailed: true}, failNotSent},
+		{"sent, then EOF", rejected, &probe{posts: 1}, failUnknown},
+		{"session refused: 404", rejected, &probe{posts: 1, status: 404}, failSession},
+		{"session refused: 400", fmt.Errorf("x: %w", server), &probe{posts: 1, status: 400}, failSession},
+		{"503: not taken", rejected, &probe{posts: 1, status: 503}, failNotSent},
+		{"429: not taken", rejected, &probe{posts: 1, status: 429}, failNotSent},
+		{"502: a gateway may have passed it on", rejected, &probe{posts: 1, status: 502}, failUnknown},
+		{"401: refused", rejected, &probe{posts: 1, status: 401}, failAnswered},
+		{"200, then the server's error", server, &probe{posts: 1, status: 200}, failAnswered},
+		{"200, then the stream broke", errors.New("request terminated without response"), &probe{posts: 1, status: 200}, failUnknown},
+	}
+	for _, tt := range tests {
+		if got := classify(tt.err, tt.p); got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
 	}
 }
