@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/weirhq/weir/internal/atomicfile"
 	"github.com/weirhq/weir/internal/escape"
 	"github.com/weirhq/weir/sdk"
 	"github.com/weirhq/weir/sdk/wire"
@@ -70,14 +72,17 @@ const MetaIdempotencyKey = "weir/idempotency_key"
 type bridge struct {
 	lookupEnv func(string) (string, bool)
 	logger    *slog.Logger
+	// stateDir is the plugin's state directory ("" for none), where each
+	// server's last tool list is kept.
+	stateDir string
 
 	servers  map[string]*server
 	progress sync.Map // progress token (string) → func(done, total int64)
 	seq      atomic.Uint64
 }
 
-func newBridge(lookupEnv func(string) (string, bool), logger *slog.Logger) *bridge {
-	return &bridge{lookupEnv: lookupEnv, logger: logger, servers: map[string]*server{}}
+func newBridge(lookupEnv func(string) (string, bool), logger *slog.Logger, stateDir string) *bridge {
+	return &bridge{lookupEnv: lookupEnv, logger: logger, stateDir: stateDir, servers: map[string]*server{}}
 }
 
 // server is one configured MCP server and its live session, if any.
@@ -134,12 +139,161 @@ func (b *bridge) tools(raw json.RawMessage) ([]sdk.Tool, error) {
 		})
 	}
 	wg.Wait()
+	// Each server's tools stand alone: one that cannot be reached serves
+	// the tools of its last list (calls fail not_sent until it answers)
+	// and is retried in the background. Only when no server gave a list,
+	// fresh or kept, does the launch fail.
+	var firstErr error
+	reached := 0
 	for _, name := range cfg.serverNames() {
-		if errs[name] != nil {
-			return nil, fmt.Errorf("mcp server %s: %w", name, errs[name])
+		s := b.servers[name]
+		if errs[name] == nil {
+			reached++
+			b.keepList(s, lists[name])
+			continue
 		}
+		err := fmt.Errorf("mcp server %s: %w", name, errs[name])
+		if firstErr == nil {
+			firstErr = err
+		}
+		s.downMu.Lock()
+		s.down = err
+		s.downMu.Unlock()
+		kept, ok := b.keptList(s)
+		if ok {
+			reached++
+			lists[name] = kept
+			b.logger.Error("mcp server unreachable at launch; serving the tools of its last list, calls fail as not sent until it answers", "server", name, "error", escape.Cut(err.Error(), maxErrorText))
+		} else {
+			b.logger.Error("mcp server unreachable at launch and no earlier tool list is kept: its tools are unknown until it answers and the plugin is launched again (weir plugin rescan)", "server", name, "error", escape.Cut(err.Error(), maxErrorText))
+		}
+		go s.watchDown()
+	}
+	if reached == 0 {
+		return nil, firstErr
 	}
 	return b.makeTools(cfg, lists)
+}
+
+// listsDir is where each server's last tool list is kept, under the
+// plugin's state directory: servers/NAME.json.
+const listsDir = "servers"
+
+// keptListFile is a kept tool list with what it was listed from: a list
+// of another command or URL is not used.
+type keptListFile struct {
+	From  string      `json:"from"`
+	Tools []*mcp.Tool `json:"tools"`
+}
+
+func (s *server) from() string {
+	b, _ := json.Marshal([]any{s.cfg.Command, s.cfg.URL})
+	return string(b)
+}
+
+// keepList keeps ts as server s's last list; a failure to write is logged
+// (the list is a convenience for a later launch).
+func (b *bridge) keepList(s *server, ts []*mcp.Tool) {
+	if b.stateDir == "" {
+		return
+	}
+	data, err := json.Marshal(keptListFile{From: s.from(), Tools: ts})
+	if err == nil {
+		dir := filepath.Join(b.stateDir, listsDir)
+		if err = os.MkdirAll(dir, 0o700); err == nil {
+			err = atomicfile.Write(filepath.Join(dir, s.cfg.name+".json"), data, 0o600)
+		}
+	}
+	if err != nil {
+		b.logger.Warn("could not keep the server's tool list", "server", s.cfg.name, "error", err)
+	}
+}
+
+// keptList reads server s's last list, if one is kept for its command or
+// URL and is within the bounds of a fresh one.
+func (b *bridge) keptList(s *server) ([]*mcp.Tool, bool) {
+	if b.stateDir == "" {
+		return nil, false
+	}
+	data, err := os.ReadFile(filepath.Join(b.stateDir, listsDir, s.cfg.name+".json"))
+	if err != nil || len(data) > maxKeptListBytes {
+		return nil, false
+	}
+	var f keptListFile
+	if json.Unmarshal(data, &f) != nil || f.From != s.from() || len(f.Tools) > maxToolsPerServer {
+		return nil, false
+	}
+	for _, t := range f.Tools {
+		if t == nil {
+			return nil, false
+		}
+	}
+	return f.Tools, true
+}
+
+// maxKeptListBytes bounds a kept list's file: 256 tools of two 64 KiB
+// schemas and a description, with room.
+const maxKeptListBytes = maxToolsPerServer * (2*maxSchemaBytes + maxDescription + 1024)
+
+// downRetry bounds the background retries of a server that was down at
+// launch: the wait before retry n (from 0) is downRetryBase·2^n, at most
+// downRetryMax.
+const (
+	downRetryBase = time.Second
+	downRetryMax  = time.Minute
+)
+
+// downRetryDelay is the wait before background retry n of a down server.
+func downRetryDelay(n int) time.Duration {
+	if n >= 6 {
+		return downRetryMax
+	}
+	return min(downRetryBase<<n, downRetryMax)
+}
+
+// watchDown retries a server that was down at launch, with backoff,
+// until it answers (here or to a call): then it says so, keeps its list,
+// and warns if the list changed (the manifest changes only at the next
+// launch).
+func (s *server) watchDown() {
+	for n := 0; ; n++ {
+		time.Sleep(downRetryDelay(n))
+		if s.downErr() == nil {
+			s.b.logger.Info("mcp server answers again", "server", s.cfg.name)
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
+		ts, err := s.listTools(ctx)
+		cancel()
+		if err != nil {
+			s.downMu.Lock()
+			s.down = fmt.Errorf("mcp server %s: %w", s.cfg.name, err)
+			s.downMu.Unlock()
+			continue
+		}
+		s.up()
+		kept, _ := s.b.keptList(s)
+		s.b.keepList(s, ts)
+		if !sameTools(kept, ts) {
+			s.b.logger.Warn("mcp server answers again with another tool list; weir sees it at the plugin's next launch (weir plugin rescan)", "server", s.cfg.name)
+		} else {
+			s.b.logger.Info("mcp server answers again", "server", s.cfg.name)
+		}
+		return
+	}
+}
+
+func sameTools(a, b []*mcp.Tool) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
+}
+
+// downErr is why the server is down, nil when it is up.
+func (s *server) downErr() error {
+	s.downMu.Lock()
+	defer s.downMu.Unlock()
+	return s.down
 }
 
 // makeTools maps the servers' tool lists to weir tools: names (refusing
@@ -189,7 +343,7 @@ func (b *bridge) makeTools(cfg *config, lists map[string][]*mcp.Tool) ([]sdk.Too
 			s, mcpName := b.servers[srv], t.Name
 			out = append(out, sdk.Tool{
 				Name:         "mcp." + part,
-				Description:  description(srv, t),
+				Description:  description(srv, t, b.servers[srv].downErr() != nil),
 				Idempotent:   idem,
 				InputSchema:  in,
 				OutputSchema: outSchema,
@@ -224,15 +378,20 @@ func idempotent(listed, trusted bool, a *mcp.ToolAnnotations) bool {
 	return a.IdempotentHint && a.DestructiveHint != nil && !*a.DestructiveHint
 }
 
-func description(srv string, t *mcp.Tool) string {
+// description is a tool's description: the server's, cut, and where it
+// comes from. down marks a tool of a server that was unreachable at
+// launch, known from its last list.
+func description(srv string, t *mcp.Tool, down bool) string {
 	d := t.Description
 	if d == "" {
 		d = t.Title
 	}
-	if len(d) > maxDescription {
-		d = d[:maxDescription] + "…"
+	d = escape.Cut(d, maxDescription)
+	d += " (MCP server " + srv + ", tool " + strconv.Quote(t.Name)
+	if down {
+		d += "; the server was unreachable when the plugin started: known from its last tool list"
 	}
-	return d + " (MCP server " + srv + ", tool " + strconv.Quote(t.Name) + ")"
+	return d + ")"
 }
 
 // schemaText is a tool's schema as JSON text, "" for none.

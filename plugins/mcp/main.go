@@ -24,6 +24,7 @@ import (
 	"os"
 
 	"github.com/weirhq/weir/sdk"
+	"github.com/weirhq/weir/sdk/wire"
 )
 
 func main() {
@@ -31,6 +32,6 @@ func main() {
 	// slog JSON: what the bridge has to say about its servers lands in
 	// weir's log under the plugin's name.
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	b := newBridge(os.LookupEnv, logger)
+	b := newBridge(os.LookupEnv, logger, os.Getenv(wire.EnvStateDir))
 	sdk.ServeWith(sdk.Options{Name: "mcp", ConfigSchema: configSchema, Tools: b.tools})
 }

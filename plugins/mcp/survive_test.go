@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/weirhq/weir/internal/testutil"
+	"github.com/weirhq/weir/runtime/host"
 	"github.com/weirhq/weir/runtime/tool"
 )
 
@@ -103,5 +106,85 @@ func TestHTTPServerRestartBetweenCalls(t *testing.T) {
 	}
 	if l := b.journalLines(t); strings.Join(l, ",") != "one,two" {
 		t.Errorf("journal %q, want each call once and nothing of the call made while down", l)
+	}
+}
+
+// TestOneServerDown: with two servers, one unreachable when the plugin
+// launches, the other's tools stand; the down one's tools are known from
+// its last list, their descriptions say the server was down, their calls
+// fail as not sent (nothing reached it) and succeed once it is back. With
+// no list kept, the down server's tools are unknown and the other's still
+// stand.
+func TestOneServerDown(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	upEntry, env, _ := serverBlock(t, "http", filepath.Join(dir, "up"), "")
+	downEntry, _, down := serverBlock(t, "http", filepath.Join(dir, "down"), "")
+	plugins, data := t.TempDir(), t.TempDir()
+	if _, err := host.Install(plugins, testutil.Plugin(t, "mcp"), nil); err != nil {
+		t.Fatal(err)
+	}
+	cfg := host.Config{PluginsDir: plugins, DataDir: data,
+		PluginConfig: map[string]json.RawMessage{"mcp": json.RawMessage(`{"servers":{"up":` + upEntry + `,"down":` + downEntry + `}}`)},
+		PluginEnv:    map[string][]string{"mcp": env}}
+	newHost := func() *host.Host {
+		h, err := host.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { h.Close() })
+		return h
+	}
+	ctx := context.Background()
+	call := func(h *host.Host, name string) error {
+		_, err := h.Call(ctx, host.CallRequest{Tool: name, Input: json.RawMessage(`{"line":"x"}`), IdempotencyKey: "k", Attempt: 1})
+		return err
+	}
+
+	h1 := newHost() // both up: each list is kept
+	if _, ok := h1.LookupTool("mcp.down-append"); !ok {
+		t.Fatal("mcp.down-append missing while both servers are up")
+	}
+	h1.Close()
+
+	down.kill()
+	h2 := newHost()
+	for _, name := range []string{"mcp.up-append", "mcp.down-append", "mcp.down-echo"} {
+		if _, ok := h2.LookupTool(name); !ok {
+			t.Fatalf("%s unknown with server down unreachable", name)
+		}
+	}
+	tm, _ := h2.LookupTool("mcp.down-append")
+	if !strings.Contains(tm.Description, "unreachable when the plugin started") {
+		t.Errorf("the down server's tool says nothing of it: %q", tm.Description)
+	}
+	if tm, _ := h2.LookupTool("mcp.up-append"); strings.Contains(tm.Description, "unreachable") {
+		t.Errorf("the reachable server's tool is marked down: %q", tm.Description)
+	}
+	if err := call(h2, "mcp.up-append"); err != nil {
+		t.Fatalf("the reachable server's tool: %v", err)
+	}
+	toolErr(t, "a call to the down server", call(h2, "mcp.down-append"), tool.KindNotSent, CodeUnavailable)
+	down.restart()
+	if err := call(h2, "mcp.down-append"); err != nil {
+		t.Fatalf("the down server's tool once it is back: %v", err)
+	}
+	h2.Close()
+
+	// No list kept (a fresh data directory): the down server's tools
+	// are unknown, the other's stand.
+	down.kill()
+	cfg.DataDir = t.TempDir()
+	h3 := newHost()
+	if _, ok := h3.LookupTool("mcp.down-append"); ok {
+		t.Error("a down server's tool is known with no list kept")
+	}
+	if _, ok := h3.LookupTool("mcp.up-echo"); !ok {
+		t.Fatal("one server down removed the other's tools")
+	}
+	for _, info := range h3.Plugins() {
+		if info.Name == "mcp" && info.Err != nil {
+			t.Errorf("the launch failed: %v", info.Err)
+		}
 	}
 }

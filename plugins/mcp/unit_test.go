@@ -4,8 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -224,5 +229,40 @@ func TestClassify(t *testing.T) {
 		if got := classify(tt.err, tt.p); got != tt.want {
 			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
 		}
+	}
+}
+
+func TestDownRetryDelay(t *testing.T) {
+	t.Parallel()
+	for n, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 32 * time.Second, time.Minute, time.Minute} {
+		if got := downRetryDelay(n); got != want {
+			t.Errorf("downRetryDelay(%d) = %v, want %v", n, got, want)
+		}
+	}
+	if got := downRetryDelay(1 << 30); got != downRetryMax {
+		t.Errorf("a huge retry count waits %v", got)
+	}
+}
+
+// TestKeptListRefusals: a kept list of another command or URL, or one
+// that is not a list, is not used.
+func TestKeptListRefusals(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	b := newBridge(func(string) (string, bool) { return "", false }, slog.New(slog.DiscardHandler), dir)
+	s := b.newServer(&serverConfig{name: "a", URL: "http://h/mcp"})
+	b.keepList(s, []*mcp.Tool{{Name: "t"}})
+	if ts, ok := b.keptList(s); !ok || len(ts) != 1 || ts[0].Name != "t" {
+		t.Fatalf("kept list: %v %v", ts, ok)
+	}
+	other := b.newServer(&serverConfig{name: "a", URL: "http://elsewhere/mcp"})
+	if _, ok := b.keptList(other); ok {
+		t.Error("a list kept for another URL was used")
+	}
+	if err := os.WriteFile(filepath.Join(dir, listsDir, "a.json"), []byte(`{"from":`+strconv.Quote(s.from())+`,"tools":[null]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.keptList(s); ok {
+		t.Error("a list holding null was used")
 	}
 }
