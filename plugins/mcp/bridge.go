@@ -452,7 +452,8 @@ func progressUnits(progress, total float64) (int64, int64) {
 func (s *server) transport() mcp.Transport {
 	if len(s.cfg.Command) > 0 {
 		cmd := exec.Command(s.cfg.Command[0], s.cfg.Command[1:]...)
-		cmd.Stderr = os.Stderr // weir's plugin log
+		cmd.Env = append([]string{}, s.cfg.env...) // never nil: nil would inherit everything
+		cmd.Stderr = os.Stderr                     // weir's plugin log
 		setProcAttr(cmd)
 		return &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
 	}

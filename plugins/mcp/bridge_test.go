@@ -28,6 +28,8 @@ func TestMain(m *testing.M) {
 	// The token the HTTP demo server wants, in weir's environment, passed
 	// to the plugin by its block's env as an operator would.
 	os.Setenv("DEMO_TOKEN", "tok-123")
+	// A secret meant for one stdio server alone (TestStdioServerEnv).
+	os.Setenv("DEMO_OTHER", "other-secret")
 	testutil.Main(m, testutil.Plugins("mcp"), testutil.Programs(demoServer))
 }
 

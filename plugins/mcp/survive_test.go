@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -185,6 +186,62 @@ func TestOneServerDown(t *testing.T) {
 	for _, info := range h3.Plugins() {
 		if info.Name == "mcp" && info.Err != nil {
 			t.Errorf("the launch failed: %v", info.Err)
+		}
+	}
+}
+
+// TestStdioServerEnv: a stdio server is started with PATH, HOME and the
+// variables its own env names, nothing else of the plugin's environment:
+// not another server's token, not weir's settings, not the plugin
+// protocol's keys.
+func TestStdioServerEnv(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bin := testutil.Program(t, "demo-mcp")
+	envA, envB := filepath.Join(dir, "a.env"), filepath.Join(dir, "b.env")
+	a, _ := json.Marshal([]string{bin, "-env", envA})
+	b, _ := json.Marshal([]string{bin, "-env", envB})
+	section := fmt.Sprintf(`{"servers":{"a":{"command":%s,"env":["DEMO_OTHER"]},"b":{"command":%s}}}`, a, b)
+	plugins, data := t.TempDir(), t.TempDir()
+	if _, err := host.Install(plugins, testutil.Plugin(t, "mcp"), nil); err != nil {
+		t.Fatal(err)
+	}
+	h, err := host.New(host.Config{PluginsDir: plugins, DataDir: data,
+		PluginConfig: map[string]json.RawMessage{"mcp": json.RawMessage(section)},
+		PluginEnv:    map[string][]string{"mcp": {"DEMO_TOKEN", "DEMO_OTHER"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	if _, ok := h.LookupTool("mcp.a-echo"); !ok {
+		t.Fatal("server a's tools are missing")
+	}
+	read := func(path string) map[string]string {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			k, v, _ := strings.Cut(l, "=")
+			out[k] = v
+		}
+		return out
+	}
+	for path, want := range map[string]map[string]string{
+		envA: {"DEMO_OTHER": "other-secret", "PATH": os.Getenv("PATH")},
+		envB: {"PATH": os.Getenv("PATH")},
+	} {
+		got := read(path)
+		for k := range got {
+			if _, ok := want[k]; !ok && k != "HOME" {
+				t.Errorf("%s: the server got %s", filepath.Base(path), k)
+			}
+		}
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("%s: %s=%q, want %q", filepath.Base(path), k, got[k], v)
+			}
 		}
 	}
 }

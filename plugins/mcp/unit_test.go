@@ -139,6 +139,9 @@ func TestConfigRefusals(t *testing.T) {
 		{`{"servers":{"a":{"command":["x"],"token_env":"TOK"}}}`, "token_env is for an HTTP server"},
 		{`{"servers":{"a":{"command":["x"],"cwd":"/"}}}`, "unknown field"},
 		{`{"servers":{"a":{"command":["x"]}},"verbose":true}`, `unknown key "verbose"`},
+		{`{"servers":{"a":{"url":"http://h/mcp","env":["TOK"]}}}`, "env is for a stdio server"},
+		{`{"servers":{"a":{"command":["x"],"env":["NOPE"]}}}`, "env names NOPE, which is not set"},
+		{`{"servers":{"a":{"command":["x"],"env":["1X"]}}}`, `"1X" is not a variable name`},
 	}
 	for _, tt := range tests {
 		_, err := parseConfig(json.RawMessage(tt.config), env)
@@ -152,6 +155,10 @@ func TestConfigRefusals(t *testing.T) {
 	c, err := parseConfig(json.RawMessage(`{"env":["TOK"],"memory_max":"64MiB","servers":{"a":{"url":"http://h/mcp","token_env":"TOK"}}}`), env)
 	if err != nil || c.Servers["a"].token != "secret-token" {
 		t.Fatalf("host keys and a token: %+v %v", c, err)
+	}
+	c, err = parseConfig(json.RawMessage(`{"servers":{"a":{"command":["x"],"env":["TOK"]},"b":{"command":["y"]}}}`), env)
+	if err != nil || strings.Join(c.Servers["a"].env, ",") != "TOK=secret-token" || len(c.Servers["b"].env) != 0 {
+		t.Fatalf("per-server env: %+v %v", c, err)
 	}
 }
 

@@ -16,7 +16,9 @@
 //	picture      answers an image and a resource link
 //
 // -hide FILE names tools (one a line) the server does not offer, read at
-// start, so a test can change the tool list between launches.
+// start, so a test can change the tool list between launches. -env FILE
+// writes the server's environment to FILE at start, one KEY=value a line,
+// so a test can see what a client passed it.
 package main
 
 import (
@@ -41,7 +43,13 @@ func main() {
 	token := flag.String("token", "", "with -listen: the bearer token clients must send")
 	journal := flag.String("journal", "", "file the append tool appends to")
 	hide := flag.String("hide", "", "file naming tools not to offer, one a line")
+	envOut := flag.String("env", "", "file to write the server's environment to at start")
 	flag.Parse()
+	if *envOut != "" {
+		if err := os.WriteFile(*envOut, []byte(strings.Join(os.Environ(), "\n")+"\n"), 0o600); err != nil {
+			log.Fatal(err)
+		}
+	}
 
 	srv := newServer(*journal, hidden(*hide))
 	if *listen == "" {
