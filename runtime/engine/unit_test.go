@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -180,10 +181,14 @@ func (k *kit) tools() []sdk.Tool {
 		sdk.NewTool("kit.send", func(ctx context.Context, c *sdk.Call, in struct {
 			To   string `json:"to"`
 			Gate string `json:"gate,omitempty"`
+			Pad  int    `json:"pad,omitempty"` // bytes of padding in the answer
 		}) (any, error) {
 			k.read(func() { k.sends[c.IdempotencyKey]++ })
 			if err := k.pass(ctx, in.Gate); err != nil {
 				return nil, err
+			}
+			if in.Pad > 0 {
+				return map[string]any{"sent_to": in.To, "pad": strings.Repeat("x", in.Pad)}, nil
 			}
 			return map[string]any{"sent_to": in.To}, nil
 		}),

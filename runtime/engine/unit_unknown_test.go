@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,8 @@ const unknownSrc = `
 flow(name = "once", nodes = [task("call", tool = "kit.lose", args = lambda ctx: ctx.input, at_most_once = True)])
 
 flow(name = "idem", nodes = [task("call", tool = "kit.lose_idem", args = lambda ctx: ctx.input, retries = 2)])
+
+flow(name = "big", nodes = [task("send", tool = "kit.send", args = lambda ctx: {"to": "a@b.c", "pad": ctx.input["pad"]}, at_most_once = True)])
 `
 
 // A tool's unknown and not_sent (protocol revision 2, docs/design.md §3):
@@ -81,5 +84,34 @@ func TestUnitUnknownAndNotSent(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// An at-most-once call that answered a result over MaxResultBytes did
+// happen: the node fails with E_RESULT_TOO_LARGE and the call is recorded
+// done with it, never E_OUTCOME_UNKNOWN at the run's end.
+func TestUnitTooLargeAtMostOnceIsNotUnknown(t *testing.T) {
+	t.Parallel()
+	b := setupUnit(t, Config{}, unknownSrc)
+	id := b.start(t, "big", fmt.Sprintf(`{"pad": %d}`, MaxResultBytes+1), "")
+	run := b.waitTerminal(t, id)
+	if run.Phase != store.PhaseFailed || run.Error == nil || run.Error.Code != CodeResultTooLarge {
+		t.Fatalf("%s %+v, want failed with %s", run.Phase, run.Error, CodeResultTooLarge)
+	}
+	if n := b.sends(); n != 1 {
+		t.Errorf("%d sends, want 1", n)
+	}
+	err := b.mem.View(context.Background(), func(tx store.Tx) error {
+		rec, err := tx.IdemGet(id + "/send/1")
+		if err != nil {
+			return err
+		}
+		if rec.State != store.IdemDone || rec.Error == nil || rec.Error.Code != CodeResultTooLarge {
+			t.Errorf("record %+v: want done with %s", rec, CodeResultTooLarge)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
