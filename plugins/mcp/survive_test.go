@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/internal/testutil"
+	"github.com/weirhq/weir/plugins/internal/plugintest"
 	"github.com/weirhq/weir/runtime/host"
 	"github.com/weirhq/weir/runtime/tool"
 )
@@ -242,6 +244,55 @@ func TestStdioServerEnv(t *testing.T) {
 			if got[k] != v {
 				t.Errorf("%s: %s=%q, want %q", filepath.Base(path), k, got[k], v)
 			}
+		}
+	}
+}
+
+// TestBigImageGoesToTheBlobStore: a 1 MiB image reaches the flow as a
+// reference to a kept blob whichever field carries it, a content block or
+// structuredContent, never as its bytes.
+func TestBigImageGoesToTheBlobStore(t *testing.T) {
+	t.Parallel()
+	bin := testutil.Program(t, "demo-mcp")
+	cmd, _ := json.Marshal([]string{bin, "-big"})
+	p := plugintest.Start(t, "mcp", fmt.Sprintf(`{"servers":{"demo":{"command":%s}}}`, cmd))
+	want := append([]byte("\x89PNG\r\n\x1a\n"), bytes.Repeat([]byte{0xab}, 1<<20-8)...)
+	for _, tt := range []struct {
+		input string
+		ref   func(out json.RawMessage) (map[string]any, error)
+	}{
+		{`{}`, func(out json.RawMessage) (map[string]any, error) {
+			var parts []map[string]any
+			if err := json.Unmarshal(out, &parts); err != nil || len(parts) != 1 {
+				return nil, fmt.Errorf("parts %s (%v)", out, err)
+			}
+			return parts[0], nil
+		}},
+		{`{"structured":true}`, func(out json.RawMessage) (map[string]any, error) {
+			var v struct {
+				Content []map[string]any `json:"content"`
+			}
+			if err := json.Unmarshal(out, &v); err != nil || len(v.Content) != 1 {
+				return nil, fmt.Errorf("structured %s (%v)", out, err)
+			}
+			return v.Content[0], nil
+		}},
+	} {
+		res, err := p.Host.Call(context.Background(), host.CallRequest{Tool: "mcp.demo-big_picture", Input: json.RawMessage(tt.input), IdempotencyKey: "k", Attempt: 1})
+		if err != nil {
+			t.Fatalf("%s: %v", tt.input, err)
+		}
+		if len(res.Output) > 4<<10 {
+			t.Fatalf("%s: an output of %d bytes: the image's bytes came through", tt.input, len(res.Output))
+		}
+		ref, err := tt.ref(res.Output)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.input, err)
+		}
+		uri, _ := ref["uri"].(string)
+		got, err := os.ReadFile(strings.TrimPrefix(uri, "file://"))
+		if ref["type"] != "image" || ref["mime_type"] != "image/png" || ref["size"] != float64(1<<20) || err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s: reference %v, blob of %d bytes (%v)", tt.input, ref, len(got), err)
 		}
 	}
 }

@@ -273,3 +273,28 @@ func TestKeptListRefusals(t *testing.T) {
 		t.Error("a list holding null was used")
 	}
 }
+
+// TestStructuredBlobs: binary content anywhere in structuredContent is
+// kept as a blob and replaced by its reference; other values pass as they
+// are; data that is not base64 is the server's bad result.
+func TestStructuredBlobs(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var v any
+	if err := json.Unmarshal([]byte(`{"n":1,"items":[{"type":"audio","mimeType":"audio/wav","data":"UklGRg=="},
+		{"resource":{"uri":"file:///a.bin","mimeType":"application/octet-stream","blob":"AAE="}},{"type":"text","text":"t"}]}`), &v); err != nil {
+		t.Fatal(err)
+	}
+	out, err := mapResult(&mcp.CallToolResult{StructuredContent: v}, dir)
+	b, _ := json.Marshal(out)
+	if err != nil || !strings.Contains(string(b), `{"type":"audio","mime_type":"audio/wav","uri":"file://`+dir+`/blobs/`) ||
+		!strings.Contains(string(b), `"resource":{"type":"resource","mime_type":"application/octet-stream","uri":"file://`) ||
+		!strings.Contains(string(b), `"name":"file:///a.bin"`) || !strings.Contains(string(b), `{"text":"t","type":"text"}`) || !strings.Contains(string(b), `"n":1`) {
+		t.Fatalf("structured blobs: %s %v", b, err)
+	}
+	_, err = mapResult(&mcp.CallToolResult{StructuredContent: map[string]any{"type": "image", "data": "not base64!"}}, dir)
+	var se *sdk.Error
+	if !errors.As(err, &se) || se.Code != CodeBadResult {
+		t.Fatalf("bad base64: %v", err)
+	}
+}

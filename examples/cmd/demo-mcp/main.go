@@ -14,6 +14,8 @@
 //	fail         answers isError: true
 //	crash        exits the process in the middle of the call
 //	picture      answers an image and a resource link
+//	big_picture  (with -big) a 1 MiB image, as a content block or in
+//	             structuredContent
 //
 // -hide FILE names tools (one a line) the server does not offer, read at
 // start, so a test can change the tool list between launches. -env FILE
@@ -23,7 +25,9 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -44,6 +48,7 @@ func main() {
 	journal := flag.String("journal", "", "file the append tool appends to")
 	hide := flag.String("hide", "", "file naming tools not to offer, one a line")
 	envOut := flag.String("env", "", "file to write the server's environment to at start")
+	big := flag.Bool("big", false, "also offer big_picture, a 1 MiB image")
 	flag.Parse()
 	if *envOut != "" {
 		if err := os.WriteFile(*envOut, []byte(strings.Join(os.Environ(), "\n")+"\n"), 0o600); err != nil {
@@ -52,6 +57,9 @@ func main() {
 	}
 
 	srv := newServer(*journal, hidden(*hide))
+	if *big {
+		addBig(srv)
+	}
 	if *listen == "" {
 		if err := srv.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 			log.Fatal(err)
@@ -210,6 +218,31 @@ func newServer(journal string, hide map[string]bool) *mcp.Server {
 			}}, nil
 		})
 	return srv
+}
+
+// addBig adds big_picture: a 1 MiB PNG, as an image content block or,
+// with structured=true, in structuredContent (as server-filesystem's
+// read_media_file answers).
+func addBig(srv *mcp.Server) {
+	srv.AddTool(&mcp.Tool{Name: "big_picture", Description: "Answers a 1 MiB image.", InputSchema: schema(`"structured":{"type":"boolean"}`),
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var a struct {
+				Structured bool `json:"structured"`
+			}
+			if len(req.Params.Arguments) > 0 {
+				if err := json.Unmarshal(req.Params.Arguments, &a); err != nil {
+					return nil, err
+				}
+			}
+			img := append([]byte("\x89PNG\r\n\x1a\n"), bytes.Repeat([]byte{0xab}, 1<<20-8)...)
+			if !a.Structured {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.ImageContent{MIMEType: "image/png", Data: img}}}, nil
+			}
+			block := map[string]any{"type": "image", "mimeType": "image/png", "data": base64.StdEncoding.EncodeToString(img)}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "an image"}},
+				StructuredContent: map[string]any{"content": []any{block}}}, nil
+		})
 }
 
 // appendLine appends line to path durably and returns the lines it holds.
