@@ -296,3 +296,22 @@ func TestBigImageGoesToTheBlobStore(t *testing.T) {
 		}
 	}
 }
+
+// TestHTTPServerRestartIdempotent: the first call of an idempotent tool
+// after the server restarted succeeds too, though it goes on a kept-alive
+// connection the old server's death closed: nothing answered, so the
+// plugin may make it again on a new session (weir would, with the same
+// key).
+func TestHTTPServerRestartIdempotent(t *testing.T) {
+	t.Parallel()
+	b := start(t, "http", `,"trust_annotations":["demo"]`)
+	ctx := context.Background()
+	for i := range 3 {
+		text := fmt.Sprintf(`{"text":"r%d"}`, i)
+		if out, err := b.call(ctx, "mcp.demo-echo", text, nil); err != nil || out != fmt.Sprintf(`"r%d"`, i) {
+			t.Fatalf("call %d, after %d restarts: %s %v", i, i, out, err)
+		}
+		b.srv.kill()
+		b.srv.restart()
+	}
+}
