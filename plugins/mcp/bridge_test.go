@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -40,7 +38,7 @@ var transports = []string{"stdio", "http"}
 // process of the test, with a bearer token) and returns its config
 // section entry, the environment the plugin needs and, for HTTP, the
 // server's process.
-func serverBlock(t *testing.T, transport, journal, hide string) (entry string, env []string, srv *httpServer) {
+func serverBlock(t *testing.T, transport, journal, hide string) (entry string, env []string, srv *testutil.Listener) {
 	t.Helper()
 	bin := testutil.Program(t, "demo-mcp")
 	args := []string{"-journal", journal}
@@ -51,55 +49,15 @@ func serverBlock(t *testing.T, transport, journal, hide string) (entry string, e
 		cmd, _ := json.Marshal(append([]string{bin}, args...))
 		return fmt.Sprintf(`{"command":%s}`, cmd), nil, nil
 	}
-	srv = &httpServer{t: t, argv: append(append([]string{bin}, args...), "-token", "tok-123")}
-	srv.start("127.0.0.1:0")
-	return fmt.Sprintf(`{"url":"http://%s/mcp","token_env":"DEMO_TOKEN"}`, srv.addr), []string{"DEMO_TOKEN"}, srv
+	srv = testutil.StartListener(t, append(append([]string{bin}, args...), "-token", "tok-123")...)
+	return fmt.Sprintf(`{"url":"http://%s/mcp","token_env":"DEMO_TOKEN"}`, srv.Addr), []string{"DEMO_TOKEN"}, srv
 }
-
-// httpServer is a demo server on streamable HTTP, a process of the test
-// that it can kill and start again on the same address.
-type httpServer struct {
-	t    *testing.T
-	argv []string
-	addr string
-	cmd  *exec.Cmd
-}
-
-// start starts the server on addr and waits until it listens.
-func (h *httpServer) start(addr string) {
-	h.t.Helper()
-	cmd := exec.Command(h.argv[0], append(h.argv[1:], "-listen", addr)...)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		h.t.Fatal(err)
-	}
-	h.t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		h.t.Fatalf("demo server: %v", err)
-	}
-	h.addr, h.cmd = strings.TrimSpace(strings.TrimPrefix(line, "listening on ")), cmd
-}
-
-// kill kills the server with SIGKILL and waits until it is gone.
-func (h *httpServer) kill() {
-	h.t.Helper()
-	_ = h.cmd.Process.Kill()
-	_ = h.cmd.Wait()
-}
-
-// restart starts the server again on its address: a new process, which
-// knows none of the sessions of the last one.
-func (h *httpServer) restart() { h.start(h.addr) }
 
 // bridged is the mcp plugin under a real host, over one demo server
 // named "demo".
 type bridged struct {
 	host    *host.Host
-	srv     *httpServer // nil for stdio
+	srv     *testutil.Listener // nil for stdio
 	journal string
 	plugins string
 	data    string

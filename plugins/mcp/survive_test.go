@@ -74,12 +74,12 @@ func TestHTTPServerKilledMidCall(t *testing.T) {
 				}
 				return tt.sent(b, seen)
 			})
-			b.srv.kill()
+			b.srv.Kill()
 			te := toolErr(t, "the call the server died in", <-errc, tool.KindUnknown, CodeServerGone)
 			if !strings.Contains(te.Message, "after it was sent") {
 				t.Errorf("message %q", te.Message)
 			}
-			b.srv.restart()
+			b.srv.Restart()
 			if out, err := b.call(context.Background(), "mcp.demo-echo", `{"text":"back"}`, nil); err != nil || out != `"back"` {
 				t.Fatalf("after the restart: %s %v", out, err)
 			}
@@ -99,11 +99,11 @@ func TestHTTPServerRestartBetweenCalls(t *testing.T) {
 	if out, err := b.call(ctx, "mcp.demo-append", `{"line":"one"}`, nil); err != nil || out != `"1 lines"` {
 		t.Fatalf("first call: %s %v", out, err)
 	}
-	b.srv.kill()
+	b.srv.Kill()
 	_, err := b.call(ctx, "mcp.demo-append", `{"line":"while down"}`, nil)
 	toolErr(t, "a call while the server is down", err, tool.KindNotSent, CodeUnavailable)
 
-	b.srv.restart()
+	b.srv.Restart()
 	if out, err := b.call(ctx, "mcp.demo-append", `{"line":"two"}`, nil); err != nil || out != `"2 lines"` {
 		t.Fatalf("first call after the restart: %s %v", out, err)
 	}
@@ -150,7 +150,7 @@ func TestOneServerDown(t *testing.T) {
 	}
 	h1.Close()
 
-	down.kill()
+	down.Kill()
 	h2 := newHost()
 	for _, name := range []string{"mcp.up-append", "mcp.down-append", "mcp.down-echo"} {
 		if _, ok := h2.LookupTool(name); !ok {
@@ -168,7 +168,7 @@ func TestOneServerDown(t *testing.T) {
 		t.Fatalf("the reachable server's tool: %v", err)
 	}
 	toolErr(t, "a call to the down server", call(h2, "mcp.down-append"), tool.KindNotSent, CodeUnavailable)
-	down.restart()
+	down.Restart()
 	if err := call(h2, "mcp.down-append"); err != nil {
 		t.Fatalf("the down server's tool once it is back: %v", err)
 	}
@@ -176,7 +176,7 @@ func TestOneServerDown(t *testing.T) {
 
 	// No list kept (a fresh data directory): the down server's tools
 	// are unknown, the other's stand.
-	down.kill()
+	down.Kill()
 	cfg.DataDir = t.TempDir()
 	h3 := newHost()
 	if _, ok := h3.LookupTool("mcp.down-append"); ok {
@@ -311,7 +311,7 @@ func TestHTTPServerRestartIdempotent(t *testing.T) {
 		if out, err := b.call(ctx, "mcp.demo-echo", text, nil); err != nil || out != fmt.Sprintf(`"r%d"`, i) {
 			t.Fatalf("call %d, after %d restarts: %s %v", i, i, out, err)
 		}
-		b.srv.kill()
-		b.srv.restart()
+		b.srv.Kill()
+		b.srv.Restart()
 	}
 }

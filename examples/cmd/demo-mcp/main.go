@@ -9,7 +9,8 @@
 //	Lookup.Item  a case-sensitive dotted name; answers structured content
 //	append       non-idempotent (no annotations): appends a line to -journal;
 //	             with hold=true it then blocks until cancelled, and
-//	             appends "LINE cancelled" when it is
+//	             appends "LINE cancelled" when it is; hold_once=true
+//	             blocks so only when the journal held no LINE before
 //	slow         reports progress steps times, then answers
 //	fail         answers isError: true
 //	crash        exits the process in the middle of the call
@@ -104,11 +105,12 @@ func hidden(path string) map[string]bool {
 }
 
 type args struct {
-	Text  string `json:"text"`
-	Line  string `json:"line"`
-	Hold  bool   `json:"hold"`
-	Steps int    `json:"steps"`
-	Key   string `json:"key"`
+	Text     string `json:"text"`
+	Line     string `json:"line"`
+	Hold     bool   `json:"hold"`
+	HoldOnce bool   `json:"hold_once"`
+	Steps    int    `json:"steps"`
+	Key      string `json:"key"`
 }
 
 func decode(req *mcp.CallToolRequest) (args, error) {
@@ -158,19 +160,20 @@ func newServer(journal string, hide map[string]bool) *mcp.Server {
 			res.StructuredContent = map[string]any{"key": a.Key, "found": true, "idempotency_key": req.Params.Meta["weir/idempotency_key"]}
 			return res, nil
 		})
-	add(&mcp.Tool{Name: "append", Description: "Appends a line to the journal: not idempotent.", InputSchema: schema(`"line":{"type":"string"},"hold":{"type":"boolean"}`)},
+	add(&mcp.Tool{Name: "append", Description: "Appends a line to the journal: not idempotent.", InputSchema: schema(`"line":{"type":"string"},"hold":{"type":"boolean"},"hold_once":{"type":"boolean"}`)},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			a, err := decode(req)
 			if err != nil {
 				return nil, err
 			}
 			mu.Lock()
+			first := a.HoldOnce && !hasLine(journal, a.Line)
 			n, err := appendLine(journal, a.Line)
 			mu.Unlock()
 			if err != nil {
 				return nil, err
 			}
-			if a.Hold {
+			if a.Hold || first {
 				<-ctx.Done()
 				mu.Lock()
 				_, _ = appendLine(journal, a.Line+" cancelled")
@@ -243,6 +246,20 @@ func addBig(srv *mcp.Server) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "an image"}},
 				StructuredContent: map[string]any{"content": []any{block}}}, nil
 		})
+}
+
+// hasLine reports whether the journal at path holds line.
+func hasLine(path, line string) bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if l == line {
+			return true
+		}
+	}
+	return false
 }
 
 // appendLine appends line to path durably and returns the lines it holds.
