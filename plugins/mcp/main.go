@@ -8,7 +8,11 @@
 // Its tools come from its config and from what the servers answer, so it
 // installs with none; its manifest is made at launch (docs/design.md §11)
 // and the host caches it by the binary's checksum and the config's hash.
-// A server whose tool list changed is noticed at the next launch.
+// A server whose tool list changed is noticed at the next launch. A
+// server down at launch serves the tools of its last list, kept in the
+// state directory, and is retried in the background; a call that could
+// not reach a server says not_sent, one whose answer was lost unknown
+// (plugin protocol revision 2), so that weir retries what is safe.
 //
 // Idempotency is a safety decision and is never guessed: a tool is
 // idempotent only when the operator lists it, or when its server is
