@@ -550,7 +550,9 @@ const (
 // an unknown outcome).
 func classify(err error, p *probe) failure {
 	var rpc *jsonrpc.Error
-	answered := errors.As(err, &rpc) && rpc.Code != codeRejected && rpc.Code != codeClientClosing && rpc.Code != codeServerClosing
+	// A JSON-RPC error always has a code; the SDK's synthetic ones (a
+	// stream that ended without the call's answer) may have none.
+	answered := errors.As(err, &rpc) && rpc.Code != 0 && rpc.Code != codeRejected && rpc.Code != codeClientClosing && rpc.Code != codeServerClosing
 	if p == nil {
 		if answered {
 			return failAnswered

@@ -231,6 +231,7 @@ func TestClassify(t *testing.T) {
 		{"401: refused", rejected, &probe{posts: 1, status: 401}, failAnswered},
 		{"200, then the server's error", server, &probe{posts: 1, status: 200}, failAnswered},
 		{"200, then the stream broke", errors.New("request terminated without response"), &probe{posts: 1, status: 200}, failUnknown},
+		{"200, then the SDK's code-less error", &jsonrpc.Error{Message: "request terminated without response"}, &probe{posts: 1, status: 200}, failUnknown},
 	}
 	for _, tt := range tests {
 		if got := classify(tt.err, tt.p); got != tt.want {
