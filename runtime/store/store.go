@@ -536,6 +536,10 @@ type IdemState string
 const (
 	IdemStarted IdemState = "started"
 	IdemDone    IdemState = "done"
+	// IdemNotSent: the call's last try never reached what performs it
+	// (the tool said not_sent), so nothing happened and the call may be
+	// made again; its next try makes the record "started" again.
+	IdemNotSent IdemState = "not_sent"
 )
 
 // Idem records one logical tool call by its idempotency key. For a
