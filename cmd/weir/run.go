@@ -116,7 +116,8 @@ func (m *Main) runStartCmd() *cobra.Command {
 		Use:   "start FLOW",
 		Short: "Start a run of FLOW and print its id",
 		Long: `Start a run of FLOW and print its id. Re-sending the same --request-id with the
-same input returns the same run; with a different input it is refused.
+same flow and input returns the same run; with a different flow or input it
+is refused (E_DEDUP_CONFLICT names the run the id started and its flow).
 With --wait, follow the run and print its final state: exit 0 if it
 completed, 1 if it failed or was cancelled. A run that stops for a person's
 decision ends the wait there, as 'weir exec' does: the open decisions and

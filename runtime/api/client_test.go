@@ -83,6 +83,13 @@ func TestClientRuns(t *testing.T) {
 	}
 	_, err = c.RunStart(ctx, apitypes.StartRequest{Flow: "nosuchflow"})
 	apiError(t, "start of an unknown flow", err, apitypes.CodeUnknownFlow, 404)
+	// The flow is part of what the id means: the same id and input naming
+	// another flow, even one that does not exist, is refused too.
+	_, err = c.RunStart(ctx, apitypes.StartRequest{Flow: "nosuchflow", Input: json.RawMessage(`{"n":1}`), RequestID: "req-1"})
+	apiError(t, "start of another flow with the id", err, apitypes.CodeDedupConflict, 409)
+	if err == nil || !strings.Contains(err.Error(), first.RunID) || !strings.Contains(err.Error(), `flow "echo"`) {
+		t.Errorf("another flow with the id: %v, want it to name run %s and flow echo", err, first.RunID)
+	}
 
 	// Wait until it ends, seeing each read.
 	seen := 0

@@ -56,6 +56,8 @@ func TestRefusals(t *testing.T) {
 		{"start: unknown flow", local, "POST", "/v1/runs", `{"flow":"nope"}`, 404, engine.CodeUnknownFlow, "nope"},
 		{"start: oversized", local, "POST", "/v1/runs", big(MaxStartBody), 413, CodeTooLarge, "limit of 262144 bytes"},
 		{"start: dedup conflict", local, "POST", "/v1/runs", `{"flow":"echo","input":{"x":2},"request_id":"r1"}`, 409, engine.CodeDedupConflict, "different input"},
+		{"start: dedup conflict, another flow", local, "POST", "/v1/runs", `{"flow":"sleep","input":{"x":1},"request_id":"r1"}`, 409, engine.CodeDedupConflict, "run " + runID + ` of flow "echo", not flow "sleep"`},
+		{"start: dedup conflict, unknown flow", local, "POST", "/v1/runs", `{"flow":"no_such_flow","input":{"x":1},"request_id":"r1"}`, 409, engine.CodeDedupConflict, "run " + runID + ` of flow "echo", not flow "no_such_flow"`},
 		{"start: query parameter", local, "POST", "/v1/runs?owner=bob", `{"flow":"echo"}`, 400, engine.CodeBadRequest, `unknown query parameter "owner" (this endpoint takes none)`},
 		{"register: oversized", local, "POST", "/v1/flows", `{"files":[{"path":"a.star","src":"` + strings.Repeat("#", MaxRegisterBody) + `"}]}`, 413, CodeTooLarge, "limit of 8388608 bytes"},
 		{"register: no files", local, "POST", "/v1/flows", `{"files":[]}`, 400, engine.CodeBadRequest, "no files"},

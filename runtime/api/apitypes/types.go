@@ -56,8 +56,8 @@ type StartRequest struct {
 	Flow  string          `json:"flow"`
 	Input json.RawMessage `json:"input,omitempty"`
 	// RequestID is the caller's business id: re-sending a start with the
-	// same id and input returns the same run; with another input it is
-	// refused (E_DEDUP_CONFLICT). "" means no deduplication.
+	// same id, flow and input returns the same run; with another flow or
+	// input it is refused (E_DEDUP_CONFLICT). "" means no deduplication.
 	RequestID string `json:"request_id,omitempty"`
 }
 
