@@ -150,10 +150,10 @@ func unpackArgs(b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tupl
 	return err
 }
 
-// suggestKeyword is suggest, falling back to the parameter that shares a
+// suggestKeyword is Suggest, falling back to the parameter that shares a
 // long prefix with the keyword: "retry" for retries.
 func suggestKeyword(kw string, params []string) string {
-	if s := suggest(kw, params); s != "" {
+	if s := Suggest(kw, params); s != "" {
 		return s
 	}
 	best, bestLen := "", 0

@@ -453,7 +453,7 @@ func (m *Main) runDecideCmd(approve bool) *cobra.Command {
 		var res *apitypes.DecideResponse
 		var err error
 		if approve {
-			p, perr := readInput(payload)
+			p, perr := readJSONFlag("--payload", payload)
 			if perr != nil {
 				return perr
 			}

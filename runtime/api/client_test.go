@@ -287,6 +287,18 @@ func TestClientFlowsWaitsAndDeadLetters(t *testing.T) {
 	if err != nil || len(ws) != 1 || ws[0].Node != "ok" || ws[0].RunID != gate.RunID || ws[0].Until.IsZero() {
 		t.Fatalf("waits %+v %v", ws, err)
 	}
+	// A node with no open wait: refused with the closest open one and the
+	// run's open waits, as registration suggests a node.
+	_, err = c.RunApprove(ctx, gate.RunID, "okk", nil)
+	apiError(t, "approve a misspelt node", err, apitypes.CodeNotWaiting, 409)
+	if err == nil || !strings.Contains(err.Error(), `no decision is open there (did you mean "ok"?); its open waits: ok@1 (node ok)`) {
+		t.Errorf("approve a misspelt node: %v, want the closest node and the open waits", err)
+	}
+	_, err = c.RunStart(ctx, apitypes.StartRequest{Flow: "gat"})
+	apiError(t, "start a misspelt flow", err, apitypes.CodeUnknownFlow, 404)
+	if err == nil || !strings.Contains(err.Error(), `no flow named "gat" is registered (did you mean "gate"?)`) {
+		t.Errorf("start a misspelt flow: %v, want the closest flow", err)
+	}
 	dr, err := c.RunApprove(ctx, gate.RunID, "ok", json.RawMessage(`{"yes":true}`))
 	if err != nil || dr.Decision != apitypes.DecisionApproved || dr.RunID != gate.RunID || dr.Node != "ok" {
 		t.Errorf("approve: %+v %v", dr, err)
