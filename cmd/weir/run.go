@@ -56,6 +56,11 @@ func init() {
 		var asJSON bool
 		cmd := &cobra.Command{
 			Use: "stats", Short: "Show the four figures per tool: queue depth, wait, execution time, amplification", Args: exactArgs(0),
+			Long: `Show the four figures per tool (or node kind): QUEUED, its tasks ready and
+waiting for a slot when the daemon last sampled (every 10 s); the mean wait
+from ready to leased and the mean execution time; and the attempts, units
+and amplification (attempts per unit of work, 1 without retries). --json
+prints the same (queue_depth, wait_mean_ns, ...).`,
 			RunE: func(cmd *cobra.Command, args []string) error {
 				st, err := m.api().Stats(cmd.Context())
 				if err != nil {
@@ -79,9 +84,9 @@ func printAgent(w io.Writer, a apitypes.Agent) {
 }
 
 func printStats(w io.Writer, st *apitypes.Stats) {
-	fmt.Fprintf(w, "%-24s %12s %12s %9s %7s %6s\n", "TYPE", "WAIT(mean)", "EXEC(mean)", "ATTEMPTS", "UNITS", "AMPL")
+	fmt.Fprintf(w, "%-24s %7s %12s %12s %9s %7s %6s\n", "TYPE", "QUEUED", "WAIT(mean)", "EXEC(mean)", "ATTEMPTS", "UNITS", "AMPL")
 	for _, t := range st.Types {
-		fmt.Fprintf(w, "%-24s %12s %12s %9d %7d %6.2f\n", t.Type, t.WaitMean.Round(time.Microsecond), t.ExecMean.Round(time.Microsecond), t.Attempts, t.Units, t.Amplification)
+		fmt.Fprintf(w, "%-24s %7d %12s %12s %9d %7d %6.2f\n", t.Type, t.QueueDepth, t.WaitMean.Round(time.Microsecond), t.ExecMean.Round(time.Microsecond), t.Attempts, t.Units, t.Amplification)
 	}
 	if len(st.Refusals) > 0 {
 		fmt.Fprintln(w, "refused:")

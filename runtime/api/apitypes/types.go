@@ -409,6 +409,9 @@ type TypeStats struct {
 	// its declared cost, and OverUnits the units above it.
 	OverDeclared int64 `json:"over_declared,omitempty"`
 	OverUnits    int64 `json:"over_units,omitempty"`
+	// QueueDepth is how many tasks of this type were ready and waiting
+	// for a slot when the daemon last sampled its figures (every 10 s).
+	QueueDepth int64 `json:"queue_depth"`
 }
 
 // AdmissionOpen is Status.Admission while the daemon accepts new runs;
