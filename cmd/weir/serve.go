@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -388,7 +390,7 @@ func (m *Main) serve(ctx context.Context, file, storeFlag string, sharedFlag boo
 	ecfg := cfg.EngineConfig(version)
 	ecfg.Store, ecfg.Tools, ecfg.Logger, ecfg.Scripts = timed, h, log.Named("engine"), pool
 	storeDir := m.storeDir()
-	ecfg.DiskFree = func() (int64, error) { return badgerstore.FreeSpace(storeDir) }
+	ecfg.DiskFree = failOnce(func() (int64, error) { return badgerstore.FreeSpace(storeDir) })
 	eng, err := engine.Open(ecfg)
 	if err == nil {
 		err = eng.Start(ctx)
@@ -629,5 +631,27 @@ func warnUnreachable(path string, access config.Socket, log hclog.Logger) {
 	if fi.Mode().Perm()&need == 0 {
 		log.Warn("the socket's mode shares it, but its directory cannot be entered by those it is shared with",
 			"socket", path, "mode", fmt.Sprintf("%04o", access.Mode), "directory", dir, "directory_mode", fmt.Sprintf("%04o", fi.Mode().Perm()))
+	}
+}
+
+// failOnce passes readings of the disk's free space through, but only the
+// first of a streak of failures: the engine reads it at every admission
+// and warns of a failure each time, which on a daemon whose store is not
+// on that disk (PostgreSQL, with no DATA/store) was one warning per run.
+// A failure after a success is passed on again. While the streak lasts it
+// reports no shortage (math.MaxInt64 free), which is what the engine makes
+// of a failed reading anyway: the store's own reserve still holds.
+func failOnce(read func() (int64, error)) func() (int64, error) {
+	var failing atomic.Bool
+	return func() (int64, error) {
+		n, err := read()
+		if err == nil {
+			failing.Store(false)
+			return n, nil
+		}
+		if failing.Swap(true) {
+			return math.MaxInt64, nil
+		}
+		return n, err
 	}
 }
