@@ -1,8 +1,13 @@
 package main
 
 import (
+	"fmt"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/weirhq/weir/internal/testutil/pgtest"
+	"github.com/weirhq/weir/runtime/api/apitypes"
 )
 
 // TestRunStartReusedRequestIDAnotherFlow: weir run start with a request
@@ -38,4 +43,41 @@ flow(name = "bye", nodes = [task("wave", tool = "testkit.echo", args = lambda ct
 		t.Errorf("start hello again: exit %d %s %s, want run %s", code, again, errb, runID)
 	}
 	d.stop()
+}
+
+// TestPostgresDaemonWarnsOnce: a daemon on PostgreSQL logs no warning
+// once per run. Its data directory has no embedded store, so reading the
+// disk's free space there fails: that is said once, not at every start.
+func TestPostgresDaemonWarnsOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real daemon")
+	}
+	t.Parallel()
+	u := pgtest.Schema(t)
+	d := newDaemon(t)
+	d.start("", "WEIR_STORE="+u)
+	d.register(`flow(name = "hello", nodes = [task("greet", tool = "testkit.echo", args = lambda ctx: {"hello": ctx.input})])`)
+	const runs = 4
+	for i := range runs {
+		res, err := d.startRun("hello", fmt.Sprintf(`{"n": %d}`, i), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := d.waitTerminal(res.RunID); r.Phase != apitypes.PhaseCompleted {
+			t.Fatalf("run %d ended %s", i, r.Phase)
+		}
+	}
+	d.stop()
+	warn := regexp.MustCompile(`\[WARN\]\s+(.*?)(?::\s+[a-z_]+=|$)`)
+	seen := map[string]int{}
+	for _, line := range strings.Split(d.log(), "\n") {
+		if m := warn.FindStringSubmatch(line); m != nil {
+			seen[m[1]]++
+		}
+	}
+	for msg, n := range seen {
+		if n > 1 {
+			t.Errorf("warned %d times over %d runs: %s", n, runs, msg)
+		}
+	}
 }

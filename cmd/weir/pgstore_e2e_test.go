@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -140,42 +139,5 @@ func TestExecOnPostgres(t *testing.T) {
 	var n int
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM runs WHERE phase = 'completed'`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("completed runs in the schema: %d, %v", n, err)
-	}
-}
-
-// TestPostgresDaemonWarnsOnce: a daemon on PostgreSQL logs no warning
-// once per run. Its data directory has no embedded store, so reading the
-// disk's free space there fails: that is said once, not at every start.
-func TestPostgresDaemonWarnsOnce(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a real daemon")
-	}
-	t.Parallel()
-	u := pgtest.Schema(t)
-	d := newDaemon(t)
-	d.start("", "WEIR_STORE="+u)
-	d.register(`flow(name = "hello", nodes = [task("greet", tool = "testkit.echo", args = lambda ctx: {"hello": ctx.input})])`)
-	const runs = 4
-	for i := range runs {
-		res, err := d.startRun("hello", fmt.Sprintf(`{"n": %d}`, i), "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r := d.waitTerminal(res.RunID); r.Phase != apitypes.PhaseCompleted {
-			t.Fatalf("run %d ended %s", i, r.Phase)
-		}
-	}
-	d.stop()
-	warn := regexp.MustCompile(`\[WARN\]\s+(.*?)(?::\s+[a-z_]+=|$)`)
-	seen := map[string]int{}
-	for _, line := range strings.Split(d.log(), "\n") {
-		if m := warn.FindStringSubmatch(line); m != nil {
-			seen[m[1]]++
-		}
-	}
-	for msg, n := range seen {
-		if n > 1 {
-			t.Errorf("warned %d times over %d runs: %s", n, runs, msg)
-		}
 	}
 }
