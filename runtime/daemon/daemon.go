@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -131,7 +133,7 @@ func Open(ctx context.Context, o Options) (*Daemon, error) {
 		ApplyMemoryLimit(cfg)
 		ecfg = cfg.EngineConfig(version)
 		storeDir := StoreDir(o.DataDir)
-		ecfg.DiskFree = func() (int64, error) { return badgerstore.FreeSpace(storeDir) }
+		ecfg.DiskFree = failOnce(func() (int64, error) { return badgerstore.FreeSpace(storeDir) })
 	}
 	if d.Sandbox, err = NewSandbox(cfg); err != nil {
 		d.closeParts()
@@ -203,5 +205,27 @@ func NewSandbox(c *config.Config) (*sandbox.Pool, error) {
 func ApplyMemoryLimit(c *config.Config) {
 	if c.MemoryLimit > 0 {
 		debug.SetMemoryLimit(c.MemoryLimit)
+	}
+}
+
+// failOnce passes readings of the disk's free space through, but only the
+// first of a streak of failures: the engine reads it at every admission
+// and warns of a failure each time, which on a daemon whose store is not
+// on that disk (PostgreSQL, with no DATA/store) was one warning per run.
+// A failure after a success is passed on again. While the streak lasts it
+// reports no shortage (math.MaxInt64 free), which is what the engine makes
+// of a failed reading anyway: the store's own reserve still holds.
+func failOnce(read func() (int64, error)) func() (int64, error) {
+	var failing atomic.Bool
+	return func() (int64, error) {
+		n, err := read()
+		if err == nil {
+			failing.Store(false)
+			return n, nil
+		}
+		if failing.Swap(true) {
+			return math.MaxInt64, nil
+		}
+		return n, err
 	}
 }

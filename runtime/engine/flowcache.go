@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/internal/textbound"
 	"github.com/weirhq/weir/runtime/store"
 )
 
@@ -120,7 +121,7 @@ func (e *Engine) latestFlow(ctx context.Context, name string) (*flowEntry, error
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, protocolErr(CodeUnknownFlow, "no flow named %q is registered", name)
+		return nil, protocolErr(CodeUnknownFlow, "no flow named %q is registered%s", textbound.Quote(name), e.flowNameHint(ctx, name))
 	}
 	if err != nil {
 		return nil, e.readFailed(err)
@@ -130,6 +131,30 @@ func (e *Engine) latestFlow(ctx context.Context, name string) (*flowEntry, error
 		return nil, &Error{Code: CodeFlowUnreadable, Message: err.Error(), Class: ClassRun}
 	}
 	return fe, nil
+}
+
+// MaxSuggestedFlowNames bounds the registered flow names an unknown
+// flow's refusal compares the name with to suggest the closest one: the
+// first this many, in name order.
+const MaxSuggestedFlowNames = 10000
+
+// flowNameHint is " (did you mean "NAME"?)" for the registered flow
+// closest to name, as registration suggests a node or a tool
+// (flows.Suggest), or "" when none is close or the names cannot be read:
+// the refusal stands either way.
+func (e *Engine) flowNameHint(ctx context.Context, name string) string {
+	var names []string
+	if err := e.st.View(ctx, func(tx store.Tx) error {
+		var err error
+		names, err = tx.FlowNameList(store.FlowNameListParams{Limit: MaxSuggestedFlowNames})
+		return err
+	}); err != nil {
+		return ""
+	}
+	if s := flows.Suggest(name, names); s != "" {
+		return fmt.Sprintf(" (did you mean %q?)", s)
+	}
+	return ""
 }
 
 // flowVersion loads a flow version by name and content hash through the

@@ -458,11 +458,17 @@ func CompareNewest(a, b *Run) int {
 	return strings.Compare(a.ID, b.ID)
 }
 
-// Dedup maps a client's business id to the run it created.
+// Dedup maps a client's business id to the run it created. Flow and
+// InputHash keep what the request meant, so that the same id sent with
+// another flow or another input is refused rather than answered with a
+// run it did not ask for.
 type Dedup struct {
-	Owner     string    `json:"owner"`
-	RequestID string    `json:"request_id"`
-	RunID     string    `json:"run_id"`
+	Owner     string `json:"owner"`
+	RequestID string `json:"request_id"`
+	RunID     string `json:"run_id"`
+	// Flow is the flow the request named. Records written before it was
+	// kept have none: a reader learns their flow from the run.
+	Flow      string    `json:"flow,omitempty"`
 	InputHash string    `json:"input_hash"`
 	CreatedAt time.Time `json:"created_at"`
 }
