@@ -99,9 +99,8 @@ func agentCallEndTx(tx store.Tx, t *store.Task, out json.RawMessage, rerr *store
 		return false, err
 	}
 	for _, st := range tasks {
-		if st.Kind == store.TaskStep && !st.Leased && st.ReadyAt.After(now) {
-			st.ReadyAt = now
-			return true, tx.TaskPut(st)
+		if st.Kind == store.TaskStep {
+			return wakeParkedTx(tx, st, now)
 		}
 	}
 	return false, nil
