@@ -44,6 +44,8 @@ type turnRequest struct {
 	req       *chat.Request
 	model     *modelConfig
 	maxTokens int64
+	// offers are the request's tools as this provider accepts them.
+	offers []offer
 	// names maps the provider-side tool names offered back to weir's.
 	names map[string]string
 	// progress reports the output tokens streamed so far.
@@ -139,6 +141,11 @@ func (p *plugin) run(ctx context.Context, call *sdk.Call) (any, error) {
 		mapped, _ := chat.ProviderToolName(t.Name) // Validate checked it
 		names[mapped] = t.Name
 	}
+	pc := s.cfg.Providers[m.Provider]
+	offered, oerr := offers(pc.Kind, req.Tools)
+	if oerr != nil {
+		return nil, oerr.toolError()
+	}
 	estimate := chat.EstimateInputTokens(&req)
 	settle, lerr := s.limiters[m.Alias].acquire(estimate + maxTokens)
 	if lerr != nil {
@@ -147,9 +154,8 @@ func (p *plugin) run(ctx context.Context, call *sdk.Call) (any, error) {
 	used := int64(-1) // unknown until the provider answers
 	defer func() { settle(used) }()
 
-	pc := s.cfg.Providers[m.Provider]
 	resp, err := s.providers[m.Provider].turn(ctx, &turnRequest{
-		req: &req, model: m, maxTokens: maxTokens, names: names,
+		req: &req, model: m, maxTokens: maxTokens, offers: offered, names: names,
 		progress: func(out int64) { call.Progress(out, maxTokens) },
 	})
 	if err != nil {
@@ -235,19 +241,6 @@ func (t *turnRequest) weirName(provider string) string {
 		return n
 	}
 	return chat.UnmapToolName(provider)
-}
-
-// schemaMap decodes a tool's input schema for an SDK's params; an empty
-// schema is any object.
-func schemaMap(s json.RawMessage) map[string]any {
-	m := map[string]any{}
-	if len(s) > 0 {
-		_ = json.Unmarshal(s, &m) // Validate checked it is an object
-	}
-	if _, ok := m["type"]; !ok {
-		m["type"] = "object"
-	}
-	return m
 }
 
 // systemPrompt joins the request's system prompt and its system messages.

@@ -33,6 +33,8 @@ func startLLM(t *testing.T, kind string, model string, steps ...llmtest.Step) (*
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
+	// Every request weir sent must be one the real provider accepts.
+	t.Cleanup(func() { checkConforms(t, srv) })
 	if model == "" {
 		model = `{"provider":"local","model":"m-1","input_cost":100,"output_cost":400,"max_tokens":256}`
 	}
@@ -93,7 +95,12 @@ func TestTextAnswerUsageAndCost(t *testing.T) {
 			}
 			var body map[string]any
 			json.Unmarshal(reqs[0].Body, &body)
-			if body["stream"] != true || body["model"] != "m-1" || body["max_tokens"] != 256.0 {
+			// The output limit goes in the provider kind's own field.
+			limit, other := "max_completion_tokens", "max_tokens"
+			if kind == kindAnthropic {
+				limit, other = other, limit
+			}
+			if body["stream"] != true || body["model"] != "m-1" || body[limit] != 256.0 || body[other] != nil {
 				t.Fatalf("request %s", reqs[0].Body)
 			}
 			if kind == kindOpenAI {
@@ -499,5 +506,73 @@ func TestManifestCarriesModels(t *testing.T) {
 	cached, err := filepath.Glob(filepath.Join(p.PluginsDir, host.ManifestDir, "*.json"))
 	if err != nil || len(cached) != 3 { // installed without config, then A and B
 		t.Errorf("manifest cache holds %v (%v), want 3 files", cached, err)
+	}
+}
+
+// TestToolSchemasAreNormalised: tools whose schemas a provider refuses as
+// they are (a bare object, no schema, an MCP server's draft-07 schema with
+// a nested bare object, a root anyOf) are offered in a form each provider
+// accepts, and the whole turn goes through; startLLM's check holds every
+// request to the provider's published schema and rules.
+func TestToolSchemasAreNormalised(t *testing.T) {
+	t.Parallel()
+	for _, kind := range kinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			srv, p := startLLM(t, kind, "", llmtest.Step{Text: "ok"})
+			req := ask("x")
+			req.Tools = []chat.ToolDef{
+				{Name: "kv.list", Description: "lists keys", InputSchema: json.RawMessage(`{"type":"object"}`)},
+				{Name: "clock.now"},
+				{Name: "fs.stat", InputSchema: json.RawMessage(`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object",` +
+					`"properties":{"path":{"type":"string"},"opts":{"type":"object"},"list":{"type":"array","items":{"type":"object"}}},"required":["path"],"additionalProperties":false}`)},
+				{Name: "cal.update", Description: "moves an event", InputSchema: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"},"at":{"type":"string"}},` +
+					`"anyOf":[{"required":["id"]},{"required":["at"]}]}`)},
+			}
+			if _, _, err := call(p, req, nil); err != nil {
+				t.Fatal(err)
+			}
+			reqs := srv.Requests()
+			if len(reqs) != 1 {
+				t.Fatalf("%d requests", len(reqs))
+			}
+			if err := conforms(t, reqs[0]); err != nil {
+				t.Fatalf("refused: %v\n%s", err, reqs[0].Body)
+			}
+			body := string(reqs[0].Body)
+			// What the tool said is kept: its properties, required and
+			// additionalProperties; the root anyOf is told in words.
+			for _, want := range []string{`"required":["path"]`, `"additionalProperties":false`, `Its input must also match: {\"anyOf\":[{\"required\":[\"id\"]},{\"required\":[\"at\"]}]}`} {
+				if !strings.Contains(body, want) {
+					t.Errorf("request lacks %s:\n%s", want, body)
+				}
+			}
+			if strings.Contains(body, "draft-07") {
+				t.Errorf("$schema of another draft sent:\n%s", body)
+			}
+		})
+	}
+}
+
+// TestNonObjectToolSchemaRefused: the chat contract offers object schemas;
+// a tool of another type is refused before any request, not sent for the
+// provider to refuse the whole turn.
+func TestNonObjectToolSchemaRefused(t *testing.T) {
+	t.Parallel()
+	for _, kind := range kinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			srv, p := startLLM(t, kind, "", llmtest.Step{Text: "never"})
+			req := ask("x")
+			req.Tools = []chat.ToolDef{{Name: "batch.run", InputSchema: json.RawMessage(`{"type":"array","items":{"type":"string"}}`)}}
+			_, _, err := call(p, req, nil)
+			plugintest.WantKind(t, err, host.KindPermanent)
+			if te := err.(*host.ToolError); te.Code != codeBadRequest || !strings.Contains(te.Message, `tool batch.run: input_schema is of type "array"`) {
+				t.Fatalf("error %v", te)
+			}
+			if n := len(srv.Requests()); n != 0 {
+				t.Fatalf("the provider saw %d requests", n)
+			}
+		})
 	}
 }

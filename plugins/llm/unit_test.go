@@ -305,3 +305,158 @@ func TestKeyNeverLeaks(t *testing.T) {
 		})
 	}
 }
+
+// TestProviderRulesCatchRefusedSchemas: the conformance check refuses
+// what each provider refuses, so that a request it passes is one the
+// provider would take (the check can fail).
+func TestProviderRulesCatchRefusedSchemas(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		api, schema, want string
+	}{
+		{kindOpenAI, `{"type":"object"}`, "object schema missing properties"},
+		{kindOpenAI, `{"type":"object","properties":{"o":{"type":"object"}}}`, "In context=(properties.o), object schema missing properties"},
+		{kindOpenAI, `{"type":"object","properties":{},"anyOf":[{}]}`, "at the top level"},
+		{kindOpenAI, `{"type":"array","items":{}}`, `schema must be a JSON Schema of 'type: "object"'`},
+		{kindAnthropic, `{"type":"object","oneOf":[{}]}`, "input_schema does not support oneOf"},
+		{kindAnthropic, `{"type":"object"}`, ""},
+		{kindOpenAI, `{"type":"object","properties":{},"additionalProperties":false}`, ""},
+	} {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(tc.schema), &m); err != nil {
+			t.Fatal(err)
+		}
+		got := providerRulesRefuse(tc.api, m)
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("%s %s: %q, want %q", tc.api, tc.schema, got, tc.want)
+		}
+		// What the plugin sends of the same schema passes.
+		if tc.api == kindOpenAI && strings.Contains(tc.schema, `"array"`) {
+			continue // refused before sending (TestNonObjectToolSchemaRefused)
+		}
+		norm, _, err := normalise(rulesByKind[tc.api], json.RawMessage(tc.schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if why := providerRulesRefuse(tc.api, norm); why != "" {
+			t.Errorf("%s %s normalised to %v: still refused: %s", tc.api, tc.schema, norm, why)
+		}
+	}
+}
+
+// wireCall makes one llm.chat call in process, with the config cfg (its
+// %s the server's base URL for kind) and the key WEIR_TEST_KEY=key, and
+// returns the one request the server saw.
+func wireCall(t *testing.T, kind, cfg, key string) llmtest.Request {
+	t.Helper()
+	srv := llmtest.New(llmtest.Step{Text: "ok"})
+	if err := srv.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	base := srv.OpenAIBaseURL()
+	if kind == kindAnthropic {
+		base = srv.URL()
+	}
+	getenv := func(k string) (string, bool) { return key, k == "WEIR_TEST_KEY" && key != "" }
+	in := `{"model":"s","messages":[{"role":"user","content":"hi"}]}`
+	if _, err := sdktest.Call(context.Background(), newPlugin(getenv).tool(), sdktest.Request{Input: in, Config: fmt.Sprintf(cfg, base)}); err != nil {
+		t.Fatal(err)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 1 {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	return reqs[0]
+}
+
+// TestTokenLimitField: a turn's output limit goes in the field the
+// model's token_limit_field names, by default the provider kind's own
+// (OpenAI: max_completion_tokens, whatever the host; Anthropic:
+// max_tokens), and never in both.
+func TestTokenLimitField(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, kind, field, want string
+	}{
+		{"openai default", kindOpenAI, "", fieldMaxCompletionTokens},
+		{"openai max_tokens", kindOpenAI, `,"token_limit_field":"max_tokens"`, fieldMaxTokens},
+		{"openai explicit", kindOpenAI, `,"token_limit_field":"max_completion_tokens"`, fieldMaxCompletionTokens},
+		{"anthropic default", kindAnthropic, "", fieldMaxTokens},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := `{"providers":{"p":{"kind":"` + tc.kind + `","base_url":"%s"}},"models":{"s":{"provider":"p","model":"m","max_tokens":77` + tc.field + `}}}`
+			r := wireCall(t, tc.kind, cfg, "")
+			var body map[string]any
+			if err := json.Unmarshal(r.Body, &body); err != nil {
+				t.Fatal(err)
+			}
+			other := map[string]string{fieldMaxTokens: fieldMaxCompletionTokens, fieldMaxCompletionTokens: fieldMaxTokens}[tc.want]
+			if body[tc.want] != 77.0 || body[other] != nil {
+				t.Fatalf("want only %s = 77: %s", tc.want, r.Body)
+			}
+			if err := conforms(t, r); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestAnthropicAuthOnTheWire: the key goes out as the Messages API
+// documents it, x-api-key with anthropic-version 2023-06-01, unless the
+// provider's auth says bearer (a gateway's contract); never both, and the
+// SDK's own newest version is not sent.
+func TestAnthropicAuthOnTheWire(t *testing.T) {
+	t.Parallel()
+	const key = "sk-ant-wire-test"
+	for _, tc := range []struct {
+		name, extra         string
+		xAPIKey, auth, vers string
+	}{
+		{"default", "", key, "", "2023-06-01"},
+		{"x-api-key", `,"auth":"x-api-key"`, key, "", "2023-06-01"},
+		{"bearer", `,"auth":"bearer"`, "", "Bearer " + key, "2023-06-01"},
+		{"version", `,"anthropic_version":"2024-01-15"`, key, "", "2024-01-15"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := `{"providers":{"p":{"kind":"anthropic","base_url":"%s","api_key_env":"WEIR_TEST_KEY"` + tc.extra + `}},"models":{"s":{"provider":"p","model":"m","max_tokens":5}}}`
+			r := wireCall(t, kindAnthropic, cfg, key)
+			if got := r.Header.Get("X-Api-Key"); got != tc.xAPIKey {
+				t.Errorf("x-api-key %q, want %q", got, tc.xAPIKey)
+			}
+			if got := r.Header.Get("Authorization"); got != tc.auth {
+				t.Errorf("Authorization %q, want %q", got, tc.auth)
+			}
+			if got := r.Header.Values("Anthropic-Version"); len(got) != 1 || got[0] != tc.vers {
+				t.Errorf("anthropic-version %q, want %q", got, tc.vers)
+			}
+		})
+	}
+	// An OpenAI provider sends its key as Bearer, as before.
+	r := wireCall(t, kindOpenAI, `{"providers":{"p":{"kind":"openai","base_url":"%s","api_key_env":"WEIR_TEST_KEY"}},"models":{"s":{"provider":"p","model":"m","max_tokens":5}}}`, key)
+	if r.Header.Get("Authorization") != "Bearer "+key || r.Header.Get("X-Api-Key") != "" {
+		t.Errorf("openai headers %v", r.Header)
+	}
+}
+
+// TestProviderSettingsRefused: the new settings refuse what they cannot
+// mean, naming the key.
+func TestProviderSettingsRefused(t *testing.T) {
+	t.Parallel()
+	getenv := func(string) (string, bool) { return "", false }
+	for cfg, want := range map[string]string{
+		`{"providers":{"p":{"kind":"openai","auth":"x-api-key"}}}`:                                                                                        `providers.p.auth: "x-api-key" is the Messages API's header`,
+		`{"providers":{"p":{"kind":"anthropic","auth":"basic"}}}`:                                                                                         `providers.p.auth: unknown "basic"`,
+		`{"providers":{"p":{"kind":"openai","anthropic_version":"2023-06-01"}}}`:                                                                          `providers.p.anthropic_version: only an anthropic provider`,
+		`{"providers":{"p":{"kind":"anthropic","anthropic_version":"latest"}}}`:                                                                           `providers.p.anthropic_version: "latest" is not a version date`,
+		`{"providers":{"p":{"kind":"anthropic"}},"models":{"s":{"provider":"p","model":"m","max_tokens":1,"token_limit_field":"max_completion_tokens"}}}`: `models.s.token_limit_field: the Messages API has only max_tokens`,
+		`{"providers":{"p":{"kind":"openai"}},"models":{"s":{"provider":"p","model":"m","max_tokens":1,"token_limit_field":"limit"}}}`:                    `models.s.token_limit_field: unknown field "limit"`,
+	} {
+		_, err := parseConfig(json.RawMessage(cfg), getenv)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", cfg, err, want)
+		}
+	}
+}
