@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/big"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
@@ -20,6 +21,8 @@ import (
 type plugin struct {
 	getenv func(string) (string, bool)
 	now    func() time.Time
+	// jitter(n) is uniform in [0, n): the spread of overload backoffs.
+	jitter func(n int64) int64
 
 	mu      sync.Mutex
 	configs map[string]*setup
@@ -53,7 +56,7 @@ type turnRequest struct {
 }
 
 func newPlugin(getenv func(string) (string, bool)) *plugin {
-	return &plugin{getenv: getenv, now: time.Now, configs: map[string]*setup{}}
+	return &plugin{getenv: getenv, now: time.Now, jitter: rand.Int64N, configs: map[string]*setup{}}
 }
 
 func (p *plugin) tool() sdk.Tool {
@@ -164,6 +167,11 @@ func (p *plugin) run(ctx context.Context, call *sdk.Call) (any, error) {
 		}
 		me := classify(err, fmt.Sprintf("provider %q (%s, model %s)", pc.Name, pc.Kind, m.Model), p.now())
 		me.Msg = redact(me.Msg, s.keys)
+		if me.overload && me.Retryable && me.RetryAfter == 0 {
+			// The provider named no wait: back off in seconds, not at
+			// the engine's base, which would spend the retries at once.
+			me.RetryAfter = overloadBackoff(call.Attempt, p.jitter)
+		}
 		if refusedBeforeTurn(me.Code) {
 			used = 0
 		}

@@ -262,7 +262,7 @@ type errorCase struct {
 var errorCases = []errorCase{
 	{"429", llmtest.Step{Status: 429, RetryAfter: "7"}, host.KindRetryable, codeRate, "429", 1},
 	{"500", llmtest.Step{Status: 500}, host.KindRetryable, codeUnavailable, "500", 1},
-	{"529", llmtest.Step{Status: 529}, host.KindRetryable, codeUnavailable, "529", 1},
+	{"529", llmtest.Step{Status: 529, ErrorMessage: "Overloaded"}, host.KindRetryable, codeUnavailable, "answered 529 Overloaded: Overloaded", 1},
 	{"401", llmtest.Step{Status: 401}, host.KindPermanent, codeAuth, "401", 1},
 	{"403", llmtest.Step{Status: 403}, host.KindPermanent, codeAuth, "403", 1},
 	{"404", llmtest.Step{Status: 404, ErrorMessage: "model m-1 does not exist"}, host.KindPermanent, codeNotFound, "does not exist", 1},
@@ -289,8 +289,12 @@ func TestErrorClasses(t *testing.T) {
 				if te.Code != tc.code || !strings.Contains(te.Message, tc.mustSay) {
 					t.Fatalf("error %v, want code %s saying %q", te, tc.code, tc.mustSay)
 				}
-				if want := map[string]time.Duration{"429": 7 * time.Second}[tc.name]; te.RetryAfter != want {
-					t.Fatalf("retry after %v, want %v", te.RetryAfter, want)
+				// A provider's Retry-After is passed on; an overloaded one
+				// that names none is given seconds (attempt 1: 2s plus up to
+				// half of jitter); other failures leave it to the engine.
+				want := map[string][2]time.Duration{"429": {7 * time.Second, 7 * time.Second}, "529": {2 * time.Second, 3 * time.Second}}[tc.name]
+				if te.RetryAfter < want[0] || te.RetryAfter > want[1] {
+					t.Fatalf("retry after %v, want %v..%v", te.RetryAfter, want[0], want[1])
 				}
 				// The SDKs' own retries are off: every try is the engine's.
 				if n := len(srv.Requests()); n != tc.wantTries {

@@ -460,3 +460,77 @@ func TestProviderSettingsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestOverloadBackoff: the schedule of an overloaded provider's retries
+// is in seconds, doubling per attempt up to a minute, with at most half
+// again of jitter.
+func TestOverloadBackoff(t *testing.T) {
+	t.Parallel()
+	none := func(int64) int64 { return 0 }
+	most := func(n int64) int64 { return n - 1 }
+	for attempt, want := range map[int]time.Duration{0: 2 * time.Second, 1: 2 * time.Second, 2: 4 * time.Second, 3: 8 * time.Second,
+		5: 32 * time.Second, 6: time.Minute, 40: time.Minute} {
+		if got := overloadBackoff(attempt, none); got != want {
+			t.Errorf("attempt %d: %v, want %v", attempt, got, want)
+		}
+		if got := overloadBackoff(attempt, most); got != want+want/2-1 {
+			t.Errorf("attempt %d with most jitter: %v, want %v", attempt, got, want+want/2-1)
+		}
+	}
+}
+
+// TestOverloadRetryAfterOnTheWire: a provider that answers 529 or 429
+// without Retry-After gets the overload schedule for the call's attempt
+// in the tool error's RetryAfter, which the engine's retry honours; one
+// that names a Retry-After gets exactly that; a 500 leaves the wait to
+// the engine. The message names the status once, without a stray space.
+// The SDKs make one try each (their own retries are off).
+func TestOverloadRetryAfterOnTheWire(t *testing.T) {
+	t.Parallel()
+	for _, kind := range kinds {
+		for _, tc := range []struct {
+			name    string
+			step    llmtest.Step
+			attempt int
+			want    time.Duration
+			says    string
+		}{
+			{"529 attempt 1", llmtest.Step{Status: 529, ErrorMessage: "Overloaded"}, 1, 2*time.Second + 7, "answered 529 Overloaded: Overloaded"},
+			{"529 attempt 3", llmtest.Step{Status: 529, ErrorMessage: "Overloaded"}, 3, 8*time.Second + 7, "answered 529 Overloaded"},
+			{"429 attempt 2", llmtest.Step{Status: 429}, 2, 4*time.Second + 7, "answered 429 Too Many Requests"},
+			{"503 attempt 1", llmtest.Step{Status: 503}, 1, 2*time.Second + 7, "answered 503 Service Unavailable"},
+			{"529 retry-after", llmtest.Step{Status: 529, RetryAfter: "13"}, 3, 13 * time.Second, "529 Overloaded"},
+			{"500", llmtest.Step{Status: 500}, 3, 0, "answered 500 Internal Server Error"},
+		} {
+			t.Run(kind+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
+				srv := llmtest.New(tc.step)
+				if err := srv.Start("127.0.0.1:0"); err != nil {
+					t.Fatal(err)
+				}
+				defer srv.Close()
+				base := srv.OpenAIBaseURL()
+				if kind == kindAnthropic {
+					base = srv.URL()
+				}
+				p := newPlugin(lookupEnv)
+				p.jitter = func(n int64) int64 { return 7 } // a fixed spread: 7ns
+				cfg := fmt.Sprintf(`{"providers":{"p":{"kind":%q,"base_url":%q}},"models":{"s":{"provider":"p","model":"m","max_tokens":5}}}`, kind, base)
+				_, err := sdktest.Call(context.Background(), p.tool(), sdktest.Request{Input: `{"model":"s","messages":[{"role":"user","content":"hi"}]}`, Config: cfg, Attempt: tc.attempt})
+				var se *sdktest.Error
+				if !errors.As(err, &se) || se.Kind != sdktest.KindRetryable {
+					t.Fatalf("error %v, want retryable", err)
+				}
+				if se.RetryAfter != tc.want {
+					t.Errorf("retry after %v, want %v", se.RetryAfter, tc.want)
+				}
+				if !strings.Contains(se.Message, tc.says) || strings.Contains(se.Message, " :") {
+					t.Errorf("message %q, want it to say %q", se.Message, tc.says)
+				}
+				if n := len(srv.Requests()); n != 1 {
+					t.Errorf("%d requests for one try", n)
+				}
+			})
+		}
+	}
+}
