@@ -472,7 +472,8 @@ func (m *Main) serve(ctx context.Context, file, storeFlag string, sharedFlag boo
 			stopAll()
 			return fmt.Errorf("metrics listener: %w", err)
 		}
-		coll := metrics.NewCollector(metrics.Sources{Engine: eng, Restarts: h.Restarts, ConfigVersion: d.configVersion, Sandbox: pool.Stats})
+		coll := metrics.NewCollector(metrics.Sources{Engine: eng, Restarts: h.Restarts, ConfigVersion: d.configVersion, Sandbox: pool.Stats,
+			Models: func() []string { return modelLabels(h.Tools()) }})
 		serveOn(mln, metrics.Handler(metrics.NewRegistry(coll, eng.Histograms(), timed)), nil, nil)
 		log.Info("serving metrics", "address", mln.Addr().String())
 	}
@@ -630,4 +631,17 @@ func warnUnreachable(path string, access config.Socket, log hclog.Logger) {
 		log.Warn("the socket's mode shares it, but its directory cannot be entered by those it is shared with",
 			"socket", path, "mode", fmt.Sprintf("%04o", access.Mode), "directory", dir, "directory_mode", fmt.Sprintf("%04o", fi.Mode().Perm()))
 	}
+}
+
+// modelLabels names every model the installed chat tools serve as the
+// weir_model_* metrics label them, TOOL/ALIAS, so that each has its series
+// before its first turn.
+func modelLabels(tools []host.ToolManifest) []string {
+	var out []string
+	for _, t := range tools {
+		for _, m := range t.Models {
+			out = append(out, t.Name+"/"+m.Alias)
+		}
+	}
+	return out
 }
