@@ -14,8 +14,11 @@ import (
 
 // The provider kinds the plugin speaks.
 const (
-	kindOpenAI    = "openai"
-	kindAnthropic = "anthropic"
+	kindOpenAI = "openai"
+	// kindOpenAIResponses is the OpenAI Responses API (POST
+	// /v1/responses), beside Chat Completions.
+	kindOpenAIResponses = "openai-responses"
+	kindAnthropic       = "anthropic"
 )
 
 // config is the plugin's section of weir's configuration:
@@ -90,7 +93,13 @@ const defaultAnthropicVersion = "2023-06-01"
 const (
 	fieldMaxTokens           = "max_tokens"
 	fieldMaxCompletionTokens = "max_completion_tokens"
+	// fieldMaxOutputTokens is the Responses API's, its only one.
+	fieldMaxOutputTokens = "max_output_tokens"
 )
+
+// minResponsesTokens is the least max_output_tokens the Responses API
+// takes.
+const minResponsesTokens = 16
 
 // Limits of the configuration, named so that a refusal can cite them.
 const (
@@ -125,7 +134,7 @@ const configSchema = `{
         "additionalProperties": false,
         "required": ["kind"],
         "properties": {
-          "kind": {"enum": ["openai", "anthropic"]},
+          "kind": {"enum": ["openai", "openai-responses", "anthropic"]},
           "base_url": {"type": "string"},
           "api_key_env": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
           "auth": {"enum": ["x-api-key", "bearer"]},
@@ -145,7 +154,7 @@ const configSchema = `{
           "input_cost": {"type": "integer", "minimum": 0},
           "output_cost": {"type": "integer", "minimum": 0},
           "max_tokens": {"type": "integer", "minimum": 1},
-          "token_limit_field": {"enum": ["max_tokens", "max_completion_tokens"]},
+          "token_limit_field": {"enum": ["max_tokens", "max_completion_tokens", "max_output_tokens"]},
           "max_concurrent": {"type": "integer", "minimum": 0},
           "requests_per_minute": {"type": "integer", "minimum": 0},
           "tokens_per_minute": {"type": "integer", "minimum": 0}
@@ -217,9 +226,9 @@ func parseProvider(name string, raw json.RawMessage, getenv func(string) (string
 		return nil, err
 	}
 	switch p.Kind {
-	case kindOpenAI, kindAnthropic:
+	case kindOpenAI, kindOpenAIResponses, kindAnthropic:
 	default:
-		return nil, fmt.Errorf("%s.kind: unknown provider kind %q (openai or anthropic)", path, p.Kind)
+		return nil, fmt.Errorf("%s.kind: unknown provider kind %q (openai, openai-responses or anthropic)", path, escape.Cut(p.Kind, 40))
 	}
 	if err := str(f, path, "base_url", &p.BaseURL, false); err != nil {
 		return nil, err
@@ -293,15 +302,21 @@ func parseModel(alias string, raw json.RawMessage, providers map[string]*provide
 	if err := str(f, path, "token_limit_field", &m.TokenLimitField, false); err != nil {
 		return nil, err
 	}
+	// Each kind's fields, its default first.
+	fields := map[string][]string{
+		kindOpenAI:          {fieldMaxCompletionTokens, fieldMaxTokens},
+		kindOpenAIResponses: {fieldMaxOutputTokens},
+		kindAnthropic:       {fieldMaxTokens},
+	}[kind]
 	switch {
-	case m.TokenLimitField == "" && kind == kindAnthropic:
-		m.TokenLimitField = fieldMaxTokens
 	case m.TokenLimitField == "":
-		m.TokenLimitField = fieldMaxCompletionTokens
-	case m.TokenLimitField == fieldMaxCompletionTokens && kind == kindAnthropic:
-		return nil, fmt.Errorf("%s.token_limit_field: the Messages API has only %s", path, fieldMaxTokens)
-	case m.TokenLimitField != fieldMaxTokens && m.TokenLimitField != fieldMaxCompletionTokens:
-		return nil, fmt.Errorf("%s.token_limit_field: unknown field %q (%s or %s)", path, escape.Cut(m.TokenLimitField, 40), fieldMaxTokens, fieldMaxCompletionTokens)
+		m.TokenLimitField = fields[0]
+	case !contains(fields, m.TokenLimitField):
+		return nil, fmt.Errorf("%s.token_limit_field: %q is not a field of an %s provider (%s)", path, escape.Cut(m.TokenLimitField, 40), kind, strings.Join(fields, " or "))
+	}
+	minTokens := int64(1)
+	if kind == kindOpenAIResponses {
+		minTokens = minResponsesTokens
 	}
 	for _, n := range []struct {
 		key      string
@@ -309,7 +324,7 @@ func parseModel(alias string, raw json.RawMessage, providers map[string]*provide
 		min, max int64
 		required bool
 	}{
-		{"max_tokens", &m.MaxTokens, 1, maxModelTokens, true},
+		{"max_tokens", &m.MaxTokens, minTokens, maxModelTokens, true},
 		{"input_cost", &m.InputCost, 0, maxCostPerMTok, false},
 		{"output_cost", &m.OutputCost, 0, maxCostPerMTok, false},
 		{"max_concurrent", &m.MaxConcurrent, 0, maxLimitValue, false},

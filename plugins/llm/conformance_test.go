@@ -28,7 +28,7 @@ func requestSchema(t testing.TB, api string) *jsonschema.Schema {
 	t.Helper()
 	requestSchemasOnce.Do(func() {
 		requestSchemas = map[string]*jsonschema.Schema{}
-		for api, file := range map[string]string{kindOpenAI: "openai-chat-completions.json", kindAnthropic: "anthropic-messages.json"} {
+		for api, file := range map[string]string{kindOpenAI: "openai-chat-completions.json", kindOpenAIResponses: "openai-responses.json", kindAnthropic: "anthropic-messages.json"} {
 			s, err := compileFile(filepath.Join("testdata", file))
 			if err != nil {
 				requestSchemasErr = fmt.Errorf("%s: %w", file, err)
@@ -101,6 +101,7 @@ func conforms(t testing.TB, r llmtest.Request) error {
 			} `json:"function"`
 			Name        string         `json:"name"`
 			InputSchema map[string]any `json:"input_schema"`
+			Parameters  map[string]any `json:"parameters"`
 		} `json:"tools"`
 	}
 	if err := json.Unmarshal(r.Body, &body); err != nil {
@@ -108,8 +109,11 @@ func conforms(t testing.TB, r llmtest.Request) error {
 	}
 	for _, tool := range body.Tools {
 		name, schema := tool.Function.Name, tool.Function.Parameters
-		if r.API == kindAnthropic {
+		switch r.API {
+		case kindAnthropic:
 			name, schema = tool.Name, tool.InputSchema
+		case kindOpenAIResponses:
+			name, schema = tool.Name, tool.Parameters
 		}
 		if schema == nil {
 			continue // OpenAI: no parameters is an empty parameter list
@@ -132,6 +136,9 @@ func conforms(t testing.TB, r llmtest.Request) error {
 // the providers' rules and errors, apart from the plugin's normalisation,
 // so that the one can catch the other.
 func providerRulesRefuse(api string, schema map[string]any) string {
+	if api == kindOpenAIResponses {
+		api = kindOpenAI // function parameters follow the same rules
+	}
 	if schema["type"] != "object" {
 		if api == kindOpenAI {
 			return fmt.Sprintf(`schema must be a JSON Schema of 'type: "object"', got 'type: %v'`, schema["type"])

@@ -18,6 +18,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	oaisse "github.com/openai/openai-go/v3/packages/ssestream"
 
+	"github.com/weirhq/weir/internal/escape"
 	"github.com/weirhq/weir/sdk"
 )
 
@@ -116,6 +117,7 @@ func classify(err error, where string, now time.Time) *modelError {
 		oe  *openai.Error
 		ae  *anthropic.Error
 		ose *oaisse.StreamError
+		rf  *responsesFailure
 		mal *malformedError
 		cut *cutShortError
 	)
@@ -150,6 +152,18 @@ func classify(err error, where string, now time.Time) *modelError {
 		}
 		code, retry := statusCode(status, kind, body.Error.Message)
 		return &modelError{Code: code, Retryable: retry, overload: isOverload(status), Msg: fmt.Sprintf("%s sent an error inside its stream%s", where, quote(code, body.Error.Message))}
+	case errors.As(err, &rf):
+		// A response.failed or error event of the Responses API.
+		status := http.StatusBadRequest
+		switch {
+		case strings.Contains(rf.code, "rate_limit"):
+			status = http.StatusTooManyRequests
+		case rf.code == "server_error" || strings.Contains(rf.code, "timeout") || rf.code == "":
+			status = http.StatusInternalServerError
+		}
+		code, retry := statusCode(status, rf.code, rf.message)
+		return &modelError{Code: code, Retryable: retry, overload: isOverload(status),
+			Msg: fmt.Sprintf("%s sent an error inside its stream%s", where, quote(code, escape.Cut(rf.code+": "+rf.message, maxProviderMessage)))}
 	case errors.As(err, &mal):
 		return &modelError{Code: codeMalformed, Retryable: true, Msg: fmt.Sprintf("%s: %s", where, mal.msg)}
 	case errors.As(err, &cut):

@@ -104,6 +104,8 @@ func (p *plugin) setupFor(raw json.RawMessage) *setup {
 			switch pc.Kind {
 			case kindOpenAI:
 				s.providers[name] = newOpenAI(pc, client)
+			case kindOpenAIResponses:
+				s.providers[name] = newResponses(pc, client)
 			case kindAnthropic:
 				s.providers[name] = newAnthropic(pc, client)
 			}

@@ -22,7 +22,7 @@ import (
 func TestMain(m *testing.M) { testutil.Main(m, testutil.Plugins("llm")) }
 
 // kinds are the provider kinds every end-to-end test runs against.
-var kinds = []string{kindOpenAI, kindAnthropic}
+var kinds = []string{kindOpenAI, kindOpenAIResponses, kindAnthropic}
 
 // startLLM starts a scripted server playing steps and the real llm plugin
 // configured with one provider of kind on it and the model alias "small".
@@ -96,19 +96,29 @@ func TestTextAnswerUsageAndCost(t *testing.T) {
 			var body map[string]any
 			json.Unmarshal(reqs[0].Body, &body)
 			// The output limit goes in the provider kind's own field.
-			limit, other := "max_completion_tokens", "max_tokens"
-			if kind == kindAnthropic {
-				limit, other = other, limit
-			}
-			if body["stream"] != true || body["model"] != "m-1" || body[limit] != 256.0 || body[other] != nil {
+			limit := map[string]string{kindOpenAI: "max_completion_tokens", kindOpenAIResponses: "max_output_tokens", kindAnthropic: "max_tokens"}[kind]
+			if body["stream"] != true || body["model"] != "m-1" || body[limit] != 256.0 {
 				t.Fatalf("request %s", reqs[0].Body)
 			}
-			if kind == kindOpenAI {
+			for _, other := range []string{"max_completion_tokens", "max_output_tokens", "max_tokens"} {
+				if other != limit && body[other] != nil {
+					t.Fatalf("%s sent beside %s: %s", other, limit, reqs[0].Body)
+				}
+			}
+			switch kind {
+			case kindOpenAI:
 				if so, _ := body["stream_options"].(map[string]any); so["include_usage"] != true {
 					t.Fatalf("no stream_options.include_usage: %s", reqs[0].Body)
 				}
-			} else if !strings.Contains(string(reqs[0].Body), `"system":[{"text":"be brief"`) || reqs[0].Header.Get("Anthropic-Version") == "" {
-				t.Fatalf("system prompt or API version not sent: %s %v", reqs[0].Body, reqs[0].Header)
+			case kindOpenAIResponses:
+				// Stateless: the provider keeps nothing a later turn needs.
+				if body["instructions"] != "be brief" || body["store"] != false {
+					t.Fatalf("instructions or store: %s", reqs[0].Body)
+				}
+			default:
+				if !strings.Contains(string(reqs[0].Body), `"system":[{"text":"be brief"`) || reqs[0].Header.Get("Anthropic-Version") == "" {
+					t.Fatalf("system prompt or API version not sent: %s %v", reqs[0].Body, reqs[0].Header)
+				}
 			}
 			// No api_key_env: no credential of any kind is sent.
 			if h := reqs[0].Header; h.Get("Authorization") != "" || h.Get("X-Api-Key") != "" {
@@ -181,17 +191,27 @@ func TestToolCallsBothWays(t *testing.T) {
 			}
 			var second struct {
 				Messages []map[string]any `json:"messages"`
+				Input    []map[string]any `json:"input"`
 			}
 			json.Unmarshal(srv.Requests()[1].Body, &second)
 			b, _ := json.Marshal(second.Messages)
 			got := string(b)
-			if kind == kindOpenAI {
+			switch kind {
+			case kindOpenAIResponses:
+				// user, assistant text, two function calls, two outputs.
+				b, _ := json.Marshal(second.Input)
+				got := string(b)
+				if len(second.Input) != 6 || second.Input[2]["type"] != "function_call" || second.Input[2]["call_id"] != "c1" || second.Input[2]["name"] != "notes__put" ||
+					second.Input[4]["type"] != "function_call_output" || second.Input[4]["call_id"] != "c1" || !strings.Contains(got, "ERROR: E_UNAVAILABLE") {
+					t.Fatalf("second request input %s", got)
+				}
+			case kindOpenAI:
 				// system, user, assistant with two calls, two tool messages.
 				if len(second.Messages) != 5 || second.Messages[3]["role"] != "tool" || second.Messages[3]["tool_call_id"] != "c1" ||
 					!strings.Contains(got, `"name":"notes__put"`) || !strings.Contains(got, "ERROR: E_UNAVAILABLE") {
 					t.Fatalf("second request messages %s", got)
 				}
-			} else {
+			default:
 				// user, assistant (text + two tool_use), user (two tool_result).
 				if len(second.Messages) != 3 || second.Messages[2]["role"] != "user" ||
 					!strings.Contains(got, `"tool_use_id":"c2"`) || !strings.Contains(got, `"is_error":true`) || !strings.Contains(got, `"name":"notes__put"`) {

@@ -40,8 +40,10 @@ type schemaRules struct {
 }
 
 var rulesByKind = map[string]schemaRules{
-	kindOpenAI:    {rootRefused: []string{"oneOf", "anyOf", "allOf", "enum", "not"}, propertiesEverywhere: true},
-	kindAnthropic: {rootRefused: []string{"oneOf", "anyOf", "allOf"}},
+	kindOpenAI: {rootRefused: []string{"oneOf", "anyOf", "allOf", "enum", "not"}, propertiesEverywhere: true},
+	// The Responses API checks function parameters by the same rules.
+	kindOpenAIResponses: {rootRefused: []string{"oneOf", "anyOf", "allOf", "enum", "not"}, propertiesEverywhere: true},
+	kindAnthropic:       {rootRefused: []string{"oneOf", "anyOf", "allOf"}},
 }
 
 // Bounds of the normalisation: a schema nested deeper than

@@ -264,7 +264,7 @@ func TestKeyNeverLeaks(t *testing.T) {
 			if kind == kindAnthropic {
 				base = srv.URL()
 			}
-			cfg := fmt.Sprintf(`{"providers":{"p":{"kind":%q,"base_url":%q,"api_key_env":"WEIR_TEST_LLM_KEY"}},"models":{"s":{"provider":"p","model":"m","max_tokens":5}}}`, kind, base)
+			cfg := fmt.Sprintf(`{"providers":{"p":{"kind":%q,"base_url":%q,"api_key_env":"WEIR_TEST_LLM_KEY"}},"models":{"s":{"provider":"p","model":"m","max_tokens":50}}}`, kind, base)
 			tool := newPlugin(lookupEnv).tool()
 			in := `{"model":"s","messages":[{"role":"user","content":"hi"}]}`
 			res, err := sdktest.Call(context.Background(), tool, sdktest.Request{Input: in, Config: cfg})
@@ -383,6 +383,8 @@ func TestTokenLimitField(t *testing.T) {
 		{"openai max_tokens", kindOpenAI, `,"token_limit_field":"max_tokens"`, fieldMaxTokens},
 		{"openai explicit", kindOpenAI, `,"token_limit_field":"max_completion_tokens"`, fieldMaxCompletionTokens},
 		{"anthropic default", kindAnthropic, "", fieldMaxTokens},
+		{"responses default", kindOpenAIResponses, "", fieldMaxOutputTokens},
+		{"responses explicit", kindOpenAIResponses, `,"token_limit_field":"max_output_tokens"`, fieldMaxOutputTokens},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -392,9 +394,10 @@ func TestTokenLimitField(t *testing.T) {
 			if err := json.Unmarshal(r.Body, &body); err != nil {
 				t.Fatal(err)
 			}
-			other := map[string]string{fieldMaxTokens: fieldMaxCompletionTokens, fieldMaxCompletionTokens: fieldMaxTokens}[tc.want]
-			if body[tc.want] != 77.0 || body[other] != nil {
-				t.Fatalf("want only %s = 77: %s", tc.want, r.Body)
+			for _, f := range []string{fieldMaxTokens, fieldMaxCompletionTokens, fieldMaxOutputTokens} {
+				if want := map[bool]any{true: 77.0, false: nil}[f == tc.want]; body[f] != want {
+					t.Fatalf("want only %s = 77: %s", tc.want, r.Body)
+				}
 			}
 			if err := conforms(t, r); err != nil {
 				t.Fatal(err)
@@ -451,8 +454,8 @@ func TestProviderSettingsRefused(t *testing.T) {
 		`{"providers":{"p":{"kind":"anthropic","auth":"basic"}}}`:                                                                                         `providers.p.auth: unknown "basic"`,
 		`{"providers":{"p":{"kind":"openai","anthropic_version":"2023-06-01"}}}`:                                                                          `providers.p.anthropic_version: only an anthropic provider`,
 		`{"providers":{"p":{"kind":"anthropic","anthropic_version":"latest"}}}`:                                                                           `providers.p.anthropic_version: "latest" is not a version date`,
-		`{"providers":{"p":{"kind":"anthropic"}},"models":{"s":{"provider":"p","model":"m","max_tokens":1,"token_limit_field":"max_completion_tokens"}}}`: `models.s.token_limit_field: the Messages API has only max_tokens`,
-		`{"providers":{"p":{"kind":"openai"}},"models":{"s":{"provider":"p","model":"m","max_tokens":1,"token_limit_field":"limit"}}}`:                    `models.s.token_limit_field: unknown field "limit"`,
+		`{"providers":{"p":{"kind":"anthropic"}},"models":{"s":{"provider":"p","model":"m","max_tokens":1,"token_limit_field":"max_completion_tokens"}}}`: `models.s.token_limit_field: "max_completion_tokens" is not a field of an anthropic provider (max_tokens)`,
+		`{"providers":{"p":{"kind":"openai"}},"models":{"s":{"provider":"p","model":"m","max_tokens":1,"token_limit_field":"limit"}}}`:                    `models.s.token_limit_field: "limit" is not a field of an openai provider (max_completion_tokens or max_tokens)`,
 	} {
 		_, err := parseConfig(json.RawMessage(cfg), getenv)
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -515,7 +518,7 @@ func TestOverloadRetryAfterOnTheWire(t *testing.T) {
 				}
 				p := newPlugin(lookupEnv)
 				p.jitter = func(n int64) int64 { return 7 } // a fixed spread: 7ns
-				cfg := fmt.Sprintf(`{"providers":{"p":{"kind":%q,"base_url":%q}},"models":{"s":{"provider":"p","model":"m","max_tokens":5}}}`, kind, base)
+				cfg := fmt.Sprintf(`{"providers":{"p":{"kind":%q,"base_url":%q}},"models":{"s":{"provider":"p","model":"m","max_tokens":50}}}`, kind, base)
 				_, err := sdktest.Call(context.Background(), p.tool(), sdktest.Request{Input: `{"model":"s","messages":[{"role":"user","content":"hi"}]}`, Config: cfg, Attempt: tc.attempt})
 				var se *sdktest.Error
 				if !errors.As(err, &se) || se.Kind != sdktest.KindRetryable {
@@ -532,5 +535,53 @@ func TestOverloadRetryAfterOnTheWire(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestResponsesFailureInsideStream: a response.failed or error event of
+// the Responses API is classified by its code, as an HTTP error would be.
+func TestResponsesFailureInsideStream(t *testing.T) {
+	t.Parallel()
+	for code, want := range map[string]struct {
+		code      string
+		retryable bool
+	}{
+		"rate_limit_exceeded":     {codeRate, true},
+		"server_error":            {codeUnavailable, true},
+		"vector_store_timeout":    {codeUnavailable, true},
+		"":                        {codeUnavailable, true},
+		"context_length_exceeded": {codeContext, false},
+		"invalid_prompt":          {codeBadRequest, false},
+	} {
+		got := classify(&responsesFailure{code: code, message: "m"}, "p", t0)
+		if got.Code != want.code || got.Retryable != want.retryable {
+			t.Errorf("%q: %s retryable %v, want %s %v", code, got.Code, got.Retryable, want.code, want.retryable)
+		}
+	}
+}
+
+// TestResponsesTokenFloor: the Responses API takes max_output_tokens of
+// 16 or more: a model configured below is refused with its key, and a
+// turn asking for less is refused before any request.
+func TestResponsesTokenFloor(t *testing.T) {
+	t.Parallel()
+	getenv := func(string) (string, bool) { return "", false }
+	_, err := parseConfig(json.RawMessage(`{"providers":{"p":{"kind":"openai-responses"}},"models":{"s":{"provider":"p","model":"m","max_tokens":8}}}`), getenv)
+	if err == nil || !strings.Contains(err.Error(), "models.s.max_tokens: 8 is outside 16..") {
+		t.Fatalf("config: %v", err)
+	}
+	srv := llmtest.New(llmtest.Step{Text: "never"})
+	if err := srv.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	cfg := fmt.Sprintf(`{"providers":{"p":{"kind":"openai-responses","base_url":%q}},"models":{"s":{"provider":"p","model":"m","max_tokens":64}}}`, srv.OpenAIBaseURL())
+	_, err = sdktest.Call(context.Background(), newPlugin(getenv).tool(), sdktest.Request{Input: `{"model":"s","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`, Config: cfg})
+	var se *sdktest.Error
+	if !errors.As(err, &se) || se.Code != codeBadRequest || !strings.Contains(se.Message, "below the 16") {
+		t.Fatalf("turn: %v", err)
+	}
+	if n := len(srv.Requests()); n != 0 {
+		t.Fatalf("%d requests", n)
 	}
 }

@@ -203,7 +203,7 @@ flow(name = "delegator", nodes = [
 // wrapper out is refused as the call's result, told to the model.
 func TestAgentOffersNonObjectFlowInputWrapped(t *testing.T) {
 	t.Parallel()
-	for _, kind := range []string{"openai", "anthropic"} {
+	for _, kind := range []string{"openai", "openai-responses", "anthropic"} {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			srv := llmtest.New(
@@ -247,6 +247,7 @@ func TestAgentOffersNonObjectFlowInputWrapped(t *testing.T) {
 				Tools []struct {
 					Name        string          `json:"name"`
 					InputSchema json.RawMessage `json:"input_schema"`
+					Parameters  json.RawMessage `json:"parameters"`
 					Function    struct {
 						Name       string          `json:"name"`
 						Parameters json.RawMessage `json:"parameters"`
@@ -258,9 +259,12 @@ func TestAgentOffersNonObjectFlowInputWrapped(t *testing.T) {
 			}
 			offered := map[string]string{}
 			for _, tool := range first.Tools {
-				if kind == "openai" {
+				switch kind {
+				case "openai":
 					offered[tool.Function.Name] = string(tool.Function.Parameters)
-				} else {
+				case "openai-responses":
+					offered[tool.Name] = string(tool.Parameters)
+				default:
 					offered[tool.Name] = string(tool.InputSchema)
 				}
 			}
