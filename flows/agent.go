@@ -101,7 +101,7 @@ func builtinAgent(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 			continue
 		}
 		hint := ""
-		if s := suggest(t, n.Tools); s != "" {
+		if s := Suggest(t, n.Tools); s != "" {
 			hint = fmt.Sprintf(" (did you mean %q?)", s)
 		}
 		nb.addfAt(n.elemPos("approve", i), CodeInvalid, "approve names %q, which is not in tools%s; approve says which of the agent's tools wait for a person, so add it to tools", t, hint)
@@ -240,7 +240,7 @@ func (ls *loadState) checkModel(n *Node, info ToolInfo, pos Pos, tools Catalog) 
 	if !ok {
 		aliases := info.modelAliases()
 		var hint string
-		switch s := suggest(n.Model, aliases); {
+		switch s := Suggest(n.Model, aliases); {
 		case s != "":
 			hint = fmt.Sprintf(" (did you mean %q?)", s)
 		case len(aliases) > 0:

@@ -126,6 +126,19 @@ func (o *optInt) Unpack(v starlark.Value) error {
 	return fmt.Errorf("got %s, want int or None", v.Type())
 }
 
+// number unpacks a float, taking an int where a float is wanted as
+// Python does: quorum = 1 is quorum = 1.0.
+type number float64
+
+func (n *number) Unpack(v starlark.Value) error {
+	f, ok := starlark.AsFloat(v)
+	if !ok {
+		return fmt.Errorf("got %s, want a number", v.Type())
+	}
+	*n = number(f)
+	return nil
+}
+
 // unpackArgs is starlark.UnpackArgs with a hint for a misspelt keyword:
 // the parameter it most likely meant.
 func unpackArgs(b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple, pairs ...any) error {
@@ -150,10 +163,10 @@ func unpackArgs(b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tupl
 	return err
 }
 
-// suggestKeyword is suggest, falling back to the parameter that shares a
+// suggestKeyword is Suggest, falling back to the parameter that shares a
 // long prefix with the keyword: "retry" for retries.
 func suggestKeyword(kw string, params []string) string {
-	if s := suggest(kw, params); s != "" {
+	if s := Suggest(kw, params); s != "" {
 		return s
 	}
 	best, bestLen := "", 0
@@ -483,7 +496,7 @@ func builtinFanout(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 		retries, maxVisits            int
 		cost, budget                  int64
 		atMostOnce, protected         bool
-		quorum                        = DefaultQuorum
+		quorum                        = number(DefaultQuorum)
 	)
 	if err := unpackArgs(b, args, kwargs,
 		"id", &id, "items", &items, "width?", &width, "depth?", &depth, "max_items?", &maxItems,
@@ -520,7 +533,7 @@ func builtinFanout(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 	if !(quorum > 0 && quorum <= 1) {
 		nb.addf("quorum", CodeInvalid, "quorum = %g: the share of children that must mature, more than 0 and at most 1", quorum)
 	}
-	n.Quorum = quorum
+	n.Quorum = float64(quorum)
 	nb.duration("deadline", deadline, &n.Deadline)
 	n.Grace = DefaultGrace
 	nb.duration("grace", grace, &n.Grace)
@@ -788,7 +801,7 @@ func inputSchemaOf(v starlark.Value) (json.RawMessage, Code, string) {
 	if err != nil {
 		return nil, CodeInvalid, fmt.Sprintf("is not a valid JSON schema: %s", schemaErrorText(err))
 	}
-	if err := schemaCost(s); err != nil {
+	if _, err := schemaCost(s); err != nil {
 		return nil, CodeSchemaLimit, fmt.Sprintf("is refused: %v", err)
 	}
 	return b, "", ""

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/weirhq/weir/internal/testutil"
 )
 
 // cacheBundle is a cache over versions "stored" in maps, counting every
@@ -200,7 +202,7 @@ func TestCacheConcurrentMissesLoadOnce(t *testing.T) {
 	}
 	// Every caller has missed before the load may finish: without the
 	// single flight each would load.
-	waitFor(t, func() bool { return b.cache.Stats().Misses == callers })
+	misses(t, b.cache, callers)
 	close(release)
 	wg.Wait()
 	if n := loads.Load(); n != 1 {
@@ -230,7 +232,7 @@ func TestCacheCallerGivingUpDoesNotFailTheLoad(t *testing.T) {
 		_, err := b.cache.Flow(ctx, v.Flow.Hash, load)
 		done <- err
 	}()
-	waitFor(t, func() bool { return b.cache.Stats().Misses == 1 })
+	misses(t, b.cache, 1)
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("a caller whose ctx ended got %v", err)
@@ -293,14 +295,13 @@ func TestCacheRefusesBadInputAndCachesNoError(t *testing.T) {
 	b.mustRun(t, "a")
 }
 
-// waitFor polls cond until it holds, failing after a generous timeout.
-func waitFor(t *testing.T, cond func() bool) {
+// misses waits until the cache has counted n misses.
+func misses(t *testing.T, c *Cache, n uint64) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached in 30s")
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if got := c.Stats().Misses; got != n {
+			return fmt.Errorf("%d misses, want %d", got, n)
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 }

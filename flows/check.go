@@ -79,7 +79,7 @@ func (ls *loadState) checkGraph(f *Flow) {
 			j, ok := idx[w.To]
 			if !ok {
 				hint := ""
-				if s := suggest(w.To, nodeIDs(f)); s != "" {
+				if s := Suggest(w.To, nodeIDs(f)); s != "" {
 					hint = fmt.Sprintf(" (did you mean %q?)", s)
 					assumed = append(assumed, [2]int{i, idx[s]})
 				}
@@ -208,7 +208,7 @@ func (ls *loadState) lookupTool(n *Node, name string, pos Pos, tools Catalog) (T
 	}
 	hint := ""
 	if named, isNamed := tools.(ToolLister); isNamed {
-		if s := suggest(name, named.Names()); s != "" {
+		if s := Suggest(name, named.Names()); s != "" {
 			hint = fmt.Sprintf(" (did you mean %q?)", s)
 		}
 	}
@@ -269,7 +269,7 @@ func (ls *loadState) checkCalls(lookup lookupFunc) error {
 					unresolved[i] = true
 					if g.local[i] && !ls.incomplete {
 						hint := ""
-						if s := suggest(name, slices.Collect(mapKeys(g.index))); s != "" {
+						if s := Suggest(name, slices.Collect(mapKeys(g.index))); s != "" {
 							hint = fmt.Sprintf(" (did you mean %q?)", s)
 						}
 						// Say what was searched: an offline check sees only
@@ -558,9 +558,11 @@ func shortestPath(a, b int, comp []int, succ [][]int) []int {
 	return nil
 }
 
-// suggest returns the candidate closest to name by edit distance, if it is
-// close enough to be a likely typo.
-func suggest(name string, candidates []string) string {
+// Suggest returns the candidate closest to name by edit distance, if it is
+// close enough to be a likely typo ("" otherwise). It is the one
+// did-you-mean of weir: registration's diagnostics use it, and so do the
+// refusals at run time (an unknown flow, tool or node).
+func Suggest(name string, candidates []string) string {
 	limit := min(max(1, len(name)/3), 3)
 	best, bestD := "", limit+1
 	for _, c := range slices.Sorted(slices.Values(candidates)) {

@@ -231,3 +231,35 @@ func TestDurationsInTheIR(t *testing.T) {
 		t.Errorf("flow max_depth %d budget %d entry %q", f.MaxDepth, f.Budget, f.Entry)
 	}
 }
+
+// TestQuorumTakesAnInt: quorum = 1 is quorum = 1.0, as Python takes an
+// int where a float is wanted; a string is still refused, by name.
+func TestQuorumTakesAnInt(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		quorum string
+		want   float64
+		diag   string
+	}{
+		{"1", 1, ""},
+		{"1.0", 1, ""},
+		{"0.5", 0.5, ""},
+		{"2", 0, "quorum = 2"},
+		{`"all"`, 0, `for parameter "quorum": got string, want a number`},
+	} {
+		m, ds := Load([]File{src("q.star", `flow(name = "q", nodes = [fanout("f", items = [1, 2], tool = "t.idem", width = 2, depth = 1, max_items = 2, quorum = `+tc.quorum+`)])`)})
+		if tc.diag != "" {
+			if len(ds) == 0 || !strings.Contains(ds.String(), tc.diag) {
+				t.Errorf("quorum = %s: %v, want %q", tc.quorum, ds, tc.diag)
+			}
+			continue
+		}
+		if len(ds) > 0 {
+			t.Errorf("quorum = %s: %v", tc.quorum, ds)
+			continue
+		}
+		if got := m.Flow("q").Node("f").Quorum; got != tc.want {
+			t.Errorf("quorum = %s: %v, want %v", tc.quorum, got, tc.want)
+		}
+	}
+}

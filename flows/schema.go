@@ -17,6 +17,7 @@ import (
 type inputSchema struct {
 	once   sync.Once
 	schema *jsonschema.Schema
+	weight schemaWeight
 	err    error
 }
 
@@ -43,18 +44,19 @@ func compileSchema(doc []byte) (*jsonschema.Schema, error) {
 // patterns and what validating one value against it may cost. The same
 // check runs at registration and wherever a stored schema is compiled
 // again, so a schema stored before a bound existed is refused too.
-func compileUserSchema(doc []byte) (*jsonschema.Schema, error) {
+func compileUserSchema(doc []byte) (*jsonschema.Schema, schemaWeight, error) {
 	if len(doc) > MaxSchemaBytes {
-		return nil, fmt.Errorf("the schema is %d bytes as JSON, more than the limit of %d", len(doc), MaxSchemaBytes)
+		return nil, schemaWeight{}, fmt.Errorf("the schema is %d bytes as JSON, more than the limit of %d", len(doc), MaxSchemaBytes)
 	}
 	s, err := compileSchema(doc)
 	if err != nil {
-		return nil, err
+		return nil, schemaWeight{}, err
 	}
-	if err := schemaCost(s); err != nil {
-		return nil, err
+	w, err := schemaCost(s)
+	if err != nil {
+		return nil, schemaWeight{}, err
 	}
-	return s, nil
+	return s, w, nil
 }
 
 type refusingLoader struct{}
@@ -76,8 +78,26 @@ func (f *Flow) ValidateInput(input any) error {
 		// and decoded flows share one compiled schema.
 		s = &inputSchema{}
 	}
-	s.once.Do(func() { s.schema, s.err = compileUserSchema(f.Input) })
+	s.once.Do(func() { s.schema, s.weight, s.err = compileUserSchema(f.Input) })
 	return validateWith(s, f.Name, input)
+}
+
+// InputWork estimates what validating dataBytes of JSON against the
+// flow's input schema costs (see ValidationWork); 0 without a schema or
+// when it does not compile (ValidateInput then says why).
+func (f *Flow) InputWork(dataBytes int) int64 {
+	if len(f.Input) == 0 {
+		return 0
+	}
+	s := f.input
+	if s == nil {
+		s = &inputSchema{}
+	}
+	s.once.Do(func() { s.schema, s.weight, s.err = compileUserSchema(f.Input) })
+	if s.err != nil {
+		return 0
+	}
+	return s.weight.work(dataBytes)
 }
 
 func validateWith(s *inputSchema, flow string, input any) error {

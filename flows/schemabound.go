@@ -38,22 +38,41 @@ const (
 // schema's properties take the most costly one, not the sum: a
 // recursive tree schema costs its depth, a schema that doubles at each
 // level costs 2^depth. validation then does at most MaxSchemaFanout
-// checks per value of the data.
-func schemaCost(root *jsonschema.Schema) error {
+// checks per value of the data. What it returns is the schema's weight,
+// from which ValidationWork estimates a validation's cost.
+func schemaCost(root *jsonschema.Schema) (schemaWeight, error) {
 	c := &costWalk{memo: map[costKey]int64{}, open: map[costKey]bool{}, seen: map[*jsonschema.Schema]bool{}}
 	if err := c.patterns(root); err != nil {
-		return err
+		return schemaWeight{}, err
 	}
+	w := schemaWeight{patternBytes: c.patternBytes}
 	for d := 0; d <= MaxInstanceDepth; d++ {
 		n := c.cost(root, d)
 		if c.loop != nil {
-			return fmt.Errorf("%s refers to itself without descending into the data (through $ref, allOf, anyOf, oneOf or not): validation would never end", where(c.loop))
+			return schemaWeight{}, fmt.Errorf("%s refers to itself without descending into the data (through $ref, allOf, anyOf, oneOf or not): validation would never end", where(c.loop))
 		}
 		if n > MaxSchemaFanout {
-			return fmt.Errorf("validating one value would check it against more than %d subschemas (at %s, for data %d levels deep): anyOf, allOf, oneOf and $ref nested in each other multiply; flatten them", MaxSchemaFanout, where(c.worst), d)
+			return schemaWeight{}, fmt.Errorf("validating one value would check it against more than %d subschemas (at %s, for data %d levels deep): anyOf, allOf, oneOf and $ref nested in each other multiply; flatten them", MaxSchemaFanout, where(c.worst), d)
 		}
+		w.fanout = max(w.fanout, n)
 	}
-	return nil
+	return w, nil
+}
+
+// schemaWeight is what validating data against a schema may cost per
+// byte of the data: the most subschemas one value is checked against
+// (at most MaxSchemaFanout), and the bytes of all its regular
+// expressions (a match costs up to the pattern's size per byte matched,
+// each step a thousandth of a subschema's check, as measured).
+type schemaWeight struct {
+	fanout       int64
+	patternBytes int64
+}
+
+// work is the estimated cost of validating dataBytes of JSON, in checks
+// of one subschema against one byte.
+func (w schemaWeight) work(dataBytes int) int64 {
+	return (w.fanout + w.patternBytes/1024) * int64(dataBytes)
 }
 
 type costKey struct {
@@ -67,6 +86,8 @@ type costWalk struct {
 	seen  map[*jsonschema.Schema]bool // checked for patterns
 	worst *jsonschema.Schema          // the deepest schema whose cost passed the bound
 	loop  *jsonschema.Schema
+	// patternBytes sums the schema's regular expressions.
+	patternBytes int64
 }
 
 // over is the saturated cost: more than the bound, however much.
@@ -172,12 +193,18 @@ func (c *costWalk) patterns(s *jsonschema.Schema) error {
 		return nil
 	}
 	c.seen[s] = true
-	if s.Pattern != nil && len(s.Pattern.String()) > MaxSchemaPatternBytes {
-		return fmt.Errorf("the pattern at %s is %d bytes, more than the limit of %d", where(s), len(s.Pattern.String()), MaxSchemaPatternBytes)
+	if s.Pattern != nil {
+		if n := len(s.Pattern.String()); n > MaxSchemaPatternBytes {
+			return fmt.Errorf("the pattern at %s is %d bytes, more than the limit of %d", where(s), n, MaxSchemaPatternBytes)
+		} else {
+			c.patternBytes += int64(n)
+		}
 	}
 	for re := range s.PatternProperties {
-		if len(re.String()) > MaxSchemaPatternBytes {
-			return fmt.Errorf("a patternProperties key at %s is %d bytes, more than the limit of %d", where(s), len(re.String()), MaxSchemaPatternBytes)
+		if n := len(re.String()); n > MaxSchemaPatternBytes {
+			return fmt.Errorf("a patternProperties key at %s is %d bytes, more than the limit of %d", where(s), n, MaxSchemaPatternBytes)
+		} else {
+			c.patternBytes += int64(n)
 		}
 	}
 	var all []*jsonschema.Schema

@@ -159,6 +159,16 @@ const (
 	// KindRetryable: the same call may succeed later; weir retries it if
 	// the tool is Idempotent and the flow allows retries.
 	KindRetryable = wire.KindRetryable
+	// KindUnknown: the tool passed the call on (to a server, say) and lost
+	// it without an answer, so its effect may have happened. weir retries
+	// an Idempotent tool (with the same key); another tool's call ends as
+	// an unknown outcome, never made again.
+	KindUnknown = wire.KindUnknown
+	// KindNotSent: the call never reached what performs it (its server
+	// was down, or refused the connection before reading the call), so
+	// nothing happened: weir retries it, within the flow's retries,
+	// whether or not the tool is Idempotent.
+	KindNotSent = wire.KindNotSent
 )
 
 // Error is a failure with more to say than its message: whether the call
@@ -171,7 +181,8 @@ const (
 // weir finds the Error with errors.As, so wrapping it with fmt.Errorf and %w
 // keeps it; the message weir records is that of the whole error returned.
 type Error struct {
-	// Kind is KindRetryable or KindPermanent; anything else is permanent.
+	// Kind is KindRetryable, KindPermanent, KindUnknown or KindNotSent;
+	// anything else is permanent.
 	Kind string
 	// Code names the failure for callers: upper-case letters, digits and
 	// '_', starting with a letter, at most 64 bytes ("E_MODEL_RATE"). A
@@ -222,6 +233,18 @@ func annotate(err error, set func(*Error)) error {
 // Retryable(nil) is nil.
 func Retryable(err error) error {
 	return annotate(err, func(e *Error) { e.Kind = KindRetryable })
+}
+
+// Unknown marks err as an unknown outcome (KindUnknown): the call was sent
+// on and no answer came back. Unknown(nil) is nil.
+func Unknown(err error) error {
+	return annotate(err, func(e *Error) { e.Kind, e.RetryAfter = KindUnknown, 0 })
+}
+
+// NotSent marks err as a call that was never sent on (KindNotSent).
+// NotSent(nil) is nil.
+func NotSent(err error) error {
+	return annotate(err, func(e *Error) { e.Kind, e.RetryAfter = KindNotSent, 0 })
 }
 
 // WithCode gives err a stable code (see Error.Code), keeping its kind.

@@ -66,6 +66,10 @@ func TestErrorCodeAndRetryAfter(t *testing.T) {
 		{"negative retry-after ignored", sdk.RetryAfter(cause, -time.Second), sdktest.KindRetryable, "", 0, "rate limited"},
 		{"retry-after on a permanent error ignored", &sdk.Error{Kind: sdk.KindPermanent, Err: cause, RetryAfter: time.Second}, sdktest.KindPermanent, "", 0, "rate limited"},
 		{"unknown kind is permanent", &sdk.Error{Kind: "later", Err: cause}, sdktest.KindPermanent, "", 0, "rate limited"},
+		{"unknown outcome keeps its code", sdk.WithCode(sdk.Unknown(cause), "E_GONE"), sdktest.KindUnknown, "E_GONE", 0, "rate limited"},
+		{"unknown outcome drops a retry-after", sdk.Unknown(sdk.RetryAfter(cause, time.Second)), sdktest.KindUnknown, "", 0, "rate limited"},
+		{"not sent", sdk.NotSent(sdk.WithCode(cause, "E_DOWN")), sdktest.KindNotSent, "E_DOWN", 0, "rate limited"},
+		{"not sent as an Error value", &sdk.Error{Kind: sdk.KindNotSent, Err: cause, RetryAfter: time.Second}, sdktest.KindNotSent, "", 0, "rate limited"},
 		{"malformed code", sdk.WithCode(cause, "rate limited"), sdktest.KindPermanent, "", 0, "malformed error code"},
 		{"code too long", sdk.WithCode(cause, "E_"+strings.Repeat("X", wire.MaxErrorCodeBytes-1)), sdktest.KindPermanent, "", 0, "longer than 64 bytes"},
 		{"longest code", sdk.WithCode(cause, "E_"+strings.Repeat("X", wire.MaxErrorCodeBytes-2)), sdktest.KindPermanent, "E_" + strings.Repeat("X", wire.MaxErrorCodeBytes-2), 0, "rate limited"},
@@ -88,7 +92,7 @@ func TestErrorCodeAndRetryAfter(t *testing.T) {
 	if !errors.Is(sdk.RetryAfter(sdk.WithCode(cause, "E_A"), time.Second), cause) {
 		t.Fatal("the helpers lose the cause for errors.Is")
 	}
-	if sdk.WithCode(nil, "E_A") != nil || sdk.RetryAfter(nil, time.Second) != nil {
+	if sdk.WithCode(nil, "E_A") != nil || sdk.RetryAfter(nil, time.Second) != nil || sdk.Unknown(nil) != nil || sdk.NotSent(nil) != nil {
 		t.Fatal("WithCode(nil) or RetryAfter(nil) is not nil")
 	}
 }

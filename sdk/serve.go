@@ -122,6 +122,9 @@ type server struct {
 	logger   *slog.Logger
 	calls    callTable
 	progress chan progressItem
+	// version is the protocol revision the host asked for in Manifest
+	// (0 before it asked): what a call's error may say depends on it.
+	version atomic.Uint32
 }
 
 func newServer(tools []Tool) (*server, error) {
@@ -257,6 +260,7 @@ func (s *server) Manifest(_ context.Context, req *wire.ManifestRequest) (*wire.M
 	}
 	m := proto.Clone(s.manifest).(*wire.ManifestResponse)
 	m.ProtocolVersion = v
+	s.version.Store(v)
 	return m, nil
 }
 
@@ -308,6 +312,12 @@ func (s *server) Call(ctx context.Context, req *wire.CallRequest) (*wire.CallRes
 		call.progress = pt.report
 	}
 	res := runTool(ctx, tool, call)
+	if e := res.GetError(); e != nil && s.version.Load() < 2 && (e.Kind == wire.KindUnknown || e.Kind == wire.KindNotSent) {
+		// A revision-1 host knows neither kind. Retryable says the most
+		// either may: that host retries only an idempotent tool, which
+		// is what an unknown outcome allows.
+		e.Kind = wire.KindRetryable
+	}
 	if cp != nil {
 		res.ProgressSent = cp.flush()
 	}
@@ -463,11 +473,14 @@ func toolError(ctx context.Context, name string, err error) *wire.CallResult {
 	var e *Error
 	if errors.As(err, &e) {
 		te.Code = e.Code
-		if e.Kind == KindRetryable {
+		switch e.Kind {
+		case KindRetryable:
 			te.Kind = wire.KindRetryable
 			if d := min(e.RetryAfter, wire.MaxRetryAfter); d > 0 {
 				te.RetryAfter = durationpb.New(d)
 			}
+		case KindUnknown, KindNotSent:
+			te.Kind = e.Kind
 		}
 	}
 	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {

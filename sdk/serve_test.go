@@ -130,3 +130,37 @@ func TestManifestRevisions(t *testing.T) {
 		}
 	}
 }
+
+// TestRevisionTwoKindsDowngraded: a tool's unknown and not_sent reach a
+// revision-2 host as they are, and a revision-1 host, which knows
+// neither, as retryable.
+func TestRevisionTwoKindsDowngraded(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		mark func(error) error
+		kind string
+	}{{Unknown, wire.KindUnknown}, {NotSent, wire.KindNotSent}} {
+		for _, v := range []uint32{wire.MinProtocolVersion, wire.ProtocolVersion} {
+			s, err := newServer([]Tool{{Name: "p.x", Run: func(context.Context, *Call) (any, error) {
+				return nil, WithCode(tt.mark(errors.New("lost")), "E_LOST")
+			}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Manifest(context.Background(), &wire.ManifestRequest{ProtocolVersion: v}); err != nil {
+				t.Fatal(err)
+			}
+			res, err := s.Call(context.Background(), &wire.CallRequest{Tool: "p.x", Input: []byte(`{}`), CallId: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := tt.kind
+			if v < 2 {
+				want = wire.KindRetryable
+			}
+			if e := res.GetError(); e.GetKind() != want || e.GetCode() != "E_LOST" || e.GetMessage() != "lost" {
+				t.Errorf("%s under revision %d: %v, want kind %s", tt.kind, v, e, want)
+			}
+		}
+	}
+}

@@ -544,7 +544,7 @@ func TestSecretFileOpenToOthersWarned(t *testing.T) {
 	check := func() (int, string, string, []string) {
 		t.Helper()
 		code, out, errb, _ := run(t, map[string]string{"HOME": dir}, "config", "check", path)
-		_, _, notes, err := (&serving{file: path, pluginsDir: filepath.Join(dir, "plugins")}).load()
+		_, _, notes, err := (&configSource{file: path, pluginsDir: filepath.Join(dir, "plugins")}).load()
 		if err != nil {
 			t.Fatal(err)
 		}

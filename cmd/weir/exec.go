@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/internal/textbound"
 	"github.com/weirhq/weir/runtime/api"
 	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/config"
@@ -30,7 +31,9 @@ store in the data directory (or the PostgreSQL store of --store or
 WEIR_STORE), without a daemon, then print the result. Files are Starlark
 (.star) or Lua (.lua), mixed as needed. Give every file the flow needs: the
 files of the subflows it calls and the files it load()s. --flow picks the
-flow (default: the first one the first file declares). Refused
+flow (default: the first one the first file declares; when it declares
+several, exec says which it runs, and refuses, with the flows that fit,
+an input the first one's schema does not take). Refused
 clearly if a daemon holds the data directory: use 'weir flow register' and
 'weir run start' then.
 With --config FILE, plugins are launched with that file's plugin blocks
@@ -71,6 +74,12 @@ func (m *Main) exec(ctx context.Context, opts execOptions) error {
 	if err != nil {
 		return err
 	}
+	// Which flow runs is decided before the store is opened: a refusal
+	// registers nothing.
+	flowName, which, err := pickExecFlow(read, opts)
+	if err != nil {
+		return err
+	}
 	files := make([]engine.SourceFile, len(read))
 	for i, f := range read {
 		files[i] = engine.SourceFile{Path: f.Path, Src: string(f.Src)}
@@ -95,17 +104,17 @@ func (m *Main) exec(ctx context.Context, opts execOptions) error {
 	if err != nil {
 		return err
 	}
-	s, err := m.openStack(ctx, log, engine.Config{}, plugins, storeURL, shared)
+	s, err := m.openEmbedded(ctx, log, plugins, storeURL, shared)
 	if err != nil {
 		return err
 	}
-	defer s.close(context.Background())
+	defer s.Close(context.Background())
 
 	// Registered as the user running exec, as the daemon would: the
 	// flow names it declares are that user's (or refused if another
 	// user registered them first).
 	owner := currentUser()
-	res, err := s.eng.RegisterAs(ctx, owner, files)
+	res, err := s.Engine.RegisterAs(ctx, owner, files)
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
@@ -118,13 +127,13 @@ func (m *Main) exec(ctx context.Context, opts execOptions) error {
 		}
 		return exitCode(exitFailed)
 	}
-	flowName := opts.flow
 	if flowName == "" {
-		if flowName = firstFlowOf(read, opts.files[0]); flowName == "" {
-			return fmt.Errorf("%s declares no flow", opts.files[0])
-		}
+		return fmt.Errorf("%s declares no flow", opts.files[0])
 	}
-	started, err := s.eng.Submit(ctx, engine.StartRequest{Owner: owner, Flow: flowName, Input: opts.input})
+	if which != "" {
+		fmt.Fprintln(m.Stderr, which)
+	}
+	started, err := s.Engine.Submit(ctx, engine.StartRequest{Owner: owner, Flow: flowName, Input: opts.input})
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
@@ -132,11 +141,11 @@ func (m *Main) exec(ctx context.Context, opts execOptions) error {
 	live := newLiveLine(m.Stderr)
 	defer live.done()
 	for {
-		run, err := s.eng.Get(ctx, owner, started.RunID)
+		run, err := s.Engine.Get(ctx, owner, started.RunID)
 		if err != nil {
 			return err
 		}
-		p, _ := s.eng.Progress(ctx, run)
+		p, _ := s.Engine.Progress(ctx, run)
 		if !opts.asJSON {
 			live.show(progressLine(api.ViewOf(run, p)))
 		}
@@ -145,7 +154,7 @@ func (m *Main) exec(ctx context.Context, opts execOptions) error {
 			return m.printFinal(api.ViewOf(run, p), opts.asJSON)
 		}
 		if run.Phase == store.PhaseWaiting {
-			waits, err := s.eng.HumanWaits(ctx, owner, run.ID)
+			waits, err := s.Engine.HumanWaits(ctx, owner, run.ID)
 			if err != nil {
 				return err
 			}
@@ -170,16 +179,65 @@ func (m *Main) exec(ctx context.Context, opts execOptions) error {
 	}
 }
 
-// firstFlowOf is the first flow the file at path declares, among files
-// loaded together ("" if none).
-func firstFlowOf(files []flows.File, path string) string {
-	mod, _ := flows.Check(files, flows.MapCatalog{})
-	for _, f := range mod.Flows {
-		if f.Pos.File == path {
-			return f.Name
+// pickExecFlow is the flow exec runs: --flow's, else the first one the
+// first file declares ("" if it declares none: registration then says
+// why), with a note to print when the file declares others. When the
+// first flow is a helper whose input schema the input does not fit, the
+// start is refused with E_BAD_INPUT and the flows of the file that do fit
+// it, rather than run with an input it was never meant for.
+func pickExecFlow(files []flows.File, opts execOptions) (name, note string, err error) {
+	if opts.flow != "" {
+		return opts.flow, "", nil
+	}
+	path := opts.files[0]
+	declared := flowsDeclaredIn(files, path)
+	switch len(declared) {
+	case 0:
+		return "", "", nil
+	case 1:
+		return declared[0].Name, "", nil
+	}
+	var all textbound.List
+	for _, f := range declared {
+		all.Add(f.Name)
+	}
+	first := declared[0]
+	var input any
+	if len(opts.input) > 0 {
+		if err := json.Unmarshal(opts.input, &input); err != nil {
+			return "", "", &exitError{code: exitUsage, err: fmt.Errorf("--input is not valid JSON: %v", err)}
 		}
 	}
-	return ""
+	bad := first.ValidateInput(input)
+	if bad == nil {
+		return first.Name, fmt.Sprintf("weir: %s declares %d flows (%s): running %s, the first; --flow NAME runs another",
+			path, all.Len(), all.Join(", "), first.Name), nil
+	}
+	var fit textbound.List
+	for _, f := range declared[1:] {
+		if f.ValidateInput(input) == nil {
+			fit.Add("--flow " + f.Name)
+		}
+	}
+	hint := fmt.Sprintf("pick one with --flow NAME (flows in %s: %s)", path, all.Join(", "))
+	if fit.Len() > 0 {
+		hint = fmt.Sprintf("did you mean %s? (flows in %s: %s)", fit.Join(" or "), path, all.Join(", "))
+	}
+	return "", "", &exitError{code: exitFailed, err: fmt.Errorf("%s: %s declares %d flows and the first, %s, does not take this input (%s); %s",
+		engine.CodeBadInput, path, all.Len(), first.Name, textbound.Quote(bad.Error()), hint)}
+}
+
+// flowsDeclaredIn lists the flows the file at path declares, in the order
+// it declares them, among files loaded together.
+func flowsDeclaredIn(files []flows.File, path string) []*flows.Flow {
+	mod, _ := flows.Check(files, flows.MapCatalog{})
+	var out []*flows.Flow
+	for _, f := range mod.Flows {
+		if f.Pos.File == path {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // currentUser is the OS user running the command: the owner of runs that

@@ -14,6 +14,7 @@ import (
 	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/api/client"
 	"github.com/weirhq/weir/runtime/config"
+	rtdaemon "github.com/weirhq/weir/runtime/daemon"
 	"github.com/weirhq/weir/runtime/host"
 )
 
@@ -80,7 +81,7 @@ Exit status: 0 when every flow is clean (one summary line per flow),
 				return m.checkOnDaemon(cmd.Context(), files, asJSON)
 			}
 			var tools flows.Catalog
-			var daemon *config.Config
+			var daemonCfg *config.Config
 			if toolsPath != "" {
 				c, err := flows.LoadCatalogFile(toolsPath)
 				if err != nil {
@@ -94,7 +95,7 @@ Exit status: 0 when every flow is clean (one summary line per flow),
 					if err != nil {
 						return &exitError{code: exitFailed, err: err}
 					}
-					plugins, daemon = c, c
+					plugins, daemonCfg = c, c
 				}
 				c, err := installedCatalog(m, plugins)
 				if err != nil {
@@ -103,7 +104,7 @@ Exit status: 0 when every flow is clean (one summary line per flow),
 				tools = c
 			}
 
-			pool, err := newSandbox(daemon)
+			pool, err := rtdaemon.NewSandbox(daemonCfg)
 			if err != nil {
 				return err
 			}

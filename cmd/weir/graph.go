@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weirhq/weir/flows"
+	rtdaemon "github.com/weirhq/weir/runtime/daemon"
 )
 
 // graphFormat validates --format before anything is asked of the daemon.
@@ -36,7 +37,7 @@ solid, error wires dashed.`,
 				if err != nil {
 					return usageErrorf("%v", err)
 				}
-				pool, err := newSandbox(nil) // the script runs, so under the sandbox's limits
+				pool, err := rtdaemon.NewSandbox(nil) // the script runs, so under the sandbox's limits
 				if err != nil {
 					return err
 				}

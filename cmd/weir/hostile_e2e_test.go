@@ -139,3 +139,121 @@ func TestPluginDeadWhileIdleIsRelaunched(t *testing.T) {
 	}
 	d.stop()
 }
+
+// hostileFlows are the shapes the hostile-use findings were made of, each
+// registered and run by the second user of a shared daemon.
+const hostileFlows = `
+P = "^" + "x" * 4000 + "$"
+PATTERNED = {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "string", "pattern": P}}}}
+WIDE = {"type": "object", "properties": {"a": {"type": "array", "items": {"anyOf": [{"type": "string", "minLength": i} for i in range(1000)]}}}}
+D = "d" * 60000
+
+flow(name = "h_child", doc = D, input = PATTERNED, nodes = [task("t", tool = "testkit.echo")])
+flow(name = "h_parent", doc = D, nodes = [subflow("c", flow = "h_child", args = lambda ctx: {"a": ["y"] * 60000})])
+flow(name = "h_wide", doc = D, input = WIDE, nodes = [task("t", tool = "testkit.echo")])
+flow(name = "h_wide_parent", doc = D, nodes = [subflow("c", flow = "h_wide", args = lambda ctx: {"a": [1] * 20000})])
+flow(name = "h_over", doc = D, budget = 10, nodes = [task("t", tool = "testkit.cost", args = {"cost": 1000})])
+flow(name = "h_over_fan", doc = D, budget = 30, nodes = [
+    fanout("fan", items = lambda ctx: [{"cost": 100}] * 24, tool = "testkit.cost",
+           args = lambda ctx, item: item, width = 24, depth = 1, max_items = 24),
+])
+`
+
+// TestHostileFlowsLeaveTheDaemonToOthers: the second OS user of a shared
+// daemon registers and runs the shapes of the hostile-use findings — a
+// child's input failing a 4 KB pattern 60,000 times, a run start of
+// 240 KB against it, 20,000 items against 1,000 alternatives as a start
+// and as a child's input, a charge of 100 times a budget at the last
+// node, a fan-out overspending its budget 20 times, docs of 60 KB — and
+// each ends as that user's error or recorded overspend, while the first
+// user's runs complete meanwhile and the daemon keeps its pid.
+func TestHostileFlowsLeaveTheDaemonToOthers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real daemon")
+	}
+	t.Parallel()
+	d := newSharedDaemon(t, "")
+	pid := d.cmd.Process.Pid
+	if code, out, errb := d.weirAs(0, "flow", "register", d.file("echo.star", `flow(name = "r_echo", nodes = [task("t", tool = "testkit.echo", args = {"n": 1})])`)); code != 0 {
+		t.Fatalf("root registers: %d %s %s", code, out, errb)
+	}
+	if code, out, errb := d.weirAs(nobody, "flow", "register", d.file("hostile.star", hostileFlows)); code != 0 {
+		t.Fatalf("the second user registers: %d %s %s", code, out, errb)
+	}
+
+	big := d.file("big.json", `{"a": [`+strings.Repeat(`"y",`, 59_999)+`"y"]}`)
+	code, _, errb := d.weirAs(nobody, "run", "start", "h_child", "--input", "@"+big)
+	if code == 0 || !strings.Contains(errb, "E_BAD_INPUT") || !strings.Contains(errb, "more") || len(errb) > 16<<10 {
+		t.Fatalf("a 240 KB start against the pattern: exit %d, %d bytes: %.300s", code, len(errb), errb)
+	}
+	wide := d.file("wide.json", `{"a": [`+strings.Repeat(`1,`, 19_999)+`1]}`)
+	code, _, errb = d.weirAs(nobody, "run", "start", "h_wide", "--input", "@"+wide)
+	if code == 0 || !strings.Contains(errb, "E_BAD_INPUT") || !strings.Contains(errb, "sandbox's limits") {
+		t.Fatalf("20,000 items against 1,000 alternatives: exit %d %.300s", code, errb)
+	}
+
+	runs := map[string]string{}
+	for _, flow := range []string{"h_parent", "h_wide_parent", "h_over", "h_over_fan"} {
+		code, id, errb := d.weirAs(nobody, "run", "start", flow)
+		if code != 0 {
+			t.Fatalf("start %s: %d %s", flow, code, errb)
+		}
+		runs[flow] = id
+	}
+	var mine []string
+	for range 3 {
+		code, id, errb := d.weirAs(0, "run", "start", "r_echo")
+		if code != 0 {
+			t.Fatalf("root's start: %d %s", code, errb)
+		}
+		mine = append(mine, id)
+	}
+	view := func(uid int, id string) (v struct {
+		Phase     string
+		Spent     int64
+		Overspent int64
+		Error     *struct{ Code, Message string }
+	}) {
+		t.Helper()
+		testutil.Eventually(t, 2*time.Minute, func() error {
+			code, out, errb := d.weirAs(uid, "run", "get", id, "--json")
+			if code != 0 {
+				return fmt.Errorf("run get %s: %d %s", id, code, errb)
+			}
+			if err := json.Unmarshal([]byte(out), &v); err != nil {
+				return err
+			}
+			switch v.Phase {
+			case "completed", "failed", "cancelled":
+				return nil
+			}
+			return fmt.Errorf("run %s is %s", id, v.Phase)
+		})
+		return v
+	}
+	for _, id := range mine {
+		if v := view(0, id); v.Phase != "completed" {
+			t.Errorf("root's run %s: %s %+v", id, v.Phase, v.Error)
+		}
+	}
+	for flow, want := range map[string]string{"h_parent": "more", "h_wide_parent": "sandbox's limits"} {
+		v := view(nobody, runs[flow])
+		if v.Error == nil || v.Error.Code != "E_BAD_INPUT" || !strings.Contains(v.Error.Message, want) || len(v.Error.Message) > 16<<10 {
+			t.Errorf("%s: %s %+v, want E_BAD_INPUT saying %q, bounded", flow, v.Phase, v.Error, want)
+		}
+	}
+	if v := view(nobody, runs["h_over"]); v.Phase != "completed" || v.Overspent != 995 {
+		t.Errorf("h_over: %s overspent %d %+v, want completed with 995 overspent", v.Phase, v.Overspent, v.Error)
+	}
+	if v := view(nobody, runs["h_over_fan"]); v.Spent > 600 {
+		t.Errorf("h_over_fan spent %d, want at most the 6 calls a budget of 30 admits", v.Spent)
+	}
+	code, ls, errb := d.weirAs(0, "flow", "ls", "--json")
+	if code != 0 || strings.Contains(ls, strings.Repeat("d", 1000)) || !strings.Contains(ls, "h_over_fan") {
+		t.Errorf("flow ls with six 60 KB docs: exit %d, %d bytes %s, want every flow and no doc in full", code, len(ls), errb)
+	}
+	if d.cmd.ProcessState != nil || d.cmd.Process.Pid != pid {
+		t.Fatalf("the daemon did not survive\n%s", d.log.String())
+	}
+	d.stop()
+}

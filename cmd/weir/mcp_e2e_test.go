@@ -24,6 +24,17 @@ import (
 // its own: the manifest made at launch is cached there.
 func mcpDaemon(t *testing.T, moreConfig ...string) (*daemon, string) {
 	t.Helper()
+	journal := filepath.Join(t.TempDir(), "journal")
+	body := fmt.Sprintf(`servers = {
+    demo = { command = [%q, "-journal", %q] }
+  }
+  trust_annotations = ["demo"]`, testutil.Program(t, "demo-mcp"), journal)
+	return mcpDaemonWith(t, body, moreConfig...), journal
+}
+
+// mcpDaemonWith is mcpDaemon with the body of the plugin's block given.
+func mcpDaemonWith(t *testing.T, body string, moreConfig ...string) *daemon {
+	t.Helper()
 	d := newDaemon(t)
 	d.plugins = t.TempDir()
 	for _, p := range []string{"testkit", "mcp", "llm"} {
@@ -31,22 +42,18 @@ func mcpDaemon(t *testing.T, moreConfig ...string) (*daemon, string) {
 			t.Fatal(err)
 		}
 	}
-	journal := filepath.Join(t.TempDir(), "journal")
 	conf := filepath.Join(t.TempDir(), "weir.hcl")
 	src := fmt.Sprintf(`
 plugin "mcp" {
-  servers = {
-    demo = { command = [%q, "-journal", %q] }
-  }
-  trust_annotations = ["demo"]
+  %s
 }
 %s
-`, testutil.Program(t, "demo-mcp"), journal, strings.Join(moreConfig, "\n"))
+`, body, strings.Join(moreConfig, "\n"))
 	if err := os.WriteFile(conf, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	d.serveArgs = []string{"--config", conf}
-	return d, journal
+	return d
 }
 
 func journalLines(t *testing.T, path string) []string {
@@ -233,4 +240,99 @@ flow(name = "echoer", nodes = [
 		t.Fatalf("the MCP tool's result did not reach the model: %+v", last)
 	}
 	d.stop()
+}
+
+const mcpKilledFlow = `
+flow(
+    name = "once",
+    nodes = [
+        task("note", tool = "mcp.demo-append", args = lambda ctx: {"line": "once", "hold": True},
+             at_most_once = True, next = "after", error = "unknown"),
+        task("after", tool = "testkit.echo", args = lambda ctx: {"sent": True}),
+        task("unknown", tool = "testkit.echo", args = lambda ctx: {"unknown": True}),
+    ],
+)
+
+flow(name = "retried", nodes = [
+    task("note", tool = "mcp.again-append", args = lambda ctx: {"line": "retried", "hold_once": True}, retries = 2),
+])
+`
+
+// TestMCPHTTPServerKilledMidCall kills a streamable HTTP MCP server while
+// it runs a call of a real daemon's run: an at-most-once call takes its
+// error wire with E_OUTCOME_UNKNOWN and is not made again; an idempotent
+// one (the operator lists it) is retried, with the same key, once the
+// server is back.
+func TestMCPHTTPServerKilledMidCall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real daemon and MCP server")
+	}
+	t.Parallel()
+	journal := filepath.Join(t.TempDir(), "journal")
+	srv := testutil.StartListener(t, testutil.Program(t, "demo-mcp"), "-journal", journal)
+	// Two blocks for the one server: demo's append is at most once,
+	// again's (the operator's word) idempotent.
+	d := mcpDaemonWith(t, fmt.Sprintf(`servers = {
+    demo  = { url = "http://%[1]s/mcp" }
+    again = { url = "http://%[1]s/mcp" }
+  }
+  idempotent = ["again-append"]`, srv.Addr), `
+engine {
+  retry_base = "10ms"
+  retry_max  = "100ms"
+}`)
+	d.start("")
+	d.register(mcpKilledFlow)
+	count := func(line string) int {
+		n := 0
+		for _, l := range journalLines(t, journal) {
+			if l == line {
+				n++
+			}
+		}
+		return n
+	}
+	sent := func(line string) {
+		testutil.Eventually(t, 30*time.Second, func() error {
+			if count(line) != 1 {
+				return fmt.Errorf("the MCP server has not seen the call: journal %q\n%s", journalLines(t, journal), d.log())
+			}
+			return nil
+		})
+	}
+
+	once, err := d.startRun("once", `{}`, "req-once")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent("once")
+	srv.Kill()
+	v := d.waitTerminal(once.RunID)
+	if v.Phase != apitypes.PhaseCompleted || !strings.Contains(string(v.Output), `"unknown":true`) {
+		t.Fatalf("run %s output %s error %+v, want the error wire\n%s", v.Phase, v.Output, v.Error, d.log())
+	}
+	for _, e := range d.events(v.ID) {
+		if e.Type == "node_failed" && e.Node == "note" && e.Detail["code"] != engine.CodeOutcomeUnknown {
+			t.Errorf("note failed with %v, want %s", e.Detail["code"], engine.CodeOutcomeUnknown)
+		}
+	}
+	srv.Restart()
+
+	retried, err := d.startRun("retried", `{}`, "req-retried")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent("retried")
+	srv.Kill()
+	srv.Restart()
+	v = d.waitTerminal(retried.RunID)
+	if v.Phase != apitypes.PhaseCompleted {
+		t.Fatalf("run %s output %s error %+v, want completed by a retry\n%s", v.Phase, v.Output, v.Error, d.log())
+	}
+	if n := count("retried"); n != 2 {
+		t.Errorf("the idempotent call reached the server %d times, want 2 (the try the server died in, and the retry)", n)
+	}
+	if n := count("once"); n != 1 {
+		t.Errorf("the at-most-once call reached the server %d times, want 1", n)
+	}
 }

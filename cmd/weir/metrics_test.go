@@ -9,13 +9,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/runtime/api/apitypes"
-	"github.com/weirhq/weir/runtime/host"
 )
 
 // sample reads one series from a Prometheus exposition; absent is zero
@@ -145,19 +143,4 @@ flow(name = "mum", nodes = [
 		t.Errorf("echo's 300 s bucket holds %v tries, want 2", v)
 	}
 	d.stop()
-}
-
-// TestModelLabels: every model of every installed chat tool is named as
-// the weir_model_* metrics label it, so its series exist before its
-// first turn.
-func TestModelLabels(t *testing.T) {
-	t.Parallel()
-	got := modelLabels([]host.ToolManifest{
-		{Name: "llm.chat", Models: []host.ModelManifest{{Alias: "small"}, {Alias: "large"}}},
-		{Name: "testkit.echo"},
-		{Name: "other.chat", Models: []host.ModelManifest{{Alias: "x"}}},
-	})
-	if strings.Join(got, ",") != "llm.chat/small,llm.chat/large,other.chat/x" {
-		t.Fatalf("labels %v", got)
-	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -139,5 +140,52 @@ func TestExecOnPostgres(t *testing.T) {
 	var n int
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM runs WHERE phase = 'completed'`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("completed runs in the schema: %d, %v", n, err)
+	}
+}
+
+// TestServeStopsWhenTheStoreLockIsLost: ending the session that holds an
+// unshared daemon's lock on its schema (pg_terminate_backend, as a server
+// restart or idle_session_timeout would) stops the daemon with a message
+// that says why, instead of serving on while a second daemon may get in.
+func TestServeStopsWhenTheStoreLockIsLost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real daemon")
+	}
+	t.Parallel()
+	u := pgtest.Schema(t)
+	d := newDaemon(t)
+	d.start("", "WEIR_STORE="+u)
+	d.register(gateFlow)
+	if _, err := d.startRun("gate", `{"n": 1}`, ""); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	// The store's lock is the two-key advisory lock whose second key is
+	// the schema's hash (pg_locks shows int4 keys as unsigned oids).
+	var pid int
+	if err := conn.QueryRow(ctx, `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2
+		AND objid::bigint = (hashtext(current_schema())::bigint & 4294967295)`).Scan(&pid); err != nil {
+		t.Fatalf("finding the daemon's lock session: %v", err)
+	}
+	if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-d.exited:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() == 0 {
+			t.Fatalf("the daemon exited with %v, want a failure\n%s", err, d.log())
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("the daemon still serves 2 minutes after its lock's session ended\n%s", d.log())
+	}
+	if logs := d.log(); !strings.Contains(logs, "lock session ended") || !strings.Contains(logs, "another daemon may hold") {
+		t.Fatalf("the daemon's log does not say why it stopped:\n%s", logs)
 	}
 }

@@ -127,6 +127,12 @@ func (m *Main) tellDaemon(ctx context.Context) bool {
 	res, err := m.api().AdminRescanPlugins(ctx)
 	var ae *client.Error
 	switch {
+	case errors.Is(err, client.ErrNoDaemon) && m.flagSocket == "" && m.Env("WEIR_SOCKET") == "" && m.PluginsDir != filepath.Join(m.DataDir, "plugins"):
+		// A plugins directory of its own (make build's bin/plugins) and
+		// the default socket: a daemon there would not serve this
+		// directory, so naming its path only puzzles.
+		fmt.Fprintf(m.Stdout, "a daemon started with --plugins %s will serve it\n", m.PluginsDir)
+		return true
 	case errors.Is(err, client.ErrNoDaemon):
 		fmt.Fprintf(m.Stdout, "no daemon answers on %s; a daemon started with --plugins %s will serve it\n", m.SocketPath, m.PluginsDir)
 		return true

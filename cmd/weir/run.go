@@ -56,6 +56,11 @@ func init() {
 		var asJSON bool
 		cmd := &cobra.Command{
 			Use: "stats", Short: "Show the four figures per tool: queue depth, wait, execution time, amplification", Args: exactArgs(0),
+			Long: `Show the four figures per tool (or node kind): QUEUED, its tasks ready and
+waiting for a slot when the daemon last sampled (every 10 s); the mean wait
+from ready to leased and the mean execution time; and the attempts, units
+and amplification (attempts per unit of work, 1 without retries). --json
+prints the same (queue_depth, wait_mean_ns, ...).`,
 			RunE: func(cmd *cobra.Command, args []string) error {
 				st, err := m.api().Stats(cmd.Context())
 				if err != nil {
@@ -79,9 +84,9 @@ func printAgent(w io.Writer, a apitypes.Agent) {
 }
 
 func printStats(w io.Writer, st *apitypes.Stats) {
-	fmt.Fprintf(w, "%-24s %12s %12s %9s %7s %6s\n", "TYPE", "WAIT(mean)", "EXEC(mean)", "ATTEMPTS", "UNITS", "AMPL")
+	fmt.Fprintf(w, "%-24s %7s %12s %12s %9s %7s %6s\n", "TYPE", "QUEUED", "WAIT(mean)", "EXEC(mean)", "ATTEMPTS", "UNITS", "AMPL")
 	for _, t := range st.Types {
-		fmt.Fprintf(w, "%-24s %12s %12s %9d %7d %6.2f\n", t.Type, t.WaitMean.Round(time.Microsecond), t.ExecMean.Round(time.Microsecond), t.Attempts, t.Units, t.Amplification)
+		fmt.Fprintf(w, "%-24s %7d %12s %12s %9d %7d %6.2f\n", t.Type, t.QueueDepth, t.WaitMean.Round(time.Microsecond), t.ExecMean.Round(time.Microsecond), t.Attempts, t.Units, t.Amplification)
 	}
 	if len(st.Refusals) > 0 {
 		fmt.Fprintln(w, "refused:")
@@ -116,7 +121,8 @@ func (m *Main) runStartCmd() *cobra.Command {
 		Use:   "start FLOW",
 		Short: "Start a run of FLOW and print its id",
 		Long: `Start a run of FLOW and print its id. Re-sending the same --request-id with the
-same input returns the same run; with a different input it is refused.
+same flow and input returns the same run; with a different flow or input it
+is refused (E_DEDUP_CONFLICT names the run the id started and its flow).
 With --wait, follow the run and print its final state: exit 0 if it
 completed, 1 if it failed or was cancelled. A run that stops for a person's
 decision ends the wait there, as 'weir exec' does: the open decisions and
@@ -452,7 +458,7 @@ func (m *Main) runDecideCmd(approve bool) *cobra.Command {
 		var res *apitypes.DecideResponse
 		var err error
 		if approve {
-			p, perr := readInput(payload)
+			p, perr := readJSONFlag("--payload", payload)
 			if perr != nil {
 				return perr
 			}

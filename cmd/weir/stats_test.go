@@ -34,3 +34,21 @@ func TestPrintAgent(t *testing.T) {
 		t.Errorf("printed %q, want %q", b.String(), want)
 	}
 }
+
+// TestPrintStatsShowsQueueDepth: `weir stats` has a QUEUED column, each
+// tool's queue depth at the last sample, as its help and the README say;
+// --json carries it as queue_depth.
+func TestPrintStatsShowsQueueDepth(t *testing.T) {
+	t.Parallel()
+	st := &apitypes.Stats{Types: []apitypes.TypeStats{{Type: "testkit.echo", QueueDepth: 7, Attempts: 3, Units: 3, Amplification: 1}}}
+	var b strings.Builder
+	printStats(&b, st)
+	flat := strings.Join(strings.Fields(b.String()), " ")
+	if !strings.Contains(flat, "TYPE QUEUED WAIT(mean)") || !strings.Contains(flat, "testkit.echo 7 0s 0s 3 3 1.00") {
+		t.Errorf("stats table lacks the queue depth:\n%s", b.String())
+	}
+	b.Reset()
+	if err := printJSON(&b, st); err != nil || !strings.Contains(b.String(), `"queue_depth": 7`) {
+		t.Errorf("stats JSON lacks queue_depth (%v):\n%s", err, b.String())
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/cobra"
 
+	"github.com/weirhq/weir/flows"
 	"github.com/weirhq/weir/runtime/host"
 	"github.com/weirhq/weir/sdk/wire"
 )
@@ -92,6 +94,13 @@ new logical call with a fresh key; pass the same key to play a retry.`,
 			}
 			res, err := h.Call(cmd.Context(), req)
 			if err != nil {
+				var te *host.ToolError
+				if errors.As(err, &te) && te.Kind == host.KindUnknownTool {
+					// As registration does for a tool a task names.
+					if s := flows.Suggest(tool, h.Names()); s != "" {
+						te.Message += fmt.Sprintf(" (did you mean %q?)", s)
+					}
+				}
 				return &exitError{code: exitFailed, err: err}
 			}
 			var out bytes.Buffer

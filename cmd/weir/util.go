@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+
+	"github.com/weirhq/weir/internal/textbound"
 )
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -24,20 +26,25 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// readInput reads --input: inline JSON, or @file.
-func readInput(s string) (json.RawMessage, error) {
+// readInput reads --input: inline JSON, or @file. A refusal quotes a
+// bounded head of what it was given.
+func readInput(s string) (json.RawMessage, error) { return readJSONFlag("--input", s) }
+
+// readJSONFlag is readInput for the flag named flag (--payload, say),
+// which its refusals name.
+func readJSONFlag(flag, s string) (json.RawMessage, error) {
 	if s == "" {
 		return nil, nil
 	}
 	if s[0] == '@' {
 		b, err := os.ReadFile(s[1:])
 		if err != nil {
-			return nil, usageErrorf("--input: %v", err)
+			return nil, usageErrorf("%s: %v", flag, err)
 		}
 		s = string(b)
 	}
 	if !json.Valid([]byte(s)) {
-		return nil, usageErrorf("--input is not valid JSON: %s", s)
+		return nil, usageErrorf("%s is not valid JSON: %s", flag, textbound.Quote(s))
 	}
 	return json.RawMessage(s), nil
 }

@@ -11,7 +11,8 @@ package textbound
 import (
 	"fmt"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/weirhq/weir/internal/escape"
 )
 
 const (
@@ -21,38 +22,23 @@ const (
 	MaxQuote = 200
 )
 
-// Cut returns s cut to at most max bytes on a rune boundary, saying how
-// long it was.
-func Cut(s string, max int) string {
-	if len(s) <= max {
-		return s
-	}
-	return fmt.Sprintf("%s… (%d bytes in all)", s[:runeFloor(s, max)], len(s))
-}
-
-// Quote is Cut at MaxQuote with space runs (newlines included) made one
-// space, so that the entry stays on one line. It reads only the head of
-// a long s.
+// Quote is s on one line (space runs, newlines included, made one
+// space) and cut after MaxQuote bytes on a rune boundary (escape.Cut),
+// saying how long it was. It reads only the head of a long s.
 func Quote(s string) string {
 	head := s
 	if len(head) > 4*MaxQuote {
-		head = head[:runeFloor(head, 4*MaxQuote)]
+		head = strings.ToValidUTF8(head[:4*MaxQuote], "") // a rune split at the end goes
 	}
 	line := strings.Join(strings.Fields(head), " ")
 	if len(head) == len(s) && len(line) <= MaxQuote {
 		return line
 	}
-	return fmt.Sprintf("%s… (%d bytes in all)", line[:runeFloor(line, min(MaxQuote, len(line)))], len(s))
-}
-
-// runeFloor is the largest n ≤ max at which s may be cut without
-// splitting a rune.
-func runeFloor(s string, max int) int {
-	n := max
-	for n > 0 && n < len(s) && !utf8.RuneStart(s[n]) {
-		n--
+	cut := escape.Cut(line, MaxQuote+len(escape.Ellipsis))
+	if cut == line {
+		cut += escape.Ellipsis // the head was cut, the line was not
 	}
-	return n
+	return fmt.Sprintf("%s (%d bytes in all)", cut, len(s))
 }
 
 // List collects entries and keeps the first MaxItems, each Quoted; the

@@ -27,12 +27,11 @@ func TestQuote(t *testing.T) {
 		{"two\nlines\t here", "two lines here"},
 		{strings.Repeat("é", 150), strings.Repeat("é", 100) + "… (300 bytes in all)"},
 		{strings.Repeat("a", 10_000), strings.Repeat("a", 200) + "… (10000 bytes in all)"},
+		{strings.Repeat("a", 799) + "é" + "z", strings.Repeat("a", 200) + "… (802 bytes in all)"},
+		{strings.Repeat(" ", 790) + strings.Repeat("é", 10), "ééééé… (810 bytes in all)"},
 	} {
 		if got := Quote(tt.in); got != tt.want {
 			t.Errorf("Quote(%.20q…) = %.60q…, want %.60q…", tt.in, got, tt.want)
 		}
-	}
-	if got := Cut("abc", 2); got != "ab… (3 bytes in all)" {
-		t.Errorf("Cut = %q", got)
 	}
 }

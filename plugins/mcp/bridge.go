@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"sync"
@@ -18,7 +20,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/weirhq/weir/internal/escape"
 	"github.com/weirhq/weir/sdk"
+	"github.com/weirhq/weir/sdk/dedupe"
 	"github.com/weirhq/weir/sdk/wire"
 )
 
@@ -45,12 +49,15 @@ const (
 	// CodeServerError: the server answered a JSON-RPC error (bad
 	// arguments, a tool it no longer offers). Permanent.
 	CodeServerError = "E_MCP_SERVER_ERROR"
-	// CodeServerGone: the connection ended during the call (the server
-	// died or hung up). Retryable for an idempotent tool; for another,
-	// permanent: the call may or may not have had its effect.
+	// CodeServerGone: the call was sent and the connection ended before
+	// its answer (the server died or hung up). Kind unknown: weir retries
+	// an idempotent tool with the same key; another tool's call ends as
+	// an unknown outcome.
 	CodeServerGone = "E_MCP_SERVER_GONE"
-	// CodeUnavailable: the server could not be (re)started or reached
-	// before the call was sent. Retryable: nothing was done.
+	// CodeUnavailable: the server could not be (re)started or reached, or
+	// refused the call before reading it (HTTP 429 or 503, or a session it
+	// no longer knows, twice). Kind not_sent: nothing was done, and weir
+	// may retry it whatever the tool.
 	CodeUnavailable = "E_MCP_UNAVAILABLE"
 	// CodeBadResult: the server's answer cannot be made a weir output.
 	CodeBadResult = "E_MCP_BAD_RESULT"
@@ -65,14 +72,17 @@ const MetaIdempotencyKey = "weir/idempotency_key"
 type bridge struct {
 	lookupEnv func(string) (string, bool)
 	logger    *slog.Logger
+	// stateDir is the plugin's state directory ("" for none), where each
+	// server's last tool list is kept.
+	stateDir string
 
 	servers  map[string]*server
 	progress sync.Map // progress token (string) → func(done, total int64)
 	seq      atomic.Uint64
 }
 
-func newBridge(lookupEnv func(string) (string, bool), logger *slog.Logger) *bridge {
-	return &bridge{lookupEnv: lookupEnv, logger: logger, servers: map[string]*server{}}
+func newBridge(lookupEnv func(string) (string, bool), logger *slog.Logger, stateDir string) *bridge {
+	return &bridge{lookupEnv: lookupEnv, logger: logger, stateDir: stateDir, servers: map[string]*server{}}
 }
 
 // server is one configured MCP server and its live session, if any.
@@ -80,10 +90,25 @@ type server struct {
 	b      *bridge
 	cfg    *serverConfig
 	client *mcp.Client
+	// pooled carries an HTTP server's requests, fresh an at-most-once
+	// tool's calls (see watch); nil for a stdio server.
+	pooled, fresh *http.Transport
 
 	mu      sync.Mutex
 	session *mcp.ClientSession
 	dead    chan struct{} // closed when session's connection ends
+
+	// down is why the server could not be reached at launch, nil once it
+	// answers (see watchDown).
+	downMu sync.Mutex
+	down   error
+}
+
+// up records that the server answered.
+func (s *server) up() {
+	s.downMu.Lock()
+	defer s.downMu.Unlock()
+	s.down = nil
 }
 
 // tools is the plugin's Options.Tools: it connects to every server, lists
@@ -114,12 +139,161 @@ func (b *bridge) tools(raw json.RawMessage) ([]sdk.Tool, error) {
 		})
 	}
 	wg.Wait()
+	// Each server's tools stand alone: one that cannot be reached serves
+	// the tools of its last list (calls fail not_sent until it answers)
+	// and is retried in the background. Only when no server gave a list,
+	// fresh or kept, does the launch fail.
+	var firstErr error
+	reached := 0
 	for _, name := range cfg.serverNames() {
-		if errs[name] != nil {
-			return nil, fmt.Errorf("mcp server %s: %w", name, errs[name])
+		s := b.servers[name]
+		if errs[name] == nil {
+			reached++
+			b.keepList(s, lists[name])
+			continue
 		}
+		err := fmt.Errorf("mcp server %s: %w", name, errs[name])
+		if firstErr == nil {
+			firstErr = err
+		}
+		s.downMu.Lock()
+		s.down = err
+		s.downMu.Unlock()
+		kept, ok := b.keptList(s)
+		if ok {
+			reached++
+			lists[name] = kept
+			b.logger.Error("mcp server unreachable at launch; serving the tools of its last list, calls fail as not sent until it answers", "server", name, "error", escape.Cut(err.Error(), maxErrorText))
+		} else {
+			b.logger.Error("mcp server unreachable at launch and no earlier tool list is kept: its tools are unknown until it answers and the plugin is launched again (weir plugin rescan)", "server", name, "error", escape.Cut(err.Error(), maxErrorText))
+		}
+		go s.watchDown()
+	}
+	if reached == 0 {
+		return nil, firstErr
 	}
 	return b.makeTools(cfg, lists)
+}
+
+// listsDir is where each server's last tool list is kept, under the
+// plugin's state directory: servers/NAME.json.
+const listsDir = "servers"
+
+// keptListFile is a kept tool list with what it was listed from: a list
+// of another command or URL is not used.
+type keptListFile struct {
+	From  string      `json:"from"`
+	Tools []*mcp.Tool `json:"tools"`
+}
+
+func (s *server) from() string {
+	b, _ := json.Marshal([]any{s.cfg.Command, s.cfg.URL})
+	return string(b)
+}
+
+// keepList keeps ts as server s's last list; a failure to write is logged
+// (the list is a convenience for a later launch).
+func (b *bridge) keepList(s *server, ts []*mcp.Tool) {
+	if b.stateDir == "" {
+		return
+	}
+	data, err := json.Marshal(keptListFile{From: s.from(), Tools: ts})
+	if err == nil {
+		dir := filepath.Join(b.stateDir, listsDir)
+		if err = os.MkdirAll(dir, 0o700); err == nil {
+			err = dedupe.WriteFileAtomic(filepath.Join(dir, s.cfg.name+".json"), data, 0o600)
+		}
+	}
+	if err != nil {
+		b.logger.Warn("could not keep the server's tool list", "server", s.cfg.name, "error", err)
+	}
+}
+
+// keptList reads server s's last list, if one is kept for its command or
+// URL and is within the bounds of a fresh one.
+func (b *bridge) keptList(s *server) ([]*mcp.Tool, bool) {
+	if b.stateDir == "" {
+		return nil, false
+	}
+	data, err := os.ReadFile(filepath.Join(b.stateDir, listsDir, s.cfg.name+".json"))
+	if err != nil || len(data) > maxKeptListBytes {
+		return nil, false
+	}
+	var f keptListFile
+	if json.Unmarshal(data, &f) != nil || f.From != s.from() || len(f.Tools) > maxToolsPerServer {
+		return nil, false
+	}
+	for _, t := range f.Tools {
+		if t == nil {
+			return nil, false
+		}
+	}
+	return f.Tools, true
+}
+
+// maxKeptListBytes bounds a kept list's file: 256 tools of two 64 KiB
+// schemas and a description, with room.
+const maxKeptListBytes = maxToolsPerServer * (2*maxSchemaBytes + maxDescription + 1024)
+
+// downRetry bounds the background retries of a server that was down at
+// launch: the wait before retry n (from 0) is downRetryBase·2^n, at most
+// downRetryMax.
+const (
+	downRetryBase = time.Second
+	downRetryMax  = time.Minute
+)
+
+// downRetryDelay is the wait before background retry n of a down server.
+func downRetryDelay(n int) time.Duration {
+	if n >= 6 {
+		return downRetryMax
+	}
+	return min(downRetryBase<<n, downRetryMax)
+}
+
+// watchDown retries a server that was down at launch, with backoff,
+// until it answers (here or to a call): then it says so, keeps its list,
+// and warns if the list changed (the manifest changes only at the next
+// launch).
+func (s *server) watchDown() {
+	for n := 0; ; n++ {
+		time.Sleep(downRetryDelay(n))
+		if s.downErr() == nil {
+			s.b.logger.Info("mcp server answers again", "server", s.cfg.name)
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
+		ts, err := s.listTools(ctx)
+		cancel()
+		if err != nil {
+			s.downMu.Lock()
+			s.down = fmt.Errorf("mcp server %s: %w", s.cfg.name, err)
+			s.downMu.Unlock()
+			continue
+		}
+		s.up()
+		kept, _ := s.b.keptList(s)
+		s.b.keepList(s, ts)
+		if !sameTools(kept, ts) {
+			s.b.logger.Warn("mcp server answers again with another tool list; weir sees it at the plugin's next launch (weir plugin rescan)", "server", s.cfg.name)
+		} else {
+			s.b.logger.Info("mcp server answers again", "server", s.cfg.name)
+		}
+		return
+	}
+}
+
+func sameTools(a, b []*mcp.Tool) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
+}
+
+// downErr is why the server is down, nil when it is up.
+func (s *server) downErr() error {
+	s.downMu.Lock()
+	defer s.downMu.Unlock()
+	return s.down
 }
 
 // makeTools maps the servers' tool lists to weir tools: names (refusing
@@ -169,7 +343,7 @@ func (b *bridge) makeTools(cfg *config, lists map[string][]*mcp.Tool) ([]sdk.Too
 			s, mcpName := b.servers[srv], t.Name
 			out = append(out, sdk.Tool{
 				Name:         "mcp." + part,
-				Description:  description(srv, t),
+				Description:  description(srv, t, b.servers[srv].downErr() != nil),
 				Idempotent:   idem,
 				InputSchema:  in,
 				OutputSchema: outSchema,
@@ -204,15 +378,20 @@ func idempotent(listed, trusted bool, a *mcp.ToolAnnotations) bool {
 	return a.IdempotentHint && a.DestructiveHint != nil && !*a.DestructiveHint
 }
 
-func description(srv string, t *mcp.Tool) string {
+// description is a tool's description: the server's, cut, and where it
+// comes from. down marks a tool of a server that was unreachable at
+// launch, known from its last list.
+func description(srv string, t *mcp.Tool, down bool) string {
 	d := t.Description
 	if d == "" {
 		d = t.Title
 	}
-	if len(d) > maxDescription {
-		d = d[:maxDescription] + "…"
+	d = escape.Cut(d, maxDescription)
+	d += " (MCP server " + srv + ", tool " + strconv.Quote(t.Name)
+	if down {
+		d += "; the server was unreachable when the plugin started: known from its last tool list"
 	}
-	return d + " (MCP server " + srv + ", tool " + strconv.Quote(t.Name) + ")"
+	return d + ")"
 }
 
 // schemaText is a tool's schema as JSON text, "" for none.
@@ -235,6 +414,11 @@ func schemaText(s any) (string, error) {
 
 func (b *bridge) newServer(sc *serverConfig) *server {
 	s := &server{b: b, cfg: sc}
+	if sc.URL != "" {
+		s.pooled = http.DefaultTransport.(*http.Transport).Clone()
+		s.fresh = http.DefaultTransport.(*http.Transport).Clone()
+		s.fresh.DisableKeepAlives = true
+	}
 	s.client = mcp.NewClient(&mcp.Implementation{Name: "weir", Version: sdk.Version}, &mcp.ClientOptions{
 		Capabilities: &mcp.ClientCapabilities{},
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
@@ -268,15 +452,133 @@ func progressUnits(progress, total float64) (int64, int64) {
 func (s *server) transport() mcp.Transport {
 	if len(s.cfg.Command) > 0 {
 		cmd := exec.Command(s.cfg.Command[0], s.cfg.Command[1:]...)
-		cmd.Stderr = os.Stderr // weir's plugin log
+		cmd.Env = append([]string{}, s.cfg.env...) // never nil: nil would inherit everything
+		cmd.Stderr = os.Stderr                     // weir's plugin log
 		setProcAttr(cmd)
 		return &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
 	}
-	hc := &http.Client{Transport: http.DefaultTransport}
+	var pooled, fresh http.RoundTripper = s.pooled, s.fresh
 	if s.cfg.token != "" {
-		hc.Transport = bearer{token: s.cfg.token, next: http.DefaultTransport}
+		pooled, fresh = bearer{token: s.cfg.token, next: pooled}, bearer{token: s.cfg.token, next: fresh}
 	}
+	hc := &http.Client{Transport: watch{pooled: pooled, fresh: fresh}}
 	return &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, DisableStandaloneSSE: true}
+}
+
+// probe records what became of one call's requests on the wire, for an
+// HTTP server: the SDK's errors do not tell a request that never left
+// from one whose answer was lost (both wrap "rejected by transport"), nor
+// a session the server refused from a tool's error. It rides on the
+// call's context, which the SDK passes to every request of the call.
+type probe struct {
+	// fresh sends the call on a connection of its own (see watch).
+	fresh bool
+
+	mu         sync.Mutex
+	posts      int  // POSTs the call made
+	dialFailed bool // the first one never connected
+	status     int  // the first one's HTTP status, 0 if it had no answer
+}
+
+type probeKey struct{}
+
+func (p *probe) note(resp *http.Response, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.posts++
+	if p.posts > 1 {
+		return
+	}
+	var op *net.OpError
+	switch {
+	case err != nil && errors.As(err, &op) && op.Op == "dial":
+		p.dialFailed = true
+	case err == nil:
+		p.status = resp.StatusCode
+	}
+}
+
+// watch notes each POST's fate in the probe its context carries. A call
+// whose probe says fresh (an at-most-once tool's) goes on a new
+// connection: a kept-alive one the server closed meanwhile (it restarted)
+// fails with an EOF that cannot be told from a server that died running
+// the call, while a new connection that cannot be made is a call that was
+// never sent.
+type watch struct{ pooled, fresh http.RoundTripper }
+
+func (w watch) RoundTrip(r *http.Request) (*http.Response, error) {
+	p, _ := r.Context().Value(probeKey{}).(*probe)
+	rt := w.pooled
+	if p != nil && p.fresh {
+		rt = w.fresh
+	}
+	resp, err := rt.RoundTrip(r)
+	if p != nil && r.Method == http.MethodPost {
+		p.note(resp, err)
+	}
+	return resp, err
+}
+
+// failure is what a failed call means for weir.
+type failure int
+
+const (
+	// failAnswered: the server answered with an error; the call is done.
+	failAnswered failure = iota
+	// failSession: the server refused the session (HTTP 404 or 400, as
+	// the streamable HTTP transport says a server does for a session it
+	// no longer knows: it restarted). Nothing ran; a new session may
+	// take the call.
+	failSession
+	// failNotSent: the call never reached the server, or the server said
+	// it did not take it (429, 503).
+	failNotSent
+	// failUnknown: the call was sent and no answer came back.
+	failUnknown
+)
+
+// JSON-RPC codes the go-sdk gives failures of its own, not the server's
+// (its internal jsonrpc2: ErrClientClosing, ErrServerClosing, ErrRejected).
+const (
+	codeClientClosing = -32003
+	codeServerClosing = -32004
+	codeRejected      = -32005
+)
+
+// classify decides what a failed call means. p is the call's probe, nil
+// for a stdio server (a pipe either delivers or breaks: a broken one is
+// an unknown outcome).
+func classify(err error, p *probe) failure {
+	var rpc *jsonrpc.Error
+	// A JSON-RPC error always has a code; the SDK's synthetic ones (a
+	// stream that ended without the call's answer) may have none.
+	answered := errors.As(err, &rpc) && rpc.Code != 0 && rpc.Code != codeRejected && rpc.Code != codeClientClosing && rpc.Code != codeServerClosing
+	if p == nil {
+		if answered {
+			return failAnswered
+		}
+		return failUnknown
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.posts == 0 || p.dialFailed:
+		// The SDK refused to write on a connection it knew broken, or
+		// could not connect: nothing left.
+		return failNotSent
+	case p.status == http.StatusNotFound || p.status == http.StatusBadRequest:
+		return failSession
+	case p.status == http.StatusTooManyRequests || p.status == http.StatusServiceUnavailable:
+		return failNotSent
+	case p.status == http.StatusBadGateway || p.status == http.StatusGatewayTimeout:
+		// A gateway may have passed the call on before it failed.
+		return failUnknown
+	case p.status != 0 && (p.status < 200 || p.status > 299):
+		return failAnswered // refused at the HTTP level (401, 403, 413, ...)
+	case answered:
+		return failAnswered
+	}
+	return failUnknown
 }
 
 // bearer adds the server's token to every request.
@@ -305,6 +607,11 @@ func (s *server) connected(ctx context.Context) (*mcp.ClientSession, error) {
 		default:
 			return s.session, nil
 		}
+	}
+	if s.pooled != nil {
+		// A new session: the last one ended, and so may have the server
+		// behind the connections kept alive for it.
+		s.pooled.CloseIdleConnections()
 	}
 	cs, err := s.client.Connect(ctx, s.transport(), nil)
 	if err != nil {
@@ -348,15 +655,10 @@ func (s *server) listTools(ctx context.Context) ([]*mcp.Tool, error) {
 	return out, nil
 }
 
-// call makes one tool call on the server and maps its answer.
+// call makes one tool call on the server and maps its answer. A session
+// the server refused (it restarted) is replaced by a new one and the call
+// made once more: the server ran nothing the first time.
 func (s *server) call(ctx context.Context, name string, idem bool, call *sdk.Call) (any, error) {
-	cs, err := s.connected(ctx)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, sdk.Retryable(sdk.WithCode(fmt.Errorf("mcp server %s is unavailable: %v", s.cfg.name, err), CodeUnavailable))
-	}
 	var args any = json.RawMessage(call.Input)
 	if len(call.Input) == 0 {
 		args = map[string]any{}
@@ -370,23 +672,60 @@ func (s *server) call(ctx context.Context, name string, idem bool, call *sdk.Cal
 	s.b.progress.Store(tok, call.Progress)
 	defer s.b.progress.Delete(tok)
 
-	// Cancelling ctx (weir cancels the call, or its deadline passes)
-	// makes the SDK send notifications/cancelled to the server.
-	res, err := cs.CallTool(ctx, params)
-	if err != nil {
+	for try := 1; ; try++ {
+		cs, err := s.connected(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, s.unavailable(err)
+		}
+		var p *probe
+		callCtx := ctx
+		if s.cfg.URL != "" {
+			p = &probe{fresh: !idem}
+			callCtx = context.WithValue(ctx, probeKey{}, p)
+		}
+		// Cancelling ctx (weir cancels the call, or its deadline passes)
+		// makes the SDK send notifications/cancelled to the server.
+		res, err := cs.CallTool(callCtx, params)
+		if err == nil {
+			s.up()
+			return mapResult(res, call.StateDir)
+		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		var rpc *jsonrpc.Error
-		if errors.As(err, &rpc) {
-			return nil, sdk.WithCode(fmt.Errorf("mcp server %s refused tool %q: %s", s.cfg.name, name, rpc.Message), CodeServerError)
+		switch classify(err, p) {
+		case failAnswered:
+			s.up()
+			var rpc *jsonrpc.Error
+			msg := err.Error()
+			if errors.As(err, &rpc) && rpc.Code != codeRejected {
+				msg = rpc.Message
+			}
+			return nil, sdk.WithCode(fmt.Errorf("mcp server %s refused tool %q: %s", s.cfg.name, name, escape.Cut(msg, maxErrorText)), CodeServerError)
+		case failSession:
+			s.drop(cs)
+			if try == 1 {
+				s.b.logger.Info("the server refused the session (it restarted?); calling again on a new one", "server", s.cfg.name, "tool", name)
+				continue
+			}
+			return nil, sdk.NotSent(sdk.WithCode(fmt.Errorf("mcp server %s refused the session twice, the second time a new one, for %q (%s); the call was not run", s.cfg.name, name, escape.Cut(err.Error(), maxErrorText)), CodeUnavailable))
+		case failNotSent:
+			s.drop(cs)
+			return nil, s.unavailable(err)
 		}
 		s.drop(cs)
-		gone := fmt.Errorf("mcp server %s: the connection ended during the call of %q: %v", s.cfg.name, name, err)
-		if idem {
-			return nil, sdk.Retryable(sdk.WithCode(gone, CodeServerGone))
+		gone := fmt.Errorf("mcp server %s: the connection ended during the call of %q, after it was sent: %s", s.cfg.name, name, escape.Cut(err.Error(), maxErrorText))
+		if !idem {
+			gone = fmt.Errorf("%w; the tool is not idempotent, so whether it had its effect is unknown", gone)
 		}
-		return nil, sdk.WithCode(fmt.Errorf("%w; the tool is not idempotent, so whether it had its effect is unknown", gone), CodeServerGone)
+		return nil, sdk.Unknown(sdk.WithCode(gone, CodeServerGone))
 	}
-	return mapResult(res, call.StateDir)
+}
+
+// unavailable is the error of a call that could not be sent.
+func (s *server) unavailable(err error) error {
+	return sdk.NotSent(sdk.WithCode(fmt.Errorf("mcp server %s is unavailable, the call was not sent: %s", s.cfg.name, escape.Cut(err.Error(), maxErrorText)), CodeUnavailable))
 }

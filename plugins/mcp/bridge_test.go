@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -28,6 +26,8 @@ func TestMain(m *testing.M) {
 	// The token the HTTP demo server wants, in weir's environment, passed
 	// to the plugin by its block's env as an operator would.
 	os.Setenv("DEMO_TOKEN", "tok-123")
+	// A secret meant for one stdio server alone (TestStdioServerEnv).
+	os.Setenv("DEMO_OTHER", "other-secret")
 	testutil.Main(m, testutil.Plugins("mcp"), testutil.Programs(demoServer))
 }
 
@@ -36,8 +36,9 @@ var transports = []string{"stdio", "http"}
 
 // serverBlock starts the demo server for transport (an HTTP one as a
 // process of the test, with a bearer token) and returns its config
-// section entry and the environment the plugin needs.
-func serverBlock(t *testing.T, transport, journal, hide string) (entry string, env []string) {
+// section entry, the environment the plugin needs and, for HTTP, the
+// server's process.
+func serverBlock(t *testing.T, transport, journal, hide string) (entry string, env []string, srv *testutil.Listener) {
 	t.Helper()
 	bin := testutil.Program(t, "demo-mcp")
 	args := []string{"-journal", journal}
@@ -46,29 +47,17 @@ func serverBlock(t *testing.T, transport, journal, hide string) (entry string, e
 	}
 	if transport == "stdio" {
 		cmd, _ := json.Marshal(append([]string{bin}, args...))
-		return fmt.Sprintf(`{"command":%s}`, cmd), nil
+		return fmt.Sprintf(`{"command":%s}`, cmd), nil, nil
 	}
-	cmd := exec.Command(bin, append(args, "-listen", "127.0.0.1:0", "-token", "tok-123")...)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		t.Fatalf("demo server: %v", err)
-	}
-	addr := strings.TrimSpace(strings.TrimPrefix(line, "listening on "))
-	return fmt.Sprintf(`{"url":"http://%s/mcp","token_env":"DEMO_TOKEN"}`, addr), []string{"DEMO_TOKEN"}
+	srv = testutil.StartListener(t, append(append([]string{bin}, args...), "-token", "tok-123")...)
+	return fmt.Sprintf(`{"url":"http://%s/mcp","token_env":"DEMO_TOKEN"}`, srv.Addr), []string{"DEMO_TOKEN"}, srv
 }
 
 // bridged is the mcp plugin under a real host, over one demo server
 // named "demo".
 type bridged struct {
 	host    *host.Host
+	srv     *testutil.Listener // nil for stdio
 	journal string
 	plugins string
 	data    string
@@ -79,7 +68,7 @@ func start(t *testing.T, transport string, extra string) *bridged {
 	t.Helper()
 	dir := t.TempDir()
 	journal := filepath.Join(dir, "journal")
-	entry, env := serverBlock(t, transport, journal, "")
+	entry, env, srv := serverBlock(t, transport, journal, "")
 	section := fmt.Sprintf(`{"servers":{"demo":%s}%s}`, entry, extra)
 	plugins, data := t.TempDir(), t.TempDir()
 	if _, err := host.Install(plugins, testutil.Plugin(t, "mcp"), nil); err != nil {
@@ -93,7 +82,7 @@ func start(t *testing.T, transport string, extra string) *bridged {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.Close() })
-	return &bridged{host: h, journal: journal, plugins: plugins, data: data, cfg: cfg}
+	return &bridged{host: h, srv: srv, journal: journal, plugins: plugins, data: data, cfg: cfg}
 }
 
 func (b *bridged) call(ctx context.Context, name, input string, progress func(done, total int64)) (string, error) {
@@ -260,8 +249,8 @@ func TestProgressAndCancel(t *testing.T) {
 }
 
 // TestServerRestartsAfterCrash: a stdio server that dies mid-call fails
-// that call (not idempotent: outcome unknown, never retried by weir), and
-// the next call starts it again.
+// that call as an unknown outcome (not idempotent: never retried by weir),
+// and the next call starts it again.
 func TestServerRestartsAfterCrash(t *testing.T) {
 	t.Parallel()
 	b := start(t, "stdio", "")
@@ -271,8 +260,8 @@ func TestServerRestartsAfterCrash(t *testing.T) {
 	}
 	_, err := b.call(ctx, "mcp.demo-crash", `{}`, nil)
 	var te *tool.Error
-	if !errors.As(err, &te) || te.Code != CodeServerGone || te.Kind != tool.KindPermanent || !strings.Contains(te.Message, "unknown") {
-		t.Fatalf("crash: %#v, want a permanent %s saying the outcome is unknown", err, CodeServerGone)
+	if !errors.As(err, &te) || te.Code != CodeServerGone || te.Kind != tool.KindUnknown || !strings.Contains(te.Message, "unknown") {
+		t.Fatalf("crash: %#v, want kind unknown with %s saying the outcome is unknown", err, CodeServerGone)
 	}
 	if out, err := b.call(ctx, "mcp.demo-echo", `{"text":"after"}`, nil); err != nil || out != `"after"` {
 		t.Fatalf("after the crash: %s %v", out, err)
@@ -290,7 +279,7 @@ func TestChangedToolListNoticed(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	hide := filepath.Join(dir, "hide")
-	entry, _ := serverBlock(t, "stdio", filepath.Join(dir, "journal"), hide)
+	entry, _, _ := serverBlock(t, "stdio", filepath.Join(dir, "journal"), hide)
 	plugins, data := t.TempDir(), t.TempDir()
 	if _, err := host.Install(plugins, testutil.Plugin(t, "mcp"), nil); err != nil {
 		t.Fatal(err)

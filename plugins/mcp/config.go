@@ -13,12 +13,12 @@ import (
 //
 //	plugin "mcp" {
 //	  servers = {
-//	    files   = { command = ["/usr/local/bin/files-mcp", "--root", "/srv/docs"] }
+//	    files   = { command = ["/usr/local/bin/files-mcp", "--root", "/srv/docs"], env = ["FILES_KEY"] }
 //	    tickets = { url = "http://127.0.0.1:9100/mcp", token_env = "TICKETS_TOKEN" }
 //	  }
 //	  idempotent        = ["files-read_file"]
 //	  trust_annotations = ["files"]
-//	  env               = ["TICKETS_TOKEN"] # the host's
+//	  env               = ["TICKETS_TOKEN", "FILES_KEY"] # the host's
 //	}
 type config struct {
 	Servers map[string]*serverConfig `json:"servers"`
@@ -37,10 +37,23 @@ type serverConfig struct {
 	// TokenEnv names the variable holding the bearer token sent to an
 	// HTTP server (pass it with the block's env).
 	TokenEnv string `json:"token_env"`
+	// Env names the variables of the plugin's environment a stdio server
+	// is started with (pass them to the plugin with the block's env);
+	// besides them it gets only PATH and HOME (stdioBaseEnv).
+	Env []string `json:"env"`
 
 	name  string
-	token string // never in an error, a log line or an output
+	token string   // never in an error, a log line or an output
+	env   []string // a stdio server's environment, KEY=value; never logged
 }
+
+// stdioBaseEnv are the variables every stdio server gets from the
+// plugin's environment, when set: what finding and running a program
+// needs (npx, uvx and interpreters read them), and nothing secret.
+var stdioBaseEnv = []string{"PATH", "HOME"}
+
+// maxServerEnv bounds a server's env list.
+const maxServerEnv = 64
 
 // Limits of the configuration, named so that a refusal can cite them.
 const (
@@ -68,7 +81,8 @@ const configSchema = `{
         "properties": {
           "command": {"type": "array", "minItems": 1, "maxItems": 64, "items": {"type": "string", "minLength": 1}},
           "url": {"type": "string", "pattern": "^https?://"},
-          "token_env": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$"}
+          "token_env": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
+          "env": {"type": "array", "maxItems": 64, "items": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$"}}
         }
       }
     },
@@ -134,6 +148,9 @@ func parseConfig(raw json.RawMessage, lookupEnv func(string) (string, bool)) (*c
 				return nil, fmt.Errorf("config: servers.%s: command[%d] is empty", name, i)
 			}
 		}
+		if err := s.setEnv(lookupEnv); err != nil {
+			return nil, fmt.Errorf("config: servers.%s: %v", name, err)
+		}
 		if s.URL != "" {
 			u, err := url.Parse(s.URL)
 			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -191,4 +208,54 @@ func (c *config) serverNames() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// setEnv makes a stdio server's environment: PATH and HOME, then the
+// variables its env names, read from the plugin's environment. Nothing
+// else of the plugin's environment (other servers' secrets, weir's own
+// settings, the plugin protocol's keys) reaches the server.
+func (s *serverConfig) setEnv(lookupEnv func(string) (string, bool)) error {
+	if len(s.Env) > 0 && s.URL != "" {
+		return fmt.Errorf("env is for a stdio server; an HTTP server's token comes from token_env")
+	}
+	if len(s.Env) > maxServerEnv {
+		return fmt.Errorf("env names %d variables, at most %d", len(s.Env), maxServerEnv)
+	}
+	if s.URL != "" {
+		return nil
+	}
+	seen := map[string]bool{}
+	for _, k := range stdioBaseEnv {
+		if v, ok := lookupEnv(k); ok {
+			s.env = append(s.env, k+"="+v)
+			seen[k] = true
+		}
+	}
+	for _, k := range s.Env {
+		if !envName(k) {
+			return fmt.Errorf("env: %q is not a variable name", k)
+		}
+		if seen[k] {
+			continue
+		}
+		v, ok := lookupEnv(k)
+		if !ok {
+			return fmt.Errorf("env names %s, which is not set: list it in the plugin block's env", k)
+		}
+		s.env = append(s.env, k+"="+v)
+		seen[k] = true
+	}
+	return nil
+}
+
+func envName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i, r := range k {
+		if !(r == '_' || r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || i > 0 && r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return true
 }

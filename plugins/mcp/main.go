@@ -8,7 +8,11 @@
 // Its tools come from its config and from what the servers answer, so it
 // installs with none; its manifest is made at launch (docs/design.md §11)
 // and the host caches it by the binary's checksum and the config's hash.
-// A server whose tool list changed is noticed at the next launch.
+// A server whose tool list changed is noticed at the next launch. A
+// server down at launch serves the tools of its last list, kept in the
+// state directory, and is retried in the background; a call that could
+// not reach a server says not_sent, one whose answer was lost unknown
+// (plugin protocol revision 2), so that weir retries what is safe.
 //
 // Idempotency is a safety decision and is never guessed: a tool is
 // idempotent only when the operator lists it, or when its server is
@@ -24,6 +28,7 @@ import (
 	"os"
 
 	"github.com/weirhq/weir/sdk"
+	"github.com/weirhq/weir/sdk/wire"
 )
 
 func main() {
@@ -31,6 +36,6 @@ func main() {
 	// slog JSON: what the bridge has to say about its servers lands in
 	// weir's log under the plugin's name.
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	b := newBridge(os.LookupEnv, logger)
+	b := newBridge(os.LookupEnv, logger, os.Getenv(wire.EnvStateDir))
 	sdk.ServeWith(sdk.Options{Name: "mcp", ConfigSchema: configSchema, Tools: b.tools})
 }

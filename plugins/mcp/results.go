@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"os"
@@ -10,8 +11,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/weirhq/weir/internal/atomicfile"
 	"github.com/weirhq/weir/sdk"
+	"github.com/weirhq/weir/sdk/dedupe"
 )
 
 // maxBlobBytes bounds one image, audio clip or embedded binary resource
@@ -48,7 +49,9 @@ type part struct {
 // mapResult turns an MCP tool result into weir's output:
 //   - isError: true → a completed, permanent tool error (CodeToolError)
 //     whose message is the result's text;
-//   - structuredContent → that JSON value;
+//   - structuredContent → that JSON value, binary content in it (image or
+//     audio blocks, binary resource contents) kept as blobs and replaced
+//     by their references;
 //   - text only → one string (several texts joined by newlines);
 //   - anything else → a list, text as {"type":"text","text":...} and
 //     images, audio and resources as references with their MIME type.
@@ -64,7 +67,10 @@ func mapResult(res *mcp.CallToolResult, stateDir string) (any, error) {
 		return nil, &sdk.Error{Kind: sdk.KindPermanent, Code: CodeToolError, Message: msg}
 	}
 	if res.StructuredContent != nil {
-		return res.StructuredContent, nil
+		// A server may carry binary content here too (server-filesystem's
+		// read_media_file does): it goes to the blob store as it would
+		// from a content block, never into the flow's values.
+		return keepStructuredBlobs(res.StructuredContent, stateDir, 0)
 	}
 	allText := true
 	for _, c := range res.Content {
@@ -115,6 +121,68 @@ func mapResult(res *mcp.CallToolResult, stateDir string) (any, error) {
 	return out, nil
 }
 
+// maxStructuredDepth bounds how deep keepStructuredBlobs looks for binary
+// content; deeper values pass as they are (the host's message limit
+// bounds them).
+const maxStructuredDepth = 32
+
+// keepStructuredBlobs replaces, in a structuredContent value, each object
+// shaped like an MCP image or audio block ({"type":"image"|"audio",
+// "data":BASE64,"mimeType"}) or like binary resource contents ({"uri",
+// "blob":BASE64,"mimeType"}) by its blob's reference, as mapResult does
+// for content blocks.
+func keepStructuredBlobs(v any, stateDir string, depth int) (any, error) {
+	if depth > maxStructuredDepth {
+		return v, nil
+	}
+	switch v := v.(type) {
+	case []any:
+		for i, e := range v {
+			r, err := keepStructuredBlobs(e, stateDir, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			v[i] = r
+		}
+		return v, nil
+	case map[string]any:
+		mime, _ := v["mimeType"].(string)
+		kind, _ := v["type"].(string)
+		if data, ok := v["data"].(string); ok && (kind == "image" || kind == "audio") {
+			return structuredBlob(stateDir, kind, mime, "", data)
+		}
+		if blob, ok := v["blob"].(string); ok {
+			uri, _ := v["uri"].(string)
+			return structuredBlob(stateDir, "resource", mime, uri, blob)
+		}
+		for k, e := range v {
+			r, err := keepStructuredBlobs(e, stateDir, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			v[k] = r
+		}
+		return v, nil
+	}
+	return v, nil
+}
+
+func structuredBlob(stateDir, kind, mime, name, b64 string) (any, error) {
+	if base64.StdEncoding.DecodedLen(len(b64)) > maxBlobBytes+3 {
+		return nil, sdk.WithCode(fmt.Errorf("the MCP server answered %s content of about %d bytes, at most %d", kind, base64.StdEncoding.DecodedLen(len(b64)), maxBlobBytes), CodeBadResult)
+	}
+	data, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return nil, sdk.WithCode(fmt.Errorf("the MCP server answered %s content whose data is not base64: %v", kind, err), CodeBadResult)
+	}
+	r, err := keepBlob(stateDir, kind, mime, data)
+	if err != nil {
+		return nil, err
+	}
+	r.Name = name
+	return r, nil
+}
+
 func texts(cs []mcp.Content) string {
 	var ss []string
 	for _, c := range cs {
@@ -142,7 +210,7 @@ func keepBlob(stateDir, kind, mime string, data []byte) (ref, error) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return ref{}, err
 		}
-		if err := atomicfile.Write(path, data, 0o600); err != nil {
+		if err := dedupe.WriteFileAtomic(path, data, 0o600); err != nil {
 			return ref{}, err
 		}
 	}

@@ -3,9 +3,16 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/weirhq/weir/sdk"
@@ -132,6 +139,9 @@ func TestConfigRefusals(t *testing.T) {
 		{`{"servers":{"a":{"command":["x"],"token_env":"TOK"}}}`, "token_env is for an HTTP server"},
 		{`{"servers":{"a":{"command":["x"],"cwd":"/"}}}`, "unknown field"},
 		{`{"servers":{"a":{"command":["x"]}},"verbose":true}`, `unknown key "verbose"`},
+		{`{"servers":{"a":{"url":"http://h/mcp","env":["TOK"]}}}`, "env is for a stdio server"},
+		{`{"servers":{"a":{"command":["x"],"env":["NOPE"]}}}`, "env names NOPE, which is not set"},
+		{`{"servers":{"a":{"command":["x"],"env":["1X"]}}}`, `"1X" is not a variable name`},
 	}
 	for _, tt := range tests {
 		_, err := parseConfig(json.RawMessage(tt.config), env)
@@ -145,6 +155,10 @@ func TestConfigRefusals(t *testing.T) {
 	c, err := parseConfig(json.RawMessage(`{"env":["TOK"],"memory_max":"64MiB","servers":{"a":{"url":"http://h/mcp","token_env":"TOK"}}}`), env)
 	if err != nil || c.Servers["a"].token != "secret-token" {
 		t.Fatalf("host keys and a token: %+v %v", c, err)
+	}
+	c, err = parseConfig(json.RawMessage(`{"servers":{"a":{"command":["x"],"env":["TOK"]},"b":{"command":["y"]}}}`), env)
+	if err != nil || strings.Join(c.Servers["a"].env, ",") != "TOK=secret-token" || len(c.Servers["b"].env) != 0 {
+		t.Fatalf("per-server env: %+v %v", c, err)
 	}
 }
 
@@ -188,5 +202,100 @@ func TestMapResult(t *testing.T) {
 	_, err = mapResult(&mcp.CallToolResult{Content: []mcp.Content{&mcp.ImageContent{MIMEType: "image/png", Data: make([]byte, maxBlobBytes+1)}}}, dir)
 	if !errors.As(err, &se) || se.Code != CodeBadResult {
 		t.Fatalf("oversized image: %v", err)
+	}
+}
+
+// TestClassify: what a failed call means, from the SDK's error and what
+// the call's probe saw on the wire.
+func TestClassify(t *testing.T) {
+	t.Parallel()
+	rejected := fmt.Errorf("calling \"tools/call\": %w: EOF", &jsonrpc.Error{Code: codeRejected, Message: "rejected by transport"})
+	server := &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "bad arguments"}
+	tests := []struct {
+		name string
+		err  error
+		p    *probe
+		want failure
+	}{
+		{"stdio: the server's error", server, nil, failAnswered},
+		{"stdio: the pipe broke", errors.New("connection closed"), nil, failUnknown},
+		{"stdio: the client closing is no answer", &jsonrpc.Error{Code: codeClientClosing}, nil, failUnknown},
+		{"nothing posted: the connection was known broken", rejected, &probe{}, failNotSent},
+		{"the dial failed", rejected, &probe{posts: 1, dialFailed: true}, failNotSent},
+		{"sent, then EOF", rejected, &probe{posts: 1}, failUnknown},
+		{"session refused: 404", rejected, &probe{posts: 1, status: 404}, failSession},
+		{"session refused: 400", fmt.Errorf("x: %w", server), &probe{posts: 1, status: 400}, failSession},
+		{"503: not taken", rejected, &probe{posts: 1, status: 503}, failNotSent},
+		{"429: not taken", rejected, &probe{posts: 1, status: 429}, failNotSent},
+		{"502: a gateway may have passed it on", rejected, &probe{posts: 1, status: 502}, failUnknown},
+		{"401: refused", rejected, &probe{posts: 1, status: 401}, failAnswered},
+		{"200, then the server's error", server, &probe{posts: 1, status: 200}, failAnswered},
+		{"200, then the stream broke", errors.New("request terminated without response"), &probe{posts: 1, status: 200}, failUnknown},
+		{"200, then the SDK's code-less error", &jsonrpc.Error{Message: "request terminated without response"}, &probe{posts: 1, status: 200}, failUnknown},
+	}
+	for _, tt := range tests {
+		if got := classify(tt.err, tt.p); got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestDownRetryDelay(t *testing.T) {
+	t.Parallel()
+	for n, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 32 * time.Second, time.Minute, time.Minute} {
+		if got := downRetryDelay(n); got != want {
+			t.Errorf("downRetryDelay(%d) = %v, want %v", n, got, want)
+		}
+	}
+	if got := downRetryDelay(1 << 30); got != downRetryMax {
+		t.Errorf("a huge retry count waits %v", got)
+	}
+}
+
+// TestKeptListRefusals: a kept list of another command or URL, or one
+// that is not a list, is not used.
+func TestKeptListRefusals(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	b := newBridge(func(string) (string, bool) { return "", false }, slog.New(slog.DiscardHandler), dir)
+	s := b.newServer(&serverConfig{name: "a", URL: "http://h/mcp"})
+	b.keepList(s, []*mcp.Tool{{Name: "t"}})
+	if ts, ok := b.keptList(s); !ok || len(ts) != 1 || ts[0].Name != "t" {
+		t.Fatalf("kept list: %v %v", ts, ok)
+	}
+	other := b.newServer(&serverConfig{name: "a", URL: "http://elsewhere/mcp"})
+	if _, ok := b.keptList(other); ok {
+		t.Error("a list kept for another URL was used")
+	}
+	if err := os.WriteFile(filepath.Join(dir, listsDir, "a.json"), []byte(`{"from":`+strconv.Quote(s.from())+`,"tools":[null]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.keptList(s); ok {
+		t.Error("a list holding null was used")
+	}
+}
+
+// TestStructuredBlobs: binary content anywhere in structuredContent is
+// kept as a blob and replaced by its reference; other values pass as they
+// are; data that is not base64 is the server's bad result.
+func TestStructuredBlobs(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var v any
+	if err := json.Unmarshal([]byte(`{"n":1,"items":[{"type":"audio","mimeType":"audio/wav","data":"UklGRg=="},
+		{"resource":{"uri":"file:///a.bin","mimeType":"application/octet-stream","blob":"AAE="}},{"type":"text","text":"t"}]}`), &v); err != nil {
+		t.Fatal(err)
+	}
+	out, err := mapResult(&mcp.CallToolResult{StructuredContent: v}, dir)
+	b, _ := json.Marshal(out)
+	if err != nil || !strings.Contains(string(b), `{"type":"audio","mime_type":"audio/wav","uri":"file://`+dir+`/blobs/`) ||
+		!strings.Contains(string(b), `"resource":{"type":"resource","mime_type":"application/octet-stream","uri":"file://`) ||
+		!strings.Contains(string(b), `"name":"file:///a.bin"`) || !strings.Contains(string(b), `{"text":"t","type":"text"}`) || !strings.Contains(string(b), `"n":1`) {
+		t.Fatalf("structured blobs: %s %v", b, err)
+	}
+	_, err = mapResult(&mcp.CallToolResult{StructuredContent: map[string]any{"type": "image", "data": "not base64!"}}, dir)
+	var se *sdk.Error
+	if !errors.As(err, &se) || se.Code != CodeBadResult {
+		t.Fatalf("bad base64: %v", err)
 	}
 }

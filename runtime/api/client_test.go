@@ -83,6 +83,13 @@ func TestClientRuns(t *testing.T) {
 	}
 	_, err = c.RunStart(ctx, apitypes.StartRequest{Flow: "nosuchflow"})
 	apiError(t, "start of an unknown flow", err, apitypes.CodeUnknownFlow, 404)
+	// The flow is part of what the id means: the same id and input naming
+	// another flow, even one that does not exist, is refused too.
+	_, err = c.RunStart(ctx, apitypes.StartRequest{Flow: "nosuchflow", Input: json.RawMessage(`{"n":1}`), RequestID: "req-1"})
+	apiError(t, "start of another flow with the id", err, apitypes.CodeDedupConflict, 409)
+	if err == nil || !strings.Contains(err.Error(), first.RunID) || !strings.Contains(err.Error(), `flow "echo"`) {
+		t.Errorf("another flow with the id: %v, want it to name run %s and flow echo", err, first.RunID)
+	}
 
 	// Wait until it ends, seeing each read.
 	seen := 0
@@ -279,6 +286,18 @@ func TestClientFlowsWaitsAndDeadLetters(t *testing.T) {
 	ws, err := c.RunWaits(ctx, gate.RunID)
 	if err != nil || len(ws) != 1 || ws[0].Node != "ok" || ws[0].RunID != gate.RunID || ws[0].Until.IsZero() {
 		t.Fatalf("waits %+v %v", ws, err)
+	}
+	// A node with no open wait: refused with the closest open one and the
+	// run's open waits, as registration suggests a node.
+	_, err = c.RunApprove(ctx, gate.RunID, "okk", nil)
+	apiError(t, "approve a misspelt node", err, apitypes.CodeNotWaiting, 409)
+	if err == nil || !strings.Contains(err.Error(), `no decision is open there (did you mean "ok"?); its open waits: ok@1 (node ok)`) {
+		t.Errorf("approve a misspelt node: %v, want the closest node and the open waits", err)
+	}
+	_, err = c.RunStart(ctx, apitypes.StartRequest{Flow: "gat"})
+	apiError(t, "start a misspelt flow", err, apitypes.CodeUnknownFlow, 404)
+	if err == nil || !strings.Contains(err.Error(), `no flow named "gat" is registered (did you mean "gate"?)`) {
+		t.Errorf("start a misspelt flow: %v, want the closest flow", err)
 	}
 	dr, err := c.RunApprove(ctx, gate.RunID, "ok", json.RawMessage(`{"yes":true}`))
 	if err != nil || dr.Decision != apitypes.DecisionApproved || dr.RunID != gate.RunID || dr.Node != "ok" {

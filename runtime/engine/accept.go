@@ -12,6 +12,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/weirhq/weir/internal/textbound"
 	"github.com/weirhq/weir/runtime/internal/failpoint"
 	"github.com/weirhq/weir/runtime/internal/requestid"
 	"github.com/weirhq/weir/runtime/store"
@@ -118,7 +119,7 @@ func (e *Engine) submit(ctx context.Context, req StartRequest) (*StartResult, er
 		})
 		switch {
 		case err == nil:
-			return dedupAnswer(d, inputHash)
+			return e.dedupAnswer(ctx, d, req.Flow, inputHash)
 		case !errors.Is(err, store.ErrNotFound):
 			return nil, storageErr(err)
 		}
@@ -128,7 +129,7 @@ func (e *Engine) submit(ctx context.Context, req StartRequest) (*StartResult, er
 	if err != nil {
 		return nil, err
 	}
-	if err := fe.validateInput(input); err != nil {
+	if err := e.validateInput(ctx, fe, input); err != nil {
 		return nil, protocolErr(CodeBadInput, "input for flow %q: %v", req.Flow, err)
 	}
 
@@ -178,7 +179,7 @@ func (e *Engine) submit(ctx context.Context, req StartRequest) (*StartResult, er
 			if !errors.Is(err, store.ErrNotFound) {
 				return err
 			}
-			if err := tx.DedupPut(&store.Dedup{Owner: req.Owner, RequestID: req.RequestID, RunID: run.ID, InputHash: inputHash, CreatedAt: now}); err != nil {
+			if err := tx.DedupPut(&store.Dedup{Owner: req.Owner, RequestID: req.RequestID, RunID: run.ID, Flow: fe.flow.Name, InputHash: inputHash, CreatedAt: now}); err != nil {
 				return err
 			}
 		}
@@ -194,7 +195,7 @@ func (e *Engine) submit(ctx context.Context, req StartRequest) (*StartResult, er
 		return nil, storageErr(err)
 	}
 	if existing != nil {
-		return dedupAnswer(existing, inputHash)
+		return e.dedupAnswer(ctx, existing, req.Flow, inputHash)
 	}
 	failpoint.Hit(failpoint.AfterAccept)
 	e.stats.accepted()
@@ -229,9 +230,34 @@ func (e *Engine) insertRun(tx store.Tx, run *store.Run, task *store.Task, entry 
 	return appendEvent(tx, run.ID, evQueued, run.Attempt, entry, nil, run.CreatedAt)
 }
 
-func dedupAnswer(d *store.Dedup, inputHash string) (*StartResult, error) {
+// dedupAnswer answers a start whose request id d already records: the
+// flow and the input are what the id means, so the recorded run is the
+// answer only when both match, and E_DEDUP_CONFLICT otherwise. A record
+// written before records kept their flow is checked through its run; one
+// whose run retention has removed since is checked on its input alone.
+func (e *Engine) dedupAnswer(ctx context.Context, d *store.Dedup, flow, inputHash string) (*StartResult, error) {
+	used := d.Flow
+	if used == "" {
+		err := e.st.View(ctx, func(tx store.Tx) error {
+			r, err := tx.RunGet(d.RunID)
+			if err == nil {
+				used = r.Flow
+			}
+			return err
+		})
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, storageErr(err)
+		}
+	}
+	of := ""
+	if used != "" {
+		of = fmt.Sprintf(" of flow %q", used)
+	}
+	if used != "" && used != flow {
+		return nil, protocolErr(CodeDedupConflict, "request id %q was already used for run %s%s, not flow %q", d.RequestID, d.RunID, of, textbound.Quote(flow))
+	}
 	if d.InputHash != inputHash {
-		return nil, protocolErr(CodeDedupConflict, "request id %q was already used for run %s with a different input", d.RequestID, d.RunID)
+		return nil, protocolErr(CodeDedupConflict, "request id %q was already used for run %s%s with a different input", d.RequestID, d.RunID, of)
 	}
 	return &StartResult{RunID: d.RunID, Existing: true}, nil
 }

@@ -789,7 +789,7 @@ func (s *stepper) agentAnswer(ctx context.Context, a *agentLoop, t *store.AgentT
 	}
 	var answer any = msg.Content
 	if len(node.OutputSchema) > 0 {
-		if err := flows.ValidateAgentAnswer(node.OutputSchema, []byte(msg.Content)); err != nil {
+		if err := s.e.validateAgentAnswer(ctx, node.OutputSchema, []byte(msg.Content)); err != nil {
 			why := "Your answer does not match the required output schema: " + err.Error() + ". Answer again with JSON alone that matches it."
 			if len(a.turns) >= node.MaxTurns {
 				return false, s.nodeFailed(ctx, node, &store.RunError{Code: CodeMaxTurns,

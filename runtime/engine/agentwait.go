@@ -205,7 +205,7 @@ func (s *stepper) prepareAgentChild(ctx context.Context, a *agentLoop, name stri
 		input, err = canonicalInput(input)
 	}
 	if err == nil {
-		err = cfe.validateInput(input)
+		err = e.validateInput(ctx, cfe, input)
 	}
 	if err != nil {
 		return nil, nil, "", &store.RunError{Code: CodeBadInput, Message: fmt.Sprintf("input for flow %s: %v", name, err)}

@@ -212,7 +212,7 @@ func (s *stepper) prepareChildren(ctx context.Context, node *flows.Node, visit i
 		} else {
 			canon, err := canonicalInput(in)
 			if err == nil {
-				err = cfe.validateInput(canon)
+				err = e.validateInput(ctx, cfe, canon)
 			}
 			if err != nil {
 				return nil, &Error{Code: CodeBadInput, Class: ClassRun, Message: fmt.Sprintf("input of child %d of %s: %v", i, node.ID, err)}

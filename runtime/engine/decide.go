@@ -24,8 +24,9 @@ const (
 
 // retryInput is what the retry decision reads.
 type retryInput struct {
-	Idempotent bool // only idempotent tools are retried automatically
-	Retryable  bool // the error may go away (retryable or crashed)
+	Idempotent bool // only idempotent tools are retried automatically...
+	NotSent    bool // ...or a call that never reached the tool (not_sent)
+	Retryable  bool // the error may go away (retryable, crashed, unknown, not_sent)
 	Tries      int  // tries of the call that already failed before this one
 	Retries    int  // retries the node allows
 	// Base and Max shape the exponential backoff.
@@ -48,7 +49,7 @@ type retryDecision struct {
 // error retrying won't fix or a tool that must not be called twice.
 // jitter(n) returns a uniform value in [0, n).
 func decideRetry(in retryInput, jitter func(n int64) int64) retryDecision {
-	if !in.Idempotent || !in.Retryable {
+	if !(in.Idempotent || in.NotSent) || !in.Retryable {
 		return retryDecision{Action: retryFail}
 	}
 	if in.Tries >= in.Retries {

@@ -29,6 +29,8 @@ func TestDecideRetry(t *testing.T) {
 		{"no retries declared fails at once", func(in *retryInput) { in.Retries = 0 }, top, retryDecision{Action: retryFail}},
 		{"a permanent error fails at once", func(in *retryInput) { in.Retryable = false }, top, retryDecision{Action: retryFail}},
 		{"a non-idempotent tool is never retried", func(in *retryInput) { in.Idempotent = false }, top, retryDecision{Action: retryFail}},
+		{"a non-idempotent call never sent is retried", func(in *retryInput) { in.Idempotent, in.NotSent = false, true }, top, retryDecision{Action: retryLater, Backoff: 100 * time.Millisecond}},
+		{"a non-idempotent call never sent dead-letters once retries are spent", func(in *retryInput) { in.Idempotent, in.NotSent, in.Tries = false, true, 3 }, top, retryDecision{Action: retryExhausted}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -289,10 +289,30 @@ func (e *Engine) Start(ctx context.Context) error {
 			go func() { defer e.wg.Done(); e.followWakes(wakes) }()
 		}
 	}
+	if l, ok := e.config().Store.(store.LockHolder); ok {
+		if lost := l.LockLost(); lost != nil {
+			e.wg.Add(1)
+			go func() { defer e.wg.Done(); e.watchLock(lost) }()
+		}
+	}
 	e.wg.Add(1)
 	go func() { defer e.wg.Done(); e.maintain() }()
 	e.kick()
 	return nil
+}
+
+// LockLostReason is the refusal every start gets once the store's lock is
+// gone (store.LockHolder).
+const LockLostReason = "the store's lock session ended: another daemon may hold the store now; this daemon stops (start it again once no other daemon uses the store unshared)"
+
+// watchLock closes admission when the store says its lock is gone: no
+// start is accepted that the store could no longer keep.
+func (e *Engine) watchLock(lost <-chan struct{}) {
+	select {
+	case <-lost:
+		e.closeAdmission(CodeStorage, LockLostReason)
+	case <-e.stop:
+	}
 }
 
 // kick wakes the scheduler without blocking.

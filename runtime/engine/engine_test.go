@@ -142,6 +142,72 @@ func TestDedupByOwnerAndRequestID(t *testing.T) {
 	}
 }
 
+// TestDedupRefusesAnotherFlow: the flow is part of what a request id
+// means, so the same id with the same input naming another flow — a
+// registered one, or one that does not exist — is refused, naming the run
+// and its flow, and starts nothing.
+func TestDedupRefusesAnotherFlow(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{}, flowsSrc)
+	ctx := context.Background()
+	first, err := b.eng.Submit(ctx, StartRequest{Owner: "alice", Flow: "choose", Input: json.RawMessage(`{"n":1}`), RequestID: "api-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, flow := range []string{"ten", "no_such_flow"} {
+		_, err := b.eng.Submit(ctx, StartRequest{Owner: "alice", Flow: flow, Input: json.RawMessage(`{"n":1}`), RequestID: "api-1"})
+		if ErrorCode(err) != CodeDedupConflict || !strings.Contains(err.Error(), first.RunID) || !strings.Contains(err.Error(), `flow "choose"`) {
+			t.Errorf("flow %s with the id of a choose run: %v, want %s naming %s and its flow", flow, err, CodeDedupConflict, first.RunID)
+		}
+	}
+	again, err := b.eng.Submit(ctx, StartRequest{Owner: "alice", Flow: "choose", Input: json.RawMessage(`{"n":1}`), RequestID: "api-1"})
+	if err != nil || again.RunID != first.RunID {
+		t.Fatalf("the same flow and input: %+v %v, want run %s", again, err, first.RunID)
+	}
+	runs, err := b.eng.List(ctx, "alice", store.RunListParams{})
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("alice has %d runs (%v), want 1", len(runs), err)
+	}
+}
+
+// TestDedupRecordWithoutFlow: a dedup record written before records kept
+// their flow is checked through its run.
+func TestDedupRecordWithoutFlow(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{}, flowsSrc)
+	ctx := context.Background()
+	first, err := b.eng.Submit(ctx, StartRequest{Owner: "alice", Flow: "choose", Input: json.RawMessage(`{"n":1}`), RequestID: "old-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Make the record what an earlier version wrote: no flow.
+	if err := b.st.Update(ctx, func(tx store.Tx) error {
+		d, err := tx.DedupGet("alice", "old-1")
+		if err != nil {
+			return err
+		}
+		if d.Flow != "choose" {
+			return fmt.Errorf("the new record keeps flow %q, want choose", d.Flow)
+		}
+		d.Flow = ""
+		return tx.DedupPut(d)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.eng.Submit(ctx, StartRequest{Owner: "alice", Flow: "ten", Input: json.RawMessage(`{"n":1}`), RequestID: "old-1"})
+	if ErrorCode(err) != CodeDedupConflict || !strings.Contains(err.Error(), `flow "choose"`) {
+		t.Errorf("another flow against an old record: %v, want %s naming flow choose", err, CodeDedupConflict)
+	}
+	_, err = b.eng.Submit(ctx, StartRequest{Owner: "alice", Flow: "choose", Input: json.RawMessage(`{"n":2}`), RequestID: "old-1"})
+	if ErrorCode(err) != CodeDedupConflict || !strings.Contains(err.Error(), "different input") {
+		t.Errorf("another input against an old record: %v, want %s", err, CodeDedupConflict)
+	}
+	again, err := b.eng.Submit(ctx, StartRequest{Owner: "alice", Flow: "choose", Input: json.RawMessage(`{"n":1}`), RequestID: "old-1"})
+	if err != nil || again.RunID != first.RunID || !again.Existing {
+		t.Fatalf("the same request against an old record: %+v %v, want run %s", again, err, first.RunID)
+	}
+}
+
 func TestSubmitRefusals(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Config{}, flowsSrc)

@@ -27,7 +27,7 @@ const (
 	CodeStorage       = "E_STORAGE"        // the store failed; admission is closed
 	CodeQueueFull     = "E_QUEUE_FULL"     // no queue capacity left
 	CodeUnknownFlow   = "E_UNKNOWN_FLOW"   // no such flow registered
-	CodeDedupConflict = "E_DEDUP_CONFLICT" // request id reused with a different input
+	CodeDedupConflict = "E_DEDUP_CONFLICT" // request id reused for another flow or input
 	CodeBadInput      = "E_BAD_INPUT"      // input is not valid for the flow
 	CodeNotFound      = "E_NOT_FOUND"      // no such run (or not yours)
 	CodeBadRequest    = "E_BAD_REQUEST"    // malformed request

@@ -38,10 +38,10 @@ import (
 //
 // An agent's tool calls (tools, not flows) are paid by the agent's own
 // run. Made in the agent's slot, they are reserved with Reslice
-// (agentReserve), which counts the children's escrow too; made one by
-// one or concurrently outside it, each reserves its cost with holdCall
-// before it is dispatched and settles once its end (and what it cost) is
-// written: holdCall's refusal is E_BUDGET_EXHAUSTED, before the call.
+// (agentReserve), which counts the children's escrow too; made
+// concurrently outside it, each is a task that takes its own slice when
+// it is dispatched, as any task does: the refusal is E_BUDGET_EXHAUSTED,
+// before the call.
 
 // errEscrowRefused aborts a transaction whose child the parent's recorded
 // figures cannot cover; nothing is written and the child is refused with
@@ -185,44 +185,6 @@ func settleChildTx(tx store.Tx, child *store.Run) error {
 	p.Spent += child.Spent
 	p.Escrow = max(0, p.Escrow-child.Reserve)
 	return tx.RunUpdate(p)
-}
-
-// callHold is the budget one tool call holds out of its run's remainder
-// from before it is dispatched until its end is written.
-type callHold struct {
-	e     *Engine
-	runID string
-	cost  int64
-	done  bool
-}
-
-// holdCall reserves cost (the call's declared cost) out of run's
-// remainder for one tool call, or refuses it with E_BUDGET_EXHAUSTED;
-// what names the call in the refusal. The hold is memory only: after a
-// crash the call is dispatched again and holds again, and what it was
-// charged is on the run's record, so nothing leaks or counts twice.
-func (e *Engine) holdCall(run *store.Run, cost int64, what string) (*callHold, *store.RunError) {
-	if !e.ledger.HasRun(run.ID) {
-		e.ledger.OpenRun(run.ID, run.Budget, run.Spent, run.Escrow)
-	}
-	if _, ok := e.ledger.Hold(run.ID, cost); !ok {
-		rest, _ := e.ledger.Remainder(run.ID)
-		return nil, &store.RunError{Code: CodeBudgetExhausted, Message: fmt.Sprintf("%s costs %d; run budget %d has %d left (spent, in flight or held by children)",
-			what, cost, run.Budget, rest)}
-	}
-	return &callHold{e: e, runID: run.ID, cost: cost}, nil
-}
-
-// settle ends the hold, charging actual to the ledger's view of the run.
-// Call it after the transaction that charged actual to the run's record
-// commits (before it, a reopened account would miss the charge); a hold
-// whose call never ran settles with 0. Settling twice does nothing.
-func (h *callHold) settle(actual int64) {
-	if h == nil || h.done {
-		return
-	}
-	h.done = true
-	h.e.ledger.Settle(h.runID, h.cost, actual)
 }
 
 // recountEscrowTx sets a run's Escrow to what its children that have not

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/internal/textbound"
 	"github.com/weirhq/weir/runtime/store"
 )
 
@@ -71,13 +72,44 @@ func (fe *flowEntry) scriptLimitError() *store.RunError {
 	return &store.RunError{Code: CodeScriptLimit, Message: msg}
 }
 
-// validateInput checks a run's input against the flow's declared schema.
-func (fe *flowEntry) validateInput(input json.RawMessage) error {
-	var v any
-	if err := json.Unmarshal(input, &v); err != nil {
-		return err
+// validateInput checks a run's input against fe's declared schema, where
+// validateSchema decides.
+func (e *Engine) validateInput(ctx context.Context, fe *flowEntry, input json.RawMessage) error {
+	if fe.flow.InputWork(len(input)) <= flows.MaxInProcessWork {
+		var v any
+		if err := json.Unmarshal(input, &v); err != nil {
+			return err
+		}
+		return fe.flow.ValidateInput(v)
 	}
-	return fe.flow.ValidateInput(v)
+	err := e.validateSchema(ctx, fe.flow.Input, input)
+	if flows.IsInvalidValue(err) {
+		return &flows.InputError{Flow: fe.flow.Name, Msg: err.Error()}
+	}
+	return err
+}
+
+// validateSchema checks user data against a user's schema: in this
+// process when its estimated work is small (flows.MaxInProcessWork),
+// else in a sandbox worker (flows.Validator) whose deadline can end it.
+// The data's refusal is a *flows.InvalidValueError, so is a validation
+// that ran past the sandbox's limits (the schema and the data are the
+// user's); a sandbox that failed otherwise falls back to this process,
+// where registration's bounds on the schema still hold.
+func (e *Engine) validateSchema(ctx context.Context, schema, value json.RawMessage) error {
+	v, ok := e.config().Scripts.(flows.Validator)
+	if !ok || flows.ValidationWork(schema, len(value)) <= flows.MaxInProcessWork {
+		return flows.ValidateJSON(schema, value)
+	}
+	err := v.ValidateSchema(ctx, schema, value)
+	switch {
+	case err == nil || flows.IsInvalidValue(err):
+		return err
+	case flows.LimitOf(err) != "":
+		return &flows.InvalidValueError{Msg: "validating it against the schema went past the sandbox's limits: " + err.Error()}
+	}
+	e.log.Warn("the sandbox could not validate a value; validating it in the daemon", "error", err)
+	return flows.ValidateJSON(schema, value)
 }
 
 // latestFlow loads the latest registered version of a flow by name.
@@ -89,7 +121,7 @@ func (e *Engine) latestFlow(ctx context.Context, name string) (*flowEntry, error
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, protocolErr(CodeUnknownFlow, "no flow named %q is registered", name)
+		return nil, protocolErr(CodeUnknownFlow, "no flow named %q is registered%s", textbound.Quote(name), e.flowNameHint(ctx, name))
 	}
 	if err != nil {
 		return nil, e.readFailed(err)
@@ -99,6 +131,30 @@ func (e *Engine) latestFlow(ctx context.Context, name string) (*flowEntry, error
 		return nil, &Error{Code: CodeFlowUnreadable, Message: err.Error(), Class: ClassRun}
 	}
 	return fe, nil
+}
+
+// MaxSuggestedFlowNames bounds the registered flow names an unknown
+// flow's refusal compares the name with to suggest the closest one: the
+// first this many, in name order.
+const MaxSuggestedFlowNames = 10000
+
+// flowNameHint is " (did you mean "NAME"?)" for the registered flow
+// closest to name, as registration suggests a node or a tool
+// (flows.Suggest), or "" when none is close or the names cannot be read:
+// the refusal stands either way.
+func (e *Engine) flowNameHint(ctx context.Context, name string) string {
+	var names []string
+	if err := e.st.View(ctx, func(tx store.Tx) error {
+		var err error
+		names, err = tx.FlowNameList(store.FlowNameListParams{Limit: MaxSuggestedFlowNames})
+		return err
+	}); err != nil {
+		return ""
+	}
+	if s := flows.Suggest(name, names); s != "" {
+		return fmt.Sprintf(" (did you mean %q?)", s)
+	}
+	return ""
 }
 
 // flowVersion loads a flow version by name and content hash through the
@@ -192,4 +248,14 @@ func (e *Engine) taskType(ctx context.Context, run *store.Run, t *store.Task) (i
 		return e.itemCost(n), typ
 	}
 	return e.nodeCost(n), typ
+}
+
+// validateAgentAnswer checks an agent's final answer against the node's
+// output schema, where validateSchema decides; the error is told to the
+// model.
+func (e *Engine) validateAgentAnswer(ctx context.Context, schema, answer []byte) error {
+	if !json.Valid(answer) {
+		return flows.ValidateAgentAnswer(schema, answer) // says it is not JSON
+	}
+	return e.validateSchema(ctx, schema, answer)
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"sync"
 	"time"
@@ -112,9 +113,10 @@ func sumCount(o prometheus.Observer) (float64, uint64) {
 	return d.Histogram.GetSampleSum(), d.Histogram.GetSampleCount()
 }
 
-// stats keeps the four figures per task type of docs/design.md §4 (the
-// queue's depth is the store's: Health) plus engine-wide counters. It is
-// display only: after a restart it starts from zero.
+// stats keeps the four figures per task type of docs/design.md §4 plus
+// engine-wide counters. The queue's depth per type is the store's, read
+// at each history sample (queueDepths). It is display only: after a
+// restart it starts from zero.
 type stats struct {
 	obs      observations
 	mu       sync.Mutex
@@ -122,7 +124,9 @@ type stats struct {
 	refusals map[string]int64
 	counts   map[string]int64
 	models   map[string]*ModelStats
-	history  history
+	// depth is the queue's depth per type at the last sample.
+	depth   map[string]int64
+	history history
 }
 
 type typeStats struct {
@@ -233,6 +237,58 @@ type TypeStats struct {
 	// its declared cost, and OverUnits the units above it.
 	OverDeclared int64 `json:"over_declared,omitempty"`
 	OverUnits    int64 `json:"over_units,omitempty"`
+	// QueueDepth is how many tasks of this type were ready and waiting
+	// for a slot when the figures were last sampled (every
+	// HistoryInterval; at most MaxQueueDepthTasks tasks are counted).
+	QueueDepth int64 `json:"queue_depth"`
+}
+
+// MaxQueueDepthTasks bounds the ready tasks a sample reads to count the
+// queue's depth per type, oldest first: past it the depths are a lower
+// bound (Health.Queued still counts them all).
+const MaxQueueDepthTasks = 1000
+
+// queueDepths counts the ready tasks, by type, that no worker of this
+// engine holds: the queue's depth per tool at now.
+func (e *Engine) queueDepths(ctx context.Context, now time.Time) map[string]int64 {
+	var tasks []*store.Task
+	runs := map[string]*store.Run{}
+	if err := e.st.View(ctx, func(tx store.Tx) error {
+		var err error
+		if tasks, err = tx.TaskListReady(now, MaxQueueDepthTasks); err != nil {
+			return err
+		}
+		for _, t := range tasks {
+			if t.Kind == store.TaskAgentCall || runs[t.RunID] != nil {
+				continue
+			}
+			r, err := tx.RunGet(t.RunID)
+			if errors.Is(err, store.ErrNotFound) {
+				continue // finished and pruned since it was listed
+			}
+			if err != nil {
+				return err
+			}
+			runs[t.RunID] = r
+		}
+		return nil
+	}); err != nil {
+		e.log.Warn("sampling the queue's depth", "error", err)
+		return nil
+	}
+	out := map[string]int64{}
+	for _, t := range tasks {
+		e.mu.Lock()
+		taken := e.dispatched[t.ID]
+		e.mu.Unlock()
+		run := runs[t.RunID]
+		if taken || (run == nil && t.Kind != store.TaskAgentCall) {
+			continue
+		}
+		_, typ := e.taskType(ctx, run, t)
+		out[typ]++
+	}
+	return out
 }
 
 // ModelStats are the journaled model turns of agents per model: the
@@ -287,11 +343,16 @@ func (e *Engine) Stats() Stats {
 	}
 	for name, t := range s.types {
 		ts := TypeStats{Type: name, WaitMean: mean(t.wait), ExecMean: mean(t.exec), Attempts: t.attempts, Units: t.units,
-			OverDeclared: t.overDeclared, OverUnits: t.overUnits}
+			OverDeclared: t.overDeclared, OverUnits: t.overUnits, QueueDepth: s.depth[name]}
 		if t.units > 0 {
 			ts.Amplification = float64(t.attempts) / float64(t.units)
 		}
 		out.Types = append(out.Types, ts)
+	}
+	for name, d := range s.depth {
+		if s.types[name] == nil { // queued, never leased yet
+			out.Types = append(out.Types, TypeStats{Type: name, QueueDepth: d})
+		}
 	}
 	sort.Slice(out.Types, func(i, j int) bool { return out.Types[i].Type < out.Types[j].Type })
 	for _, m := range s.models {
@@ -424,15 +485,17 @@ func (e *Engine) sampleIfDue() {
 		ctx, cancel := context.WithTimeout(context.Background(), HistoryInterval)
 		defer cancel()
 		health := e.Health(ctx)
-		s := e.stats.interval(now, health)
+		s := e.stats.interval(now, health, e.queueDepths(ctx, now))
 		h.add(s)
 	}()
 }
 
-// interval takes the figures since the previous sample.
-func (s *stats) interval(at time.Time, health Health) Sample {
+// interval takes the figures since the previous sample, and the queue's
+// depth per type at it.
+func (s *stats) interval(at time.Time, health Health, depth map[string]int64) Sample {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.depth = depth
 	h := &s.history
 	out := Sample{At: at.UTC(), Health: health, Types: []TypeStats{}}
 	cur := make(map[string]typeTotals, len(s.types))
@@ -444,11 +507,16 @@ func (s *stats) interval(at time.Time, health Health) Sample {
 		cur[name] = c
 		p := h.prev[name]
 		ts := TypeStats{Type: name, WaitMean: meanOf(c.waitSum-p.waitSum, c.waitN-p.waitN), ExecMean: meanOf(c.execSum-p.execSum, c.execN-p.execN),
-			Attempts: c.attempts - p.attempts, Units: c.units - p.units}
+			Attempts: c.attempts - p.attempts, Units: c.units - p.units, QueueDepth: depth[name]}
 		if ts.Units > 0 {
 			ts.Amplification = float64(ts.Attempts) / float64(ts.Units)
 		}
 		out.Types = append(out.Types, ts)
+	}
+	for name, d := range depth {
+		if s.types[name] == nil {
+			out.Types = append(out.Types, TypeStats{Type: name, QueueDepth: d})
+		}
 	}
 	sort.Slice(out.Types, func(i, j int) bool { return out.Types[i].Type < out.Types[j].Type })
 	curM := make(map[string]ModelStats, len(s.models))

@@ -391,6 +391,16 @@ func (s *stepper) toolNode(ctx context.Context, node *flows.Node) bool {
 // toolDone records a tool's result and advances along next.
 func (s *stepper) toolDone(ctx context.Context, c *toolCall, o callOutcome) bool {
 	now := s.e.now()
+	if o.RecordDone && len(o.Output) > MaxResultBytes {
+		// The call happened and its result cannot be kept: marked done
+		// with that error, or the started record would make the run's
+		// end call it unknown.
+		rerr := resultTooLarge("the result of node "+c.Node.ID, len(o.Output))
+		if !s.commit(ctx, func(tx store.Tx) error { return idemDoneTx(tx, c, o.Key, nil, rerr, now) }) {
+			return false
+		}
+		return s.nodeFailed(ctx, c.Node, rerr)
+	}
 	var spent int64
 	ok := s.resultDoneTx(ctx, c.Node, o.Output, map[string]any{"tool": c.Tool, "cost": o.Cost}, func(tx store.Tx) error {
 		spent = 0

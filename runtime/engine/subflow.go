@@ -65,7 +65,7 @@ func (s *stepper) subflowNode(ctx context.Context, node *flows.Node) bool {
 	}
 	input, err := canonicalInput(raw)
 	if err == nil {
-		err = cfe.validateInput(input)
+		err = s.e.validateInput(ctx, cfe, input)
 	}
 	if err != nil {
 		return s.nodeFailed(ctx, node, &store.RunError{Code: CodeBadInput, Message: fmt.Sprintf("input for child flow %s: %v", node.Flow, err)})

@@ -154,6 +154,9 @@ func (w *worker) callTool(ctx context.Context, c *toolCall, commit func(fn func(
 			case err == nil && rec.State == store.IdemDone:
 				done = rec
 				return nil
+			case err == nil && rec.State == store.IdemNotSent:
+				// The last try never reached the tool: this one starts
+				// the call afresh.
 			case err == nil:
 				return errUnknownOutcome
 			case !errors.Is(err, store.ErrNotFound):
@@ -224,11 +227,30 @@ func (w *worker) callTool(ctx context.Context, c *toolCall, commit func(fn func(
 		return callOutcome{End: callInterrupted, Key: key}
 	}
 	rerr := toolError(err)
+	kind := tool.KindOf(err)
+	if kind == tool.KindUnknown && !info.Idempotent {
+		// Sent and never answered: whether it happened is unknown, and
+		// an at-most-once call is not made again (docs/design.md §3).
+		e.stats.unit(c.Tool)
+		return callOutcome{End: callFailed, Key: key, RecordDone: true, Err: &store.RunError{Code: CodeOutcomeUnknown,
+			Message: fmt.Sprintf("%s (not idempotent) was sent and no answer came back (%s); it was not run again", c.Tool, rerr.Message)}}
+	}
 	now := e.now()
 	cfg := e.config()
-	d := decideRetry(retryInput{Idempotent: info.Idempotent, Retryable: tool.IsRetryable(err), Tries: c.Tries, Retries: c.Retries,
+	notSent := kind == tool.KindNotSent
+	d := decideRetry(retryInput{Idempotent: info.Idempotent, NotSent: notSent, Retryable: tool.IsRetryable(err), Tries: c.Tries, Retries: c.Retries,
 		Base: cfg.RetryBase, Max: cfg.RetryMax, RetryAfter: tool.RetryAfterOf(err)}, jitter)
 	try := store.AttemptError{Attempt: c.Tries + 1, Code: rerr.Code, Message: rerr.Message, At: now}
+	if notSent && !info.Idempotent && d.Action != retryFail {
+		// Nothing happened: the started record says so before the task
+		// parks or is dead-lettered, or the next try (or the run's end)
+		// would call the call's outcome unknown.
+		if err := commit(func(tx store.Tx) error {
+			return tx.IdemPut(&store.Idem{Key: key, RunID: c.Run.ID, Node: c.Node.ID, Tool: c.Tool, State: store.IdemNotSent, StartedAt: now})
+		}); err != nil {
+			return callOutcome{End: callAbandoned, Key: key}
+		}
+	}
 	switch d.Action {
 	case retryLater:
 		return callOutcome{End: callRetry, Key: key, Err: rerr, Try: try, Backoff: d.Backoff, RetryAt: now.Add(d.Backoff)}

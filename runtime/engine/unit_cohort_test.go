@@ -285,3 +285,37 @@ func TestUnitLateEndIsNeverStampedBeforeTheCutoff(t *testing.T) {
 		t.Errorf("events %+v: want one item_done at the cutoff", evs)
 	}
 }
+
+// TestUnitQuorumRoundsUp: a cohort needs quorum × items children, rounded
+// up, as docs/flows.md says with these very examples; quorum = 1 written
+// as an int needs every child.
+func TestUnitQuorumRoundsUp(t *testing.T) {
+	t.Parallel()
+	const src = `
+def fan(name, n, quorum):
+    flow(name = name, nodes = [
+        fanout("fan", items = lambda ctx: ["hold"] * n, tool = "kit.block",
+               args = lambda ctx, item: {"gate": item}, width = n, depth = 1, max_items = n, quorum = quorum),
+    ])
+
+fan("q75of5", 5, 0.75)
+fan("q50of3", 3, 0.5)
+fan("q10of1", 1, 0.1)
+fan("q1of4", 4, 1)
+`
+	b := setupUnit(t, Config{}, src)
+	for _, tc := range []struct {
+		flow string
+		need int
+	}{{"q75of5", 4}, {"q50of3", 2}, {"q10of1", 1}, {"q1of4", 4}} {
+		id := b.start(t, tc.flow, `{}`, "")
+		var c CohortView
+		b.wait(t, id, "cohort open", func(*store.Run) bool {
+			return b.cohortIs(t, id, func(v CohortView) bool { c = v; return v.Items > 0 })
+		})
+		if c.Need != tc.need {
+			t.Errorf("%s: the cohort needs %d of %d children, want %d", tc.flow, c.Need, c.Items, tc.need)
+		}
+	}
+	b.kit.open("hold")
+}

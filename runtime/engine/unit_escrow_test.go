@@ -62,7 +62,6 @@ flow(name = "esc_vanish", budget = 50, nodes = [
     task("after", tool = "kit.echo", args = {"after": True}),
 ])
 
-flow(name = "esc_hold", budget = 20, nodes = [wait("hold", timeout = "30d")])
 
 flow(name = "esc_tool_items", budget = 25, nodes = [
     fanout("fan", items = lambda ctx: [{"cost": 10, "gate": "t"}] * 4, tool = "kit.spend",
@@ -459,34 +458,6 @@ flow(name = "p_nested", budget = 120, nodes = [
 	b.kit.read(func() { reported = b.kit.spentTotal })
 	if total != reported {
 		t.Errorf("the roots spent %d, the tools reported %d: a cost was lost or counted twice", total, reported)
-	}
-}
-
-// holdCall, the reservation an agent's tool call takes before it is
-// dispatched: calls held together never promise more than the run has
-// left, a refusal says E_BUDGET_EXHAUSTED, and settling returns what the
-// call did not spend.
-func TestUnitEscrowHoldCall(t *testing.T) {
-	t.Parallel()
-	b := setupUnit(t, Config{}, unitEscrowSrc)
-	id := b.start(t, "esc_hold", `{}`, "")
-	run := b.wait(t, id, "waiting", func(r *store.Run) bool { return r.Phase == store.PhaseWaiting })
-	h1, rerr := b.eng.holdCall(run, 15, "call 1")
-	if rerr != nil {
-		t.Fatal(rerr)
-	}
-	if _, rerr := b.eng.holdCall(run, 10, "call 2"); rerr == nil || rerr.Code != CodeBudgetExhausted {
-		t.Fatalf("a second call of 10 with 5 left: %+v, want %s", rerr, CodeBudgetExhausted)
-	}
-	h1.settle(4)
-	h1.settle(4) // twice does nothing
-	h2, rerr := b.eng.holdCall(run, 16, "call 3")
-	if rerr != nil {
-		t.Fatalf("a call of 16 with 16 left: %+v", rerr)
-	}
-	h2.settle(0)
-	if rest, _ := b.eng.ledger.Remainder(id); rest != 16 {
-		t.Errorf("remainder %d, want 16", rest)
 	}
 }
 

@@ -79,3 +79,64 @@ func TestUnitHistorySampledOnTheClock(t *testing.T) {
 		t.Fatalf("second sample's kit.echo %+v: nothing ran in its interval", e)
 	}
 }
+
+// TestUnitQueueDepthSampled: with the one slot held, tasks that are ready
+// wait in the queue: the next sample counts them under their tool, in the
+// history and in Stats, and once they ran the next sample counts none.
+func TestUnitQueueDepthSampled(t *testing.T) {
+	t.Parallel()
+	b := setupUnit(t, Config{Workers: 1}, unitSrc)
+	held := b.start(t, "held", `{"gate": "g"}`, "")
+	testutil.Eventually(t, waitTimeout, func() error {
+		var n int
+		b.kit.read(func() { n = b.kit.blocked })
+		if n != 1 {
+			return fmt.Errorf("%d calls at the gate, want 1", n)
+		}
+		return nil
+	})
+	queued := []string{b.start(t, "echo", `{"n": 1}`, ""), b.start(t, "echo", `{"n": 2}`, "")}
+	depth := func(types []TypeStats, typ string) int64 {
+		for _, ts := range types {
+			if ts.Type == typ {
+				return ts.QueueDepth
+			}
+		}
+		return -1
+	}
+	sampled := func(n int) Sample {
+		var h []Sample
+		testutil.Eventually(t, waitTimeout, func() error {
+			if h = b.eng.StatsHistory(); len(h) < n {
+				return fmt.Errorf("%d samples, want %d", len(h), n)
+			}
+			return nil
+		})
+		return h[n-1]
+	}
+	b.clock.Advance(b.tick)
+	s := sampled(1)
+	if d := depth(s.Types, "kit.echo"); d != 2 {
+		t.Fatalf("sample's kit.echo queue depth %d, want 2 (%+v)", d, s.Types)
+	}
+	if d := depth(s.Types, "kit.block"); d != 0 {
+		t.Errorf("sample's kit.block queue depth %d, want 0: its one task holds the slot", d)
+	}
+	if d := depth(b.eng.Stats().Types, "kit.echo"); d != 2 {
+		t.Errorf("Stats' kit.echo queue depth %d, want 2", d)
+	}
+
+	b.kit.open("g")
+	for _, id := range append(queued, held) {
+		if run := b.waitTerminal(t, id); run.Phase != store.PhaseCompleted {
+			t.Fatalf("run %s %s", id, run.Phase)
+		}
+	}
+	b.clock.Advance(HistoryInterval)
+	if d := depth(sampled(2).Types, "kit.echo"); d != 0 {
+		t.Errorf("kit.echo queue depth %d after its runs ended, want 0", d)
+	}
+	if d := depth(b.eng.Stats().Types, "kit.echo"); d != 0 {
+		t.Errorf("Stats' kit.echo queue depth %d after its runs ended, want 0", d)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -157,6 +158,11 @@ func (k *kit) tools() []sdk.Tool {
 			}
 			return map[string]any{"tries": n}, nil
 		}, sdk.Idempotent()),
+		// kit.lose and kit.lose_idem (at most once, idempotent) fail
+		// their first Times tries as a tool that lost the call's answer
+		// (unknown) or never got the call through (not_sent) would.
+		sdk.NewTool("kit.lose", k.lose, sdk.Description("at most once")),
+		sdk.NewTool("kit.lose_idem", k.lose, sdk.Idempotent()),
 		// kit.spend declares a cost of 10 a call and reports in.Cost (at
 		// most that) once its gate opens.
 		sdk.NewTool("kit.spend", func(ctx context.Context, c *sdk.Call, in struct {
@@ -175,14 +181,37 @@ func (k *kit) tools() []sdk.Tool {
 		sdk.NewTool("kit.send", func(ctx context.Context, c *sdk.Call, in struct {
 			To   string `json:"to"`
 			Gate string `json:"gate,omitempty"`
+			Pad  int    `json:"pad,omitempty"` // bytes of padding in the answer
 		}) (any, error) {
 			k.read(func() { k.sends[c.IdempotencyKey]++ })
 			if err := k.pass(ctx, in.Gate); err != nil {
 				return nil, err
 			}
+			if in.Pad > 0 {
+				return map[string]any{"sent_to": in.To, "pad": strings.Repeat("x", in.Pad)}, nil
+			}
 			return map[string]any{"sent_to": in.To}, nil
 		}),
 	}
+}
+
+// loseInput is kit.lose's input.
+type loseInput struct {
+	Times int    `json:"times"`
+	Kind  string `json:"kind"` // unknown or not_sent
+}
+
+func (k *kit) lose(_ context.Context, c *sdk.Call, in loseInput) (any, error) {
+	var n int
+	k.read(func() { k.fails[c.IdempotencyKey]++; n = k.fails[c.IdempotencyKey] })
+	if n > in.Times {
+		return map[string]any{"tries": n}, nil
+	}
+	err := sdk.WithCode(fmt.Errorf("try %d of %d planned losses", n, in.Times), "E_KIT_LOST")
+	if in.Kind == sdk.KindNotSent {
+		return nil, sdk.NotSent(err)
+	}
+	return nil, sdk.Unknown(err)
 }
 
 // kitSpendCost is kit.spend's declared cost per call.

@@ -93,8 +93,8 @@ func TestUnitWaitApproveRejectTimeout(t *testing.T) {
 	if err := b.eng.Decide(ctx, DecideParams{Owner: "mallory", RunID: approved, Node: "approve", Approve: true}); ErrorCode(err) != CodeNotFound {
 		t.Fatalf("foreign approval: %v, want %s", err, CodeNotFound)
 	}
-	if err := b.eng.Decide(ctx, DecideParams{Owner: "alice", RunID: approved, Node: "nope", Approve: true}); ErrorCode(err) != CodeNotWaiting {
-		t.Fatalf("wrong node: %v, want %s", err, CodeNotWaiting)
+	if err := b.eng.Decide(ctx, DecideParams{Owner: "alice", RunID: approved, Node: "nope", Approve: true}); ErrorCode(err) != CodeNotWaiting || !strings.Contains(err.Error(), "its open waits: approve@1 (node approve)") {
+		t.Fatalf("wrong node: %v, want %s listing the open waits", err, CodeNotWaiting)
 	}
 	if err := b.eng.Decide(ctx, DecideParams{Owner: "alice", RunID: approved, Node: "approve", Approve: true, Payload: json.RawMessage(`{"ok": 1}`)}); err != nil {
 		t.Fatal(err)
@@ -200,5 +200,27 @@ func TestUnitStopDrainsGivesBackAndNeverKillsProtected(t *testing.T) {
 	b.eng = openEngine(t, Config{Store: b.mem, Tools: b.tools, Clock: b.clock}, "")
 	if run := b.waitTerminal(t, plain); run.Phase != store.PhaseCompleted {
 		t.Fatalf("resumed run %s %+v", run.Phase, run.Error)
+	}
+}
+
+// TestOpenWaitsHint: a decision that names no open wait is told the
+// closest open node or wait id and the run's open waits.
+func TestOpenWaitsHint(t *testing.T) {
+	t.Parallel()
+	open := []*waitState{{ID: "approve@1", Node: "approve"}, {ID: "review@2", Node: "review"}}
+	for _, tc := range []struct {
+		open   []*waitState
+		target string
+		want   string
+	}{
+		{nil, "approve", "; the run has no decision open"},
+		{open, "aprove", `(did you mean "approve"?); its open waits: approve@1 (node approve), review@2 (node review)`},
+		{open, "review@1", `(did you mean "review@2"?); its open waits: approve@1`},
+		{open, "ship", "; its open waits: approve@1 (node approve), review@2 (node review)"},
+	} {
+		got := openWaitsHint(tc.open, tc.target)
+		if !strings.Contains(got, tc.want) || (!strings.Contains(tc.want, "did you mean") && strings.Contains(got, "did you mean")) {
+			t.Errorf("openWaitsHint(%d open, %q) = %q, want %q", len(tc.open), tc.target, got, tc.want)
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/internal/textbound"
 	"github.com/weirhq/weir/runtime/store"
 )
 
@@ -262,7 +263,8 @@ func (e *Engine) DecideWait(ctx context.Context, p DecideParams) (HumanWait, err
 		}
 		var ws *waitState
 		var atNode []string
-		for _, o := range openDecisions(c, t) {
+		open := openDecisions(c, t)
+		for _, o := range open {
 			switch {
 			case IsWaitID(target) && o.ID == target:
 				ws = o
@@ -292,7 +294,7 @@ func (e *Engine) DecideWait(ctx context.Context, p DecideParams) (HumanWait, err
 			if t != nil && t.Leased && t.WaitKind == WaitHuman && t.Node == target {
 				return notWaiting("it is being resumed (its timeout passed)")
 			}
-			return notWaiting("no decision is open there")
+			return notWaiting("no decision is open there" + openWaitsHint(open, target))
 		}
 		ws.Decision = &decision{Approved: approve, Payload: payload, Reason: reason, By: owner, At: now}
 		decided = HumanWait{ID: ws.ID, Kind: ws.Kind, RunID: runID, Flow: run.Flow, Node: ws.Node, Since: ws.Since, Until: ws.Until, Shown: ws.Shown}
@@ -324,6 +326,30 @@ func (e *Engine) DecideWait(ctx context.Context, p DecideParams) (HumanWait, err
 	}
 	e.kick()
 	return decided, nil
+}
+
+// openWaitsHint tells a decision that named no open wait what it could
+// have named: the open wait or node closest to target (flows.Suggest, as
+// registration suggests a node) and the run's open waits, bounded.
+func openWaitsHint(open []*waitState, target string) string {
+	if len(open) == 0 {
+		return "; the run has no decision open"
+	}
+	var listed textbound.List
+	var candidates []string
+	for _, o := range open {
+		listed.Add(o.ID + " (node " + o.Node + ")")
+		if IsWaitID(target) {
+			candidates = append(candidates, o.ID)
+		} else {
+			candidates = append(candidates, o.Node)
+		}
+	}
+	hint := ""
+	if s := flows.Suggest(target, candidates); s != "" {
+		hint = fmt.Sprintf(" (did you mean %q?)", s)
+	}
+	return fmt.Sprintf("%s; its open waits: %s", hint, listed.Join(", "))
 }
 
 // HumanWait is an open wait: what a person must decide for a run to go

@@ -19,9 +19,8 @@ import (
 
 	"github.com/weirhq/weir/flows"
 	"github.com/weirhq/weir/sdk/chat"
+	"github.com/weirhq/weir/sdk/dedupe"
 	"github.com/weirhq/weir/sdk/wire"
-
-	"github.com/weirhq/weir/internal/atomicfile"
 )
 
 // PluginManifest is what a plugin declared, as cached by checksum.
@@ -253,7 +252,7 @@ func writeManifestCache(pluginsDir string, m *PluginManifest) error {
 	if err != nil {
 		return err
 	}
-	return atomicfile.Write(manifestCachePath(pluginsDir, m.SHA256, m.ConfigHash), append(b, '\n'), 0o644)
+	return dedupe.WriteFileAtomic(manifestCachePath(pluginsDir, m.SHA256, m.ConfigHash), append(b, '\n'), 0o644)
 }
 
 // sameManifest reports whether two manifests declare the same things.

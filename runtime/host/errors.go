@@ -24,6 +24,8 @@ const (
 	KindCancelled   = tool.KindCancelled
 	KindProtocol    = tool.KindProtocol
 	KindChecksum    = tool.KindChecksum
+	KindUnknown     = tool.KindUnknown
+	KindNotSent     = tool.KindNotSent
 )
 
 // ToolError is a failed tool call.
@@ -33,8 +35,9 @@ type ToolError = tool.Error
 func KindOf(err error) Kind { return tool.KindOf(err) }
 
 // IsRetryable reports whether err is a *ToolError that may go away on a
-// retry (KindRetryable or KindCrashed). Whether to retry is the caller's
-// decision: only idempotent tools are retried automatically.
+// retry (KindRetryable, KindCrashed, KindUnknown or KindNotSent). Whether
+// to retry is the caller's decision: only idempotent tools are retried
+// automatically, and any tool after KindNotSent.
 func IsRetryable(err error) bool { return tool.IsRetryable(err) }
 
 func toolErrorf(kind Kind, toolName, format string, args ...any) *ToolError {

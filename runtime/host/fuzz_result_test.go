@@ -32,6 +32,8 @@ func FuzzCallResult(f *testing.F) {
 	seed(&wire.CallResult{Error: &wire.ToolError{Kind: wire.KindRetryable, Message: "later"}})
 	seed(&wire.CallResult{Error: &wire.ToolError{Kind: wire.KindCancelled, Message: "stopped"}, ProgressSent: 1 << 40})
 	seed(&wire.CallResult{Error: &wire.ToolError{Kind: "explode", Message: "?"}})
+	seed(&wire.CallResult{Error: &wire.ToolError{Kind: wire.KindUnknown, Message: "connection lost", Code: "E_MCP_SERVER_GONE"}})
+	seed(&wire.CallResult{Error: &wire.ToolError{Kind: wire.KindNotSent, Message: "server down", RetryAfter: durationpb.New(time.Second)}})
 	seed(&wire.CallResult{Error: &wire.ToolError{Kind: wire.KindRetryable, Message: "slow down", Code: "E_MODEL_RATE", RetryAfter: durationpb.New(20 * time.Second)}})
 	seed(&wire.CallResult{Error: &wire.ToolError{Kind: wire.KindPermanent, Message: "no", Code: "e-lower"}})
 	seed(&wire.CallResult{Error: &wire.ToolError{Kind: wire.KindPermanent, Message: "no", RetryAfter: durationpb.New(time.Second)}})
@@ -46,7 +48,7 @@ func FuzzCallResult(f *testing.F) {
 		}
 		ts := &toolState{m: ToolManifest{Name: "fz.tool", Cost: max(declared, 0)}, plugin: &pluginState{name: "fz"}}
 		h := &Host{}
-		res, err := h.result(context.Background(), ts, &r)
+		res, err := h.result(context.Background(), ts, wire.ProtocolVersion, &r)
 		if err != nil {
 			var te *ToolError
 			if !errors.As(err, &te) {
@@ -55,7 +57,8 @@ func FuzzCallResult(f *testing.F) {
 			if res != nil {
 				t.Fatalf("both a result and an error: %+v, %v", res, err)
 			}
-			want := map[string]Kind{wire.KindRetryable: KindRetryable, wire.KindPermanent: KindPermanent, wire.KindCancelled: KindCancelled}
+			want := map[string]Kind{wire.KindRetryable: KindRetryable, wire.KindPermanent: KindPermanent, wire.KindCancelled: KindCancelled,
+				wire.KindUnknown: KindUnknown, wire.KindNotSent: KindNotSent}
 			e := r.GetError()
 			ra := e.GetRetryAfter()
 			badExtra := wire.CheckErrorCode(e.GetCode()) != nil ||

@@ -916,12 +916,13 @@ func (h *Host) run(ctx context.Context, t *toolState, inst *instance, input []by
 	}
 	// A call that finished despite a cancellation did happen: its result
 	// stands.
-	return h.result(ctx, t, res)
+	return h.result(ctx, t, inst.manifest.ProtocolVersion, res)
 }
 
 // resultError turns the tool's ToolError into the host's, refusing a kind,
-// code or retry-after the protocol does not allow.
-func (h *Host) resultError(ctx context.Context, t *toolState, e *wire.ToolError) *ToolError {
+// code or retry-after the protocol does not allow. rev is the protocol
+// revision the plugin speaks: "unknown" and "not_sent" are revision 2's.
+func (h *Host) resultError(ctx context.Context, t *toolState, rev int, e *wire.ToolError) *ToolError {
 	te := &ToolError{Tool: t.m.Name, Message: e.GetMessage(), Code: e.GetCode()}
 	switch e.GetKind() {
 	case wire.KindRetryable:
@@ -933,6 +934,11 @@ func (h *Host) resultError(ctx context.Context, t *toolState, e *wire.ToolError)
 		if dl, ok := ctx.Deadline(); errors.Is(ctx.Err(), context.DeadlineExceeded) || (ok && !time.Now().Before(dl)) {
 			te.Kind = KindDeadline
 		}
+	case wire.KindUnknown, wire.KindNotSent:
+		if rev < 2 {
+			return toolErrorf(KindProtocol, t.m.Name, "plugin of protocol revision %d reported the revision-2 error kind %q: %s", rev, e.GetKind(), e.GetMessage())
+		}
+		te.Kind = Kind(e.GetKind())
 	default:
 		return toolErrorf(KindProtocol, t.m.Name, "plugin reported an unknown error kind %q: %s", e.GetKind(), e.GetMessage())
 	}
@@ -979,9 +985,9 @@ func (h *Host) transportError(ctx context.Context, t *toolState, inst *instance,
 	return toolErrorf(KindCrashed, t.m.Name, "the plugin process exited or was lost during the call (%v); it restarts on next use", status.Convert(err).Message())
 }
 
-func (h *Host) result(ctx context.Context, t *toolState, r *wire.CallResult) (*CallResult, error) {
+func (h *Host) result(ctx context.Context, t *toolState, rev int, r *wire.CallResult) (*CallResult, error) {
 	if e := r.GetError(); e != nil {
-		return nil, h.resultError(ctx, t, e)
+		return nil, h.resultError(ctx, t, rev, e)
 	}
 	out := r.GetOutput()
 	if !json.Valid(out) {

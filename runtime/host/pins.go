@@ -17,9 +17,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/weirhq/weir/sdk/dedupe"
 	"github.com/weirhq/weir/sdk/wire"
-
-	"github.com/weirhq/weir/internal/atomicfile"
 )
 
 // Files in a plugins directory besides the binaries.
@@ -82,7 +81,7 @@ func writePins(pluginsDir string, pins map[string]Pin) error {
 	if err != nil {
 		return err
 	}
-	return atomicfile.Write(filepath.Join(pluginsDir, PinsFile), append(b, '\n'), 0o644)
+	return dedupe.WriteFileAtomic(filepath.Join(pluginsDir, PinsFile), append(b, '\n'), 0o644)
 }
 
 // FileSHA256 returns the hex SHA-256 of the file at path.

@@ -319,6 +319,27 @@ func (p *Pool) Call(ctx context.Context, src flows.Sources, c flows.Context, cal
 	return out, nil
 }
 
+// ValidateSchema implements flows.Validator: the value is checked in a
+// worker, under the pool's deadline and memory limit, so that a costly
+// validation is ended at its deadline instead of holding a core of the
+// daemon until it finishes.
+func (p *Pool) ValidateSchema(ctx context.Context, schema, value json.RawMessage) error {
+	resp, err := p.roundTrip(ctx, &request{Op: opValidate, Schema: schema, Value: value}, func(string) {}, func(*question) *answer {
+		return &answer{Err: "a validation asks no questions"}
+	})
+	switch {
+	case err != nil:
+		return err
+	case resp.Err != nil:
+		return resp.Err.err()
+	case resp.Invalid != "":
+		return &flows.InvalidValueError{Msg: resp.Invalid}
+	}
+	return nil
+}
+
+var _ flows.Validator = (*Pool)(nil)
+
 // asJSON encodes v, or passes it on when it is JSON already (the engine
 // keeps a run's input and results as it stored them).
 func asJSON(v any) (json.RawMessage, error) {

@@ -19,7 +19,7 @@ import (
 // request is what the pool sends: a new evaluation, or the answer to the
 // worker's last question.
 type request struct {
-	Op   string `json:"op,omitempty"` // opAnalyze, opCall, opBatch; "" for an answer
+	Op   string `json:"op,omitempty"` // opAnalyze, opCall, opBatch, opValidate; "" for an answer
 	Lang string `json:"lang,omitempty"`
 
 	// analyze
@@ -41,13 +41,18 @@ type request struct {
 	// answered in order in one response.
 	Batch []request `json:"batch,omitempty"`
 
+	// validate: a value checked against a user's schema.
+	Schema json.RawMessage `json:"schema,omitempty"`
+	Value  json.RawMessage `json:"value,omitempty"`
+
 	Answer *answer `json:"answer,omitempty"`
 }
 
 const (
-	opAnalyze = "analyze"
-	opCall    = "call"
-	opBatch   = "batch"
+	opAnalyze  = "analyze"
+	opCall     = "call"
+	opBatch    = "batch"
+	opValidate = "validate"
 )
 
 type wireCtx struct {
@@ -97,6 +102,8 @@ type response struct {
 	Results []wireResult `json:"results,omitempty"`
 	// batch: one answer per request of the batch, in order.
 	Batch []response `json:"batch,omitempty"`
+	// validate: why the schema refused the value ("" if it accepted it).
+	Invalid string `json:"invalid,omitempty"`
 	// Err is a failure of the whole evaluation.
 	Err *wireErr `json:"err,omitempty"`
 	// CPUSeconds is the worker's CPU time so far.

@@ -107,6 +107,9 @@ func (w *workerConn) handle(req *request) (resp *response) {
 			resp = &response{Err: &wireErr{Msg: fmt.Sprintf("the evaluation panicked: %v", r)}}
 		}
 	}()
+	if req.Op == opValidate {
+		return validate(req)
+	}
 	s, ok := w.langs[req.Lang]
 	if !ok {
 		mk, known := Languages[req.Lang]
@@ -284,4 +287,15 @@ func cpuSeconds() float64 {
 		return 0
 	}
 	return float64(ru.Utime.Sec+ru.Stime.Sec) + float64(ru.Utime.Usec+ru.Stime.Usec)/1e6
+}
+
+// validate checks a value against a user's schema, in this worker under
+// the request's deadline (flows.Validator).
+func validate(req *request) *response {
+	err := flows.ValidateJSON(req.Schema, req.Value)
+	var iv *flows.InvalidValueError
+	if errors.As(err, &iv) {
+		return &response{Invalid: iv.Msg}
+	}
+	return &response{Err: toWireErr(err)}
 }

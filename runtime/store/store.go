@@ -89,6 +89,16 @@ type Waker interface {
 	Wakes() <-chan Wake
 }
 
+// LockHolder is an optional ability of a Store that holds a lock for
+// the daemon's lifetime on a server it does not own (PostgreSQL's
+// advisory lock for an unshared schema). LockLost is closed once that
+// lock is gone: from then on every read and write fails, and the lock
+// must not be taken again (another daemon may hold it by then), so the
+// engine closes admission and the daemon stops.
+type LockHolder interface {
+	LockLost() <-chan struct{}
+}
+
 // Wake is one announcement of a Waker.
 type Wake struct {
 	// CancelRunID names a run whose cancel was requested: the engine
@@ -448,11 +458,17 @@ func CompareNewest(a, b *Run) int {
 	return strings.Compare(a.ID, b.ID)
 }
 
-// Dedup maps a client's business id to the run it created.
+// Dedup maps a client's business id to the run it created. Flow and
+// InputHash keep what the request meant, so that the same id sent with
+// another flow or another input is refused rather than answered with a
+// run it did not ask for.
 type Dedup struct {
-	Owner     string    `json:"owner"`
-	RequestID string    `json:"request_id"`
-	RunID     string    `json:"run_id"`
+	Owner     string `json:"owner"`
+	RequestID string `json:"request_id"`
+	RunID     string `json:"run_id"`
+	// Flow is the flow the request named. Records written before it was
+	// kept have none: a reader learns their flow from the run.
+	Flow      string    `json:"flow,omitempty"`
 	InputHash string    `json:"input_hash"`
 	CreatedAt time.Time `json:"created_at"`
 }
@@ -526,6 +542,10 @@ type IdemState string
 const (
 	IdemStarted IdemState = "started"
 	IdemDone    IdemState = "done"
+	// IdemNotSent: the call's last try never reached what performs it
+	// (the tool said not_sent), so nothing happened and the call may be
+	// made again; its next try makes the record "started" again.
+	IdemNotSent IdemState = "not_sent"
 )
 
 // Idem records one logical tool call by its idempotency key. For a

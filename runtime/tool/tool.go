@@ -79,6 +79,16 @@ const (
 	// KindChecksum: the plugin binary is missing, not pinned, or no longer
 	// matches its pinned SHA-256; it is not launched.
 	KindChecksum Kind = "checksum"
+	// KindUnknown (protocol revision 2): the tool sent the call on and
+	// got no answer (its server's connection was lost mid-call), so the
+	// effect may have happened. An idempotent tool is retried with the
+	// same key; an at-most-once tool's call ends E_OUTCOME_UNKNOWN.
+	KindUnknown Kind = "unknown"
+	// KindNotSent (protocol revision 2): the call never reached what
+	// performs it (its server was down, or refused the session before
+	// reading the call), so nothing happened: it may be made again
+	// whatever the tool's effect class.
+	KindNotSent Kind = "not_sent"
 )
 
 // Error is a failed tool call.
@@ -113,7 +123,16 @@ func (e *Error) Error() string {
 }
 
 // Retryable reports whether the same call may succeed if made again.
-func (e *Error) Retryable() bool { return e.Kind == KindRetryable || e.Kind == KindCrashed }
+// Whether it may be made again is the caller's decision: KindNotSent may
+// be retried for any tool, the other retryable kinds for an idempotent
+// tool only.
+func (e *Error) Retryable() bool {
+	switch e.Kind {
+	case KindRetryable, KindCrashed, KindUnknown, KindNotSent:
+		return true
+	}
+	return false
+}
 
 // KindOf returns the kind of an *Error in err's chain, or "".
 func KindOf(err error) Kind {
@@ -125,8 +144,9 @@ func KindOf(err error) Kind {
 }
 
 // IsRetryable reports whether err is an *Error that may go away on a
-// retry (KindRetryable or KindCrashed). Whether to retry is the caller's
-// decision: only idempotent tools are retried automatically.
+// retry (KindRetryable, KindCrashed, KindUnknown or KindNotSent). Whether
+// to retry is the caller's decision: only idempotent tools are retried
+// automatically, and any tool after KindNotSent.
 func IsRetryable(err error) bool {
 	var te *Error
 	return errors.As(err, &te) && te.Retryable()

@@ -69,4 +69,13 @@ func TestWriteFileAtomicReplaces(t *testing.T) {
 	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
 		t.Fatalf("%d files in the directory, want only the target", len(entries))
 	}
+	if err := dedupe.WriteFileAtomic(filepath.Join(dir, "g"), []byte("x"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(filepath.Join(dir, "g")); err != nil || st.Mode().Perm() != 0o640 {
+		t.Errorf("mode %v (%v), want 0640", st.Mode().Perm(), err)
+	}
+	if err := dedupe.WriteFileAtomic(filepath.Join(dir, "missing", "f"), []byte("x"), 0o600); err == nil {
+		t.Error("a write into a missing directory succeeded")
+	}
 }

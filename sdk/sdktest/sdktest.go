@@ -64,12 +64,14 @@ const (
 	KindRetryable = wire.KindRetryable
 	KindPermanent = wire.KindPermanent
 	KindCancelled = wire.KindCancelled
+	KindUnknown   = wire.KindUnknown
+	KindNotSent   = wire.KindNotSent
 )
 
 // Error is a failed call.
 type Error struct {
 	// Kind is KindSchema (input refused before Run), KindRetryable,
-	// KindPermanent or KindCancelled.
+	// KindPermanent, KindCancelled, KindUnknown or KindNotSent.
 	Kind    string
 	Message string
 	// Code is the error's stable code (sdk.WithCode), "" if none.
@@ -87,8 +89,10 @@ func (e *Error) Error() string {
 }
 
 // Retryable reports whether weir would retry the call (for an idempotent
-// tool).
-func (e *Error) Retryable() bool { return e.Kind == KindRetryable }
+// tool; after KindNotSent, for any tool).
+func (e *Error) Retryable() bool {
+	return e.Kind == KindRetryable || e.Kind == KindUnknown || e.Kind == KindNotSent
+}
 
 var keySeq atomic.Int64
 

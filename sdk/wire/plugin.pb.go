@@ -1262,8 +1262,9 @@ func (x *CallResult) GetProgressSent() int64 {
 type ToolError struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// "retryable", "permanent" or "cancelled" (see wire.Kind* constants).
-	// Revision 2 reserves "unknown" and "not_sent" for the recovery work
-	// (wire.KindUnknown, wire.KindNotSent); a host refuses them until then.
+	// Revision 2 adds "unknown" (sent on, no answer: the effect may have
+	// happened) and "not_sent" (it never reached what performs it); a host
+	// refuses them from a revision-1 plugin.
 	Kind    string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
 	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	// A stable code naming the failure for callers that branch on it, such

@@ -29,9 +29,9 @@ import (
 // announcing one it does not serve before it dials the plugin.
 //
 // Revision 2 adds, to revision 1, only new fields and RPCs (see
-// plugin.proto): a tool's default timeout (ToolSpec.default_timeout), in
-// use; and, reserved for later work and not used yet, the effect class and
-// the Reconcile RPC, the error kinds KindUnknown and KindNotSent, the
+// plugin.proto): a tool's default timeout (ToolSpec.default_timeout) and
+// the error kinds KindUnknown and KindNotSent, in use; and, reserved for
+// later work and not used yet, the effect class and the Reconcile RPC, the
 // WatchManifest notification, trace context on every call and the Partials
 // stream. Both sides speak every revision from MinProtocolVersion on, and
 // go-plugin picks the highest they share: a revision-1 plugin keeps
@@ -73,8 +73,9 @@ const (
 
 // Error kinds: the one definition of the stable names of a tool call's
 // failure, which cross into run events, the CLI and the plugin protocol. A
-// plugin reports only the first three in ToolError.Kind; the host adds the
-// others for failures it finds itself (runtime/host.Kind is made of these,
+// plugin reports the first three in ToolError.Kind, and from revision 2
+// KindUnknown and KindNotSent; the host adds the others for failures it
+// finds itself (runtime/host.Kind is made of these,
 // and sdktest reports them as the host would).
 const (
 	// KindRetryable: the call failed but the same call may succeed later.
@@ -103,13 +104,15 @@ const (
 	// matches its pinned SHA-256; it is not launched.
 	KindChecksum = "checksum"
 
-	// KindUnknown (revision 2; reserved for the recovery work, refused
-	// from a plugin until then): the tool cannot tell whether the call's
-	// effect happened.
+	// KindUnknown (revision 2): the tool sent the call on and got no
+	// answer (the connection to what performs it was lost), so it cannot
+	// tell whether the call's effect happened. weir retries an idempotent
+	// tool with the same key; an at-most-once tool's call ends as an
+	// unknown outcome (E_OUTCOME_UNKNOWN).
 	KindUnknown = "unknown"
-	// KindNotSent (revision 2; reserved for the recovery work, refused
-	// from a plugin until then): the call never reached what performs
-	// it, so it may be made again whatever the tool's effect class.
+	// KindNotSent (revision 2): the call never reached what performs it,
+	// so it may be made again whatever the tool's effect class; weir
+	// retries it within the node's retries.
 	KindNotSent = "not_sent"
 )
 

@@ -9,19 +9,26 @@
 //	Lookup.Item  a case-sensitive dotted name; answers structured content
 //	append       non-idempotent (no annotations): appends a line to -journal;
 //	             with hold=true it then blocks until cancelled, and
-//	             appends "LINE cancelled" when it is
+//	             appends "LINE cancelled" when it is; hold_once=true
+//	             blocks so only when the journal held no LINE before
 //	slow         reports progress steps times, then answers
 //	fail         answers isError: true
 //	crash        exits the process in the middle of the call
 //	picture      answers an image and a resource link
+//	big_picture  (with -big) a 1 MiB image, as a content block or in
+//	             structuredContent
 //
 // -hide FILE names tools (one a line) the server does not offer, read at
-// start, so a test can change the tool list between launches.
+// start, so a test can change the tool list between launches. -env FILE
+// writes the server's environment to FILE at start, one KEY=value a line,
+// so a test can see what a client passed it.
 package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -41,9 +48,19 @@ func main() {
 	token := flag.String("token", "", "with -listen: the bearer token clients must send")
 	journal := flag.String("journal", "", "file the append tool appends to")
 	hide := flag.String("hide", "", "file naming tools not to offer, one a line")
+	envOut := flag.String("env", "", "file to write the server's environment to at start")
+	big := flag.Bool("big", false, "also offer big_picture, a 1 MiB image")
 	flag.Parse()
+	if *envOut != "" {
+		if err := os.WriteFile(*envOut, []byte(strings.Join(os.Environ(), "\n")+"\n"), 0o600); err != nil {
+			log.Fatal(err)
+		}
+	}
 
 	srv := newServer(*journal, hidden(*hide))
+	if *big {
+		addBig(srv)
+	}
 	if *listen == "" {
 		if err := srv.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 			log.Fatal(err)
@@ -88,11 +105,12 @@ func hidden(path string) map[string]bool {
 }
 
 type args struct {
-	Text  string `json:"text"`
-	Line  string `json:"line"`
-	Hold  bool   `json:"hold"`
-	Steps int    `json:"steps"`
-	Key   string `json:"key"`
+	Text     string `json:"text"`
+	Line     string `json:"line"`
+	Hold     bool   `json:"hold"`
+	HoldOnce bool   `json:"hold_once"`
+	Steps    int    `json:"steps"`
+	Key      string `json:"key"`
 }
 
 func decode(req *mcp.CallToolRequest) (args, error) {
@@ -142,19 +160,20 @@ func newServer(journal string, hide map[string]bool) *mcp.Server {
 			res.StructuredContent = map[string]any{"key": a.Key, "found": true, "idempotency_key": req.Params.Meta["weir/idempotency_key"]}
 			return res, nil
 		})
-	add(&mcp.Tool{Name: "append", Description: "Appends a line to the journal: not idempotent.", InputSchema: schema(`"line":{"type":"string"},"hold":{"type":"boolean"}`)},
+	add(&mcp.Tool{Name: "append", Description: "Appends a line to the journal: not idempotent.", InputSchema: schema(`"line":{"type":"string"},"hold":{"type":"boolean"},"hold_once":{"type":"boolean"}`)},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			a, err := decode(req)
 			if err != nil {
 				return nil, err
 			}
 			mu.Lock()
+			first := a.HoldOnce && !hasLine(journal, a.Line)
 			n, err := appendLine(journal, a.Line)
 			mu.Unlock()
 			if err != nil {
 				return nil, err
 			}
-			if a.Hold {
+			if a.Hold || first {
 				<-ctx.Done()
 				mu.Lock()
 				_, _ = appendLine(journal, a.Line+" cancelled")
@@ -202,6 +221,45 @@ func newServer(journal string, hide map[string]bool) *mcp.Server {
 			}}, nil
 		})
 	return srv
+}
+
+// addBig adds big_picture: a 1 MiB PNG, as an image content block or,
+// with structured=true, in structuredContent (as server-filesystem's
+// read_media_file answers).
+func addBig(srv *mcp.Server) {
+	srv.AddTool(&mcp.Tool{Name: "big_picture", Description: "Answers a 1 MiB image.", InputSchema: schema(`"structured":{"type":"boolean"}`),
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var a struct {
+				Structured bool `json:"structured"`
+			}
+			if len(req.Params.Arguments) > 0 {
+				if err := json.Unmarshal(req.Params.Arguments, &a); err != nil {
+					return nil, err
+				}
+			}
+			img := append([]byte("\x89PNG\r\n\x1a\n"), bytes.Repeat([]byte{0xab}, 1<<20-8)...)
+			if !a.Structured {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.ImageContent{MIMEType: "image/png", Data: img}}}, nil
+			}
+			block := map[string]any{"type": "image", "mimeType": "image/png", "data": base64.StdEncoding.EncodeToString(img)}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "an image"}},
+				StructuredContent: map[string]any{"content": []any{block}}}, nil
+		})
+}
+
+// hasLine reports whether the journal at path holds line.
+func hasLine(path, line string) bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if l == line {
+			return true
+		}
+	}
+	return false
 }
 
 // appendLine appends line to path durably and returns the lines it holds.

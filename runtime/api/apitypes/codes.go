@@ -18,8 +18,8 @@ const (
 	CodeUnknownFlow = "E_UNKNOWN_FLOW"
 	// CodeBadInput: the input is not valid for the flow.
 	CodeBadInput = "E_BAD_INPUT"
-	// CodeDedupConflict: the request id was used before with another
-	// input.
+	// CodeDedupConflict: the request id was used before for another flow
+	// or with another input.
 	CodeDedupConflict = "E_DEDUP_CONFLICT"
 	// CodeQueueFull: no queue capacity left; retry later (429).
 	CodeQueueFull = "E_QUEUE_FULL"

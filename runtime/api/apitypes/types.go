@@ -56,8 +56,8 @@ type StartRequest struct {
 	Flow  string          `json:"flow"`
 	Input json.RawMessage `json:"input,omitempty"`
 	// RequestID is the caller's business id: re-sending a start with the
-	// same id and input returns the same run; with another input it is
-	// refused (E_DEDUP_CONFLICT). "" means no deduplication.
+	// same id, flow and input returns the same run; with another flow or
+	// input it is refused (E_DEDUP_CONFLICT). "" means no deduplication.
 	RequestID string `json:"request_id,omitempty"`
 }
 
@@ -409,6 +409,9 @@ type TypeStats struct {
 	// its declared cost, and OverUnits the units above it.
 	OverDeclared int64 `json:"over_declared,omitempty"`
 	OverUnits    int64 `json:"over_units,omitempty"`
+	// QueueDepth is how many tasks of this type were ready and waiting
+	// for a slot when the daemon last sampled its figures (every 10 s).
+	QueueDepth int64 `json:"queue_depth"`
 }
 
 // AdmissionOpen is Status.Admission while the daemon accepts new runs;

@@ -54,7 +54,7 @@ type Ledger struct {
 }
 
 type account struct {
-	// closing says CloseRun was asked while slices or holds were still
+	// closing says CloseRun was asked while slices were still
 	// reserved: the account goes once the last of them is settled, so a
 	// run's work in flight is never forgotten by a reopened account.
 	closing  bool
@@ -97,7 +97,7 @@ func (l *Ledger) OpenRun(runID string, budget, spent, escrow int64) {
 }
 
 // CloseRun drops a run's account (finished, or parked so that it costs
-// no memory). An account whose slices or holds are still reserved stays
+// no memory). An account whose slices are still reserved stays
 // until the last of them is settled: an account reopened from the store
 // meanwhile would not know of them and would promise their budget again.
 func (l *Ledger) CloseRun(runID string) {
@@ -268,39 +268,6 @@ func (l *Ledger) Unescrow(runID string, amount int64) {
 	defer l.mu.Unlock()
 	if a, ok := l.runs[runID]; ok && a.budget > 0 {
 		a.escrow = max(0, a.escrow-amount)
-	}
-}
-
-// Hold reserves cost of runID's budget without a slot, for work that
-// runs in a slot held for it already (an agent's tool calls made while
-// the agent holds its own): it counts like a slice's reservation, which
-// reopening the account keeps. Settle ends it. A run without a budget
-// holds nothing and always grants.
-func (l *Ledger) Hold(runID string, cost int64) (Reason, bool) {
-	if cost < 0 {
-		cost = 0
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	a, ok := l.runs[runID]
-	switch {
-	case !ok:
-		return UnknownRun, false
-	case a.budget > 0 && a.committed()+cost > a.budget:
-		return RunBudgetExhausted, false
-	}
-	a.reserved += cost
-	return "", true
-}
-
-// Settle ends a Hold of held, charging actual (negative: nothing).
-func (l *Ledger) Settle(runID string, held, actual int64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if a, ok := l.runs[runID]; ok {
-		a.reserved = max(0, a.reserved-max(held, 0))
-		a.spent += max(actual, 0)
-		l.settled(runID, a)
 	}
 }
 

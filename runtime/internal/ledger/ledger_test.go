@@ -239,70 +239,30 @@ func TestEscrowHoldsTheParentsRemainder(t *testing.T) {
 	}
 }
 
-// A hold counts against the budget like a slice without taking a slot,
-// survives the account being reopened from the store, and settles to
-// what was actually spent.
-func TestHoldAndSettle(t *testing.T) {
-	t.Parallel()
-	l := New(1, 0)
-	l.OpenRun("r", 10, 0, 0)
-	if _, ok := l.Hold("r", 6); !ok {
-		t.Fatal("hold of 6 out of 10 refused")
-	}
-	if why, ok := l.Hold("r", 5); ok || why != RunBudgetExhausted {
-		t.Fatalf("hold of 5 with 4 left: %q %v", why, ok)
-	}
-	if snap := l.Snapshot(); snap.Held != 0 {
-		t.Fatalf("a hold took a slot: %+v", snap)
-	}
-	l.OpenRun("r", 10, 0, 0) // the store's figures: the hold stays
-	if rest, _ := l.Remainder("r"); rest != 4 {
-		t.Fatalf("remainder %d after reopening, want 4", rest)
-	}
-	l.Settle("r", 6, 2)
-	if rest, _ := l.Remainder("r"); rest != 8 || l.Spent("r") != 2 {
-		t.Fatalf("remainder %d spent %d after settling 2 of 6, want 8 and 2", rest, l.Spent("r"))
-	}
-}
-
 // TestCloseRunKeepsWorkInFlight: closing an account (its run parked)
-// while slices or holds of it are reserved must not let an account
+// while slices of it are reserved must not let an account
 // reopened from the store promise their budget again, nor let their
 // settling land on an account that never counted them.
 func TestCloseRunKeepsWorkInFlight(t *testing.T) {
 	t.Parallel()
-	for _, settle := range []string{"release", "settle"} {
-		t.Run(settle, func(t *testing.T) {
-			t.Parallel()
-			l := New(8, 0)
-			l.OpenRun("r", 10, 0, 0)
-			var s Slice
-			if settle == "release" {
-				var ok bool
-				if s, _, ok = l.Acquire("r", 6); !ok {
-					t.Fatal("first reservation refused")
-				}
-			} else if _, ok := l.Hold("r", 6); !ok {
-				t.Fatal("first hold refused")
-			}
-			l.CloseRun("r") // the run parks while its call runs
-			if !l.HasRun("r") {
-				t.Fatal("the account went while 6 were reserved")
-			}
-			l.OpenRun("r", 10, 0, 0) // reopened from the store, which knows nothing of the 6
-			if _, why, ok := l.Acquire("r", 6); ok || why != RunBudgetExhausted {
-				t.Fatalf("a second 6 of budget 10: %v %q, want %s", ok, why, RunBudgetExhausted)
-			}
-			l.CloseRun("r")
-			if settle == "release" {
-				l.Release(s, 6)
-			} else {
-				l.Settle("r", 6, 6)
-			}
-			if l.HasRun("r") {
-				t.Error("the closed account stayed after its last reservation was settled")
-			}
-		})
+	l := New(8, 0)
+	l.OpenRun("r", 10, 0, 0)
+	s, _, ok := l.Acquire("r", 6)
+	if !ok {
+		t.Fatal("first reservation refused")
+	}
+	l.CloseRun("r") // the run parks while its call runs
+	if !l.HasRun("r") {
+		t.Fatal("the account went while 6 were reserved")
+	}
+	l.OpenRun("r", 10, 0, 0) // reopened from the store, which knows nothing of the 6
+	if _, why, ok := l.Acquire("r", 6); ok || why != RunBudgetExhausted {
+		t.Fatalf("a second 6 of budget 10: %v %q, want %s", ok, why, RunBudgetExhausted)
+	}
+	l.CloseRun("r")
+	l.Release(s, 6)
+	if l.HasRun("r") {
+		t.Error("the closed account stayed after its last reservation was settled")
 	}
 }
 

@@ -77,3 +77,14 @@ func (s *Store) Wakes() <-chan store.Wake {
 }
 
 var _ store.Waker = (*Store)(nil)
+
+// LockLost passes on the wrapped store's (store.LockHolder), or nil (a
+// channel never closed) if it holds no lock.
+func (s *Store) LockLost() <-chan struct{} {
+	if l, ok := s.Store.(store.LockHolder); ok {
+		return l.LockLost()
+	}
+	return nil
+}
+
+var _ store.LockHolder = (*Store)(nil)

@@ -588,14 +588,17 @@ func testContinuations(t *testing.T, s store.Store, _ Opener) {
 }
 
 func testDedup(t *testing.T, s store.Store, _ Opener) {
-	d := &store.Dedup{Owner: "alice", RequestID: "q1", RunID: "r1", InputHash: "ih", CreatedAt: t0}
-	other := &store.Dedup{Owner: "bob", RequestID: "q1", RunID: "r2", InputHash: "ih2", CreatedAt: t0}
-	update(t, s, func(tx store.Tx) error { return first(tx.DedupPut(d), tx.DedupPut(other)) })
+	d := &store.Dedup{Owner: "alice", RequestID: "q1", RunID: "r1", Flow: "hello", InputHash: "ih", CreatedAt: t0}
+	other := &store.Dedup{Owner: "bob", RequestID: "q1", RunID: "r2", Flow: "bye", InputHash: "ih2", CreatedAt: t0}
+	// A record as written before records kept their flow.
+	old := &store.Dedup{Owner: "alice", RequestID: "q0", RunID: "r0", InputHash: "ih0", CreatedAt: t0}
+	update(t, s, func(tx store.Tx) error { return first(tx.DedupPut(d), tx.DedupPut(other), tx.DedupPut(old)) })
 	view(t, s, func(tx store.Tx) error {
 		g, err := tx.DedupGet("alice", "q1")
 		g2, err2 := tx.DedupGet("bob", "q1")
 		_, err3 := tx.DedupGet("alice", "q2")
-		return first(err, err2, same("alice q1", g, d), same("bob q1 is its own key", g2, other), isNotFound("unknown request", err3))
+		g0, err4 := tx.DedupGet("alice", "q0")
+		return first(err, err2, err4, same("alice q1", g, d), same("bob q1 is its own key", g2, other), same("a record without a flow", g0, old), isNotFound("unknown request", err3))
 	})
 	update(t, s, func(tx store.Tx) error { return tx.DedupDelete("alice", "q1") })
 	view(t, s, func(tx store.Tx) error {

@@ -199,6 +199,10 @@ func callError(ctx context.Context, name string, err error) error {
 		te.Message = "input refused: " + se.Message
 	case sdktest.KindRetryable:
 		te.Kind = tool.KindRetryable
+	case sdktest.KindUnknown:
+		te.Kind = tool.KindUnknown
+	case sdktest.KindNotSent:
+		te.Kind = tool.KindNotSent
 	case sdktest.KindCancelled:
 		te.Kind = tool.KindCancelled
 		// The runner's own deadline timer may fire before ctx's: a

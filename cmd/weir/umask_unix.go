@@ -1,5 +1,0 @@
-package main
-
-import "syscall"
-
-func umask(mask int) int { return syscall.Umask(mask) }
