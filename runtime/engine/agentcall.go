@@ -154,8 +154,14 @@ func (w *worker) runAgentCall(ctx context.Context, run *store.Run, overBudget bo
 		w.agentCallEnd(ctx, nil, nil, &store.RunError{Code: CodeAgentTimeout, Message: fmt.Sprintf("agent %s ran past its timeout %s before this call", node.ID, node.Timeout)}, 0, false)
 		return
 	}
+	info, _ := e.tools.LookupTool(t.Tool)
+	input, err := callInput(info.InputSchema, msg.ToolCalls[t.Call].Arguments)
+	if err != nil {
+		w.agentCallEnd(ctx, nil, nil, &store.RunError{Code: CodeBadInput, Message: fmt.Sprintf("input for %s: %v", t.Tool, err)}, 0, false)
+		return
+	}
 	c := &toolCall{Run: run, Attempt: t.Attempt, Node: node, Visit: t.Visit, Index: []int{t.Item, t.Call}, Tool: t.Tool,
-		Input: msg.ToolCalls[t.Call].Arguments, Timeout: timeout, TaskID: t.ID}
+		Input: input, Timeout: timeout, TaskID: t.ID}
 	o := w.callTool(ctx, c, func(fn func(tx store.Tx) error) error { return w.itemCommit(ctx, fn) })
 	switch o.End {
 	case callDone:
