@@ -607,13 +607,7 @@ func (s *stepper) stopInFlightTx(tx store.Tx, c *store.Cohort, now time.Time) (t
 // stopChildren cancels the calls of stopped children held by workers.
 func (s *stepper) stopChildren(tasks, runs []string) {
 	e := s.e
-	e.mu.Lock()
-	for _, id := range tasks {
-		if l := e.items[id]; l != nil {
-			l.cancel()
-		}
-	}
-	e.mu.Unlock()
+	e.held.cancelItems(tasks)
 	e.cancelHeld(runs, nil)
 }
 

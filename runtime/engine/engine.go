@@ -161,12 +161,8 @@ type Engine struct {
 	done chan struct{}
 	wg   sync.WaitGroup // workers
 
-	mu         sync.Mutex
-	dispatched map[string]bool     // tasks handed to a worker, lease not yet durable
-	live       map[string]*liveRun // runs a worker of this process holds
-	// items are the fan-out children held by workers of this process, by
-	// task id: the cohort's stop and the drain cancel their calls.
-	items map[string]*liveRun
+	// held is the work this process's workers hold (live.go).
+	held *liveWork
 	// draining is set once Stop begins: interrupted work is given back
 	// to the queue, recorded, instead of left for the lease rescuer.
 	draining atomic.Bool
@@ -178,12 +174,10 @@ type Engine struct {
 	flowCache *flows.Cache // loaded flow versions, bounded by FlowCacheBytes
 
 	// The fleet's roll (roll.go): when this engine last renewed its entry
-	// (unix nanoseconds), the live entries it last read, and (under mu)
-	// the tools it last reported and the runs it withholds.
+	// (unix nanoseconds) and the live entries it last read; the tools it
+	// last reported and the runs it withholds are held work's (live.go).
 	rollStamped atomic.Int64
 	rollLive    atomic.Pointer[[]*store.Daemon]
-	lastPins    map[string]string
-	withheld    map[string]*withheldRun
 
 	stats *stats
 	clock clock.Clock
@@ -224,21 +218,18 @@ func Open(cfg Config) (*Engine, error) {
 	}
 	c := cfg.withDefaults()
 	e := &Engine{
-		tools:      c.Tools,
-		log:        c.Logger,
-		holder:     newID("h"),
-		ledger:     ledger.New(c.Workers, c.MaxBudgetInFlight),
-		wake:       make(chan struct{}, 1),
-		stop:       make(chan struct{}),
-		done:       make(chan struct{}),
-		dispatched: map[string]bool{},
-		live:       map[string]*liveRun{},
-		items:      map[string]*liveRun{},
-		withheld:   map[string]*withheldRun{},
-		queued:     queuedRuns{ids: map[string]struct{}{}},
-		flowCache:  flows.NewCache(c.FlowCacheBytes, flows.Loader{}),
-		stats:      newStats(),
-		clock:      c.Clock,
+		tools:     c.Tools,
+		log:       c.Logger,
+		holder:    newID("h"),
+		ledger:    ledger.New(c.Workers, c.MaxBudgetInFlight),
+		wake:      make(chan struct{}, 1),
+		stop:      make(chan struct{}),
+		done:      make(chan struct{}),
+		held:      newLiveWork(),
+		queued:    queuedRuns{ids: map[string]struct{}{}},
+		flowCache: flows.NewCache(c.FlowCacheBytes, flows.Loader{}),
+		stats:     newStats(),
+		clock:     c.Clock,
 	}
 	e.st = watchedStore{Store: c.Store, w: &e.watchers}
 	e.scripts = c.Scripts
@@ -346,18 +337,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 	select {
 	case <-drained:
 	case <-ctx.Done():
-		e.mu.Lock()
-		for _, lr := range e.live {
-			if !lr.protected.Load() {
-				lr.cancel()
-			}
-		}
-		for _, lr := range e.items {
-			if !lr.protected.Load() {
-				lr.cancel()
-			}
-		}
-		e.mu.Unlock()
+		e.held.cancelUnprotected()
 		<-drained
 	}
 	return nil

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/weirhq/weir/runtime/internal/failpoint"
@@ -132,9 +131,7 @@ const (
 // finish decision gets too_late. Runs of other owners answer E_NOT_FOUND
 // and change nothing.
 func (e *Engine) Cancel(ctx context.Context, owner, runID string) (CancelAnswer, error) {
-	e.mu.Lock()
-	lr := e.live[runID]
-	e.mu.Unlock()
+	lr := e.held.run(runID)
 	if lr != nil {
 		lr.mu.Lock()
 		if lr.completing {
@@ -202,21 +199,7 @@ func (e *Engine) cancelHeld(runIDs []string, skip *liveRun) {
 	if len(runIDs) == 0 {
 		return
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for _, id := range runIDs {
-		if l := e.live[id]; l != nil && l != skip {
-			l.mu.Lock()
-			l.cancelRequested = true
-			l.mu.Unlock()
-			l.cancel()
-		}
-	}
-	for _, l := range e.items {
-		if slices.Contains(runIDs, l.runID) {
-			l.cancel()
-		}
-	}
+	e.held.cancelRuns(runIDs, skip)
 }
 
 // cancelTree collects what one cancel did to a run and its descendants.

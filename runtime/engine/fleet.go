@@ -39,17 +39,8 @@ func (e *Engine) followWakes(wakes <-chan store.Wake) {
 // worker past its finish decision, or that knows already, is left alone,
 // as Cancel leaves it.
 func (e *Engine) cancelNotified(runID string) {
-	// e.mu is let go before a run's lock is taken: Cancel holds the run's
-	// lock while it takes e.mu.
-	e.mu.Lock()
-	l := e.live[runID]
-	var items []*liveRun
-	for _, it := range e.items {
-		if it.runID == runID {
-			items = append(items, it)
-		}
-	}
-	e.mu.Unlock()
+	// The held work's lock is let go before a run's lock is taken.
+	l, items := e.held.ofRun(runID)
 	if l != nil {
 		l.mu.Lock()
 		act := !l.completing && !l.cancelRequested

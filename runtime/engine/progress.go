@@ -49,16 +49,15 @@ func (e *Engine) Progress(ctx context.Context, run *store.Run) (*Progress, error
 		return nil, err
 	}
 	p := &Progress{Attempt: run.Attempt, Phase: run.Phase, Node: c.Node, Done: len(c.Results)}
-	e.mu.Lock()
-	if lr := e.live[run.ID]; lr != nil {
+	lr, items := e.held.ofRun(run.ID)
+	if lr != nil {
 		p.Tool = lr.progress.Load()
 	}
-	for _, lr := range e.items {
-		if tp := lr.progress.Load(); lr.runID == run.ID && tp != nil {
+	for _, it := range items {
+		if tp := it.progress.Load(); tp != nil {
 			p.Items = append(p.Items, *tp)
 		}
 	}
-	e.mu.Unlock()
 	slices.SortFunc(p.Items, func(a, b ToolProgress) int { return cmp.Compare(itemOf(a), itemOf(b)) })
 	for _, v := range c.Visits {
 		p.Visits += v

@@ -26,10 +26,7 @@ func (e *Engine) Get(ctx context.Context, owner, runID string) (*store.Run, erro
 	if err != nil {
 		return nil, e.readFailed(err)
 	}
-	e.mu.Lock()
-	lr := e.live[runID]
-	e.mu.Unlock()
-	if lr != nil && !run.Phase.Terminal() {
+	if lr := e.held.run(runID); lr != nil && !run.Phase.Terminal() {
 		lr.mu.Lock()
 		if lr.completing {
 			run.Phase = store.PhaseCompleting

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"slices"
 	"sort"
@@ -100,13 +99,7 @@ func (e *Engine) ReportTools(ctx context.Context) error {
 		return err
 	}
 	e.rollStamped.Store(now.UnixNano())
-	e.mu.Lock()
-	if !maps.Equal(pins, e.lastPins) {
-		// Served tools changed: decide each withheld run again.
-		clear(e.withheld)
-		e.lastPins = pins
-	}
-	e.mu.Unlock()
+	e.held.servedPins(pins) // served tools changed: decide each withheld run again
 	return e.readRoll(ctx)
 }
 
@@ -292,36 +285,15 @@ func (e *Engine) withheldTools(ctx context.Context, run *store.Run) []string {
 	return missing
 }
 
-// withheldRun is a run this engine withholds: the tools it lacks, and
-// whether it wrote the run's withheld event.
-type withheldRun struct {
-	missing []string
-	noted   bool
-}
-
 // withheldKnown returns what this engine remembers of runID withheld (nil
 // if nothing), so that a dispatch pass skips the run without reading it
 // again: a run's flow version never changes, and what this engine serves
 // changes only when ReportTools is told so, which forgets them all.
-func (e *Engine) withheldKnown(runID string) *withheldRun {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.withheld[runID]
-}
+func (e *Engine) withheldKnown(runID string) *withheldRun { return e.held.withheldKnown(runID) }
 
 // withhold remembers that this engine withholds runID for lack of missing.
 func (e *Engine) withhold(runID string, missing []string) *withheldRun {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	w := e.withheld[runID]
-	if w == nil {
-		if len(e.withheld) >= maxWithheldNoted {
-			clear(e.withheld)
-		}
-		w = &withheldRun{missing: missing}
-		e.withheld[runID] = w
-	}
-	return w
+	return e.held.withhold(runID, missing)
 }
 
 // noteWithheld writes a withheld event on the run, once per run and
@@ -335,11 +307,7 @@ func (e *Engine) noteWithheld(ctx context.Context, t *store.Task, w *withheldRun
 			}
 		}
 	}
-	e.mu.Lock()
-	noted := w.noted
-	w.noted = true
-	e.mu.Unlock()
-	if noted {
+	if e.held.noteOnce(w) {
 		return
 	}
 	err := e.st.Update(ctx, func(tx store.Tx) error {

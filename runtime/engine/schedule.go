@@ -55,9 +55,7 @@ func (e *Engine) dispatchReady(ctx context.Context) {
 		if free <= 0 {
 			return
 		}
-		e.mu.Lock()
-		inHand := len(e.dispatched)
-		e.mu.Unlock()
+		inHand := e.held.inHand()
 		limit, held := free+inHand+withheld, 0
 		var tasks []*store.Task
 		err := e.st.View(ctx, func(tx store.Tx) error {
@@ -80,15 +78,7 @@ func (e *Engine) dispatchReady(ctx context.Context) {
 			// live or items, where a cancel or a cohort's stop looks for
 			// the call. A run's next step waits for its worker to let go:
 			// that worker kicks the scheduler as it leaves.
-			e.mu.Lock()
-			taken := e.dispatched[t.ID]
-			if t.Kind != store.TaskStep {
-				taken = taken || e.items[t.ID] != nil
-			} else {
-				taken = taken || e.live[t.RunID] != nil
-			}
-			e.mu.Unlock()
-			if taken {
+			if e.held.taken(t) {
 				continue
 			}
 			if qt := e.config().QueueTimeout; qt > 0 && e.now().After(e.queuedSince(t).Add(qt)) {
@@ -151,10 +141,7 @@ func (e *Engine) dropOverdue(ctx context.Context) {
 		return
 	}
 	for _, t := range overdue {
-		e.mu.Lock()
-		taken := e.dispatched[t.ID]
-		e.mu.Unlock()
-		if !taken {
+		if !e.held.isDispatched(t.ID) {
 			e.drop(ctx, t)
 		}
 	}
@@ -200,9 +187,7 @@ func (e *Engine) dispatch(ctx context.Context, t *store.Task) (ok, stop, withhel
 		// now) waits, and the tasks behind it may still fit.
 		return false, why == ledger.NoSlot, false
 	}
-	e.mu.Lock()
-	e.dispatched[t.ID] = true
-	e.mu.Unlock()
+	e.held.dispatch(t.ID)
 	e.wg.Add(1)
 	go e.work(t, typ, slice, overBudget)
 	return true, false, false
@@ -387,13 +372,7 @@ func (e *Engine) rescue(ctx context.Context, l *store.Lease, why string) {
 		if l.Holder == e.holder {
 			// The worker that lost the lease stops, and lets go so the
 			// dispatch pass hands the task to a new one.
-			e.mu.Lock()
-			if lr := e.items[l.TaskID]; lr != nil {
-				lr.cancel()
-			} else if lr := e.live[l.RunID]; lr != nil {
-				lr.cancel()
-			}
-			e.mu.Unlock()
+			e.held.cancelTask(l.TaskID, l.RunID)
 		}
 		e.kick()
 	}

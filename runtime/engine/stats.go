@@ -278,9 +278,7 @@ func (e *Engine) queueDepths(ctx context.Context, now time.Time) map[string]int6
 	}
 	out := map[string]int64{}
 	for _, t := range tasks {
-		e.mu.Lock()
-		taken := e.dispatched[t.ID]
-		e.mu.Unlock()
+		taken := e.held.isDispatched(t.ID)
 		run := runs[t.RunID]
 		if taken || (run == nil && t.Kind != store.TaskAgentCall) {
 			continue

@@ -137,12 +137,10 @@ func (s *stepper) runInlineChild(ctx context.Context, child *store.Run, task *st
 	cctx, cancel := context.WithCancel(ctx)
 	cw := &worker{e: e, task: task, lease: lease, slice: e.ledger.Transfer(s.slice, s.spent, child.ID), live: &liveRun{cancel: cancel}}
 	s.spent = 0
-	e.mu.Lock()
-	e.live[child.ID] = cw.live
+	e.held.holdRun(child.ID, cw.live)
 	// The scheduler must not hand the parked parent to another worker
 	// while this one may take it back.
-	e.dispatched[s.task.ID] = true
-	e.mu.Unlock()
+	e.held.dispatch(s.task.ID)
 	e.stats.count("inline_children")
 
 	renewDone := make(chan struct{})
@@ -155,16 +153,10 @@ func (s *stepper) runInlineChild(ctx context.Context, child *store.Run, task *st
 		cw.drainRelease()
 	}
 
-	e.mu.Lock()
-	if e.live[child.ID] == cw.live {
-		delete(e.live, child.ID)
-	}
-	e.mu.Unlock()
+	e.held.releaseRun(child.ID, cw.live)
 	s.slice = e.ledger.Transfer(cw.slice, cw.spent, s.run.ID)
 	ok := s.reacquire(ctx)
-	e.mu.Lock()
-	delete(e.dispatched, s.task.ID)
-	e.mu.Unlock()
+	e.held.undispatch(s.task.ID)
 	return ok
 }
 

@@ -23,31 +23,17 @@ func (e *Engine) work(t *store.Task, typ string, slice ledger.Slice, overBudget 
 
 	// Register before leasing so a cancel in between finds the run (or,
 	// for a fan-out child, the cohort's stop finds the call).
-	e.mu.Lock()
-	if t.Kind != store.TaskStep {
-		e.items[t.ID] = lr
-	} else {
-		e.live[t.RunID] = lr
-	}
-	e.mu.Unlock()
+	e.held.hold(t, lr)
 	defer func() {
 		// Settled before the run can be dispatched again: its next step
 		// takes its account's figures from the store, which already
 		// holds what this worker spent.
 		e.ledger.Release(w.slice, w.spent)
-		e.mu.Lock()
-		if t.Kind != store.TaskStep {
-			delete(e.items, t.ID)
-		} else if e.live[t.RunID] == lr {
-			delete(e.live, t.RunID)
-		}
-		e.mu.Unlock()
+		e.held.release(t, lr)
 	}()
 
 	leased, err := w.acquireLease(ctx)
-	e.mu.Lock()
-	delete(e.dispatched, t.ID)
-	e.mu.Unlock()
+	e.held.undispatch(t.ID)
 	if err != nil {
 		if !errors.Is(err, errSkip) {
 			e.storageFailed(err)
