@@ -46,6 +46,9 @@ type Server struct {
 	tokens   atomic.Pointer[Tokens]
 	daemon   Daemon
 	adminUID int
+	// routes are the patterns registered on mux, in order: the route
+	// table docs/openapi.yaml is checked against.
+	routes []string
 }
 
 // Option configures a Server.
@@ -71,26 +74,35 @@ func NewServer(eng *engine.Engine, log hclog.Logger, opts ...Option) *Server {
 	for _, o := range opts {
 		o(s)
 	}
-	s.mux.HandleFunc("POST /v1/runs", s.startRun)
-	s.mux.HandleFunc("GET /v1/runs", s.listRuns)
-	s.mux.HandleFunc("GET /v1/runs/{id}", s.getRun)
-	s.mux.HandleFunc("POST /v1/runs/{id}/cancel", s.cancelRun)
-	s.mux.HandleFunc("GET /v1/runs/{id}/events", s.runEvents)
-	s.mux.HandleFunc("POST /v1/flows", s.registerFlows)
-	s.mux.HandleFunc("GET /v1/flows", s.listFlows)
-	s.mux.HandleFunc("POST /v1/flows/check", s.checkFlows)
-	s.mux.HandleFunc("GET /v1/deadletters", s.deadLetters)
-	s.mux.HandleFunc("GET /v1/stats", s.stats)
-	s.mux.HandleFunc("GET /v1/stats/history", s.statsHistory)
-	s.mux.HandleFunc("GET /v1/health", s.health)
-	s.mux.HandleFunc("POST /v1/admin/reload", s.adminReload)
-	s.mux.HandleFunc("GET /v1/admin/audit", s.adminAudit)
-	s.mux.HandleFunc("POST /v1/admin/plugins/rescan", s.adminRescan)
+	s.handle("POST /v1/runs", s.startRun)
+	s.handle("GET /v1/runs", s.listRuns)
+	s.handle("GET /v1/runs/{id}", s.getRun)
+	s.handle("POST /v1/runs/{id}/cancel", s.cancelRun)
+	s.handle("GET /v1/runs/{id}/events", s.runEvents)
+	s.handle("POST /v1/flows", s.registerFlows)
+	s.handle("GET /v1/flows", s.listFlows)
+	s.handle("POST /v1/flows/check", s.checkFlows)
+	s.handle("GET /v1/deadletters", s.deadLetters)
+	s.handle("GET /v1/stats", s.stats)
+	s.handle("GET /v1/stats/history", s.statsHistory)
+	s.handle("GET /v1/health", s.health)
+	s.handle("POST /v1/admin/reload", s.adminReload)
+	s.handle("GET /v1/admin/audit", s.adminAudit)
+	s.handle("POST /v1/admin/plugins/rescan", s.adminRescan)
+	s.handle("GET /v1/openapi.json", s.openAPI)
 	s.routeWaits()
 	s.routeGraphs()
 	s.routeVersions()
 	s.routeStreams()
+	_, _ = openAPIJSON() // converted at start, not on the first request
 	return s
+}
+
+// handle registers h for pattern ("METHOD /path") and records the route.
+// Every route goes through here, so that the route table is whole.
+func (s *Server) handle(pattern string, h http.HandlerFunc) {
+	s.routes = append(s.routes, pattern)
+	s.mux.HandleFunc(pattern, h)
 }
 
 // SetTokens swaps the bearer tokens accepted on TCP (a config reload).
