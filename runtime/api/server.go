@@ -318,11 +318,11 @@ func (s *Server) flowFiles(w http.ResponseWriter, r *http.Request, do func(conte
 		writeEngineErr(w, err)
 		return
 	}
-	status := http.StatusOK
-	if len(res.Diagnostics.Errors()) > 0 { // warnings come back with a 200
-		status = http.StatusUnprocessableEntity
+	if errs := res.Diagnostics.Errors(); len(errs) > 0 { // warnings come back with a 200
+		writeJSON(w, http.StatusUnprocessableEntity, registerRefusalOf(res, errs))
+		return
 	}
-	writeJSON(w, status, registerResultOf(res))
+	writeJSON(w, http.StatusOK, registerResultOf(res))
 }
 
 // listFlows is GET /v1/flows: one page of the registered flows by name
