@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -33,6 +34,12 @@ const (
 	// MaxSmallBody bounds every other request body.
 	MaxSmallBody = 4 << 10
 )
+
+// QueueFullRetryAfter is the Retry-After of a 429 E_QUEUE_FULL: the
+// queue drains as slots free, so a client that waits this long before it
+// sends the start again usually finds room, and one that keeps being
+// refused should back off further.
+const QueueFullRetryAfter = 2 * time.Second
 
 // Version is the API version this server speaks; other versions are refused
 // before their body is read.
@@ -198,6 +205,8 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 	status := http.StatusCreated
 	if res.Existing {
 		status = http.StatusOK
+	} else {
+		w.Header().Set("Location", "/"+Version+"/runs/"+url.PathEscape(res.RunID))
 	}
 	writeJSON(w, status, startResultOf(res))
 }
@@ -568,6 +577,7 @@ func writeEngineErr(w http.ResponseWriter, err error) {
 		status = http.StatusConflict
 	case e.Code == engine.CodeQueueFull:
 		status = http.StatusTooManyRequests
+		w.Header().Set("Retry-After", strconv.Itoa(int(QueueFullRetryAfter/time.Second)))
 	case e.Code == engine.CodeDraining:
 		status = http.StatusServiceUnavailable
 	case e.Code == CodeConfig || e.Code == CodeNoConfig:
