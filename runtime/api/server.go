@@ -117,8 +117,8 @@ func (s *Server) handle(pattern string, h http.HandlerFunc) {
 func (s *Server) SetTokens(t *Tokens) { s.tokens.Store(t) }
 
 // ServeHTTP establishes the caller's identity and refuses unknown API
-// versions, unknown paths and wrong methods before reading anything else,
-// then routes.
+// versions, unknown paths, wrong methods and a body on a GET before
+// reading anything else, then routes.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id, why := s.identify(r)
 	if id == nil {
@@ -140,6 +140,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := checkPath(r.URL.Path); err != nil {
 		refuseUnread(w, r, http.StatusBadRequest, err)
+		return
+	}
+	// A GET takes no body: refused unread, whatever its size (-1 is a
+	// chunked one), as the endpoints that read one bound it.
+	if (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.ContentLength != 0 {
+		refuseUnread(w, r, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequest, Class: engine.ClassProtocol,
+			Message: r.Method + " takes no body"})
 		return
 	}
 	s.mux.ServeHTTP(w, r)
