@@ -16,6 +16,9 @@ const (
 	CodeConfig     = apitypes.CodeConfig     // a reload candidate is invalid or needs a restart
 	CodeNoConfig   = apitypes.CodeNoConfig   // the daemon has no config file to reload
 	CodeInternal   = apitypes.CodeInternal   // the engine failed with an error it did not classify
+	// CodeFlowInvalid refuses flow files that do not pass the checks (a
+	// RegisterRefusal).
+	CodeFlowInvalid = apitypes.CodeFlowInvalid
 	// CodeTooManyConnections refuses a connection over a listener's caps
 	// (see LimitListener).
 	CodeTooManyConnections = apitypes.CodeTooManyConnections

@@ -1,7 +1,10 @@
 package api
 
 import (
+	"fmt"
+
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/internal/textbound"
 	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/engine"
 	"github.com/weirhq/weir/runtime/store"
@@ -83,6 +86,22 @@ func sourceFileOf(f apitypes.SourceFile) engine.SourceFile {
 
 func registerResultOf(r *engine.RegisterResult) *apitypes.RegisterResult {
 	return &apitypes.RegisterResult{Flows: convertAll(r.Flows, flowOf), Diagnostics: convertAll(r.Diagnostics, diagnosticOf)}
+}
+
+// registerRefusalOf answers files that do not pass the checks (errs, the
+// errors among r's diagnostics): the error shape every refusal has, with
+// every diagnostic (warnings included). The message names the first
+// error, cut: its file and text come from the caller.
+func registerRefusalOf(r *engine.RegisterResult, errs flows.Diagnostics) *apitypes.RegisterRefusal {
+	first := errs[0]
+	pos := first.File
+	if first.Line != 0 {
+		pos = fmt.Sprintf("%s:%d:%d", first.File, first.Line, first.Col)
+	}
+	return &apitypes.RegisterRefusal{Code: apitypes.CodeFlowInvalid, Class: apitypes.ClassProtocol,
+		Message: fmt.Sprintf("the files do not pass registration's checks: %d error(s), the first %s: %s: %s; nothing was registered",
+			len(errs), textbound.Quote(pos), first.Code, textbound.Quote(first.Message)),
+		Diagnostics: convertAll(r.Diagnostics, diagnosticOf)}
 }
 
 func flowOf(f engine.RegisteredFlow) apitypes.Flow {

@@ -9,10 +9,10 @@ import (
 )
 
 func (s *Server) routeWaits() {
-	s.mux.HandleFunc("POST /v1/runs/{id}/waits/{node}/approve", func(w http.ResponseWriter, r *http.Request) { s.decide(w, r, true) })
-	s.mux.HandleFunc("POST /v1/runs/{id}/waits/{node}/reject", func(w http.ResponseWriter, r *http.Request) { s.decide(w, r, false) })
-	s.mux.HandleFunc("GET /v1/runs/{id}/waits", s.listWaits)
-	s.mux.HandleFunc("GET /v1/runs/{id}/wait", s.runWait)
+	s.handle("POST /v1/runs/{id}/waits/{node}/approve", func(w http.ResponseWriter, r *http.Request) { s.decide(w, r, true) })
+	s.handle("POST /v1/runs/{id}/waits/{node}/reject", func(w http.ResponseWriter, r *http.Request) { s.decide(w, r, false) })
+	s.handle("GET /v1/runs/{id}/waits", s.listWaits)
+	s.handle("GET /v1/runs/{id}/wait", s.runWait)
 }
 
 func (s *Server) decide(w http.ResponseWriter, r *http.Request, approve bool) {

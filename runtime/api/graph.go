@@ -10,8 +10,8 @@ import (
 )
 
 func (s *Server) routeGraphs() {
-	s.mux.HandleFunc("GET /v1/flows/{name}/graph", s.flowGraph)
-	s.mux.HandleFunc("GET /v1/runs/{id}/graph", s.runGraph)
+	s.handle("GET /v1/flows/{name}/graph", s.flowGraph)
+	s.handle("GET /v1/runs/{id}/graph", s.runGraph)
 }
 
 func (s *Server) flowGraph(w http.ResponseWriter, r *http.Request) {

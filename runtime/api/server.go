@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -34,6 +35,12 @@ const (
 	MaxSmallBody = 4 << 10
 )
 
+// QueueFullRetryAfter is the Retry-After of a 429 E_QUEUE_FULL: the
+// queue drains as slots free, so a client that waits this long before it
+// sends the start again usually finds room, and one that keeps being
+// refused should back off further.
+const QueueFullRetryAfter = 2 * time.Second
+
 // Version is the API version this server speaks; other versions are refused
 // before their body is read.
 const Version = apitypes.Version
@@ -46,6 +53,9 @@ type Server struct {
 	tokens   atomic.Pointer[Tokens]
 	daemon   Daemon
 	adminUID int
+	// routes are the patterns registered on mux, in order: the route
+	// table docs/openapi.yaml is checked against.
+	routes []string
 }
 
 // Option configures a Server.
@@ -71,26 +81,35 @@ func NewServer(eng *engine.Engine, log hclog.Logger, opts ...Option) *Server {
 	for _, o := range opts {
 		o(s)
 	}
-	s.mux.HandleFunc("POST /v1/runs", s.startRun)
-	s.mux.HandleFunc("GET /v1/runs", s.listRuns)
-	s.mux.HandleFunc("GET /v1/runs/{id}", s.getRun)
-	s.mux.HandleFunc("POST /v1/runs/{id}/cancel", s.cancelRun)
-	s.mux.HandleFunc("GET /v1/runs/{id}/events", s.runEvents)
-	s.mux.HandleFunc("POST /v1/flows", s.registerFlows)
-	s.mux.HandleFunc("GET /v1/flows", s.listFlows)
-	s.mux.HandleFunc("POST /v1/flows/check", s.checkFlows)
-	s.mux.HandleFunc("GET /v1/deadletters", s.deadLetters)
-	s.mux.HandleFunc("GET /v1/stats", s.stats)
-	s.mux.HandleFunc("GET /v1/stats/history", s.statsHistory)
-	s.mux.HandleFunc("GET /v1/health", s.health)
-	s.mux.HandleFunc("POST /v1/admin/reload", s.adminReload)
-	s.mux.HandleFunc("GET /v1/admin/audit", s.adminAudit)
-	s.mux.HandleFunc("POST /v1/admin/plugins/rescan", s.adminRescan)
+	s.handle("POST /v1/runs", s.startRun)
+	s.handle("GET /v1/runs", s.listRuns)
+	s.handle("GET /v1/runs/{id}", s.getRun)
+	s.handle("POST /v1/runs/{id}/cancel", s.cancelRun)
+	s.handle("GET /v1/runs/{id}/events", s.runEvents)
+	s.handle("POST /v1/flows", s.registerFlows)
+	s.handle("GET /v1/flows", s.listFlows)
+	s.handle("POST /v1/flows/check", s.checkFlows)
+	s.handle("GET /v1/deadletters", s.deadLetters)
+	s.handle("GET /v1/stats", s.stats)
+	s.handle("GET /v1/stats/history", s.statsHistory)
+	s.handle("GET /v1/health", s.health)
+	s.handle("POST /v1/admin/reload", s.adminReload)
+	s.handle("GET /v1/admin/audit", s.adminAudit)
+	s.handle("POST /v1/admin/plugins/rescan", s.adminRescan)
+	s.handle("GET /v1/openapi.json", s.openAPI)
 	s.routeWaits()
 	s.routeGraphs()
 	s.routeVersions()
 	s.routeStreams()
+	_, _ = openAPIJSON() // converted at start, not on the first request
 	return s
+}
+
+// handle registers h for pattern ("METHOD /path") and records the route.
+// Every route goes through here, so that the route table is whole.
+func (s *Server) handle(pattern string, h http.HandlerFunc) {
+	s.routes = append(s.routes, pattern)
+	s.mux.HandleFunc(pattern, h)
 }
 
 // SetTokens swaps the bearer tokens accepted on TCP (a config reload).
@@ -98,8 +117,8 @@ func NewServer(eng *engine.Engine, log hclog.Logger, opts ...Option) *Server {
 func (s *Server) SetTokens(t *Tokens) { s.tokens.Store(t) }
 
 // ServeHTTP establishes the caller's identity and refuses unknown API
-// versions, unknown paths and wrong methods before reading anything else,
-// then routes.
+// versions, unknown paths, wrong methods and a body on a GET before
+// reading anything else, then routes.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id, why := s.identify(r)
 	if id == nil {
@@ -121,6 +140,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := checkPath(r.URL.Path); err != nil {
 		refuseUnread(w, r, http.StatusBadRequest, err)
+		return
+	}
+	// A GET takes no body: refused unread, whatever its size (-1 is a
+	// chunked one), as the endpoints that read one bound it.
+	if (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.ContentLength != 0 {
+		refuseUnread(w, r, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequest, Class: engine.ClassProtocol,
+			Message: r.Method + " takes no body"})
 		return
 	}
 	s.mux.ServeHTTP(w, r)
@@ -186,6 +212,8 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 	status := http.StatusCreated
 	if res.Existing {
 		status = http.StatusOK
+	} else {
+		w.Header().Set("Location", "/"+Version+"/runs/"+url.PathEscape(res.RunID))
 	}
 	writeJSON(w, status, startResultOf(res))
 }
@@ -306,11 +334,11 @@ func (s *Server) flowFiles(w http.ResponseWriter, r *http.Request, do func(conte
 		writeEngineErr(w, err)
 		return
 	}
-	status := http.StatusOK
-	if len(res.Diagnostics.Errors()) > 0 { // warnings come back with a 200
-		status = http.StatusUnprocessableEntity
+	if errs := res.Diagnostics.Errors(); len(errs) > 0 { // warnings come back with a 200
+		writeJSON(w, http.StatusUnprocessableEntity, registerRefusalOf(res, errs))
+		return
 	}
-	writeJSON(w, status, registerResultOf(res))
+	writeJSON(w, http.StatusOK, registerResultOf(res))
 }
 
 // listFlows is GET /v1/flows: one page of the registered flows by name
@@ -556,6 +584,7 @@ func writeEngineErr(w http.ResponseWriter, err error) {
 		status = http.StatusConflict
 	case e.Code == engine.CodeQueueFull:
 		status = http.StatusTooManyRequests
+		w.Header().Set("Retry-After", strconv.Itoa(int(QueueFullRetryAfter/time.Second)))
 	case e.Code == engine.CodeDraining:
 		status = http.StatusServiceUnavailable
 	case e.Code == CodeConfig || e.Code == CodeNoConfig:

@@ -80,6 +80,11 @@ func TestRefusals(t *testing.T) {
 		{"events: bad limit", local, "GET", "/v1/runs/" + runID + "/events?limit=0", nil, 400, engine.CodeBadRequest, "limit must be a whole number from 1 to 10000"},
 		{"deadletters: bad limit", local, "GET", "/v1/deadletters?limit=x", nil, 400, engine.CodeBadRequest, "limit"},
 		{"stats: parameter", local, "GET", "/v1/stats?type=x", nil, 400, engine.CodeBadRequest, "unknown query parameter"},
+		{"list: a body", local, "GET", "/v1/runs", `{"limit":1}`, 400, engine.CodeBadRequest, "GET takes no body"},
+		{"get: 5 KiB of body", local, "GET", "/v1/runs/" + runID, strings.Repeat("x", 5<<10), 400, engine.CodeBadRequest, "GET takes no body"},
+		{"wait: a body", alice, "GET", "/v1/runs/" + runID + "/wait?timeout=0s", "{}", 400, engine.CodeBadRequest, "GET takes no body"},
+		{"health: white space", local, "GET", "/v1/health", " ", 400, engine.CodeBadRequest, "GET takes no body"},
+		{"openapi: a body", local, "GET", "/v1/openapi.json", "{}", 400, engine.CodeBadRequest, "GET takes no body"},
 		{"tcp: no token", caller{name: "anon"}, "GET", "/v1/runs", nil, 401, CodeIdentity, "Authorization: Bearer TOKEN"},
 		{"tcp: unknown token", caller{name: "mallory", token: "mallory-token-0123456"}, "GET", "/v1/runs", nil, 401, CodeIdentity, "unknown bearer token"},
 		{"tcp: no token, unknown version", caller{name: "anon"}, "GET", "/v9/x", nil, 401, CodeIdentity, ""},
@@ -159,6 +164,8 @@ func TestRefusedBeforeTheBodyIsRead(t *testing.T) {
 		{"unknown path", local, "POST", "/v1/runs/x/y/z", 404},
 		{"no token", caller{name: "anon"}, "POST", "/v1/runs", 401},
 		{"unknown query parameter", local, "POST", "/v1/runs?x=1", 400},
+		{"a body on a GET", local, "GET", "/v1/runs", 400},
+		{"a body on a held GET", local, "GET", "/v1/runs/run_nope?wait=30s", 400},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

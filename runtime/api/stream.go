@@ -34,9 +34,9 @@ const (
 const MaxStreamDuration = apitypes.MaxStreamDuration
 
 func (s *Server) routeStreams() {
-	s.mux.HandleFunc("GET /v1/runs/{id}/stream", s.runStream)
-	s.mux.HandleFunc("GET /v1/runs/stream", s.runsStream)
-	s.mux.HandleFunc("GET /v1/flows/{name}", s.flowSource)
+	s.handle("GET /v1/runs/{id}/stream", s.runStream)
+	s.handle("GET /v1/runs/stream", s.runsStream)
+	s.handle("GET /v1/flows/{name}", s.flowSource)
 }
 
 // runView reads a run as GET /v1/runs/{id} shows it: with its progress

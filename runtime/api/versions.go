@@ -9,9 +9,9 @@ import (
 // routeVersions serves a flow name's versions: every user may read
 // registered flows (docs/design.md §11), as GET /v1/flows/{name} does.
 func (s *Server) routeVersions() {
-	s.mux.HandleFunc("GET /v1/flows/{name}/versions", s.flowVersions)
-	s.mux.HandleFunc("GET /v1/flows/{name}/versions/{hash}", s.flowSourceAt)
-	s.mux.HandleFunc("GET /v1/flows/{name}/versions/{hash}/graph", s.flowGraphAt)
+	s.handle("GET /v1/flows/{name}/versions", s.flowVersions)
+	s.handle("GET /v1/flows/{name}/versions/{hash}", s.flowSourceAt)
+	s.handle("GET /v1/flows/{name}/versions/{hash}/graph", s.flowGraphAt)
 }
 
 func (s *Server) flowVersions(w http.ResponseWriter, r *http.Request) {

@@ -60,6 +60,10 @@ const (
 	// CodeTooManyConnections: the connection was refused because its peer
 	// (or everyone together) has as many open as the daemon takes.
 	CodeTooManyConnections = "E_TOO_MANY_CONNECTIONS"
+	// CodeFlowInvalid: flow files sent for registration (or a check) do
+	// not pass the checks (422); the answer is a RegisterRefusal whose
+	// diagnostics say every problem. Nothing was registered.
+	CodeFlowInvalid = "E_FLOW_INVALID"
 	// CodeDiskFull: the daemon's disk is below its free-space watermark;
 	// new work is refused until space returns (503).
 	CodeDiskFull = "E_DISK_FULL"

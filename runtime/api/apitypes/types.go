@@ -327,11 +327,23 @@ type RegisterRequest struct {
 	Files []SourceFile `json:"files"`
 }
 
-// RegisterResult answers a registration: the versions stored (200), or the
-// diagnostics that refused them (422; then nothing was stored).
+// RegisterResult answers a registration that passed the checks (200): the
+// versions stored, and the warnings found.
 type RegisterResult struct {
 	Flows       []Flow       `json:"flows"`
 	Diagnostics []Diagnostic `json:"diagnostics,omitempty"`
+}
+
+// RegisterRefusal answers a registration (or a check) whose files do not
+// pass the checks (422): the error shape of every refusal, with Code
+// CodeFlowInvalid and a message naming the first error, and every
+// problem found, warnings included, in Diagnostics. Nothing was stored.
+// (Before this shape the 422 was {flows, diagnostics} without a code.)
+type RegisterRefusal struct {
+	Code        string       `json:"code"`
+	Message     string       `json:"message"`
+	Class       string       `json:"class"`
+	Diagnostics []Diagnostic `json:"diagnostics"`
 }
 
 // Flow describes one registered flow version (GET /v1/flows lists the

@@ -1,7 +1,14 @@
 package client
 
 import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
+
+	"github.com/weirhq/weir/runtime/api/apitypes"
 )
 
 // The real-server tests of this package are in runtime/api
@@ -33,6 +40,54 @@ func TestErrorOf(t *testing.T) {
 			}
 			if e.Error() != tt.code+": "+tt.message {
 				t.Errorf("Error() = %q", e.Error())
+			}
+		})
+	}
+}
+
+// A refused registration is a *DiagnosticsError whether the daemon
+// answers the refusal's error shape (E_FLOW_INVALID) or, from before it,
+// {flows, diagnostics} without a code. A daemon of another version cannot
+// run here: a server answers as each did.
+func TestFlowRegisterReadsDiagnostics(t *testing.T) {
+	t.Parallel()
+	diag := `[{"file":"a.star","line":1,"col":2,"code":"E_UNKNOWN_NODE","message":"no node nowhere"}]`
+	tests := []struct {
+		name, body string
+		diagnosed  bool   // a *DiagnosticsError
+		code       string // else, the *Error's code
+	}{
+		{"refusal", `{"code":"E_FLOW_INVALID","message":"the files do not pass","class":"protocol","diagnostics":` + diag + `}`, true, ""},
+		{"before the refusal's shape", `{"flows":null,"diagnostics":` + diag + `}`, true, ""},
+		{"another 422", `{"code":"E_CONFIG","message":"no","class":"protocol"}`, false, apitypes.CodeConfig},
+		{"a refusal without diagnostics", `{"code":"E_FLOW_INVALID","message":"no","class":"protocol"}`, false, apitypes.CodeFlowInvalid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusUnprocessableEntity)
+				_, _ = w.Write([]byte(tt.body))
+			}))
+			defer srv.Close()
+			c, err := New(srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			for _, call := range []func(context.Context, ...apitypes.SourceFile) (*apitypes.RegisterResult, error){c.FlowRegister, c.FlowCheck} {
+				_, err := call(context.Background(), apitypes.SourceFile{Path: "a.star", Src: "x"})
+				var de *DiagnosticsError
+				if got := errors.As(err, &de); got != tt.diagnosed {
+					t.Fatalf("a *DiagnosticsError: %v, want %v: %v", got, tt.diagnosed, err)
+				}
+				if tt.diagnosed && (len(de.Diagnostics) != 1 || !strings.Contains(err.Error(), "a.star:1:2: E_UNKNOWN_NODE")) {
+					t.Errorf("diagnostics %+v", de.Diagnostics)
+				}
+				if !tt.diagnosed && ErrorCode(err) != tt.code {
+					t.Errorf("code %q, want %q: %v", ErrorCode(err), tt.code, err)
+				}
 			}
 		})
 	}

@@ -55,9 +55,11 @@ func (c *Client) postFlows(ctx context.Context, path string, files []apitypes.So
 	status, data, err := c.do(ctx, http.MethodPost, path, apitypes.RegisterRequest{Files: files}, nil)
 	if err != nil {
 		var ae *Error
-		if errors.As(err, &ae) && status == http.StatusUnprocessableEntity && ae.Code == CodeHTTP {
-			// Diagnostics come back as the body of a 422.
-			var res apitypes.RegisterResult
+		if errors.As(err, &ae) && status == http.StatusUnprocessableEntity && (ae.Code == apitypes.CodeFlowInvalid || ae.Code == CodeHTTP) {
+			// Diagnostics come back as the body of a 422: a
+			// RegisterRefusal, or {flows, diagnostics} without a code
+			// from a daemon before it.
+			var res apitypes.RegisterRefusal
 			if json.Unmarshal(data, &res) == nil && len(res.Diagnostics) > 0 {
 				return nil, &DiagnosticsError{Diagnostics: res.Diagnostics}
 			}
