@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"io"
 	"os"
-	"path/filepath"
 	"sort"
 
 	"github.com/weirhq/weir/internal/textbound"
@@ -47,12 +46,4 @@ func readJSONFlag(flag, s string) (json.RawMessage, error) {
 		return nil, usageErrorf("%s is not valid JSON: %s", flag, textbound.Quote(s))
 	}
 	return json.RawMessage(s), nil
-}
-
-// absPath is path made absolute, or path itself if that fails.
-func absPath(path string) string {
-	if abs, err := filepath.Abs(path); err == nil {
-		return abs
-	}
-	return path
 }
