@@ -930,9 +930,7 @@ func unknownStopMessage(started string) string {
 }
 
 // itemKey is the idempotency key of a tool child's call (toolCall.key).
-func itemKey(c *store.Cohort, item int) string {
-	return fmt.Sprintf("%s/%s/%d/%d", c.RunID, c.Node, c.Visit, item)
-}
+func itemKey(c *store.Cohort, item int) string { return idemKey(c.RunID, c.Node, c.Visit, item) }
 
 // markUnknownTx records on a stopped item that the outcome of its call
 // is unknown: the item's error, the cohort's list (the caller writes c)

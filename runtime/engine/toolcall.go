@@ -46,10 +46,15 @@ type toolCall struct {
 // key is the call's idempotency key: the same on every retry and after a
 // crash, because the visit changes only when the run leaves the node, in
 // the same write as the result.
-func (c *toolCall) key() string {
+func (c *toolCall) key() string { return idemKey(c.Run.ID, c.Node.ID, c.Visit, c.Index...) }
+
+// idemKey is the one spelling of an idempotency key: the run, the node,
+// the visit and the call's index inside the node (a fan-out item; an
+// agent's turn and call), if any.
+func idemKey(runID, node string, visit int, index ...int) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s/%s/%d", c.Run.ID, c.Node.ID, c.Visit)
-	for _, i := range c.Index {
+	fmt.Fprintf(&b, "%s/%s/%d", runID, node, visit)
+	for _, i := range index {
 		fmt.Fprintf(&b, "/%d", i)
 	}
 	return b.String()
