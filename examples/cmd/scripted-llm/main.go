@@ -11,11 +11,14 @@
 //	scripted-llm -addr 127.0.0.1:8089 -script script.json
 //
 // The script is a JSON object {"steps": [...], "loop": false}; each step is
-// a text answer, tool calls, or an error (see internal/llmtest.Step). On
-// SIGINT or SIGTERM it prints the requests served and the tokens billed.
+// a text answer, tool calls, or an error, aimed at the requests its match
+// keys fit. `scripted-llm -h` prints the format (internal/llmtest's
+// ScriptFormat); docs/agents.md has a worked example. On SIGINT or SIGTERM
+// it prints the requests served and the tokens billed.
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -37,7 +40,16 @@ func run(args []string, stdout, stderr io.Writer, stop <-chan struct{}) int {
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:8089", "loopback address to listen on")
 	script := fs.String("script", "", "JSON file of the scripted answers (required)")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "Usage: scripted-llm [-addr 127.0.0.1:8089] -script script.json")
+		fs.PrintDefaults()
+		fmt.Fprintln(fs.Output())
+		fmt.Fprint(fs.Output(), llmtest.ScriptFormat)
+	}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0 // the usage and the format went to stderr
+		}
 		return 2
 	}
 	if *script == "" {

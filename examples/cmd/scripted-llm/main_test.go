@@ -52,3 +52,17 @@ func TestServesAScriptUntilStopped(t *testing.T) {
 		t.Fatalf("no script exited %d: %s", code, errOut.String())
 	}
 }
+
+// -h prints the flags and the script format, every match key with it.
+func TestHelpPrintsTheScriptFormat(t *testing.T) {
+	var out, errOut syncBuffer
+	if code := run([]string{"-h"}, &out, &errOut, nil); code != 0 {
+		t.Fatalf("-h exited %d", code)
+	}
+	help := errOut.String()
+	for _, want := range []string{"-script", "-addr", `"steps"`, `"match"`, `"match_last_user"`, `"match_system"`, `"node"`, "X-Weir-Node", "first step"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("-h does not say %s:\n%s", want, help)
+		}
+	}
+}
