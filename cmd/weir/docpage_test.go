@@ -28,7 +28,10 @@ import (
 // weir and scripted-llm are on the PATH, built from this tree, WEIR_PLUGINS
 // holds the first-party plugins pinned (as bin/plugins after make build),
 // WEIR_DATA is a fresh directory. The model server's address in the page,
-// 127.0.0.1:8089, is replaced by a free one, so pages run side by side.
+// 127.0.0.1:8089, is replaced by a free one, so pages run side by side;
+// /path/to/weir, where a reader's clone is, by this checkout. The
+// directory is outside the repository and GOWORK is off, as for a reader's
+// own module; go reaches the module proxy as the environment says.
 
 // docPage is what a page (or one section of it) gives the runner.
 type docPage struct {
@@ -98,7 +101,11 @@ func runDocPage(t *testing.T, page, section string) string {
 	t.Helper()
 	p := readDocPage(t, page, section)
 	model := freeLoopback(t)
-	fix := func(s string) string { return strings.ReplaceAll(s, "127.0.0.1:8089", model) }
+	checkout, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fix := strings.NewReplacer("127.0.0.1:8089", model, "/path/to/weir", checkout).Replace
 
 	dir := t.TempDir()
 	for name, body := range p.files {
@@ -140,9 +147,10 @@ func runDocPage(t *testing.T, page, section string) string {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-e", "-u", "-o", "pipefail", script)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(),
+	cmd.Env = append(append(os.Environ(), goCaches(t)...),
 		"PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"HOME="+dir,
+		"GOWORK=off",
 		"WEIR_DATA="+filepath.Join(dir, ".data"),
 		"WEIR_SOCKET="+filepath.Join(sockDir, "s"),
 		"WEIR_PLUGINS="+testutil.PinnedPlugins(t),
@@ -164,6 +172,22 @@ func runDocPage(t *testing.T, page, section string) string {
 		t.Fatalf("%s %s: the commands failed (%v):\n%s", page, section, runErr, printed)
 	}
 	return string(printed)
+}
+
+// goCaches keeps go's module and build caches where they are, though
+// HOME moves: a page that builds a module downloads nothing the
+// repository's own build already fetched.
+func goCaches(t *testing.T) []string {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOMODCACHE", "GOCACHE", "GOPATH").Output()
+	if err != nil {
+		t.Fatalf("go env: %v", err)
+	}
+	v := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(v) != 3 {
+		t.Fatalf("go env printed %q", out)
+	}
+	return []string{"GOMODCACHE=" + v[0], "GOCACHE=" + v[1], "GOPATH=" + v[2]}
 }
 
 // freeLoopback returns a loopback address no one listened on a moment ago.
@@ -207,5 +231,26 @@ func TestAgentsDocScriptExample(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("the example did not print %q:\n%s", want, out)
 		}
+	}
+}
+
+// docs/api.md's recipe for using the Go client from a module of one's own
+// (a replace to a clone, until weir is tagged) builds and runs, outside
+// the repository and its go.work.
+func TestAPIDocModuleRecipe(t *testing.T) {
+	t.Parallel()
+	out := runDocPage(t, "docs/api.md", "## Depend on it from your module")
+	if !strings.Contains(out, "no daemon answers: true") {
+		t.Fatalf("the program printed:\n%s", out)
+	}
+}
+
+// docs/plugins.md's recipe for a plugin built against the sdk before it
+// is published builds, installs and answers a call.
+func TestPluginsDocModuleRecipe(t *testing.T) {
+	t.Parallel()
+	out := runDocPage(t, "docs/plugins.md", "## Build against the sdk before it is published")
+	if !strings.Contains(out, `"greeting": "Hello, Ada!"`) {
+		t.Fatalf("the tool call printed:\n%s", out)
 	}
 }
