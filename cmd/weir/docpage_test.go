@@ -254,3 +254,45 @@ func TestPluginsDocModuleRecipe(t *testing.T) {
 		t.Fatalf("the tool call printed:\n%s", out)
 	}
 }
+
+// docs/tutorial.md runs as printed, start to end: the agent notes its
+// plan, the mail waits for and gets its approval and goes out once, and a
+// budget too small refuses the turn before the model is asked.
+func TestTutorial(t *testing.T) {
+	t.Parallel()
+	out := runDocPage(t, "docs/tutorial.md", "")
+	t.Log(out)
+	for _, want := range []string{
+		"ok  launch", // flow check
+		"wait:     planner@1.2.0 (approval)",
+		`"summary":"The plan is noted and mailed to the team."`,
+		`"subject":"Launch plan"`,
+		"E_BUDGET_EXHAUSTED",
+		"exit 1",
+		"3 turns",
+		"0 steps unplayed",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the tutorial did not print %q", want)
+		}
+	}
+	if n := strings.Count(out, `"from":"weir@localhost"`); n != 1 {
+		t.Errorf("the outbox holds %d mails, want 1", n)
+	}
+}
+
+// The README leads to the tutorial, and the tutorial back to the pages
+// it names: a page nobody links to is not read.
+func TestTutorialIsLinked(t *testing.T) {
+	t.Parallel()
+	if readme := readDoc(t, "README.md"); !strings.Contains(readme, "(docs/tutorial.md)") {
+		t.Error("README.md does not link docs/tutorial.md")
+	}
+	tutorial := readDoc(t, "docs/tutorial.md")
+	for _, m := range regexp.MustCompile(`\]\(([a-z]+\.md)(#[a-z0-9-]+)?\)`).FindAllStringSubmatch(tutorial, -1) {
+		page := strings.ToLower(readDoc(t, filepath.Join("docs", m[1])))
+		if heading := "\n## " + strings.ReplaceAll(strings.TrimPrefix(m[2], "#"), "-", " "); m[2] != "" && !strings.Contains(page, heading) {
+			t.Errorf("docs/tutorial.md links %s%s: no such heading", m[1], m[2])
+		}
+	}
+}
