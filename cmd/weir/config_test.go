@@ -512,8 +512,10 @@ func TestOperatorsExamplePluginBlocksCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := map[string]string{"HOME": dir, "WEIR_PLUGINS": plugins}
-	// The llm block's env names a variable that must be set for the daemon.
+	// The llm and mcp blocks' env lists name variables that must be set
+	// for the daemon.
 	t.Setenv("ANTHROPIC_API_KEY", "k")
+	t.Setenv("FILES_KEY", "k")
 	code, out, errb, _ := run(t, env, "config", "check", path)
 	if code != 0 || !strings.Contains(out, "valid") {
 		t.Fatalf("config check of the docs' plugin blocks: exit %d\n%s%s\n%s", code, out, errb, src)

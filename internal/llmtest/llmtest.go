@@ -1,9 +1,10 @@
 // Package llmtest is a scripted model server for offline tests and demos.
 //
-// One Server speaks, on a loopback listener, the wire formats of the two
+// One Server speaks, on a loopback listener, the wire formats of the
 // provider APIs weir's llm plugin calls: OpenAI Chat Completions
-// (POST /v1/chat/completions) and Anthropic Messages (POST /v1/messages),
-// each with and without SSE streaming. It plays a script of answers — text,
+// (POST /v1/chat/completions), OpenAI Responses (POST /v1/responses) and
+// Anthropic Messages (POST /v1/messages), each with and without SSE
+// streaming. It plays a script of answers — text,
 // tool calls, errors with their status and Retry-After, malformed or cut
 // streams — and counts the requests it received and the tokens it billed,
 // so that a crash test can check that weir never pays twice for a turn it
@@ -109,7 +110,7 @@ type Usage struct {
 
 // Request is one request the server received.
 type Request struct {
-	// API is "openai" or "anthropic".
+	// API is "openai", "openai-responses" or "anthropic".
 	API    string
 	Header http.Header
 	Body   json.RawMessage
@@ -202,6 +203,7 @@ func (s *Server) Start(addr string) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { s.handle(w, r, apiOpenAI) })
 	mux.HandleFunc("POST /v1/messages", func(w http.ResponseWriter, r *http.Request) { s.handle(w, r, apiAnthropic) })
+	mux.HandleFunc("POST /v1/responses", func(w http.ResponseWriter, r *http.Request) { s.handle(w, r, apiResponses) })
 	s.ln = ln
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	s.done = make(chan struct{})
@@ -266,6 +268,7 @@ func (s *Server) Remaining() int {
 
 const (
 	apiOpenAI    = "openai"
+	apiResponses = "openai-responses"
 	apiAnthropic = "anthropic"
 )
 
@@ -369,9 +372,12 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, api string) {
 	if f, ok := w.(http.Flusher); ok {
 		sse.flush = f.Flush
 	}
-	if api == apiOpenAI {
+	switch api {
+	case apiOpenAI:
 		t.streamOpenAI(sse, req.StreamOptions.IncludeUsage)
-	} else {
+	case apiResponses:
+		t.streamResponses(sse)
+	default:
 		t.streamAnthropic(sse)
 	}
 }
@@ -400,7 +406,7 @@ func writeError(w http.ResponseWriter, api string, step Step) {
 	}
 	msg := step.ErrorMessage
 	code := step.ErrorCode
-	if api == apiOpenAI {
+	if api != apiAnthropic { // both OpenAI APIs answer errors alike
 		typ := "invalid_request_error"
 		switch {
 		case step.Status == http.StatusTooManyRequests:

@@ -180,10 +180,7 @@ func TestRespondAnswersFromTheBody(t *testing.T) {
 // when node is set, and returns the answer's text or the status.
 func post(t *testing.T, s *Server, api, node, body string) string {
 	t.Helper()
-	url := s.OpenAIBaseURL() + "/chat/completions"
-	if api == apiAnthropic {
-		url = s.URL() + "/v1/messages"
-	}
+	url := map[string]string{apiOpenAI: s.OpenAIBaseURL() + "/chat/completions", apiResponses: s.OpenAIBaseURL() + "/responses", apiAnthropic: s.URL() + "/v1/messages"}[api]
 	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -209,6 +206,11 @@ func post(t *testing.T, s *Server, api, node, body string) string {
 		Content []struct {
 			Text string `json:"text"`
 		} `json:"content"`
+		Output []struct {
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		} `json:"output"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
 		t.Fatal(err)
@@ -219,10 +221,15 @@ func post(t *testing.T, s *Server, api, node, body string) string {
 	if len(out.Content) > 0 {
 		return out.Content[0].Text
 	}
+	for _, o := range out.Output {
+		if len(o.Content) > 0 {
+			return o.Content[0].Text
+		}
+	}
 	return ""
 }
 
-// Each match key aims a step at the requests it names, in both wire
+// Each match key aims a step at the requests it names, in every wire
 // formats: the last user message (not a tool result, not an earlier
 // prompt), the system prompt, the node header, and the raw body.
 func TestMatchKeys(t *testing.T) {
@@ -239,8 +246,13 @@ func TestMatchKeys(t *testing.T) {
 			later: `{"model":"m","max_tokens":10,"system":"[critic] Be sharp.","messages":[{"role":"user","content":"Question: what is a lease"},` +
 				`{"role":"assistant","content":[{"type":"tool_use","id":"c1","name":"notes__put","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"c1","content":"Question: what is a cohort"}]}]}`,
 		},
+		apiResponses: {
+			first: `{"model":"m","instructions":"[critic] Be sharp.","input":[{"role":"user","content":"Question: what is a lease"}]}`,
+			later: `{"model":"m","instructions":"[critic] Be sharp.","input":[{"role":"user","content":[{"type":"input_text","text":"Question: what is a lease"}]},` +
+				`{"type":"function_call","call_id":"c1","name":"notes__put","arguments":"{}"},{"type":"function_call_output","call_id":"c1","output":"Question: what is a cohort"}]}`,
+		},
 	}
-	for _, api := range []string{apiOpenAI, apiAnthropic} {
+	for _, api := range []string{apiOpenAI, apiResponses, apiAnthropic} {
 		t.Run(api, func(t *testing.T) {
 			t.Parallel()
 			b := bodies[api]

@@ -47,6 +47,10 @@ func readRequest(api string, h http.Header, body []byte) seenRequest {
 	var req struct {
 		System   json.RawMessage `json:"system"`
 		Messages []wireMessage   `json:"messages"`
+		// The Responses API's: the system prompt, and the conversation
+		// (a string, or items of which messages have a role).
+		Instructions string          `json:"instructions"`
+		Input        json.RawMessage `json:"input"`
 	}
 	if json.Unmarshal(body, &req) != nil {
 		return r
@@ -57,7 +61,19 @@ func readRequest(api string, h http.Header, body []byte) seenRequest {
 			system = append(system, t)
 		}
 	}
-	for _, m := range req.Messages {
+	msgs := req.Messages
+	if api == apiResponses {
+		if req.Instructions != "" {
+			system = append(system, req.Instructions)
+		}
+		var s string
+		if json.Unmarshal(req.Input, &s) == nil {
+			msgs = []wireMessage{{Role: "user", Content: req.Input}}
+		} else {
+			_ = json.Unmarshal(req.Input, &msgs) // items without a role are tool calls and outputs
+		}
+	}
+	for _, m := range msgs {
 		switch m.Role {
 		case "system", "developer":
 			if t := texts(m.Content); t != "" {
@@ -74,7 +90,8 @@ func readRequest(api string, h http.Header, body []byte) seenRequest {
 }
 
 // texts is the text of content: the string itself, or its text blocks
-// joined (tool results and images are not text).
+// joined (text, or the Responses API's input_text; tool results and
+// images are not text).
 func texts(content json.RawMessage) string {
 	var s string
 	if json.Unmarshal(content, &s) == nil {
@@ -86,7 +103,7 @@ func texts(content json.RawMessage) string {
 	}
 	var parts []string
 	for _, b := range blocks {
-		if b.Type == "text" && b.Text != "" {
+		if (b.Type == "text" || b.Type == "input_text") && b.Text != "" {
 			parts = append(parts, b.Text)
 		}
 	}

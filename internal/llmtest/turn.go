@@ -81,6 +81,9 @@ func (t *turn) openAIFinish() string {
 
 // whole is the answer without streaming.
 func (t *turn) whole(api string) any {
+	if api == apiResponses {
+		return t.responsesObject()
+	}
 	if api == apiOpenAI {
 		msg := map[string]any{"role": "assistant", "content": nil, "refusal": nil}
 		if t.step.Text != "" {
@@ -262,4 +265,88 @@ func (t *turn) streamAnthropic(s *sseWriter) {
 	}
 	s.event("message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": t.stop, "stop_sequence": nil}, "usage": map[string]any{"output_tokens": t.anthropicUsage()["output_tokens"]}})
 	s.event("message_stop", map[string]any{"type": "message_stop"})
+}
+
+// responsesItems are the output items of a Responses API answer: a
+// message with the text, then one function call per tool call.
+func (t *turn) responsesItems() []any {
+	var items []any
+	if t.step.Text != "" {
+		items = append(items, map[string]any{"type": "message", "id": "msg_" + t.id, "role": "assistant", "status": "completed",
+			"content": []any{map[string]any{"type": "output_text", "text": t.step.Text, "annotations": []any{}}}})
+	}
+	for i, c := range t.calls {
+		items = append(items, t.responsesCall(i, c, t.fullArguments(i), "completed"))
+	}
+	return items
+}
+
+func (t *turn) responsesCall(i int, c ToolCall, args, status string) map[string]any {
+	return map[string]any{"type": "function_call", "id": fmt.Sprintf("fc_%s_%d", t.id, i), "call_id": c.ID, "name": c.Name, "arguments": args, "status": status}
+}
+
+// responsesObject is the response object as the Responses API ends a
+// turn: completed, or incomplete at max_output_tokens.
+func (t *turn) responsesObject() map[string]any {
+	r := map[string]any{"id": "resp_" + t.id, "object": "response", "created_at": t.created, "model": t.model,
+		"status": "completed", "output": t.responsesItems(), "error": nil, "incomplete_details": nil}
+	if t.stop == "max_tokens" {
+		r["status"] = "incomplete"
+		r["incomplete_details"] = map[string]any{"reason": "max_output_tokens"}
+	}
+	if !t.step.NoUsage {
+		r["usage"] = map[string]any{"input_tokens": t.usage.InputTokens, "output_tokens": t.usage.OutputTokens,
+			"total_tokens":         t.usage.InputTokens + t.usage.OutputTokens,
+			"input_tokens_details": map[string]any{"cached_tokens": 0}, "output_tokens_details": map[string]any{"reasoning_tokens": 0}}
+	}
+	return r
+}
+
+func (t *turn) streamResponses(s *sseWriter) {
+	seq := 0
+	ev := func(typ string, data map[string]any) map[string]any {
+		data["type"] = typ
+		data["sequence_number"] = seq
+		seq++
+		return data
+	}
+	send := func(typ string, data map[string]any) { s.event(typ, ev(typ, data)) }
+	delta := func(typ string, data map[string]any) bool { return s.delta(t, typ, ev(typ, data)) }
+	head := map[string]any{"id": "resp_" + t.id, "object": "response", "created_at": t.created, "model": t.model, "status": "in_progress", "output": []any{}}
+	send("response.created", map[string]any{"response": head})
+	out := 0
+	if len(t.text) > 0 || (len(t.calls) == 0 && (t.step.Malformed || t.step.CutShort || t.step.Hold != nil)) {
+		id := "msg_" + t.id
+		send("response.output_item.added", map[string]any{"output_index": out, "item": map[string]any{"type": "message", "id": id, "role": "assistant", "status": "in_progress", "content": []any{}}})
+		pieces := t.text
+		if len(pieces) == 0 {
+			pieces = []string{""}
+		}
+		for _, p := range pieces {
+			if !delta("response.output_text.delta", map[string]any{"item_id": id, "output_index": out, "content_index": 0, "delta": p}) {
+				return
+			}
+		}
+		send("response.output_text.done", map[string]any{"item_id": id, "output_index": out, "content_index": 0, "text": t.step.Text})
+		send("response.output_item.done", map[string]any{"output_index": out, "item": map[string]any{"type": "message", "id": id, "role": "assistant", "status": "completed",
+			"content": []any{map[string]any{"type": "output_text", "text": t.step.Text, "annotations": []any{}}}}})
+		out++
+	}
+	for i, c := range t.calls {
+		item := t.responsesCall(i, c, "", "in_progress")
+		send("response.output_item.added", map[string]any{"output_index": out, "item": item})
+		for _, p := range t.args[i] {
+			if !delta("response.function_call_arguments.delta", map[string]any{"item_id": item["id"], "output_index": out, "delta": p}) {
+				return
+			}
+		}
+		send("response.function_call_arguments.done", map[string]any{"item_id": item["id"], "output_index": out, "arguments": t.fullArguments(i)})
+		send("response.output_item.done", map[string]any{"output_index": out, "item": t.responsesCall(i, c, t.fullArguments(i), "completed")})
+		out++
+	}
+	end := "response.completed"
+	if t.stop == "max_tokens" {
+		end = "response.incomplete"
+	}
+	send(end, map[string]any{"response": t.responsesObject()})
 }

@@ -22,13 +22,22 @@ func newAnthropic(p *providerConfig, hc *http.Client) *anthropicProvider {
 		// Every try is the engine's: it counts them and honours
 		// Retry-After itself.
 		option.WithMaxRetries(0),
-	}
-	if p.apiKey != "" {
-		opts = append(opts, option.WithAPIKey(p.apiKey))
-	} else {
-		// No key configured: a local server. Nothing is read from the
+		// The key is the config's alone: nothing is read from the
 		// environment or a profile on disk.
-		opts = append(opts, option.WithoutEnvironmentDefaults())
+		option.WithoutEnvironmentDefaults(),
+		// The API version the request and stream shapes are written
+		// for, not the SDK's newest.
+		option.WithHeader("anthropic-version", p.AnthropicVersion),
+	}
+	// The SDK's WithAPIKey sends Authorization: Bearer; the Messages API
+	// documents x-api-key. A request that carries either header is sent
+	// as it is, with no other credential resolved.
+	switch {
+	case p.apiKey == "":
+	case p.Auth == authBearer:
+		opts = append(opts, option.WithHeader("Authorization", "Bearer "+p.apiKey))
+	default:
+		opts = append(opts, option.WithHeader("X-Api-Key", p.apiKey))
 	}
 	if p.BaseURL != "" {
 		opts = append(opts, option.WithBaseURL(p.BaseURL))
@@ -45,9 +54,8 @@ func (a *anthropicProvider) turn(ctx context.Context, t *turnRequest) (*chat.Res
 	if s := systemPrompt(t.req); s != "" {
 		params.System = []anthropic.TextBlockParam{{Text: s}}
 	}
-	for _, td := range t.req.Tools {
-		name, _ := chat.ProviderToolName(td.Name)
-		schema := schemaMap(td.InputSchema)
+	for _, o := range t.offers {
+		schema := o.schema
 		in := anthropic.ToolInputSchemaParam{Properties: schema["properties"], ExtraFields: map[string]any{}}
 		if req, ok := schema["required"].([]any); ok {
 			for _, r := range req {
@@ -61,9 +69,9 @@ func (a *anthropicProvider) turn(ctx context.Context, t *turnRequest) (*chat.Res
 				in.ExtraFields[k] = v
 			}
 		}
-		tool := anthropic.ToolParam{Name: name, InputSchema: in}
-		if td.Description != "" {
-			tool.Description = anthropic.String(td.Description)
+		tool := anthropic.ToolParam{Name: o.name, InputSchema: in}
+		if o.description != "" {
+			tool.Description = anthropic.String(o.description)
 		}
 		params.Tools = append(params.Tools, anthropic.ToolUnionParam{OfTool: &tool})
 	}

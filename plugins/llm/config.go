@@ -8,12 +8,17 @@ import (
 	"os"
 	"sort"
 	"strings"
+
+	"github.com/weirhq/weir/internal/escape"
 )
 
 // The provider kinds the plugin speaks.
 const (
-	kindOpenAI    = "openai"
-	kindAnthropic = "anthropic"
+	kindOpenAI = "openai"
+	// kindOpenAIResponses is the OpenAI Responses API (POST
+	// /v1/responses), beside Chat Completions.
+	kindOpenAIResponses = "openai-responses"
+	kindAnthropic       = "anthropic"
 )
 
 // config is the plugin's section of weir's configuration:
@@ -22,7 +27,7 @@ const (
 //	  env = ["ANTHROPIC_API_KEY"]
 //	  providers = {
 //	    local  = { kind = "openai",    base_url = "http://127.0.0.1:8089/v1" }
-//	    claude = { kind = "anthropic", base_url = "https://api.anthropic.com", api_key_env = "ANTHROPIC_API_KEY" }
+//	    claude = { kind = "anthropic", base_url = "https://api.anthropic.com", api_key_env = "ANTHROPIC_API_KEY" } # auth = "x-api-key"
 //	  }
 //	  models = {
 //	    small = { provider = "local", model = "qwen3-4b", input_cost = 100, output_cost = 400, max_tokens = 1024 }
@@ -37,6 +42,14 @@ type providerConfig struct {
 	Name    string
 	Kind    string
 	BaseURL string
+	// Auth is how the key is sent: authXAPIKey (the Messages API's
+	// x-api-key header, Anthropic's default) or authBearer
+	// (Authorization: Bearer, OpenAI's and some gateways').
+	Auth string
+	// AnthropicVersion is the anthropic-version header of every Messages
+	// API request: the API version whose request and answer shapes the
+	// plugin speaks, not the SDK's newest.
+	AnthropicVersion string
 	// APIKeyEnv names the variable the key is read from; the key itself
 	// lives only in apiKey and never in an error or an output.
 	APIKeyEnv string
@@ -53,11 +66,40 @@ type modelConfig struct {
 	OutputCost int64
 	// MaxTokens is the default and the ceiling of a turn's output tokens.
 	MaxTokens int64
+	// TokenLimitField names the request field that carries MaxTokens:
+	// fieldMaxCompletionTokens (OpenAI's, which its reasoning models
+	// require) or fieldMaxTokens (Anthropic's, and older OpenAI-compatible
+	// servers').
+	TokenLimitField string
 	// Limits enforced before a call; 0 means none.
 	MaxConcurrent     int64
 	RequestsPerMinute int64
 	TokensPerMinute   int64
 }
+
+// The ways a provider's key is sent (providers.NAME.auth).
+const (
+	authXAPIKey = "x-api-key"
+	authBearer  = "bearer"
+)
+
+// defaultAnthropicVersion is the Messages API version the plugin speaks
+// unless providers.NAME.anthropic_version says otherwise: the version
+// the Messages API documents for its request and stream shapes.
+const defaultAnthropicVersion = "2023-06-01"
+
+// The request fields a turn's output limit can go in
+// (models.ALIAS.token_limit_field).
+const (
+	fieldMaxTokens           = "max_tokens"
+	fieldMaxCompletionTokens = "max_completion_tokens"
+	// fieldMaxOutputTokens is the Responses API's, its only one.
+	fieldMaxOutputTokens = "max_output_tokens"
+)
+
+// minResponsesTokens is the least max_output_tokens the Responses API
+// takes.
+const minResponsesTokens = 16
 
 // Limits of the configuration, named so that a refusal can cite them.
 const (
@@ -73,8 +115,8 @@ var hostKeys = []string{"env", "memory_max"}
 
 var (
 	topKeys      = []string{"providers", "models"}
-	providerKeys = []string{"kind", "base_url", "api_key_env"}
-	modelKeys    = []string{"provider", "model", "input_cost", "output_cost", "max_tokens", "max_concurrent", "requests_per_minute", "tokens_per_minute"}
+	providerKeys = []string{"kind", "base_url", "api_key_env", "auth", "anthropic_version"}
+	modelKeys    = []string{"provider", "model", "input_cost", "output_cost", "max_tokens", "token_limit_field", "max_concurrent", "requests_per_minute", "tokens_per_minute"}
 )
 
 // configSchema is the JSON schema of the plugin's section, declared in the
@@ -92,9 +134,11 @@ const configSchema = `{
         "additionalProperties": false,
         "required": ["kind"],
         "properties": {
-          "kind": {"enum": ["openai", "anthropic"]},
+          "kind": {"enum": ["openai", "openai-responses", "anthropic"]},
           "base_url": {"type": "string"},
-          "api_key_env": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$"}
+          "api_key_env": {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
+          "auth": {"enum": ["x-api-key", "bearer"]},
+          "anthropic_version": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"}
         }
       }
     },
@@ -110,6 +154,7 @@ const configSchema = `{
           "input_cost": {"type": "integer", "minimum": 0},
           "output_cost": {"type": "integer", "minimum": 0},
           "max_tokens": {"type": "integer", "minimum": 1},
+          "token_limit_field": {"enum": ["max_tokens", "max_completion_tokens", "max_output_tokens"]},
           "max_concurrent": {"type": "integer", "minimum": 0},
           "requests_per_minute": {"type": "integer", "minimum": 0},
           "tokens_per_minute": {"type": "integer", "minimum": 0}
@@ -181,9 +226,9 @@ func parseProvider(name string, raw json.RawMessage, getenv func(string) (string
 		return nil, err
 	}
 	switch p.Kind {
-	case kindOpenAI, kindAnthropic:
+	case kindOpenAI, kindOpenAIResponses, kindAnthropic:
 	default:
-		return nil, fmt.Errorf("%s.kind: unknown provider kind %q (openai or anthropic)", path, p.Kind)
+		return nil, fmt.Errorf("%s.kind: unknown provider kind %q (openai, openai-responses or anthropic)", path, escape.Cut(p.Kind, 40))
 	}
 	if err := str(f, path, "base_url", &p.BaseURL, false); err != nil {
 		return nil, err
@@ -193,6 +238,30 @@ func parseProvider(name string, raw json.RawMessage, getenv func(string) (string
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, fmt.Errorf("%s.base_url: %q is not an http or https URL", path, p.BaseURL)
 		}
+	}
+	if err := str(f, path, "auth", &p.Auth, false); err != nil {
+		return nil, err
+	}
+	switch {
+	case p.Auth == "" && p.Kind == kindAnthropic:
+		p.Auth = authXAPIKey
+	case p.Auth == "":
+		p.Auth = authBearer
+	case p.Auth == authXAPIKey && p.Kind != kindAnthropic:
+		return nil, fmt.Errorf("%s.auth: %q is the Messages API's header; a %s provider takes its key as %q", path, p.Auth, p.Kind, authBearer)
+	case p.Auth != authXAPIKey && p.Auth != authBearer:
+		return nil, fmt.Errorf("%s.auth: unknown %q (%s or %s)", path, escape.Cut(p.Auth, 40), authXAPIKey, authBearer)
+	}
+	if err := str(f, path, "anthropic_version", &p.AnthropicVersion, false); err != nil {
+		return nil, err
+	}
+	switch {
+	case p.AnthropicVersion != "" && p.Kind != kindAnthropic:
+		return nil, fmt.Errorf("%s.anthropic_version: only an anthropic provider sends one", path)
+	case p.AnthropicVersion == "" && p.Kind == kindAnthropic:
+		p.AnthropicVersion = defaultAnthropicVersion
+	case p.AnthropicVersion != "" && !isAPIVersion(p.AnthropicVersion):
+		return nil, fmt.Errorf("%s.anthropic_version: %q is not a version date YYYY-MM-DD", path, escape.Cut(p.AnthropicVersion, 40))
 	}
 	if err := str(f, path, "api_key_env", &p.APIKeyEnv, false); err != nil {
 		return nil, err
@@ -229,13 +298,33 @@ func parseModel(alias string, raw json.RawMessage, providers map[string]*provide
 	if m.Model == "" {
 		return nil, fmt.Errorf("%s.model: empty", path)
 	}
+	kind := providers[m.Provider].Kind
+	if err := str(f, path, "token_limit_field", &m.TokenLimitField, false); err != nil {
+		return nil, err
+	}
+	// Each kind's fields, its default first.
+	fields := map[string][]string{
+		kindOpenAI:          {fieldMaxCompletionTokens, fieldMaxTokens},
+		kindOpenAIResponses: {fieldMaxOutputTokens},
+		kindAnthropic:       {fieldMaxTokens},
+	}[kind]
+	switch {
+	case m.TokenLimitField == "":
+		m.TokenLimitField = fields[0]
+	case !contains(fields, m.TokenLimitField):
+		return nil, fmt.Errorf("%s.token_limit_field: %q is not a field of an %s provider (%s)", path, escape.Cut(m.TokenLimitField, 40), kind, strings.Join(fields, " or "))
+	}
+	minTokens := int64(1)
+	if kind == kindOpenAIResponses {
+		minTokens = minResponsesTokens
+	}
 	for _, n := range []struct {
 		key      string
 		dst      *int64
 		min, max int64
 		required bool
 	}{
-		{"max_tokens", &m.MaxTokens, 1, maxModelTokens, true},
+		{"max_tokens", &m.MaxTokens, minTokens, maxModelTokens, true},
 		{"input_cost", &m.InputCost, 0, maxCostPerMTok, false},
 		{"output_cost", &m.OutputCost, 0, maxCostPerMTok, false},
 		{"max_concurrent", &m.MaxConcurrent, 0, maxLimitValue, false},
@@ -290,6 +379,19 @@ func str(f map[string]json.RawMessage, path, key string, dst *string, required b
 		return fmt.Errorf("%s.%s: want a string, got %s", path, key, v)
 	}
 	return nil
+}
+
+// isAPIVersion tells a version date such as 2023-06-01.
+func isAPIVersion(s string) bool {
+	if len(s) != len("2006-01-02") {
+		return false
+	}
+	for i, r := range s {
+		if (i == 4 || i == 7) != (r == '-') || (r != '-' && (r < '0' || r > '9')) {
+			return false
+		}
+	}
+	return true
 }
 
 func contains(list []string, s string) bool {

@@ -18,6 +18,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	oaisse "github.com/openai/openai-go/v3/packages/ssestream"
 
+	"github.com/weirhq/weir/internal/escape"
 	"github.com/weirhq/weir/sdk"
 )
 
@@ -66,6 +67,10 @@ type modelError struct {
 	Retryable  bool
 	RetryAfter time.Duration
 	Msg        string
+	// overload: the provider said it is overloaded or rate limited
+	// (429, 503, 529): a retry waits for its Retry-After, or else for
+	// overloadBackoff, never the engine's sub-second base.
+	overload bool
 }
 
 func (e *modelError) Error() string {
@@ -112,14 +117,15 @@ func classify(err error, where string, now time.Time) *modelError {
 		oe  *openai.Error
 		ae  *anthropic.Error
 		ose *oaisse.StreamError
+		rf  *responsesFailure
 		mal *malformedError
 		cut *cutShortError
 	)
 	switch {
 	case errors.As(err, &oe):
 		code, retry := statusCode(oe.StatusCode, oe.Code+" "+oe.Type, oe.Message)
-		return &modelError{Code: code, Retryable: retry, RetryAfter: retryAfter(oe.Response, now),
-			Msg: fmt.Sprintf("%s answered %d %s%s", where, oe.StatusCode, http.StatusText(oe.StatusCode), quote(code, oe.Message))}
+		return &modelError{Code: code, Retryable: retry, RetryAfter: retryAfter(oe.Response, now), overload: isOverload(oe.StatusCode),
+			Msg: fmt.Sprintf("%s answered %s%s", where, statusLine(oe.StatusCode), quote(code, oe.Message))}
 	case errors.As(err, &ae):
 		status := ae.StatusCode
 		if status == 0 || status == http.StatusOK {
@@ -127,8 +133,8 @@ func classify(err error, where string, now time.Time) *modelError {
 			status = anthropicTypeStatus(string(ae.Type()))
 		}
 		code, retry := statusCode(status, string(ae.Type()), ae.Message)
-		return &modelError{Code: code, Retryable: retry, RetryAfter: retryAfter(ae.Response, now),
-			Msg: fmt.Sprintf("%s answered %d %s%s", where, status, http.StatusText(status), quote(code, ae.Message))}
+		return &modelError{Code: code, Retryable: retry, RetryAfter: retryAfter(ae.Response, now), overload: isOverload(status),
+			Msg: fmt.Sprintf("%s answered %s%s", where, statusLine(status), quote(code, ae.Message))}
 	case errors.As(err, &ose):
 		// An error object inside an OpenAI stream.
 		var body struct {
@@ -145,7 +151,19 @@ func classify(err error, where string, now time.Time) *modelError {
 			status = http.StatusTooManyRequests
 		}
 		code, retry := statusCode(status, kind, body.Error.Message)
-		return &modelError{Code: code, Retryable: retry, Msg: fmt.Sprintf("%s sent an error inside its stream%s", where, quote(code, body.Error.Message))}
+		return &modelError{Code: code, Retryable: retry, overload: isOverload(status), Msg: fmt.Sprintf("%s sent an error inside its stream%s", where, quote(code, body.Error.Message))}
+	case errors.As(err, &rf):
+		// A response.failed or error event of the Responses API.
+		status := http.StatusBadRequest
+		switch {
+		case strings.Contains(rf.code, "rate_limit"):
+			status = http.StatusTooManyRequests
+		case rf.code == "server_error" || strings.Contains(rf.code, "timeout") || rf.code == "":
+			status = http.StatusInternalServerError
+		}
+		code, retry := statusCode(status, rf.code, rf.message)
+		return &modelError{Code: code, Retryable: retry, overload: isOverload(status),
+			Msg: fmt.Sprintf("%s sent an error inside its stream%s", where, quote(code, escape.Cut(rf.code+": "+rf.message, maxProviderMessage)))}
 	case errors.As(err, &mal):
 		return &modelError{Code: codeMalformed, Retryable: true, Msg: fmt.Sprintf("%s: %s", where, mal.msg)}
 	case errors.As(err, &cut):
@@ -156,6 +174,50 @@ func classify(err error, where string, now time.Time) *modelError {
 		return &modelError{Code: codeUnavailable, Retryable: true, Msg: fmt.Sprintf("%s could not be reached or dropped the connection: %v", where, err)}
 	}
 	return &modelError{Code: codeUnavailable, Retryable: true, Msg: fmt.Sprintf("%s: %v", where, err)}
+}
+
+// statusOverloaded is the status Anthropic answers when it is overloaded;
+// net/http has no name for it.
+const statusOverloaded = 529
+
+// statusLine is a status with its name, "529 Overloaded", or the bare
+// number for a status without one.
+func statusLine(status int) string {
+	text := http.StatusText(status)
+	if status == statusOverloaded {
+		text = "Overloaded"
+	}
+	if text == "" {
+		return strconv.Itoa(status)
+	}
+	return strconv.Itoa(status) + " " + text
+}
+
+// isOverload tells the statuses of a provider that asks to be called
+// less: rate limited, unavailable, overloaded.
+func isOverload(status int) bool {
+	return status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable || status == statusOverloaded
+}
+
+// The schedule of retries of an overloaded provider that names no
+// Retry-After: overloadBackoffBase doubled per attempt, up to
+// overloadBackoffMax, plus up to half again of random jitter so that the
+// agents a provider refused together do not come back together. The
+// engine caps it at its retry_max.
+const (
+	overloadBackoffBase = 2 * time.Second
+	overloadBackoffMax  = time.Minute
+)
+
+// overloadBackoff is the wait before the next try after attempt (from 1)
+// met an overloaded provider; jitter(n) is uniform in [0, n).
+func overloadBackoff(attempt int, jitter func(n int64) int64) time.Duration {
+	d := overloadBackoffBase << min(max(attempt-1, 0), 10)
+	d = min(d, overloadBackoffMax)
+	if half := int64(d / 2); half > 0 {
+		d += time.Duration(jitter(half))
+	}
+	return d
 }
 
 // statusCode maps an HTTP status (and the provider's error code, type and
@@ -216,7 +278,7 @@ func anthropicTypeStatus(t string) int {
 	case "timeout_error":
 		return http.StatusGatewayTimeout
 	case "overloaded_error":
-		return 529
+		return statusOverloaded
 	}
 	return http.StatusInternalServerError
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/big"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
@@ -20,6 +21,8 @@ import (
 type plugin struct {
 	getenv func(string) (string, bool)
 	now    func() time.Time
+	// jitter(n) is uniform in [0, n): the spread of overload backoffs.
+	jitter func(n int64) int64
 
 	mu      sync.Mutex
 	configs map[string]*setup
@@ -44,6 +47,8 @@ type turnRequest struct {
 	req       *chat.Request
 	model     *modelConfig
 	maxTokens int64
+	// offers are the request's tools as this provider accepts them.
+	offers []offer
 	// names maps the provider-side tool names offered back to weir's.
 	names map[string]string
 	// progress reports the output tokens streamed so far.
@@ -87,7 +92,7 @@ func printableASCII(s string) bool {
 }
 
 func newPlugin(getenv func(string) (string, bool)) *plugin {
-	return &plugin{getenv: getenv, now: time.Now, configs: map[string]*setup{}}
+	return &plugin{getenv: getenv, now: time.Now, jitter: rand.Int64N, configs: map[string]*setup{}}
 }
 
 func (p *plugin) tool() sdk.Tool {
@@ -135,6 +140,8 @@ func (p *plugin) setupFor(raw json.RawMessage) *setup {
 			switch pc.Kind {
 			case kindOpenAI:
 				s.providers[name] = newOpenAI(pc, client)
+			case kindOpenAIResponses:
+				s.providers[name] = newResponses(pc, client)
 			case kindAnthropic:
 				s.providers[name] = newAnthropic(pc, client)
 			}
@@ -175,6 +182,11 @@ func (p *plugin) run(ctx context.Context, call *sdk.Call) (any, error) {
 		mapped, _ := chat.ProviderToolName(t.Name) // Validate checked it
 		names[mapped] = t.Name
 	}
+	pc := s.cfg.Providers[m.Provider]
+	offered, oerr := offers(pc.Kind, req.Tools)
+	if oerr != nil {
+		return nil, oerr.toolError()
+	}
 	estimate := chat.EstimateInputTokens(&req)
 	settle, lerr := s.limiters[m.Alias].acquire(estimate + maxTokens)
 	if lerr != nil {
@@ -183,9 +195,8 @@ func (p *plugin) run(ctx context.Context, call *sdk.Call) (any, error) {
 	used := int64(-1) // unknown until the provider answers
 	defer func() { settle(used) }()
 
-	pc := s.cfg.Providers[m.Provider]
 	resp, err := s.providers[m.Provider].turn(ctx, &turnRequest{
-		req: &req, model: m, maxTokens: maxTokens, names: names,
+		req: &req, model: m, maxTokens: maxTokens, offers: offered, names: names,
 		progress: func(out int64) { call.Progress(out, maxTokens) },
 		run:      call.RunID, node: call.Node,
 	})
@@ -195,6 +206,11 @@ func (p *plugin) run(ctx context.Context, call *sdk.Call) (any, error) {
 		}
 		me := classify(err, fmt.Sprintf("provider %q (%s, model %s)", pc.Name, pc.Kind, m.Model), p.now())
 		me.Msg = redact(me.Msg, s.keys)
+		if me.overload && me.Retryable && me.RetryAfter == 0 {
+			// The provider named no wait: back off in seconds, not at
+			// the engine's base, which would spend the retries at once.
+			me.RetryAfter = overloadBackoff(call.Attempt, p.jitter)
+		}
 		if refusedBeforeTurn(me.Code) {
 			used = 0
 		}
@@ -272,19 +288,6 @@ func (t *turnRequest) weirName(provider string) string {
 		return n
 	}
 	return chat.UnmapToolName(provider)
-}
-
-// schemaMap decodes a tool's input schema for an SDK's params; an empty
-// schema is any object.
-func schemaMap(s json.RawMessage) map[string]any {
-	m := map[string]any{}
-	if len(s) > 0 {
-		_ = json.Unmarshal(s, &m) // Validate checked it is an object
-	}
-	if _, ok := m["type"]; !ok {
-		m["type"] = "object"
-	}
-	return m
 }
 
 // systemPrompt joins the request's system prompt and its system messages.

@@ -22,7 +22,7 @@ import (
 func TestMain(m *testing.M) { testutil.Main(m, testutil.Plugins("llm")) }
 
 // kinds are the provider kinds every end-to-end test runs against.
-var kinds = []string{kindOpenAI, kindAnthropic}
+var kinds = []string{kindOpenAI, kindOpenAIResponses, kindAnthropic}
 
 // startLLM starts a scripted server playing steps and the real llm plugin
 // configured with one provider of kind on it and the model alias "small".
@@ -33,6 +33,8 @@ func startLLM(t *testing.T, kind string, model string, steps ...llmtest.Step) (*
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
+	// Every request weir sent must be one the real provider accepts.
+	t.Cleanup(func() { checkConforms(t, srv) })
 	if model == "" {
 		model = `{"provider":"local","model":"m-1","input_cost":100,"output_cost":400,"max_tokens":256}`
 	}
@@ -93,15 +95,30 @@ func TestTextAnswerUsageAndCost(t *testing.T) {
 			}
 			var body map[string]any
 			json.Unmarshal(reqs[0].Body, &body)
-			if body["stream"] != true || body["model"] != "m-1" || body["max_tokens"] != 256.0 {
+			// The output limit goes in the provider kind's own field.
+			limit := map[string]string{kindOpenAI: "max_completion_tokens", kindOpenAIResponses: "max_output_tokens", kindAnthropic: "max_tokens"}[kind]
+			if body["stream"] != true || body["model"] != "m-1" || body[limit] != 256.0 {
 				t.Fatalf("request %s", reqs[0].Body)
 			}
-			if kind == kindOpenAI {
+			for _, other := range []string{"max_completion_tokens", "max_output_tokens", "max_tokens"} {
+				if other != limit && body[other] != nil {
+					t.Fatalf("%s sent beside %s: %s", other, limit, reqs[0].Body)
+				}
+			}
+			switch kind {
+			case kindOpenAI:
 				if so, _ := body["stream_options"].(map[string]any); so["include_usage"] != true {
 					t.Fatalf("no stream_options.include_usage: %s", reqs[0].Body)
 				}
-			} else if !strings.Contains(string(reqs[0].Body), `"system":[{"text":"be brief"`) || reqs[0].Header.Get("Anthropic-Version") == "" {
-				t.Fatalf("system prompt or API version not sent: %s %v", reqs[0].Body, reqs[0].Header)
+			case kindOpenAIResponses:
+				// Stateless: the provider keeps nothing a later turn needs.
+				if body["instructions"] != "be brief" || body["store"] != false {
+					t.Fatalf("instructions or store: %s", reqs[0].Body)
+				}
+			default:
+				if !strings.Contains(string(reqs[0].Body), `"system":[{"text":"be brief"`) || reqs[0].Header.Get("Anthropic-Version") == "" {
+					t.Fatalf("system prompt or API version not sent: %s %v", reqs[0].Body, reqs[0].Header)
+				}
 			}
 			// No api_key_env: no credential of any kind is sent.
 			if h := reqs[0].Header; h.Get("Authorization") != "" || h.Get("X-Api-Key") != "" {
@@ -174,17 +191,27 @@ func TestToolCallsBothWays(t *testing.T) {
 			}
 			var second struct {
 				Messages []map[string]any `json:"messages"`
+				Input    []map[string]any `json:"input"`
 			}
 			json.Unmarshal(srv.Requests()[1].Body, &second)
 			b, _ := json.Marshal(second.Messages)
 			got := string(b)
-			if kind == kindOpenAI {
+			switch kind {
+			case kindOpenAIResponses:
+				// user, assistant text, two function calls, two outputs.
+				b, _ := json.Marshal(second.Input)
+				got := string(b)
+				if len(second.Input) != 6 || second.Input[2]["type"] != "function_call" || second.Input[2]["call_id"] != "c1" || second.Input[2]["name"] != "notes__put" ||
+					second.Input[4]["type"] != "function_call_output" || second.Input[4]["call_id"] != "c1" || !strings.Contains(got, "ERROR: E_UNAVAILABLE") {
+					t.Fatalf("second request input %s", got)
+				}
+			case kindOpenAI:
 				// system, user, assistant with two calls, two tool messages.
 				if len(second.Messages) != 5 || second.Messages[3]["role"] != "tool" || second.Messages[3]["tool_call_id"] != "c1" ||
 					!strings.Contains(got, `"name":"notes__put"`) || !strings.Contains(got, "ERROR: E_UNAVAILABLE") {
 					t.Fatalf("second request messages %s", got)
 				}
-			} else {
+			default:
 				// user, assistant (text + two tool_use), user (two tool_result).
 				if len(second.Messages) != 3 || second.Messages[2]["role"] != "user" ||
 					!strings.Contains(got, `"tool_use_id":"c2"`) || !strings.Contains(got, `"is_error":true`) || !strings.Contains(got, `"name":"notes__put"`) {
@@ -255,7 +282,7 @@ type errorCase struct {
 var errorCases = []errorCase{
 	{"429", llmtest.Step{Status: 429, RetryAfter: "7"}, host.KindRetryable, codeRate, "429", 1},
 	{"500", llmtest.Step{Status: 500}, host.KindRetryable, codeUnavailable, "500", 1},
-	{"529", llmtest.Step{Status: 529}, host.KindRetryable, codeUnavailable, "529", 1},
+	{"529", llmtest.Step{Status: 529, ErrorMessage: "Overloaded"}, host.KindRetryable, codeUnavailable, "answered 529 Overloaded: Overloaded", 1},
 	{"401", llmtest.Step{Status: 401}, host.KindPermanent, codeAuth, "401", 1},
 	{"403", llmtest.Step{Status: 403}, host.KindPermanent, codeAuth, "403", 1},
 	{"404", llmtest.Step{Status: 404, ErrorMessage: "model m-1 does not exist"}, host.KindPermanent, codeNotFound, "does not exist", 1},
@@ -282,8 +309,12 @@ func TestErrorClasses(t *testing.T) {
 				if te.Code != tc.code || !strings.Contains(te.Message, tc.mustSay) {
 					t.Fatalf("error %v, want code %s saying %q", te, tc.code, tc.mustSay)
 				}
-				if want := map[string]time.Duration{"429": 7 * time.Second}[tc.name]; te.RetryAfter != want {
-					t.Fatalf("retry after %v, want %v", te.RetryAfter, want)
+				// A provider's Retry-After is passed on; an overloaded one
+				// that names none is given seconds (attempt 1: 2s plus up to
+				// half of jitter); other failures leave it to the engine.
+				want := map[string][2]time.Duration{"429": {7 * time.Second, 7 * time.Second}, "529": {2 * time.Second, 3 * time.Second}}[tc.name]
+				if te.RetryAfter < want[0] || te.RetryAfter > want[1] {
+					t.Fatalf("retry after %v, want %v..%v", te.RetryAfter, want[0], want[1])
 				}
 				// The SDKs' own retries are off: every try is the engine's.
 				if n := len(srv.Requests()); n != tc.wantTries {
@@ -499,6 +530,74 @@ func TestManifestCarriesModels(t *testing.T) {
 	cached, err := filepath.Glob(filepath.Join(p.PluginsDir, host.ManifestDir, "*.json"))
 	if err != nil || len(cached) != 3 { // installed without config, then A and B
 		t.Errorf("manifest cache holds %v (%v), want 3 files", cached, err)
+	}
+}
+
+// TestToolSchemasAreNormalised: tools whose schemas a provider refuses as
+// they are (a bare object, no schema, an MCP server's draft-07 schema with
+// a nested bare object, a root anyOf) are offered in a form each provider
+// accepts, and the whole turn goes through; startLLM's check holds every
+// request to the provider's published schema and rules.
+func TestToolSchemasAreNormalised(t *testing.T) {
+	t.Parallel()
+	for _, kind := range kinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			srv, p := startLLM(t, kind, "", llmtest.Step{Text: "ok"})
+			req := ask("x")
+			req.Tools = []chat.ToolDef{
+				{Name: "kv.list", Description: "lists keys", InputSchema: json.RawMessage(`{"type":"object"}`)},
+				{Name: "clock.now"},
+				{Name: "fs.stat", InputSchema: json.RawMessage(`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object",` +
+					`"properties":{"path":{"type":"string"},"opts":{"type":"object"},"list":{"type":"array","items":{"type":"object"}}},"required":["path"],"additionalProperties":false}`)},
+				{Name: "cal.update", Description: "moves an event", InputSchema: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"},"at":{"type":"string"}},` +
+					`"anyOf":[{"required":["id"]},{"required":["at"]}]}`)},
+			}
+			if _, _, err := call(p, req, nil); err != nil {
+				t.Fatal(err)
+			}
+			reqs := srv.Requests()
+			if len(reqs) != 1 {
+				t.Fatalf("%d requests", len(reqs))
+			}
+			if err := conforms(t, reqs[0]); err != nil {
+				t.Fatalf("refused: %v\n%s", err, reqs[0].Body)
+			}
+			body := string(reqs[0].Body)
+			// What the tool said is kept: its properties, required and
+			// additionalProperties; the root anyOf is told in words.
+			for _, want := range []string{`"required":["path"]`, `"additionalProperties":false`, `Its input must also match: {\"anyOf\":[{\"required\":[\"id\"]},{\"required\":[\"at\"]}]}`} {
+				if !strings.Contains(body, want) {
+					t.Errorf("request lacks %s:\n%s", want, body)
+				}
+			}
+			if strings.Contains(body, "draft-07") {
+				t.Errorf("$schema of another draft sent:\n%s", body)
+			}
+		})
+	}
+}
+
+// TestNonObjectToolSchemaRefused: the chat contract offers object schemas;
+// a tool of another type is refused before any request, not sent for the
+// provider to refuse the whole turn.
+func TestNonObjectToolSchemaRefused(t *testing.T) {
+	t.Parallel()
+	for _, kind := range kinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			srv, p := startLLM(t, kind, "", llmtest.Step{Text: "never"})
+			req := ask("x")
+			req.Tools = []chat.ToolDef{{Name: "batch.run", InputSchema: json.RawMessage(`{"type":"array","items":{"type":"string"}}`)}}
+			_, _, err := call(p, req, nil)
+			plugintest.WantKind(t, err, host.KindPermanent)
+			if te := err.(*host.ToolError); te.Code != codeBadRequest || !strings.Contains(te.Message, `tool batch.run: input_schema is of type "array"`) {
+				t.Fatalf("error %v", te)
+			}
+			if n := len(srv.Requests()); n != 0 {
+				t.Fatalf("the provider saw %d requests", n)
+			}
+		})
 	}
 }
 

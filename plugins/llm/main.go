@@ -1,7 +1,8 @@
 // Command llm is weir's model plugin: it serves llm.chat, one model turn
 // in the chat contract (sdk/chat), for OpenAI-compatible Chat Completions
-// endpoints (OpenAI, vLLM, Ollama, llama.cpp server, LM Studio, gateways)
-// and the Anthropic Messages API, through the providers' official SDKs.
+// endpoints (OpenAI, vLLM, Ollama, llama.cpp server, LM Studio, gateways),
+// the OpenAI Responses API and the Anthropic Messages API, through the
+// providers' official SDKs.
 //
 // The models it serves are aliases of its config section (providers and
 // models, with prices and limits); a flow names the alias, never a

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"net/http"
-	"net/url"
 	"sort"
 	"strings"
 
@@ -18,10 +17,6 @@ import (
 // any server compatible with it (base_url).
 type openAIProvider struct {
 	client openai.Client
-	// legacyMaxTokens sends max_tokens rather than max_completion_tokens:
-	// compatible servers (vLLM, Ollama, llama.cpp, LM Studio) all read the
-	// former, while OpenAI's own reasoning models accept only the latter.
-	legacyMaxTokens bool
 }
 
 func newOpenAI(p *providerConfig, hc *http.Client) *openAIProvider {
@@ -32,14 +27,10 @@ func newOpenAI(p *providerConfig, hc *http.Client) *openAIProvider {
 		option.WithMaxRetries(0),
 		option.WithAPIKey(p.apiKey),
 	}
-	legacy := false
 	if p.BaseURL != "" {
 		opts = append(opts, option.WithBaseURL(p.BaseURL))
-		if u, err := url.Parse(p.BaseURL); err == nil && u.Hostname() != "api.openai.com" {
-			legacy = true
-		}
 	}
-	return &openAIProvider{client: openai.NewClient(opts...), legacyMaxTokens: legacy}
+	return &openAIProvider{client: openai.NewClient(opts...)}
 }
 
 func (o *openAIProvider) turn(ctx context.Context, t *turnRequest) (*chat.Response, error) {
@@ -48,16 +39,17 @@ func (o *openAIProvider) turn(ctx context.Context, t *turnRequest) (*chat.Respon
 		Messages:      openAIMessages(t.req),
 		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
 	}
-	if o.legacyMaxTokens {
+	// The model's token_limit_field: OpenAI's reasoning models refuse
+	// max_tokens, while older compatible servers read only max_tokens.
+	if t.model.TokenLimitField == fieldMaxTokens {
 		params.MaxTokens = openai.Int(t.maxTokens)
 	} else {
 		params.MaxCompletionTokens = openai.Int(t.maxTokens)
 	}
-	for _, td := range t.req.Tools {
-		name, _ := chat.ProviderToolName(td.Name)
-		fn := shared.FunctionDefinitionParam{Name: name, Parameters: shared.FunctionParameters(schemaMap(td.InputSchema))}
-		if td.Description != "" {
-			fn.Description = openai.String(td.Description)
+	for _, o := range t.offers {
+		fn := shared.FunctionDefinitionParam{Name: o.name, Parameters: shared.FunctionParameters(o.schema)}
+		if o.description != "" {
+			fn.Description = openai.String(o.description)
 		}
 		params.Tools = append(params.Tools, openai.ChatCompletionFunctionTool(fn))
 	}

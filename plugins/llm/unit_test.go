@@ -265,7 +265,7 @@ func TestKeyNeverLeaks(t *testing.T) {
 			if kind == kindAnthropic {
 				base = srv.URL()
 			}
-			cfg := fmt.Sprintf(`{"providers":{"p":{"kind":%q,"base_url":%q,"api_key_env":"WEIR_TEST_LLM_KEY"}},"models":{"s":{"provider":"p","model":"m","max_tokens":5}}}`, kind, base)
+			cfg := fmt.Sprintf(`{"providers":{"p":{"kind":%q,"base_url":%q,"api_key_env":"WEIR_TEST_LLM_KEY"}},"models":{"s":{"provider":"p","model":"m","max_tokens":50}}}`, kind, base)
 			tool := newPlugin(lookupEnv).tool()
 			in := `{"model":"s","messages":[{"role":"user","content":"hi"}]}`
 			res, err := sdktest.Call(context.Background(), tool, sdktest.Request{Input: in, Config: cfg})
@@ -304,6 +304,286 @@ func TestKeyNeverLeaks(t *testing.T) {
 			}
 			t.Setenv("WEIR_TEST_LLM_KEY", key)
 		})
+	}
+}
+
+// TestProviderRulesCatchRefusedSchemas: the conformance check refuses
+// what each provider refuses, so that a request it passes is one the
+// provider would take (the check can fail).
+func TestProviderRulesCatchRefusedSchemas(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		api, schema, want string
+	}{
+		{kindOpenAI, `{"type":"object"}`, "object schema missing properties"},
+		{kindOpenAI, `{"type":"object","properties":{"o":{"type":"object"}}}`, "In context=(properties.o), object schema missing properties"},
+		{kindOpenAI, `{"type":"object","properties":{},"anyOf":[{}]}`, "at the top level"},
+		{kindOpenAI, `{"type":"array","items":{}}`, `schema must be a JSON Schema of 'type: "object"'`},
+		{kindAnthropic, `{"type":"object","oneOf":[{}]}`, "input_schema does not support oneOf"},
+		{kindAnthropic, `{"type":"object"}`, ""},
+		{kindOpenAI, `{"type":"object","properties":{},"additionalProperties":false}`, ""},
+	} {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(tc.schema), &m); err != nil {
+			t.Fatal(err)
+		}
+		got := providerRulesRefuse(tc.api, m)
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("%s %s: %q, want %q", tc.api, tc.schema, got, tc.want)
+		}
+		// What the plugin sends of the same schema passes.
+		if tc.api == kindOpenAI && strings.Contains(tc.schema, `"array"`) {
+			continue // refused before sending (TestNonObjectToolSchemaRefused)
+		}
+		norm, _, err := normalise(rulesByKind[tc.api], json.RawMessage(tc.schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if why := providerRulesRefuse(tc.api, norm); why != "" {
+			t.Errorf("%s %s normalised to %v: still refused: %s", tc.api, tc.schema, norm, why)
+		}
+	}
+}
+
+// wireCall makes one llm.chat call in process, with the config cfg (its
+// %s the server's base URL for kind) and the key WEIR_TEST_KEY=key, and
+// returns the one request the server saw.
+func wireCall(t *testing.T, kind, cfg, key string) llmtest.Request {
+	t.Helper()
+	srv := llmtest.New(llmtest.Step{Text: "ok"})
+	if err := srv.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	base := srv.OpenAIBaseURL()
+	if kind == kindAnthropic {
+		base = srv.URL()
+	}
+	getenv := func(k string) (string, bool) { return key, k == "WEIR_TEST_KEY" && key != "" }
+	in := `{"model":"s","messages":[{"role":"user","content":"hi"}]}`
+	if _, err := sdktest.Call(context.Background(), newPlugin(getenv).tool(), sdktest.Request{Input: in, Config: fmt.Sprintf(cfg, base)}); err != nil {
+		t.Fatal(err)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 1 {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	return reqs[0]
+}
+
+// TestTokenLimitField: a turn's output limit goes in the field the
+// model's token_limit_field names, by default the provider kind's own
+// (OpenAI: max_completion_tokens, whatever the host; Anthropic:
+// max_tokens), and never in both.
+func TestTokenLimitField(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, kind, field, want string
+	}{
+		{"openai default", kindOpenAI, "", fieldMaxCompletionTokens},
+		{"openai max_tokens", kindOpenAI, `,"token_limit_field":"max_tokens"`, fieldMaxTokens},
+		{"openai explicit", kindOpenAI, `,"token_limit_field":"max_completion_tokens"`, fieldMaxCompletionTokens},
+		{"anthropic default", kindAnthropic, "", fieldMaxTokens},
+		{"responses default", kindOpenAIResponses, "", fieldMaxOutputTokens},
+		{"responses explicit", kindOpenAIResponses, `,"token_limit_field":"max_output_tokens"`, fieldMaxOutputTokens},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := `{"providers":{"p":{"kind":"` + tc.kind + `","base_url":"%s"}},"models":{"s":{"provider":"p","model":"m","max_tokens":77` + tc.field + `}}}`
+			r := wireCall(t, tc.kind, cfg, "")
+			var body map[string]any
+			if err := json.Unmarshal(r.Body, &body); err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range []string{fieldMaxTokens, fieldMaxCompletionTokens, fieldMaxOutputTokens} {
+				if want := map[bool]any{true: 77.0, false: nil}[f == tc.want]; body[f] != want {
+					t.Fatalf("want only %s = 77: %s", tc.want, r.Body)
+				}
+			}
+			if err := conforms(t, r); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestAnthropicAuthOnTheWire: the key goes out as the Messages API
+// documents it, x-api-key with anthropic-version 2023-06-01, unless the
+// provider's auth says bearer (a gateway's contract); never both, and the
+// SDK's own newest version is not sent.
+func TestAnthropicAuthOnTheWire(t *testing.T) {
+	t.Parallel()
+	const key = "sk-ant-wire-test"
+	for _, tc := range []struct {
+		name, extra         string
+		xAPIKey, auth, vers string
+	}{
+		{"default", "", key, "", "2023-06-01"},
+		{"x-api-key", `,"auth":"x-api-key"`, key, "", "2023-06-01"},
+		{"bearer", `,"auth":"bearer"`, "", "Bearer " + key, "2023-06-01"},
+		{"version", `,"anthropic_version":"2024-01-15"`, key, "", "2024-01-15"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := `{"providers":{"p":{"kind":"anthropic","base_url":"%s","api_key_env":"WEIR_TEST_KEY"` + tc.extra + `}},"models":{"s":{"provider":"p","model":"m","max_tokens":5}}}`
+			r := wireCall(t, kindAnthropic, cfg, key)
+			if got := r.Header.Get("X-Api-Key"); got != tc.xAPIKey {
+				t.Errorf("x-api-key %q, want %q", got, tc.xAPIKey)
+			}
+			if got := r.Header.Get("Authorization"); got != tc.auth {
+				t.Errorf("Authorization %q, want %q", got, tc.auth)
+			}
+			if got := r.Header.Values("Anthropic-Version"); len(got) != 1 || got[0] != tc.vers {
+				t.Errorf("anthropic-version %q, want %q", got, tc.vers)
+			}
+		})
+	}
+	// An OpenAI provider sends its key as Bearer, as before.
+	r := wireCall(t, kindOpenAI, `{"providers":{"p":{"kind":"openai","base_url":"%s","api_key_env":"WEIR_TEST_KEY"}},"models":{"s":{"provider":"p","model":"m","max_tokens":5}}}`, key)
+	if r.Header.Get("Authorization") != "Bearer "+key || r.Header.Get("X-Api-Key") != "" {
+		t.Errorf("openai headers %v", r.Header)
+	}
+}
+
+// TestProviderSettingsRefused: the new settings refuse what they cannot
+// mean, naming the key.
+func TestProviderSettingsRefused(t *testing.T) {
+	t.Parallel()
+	getenv := func(string) (string, bool) { return "", false }
+	for cfg, want := range map[string]string{
+		`{"providers":{"p":{"kind":"openai","auth":"x-api-key"}}}`:                                                                                        `providers.p.auth: "x-api-key" is the Messages API's header`,
+		`{"providers":{"p":{"kind":"anthropic","auth":"basic"}}}`:                                                                                         `providers.p.auth: unknown "basic"`,
+		`{"providers":{"p":{"kind":"openai","anthropic_version":"2023-06-01"}}}`:                                                                          `providers.p.anthropic_version: only an anthropic provider`,
+		`{"providers":{"p":{"kind":"anthropic","anthropic_version":"latest"}}}`:                                                                           `providers.p.anthropic_version: "latest" is not a version date`,
+		`{"providers":{"p":{"kind":"anthropic"}},"models":{"s":{"provider":"p","model":"m","max_tokens":1,"token_limit_field":"max_completion_tokens"}}}`: `models.s.token_limit_field: "max_completion_tokens" is not a field of an anthropic provider (max_tokens)`,
+		`{"providers":{"p":{"kind":"openai"}},"models":{"s":{"provider":"p","model":"m","max_tokens":1,"token_limit_field":"limit"}}}`:                    `models.s.token_limit_field: "limit" is not a field of an openai provider (max_completion_tokens or max_tokens)`,
+	} {
+		_, err := parseConfig(json.RawMessage(cfg), getenv)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", cfg, err, want)
+		}
+	}
+}
+
+// TestOverloadBackoff: the schedule of an overloaded provider's retries
+// is in seconds, doubling per attempt up to a minute, with at most half
+// again of jitter.
+func TestOverloadBackoff(t *testing.T) {
+	t.Parallel()
+	none := func(int64) int64 { return 0 }
+	most := func(n int64) int64 { return n - 1 }
+	for attempt, want := range map[int]time.Duration{0: 2 * time.Second, 1: 2 * time.Second, 2: 4 * time.Second, 3: 8 * time.Second,
+		5: 32 * time.Second, 6: time.Minute, 40: time.Minute} {
+		if got := overloadBackoff(attempt, none); got != want {
+			t.Errorf("attempt %d: %v, want %v", attempt, got, want)
+		}
+		if got := overloadBackoff(attempt, most); got != want+want/2-1 {
+			t.Errorf("attempt %d with most jitter: %v, want %v", attempt, got, want+want/2-1)
+		}
+	}
+}
+
+// TestOverloadRetryAfterOnTheWire: a provider that answers 529 or 429
+// without Retry-After gets the overload schedule for the call's attempt
+// in the tool error's RetryAfter, which the engine's retry honours; one
+// that names a Retry-After gets exactly that; a 500 leaves the wait to
+// the engine. The message names the status once, without a stray space.
+// The SDKs make one try each (their own retries are off).
+func TestOverloadRetryAfterOnTheWire(t *testing.T) {
+	t.Parallel()
+	for _, kind := range kinds {
+		for _, tc := range []struct {
+			name    string
+			step    llmtest.Step
+			attempt int
+			want    time.Duration
+			says    string
+		}{
+			{"529 attempt 1", llmtest.Step{Status: 529, ErrorMessage: "Overloaded"}, 1, 2*time.Second + 7, "answered 529 Overloaded: Overloaded"},
+			{"529 attempt 3", llmtest.Step{Status: 529, ErrorMessage: "Overloaded"}, 3, 8*time.Second + 7, "answered 529 Overloaded"},
+			{"429 attempt 2", llmtest.Step{Status: 429}, 2, 4*time.Second + 7, "answered 429 Too Many Requests"},
+			{"503 attempt 1", llmtest.Step{Status: 503}, 1, 2*time.Second + 7, "answered 503 Service Unavailable"},
+			{"529 retry-after", llmtest.Step{Status: 529, RetryAfter: "13"}, 3, 13 * time.Second, "529 Overloaded"},
+			{"500", llmtest.Step{Status: 500}, 3, 0, "answered 500 Internal Server Error"},
+		} {
+			t.Run(kind+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
+				srv := llmtest.New(tc.step)
+				if err := srv.Start("127.0.0.1:0"); err != nil {
+					t.Fatal(err)
+				}
+				defer srv.Close()
+				base := srv.OpenAIBaseURL()
+				if kind == kindAnthropic {
+					base = srv.URL()
+				}
+				p := newPlugin(lookupEnv)
+				p.jitter = func(n int64) int64 { return 7 } // a fixed spread: 7ns
+				cfg := fmt.Sprintf(`{"providers":{"p":{"kind":%q,"base_url":%q}},"models":{"s":{"provider":"p","model":"m","max_tokens":50}}}`, kind, base)
+				_, err := sdktest.Call(context.Background(), p.tool(), sdktest.Request{Input: `{"model":"s","messages":[{"role":"user","content":"hi"}]}`, Config: cfg, Attempt: tc.attempt})
+				var se *sdktest.Error
+				if !errors.As(err, &se) || se.Kind != sdktest.KindRetryable {
+					t.Fatalf("error %v, want retryable", err)
+				}
+				if se.RetryAfter != tc.want {
+					t.Errorf("retry after %v, want %v", se.RetryAfter, tc.want)
+				}
+				if !strings.Contains(se.Message, tc.says) || strings.Contains(se.Message, " :") {
+					t.Errorf("message %q, want it to say %q", se.Message, tc.says)
+				}
+				if n := len(srv.Requests()); n != 1 {
+					t.Errorf("%d requests for one try", n)
+				}
+			})
+		}
+	}
+}
+
+// TestResponsesFailureInsideStream: a response.failed or error event of
+// the Responses API is classified by its code, as an HTTP error would be.
+func TestResponsesFailureInsideStream(t *testing.T) {
+	t.Parallel()
+	for code, want := range map[string]struct {
+		code      string
+		retryable bool
+	}{
+		"rate_limit_exceeded":     {codeRate, true},
+		"server_error":            {codeUnavailable, true},
+		"vector_store_timeout":    {codeUnavailable, true},
+		"":                        {codeUnavailable, true},
+		"context_length_exceeded": {codeContext, false},
+		"invalid_prompt":          {codeBadRequest, false},
+	} {
+		got := classify(&responsesFailure{code: code, message: "m"}, "p", t0)
+		if got.Code != want.code || got.Retryable != want.retryable {
+			t.Errorf("%q: %s retryable %v, want %s %v", code, got.Code, got.Retryable, want.code, want.retryable)
+		}
+	}
+}
+
+// TestResponsesTokenFloor: the Responses API takes max_output_tokens of
+// 16 or more: a model configured below is refused with its key, and a
+// turn asking for less is refused before any request.
+func TestResponsesTokenFloor(t *testing.T) {
+	t.Parallel()
+	getenv := func(string) (string, bool) { return "", false }
+	_, err := parseConfig(json.RawMessage(`{"providers":{"p":{"kind":"openai-responses"}},"models":{"s":{"provider":"p","model":"m","max_tokens":8}}}`), getenv)
+	if err == nil || !strings.Contains(err.Error(), "models.s.max_tokens: 8 is outside 16..") {
+		t.Fatalf("config: %v", err)
+	}
+	srv := llmtest.New(llmtest.Step{Text: "never"})
+	if err := srv.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	cfg := fmt.Sprintf(`{"providers":{"p":{"kind":"openai-responses","base_url":%q}},"models":{"s":{"provider":"p","model":"m","max_tokens":64}}}`, srv.OpenAIBaseURL())
+	_, err = sdktest.Call(context.Background(), newPlugin(getenv).tool(), sdktest.Request{Input: `{"model":"s","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`, Config: cfg})
+	var se *sdktest.Error
+	if !errors.As(err, &se) || se.Code != codeBadRequest || !strings.Contains(se.Message, "below the 16") {
+		t.Fatalf("turn: %v", err)
+	}
+	if n := len(srv.Requests()); n != 0 {
+		t.Fatalf("%d requests", n)
 	}
 }
 

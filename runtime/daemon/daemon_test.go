@@ -125,3 +125,18 @@ func TestEmbeddedRecordsNoConfigVersion(t *testing.T) {
 		t.Fatalf("reload: %v, want E_NO_CONFIG", err)
 	}
 }
+
+// TestModelLabels: every model of every installed chat tool is named as
+// the weir_model_* metrics label it, so its series exist before its
+// first turn.
+func TestModelLabels(t *testing.T) {
+	t.Parallel()
+	got := modelLabels([]host.ToolManifest{
+		{Name: "llm.chat", Models: []host.ModelManifest{{Alias: "small"}, {Alias: "large"}}},
+		{Name: "testkit.echo"},
+		{Name: "other.chat", Models: []host.ModelManifest{{Alias: "x"}}},
+	})
+	if strings.Join(got, ",") != "llm.chat/small,llm.chat/large,other.chat/x" {
+		t.Fatalf("labels %v", got)
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/weirhq/weir/runtime/config"
 	"github.com/weirhq/weir/runtime/console"
 	"github.com/weirhq/weir/runtime/engine"
+	"github.com/weirhq/weir/runtime/host"
 	"github.com/weirhq/weir/runtime/metrics"
 	"github.com/weirhq/weir/runtime/store"
 	"github.com/weirhq/weir/runtime/store/storeurl"
@@ -152,7 +153,8 @@ func (d *Daemon) listen(cfg *config.Config) error {
 		if err != nil {
 			return fmt.Errorf("metrics listener: %w", err)
 		}
-		src := metrics.Sources{Engine: d.Engine, Restarts: d.Host.Restarts, ConfigVersion: d.configVersion, Sandbox: d.Sandbox.Stats}
+		src := metrics.Sources{Engine: d.Engine, Restarts: d.Host.Restarts, ConfigVersion: d.configVersion, Sandbox: d.Sandbox.Stats,
+			Models: func() []string { return modelLabels(d.Host.Tools()) }}
 		cs := []prometheus.Collector{metrics.NewCollector(src), d.Engine.Histograms()}
 		if c, ok := d.Store.(prometheus.Collector); ok { // the store's transaction times
 			cs = append(cs, c)
@@ -247,4 +249,17 @@ func warnUnreachable(path string, access config.Socket, log hclog.Logger) {
 		log.Warn("the socket's mode shares it, but its directory cannot be entered by those it is shared with",
 			"socket", path, "mode", fmt.Sprintf("%04o", access.Mode), "directory", dir, "directory_mode", fmt.Sprintf("%04o", fi.Mode().Perm()))
 	}
+}
+
+// modelLabels names every model the installed chat tools serve as the
+// weir_model_* metrics label them, TOOL/ALIAS, so that each has its series
+// before its first turn.
+func modelLabels(tools []host.ToolManifest) []string {
+	var out []string
+	for _, t := range tools {
+		for _, m := range t.Models {
+			out = append(out, t.Name+"/"+m.Alias)
+		}
+	}
+	return out
 }

@@ -192,14 +192,13 @@ func (s *stepper) loadAgent(ctx context.Context, node *flows.Node) (*agentLoop, 
 			return nil, &store.RunError{Code: CodeUnknownTool, Message: fmt.Sprintf("agent %s: no installed plugin provides its tool %s", node.ID, name)}
 		}
 		def := chat.ToolDef{Name: name, Description: info.Description}
-		if isJSONObject(info.InputSchema) {
-			def.InputSchema = info.InputSchema
-		}
+		def.InputSchema, _ = offerSchema(info.InputSchema)
 		a.tools = append(a.tools, def)
 	}
 	for _, name := range node.Flows {
-		// A flow is offered as a tool whose input is the flow's input;
-		// a call of it is a child run (agentFlowCall).
+		// A flow is offered as a tool whose input is the flow's input
+		// (wrapped when it is not an object: offerSchema); a call of it
+		// is a child run (agentFlowCall).
 		cfe, err := e.latestFlow(ctx, name)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -208,9 +207,7 @@ func (s *stepper) loadAgent(ctx context.Context, node *flows.Node) (*agentLoop, 
 			return nil, &store.RunError{Code: ErrorCode(err), Message: fmt.Sprintf("agent %s: its flow %s: %v", node.ID, name, err)}
 		}
 		def := chat.ToolDef{Name: name, Description: cfe.flow.Doc}
-		if isJSONObject(cfe.flow.Input) {
-			def.InputSchema = cfe.flow.Input
-		}
+		def.InputSchema, _ = offerSchema(cfe.flow.Input)
 		if def.Description == "" {
 			def.Description = "Runs the flow " + name + " and answers its output."
 		}

@@ -78,6 +78,9 @@ func (f *fakeModel) LookupTool(name string) (flows.ToolInfo, bool) {
 		return flows.ToolInfo{Name: name, Idempotent: true, Description: "Reads a key for a price.", Cost: kvPricedCost}, true
 	case "mail.send":
 		return flows.ToolInfo{Name: name, Description: "Sends mail."}, true
+	case "kv.many":
+		return flows.ToolInfo{Name: name, Idempotent: true, Description: "Reads many keys.",
+			InputSchema: []byte(`{"type":"array","items":{"type":"string"}}`)}, true
 	}
 	return flows.ToolInfo{}, false
 }
@@ -146,6 +149,9 @@ func (f *fakeModel) Call(ctx context.Context, req tool.CallRequest) (*tool.CallR
 			cost = kvPricedCost
 		}
 		return &tool.CallResult{Output: json.RawMessage(`{"value":"priced"}`), Cost: cost, CostReported: true}, nil
+	case "kv.many":
+		f.count(req.Tool)
+		return &tool.CallResult{Output: mustJSON(map[string]any{"got": req.Input})}, nil
 	case "kv.fail":
 		f.count(req.Tool)
 		return nil, &tool.Error{Kind: tool.KindPermanent, Code: "E_KV_DOWN", Message: "the store is down"}
@@ -248,6 +254,10 @@ flow(name = "gated", nodes = [
 
 flow(name = "delegating_gate", nodes = [
     agent("a", model = "small", prompt = "Go", flows = ["gated"], max_turns = 3),
+])
+
+flow(name = "batching", nodes = [
+    agent("a", model = "small", prompt = "Go", tools = ["kv.many"], max_turns = 3),
 ])
 
 flow(name = "delegating", nodes = [

@@ -99,9 +99,8 @@ func agentCallEndTx(tx store.Tx, t *store.Task, out json.RawMessage, rerr *store
 		return false, err
 	}
 	for _, st := range tasks {
-		if st.Kind == store.TaskStep && !st.Leased && st.ReadyAt.After(now) {
-			st.ReadyAt = now
-			return true, tx.TaskPut(st)
+		if st.Kind == store.TaskStep {
+			return wakeParkedTx(tx, st, now)
 		}
 	}
 	return false, nil
@@ -155,8 +154,14 @@ func (w *worker) runAgentCall(ctx context.Context, run *store.Run, overBudget bo
 		w.agentCallEnd(ctx, nil, nil, &store.RunError{Code: CodeAgentTimeout, Message: fmt.Sprintf("agent %s ran past its timeout %s before this call", node.ID, node.Timeout)}, 0, false)
 		return
 	}
+	info, _ := e.tools.LookupTool(t.Tool)
+	input, err := callInput(info.InputSchema, msg.ToolCalls[t.Call].Arguments)
+	if err != nil {
+		w.agentCallEnd(ctx, nil, nil, &store.RunError{Code: CodeBadInput, Message: fmt.Sprintf("input for %s: %v", t.Tool, err)}, 0, false)
+		return
+	}
 	c := &toolCall{Run: run, Attempt: t.Attempt, Node: node, Visit: t.Visit, Index: []int{t.Item, t.Call}, Tool: t.Tool,
-		Input: msg.ToolCalls[t.Call].Arguments, Timeout: timeout, TaskID: t.ID}
+		Input: input, Timeout: timeout, TaskID: t.ID}
 	o := w.callTool(ctx, c, func(fn func(tx store.Tx) error) error { return w.itemCommit(ctx, fn) })
 	switch o.End {
 	case callDone:

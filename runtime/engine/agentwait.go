@@ -200,7 +200,10 @@ func (s *stepper) prepareAgentChild(ctx context.Context, a *agentLoop, name stri
 		}
 		return nil, nil, "", &store.RunError{Code: code, Message: err.Error()}
 	}
-	input, err := canonicalInput(args)
+	input, err := callInput(cfe.flow.Input, args)
+	if err == nil {
+		input, err = canonicalInput(input)
+	}
 	if err == nil {
 		err = e.validateInput(ctx, cfe, input)
 	}

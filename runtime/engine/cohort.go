@@ -783,11 +783,7 @@ func (e *Engine) childEndedTx(tx store.Tx, parentID string, ref *store.CohortRef
 	if err != nil {
 		return false, err
 	}
-	if t.WaitKind == "cohort" && !t.Leased && t.ReadyAt.After(now) {
-		t.ReadyAt = now
-		return true, tx.TaskPut(t)
-	}
-	return false, nil
+	return wakeParkedTx(tx, t, now)
 }
 
 // CohortView is a cohort as `weir run get` shows it.

@@ -113,8 +113,7 @@ func wakeWaiterTx(tx store.Tx, childID string, now time.Time) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	w.ReadyAt = now
-	return true, tx.TaskPut(w)
+	return wakeParkedTx(tx, w, now)
 }
 
 // CancelAnswer is the answer to a cancel (docs/design.md §5).

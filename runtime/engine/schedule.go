@@ -363,7 +363,7 @@ func (e *Engine) rescue(ctx context.Context, l *store.Lease, why string) {
 			return err
 		}
 		t.Attempt++
-		t.Leased = false
+		t.Leased, t.Woken = false, false // ready now: a wake it missed is in hand
 		t.ReadyAt = now
 		if err := tx.TaskPut(t); err != nil {
 			return err

@@ -207,8 +207,7 @@ func (s *stepper) commitE(ctx context.Context, fn func(tx store.Tx) error) error
 			return err
 		}
 		if s.taskDirty {
-			t := *s.task
-			if err := tx.TaskPut(&t); err != nil {
+			if err := putHeldTx(tx, s.task); err != nil {
 				return err
 			}
 		}
@@ -272,14 +271,13 @@ func (s *stepper) takeDecisionsTx(tx store.Tx) error {
 // and its lease change once the commit succeeds.
 func (s *stepper) releaseTaskTx(tx store.Tx, now, readyAt time.Time, waitKind, waitChild string) error {
 	t := *s.task
-	t.Leased = false
 	t.Node = s.cont.Node
-	t.ReadyAt = readyAt
 	t.WaitKind, t.WaitChild = waitKind, waitChild
-	if err := tx.TaskPut(&t); err != nil {
+	released, err := parkHeldTx(tx, &t, now, readyAt)
+	if err != nil {
 		return err
 	}
-	s.after.released = &t
+	s.after.released = released
 	return tx.LeaseDelete(t.ID)
 }
 

@@ -302,10 +302,10 @@ func (e *Engine) DecideWait(ctx context.Context, p DecideParams) (HumanWait, err
 			return err
 		}
 		// A task being worked takes the decision when it next commits (an
-		// agent running its other calls); a parked one is woken.
-		if t != nil && !t.Leased {
-			t.ReadyAt = now
-			if err := tx.TaskPut(t); err != nil {
+		// agent running its other calls), or finds itself woken when it
+		// parks; a parked one is woken.
+		if t != nil {
+			if _, err := wakeParkedTx(tx, t, now); err != nil {
 				return err
 			}
 		}

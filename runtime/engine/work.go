@@ -116,7 +116,7 @@ func (w *worker) drainRelease() {
 		if err != nil {
 			return err
 		}
-		t.Leased, t.ReadyAt = false, now
+		t.Leased, t.Woken, t.ReadyAt = false, false, now
 		t.Attempt++
 		if err := tx.TaskPut(t); err != nil {
 			return err

@@ -113,14 +113,37 @@ func TestHungPluginAtMostOnceCallEndsAsACrash(t *testing.T) {
 
 // TestIdleHungPluginFailsItsNextCall: the finding as reported: the idle
 // plugin is stopped, and the next call to it ends at once instead of at
-// its deadline.
+// its deadline. A health ping the first call started may still be
+// waiting for its answer when the plugin stops: then the plugin is found
+// hung before the next call is dispatched, and that call runs on the
+// relaunched process. Either way the stopped process is killed and the
+// call does not wait for its deadline.
 func TestIdleHungPluginFailsItsNextCall(t *testing.T) {
 	t.Parallel()
 	b := setup(t, pingConfig, "testkit")
 	mustCall(t, b.h, "testkit.echo", `{}`)
 	old := pid(b.h, "testkit")
 	stopPlugin(t, old)
-	wantHung(t, callLong(b.h, "testkit.echo", `{}`, nil), b, old)
+	var err error
+	select {
+	case err = <-callLong(b.h, "testkit.echo", `{}`, nil):
+	case <-time.After(time.Minute):
+		t.Fatal("the call to the stopped plugin did not end: nothing noticed it hung")
+	}
+	if err != nil {
+		ended := make(chan error, 1)
+		ended <- err
+		wantHung(t, ended, b, old)
+		return
+	}
+	// Found hung by the first call's ping, before this call was sent.
+	processEnded(t, old)
+	if n := launches(b.h, "testkit"); n != 2 {
+		t.Fatalf("%d launches, want the first and one relaunch", n)
+	}
+	if p := pid(b.h, "testkit"); p == old || p == 0 {
+		t.Fatalf("plugin pid %d after the relaunch, was %d", p, old)
+	}
 }
 
 // TestHealthPingDoesNotQueueBehindCalls: with every slot of the plugin

@@ -25,7 +25,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	weirflows "github.com/weirhq/weir/flows"
 	"github.com/weirhq/weir/runtime/engine"
+	"github.com/weirhq/weir/runtime/internal/ledger"
 	"github.com/weirhq/weir/runtime/sandbox"
 	"github.com/weirhq/weir/runtime/store"
 )
@@ -46,7 +48,21 @@ type Sources struct {
 	ConfigVersion func() int64
 	// Sandbox returns the script sandbox's counters (sandbox.Pool.Stats).
 	Sandbox func() sandbox.Stats
+	// Models returns the label of every model agents may use,
+	// "TOOL/ALIAS" as weir_model_* name them, so that each has its series
+	// from the first scrape; nil: only models that ran a turn.
+	Models func() []string
 }
+
+// Label values known before their first event: each labelled counter has
+// their series from the first scrape, at 0, so that rate(), increase()
+// and an alert on a series work before the first event instead of
+// finding no series.
+var (
+	knownRefusals = []string{engine.CodeQueueFull, engine.CodeQueueTimeout}
+	knownBlocked  = []string{string(ledger.NoSlot), string(ledger.NoBudgetInFlight), string(ledger.RunBudgetExhausted)}
+	knownLimits   = []weirflows.Limit{weirflows.LimitMemory, weirflows.LimitTime, weirflows.LimitDepth, weirflows.LimitSize}
+)
 
 // Collector is a prometheus.Collector over the engine's snapshot.
 type Collector struct {
@@ -126,15 +142,38 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	for _, p := range []string{"completed", "cancelled", "failed"} {
 		counter(runsFinished, float64(st.Counts["finished_"+p]), p)
 	}
+	blockedBy := map[string]int64{}
+	for _, r := range knownBlocked {
+		blockedBy[r] = 0
+	}
 	for k, v := range st.Counts {
 		if r, ok := strings.CutPrefix(k, "blocked_"); ok {
-			counter(blocked, float64(v), r)
+			blockedBy[r] = v
 		}
 	}
+	for r, n := range blockedBy {
+		counter(blocked, float64(n), r)
+	}
+	refusals := map[string]int64{}
+	for _, r := range knownRefusals {
+		refusals[r] = 0
+	}
 	for reason, n := range st.Refusals {
+		refusals[reason] = n
+	}
+	for reason, n := range refusals {
 		counter(refused, float64(n), reason)
 	}
+	models := map[string]engine.ModelStats{}
+	if c.src.Models != nil {
+		for _, m := range c.src.Models() {
+			models[m] = engine.ModelStats{Model: m}
+		}
+	}
 	for _, m := range st.Models {
+		models[m.Model] = m
+	}
+	for _, m := range models {
 		counter(modelTurns, float64(m.Turns), m.Model)
 		counter(modelTokens, float64(m.InputTokens), m.Model, "input")
 		counter(modelTokens, float64(m.OutputTokens), m.Model, "output")
@@ -181,7 +220,14 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(sandboxRequests, float64(sb.Requests))
 		counter(sandboxCalls, float64(sb.Calls))
 		counter(sandboxRerun, float64(sb.Rerun))
+		killed := map[weirflows.Limit]int{}
+		for _, l := range knownLimits {
+			killed[l] = 0
+		}
 		for l, n := range sb.Killed {
+			killed[l] = n
+		}
+		for l, n := range killed {
 			counter(sandboxKilled, float64(n), string(l))
 		}
 	}

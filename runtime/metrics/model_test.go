@@ -3,6 +3,10 @@ package metrics
 import (
 	"context"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -70,6 +74,69 @@ func TestSandboxMetrics(t *testing.T) {
 	} {
 		if got := value(t, text, series); got != want {
 			t.Errorf("%s = %v, want %v", series, got, want)
+		}
+	}
+}
+
+// TestLabelledCountersStartAtZero: before any event, every labelled
+// counter has its series for the label values known up front (the
+// engine's refusal and blocking reasons, the sandbox's limits, the
+// configured models) at 0, so that rate() and alerts work from the first
+// scrape; a counted value replaces its zero.
+func TestLabelledCountersStartAtZero(t *testing.T) {
+	t.Parallel()
+	coll := NewCollector(Sources{
+		Engine: statsEngine{engine.Stats{Refusals: map[string]int64{"E_QUEUE_FULL": 2}, Counts: map[string]int64{},
+			Models: []engine.ModelStats{{Model: "llm.chat/large", Turns: 1, InputTokens: 10, OutputTokens: 2, Cost: 3}}}},
+		Sandbox: func() sandbox.Stats { return sandbox.Stats{Killed: map[weirflows.Limit]int{}} },
+		Models:  func() []string { return []string{"llm.chat/small", "llm.chat/large"} },
+	})
+	if problems, err := testutil.CollectAndLint(coll); err != nil || len(problems) > 0 {
+		t.Errorf("metric lint: %v %+v", err, problems)
+	}
+	srv := httptest.NewServer(Handler(NewRegistry(coll)))
+	defer srv.Close()
+	text := scrape(t, srv.URL)
+	for series, want := range map[string]float64{
+		`weir_admission_refused_total{reason="E_QUEUE_FULL"}`:                2,
+		`weir_admission_refused_total{reason="E_QUEUE_TIMEOUT"}`:             0,
+		`weir_admission_blocked_total{reason="E_NO_SLOT"}`:                   0,
+		`weir_admission_blocked_total{reason="E_BUDGET_IN_FLIGHT"}`:          0,
+		`weir_admission_blocked_total{reason="E_BUDGET_EXHAUSTED"}`:          0,
+		`weir_sandbox_workers_killed_total{limit="memory"}`:                  0,
+		`weir_sandbox_workers_killed_total{limit="time"}`:                    0,
+		`weir_sandbox_workers_killed_total{limit="depth"}`:                   0,
+		`weir_sandbox_workers_killed_total{limit="size"}`:                    0,
+		`weir_model_turns_total{model="llm.chat/small"}`:                     0,
+		`weir_model_tokens_total{direction="input",model="llm.chat/small"}`:  0,
+		`weir_model_tokens_total{direction="output",model="llm.chat/small"}`: 0,
+		`weir_model_cost_total{model="llm.chat/small"}`:                      0,
+		`weir_model_overspent_total{model="llm.chat/small"}`:                 0,
+		`weir_model_turns_total{model="llm.chat/large"}`:                     1,
+		`weir_model_cost_total{model="llm.chat/large"}`:                      3,
+	} {
+		if got := value(t, text, series); got != want {
+			t.Errorf("%s = %v, want %v", series, got, want)
+		}
+	}
+}
+
+// TestEveryMetricIsDocumented: the metrics table of docs/operators.md
+// lists every metric the collector exports.
+func TestEveryMetricIsDocumented(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "operators.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := regexp.MustCompile(`fqName: "([a-z_]+)"`)
+	for _, d := range allDescs {
+		m := name.FindStringSubmatch(d.String())
+		if m == nil {
+			t.Fatalf("no name in %s", d)
+		}
+		if !strings.Contains(string(doc), "`"+m[1]+"`") {
+			t.Errorf("%s is not in the metrics table of docs/operators.md", m[1])
 		}
 	}
 }

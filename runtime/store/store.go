@@ -510,6 +510,10 @@ type Task struct {
 	WaitChild string `json:"wait_child,omitempty"`
 	// WaitKind says what the task waits for: "child", "human", "timer".
 	WaitKind string `json:"wait_kind,omitempty"`
+	// Woken says that what the task waits for came while a worker held
+	// it: the holder must not park it past its commit (the engine's one
+	// wake path sets it; putting the task unleased clears it).
+	Woken bool `json:"woken,omitempty"`
 	// Errors of earlier attempts, kept for the dead letter.
 	Errors    []AttemptError `json:"errors,omitempty"`
 	CreatedAt time.Time      `json:"created_at"`
