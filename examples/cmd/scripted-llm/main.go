@@ -37,19 +37,26 @@ func main() {
 // returns the exit status.
 func run(args []string, stdout, stderr io.Writer, stop <-chan struct{}) int {
 	fs := flag.NewFlagSet("scripted-llm", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:8089", "loopback address to listen on")
 	script := fs.String("script", "", "JSON file of the scripted answers (required)")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: scripted-llm [-addr 127.0.0.1:8089] -script script.json")
+	usage := func(w io.Writer) {
+		fmt.Fprintln(w, "Usage: scripted-llm [-addr 127.0.0.1:8089] -script script.json")
+		fs.SetOutput(w)
 		fs.PrintDefaults()
-		fmt.Fprintln(fs.Output())
-		fmt.Fprint(fs.Output(), llmtest.ScriptFormat)
+		fmt.Fprintln(w)
+		fmt.Fprint(w, llmtest.ScriptFormat)
 	}
+	// The flag package's own output is silenced: -h prints to stdout (to
+	// page or grep), a mistake to stderr.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return 0 // the usage and the format went to stderr
+			usage(stdout)
+			return 0
 		}
+		fmt.Fprintln(stderr, "scripted-llm:", err)
+		usage(stderr)
 		return 2
 	}
 	if *script == "" {
