@@ -21,7 +21,7 @@ func TestMain(m *testing.M) {
 	// their sandbox worker.
 	sandbox.ServeIfWorker()
 	testscript.Main(runFunc(func() int {
-		return testutil.Run(m, testutil.Plugins("testkit", "mail", "llm", "mcp", "http"), testutil.Programs("github.com/weirhq/weir/examples/cmd/demo-mcp"), testutil.Weir())
+		return testutil.Run(m, testutil.Plugins("testkit", "mail", "llm", "mcp", "http", "notes"), testutil.Programs("github.com/weirhq/weir/examples/cmd/demo-mcp", "github.com/weirhq/weir/examples/cmd/scripted-llm"), testutil.Weir())
 	}), map[string]func(){"weir": main})
 }
 

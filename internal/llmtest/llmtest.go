@@ -18,7 +18,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strings"
 	"sync"
 	"time"
 )
@@ -33,11 +32,26 @@ type Script struct {
 
 // Step is one scripted answer: a turn of the model, or an error.
 type Step struct {
-	// Match, when set, reserves the step for a request whose raw JSON
-	// body contains it (e.g. a phrase of the prompt), so that concurrent
-	// agents each get their own answers. A request takes the first
-	// unplayed step that matches it.
+	// The match keys reserve a step for the requests that fit every key
+	// set, so that concurrent agents each get their own answers; a step
+	// with none fits any request. A request takes the first unplayed step
+	// that fits it, in the script's order.
+	//
+	// Match is a substring of the request's raw JSON body (as encoded:
+	// a quote in the prompt is \" there).
 	Match string `json:"match,omitempty"`
+	// MatchLastUser is a substring of the text of the last message a
+	// user wrote; tool results, which Anthropic's format carries in user
+	// messages, are not a user's text.
+	MatchLastUser string `json:"match_last_user,omitempty"`
+	// MatchSystem is a substring of the system prompt (every system
+	// message, joined): where a flow's author puts a marker such as
+	// "[researcher]" that aims a step at one agent.
+	MatchSystem string `json:"match_system,omitempty"`
+	// Node is the id of the agent node asking, exactly, as weir's llm
+	// plugin sends it in the X-Weir-Node header. Sub-agents of one
+	// fan-out share a node id: tell them apart by match_last_user.
+	Node string `json:"node,omitempty"`
 
 	// Text is the model's text answer.
 	Text string `json:"text,omitempty"`
@@ -273,9 +287,10 @@ func (s *Server) take(api string, h http.Header, body []byte) (Step, int) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	seen := readRequest(api, h, body)
 	pick := func() int {
 		for i, st := range s.steps {
-			if !s.played[i] && (st.Match == "" || strings.Contains(string(body), st.Match)) {
+			if !s.played[i] && st.fits(seen) {
 				return i
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -171,6 +172,159 @@ func TestRespondAnswersFromTheBody(t *testing.T) {
 	for i, r := range reqs {
 		if r.At.Before(before) || (i > 0 && r.At.Before(reqs[i-1].At)) {
 			t.Fatalf("request %d read at %v, before %v or its predecessor", i, r.At, before)
+		}
+	}
+}
+
+// post sends body to the server's endpoint of api, with the node header
+// when node is set, and returns the answer's text or the status.
+func post(t *testing.T, s *Server, api, node, body string) string {
+	t.Helper()
+	url := map[string]string{apiOpenAI: s.OpenAIBaseURL() + "/chat/completions", apiResponses: s.OpenAIBaseURL() + "/responses", apiAnthropic: s.URL() + "/v1/messages"}[api]
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if node != "" {
+		req.Header.Set(NodeHeader, node)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return resp.Status
+	}
+	var out struct {
+		Choices []struct {
+			Message struct {
+				Content string `json:"content"`
+			} `json:"message"`
+		} `json:"choices"`
+		Content []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+		Output []struct {
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		} `json:"output"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Choices) > 0 {
+		return out.Choices[0].Message.Content
+	}
+	if len(out.Content) > 0 {
+		return out.Content[0].Text
+	}
+	for _, o := range out.Output {
+		if len(o.Content) > 0 {
+			return o.Content[0].Text
+		}
+	}
+	return ""
+}
+
+// Each match key aims a step at the requests it names, in every wire
+// formats: the last user message (not a tool result, not an earlier
+// prompt), the system prompt, the node header, and the raw body.
+func TestMatchKeys(t *testing.T) {
+	t.Parallel()
+	bodies := map[string]struct{ first, later string }{
+		// A first turn, and a later one: a tool result after the prompt.
+		apiOpenAI: {
+			first: `{"model":"m","messages":[{"role":"system","content":"[critic] Be sharp."},{"role":"user","content":"Question: what is a lease"}]}`,
+			later: `{"model":"m","messages":[{"role":"system","content":"[critic] Be sharp."},{"role":"user","content":"Question: what is a lease"},` +
+				`{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"notes__put","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c1","content":"Question: what is a cohort"}]}`,
+		},
+		apiAnthropic: {
+			first: `{"model":"m","max_tokens":10,"system":[{"type":"text","text":"[critic] Be sharp."}],"messages":[{"role":"user","content":[{"type":"text","text":"Question: what is a lease"}]}]}`,
+			later: `{"model":"m","max_tokens":10,"system":"[critic] Be sharp.","messages":[{"role":"user","content":"Question: what is a lease"},` +
+				`{"role":"assistant","content":[{"type":"tool_use","id":"c1","name":"notes__put","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"c1","content":"Question: what is a cohort"}]}]}`,
+		},
+		apiResponses: {
+			first: `{"model":"m","instructions":"[critic] Be sharp.","input":[{"role":"user","content":"Question: what is a lease"}]}`,
+			later: `{"model":"m","instructions":"[critic] Be sharp.","input":[{"role":"user","content":[{"type":"input_text","text":"Question: what is a lease"}]},` +
+				`{"type":"function_call","call_id":"c1","name":"notes__put","arguments":"{}"},{"type":"function_call_output","call_id":"c1","output":"Question: what is a cohort"}]}`,
+		},
+	}
+	for _, api := range []string{apiOpenAI, apiResponses, apiAnthropic} {
+		t.Run(api, func(t *testing.T) {
+			t.Parallel()
+			b := bodies[api]
+			cases := []struct {
+				name string
+				step Step
+				node string
+				body string
+				fits bool
+			}{
+				{"last user fits the prompt", Step{MatchLastUser: "what is a lease"}, "", b.first, true},
+				{"last user skips a tool result", Step{MatchLastUser: "what is a lease"}, "", b.later, true},
+				{"a tool result is not a user's text", Step{MatchLastUser: "what is a cohort"}, "", b.later, false},
+				{"the system prompt is not a user's text", Step{MatchLastUser: "[critic]"}, "", b.first, false},
+				{"system fits a marker", Step{MatchSystem: "[critic]"}, "", b.later, true},
+				{"system is not the prompt", Step{MatchSystem: "what is a lease"}, "", b.first, false},
+				{"node fits its header", Step{Node: "critic"}, "critic", b.first, true},
+				{"node is exact", Step{Node: "critic"}, "critic_2", b.first, false},
+				{"node needs the header", Step{Node: "critic"}, "", b.first, false},
+				{"match is the raw body", Step{Match: `"role":"tool"`}, "", b.later, api == apiOpenAI},
+				{"every key set must fit", Step{Node: "critic", MatchLastUser: "what is a wait"}, "critic", b.first, false},
+				{"keys together", Step{Node: "critic", MatchSystem: "[critic]", MatchLastUser: "lease"}, "critic", b.later, true},
+			}
+			for _, c := range cases {
+				c.step.Text = "aimed"
+				s := start(t, New(c.step))
+				got := post(t, s, api, c.node, c.body)
+				if (got == "aimed") != c.fits {
+					t.Errorf("%s: answered %q, want fits=%v", c.name, got, c.fits)
+				}
+			}
+		})
+	}
+}
+
+// The first unplayed step that fits wins: two sub-agents of one node each
+// get their own two turns, whatever order their requests come in.
+func TestFirstUnplayedFittingStepWins(t *testing.T) {
+	t.Parallel()
+	s := start(t, New(
+		Step{Node: "research", MatchLastUser: "lease", Text: "lease 1"},
+		Step{Node: "research", MatchLastUser: "lease", Text: "lease 2"},
+		Step{Node: "research", MatchLastUser: "cohort", Text: "cohort 1"},
+		Step{Node: "research", MatchLastUser: "cohort", Text: "cohort 2"},
+		Step{Text: "anyone"},
+	))
+	ask := func(q string) string {
+		return post(t, s, apiOpenAI, "research", `{"model":"m","messages":[{"role":"user","content":"`+q+`"}]}`)
+	}
+	for _, want := range [][2]string{{"cohort", "cohort 1"}, {"lease", "lease 1"}, {"cohort", "cohort 2"}, {"lease", "lease 2"}, {"lease", "anyone"}} {
+		if got := ask(want[0]); got != want[1] {
+			t.Fatalf("asked about %s: %q, want %q", want[0], got, want[1])
+		}
+	}
+	if got := ask("lease"); !strings.Contains(got, "500") {
+		t.Fatalf("an exhausted script answered %q", got)
+	}
+}
+
+// ScriptFormat, which scripted-llm -h prints, names every key a script
+// may hold.
+func TestScriptFormatNamesEveryKey(t *testing.T) {
+	t.Parallel()
+	for _, typ := range []reflect.Type{reflect.TypeOf(Script{}), reflect.TypeOf(Step{}), reflect.TypeOf(ToolCall{}), reflect.TypeOf(Usage{})} {
+		for i := 0; i < typ.NumField(); i++ {
+			key, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+			if key == "" || key == "-" {
+				continue
+			}
+			if !strings.Contains(ScriptFormat, `"`+key+`"`) {
+				t.Errorf("ScriptFormat does not name %s's key %q", typ.Name(), key)
+			}
 		}
 	}
 }

@@ -76,7 +76,11 @@ func (a *anthropicProvider) turn(ctx context.Context, t *turnRequest) (*chat.Res
 		params.Tools = append(params.Tools, anthropic.ToolUnionParam{OfTool: &tool})
 	}
 
-	stream := a.client.Messages.NewStreaming(ctx, params)
+	var ro []option.RequestOption
+	for k, v := range t.callerHeaders() {
+		ro = append(ro, option.WithHeader(k, v))
+	}
+	stream := a.client.Messages.NewStreaming(ctx, params, ro...)
 	defer stream.Close()
 	var (
 		msg     anthropic.Message

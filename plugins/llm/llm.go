@@ -53,6 +53,42 @@ type turnRequest struct {
 	names map[string]string
 	// progress reports the output tokens streamed so far.
 	progress func(outputTokens int64)
+	// run and node identify the agent asking (empty for `weir tool
+	// call`); they go out as the headers of callerHeaders.
+	run, node string
+}
+
+// The headers that tell a model endpoint which run and node a turn is for:
+// a gateway can log them, and the scripted model server matches a step to
+// an agent by its node. Providers ignore headers they do not know.
+const (
+	headerRun  = "X-Weir-Run"
+	headerNode = "X-Weir-Node"
+)
+
+// maxCallerHeader bounds the value of a caller header.
+const maxCallerHeader = 256
+
+// callerHeaders are the caller headers of t, each left out when its value
+// is empty, longer than maxCallerHeader or not printable ASCII (run ids
+// and node ids are identifiers; anything else is not sent).
+func (t *turnRequest) callerHeaders() map[string]string {
+	h := map[string]string{}
+	for name, v := range map[string]string{headerRun: t.run, headerNode: t.node} {
+		if v != "" && len(v) <= maxCallerHeader && printableASCII(v) {
+			h[name] = v
+		}
+	}
+	return h
+}
+
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 func newPlugin(getenv func(string) (string, bool)) *plugin {
@@ -162,6 +198,7 @@ func (p *plugin) run(ctx context.Context, call *sdk.Call) (any, error) {
 	resp, err := s.providers[m.Provider].turn(ctx, &turnRequest{
 		req: &req, model: m, maxTokens: maxTokens, offers: offered, names: names,
 		progress: func(out int64) { call.Progress(out, maxTokens) },
+		run:      call.RunID, node: call.Node,
 	})
 	if err != nil {
 		if ctx.Err() != nil {

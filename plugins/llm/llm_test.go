@@ -600,3 +600,35 @@ func TestNonObjectToolSchemaRefused(t *testing.T) {
 		})
 	}
 }
+
+// The run and node of the call go out as headers, in both wire formats,
+// so that a gateway can log them and the scripted model server can aim a
+// step at one agent; a tool call without a run sends neither.
+func TestCallerHeadersReachTheProvider(t *testing.T) {
+	t.Parallel()
+	for _, kind := range kinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			srv, p := startLLM(t, kind, "", llmtest.Step{Node: "critic", Text: "aimed"}, llmtest.Step{Text: "anyone"})
+			in, _ := json.Marshal(ask("hi"))
+			res, err := p.Host.Call(context.Background(), host.CallRequest{Tool: "llm.chat", Input: in, IdempotencyKey: "k", Attempt: 1, RunID: "r-42", Node: "critic"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var resp chat.Response
+			if err := json.Unmarshal(res.Output, &resp); err != nil || resp.Message.Content != "aimed" {
+				t.Fatalf("answer %+v %v", resp, err)
+			}
+			if _, _, err := call(p, ask("hi"), nil); err != nil {
+				t.Fatal(err)
+			}
+			reqs := srv.Requests()
+			if h := reqs[0].Header; h.Get(llmtest.NodeHeader) != "critic" || h.Get(headerNode) != "critic" || h.Get(headerRun) != "r-42" {
+				t.Fatalf("headers of a run's call %v", h)
+			}
+			if h := reqs[1].Header; h.Get(headerNode) != "" || h.Get(headerRun) != "" {
+				t.Fatalf("headers of a call without a run %v", h)
+			}
+		})
+	}
+}

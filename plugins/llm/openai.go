@@ -54,7 +54,11 @@ func (o *openAIProvider) turn(ctx context.Context, t *turnRequest) (*chat.Respon
 		params.Tools = append(params.Tools, openai.ChatCompletionFunctionTool(fn))
 	}
 
-	stream := o.client.Chat.Completions.NewStreaming(ctx, params)
+	var ro []option.RequestOption
+	for k, v := range t.callerHeaders() {
+		ro = append(ro, option.WithHeader(k, v))
+	}
+	stream := o.client.Chat.Completions.NewStreaming(ctx, params, ro...)
 	defer stream.Close()
 	type callState struct {
 		id, name string

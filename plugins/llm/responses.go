@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/openai/openai-go/v3/shared"
 
@@ -61,7 +62,11 @@ func (r *responsesProvider) turn(ctx context.Context, t *turnRequest) (*chat.Res
 		params.Tools = append(params.Tools, responses.ToolUnionParam{OfFunction: &fn})
 	}
 
-	stream := r.client.Responses.NewStreaming(ctx, params)
+	var ro []option.RequestOption
+	for k, v := range t.callerHeaders() {
+		ro = append(ro, option.WithHeader(k, v))
+	}
+	stream := r.client.Responses.NewStreaming(ctx, params, ro...)
 	defer stream.Close()
 	type callState struct {
 		callID, name string

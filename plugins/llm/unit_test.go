@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
@@ -583,5 +584,26 @@ func TestResponsesTokenFloor(t *testing.T) {
 	}
 	if n := len(srv.Requests()); n != 0 {
 		t.Fatalf("%d requests", n)
+	}
+}
+
+// A caller header is sent only with a value a header can carry whole.
+func TestCallerHeadersBounded(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("n", maxCallerHeader+1)
+	for _, c := range []struct {
+		run, node string
+		want      map[string]string
+	}{
+		{"r-1", "plan", map[string]string{headerRun: "r-1", headerNode: "plan"}},
+		{"", "plan", map[string]string{headerNode: "plan"}},
+		{"r-1", "a\r\nX-Evil: 1", map[string]string{headerRun: "r-1"}},
+		{"r-1", "agent—é", map[string]string{headerRun: "r-1"}},
+		{long, strings.Repeat("n", maxCallerHeader), map[string]string{headerNode: strings.Repeat("n", maxCallerHeader)}},
+	} {
+		got := (&turnRequest{run: c.run, node: c.node}).callerHeaders()
+		if !reflect.DeepEqual(got, c.want) {
+			t.Errorf("run %.20q node %.20q: headers %v, want %v", c.run, c.node, got, c.want)
+		}
 	}
 }

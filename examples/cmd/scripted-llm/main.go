@@ -11,11 +11,14 @@
 //	scripted-llm -addr 127.0.0.1:8089 -script script.json
 //
 // The script is a JSON object {"steps": [...], "loop": false}; each step is
-// a text answer, tool calls, or an error (see internal/llmtest.Step). On
-// SIGINT or SIGTERM it prints the requests served and the tokens billed.
+// a text answer, tool calls, or an error, aimed at the requests its match
+// keys fit. `scripted-llm -h` prints the format (internal/llmtest's
+// ScriptFormat); docs/agents.md has a worked example. On SIGINT or SIGTERM
+// it prints the requests served and the tokens billed.
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -34,10 +37,26 @@ func main() {
 // returns the exit status.
 func run(args []string, stdout, stderr io.Writer, stop <-chan struct{}) int {
 	fs := flag.NewFlagSet("scripted-llm", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:8089", "loopback address to listen on")
 	script := fs.String("script", "", "JSON file of the scripted answers (required)")
+	usage := func(w io.Writer) {
+		fmt.Fprintln(w, "Usage: scripted-llm [-addr 127.0.0.1:8089] -script script.json")
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+		fmt.Fprintln(w)
+		fmt.Fprint(w, llmtest.ScriptFormat)
+	}
+	// The flag package's own output is silenced: -h prints to stdout (to
+	// page or grep), a mistake to stderr.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			usage(stdout)
+			return 0
+		}
+		fmt.Fprintln(stderr, "scripted-llm:", err)
+		usage(stderr)
 		return 2
 	}
 	if *script == "" {

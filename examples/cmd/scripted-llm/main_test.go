@@ -52,3 +52,24 @@ func TestServesAScriptUntilStopped(t *testing.T) {
 		t.Fatalf("no script exited %d: %s", code, errOut.String())
 	}
 }
+
+// -h prints the flags and the script format, every match key with it, to
+// stdout; a flag that does not exist gets the same on stderr, after the
+// mistake.
+func TestHelpPrintsTheScriptFormat(t *testing.T) {
+	var out, errOut syncBuffer
+	if code := run([]string{"-h"}, &out, &errOut, nil); code != 0 || errOut.String() != "" {
+		t.Fatalf("-h exited %d: %s", code, errOut.String())
+	}
+	help := out.String()
+	for _, want := range []string{"-script", "-addr", `"steps"`, `"match"`, `"match_last_user"`, `"match_system"`, `"node"`, "X-Weir-Node", "first step"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("-h does not say %s:\n%s", want, help)
+		}
+	}
+	var out2, errOut2 syncBuffer
+	if code := run([]string{"-scirpt", "s.json"}, &out2, &errOut2, nil); code != 2 || out2.String() != "" ||
+		!strings.Contains(errOut2.String(), "flag provided but not defined: -scirpt") || !strings.Contains(errOut2.String(), `"match_last_user"`) {
+		t.Fatalf("a wrong flag exited %d: stdout %q, stderr %q", code, out2.String(), errOut2.String())
+	}
+}
