@@ -30,8 +30,8 @@ type Validator interface {
 // tenth of a second at worst, and any input the API takes against a
 // schema without alternatives stays in process. Registration bounds
 // every schema's weight (MaxSchemaFanout, MaxSchemaPatternBytes), but
-// not the data: 20,000 items against a schema of 1,000 alternatives
-// take a minute and gigabytes, which only a worker's deadline and
+// not the data: 100,000 items against a schema of 1,000 alternatives
+// take over a minute and gigabytes, which only a worker's deadline and
 // memory cap can end.
 const MaxInProcessWork = 1 << 18
 

@@ -258,6 +258,11 @@ func (e *Engine) cancelTx(tx store.Tx, run *store.Run, by string, now time.Time,
 	for _, t := range tasks {
 		if t.Leased && t.Kind == store.TaskStep {
 			c.held = append(c.held, run.ID)
+			// Its worker may be parking it as this commits: woken, it
+			// parks until now, and the next lease finds the cancel.
+			if _, err := wakeParkedTx(tx, t, now); err != nil {
+				return err
+			}
 			return tx.RunUpdate(run)
 		}
 	}

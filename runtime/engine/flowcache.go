@@ -92,10 +92,11 @@ func (e *Engine) validateInput(ctx context.Context, fe *flowEntry, input json.Ra
 // validateSchema checks user data against a user's schema: in this
 // process when its estimated work is small (flows.MaxInProcessWork),
 // else in a sandbox worker (flows.Validator) whose deadline can end it.
-// The data's refusal is a *flows.InvalidValueError, so is a validation
-// that ran past the sandbox's limits (the schema and the data are the
-// user's); a sandbox that failed otherwise falls back to this process,
-// where registration's bounds on the schema still hold.
+// The data's refusal is a *flows.InvalidValueError, and so is a worker
+// that ran past the sandbox's limits or died validating it (the schema
+// and the data are the user's): such a validation is never run again in
+// this process. Only a caller that gave up (a drain, a client gone) gets
+// its context's error.
 func (e *Engine) validateSchema(ctx context.Context, schema, value json.RawMessage) error {
 	v, ok := e.config().Scripts.(flows.Validator)
 	if !ok || flows.ValidationWork(schema, len(value)) <= flows.MaxInProcessWork {
@@ -105,11 +106,13 @@ func (e *Engine) validateSchema(ctx context.Context, schema, value json.RawMessa
 	switch {
 	case err == nil || flows.IsInvalidValue(err):
 		return err
+	case ctx.Err() != nil:
+		return ctx.Err()
 	case flows.LimitOf(err) != "":
-		return &flows.InvalidValueError{Msg: "validating it against the schema went past the sandbox's limits: " + err.Error()}
+		return &flows.InvalidValueError{Msg: "validating it against the schema in the sandbox went past the sandbox's limits: " + err.Error()}
 	}
-	e.log.Warn("the sandbox could not validate a value; validating it in the daemon", "error", err)
-	return flows.ValidateJSON(schema, value)
+	e.log.Warn("a sandbox worker failed validating a value", "error", err)
+	return &flows.InvalidValueError{Msg: "validating it against the schema in the sandbox failed (" + err.Error() + "): the schema and the value together cost more than the sandbox allows"}
 }
 
 // latestFlow loads the latest registered version of a flow by name.

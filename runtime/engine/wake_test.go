@@ -103,3 +103,44 @@ func TestWakeParkedDue(t *testing.T) {
 		}
 	}
 }
+
+// TestCancelWhileHeldWakesThePark: a cancel that finds the run's step task
+// held marks it woken, so a worker parking it at that moment parks it
+// until now and the next lease finishes the run cancelled; before, the
+// run stayed parked with its cancel recorded and nobody to act on it (a
+// fan-out's timed-out child seen "waiting" forever).
+func TestCancelWhileHeldWakesThePark(t *testing.T) {
+	t.Parallel()
+	b := setupUnit(t, Config{}, "")
+	ctx := context.Background()
+	now := b.clock.Now()
+	run := &store.Run{ID: "run_c", Flow: "f", Owner: "alice", Phase: store.PhaseWaiting, Attempt: 1, CreatedAt: now, UpdatedAt: now}
+	held := &store.Task{ID: "task_c", RunID: run.ID, Kind: store.TaskStep, Attempt: 1, ReadyAt: now, Leased: true, CreatedAt: now}
+	if err := b.mem.Update(ctx, func(tx store.Tx) error {
+		if err := tx.RunInsert(run); err != nil {
+			return err
+		}
+		return tx.TaskPut(held)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	holder := *held
+	var c cancelTree
+	if err := b.mem.Update(ctx, func(tx store.Tx) error { return b.eng.cancelTx(tx, run, "alice", now, &c) }); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.held) != 1 {
+		t.Fatalf("the cancel did not find the run held: %+v", c)
+	}
+	var parked *store.Task
+	if err := b.mem.Update(ctx, func(tx store.Tx) error {
+		var err error
+		parked, err = parkHeldTx(tx, &holder, now, now.Add(24*time.Hour))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if parked.ReadyAt.After(now) {
+		t.Fatalf("parked until %v after a cancel, want now (%v)", parked.ReadyAt, now)
+	}
+}
