@@ -211,6 +211,17 @@ func (e *Engine) newStepTask(run *store.Run, node string, now time.Time) *store.
 // insertRun writes a new run, its first task, its empty continuation and
 // its acceptance events in tx.
 func (e *Engine) insertRun(tx store.Tx, run *store.Run, task *store.Task, entry string, detail map[string]any) error {
+	if run.ParentRunID != "" {
+		// A cancel recorded while the parent's step ran found no child to
+		// cancel: none is started after it (errCancelSeen).
+		parent, err := tx.RunGet(run.ParentRunID)
+		if err != nil {
+			return err
+		}
+		if parent.CancelRequested {
+			return errCancelSeen
+		}
+	}
 	if err := tx.RunInsert(run); err != nil {
 		return err
 	}

@@ -691,10 +691,7 @@ func (s *stepper) agentCalls(ctx context.Context, a *agentLoop, t *store.AgentTu
 		})
 		if !ok {
 			if cancelSeen {
-				s.live.mu.Lock()
-				s.live.cancelRequested = true
-				s.live.mu.Unlock()
-				s.finish(ctx, store.PhaseCancelled, nil, nil)
+				s.cancelSeen(ctx, errCancelSeen)
 			}
 			return false, false
 		}

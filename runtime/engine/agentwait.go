@@ -139,6 +139,7 @@ func (s *stepper) agentFlowCall(ctx context.Context, a *agentLoop, t *store.Agen
 			if errors.Is(err, errEscrowRefused) {
 				return end(nil, s.escrowRefusal("a child run of flow "+c.Tool, child.Reserve, s.remainder()))
 			}
+			s.cancelSeen(ctx, err)
 			return false, false
 		}
 		*t = next

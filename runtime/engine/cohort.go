@@ -107,7 +107,7 @@ func (s *stepper) cohortStart(ctx context.Context, node *flows.Node, visit int) 
 	adm := s.reserveChildren(children)
 	var readyAt time.Time
 	base := *c
-	ok = s.commit(ctx, func(tx store.Tx) error {
+	err = s.commitE(ctx, func(tx store.Tx) error {
 		// A store may run this more than once: admission counts from the
 		// cohort as it was before.
 		*c = base
@@ -131,7 +131,11 @@ func (s *stepper) cohortStart(ctx context.Context, node *flows.Node, visit int) 
 		}
 		return s.parkTx(tx, now, readyAt, "cohort", "", detail)
 	})
+	ok = err == nil
 	s.settleReservations(adm, ok)
+	if s.cancelSeen(ctx, err) {
+		return false
+	}
 	if ok {
 		s.e.kick()
 	}
@@ -426,7 +430,7 @@ func (s *stepper) cohortAdvance(ctx context.Context, node *flows.Node, snap *sto
 	var stopped cancelTree
 	var closing bool
 	var readyAt time.Time
-	ok := s.commit(ctx, func(tx store.Tx) error {
+	err = s.commitE(ctx, func(tx store.Tx) error {
 		stopTasks, stopped, closing, readyAt = nil, cancelTree{}, false, time.Time{}
 		adm.reset()
 		var err error
@@ -507,8 +511,10 @@ func (s *stepper) cohortAdvance(ctx context.Context, node *flows.Node, snap *sto
 		}
 		return s.parkTx(tx, now, readyAt, "cohort", "", nil)
 	})
+	ok := err == nil
 	s.settleReservations(adm, ok)
 	if !ok {
+		s.cancelSeen(ctx, err)
 		return false
 	}
 	e.countCancelled(&stopped)

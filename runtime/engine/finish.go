@@ -221,6 +221,19 @@ func (e *Engine) countCancelled(c *cancelTree) {
 // recorded in the store (by another daemon) before this one heard of it.
 var errCancelSeen = errors.New("engine: the run's cancel was requested")
 
+// cancelSeen finishes the run cancelled when err says its step's
+// transaction found the cancel, and says whether it did.
+func (s *stepper) cancelSeen(ctx context.Context, err error) bool {
+	if !errors.Is(err, errCancelSeen) {
+		return false
+	}
+	s.live.mu.Lock()
+	s.live.cancelRequested = true
+	s.live.mu.Unlock()
+	s.finish(ctx, store.PhaseCancelled, nil, nil)
+	return true
+}
+
 // cancelTx records the cancel request on run and its non-terminal
 // descendants. A run nobody works on (queued or parked) finishes cancelled
 // at once, without doing its work; a held one is finished by its worker.

@@ -121,6 +121,7 @@ func (s *stepper) subflowNode(ctx context.Context, node *flows.Node) bool {
 		if errors.Is(err, errEscrowRefused) {
 			return s.nodeFailed(ctx, node, s.escrowRefusal("child flow "+node.Flow, reserve, s.remainder()))
 		}
+		s.cancelSeen(ctx, err)
 		return false
 	}
 	return s.runInlineChild(ctx, child, task, lease)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -142,5 +143,32 @@ func TestCancelWhileHeldWakesThePark(t *testing.T) {
 	}
 	if parked.ReadyAt.After(now) {
 		t.Fatalf("parked until %v after a cancel, want now (%v)", parked.ReadyAt, now)
+	}
+}
+
+// TestNoChildAfterTheParentsCancel: a child run is not started once its
+// parent's cancel is recorded: the cancel's cascade could not find it, and
+// it would live on, orphaned (a fan-out child's subflow started in the
+// same tick as the fan-out's timeout stayed leased for ever).
+func TestNoChildAfterTheParentsCancel(t *testing.T) {
+	t.Parallel()
+	b := setupUnit(t, Config{}, "")
+	ctx := context.Background()
+	now := b.clock.Now()
+	parent := &store.Run{ID: "run_p", Flow: "f", Owner: "alice", Phase: store.PhaseRunning, Attempt: 1, CancelRequested: true, CreatedAt: now, UpdatedAt: now}
+	child := &store.Run{ID: "run_k", Flow: "f", Owner: "alice", Phase: store.PhaseRunning, Attempt: 1, ParentRunID: parent.ID, CreatedAt: now, UpdatedAt: now}
+	task := &store.Task{ID: "task_k", RunID: child.ID, Kind: store.TaskStep, Attempt: 1, ReadyAt: now, CreatedAt: now}
+	err := b.mem.Update(ctx, func(tx store.Tx) error {
+		if err := tx.RunInsert(parent); err != nil {
+			return err
+		}
+		return b.eng.insertRun(tx, child, task, "n", nil)
+	})
+	if !errors.Is(err, errCancelSeen) {
+		t.Fatalf("a child of a cancelled parent: %v, want errCancelSeen", err)
+	}
+	err = b.mem.View(ctx, func(tx store.Tx) error { _, err := tx.RunGet(child.ID); return err })
+	if !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the child was stored: %v", err)
 	}
 }
