@@ -40,7 +40,7 @@ listener, which --daemon names (http://HOST:PORT): the caller is the
 token's owner.`,
 			Args: exactArgs(0),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				o := mcpserver.Options{Follow: follow, Logger: slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+				o := mcpserver.Options{Follow: follow, Version: version, Logger: slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 				if listen == "" {
 					if daemon != "" {
 						return commandUsageErrorf(cmd, "--daemon goes with --listen (on stdio weir mcp talks to the socket)")

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -295,4 +296,60 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
 	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestServerSaysWhatItIsAndWhatChanged: serverInfo carries the version;
+// a run's resource is private to its reader (never cached for others);
+// a flow registered while a client is connected reaches it as
+// notifications/tools/list_changed, with no tools/list of its own first.
+func TestServerSaysWhatItIsAndWhatChanged(t *testing.T) {
+	t.Parallel()
+	d := &daemonStub{}
+	d.setFlows(apitypes.Flow{Name: "echo", Hash: "h1", Input: json.RawMessage(`{"type":"object"}`)})
+	s := New(d, Options{Version: "1.2.3", Watch: 10 * time.Millisecond})
+	changed := make(chan struct{}, 1)
+	ct, st := mcp.NewInMemoryTransports()
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ctx, st) }()
+	cl := mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		},
+	})
+	cs, err := cl.Connect(ctx, ct, nil)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close(); cancel(); <-served })
+
+	if v := cs.InitializeResult().ServerInfo.Version; v != "1.2.3" {
+		t.Errorf("serverInfo.version %q, want 1.2.3", v)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"x": 1}})
+	if err != nil || res.IsError {
+		t.Fatalf("call: %v %+v", err, res)
+	}
+	rr, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: RunURIPrefix + "run_1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rr.CacheScope != "private" {
+		t.Errorf("a run's resource has cacheScope %q, want private", rr.CacheScope)
+	}
+
+	d.setFlows(apitypes.Flow{Name: "echo", Hash: "h1", Input: json.RawMessage(`{"type":"object"}`)},
+		apitypes.Flow{Name: "later", Hash: "h2", Input: json.RawMessage(`{"type":"object"}`)})
+	select {
+	case <-changed:
+	case <-time.After(time.Minute):
+		t.Fatal("no tools/list_changed after a flow was registered")
+	}
+	if names := toolNames(t, cs); !slices.Contains(names, "later") {
+		t.Fatalf("tools after the change: %v", names)
+	}
 }

@@ -56,6 +56,8 @@ const (
 	DefaultFollow = 10 * time.Minute
 	// DefaultPoll is how often a followed run is read.
 	DefaultPoll = 100 * time.Millisecond
+	// DefaultWatch is how often a served session's tools are read again.
+	DefaultWatch = 5 * time.Second
 	// maxTimelineEvents bounds the events one timeline read returns (the
 	// first ones; the CLI's `weir run events` pages through the rest).
 	maxTimelineEvents = apitypes.MaxEventLimit
@@ -76,6 +78,12 @@ type Options struct {
 	Poll time.Duration
 	// Logger receives what the server has to say (discarded if nil).
 	Logger *slog.Logger
+	// Version is the server's version in its serverInfo ("dev" if empty).
+	Version string
+	// Watch is how often a served session's tools are read again from
+	// the daemon, so that a flow registered meanwhile reaches the client
+	// as notifications/tools/list_changed (DefaultWatch if 0).
+	Watch time.Duration
 	// sessionID makes session ids (HTTP binds them to a token).
 	sessionID func() string
 }
@@ -103,8 +111,14 @@ func New(d Daemon, o Options) *Server {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.Version == "" {
+		o.Version = "dev"
+	}
+	if o.Watch <= 0 {
+		o.Watch = DefaultWatch
+	}
 	s := &Server{d: d, o: o, flows: map[string]string{}, refused: map[string]string{}}
-	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "weir", Title: "weir flows"}, &mcp.ServerOptions{
+	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "weir", Title: "weir flows", Version: o.Version}, &mcp.ServerOptions{
 		Instructions: "Each tool starts a durable weir run of the flow of that name and answers with its output. " +
 			"Pass weir_request_id (or _meta weir/request_id) to make a retried call return the same run. " +
 			"A run waiting for a human decision answers at once with how to decide it; cancel_run cancels a run.",
@@ -163,7 +177,28 @@ func (s *Server) Serve(ctx context.Context, t mcp.Transport) error {
 	if err := s.Refresh(ctx); err != nil {
 		return err
 	}
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go s.watch(wctx)
 	return s.mcp.Run(ctx, t)
+}
+
+// watch reads the daemon's flows every Watch until ctx ends: a change
+// adds or removes tools, and the SDK tells the session's client
+// (tools/list_changed). A failed read is logged and tried at the next.
+func (s *Server) watch(ctx context.Context) {
+	t := time.NewTicker(s.o.Watch)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := s.Refresh(ctx); err != nil && ctx.Err() == nil {
+				s.o.Logger.Warn("reading the daemon's flows", "error", err)
+			}
+		}
+	}
 }
 
 // Refresh makes the server's tools the daemon's registered flows (their
@@ -509,5 +544,8 @@ func jsonResource(uri string, v any) (*mcp.ReadResourceResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "application/json", Text: string(b)}}}, nil
+	// A run is its owner's alone: no intermediary may cache it for
+	// others, and it may change at any moment.
+	return &mcp.ReadResourceResult{Cacheable: mcp.Cacheable{CacheScope: "private"},
+		Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "application/json", Text: string(b)}}}, nil
 }
