@@ -136,7 +136,7 @@ show "weir run graph $run"
 
 step "The mail went out once: the mail plugin's outbox"
 lines=$(wc -l < "$data/plugin-state/mail/outbox.jsonl")
-echo "$data/plugin-state/mail/outbox.jsonl: $lines line(s)"
+echo "$data/plugin-state/mail/outbox.jsonl: $lines mail(s), the digest's, sent once"
 [[ $lines -eq 1 ]] || { echo "demo: expected exactly one mail, found $lines" >&2; exit 1; }
 
 step "Agents: check the agent flows against the configured models and installed tools"
@@ -170,7 +170,7 @@ step "The result: each agent's turns, tokens and cost, and the mail, sent once"
 show "weir run get $brief"
 "$weir" run get "$brief"
 lines=$(wc -l < "$data/plugin-state/mail/outbox.jsonl")
-echo "$data/plugin-state/mail/outbox.jsonl: $lines line(s)"
+echo "$data/plugin-state/mail/outbox.jsonl: $lines mail(s) in all since the demo began: the digest's and the critic's, each sent once"
 [[ $lines -eq 2 ]] || { echo "demo: expected two mails in all, found $lines" >&2; exit 1; }
 
 step "The same digest written in Lua: registered as a new version of digest, run, approved, mailed once"

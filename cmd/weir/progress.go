@@ -72,7 +72,9 @@ func progressLine(v *apitypes.Run) string {
 			if c.State == "closed" {
 				continue
 			}
-			parts = append(parts, fmt.Sprintf("[%s %s: %d/%d published, %d in flight, %d/%d mature]",
+			// Published is what ended and was handed on; mature is the
+			// judgement the close counts: separate figures, said apart.
+			parts = append(parts, fmt.Sprintf("[%s %s: %d of %d items ended, %d in flight; %d of %d needed judged mature]",
 				c.Node, c.State, c.Published, c.Items, c.InFlight, c.Mature, c.Need))
 		}
 		if t := p.Tool; t != nil && t.Total > 0 {

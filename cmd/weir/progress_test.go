@@ -15,7 +15,7 @@ func TestProgressLine(t *testing.T) {
 			{Node: "old", State: "closed"}},
 		Tool: &apitypes.ToolProgress{Tool: "testkit.sleep", Done: 40, Total: 100}}}
 	got := progressLine(v)
-	want := "waiting at ask [ask open: 3/8 published, 2 in flight, 3/6 mature] (testkit.sleep 40/100) attempt 2"
+	want := "waiting at ask [ask open: 3 of 8 items ended, 2 in flight; 3 of 6 needed judged mature] (testkit.sleep 40/100) attempt 2"
 	if got != want {
 		t.Fatalf("progress line\n got %q\nwant %q", got, want)
 	}
