@@ -156,7 +156,7 @@ func agentTurn(b *bench) ([]row, error) {
 func turnTimes(ctx context.Context, c *client.Client, runs []string) ([]time.Duration, error) {
 	out := make([]time.Duration, 0, len(runs))
 	for _, id := range runs {
-		evs, err := c.RunEventsAll(ctx, id, client.EventListParams{})
+		evs, err := client.Collect(c.RunEventsAll(ctx, id, client.EventListParams{}))
 		if err != nil {
 			return nil, err
 		}

@@ -72,7 +72,7 @@ func overload(b *bench) ([]row, error) {
 	drained := time.Since(drainStart)
 
 	// Account for every accepted run against the store.
-	runs, err := c.RunListAll(b.ctx, client.RunListParams{})
+	runs, err := client.Collect(c.RunListAll(b.ctx, client.RunListParams{}))
 	if err != nil {
 		return nil, err
 	}
@@ -198,7 +198,7 @@ func offer(ctx context.Context, c *client.Client, flow string, input json.RawMes
 // admissionWait is the time from a run's "queued" event to its first
 // "leased" one, or -1 if it was never leased (dropped or cancelled queued).
 func admissionWait(ctx context.Context, c *client.Client, id string) (time.Duration, error) {
-	evs, err := c.RunEventsAll(ctx, id, client.EventListParams{})
+	evs, err := client.Collect(c.RunEventsAll(ctx, id, client.EventListParams{}))
 	if err != nil {
 		return 0, err
 	}

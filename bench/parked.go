@@ -113,11 +113,11 @@ func parked(b *bench) ([]row, error) {
 	// Every accepted run reaches its wait: none queued or running, and
 	// every one listed as waiting.
 	for {
-		q, err := c.RunListAll(b.ctx, client.RunListParams{Phase: apitypes.PhaseQueued})
+		q, err := client.Collect(c.RunListAll(b.ctx, client.RunListParams{Phase: apitypes.PhaseQueued}))
 		if err != nil {
 			return nil, err
 		}
-		r, err := c.RunListAll(b.ctx, client.RunListParams{Phase: apitypes.PhaseRunning})
+		r, err := client.Collect(c.RunListAll(b.ctx, client.RunListParams{Phase: apitypes.PhaseRunning}))
 		if err != nil {
 			return nil, err
 		}
@@ -132,7 +132,7 @@ func parked(b *bench) ([]row, error) {
 			return nil, err
 		}
 	}
-	waiting, err := c.RunListAll(b.ctx, client.RunListParams{Phase: apitypes.PhaseWaiting})
+	waiting, err := client.Collect(c.RunListAll(b.ctx, client.RunListParams{Phase: apitypes.PhaseWaiting}))
 	if err != nil {
 		return nil, err
 	}

@@ -203,7 +203,7 @@ func (b *bench) steps(ds []*daemon.Daemon, parts ...cpuPart) (stepsResult, error
 	if err != nil {
 		return stepsResult{}, err
 	}
-	done, err := c.RunListAll(b.ctx, client.RunListParams{Phase: apitypes.PhaseCompleted})
+	done, err := client.Collect(c.RunListAll(b.ctx, client.RunListParams{Phase: apitypes.PhaseCompleted}))
 	if err != nil {
 		return stepsResult{}, err
 	}

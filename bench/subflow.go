@@ -114,7 +114,7 @@ func subflowResume(b *bench) ([]row, error) {
 // child's "completed" event to the parent's first "leased" event at or
 // after it.
 func resumeLatency(ctx context.Context, c *client.Client, child, parent string) (time.Duration, error) {
-	cevs, err := c.RunEventsAll(ctx, child, client.EventListParams{})
+	cevs, err := client.Collect(c.RunEventsAll(ctx, child, client.EventListParams{}))
 	if err != nil {
 		return 0, err
 	}
@@ -127,7 +127,7 @@ func resumeLatency(ctx context.Context, c *client.Client, child, parent string) 
 	if done.IsZero() {
 		return 0, fmt.Errorf("child %s has no completed event", child)
 	}
-	pevs, err := c.RunEventsAll(ctx, parent, client.EventListParams{})
+	pevs, err := client.Collect(c.RunEventsAll(ctx, parent, client.EventListParams{}))
 	if err != nil {
 		return 0, err
 	}

@@ -41,7 +41,7 @@ func finishToAnswer(ctx context.Context, c *client.Client, flow string, input js
 	}
 	out := make([]time.Duration, 0, n)
 	for i, id := range ids {
-		evs, err := c.RunEventsAll(ctx, id, client.EventListParams{})
+		evs, err := client.Collect(c.RunEventsAll(ctx, id, client.EventListParams{}))
 		if err != nil {
 			return nil, err
 		}

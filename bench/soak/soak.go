@@ -167,7 +167,7 @@ var actors = []actor{
 // took (E_ALREADY_DECIDED) or moved on since (E_NOT_WAITING); any other
 // answer of the API is a violation of the wait's contract.
 func approveWaiting(ctx context.Context, w *world, c *client.Client) {
-	waiting, err := c.RunListAll(ctx, client.RunListParams{Phase: apitypes.PhaseWaiting})
+	waiting, err := client.Collect(c.RunListAll(ctx, client.RunListParams{Phase: apitypes.PhaseWaiting}))
 	if err != nil {
 		return
 	}
@@ -589,7 +589,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	drained := time.Now()
-	runs, err := c.RunListAll(ctx, client.RunListParams{})
+	runs, err := client.Collect(c.RunListAll(ctx, client.RunListParams{}))
 	if err != nil {
 		return nil, err
 	}
@@ -744,7 +744,7 @@ func drain(ctx context.Context, w *world, c *client.Client, cfg Config) (drainRe
 		var sig strings.Builder
 		left := 0
 		for _, p := range unfinishedPhases {
-			runs, err := c.RunListAll(ctx, client.RunListParams{Phase: p})
+			runs, err := client.Collect(c.RunListAll(ctx, client.RunListParams{Phase: p}))
 			if err != nil {
 				return d, err
 			}
@@ -820,7 +820,7 @@ func collect(ctx context.Context, w *world, c *client.Client, runs []apitypes.Ru
 		default:
 			fin.runs = append(fin.runs, v)
 		}
-		evs, err := c.RunEventsAll(ctx, v.ID, client.EventListParams{})
+		evs, err := client.Collect(c.RunEventsAll(ctx, v.ID, client.EventListParams{}))
 		if err != nil {
 			return nil, fmt.Errorf("events of %s: %w", v.ID, err)
 		}

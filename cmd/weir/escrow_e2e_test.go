@@ -54,7 +54,7 @@ func (d *daemon) runIs(id, what string, cond func(*apitypes.Run) bool) *apitypes
 // waitingKids lists the parent's child runs parked on a person.
 func (d *daemon) waitingKids(id string) []apitypes.Run {
 	d.t.Helper()
-	kids, err := d.api.RunListAll(context.Background(), client.RunListParams{Phase: apitypes.PhaseWaiting})
+	kids, err := client.Collect(d.api.RunListAll(context.Background(), client.RunListParams{Phase: apitypes.PhaseWaiting}))
 	if err != nil {
 		d.t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func TestFanoutTimeoutCancelsParkedChildren(t *testing.T) {
 	if timedOut != 2 {
 		t.Errorf("%d item_done events with E_CHILD_TIMEOUT, want 2", timedOut)
 	}
-	kids, err := d.api.RunListAll(context.Background(), client.RunListParams{})
+	kids, err := client.Collect(d.api.RunListAll(context.Background(), client.RunListParams{}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -178,7 +178,7 @@ func TestFleetTwoDaemons(t *testing.T) {
 	a.waitPhase(mum, apitypes.PhaseWaiting)
 	var kid string
 	testutil.Eventually(t, 30*time.Second, func() error {
-		runs, err := a.api.RunListAll(ctx, client.RunListParams{})
+		runs, err := client.Collect(a.api.RunListAll(ctx, client.RunListParams{}))
 		if err != nil {
 			return err
 		}

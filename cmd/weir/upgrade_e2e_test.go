@@ -398,7 +398,7 @@ func upgradeFrom(t *testing.T, dir string) {
 		t.Errorf("the model was asked %d times after the upgrade, want once with the call's outcome", len(reqs))
 	}
 
-	runs, err := d.api.RunListAll(ctx, client.RunListParams{})
+	runs, err := client.Collect(d.api.RunListAll(ctx, client.RunListParams{}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -122,11 +122,11 @@ func TestClientRuns(t *testing.T) {
 	if err != nil || len(one) != 5 {
 		t.Fatalf("one page: %d runs, %v", len(one), err)
 	}
-	paged, err := c.RunListAll(ctx, client.RunListParams{Limit: 2})
+	paged, err := client.Collect(c.RunListAll(ctx, client.RunListParams{Limit: 2}))
 	if err != nil || !slices.EqualFunc(one, paged, func(a, b apitypes.Run) bool { return a.ID == b.ID }) {
 		t.Errorf("paged by 2: %d runs %v, want the %d of one page in order", len(paged), err, len(one))
 	}
-	done, err := c.RunListAll(ctx, client.RunListParams{Phase: apitypes.PhaseCompleted, Limit: 1})
+	done, err := client.Collect(c.RunListAll(ctx, client.RunListParams{Phase: apitypes.PhaseCompleted, Limit: 1}))
 	if err != nil || len(done) == 0 || slices.ContainsFunc(done, func(r apitypes.Run) bool { return r.Phase != apitypes.PhaseCompleted }) {
 		t.Errorf("completed runs: %+v %v", done, err)
 	}
@@ -135,7 +135,7 @@ func TestClientRuns(t *testing.T) {
 
 	// Newest first is start order reversed (ids are random), a page at a
 	// time from the last run listed; flow filters.
-	newest, err := c.RunListAll(ctx, client.RunListParams{Newest: true, Limit: 2})
+	newest, err := client.Collect(c.RunListAll(ctx, client.RunListParams{Newest: true, Limit: 2}))
 	ids := func(rs []apitypes.Run) []string {
 		var out []string
 		for _, r := range rs {
@@ -174,11 +174,11 @@ func TestClientRuns(t *testing.T) {
 	if err != nil || len(all) < 3 || all[0].Type != "accepted" {
 		t.Fatalf("events: %d %v", len(all), err)
 	}
-	pagedEvs, err := c.RunEventsAll(ctx, first.RunID, client.EventListParams{Limit: 2})
+	pagedEvs, err := client.Collect(c.RunEventsAll(ctx, first.RunID, client.EventListParams{Limit: 2}))
 	if err != nil || !slices.EqualFunc(all, pagedEvs, func(a, b *apitypes.Event) bool { return a.Seq == b.Seq && a.Type == b.Type }) {
 		t.Errorf("events paged by 2: %d %v, want the %d of one page", len(pagedEvs), err, len(all))
 	}
-	tail, err := c.RunEventsAll(ctx, first.RunID, client.EventListParams{After: all[0].Seq})
+	tail, err := client.Collect(c.RunEventsAll(ctx, first.RunID, client.EventListParams{After: all[0].Seq}))
 	if err != nil || len(tail) != len(all)-1 {
 		t.Errorf("events after the first: %d %v, want %d", len(tail), err, len(all)-1)
 	}
@@ -323,7 +323,7 @@ func TestClientFlowsWaitsAndDeadLetters(t *testing.T) {
 	if v, err := c.RunWait(ctx, gate.RunID, client.RunWaitParams{}); err != nil || v.Phase != apitypes.PhaseCompleted {
 		t.Errorf("rejected run (it takes the error wire): %+v %v", v, err)
 	}
-	evs, err := c.RunEventsAll(ctx, gate.RunID, client.EventListParams{})
+	evs, err := client.Collect(c.RunEventsAll(ctx, gate.RunID, client.EventListParams{}))
 	if err != nil || !slices.ContainsFunc(evs, func(e *apitypes.Event) bool {
 		return e.Type == "node_failed" && e.Detail["code"] == apitypes.CodeRejected
 	}) {

@@ -62,7 +62,7 @@ func TestRunStream(t *testing.T) {
 	if !decided || !ended || last == nil || last.Phase != apitypes.PhaseCompleted || string(last.Output) != `{"ok":"yes"}` {
 		t.Fatalf("decided %v ended %v last run %+v", decided, ended, last)
 	}
-	all, err := ac.RunEventsAll(ctx, id, client.EventListParams{})
+	all, err := client.Collect(ac.RunEventsAll(ctx, id, client.EventListParams{}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"iter"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -94,26 +95,34 @@ func (c *Client) RunList(ctx context.Context, p RunListParams) ([]apitypes.Run, 
 	return vs, nil
 }
 
-// RunListAll lists every run of the caller that p selects, paging through
-// GET /v1/runs (p.Limit is the page size, apitypes.MaxListLimit if 0).
-func (c *Client) RunListAll(ctx context.Context, p RunListParams) ([]apitypes.Run, error) {
+// RunListAll yields every run of the caller that p selects, reading
+// GET /v1/runs a page at a time as the loop goes (p.Limit is the page
+// size, apitypes.MaxListLimit if 0). A failed page ends the sequence with
+// its error.
+func (c *Client) RunListAll(ctx context.Context, p RunListParams) iter.Seq2[apitypes.Run, error] {
 	if p.Limit == 0 {
 		p.Limit = apitypes.MaxListLimit
 	}
-	var all []apitypes.Run
-	for {
-		vs, err := c.RunList(ctx, p)
-		if err != nil {
-			return nil, err
-		}
-		all = append(all, vs...)
-		if len(vs) < p.Limit {
-			return all, nil
-		}
-		if p.Newest {
-			p.Before = vs[len(vs)-1].ID
-		} else {
-			p.After = vs[len(vs)-1].ID
+	return func(yield func(apitypes.Run, error) bool) {
+		for {
+			vs, err := c.RunList(ctx, p)
+			if err != nil {
+				yield(apitypes.Run{}, err)
+				return
+			}
+			for _, v := range vs {
+				if !yield(v, nil) {
+					return
+				}
+			}
+			if len(vs) < p.Limit {
+				return
+			}
+			if p.Newest {
+				p.Before = vs[len(vs)-1].ID
+			} else {
+				p.After = vs[len(vs)-1].ID
+			}
 		}
 	}
 }
@@ -162,28 +171,31 @@ func (c *Client) RunEvents(ctx context.Context, id string, p EventListParams) ([
 	return evs, nil
 }
 
-// RunEventsAll returns a run's whole timeline from after on, paging through
-// GET /v1/runs/{id}/events (p.Limit is the page size,
-// apitypes.MaxEventLimit if 0).
-func (c *Client) RunEventsAll(ctx context.Context, id string, p EventListParams) ([]*apitypes.Event, error) {
-	return pageEvents(p, func(p EventListParams) ([]*apitypes.Event, error) { return c.RunEvents(ctx, id, p) })
-}
-
-func pageEvents(p EventListParams, page func(EventListParams) ([]*apitypes.Event, error)) ([]*apitypes.Event, error) {
+// RunEventsAll yields a run's timeline from p.After on, reading GET
+// /v1/runs/{id}/events a page at a time as the loop goes (p.Limit is the
+// page size, apitypes.MaxEventLimit if 0). A failed page ends the
+// sequence with its error.
+func (c *Client) RunEventsAll(ctx context.Context, id string, p EventListParams) iter.Seq2[*apitypes.Event, error] {
 	if p.Limit == 0 {
 		p.Limit = apitypes.MaxEventLimit
 	}
-	var all []*apitypes.Event
-	for {
-		evs, err := page(p)
-		if err != nil {
-			return nil, err
+	return func(yield func(*apitypes.Event, error) bool) {
+		for {
+			evs, err := c.RunEvents(ctx, id, p)
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			for _, ev := range evs {
+				if !yield(ev, nil) {
+					return
+				}
+			}
+			if len(evs) < p.Limit {
+				return
+			}
+			p.After = evs[len(evs)-1].Seq
 		}
-		all = append(all, evs...)
-		if len(evs) < p.Limit {
-			return all, nil
-		}
-		p.After = evs[len(evs)-1].Seq
 	}
 }
 
@@ -371,4 +383,17 @@ func (c *Client) hold(ctx context.Context, path string, hold time.Duration, out 
 	})
 	defer stop()
 	return c.call(reqCtx, http.MethodGet, path, nil, out)
+}
+
+// Collect gathers one of the client's paging sequences (RunListAll,
+// RunEventsAll) into a slice, stopping at its first error.
+func Collect[T any](seq iter.Seq2[T, error]) ([]T, error) {
+	var out []T
+	for v, err := range seq {
+		if err != nil {
+			return out, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
