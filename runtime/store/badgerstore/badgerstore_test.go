@@ -568,32 +568,6 @@ func TestFailedCommitFailsTheBatchBuiltOnIt(t *testing.T) {
 	}
 }
 
-// TestOverlongIDs: an id no Badger key could hold (65,000 bytes) is
-// refused as ErrBadID before the write, with an error that quotes only a
-// prefix of it, and the store goes on writing.
-func TestOverlongIDs(t *testing.T) {
-	t.Parallel()
-	s := openStore(t, Options{})
-	long := strings.Repeat("r", 65000)
-	err := s.Update(ctx, func(tx store.Tx) error {
-		return tx.DedupPut(&store.Dedup{Owner: "alice", RequestID: long, RunID: "run_1"})
-	})
-	if !errors.Is(err, store.ErrBadID) || len(err.Error()) > 200 {
-		t.Fatalf("request id of 65000 bytes: %v, want a short ErrBadID", err)
-	}
-	err = s.Update(ctx, func(tx store.Tx) error {
-		return tx.RunInsert(&store.Run{ID: strings.Repeat("r", store.MaxIDBytes+1), Phase: store.PhaseQueued})
-	})
-	if !errors.Is(err, store.ErrBadID) {
-		t.Fatalf("run id over MaxIDBytes: %v, want ErrBadID", err)
-	}
-	if err := s.Update(ctx, func(tx store.Tx) error {
-		return tx.DedupPut(&store.Dedup{Owner: "alice", RequestID: strings.Repeat("r", store.MaxIDBytes), RunID: "run_1"})
-	}); err != nil {
-		t.Fatalf("request id at MaxIDBytes: %v", err)
-	}
-}
-
 // TestRunCount: the phase index counts what RunList finds, after inserts,
 // a phase change and a delete, and inside the transaction that made them.
 func TestRunCount(t *testing.T) {

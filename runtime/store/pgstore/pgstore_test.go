@@ -192,46 +192,6 @@ func TestGroupCommitAndTooLarge(t *testing.T) {
 	}
 }
 
-// TestOverlongIDs: an id longer than store.MaxIDBytes, with a NUL byte or
-// not UTF-8 is refused as ErrBadID before the write, with an error that
-// quotes only a prefix of it; one at the bound is stored, in the one
-// index entry that holds two such parts, and the store goes on writing.
-func TestOverlongIDs(t *testing.T) {
-	t.Parallel()
-	s := openStore(t, Options{})
-	long := strings.Repeat("r", 65000)
-	err := s.Update(ctx, func(tx store.Tx) error {
-		return tx.DedupPut(&store.Dedup{Owner: "alice", RequestID: long, RunID: "run_1"})
-	})
-	if !errors.Is(err, store.ErrBadID) || len(err.Error()) > 200 {
-		t.Fatalf("request id of 65000 bytes: %v, want a short ErrBadID", err)
-	}
-	for _, id := range []string{strings.Repeat("r", store.MaxIDBytes+1), "a\x00b", "abc\xff"} {
-		err = s.Update(ctx, func(tx store.Tx) error {
-			return tx.RunInsert(&store.Run{ID: id, Phase: store.PhaseQueued})
-		})
-		if !errors.Is(err, store.ErrBadID) {
-			t.Fatalf("run id %.20q: %v, want ErrBadID", id, err)
-		}
-	}
-	max := strings.Repeat("r", store.MaxIDBytes)
-	if err := s.Update(ctx, func(tx store.Tx) error {
-		return tx.DedupPut(&store.Dedup{Owner: strings.Repeat("o", store.MaxIDBytes), RequestID: max, RunID: "run_1"})
-	}); err != nil {
-		t.Fatalf("owner and request id at MaxIDBytes: %v", err)
-	}
-	// Reads that name an id no record can have find nothing.
-	err = s.View(ctx, func(tx store.Tx) error {
-		_, e1 := tx.RunGet("abc\xff")
-		_, e2 := tx.TaskByChild("a\x00b")
-		d, e3 := tx.DedupGet(strings.Repeat("o", store.MaxIDBytes), max)
-		return first(checkNotFound(e1), checkNotFound(e2), e3, check(d.RunID == "run_1", "dedup run %q", d.RunID))
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 func check(ok bool, format string, args ...any) error {
 	if ok {
 		return nil

@@ -49,6 +49,7 @@ func Run(t *testing.T, open Opener) {
 		{"RunListNewestPaging", testRunListNewestPaging},
 		{"Continuations", testContinuations},
 		{"Dedup", testDedup},
+		{"OverlongIDs", testOverlongIDs},
 		{"TaskGetPutDelete", testTaskBasics},
 		{"TaskListReady", testTaskListReady},
 		{"TaskListByRun", testTaskListByRun},
