@@ -22,19 +22,19 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/weirhq/weir/sdk/internal/hook"
 	"github.com/weirhq/weir/sdk/wire"
 )
 
 // progressInterval bounds how often progress crosses the wire per call.
 const progressInterval = 50 * time.Millisecond
 
-func init() {
-	hook.Run = func(ctx context.Context, tool, call any, progress func(done, total int64)) *wire.CallResult {
-		c := call.(*Call)
-		c.progress = progress
-		return runTool(ctx, tool.(Tool), c)
-	}
+// Invoke runs tool on call exactly as Serve runs it for weir — panics
+// recovered, errors encoded as the wire carries them — sending each
+// progress report to progress (which may be nil). It is what sdktest
+// runs a tool with; a plugin's main needs only Serve.
+func Invoke(ctx context.Context, tool Tool, call *Call, progress func(done, total int64)) *wire.CallResult {
+	call.progress = progress
+	return runTool(ctx, tool, call)
 }
 
 // Serve serves tools to weir and returns when weir stops the plugin. It is

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/sdk"
-	"github.com/weirhq/weir/sdk/internal/hook"
 	"github.com/weirhq/weir/sdk/wire"
 )
 
@@ -145,7 +144,7 @@ func Call(ctx context.Context, tool sdk.Tool, req Request) (*Result, error) {
 		progress []Progress
 		returned bool
 	)
-	res := hook.Run(ctx, tool, call, func(done, total int64) {
+	res := sdk.Invoke(ctx, tool, call, func(done, total int64) {
 		mu.Lock()
 		defer mu.Unlock()
 		if returned {
