@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -319,6 +320,9 @@ func TestConsoleInBrowser(t *testing.T) {
 			chromedp.SendKeys(css(w+` textarea.payload`), `{"by": "alice"}`), click(w+` button.approve`),
 			visible(`#run-phase .phase-completed`), visible(`#graph svg g.node.visited[data-node="done"]`),
 			visible(`#timeline tr[data-type="completed"]`), shot("run"))
+		if n := strs(t, `[...document.querySelectorAll("#children h2")].map(h => h.textContent)`); len(n) != 0 {
+			t.Errorf("a run without children shows %v", n)
+		}
 		if out := text(t, `#run-output`); !strings.Contains(out, `"by": "alice"`) {
 			t.Errorf("output %q lacks the payload", out)
 		}
@@ -447,9 +451,31 @@ func TestConsoleInBrowser(t *testing.T) {
 			}
 			return nil
 		})
+		// The API lists a run's children by its parent, to its owner only.
+		if got, err := alice.RunList(context.Background(), client.RunListParams{Parent: parent}); err != nil || len(got) != 3 {
+			t.Errorf("alice's children of %s: %d runs, %v", parent, len(got), err)
+		}
+		if got, err := bob.RunList(context.Background(), client.RunListParams{Parent: parent}); err != nil || len(got) != 0 {
+			t.Errorf("bob sees %d children of alice's run, %v", len(got), err)
+		}
 		do(t, "the list links each child to its parent", chromedp.Navigate(base+"/runs"), ready,
 			until(`document.querySelectorAll('#runs-table td:nth-child(5) a[href="/runs/`+parent+`"]').length === 3`))
-		do(t, "back to the parent", chromedp.Navigate(base+"/runs/"+parent), ready, visible(`#cohorts`), shot("run-fanout"))
+		do(t, "a child links back to its parent and the node that started it", chromedp.Navigate(base+"/runs/"+kids[0]), ready,
+			visible(`#parent-run a[href="/runs/`+parent+`"]`))
+		if p := text(t, `#parent-run`); p != parent+" at node each" {
+			t.Errorf("the child's parent reads %q", p)
+		}
+		do(t, "back to the parent, which lists its children", chromedp.Navigate(base+"/runs/"+parent), ready, visible(`#cohorts`),
+			until(`document.querySelectorAll("#children-table tbody tr").length === 3`), shot("run-fanout"))
+		if got := strs(t, `[...document.querySelectorAll("#children-table tbody tr")].map(r => r.dataset.run + " " + r.cells[1].textContent)`); len(got) != 3 {
+			t.Errorf("children %v", got)
+		} else {
+			for _, k := range kids {
+				if !slices.Contains(got, k+" each") {
+					t.Errorf("children %v lack %s at node each", got, k)
+				}
+			}
+		}
 		for _, k := range kids {
 			if _, err := alice.RunApprove(context.Background(), k, "approve", json.RawMessage(`true`)); err != nil {
 				t.Fatal(err)

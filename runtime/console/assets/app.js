@@ -201,6 +201,7 @@ async function runPage(id) {
   const turns = el("tbody");
   const turnsBox = el("div", { id: "agent-turns", hidden: true }, el("h2", { text: "Agent turns" }),
     el("table", {}, el("thead", {}, el("tr", {}, ["Node", "Turn", "Model", "Stop", "Input tokens", "Output tokens", "Cost", "Tool calls"].map((h) => el("th", { text: h })))), turns));
+  const children = el("div", { id: "children" });
   const cancelAnswer = el("span", { class: "answer", id: "cancel-answer" });
   const cancelBtn = el("button", { class: "cancel", id: "cancel", type: "button", text: "Cancel run" });
   cancelBtn.addEventListener("click", async () => {
@@ -212,7 +213,7 @@ async function runPage(id) {
   show(el("h1", {}, "Run ", el("span", { class: "mono", text: id }), " ", el("span", { id: "run-phase" }), " ", liveBadge()),
     el("div", { class: "actions" }, cancelBtn, cancelAnswer),
     el("div", { class: "cols" },
-      el("div", {}, head, el("h2", { text: "Open waits" }), waits, panels, turnsBox),
+      el("div", {}, head, el("h2", { text: "Open waits" }), waits, panels, turnsBox, children),
       el("div", {}, el("h2", { text: "Graph" }), legend(), graph)),
     el("h2", { text: "Timeline" }),
     el("table", { id: "timeline" },
@@ -227,7 +228,8 @@ async function runPage(id) {
       ["Flow", el("a", { href: "/flows/" + encodeURIComponent(r.flow), text: r.flow })],
       ["Version", el("span", { class: "mono", text: (r.version || "").slice(0, 12) })],
       ["Owner", r.owner], ["Phase", r.phase, "run-phase-text"], ["Attempt", String(r.attempt)],
-      ["Request id", r.request_id], ["Parent", r.parent_run_id ? runLink(r.parent_run_id) : ""],
+      ["Request id", r.request_id],
+      ["Parent", r.parent_run_id ? el("span", { id: "parent-run" }, runLink(r.parent_run_id), r.parent_node ? " at node " + r.parent_node : "") : ""],
       ["Created", fullTime(r.created_at)], ["Updated", fullTime(r.updated_at)],
       ["Budget", r.budget ? r.spent + " of " + r.budget + " spent" : String(r.spent) + " spent"],
       ["At node", p.node], ["Nodes done", p.done !== undefined ? p.done + " (" + p.visits + " visits)" : ""],
@@ -261,6 +263,28 @@ async function runPage(id) {
   });
   es.addEventListener("end", () => { es.close(); setLive(false, "ended"); });
   es.onerror = () => setLive(false);
+  followChildren(children, id);
+}
+
+// childPage bounds the child runs a run's page lists (one page of the
+// API's list): a fan-out of more children says how to see them all.
+const childPage = 100;
+
+// followChildren lists the runs id's subflows, fan-outs and agents
+// started, live, oldest first; nothing is shown for a run without any.
+function followChildren(into, id) {
+  const es = new EventSource("/v1/runs/stream?" + new URLSearchParams({ parent: id, limit: String(childPage) }).toString());
+  es.addEventListener("runs", (e) => {
+    const kids = JSON.parse(e.data).sort((a, b) => (a.created_at < b.created_at ? -1 : a.created_at > b.created_at ? 1 : (a.id < b.id ? -1 : 1)));
+    if (kids.length === 0) { into.replaceChildren(); return; }
+    fill(into, el("h2", { text: "Child runs" }),
+      table("children-table", ["Run", "Node", "Flow", "Phase", "Created"],
+        kids.map((k) => el("tr", { "data-run": k.id, "data-phase": k.phase },
+          el("td", {}, runLink(k.id)), el("td", { text: k.parent_node || "" }),
+          el("td", {}, el("a", { href: "/flows/" + encodeURIComponent(k.flow), text: k.flow })),
+          el("td", {}, phaseBadge(k.phase)), el("td", { text: fullTime(k.created_at) })))),
+      kids.length >= childPage ? el("p", { class: "hint", text: "The first " + childPage + " children by run id." }) : null);
+  });
 }
 
 function eventRow(ev) {
