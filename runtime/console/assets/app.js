@@ -54,6 +54,9 @@ function pretty(v) {
   return JSON.stringify(v, null, 2);
 }
 
+// terminalPhases are the phases a run ends in (apitypes.Phase.Terminal).
+const terminalPhases = new Set(["completed", "cancelled", "failed"]);
+
 function phaseBadge(p) {
   return el("span", { class: "phase phase-" + p, text: p });
 }
@@ -223,6 +226,8 @@ async function runPage(id) {
   let lastGraphKey = "";
   const render = (r) => {
     document.getElementById("run-phase").replaceChildren(phaseBadge(r.phase));
+    // A run that ended cannot be cancelled: the button goes with its end.
+    cancelBtn.hidden = terminalPhases.has(r.phase);
     const p = r.progress || {};
     fill(head, grid([
       ["Flow", el("a", { href: "/flows/" + encodeURIComponent(r.flow), text: r.flow })],
