@@ -355,11 +355,20 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 		// A run that ended offers no cancel: not the one just cancelled,
 		// nor one that completed or failed.
+		// The node the run was cancelled at is drawn cancelled, not failed;
+		// a node that failed is still drawn failed.
+		do(t, "the graph draws the node cancelled", visible(`#graph svg g.node.cancelled[data-node="s"]`),
+			visible(`.legend .cancelled`))
+		if n := strs(t, `[...document.querySelectorAll("#graph svg g.node.failed")].map(g => g.dataset.node)`); len(n) != 0 {
+			t.Errorf("a cancelled run draws failed nodes %v", n)
+		}
 		do(t, "the cancelled run's button is gone", until(`document.getElementById("cancel").hidden`), until(hiddenCancel))
 		for _, id := range []string{echo, failing} {
 			do(t, "an ended run offers no cancel", chromedp.Navigate(base+"/runs/"+id), ready,
 				visible(`#run-phase .phase`), until(hiddenCancel))
 		}
+		do(t, "a failed run's node is drawn failed", chromedp.Navigate(base+"/runs/"+failing), ready,
+			visible(`#graph svg g.node.failed[data-node="f"]`))
 		// A run that has not ended offers it.
 		waiting := startAs(t, alice, "gate", `{}`)
 		do(t, "a waiting run offers cancel", chromedp.Navigate(base+"/runs/"+waiting), ready,

@@ -124,7 +124,8 @@ async function drawGraph(into, path) {
 function legend() {
   return el("div", { class: "legend" },
     el("span", { class: "visited", text: "visited" }), el("span", { class: "current", text: "current" }),
-    el("span", { class: "waiting", text: "waiting" }), el("span", { class: "failed", text: "failed" }));
+    el("span", { class: "waiting", text: "waiting" }), el("span", { class: "failed", text: "failed" }),
+    el("span", { class: "cancelled", text: "cancelled" }));
 }
 
 // ---- Runs ----
