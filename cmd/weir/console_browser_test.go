@@ -302,6 +302,21 @@ func TestConsoleInBrowser(t *testing.T) {
 		if ids := strs(t, rows+`.map(r => r.dataset.run)`); strings.Join(ids, ",") != echo {
 			t.Errorf("flow echo shows %v", ids)
 		}
+		// Searching by id opens the run; a missing id, or another
+		// owner's, is answered on the list, alike.
+		do(t, "search by run id", chromedp.Navigate(base+"/runs"), ready, chromedp.SetValue(css(`#run-search`), " "+failing+" "),
+			click(`#run-search-form button[type="submit"]`), until(`location.pathname === "/runs/`+failing+`"`), ready,
+			visible(`#run-phase .phase-failed`))
+		for _, id := range []string{"run_00000000000000000000", bobs} {
+			do(t, "search a run alice cannot see", chromedp.Navigate(base+"/runs"), ready, chromedp.SetValue(css(`#run-search`), id),
+				click(`#run-search-form button[type="submit"]`))
+			if a := text(t, `#search-answer`); a != "No run "+id+" (E_NOT_FOUND)" {
+				t.Errorf("searching %s answered %q", id, a)
+			}
+			if u := location(t); !strings.HasSuffix(u, "/runs") {
+				t.Errorf("searching %s left the list for %s", id, u)
+			}
+		}
 		// A run started while the page is open appears without a reload.
 		do(t, "open the list", chromedp.Navigate(base+"/runs"), ready, visible(`#live.on`))
 		fresh := startAs(t, alice, "echo", `{"fresh": true}`)

@@ -54,6 +54,9 @@ function pretty(v) {
   return JSON.stringify(v, null, 2);
 }
 
+// maxRunID is the longest id the API takes (engine.MaxIDBytes).
+const maxRunID = 256;
+
 // terminalPhases are the phases a run ends in (apitypes.Phase.Terminal).
 const terminalPhases = new Set(["completed", "cancelled", "failed"]);
 
@@ -150,11 +153,26 @@ async function runsPage() {
   };
   flowSel.addEventListener("change", apply);
   phaseSel.addEventListener("change", apply);
+  // Search by run id: the run's page if the id names one of the
+  // person's runs, else the API's answer, said here.
+  const search = el("input", { type: "search", id: "run-search", name: "id", placeholder: "run id", maxlength: String(maxRunID), size: "28", autocomplete: "off" });
+  const searchAnswer = el("span", { class: "answer", id: "search-answer" });
+  const searchForm = el("form", { id: "run-search-form", class: "search", action: "/runs", method: "get" },
+    el("label", {}, "Find a run", search), el("button", { type: "submit", text: "Go" }), searchAnswer);
+  searchForm.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const id = search.value.trim();
+    if (id === "") { searchAnswer.textContent = ""; return; }
+    const res = await api("GET", "/runs/" + encodeURIComponent(id));
+    if (res.ok) { location.href = "/runs/" + encodeURIComponent(res.data.id); return; }
+    const d = res.data || {};
+    searchAnswer.textContent = (res.status === 404 ? "No run " + id : "Run " + id) + (d.code ? " (" + d.code + ")" : "");
+  });
   const tbody = el("tbody");
   const count = el("span", { class: "muted", id: "runs-count" });
   const pager = el("p", { id: "pager" });
   show(el("h1", {}, "Runs ", liveBadge()),
-    el("div", { class: "filters" }, el("label", {}, "Flow", flowSel), el("label", {}, "Phase", phaseSel), count),
+    el("div", { class: "filters" }, el("label", {}, "Flow", flowSel), el("label", {}, "Phase", phaseSel), count, searchForm),
     el("table", { id: "runs-table" },
       el("thead", {}, el("tr", {}, ["Run", "Flow", "Phase", "Attempt", "Parent", "Created", "Updated"].map((h) => el("th", { text: h })))),
       tbody),
