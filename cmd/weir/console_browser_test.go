@@ -514,7 +514,8 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 		do(t, "the parent completes live with every child mature",
 			visible(`#run-phase .phase-completed`),
-			until(`(r => !!r && r.cells[6].textContent === "3 / 3")(document.querySelector('#cohorts tr[data-node="each"]'))`))
+			until(`(r => !!r && r.cells[6].textContent === "3 / 3")(document.querySelector('#cohorts tr[data-node="each"]'))`),
+			until(`document.querySelectorAll('#children-table tbody tr[data-phase="completed"]').length === 3`))
 	})
 	t.Run("approve an agent's proposed tool call", func(t *testing.T) {
 		id := startAs(t, alice, "mailer", `{}`)

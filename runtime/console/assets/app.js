@@ -285,9 +285,9 @@ async function runPage(id) {
         el("td", { class: "num", text: d.cost }), el("td", { class: "mono", text: (d.tools || []).join(", ") })));
     }
   });
-  es.addEventListener("end", () => { es.close(); setLive(false, "ended"); });
+  const kids = followChildren(children, id);
+  es.addEventListener("end", () => { es.close(); setLive(false, "ended"); kids.parentEnded(); });
   es.onerror = () => setLive(false);
-  followChildren(children, id);
 }
 
 // childPage bounds the child runs a run's page lists (one page of the
@@ -296,10 +296,17 @@ const childPage = 100;
 
 // followChildren lists the runs id's subflows, fan-outs and agents
 // started, live, oldest first; nothing is shown for a run without any.
+// Once the parent has ended and so have all its children, nothing more
+// can change: the stream is closed (a browser holds few connections per
+// site, and every open run page holds two).
 function followChildren(into, id) {
   const es = new EventSource("/v1/runs/stream?" + new URLSearchParams({ parent: id, limit: String(childPage) }).toString());
+  let ended = false, allEnded = false;
+  const settle = () => { if (ended && allEnded) es.close(); };
   es.addEventListener("runs", (e) => {
     const kids = JSON.parse(e.data).sort((a, b) => (a.created_at < b.created_at ? -1 : a.created_at > b.created_at ? 1 : (a.id < b.id ? -1 : 1)));
+    allEnded = kids.every((k) => terminalPhases.has(k.phase));
+    settle();
     if (kids.length === 0) { into.replaceChildren(); return; }
     fill(into, el("h2", { text: "Child runs" }),
       table("children-table", ["Run", "Node", "Flow", "Phase", "Created"],
@@ -309,6 +316,7 @@ function followChildren(into, id) {
           el("td", {}, phaseBadge(k.phase)), el("td", { text: fullTime(k.created_at) })))),
       kids.length >= childPage ? el("p", { class: "hint", text: "The first " + childPage + " children by run id." }) : null);
   });
+  return { parentEnded: () => { ended = true; settle(); } };
 }
 
 function eventRow(ev) {
