@@ -18,6 +18,9 @@ const (
 	MarkCurrent Mark = "current" // the run is at the node now
 	MarkWaiting Mark = "waiting" // the run is parked at the node
 	MarkFailed  Mark = "failed"  // the node failed (its error wire was taken, or the run failed there)
+	// MarkCancelled is the node the run was at when it was cancelled, or
+	// one whose child run was: stopped by a person, not failed.
+	MarkCancelled Mark = "cancelled"
 )
 
 // Graph formats.
@@ -104,10 +107,11 @@ func agentLabel(n *Node) []string {
 }
 
 var markColours = map[Mark]string{
-	MarkVisited: "#c8e6c9",
-	MarkCurrent: "#bbdefb",
-	MarkWaiting: "#fff59d",
-	MarkFailed:  "#ffcdd2",
+	MarkVisited:   "#c8e6c9",
+	MarkCurrent:   "#bbdefb",
+	MarkWaiting:   "#fff59d",
+	MarkFailed:    "#ffcdd2",
+	MarkCancelled: "#cfd8dc",
 }
 
 func sortedMarks(marks map[string]Mark) []string {
@@ -152,7 +156,7 @@ func renderMermaid(f *Flow, marks map[string]Mark) string {
 			fmt.Fprintf(&b, "  %s %s|%s| %s\n", mermaidID(n.ID), arrow, w.Label, mermaidID(w.To))
 		}
 	}
-	for _, m := range []Mark{MarkVisited, MarkCurrent, MarkWaiting, MarkFailed} {
+	for _, m := range []Mark{MarkVisited, MarkCurrent, MarkWaiting, MarkFailed, MarkCancelled} {
 		fmt.Fprintf(&b, "  classDef %s fill:%s\n", m, markColours[m])
 	}
 	for _, id := range sortedMarks(marks) {

@@ -23,13 +23,13 @@ flow(name = "g", nodes = [
 		t.Fatal(ds)
 	}
 	f := mod.Flow("g")
-	marks := map[string]Mark{"a": MarkFailed, "c": MarkWaiting, "gone": MarkVisited}
+	marks := map[string]Mark{"a": MarkFailed, "c": MarkWaiting, "d": MarkCancelled, "gone": MarkVisited}
 	mer, err := Render(f, FormatMermaid, marks)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"flowchart TD", `n_a["a<br/>task x.y"]`, "n_a -.->|error| n_c", "n_a -->|next| n_b",
-		`n_b{"b<br/>branch"}`, "n_b -->|then| n_c", "class n_a failed", "class n_c waiting"} {
+		`n_b{"b<br/>branch"}`, "n_b -->|then| n_c", "class n_a failed", "class n_c waiting", "class n_d cancelled", "classDef cancelled fill:#cfd8dc"} {
 		if !strings.Contains(mer, want) {
 			t.Errorf("mermaid lacks %q:\n%s", want, mer)
 		}
@@ -51,7 +51,7 @@ flow(name = "g", nodes = [
 		t.Fatal(err)
 	}
 	for _, want := range []string{`<svg xmlns="http://www.w3.org/2000/svg"`, `<g class="node failed" data-node="a" data-kind="task">`,
-		`<g class="node waiting" data-node="c"`, `<g class="node" data-node="d"`, `data-from="a" data-to="c" data-label="error"`,
+		`<g class="node waiting" data-node="c"`, `<g class="node cancelled" data-node="d"`, `fill="#cfd8dc"`, `data-from="a" data-to="c" data-label="error"`,
 		`stroke-dasharray`, `fill="#ffcdd2"`, `>task x.y</text>`, `<polygon`} {
 		if !strings.Contains(svg, want) {
 			t.Errorf("svg lacks %q:\n%s", want, svg)

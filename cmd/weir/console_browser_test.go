@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -301,6 +302,21 @@ func TestConsoleInBrowser(t *testing.T) {
 		if ids := strs(t, rows+`.map(r => r.dataset.run)`); strings.Join(ids, ",") != echo {
 			t.Errorf("flow echo shows %v", ids)
 		}
+		// Searching by id opens the run; a missing id, or another
+		// owner's, is answered on the list, alike.
+		do(t, "search by run id", chromedp.Navigate(base+"/runs"), ready, chromedp.SetValue(css(`#run-search`), " "+failing+" "),
+			click(`#run-search-form button[type="submit"]`), until(`location.pathname === "/runs/`+failing+`"`), ready,
+			visible(`#run-phase .phase-failed`))
+		for _, id := range []string{"run_00000000000000000000", bobs} {
+			do(t, "search a run alice cannot see", chromedp.Navigate(base+"/runs"), ready, chromedp.SetValue(css(`#run-search`), id),
+				click(`#run-search-form button[type="submit"]`))
+			if a := text(t, `#search-answer`); a != "No run "+id+" (E_NOT_FOUND)" {
+				t.Errorf("searching %s answered %q", id, a)
+			}
+			if u := location(t); !strings.HasSuffix(u, "/runs") {
+				t.Errorf("searching %s left the list for %s", id, u)
+			}
+		}
 		// A run started while the page is open appears without a reload.
 		do(t, "open the list", chromedp.Navigate(base+"/runs"), ready, visible(`#live.on`))
 		fresh := startAs(t, alice, "echo", `{"fresh": true}`)
@@ -319,6 +335,9 @@ func TestConsoleInBrowser(t *testing.T) {
 			chromedp.SendKeys(css(w+` textarea.payload`), `{"by": "alice"}`), click(w+` button.approve`),
 			visible(`#run-phase .phase-completed`), visible(`#graph svg g.node.visited[data-node="done"]`),
 			visible(`#timeline tr[data-type="completed"]`), shot("run"))
+		if n := strs(t, `[...document.querySelectorAll("#children h2")].map(h => h.textContent)`); len(n) != 0 {
+			t.Errorf("a run without children shows %v", n)
+		}
 		if out := text(t, `#run-output`); !strings.Contains(out, `"by": "alice"`) {
 			t.Errorf("output %q lacks the payload", out)
 		}
@@ -342,17 +361,33 @@ func TestConsoleInBrowser(t *testing.T) {
 	})
 
 	t.Run("cancel", func(t *testing.T) {
+		hiddenCancel := `(e => !!e && e.hidden && e.getClientRects().length === 0)(document.getElementById("cancel"))`
 		slow := startAs(t, alice, "slow", `{"ms": 600000}`)
 		do(t, "cancel a running run", chromedp.Navigate(base+"/runs/"+slow), ready,
 			visible(`#run-phase .phase-running`), click(`#cancel`), visible(`#run-phase .phase-cancelled`))
 		if a := text(t, `#cancel-answer`); a != "cancel: requested" {
 			t.Errorf("cancel answered %q", a)
 		}
-		do(t, "cancel again", click(`#cancel`),
-			until(`document.getElementById("cancel-answer").textContent !== "cancel: requested"`))
-		if a := text(t, `#cancel-answer`); a != "cancel: already_terminal" {
-			t.Errorf("cancel again answered %q", a)
+		// A run that ended offers no cancel: not the one just cancelled,
+		// nor one that completed or failed.
+		// The node the run was cancelled at is drawn cancelled, not failed;
+		// a node that failed is still drawn failed.
+		do(t, "the graph draws the node cancelled", visible(`#graph svg g.node.cancelled[data-node="s"]`),
+			visible(`.legend .cancelled`))
+		if n := strs(t, `[...document.querySelectorAll("#graph svg g.node.failed")].map(g => g.dataset.node)`); len(n) != 0 {
+			t.Errorf("a cancelled run draws failed nodes %v", n)
 		}
+		do(t, "the cancelled run's button is gone", until(`document.getElementById("cancel").hidden`), until(hiddenCancel))
+		for _, id := range []string{echo, failing} {
+			do(t, "an ended run offers no cancel", chromedp.Navigate(base+"/runs/"+id), ready,
+				visible(`#run-phase .phase`), until(hiddenCancel))
+		}
+		do(t, "a failed run's node is drawn failed", chromedp.Navigate(base+"/runs/"+failing), ready,
+			visible(`#graph svg g.node.failed[data-node="f"]`))
+		// A run that has not ended offers it.
+		waiting := startAs(t, alice, "gate", `{}`)
+		do(t, "a waiting run offers cancel", chromedp.Navigate(base+"/runs/"+waiting), ready,
+			visible(`#run-phase .phase-waiting`), visible(`#cancel`))
 	})
 
 	t.Run("another user's runs are invisible", func(t *testing.T) {
@@ -447,9 +482,31 @@ func TestConsoleInBrowser(t *testing.T) {
 			}
 			return nil
 		})
+		// The API lists a run's children by its parent, to its owner only.
+		if got, err := alice.RunList(context.Background(), client.RunListParams{Parent: parent}); err != nil || len(got) != 3 {
+			t.Errorf("alice's children of %s: %d runs, %v", parent, len(got), err)
+		}
+		if got, err := bob.RunList(context.Background(), client.RunListParams{Parent: parent}); err != nil || len(got) != 0 {
+			t.Errorf("bob sees %d children of alice's run, %v", len(got), err)
+		}
 		do(t, "the list links each child to its parent", chromedp.Navigate(base+"/runs"), ready,
 			until(`document.querySelectorAll('#runs-table td:nth-child(5) a[href="/runs/`+parent+`"]').length === 3`))
-		do(t, "back to the parent", chromedp.Navigate(base+"/runs/"+parent), ready, visible(`#cohorts`), shot("run-fanout"))
+		do(t, "a child links back to its parent and the node that started it", chromedp.Navigate(base+"/runs/"+kids[0]), ready,
+			visible(`#parent-run a[href="/runs/`+parent+`"]`))
+		if p := text(t, `#parent-run`); p != parent+" at node each" {
+			t.Errorf("the child's parent reads %q", p)
+		}
+		do(t, "back to the parent, which lists its children", chromedp.Navigate(base+"/runs/"+parent), ready, visible(`#cohorts`),
+			until(`document.querySelectorAll("#children-table tbody tr").length === 3`), shot("run-fanout"))
+		if got := strs(t, `[...document.querySelectorAll("#children-table tbody tr")].map(r => r.dataset.run + " " + r.cells[1].textContent)`); len(got) != 3 {
+			t.Errorf("children %v", got)
+		} else {
+			for _, k := range kids {
+				if !slices.Contains(got, k+" each") {
+					t.Errorf("children %v lack %s at node each", got, k)
+				}
+			}
+		}
 		for _, k := range kids {
 			if _, err := alice.RunApprove(context.Background(), k, "approve", json.RawMessage(`true`)); err != nil {
 				t.Fatal(err)
@@ -457,7 +514,8 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 		do(t, "the parent completes live with every child mature",
 			visible(`#run-phase .phase-completed`),
-			until(`(r => !!r && r.cells[6].textContent === "3 / 3")(document.querySelector('#cohorts tr[data-node="each"]'))`))
+			until(`(r => !!r && r.cells[6].textContent === "3 / 3")(document.querySelector('#cohorts tr[data-node="each"]'))`),
+			until(`document.querySelectorAll('#children-table tbody tr[data-phase="completed"]').length === 3`))
 	})
 	t.Run("approve an agent's proposed tool call", func(t *testing.T) {
 		id := startAs(t, alice, "mailer", `{}`)

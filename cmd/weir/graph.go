@@ -75,7 +75,7 @@ func (m *Main) runGraphCmd() *cobra.Command {
 	var format string
 	cmd := &cobra.Command{
 		Use:   "graph RUN",
-		Short: "Draw the run's flow coloured by what the run did (visited, current, waiting, failed)",
+		Short: "Draw the run's flow coloured by what the run did (visited, current, waiting, failed, cancelled)",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := graphFormat(format); err != nil {

@@ -145,12 +145,14 @@ func TestWireUnchanged(t *testing.T) {
 		Overspent int64            `json:"overspent,omitempty"`
 		Escrow    int64            `json:"escrow,omitempty"`
 		Parent    string           `json:"parent_run_id,omitempty"`
-		CreatedAt string           `json:"created_at"`
-		UpdatedAt string           `json:"updated_at"`
+		// ParentNode was added beside Parent, for the console's child runs.
+		ParentNode string `json:"parent_node,omitempty"`
+		CreatedAt  string `json:"created_at"`
+		UpdatedAt  string `json:"updated_at"`
 	}
 	sameWire(t, "ViewOf", runView{ID: run.ID, Flow: run.Flow, Version: run.Version, Owner: run.Owner, RequestID: run.RequestID,
 		Phase: run.Phase, Attempt: run.Attempt, Input: run.Input, Output: run.Output, Error: run.Error, Progress: &progress,
-		Budget: run.Budget, Spent: run.Spent, Overspent: run.Overspent, Escrow: run.Escrow, Parent: run.ParentRunID,
+		Budget: run.Budget, Spent: run.Spent, Overspent: run.Overspent, Escrow: run.Escrow, Parent: run.ParentRunID, ParentNode: run.ParentNode,
 		CreatedAt: "2026-03-04T05:06:07.891Z", UpdatedAt: "2026-03-04T05:06:07.891Z"}, ViewOf(&run, &progress))
 	// Waits are set by the run's own route, beside the view: a run view
 	// without them is the wire it was.

@@ -239,7 +239,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
-	if !queryParams(w, r, "limit", "phase", "after", "flow", "order", "before") {
+	if !queryParams(w, r, "limit", "phase", "after", "flow", "parent", "order", "before") {
 		return
 	}
 	p, ok := s.listParams(w, r)

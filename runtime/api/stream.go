@@ -189,11 +189,11 @@ func (s *Server) runStream(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// runsStream is GET /v1/runs/stream?phase=&limit=&after=: the page GET
+// runsStream is GET /v1/runs/stream?phase=&flow=&parent=&limit=&after=: the page GET
 // /v1/runs answers for the same parameters, sent again each time it
 // changes.
 func (s *Server) runsStream(w http.ResponseWriter, r *http.Request) {
-	if !queryParams(w, r, "limit", "phase", "after", "flow", "order", "before") {
+	if !queryParams(w, r, "limit", "phase", "after", "flow", "parent", "order", "before") {
 		return
 	}
 	p, ok := s.listParams(w, r)
@@ -272,8 +272,12 @@ func (s *Server) listParams(w http.ResponseWriter, r *http.Request) (store.RunLi
 			Message: fmt.Sprintf("phase %q is not a phase (queued, running, waiting, completing, completed, cancelled, failed)", phase)})
 		return store.RunListParams{}, false
 	}
-	p := store.RunListParams{Phase: phase, After: q.Get("after"), Flow: q.Get("flow"), Limit: limit}
+	p := store.RunListParams{Phase: phase, After: q.Get("after"), Flow: q.Get("flow"), ParentRunID: q.Get("parent"), Limit: limit}
 	if err := engine.CheckPrintable("flow", p.Flow, engine.MaxIDBytes); err != nil {
+		writeEngineErr(w, err)
+		return store.RunListParams{}, false
+	}
+	if err := engine.CheckPrintable("parent", p.ParentRunID, engine.MaxIDBytes); err != nil {
 		writeEngineErr(w, err)
 		return store.RunListParams{}, false
 	}

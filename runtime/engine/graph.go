@@ -17,7 +17,7 @@ func (e *Engine) FlowGraph(ctx context.Context, name string) (*flows.Flow, error
 }
 
 // RunGraph returns the flow version owner's run pinned and what the run did
-// at each node: visited, current, waiting or failed.
+// at each node: visited, current, waiting, failed or cancelled.
 func (e *Engine) RunGraph(ctx context.Context, owner, runID string) (*flows.Flow, map[string]flows.Mark, error) {
 	run, err := e.Get(ctx, owner, runID)
 	if err != nil {
@@ -45,18 +45,29 @@ func (e *Engine) RunGraph(ctx context.Context, owner, runID string) (*flows.Flow
 			marks[id] = flows.MarkVisited
 		}
 	}
-	for id := range c.Errors {
-		marks[id] = flows.MarkFailed
+	for id, rerr := range c.Errors {
+		marks[id] = errorMark(rerr)
 	}
 	if c.Node != "" {
 		switch {
 		case run.Phase == store.PhaseWaiting:
 			marks[c.Node] = flows.MarkWaiting
-		case run.Phase == store.PhaseFailed || run.Phase == store.PhaseCancelled:
+		case run.Phase == store.PhaseCancelled:
+			marks[c.Node] = flows.MarkCancelled
+		case run.Phase == store.PhaseFailed:
 			marks[c.Node] = flows.MarkFailed
 		case !run.Phase.Terminal():
 			marks[c.Node] = flows.MarkCurrent
 		}
 	}
 	return fe.flow, marks, nil
+}
+
+// errorMark is how a node whose error wire was taken is drawn: cancelled
+// when what stopped it was a cancel (a child run cancelled), else failed.
+func errorMark(rerr *store.RunError) flows.Mark {
+	if rerr != nil && rerr.Code == CodeCancelled {
+		return flows.MarkCancelled
+	}
+	return flows.MarkFailed
 }

@@ -92,10 +92,13 @@ type Run struct {
 	// Escrow is the part of Budget held by children in flight; what they
 	// do not spend comes back when they end.
 	Escrow int64 `json:"escrow,omitempty"`
-	// Parent is the run whose subflow or fan-out started this one.
-	Parent    string `json:"parent_run_id,omitempty"`
-	CreatedAt string `json:"created_at"` // RFC 3339, UTC, milliseconds
-	UpdatedAt string `json:"updated_at"`
+	// Parent is the run whose subflow, fan-out or agent started this one.
+	Parent string `json:"parent_run_id,omitempty"`
+	// ParentNode is the parent's node (the subflow, fan-out or agent)
+	// that started this run.
+	ParentNode string `json:"parent_node,omitempty"`
+	CreatedAt  string `json:"created_at"` // RFC 3339, UTC, milliseconds
+	UpdatedAt  string `json:"updated_at"`
 	// Waits are the run's open waits, of every kind (GET /v1/runs/{id}
 	// only): what it waits for, and what a person must decide.
 	Waits []HumanWait `json:"waits,omitempty"`

@@ -46,6 +46,9 @@ type RunListParams struct {
 	Phase apitypes.Phase
 	// Flow keeps runs of this flow only ("" for all).
 	Flow string
+	// Parent keeps the children of this run only: the runs its subflows,
+	// fan-outs and agents started ("" for all).
+	Parent string
 	// Newest lists newest first (by creation time) instead of in run id
 	// order, which is random in time.
 	Newest bool
@@ -66,6 +69,9 @@ func (p RunListParams) query() string {
 	}
 	if p.Flow != "" {
 		q.Set("flow", p.Flow)
+	}
+	if p.Parent != "" {
+		q.Set("parent", p.Parent)
 	}
 	if p.Newest {
 		q.Set("order", "created")

@@ -54,6 +54,12 @@ function pretty(v) {
   return JSON.stringify(v, null, 2);
 }
 
+// maxRunID is the longest id the API takes (engine.MaxIDBytes).
+const maxRunID = 256;
+
+// terminalPhases are the phases a run ends in (apitypes.Phase.Terminal).
+const terminalPhases = new Set(["completed", "cancelled", "failed"]);
+
 function phaseBadge(p) {
   return el("span", { class: "phase phase-" + p, text: p });
 }
@@ -121,7 +127,8 @@ async function drawGraph(into, path) {
 function legend() {
   return el("div", { class: "legend" },
     el("span", { class: "visited", text: "visited" }), el("span", { class: "current", text: "current" }),
-    el("span", { class: "waiting", text: "waiting" }), el("span", { class: "failed", text: "failed" }));
+    el("span", { class: "waiting", text: "waiting" }), el("span", { class: "failed", text: "failed" }),
+    el("span", { class: "cancelled", text: "cancelled" }));
 }
 
 // ---- Runs ----
@@ -146,11 +153,26 @@ async function runsPage() {
   };
   flowSel.addEventListener("change", apply);
   phaseSel.addEventListener("change", apply);
+  // Search by run id: the run's page if the id names one of the
+  // person's runs, else the API's answer, said here.
+  const search = el("input", { type: "search", id: "run-search", name: "id", placeholder: "run id", maxlength: String(maxRunID), size: "28", autocomplete: "off" });
+  const searchAnswer = el("span", { class: "answer", id: "search-answer" });
+  const searchForm = el("form", { id: "run-search-form", class: "search", action: "/runs", method: "get" },
+    el("label", {}, "Find a run", search), el("button", { type: "submit", text: "Go" }), searchAnswer);
+  searchForm.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const id = search.value.trim();
+    if (id === "") { searchAnswer.textContent = ""; return; }
+    const res = await api("GET", "/runs/" + encodeURIComponent(id));
+    if (res.ok) { location.href = "/runs/" + encodeURIComponent(res.data.id); return; }
+    const d = res.data || {};
+    searchAnswer.textContent = (res.status === 404 ? "No run " + id : "Run " + id) + (d.code ? " (" + d.code + ")" : "");
+  });
   const tbody = el("tbody");
   const count = el("span", { class: "muted", id: "runs-count" });
   const pager = el("p", { id: "pager" });
   show(el("h1", {}, "Runs ", liveBadge()),
-    el("div", { class: "filters" }, el("label", {}, "Flow", flowSel), el("label", {}, "Phase", phaseSel), count),
+    el("div", { class: "filters" }, el("label", {}, "Flow", flowSel), el("label", {}, "Phase", phaseSel), count, searchForm),
     el("table", { id: "runs-table" },
       el("thead", {}, el("tr", {}, ["Run", "Flow", "Phase", "Attempt", "Parent", "Created", "Updated"].map((h) => el("th", { text: h })))),
       tbody),
@@ -201,6 +223,7 @@ async function runPage(id) {
   const turns = el("tbody");
   const turnsBox = el("div", { id: "agent-turns", hidden: true }, el("h2", { text: "Agent turns" }),
     el("table", {}, el("thead", {}, el("tr", {}, ["Node", "Turn", "Model", "Stop", "Input tokens", "Output tokens", "Cost", "Tool calls"].map((h) => el("th", { text: h })))), turns));
+  const children = el("div", { id: "children" });
   const cancelAnswer = el("span", { class: "answer", id: "cancel-answer" });
   const cancelBtn = el("button", { class: "cancel", id: "cancel", type: "button", text: "Cancel run" });
   cancelBtn.addEventListener("click", async () => {
@@ -212,7 +235,7 @@ async function runPage(id) {
   show(el("h1", {}, "Run ", el("span", { class: "mono", text: id }), " ", el("span", { id: "run-phase" }), " ", liveBadge()),
     el("div", { class: "actions" }, cancelBtn, cancelAnswer),
     el("div", { class: "cols" },
-      el("div", {}, head, el("h2", { text: "Open waits" }), waits, panels, turnsBox),
+      el("div", {}, head, el("h2", { text: "Open waits" }), waits, panels, turnsBox, children),
       el("div", {}, el("h2", { text: "Graph" }), legend(), graph)),
     el("h2", { text: "Timeline" }),
     el("table", { id: "timeline" },
@@ -222,12 +245,15 @@ async function runPage(id) {
   let lastGraphKey = "";
   const render = (r) => {
     document.getElementById("run-phase").replaceChildren(phaseBadge(r.phase));
+    // A run that ended cannot be cancelled: the button goes with its end.
+    cancelBtn.hidden = terminalPhases.has(r.phase);
     const p = r.progress || {};
     fill(head, grid([
       ["Flow", el("a", { href: "/flows/" + encodeURIComponent(r.flow), text: r.flow })],
       ["Version", el("span", { class: "mono", text: (r.version || "").slice(0, 12) })],
       ["Owner", r.owner], ["Phase", r.phase, "run-phase-text"], ["Attempt", String(r.attempt)],
-      ["Request id", r.request_id], ["Parent", r.parent_run_id ? runLink(r.parent_run_id) : ""],
+      ["Request id", r.request_id],
+      ["Parent", r.parent_run_id ? el("span", { id: "parent-run" }, runLink(r.parent_run_id), r.parent_node ? " at node " + r.parent_node : "") : ""],
       ["Created", fullTime(r.created_at)], ["Updated", fullTime(r.updated_at)],
       ["Budget", r.budget ? r.spent + " of " + r.budget + " spent" : String(r.spent) + " spent"],
       ["At node", p.node], ["Nodes done", p.done !== undefined ? p.done + " (" + p.visits + " visits)" : ""],
@@ -259,8 +285,38 @@ async function runPage(id) {
         el("td", { class: "num", text: d.cost }), el("td", { class: "mono", text: (d.tools || []).join(", ") })));
     }
   });
-  es.addEventListener("end", () => { es.close(); setLive(false, "ended"); });
+  const kids = followChildren(children, id);
+  es.addEventListener("end", () => { es.close(); setLive(false, "ended"); kids.parentEnded(); });
   es.onerror = () => setLive(false);
+}
+
+// childPage bounds the child runs a run's page lists (one page of the
+// API's list): a fan-out of more children says how to see them all.
+const childPage = 100;
+
+// followChildren lists the runs id's subflows, fan-outs and agents
+// started, live, oldest first; nothing is shown for a run without any.
+// Once the parent has ended and so have all its children, nothing more
+// can change: the stream is closed (a browser holds few connections per
+// site, and every open run page holds two).
+function followChildren(into, id) {
+  const es = new EventSource("/v1/runs/stream?" + new URLSearchParams({ parent: id, limit: String(childPage) }).toString());
+  let ended = false, allEnded = false;
+  const settle = () => { if (ended && allEnded) es.close(); };
+  es.addEventListener("runs", (e) => {
+    const kids = JSON.parse(e.data).sort((a, b) => (a.created_at < b.created_at ? -1 : a.created_at > b.created_at ? 1 : (a.id < b.id ? -1 : 1)));
+    allEnded = kids.every((k) => terminalPhases.has(k.phase));
+    settle();
+    if (kids.length === 0) { into.replaceChildren(); return; }
+    fill(into, el("h2", { text: "Child runs" }),
+      table("children-table", ["Run", "Node", "Flow", "Phase", "Created"],
+        kids.map((k) => el("tr", { "data-run": k.id, "data-phase": k.phase },
+          el("td", {}, runLink(k.id)), el("td", { text: k.parent_node || "" }),
+          el("td", {}, el("a", { href: "/flows/" + encodeURIComponent(k.flow), text: k.flow })),
+          el("td", {}, phaseBadge(k.phase)), el("td", { text: fullTime(k.created_at) })))),
+      kids.length >= childPage ? el("p", { class: "hint", text: "The first " + childPage + " children by run id." }) : null);
+  });
+  return { parentEnded: () => { ended = true; settle(); } };
 }
 
 function eventRow(ev) {

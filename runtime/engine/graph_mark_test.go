@@ -1,0 +1,27 @@
+package engine
+
+import (
+	"testing"
+
+	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/runtime/store"
+)
+
+// A node whose error wire a cancel took (its child run was cancelled) is
+// drawn cancelled; every other error draws it failed.
+func TestErrorMark(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		err  *store.RunError
+		want flows.Mark
+	}{
+		{&store.RunError{Code: CodeCancelled, Message: "the run was cancelled"}, flows.MarkCancelled},
+		{&store.RunError{Code: "E_UPSTREAM", Message: "down"}, flows.MarkFailed},
+		{&store.RunError{Code: "E_CANCELLED_BY_TOOL"}, flows.MarkFailed},
+		{nil, flows.MarkFailed},
+	} {
+		if got := errorMark(tt.err); got != tt.want {
+			t.Errorf("errorMark(%+v) = %s, want %s", tt.err, got, tt.want)
+		}
+	}
+}
