@@ -82,7 +82,7 @@ func (e *Engine) validateInput(ctx context.Context, fe *flowEntry, input json.Ra
 		}
 		return fe.flow.ValidateInput(v)
 	}
-	err := e.validateSchema(ctx, fe.flow.Input, input)
+	err := e.validateCostly(ctx, fe.flow.Input, input)
 	if flows.IsInvalidValue(err) {
 		return &flows.InputError{Flow: fe.flow.Name, Msg: err.Error()}
 	}
@@ -98,8 +98,18 @@ func (e *Engine) validateInput(ctx context.Context, fe *flowEntry, input json.Ra
 // this process. Only a caller that gave up (a drain, a client gone) gets
 // its context's error.
 func (e *Engine) validateSchema(ctx context.Context, schema, value json.RawMessage) error {
+	if flows.ValidationWork(schema, len(value)) <= flows.MaxInProcessWork {
+		return flows.ValidateJSON(schema, value)
+	}
+	return e.validateCostly(ctx, schema, value)
+}
+
+// validateCostly is validateSchema for a validation whose estimated work
+// passed flows.MaxInProcessWork (the caller estimated it): in a sandbox
+// worker when the engine has one.
+func (e *Engine) validateCostly(ctx context.Context, schema, value json.RawMessage) error {
 	v, ok := e.config().Scripts.(flows.Validator)
-	if !ok || flows.ValidationWork(schema, len(value)) <= flows.MaxInProcessWork {
+	if !ok {
 		return flows.ValidateJSON(schema, value)
 	}
 	err := v.ValidateSchema(ctx, schema, value)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	weirflows "github.com/weirhq/weir/flows"
@@ -33,22 +34,12 @@ func TestModelMetrics(t *testing.T) {
 	coll := NewCollector(Sources{Engine: statsEngine{engine.Stats{Models: []engine.ModelStats{
 		{Model: "llm.chat/small", Turns: 3, InputTokens: 300, OutputTokens: 30, Cost: 14},
 	}}}})
-	if problems, err := testutil.CollectAndLint(coll); err != nil || len(problems) > 0 {
-		t.Errorf("metric lint: %v %+v", err, problems)
-	}
-	srv := httptest.NewServer(Handler(NewRegistry(coll)))
-	defer srv.Close()
-	text := scrape(t, srv.URL)
-	for series, want := range map[string]float64{
+	wantSeries(t, coll, map[string]float64{
 		`weir_model_turns_total{model="llm.chat/small"}`:                     3,
 		`weir_model_tokens_total{direction="input",model="llm.chat/small"}`:  300,
 		`weir_model_tokens_total{direction="output",model="llm.chat/small"}`: 30,
 		`weir_model_cost_total{model="llm.chat/small"}`:                      14,
-	} {
-		if got := value(t, text, series); got != want {
-			t.Errorf("%s = %v, want %v", series, got, want)
-		}
-	}
+	})
 }
 
 // TestSandboxMetrics: the script sandbox's workers started, killed by
@@ -58,24 +49,14 @@ func TestSandboxMetrics(t *testing.T) {
 	coll := NewCollector(Sources{Engine: statsEngine{}, Sandbox: func() sandbox.Stats {
 		return sandbox.Stats{Started: 4, Requests: 120, Calls: 900, Rerun: 5, Killed: map[weirflows.Limit]int{weirflows.LimitMemory: 2, weirflows.LimitTime: 1}}
 	}})
-	if problems, err := testutil.CollectAndLint(coll); err != nil || len(problems) > 0 {
-		t.Errorf("metric lint: %v %+v", err, problems)
-	}
-	srv := httptest.NewServer(Handler(NewRegistry(coll)))
-	defer srv.Close()
-	text := scrape(t, srv.URL)
-	for series, want := range map[string]float64{
+	wantSeries(t, coll, map[string]float64{
 		`weir_sandbox_workers_started_total`:                4,
 		`weir_sandbox_requests_total`:                       120,
 		`weir_sandbox_calls_total`:                          900,
 		`weir_sandbox_calls_rerun_total`:                    5,
 		`weir_sandbox_workers_killed_total{limit="memory"}`: 2,
 		`weir_sandbox_workers_killed_total{limit="time"}`:   1,
-	} {
-		if got := value(t, text, series); got != want {
-			t.Errorf("%s = %v, want %v", series, got, want)
-		}
-	}
+	})
 }
 
 // TestLabelledCountersStartAtZero: before any event, every labelled
@@ -91,13 +72,7 @@ func TestLabelledCountersStartAtZero(t *testing.T) {
 		Sandbox: func() sandbox.Stats { return sandbox.Stats{Killed: map[weirflows.Limit]int{}} },
 		Models:  func() []string { return []string{"llm.chat/small", "llm.chat/large"} },
 	})
-	if problems, err := testutil.CollectAndLint(coll); err != nil || len(problems) > 0 {
-		t.Errorf("metric lint: %v %+v", err, problems)
-	}
-	srv := httptest.NewServer(Handler(NewRegistry(coll)))
-	defer srv.Close()
-	text := scrape(t, srv.URL)
-	for series, want := range map[string]float64{
+	wantSeries(t, coll, map[string]float64{
 		`weir_admission_refused_total{reason="E_QUEUE_FULL"}`:                2,
 		`weir_admission_refused_total{reason="E_QUEUE_TIMEOUT"}`:             0,
 		`weir_admission_blocked_total{reason="E_NO_SLOT"}`:                   0,
@@ -114,11 +89,7 @@ func TestLabelledCountersStartAtZero(t *testing.T) {
 		`weir_model_overspent_total{model="llm.chat/small"}`:                 0,
 		`weir_model_turns_total{model="llm.chat/large"}`:                     1,
 		`weir_model_cost_total{model="llm.chat/large"}`:                      3,
-	} {
-		if got := value(t, text, series); got != want {
-			t.Errorf("%s = %v, want %v", series, got, want)
-		}
-	}
+	})
 }
 
 // TestEveryMetricIsDocumented: the metrics table of docs/operators.md
@@ -137,6 +108,23 @@ func TestEveryMetricIsDocumented(t *testing.T) {
 		}
 		if !strings.Contains(string(doc), "`"+m[1]+"`") {
 			t.Errorf("%s is not in the metrics table of docs/operators.md", m[1])
+		}
+	}
+}
+
+// wantSeries lints coll, scrapes it through the metrics handler and
+// checks each series' value.
+func wantSeries(t *testing.T, coll prometheus.Collector, want map[string]float64) {
+	t.Helper()
+	if problems, err := testutil.CollectAndLint(coll); err != nil || len(problems) > 0 {
+		t.Errorf("metric lint: %v %+v", err, problems)
+	}
+	srv := httptest.NewServer(Handler(NewRegistry(coll)))
+	defer srv.Close()
+	text := scrape(t, srv.URL)
+	for series, w := range want {
+		if got := value(t, text, series); got != w {
+			t.Errorf("%s = %v, want %v", series, got, w)
 		}
 	}
 }
