@@ -1,0 +1,169 @@
+// Package dispatcher is the scheduler's dispatch service: on every wake-up
+// (a new run, a freed slot, a child finishing) and on its tick (the
+// fallback clock, for parked tasks coming due and a lost wake-up) it
+// matches ready tasks to free worker slots and budget slices, oldest
+// first. Whether one task may start is the engine's to say (Engine.Offer);
+// how far a pass reads the queue is Again, a pure function.
+package dispatcher
+
+import (
+	"context"
+	"time"
+
+	"github.com/weirhq/weir/runtime/engine/internal/service"
+	"github.com/weirhq/weir/runtime/internal/clock"
+	"github.com/weirhq/weir/runtime/store"
+)
+
+// Outcome is what became of one task offered to the engine.
+type Outcome int
+
+const (
+	// Waits: the task stays queued (its cost does not fit the budget in
+	// flight now, or its run could not be read); the tasks behind it may
+	// still start.
+	Waits Outcome = iota
+	// Started: a worker holds the task.
+	Started
+	// Skipped: a worker of this engine holds the task already.
+	Skipped
+	// Dropped: the task waited past its queue deadline and was dropped.
+	Dropped
+	// Withheld: the task is left to a daemon of the fleet that serves
+	// every tool its flow calls.
+	Withheld
+	// NoSlot: no worker slot is free: nothing else can start this pass.
+	NoSlot
+)
+
+// Engine is what the dispatcher needs from the engine.
+type Engine interface {
+	// FreeSlots is how many worker slots are free now.
+	FreeSlots() int
+	// InHand is how many ready tasks a worker of this engine holds
+	// already (listed again, they are skipped).
+	InHand() int
+	// ListReady lists up to limit tasks ready now, in dispatch order.
+	ListReady(ctx context.Context, limit int) ([]*store.Task, error)
+	// Offer tries to start t.
+	Offer(ctx context.Context, t *store.Task) Outcome
+	// Tick is the fallback clock's interval.
+	Tick() time.Duration
+	// Error logs a failure.
+	Error(msg string, args ...any)
+}
+
+// MaxWithheldScan bounds how many tasks withheld from this engine a pass
+// looks past to find work it can take.
+const MaxWithheldScan = 4096
+
+// Pass is what one page of a dispatch pass found.
+type Pass struct {
+	Limit    int // the page size asked for
+	Listed   int
+	Started  int
+	Withheld int // tasks of this page left to other daemons
+	Skipped  int
+	Dropped  int
+	Blocked  bool // no slot was left
+}
+
+// Again decides whether a pass lists another page after p, given how many
+// tasks the previous page withheld: only if p filled what it listed and
+// slots may remain (a full page means more tasks may be ready), and it
+// started a task or found more withheld ones to look past, within
+// MaxWithheldScan.
+func Again(p Pass, withheldBefore int) bool {
+	grew := p.Withheld > withheldBefore
+	return !p.Blocked && (p.Started > 0 || grew) && p.Listed >= p.Limit && p.Withheld <= MaxWithheldScan
+}
+
+// Result is what one runOnce did: its pages, in order.
+type Result struct{ Pages []Pass }
+
+// Started counts the tasks the pass started.
+func (r Result) Started() int {
+	n := 0
+	for _, p := range r.Pages {
+		n += p.Started
+	}
+	return n
+}
+
+// Dispatcher is the dispatch service.
+type Dispatcher struct {
+	eng  Engine
+	loop *service.Loop
+}
+
+// New returns a dispatcher over eng, woken by wake and by clk's tick.
+func New(eng Engine, clk clock.Clock, wake <-chan struct{}) *Dispatcher {
+	d := &Dispatcher{eng: eng}
+	d.loop = &service.Loop{Clock: clk, Interval: eng.Tick, Wake: wake, Pass: func(ctx context.Context) { d.runOnce(ctx) }}
+	return d
+}
+
+// Name says which service it is.
+func (d *Dispatcher) Name() string { return "dispatcher" }
+
+// Start begins dispatching.
+func (d *Dispatcher) Start(ctx context.Context) error { return d.loop.Start(ctx) }
+
+// Stop ends dispatch after the pass in progress: nothing new starts.
+func (d *Dispatcher) Stop() { d.loop.Stop() }
+
+// RunOnce is one pass, for tests.
+func (d *Dispatcher) RunOnce(ctx context.Context) Result { return d.runOnce(ctx) }
+
+// runOnce leases as many ready tasks as there are free slots and slices.
+// Tasks refused for lack of a slot or in-flight budget stay queued until
+// their queue deadline.
+func (d *Dispatcher) runOnce(ctx context.Context) Result {
+	var res Result
+	// withheld counts the tasks of the last page that this engine does
+	// not serve every tool for: the next page lists that many more, so a
+	// queue headed by other daemons' work does not hide from this one
+	// the work it can take.
+	withheld := 0
+	for {
+		free := d.eng.FreeSlots()
+		if free <= 0 {
+			return res
+		}
+		p := Pass{Limit: free + d.eng.InHand() + withheld}
+		tasks, err := d.eng.ListReady(ctx, p.Limit)
+		if err != nil {
+			d.eng.Error("listing ready tasks", "error", err)
+			return res
+		}
+		p.Listed = len(tasks)
+		for _, t := range tasks {
+			if p.Blocked = d.offer(ctx, t, &p); p.Blocked {
+				break
+			}
+		}
+		res.Pages = append(res.Pages, p)
+		if !Again(p, withheld) {
+			return res
+		}
+		withheld = p.Withheld
+	}
+}
+
+// offer offers one task and counts what became of it; true when no slot
+// is left.
+func (d *Dispatcher) offer(ctx context.Context, t *store.Task, p *Pass) bool {
+	switch d.eng.Offer(ctx, t) {
+	case Started:
+		p.Started++
+	case Skipped:
+		p.Skipped++
+	case Dropped:
+		p.Dropped++
+	case Withheld:
+		p.Withheld++
+	case NoSlot:
+		return true
+	}
+	return false
+}
