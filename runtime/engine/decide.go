@@ -71,23 +71,3 @@ func decideRetry(in retryInput, jitter func(n int64) int64) retryDecision {
 
 // jitter is the full jitter of real retries.
 func jitter(n int64) int64 { return rand.Int64N(n) }
-
-// rescueAction is what becomes of a task whose lease was lost.
-type rescueAction int
-
-const (
-	// rescueRequeue: the task is queued again with attempt + 1.
-	rescueRequeue rescueAction = iota
-	// rescueDeadLetter: the task lost its lease MaxAttempts times; it is
-	// dead-lettered and its run fails with E_ATTEMPTS_EXCEEDED.
-	rescueDeadLetter
-)
-
-// decideRescue decides a lost lease from the task's attempt and the
-// engine's MaxAttempts.
-func decideRescue(attempt, maxAttempts int) rescueAction {
-	if attempt >= maxAttempts {
-		return rescueDeadLetter
-	}
-	return rescueRequeue
-}

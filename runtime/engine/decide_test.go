@@ -44,25 +44,6 @@ func TestDecideRetry(t *testing.T) {
 	}
 }
 
-func TestDecideRescue(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		attempt, max int
-		want         rescueAction
-	}{
-		{1, 5, rescueRequeue},
-		{4, 5, rescueRequeue},
-		{5, 5, rescueDeadLetter},
-		{6, 5, rescueDeadLetter},
-		{1, 1, rescueDeadLetter},
-	}
-	for _, tt := range tests {
-		if got := decideRescue(tt.attempt, tt.max); got != tt.want {
-			t.Errorf("decideRescue(%d, %d) = %v, want %v", tt.attempt, tt.max, got, tt.want)
-		}
-	}
-}
-
 func TestToolCallKey(t *testing.T) {
 	t.Parallel()
 	run := &runForKey

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"github.com/weirhq/weir/runtime/engine/internal/pruner"
 	"testing"
 	"time"
 
@@ -24,7 +25,7 @@ func TestPruneRemovesOldFinishedRunsOnly(t *testing.T) {
 	if n, err := b.eng.Prune(ctx, time.Hour); err != nil || n != 0 {
 		t.Fatalf("pruning runs younger than the age removed %d (%v)", n, err)
 	}
-	n, err := b.eng.pruneBefore(ctx, time.Now().Add(time.Hour))
+	n, err := pruner.Runs(ctx, b.eng.st, time.Now().Add(time.Hour))
 	if err != nil || n != 1 {
 		t.Fatalf("pruned %d (%v), want the one finished run", n, err)
 	}

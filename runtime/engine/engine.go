@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/runtime/engine/internal/service"
 	"github.com/weirhq/weir/runtime/internal/clock"
 	"github.com/weirhq/weir/runtime/internal/ledger"
 	"github.com/weirhq/weir/runtime/store"
@@ -156,17 +157,17 @@ type Engine struct {
 	closedWhy string
 	queued    queuedRuns // accepted runs not yet leased once
 
-	wake chan struct{}
-	stop chan struct{}
-	done chan struct{}
-	wg   sync.WaitGroup // workers
+	// wake starts a dispatch pass (kick); services are the background
+	// work Start starts and Stop stops (services.go).
+	wake     chan struct{}
+	services service.Supervisor
+	wg       sync.WaitGroup // workers
 
 	// held is the work this process's workers hold (live.go).
 	held *liveWork
 	// draining is set once Stop begins: interrupted work is given back
 	// to the queue, recorded, instead of left for the lease rescuer.
 	draining atomic.Bool
-	started  atomic.Bool // Start ran: the scheduler exists
 	// startedAt is when Start began (unix nanoseconds of the engine's
 	// clock): a task's wait for a slot counts from it at the earliest,
 	// so a daemon's downtime (an upgrade, say) is not queue time.
@@ -223,8 +224,6 @@ func Open(cfg Config) (*Engine, error) {
 		holder:    newID("h"),
 		ledger:    ledger.New(c.Workers, c.MaxBudgetInFlight),
 		wake:      make(chan struct{}, 1),
-		stop:      make(chan struct{}),
-		done:      make(chan struct{}),
 		held:      newLiveWork(),
 		queued:    queuedRuns{ids: map[string]struct{}{}},
 		flowCache: flows.NewCache(c.FlowCacheBytes, flows.Loader{}),
@@ -262,8 +261,8 @@ func (e *Engine) Reload(cfg Config) {
 	e.kick()
 }
 
-// Start recovers from the store and starts the scheduler. It returns after
-// recovery; the scheduler runs until Stop.
+// Start recovers from the store and starts the background services
+// (services.go). It returns after recovery; the services run until Stop.
 func (e *Engine) Start(ctx context.Context) error {
 	e.startedAt.Store(e.now().UnixNano())
 	if err := e.recover(ctx); err != nil {
@@ -272,22 +271,9 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err := e.ReportTools(ctx); err != nil {
 		return fmt.Errorf("engine: writing this daemon's entry in the fleet's roll: %w", err)
 	}
-	e.started.Store(true)
-	go e.schedule()
-	if w, ok := e.config().Store.(store.Waker); ok && e.st.Capabilities().Shared {
-		if wakes := w.Wakes(); wakes != nil {
-			e.wg.Add(1)
-			go func() { defer e.wg.Done(); e.followWakes(wakes) }()
-		}
+	if err := e.services.Start(ctx, services(e)...); err != nil {
+		return fmt.Errorf("engine: %w", err)
 	}
-	if l, ok := e.config().Store.(store.LockHolder); ok {
-		if lost := l.LockLost(); lost != nil {
-			e.wg.Add(1)
-			go func() { defer e.wg.Done(); e.watchLock(lost) }()
-		}
-	}
-	e.wg.Add(1)
-	go func() { defer e.wg.Done(); e.maintain() }()
 	e.kick()
 	return nil
 }
@@ -295,16 +281,6 @@ func (e *Engine) Start(ctx context.Context) error {
 // LockLostReason is the refusal every start gets once the store's lock is
 // gone (store.LockHolder).
 const LockLostReason = "the store's lock session ended: another daemon may hold the store now; this daemon stops (start it again once no other daemon uses the store unshared)"
-
-// watchLock closes admission when the store says its lock is gone: no
-// start is accepted that the store could no longer keep.
-func (e *Engine) watchLock(lost <-chan struct{}) {
-	select {
-	case <-lost:
-		e.closeAdmission(CodeStorage, LockLostReason)
-	case <-e.stop:
-	}
-}
 
 // kick wakes the scheduler without blocking.
 func (e *Engine) kick() {
@@ -324,14 +300,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 	e.closeAdmission(CodeDraining, "the engine is stopping")
 	e.draining.Store(true)
 	e.leaveRoll(ctx)
-	select {
-	case <-e.stop:
-	default:
-		close(e.stop) // no new dispatch
-	}
-	if e.started.Load() {
-		<-e.done
-	}
+	e.services.Stop() // the dispatcher first: no new dispatch
 	drained := make(chan struct{})
 	go func() { e.wg.Wait(); close(drained) }()
 	select {

@@ -17,46 +17,6 @@ import (
 // cancel recorded by another daemon stops the work this one holds; the
 // lease renewal, which reads the run, is the fallback for a lost cancel.
 
-// followWakes passes the store's announcements to the scheduler until
-// Stop.
-func (e *Engine) followWakes(wakes <-chan store.Wake) {
-	for {
-		select {
-		case <-e.stop:
-			return
-		case w := <-wakes:
-			if w.CancelRunID != "" {
-				e.cancelNotified(w.CancelRunID)
-				continue
-			}
-			e.kick()
-		}
-	}
-}
-
-// cancelNotified stops the work this engine holds for a run whose cancel
-// another daemon recorded (or this one: then it is already stopped). A
-// worker past its finish decision, or that knows already, is left alone,
-// as Cancel leaves it.
-func (e *Engine) cancelNotified(runID string) {
-	// The held work's lock is let go before a run's lock is taken.
-	l, items := e.held.ofRun(runID)
-	if l != nil {
-		l.mu.Lock()
-		act := !l.completing && !l.cancelRequested
-		if act {
-			l.cancelRequested = true
-		}
-		l.mu.Unlock()
-		if act {
-			l.cancel()
-		}
-	}
-	for _, it := range items {
-		it.cancel()
-	}
-}
-
 // queuedCheck is how many of the runs this engine counts as queued are
 // read again on each rescue pass of a shared store.
 const queuedCheck = 256
@@ -66,10 +26,11 @@ const queuedCheck = 256
 // own (max_queued is per daemon), and only the daemon that leases a run
 // sees it leave the queue. A sample per pass keeps the cost bounded; a
 // run another daemon started is forgotten within a few passes.
-func (e *Engine) forgetStarted(ctx context.Context) {
+func (h rollHost) ForgetStarted(ctx context.Context) int {
+	e := h.e
 	ids := e.queued.some(queuedCheck)
 	if len(ids) == 0 {
-		return
+		return 0
 	}
 	var gone []string
 	err := e.st.View(ctx, func(tx store.Tx) error {
@@ -89,11 +50,12 @@ func (e *Engine) forgetStarted(ctx context.Context) {
 	})
 	if err != nil {
 		e.log.Error("reading queued runs", "error", err)
-		return
+		return 0
 	}
 	for _, id := range gone {
 		e.queued.remove(id)
 	}
+	return len(gone)
 }
 
 // BudgetHeldWait is how long a task waits, parked, when the budget of its

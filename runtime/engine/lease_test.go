@@ -64,10 +64,11 @@ func TestLeaseRenewedWhileToolRuns(t *testing.T) {
 	fk := clock.NewFake(time.Now())
 	b := setup(t, Config{LeaseTimeout: 300 * time.Millisecond, Clock: fk}, flowsSrc)
 	ctx := context.Background()
+	services := fk.Tickers() // one per background service, made by Start
 	id := b.start(t, "sleepy", `{"ms": 600000}`, "")
 	b.wait(t, id, "running", func(r *store.Run) bool { return r.Phase == store.PhaseRunning })
-	// The scheduler's, the maintainer's and the renewer's tickers.
-	b.wait(t, id, "renewer started", func(*store.Run) bool { return fk.Tickers() == 3 })
+	// The services' tickers and the renewer's.
+	b.wait(t, id, "renewer started", func(*store.Run) bool { return fk.Tickers() == services+1 })
 	// Five renewal periods, more than a lease timeout: each time the clock
 	// moves, the renewer extends the lease before it can expire.
 	for i := 1; i <= 5; i++ {

@@ -235,3 +235,26 @@ func (l *liveWork) noteOnce(w *withheldRun) (already bool) {
 	already, w.noted = w.noted, true
 	return already
 }
+
+// cancelNotified stops the work held for a run whose cancel another
+// daemon recorded (or this one: then it is already stopped). A worker
+// past its finish decision, or that knows already, is left alone, as
+// Cancel leaves it.
+func (w *liveWork) cancelNotified(runID string) {
+	// The held work's lock is let go before a run's lock is taken.
+	l, items := w.ofRun(runID)
+	if l != nil {
+		l.mu.Lock()
+		act := !l.completing && !l.cancelRequested
+		if act {
+			l.cancelRequested = true
+		}
+		l.mu.Unlock()
+		if act {
+			l.cancel()
+		}
+	}
+	for _, it := range items {
+		it.cancel()
+	}
+}

@@ -32,7 +32,9 @@ func (e *Engine) recover(ctx context.Context) error {
 	if !e.st.Capabilities().Shared {
 		for _, l := range leases {
 			if l.Holder != e.holder {
-				e.rescue(ctx, l, "holder "+l.Holder+" is gone (restart)")
+				if _, _, err := (rescueHost{e}).Rescue(ctx, l, "holder "+l.Holder+" is gone (restart)"); err != nil {
+					e.log.Error("rescuing lease", "task", l.TaskID, "error", err)
+				}
 				rescued++
 			}
 		}

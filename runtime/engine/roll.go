@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/runtime/engine/internal/dispatcher"
 	"github.com/weirhq/weir/runtime/store"
 )
 
@@ -52,7 +53,7 @@ const evWithheld = "withheld"
 // past to find work this engine serves the tools of: a daemon that lacks
 // a tool sees at most this many of other daemons' tasks ahead of its own
 // per wake-up.
-const MaxWithheldScan = 4096
+const MaxWithheldScan = dispatcher.MaxWithheldScan
 
 // maxWithheldNoted bounds the runs an engine remembers having written a
 // withheld event for; past it the memory is cleared (an event may then be
@@ -154,16 +155,23 @@ func splitRoll(all []*store.Daemon, now time.Time, stale time.Duration) (live, g
 	return live, gone
 }
 
-// stampRoll renews this engine's entry when a third of a lease timeout has
-// passed since the last: called on the scheduler's tick.
-func (e *Engine) stampRoll(ctx context.Context) {
-	if !e.rolling() || e.now().Sub(time.Unix(0, e.rollStamped.Load())) < e.config().LeaseTimeout/3 {
-		return
-	}
-	if err := e.ReportTools(ctx); err != nil {
-		e.log.Error("renewing this daemon's entry in the fleet's roll", "error", err)
-	}
-}
+// rollHost is the engine's side of the roll keeper (internal/rollkeeper).
+type rollHost struct{ e *Engine }
+
+// StampedAt is when this engine's roll entry was last written.
+func (h rollHost) StampedAt() time.Time { return time.Unix(0, h.e.rollStamped.Load()) }
+
+// StampRoll writes this engine's roll entry again.
+func (h rollHost) StampRoll(ctx context.Context) error { return h.e.ReportTools(ctx) }
+
+// LeaseTimeout is the lease deadline now in force.
+func (h rollHost) LeaseTimeout() time.Duration { return h.e.config().LeaseTimeout }
+
+// Tick is the scheduler's tick.
+func (h rollHost) Tick() time.Duration { return h.e.config().Tick }
+
+// Error logs a failed pass.
+func (h rollHost) Error(msg string, args ...any) { h.e.log.Error(msg, args...) }
 
 // leaveRoll takes this engine's entry out of the roll as it stops.
 func (e *Engine) leaveRoll(ctx context.Context) {

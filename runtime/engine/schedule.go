@@ -6,165 +6,88 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weirhq/weir/runtime/engine/internal/dispatcher"
+	"github.com/weirhq/weir/runtime/engine/internal/reaper"
+	"github.com/weirhq/weir/runtime/engine/internal/rescuer"
 	"github.com/weirhq/weir/runtime/internal/ledger"
 	"github.com/weirhq/weir/runtime/store"
 )
 
-// schedule is the scheduler: on every wake-up and every tick it matches
-// ready tasks to free slots and budget slices, and rescues expired leases.
-func (e *Engine) schedule() {
-	defer close(e.done)
-	tick := e.clock.NewTicker(e.config().Tick)
-	defer tick.Stop()
-	var lastRescue time.Time
-	for {
-		select {
-		case <-e.stop:
-			return
-		case <-e.wake:
-		case <-tick.C():
-			// Leases are checked at a tenth of their timeout, not every
-			// tick: expiry is measured in lease timeouts.
-			if every := e.config().LeaseTimeout / 10; e.now().Sub(lastRescue) >= every {
-				lastRescue = e.now()
-				e.rescueExpired(context.Background())
-				if e.st.Capabilities().Shared {
-					e.forgetStarted(context.Background())
-					e.stampRoll(context.Background())
-				}
-			}
-			e.dropOverdue(context.Background())
-			e.sampleIfDue()
-		}
-		e.dispatchReady(context.Background())
-	}
+// dispatchHost is the engine's side of the dispatcher
+// (internal/dispatcher): what may start, and starting it.
+type dispatchHost struct{ e *Engine }
+
+// FreeSlots is how many worker slots are free now.
+func (h dispatchHost) FreeSlots() int {
+	snap := h.e.ledger.Snapshot()
+	return snap.Slots - snap.Held
 }
 
-// dispatchReady leases as many ready tasks as there are free slots and
-// slices. Tasks refused for lack of a slot or in-flight budget stay queued
-// until their queue deadline; past it they are dropped with a reason.
-func (e *Engine) dispatchReady(ctx context.Context) {
-	// withheld counts the tasks of the last pass that this engine does not
-	// serve every tool for (roll.go): the next pass lists that many more,
-	// so a queue headed by other daemons' work does not hide from this
-	// one the work it can take.
-	withheld := 0
-	for {
-		snap := e.ledger.Snapshot()
-		free := snap.Slots - snap.Held
-		if free <= 0 {
-			return
-		}
-		inHand := e.held.inHand()
-		limit, held := free+inHand+withheld, 0
-		var tasks []*store.Task
-		err := e.st.View(ctx, func(tx store.Tx) error {
-			var err error
-			tasks, err = tx.TaskListReady(e.now(), limit)
-			return err
-		})
-		if err != nil {
-			e.log.Error("listing ready tasks", "error", err)
-			return
-		}
-		if e.st.Capabilities().Shared {
-			tasks = spread(tasks)
-		}
-		started, blocked := 0, false
-		for _, t := range tasks {
-			// A task listed before its holder's lease committed is still
-			// held by a worker of this process: dispatching it again would
-			// lose the lease, and meanwhile take the holder's place in
-			// live or items, where a cancel or a cohort's stop looks for
-			// the call. A run's next step waits for its worker to let go:
-			// that worker kicks the scheduler as it leaves.
-			if e.held.taken(t) {
-				continue
-			}
-			if qt := e.config().QueueTimeout; qt > 0 && e.now().After(e.queuedSince(t).Add(qt)) {
-				e.drop(ctx, t)
-				continue
-			}
-			if w := e.withheldKnown(t.RunID); w != nil {
-				held++
-				e.noteWithheld(ctx, t, w)
-				continue
-			}
-			ok, stop, h := e.dispatch(ctx, t)
-			if ok {
-				started++
-			}
-			if h {
-				held++
-			}
-			if stop {
-				blocked = true
-				break
-			}
-		}
-		// Another pass only if this one filled what it listed and slots
-		// may remain (a full page means more tasks may be ready), and it
-		// started a task or found more withheld ones to look past.
-		grew := held > withheld
-		withheld = held
-		if blocked || (started == 0 && !grew) || len(tasks) < limit || withheld > MaxWithheldScan {
-			return
-		}
-	}
-}
+// InHand is how many ready tasks this process's workers hold already.
+func (h dispatchHost) InHand() int { return h.e.held.inHand() }
 
-// queuedSince is when t began waiting for a slot on this engine: when it
-// became ready, or when the engine started if that was later (time the
-// daemon was down is not time spent waiting for a slot).
-func (e *Engine) queuedSince(t *store.Task) time.Time {
-	if s := time.Unix(0, e.startedAt.Load()); s.After(t.ReadyAt) {
-		return s
-	}
-	return t.ReadyAt
-}
-
-// dropOverdue drops the tasks that have waited past the queue deadline
-// for a slot: checked on the tick, since with every slot held the
-// dispatch pass never looks at the queue.
-func (e *Engine) dropOverdue(ctx context.Context) {
-	qt := e.config().QueueTimeout
-	if qt <= 0 || e.now().Before(time.Unix(0, e.startedAt.Load()).Add(qt)) {
-		return // nothing has waited that long on this engine yet
-	}
-	var overdue []*store.Task
-	if err := e.st.View(ctx, func(tx store.Tx) error {
+// ListReady lists the tasks ready now, oldest first; on a shared store
+// each pass starts at a random place (spread).
+func (h dispatchHost) ListReady(ctx context.Context, limit int) ([]*store.Task, error) {
+	var tasks []*store.Task
+	err := h.e.st.View(ctx, func(tx store.Tx) error {
 		var err error
-		overdue, err = tx.TaskListReady(e.now().Add(-qt), 64)
+		tasks, err = tx.TaskListReady(h.e.now(), limit)
 		return err
-	}); err != nil {
-		e.log.Error("listing overdue tasks", "error", err)
-		return
+	})
+	if err == nil && h.e.st.Capabilities().Shared {
+		tasks = spread(tasks)
 	}
-	for _, t := range overdue {
-		if !e.held.isDispatched(t.ID) {
-			e.drop(ctx, t)
-		}
-	}
+	return tasks, err
 }
 
-// dispatch tries to admit t: a slot and a budget slice for the cost of the
-// node it runs next. stop says the scheduler should not try further tasks
-// on this pass (no slot left: nothing else could be admitted either);
-// withheld, that t is
-// left to a daemon of the fleet that serves every tool of its flow.
-func (e *Engine) dispatch(ctx context.Context, t *store.Task) (ok, stop, withheld bool) {
+// Tick is the fallback clock's interval.
+func (h dispatchHost) Tick() time.Duration { return h.e.config().Tick }
+
+// Error logs a failure of a pass.
+func (h dispatchHost) Error(msg string, args ...any) { h.e.log.Error(msg, args...) }
+
+// Offer tries to start t.
+func (h dispatchHost) Offer(ctx context.Context, t *store.Task) dispatcher.Outcome {
+	e := h.e
+	// A task listed before its holder's lease committed is still held by
+	// a worker of this process: dispatching it again would lose the
+	// lease, and meanwhile take the holder's place in live or items,
+	// where a cancel or a cohort's stop looks for the call. A run's next
+	// step waits for its worker to let go: that worker kicks the
+	// scheduler as it leaves.
+	if e.held.taken(t) {
+		return dispatcher.Skipped
+	}
+	if reaper.Overdue(t.ReadyAt, time.Unix(0, e.startedAt.Load()), e.now(), e.config().QueueTimeout) {
+		reapHost{e}.Drop(ctx, t)
+		return dispatcher.Dropped
+	}
+	if w := e.withheldKnown(t.RunID); w != nil {
+		e.noteWithheld(ctx, t, w)
+		return dispatcher.Withheld
+	}
+	return h.dispatch(ctx, t)
+}
+
+// dispatch tries to admit t: a slot and a budget slice for the cost of
+// the node it runs next. It is NoSlot when no slot is left (nothing else
+// could be admitted either) and Withheld when t is left to a daemon of
+// the fleet that serves every tool of its flow.
+func (h dispatchHost) dispatch(ctx context.Context, t *store.Task) dispatcher.Outcome {
+	e := h.e
 	had := e.ledger.HasRun(t.RunID)
-	run, err := e.ensureAccount(ctx, t.RunID, t.Kind == store.TaskStep)
+	run, err := h.ensureAccount(ctx, t.RunID, t.Kind == store.TaskStep)
 	if err != nil {
 		e.log.Error("opening run account", "run", t.RunID, "error", err)
-		return false, false, false
+		return dispatcher.Waits
 	}
 	if missing := e.withheldTools(ctx, run); len(missing) > 0 {
 		if !had {
 			e.ledger.CloseRun(run.ID)
 		}
 		e.noteWithheld(ctx, t, e.withhold(run.ID, missing))
-		return false, false, true
+		return dispatcher.Withheld
 	}
 	cost, typ := e.taskType(ctx, run, t)
 	slice, why, granted := e.ledger.Acquire(t.RunID, cost)
@@ -185,12 +108,15 @@ func (e *Engine) dispatch(ctx context.Context, t *store.Task) (ok, stop, withhel
 		// Only a full set of slots stops the pass: a task refused for
 		// its own reason (its cost does not fit the budget in flight
 		// now) waits, and the tasks behind it may still fit.
-		return false, why == ledger.NoSlot, false
+		if why == ledger.NoSlot {
+			return dispatcher.NoSlot
+		}
+		return dispatcher.Waits
 	}
 	e.held.dispatch(t.ID)
 	e.wg.Add(1)
 	go e.work(t, typ, slice, overBudget)
-	return true, false, false
+	return dispatcher.Started
 }
 
 // resumesItsNode says t is a step task parked inside its node (on its
@@ -207,7 +133,8 @@ func resumesItsNode(t *store.Task) bool {
 // it runs, so its record is then the whole truth of what it spent and
 // what its children hold in escrow (children that ended since gave
 // theirs back).
-func (e *Engine) ensureAccount(ctx context.Context, runID string, sync bool) (*store.Run, error) {
+func (h dispatchHost) ensureAccount(ctx context.Context, runID string, sync bool) (*store.Run, error) {
+	e := h.e
 	var run *store.Run
 	if err := e.st.View(ctx, func(tx store.Tx) error {
 		var err error
@@ -224,9 +151,40 @@ func (e *Engine) ensureAccount(ctx context.Context, runID string, sync bool) (*s
 	return run, nil
 }
 
-// drop ends a task that waited past its queue deadline: its run fails
-// with E_QUEUE_TIMEOUT and the reason is recorded.
-func (e *Engine) drop(ctx context.Context, t *store.Task) {
+// reapHost is the engine's side of the queue reaper (internal/reaper).
+type reapHost struct{ e *Engine }
+
+// QueueTimeout is the queue deadline now in force.
+func (h reapHost) QueueTimeout() time.Duration { return h.e.config().QueueTimeout }
+
+// StartedAt is when the engine started.
+func (h reapHost) StartedAt() time.Time { return time.Unix(0, h.e.startedAt.Load()) }
+
+// ListReady lists tasks ready since before readyBefore, oldest first.
+func (h reapHost) ListReady(ctx context.Context, readyBefore time.Time, limit int) ([]*store.Task, error) {
+	var tasks []*store.Task
+	err := h.e.st.View(ctx, func(tx store.Tx) error {
+		var err error
+		tasks, err = tx.TaskListReady(readyBefore, limit)
+		return err
+	})
+	return tasks, err
+}
+
+// Dispatched says a worker of this process holds the task already.
+func (h reapHost) Dispatched(taskID string) bool { return h.e.held.isDispatched(taskID) }
+
+// Tick is the reaper's interval.
+func (h reapHost) Tick() time.Duration { return h.e.config().Tick }
+
+// Error logs a failure of a pass.
+func (h reapHost) Error(msg string, args ...any) { h.e.log.Error(msg, args...) }
+
+// Drop ends a task that waited past its queue deadline: its run fails
+// with E_QUEUE_TIMEOUT and the reason is recorded. It is false when the
+// task was leased or gone meanwhile.
+func (h reapHost) Drop(ctx context.Context, t *store.Task) bool {
+	e := h.e
 	now := e.now()
 	var parentWoken, runFinished, wasQueued bool
 	err := e.st.Update(ctx, func(tx store.Tx) error {
@@ -267,56 +225,65 @@ func (e *Engine) drop(ctx context.Context, t *store.Task) {
 			&store.RunError{Code: CodeQueueTimeout, Message: "no worker slot or budget slice was free before the queue deadline"}, now)
 		return err
 	})
-	if err != nil && !errors.Is(err, errSkip) {
-		e.log.Error("dropping task", "task", t.ID, "error", err)
-		return
+	if err != nil {
+		if !errors.Is(err, errSkip) {
+			e.log.Error("dropping task", "task", t.ID, "error", err)
+		}
+		return false
 	}
-	if err == nil {
-		if runFinished {
-			e.stats.finished(store.PhaseFailed)
-			if wasQueued {
-				e.queued.remove(t.RunID)
-			}
-		}
-		if t.Kind == store.TaskStep {
-			e.ledger.CloseRun(t.RunID)
-		}
-		e.stats.refused(CodeQueueTimeout)
-		if parentWoken {
-			e.kick()
+	if runFinished {
+		e.stats.finished(store.PhaseFailed)
+		if wasQueued {
+			e.queued.remove(t.RunID)
 		}
 	}
+	if t.Kind == store.TaskStep {
+		e.ledger.CloseRun(t.RunID)
+	}
+	e.stats.refused(CodeQueueTimeout)
+	if parentWoken {
+		e.kick()
+	}
+	return true
 }
 
 // errSkip aborts an Update whose precondition no longer holds; nothing is
 // written and the caller moves on.
 var errSkip = errors.New("engine: precondition no longer holds")
 
-// rescueExpired makes tasks whose lease expired visible again with
-// attempt + 1 (docs/design.md §4), cancelling the stalled holder if it is ours.
-func (e *Engine) rescueExpired(ctx context.Context) {
+// rescueHost is the engine's side of the lease rescuer
+// (internal/rescuer).
+type rescueHost struct{ e *Engine }
+
+// ListExpired lists leases whose deadline is before now.
+func (h rescueHost) ListExpired(ctx context.Context, now time.Time, limit int) ([]*store.Lease, error) {
 	var expired []*store.Lease
-	if err := e.st.View(ctx, func(tx store.Tx) error {
+	err := h.e.st.View(ctx, func(tx store.Tx) error {
 		var err error
-		expired, err = tx.LeaseListExpired(e.now(), 256)
+		expired, err = tx.LeaseListExpired(now, limit)
 		return err
-	}); err != nil {
-		e.log.Error("listing expired leases", "error", err)
-		return
-	}
-	for _, l := range expired {
-		e.rescue(ctx, l, "lease expired")
-	}
+	})
+	return expired, err
 }
 
-// rescue takes back one lease: the task is queued again with attempt + 1,
-// or dead-lettered when it has lost its lease MaxAttempts times.
-func (e *Engine) rescue(ctx context.Context, l *store.Lease, why string) {
+// LeaseTimeout is the lease deadline now in force.
+func (h rescueHost) LeaseTimeout() time.Duration { return h.e.config().LeaseTimeout }
+
+// Tick is the scheduler's tick.
+func (h rescueHost) Tick() time.Duration { return h.e.config().Tick }
+
+// Error logs a failure of a pass.
+func (h rescueHost) Error(msg string, args ...any) { h.e.log.Error(msg, args...) }
+
+// Rescue takes back one lease: the task is queued again with attempt + 1,
+// or dead-lettered when it has lost its lease MaxAttempts times. taken is
+// false when the lease was renewed, released or rescued meanwhile.
+func (h rescueHost) Rescue(ctx context.Context, l *store.Lease, why string) (action rescuer.Action, taken bool, err error) {
+	e := h.e
 	now := e.now()
 	maxAttempts := e.config().MaxAttempts
-	var action rescueAction
-	err := e.st.Update(ctx, func(tx store.Tx) error {
-		action = rescueRequeue
+	err = e.st.Update(ctx, func(tx store.Tx) error {
+		action = rescuer.Requeue
 		cur, err := tx.LeaseGet(l.TaskID)
 		if err != nil || cur.Holder != l.Holder || cur.Attempt != l.Attempt {
 			return errSkip // renewed, released or already rescued
@@ -339,7 +306,7 @@ func (e *Engine) rescue(ctx context.Context, l *store.Lease, why string) {
 		if err := appendEvent(tx, run.ID, evExpired, t.Attempt, t.Node, map[string]any{"reason": why, "holder": l.Holder, "task": t.ID}, now); err != nil {
 			return err
 		}
-		if action = decideRescue(t.Attempt, maxAttempts); action == rescueDeadLetter {
+		if action = rescuer.Decide(t.Attempt, maxAttempts); action == rescuer.DeadLetter {
 			if err := e.deadLetterTx(tx, run, t, ""); err != nil {
 				return err
 			}
@@ -359,23 +326,24 @@ func (e *Engine) rescue(ctx context.Context, l *store.Lease, why string) {
 		run.UpdatedAt = now
 		return tx.RunUpdate(run)
 	})
-	if err != nil && !errors.Is(err, errSkip) {
-		e.log.Error("rescuing lease", "task", l.TaskID, "error", err)
-		return
+	if errors.Is(err, errSkip) {
+		return action, false, nil
 	}
-	if err == nil {
-		e.stats.expired()
-		if action == rescueDeadLetter {
-			e.stats.deadLettered()
-			e.stats.finished(store.PhaseFailed)
-		}
-		if l.Holder == e.holder {
-			// The worker that lost the lease stops, and lets go so the
-			// dispatch pass hands the task to a new one.
-			e.held.cancelTask(l.TaskID, l.RunID)
-		}
-		e.kick()
+	if err != nil {
+		return action, false, err
 	}
+	e.stats.expired()
+	if action == rescuer.DeadLetter {
+		e.stats.deadLettered()
+		e.stats.finished(store.PhaseFailed)
+	}
+	if l.Holder == e.holder {
+		// The worker that lost the lease stops, and lets go so the
+		// dispatch pass hands the task to a new one.
+		e.held.cancelTask(l.TaskID, l.RunID)
+	}
+	e.kick()
+	return action, true, nil
 }
 
 // deadLetterTx records a task that exhausted its tries, with every

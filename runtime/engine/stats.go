@@ -250,7 +250,8 @@ const MaxQueueDepthTasks = 1000
 
 // queueDepths counts the ready tasks, by type, that no worker of this
 // engine holds: the queue's depth per tool at now.
-func (e *Engine) queueDepths(ctx context.Context, now time.Time) map[string]int64 {
+func (h sampleHost) queueDepths(ctx context.Context, now time.Time) map[string]int64 {
+	e := h.e
 	var tasks []*store.Task
 	runs := map[string]*store.Run{}
 	if err := e.st.View(ctx, func(tx store.Tx) error {
@@ -423,8 +424,6 @@ type history struct {
 	mu       sync.Mutex
 	ring     []Sample
 	next     int // where the next sample goes once the ring is full
-	last     time.Time
-	sampling bool // a sample is being taken
 	prev     map[string]typeTotals
 	prevM    map[string]ModelStats
 }
@@ -435,12 +434,10 @@ type typeTotals struct {
 	attempts, units  int64
 }
 
-// add keeps s, dropping the oldest sample once the ring is full, and
-// lets the next sample begin.
+// add keeps s, dropping the oldest sample once the ring is full.
 func (h *history) add(s Sample) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.sampling = false
 	if len(h.ring) < historySamples {
 		h.ring = append(h.ring, s)
 		return
@@ -462,31 +459,17 @@ func (h *history) samples() []Sample {
 // first: kept in memory, empty after a restart.
 func (e *Engine) StatsHistory() []Sample { return e.stats.history.samples() }
 
-// sampleIfDue starts taking a sample, off the scheduler's goroutine, when
-// HistoryInterval has passed since the last one (the first tick takes
-// one at once).
-func (e *Engine) sampleIfDue() {
-	h := &e.stats.history
-	now := e.now()
-	h.mu.Lock()
-	due := !h.sampling && (h.last.IsZero() || now.Sub(h.last) >= HistoryInterval)
-	if due {
-		h.sampling, h.last = true, now
-	}
-	h.mu.Unlock()
-	if !due {
-		return
-	}
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), HistoryInterval)
-		defer cancel()
-		health := e.Health(ctx)
-		s := e.stats.interval(now, health, e.queueDepths(ctx, now))
-		h.add(s)
-	}()
+// sampleHost is the engine's side of the sampler (internal/sampler).
+type sampleHost struct{ e *Engine }
+
+// Sample takes the figures at at into the history.
+func (h sampleHost) Sample(ctx context.Context, at time.Time) {
+	health := h.e.Health(ctx)
+	h.e.stats.history.add(h.e.stats.interval(at, health, h.queueDepths(ctx, at)))
 }
+
+// Tick is the scheduler's tick.
+func (h sampleHost) Tick() time.Duration { return h.e.config().Tick }
 
 // interval takes the figures since the previous sample, and the queue's
 // depth per type at it.

@@ -91,7 +91,7 @@ func TestForgetStarted(t *testing.T) {
 	}
 	e := b.eng
 	e.queued.reset([]string{"queued", "running", "done", "accepting"})
-	e.forgetStarted(ctx)
+	rollHost{e}.ForgetStarted(ctx)
 	if n := e.queued.len(); n != 2 || e.queued.remove("running") || e.queued.remove("done") || !e.queued.remove("queued") || !e.queued.remove("accepting") {
 		t.Fatalf("%d left counted, want the queued run and the one being accepted", n)
 	}

@@ -336,7 +336,7 @@ func (w *worker) renew(ctx context.Context) {
 			}
 			w.leaseMu.Unlock()
 			if cancelled {
-				e.cancelNotified(held.RunID)
+				e.held.cancelNotified(held.RunID)
 			}
 		case errors.Is(err, errLeaseLost):
 			if w.holding() != nil {

@@ -89,8 +89,6 @@ type Loop struct {
 	// at once.
 	Interval func() time.Duration
 	Wake     <-chan struct{}
-	// Immediate runs a pass as the loop starts, before the first tick.
-	Immediate bool
 	// Pass is the service's runOnce with its result dropped (the result
 	// is for tests, which call runOnce themselves).
 	Pass func(ctx context.Context)
@@ -134,9 +132,6 @@ func (l *Loop) run(stop, done chan struct{}, every time.Duration, tick clock.Tic
 	defer cancel()
 	go func() { <-stop; cancel() }()
 	defer func() { tick.Stop() }()
-	if l.Immediate {
-		l.Pass(ctx)
-	}
 	for {
 		select {
 		case <-stop:
