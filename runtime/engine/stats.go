@@ -421,11 +421,11 @@ type Sample struct {
 // history is a ring of the last historySamples samples, and the totals at
 // the last sample from which the next one's interval figures are taken.
 type history struct {
-	mu       sync.Mutex
-	ring     []Sample
-	next     int // where the next sample goes once the ring is full
-	prev     map[string]typeTotals
-	prevM    map[string]ModelStats
+	mu    sync.Mutex
+	ring  []Sample
+	next  int // where the next sample goes once the ring is full
+	prev  map[string]typeTotals
+	prevM map[string]ModelStats
 }
 
 type typeTotals struct {
