@@ -177,8 +177,7 @@ type Engine struct {
 	// The fleet's roll (roll.go): when this engine last renewed its entry
 	// (unix nanoseconds) and the live entries it last read; the tools it
 	// last reported and the runs it withholds are held work's (live.go).
-	rollStamped atomic.Int64
-	rollLive    atomic.Pointer[[]*store.Daemon]
+	roll *fleetRoll
 
 	stats *stats
 	clock clock.Clock
@@ -230,6 +229,7 @@ func Open(cfg Config) (*Engine, error) {
 		stats:     newStats(),
 		clock:     c.Clock,
 	}
+	e.roll = &fleetRoll{e: e}
 	e.st = watchedStore{Store: c.Store, w: &e.watchers}
 	e.scripts = c.Scripts
 	if e.scripts == nil {
@@ -299,7 +299,7 @@ func (e *Engine) kick() {
 func (e *Engine) Stop(ctx context.Context) error {
 	e.closeAdmission(CodeDraining, "the engine is stopping")
 	e.draining.Store(true)
-	e.leaveRoll(ctx)
+	e.roll.leave(ctx)
 	e.services.Stop() // the dispatcher first: no new dispatch
 	drained := make(chan struct{})
 	go func() { e.wg.Wait(); close(drained) }()
@@ -403,7 +403,7 @@ func (e *Engine) Health(ctx context.Context) Health {
 		return err
 	})
 	h.Slots = e.ledger.Snapshot().Slots
-	h.Queued, h.Parked = e.splitParked(ctx, h.Queued)
+	h.Queued, h.Parked = splitParked(ctx, e.st, e.now(), h.Queued)
 	return h
 }
 

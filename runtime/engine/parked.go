@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"time"
 
 	"github.com/weirhq/weir/runtime/store"
 )
@@ -9,12 +10,12 @@ import (
 // splitParked splits the unleased tasks into those ready now and those
 // parked until a wake: a run waiting for a decision is not queued. On a
 // read failure all count as queued, as the store's own count says.
-func (e *Engine) splitParked(ctx context.Context, unleased int) (ready, parked int) {
+func splitParked(ctx context.Context, st store.Store, now time.Time, unleased int) (ready, parked int) {
 	if unleased == 0 {
 		return 0, 0
 	}
-	err := e.st.View(ctx, func(tx store.Tx) error {
-		ts, err := tx.TaskListReady(e.now(), unleased)
+	err := st.View(ctx, func(tx store.Tx) error {
+		ts, err := tx.TaskListReady(now, unleased)
 		ready = len(ts)
 		return err
 	})

@@ -99,7 +99,7 @@ func (e *Engine) registeredFleetWarnings(ctx context.Context, vs []*flows.Versio
 	for i, v := range vs {
 		fs[i] = v.Flow
 	}
-	ws, err := e.fleetWarnings(ctx, fs)
+	ws, err := e.roll.warnings(ctx, fs)
 	if err != nil {
 		e.log.Error("reading the fleet's roll for a registration's warnings", "error", err)
 	}

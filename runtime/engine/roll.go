@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/weirhq/weir/flows"
@@ -60,8 +61,20 @@ const MaxWithheldScan = dispatcher.MaxWithheldScan
 // written again).
 const maxWithheldNoted = 10000
 
+// fleetRoll is this engine's part in the fleet's roll (docs/design.md
+// §10): its own entry, the live entries it last read, and what it
+// withholds from dispatch for lack of a tool.
+type fleetRoll struct {
+	e *Engine
+	// stamped is when this engine last wrote its entry (unix
+	// nanoseconds); live, the live entries it last read.
+	stamped atomic.Int64
+	live    atomic.Pointer[[]*store.Daemon]
+}
+
 // rolling reports whether this engine keeps a roll entry.
-func (e *Engine) rolling() bool {
+func (r *fleetRoll) rolling() bool {
+	e := r.e
 	if !e.st.Capabilities().Shared {
 		return false
 	}
@@ -69,8 +82,9 @@ func (e *Engine) rolling() bool {
 	return ok
 }
 
-// daemonStale is the staleness limit of roll entries.
-func (e *Engine) daemonStale() time.Duration {
+// stale is the staleness limit of roll entries.
+func (r *fleetRoll) stale() time.Duration {
+	e := r.e
 	return DaemonStaleLeases * e.config().LeaseTimeout
 }
 
@@ -78,7 +92,7 @@ func (e *Engine) daemonStale() time.Duration {
 // now: the daemon calls it after its plugins were rescanned or its config
 // reloaded. On a store without a roll it does nothing.
 func (e *Engine) ReportTools(ctx context.Context) error {
-	if !e.rolling() {
+	if !e.roll.rolling() {
 		return nil
 	}
 	now := e.now()
@@ -99,16 +113,17 @@ func (e *Engine) ReportTools(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	e.rollStamped.Store(now.UnixNano())
+	e.roll.stamped.Store(now.UnixNano())
 	e.held.servedPins(pins) // served tools changed: decide each withheld run again
-	return e.readRoll(ctx)
+	return e.roll.read(ctx)
 }
 
 var errNoRoll = errors.New("engine: the store keeps no roll")
 
-// readRoll keeps the live entries of the roll for dispatch to consult, and
+// read keeps the live entries of the roll for dispatch to consult, and
 // deletes the stale ones.
-func (e *Engine) readRoll(ctx context.Context) error {
+func (r *fleetRoll) read(ctx context.Context) error {
+	e := r.e
 	var all []*store.Daemon
 	if err := e.st.View(ctx, func(tx store.Tx) error {
 		var err error
@@ -117,8 +132,8 @@ func (e *Engine) readRoll(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	live, stale := splitRoll(all, e.now(), e.daemonStale())
-	e.rollLive.Store(&live)
+	live, stale := splitRoll(all, e.now(), r.stale())
+	r.live.Store(&live)
 	if len(stale) == 0 {
 		return nil
 	}
@@ -128,7 +143,7 @@ func (e *Engine) readRoll(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		_, stale := splitRoll(all, e.now(), e.daemonStale())
+		_, stale := splitRoll(all, e.now(), r.stale())
 		for _, d := range stale {
 			if err := baseTx(tx).(store.Roll).DaemonDelete(d.ID); err != nil {
 				return err
@@ -159,7 +174,7 @@ func splitRoll(all []*store.Daemon, now time.Time, stale time.Duration) (live, g
 type rollHost struct{ e *Engine }
 
 // StampedAt is when this engine's roll entry was last written.
-func (h rollHost) StampedAt() time.Time { return time.Unix(0, h.e.rollStamped.Load()) }
+func (h rollHost) StampedAt() time.Time { return time.Unix(0, h.e.roll.stamped.Load()) }
 
 // StampRoll writes this engine's roll entry again.
 func (h rollHost) StampRoll(ctx context.Context) error { return h.e.ReportTools(ctx) }
@@ -173,9 +188,10 @@ func (h rollHost) Tick() time.Duration { return h.e.config().Tick }
 // Error logs a failed pass.
 func (h rollHost) Error(msg string, args ...any) { h.e.log.Error(msg, args...) }
 
-// leaveRoll takes this engine's entry out of the roll as it stops.
-func (e *Engine) leaveRoll(ctx context.Context) {
-	if !e.rolling() {
+// leave takes this engine's entry out of the roll as it stops.
+func (r *fleetRoll) leave(ctx context.Context) {
+	e := r.e
+	if !r.rolling() {
 		return
 	}
 	err := e.st.Update(ctx, func(tx store.Tx) error {
@@ -190,12 +206,13 @@ func (e *Engine) leaveRoll(ctx context.Context) {
 	}
 }
 
-// fleetWarnings reads the roll and warns of every tool of the flows just
+// warnings reads the roll and warns of every tool of the flows just
 // registered that a live daemon other than this one lacks, or serves from
 // another plugin binary than this one (which registered them, so serves
 // them all). Nothing is refused: a fleet mid-upgrade differs for a while.
-func (e *Engine) fleetWarnings(ctx context.Context, fs []*flows.Flow) (flows.Diagnostics, error) {
-	if !e.rolling() {
+func (r *fleetRoll) warnings(ctx context.Context, fs []*flows.Flow) (flows.Diagnostics, error) {
+	e := r.e
+	if !r.rolling() {
 		return nil, nil
 	}
 	var all []*store.Daemon
@@ -210,11 +227,11 @@ func (e *Engine) fleetWarnings(ctx context.Context, fs []*flows.Flow) (flows.Dia
 	}); err != nil {
 		return nil, err
 	}
-	live, _ := splitRoll(all, e.now(), e.daemonStale())
+	live, _ := splitRoll(all, e.now(), r.stale())
 	return rollWarnings(e.holder, e.tools.(ToolPinner).ToolPins(), live, fs), nil
 }
 
-// rollWarnings is the decision of fleetWarnings: one warning per place a
+// rollWarnings is the decision of warnings: one warning per place a
 // flow names a tool that some live daemon other than self lacks or serves
 // at another checksum than pins says, naming those daemons.
 func rollWarnings(self string, pins map[string]string, live []*store.Daemon, fs []*flows.Flow) flows.Diagnostics {
@@ -275,7 +292,8 @@ func short12(sum string) string {
 // run with such tools is left to a daemon that serves them all: a step
 // runs on from node to node within its lease, so the whole run goes where
 // every tool of its flow is.
-func (e *Engine) withheldTools(ctx context.Context, run *store.Run) []string {
+func (r *fleetRoll) withheldTools(ctx context.Context, run *store.Run) []string {
+	e := r.e
 	if !e.st.Capabilities().Shared {
 		return nil
 	}
@@ -293,22 +311,12 @@ func (e *Engine) withheldTools(ctx context.Context, run *store.Run) []string {
 	return missing
 }
 
-// withheldKnown returns what this engine remembers of runID withheld (nil
-// if nothing), so that a dispatch pass skips the run without reading it
-// again: a run's flow version never changes, and what this engine serves
-// changes only when ReportTools is told so, which forgets them all.
-func (e *Engine) withheldKnown(runID string) *withheldRun { return e.held.withheldKnown(runID) }
-
-// withhold remembers that this engine withholds runID for lack of missing.
-func (e *Engine) withhold(runID string, missing []string) *withheldRun {
-	return e.held.withhold(runID, missing)
-}
-
 // noteWithheld writes a withheld event on the run, once per run and
 // engine, when no live daemon of the roll serves every tool missing here:
 // the run then waits, and says why, instead of failing or hanging silently.
-func (e *Engine) noteWithheld(ctx context.Context, t *store.Task, w *withheldRun) {
-	if p := e.rollLive.Load(); p != nil {
+func (r *fleetRoll) noteWithheld(ctx context.Context, t *store.Task, w *withheldRun) {
+	e := r.e
+	if p := r.live.Load(); p != nil {
 		for _, d := range *p {
 			if d.ID != e.holder && servesAll(d, w.missing) {
 				return // another daemon takes it

@@ -63,8 +63,8 @@ func (h dispatchHost) Offer(ctx context.Context, t *store.Task) dispatcher.Outco
 		reapHost{e}.Drop(ctx, t)
 		return dispatcher.Dropped
 	}
-	if w := e.withheldKnown(t.RunID); w != nil {
-		e.noteWithheld(ctx, t, w)
+	if w := e.held.withheldKnown(t.RunID); w != nil {
+		e.roll.noteWithheld(ctx, t, w)
 		return dispatcher.Withheld
 	}
 	return h.dispatch(ctx, t)
@@ -82,11 +82,11 @@ func (h dispatchHost) dispatch(ctx context.Context, t *store.Task) dispatcher.Ou
 		e.log.Error("opening run account", "run", t.RunID, "error", err)
 		return dispatcher.Waits
 	}
-	if missing := e.withheldTools(ctx, run); len(missing) > 0 {
+	if missing := e.roll.withheldTools(ctx, run); len(missing) > 0 {
 		if !had {
 			e.ledger.CloseRun(run.ID)
 		}
-		e.noteWithheld(ctx, t, e.withhold(run.ID, missing))
+		e.roll.noteWithheld(ctx, t, e.held.withhold(run.ID, missing))
 		return dispatcher.Withheld
 	}
 	cost, typ := e.taskType(ctx, run, t)
@@ -115,7 +115,7 @@ func (h dispatchHost) dispatch(ctx context.Context, t *store.Task) dispatcher.Ou
 	}
 	e.held.dispatch(t.ID)
 	e.wg.Add(1)
-	go e.work(t, typ, slice, overBudget)
+	go (&worker{e: e, task: t, slice: slice}).work(typ, overBudget)
 	return dispatcher.Started
 }
 

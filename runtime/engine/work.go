@@ -11,11 +11,12 @@ import (
 
 // work holds one dispatched task: it makes the lease durable, keeps it
 // renewed, runs the task's steps and gives the slot back.
-func (e *Engine) work(t *store.Task, typ string, slice ledger.Slice, overBudget bool) {
+func (w *worker) work(typ string, overBudget bool) {
+	e, t := w.e, w.task
 	defer e.wg.Done()
 	ctx, cancel := context.WithCancel(context.Background())
 	lr := &liveRun{runID: t.RunID, cancel: cancel}
-	w := &worker{e: e, task: t, slice: slice, live: lr}
+	w.live = lr
 	defer func() {
 		cancel()
 		e.kick() // a slot is free
@@ -273,7 +274,7 @@ func (w *worker) acquireLease(ctx context.Context) (*leaseResult, error) {
 		err = errSkip
 	}
 	if err != nil {
-		if counted && e.stillQueued(t.RunID) {
+		if counted && stillQueued(e.st, t.RunID) {
 			e.queued.restore(t.RunID)
 		}
 		return nil, err
@@ -374,9 +375,9 @@ func (w *worker) fenceTx(tx store.Tx) error {
 
 // stillQueued reads whether a run has not started yet, after a lease that
 // did not happen: only then does it count against MaxQueued again.
-func (e *Engine) stillQueued(runID string) bool {
+func stillQueued(st store.Store, runID string) bool {
 	queued := false
-	_ = e.st.View(context.Background(), func(tx store.Tx) error {
+	_ = st.View(context.Background(), func(tx store.Tx) error {
 		run, err := tx.RunGet(runID)
 		queued = err == nil && run.Phase == store.PhaseQueued
 		return nil
