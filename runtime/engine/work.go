@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/weirhq/weir/runtime/internal/ledger"
 	"github.com/weirhq/weir/runtime/store"
@@ -196,36 +197,9 @@ func (w *worker) acquireLease(ctx context.Context) (*leaseResult, error) {
 	shared := e.st.Capabilities().Shared
 	err := e.st.Update(ctx, func(tx store.Tx) error {
 		res = leaseResult{}
-		if tl, ok := baseTx(tx).(store.TaskLocker); ok && shared {
-			// Another daemon claiming the task now: skip it rather than
-			// run into its commit (docs/design.md §10).
-			if ok, err := tl.TaskLock(t.ID); !ok {
-				if err == nil {
-					err = errSkip
-				}
-				return err
-			}
-		}
-		cur, err := tx.TaskGet(t.ID)
-		if errors.Is(err, store.ErrNotFound) {
-			return errSkip
-		}
+		cur, run, err := claimableTx(tx, t, now, shared)
 		if err != nil {
 			return err
-		}
-		if cur.Leased || cur.Attempt != t.Attempt || cur.ReadyAt.After(now) {
-			return errSkip
-		}
-		run, err := tx.RunGet(t.RunID)
-		if err != nil {
-			return err
-		}
-		// A completed run keeps the tool children its closed cohort let
-		// run on (finishTx): one whose lease was rescued runs again and
-		// ends as a late result. Left in the queue unleasable it would
-		// block the ready tasks behind it.
-		if run.Phase.Terminal() && !(cur.Kind == store.TaskItem && run.Phase == store.PhaseCompleted) {
-			return errSkip
 		}
 		if shared {
 			over, err := budgetHeldElsewhereTx(tx, run, w.slice.Cost)
@@ -282,6 +256,44 @@ func (w *worker) acquireLease(ctx context.Context) (*leaseResult, error) {
 	*w.task = held
 	w.setLease(lease, false)
 	return &res, nil
+}
+
+// claimableTx reads t and its run in a lease's transaction, or errSkip
+// when t may not be leased now: another daemon claims it, it is gone,
+// leased, of another attempt or not yet due, or its run has ended.
+func claimableTx(tx store.Tx, t *store.Task, now time.Time, shared bool) (*store.Task, *store.Run, error) {
+	if tl, ok := baseTx(tx).(store.TaskLocker); ok && shared {
+		// Another daemon claiming the task now: skip it rather than
+		// run into its commit (docs/design.md §10).
+		if ok, err := tl.TaskLock(t.ID); !ok {
+			if err == nil {
+				err = errSkip
+			}
+			return nil, nil, err
+		}
+	}
+	cur, err := tx.TaskGet(t.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil, errSkip
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if cur.Leased || cur.Attempt != t.Attempt || cur.ReadyAt.After(now) {
+		return nil, nil, errSkip
+	}
+	run, err := tx.RunGet(t.RunID)
+	if err != nil {
+		return nil, nil, err
+	}
+	// A completed run keeps the tool children its closed cohort let run
+	// on (finishTx): one whose lease was rescued runs again and ends as a
+	// late result. Left in the queue unleasable it would block the ready
+	// tasks behind it.
+	if run.Phase.Terminal() && !(cur.Kind == store.TaskItem && run.Phase == store.PhaseCompleted) {
+		return nil, nil, errSkip
+	}
+	return cur, run, nil
 }
 
 // renew extends the lease at a third of its timeout until ctx ends. A
