@@ -226,17 +226,17 @@ var Knobs = []*Knob{
 	{HCL: "log_level", Flag: "log-level", JSON: "log_level", Unit: "string", Reload: true,
 		Doc:   "trace, debug, info, warn or error",
 		field: func(c *Config) any { return &c.LogLevel }, kind: logLevelKind},
-	{HCL: "memory_limit", JSON: "memory_limit", Unit: "size", Reload: true, omitEmpty: true, zero: "none (GOMEMLIMIT, else none)",
+	{HCL: "memory_limit", JSON: "memory_limit", Unit: "size", Reload: true, omitEmpty: true, zero: "none (the `GOMEMLIMIT` variable, else none)",
 		Doc:   "the daemon's soft memory limit (Go's GOMEMLIMIT), at least 64MiB",
 		field: func(c *Config) any { return &c.MemoryLimit }, kind: size(MinMemoryLimit)},
 
-	{HCL: "sandbox.workers", JSON: "sandbox.workers", Unit: "count", omitEmpty: true, zero: "the CPUs Go uses",
+	{HCL: "sandbox.workers", JSON: "sandbox.workers", Unit: "count", omitEmpty: true, zero: "the CPUs Go uses (`GOMAXPROCS`)",
 		Doc:   "sandbox worker processes evaluating flow scripts at once",
 		field: func(c *Config) any { return &c.Sandbox.Workers }, kind: count(1)},
-	{HCL: "sandbox.memory", JSON: "sandbox.memory", Unit: "size", omitEmpty: true, zero: sizeText(sandbox.DefaultMemory),
+	{HCL: "sandbox.memory", JSON: "sandbox.memory", Unit: "size", omitEmpty: true, zero: "`" + sizeText(sandbox.DefaultMemory) + "` (`sandbox.DefaultMemory`)",
 		Doc:   "each sandbox worker's memory cap, at least 64MiB",
 		field: func(c *Config) any { return &c.Sandbox.Memory }, kind: size(MinSandboxMemory)},
-	{HCL: "sandbox.timeout", JSON: "sandbox.timeout", Unit: "duration", omitEmpty: true, zero: durationText(sandbox.DefaultTimeout),
+	{HCL: "sandbox.timeout", JSON: "sandbox.timeout", Unit: "duration", omitEmpty: true, zero: "`" + durationText(sandbox.DefaultTimeout) + "` (`sandbox.DefaultTimeout`)",
 		Doc:   "the deadline of one evaluation: a registration's load and checks, or one step's callables",
 		field: func(c *Config) any { return &c.Sandbox.Timeout }, kind: duration(durationRule{})},
 
@@ -491,4 +491,37 @@ func sizeText(n int64) string {
 		}
 	}
 	return strconv.Quote(fmt.Sprint(n))
+}
+
+// knobTable is the configuration table of docs/operators.md, one row a
+// knob (TestDocKnobs keeps the doc current).
+func knobTable() string {
+	var b strings.Builder
+	b.WriteString("| file | flag | environment | view (`--json`) | engine.Config | default | reload | |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|\n")
+	code := func(s, prefix string) string {
+		if s == "" {
+			return ""
+		}
+		return "`" + prefix + s + "`"
+	}
+	for _, k := range Knobs {
+		reload := "restart"
+		if k.Reload {
+			reload = "reload"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", code(k.HCL, ""), code(k.Flag, "--"), code(k.Env, ""),
+			code(k.JSON, ""), code(k.EngineField(), ""), k.defaultCell(), reload,
+			strings.ReplaceAll(k.Doc, "|", `\|`))
+	}
+	return b.String()
+}
+
+// defaultCell is the knob's default in the table: a value as code, or
+// what a zero value means in words.
+func (k *Knob) defaultCell() string {
+	if reflect.ValueOf(k.Get(Default())).IsZero() && k.zero != "" {
+		return k.zero
+	}
+	return "`" + k.DefaultText() + "`"
 }
