@@ -169,6 +169,11 @@ func lookup(v map[string]any, path string) (any, bool) {
 // the view, and nothing else; a reload applies it exactly when it says.
 func TestEveryKnobFromFileToEngineAndView(t *testing.T) {
 	t.Parallel()
+	for key := range knobExamples {
+		if KnobByHCL(key) == nil {
+			t.Errorf("knobExamples has %s, which is no knob", key)
+		}
+	}
 	for _, k := range Knobs {
 		t.Run(k.HCL, func(t *testing.T) {
 			t.Parallel()
