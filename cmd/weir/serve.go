@@ -17,9 +17,8 @@ import (
 
 func init() {
 	registerCommand(func(m *Main) *cobra.Command {
-		var configFile, storeFlag string
-		var sharedFlag bool
-		var fv flagValues
+		var configFile string
+		flags := config.Default() // what serve's flags hold
 		cmd := &cobra.Command{
 			Use:   "serve",
 			Short: "Run the weir daemon: the engine, recovery, and the API on the socket",
@@ -33,96 +32,82 @@ start and on every reload, for the life of the process. SIGHUP or
 'weir admin reload' re-reads the file; an invalid file changes nothing.`,
 			Args: exactArgs(0),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				pins, err := fv.pins(cmd.Flags())
+				pins, err := flagPins(cmd.Flags(), flags)
 				if err != nil {
 					return err
 				}
-				return m.serve(cmd.Context(), configFile, storeFlag, sharedFlag, pins)
+				return m.serve(cmd.Context(), configFile, flags.Store.URL, flags.Store.Shared, pins)
 			},
 		}
 		f := cmd.Flags()
 		f.StringVar(&configFile, "config", "", "HCL config file of the daemon (flags given beat it)")
-		f.StringVar(&storeFlag, "store", "", "PostgreSQL URL of the store (env WEIR_STORE, else the config file's store block, else the embedded store in the data directory)")
-		f.BoolVar(&sharedFlag, "shared", false, "share the PostgreSQL store with other daemons, a fleet (env WEIR_STORE_SHARED, else the config file's store block)")
-		f.IntVar(&fv.workers, "workers", config.DefaultWorkers, "worker slots")
-		f.IntVar(&fv.maxQueued, "max-queued", config.DefaultMaxQueued, "runs accepted but not started before new ones are refused")
-		f.DurationVar(&fv.queueTimeout, "queue-timeout", config.DefaultQueueTimeout, "how long a task may wait for a slot before it is dropped")
-		f.Int64Var(&fv.budgetInFlight, "budget-in-flight", 0, "cost units running tasks may hold at once (0: unlimited)")
-		f.Int64Var(&fv.runBudget, "run-budget", 0, "budget of runs whose flow declares none (0: unlimited)")
-		f.DurationVar(&fv.leaseTimeout, "lease-timeout", config.DefaultLeaseTimeout, "lease deadline; holders renew at a third of it")
-		f.DurationVar(&fv.grace, "grace", config.DefaultDrainGrace, "how long held work may drain on stop before it is cancelled")
-		f.StringVar(&fv.logLevel, "log-level", config.DefaultLogLevel, "trace, debug, info, warn or error")
+		addKnobFlags(f, flags)
 		return cmd
 	})
 }
 
-// flagValues are serve's flags that mirror settings of the config file.
-type flagValues struct {
-	workers, maxQueued                int
-	queueTimeout, leaseTimeout, grace time.Duration
-	budgetInFlight, runBudget         int64
-	logLevel                          string
+// addKnobFlags registers a flag for every knob that has one, holding its
+// value in flags (whose values are the defaults).
+func addKnobFlags(f *pflag.FlagSet, flags *config.Config) {
+	for _, k := range config.Knobs {
+		if k.Flag == "" {
+			continue
+		}
+		usage := k.Doc
+		if k.Env != "" {
+			usage += fmt.Sprintf(" (env %s, else the config file's %s)", k.Env, k.HCL)
+		}
+		switch p := k.Field(flags).(type) {
+		case *int:
+			f.IntVar(p, k.Flag, *p, usage)
+		case *int64:
+			f.Int64Var(p, k.Flag, *p, usage)
+		case *time.Duration:
+			f.DurationVar(p, k.Flag, *p, usage)
+		case *string:
+			f.StringVar(p, k.Flag, *p, usage)
+		case *bool:
+			f.BoolVar(p, k.Flag, *p, usage)
+		default:
+			panic(fmt.Sprintf("serve: knob %s: no flag for a %T", k.HCL, p))
+		}
+	}
 }
 
 // pin is a setting a command-line flag holds whatever the file says.
 type pin struct {
-	flag string
-	get  func(*config.Config) string
-	set  func(*config.Config)
+	knob  *config.Knob
+	flags *config.Config // the flag's value
 }
 
-// pins returns the settings the flags given on the command line hold.
-func (fv *flagValues) pins(f *pflag.FlagSet) ([]pin, error) {
-	all := []pin{
-		{"workers", func(c *config.Config) string { return fmt.Sprint(c.Engine.Workers) }, func(c *config.Config) { c.Engine.Workers = fv.workers }},
-		{"max-queued", func(c *config.Config) string { return fmt.Sprint(c.Engine.MaxQueued) }, func(c *config.Config) { c.Engine.MaxQueued = fv.maxQueued }},
-		{"queue-timeout", func(c *config.Config) string { return c.Engine.QueueTimeout.String() }, func(c *config.Config) { c.Engine.QueueTimeout = fv.queueTimeout }},
-		{"budget-in-flight", func(c *config.Config) string { return fmt.Sprint(c.Engine.BudgetInFlight) }, func(c *config.Config) { c.Engine.BudgetInFlight = fv.budgetInFlight }},
-		{"run-budget", func(c *config.Config) string { return fmt.Sprint(c.Engine.RunBudget) }, func(c *config.Config) { c.Engine.RunBudget = fv.runBudget }},
-		{"lease-timeout", func(c *config.Config) string { return c.Engine.LeaseTimeout.String() }, func(c *config.Config) { c.Engine.LeaseTimeout = fv.leaseTimeout }},
-		{"grace", func(c *config.Config) string { return c.DrainGrace.String() }, func(c *config.Config) { c.DrainGrace = fv.grace }},
-		{"log-level", func(c *config.Config) string { return c.LogLevel }, func(c *config.Config) { c.LogLevel = fv.logLevel }},
-	}
-	switch {
-	case f.Changed("workers") && fv.workers < 1:
-		return nil, usageErrorf("--workers must be at least 1")
-	case f.Changed("max-queued") && fv.maxQueued < 1:
-		return nil, usageErrorf("--max-queued must be at least 1")
-	case f.Changed("lease-timeout") && fv.leaseTimeout <= 0:
-		return nil, usageErrorf("--lease-timeout must be positive")
-	case f.Changed("grace") && fv.grace < 0:
-		return nil, usageErrorf("--grace must not be negative")
-	case f.Changed("budget-in-flight") && fv.budgetInFlight < 0, f.Changed("run-budget") && fv.runBudget < 0:
-		return nil, usageErrorf("budgets must not be negative")
-	case f.Changed("log-level") && !validLogLevel(fv.logLevel):
-		return nil, usageErrorf("--log-level must be trace, debug, info, warn or error, not %q", fv.logLevel)
-	}
+// flagPins returns the settings the flags given on the command line hold.
+// A knob with an environment variable is not pinned: the flag beats the
+// variable, which beats the file (storeURL, storeShared).
+func flagPins(f *pflag.FlagSet, flags *config.Config) ([]pin, error) {
 	var out []pin
-	for _, p := range all {
-		if f.Changed(p.flag) {
-			out = append(out, p)
+	for _, k := range config.Knobs {
+		if k.Flag == "" || !f.Changed(k.Flag) {
+			continue
+		}
+		if p := k.Check(flags); p != "" {
+			return nil, usageErrorf("--%s %s", k.Flag, p)
+		}
+		if k.Env == "" {
+			out = append(out, pin{knob: k, flags: flags})
 		}
 	}
 	return out, nil
-}
-
-func validLogLevel(s string) bool {
-	switch s {
-	case "trace", "debug", "info", "warn", "error":
-		return true
-	}
-	return false
 }
 
 // applyPins sets the pinned settings in c and says which values of the
 // file they override.
 func applyPins(c *config.Config, pins []pin) (names, notes []string) {
 	for _, p := range pins {
-		before := p.get(c)
-		p.set(c)
-		names = append(names, p.flag)
-		if after := p.get(c); c.File != "" && before != after {
-			notes = append(notes, fmt.Sprintf("--%s pins %s; the file's %s is not used", p.flag, after, before))
+		before := p.knob.String(c)
+		p.knob.Copy(c, p.flags)
+		names = append(names, p.knob.Flag)
+		if after := p.knob.String(c); c.File != "" && before != after {
+			notes = append(notes, fmt.Sprintf("--%s pins %s; the file's %s is not used", p.knob.Flag, after, before))
 		}
 	}
 	return names, notes

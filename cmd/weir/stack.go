@@ -22,8 +22,8 @@ func (m *Main) storeURL(flag string, cfg *config.Config) (u, note string, err er
 		file = cfg.Store.URL
 	}
 	u, from := flag, "--store"
-	if u == "" {
-		u, from = m.Env("WEIR_STORE"), "WEIR_STORE"
+	if env := config.KnobByHCL("store.url").Env; u == "" {
+		u, from = m.Env(env), env
 	}
 	if u == "" {
 		return file, "", nil
@@ -42,13 +42,13 @@ func (m *Main) storeURL(flag string, cfg *config.Config) (u, note string, err er
 // (cfg may be nil). Only a PostgreSQL store (u) can be shared.
 func (m *Main) storeShared(flag bool, u string, cfg *config.Config) (bool, error) {
 	shared, from := flag, "--shared"
-	if !shared {
-		if v := m.Env("WEIR_STORE_SHARED"); v != "" {
+	if env := config.KnobByHCL("store.shared").Env; !shared {
+		if v := m.Env(env); v != "" {
 			b, err := strconv.ParseBool(v)
 			if err != nil {
-				return false, usageErrorf("WEIR_STORE_SHARED=%q: want true or false", v)
+				return false, usageErrorf("%s=%q: want true or false", env, v)
 			}
-			shared, from = b, "WEIR_STORE_SHARED"
+			shared, from = b, env
 		}
 	}
 	if !shared && cfg != nil && cfg.Store.Shared {

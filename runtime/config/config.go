@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"reflect"
 	"sort"
 	"strings"
 	"time"
@@ -15,18 +16,11 @@ import (
 	"github.com/weirhq/weir/runtime/store/storeurl"
 )
 
-// Defaults of the daemon's settings. The engine limits match
-// engine.Config's own defaults; they are repeated here so that a loaded
-// Config shows the values in force rather than zeros.
+// Defaults of the daemon's own settings. The engine's limits are the
+// engine's (engine.DefaultConfig): Default reads them from there, so that
+// a loaded Config shows the values in force rather than zeros.
 const (
-	DefaultWorkers      = 64
-	DefaultMaxQueued    = 10000
-	DefaultQueueTimeout = 10 * time.Minute
-	DefaultLeaseTimeout = 30 * time.Second
-	DefaultMaxAttempts  = 5
-	DefaultRetryBase    = 100 * time.Millisecond
-	DefaultRetryMax     = 30 * time.Second
-	DefaultDrainGrace   = 30 * time.Second
+	DefaultDrainGrace = 30 * time.Second
 	// DefaultPingInterval and DefaultPingTimeout are the plugin health
 	// ping's (plugin_ping { interval, timeout }): a plugin with calls in
 	// flight that does not answer within the timeout is killed.
@@ -255,108 +249,153 @@ type Token struct {
 	Where string `json:"-"`
 }
 
-// MarshalJSON shows the config as an operator reads it: durations as
-// "30s", the socket mode in octal, token secrets left out.
+// MarshalJSON shows the config as an operator reads it (the knobs' JSON
+// paths): durations as "30s", the socket mode in octal, the store's URL
+// redacted, token secrets left out.
 func (c *Config) MarshalJSON() ([]byte, error) {
-	type engineView struct {
-		Workers        int    `json:"workers"`
-		MaxQueued      int    `json:"max_queued"`
-		QueueTimeout   string `json:"queue_timeout"`
-		BudgetInFlight int64  `json:"budget_in_flight"`
-		RunBudget      int64  `json:"run_budget"`
-		LeaseTimeout   string `json:"lease_timeout"`
-		MaxAttempts    int    `json:"max_attempts"`
-		RetryBase      string `json:"retry_base"`
-		RetryMax       string `json:"retry_max"`
+	v := &object{}
+	if c.File != "" {
+		v.set([]string{"file"}, c.File)
 	}
-	type socketView struct {
-		Mode  string `json:"mode"`
-		Group string `json:"group,omitempty"`
+	// The blocks of a structure of their own, each after the knobs it
+	// follows in the view.
+	after := map[string]func(){
+		"socket": func() {
+			if c.TCP != nil {
+				v.set([]string{"tcp"}, c.TCP)
+			}
+			if c.Console != nil {
+				v.set([]string{"console"}, c.Console)
+			}
+		},
+		"store": func() {
+			if len(c.Plugins) > 0 {
+				v.set([]string{"plugins"}, c.Plugins)
+			}
+			if len(c.PluginHost) > 0 {
+				v.set([]string{"plugin_host"}, c.PluginHost)
+			}
+		},
 	}
-	e := c.Engine
-	qt := e.QueueTimeout.String()
-	if e.QueueTimeout < 0 {
-		qt = "none"
-	}
-	type sandboxView struct {
-		Workers int    `json:"workers,omitempty"`
-		Memory  int64  `json:"memory,omitempty"`
-		Timeout string `json:"timeout,omitempty"`
-	}
-	v := struct {
-		File      string                     `json:"file,omitempty"`
-		LogLevel  string                     `json:"log_level"`
-		MemLimit  int64                      `json:"memory_limit,omitempty"`
-		Sandbox   sandboxView                `json:"sandbox"`
-		Engine    engineView                 `json:"engine"`
-		Grace     string                     `json:"drain_grace"`
-		Ping      map[string]string          `json:"plugin_ping"`
-		Socket    socketView                 `json:"socket"`
-		TCP       *TCP                       `json:"tcp,omitempty"`
-		Console   *Console                   `json:"console,omitempty"`
-		Metrics   string                     `json:"metrics_address,omitempty"`
-		Retention string                     `json:"retention_max_age,omitempty"`
-		Store     *Store                     `json:"store,omitempty"`
-		Plugins   map[string]json.RawMessage `json:"plugins,omitempty"`
-		Host      map[string]PluginHost      `json:"plugin_host,omitempty"`
-		DiskFree  string                     `json:"disk_min_free"`
-		HTTP      map[string]any             `json:"http"`
-	}{
-		File: c.File, LogLevel: c.LogLevel, MemLimit: c.MemoryLimit,
-		Sandbox: sandboxView{Workers: c.Sandbox.Workers, Memory: c.Sandbox.Memory},
-		Engine: engineView{e.Workers, e.MaxQueued, qt, e.BudgetInFlight, e.RunBudget, e.LeaseTimeout.String(),
-			e.MaxAttempts, e.RetryBase.String(), e.RetryMax.String()},
-		Grace:  c.DrainGrace.String(),
-		Ping:   map[string]string{"interval": c.PluginPing.Interval.String(), "timeout": c.PluginPing.Timeout.String()},
-		Socket: socketView{fmt.Sprintf("%04o", c.Socket.Mode), c.Socket.Group},
-		TCP:    c.TCP, Console: c.Console, Metrics: c.MetricsAddress, Plugins: c.Plugins, Host: c.PluginHost,
-		DiskFree: "off",
-		HTTP: map[string]any{"read_header_timeout": c.HTTP.ReadHeaderTimeout.String(), "read_timeout": c.HTTP.ReadTimeout.String(),
-			"write_timeout": c.HTTP.WriteTimeout.String(), "idle_timeout": c.HTTP.IdleTimeout.String(),
-			"max_conns": c.HTTP.MaxConns, "max_conns_per_peer": c.HTTP.MaxConnsPerPeer},
-	}
-	if c.DiskMinFree > 0 {
-		v.DiskFree = engine.Bytes(c.DiskMinFree)
-	}
-	if c.RetentionMaxAge > 0 {
-		v.Retention = c.RetentionMaxAge.String()
-	}
-	if c.Sandbox.Timeout > 0 {
-		v.Sandbox.Timeout = c.Sandbox.Timeout.String()
-	}
-	if c.Store.URL != "" {
-		v.Store = &Store{URL: storeurl.Redact(c.Store.URL), Shared: c.Store.Shared}
+	hidden := map[string]bool{}
+	for i, k := range Knobs {
+		path := strings.Split(k.JSON, ".")
+		val, shown := k.view(c)
+		if !shown && k.hidesBlock {
+			hidden[path[0]] = true
+		}
+		if len(path) > 1 {
+			v.set(path[:1], nil) // the block is shown even with nothing in it
+		}
+		if shown && !hidden[path[0]] {
+			v.set(path, val)
+		}
+		if top := path[0]; i+1 == len(Knobs) || strings.Split(Knobs[i+1].JSON, ".")[0] != top {
+			if hidden[top] {
+				v.remove(top)
+			}
+			if f := after[top]; f != nil {
+				f()
+			}
+		}
 	}
 	return json.Marshal(v)
 }
 
-// Default is the configuration of a daemon started without a file.
-func Default() *Config {
-	return &Config{
-		LogLevel: DefaultLogLevel,
-		Engine: Engine{
-			Workers: DefaultWorkers, MaxQueued: DefaultMaxQueued, QueueTimeout: DefaultQueueTimeout,
-			LeaseTimeout: DefaultLeaseTimeout, MaxAttempts: DefaultMaxAttempts,
-			RetryBase: DefaultRetryBase, RetryMax: DefaultRetryMax,
-		},
-		DrainGrace:  DefaultDrainGrace,
-		PluginPing:  PluginPing{Interval: DefaultPingInterval, Timeout: DefaultPingTimeout},
-		Socket:      Socket{Mode: DefaultSocketMode, GID: -1},
-		DiskMinFree: DefaultDiskMinFree,
-		HTTP:        api.HTTPLimits{}.WithDefaults(),
+// object is a JSON object that keeps its keys in the order they were set.
+type object struct {
+	keys []string
+	vals map[string]any
+}
+
+// set sets the value at path, making the objects on the way; a nil val
+// only makes them.
+func (o *object) set(path []string, val any) {
+	if o.vals == nil {
+		o.vals = map[string]any{}
+	}
+	k := path[0]
+	cur, ok := o.vals[k]
+	if !ok {
+		o.keys = append(o.keys, k)
+	}
+	switch {
+	case len(path) > 1 || (val == nil && !ok):
+		sub, _ := cur.(*object)
+		if sub == nil {
+			sub = &object{}
+			o.vals[k] = sub
+		}
+		if len(path) > 1 {
+			sub.set(path[1:], val)
+		}
+	case val != nil:
+		o.vals[k] = val
 	}
 }
 
-// EngineConfig returns the engine limits as an engine.Config carrying
-// version as its ConfigVersion. Store, Tools and Logger are the caller's.
-func (c *Config) EngineConfig(version int64) engine.Config {
-	e := c.Engine
-	return engine.Config{
-		Workers: e.Workers, MaxQueued: e.MaxQueued, QueueTimeout: e.QueueTimeout,
-		MaxBudgetInFlight: e.BudgetInFlight, DefaultRunBudget: e.RunBudget, LeaseTimeout: e.LeaseTimeout,
-		MaxAttempts: e.MaxAttempts, RetryBase: e.RetryBase, RetryMax: e.RetryMax,
-		Retention: c.RetentionMaxAge, ConfigVersion: version, MinFreeBytes: c.DiskMinFree,
+func (o *object) remove(k string) {
+	for i, x := range o.keys {
+		if x == k {
+			o.keys = append(o.keys[:i], o.keys[i+1:]...)
+			delete(o.vals, k)
+			return
+		}
 	}
+}
+
+func (o *object) MarshalJSON() ([]byte, error) {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, k := range o.keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		kb, _ := json.Marshal(k)
+		vb, err := json.Marshal(o.vals[k])
+		if err != nil {
+			return nil, err
+		}
+		b.Write(kb)
+		b.WriteByte(':')
+		b.Write(vb)
+	}
+	b.WriteByte('}')
+	return []byte(b.String()), nil
+}
+
+// Default is the configuration of a daemon started without a file: the
+// engine's limits from engine.DefaultConfig, the daemon's own settings
+// from the constants above.
+func Default() *Config {
+	c := &Config{}
+	e := engine.DefaultConfig()
+	for _, k := range Knobs {
+		if k.engine != nil {
+			reflect.ValueOf(k.field(c)).Elem().Set(reflect.ValueOf(k.engine(&e)).Elem())
+		}
+	}
+	c.LogLevel = DefaultLogLevel
+	c.DrainGrace = DefaultDrainGrace
+	c.PluginPing = PluginPing{Interval: DefaultPingInterval, Timeout: DefaultPingTimeout}
+	c.Socket = Socket{Mode: DefaultSocketMode, GID: -1}
+	// The engine's watermark is off; a daemon keeps one.
+	c.DiskMinFree = DefaultDiskMinFree
+	c.HTTP = api.HTTPLimits{}.WithDefaults()
+	return c
+}
+
+// EngineConfig returns the knobs that set the engine as an engine.Config
+// carrying version as its ConfigVersion. Store, Tools and Logger are the
+// caller's.
+func (c *Config) EngineConfig(version int64) engine.Config {
+	ec := engine.Config{ConfigVersion: version}
+	for _, k := range Knobs {
+		if k.engine != nil {
+			reflect.ValueOf(k.engine(&ec)).Elem().Set(reflect.ValueOf(k.field(c)).Elem())
+		}
+	}
+	return ec
 }
 
 // Tokens returns the TCP tokens as secret → owner (nil without TCP).

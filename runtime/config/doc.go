@@ -6,6 +6,13 @@
 // the socket's mode and group, the optional TCP listener and its tokens,
 // the metrics address, the retention age and each plugin's section.
 //
+// Each setting is one entry of Knobs, its one home: its file key, weir
+// serve's flag, its environment variable, its place in the config view
+// and the engine.Config field it sets. The file's schema (but for the
+// listener and plugin blocks), serve's flags, the view, Default,
+// EngineConfig and the configuration table of docs/operators.md are made
+// from it; a new setting is added there first.
+//
 // A config in force has a version: Assign numbers each distinct config a
 // data directory runs under, in the store, so the version recorded on a
 // start event names one config content even across restarts.

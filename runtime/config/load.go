@@ -25,82 +25,23 @@ import (
 	ctyjson "github.com/zclconf/go-cty/cty/json"
 
 	"github.com/weirhq/weir/flows"
-	"github.com/weirhq/weir/runtime/store/storeurl"
 	"github.com/weirhq/weir/runtime/tlscert"
 )
 
 // MaxFileSize bounds a config file: it is settings, not data.
 const MaxFileSize = 1 << 20
 
-// The file's schema. Attributes are kept as expressions so that each
-// value is checked with its own position.
+// The file's schema: the blocks whose structure is their own (listeners
+// with tokens, plugin sections), decoded here, and the rest, the knobs'
+// attributes and blocks, whose schema is made from Knobs. Attributes
+// are kept as expressions so that each value is checked with its own
+// position.
 type rawFile struct {
-	LogLevel    hcl.Expression `hcl:"log_level,optional"`
-	MemoryLimit hcl.Expression `hcl:"memory_limit,optional"`
-	Sandbox     *rawSandbox    `hcl:"sandbox,block"`
-	Engine      *rawEngine     `hcl:"engine,block"`
-	Drain       *rawDrain      `hcl:"drain,block"`
-	PluginPing  *rawPluginPing `hcl:"plugin_ping,block"`
-	Socket      *rawSocket     `hcl:"socket,block"`
-	TCP         *rawTCP        `hcl:"tcp,block"`
-	Console     *rawConsole    `hcl:"console,block"`
-	Metrics     *rawMetrics    `hcl:"metrics,block"`
-	Retention   *rawRetention  `hcl:"retention,block"`
-	Store       *rawStore      `hcl:"store,block"`
-	Disk        *rawDisk       `hcl:"disk,block"`
-	HTTP        *rawHTTP       `hcl:"http,block"`
-	Plugins     []*rawPlugin   `hcl:"plugin,block"`
-}
-
-type rawStore struct {
-	URL      hcl.Expression `hcl:"url,optional"`
-	Shared   hcl.Expression `hcl:"shared,optional"`
-	DefRange hcl.Range      `hcl:",def_range"`
-}
-
-type rawDisk struct {
-	MinFree hcl.Expression `hcl:"min_free,optional"`
-}
-
-type rawHTTP struct {
-	ReadHeaderTimeout hcl.Expression `hcl:"read_header_timeout,optional"`
-	ReadTimeout       hcl.Expression `hcl:"read_timeout,optional"`
-	WriteTimeout      hcl.Expression `hcl:"write_timeout,optional"`
-	IdleTimeout       hcl.Expression `hcl:"idle_timeout,optional"`
-	MaxConns          hcl.Expression `hcl:"max_conns,optional"`
-	MaxConnsPerPeer   hcl.Expression `hcl:"max_conns_per_peer,optional"`
-}
-
-type rawEngine struct {
-	Workers        hcl.Expression `hcl:"workers,optional"`
-	MaxQueued      hcl.Expression `hcl:"max_queued,optional"`
-	QueueTimeout   hcl.Expression `hcl:"queue_timeout,optional"`
-	BudgetInFlight hcl.Expression `hcl:"budget_in_flight,optional"`
-	RunBudget      hcl.Expression `hcl:"run_budget,optional"`
-	LeaseTimeout   hcl.Expression `hcl:"lease_timeout,optional"`
-	MaxAttempts    hcl.Expression `hcl:"max_attempts,optional"`
-	RetryBase      hcl.Expression `hcl:"retry_base,optional"`
-	RetryMax       hcl.Expression `hcl:"retry_max,optional"`
-}
-
-type rawSandbox struct {
-	Workers hcl.Expression `hcl:"workers,optional"`
-	Memory  hcl.Expression `hcl:"memory,optional"`
-	Timeout hcl.Expression `hcl:"timeout,optional"`
-}
-
-type rawDrain struct {
-	Grace hcl.Expression `hcl:"grace,optional"`
-}
-
-type rawPluginPing struct {
-	Interval hcl.Expression `hcl:"interval,optional"`
-	Timeout  hcl.Expression `hcl:"timeout,optional"`
-}
-
-type rawSocket struct {
-	Mode  hcl.Expression `hcl:"mode,optional"`
-	Group hcl.Expression `hcl:"group,optional"`
+	TCP     *rawTCP      `hcl:"tcp,block"`
+	Console *rawConsole  `hcl:"console,block"`
+	Plugins []*rawPlugin `hcl:"plugin,block"`
+	// Knobs is the rest of the file (knobSchema).
+	Knobs hcl.Body `hcl:",remain"`
 }
 
 type rawTCP struct {
@@ -129,16 +70,6 @@ type rawToken struct {
 	Secret     hcl.Expression `hcl:"secret,optional"`
 	SecretFile hcl.Expression `hcl:"secret_file,optional"`
 	DefRange   hcl.Range      `hcl:",def_range"`
-}
-
-type rawMetrics struct {
-	Address  hcl.Expression `hcl:"address,optional"`
-	DefRange hcl.Range      `hcl:",def_range"`
-}
-
-type rawRetention struct {
-	MaxAge   hcl.Expression `hcl:"max_age,optional"`
-	DefRange hcl.Range      `hcl:",def_range"`
 }
 
 type rawPlugin struct {
@@ -409,95 +340,12 @@ var pluginName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
 
 func (d *decoder) resolve(raw *rawFile) *Config {
 	c := Default()
-	if d.stringAttr(raw.LogLevel, "log_level", &c.LogLevel) && !logLevels[c.LogLevel] {
-		d.fail(raw.LogLevel.Range(), "log_level must be one of trace, debug, info, warn, error; got %q", c.LogLevel)
-	}
-	if !absent(raw.MemoryLimit) {
-		c.MemoryLimit = d.size(raw.MemoryLimit, "memory_limit", MinMemoryLimit)
-	}
-	if sb := raw.Sandbox; sb != nil {
-		d.intAttr(sb.Workers, "workers", &c.Sandbox.Workers, 1)
-		if !absent(sb.Memory) {
-			c.Sandbox.Memory = d.size(sb.Memory, "memory", MinSandboxMemory)
-		}
-		d.durationAttr(sb.Timeout, "timeout", &c.Sandbox.Timeout, durationRule{})
-	}
-	if e := raw.Engine; e != nil {
-		d.intAttr(e.Workers, "workers", &c.Engine.Workers, 1)
-		d.intAttr(e.MaxQueued, "max_queued", &c.Engine.MaxQueued, 1)
-		d.durationAttr(e.QueueTimeout, "queue_timeout", &c.Engine.QueueTimeout, durationRule{none: "none", noneValue: -1})
-		d.int64Attr(e.BudgetInFlight, "budget_in_flight", &c.Engine.BudgetInFlight, 0)
-		d.int64Attr(e.RunBudget, "run_budget", &c.Engine.RunBudget, 0)
-		d.durationAttr(e.LeaseTimeout, "lease_timeout", &c.Engine.LeaseTimeout, durationRule{})
-		d.intAttr(e.MaxAttempts, "max_attempts", &c.Engine.MaxAttempts, 1)
-		d.durationAttr(e.RetryBase, "retry_base", &c.Engine.RetryBase, durationRule{})
-		d.durationAttr(e.RetryMax, "retry_max", &c.Engine.RetryMax, durationRule{})
-		if c.Engine.RetryBase > c.Engine.RetryMax {
-			d.fail(e.RetryBase.Range(), "retry_base (%s) is longer than retry_max (%s)", c.Engine.RetryBase, c.Engine.RetryMax)
-		}
-	}
-	if dr := raw.Drain; dr != nil {
-		d.durationAttr(dr.Grace, "grace", &c.DrainGrace, durationRule{allowZero: true})
-	}
-	if pp := raw.PluginPing; pp != nil {
-		d.durationAttr(pp.Interval, "interval", &c.PluginPing.Interval, durationRule{})
-		d.durationAttr(pp.Timeout, "timeout", &c.PluginPing.Timeout, durationRule{})
-	}
-	if s := raw.Socket; s != nil {
-		d.socket(s, &c.Socket)
-	}
+	d.knobs(raw.Knobs, c)
 	if t := raw.TCP; t != nil {
 		c.TCP = d.tcp(t)
 	}
 	if cb := raw.Console; cb != nil {
 		c.Console = d.console(cb, raw.TCP != nil)
-	}
-	if m := raw.Metrics; m != nil {
-		if absent(m.Address) {
-			d.fail(m.DefRange, "the metrics block needs an address (host:port), e.g. \"127.0.0.1:9411\"")
-		} else if d.stringAttr(m.Address, "address", &c.MetricsAddress) {
-			if _, _, err := net.SplitHostPort(c.MetricsAddress); err != nil {
-				d.fail(m.Address.Range(), "metrics address %q: %v (write host:port, e.g. \"127.0.0.1:9411\")", c.MetricsAddress, err)
-			}
-		}
-	}
-	if r := raw.Retention; r != nil {
-		if absent(r.MaxAge) {
-			d.fail(r.DefRange, "the retention block needs max_age, e.g. \"30d\" (leave the block out to keep finished runs forever)")
-		}
-		d.durationAttr(r.MaxAge, "max_age", &c.RetentionMaxAge, durationRule{})
-	}
-	if st := raw.Store; st != nil {
-		if absent(st.URL) {
-			d.fail(st.DefRange, "the store block needs a url, e.g. \"postgres://weir@db.example:5432/weir\" (leave the block out for the embedded store in the data directory)")
-		} else if d.stringAttr(st.URL, "url", &c.Store.URL) {
-			if err := storeurl.Check(c.Store.URL); err != nil {
-				d.fail(st.URL.Range(), "%v", err)
-			}
-		}
-		d.value(st.Shared, "shared", &c.Store.Shared)
-	}
-	if dk := raw.Disk; dk != nil {
-		var sz string
-		if d.stringAttr(dk.MinFree, "min_free", &sz) {
-			n, err := ParseSize(sz)
-			switch {
-			case err != nil:
-				d.fail(dk.MinFree.Range(), "disk min_free: %v", err)
-			case n != 0 && n < MinDiskMinFree:
-				d.fail(dk.MinFree.Range(), "disk min_free %q is below the minimum of 32MiB (the store keeps half of it for a flush of its 16 MiB buffer); write \"0\" to turn the check off", sz)
-			default:
-				c.DiskMinFree = n
-			}
-		}
-	}
-	if h := raw.HTTP; h != nil {
-		d.durationAttr(h.ReadHeaderTimeout, "read_header_timeout", &c.HTTP.ReadHeaderTimeout, durationRule{})
-		d.durationAttr(h.ReadTimeout, "read_timeout", &c.HTTP.ReadTimeout, durationRule{})
-		d.durationAttr(h.WriteTimeout, "write_timeout", &c.HTTP.WriteTimeout, durationRule{})
-		d.durationAttr(h.IdleTimeout, "idle_timeout", &c.HTTP.IdleTimeout, durationRule{})
-		d.intAttr(h.MaxConns, "max_conns", &c.HTTP.MaxConns, 1)
-		d.intAttr(h.MaxConnsPerPeer, "max_conns_per_peer", &c.HTTP.MaxConnsPerPeer, 1)
 	}
 	for _, p := range raw.Plugins {
 		d.plugin(p, c)
@@ -505,33 +353,63 @@ func (d *decoder) resolve(raw *rawFile) *Config {
 	return c
 }
 
-func (d *decoder) socket(s *rawSocket, out *Socket) {
-	var mode string
-	if v, diags := s.Mode.Value(nil); !diags.HasErrors() && !v.IsNull() && v.Type() != cty.String {
-		// A number loses how it was written: 0660 and 660 are one value.
-		d.fail(s.Mode.Range(), "socket mode must be octal permission bits as a string, e.g. \"0660\"")
-	} else if d.stringAttr(s.Mode, "mode", &mode) {
-		m, err := strconv.ParseUint(mode, 8, 32)
-		switch {
-		case err != nil || m > 0o777:
-			d.fail(s.Mode.Range(), "socket mode must be octal permission bits as a string, e.g. \"0660\"; got %q", mode)
-		case m&0o600 != 0o600:
-			d.fail(s.Mode.Range(), "socket mode %q must let the daemon's own user read and write (0600)", mode)
-		case m&0o111 != 0:
-			d.fail(s.Mode.Range(), "socket mode %q has execute bits, which mean nothing on a socket", mode)
-		default:
-			out.Mode = os.FileMode(m)
+// knobSchema is the schema of the knobs in block ("": the top level:
+// its attributes and the knobs' blocks).
+func knobSchema(block string) *hcl.BodySchema {
+	s := &hcl.BodySchema{}
+	seen := map[string]bool{}
+	for _, k := range Knobs {
+		switch b := k.block(); {
+		case b == block:
+			s.Attributes = append(s.Attributes, hcl.AttributeSchema{Name: k.attr()})
+		case block == "" && !seen[b]:
+			seen[b] = true
+			s.Blocks = append(s.Blocks, hcl.BlockHeaderSchema{Type: b})
 		}
 	}
-	var group string
-	if d.stringAttr(s.Group, "group", &group) {
-		out.Group = group
-		gid, err := lookupGroup(group)
-		if err != nil {
-			d.fail(s.Group.Range(), "socket group %q: %v", group, err)
-			return
+	return s
+}
+
+// knobs reads every knob the file sets into c, each checked by its kind.
+func (d *decoder) knobs(body hcl.Body, c *Config) {
+	if body == nil {
+		return
+	}
+	content, diags := body.Content(knobSchema(""))
+	d.problems = append(d.problems, diagError(diags).Problems...)
+	exprs := map[string]hcl.Expression{}
+	for name, a := range content.Attributes {
+		exprs[name] = a.Expr
+	}
+	blocks := map[string]*hcl.Block{}
+	for _, b := range content.Blocks {
+		if first, dup := blocks[b.Type]; dup {
+			d.fail(b.DefRange, "Duplicate %s block: Only one %s block is allowed. Another was defined at %s.", b.Type, b.Type, first.DefRange)
+			continue
 		}
-		out.GID = gid
+		blocks[b.Type] = b
+		bc, diags := b.Body.Content(knobSchema(b.Type))
+		d.problems = append(d.problems, diagError(diags).Problems...)
+		for name, a := range bc.Attributes {
+			exprs[b.Type+"."+name] = a.Expr
+		}
+	}
+	for _, k := range Knobs {
+		expr, set := exprs[k.HCL]
+		set = set && !absent(expr)
+		if b := blocks[k.block()]; !set && b != nil && k.missing != "" {
+			d.fail(b.DefRange, "%s", k.missing)
+		}
+		if set {
+			k.kind.decode(d, k.attr(), expr, c, k.field(c))
+		}
+	}
+	if blocks["engine"] != nil && c.Engine.RetryBase > c.Engine.RetryMax {
+		at, ok := exprs["engine.retry_base"]
+		if !ok {
+			at = exprs["engine.retry_max"]
+		}
+		d.fail(at.Range(), "retry_base (%s) is longer than retry_max (%s)", c.Engine.RetryBase, c.Engine.RetryMax)
 	}
 }
 

@@ -29,7 +29,7 @@ type Tools interface {
 }
 
 // Config is the engine's configuration. Zero values take the defaults
-// named beside each field. Limits can be changed while running with Reload.
+// named beside each field, which DefaultConfig returns. Limits can be changed while running with Reload.
 type Config struct {
 	Store  store.Store
 	Tools  Tools
@@ -92,36 +92,54 @@ type Config struct {
 	Scripts flows.Scripts
 }
 
+// DefaultConfig returns the limits a zero Config field takes: the one
+// place the engine's defaults are written. A daemon's config shows these
+// values in force rather than zeros, so it reads them from here.
+func DefaultConfig() Config {
+	return Config{
+		Workers:        64,
+		MaxQueued:      10000,
+		QueueTimeout:   10 * time.Minute,
+		LeaseTimeout:   30 * time.Second,
+		MaxAttempts:    5,
+		RetryBase:      100 * time.Millisecond,
+		RetryMax:       30 * time.Second,
+		Tick:           100 * time.Millisecond,
+		FlowCacheBytes: flows.DefaultCacheBytes,
+	}
+}
+
 func (c Config) withDefaults() Config {
+	d := DefaultConfig()
 	if c.Workers <= 0 {
-		c.Workers = 64
+		c.Workers = d.Workers
 	}
 	if c.MaxQueued <= 0 {
-		c.MaxQueued = 10000
+		c.MaxQueued = d.MaxQueued
 	}
 	if c.QueueTimeout == 0 {
-		c.QueueTimeout = 10 * time.Minute
+		c.QueueTimeout = d.QueueTimeout
 	}
 	if c.LeaseTimeout <= 0 {
-		c.LeaseTimeout = 30 * time.Second
+		c.LeaseTimeout = d.LeaseTimeout
 	}
 	if c.MaxAttempts <= 0 {
-		c.MaxAttempts = 5
+		c.MaxAttempts = d.MaxAttempts
 	}
 	if c.RetryBase <= 0 {
-		c.RetryBase = 100 * time.Millisecond
+		c.RetryBase = d.RetryBase
 	}
 	if c.RetryMax <= 0 {
-		c.RetryMax = 30 * time.Second
+		c.RetryMax = d.RetryMax
 	}
 	if c.Tick <= 0 {
-		c.Tick = 100 * time.Millisecond
+		c.Tick = d.Tick
 	}
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
 	}
 	if c.FlowCacheBytes <= 0 {
-		c.FlowCacheBytes = flows.DefaultCacheBytes
+		c.FlowCacheBytes = d.FlowCacheBytes
 	}
 	if c.Clock == nil {
 		c.Clock = clock.Real()
