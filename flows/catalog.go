@@ -60,8 +60,8 @@ func (t ToolInfo) Model(alias string) (ModelInfo, bool) {
 	return ModelInfo{}, false
 }
 
-// modelAliases lists the tool's model aliases, for suggestions.
-func (t ToolInfo) modelAliases() []string {
+// ModelAliases lists the tool's model aliases, for suggestions.
+func (t ToolInfo) ModelAliases() []string {
 	out := make([]string, len(t.Models))
 	for i, m := range t.Models {
 		out[i] = m.Alias

@@ -1,10 +1,12 @@
-package flows
+package render
 
 import (
 	"fmt"
 	"html"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/weirhq/weir/flows"
 )
 
 // The SVG drawing's geometry, in pixels. Nodes sit in layers by their
@@ -21,7 +23,7 @@ const (
 )
 
 type svgBox struct {
-	n          *Node
+	n          *flows.Node
 	lines      []string
 	x, y, w, h int // x, y: top left
 }
@@ -29,7 +31,7 @@ type svgBox struct {
 // layers ranks each node by its breadth-first distance from the entry:
 // a wire from a node to a deeper layer points down. Nodes no wire reaches
 // go in one layer after the others.
-func layers(f *Flow) [][]*Node {
+func layers(f *flows.Flow) [][]*flows.Node {
 	rank := map[string]int{}
 	if f.Entry != "" && f.Node(f.Entry) != nil {
 		rank[f.Entry] = 0
@@ -49,8 +51,8 @@ func layers(f *Flow) [][]*Node {
 	for _, r := range rank {
 		deepest = max(deepest, r)
 	}
-	out := make([][]*Node, deepest+1)
-	var loose []*Node
+	out := make([][]*flows.Node, deepest+1)
+	var loose []*flows.Node
 	for _, n := range f.Nodes { // declaration order within a layer
 		if r, ok := rank[n.ID]; ok {
 			out[r] = append(out[r], n)
@@ -67,7 +69,7 @@ func layers(f *Flow) [][]*Node {
 // renderSVG draws the graph as a standalone SVG document: the same nodes,
 // labels, wires and mark colours as the Mermaid and dot texts. Each node
 // is a <g class="node MARK" data-node="ID"> so a page can find it.
-func renderSVG(f *Flow, marks map[string]Mark) string {
+func renderSVG(f *flows.Flow, marks map[string]Mark) string {
 	ls := layers(f)
 	boxes := map[string]*svgBox{}
 	rowW := make([]int, len(ls))
@@ -161,19 +163,19 @@ func renderSVG(f *Flow, marks map[string]Mark) string {
 // svgShape outlines a node by its kind, as the other formats shape it:
 // branches as diamonds, waits as pills, fan-outs slanted, agents as
 // hexagons, subflows with a double edge, tasks as rounded boxes.
-func svgShape(k NodeKind, b *svgBox, fill string) string {
+func svgShape(k flows.NodeKind, b *svgBox, fill string) string {
 	const stroke = `stroke="#333" stroke-width="1.2"`
 	x, y, w, h := b.x, b.y, b.w, b.h
 	switch k {
-	case KindBranch:
+	case flows.KindBranch:
 		return fmt.Sprintf(`<polygon points="%d,%d %d,%d %d,%d %d,%d" fill="%s" %s/>`, x+w/2, y-6, x+w+8, y+h/2, x+w/2, y+h+6, x-8, y+h/2, fill, stroke)
-	case KindWait:
+	case flows.KindWait:
 		return fmt.Sprintf(`<rect x="%d" y="%d" width="%d" height="%d" rx="%d" fill="%s" %s/>`, x, y, w, h, h/2, fill, stroke)
-	case KindFanout:
+	case flows.KindFanout:
 		return fmt.Sprintf(`<polygon points="%d,%d %d,%d %d,%d %d,%d" fill="%s" %s/>`, x+8, y, x+w+8, y, x+w-8, y+h, x-8, y+h, fill, stroke)
-	case KindAgent:
+	case flows.KindAgent:
 		return fmt.Sprintf(`<polygon points="%d,%d %d,%d %d,%d %d,%d %d,%d %d,%d" fill="%s" %s/>`, x, y, x+w, y, x+w+10, y+h/2, x+w, y+h, x, y+h, x-10, y+h/2, fill, stroke)
-	case KindSubflow:
+	case flows.KindSubflow:
 		return fmt.Sprintf(`<rect x="%d" y="%d" width="%d" height="%d" fill="%s" %s/><rect x="%d" y="%d" width="%d" height="%d" fill="none" %s/>`, x, y, w, h, fill, stroke, x+4, y, w-8, h, stroke)
 	}
 	return fmt.Sprintf(`<rect x="%d" y="%d" width="%d" height="%d" rx="6" fill="%s" %s/>`, x, y, w, h, fill, stroke)

@@ -1,4 +1,4 @@
-package flows
+package script
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 
 	lua "github.com/yuin/gopher-lua"
 
+	"github.com/weirhq/weir/flows"
 	"github.com/weirhq/weir/flows/internal/luapat"
 )
 
@@ -48,7 +49,7 @@ func (c *stepCounter) charge(L *lua.LState, fn string, m *luapat.Matcher, err er
 		L.RaiseError("%s: step limit exceeded while matching a pattern", fn)
 	}
 	if errors.Is(err, luapat.ErrDepth) {
-		raiseLimit(L, LimitDepth, "%s: pattern too complex: matching recursed more than %d deep (luapat.MaxDepth)", fn, luapat.MaxDepth)
+		raiseLimit(L, flows.LimitDepth, "%s: pattern too complex: matching recursed more than %d deep (luapat.MaxDepth)", fn, luapat.MaxDepth)
 	}
 	if err != nil {
 		L.RaiseError("%s: %v", fn, err)

@@ -1,4 +1,4 @@
-package flows
+package script
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/weirhq/weir/flows"
 	"go.starlark.net/starlark"
 )
 
@@ -33,8 +34,8 @@ func toStarlark(v any) (starlark.Value, error) {
 }
 
 func toStarlarkDepth(v any, depth int) (starlark.Value, error) {
-	if depth > MaxValueDepth {
-		return nil, fmt.Errorf("value nested more than %d deep", MaxValueDepth)
+	if depth > flows.MaxValueDepth {
+		return nil, fmt.Errorf("value nested more than %d deep", flows.MaxValueDepth)
 	}
 	switch x := v.(type) {
 	case nil:
@@ -142,11 +143,11 @@ func fromStarlark(v starlark.Value) (any, error) {
 // holding itself twice, nested 40 times, is a few hundred bytes of
 // Starlark and 2^40 values of JSON.
 func fromStarlarkDepth(v starlark.Value, depth int, nodes *int) (any, error) {
-	if depth > MaxValueDepth {
-		return nil, fmt.Errorf("value nested more than %d deep", MaxValueDepth)
+	if depth > flows.MaxValueDepth {
+		return nil, fmt.Errorf("value nested more than %d deep", flows.MaxValueDepth)
 	}
-	if *nodes++; *nodes > MaxValueNodes {
-		return nil, fmt.Errorf("value has more than %d parts (MaxValueNodes); a list or dict that holds the same value many times is copied each time", MaxValueNodes)
+	if *nodes++; *nodes > flows.MaxValueNodes {
+		return nil, fmt.Errorf("value has more than %d parts (MaxValueNodes); a list or dict that holds the same value many times is copied each time", flows.MaxValueNodes)
 	}
 	switch x := v.(type) {
 	case starlark.NoneType:

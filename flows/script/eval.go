@@ -1,60 +1,22 @@
-package flows
+package script
 
 import (
 	"errors"
 	"fmt"
 
+	"github.com/weirhq/weir/flows"
 	"go.starlark.net/starlark"
 )
-
-// ErrStepLimit is wrapped by a CallError when a callable ran out of steps.
-var ErrStepLimit = errors.New("step limit exceeded")
 
 // ErrNoCallable is returned by Evaluator.Call for a reference the sources
 // do not declare (sources that are not the flow's, or a hand-made ref).
 var ErrNoCallable = errors.New("no such callable in these sources")
 
-// Context is what a callable sees as its read-only ctx argument. Values are
-// JSON-compatible Go values (see Evaluator.Call).
-type Context struct {
-	// RunID is the run's id (ctx.run_id).
-	RunID string
-	// Attempt is the run's attempt number, from 1 (ctx.attempt).
-	Attempt int
-	// Input is the run's input (ctx.input).
-	Input any
-	// Results holds the result of every node that has completed, by node
-	// id (ctx.results); a fanout's entry is its reduced result.
-	Results map[string]any
-}
-
 // callable is a value a script passed to a builtin, with the position of
 // the argument that passed it.
 type callable struct {
 	value starlark.Value
-	pos   Pos
-}
-
-// CallError is a callable's failure at run time: a Starlark error, a script
-// limit, or a result of the wrong shape. Pos is the innermost position in
-// the flow's sources.
-type CallError struct {
-	Ref       CallableRef
-	Pos       Pos
-	Msg       string
-	Backtrace string
-	// Limit is the script limit the call exceeded, if that is why it
-	// failed.
-	Limit Limit
-}
-
-// Error formats the failure as pos: ref: message.
-func (e *CallError) Error() string { return fmt.Sprintf("%s: %s: %s", e.Pos, e.Ref, e.Msg) }
-
-// Is matches ErrScriptLimit when the call exceeded a limit, and
-// ErrStepLimit when that limit was the step limit.
-func (e *CallError) Is(target error) bool {
-	return (target == ErrScriptLimit && e.Limit != "") || (target == ErrStepLimit && e.Limit == LimitSteps)
+	pos   flows.Pos
 }
 
 // Evaluator evaluates the callables of flows loaded from one set of
@@ -65,18 +27,18 @@ func (e *CallError) Is(target error) bool {
 type Evaluator struct {
 	ls         *loadState
 	sourceHash string
-	callables  map[CallableRef]callable
+	callables  map[flows.CallableRef]callable
 	maxSteps   uint64
 }
 
 // NewEvaluator re-loads sources (a flow's stored Version.Sources) with the
 // default limits; see Loader.NewEvaluator.
-func NewEvaluator(sources []File) (*Evaluator, error) { return Loader{}.NewEvaluator(sources) }
+func NewEvaluator(sources []flows.File) (*Evaluator, error) { return Loader{}.NewEvaluator(sources) }
 
 // NewEvaluator re-runs the scripts of sources in the sandbox and keeps
 // every value passed to a builtin by its CallableRef. Only a script that no
 // longer runs is an error (checks were made at registration).
-func (l Loader) NewEvaluator(sources []File) (*Evaluator, error) {
+func (l Loader) NewEvaluator(sources []flows.File) (*Evaluator, error) {
 	ls := l.run(sources, true)
 	if len(ls.diags) > 0 {
 		return nil, fmt.Errorf("flow sources do not load: %w", ls.diags.Err())
@@ -91,7 +53,7 @@ func (l Loader) NewEvaluator(sources []File) (*Evaluator, error) {
 	}
 	return &Evaluator{
 		ls:         ls,
-		sourceHash: HashSources(ls.mod.Files),
+		sourceHash: flows.HashSources(ls.mod.Files),
 		callables:  ls.callables,
 		maxSteps:   l.maxSteps(),
 	}, nil
@@ -102,10 +64,10 @@ func (l Loader) NewEvaluator(sources []File) (*Evaluator, error) {
 func (ev *Evaluator) SourceHash() string { return ev.sourceHash }
 
 // Flow returns the IR of a flow as re-derived from the sources, or nil.
-func (ev *Evaluator) Flow(name string) *Flow { return ev.ls.mod.Flow(name) }
+func (ev *Evaluator) Flow(name string) *flows.Flow { return ev.ls.mod.Flow(name) }
 
 // Has reports whether the sources declare ref.
-func (ev *Evaluator) Has(ref CallableRef) bool {
+func (ev *Evaluator) Has(ref flows.CallableRef) bool {
 	_, ok := ev.callables[ref]
 	return ok
 }
@@ -114,7 +76,7 @@ func (ev *Evaluator) Has(ref CallableRef) bool {
 // arguments, ctx included: a function with that many parameters or with
 // *args. The runtime passes an optional argument (reduce's items) only to
 // a callable that takes it.
-func (ev *Evaluator) Accepts(ref CallableRef, n int) bool {
+func (ev *Evaluator) Accepts(ref flows.CallableRef, n int) bool {
 	cl, ok := ev.callables[ref]
 	if !ok {
 		return false
@@ -155,7 +117,7 @@ func (ev *Evaluator) Accepts(ref CallableRef, n int) bool {
 // float64, []any and map[string]any (a float64 holding a whole number
 // becomes a Starlark int, since JSON has one number type). Errors are
 // *CallError.
-func (ev *Evaluator) Call(ref CallableRef, c Context, extra ...any) (any, error) {
+func (ev *Evaluator) Call(ref flows.CallableRef, c flows.Context, extra ...any) (any, error) {
 	cl, ok := ev.callables[ref]
 	if !ok {
 		return nil, fmt.Errorf("%s: %w", ref, ErrNoCallable)
@@ -174,7 +136,7 @@ func (ev *Evaluator) Call(ref CallableRef, c Context, extra ...any) (any, error)
 		for i, x := range extra {
 			sv, err := toStarlark(x)
 			if err != nil {
-				return nil, &CallError{Ref: ref, Pos: cl.pos, Msg: fmt.Sprintf("argument %d: %v", i+2, err)}
+				return nil, &flows.CallError{Ref: ref, Pos: cl.pos, Msg: fmt.Sprintf("argument %d: %v", i+2, err)}
 			}
 			args = append(args, sv)
 		}
@@ -186,13 +148,13 @@ func (ev *Evaluator) Call(ref CallableRef, c Context, extra ...any) (any, error)
 	}
 	out, err := shapeResult(ref.Param, v)
 	if err != nil {
-		return nil, &CallError{Ref: ref, Pos: cl.pos, Msg: err.Error()}
+		return nil, &flows.CallError{Ref: ref, Pos: cl.pos, Msg: err.Error()}
 	}
 	return out, nil
 }
 
-func (ev *Evaluator) callError(ref CallableRef, cl callable, thread *starlark.Thread, err error) error {
-	ce := &CallError{Ref: ref, Pos: cl.pos, Msg: err.Error()}
+func (ev *Evaluator) callError(ref flows.CallableRef, cl callable, thread *starlark.Thread, err error) error {
+	ce := &flows.CallError{Ref: ref, Pos: cl.pos, Msg: err.Error()}
 	var ee *starlark.EvalError
 	if errors.As(err, &ee) {
 		ce.Pos = ev.ls.framePos(ee.CallStack, cl.pos)
@@ -206,9 +168,9 @@ func (ev *Evaluator) callError(ref CallableRef, cl callable, thread *starlark.Th
 		return ce
 	}
 	if thread.ExecutionSteps() >= ev.maxSteps {
-		ce.Limit = LimitSteps
+		ce.Limit = flows.LimitSteps
 		ce.Msg = fmt.Sprintf("step limit exceeded: the callable ran more than %d steps (an endless loop?)", ev.maxSteps)
-	} else if l := LimitOf(err); l != "" {
+	} else if l := flows.LimitOf(err); l != "" {
 		ce.Limit = l
 	}
 	return ce
@@ -242,8 +204,8 @@ func shapeResult(param string, v starlark.Value) (any, error) {
 // on first use; it lives on one thread for one call, so the cache needs no
 // lock.
 type ctxValue struct {
-	ref            CallableRef
-	c              *Context
+	ref            flows.CallableRef
+	c              *flows.Context
 	input, results starlark.Value
 }
 

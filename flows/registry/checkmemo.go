@@ -1,4 +1,4 @@
-package flows
+package registry
 
 import (
 	"context"
@@ -8,6 +8,9 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+
+	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/flows/script"
 )
 
 // A registration's check is a function of its files and of what the checks
@@ -21,8 +24,8 @@ import (
 // and checks. Re-registering a repository of flows of which few changed
 // then costs the changed files' checks and a few lookups.
 type checkMemo struct {
-	mod   *Module
-	diags Diagnostics
+	mod   *flows.Module
+	diags flows.Diagnostics
 	tools []toolAnswer
 	names []string // the catalog's names, when asked
 	named bool
@@ -31,7 +34,7 @@ type checkMemo struct {
 
 type toolAnswer struct {
 	name string
-	info ToolInfo
+	info flows.ToolInfo
 	ok   bool
 }
 
@@ -42,7 +45,7 @@ type flowAnswer struct {
 
 // valid reports whether every question of the memo gets the same answer
 // from req now.
-func (m *checkMemo) valid(req AnalyzeRequest) bool {
+func (m *checkMemo) valid(req flows.AnalyzeRequest) bool {
 	if (len(m.tools) > 0 || m.named) && req.Tools == nil {
 		return false
 	}
@@ -53,7 +56,7 @@ func (m *checkMemo) valid(req AnalyzeRequest) bool {
 		}
 	}
 	if m.named {
-		named, _ := req.Tools.(ToolLister)
+		named, _ := req.Tools.(flows.ToolLister)
 		if named == nil || !slices.Equal(named.Names(), m.names) {
 			return false
 		}
@@ -80,14 +83,14 @@ func (m *checkMemo) valid(req AnalyzeRequest) bool {
 // checkRecorder stands between a check and its request's catalog and
 // lookup, and records every answer for a memo.
 type checkRecorder struct {
-	req    AnalyzeRequest
+	req    flows.AnalyzeRequest
 	mu     sync.Mutex
 	memo   checkMemo
 	failed bool // a lookup failed: the check is not kept
 }
 
 // newCheckRecorder returns a recorder and the request to check with.
-func newCheckRecorder(req AnalyzeRequest) (*checkRecorder, AnalyzeRequest) {
+func newCheckRecorder(req flows.AnalyzeRequest) (*checkRecorder, flows.AnalyzeRequest) {
 	r := &checkRecorder{req: req}
 	out := req
 	if req.Tools != nil {
@@ -99,7 +102,7 @@ func newCheckRecorder(req AnalyzeRequest) (*checkRecorder, AnalyzeRequest) {
 	return r, out
 }
 
-func (r *checkRecorder) lookup(name string) (*Flow, error) {
+func (r *checkRecorder) lookup(name string) (*flows.Flow, error) {
 	f, err := r.req.Lookup(name)
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -120,7 +123,7 @@ func (r *checkRecorder) lookup(name string) (*Flow, error) {
 // as a catalog that cannot list them).
 type recordingCatalog struct{ r *checkRecorder }
 
-func (c recordingCatalog) LookupTool(name string) (ToolInfo, bool) {
+func (c recordingCatalog) LookupTool(name string) (flows.ToolInfo, bool) {
 	info, ok := c.r.req.Tools.LookupTool(name)
 	c.r.mu.Lock()
 	c.r.memo.tools = append(c.r.memo.tools, toolAnswer{name: name, info: info, ok: ok})
@@ -129,7 +132,7 @@ func (c recordingCatalog) LookupTool(name string) (ToolInfo, bool) {
 }
 
 func (c recordingCatalog) Names() []string {
-	named, ok := c.r.req.Tools.(ToolLister)
+	named, ok := c.r.req.Tools.(flows.ToolLister)
 	if !ok {
 		return nil
 	}
@@ -143,9 +146,9 @@ func (c recordingCatalog) Names() []string {
 // checkKey names a check of files: their content and the order they were
 // given in, which orders the module's flows (HashSources does not depend
 // on it).
-func checkKey(files []File) string {
+func checkKey(files []flows.File) string {
 	h := sha256.New()
-	h.Write([]byte(HashSources(files)))
+	h.Write([]byte(flows.HashSources(files)))
 	var n [8]byte
 	for _, f := range files {
 		binary.BigEndian.PutUint64(n[:], uint64(len(f.Path)))
@@ -157,23 +160,23 @@ func checkKey(files []File) string {
 
 // checkCost is what a memo is charged in a Cache: its module holds the
 // files and their flows' IR, which the source factor covers.
-func checkCost(files []File) int64 {
+func checkCost(files []flows.File) int64 {
 	var n int64
 	for _, f := range files {
 		n += int64(len(f.Path) + len(f.Src))
 	}
-	return SourceCostFactor*n + entryOverhead
+	return script.SourceCostFactor * n
 }
 
 // analyze checks req's files in the registry's scripts, or answers from
 // the memo of an earlier check of the same files whose questions all get
 // the same answers now (see checkMemo).
-func (r *Registry) analyze(ctx context.Context, req AnalyzeRequest) (*Module, Diagnostics, error) {
+func (r *Registry) analyze(ctx context.Context, req flows.AnalyzeRequest) (*flows.Module, flows.Diagnostics, error) {
 	if r.checks == nil {
 		return r.scripts.Analyze(ctx, req)
 	}
 	key := checkKey(req.Files)
-	if v, ok := r.checks.lookup(key, true); ok {
+	if v, ok := r.checks.Memo(key); ok {
 		if m := v.(*checkMemo); m.valid(req) {
 			r.checksSkipped.Add(1)
 			return m.mod, slices.Clone(m.diags), nil
@@ -190,7 +193,7 @@ func (r *Registry) analyze(ctx context.Context, req AnalyzeRequest) (*Module, Di
 	rec.mu.Unlock()
 	if keep {
 		memo.mod, memo.diags = m, slices.Clone(ds)
-		r.checks.replace(key, &memo, checkCost(req.Files))
+		r.checks.Remember(key, &memo, checkCost(req.Files))
 	}
 	return m, ds, nil
 }

@@ -1,8 +1,9 @@
-package flows
+package script
 
 import (
 	"fmt"
 
+	"github.com/weirhq/weir/flows"
 	"go.starlark.net/syntax"
 )
 
@@ -14,22 +15,21 @@ import (
 
 // checkConstArgs checks a node's constant args against its tool's input
 // schema, when the tool declares one.
-func (ls *loadState) checkConstArgs(n *Node, info ToolInfo) {
+func (ls *loadState) checkConstArgs(n *flows.Node, info flows.ToolInfo) {
 	args, ok := ls.constArgs[n]
 	if !ok || len(info.InputSchema) == 0 {
 		return
 	}
-	s := &inputSchema{}
-	s.schema, s.err = compileSchema(info.InputSchema)
-	if s.err != nil {
+	compiled, err := flows.CheckValue(info.InputSchema, n.Tool, args)
+	if !compiled {
 		return // the tool's own problem, reported when it is called
 	}
-	if err := validateWith(s, n.Tool, args); err != nil {
+	if err != nil {
 		msg := err.Error()
-		if ie, isInput := err.(*InputError); isInput {
+		if ie, isInput := err.(*flows.InputError); isInput {
 			msg = ie.Msg
 		}
-		ls.addf(n.ArgPos("args"), CodeToolInput, nil, "%s %q: args do not match the input schema of tool %q, so every call would be refused: %s",
+		ls.addf(n.ArgPos("args"), flows.CodeToolInput, nil, "%s %q: args do not match the input schema of tool %q, so every call would be refused: %s",
 			n.Kind, n.ID, n.Tool, msg)
 	}
 }
@@ -37,7 +37,7 @@ func (ls *loadState) checkConstArgs(n *Node, info ToolInfo) {
 // resultRead is a read of ctx.results["NAME"] used whole: not subscripted
 // and no method called on it.
 type resultRead struct {
-	pos  Pos
+	pos  flows.Pos
 	name string
 }
 
@@ -79,7 +79,7 @@ func wholeResultReads(f *syntax.File) []resultRead {
 		}
 		name, _ := lit.Value.(string)
 		start, _ := e.Span()
-		out = append(out, resultRead{pos: Pos{File: f.Path, Line: int(start.Line), Col: int(start.Col)}, name: name})
+		out = append(out, resultRead{pos: flows.Pos{File: f.Path, Line: int(start.Line), Col: int(start.Col)}, name: name})
 		return true
 	})
 	return out
@@ -87,11 +87,11 @@ func wholeResultReads(f *syntax.File) []resultRead {
 
 // checkFanoutReads warns of each whole read of one of f's fanouts' result
 // in the files that declare f's nodes.
-func (ls *loadState) checkFanoutReads(f *Flow) {
+func (ls *loadState) checkFanoutReads(f *flows.Flow) {
 	fanouts := map[string]bool{}
 	files := map[string]bool{}
 	for _, n := range f.Nodes {
-		if n.Kind == KindFanout {
+		if n.Kind == flows.KindFanout {
 			fanouts[n.ID] = true
 		}
 		files[n.Pos.File] = true
@@ -106,7 +106,7 @@ func (ls *loadState) checkFanoutReads(f *Flow) {
 		}
 		for _, r := range fs.wholeReads {
 			if fanouts[r.name] {
-				ls.warnf(r.pos, CodeFanoutResult,
+				ls.warnf(r.pos, flows.CodeFanoutResult,
 					"%s is fanout %q's whole result, a dict {results, late, sufficient, cutoff}; the list of its items' results is %s",
 					fmt.Sprintf("ctx.results[%q]", r.name), r.name, fmt.Sprintf("ctx.results[%q][\"results\"]", r.name))
 			}

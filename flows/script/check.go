@@ -1,10 +1,12 @@
-package flows
+package script
 
 import (
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/weirhq/weir/flows"
 )
 
 // Check loads files together and runs every static check with the default
@@ -12,19 +14,21 @@ import (
 // every tool is unknown — the tool check is never skipped), and subflow calls
 // against the flows of the same files only. Registry.Check also resolves
 // calls against registered flows.
-func Check(files []File, tools Catalog) (*Module, Diagnostics) { return Loader{}.Check(files, tools) }
+func Check(files []flows.File, tools flows.Catalog) (*flows.Module, flows.Diagnostics) {
+	return Loader{}.Check(files, tools)
+}
 
 // Check is the package-level Check with this loader's limits.
-func (l Loader) Check(files []File, tools Catalog) (*Module, Diagnostics) {
+func (l Loader) Check(files []flows.File, tools flows.Catalog) (*flows.Module, flows.Diagnostics) {
 	m, ds, _ := l.analyze(files, tools, nil, true)
 	return m, ds
 }
 
 // lookupFunc finds the latest registered version of a flow; (nil, nil)
 // when there is none.
-type lookupFunc func(name string) (*Flow, error)
+type lookupFunc func(name string) (*flows.Flow, error)
 
-func (l Loader) analyze(files []File, tools Catalog, lookup lookupFunc, full bool) (*Module, Diagnostics, error) {
+func (l Loader) analyze(files []flows.File, tools flows.Catalog, lookup lookupFunc, full bool) (*flows.Module, flows.Diagnostics, error) {
 	ls := l.run(files, false)
 	for _, f := range ls.mod.Flows {
 		ls.checkGraph(f)
@@ -39,32 +43,25 @@ func (l Loader) analyze(files []File, tools Catalog, lookup lookupFunc, full boo
 			return nil, nil, err
 		}
 	}
-	ls.diags = ls.diags.sort()
+	ls.diags = ls.diags.Sorted()
 	return ls.mod, ls.diags, nil
 }
 
-// MaxIRBytes bounds one flow's IR as the runtime stores it (its JSON). A
-// registered version is one store record that every run of it loads, and
-// the registration body is bounded too (8 MiB of source): a script that
-// builds a graph far larger than its source is refused here, by the same
-// check in flow check and at registration, rather than by the store.
-const MaxIRBytes = 8 << 20
-
 // checkIRSize refuses a flow whose IR is larger than MaxIRBytes.
-func (ls *loadState) checkIRSize(f *Flow) {
+func (ls *loadState) checkIRSize(f *flows.Flow) {
 	ir, err := json.Marshal(f)
 	if err != nil {
-		ls.addf(f.Pos, CodeInvalid, nil, "flow %q: its graph cannot be encoded: %v", f.Name, err)
+		ls.addf(f.Pos, flows.CodeInvalid, nil, "flow %q: its graph cannot be encoded: %v", f.Name, err)
 		return
 	}
-	if len(ir) > MaxIRBytes {
-		ls.addf(f.Pos, CodeIRTooLarge, nil, "flow %q: its compiled graph is %d bytes, more than the %d bytes a flow may be (MaxIRBytes)", f.Name, len(ir), MaxIRBytes)
+	if len(ir) > flows.MaxIRBytes {
+		ls.addf(f.Pos, flows.CodeIRTooLarge, nil, "flow %q: its compiled graph is %d bytes, more than the %d bytes a flow may be (MaxIRBytes)", f.Name, len(ir), flows.MaxIRBytes)
 	}
 }
 
 // checkGraph checks one flow on its own: every wire names a node, every
 // node is reachable from the entry, and every cycle is bounded.
-func (ls *loadState) checkGraph(f *Flow) {
+func (ls *loadState) checkGraph(f *flows.Flow) {
 	idx := make(map[string]int, len(f.Nodes))
 	for i, n := range f.Nodes {
 		idx[n.ID] = i
@@ -75,15 +72,15 @@ func (ls *loadState) checkGraph(f *Flow) {
 	// typo is one diagnostic.
 	var assumed [][2]int
 	for i, n := range f.Nodes {
-		n.eachWire(func(w Wire) {
+		n.EachWire(func(w flows.Wire) {
 			j, ok := idx[w.To]
 			if !ok {
 				hint := ""
-				if s := Suggest(w.To, nodeIDs(f)); s != "" {
+				if s := flows.Suggest(w.To, nodeIDs(f)); s != "" {
 					hint = fmt.Sprintf(" (did you mean %q?)", s)
 					assumed = append(assumed, [2]int{i, idx[s]})
 				}
-				ls.addf(n.ArgPos(w.Label), CodeUnknownNode, nil, "%s %q: %s = %q names no node of flow %q%s", n.Kind, n.ID, w.Label, w.To, f.Name, hint)
+				ls.addf(n.ArgPos(w.Label), flows.CodeUnknownNode, nil, "%s %q: %s = %q names no node of flow %q%s", n.Kind, n.ID, w.Label, w.To, f.Name, hint)
 				return
 			}
 			succ[i] = append(succ[i], j)
@@ -117,7 +114,7 @@ func (ls *loadState) checkGraph(f *Flow) {
 	}
 	for i, n := range f.Nodes {
 		if !seen[i] {
-			ls.addf(n.Pos, CodeUnreachable, nil, "%s %q: no wire of flow %q leads here from the entry node %q", n.Kind, n.ID, f.Name, f.Entry)
+			ls.addf(n.Pos, flows.CodeUnreachable, nil, "%s %q: no wire of flow %q leads here from the entry node %q", n.Kind, n.ID, f.Name, f.Entry)
 		}
 	}
 
@@ -153,11 +150,11 @@ func (ls *loadState) checkGraph(f *Flow) {
 			chain[k] = f.Nodes[i].ID
 		}
 		n := f.Nodes[start]
-		ls.addf(n.Pos, CodeUnboundedCycle, chain, "flow %q: cycle %s has no node with max_visits; declare max_visits on one of its nodes to bound it", f.Name, FormatChain(chain))
+		ls.addf(n.Pos, flows.CodeUnboundedCycle, chain, "flow %q: cycle %s has no node with max_visits; declare max_visits on one of its nodes to bound it", f.Name, flows.FormatChain(chain))
 	}
 }
 
-func nodeIDs(f *Flow) []string {
+func nodeIDs(f *flows.Flow) []string {
 	ids := make([]string, len(f.Nodes))
 	for i, n := range f.Nodes {
 		ids[i] = n.ID
@@ -168,9 +165,9 @@ func nodeIDs(f *Flow) []string {
 // checkTools resolves every tool of a flow in the catalog and enforces
 // at-most-once for tools that do not dedupe on an idempotency key (an
 // agent's tools through checkAgent).
-func (ls *loadState) checkTools(f *Flow, tools Catalog) {
+func (ls *loadState) checkTools(f *flows.Flow, tools flows.Catalog) {
 	for _, n := range f.Nodes {
-		if n.Kind == KindAgent {
+		if n.Kind == flows.KindAgent {
 			ls.checkAgent(n, tools)
 			continue
 		}
@@ -187,11 +184,11 @@ func (ls *loadState) checkTools(f *Flow, tools Catalog) {
 		}
 		switch {
 		case n.Retries > 0:
-			ls.addf(n.ArgPos("retries"), CodeAtMostOnce, nil,
+			ls.addf(n.ArgPos("retries"), flows.CodeAtMostOnce, nil,
 				"%s %q: tool %q is not idempotent, so retries = %d could run it twice; remove retries and declare at_most_once = True",
 				n.Kind, n.ID, n.Tool, n.Retries)
 		case !n.AtMostOnce:
-			ls.addf(n.Pos, CodeAtMostOnce, nil,
+			ls.addf(n.Pos, flows.CodeAtMostOnce, nil,
 				"%s %q: tool %q is not idempotent; declare at_most_once = True to accept that an attempt whose outcome is unknown takes the error wire instead of running again",
 				n.Kind, n.ID, n.Tool)
 		}
@@ -200,26 +197,26 @@ func (ls *loadState) checkTools(f *Flow, tools Catalog) {
 
 // lookupTool resolves a tool a node names at pos, reporting E_UNKNOWN_TOOL
 // (with the closest installed name) when no plugin provides it.
-func (ls *loadState) lookupTool(n *Node, name string, pos Pos, tools Catalog) (ToolInfo, bool) {
+func (ls *loadState) lookupTool(n *flows.Node, name string, pos flows.Pos, tools flows.Catalog) (flows.ToolInfo, bool) {
 	if tools != nil {
 		if info, ok := tools.LookupTool(name); ok {
 			return info, true
 		}
 	}
 	hint := ""
-	if named, isNamed := tools.(ToolLister); isNamed {
-		if s := Suggest(name, named.Names()); s != "" {
+	if named, isNamed := tools.(flows.ToolLister); isNamed {
+		if s := flows.Suggest(name, named.Names()); s != "" {
 			hint = fmt.Sprintf(" (did you mean %q?)", s)
 		}
 	}
-	ls.addf(pos, CodeUnknownTool, nil, "%s %q: no installed plugin provides tool %q%s", n.Kind, n.ID, name, hint)
-	return ToolInfo{}, false
+	ls.addf(pos, flows.CodeUnknownTool, nil, "%s %q: no installed plugin provides tool %q%s", n.Kind, n.ID, name, hint)
+	return flows.ToolInfo{}, false
 }
 
 // callGraph is the graph of subflow calls reachable from the flows being
 // checked, resolved against them first and registered flows second.
 type callGraph struct {
-	flows []*Flow
+	flows []*flows.Flow
 	local []bool
 	index map[string]int
 	edges [][]callEdge
@@ -227,8 +224,8 @@ type callGraph struct {
 
 type callEdge struct {
 	to   int
-	node *Node // the subflow, fanout or agent node making the call
-	pos  Pos   // where the callee is named
+	node *flows.Node // the subflow, fanout or agent node making the call
+	pos  flows.Pos   // where the callee is named
 }
 
 // checkCalls checks subflow calls across flows: every callee resolves,
@@ -236,7 +233,7 @@ type callEdge struct {
 // of flows declares a depth its children fit in. lookup may be nil.
 func (ls *loadState) checkCalls(lookup lookupFunc) error {
 	g := &callGraph{index: map[string]int{}}
-	add := func(f *Flow, local bool) int {
+	add := func(f *flows.Flow, local bool) int {
 		g.index[f.Name] = len(g.flows)
 		g.flows = append(g.flows, f)
 		g.local = append(g.local, local)
@@ -253,7 +250,7 @@ func (ls *loadState) checkCalls(lookup lookupFunc) error {
 			for k, name := range n.Callees() {
 				pos := n.ArgPos("flow")
 				if n.Flow == "" {
-					pos = n.elemPos("flows", k)
+					pos = n.ElemPos("flows", k)
 				}
 				j, ok := g.index[name]
 				if !ok && lookup != nil {
@@ -269,7 +266,7 @@ func (ls *loadState) checkCalls(lookup lookupFunc) error {
 					unresolved[i] = true
 					if g.local[i] && !ls.incomplete {
 						hint := ""
-						if s := Suggest(name, slices.Collect(mapKeys(g.index))); s != "" {
+						if s := flows.Suggest(name, slices.Collect(mapKeys(g.index))); s != "" {
 							hint = fmt.Sprintf(" (did you mean %q?)", s)
 						}
 						// Say what was searched: an offline check sees only
@@ -278,7 +275,7 @@ func (ls *loadState) checkCalls(lookup lookupFunc) error {
 						if lookup != nil {
 							where = "is registered or among the files checked with it"
 						}
-						ls.addf(pos, CodeUnknownFlow, nil, "%s %q: no flow named %q %s%s", n.Kind, n.ID, name, where, hint)
+						ls.addf(pos, flows.CodeUnknownFlow, nil, "%s %q: no flow named %q %s%s", n.Kind, n.ID, name, where, hint)
 					}
 					continue
 				}
@@ -320,7 +317,7 @@ func (ls *loadState) checkCalls(lookup lookupFunc) error {
 			}
 			reported[key] = true
 			chain := g.names(cycle)
-			ls.addf(e.pos, CodeCycle, chain, "subflow cycle %s%s", FormatChain(chain), offeredBy(e.node, g.flows[e.to].Name))
+			ls.addf(e.pos, flows.CodeCycle, chain, "subflow cycle %s%s", flows.FormatChain(chain), offeredBy(e.node, g.flows[e.to].Name))
 		}
 	}
 
@@ -360,37 +357,38 @@ func (ls *loadState) checkCalls(lookup lookupFunc) error {
 		}
 		return path
 	}
-	ls.mod.depth = map[string]int{}
+	depths := map[string]int{}
 	for i, f := range g.flows {
 		if !g.local[i] || depth[i] == unknown {
 			continue
 		}
-		ls.mod.depth[f.Name] = depth[i]
+		depths[f.Name] = depth[i]
 		if depth[i] > f.MaxDepth && f.MaxDepth >= 0 {
 			chain := g.names(chainBelow(i))
 			first := g.edges[i][best[i]]
-			ls.addf(first.pos, CodeDepth, chain, "flow %q nests subflows %d deep (%s), more than its max_depth = %d%s",
-				f.Name, depth[i], FormatChain(chain), f.MaxDepth, offeredBy(first.node, g.flows[first.to].Name))
+			ls.addf(first.pos, flows.CodeDepth, chain, "flow %q nests subflows %d deep (%s), more than its max_depth = %d%s",
+				f.Name, depth[i], flows.FormatChain(chain), f.MaxDepth, offeredBy(first.node, g.flows[first.to].Name))
 		}
 		for _, e := range g.edges[i] {
 			n := e.node
-			if n.Kind != KindFanout || n.Depth <= 0 || depth[e.to] == unknown {
+			if n.Kind != flows.KindFanout || n.Depth <= 0 || depth[e.to] == unknown {
 				continue
 			}
 			if need := depth[e.to] + 1; need > n.Depth {
 				chain := append([]string{f.Name}, g.names(chainBelow(e.to))...)
-				ls.addf(n.ArgPos("depth"), CodeFanoutBounds, chain,
+				ls.addf(n.ArgPos("depth"), flows.CodeFanoutBounds, chain,
 					"fanout %q: depth = %d, but its children delegate %d generations deep (%s)",
-					n.ID, n.Depth, need, FormatChain(chain))
+					n.ID, n.Depth, need, flows.FormatChain(chain))
 			}
 		}
 	}
+	ls.mod.SetDepths(depths)
 	return nil
 }
 
 // offeredBy explains a call an agent makes: its model may start the flow.
-func offeredBy(n *Node, callee string) string {
-	if n.Kind != KindAgent {
+func offeredBy(n *flows.Node, callee string) string {
+	if n.Kind != flows.KindAgent {
 		return ""
 	}
 	return fmt.Sprintf(" (agent %q offers flow %q to its model)", n.ID, callee)
@@ -556,52 +554,4 @@ func shortestPath(a, b int, comp []int, succ [][]int) []int {
 		}
 	}
 	return nil
-}
-
-// Suggest returns the candidate closest to name by edit distance, if it is
-// close enough to be a likely typo ("" otherwise). It is the one
-// did-you-mean of weir: registration's diagnostics use it, and so do the
-// refusals at run time (an unknown flow, tool or node).
-func Suggest(name string, candidates []string) string {
-	limit := min(max(1, len(name)/3), 3)
-	best, bestD := "", limit+1
-	for _, c := range slices.Sorted(slices.Values(candidates)) {
-		if c == name {
-			continue
-		}
-		if d := editDistance(name, c, limit); d < bestD {
-			best, bestD = c, d
-		}
-	}
-	return best
-}
-
-// editDistance is the Levenshtein distance, giving up (returning limit+1)
-// once it exceeds limit.
-func editDistance(a, b string, limit int) int {
-	if d := len(a) - len(b); d > limit || -d > limit {
-		return limit + 1
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		rowMin := cur[0]
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-			rowMin = min(rowMin, cur[j])
-		}
-		if rowMin > limit {
-			return limit + 1
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

@@ -1,9 +1,8 @@
-package flows
+package script
 
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -14,17 +13,11 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/weirhq/weir/flows"
 	"go.starlark.net/resolve"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
 )
-
-// File is one flow source file. Path is how diagnostics name it and how
-// load() finds it; Src is its content.
-type File struct {
-	Path string `json:"path"`
-	Src  []byte `json:"src"`
-}
 
 // DefaultMaxSteps is the Starlark step limit of one file's execution at
 // load time and of one callable evaluation at run time, when the Loader
@@ -62,49 +55,10 @@ func (l Loader) maxFileBytes() int {
 	return l.MaxFileBytes
 }
 
-// Module is the result of loading a set of files together: the flows they
-// declare, in declaration order, and which sources each flow needs.
-type Module struct {
-	// Files are the loaded files, with cleaned paths, in the order given.
-	Files []File
-	// Flows are the declared flows, in the order their flow() calls ran.
-	// A flow whose name was already declared is not included.
-	Flows []*Flow
-
-	byName  map[string]*Flow
-	sources map[string][]File // flow name -> its source closure
-	depth   map[string]int    // flow name -> subflow depth, after Check
-}
-
-// Flow returns the flow named name, or nil.
-func (m *Module) Flow(name string) *Flow { return m.byName[name] }
-
-// Sources returns the files a flow needs at run time: the file that
-// declared it and every file that file loads, transitively, sorted by path.
-// These are what a store keeps and what NewEvaluator re-loads.
-func (m *Module) Sources(name string) []File { return m.sources[name] }
-
-// Depth returns the length of the longest subflow chain below the named
-// flow, as computed by the last check; false if it was not computed (the
-// flow is on a cycle, or calls a flow that could not be resolved).
-func (m *Module) Depth(name string) (int, bool) {
-	d, ok := m.depth[name]
-	return d, ok
-}
-
-// Versions returns one Version per flow, ready to store.
-func (m *Module) Versions() []*Version {
-	vs := make([]*Version, len(m.Flows))
-	for i, f := range m.Flows {
-		vs[i] = &Version{Flow: f, Sources: m.sources[f.Name]}
-	}
-	return vs
-}
-
 // Load runs the scripts in files together in the sandbox with the default
 // limits and returns the flows they declare, checked on their own (see
 // Loader.Load).
-func Load(files []File) (*Module, Diagnostics) { return Loader{}.Load(files) }
+func Load(files []flows.File) (*flows.Module, flows.Diagnostics) { return Loader{}.Load(files) }
 
 // Load runs the scripts in files together in the sandbox and returns the
 // flows they declare. It reports every problem it can find without other
@@ -114,7 +68,7 @@ func Load(files []File) (*Module, Diagnostics) { return Loader{}.Load(files) }
 //
 // The module is returned even when there are diagnostics, with what could
 // be loaded.
-func (l Loader) Load(files []File) (*Module, Diagnostics) {
+func (l Loader) Load(files []flows.File) (*flows.Module, flows.Diagnostics) {
 	m, ds, _ := l.analyze(files, nil, nil, false)
 	return m, ds
 }
@@ -124,17 +78,17 @@ func (l Loader) Load(files []File) (*Module, Diagnostics) {
 // builtins through the thread's locals.
 type loadState struct {
 	loader Loader
-	mod    *Module
+	mod    *flows.Module
 	files  map[string]*fileState
-	diags  Diagnostics
+	diags  flows.Diagnostics
 	// incomplete is set when some file could not be run to its end, so
 	// flows it would have declared are missing.
 	incomplete bool
 	// callables, when not nil, collects the values passed to builtins, by
 	// reference (evaluator loads only).
-	callables map[CallableRef]callable
+	callables map[flows.CallableRef]callable
 	// flowPos remembers where each flow name was first declared.
-	flowPos map[string]Pos
+	flowPos map[string]flows.Pos
 	// claimed are the node values that flows took as their nodes; their
 	// Starlark values are dropped once the load is done, so that the IR
 	// does not keep the scripts' heap alive.
@@ -144,11 +98,11 @@ type loadState struct {
 	declFile map[string]string
 	// constArgs are the nodes whose args is a constant, with its JSON
 	// value, for the check against the tool's input schema.
-	constArgs map[*Node]any
+	constArgs map[*flows.Node]any
 }
 
 type fileState struct {
-	file       File
+	file       flows.File
 	prog       *starlark.Program
 	calls      map[lineCol]int32 // call parenthesis -> index in sites
 	sites      []callSite
@@ -176,7 +130,7 @@ type lineCol struct{ line, col int32 }
 // the call starts and where each keyword argument is written. The
 // interpreter only knows the position of the call's parenthesis.
 type callSite struct {
-	start Pos
+	start flows.Pos
 	kw    []kwArg
 	elems *[]lineCol // the file's list elements, which kwArg.lo:hi index
 }
@@ -219,7 +173,7 @@ var errLoadFailed = errors.New("the loaded file has errors")
 // loadCycleError is a load() chain that comes back to a file being loaded.
 type loadCycleError struct{ chain []string }
 
-func (e *loadCycleError) Error() string { return "load cycle " + FormatChain(e.chain) }
+func (e *loadCycleError) Error() string { return "load cycle " + flows.FormatChain(e.chain) }
 
 var fileOptions = &syntax.FileOptions{
 	// Top-level for and if let a script build its nodes in a loop, and
@@ -229,35 +183,35 @@ var fileOptions = &syntax.FileOptions{
 	GlobalReassign:  true,
 }
 
-func (l Loader) run(files []File, collect bool) *loadState {
+func (l Loader) run(files []flows.File, collect bool) *loadState {
 	ls := &loadState{
 		loader:    l,
-		mod:       &Module{byName: map[string]*Flow{}, sources: map[string][]File{}},
+		mod:       &flows.Module{},
 		files:     map[string]*fileState{},
-		flowPos:   map[string]Pos{},
+		flowPos:   map[string]flows.Pos{},
 		declFile:  map[string]string{},
-		constArgs: map[*Node]any{},
+		constArgs: map[*flows.Node]any{},
 	}
 	if collect {
-		ls.callables = map[CallableRef]callable{}
+		ls.callables = map[flows.CallableRef]callable{}
 	}
 	var order []*fileState
 	for i, f := range files {
 		p := cleanPath(f.Path)
 		if p == "" {
-			ls.addf(Pos{File: fmt.Sprintf("<file %d>", i+1)}, CodeInvalid, nil, "a flow file needs a path")
+			ls.addf(flows.Pos{File: fmt.Sprintf("<file %d>", i+1)}, flows.CodeInvalid, nil, "a flow file needs a path")
 			ls.incomplete = true
 			continue
 		}
 		if _, dup := ls.files[p]; dup {
-			ls.addf(Pos{File: p}, CodeDuplicate, nil, "file %s is given twice", p)
+			ls.addf(flows.Pos{File: p}, flows.CodeDuplicate, nil, "file %s is given twice", p)
 			continue
 		}
-		fs := &fileState{file: File{Path: p, Src: f.Src}}
+		fs := &fileState{file: flows.File{Path: p, Src: f.Src}}
 		ls.files[p] = fs
 		ls.mod.Files = append(ls.mod.Files, fs.file)
 		if len(f.Src) > l.maxFileBytes() {
-			ls.addf(Pos{File: p}, CodeInvalid, nil, "file is %d bytes, more than the limit of %d", len(f.Src), l.maxFileBytes())
+			ls.addf(flows.Pos{File: p}, flows.CodeInvalid, nil, "file is %d bytes, more than the limit of %d", len(f.Src), l.maxFileBytes())
 			fs.state = failed
 			ls.incomplete = true
 			continue
@@ -277,7 +231,7 @@ func (l Loader) run(files []File, collect bool) *loadState {
 	for _, nv := range ls.claimed {
 		nv.values = [numParams]starlark.Value{}
 	}
-	ls.diags = ls.diags.sort()
+	ls.diags = ls.diags.Sorted()
 	return ls
 }
 
@@ -354,13 +308,13 @@ func (ls *loadState) checkCompiled(fs *fileState) {
 		module, pos := prog.Load(i)
 		target, ok := ls.resolveLoad(fs.file.Path, module)
 		if !ok {
-			ls.addf(toPos(pos), CodeLoad, nil, "load(%q): %s is not among the flow files loaded together (%s)", module, target, ls.fileList())
+			ls.addf(toPos(pos), flows.CodeLoad, nil, "load(%q): %s is not among the flow files loaded together (%s)", module, target, ls.fileList())
 			fs.state = failed
 			ls.incomplete = true
 			continue
 		}
 		if isLua(target) {
-			ls.addf(toPos(pos), CodeLoad, nil, "load(%q): %s is a Lua file; a Starlark flow calls a Lua flow as a subflow, by name", module, target)
+			ls.addf(toPos(pos), flows.CodeLoad, nil, "load(%q): %s is a Lua file; a Starlark flow calls a Lua flow as a subflow, by name", module, target)
 			fs.state = failed
 			ls.incomplete = true
 			continue
@@ -400,15 +354,15 @@ func (ls *loadState) syntaxError(err error, file string) {
 	var lse *luaSyntaxError
 	switch {
 	case errors.As(err, &lse):
-		ls.addf(lse.pos, CodeSyntax, nil, "%s", lse.msg)
+		ls.addf(lse.pos, flows.CodeSyntax, nil, "%s", lse.msg)
 	case errors.As(err, &rl):
 		for _, e := range rl {
-			ls.addf(toPos(e.Pos), CodeSyntax, nil, "%s", e.Msg)
+			ls.addf(toPos(e.Pos), flows.CodeSyntax, nil, "%s", e.Msg)
 		}
 	case errors.As(err, &se):
-		ls.addf(toPos(se.Pos), CodeSyntax, nil, "%s", se.Msg)
+		ls.addf(toPos(se.Pos), flows.CodeSyntax, nil, "%s", se.Msg)
 	default:
-		ls.addf(Pos{File: file}, CodeSyntax, nil, "%v", err)
+		ls.addf(flows.Pos{File: file}, flows.CodeSyntax, nil, "%v", err)
 	}
 }
 
@@ -502,30 +456,30 @@ func (ls *loadState) execError(err error, thread *starlark.Thread, fs *fileState
 	}
 	var cycle *loadCycleError
 	var ee *starlark.EvalError
-	pos := Pos{File: fs.file.Path}
+	pos := flows.Pos{File: fs.file.Path}
 	if errors.As(err, &ee) {
 		pos = ls.framePos(ee.CallStack, pos)
 	}
 	switch {
 	case errors.As(err, &cycle):
-		ls.addf(pos, CodeLoad, cycle.chain, "load cycle %s", FormatChain(cycle.chain))
+		ls.addf(pos, flows.CodeLoad, cycle.chain, "load cycle %s", flows.FormatChain(cycle.chain))
 	case thread.ExecutionSteps() >= ls.loader.maxSteps():
-		ls.addf(pos, CodeScriptLimit, nil, "script limit (steps): step limit exceeded: the script ran more than %d steps (an endless loop?)", ls.loader.maxSteps())
-	case ee != nil && LimitOf(err) != "":
-		ls.addf(pos, CodeScriptLimit, nil, "%s", ee.Msg)
+		ls.addf(pos, flows.CodeScriptLimit, nil, "script limit (steps): step limit exceeded: the script ran more than %d steps (an endless loop?)", ls.loader.maxSteps())
+	case ee != nil && flows.LimitOf(err) != "":
+		ls.addf(pos, flows.CodeScriptLimit, nil, "%s", ee.Msg)
 	case ee != nil && strings.HasPrefix(ee.Msg, "load: "):
 		// A load() whose module exists but lacks a name.
-		ls.addf(pos, CodeLoad, nil, "%s", ee.Msg)
+		ls.addf(pos, flows.CodeLoad, nil, "%s", ee.Msg)
 	case ee != nil:
-		ls.addf(pos, CodeScript, nil, "%s", ee.Msg)
+		ls.addf(pos, flows.CodeScript, nil, "%s", ee.Msg)
 	default:
-		ls.addf(pos, CodeScript, nil, "%v", err)
+		ls.addf(pos, flows.CodeScript, nil, "%v", err)
 	}
 }
 
 // framePos is the position of the innermost frame of stack that lies in a
 // flow file, moved from a call's parenthesis to the call's start.
-func (ls *loadState) framePos(stack starlark.CallStack, fallback Pos) Pos {
+func (ls *loadState) framePos(stack starlark.CallStack, fallback flows.Pos) flows.Pos {
 	for i := len(stack) - 1; i >= 0; i-- {
 		p := stack[i].Pos
 		fs, ok := ls.files[p.Filename()]
@@ -540,8 +494,8 @@ func (ls *loadState) framePos(stack starlark.CallStack, fallback Pos) Pos {
 	return fallback
 }
 
-func toPos(p syntax.Position) Pos {
-	return Pos{File: p.Filename(), Line: int(p.Line), Col: int(p.Col)}
+func toPos(p syntax.Position) flows.Pos {
+	return flows.Pos{File: p.Filename(), Line: int(p.Line), Col: int(p.Col)}
 }
 
 // indexCalls records, for every call expression of a file, where it
@@ -582,7 +536,7 @@ func (fs *fileState) indexCalls(f *syntax.File) {
 			}
 		}
 		fs.calls[lineCol{c.Lparen.Line, c.Lparen.Col}] = int32(len(fs.sites))
-		fs.sites = append(fs.sites, callSite{start: Pos{File: file, Line: int(start.Line), Col: int(start.Col)}})
+		fs.sites = append(fs.sites, callSite{start: flows.Pos{File: file, Line: int(start.Line), Col: int(start.Col)}})
 		bounds = append(bounds, [2]int{lo, len(kws)})
 		return true
 	})
@@ -609,10 +563,11 @@ func (ls *loadState) callerSite(thread *starlark.Thread) *callSite {
 	return &callSite{start: toPos(p)}
 }
 
-func (s *callSite) at(param string) Pos {
+// ArgPos implements flows.CallSite.
+func (s *callSite) ArgPos(param string) flows.Pos {
 	for _, k := range s.kw {
 		if k.name == param {
-			return Pos{File: s.start.File, Line: int(k.line), Col: int(k.col)}
+			return flows.Pos{File: s.start.File, Line: int(k.line), Col: int(k.col)}
 		}
 	}
 	return s.start
@@ -621,21 +576,22 @@ func (s *callSite) at(param string) Pos {
 // elemAt is the position of element i of the list literal written for
 // param, or of the argument itself when it is not a list literal (a list
 // built by the script has no element positions).
-func (s *callSite) elemAt(param string, i int) Pos {
+// ElemPos implements flows.CallSite.
+func (s *callSite) ElemPos(param string, i int) flows.Pos {
 	for _, k := range s.kw {
 		if k.name == param {
 			if i >= 0 && i < int(k.hi-k.lo) && s.elems != nil {
 				e := (*s.elems)[int(k.lo)+i]
-				return Pos{File: s.start.File, Line: int(e.line), Col: int(e.col)}
+				return flows.Pos{File: s.start.File, Line: int(e.line), Col: int(e.col)}
 			}
-			return Pos{File: s.start.File, Line: int(k.line), Col: int(k.col)}
+			return flows.Pos{File: s.start.File, Line: int(k.line), Col: int(k.col)}
 		}
 	}
 	return s.start
 }
 
-func (ls *loadState) addf(pos Pos, code Code, chain []string, format string, args ...any) {
-	if ls.callables != nil && code != CodeSyntax && code != CodeScript && code != CodeLoad {
+func (ls *loadState) addf(pos flows.Pos, code flows.Code, chain []string, format string, args ...any) {
+	if ls.callables != nil && code != flows.CodeSyntax && code != flows.CodeScript && code != flows.CodeLoad {
 		// An evaluator load only needs the callables; checks were made
 		// when the flow was registered.
 		return
@@ -645,35 +601,35 @@ func (ls *loadState) addf(pos Pos, code Code, chain []string, format string, arg
 		// Diagnostics print one per line.
 		msg = strings.Join(strings.FieldsFunc(msg, func(r rune) bool { return r == '\n' || r == '\r' }), "; ")
 	}
-	ls.diags = append(ls.diags, Diagnostic{Pos: pos, Code: code, Message: msg, Chain: chain})
+	ls.diags = append(ls.diags, flows.Diagnostic{Pos: pos, Code: code, Message: msg, Chain: chain})
 }
 
 // warnf adds a warning: a likely mistake that does not refuse the flow.
-func (ls *loadState) warnf(pos Pos, code Code, format string, args ...any) {
+func (ls *loadState) warnf(pos flows.Pos, code flows.Code, format string, args ...any) {
 	n := len(ls.diags)
 	ls.addf(pos, code, nil, format, args...)
 	if len(ls.diags) > n {
-		ls.diags[n].Severity = SeverityWarning
+		ls.diags[n].Severity = flows.SeverityWarning
 	}
 }
 
 // computeSources fills each flow's source closure and hashes.
 func (ls *loadState) computeSources() {
-	memo := map[string][]File{}
+	memo := map[string][]flows.File{}
 	for _, f := range ls.mod.Flows {
 		file := ls.declFile[f.Name]
 		if _, ok := memo[file]; !ok {
 			memo[file] = ls.closure(file)
 		}
 		src := memo[file]
-		ls.mod.sources[f.Name] = src
-		f.SourceHash = HashSources(src)
+		ls.mod.SetSources(f.Name, src)
+		f.SourceHash = flows.HashSources(src)
 		f.Hash = flowHash(f.Name, f.SourceHash)
 	}
 }
 
 // closure is the file and everything it loads, transitively, sorted.
-func (ls *loadState) closure(file string) []File {
+func (ls *loadState) closure(file string) []flows.File {
 	seen := map[string]bool{}
 	var visit func(p string)
 	visit = func(p string) {
@@ -687,32 +643,12 @@ func (ls *loadState) closure(file string) []File {
 		}
 	}
 	visit(file)
-	out := make([]File, 0, len(seen))
+	out := make([]flows.File, 0, len(seen))
 	for p := range seen {
 		out = append(out, ls.files[p].file)
 	}
-	slices.SortFunc(out, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
+	slices.SortFunc(out, func(a, b flows.File) int { return strings.Compare(a.Path, b.Path) })
 	return out
-}
-
-// HashSources is the content hash of a set of source files: paths and
-// contents, independent of the order given. Flow.SourceHash is this hash
-// of the flow's sources.
-func HashSources(files []File) string {
-	sorted := slices.Clone(files)
-	slices.SortFunc(sorted, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
-	h := sha256.New()
-	h.Write([]byte("weir.flows.sources/v1\x00"))
-	var n [8]byte
-	for _, f := range sorted {
-		binary.BigEndian.PutUint64(n[:], uint64(len(f.Path)))
-		h.Write(n[:])
-		h.Write([]byte(f.Path))
-		binary.BigEndian.PutUint64(n[:], uint64(len(f.Src)))
-		h.Write(n[:])
-		h.Write(f.Src)
-	}
-	return hex.EncodeToString(h.Sum(nil))
 }
 
 func flowHash(name, sourceHash string) string {

@@ -1,4 +1,4 @@
-package flows
+package render
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/weirhq/weir/flows"
 	"github.com/weirhq/weir/internal/panics"
 )
 
@@ -36,8 +37,8 @@ const (
 //
 // The flow is a user's, drawn for everyone who looks at it: a fault in a
 // renderer on it is returned as a *panics.Error, never raised.
-func Render(f *Flow, format string, marks map[string]Mark) (out string, err error) {
-	var render func(*Flow, map[string]Mark) string
+func Render(f *flows.Flow, format string, marks map[string]Mark) (out string, err error) {
+	var render func(*flows.Flow, map[string]Mark) string
 	switch format {
 	case FormatMermaid:
 		render = renderMermaid
@@ -56,24 +57,24 @@ func Render(f *Flow, format string, marks map[string]Mark) (out string, err erro
 }
 
 // label is the text inside a node: its id and what it does.
-func label(n *Node) []string {
+func label(n *flows.Node) []string {
 	lines := []string{n.ID}
 	switch n.Kind {
-	case KindTask:
+	case flows.KindTask:
 		lines = append(lines, "task "+n.Tool)
-	case KindSubflow:
+	case flows.KindSubflow:
 		lines = append(lines, "subflow "+n.Flow)
-	case KindFanout:
+	case flows.KindFanout:
 		what := n.Tool
 		if n.Flow != "" {
 			what = "flow " + n.Flow
 		}
 		lines = append(lines, fmt.Sprintf("fanout %s ×≤%d width %d", what, n.MaxItems, n.Width))
-	case KindWait:
+	case flows.KindWait:
 		lines = append(lines, "wait")
-	case KindBranch:
+	case flows.KindBranch:
 		lines = append(lines, "branch")
-	case KindAgent:
+	case flows.KindAgent:
 		lines = append(lines, agentLabel(n)...)
 	}
 	if n.MaxVisits > 0 {
@@ -84,7 +85,7 @@ func label(n *Node) []string {
 
 // agentLabel says what an agent may do: its model, the tools and flows
 // it may call (a ✋ marks tools a person approves), and its turn bound.
-func agentLabel(n *Node) []string {
+func agentLabel(n *flows.Node) []string {
 	model := n.ModelTool
 	if n.Model != "" {
 		model = n.Model + " via " + n.ModelTool
@@ -125,20 +126,20 @@ func sortedMarks(marks map[string]Mark) []string {
 
 func mermaidID(id string) string { return "n_" + strings.ReplaceAll(id, "-", "_") }
 
-func renderMermaid(f *Flow, marks map[string]Mark) string {
+func renderMermaid(f *flows.Flow, marks map[string]Mark) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "flowchart TD\n")
-	shape := func(n *Node, text string) string {
+	shape := func(n *flows.Node, text string) string {
 		switch n.Kind {
-		case KindBranch:
+		case flows.KindBranch:
 			return "{" + text + "}"
-		case KindWait:
+		case flows.KindWait:
 			return "([" + text + "])"
-		case KindSubflow:
+		case flows.KindSubflow:
 			return "[[" + text + "]]"
-		case KindFanout:
+		case flows.KindFanout:
 			return "[/" + text + "/]"
-		case KindAgent:
+		case flows.KindAgent:
 			return "{{" + text + "}}"
 		}
 		return "[" + text + "]"
@@ -167,10 +168,10 @@ func renderMermaid(f *Flow, marks map[string]Mark) string {
 	return b.String()
 }
 
-func renderDot(f *Flow, marks map[string]Mark) string {
+func renderDot(f *flows.Flow, marks map[string]Mark) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "digraph %q {\n  rankdir=TB;\n  node [shape=box, style=rounded];\n", f.Name)
-	shapes := map[NodeKind]string{KindBranch: "diamond", KindWait: "ellipse", KindSubflow: "box3d", KindFanout: "parallelogram", KindAgent: "hexagon"}
+	shapes := map[flows.NodeKind]string{flows.KindBranch: "diamond", flows.KindWait: "ellipse", flows.KindSubflow: "box3d", flows.KindFanout: "parallelogram", flows.KindAgent: "hexagon"}
 	for _, n := range f.Nodes {
 		attrs := []string{fmt.Sprintf("label=%q", strings.Join(label(n), "\n"))}
 		if s, ok := shapes[n.Kind]; ok {

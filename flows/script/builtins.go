@@ -1,4 +1,4 @@
-package flows
+package script
 
 import (
 	"encoding/json"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weirhq/weir/flows"
 	"go.starlark.net/starlark"
 )
 
@@ -41,7 +42,7 @@ func validName(s string) bool {
 // nodeValue is what task(), subflow(), fanout(), wait(), branch() and
 // agent() return: a node not yet part of a flow.
 type nodeValue struct {
-	node   Node                      // callable refs are set by flow()
+	node   flows.Node                // callable refs are set by flow()
 	values [numParams]starlark.Value // the callables and constants given, by parameter
 	site   *callSite
 	// claimed is set once a flow took node for its own; another flow
@@ -166,7 +167,7 @@ func unpackArgs(b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tupl
 // suggestKeyword is Suggest, falling back to the parameter that shares a
 // long prefix with the keyword: "retry" for retries.
 func suggestKeyword(kw string, params []string) string {
-	if s := Suggest(kw, params); s != "" {
+	if s := flows.Suggest(kw, params); s != "" {
 		return s
 	}
 	best, bestLen := "", 0
@@ -230,23 +231,23 @@ func onlyIDPositional(b *starlark.Builtin, args starlark.Tuple, what string) err
 	return nil
 }
 
-func (ls *loadState) newNode(thread *starlark.Thread, kind NodeKind, id string) *nodeBuilder {
+func (ls *loadState) newNode(thread *starlark.Thread, kind flows.NodeKind, id string) *nodeBuilder {
 	site := ls.callerSite(thread)
 	nb := &nodeBuilder{ls: ls, site: site, nv: &nodeValue{
-		node: Node{ID: id, Kind: kind, Pos: site.start, site: site},
+		node: flows.Node{ID: id, Kind: kind, Pos: site.start, Site: site},
 		site: site,
 	}}
 	if !validName(id) {
-		ls.addf(site.start, CodeInvalid, nil, "%s id %q: ids start with a letter or '_' and hold letters, digits, '_', '-' or '.' (at most %d)", kind, id, maxNameLen)
+		ls.addf(site.start, flows.CodeInvalid, nil, "%s id %q: ids start with a letter or '_' and hold letters, digits, '_', '-' or '.' (at most %d)", kind, id, maxNameLen)
 	}
 	return nb
 }
 
-func (nb *nodeBuilder) n() *Node { return &nb.nv.node }
+func (nb *nodeBuilder) n() *flows.Node { return &nb.nv.node }
 
-func (nb *nodeBuilder) addf(param string, code Code, format string, args ...any) {
+func (nb *nodeBuilder) addf(param string, code flows.Code, format string, args ...any) {
 	prefix := fmt.Sprintf("%s %q: ", nb.n().Kind, nb.n().ID)
-	nb.ls.addf(nb.site.at(param), code, nil, prefix+format, args...)
+	nb.ls.addf(nb.site.ArgPos(param), code, nil, prefix+format, args...)
 }
 
 func (nb *nodeBuilder) wire(param string, v optString, dst *string) {
@@ -254,7 +255,7 @@ func (nb *nodeBuilder) wire(param string, v optString, dst *string) {
 		return
 	}
 	if v.s == "" {
-		nb.addf(param, CodeInvalid, "%s = \"\" names no node; leave it out (or None) to end the run there", param)
+		nb.addf(param, flows.CodeInvalid, "%s = \"\" names no node; leave it out (or None) to end the run there", param)
 		return
 	}
 	*dst = v.s
@@ -262,7 +263,7 @@ func (nb *nodeBuilder) wire(param string, v optString, dst *string) {
 
 func (nb *nodeBuilder) nonNegative(param string, v int64) {
 	if v < 0 {
-		nb.addf(param, CodeInvalid, "%s = %d, must not be negative", param, v)
+		nb.addf(param, flows.CodeInvalid, "%s = %d, must not be negative", param, v)
 	}
 }
 
@@ -270,13 +271,13 @@ func (nb *nodeBuilder) duration(param string, v optString, dst *time.Duration) {
 	if !v.set {
 		return
 	}
-	d, err := ParseDuration(v.s)
+	d, err := flows.ParseDuration(v.s)
 	if err != nil {
-		nb.addf(param, CodeInvalid, "%s: %v", param, err)
+		nb.addf(param, flows.CodeInvalid, "%s: %v", param, err)
 		return
 	}
 	if d <= 0 {
-		nb.addf(param, CodeInvalid, "%s = %q, must be positive", param, v.s)
+		nb.addf(param, flows.CodeInvalid, "%s = %q, must be positive", param, v.s)
 		return
 	}
 	*dst = d
@@ -287,7 +288,7 @@ func (nb *nodeBuilder) name(param string, v optString, dst *string, what string)
 		return
 	}
 	if v.s == "" {
-		nb.addf(param, CodeInvalid, "%s = \"\" names no %s", param, what)
+		nb.addf(param, flows.CodeInvalid, "%s = \"\" names no %s", param, what)
 		return
 	}
 	*dst = v.s
@@ -302,7 +303,7 @@ func (nb *nodeBuilder) value(v starlark.Value, spec valueSpec) {
 	}
 	param := paramNames[spec.param]
 	if msg := checkValue(v, spec); msg != "" {
-		nb.addf(param, CodeInvalid, "%s %s", param, msg)
+		nb.addf(param, flows.CodeInvalid, "%s %s", param, msg)
 	}
 	nb.nv.values[spec.param] = v
 }
@@ -414,7 +415,7 @@ func builtinTask(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 	); err != nil {
 		return nil, err
 	}
-	nb := ls.newNode(thread, KindTask, id)
+	nb := ls.newNode(thread, flows.KindTask, id)
 	n := nb.n()
 	nb.name("tool", optString{tool, true}, &n.Tool, "tool")
 	nb.value(argsV, specArgs)
@@ -434,7 +435,7 @@ func builtinTask(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 // an at-most-once call is never run again, whatever the tool.
 func (nb *nodeBuilder) atMostOnce(atMostOnce bool, retries int) {
 	if atMostOnce && retries > 0 {
-		nb.addf("retries", CodeAtMostOnce, "retries = %d contradicts at_most_once = True: an at-most-once call is never run again", retries)
+		nb.addf("retries", flows.CodeAtMostOnce, "retries = %d contradicts at_most_once = True: an at-most-once call is never run again", retries)
 	}
 }
 
@@ -462,7 +463,7 @@ func builtinSubflow(thread *starlark.Thread, b *starlark.Builtin, args starlark.
 	); err != nil {
 		return nil, err
 	}
-	nb := ls.newNode(thread, KindSubflow, id)
+	nb := ls.newNode(thread, flows.KindSubflow, id)
 	n := nb.n()
 	nb.name("flow", optString{flow, true}, &n.Flow, "flow")
 	nb.value(argsV, specArgs)
@@ -496,7 +497,7 @@ func builtinFanout(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 		retries, maxVisits            int
 		cost, budget                  int64
 		atMostOnce, protected         bool
-		quorum                        = number(DefaultQuorum)
+		quorum                        = number(flows.DefaultQuorum)
 	)
 	if err := unpackArgs(b, args, kwargs,
 		"id", &id, "items", &items, "width?", &width, "depth?", &depth, "max_items?", &maxItems,
@@ -507,13 +508,13 @@ func builtinFanout(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 	); err != nil {
 		return nil, err
 	}
-	nb := ls.newNode(thread, KindFanout, id)
+	nb := ls.newNode(thread, flows.KindFanout, id)
 	n := nb.n()
 	switch {
 	case tool.set && flow.set:
-		nb.addf("flow", CodeInvalid, "give either tool (one tool call per item) or flow (one child run per item), not both")
+		nb.addf("flow", flows.CodeInvalid, "give either tool (one tool call per item) or flow (one child run per item), not both")
 	case !tool.set && !flow.set:
-		nb.addf("", CodeInvalid, "needs tool (one tool call per item) or flow (one child run per item)")
+		nb.addf("", flows.CodeInvalid, "needs tool (one tool call per item) or flow (one child run per item)")
 	}
 	nb.name("tool", tool, &n.Tool, "tool")
 	nb.name("flow", flow, &n.Flow, "flow")
@@ -521,21 +522,21 @@ func builtinFanout(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 	nb.bound("depth", depth, "generations of delegation below the fanout", &n.Depth)
 	nb.bound("max_items", maxItems, "the most items it may fan out over", &n.MaxItems)
 	if items == starlark.None {
-		nb.addf("items", CodeInvalid, "items must be a function called as items(ctx), or a constant list")
+		nb.addf("items", flows.CodeInvalid, "items must be a function called as items(ctx), or a constant list")
 	}
 	nb.value(items, specItems)
 	if seq, ok := items.(starlark.Sequence); ok && n.MaxItems > 0 && seq.Len() > n.MaxItems {
-		nb.addf("items", CodeFanoutBounds, "%d constant items, more than max_items = %d", seq.Len(), n.MaxItems)
+		nb.addf("items", flows.CodeFanoutBounds, "%d constant items, more than max_items = %d", seq.Len(), n.MaxItems)
 	}
 	nb.value(argsV, specFanoutArgs)
 	nb.value(reduce, specReduce)
 	nb.value(mature, specMature)
 	if !(quorum > 0 && quorum <= 1) {
-		nb.addf("quorum", CodeInvalid, "quorum = %g: the share of children that must mature, more than 0 and at most 1", quorum)
+		nb.addf("quorum", flows.CodeInvalid, "quorum = %g: the share of children that must mature, more than 0 and at most 1", quorum)
 	}
 	n.Quorum = float64(quorum)
 	nb.duration("deadline", deadline, &n.Deadline)
-	n.Grace = DefaultGrace
+	n.Grace = flows.DefaultGrace
 	nb.duration("grace", grace, &n.Grace)
 	nb.duration("timeout", timeout, &n.Timeout)
 	nb.wire("next", next, &n.Next)
@@ -544,11 +545,11 @@ func builtinFanout(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 	nb.nonNegative("max_visits", int64(maxVisits))
 	nb.nonNegative("cost", cost)
 	if flow.set && retries > 0 {
-		nb.addf("retries", CodeInvalid, "retries apply to tool calls; a child run handles its own failures")
+		nb.addf("retries", flows.CodeInvalid, "retries apply to tool calls; a child run handles its own failures")
 	}
 	nb.nonNegative("budget", budget)
 	if tool.set && budget > 0 {
-		nb.addf("budget", CodeInvalid, "budget applies to child runs (flow); a tool child reserves its cost")
+		nb.addf("budget", flows.CodeInvalid, "budget applies to child runs (flow); a tool child reserves its cost")
 	}
 	n.Budget = max(budget, 0)
 	nb.atMostOnce(atMostOnce, retries)
@@ -561,9 +562,9 @@ func builtinFanout(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 func (nb *nodeBuilder) bound(param string, v optInt, what string, dst *int) {
 	switch {
 	case !v.set:
-		nb.addf("", CodeFanoutBounds, "must declare %s (%s), a positive constant", param, what)
+		nb.addf("", flows.CodeFanoutBounds, "must declare %s (%s), a positive constant", param, what)
 	case v.n <= 0:
-		nb.addf(param, CodeFanoutBounds, "%s = %d, must be positive (%s)", param, v.n, what)
+		nb.addf(param, flows.CodeFanoutBounds, "%s = %d, must be positive (%s)", param, v.n, what)
 	default:
 		*dst = v.n
 	}
@@ -590,7 +591,7 @@ func builtinWait(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 	); err != nil {
 		return nil, err
 	}
-	nb := ls.newNode(thread, KindWait, id)
+	nb := ls.newNode(thread, flows.KindWait, id)
 	n := nb.n()
 	nb.duration("timeout", timeout, &n.Timeout)
 	nb.value(argsV, specArgs)
@@ -622,10 +623,10 @@ func builtinBranch(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 	); err != nil {
 		return nil, err
 	}
-	nb := ls.newNode(thread, KindBranch, id)
+	nb := ls.newNode(thread, flows.KindBranch, id)
 	n := nb.n()
 	if cond == starlark.None {
-		nb.addf("cond", CodeInvalid, "cond must be a function called as cond(ctx)")
+		nb.addf("cond", flows.CodeInvalid, "cond must be a function called as cond(ctx)")
 	}
 	nb.value(cond, specCond)
 	nb.wire("then", then, &n.Then)
@@ -648,7 +649,7 @@ func builtinFlow(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 	var (
 		name, doc     string
 		nodes         starlark.Value
-		maxDepth      = DefaultMaxDepth
+		maxDepth      = flows.DefaultMaxDepth
 		budget        int64
 		output, input starlark.Value
 	)
@@ -673,34 +674,34 @@ func builtinFlow(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 
 	site := ls.callerSite(thread)
 	fs, _ := thread.Local(localFile).(*fileState)
-	f := &Flow{Name: name, Doc: doc, MaxDepth: maxDepth, Budget: budget, Pos: site.start, input: &inputSchema{}}
-	addf := func(param string, code Code, format string, args ...any) {
-		ls.addf(site.at(param), code, nil, fmt.Sprintf("flow %q: ", name)+format, args...)
+	f := &flows.Flow{Name: name, Doc: doc, MaxDepth: maxDepth, Budget: budget, Pos: site.start}
+	addf := func(param string, code flows.Code, format string, args ...any) {
+		ls.addf(site.ArgPos(param), code, nil, fmt.Sprintf("flow %q: ", name)+format, args...)
 	}
 	if !validName(name) {
-		addf("name", CodeInvalid, "names start with a letter or '_' and hold letters, digits, '_', '-' or '.' (at most %d)", maxNameLen)
+		addf("name", flows.CodeInvalid, "names start with a letter or '_' and hold letters, digits, '_', '-' or '.' (at most %d)", maxNameLen)
 	}
 	if maxDepth < 0 {
-		addf("max_depth", CodeInvalid, "max_depth = %d, must not be negative", maxDepth)
+		addf("max_depth", flows.CodeInvalid, "max_depth = %d, must not be negative", maxDepth)
 	}
 	if budget < 0 {
-		addf("budget", CodeInvalid, "budget = %d, must not be negative", budget)
+		addf("budget", flows.CodeInvalid, "budget = %d, must not be negative", budget)
 	}
 	if len(nvs) == 0 {
-		addf("nodes", CodeInvalid, "has no nodes")
+		addf("nodes", flows.CodeInvalid, "has no nodes")
 	}
-	ls.checkDoc(site.at("doc"), fmt.Sprintf("flow %q", name), doc)
+	ls.checkDoc(site.ArgPos("doc"), fmt.Sprintf("flow %q", name), doc)
 
-	f.Nodes = make([]*Node, 0, len(nvs))
-	f.index = make(map[string]*Node, len(nvs))
+	f.Nodes = make([]*flows.Node, 0, len(nvs))
+	index := make(map[string]*flows.Node, len(nvs))
 	for _, nv := range nvs {
 		n := &nv.node
 		if nv.claimed {
-			n = new(Node)
+			n = new(flows.Node)
 			*n = nv.node
 		}
-		if prev, dup := f.index[n.ID]; dup {
-			ls.addf(n.Pos, CodeDuplicate, nil, "flow %q: node id %q is already used at %s", name, n.ID, prev.Pos)
+		if prev, dup := index[n.ID]; dup {
+			ls.addf(n.Pos, flows.CodeDuplicate, nil, "flow %q: node id %q is already used at %s", name, n.ID, prev.Pos)
 			continue
 		}
 		if !nv.claimed {
@@ -712,7 +713,7 @@ func builtinFlow(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 			if v == nil {
 				continue
 			}
-			ref := &CallableRef{Flow: name, Node: n.ID, Param: paramNames[p]}
+			ref := &flows.CallableRef{Flow: name, Node: n.ID, Param: paramNames[p]}
 			switch p {
 			case paramArgs:
 				n.Args = ref
@@ -739,23 +740,24 @@ func builtinFlow(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 			}
 		}
 		if budget > 0 && n.Budget > budget {
-			ls.addf(n.ArgPos("budget"), CodeInvalid, nil, "flow %q: node %s's budget = %d is more than the flow's budget = %d: its child run could never be admitted",
+			ls.addf(n.ArgPos("budget"), flows.CodeInvalid, nil, "flow %q: node %s's budget = %d is more than the flow's budget = %d: its child run could never be admitted",
 				name, n.ID, n.Budget, budget)
 		}
-		f.index[n.ID] = n
+		index[n.ID] = n
 		f.Nodes = append(f.Nodes, n)
 	}
+	f.Seal()
 	if len(f.Nodes) > 0 {
 		f.Entry = f.Nodes[0].ID
 	}
 
 	if output != nil && output != starlark.None {
 		if msg := checkValue(output, specOutput); msg != "" {
-			addf("output", CodeInvalid, "output %s", msg)
+			addf("output", flows.CodeInvalid, "output %s", msg)
 		}
-		f.Output = &CallableRef{Flow: name, Param: "output"}
+		f.Output = &flows.CallableRef{Flow: name, Param: "output"}
 		if ls.callables != nil {
-			ls.callables[*f.Output] = callable{value: output, pos: site.at("output")}
+			ls.callables[*f.Output] = callable{value: output, pos: site.ArgPos("output")}
 		}
 	}
 	if input != nil && input != starlark.None {
@@ -767,42 +769,40 @@ func builtinFlow(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 	}
 
 	if prev, dup := ls.flowPos[name]; dup {
-		ls.addf(site.start, CodeDuplicate, nil, "flow %q is already declared at %s", name, prev)
+		ls.addf(site.start, flows.CodeDuplicate, nil, "flow %q is already declared at %s", name, prev)
 		return starlark.None, nil
 	}
 	ls.flowPos[name] = f.Pos
 	if fs != nil {
 		ls.declFile[name] = fs.file.Path
 	}
-	ls.mod.Flows = append(ls.mod.Flows, f)
-	ls.mod.byName[name] = f
+	ls.mod.AddFlow(f)
 	return starlark.None, nil
 }
 
 // inputSchemaOf encodes and compiles a flow's input schema (or an
 // agent's output schema) and checks its bounds; the message is empty
 // when it is valid, else code says which check refused it.
-func inputSchemaOf(v starlark.Value) (json.RawMessage, Code, string) {
+func inputSchemaOf(v starlark.Value) (json.RawMessage, flows.Code, string) {
 	if _, ok := v.(*starlark.Dict); !ok {
-		return nil, CodeInvalid, fmt.Sprintf("must be a JSON schema written as a dict; got a %s", v.Type())
+		return nil, flows.CodeInvalid, fmt.Sprintf("must be a JSON schema written as a dict; got a %s", v.Type())
 	}
 	g, err := fromStarlark(v)
 	if err != nil {
-		return nil, CodeInvalid, fmt.Sprintf("has no JSON form: %v", err)
+		return nil, flows.CodeInvalid, fmt.Sprintf("has no JSON form: %v", err)
 	}
 	b, err := json.Marshal(g)
 	if err != nil {
-		return nil, CodeInvalid, fmt.Sprintf("has no JSON form: %v", err)
+		return nil, flows.CodeInvalid, fmt.Sprintf("has no JSON form: %v", err)
 	}
-	if len(b) > MaxSchemaBytes {
-		return nil, CodeSchemaLimit, fmt.Sprintf("is %d bytes as JSON, more than the limit of %d (flows.MaxSchemaBytes)", len(b), MaxSchemaBytes)
+	if len(b) > flows.MaxSchemaBytes {
+		return nil, flows.CodeSchemaLimit, fmt.Sprintf("is %d bytes as JSON, more than the limit of %d (flows.MaxSchemaBytes)", len(b), flows.MaxSchemaBytes)
 	}
-	s, err := compileSchema(b)
-	if err != nil {
-		return nil, CodeInvalid, fmt.Sprintf("is not a valid JSON schema: %s", schemaErrorText(err))
-	}
-	if _, err := schemaCost(s); err != nil {
-		return nil, CodeSchemaLimit, fmt.Sprintf("is refused: %v", err)
+	if limit, err := flows.CheckUserSchema(b); err != nil {
+		if limit {
+			return nil, flows.CodeSchemaLimit, fmt.Sprintf("is refused: %v", err)
+		}
+		return nil, flows.CodeInvalid, fmt.Sprintf("is not a valid JSON schema: %s", err)
 	}
 	return b, "", ""
 }

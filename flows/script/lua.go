@@ -1,4 +1,4 @@
-package flows
+package script
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/weirhq/weir/flows"
 	lua "github.com/yuin/gopher-lua"
 	"github.com/yuin/gopher-lua/ast"
 	"github.com/yuin/gopher-lua/parse"
@@ -59,7 +60,7 @@ type luaProgram struct {
 
 // luaSyntaxError is a Lua file that does not parse or compile.
 type luaSyntaxError struct {
-	pos Pos
+	pos flows.Pos
 	msg string
 }
 
@@ -71,7 +72,7 @@ func (fs *fileState) compileLua() {
 	path := fs.file.Path
 	chunk, err := parse.Parse(bytes.NewReader(fs.file.Src), path)
 	if err != nil {
-		se := &luaSyntaxError{pos: Pos{File: path}, msg: err.Error()}
+		se := &luaSyntaxError{pos: flows.Pos{File: path}, msg: err.Error()}
 		var pe *parse.Error
 		if errors.As(err, &pe) {
 			se.pos.Line = pe.Pos.Line
@@ -88,7 +89,7 @@ func (fs *fileState) compileLua() {
 	sites := luaSites(path, chunk) // before compiling: it adjusts the tree
 	proto, err := lua.Compile(chunk, path)
 	if err != nil {
-		fs.compileErr = &luaSyntaxError{pos: Pos{File: path}, msg: err.Error()}
+		fs.compileErr = &luaSyntaxError{pos: flows.Pos{File: path}, msg: err.Error()}
 		return
 	}
 	fs.lua = &luaProgram{proto: proto, sites: sites}
@@ -129,7 +130,7 @@ func luaSites(file string, chunk []ast.Stmt) map[int]*callSite {
 		if !ok {
 			continue
 		}
-		s := &callSite{start: Pos{File: file, Line: c.Line()}}
+		s := &callSite{start: flows.Pos{File: file, Line: c.Line()}}
 		var kws []kwArg
 		for _, f := range t.Fields {
 			k, ok := f.Key.(*ast.StringExpr)
@@ -288,7 +289,7 @@ type stepCounter struct {
 	done         chan struct{}
 	// hit is the last script limit other than steps that a builtin
 	// raised (raiseLimit).
-	hit *LimitError
+	hit *flows.LimitError
 }
 
 var errLuaSteps = errors.New("step limit exceeded")
@@ -320,9 +321,9 @@ func (c *stepCounter) exceeded() bool { return c.steps > c.limit }
 // message (without positions) is msg, or nil if none did: the step limit
 // when it ran out, or the limit a builtin raised with that very message.
 // A script that raises the same text itself with error() hit no limit.
-func (c *stepCounter) limitError(msg, what string) *LimitError {
+func (c *stepCounter) limitError(msg, what string) *flows.LimitError {
 	if c.exceeded() {
-		return &LimitError{Limit: LimitSteps, Detail: fmt.Sprintf("step limit exceeded: the %s ran more than %d steps (an endless loop?)", what, c.limit)}
+		return &flows.LimitError{Limit: flows.LimitSteps, Detail: fmt.Sprintf("step limit exceeded: the %s ran more than %d steps (an endless loop?)", what, c.limit)}
 	}
 	if c.hit != nil && msg == c.hit.Error() {
 		return c.hit
@@ -333,8 +334,8 @@ func (c *stepCounter) limitError(msg, what string) *LimitError {
 // raiseLimit stops the script with a script limit (a Lua error the
 // script may catch with pcall), reported as E_SCRIPT_LIMIT if it ends
 // the execution.
-func raiseLimit(L *lua.LState, limit Limit, format string, args ...any) {
-	le := &LimitError{Limit: limit, Detail: fmt.Sprintf(format, args...)}
+func raiseLimit(L *lua.LState, limit flows.Limit, format string, args ...any) {
+	le := &flows.LimitError{Limit: limit, Detail: fmt.Sprintf(format, args...)}
 	if sc, ok := L.Context().(*stepCounter); ok {
 		sc.hit = le
 	}
@@ -420,7 +421,7 @@ func capResults(L *lua.LState, t *lua.LTable, name string, count func(*lua.LStat
 	fn := t.RawGetString(name).(*lua.LFunction)
 	t.RawSetString(name, L.NewFunction(func(L *lua.LState) int {
 		if n := count(L); n > LuaMaxResults {
-			raiseLimit(L, LimitSize, "%s: %d results, more than the limit of %d (LuaMaxResults)", name, n, LuaMaxResults)
+			raiseLimit(L, flows.LimitSize, "%s: %d results, more than the limit of %d (LuaMaxResults)", name, n, LuaMaxResults)
 		}
 		return fn.GFunction(L)
 	}))
@@ -468,7 +469,7 @@ func chargeSteps(L *lua.LState, fn string, cost uint64) {
 }
 
 func tooLong(L *lua.LState, fn string, n int64) {
-	raiseLimit(L, LimitSize, "%s: the result would be %d bytes, more than the limit of %d (LuaMaxStringBytes)", fn, n, LuaMaxStringBytes)
+	raiseLimit(L, flows.LimitSize, "%s: the result would be %d bytes, more than the limit of %d (LuaMaxStringBytes)", fn, n, LuaMaxStringBytes)
 }
 
 // jsonLowerBound is at least the bytes json.Marshal would write for v,
@@ -550,7 +551,7 @@ type luaRun struct {
 	declare bool
 	// collected are the Lua functions passed to builtins, by reference
 	// (fresh evaluator states only).
-	collected map[CallableRef]*lua.LFunction
+	collected map[flows.CallableRef]*lua.LFunction
 	done      bool // the file ran to its end: builtins are refused
 }
 
@@ -596,7 +597,7 @@ func (r *luaRun) setup() {
 			}
 		}
 		if errors.Is(err, errLuaDepth) {
-			raiseLimit(L, LimitDepth, "json.encode: the value is nested more than %d deep (MaxValueDepth)", MaxValueDepth)
+			raiseLimit(L, flows.LimitDepth, "json.encode: the value is nested more than %d deep (MaxValueDepth)", flows.MaxValueDepth)
 		}
 		L.RaiseError("json.encode: %v", err)
 		return 0
@@ -606,7 +607,7 @@ func (r *luaRun) setup() {
 		src := L.CheckString(1)
 		chargeSteps(L, "json.decode", uint64(len(src))/LuaBytesPerStep)
 		if err := checkJSONNesting(src); err != nil {
-			raiseLimit(L, LimitDepth, "%s", err.(*LimitError).Detail)
+			raiseLimit(L, flows.LimitDepth, "%s", err.(*flows.LimitError).Detail)
 		}
 		err := unmarshalNumbers([]byte(src), &g)
 		if err == nil {
@@ -725,7 +726,7 @@ func (r *luaRun) site(L *lua.LState) *callSite {
 	if s, ok := r.fs.lua.sites[line]; ok {
 		return s
 	}
-	return &callSite{start: Pos{File: r.fs.file.Path, Line: line}}
+	return &callSite{start: flows.Pos{File: r.fs.file.Path, Line: line}}
 }
 
 // collect is a builtin in a fresh evaluator state: it records the
@@ -748,7 +749,7 @@ func (r *luaRun) collect(L *lua.LState, name string, t *lua.LTable) int {
 		flow = string(s)
 	}
 	if fn, ok := t.RawGetString("output").(*lua.LFunction); ok {
-		r.collected[CallableRef{Flow: flow, Param: "output"}] = fn
+		r.collected[flows.CallableRef{Flow: flow, Param: "output"}] = fn
 	}
 	nodes, _ := t.RawGetString("nodes").(*lua.LTable)
 	if nodes == nil {
@@ -765,7 +766,7 @@ func (r *luaRun) collect(L *lua.LState, name string, t *lua.LTable) int {
 		}
 		for _, p := range paramNames {
 			if fn, ok := n.params.RawGetString(p).(*lua.LFunction); ok {
-				ref := CallableRef{Flow: flow, Node: n.id, Param: p}
+				ref := flows.CallableRef{Flow: flow, Node: n.id, Param: p}
 				if _, dup := r.collected[ref]; !dup {
 					r.collected[ref] = fn
 				}
@@ -796,10 +797,10 @@ func (ls *loadState) execLua(fs *fileState) error {
 	ls.incomplete = true
 	pos, msg := luaErrorPos(err, fs.file.Path)
 	if le := sc.limitError(msg, "script"); le != nil {
-		ls.addf(pos, CodeScriptLimit, nil, "%s", le.Error())
+		ls.addf(pos, flows.CodeScriptLimit, nil, "%s", le.Error())
 		return errLoadFailed
 	}
-	ls.addf(pos, CodeScript, nil, "%s", msg)
+	ls.addf(pos, flows.CodeScript, nil, "%s", msg)
 	return errLoadFailed
 }
 
@@ -807,7 +808,7 @@ var luaErrorLine = regexp.MustCompile(`^([^\s:]+):(\d+): `)
 
 // luaErrorPos splits a Lua error into the position gopher-lua prefixed
 // and the message, without the stack traceback.
-func luaErrorPos(err error, file string) (Pos, string) {
+func luaErrorPos(err error, file string) (flows.Pos, string) {
 	msg := err.Error()
 	var ae *lua.ApiError
 	if errors.As(err, &ae) && ae.Object != nil {
@@ -819,7 +820,7 @@ func luaErrorPos(err error, file string) (Pos, string) {
 		}
 	}
 	msg, _, _ = strings.Cut(msg, "\nstack traceback:")
-	pos := Pos{File: file}
+	pos := flows.Pos{File: file}
 	for {
 		m := luaErrorLine.FindStringSubmatch(msg)
 		if m == nil {
@@ -852,10 +853,10 @@ const luaMaxConvertValues = 1 << 20
 
 // errLuaDepth is a value nested deeper than MaxValueDepth crossing
 // between Go and Lua.
-var errLuaDepth = fmt.Errorf("value nested more than %d deep", MaxValueDepth)
+var errLuaDepth = fmt.Errorf("value nested more than %d deep", flows.MaxValueDepth)
 
 func luaConvert(fs *fileState, v lua.LValue, depth int, count *int) (starlark.Value, error) {
-	if depth > MaxValueDepth {
+	if depth > flows.MaxValueDepth {
 		return nil, errLuaDepth
 	}
 	if *count++; *count > luaMaxConvertValues {
@@ -950,7 +951,7 @@ func luaTableToStarlark(fs *fileState, t *lua.LTable, depth int, count *int) (st
 // ctx, items and results) to Lua; empty lists and objects keep their
 // kind through array{}/object{} metatables.
 func goToLua(L *lua.LState, v any, depth int) (lua.LValue, error) {
-	if depth > MaxValueDepth {
+	if depth > flows.MaxValueDepth {
 		return nil, errLuaDepth
 	}
 	if sv, ok := v.(starlark.Value); ok {
@@ -1045,9 +1046,9 @@ func (f *luaFunc) arity() (int, bool) {
 // luaCallError is a Lua callable's run-time failure; limit is set when
 // a script limit stopped it.
 type luaCallError struct {
-	pos   Pos
+	pos   flows.Pos
 	msg   string
-	limit Limit
+	limit flows.Limit
 }
 
 func (e *luaCallError) Error() string { return e.pos.String() + ": " + e.msg }
@@ -1055,7 +1056,7 @@ func (e *luaCallError) Error() string { return e.pos.String() + ": " + e.msg }
 // CallInternal runs the function for the reference the Evaluator set on
 // the thread.
 func (f *luaFunc) CallInternal(thread *starlark.Thread, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	ref, _ := thread.Local(localRef).(CallableRef)
+	ref, _ := thread.Local(localRef).(flows.CallableRef)
 	limit, _ := thread.Local(localSteps).(uint64)
 	if limit == 0 {
 		limit = DefaultMaxSteps
@@ -1065,7 +1066,7 @@ func (f *luaFunc) CallInternal(thread *starlark.Thread, args starlark.Tuple, kwa
 	}
 	L, sc := newLuaSandbox(limit)
 	defer L.Close()
-	r := &luaRun{fs: f.fs, L: L, collected: map[CallableRef]*lua.LFunction{}}
+	r := &luaRun{fs: f.fs, L: L, collected: map[flows.CallableRef]*lua.LFunction{}}
 	r.setup()
 	L.Push(L.NewFunctionFromProto(f.fs.lua.proto))
 	if err := L.PCall(0, 0, nil); err != nil {
@@ -1097,7 +1098,7 @@ func (f *luaFunc) CallInternal(thread *starlark.Thread, args starlark.Tuple, kwa
 		ce := &luaCallError{pos: pos, msg: msg}
 		if le := sc.limitError(msg, "callable"); le != nil {
 			ce.limit = le.Limit
-			if le.Limit == LimitSteps {
+			if le.Limit == flows.LimitSteps {
 				ce.msg = le.Detail // as a Starlark callable's
 			}
 		}
@@ -1118,7 +1119,7 @@ func (f *luaFunc) CallInternal(thread *starlark.Thread, args starlark.Tuple, kwa
 	}
 	sv, err := luaToStarlark(f.fs, ret, 0)
 	if err != nil {
-		return nil, &luaCallError{pos: Pos{File: f.fs.file.Path, Line: f.line}, msg: fmt.Sprintf("%s returned a value with no JSON form: %v", ref.Param, err)}
+		return nil, &luaCallError{pos: flows.Pos{File: f.fs.file.Path, Line: f.line}, msg: fmt.Sprintf("%s returned a value with no JSON form: %v", ref.Param, err)}
 	}
 	return sv, nil
 }

@@ -1,4 +1,4 @@
-package flows
+package script
 
 import (
 	"container/list"
@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/weirhq/weir/flows"
 	"golang.org/x/sync/singleflight"
 )
 
@@ -122,7 +123,7 @@ func (c *Cache) Stats() CacheStats {
 // it calls load for the stored IR (the JSON a Flow marshals to) and decodes
 // it once for every caller. IR that does not decode, or that is the IR of
 // another version, is an error.
-func (c *Cache) Flow(ctx context.Context, hash string, load func(context.Context) ([]byte, error)) (*Flow, error) {
+func (c *Cache) Flow(ctx context.Context, hash string, load func(context.Context) ([]byte, error)) (*flows.Flow, error) {
 	if hash == "" {
 		return nil, ErrCacheKey
 	}
@@ -131,7 +132,7 @@ func (c *Cache) Flow(ctx context.Context, hash string, load func(context.Context
 		if err != nil {
 			return nil, 0, err
 		}
-		var f Flow
+		var f flows.Flow
 		if err := json.Unmarshal(ir, &f); err != nil {
 			return nil, 0, fmt.Errorf("version %s: IR: %w", hash, err)
 		}
@@ -143,14 +144,14 @@ func (c *Cache) Flow(ctx context.Context, hash string, load func(context.Context
 	if err != nil {
 		return nil, err
 	}
-	return v.(*Flow), nil
+	return v.(*flows.Flow), nil
 }
 
 // Evaluator returns the evaluator of the sources with the given hash. On a
 // miss it calls load for the stored sources and re-runs them once for every
 // caller (Loader.NewEvaluator). Sources that no longer load, or that hash
 // to something else, are an error.
-func (c *Cache) Evaluator(ctx context.Context, sourceHash string, load func(context.Context) ([]File, error)) (*Evaluator, error) {
+func (c *Cache) Evaluator(ctx context.Context, sourceHash string, load func(context.Context) ([]flows.File, error)) (*Evaluator, error) {
 	if sourceHash == "" {
 		return nil, ErrCacheKey
 	}
@@ -159,7 +160,7 @@ func (c *Cache) Evaluator(ctx context.Context, sourceHash string, load func(cont
 		if err != nil {
 			return nil, 0, err
 		}
-		if got := HashSources(files); got != sourceHash {
+		if got := flows.HashSources(files); got != sourceHash {
 			return nil, 0, fmt.Errorf("sources %s: the stored files hash to %s", sourceHash, got)
 		}
 		ev, err := c.loader.NewEvaluator(files)
@@ -253,6 +254,15 @@ func (c *Cache) add(key string, v any, n int64) any {
 	c.evictLocked()
 	return v
 }
+
+// Memo returns what Remember kept under key, counting a hit or a miss. A
+// caller keeps its own entries this way under keys of its own namespace
+// (the registry's checks, "check:..."), charged against the same bound.
+func (c *Cache) Memo(key string) (any, bool) { return c.lookup(key, true) }
+
+// Remember keeps v under key in place of whatever was there, charged n
+// bytes plus the overhead of every entry, then evicts down to the bound.
+func (c *Cache) Remember(key string, v any, n int64) { c.replace(key, v, n+entryOverhead) }
 
 // replace keeps v under key as the most recently used entry in place of
 // whatever was there, then evicts down to the bound.

@@ -1,10 +1,11 @@
-package flows
+package script
 
 import (
 	"fmt"
 	"slices"
 	"strings"
 
+	"github.com/weirhq/weir/flows"
 	"go.starlark.net/starlark"
 )
 
@@ -61,7 +62,7 @@ func builtinAgent(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 		id, doc                string
 		prompt, system, output starlark.Value
 		model, modelTool       optString
-		tools, flows, approve  stringList
+		tools, flowNames, approve stringList
 		maxTurns, maxTokens    optInt
 		next, errw, timeout    optString
 		maxVisits              int
@@ -70,17 +71,17 @@ func builtinAgent(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 	)
 	if err := unpackArgs(b, args, kwargs,
 		"id", &id, "prompt", &prompt, "model?", &model, "model_tool?", &modelTool, "system?", &system,
-		"tools?", &tools, "flows?", &flows, "approve?", &approve,
+		"tools?", &tools, "flows?", &flowNames, "approve?", &approve,
 		"max_turns?", &maxTurns, "max_tokens?", &maxTokens, "output?", &output,
 		"at_most_once?", &atMostOnce, "next?", &next, "error?", &errw, "max_visits?", &maxVisits,
 		"timeout?", &timeout, "cost?", &cost, "protected?", &protected, "doc?", &doc,
 	); err != nil {
 		return nil, err
 	}
-	nb := ls.newNode(thread, KindAgent, id)
+	nb := ls.newNode(thread, flows.KindAgent, id)
 	n := nb.n()
 	if !model.set && !modelTool.set {
-		nb.addf("", CodeInvalid, "needs model (a model alias of %s) or model_tool (a tool that speaks the chat contract)", DefaultModelTool)
+		nb.addf("", flows.CodeInvalid, "needs model (a model alias of %s) or model_tool (a tool that speaks the chat contract)", DefaultModelTool)
 	}
 	nb.name("model_tool", modelTool, &n.ModelTool, "tool")
 	nb.name("model", model, &n.Model, "model alias")
@@ -88,37 +89,37 @@ func builtinAgent(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 		n.ModelTool = DefaultModelTool
 	}
 	if prompt == starlark.None {
-		nb.addf("prompt", CodeInvalid, "prompt must be a function called as prompt(ctx), or a constant string")
+		nb.addf("prompt", flows.CodeInvalid, "prompt must be a function called as prompt(ctx), or a constant string")
 	}
 	nb.value(prompt, specPrompt)
 	nb.value(system, specSystem)
 
 	n.Tools = nb.names("tools", tools, "tool")
-	n.Flows = nb.names("flows", flows, "flow")
+	n.Flows = nb.names("flows", flowNames, "flow")
 	n.Approve = nb.names("approve", approve, "tool")
 	for i, t := range n.Approve {
 		if slices.Contains(n.Tools, t) {
 			continue
 		}
 		hint := ""
-		if s := Suggest(t, n.Tools); s != "" {
+		if s := flows.Suggest(t, n.Tools); s != "" {
 			hint = fmt.Sprintf(" (did you mean %q?)", s)
 		}
-		nb.addfAt(n.elemPos("approve", i), CodeInvalid, "approve names %q, which is not in tools%s; approve says which of the agent's tools wait for a person, so add it to tools", t, hint)
+		nb.addfAt(n.ElemPos("approve", i), flows.CodeInvalid, "approve names %q, which is not in tools%s; approve says which of the agent's tools wait for a person, so add it to tools", t, hint)
 	}
 	nb.modelNames()
 
 	switch {
 	case !maxTurns.set:
-		nb.addf("", CodeAgentBounds, "must declare max_turns (the most model turns, 1 to %d), a constant", MaxAgentTurns)
+		nb.addf("", flows.CodeAgentBounds, "must declare max_turns (the most model turns, 1 to %d), a constant", MaxAgentTurns)
 	case maxTurns.n < 1 || maxTurns.n > MaxAgentTurns:
-		nb.addf("max_turns", CodeAgentBounds, "max_turns = %d, must be between 1 and %d", maxTurns.n, MaxAgentTurns)
+		nb.addf("max_turns", flows.CodeAgentBounds, "max_turns = %d, must be between 1 and %d", maxTurns.n, MaxAgentTurns)
 	default:
 		n.MaxTurns = maxTurns.n
 	}
 	if maxTokens.set {
 		if maxTokens.n <= 0 {
-			nb.addf("max_tokens", CodeAgentBounds, "max_tokens = %d, must be positive (leave it out for the model's own limit)", maxTokens.n)
+			nb.addf("max_tokens", flows.CodeAgentBounds, "max_tokens = %d, must be positive (leave it out for the model's own limit)", maxTokens.n)
 		} else {
 			n.MaxTokens = maxTokens.n
 		}
@@ -141,7 +142,7 @@ func builtinAgent(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 	return nb.nv, nil
 }
 
-func (nb *nodeBuilder) addfAt(pos Pos, code Code, format string, args ...any) {
+func (nb *nodeBuilder) addfAt(pos flows.Pos, code flows.Code, format string, args ...any) {
 	prefix := fmt.Sprintf("%s %q: ", nb.n().Kind, nb.n().ID)
 	nb.ls.addf(pos, code, nil, prefix+format, args...)
 }
@@ -154,12 +155,12 @@ func (nb *nodeBuilder) names(param string, l stringList, what string) []string {
 	}
 	out := make([]string, 0, len(l.list))
 	for i, s := range l.list {
-		pos := nb.n().elemPos(param, i)
+		pos := nb.n().ElemPos(param, i)
 		switch {
 		case s == "":
-			nb.addfAt(pos, CodeInvalid, "%s[%d] = \"\" names no %s", param, i, what)
+			nb.addfAt(pos, flows.CodeInvalid, "%s[%d] = \"\" names no %s", param, i, what)
 		case slices.Contains(out, s):
-			nb.addfAt(pos, CodeDuplicate, "%s names %s %q twice", param, what, s)
+			nb.addfAt(pos, flows.CodeDuplicate, "%s names %s %q twice", param, what, s)
 		default:
 			out = append(out, s)
 		}
@@ -176,13 +177,13 @@ func (nb *nodeBuilder) modelNames() {
 	seen := map[string]offer{}
 	check := func(param, what string, names []string) {
 		for i, name := range names {
-			m, err := ModelToolName(name)
+			m, err := flows.ModelToolName(name)
 			if err != nil {
-				nb.addfAt(n.elemPos(param, i), CodeToolNameCollision, "%s %q: %v", what, name, err)
+				nb.addfAt(n.ElemPos(param, i), flows.CodeToolNameCollision, "%s %q: %v", what, name, err)
 				continue
 			}
 			if prev, dup := seen[m]; dup {
-				nb.addfAt(n.elemPos(param, i), CodeToolNameCollision,
+				nb.addfAt(n.ElemPos(param, i), flows.CodeToolNameCollision,
 					"%s %q and %s %q both reach the model as %q; offer only one of them", what, name, prev.what, prev.name, m)
 				continue
 			}
@@ -197,7 +198,7 @@ func (nb *nodeBuilder) modelNames() {
 // model tool speaks the chat contract and offers the model alias, and
 // every tool the model may call without a person is idempotent or the
 // node accepts at-most-once.
-func (ls *loadState) checkAgent(n *Node, tools Catalog) {
+func (ls *loadState) checkAgent(n *flows.Node, tools flows.Catalog) {
 	if n.ModelTool != "" {
 		pos := n.ArgPos("model_tool")
 		if pos == n.Pos {
@@ -208,28 +209,28 @@ func (ls *loadState) checkAgent(n *Node, tools Catalog) {
 		}
 	}
 	for i, t := range n.Tools {
-		pos := n.elemPos("tools", i)
+		pos := n.ElemPos("tools", i)
 		info, ok := ls.lookupTool(n, t, pos, tools)
 		if !ok || info.Idempotent || n.AtMostOnce || slices.Contains(n.Approve, t) {
 			continue
 		}
-		ls.addf(pos, CodeAtMostOnce, nil,
+		ls.addf(pos, flows.CodeAtMostOnce, nil,
 			"agent %q: tool %q is not idempotent; add it to approve (a person approves each call) or declare at_most_once = True (a call whose outcome is unknown is told to the model as unknown, never run again)",
 			n.ID, t)
 	}
 }
 
-func (ls *loadState) checkModel(n *Node, info ToolInfo, pos Pos, tools Catalog) {
+func (ls *loadState) checkModel(n *flows.Node, info flows.ToolInfo, pos flows.Pos, tools flows.Catalog) {
 	if !info.Chat {
 		hint := ""
 		if chat := chatTools(tools); len(chat) > 0 {
 			hint = fmt.Sprintf("; installed chat tools: %s", strings.Join(chat, ", "))
 		}
-		ls.addf(pos, CodeNotChat, nil, "agent %q: tool %q does not speak the chat contract, so it cannot take an agent's model turns%s", n.ID, n.ModelTool, hint)
+		ls.addf(pos, flows.CodeNotChat, nil, "agent %q: tool %q does not speak the chat contract, so it cannot take an agent's model turns%s", n.ID, n.ModelTool, hint)
 		return
 	}
 	if !info.Idempotent && !n.AtMostOnce {
-		ls.addf(pos, CodeAtMostOnce, nil,
+		ls.addf(pos, flows.CodeAtMostOnce, nil,
 			"agent %q: model tool %q is not idempotent; declare at_most_once = True to accept that a turn whose outcome is unknown takes the error wire instead of being asked again",
 			n.ID, n.ModelTool)
 	}
@@ -238,9 +239,9 @@ func (ls *loadState) checkModel(n *Node, info ToolInfo, pos Pos, tools Catalog) 
 	}
 	m, ok := info.Model(n.Model)
 	if !ok {
-		aliases := info.modelAliases()
+		aliases := info.ModelAliases()
 		var hint string
-		switch s := Suggest(n.Model, aliases); {
+		switch s := flows.Suggest(n.Model, aliases); {
 		case s != "":
 			hint = fmt.Sprintf(" (did you mean %q?)", s)
 		case len(aliases) > 0:
@@ -248,18 +249,18 @@ func (ls *loadState) checkModel(n *Node, info ToolInfo, pos Pos, tools Catalog) 
 		default:
 			hint = "; it declares no model aliases (configure them in its plugin's models)"
 		}
-		ls.addf(n.ArgPos("model"), CodeUnknownModel, nil, "agent %q: tool %q offers no model %q%s", n.ID, n.ModelTool, n.Model, hint)
+		ls.addf(n.ArgPos("model"), flows.CodeUnknownModel, nil, "agent %q: tool %q offers no model %q%s", n.ID, n.ModelTool, n.Model, hint)
 		return
 	}
 	if m.MaxTokens > 0 && n.MaxTokens > m.MaxTokens {
-		ls.addf(n.ArgPos("max_tokens"), CodeAgentBounds, nil, "agent %q: max_tokens = %d, more than model %q allows (%d)", n.ID, n.MaxTokens, n.Model, m.MaxTokens)
+		ls.addf(n.ArgPos("max_tokens"), flows.CodeAgentBounds, nil, "agent %q: max_tokens = %d, more than model %q allows (%d)", n.ID, n.MaxTokens, n.Model, m.MaxTokens)
 	}
 }
 
 // chatTools lists the catalog's tools that speak the chat contract, when
 // the catalog can list its tools.
-func chatTools(tools Catalog) []string {
-	named, ok := tools.(ToolLister)
+func chatTools(tools flows.Catalog) []string {
+	named, ok := tools.(flows.ToolLister)
 	if !ok {
 		return nil
 	}
