@@ -59,15 +59,15 @@ func builtinAgent(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 		return nil, err
 	}
 	var (
-		id, doc                string
-		prompt, system, output starlark.Value
-		model, modelTool       optString
+		id, doc                   string
+		prompt, system, output    starlark.Value
+		model, modelTool          optString
 		tools, flowNames, approve stringList
-		maxTurns, maxTokens    optInt
-		next, errw, timeout    optString
-		maxVisits              int
-		cost                   int64
-		atMostOnce, protected  bool
+		maxTurns, maxTokens       optInt
+		next, errw, timeout       optString
+		maxVisits                 int
+		cost                      int64
+		atMostOnce, protected     bool
 	)
 	if err := unpackArgs(b, args, kwargs,
 		"id", &id, "prompt", &prompt, "model?", &model, "model_tool?", &modelTool, "system?", &system,

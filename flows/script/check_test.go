@@ -1,8 +1,6 @@
-package flows
+package script_test
 
 import (
-	"bytes"
-	"flag"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -10,9 +8,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite golden files")
+	"github.com/weirhq/weir/flows/registry"
+
+	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/flows/internal/flowtest"
+)
 
 // The language's checks are tested by data: every file under
 // testdata/check holds flows, and every line that causes a diagnostic says
@@ -30,20 +31,20 @@ var update = flag.Bool("update", false, "rewrite golden files")
 var wantRE = regexp.MustCompile(`want: ([EW]_[A-Z_]+) col=(\d+)(?: chain="([^"]*)")?(?: msg="((?:[^"\\]|\\.)*)")?`)
 
 type want struct {
-	pos   Pos
-	code  Code
+	pos   flows.Pos
+	code  flows.Code
 	chain []string
 	msg   string
 }
 
-func parseWants(t *testing.T, files []File) []want {
+func parseWants(t *testing.T, files []flows.File) []want {
 	t.Helper()
 	var wants []want
 	for _, f := range files {
 		for i, line := range strings.Split(string(f.Src), "\n") {
 			for _, m := range wantRE.FindAllStringSubmatch(line, -1) {
 				col, _ := strconv.Atoi(m[2])
-				w := want{pos: Pos{File: f.Path, Line: i + 1, Col: col}, code: Code(m[1])}
+				w := want{pos: flows.Pos{File: f.Path, Line: i + 1, Col: col}, code: flows.Code(m[1])}
 				if m[3] != "" {
 					w.chain = strings.Split(m[3], " -> ")
 				}
@@ -61,32 +62,10 @@ func parseWants(t *testing.T, files []File) []want {
 	return wants
 }
 
-func readStar(t testing.TB, paths ...string) []File {
-	t.Helper()
-	var files []File
-	for _, p := range paths {
-		src, err := os.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, File{Path: filepath.ToSlash(p), Src: src})
-	}
-	return files
-}
-
-func testCatalog(t testing.TB) MapCatalog {
-	t.Helper()
-	c, err := LoadCatalogFile("testdata/catalog.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
 type checkCase struct {
 	name       string
-	files      []File
-	registered [][]File // registered first, one registration each
+	files      []flows.File
+	registered [][]flows.File // registered first, one registration each
 }
 
 func checkCases(t *testing.T) []checkCase {
@@ -100,15 +79,15 @@ func checkCases(t *testing.T) []checkCase {
 		p := filepath.Join("testdata/check", e.Name())
 		switch {
 		case !e.IsDir() && strings.HasSuffix(e.Name(), ".star"):
-			cases = append(cases, checkCase{name: strings.TrimSuffix(e.Name(), ".star"), files: readStar(t, p)})
+			cases = append(cases, checkCase{name: strings.TrimSuffix(e.Name(), ".star"), files: flowtest.ReadFiles(t, p)})
 		case e.IsDir():
 			c := checkCase{name: e.Name()}
 			paths, _ := filepath.Glob(filepath.Join(p, "*.star"))
-			c.files = readStar(t, paths...)
+			c.files = flowtest.ReadFiles(t, paths...)
 			reg, _ := filepath.Glob(filepath.Join(p, "registered", "*.star"))
 			slices.Sort(reg)
 			for _, r := range reg {
-				c.registered = append(c.registered, readStar(t, r))
+				c.registered = append(c.registered, flowtest.ReadFiles(t, r))
 			}
 			cases = append(cases, c)
 		}
@@ -118,11 +97,11 @@ func checkCases(t *testing.T) []checkCase {
 
 func TestCheckData(t *testing.T) {
 	t.Parallel()
-	cat := testCatalog(t)
+	cat := flowtest.Catalog(t, "testdata/catalog.json")
 	for _, c := range checkCases(t) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			reg := NewRegistry(NewMemoryStore(), cat)
+			reg := registry.NewRegistry(flows.NewMemoryStore(), cat)
 			for _, files := range c.registered {
 				if _, ds, err := reg.Register(t.Context(), files); err != nil || len(ds) > 0 {
 					t.Fatalf("registering %s: %v\n%s", files[0].Path, err, ds)
@@ -135,12 +114,12 @@ func TestCheckData(t *testing.T) {
 			assertWants(t, ds, parseWants(t, c.files))
 
 			golden := filepath.Join("testdata/check", c.name+".golden")
-			checkGolden(t, golden, []byte(ds.String()))
+			flowtest.Golden(t, golden, []byte(ds.String()))
 		})
 	}
 }
 
-func assertWants(t *testing.T, ds Diagnostics, wants []want) {
+func assertWants(t *testing.T, ds flows.Diagnostics, wants []want) {
 	t.Helper()
 	matched := make([]bool, len(ds))
 	for _, w := range wants {
@@ -166,40 +145,23 @@ func assertWants(t *testing.T, ds Diagnostics, wants []want) {
 	}
 }
 
-func checkGolden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("output differs from %s (go test -update rewrites it):\n--- got\n%s--- want\n%s", path, got, want)
-	}
-}
-
 // TestEveryCodeHasACase keeps the data-driven tests complete: a new code
 // needs a case that produces it, with its position.
 func TestEveryCodeHasACase(t *testing.T) {
 	t.Parallel()
-	seen := map[Code]bool{}
+	seen := map[flows.Code]bool{}
 	for _, c := range checkCases(t) {
 		for _, w := range parseWants(t, c.files) {
 			seen[w.code] = true
 		}
 	}
-	for _, code := range AllCodes {
+	for _, code := range flows.AllCodes {
 		if !seen[code] {
 			t.Errorf("no testdata/check case wants %s", code)
 		}
 	}
 	for code := range seen {
-		if !slices.Contains(AllCodes, code) {
+		if !slices.Contains(flows.AllCodes, code) {
 			t.Errorf("testdata wants %s, which is not in AllCodes", code)
 		}
 	}

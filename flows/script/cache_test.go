@@ -1,4 +1,4 @@
-package flows
+package script
 
 import (
 	"context"
@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/flows/internal/flowtest"
+
 	"github.com/weirhq/weir/internal/testutil"
 )
 
@@ -18,22 +21,22 @@ import (
 // load by key, as the runtime's store would serve them.
 type cacheBundle struct {
 	cache    *Cache
-	versions map[string]*Version // by flow name
-	ir       map[string][]byte   // by version hash
-	sources  map[string][]File   // by source hash
+	versions map[string]*flows.Version // by flow name
+	ir       map[string][]byte         // by version hash
+	sources  map[string][]flows.File   // by source hash
 	mu       sync.Mutex
 	loads    map[string]int // by version or source hash
 }
 
-func setupCache(t *testing.T, maxBytes int64, files ...File) *cacheBundle {
+func setupCache(t *testing.T, maxBytes int64, files ...flows.File) *cacheBundle {
 	t.Helper()
-	m, ds := Check(files, benchCatalog)
+	m, ds := Check(files, flowtest.BenchCatalog)
 	if len(ds) > 0 {
 		t.Fatalf("%s", ds)
 	}
 	b := &cacheBundle{
 		cache:    NewCache(maxBytes, Loader{}),
-		versions: map[string]*Version{}, ir: map[string][]byte{}, sources: map[string][]File{},
+		versions: map[string]*flows.Version{}, ir: map[string][]byte{}, sources: map[string][]flows.File{},
 		loads: map[string]int{},
 	}
 	for _, v := range m.Versions() {
@@ -60,7 +63,7 @@ func (b *cacheBundle) loadCount(key string) int {
 	return b.loads[key]
 }
 
-func (b *cacheBundle) flow(ctx context.Context, hash string) (*Flow, error) {
+func (b *cacheBundle) flow(ctx context.Context, hash string) (*flows.Flow, error) {
 	return b.cache.Flow(ctx, hash, func(context.Context) ([]byte, error) {
 		b.count(hash)
 		return b.ir[hash], nil
@@ -68,7 +71,7 @@ func (b *cacheBundle) flow(ctx context.Context, hash string) (*Flow, error) {
 }
 
 func (b *cacheBundle) evaluator(ctx context.Context, sourceHash string) (*Evaluator, error) {
-	return b.cache.Evaluator(ctx, sourceHash, func(context.Context) ([]File, error) {
+	return b.cache.Evaluator(ctx, sourceHash, func(context.Context) ([]flows.File, error) {
 		b.count(sourceHash)
 		return b.sources[sourceHash], nil
 	})
@@ -76,7 +79,7 @@ func (b *cacheBundle) evaluator(ctx context.Context, sourceHash string) (*Evalua
 
 // mustRun loads a version's IR and evaluator through the cache and calls
 // its first node's args, as the runtime does for a step.
-func (b *cacheBundle) mustRun(t *testing.T, name string) (*Flow, *Evaluator) {
+func (b *cacheBundle) mustRun(t *testing.T, name string) (*flows.Flow, *Evaluator) {
 	t.Helper()
 	v := b.versions[name]
 	f, err := b.flow(t.Context(), v.Flow.Hash)
@@ -88,7 +91,7 @@ func (b *cacheBundle) mustRun(t *testing.T, name string) (*Flow, *Evaluator) {
 		t.Fatal(err)
 	}
 	n := f.Node(f.Entry)
-	got, err := ev.Call(*n.Args, Context{RunID: "r1", Attempt: 1, Input: map[string]any{"topic": "rivers"}})
+	got, err := ev.Call(*n.Args, flows.Context{RunID: "r1", Attempt: 1, Input: map[string]any{"topic": "rivers"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +104,7 @@ func (b *cacheBundle) mustRun(t *testing.T, name string) (*Flow, *Evaluator) {
 func TestCacheDecodesIROnceAndSharesEvaluatorsBySourceHash(t *testing.T) {
 	t.Parallel()
 	// Two flows declared by one file: two versions, one source hash.
-	b := setupCache(t, 0, src("two.star", genFlow("a", 20, nil)+genFlow("b", 20, nil)))
+	b := setupCache(t, 0, flowtest.Src("two.star", flowtest.GenFlow("a", 20, nil)+flowtest.GenFlow("b", 20, nil)))
 	fa, eva := b.mustRun(t, "a")
 	fb, evb := b.mustRun(t, "b")
 	if fa.SourceHash != fb.SourceHash || eva != evb {
@@ -126,9 +129,9 @@ func TestCacheDecodesIROnceAndSharesEvaluatorsBySourceHash(t *testing.T) {
 
 func TestCacheEvictsLeastRecentlyUsedAndReloads(t *testing.T) {
 	t.Parallel()
-	var files []File
+	var files []flows.File
 	for i := range 4 {
-		files = append(files, src(fmt.Sprintf("f%d.star", i), genFlow(fmt.Sprintf("f%d", i), 30, nil)))
+		files = append(files, flowtest.Src(fmt.Sprintf("f%d.star", i), flowtest.GenFlow(fmt.Sprintf("f%d", i), 30, nil)))
 	}
 	b := setupCache(t, 0, files...)
 	// Measure one flow's charge, then bound the cache to three flows'.
@@ -169,7 +172,7 @@ func TestCacheEvictsLeastRecentlyUsedAndReloads(t *testing.T) {
 
 func TestCacheKeepsNoEntryLargerThanTheBound(t *testing.T) {
 	t.Parallel()
-	b := setupCache(t, 1024, src("big.star", genFlow("big", 200, nil)))
+	b := setupCache(t, 1024, flowtest.Src("big.star", flowtest.GenFlow("big", 200, nil)))
 	for range 2 {
 		b.mustRun(t, "big")
 	}
@@ -184,12 +187,12 @@ func TestCacheKeepsNoEntryLargerThanTheBound(t *testing.T) {
 
 func TestCacheConcurrentMissesLoadOnce(t *testing.T) {
 	t.Parallel()
-	b := setupCache(t, 0, src("a.star", genFlow("a", 50, nil)))
+	b := setupCache(t, 0, flowtest.Src("a.star", flowtest.GenFlow("a", 50, nil)))
 	hash := b.versions["a"].Flow.SourceHash
 	const callers = 16
 	release := make(chan struct{})
 	var loads atomic.Int32
-	load := func(context.Context) ([]File, error) {
+	load := func(context.Context) ([]flows.File, error) {
 		loads.Add(1)
 		<-release
 		return b.sources[hash], nil
@@ -217,7 +220,7 @@ func TestCacheConcurrentMissesLoadOnce(t *testing.T) {
 
 func TestCacheCallerGivingUpDoesNotFailTheLoad(t *testing.T) {
 	t.Parallel()
-	b := setupCache(t, 0, src("a.star", genFlow("a", 10, nil)))
+	b := setupCache(t, 0, flowtest.Src("a.star", flowtest.GenFlow("a", 10, nil)))
 	v := b.versions["a"]
 	release := make(chan struct{})
 	var loadCtx context.Context
@@ -250,14 +253,14 @@ func TestCacheCallerGivingUpDoesNotFailTheLoad(t *testing.T) {
 
 func TestCacheRefusesBadInputAndCachesNoError(t *testing.T) {
 	t.Parallel()
-	b := setupCache(t, 0, src("a.star", genFlow("a", 10, nil)), src("b.star", genFlow("b", 10, nil)))
+	b := setupCache(t, 0, flowtest.Src("a.star", flowtest.GenFlow("a", 10, nil)), flowtest.Src("b.star", flowtest.GenFlow("b", 10, nil)))
 	a, other := b.versions["a"].Flow, b.versions["b"].Flow
 	ctx := t.Context()
 	irOf := func(ir []byte, err error) func(context.Context) ([]byte, error) {
 		return func(context.Context) ([]byte, error) { return ir, err }
 	}
-	filesOf := func(fs []File, err error) func(context.Context) ([]File, error) {
-		return func(context.Context) ([]File, error) { return fs, err }
+	filesOf := func(fs []flows.File, err error) func(context.Context) ([]flows.File, error) {
+		return func(context.Context) ([]flows.File, error) { return fs, err }
 	}
 	tests := []struct {
 		name string
@@ -274,8 +277,8 @@ func TestCacheRefusesBadInputAndCachesNoError(t *testing.T) {
 			return err
 		}, "hash to " + other.SourceHash},
 		{"sources that no longer load", func() error {
-			bad := []File{src("x.star", "fail(\"gone\")")}
-			_, err := b.cache.Evaluator(ctx, HashSources(bad), filesOf(bad, nil))
+			bad := []flows.File{flowtest.Src("x.star", "fail(\"gone\")")}
+			_, err := b.cache.Evaluator(ctx, flows.HashSources(bad), filesOf(bad, nil))
 			return err
 		}, "E_SCRIPT"},
 		{"a load that panics", func() error {

@@ -1,19 +1,22 @@
-package flows
+package registry
 
 import (
 	"context"
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/flows/script"
 )
 
 // countingScripts counts the checks that reach the scripts.
 type countingScripts struct {
-	Local
+	script.Local
 	analyzed atomic.Int64
 }
 
-func (s *countingScripts) Analyze(ctx context.Context, req AnalyzeRequest) (*Module, Diagnostics, error) {
+func (s *countingScripts) Analyze(ctx context.Context, req flows.AnalyzeRequest) (*flows.Module, flows.Diagnostics, error) {
 	s.analyzed.Add(1)
 	return s.Local.Analyze(ctx, req)
 }
@@ -24,13 +27,13 @@ func (s *countingScripts) Analyze(ctx context.Context, req AnalyzeRequest) (*Mod
 // files runs the check again, and a check with errors is never kept.
 func TestRegistryKeepsChecksOfUnchangedFiles(t *testing.T) {
 	t.Parallel()
-	cat := MapCatalog{"t.idem": {Name: "t.idem", Idempotent: true}, "t.other": {Name: "t.other", Idempotent: true}}
+	cat := flows.MapCatalog{"t.idem": {Name: "t.idem", Idempotent: true}, "t.other": {Name: "t.other", Idempotent: true}}
 	scripts := &countingScripts{}
-	reg := NewRegistryScripts(NewMemoryStore(), cat, scripts)
-	reg.KeepChecks(NewCache(0, Loader{}))
-	register := func(f File) ([]*Version, Diagnostics) {
+	reg := NewRegistryScripts(flows.NewMemoryStore(), cat, scripts)
+	reg.KeepChecks(script.NewCache(0, script.Loader{}))
+	register := func(f flows.File) ([]*flows.Version, flows.Diagnostics) {
 		t.Helper()
-		vs, ds, err := reg.Register(t.Context(), []File{f})
+		vs, ds, err := reg.Register(t.Context(), []flows.File{f})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -43,10 +46,10 @@ func TestRegistryKeepsChecksOfUnchangedFiles(t *testing.T) {
 		defer func() { last = n }()
 		return n != last
 	}
-	leaf := func(tool string) File {
-		return File{Path: "leaf.star", Src: []byte(`flow(name = "leaf", nodes = [task("t", tool = "` + tool + `")])` + "\n")}
+	leaf := func(tool string) flows.File {
+		return flows.File{Path: "leaf.star", Src: []byte(`flow(name = "leaf", nodes = [task("t", tool = "` + tool + `")])` + "\n")}
 	}
-	caller := File{Path: "caller.star", Src: []byte(`flow(name = "caller", max_depth = 1, nodes = [task("t", tool = "t.idem", next = "s"), subflow("s", flow = "leaf")])` + "\n")}
+	caller := flows.File{Path: "caller.star", Src: []byte(`flow(name = "caller", max_depth = 1, nodes = [task("t", tool = "t.idem", next = "s"), subflow("s", flow = "leaf")])` + "\n")}
 	register(leaf("t.idem"))
 	first, _ := register(caller)
 	ran()
@@ -67,13 +70,13 @@ func TestRegistryKeepsChecksOfUnchangedFiles(t *testing.T) {
 	}
 
 	// The tool changes: checked again, and the check now refuses it.
-	cat["t.idem"] = ToolInfo{Name: "t.idem"} // no longer idempotent
+	cat["t.idem"] = flows.ToolInfo{Name: "t.idem"} // no longer idempotent
 	register(caller)
 	if !ran() {
 		t.Fatal("a changed tool did not run the check")
 	}
 	delete(cat, "t.idem")
-	if _, ds := register(caller); !ran() || len(ds.Errors()) != 1 || ds[0].Code != CodeUnknownTool {
+	if _, ds := register(caller); !ran() || len(ds.Errors()) != 1 || ds[0].Code != flows.CodeUnknownTool {
 		t.Fatalf("a removed tool: %s", ds)
 	}
 	// The refused check was not kept: the same files run again.
@@ -82,7 +85,7 @@ func TestRegistryKeepsChecksOfUnchangedFiles(t *testing.T) {
 	}
 
 	// Changed files are other files.
-	cat["t.idem"] = ToolInfo{Name: "t.idem", Idempotent: true}
+	cat["t.idem"] = flows.ToolInfo{Name: "t.idem", Idempotent: true}
 	register(caller)
 	ran()
 	edited := caller
@@ -97,11 +100,11 @@ func TestRegistryKeepsChecksOfUnchangedFiles(t *testing.T) {
 func TestRegistryKeptChecksFollowTheFilesOrder(t *testing.T) {
 	t.Parallel()
 	scripts := &countingScripts{}
-	reg := NewRegistryScripts(NewMemoryStore(), MapCatalog{"t.idem": {Name: "t.idem", Idempotent: true}}, scripts)
-	reg.KeepChecks(NewCache(0, Loader{}))
-	a := File{Path: "a.star", Src: []byte(`flow(name = "a", nodes = [task("t", tool = "t.idem")])` + "\n")}
-	b := File{Path: "b.star", Src: []byte(`flow(name = "b", nodes = [task("t", tool = "t.idem")])` + "\n")}
-	for _, files := range [][]File{{a, b}, {b, a}} {
+	reg := NewRegistryScripts(flows.NewMemoryStore(), flows.MapCatalog{"t.idem": {Name: "t.idem", Idempotent: true}}, scripts)
+	reg.KeepChecks(script.NewCache(0, script.Loader{}))
+	a := flows.File{Path: "a.star", Src: []byte(`flow(name = "a", nodes = [task("t", tool = "t.idem")])` + "\n")}
+	b := flows.File{Path: "b.star", Src: []byte(`flow(name = "b", nodes = [task("t", tool = "t.idem")])` + "\n")}
+	for _, files := range [][]flows.File{{a, b}, {b, a}} {
 		vs, ds, err := reg.Register(t.Context(), files)
 		if err != nil || len(ds) > 0 || len(vs) != 2 || vs[0].Flow.Name != strings.TrimSuffix(files[0].Path, ".star") {
 			t.Fatalf("%s then %s: %v %v %v", files[0].Path, files[1].Path, vs, ds, err)
@@ -116,10 +119,10 @@ func TestRegistryKeptChecksFollowTheFilesOrder(t *testing.T) {
 func TestRegistryWithoutKeptChecksRunsEveryCheck(t *testing.T) {
 	t.Parallel()
 	scripts := &countingScripts{}
-	reg := NewRegistryScripts(NewMemoryStore(), MapCatalog{"t.idem": {Name: "t.idem", Idempotent: true}}, scripts)
-	f := File{Path: "a.star", Src: []byte(`flow(name = "a", nodes = [task("t", tool = "t.idem")])` + "\n")}
+	reg := NewRegistryScripts(flows.NewMemoryStore(), flows.MapCatalog{"t.idem": {Name: "t.idem", Idempotent: true}}, scripts)
+	f := flows.File{Path: "a.star", Src: []byte(`flow(name = "a", nodes = [task("t", tool = "t.idem")])` + "\n")}
 	for range 3 {
-		if _, ds, err := reg.Register(t.Context(), []File{f}); err != nil || len(ds) > 0 {
+		if _, ds, err := reg.Register(t.Context(), []flows.File{f}); err != nil || len(ds) > 0 {
 			t.Fatal(err, ds)
 		}
 	}

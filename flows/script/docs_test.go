@@ -1,4 +1,4 @@
-package flows
+package script
 
 import (
 	"fmt"
@@ -7,6 +7,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/flows/internal/flowtest"
 )
 
 // Every Python snippet in docs/flows.md loads: examples that do not run
@@ -16,7 +19,7 @@ import (
 // most of what can be wrong with an agent needs the catalog to see.
 func TestDocsSnippetsLoad(t *testing.T) {
 	t.Parallel()
-	doc, err := os.ReadFile("../docs/flows.md")
+	doc, err := os.ReadFile("../../docs/flows.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,13 +39,13 @@ func TestDocsSnippetsLoad(t *testing.T) {
 			continue
 		}
 		checked++
-		_, ds := Load([]File{src("snippet.star", prelude+code)})
+		_, ds := Load([]flows.File{flowtest.Src("snippet.star", prelude+code)})
 		if len(ds) > 0 {
 			t.Errorf("docs/flows.md python block %d does not load:\n%s\n%s", i+1, code, ds)
 		}
 		if strings.Contains(code, "agent(") {
 			agents++
-			if _, ds := Check([]File{src("snippet.star", code)}, testCatalog(t)); len(ds) > 0 {
+			if _, ds := Check([]flows.File{flowtest.Src("snippet.star", code)}, flowtest.Catalog(t, "testdata/catalog.json")); len(ds) > 0 {
 				t.Errorf("docs/flows.md python block %d does not pass the checks:\n%s\n%s", i+1, code, ds)
 			}
 		}
@@ -59,7 +62,7 @@ func TestDocsSnippetsLoad(t *testing.T) {
 // test catalog; a lone agent(...) is checked as the only node of a flow.
 func TestAgentsDocSnippetsCheck(t *testing.T) {
 	t.Parallel()
-	doc, err := os.ReadFile("../docs/agents.md")
+	doc, err := os.ReadFile("../../docs/agents.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +75,7 @@ func TestAgentsDocSnippetsCheck(t *testing.T) {
 		if strings.HasPrefix(code, "agent(") {
 			code = "flow(name = \"snippet\", nodes = [\n" + code + "])\n"
 		}
-		if _, ds := Check([]File{src("agents.star", code)}, testCatalog(t)); len(ds) > 0 {
+		if _, ds := Check([]flows.File{flowtest.Src("agents.star", code)}, flowtest.Catalog(t, "testdata/catalog.json")); len(ds) > 0 {
 			t.Errorf("docs/agents.md python block %d does not pass the checks:\n%s\n%s", i+1, code, ds)
 		}
 	}
@@ -84,14 +87,14 @@ func TestAgentsDocSnippetsCheck(t *testing.T) {
 // every callable answers the same ctx with the same value.
 func TestDocsLuaSnippetsCheck(t *testing.T) {
 	t.Parallel()
-	doc, err := os.ReadFile("../docs/flows.md")
+	doc, err := os.ReadFile("../../docs/flows.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	block := regexp.MustCompile("(?s)```(python|lua)\n(.*?)```")
 	var python string
-	pythonEnd, lua, flows := 0, 0, 0
-	summarize := readStar(t, "../examples/summarize.lua")
+	pythonEnd, lua, nflows := 0, 0, 0
+	summarize := flowtest.ReadFiles(t, "../../examples/summarize.lua")
 	for _, ix := range block.FindAllStringSubmatchIndex(string(doc), -1) {
 		kind, code := string(doc[ix[2]:ix[3]]), string(doc[ix[4]:ix[5]])
 		if kind == "python" {
@@ -100,19 +103,19 @@ func TestDocsLuaSnippetsCheck(t *testing.T) {
 		}
 		lua++
 		const prelude = "local function plan_args(ctx) return {} end\n"
-		if _, ds := Load([]File{src("snippet.lua", prelude+code)}); len(ds) > 0 {
+		if _, ds := Load([]flows.File{flowtest.Src("snippet.lua", prelude+code)}); len(ds) > 0 {
 			t.Errorf("docs/flows.md lua block %d does not load:\n%s\n%s", lua, code, ds)
 			continue
 		}
 		if !strings.Contains(code, "flow{") {
 			continue // nodes alone: there is no flow to check or run
 		}
-		flows++
-		files := []File{src("snippet.lua", code)}
+		nflows++
+		files := []flows.File{flowtest.Src("snippet.lua", code)}
 		if !strings.Contains(code, `flow{"summarize"`) {
 			files = append(files, summarize...)
 		}
-		if _, ds := Check(files, testCatalog(t)); len(ds) > 0 {
+		if _, ds := Check(files, flowtest.Catalog(t, "testdata/catalog.json")); len(ds) > 0 {
 			t.Errorf("docs/flows.md lua block %d does not pass the checks:\n%s\n%s", lua, code, ds)
 			continue
 		}
@@ -120,8 +123,8 @@ func TestDocsLuaSnippetsCheck(t *testing.T) {
 			sameAsStarlark(t, code, python)
 		}
 	}
-	if lua < 9 || flows < 3 {
-		t.Errorf("found %d lua blocks, %d declaring flows, in docs/flows.md: every builtin has one", lua, flows)
+	if lua < 9 || nflows < 3 {
+		t.Errorf("found %d lua blocks, %d declaring flows, in docs/flows.md: every builtin has one", lua, nflows)
 	}
 }
 
@@ -131,15 +134,15 @@ func TestDocsLuaSnippetsCheck(t *testing.T) {
 func sameAsStarlark(t *testing.T, luaSrc, starSrc string) {
 	t.Helper()
 	evs := map[string]*Evaluator{}
-	for _, f := range []File{src("snippet.lua", luaSrc), src("snippet.star", starSrc)} {
-		ev, err := NewEvaluator([]File{f})
+	for _, f := range []flows.File{flowtest.Src("snippet.lua", luaSrc), flowtest.Src("snippet.star", starSrc)} {
+		ev, err := NewEvaluator([]flows.File{f})
 		if err != nil {
 			t.Errorf("%s: %v\n%s", f.Path, err, f.Src)
 			return
 		}
 		evs[f.Path] = ev
 	}
-	ctx := Context{
+	ctx := flows.Context{
 		RunID: "run-1", Attempt: 1,
 		Input:   map[string]any{"hits": []any{map[string]any{"q": "rivers"}}, "claim": "rivers are long", "topic": "rivers"},
 		Results: map[string]any{"draft": map[string]any{"answer": "short"}, "research": map[string]any{"answer": "long"}},
@@ -157,7 +160,7 @@ func sameAsStarlark(t *testing.T, luaSrc, starSrc string) {
 		}
 		var lg, sg []string
 		for _, g := range []struct {
-			f   *Flow
+			f   *flows.Flow
 			out *[]string
 		}{{lf, &lg}, {sf, &sg}} {
 			for _, n := range g.f.Nodes {
@@ -167,10 +170,10 @@ func sameAsStarlark(t *testing.T, luaSrc, starSrc string) {
 		if !reflect.DeepEqual(lg, sg) {
 			t.Errorf("flow %s: lua nodes %v, Starlark %v", lf.Name, lg, sg)
 		}
-		refs := []CallableRef{{Flow: lf.Name, Param: "output"}}
+		refs := []flows.CallableRef{{Flow: lf.Name, Param: "output"}}
 		for _, n := range lf.Nodes {
 			for _, p := range paramNames {
-				refs = append(refs, CallableRef{Flow: lf.Name, Node: n.ID, Param: p})
+				refs = append(refs, flows.CallableRef{Flow: lf.Name, Node: n.ID, Param: p})
 			}
 		}
 		for _, ref := range refs {

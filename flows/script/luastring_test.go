@@ -1,4 +1,4 @@
-package flows
+package script
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/weirhq/weir/flows"
 	lua "github.com/yuin/gopher-lua"
 )
 
@@ -114,7 +115,7 @@ func TestLuaPatternErrors(t *testing.T) {
 		`string.find("a", string.rep("(", 33))`: "too many captures",
 	} {
 		_, ds := Load(luaFile("local x = " + expr + "\n" + luaLeaf))
-		if len(ds) != 1 || ds[0].Code != CodeScript || ds[0].Line != 1 || !strings.Contains(ds[0].Message, want) {
+		if len(ds) != 1 || ds[0].Code != flows.CodeScript || ds[0].Line != 1 || !strings.Contains(ds[0].Message, want) {
 			t.Errorf("%s: got %s, want %q", expr, ds, want)
 		}
 	}
@@ -132,7 +133,7 @@ func TestLuaPathologicalPatternHitsStepLimit(t *testing.T) {
 		`string.find(string.rep("a", 524288), ".-b")`,
 	} {
 		_, ds := Loader{MaxSteps: 1_000_000}.Load(luaFile("local x = " + expr + "\n" + luaLeaf))
-		if len(ds) != 1 || ds[0].Code != CodeScriptLimit || ds[0].Line != 1 || !strings.Contains(ds[0].Message, "step limit exceeded") {
+		if len(ds) != 1 || ds[0].Code != flows.CodeScriptLimit || ds[0].Line != 1 || !strings.Contains(ds[0].Message, "step limit exceeded") {
 			t.Errorf("%s: got %s", expr, ds)
 		}
 	}
@@ -143,8 +144,8 @@ end}}}`
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = ev.Call(CallableRef{Flow: "f", Node: "a", Param: "args"}, Context{RunID: "r", Attempt: 1})
-	if !errors.Is(err, ErrStepLimit) {
+	_, err = ev.Call(flows.CallableRef{Flow: "f", Node: "a", Param: "args"}, flows.Context{RunID: "r", Attempt: 1})
+	if !errors.Is(err, flows.ErrStepLimit) {
 		t.Fatalf("got %v", err)
 	}
 }
@@ -201,7 +202,7 @@ func TestLuaStringWorkCountsSteps(t *testing.T) {
 	} {
 		src := "local s = string.rep(\"x\", 999999)\nfor i = 1, 100000 do " + body + " end\n" + luaLeaf
 		_, ds := Loader{MaxSteps: 100_000}.Load(luaFile(src))
-		if len(ds) != 1 || ds[0].Code != CodeScriptLimit || ds[0].Line != 2 || !strings.Contains(ds[0].Message, "step limit exceeded") {
+		if len(ds) != 1 || ds[0].Code != flows.CodeScriptLimit || ds[0].Line != 2 || !strings.Contains(ds[0].Message, "step limit exceeded") {
 			t.Errorf("%s: got %s", body, ds)
 		}
 	}
@@ -233,7 +234,7 @@ func TestLuaResultsCap(t *testing.T) {
 			t.Errorf("%s: %s", c.ok, ds)
 		}
 		_, ds := Load(luaFile(pre + c.tooMany + "\n" + luaLeaf))
-		if len(ds) != 1 || ds[0].Code != CodeScriptLimit || ds[0].Line != 2 || !strings.Contains(ds[0].Message, "8001 results, more than the limit of 8000") {
+		if len(ds) != 1 || ds[0].Code != flows.CodeScriptLimit || ds[0].Line != 2 || !strings.Contains(ds[0].Message, "8001 results, more than the limit of 8000") {
 			t.Errorf("%s: got %s", c.tooMany, ds)
 		}
 	}

@@ -1,4 +1,4 @@
-package flows
+package render
 
 import (
 	"encoding/xml"
@@ -7,12 +7,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/flows/script"
 	"github.com/weirhq/weir/internal/panics"
 )
 
 func TestRender(t *testing.T) {
 	t.Parallel()
-	mod, ds := Load([]File{{Path: "g.star", Src: []byte(`
+	mod, ds := script.Load([]flows.File{{Path: "g.star", Src: []byte(`
 flow(name = "g", nodes = [
     task("a", tool = "x.y", next = "b", error = "c"),
     branch("b", cond = lambda ctx: True, then = "c", otherwise = "d"),
@@ -79,10 +81,10 @@ flow(name = "g", nodes = [
 // every format, never a panic.
 func TestRenderPanicIsAnError(t *testing.T) {
 	t.Parallel()
-	good := &Node{ID: "a", Kind: KindTask, Tool: "t.x"}
-	for _, f := range []*Flow{
-		{Name: "holes", Entry: "a", Nodes: []*Node{good, nil}},
-		{Name: "only_hole", Nodes: []*Node{nil}},
+	good := &flows.Node{ID: "a", Kind: flows.KindTask, Tool: "t.x"}
+	for _, f := range []*flows.Flow{
+		{Name: "holes", Entry: "a", Nodes: []*flows.Node{good, nil}},
+		{Name: "only_hole", Nodes: []*flows.Node{nil}},
 	} {
 		for _, format := range []string{FormatMermaid, FormatDot, FormatSVG} {
 			_, err := Render(f, format, map[string]Mark{"a": MarkVisited})
@@ -92,7 +94,7 @@ func TestRenderPanicIsAnError(t *testing.T) {
 			}
 		}
 	}
-	if _, err := Render(&Flow{Name: "fine", Entry: "a", Nodes: []*Node{good}}, FormatSVG, nil); err != nil {
+	if _, err := Render(&flows.Flow{Name: "fine", Entry: "a", Nodes: []*flows.Node{good}}, FormatSVG, nil); err != nil {
 		t.Errorf("a flow without holes: %v", err)
 	}
 }

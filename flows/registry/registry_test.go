@@ -1,4 +1,4 @@
-package flows
+package registry
 
 import (
 	"context"
@@ -8,20 +8,24 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/flows/internal/flowtest"
+	"github.com/weirhq/weir/flows/script"
 )
 
 type registryBundle struct {
 	reg   *Registry
-	store *MemoryStore
+	store *flows.MemoryStore
 }
 
 func registrySetup(t *testing.T) *registryBundle {
 	t.Helper()
-	store := NewMemoryStore()
-	return &registryBundle{reg: NewRegistry(store, testCatalog(t)), store: store}
+	store := flows.NewMemoryStore()
+	return &registryBundle{reg: NewRegistry(store, flowtest.Catalog(t, "../script/testdata/catalog.json")), store: store}
 }
 
-func mustRegister(t *testing.T, reg *Registry, files ...File) []*Version {
+func mustRegister(t *testing.T, reg *Registry, files ...flows.File) []*flows.Version {
 	t.Helper()
 	vs, ds, err := reg.Register(t.Context(), files)
 	if err != nil || len(ds) > 0 {
@@ -35,7 +39,7 @@ func mustRegister(t *testing.T, reg *Registry, files ...File) []*Version {
 // mail.send is not.
 func TestResearchExampleRegisters(t *testing.T) {
 	t.Parallel()
-	cat, err := LoadCatalogFile("../examples/catalog.json")
+	cat, err := flows.LoadCatalogFile("../../examples/catalog.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,8 +48,8 @@ func TestResearchExampleRegisters(t *testing.T) {
 			t.Fatalf("examples/catalog.json: %s = %+v, %v; want idempotent %v", name, info, ok, idem)
 		}
 	}
-	reg := NewRegistry(NewMemoryStore(), cat)
-	vs := mustRegister(t, reg, readStar(t, "../examples/research.star", "../examples/summarize.star")...)
+	reg := NewRegistry(flows.NewMemoryStore(), cat)
+	vs := mustRegister(t, reg, flowtest.ReadFiles(t, "../../examples/research.star", "../../examples/summarize.star")...)
 	if len(vs) != 2 || vs[0].Flow.Name != "research" || vs[1].Flow.Name != "summarize" {
 		t.Fatalf("versions %v", vs)
 	}
@@ -53,19 +57,19 @@ func TestResearchExampleRegisters(t *testing.T) {
 	if err != nil || got.Flow.Hash != vs[0].Flow.Hash {
 		t.Fatalf("latest research = %v, %v", got, err)
 	}
-	if len(got.Sources) != 1 || got.Sources[0].Path != "../examples/research.star" {
+	if len(got.Sources) != 1 || got.Sources[0].Path != "../../examples/research.star" {
 		t.Errorf("research's sources: %v", got.Sources)
 	}
 
 	// Registered on its own later, research resolves summarize in the
 	// registry.
-	reg2 := NewRegistry(NewMemoryStore(), cat)
-	mustRegister(t, reg2, readStar(t, "../examples/summarize.star")...)
-	mustRegister(t, reg2, readStar(t, "../examples/research.star")...)
+	reg2 := NewRegistry(flows.NewMemoryStore(), cat)
+	mustRegister(t, reg2, flowtest.ReadFiles(t, "../../examples/summarize.star")...)
+	mustRegister(t, reg2, flowtest.ReadFiles(t, "../../examples/research.star")...)
 
 	// Without summarize anywhere, research is refused.
-	_, ds, err := NewRegistry(NewMemoryStore(), cat).Register(t.Context(), readStar(t, "../examples/research.star"))
-	if err != nil || len(ds) != 1 || ds[0].Code != CodeUnknownFlow {
+	_, ds, err := NewRegistry(flows.NewMemoryStore(), cat).Register(t.Context(), flowtest.ReadFiles(t, "../../examples/research.star"))
+	if err != nil || len(ds) != 1 || ds[0].Code != flows.CodeUnknownFlow {
 		t.Errorf("research alone: %v %s", err, ds)
 	}
 }
@@ -73,8 +77,8 @@ func TestResearchExampleRegisters(t *testing.T) {
 func TestRegistryKeepsEveryVersion(t *testing.T) {
 	t.Parallel()
 	b := registrySetup(t)
-	v1 := mustRegister(t, b.reg, src("a.star", `flow(name = "a", nodes = [task("x", tool = "t.idem")])`))[0]
-	v2 := mustRegister(t, b.reg, src("a.star", `flow(name = "a", doc = "two", nodes = [task("x", tool = "t.idem")])`))[0]
+	v1 := mustRegister(t, b.reg, flowtest.Src("a.star", `flow(name = "a", nodes = [task("x", tool = "t.idem")])`))[0]
+	v2 := mustRegister(t, b.reg, flowtest.Src("a.star", `flow(name = "a", doc = "two", nodes = [task("x", tool = "t.idem")])`))[0]
 	if v1.Flow.Hash == v2.Flow.Hash {
 		t.Fatal("two sources, one hash")
 	}
@@ -89,17 +93,17 @@ func TestRegistryKeepsEveryVersion(t *testing.T) {
 		t.Errorf("get v1: %v %v", old, err)
 	}
 	// Registering v1's source again stores nothing new and makes it latest.
-	again := mustRegister(t, b.reg, src("a.star", `flow(name = "a", nodes = [task("x", tool = "t.idem")])`))[0]
+	again := mustRegister(t, b.reg, flowtest.Src("a.star", `flow(name = "a", nodes = [task("x", tool = "t.idem")])`))[0]
 	if again.Flow.Hash != v1.Flow.Hash || len(b.store.VersionList("a")) != 2 {
 		t.Errorf("re-registering: hash %s, %d versions", again.Flow.Hash, len(b.store.VersionList("a")))
 	}
 	if latest, _ := b.reg.Latest(t.Context(), "a"); latest.Flow.Hash != v1.Flow.Hash {
 		t.Error("re-registered version is not latest")
 	}
-	if _, err := b.reg.Get(t.Context(), "nope"); !errors.Is(err, ErrNotFound) {
+	if _, err := b.reg.Get(t.Context(), "nope"); !errors.Is(err, flows.ErrNotFound) {
 		t.Errorf("get unknown: %v", err)
 	}
-	if _, err := b.reg.Latest(t.Context(), "nope"); !errors.Is(err, ErrNotFound) {
+	if _, err := b.reg.Latest(t.Context(), "nope"); !errors.Is(err, flows.ErrNotFound) {
 		t.Errorf("latest unknown: %v", err)
 	}
 }
@@ -107,14 +111,14 @@ func TestRegistryKeepsEveryVersion(t *testing.T) {
 func TestRefusedRegistrationStoresNothing(t *testing.T) {
 	t.Parallel()
 	b := registrySetup(t)
-	_, ds, err := b.reg.Register(t.Context(), []File{
-		src("ok.star", `flow(name = "fine", nodes = [task("x", tool = "t.idem")])`),
-		src("bad.star", `flow(name = "broken", nodes = [task("x", tool = "t.idem", next = "y")])`),
+	_, ds, err := b.reg.Register(t.Context(), []flows.File{
+		flowtest.Src("ok.star", `flow(name = "fine", nodes = [task("x", tool = "t.idem")])`),
+		flowtest.Src("bad.star", `flow(name = "broken", nodes = [task("x", tool = "t.idem", next = "y")])`),
 	})
-	if err != nil || !ds.Has(CodeUnknownNode) {
+	if err != nil || !ds.Has(flows.CodeUnknownNode) {
 		t.Fatalf("got %v %s", err, ds)
 	}
-	if _, err := b.reg.Latest(t.Context(), "fine"); !errors.Is(err, ErrNotFound) {
+	if _, err := b.reg.Latest(t.Context(), "fine"); !errors.Is(err, flows.ErrNotFound) {
 		t.Error("a flow of a refused registration was stored")
 	}
 }
@@ -126,22 +130,22 @@ func TestRefusedRegistrationStoresNothing(t *testing.T) {
 func TestWarningsRegister(t *testing.T) {
 	t.Parallel()
 	b := registrySetup(t)
-	vs, ds, err := b.reg.Register(t.Context(), []File{src("research.star", `flow(name = "research", nodes = [
+	vs, ds, err := b.reg.Register(t.Context(), []flows.File{flowtest.Src("research.star", `flow(name = "research", nodes = [
     fanout("search", tool = "web.search", items = ["a"], width = 1, depth = 1, max_items = 1, next = "write"),
     task("write", tool = "t.typed", args = lambda ctx: {"hits": ctx.results["search"]}),
 ])`)})
-	if err != nil || len(vs) != 1 || len(ds) != 1 || ds[0].Code != CodeFanoutResult || ds[0].Severity != SeverityWarning || len(ds.Errors()) != 0 {
+	if err != nil || len(vs) != 1 || len(ds) != 1 || ds[0].Code != flows.CodeFanoutResult || ds[0].Severity != flows.SeverityWarning || len(ds.Errors()) != 0 {
 		t.Fatalf("register: %d versions, %v\n%s", len(vs), err, ds)
 	}
 	if _, err := b.reg.Latest(t.Context(), "research"); err != nil {
 		t.Errorf("a flow with warnings only was not stored: %v", err)
 	}
-	_, ds, err = b.reg.Register(t.Context(), []File{src("typed.star",
+	_, ds, err = b.reg.Register(t.Context(), []flows.File{flowtest.Src("typed.star",
 		`flow(name = "typed", nodes = [task("write", tool = "t.typed", args = {"hits": "all"})])`)})
-	if err != nil || !ds.Has(CodeToolInput) || len(ds.Errors()) != 1 {
+	if err != nil || !ds.Has(flows.CodeToolInput) || len(ds.Errors()) != 1 {
 		t.Fatalf("constant args the schema refuses: %v\n%s", err, ds)
 	}
-	if _, err := b.reg.Latest(t.Context(), "typed"); !errors.Is(err, ErrNotFound) {
+	if _, err := b.reg.Latest(t.Context(), "typed"); !errors.Is(err, flows.ErrNotFound) {
 		t.Error("a flow whose constant args its tool refuses was stored")
 	}
 }
@@ -149,22 +153,22 @@ func TestWarningsRegister(t *testing.T) {
 func TestRegistryResolvesAgainstLatestVersion(t *testing.T) {
 	t.Parallel()
 	b := registrySetup(t)
-	mustRegister(t, b.reg, src("leaf.star", `flow(name = "leaf", nodes = [task("x", tool = "t.idem")])`))
-	mustRegister(t, b.reg, src("mid.star", `flow(name = "mid", nodes = [subflow("x", flow = "leaf")])`))
+	mustRegister(t, b.reg, flowtest.Src("leaf.star", `flow(name = "leaf", nodes = [task("x", tool = "t.idem")])`))
+	mustRegister(t, b.reg, flowtest.Src("mid.star", `flow(name = "mid", nodes = [subflow("x", flow = "leaf")])`))
 	// top allows depth 2: top -> mid -> leaf fits.
-	top := src("top.star", `flow(name = "top", max_depth = 2, nodes = [subflow("x", flow = "mid")])`)
-	if _, ds, _ := b.reg.Check(t.Context(), []File{top}); len(ds) > 0 {
+	top := flowtest.Src("top.star", `flow(name = "top", max_depth = 2, nodes = [subflow("x", flow = "mid")])`)
+	if _, ds, _ := b.reg.Check(t.Context(), []flows.File{top}); len(ds) > 0 {
 		t.Fatalf("top: %s", ds)
 	}
 	// A newer leaf that calls a subflow makes the chain 3 deep.
-	mustRegister(t, b.reg, src("deeper.star", `flow(name = "deeper", nodes = [task("x", tool = "t.idem")])`))
-	mustRegister(t, b.reg, src("leaf.star", `flow(name = "leaf", nodes = [subflow("x", flow = "deeper")])`))
-	_, ds, _ := b.reg.Check(t.Context(), []File{top})
-	if len(ds) != 1 || ds[0].Code != CodeDepth || FormatChain(ds[0].Chain) != "top -> mid -> leaf -> deeper" {
+	mustRegister(t, b.reg, flowtest.Src("deeper.star", `flow(name = "deeper", nodes = [task("x", tool = "t.idem")])`))
+	mustRegister(t, b.reg, flowtest.Src("leaf.star", `flow(name = "leaf", nodes = [subflow("x", flow = "deeper")])`))
+	_, ds, _ := b.reg.Check(t.Context(), []flows.File{top})
+	if len(ds) != 1 || ds[0].Code != flows.CodeDepth || flows.FormatChain(ds[0].Chain) != "top -> mid -> leaf -> deeper" {
 		t.Errorf("got %s", ds)
 	}
 	// The files checked together win over the registered version.
-	_, ds, _ = b.reg.Check(t.Context(), []File{top, src("leaf2.star", `flow(name = "leaf", nodes = [task("x", tool = "t.idem")])`)})
+	_, ds, _ = b.reg.Check(t.Context(), []flows.File{top, flowtest.Src("leaf2.star", `flow(name = "leaf", nodes = [task("x", tool = "t.idem")])`)})
 	if len(ds) > 0 {
 		t.Errorf("with a flat leaf checked together: %s", ds)
 	}
@@ -177,18 +181,18 @@ func TestConcurrentRegistrationsCannotCloseACycle(t *testing.T) {
 	for round := range 20 {
 		b := registrySetup(t)
 		mustRegister(t, b.reg,
-			src("a.star", `flow(name = "a", nodes = [task("x", tool = "t.idem")])`),
-			src("b.star", `flow(name = "b", nodes = [task("x", tool = "t.idem")])`))
+			flowtest.Src("a.star", `flow(name = "a", nodes = [task("x", tool = "t.idem")])`),
+			flowtest.Src("b.star", `flow(name = "b", nodes = [task("x", tool = "t.idem")])`))
 		var wg sync.WaitGroup
-		results := make([]Diagnostics, 2)
-		for i, f := range []File{
-			src("a2.star", `flow(name = "a", nodes = [subflow("x", flow = "b")])`),
-			src("b2.star", `flow(name = "b", nodes = [subflow("x", flow = "a")])`),
+		results := make([]flows.Diagnostics, 2)
+		for i, f := range []flows.File{
+			flowtest.Src("a2.star", `flow(name = "a", nodes = [subflow("x", flow = "b")])`),
+			flowtest.Src("b2.star", `flow(name = "b", nodes = [subflow("x", flow = "a")])`),
 		} {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_, ds, err := b.reg.Register(t.Context(), []File{f})
+				_, ds, err := b.reg.Register(t.Context(), []flows.File{f})
 				if err != nil {
 					t.Error(err)
 				}
@@ -198,7 +202,7 @@ func TestConcurrentRegistrationsCannotCloseACycle(t *testing.T) {
 		wg.Wait()
 		refused := 0
 		for _, ds := range results {
-			if ds.Has(CodeCycle) {
+			if ds.Has(flows.CodeCycle) {
 				refused++
 			}
 		}
@@ -208,16 +212,16 @@ func TestConcurrentRegistrationsCannotCloseACycle(t *testing.T) {
 	}
 }
 
-type failingStore struct{ *MemoryStore }
+type failingStore struct{ *flows.MemoryStore }
 
-func (failingStore) VersionLatest(context.Context, string) (*Version, error) {
+func (failingStore) VersionLatest(context.Context, string) (*flows.Version, error) {
 	return nil, errors.New("disk on fire")
 }
 
 func TestStoreErrorsAreNotDiagnostics(t *testing.T) {
 	t.Parallel()
-	reg := NewRegistry(failingStore{NewMemoryStore()}, testCatalog(t))
-	_, ds, err := reg.Register(t.Context(), []File{src("a.star", `flow(name = "a", nodes = [subflow("x", flow = "b")])`)})
+	reg := NewRegistry(failingStore{flows.NewMemoryStore()}, flowtest.Catalog(t, "../script/testdata/catalog.json"))
+	_, ds, err := reg.Register(t.Context(), []flows.File{flowtest.Src("a.star", `flow(name = "a", nodes = [subflow("x", flow = "b")])`)})
 	if err == nil || !strings.Contains(err.Error(), "disk on fire") || len(ds) > 0 {
 		t.Errorf("got %v, %s", err, ds)
 	}
@@ -225,8 +229,8 @@ func TestStoreErrorsAreNotDiagnostics(t *testing.T) {
 
 func TestMemoryStoreRefusesVersionsWithoutHash(t *testing.T) {
 	t.Parallel()
-	s := NewMemoryStore()
-	for _, v := range []*Version{nil, {}, {Flow: &Flow{Name: "x"}}} {
+	s := flows.NewMemoryStore()
+	for _, v := range []*flows.Version{nil, {}, {Flow: &flows.Flow{Name: "x"}}} {
 		if err := s.VersionPut(t.Context(), v); err == nil {
 			t.Errorf("put %v: no error", v)
 		}
@@ -234,10 +238,10 @@ func TestMemoryStoreRefusesVersionsWithoutHash(t *testing.T) {
 }
 
 func ExampleRegistry_Register() {
-	reg := NewRegistry(NewMemoryStore(), MapCatalog{
+	reg := NewRegistry(flows.NewMemoryStore(), flows.MapCatalog{
 		"web.search": {Name: "web.search", Idempotent: true},
 	})
-	_, ds, err := reg.Register(context.Background(), []File{{Path: "search.star", Src: []byte(`
+	_, ds, err := reg.Register(context.Background(), []flows.File{{Path: "search.star", Src: []byte(`
 flow(name = "search", nodes = [
     task("find", tool = "web.search", args = lambda ctx: {"q": ctx.input["q"]}, retries = 2, next = "again"),
     subflow("again", flow = "search"),
@@ -254,11 +258,11 @@ flow(name = "search", nodes = [
 // keep showing exactly its three mistakes.
 func TestMistakesExampleIsRefused(t *testing.T) {
 	t.Parallel()
-	cat, err := LoadCatalogFile("../examples/catalog.json")
+	cat, err := flows.LoadCatalogFile("../../examples/catalog.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, ds := Check(readStar(t, "../examples/mistakes/newsletter.star", "../examples/summarize.star"), cat)
+	_, ds := script.Check(flowtest.ReadFiles(t, "../../examples/mistakes/newsletter.star", "../../examples/summarize.star"), cat)
 	var codes []string
 	for _, d := range ds {
 		codes = append(codes, string(d.Code))
@@ -272,17 +276,17 @@ func TestMistakesExampleIsRefused(t *testing.T) {
 // the same codes, each at the line of its mistake, as file:line.
 func TestMistakesLuaExampleIsRefused(t *testing.T) {
 	t.Parallel()
-	cat, err := LoadCatalogFile("../examples/catalog.json")
+	cat, err := flows.LoadCatalogFile("../../examples/catalog.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, ds := Check(readStar(t, "../examples/mistakes/newsletter.lua", "../examples/summarize.lua"), cat)
+	_, ds := script.Check(flowtest.ReadFiles(t, "../../examples/mistakes/newsletter.lua", "../../examples/summarize.lua"), cat)
 	var got []string
 	for _, d := range ds {
 		line, _, _ := strings.Cut(d.String(), ": ")
 		got = append(got, line+" "+string(d.Code))
 	}
-	want := "../examples/mistakes/newsletter.lua:7 E_UNBOUNDED_CYCLE ../examples/mistakes/newsletter.lua:7 E_UNKNOWN_FLOW ../examples/mistakes/newsletter.lua:15 E_AT_MOST_ONCE"
+	want := "../../examples/mistakes/newsletter.lua:7 E_UNBOUNDED_CYCLE ../../examples/mistakes/newsletter.lua:7 E_UNKNOWN_FLOW ../../examples/mistakes/newsletter.lua:15 E_AT_MOST_ONCE"
 	if strings.Join(got, " ") != want {
 		t.Errorf("got %s, want %s\n%s", strings.Join(got, " "), want, ds)
 	}
@@ -292,7 +296,7 @@ type ctxKey struct{}
 
 // ctxCheckingStore fails any operation whose ctx is not the caller's.
 type ctxCheckingStore struct {
-	*MemoryStore
+	*flows.MemoryStore
 	calls atomic.Int32
 }
 
@@ -304,21 +308,21 @@ func (s *ctxCheckingStore) check(ctx context.Context) error {
 	return nil
 }
 
-func (s *ctxCheckingStore) VersionPut(ctx context.Context, v *Version) error {
+func (s *ctxCheckingStore) VersionPut(ctx context.Context, v *flows.Version) error {
 	if err := s.check(ctx); err != nil {
 		return err
 	}
 	return s.MemoryStore.VersionPut(ctx, v)
 }
 
-func (s *ctxCheckingStore) VersionGet(ctx context.Context, hash string) (*Version, error) {
+func (s *ctxCheckingStore) VersionGet(ctx context.Context, hash string) (*flows.Version, error) {
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
 	return s.MemoryStore.VersionGet(ctx, hash)
 }
 
-func (s *ctxCheckingStore) VersionLatest(ctx context.Context, name string) (*Version, error) {
+func (s *ctxCheckingStore) VersionLatest(ctx context.Context, name string) (*flows.Version, error) {
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
@@ -329,17 +333,17 @@ func (s *ctxCheckingStore) VersionLatest(ctx context.Context, name string) (*Ver
 // included, runs under the caller's ctx.
 func TestRegistryPassesTheCallersContextToTheStore(t *testing.T) {
 	t.Parallel()
-	s := &ctxCheckingStore{MemoryStore: NewMemoryStore()}
-	reg := NewRegistry(s, testCatalog(t))
+	s := &ctxCheckingStore{MemoryStore: flows.NewMemoryStore()}
+	reg := NewRegistry(s, flowtest.Catalog(t, "../script/testdata/catalog.json"))
 	ctx := context.WithValue(t.Context(), ctxKey{}, "caller")
-	leaf := src("leaf.star", `flow(name = "leaf", nodes = [task("x", tool = "t.idem")])`)
-	top := src("top.star", `flow(name = "top", nodes = [subflow("x", flow = "leaf")])`)
-	for _, files := range [][]File{{leaf}, {top}} {
+	leaf := flowtest.Src("leaf.star", `flow(name = "leaf", nodes = [task("x", tool = "t.idem")])`)
+	top := flowtest.Src("top.star", `flow(name = "top", nodes = [subflow("x", flow = "leaf")])`)
+	for _, files := range [][]flows.File{{leaf}, {top}} {
 		if _, ds, err := reg.Register(ctx, files); err != nil || len(ds) > 0 {
 			t.Fatalf("%v %s", err, ds)
 		}
 	}
-	if _, ds, err := reg.Check(ctx, []File{top}); err != nil || len(ds) > 0 {
+	if _, ds, err := reg.Check(ctx, []flows.File{top}); err != nil || len(ds) > 0 {
 		t.Fatalf("%v %s", err, ds)
 	}
 	v, err := reg.Latest(ctx, "top")
@@ -361,11 +365,11 @@ func TestRegistryPassesTheCallersContextToTheStore(t *testing.T) {
 // gatedScripts runs scripts in this process, holding any registration of
 // a file named slow.star until its gate opens.
 type gatedScripts struct {
-	Local
+	script.Local
 	gate chan struct{}
 }
 
-func (g gatedScripts) Analyze(ctx context.Context, req AnalyzeRequest) (*Module, Diagnostics, error) {
+func (g gatedScripts) Analyze(ctx context.Context, req flows.AnalyzeRequest) (*flows.Module, flows.Diagnostics, error) {
 	for _, f := range req.Files {
 		if f.Path == "slow.star" {
 			<-g.gate
@@ -379,17 +383,17 @@ func (g gatedScripts) Analyze(ctx context.Context, req AnalyzeRequest) (*Module,
 func TestSlowScriptsDoNotHoldTheRegistrationLock(t *testing.T) {
 	t.Parallel()
 	gate := make(chan struct{})
-	reg := NewRegistryScripts(NewMemoryStore(), testCatalog(t), gatedScripts{gate: gate})
-	slow := make(chan Diagnostics, 1)
+	reg := NewRegistryScripts(flows.NewMemoryStore(), flowtest.Catalog(t, "../script/testdata/catalog.json"), gatedScripts{gate: gate})
+	slow := make(chan flows.Diagnostics, 1)
 	go func() {
-		_, ds, err := reg.Register(t.Context(), []File{src("slow.star", `flow(name = "slow", nodes = [subflow("x", flow = "other")])`)})
+		_, ds, err := reg.Register(t.Context(), []flows.File{flowtest.Src("slow.star", `flow(name = "slow", nodes = [subflow("x", flow = "other")])`)})
 		if err != nil {
 			t.Error(err)
 		}
 		slow <- ds
 	}()
 	// The slow registration is inside its scripts; this one completes.
-	if _, ds, err := reg.Register(t.Context(), []File{src("other.star", `flow(name = "other", nodes = [task("x", tool = "t.idem")])`)}); err != nil || len(ds) > 0 {
+	if _, ds, err := reg.Register(t.Context(), []flows.File{flowtest.Src("other.star", `flow(name = "other", nodes = [task("x", tool = "t.idem")])`)}); err != nil || len(ds) > 0 {
 		t.Fatalf("other: %v %s", err, ds)
 	}
 	select {

@@ -1,12 +1,13 @@
-package flows
+package script
 
 import (
 	"encoding/json"
 	"strings"
 	"testing"
-)
 
-func src(path, text string) File { return File{Path: path, Src: []byte(text)} }
+	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/flows/internal/flowtest"
+)
 
 func TestStepLimitEndsLoops(t *testing.T) {
 	t.Parallel()
@@ -14,47 +15,47 @@ func TestStepLimitEndsLoops(t *testing.T) {
 		name   string
 		loader Loader
 		src    string
-		pos    Pos
-		code   Code
+		pos    flows.Pos
+		code   flows.Code
 		msg    string
 	}{
 		{
 			name:   "nested loops, default limit",
 			loader: Loader{},
 			src:    "def spin():\n    n = 0\n    for i in range(10000000):\n        for j in range(10000000):\n            n += 1\n    return n\nspin()\n",
-			pos:    Pos{File: "spin.star", Line: 5, Col: 15},
-			code:   CodeScriptLimit,
+			pos:    flows.Pos{File: "spin.star", Line: 5, Col: 15},
+			code:   flows.CodeScriptLimit,
 			msg:    "step limit exceeded: the script ran more than 10000000 steps",
 		},
 		{
 			name:   "top-level loop, small limit",
 			loader: Loader{MaxSteps: 5000},
 			src:    "n = 0\nfor i in range(4000):\n    n += i\n",
-			pos:    Pos{File: "spin.star", Line: 2, Col: 1},
-			code:   CodeScriptLimit,
+			pos:    flows.Pos{File: "spin.star", Line: 2, Col: 1},
+			code:   flows.CodeScriptLimit,
 			msg:    "more than 5000 steps",
 		},
 		{
 			name:   "a range no loop could finish",
 			loader: Loader{},
 			src:    "for i in range(1000000 * 1000000):\n    pass\n",
-			pos:    Pos{File: "spin.star", Line: 1, Col: 10},
-			code:   CodeScript,
+			pos:    flows.Pos{File: "spin.star", Line: 1, Col: 10},
+			code:   flows.CodeScript,
 			msg:    "longer than the step limit",
 		},
 		{
 			name:   "list of a huge range is refused before allocating",
 			loader: Loader{},
 			src:    "x = list(range(1 << 40))\n",
-			pos:    Pos{File: "spin.star", Line: 1, Col: 10},
-			code:   CodeScript,
+			pos:    flows.Pos{File: "spin.star", Line: 1, Col: 10},
+			code:   flows.CodeScript,
 			msg:    "longer than the step limit",
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, ds := tt.loader.Load([]File{src("spin.star", tt.src)})
+			_, ds := tt.loader.Load([]flows.File{flowtest.Src("spin.star", tt.src)})
 			if len(ds) != 1 || ds[0].Code != tt.code || ds[0].Pos != tt.pos || !strings.Contains(ds[0].Message, tt.msg) {
 				t.Fatalf("got %q, want one %s at %s containing %q", ds, tt.code, tt.pos, tt.msg)
 			}
@@ -66,14 +67,14 @@ func TestEachLoadedFileHasItsOwnStepAllowance(t *testing.T) {
 	t.Parallel()
 	// Each file spends about 3,000 steps: under a 4,000-step limit, but
 	// not if the two shared one allowance.
-	files := []File{
-		src("a.star", "load(\"b.star\", \"n\")\nm = 0\nfor i in range(300):\n    m += i\n"),
-		src("b.star", "n = 0\nfor i in range(300):\n    n += i\n"),
+	files := []flows.File{
+		flowtest.Src("a.star", "load(\"b.star\", \"n\")\nm = 0\nfor i in range(300):\n    m += i\n"),
+		flowtest.Src("b.star", "n = 0\nfor i in range(300):\n    n += i\n"),
 	}
 	if _, ds := (Loader{MaxSteps: 4000}).Load(files); len(ds) != 0 {
 		t.Fatalf("got %s", ds)
 	}
-	if _, ds := (Loader{MaxSteps: 2000}).Load(files); !ds.Has(CodeScriptLimit) || ds[0].File != "b.star" {
+	if _, ds := (Loader{MaxSteps: 2000}).Load(files); !ds.Has(flows.CodeScriptLimit) || ds[0].File != "b.star" {
 		t.Fatalf("a 2,000-step limit should stop b.star; got %q", ds)
 	}
 }
@@ -82,12 +83,12 @@ func TestLoadRefusesBadFileSets(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name  string
-		files []File
+		files []flows.File
 		want  string
 	}{
-		{"duplicate path", []File{src("a.star", ""), src("./a.star", "")}, "a.star: E_DUPLICATE: file a.star is given twice"},
-		{"no path", []File{src("", "")}, "<file 1>: E_INVALID: a flow file needs a path"},
-		{"too big", []File{src("big.star", strings.Repeat("#", 101))}, "big.star: E_INVALID: file is 101 bytes, more than the limit of 100"},
+		{"duplicate path", []flows.File{flowtest.Src("a.star", ""), flowtest.Src("./a.star", "")}, "a.star: E_DUPLICATE: file a.star is given twice"},
+		{"no path", []flows.File{flowtest.Src("", "")}, "<file 1>: E_INVALID: a flow file needs a path"},
+		{"too big", []flows.File{flowtest.Src("big.star", strings.Repeat("#", 101))}, "big.star: E_INVALID: file is 101 bytes, more than the limit of 100"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -102,12 +103,12 @@ func TestLoadRefusesBadFileSets(t *testing.T) {
 
 func TestLoadIsDeterministic(t *testing.T) {
 	t.Parallel()
-	files := readStar(t, "../examples/research.star", "../examples/summarize.star")
+	files := flowtest.ReadFiles(t, "../../examples/research.star", "../../examples/summarize.star")
 	m1, ds := Load(files)
 	if len(ds) > 0 {
 		t.Fatal(ds)
 	}
-	m2, _ := Load([]File{files[1], files[0]}) // order given does not matter
+	m2, _ := Load([]flows.File{files[1], files[0]}) // order given does not matter
 	for _, name := range []string{"research", "summarize"} {
 		a, _ := json.Marshal(m1.Flow(name))
 		b, _ := json.Marshal(m2.Flow(name))
@@ -120,7 +121,7 @@ func TestLoadIsDeterministic(t *testing.T) {
 	}
 
 	// Changing one byte of summarize changes its version, not research's.
-	changed := []File{files[0], {Path: files[1].Path, Src: append([]byte("# x\n"), files[1].Src...)}}
+	changed := []flows.File{files[0], {Path: files[1].Path, Src: append([]byte("# x\n"), files[1].Src...)}}
 	m3, _ := Load(changed)
 	if m3.Flow("summarize").Hash == m1.Flow("summarize").Hash {
 		t.Error("summarize's hash did not change with its source")
@@ -132,14 +133,14 @@ func TestLoadIsDeterministic(t *testing.T) {
 
 func TestSourcesAreTheDeclaringFileAndItsLoads(t *testing.T) {
 	t.Parallel()
-	files := []File{
-		src("flows/main.star", `load("lib/helpers.star", "make_flow")`+"\nmake_flow(\"main\")\n"),
-		src("flows/lib/helpers.star", `load("consts.star", "TOOL")
+	files := []flows.File{
+		flowtest.Src("flows/main.star", `load("lib/helpers.star", "make_flow")`+"\nmake_flow(\"main\")\n"),
+		flowtest.Src("flows/lib/helpers.star", `load("consts.star", "TOOL")
 def make_flow(name):
     flow(name = name, nodes = [task("a", tool = TOOL, args = lambda ctx: {"n": ctx.input["n"] + 1})])
 `),
-		src("flows/lib/consts.star", `TOOL = "t.idem"`),
-		src("flows/other.star", `flow(name = "other", nodes = [task("a", tool = "t.idem")])`),
+		flowtest.Src("flows/lib/consts.star", `TOOL = "t.idem"`),
+		flowtest.Src("flows/other.star", `flow(name = "other", nodes = [task("a", tool = "t.idem")])`),
 	}
 	m, ds := Load(files)
 	if len(ds) > 0 {
@@ -153,7 +154,7 @@ def make_flow(name):
 		t.Errorf("sources of main: %s, want %s", got, want)
 	}
 	f := m.Flow("main")
-	if f.SourceHash != HashSources(m.Sources("main")) {
+	if f.SourceHash != flows.HashSources(m.Sources("main")) {
 		t.Error("SourceHash is not the hash of Sources")
 	}
 	// The node's position is where task() was called: in the helper.
@@ -165,7 +166,7 @@ def make_flow(name):
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := ev.Call(*f.Nodes[0].Args, Context{Input: map[string]any{"n": 41.0}})
+	got, err := ev.Call(*f.Nodes[0].Args, flows.Context{Input: map[string]any{"n": 41.0}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,19 +177,19 @@ def make_flow(name):
 
 func TestPositionsPointAtCallsAndArguments(t *testing.T) {
 	t.Parallel()
-	m, ds := Load(readStar(t, "../examples/research.star"))
+	m, ds := Load(flowtest.ReadFiles(t, "../../examples/research.star"))
 	if len(ds) > 0 {
 		t.Fatal(ds)
 	}
 	f := m.Flow("research")
-	if got := f.Pos.String(); got != "../examples/research.star:10:1" {
+	if got := f.Pos.String(); got != "../../examples/research.star:10:1" {
 		t.Errorf("flow at %s", got)
 	}
 	plan := f.Node("plan")
-	if got := plan.Pos.String(); got != "../examples/research.star:16:9" {
+	if got := plan.Pos.String(); got != "../../examples/research.star:16:9" {
 		t.Errorf("plan at %s", got)
 	}
-	if got := plan.ArgPos("next").String(); got != "../examples/research.star:16:61" {
+	if got := plan.ArgPos("next").String(); got != "../../examples/research.star:16:61" {
 		t.Errorf("plan's next at %s", got)
 	}
 	if got := plan.ArgPos("no_such_param"); got != plan.Pos {
@@ -198,7 +199,7 @@ func TestPositionsPointAtCallsAndArguments(t *testing.T) {
 
 func TestNodeValuesExposeIDAndKind(t *testing.T) {
 	t.Parallel()
-	m, ds := Load([]File{src("w.star", `
+	m, ds := Load([]flows.File{flowtest.Src("w.star", `
 a = task("first", tool = "t.idem")
 b = wait("second", timeout = "1h")
 if a.id != "first" or b.kind != "wait":
@@ -215,7 +216,7 @@ flow(name = "wired", nodes = [task(a.id + "_x", tool = "t.idem", next = b.id), b
 
 func TestDurationsInTheIR(t *testing.T) {
 	t.Parallel()
-	m, ds := Load(readStar(t, "../examples/research.star"))
+	m, ds := Load(flowtest.ReadFiles(t, "../../examples/research.star"))
 	if len(ds) > 0 {
 		t.Fatal(ds)
 	}
@@ -247,7 +248,7 @@ func TestQuorumTakesAnInt(t *testing.T) {
 		{"2", 0, "quorum = 2"},
 		{`"all"`, 0, `for parameter "quorum": got string, want a number`},
 	} {
-		m, ds := Load([]File{src("q.star", `flow(name = "q", nodes = [fanout("f", items = [1, 2], tool = "t.idem", width = 2, depth = 1, max_items = 2, quorum = `+tc.quorum+`)])`)})
+		m, ds := Load([]flows.File{flowtest.Src("q.star", `flow(name = "q", nodes = [fanout("f", items = [1, 2], tool = "t.idem", width = 2, depth = 1, max_items = 2, quorum = `+tc.quorum+`)])`)})
 		if tc.diag != "" {
 			if len(ds) == 0 || !strings.Contains(ds.String(), tc.diag) {
 				t.Errorf("quorum = %s: %v, want %q", tc.quorum, ds, tc.diag)

@@ -1,4 +1,4 @@
-package flows
+package script
 
 import (
 	"encoding/json"
@@ -9,9 +9,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/flows/internal/flowtest"
 )
 
-func luaFile(src string) []File { return []File{{Path: "f.lua", Src: []byte(src)}} }
+func luaFile(src string) []flows.File { return []flows.File{{Path: "f.lua", Src: []byte(src)}} }
 
 const luaLeaf = `flow{"leaf", nodes = {task{"a", tool = "t"}}}` + "\n"
 
@@ -34,13 +37,13 @@ func TestLuaSandboxForbiddenAbsent(t *testing.T) {
 	}
 	// Using one is a script error at its line.
 	_, ds := Load(luaFile("local t = os.time()\n" + luaLeaf))
-	if len(ds) != 1 || ds[0].Code != CodeScript || ds[0].Line != 1 {
+	if len(ds) != 1 || ds[0].Code != flows.CodeScript || ds[0].Line != 1 {
 		t.Fatalf("os.time(): %s", ds)
 	}
 }
 
 // luaLoop runs n iterations of an empty loop and declares a flow.
-func luaLoop(n int) []File {
+func luaLoop(n int) []flows.File {
 	return luaFile(fmt.Sprintf("for i = 1, %d do end\n", n) + luaLeaf)
 }
 
@@ -75,7 +78,7 @@ func TestLuaStepLimitExact(t *testing.T) {
 		}
 	}
 	_, ds := Loader{MaxSteps: k - 1}.Load(luaLoop(100))
-	if len(ds) != 1 || ds[0].Code != CodeScriptLimit || !strings.Contains(ds[0].Message, "script limit (steps): step limit exceeded") {
+	if len(ds) != 1 || ds[0].Code != flows.CodeScriptLimit || !strings.Contains(ds[0].Message, "script limit (steps): step limit exceeded") {
 		t.Fatalf("under %d steps: %s", k-1, ds)
 	}
 	// One more iteration costs more.
@@ -95,9 +98,9 @@ end}}}`
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = ev.Call(CallableRef{Flow: "f", Node: "a", Param: "args"}, Context{RunID: "r", Attempt: 1})
-	var ce *CallError
-	if !errors.Is(err, ErrStepLimit) || !errors.As(err, &ce) || ce.Pos.Line != 3 {
+	_, err = ev.Call(flows.CallableRef{Flow: "f", Node: "a", Param: "args"}, flows.Context{RunID: "r", Attempt: 1})
+	var ce *flows.CallError
+	if !errors.Is(err, flows.ErrStepLimit) || !errors.As(err, &ce) || ce.Pos.Line != 3 {
 		t.Fatalf("got %v", err)
 	}
 }
@@ -128,7 +131,7 @@ func TestLuaStringCaps(t *testing.T) {
 				t.Fatalf("at the limit: %s", ds)
 			}
 			_, ds := Load(luaFile("local s = " + expr(tt.tooBig) + "\n" + luaLeaf))
-			if len(ds) != 1 || ds[0].Code != CodeScriptLimit || ds[0].Line != 1 || !strings.Contains(ds[0].Message, "script limit (size): "+tt.name) {
+			if len(ds) != 1 || ds[0].Code != flows.CodeScriptLimit || ds[0].Line != 1 || !strings.Contains(ds[0].Message, "script limit (size): "+tt.name) {
 				t.Fatalf("over the limit: %s", ds)
 			}
 		})
@@ -139,7 +142,7 @@ func TestLuaFileSizeCap(t *testing.T) {
 	t.Parallel()
 	src := luaLeaf + "-- " + strings.Repeat("x", 100)
 	_, ds := Loader{MaxFileBytes: 64}.Load(luaFile(src))
-	if len(ds) != 1 || ds[0].Code != CodeInvalid || !strings.Contains(ds[0].Message, "more than the limit") {
+	if len(ds) != 1 || ds[0].Code != flows.CodeInvalid || !strings.Contains(ds[0].Message, "more than the limit") {
 		t.Fatalf("%s", ds)
 	}
 }
@@ -159,8 +162,8 @@ end}}}`
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := CallableRef{Flow: "f", Node: "a", Param: "args"}
-	first, err := ev.Call(ref, Context{RunID: "r", Attempt: 1})
+	ref := flows.CallableRef{Flow: "f", Node: "a", Param: "args"}
+	first, err := ev.Call(ref, flows.Context{RunID: "r", Attempt: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +171,7 @@ end}}}`
 		t.Fatalf("first call: %v", first)
 	}
 	for range 20 {
-		got, err := ev.Call(ref, Context{RunID: "r", Attempt: 1})
+		got, err := ev.Call(ref, flows.Context{RunID: "r", Attempt: 1})
 		if err != nil || !reflect.DeepEqual(got, first) {
 			t.Fatalf("got %v (%v), first call %v", got, err, first)
 		}
@@ -177,20 +180,20 @@ end}}}`
 
 // irOf loads files and returns each flow's IR as JSON without positions
 // and hashes, which differ between languages by design.
-func irOf(t *testing.T, files []File) map[string]string {
+func irOf(t *testing.T, files []flows.File) map[string]string {
 	t.Helper()
-	m, ds := Check(files, testCatalog(t))
+	m, ds := Check(files, flowtest.Catalog(t, "testdata/catalog.json"))
 	if len(ds) > 0 {
 		t.Fatalf("%s", ds)
 	}
 	out := map[string]string{}
 	for _, f := range m.Flows {
 		c := *f
-		c.Pos, c.Hash, c.SourceHash = Pos{}, "", ""
+		c.Pos, c.Hash, c.SourceHash = flows.Pos{}, "", ""
 		c.Nodes = nil
 		for _, n := range f.Nodes {
 			nc := *n
-			nc.Pos, nc.site = Pos{}, nil
+			nc.Pos, nc.Site = flows.Pos{}, nil
 			c.Nodes = append(c.Nodes, &nc)
 		}
 		b, err := json.MarshalIndent(&c, "", " ")
@@ -205,8 +208,8 @@ func irOf(t *testing.T, files []File) map[string]string {
 // The Lua examples compile to the same IR as the Starlark ones.
 func TestLuaExamplesSameIR(t *testing.T) {
 	t.Parallel()
-	star := irOf(t, readStar(t, "../examples/research.star", "../examples/summarize.star"))
-	lua := irOf(t, readStar(t, "../examples/research.lua", "../examples/summarize.lua"))
+	star := irOf(t, flowtest.ReadFiles(t, "../../examples/research.star", "../../examples/summarize.star"))
+	lua := irOf(t, flowtest.ReadFiles(t, "../../examples/research.lua", "../../examples/summarize.lua"))
 	if len(star) != 2 || !reflect.DeepEqual(star, lua) {
 		t.Fatalf("starlark IR:\n%v\nlua IR:\n%v", star, lua)
 	}
@@ -214,12 +217,12 @@ func TestLuaExamplesSameIR(t *testing.T) {
 
 func TestLuaEvaluateResearch(t *testing.T) {
 	t.Parallel()
-	ev, err := NewEvaluator(readStar(t, "../examples/research.lua"))
+	ev, err := NewEvaluator(flowtest.ReadFiles(t, "../../examples/research.lua"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := ev.Flow("research")
-	ctx := Context{
+	ctx := flows.Context{
 		RunID: "run-1", Attempt: 1, Input: map[string]any{"topic": "rivers"},
 		Results: map[string]any{
 			"plan":   map[string]any{"queries": []any{"rivers of europe", "longest river"}},
@@ -228,7 +231,7 @@ func TestLuaEvaluateResearch(t *testing.T) {
 		},
 	}
 	tests := []struct {
-		ref   *CallableRef
+		ref   *flows.CallableRef
 		extra []any
 		want  any
 	}{
@@ -246,9 +249,9 @@ func TestLuaEvaluateResearch(t *testing.T) {
 		}
 	}
 	// A run-time error carries the Lua position.
-	_, err = ev.Call(*f.Node("check").Cond, Context{RunID: "r", Attempt: 1})
-	var ce *CallError
-	if !errors.As(err, &ce) || ce.Pos.File != "../examples/research.lua" || ce.Pos.Line != 28 {
+	_, err = ev.Call(*f.Node("check").Cond, flows.Context{RunID: "r", Attempt: 1})
+	var ce *flows.CallError
+	if !errors.As(err, &ce) || ce.Pos.File != "../../examples/research.lua" || ce.Pos.Line != 28 {
 		t.Fatalf("got %v", err)
 	}
 }
@@ -277,7 +280,7 @@ func TestLuaJSONMapping(t *testing.T) {
 		src := fmt.Sprintf(`flow{"f", nodes = {task{"a", tool = "t", args = %s}}}`, tt.args)
 		if tt.err != "" {
 			_, ds := Load(luaFile(src))
-			if len(ds) != 1 || ds[0].Code != CodeScript || !strings.Contains(ds[0].Message, tt.err) {
+			if len(ds) != 1 || ds[0].Code != flows.CodeScript || !strings.Contains(ds[0].Message, tt.err) {
 				t.Errorf("%s: %s", tt.args, ds)
 			}
 			continue
@@ -287,7 +290,7 @@ func TestLuaJSONMapping(t *testing.T) {
 			t.Errorf("%s: %v", tt.args, err)
 			continue
 		}
-		got, err := ev.Call(CallableRef{Flow: "f", Node: "a", Param: "args"}, Context{})
+		got, err := ev.Call(flows.CallableRef{Flow: "f", Node: "a", Param: "args"}, flows.Context{})
 		if err != nil || !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("%s: got %#v (%v), want %#v", tt.args, got, err, tt.want)
 		}
@@ -307,7 +310,7 @@ func TestLuaDiagnostics(t *testing.T) {
 }
 flow{"bad", nodes = {task{"z", tool = "t"}}}
 `
-	_, ds := Load([]File{
+	_, ds := Load([]flows.File{
 		{Path: "bad.lua", Src: []byte(src)},
 		{Path: "script.lua", Src: []byte("\nflow{\"b\", nodes = {branch{\"b\", cond = true, next = \"a\"}}}\n")},
 		{Path: "syn.lua", Src: []byte("flow{\"x\" nodes = {}}\n")},
@@ -334,38 +337,6 @@ flow{"bad", nodes = {task{"z", tool = "t"}}}
 	}
 }
 
-// A Starlark flow calls a Lua flow; cycles and depth are seen through the
-// language boundary.
-func TestLuaMixedRegistration(t *testing.T) {
-	t.Parallel()
-	files := []File{
-		{Path: "top.star", Src: []byte(`flow(name = "top", nodes = [subflow("s", flow = "mid")])` + "\n")},
-		{Path: "mid.lua", Src: []byte(`flow{"mid", nodes = {subflow{"s", flow = "leaf"}}}` + "\n" + luaLeaf)},
-	}
-	reg := NewRegistry(NewMemoryStore(), MapCatalog{"t": {Name: "t", Idempotent: true}})
-	vs, ds, err := reg.Register(t.Context(), files)
-	if err != nil || len(ds) > 0 || len(vs) != 3 {
-		t.Fatalf("%d versions, %v, %s", len(vs), err, ds)
-	}
-	m, _ := Check(files, MapCatalog{"t": {Name: "t", Idempotent: true}})
-	if d, ok := m.Depth("top"); !ok || d != 2 {
-		t.Fatalf("depth of top: %d %v", d, ok)
-	}
-	cyclic := []File{
-		{Path: "a.star", Src: []byte(`flow(name = "a", nodes = [subflow("s", flow = "b")])` + "\n")},
-		{Path: "b.lua", Src: []byte(`flow{"b", nodes = {subflow{"s", flow = "a"}}}` + "\n")},
-	}
-	_, ds = Check(cyclic, MapCatalog{})
-	if !ds.Has(CodeCycle) {
-		t.Fatalf("no cycle found: %s", ds)
-	}
-	// Starlark cannot load() a Lua file.
-	_, ds = Load([]File{{Path: "a.star", Src: []byte(`load("b.lua", "x")` + "\n")}, {Path: "b.lua", Src: []byte(luaLeaf)}})
-	if len(ds) != 1 || ds[0].Code != CodeLoad {
-		t.Fatalf("load of a Lua file: %s", ds)
-	}
-}
-
 // Unbounded recursion ends with an error, not a crash, and json works.
 func TestLuaRecursionAndJSON(t *testing.T) {
 	// Concatenation keeps Lua's meaning: numbers, __concat, errors.
@@ -377,7 +348,7 @@ assert(not pcall(function() return "a" .. {} end))
 	}
 	t.Parallel()
 	_, ds := Load(luaFile("local function f(n) return f(n + 1) + 1 end\nf(1)\n" + luaLeaf))
-	if len(ds) != 1 || ds[0].Code != CodeScript || ds[0].Line != 1 {
+	if len(ds) != 1 || ds[0].Code != flows.CodeScript || ds[0].Line != 1 {
 		t.Fatalf("recursion: %s", ds)
 	}
 	src := `flow{"j", nodes = {task{"a", tool = "t", args = function(ctx)
@@ -388,7 +359,7 @@ end}}}`
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := ev.Call(CallableRef{Flow: "j", Node: "a", Param: "args"}, Context{})
+	got, err := ev.Call(flows.CallableRef{Flow: "j", Node: "a", Param: "args"}, flows.Context{})
 	want := map[string]any{"text": `{"n":3,"o":{},"s":"x","xs":[]}`, "n": int64(3)}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %#v (%v), want %#v", got, err, want)
@@ -398,7 +369,7 @@ end}}}`
 // One evaluator serves concurrent calls: each runs in its own sandbox.
 func TestLuaEvaluatorConcurrent(t *testing.T) {
 	t.Parallel()
-	ev, err := NewEvaluator(readStar(t, "../examples/research.lua"))
+	ev, err := NewEvaluator(flowtest.ReadFiles(t, "../../examples/research.lua"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -408,7 +379,7 @@ func TestLuaEvaluatorConcurrent(t *testing.T) {
 	for i := range 8 {
 		wg.Go(func() {
 			q := fmt.Sprint("query ", i)
-			got, err := ev.Call(ref, Context{RunID: "r", Attempt: 1}, q)
+			got, err := ev.Call(ref, flows.Context{RunID: "r", Attempt: 1}, q)
 			if err == nil && !reflect.DeepEqual(got, map[string]any{"q": q}) {
 				err = fmt.Errorf("got %v for %s", got, q)
 			}
@@ -451,11 +422,11 @@ flow{"f", nodes = {task{"a", tool = "t", args = function(ctx) return {x = (twice
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := CallableRef{Flow: "f", Node: "a", Param: "args"}
+	ref := flows.CallableRef{Flow: "f", Node: "a", Param: "args"}
 	if !ev.Accepts(ref, 1) || ev.Accepts(ref, 2) {
 		t.Errorf("args(ctx) is taken as another arity")
 	}
-	got, err := ev.Call(ref, Context{RunID: "r", Attempt: 1, Input: map[string]any{"s": "ab"}})
+	got, err := ev.Call(ref, flows.Context{RunID: "r", Attempt: 1, Input: map[string]any{"s": "ab"}})
 	if err != nil || !reflect.DeepEqual(got, map[string]any{"x": "abab"}) {
 		t.Errorf("args = %#v, %v", got, err)
 	}

@@ -1,10 +1,12 @@
-package flows_test
+package script_test
 
 import (
 	"context"
 	"fmt"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/flows/registry"
+	"github.com/weirhq/weir/flows/script"
 )
 
 func ExampleCheck() {
@@ -14,7 +16,7 @@ flow(name = "greet", nodes = [
 ])
 `)}}
 	tools := flows.MapCatalog{"mail.send": {Name: "mail.send", Idempotent: false}}
-	_, ds := flows.Check(files, tools)
+	_, ds := script.Check(files, tools)
 	fmt.Print(ds)
 	// Output:
 	// greet.star:3:5: E_AT_MOST_ONCE: task "hello": tool "mail.send" is not idempotent; declare at_most_once = True to accept that an attempt whose outcome is unknown takes the error wire instead of running again
@@ -24,7 +26,7 @@ flow(name = "greet", nodes = [
 func ExampleEvaluator_Call() {
 	// What the runtime does: take a stored version, build an evaluator
 	// from its sources (once per source hash), and call a node's args.
-	reg := flows.NewRegistry(flows.NewMemoryStore(), flows.MapCatalog{
+	reg := registry.NewRegistry(flows.NewMemoryStore(), flows.MapCatalog{
 		"web.search": {Name: "web.search", Idempotent: true},
 	})
 	_, ds, err := reg.Register(context.Background(), []flows.File{{Path: "search.star", Src: []byte(`
@@ -37,7 +39,7 @@ flow(name = "search", nodes = [
 		panic(fmt.Sprint(err, ds))
 	}
 	v, _ := reg.Latest(context.Background(), "search")
-	ev, err := flows.NewEvaluator(v.Sources)
+	ev, err := script.NewEvaluator(v.Sources)
 	if err != nil {
 		panic(err)
 	}

@@ -1,4 +1,4 @@
-package flows
+package script
 
 import (
 	"encoding/json"
@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/weirhq/weir/flows"
 )
 
 // FuzzLoad feeds arbitrary scripts to the loader and the checks: they must
@@ -17,7 +19,7 @@ func FuzzLoad(f *testing.F) {
 	seeds, _ := filepath.Glob("testdata/check/*.star")
 	more, _ := filepath.Glob("testdata/check/*/*.star")
 	seeds = append(seeds, more...)
-	seeds = append(seeds, "../examples/research.star", "../examples/summarize.star", "../examples/mistakes/newsletter.star")
+	seeds = append(seeds, "../../examples/research.star", "../../examples/summarize.star", "../../examples/mistakes/newsletter.star")
 	for _, p := range seeds {
 		b, err := os.ReadFile(p)
 		if err != nil {
@@ -53,20 +55,20 @@ flow(name = "e", nodes = [task("a", tool = "t.idem", args = lambda ctx: {"s": js
 ])
 flow(name = "leaf", nodes = [task("x", tool = "t.idem")])`)
 
-	lib := File{Path: "lib.star", Src: []byte("def helper(ctx):\n    return {\"n\": 1}\n")}
+	lib := flows.File{Path: "lib.star", Src: []byte("def helper(ctx):\n    return {\"n\": 1}\n")}
 
 	f.Fuzz(func(t *testing.T, script string) {
-		fuzzCheck(t, fuzzLoader, fuzzCat, []File{{Path: "fuzz.star", Src: []byte(script)}, lib})
+		fuzzCheck(t, fuzzLoader, fuzzCat, []flows.File{{Path: "fuzz.star", Src: []byte(script)}, lib})
 	})
 }
 
 // fuzzCat and fuzzLoader are what the fuzz targets check against.
 var (
-	fuzzCat = MapCatalog{
+	fuzzCat = flows.MapCatalog{
 		"t.idem":     {Name: "t.idem", Idempotent: true},
 		"t.once":     {Name: "t.once"},
 		"web.search": {Name: "web.search", Idempotent: true},
-		"llm.chat":   {Name: "llm.chat", Idempotent: true, Chat: true, Models: []ModelInfo{{Alias: "small", MaxTokens: 1024}}},
+		"llm.chat":   {Name: "llm.chat", Idempotent: true, Chat: true, Models: []flows.ModelInfo{{Alias: "small", MaxTokens: 1024}}},
 	}
 	fuzzLoader = Loader{MaxSteps: 100_000, MaxFileBytes: 64 << 10}
 )
@@ -75,13 +77,13 @@ var (
 // panic, well-formed diagnostics inside the files, and for a clean
 // module, IR that round-trips and callables that evaluate (errors
 // allowed).
-func fuzzCheck(t *testing.T, loader Loader, cat Catalog, files []File) {
+func fuzzCheck(t *testing.T, loader Loader, cat flows.Catalog, files []flows.File) {
 	m, ds := loader.Check(files, cat)
 	for _, d := range ds {
-		if !slices.Contains(AllCodes, d.Code) {
+		if !slices.Contains(flows.AllCodes, d.Code) {
 			t.Fatalf("unknown code in %s", d)
 		}
-		if !slices.ContainsFunc(files, func(f File) bool { return f.Path == d.File }) {
+		if !slices.ContainsFunc(files, func(f flows.File) bool { return f.Path == d.File }) {
 			t.Fatalf("diagnostic outside the files: %s", d)
 		}
 		if d.Message == "" || strings.ContainsAny(d.Message, "\n\r") {
@@ -95,11 +97,11 @@ func fuzzCheck(t *testing.T, loader Loader, cat Catalog, files []File) {
 		return
 	}
 	for _, fl := range m.Flows {
-		data, err := json.Marshal(&Version{Flow: fl, Sources: m.Sources(fl.Name)})
+		data, err := json.Marshal(&flows.Version{Flow: fl, Sources: m.Sources(fl.Name)})
 		if err != nil {
 			t.Fatalf("encoding %s: %v", fl.Name, err)
 		}
-		var v Version
+		var v flows.Version
 		if err := json.Unmarshal(data, &v); err != nil {
 			t.Fatalf("decoding %s: %v", fl.Name, err)
 		}
@@ -107,12 +109,12 @@ func fuzzCheck(t *testing.T, loader Loader, cat Catalog, files []File) {
 		if err != nil {
 			t.Fatalf("sources of a clean flow do not re-load: %v", err)
 		}
-		var refs []*CallableRef
+		var refs []*flows.CallableRef
 		if v.Flow.Output != nil {
 			refs = append(refs, v.Flow.Output)
 		}
 		for _, n := range v.Flow.Nodes {
-			for _, r := range []*CallableRef{n.Args, n.Cond, n.Items, n.Reduce, n.Mature, n.System, n.Prompt} {
+			for _, r := range []*flows.CallableRef{n.Args, n.Cond, n.Items, n.Reduce, n.Mature, n.System, n.Prompt} {
 				if r != nil {
 					refs = append(refs, r)
 				}
@@ -123,10 +125,10 @@ func fuzzCheck(t *testing.T, loader Loader, cat Catalog, files []File) {
 				t.Fatalf("re-loaded sources lack %s", r)
 			}
 			extra := map[string][]any{"reduce": {[]any{}}, "mature": {"item", map[string]any{}}}[r.Param]
-			if r.Param == "args" && n(v.Flow, r).Kind == KindFanout {
+			if r.Param == "args" && n(v.Flow, r).Kind == flows.KindFanout {
 				extra = []any{"item"}
 			}
-			_, _ = ev.Call(*r, Context{RunID: "fuzz", Attempt: 1, Input: map[string]any{"topic": "x"}}, extra...)
+			_, _ = ev.Call(*r, flows.Context{RunID: "fuzz", Attempt: 1, Input: map[string]any{"topic": "x"}}, extra...)
 		}
 	}
 }
@@ -134,7 +136,7 @@ func fuzzCheck(t *testing.T, loader Loader, cat Catalog, files []File) {
 // FuzzLoadLua is FuzzLoad for Lua files, beside a Starlark file that a
 // Lua flow may call.
 func FuzzLoadLua(f *testing.F) {
-	for _, p := range []string{"../examples/research.lua", "../examples/summarize.lua", "../examples/run/digest.lua"} {
+	for _, p := range []string{"../../examples/research.lua", "../../examples/summarize.lua", "../../examples/run/digest.lua"} {
 		b, err := os.ReadFile(p)
 		if err != nil {
 			f.Fatal(err)
@@ -151,15 +153,15 @@ func FuzzLoadLua(f *testing.F) {
   tools = {"web.search", "t.once"}, approve = {"t.once"}, flows = {"leaf"}, max_turns = 4, output = object{}}}}`)
 	f.Add(`flow{"e", nodes = {fanout{"f", items = function(ctx) return {} end, tool = "t.idem", width = 1, depth = 1, max_items = 2,
   reduce = function(ctx, results, items) return array{} end, mature = function(ctx, item, result) return 0 end}}}`)
-	leaf := File{Path: "leaf.star", Src: []byte(`flow(name = "leaf", nodes = [task("x", tool = "t.idem")])` + "\n")}
+	leaf := flows.File{Path: "leaf.star", Src: []byte(`flow(name = "leaf", nodes = [task("x", tool = "t.idem")])` + "\n")}
 	f.Fuzz(func(t *testing.T, script string) {
-		fuzzCheck(t, fuzzLoader, fuzzCat, []File{{Path: "fuzz.lua", Src: []byte(script)}, leaf})
+		fuzzCheck(t, fuzzLoader, fuzzCat, []flows.File{{Path: "fuzz.lua", Src: []byte(script)}, leaf})
 	})
 }
 
-func n(f *Flow, r *CallableRef) *Node {
+func n(f *flows.Flow, r *flows.CallableRef) *flows.Node {
 	if node := f.Node(r.Node); node != nil {
 		return node
 	}
-	return &Node{}
+	return &flows.Node{}
 }

@@ -1,4 +1,4 @@
-package flows
+package script_test
 
 import (
 	"encoding/json"
@@ -8,20 +8,26 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/weirhq/weir/flows/registry"
+	"github.com/weirhq/weir/flows/script"
+
+	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/flows/internal/flowtest"
 )
 
 // evalSetup loads the research example, round-trips its versions through
 // JSON as a store would, and builds evaluators from the stored sources only.
 type evalBundle struct {
-	research, summarize *Version
-	evResearch          *Evaluator
-	evSummarize         *Evaluator
+	research, summarize *flows.Version
+	evResearch          *script.Evaluator
+	evSummarize         *script.Evaluator
 }
 
 func evalSetup(t *testing.T) *evalBundle {
 	t.Helper()
-	reg := NewRegistry(NewMemoryStore(), testCatalog(t))
-	vs, ds, err := reg.Register(t.Context(), readStar(t, "../examples/research.star", "../examples/summarize.star"))
+	reg := registry.NewRegistry(flows.NewMemoryStore(), flowtest.Catalog(t, "testdata/catalog.json"))
+	vs, ds, err := reg.Register(t.Context(), flowtest.ReadFiles(t, "../../examples/research.star", "../../examples/summarize.star"))
 	if err != nil || len(ds) > 0 {
 		t.Fatalf("register: %v %s", err, ds)
 	}
@@ -31,11 +37,11 @@ func evalSetup(t *testing.T) *evalBundle {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var stored Version
+		var stored flows.Version
 		if err := json.Unmarshal(data, &stored); err != nil {
 			t.Fatal(err)
 		}
-		ev, err := NewEvaluator(stored.Sources)
+		ev, err := script.NewEvaluator(stored.Sources)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -56,7 +62,7 @@ func TestEvaluateResearchCallables(t *testing.T) {
 	t.Parallel()
 	b := evalSetup(t)
 	f := b.research.Flow
-	ctx := Context{
+	ctx := flows.Context{
 		RunID:   "run-1",
 		Attempt: 1,
 		Input:   map[string]any{"topic": "rivers"},
@@ -68,7 +74,7 @@ func TestEvaluateResearchCallables(t *testing.T) {
 	}
 	tests := []struct {
 		name  string
-		ref   *CallableRef
+		ref   *flows.CallableRef
 		extra []any
 		want  any
 	}{
@@ -97,17 +103,17 @@ func TestEvaluateResearchCallables(t *testing.T) {
 	}
 
 	// The branch follows otherwise when the text is empty.
-	empty := Context{Results: map[string]any{"write": map[string]any{"text": ""}}}
+	empty := flows.Context{Results: map[string]any{"write": map[string]any{"text": ""}}}
 	if got, err := b.evResearch.Call(*f.Node("check").Cond, empty); err != nil || got != false {
 		t.Errorf("cond on empty text = %v, %v", got, err)
 	}
 
 	// summarize's output is what research reads as results["write"].
-	out, err := b.evSummarize.Call(*b.summarize.Flow.Output, Context{Results: map[string]any{"draft": map[string]any{"answer": "short"}}})
+	out, err := b.evSummarize.Call(*b.summarize.Flow.Output, flows.Context{Results: map[string]any{"draft": map[string]any{"answer": "short"}}})
 	if err != nil || !reflect.DeepEqual(out, map[string]any{"text": "short"}) {
 		t.Errorf("summarize output = %#v, %v", out, err)
 	}
-	prompt, err := b.evSummarize.Call(*b.summarize.Flow.Node("draft").Prompt, Context{Input: map[string]any{"hits": []any{map[string]any{"u": 1.0}}}})
+	prompt, err := b.evSummarize.Call(*b.summarize.Flow.Node("draft").Prompt, flows.Context{Input: map[string]any{"hits": []any{map[string]any{"u": 1.0}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,14 +122,14 @@ func TestEvaluateResearchCallables(t *testing.T) {
 	}
 }
 
-func evalSource(t *testing.T, text string) (*Evaluator, *Flow) {
+func evalSource(t *testing.T, text string) (*script.Evaluator, *flows.Flow) {
 	t.Helper()
-	files := []File{src("e.star", text)}
-	m, ds := Load(files)
+	files := []flows.File{flowtest.Src("e.star", text)}
+	m, ds := script.Load(files)
 	if len(ds) > 0 {
 		t.Fatal(ds)
 	}
-	ev, err := NewEvaluator(files)
+	ev, err := script.NewEvaluator(files)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +155,7 @@ flow(name = "c", nodes = [
     branch("b", cond = False, then = "show", otherwise = None, max_visits = 2),
 ])
 `)
-	got, err := ev.Call(*f.Node("show").Args, Context{
+	got, err := ev.Call(*f.Node("show").Args, flows.Context{
 		RunID: "r-9", Attempt: 3,
 		Input: map[string]any{"n": 41.0, "r": 0.25, "b": 1, "a": 2},
 	})
@@ -166,15 +172,15 @@ flow(name = "c", nodes = [
 		t.Errorf("got  %#v\nwant %#v", got, want)
 	}
 
-	items, err := ev.Call(*f.Node("fan").Items, Context{})
+	items, err := ev.Call(*f.Node("fan").Items, flows.Context{})
 	if err != nil || !reflect.DeepEqual(items, []any{"x", "y"}) {
 		t.Errorf("constant items = %#v, %v", items, err)
 	}
-	args, err := ev.Call(*f.Node("fan").Args, Context{}, "x")
+	args, err := ev.Call(*f.Node("fan").Args, flows.Context{}, "x")
 	if err != nil || !reflect.DeepEqual(args, map[string]any{"fixed": []any{int64(1), 2.5, nil, true}}) {
 		t.Errorf("constant args = %#v, %v", args, err)
 	}
-	red, err := ev.Call(*f.Node("fan").Reduce, Context{}, []any{map[string]any{"ok": true}, map[string]any{"ok": false}})
+	red, err := ev.Call(*f.Node("fan").Reduce, flows.Context{}, []any{map[string]any{"ok": true}, map[string]any{"ok": false}})
 	if err != nil || !reflect.DeepEqual(red, map[string]any{"count": int64(2), "first": map[string]any{"ok": true}}) {
 		t.Errorf("reduce = %#v, %v", red, err)
 	}
@@ -183,12 +189,12 @@ flow(name = "c", nodes = [
 		ok   bool
 		want bool
 	}{{"a", true, true}, {"a", false, false}, {"skip", true, false}} {
-		got, err := ev.Call(*f.Node("fan").Mature, Context{}, c.item, map[string]any{"ok": c.ok})
+		got, err := ev.Call(*f.Node("fan").Mature, flows.Context{}, c.item, map[string]any{"ok": c.ok})
 		if err != nil || got != c.want {
 			t.Errorf("mature(%q, ok=%v) = %v, %v; want %v", c.item, c.ok, got, err, c.want)
 		}
 	}
-	cond, err := ev.Call(*f.Node("b").Cond, Context{})
+	cond, err := ev.Call(*f.Node("b").Cond, flows.Context{})
 	if err != nil || cond != false {
 		t.Errorf("constant cond = %v, %v", cond, err)
 	}
@@ -238,35 +244,35 @@ flow(name = "e", nodes = [
 	for _, tt := range tests {
 		t.Run(tt.node, func(t *testing.T) {
 			t.Parallel()
-			_, err := ev.Call(CallableRef{Flow: "e", Node: tt.node, Param: tt.param}, Context{Input: map[string]any{"x": 0}})
-			var ce *CallError
+			_, err := ev.Call(flows.CallableRef{Flow: "e", Node: tt.node, Param: tt.param}, flows.Context{Input: map[string]any{"x": 0}})
+			var ce *flows.CallError
 			if !errors.As(err, &ce) {
 				t.Fatalf("got %v, want a *CallError", err)
 			}
 			if ce.Pos.String() != tt.pos || !strings.Contains(ce.Msg, tt.msg) {
 				t.Errorf("got %s %q, want %s containing %q", ce.Pos, ce.Msg, tt.pos, tt.msg)
 			}
-			if errors.Is(err, ErrStepLimit) != tt.stepLimit {
+			if errors.Is(err, flows.ErrStepLimit) != tt.stepLimit {
 				t.Errorf("errors.Is(err, ErrStepLimit) = %v", !tt.stepLimit)
 			}
 		})
 	}
 	_ = f
 
-	if _, err := ev.Call(CallableRef{Flow: "e", Node: "nope", Param: "args"}, Context{}); !errors.Is(err, ErrNoCallable) {
+	if _, err := ev.Call(flows.CallableRef{Flow: "e", Node: "nope", Param: "args"}, flows.Context{}); !errors.Is(err, script.ErrNoCallable) {
 		t.Errorf("unknown ref: %v", err)
 	}
-	if _, err := ev.Call(CallableRef{Flow: "e", Node: "missing", Param: "args"}, Context{Input: func() {}}); err == nil {
+	if _, err := ev.Call(flows.CallableRef{Flow: "e", Node: "missing", Param: "args"}, flows.Context{Input: func() {}}); err == nil {
 		t.Error("an input with no JSON form was accepted")
 	}
 }
 
 func TestNewEvaluatorRefusesSourcesThatNoLongerLoad(t *testing.T) {
 	t.Parallel()
-	if _, err := NewEvaluator([]File{src("x.star", "fail(\"gone\")")}); err == nil || !strings.Contains(err.Error(), "E_SCRIPT") {
+	if _, err := script.NewEvaluator([]flows.File{flowtest.Src("x.star", "fail(\"gone\")")}); err == nil || !strings.Contains(err.Error(), "E_SCRIPT") {
 		t.Errorf("got %v", err)
 	}
-	if _, err := NewEvaluator([]File{src("x.star", "x = (")}); err == nil || !strings.Contains(err.Error(), "E_SYNTAX") {
+	if _, err := script.NewEvaluator([]flows.File{flowtest.Src("x.star", "x = (")}); err == nil || !strings.Contains(err.Error(), "E_SYNTAX") {
 		t.Errorf("got %v", err)
 	}
 }
@@ -285,7 +291,7 @@ func TestEvaluatorIsSafeForConcurrentUse(t *testing.T) {
 			defer wg.Done()
 			for i := range 50 {
 				q := fmt.Sprintf("q%d-%d", g, i)
-				got, err := b.evResearch.Call(*f.Node("search").Args, Context{RunID: q}, q)
+				got, err := b.evResearch.Call(*f.Node("search").Args, flows.Context{RunID: q}, q)
 				if err != nil {
 					errs <- err
 					return
@@ -294,7 +300,7 @@ func TestEvaluatorIsSafeForConcurrentUse(t *testing.T) {
 					errs <- fmt.Errorf("goroutine %d got %v for %s", g, got, q)
 					return
 				}
-				ctx := Context{Input: map[string]any{"topic": q}}
+				ctx := flows.Context{Input: map[string]any{"topic": q}}
 				got, err = b.evResearch.Call(*f.Node("plan").Args, ctx)
 				if err != nil || got.(map[string]any)["topic"] != q {
 					errs <- fmt.Errorf("plan args %v, %v", got, err)
@@ -307,53 +313,5 @@ func TestEvaluatorIsSafeForConcurrentUse(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
-	}
-}
-
-func TestConversions(t *testing.T) {
-	t.Parallel()
-	type payload struct {
-		A int      `json:"a"`
-		B []string `json:"b"`
-	}
-	tests := []struct {
-		in   any
-		want any
-	}{
-		{nil, nil},
-		{true, true},
-		{"s", "s"},
-		{7, int64(7)},
-		{int64(-3), int64(-3)},
-		{2.0, int64(2)},
-		{2.5, 2.5},
-		{json.Number("12"), int64(12)},
-		{json.Number("1.5"), 1.5},
-		{[]any{1.0, "x"}, []any{int64(1), "x"}},
-		{map[string]any{"k": map[string]any{"n": nil}}, map[string]any{"k": map[string]any{"n": nil}}},
-		{payload{A: 1, B: []string{"x"}}, map[string]any{"a": int64(1), "b": []any{"x"}}},
-		{json.RawMessage(`{"z":[1,2]}`), map[string]any{"z": []any{int64(1), int64(2)}}},
-	}
-	for _, tt := range tests {
-		sv, err := toStarlark(tt.in)
-		if err != nil {
-			t.Errorf("%#v: %v", tt.in, err)
-			continue
-		}
-		got, err := fromStarlark(sv)
-		if err != nil || !reflect.DeepEqual(got, tt.want) {
-			t.Errorf("%#v: round trip gave %#v, %v; want %#v", tt.in, got, err, tt.want)
-		}
-	}
-
-	deep := any("leaf")
-	for range MaxValueDepth + 2 {
-		deep = []any{deep}
-	}
-	if _, err := toStarlark(deep); err == nil {
-		t.Error("a value nested deeper than the limit was converted")
-	}
-	if _, err := toStarlark(make(chan int)); err == nil {
-		t.Error("a channel was converted")
 	}
 }
