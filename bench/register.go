@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/flows/registry"
 	"github.com/weirhq/weir/runtime/api"
 	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/host"
@@ -118,7 +119,7 @@ func genFlowSet(ext string, count, n int) []apitypes.SourceFile {
 // request per flow as flows arrive in production, and one flow of 10,000
 // nodes, both through the real daemon's POST /v1/flows (check, store, and
 // the HTTP round trip). The limit beside each is the same registration in
-// process on flows.Registry with an in-memory version store and the
+// process on registry.Registry with an in-memory version store and the
 // installed plugins' catalog: the cost of checking alone.
 func registration(b *bench) ([]row, error) {
 	catDir, err := b.dir("catalog")
@@ -134,7 +135,7 @@ func registration(b *bench) ([]row, error) {
 	big := []apitypes.SourceFile{{Path: "big.star", Src: genFlow("big", 10_000, nil)}}
 
 	inProcess := func(batches [][]apitypes.SourceFile) (time.Duration, error) {
-		reg := flows.NewRegistry(flows.NewMemoryStore(), cat)
+		reg := registry.NewRegistry(flows.NewMemoryStore(), cat)
 		start := time.Now()
 		for _, files := range batches {
 			in := make([]flows.File, len(files))

@@ -1,9 +1,6 @@
 package flows
 
 import (
-	"encoding/json"
-	"reflect"
-	"slices"
 	"strings"
 	"testing"
 )
@@ -103,96 +100,6 @@ func TestModelToolNameIsInjective(t *testing.T) {
 	}
 }
 
-func loadAgent(t *testing.T, script string) (*Module, *Node) {
-	t.Helper()
-	m, ds := Check([]File{src("a.star", script)}, testCatalog(t))
-	if len(ds) > 0 {
-		t.Fatal(ds)
-	}
-	for _, f := range m.Flows {
-		for _, n := range f.Nodes {
-			if n.Kind == KindAgent {
-				return m, n
-			}
-		}
-	}
-	t.Fatal("no agent node")
-	return nil, nil
-}
-
-func TestAgentIR(t *testing.T) {
-	t.Parallel()
-	m, n := loadAgent(t, `
-flow(name = "r", nodes = [
-    agent("research", model = "small", system = "Cite sources.",
-        prompt = lambda ctx: "Research: " + ctx.input["topic"],
-        tools = ["web.search", "mail.send"], flows = ["leaf"], approve = ["mail.send"],
-        max_turns = 8, max_tokens = 512, output = {"type": "object"}, timeout = "10m", cost = 40),
-])
-flow(name = "leaf", nodes = [task("a", tool = "t.idem")])
-`)
-	want := Node{
-		ID: "research", Kind: KindAgent, ModelTool: DefaultModelTool, Model: "small",
-		System: &CallableRef{Flow: "r", Node: "research", Param: "system"},
-		Prompt: &CallableRef{Flow: "r", Node: "research", Param: "prompt"},
-		Tools:  []string{"web.search", "mail.send"}, Flows: []string{"leaf"}, Approve: []string{"mail.send"},
-		MaxTurns: 8, MaxTokens: 512, OutputSchema: json.RawMessage(`{"type":"object"}`),
-		Timeout: n.Timeout, Cost: 40, Pos: n.Pos,
-	}
-	got := *n
-	got.site = nil
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("agent node\n got %+v\nwant %+v", got, want)
-	}
-	if n.Timeout.Minutes() != 10 {
-		t.Errorf("timeout %v", n.Timeout)
-	}
-	if calls := m.Flow("r").Calls(); len(calls) != 1 || !slices.Equal(calls[0].Callees(), []string{"leaf"}) {
-		t.Errorf("calls %v", calls)
-	}
-	if d, ok := m.Depth("r"); !ok || d != 1 {
-		t.Errorf("depth %d, %v; an offered flow is a subflow call", d, ok)
-	}
-
-	data, err := json.Marshal(n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range []string{`"kind":"agent"`, `"model_tool":"llm.chat"`, `"model":"small"`, `"tools":["web.search","mail.send"]`,
-		`"flows":["leaf"]`, `"approve":["mail.send"]`, `"max_turns":8`, `"max_tokens":512`, `"output_schema":{"type":"object"}`,
-		`"prompt":{"flow":"r","node":"research","param":"prompt"}`} {
-		if !strings.Contains(string(data), s) {
-			t.Errorf("encoding lacks %s: %s", s, data)
-		}
-	}
-
-	// The prompt and system are evaluated like any callable: a
-	// function is called with ctx, a constant string returned as it is.
-	ev, err := NewEvaluator(m.Sources("r"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := Context{RunID: "r1", Attempt: 1, Input: map[string]any{"topic": "rivers"}}
-	if got, err := ev.Call(*n.Prompt, c); err != nil || got != "Research: rivers" {
-		t.Errorf("prompt = %v, %v", got, err)
-	}
-	if got, err := ev.Call(*n.System, c); err != nil || got != "Cite sources." {
-		t.Errorf("system = %v, %v", got, err)
-	}
-}
-
-func TestAgentModelToolDefaults(t *testing.T) {
-	t.Parallel()
-	_, n := loadAgent(t, `flow(name = "v", nodes = [agent("a", model_tool = "llm.chat", prompt = "hi", max_turns = 1)])`)
-	if n.ModelTool != "llm.chat" || n.Model != "" || n.System != nil || n.MaxTokens != 0 || n.OutputSchema != nil {
-		t.Errorf("model_tool alone: %+v", n)
-	}
-	_, n = loadAgent(t, `flow(name = "v", nodes = [agent("a", model = "large", prompt = "hi", max_turns = 1, max_tokens = 8192)])`)
-	if n.ModelTool != DefaultModelTool || n.Model != "large" || n.MaxTokens != 8192 {
-		t.Errorf("model alone: %+v", n)
-	}
-}
-
 func TestParseCatalogModels(t *testing.T) {
 	t.Parallel()
 	c, err := ParseCatalog([]byte(`{"tools": [{"name": "llm.chat", "idempotent": true, "chat": true, "description": "One model turn.",
@@ -225,37 +132,6 @@ func TestParseCatalogModels(t *testing.T) {
 	} {
 		if _, err := ParseCatalog([]byte(bad)); err == nil {
 			t.Errorf("ParseCatalog(%s) accepted", bad)
-		}
-	}
-}
-
-func TestRenderAgent(t *testing.T) {
-	t.Parallel()
-	m, _ := loadAgent(t, `
-flow(name = "g", nodes = [
-    agent("research", model = "small", prompt = "go", max_turns = 8,
-        tools = ["web.search", "mail.send"], approve = ["mail.send"], flows = ["leaf"], next = "done"),
-    task("done", tool = "t.idem"),
-])
-flow(name = "leaf", nodes = [task("a", tool = "t.idem")])
-`)
-	f := m.Flow("g")
-	mer, err := Render(f, FormatMermaid, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := `n_research{{"research<br/>agent small via llm.chat ≤8 turns<br/>tools: web.search, mail.send ✋<br/>flows: leaf"}}`
-	if !strings.Contains(mer, want) {
-		t.Errorf("mermaid lacks %s:\n%s", want, mer)
-	}
-	dot, err := Render(f, FormatDot, map[string]Mark{"research": MarkWaiting})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{`"research" [label="research\nagent small via llm.chat ≤8 turns\ntools: web.search, mail.send ✋\nflows: leaf", shape=hexagon`,
-		`"research" -> "done" [label="next"]`} {
-		if !strings.Contains(dot, want) {
-			t.Errorf("dot lacks %s:\n%s", want, dot)
 		}
 	}
 }

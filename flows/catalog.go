@@ -10,7 +10,9 @@ import (
 	"time"
 )
 
-// ToolInfo is what registration needs to know about one tool.
+// ToolInfo is what registration needs to know about one tool: what the tool
+// declares, as the engine reads it too. It is weir's one description of a
+// tool; runtime/tool holds only the types of one call.
 type ToolInfo struct {
 	// Name is the full tool name, "plugin.tool".
 	Name string
@@ -60,8 +62,8 @@ func (t ToolInfo) Model(alias string) (ModelInfo, bool) {
 	return ModelInfo{}, false
 }
 
-// modelAliases lists the tool's model aliases, for suggestions.
-func (t ToolInfo) modelAliases() []string {
+// ModelAliases lists the tool's model aliases, for suggestions.
+func (t ToolInfo) ModelAliases() []string {
 	out := make([]string, len(t.Models))
 	for i, m := range t.Models {
 		out[i] = m.Alias

@@ -228,9 +228,10 @@ func (ds Diagnostics) WriteJSON(w io.Writer) error {
 	return enc.Encode(ds)
 }
 
-// sort orders diagnostics by position, then code, then message, and drops
-// exact duplicates (the same problem reached by two paths).
-func (ds Diagnostics) sort() Diagnostics {
+// Sorted orders diagnostics by position, then code, then message, and
+// drops exact duplicates (the same problem reached by two paths). It
+// reorders ds in place; a front end calls it on what it collected.
+func (ds Diagnostics) Sorted() Diagnostics {
 	slices.SortStableFunc(ds, func(a, b Diagnostic) int {
 		return cmp.Or(comparePos(a.Pos, b.Pos), cmp.Compare(a.Code, b.Code), cmp.Compare(a.Message, b.Message))
 	})

@@ -1,25 +1,22 @@
-// Package flows is weir's flow languages: it loads Starlark (.star) and Lua
-// (.lua) scripts that declare task graphs with the same builtins, compiles
-// them to one graph IR, checks them statically at
-// registration, and evaluates the scripts' callables at run time against a
-// read-only context. The runtime walks the IR; it never reads flow scripts
-// from disk, only from the stored source by content hash.
+// Package flows is weir's flow IR: the graph a flow script compiles to
+// (Flow, Node, CallableRef), the Diagnostics registration reports, the
+// limits a script runs under and the errors that name them, the
+// Version a registry stores, the tool Catalog registration checks
+// against (ToolInfo: what a tool declares), the validation of values
+// against the schemas flows declare, and the Scripts boundary between the
+// runtime and whatever evaluates scripts (its request and result shapes).
 //
-// Loading and checking: Load runs a set of files together in a sandbox (no
-// clock, randomness, files or network; load() only among the set; a step
-// limit per execution) and returns a Module with the flows they declare and
-// Diagnostics for every problem found in them. Check adds the checks that
-// need a tool Catalog and the other flows. A Registry does the same against
-// the registered flows, refuses anything with a diagnostic, and stores one
-// Version (IR plus sources) per flow in a VersionStore, keyed by Flow.Hash.
+// It imports no interpreter, so everything that only reads flows — the
+// engine's graph walk, the API, the console, the renderers, the CLI's
+// listings — compiles without Starlark or Lua (a test holds it to that).
+// The packages beside it serve one reader each:
 //
-// Running: the IR keeps every callable the script passed to a builtin as a
-// CallableRef. NewEvaluator re-runs a version's stored sources and resolves
-// those refs; Evaluator.Call evaluates one with a Context. An Evaluator is
-// immutable and safe for concurrent use; build one per Flow.SourceHash and
-// share it. A Cache does that for a runtime: it decodes each stored IR once,
-// builds each evaluator once however many callers miss together, shares it
-// among the versions of one source, and bounds the memory they hold.
+//   - flows/script loads Starlark (.star) and Lua (.lua) files into this IR,
+//     runs the static checks, and evaluates the scripts' callables (Load,
+//     Check, Evaluator, Cache, Local);
+//   - flows/registry checks files against the registered flows and stores
+//     one Version per flow;
+//   - flows/render draws a Flow as Mermaid, DOT or SVG.
 //
 // Diagnostics carry a file:line:col position, a stable Code (E_CYCLE, ...),
 // a message and, for cycles and depth, the chain. docs/flows.md documents

@@ -118,6 +118,15 @@ func (f *Flow) Node(id string) *Node {
 	return nil
 }
 
+// Seal readies a flow a front end has built for use: its nodes indexed by
+// id (the first node of each id) and its input schema compiled once, on
+// first use, however many validations share it. A decoded flow is sealed
+// already. Call it once the flow's nodes are final.
+func (f *Flow) Seal() {
+	f.buildIndex()
+	f.input = &inputSchema{}
+}
+
 func (f *Flow) buildIndex() {
 	f.index = make(map[string]*Node, len(f.Nodes))
 	for _, n := range f.Nodes {
@@ -271,7 +280,22 @@ type Node struct {
 	// satisfy, if declared.
 	OutputSchema json.RawMessage
 
-	site *callSite // where the node's call and its arguments are written
+	// Site is where the node's call writes its arguments, as the front
+	// end that loaded it knows; nil for a node decoded from stored IR.
+	// It is for diagnostics only and is not part of the IR's JSON.
+	Site CallSite
+}
+
+// CallSite is where one builtin call of a script writes its arguments:
+// registration points a diagnostic at the argument, or the list entry, that
+// causes it. A front end implements it for the nodes it builds.
+type CallSite interface {
+	// ArgPos is the position of the named keyword argument, or of the
+	// call when the argument is not written there.
+	ArgPos(param string) Pos
+	// ElemPos is the position of entry i of the list literal written for
+	// param, or ArgPos(param) when it is no literal.
+	ElemPos(param string, i int) Pos
 }
 
 // Wire is one outgoing edge of a node.
@@ -287,11 +311,13 @@ type Wire struct {
 // then, otherwise (only the declared ones).
 func (n *Node) Wires() []Wire {
 	var ws []Wire
-	n.eachWire(func(w Wire) { ws = append(ws, w) })
+	n.EachWire(func(w Wire) { ws = append(ws, w) })
 	return ws
 }
 
-func (n *Node) eachWire(f func(Wire)) {
+// EachWire calls f with each outgoing edge, in the order of Wires, without
+// building the list.
+func (n *Node) EachWire(f func(Wire)) {
 	for _, w := range [...]Wire{{"next", n.Next}, {"error", n.Error}, {"then", n.Then}, {"otherwise", n.Otherwise}} {
 		if w.To != "" {
 			f(w)
@@ -302,8 +328,8 @@ func (n *Node) eachWire(f func(Wire)) {
 // ArgPos is the position of the named keyword argument in the node's call,
 // or the node's own position when the argument was not written there.
 func (n *Node) ArgPos(param string) Pos {
-	if n.site != nil {
-		return n.site.at(param)
+	if n.Site != nil {
+		return n.Site.ArgPos(param)
 	}
 	return n.Pos
 }
@@ -329,17 +355,17 @@ func (f *Flow) ToolUses() []ToolUse {
 			out = append(out, ToolUse{Tool: n.ModelTool, Node: n, Pos: n.ArgPos("model_tool")})
 		}
 		for i, t := range n.Tools {
-			out = append(out, ToolUse{Tool: t, Node: n, Pos: n.elemPos("tools", i)})
+			out = append(out, ToolUse{Tool: t, Node: n, Pos: n.ElemPos("tools", i)})
 		}
 	}
 	return out
 }
 
-// elemPos is the position of entry i of the list literal written for
+// ElemPos is the position of entry i of the list literal written for
 // param (tools = ["a", "b"]), or of the argument when it is no literal.
-func (n *Node) elemPos(param string, i int) Pos {
-	if n.site != nil {
-		return n.site.elemAt(param, i)
+func (n *Node) ElemPos(param string, i int) Pos {
+	if n.Site != nil {
+		return n.Site.ElemPos(param, i)
 	}
 	return n.Pos
 }
@@ -471,3 +497,10 @@ func (n *Node) UnmarshalJSON(b []byte) error {
 	}
 	return nil
 }
+
+// MaxIRBytes bounds one flow's IR as the runtime stores it (its JSON). A
+// registered version is one store record that every run of it loads, and
+// the registration body is bounded too (8 MiB of source): a script that
+// builds a graph far larger than its source is refused here, by the same
+// check in flow check and at registration, rather than by the store.
+const MaxIRBytes = 8 << 20

@@ -5,20 +5,8 @@ import (
 	"fmt"
 	"strings"
 
-	starjson "go.starlark.net/lib/json"
-	"go.starlark.net/starlark"
-	"go.starlark.net/starlarkstruct"
-
 	"github.com/weirhq/weir/internal/escape"
 )
-
-// Script limits. The interpreter counts steps, but a few builtins do work
-// proportional to the size or nesting of a value in one step, and nesting
-// recurses in Go: json.decode of "[" * 50000000 overflows the Go stack,
-// which no recover() can catch, and str() of a 200,000-deep list is
-// quadratic. Those builtins are guarded here; what no guard can see (memory
-// a single repetition allocates, time in a quadratic builtin left
-// unguarded) is bounded by the process a script runs in (runtime/sandbox).
 
 // Docs. Every user may read every registered flow (docs/design.md §11),
 // and listings (GET /v1/flows, weir flow ls, the console, MCP tools/list)
@@ -45,13 +33,6 @@ func DocSummary(doc string) string {
 		}
 	}
 	return escape.Cut(strings.TrimSpace(head), MaxDocSummaryBytes)
-}
-
-// checkDoc refuses a doc longer than MaxDocBytes, at the doc argument.
-func (ls *loadState) checkDoc(pos Pos, what, doc string) {
-	if len(doc) > MaxDocBytes {
-		ls.addf(pos, CodeDocTooLarge, nil, "%s: its doc is %d bytes, more than the %d bytes a doc may be (MaxDocBytes); put the rest in a file next to the flow", what, len(doc), MaxDocBytes)
-	}
 }
 
 // MaxValueDepth bounds the nesting of a value that json.decode, json.encode,
@@ -120,146 +101,41 @@ func LimitOf(err error) Limit {
 	return ""
 }
 
-// checkNesting walks v to MaxValueDepth, charging the thread one step per
-// value visited (a builtin that formats or encodes v visits each once). A
-// value on its own path (a list that contains itself) is not followed
-// again: the builtins print it as [...] or refuse it themselves.
-func checkNesting(thread *starlark.Thread, fn string, v starlark.Value) error {
-	var visited uint64
-	onPath := map[starlark.Value]bool{}
-	var walk func(v starlark.Value, depth int) error
-	walk = func(v starlark.Value, depth int) error {
-		visited++
-		if depth > MaxValueDepth {
-			return &LimitError{Limit: LimitDepth, Detail: fmt.Sprintf("%s: the value is nested more than %d deep (MaxValueDepth)", fn, MaxValueDepth)}
-		}
-		var elems func(yield func(starlark.Value) bool)
-		switch x := v.(type) {
-		case *starlark.List:
-			elems = func(yield func(starlark.Value) bool) {
-				for i := range x.Len() {
-					if !yield(x.Index(i)) {
-						return
-					}
-				}
-			}
-		case starlark.Tuple:
-			elems = func(yield func(starlark.Value) bool) {
-				for _, e := range x {
-					if !yield(e) {
-						return
-					}
-				}
-			}
-		case *starlark.Dict:
-			elems = func(yield func(starlark.Value) bool) {
-				for _, kv := range x.Items() {
-					if !yield(kv[0]) || !yield(kv[1]) {
-						return
-					}
-				}
-			}
-		case *starlark.Set:
-			elems = func(yield func(starlark.Value) bool) {
-				it := x.Iterate()
-				defer it.Done()
-				var e starlark.Value
-				for it.Next(&e) {
-					if !yield(e) {
-						return
-					}
-				}
-			}
-		default:
-			return nil
-		}
-		if _, isTuple := v.(starlark.Tuple); !isTuple {
-			if onPath[v] {
-				return nil
-			}
-			onPath[v] = true
-			defer delete(onPath, v)
-		}
-		var err error
-		elems(func(e starlark.Value) bool {
-			err = walk(e, depth+1)
-			return err == nil
-		})
-		return err
-	}
-	err := walk(v, 0)
-	thread.Steps += visited
-	if err != nil {
-		return err
-	}
-	if limit, _ := thread.Local(localSteps).(uint64); limit > 0 && thread.ExecutionSteps() >= limit {
-		return &LimitError{Limit: LimitSteps, Detail: fmt.Sprintf("%s: formatting the value took the rest of the %d steps", fn, limit)}
-	}
-	return nil
+// ErrStepLimit is wrapped by a CallError when a callable ran out of steps.
+var ErrStepLimit = errors.New("step limit exceeded")
+
+// Context is what a callable sees as its read-only ctx argument. Values are
+// JSON-compatible Go values (see Evaluator.Call).
+type Context struct {
+	// RunID is the run's id (ctx.run_id).
+	RunID string
+	// Attempt is the run's attempt number, from 1 (ctx.attempt).
+	Attempt int
+	// Input is the run's input (ctx.input).
+	Input any
+	// Results holds the result of every node that has completed, by node
+	// id (ctx.results); a fanout's entry is its reduced result.
+	Results map[string]any
 }
 
-// checkJSONNesting scans JSON text for brackets nested deeper than
-// MaxValueDepth without decoding it (the decoder recurses per bracket).
-func checkJSONNesting(s string) error {
-	depth, inString, escaped := 0, false, false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '[' || c == '{':
-			depth++
-			if depth > MaxValueDepth {
-				return &LimitError{Limit: LimitDepth, Detail: fmt.Sprintf("json.decode: the JSON is nested more than %d deep (MaxValueDepth)", MaxValueDepth)}
-			}
-		case c == ']' || c == '}':
-			depth--
-		}
-	}
-	return nil
+// CallError is a callable's failure at run time: a Starlark error, a script
+// limit, or a result of the wrong shape. Pos is the innermost position in
+// the flow's sources.
+type CallError struct {
+	Ref       CallableRef
+	Pos       Pos
+	Msg       string
+	Backtrace string
+	// Limit is the script limit the call exceeded, if that is why it
+	// failed.
+	Limit Limit
 }
 
-// guardValues wraps a builtin so that its positional arguments are
-// checked by checkNesting first.
-func guardValues(name string, inner starlark.Value) *starlark.Builtin {
-	b := inner.(*starlark.Builtin)
-	return starlark.NewBuiltin(name, func(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-		for _, a := range args {
-			if err := checkNesting(thread, name, a); err != nil {
-				return nil, err
-			}
-		}
-		return starlark.Call(thread, b, args, kwargs)
-	})
-}
+// Error formats the failure as pos: ref: message.
+func (e *CallError) Error() string { return fmt.Sprintf("%s: %s: %s", e.Pos, e.Ref, e.Msg) }
 
-// guardedJSON is Starlark's json module with every function guarded: the
-// encoders by checkNesting, decode by checkJSONNesting.
-var guardedJSON = func() *starlarkstruct.Module {
-	m := &starlarkstruct.Module{Name: "json", Members: starlark.StringDict{}}
-	for name, fn := range starjson.Module.Members {
-		m.Members[name] = guardValues("json."+name, fn)
-	}
-	decode := starjson.Module.Members["decode"].(*starlark.Builtin)
-	m.Members["decode"] = starlark.NewBuiltin("json.decode", func(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-		if len(args) > 0 {
-			if s, ok := starlark.AsString(args[0]); ok {
-				if err := checkJSONNesting(s); err != nil {
-					return nil, err
-				}
-			}
-		}
-		return starlark.Call(thread, decode, args, kwargs)
-	})
-	m.Freeze()
-	return m
-}()
+// Is matches ErrScriptLimit when the call exceeded a limit, and
+// ErrStepLimit when that limit was the step limit.
+func (e *CallError) Is(target error) bool {
+	return (target == ErrScriptLimit && e.Limit != "") || (target == ErrStepLimit && e.Limit == LimitSteps)
+}

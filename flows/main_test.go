@@ -6,16 +6,4 @@ import (
 	"github.com/weirhq/weir/internal/testutil"
 )
 
-// Loading compiles files on several goroutines; none may outlive the load.
 func TestMain(m *testing.M) { testutil.Main(m) }
-
-func TestManyFilesCompileInParallel(t *testing.T) {
-	t.Parallel()
-	files := genFlowSet(40, 20)
-	files[17].Src = []byte("x = (\n")                   // a syntax error in the middle
-	files[29].Src = []byte(`load("nowhere.star", "x")`) // and a bad load
-	_, ds := Check(files, benchCatalog)
-	if len(ds) != 2 || ds[0].Code != CodeSyntax || ds[0].File != "f0017.star" || ds[1].Code != CodeLoad || ds[1].File != "f0029.star" {
-		t.Fatalf("got %s", ds)
-	}
-}

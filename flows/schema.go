@@ -59,6 +59,35 @@ func compileUserSchema(doc []byte) (*jsonschema.Schema, schemaWeight, error) {
 	return s, w, nil
 }
 
+// CheckUserSchema checks a schema a flow declares (its input, an agent's
+// output) as registration does: it must compile, and validating against
+// it must stay within the bounds of schemabound.go. limit says that a
+// bound refused it rather than the schema being invalid; the error's text
+// is bounded.
+func CheckUserSchema(doc []byte) (limit bool, err error) {
+	s, err := compileSchema(doc)
+	if err != nil {
+		return false, errors.New(schemaErrorText(err))
+	}
+	if _, err := schemaCost(s); err != nil {
+		return true, err
+	}
+	return false, nil
+}
+
+// CheckValue validates v against schema as a run's input is validated,
+// naming name in the refusal (an *InputError when v does not match).
+// compiled is false, and nothing is checked, when the schema does not
+// compile: registration leaves that to the schema's owner.
+func CheckValue(schema []byte, name string, v any) (compiled bool, err error) {
+	s := &inputSchema{}
+	s.schema, s.err = compileSchema(schema)
+	if s.err != nil {
+		return false, nil
+	}
+	return true, validateWith(s, name, v)
+}
+
 type refusingLoader struct{}
 
 func (refusingLoader) Load(url string) (any, error) {

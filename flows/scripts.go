@@ -1,10 +1,6 @@
 package flows
 
-import (
-	"context"
-	"encoding/json"
-	"fmt"
-)
+import "context"
 
 // Scripts evaluates flow scripts for the runtime: loading and checking files
 // at registration (Analyze) and evaluating callables at run time (Call).
@@ -59,96 +55,4 @@ type Call struct {
 type CallResult struct {
 	Value any
 	Err   error
-}
-
-// Local is Scripts in this process: the loader's limits and an evaluator
-// cache. It bounds steps and nesting but not memory or time; use it where
-// the scripts are trusted (tests, an embedder's own flows) or inside a
-// sandbox worker.
-type Local struct {
-	Loader Loader
-	// Cache holds the evaluators (nil: Call builds one per call).
-	Cache *Cache
-}
-
-// Analyze implements Scripts.
-func (l Local) Analyze(_ context.Context, req AnalyzeRequest) (*Module, Diagnostics, error) {
-	loader := l.Loader
-	if req.OnRun != nil {
-		loader.OnRun = req.OnRun
-	}
-	return loader.analyze(req.Files, req.Tools, req.Lookup, req.Full)
-}
-
-// Call implements Scripts.
-func (l Local) Call(ctx context.Context, src Sources, c Context, calls []Call) ([]CallResult, error) {
-	var ev *Evaluator
-	var err error
-	if l.Cache != nil {
-		ev, err = l.Cache.Evaluator(ctx, src.Hash, src.Load)
-	} else {
-		var files []File
-		if files, err = src.Load(ctx); err == nil {
-			ev, err = l.Loader.NewEvaluator(files)
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	out := make([]CallResult, len(calls))
-	for i, call := range calls {
-		out[i].Value, out[i].Err = ev.Call(call.Ref, c, call.Args...)
-	}
-	return out, nil
-}
-
-// moduleJSON is a Module as it crosses a process boundary: the files once,
-// each flow's sources by path.
-type moduleJSON struct {
-	Files   []File              `json:"files"`
-	Flows   []*Flow             `json:"flows"`
-	Sources map[string][]string `json:"sources"`
-	Depth   map[string]int      `json:"depth,omitempty"`
-}
-
-// MarshalJSON encodes the module's files, flows (as their IR), source
-// closures and computed depths.
-func (m *Module) MarshalJSON() ([]byte, error) {
-	w := moduleJSON{Files: m.Files, Flows: m.Flows, Sources: map[string][]string{}, Depth: m.depth}
-	for name, files := range m.sources {
-		paths := make([]string, len(files))
-		for i, f := range files {
-			paths[i] = f.Path
-		}
-		w.Sources[name] = paths
-	}
-	return json.Marshal(w)
-}
-
-// UnmarshalJSON decodes what MarshalJSON encoded.
-func (m *Module) UnmarshalJSON(b []byte) error {
-	var w moduleJSON
-	if err := json.Unmarshal(b, &w); err != nil {
-		return err
-	}
-	byPath := make(map[string]File, len(w.Files))
-	for _, f := range w.Files {
-		byPath[f.Path] = f
-	}
-	*m = Module{Files: w.Files, Flows: w.Flows, byName: map[string]*Flow{}, sources: map[string][]File{}, depth: w.Depth}
-	for _, f := range w.Flows {
-		m.byName[f.Name] = f
-	}
-	for name, paths := range w.Sources {
-		files := make([]File, len(paths))
-		for i, p := range paths {
-			f, ok := byPath[p]
-			if !ok {
-				return fmt.Errorf("module: flow %s needs %s, which is not among its files", name, p)
-			}
-			files[i] = f
-		}
-		m.sources[name] = files
-	}
-	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/flows/script"
 	"github.com/weirhq/weir/internal/textbound"
 	"github.com/weirhq/weir/runtime/api"
 	"github.com/weirhq/weir/runtime/api/apitypes"
@@ -230,7 +231,7 @@ func pickExecFlow(files []flows.File, opts execOptions) (name, note string, err 
 // flowsDeclaredIn lists the flows the file at path declares, in the order
 // it declares them, among files loaded together.
 func flowsDeclaredIn(files []flows.File, path string) []*flows.Flow {
-	mod, _ := flows.Check(files, flows.MapCatalog{})
+	mod, _ := script.Check(files, flows.MapCatalog{})
 	var out []*flows.Flow
 	for _, f := range mod.Flows {
 		if f.Pos.File == path {

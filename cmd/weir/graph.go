@@ -8,12 +8,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/flows/render"
 	rtdaemon "github.com/weirhq/weir/runtime/daemon"
 )
 
 // graphFormat validates --format before anything is asked of the daemon.
 func graphFormat(f string) error {
-	if f != flows.FormatMermaid && f != flows.FormatDot && f != flows.FormatSVG {
+	if f != render.FormatMermaid && f != render.FormatDot && f != render.FormatSVG {
 		return usageErrorf("--format %q: use mermaid, dot or svg", f)
 	}
 	return nil
@@ -51,7 +52,7 @@ solid, error wires dashed.`,
 					return exitCode(exitFailed)
 				}
 				for _, f := range mod.Flows {
-					out, err := flows.Render(f, format, nil)
+					out, err := render.Render(f, format, nil)
 					if err != nil {
 						return &exitError{code: exitFailed, err: err}
 					}
@@ -67,7 +68,7 @@ solid, error wires dashed.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&format, "format", flows.FormatMermaid, "mermaid, dot or svg")
+	cmd.Flags().StringVar(&format, "format", render.FormatMermaid, "mermaid, dot or svg")
 	return cmd
 }
 
@@ -89,6 +90,6 @@ func (m *Main) runGraphCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&format, "format", flows.FormatMermaid, "mermaid, dot or svg")
+	cmd.Flags().StringVar(&format, "format", render.FormatMermaid, "mermaid, dot or svg")
 	return cmd
 }

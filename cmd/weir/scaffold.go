@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/flows/script"
 	"github.com/weirhq/weir/sdk/wire"
 )
 
@@ -52,11 +53,11 @@ file is never overwritten.`,
 			if ext == ".lua" {
 				tmpl = starterFlowLua
 			}
-			src, err := render(tmpl, map[string]any{"Name": name, "Tool": tool, "Path": path, "Idempotent": info.Idempotent, "Echo": tool == "testkit.echo"})
+			src, err := execTemplate(tmpl, map[string]any{"Name": name, "Tool": tool, "Path": path, "Idempotent": info.Idempotent, "Echo": tool == "testkit.echo"})
 			if err != nil {
 				return err
 			}
-			mod, ds := flows.Check([]flows.File{{Path: path, Src: src}}, cat)
+			mod, ds := script.Check([]flows.File{{Path: path, Src: src}}, cat)
 			if len(ds) > 0 {
 				_ = ds.WriteText(m.Stderr)
 				return &exitError{code: exitFailed, err: fmt.Errorf("the starter flow does not check (see above); nothing written")}
@@ -207,7 +208,7 @@ working directory), with a replace directive until the sdk is published
 				return err
 			}
 			for _, f := range files {
-				b, err := render(f.tmpl, data)
+				b, err := execTemplate(f.tmpl, data)
 				if err != nil {
 					return err
 				}
@@ -403,7 +404,7 @@ func TestHello(t *testing.T) {
 }
 `))
 
-func render(t *template.Template, data any) ([]byte, error) {
+func execTemplate(t *template.Template, data any) ([]byte, error) {
 	var b bytes.Buffer
 	if err := t.Execute(&b, data); err != nil {
 		return nil, err

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/flows/render"
 	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/api/client"
 	"github.com/weirhq/weir/runtime/engine"
@@ -111,7 +112,7 @@ func TestFlowListPages(t *testing.T) {
 func TestWriteGraphOfABrokenFlow(t *testing.T) {
 	t.Parallel()
 	broken := &flows.Flow{Name: "broken", Nodes: []*flows.Node{nil}}
-	for _, format := range []string{"", flows.FormatDot, flows.FormatSVG} {
+	for _, format := range []string{"", render.FormatDot, render.FormatSVG} {
 		w := httptest.NewRecorder()
 		writeGraph(w, httptest.NewRequest(http.MethodGet, "/v1/flows/broken/graph?format="+format, nil), broken, nil)
 		if w.Code != http.StatusInternalServerError || !strings.Contains(w.Body.String(), engine.CodeFlowUnreadable) || w.Body.Len() > 4096 {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/flows/render"
 	"github.com/weirhq/weir/internal/panics"
 	"github.com/weirhq/weir/runtime/engine"
 )
@@ -40,12 +41,12 @@ func (s *Server) runGraph(w http.ResponseWriter, r *http.Request) {
 
 // writeGraph answers the drawing as text in the format asked (?format=,
 // mermaid by default).
-func writeGraph(w http.ResponseWriter, r *http.Request, f *flows.Flow, marks map[string]flows.Mark) {
+func writeGraph(w http.ResponseWriter, r *http.Request, f *flows.Flow, marks map[string]render.Mark) {
 	format := r.URL.Query().Get("format")
 	if format == "" {
-		format = flows.FormatMermaid
+		format = render.FormatMermaid
 	}
-	out, err := flows.Render(f, format, marks)
+	out, err := render.Render(f, format, marks)
 	var pe *panics.Error
 	if errors.As(err, &pe) {
 		// The flow's fault (or the renderer's), not the caller's: this
@@ -57,7 +58,7 @@ func writeGraph(w http.ResponseWriter, r *http.Request, f *flows.Flow, marks map
 		writeErr(w, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequest, Class: engine.ClassProtocol, Message: err.Error()})
 		return
 	}
-	if format == flows.FormatSVG {
+	if format == render.FormatSVG {
 		w.Header().Set("Content-Type", "image/svg+xml")
 		w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
 	} else {

@@ -33,7 +33,7 @@ var notEngineKnobs = map[string]string{
 	"DiskFree":       "the daemon's reading of its store's disk",
 	"ConfigVersion":  "assigned by the store to each config content (Assign)",
 	"Tick":           "the scheduler's timer: wake-ups never wait for it, so an operator has no reason to turn it",
-	"FlowCacheBytes": "bounded by flows.DefaultCacheBytes; no operator has needed it yet",
+	"FlowCacheBytes": "bounded by script.DefaultCacheBytes; no operator has needed it yet",
 }
 
 // knobExamples is a value of each knob other than its default, as the

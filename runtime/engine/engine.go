@@ -14,6 +14,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/flows/registry"
+	"github.com/weirhq/weir/flows/script"
 	"github.com/weirhq/weir/runtime/engine/internal/service"
 	"github.com/weirhq/weir/runtime/internal/clock"
 	"github.com/weirhq/weir/runtime/internal/ledger"
@@ -81,9 +83,9 @@ type Config struct {
 	// DiskFree reports the bytes free on the store's disk.
 	DiskFree func() (int64, error)
 	// FlowCacheBytes bounds the memory of loaded flow versions (decoded
-	// IR and evaluators, charged as estimated by flows.Cache); the least
+	// IR and evaluators, charged as estimated by script.Cache); the least
 	// recently used are dropped and re-loaded from the store when needed
-	// again (default flows.DefaultCacheBytes, 256 MiB).
+	// again (default script.DefaultCacheBytes, 256 MiB).
 	FlowCacheBytes int64
 	// Scripts evaluates flow scripts: registration's load and checks and
 	// the callables of every step (nil: in this process, with the flow
@@ -105,7 +107,7 @@ func DefaultConfig() Config {
 		RetryBase:      100 * time.Millisecond,
 		RetryMax:       30 * time.Second,
 		Tick:           100 * time.Millisecond,
-		FlowCacheBytes: flows.DefaultCacheBytes,
+		FlowCacheBytes: script.DefaultCacheBytes,
 	}
 }
 
@@ -159,7 +161,7 @@ type Engine struct {
 	cfg      atomic.Pointer[Config]
 	// registry checks and stores flow versions; it serialises
 	// registrations so two cannot together close a subflow cycle.
-	registry *flows.Registry
+	registry *registry.Registry
 	// scripts evaluates flow scripts (Config.Scripts).
 	scripts flows.Scripts
 	// auditLimit bounds each caller's audit events (see audit.go).
@@ -190,7 +192,7 @@ type Engine struct {
 	// clock): a task's wait for a slot counts from it at the earliest,
 	// so a daemon's downtime (an upgrade, say) is not queue time.
 	startedAt atomic.Int64
-	flowCache *flows.Cache // loaded flow versions, bounded by FlowCacheBytes
+	flowCache *script.Cache // loaded flow versions, bounded by FlowCacheBytes
 
 	// The fleet's roll (roll.go): when this engine last renewed its entry
 	// (unix nanoseconds) and the live entries it last read; the tools it
@@ -243,7 +245,7 @@ func Open(cfg Config) (*Engine, error) {
 		wake:      make(chan struct{}, 1),
 		held:      newLiveWork(),
 		queued:    queuedRuns{ids: map[string]struct{}{}},
-		flowCache: flows.NewCache(c.FlowCacheBytes, flows.Loader{}),
+		flowCache: script.NewCache(c.FlowCacheBytes, script.Loader{}),
 		stats:     newStats(),
 		clock:     c.Clock,
 	}
@@ -251,9 +253,9 @@ func Open(cfg Config) (*Engine, error) {
 	e.st = watchedStore{Store: c.Store, w: &e.watchers}
 	e.scripts = c.Scripts
 	if e.scripts == nil {
-		e.scripts = flows.Local{Cache: e.flowCache}
+		e.scripts = script.Local{Cache: e.flowCache}
 	}
-	e.registry = flows.NewRegistryScripts(versionStore{st: c.Store, cache: e.flowCache, clock: c.Clock}, c.Tools, e.scripts)
+	e.registry = registry.NewRegistryScripts(versionStore{st: c.Store, cache: e.flowCache, clock: c.Clock}, c.Tools, e.scripts)
 	// A registration of files already checked, against unchanged tools
 	// and callees, skips its scripts (a CI job registering a repository
 	// of which one file changed); the checks share the flow cache's bound.

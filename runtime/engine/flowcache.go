@@ -13,7 +13,7 @@ import (
 )
 
 // flowEntry is one loaded flow version: its IR, from the engine's
-// flows.Cache (bounded by Config.FlowCacheBytes), and its sources, which
+// script.Cache (bounded by Config.FlowCacheBytes), and its sources, which
 // the engine's Scripts evaluates callables of, re-loaded from the store by
 // content hash, never from disk (docs/design.md §2). An entry is built per
 // use (one per step).

@@ -3,7 +3,7 @@ package engine
 import (
 	"testing"
 
-	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/flows/script"
 	"github.com/weirhq/weir/runtime/store"
 )
 
@@ -32,8 +32,8 @@ func (b *bundle) runEcho(t *testing.T, flow, input string) string {
 func TestFlowCacheSharesEvaluatorsOfOneSource(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Config{}, cacheSrc)
-	if got := b.eng.config().FlowCacheBytes; got != flows.DefaultCacheBytes {
-		t.Errorf("default bound %d, want %d", got, flows.DefaultCacheBytes)
+	if got := b.eng.config().FlowCacheBytes; got != script.DefaultCacheBytes {
+		t.Errorf("default bound %d, want %d", got, script.DefaultCacheBytes)
 	}
 	for range 2 {
 		if out := b.runEcho(t, "one", `{"n": 4}`); out != `{"twice":8}` {

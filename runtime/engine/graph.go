@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/flows/render"
 	"github.com/weirhq/weir/runtime/store"
 )
 
@@ -18,7 +19,7 @@ func (e *Engine) FlowGraph(ctx context.Context, name string) (*flows.Flow, error
 
 // RunGraph returns the flow version owner's run pinned and what the run did
 // at each node: visited, current, waiting, failed or cancelled.
-func (e *Engine) RunGraph(ctx context.Context, owner, runID string) (*flows.Flow, map[string]flows.Mark, error) {
+func (e *Engine) RunGraph(ctx context.Context, owner, runID string) (*flows.Flow, map[string]render.Mark, error) {
 	run, err := e.Get(ctx, owner, runID)
 	if err != nil {
 		return nil, nil, err
@@ -39,10 +40,10 @@ func (e *Engine) RunGraph(ctx context.Context, owner, runID string) (*flows.Flow
 	if err != nil {
 		return nil, nil, &Error{Code: CodeContinuation, Class: ClassRun, Message: err.Error()}
 	}
-	marks := map[string]flows.Mark{}
+	marks := map[string]render.Mark{}
 	for id, n := range c.Visits {
 		if n > 0 {
-			marks[id] = flows.MarkVisited
+			marks[id] = render.MarkVisited
 		}
 	}
 	for id, rerr := range c.Errors {
@@ -51,13 +52,13 @@ func (e *Engine) RunGraph(ctx context.Context, owner, runID string) (*flows.Flow
 	if c.Node != "" {
 		switch {
 		case run.Phase == store.PhaseWaiting:
-			marks[c.Node] = flows.MarkWaiting
+			marks[c.Node] = render.MarkWaiting
 		case run.Phase == store.PhaseCancelled:
-			marks[c.Node] = flows.MarkCancelled
+			marks[c.Node] = render.MarkCancelled
 		case run.Phase == store.PhaseFailed:
-			marks[c.Node] = flows.MarkFailed
+			marks[c.Node] = render.MarkFailed
 		case !run.Phase.Terminal():
-			marks[c.Node] = flows.MarkCurrent
+			marks[c.Node] = render.MarkCurrent
 		}
 	}
 	return fe.flow, marks, nil
@@ -65,9 +66,9 @@ func (e *Engine) RunGraph(ctx context.Context, owner, runID string) (*flows.Flow
 
 // errorMark is how a node whose error wire was taken is drawn: cancelled
 // when what stopped it was a cancel (a child run cancelled), else failed.
-func errorMark(rerr *store.RunError) flows.Mark {
+func errorMark(rerr *store.RunError) render.Mark {
 	if rerr != nil && rerr.Code == CodeCancelled {
-		return flows.MarkCancelled
+		return render.MarkCancelled
 	}
-	return flows.MarkFailed
+	return render.MarkFailed
 }

@@ -3,7 +3,7 @@ package engine
 import (
 	"testing"
 
-	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/flows/render"
 	"github.com/weirhq/weir/runtime/store"
 )
 
@@ -13,12 +13,12 @@ func TestErrorMark(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
 		err  *store.RunError
-		want flows.Mark
+		want render.Mark
 	}{
-		{&store.RunError{Code: CodeCancelled, Message: "the run was cancelled"}, flows.MarkCancelled},
-		{&store.RunError{Code: "E_UPSTREAM", Message: "down"}, flows.MarkFailed},
-		{&store.RunError{Code: "E_CANCELLED_BY_TOOL"}, flows.MarkFailed},
-		{nil, flows.MarkFailed},
+		{&store.RunError{Code: CodeCancelled, Message: "the run was cancelled"}, render.MarkCancelled},
+		{&store.RunError{Code: "E_UPSTREAM", Message: "down"}, render.MarkFailed},
+		{&store.RunError{Code: "E_CANCELLED_BY_TOOL"}, render.MarkFailed},
+		{nil, render.MarkFailed},
 	} {
 		if got := errorMark(tt.err); got != tt.want {
 			t.Errorf("errorMark(%+v) = %s, want %s", tt.err, got, tt.want)

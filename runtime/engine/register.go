@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/flows/script"
 	"github.com/weirhq/weir/runtime/internal/clock"
 	"github.com/weirhq/weir/runtime/store"
 )
@@ -340,7 +341,7 @@ func listedFlow(v *store.FlowVersion, f *flows.Flow) RegisteredFlow {
 // again and again.
 type versionStore struct {
 	st    store.Store
-	cache *flows.Cache
+	cache *script.Cache
 	clock clock.Clock // stamps RegisteredAt (nil: versions are not stamped)
 }
 

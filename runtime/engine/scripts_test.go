@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/flows/script"
 	"github.com/weirhq/weir/runtime/sandbox"
 	"github.com/weirhq/weir/runtime/store"
 )
@@ -122,5 +123,5 @@ func TestUnitSandboxedCallables(t *testing.T) {
 type callsIn struct{ *sandbox.Pool }
 
 func (callsIn) Analyze(ctx context.Context, req flows.AnalyzeRequest) (*flows.Module, flows.Diagnostics, error) {
-	return flows.Local{}.Analyze(ctx, req)
+	return script.Local{}.Analyze(ctx, req)
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/flows/script"
 	"github.com/weirhq/weir/internal/testutil"
 )
 
@@ -147,7 +148,7 @@ func TestUnknownToolSuggestsAnInstalledOne(t *testing.T) {
 	}
 	src := []byte(`flow(name = "f", nodes = [task("a", tool = "testkit.ecoh")])`)
 	for name, c := range map[string]flows.Catalog{"catalog": cat, "host": b.h} {
-		_, ds := flows.Check([]flows.File{{Path: "f.star", Src: src}}, c)
+		_, ds := script.Check([]flows.File{{Path: "f.star", Src: src}}, c)
 		if len(ds) != 1 || ds[0].Code != flows.CodeUnknownTool || !strings.Contains(ds[0].Message, `did you mean "testkit.echo"?`) {
 			t.Errorf("%s: %v", name, ds)
 		}

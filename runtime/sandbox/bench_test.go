@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/flows/script"
 	"github.com/weirhq/weir/runtime/sandbox"
 )
 
@@ -26,7 +27,7 @@ func BenchmarkCall(b *testing.B) {
 	for i := range ten {
 		ten[i] = one[0]
 	}
-	local := flows.Local{Cache: flows.NewCache(0, flows.Loader{})}
+	local := script.Local{Cache: script.NewCache(0, script.Loader{})}
 	pool := newPool(b, sandbox.Config{Workers: 1})
 	measure := func(s flows.Scripts, calls []flows.Call, n int) time.Duration {
 		start := time.Now()

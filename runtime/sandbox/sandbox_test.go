@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/flows/script"
 	"github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/runtime/internal/proclimit"
 	"github.com/weirhq/weir/runtime/sandbox"
@@ -125,7 +126,7 @@ func TestAnalyzeMatchesInProcess(t *testing.T) {
 			return nil, nil
 		},
 	}
-	local, lds, lerr := flows.Local{}.Analyze(context.Background(), req)
+	local, lds, lerr := script.Local{}.Analyze(context.Background(), req)
 	remote, rds, rerr := p.Analyze(context.Background(), req)
 	if lerr != nil || rerr != nil {
 		t.Fatal(lerr, rerr)
@@ -161,7 +162,7 @@ func TestAnalyzeManyFilesMatchesInProcess(t *testing.T) {
 		files = append(files, file(fmt.Sprintf("f%02d.star", i), src))
 	}
 	req := flows.AnalyzeRequest{Files: files, Tools: catalog, Full: true}
-	local, lds, lerr := flows.Local{}.Analyze(context.Background(), req)
+	local, lds, lerr := script.Local{}.Analyze(context.Background(), req)
 	remote, rds, rerr := p.Analyze(context.Background(), req)
 	if lerr != nil || rerr != nil {
 		t.Fatal(lerr, rerr)
@@ -218,7 +219,7 @@ func TestCallBatchesAndMatchesInProcess(t *testing.T) {
 	c := flows.Context{RunID: "r1", Attempt: 2, Input: map[string]any{"n": int64(41)}, Results: map[string]any{"a": map[string]any{"ok": true}}}
 	ref := flows.CallableRef{Flow: "c", Node: "f", Param: "args"}
 	calls := []flows.Call{{Ref: ref, Args: []any{"x"}}, {Ref: ref, Args: []any{int64(7)}}, {Ref: flows.CallableRef{Flow: "c", Node: "f", Param: "items"}}}
-	want, err := flows.Local{}.Call(context.Background(), src, c, calls)
+	want, err := script.Local{}.Call(context.Background(), src, c, calls)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -357,7 +358,7 @@ func queueBehind(t *testing.T, p *sandbox.Pool, release chan struct{}, calls fun
 			case len(got) == 1 && got[0].Err != nil:
 				answers[i] <- got[0].Err
 			default:
-				want, err := flows.Local{}.Call(context.Background(), src, c, cs)
+				want, err := script.Local{}.Call(context.Background(), src, c, cs)
 				if err == nil && !reflect.DeepEqual(got, want) {
 					err = fmt.Errorf("sandbox %#v, in process %#v", got, want)
 				}

@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/flows/script"
 	"github.com/weirhq/weir/runtime/internal/proclimit"
 )
 
@@ -29,14 +30,14 @@ const LangStarlark = "starlark"
 const WorkerStack = 64 << 20
 
 // workerEvaluatorBytes bounds a worker's evaluator cache (see
-// flows.Cache); it leaves most of DefaultMemory to the evaluations.
+// script.Cache); it leaves most of DefaultMemory to the evaluations.
 const workerEvaluatorBytes = 64 << 20
 
 // Languages are the flow languages a worker evaluates, by the name a
 // request gives. Each is built once per worker.
 var Languages = map[string]func() flows.Scripts{
 	LangStarlark: func() flows.Scripts {
-		return flows.Local{Cache: flows.NewCache(workerEvaluatorBytes, flows.Loader{})}
+		return script.Local{Cache: script.NewCache(workerEvaluatorBytes, script.Loader{})}
 	},
 }
 

@@ -3,7 +3,10 @@
 // plugin host, which makes the call in a plugin process. Keeping them here
 // lets the engine depend on these few types instead of on the host (and
 // through it on go-plugin and gRPC), and lets tests stand a tool in for the
-// host without starting a process.
+// host without starting a process. What a tool declares (its effect, cost,
+// input schema, the chat contract) is flows.ToolInfo, the one description
+// of a tool that registration and the engine both read; this package holds
+// only what one call carries.
 package tool
 
 import (

@@ -1,0 +1,9 @@
+package registry
+
+import (
+	"testing"
+
+	"github.com/weirhq/weir/internal/testutil"
+)
+
+func TestMain(m *testing.M) { testutil.Main(m) }

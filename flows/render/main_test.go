@@ -1,0 +1,9 @@
+package render
+
+import (
+	"testing"
+
+	"github.com/weirhq/weir/internal/testutil"
+)
+
+func TestMain(m *testing.M) { testutil.Main(m) }

@@ -1,0 +1,824 @@
+package script
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/weirhq/weir/flows"
+	"go.starlark.net/starlark"
+)
+
+// The builtins declare; they never run anything. Each node builtin returns
+// a node value that flow() copies into its graph; problems with argument
+// values are recorded as diagnostics and the script goes on, so that one
+// load reports every problem in a file. Wrong argument types stop the script
+// (E_SCRIPT), as any Starlark type error does.
+
+// maxNameLen bounds flow names and node ids: they appear in keys, events
+// and diagnostics.
+const maxNameLen = 128
+
+// validName reports whether s can name a flow or a node: a letter or
+// underscore, then letters, digits, '_', '-' or '.'.
+func validName(s string) bool {
+	if s == "" || len(s) > maxNameLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c == '_':
+		case i > 0 && (c >= '0' && c <= '9' || c == '-' || c == '.'):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// nodeValue is what task(), subflow(), fanout(), wait(), branch() and
+// agent() return: a node not yet part of a flow.
+type nodeValue struct {
+	node   flows.Node                // callable refs are set by flow()
+	values [numParams]starlark.Value // the callables and constants given, by parameter
+	site   *callSite
+	// claimed is set once a flow took node for its own; another flow
+	// using the same value gets a copy.
+	claimed bool
+}
+
+// Parameters that take a callable or a constant, evaluated at run time.
+const (
+	paramArgs = iota
+	paramCond
+	paramItems
+	paramReduce
+	paramMature
+	paramSystem
+	paramPrompt
+	numParams
+)
+
+var paramNames = [numParams]string{"args", "cond", "items", "reduce", "mature", "system", "prompt"}
+
+var (
+	_ starlark.Value    = (*nodeValue)(nil)
+	_ starlark.HasAttrs = (*nodeValue)(nil)
+)
+
+func (nv *nodeValue) String() string        { return fmt.Sprintf("%s(%q)", nv.node.Kind, nv.node.ID) }
+func (nv *nodeValue) Type() string          { return "node" }
+func (nv *nodeValue) Freeze()               {}
+func (nv *nodeValue) Truth() starlark.Bool  { return true }
+func (nv *nodeValue) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable type: node") }
+
+// Attr exposes the node's id and kind, so that helpers can wire nodes by
+// reading ids from the values they were given.
+func (nv *nodeValue) Attr(name string) (starlark.Value, error) {
+	switch name {
+	case "id":
+		return starlark.String(nv.node.ID), nil
+	case "kind":
+		return starlark.String(string(nv.node.Kind)), nil
+	}
+	return nil, nil
+}
+
+func (nv *nodeValue) AttrNames() []string { return []string{"id", "kind"} }
+
+// optString unpacks a string or None (absent).
+type optString struct {
+	s   string
+	set bool
+}
+
+func (o *optString) Unpack(v starlark.Value) error {
+	switch v := v.(type) {
+	case starlark.NoneType:
+		return nil
+	case starlark.String:
+		o.s, o.set = string(v), true
+		return nil
+	}
+	return fmt.Errorf("got %s, want string or None", v.Type())
+}
+
+// optInt unpacks an int or None (absent).
+type optInt struct {
+	n   int
+	set bool
+}
+
+func (o *optInt) Unpack(v starlark.Value) error {
+	switch v := v.(type) {
+	case starlark.NoneType:
+		return nil
+	case starlark.Int:
+		n, ok := v.Int64()
+		if !ok || n != int64(int(n)) || n > 1<<31 || n < -(1<<31) {
+			return fmt.Errorf("%s is out of range", v)
+		}
+		o.n, o.set = int(n), true
+		return nil
+	}
+	return fmt.Errorf("got %s, want int or None", v.Type())
+}
+
+// number unpacks a float, taking an int where a float is wanted as
+// Python does: quorum = 1 is quorum = 1.0.
+type number float64
+
+func (n *number) Unpack(v starlark.Value) error {
+	f, ok := starlark.AsFloat(v)
+	if !ok {
+		return fmt.Errorf("got %s, want a number", v.Type())
+	}
+	*n = number(f)
+	return nil
+}
+
+// unpackArgs is starlark.UnpackArgs with a hint for a misspelt keyword:
+// the parameter it most likely meant.
+func unpackArgs(b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple, pairs ...any) error {
+	err := starlark.UnpackArgs(b.Name(), args, kwargs, pairs...)
+	if err == nil {
+		return nil
+	}
+	m := unexpectedKeyword.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err
+	}
+	if b.Name() == "branch" && m[1] == "next" {
+		return fmt.Errorf("%v: a branch has no next; it follows then when cond is truthy, otherwise when not", err)
+	}
+	var names []string
+	for i := 0; i < len(pairs); i += 2 {
+		names = append(names, strings.TrimSuffix(pairs[i].(string), "?"))
+	}
+	if s := suggestKeyword(m[1], names); s != "" {
+		return fmt.Errorf("%v (did you mean %s?)", err, s)
+	}
+	return err
+}
+
+// suggestKeyword is Suggest, falling back to the parameter that shares a
+// long prefix with the keyword: "retry" for retries.
+func suggestKeyword(kw string, params []string) string {
+	if s := flows.Suggest(kw, params); s != "" {
+		return s
+	}
+	best, bestLen := "", 0
+	for _, p := range params {
+		n := 0
+		for n < len(kw) && n < len(p) && kw[n] == p[n] {
+			n++
+		}
+		if n >= 4 && len(kw)-n <= 2 && n > bestLen {
+			best, bestLen = p, n
+		}
+	}
+	return best
+}
+
+var unexpectedKeyword = regexp.MustCompile(`unexpected keyword argument "?(\w+)"?$`)
+
+// valueSpec says how a builtin parameter that takes a callable is called
+// at run time, and which constant may stand in for the callable.
+type valueSpec struct {
+	param    int
+	call     string // how the runtime calls it, for messages
+	arity    int    // positional arguments passed
+	constant string // "dict", "list", "bool", "string", "any", or "" (callable only)
+	// optional is how many more positional arguments the runtime passes
+	// to a function that takes them (reduce's items).
+	optional int
+}
+
+var (
+	specArgs       = valueSpec{paramArgs, "args(ctx)", 1, "dict", 0}
+	specFanoutArgs = valueSpec{paramArgs, "args(ctx, item)", 2, "dict", 0}
+	specCond       = valueSpec{paramCond, "cond(ctx)", 1, "bool", 0}
+	specItems      = valueSpec{paramItems, "items(ctx)", 1, "list", 0}
+	specReduce     = valueSpec{paramReduce, "reduce(ctx, results) or reduce(ctx, results, items)", 2, "", 1}
+	specMature     = valueSpec{paramMature, "mature(ctx, item, result)", 3, "", 0}
+	specOutput     = valueSpec{-1, "output(ctx)", 1, "any", 0}
+	specSystem     = valueSpec{paramSystem, "system(ctx)", 1, "string", 0}
+	specPrompt     = valueSpec{paramPrompt, "prompt(ctx)", 1, "string", 0}
+)
+
+// nodeBuilder collects one node's fields and its diagnostics.
+type nodeBuilder struct {
+	ls   *loadState
+	site *callSite
+	nv   *nodeValue
+}
+
+func loadStateOf(thread *starlark.Thread, b *starlark.Builtin) (*loadState, error) {
+	ls, _ := thread.Local(localLoad).(*loadState)
+	if ls == nil {
+		return nil, fmt.Errorf("%s: flows are declared while the script loads, not from a callable at run time", b.Name())
+	}
+	return ls, nil
+}
+
+func onlyIDPositional(b *starlark.Builtin, args starlark.Tuple, what string) error {
+	if len(args) > 1 {
+		return fmt.Errorf("%s: takes the %s as its only positional argument; write the others as name = value", b.Name(), what)
+	}
+	return nil
+}
+
+func (ls *loadState) newNode(thread *starlark.Thread, kind flows.NodeKind, id string) *nodeBuilder {
+	site := ls.callerSite(thread)
+	nb := &nodeBuilder{ls: ls, site: site, nv: &nodeValue{
+		node: flows.Node{ID: id, Kind: kind, Pos: site.start, Site: site},
+		site: site,
+	}}
+	if !validName(id) {
+		ls.addf(site.start, flows.CodeInvalid, nil, "%s id %q: ids start with a letter or '_' and hold letters, digits, '_', '-' or '.' (at most %d)", kind, id, maxNameLen)
+	}
+	return nb
+}
+
+func (nb *nodeBuilder) n() *flows.Node { return &nb.nv.node }
+
+func (nb *nodeBuilder) addf(param string, code flows.Code, format string, args ...any) {
+	prefix := fmt.Sprintf("%s %q: ", nb.n().Kind, nb.n().ID)
+	nb.ls.addf(nb.site.ArgPos(param), code, nil, prefix+format, args...)
+}
+
+func (nb *nodeBuilder) wire(param string, v optString, dst *string) {
+	if !v.set {
+		return
+	}
+	if v.s == "" {
+		nb.addf(param, flows.CodeInvalid, "%s = \"\" names no node; leave it out (or None) to end the run there", param)
+		return
+	}
+	*dst = v.s
+}
+
+func (nb *nodeBuilder) nonNegative(param string, v int64) {
+	if v < 0 {
+		nb.addf(param, flows.CodeInvalid, "%s = %d, must not be negative", param, v)
+	}
+}
+
+func (nb *nodeBuilder) duration(param string, v optString, dst *time.Duration) {
+	if !v.set {
+		return
+	}
+	d, err := flows.ParseDuration(v.s)
+	if err != nil {
+		nb.addf(param, flows.CodeInvalid, "%s: %v", param, err)
+		return
+	}
+	if d <= 0 {
+		nb.addf(param, flows.CodeInvalid, "%s = %q, must be positive", param, v.s)
+		return
+	}
+	*dst = d
+}
+
+func (nb *nodeBuilder) name(param string, v optString, dst *string, what string) {
+	if !v.set {
+		return
+	}
+	if v.s == "" {
+		nb.addf(param, flows.CodeInvalid, "%s = \"\" names no %s", param, what)
+		return
+	}
+	*dst = v.s
+}
+
+// value records a callable or constant parameter, checking that a callable
+// accepts the arguments the runtime will pass and that a constant has a
+// JSON form of the right shape.
+func (nb *nodeBuilder) value(v starlark.Value, spec valueSpec) {
+	if v == nil || v == starlark.None {
+		return
+	}
+	param := paramNames[spec.param]
+	if msg := checkValue(v, spec); msg != "" {
+		nb.addf(param, flows.CodeInvalid, "%s %s", param, msg)
+	}
+	nb.nv.values[spec.param] = v
+}
+
+func checkValue(v starlark.Value, spec valueSpec) string {
+	if fn, ok := v.(*starlark.Function); ok {
+		return checkArity(fn, spec)
+	}
+	if fn, ok := v.(*luaFunc); ok {
+		if n, varargs := fn.arity(); n > spec.arity+spec.optional && !varargs {
+			return fmt.Sprintf("is called as %s, but the function takes %s", spec.call, plural(n, "parameter"))
+		}
+		return ""
+	}
+	if _, ok := v.(starlark.Callable); ok {
+		return "" // a builtin such as len: its arity is its own business
+	}
+	var shapeOK bool
+	switch spec.constant {
+	case "":
+		return fmt.Sprintf("must be a function called as %s; got a %s", spec.call, v.Type())
+	case "dict":
+		_, shapeOK = v.(*starlark.Dict)
+	case "list":
+		switch v.(type) {
+		case *starlark.List, starlark.Tuple:
+			shapeOK = true
+		}
+	case "bool":
+		_, shapeOK = v.(starlark.Bool)
+	case "string":
+		_, shapeOK = v.(starlark.String)
+	case "any":
+		shapeOK = true
+	}
+	if !shapeOK {
+		return fmt.Sprintf("must be a function called as %s, or a constant %s; got a %s", spec.call, spec.constant, v.Type())
+	}
+	if _, err := fromStarlark(v); err != nil {
+		return fmt.Sprintf("constant has no JSON form: %v", err)
+	}
+	return ""
+}
+
+// checkArity reports whether fn can be called with spec.arity positional
+// arguments; the message says how it will be called.
+func checkArity(fn *starlark.Function, spec valueSpec) string {
+	np := fn.NumParams()
+	kwonly := fn.NumKwonlyParams()
+	positional := np - kwonly
+	if fn.HasVarargs() {
+		positional--
+	}
+	if fn.HasKwargs() {
+		positional--
+	}
+	required := 0
+	for i := range positional {
+		if fn.ParamDefault(i) == nil {
+			required++
+		}
+	}
+	for i := positional; i < positional+kwonly; i++ {
+		if fn.ParamDefault(i) == nil {
+			name, _ := fn.Param(i)
+			return fmt.Sprintf("is called as %s, but %s requires keyword-only parameter %s", spec.call, fn.Name(), name)
+		}
+	}
+	if required > spec.arity+spec.optional || (positional < spec.arity && !fn.HasVarargs()) {
+		what := fn.Name()
+		if what == "lambda" {
+			what = "the lambda"
+		}
+		return fmt.Sprintf("is called as %s, but %s takes %s", spec.call, what, plural(positional, "parameter"))
+	}
+	return ""
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// task(id, tool, args, next, error, retries, at_most_once, max_visits,
+// timeout, cost, protected, doc)
+func builtinTask(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	ls, err := loadStateOf(thread, b)
+	if err != nil {
+		return nil, err
+	}
+	if err := onlyIDPositional(b, args, "node id"); err != nil {
+		return nil, err
+	}
+	var (
+		id, doc               string
+		tool                  string
+		argsV                 starlark.Value
+		next, errw, timeout   optString
+		retries, maxVisits    int
+		cost                  int64
+		atMostOnce, protected bool
+	)
+	if err := unpackArgs(b, args, kwargs,
+		"id", &id, "tool", &tool, "args?", &argsV, "next?", &next, "error?", &errw,
+		"retries?", &retries, "at_most_once?", &atMostOnce, "max_visits?", &maxVisits,
+		"timeout?", &timeout, "cost?", &cost, "protected?", &protected, "doc?", &doc,
+	); err != nil {
+		return nil, err
+	}
+	nb := ls.newNode(thread, flows.KindTask, id)
+	n := nb.n()
+	nb.name("tool", optString{tool, true}, &n.Tool, "tool")
+	nb.value(argsV, specArgs)
+	nb.wire("next", next, &n.Next)
+	nb.wire("error", errw, &n.Error)
+	nb.nonNegative("retries", int64(retries))
+	nb.nonNegative("max_visits", int64(maxVisits))
+	nb.nonNegative("cost", cost)
+	nb.duration("timeout", timeout, &n.Timeout)
+	nb.atMostOnce(atMostOnce, retries)
+	n.Retries, n.MaxVisits, n.Cost = max(retries, 0), max(maxVisits, 0), max(cost, 0)
+	n.AtMostOnce, n.Protected, n.Doc = atMostOnce, protected, doc
+	return nb.nv, nil
+}
+
+// atMostOnce refuses a node that both retries and accepts at-most-once:
+// an at-most-once call is never run again, whatever the tool.
+func (nb *nodeBuilder) atMostOnce(atMostOnce bool, retries int) {
+	if atMostOnce && retries > 0 {
+		nb.addf("retries", flows.CodeAtMostOnce, "retries = %d contradicts at_most_once = True: an at-most-once call is never run again", retries)
+	}
+}
+
+// subflow(id, flow, args, next, error, max_visits, timeout, budget,
+// protected, doc)
+func builtinSubflow(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	ls, err := loadStateOf(thread, b)
+	if err != nil {
+		return nil, err
+	}
+	if err := onlyIDPositional(b, args, "node id"); err != nil {
+		return nil, err
+	}
+	var (
+		id, doc, flow       string
+		argsV               starlark.Value
+		next, errw, timeout optString
+		maxVisits           int
+		budget              int64
+		protected           bool
+	)
+	if err := unpackArgs(b, args, kwargs,
+		"id", &id, "flow", &flow, "args?", &argsV, "next?", &next, "error?", &errw,
+		"max_visits?", &maxVisits, "timeout?", &timeout, "budget?", &budget, "protected?", &protected, "doc?", &doc,
+	); err != nil {
+		return nil, err
+	}
+	nb := ls.newNode(thread, flows.KindSubflow, id)
+	n := nb.n()
+	nb.name("flow", optString{flow, true}, &n.Flow, "flow")
+	nb.value(argsV, specArgs)
+	nb.wire("next", next, &n.Next)
+	nb.wire("error", errw, &n.Error)
+	nb.nonNegative("max_visits", int64(maxVisits))
+	nb.nonNegative("budget", budget)
+	nb.duration("timeout", timeout, &n.Timeout)
+	n.MaxVisits, n.Budget, n.Protected, n.Doc = max(maxVisits, 0), max(budget, 0), protected, doc
+	return nb.nv, nil
+}
+
+// fanout(id, items, width, depth, max_items, tool | flow, args, retries,
+// at_most_once, quorum, deadline, grace, reduce, mature, next, error,
+// max_visits, timeout, cost, budget, protected, doc)
+func builtinFanout(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	ls, err := loadStateOf(thread, b)
+	if err != nil {
+		return nil, err
+	}
+	if err := onlyIDPositional(b, args, "node id"); err != nil {
+		return nil, err
+	}
+	var (
+		id, doc                       string
+		items, argsV, reduce, mature  starlark.Value
+		width, depth, maxItems        optInt
+		tool, flow                    optString
+		next, errw, timeout, deadline optString
+		grace                         optString
+		retries, maxVisits            int
+		cost, budget                  int64
+		atMostOnce, protected         bool
+		quorum                        = number(flows.DefaultQuorum)
+	)
+	if err := unpackArgs(b, args, kwargs,
+		"id", &id, "items", &items, "width?", &width, "depth?", &depth, "max_items?", &maxItems,
+		"tool?", &tool, "flow?", &flow, "args?", &argsV, "retries?", &retries, "at_most_once?", &atMostOnce,
+		"quorum?", &quorum, "deadline?", &deadline, "grace?", &grace, "reduce?", &reduce, "mature?", &mature,
+		"next?", &next, "error?", &errw, "max_visits?", &maxVisits, "timeout?", &timeout,
+		"cost?", &cost, "budget?", &budget, "protected?", &protected, "doc?", &doc,
+	); err != nil {
+		return nil, err
+	}
+	nb := ls.newNode(thread, flows.KindFanout, id)
+	n := nb.n()
+	switch {
+	case tool.set && flow.set:
+		nb.addf("flow", flows.CodeInvalid, "give either tool (one tool call per item) or flow (one child run per item), not both")
+	case !tool.set && !flow.set:
+		nb.addf("", flows.CodeInvalid, "needs tool (one tool call per item) or flow (one child run per item)")
+	}
+	nb.name("tool", tool, &n.Tool, "tool")
+	nb.name("flow", flow, &n.Flow, "flow")
+	nb.bound("width", width, "children in flight at once", &n.Width)
+	nb.bound("depth", depth, "generations of delegation below the fanout", &n.Depth)
+	nb.bound("max_items", maxItems, "the most items it may fan out over", &n.MaxItems)
+	if items == starlark.None {
+		nb.addf("items", flows.CodeInvalid, "items must be a function called as items(ctx), or a constant list")
+	}
+	nb.value(items, specItems)
+	if seq, ok := items.(starlark.Sequence); ok && n.MaxItems > 0 && seq.Len() > n.MaxItems {
+		nb.addf("items", flows.CodeFanoutBounds, "%d constant items, more than max_items = %d", seq.Len(), n.MaxItems)
+	}
+	nb.value(argsV, specFanoutArgs)
+	nb.value(reduce, specReduce)
+	nb.value(mature, specMature)
+	if !(quorum > 0 && quorum <= 1) {
+		nb.addf("quorum", flows.CodeInvalid, "quorum = %g: the share of children that must mature, more than 0 and at most 1", quorum)
+	}
+	n.Quorum = float64(quorum)
+	nb.duration("deadline", deadline, &n.Deadline)
+	n.Grace = flows.DefaultGrace
+	nb.duration("grace", grace, &n.Grace)
+	nb.duration("timeout", timeout, &n.Timeout)
+	nb.wire("next", next, &n.Next)
+	nb.wire("error", errw, &n.Error)
+	nb.nonNegative("retries", int64(retries))
+	nb.nonNegative("max_visits", int64(maxVisits))
+	nb.nonNegative("cost", cost)
+	if flow.set && retries > 0 {
+		nb.addf("retries", flows.CodeInvalid, "retries apply to tool calls; a child run handles its own failures")
+	}
+	nb.nonNegative("budget", budget)
+	if tool.set && budget > 0 {
+		nb.addf("budget", flows.CodeInvalid, "budget applies to child runs (flow); a tool child reserves its cost")
+	}
+	n.Budget = max(budget, 0)
+	nb.atMostOnce(atMostOnce, retries)
+	n.Retries, n.MaxVisits, n.Cost = max(retries, 0), max(maxVisits, 0), max(cost, 0)
+	n.AtMostOnce, n.Protected, n.Doc = atMostOnce, protected, doc
+	return nb.nv, nil
+}
+
+// bound records one of a fanout's required design-time bounds.
+func (nb *nodeBuilder) bound(param string, v optInt, what string, dst *int) {
+	switch {
+	case !v.set:
+		nb.addf("", flows.CodeFanoutBounds, "must declare %s (%s), a positive constant", param, what)
+	case v.n <= 0:
+		nb.addf(param, flows.CodeFanoutBounds, "%s = %d, must be positive (%s)", param, v.n, what)
+	default:
+		*dst = v.n
+	}
+}
+
+// wait(id, timeout, args, next, error, max_visits, doc)
+func builtinWait(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	ls, err := loadStateOf(thread, b)
+	if err != nil {
+		return nil, err
+	}
+	if err := onlyIDPositional(b, args, "node id"); err != nil {
+		return nil, err
+	}
+	var (
+		id, doc             string
+		argsV               starlark.Value
+		next, errw, timeout optString
+		maxVisits           int
+	)
+	if err := unpackArgs(b, args, kwargs,
+		"id", &id, "timeout?", &timeout, "args?", &argsV, "next?", &next, "error?", &errw,
+		"max_visits?", &maxVisits, "doc?", &doc,
+	); err != nil {
+		return nil, err
+	}
+	nb := ls.newNode(thread, flows.KindWait, id)
+	n := nb.n()
+	nb.duration("timeout", timeout, &n.Timeout)
+	nb.value(argsV, specArgs)
+	nb.wire("next", next, &n.Next)
+	nb.wire("error", errw, &n.Error)
+	nb.nonNegative("max_visits", int64(maxVisits))
+	n.MaxVisits, n.Doc = max(maxVisits, 0), doc
+	return nb.nv, nil
+}
+
+// branch(id, cond, then, otherwise, error, max_visits, doc)
+func builtinBranch(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	ls, err := loadStateOf(thread, b)
+	if err != nil {
+		return nil, err
+	}
+	if err := onlyIDPositional(b, args, "node id"); err != nil {
+		return nil, err
+	}
+	var (
+		id, doc               string
+		cond                  starlark.Value
+		then, otherwise, errw optString
+		maxVisits             int
+	)
+	if err := unpackArgs(b, args, kwargs,
+		"id", &id, "cond", &cond, "then?", &then, "otherwise?", &otherwise, "error?", &errw,
+		"max_visits?", &maxVisits, "doc?", &doc,
+	); err != nil {
+		return nil, err
+	}
+	nb := ls.newNode(thread, flows.KindBranch, id)
+	n := nb.n()
+	if cond == starlark.None {
+		nb.addf("cond", flows.CodeInvalid, "cond must be a function called as cond(ctx)")
+	}
+	nb.value(cond, specCond)
+	nb.wire("then", then, &n.Then)
+	nb.wire("otherwise", otherwise, &n.Otherwise)
+	nb.wire("error", errw, &n.Error)
+	nb.nonNegative("max_visits", int64(maxVisits))
+	n.MaxVisits, n.Doc = max(maxVisits, 0), doc
+	return nb.nv, nil
+}
+
+// flow(name, nodes, doc, max_depth, budget, output, input)
+func builtinFlow(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	ls, err := loadStateOf(thread, b)
+	if err != nil {
+		return nil, err
+	}
+	if err := onlyIDPositional(b, args, "flow name"); err != nil {
+		return nil, err
+	}
+	var (
+		name, doc     string
+		nodes         starlark.Value
+		maxDepth      = flows.DefaultMaxDepth
+		budget        int64
+		output, input starlark.Value
+	)
+	if err := unpackArgs(b, args, kwargs,
+		"name", &name, "nodes", &nodes, "doc?", &doc, "max_depth?", &maxDepth, "budget?", &budget,
+		"output?", &output, "input?", &input,
+	); err != nil {
+		return nil, err
+	}
+	elems, ok := sequenceElems(nodes)
+	if !ok {
+		return nil, fmt.Errorf("flow: nodes must be a list of nodes, got %s", nodes.Type())
+	}
+	nvs := make([]*nodeValue, len(elems))
+	for i, e := range elems {
+		nv, ok := e.(*nodeValue)
+		if !ok {
+			return nil, fmt.Errorf("flow: nodes[%d] is a %s, want a node made by task, subflow, fanout, wait, branch or agent", i, e.Type())
+		}
+		nvs[i] = nv
+	}
+
+	site := ls.callerSite(thread)
+	fs, _ := thread.Local(localFile).(*fileState)
+	f := &flows.Flow{Name: name, Doc: doc, MaxDepth: maxDepth, Budget: budget, Pos: site.start}
+	addf := func(param string, code flows.Code, format string, args ...any) {
+		ls.addf(site.ArgPos(param), code, nil, fmt.Sprintf("flow %q: ", name)+format, args...)
+	}
+	if !validName(name) {
+		addf("name", flows.CodeInvalid, "names start with a letter or '_' and hold letters, digits, '_', '-' or '.' (at most %d)", maxNameLen)
+	}
+	if maxDepth < 0 {
+		addf("max_depth", flows.CodeInvalid, "max_depth = %d, must not be negative", maxDepth)
+	}
+	if budget < 0 {
+		addf("budget", flows.CodeInvalid, "budget = %d, must not be negative", budget)
+	}
+	if len(nvs) == 0 {
+		addf("nodes", flows.CodeInvalid, "has no nodes")
+	}
+	ls.checkDoc(site.ArgPos("doc"), fmt.Sprintf("flow %q", name), doc)
+
+	f.Nodes = make([]*flows.Node, 0, len(nvs))
+	index := make(map[string]*flows.Node, len(nvs))
+	for _, nv := range nvs {
+		n := &nv.node
+		if nv.claimed {
+			n = new(flows.Node)
+			*n = nv.node
+		}
+		if prev, dup := index[n.ID]; dup {
+			ls.addf(n.Pos, flows.CodeDuplicate, nil, "flow %q: node id %q is already used at %s", name, n.ID, prev.Pos)
+			continue
+		}
+		if !nv.claimed {
+			nv.claimed = true
+			ls.claimed = append(ls.claimed, nv)
+			ls.checkDoc(n.ArgPos("doc"), fmt.Sprintf("flow %q: %s %q", name, n.Kind, n.ID), n.Doc)
+		}
+		for p, v := range nv.values {
+			if v == nil {
+				continue
+			}
+			ref := &flows.CallableRef{Flow: name, Node: n.ID, Param: paramNames[p]}
+			switch p {
+			case paramArgs:
+				n.Args = ref
+			case paramCond:
+				n.Cond = ref
+			case paramItems:
+				n.Items = ref
+			case paramReduce:
+				n.Reduce = ref
+			case paramMature:
+				n.Mature = ref
+			case paramSystem:
+				n.System = ref
+			case paramPrompt:
+				n.Prompt = ref
+			}
+			if ls.callables != nil {
+				ls.callables[*ref] = callable{value: v, pos: n.ArgPos(ref.Param)}
+			}
+			if _, isFn := v.(starlark.Callable); p == paramArgs && !isFn {
+				if c, err := fromStarlark(v); err == nil {
+					ls.constArgs[n] = c
+				}
+			}
+		}
+		if budget > 0 && n.Budget > budget {
+			ls.addf(n.ArgPos("budget"), flows.CodeInvalid, nil, "flow %q: node %s's budget = %d is more than the flow's budget = %d: its child run could never be admitted",
+				name, n.ID, n.Budget, budget)
+		}
+		index[n.ID] = n
+		f.Nodes = append(f.Nodes, n)
+	}
+	f.Seal()
+	if len(f.Nodes) > 0 {
+		f.Entry = f.Nodes[0].ID
+	}
+
+	if output != nil && output != starlark.None {
+		if msg := checkValue(output, specOutput); msg != "" {
+			addf("output", flows.CodeInvalid, "output %s", msg)
+		}
+		f.Output = &flows.CallableRef{Flow: name, Param: "output"}
+		if ls.callables != nil {
+			ls.callables[*f.Output] = callable{value: output, pos: site.ArgPos("output")}
+		}
+	}
+	if input != nil && input != starlark.None {
+		if schema, code, msg := inputSchemaOf(input); msg != "" {
+			addf("input", code, "input %s", msg)
+		} else {
+			f.Input = schema
+		}
+	}
+
+	if prev, dup := ls.flowPos[name]; dup {
+		ls.addf(site.start, flows.CodeDuplicate, nil, "flow %q is already declared at %s", name, prev)
+		return starlark.None, nil
+	}
+	ls.flowPos[name] = f.Pos
+	if fs != nil {
+		ls.declFile[name] = fs.file.Path
+	}
+	ls.mod.AddFlow(f)
+	return starlark.None, nil
+}
+
+// inputSchemaOf encodes and compiles a flow's input schema (or an
+// agent's output schema) and checks its bounds; the message is empty
+// when it is valid, else code says which check refused it.
+func inputSchemaOf(v starlark.Value) (json.RawMessage, flows.Code, string) {
+	if _, ok := v.(*starlark.Dict); !ok {
+		return nil, flows.CodeInvalid, fmt.Sprintf("must be a JSON schema written as a dict; got a %s", v.Type())
+	}
+	g, err := fromStarlark(v)
+	if err != nil {
+		return nil, flows.CodeInvalid, fmt.Sprintf("has no JSON form: %v", err)
+	}
+	b, err := json.Marshal(g)
+	if err != nil {
+		return nil, flows.CodeInvalid, fmt.Sprintf("has no JSON form: %v", err)
+	}
+	if len(b) > flows.MaxSchemaBytes {
+		return nil, flows.CodeSchemaLimit, fmt.Sprintf("is %d bytes as JSON, more than the limit of %d (flows.MaxSchemaBytes)", len(b), flows.MaxSchemaBytes)
+	}
+	if limit, err := flows.CheckUserSchema(b); err != nil {
+		if limit {
+			return nil, flows.CodeSchemaLimit, fmt.Sprintf("is refused: %v", err)
+		}
+		return nil, flows.CodeInvalid, fmt.Sprintf("is not a valid JSON schema: %s", err)
+	}
+	return b, "", ""
+}
+
+// sequenceElems returns the elements of a list or tuple, and false for
+// any other value.
+func sequenceElems(v starlark.Value) ([]starlark.Value, bool) {
+	switch x := v.(type) {
+	case *starlark.List:
+		elems := make([]starlark.Value, x.Len())
+		for i := range elems {
+			elems[i] = x.Index(i)
+		}
+		return elems, true
+	case starlark.Tuple:
+		return x, true
+	}
+	return nil, false
+}
