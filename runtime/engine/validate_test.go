@@ -31,7 +31,11 @@ flow(name = "wide_parent", nodes = [
 // from the daemon's process, and the run behind the bomb completes.
 func TestUnitCostlyValidationRunsInTheSandbox(t *testing.T) {
 	t.Parallel()
-	pool, err := sandbox.New(sandbox.Config{Workers: 1, Timeout: 2 * time.Second})
+	// The deadline ends the bombs (each would take a minute); it must
+	// also leave the parent's step time to load wideSrc in a fresh worker
+	// (its args constant is evaluated there), which on a loaded machine
+	// under -race took past 2 s.
+	pool, err := sandbox.New(sandbox.Config{Workers: 1, Timeout: 6 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
