@@ -199,7 +199,7 @@ func (s *stepper) loadAgent(ctx context.Context, node *flows.Node) (*agentLoop, 
 		// A flow is offered as a tool whose input is the flow's input
 		// (wrapped when it is not an object: offerSchema); a call of it
 		// is a child run (agentFlowCall).
-		cfe, err := e.latestFlow(ctx, name)
+		cfe, err := e.book.latest(ctx, name)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, nil
@@ -786,7 +786,7 @@ func (s *stepper) agentAnswer(ctx context.Context, a *agentLoop, t *store.AgentT
 	}
 	var answer any = msg.Content
 	if len(node.OutputSchema) > 0 {
-		if err := s.e.validateAgentAnswer(ctx, node.OutputSchema, []byte(msg.Content)); err != nil {
+		if err := s.e.book.validateAgentAnswer(ctx, node.OutputSchema, []byte(msg.Content)); err != nil {
 			why := "Your answer does not match the required output schema: " + err.Error() + ". Answer again with JSON alone that matches it."
 			if len(a.turns) >= node.MaxTurns {
 				return false, s.nodeFailed(ctx, node, &store.RunError{Code: CodeMaxTurns,

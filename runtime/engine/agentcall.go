@@ -113,7 +113,7 @@ func agentCallEndTx(tx store.Tx, t *store.Task, out json.RawMessage, rerr *store
 // cannot pay ends with E_BUDGET_EXHAUSTED, told to the model.
 func (w *worker) runAgentCall(ctx context.Context, run *store.Run, overBudget bool) {
 	e, t := w.e, w.task
-	fe, err := e.flowVersion(ctx, run.Flow, run.Version)
+	fe, err := e.book.version(ctx, run.Flow, run.Version)
 	if err != nil {
 		w.agentCallEnd(ctx, nil, nil, &store.RunError{Code: CodeFlowUnreadable, Message: err.Error()}, 0, false)
 		return

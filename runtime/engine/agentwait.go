@@ -126,7 +126,7 @@ func (s *stepper) agentFlowCall(ctx context.Context, a *agentLoop, t *store.Agen
 			if err := escrowTx(tx, s.run.ID, child); err != nil {
 				return err
 			}
-			if err := e.insertRun(tx, child, task, entry, map[string]any{"parent": s.run.ID, "node": node.ID, "turn": t.Turn, "call": i}); err != nil {
+			if err := e.journal.insertRun(tx, child, task, entry, map[string]any{"parent": s.run.ID, "node": node.ID, "turn": t.Turn, "call": i}); err != nil {
 				return err
 			}
 			if err := tx.AgentTurnPut(&next); err != nil {
@@ -193,7 +193,7 @@ func (s *stepper) prepareAgentChild(ctx context.Context, a *agentLoop, name stri
 		return nil, nil, "", &store.RunError{Code: CodeRuntimeDepth,
 			Message: fmt.Sprintf("starting %s would make the subflow chain %d deep, beyond the limit %d: %s", name, depth, limit, strings.Join(append(chain, name), " -> "))}
 	}
-	cfe, err := e.latestFlow(ctx, name)
+	cfe, err := e.book.latest(ctx, name)
 	if err != nil {
 		code := ErrorCode(err)
 		if code == CodeFlowUnreadable {
@@ -206,7 +206,7 @@ func (s *stepper) prepareAgentChild(ctx context.Context, a *agentLoop, name stri
 		input, err = canonicalInput(input)
 	}
 	if err == nil {
-		err = e.validateInput(ctx, cfe, input)
+		err = e.book.validateInput(ctx, cfe, input)
 	}
 	if err != nil {
 		return nil, nil, "", &store.RunError{Code: CodeBadInput, Message: fmt.Sprintf("input for flow %s: %v", name, err)}
@@ -223,7 +223,7 @@ func (s *stepper) prepareAgentChild(ctx context.Context, a *agentLoop, name stri
 		ParentRunID: s.run.ID, ParentNode: a.node.ID, ConfigVersion: e.config().ConfigVersion,
 		Budget: budget, Reserve: reserve, CreatedAt: now, UpdatedAt: now,
 	}
-	return child, e.newStepTask(child, cfe.flow.Entry, now), cfe.flow.Entry, nil
+	return child, newStepTask(child, cfe.flow.Entry, now), cfe.flow.Entry, nil
 }
 
 // agentChildBudget is the budget of the child run of a flow tool call
@@ -234,7 +234,7 @@ func (s *stepper) prepareAgentChild(ctx context.Context, a *agentLoop, name stri
 // commit fails.
 func (s *stepper) agentChildBudget(ctx context.Context, flow string, flowBudget int64) (budget, reserve int64, rerr *store.RunError) {
 	if err := s.syncAccount(ctx); err != nil {
-		s.e.storageFailed(err)
+		s.e.admission.storageFailed(err)
 		return 0, 0, &store.RunError{Code: CodeStorage, Message: err.Error()}
 	}
 	budget, reserve = childBudget(s.run.Budget, 0, flowBudget, s.remainder())

@@ -41,7 +41,7 @@ func (s *stepper) fanoutNode(ctx context.Context, node *flows.Node) bool {
 	case errors.Is(err, store.ErrNotFound):
 		return s.cohortStart(ctx, node, visit)
 	case err != nil:
-		s.e.storageFailed(err)
+		s.e.admission.storageFailed(err)
 		return false
 	}
 	if c.State == store.CohortClosing || c.State == store.CohortClosed {
@@ -90,7 +90,7 @@ func (s *stepper) cohortStart(ctx context.Context, node *flows.Node, visit int) 
 		values[i] = b
 	}
 	if err := s.syncAccount(ctx); err != nil {
-		e.storageFailed(err)
+		e.admission.storageFailed(err)
 		return false
 	}
 	if node.Flow != "" && node.Budget == 0 {
@@ -205,7 +205,7 @@ func (s *stepper) prepareChildren(ctx context.Context, node *flows.Node, visit i
 	var cfe *flowEntry
 	if node.Flow != "" && len(inputs) > 0 {
 		var err error
-		if cfe, err = e.latestFlow(ctx, node.Flow); err != nil {
+		if cfe, err = e.book.latest(ctx, node.Flow); err != nil {
 			return nil, err
 		}
 	}
@@ -216,7 +216,7 @@ func (s *stepper) prepareChildren(ctx context.Context, node *flows.Node, visit i
 		} else {
 			canon, err := canonicalInput(in)
 			if err == nil {
-				err = e.validateInput(ctx, cfe, canon)
+				err = e.book.validateInput(ctx, cfe, canon)
 			}
 			if err != nil {
 				return nil, &Error{Code: CodeBadInput, Class: ClassRun, Message: fmt.Sprintf("input of child %d of %s: %v", i, node.ID, err)}
@@ -230,7 +230,7 @@ func (s *stepper) prepareChildren(ctx context.Context, node *flows.Node, visit i
 				CreatedAt: now, UpdatedAt: now}
 			r.Budget, r.Reserve = childBudget(s.run.Budget, node.Budget, cfe.flow.Budget, share)
 			ch.run, ch.entry = r, cfe.flow.Entry
-			ch.task = e.newStepTask(r, cfe.flow.Entry, now)
+			ch.task = newStepTask(r, cfe.flow.Entry, now)
 		}
 		out[i] = ch
 	}
@@ -335,7 +335,7 @@ func (s *stepper) admitTx(tx store.Tx, node *flows.Node, c *store.Cohort, childr
 				adm.failed++
 				continue
 			}
-			if err := s.e.insertRun(tx, ch.run, ch.task, ch.entry, map[string]any{"parent": s.run.ID, "node": node.ID, "item": c.Next, "budget": ch.run.Budget}); err != nil {
+			if err := s.e.journal.insertRun(tx, ch.run, ch.task, ch.entry, map[string]any{"parent": s.run.ID, "node": node.ID, "item": c.Next, "budget": ch.run.Budget}); err != nil {
 				return err
 			}
 			it.Child = ch.run.ID
@@ -379,7 +379,7 @@ func (s *stepper) cohortAdvance(ctx context.Context, node *flows.Node, snap *sto
 	e := s.e
 	judged, err := s.judge(ctx, node, snap)
 	if err != nil {
-		e.storageFailed(err)
+		e.admission.storageFailed(err)
 		return false
 	}
 	// Inputs for the children that may be admitted now.
@@ -400,7 +400,7 @@ func (s *stepper) cohortAdvance(ctx context.Context, node *flows.Node, snap *sto
 				}
 				return nil
 			}); err != nil {
-				e.storageFailed(err)
+				e.admission.storageFailed(err)
 				return false
 			}
 			inputs, rerr := s.childInputs(node, items, snap.Next, to)
@@ -415,12 +415,12 @@ func (s *stepper) cohortAdvance(ctx context.Context, node *flows.Node, snap *sto
 	now := e.now()
 	due, nextDeadline, err := s.childDeadlines(ctx, node, snap, now)
 	if err != nil {
-		e.storageFailed(err)
+		e.admission.storageFailed(err)
 		return false
 	}
 	if len(children) > 0 && node.Flow != "" {
 		if err := s.syncAccount(ctx); err != nil {
-			e.storageFailed(err)
+			e.admission.storageFailed(err)
 			return false
 		}
 	}
@@ -517,7 +517,7 @@ func (s *stepper) cohortAdvance(ctx context.Context, node *flows.Node, snap *sto
 		s.cancelSeen(ctx, err)
 		return false
 	}
-	e.countCancelled(&stopped)
+	countCancelled(e.stats, &stopped)
 	s.stopChildren(stopTasks, stopped.held)
 	e.kick()
 	if closing {
@@ -586,7 +586,7 @@ func (s *stepper) stopInFlightTx(tx store.Tx, c *store.Cohort, now time.Time) (t
 		if strings.HasPrefix(it.Child, "run_") {
 			run, err := tx.RunGet(it.Child)
 			if err == nil && !run.Phase.Terminal() {
-				if err := s.e.cancelTx(tx, run, "cohort "+c.Node, now, &ct); err != nil {
+				if err := s.e.journal.cancelTx(tx, run, "cohort "+c.Node, now, &ct); err != nil {
 					return nil, ct, err
 				}
 			}
@@ -614,7 +614,7 @@ func (s *stepper) stopInFlightTx(tx store.Tx, c *store.Cohort, now time.Time) (t
 func (s *stepper) stopChildren(tasks, runs []string) {
 	e := s.e
 	e.held.cancelItems(tasks)
-	e.cancelHeld(runs, nil)
+	cancelHeld(e.held, runs, nil)
 }
 
 // cohortReduce finishes a closing cohort in the fixed order of docs/design.md §7:
@@ -632,7 +632,7 @@ func (s *stepper) cohortReduce(ctx context.Context, node *flows.Node, c *store.C
 		items, err = tx.CohortItemList(c.RunID, c.Node, c.Visit)
 		return err
 	}); err != nil {
-		e.storageFailed(err)
+		e.admission.storageFailed(err)
 		return false
 	}
 	published, late, unknown := []any{}, []any{}, []any{}
@@ -709,8 +709,8 @@ func (s *stepper) cohortUpdateTx(tx store.Tx, c *store.Cohort, f func(*store.Coh
 // may precede a close that another daemon committed meanwhile. And a late
 // end is stamped no earlier than the cutoff, whatever this daemon's clock
 // says, since it committed after the close.
-func (e *Engine) childEndedTx(tx store.Tx, parentID string, ref *store.CohortRef, ok bool, result json.RawMessage, rerr *store.RunError, now time.Time) (bool, error) {
-	now = later(now, e.now())
+func (j *journal) childEndedTx(tx store.Tx, parentID string, ref *store.CohortRef, ok bool, result json.RawMessage, rerr *store.RunError, now time.Time) (bool, error) {
+	now = later(now, j.clock.Now())
 	c, err := tx.CohortGet(parentID, ref.Node, ref.Visit)
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil
@@ -895,7 +895,7 @@ func (s *stepper) timeOutChildrenTx(tx store.Tx, node *flows.Node, c *store.Coho
 			return err
 		}
 		if !run.Phase.Terminal() {
-			if err := s.e.cancelTx(tx, run, "timeout of "+node.ID, now, ct); err != nil {
+			if err := s.e.journal.cancelTx(tx, run, "timeout of "+node.ID, now, ct); err != nil {
 				return err
 			}
 		}

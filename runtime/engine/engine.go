@@ -143,17 +143,16 @@ type Engine struct {
 	registry *flows.Registry
 	// scripts evaluates flow scripts (Config.Scripts).
 	scripts flows.Scripts
-	// auditLimit bounds each caller's audit events (see audit.go).
-	auditLimit auditLimiter
-	// diskWarned is when the log last said the store's disk is full
-	// (unix nanoseconds): every refused write would say it again.
-	diskWarned atomic.Int64
-
-	// gate: acceptance holds it shared, closing admission holds it
-	// exclusively, so once closed nothing new is reserved (docs/design.md §8).
-	gate      sync.RWMutex
-	closed    string // "" open, else the refusal code
-	closedWhy string
+	// admission is the gate acceptance passes (admission.go).
+	admission *admissionGate
+	// auditor records refused callers in the audit stream (audit.go).
+	auditor *auditor
+	// book loads, validates and prices flow versions (flowcache.go).
+	book *flowBook
+	// journal writes runs' transitions in a transaction (finish.go).
+	journal *journal
+	// registrar stores registered versions (register.go).
+	registrar *registrar
 	queued    queuedRuns // accepted runs not yet leased once
 
 	wake chan struct{}
@@ -241,6 +240,11 @@ func Open(cfg Config) (*Engine, error) {
 	// and callees, skips its scripts (a CI job registering a repository
 	// of which one file changed); the checks share the flow cache's bound.
 	e.registry.KeepChecks(e.flowCache)
+	e.admission = &admissionGate{log: c.Logger, clock: c.Clock, cfg: &e.cfg}
+	e.auditor = &auditor{st: e.st, log: c.Logger, clock: c.Clock, cfg: &e.cfg}
+	e.book = &flowBook{st: e.st, cache: e.flowCache, scripts: e.scripts, tools: c.Tools, log: c.Logger, cfg: &e.cfg, admission: e.admission}
+	e.journal = &journal{clock: c.Clock}
+	e.registrar = &registrar{st: e.st, clock: c.Clock, log: c.Logger, admission: e.admission, auditor: e.auditor, fleetWarnings: e.fleetWarnings}
 	e.cfg.Store(&c)
 	return e, nil
 }
@@ -301,7 +305,7 @@ const LockLostReason = "the store's lock session ended: another daemon may hold 
 func (e *Engine) watchLock(lost <-chan struct{}) {
 	select {
 	case <-lost:
-		e.closeAdmission(CodeStorage, LockLostReason)
+		e.admission.close(CodeStorage, LockLostReason)
 	case <-e.stop:
 	}
 }
@@ -321,7 +325,7 @@ func (e *Engine) kick() {
 // the next start with attempt + 1). Protected work is never killed: Stop
 // waits for it. Stop returns when every worker has written its records.
 func (e *Engine) Stop(ctx context.Context) error {
-	e.closeAdmission(CodeDraining, "the engine is stopping")
+	e.admission.close(CodeDraining, "the engine is stopping")
 	e.draining.Store(true)
 	e.leaveRoll(ctx)
 	select {
@@ -343,65 +347,6 @@ func (e *Engine) Stop(ctx context.Context) error {
 	return nil
 }
 
-// closeAdmission closes the gate with a refusal code. The first reason
-// sticks: a storage failure is not hidden by a later drain.
-func (e *Engine) closeAdmission(code, why string) {
-	e.gate.Lock()
-	defer e.gate.Unlock()
-	if e.closed == "" {
-		e.closed, e.closedWhy = code, why
-		if code == CodeStorage {
-			e.log.Error("admission closed", "code", code, "reason", why)
-		} else {
-			e.log.Info("admission closed", "code", code, "reason", why)
-		}
-	}
-}
-
-// diskWarnEvery spaces the log lines about a full disk.
-const diskWarnEvery = 10 * time.Second
-
-// storageFailed records that the store broke a promise: admission closes
-// and stays closed until an operator restarts the daemon.
-func (e *Engine) storageFailed(err error) *Error {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		// The caller gave up (a cancelled run, a stop, a client gone):
-		// the store kept its promise, admission stays open.
-		return protocolErr(CodeBadRequest, "abandoned before the store answered: %v", err)
-	}
-	se := storageErr(err)
-	if se.Class != ClassStorage {
-		// One record's problem: the caller fails that run or request.
-		e.log.Warn("store refused one record", "code", se.Code, "error", err)
-		return se
-	}
-	if se.Code == CodeDiskFull {
-		// The store is sound and refused before writing: the disk
-		// watermark keeps new work out (see checkDisk) and the work in
-		// hand tries again, until space returns.
-		if last := e.diskWarned.Load(); e.now().UnixNano()-last >= int64(diskWarnEvery) && e.diskWarned.CompareAndSwap(last, e.now().UnixNano()) {
-			e.log.Warn("the store refuses writes: its disk is full (said once per interval)", "interval", diskWarnEvery, "error", err)
-		}
-		return se
-	}
-	e.closeAdmission(CodeStorage, se.Message)
-	e.log.Error("storage fault", "incident", se.Incident, "error", err)
-	se.Message = "admission is closed until an operator acts: " + se.Message
-	return se
-}
-
-// readFailed answers a store error met while reading for a caller: a bad
-// id is the caller's, anything else a storage error whose detail goes to
-// the daemon log under its incident id, never to the caller. A failed
-// read leaves admission as it is.
-func (e *Engine) readFailed(err error) *Error {
-	se := storageErr(err)
-	if se.Class == ClassStorage {
-		e.log.Error("store read failed", "incident", se.Incident, "error", err)
-	}
-	return se
-}
-
 // Health says whether admission is open and, if not, why.
 type Health struct {
 	Admission string `json:"admission"` // "open" or the refusal code
@@ -417,14 +362,12 @@ type Health struct {
 
 // Health reports admission state and the queued and held task counts.
 func (e *Engine) Health(ctx context.Context) Health {
-	e.gate.RLock()
 	h := Health{Admission: "open"}
-	if e.closed != "" {
-		h.Admission, h.Reason = e.closed, e.closedWhy
+	if code, why := e.admission.state(); code != "" {
+		h.Admission, h.Reason = code, why
 	}
-	e.gate.RUnlock()
 	if h.Admission == "open" {
-		if err := e.checkDisk(); err != nil {
+		if err := e.admission.checkDisk(); err != nil {
 			h.Admission, h.Reason = err.Code, err.Message
 		}
 	}

@@ -18,7 +18,7 @@ import (
 func (w *worker) runItem(ctx context.Context, run *store.Run, overBudget bool) {
 	e, t := w.e, w.task
 	ref := &store.CohortRef{Node: t.Node, Visit: t.Visit, Item: t.Item}
-	fe, err := e.flowVersion(ctx, run.Flow, run.Version)
+	fe, err := e.book.version(ctx, run.Flow, run.Version)
 	if err != nil {
 		w.itemEnd(ctx, ref, nil, nil, &store.RunError{Code: CodeFlowUnreadable, Message: err.Error()}, 0, false)
 		return
@@ -40,7 +40,7 @@ func (w *worker) runItem(ctx context.Context, run *store.Run, overBudget bool) {
 	c := &toolCall{Run: run, Attempt: t.Attempt, Node: node, Visit: t.Visit, Index: []int{t.Item}, Tool: node.Tool, Input: it.Input,
 		Timeout: node.Timeout, Retries: node.Retries, Tries: failedTries(t.Errors), TaskID: t.ID}
 	if overBudget {
-		cost := e.itemCost(node)
+		cost := e.book.itemCost(node)
 		w.itemEnd(ctx, ref, c, nil, &store.RunError{Code: CodeBudgetExhausted, Message: fmt.Sprintf("item %d of %s costs %d; run budget %d cannot cover it (spent, in flight or held by children)",
 			t.Item, node.ID, cost, run.Budget)}, 0, false)
 		return
@@ -134,7 +134,7 @@ func (w *worker) itemEnd(ctx context.Context, ref *store.CohortRef, c *toolCall,
 			return err
 		}
 		var err error
-		if woke, err = e.childEndedTx(tx, t.RunID, ref, rerr == nil, out, rerr, now); err != nil {
+		if woke, err = e.journal.childEndedTx(tx, t.RunID, ref, rerr == nil, out, rerr, now); err != nil {
 			return err
 		}
 		return w.dropTaskTx(tx)
@@ -181,7 +181,7 @@ func (w *worker) itemCommit(ctx context.Context, fn func(tx store.Tx) error) err
 		return fn(tx)
 	})
 	if err != nil && !errors.Is(err, errLeaseLost) && !errors.Is(err, errSkip) && !errors.Is(err, errUnknownOutcome) {
-		w.e.storageFailed(err)
+		w.e.admission.storageFailed(err)
 		w.e.log.Error("writing fan-out child", "task", w.task.ID, "error", err)
 	}
 	return err

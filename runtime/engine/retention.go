@@ -95,7 +95,7 @@ func (e *Engine) maintain() {
 				e.log.Error("pruning", "error", err)
 			}
 		}
-		if n, err := e.PruneAudit(context.Background(), e.now().Add(-e.auditRetention())); err != nil {
+		if n, err := e.PruneAudit(context.Background(), e.now().Add(-e.auditor.retention())); err != nil {
 			e.log.Error("pruning the audit stream", "error", err)
 		} else if n > 0 {
 			e.log.Info("pruned audit events", "count", n)

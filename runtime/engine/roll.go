@@ -271,7 +271,7 @@ func (e *Engine) withheldTools(ctx context.Context, run *store.Run) []string {
 	if !e.st.Capabilities().Shared {
 		return nil
 	}
-	fe, err := e.flowVersion(ctx, run.Flow, run.Version)
+	fe, err := e.book.version(ctx, run.Flow, run.Version)
 	if err != nil {
 		return nil // the step reports it
 	}

@@ -166,7 +166,7 @@ func (e *Engine) dispatch(ctx context.Context, t *store.Task) (ok, stop, withhel
 		e.noteWithheld(ctx, t, e.withhold(run.ID, missing))
 		return false, false, true
 	}
-	cost, typ := e.taskType(ctx, run, t)
+	cost, typ := e.book.taskType(ctx, run, t)
 	slice, why, granted := e.ledger.Acquire(t.RunID, cost)
 	overBudget := false
 	if !granted && why == ledger.RunBudgetExhausted {
@@ -258,12 +258,12 @@ func (e *Engine) drop(ctx context.Context, t *store.Task) {
 			if err := tx.TaskDelete(cur.ID); err != nil {
 				return err
 			}
-			parentWoken, err = e.childEndedTx(tx, run.ID, &store.CohortRef{Node: cur.Node, Visit: cur.Visit, Item: cur.Item}, false, nil,
+			parentWoken, err = e.journal.childEndedTx(tx, run.ID, &store.CohortRef{Node: cur.Node, Visit: cur.Visit, Item: cur.Item}, false, nil,
 				&store.RunError{Code: CodeQueueTimeout, Message: "no worker slot or budget slice was free before the queue deadline"}, now)
 			return err
 		}
 		wasQueued, runFinished = run.Phase == store.PhaseQueued, true
-		parentWoken, err = e.finishTx(tx, run, store.PhaseFailed, nil,
+		parentWoken, err = e.journal.finishTx(tx, run, store.PhaseFailed, nil,
 			&store.RunError{Code: CodeQueueTimeout, Message: "no worker slot or budget slice was free before the queue deadline"}, now)
 		return err
 	})
@@ -343,7 +343,7 @@ func (e *Engine) rescue(ctx context.Context, l *store.Lease, why string) {
 			if err := e.deadLetterTx(tx, run, t, ""); err != nil {
 				return err
 			}
-			_, err := e.finishTx(tx, run, store.PhaseFailed, nil, &store.RunError{Code: CodeAttemptsExceeded,
+			_, err := e.journal.finishTx(tx, run, store.PhaseFailed, nil, &store.RunError{Code: CodeAttemptsExceeded,
 				Message: fmt.Sprintf("the task lost its lease %d times (last: %s)", t.Attempt, why)}, now)
 			return err
 		}

@@ -283,7 +283,7 @@ func (e *Engine) queueDepths(ctx context.Context, now time.Time) map[string]int6
 		if taken || (run == nil && t.Kind != store.TaskAgentCall) {
 			continue
 		}
-		_, typ := e.taskType(ctx, run, t)
+		_, typ := e.book.taskType(ctx, run, t)
 		out[typ]++
 	}
 	return out
@@ -388,7 +388,7 @@ func (e *Engine) RunPhases(ctx context.Context) (map[store.Phase]int, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, e.readFailed(err)
+		return nil, e.admission.readFailed(err)
 	}
 	return out, nil
 }

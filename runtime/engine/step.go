@@ -41,7 +41,7 @@ type stepEffects struct {
 func (w *worker) run(ctx context.Context, run *store.Run, overBudget bool) {
 	e := w.e
 	s := &stepper{worker: w, run: run}
-	fe, err := e.flowVersion(ctx, run.Flow, run.Version)
+	fe, err := e.book.version(ctx, run.Flow, run.Version)
 	if ctx.Err() != nil {
 		s.interrupted(ctx) // cancelled or stopping before the first step
 		return
@@ -161,7 +161,7 @@ func (s *stepper) nextSlice(ctx context.Context) bool {
 	var cost int64
 	node := s.fe.flow.Node(s.cont.Node)
 	if node != nil {
-		cost = e.nodeCost(node)
+		cost = e.book.nodeCost(node)
 	}
 	slice, why, ok := e.ledger.Reslice(s.slice, s.spent, cost)
 	s.slice, s.spent = slice, 0
@@ -236,7 +236,7 @@ func (s *stepper) commitE(ctx context.Context, fn func(tx store.Tx) error) error
 			s.finish(ctx, store.PhaseFailed, nil, &store.RunError{Code: rerr.Code, Message: rerr.Message})
 			return err
 		}
-		e.storageFailed(err)
+		e.admission.storageFailed(err)
 		e.log.Error("writing step", "run", s.run.ID, "error", err)
 	}
 	return err
@@ -552,7 +552,7 @@ func (s *stepper) finish(ctx context.Context, phase store.Phase, out json.RawMes
 		if err != nil {
 			return err
 		}
-		woke, err = e.finishTx(tx, run, phase, out, rerr, now)
+		woke, err = e.journal.finishTx(tx, run, phase, out, rerr, now)
 		return err
 	})
 	if err != nil {
@@ -565,7 +565,7 @@ func (s *stepper) finish(ctx context.Context, phase store.Phase, out json.RawMes
 			return
 		}
 		if !errors.Is(err, errLeaseLost) {
-			e.storageFailed(err)
+			e.admission.storageFailed(err)
 			e.log.Error("writing finish", "run", s.run.ID, "error", err)
 		}
 		return

@@ -317,12 +317,12 @@ func (e *Engine) DecideWait(ctx context.Context, p DecideParams) (HumanWait, err
 	})
 	switch {
 	case errors.Is(err, errNotYours):
-		e.auditForeign(ctx, owner, runID, "decide")
+		e.auditor.foreign(ctx, owner, runID, "decide")
 		return HumanWait{}, protocolErr(CodeNotFound, "no run %s", runID)
 	case refusal != nil:
 		return HumanWait{}, refusal
 	case err != nil:
-		return HumanWait{}, e.storageFailed(err)
+		return HumanWait{}, e.admission.storageFailed(err)
 	}
 	e.kick()
 	return decided, nil
@@ -465,7 +465,7 @@ func (e *Engine) HumanWaits(ctx context.Context, owner, runID string) ([]HumanWa
 		return nil
 	})
 	if err != nil {
-		return nil, e.readFailed(err)
+		return nil, e.admission.readFailed(err)
 	}
 	return out, nil
 }
@@ -481,7 +481,7 @@ func (e *Engine) Waits(ctx context.Context, run *store.Run) ([]HumanWait, error)
 		return err
 	})
 	if err != nil {
-		return nil, e.readFailed(err)
+		return nil, e.admission.readFailed(err)
 	}
 	return out, nil
 }

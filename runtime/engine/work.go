@@ -36,7 +36,7 @@ func (e *Engine) work(t *store.Task, typ string, slice ledger.Slice, overBudget 
 	e.held.undispatch(t.ID)
 	if err != nil {
 		if !errors.Is(err, errSkip) {
-			e.storageFailed(err)
+			e.admission.storageFailed(err)
 			e.log.Error("leasing task", "task", t.ID, "error", err)
 		}
 		return
@@ -347,7 +347,7 @@ func (w *worker) renew(ctx context.Context) {
 		case ctx.Err() != nil:
 			return
 		case errors.Is(err, store.ErrDiskFull):
-			e.storageFailed(err) // said once per interval, not per renewal
+			e.admission.storageFailed(err) // said once per interval, not per renewal
 		default:
 			e.log.Error("renewing lease", "task", w.task.ID, "error", err)
 		}
