@@ -382,35 +382,9 @@ func (s *stepper) cohortAdvance(ctx context.Context, node *flows.Node, snap *sto
 		e.admission.storageFailed(err)
 		return false
 	}
-	// Inputs for the children that may be admitted now.
-	var children map[int]*child
-	if snap.State == store.CohortOpen && snap.Next < snap.Items {
-		room := node.Width - snap.InFlight
-		if room > 0 {
-			// Read only the items that may be admitted now.
-			to := min(snap.Next+room, snap.Items)
-			items := make([]any, to)
-			if err := e.st.View(ctx, func(tx store.Tx) error {
-				for i := snap.Next; i < to; i++ {
-					it, err := tx.CohortItemGet(snap.RunID, snap.Node, snap.Visit, i)
-					if err != nil {
-						return err
-					}
-					_ = json.Unmarshal(it.Value, &items[i])
-				}
-				return nil
-			}); err != nil {
-				e.admission.storageFailed(err)
-				return false
-			}
-			inputs, rerr := s.childInputs(node, items, snap.Next, to)
-			if rerr != nil {
-				return s.nodeFailed(ctx, node, rerr)
-			}
-			if children, err = s.prepareChildren(ctx, node, snap.Visit, inputs, snap.ChildBudget); err != nil {
-				return s.nodeFailed(ctx, node, &store.RunError{Code: ErrorCode(err), Message: err.Error()})
-			}
-		}
+	children, stop, more := s.admittable(ctx, node, snap)
+	if stop {
+		return more
 	}
 	now := e.now()
 	due, nextDeadline, err := s.childDeadlines(ctx, node, snap, now)
@@ -437,27 +411,9 @@ func (s *stepper) cohortAdvance(ctx context.Context, node *flows.Node, snap *sto
 		if c, err = tx.CohortGet(snap.RunID, snap.Node, snap.Visit); err != nil {
 			return err
 		}
-		// Apply the judgements; items that ended since stay fresh.
-		var still []int
-		for _, i := range c.Fresh {
-			m, seen := judged[i]
-			if !seen {
-				still = append(still, i)
-				continue
-			}
-			if m {
-				c.Mature++
-				it, err := tx.CohortItemGet(c.RunID, c.Node, c.Visit, i)
-				if err != nil {
-					return err
-				}
-				it.Mature = true
-				if err := tx.CohortItemPut(it); err != nil {
-					return err
-				}
-			}
+		if err := applyJudgementsTx(tx, c, judged); err != nil {
+			return err
 		}
-		c.Fresh = still
 		if err := s.timeOutChildrenTx(tx, node, c, due, now, &stopped); err != nil {
 			return err
 		}
@@ -483,22 +439,7 @@ func (s *stepper) cohortAdvance(ctx context.Context, node *flows.Node, snap *sto
 			readyAt = now
 		case d.Close:
 			closing = true
-			// The cutoff is read from the clock inside the transaction:
-			// a child's end committed before this close (on any daemon)
-			// read its time earlier, so it stays before the cutoff.
-			c.State, c.Cutoff = store.CohortClosing, later(now, e.now())
-			c.Sufficient, c.Fuse = d.Sufficient, d.FuseClosed
-			if err := tx.CohortPut(c); err != nil {
-				return err
-			}
-			detail := map[string]any{"sufficient": c.Sufficient, "fuse": d.Fuse, "mature": c.Mature, "need": c.Need, "cutoff": c.Cutoff}
-			if err := appendEvent(tx, s.run.ID, evCohortClosing, s.run.Attempt, node.ID, detail, c.Cutoff); err != nil {
-				return err
-			}
-			if !c.Sufficient {
-				return appendEvent(tx, s.run.ID, evInsufficient, s.run.Attempt, node.ID, detail, c.Cutoff)
-			}
-			return nil
+			return s.closeCohortTx(tx, node, c, d, now)
 		default:
 			readyAt = d.Wake
 			if !nextDeadline.IsZero() && nextDeadline.Before(readyAt) {
@@ -525,6 +466,91 @@ func (s *stepper) cohortAdvance(ctx context.Context, node *flows.Node, snap *sto
 		return s.cohortReduce(ctx, node, c)
 	}
 	return !readyAt.After(now) && s.reacquire(ctx)
+}
+
+// admittable prepares the children of snap that may be admitted now (nil
+// when none may), or stops the look (stop) with its answer more: a
+// storage failure, or the node failed on the children's inputs.
+func (s *stepper) admittable(ctx context.Context, node *flows.Node, snap *store.Cohort) (children map[int]*child, stop, more bool) {
+	e := s.e
+	if snap.State != store.CohortOpen || snap.Next >= snap.Items {
+		return nil, false, false
+	}
+	room := node.Width - snap.InFlight
+	if room <= 0 {
+		return nil, false, false
+	}
+	// Read only the items that may be admitted now.
+	to := min(snap.Next+room, snap.Items)
+	items := make([]any, to)
+	if err := e.st.View(ctx, func(tx store.Tx) error {
+		for i := snap.Next; i < to; i++ {
+			it, err := tx.CohortItemGet(snap.RunID, snap.Node, snap.Visit, i)
+			if err != nil {
+				return err
+			}
+			_ = json.Unmarshal(it.Value, &items[i])
+		}
+		return nil
+	}); err != nil {
+		e.admission.storageFailed(err)
+		return nil, true, false
+	}
+	inputs, rerr := s.childInputs(node, items, snap.Next, to)
+	if rerr != nil {
+		return nil, true, s.nodeFailed(ctx, node, rerr)
+	}
+	children, err := s.prepareChildren(ctx, node, snap.Visit, inputs, snap.ChildBudget)
+	if err != nil {
+		return nil, true, s.nodeFailed(ctx, node, &store.RunError{Code: ErrorCode(err), Message: err.Error()})
+	}
+	return children, false, false
+}
+
+// applyJudgementsTx marks the items of c judged mature; the items that
+// ended since they were judged stay fresh.
+func applyJudgementsTx(tx store.Tx, c *store.Cohort, judged map[int]bool) error {
+	var still []int
+	for _, i := range c.Fresh {
+		m, seen := judged[i]
+		if !seen {
+			still = append(still, i)
+			continue
+		}
+		if m {
+			c.Mature++
+			it, err := tx.CohortItemGet(c.RunID, c.Node, c.Visit, i)
+			if err != nil {
+				return err
+			}
+			it.Mature = true
+			if err := tx.CohortItemPut(it); err != nil {
+				return err
+			}
+		}
+	}
+	c.Fresh = still
+	return nil
+}
+
+// closeCohortTx starts closing c as decision d says (docs/design.md §7.2).
+func (s *stepper) closeCohortTx(tx store.Tx, node *flows.Node, c *store.Cohort, d cohort.Decision, now time.Time) error {
+	// The cutoff is read from the clock inside the transaction:
+	// a child's end committed before this close (on any daemon)
+	// read its time earlier, so it stays before the cutoff.
+	c.State, c.Cutoff = store.CohortClosing, later(now, s.e.now())
+	c.Sufficient, c.Fuse = d.Sufficient, d.FuseClosed
+	if err := tx.CohortPut(c); err != nil {
+		return err
+	}
+	detail := map[string]any{"sufficient": c.Sufficient, "fuse": d.Fuse, "mature": c.Mature, "need": c.Need, "cutoff": c.Cutoff}
+	if err := appendEvent(tx, s.run.ID, evCohortClosing, s.run.Attempt, node.ID, detail, c.Cutoff); err != nil {
+		return err
+	}
+	if !c.Sufficient {
+		return appendEvent(tx, s.run.ID, evInsufficient, s.run.Attempt, node.ID, detail, c.Cutoff)
+	}
+	return nil
 }
 
 // judge decides maturity of the items that ended since the parent last
