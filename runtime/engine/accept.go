@@ -82,7 +82,7 @@ func (e *Engine) Submit(ctx context.Context, req StartRequest) (*StartResult, er
 	var ee *Error
 	if errors.As(err, &ee) && ee.Class == ClassStorage && ee.Code == CodeStorage {
 		// Closing takes the gate exclusively: only after submit let go.
-		e.closeAdmission(CodeStorage, ee.Message)
+		e.admission.close(CodeStorage, ee.Message)
 		e.log.Error("storage fault", "incident", ee.Incident, "error", ee.cause)
 		ee.Message = "admission is closed until an operator acts: " + ee.Message
 	}
@@ -98,92 +98,36 @@ func (e *Engine) Submit(ctx context.Context, req StartRequest) (*StartResult, er
 // and closing admission (a drain, a storage failure) must never wait for
 // it.
 func (e *Engine) submit(ctx context.Context, req StartRequest) (*StartResult, error) {
-	if req.Owner == "" {
-		return nil, protocolErr(CodeBadRequest, "no owner")
-	}
-	if err := CheckRequestID(req.RequestID); err != nil {
-		return nil, err
-	}
-	input, err := canonicalInput(req.Input)
-	if err != nil {
-		return nil, err
-	}
-	inputHash := hashHex(input)
-
-	if req.RequestID != "" {
-		var d *store.Dedup
-		err := e.st.View(ctx, func(tx store.Tx) error {
-			var err error
-			d, err = tx.DedupGet(req.Owner, req.RequestID)
-			return err
-		})
-		switch {
-		case err == nil:
-			return e.dedupAnswer(ctx, d, req.Flow, inputHash)
-		case !errors.Is(err, store.ErrNotFound):
-			return nil, storageErr(err)
-		}
+	cs, answer, err := checkStart(ctx, e.st, e.book, req)
+	if cs == nil {
+		return answer, err
 	}
 
-	fe, err := e.latestFlow(ctx, req.Flow)
-	if err != nil {
+	if err := e.admission.enter(); err != nil {
 		return nil, err
 	}
-	if err := e.validateInput(ctx, fe, input); err != nil {
-		return nil, protocolErr(CodeBadInput, "input for flow %q: %v", req.Flow, err)
-	}
-
-	e.gate.RLock()
-	defer e.gate.RUnlock()
-	if e.closed != "" {
-		if e.closed == CodeStorage {
-			return nil, &Error{Code: CodeStorage, Message: "admission is closed after a storage failure: " + e.closedWhy, Class: ClassStorage}
-		}
-		return nil, protocolErr(e.closed, "admission is closed: %s", e.closedWhy)
-	}
-	if err := e.checkDisk(); err != nil {
+	defer e.admission.leave()
+	if err := e.admission.checkDisk(); err != nil {
 		return nil, err
 	}
-	cfg := e.config()
+	cfg := e.cfg.Load()
 	runID := newID("run")
 	if !e.queued.reserve(runID, cfg.MaxQueued) {
 		e.stats.refused(CodeQueueFull)
 		return nil, protocolErr(CodeQueueFull, "%d runs are already queued (max_queued); try again later", cfg.MaxQueued)
 	}
 
-	now := e.now()
-	budget := fe.flow.Budget
-	if budget == 0 {
-		budget = cfg.DefaultRunBudget
-	}
-	run := &store.Run{
-		ID: runID, Flow: fe.flow.Name, Version: fe.hash, Owner: req.Owner,
-		RequestID: req.RequestID, Input: input, InputHash: inputHash,
-		Phase: store.PhaseQueued, Attempt: 1, Ancestors: []string{}, DepthLimit: fe.flow.MaxDepth,
-		ConfigVersion: cfg.ConfigVersion, Budget: budget, CreatedAt: now, UpdatedAt: now,
-	}
-	task := e.newStepTask(run, fe.flow.Entry, now)
+	run := cs.newRun(runID, cfg, e.clock.Now())
+	task := newStepTask(run, cs.fe.flow.Entry, run.CreatedAt)
 	if failpoint.Armed(failpoint.DropAccepted) {
 		e.queued.remove(runID)
 		return &StartResult{RunID: run.ID}, nil // the deliberate loss: nothing was written
 	}
 	var existing *store.Dedup
 	err = e.st.Update(ctx, func(tx store.Tx) error {
-		existing = nil
-		if req.RequestID != "" {
-			d, err := tx.DedupGet(req.Owner, req.RequestID)
-			if err == nil {
-				existing = d
-				return nil
-			}
-			if !errors.Is(err, store.ErrNotFound) {
-				return err
-			}
-			if err := tx.DedupPut(&store.Dedup{Owner: req.Owner, RequestID: req.RequestID, RunID: run.ID, Flow: fe.flow.Name, InputHash: inputHash, CreatedAt: now}); err != nil {
-				return err
-			}
-		}
-		return e.insertRun(tx, run, task, fe.flow.Entry, map[string]any{"request_id": req.RequestID})
+		var err error
+		existing, err = e.journal.acceptTx(tx, run, task, cs.fe.flow.Entry)
+		return err
 	})
 	if err != nil || existing != nil {
 		e.queued.remove(runID)
@@ -195,22 +139,105 @@ func (e *Engine) submit(ctx context.Context, req StartRequest) (*StartResult, er
 		return nil, storageErr(err)
 	}
 	if existing != nil {
-		return e.dedupAnswer(ctx, existing, req.Flow, inputHash)
+		return dedupAnswer(ctx, e.st, existing, req.Flow, cs.inputHash)
 	}
 	failpoint.Hit(failpoint.AfterAccept)
 	e.stats.accepted()
-	e.kick()
+	e.wake.kick()
 	return &StartResult{RunID: run.ID}, nil
 }
 
+// checkedStart is a start request past the checks that only read.
+type checkedStart struct {
+	req       StartRequest
+	input     json.RawMessage // canonical (canonicalInput)
+	inputHash string
+	fe        *flowEntry // the flow's latest version, which input is valid for
+}
+
+// checkStart runs what a start only reads, before the gate: the
+// request's checks, a re-send's answer (then the checked start is nil),
+// the flow and the validation of the input against its schema.
+func checkStart(ctx context.Context, st store.Store, book *flowBook, req StartRequest) (*checkedStart, *StartResult, error) {
+	if req.Owner == "" {
+		return nil, nil, protocolErr(CodeBadRequest, "no owner")
+	}
+	if err := CheckRequestID(req.RequestID); err != nil {
+		return nil, nil, err
+	}
+	input, err := canonicalInput(req.Input)
+	if err != nil {
+		return nil, nil, err
+	}
+	inputHash := hashHex(input)
+
+	if req.RequestID != "" {
+		var d *store.Dedup
+		err := st.View(ctx, func(tx store.Tx) error {
+			var err error
+			d, err = tx.DedupGet(req.Owner, req.RequestID)
+			return err
+		})
+		switch {
+		case err == nil:
+			res, err := dedupAnswer(ctx, st, d, req.Flow, inputHash)
+			return nil, res, err
+		case !errors.Is(err, store.ErrNotFound):
+			return nil, nil, storageErr(err)
+		}
+	}
+
+	fe, err := book.latest(ctx, req.Flow)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := book.validateInput(ctx, fe, input); err != nil {
+		return nil, nil, protocolErr(CodeBadInput, "input for flow %q: %v", req.Flow, err)
+	}
+	return &checkedStart{req: req, input: input, inputHash: inputHash, fe: fe}, nil, nil
+}
+
+// newRun is the record of the run cs starts as runID, accepted at now.
+func (cs *checkedStart) newRun(runID string, cfg *Config, now time.Time) *store.Run {
+	budget := cs.fe.flow.Budget
+	if budget == 0 {
+		budget = cfg.DefaultRunBudget
+	}
+	return &store.Run{
+		ID: runID, Flow: cs.fe.flow.Name, Version: cs.fe.hash, Owner: cs.req.Owner,
+		RequestID: cs.req.RequestID, Input: cs.input, InputHash: cs.inputHash,
+		Phase: store.PhaseQueued, Attempt: 1, Ancestors: []string{}, DepthLimit: cs.fe.flow.MaxDepth,
+		ConfigVersion: cfg.ConfigVersion, Budget: budget, CreatedAt: now, UpdatedAt: now,
+	}
+}
+
 // newStepTask builds the task that advances run from node.
-func (e *Engine) newStepTask(run *store.Run, node string, now time.Time) *store.Task {
+func newStepTask(run *store.Run, node string, now time.Time) *store.Task {
 	return &store.Task{ID: newID("task"), RunID: run.ID, Kind: store.TaskStep, Node: node, Attempt: 1, ReadyAt: now, CreatedAt: now}
+}
+
+// acceptTx writes a started run in tx: its request id's dedup record and
+// the run (insertRun), or nothing when the request id already records a
+// run (another acceptance committed it meanwhile), which it returns.
+func (j *journal) acceptTx(tx store.Tx, run *store.Run, task *store.Task, entry string) (*store.Dedup, error) {
+	if run.RequestID != "" {
+		d, err := tx.DedupGet(run.Owner, run.RequestID)
+		if err == nil {
+			return d, nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return nil, err
+		}
+		if err := tx.DedupPut(&store.Dedup{Owner: run.Owner, RequestID: run.RequestID, RunID: run.ID, Flow: run.Flow, InputHash: run.InputHash, CreatedAt: run.CreatedAt}); err != nil {
+			return nil, err
+		}
+	}
+	return nil, j.insertRun(tx, run, task, entry, map[string]any{"request_id": run.RequestID})
 }
 
 // insertRun writes a new run, its first task, its empty continuation and
 // its acceptance events in tx.
-func (e *Engine) insertRun(tx store.Tx, run *store.Run, task *store.Task, entry string, detail map[string]any) error {
+func (j *journal) insertRun(tx store.Tx, run *store.Run, task *store.Task, entry string, detail map[string]any) error {
 	if run.ParentRunID != "" {
 		// A cancel recorded while the parent's step ran found no child to
 		// cancel: none is started after it (errCancelSeen).
@@ -246,10 +273,10 @@ func (e *Engine) insertRun(tx store.Tx, run *store.Run, task *store.Task, entry 
 // answer only when both match, and E_DEDUP_CONFLICT otherwise. A record
 // written before records kept their flow is checked through its run; one
 // whose run retention has removed since is checked on its input alone.
-func (e *Engine) dedupAnswer(ctx context.Context, d *store.Dedup, flow, inputHash string) (*StartResult, error) {
+func dedupAnswer(ctx context.Context, st store.Store, d *store.Dedup, flow, inputHash string) (*StartResult, error) {
 	used := d.Flow
 	if used == "" {
-		err := e.st.View(ctx, func(tx store.Tx) error {
+		err := st.View(ctx, func(tx store.Tx) error {
 			r, err := tx.RunGet(d.RunID)
 			if err == nil {
 				used = r.Flow
@@ -298,29 +325,6 @@ func canonicalInput(in json.RawMessage) (json.RawMessage, error) {
 func hashHex(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
-}
-
-// checkDisk refuses new work while the store's disk is below the
-// watermark (Config.MinFreeBytes), before anything is written: the store
-// keeps a reserve of its own below the watermark for the work in hand.
-// It is read on every admission, so admission reopens by itself as soon
-// as space returns.
-func (e *Engine) checkDisk() *Error {
-	c := e.config()
-	if c.MinFreeBytes <= 0 || c.DiskFree == nil {
-		return nil
-	}
-	free, err := c.DiskFree()
-	if err != nil {
-		e.log.Warn("reading the disk's free space", "error", err)
-		return nil // the store's own reserve still holds
-	}
-	if free >= c.MinFreeBytes {
-		return nil
-	}
-	return &Error{Code: CodeDiskFull, Class: ClassStorage,
-		Message: fmt.Sprintf("the store's disk has %s free, below the %s watermark (disk min_free): new runs and registrations are refused until space returns; runs in hand go on",
-			Bytes(free), Bytes(c.MinFreeBytes))}
 }
 
 // Bytes formats a size for people: 12.3 MiB.

@@ -199,7 +199,7 @@ func (s *stepper) loadAgent(ctx context.Context, node *flows.Node) (*agentLoop, 
 		// A flow is offered as a tool whose input is the flow's input
 		// (wrapped when it is not an object: offerSchema); a call of it
 		// is a child run (agentFlowCall).
-		cfe, err := e.latestFlow(ctx, name)
+		cfe, err := e.book.latest(ctx, name)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, nil
@@ -224,7 +224,7 @@ func (s *stepper) loadAgent(ctx context.Context, node *flows.Node) (*agentLoop, 
 	if err != nil {
 		return nil, &store.RunError{Code: CodeAgentTurns, Message: err.Error()}
 	}
-	a.started = e.now()
+	a.started = e.clock.Now()
 	if len(a.turns) > 0 {
 		a.started = a.turns[0].At
 	}
@@ -327,30 +327,20 @@ func tokenCost(in, out int64, m flows.ModelInfo) int64 {
 // loop says the agent goes on; otherwise more is the node's outcome.
 func (s *stepper) agentTurn(ctx context.Context, a *agentLoop) (loop, more bool) {
 	e, node := s.e, a.node
-	req := chat.Request{Model: node.Model, System: a.system, Messages: a.messages(), Tools: a.tools,
-		MaxTokens: a.maxTokens, OutputSchema: node.OutputSchema}
 	turn := len(a.turns) + 1
-	if err := req.Validate(); err != nil {
-		return false, s.nodeFailed(ctx, node, &store.RunError{Code: CodeChatRequest,
-			Message: fmt.Sprintf("agent %s: turn %d: %v", node.ID, turn, err)})
-	}
-	body, err := json.Marshal(req)
-	if err != nil {
-		return false, s.nodeFailed(ctx, node, &store.RunError{Code: CodeChatRequest, Message: err.Error()})
-	}
-	if len(body) > maxAgentRequestBytes {
-		return false, s.nodeFailed(ctx, node, &store.RunError{Code: CodePromptTooLarge,
-			Message: fmt.Sprintf("agent %s: turn %d's request is %d bytes, more than the limit of %d", node.ID, turn, len(body), maxAgentRequestBytes)})
+	body, rerr := a.request(turn)
+	if rerr != nil {
+		return false, s.nodeFailed(ctx, node, rerr)
 	}
 	reserve := a.reservation(len(body))
 	if ok, more := s.agentReserve(ctx, a, reserve, fmt.Sprintf("turn %d of agent %s (worst case %d)", turn, node.ID, reserve)); !ok {
 		return false, more
 	}
-	timeout, ok := a.callTimeout(e.now())
+	timeout, ok := a.callTimeout(e.clock.Now())
 	if !ok {
 		return false, s.agentTimedOut(ctx, a)
 	}
-	asked := e.now()
+	asked := e.clock.Now()
 	c := &toolCall{Run: s.run, Attempt: s.run.Attempt, Node: node, Visit: a.visit, Index: []int{turn}, Tool: node.ModelTool,
 		Input: body, Timeout: timeout, Retries: agentTurnRetries, Tries: s.cont.Tries, TaskID: s.task.ID}
 	o := s.callTool(ctx, c, func(fn func(tx store.Tx) error) error { return s.commitE(ctx, fn) })
@@ -368,7 +358,7 @@ func (s *stepper) agentTurn(ctx context.Context, a *agentLoop) (loop, more bool)
 		return false, false
 	case callFailed:
 		if o.RecordDone {
-			now := e.now()
+			now := e.clock.Now()
 			if !s.commit(ctx, func(tx store.Tx) error { return idemDoneTx(tx, c, o.Key, nil, o.Err, now) }) {
 				return false, false
 			}
@@ -376,40 +366,18 @@ func (s *stepper) agentTurn(ctx context.Context, a *agentLoop) (loop, more bool)
 		return false, s.nodeFailed(ctx, node, o.Err)
 	}
 
-	var resp chat.Response
-	if err := json.Unmarshal(o.Output, &resp); err != nil {
-		return false, s.nodeFailed(ctx, node, &store.RunError{Code: CodeModelResponse,
-			Message: fmt.Sprintf("agent %s: %s answered turn %d with something that is not a chat response: %v", node.ID, node.ModelTool, turn, err)})
-	}
-	if resp.StopReason == "" || (resp.Message.Role != "" && resp.Message.Role != chat.RoleAssistant) {
-		return false, s.nodeFailed(ctx, node, &store.RunError{Code: CodeModelResponse,
-			Message: fmt.Sprintf("agent %s: %s answered turn %d without a stop reason or with a %q message; a chat response has an assistant message and a stop reason", node.ID, node.ModelTool, turn, resp.Message.Role)})
-	}
-	if len(resp.Message.ToolCalls) > maxAgentToolCalls {
-		return false, s.nodeFailed(ctx, node, &store.RunError{Code: CodeModelResponse,
-			Message: fmt.Sprintf("agent %s: the model asked for %d tool calls in turn %d, more than the limit of %d", node.ID, len(resp.Message.ToolCalls), turn, maxAgentToolCalls)})
+	resp, rerr := turnResponse(node, turn, o.Output)
+	if rerr != nil {
+		return false, s.nodeFailed(ctx, node, rerr)
 	}
 	calls, names := journalCalls(node, turn, resp.Message.ToolCalls)
 	resp.Message.Role = chat.RoleAssistant
 
-	// Settle: the tool's reported cost, else the reported usage at the
-	// model's prices; a turn without usage is charged its reservation.
-	reported := !resp.UsageEstimated && (resp.Usage.InputTokens > 0 || resp.Usage.OutputTokens > 0)
-	var cost int64
-	switch {
-	case !reported:
-		cost = reserve
-	case o.CostReported:
-		cost = o.Cost
-	case a.model.InputCost > 0 || a.model.OutputCost > 0:
-		cost = tokenCost(resp.Usage.InputTokens, resp.Usage.OutputTokens, a.model)
-	default:
-		cost = o.Cost
-	}
+	reported, cost := a.turnCost(resp, o, reserve)
 	s.spent += cost - o.Cost // callTool charged o.Cost already
 
 	digest := sha256.Sum256(body)
-	now := e.now()
+	now := e.clock.Now()
 	t := &store.AgentTurn{V: store.AgentTurnVersion, RunID: s.run.ID, Node: node.ID, Visit: a.visit, Turn: turn, Model: node.Model,
 		RequestDigest: hex.EncodeToString(digest[:]), RequestBytes: len(body), Response: mustJSON(resp.Message),
 		StopReason: string(resp.StopReason), Usage: store.AgentUsage{InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens},
@@ -447,6 +415,64 @@ func (s *stepper) agentTurn(ctx context.Context, a *agentLoop) (loop, more bool)
 	a.turns = append(a.turns, t)
 	e.stats.turn(node.ModelTool+"/"+node.Model, t.Usage.InputTokens, t.Usage.OutputTokens, cost, reserve)
 	return true, false
+}
+
+// request is the chat request of turn, encoded, or why the turn cannot
+// ask it.
+func (a *agentLoop) request(turn int) ([]byte, *store.RunError) {
+	node := a.node
+	req := chat.Request{Model: node.Model, System: a.system, Messages: a.messages(), Tools: a.tools,
+		MaxTokens: a.maxTokens, OutputSchema: node.OutputSchema}
+	if err := req.Validate(); err != nil {
+		return nil, &store.RunError{Code: CodeChatRequest,
+			Message: fmt.Sprintf("agent %s: turn %d: %v", node.ID, turn, err)}
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, &store.RunError{Code: CodeChatRequest, Message: err.Error()}
+	}
+	if len(body) > maxAgentRequestBytes {
+		return nil, &store.RunError{Code: CodePromptTooLarge,
+			Message: fmt.Sprintf("agent %s: turn %d's request is %d bytes, more than the limit of %d", node.ID, turn, len(body), maxAgentRequestBytes)}
+	}
+	return body, nil
+}
+
+// turnResponse decodes the model tool's answer to turn of the agent node,
+// or says why it is no chat response the agent can go on from.
+func turnResponse(node *flows.Node, turn int, out json.RawMessage) (chat.Response, *store.RunError) {
+	var resp chat.Response
+	if err := json.Unmarshal(out, &resp); err != nil {
+		return resp, &store.RunError{Code: CodeModelResponse,
+			Message: fmt.Sprintf("agent %s: %s answered turn %d with something that is not a chat response: %v", node.ID, node.ModelTool, turn, err)}
+	}
+	if resp.StopReason == "" || (resp.Message.Role != "" && resp.Message.Role != chat.RoleAssistant) {
+		return resp, &store.RunError{Code: CodeModelResponse,
+			Message: fmt.Sprintf("agent %s: %s answered turn %d without a stop reason or with a %q message; a chat response has an assistant message and a stop reason", node.ID, node.ModelTool, turn, resp.Message.Role)}
+	}
+	if len(resp.Message.ToolCalls) > maxAgentToolCalls {
+		return resp, &store.RunError{Code: CodeModelResponse,
+			Message: fmt.Sprintf("agent %s: the model asked for %d tool calls in turn %d, more than the limit of %d", node.ID, len(resp.Message.ToolCalls), turn, maxAgentToolCalls)}
+	}
+	return resp, nil
+}
+
+// turnCost settles a turn: the tool's reported cost, else the reported
+// usage at the model's prices; a turn without usage (reported false) is
+// charged its reservation.
+func (a *agentLoop) turnCost(resp chat.Response, o callOutcome, reserve int64) (reported bool, cost int64) {
+	reported = !resp.UsageEstimated && (resp.Usage.InputTokens > 0 || resp.Usage.OutputTokens > 0)
+	switch {
+	case !reported:
+		cost = reserve
+	case o.CostReported:
+		cost = o.Cost
+	case a.model.InputCost > 0 || a.model.OutputCost > 0:
+		cost = tokenCost(resp.Usage.InputTokens, resp.Usage.OutputTokens, a.model)
+	default:
+		cost = o.Cost
+	}
+	return reported, cost
 }
 
 // journalCalls makes the calls a turn asked for into the records the turn
@@ -507,7 +533,7 @@ func (s *stepper) agentReserve(ctx context.Context, a *agentLoop, cost int64, wh
 	}
 	slice, why, ok := e.ledger.Reslice(s.slice, s.spent, cost)
 	s.slice, s.spent = slice, 0
-	cfg := e.config()
+	cfg := e.cfg.Load()
 	switch {
 	case ok:
 		return true, false
@@ -519,7 +545,7 @@ func (s *stepper) agentReserve(ctx context.Context, a *agentLoop, cost int64, wh
 			Message: fmt.Sprintf("%s is more than the engine's budget in flight (%d): it can never be admitted", what, cfg.MaxBudgetInFlight)})
 	}
 	e.stats.admissionBlocked(string(why))
-	now := e.now()
+	now := e.clock.Now()
 	s.commit(ctx, func(tx store.Tx) error { return s.releaseTaskTx(tx, now, now.Add(cfg.Tick), "", "") })
 	return false, false
 }
@@ -573,52 +599,9 @@ func (s *stepper) agentCalls(ctx context.Context, a *agentLoop, t *store.AgentTu
 	if err := json.Unmarshal(t.Response, &msg); err != nil || len(msg.ToolCalls) != len(t.Calls) {
 		return false, s.nodeFailed(ctx, node, &store.RunError{Code: CodeAgentTurns, Message: fmt.Sprintf("agent %s: turn %d's journaled answer does not match its calls", node.ID, t.Turn)})
 	}
-	var flowCalls, together, alone []int
-	var undecided, fresh []*waitState
-	ends := map[int]store.AgentCall{}
-	inFlight, aloneInFlight := 0, false
-	now := e.now()
-	for i, c := range t.Calls {
-		if c.Done {
-			continue
-		}
-		if c.Task != "" {
-			inFlight++
-			if info, _ := e.tools.LookupTool(c.Tool); !info.Idempotent {
-				aloneInFlight = true
-			}
-			continue
-		}
-		if slices.Contains(node.Flows, c.Tool) {
-			flowCalls = append(flowCalls, i)
-			continue
-		}
-		if !slices.Contains(node.Tools, c.Tool) {
-			ends[i] = callEnded(c, nil, &store.RunError{Code: CodeUnknownTool,
-				Message: fmt.Sprintf("%s is not one of the tools offered (%s)", c.Tool, strings.Join(offered(node), ", "))})
-			continue
-		}
-		if slices.Contains(node.Approve, c.Tool) {
-			ws, isNew := s.approvalWait(a, t, i, msg.ToolCalls[i].Arguments, now)
-			if isNew {
-				fresh = append(fresh, ws)
-			}
-			switch d := ws.Decision; {
-			case d == nil:
-				undecided = append(undecided, ws)
-				continue
-			case !d.Approved:
-				ends[i] = callEnded(c, nil, &store.RunError{Code: CodeRejected,
-					Message: fmt.Sprintf("a person (%s) rejected this call of %s: %s", d.By, c.Tool, d.Reason)})
-				continue
-			}
-		}
-		if info, _ := e.tools.LookupTool(c.Tool); info.Idempotent {
-			together = append(together, i)
-		} else {
-			alone = append(alone, i)
-		}
-	}
+	now := e.clock.Now()
+	p := s.sortCalls(a, t, msg, now)
+	flowCalls, undecided, fresh, ends, inFlight := p.flowCalls, p.undecided, p.fresh, p.ends, p.inFlight
 	if _, ok := a.callTimeout(now); !ok {
 		return false, s.agentTimedOut(ctx, a)
 	}
@@ -630,18 +613,7 @@ func (s *stepper) agentCalls(ctx context.Context, a *agentLoop, t *store.AgentTu
 		}
 	}
 
-	// Queue what may run now: idempotent calls up to the bound, and a
-	// non-idempotent one when none is running.
-	var queue []int
-	for _, i := range together {
-		if inFlight+len(queue) >= maxAgentCallsTogether {
-			break
-		}
-		queue = append(queue, i)
-	}
-	if len(alone) > 0 && !aloneInFlight && inFlight+len(queue) < maxAgentCallsTogether {
-		queue = append(queue, alone[0])
-	}
+	queue := p.queue()
 	if node.Cost > 0 {
 		var cost int64
 		for _, i := range queue {
@@ -696,7 +668,7 @@ func (s *stepper) agentCalls(ctx context.Context, a *agentLoop, t *store.AgentTu
 			return false, false
 		}
 		if len(queue) > 0 {
-			e.kick()
+			e.wake.kick()
 		}
 		if park {
 			return false, false
@@ -714,6 +686,84 @@ func (s *stepper) agentCalls(ctx context.Context, a *agentLoop, t *store.AgentTu
 		return false, s.awaitApprovals(ctx, a, undecided)
 	}
 	return true, false
+}
+
+// agentCallPlan sorts the calls of an agent's turn by how they go on.
+type agentCallPlan struct {
+	flowCalls []int                   // calls of the agent's flows: child runs, one at a time
+	together  []int                   // idempotent calls, run together up to the bound
+	alone     []int                   // other calls, one at a time
+	undecided []*waitState            // approvals no one decided yet
+	fresh     []*waitState            // approvals first asked now
+	ends      map[int]store.AgentCall // calls that end now, by index
+	inFlight  int                     // calls queued or running already
+	// aloneInFlight says one of those is not idempotent.
+	aloneInFlight bool
+}
+
+// sortCalls sorts the calls of turn t (whose journaled answer is msg) that
+// have not ended.
+func (s *stepper) sortCalls(a *agentLoop, t *store.AgentTurn, msg chat.Message, now time.Time) *agentCallPlan {
+	e, node := s.e, a.node
+	p := &agentCallPlan{ends: map[int]store.AgentCall{}}
+	for i, c := range t.Calls {
+		if c.Done {
+			continue
+		}
+		if c.Task != "" {
+			p.inFlight++
+			if info, _ := e.tools.LookupTool(c.Tool); !info.Idempotent {
+				p.aloneInFlight = true
+			}
+			continue
+		}
+		if slices.Contains(node.Flows, c.Tool) {
+			p.flowCalls = append(p.flowCalls, i)
+			continue
+		}
+		if !slices.Contains(node.Tools, c.Tool) {
+			p.ends[i] = callEnded(c, nil, &store.RunError{Code: CodeUnknownTool,
+				Message: fmt.Sprintf("%s is not one of the tools offered (%s)", c.Tool, strings.Join(offered(node), ", "))})
+			continue
+		}
+		if slices.Contains(node.Approve, c.Tool) {
+			ws, isNew := s.approvalWait(a, t, i, msg.ToolCalls[i].Arguments, now)
+			if isNew {
+				p.fresh = append(p.fresh, ws)
+			}
+			switch d := ws.Decision; {
+			case d == nil:
+				p.undecided = append(p.undecided, ws)
+				continue
+			case !d.Approved:
+				p.ends[i] = callEnded(c, nil, &store.RunError{Code: CodeRejected,
+					Message: fmt.Sprintf("a person (%s) rejected this call of %s: %s", d.By, c.Tool, d.Reason)})
+				continue
+			}
+		}
+		if info, _ := e.tools.LookupTool(c.Tool); info.Idempotent {
+			p.together = append(p.together, i)
+		} else {
+			p.alone = append(p.alone, i)
+		}
+	}
+	return p
+}
+
+// queue is what may run now: idempotent calls up to the bound, and a
+// non-idempotent one when none is running.
+func (p *agentCallPlan) queue() []int {
+	var queue []int
+	for _, i := range p.together {
+		if p.inFlight+len(queue) >= maxAgentCallsTogether {
+			break
+		}
+		queue = append(queue, i)
+	}
+	if len(p.alone) > 0 && !p.aloneInFlight && p.inFlight+len(queue) < maxAgentCallsTogether {
+		queue = append(queue, p.alone[0])
+	}
+	return queue
 }
 
 // callEnded is c with its end.
@@ -748,7 +798,7 @@ func (s *stepper) agentCallsDone(ctx context.Context, t *store.AgentTurn, ends m
 			delete(s.cont.Approvals, id)
 		}
 	}
-	now := s.e.now()
+	now := s.e.clock.Now()
 	var spent int64
 	ok := s.commit(ctx, func(tx store.Tx) error {
 		if extra != nil {
@@ -786,7 +836,7 @@ func (s *stepper) agentAnswer(ctx context.Context, a *agentLoop, t *store.AgentT
 	}
 	var answer any = msg.Content
 	if len(node.OutputSchema) > 0 {
-		if err := s.e.validateAgentAnswer(ctx, node.OutputSchema, []byte(msg.Content)); err != nil {
+		if err := s.e.book.validateAgentAnswer(ctx, node.OutputSchema, []byte(msg.Content)); err != nil {
 			why := "Your answer does not match the required output schema: " + err.Error() + ". Answer again with JSON alone that matches it."
 			if len(a.turns) >= node.MaxTurns {
 				return false, s.nodeFailed(ctx, node, &store.RunError{Code: CodeMaxTurns,

@@ -113,7 +113,7 @@ func agentCallEndTx(tx store.Tx, t *store.Task, out json.RawMessage, rerr *store
 // cannot pay ends with E_BUDGET_EXHAUSTED, told to the model.
 func (w *worker) runAgentCall(ctx context.Context, run *store.Run, overBudget bool) {
 	e, t := w.e, w.task
-	fe, err := e.flowVersion(ctx, run.Flow, run.Version)
+	fe, err := e.book.version(ctx, run.Flow, run.Version)
 	if err != nil {
 		w.agentCallEnd(ctx, nil, nil, &store.RunError{Code: CodeFlowUnreadable, Message: err.Error()}, 0, false)
 		return
@@ -149,7 +149,7 @@ func (w *worker) runAgentCall(ctx context.Context, run *store.Run, overBudget bo
 		return
 	}
 	a := &agentLoop{node: node, started: turns[0].At}
-	timeout, ok := a.callTimeout(e.now())
+	timeout, ok := a.callTimeout(e.clock.Now())
 	if !ok {
 		w.agentCallEnd(ctx, nil, nil, &store.RunError{Code: CodeAgentTimeout, Message: fmt.Sprintf("agent %s ran past its timeout %s before this call", node.ID, node.Timeout)}, 0, false)
 		return
@@ -192,7 +192,7 @@ func (w *worker) runAgentCall(ctx context.Context, run *store.Run, overBudget bo
 // recordDone), wakes the agent and drops the task, in one transaction.
 func (w *worker) agentCallEnd(ctx context.Context, c *toolCall, out json.RawMessage, rerr *store.RunError, cost int64, recordDone bool) {
 	e, t := w.e, w.task
-	now := e.now()
+	now := e.clock.Now()
 	var woke bool
 	err := w.itemCommit(ctx, func(tx store.Tx) error {
 		if recordDone && c != nil {
@@ -219,7 +219,7 @@ func (w *worker) agentCallEnd(ctx context.Context, c *toolCall, out json.RawMess
 		w.slice, _, _ = e.ledger.Reslice(w.slice, w.spent, 0)
 		w.spent = 0
 		if woke {
-			e.kick()
+			e.wake.kick()
 		}
 	}
 }

@@ -61,7 +61,7 @@ func (s *stepper) approvalsAskedTx(tx store.Tx, fresh []*waitState, now time.Tim
 // ran its other calls was taken into the continuation by this very
 // commit (takeDecisionsTx): then the run comes straight back.
 func (s *stepper) awaitApprovals(ctx context.Context, a *agentLoop, undecided []*waitState) bool {
-	now := s.e.now()
+	now := s.e.clock.Now()
 	until := undecided[0].Until
 	ids := make([]string, len(undecided))
 	for j, ws := range undecided {
@@ -114,7 +114,7 @@ func (s *stepper) agentFlowCall(ctx context.Context, a *agentLoop, t *store.Agen
 		next := *t
 		next.Calls = slices.Clone(t.Calls)
 		next.Calls[i].Child = child.ID
-		now := e.now()
+		now := e.clock.Now()
 		// The child wait's id places the call, as an approval's does.
 		if s.cont.Waits == nil {
 			s.cont.Waits = map[string]*waitState{}
@@ -126,7 +126,7 @@ func (s *stepper) agentFlowCall(ctx context.Context, a *agentLoop, t *store.Agen
 			if err := escrowTx(tx, s.run.ID, child); err != nil {
 				return err
 			}
-			if err := e.insertRun(tx, child, task, entry, map[string]any{"parent": s.run.ID, "node": node.ID, "turn": t.Turn, "call": i}); err != nil {
+			if err := e.journal.insertRun(tx, child, task, entry, map[string]any{"parent": s.run.ID, "node": node.ID, "turn": t.Turn, "call": i}); err != nil {
 				return err
 			}
 			if err := tx.AgentTurnPut(&next); err != nil {
@@ -143,7 +143,7 @@ func (s *stepper) agentFlowCall(ctx context.Context, a *agentLoop, t *store.Agen
 			return false, false
 		}
 		*t = next
-		e.kick()
+		e.wake.kick()
 		return false, false
 	}
 	var child *store.Run
@@ -162,7 +162,7 @@ func (s *stepper) agentFlowCall(ctx context.Context, a *agentLoop, t *store.Agen
 	case !child.Phase.Terminal():
 		// Woken by a decision on another call, or by the fallback clock:
 		// the child still works.
-		now := e.now()
+		now := e.clock.Now()
 		detail["child"] = c.Child
 		s.commit(ctx, func(tx store.Tx) error {
 			return s.parkTx(tx, now, now.Add(subflowFallback()), WaitChild, c.Child, detail)
@@ -193,7 +193,7 @@ func (s *stepper) prepareAgentChild(ctx context.Context, a *agentLoop, name stri
 		return nil, nil, "", &store.RunError{Code: CodeRuntimeDepth,
 			Message: fmt.Sprintf("starting %s would make the subflow chain %d deep, beyond the limit %d: %s", name, depth, limit, strings.Join(append(chain, name), " -> "))}
 	}
-	cfe, err := e.latestFlow(ctx, name)
+	cfe, err := e.book.latest(ctx, name)
 	if err != nil {
 		code := ErrorCode(err)
 		if code == CodeFlowUnreadable {
@@ -206,7 +206,7 @@ func (s *stepper) prepareAgentChild(ctx context.Context, a *agentLoop, name stri
 		input, err = canonicalInput(input)
 	}
 	if err == nil {
-		err = e.validateInput(ctx, cfe, input)
+		err = e.book.validateInput(ctx, cfe, input)
 	}
 	if err != nil {
 		return nil, nil, "", &store.RunError{Code: CodeBadInput, Message: fmt.Sprintf("input for flow %s: %v", name, err)}
@@ -215,15 +215,15 @@ func (s *stepper) prepareAgentChild(ctx context.Context, a *agentLoop, name stri
 	if rerr != nil {
 		return nil, nil, "", rerr
 	}
-	now := e.now()
+	now := e.clock.Now()
 	child := &store.Run{
 		ID: newID("run"), Flow: cfe.flow.Name, Version: cfe.hash, Owner: s.run.Owner,
 		Input: input, InputHash: hashHex(input), Phase: store.PhaseQueued, Attempt: 1,
 		Depth: depth, DepthLimit: min(limit, depth+cfe.flow.MaxDepth), Ancestors: chain,
-		ParentRunID: s.run.ID, ParentNode: a.node.ID, ConfigVersion: e.config().ConfigVersion,
+		ParentRunID: s.run.ID, ParentNode: a.node.ID, ConfigVersion: e.cfg.Load().ConfigVersion,
 		Budget: budget, Reserve: reserve, CreatedAt: now, UpdatedAt: now,
 	}
-	return child, e.newStepTask(child, cfe.flow.Entry, now), cfe.flow.Entry, nil
+	return child, newStepTask(child, cfe.flow.Entry, now), cfe.flow.Entry, nil
 }
 
 // agentChildBudget is the budget of the child run of a flow tool call
@@ -234,7 +234,7 @@ func (s *stepper) prepareAgentChild(ctx context.Context, a *agentLoop, name stri
 // commit fails.
 func (s *stepper) agentChildBudget(ctx context.Context, flow string, flowBudget int64) (budget, reserve int64, rerr *store.RunError) {
 	if err := s.syncAccount(ctx); err != nil {
-		s.e.storageFailed(err)
+		s.e.admission.storageFailed(err)
 		return 0, 0, &store.RunError{Code: CodeStorage, Message: err.Error()}
 	}
 	budget, reserve = childBudget(s.run.Budget, 0, flowBudget, s.remainder())

@@ -4,9 +4,14 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/weirhq/weir/runtime/engine/internal/pruner"
+	"github.com/weirhq/weir/runtime/internal/clock"
 	"github.com/weirhq/weir/runtime/store"
 )
 
@@ -43,8 +48,6 @@ const (
 	// engine tracks; beyond it, those whose allowance is full again are
 	// forgotten.
 	maxAuditCallers = 10000
-	// auditPruneBatch bounds the audit events one transaction removes.
-	auditPruneBatch = 1000
 )
 
 // auditLimiter holds a token bucket per caller and one per run that
@@ -145,51 +148,61 @@ func auditField(s string) string {
 	return fmt.Sprintf("%s...(%d bytes)", s[:cut], len(s))
 }
 
-// auditForeign records a refused foreign access to a run in the audit
+// auditor writes the audit stream (AuditStream): the refused callers,
+// each within its allowance (auditLimiter), every field bounded.
+type auditor struct {
+	st    store.Store
+	log   hclog.Logger
+	clock clock.Clock
+	cfg   *atomic.Pointer[Config] // the engine's, swapped by Reload
+	limit auditLimiter
+}
+
+// foreign records a refused foreign access to a run in the audit
 // stream. The run itself, its events included, stays byte-for-byte
 // unchanged. Once the caller's allowance is spent, an access to a run
 // that exists is still recorded within that run's own allowance
 // (AuditRunBurst): the store is read to tell it from a made-up id only
 // then, on the path of the flood.
-func (e *Engine) auditForeign(ctx context.Context, owner, runID, action string) {
-	now := e.now()
-	ok, suppressed := e.auditLimit.admit(owner, now)
+func (a *auditor) foreign(ctx context.Context, owner, runID, action string) {
+	now := a.clock.Now()
+	ok, suppressed := a.limit.admit(owner, now)
 	detail := map[string]any{"caller": auditField(owner), "action": action, "run": auditField(runID)}
 	if ok {
 		if suppressed > 0 {
 			detail["suppressed"] = suppressed
 		}
-		e.writeAudit(ctx, detail, now)
+		a.write(ctx, detail, now)
 		return
 	}
-	if !e.runExists(ctx, runID) {
+	if !a.runExists(ctx, runID) {
 		return
 	}
-	if ok, suppressed = e.auditLimit.admitRun(owner, runID, now); !ok {
+	if ok, suppressed = a.limit.admitRun(owner, runID, now); !ok {
 		return
 	}
 	detail["over_caller_limit"] = true
 	if suppressed > 0 {
 		detail["suppressed_on_run"] = suppressed
 	}
-	e.writeAudit(ctx, detail, now)
+	a.write(ctx, detail, now)
 }
 
 // runExists reports whether the store holds runID; a failed read counts
 // as no (the caller's allowance already decided the common case).
-func (e *Engine) runExists(ctx context.Context, runID string) bool {
-	err := e.st.View(ctx, func(tx store.Tx) error {
+func (a *auditor) runExists(ctx context.Context, runID string) bool {
+	err := a.st.View(ctx, func(tx store.Tx) error {
 		_, err := tx.RunGet(runID)
 		return err
 	})
 	return err == nil
 }
 
-// audit records that caller was refused action on the object kind
+// refused records that caller was refused action on the object kind
 // ("run", "flow") named name, within the stream's bounds.
-func (e *Engine) audit(ctx context.Context, caller, action, kind, name string) {
-	now := e.now()
-	ok, suppressed := e.auditLimit.admit(caller, now)
+func (a *auditor) refused(ctx context.Context, caller, action, kind, name string) {
+	now := a.clock.Now()
+	ok, suppressed := a.limit.admit(caller, now)
 	if !ok {
 		return
 	}
@@ -197,21 +210,21 @@ func (e *Engine) audit(ctx context.Context, caller, action, kind, name string) {
 	if suppressed > 0 {
 		detail["suppressed"] = suppressed
 	}
-	e.writeAudit(ctx, detail, now)
+	a.write(ctx, detail, now)
 }
 
-func (e *Engine) writeAudit(ctx context.Context, detail map[string]any, now time.Time) {
-	err := e.st.Update(ctx, func(tx store.Tx) error {
+func (a *auditor) write(ctx context.Context, detail map[string]any, now time.Time) {
+	err := a.st.Update(ctx, func(tx store.Tx) error {
 		return appendEvent(tx, AuditStream, "refused_foreign", 0, "", detail, now)
 	})
 	if err != nil {
-		e.log.Error("writing audit event", "error", err)
+		a.log.Error("writing audit event", "error", err)
 	}
 }
 
-// auditRetention is how long audit events are kept.
-func (e *Engine) auditRetention() time.Duration {
-	if r := e.config().Retention; r > 0 {
+// retention is how long audit events are kept.
+func (a *auditor) retention() time.Duration {
+	if r := a.cfg.Load().Retention; r > 0 {
 		return r
 	}
 	return DefaultAuditRetention
@@ -220,30 +233,5 @@ func (e *Engine) auditRetention() time.Duration {
 // PruneAudit removes the audit events recorded before cutoff and returns
 // how many it removed.
 func (e *Engine) PruneAudit(ctx context.Context, cutoff time.Time) (int, error) {
-	removed := 0
-	for {
-		var evs []*store.Event
-		if err := e.st.View(ctx, func(tx store.Tx) error {
-			var err error
-			evs, err = tx.EventList(store.EventListParams{RunID: AuditStream, Limit: auditPruneBatch})
-			return err
-		}); err != nil {
-			return removed, err
-		}
-		old := 0
-		for old < len(evs) && evs[old].At.Before(cutoff) {
-			old++
-		}
-		if old == 0 {
-			return removed, nil
-		}
-		before := evs[old-1].Seq + 1
-		if err := e.st.Update(ctx, func(tx store.Tx) error { return tx.EventDeleteBefore(AuditStream, before) }); err != nil {
-			return removed, err
-		}
-		removed += old
-		if old < len(evs) {
-			return removed, nil
-		}
-	}
+	return pruner.Audit(ctx, e.st, AuditStream, cutoff)
 }

@@ -16,7 +16,7 @@ func (e *Engine) Check(ctx context.Context, files []SourceFile) (*RegisterResult
 	}
 	mod, ds, err := e.registry.Check(ctx, in)
 	if err != nil {
-		return nil, e.readFailed(err)
+		return nil, e.admission.readFailed(err)
 	}
 	res := &RegisterResult{Diagnostics: ds, Flows: []RegisteredFlow{}}
 	if len(ds.Errors()) == 0 {

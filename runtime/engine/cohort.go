@@ -41,7 +41,7 @@ func (s *stepper) fanoutNode(ctx context.Context, node *flows.Node) bool {
 	case errors.Is(err, store.ErrNotFound):
 		return s.cohortStart(ctx, node, visit)
 	case err != nil:
-		s.e.storageFailed(err)
+		s.e.admission.storageFailed(err)
 		return false
 	}
 	if c.State == store.CohortClosing || c.State == store.CohortClosed {
@@ -71,7 +71,7 @@ func (s *stepper) cohortStart(ctx context.Context, node *flows.Node, visit int) 
 			return s.nodeFailed(ctx, node, rerr)
 		}
 	}
-	now := e.now()
+	now := e.clock.Now()
 	quorum := node.Quorum
 	if quorum <= 0 || quorum > 1 {
 		quorum = flows.DefaultQuorum
@@ -90,7 +90,7 @@ func (s *stepper) cohortStart(ctx context.Context, node *flows.Node, visit int) 
 		values[i] = b
 	}
 	if err := s.syncAccount(ctx); err != nil {
-		e.storageFailed(err)
+		e.admission.storageFailed(err)
 		return false
 	}
 	if node.Flow != "" && node.Budget == 0 {
@@ -137,7 +137,7 @@ func (s *stepper) cohortStart(ctx context.Context, node *flows.Node, visit int) 
 		return false
 	}
 	if ok {
-		s.e.kick()
+		s.e.wake.kick()
 	}
 	return ok && !readyAt.After(now) && s.reacquire(ctx)
 }
@@ -200,12 +200,12 @@ type child struct {
 // any transaction (a subflow child needs its flow's latest version).
 func (s *stepper) prepareChildren(ctx context.Context, node *flows.Node, visit int, inputs map[int]json.RawMessage, share int64) (map[int]*child, error) {
 	e := s.e
-	now := e.now()
+	now := e.clock.Now()
 	out := make(map[int]*child, len(inputs))
 	var cfe *flowEntry
 	if node.Flow != "" && len(inputs) > 0 {
 		var err error
-		if cfe, err = e.latestFlow(ctx, node.Flow); err != nil {
+		if cfe, err = e.book.latest(ctx, node.Flow); err != nil {
 			return nil, err
 		}
 	}
@@ -216,7 +216,7 @@ func (s *stepper) prepareChildren(ctx context.Context, node *flows.Node, visit i
 		} else {
 			canon, err := canonicalInput(in)
 			if err == nil {
-				err = e.validateInput(ctx, cfe, canon)
+				err = e.book.validateInput(ctx, cfe, canon)
 			}
 			if err != nil {
 				return nil, &Error{Code: CodeBadInput, Class: ClassRun, Message: fmt.Sprintf("input of child %d of %s: %v", i, node.ID, err)}
@@ -226,11 +226,11 @@ func (s *stepper) prepareChildren(ctx context.Context, node *flows.Node, visit i
 				Input: canon, InputHash: hashHex(canon), Phase: store.PhaseQueued, Attempt: 1,
 				Depth: depth, DepthLimit: min(s.run.DepthLimit, s.run.Depth+node.Depth, depth+cfe.flow.MaxDepth),
 				Ancestors: append(slices.Clone(s.run.Ancestors), s.run.Flow), ParentRunID: s.run.ID, ParentNode: node.ID,
-				Cohort: &store.CohortRef{Node: node.ID, Visit: visit, Item: i}, ConfigVersion: e.config().ConfigVersion,
+				Cohort: &store.CohortRef{Node: node.ID, Visit: visit, Item: i}, ConfigVersion: e.cfg.Load().ConfigVersion,
 				CreatedAt: now, UpdatedAt: now}
 			r.Budget, r.Reserve = childBudget(s.run.Budget, node.Budget, cfe.flow.Budget, share)
 			ch.run, ch.entry = r, cfe.flow.Entry
-			ch.task = e.newStepTask(r, cfe.flow.Entry, now)
+			ch.task = newStepTask(r, cfe.flow.Entry, now)
 		}
 		out[i] = ch
 	}
@@ -335,7 +335,7 @@ func (s *stepper) admitTx(tx store.Tx, node *flows.Node, c *store.Cohort, childr
 				adm.failed++
 				continue
 			}
-			if err := s.e.insertRun(tx, ch.run, ch.task, ch.entry, map[string]any{"parent": s.run.ID, "node": node.ID, "item": c.Next, "budget": ch.run.Budget}); err != nil {
+			if err := s.e.journal.insertRun(tx, ch.run, ch.task, ch.entry, map[string]any{"parent": s.run.ID, "node": node.ID, "item": c.Next, "budget": ch.run.Budget}); err != nil {
 				return err
 			}
 			it.Child = ch.run.ID
@@ -379,48 +379,22 @@ func (s *stepper) cohortAdvance(ctx context.Context, node *flows.Node, snap *sto
 	e := s.e
 	judged, err := s.judge(ctx, node, snap)
 	if err != nil {
-		e.storageFailed(err)
+		e.admission.storageFailed(err)
 		return false
 	}
-	// Inputs for the children that may be admitted now.
-	var children map[int]*child
-	if snap.State == store.CohortOpen && snap.Next < snap.Items {
-		room := node.Width - snap.InFlight
-		if room > 0 {
-			// Read only the items that may be admitted now.
-			to := min(snap.Next+room, snap.Items)
-			items := make([]any, to)
-			if err := e.st.View(ctx, func(tx store.Tx) error {
-				for i := snap.Next; i < to; i++ {
-					it, err := tx.CohortItemGet(snap.RunID, snap.Node, snap.Visit, i)
-					if err != nil {
-						return err
-					}
-					_ = json.Unmarshal(it.Value, &items[i])
-				}
-				return nil
-			}); err != nil {
-				e.storageFailed(err)
-				return false
-			}
-			inputs, rerr := s.childInputs(node, items, snap.Next, to)
-			if rerr != nil {
-				return s.nodeFailed(ctx, node, rerr)
-			}
-			if children, err = s.prepareChildren(ctx, node, snap.Visit, inputs, snap.ChildBudget); err != nil {
-				return s.nodeFailed(ctx, node, &store.RunError{Code: ErrorCode(err), Message: err.Error()})
-			}
-		}
+	children, stop, more := s.admittable(ctx, node, snap)
+	if stop {
+		return more
 	}
-	now := e.now()
+	now := e.clock.Now()
 	due, nextDeadline, err := s.childDeadlines(ctx, node, snap, now)
 	if err != nil {
-		e.storageFailed(err)
+		e.admission.storageFailed(err)
 		return false
 	}
 	if len(children) > 0 && node.Flow != "" {
 		if err := s.syncAccount(ctx); err != nil {
-			e.storageFailed(err)
+			e.admission.storageFailed(err)
 			return false
 		}
 	}
@@ -437,27 +411,9 @@ func (s *stepper) cohortAdvance(ctx context.Context, node *flows.Node, snap *sto
 		if c, err = tx.CohortGet(snap.RunID, snap.Node, snap.Visit); err != nil {
 			return err
 		}
-		// Apply the judgements; items that ended since stay fresh.
-		var still []int
-		for _, i := range c.Fresh {
-			m, seen := judged[i]
-			if !seen {
-				still = append(still, i)
-				continue
-			}
-			if m {
-				c.Mature++
-				it, err := tx.CohortItemGet(c.RunID, c.Node, c.Visit, i)
-				if err != nil {
-					return err
-				}
-				it.Mature = true
-				if err := tx.CohortItemPut(it); err != nil {
-					return err
-				}
-			}
+		if err := applyJudgementsTx(tx, c, judged); err != nil {
+			return err
 		}
-		c.Fresh = still
 		if err := s.timeOutChildrenTx(tx, node, c, due, now, &stopped); err != nil {
 			return err
 		}
@@ -483,22 +439,7 @@ func (s *stepper) cohortAdvance(ctx context.Context, node *flows.Node, snap *sto
 			readyAt = now
 		case d.Close:
 			closing = true
-			// The cutoff is read from the clock inside the transaction:
-			// a child's end committed before this close (on any daemon)
-			// read its time earlier, so it stays before the cutoff.
-			c.State, c.Cutoff = store.CohortClosing, later(now, e.now())
-			c.Sufficient, c.Fuse = d.Sufficient, d.FuseClosed
-			if err := tx.CohortPut(c); err != nil {
-				return err
-			}
-			detail := map[string]any{"sufficient": c.Sufficient, "fuse": d.Fuse, "mature": c.Mature, "need": c.Need, "cutoff": c.Cutoff}
-			if err := appendEvent(tx, s.run.ID, evCohortClosing, s.run.Attempt, node.ID, detail, c.Cutoff); err != nil {
-				return err
-			}
-			if !c.Sufficient {
-				return appendEvent(tx, s.run.ID, evInsufficient, s.run.Attempt, node.ID, detail, c.Cutoff)
-			}
-			return nil
+			return s.closeCohortTx(tx, node, c, d, now)
 		default:
 			readyAt = d.Wake
 			if !nextDeadline.IsZero() && nextDeadline.Before(readyAt) {
@@ -517,14 +458,99 @@ func (s *stepper) cohortAdvance(ctx context.Context, node *flows.Node, snap *sto
 		s.cancelSeen(ctx, err)
 		return false
 	}
-	e.countCancelled(&stopped)
+	countCancelled(e.stats, &stopped)
 	s.stopChildren(stopTasks, stopped.held)
-	e.kick()
+	e.wake.kick()
 	if closing {
 		failpoint.Hit(failpoint.CohortCutoff)
 		return s.cohortReduce(ctx, node, c)
 	}
 	return !readyAt.After(now) && s.reacquire(ctx)
+}
+
+// admittable prepares the children of snap that may be admitted now (nil
+// when none may), or stops the look (stop) with its answer more: a
+// storage failure, or the node failed on the children's inputs.
+func (s *stepper) admittable(ctx context.Context, node *flows.Node, snap *store.Cohort) (children map[int]*child, stop, more bool) {
+	e := s.e
+	if snap.State != store.CohortOpen || snap.Next >= snap.Items {
+		return nil, false, false
+	}
+	room := node.Width - snap.InFlight
+	if room <= 0 {
+		return nil, false, false
+	}
+	// Read only the items that may be admitted now.
+	to := min(snap.Next+room, snap.Items)
+	items := make([]any, to)
+	if err := e.st.View(ctx, func(tx store.Tx) error {
+		for i := snap.Next; i < to; i++ {
+			it, err := tx.CohortItemGet(snap.RunID, snap.Node, snap.Visit, i)
+			if err != nil {
+				return err
+			}
+			_ = json.Unmarshal(it.Value, &items[i])
+		}
+		return nil
+	}); err != nil {
+		e.admission.storageFailed(err)
+		return nil, true, false
+	}
+	inputs, rerr := s.childInputs(node, items, snap.Next, to)
+	if rerr != nil {
+		return nil, true, s.nodeFailed(ctx, node, rerr)
+	}
+	children, err := s.prepareChildren(ctx, node, snap.Visit, inputs, snap.ChildBudget)
+	if err != nil {
+		return nil, true, s.nodeFailed(ctx, node, &store.RunError{Code: ErrorCode(err), Message: err.Error()})
+	}
+	return children, false, false
+}
+
+// applyJudgementsTx marks the items of c judged mature; the items that
+// ended since they were judged stay fresh.
+func applyJudgementsTx(tx store.Tx, c *store.Cohort, judged map[int]bool) error {
+	var still []int
+	for _, i := range c.Fresh {
+		m, seen := judged[i]
+		if !seen {
+			still = append(still, i)
+			continue
+		}
+		if m {
+			c.Mature++
+			it, err := tx.CohortItemGet(c.RunID, c.Node, c.Visit, i)
+			if err != nil {
+				return err
+			}
+			it.Mature = true
+			if err := tx.CohortItemPut(it); err != nil {
+				return err
+			}
+		}
+	}
+	c.Fresh = still
+	return nil
+}
+
+// closeCohortTx starts closing c as decision d says (docs/design.md §7.2).
+func (s *stepper) closeCohortTx(tx store.Tx, node *flows.Node, c *store.Cohort, d cohort.Decision, now time.Time) error {
+	// The cutoff is read from the clock inside the transaction:
+	// a child's end committed before this close (on any daemon)
+	// read its time earlier, so it stays before the cutoff.
+	c.State, c.Cutoff = store.CohortClosing, later(now, s.e.clock.Now())
+	c.Sufficient, c.Fuse = d.Sufficient, d.FuseClosed
+	if err := tx.CohortPut(c); err != nil {
+		return err
+	}
+	detail := map[string]any{"sufficient": c.Sufficient, "fuse": d.Fuse, "mature": c.Mature, "need": c.Need, "cutoff": c.Cutoff}
+	if err := appendEvent(tx, s.run.ID, evCohortClosing, s.run.Attempt, node.ID, detail, c.Cutoff); err != nil {
+		return err
+	}
+	if !c.Sufficient {
+		return appendEvent(tx, s.run.ID, evInsufficient, s.run.Attempt, node.ID, detail, c.Cutoff)
+	}
+	return nil
 }
 
 // judge decides maturity of the items that ended since the parent last
@@ -586,7 +612,7 @@ func (s *stepper) stopInFlightTx(tx store.Tx, c *store.Cohort, now time.Time) (t
 		if strings.HasPrefix(it.Child, "run_") {
 			run, err := tx.RunGet(it.Child)
 			if err == nil && !run.Phase.Terminal() {
-				if err := s.e.cancelTx(tx, run, "cohort "+c.Node, now, &ct); err != nil {
+				if err := s.e.journal.cancelTx(tx, run, "cohort "+c.Node, now, &ct); err != nil {
 					return nil, ct, err
 				}
 			}
@@ -614,7 +640,7 @@ func (s *stepper) stopInFlightTx(tx store.Tx, c *store.Cohort, now time.Time) (t
 func (s *stepper) stopChildren(tasks, runs []string) {
 	e := s.e
 	e.held.cancelItems(tasks)
-	e.cancelHeld(runs, nil)
+	cancelHeld(e.held, runs, nil)
 }
 
 // cohortReduce finishes a closing cohort in the fixed order of docs/design.md §7:
@@ -632,7 +658,7 @@ func (s *stepper) cohortReduce(ctx context.Context, node *flows.Node, c *store.C
 		items, err = tx.CohortItemList(c.RunID, c.Node, c.Visit)
 		return err
 	}); err != nil {
-		e.storageFailed(err)
+		e.admission.storageFailed(err)
 		return false
 	}
 	published, late, unknown := []any{}, []any{}, []any{}
@@ -680,7 +706,7 @@ func (s *stepper) cohortReduce(ctx context.Context, node *flows.Node, c *store.C
 	}
 	failpoint.Hit(failpoint.ReduceDerived)
 	result := mustJSON(map[string]any{"results": derived, "late": late, "unknown": unknown, "sufficient": c.Sufficient, "cutoff": c.Cutoff})
-	now := e.now()
+	now := e.clock.Now()
 	return s.resultDoneTx(ctx, node, result, map[string]any{"sufficient": c.Sufficient, "published": len(published), "late": len(late)}, func(tx store.Tx) error {
 		if err := s.cohortUpdateTx(tx, c, func(c *store.Cohort) { c.State, c.Marker = store.CohortClosed, true }); err != nil {
 			return err
@@ -709,8 +735,8 @@ func (s *stepper) cohortUpdateTx(tx store.Tx, c *store.Cohort, f func(*store.Coh
 // may precede a close that another daemon committed meanwhile. And a late
 // end is stamped no earlier than the cutoff, whatever this daemon's clock
 // says, since it committed after the close.
-func (e *Engine) childEndedTx(tx store.Tx, parentID string, ref *store.CohortRef, ok bool, result json.RawMessage, rerr *store.RunError, now time.Time) (bool, error) {
-	now = later(now, e.now())
+func (j *journal) childEndedTx(tx store.Tx, parentID string, ref *store.CohortRef, ok bool, result json.RawMessage, rerr *store.RunError, now time.Time) (bool, error) {
+	now = later(now, j.clock.Now())
 	c, err := tx.CohortGet(parentID, ref.Node, ref.Visit)
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil
@@ -895,7 +921,7 @@ func (s *stepper) timeOutChildrenTx(tx store.Tx, node *flows.Node, c *store.Coho
 			return err
 		}
 		if !run.Phase.Terminal() {
-			if err := s.e.cancelTx(tx, run, "timeout of "+node.ID, now, ct); err != nil {
+			if err := s.e.journal.cancelTx(tx, run, "timeout of "+node.ID, now, ct); err != nil {
 				return err
 			}
 		}

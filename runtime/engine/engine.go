@@ -164,22 +164,21 @@ type Engine struct {
 	registry *registry.Registry
 	// scripts evaluates flow scripts (Config.Scripts).
 	scripts flows.Scripts
-	// auditLimit bounds each caller's audit events (see audit.go).
-	auditLimit auditLimiter
-	// diskWarned is when the log last said the store's disk is full
-	// (unix nanoseconds): every refused write would say it again.
-	diskWarned atomic.Int64
-
-	// gate: acceptance holds it shared, closing admission holds it
-	// exclusively, so once closed nothing new is reserved (docs/design.md §8).
-	gate      sync.RWMutex
-	closed    string // "" open, else the refusal code
-	closedWhy string
+	// admission is the gate acceptance passes (admission.go).
+	admission *admissionGate
+	// auditor records refused callers in the audit stream (audit.go).
+	auditor *auditor
+	// book loads, validates and prices flow versions (flowcache.go).
+	book *flowBook
+	// journal writes runs' transitions in a transaction (finish.go).
+	journal *journal
+	// registrar stores registered versions (register.go).
+	registrar *registrar
 	queued    queuedRuns // accepted runs not yet leased once
 
 	// wake starts a dispatch pass (kick); services are the background
 	// work Start starts and Stop stops (services.go).
-	wake     chan struct{}
+	wake     wakeup
 	services service.Supervisor
 	wg       sync.WaitGroup // workers
 
@@ -242,7 +241,7 @@ func Open(cfg Config) (*Engine, error) {
 		log:       c.Logger,
 		holder:    newID("h"),
 		ledger:    ledger.New(c.Workers, c.MaxBudgetInFlight),
-		wake:      make(chan struct{}, 1),
+		wake:      make(wakeup, 1),
 		held:      newLiveWork(),
 		queued:    queuedRuns{ids: map[string]struct{}{}},
 		flowCache: script.NewCache(c.FlowCacheBytes, script.Loader{}),
@@ -260,31 +259,31 @@ func Open(cfg Config) (*Engine, error) {
 	// and callees, skips its scripts (a CI job registering a repository
 	// of which one file changed); the checks share the flow cache's bound.
 	e.registry.KeepChecks(e.flowCache)
+	e.admission = &admissionGate{log: c.Logger, clock: c.Clock, cfg: &e.cfg}
+	e.auditor = &auditor{st: e.st, log: c.Logger, clock: c.Clock, cfg: &e.cfg}
+	e.book = &flowBook{st: e.st, cache: e.flowCache, scripts: e.scripts, tools: c.Tools, log: c.Logger, cfg: &e.cfg, admission: e.admission}
+	e.journal = &journal{clock: c.Clock}
+	e.registrar = &registrar{st: e.st, clock: c.Clock, log: c.Logger, admission: e.admission, auditor: e.auditor, roll: e.roll}
 	e.cfg.Store(&c)
 	return e, nil
 }
 
-func (e *Engine) config() *Config { return e.cfg.Load() }
-
-// now reads the engine's clock.
-func (e *Engine) now() time.Time { return e.clock.Now() }
-
 // Reload swaps the limits. Lowering Workers or MaxBudgetInFlight only
 // limits new starts; work in hand is never taken back (docs/design.md §8).
 func (e *Engine) Reload(cfg Config) {
-	old := e.config()
+	old := e.cfg.Load()
 	c := cfg.withDefaults()
 	c.Store, c.Tools, c.Logger, c.Clock, c.Scripts, c.DiskFree = old.Store, old.Tools, old.Logger, old.Clock, old.Scripts, old.DiskFree
 	e.cfg.Store(&c)
 	e.ledger.Resize(c.Workers, c.MaxBudgetInFlight)
 	e.flowCache.SetMaxBytes(c.FlowCacheBytes)
-	e.kick()
+	e.wake.kick()
 }
 
 // Start recovers from the store and starts the background services
 // (services.go). It returns after recovery; the services run until Stop.
 func (e *Engine) Start(ctx context.Context) error {
-	e.startedAt.Store(e.now().UnixNano())
+	e.startedAt.Store(e.clock.Now().UnixNano())
 	if err := e.recover(ctx); err != nil {
 		return fmt.Errorf("engine: recovery: %w", err)
 	}
@@ -294,7 +293,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err := e.services.Start(ctx, services(e)...); err != nil {
 		return fmt.Errorf("engine: %w", err)
 	}
-	e.kick()
+	e.wake.kick()
 	return nil
 }
 
@@ -302,10 +301,14 @@ func (e *Engine) Start(ctx context.Context) error {
 // gone (store.LockHolder).
 const LockLostReason = "the store's lock session ended: another daemon may hold the store now; this daemon stops (start it again once no other daemon uses the store unshared)"
 
-// kick wakes the scheduler without blocking.
-func (e *Engine) kick() {
+// wakeup starts a dispatch pass: a new run, a freed slot, a child
+// finishing send on it; the dispatcher's tick is the fallback.
+type wakeup chan struct{}
+
+// kick wakes the dispatcher without blocking.
+func (w wakeup) kick() {
 	select {
-	case e.wake <- struct{}{}:
+	case w <- struct{}{}:
 	default:
 	}
 }
@@ -317,7 +320,7 @@ func (e *Engine) kick() {
 // the next start with attempt + 1). Protected work is never killed: Stop
 // waits for it. Stop returns when every worker has written its records.
 func (e *Engine) Stop(ctx context.Context) error {
-	e.closeAdmission(CodeDraining, "the engine is stopping")
+	e.admission.close(CodeDraining, "the engine is stopping")
 	e.draining.Store(true)
 	e.roll.leave(ctx)
 	e.services.Stop() // the dispatcher first: no new dispatch
@@ -330,65 +333,6 @@ func (e *Engine) Stop(ctx context.Context) error {
 		<-drained
 	}
 	return nil
-}
-
-// closeAdmission closes the gate with a refusal code. The first reason
-// sticks: a storage failure is not hidden by a later drain.
-func (e *Engine) closeAdmission(code, why string) {
-	e.gate.Lock()
-	defer e.gate.Unlock()
-	if e.closed == "" {
-		e.closed, e.closedWhy = code, why
-		if code == CodeStorage {
-			e.log.Error("admission closed", "code", code, "reason", why)
-		} else {
-			e.log.Info("admission closed", "code", code, "reason", why)
-		}
-	}
-}
-
-// diskWarnEvery spaces the log lines about a full disk.
-const diskWarnEvery = 10 * time.Second
-
-// storageFailed records that the store broke a promise: admission closes
-// and stays closed until an operator restarts the daemon.
-func (e *Engine) storageFailed(err error) *Error {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		// The caller gave up (a cancelled run, a stop, a client gone):
-		// the store kept its promise, admission stays open.
-		return protocolErr(CodeBadRequest, "abandoned before the store answered: %v", err)
-	}
-	se := storageErr(err)
-	if se.Class != ClassStorage {
-		// One record's problem: the caller fails that run or request.
-		e.log.Warn("store refused one record", "code", se.Code, "error", err)
-		return se
-	}
-	if se.Code == CodeDiskFull {
-		// The store is sound and refused before writing: the disk
-		// watermark keeps new work out (see checkDisk) and the work in
-		// hand tries again, until space returns.
-		if last := e.diskWarned.Load(); e.now().UnixNano()-last >= int64(diskWarnEvery) && e.diskWarned.CompareAndSwap(last, e.now().UnixNano()) {
-			e.log.Warn("the store refuses writes: its disk is full (said once per interval)", "interval", diskWarnEvery, "error", err)
-		}
-		return se
-	}
-	e.closeAdmission(CodeStorage, se.Message)
-	e.log.Error("storage fault", "incident", se.Incident, "error", err)
-	se.Message = "admission is closed until an operator acts: " + se.Message
-	return se
-}
-
-// readFailed answers a store error met while reading for a caller: a bad
-// id is the caller's, anything else a storage error whose detail goes to
-// the daemon log under its incident id, never to the caller. A failed
-// read leaves admission as it is.
-func (e *Engine) readFailed(err error) *Error {
-	se := storageErr(err)
-	if se.Class == ClassStorage {
-		e.log.Error("store read failed", "incident", se.Incident, "error", err)
-	}
-	return se
 }
 
 // Health says whether admission is open and, if not, why.
@@ -406,14 +350,12 @@ type Health struct {
 
 // Health reports admission state and the queued and held task counts.
 func (e *Engine) Health(ctx context.Context) Health {
-	e.gate.RLock()
 	h := Health{Admission: "open"}
-	if e.closed != "" {
-		h.Admission, h.Reason = e.closed, e.closedWhy
+	if code, why := e.admission.state(); code != "" {
+		h.Admission, h.Reason = code, why
 	}
-	e.gate.RUnlock()
 	if h.Admission == "open" {
-		if err := e.checkDisk(); err != nil {
+		if err := e.admission.checkDisk(); err != nil {
 			h.Admission, h.Reason = err.Code, err.Message
 		}
 	}
@@ -423,7 +365,7 @@ func (e *Engine) Health(ctx context.Context) Health {
 		return err
 	})
 	h.Slots = e.ledger.Snapshot().Slots
-	h.Queued, h.Parked = splitParked(ctx, e.st, e.now(), h.Queued)
+	h.Queued, h.Parked = splitParked(ctx, e.st, e.clock.Now(), h.Queued)
 	return h
 }
 

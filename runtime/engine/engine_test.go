@@ -397,7 +397,7 @@ func TestCancelledContextIsNotAStorageFailure(t *testing.T) {
 	b := setup(t, Config{}, flowsSrc)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := b.eng.storageFailed(ctx.Err()); err.Class == ClassStorage {
+	if err := b.eng.admission.storageFailed(ctx.Err()); err.Class == ClassStorage {
 		t.Fatalf("a cancelled context was taken for a storage failure: %v", err)
 	}
 	if h := b.eng.Health(context.Background()); h.Admission != "open" {

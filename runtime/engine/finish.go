@@ -7,20 +7,30 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weirhq/weir/runtime/internal/clock"
 	"github.com/weirhq/weir/runtime/internal/failpoint"
 	"github.com/weirhq/weir/runtime/store"
 )
+
+// journal writes runs' transitions in the caller's transaction
+// (docs/design.md §5): a run accepted, finished, cancelled, a fan-out
+// child's end on its cohort. It holds only what those writes read; the
+// caller applies their effects (counts, wake-ups) once the transaction
+// commits.
+type journal struct {
+	clock clock.Clock // read again inside a transaction (childEndedTx)
+}
 
 // finishTx writes a run's terminal record in tx (docs/design.md §5): phase,
 // output or error, the task and lease gone, the event, and, for a child,
 // the parent's wait woken through its indexed child field in the same
 // transaction (docs/design.md §6). It reports whether a parent was woken. The
 // caller counts the finish (stats.finished) once the transaction commits.
-func (e *Engine) finishTx(tx store.Tx, run *store.Run, phase store.Phase, output json.RawMessage, runErr *store.RunError, now time.Time) (bool, error) {
+func (j *journal) finishTx(tx store.Tx, run *store.Run, phase store.Phase, output json.RawMessage, runErr *store.RunError, now time.Time) (bool, error) {
 	if run.Cohort != nil {
 		// A fan-out child's end is ordered against its cohort's close by
 		// a time read inside the transaction (childEndedTx).
-		now = later(now, e.now())
+		now = later(now, j.clock.Now())
 	}
 	if run.CancelRequested && phase != store.PhaseCompleted {
 		// A cancel that was answered "requested" ends the run cancelled,
@@ -97,7 +107,7 @@ func (e *Engine) finishTx(tx store.Tx, run *store.Run, phase store.Phase, output
 		return false, nil
 	}
 	if run.Cohort != nil {
-		return e.childEndedTx(tx, run.ParentRunID, run.Cohort, phase == store.PhaseCompleted, output, runErr, now)
+		return j.childEndedTx(tx, run.ParentRunID, run.Cohort, phase == store.PhaseCompleted, output, runErr, now)
 	}
 	return wakeWaiterTx(tx, run.ID, now)
 }
@@ -147,7 +157,7 @@ func (e *Engine) Cancel(ctx context.Context, owner, runID string) (CancelAnswer,
 		}
 		defer lr.mu.Unlock() // hold until the request is durable: finish waits for it
 	}
-	now := e.now()
+	now := e.clock.Now()
 	var answer CancelAnswer
 	var c cancelTree
 	err := e.st.Update(ctx, func(tx store.Tx) error {
@@ -167,27 +177,27 @@ func (e *Engine) Cancel(ctx context.Context, owner, runID string) (CancelAnswer,
 		if run.CancelRequested {
 			return nil
 		}
-		return e.cancelTx(tx, run, owner, now, &c)
+		return e.journal.cancelTx(tx, run, owner, now, &c)
 	})
 	if errors.Is(err, errNotYours) {
-		e.auditForeign(ctx, owner, runID, "cancel")
+		e.auditor.foreign(ctx, owner, runID, "cancel")
 		return "", protocolErr(CodeNotFound, "no run %s", runID)
 	}
 	if err != nil {
-		return "", e.storageFailed(err)
+		return "", e.admission.storageFailed(err)
 	}
 	for _, id := range c.queuedFinished {
 		e.queued.remove(id)
 	}
-	e.countCancelled(&c)
+	countCancelled(e.stats, &c)
 	if lr != nil && answer == CancelRequested {
 		lr.cancelRequested = true
 		lr.cancel()
 	}
 	// Descendants held by workers: cancel their calls too.
-	e.cancelHeld(c.held, lr)
+	cancelHeld(e.held, c.held, lr)
 	if c.woke {
-		e.kick()
+		e.wake.kick()
 	}
 	return answer, nil
 }
@@ -195,11 +205,11 @@ func (e *Engine) Cancel(ctx context.Context, owner, runID string) (CancelAnswer,
 // cancelHeld cancels the calls of runs held by workers of this process
 // whose cancel was recorded (skip is already handled by the caller), and
 // of their fan-out children's tool calls.
-func (e *Engine) cancelHeld(runIDs []string, skip *liveRun) {
+func cancelHeld(held *liveWork, runIDs []string, skip *liveRun) {
 	if len(runIDs) == 0 {
 		return
 	}
-	e.held.cancelRuns(runIDs, skip)
+	held.cancelRuns(runIDs, skip)
 }
 
 // cancelTree collects what one cancel did to a run and its descendants.
@@ -211,9 +221,9 @@ type cancelTree struct {
 }
 
 // countCancelled counts the runs a committed cancel finished.
-func (e *Engine) countCancelled(c *cancelTree) {
+func countCancelled(st *stats, c *cancelTree) {
 	for range c.finished {
-		e.stats.finished(store.PhaseCancelled)
+		st.finished(store.PhaseCancelled)
 	}
 }
 
@@ -237,7 +247,7 @@ func (s *stepper) cancelSeen(ctx context.Context, err error) bool {
 // cancelTx records the cancel request on run and its non-terminal
 // descendants. A run nobody works on (queued or parked) finishes cancelled
 // at once, without doing its work; a held one is finished by its worker.
-func (e *Engine) cancelTx(tx store.Tx, run *store.Run, by string, now time.Time, c *cancelTree) error {
+func (j *journal) cancelTx(tx store.Tx, run *store.Run, by string, now time.Time, c *cancelTree) error {
 	run.CancelRequested = true
 	run.UpdatedAt = now
 	if err := appendEvent(tx, run.ID, evCancelRequested, run.Attempt, "", map[string]any{"by": by}, now); err != nil {
@@ -249,7 +259,7 @@ func (e *Engine) cancelTx(tx store.Tx, run *store.Run, by string, now time.Time,
 	}
 	for _, k := range kids {
 		if !k.Phase.Terminal() && !k.CancelRequested {
-			if err := e.cancelTx(tx, k, by, now, c); err != nil {
+			if err := j.cancelTx(tx, k, by, now, c); err != nil {
 				return err
 			}
 		}
@@ -293,7 +303,7 @@ func (e *Engine) cancelTx(tx store.Tx, run *store.Run, by string, now time.Time,
 			return err
 		}
 	}
-	woke, err := e.finishTx(tx, run, store.PhaseCancelled, nil, &store.RunError{Code: CodeCancelled, Message: "the run was cancelled"}, now)
+	woke, err := j.finishTx(tx, run, store.PhaseCancelled, nil, &store.RunError{Code: CodeCancelled, Message: "the run was cancelled"}, now)
 	if err != nil {
 		return err
 	}

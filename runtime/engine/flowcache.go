@@ -6,8 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/flows/script"
 	"github.com/weirhq/weir/internal/textbound"
 	"github.com/weirhq/weir/runtime/store"
 )
@@ -72,9 +76,23 @@ func (fe *flowEntry) scriptLimitError() *store.RunError {
 	return &store.RunError{Code: CodeScriptLimit, Message: msg}
 }
 
+// flowBook is the engine's catalog of registered flow versions: it loads
+// them through the flow cache (docs/design.md §2.5), validates what users
+// send against the schemas they declare, and prices their nodes for the
+// budget.
+type flowBook struct {
+	st        store.Store
+	cache     *script.Cache
+	scripts   flows.Scripts // evaluates the callables of loaded versions
+	tools     Tools         // their declared costs
+	log       hclog.Logger
+	cfg       *atomic.Pointer[Config] // the engine's, swapped by Reload
+	admission *admissionGate          // answers failed reads
+}
+
 // validateInput checks a run's input against fe's declared schema, where
 // validateSchema decides.
-func (e *Engine) validateInput(ctx context.Context, fe *flowEntry, input json.RawMessage) error {
+func (b *flowBook) validateInput(ctx context.Context, fe *flowEntry, input json.RawMessage) error {
 	if fe.flow.InputWork(len(input)) <= flows.MaxInProcessWork {
 		var v any
 		if err := json.Unmarshal(input, &v); err != nil {
@@ -82,7 +100,7 @@ func (e *Engine) validateInput(ctx context.Context, fe *flowEntry, input json.Ra
 		}
 		return fe.flow.ValidateInput(v)
 	}
-	err := e.validateCostly(ctx, fe.flow.Input, input)
+	err := b.validateCostly(ctx, fe.flow.Input, input)
 	if flows.IsInvalidValue(err) {
 		return &flows.InputError{Flow: fe.flow.Name, Msg: err.Error()}
 	}
@@ -97,18 +115,18 @@ func (e *Engine) validateInput(ctx context.Context, fe *flowEntry, input json.Ra
 // and the data are the user's): such a validation is never run again in
 // this process. Only a caller that gave up (a drain, a client gone) gets
 // its context's error.
-func (e *Engine) validateSchema(ctx context.Context, schema, value json.RawMessage) error {
+func (b *flowBook) validateSchema(ctx context.Context, schema, value json.RawMessage) error {
 	if flows.ValidationWork(schema, len(value)) <= flows.MaxInProcessWork {
 		return flows.ValidateJSON(schema, value)
 	}
-	return e.validateCostly(ctx, schema, value)
+	return b.validateCostly(ctx, schema, value)
 }
 
 // validateCostly is validateSchema for a validation whose estimated work
 // passed flows.MaxInProcessWork (the caller estimated it): in a sandbox
 // worker when the engine has one.
-func (e *Engine) validateCostly(ctx context.Context, schema, value json.RawMessage) error {
-	v, ok := e.config().Scripts.(flows.Validator)
+func (b *flowBook) validateCostly(ctx context.Context, schema, value json.RawMessage) error {
+	v, ok := b.cfg.Load().Scripts.(flows.Validator)
 	if !ok {
 		return flows.ValidateJSON(schema, value)
 	}
@@ -121,25 +139,25 @@ func (e *Engine) validateCostly(ctx context.Context, schema, value json.RawMessa
 	case flows.LimitOf(err) != "":
 		return &flows.InvalidValueError{Msg: "validating it against the schema in the sandbox went past the sandbox's limits: " + err.Error()}
 	}
-	e.log.Warn("a sandbox worker failed validating a value", "error", err)
+	b.log.Warn("a sandbox worker failed validating a value", "error", err)
 	return &flows.InvalidValueError{Msg: "validating it against the schema in the sandbox failed (" + err.Error() + "): the schema and the value together cost more than the sandbox allows"}
 }
 
-// latestFlow loads the latest registered version of a flow by name.
-func (e *Engine) latestFlow(ctx context.Context, name string) (*flowEntry, error) {
+// latest loads the latest registered version of a flow by name.
+func (b *flowBook) latest(ctx context.Context, name string) (*flowEntry, error) {
 	var v *store.FlowVersion
-	err := e.st.View(ctx, func(tx store.Tx) error {
+	err := b.st.View(ctx, func(tx store.Tx) error {
 		var err error
 		v, err = tx.FlowVersionLatest(name)
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, protocolErr(CodeUnknownFlow, "no flow named %q is registered%s", textbound.Quote(name), e.flowNameHint(ctx, name))
+		return nil, protocolErr(CodeUnknownFlow, "no flow named %q is registered%s", textbound.Quote(name), b.nameHint(ctx, name))
 	}
 	if err != nil {
-		return nil, e.readFailed(err)
+		return nil, b.admission.readFailed(err)
 	}
-	fe, err := e.flowVersion(ctx, v.Name, v.Hash)
+	fe, err := b.version(ctx, v.Name, v.Hash)
 	if err != nil {
 		return nil, &Error{Code: CodeFlowUnreadable, Message: err.Error(), Class: ClassRun}
 	}
@@ -151,13 +169,13 @@ func (e *Engine) latestFlow(ctx context.Context, name string) (*flowEntry, error
 // first this many, in name order.
 const MaxSuggestedFlowNames = 10000
 
-// flowNameHint is " (did you mean "NAME"?)" for the registered flow
+// nameHint is " (did you mean "NAME"?)" for the registered flow
 // closest to name, as registration suggests a node or a tool
 // (flows.Suggest), or "" when none is close or the names cannot be read:
 // the refusal stands either way.
-func (e *Engine) flowNameHint(ctx context.Context, name string) string {
+func (b *flowBook) nameHint(ctx context.Context, name string) string {
 	var names []string
-	if err := e.st.View(ctx, func(tx store.Tx) error {
+	if err := b.st.View(ctx, func(tx store.Tx) error {
 		var err error
 		names, err = tx.FlowNameList(store.FlowNameListParams{Limit: MaxSuggestedFlowNames})
 		return err
@@ -170,13 +188,13 @@ func (e *Engine) flowNameHint(ctx context.Context, name string) string {
 	return ""
 }
 
-// flowVersion loads a flow version by name and content hash through the
+// version loads a flow version by name and content hash through the
 // flow cache: its IR is decoded once, and its evaluator is shared with
 // every version of the same sources.
-func (e *Engine) flowVersion(ctx context.Context, name, hash string) (*flowEntry, error) {
-	f, err := e.flowCache.Flow(ctx, hash, func(ctx context.Context) ([]byte, error) {
+func (b *flowBook) version(ctx context.Context, name, hash string) (*flowEntry, error) {
+	f, err := b.cache.Flow(ctx, hash, func(ctx context.Context) ([]byte, error) {
 		var ir []byte
-		err := e.st.View(ctx, func(tx store.Tx) error {
+		err := b.st.View(ctx, func(tx store.Tx) error {
 			v, err := tx.FlowVersionGet(name, hash)
 			if err != nil {
 				return err
@@ -194,7 +212,7 @@ func (e *Engine) flowVersion(ctx context.Context, name, hash string) (*flowEntry
 	}
 	src := flows.Sources{Hash: f.SourceHash, Load: func(ctx context.Context) ([]flows.File, error) {
 		var src *store.Source
-		err := e.st.View(ctx, func(tx store.Tx) error {
+		err := b.st.View(ctx, func(tx store.Tx) error {
 			var err error
 			src, err = tx.SourceGet(f.SourceHash)
 			return err
@@ -208,7 +226,7 @@ func (e *Engine) flowVersion(ctx context.Context, name, hash string) (*flowEntry
 		}
 		return files, nil
 	}}
-	return &flowEntry{flow: f, hash: hash, scripts: e.scripts, src: src}, nil
+	return &flowEntry{flow: f, hash: hash, scripts: b.scripts, src: src}, nil
 }
 
 // nodeCost is the budget slice a node's step needs: its declared cost,
@@ -216,21 +234,21 @@ func (e *Engine) flowVersion(ctx context.Context, name, hash string) (*flowEntry
 // its children reserves its own (itemCost, or a child run's escrow), so
 // the step holding a child's cost while it admits them would refuse
 // children the budget can pay for.
-func (e *Engine) nodeCost(n *flows.Node) int64 {
+func (b *flowBook) nodeCost(n *flows.Node) int64 {
 	if n.Kind == flows.KindFanout {
 		return 0
 	}
-	return e.itemCost(n)
+	return b.itemCost(n)
 }
 
 // itemCost is the budget slice of one call of the node: its declared
 // cost, else its tool's declared cost (per child for a tool fan-out).
-func (e *Engine) itemCost(n *flows.Node) int64 {
+func (b *flowBook) itemCost(n *flows.Node) int64 {
 	if n.Cost > 0 {
 		return n.Cost
 	}
 	if n.Tool != "" {
-		if info, ok := e.tools.LookupTool(n.Tool); ok {
+		if info, ok := b.tools.LookupTool(n.Tool); ok {
 			return info.Cost
 		}
 	}
@@ -239,13 +257,13 @@ func (e *Engine) itemCost(n *flows.Node) int64 {
 
 // taskType is the cost of the node a queued task of run runs next, and
 // its type for the figures: the node's tool, or its kind.
-func (e *Engine) taskType(ctx context.Context, run *store.Run, t *store.Task) (int64, string) {
+func (b *flowBook) taskType(ctx context.Context, run *store.Run, t *store.Task) (int64, string) {
 	if t.Kind == store.TaskAgentCall {
 		// An agent's call is admitted for its tool's declared cost.
-		info, _ := e.tools.LookupTool(t.Tool)
+		info, _ := b.tools.LookupTool(t.Tool)
 		return info.Cost, t.Tool
 	}
-	fe, err := e.flowVersion(ctx, run.Flow, run.Version)
+	fe, err := b.version(ctx, run.Flow, run.Version)
 	if err != nil {
 		return 0, "step"
 	}
@@ -258,17 +276,17 @@ func (e *Engine) taskType(ctx context.Context, run *store.Run, t *store.Task) (i
 		typ = string(n.Kind)
 	}
 	if t.Kind == store.TaskItem {
-		return e.itemCost(n), typ
+		return b.itemCost(n), typ
 	}
-	return e.nodeCost(n), typ
+	return b.nodeCost(n), typ
 }
 
 // validateAgentAnswer checks an agent's final answer against the node's
 // output schema, where validateSchema decides; the error is told to the
 // model.
-func (e *Engine) validateAgentAnswer(ctx context.Context, schema, answer []byte) error {
+func (b *flowBook) validateAgentAnswer(ctx context.Context, schema, answer []byte) error {
 	if !json.Valid(answer) {
 		return flows.ValidateAgentAnswer(schema, answer) // says it is not JSON
 	}
-	return e.validateSchema(ctx, schema, answer)
+	return b.validateSchema(ctx, schema, answer)
 }

@@ -32,7 +32,7 @@ func (b *bundle) runEcho(t *testing.T, flow, input string) string {
 func TestFlowCacheSharesEvaluatorsOfOneSource(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Config{}, cacheSrc)
-	if got := b.eng.config().FlowCacheBytes; got != script.DefaultCacheBytes {
+	if got := b.eng.cfg.Load().FlowCacheBytes; got != script.DefaultCacheBytes {
 		t.Errorf("default bound %d, want %d", got, script.DefaultCacheBytes)
 	}
 	for range 2 {

@@ -35,26 +35,26 @@ type FlowVersion struct {
 // FlowSource returns the latest registered version of a flow and its
 // source files. Every user may read registered flows (docs/design.md §11).
 func (e *Engine) FlowSource(ctx context.Context, name string) (*FlowSource, error) {
-	fe, err := e.latestFlow(ctx, name)
+	fe, err := e.book.latest(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	return e.flowSource(ctx, name, fe)
+	return e.book.source(ctx, name, fe)
 }
 
 // FlowSourceAt returns one version of a flow, by its hash, and its source
 // files.
 func (e *Engine) FlowSourceAt(ctx context.Context, name, hash string) (*FlowSource, error) {
-	fe, err := e.flowAt(ctx, name, hash)
+	fe, err := e.book.at(ctx, name, hash)
 	if err != nil {
 		return nil, err
 	}
-	return e.flowSource(ctx, name, fe)
+	return e.book.source(ctx, name, fe)
 }
 
 // FlowGraphAt returns one version of a flow, by its hash, for drawing.
 func (e *Engine) FlowGraphAt(ctx context.Context, name, hash string) (*flows.Flow, error) {
-	fe, err := e.flowAt(ctx, name, hash)
+	fe, err := e.book.at(ctx, name, hash)
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +70,7 @@ func (e *Engine) FlowVersions(ctx context.Context, name string) ([]FlowVersion, 
 		vs, err = tx.FlowVersionHistory(name, MaxFlowVersions)
 		return err
 	}); err != nil {
-		return nil, e.readFailed(err)
+		return nil, e.admission.readFailed(err)
 	}
 	if len(vs) == 0 {
 		return nil, protocolErr(CodeUnknownFlow, "no flow named %q is registered", name)
@@ -82,10 +82,10 @@ func (e *Engine) FlowVersions(ctx context.Context, name string) ([]FlowVersion, 
 	return out, nil
 }
 
-// flowAt loads the version hash of the flow name: E_UNKNOWN_FLOW when the
+// at loads the version hash of the flow name: E_UNKNOWN_FLOW when the
 // name has no such version.
-func (e *Engine) flowAt(ctx context.Context, name, hash string) (*flowEntry, error) {
-	err := e.st.View(ctx, func(tx store.Tx) error {
+func (b *flowBook) at(ctx context.Context, name, hash string) (*flowEntry, error) {
+	err := b.st.View(ctx, func(tx store.Tx) error {
 		_, err := tx.FlowVersionGet(name, hash)
 		return err
 	})
@@ -93,19 +93,19 @@ func (e *Engine) flowAt(ctx context.Context, name, hash string) (*flowEntry, err
 		return nil, protocolErr(CodeUnknownFlow, "flow %q has no version %q", name, hash)
 	}
 	if err != nil {
-		return nil, e.readFailed(err)
+		return nil, b.admission.readFailed(err)
 	}
-	fe, err := e.flowVersion(ctx, name, hash)
+	fe, err := b.version(ctx, name, hash)
 	if err != nil {
 		return nil, &Error{Code: CodeFlowUnreadable, Message: err.Error(), Class: ClassRun}
 	}
 	return fe, nil
 }
 
-func (e *Engine) flowSource(ctx context.Context, name string, fe *flowEntry) (*FlowSource, error) {
+func (b *flowBook) source(ctx context.Context, name string, fe *flowEntry) (*FlowSource, error) {
 	var v *store.FlowVersion
 	var src *store.Source
-	err := e.st.View(ctx, func(tx store.Tx) error {
+	err := b.st.View(ctx, func(tx store.Tx) error {
 		var err error
 		if v, err = tx.FlowVersionGet(name, fe.flow.Hash); err != nil {
 			return err
@@ -117,7 +117,7 @@ func (e *Engine) flowSource(ctx context.Context, name string, fe *flowEntry) (*F
 		return nil, &Error{Code: CodeFlowUnreadable, Class: ClassRun, Message: "flow " + name + ": its sources are missing from the store"}
 	}
 	if err != nil {
-		return nil, e.readFailed(err)
+		return nil, b.admission.readFailed(err)
 	}
 	out := &FlowSource{
 		RegisteredFlow: RegisteredFlow{Name: name, Hash: fe.flow.Hash, Doc: fe.flow.Doc, Nodes: len(fe.flow.Nodes), Input: fe.flow.Input},

@@ -10,7 +10,7 @@ import (
 
 // FlowGraph returns the latest registered version of a flow, to draw.
 func (e *Engine) FlowGraph(ctx context.Context, name string) (*flows.Flow, error) {
-	fe, err := e.latestFlow(ctx, name)
+	fe, err := e.book.latest(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -24,7 +24,7 @@ func (e *Engine) RunGraph(ctx context.Context, owner, runID string) (*flows.Flow
 	if err != nil {
 		return nil, nil, err
 	}
-	fe, err := e.flowVersion(ctx, run.Flow, run.Version)
+	fe, err := e.book.version(ctx, run.Flow, run.Version)
 	if err != nil {
 		return nil, nil, &Error{Code: CodeFlowUnreadable, Class: ClassRun, Message: err.Error()}
 	}
@@ -34,7 +34,7 @@ func (e *Engine) RunGraph(ctx context.Context, owner, runID string) (*flows.Flow
 		raw, err = tx.ContinuationGet(run.ID)
 		return err
 	}); err != nil {
-		return nil, nil, e.readFailed(err)
+		return nil, nil, e.admission.readFailed(err)
 	}
 	c, err := decodeContinuation(raw)
 	if err != nil {

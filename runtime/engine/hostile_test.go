@@ -39,7 +39,7 @@ func TestDiskWatermark(t *testing.T) {
 		t.Fatalf("health below the watermark: %+v", h)
 	}
 	// The store's own refusal is not a storage fault.
-	if se := b.eng.storageFailed(fmt.Errorf("commit: %w", store.ErrDiskFull)); se.Code != CodeDiskFull {
+	if se := b.eng.admission.storageFailed(fmt.Errorf("commit: %w", store.ErrDiskFull)); se.Code != CodeDiskFull {
 		t.Fatalf("a disk-full write: %+v", se)
 	}
 

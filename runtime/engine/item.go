@@ -18,7 +18,7 @@ import (
 func (w *worker) runItem(ctx context.Context, run *store.Run, overBudget bool) {
 	e, t := w.e, w.task
 	ref := &store.CohortRef{Node: t.Node, Visit: t.Visit, Item: t.Item}
-	fe, err := e.flowVersion(ctx, run.Flow, run.Version)
+	fe, err := e.book.version(ctx, run.Flow, run.Version)
 	if err != nil {
 		w.itemEnd(ctx, ref, nil, nil, &store.RunError{Code: CodeFlowUnreadable, Message: err.Error()}, 0, false)
 		return
@@ -40,7 +40,7 @@ func (w *worker) runItem(ctx context.Context, run *store.Run, overBudget bool) {
 	c := &toolCall{Run: run, Attempt: t.Attempt, Node: node, Visit: t.Visit, Index: []int{t.Item}, Tool: node.Tool, Input: it.Input,
 		Timeout: node.Timeout, Retries: node.Retries, Tries: failedTries(t.Errors), TaskID: t.ID}
 	if overBudget {
-		cost := e.itemCost(node)
+		cost := e.book.itemCost(node)
 		w.itemEnd(ctx, ref, c, nil, &store.RunError{Code: CodeBudgetExhausted, Message: fmt.Sprintf("item %d of %s costs %d; run budget %d cannot cover it (spent, in flight or held by children)",
 			t.Item, node.ID, cost, run.Budget)}, 0, false)
 		return
@@ -56,7 +56,7 @@ func (w *worker) runItem(ctx context.Context, run *store.Run, overBudget bool) {
 	case callFailed:
 		w.itemEnd(ctx, ref, c, nil, o.Err, 0, o.RecordDone)
 	case callRetry:
-		now := e.now()
+		now := e.clock.Now()
 		next := *t
 		next.Errors = append(next.Errors, o.Try)
 		next.Leased, next.ReadyAt = false, o.RetryAt
@@ -74,7 +74,7 @@ func (w *worker) runItem(ctx context.Context, run *store.Run, overBudget bool) {
 	case callExhausted:
 		dl := *t
 		dl.Errors = append(dl.Errors, o.Try)
-		if w.itemCommit(ctx, func(tx store.Tx) error { return e.deadLetterTx(tx, run, &dl, node.Tool) }) == nil {
+		if w.itemCommit(ctx, func(tx store.Tx) error { return e.journal.deadLetterTx(tx, run, &dl, node.Tool) }) == nil {
 			e.stats.deadLettered()
 		}
 		w.itemEnd(ctx, ref, c, nil, o.Err, 0, false)
@@ -96,7 +96,7 @@ func (w *worker) runItem(ctx context.Context, run *store.Run, overBudget bool) {
 			if err != nil || started == "" || (cur.Error != nil && cur.Error.Code == CodeOutcomeUnknown) {
 				return err
 			}
-			if err := markUnknownTx(tx, co, cur, unknownStopMessage(started), e.now()); err != nil {
+			if err := markUnknownTx(tx, co, cur, unknownStopMessage(started), e.clock.Now()); err != nil {
 				return err
 			}
 			return tx.CohortPut(co)
@@ -122,7 +122,7 @@ func failedTries(errs []store.AttemptError) int {
 // parent, in one transaction.
 func (w *worker) itemEnd(ctx context.Context, ref *store.CohortRef, c *toolCall, out json.RawMessage, rerr *store.RunError, cost int64, recordDone bool) {
 	e, t := w.e, w.task
-	now := e.now()
+	now := e.clock.Now()
 	var woke bool
 	err := w.itemCommit(ctx, func(tx store.Tx) error {
 		if recordDone {
@@ -134,7 +134,7 @@ func (w *worker) itemEnd(ctx context.Context, ref *store.CohortRef, c *toolCall,
 			return err
 		}
 		var err error
-		if woke, err = e.childEndedTx(tx, t.RunID, ref, rerr == nil, out, rerr, now); err != nil {
+		if woke, err = e.journal.childEndedTx(tx, t.RunID, ref, rerr == nil, out, rerr, now); err != nil {
 			return err
 		}
 		return w.dropTaskTx(tx)
@@ -152,7 +152,7 @@ func (w *worker) itemEnd(ctx context.Context, ref *store.CohortRef, c *toolCall,
 		w.slice, _, _ = e.ledger.Reslice(w.slice, w.spent, 0)
 		w.spent = 0
 		if woke {
-			e.kick()
+			e.wake.kick()
 		}
 	}
 }
@@ -181,7 +181,7 @@ func (w *worker) itemCommit(ctx context.Context, fn func(tx store.Tx) error) err
 		return fn(tx)
 	})
 	if err != nil && !errors.Is(err, errLeaseLost) && !errors.Is(err, errSkip) && !errors.Is(err, errUnknownOutcome) {
-		w.e.storageFailed(err)
+		w.e.admission.storageFailed(err)
 		w.e.log.Error("writing fan-out child", "task", w.task.ID, "error", err)
 	}
 	return err

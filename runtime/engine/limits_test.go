@@ -102,13 +102,13 @@ flow(name = "parent_vanish", nodes = [
 		if err != nil {
 			return err
 		}
-		w.ReadyAt = b.eng.now()
+		w.ReadyAt = b.eng.clock.Now()
 		return tx.TaskPut(w)
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.eng.kick()
+	b.eng.wake.kick()
 	run := b.waitTerminal(t, id)
 	if run.Phase != store.PhaseCompleted {
 		t.Fatalf("%s %+v", run.Phase, run.Error)

@@ -62,7 +62,7 @@ func (e *Engine) Progress(ctx context.Context, run *store.Run) (*Progress, error
 	for _, v := range c.Visits {
 		p.Visits += v
 	}
-	fe, err := e.flowVersion(ctx, run.Flow, run.Version)
+	fe, err := e.book.version(ctx, run.Flow, run.Version)
 	if err != nil {
 		return p, nil
 	}

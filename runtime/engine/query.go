@@ -19,12 +19,12 @@ func (e *Engine) Get(ctx context.Context, owner, runID string) (*store.Run, erro
 	})
 	if errors.Is(err, store.ErrNotFound) || (err == nil && run.Owner != owner) {
 		if err == nil {
-			e.auditForeign(ctx, owner, runID, "get")
+			e.auditor.foreign(ctx, owner, runID, "get")
 		}
 		return nil, protocolErr(CodeNotFound, "no run %s", runID)
 	}
 	if err != nil {
-		return nil, e.readFailed(err)
+		return nil, e.admission.readFailed(err)
 	}
 	if lr := e.held.run(runID); lr != nil && !run.Phase.Terminal() {
 		lr.mu.Lock()
@@ -46,7 +46,7 @@ func (e *Engine) List(ctx context.Context, owner string, p store.RunListParams) 
 		return err
 	})
 	if err != nil {
-		return nil, e.readFailed(err)
+		return nil, e.admission.readFailed(err)
 	}
 	return runs, nil
 }
@@ -63,7 +63,7 @@ func (e *Engine) Events(ctx context.Context, owner, runID string, afterSeq uint6
 		return err
 	})
 	if err != nil {
-		return nil, e.readFailed(err)
+		return nil, e.admission.readFailed(err)
 	}
 	return evs, nil
 }
@@ -77,7 +77,7 @@ func (e *Engine) DeadLetters(ctx context.Context, owner string, limit int) ([]*s
 		return err
 	})
 	if err != nil {
-		return nil, e.readFailed(err)
+		return nil, e.admission.readFailed(err)
 	}
 	return out, nil
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/weirhq/weir/flows"
 	"github.com/weirhq/weir/flows/script"
 	"github.com/weirhq/weir/runtime/internal/clock"
@@ -60,7 +62,7 @@ func (e *Engine) Register(ctx context.Context, files []SourceFile) (*RegisterRes
 // (docs/design.md §11). A name whose latest version has no owner (it was
 // registered before flows had owners) is taken by its next registrant.
 func (e *Engine) RegisterAs(ctx context.Context, owner string, files []SourceFile) (*RegisterResult, error) {
-	if err := e.checkDisk(); err != nil {
+	if err := e.admission.checkDisk(); err != nil {
 		return nil, err
 	}
 	in := make([]flows.File, len(files))
@@ -69,40 +71,54 @@ func (e *Engine) RegisterAs(ctx context.Context, owner string, files []SourceFil
 	}
 	// The registry runs the scripts and checks the files outside its lock
 	// (a slow script holds up no one) and hands the versions to
-	// putVersions under it: stored all or none, once every name is known
+	// the registrar's put under it: stored all or none, once every name is known
 	// to be the caller's, serialized against every other registration.
 	var commitErr error
 	vs, ds, err := e.registry.RegisterCommit(ctx, in, func(ctx context.Context, vs []*flows.Version) error {
-		commitErr = e.putVersions(ctx, owner, vs)
+		commitErr = e.registrar.put(ctx, owner, vs)
 		return commitErr
 	})
 	if commitErr != nil {
 		return nil, commitErr
 	}
 	if err != nil {
-		return nil, e.storageFailed(err)
+		return nil, e.admission.storageFailed(err)
 	}
 	res := &RegisterResult{Diagnostics: ds, Flows: []RegisteredFlow{}}
 	for _, v := range vs {
 		res.Flows = append(res.Flows, RegisteredFlow{Name: v.Flow.Name, Hash: v.Flow.Hash, Doc: v.Flow.Doc, Nodes: len(v.Flow.Nodes), Input: v.Flow.Input, Owner: owner})
 	}
 	if len(vs) > 0 && ds.Err() == nil {
-		res.Diagnostics = append(res.Diagnostics, e.registeredFleetWarnings(ctx, vs)...)
+		res.Diagnostics = append(res.Diagnostics, e.registrar.registeredFleetWarnings(ctx, vs)...)
 	}
 	return res, nil
+}
+
+// registrar stores the versions a registration checked (the registry
+// hands them over under its lock), once every name is the caller's, and
+// audits the names it refuses (docs/design.md §2.2, §11).
+type registrar struct {
+	st        store.Store
+	clock     clock.Clock
+	log       hclog.Logger
+	admission *admissionGate
+	auditor   *auditor
+	// roll is read for the registered flows' tools that some live daemon
+	// lacks (roll.go).
+	roll *fleetRoll
 }
 
 // registeredFleetWarnings warns of the registered flows' tools that some
 // live daemon of the fleet lacks or has from another plugin binary. The
 // versions are stored: a roll that cannot be read is logged, not an error.
-func (e *Engine) registeredFleetWarnings(ctx context.Context, vs []*flows.Version) flows.Diagnostics {
+func (r *registrar) registeredFleetWarnings(ctx context.Context, vs []*flows.Version) flows.Diagnostics {
 	fs := make([]*flows.Flow, len(vs))
 	for i, v := range vs {
 		fs[i] = v.Flow
 	}
-	ws, err := e.roll.warnings(ctx, fs)
+	ws, err := r.roll.warnings(ctx, fs)
 	if err != nil {
-		e.log.Error("reading the fleet's roll for a registration's warnings", "error", err)
+		r.log.Error("reading the fleet's roll for a registration's warnings", "error", err)
 	}
 	return ws
 }
@@ -130,7 +146,7 @@ func flowOwnerErr(tx store.Tx, owner, name string) error {
 // store's limit. A version larger than the bound goes in an Update alone.
 const registerUpdateBytes = 1 << 20
 
-// putVersions stores a registration's versions as owner's, after checking
+// put stores a registration's versions as owner's, after checking
 // that every name is owner's to register. The versions are written in as
 // few Updates as registerUpdateBytes allows, and each Update checks the
 // names it writes again, so the check also holds against another daemon
@@ -138,14 +154,14 @@ const registerUpdateBytes = 1 << 20
 // none; a larger one is checked as a whole first, then written Update by
 // Update (a crash between two leaves the first ones stored, each version
 // whole).
-func (e *Engine) putVersions(ctx context.Context, owner string, vs []*flows.Version) error {
-	now := e.now()
+func (r *registrar) put(ctx context.Context, owner string, vs []*flows.Version) error {
+	now := r.clock.Now()
 	var chunks [][]storedVersion
 	var chunkBytes int
 	for _, v := range vs {
 		ir, err := json.Marshal(v.Flow)
 		if err != nil {
-			return e.storageFailed(err)
+			return r.admission.storageFailed(err)
 		}
 		sv := storedVersion{v: v, ir: ir}
 		n := sv.bytes()
@@ -160,20 +176,20 @@ func (e *Engine) putVersions(ctx context.Context, owner string, vs []*flows.Vers
 		// Written in several Updates: refuse before the first one
 		// if any name is someone else's.
 		var refused []string
-		if err := e.st.View(ctx, func(tx store.Tx) error {
+		if err := r.st.View(ctx, func(tx store.Tx) error {
 			var err error
 			refused, err = refusedNames(tx, owner, vs)
 			return err
 		}); err != nil {
-			return e.readFailed(err)
+			return r.admission.readFailed(err)
 		}
 		if len(refused) > 0 {
-			return e.refuseNames(ctx, owner, refused, true)
+			return r.refuse(ctx, owner, refused, true)
 		}
 	}
 	for i, chunk := range chunks {
 		var refused []string
-		err := e.st.Update(ctx, func(tx store.Tx) error {
+		err := r.st.Update(ctx, func(tx store.Tx) error {
 			names := make([]*flows.Version, len(chunk))
 			for j, sv := range chunk {
 				names[j] = sv.v
@@ -190,13 +206,13 @@ func (e *Engine) putVersions(ctx context.Context, owner string, vs []*flows.Vers
 			return nil
 		})
 		if err != nil {
-			return e.storageFailed(err)
+			return r.admission.storageFailed(err)
 		}
 		if len(refused) > 0 {
 			// With one Update this is the check; with several, only
 			// another daemon's registration, between the check and
 			// this Update, can have taken a name.
-			return e.refuseNames(ctx, owner, refused, i == 0)
+			return r.refuse(ctx, owner, refused, i == 0)
 		}
 	}
 	return nil
@@ -235,12 +251,12 @@ func refusedNames(tx store.Tx, owner string, vs []*flows.Version) ([]string, err
 	return refused, nil
 }
 
-// refuseNames audits a registration refused for names that belong to
+// refuse audits a registration refused for names that belong to
 // someone else and answers its E_FORBIDDEN; nothing says whether nothing
 // of the registration was stored.
-func (e *Engine) refuseNames(ctx context.Context, owner string, refused []string, nothing bool) error {
+func (r *registrar) refuse(ctx context.Context, owner string, refused []string, nothing bool) error {
 	for _, name := range refused {
-		e.audit(ctx, owner, "register", "flow", name)
+		r.auditor.refused(ctx, owner, "register", "flow", name)
 	}
 	stored := "nothing was registered"
 	if !nothing {
@@ -303,7 +319,7 @@ func (e *Engine) Flows(ctx context.Context, p FlowListParams) ([]RegisteredFlow,
 		names, err = tx.FlowNameList(store.FlowNameListParams{After: p.After, Limit: limit})
 		return err
 	}); err != nil {
-		return nil, e.readFailed(err)
+		return nil, e.admission.readFailed(err)
 	}
 	out := make([]RegisteredFlow, 0, len(names))
 	vstore := versionStore{st: e.st, cache: e.flowCache}
@@ -314,7 +330,7 @@ func (e *Engine) Flows(ctx context.Context, p FlowListParams) ([]RegisteredFlow,
 			v, err = tx.FlowVersionLatest(name)
 			return err
 		}); err != nil {
-			return nil, e.readFailed(err)
+			return nil, e.admission.readFailed(err)
 		}
 		fv, err := vstore.load(ctx, v)
 		if err != nil {

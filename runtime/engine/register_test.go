@@ -122,7 +122,7 @@ func TestRegisterLargerThanOneUpdate(t *testing.T) {
 		}
 	}
 	for _, f := range res.Flows { // each version reads back whole
-		fe, err := b.eng.flowVersion(ctx, f.Name, f.Hash)
+		fe, err := b.eng.book.version(ctx, f.Name, f.Hash)
 		if err != nil || len(fe.flow.Nodes) != 6 || len(fe.flow.Nodes[5].Doc) != registerUpdateBytes/18 {
 			t.Fatalf("%s: %v", f.Name, err)
 		}

@@ -17,7 +17,7 @@ func (e *Engine) Prune(ctx context.Context, age time.Duration) (int, error) {
 	if age <= 0 {
 		return 0, nil
 	}
-	cutoff := e.now().Add(-age)
+	cutoff := e.clock.Now().Add(-age)
 	n, err := pruner.Runs(ctx, e.st, cutoff)
 	if n > 0 {
 		e.log.Info("pruned finished runs", "count", n, "finished_before", cutoff)
@@ -29,10 +29,10 @@ func (e *Engine) Prune(ctx context.Context, age time.Duration) (int, error) {
 type pruneHost struct{ e *Engine }
 
 // Retention is how long finished runs are kept (0: for ever).
-func (h pruneHost) Retention() time.Duration { return h.e.config().Retention }
+func (h pruneHost) Retention() time.Duration { return h.e.cfg.Load().Retention }
 
 // AuditRetention is how long audit events are kept.
-func (h pruneHost) AuditRetention() time.Duration { return h.e.auditRetention() }
+func (h pruneHost) AuditRetention() time.Duration { return h.e.auditor.retention() }
 
 // Info logs what a pass removed.
 func (h pruneHost) Info(msg string, args ...any) { h.e.log.Info(msg, args...) }

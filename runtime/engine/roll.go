@@ -85,7 +85,7 @@ func (r *fleetRoll) rolling() bool {
 // stale is the staleness limit of roll entries.
 func (r *fleetRoll) stale() time.Duration {
 	e := r.e
-	return DaemonStaleLeases * e.config().LeaseTimeout
+	return DaemonStaleLeases * e.cfg.Load().LeaseTimeout
 }
 
 // ReportTools writes this engine's roll entry now, with the tools served
@@ -95,7 +95,7 @@ func (e *Engine) ReportTools(ctx context.Context) error {
 	if !e.roll.rolling() {
 		return nil
 	}
-	now := e.now()
+	now := e.clock.Now()
 	pins := e.tools.(ToolPinner).ToolPins()
 	self := &store.Daemon{ID: e.holder, PID: os.Getpid(), Tools: pins,
 		StartedAt: time.Unix(0, e.startedAt.Load()).UTC(), SeenAt: now}
@@ -132,7 +132,7 @@ func (r *fleetRoll) read(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	live, stale := splitRoll(all, e.now(), r.stale())
+	live, stale := splitRoll(all, e.clock.Now(), r.stale())
 	r.live.Store(&live)
 	if len(stale) == 0 {
 		return nil
@@ -143,7 +143,7 @@ func (r *fleetRoll) read(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		_, stale := splitRoll(all, e.now(), r.stale())
+		_, stale := splitRoll(all, e.clock.Now(), r.stale())
 		for _, d := range stale {
 			if err := baseTx(tx).(store.Roll).DaemonDelete(d.ID); err != nil {
 				return err
@@ -180,10 +180,10 @@ func (h rollHost) StampedAt() time.Time { return time.Unix(0, h.e.roll.stamped.L
 func (h rollHost) StampRoll(ctx context.Context) error { return h.e.ReportTools(ctx) }
 
 // LeaseTimeout is the lease deadline now in force.
-func (h rollHost) LeaseTimeout() time.Duration { return h.e.config().LeaseTimeout }
+func (h rollHost) LeaseTimeout() time.Duration { return h.e.cfg.Load().LeaseTimeout }
 
 // Tick is the scheduler's tick.
-func (h rollHost) Tick() time.Duration { return h.e.config().Tick }
+func (h rollHost) Tick() time.Duration { return h.e.cfg.Load().Tick }
 
 // Error logs a failed pass.
 func (h rollHost) Error(msg string, args ...any) { h.e.log.Error(msg, args...) }
@@ -227,7 +227,7 @@ func (r *fleetRoll) warnings(ctx context.Context, fs []*flows.Flow) (flows.Diagn
 	}); err != nil {
 		return nil, err
 	}
-	live, _ := splitRoll(all, e.now(), r.stale())
+	live, _ := splitRoll(all, e.clock.Now(), r.stale())
 	return rollWarnings(e.holder, e.tools.(ToolPinner).ToolPins(), live, fs), nil
 }
 
@@ -297,7 +297,7 @@ func (r *fleetRoll) withheldTools(ctx context.Context, run *store.Run) []string 
 	if !e.st.Capabilities().Shared {
 		return nil
 	}
-	fe, err := e.flowVersion(ctx, run.Flow, run.Version)
+	fe, err := e.book.version(ctx, run.Flow, run.Version)
 	if err != nil {
 		return nil // the step reports it
 	}
@@ -331,7 +331,7 @@ func (r *fleetRoll) noteWithheld(ctx context.Context, t *store.Task, w *withheld
 			"tools":  w.missing,
 			"holder": e.holder,
 			"reason": fmt.Sprintf("no live daemon of the fleet serves %s: the run waits for one (until its queue deadline)", strings.Join(w.missing, ", ")),
-		}, e.now())
+		}, e.clock.Now())
 	})
 	if err != nil {
 		e.log.Error("recording a withheld run", "run", t.RunID, "error", err)

@@ -32,7 +32,7 @@ func (h dispatchHost) ListReady(ctx context.Context, limit int) ([]*store.Task, 
 	var tasks []*store.Task
 	err := h.e.st.View(ctx, func(tx store.Tx) error {
 		var err error
-		tasks, err = tx.TaskListReady(h.e.now(), limit)
+		tasks, err = tx.TaskListReady(h.e.clock.Now(), limit)
 		return err
 	})
 	if err == nil && h.e.st.Capabilities().Shared {
@@ -42,7 +42,7 @@ func (h dispatchHost) ListReady(ctx context.Context, limit int) ([]*store.Task, 
 }
 
 // Tick is the fallback clock's interval.
-func (h dispatchHost) Tick() time.Duration { return h.e.config().Tick }
+func (h dispatchHost) Tick() time.Duration { return h.e.cfg.Load().Tick }
 
 // Error logs a failure of a pass.
 func (h dispatchHost) Error(msg string, args ...any) { h.e.log.Error(msg, args...) }
@@ -59,7 +59,7 @@ func (h dispatchHost) Offer(ctx context.Context, t *store.Task) dispatcher.Outco
 	if e.held.taken(t) {
 		return dispatcher.Skipped
 	}
-	if reaper.Overdue(t.ReadyAt, time.Unix(0, e.startedAt.Load()), e.now(), e.config().QueueTimeout) {
+	if reaper.Overdue(t.ReadyAt, time.Unix(0, e.startedAt.Load()), e.clock.Now(), e.cfg.Load().QueueTimeout) {
 		reapHost{e}.Drop(ctx, t)
 		return dispatcher.Dropped
 	}
@@ -89,7 +89,7 @@ func (h dispatchHost) dispatch(ctx context.Context, t *store.Task) dispatcher.Ou
 		e.roll.noteWithheld(ctx, t, e.held.withhold(run.ID, missing))
 		return dispatcher.Withheld
 	}
-	cost, typ := e.taskType(ctx, run, t)
+	cost, typ := e.book.taskType(ctx, run, t)
 	slice, why, granted := e.ledger.Acquire(t.RunID, cost)
 	overBudget := false
 	if !granted && why == ledger.RunBudgetExhausted {
@@ -155,7 +155,7 @@ func (h dispatchHost) ensureAccount(ctx context.Context, runID string, sync bool
 type reapHost struct{ e *Engine }
 
 // QueueTimeout is the queue deadline now in force.
-func (h reapHost) QueueTimeout() time.Duration { return h.e.config().QueueTimeout }
+func (h reapHost) QueueTimeout() time.Duration { return h.e.cfg.Load().QueueTimeout }
 
 // StartedAt is when the engine started.
 func (h reapHost) StartedAt() time.Time { return time.Unix(0, h.e.startedAt.Load()) }
@@ -175,7 +175,7 @@ func (h reapHost) ListReady(ctx context.Context, readyBefore time.Time, limit in
 func (h reapHost) Dispatched(taskID string) bool { return h.e.held.isDispatched(taskID) }
 
 // Tick is the reaper's interval.
-func (h reapHost) Tick() time.Duration { return h.e.config().Tick }
+func (h reapHost) Tick() time.Duration { return h.e.cfg.Load().Tick }
 
 // Error logs a failure of a pass.
 func (h reapHost) Error(msg string, args ...any) { h.e.log.Error(msg, args...) }
@@ -185,7 +185,7 @@ func (h reapHost) Error(msg string, args ...any) { h.e.log.Error(msg, args...) }
 // task was leased or gone meanwhile.
 func (h reapHost) Drop(ctx context.Context, t *store.Task) bool {
 	e := h.e
-	now := e.now()
+	now := e.clock.Now()
 	var parentWoken, runFinished, wasQueued bool
 	err := e.st.Update(ctx, func(tx store.Tx) error {
 		parentWoken, runFinished, wasQueued = false, false, false
@@ -216,12 +216,12 @@ func (h reapHost) Drop(ctx context.Context, t *store.Task) bool {
 			if err := tx.TaskDelete(cur.ID); err != nil {
 				return err
 			}
-			parentWoken, err = e.childEndedTx(tx, run.ID, &store.CohortRef{Node: cur.Node, Visit: cur.Visit, Item: cur.Item}, false, nil,
+			parentWoken, err = e.journal.childEndedTx(tx, run.ID, &store.CohortRef{Node: cur.Node, Visit: cur.Visit, Item: cur.Item}, false, nil,
 				&store.RunError{Code: CodeQueueTimeout, Message: "no worker slot or budget slice was free before the queue deadline"}, now)
 			return err
 		}
 		wasQueued, runFinished = run.Phase == store.PhaseQueued, true
-		parentWoken, err = e.finishTx(tx, run, store.PhaseFailed, nil,
+		parentWoken, err = e.journal.finishTx(tx, run, store.PhaseFailed, nil,
 			&store.RunError{Code: CodeQueueTimeout, Message: "no worker slot or budget slice was free before the queue deadline"}, now)
 		return err
 	})
@@ -242,7 +242,7 @@ func (h reapHost) Drop(ctx context.Context, t *store.Task) bool {
 	}
 	e.stats.refused(CodeQueueTimeout)
 	if parentWoken {
-		e.kick()
+		e.wake.kick()
 	}
 	return true
 }
@@ -267,10 +267,10 @@ func (h rescueHost) ListExpired(ctx context.Context, now time.Time, limit int) (
 }
 
 // LeaseTimeout is the lease deadline now in force.
-func (h rescueHost) LeaseTimeout() time.Duration { return h.e.config().LeaseTimeout }
+func (h rescueHost) LeaseTimeout() time.Duration { return h.e.cfg.Load().LeaseTimeout }
 
 // Tick is the scheduler's tick.
-func (h rescueHost) Tick() time.Duration { return h.e.config().Tick }
+func (h rescueHost) Tick() time.Duration { return h.e.cfg.Load().Tick }
 
 // Error logs a failure of a pass.
 func (h rescueHost) Error(msg string, args ...any) { h.e.log.Error(msg, args...) }
@@ -280,8 +280,8 @@ func (h rescueHost) Error(msg string, args ...any) { h.e.log.Error(msg, args...)
 // false when the lease was renewed, released or rescued meanwhile.
 func (h rescueHost) Rescue(ctx context.Context, l *store.Lease, why string) (action rescuer.Action, taken bool, err error) {
 	e := h.e
-	now := e.now()
-	maxAttempts := e.config().MaxAttempts
+	now := e.clock.Now()
+	maxAttempts := e.cfg.Load().MaxAttempts
 	err = e.st.Update(ctx, func(tx store.Tx) error {
 		action = rescuer.Requeue
 		cur, err := tx.LeaseGet(l.TaskID)
@@ -307,10 +307,10 @@ func (h rescueHost) Rescue(ctx context.Context, l *store.Lease, why string) (act
 			return err
 		}
 		if action = rescuer.Decide(t.Attempt, maxAttempts); action == rescuer.DeadLetter {
-			if err := e.deadLetterTx(tx, run, t, ""); err != nil {
+			if err := e.journal.deadLetterTx(tx, run, t, ""); err != nil {
 				return err
 			}
-			_, err := e.finishTx(tx, run, store.PhaseFailed, nil, &store.RunError{Code: CodeAttemptsExceeded,
+			_, err := e.journal.finishTx(tx, run, store.PhaseFailed, nil, &store.RunError{Code: CodeAttemptsExceeded,
 				Message: fmt.Sprintf("the task lost its lease %d times (last: %s)", t.Attempt, why)}, now)
 			return err
 		}
@@ -342,15 +342,15 @@ func (h rescueHost) Rescue(ctx context.Context, l *store.Lease, why string) (act
 		// dispatch pass hands the task to a new one.
 		e.held.cancelTask(l.TaskID, l.RunID)
 	}
-	e.kick()
+	e.wake.kick()
 	return action, true, nil
 }
 
 // deadLetterTx records a task that exhausted its tries, with every
 // attempt's error, so the failure is visible instead of re-queued. The
 // caller counts it (stats.deadLettered) once the transaction commits.
-func (e *Engine) deadLetterTx(tx store.Tx, run *store.Run, t *store.Task, tool string) error {
-	now := e.now()
+func (j *journal) deadLetterTx(tx store.Tx, run *store.Run, t *store.Task, tool string) error {
+	now := j.clock.Now()
 	if err := tx.DeadLetterPut(&store.DeadLetter{TaskID: t.ID, RunID: run.ID, Owner: run.Owner, Flow: run.Flow,
 		Node: t.Node, Tool: tool, Errors: t.Errors, At: now}); err != nil {
 		return err

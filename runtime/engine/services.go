@@ -19,7 +19,7 @@ import (
 // telemetry export) are added here.
 func services(e *Engine) []service.Service {
 	var out []service.Service
-	cfg := e.config()
+	cfg := e.cfg.Load()
 	if w, ok := cfg.Store.(store.Waker); ok && e.st.Capabilities().Shared {
 		if wakes := w.Wakes(); wakes != nil {
 			out = append(out, wakeFollower(e, wakes))
@@ -58,7 +58,7 @@ func wakeFollower(e *Engine, wakes <-chan store.Wake) service.Service {
 					e.held.cancelNotified(w.CancelRunID)
 					continue
 				}
-				e.kick()
+				e.wake.kick()
 			}
 		}
 	}}
@@ -71,7 +71,7 @@ func lockWatcher(e *Engine, lost <-chan struct{}) service.Service {
 	return &service.Go{ServiceName: "lockwatch", Run: func(stop <-chan struct{}) {
 		select {
 		case <-lost:
-			e.closeAdmission(CodeStorage, LockLostReason)
+			e.admission.close(CodeStorage, LockLostReason)
 		case <-stop:
 		}
 	}}

@@ -284,7 +284,7 @@ func (h sampleHost) queueDepths(ctx context.Context, now time.Time) map[string]i
 		if taken || (run == nil && t.Kind != store.TaskAgentCall) {
 			continue
 		}
-		_, typ := e.taskType(ctx, run, t)
+		_, typ := e.book.taskType(ctx, run, t)
 		out[typ]++
 	}
 	return out
@@ -389,7 +389,7 @@ func (e *Engine) RunPhases(ctx context.Context) (map[store.Phase]int, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, e.readFailed(err)
+		return nil, e.admission.readFailed(err)
 	}
 	return out, nil
 }
@@ -469,7 +469,7 @@ func (h sampleHost) Sample(ctx context.Context, at time.Time) {
 }
 
 // Tick is the scheduler's tick.
-func (h sampleHost) Tick() time.Duration { return h.e.config().Tick }
+func (h sampleHost) Tick() time.Duration { return h.e.cfg.Load().Tick }
 
 // interval takes the figures since the previous sample, and the queue's
 // depth per type at it.

@@ -41,7 +41,7 @@ type stepEffects struct {
 func (w *worker) run(ctx context.Context, run *store.Run, overBudget bool) {
 	e := w.e
 	s := &stepper{worker: w, run: run}
-	fe, err := e.flowVersion(ctx, run.Flow, run.Version)
+	fe, err := e.book.version(ctx, run.Flow, run.Version)
 	if ctx.Err() != nil {
 		s.interrupted(ctx) // cancelled or stopping before the first step
 		return
@@ -161,7 +161,7 @@ func (s *stepper) nextSlice(ctx context.Context) bool {
 	var cost int64
 	node := s.fe.flow.Node(s.cont.Node)
 	if node != nil {
-		cost = e.nodeCost(node)
+		cost = e.book.nodeCost(node)
 	}
 	slice, why, ok := e.ledger.Reslice(s.slice, s.spent, cost)
 	s.slice, s.spent = slice, 0
@@ -175,7 +175,7 @@ func (s *stepper) nextSlice(ctx context.Context) bool {
 			Message: fmt.Sprintf("run budget %d cannot pay %d more for node %s (spent %d)", s.run.Budget, cost, node.ID, e.ledger.Spent(s.run.ID))}) && s.nextSlice(ctx)
 	}
 	e.stats.admissionBlocked(string(why))
-	now := e.now()
+	now := e.clock.Now()
 	s.commit(ctx, func(tx store.Tx) error {
 		return s.releaseTaskTx(tx, now, now, "", "")
 	})
@@ -236,7 +236,7 @@ func (s *stepper) commitE(ctx context.Context, fn func(tx store.Tx) error) error
 			s.finish(ctx, store.PhaseFailed, nil, &store.RunError{Code: rerr.Code, Message: rerr.Message})
 			return err
 		}
-		e.storageFailed(err)
+		e.admission.storageFailed(err)
 		e.log.Error("writing step", "run", s.run.ID, "error", err)
 	}
 	return err
@@ -316,7 +316,7 @@ func (s *stepper) nodeFailed(ctx context.Context, node *flows.Node, rerr *store.
 		s.finish(ctx, store.PhaseFailed, nil, lerr)
 		return false
 	}
-	now := s.e.now()
+	now := s.e.clock.Now()
 	if s.cont.Errors == nil {
 		s.cont.Errors = map[string]*store.RunError{}
 	}
@@ -342,7 +342,7 @@ func (s *stepper) branchNode(ctx context.Context, node *flows.Node) bool {
 	if truthy(v) {
 		to = node.Then
 	}
-	now := s.e.now()
+	now := s.e.clock.Now()
 	s.advance(to)
 	return s.commit(ctx, func(tx store.Tx) error {
 		return appendEvent(tx, s.run.ID, evNodeDone, s.run.Attempt, node.ID, map[string]any{"wire": to}, now)
@@ -378,7 +378,7 @@ func (s *stepper) toolNode(ctx context.Context, node *flows.Node) bool {
 	if o.RecordDone {
 		// Marked done with its error, so a later resume knows it ran and
 		// failed rather than "unknown".
-		now := e.now()
+		now := e.clock.Now()
 		if !s.commit(ctx, func(tx store.Tx) error { return idemDoneTx(tx, c, o.Key, nil, o.Err, now) }) {
 			return false
 		}
@@ -388,7 +388,7 @@ func (s *stepper) toolNode(ctx context.Context, node *flows.Node) bool {
 
 // toolDone records a tool's result and advances along next.
 func (s *stepper) toolDone(ctx context.Context, c *toolCall, o callOutcome) bool {
-	now := s.e.now()
+	now := s.e.clock.Now()
 	if o.RecordDone && len(o.Output) > MaxResultBytes {
 		// The call happened and its result cannot be kept: marked done
 		// with that error, or the started record would make the run's
@@ -431,7 +431,7 @@ func (s *stepper) resultDone(ctx context.Context, node *flows.Node, out json.Raw
 
 // resultDoneTx is resultDone with extra writes in the same transaction.
 func (s *stepper) resultDoneTx(ctx context.Context, node *flows.Node, out json.RawMessage, detail map[string]any, extra func(tx store.Tx) error) bool {
-	now := s.e.now()
+	now := s.e.clock.Now()
 	if len(out) == 0 {
 		out = json.RawMessage("null")
 	}
@@ -454,7 +454,7 @@ func (s *stepper) resultDoneTx(ctx context.Context, node *flows.Node, out json.R
 // retryLater parks the task until the call's next try, keeping the try's
 // error for the dead letter.
 func (s *stepper) retryLater(ctx context.Context, c *toolCall, o callOutcome) bool {
-	now := s.e.now()
+	now := s.e.clock.Now()
 	s.cont.Tries++
 	s.task.Errors = append(s.task.Errors, o.Try)
 	s.commit(ctx, func(tx store.Tx) error {
@@ -472,7 +472,7 @@ func (s *stepper) exhausted(ctx context.Context, node *flows.Node, tool string, 
 	s.task.Errors = append(s.task.Errors, o.Try)
 	t := *s.task
 	t.Node = node.ID
-	if !s.commit(ctx, func(tx store.Tx) error { return s.e.deadLetterTx(tx, s.run, &t, tool) }) {
+	if !s.commit(ctx, func(tx store.Tx) error { return s.e.journal.deadLetterTx(tx, s.run, &t, tool) }) {
 		return false
 	}
 	s.e.stats.deadLettered()
@@ -537,7 +537,7 @@ func (s *stepper) finish(ctx context.Context, phase store.Phase, out json.RawMes
 		rerr = &store.RunError{Code: CodeCancelled, Message: "the run was cancelled"}
 	}
 	failpoint.Hit(failpoint.MidFinish)
-	now := e.now()
+	now := e.clock.Now()
 	var woke bool
 	err := e.st.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
 		if err := s.fenceTx(tx); err != nil {
@@ -552,7 +552,7 @@ func (s *stepper) finish(ctx context.Context, phase store.Phase, out json.RawMes
 		if err != nil {
 			return err
 		}
-		woke, err = e.finishTx(tx, run, phase, out, rerr, now)
+		woke, err = e.journal.finishTx(tx, run, phase, out, rerr, now)
 		return err
 	})
 	if err != nil {
@@ -565,7 +565,7 @@ func (s *stepper) finish(ctx context.Context, phase store.Phase, out json.RawMes
 			return
 		}
 		if !errors.Is(err, errLeaseLost) {
-			e.storageFailed(err)
+			e.admission.storageFailed(err)
 			e.log.Error("writing finish", "run", s.run.ID, "error", err)
 		}
 		return
@@ -573,7 +573,7 @@ func (s *stepper) finish(ctx context.Context, phase store.Phase, out json.RawMes
 	e.stats.finished(phase)
 	e.ledger.CloseRun(s.run.ID)
 	if woke {
-		e.kick()
+		e.wake.kick()
 	}
 }
 

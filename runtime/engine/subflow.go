@@ -51,7 +51,7 @@ func (s *stepper) subflowNode(ctx context.Context, node *flows.Node) bool {
 		return s.nodeFailed(ctx, node, &store.RunError{Code: CodeRuntimeDepth,
 			Message: fmt.Sprintf("starting %s would make the subflow chain %d deep, beyond the limit %d: %s", node.Flow, depth, limit, strings.Join(append(chain, node.Flow), " -> "))})
 	}
-	cfe, err := e.latestFlow(ctx, node.Flow)
+	cfe, err := e.book.latest(ctx, node.Flow)
 	if err != nil {
 		code := ErrorCode(err)
 		if code == CodeFlowUnreadable {
@@ -65,7 +65,7 @@ func (s *stepper) subflowNode(ctx context.Context, node *flows.Node) bool {
 	}
 	input, err := canonicalInput(raw)
 	if err == nil {
-		err = s.e.validateInput(ctx, cfe, input)
+		err = s.e.book.validateInput(ctx, cfe, input)
 	}
 	if err != nil {
 		return s.nodeFailed(ctx, node, &store.RunError{Code: CodeBadInput, Message: fmt.Sprintf("input for child flow %s: %v", node.Flow, err)})
@@ -73,15 +73,15 @@ func (s *stepper) subflowNode(ctx context.Context, node *flows.Node) bool {
 	// The run's budget covers its children: the child's budget is held in
 	// escrow out of what is left.
 	if err := s.syncAccount(ctx); err != nil {
-		e.storageFailed(err)
+		e.admission.storageFailed(err)
 		return false
 	}
 	budget, reserve := childBudget(s.run.Budget, node.Budget, cfe.flow.Budget, s.remainder())
 	if rerr := s.reserveChild(reserve, "child flow "+node.Flow); rerr != nil {
 		return s.nodeFailed(ctx, node, rerr)
 	}
-	now := e.now()
-	cfg := e.config()
+	now := e.clock.Now()
+	cfg := e.cfg.Load()
 	child := &store.Run{
 		ID: newID("run"), Flow: cfe.flow.Name, Version: cfe.hash, Owner: s.run.Owner,
 		Input: input, InputHash: hashHex(input), Phase: store.PhaseRunning, Attempt: 1,
@@ -89,7 +89,7 @@ func (s *stepper) subflowNode(ctx context.Context, node *flows.Node) bool {
 		ParentRunID: s.run.ID, ParentNode: node.ID, ConfigVersion: cfg.ConfigVersion,
 		Budget: budget, Reserve: reserve, CreatedAt: now, UpdatedAt: now,
 	}
-	task := e.newStepTask(child, cfe.flow.Entry, now)
+	task := newStepTask(child, cfe.flow.Entry, now)
 	task.Leased = true
 	lease := &store.Lease{TaskID: task.ID, RunID: child.ID, Slot: s.slice.Slot, Deadline: now.Add(cfg.LeaseTimeout), Attempt: 1, Holder: e.holder}
 	if node.Timeout > 0 {
@@ -103,7 +103,7 @@ func (s *stepper) subflowNode(ctx context.Context, node *flows.Node) bool {
 		if err := escrowTx(tx, s.run.ID, child); err != nil {
 			return err
 		}
-		if err := e.insertRun(tx, child, task, cfe.flow.Entry, map[string]any{"parent": s.run.ID, "node": node.ID, "budget": budget}); err != nil {
+		if err := e.journal.insertRun(tx, child, task, cfe.flow.Entry, map[string]any{"parent": s.run.ID, "node": node.ID, "budget": budget}); err != nil {
 			return err
 		}
 		if err := tx.LeasePut(lease); err != nil {
@@ -167,7 +167,7 @@ func (s *stepper) reacquire(ctx context.Context) bool {
 	res, err := s.acquireLease(ctx)
 	if err != nil {
 		if !errors.Is(err, errSkip) {
-			s.e.storageFailed(err)
+			s.e.admission.storageFailed(err)
 		}
 		return false
 	}
@@ -200,7 +200,7 @@ func (s *stepper) resumeFromChild(ctx context.Context, node *flows.Node) bool {
 	case err != nil:
 		rerr = &store.RunError{Code: CodeChildUnreadable, Message: fmt.Sprintf("child run %s of node %s cannot be read: %v", childID, node.ID, err)}
 	case !child.Phase.Terminal():
-		now := e.now()
+		now := e.clock.Now()
 		if ws := s.cont.Waits[node.ID]; ws != nil && !now.Before(ws.Until) {
 			// The child overran the node's timeout: cancel it (and its
 			// descendants) and take the error wire.
@@ -212,12 +212,12 @@ func (s *stepper) resumeFromChild(ctx context.Context, node *flows.Node) bool {
 				if err != nil || cur.Phase.Terminal() {
 					return err
 				}
-				return e.cancelTx(tx, cur, "timeout of "+node.ID, now, &ct)
+				return e.journal.cancelTx(tx, cur, "timeout of "+node.ID, now, &ct)
 			}) {
 				return false
 			}
-			e.countCancelled(&ct)
-			e.cancelHeld(ct.held, nil)
+			countCancelled(e.stats, &ct)
+			cancelHeld(e.held, ct.held, nil)
 			break
 		}
 		// The fallback clock rang while the child still works: wait on.

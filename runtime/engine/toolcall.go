@@ -150,41 +150,8 @@ func (w *worker) callTool(ctx context.Context, c *toolCall, commit func(fn func(
 		return callOutcome{End: callFailed, Key: key, Err: &store.RunError{Code: CodeUnknownTool, Message: "no installed plugin provides tool " + c.Tool}}
 	}
 	if !info.Idempotent {
-		now := e.now()
-		var done *store.Idem
-		err := commit(func(tx store.Tx) error {
-			done = nil
-			rec, err := tx.IdemGet(key)
-			switch {
-			case err == nil && rec.State == store.IdemDone:
-				done = rec
-				return nil
-			case err == nil && rec.State == store.IdemNotSent:
-				// The last try never reached the tool: this one starts
-				// the call afresh.
-			case err == nil:
-				return errUnknownOutcome
-			case !errors.Is(err, store.ErrNotFound):
-				return err
-			}
-			if err := tx.IdemPut(&store.Idem{Key: key, RunID: c.Run.ID, Node: c.Node.ID, Tool: c.Tool, State: store.IdemStarted, StartedAt: now}); err != nil {
-				return err
-			}
-			return appendEvent(tx, c.Run.ID, evToolStarted, c.Attempt, c.Node.ID, c.detail(map[string]any{"key": key}), now)
-		})
-		switch {
-		case errors.Is(err, errUnknownOutcome):
-			e.stats.unit(c.Tool)
-			return callOutcome{End: callFailed, Key: key, Err: &store.RunError{Code: CodeOutcomeUnknown,
-				Message: fmt.Sprintf("%s (not idempotent) was started and its result never recorded; it was not run again", c.Tool)}}
-		case err != nil:
-			return callOutcome{End: callAbandoned, Key: key}
-		case done != nil: // recorded earlier: never call twice
-			e.stats.unit(c.Tool)
-			if done.Error != nil {
-				return callOutcome{End: callFailed, Key: key, Err: done.Error}
-			}
-			return callOutcome{End: callDone, Key: key, Output: done.Result}
+		if out, ended := w.startOnce(c, key, commit); ended {
+			return out
 		}
 		failpoint.Hit(failpoint.AfterStarted)
 	}
@@ -198,7 +165,7 @@ func (w *worker) callTool(ctx context.Context, c *toolCall, commit func(fn func(
 	}
 	callCtx, cancel := context.WithTimeout(ctx, timeout)
 	deadline, _ := callCtx.Deadline()
-	started := e.now()
+	started := e.clock.Now()
 	live := w.live
 	var item *int
 	if len(c.Index) == 1 && c.Node.Kind != flows.KindAgent {
@@ -211,7 +178,7 @@ func (w *worker) callTool(ctx context.Context, c *toolCall, commit func(fn func(
 		}})
 	cancel()
 	live.progress.Store(nil)
-	e.stats.attempt(c.Tool, e.now().Sub(started))
+	e.stats.attempt(c.Tool, e.clock.Now().Sub(started))
 	failpoint.Hit(failpoint.AfterTool)
 	if err == nil {
 		e.stats.unit(c.Tool)
@@ -231,6 +198,59 @@ func (w *worker) callTool(ctx context.Context, c *toolCall, commit func(fn func(
 		// started record stays, and a resume says E_OUTCOME_UNKNOWN.
 		return callOutcome{End: callInterrupted, Key: key}
 	}
+	return w.failure(c, info, key, err, commit)
+}
+
+// startOnce records that a call of a tool that is not idempotent starts,
+// before it is sent: at most once (docs/design.md §3.3). It ends the call
+// (ended) when the call's end is recorded already, or its outcome is
+// unknown, or the record could not be written.
+func (w *worker) startOnce(c *toolCall, key string, commit func(fn func(tx store.Tx) error) error) (out callOutcome, ended bool) {
+	e := w.e
+	now := e.clock.Now()
+	var done *store.Idem
+	err := commit(func(tx store.Tx) error {
+		done = nil
+		rec, err := tx.IdemGet(key)
+		switch {
+		case err == nil && rec.State == store.IdemDone:
+			done = rec
+			return nil
+		case err == nil && rec.State == store.IdemNotSent:
+			// The last try never reached the tool: this one starts
+			// the call afresh.
+		case err == nil:
+			return errUnknownOutcome
+		case !errors.Is(err, store.ErrNotFound):
+			return err
+		}
+		if err := tx.IdemPut(&store.Idem{Key: key, RunID: c.Run.ID, Node: c.Node.ID, Tool: c.Tool, State: store.IdemStarted, StartedAt: now}); err != nil {
+			return err
+		}
+		return appendEvent(tx, c.Run.ID, evToolStarted, c.Attempt, c.Node.ID, c.detail(map[string]any{"key": key}), now)
+	})
+	switch {
+	case errors.Is(err, errUnknownOutcome):
+		e.stats.unit(c.Tool)
+		return callOutcome{End: callFailed, Key: key, Err: &store.RunError{Code: CodeOutcomeUnknown,
+			Message: fmt.Sprintf("%s (not idempotent) was started and its result never recorded; it was not run again", c.Tool)}}, true
+	case err != nil:
+		return callOutcome{End: callAbandoned, Key: key}, true
+	case done != nil: // recorded earlier: never call twice
+		e.stats.unit(c.Tool)
+		if done.Error != nil {
+			return callOutcome{End: callFailed, Key: key, Err: done.Error}, true
+		}
+		return callOutcome{End: callDone, Key: key, Output: done.Result}, true
+	}
+	return callOutcome{}, false
+}
+
+// failure answers a call the tool answered err, or that was not
+// answered: failed, its outcome unknown, tried again later, or out of
+// tries.
+func (w *worker) failure(c *toolCall, info flows.ToolInfo, key string, err error, commit func(fn func(tx store.Tx) error) error) callOutcome {
+	e := w.e
 	rerr := toolError(err)
 	kind := tool.KindOf(err)
 	if kind == tool.KindUnknown && !info.Idempotent {
@@ -240,8 +260,8 @@ func (w *worker) callTool(ctx context.Context, c *toolCall, commit func(fn func(
 		return callOutcome{End: callFailed, Key: key, RecordDone: true, Err: &store.RunError{Code: CodeOutcomeUnknown,
 			Message: fmt.Sprintf("%s (not idempotent) was sent and no answer came back (%s); it was not run again", c.Tool, rerr.Message)}}
 	}
-	now := e.now()
-	cfg := e.config()
+	now := e.clock.Now()
+	cfg := e.cfg.Load()
 	notSent := kind == tool.KindNotSent
 	d := decideRetry(retryInput{Idempotent: info.Idempotent, NotSent: notSent, Retryable: tool.IsRetryable(err), Tries: c.Tries, Retries: c.Retries,
 		Base: cfg.RetryBase, Max: cfg.RetryMax, RetryAfter: tool.RetryAfterOf(err)}, jitter)

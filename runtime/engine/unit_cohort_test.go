@@ -261,7 +261,7 @@ func TestUnitLateEndIsNeverStampedBeforeTheCutoff(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = b.st.Update(ctx, func(tx store.Tx) error {
-		_, err := b.eng.childEndedTx(tx, parent, &store.CohortRef{Node: "fan"}, true, []byte(`{"ok":true}`), nil, b.clock.Now())
+		_, err := b.eng.journal.childEndedTx(tx, parent, &store.CohortRef{Node: "fan"}, true, []byte(`{"ok":true}`), nil, b.clock.Now())
 		return err
 	})
 	if err != nil {

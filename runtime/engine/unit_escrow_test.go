@@ -559,7 +559,7 @@ func TestUnitEscrowOfAVanishedChildIsRecounted(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	b.eng.kick()
+	b.eng.wake.kick()
 	run := b.waitTerminal(t, id)
 	if r := b.runRecord(t, id); run.Phase != store.PhaseCompleted || r.Escrow != 0 {
 		t.Fatalf("%s %+v escrow %d: want the error wire taken and nothing held", run.Phase, run.Error, r.Escrow)

@@ -128,7 +128,7 @@ func decidedAt(c *continuation, target string, t *store.Task) (id string, approv
 // result; a rejection or the timeout takes the error wire.
 func (s *stepper) waitNode(ctx context.Context, node *flows.Node) bool {
 	e := s.e
-	now := e.now()
+	now := e.clock.Now()
 	if s.cont.Waits == nil {
 		s.cont.Waits = map[string]*waitState{}
 	}
@@ -212,120 +212,141 @@ func (e *Engine) Decide(ctx context.Context, p DecideParams) error {
 
 // DecideWait is Decide, answering the wait it decided.
 func (e *Engine) DecideWait(ctx context.Context, p DecideParams) (HumanWait, error) {
-	owner, runID, target, approve, payload, reason := p.Owner, p.RunID, p.Node, p.Approve, p.Payload, p.Reason
-	if approve && len(payload) > 0 {
+	payload := p.Payload
+	if p.Approve && len(payload) > 0 {
 		canon, err := canonicalInput(payload)
 		if err != nil {
 			return HumanWait{}, err
 		}
 		payload = canon
 	}
-	now := e.now()
+	now := e.clock.Now()
 	var refusal *Error
 	var decided HumanWait
 	err := e.st.Update(ctx, func(tx store.Tx) error {
-		refusal = nil
-		run, err := tx.RunGet(runID)
-		if errors.Is(err, store.ErrNotFound) || (err == nil && run.Owner != owner) {
-			return errNotYours
-		}
-		if err != nil {
-			return err
-		}
-		what := "at node " + target
-		if IsWaitID(target) {
-			what = "on wait " + target
-		}
-		notWaiting := func(why string) error {
-			refusal = protocolErr(CodeNotWaiting, "run %s is not waiting for a decision %s: %s", runID, what, why)
-			return errSkip
-		}
-		raw, err := tx.ContinuationGet(runID)
-		if errors.Is(err, store.ErrNotFound) {
-			return notWaiting("it is " + string(run.Phase))
-		}
-		if err != nil {
-			return err
-		}
-		c, err := decodeContinuation(raw)
-		if err != nil {
-			return err
-		}
-		tasks, err := tx.TaskListByRun(runID)
-		if err != nil {
-			return err
-		}
-		var t *store.Task
-		for _, x := range tasks {
-			if x.Kind == store.TaskStep {
-				t = x
-			}
-		}
-		var ws *waitState
-		var atNode []string
-		open := openDecisions(c, t)
-		for _, o := range open {
-			switch {
-			case IsWaitID(target) && o.ID == target:
-				ws = o
-			case !IsWaitID(target) && o.Node == target:
-				ws = o
-				atNode = append(atNode, o.ID)
-			}
-		}
-		if len(atNode) > 1 {
-			refusal = protocolErr(CodeAmbiguousWait, "run %s has %d decisions open at node %s: name one of the waits %s",
-				runID, len(atNode), target, strings.Join(atNode, ", "))
-			return errSkip
-		}
-		if ws == nil || run.Phase.Terminal() {
-			if id, ok, by, at, found := decidedAt(c, target, t); found {
-				verb := "rejected"
-				if ok {
-					verb = "approved"
-				}
-				refusal = protocolErr(CodeAlreadyDecided, "the wait %s of run %s was already %s by %s at %s; a wait is decided once",
-					id, runID, verb, by, at.UTC().Format(time.RFC3339))
-				return errSkip
-			}
-			if run.Phase.Terminal() {
-				return notWaiting("it is " + string(run.Phase))
-			}
-			if t != nil && t.Leased && t.WaitKind == WaitHuman && t.Node == target {
-				return notWaiting("it is being resumed (its timeout passed)")
-			}
-			return notWaiting("no decision is open there" + openWaitsHint(open, target))
-		}
-		ws.Decision = &decision{Approved: approve, Payload: payload, Reason: reason, By: owner, At: now}
-		decided = HumanWait{ID: ws.ID, Kind: ws.Kind, RunID: runID, Flow: run.Flow, Node: ws.Node, Since: ws.Since, Until: ws.Until, Shown: ws.Shown}
-		if err := tx.ContinuationPut(runID, encodeContinuation(c)); err != nil {
-			return err
-		}
-		// A task being worked takes the decision when it next commits (an
-		// agent running its other calls), or finds itself woken when it
-		// parks; a parked one is woken.
-		if t != nil {
-			if _, err := wakeParkedTx(tx, t, now); err != nil {
-				return err
-			}
-		}
-		typ, detail := "approved", map[string]any{"by": owner, "wait": ws.ID, "kind": ws.Kind}
-		if !approve {
-			typ, detail["reason"] = "rejected", reason
-		}
-		return appendEvent(tx, runID, typ, run.Attempt, ws.Node, detail, now)
+		var err error
+		decided, refusal, err = decideTx(tx, p, payload, now)
+		return err
 	})
 	switch {
 	case errors.Is(err, errNotYours):
-		e.auditForeign(ctx, owner, runID, "decide")
-		return HumanWait{}, protocolErr(CodeNotFound, "no run %s", runID)
+		e.auditor.foreign(ctx, p.Owner, p.RunID, "decide")
+		return HumanWait{}, protocolErr(CodeNotFound, "no run %s", p.RunID)
 	case refusal != nil:
 		return HumanWait{}, refusal
 	case err != nil:
-		return HumanWait{}, e.storageFailed(err)
+		return HumanWait{}, e.admission.storageFailed(err)
 	}
-	e.kick()
+	e.wake.kick()
 	return decided, nil
+}
+
+// decideTx records p's decision (with its canonical payload) in tx on the
+// open wait p names, wakes the run's step task and answers the wait; or
+// it answers why the decision is refused, with errSkip.
+func decideTx(tx store.Tx, p DecideParams, payload json.RawMessage, now time.Time) (HumanWait, *Error, error) {
+	owner, runID := p.Owner, p.RunID
+	run, err := tx.RunGet(runID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && run.Owner != owner) {
+		return HumanWait{}, nil, errNotYours
+	}
+	if err != nil {
+		return HumanWait{}, nil, err
+	}
+	raw, err := tx.ContinuationGet(runID)
+	if errors.Is(err, store.ErrNotFound) {
+		return HumanWait{}, notWaiting(runID, p.Node, "it is "+string(run.Phase)), errSkip
+	}
+	if err != nil {
+		return HumanWait{}, nil, err
+	}
+	c, err := decodeContinuation(raw)
+	if err != nil {
+		return HumanWait{}, nil, err
+	}
+	tasks, err := tx.TaskListByRun(runID)
+	if err != nil {
+		return HumanWait{}, nil, err
+	}
+	var t *store.Task
+	for _, x := range tasks {
+		if x.Kind == store.TaskStep {
+			t = x
+		}
+	}
+	ws, refusal := decidableWait(run, c, t, p.Node)
+	if refusal != nil {
+		return HumanWait{}, refusal, errSkip
+	}
+	ws.Decision = &decision{Approved: p.Approve, Payload: payload, Reason: p.Reason, By: owner, At: now}
+	decided := HumanWait{ID: ws.ID, Kind: ws.Kind, RunID: runID, Flow: run.Flow, Node: ws.Node, Since: ws.Since, Until: ws.Until, Shown: ws.Shown}
+	if err := tx.ContinuationPut(runID, encodeContinuation(c)); err != nil {
+		return HumanWait{}, nil, err
+	}
+	// A task being worked takes the decision when it next commits (an
+	// agent running its other calls), or finds itself woken when it
+	// parks; a parked one is woken.
+	if t != nil {
+		if _, err := wakeParkedTx(tx, t, now); err != nil {
+			return HumanWait{}, nil, err
+		}
+	}
+	typ, detail := "approved", map[string]any{"by": owner, "wait": ws.ID, "kind": ws.Kind}
+	if !p.Approve {
+		typ, detail["reason"] = "rejected", p.Reason
+	}
+	return decided, nil, appendEvent(tx, runID, typ, run.Attempt, ws.Node, detail, now)
+}
+
+// decidableWait is the open decision of run (continuation c, step task t)
+// that target names, a wait id or a node, or the refusal of a decision
+// there: ambiguous, already decided, or not waiting.
+func decidableWait(run *store.Run, c *continuation, t *store.Task, target string) (*waitState, *Error) {
+	runID := run.ID
+	var ws *waitState
+	var atNode []string
+	open := openDecisions(c, t)
+	for _, o := range open {
+		switch {
+		case IsWaitID(target) && o.ID == target:
+			ws = o
+		case !IsWaitID(target) && o.Node == target:
+			ws = o
+			atNode = append(atNode, o.ID)
+		}
+	}
+	if len(atNode) > 1 {
+		return nil, protocolErr(CodeAmbiguousWait, "run %s has %d decisions open at node %s: name one of the waits %s",
+			runID, len(atNode), target, strings.Join(atNode, ", "))
+	}
+	if ws != nil && !run.Phase.Terminal() {
+		return ws, nil
+	}
+	if id, ok, by, at, found := decidedAt(c, target, t); found {
+		verb := "rejected"
+		if ok {
+			verb = "approved"
+		}
+		return nil, protocolErr(CodeAlreadyDecided, "the wait %s of run %s was already %s by %s at %s; a wait is decided once",
+			id, runID, verb, by, at.UTC().Format(time.RFC3339))
+	}
+	if run.Phase.Terminal() {
+		return nil, notWaiting(runID, target, "it is "+string(run.Phase))
+	}
+	if t != nil && t.Leased && t.WaitKind == WaitHuman && t.Node == target {
+		return nil, notWaiting(runID, target, "it is being resumed (its timeout passed)")
+	}
+	return nil, notWaiting(runID, target, "no decision is open there"+openWaitsHint(open, target))
+}
+
+// notWaiting refuses a decision at target (a node or a wait id) of a run
+// that waits for none there, saying why.
+func notWaiting(runID, target, why string) *Error {
+	what := "at node " + target
+	if IsWaitID(target) {
+		what = "on wait " + target
+	}
+	return protocolErr(CodeNotWaiting, "run %s is not waiting for a decision %s: %s", runID, what, why)
 }
 
 // openWaitsHint tells a decision that named no open wait what it could
@@ -465,7 +486,7 @@ func (e *Engine) HumanWaits(ctx context.Context, owner, runID string) ([]HumanWa
 		return nil
 	})
 	if err != nil {
-		return nil, e.readFailed(err)
+		return nil, e.admission.readFailed(err)
 	}
 	return out, nil
 }
@@ -481,7 +502,7 @@ func (e *Engine) Waits(ctx context.Context, run *store.Run) ([]HumanWait, error)
 		return err
 	})
 	if err != nil {
-		return nil, e.readFailed(err)
+		return nil, e.admission.readFailed(err)
 	}
 	return out, nil
 }

@@ -127,7 +127,7 @@ func TestCancelWhileHeldWakesThePark(t *testing.T) {
 	}
 	holder := *held
 	var c cancelTree
-	if err := b.mem.Update(ctx, func(tx store.Tx) error { return b.eng.cancelTx(tx, run, "alice", now, &c) }); err != nil {
+	if err := b.mem.Update(ctx, func(tx store.Tx) error { return b.eng.journal.cancelTx(tx, run, "alice", now, &c) }); err != nil {
 		t.Fatal(err)
 	}
 	if len(c.held) != 1 {
@@ -162,7 +162,7 @@ func TestNoChildAfterTheParentsCancel(t *testing.T) {
 		if err := tx.RunInsert(parent); err != nil {
 			return err
 		}
-		return b.eng.insertRun(tx, child, task, "n", nil)
+		return b.eng.journal.insertRun(tx, child, task, "n", nil)
 	})
 	if !errors.Is(err, errCancelSeen) {
 		t.Fatalf("a child of a cancelled parent: %v, want errCancelSeen", err)

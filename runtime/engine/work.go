@@ -20,7 +20,7 @@ func (w *worker) work(typ string, overBudget bool) {
 	w.live = lr
 	defer func() {
 		cancel()
-		e.kick() // a slot is free
+		e.wake.kick() // a slot is free
 	}()
 
 	// Register before leasing so a cancel in between finds the run (or,
@@ -38,14 +38,14 @@ func (w *worker) work(typ string, overBudget bool) {
 	e.held.undispatch(t.ID)
 	if err != nil {
 		if !errors.Is(err, errSkip) {
-			e.storageFailed(err)
+			e.admission.storageFailed(err)
 			e.log.Error("leasing task", "task", t.ID, "error", err)
 		}
 		return
 	}
 	// Counted once the lease holds: a listing that raced with another
 	// worker taking the task back is not a trip through the queue.
-	now := e.now()
+	now := e.clock.Now()
 	e.stats.count("dispatched")
 	e.stats.leased(typ, now.Sub(t.ReadyAt))
 	if leased.started {
@@ -95,7 +95,7 @@ func (w *worker) drainRelease() {
 	if !e.draining.Load() || w.holding() == nil {
 		return
 	}
-	now := e.now()
+	now := e.clock.Now()
 	err := e.st.Update(context.Background(), func(tx store.Tx) error {
 		if err := w.fenceTx(tx); err != nil {
 			return err
@@ -184,8 +184,8 @@ type leaseResult struct {
 // the config version in force.
 func (w *worker) acquireLease(ctx context.Context) (*leaseResult, error) {
 	e, t := w.e, w.task
-	now := e.now()
-	cfg := e.config()
+	now := e.clock.Now()
+	cfg := e.cfg.Load()
 	lease := &store.Lease{TaskID: t.ID, RunID: t.RunID, Slot: w.slice.Slot, BudgetSlice: w.slice.Cost,
 		Deadline: now.Add(cfg.LeaseTimeout), Attempt: t.Attempt, Holder: e.holder}
 	var res leaseResult
@@ -301,7 +301,7 @@ func claimableTx(tx store.Tx, t *store.Task, now time.Time, shared bool) (*store
 // the task now.
 func (w *worker) renew(ctx context.Context) {
 	e := w.e
-	every := e.config().LeaseTimeout / 3
+	every := e.cfg.Load().LeaseTimeout / 3
 	tick := e.clock.NewTicker(every)
 	defer tick.Stop()
 	for {
@@ -314,8 +314,8 @@ func (w *worker) renew(ctx context.Context) {
 		if held == nil {
 			continue // parked or yielded: nothing to renew until taken back
 		}
-		now := e.now()
-		deadline := now.Add(e.config().LeaseTimeout)
+		now := e.clock.Now()
+		deadline := now.Add(e.cfg.Load().LeaseTimeout)
 		shared := e.st.Capabilities().Shared
 		cancelled := false
 		err := e.st.Update(ctx, func(tx store.Tx) error {
@@ -360,7 +360,7 @@ func (w *worker) renew(ctx context.Context) {
 		case ctx.Err() != nil:
 			return
 		case errors.Is(err, store.ErrDiskFull):
-			e.storageFailed(err) // said once per interval, not per renewal
+			e.admission.storageFailed(err) // said once per interval, not per renewal
 		default:
 			e.log.Error("renewing lease", "task", w.task.ID, "error", err)
 		}
