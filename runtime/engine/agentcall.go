@@ -163,29 +163,7 @@ func (w *worker) runAgentCall(ctx context.Context, run *store.Run, overBudget bo
 	c := &toolCall{Run: run, Attempt: t.Attempt, Node: node, Visit: t.Visit, Index: []int{t.Item, t.Call}, Tool: t.Tool,
 		Input: input, Timeout: timeout, TaskID: t.ID}
 	o := w.callTool(ctx, c, func(fn func(tx store.Tx) error) error { return w.itemCommit(ctx, fn) })
-	switch o.End {
-	case callDone:
-		if len(o.Output) > MaxResultBytes {
-			w.agentCallEnd(ctx, c, nil, resultTooLarge(fmt.Sprintf("the result of call %d of turn %d", t.Call, t.Item), len(o.Output)), o.Cost, o.RecordDone)
-			return
-		}
-		w.agentCallEnd(ctx, c, o.Output, nil, o.Cost, o.RecordDone)
-	case callInterrupted:
-		if w.cancelRequested() {
-			w.itemDrop(ctx, nil) // the run is being cancelled
-		}
-		// An engine stop or a lost lease: the task is rescued, and a
-		// non-idempotent call's started record makes it unknown then.
-	case callAbandoned:
-	default:
-		// Agent calls are not retried by the engine: the model is told
-		// the error and decides.
-		rerr := o.Err
-		if rerr == nil {
-			rerr = &store.RunError{Code: CodeToolFailed, Message: t.Tool + " failed"}
-		}
-		w.agentCallEnd(ctx, c, nil, rerr, 0, o.RecordDone)
-	}
+	applyCall(ctx, agentCallSite{w}, c, o)
 }
 
 // agentCallEnd writes the call's end (with its done record when

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/weirhq/weir/runtime/store"
 )
@@ -46,62 +45,7 @@ func (w *worker) runItem(ctx context.Context, run *store.Run, overBudget bool) {
 		return
 	}
 	o := w.callTool(ctx, c, func(fn func(tx store.Tx) error) error { return w.itemCommit(ctx, fn) })
-	switch o.End {
-	case callDone:
-		if len(o.Output) > MaxResultBytes {
-			w.itemEnd(ctx, ref, c, nil, resultTooLarge("the result of item "+strconv.Itoa(t.Item), len(o.Output)), o.Cost, o.RecordDone)
-			break
-		}
-		w.itemEnd(ctx, ref, c, o.Output, nil, o.Cost, o.RecordDone)
-	case callFailed:
-		w.itemEnd(ctx, ref, c, nil, o.Err, 0, o.RecordDone)
-	case callRetry:
-		now := e.clock.Now()
-		next := *t
-		next.Errors = append(next.Errors, o.Try)
-		next.Leased, next.ReadyAt = false, o.RetryAt
-		if w.itemCommit(ctx, func(tx store.Tx) error {
-			if err := tx.TaskPut(&next); err != nil {
-				return err
-			}
-			if err := tx.LeaseDelete(t.ID); err != nil {
-				return err
-			}
-			return retryEventTx(tx, c, o, now)
-		}) == nil {
-			w.setLease(nil, true)
-		}
-	case callExhausted:
-		dl := *t
-		dl.Errors = append(dl.Errors, o.Try)
-		if w.itemCommit(ctx, func(tx store.Tx) error { return e.journal.deadLetterTx(tx, run, &dl, node.Tool) }) == nil {
-			e.stats.deadLettered()
-		}
-		w.itemEnd(ctx, ref, c, nil, o.Err, 0, false)
-	case callInterrupted:
-		// Stopped by its cohort, or the engine stopping: the stop already
-		// recorded the item; an engine stop leaves the lease to rescue.
-		w.itemDrop(ctx, func(tx store.Tx) error {
-			cur, err := tx.CohortItemGet(run.ID, t.Node, t.Visit, t.Item)
-			if err != nil || cur.State != store.ItemStopped {
-				return errSkip
-			}
-			// A call that is not idempotent whose started record was
-			// written after the stop is as unknown as one written before.
-			co, err := tx.CohortGet(run.ID, t.Node, t.Visit)
-			if err != nil {
-				return err
-			}
-			started, err := startedUnrecordedTx(tx, co, cur)
-			if err != nil || started == "" || (cur.Error != nil && cur.Error.Code == CodeOutcomeUnknown) {
-				return err
-			}
-			if err := markUnknownTx(tx, co, cur, unknownStopMessage(started), e.clock.Now()); err != nil {
-				return err
-			}
-			return tx.CohortPut(co)
-		})
-	}
+	applyCall(ctx, itemSite{w: w, ref: ref, run: run, node: node}, c, o)
 }
 
 // failedTries counts the tries of an item's call that failed with a

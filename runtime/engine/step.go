@@ -351,7 +351,6 @@ func (s *stepper) branchNode(ctx context.Context, node *flows.Node) bool {
 
 // toolNode calls the node's tool through callTool and applies the end.
 func (s *stepper) toolNode(ctx context.Context, node *flows.Node) bool {
-	e := s.e
 	input, err := s.args(node)
 	if err != nil {
 		return s.nodeFailed(ctx, node, &store.RunError{Code: CodeCallable, Message: err.Error()})
@@ -359,46 +358,12 @@ func (s *stepper) toolNode(ctx context.Context, node *flows.Node) bool {
 	c := &toolCall{Run: s.run, Attempt: s.run.Attempt, Node: node, Visit: s.cont.Visits[node.ID], Tool: node.Tool, Input: input,
 		Timeout: node.Timeout, Retries: node.Retries, Tries: s.cont.Tries, TaskID: s.task.ID}
 	o := s.callTool(ctx, c, func(fn func(tx store.Tx) error) error { return s.commitE(ctx, fn) })
-	switch o.End {
-	case callDone:
-		return s.toolDone(ctx, c, o)
-	case callRetry:
-		return s.retryLater(ctx, c, o)
-	case callExhausted:
-		return s.exhausted(ctx, node, node.Tool, o)
-	case callInterrupted:
-		if s.cancelRequested() {
-			e.stats.unit(node.Tool)
-			s.finish(ctx, store.PhaseCancelled, nil, nil)
-		}
-		return false // stopping or lease lost; the lease is rescued later
-	case callAbandoned:
-		return false
-	}
-	if o.RecordDone {
-		// Marked done with its error, so a later resume knows it ran and
-		// failed rather than "unknown".
-		now := e.clock.Now()
-		if !s.commit(ctx, func(tx store.Tx) error { return idemDoneTx(tx, c, o.Key, nil, o.Err, now) }) {
-			return false
-		}
-	}
-	return s.nodeFailed(ctx, node, o.Err)
+	return applyCall(ctx, nodeSite{s}, c, o)
 }
 
 // toolDone records a tool's result and advances along next.
 func (s *stepper) toolDone(ctx context.Context, c *toolCall, o callOutcome) bool {
 	now := s.e.clock.Now()
-	if o.RecordDone && len(o.Output) > MaxResultBytes {
-		// The call happened and its result cannot be kept: marked done
-		// with that error, or the started record would make the run's
-		// end call it unknown.
-		rerr := resultTooLarge("the result of node "+c.Node.ID, len(o.Output))
-		if !s.commit(ctx, func(tx store.Tx) error { return idemDoneTx(tx, c, o.Key, nil, rerr, now) }) {
-			return false
-		}
-		return s.nodeFailed(ctx, c.Node, rerr)
-	}
 	var spent int64
 	ok := s.resultDoneTx(ctx, c.Node, o.Output, map[string]any{"tool": c.Tool, "cost": o.Cost}, func(tx store.Tx) error {
 		spent = 0

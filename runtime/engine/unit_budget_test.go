@@ -160,6 +160,10 @@ func TestUnitOverspentFanoutDoesNotStopDispatch(t *testing.T) {
 	}
 	run := b.waitTerminal(t, id)
 	if calls := b.tools.Calls("kit.spend"); calls > 3 || run.Spent != int64(calls)*100 {
+		evs, _ := b.eng.Events(context.Background(), "alice", id, 0, 0)
+		for _, e := range evs {
+			t.Logf("%s %s %s", e.Type, e.Node, e.Detail)
+		}
 		t.Errorf("%d calls, spent %d: want at most the 3 the budget of 30 admits, each charged 100", calls, run.Spent)
 	}
 	if run.Spent > 30 && run.Overspent != run.Spent-int64(b.tools.Calls("kit.spend"))*kitSpendCost {
