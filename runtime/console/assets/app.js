@@ -375,6 +375,7 @@ function cutText(s, cls) {
 // list of objects as nested fields; past maxShownDepth, as JSON.
 function fieldValue(v, depth) {
   if (v === null || v === undefined) return el("span", { class: "muted", text: "none" });
+  if (v === "") return el("span", { class: "muted", text: "(empty)" });
   if (typeof v === "string") return cutText(v, "str");
   if (typeof v !== "object") return el("span", { class: "mono", text: String(v) });
   if (depth >= maxShownDepth) return cutText(JSON.stringify(v), "mono");
