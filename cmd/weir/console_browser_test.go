@@ -494,6 +494,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		if code := text(t, `#timeline tr[data-type="retry_scheduled"] dd[data-field="code"]`); code != "E_UPSTREAM" {
 			t.Errorf("the retry's code field reads %q", code)
 		}
+		if v := text(t, `#timeline tr[data-type="accepted"] dd[data-field="request_id"]`); v != "(empty)" {
+			t.Errorf("the empty request id reads %q", v)
+		}
 		if raw := strs(t, `[...document.querySelectorAll("#timeline tbody td:nth-child(6)")].map(td => td.innerText.trim()).filter(s => s.startsWith("{") || s.startsWith("["))`); len(raw) != 0 {
 			t.Errorf("details shown as JSON: %q", raw)
 		}
