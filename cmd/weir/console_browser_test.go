@@ -128,6 +128,12 @@ plugin "llm" {
 	return d, consoleURL, alice, bob
 }
 
+// jsString is s as a JavaScript string literal.
+func jsString(s string) string {
+	q, _ := json.Marshal(s)
+	return string(q)
+}
+
 func startAs(t *testing.T, c *client.Client, flow, input string) string {
 	t.Helper()
 	res, err := c.RunStart(context.Background(), apitypes.StartRequest{Flow: flow, Input: json.RawMessage(input)})
@@ -323,6 +329,103 @@ func TestConsoleInBrowser(t *testing.T) {
 		do(t, "a new run appears live", visible(`#runs-table tr[data-run="`+fresh+`"]`), shot("runs"))
 	})
 
+	t.Run("text filter, request ids and pages", func(t *testing.T) {
+		ctx := context.Background()
+		startID := func(c *client.Client, requestID string) string {
+			t.Helper()
+			res, err := c.RunStart(ctx, apitypes.StartRequest{Flow: "echo", Input: json.RawMessage(`{"n": 1}`), RequestID: requestID})
+			if err != nil {
+				t.Fatalf("start with request id %s: %v", requestID, err)
+			}
+			return res.RunID
+		}
+		// alice and bob start a run with the same request id; bob one
+		// more with a request id only he used.
+		mine := startID(alice, "order-shared-7")
+		startID(bob, "order-shared-7")
+		startID(bob, "bobs-order-9")
+		filter := func(s string) chromedp.Action[void] {
+			q, _ := json.Marshal(s)
+			return until(`(b => !!b && (b.value = ` + string(q) + `, b.dispatchEvent(new Event("input")), true))(document.getElementById("text-filter"))`)
+		}
+		shown := func(t *testing.T) string {
+			t.Helper()
+			ids := strs(t, rows+`.map(r => r.dataset.run)`)
+			slices.Sort(ids)
+			return strings.Join(ids, ",")
+		}
+		echoes, err := alice.RunList(ctx, client.RunListParams{Flow: "echo"})
+		if err != nil || len(echoes) < 2 {
+			t.Fatalf("alice's echo runs: %d, %v", len(echoes), err)
+		}
+		var echoIDs []string
+		for _, r := range echoes {
+			echoIDs = append(echoIDs, r.ID)
+		}
+		slices.Sort(echoIDs)
+		do(t, "open the list", chromedp.Navigate(base+"/runs"), ready, visible(`#runs-table tr[data-run="`+mine+`"]`))
+		// The text narrows the page as it is typed, in any case: by a
+		// request id (only alice's own), a flow, or a part of a run id.
+		for _, tc := range []struct{ text, want string }{
+			{"ORDER-shared", mine},
+			{"ECHO", strings.Join(echoIDs, ",")},
+			{failing[len(failing)-10:], failing},
+		} {
+			do(t, "filter "+tc.text, filter(tc.text), until(`new URLSearchParams(location.search).get("q") === `+jsString(tc.text)))
+			testutil.Eventually(t, 10*time.Second, func() error {
+				if got := shown(t); got != tc.want {
+					return fmt.Errorf("text %q shows %s, want %s", tc.text, got, tc.want)
+				}
+				return nil
+			})
+		}
+		do(t, "a text nothing holds", filter("zzz-nothing"), until(rows+`.length === 0`))
+		if c := text(t, `#runs-count`); !strings.HasPrefix(c, "0 of ") || !strings.HasSuffix(c, "hold “zzz-nothing”") {
+			t.Errorf("the count reads %q", c)
+		}
+		// The text is kept in the address: a reload keeps it.
+		do(t, "reload with the text", chromedp.Navigate(base+"/runs?q=order-shared"), ready, visible(`#runs-table tr[data-run="`+mine+`"]`),
+			until(`document.getElementById("text-filter").value === "order-shared"`))
+		if got := shown(t); got != mine {
+			t.Errorf("reloaded with the text, the list shows %s, want %s", got, mine)
+		}
+
+		// Find a run by the request id it was started with: alice's own,
+		// never bob's, even for the request id both used.
+		do(t, "search by request id", chromedp.Navigate(base+"/runs"), ready, chromedp.SetValue(css(`#run-search`), "order-shared-7"),
+			click(`#run-search-form button[type="submit"]`), until(`location.pathname === "/runs/`+mine+`"`), ready,
+			visible(`#run-phase .phase`))
+		do(t, "search bob's request id", chromedp.Navigate(base+"/runs"), ready, chromedp.SetValue(css(`#run-search`), "bobs-order-9"),
+			click(`#run-search-form button[type="submit"]`))
+		if a := text(t, `#search-answer`); a != "No run bobs-order-9 (E_NOT_FOUND)" {
+			t.Errorf("searching bob's request id answered %q", a)
+		}
+		// A text that is neither a run id nor a request id is answered
+		// with the refusal.
+		long := strings.Repeat("x", 300)
+		do(t, "search a text too long for either", chromedp.Navigate(base+"/runs"), ready, chromedp.SetValue(css(`#run-search`), long),
+			click(`#run-search-form button[type="submit"]`))
+		if a := text(t, `#search-answer`); a != "Run "+long+" (E_BAD_REQUEST)" {
+			t.Errorf("searching a text of 300 bytes answered %q", a)
+		}
+
+		// The list pages, newest first, as the API does.
+		want, err := alice.RunList(ctx, client.RunListParams{Newest: true, Limit: 4})
+		if err != nil || len(want) != 4 {
+			t.Fatalf("alice's newest runs: %d, %v", len(want), err)
+		}
+		ids := func(t *testing.T) string { return strings.Join(strs(t, rows+`.map(r => r.dataset.run)`), ",") }
+		do(t, "the first page of two", chromedp.Navigate(base+"/runs?limit=2"), ready, visible(`#runs-table tr[data-run="`+want[0].ID+`"]`), visible(`#next-page`))
+		if got := ids(t); got != want[0].ID+","+want[1].ID {
+			t.Errorf("the first page shows %s, want %s,%s", got, want[0].ID, want[1].ID)
+		}
+		do(t, "the next page", click(`#next-page`), until(`new URLSearchParams(location.search).get("before") === "`+want[1].ID+`"`), ready,
+			visible(`#runs-table tr[data-run="`+want[2].ID+`"]`), visible(`#newest-page`))
+		if got := ids(t); got != want[2].ID+","+want[3].ID {
+			t.Errorf("the second page shows %s, want %s,%s", got, want[2].ID, want[3].ID)
+		}
+	})
+
 	t.Run("approve a wait and watch the run complete", func(t *testing.T) {
 		w := `.wait[data-wait="approve@1"]`
 		do(t, "the run page shows the open wait and the graph waits at it",
@@ -357,6 +460,84 @@ func TestConsoleInBrowser(t *testing.T) {
 		b, _ := json.Marshal(evs)
 		if !strings.Contains(string(b), "amount too small") {
 			t.Errorf("the reason is not in the run's events: %s", b)
+		}
+	})
+
+	t.Run("the timeline", func(t *testing.T) {
+		ctx := context.Background()
+		evs, err := alice.RunEvents(ctx, failing, client.EventListParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		noise := 0
+		for _, ev := range evs {
+			switch ev.Type {
+			case "queued", "leased", "renewed", "expired", "drained", "withheld":
+				noise++
+			}
+		}
+		if noise < 2 {
+			t.Fatalf("the failing run has %d lease and queue events: %+v", noise, evs)
+		}
+		do(t, "the failing run's timeline", chromedp.Navigate(base+"/runs/"+failing), ready,
+			visible(`#timeline tr[data-type="failed"]`), until(`document.querySelectorAll("#timeline tbody tr:not(.noise-group)").length === `+fmt.Sprint(len(evs))))
+		// Lease and queue events are folded, each run of them into one row
+		// that counts them.
+		folds := strs(t, `[...document.querySelectorAll("#timeline tr.noise-group button.fold")].map(b => b.textContent)`)
+		counted := 0
+		for _, f := range folds {
+			var n int
+			if _, err := fmt.Sscanf(f, "▸ %d lease/queue event", &n); err != nil {
+				t.Errorf("a fold reads %q: %v", f, err)
+			}
+			counted += n
+		}
+		if counted != noise {
+			t.Errorf("the folds %q count %d events, the run has %d", folds, counted, noise)
+		}
+		if shown := strs(t, `[...document.querySelectorAll("#timeline tr.noise")].filter(r => r.getClientRects().length > 0).map(r => r.dataset.type)`); len(shown) != 0 {
+			t.Errorf("folded events are shown: %v", shown)
+		}
+		// An event's detail reads as fields, not JSON.
+		if code := text(t, `#timeline tr[data-type="retry_scheduled"] dd[data-field="code"]`); code != "E_UPSTREAM" {
+			t.Errorf("the retry's code field reads %q", code)
+		}
+		if v := text(t, `#timeline tr[data-type="accepted"] dd[data-field="request_id"]`); v != "(empty)" {
+			t.Errorf("the empty request id reads %q", v)
+		}
+		if raw := strs(t, `[...document.querySelectorAll("#timeline tbody td:nth-child(6)")].map(td => td.innerText.trim()).filter(s => s.startsWith("{") || s.startsWith("["))`); len(raw) != 0 {
+			t.Errorf("details shown as JSON: %q", raw)
+		}
+		first := `document.querySelector("#timeline tr.noise-group button.fold")`
+		var inFirst int
+		if _, err := fmt.Sscanf(folds[0], "▸ %d", &inFirst); err != nil {
+			t.Fatal(err)
+		}
+		visibleNoise := `[...document.querySelectorAll("#timeline tr.noise")].filter(r => r.getClientRects().length > 0).length`
+		do(t, "unfold the first fold", click(`#timeline tr.noise-group button.fold`),
+			until(first+`.getAttribute("aria-expanded") === "true"`), until(visibleNoise+` === `+fmt.Sprint(inFirst)), shot("run-timeline"))
+		do(t, "fold it again", click(`#timeline tr.noise-group button.fold`), until(visibleNoise+` === 0`))
+		// Each event's detail folds.
+		retry := `#timeline tr[data-type="retry_scheduled"]`
+		do(t, "fold an event's detail", visible(retry+` dd[data-field="code"]`), click(retry+` details.ev-detail > summary`),
+			until(`!document.querySelector('`+retry+` details.ev-detail').open`),
+			until(`!document.querySelector('`+retry+` dd[data-field="code"]').checkVisibility()`))
+
+		// A long value is cut, and shown whole on request.
+		reason := strings.Repeat("the amount is far too small; ", 12)
+		id := startAs(t, alice, "gate", `{"amount": 1}`)
+		testutil.Eventually(t, 30*time.Second, func() error {
+			_, err := alice.RunReject(ctx, id, "approve", reason)
+			return err
+		})
+		dd := `#timeline tr[data-type="rejected"] dd[data-field="reason"]`
+		do(t, "the rejection's long reason is cut", chromedp.Navigate(base+"/runs/"+id), ready, visible(dd+` .cut`))
+		if cut := text(t, dd+` .cut`); cut != reason[:160]+"…" {
+			t.Errorf("the cut reason reads %q", cut)
+		}
+		do(t, "show it whole", click(dd+` button.more`), until(`!document.querySelector('`+dd+` .cut')`))
+		if whole := strs(t, `[document.querySelector('`+dd+` .str').textContent]`); len(whole) != 1 || whole[0] != reason {
+			t.Errorf("the whole reason reads %q, want %q", whole, reason)
 		}
 	})
 

@@ -492,7 +492,21 @@ func TestClientRequestIDs(t *testing.T) {
 	if err != nil || len(page) != 0 {
 		t.Fatalf("refused starts left runs: %+v %v", page, err)
 	}
-	if _, err := alice.RunStart(ctx, apitypes.StartRequest{Flow: "echo", Input: json.RawMessage(`{"x":1}`), RequestID: "order-é"}); err != nil {
+	res, err := alice.RunStart(ctx, apitypes.StartRequest{Flow: "echo", Input: json.RawMessage(`{"x":1}`), RequestID: "order-é"})
+	if err != nil {
 		t.Fatal(err)
 	}
+	// The run is found by its request id, by its owner only.
+	if r, err := alice.RunByRequestID(ctx, "order-é"); err != nil || r.ID != res.RunID || r.RequestID != "order-é" {
+		t.Errorf("alice's run by request id: %+v %v, want %s", r, err, res.RunID)
+	}
+	bob, err := client.New(b.tcpURL, client.WithToken(bobToken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bob.Close()
+	_, err = bob.RunByRequestID(ctx, "order-é")
+	apiError(t, "bob looks up alice's request id", err, apitypes.CodeNotFound, 200)
+	_, err = alice.RunByRequestID(ctx, "order-\x01")
+	apiError(t, "a request id with a control character", err, apitypes.CodeBadRequest, 400)
 }

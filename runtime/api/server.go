@@ -239,7 +239,11 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
-	if !queryParams(w, r, "limit", "phase", "after", "flow", "parent", "order", "before") {
+	if !queryParams(w, r, "limit", "phase", "after", "flow", "parent", "order", "before", "request_id") {
+		return
+	}
+	if r.URL.Query().Has("request_id") {
+		s.runByRequestID(w, r)
 		return
 	}
 	p, ok := s.listParams(w, r)
@@ -256,6 +260,39 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 		out = append(out, ViewOf(run, nil))
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// runByRequestID is GET /v1/runs?request_id=X: the caller's run that a
+// start with request id X created, as a list of that one run, or [] when
+// the caller started none with it. Only the caller's own request ids are
+// looked up (the dedup record is keyed by owner and request id), so
+// another owner's run is never found, as with a run id. The id names at
+// most one run: no filter or page applies, and one given with it is
+// refused rather than ignored.
+func (s *Server) runByRequestID(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if len(q) > 1 {
+		writeErr(w, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequest, Class: engine.ClassProtocol,
+			Message: "request_id names at most one run: give it without other parameters"})
+		return
+	}
+	id := q.Get("request_id")
+	if id == "" {
+		writeErr(w, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequest, Class: engine.ClassProtocol,
+			Message: "request_id is empty"})
+		return
+	}
+	run, err := s.eng.GetByRequestID(r.Context(), ownerFrom(r.Context()), id)
+	var e *engine.Error
+	if errors.As(err, &e) && e.Code == engine.CodeNotFound {
+		writeJSON(w, http.StatusOK, []*apitypes.Run{})
+		return
+	}
+	if err != nil {
+		writeEngineErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, []*apitypes.Run{ViewOf(run, nil)})
 }
 
 func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {

@@ -72,7 +72,7 @@ func TestRefusals(t *testing.T) {
 		{"list: huge limit", local, "GET", "/v1/runs?limit=1000000", nil, 400, engine.CodeBadRequest, "limit"},
 		{"list: word limit", local, "GET", "/v1/runs?limit=ten", nil, 400, engine.CodeBadRequest, `got "ten"`},
 		{"list: repeated limit", local, "GET", "/v1/runs?limit=1&limit=2", nil, 400, engine.CodeBadRequest, "repeated"},
-		{"list: misspelt parameter", local, "GET", "/v1/runs?limt=1", nil, 400, engine.CodeBadRequest, `unknown query parameter "limt" (this endpoint takes limit, phase, after, flow, parent, order, before)`},
+		{"list: misspelt parameter", local, "GET", "/v1/runs?limt=1", nil, 400, engine.CodeBadRequest, `unknown query parameter "limt" (this endpoint takes limit, phase, after, flow, parent, order, before, request_id)`},
 		{"list: control character in parent", local, "GET", "/v1/runs?parent=run_%01", nil, 400, engine.CodeBadRequest, "parent holds the control character U+0001"},
 		{"list: long parent", local, "GET", "/v1/runs?parent=" + strings.Repeat("r", engine.MaxIDBytes+1), nil, 400, engine.CodeBadRequest, fmt.Sprintf("parent of %d bytes", engine.MaxIDBytes+1)},
 		{"stream: control character in parent", local, "GET", "/v1/runs/stream?parent=run_%01", nil, 400, engine.CodeBadRequest, "parent holds the control character U+0001"},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/weirhq/weir/runtime/internal/requestid"
 	"github.com/weirhq/weir/runtime/store"
 )
 
@@ -80,4 +81,30 @@ func (e *Engine) DeadLetters(ctx context.Context, owner string, limit int) ([]*s
 		return nil, e.admission.readFailed(err)
 	}
 	return out, nil
+}
+
+// GetByRequestID returns owner's run that a start with requestID created,
+// through the dedup record keyed by (owner, request id): the key holds
+// the owner, so another owner's run with the same request id is never
+// found. No such start, or a run no longer kept, is E_NOT_FOUND. The id
+// is held to what a store key takes (printable, at most MaxBytes), not to
+// what a start may send: the runs the daemon starts itself, under the
+// reserved prefixes, are found too.
+func (e *Engine) GetByRequestID(ctx context.Context, owner, requestID string) (*store.Run, error) {
+	if err := CheckPrintable("request id", requestID, requestid.MaxBytes); err != nil {
+		return nil, err
+	}
+	var d *store.Dedup
+	err := e.st.View(ctx, func(tx store.Tx) error {
+		var err error
+		d, err = tx.DedupGet(owner, requestID)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, protocolErr(CodeNotFound, "no run with request id %q", requestID)
+	}
+	if err != nil {
+		return nil, e.readFailed(err)
+	}
+	return e.Get(ctx, owner, d.RunID)
 }

@@ -40,6 +40,23 @@ func (c *Client) RunGet(ctx context.Context, id string) (*apitypes.Run, error) {
 	return &v, nil
 }
 
+// RunByRequestID finds the caller's run that a start with requestID
+// created (GET /v1/runs?request_id=), without its progress. A request id
+// the caller started no run with answers apitypes.CodeNotFound, as a
+// missing run id does (with HTTPStatus 200: the daemon answered an empty
+// list): another owner's run with the same request id is never found.
+func (c *Client) RunByRequestID(ctx context.Context, requestID string) (*apitypes.Run, error) {
+	var vs []apitypes.Run
+	if err := c.call(ctx, http.MethodGet, "/runs?"+url.Values{"request_id": {requestID}}.Encode(), nil, &vs); err != nil {
+		return nil, err
+	}
+	if len(vs) == 0 {
+		return nil, &Error{Code: apitypes.CodeNotFound, Class: apitypes.ClassProtocol, HTTPStatus: http.StatusOK,
+			Message: "no run with request id " + strconv.Quote(requestID)}
+	}
+	return &vs[0], nil
+}
+
 // RunListParams selects one page of the caller's runs.
 type RunListParams struct {
 	// Phase keeps runs in this phase only ("" for all).

@@ -136,6 +136,7 @@ function legend() {
 async function runsPage() {
   const q = new URLSearchParams(location.search);
   const flow = q.get("flow") || "", phase = q.get("phase") || "", before = q.get("before") || "";
+  let text = q.get("q") || "", last = null;
   const limit = q.get("limit") || "50";
   document.title = "Runs · weir";
   const flows = await api("GET", "/flows");
@@ -148,14 +149,26 @@ async function runsPage() {
     const n = new URLSearchParams();
     if (flowSel.value) n.set("flow", flowSel.value);
     if (phaseSel.value) n.set("phase", phaseSel.value);
+    if (textBox.value.trim()) n.set("q", textBox.value.trim());
     if (limit !== "50") n.set("limit", limit);
     location.search = n.toString();
   };
+  // The text filter narrows the page shown, as it changes, without a
+  // reload: a run whose id, flow, request id or parent holds the text
+  // (any case). It is kept in the address (q=), so a reload or a page
+  // of older runs keeps it.
+  const textBox = el("input", { type: "search", id: "text-filter", name: "q", placeholder: "id, flow, request id", value: text, maxlength: String(maxRunID), size: "20", autocomplete: "off" });
+  textBox.addEventListener("input", () => {
+    text = textBox.value.trim();
+    history.replaceState(null, "", "?" + withParam(new URLSearchParams(location.search), "q", text));
+    if (last) render(last);
+  });
   flowSel.addEventListener("change", apply);
   phaseSel.addEventListener("change", apply);
-  // Search by run id: the run's page if the id names one of the
-  // person's runs, else the API's answer, said here.
-  const search = el("input", { type: "search", id: "run-search", name: "id", placeholder: "run id", maxlength: String(maxRunID), size: "28", autocomplete: "off" });
+  // Search by run id or request id: the run's page if the text names one
+  // of the person's runs by its id, else by the request id it was started
+  // with (GET /v1/runs?request_id=), else the API's answer, said here.
+  const search = el("input", { type: "search", id: "run-search", name: "id", placeholder: "run id or request id", maxlength: String(maxRunID), size: "28", autocomplete: "off" });
   const searchAnswer = el("span", { class: "answer", id: "search-answer" });
   const searchForm = el("form", { id: "run-search-form", class: "search", action: "/runs", method: "get" },
     el("label", {}, "Find a run", search), el("button", { type: "submit", text: "Go" }), searchAnswer);
@@ -163,8 +176,14 @@ async function runsPage() {
     e.preventDefault();
     const id = search.value.trim();
     if (id === "") { searchAnswer.textContent = ""; return; }
-    const res = await api("GET", "/runs/" + encodeURIComponent(id));
-    if (res.ok) { location.href = "/runs/" + encodeURIComponent(res.data.id); return; }
+    searchAnswer.textContent = "";
+    const byID = await api("GET", "/runs/" + encodeURIComponent(id));
+    if (byID.ok) { location.href = "/runs/" + encodeURIComponent(byID.data.id); return; }
+    const byRequest = await api("GET", "/runs?" + new URLSearchParams({ request_id: id }).toString());
+    if (byRequest.ok && byRequest.data.length > 0) { location.href = "/runs/" + encodeURIComponent(byRequest.data[0].id); return; }
+    // Neither names a run: the run id's answer says why, unless the id
+    // was refused as one and the request id's refusal says more.
+    const res = byID.status === 404 || byRequest.ok ? byID : byRequest;
     const d = res.data || {};
     searchAnswer.textContent = (res.status === 404 ? "No run " + id : "Run " + id) + (d.code ? " (" + d.code + ")" : "");
   });
@@ -172,25 +191,33 @@ async function runsPage() {
   const count = el("span", { class: "muted", id: "runs-count" });
   const pager = el("p", { id: "pager" });
   show(el("h1", {}, "Runs ", liveBadge()),
-    el("div", { class: "filters" }, el("label", {}, "Flow", flowSel), el("label", {}, "Phase", phaseSel), count, searchForm),
+    el("div", { class: "filters" }, el("label", {}, "Flow", flowSel), el("label", {}, "Phase", phaseSel),
+      el("label", {}, "Text on this page", textBox), count, searchForm),
     el("table", { id: "runs-table" },
       el("thead", {}, el("tr", {}, ["Run", "Flow", "Phase", "Attempt", "Parent", "Created", "Updated"].map((h) => el("th", { text: h })))),
       tbody),
     pager,
-    el("p", { class: "hint", text: "Newest first, by creation time; the flow and phase filters apply to every page." }));
+    el("p", { class: "hint", text: "Newest first, by creation time; the flow and phase filters apply to every page, the text filter to the page shown." }));
 
+  const matches = (r) => {
+    if (text === "") return true;
+    const t = text.toLowerCase();
+    return [r.id, r.flow, r.request_id, r.parent_run_id].some((f) => (f || "").toLowerCase().includes(t));
+  };
   const render = (page) => {
-    const rows = page;
+    last = page;
+    const rows = page.filter(matches);
     tbody.replaceChildren(...rows.map((r) => el("tr", { "data-run": r.id, "data-phase": r.phase },
       el("td", {}, runLink(r.id)), el("td", {}, el("a", { href: "/flows/" + encodeURIComponent(r.flow), text: r.flow })),
       el("td", {}, phaseBadge(r.phase)), el("td", { class: "num", text: r.attempt }),
       el("td", {}, r.parent_run_id ? runLink(r.parent_run_id) : ""),
       el("td", { text: fullTime(r.created_at) }), el("td", { text: fullTime(r.updated_at) }))));
-    count.textContent = rows.length + (rows.length === 1 ? " run" : " runs") + (flow ? " of flow " + flow : "") + " on this page";
+    count.textContent = (text ? rows.length + " of " + page.length : String(rows.length)) + (page.length === 1 && !text ? " run" : " runs") +
+      (flow ? " of flow " + flow : "") + " on this page" + (text ? " hold “" + text + "”" : "");
     pager.replaceChildren();
-    if (before) pager.append(el("a", { href: "?" + withParam(q, "before", ""), text: "← newest" }), " ");
+    if (before) pager.append(el("a", { id: "newest-page", href: "?" + withParam(new URLSearchParams(location.search), "before", ""), text: "← newest" }), " ");
     if (page.length >= Number(limit)) {
-      pager.append(el("a", { id: "next-page", href: "?" + withParam(q, "before", page[page.length - 1].id), text: "older →" }));
+      pager.append(el("a", { id: "next-page", href: "?" + withParam(new URLSearchParams(location.search), "before", page[page.length - 1].id), text: "older →" }));
     }
   };
   const params = new URLSearchParams({ limit, order: "created" });
@@ -238,10 +265,12 @@ async function runPage(id) {
       el("div", {}, head, el("h2", { text: "Open waits" }), waits, panels, turnsBox, children),
       el("div", {}, el("h2", { text: "Graph" }), legend(), graph)),
     el("h2", { text: "Timeline" }),
+    el("p", { class: "hint", text: "Each event's detail can be folded by its field count; the lease and queue events between two others are folded into one row that shows them." }),
     el("table", { id: "timeline" },
       el("thead", {}, el("tr", {}, ["Seq", "At", "Type", "Attempt", "Node", "Detail"].map((h) => el("th", { text: h })))),
       timeline));
 
+  const appendEvent = timelineOf(timeline);
   let lastGraphKey = "";
   const render = (r) => {
     document.getElementById("run-phase").replaceChildren(phaseBadge(r.phase));
@@ -275,7 +304,7 @@ async function runPage(id) {
   es.addEventListener("run", (e) => { setLive(true); render(JSON.parse(e.data)); });
   es.addEventListener("event", (e) => {
     const ev = JSON.parse(e.data);
-    timeline.append(eventRow(ev));
+    appendEvent(ev);
     if (ev.type === "agent_turn" && ev.detail) {
       const d = ev.detail;
       turnsBox.hidden = false;
@@ -319,11 +348,114 @@ function followChildren(into, id) {
   return { parentEnded: () => { ended = true; settle(); } };
 }
 
+// ---- The timeline ----
+
+// noiseTypes are the events that say where a task is in the queue and who
+// holds its lease (runtime/engine/events.go): a run's page folds each run
+// of them into one row, so that what the run did reads first. A task
+// dropped from the queue is not among them: it ends its node.
+const noiseTypes = new Set(["queued", "leased", "renewed", "expired", "drained", "withheld"]);
+
+// Bounds of an event's detail as shown: the detail comes from the run's
+// tools and models, so what a page draws of it is bounded here, and a cut
+// value can be shown whole on request.
+const maxShownChars = 160, maxShownFields = 40, maxShownDepth = 4;
+
+// cutText shows s, cut at maxShownChars with a button that shows it whole.
+function cutText(s, cls) {
+  if (s.length <= maxShownChars) return el("span", { class: cls, text: s });
+  const span = el("span", { class: cls + " cut", text: s.slice(0, maxShownChars) + "…" });
+  const more = el("button", { type: "button", class: "more", text: "show all " + s.length + " characters" });
+  more.addEventListener("click", () => { span.textContent = s; span.classList.remove("cut"); more.remove(); });
+  return el("span", {}, span, " ", more);
+}
+
+// fieldValue draws one value of an event's detail: text as text, numbers
+// and booleans as they are, a list of scalars on one line, an object or a
+// list of objects as nested fields; past maxShownDepth, as JSON.
+function fieldValue(v, depth) {
+  if (v === null || v === undefined) return el("span", { class: "muted", text: "none" });
+  if (v === "") return el("span", { class: "muted", text: "(empty)" });
+  if (typeof v === "string") return cutText(v, "str");
+  if (typeof v !== "object") return el("span", { class: "mono", text: String(v) });
+  if (depth >= maxShownDepth) return cutText(JSON.stringify(v), "mono");
+  if (Array.isArray(v)) {
+    if (v.length === 0) return el("span", { class: "muted", text: "(empty list)" });
+    if (v.every((x) => x === null || typeof x !== "object")) return cutText(v.map((x) => String(x)).join(", "), "mono");
+    return el("ol", { class: "fields-list", start: "0" }, v.slice(0, maxShownFields).map((x) => el("li", {}, fieldValue(x, depth + 1))),
+      v.length > maxShownFields ? el("li", { class: "muted", text: "… " + (v.length - maxShownFields) + " more" }) : null);
+  }
+  return fields(v, depth + 1);
+}
+
+// fields draws an object as key: value rows, its keys sorted; past
+// maxShownFields the rest are behind a button.
+function fields(obj, depth) {
+  const keys = Object.keys(obj).sort();
+  const dl = el("dl", { class: "fields" });
+  const add = (ks) => { for (const k of ks) dl.append(el("dt", { text: k }), el("dd", { "data-field": k }, fieldValue(obj[k], depth))); };
+  add(keys.slice(0, maxShownFields));
+  if (keys.length > maxShownFields) {
+    const more = el("button", { type: "button", class: "more", text: "show " + (keys.length - maxShownFields) + " more fields" });
+    more.addEventListener("click", () => { more.remove(); add(keys.slice(maxShownFields)); });
+    dl.append(more);
+  }
+  return dl;
+}
+
+// eventDetail draws an event's detail as fields, open and collapsible.
+function eventDetail(d) {
+  if (d === null || d === undefined) return "";
+  if (typeof d !== "object" || Array.isArray(d)) return fieldValue(d, 0);
+  const n = Object.keys(d).length;
+  if (n === 0) return "";
+  return el("details", { class: "ev-detail", open: true },
+    el("summary", { text: n + (n === 1 ? " field" : " fields") }), fields(d, 0));
+}
+
 function eventRow(ev) {
-  return el("tr", { "data-type": ev.type },
+  return el("tr", { "data-type": ev.type, "data-seq": ev.seq },
     el("td", { class: "num", text: ev.seq }), el("td", { class: "mono", text: fullTime(ev.at) }),
     el("td", { text: ev.type }), el("td", { class: "num", text: ev.attempt || "" }), el("td", { text: ev.node || "" }),
-    el("td", {}, ev.detail ? el("code", { text: JSON.stringify(ev.detail) }) : ""));
+    el("td", {}, eventDetail(ev.detail)));
+}
+
+// timelineOf appends events to tbody as they come, folding each run of
+// consecutive lease and queue events into one row that shows them.
+function timelineOf(tbody) {
+  let group = null; // the fold the last event went into, while the last event is noise
+  const label = (g) => {
+    const counts = new Map();
+    for (const t of g.types) counts.set(t, (counts.get(t) || 0) + 1);
+    const kinds = [...counts].map(([t, n]) => (n > 1 ? t + " ×" + n : t)).join(", ");
+    g.button.textContent = (g.open ? "▾ " : "▸ ") + g.rows.length + (g.rows.length === 1 ? " lease/queue event" : " lease/queue events") + " (" + kinds + ")";
+    g.button.setAttribute("aria-expanded", String(g.open));
+  };
+  return (ev) => {
+    const row = eventRow(ev);
+    if (!noiseTypes.has(ev.type)) {
+      group = null;
+      tbody.append(row);
+      return;
+    }
+    if (group === null) {
+      const button = el("button", { type: "button", class: "fold" });
+      const g = { button, rows: [], types: [], open: false, head: el("tr", { class: "noise-group" }, el("td", { colspan: "6" }, button)) };
+      button.addEventListener("click", () => {
+        g.open = !g.open;
+        for (const r of g.rows) r.hidden = !g.open;
+        label(g);
+      });
+      tbody.append(g.head);
+      group = g;
+    }
+    row.classList.add("noise");
+    row.hidden = !group.open;
+    group.rows.push(row);
+    group.types.push(ev.type);
+    tbody.append(row);
+    label(group);
+  };
 }
 
 function renderWaits(into, runID, waits) {
@@ -331,7 +463,11 @@ function renderWaits(into, runID, waits) {
     into.replaceChildren(el("p", { class: "muted", id: "no-waits", text: "None." }));
     return;
   }
-  // Keep what a person is typing: a panel is replaced only when its wait changes.
+  // Keep what a person is typing: a panel is replaced only when its wait
+  // changes, and the panels are not moved at all while the waits are the
+  // same (moving a panel takes the focus from the field being typed in).
+  const now = [...into.children].map((c) => (c.classList.contains("wait") ? c.dataset.wait : ""));
+  if (now.length === waits.length && waits.every((w, i) => now[i] === w.id)) return;
   const keep = new Map([...into.querySelectorAll(".wait")].map((w) => [w.dataset.wait, w]));
   into.replaceChildren(...waits.map((w) => keep.get(w.id) || waitPanel(runID, w)));
 }
