@@ -23,7 +23,11 @@
 //     (protocol revision 2), else Config.DefaultTimeout;
 //   - calls to a non-idempotent tool are serialized (one in flight per tool
 //     across all callers); idempotent tools run concurrently up to
-//     Config.PerPluginConcurrency calls per plugin.
+//     Config.PerPluginConcurrency calls per plugin;
+//   - those slots are shared between the calls' owners (owner.From of the
+//     call's ctx): a waiting call is queued in its owner's line and a slot
+//     that frees goes to the owner holding fewest, so one owner's slow
+//     calls cannot hold a plugin while another owner's wait.
 //
 // On disk, a plugins directory holds the binaries (PLUGINS/NAME), the pins
 // (PLUGINS/pins.json, written by Install) and the manifest cache

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/runtime/internal/owner"
 	"github.com/weirhq/weir/runtime/tool"
 	"github.com/weirhq/weir/sdk/wire"
 )
@@ -54,7 +55,11 @@ type Config struct {
 	// and whose tool declares no default timeout of its own. Default 60s.
 	DefaultTimeout time.Duration
 	// PerPluginConcurrency bounds the calls in flight to one plugin.
-	// Default 8.
+	// Default 8. The slots are shared between the owners of the calls
+	// (owner.From of a call's ctx): a call that finds none free waits in
+	// its owner's line, and a slot that frees goes to the owner holding
+	// fewest, so one owner's slow calls cannot hold every slot while
+	// another owner's wait; an owner alone gets them all.
 	PerPluginConcurrency int
 	// CancelGrace is how long a plugin has to acknowledge a cancellation
 	// (the caller's, or the deadline) before it is considered hung and
@@ -162,9 +167,10 @@ type toolState struct {
 	m      ToolManifest
 	schema *wire.Schema
 	plugin *pluginState
-	// serial is a one-slot semaphore for a non-idempotent tool: one call
-	// in flight across all callers. nil for idempotent tools.
-	serial chan struct{}
+	// serial is the one slot of a non-idempotent tool: one call in
+	// flight across all callers, the owners taking turns. nil for
+	// idempotent tools.
+	serial *owner.Slots
 }
 
 type pluginState struct {
@@ -172,7 +178,7 @@ type pluginState struct {
 	name  string
 	path  string
 	sum   []byte
-	slots chan struct{} // Config.PerPluginConcurrency
+	slots *owner.Slots // Config.PerPluginConcurrency, shared between owners
 
 	crashes atomic.Int64 // consecutive crashes, reset by a successful call
 
@@ -275,7 +281,7 @@ func (h *Host) build(prev *toolSet) (*toolSet, *RescanResult, error) {
 				name:  info.Name,
 				path:  info.Path,
 				sum:   sum,
-				slots: make(chan struct{}, h.cfg.PerPluginConcurrency),
+				slots: owner.NewSlots(h.cfg.PerPluginConcurrency),
 			}
 			if inst := launched[info.Name]; inst != nil {
 				p.inst, p.launches = inst, 1
@@ -301,7 +307,7 @@ func (h *Host) build(prev *toolSet) (*toolSet, *RescanResult, error) {
 				if was := prev.tool(tm.Name); was != nil && was.serial != nil {
 					t.serial = was.serial
 				} else {
-					t.serial = make(chan struct{}, 1)
+					t.serial = owner.NewSlots(1)
 				}
 			}
 			set.tools[tm.Name] = t
@@ -625,17 +631,18 @@ func (h *Host) callOn(ctx context.Context, t *toolState, input []byte, req CallR
 	if err := t.schema.Validate(input); err != nil {
 		return nil, toolErrorf(KindSchema, req.Tool, "input refused: %v", err)
 	}
+	who := owner.From(ctx)
 	if t.serial != nil {
-		if err := h.acquire(ctx, t.serial); err != nil {
+		if err := t.serial.Acquire(ctx, who, h.done); err != nil {
 			return nil, h.stopped(ctx, req.Tool)
 		}
-		defer func() { <-t.serial }()
+		defer t.serial.Release(who)
 	}
 	p := t.plugin
-	if err := h.acquire(ctx, p.slots); err != nil {
+	if err := p.slots.Acquire(ctx, who, h.done); err != nil {
 		return nil, h.stopped(ctx, req.Tool)
 	}
-	defer func() { <-p.slots }()
+	defer p.slots.Release(who)
 
 	for tries := 0; ; tries++ {
 		inst, err := p.instance(ctx)
@@ -668,17 +675,6 @@ type notDelivered struct{ *ToolError }
 func neverSent(err error) bool {
 	s := status.Convert(err)
 	return s.Code() == codes.Unavailable && strings.Contains(strings.ToLower(s.Message()), "error while dialing")
-}
-
-func (h *Host) acquire(ctx context.Context, sem chan struct{}) error {
-	select {
-	case sem <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-h.done:
-		return errors.New("closed")
-	}
 }
 
 // stopped explains why a call ended before its answer: the host closed,

@@ -2,9 +2,12 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/runtime/internal/owner"
 )
 
 // DefaultBatch is the most Calls that share one round trip to a worker
@@ -24,15 +27,22 @@ import (
 // script that hits a limit fails only its own Call, with its own limit,
 // and the others answer as they would have; what a bomb costs the Calls
 // beside it is the wait for its first deadline.
+//
+// A batch holds the Calls of one owner only (owner.From of each Call's
+// ctx): a hostile callable then costs its own owner's batch, never
+// another owner's Calls, and the batches of different owners take turns
+// for the workers (owner.Slots).
 const DefaultBatch = 32
 
 // waitingCall is one Call waiting for a worker, alone or in a batch.
 type waitingCall struct {
-	ctx  context.Context
-	req  *request
-	src  flows.Sources
-	size int // about its encoded size
-	done chan batchAnswer
+	ctx   context.Context
+	owner string // owner.From(ctx)
+	req   *request
+	src   flows.Sources
+	size  int           // about its encoded size
+	taken chan struct{} // closed when a batch takes it
+	done  chan batchAnswer
 }
 
 type batchAnswer struct {
@@ -41,10 +51,12 @@ type batchAnswer struct {
 }
 
 // evaluate sends one Call's request to a worker, in a batch with the
-// Calls waiting beside it when there are some.
+// Calls of the same owner waiting beside it when there are some.
 func (p *Pool) evaluate(ctx context.Context, req *request, src flows.Sources) (*response, error) {
 	p.count(func(s *Stats) { s.Calls++ })
-	wc := &waitingCall{ctx: ctx, req: req, src: src, size: requestSize(req), done: make(chan batchAnswer, 1)}
+	name := owner.From(ctx)
+	wc := &waitingCall{ctx: ctx, owner: name, req: req, src: src, size: requestSize(req),
+		taken: make(chan struct{}), done: make(chan batchAnswer, 1)}
 	if p.cfg.MaxBatch == 1 {
 		return p.roundTrip(ctx, req, nil, wc.ask)
 	}
@@ -53,25 +65,30 @@ func (p *Pool) evaluate(ctx context.Context, req *request, src flows.Sources) (*
 		p.mu.Unlock()
 		return nil, ErrClosed
 	}
-	p.waiting = append(p.waiting, wc)
+	p.waiting[name] = append(p.waiting[name], wc)
 	p.mu.Unlock()
 	for {
 		select {
-		case a := <-wc.done:
+		case <-wc.taken: // in a batch: its answer comes
+			a := <-wc.done
 			return a.resp, a.err
-		case <-ctx.Done():
+		default:
+		}
+		// Whoever of this owner's Calls gets a worker takes the owner's
+		// line along; the others stop waiting for a worker (taken).
+		err := p.slots.Acquire(ctx, name, wc.taken)
+		switch {
+		case err == nil:
+			if batch := p.takeWaiting(name); len(batch) > 0 {
+				p.runBatch(name, batch)
+			} else { // every Call of the line was taken by another batch
+				p.slots.Release(name)
+			}
+		case errors.Is(err, owner.ErrStopped):
+		default: // ctx ended
 			if p.unwait(wc) {
-				return nil, ctx.Err()
+				return nil, err
 			}
-			a := <-wc.done // taken into a batch: its answer comes
-			return a.resp, a.err
-		case p.slots <- struct{}{}:
-			batch := p.takeWaiting()
-			if len(batch) == 0 { // this one was taken by another batch
-				<-p.slots
-				continue
-			}
-			p.runBatch(batch)
 		}
 	}
 }
@@ -95,44 +112,57 @@ func requestSize(req *request) int {
 	return n
 }
 
-// unwait takes wc out of the line; false if a batch took it already.
+// unwait takes wc out of its owner's line; false if a batch took it
+// already.
 func (p *Pool) unwait(wc *waitingCall) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for i, c := range p.waiting {
-		if c == wc {
-			p.waiting = append(p.waiting[:i], p.waiting[i+1:]...)
-			return true
-		}
+	line := p.waiting[wc.owner]
+	i := slices.Index(line, wc)
+	if i < 0 {
+		return false
 	}
-	return false
+	if line = slices.Delete(line, i, i+1); len(line) == 0 {
+		delete(p.waiting, wc.owner)
+	} else {
+		p.waiting[wc.owner] = line
+	}
+	return true
 }
 
-// takeWaiting takes the oldest waiting Calls that fit one batch: at most
-// MaxBatch, and about half a message's bytes (the first always goes: one
-// too large alone is refused alone).
-func (p *Pool) takeWaiting() []*waitingCall {
+// takeWaiting takes the oldest waiting Calls of name that fit one batch:
+// at most MaxBatch, and about half a message's bytes (the first always
+// goes: one too large alone is refused alone).
+func (p *Pool) takeWaiting(name string) []*waitingCall {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	line := p.waiting[name]
 	n, bytes := 0, 0
-	for n < len(p.waiting) && n < p.cfg.MaxBatch {
-		size := p.waiting[n].size
+	for n < len(line) && n < p.cfg.MaxBatch {
+		size := line[n].size
 		if n > 0 && bytes+size > p.cfg.MaxMessageBytes/2 {
 			break
 		}
 		bytes += size
 		n++
 	}
-	batch := make([]*waitingCall, n)
-	copy(batch, p.waiting[:n])
-	p.waiting = append(p.waiting[:0], p.waiting[n:]...)
+	batch := slices.Clone(line[:n])
+	if n == len(line) {
+		delete(p.waiting, name)
+	} else {
+		p.waiting[name] = slices.Delete(line, 0, n)
+	}
+	for _, c := range batch {
+		close(c.taken)
+	}
 	return batch
 }
 
-// runBatch evaluates batch on a worker; the caller holds a slot, which is
-// freed before it returns. Every Call of the batch gets its answer.
-func (p *Pool) runBatch(batch []*waitingCall) {
-	w, err := p.takeHeld()
+// runBatch evaluates batch, Calls of name, on a worker; the caller holds a
+// slot for name, which is freed before it returns. Every Call of the
+// batch gets its answer.
+func (p *Pool) runBatch(name string, batch []*waitingCall) {
+	w, err := p.takeHeld(name)
 	if err != nil {
 		for _, c := range batch {
 			c.done <- batchAnswer{err: err}
@@ -148,6 +178,13 @@ func (p *Pool) runBatch(batch []*waitingCall) {
 	req := &request{Op: opBatch, Batch: make([]request, len(batch))}
 	for i, c := range batch {
 		req.Batch[i] = *c.req
+	}
+	if p.batchHook != nil {
+		owners := make([]string, len(batch))
+		for i, c := range batch {
+			owners[i] = owner.From(c.ctx)
+		}
+		p.batchHook(owners)
 	}
 	// No one Call's cancellation stops the others' evaluation.
 	resp, err := p.roundTripOn(context.Background(), w, req, nil, func(q *question) *answer {
@@ -165,7 +202,7 @@ func (p *Pool) runBatch(batch []*waitingCall) {
 		return
 	}
 	// Failed as a whole: each alone again, so that a limit is charged to
-	// the Call that hit it.
+	// the Call that hit it; each waits in its owner's line again.
 	p.count(func(s *Stats) { s.Rerun += len(batch) })
 	for _, c := range batch {
 		resp, err := p.roundTrip(c.ctx, c.req, nil, c.ask)

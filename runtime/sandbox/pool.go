@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/runtime/internal/owner"
 	"github.com/weirhq/weir/runtime/internal/proclimit"
 )
 
@@ -59,7 +60,9 @@ const exitGrace = time.Second
 // this binary (os.Executable) as the worker.
 type Config struct {
 	// Workers is the most worker processes at once (default: GOMAXPROCS).
-	// An evaluation waits for a free one.
+	// An evaluation waits for a free one, in its owner's line (see
+	// owner.Slots): a worker that frees goes to the owner using fewest,
+	// so one owner's evaluations wait behind its own, not everyone's.
 	Workers int
 	// Memory is each worker's RLIMIT_DATA in bytes (DefaultMemory).
 	Memory int64
@@ -132,15 +135,23 @@ var ErrClosed = errors.New("sandbox: pool closed")
 // its pipe. A worker that dies or overruns its deadline is killed and
 // replaced by the next request.
 type Pool struct {
-	cfg   Config
-	slots chan struct{} // one per worker that may run
+	cfg Config
+	// slots are the workers that may run, shared between owners: an
+	// evaluation takes one for the owner its ctx names (owner.From).
+	slots *owner.Slots
+	done  chan struct{} // closed by Close
 	mu    sync.Mutex
 	idle  []*worker
 	all   map[*worker]bool
 	shut  bool
-	// waiting are the Calls that wait for a worker, oldest first: the
-	// next one to take a worker takes them along (evaluate).
-	waiting []*waitingCall
+	// waiting are the Calls that wait for a worker, by owner, oldest
+	// first: the next Call of that owner to take a worker takes them
+	// along (evaluate). A batch never holds two owners' Calls.
+	waiting map[string][]*waitingCall
+
+	// batchHook, when set (by tests), is told the owner of each Call of
+	// every batch of more than one that is sent.
+	batchHook func(owners []string)
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -170,8 +181,8 @@ func New(cfg Config) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Pool{cfg: cfg, slots: make(chan struct{}, cfg.Workers), all: map[*worker]bool{},
-		stats: Stats{Killed: map[flows.Limit]int{}}}, nil
+	return &Pool{cfg: cfg, slots: owner.NewSlots(cfg.Workers), done: make(chan struct{}), all: map[*worker]bool{},
+		waiting: map[string][]*waitingCall{}, stats: Stats{Killed: map[flows.Limit]int{}}}, nil
 }
 
 // Config returns the pool's configuration with its defaults filled in.
@@ -192,6 +203,9 @@ func (p *Pool) Stats() Stats {
 // Close stops every worker; evaluations in flight fail.
 func (p *Pool) Close() error {
 	p.mu.Lock()
+	if !p.shut {
+		close(p.done)
+	}
 	p.shut = true
 	ws := make([]*worker, 0, len(p.all))
 	for w := range p.all {
@@ -465,29 +479,34 @@ func (p *Pool) count(f func(*Stats)) {
 	p.statsMu.Unlock()
 }
 
-// take returns an idle worker, or starts one when fewer than Workers run.
+// take returns an idle worker, or starts one when fewer than Workers run,
+// once a slot is free for the owner ctx names: an Analyze, a validation
+// or a Call evaluated alone waits in its owner's line like a batch.
 func (p *Pool) take(ctx context.Context) (*worker, error) {
-	select {
-	case p.slots <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	name := owner.From(ctx)
+	if err := p.slots.Acquire(ctx, name, p.done); err != nil {
+		if errors.Is(err, owner.ErrStopped) {
+			return nil, ErrClosed
+		}
+		return nil, err
 	}
-	return p.takeHeld()
+	return p.takeHeld(name)
 }
 
-// takeHeld is take for a caller that already holds a slot; on error the
-// slot is freed.
-func (p *Pool) takeHeld() (*worker, error) {
+// takeHeld is take for a caller that already holds a slot for name; on
+// error the slot is freed.
+func (p *Pool) takeHeld(name string) (*worker, error) {
 	p.mu.Lock()
 	if p.shut {
 		p.mu.Unlock()
-		<-p.slots
+		p.slots.Release(name)
 		return nil, ErrClosed
 	}
 	for n := len(p.idle); n > 0; n = len(p.idle) {
 		w := p.idle[n-1]
 		p.idle = p.idle[:n-1]
 		if !w.dead() {
+			w.holder = name
 			p.mu.Unlock()
 			return w, nil
 		}
@@ -496,9 +515,10 @@ func (p *Pool) takeHeld() (*worker, error) {
 	p.mu.Unlock()
 	w, err := p.start()
 	if err != nil {
-		<-p.slots
+		p.slots.Release(name)
 		return nil, err
 	}
+	w.holder = name
 	p.mu.Lock()
 	p.all[w] = true
 	shut := p.shut
@@ -512,6 +532,7 @@ func (p *Pool) takeHeld() (*worker, error) {
 }
 
 func (p *Pool) put(w *worker) {
+	holder := w.holder // read before another request can take w
 	p.mu.Lock()
 	if p.shut {
 		p.mu.Unlock()
@@ -520,7 +541,7 @@ func (p *Pool) put(w *worker) {
 		p.idle = append(p.idle, w)
 		p.mu.Unlock()
 	}
-	<-p.slots
+	p.slots.Release(holder)
 }
 
 func (p *Pool) retire(w *worker) {
@@ -533,7 +554,7 @@ func (p *Pool) drop(w *worker) {
 	p.mu.Lock()
 	delete(p.all, w)
 	p.mu.Unlock()
-	<-p.slots
+	p.slots.Release(w.holder)
 }
 
 // start launches a worker and puts its limits on it before it is sent
@@ -600,6 +621,8 @@ type worker struct {
 	exited  chan struct{}
 	waitErr error
 	statm   string // /proc/PID/statm, where there is one
+	// holder is the owner whose slot the worker's request holds.
+	holder string
 
 	killMu sync.Mutex
 	killed bool

@@ -13,6 +13,7 @@ import (
 	"github.com/weirhq/weir/flows"
 	"github.com/weirhq/weir/flows/script"
 	"github.com/weirhq/weir/internal/testutil"
+	"github.com/weirhq/weir/runtime/internal/owner"
 	"github.com/weirhq/weir/runtime/internal/proclimit"
 	"github.com/weirhq/weir/runtime/sandbox"
 )
@@ -187,6 +188,13 @@ def bomb(ctx):
     return {"x": [0] * (1 << 29)}
 def big(ctx):
     return {"x": "a" * 2000000}
+def hot(ctx):
+    s = "a" * (1 << 20)
+    n = 0
+    for i in range(1000000):
+        for j in range(1000000):
+            n += hash(s)
+    return {}
 def spin(ctx):
     n = 0
     for i in range(1000000):
@@ -196,7 +204,8 @@ def spin(ctx):
 flow(name = "c", nodes = [
     task("a", tool = "t.idem", args = bomb, next = "b"),
     task("b", tool = "t.idem", args = spin, next = "g"),
-    task("g", tool = "t.idem", args = big, next = "f"),
+    task("g", tool = "t.idem", args = big, next = "h"),
+    task("h", tool = "t.idem", args = hot, next = "f"),
     fanout("f", tool = "t.idem", items = lambda ctx: [1, 2], args = args, width = 2, depth = 1, max_items = 2),
 ])
 `
@@ -330,28 +339,38 @@ func TestWorkerDeathsNameTheirLimit(t *testing.T) {
 // index 0.
 func queueBehind(t *testing.T, p *sandbox.Pool, release chan struct{}, calls func(i int) (flows.Context, []flows.Call)) []chan error {
 	t.Helper()
+	return queueBehindOwners(t, p, release, 1, func(i int) (string, flows.Context, []flows.Call) {
+		c, cs := calls(i)
+		return "", c, cs
+	})
+}
+
+// queueBehindOwners is queueBehind with each Call's owner, and the first
+// holders Calls each holding a worker of their own.
+func queueBehindOwners(t *testing.T, p *sandbox.Pool, release chan struct{}, holders int, calls func(i int) (string, flows.Context, []flows.Call)) []chan error {
+	t.Helper()
 	files := []flows.File{file("c.star", callFlow)}
-	var first atomic.Bool
-	entered := make(chan struct{})
+	var loads atomic.Int32
+	entered := make(chan struct{}, holders)
 	src := flows.Sources{Hash: flows.HashSources(files), Load: func(context.Context) ([]flows.File, error) {
-		if first.CompareAndSwap(false, true) {
-			close(entered)
+		if loads.Add(1) <= int32(holders) { // each new worker asks once
+			entered <- struct{}{}
 			<-release
 		}
 		return files, nil
 	}}
 	var n int
 	for ; ; n++ {
-		if _, cs := calls(n); cs == nil {
+		if _, _, cs := calls(n); cs == nil {
 			break
 		}
 	}
 	answers := make([]chan error, n)
 	start := func(i int) {
 		answers[i] = make(chan error, 1)
-		c, cs := calls(i)
+		who, c, cs := calls(i)
 		go func() {
-			got, err := p.Call(context.Background(), src, c, cs)
+			got, err := p.Call(owner.WithOwner(context.Background(), who), src, c, cs)
 			switch {
 			case err != nil:
 				answers[i] <- err
@@ -366,14 +385,16 @@ func queueBehind(t *testing.T, p *sandbox.Pool, release chan struct{}, calls fun
 			}
 		}()
 	}
-	start(0)
-	<-entered
-	for i := 1; i < n; i++ {
+	for i := range holders {
+		start(i)
+		<-entered
+	}
+	for i := holders; i < n; i++ {
 		start(i)
 	}
 	testutil.Eventually(t, time.Minute, func() error {
-		if w := sandbox.WaitingCalls(p); w != n-1 {
-			return fmt.Errorf("%d calls wait, want %d", w, n-1)
+		if w := sandbox.WaitingCalls(p); w != n-holders {
+			return fmt.Errorf("%d calls wait, want %d", w, n-holders)
 		}
 		return nil
 	})

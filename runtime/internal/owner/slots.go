@@ -1,0 +1,190 @@
+package owner
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+)
+
+// Load is what Next knows of one owner with work waiting for a slot.
+type Load struct {
+	// InUse is how many slots the owner holds now.
+	InUse int
+	// Served is the turn at which the owner was last given a slot: a
+	// sequence number, 0 if it never was.
+	Served uint64
+}
+
+// Next chooses which of the owners with work waiting gets the next free
+// slot and returns its index in waiting, or -1 if waiting is empty. The
+// owner holding the fewest slots goes first, so an owner over its share
+// (the slots divided by the owners that want them) waits while another is
+// under it; among equals the one served longest ago goes, which is round
+// robin; a tie beyond that goes to the earlier in waiting (the owner that
+// came first). Someone is always chosen, so an owner alone gets every
+// slot: the sharing is work-conserving.
+func Next(waiting []Load) int {
+	best := -1
+	for i, l := range waiting {
+		if best < 0 || l.InUse < waiting[best].InUse ||
+			(l.InUse == waiting[best].InUse && l.Served < waiting[best].Served) {
+			best = i
+		}
+	}
+	return best
+}
+
+// ErrStopped is Acquire's error when its stop channel closed first.
+var ErrStopped = errors.New("owner: stopped waiting for a slot")
+
+// Slots is a counting semaphore shared fairly between owners: a caller
+// that finds no free slot waits in its owner's line, first come first
+// served within the owner, and each slot that frees goes to the owner Next
+// chooses. Nobody is refused: an owner's calls beyond its share wait. It
+// is safe for concurrent use; the zero Slots has no slot.
+type Slots struct {
+	mu    sync.Mutex
+	free  int
+	lines []*line // owners holding or waiting for a slot, in order of arrival
+	turn  uint64
+}
+
+// line is one owner's slots in use and its callers waiting, oldest first.
+type line struct {
+	name    string
+	inUse   int
+	served  uint64
+	waiting []chan struct{}
+}
+
+// NewSlots returns n slots (at least one).
+func NewSlots(n int) *Slots {
+	return &Slots{free: max(n, 1)}
+}
+
+// Acquire takes a slot for name, waiting in name's line while there is
+// none to give it. It returns ctx's error if ctx ends first, ErrStopped
+// if stop closes first (stop may be nil); it then holds no slot. A caller
+// that acquired a slot must Release it with the same name.
+func (s *Slots) Acquire(ctx context.Context, name string, stop <-chan struct{}) error {
+	s.mu.Lock()
+	l := s.line(name)
+	if s.free > 0 && !s.anyWaiting() {
+		s.give(l)
+		s.mu.Unlock()
+		return nil
+	}
+	granted := make(chan struct{}, 1)
+	l.waiting = append(l.waiting, granted)
+	s.mu.Unlock()
+
+	var err error
+	select {
+	case <-granted:
+		return nil
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-stop:
+		err = ErrStopped
+	}
+	s.mu.Lock()
+	if i := slices.Index(l.waiting, granted); i >= 0 {
+		l.waiting = slices.Delete(l.waiting, i, i+1)
+		s.forget(l)
+		s.mu.Unlock()
+		return err
+	}
+	s.mu.Unlock()
+	// Given a slot as it stopped waiting: it goes to the next in line.
+	s.Release(name)
+	return err
+}
+
+// Release gives back a slot name acquired; the slot goes to whoever Next
+// chooses among the owners waiting.
+func (s *Slots) Release(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.line(name)
+	if l.inUse == 0 {
+		panic("owner: Release of a slot " + name + " does not hold")
+	}
+	l.inUse--
+	s.free++
+	s.forget(l)
+	s.dispatch()
+}
+
+// Waiting is how many callers wait for a slot, across owners.
+func (s *Slots) Waiting() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, l := range s.lines {
+		n += len(l.waiting)
+	}
+	return n
+}
+
+// dispatch gives free slots to waiting callers, as Next chooses.
+func (s *Slots) dispatch() {
+	var loads []Load
+	var lines []*line
+	for s.free > 0 {
+		loads, lines = loads[:0], lines[:0]
+		for _, l := range s.lines {
+			if len(l.waiting) > 0 {
+				loads = append(loads, Load{InUse: l.inUse, Served: l.served})
+				lines = append(lines, l)
+			}
+		}
+		i := Next(loads)
+		if i < 0 {
+			return
+		}
+		l := lines[i]
+		granted := l.waiting[0]
+		l.waiting = slices.Delete(l.waiting, 0, 1)
+		s.give(l)
+		granted <- struct{}{}
+	}
+}
+
+func (s *Slots) give(l *line) {
+	s.free--
+	s.turn++
+	l.inUse++
+	l.served = s.turn
+}
+
+func (s *Slots) anyWaiting() bool {
+	for _, l := range s.lines {
+		if len(l.waiting) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// line returns name's line, added at the end if it has none.
+func (s *Slots) line(name string) *line {
+	for _, l := range s.lines {
+		if l.name == name {
+			return l
+		}
+	}
+	l := &line{name: name}
+	s.lines = append(s.lines, l)
+	return l
+}
+
+// forget drops a line that neither holds nor waits, so the lines stay as
+// many as the owners active now.
+func (s *Slots) forget(l *line) {
+	if l.inUse == 0 && len(l.waiting) == 0 {
+		if i := slices.Index(s.lines, l); i >= 0 {
+			s.lines = slices.Delete(s.lines, i, i+1)
+		}
+	}
+}
