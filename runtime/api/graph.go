@@ -19,7 +19,7 @@ func (s *Server) flowGraph(w http.ResponseWriter, r *http.Request) {
 	if !queryParams(w, r, "format") {
 		return
 	}
-	f, err := s.eng.FlowGraph(r.Context(), r.PathValue("name"))
+	f, err := s.eng.FlowGraph(r.Context(), r.PathValue("name"), "")
 	if err != nil {
 		writeEngineErr(w, err)
 		return

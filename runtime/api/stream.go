@@ -314,7 +314,7 @@ func (s *Server) flowSource(w http.ResponseWriter, r *http.Request) {
 	if !queryParams(w, r) {
 		return
 	}
-	fs, err := s.eng.FlowSource(r.Context(), r.PathValue("name"))
+	fs, err := s.eng.FlowSource(r.Context(), r.PathValue("name"), "")
 	if err != nil {
 		writeEngineErr(w, err)
 		return

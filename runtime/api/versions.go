@@ -34,7 +34,7 @@ func (s *Server) flowSourceAt(w http.ResponseWriter, r *http.Request) {
 	if !queryParams(w, r) {
 		return
 	}
-	fs, err := s.eng.FlowSourceAt(r.Context(), r.PathValue("name"), r.PathValue("hash"))
+	fs, err := s.eng.FlowSource(r.Context(), r.PathValue("name"), r.PathValue("hash"))
 	if err != nil {
 		writeEngineErr(w, err)
 		return
@@ -46,7 +46,7 @@ func (s *Server) flowGraphAt(w http.ResponseWriter, r *http.Request) {
 	if !queryParams(w, r, "format") {
 		return
 	}
-	f, err := s.eng.FlowGraphAt(r.Context(), r.PathValue("name"), r.PathValue("hash"))
+	f, err := s.eng.FlowGraph(r.Context(), r.PathValue("name"), r.PathValue("hash"))
 	if err != nil {
 		writeEngineErr(w, err)
 		return

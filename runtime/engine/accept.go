@@ -14,6 +14,7 @@ import (
 
 	"github.com/weirhq/weir/internal/textbound"
 	"github.com/weirhq/weir/runtime/internal/failpoint"
+	ownerctx "github.com/weirhq/weir/runtime/internal/owner"
 	"github.com/weirhq/weir/runtime/internal/requestid"
 	"github.com/weirhq/weir/runtime/store"
 )
@@ -98,6 +99,8 @@ func (e *Engine) Submit(ctx context.Context, req StartRequest) (*StartResult, er
 // and closing admission (a drain, a storage failure) must never wait for
 // it.
 func (e *Engine) submit(ctx context.Context, req StartRequest) (*StartResult, error) {
+	// Validating the input may take the owner's share of the sandbox.
+	ctx = ownerctx.WithOwner(ctx, req.Owner)
 	cs, answer, err := checkStart(ctx, e.st, e.book, req)
 	if cs == nil {
 		return answer, err

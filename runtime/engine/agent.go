@@ -250,7 +250,7 @@ func (s *stepper) callString(ref *flows.CallableRef, what string) (string, error
 	if ref == nil {
 		return "", fmt.Errorf("%s is missing", what)
 	}
-	v, err := s.fe.call(*ref, s.flowCtx())
+	v, err := s.fe.call(s.evalCtx(), *ref, s.flowCtx())
 	if err != nil {
 		return "", err
 	}

@@ -54,7 +54,7 @@ func (s *stepper) fanoutNode(ctx context.Context, node *flows.Node) bool {
 // the first children and parks the parent, in one transaction.
 func (s *stepper) cohortStart(ctx context.Context, node *flows.Node, visit int) bool {
 	e := s.e
-	v, err := s.fe.call(*node.Items, s.flowCtx())
+	v, err := s.fe.call(s.evalCtx(), *node.Items, s.flowCtx())
 	if err != nil {
 		return s.nodeFailed(ctx, node, &store.RunError{Code: CodeCallable, Message: err.Error()})
 	}
@@ -165,7 +165,7 @@ func (s *stepper) childInputs(node *flows.Node, items []any, from, to int) (map[
 			calls = append(calls, flows.Call{Ref: *node.Args, Args: []any{items[i]}})
 		}
 		var err error
-		if args, err = s.fe.callBatch(s.flowCtx(), calls); err != nil {
+		if args, err = s.fe.callBatch(s.evalCtx(), s.flowCtx(), calls); err != nil {
 			return nil, &store.RunError{Code: CodeCallable, Message: fmt.Sprintf("args of %s: %v", node.ID, err)}
 		}
 	}
@@ -571,7 +571,7 @@ func (s *stepper) judge(ctx context.Context, node *flows.Node, c *store.Cohort) 
 			var item, result any
 			_ = json.Unmarshal(it.Value, &item)
 			_ = json.Unmarshal(it.Result, &result)
-			v, err := s.fe.call(*node.Mature, s.flowCtx(), item, result)
+			v, err := s.fe.call(s.evalCtx(), *node.Mature, s.flowCtx(), item, result)
 			mature = err == nil && truthy(v)
 		}
 		out[i] = mature
@@ -693,7 +693,7 @@ func (s *stepper) cohortReduce(ctx context.Context, node *flows.Node, c *store.C
 	if node.Reduce != nil {
 		// reduce(ctx, results, items); the evaluator drops items for a
 		// reduce that takes two arguments.
-		v, err := s.fe.call(*node.Reduce, s.flowCtx(), published, publishedItems)
+		v, err := s.fe.call(s.evalCtx(), *node.Reduce, s.flowCtx(), published, publishedItems)
 		if err != nil {
 			return s.nodeFailed(ctx, node, &store.RunError{Code: CodeCallable, Message: "reduce: " + err.Error()})
 		}

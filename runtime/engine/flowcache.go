@@ -32,9 +32,10 @@ type flowEntry struct {
 	limit error
 }
 
-// call evaluates a callable of the flow.
-func (fe *flowEntry) call(ref flows.CallableRef, c flows.Context, extra ...any) (any, error) {
-	res, err := fe.callBatch(c, []flows.Call{{Ref: ref, Args: extra}})
+// call evaluates a callable of the flow; ctx carries the run's owner,
+// whose share of the sandbox the evaluation takes (runtime/internal/owner).
+func (fe *flowEntry) call(ctx context.Context, ref flows.CallableRef, c flows.Context, extra ...any) (any, error) {
+	res, err := fe.callBatch(ctx, c, []flows.Call{{Ref: ref, Args: extra}})
 	if err != nil {
 		return nil, err
 	}
@@ -43,8 +44,8 @@ func (fe *flowEntry) call(ref flows.CallableRef, c flows.Context, extra ...any) 
 
 // callBatch evaluates calls against one ctx in one round trip to the
 // engine's Scripts (a sandbox worker): every callable a step needs.
-func (fe *flowEntry) callBatch(c flows.Context, calls []flows.Call) ([]flows.CallResult, error) {
-	res, err := fe.scripts.Call(context.Background(), fe.src, c, calls)
+func (fe *flowEntry) callBatch(ctx context.Context, c flows.Context, calls []flows.Call) ([]flows.CallResult, error) {
+	res, err := fe.scripts.Call(ctx, fe.src, c, calls)
 	if err != nil {
 		fe.noteLimit(err)
 		return nil, err

@@ -32,29 +32,20 @@ type FlowVersion struct {
 	Owner        string // "" for a version from before flows had owners
 }
 
-// FlowSource returns the latest registered version of a flow and its
-// source files. Every user may read registered flows (docs/design.md §11).
-func (e *Engine) FlowSource(ctx context.Context, name string) (*FlowSource, error) {
-	fe, err := e.book.latest(ctx, name)
+// FlowSource returns a flow version and its source files: the one with
+// hash, or the latest with hash "".
+func (e *Engine) FlowSource(ctx context.Context, name, hash string) (*FlowSource, error) {
+	fe, err := e.book.pick(ctx, name, hash)
 	if err != nil {
 		return nil, err
 	}
 	return e.book.source(ctx, name, fe)
 }
 
-// FlowSourceAt returns one version of a flow, by its hash, and its source
-// files.
-func (e *Engine) FlowSourceAt(ctx context.Context, name, hash string) (*FlowSource, error) {
-	fe, err := e.book.at(ctx, name, hash)
-	if err != nil {
-		return nil, err
-	}
-	return e.book.source(ctx, name, fe)
-}
-
-// FlowGraphAt returns one version of a flow, by its hash, for drawing.
-func (e *Engine) FlowGraphAt(ctx context.Context, name, hash string) (*flows.Flow, error) {
-	fe, err := e.book.at(ctx, name, hash)
+// FlowGraph returns a flow version for drawing: the one with hash, or the
+// latest with hash "".
+func (e *Engine) FlowGraph(ctx context.Context, name, hash string) (*flows.Flow, error) {
+	fe, err := e.book.pick(ctx, name, hash)
 	if err != nil {
 		return nil, err
 	}
@@ -80,6 +71,15 @@ func (e *Engine) FlowVersions(ctx context.Context, name string) ([]FlowVersion, 
 		out = append(out, FlowVersion{Seq: v.Seq, Hash: v.Hash, RegisteredAt: v.RegisteredAt, Owner: v.Owner})
 	}
 	return out, nil
+}
+
+// pick loads the version hash of the flow name, or its latest with hash
+// "".
+func (b *flowBook) pick(ctx context.Context, name, hash string) (*flowEntry, error) {
+	if hash == "" {
+		return b.latest(ctx, name)
+	}
+	return b.at(ctx, name, hash)
 }
 
 // at loads the version hash of the flow name: E_UNKNOWN_FLOW when the

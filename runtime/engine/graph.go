@@ -8,15 +8,6 @@ import (
 	"github.com/weirhq/weir/runtime/store"
 )
 
-// FlowGraph returns the latest registered version of a flow, to draw.
-func (e *Engine) FlowGraph(ctx context.Context, name string) (*flows.Flow, error) {
-	fe, err := e.book.latest(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	return fe.flow, nil
-}
-
 // RunGraph returns the flow version owner's run pinned and what the run did
 // at each node: visited, current, waiting, failed or cancelled.
 func (e *Engine) RunGraph(ctx context.Context, owner, runID string) (*flows.Flow, map[string]render.Mark, error) {

@@ -104,7 +104,7 @@ func (e *Engine) GetByRequestID(ctx context.Context, owner, requestID string) (*
 		return nil, protocolErr(CodeNotFound, "no run with request id %q", requestID)
 	}
 	if err != nil {
-		return nil, e.readFailed(err)
+		return nil, e.admission.readFailed(err)
 	}
 	return e.Get(ctx, owner, d.RunID)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/weirhq/weir/flows"
 	"github.com/weirhq/weir/flows/script"
 	"github.com/weirhq/weir/runtime/internal/clock"
+	ownerctx "github.com/weirhq/weir/runtime/internal/owner"
 	"github.com/weirhq/weir/runtime/store"
 )
 
@@ -62,6 +63,9 @@ func (e *Engine) Register(ctx context.Context, files []SourceFile) (*RegisterRes
 // (docs/design.md §11). A name whose latest version has no owner (it was
 // registered before flows had owners) is taken by its next registrant.
 func (e *Engine) RegisterAs(ctx context.Context, owner string, files []SourceFile) (*RegisterResult, error) {
+	// The registration's evaluation takes its owner's share of the
+	// sandbox, queued like that owner's calls.
+	ctx = ownerctx.WithOwner(ctx, owner)
 	if err := e.admission.checkDisk(); err != nil {
 		return nil, err
 	}

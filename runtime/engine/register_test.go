@@ -248,12 +248,12 @@ func TestFlowListingIsBounded(t *testing.T) {
 	}
 	// The flow's own read carries the doc and the schema whole.
 	for name, doc := range map[string]string{"old2": strings.Repeat("x", 7000000), "f000": bigDoc} {
-		fs, err := b.eng.FlowSource(ctx, name)
+		fs, err := b.eng.FlowSource(ctx, name, "")
 		if err != nil || fs.Doc != doc {
 			t.Fatalf("%s's own read: %v, doc of %d bytes", name, err, len(fs.Doc))
 		}
 	}
-	if fs, _ := b.eng.FlowSource(ctx, "f000"); len(fs.Input) < MaxListedInputBytes {
+	if fs, _ := b.eng.FlowSource(ctx, "f000", ""); len(fs.Input) < MaxListedInputBytes {
 		t.Fatalf("f000's own read has an input of %d bytes", len(fs.Input))
 	}
 }

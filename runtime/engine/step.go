@@ -10,6 +10,7 @@ import (
 	"github.com/weirhq/weir/flows"
 	"github.com/weirhq/weir/runtime/internal/failpoint"
 	"github.com/weirhq/weir/runtime/internal/ledger"
+	ownerctx "github.com/weirhq/weir/runtime/internal/owner"
 	"github.com/weirhq/weir/runtime/store"
 )
 
@@ -294,6 +295,13 @@ func (s *stepper) advance(to string) {
 	}
 }
 
+// evalCtx is what a callable's evaluation runs under: not cancelled with
+// the step (a cancel is decided between evaluations), and carrying the
+// run's owner, whose share of the sandbox it takes.
+func (s *stepper) evalCtx() context.Context {
+	return ownerctx.WithOwner(context.Background(), s.run.Owner)
+}
+
 // flowCtx is the read-only context callables see.
 func (s *stepper) flowCtx() flows.Context {
 	// Input and results stay JSON: a callable decodes only what it reads,
@@ -334,7 +342,7 @@ func (s *stepper) nodeFailed(ctx context.Context, node *flows.Node, rerr *store.
 
 // branchNode evaluates the condition and follows then or otherwise.
 func (s *stepper) branchNode(ctx context.Context, node *flows.Node) bool {
-	v, err := s.fe.call(*node.Cond, s.flowCtx())
+	v, err := s.fe.call(s.evalCtx(), *node.Cond, s.flowCtx())
 	if err != nil {
 		return s.nodeFailed(ctx, node, &store.RunError{Code: CodeCallable, Message: err.Error()})
 	}
@@ -450,7 +458,7 @@ func (s *stepper) args(node *flows.Node) (json.RawMessage, error) {
 	if node.Args == nil {
 		return json.RawMessage("{}"), nil
 	}
-	v, err := s.fe.call(*node.Args, s.flowCtx())
+	v, err := s.fe.call(s.evalCtx(), *node.Args, s.flowCtx())
 	if err != nil {
 		return nil, err
 	}
@@ -465,7 +473,7 @@ func (s *stepper) args(node *flows.Node) (json.RawMessage, error) {
 func (s *stepper) complete(ctx context.Context) {
 	var out json.RawMessage
 	if ref := s.fe.flow.Output; ref != nil {
-		v, err := s.fe.call(*ref, s.flowCtx())
+		v, err := s.fe.call(s.evalCtx(), *ref, s.flowCtx())
 		if lerr := s.fe.scriptLimitError(); lerr != nil {
 			s.finish(ctx, store.PhaseFailed, nil, lerr)
 			return

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/runtime/internal/ledger"
+	ownerctx "github.com/weirhq/weir/runtime/internal/owner"
 	"github.com/weirhq/weir/runtime/store"
 )
 
@@ -61,6 +62,10 @@ func (w *worker) work(typ string, overBudget bool) {
 		lr.cancelRequested = true
 		lr.mu.Unlock()
 	}
+	// The run's owner goes with everything the task does: its tool calls
+	// and validations take that owner's share of the plugins and the
+	// sandbox (runtime/internal/owner).
+	ctx = ownerctx.WithOwner(ctx, leased.run.Owner)
 	renewDone := make(chan struct{})
 	go func() { defer close(renewDone); w.renew(ctx) }()
 	overBudget = overBudget || leased.overBudget
