@@ -36,3 +36,29 @@ func TestReadersCompileNoInterpreter(t *testing.T) {
 		}
 	}
 }
+
+// The flow languages' shared API (flows/script/front) imports no Lua: a
+// front end of another language imports it without compiling Lua's
+// interpreter, and it cannot import the core or a front end, which import
+// it, without a cycle the compiler refuses.
+func TestFrontAPICompilesNoLua(t *testing.T) {
+	t.Parallel()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command is needed to list dependencies: %v", err)
+	}
+	const pkg = "github.com/weirhq/weir/flows/script/front"
+	out, err := exec.Command(goTool, "list", "-deps", pkg).Output()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v", pkg, err)
+	}
+	deps := strings.Fields(string(out))
+	if !slices.Contains(deps, pkg) {
+		t.Fatalf("go list -deps %s does not list the package itself:\n%s", pkg, out)
+	}
+	for _, dep := range deps {
+		if strings.HasPrefix(dep, "github.com/yuin/gopher-lua") {
+			t.Errorf("%s depends on %s", pkg, dep)
+		}
+	}
+}

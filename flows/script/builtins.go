@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/flows/script/front"
 	"go.starlark.net/starlark"
 )
 
@@ -44,7 +45,7 @@ func validName(s string) bool {
 type nodeValue struct {
 	node   flows.Node                // callable refs are set by flow()
 	values [numParams]starlark.Value // the callables and constants given, by parameter
-	site   *callSite
+	site   *front.Site
 	// claimed is set once a flow took node for its own; another flow
 	// using the same value gets a copy.
 	claimed bool
@@ -62,7 +63,9 @@ const (
 	numParams
 )
 
-var paramNames = [numParams]string{"args", "cond", "items", "reduce", "mature", "system", "prompt"}
+// paramNames is shared with the other languages' front ends, which
+// collect the callables by these names; its type checks the count.
+var paramNames [numParams]string = front.CallableParams
 
 var (
 	_ starlark.Value    = (*nodeValue)(nil)
@@ -212,7 +215,7 @@ var (
 // nodeBuilder collects one node's fields and its diagnostics.
 type nodeBuilder struct {
 	ls   *loadState
-	site *callSite
+	site *front.Site
 	nv   *nodeValue
 }
 
@@ -234,11 +237,11 @@ func onlyIDPositional(b *starlark.Builtin, args starlark.Tuple, what string) err
 func (ls *loadState) newNode(thread *starlark.Thread, kind flows.NodeKind, id string) *nodeBuilder {
 	site := ls.callerSite(thread)
 	nb := &nodeBuilder{ls: ls, site: site, nv: &nodeValue{
-		node: flows.Node{ID: id, Kind: kind, Pos: site.start, Site: site},
+		node: flows.Node{ID: id, Kind: kind, Pos: site.Start, Site: site},
 		site: site,
 	}}
 	if !validName(id) {
-		ls.addf(site.start, flows.CodeInvalid, nil, "%s id %q: ids start with a letter or '_' and hold letters, digits, '_', '-' or '.' (at most %d)", kind, id, maxNameLen)
+		ls.addf(site.Start, flows.CodeInvalid, nil, "%s id %q: ids start with a letter or '_' and hold letters, digits, '_', '-' or '.' (at most %d)", kind, id, maxNameLen)
 	}
 	return nb
 }
@@ -312,8 +315,8 @@ func checkValue(v starlark.Value, spec valueSpec) string {
 	if fn, ok := v.(*starlark.Function); ok {
 		return checkArity(fn, spec)
 	}
-	if fn, ok := v.(*luaFunc); ok {
-		if n, varargs := fn.arity(); n > spec.arity+spec.optional && !varargs {
+	if fn, ok := v.(front.Function); ok {
+		if n, varargs := fn.Arity(); n > spec.arity+spec.optional && !varargs {
 			return fmt.Sprintf("is called as %s, but the function takes %s", spec.call, plural(n, "parameter"))
 		}
 		return ""
@@ -342,7 +345,7 @@ func checkValue(v starlark.Value, spec valueSpec) string {
 	if !shapeOK {
 		return fmt.Sprintf("must be a function called as %s, or a constant %s; got a %s", spec.call, spec.constant, v.Type())
 	}
-	if _, err := fromStarlark(v); err != nil {
+	if _, err := front.FromStarlark(v); err != nil {
 		return fmt.Sprintf("constant has no JSON form: %v", err)
 	}
 	return ""
@@ -674,7 +677,7 @@ func builtinFlow(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 
 	site := ls.callerSite(thread)
 	fs, _ := thread.Local(localFile).(*fileState)
-	f := &flows.Flow{Name: name, Doc: doc, MaxDepth: maxDepth, Budget: budget, Pos: site.start}
+	f := &flows.Flow{Name: name, Doc: doc, MaxDepth: maxDepth, Budget: budget, Pos: site.Start}
 	addf := func(param string, code flows.Code, format string, args ...any) {
 		ls.addf(site.ArgPos(param), code, nil, fmt.Sprintf("flow %q: ", name)+format, args...)
 	}
@@ -734,7 +737,7 @@ func builtinFlow(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 				ls.callables[*ref] = callable{value: v, pos: n.ArgPos(ref.Param)}
 			}
 			if _, isFn := v.(starlark.Callable); p == paramArgs && !isFn {
-				if c, err := fromStarlark(v); err == nil {
+				if c, err := front.FromStarlark(v); err == nil {
 					ls.constArgs[n] = c
 				}
 			}
@@ -769,7 +772,7 @@ func builtinFlow(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 	}
 
 	if prev, dup := ls.flowPos[name]; dup {
-		ls.addf(site.start, flows.CodeDuplicate, nil, "flow %q is already declared at %s", name, prev)
+		ls.addf(site.Start, flows.CodeDuplicate, nil, "flow %q is already declared at %s", name, prev)
 		return starlark.None, nil
 	}
 	ls.flowPos[name] = f.Pos
@@ -787,7 +790,7 @@ func inputSchemaOf(v starlark.Value) (json.RawMessage, flows.Code, string) {
 	if _, ok := v.(*starlark.Dict); !ok {
 		return nil, flows.CodeInvalid, fmt.Sprintf("must be a JSON schema written as a dict; got a %s", v.Type())
 	}
-	g, err := fromStarlark(v)
+	g, err := front.FromStarlark(v)
 	if err != nil {
 		return nil, flows.CodeInvalid, fmt.Sprintf("has no JSON form: %v", err)
 	}
