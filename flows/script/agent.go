@@ -51,34 +51,23 @@ func (l *stringList) Unpack(v starlark.Value) error {
 // max_turns, max_tokens, output, at_most_once, next, error, max_visits,
 // timeout, cost, protected, doc)
 func builtinAgent(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	ls, err := loadStateOf(thread, b)
-	if err != nil {
-		return nil, err
-	}
-	if err := onlyIDPositional(b, args, "node id"); err != nil {
-		return nil, err
-	}
 	var (
-		id, doc                   string
+		p                         nodeParams
 		prompt, system, output    starlark.Value
 		model, modelTool          optString
 		tools, flowNames, approve stringList
 		maxTurns, maxTokens       optInt
-		next, errw, timeout       optString
-		maxVisits                 int
-		cost                      int64
-		atMostOnce, protected     bool
 	)
-	if err := unpackArgs(b, args, kwargs,
-		"id", &id, "prompt", &prompt, "model?", &model, "model_tool?", &modelTool, "system?", &system,
+	nb, err := startNode(thread, b, args, kwargs, flows.KindAgent, &p,
+		"id", &p.id, "prompt", &prompt, "model?", &model, "model_tool?", &modelTool, "system?", &system,
 		"tools?", &tools, "flows?", &flowNames, "approve?", &approve,
 		"max_turns?", &maxTurns, "max_tokens?", &maxTokens, "output?", &output,
-		"at_most_once?", &atMostOnce, "next?", &next, "error?", &errw, "max_visits?", &maxVisits,
-		"timeout?", &timeout, "cost?", &cost, "protected?", &protected, "doc?", &doc,
-	); err != nil {
+		"at_most_once?", &p.atMostOnce, "next?", &p.next, "error?", &p.errw, "max_visits?", &p.maxVisits,
+		"timeout?", &p.timeout, "cost?", &p.cost, "protected?", &p.protected, "doc?", &p.doc,
+	)
+	if err != nil {
 		return nil, err
 	}
-	nb := ls.newNode(thread, flows.KindAgent, id)
 	n := nb.n()
 	if !model.set && !modelTool.set {
 		nb.addf("", flows.CodeInvalid, "needs model (a model alias of %s) or model_tool (a tool that speaks the chat contract)", DefaultModelTool)
@@ -131,15 +120,7 @@ func builtinAgent(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 			n.OutputSchema = schema
 		}
 	}
-
-	nb.wire("next", next, &n.Next)
-	nb.wire("error", errw, &n.Error)
-	nb.nonNegative("max_visits", int64(maxVisits))
-	nb.nonNegative("cost", cost)
-	nb.duration("timeout", timeout, &n.Timeout)
-	n.MaxVisits, n.Cost = max(maxVisits, 0), max(cost, 0)
-	n.AtMostOnce, n.Protected, n.Doc = atMostOnce, protected, doc
-	return nb.nv, nil
+	return nb.record(&p), nil
 }
 
 func (nb *nodeBuilder) addfAt(pos flows.Pos, code flows.Code, format string, args ...any) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/flows/script/front"
 	"go.starlark.net/starlark"
 )
 
@@ -44,7 +45,7 @@ func validName(s string) bool {
 type nodeValue struct {
 	node   flows.Node                // callable refs are set by flow()
 	values [numParams]starlark.Value // the callables and constants given, by parameter
-	site   *callSite
+	site   *front.Site
 	// claimed is set once a flow took node for its own; another flow
 	// using the same value gets a copy.
 	claimed bool
@@ -62,7 +63,9 @@ const (
 	numParams
 )
 
-var paramNames = [numParams]string{"args", "cond", "items", "reduce", "mature", "system", "prompt"}
+// paramNames is shared with the other languages' front ends, which
+// collect the callables by these names; its type checks the count.
+var paramNames [numParams]string = front.CallableParams
 
 var (
 	_ starlark.Value    = (*nodeValue)(nil)
@@ -212,7 +215,7 @@ var (
 // nodeBuilder collects one node's fields and its diagnostics.
 type nodeBuilder struct {
 	ls   *loadState
-	site *callSite
+	site *front.Site
 	nv   *nodeValue
 }
 
@@ -231,14 +234,70 @@ func onlyIDPositional(b *starlark.Builtin, args starlark.Tuple, what string) err
 	return nil
 }
 
+// unpackBuiltin is how every declaring builtin begins: it refuses a call
+// from a callable at run time and positional arguments past the first
+// (what names it), and unpacks the arguments into pairs with
+// starlark.UnpackArgs.
+func unpackBuiltin(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple, what string, pairs ...any) (*loadState, error) {
+	ls, err := loadStateOf(thread, b)
+	if err != nil {
+		return nil, err
+	}
+	if err := onlyIDPositional(b, args, what); err != nil {
+		return nil, err
+	}
+	if err := unpackArgs(b, args, kwargs, pairs...); err != nil {
+		return nil, err
+	}
+	return ls, nil
+}
+
+// nodeParams are the parameters that several node builtins take. Each
+// builtin names those it takes in its own pairs, in its own order (the
+// order decides which missing argument is named first); one it does not
+// take stays zero, which record leaves unset.
+type nodeParams struct {
+	id, doc               string
+	next, errw, timeout   optString
+	retries, maxVisits    int
+	cost, budget          int64
+	atMostOnce, protected bool
+}
+
+// startNode unpacks a node builtin's arguments and starts its node.
+func startNode(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple, kind flows.NodeKind, p *nodeParams, pairs ...any) (*nodeBuilder, error) {
+	ls, err := unpackBuiltin(thread, b, args, kwargs, "node id", pairs...)
+	if err != nil {
+		return nil, err
+	}
+	return ls.newNode(thread, kind, p.id), nil
+}
+
+// record checks the shared parameters and sets them on the node, which it
+// returns, done.
+func (nb *nodeBuilder) record(p *nodeParams) *nodeValue {
+	n := nb.n()
+	nb.wire("next", p.next, &n.Next)
+	nb.wire("error", p.errw, &n.Error)
+	nb.duration("timeout", p.timeout, &n.Timeout)
+	nb.nonNegative("retries", int64(p.retries))
+	nb.nonNegative("max_visits", int64(p.maxVisits))
+	nb.nonNegative("cost", p.cost)
+	nb.nonNegative("budget", p.budget)
+	nb.atMostOnce(p.atMostOnce, p.retries)
+	n.Retries, n.MaxVisits, n.Cost, n.Budget = max(p.retries, 0), max(p.maxVisits, 0), max(p.cost, 0), max(p.budget, 0)
+	n.AtMostOnce, n.Protected, n.Doc = p.atMostOnce, p.protected, p.doc
+	return nb.nv
+}
+
 func (ls *loadState) newNode(thread *starlark.Thread, kind flows.NodeKind, id string) *nodeBuilder {
 	site := ls.callerSite(thread)
 	nb := &nodeBuilder{ls: ls, site: site, nv: &nodeValue{
-		node: flows.Node{ID: id, Kind: kind, Pos: site.start, Site: site},
+		node: flows.Node{ID: id, Kind: kind, Pos: site.Start, Site: site},
 		site: site,
 	}}
 	if !validName(id) {
-		ls.addf(site.start, flows.CodeInvalid, nil, "%s id %q: ids start with a letter or '_' and hold letters, digits, '_', '-' or '.' (at most %d)", kind, id, maxNameLen)
+		ls.addf(site.Start, flows.CodeInvalid, nil, "%s id %q: ids start with a letter or '_' and hold letters, digits, '_', '-' or '.' (at most %d)", kind, id, maxNameLen)
 	}
 	return nb
 }
@@ -312,8 +371,8 @@ func checkValue(v starlark.Value, spec valueSpec) string {
 	if fn, ok := v.(*starlark.Function); ok {
 		return checkArity(fn, spec)
 	}
-	if fn, ok := v.(*luaFunc); ok {
-		if n, varargs := fn.arity(); n > spec.arity+spec.optional && !varargs {
+	if fn, ok := v.(front.Function); ok {
+		if n, varargs := fn.Arity(); n > spec.arity+spec.optional && !varargs {
 			return fmt.Sprintf("is called as %s, but the function takes %s", spec.call, plural(n, "parameter"))
 		}
 		return ""
@@ -342,7 +401,7 @@ func checkValue(v starlark.Value, spec valueSpec) string {
 	if !shapeOK {
 		return fmt.Sprintf("must be a function called as %s, or a constant %s; got a %s", spec.call, spec.constant, v.Type())
 	}
-	if _, err := fromStarlark(v); err != nil {
+	if _, err := front.FromStarlark(v); err != nil {
 		return fmt.Sprintf("constant has no JSON form: %v", err)
 	}
 	return ""
@@ -392,43 +451,22 @@ func plural(n int, what string) string {
 // task(id, tool, args, next, error, retries, at_most_once, max_visits,
 // timeout, cost, protected, doc)
 func builtinTask(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	ls, err := loadStateOf(thread, b)
+	var (
+		p     nodeParams
+		tool  string
+		argsV starlark.Value
+	)
+	nb, err := startNode(thread, b, args, kwargs, flows.KindTask, &p,
+		"id", &p.id, "tool", &tool, "args?", &argsV, "next?", &p.next, "error?", &p.errw,
+		"retries?", &p.retries, "at_most_once?", &p.atMostOnce, "max_visits?", &p.maxVisits,
+		"timeout?", &p.timeout, "cost?", &p.cost, "protected?", &p.protected, "doc?", &p.doc,
+	)
 	if err != nil {
 		return nil, err
 	}
-	if err := onlyIDPositional(b, args, "node id"); err != nil {
-		return nil, err
-	}
-	var (
-		id, doc               string
-		tool                  string
-		argsV                 starlark.Value
-		next, errw, timeout   optString
-		retries, maxVisits    int
-		cost                  int64
-		atMostOnce, protected bool
-	)
-	if err := unpackArgs(b, args, kwargs,
-		"id", &id, "tool", &tool, "args?", &argsV, "next?", &next, "error?", &errw,
-		"retries?", &retries, "at_most_once?", &atMostOnce, "max_visits?", &maxVisits,
-		"timeout?", &timeout, "cost?", &cost, "protected?", &protected, "doc?", &doc,
-	); err != nil {
-		return nil, err
-	}
-	nb := ls.newNode(thread, flows.KindTask, id)
-	n := nb.n()
-	nb.name("tool", optString{tool, true}, &n.Tool, "tool")
+	nb.name("tool", optString{tool, true}, &nb.n().Tool, "tool")
 	nb.value(argsV, specArgs)
-	nb.wire("next", next, &n.Next)
-	nb.wire("error", errw, &n.Error)
-	nb.nonNegative("retries", int64(retries))
-	nb.nonNegative("max_visits", int64(maxVisits))
-	nb.nonNegative("cost", cost)
-	nb.duration("timeout", timeout, &n.Timeout)
-	nb.atMostOnce(atMostOnce, retries)
-	n.Retries, n.MaxVisits, n.Cost = max(retries, 0), max(maxVisits, 0), max(cost, 0)
-	n.AtMostOnce, n.Protected, n.Doc = atMostOnce, protected, doc
-	return nb.nv, nil
+	return nb.record(&p), nil
 }
 
 // atMostOnce refuses a node that both retries and accepts at-most-once:
@@ -442,73 +480,44 @@ func (nb *nodeBuilder) atMostOnce(atMostOnce bool, retries int) {
 // subflow(id, flow, args, next, error, max_visits, timeout, budget,
 // protected, doc)
 func builtinSubflow(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	ls, err := loadStateOf(thread, b)
+	var (
+		p     nodeParams
+		flow  string
+		argsV starlark.Value
+	)
+	nb, err := startNode(thread, b, args, kwargs, flows.KindSubflow, &p,
+		"id", &p.id, "flow", &flow, "args?", &argsV, "next?", &p.next, "error?", &p.errw,
+		"max_visits?", &p.maxVisits, "timeout?", &p.timeout, "budget?", &p.budget, "protected?", &p.protected, "doc?", &p.doc,
+	)
 	if err != nil {
 		return nil, err
 	}
-	if err := onlyIDPositional(b, args, "node id"); err != nil {
-		return nil, err
-	}
-	var (
-		id, doc, flow       string
-		argsV               starlark.Value
-		next, errw, timeout optString
-		maxVisits           int
-		budget              int64
-		protected           bool
-	)
-	if err := unpackArgs(b, args, kwargs,
-		"id", &id, "flow", &flow, "args?", &argsV, "next?", &next, "error?", &errw,
-		"max_visits?", &maxVisits, "timeout?", &timeout, "budget?", &budget, "protected?", &protected, "doc?", &doc,
-	); err != nil {
-		return nil, err
-	}
-	nb := ls.newNode(thread, flows.KindSubflow, id)
-	n := nb.n()
-	nb.name("flow", optString{flow, true}, &n.Flow, "flow")
+	nb.name("flow", optString{flow, true}, &nb.n().Flow, "flow")
 	nb.value(argsV, specArgs)
-	nb.wire("next", next, &n.Next)
-	nb.wire("error", errw, &n.Error)
-	nb.nonNegative("max_visits", int64(maxVisits))
-	nb.nonNegative("budget", budget)
-	nb.duration("timeout", timeout, &n.Timeout)
-	n.MaxVisits, n.Budget, n.Protected, n.Doc = max(maxVisits, 0), max(budget, 0), protected, doc
-	return nb.nv, nil
+	return nb.record(&p), nil
 }
 
 // fanout(id, items, width, depth, max_items, tool | flow, args, retries,
 // at_most_once, quorum, deadline, grace, reduce, mature, next, error,
 // max_visits, timeout, cost, budget, protected, doc)
 func builtinFanout(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	ls, err := loadStateOf(thread, b)
+	var (
+		p                            nodeParams
+		items, argsV, reduce, mature starlark.Value
+		width, depth, maxItems       optInt
+		tool, flow, deadline, grace  optString
+		quorum                       = number(flows.DefaultQuorum)
+	)
+	nb, err := startNode(thread, b, args, kwargs, flows.KindFanout, &p,
+		"id", &p.id, "items", &items, "width?", &width, "depth?", &depth, "max_items?", &maxItems,
+		"tool?", &tool, "flow?", &flow, "args?", &argsV, "retries?", &p.retries, "at_most_once?", &p.atMostOnce,
+		"quorum?", &quorum, "deadline?", &deadline, "grace?", &grace, "reduce?", &reduce, "mature?", &mature,
+		"next?", &p.next, "error?", &p.errw, "max_visits?", &p.maxVisits, "timeout?", &p.timeout,
+		"cost?", &p.cost, "budget?", &p.budget, "protected?", &p.protected, "doc?", &p.doc,
+	)
 	if err != nil {
 		return nil, err
 	}
-	if err := onlyIDPositional(b, args, "node id"); err != nil {
-		return nil, err
-	}
-	var (
-		id, doc                       string
-		items, argsV, reduce, mature  starlark.Value
-		width, depth, maxItems        optInt
-		tool, flow                    optString
-		next, errw, timeout, deadline optString
-		grace                         optString
-		retries, maxVisits            int
-		cost, budget                  int64
-		atMostOnce, protected         bool
-		quorum                        = number(flows.DefaultQuorum)
-	)
-	if err := unpackArgs(b, args, kwargs,
-		"id", &id, "items", &items, "width?", &width, "depth?", &depth, "max_items?", &maxItems,
-		"tool?", &tool, "flow?", &flow, "args?", &argsV, "retries?", &retries, "at_most_once?", &atMostOnce,
-		"quorum?", &quorum, "deadline?", &deadline, "grace?", &grace, "reduce?", &reduce, "mature?", &mature,
-		"next?", &next, "error?", &errw, "max_visits?", &maxVisits, "timeout?", &timeout,
-		"cost?", &cost, "budget?", &budget, "protected?", &protected, "doc?", &doc,
-	); err != nil {
-		return nil, err
-	}
-	nb := ls.newNode(thread, flows.KindFanout, id)
 	n := nb.n()
 	switch {
 	case tool.set && flow.set:
@@ -538,24 +547,13 @@ func builtinFanout(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 	nb.duration("deadline", deadline, &n.Deadline)
 	n.Grace = flows.DefaultGrace
 	nb.duration("grace", grace, &n.Grace)
-	nb.duration("timeout", timeout, &n.Timeout)
-	nb.wire("next", next, &n.Next)
-	nb.wire("error", errw, &n.Error)
-	nb.nonNegative("retries", int64(retries))
-	nb.nonNegative("max_visits", int64(maxVisits))
-	nb.nonNegative("cost", cost)
-	if flow.set && retries > 0 {
+	if flow.set && p.retries > 0 {
 		nb.addf("retries", flows.CodeInvalid, "retries apply to tool calls; a child run handles its own failures")
 	}
-	nb.nonNegative("budget", budget)
-	if tool.set && budget > 0 {
+	if tool.set && p.budget > 0 {
 		nb.addf("budget", flows.CodeInvalid, "budget applies to child runs (flow); a tool child reserves its cost")
 	}
-	n.Budget = max(budget, 0)
-	nb.atMostOnce(atMostOnce, retries)
-	n.Retries, n.MaxVisits, n.Cost = max(retries, 0), max(maxVisits, 0), max(cost, 0)
-	n.AtMostOnce, n.Protected, n.Doc = atMostOnce, protected, doc
-	return nb.nv, nil
+	return nb.record(&p), nil
 }
 
 // bound records one of a fanout's required design-time bounds.
@@ -572,58 +570,35 @@ func (nb *nodeBuilder) bound(param string, v optInt, what string, dst *int) {
 
 // wait(id, timeout, args, next, error, max_visits, doc)
 func builtinWait(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	ls, err := loadStateOf(thread, b)
+	var (
+		p     nodeParams
+		argsV starlark.Value
+	)
+	nb, err := startNode(thread, b, args, kwargs, flows.KindWait, &p,
+		"id", &p.id, "timeout?", &p.timeout, "args?", &argsV, "next?", &p.next, "error?", &p.errw,
+		"max_visits?", &p.maxVisits, "doc?", &p.doc,
+	)
 	if err != nil {
 		return nil, err
 	}
-	if err := onlyIDPositional(b, args, "node id"); err != nil {
-		return nil, err
-	}
-	var (
-		id, doc             string
-		argsV               starlark.Value
-		next, errw, timeout optString
-		maxVisits           int
-	)
-	if err := unpackArgs(b, args, kwargs,
-		"id", &id, "timeout?", &timeout, "args?", &argsV, "next?", &next, "error?", &errw,
-		"max_visits?", &maxVisits, "doc?", &doc,
-	); err != nil {
-		return nil, err
-	}
-	nb := ls.newNode(thread, flows.KindWait, id)
-	n := nb.n()
-	nb.duration("timeout", timeout, &n.Timeout)
 	nb.value(argsV, specArgs)
-	nb.wire("next", next, &n.Next)
-	nb.wire("error", errw, &n.Error)
-	nb.nonNegative("max_visits", int64(maxVisits))
-	n.MaxVisits, n.Doc = max(maxVisits, 0), doc
-	return nb.nv, nil
+	return nb.record(&p), nil
 }
 
 // branch(id, cond, then, otherwise, error, max_visits, doc)
 func builtinBranch(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	ls, err := loadStateOf(thread, b)
+	var (
+		p               nodeParams
+		cond            starlark.Value
+		then, otherwise optString
+	)
+	nb, err := startNode(thread, b, args, kwargs, flows.KindBranch, &p,
+		"id", &p.id, "cond", &cond, "then?", &then, "otherwise?", &otherwise, "error?", &p.errw,
+		"max_visits?", &p.maxVisits, "doc?", &p.doc,
+	)
 	if err != nil {
 		return nil, err
 	}
-	if err := onlyIDPositional(b, args, "node id"); err != nil {
-		return nil, err
-	}
-	var (
-		id, doc               string
-		cond                  starlark.Value
-		then, otherwise, errw optString
-		maxVisits             int
-	)
-	if err := unpackArgs(b, args, kwargs,
-		"id", &id, "cond", &cond, "then?", &then, "otherwise?", &otherwise, "error?", &errw,
-		"max_visits?", &maxVisits, "doc?", &doc,
-	); err != nil {
-		return nil, err
-	}
-	nb := ls.newNode(thread, flows.KindBranch, id)
 	n := nb.n()
 	if cond == starlark.None {
 		nb.addf("cond", flows.CodeInvalid, "cond must be a function called as cond(ctx)")
@@ -631,21 +606,11 @@ func builtinBranch(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 	nb.value(cond, specCond)
 	nb.wire("then", then, &n.Then)
 	nb.wire("otherwise", otherwise, &n.Otherwise)
-	nb.wire("error", errw, &n.Error)
-	nb.nonNegative("max_visits", int64(maxVisits))
-	n.MaxVisits, n.Doc = max(maxVisits, 0), doc
-	return nb.nv, nil
+	return nb.record(&p), nil
 }
 
 // flow(name, nodes, doc, max_depth, budget, output, input)
 func builtinFlow(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	ls, err := loadStateOf(thread, b)
-	if err != nil {
-		return nil, err
-	}
-	if err := onlyIDPositional(b, args, "flow name"); err != nil {
-		return nil, err
-	}
 	var (
 		name, doc     string
 		nodes         starlark.Value
@@ -653,10 +618,11 @@ func builtinFlow(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 		budget        int64
 		output, input starlark.Value
 	)
-	if err := unpackArgs(b, args, kwargs,
+	ls, err := unpackBuiltin(thread, b, args, kwargs, "flow name",
 		"name", &name, "nodes", &nodes, "doc?", &doc, "max_depth?", &maxDepth, "budget?", &budget,
 		"output?", &output, "input?", &input,
-	); err != nil {
+	)
+	if err != nil {
 		return nil, err
 	}
 	elems, ok := sequenceElems(nodes)
@@ -674,7 +640,7 @@ func builtinFlow(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 
 	site := ls.callerSite(thread)
 	fs, _ := thread.Local(localFile).(*fileState)
-	f := &flows.Flow{Name: name, Doc: doc, MaxDepth: maxDepth, Budget: budget, Pos: site.start}
+	f := &flows.Flow{Name: name, Doc: doc, MaxDepth: maxDepth, Budget: budget, Pos: site.Start}
 	addf := func(param string, code flows.Code, format string, args ...any) {
 		ls.addf(site.ArgPos(param), code, nil, fmt.Sprintf("flow %q: ", name)+format, args...)
 	}
@@ -734,7 +700,7 @@ func builtinFlow(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 				ls.callables[*ref] = callable{value: v, pos: n.ArgPos(ref.Param)}
 			}
 			if _, isFn := v.(starlark.Callable); p == paramArgs && !isFn {
-				if c, err := fromStarlark(v); err == nil {
+				if c, err := front.FromStarlark(v); err == nil {
 					ls.constArgs[n] = c
 				}
 			}
@@ -769,7 +735,7 @@ func builtinFlow(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 	}
 
 	if prev, dup := ls.flowPos[name]; dup {
-		ls.addf(site.start, flows.CodeDuplicate, nil, "flow %q is already declared at %s", name, prev)
+		ls.addf(site.Start, flows.CodeDuplicate, nil, "flow %q is already declared at %s", name, prev)
 		return starlark.None, nil
 	}
 	ls.flowPos[name] = f.Pos
@@ -787,7 +753,7 @@ func inputSchemaOf(v starlark.Value) (json.RawMessage, flows.Code, string) {
 	if _, ok := v.(*starlark.Dict); !ok {
 		return nil, flows.CodeInvalid, fmt.Sprintf("must be a JSON schema written as a dict; got a %s", v.Type())
 	}
-	g, err := fromStarlark(v)
+	g, err := front.FromStarlark(v)
 	if err != nil {
 		return nil, flows.CodeInvalid, fmt.Sprintf("has no JSON form: %v", err)
 	}

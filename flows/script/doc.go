@@ -1,9 +1,18 @@
 // Package script runs flow scripts: it loads Starlark (.star) and Lua
 // (.lua) files that declare task graphs with the same builtins, compiles
 // them to the IR of package flows, checks them statically, and evaluates
-// the scripts' callables at run time against a read-only context. It is
-// the one package that imports the interpreters; readers of the IR import
+// the scripts' callables at run time against a read-only context. With its
+// front ends it is where the interpreters come in; readers of the IR import
 // flows alone.
+//
+// Languages: this package runs Starlark itself, and its Starlark builtins
+// are the one implementation of flow, task, subflow, fanout, wait, branch
+// and agent. A file of another language goes, by the ending of its path,
+// to that language's front end (a front.Language: Lua's is
+// flows/script/luafront), whose builtins call the Starlark ones through a
+// front.Declarer. Package flows/script/front holds what both sides share
+// and imports neither, so this package imports the front ends without a
+// cycle.
 //
 // Loading and checking: Load runs a set of files together in a sandbox (no
 // clock, randomness, files or network; load() only among the set; a step

@@ -5,12 +5,13 @@ import (
 	"fmt"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/flows/script/front"
 	"go.starlark.net/starlark"
 )
 
 // ErrNoCallable is returned by Evaluator.Call for a reference the sources
 // do not declare (sources that are not the flow's, or a hand-made ref).
-var ErrNoCallable = errors.New("no such callable in these sources")
+var ErrNoCallable = front.ErrNoCallable
 
 // callable is a value a script passed to a builtin, with the position of
 // the argument that passed it.
@@ -81,8 +82,8 @@ func (ev *Evaluator) Accepts(ref flows.CallableRef, n int) bool {
 	if !ok {
 		return false
 	}
-	if lf, ok := cl.value.(*luaFunc); ok {
-		params, varargs := lf.arity()
+	if lf, ok := cl.value.(front.Function); ok {
+		params, varargs := lf.Arity()
 		return varargs || params >= n
 	}
 	fn, ok := cl.value.(*starlark.Function)
@@ -129,12 +130,12 @@ func (ev *Evaluator) Call(ref flows.CallableRef, c flows.Context, extra ...any) 
 		}
 		thread := &starlark.Thread{Name: ref.String(), Print: func(*starlark.Thread, string) {}}
 		thread.SetMaxExecutionSteps(ev.maxSteps)
-		thread.SetLocal(localSteps, ev.maxSteps)
-		thread.SetLocal(localRef, ref)
+		front.SetStepLimit(thread, ev.maxSteps)
+		front.SetCallRef(thread, ref)
 		args := make(starlark.Tuple, 1, 1+len(extra))
-		args[0] = &ctxValue{ref: ref, c: &c}
+		args[0] = front.NewCtx(ref, &c)
 		for i, x := range extra {
-			sv, err := toStarlark(x)
+			sv, err := front.ToStarlark(x)
 			if err != nil {
 				return nil, &flows.CallError{Ref: ref, Pos: cl.pos, Msg: fmt.Sprintf("argument %d: %v", i+2, err)}
 			}
@@ -161,10 +162,10 @@ func (ev *Evaluator) callError(ref flows.CallableRef, cl callable, thread *starl
 		ce.Msg = ee.Msg
 		ce.Backtrace = ee.Backtrace()
 	}
-	var le *luaCallError
-	if errors.As(err, &le) {
-		ce.Pos, ce.Msg, ce.Backtrace = le.pos, le.msg, ""
-		ce.Limit = le.limit
+	var se *front.ScriptError
+	if errors.As(err, &se) { // a callable of another language
+		ce.Pos, ce.Msg, ce.Backtrace = se.Pos, se.Msg, ""
+		ce.Limit = se.Limit
 		return ce
 	}
 	if thread.ExecutionSteps() >= ev.maxSteps {
@@ -193,71 +194,9 @@ func shapeResult(param string, v starlark.Value) (any, error) {
 			return nil, fmt.Errorf("items must return a list, got %s", v.Type())
 		}
 	}
-	out, err := fromStarlark(v)
+	out, err := front.FromStarlark(v)
 	if err != nil {
 		return nil, fmt.Errorf("%s returned a value with no JSON form: %v", param, err)
 	}
 	return out, nil
-}
-
-// ctxValue is the ctx a callable receives. It converts input and results
-// on first use; it lives on one thread for one call, so the cache needs no
-// lock.
-type ctxValue struct {
-	ref            flows.CallableRef
-	c              *flows.Context
-	input, results starlark.Value
-}
-
-var (
-	_ starlark.Value    = (*ctxValue)(nil)
-	_ starlark.HasAttrs = (*ctxValue)(nil)
-)
-
-func (cv *ctxValue) String() string {
-	return fmt.Sprintf("<ctx %s attempt %d>", cv.c.RunID, cv.c.Attempt)
-}
-func (cv *ctxValue) Type() string          { return "ctx" }
-func (cv *ctxValue) Freeze()               {}
-func (cv *ctxValue) Truth() starlark.Bool  { return true }
-func (cv *ctxValue) Hash() (uint32, error) { return 0, errors.New("unhashable type: ctx") }
-
-var ctxAttrs = []string{"attempt", "flow", "input", "node", "results", "run_id"}
-
-func (cv *ctxValue) AttrNames() []string { return ctxAttrs }
-
-func (cv *ctxValue) Attr(name string) (starlark.Value, error) {
-	switch name {
-	case "input":
-		if cv.input == nil {
-			v, err := toStarlark(cv.c.Input)
-			if err != nil {
-				return nil, fmt.Errorf("ctx.input: %v", err)
-			}
-			cv.input = v
-		}
-		return cv.input, nil
-	case "results":
-		if cv.results == nil {
-			m := cv.c.Results
-			if m == nil {
-				m = map[string]any{}
-			}
-			v, err := toStarlark(m)
-			if err != nil {
-				return nil, fmt.Errorf("ctx.results: %v", err)
-			}
-			cv.results = v
-		}
-		return cv.results, nil
-	case "run_id":
-		return starlark.String(cv.c.RunID), nil
-	case "attempt":
-		return starlark.MakeInt(cv.c.Attempt), nil
-	case "flow":
-		return starlark.String(cv.ref.Flow), nil
-	case "node":
-		return starlark.String(cv.ref.Node), nil
-	}
-	return nil, nil
 }

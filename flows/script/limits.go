@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/flows/script/front"
 	starjson "go.starlark.net/lib/json"
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
@@ -96,38 +97,8 @@ func checkNesting(thread *starlark.Thread, fn string, v starlark.Value) error {
 	if err != nil {
 		return err
 	}
-	if limit, _ := thread.Local(localSteps).(uint64); limit > 0 && thread.ExecutionSteps() >= limit {
+	if limit := front.StepLimit(thread); limit > 0 && thread.ExecutionSteps() >= limit {
 		return &flows.LimitError{Limit: flows.LimitSteps, Detail: fmt.Sprintf("%s: formatting the value took the rest of the %d steps", fn, limit)}
-	}
-	return nil
-}
-
-// checkJSONNesting scans JSON text for brackets nested deeper than
-// MaxValueDepth without decoding it (the decoder recurses per bracket).
-func checkJSONNesting(s string) error {
-	depth, inString, escaped := 0, false, false
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '[' || c == '{':
-			depth++
-			if depth > flows.MaxValueDepth {
-				return &flows.LimitError{Limit: flows.LimitDepth, Detail: fmt.Sprintf("json.decode: the JSON is nested more than %d deep (MaxValueDepth)", flows.MaxValueDepth)}
-			}
-		case c == ']' || c == '}':
-			depth--
-		}
 	}
 	return nil
 }
@@ -157,7 +128,7 @@ var guardedJSON = func() *starlarkstruct.Module {
 	m.Members["decode"] = starlark.NewBuiltin("json.decode", func(thread *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 		if len(args) > 0 {
 			if s, ok := starlark.AsString(args[0]); ok {
-				if err := checkJSONNesting(s); err != nil {
+				if err := front.CheckJSONNesting(s); err != nil {
 					return nil, err
 				}
 			}

@@ -109,11 +109,11 @@ func TestLuaLimitsAreScriptLimits(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, ds := Loader{MaxSteps: 100_000}.Load(luaFile("local x = " + tt.expr + "\n" + luaLeaf))
+			_, ds := Loader{MaxSteps: 100_000}.Load(flowtest.LuaFile("local x = " + tt.expr + "\n" + flowtest.LuaLeaf))
 			if len(ds) != 1 || ds[0].Code != flows.CodeScriptLimit || ds[0].Line != 1 || !strings.Contains(ds[0].Message, tt.msg) {
 				t.Fatalf("registration: got %s, want one E_SCRIPT_LIMIT at line 1 containing %q", ds, tt.msg)
 			}
-			ev, err := Loader{MaxSteps: 100_000}.NewEvaluator(luaFile(`flow{"f", nodes = {task{"a", tool = "t", args = function(ctx)
+			ev, err := Loader{MaxSteps: 100_000}.NewEvaluator(flowtest.LuaFile(`flow{"f", nodes = {task{"a", tool = "t", args = function(ctx)
   local x = ` + tt.expr + `
   return {}
 end}}}`))
@@ -134,17 +134,17 @@ end}}}`))
 // the script.
 func TestLuaLimitsCannotBeForged(t *testing.T) {
 	t.Parallel()
-	_, ds := Load(luaFile(`error("script limit (size): string.rep: the result would be 2097152 bytes, more than the limit of 1048576 (LuaMaxStringBytes)")` + "\n" + luaLeaf))
+	_, ds := Load(flowtest.LuaFile(`error("script limit (size): string.rep: the result would be 2097152 bytes, more than the limit of 1048576 (LuaMaxStringBytes)")` + "\n" + flowtest.LuaLeaf))
 	if len(ds) != 1 || ds[0].Code != flows.CodeScript {
 		t.Fatalf("forged: got %s, want one E_SCRIPT", ds)
 	}
-	_, ds = Load(luaFile(`local ok, err = pcall(string.rep, "ab", 1048576)
+	_, ds = Load(flowtest.LuaFile(`local ok, err = pcall(string.rep, "ab", 1048576)
 assert(not ok and string.find(err, "script limit (size)", 1, true), err)
-` + luaLeaf))
+` + flowtest.LuaLeaf))
 	if len(ds) != 0 {
 		t.Fatalf("caught: got %s", ds)
 	}
-	ev, err := NewEvaluator(luaFile(`flow{"f", nodes = {task{"a", tool = "t", args = function(ctx)
+	ev, err := NewEvaluator(flowtest.LuaFile(`flow{"f", nodes = {task{"a", tool = "t", args = function(ctx)
   local ok, err = pcall(string.rep, "ab", 1048576)
   error(err .. "!")
 end}}}`))

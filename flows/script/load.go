@@ -14,16 +14,18 @@ import (
 	"sync/atomic"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/flows/script/front"
+	"github.com/weirhq/weir/flows/script/luafront"
 	"go.starlark.net/resolve"
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
 )
 
-// DefaultMaxSteps is the Starlark step limit of one file's execution at
-// load time and of one callable evaluation at run time, when the Loader
-// sets none. Registering a flow of 10,000 nodes takes well under a tenth of
-// it; an endless loop reaches it in a fraction of a second.
-const DefaultMaxSteps = 10_000_000
+// DefaultMaxSteps is the step limit of one file's execution at load time
+// and of one callable evaluation at run time, when the Loader sets none.
+// Registering a flow of 10,000 nodes takes well under a tenth of it; an
+// endless loop reaches it in a fraction of a second.
+const DefaultMaxSteps = front.DefaultMaxSteps
 
 // DefaultMaxFileBytes bounds one source file when the Loader sets no limit.
 const DefaultMaxFileBytes = 4 << 20
@@ -105,14 +107,15 @@ type fileState struct {
 	file       flows.File
 	prog       *starlark.Program
 	calls      map[lineCol]int32 // call parenthesis -> index in sites
-	sites      []callSite
-	elems      []lineCol // elements of list literals passed as keyword arguments
+	sites      []front.Site
+	elems      []front.LineCol // elements of list literals passed as keyword arguments
 	compileErr error
 	loads      []string // resolved paths of this file's load()s
 	wholeReads []resultRead
 	state      execState
 	globals    starlark.StringDict
-	lua        *luaProgram // set for a Lua file instead of prog
+	// other is set instead of prog for a file of another language.
+	other front.Program
 }
 
 type execState int
@@ -124,30 +127,11 @@ const (
 	failed
 )
 
-type lineCol struct{ line, col int32 }
+// lineCol is a call's parenthesis, where the interpreter reports it.
+type lineCol = front.LineCol
 
-// callSite is what the syntax tree says about one call expression: where
-// the call starts and where each keyword argument is written. The
-// interpreter only knows the position of the call's parenthesis.
-type callSite struct {
-	start flows.Pos
-	kw    []kwArg
-	elems *[]lineCol // the file's list elements, which kwArg.lo:hi index
-}
-
-// kwArg is where one keyword argument is written. When its value is a
-// list literal, lo:hi index where each element starts in the file's
-// list elements, so that a diagnostic about one entry of tools = [...]
-// points at that entry. (Indexes rather than a slice keep a 10,000-node
-// flow's sites small.)
-type kwArg struct {
-	name      string
-	line, col int32
-	lo, hi    int32
-}
-
-func (fs *fileState) site(p syntax.Position) (*callSite, bool) {
-	i, ok := fs.calls[lineCol{p.Line, p.Col}]
+func (fs *fileState) site(p syntax.Position) (*front.Site, bool) {
+	i, ok := fs.calls[lineCol{Line: p.Line, Col: p.Col}]
 	if !ok {
 		return nil, false
 	}
@@ -156,14 +140,11 @@ func (fs *fileState) site(p syntax.Position) (*callSite, bool) {
 
 // Thread-local keys.
 const (
-	localLoad  = "weir.flows.load"
-	localFile  = "weir.flows.file"
-	localSteps = "weir.flows.maxsteps"
-	// localSite is the call site of a builtin called from Lua, which
-	// has no Starlark call stack.
+	localLoad = "weir.flows.load"
+	localFile = "weir.flows.file"
+	// localSite is the call site of a builtin called from another
+	// language, which has no Starlark call stack.
 	localSite = "weir.flows.site"
-	// localRef is the reference an Evaluator call evaluates.
-	localRef = "weir.flows.ref"
 )
 
 // errLoadFailed tells a loading file that the file it loads failed; the
@@ -245,8 +226,8 @@ func cleanPath(p string) string {
 // compile parses, indexes and compiles one file. It touches nothing but
 // fs, so the files of a set compile in parallel.
 func (fs *fileState) compile() {
-	if isLua(fs.file.Path) {
-		fs.compileLua()
+	if lang := languageOf(fs.file.Path); lang != nil {
+		fs.other, fs.compileErr = lang.Compile(fs.file)
 		return
 	}
 	f, err := fileOptions.Parse(fs.file.Path, fs.file.Src, 0)
@@ -301,7 +282,7 @@ func (ls *loadState) checkCompiled(fs *fileState) {
 		return
 	}
 	prog := fs.prog
-	if prog == nil { // Lua: no load()
+	if prog == nil { // another language: no load()
 		return
 	}
 	for i := range prog.NumLoads() {
@@ -313,8 +294,8 @@ func (ls *loadState) checkCompiled(fs *fileState) {
 			ls.incomplete = true
 			continue
 		}
-		if isLua(target) {
-			ls.addf(toPos(pos), flows.CodeLoad, nil, "load(%q): %s is a Lua file; a Starlark flow calls a Lua flow as a subflow, by name", module, target)
+		if lang := languageOf(target); lang != nil {
+			ls.addf(toPos(pos), flows.CodeLoad, nil, "load(%q): %s is a %s file; a Starlark flow calls a %s flow as a subflow, by name", module, target, lang.Name(), lang.Name())
 			fs.state = failed
 			ls.incomplete = true
 			continue
@@ -351,10 +332,10 @@ func (ls *loadState) resolveLoad(from, module string) (string, bool) {
 func (ls *loadState) syntaxError(err error, file string) {
 	var se syntax.Error
 	var rl resolve.ErrorList
-	var lse *luaSyntaxError
+	var fse *front.SyntaxError
 	switch {
-	case errors.As(err, &lse):
-		ls.addf(lse.pos, flows.CodeSyntax, nil, "%s", lse.msg)
+	case errors.As(err, &fse):
+		ls.addf(fse.Pos, flows.CodeSyntax, nil, "%s", fse.Msg)
 	case errors.As(err, &rl):
 		for _, e := range rl {
 			ls.addf(toPos(e.Pos), flows.CodeSyntax, nil, "%s", e.Msg)
@@ -375,8 +356,8 @@ func (ls *loadState) exec(fs *fileState) error {
 	case failed:
 		return errLoadFailed
 	}
-	if fs.lua != nil {
-		return ls.execLua(fs)
+	if fs.other != nil {
+		return ls.execOther(fs)
 	}
 	fs.state = running
 	if ls.loader.OnRun != nil {
@@ -418,7 +399,7 @@ func (ls *loadState) newThread(fs *fileState) *starlark.Thread {
 	thread.SetMaxExecutionSteps(ls.loader.maxSteps())
 	thread.SetLocal(localLoad, ls)
 	thread.SetLocal(localFile, fs)
-	thread.SetLocal(localSteps, ls.loader.maxSteps())
+	front.SetStepLimit(thread, ls.loader.maxSteps())
 	return thread
 }
 
@@ -487,7 +468,7 @@ func (ls *loadState) framePos(stack starlark.CallStack, fallback flows.Pos) flow
 			continue
 		}
 		if site, ok := fs.site(p); ok {
-			return site.start
+			return site.Start
 		}
 		return toPos(p)
 	}
@@ -509,8 +490,8 @@ func (fs *fileState) indexCalls(f *syntax.File) {
 	// them sizes the slices once instead of growing them.
 	calls := bytes.Count(fs.file.Src, []byte("("))
 	fs.calls = make(map[lineCol]int32, calls)
-	fs.sites = make([]callSite, 0, calls)
-	kws := make([]kwArg, 0, bytes.Count(fs.file.Src, []byte("=")))
+	fs.sites = make([]front.Site, 0, calls)
+	kws := make([]front.KwArg, 0, bytes.Count(fs.file.Src, []byte("=")))
 	bounds := make([][2]int, 0, calls)
 	syntax.Walk(f, func(n syntax.Node) bool {
 		c, ok := n.(*syntax.CallExpr)
@@ -522,37 +503,37 @@ func (fs *fileState) indexCalls(f *syntax.File) {
 		for _, a := range c.Args {
 			if b, ok := a.(*syntax.BinaryExpr); ok && b.Op == syntax.EQ {
 				if id, ok := b.X.(*syntax.Ident); ok {
-					kw := kwArg{name: id.Name, line: id.NamePos.Line, col: id.NamePos.Col}
+					kw := front.KwArg{Name: id.Name, Line: id.NamePos.Line, Col: id.NamePos.Col}
 					if l, ok := b.Y.(*syntax.ListExpr); ok {
-						kw.lo = int32(len(fs.elems))
+						kw.Lo = int32(len(fs.elems))
 						for _, e := range l.List {
 							p, _ := e.Span()
-							fs.elems = append(fs.elems, lineCol{p.Line, p.Col})
+							fs.elems = append(fs.elems, front.LineCol{Line: p.Line, Col: p.Col})
 						}
-						kw.hi = int32(len(fs.elems))
+						kw.Hi = int32(len(fs.elems))
 					}
 					kws = append(kws, kw)
 				}
 			}
 		}
-		fs.calls[lineCol{c.Lparen.Line, c.Lparen.Col}] = int32(len(fs.sites))
-		fs.sites = append(fs.sites, callSite{start: flows.Pos{File: file, Line: int(start.Line), Col: int(start.Col)}})
+		fs.calls[lineCol{Line: c.Lparen.Line, Col: c.Lparen.Col}] = int32(len(fs.sites))
+		fs.sites = append(fs.sites, front.Site{Start: flows.Pos{File: file, Line: int(start.Line), Col: int(start.Col)}})
 		bounds = append(bounds, [2]int{lo, len(kws)})
 		return true
 	})
 	for i, b := range bounds {
-		fs.sites[i].kw = kws[b[0]:b[1]:b[1]]
-		fs.sites[i].elems = &fs.elems
+		fs.sites[i].KW = kws[b[0]:b[1]:b[1]]
+		fs.sites[i].Elems = &fs.elems
 	}
 }
 
 // callerSite returns what is known about the builtin call being executed.
-func (ls *loadState) callerSite(thread *starlark.Thread) *callSite {
-	if s, ok := thread.Local(localSite).(*callSite); ok && s != nil {
+func (ls *loadState) callerSite(thread *starlark.Thread) *front.Site {
+	if s, ok := thread.Local(localSite).(*front.Site); ok && s != nil {
 		return s
 	}
 	if thread.CallStackDepth() < 2 { // called from Go, not from a script
-		return &callSite{}
+		return &front.Site{}
 	}
 	p := thread.CallFrame(1).Pos
 	if fs, ok := ls.files[p.Filename()]; ok {
@@ -560,34 +541,7 @@ func (ls *loadState) callerSite(thread *starlark.Thread) *callSite {
 			return site
 		}
 	}
-	return &callSite{start: toPos(p)}
-}
-
-// ArgPos implements flows.CallSite.
-func (s *callSite) ArgPos(param string) flows.Pos {
-	for _, k := range s.kw {
-		if k.name == param {
-			return flows.Pos{File: s.start.File, Line: int(k.line), Col: int(k.col)}
-		}
-	}
-	return s.start
-}
-
-// elemAt is the position of element i of the list literal written for
-// param, or of the argument itself when it is not a list literal (a list
-// built by the script has no element positions).
-// ElemPos implements flows.CallSite.
-func (s *callSite) ElemPos(param string, i int) flows.Pos {
-	for _, k := range s.kw {
-		if k.name == param {
-			if i >= 0 && i < int(k.hi-k.lo) && s.elems != nil {
-				e := (*s.elems)[int(k.lo)+i]
-				return flows.Pos{File: s.start.File, Line: int(e.line), Col: int(e.col)}
-			}
-			return flows.Pos{File: s.start.File, Line: int(k.line), Col: int(k.col)}
-		}
-	}
-	return s.start
+	return &front.Site{Start: toPos(p)}
 }
 
 func (ls *loadState) addf(pos flows.Pos, code flows.Code, chain []string, format string, args ...any) {
@@ -681,7 +635,7 @@ func builtinRange(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 	if err != nil {
 		return nil, err
 	}
-	limit, _ := thread.Local(localSteps).(uint64)
+	limit := front.StepLimit(thread)
 	if limit == 0 {
 		limit = DefaultMaxSteps
 	}
@@ -689,4 +643,57 @@ func builtinRange(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 		return nil, fmt.Errorf("range of %d elements: longer than the step limit (%d), so no loop over it could finish", n, limit)
 	}
 	return r, nil
+}
+
+// languages are the flow languages besides Starlark, each chosen by the
+// ending of a file's path. Their builtins call the Starlark builtins
+// through a declarer.
+var languages = []front.Language{luafront.Language{}}
+
+func languageOf(path string) front.Language {
+	for _, l := range languages {
+		if strings.HasSuffix(path, l.Ext()) {
+			return l
+		}
+	}
+	return nil
+}
+
+// execOther runs a file of another language at load time.
+func (ls *loadState) execOther(fs *fileState) error {
+	fs.state = running
+	thread := &starlark.Thread{Name: fs.file.Path, Print: func(*starlark.Thread, string) {}}
+	thread.SetLocal(localLoad, ls)
+	thread.SetLocal(localFile, fs)
+	front.SetStepLimit(thread, ls.loader.maxSteps())
+	err := fs.other.Run(declarer{thread}, ls.loader.maxSteps())
+	if err == nil {
+		fs.state = done
+		return nil
+	}
+	fs.state = failed
+	ls.incomplete = true
+	var se *front.ScriptError
+	switch {
+	case errors.As(err, &se) && se.Limit != "":
+		ls.addf(se.Pos, flows.CodeScriptLimit, nil, "%s", se.Msg)
+	case se != nil:
+		ls.addf(se.Pos, flows.CodeScript, nil, "%s", se.Msg)
+	default:
+		ls.addf(flows.Pos{File: fs.file.Path}, flows.CodeScript, nil, "%v", err)
+	}
+	return errLoadFailed
+}
+
+// declarer hands another language's builtin calls to the Starlark
+// builtins, on a thread that carries the load.
+type declarer struct{ thread *starlark.Thread }
+
+func (d declarer) Declare(name string, args starlark.Tuple, kwargs []starlark.Tuple, site *front.Site) (starlark.Value, error) {
+	if !slices.Contains(front.Builtins, name) {
+		return nil, fmt.Errorf("%s is not a builtin that declares flows", name)
+	}
+	d.thread.SetLocal(localSite, site)
+	defer d.thread.SetLocal(localSite, nil)
+	return starlark.Call(d.thread, predeclared[name], args, kwargs)
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/flows/internal/flowtest"
 	"github.com/weirhq/weir/flows/registry"
 	"github.com/weirhq/weir/flows/script"
 )
@@ -14,7 +15,7 @@ func TestLuaMixedRegistration(t *testing.T) {
 	t.Parallel()
 	files := []flows.File{
 		{Path: "top.star", Src: []byte(`flow(name = "top", nodes = [subflow("s", flow = "mid")])` + "\n")},
-		{Path: "mid.lua", Src: []byte(`flow{"mid", nodes = {subflow{"s", flow = "leaf"}}}` + "\n" + script.LuaLeaf)},
+		{Path: "mid.lua", Src: []byte(`flow{"mid", nodes = {subflow{"s", flow = "leaf"}}}` + "\n" + flowtest.LuaLeaf)},
 	}
 	reg := registry.NewRegistry(flows.NewMemoryStore(), flows.MapCatalog{"t": {Name: "t", Idempotent: true}})
 	vs, ds, err := reg.Register(t.Context(), files)
@@ -34,7 +35,7 @@ func TestLuaMixedRegistration(t *testing.T) {
 		t.Fatalf("no cycle found: %s", ds)
 	}
 	// Starlark cannot load() a Lua file.
-	_, ds = script.Load([]flows.File{{Path: "a.star", Src: []byte(`load("b.lua", "x")` + "\n")}, {Path: "b.lua", Src: []byte(script.LuaLeaf)}})
+	_, ds = script.Load([]flows.File{{Path: "a.star", Src: []byte(`load("b.lua", "x")` + "\n")}, {Path: "b.lua", Src: []byte(flowtest.LuaLeaf)}})
 	if len(ds) != 1 || ds[0].Code != flows.CodeLoad {
 		t.Fatalf("load of a Lua file: %s", ds)
 	}

@@ -64,3 +64,10 @@ func Golden(t *testing.T, path string, got []byte) {
 		t.Errorf("output differs from %s (go test -update rewrites it):\n--- got\n%s--- want\n%s", path, got, want)
 	}
 }
+
+// LuaLeaf is a Lua flow "leaf" of one task, for the Lua tests' flows to
+// call.
+const LuaLeaf = `flow{"leaf", nodes = {task{"a", tool = "t"}}}` + "\n"
+
+// LuaFile is one Lua flow file, f.lua, with the given text.
+func LuaFile(src string) []flows.File { return []flows.File{Src("f.lua", src)} }

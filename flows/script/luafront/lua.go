@@ -1,4 +1,4 @@
-package script
+package luafront
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/flows/script/front"
 	lua "github.com/yuin/gopher-lua"
 	"github.com/yuin/gopher-lua/ast"
 	"github.com/yuin/gopher-lua/parse"
@@ -23,11 +24,9 @@ import (
 // Lua is the second flow language. A file whose path ends in ".lua" is
 // parsed by gopher-lua and run in a sandbox whose builtins (flow, task,
 // subflow, fanout, wait, branch, agent) hand their table to the Starlark
-// builtins of the same name: one set of parameters, one set of checks and
-// diagnostics, one IR, whichever language declared a flow. Lua lives in
-// this package rather than a subpackage because it drives the load state,
-// the node builders and the Evaluator directly; a subpackage would need
-// all of them exported.
+// builtins of the same name through a front.Declarer: one set of
+// parameters, one set of checks and diagnostics, one IR, whichever
+// language declared a flow.
 //
 // A builtin takes one table: the node id (the flow name for flow) as its
 // first positional element, every other parameter by name:
@@ -49,58 +48,60 @@ const LuaMaxStringBytes = 1 << 20
 // luaMaxInt is the largest integer a Lua number (a float64) holds exactly.
 const luaMaxInt = 1 << 53
 
-func isLua(path string) bool { return strings.HasSuffix(path, ".lua") }
+// Language is Lua's front end; the loader gives it the files whose path
+// ends in ".lua".
+type Language struct{}
 
-// luaProgram is a parsed Lua file: its compiled chunk and, by line, what
-// the syntax tree says about each builtin call written there.
+var _ front.Language = Language{}
+
+// Name implements front.Language.
+func (Language) Name() string { return "Lua" }
+
+// Ext implements front.Language.
+func (Language) Ext() string { return ".lua" }
+
+// luaProgram is a parsed Lua file: its path, its compiled chunk and, by
+// line, what the syntax tree says about each builtin call written there.
 type luaProgram struct {
+	path  string
 	proto *lua.FunctionProto
-	sites map[int]*callSite
+	sites map[int]*front.Site
 }
-
-// luaSyntaxError is a Lua file that does not parse or compile.
-type luaSyntaxError struct {
-	pos flows.Pos
-	msg string
-}
-
-func (e *luaSyntaxError) Error() string { return e.pos.String() + ": " + e.msg }
 
 var luaParseLine = regexp.MustCompile(`line:(\d+)\(column:\d+\)`)
 
-func (fs *fileState) compileLua() {
-	path := fs.file.Path
-	chunk, err := parse.Parse(bytes.NewReader(fs.file.Src), path)
+// Compile implements front.Language.
+func (Language) Compile(f flows.File) (front.Program, error) {
+	path := f.Path
+	chunk, err := parse.Parse(bytes.NewReader(f.Src), path)
 	if err != nil {
-		se := &luaSyntaxError{pos: flows.Pos{File: path}, msg: err.Error()}
+		se := &front.SyntaxError{Pos: flows.Pos{File: path}, Msg: err.Error()}
 		var pe *parse.Error
 		if errors.As(err, &pe) {
-			se.pos.Line = pe.Pos.Line
-			se.msg = pe.Message
+			se.Pos.Line = pe.Pos.Line
+			se.Msg = pe.Message
 			if pe.Token != "" {
-				se.msg += " near " + strconv.Quote(pe.Token)
+				se.Msg += " near " + strconv.Quote(pe.Token)
 			}
 		} else if m := luaParseLine.FindStringSubmatch(err.Error()); m != nil {
-			se.pos.Line, _ = strconv.Atoi(m[1])
+			se.Pos.Line, _ = strconv.Atoi(m[1])
 		}
-		fs.compileErr = se
-		return
+		return nil, se
 	}
 	sites := luaSites(path, chunk) // before compiling: it adjusts the tree
 	proto, err := lua.Compile(chunk, path)
 	if err != nil {
-		fs.compileErr = &luaSyntaxError{pos: flows.Pos{File: path}, msg: err.Error()}
-		return
+		return nil, &front.SyntaxError{Pos: flows.Pos{File: path}, Msg: err.Error()}
 	}
-	fs.lua = &luaProgram{proto: proto, sites: sites}
+	return &luaProgram{path: path, proto: proto, sites: sites}, nil
 }
 
 // luaSites indexes the builtin calls of a chunk by line: where the call
 // is and where each of its named parameters (and each element of a table
 // written for one) is. Lua keeps lines, not columns.
-func luaSites(file string, chunk []ast.Stmt) map[int]*callSite {
-	sites := map[int]*callSite{}
-	var elems []lineCol
+func luaSites(file string, chunk []ast.Stmt) map[int]*front.Site {
+	sites := map[int]*front.Site{}
+	var elems []front.LineCol
 	var calls []*ast.FuncCallExpr
 	var tables []*ast.TableExpr
 	walkAST(reflect.ValueOf(chunk), func(n any) {
@@ -117,8 +118,8 @@ func luaSites(file string, chunk []ast.Stmt) map[int]*callSite {
 		adjustLastField(t)
 	}
 	type pending struct {
-		site *callSite
-		kws  []kwArg
+		site *front.Site
+		kws  []front.KwArg
 	}
 	var ps []pending
 	for _, c := range calls {
@@ -130,22 +131,22 @@ func luaSites(file string, chunk []ast.Stmt) map[int]*callSite {
 		if !ok {
 			continue
 		}
-		s := &callSite{start: flows.Pos{File: file, Line: c.Line()}}
-		var kws []kwArg
+		s := &front.Site{Start: flows.Pos{File: file, Line: c.Line()}}
+		var kws []front.KwArg
 		for _, f := range t.Fields {
 			k, ok := f.Key.(*ast.StringExpr)
 			if !ok {
 				continue
 			}
-			kw := kwArg{name: k.Value, line: int32(k.Line())}
+			kw := front.KwArg{Name: k.Value, Line: int32(k.Line())}
 			if lt, ok := f.Value.(*ast.TableExpr); ok {
-				kw.lo = int32(len(elems))
+				kw.Lo = int32(len(elems))
 				for _, e := range lt.Fields {
 					if e.Key == nil {
-						elems = append(elems, lineCol{line: int32(e.Value.Line())})
+						elems = append(elems, front.LineCol{Line: int32(e.Value.Line())})
 					}
 				}
-				kw.hi = int32(len(elems))
+				kw.Hi = int32(len(elems))
 			}
 			kws = append(kws, kw)
 		}
@@ -157,8 +158,8 @@ func luaSites(file string, chunk []ast.Stmt) map[int]*callSite {
 		}
 	}
 	for _, p := range ps {
-		p.site.kw = p.kws
-		p.site.elems = &elems
+		p.site.KW = p.kws
+		p.site.Elems = &elems
 	}
 	return sites
 }
@@ -531,7 +532,13 @@ func capTableConcat(L *lua.LState, tbl *lua.LTable) {
 	}))
 }
 
-var luaBuiltinNames = map[string]bool{"flow": true, "task": true, "subflow": true, "fanout": true, "wait": true, "branch": true, "agent": true}
+var luaBuiltinNames = func() map[string]bool {
+	m := map[string]bool{}
+	for _, b := range front.Builtins {
+		m[b] = true
+	}
+	return m
+}()
 
 // Lua tables made by array{} and object{} carry one of these metatables.
 const (
@@ -540,15 +547,13 @@ const (
 	luaNodeMeta   = "weir.node"
 )
 
-// luaRun is one execution of a Lua file: at load time its builtins
-// declare through the Starlark builtins; in an evaluator's fresh state
-// (declare false) they only collect the callables by reference.
+// luaRun is one execution of a Lua file: at load time (decl set) its
+// builtins declare through the Starlark builtins; in an evaluator's fresh
+// state they only collect the callables by reference.
 type luaRun struct {
-	ls      *loadState
-	fs      *fileState
-	L       *lua.LState
-	thread  *starlark.Thread
-	declare bool
+	prog *luaProgram
+	L    *lua.LState
+	decl front.Declarer
 	// collected are the Lua functions passed to builtins, by reference
 	// (fresh evaluator states only).
 	collected map[flows.CallableRef]*lua.LFunction
@@ -581,7 +586,7 @@ func (r *luaRun) setup() {
 		sv, err := luaToStarlark(nil, L.CheckAny(1), 0)
 		if err == nil {
 			var g any
-			if g, err = fromStarlark(sv); err == nil {
+			if g, err = front.FromStarlark(sv); err == nil {
 				if n := jsonLowerBound(g); n > LuaMaxStringBytes {
 					tooLong(L, "json.encode", n)
 				}
@@ -606,10 +611,10 @@ func (r *luaRun) setup() {
 		var g any
 		src := L.CheckString(1)
 		chargeSteps(L, "json.decode", uint64(len(src))/LuaBytesPerStep)
-		if err := checkJSONNesting(src); err != nil {
+		if err := front.CheckJSONNesting(src); err != nil {
 			raiseLimit(L, flows.LimitDepth, "%s", err.(*flows.LimitError).Detail)
 		}
-		err := unmarshalNumbers([]byte(src), &g)
+		err := front.UnmarshalNumbers([]byte(src), &g)
 		if err == nil {
 			var lv lua.LValue
 			if lv, err = goToLua(L, g, 0); err == nil {
@@ -626,8 +631,8 @@ func (r *luaRun) setup() {
 		ud := L.CheckUserData(1)
 		var id, kind string
 		switch n := ud.Value.(type) {
-		case *nodeValue:
-			id, kind = n.node.ID, string(n.node.Kind)
+		case starlark.HasAttrs: // a node the Starlark builtins made
+			id, kind = attrString(n, "id"), attrString(n, "kind")
 		case *luaNode:
 			id = n.id
 		}
@@ -649,7 +654,7 @@ func (r *luaRun) builtin(L *lua.LState, name string) int {
 		L.RaiseError("%s: flows are declared while the script loads, not from a callable at run time", name)
 	}
 	t := L.CheckTable(1)
-	if !r.declare {
+	if r.decl == nil {
 		return r.collect(L, name, t)
 	}
 	var args starlark.Tuple
@@ -672,7 +677,7 @@ func (r *luaRun) builtin(L *lua.LState, name string) int {
 		L.RaiseError("%s", bad)
 	}
 	if v := t.RawGetInt(1); v != lua.LNil {
-		sv, err := luaToStarlark(r.fs, v, 0)
+		sv, err := luaToStarlark(r.prog, v, 0)
 		if err != nil {
 			L.RaiseError("%s: %s: %v", name, luaFirst(name), err)
 		}
@@ -680,16 +685,13 @@ func (r *luaRun) builtin(L *lua.LState, name string) int {
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		sv, err := luaToStarlark(r.fs, t.RawGetString(k), 0)
+		sv, err := luaToStarlark(r.prog, t.RawGetString(k), 0)
 		if err != nil {
 			L.RaiseError("%s: %s: %v", name, k, err)
 		}
 		kwargs = append(kwargs, starlark.Tuple{starlark.String(k), sv})
 	}
-	site := r.site(L)
-	r.thread.SetLocal(localSite, site)
-	res, err := starlark.Call(r.thread, predeclared[name], args, kwargs)
-	r.thread.SetLocal(localSite, nil)
+	res, err := r.decl.Declare(name, args, kwargs, r.site(L))
 	if err != nil {
 		msg := err.Error()
 		var ee *starlark.EvalError
@@ -698,7 +700,7 @@ func (r *luaRun) builtin(L *lua.LState, name string) int {
 		}
 		L.RaiseError("%s", msg)
 	}
-	if nv, ok := res.(*nodeValue); ok {
+	if nv, ok := res.(starlark.HasAttrs); ok { // a node
 		ud := L.NewUserData()
 		ud.Value = nv
 		L.SetMetatable(ud, L.GetTypeMetatable(luaNodeMeta))
@@ -716,17 +718,17 @@ func luaFirst(builtin string) string {
 }
 
 // site is what the syntax tree says about the builtin call being run.
-func (r *luaRun) site(L *lua.LState) *callSite {
+func (r *luaRun) site(L *lua.LState) *front.Site {
 	line := 0
 	if dbg, ok := L.GetStack(1); ok {
 		if _, err := L.GetInfo("l", dbg, lua.LNil); err == nil {
 			line = dbg.CurrentLine
 		}
 	}
-	if s, ok := r.fs.lua.sites[line]; ok {
+	if s, ok := r.prog.sites[line]; ok {
 		return s
 	}
-	return &callSite{start: flows.Pos{File: r.fs.file.Path, Line: line}}
+	return &front.Site{Start: flows.Pos{File: r.prog.path, Line: line}}
 }
 
 // collect is a builtin in a fresh evaluator state: it records the
@@ -764,7 +766,7 @@ func (r *luaRun) collect(L *lua.LState, name string, t *lua.LTable) int {
 		if !ok {
 			continue
 		}
-		for _, p := range paramNames {
+		for _, p := range front.CallableParams {
 			if fn, ok := n.params.RawGetString(p).(*lua.LFunction); ok {
 				ref := flows.CallableRef{Flow: flow, Node: n.id, Param: p}
 				if _, dup := r.collected[ref]; !dup {
@@ -776,32 +778,29 @@ func (r *luaRun) collect(L *lua.LState, name string, t *lua.LTable) int {
 	return 0
 }
 
-// execLua runs a Lua file at load time.
-func (ls *loadState) execLua(fs *fileState) error {
-	fs.state = running
-	L, sc := newLuaSandbox(ls.loader.maxSteps())
+// Run implements front.Program: it runs the file at load time.
+func (p *luaProgram) Run(d front.Declarer, maxSteps uint64) error {
+	L, sc := newLuaSandbox(maxSteps)
 	defer L.Close()
-	thread := &starlark.Thread{Name: fs.file.Path, Print: func(*starlark.Thread, string) {}}
-	thread.SetLocal(localLoad, ls)
-	thread.SetLocal(localFile, fs)
-	thread.SetLocal(localSteps, ls.loader.maxSteps())
-	r := &luaRun{ls: ls, fs: fs, L: L, thread: thread, declare: true}
+	r := &luaRun{prog: p, L: L, decl: d}
 	r.setup()
-	L.Push(L.NewFunctionFromProto(fs.lua.proto))
+	L.Push(L.NewFunctionFromProto(p.proto))
 	err := L.PCall(0, 0, nil)
 	if err == nil {
-		fs.state = done
 		return nil
 	}
-	fs.state = failed
-	ls.incomplete = true
-	pos, msg := luaErrorPos(err, fs.file.Path)
+	pos, msg := luaErrorPos(err, p.path)
 	if le := sc.limitError(msg, "script"); le != nil {
-		ls.addf(pos, flows.CodeScriptLimit, nil, "%s", le.Error())
-		return errLoadFailed
+		return &front.ScriptError{Pos: pos, Msg: le.Error(), Limit: le.Limit}
 	}
-	ls.addf(pos, flows.CodeScript, nil, "%s", msg)
-	return errLoadFailed
+	return &front.ScriptError{Pos: pos, Msg: msg}
+}
+
+// attrString is a string attribute of v, or "".
+func attrString(v starlark.HasAttrs, name string) string {
+	a, _ := v.Attr(name)
+	s, _ := starlark.AsString(a)
+	return s
 }
 
 var luaErrorLine = regexp.MustCompile(`^([^\s:]+):(\d+): `)
@@ -841,9 +840,9 @@ func luaErrorPos(err error, file string) (flows.Pos, string) {
 
 // luaToStarlark converts a Lua value passed to a builtin (or returned by
 // a callable) to Starlark, following the JSON mapping above.
-func luaToStarlark(fs *fileState, v lua.LValue, depth int) (starlark.Value, error) {
+func luaToStarlark(prog *luaProgram, v lua.LValue, depth int) (starlark.Value, error) {
 	n := 0
-	return luaConvert(fs, v, depth, &n)
+	return luaConvert(prog, v, depth, &n)
 }
 
 // luaMaxConvertValues bounds the values one conversion visits: a table
@@ -855,7 +854,7 @@ const luaMaxConvertValues = 1 << 20
 // between Go and Lua.
 var errLuaDepth = fmt.Errorf("value nested more than %d deep", flows.MaxValueDepth)
 
-func luaConvert(fs *fileState, v lua.LValue, depth int, count *int) (starlark.Value, error) {
+func luaConvert(prog *luaProgram, v lua.LValue, depth int, count *int) (starlark.Value, error) {
 	if depth > flows.MaxValueDepth {
 		return nil, errLuaDepth
 	}
@@ -879,18 +878,18 @@ func luaConvert(fs *fileState, v lua.LValue, depth int, count *int) (starlark.Va
 		}
 		return starlark.Float(f), nil
 	case *lua.LFunction:
-		return &luaFunc{fs: fs, params: luaParams(x.Proto), varargs: x.Proto.IsVarArg != 0, line: x.Proto.LineDefined}, nil
+		return &luaFunc{prog: prog, params: luaParams(x.Proto), varargs: x.Proto.IsVarArg != 0, line: x.Proto.LineDefined}, nil
 	case *lua.LUserData:
-		if nv, ok := x.Value.(*nodeValue); ok {
+		if nv, ok := x.Value.(starlark.Value); ok { // a node the Starlark builtins made
 			return nv, nil
 		}
 	case *lua.LTable:
-		return luaTableToStarlark(fs, x, depth, count)
+		return luaTableToStarlark(prog, x, depth, count)
 	}
 	return nil, fmt.Errorf("a Lua %s has no JSON form", v.Type())
 }
 
-func luaTableToStarlark(fs *fileState, t *lua.LTable, depth int, count *int) (starlark.Value, error) {
+func luaTableToStarlark(prog *luaProgram, t *lua.LTable, depth int, count *int) (starlark.Value, error) {
 	meta := ""
 	if mt, ok := t.Metatable.(*lua.LTable); ok {
 		if name, ok := mt.RawGetString("__name").(lua.LString); ok {
@@ -927,7 +926,7 @@ func luaTableToStarlark(fs *fileState, t *lua.LTable, depth int, count *int) (st
 	if n > 0 || meta == luaArrayMeta {
 		elems := make([]starlark.Value, n)
 		for i := range n {
-			sv, err := luaConvert(fs, t.RawGetInt(i+1), depth+1, count)
+			sv, err := luaConvert(prog, t.RawGetInt(i+1), depth+1, count)
 			if err != nil {
 				return nil, err
 			}
@@ -938,7 +937,7 @@ func luaTableToStarlark(fs *fileState, t *lua.LTable, depth int, count *int) (st
 	slices.Sort(strKeys)
 	d := starlark.NewDict(len(strKeys))
 	for _, k := range strKeys {
-		sv, err := luaConvert(fs, t.RawGetString(k), depth+1, count)
+		sv, err := luaConvert(prog, t.RawGetString(k), depth+1, count)
 		if err != nil {
 			return nil, err
 		}
@@ -955,7 +954,7 @@ func goToLua(L *lua.LState, v any, depth int) (lua.LValue, error) {
 		return nil, errLuaDepth
 	}
 	if sv, ok := v.(starlark.Value); ok {
-		g, err := fromStarlark(sv)
+		g, err := front.FromStarlark(sv)
 		if err != nil {
 			return nil, err
 		}
@@ -998,11 +997,11 @@ func goToLua(L *lua.LState, v any, depth int) (lua.LValue, error) {
 		return t, nil
 	}
 	// json.Number and the other Go forms, through their Starlark form.
-	sv, err := toStarlark(v)
+	sv, err := front.ToStarlark(v)
 	if err != nil {
 		return nil, err
 	}
-	g, err := fromStarlark(sv)
+	g, err := front.FromStarlark(sv)
 	if err != nil {
 		return nil, err
 	}
@@ -1022,12 +1021,12 @@ func luaInt(n int64) (lua.LValue, error) {
 // earlier one left in globals or upvalues, and calls the function the
 // fresh run passed for the same reference.
 type luaFunc struct {
-	fs           *fileState // the declaring file
-	params, line int        // declared parameters, line defined
+	prog         *luaProgram // the declaring file
+	params, line int         // declared parameters, line defined
 	varargs      bool
 }
 
-var _ starlark.Callable = (*luaFunc)(nil)
+var _ front.Function = (*luaFunc)(nil)
 
 func (f *luaFunc) String() string        { return "<lua function>" }
 func (f *luaFunc) Type() string          { return "function" }
@@ -1036,54 +1035,44 @@ func (f *luaFunc) Truth() starlark.Bool  { return true }
 func (f *luaFunc) Hash() (uint32, error) { return 0, errors.New("unhashable type: lua function") }
 func (f *luaFunc) Name() string          { return "lua function" }
 
-// arity is the function's declared parameter count and whether it takes
+// Arity is the function's declared parameter count and whether it takes
 // varargs; a Lua call passes nil for missing arguments and drops extra
 // ones.
-func (f *luaFunc) arity() (int, bool) {
+func (f *luaFunc) Arity() (int, bool) {
 	return f.params, f.varargs
 }
-
-// luaCallError is a Lua callable's run-time failure; limit is set when
-// a script limit stopped it.
-type luaCallError struct {
-	pos   flows.Pos
-	msg   string
-	limit flows.Limit
-}
-
-func (e *luaCallError) Error() string { return e.pos.String() + ": " + e.msg }
 
 // CallInternal runs the function for the reference the Evaluator set on
 // the thread.
 func (f *luaFunc) CallInternal(thread *starlark.Thread, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	ref, _ := thread.Local(localRef).(flows.CallableRef)
-	limit, _ := thread.Local(localSteps).(uint64)
+	ref := front.CallRef(thread)
+	limit := front.StepLimit(thread)
 	if limit == 0 {
-		limit = DefaultMaxSteps
+		limit = front.DefaultMaxSteps
 	}
-	if f.fs == nil || f.fs.lua == nil {
+	if f.prog == nil {
 		return nil, fmt.Errorf("%s: the Lua function's file is not loaded", ref)
 	}
 	L, sc := newLuaSandbox(limit)
 	defer L.Close()
-	r := &luaRun{fs: f.fs, L: L, collected: map[flows.CallableRef]*lua.LFunction{}}
+	r := &luaRun{prog: f.prog, L: L, collected: map[flows.CallableRef]*lua.LFunction{}}
 	r.setup()
-	L.Push(L.NewFunctionFromProto(f.fs.lua.proto))
+	L.Push(L.NewFunctionFromProto(f.prog.proto))
 	if err := L.PCall(0, 0, nil); err != nil {
-		pos, msg := luaErrorPos(err, f.fs.file.Path)
-		return nil, &luaCallError{pos: pos, msg: "the file no longer runs: " + msg}
+		pos, msg := luaErrorPos(err, f.prog.path)
+		return nil, &front.ScriptError{Pos: pos, Msg: "the file no longer runs: " + msg}
 	}
 	r.done = true
 	fn, ok := r.collected[ref]
 	if !ok {
-		return nil, fmt.Errorf("%s: %w", ref, ErrNoCallable)
+		return nil, fmt.Errorf("%s: %w", ref, front.ErrNoCallable)
 	}
 	sc.steps = 0
 	L.Push(fn)
 	for i, a := range args {
 		var lv lua.LValue
 		var err error
-		if cv, ok := a.(*ctxValue); ok {
+		if cv, ok := a.(*front.Ctx); ok {
 			lv, err = luaCtx(L, cv)
 		} else {
 			lv, err = goToLua(L, a, 0)
@@ -1094,12 +1083,12 @@ func (f *luaFunc) CallInternal(thread *starlark.Thread, args starlark.Tuple, kwa
 		L.Push(lv)
 	}
 	if err := L.PCall(len(args), 1, nil); err != nil {
-		pos, msg := luaErrorPos(err, f.fs.file.Path)
-		ce := &luaCallError{pos: pos, msg: msg}
+		pos, msg := luaErrorPos(err, f.prog.path)
+		ce := &front.ScriptError{Pos: pos, Msg: msg}
 		if le := sc.limitError(msg, "callable"); le != nil {
-			ce.limit = le.Limit
+			ce.Limit = le.Limit
 			if le.Limit == flows.LimitSteps {
-				ce.msg = le.Detail // as a Starlark callable's
+				ce.Msg = le.Detail // as a Starlark callable's
 			}
 		}
 		return nil, ce
@@ -1117,26 +1106,27 @@ func (f *luaFunc) CallInternal(thread *starlark.Thread, args starlark.Tuple, kwa
 			}
 		}
 	}
-	sv, err := luaToStarlark(f.fs, ret, 0)
+	sv, err := luaToStarlark(f.prog, ret, 0)
 	if err != nil {
-		return nil, &luaCallError{pos: flows.Pos{File: f.fs.file.Path, Line: f.line}, msg: fmt.Sprintf("%s returned a value with no JSON form: %v", ref.Param, err)}
+		return nil, &front.ScriptError{Pos: flows.Pos{File: f.prog.path, Line: f.line}, Msg: fmt.Sprintf("%s returned a value with no JSON form: %v", ref.Param, err)}
 	}
 	return sv, nil
 }
 
 // luaCtx is the ctx table a Lua callable receives.
-func luaCtx(L *lua.LState, cv *ctxValue) (lua.LValue, error) {
+func luaCtx(L *lua.LState, cv *front.Ctx) (lua.LValue, error) {
+	c, ref := cv.Context(), cv.Ref()
 	t := L.CreateTable(0, 6)
-	t.RawSetString("run_id", lua.LString(cv.c.RunID))
-	t.RawSetString("attempt", lua.LNumber(cv.c.Attempt))
-	t.RawSetString("flow", lua.LString(cv.ref.Flow))
-	t.RawSetString("node", lua.LString(cv.ref.Node))
-	in, err := goToLua(L, cv.c.Input, 0)
+	t.RawSetString("run_id", lua.LString(c.RunID))
+	t.RawSetString("attempt", lua.LNumber(c.Attempt))
+	t.RawSetString("flow", lua.LString(ref.Flow))
+	t.RawSetString("node", lua.LString(ref.Node))
+	in, err := goToLua(L, c.Input, 0)
 	if err != nil {
 		return nil, fmt.Errorf("ctx.input: %v", err)
 	}
 	t.RawSetString("input", in)
-	results := cv.c.Results
+	results := c.Results
 	if results == nil {
 		results = map[string]any{}
 	}

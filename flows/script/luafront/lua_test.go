@@ -1,4 +1,4 @@
-package script
+package luafront_test
 
 import (
 	"encoding/json"
@@ -12,11 +12,9 @@ import (
 
 	"github.com/weirhq/weir/flows"
 	"github.com/weirhq/weir/flows/internal/flowtest"
+	"github.com/weirhq/weir/flows/script"
+	"github.com/weirhq/weir/flows/script/luafront"
 )
-
-func luaFile(src string) []flows.File { return []flows.File{{Path: "f.lua", Src: []byte(src)}} }
-
-const luaLeaf = `flow{"leaf", nodes = {task{"a", tool = "t"}}}` + "\n"
 
 // Every module and function that reaches outside the sandbox, loads code
 // or reads a clock or randomness is absent.
@@ -29,14 +27,14 @@ func TestLuaSandboxForbiddenAbsent(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			src := fmt.Sprintf("assert(%s == nil, %q)\n", name, name+" is present") + luaLeaf
-			if _, ds := Load(luaFile(src)); len(ds) > 0 {
+			src := fmt.Sprintf("assert(%s == nil, %q)\n", name, name+" is present") + flowtest.LuaLeaf
+			if _, ds := script.Load(flowtest.LuaFile(src)); len(ds) > 0 {
 				t.Fatalf("%s", ds)
 			}
 		})
 	}
 	// Using one is a script error at its line.
-	_, ds := Load(luaFile("local t = os.time()\n" + luaLeaf))
+	_, ds := script.Load(flowtest.LuaFile("local t = os.time()\n" + flowtest.LuaLeaf))
 	if len(ds) != 1 || ds[0].Code != flows.CodeScript || ds[0].Line != 1 {
 		t.Fatalf("os.time(): %s", ds)
 	}
@@ -44,7 +42,7 @@ func TestLuaSandboxForbiddenAbsent(t *testing.T) {
 
 // luaLoop runs n iterations of an empty loop and declares a flow.
 func luaLoop(n int) []flows.File {
-	return luaFile(fmt.Sprintf("for i = 1, %d do end\n", n) + luaLeaf)
+	return flowtest.LuaFile(fmt.Sprintf("for i = 1, %d do end\n", n) + flowtest.LuaLeaf)
 }
 
 // The instruction limit is exact and deterministic: the least limit a
@@ -53,7 +51,7 @@ func luaLoop(n int) []flows.File {
 func TestLuaStepLimitExact(t *testing.T) {
 	t.Parallel()
 	loads := func(limit uint64) bool {
-		_, ds := Loader{MaxSteps: limit}.Load(luaLoop(100))
+		_, ds := script.Loader{MaxSteps: limit}.Load(luaLoop(100))
 		return len(ds) == 0
 	}
 	lo, hi := uint64(1), uint64(10_000)
@@ -77,12 +75,12 @@ func TestLuaStepLimitExact(t *testing.T) {
 			t.Fatalf("loads under %d once, not again", k)
 		}
 	}
-	_, ds := Loader{MaxSteps: k - 1}.Load(luaLoop(100))
+	_, ds := script.Loader{MaxSteps: k - 1}.Load(luaLoop(100))
 	if len(ds) != 1 || ds[0].Code != flows.CodeScriptLimit || !strings.Contains(ds[0].Message, "script limit (steps): step limit exceeded") {
 		t.Fatalf("under %d steps: %s", k-1, ds)
 	}
 	// One more iteration costs more.
-	if _, ds := (Loader{MaxSteps: k}).Load(luaLoop(101)); len(ds) == 0 {
+	if _, ds := (script.Loader{MaxSteps: k}).Load(luaLoop(101)); len(ds) == 0 {
 		t.Fatalf("101 iterations load under the limit of 100")
 	}
 }
@@ -94,7 +92,7 @@ func TestLuaCallableStepLimit(t *testing.T) {
   local n = 0
   while true do n = n + 1 end
 end}}}`
-	ev, err := Loader{MaxSteps: 10_000}.NewEvaluator(luaFile(src))
+	ev, err := script.Loader{MaxSteps: 10_000}.NewEvaluator(flowtest.LuaFile(src))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,12 +123,12 @@ func TestLuaStringCaps(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			expr := func(f string) string {
-				return strings.ReplaceAll(f, "%d", fmt.Sprint(LuaMaxStringBytes))
+				return strings.ReplaceAll(f, "%d", fmt.Sprint(luafront.LuaMaxStringBytes))
 			}
-			if _, ds := Load(luaFile("local s = " + expr(tt.ok) + "\n" + luaLeaf)); len(ds) > 0 {
+			if _, ds := script.Load(flowtest.LuaFile("local s = " + expr(tt.ok) + "\n" + flowtest.LuaLeaf)); len(ds) > 0 {
 				t.Fatalf("at the limit: %s", ds)
 			}
-			_, ds := Load(luaFile("local s = " + expr(tt.tooBig) + "\n" + luaLeaf))
+			_, ds := script.Load(flowtest.LuaFile("local s = " + expr(tt.tooBig) + "\n" + flowtest.LuaLeaf))
 			if len(ds) != 1 || ds[0].Code != flows.CodeScriptLimit || ds[0].Line != 1 || !strings.Contains(ds[0].Message, "script limit (size): "+tt.name) {
 				t.Fatalf("over the limit: %s", ds)
 			}
@@ -140,8 +138,8 @@ func TestLuaStringCaps(t *testing.T) {
 
 func TestLuaFileSizeCap(t *testing.T) {
 	t.Parallel()
-	src := luaLeaf + "-- " + strings.Repeat("x", 100)
-	_, ds := Loader{MaxFileBytes: 64}.Load(luaFile(src))
+	src := flowtest.LuaLeaf + "-- " + strings.Repeat("x", 100)
+	_, ds := script.Loader{MaxFileBytes: 64}.Load(flowtest.LuaFile(src))
 	if len(ds) != 1 || ds[0].Code != flows.CodeInvalid || !strings.Contains(ds[0].Message, "more than the limit") {
 		t.Fatalf("%s", ds)
 	}
@@ -158,7 +156,7 @@ flow{"f", nodes = {task{"a", tool = "t", args = function(ctx)
   for k in pairs({zeta = 1, alpha = 2, mid = 3, beta = 4, omega = 5}) do keys[#keys + 1] = k end
   return {calls = calls, keys = table.concat(keys, ","), run = ctx.run_id}
 end}}}`
-	ev, err := NewEvaluator(luaFile(src))
+	ev, err := script.NewEvaluator(flowtest.LuaFile(src))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +180,7 @@ end}}}`
 // and hashes, which differ between languages by design.
 func irOf(t *testing.T, files []flows.File) map[string]string {
 	t.Helper()
-	m, ds := Check(files, flowtest.Catalog(t, "testdata/catalog.json"))
+	m, ds := script.Check(files, flowtest.Catalog(t, "../testdata/catalog.json"))
 	if len(ds) > 0 {
 		t.Fatalf("%s", ds)
 	}
@@ -208,8 +206,8 @@ func irOf(t *testing.T, files []flows.File) map[string]string {
 // The Lua examples compile to the same IR as the Starlark ones.
 func TestLuaExamplesSameIR(t *testing.T) {
 	t.Parallel()
-	star := irOf(t, flowtest.ReadFiles(t, "../../examples/research.star", "../../examples/summarize.star"))
-	lua := irOf(t, flowtest.ReadFiles(t, "../../examples/research.lua", "../../examples/summarize.lua"))
+	star := irOf(t, flowtest.ReadFiles(t, "../../../examples/research.star", "../../../examples/summarize.star"))
+	lua := irOf(t, flowtest.ReadFiles(t, "../../../examples/research.lua", "../../../examples/summarize.lua"))
 	if len(star) != 2 || !reflect.DeepEqual(star, lua) {
 		t.Fatalf("starlark IR:\n%v\nlua IR:\n%v", star, lua)
 	}
@@ -217,7 +215,7 @@ func TestLuaExamplesSameIR(t *testing.T) {
 
 func TestLuaEvaluateResearch(t *testing.T) {
 	t.Parallel()
-	ev, err := NewEvaluator(flowtest.ReadFiles(t, "../../examples/research.lua"))
+	ev, err := script.NewEvaluator(flowtest.ReadFiles(t, "../../../examples/research.lua"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +249,7 @@ func TestLuaEvaluateResearch(t *testing.T) {
 	// A run-time error carries the Lua position.
 	_, err = ev.Call(*f.Node("check").Cond, flows.Context{RunID: "r", Attempt: 1})
 	var ce *flows.CallError
-	if !errors.As(err, &ce) || ce.Pos.File != "../../examples/research.lua" || ce.Pos.Line != 28 {
+	if !errors.As(err, &ce) || ce.Pos.File != "../../../examples/research.lua" || ce.Pos.Line != 28 {
 		t.Fatalf("got %v", err)
 	}
 }
@@ -279,13 +277,13 @@ func TestLuaJSONMapping(t *testing.T) {
 	for _, tt := range tests {
 		src := fmt.Sprintf(`flow{"f", nodes = {task{"a", tool = "t", args = %s}}}`, tt.args)
 		if tt.err != "" {
-			_, ds := Load(luaFile(src))
+			_, ds := script.Load(flowtest.LuaFile(src))
 			if len(ds) != 1 || ds[0].Code != flows.CodeScript || !strings.Contains(ds[0].Message, tt.err) {
 				t.Errorf("%s: %s", tt.args, ds)
 			}
 			continue
 		}
-		ev, err := NewEvaluator(luaFile(src))
+		ev, err := script.NewEvaluator(flowtest.LuaFile(src))
 		if err != nil {
 			t.Errorf("%s: %v", tt.args, err)
 			continue
@@ -310,7 +308,7 @@ func TestLuaDiagnostics(t *testing.T) {
 }
 flow{"bad", nodes = {task{"z", tool = "t"}}}
 `
-	_, ds := Load([]flows.File{
+	_, ds := script.Load([]flows.File{
 		{Path: "bad.lua", Src: []byte(src)},
 		{Path: "script.lua", Src: []byte("\nflow{\"b\", nodes = {branch{\"b\", cond = true, next = \"a\"}}}\n")},
 		{Path: "syn.lua", Src: []byte("flow{\"x\" nodes = {}}\n")},
@@ -340,14 +338,14 @@ flow{"bad", nodes = {task{"z", tool = "t"}}}
 // Unbounded recursion ends with an error, not a crash, and json works.
 func TestLuaRecursionAndJSON(t *testing.T) {
 	// Concatenation keeps Lua's meaning: numbers, __concat, errors.
-	if _, ds := Load(luaFile(`local m = setmetatable({}, {__concat = function(a, b) return "m" end})
+	if _, ds := script.Load(flowtest.LuaFile(`local m = setmetatable({}, {__concat = function(a, b) return "m" end})
 assert(1 .. 2 == "12" and "a" .. 1.5 == "a1.5" and m .. "x" == "m" and "x" .. m == "m")
 assert(not pcall(function() return "a" .. {} end))
-` + luaLeaf)); len(ds) > 0 {
+` + flowtest.LuaLeaf)); len(ds) > 0 {
 		t.Fatalf("concat: %s", ds)
 	}
 	t.Parallel()
-	_, ds := Load(luaFile("local function f(n) return f(n + 1) + 1 end\nf(1)\n" + luaLeaf))
+	_, ds := script.Load(flowtest.LuaFile("local function f(n) return f(n + 1) + 1 end\nf(1)\n" + flowtest.LuaLeaf))
 	if len(ds) != 1 || ds[0].Code != flows.CodeScript || ds[0].Line != 1 {
 		t.Fatalf("recursion: %s", ds)
 	}
@@ -355,7 +353,7 @@ assert(not pcall(function() return "a" .. {} end))
   local v = json.decode(json.encode({xs = array{}, o = object{}, n = 3, s = "x"}))
   return {text = json.encode(v), n = v.n}
 end}}}`
-	ev, err := NewEvaluator(luaFile(src))
+	ev, err := script.NewEvaluator(flowtest.LuaFile(src))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,7 +367,7 @@ end}}}`
 // One evaluator serves concurrent calls: each runs in its own sandbox.
 func TestLuaEvaluatorConcurrent(t *testing.T) {
 	t.Parallel()
-	ev, err := NewEvaluator(flowtest.ReadFiles(t, "../../examples/research.lua"))
+	ev, err := script.NewEvaluator(flowtest.ReadFiles(t, "../../../examples/research.lua"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -414,11 +412,11 @@ local function arity(a, b) return select("#", a, b) end
 assert(arity(1, 2, 3) == 2, "extra arguments are dropped")
 local n = task{"n", tool = "t", next = "a" .. "b"}
 flow{"f", nodes = {task{"a", tool = "t", args = function(ctx) return {x = (twice(ctx.input.s, ctx.input.s))} end}}}
-` + luaLeaf
-	if _, ds := Load(luaFile(src)); len(ds) > 0 {
+` + flowtest.LuaLeaf
+	if _, ds := script.Load(flowtest.LuaFile(src)); len(ds) > 0 {
 		t.Fatal(ds)
 	}
-	ev, err := NewEvaluator(luaFile(src))
+	ev, err := script.NewEvaluator(flowtest.LuaFile(src))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -431,7 +429,7 @@ flow{"f", nodes = {task{"a", tool = "t", args = function(ctx) return {x = (twice
 		t.Errorf("args = %#v, %v", got, err)
 	}
 	// The pad is not counted: a two-parameter args is still refused.
-	_, ds := Load(luaFile(`flow{"f", nodes = {task{"a", tool = "t", args = function(ctx, x) return {} end}}}`))
+	_, ds := script.Load(flowtest.LuaFile(`flow{"f", nodes = {task{"a", tool = "t", args = function(ctx, x) return {} end}}}`))
 	if len(ds) != 1 || !strings.Contains(ds[0].Message, "takes 2 parameters") {
 		t.Errorf("got %s", ds)
 	}

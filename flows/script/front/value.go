@@ -1,4 +1,4 @@
-package script
+package front
 
 import (
 	"bytes"
@@ -23,8 +23,8 @@ import (
 // Nesting is bounded in both directions by MaxValueDepth, so that a cyclic
 // or absurdly deep value is an error instead of a stack overflow.
 
-// toStarlark converts a JSON-compatible Go value to a frozen Starlark value.
-func toStarlark(v any) (starlark.Value, error) {
+// ToStarlark converts a JSON-compatible Go value to a frozen Starlark value.
+func ToStarlark(v any) (starlark.Value, error) {
 	sv, err := toStarlarkDepth(v, 0)
 	if err != nil {
 		return nil, err
@@ -101,7 +101,7 @@ func toStarlarkDepth(v any, depth int) (starlark.Value, error) {
 		return d, nil
 	case json.RawMessage:
 		var decoded any
-		if err := unmarshalNumbers(x, &decoded); err != nil {
+		if err := UnmarshalNumbers(x, &decoded); err != nil {
 			return nil, err
 		}
 		return toStarlarkDepth(decoded, depth)
@@ -112,13 +112,15 @@ func toStarlarkDepth(v any, depth int) (starlark.Value, error) {
 		return nil, fmt.Errorf("cannot pass %T to a script: %w", v, err)
 	}
 	var decoded any
-	if err := unmarshalNumbers(b, &decoded); err != nil {
+	if err := UnmarshalNumbers(b, &decoded); err != nil {
 		return nil, err
 	}
 	return toStarlarkDepth(decoded, depth)
 }
 
-func unmarshalNumbers(b []byte, v any) error {
+// UnmarshalNumbers decodes JSON keeping numbers as json.Number, so that
+// integers beyond 2^53 keep every digit.
+func UnmarshalNumbers(b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
 	return dec.Decode(v)
@@ -131,10 +133,10 @@ func floatToStarlark(f float64) starlark.Value {
 	return starlark.Float(f)
 }
 
-// fromStarlark converts a Starlark value to a JSON-compatible Go value.
+// FromStarlark converts a Starlark value to a JSON-compatible Go value.
 // Functions, nodes and other values with no JSON form are errors, as are
 // dict keys that are not strings and non-finite floats.
-func fromStarlark(v starlark.Value) (any, error) {
+func FromStarlark(v starlark.Value) (any, error) {
 	nodes := 0
 	return fromStarlarkDepth(v, 0, &nodes)
 }
@@ -201,7 +203,7 @@ func fromStarlarkDepth(v starlark.Value, depth int, nodes *int) (any, error) {
 			out[string(k)] = e
 		}
 		return out, nil
-	case *ctxValue:
+	case *Ctx:
 		return nil, fmt.Errorf("ctx itself cannot be returned; return fields of it, e.g. ctx.input")
 	}
 	return nil, fmt.Errorf("a %s has no JSON form", v.Type())

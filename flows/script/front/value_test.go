@@ -1,4 +1,4 @@
-package script
+package front
 
 import (
 	"encoding/json"
@@ -33,12 +33,12 @@ func TestConversions(t *testing.T) {
 		{json.RawMessage(`{"z":[1,2]}`), map[string]any{"z": []any{int64(1), int64(2)}}},
 	}
 	for _, tt := range tests {
-		sv, err := toStarlark(tt.in)
+		sv, err := ToStarlark(tt.in)
 		if err != nil {
 			t.Errorf("%#v: %v", tt.in, err)
 			continue
 		}
-		got, err := fromStarlark(sv)
+		got, err := FromStarlark(sv)
 		if err != nil || !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("%#v: round trip gave %#v, %v; want %#v", tt.in, got, err, tt.want)
 		}
@@ -48,10 +48,10 @@ func TestConversions(t *testing.T) {
 	for range flows.MaxValueDepth + 2 {
 		deep = []any{deep}
 	}
-	if _, err := toStarlark(deep); err == nil {
+	if _, err := ToStarlark(deep); err == nil {
 		t.Error("a value nested deeper than the limit was converted")
 	}
-	if _, err := toStarlark(make(chan int)); err == nil {
+	if _, err := ToStarlark(make(chan int)); err == nil {
 		t.Error("a channel was converted")
 	}
 }
