@@ -45,7 +45,7 @@ flow(
 var agentKind = &kind{
 	name: "agent", flow: "soak_agent", weight: 2, src: agentFlowSrc,
 	input: func(_ *rand.Rand, id string) map[string]any { return map[string]any{"id": id} },
-	check: func(v *apitypes.Run, in map[string]any, evs []*apitypes.Event, _ *records) []string {
+	check: func(v *apitypes.Run, in map[string]any, evs []apitypes.Event, _ *records) []string {
 		switch v.Phase {
 		case apitypes.PhaseFailed:
 			// Kills may end an agent run as designed: its task lost its
@@ -238,7 +238,7 @@ func tallyAgentTurns(w *world, f *final) (agentTally, []string) {
 }
 
 // hasEvent says whether the timeline holds an event of type typ.
-func hasEvent(evs []*apitypes.Event, typ string) bool {
+func hasEvent(evs []apitypes.Event, typ string) bool {
 	for _, e := range evs {
 		if e.Type == typ {
 			return true

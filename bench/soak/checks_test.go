@@ -27,7 +27,7 @@ type state struct {
 func newState() *state {
 	return &state{
 		w: &world{byReq: map[string]*submission{}, inline: map[string][]string{}, counts: map[string]int{}},
-		f: &final{events: map[string][]*apitypes.Event{}, children: map[string][]apitypes.Run{}, kills: map[string]int{},
+		f: &final{events: map[string][]apitypes.Event{}, children: map[string][]apitypes.Run{}, kills: map[string]int{},
 			records: &records{mails: map[string]int{}, mailRuns: map[string]int{}, notes: map[string]string{}, applied: map[string]int{}}},
 	}
 }
@@ -42,27 +42,27 @@ func owner() string {
 
 // run adds a run of flow id with input in, accepted by the client, in phase
 // p with the timeline evs.
-func (s *state) run(id, flow string, in map[string]any, p apitypes.Phase, evs ...*apitypes.Event) *apitypes.Run {
+func (s *state) run(id, flow string, in map[string]any, p apitypes.Phase, evs ...apitypes.Event) *apitypes.Run {
 	req := "req-" + id
 	sub := &submission{reqID: req, kind: kindByFlow(flow), input: in, runID: id}
 	s.w.subs = append(s.w.subs, sub)
 	s.w.byReq[req] = sub
 	b, _ := json.Marshal(in)
 	s.f.runs = append(s.f.runs, apitypes.Run{ID: id, Flow: flow, Owner: owner(), RequestID: req, Phase: p, Input: b})
-	for i, e := range evs {
-		e.Seq = uint64(i + 1)
-		e.RunID = id
+	for i := range evs {
+		evs[i].Seq = uint64(i + 1)
+		evs[i].RunID = id
 	}
 	s.f.events[id] = evs
 	return &s.f.runs[len(s.f.runs)-1]
 }
 
-func ev(typ, node string, detail map[string]any) *apitypes.Event {
-	return &apitypes.Event{Type: typ, Node: node, Detail: detail}
+func ev(typ, node string, detail map[string]any) apitypes.Event {
+	return apitypes.Event{Type: typ, Node: node, Detail: detail}
 }
 
 func violationCases() []violationCase {
-	leased := func(holder string) *apitypes.Event { return ev("leased", "a", map[string]any{"holder": holder}) }
+	leased := func(holder string) apitypes.Event { return ev("leased", "a", map[string]any{"holder": holder}) }
 	return []violationCase{
 		{"lease held twice", func() (*world, *final) {
 			s := newState()
@@ -211,7 +211,7 @@ func violationCases() []violationCase {
 			s.run("r1", "soak_sub", map[string]any{"id": "req-r1", "n": 1}, apitypes.PhaseWaiting,
 				at(ev("waiting", "call", map[string]any{"for": "child", "child": "c1"}), t0.Add(time.Second)))
 			s.f.children["r1"] = []apitypes.Run{{ID: "c1", Parent: "r1", Phase: apitypes.PhaseCompleted}}
-			s.f.events["c1"] = []*apitypes.Event{at(ev("completed", "", nil), t0.Add(2*time.Second))}
+			s.f.events["c1"] = []apitypes.Event{at(ev("completed", "", nil), t0.Add(2*time.Second))}
 			return s.w, s.f
 		}, checkLost, "never woke it"},
 		{"approval run parked on its human wait", func() (*world, *final) {
@@ -342,7 +342,7 @@ func violationCases() []violationCase {
 
 // failedAgentState is a soak_agent run that failed with code after the
 // timeline evs.
-func failedAgentState(code string, evs ...*apitypes.Event) *state {
+func failedAgentState(code string, evs ...apitypes.Event) *state {
 	s := newState()
 	v := s.run("r1", "soak_agent", map[string]any{"id": "req-1"}, apitypes.PhaseFailed, evs...)
 	v.Error = &apitypes.RunError{Code: code}
@@ -376,7 +376,7 @@ func fanState(out string, marker bool) *state {
 	for i, at := range []time.Time{cutoff.Add(-time.Second), cutoff.Add(time.Second)} {
 		id := fmt.Sprintf("c%d", i)
 		s.f.children["r1"] = append(s.f.children["r1"], apitypes.Run{ID: id, Parent: "r1", Phase: apitypes.PhaseCompleted})
-		s.f.events[id] = []*apitypes.Event{{Type: "completed", At: at}}
+		s.f.events[id] = []apitypes.Event{{Type: "completed", At: at}}
 	}
 	return s
 }
@@ -385,7 +385,7 @@ func fanState(out string, marker bool) *state {
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // at sets an event's time.
-func at(e *apitypes.Event, t time.Time) *apitypes.Event {
+func at(e apitypes.Event, t time.Time) apitypes.Event {
 	e.At = t
 	return e
 }

@@ -187,7 +187,7 @@ func tallyWakes(f *final) wakeTally {
 }
 
 // lastHolder is the holder of a timeline's last lease.
-func lastHolder(evs []*apitypes.Event) string {
+func lastHolder(evs []apitypes.Event) string {
 	h := ""
 	for _, e := range evs {
 		if e.Type == "leased" {
@@ -199,7 +199,7 @@ func lastHolder(evs []*apitypes.Event) string {
 
 // resumedBy is the holder of a parent's first lease after it parked for
 // child, or "" if it never went on.
-func resumedBy(evs []*apitypes.Event, child string) string {
+func resumedBy(evs []apitypes.Event, child string) string {
 	parked := false
 	for _, e := range evs {
 		switch {

@@ -19,8 +19,8 @@ import (
 // to slots.
 func wakeState(childHolder, parentHolder string, holders map[string]int) *state {
 	s := newState()
-	leased := func(h string) *apitypes.Event { return ev("leased", "call", map[string]any{"holder": h}) }
-	evs := []*apitypes.Event{leased("hP"), ev("waiting", "call", map[string]any{"for": "child", "child": "c1"})}
+	leased := func(h string) apitypes.Event { return ev("leased", "call", map[string]any{"holder": h}) }
+	evs := []apitypes.Event{leased("hP"), ev("waiting", "call", map[string]any{"for": "child", "child": "c1"})}
 	phase := apitypes.PhaseWaiting
 	if parentHolder != "" {
 		evs = append(evs, leased(parentHolder), ev("node_completed", "done", nil), ev("completed", "", nil))
@@ -28,7 +28,7 @@ func wakeState(childHolder, parentHolder string, holders map[string]int) *state 
 	}
 	s.run("r1", "soak_sub", map[string]any{"id": "req-r1", "n": 1}, phase, evs...)
 	s.f.children["r1"] = []apitypes.Run{{ID: "c1", Parent: "r1", Flow: "soak_echo", Phase: apitypes.PhaseCompleted}}
-	s.f.events["c1"] = []*apitypes.Event{leased("hX"), ev("expired", "a", nil), leased(childHolder), ev("completed", "", nil)}
+	s.f.events["c1"] = []apitypes.Event{leased("hX"), ev("expired", "a", nil), leased(childHolder), ev("completed", "", nil)}
 	s.f.records.hostOf = holders
 	return s
 }
@@ -37,7 +37,7 @@ func wakeState(childHolder, parentHolder string, holders map[string]int) *state 
 // retries that gave up anyway, its four attempts leased by holders.
 func flakyGaveUp(holders []string, hostOf map[string]int) *state {
 	s := newState()
-	var evs []*apitypes.Event
+	var evs []apitypes.Event
 	for _, h := range holders {
 		evs = append(evs, ev("leased", "try", map[string]any{"holder": h}), ev("retry_scheduled", "try", nil))
 	}

@@ -214,9 +214,10 @@ func lostWake(v *apitypes.Run, f *final) string {
 		return ""
 	}
 	var e *apitypes.Event
-	for _, x := range f.events[v.ID] {
-		if x.Type == "waiting" {
-			e = x
+	evs := f.events[v.ID]
+	for i := range evs {
+		if evs[i].Type == "waiting" {
+			e = &evs[i]
 		}
 	}
 	if e == nil || e.Detail["for"] != "child" {
@@ -238,7 +239,7 @@ func lostWake(v *apitypes.Run, f *final) string {
 
 // waitingFor is what the run's last park waits for ("human", "child",
 // "cohort"), from its last waiting event.
-func waitingFor(evs []*apitypes.Event) string {
+func waitingFor(evs []apitypes.Event) string {
 	kind := ""
 	for _, e := range evs {
 		if e.Type == "waiting" {
@@ -248,11 +249,11 @@ func waitingFor(evs []*apitypes.Event) string {
 	return kind
 }
 
-func lastEvent(evs []*apitypes.Event) *apitypes.Event {
+func lastEvent(evs []apitypes.Event) *apitypes.Event {
 	if len(evs) == 0 {
 		return nil
 	}
-	return evs[len(evs)-1]
+	return &evs[len(evs)-1]
 }
 
 func describe(e *apitypes.Event) string {
@@ -267,7 +268,7 @@ func describe(e *apitypes.Event) string {
 }
 
 // endedAt is the time of a timeline's terminal event.
-func endedAt(evs []*apitypes.Event) (time.Time, bool) {
+func endedAt(evs []apitypes.Event) (time.Time, bool) {
 	for _, e := range evs {
 		if e.Type == "completed" || e.Type == "failed" || e.Type == "cancelled" {
 			return e.At, true
@@ -452,8 +453,9 @@ func checkLeases(w *world, f *final) []string {
 	var bad []string
 	for runID, evs := range f.events {
 		held := map[string]*apitypes.Event{} // task → its leased event
-		for _, e := range evs {
-			task := taskOf(e)
+		for i := range evs {
+			e := &evs[i]
+			task := taskOf(*e)
 			switch e.Type {
 			case "leased":
 				if prev := held[task]; prev != nil {
@@ -478,7 +480,7 @@ func checkLeases(w *world, f *final) []string {
 
 // taskOf names the task an event is about. Runs have one step task today;
 // fan-out items will carry theirs in the event detail.
-func taskOf(e *apitypes.Event) string {
+func taskOf(e apitypes.Event) string {
 	if t, ok := e.Detail["task"].(string); ok {
 		return t
 	}
@@ -690,7 +692,7 @@ func checkCohorts(w *world, f *final) []string {
 }
 
 // completedAt is the time of a timeline's "completed" event.
-func completedAt(evs []*apitypes.Event) (time.Time, bool) {
+func completedAt(evs []apitypes.Event) (time.Time, bool) {
 	for _, e := range evs {
 		if e.Type == "completed" {
 			return e.At, true

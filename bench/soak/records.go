@@ -32,7 +32,7 @@ type records struct {
 
 // hostsLeasing counts the hosts whose daemons leased node in a timeline
 // (0 for a lone daemon's, whose holders are not mapped).
-func (o *records) hostsLeasing(evs []*apitypes.Event, node string) int {
+func (o *records) hostsLeasing(evs []apitypes.Event, node string) int {
 	hosts := map[int]bool{}
 	for _, e := range evs {
 		if e.Type != "leased" || e.Node != node {

@@ -794,7 +794,7 @@ func drain(ctx context.Context, w *world, c *client.Client, cfg Config) (drainRe
 type final struct {
 	runs     []apitypes.Run
 	children map[string][]apitypes.Run // runs started by a run, by its id
-	events   map[string][]*apitypes.Event
+	events   map[string][]apitypes.Event
 	records  *records
 	kills    map[string]int
 	// modelRequests are the requests the agents' model server read.
@@ -803,7 +803,7 @@ type final struct {
 }
 
 func collect(ctx context.Context, w *world, c *client.Client, runs []apitypes.Run) (*final, error) {
-	fin := &final{events: map[string][]*apitypes.Event{}, children: map[string][]apitypes.Run{}}
+	fin := &final{events: map[string][]apitypes.Event{}, children: map[string][]apitypes.Run{}}
 	for _, v := range runs {
 		// Runs started by subflows and fan-outs are the engine's, not the
 		// client's: their timelines are checked, their identity is not.

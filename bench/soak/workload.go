@@ -26,7 +26,7 @@ type kind struct {
 	input func(r *rand.Rand, id string) map[string]any
 	// check looks at a terminal run of this kind (its view and timeline,
 	// with the plugins' records in o) and returns what is wrong with it.
-	check func(v *apitypes.Run, in map[string]any, evs []*apitypes.Event, o *records) []string
+	check func(v *apitypes.Run, in map[string]any, evs []apitypes.Event, o *records) []string
 	// mayWait says a run of this kind may legitimately end the soak in
 	// phase waiting, parked on a human wait nobody decided.
 	mayWait bool
@@ -54,7 +54,7 @@ flow(
 )
 `,
 		input: func(r *rand.Rand, id string) map[string]any { return map[string]any{"id": id, "n": r.IntN(1000)} },
-		check: func(v *apitypes.Run, in map[string]any, _ []*apitypes.Event, _ *records) []string {
+		check: func(v *apitypes.Run, in map[string]any, _ []apitypes.Event, _ *records) []string {
 			if v.Phase != apitypes.PhaseCompleted {
 				return nil
 			}
@@ -74,7 +74,7 @@ flow(
 )
 `,
 		input: func(r *rand.Rand, id string) map[string]any { return map[string]any{"id": id, "times": r.IntN(6)} },
-		check: func(v *apitypes.Run, in map[string]any, evs []*apitypes.Event, o *records) []string {
+		check: func(v *apitypes.Run, in map[string]any, evs []apitypes.Event, o *records) []string {
 			if v.Phase != apitypes.PhaseCompleted {
 				return nil
 			}
@@ -108,7 +108,7 @@ flow(
 )
 `,
 		input: func(r *rand.Rand, id string) map[string]any { return map[string]any{"id": id} },
-		check: func(v *apitypes.Run, in map[string]any, evs []*apitypes.Event, _ *records) []string {
+		check: func(v *apitypes.Run, in map[string]any, evs []apitypes.Event, _ *records) []string {
 			if v.Phase != apitypes.PhaseCompleted {
 				return nil
 			}
@@ -135,7 +135,7 @@ flow(
 		input: func(r *rand.Rand, id string) map[string]any {
 			return map[string]any{"id": id, "text": fmt.Sprintf("%s-%d", id, r.IntN(1e6))}
 		},
-		check: func(v *apitypes.Run, in map[string]any, _ []*apitypes.Event, _ *records) []string {
+		check: func(v *apitypes.Run, in map[string]any, _ []apitypes.Event, _ *records) []string {
 			if v.Phase != apitypes.PhaseCompleted {
 				return nil
 			}
@@ -166,7 +166,7 @@ flow(
 			}
 			return map[string]any{"id": id, "costs": costs}
 		},
-		check: func(v *apitypes.Run, in map[string]any, evs []*apitypes.Event, _ *records) []string {
+		check: func(v *apitypes.Run, in map[string]any, evs []apitypes.Event, _ *records) []string {
 			if v.Phase != apitypes.PhaseCompleted {
 				return nil
 			}
@@ -188,7 +188,7 @@ flow(
 )
 `,
 		input: func(r *rand.Rand, id string) map[string]any { return map[string]any{"id": id, "ms": 100 + r.IntN(700)} },
-		check: func(v *apitypes.Run, in map[string]any, _ []*apitypes.Event, _ *records) []string {
+		check: func(v *apitypes.Run, in map[string]any, _ []apitypes.Event, _ *records) []string {
 			if v.Phase != apitypes.PhaseCompleted {
 				return nil
 			}
@@ -207,7 +207,7 @@ flow(
 )
 `,
 		input: func(r *rand.Rand, id string) map[string]any { return map[string]any{"id": id, "n": r.IntN(1000)} },
-		check: func(v *apitypes.Run, in map[string]any, _ []*apitypes.Event, _ *records) []string {
+		check: func(v *apitypes.Run, in map[string]any, _ []apitypes.Event, _ *records) []string {
 			if v.Phase != apitypes.PhaseCompleted {
 				return nil
 			}
@@ -228,7 +228,7 @@ flow(
 )
 `,
 		input: func(r *rand.Rand, id string) map[string]any { return map[string]any{"id": id} },
-		check: func(v *apitypes.Run, in map[string]any, _ []*apitypes.Event, _ *records) []string {
+		check: func(v *apitypes.Run, in map[string]any, _ []apitypes.Event, _ *records) []string {
 			if v.Phase != apitypes.PhaseCompleted {
 				return nil
 			}
@@ -255,7 +255,7 @@ flow(
 			}
 			return map[string]any{"id": id, "ms": ms}
 		},
-		check: func(v *apitypes.Run, in map[string]any, _ []*apitypes.Event, _ *records) []string {
+		check: func(v *apitypes.Run, in map[string]any, _ []apitypes.Event, _ *records) []string {
 			return nil // checked by the cohort invariant
 		},
 	},
@@ -281,7 +281,7 @@ flow(
 			}
 			return map[string]any{"id": id, "ms": ms}
 		},
-		check: func(v *apitypes.Run, in map[string]any, _ []*apitypes.Event, _ *records) []string {
+		check: func(v *apitypes.Run, in map[string]any, _ []apitypes.Event, _ *records) []string {
 			return nil // checked by the cohort invariant
 		},
 	},
@@ -349,7 +349,7 @@ func num(v any) float64 {
 }
 
 // nodeFailedCode is the code of the last node_failed event of node.
-func nodeFailedCode(evs []*apitypes.Event, node string) string {
+func nodeFailedCode(evs []apitypes.Event, node string) string {
 	code := ""
 	for _, e := range evs {
 		if e.Type == "node_failed" && e.Node == node {

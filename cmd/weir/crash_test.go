@@ -195,7 +195,7 @@ func (d *daemon) waitTerminal(id string) *apitypes.Run {
 	return v
 }
 
-func (d *daemon) events(id string) []*apitypes.Event {
+func (d *daemon) events(id string) []apitypes.Event {
 	d.t.Helper()
 	evs, err := d.api.RunEvents(context.Background(), id, client.EventListParams{})
 	if err != nil {

@@ -14,7 +14,7 @@ func TestPrintEventsShowsJSONAndDates(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 3, 4, 5, 6, 7, 891000000, time.FixedZone("x", 3600))
 	var b bytes.Buffer
-	printEvents(&b, []*apitypes.Event{{At: at, Type: "node_completed", Attempt: 2, Node: "n", Detail: map[string]any{
+	printEvents(&b, []apitypes.Event{{At: at, Type: "node_completed", Attempt: 2, Node: "n", Detail: map[string]any{
 		"result": map[string]any{"a": []any{1.0, "two"}},
 		"tool":   "testkit.echo",
 		"reason": "not now",

@@ -72,7 +72,7 @@ func (d *daemon) pause() {
 func (d *daemon) resume() { _ = d.cmd.Process.Signal(syscall.SIGCONT) }
 
 // leasedBy lists the holders of a run's "leased" events, in order.
-func leasedBy(evs []*apitypes.Event) []string {
+func leasedBy(evs []apitypes.Event) []string {
 	var out []string
 	for _, e := range evs {
 		if e.Type == "leased" {

@@ -396,7 +396,7 @@ func (m *Main) runEventsCmd() *cobra.Command {
 const eventTime = "2006-01-02T15:04:05.000000Z"
 
 // printEvents writes a timeline one event a line.
-func printEvents(w io.Writer, evs []*apitypes.Event) {
+func printEvents(w io.Writer, evs []apitypes.Event) {
 	for _, e := range evs {
 		fmt.Fprintf(w, "%s  %-16s attempt %d", e.At.UTC().Format(eventTime), e.Type, e.Attempt)
 		if e.Node != "" {

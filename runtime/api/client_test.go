@@ -175,7 +175,7 @@ func TestClientRuns(t *testing.T) {
 		t.Fatalf("events: %d %v", len(all), err)
 	}
 	pagedEvs, err := client.Collect(c.RunEventsAll(ctx, first.RunID, client.EventListParams{Limit: 2}))
-	if err != nil || !slices.EqualFunc(all, pagedEvs, func(a, b *apitypes.Event) bool { return a.Seq == b.Seq && a.Type == b.Type }) {
+	if err != nil || !slices.EqualFunc(all, pagedEvs, func(a, b apitypes.Event) bool { return a.Seq == b.Seq && a.Type == b.Type }) {
 		t.Errorf("events paged by 2: %d %v, want the %d of one page", len(pagedEvs), err, len(all))
 	}
 	tail, err := client.Collect(c.RunEventsAll(ctx, first.RunID, client.EventListParams{After: all[0].Seq}))
@@ -324,7 +324,7 @@ func TestClientFlowsWaitsAndDeadLetters(t *testing.T) {
 		t.Errorf("rejected run (it takes the error wire): %+v %v", v, err)
 	}
 	evs, err := client.Collect(c.RunEventsAll(ctx, gate.RunID, client.EventListParams{}))
-	if err != nil || !slices.ContainsFunc(evs, func(e *apitypes.Event) bool {
+	if err != nil || !slices.ContainsFunc(evs, func(e apitypes.Event) bool {
 		return e.Type == "node_failed" && e.Detail["code"] == apitypes.CodeRejected
 	}) {
 		t.Errorf("the rejection is not in the timeline: %v", err)

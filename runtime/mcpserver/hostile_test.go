@@ -67,7 +67,7 @@ func (d *daemonStub) RunGet(_ context.Context, id string) (*apitypes.Run, error)
 	return nil, &client.Error{Code: apitypes.CodeNotFound, Message: "no run " + id}
 }
 
-func (d *daemonStub) RunEvents(context.Context, string, client.EventListParams) ([]*apitypes.Event, error) {
+func (d *daemonStub) RunEvents(context.Context, string, client.EventListParams) ([]apitypes.Event, error) {
 	return nil, nil
 }
 

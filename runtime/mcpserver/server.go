@@ -26,7 +26,7 @@ type Daemon interface {
 	FlowList(ctx context.Context) ([]apitypes.Flow, error)
 	RunStart(ctx context.Context, req apitypes.StartRequest) (*apitypes.StartResult, error)
 	RunGet(ctx context.Context, id string) (*apitypes.Run, error)
-	RunEvents(ctx context.Context, id string, p client.EventListParams) ([]*apitypes.Event, error)
+	RunEvents(ctx context.Context, id string, p client.EventListParams) ([]apitypes.Event, error)
 	RunWaits(ctx context.Context, id string) ([]apitypes.HumanWait, error)
 	RunCancel(ctx context.Context, id string) (apitypes.CancelAnswer, error)
 }

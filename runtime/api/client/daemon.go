@@ -139,12 +139,12 @@ func (c *Client) FlowGraph(ctx context.Context, name, format string) (string, er
 // DeadLetterList lists the caller's tasks that exhausted their retries,
 // with every attempt's error (GET /v1/deadletters); limit 0 leaves the
 // count to the daemon (100), at most apitypes.MaxListLimit.
-func (c *Client) DeadLetterList(ctx context.Context, limit int) ([]*apitypes.DeadLetter, error) {
+func (c *Client) DeadLetterList(ctx context.Context, limit int) ([]apitypes.DeadLetter, error) {
 	path := "/deadletters"
 	if limit != 0 {
 		path += fmt.Sprintf("?limit=%d", limit)
 	}
-	var dl []*apitypes.DeadLetter
+	var dl []apitypes.DeadLetter
 	if err := c.call(ctx, http.MethodGet, path, nil, &dl); err != nil {
 		return nil, err
 	}
@@ -219,8 +219,8 @@ func (c *Client) AdminRescanPlugins(ctx context.Context) (*apitypes.PluginRescan
 // AdminAudit lists one page of the audit stream (GET /v1/admin/audit): the
 // refused attempts on other owners' runs. Only the daemon's own OS user on
 // the Unix socket may read it.
-func (c *Client) AdminAudit(ctx context.Context, p EventListParams) ([]*apitypes.Event, error) {
-	var evs []*apitypes.Event
+func (c *Client) AdminAudit(ctx context.Context, p EventListParams) ([]apitypes.Event, error) {
+	var evs []apitypes.Event
 	if err := c.call(ctx, http.MethodGet, "/admin/audit"+p.query(), nil, &evs); err != nil {
 		return nil, err
 	}

@@ -186,8 +186,8 @@ func (p EventListParams) query() string {
 }
 
 // RunEvents lists one page of a run's timeline (GET /v1/runs/{id}/events).
-func (c *Client) RunEvents(ctx context.Context, id string, p EventListParams) ([]*apitypes.Event, error) {
-	var evs []*apitypes.Event
+func (c *Client) RunEvents(ctx context.Context, id string, p EventListParams) ([]apitypes.Event, error) {
+	var evs []apitypes.Event
 	if err := c.call(ctx, http.MethodGet, "/runs/"+escape(id)+"/events"+p.query(), nil, &evs); err != nil {
 		return nil, err
 	}
@@ -198,15 +198,15 @@ func (c *Client) RunEvents(ctx context.Context, id string, p EventListParams) ([
 // /v1/runs/{id}/events a page at a time as the loop goes (p.Limit is the
 // page size, apitypes.MaxEventLimit if 0). A failed page ends the
 // sequence with its error.
-func (c *Client) RunEventsAll(ctx context.Context, id string, p EventListParams) iter.Seq2[*apitypes.Event, error] {
+func (c *Client) RunEventsAll(ctx context.Context, id string, p EventListParams) iter.Seq2[apitypes.Event, error] {
 	if p.Limit == 0 {
 		p.Limit = apitypes.MaxEventLimit
 	}
-	return func(yield func(*apitypes.Event, error) bool) {
+	return func(yield func(apitypes.Event, error) bool) {
 		for {
 			evs, err := c.RunEvents(ctx, id, p)
 			if err != nil {
-				yield(nil, err)
+				yield(apitypes.Event{}, err)
 				return
 			}
 			for _, ev := range evs {

@@ -29,8 +29,8 @@ func (c *Client) FlowSource(ctx context.Context, name string) (*apitypes.FlowSou
 
 // FlowVersions lists a flow name's versions, newest first, at most
 // engine.MaxFlowVersions (GET /v1/flows/{name}/versions).
-func (c *Client) FlowVersions(ctx context.Context, name string) ([]*apitypes.FlowVersion, error) {
-	var vs []*apitypes.FlowVersion
+func (c *Client) FlowVersions(ctx context.Context, name string) ([]apitypes.FlowVersion, error) {
+	var vs []apitypes.FlowVersion
 	if err := c.call(ctx, http.MethodGet, "/flows/"+escape(name)+"/versions", nil, &vs); err != nil {
 		return nil, err
 	}
