@@ -106,24 +106,6 @@ func TestViewIsASnapshot(t *testing.T) {
 	}
 }
 
-// TestRetainedTx: a Tx used after its function returned fails instead of
-// writing into a later transaction.
-func TestRetainedTx(t *testing.T) {
-	t.Parallel()
-	s := New()
-	defer s.Close()
-	var kept store.Tx
-	if err := s.Update(context.Background(), func(tx store.Tx) error { kept = tx; return nil }); err != nil {
-		t.Fatal(err)
-	}
-	if err := kept.MetaPut("k", []byte("v")); !errors.Is(err, errTxDone) {
-		t.Fatalf("write through a retained Tx: %v, want errTxDone", err)
-	}
-	if _, err := kept.MetaGet("k"); !errors.Is(err, errTxDone) {
-		t.Fatalf("read through a retained Tx: %v, want errTxDone", err)
-	}
-}
-
 // TestBadIDs: ids the Badger backend refuses are refused here too, and the
 // refused write changes nothing.
 func TestBadIDs(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/runtime/store/internal/storekit"
 )
 
 // table names one kind of record.
@@ -72,31 +73,11 @@ func cohortKey(runID, node string, visit int) string {
 // then in the committed state it started from.
 type tx struct {
 	base     *state
-	writes   map[table]map[string]*entry // nil entry: deleted; nil map: View
-	readOnly bool
-	done     bool
+	writes map[table]map[string]*entry // nil entry: deleted; nil map: View
+	storekit.TxGuard
 }
 
 var _ store.Tx = (*tx)(nil)
-
-func (t *tx) open() error {
-	if t.done {
-		return errTxDone
-	}
-	return nil
-}
-
-// writable is the first check of every write method, so a write in a View
-// fails with ErrReadOnly before it reads anything.
-func (t *tx) writable() error {
-	if t.done {
-		return errTxDone
-	}
-	if t.readOnly {
-		return store.ErrReadOnly
-	}
-	return nil
-}
 
 func (t *tx) lookup(tb table, k string) (*entry, bool) {
 	if e, ok := t.writes[tb][k]; ok {
@@ -157,7 +138,7 @@ func fresh[T any](e *entry) (*T, error) {
 }
 
 func get[T any](t *tx, tb table, k string) (*T, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	e, ok := t.lookup(tb, k)
@@ -179,7 +160,7 @@ func peek[T any](t *tx, tb table, k string) (*T, bool) {
 // list returns fresh copies of the records of tb that keep accepts (nil:
 // all), ordered by less, up to limit (<= 0: no limit).
 func list[T any](t *tx, tb table, keep func(*T) bool, less func(a, b *T) int, limit int) ([]*T, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	var hits []*entry
@@ -210,7 +191,7 @@ func (t *tx) putRaw(tb table, k string, data []byte) {
 
 // getRaw returns a copy, which the caller may keep and change.
 func (t *tx) getRaw(tb table, k string) ([]byte, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	e, ok := t.lookup(tb, k)
@@ -231,7 +212,7 @@ func (t *tx) delExisting(what string, tb table, k string) error {
 
 // deleteWhere deletes every record of tb that match accepts.
 func deleteWhere[T any](t *tx, tb table, match func(*T) bool) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	var keys []string
@@ -258,7 +239,7 @@ func byTime(ta, tb time.Time, ida, idb string) int {
 // ---- flow versions and sources ----
 
 func (t *tx) FlowVersionPut(v *store.FlowVersion) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if err := checkID("flow version", v.Name, v.Hash); err != nil {
@@ -285,7 +266,7 @@ func (t *tx) FlowVersionGet(name, hash string) (*store.FlowVersion, error) {
 }
 
 func (t *tx) FlowVersionLatest(name string) (*store.FlowVersion, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	l, ok := peek[latestFlow](t, tFlowLatest, name)
@@ -296,7 +277,7 @@ func (t *tx) FlowVersionLatest(name string) (*store.FlowVersion, error) {
 }
 
 func (t *tx) FlowVersionList() ([]*store.FlowVersion, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	var names []string
@@ -314,7 +295,7 @@ func (t *tx) FlowVersionList() ([]*store.FlowVersion, error) {
 }
 
 func (t *tx) FlowNameList(p store.FlowNameListParams) ([]string, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	var names []string
@@ -344,7 +325,7 @@ func newestFirst(a, b *store.FlowVersion) int {
 }
 
 func (t *tx) SourcePut(s *store.Source) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if err := checkID("source hash", s.Hash); err != nil {
@@ -360,7 +341,7 @@ func (t *tx) SourceGet(hash string) (*store.Source, error) {
 // ---- runs ----
 
 func (t *tx) RunInsert(r *store.Run) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if err := checkRun(r); err != nil {
@@ -377,7 +358,7 @@ func (t *tx) RunGet(id string) (*store.Run, error) {
 }
 
 func (t *tx) RunUpdate(r *store.Run) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if err := checkRun(r); err != nil {
@@ -390,7 +371,7 @@ func (t *tx) RunUpdate(r *store.Run) error {
 }
 
 func (t *tx) RunDelete(id string) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	return t.delExisting("run "+id, tRun, id)
@@ -415,7 +396,7 @@ func (t *tx) RunList(p store.RunListParams) ([]*store.Run, error) {
 // ---- continuations ----
 
 func (t *tx) ContinuationPut(runID string, data []byte) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if err := checkID("run id", runID); err != nil {
@@ -430,7 +411,7 @@ func (t *tx) ContinuationGet(runID string) ([]byte, error) {
 }
 
 func (t *tx) ContinuationDelete(runID string) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	return t.delExisting("continuation", tCont, runID)
@@ -443,7 +424,7 @@ func (t *tx) DedupGet(owner, requestID string) (*store.Dedup, error) {
 }
 
 func (t *tx) DedupPut(d *store.Dedup) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if err := checkPart("owner", d.Owner); err != nil {
@@ -456,7 +437,7 @@ func (t *tx) DedupPut(d *store.Dedup) error {
 }
 
 func (t *tx) DedupDelete(owner, requestID string) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	return t.delExisting("dedup key", tDedup, owner+sep+requestID)
@@ -465,7 +446,7 @@ func (t *tx) DedupDelete(owner, requestID string) error {
 // ---- tasks ----
 
 func (t *tx) TaskPut(tk *store.Task) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if err := checkID("task id", tk.ID); err != nil {
@@ -485,7 +466,7 @@ func (t *tx) TaskGet(id string) (*store.Task, error) {
 }
 
 func (t *tx) TaskDelete(id string) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	return t.delExisting("task "+id, tTask, id)
@@ -520,7 +501,7 @@ func (t *tx) TaskByChild(childRunID string) (*store.Task, error) {
 }
 
 func (t *tx) TaskCount() (queued, leased int, err error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return 0, 0, err
 	}
 	t.each(tTask, func(_ string, e *entry) {
@@ -536,7 +517,7 @@ func (t *tx) TaskCount() (queued, leased int, err error) {
 // ---- leases ----
 
 func (t *tx) LeasePut(l *store.Lease) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if err := checkID("lease task id", l.TaskID); err != nil {
@@ -550,7 +531,7 @@ func (t *tx) LeaseGet(taskID string) (*store.Lease, error) {
 }
 
 func (t *tx) LeaseDelete(taskID string) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	return t.delExisting("lease of "+taskID, tLease, taskID)
@@ -573,7 +554,7 @@ func (t *tx) IdemGet(k string) (*store.Idem, error) {
 }
 
 func (t *tx) IdemPut(r *store.Idem) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if err := checkID("idempotency key", r.Key); err != nil {
@@ -585,7 +566,7 @@ func (t *tx) IdemPut(r *store.Idem) error {
 // ---- dead letters ----
 
 func (t *tx) DeadLetterPut(d *store.DeadLetter) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if err := checkID("dead letter task id", d.TaskID); err != nil {
@@ -606,7 +587,7 @@ func (t *tx) DeadLetterList(p store.DeadLetterListParams) ([]*store.DeadLetter, 
 // ---- events ----
 
 func (t *tx) EventAppend(e *store.Event) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if err := checkID("event run id", e.RunID); err != nil {
@@ -633,7 +614,7 @@ func (t *tx) EventList(p store.EventListParams) ([]*store.Event, error) {
 // ---- cohorts ----
 
 func (t *tx) CohortPut(c *store.Cohort) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if err := checkID("cohort run/node", c.RunID, c.Node); err != nil {
@@ -647,7 +628,7 @@ func (t *tx) CohortGet(runID, node string, visit int) (*store.Cohort, error) {
 }
 
 func (t *tx) CohortItemPut(it *store.CohortItem) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if err := checkID("cohort item run/node", it.RunID, it.Node); err != nil {
@@ -671,7 +652,7 @@ func (t *tx) CohortItemList(runID, node string, visit int) ([]*store.CohortItem,
 // ---- agent turns ----
 
 func (t *tx) AgentTurnPut(at *store.AgentTurn) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if err := checkID("agent turn run/node", at.RunID, at.Node); err != nil {
@@ -725,7 +706,7 @@ func (t *tx) MetaGet(k string) ([]byte, error) {
 }
 
 func (t *tx) MetaPut(k string, value []byte) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if k == "" {

@@ -65,6 +65,8 @@ func Run(t *testing.T, open Opener) {
 		{"Retention", testRetention},
 		{"EventDeleteBefore", testEventDeleteBefore},
 		{"ViewIsReadOnly", testViewReadOnly},
+		{"RetainedTxFails", testRetainedTx},
+		{"PanicReachesCaller", testPanicReachesCaller},
 		{"ReadYourWrites", testReadYourWrites},
 		{"FnErrorDiscardsItsWrites", testFnError},
 		{"ConcurrentFnErrors", testConcurrentFnErrors},
