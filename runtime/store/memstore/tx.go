@@ -72,7 +72,7 @@ func cohortKey(runID, node string, visit int) string {
 // tx implements store.Tx: reads look in the function's own writes first,
 // then in the committed state it started from.
 type tx struct {
-	base     *state
+	base   *state
 	writes map[table]map[string]*entry // nil entry: deleted; nil map: View
 	storekit.TxGuard
 }
