@@ -12,7 +12,7 @@ import (
 const pAgentTurn = "at/"
 
 func (t *storeTx) AgentTurnPut(at *store.AgentTurn) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if err := checkID("agent turn run/node", at.RunID, at.Node); err != nil {
@@ -25,7 +25,7 @@ func (t *storeTx) AgentTurnPut(at *store.AgentTurn) error {
 }
 
 func (t *storeTx) AgentTurnList(p store.AgentTurnListParams) ([]*store.AgentTurn, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	lower := cohortKey(pAgentTurn, p.RunID, p.Node, p.Visit)

@@ -280,50 +280,6 @@ func checkNotFound(err error) error {
 	return nil
 }
 
-func TestPanicReachesCaller(t *testing.T) {
-	t.Parallel()
-	s := openStore(t, Options{})
-	func() {
-		defer func() {
-			p := recover()
-			pe, ok := p.(*PanicError)
-			if !ok || pe.Value != "kaboom" {
-				t.Fatalf("recovered %v, want a *PanicError with the value", p)
-			}
-		}()
-		_ = s.Update(ctx, func(tx store.Tx) error {
-			_ = tx.MetaPut("k", []byte("v"))
-			panic("kaboom")
-		})
-		t.Fatal("Update returned after its function panicked")
-	}()
-	err := s.Update(ctx, func(tx store.Tx) error {
-		_, err := tx.MetaGet("k")
-		return first(checkNotFound(err), tx.MetaPut("k2", nil))
-	})
-	if err != nil {
-		t.Fatalf("Update after a panic: %v", err)
-	}
-}
-
-func TestRetainedTxFails(t *testing.T) {
-	t.Parallel()
-	s := openStore(t, Options{})
-	var kept store.Tx
-	if err := s.Update(ctx, func(tx store.Tx) error { kept = tx; return nil }); err != nil {
-		t.Fatal(err)
-	}
-	if err := kept.MetaPut("k", []byte("v")); !errors.Is(err, errTxDone) {
-		t.Fatalf("write through a retained Update tx: %v", err)
-	}
-	if err := s.View(ctx, func(tx store.Tx) error { kept = tx; return nil }); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kept.RunGet("r"); !errors.Is(err, errTxDone) {
-		t.Fatalf("read through a retained View tx: %v", err)
-	}
-}
-
 // TestCloseCompletesPendingUpdates closes the store while Updates wait
 // behind a stalled committer: they complete, later calls get ErrClosed,
 // and their writes are there after a new Open.
@@ -345,13 +301,7 @@ func TestCloseCompletesPendingUpdates(t *testing.T) {
 	waitQueued(t, s, n)
 	closed := make(chan error, 1)
 	go func() { closed <- s.Close() }()
-	for {
-		s.mu.RLock()
-		c := s.closed
-		s.mu.RUnlock()
-		if c {
-			break
-		}
+	for !s.gate.Closed() {
 		runtime.Gosched()
 	}
 	if err := s.Update(ctx, func(store.Tx) error { return nil }); !errors.Is(err, store.ErrClosed) {

@@ -20,7 +20,7 @@ func cohortKey(prefix, runID, node string, visit int) []byte {
 }
 
 func (t *storeTx) CohortPut(c *store.Cohort) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if err := checkID("cohort run/node", c.RunID, c.Node); err != nil {
@@ -30,7 +30,7 @@ func (t *storeTx) CohortPut(c *store.Cohort) error {
 }
 
 func (t *storeTx) CohortGet(runID, node string, visit int) (*store.Cohort, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	c := new(store.Cohort)
@@ -41,7 +41,7 @@ func (t *storeTx) CohortGet(runID, node string, visit int) (*store.Cohort, error
 }
 
 func (t *storeTx) CohortItemPut(it *store.CohortItem) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if err := checkID("cohort item run/node", it.RunID, it.Node); err != nil {
@@ -54,7 +54,7 @@ func (t *storeTx) CohortItemPut(it *store.CohortItem) error {
 }
 
 func (t *storeTx) CohortItemGet(runID, node string, visit, index int) (*store.CohortItem, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	it := new(store.CohortItem)
@@ -65,7 +65,7 @@ func (t *storeTx) CohortItemGet(runID, node string, visit, index int) (*store.Co
 }
 
 func (t *storeTx) CohortItemList(runID, node string, visit int) ([]*store.CohortItem, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	lower := cohortKey(pCohortItem, runID, node, visit)

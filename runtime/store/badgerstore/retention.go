@@ -6,7 +6,7 @@ import "github.com/weirhq/weir/runtime/store"
 // transaction like any write, so a large run is bounded by the batch limit
 // (the committer splits batches; one function too big fails alone).
 func (t *storeTx) deletePrefix(prefix []byte) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	keys, err := t.scanKeys(prefix, prefixEnd(prefix), 0)
@@ -26,7 +26,7 @@ func (t *storeTx) EventDeleteRun(runID string) error {
 }
 
 func (t *storeTx) EventDeleteBefore(runID string, beforeSeq uint64) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	keys, err := t.scanKeys(key(pEvent, runID, sep), key(pEvent, runID, sep, u64Key(beforeSeq)), 0)
@@ -53,7 +53,7 @@ func (t *storeTx) IdemDeleteRun(runID string) error {
 }
 
 func (t *storeTx) IdemListRun(runID string) ([]*store.Idem, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	prefix := key(pIdem, runID, "/")

@@ -9,39 +9,18 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/runtime/store/internal/storekit"
 )
 
-// tx implements store.Tx over a kv. Each method first checks that the
-// transaction is still open: fn must not retain tx, and a retained one
-// fails loudly instead of writing into someone else's transaction.
+// storeTx implements store.Tx over a kv. Each method first checks its
+// TxGuard: fn must not retain tx, and a retained one fails loudly instead
+// of writing into someone else's transaction.
 type storeTx struct {
-	kv   *kv
-	done bool
+	kv *kv
+	storekit.TxGuard
 }
 
 var _ store.Tx = (*storeTx)(nil)
-
-// errTxDone is returned by a Tx used after its fn returned.
-var errTxDone = errors.New("badgerstore: transaction used after its function returned")
-
-func (t *storeTx) open() error {
-	if t.done {
-		return errTxDone
-	}
-	return nil
-}
-
-// writable is the first check of every write method, so a write in a View
-// fails with ErrReadOnly before it reads anything.
-func (t *storeTx) writable() error {
-	if t.done {
-		return errTxDone
-	}
-	if t.kv.readOnly {
-		return store.ErrReadOnly
-	}
-	return nil
-}
 
 // getJSON reads and decodes k, mapping absence to store.ErrNotFound.
 func (t *storeTx) getJSON(k []byte, v any) error {
@@ -116,7 +95,7 @@ func (t *storeTx) scanKeys(lower, upper []byte, limit int) ([][]byte, error) {
 // ---- flow versions and sources ----
 
 func (t *storeTx) FlowVersionPut(v *store.FlowVersion) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if err := checkID("flow version", v.Name, v.Hash); err != nil {
@@ -153,7 +132,7 @@ func (t *storeTx) flowLatest(name string) (uint64, string, error) {
 }
 
 func (t *storeTx) FlowVersionGet(name, hash string) (*store.FlowVersion, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	v := new(store.FlowVersion)
@@ -164,7 +143,7 @@ func (t *storeTx) FlowVersionGet(name, hash string) (*store.FlowVersion, error) 
 }
 
 func (t *storeTx) FlowVersionLatest(name string) (*store.FlowVersion, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	_, hash, err := t.flowLatest(name)
@@ -175,7 +154,7 @@ func (t *storeTx) FlowVersionLatest(name string) (*store.FlowVersion, error) {
 }
 
 func (t *storeTx) FlowVersionList() ([]*store.FlowVersion, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	p := []byte(pFlowLatest)
@@ -195,7 +174,7 @@ func (t *storeTx) FlowVersionList() ([]*store.FlowVersion, error) {
 }
 
 func (t *storeTx) FlowNameList(p store.FlowNameListParams) ([]string, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	prefix := []byte(pFlowLatest)
@@ -218,7 +197,7 @@ func (t *storeTx) FlowNameList(p store.FlowNameListParams) ([]string, error) {
 // FlowVersionHistory reads every version of the name (they are keyed by
 // hash) and keeps the newest limit.
 func (t *storeTx) FlowVersionHistory(name string, limit int) ([]*store.FlowVersion, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	p := key(pFlowVersion, name, sep)
@@ -242,7 +221,7 @@ func (t *storeTx) FlowVersionHistory(name string, limit int) ([]*store.FlowVersi
 }
 
 func (t *storeTx) SourcePut(s *store.Source) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if err := checkID("source hash", s.Hash); err != nil {
@@ -252,7 +231,7 @@ func (t *storeTx) SourcePut(s *store.Source) error {
 }
 
 func (t *storeTx) SourceGet(hash string) (*store.Source, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	s := new(store.Source)
@@ -277,7 +256,7 @@ func runIndexKeys(r *store.Run) [][]byte {
 }
 
 func (t *storeTx) RunInsert(r *store.Run) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if err := checkRun(r); err != nil {
@@ -310,7 +289,7 @@ func (t *storeTx) putRun(k []byte, old, r *store.Run) error {
 }
 
 func (t *storeTx) RunGet(id string) (*store.Run, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	r := new(store.Run)
@@ -321,7 +300,7 @@ func (t *storeTx) RunGet(id string) (*store.Run, error) {
 }
 
 func (t *storeTx) RunUpdate(r *store.Run) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if err := checkRun(r); err != nil {
@@ -335,7 +314,7 @@ func (t *storeTx) RunUpdate(r *store.Run) error {
 }
 
 func (t *storeTx) RunDelete(id string) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	old, err := t.RunGet(id)
@@ -354,7 +333,7 @@ func (t *storeTx) RunDelete(id string) error {
 // owner, then phase, else every run), in run id order, and checks the
 // remaining filters on each record.
 func (t *storeTx) RunList(p store.RunListParams) ([]*store.Run, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	keep := func(r *store.Run) bool {
@@ -449,7 +428,7 @@ func (t *storeTx) runListNewest(p store.RunListParams, keep func(*store.Run) boo
 // RunCount implements store.RunCounter: a keys-only walk of the phase
 // index, reading no run record.
 func (t *storeTx) RunCount(phase store.Phase) (int, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return 0, err
 	}
 	prefix := key(pRunPhase, string(phase), sep)
@@ -466,7 +445,7 @@ var _ store.RunCounter = (*storeTx)(nil)
 // ---- continuations ----
 
 func (t *storeTx) ContinuationPut(runID string, data []byte) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if err := checkID("run id", runID); err != nil {
@@ -476,7 +455,7 @@ func (t *storeTx) ContinuationPut(runID string, data []byte) error {
 }
 
 func (t *storeTx) ContinuationGet(runID string) ([]byte, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	b, err := t.kv.get(key(pCont, runID))
@@ -490,7 +469,7 @@ func (t *storeTx) ContinuationGet(runID string) ([]byte, error) {
 }
 
 func (t *storeTx) ContinuationDelete(runID string) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	return t.delExisting("continuation", key(pCont, runID))
@@ -511,7 +490,7 @@ func (t *storeTx) delExisting(what string, k []byte) error {
 // ---- dedup ----
 
 func (t *storeTx) DedupGet(owner, requestID string) (*store.Dedup, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	d := new(store.Dedup)
@@ -522,7 +501,7 @@ func (t *storeTx) DedupGet(owner, requestID string) (*store.Dedup, error) {
 }
 
 func (t *storeTx) DedupPut(d *store.Dedup) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if err := checkPart("owner", d.Owner); err != nil {
@@ -535,7 +514,7 @@ func (t *storeTx) DedupPut(d *store.Dedup) error {
 }
 
 func (t *storeTx) DedupDelete(owner, requestID string) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	return t.delExisting("dedup key", key(pDedup, owner, sep, requestID))
@@ -572,7 +551,7 @@ func (t *storeTx) dropTask(old *store.Task) error {
 }
 
 func (t *storeTx) TaskPut(tk *store.Task) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if err := checkID("task id", tk.ID); err != nil {
@@ -605,7 +584,7 @@ func (t *storeTx) TaskPut(tk *store.Task) error {
 }
 
 func (t *storeTx) TaskGet(id string) (*store.Task, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	tk := new(store.Task)
@@ -616,7 +595,7 @@ func (t *storeTx) TaskGet(id string) (*store.Task, error) {
 }
 
 func (t *storeTx) TaskDelete(id string) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	old, err := t.TaskGet(id)
@@ -633,7 +612,7 @@ func (t *storeTx) TaskDelete(id string) error {
 // entry after now: parked tasks (ReadyAt in the future) and leased tasks
 // (absent from the index) cost nothing.
 func (t *storeTx) TaskListReady(now time.Time, limit int) ([]*store.Task, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	lower := []byte(pTaskQueue)
@@ -665,7 +644,7 @@ func (t *storeTx) tasksByKeys(keys [][]byte, off int) ([]*store.Task, error) {
 }
 
 func (t *storeTx) TaskListByRun(runID string) ([]*store.Task, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	prefix := key(pTaskRun, runID, sep)
@@ -677,7 +656,7 @@ func (t *storeTx) TaskListByRun(runID string) ([]*store.Task, error) {
 }
 
 func (t *storeTx) TaskByChild(childRunID string) (*store.Task, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	prefix := key(pTaskChild, childRunID, sep)
@@ -698,7 +677,7 @@ func (t *storeTx) TaskByChild(childRunID string) (*store.Task, error) {
 // TaskCount reads two counters kept in step by TaskPut and TaskDelete, so
 // it costs two point reads however long the queue is.
 func (t *storeTx) TaskCount() (queued, leased int, err error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return 0, 0, err
 	}
 	q, err := t.counter(kTasksQueued)
@@ -715,7 +694,7 @@ func (t *storeTx) TaskCount() (queued, leased int, err error) {
 // ---- leases ----
 
 func (t *storeTx) LeasePut(l *store.Lease) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if err := checkID("lease task id", l.TaskID); err != nil {
@@ -737,7 +716,7 @@ func (t *storeTx) LeasePut(l *store.Lease) error {
 }
 
 func (t *storeTx) LeaseGet(taskID string) (*store.Lease, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	l := new(store.Lease)
@@ -748,7 +727,7 @@ func (t *storeTx) LeaseGet(taskID string) (*store.Lease, error) {
 }
 
 func (t *storeTx) LeaseDelete(taskID string) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	old, err := t.LeaseGet(taskID)
@@ -762,7 +741,7 @@ func (t *storeTx) LeaseDelete(taskID string) error {
 }
 
 func (t *storeTx) LeaseListExpired(now time.Time, limit int) ([]*store.Lease, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	lower := []byte(pLeaseExp)
@@ -783,7 +762,7 @@ func (t *storeTx) LeaseListExpired(now time.Time, limit int) ([]*store.Lease, er
 }
 
 func (t *storeTx) LeaseList() ([]*store.Lease, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	p := []byte(pLease)
@@ -793,7 +772,7 @@ func (t *storeTx) LeaseList() ([]*store.Lease, error) {
 // ---- idempotency records ----
 
 func (t *storeTx) IdemGet(k string) (*store.Idem, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	r := new(store.Idem)
@@ -804,7 +783,7 @@ func (t *storeTx) IdemGet(k string) (*store.Idem, error) {
 }
 
 func (t *storeTx) IdemPut(r *store.Idem) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if err := checkID("idempotency key", r.Key); err != nil {
@@ -816,7 +795,7 @@ func (t *storeTx) IdemPut(r *store.Idem) error {
 // ---- dead letters ----
 
 func (t *storeTx) DeadLetterPut(d *store.DeadLetter) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if err := checkID("dead letter task id", d.TaskID); err != nil {
@@ -856,7 +835,7 @@ func (t *storeTx) DeadLetterPut(d *store.DeadLetter) error {
 }
 
 func (t *storeTx) DeadLetterList(p store.DeadLetterListParams) ([]*store.DeadLetter, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	if p.Owner == "" {
@@ -891,7 +870,7 @@ func (t *storeTx) DeadLetterList(p store.DeadLetterListParams) ([]*store.DeadLet
 // same transaction as the event, so Seq survives restarts and a discarded
 // fn gives its numbers back.
 func (t *storeTx) EventAppend(e *store.Event) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if err := checkID("event run id", e.RunID); err != nil {
@@ -910,7 +889,7 @@ func (t *storeTx) EventAppend(e *store.Event) error {
 }
 
 func (t *storeTx) EventList(p store.EventListParams) ([]*store.Event, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	prefix := key(pEvent, p.RunID, sep)
@@ -927,7 +906,7 @@ func (t *storeTx) EventList(p store.EventListParams) ([]*store.Event, error) {
 // ---- meta ----
 
 func (t *storeTx) MetaGet(k string) ([]byte, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	b, err := t.kv.get(key(pMeta, k))
@@ -941,7 +920,7 @@ func (t *storeTx) MetaGet(k string) ([]byte, error) {
 }
 
 func (t *storeTx) MetaPut(k string, value []byte) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if k == "" {

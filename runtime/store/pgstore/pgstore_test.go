@@ -249,54 +249,6 @@ func TestTwoStoresOneSchema(t *testing.T) {
 	t.Logf("conflicts retried: %d and %d", stores[0].Stats().Conflicts, stores[1].Stats().Conflicts)
 }
 
-func TestPanicReachesCaller(t *testing.T) {
-	t.Parallel()
-	for _, opts := range []Options{{}, {MaxBatch: 1}} {
-		s := openStore(t, opts)
-		func() {
-			defer func() {
-				p := recover()
-				if pe, ok := p.(*PanicError); ok && pe.Value == "kaboom" {
-					return
-				}
-				if p != "kaboom" {
-					t.Fatalf("recovered %v, want the function's panic", p)
-				}
-			}()
-			_ = s.Update(ctx, func(tx store.Tx) error {
-				_ = tx.MetaPut("k", []byte("v"))
-				panic("kaboom")
-			})
-			t.Fatal("Update returned after its function panicked")
-		}()
-		err := s.Update(ctx, func(tx store.Tx) error {
-			_, err := tx.MetaGet("k")
-			return first(checkNotFound(err), tx.MetaPut("k2", nil))
-		})
-		if err != nil {
-			t.Fatalf("MaxBatch %d: Update after a panic: %v", opts.MaxBatch, err)
-		}
-	}
-}
-
-func TestRetainedTxFails(t *testing.T) {
-	t.Parallel()
-	s := openStore(t, Options{})
-	var kept store.Tx
-	if err := s.Update(ctx, func(tx store.Tx) error { kept = tx; return nil }); err != nil {
-		t.Fatal(err)
-	}
-	if err := kept.MetaPut("k", []byte("v")); !errors.Is(err, errTxDone) {
-		t.Fatalf("write through a retained Update tx: %v", err)
-	}
-	if err := s.View(ctx, func(tx store.Tx) error { kept = tx; return nil }); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kept.RunGet("r"); !errors.Is(err, errTxDone) {
-		t.Fatalf("read through a retained View tx: %v", err)
-	}
-}
-
 // TestSecondOpenLocked: without Shared, a second store on a schema in use
 // is refused with store.ErrLocked naming the schema, and opens once the
 // first is closed.

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/runtime/store/internal/storekit"
 )
 
 // recordV1 is the format version of the records written today, kept in
@@ -21,8 +22,6 @@ import (
 const recordV1 = 1
 
 var (
-	// errTxDone is returned by a Tx used after its fn returned.
-	errTxDone = errors.New("pgstore: transaction used after its function returned")
 	// errBadVersion: a row holds a record format this weir does not know.
 	errBadVersion = errors.New("pgstore: record has an unknown format version")
 )
@@ -50,11 +49,10 @@ type querier interface {
 // function ends: a step's writes cost one round trip, not one each. Their
 // failure is a database failure, which fails the function all the same.
 type storeTx struct {
-	q        querier
-	ctx      context.Context
-	readOnly bool
-	done     bool
-	batch    *pgx.Batch // queued writes not sent yet
+	q     querier
+	ctx   context.Context
+	batch *pgx.Batch // queued writes not sent yet
+	storekit.TxGuard
 
 	dbErr    error // the first statement error
 	tooLarge error // set when the writes passed MaxUpdateBytes
@@ -102,21 +100,11 @@ func (t *storeTx) sticky() error {
 	return t.tooLarge
 }
 
-func (t *storeTx) open() error {
-	if t.done {
-		return errTxDone
-	}
-	return nil
-}
-
-// writable is the first check of every write method, so a write in a View
-// fails with ErrReadOnly before it reads anything.
+// writable is the first check of every write method: the guard's, then
+// the refusal of a function that already wrote too much.
 func (t *storeTx) writable() error {
-	if t.done {
-		return errTxDone
-	}
-	if t.readOnly {
-		return store.ErrReadOnly
+	if err := t.Writable(); err != nil {
+		return err
 	}
 	return t.tooLarge
 }
@@ -282,7 +270,7 @@ func (t *storeTx) getRecord(dst any, sql string, args ...any) error {
 // ErrNotFound when there is none, or when a key cannot be stored text
 // (no record can have it).
 func getOne[T any](t *storeTx, keys []string, sql string, args ...any) (*T, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	if !text(keys...) {
@@ -392,7 +380,7 @@ func (t *storeTx) FlowVersionLatest(name string) (*store.FlowVersion, error) {
 }
 
 func (t *storeTx) FlowVersionList() ([]*store.FlowVersion, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	return listRecords[store.FlowVersion](t, `SELECT fv.v, fv.data FROM flow_latest l
@@ -400,7 +388,7 @@ func (t *storeTx) FlowVersionList() ([]*store.FlowVersion, error) {
 }
 
 func (t *storeTx) FlowNameList(p store.FlowNameListParams) ([]string, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	if !text(p.After) {
@@ -430,7 +418,7 @@ func (t *storeTx) FlowNameList(p store.FlowNameListParams) ([]string, error) {
 }
 
 func (t *storeTx) FlowVersionHistory(name string, limit int) ([]*store.FlowVersion, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	if !text(name) {
@@ -554,7 +542,7 @@ func (t *storeTx) deleteOne(what, sql string, args ...any) error {
 // the most selective filter (parent, owner or phase) in id order, or the
 // owner's runs_owner_created index newest first.
 func (t *storeTx) RunList(p store.RunListParams) ([]*store.Run, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	if !text(p.Owner, string(p.Phase), p.ParentRunID, p.Flow) {
@@ -627,7 +615,7 @@ func (t *storeTx) ContinuationPut(runID string, data []byte) error {
 }
 
 func (t *storeTx) ContinuationGet(runID string) ([]byte, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	if !text(runID) {
@@ -729,7 +717,7 @@ func (t *storeTx) TaskDelete(id string) error {
 // and stops at the first one after now: parked tasks (ready in the future)
 // and leased ones (not in the index) cost nothing.
 func (t *storeTx) TaskListReady(now time.Time, limit int) ([]*store.Task, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	return listRecords[store.Task](t, `SELECT v, data FROM tasks WHERE NOT leased AND ready_ns <= $1
@@ -737,7 +725,7 @@ func (t *storeTx) TaskListReady(now time.Time, limit int) ([]*store.Task, error)
 }
 
 func (t *storeTx) TaskListByRun(runID string) ([]*store.Task, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	if !text(runID) {
@@ -747,7 +735,7 @@ func (t *storeTx) TaskListByRun(runID string) ([]*store.Task, error) {
 }
 
 func (t *storeTx) TaskByChild(childRunID string) (*store.Task, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	if childRunID == "" || !text(childRunID) {
@@ -769,7 +757,7 @@ func (t *storeTx) TaskByChild(childRunID string) (*store.Task, error) {
 // step would be written by every task change and make all of them
 // conflict with each other.
 func (t *storeTx) TaskCount() (queued, leased int, err error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return 0, 0, err
 	}
 	err = t.queryRow(`SELECT count(*) FILTER (WHERE NOT leased), count(*) FILTER (WHERE leased) FROM tasks`).Scan(&queued, &leased)
@@ -805,7 +793,7 @@ func (t *storeTx) LeaseDelete(taskID string) error {
 }
 
 func (t *storeTx) LeaseListExpired(now time.Time, limit int) ([]*store.Lease, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	return listRecords[store.Lease](t, `SELECT v, data FROM leases WHERE deadline_ns < $1
@@ -813,7 +801,7 @@ func (t *storeTx) LeaseListExpired(now time.Time, limit int) ([]*store.Lease, er
 }
 
 func (t *storeTx) LeaseList() ([]*store.Lease, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	return listRecords[store.Lease](t, `SELECT v, data FROM leases ORDER BY task_id`)
@@ -854,7 +842,7 @@ func (t *storeTx) DeadLetterPut(d *store.DeadLetter) error {
 }
 
 func (t *storeTx) DeadLetterList(p store.DeadLetterListParams) ([]*store.DeadLetter, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	if p.Owner == "" {
@@ -908,7 +896,7 @@ func (t *storeTx) EventAppend(e *store.Event) error {
 }
 
 func (t *storeTx) EventList(p store.EventListParams) ([]*store.Event, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	if p.AfterSeq >= math.MaxInt64 || !text(p.RunID) {
@@ -980,7 +968,7 @@ func (t *storeTx) CohortItemGet(runID, node string, visit, index int) (*store.Co
 }
 
 func (t *storeTx) CohortItemList(runID, node string, visit int) ([]*store.CohortItem, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	if !text(runID, node) {
@@ -1006,7 +994,7 @@ func (t *storeTx) AgentTurnPut(at *store.AgentTurn) error {
 }
 
 func (t *storeTx) AgentTurnList(p store.AgentTurnListParams) ([]*store.AgentTurn, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	if !text(p.RunID, p.Node) {
@@ -1072,7 +1060,7 @@ func (t *storeTx) IdemDeleteRun(runID string) error {
 }
 
 func (t *storeTx) IdemListRun(runID string) ([]*store.Idem, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	if !text(runID) {
@@ -1085,7 +1073,7 @@ func (t *storeTx) IdemListRun(runID string) ([]*store.Idem, error) {
 // ---- meta ----
 
 func (t *storeTx) MetaGet(key string) ([]byte, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	if !text(key) {
@@ -1123,7 +1111,7 @@ func (t *storeTx) MetaPut(key string, value []byte) error {
 // RunCount counts the runs in one phase on the phase index
 // (store.RunCounter), without reading their records.
 func (t *storeTx) RunCount(phase store.Phase) (int, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return 0, err
 	}
 	if !text(string(phase)) {
@@ -1186,7 +1174,7 @@ func (t *storeTx) DaemonDelete(id string) error {
 }
 
 func (t *storeTx) DaemonList() ([]*store.Daemon, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	return listRecords[store.Daemon](t, `SELECT v, data FROM daemons ORDER BY id`)

@@ -80,6 +80,14 @@ func (g *Gate) Close() error {
 	return nil
 }
 
+// Closed reports whether Close began: from then on Enter refuses every
+// call, while those in progress may still run.
+func (g *Gate) Closed() bool {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.closed
+}
+
 // ErrTxDone is returned by a Tx used after its function returned: fn must
 // not retain tx, and a retained one fails loudly instead of reading or
 // writing in someone else's transaction.
