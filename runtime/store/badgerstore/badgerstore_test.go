@@ -38,11 +38,7 @@ func opener(opts Options) storetest.Opener {
 		if err != nil {
 			t.Fatalf("Open: %v", err)
 		}
-		t.Cleanup(func() {
-			if err := s.Close(); err != nil && !errors.Is(err, store.ErrClosed) {
-				t.Errorf("Close: %v", err)
-			}
-		})
+		storetest.CloseAtCleanup(t, s)
 		return s
 	}
 }
@@ -67,45 +63,21 @@ func openStore(t *testing.T, opts Options) *Store {
 
 var ctx = context.Background()
 
-// stall occupies the committer with a function that waits for release, so
-// the test can queue requests behind it and know they form one group. The
-// stall ends at cleanup if the test did not release it, so that a failing
-// test does not leave Close waiting.
-func stall(t *testing.T, s *Store) (release func()) {
-	t.Helper()
-	started, ch := make(chan struct{}), make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		done <- s.Update(ctx, func(tx store.Tx) error {
-			close(started)
-			<-ch
-			return nil
-		})
-	}()
-	<-started
-	var once sync.Once
-	release = func() {
-		once.Do(func() {
-			close(ch)
-			if err := <-done; err != nil {
-				t.Errorf("stalling Update: %v", err)
-			}
-		})
-	}
-	t.Cleanup(release)
-	return release
-}
+// stall and waitQueued queue Updates behind a stalled committer so that
+// they form one group (storetest.Stall).
+func stall(t *testing.T, s *Store) (release func()) { return storetest.Stall(t, s) }
 
-// waitQueued waits until n requests wait for the committer.
 func waitQueued(t *testing.T, s *Store, n int) {
 	t.Helper()
-	testutil.Eventually(t, 30*time.Second, func() error {
-		if q := len(s.reqs); q < n {
-			return fmt.Errorf("%d requests queued, want %d", q, n)
-		}
-		return nil
-	})
+	storetest.WaitQueued(t, func() int { return len(s.reqs) }, n)
 }
+
+// The assertions of Update functions, as in storetest.
+var (
+	check         = storetest.Check
+	first         = storetest.First
+	checkNotFound = storetest.CheckNotFound
+)
 
 var errBoom = errors.New("boom")
 
@@ -204,15 +176,6 @@ func TestFailedFunctionInSharedCommit(t *testing.T) {
 	}
 }
 
-func first(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // TestGroupSplitsAtTransactionLimit queues more writes than one Badger
 // transaction holds: the group must commit in several transactions, every
 // function succeeding, and a single function too big for any transaction
@@ -271,13 +234,6 @@ func TestGroupSplitsAtTransactionLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-func checkNotFound(err error) error {
-	if !errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("got %v, want ErrNotFound", err)
-	}
-	return nil
 }
 
 // TestCloseCompletesPendingUpdates closes the store while Updates wait
@@ -408,13 +364,6 @@ func TestParkedTasksAreNotScanned(t *testing.T) {
 	}
 }
 
-func check(ok bool, format string, args ...any) error {
-	if ok {
-		return nil
-	}
-	return fmt.Errorf(format, args...)
-}
-
 // TestDiskReserve: a commit that would leave less than MinFreeBytes on
 // the disk is refused with store.ErrDiskFull before anything is written,
 // reads go on, and writes succeed again once space returns.
@@ -515,67 +464,5 @@ func TestFailedCommitFailsTheBatchBuiltOnIt(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatalf("after the failed commit: %v", err)
-	}
-}
-
-// TestRunCount: the phase index counts what RunList finds, after inserts,
-// a phase change and a delete, and inside the transaction that made them.
-func TestRunCount(t *testing.T) {
-	t.Parallel()
-	s := openStore(t, Options{})
-	phases := []store.Phase{store.PhaseQueued, store.PhaseQueued, store.PhaseRunning, store.PhaseWaiting, store.PhaseWaiting, store.PhaseCompleted}
-	want := func(tx store.Tx) error {
-		for _, p := range []store.Phase{store.PhaseQueued, store.PhaseRunning, store.PhaseWaiting, store.PhaseCompleting, store.PhaseCompleted} {
-			runs, err := tx.RunList(store.RunListParams{Phase: p})
-			if err != nil {
-				return err
-			}
-			n, err := tx.(store.RunCounter).RunCount(p)
-			if err != nil {
-				return err
-			}
-			if n != len(runs) {
-				return fmt.Errorf("RunCount(%s) = %d, RunList finds %d", p, n, len(runs))
-			}
-		}
-		return nil
-	}
-	if err := s.Update(ctx, func(tx store.Tx) error {
-		for i, p := range phases {
-			if err := tx.RunInsert(&store.Run{ID: fmt.Sprintf("r%d", i), Owner: "o", Phase: p}); err != nil {
-				return err
-			}
-		}
-		return want(tx)
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Update(ctx, func(tx store.Tx) error {
-		r, err := tx.RunGet("r0")
-		if err != nil {
-			return err
-		}
-		r.Phase = store.PhaseRunning
-		if err := tx.RunUpdate(r); err != nil {
-			return err
-		}
-		if err := tx.RunDelete("r3"); err != nil {
-			return err
-		}
-		return want(tx)
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.View(ctx, func(tx store.Tx) error {
-		if err := want(tx); err != nil {
-			return err
-		}
-		n, err := tx.(store.RunCounter).RunCount(store.PhaseRunning)
-		if err == nil && n != 2 {
-			err = fmt.Errorf("%d running, want 2", n)
-		}
-		return err
-	}); err != nil {
-		t.Fatal(err)
 	}
 }

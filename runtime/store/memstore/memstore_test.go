@@ -31,11 +31,7 @@ func opener() storetest.Opener {
 			}
 		}
 		last[t] = s
-		t.Cleanup(func() {
-			if err := s.Close(); err != nil && !errors.Is(err, store.ErrClosed) {
-				t.Errorf("Close: %v", err)
-			}
-		})
+		storetest.CloseAtCleanup(t, s)
 		return s
 	}
 }

@@ -43,11 +43,7 @@ func openURL(t testing.TB, u string, opts Options) *Store {
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil && !errors.Is(err, store.ErrClosed) {
-			t.Errorf("Close: %v", err)
-		}
-	})
+	storetest.CloseAtCleanup(t, s)
 	return s
 }
 
@@ -71,63 +67,21 @@ func openStore(t *testing.T, opts Options) *Store {
 	return openURL(t, pgtest.Schema(t), opts)
 }
 
-// stall occupies the committer with a function that waits for release, so
-// the test can queue requests behind it and know they form one group.
-func stall(t *testing.T, s *Store) (release func()) {
-	t.Helper()
-	started, ch := make(chan struct{}), make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		done <- s.Update(ctx, func(tx store.Tx) error {
-			select {
-			case <-started:
-			default:
-				close(started)
-			}
-			<-ch
-			return nil
-		})
-	}()
-	<-started
-	var once sync.Once
-	release = func() {
-		once.Do(func() {
-			close(ch)
-			if err := <-done; err != nil {
-				t.Errorf("stalling Update: %v", err)
-			}
-		})
-	}
-	t.Cleanup(release)
-	return release
-}
+// stall and waitQueued queue Updates behind a stalled committer so that
+// they form one group (storetest.Stall).
+func stall(t *testing.T, s *Store) (release func()) { return storetest.Stall(t, s) }
 
-// waitQueued waits until n requests wait for the committer.
 func waitQueued(t *testing.T, s *Store, n int) {
 	t.Helper()
-	testutil.Eventually(t, 30*time.Second, func() error {
-		if q := len(s.reqs); q < n {
-			return fmt.Errorf("%d requests queued, want %d", q, n)
-		}
-		return nil
-	})
+	storetest.WaitQueued(t, func() int { return len(s.reqs) }, n)
 }
 
-func first(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func checkNotFound(err error) error {
-	if !errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("got %v, want ErrNotFound", err)
-	}
-	return nil
-}
+// The assertions of Update functions, as in storetest.
+var (
+	check         = storetest.Check
+	first         = storetest.First
+	checkNotFound = storetest.CheckNotFound
+)
 
 // TestGroupCommitAndTooLarge queues functions behind a stalled committer
 // so they share one transaction: they commit in one COMMIT, and the one
@@ -190,13 +144,6 @@ func TestGroupCommitAndTooLarge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-func check(ok bool, format string, args ...any) error {
-	if ok {
-		return nil
-	}
-	return fmt.Errorf(format, args...)
 }
 
 // TestTwoStoresOneSchema increments one counter from two stores on the

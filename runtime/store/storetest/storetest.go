@@ -47,6 +47,7 @@ func Run(t *testing.T, open Opener) {
 		{"RunList", testRunList},
 		{"RunListNewest", testRunListNewest},
 		{"RunListNewestPaging", testRunListNewestPaging},
+		{"RunCount", testRunCount},
 		{"Continuations", testContinuations},
 		{"Dedup", testDedup},
 		{"OverlongIDs", testOverlongIDs},

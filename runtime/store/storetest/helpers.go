@@ -1,0 +1,85 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/weirhq/weir/internal/testutil"
+	"github.com/weirhq/weir/runtime/store"
+)
+
+// The helpers below serve the backends' own tests (locking, batching,
+// crashes), which need the same few pieces around a store.
+
+// CloseAtCleanup closes s when t ends, tolerating a store the test closed
+// itself (Opener's contract).
+func CloseAtCleanup(t testing.TB, s store.Store) {
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil && !errors.Is(err, store.ErrClosed) {
+			t.Errorf("Close: %v", err)
+		}
+	})
+}
+
+// Stall occupies the committer of s with a function that waits for
+// release, so the test can queue Updates behind it (see WaitQueued) and
+// know they form one group commit. The function may run more than once
+// (a backend may retry a conflict). The stall ends at cleanup if the test
+// did not release it, so that a failing test does not leave Close
+// waiting.
+func Stall(t *testing.T, s store.Store) (release func()) {
+	t.Helper()
+	started, ch := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Update(ctx, func(tx store.Tx) error {
+			select {
+			case <-started:
+			default:
+				close(started)
+			}
+			<-ch
+			return nil
+		})
+	}()
+	<-started
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			close(ch)
+			if err := <-done; err != nil {
+				t.Errorf("stalling Update: %v", err)
+			}
+		})
+	}
+	t.Cleanup(release)
+	return release
+}
+
+// WaitQueued waits until queued (the backend's count of Updates waiting
+// for its committer) reaches n.
+func WaitQueued(t *testing.T, queued func() int, n int) {
+	t.Helper()
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if q := queued(); q < n {
+			return fmt.Errorf("%d requests queued, want %d", q, n)
+		}
+		return nil
+	})
+}
+
+// Check returns an error describing a failed expectation, or nil: for
+// assertions inside an Update function, which may run on a goroutine of
+// the store's and so must not call t.Fatal.
+func Check(ok bool, format string, args ...any) error { return check(ok, format, args...) }
+
+// First returns the first non-nil error.
+func First(errs ...error) error { return first(errs...) }
+
+// CheckNotFound describes err unless it is store.ErrNotFound.
+func CheckNotFound(err error) error {
+	return check(errors.Is(err, store.ErrNotFound), "got %v, want ErrNotFound", err)
+}
