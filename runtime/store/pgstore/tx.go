@@ -283,8 +283,12 @@ func getOne[T any](t *storeTx, keys []string, sql string, args ...any) (*T, erro
 	return r, nil
 }
 
-// listRecords decodes every row (v, data) a query returns into a new T.
+// listRecords decodes every row (v, data) a query returns into a new T,
+// after the read check (a List method may call it alone).
 func listRecords[T any](t *storeTx, sql string, args ...any) ([]*T, error) {
+	if err := t.Open(); err != nil {
+		return nil, err
+	}
 	rows, err := t.query(sql, args...)
 	if err != nil {
 		return nil, t.fail(err)
@@ -380,9 +384,6 @@ func (t *storeTx) FlowVersionLatest(name string) (*store.FlowVersion, error) {
 }
 
 func (t *storeTx) FlowVersionList() ([]*store.FlowVersion, error) {
-	if err := t.Open(); err != nil {
-		return nil, err
-	}
 	return listRecords[store.FlowVersion](t, `SELECT fv.v, fv.data FROM flow_latest l
 		JOIN flow_versions fv ON fv.name = l.name AND fv.hash = l.hash ORDER BY l.name`)
 }
@@ -514,15 +515,15 @@ func (t *storeTx) RunUpdate(r *store.Run) error {
 }
 
 func (t *storeTx) RunDelete(id string) error {
-	if err := t.writable(); err != nil {
-		return err
-	}
 	return t.deleteOne("run "+id, `DELETE FROM runs WHERE id = $1`, id)
 }
 
-// deleteOne runs a DELETE of one record and returns ErrNotFound when it
-// deleted nothing.
+// deleteOne is a Delete method: the write check, then a DELETE of one
+// record, returning ErrNotFound when it deleted nothing.
 func (t *storeTx) deleteOne(what, sql string, args ...any) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
 	for _, a := range args {
 		if s, ok := a.(string); ok && !text(s) {
 			return notFound(what)
@@ -637,9 +638,6 @@ func (t *storeTx) ContinuationGet(runID string) ([]byte, error) {
 }
 
 func (t *storeTx) ContinuationDelete(runID string) error {
-	if err := t.writable(); err != nil {
-		return err
-	}
 	return t.deleteOne("continuation", `DELETE FROM continuations WHERE run_id = $1`, runID)
 }
 
@@ -664,9 +662,6 @@ func (t *storeTx) DedupPut(d *store.Dedup) error {
 }
 
 func (t *storeTx) DedupDelete(owner, requestID string) error {
-	if err := t.writable(); err != nil {
-		return err
-	}
 	return t.deleteOne("dedup key", `DELETE FROM dedup WHERE owner = $1 AND request_id = $2`, owner, requestID)
 }
 
@@ -707,9 +702,6 @@ func (t *storeTx) TaskGet(id string) (*store.Task, error) {
 }
 
 func (t *storeTx) TaskDelete(id string) error {
-	if err := t.writable(); err != nil {
-		return err
-	}
 	return t.deleteOne("task "+id, `DELETE FROM tasks WHERE id = $1`, id)
 }
 
@@ -717,9 +709,6 @@ func (t *storeTx) TaskDelete(id string) error {
 // and stops at the first one after now: parked tasks (ready in the future)
 // and leased ones (not in the index) cost nothing.
 func (t *storeTx) TaskListReady(now time.Time, limit int) ([]*store.Task, error) {
-	if err := t.Open(); err != nil {
-		return nil, err
-	}
 	return listRecords[store.Task](t, `SELECT v, data FROM tasks WHERE NOT leased AND ready_ns <= $1
 		ORDER BY ready_ns, id`+limitClause(limit), nanos(now))
 }
@@ -786,24 +775,15 @@ func (t *storeTx) LeaseGet(taskID string) (*store.Lease, error) {
 }
 
 func (t *storeTx) LeaseDelete(taskID string) error {
-	if err := t.writable(); err != nil {
-		return err
-	}
 	return t.deleteOne("lease of "+taskID, `DELETE FROM leases WHERE task_id = $1`, taskID)
 }
 
 func (t *storeTx) LeaseListExpired(now time.Time, limit int) ([]*store.Lease, error) {
-	if err := t.Open(); err != nil {
-		return nil, err
-	}
 	return listRecords[store.Lease](t, `SELECT v, data FROM leases WHERE deadline_ns < $1
 		ORDER BY deadline_ns, task_id`+limitClause(limit), nanos(now))
 }
 
 func (t *storeTx) LeaseList() ([]*store.Lease, error) {
-	if err := t.Open(); err != nil {
-		return nil, err
-	}
 	return listRecords[store.Lease](t, `SELECT v, data FROM leases ORDER BY task_id`)
 }
 
@@ -1167,15 +1147,9 @@ func (t *storeTx) DaemonPut(d *store.Daemon) error {
 }
 
 func (t *storeTx) DaemonDelete(id string) error {
-	if err := t.writable(); err != nil {
-		return err
-	}
 	return t.deleteOne("daemon "+id, `DELETE FROM daemons WHERE id = $1`, id)
 }
 
 func (t *storeTx) DaemonList() ([]*store.Daemon, error) {
-	if err := t.Open(); err != nil {
-		return nil, err
-	}
 	return listRecords[store.Daemon](t, `SELECT v, data FROM daemons ORDER BY id`)
 }
