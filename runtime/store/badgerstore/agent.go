@@ -1,8 +1,6 @@
 package badgerstore
 
 import (
-	"fmt"
-
 	"github.com/weirhq/weir/runtime/store"
 )
 
@@ -15,11 +13,8 @@ func (t *storeTx) AgentTurnPut(at *store.AgentTurn) error {
 	if err := t.Writable(); err != nil {
 		return err
 	}
-	if err := checkID("agent turn run/node", at.RunID, at.Node); err != nil {
+	if err := store.CheckAgentTurn(at); err != nil {
 		return err
-	}
-	if at.Turn < 1 {
-		return fmt.Errorf("agent turn %d: turns are numbered from 1", at.Turn)
 	}
 	return t.putJSON(key(string(cohortKey(pAgentTurn, at.RunID, at.Node, at.Visit)), u64Key(uint64(at.Turn))), at)
 }

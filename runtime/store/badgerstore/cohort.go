@@ -1,8 +1,6 @@
 package badgerstore
 
 import (
-	"fmt"
-
 	"github.com/weirhq/weir/runtime/store"
 )
 
@@ -44,11 +42,8 @@ func (t *storeTx) CohortItemPut(it *store.CohortItem) error {
 	if err := t.Writable(); err != nil {
 		return err
 	}
-	if err := checkID("cohort item run/node", it.RunID, it.Node); err != nil {
+	if err := store.CheckCohortItem(it); err != nil {
 		return err
-	}
-	if it.Index < 0 {
-		return fmt.Errorf("cohort item index %d: must not be negative", it.Index)
 	}
 	return t.putJSON(key(string(cohortKey(pCohortItem, it.RunID, it.Node, it.Visit)), u64Key(uint64(it.Index))), it)
 }

@@ -504,10 +504,7 @@ func (t *storeTx) DedupPut(d *store.Dedup) error {
 	if err := t.Writable(); err != nil {
 		return err
 	}
-	if err := checkPart("owner", d.Owner); err != nil {
-		return err
-	}
-	if err := checkID("request id", d.RequestID); err != nil {
+	if err := store.CheckDedup(d); err != nil {
 		return err
 	}
 	return t.putJSON(key(pDedup, d.Owner, sep, d.RequestID), d)
@@ -554,13 +551,7 @@ func (t *storeTx) TaskPut(tk *store.Task) error {
 	if err := t.Writable(); err != nil {
 		return err
 	}
-	if err := checkID("task id", tk.ID); err != nil {
-		return err
-	}
-	if err := checkID("task run id", tk.RunID); err != nil {
-		return err
-	}
-	if err := checkPart("wait child", tk.WaitChild); err != nil {
+	if err := store.CheckTask(tk); err != nil {
 		return err
 	}
 	old, err := t.TaskGet(tk.ID)
@@ -798,10 +789,7 @@ func (t *storeTx) DeadLetterPut(d *store.DeadLetter) error {
 	if err := t.Writable(); err != nil {
 		return err
 	}
-	if err := checkID("dead letter task id", d.TaskID); err != nil {
-		return err
-	}
-	if err := checkPart("owner", d.Owner); err != nil {
+	if err := store.CheckDeadLetter(d); err != nil {
 		return err
 	}
 	// Replacing a task's dead letter removes the old entry from the time

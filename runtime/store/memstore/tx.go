@@ -427,10 +427,7 @@ func (t *tx) DedupPut(d *store.Dedup) error {
 	if err := t.Writable(); err != nil {
 		return err
 	}
-	if err := checkPart("owner", d.Owner); err != nil {
-		return err
-	}
-	if err := checkID("request id", d.RequestID); err != nil {
+	if err := store.CheckDedup(d); err != nil {
 		return err
 	}
 	return put(t, tDedup, d.Owner+sep+d.RequestID, d)
@@ -449,13 +446,7 @@ func (t *tx) TaskPut(tk *store.Task) error {
 	if err := t.Writable(); err != nil {
 		return err
 	}
-	if err := checkID("task id", tk.ID); err != nil {
-		return err
-	}
-	if err := checkID("task run id", tk.RunID); err != nil {
-		return err
-	}
-	if err := checkPart("wait child", tk.WaitChild); err != nil {
+	if err := store.CheckTask(tk); err != nil {
 		return err
 	}
 	return put(t, tTask, tk.ID, tk)
@@ -569,10 +560,7 @@ func (t *tx) DeadLetterPut(d *store.DeadLetter) error {
 	if err := t.Writable(); err != nil {
 		return err
 	}
-	if err := checkID("dead letter task id", d.TaskID); err != nil {
-		return err
-	}
-	if err := checkPart("owner", d.Owner); err != nil {
+	if err := store.CheckDeadLetter(d); err != nil {
 		return err
 	}
 	return put(t, tDead, d.TaskID, d)
@@ -631,11 +619,8 @@ func (t *tx) CohortItemPut(it *store.CohortItem) error {
 	if err := t.Writable(); err != nil {
 		return err
 	}
-	if err := checkID("cohort item run/node", it.RunID, it.Node); err != nil {
+	if err := store.CheckCohortItem(it); err != nil {
 		return err
-	}
-	if it.Index < 0 {
-		return fmt.Errorf("cohort item index %d: must not be negative", it.Index)
 	}
 	return put(t, tItem, cohortKey(it.RunID, it.Node, it.Visit)+u64(uint64(it.Index)), it)
 }
@@ -655,11 +640,8 @@ func (t *tx) AgentTurnPut(at *store.AgentTurn) error {
 	if err := t.Writable(); err != nil {
 		return err
 	}
-	if err := checkID("agent turn run/node", at.RunID, at.Node); err != nil {
+	if err := store.CheckAgentTurn(at); err != nil {
 		return err
-	}
-	if at.Turn < 1 {
-		return fmt.Errorf("agent turn %d: turns are numbered from 1", at.Turn)
 	}
 	return put(t, tTurn, cohortKey(at.RunID, at.Node, at.Visit)+u64(uint64(at.Turn)), at)
 }

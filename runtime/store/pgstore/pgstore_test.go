@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -154,45 +153,7 @@ func TestTwoStoresOneSchema(t *testing.T) {
 	t.Parallel()
 	u := pgtest.Schema(t)
 	stores := []*Store{openURL(t, u, Options{Shared: true}), openURL(t, u, Options{Shared: true})}
-	const goroutines, each = 16, 20
-	var wg sync.WaitGroup
-	errs := make(chan error, goroutines)
-	for g := range goroutines {
-		s := stores[g%2]
-		wg.Go(func() {
-			for range each {
-				err := s.Update(ctx, func(tx store.Tx) error {
-					n := 0
-					b, err := tx.MetaGet("n")
-					switch {
-					case err == nil:
-						if n, err = strconv.Atoi(string(b)); err != nil {
-							return err
-						}
-					case !errors.Is(err, store.ErrNotFound):
-						return err
-					}
-					return tx.MetaPut("n", strconv.AppendInt(nil, int64(n+1), 10))
-				})
-				if err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	err := stores[0].View(ctx, func(tx store.Tx) error {
-		b, err := tx.MetaGet("n")
-		return first(err, check(string(b) == fmt.Sprint(goroutines*each), "counter %s, want %d", b, goroutines*each))
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	storetest.IncrementConcurrently(t, []store.Store{stores[0], stores[1]}, 16, 20)
 	t.Logf("conflicts retried: %d and %d", stores[0].Stats().Conflicts, stores[1].Stats().Conflicts)
 }
 

@@ -202,19 +202,28 @@ func text(ss ...string) bool {
 
 func notFound(what string) error { return fmt.Errorf("%s: %w", what, store.ErrNotFound) }
 
-// putRecord encodes rec, charges it to the Update under key (the bytes
-// one Update may write, MaxUpdateBytes) and queues sql with args and then
-// the record's version and data as its last two parameters.
+// putRecord queues sql with args and then the version and data of rec
+// (encodeCharged) as its last two parameters.
 func (t *storeTx) putRecord(key string, rec any, sql string, args ...any) error {
-	data, err := encode(rec)
+	data, err := t.encodeCharged(key, rec)
 	if err != nil {
-		return err
-	}
-	if err := t.charge(key, len(data)); err != nil {
 		return err
 	}
 	t.put(sql, append(args, recordV1, data)...)
 	return nil
+}
+
+// encodeCharged encodes rec and charges it to the Update under key (the
+// bytes one Update may write, MaxUpdateBytes).
+func (t *storeTx) encodeCharged(key string, rec any) ([]byte, error) {
+	data, err := encode(rec)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.charge(key, len(data)); err != nil {
+		return nil, err
+	}
+	return data, nil
 }
 
 func encode(v any) ([]byte, error) {
@@ -357,11 +366,8 @@ func (t *storeTx) FlowVersionPut(v *store.FlowVersion) error {
 	if v.Seq == 0 {
 		v.Seq = uint64(latest) + 1
 	}
-	data, err := encode(v)
+	data, err := t.encodeCharged("fv\x00"+v.Name+"\x00"+v.Hash, v)
 	if err != nil {
-		return err
-	}
-	if err := t.charge("fv\x00"+v.Name+"\x00"+v.Hash, len(data)); err != nil {
 		return err
 	}
 	t.put(`INSERT INTO flow_versions (name, hash, seq, v, data) VALUES ($1, $2, $3, $4, $5)
@@ -457,22 +463,27 @@ func finishedNanos(r *store.Run) *int64 {
 	return &n
 }
 
-func (t *storeTx) RunInsert(r *store.Run) error {
+// writeRun is the write of r by RunInsert and RunUpdate: the write check,
+// r's ids, its bytes charged, then sql with r's columns as $1 to $9 (id,
+// owner, phase, parent_run_id, finished_ns, v, data, created_ns, flow). It
+// returns the rows sql wrote.
+func (t *storeTx) writeRun(r *store.Run, sql string) (int64, error) {
 	if err := t.writable(); err != nil {
-		return err
+		return 0, err
 	}
 	if err := store.CheckRun(r); err != nil {
-		return err
+		return 0, err
 	}
-	data, err := encode(r)
+	data, err := t.encodeCharged("r\x00"+r.ID, r)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if err := t.charge("r\x00"+r.ID, len(data)); err != nil {
-		return err
-	}
-	n, err := t.exec(`INSERT INTO runs (id, owner, phase, parent_run_id, finished_ns, v, data, created_ns, flow) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-		ON CONFLICT (id) DO NOTHING`, r.ID, r.Owner, string(r.Phase), r.ParentRunID, finishedNanos(r), recordV1, data, nanos(r.CreatedAt), r.Flow)
+	return t.exec(sql, r.ID, r.Owner, string(r.Phase), r.ParentRunID, finishedNanos(r), recordV1, data, nanos(r.CreatedAt), r.Flow)
+}
+
+func (t *storeTx) RunInsert(r *store.Run) error {
+	n, err := t.writeRun(r, `INSERT INTO runs (id, owner, phase, parent_run_id, finished_ns, v, data, created_ns, flow) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+		ON CONFLICT (id) DO NOTHING`)
 	if err != nil {
 		return err
 	}
@@ -487,21 +498,7 @@ func (t *storeTx) RunGet(id string) (*store.Run, error) {
 }
 
 func (t *storeTx) RunUpdate(r *store.Run) error {
-	if err := t.writable(); err != nil {
-		return err
-	}
-	if err := store.CheckRun(r); err != nil {
-		return err
-	}
-	data, err := encode(r)
-	if err != nil {
-		return err
-	}
-	if err := t.charge("r\x00"+r.ID, len(data)); err != nil {
-		return err
-	}
-	n, err := t.exec(`UPDATE runs SET owner = $2, phase = $3, parent_run_id = $4, finished_ns = $5, v = $6, data = $7, created_ns = $8, flow = $9 WHERE id = $1`,
-		r.ID, r.Owner, string(r.Phase), r.ParentRunID, finishedNanos(r), recordV1, data, nanos(r.CreatedAt), r.Flow)
+	n, err := t.writeRun(r, `UPDATE runs SET owner = $2, phase = $3, parent_run_id = $4, finished_ns = $5, v = $6, data = $7, created_ns = $8, flow = $9 WHERE id = $1`)
 	if err != nil {
 		return err
 	}
@@ -651,10 +648,7 @@ func (t *storeTx) DedupPut(d *store.Dedup) error {
 	if err := t.writable(); err != nil {
 		return err
 	}
-	if err := store.CheckPart("owner", d.Owner); err != nil {
-		return err
-	}
-	if err := store.CheckID("request id", d.RequestID); err != nil {
+	if err := store.CheckDedup(d); err != nil {
 		return err
 	}
 	return t.putRecord("d\x00"+d.Owner+"\x00"+d.RequestID, d, `INSERT INTO dedup (owner, request_id, v, data) VALUES ($1, $2, $3, $4)
@@ -671,20 +665,11 @@ func (t *storeTx) TaskPut(tk *store.Task) error {
 	if err := t.writable(); err != nil {
 		return err
 	}
-	if err := store.CheckID("task id", tk.ID); err != nil {
+	if err := store.CheckTask(tk); err != nil {
 		return err
 	}
-	if err := store.CheckID("task run id", tk.RunID); err != nil {
-		return err
-	}
-	if err := store.CheckPart("wait child", tk.WaitChild); err != nil {
-		return err
-	}
-	data, err := encode(tk)
+	data, err := t.encodeCharged("t\x00"+tk.ID, tk)
 	if err != nil {
-		return err
-	}
-	if err := t.charge("t\x00"+tk.ID, len(data)); err != nil {
 		return err
 	}
 	t.put(`INSERT INTO tasks (id, run_id, ready_ns, leased, wait_child, v, data) VALUES ($1, $2, $3, $4, $5, $6, $7)
@@ -810,10 +795,7 @@ func (t *storeTx) DeadLetterPut(d *store.DeadLetter) error {
 	if err := t.writable(); err != nil {
 		return err
 	}
-	if err := store.CheckID("dead letter task id", d.TaskID); err != nil {
-		return err
-	}
-	if err := store.CheckPart("owner", d.Owner); err != nil {
+	if err := store.CheckDeadLetter(d); err != nil {
 		return err
 	}
 	return t.putRecord("dl\x00"+d.TaskID, d, `INSERT INTO dead_letters (task_id, owner, at_ns, v, data) VALUES ($1, $2, $3, $4, $5)
@@ -849,12 +831,9 @@ func (t *storeTx) EventAppend(e *store.Event) error {
 	}
 	rec := *e
 	rec.Seq = 0
-	data, err := encode(&rec)
-	if err != nil {
-		return err
-	}
 	// Events are only added: each counts on its own.
-	if err := t.charge(fmt.Sprintf("ev\x00%d", len(t.written)), len(data)); err != nil {
+	data, err := t.encodeCharged(fmt.Sprintf("ev\x00%d", len(t.written)), &rec)
+	if err != nil {
 		return err
 	}
 	if t.orderEvents {
@@ -931,11 +910,8 @@ func (t *storeTx) CohortItemPut(it *store.CohortItem) error {
 	if err := t.writable(); err != nil {
 		return err
 	}
-	if err := store.CheckID("cohort item run/node", it.RunID, it.Node); err != nil {
+	if err := store.CheckCohortItem(it); err != nil {
 		return err
-	}
-	if it.Index < 0 {
-		return fmt.Errorf("cohort item index %d: must not be negative", it.Index)
 	}
 	return t.putRecord(fmt.Sprintf("ci\x00%s\x00%s\x00%d\x00%d", it.RunID, it.Node, it.Visit, it.Index), it, `INSERT INTO cohort_items (run_id, node, visit, idx, v, data) VALUES ($1, $2, $3, $4, $5, $6)
 		ON CONFLICT (run_id, node, visit, idx) DO UPDATE SET v = excluded.v, data = excluded.data`,
@@ -962,11 +938,8 @@ func (t *storeTx) AgentTurnPut(at *store.AgentTurn) error {
 	if err := t.writable(); err != nil {
 		return err
 	}
-	if err := store.CheckID("agent turn run/node", at.RunID, at.Node); err != nil {
+	if err := store.CheckAgentTurn(at); err != nil {
 		return err
-	}
-	if at.Turn < 1 {
-		return fmt.Errorf("agent turn %d: turns are numbered from 1", at.Turn)
 	}
 	return t.putRecord(fmt.Sprintf("at\x00%s\x00%s\x00%d\x00%d", at.RunID, at.Node, at.Visit, at.Turn), at, `INSERT INTO agent_turns (run_id, node, visit, turn, v, data) VALUES ($1, $2, $3, $4, $5, $6)
 		ON CONFLICT (run_id, node, visit, turn) DO UPDATE SET v = excluded.v, data = excluded.data`,

@@ -1274,11 +1274,20 @@ func testConcurrentUpdates(t *testing.T, s store.Store, _ Opener) {
 // testReadModifyWrite increments one counter from many goroutines: if
 // functions were not isolated from each other, increments would be lost.
 func testReadModifyWrite(t *testing.T, s store.Store, _ Opener) {
-	const goroutines, each = 32, 10
+	IncrementConcurrently(t, []store.Store{s}, 32, 10)
+}
+
+// IncrementConcurrently increments one counter (meta key "n") each times
+// from each of goroutines goroutines, spread over stores (all on the same
+// data), and checks that no increment was lost: each read-modify-write is
+// isolated from the others, within one store and across stores alike.
+func IncrementConcurrently(t *testing.T, stores []store.Store, goroutines, each int) {
+	t.Helper()
 	var wg sync.WaitGroup
 	var failed sync.Once
 	var firstErr error
-	for range goroutines {
+	for g := range goroutines {
+		s := stores[g%len(stores)]
 		wg.Go(func() {
 			for range each {
 				err := s.Update(ctx, func(tx store.Tx) error {
@@ -1305,7 +1314,7 @@ func testReadModifyWrite(t *testing.T, s store.Store, _ Opener) {
 	if firstErr != nil {
 		t.Fatal(firstErr)
 	}
-	view(t, s, func(tx store.Tx) error {
+	view(t, stores[0], func(tx store.Tx) error {
 		b, err := tx.MetaGet("n")
 		return first(err, same("counter", string(b), fmt.Sprint(goroutines*each)))
 	})
