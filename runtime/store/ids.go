@@ -104,23 +104,19 @@ func CheckDeadLetter(d *DeadLetter) error {
 // CheckCohortItem refuses a cohort item whose run or node no backend could
 // key, or whose index is negative.
 func CheckCohortItem(it *CohortItem) error {
-	if err := CheckID("cohort item run/node", it.RunID, it.Node); err != nil {
-		return err
+	err := CheckID("cohort item run/node", it.RunID, it.Node)
+	if err == nil && it.Index < 0 {
+		err = fmt.Errorf("cohort item index %d: must not be negative", it.Index)
 	}
-	if it.Index < 0 {
-		return fmt.Errorf("cohort item index %d: must not be negative", it.Index)
-	}
-	return nil
+	return err
 }
 
 // CheckAgentTurn refuses an agent turn whose run or node no backend could
 // key, or whose turn is not numbered from 1.
 func CheckAgentTurn(at *AgentTurn) error {
-	if err := CheckID("agent turn run/node", at.RunID, at.Node); err != nil {
-		return err
+	err := CheckID("agent turn run/node", at.RunID, at.Node)
+	if err == nil && at.Turn < 1 {
+		err = fmt.Errorf("agent turn %d: turns are numbered from 1", at.Turn)
 	}
-	if at.Turn < 1 {
-		return fmt.Errorf("agent turn %d: turns are numbered from 1", at.Turn)
-	}
-	return nil
+	return err
 }

@@ -100,27 +100,13 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.Logger == nil {
-		o.Logger = hclog.NewNullLogger()
-	}
-	if o.MemTableSize <= 0 {
-		o.MemTableSize = 16 << 20
-	}
-	if o.NumMemtables <= 0 {
-		o.NumMemtables = 3
-	}
-	if o.BlockCacheSize <= 0 {
-		o.BlockCacheSize = 8 << 20
-	}
-	if o.IndexCacheSize <= 0 {
-		o.IndexCacheSize = 8 << 20
-	}
-	if o.ValueLogFileSize <= 0 {
-		o.ValueLogFileSize = 64 << 20
-	}
-	if o.MaxBatch <= 0 {
-		o.MaxBatch = 1024
-	}
+	storekit.DefaultLogger(&o.Logger)
+	storekit.Default(&o.MemTableSize, 16<<20)
+	storekit.Default(&o.NumMemtables, 3)
+	storekit.Default(&o.BlockCacheSize, 8<<20)
+	storekit.Default(&o.IndexCacheSize, 8<<20)
+	storekit.Default(&o.ValueLogFileSize, 64<<20)
+	storekit.Default(&o.MaxBatch, 1024)
 	return o
 }
 

@@ -122,21 +122,11 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.Logger == nil {
-		o.Logger = hclog.NewNullLogger()
-	}
-	if o.MaxBatch <= 0 {
-		o.MaxBatch = DefaultMaxBatch
-	}
-	if o.MaxConns <= 0 {
-		o.MaxConns = DefaultMaxConns
-	}
-	if o.LockWait <= 0 {
-		o.LockWait = DefaultLockWait
-	}
-	if o.LockCheck <= 0 {
-		o.LockCheck = DefaultLockCheck
-	}
+	storekit.DefaultLogger(&o.Logger)
+	storekit.Default(&o.MaxBatch, DefaultMaxBatch)
+	storekit.Default(&o.MaxConns, DefaultMaxConns)
+	storekit.Default(&o.LockWait, DefaultLockWait)
+	storekit.Default(&o.LockCheck, DefaultLockCheck)
 	o.MaxConns = max(o.MaxConns, 2)
 	return o
 }
