@@ -24,16 +24,7 @@ func (t *storeTx) AgentTurnList(p store.AgentTurnListParams) ([]*store.AgentTurn
 		return nil, err
 	}
 	lower := cohortKey(pAgentTurn, p.RunID, p.Node, p.Visit)
-	var out []*store.AgentTurn
-	err := t.kv.scan(lower, prefixEnd(lower), false, func(_, v []byte) (bool, error) {
-		at := new(store.AgentTurn)
-		if err := decodeJSON(v, at); err != nil {
-			return false, err
-		}
-		out = append(out, at)
-		return true, nil
-	})
-	return out, err
+	return listJSON[store.AgentTurn](t, lower, prefixEnd(lower), 0, nil)
 }
 
 func (t *storeTx) AgentTurnDeleteRun(runID string) error {

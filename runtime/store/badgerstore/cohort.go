@@ -28,14 +28,7 @@ func (t *storeTx) CohortPut(c *store.Cohort) error {
 }
 
 func (t *storeTx) CohortGet(runID, node string, visit int) (*store.Cohort, error) {
-	if err := t.Open(); err != nil {
-		return nil, err
-	}
-	c := new(store.Cohort)
-	if err := t.getJSON(cohortKey(pCohort, runID, node, visit), c); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return getOne[store.Cohort](t, cohortKey(pCohort, runID, node, visit))
 }
 
 func (t *storeTx) CohortItemPut(it *store.CohortItem) error {
@@ -49,14 +42,7 @@ func (t *storeTx) CohortItemPut(it *store.CohortItem) error {
 }
 
 func (t *storeTx) CohortItemGet(runID, node string, visit, index int) (*store.CohortItem, error) {
-	if err := t.Open(); err != nil {
-		return nil, err
-	}
-	it := new(store.CohortItem)
-	if err := t.getJSON(key(string(cohortKey(pCohortItem, runID, node, visit)), u64Key(uint64(index))), it); err != nil {
-		return nil, err
-	}
-	return it, nil
+	return getOne[store.CohortItem](t, key(string(cohortKey(pCohortItem, runID, node, visit)), u64Key(uint64(index))))
 }
 
 func (t *storeTx) CohortItemList(runID, node string, visit int) ([]*store.CohortItem, error) {
@@ -64,14 +50,5 @@ func (t *storeTx) CohortItemList(runID, node string, visit int) ([]*store.Cohort
 		return nil, err
 	}
 	lower := cohortKey(pCohortItem, runID, node, visit)
-	var out []*store.CohortItem
-	err := t.kv.scan(lower, prefixEnd(lower), false, func(_, v []byte) (bool, error) {
-		it := new(store.CohortItem)
-		if err := decodeJSON(v, it); err != nil {
-			return false, err
-		}
-		out = append(out, it)
-		return true, nil
-	})
-	return out, err
+	return listJSON[store.CohortItem](t, lower, prefixEnd(lower), 0, nil)
 }

@@ -65,6 +65,19 @@ func (t *storeTx) addCounter(k string, delta int) error {
 	return t.kv.set([]byte(k), encodeU64(uint64(int64(n)+int64(delta))))
 }
 
+// getOne reads and decodes k into a new T, after the read check: the
+// whole of a Get method.
+func getOne[T any](t *storeTx, k []byte) (*T, error) {
+	if err := t.Open(); err != nil {
+		return nil, err
+	}
+	r := new(T)
+	if err := t.getJSON(k, r); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
 // listJSON decodes every value in [lower, upper) into a new T, up to limit
 // (<= 0: no limit), keeping those keep accepts (nil: all).
 func listJSON[T any](t *storeTx, lower, upper []byte, limit int, keep func(*T) bool) ([]*T, error) {
@@ -132,14 +145,7 @@ func (t *storeTx) flowLatest(name string) (uint64, string, error) {
 }
 
 func (t *storeTx) FlowVersionGet(name, hash string) (*store.FlowVersion, error) {
-	if err := t.Open(); err != nil {
-		return nil, err
-	}
-	v := new(store.FlowVersion)
-	if err := t.getJSON(key(pFlowVersion, name, sep, hash), v); err != nil {
-		return nil, err
-	}
-	return v, nil
+	return getOne[store.FlowVersion](t, key(pFlowVersion, name, sep, hash))
 }
 
 func (t *storeTx) FlowVersionLatest(name string) (*store.FlowVersion, error) {
@@ -231,14 +237,7 @@ func (t *storeTx) SourcePut(s *store.Source) error {
 }
 
 func (t *storeTx) SourceGet(hash string) (*store.Source, error) {
-	if err := t.Open(); err != nil {
-		return nil, err
-	}
-	s := new(store.Source)
-	if err := t.getJSON(key(pSource, hash), s); err != nil {
-		return nil, err
-	}
-	return s, nil
+	return getOne[store.Source](t, key(pSource, hash))
 }
 
 // ---- runs ----
@@ -289,14 +288,7 @@ func (t *storeTx) putRun(k []byte, old, r *store.Run) error {
 }
 
 func (t *storeTx) RunGet(id string) (*store.Run, error) {
-	if err := t.Open(); err != nil {
-		return nil, err
-	}
-	r := new(store.Run)
-	if err := t.getJSON(key(pRun, id), r); err != nil {
-		return nil, err
-	}
-	return r, nil
+	return getOne[store.Run](t, key(pRun, id))
 }
 
 func (t *storeTx) RunUpdate(r *store.Run) error {
@@ -490,14 +482,7 @@ func (t *storeTx) delExisting(what string, k []byte) error {
 // ---- dedup ----
 
 func (t *storeTx) DedupGet(owner, requestID string) (*store.Dedup, error) {
-	if err := t.Open(); err != nil {
-		return nil, err
-	}
-	d := new(store.Dedup)
-	if err := t.getJSON(key(pDedup, owner, sep, requestID), d); err != nil {
-		return nil, err
-	}
-	return d, nil
+	return getOne[store.Dedup](t, key(pDedup, owner, sep, requestID))
 }
 
 func (t *storeTx) DedupPut(d *store.Dedup) error {
@@ -575,14 +560,7 @@ func (t *storeTx) TaskPut(tk *store.Task) error {
 }
 
 func (t *storeTx) TaskGet(id string) (*store.Task, error) {
-	if err := t.Open(); err != nil {
-		return nil, err
-	}
-	tk := new(store.Task)
-	if err := t.getJSON(key(pTask, id), tk); err != nil {
-		return nil, err
-	}
-	return tk, nil
+	return getOne[store.Task](t, key(pTask, id))
 }
 
 func (t *storeTx) TaskDelete(id string) error {
@@ -707,14 +685,7 @@ func (t *storeTx) LeasePut(l *store.Lease) error {
 }
 
 func (t *storeTx) LeaseGet(taskID string) (*store.Lease, error) {
-	if err := t.Open(); err != nil {
-		return nil, err
-	}
-	l := new(store.Lease)
-	if err := t.getJSON(key(pLease, taskID), l); err != nil {
-		return nil, err
-	}
-	return l, nil
+	return getOne[store.Lease](t, key(pLease, taskID))
 }
 
 func (t *storeTx) LeaseDelete(taskID string) error {
@@ -763,14 +734,7 @@ func (t *storeTx) LeaseList() ([]*store.Lease, error) {
 // ---- idempotency records ----
 
 func (t *storeTx) IdemGet(k string) (*store.Idem, error) {
-	if err := t.Open(); err != nil {
-		return nil, err
-	}
-	r := new(store.Idem)
-	if err := t.getJSON(key(pIdem, k), r); err != nil {
-		return nil, err
-	}
-	return r, nil
+	return getOne[store.Idem](t, key(pIdem, k))
 }
 
 func (t *storeTx) IdemPut(r *store.Idem) error {

@@ -582,12 +582,18 @@ func testContinuations(t *testing.T, s store.Store, _ Opener) {
 		got, err := tx.ContinuationGet("r1")
 		return first(err, same("replaced", got, []byte("v2")), tx.ContinuationDelete("r1"))
 	})
-	view(t, s, func(tx store.Tx) error {
-		_, err := tx.ContinuationGet("r1")
-		return isNotFound("deleted continuation", err)
-	})
-	if err := s.Update(ctx, func(tx store.Tx) error { return tx.ContinuationDelete("r1") }); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("deleting a missing continuation: %v, want ErrNotFound", err)
+	checkDeleted(t, s, "continuation",
+		func(tx store.Tx) error { _, err := tx.ContinuationGet("r1"); return err },
+		func(tx store.Tx) error { return tx.ContinuationDelete("r1") })
+}
+
+// checkDeleted checks that get finds no what after it was deleted, and
+// that del, deleting it again, fails with ErrNotFound.
+func checkDeleted(t *testing.T, s store.Store, what string, get, del func(tx store.Tx) error) {
+	t.Helper()
+	view(t, s, func(tx store.Tx) error { return isNotFound("deleted "+what, get(tx)) })
+	if err := s.Update(ctx, del); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("deleting a missing %s: %v, want ErrNotFound", what, err)
 	}
 }
 
@@ -625,14 +631,9 @@ func testTaskBasics(t *testing.T, s store.Store, _ Opener) {
 		_, err2 := tx.TaskGet("t2")
 		return first(err, same("task", got, tk), isNotFound("unknown task", err2))
 	})
-	update(t, s, func(tx store.Tx) error { return tx.TaskDelete("t1") })
-	view(t, s, func(tx store.Tx) error {
-		_, err := tx.TaskGet("t1")
-		return isNotFound("deleted task", err)
-	})
-	if err := s.Update(ctx, func(tx store.Tx) error { return tx.TaskDelete("t1") }); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("deleting a missing task: %v, want ErrNotFound", err)
-	}
+	del := func(tx store.Tx) error { return tx.TaskDelete("t1") }
+	update(t, s, del)
+	checkDeleted(t, s, "task", func(tx store.Tx) error { _, err := tx.TaskGet("t1"); return err }, del)
 }
 
 func testTaskListReady(t *testing.T, s store.Store, _ Opener) {
