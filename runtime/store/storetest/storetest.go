@@ -111,6 +111,18 @@ func view(t *testing.T, s store.Store, fn func(tx store.Tx) error) {
 	}
 }
 
+// read returns what fn reads in a View, failing the test on error.
+func read[T any](t *testing.T, s store.Store, fn func(tx store.Tx) (T, error)) T {
+	t.Helper()
+	var out T
+	view(t, s, func(tx store.Tx) error {
+		var err error
+		out, err = fn(tx)
+		return err
+	})
+	return out
+}
+
 // check returns an error describing a failed expectation, or nil.
 func check(ok bool, format string, args ...any) error {
 	if ok {
@@ -921,13 +933,7 @@ func testDeadLetters(t *testing.T, s store.Store, _ Opener) {
 		return first(tx.DeadLetterPut(d1), tx.DeadLetterPut(d2), tx.DeadLetterPut(d3))
 	})
 	list := func(p store.DeadLetterListParams) []*store.DeadLetter {
-		var out []*store.DeadLetter
-		view(t, s, func(tx store.Tx) error {
-			var err error
-			out, err = tx.DeadLetterList(p)
-			return err
-		})
-		return out
+		return read(t, s, func(tx store.Tx) ([]*store.DeadLetter, error) { return tx.DeadLetterList(p) })
 	}
 	if err := first(
 		same("all, oldest first", list(store.DeadLetterListParams{}), []*store.DeadLetter{d2, d1, d3}),
@@ -978,13 +984,7 @@ func testEvents(t *testing.T, s store.Store, _ Opener) {
 	}
 	ra := []*store.Event{appended[0], appended[2], appended[4], e7}
 	list := func(p store.EventListParams) []*store.Event {
-		var out []*store.Event
-		view(t, s, func(tx store.Tx) error {
-			var err error
-			out, err = tx.EventList(p)
-			return err
-		})
-		return out
+		return read(t, s, func(tx store.Tx) ([]*store.Event, error) { return tx.EventList(p) })
 	}
 	if err := first(
 		same("ra in order", list(store.EventListParams{RunID: "ra"}), ra),
