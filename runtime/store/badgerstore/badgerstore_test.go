@@ -186,18 +186,13 @@ func TestGroupSplitsAtTransactionLimit(t *testing.T) {
 	release := stall(t, s)
 	before := s.Stats()
 	const n = 40
-	value := strings.Repeat("x", 10<<10)
-	errs := make(chan error, n+1)
-	for i := range n {
-		go func() {
-			errs <- s.Update(ctx, func(tx store.Tx) error { return tx.ContinuationPut(fmt.Sprint("r", i), []byte(value)) })
-		}()
-	}
+	value := []byte(strings.Repeat("x", 10<<10))
+	wait := storetest.PutContinuations(t, s, n, value)
 	tooBig := make(chan error, 1)
 	go func() {
 		tooBig <- s.Update(ctx, func(tx store.Tx) error {
 			for i := range 30 {
-				if err := tx.ContinuationPut(fmt.Sprint("big", i), []byte(value)); err != nil {
+				if err := tx.ContinuationPut(fmt.Sprint("big", i), value); err != nil {
 					return err
 				}
 			}
@@ -206,11 +201,7 @@ func TestGroupSplitsAtTransactionLimit(t *testing.T) {
 	}()
 	waitQueued(t, s, n+1)
 	release()
-	for range n {
-		if err := <-errs; err != nil {
-			t.Fatalf("Update: %v", err)
-		}
-	}
+	wait()
 	if err := <-tooBig; !errors.Is(err, badger.ErrTxnTooBig) || !errors.Is(err, store.ErrTooLarge) {
 		t.Fatalf("Update bigger than a transaction: %v, want ErrTxnTooBig and store.ErrTooLarge", err)
 	}
@@ -221,19 +212,7 @@ func TestGroupSplitsAtTransactionLimit(t *testing.T) {
 	if u := after.Updates - before.Updates; u != n+1 {
 		t.Fatalf("%d committed updates, want %d", u, n+1)
 	}
-	err := s.View(ctx, func(tx store.Tx) error {
-		for i := range n {
-			c, err := tx.ContinuationGet(fmt.Sprint("r", i))
-			if err != nil || len(c) != len(value) {
-				return fmt.Errorf("r%d: %d bytes, %v", i, len(c), err)
-			}
-		}
-		_, err := tx.ContinuationGet("big0")
-		return checkNotFound(err)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	storetest.CheckContinuations(t, s, n, value)
 }
 
 // TestCloseCompletesPendingUpdates closes the store while Updates wait

@@ -94,12 +94,7 @@ func TestGroupCommitAndTooLarge(t *testing.T) {
 	before := s.Stats()
 	const n = 20
 	value := []byte(strings.Repeat("x", 100<<10))
-	errs := make(chan error, n)
-	for i := range n {
-		go func() {
-			errs <- s.Update(ctx, func(tx store.Tx) error { return tx.ContinuationPut(fmt.Sprint("r", i), value) })
-		}()
-	}
+	wait := storetest.PutContinuations(t, s, n, value)
 	big := func(ignore bool) func(tx store.Tx) error {
 		return func(tx store.Tx) error {
 			for i := range 30 { // 3 MB
@@ -115,11 +110,7 @@ func TestGroupCommitAndTooLarge(t *testing.T) {
 	go func() { ignored <- s.Update(ctx, big(true)) }()
 	waitQueued(t, s, n+2)
 	release()
-	for range n {
-		if err := <-errs; err != nil {
-			t.Fatalf("Update: %v", err)
-		}
-	}
+	wait()
 	for _, ch := range []chan error{tooBig, ignored} {
 		if err := <-ch; !errors.Is(err, store.ErrTooLarge) {
 			t.Fatalf("Update over MaxUpdateBytes: %v, want store.ErrTooLarge", err)
@@ -130,19 +121,7 @@ func TestGroupCommitAndTooLarge(t *testing.T) {
 	if c, u := after.Commits-before.Commits, after.Updates-before.Updates; c != 2 || u != n+1 {
 		t.Fatalf("%d commits of %d updates, want 2 of %d (the stall's, then one group)", c, u, n+1)
 	}
-	err := s.View(ctx, func(tx store.Tx) error {
-		for i := range n {
-			c, err := tx.ContinuationGet(fmt.Sprint("r", i))
-			if err != nil || len(c) != len(value) {
-				return fmt.Errorf("r%d: %d bytes, %v", i, len(c), err)
-			}
-		}
-		_, err := tx.ContinuationGet("big0")
-		return checkNotFound(err)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	storetest.CheckContinuations(t, s, n, value)
 }
 
 // TestTwoStoresOneSchema increments one counter from two stores on the

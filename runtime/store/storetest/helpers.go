@@ -83,3 +83,40 @@ func First(errs ...error) error { return first(errs...) }
 func CheckNotFound(err error) error {
 	return check(errors.Is(err, store.ErrNotFound), "got %v, want ErrNotFound", err)
 }
+
+// PutContinuations starts n Updates, each putting value as the
+// continuation of run "r<i>" (behind a Stall they queue up), and returns a
+// function that waits for them and fails the test unless each succeeded.
+func PutContinuations(t *testing.T, s store.Store, n int, value []byte) (wait func()) {
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			errs <- s.Update(ctx, func(tx store.Tx) error { return tx.ContinuationPut(fmt.Sprint("r", i), value) })
+		}()
+	}
+	return func() {
+		t.Helper()
+		for range n {
+			if err := <-errs; err != nil {
+				t.Fatalf("Update: %v", err)
+			}
+		}
+	}
+}
+
+// CheckContinuations checks that runs r0 to r<n-1> hold value as their
+// continuation (PutContinuations) and that no continuation of "big0" (the
+// first a refused function wrote) was kept.
+func CheckContinuations(t *testing.T, s store.Store, n int, value []byte) {
+	t.Helper()
+	view(t, s, func(tx store.Tx) error {
+		for i := range n {
+			c, err := tx.ContinuationGet(fmt.Sprint("r", i))
+			if err != nil || len(c) != len(value) {
+				return fmt.Errorf("r%d: %d bytes, %v", i, len(c), err)
+			}
+		}
+		_, err := tx.ContinuationGet("big0")
+		return CheckNotFound(err)
+	})
+}
