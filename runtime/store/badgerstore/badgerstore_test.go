@@ -25,6 +25,13 @@ func TestMain(m *testing.M) {
 	testutil.Main(m)
 }
 
+// The assertions of Update functions, as in storetest.
+var (
+	check         = storetest.Check
+	first         = storetest.First
+	checkNotFound = storetest.CheckNotFound
+)
+
 // opener opens a store per test, in a directory kept per test so that a
 // second open after Close finds the same data (storetest.Opener).
 func opener(opts Options) storetest.Opener {
@@ -63,21 +70,12 @@ func openStore(t *testing.T, opts Options) *Store {
 
 var ctx = context.Background()
 
-// stall and waitQueued queue Updates behind a stalled committer so that
-// they form one group (storetest.Stall).
-func stall(t *testing.T, s *Store) (release func()) { return storetest.Stall(t, s) }
-
+// waitQueued waits until n Updates queue behind a stalled committer
+// (storetest.Stall), so that they form one group.
 func waitQueued(t *testing.T, s *Store, n int) {
 	t.Helper()
 	storetest.WaitQueued(t, func() int { return len(s.reqs) }, n)
 }
-
-// The assertions of Update functions, as in storetest.
-var (
-	check         = storetest.Check
-	first         = storetest.First
-	checkNotFound = storetest.CheckNotFound
-)
 
 var errBoom = errors.New("boom")
 
@@ -89,7 +87,7 @@ var errBoom = errors.New("boom")
 func TestFailedFunctionInSharedCommit(t *testing.T) {
 	t.Parallel()
 	s := openStore(t, Options{})
-	release := stall(t, s)
+	release := storetest.Stall(t, s)
 	before := s.Stats()
 
 	type result struct {
@@ -183,7 +181,7 @@ func TestFailedFunctionInSharedCommit(t *testing.T) {
 func TestGroupSplitsAtTransactionLimit(t *testing.T) {
 	t.Parallel()
 	s := openStore(t, Options{MemTableSize: 1 << 20}) // ~140 KB per transaction
-	release := stall(t, s)
+	release := storetest.Stall(t, s)
 	before := s.Stats()
 	const n = 40
 	value := []byte(strings.Repeat("x", 10<<10))
@@ -225,7 +223,7 @@ func TestCloseCompletesPendingUpdates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	release := stall(t, s)
+	release := storetest.Stall(t, s)
 	const n = 10
 	errs := make(chan error, n)
 	for i := range n {

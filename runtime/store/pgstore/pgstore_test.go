@@ -21,6 +21,13 @@ func TestMain(m *testing.M) {
 	testutil.Main(m)
 }
 
+// The assertions of Update functions, as in storetest.
+var (
+	check         = storetest.Check
+	first         = storetest.First
+	checkNotFound = storetest.CheckNotFound
+)
+
 var ctx = context.Background()
 
 // opener opens a store per test in a schema of its own, kept per test so
@@ -66,21 +73,12 @@ func openStore(t *testing.T, opts Options) *Store {
 	return openURL(t, pgtest.Schema(t), opts)
 }
 
-// stall and waitQueued queue Updates behind a stalled committer so that
-// they form one group (storetest.Stall).
-func stall(t *testing.T, s *Store) (release func()) { return storetest.Stall(t, s) }
-
+// waitQueued waits until n Updates queue behind a stalled committer
+// (storetest.Stall), so that they form one group.
 func waitQueued(t *testing.T, s *Store, n int) {
 	t.Helper()
 	storetest.WaitQueued(t, func() int { return len(s.reqs) }, n)
 }
-
-// The assertions of Update functions, as in storetest.
-var (
-	check         = storetest.Check
-	first         = storetest.First
-	checkNotFound = storetest.CheckNotFound
-)
 
 // TestGroupCommitAndTooLarge queues functions behind a stalled committer
 // so they share one transaction: they commit in one COMMIT, and the one
@@ -90,7 +88,7 @@ var (
 func TestGroupCommitAndTooLarge(t *testing.T) {
 	t.Parallel()
 	s := openStore(t, Options{})
-	release := stall(t, s)
+	release := storetest.Stall(t, s)
 	before := s.Stats()
 	const n = 20
 	value := []byte(strings.Repeat("x", 100<<10))

@@ -665,13 +665,7 @@ func testTaskListReady(t *testing.T, s store.Store, _ Opener) {
 		)
 	})
 	ready := func(now time.Time, limit int) []string {
-		var ids []string
-		view(t, s, func(tx store.Tx) error {
-			ts, err := tx.TaskListReady(now, limit)
-			ids = taskIDs(ts)
-			return err
-		})
-		return ids
+		return taskIDs(read(t, s, func(tx store.Tx) ([]*store.Task, error) { return tx.TaskListReady(now, limit) }))
 	}
 	for _, c := range []struct {
 		name  string
@@ -857,13 +851,9 @@ func testLeases(t *testing.T, s store.Store, _ Opener) {
 	})
 	expired := func(now time.Time, limit int) []string {
 		ids := []string{}
-		view(t, s, func(tx store.Tx) error {
-			ls, err := tx.LeaseListExpired(now, limit)
-			for _, l := range ls {
-				ids = append(ids, l.TaskID)
-			}
-			return err
-		})
+		for _, l := range read(t, s, func(tx store.Tx) ([]*store.Lease, error) { return tx.LeaseListExpired(now, limit) }) {
+			ids = append(ids, l.TaskID)
+		}
 		return ids
 	}
 	for _, c := range []struct {
