@@ -7,7 +7,6 @@ import (
 	"os"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -35,19 +34,8 @@ var (
 // opener opens a store per test, in a directory kept per test so that a
 // second open after Close finds the same data (storetest.Opener).
 func opener(opts Options) storetest.Opener {
-	var dirs sync.Map
-	return func(t *testing.T) store.Store {
-		d, ok := dirs.Load(t)
-		if !ok {
-			d, _ = dirs.LoadOrStore(t, t.TempDir())
-		}
-		s, err := Open(d.(string), opts)
-		if err != nil {
-			t.Fatalf("Open: %v", err)
-		}
-		storetest.CloseAtCleanup(t, s)
-		return s
-	}
+	return storetest.PerTest(func(t *testing.T) string { return t.TempDir() },
+		func(_ *testing.T, dir string) (store.Store, error) { return Open(dir, opts) })
 }
 
 func TestStore(t *testing.T) {

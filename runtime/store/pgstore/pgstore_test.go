@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,14 +32,8 @@ var ctx = context.Background()
 // opener opens a store per test in a schema of its own, kept per test so
 // that a second open after Close finds the same data (storetest.Opener).
 func opener(opts Options) storetest.Opener {
-	var schemas sync.Map
-	return func(t *testing.T) store.Store {
-		u, ok := schemas.Load(t)
-		if !ok {
-			u, _ = schemas.LoadOrStore(t, pgtest.Schema(t))
-		}
-		return openURL(t, u.(string), opts)
-	}
+	return storetest.PerTest(func(t *testing.T) string { return pgtest.Schema(t) },
+		func(_ *testing.T, u string) (store.Store, error) { return Open(ctx, u, opts) })
 }
 
 func openURL(t testing.TB, u string, opts Options) *Store {

@@ -120,3 +120,23 @@ func CheckContinuations(t *testing.T, s store.Store, n int, value []byte) {
 		return CheckNotFound(err)
 	})
 }
+
+// PerTest returns an Opener that keeps a place of newPlace's (a data
+// directory, a schema) per test and opens the store there with open: the
+// second open of a test, after it closed the first store, finds the same
+// data. The store is closed at the test's cleanup (CloseAtCleanup).
+func PerTest[P any](newPlace func(t *testing.T) P, open func(t *testing.T, place P) (store.Store, error)) Opener {
+	var places sync.Map
+	return func(t *testing.T) store.Store {
+		p, ok := places.Load(t)
+		if !ok {
+			p, _ = places.LoadOrStore(t, newPlace(t))
+		}
+		s, err := open(t, p.(P))
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		CloseAtCleanup(t, s)
+		return s
+	}
+}
