@@ -53,10 +53,9 @@ type latestFlow struct {
 
 // The ids every backend refuses alike (package store).
 var (
-	errBadID  = store.ErrBadID
-	checkID   = store.CheckID
-	checkPart = store.CheckPart
-	checkRun  = store.CheckRun
+	errBadID = store.ErrBadID
+	checkID  = store.CheckID
+	checkRun = store.CheckRun
 )
 
 func u64(v uint64) string {

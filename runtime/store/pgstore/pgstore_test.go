@@ -20,12 +20,8 @@ func TestMain(m *testing.M) {
 	testutil.Main(m)
 }
 
-// The assertions of Update functions, as in storetest.
-var (
-	check         = storetest.Check
-	first         = storetest.First
-	checkNotFound = storetest.CheckNotFound
-)
+// first is the assertion of Update functions, as in storetest.
+var first = storetest.First
 
 var ctx = context.Background()
 
