@@ -70,3 +70,53 @@ func CheckRun(r *Run) error {
 	}
 	return errors.Join(CheckPart("owner", r.Owner), CheckPart("phase", string(r.Phase)), CheckPart("parent run id", r.ParentRunID))
 }
+
+// CheckTask refuses a task whose id, run id or wait child no backend
+// could key.
+func CheckTask(tk *Task) error {
+	if err := CheckID("task id", tk.ID); err != nil {
+		return err
+	}
+	if err := CheckID("task run id", tk.RunID); err != nil {
+		return err
+	}
+	return CheckPart("wait child", tk.WaitChild)
+}
+
+// CheckDedup refuses a dedup record whose owner or request id no backend
+// could key.
+func CheckDedup(d *Dedup) error {
+	if err := CheckPart("owner", d.Owner); err != nil {
+		return err
+	}
+	return CheckID("request id", d.RequestID)
+}
+
+// CheckDeadLetter refuses a dead letter whose task id or owner no backend
+// could key.
+func CheckDeadLetter(d *DeadLetter) error {
+	if err := CheckID("dead letter task id", d.TaskID); err != nil {
+		return err
+	}
+	return CheckPart("owner", d.Owner)
+}
+
+// CheckCohortItem refuses a cohort item whose run or node no backend could
+// key, or whose index is negative.
+func CheckCohortItem(it *CohortItem) error {
+	err := CheckID("cohort item run/node", it.RunID, it.Node)
+	if err == nil && it.Index < 0 {
+		err = fmt.Errorf("cohort item index %d: must not be negative", it.Index)
+	}
+	return err
+}
+
+// CheckAgentTurn refuses an agent turn whose run or node no backend could
+// key, or whose turn is not numbered from 1.
+func CheckAgentTurn(at *AgentTurn) error {
+	err := CheckID("agent turn run/node", at.RunID, at.Node)
+	if err == nil && at.Turn < 1 {
+		err = fmt.Errorf("agent turn %d: turns are numbered from 1", at.Turn)
+	}
+	return err
+}

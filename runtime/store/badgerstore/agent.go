@@ -1,8 +1,6 @@
 package badgerstore
 
 import (
-	"fmt"
-
 	"github.com/weirhq/weir/runtime/store"
 )
 
@@ -12,33 +10,21 @@ import (
 const pAgentTurn = "at/"
 
 func (t *storeTx) AgentTurnPut(at *store.AgentTurn) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
-	if err := checkID("agent turn run/node", at.RunID, at.Node); err != nil {
+	if err := store.CheckAgentTurn(at); err != nil {
 		return err
-	}
-	if at.Turn < 1 {
-		return fmt.Errorf("agent turn %d: turns are numbered from 1", at.Turn)
 	}
 	return t.putJSON(key(string(cohortKey(pAgentTurn, at.RunID, at.Node, at.Visit)), u64Key(uint64(at.Turn))), at)
 }
 
 func (t *storeTx) AgentTurnList(p store.AgentTurnListParams) ([]*store.AgentTurn, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	lower := cohortKey(pAgentTurn, p.RunID, p.Node, p.Visit)
-	var out []*store.AgentTurn
-	err := t.kv.scan(lower, prefixEnd(lower), false, func(_, v []byte) (bool, error) {
-		at := new(store.AgentTurn)
-		if err := decodeJSON(v, at); err != nil {
-			return false, err
-		}
-		out = append(out, at)
-		return true, nil
-	})
-	return out, err
+	return listJSON[store.AgentTurn](t, lower, prefixEnd(lower), 0, nil)
 }
 
 func (t *storeTx) AgentTurnDeleteRun(runID string) error {

@@ -24,7 +24,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -34,6 +33,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/runtime/store/internal/storekit"
 )
 
 // Options configures Open. The zero value is the daemon's configuration.
@@ -100,27 +100,13 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.Logger == nil {
-		o.Logger = hclog.NewNullLogger()
-	}
-	if o.MemTableSize <= 0 {
-		o.MemTableSize = 16 << 20
-	}
-	if o.NumMemtables <= 0 {
-		o.NumMemtables = 3
-	}
-	if o.BlockCacheSize <= 0 {
-		o.BlockCacheSize = 8 << 20
-	}
-	if o.IndexCacheSize <= 0 {
-		o.IndexCacheSize = 8 << 20
-	}
-	if o.ValueLogFileSize <= 0 {
-		o.ValueLogFileSize = 64 << 20
-	}
-	if o.MaxBatch <= 0 {
-		o.MaxBatch = 1024
-	}
+	storekit.DefaultLogger(&o.Logger)
+	storekit.Default(&o.MemTableSize, 16<<20)
+	storekit.Default(&o.NumMemtables, 3)
+	storekit.Default(&o.BlockCacheSize, 8<<20)
+	storekit.Default(&o.IndexCacheSize, 8<<20)
+	storekit.Default(&o.ValueLogFileSize, 64<<20)
+	storekit.Default(&o.MaxBatch, 1024)
 	return o
 }
 
@@ -136,15 +122,13 @@ type Store struct {
 	maxTxnSize  int64
 	vthreshold  int64
 
-	reqs chan *request
+	reqs chan *storekit.Request
 	quit chan struct{}
 	done chan struct{}
 
-	// mu and inflight let Close wait for every Update and View that got
-	// past the closed check, so the database is never closed under one.
-	mu       sync.RWMutex
-	closed   bool
-	inflight sync.WaitGroup
+	// gate lets Close wait for every Update and View that got past the
+	// closed check, so the database is never closed under one.
+	gate storekit.Gate
 
 	commits    atomic.Uint64
 	updates    atomic.Uint64
@@ -200,7 +184,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		maxTxnSize:  maxTxnSize * 9 / 10,
 		vthreshold:  vthreshold,
 		dir:         dir,
-		reqs:        make(chan *request, opts.MaxBatch),
+		reqs:        make(chan *storekit.Request, opts.MaxBatch),
 		quit:        make(chan struct{}),
 		done:        make(chan struct{}),
 	}
@@ -419,17 +403,6 @@ func (s *Store) Capabilities() store.Capabilities {
 	return store.Capabilities{GroupCommit: true}
 }
 
-// enter registers an in-flight call, or reports that the store is closed.
-func (s *Store) enter() error {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.closed {
-		return store.ErrClosed
-	}
-	s.inflight.Add(1)
-	return nil
-}
-
 // Update hands fn to the committer and waits until the group commit that
 // holds its writes is synced (or fn failed).
 //
@@ -443,55 +416,37 @@ func (s *Store) enter() error {
 // write that may yet become durable. A panic in fn is re-raised in the
 // caller's goroutine.
 func (s *Store) Update(ctx context.Context, fn func(tx store.Tx) error) error {
-	if err := s.enter(); err != nil {
+	if err := s.gate.Enter(ctx); err != nil {
 		return err
 	}
-	defer s.inflight.Done()
-	if err := ctx.Err(); err != nil {
+	defer s.gate.Leave()
+	r := storekit.NewRequest(ctx, fn)
+	if err := r.Submit(s.reqs); err != nil {
 		return err
 	}
-	r := &request{ctx: ctx, fn: fn, res: make(chan error, 1)}
-	select {
-	case s.reqs <- r:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	err := <-r.res
-	if r.panicked != nil {
-		panic(r.panicked)
-	}
-	return err
+	return r.Wait()
 }
 
 // View runs fn against a Badger read-only snapshot, on the caller's
 // goroutine.
 func (s *Store) View(ctx context.Context, fn func(tx store.Tx) error) error {
-	if err := s.enter(); err != nil {
+	if err := s.gate.Enter(ctx); err != nil {
 		return err
 	}
-	defer s.inflight.Done()
-	if err := ctx.Err(); err != nil {
-		return err
-	}
+	defer s.gate.Leave()
 	snap := s.db.NewTransaction(false)
 	defer snap.Discard()
-	t := &storeTx{kv: &kv{snap: snap, readOnly: true}}
-	defer func() { t.done = true }()
+	t := &storeTx{kv: &kv{snap: snap, readOnly: true}, TxGuard: storekit.TxGuard{ReadOnly: true}}
+	defer t.End()
 	return fn(t)
 }
 
 // Close waits for in-flight Updates and Views to finish (later ones get
 // store.ErrClosed), stops the committer and closes Badger.
 func (s *Store) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return store.ErrClosed
+	if err := s.gate.Close(); err != nil {
+		return err
 	}
-	s.closed = true
-	s.mu.Unlock()
-
-	s.inflight.Wait()
 	close(s.quit)
 	<-s.done
 	if err := s.db.Close(); err != nil {

@@ -7,7 +7,6 @@ import (
 	"os"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,26 +24,18 @@ func TestMain(m *testing.M) {
 	testutil.Main(m)
 }
 
+// The assertions of Update functions, as in storetest.
+var (
+	check         = storetest.Check
+	first         = storetest.First
+	checkNotFound = storetest.CheckNotFound
+)
+
 // opener opens a store per test, in a directory kept per test so that a
 // second open after Close finds the same data (storetest.Opener).
 func opener(opts Options) storetest.Opener {
-	var dirs sync.Map
-	return func(t *testing.T) store.Store {
-		d, ok := dirs.Load(t)
-		if !ok {
-			d, _ = dirs.LoadOrStore(t, t.TempDir())
-		}
-		s, err := Open(d.(string), opts)
-		if err != nil {
-			t.Fatalf("Open: %v", err)
-		}
-		t.Cleanup(func() {
-			if err := s.Close(); err != nil && !errors.Is(err, store.ErrClosed) {
-				t.Errorf("Close: %v", err)
-			}
-		})
-		return s
-	}
+	return storetest.PerTest(func(t *testing.T) string { return t.TempDir() },
+		func(_ *testing.T, dir string) (store.Store, error) { return Open(dir, opts) })
 }
 
 func TestStore(t *testing.T) {
@@ -67,44 +58,11 @@ func openStore(t *testing.T, opts Options) *Store {
 
 var ctx = context.Background()
 
-// stall occupies the committer with a function that waits for release, so
-// the test can queue requests behind it and know they form one group. The
-// stall ends at cleanup if the test did not release it, so that a failing
-// test does not leave Close waiting.
-func stall(t *testing.T, s *Store) (release func()) {
-	t.Helper()
-	started, ch := make(chan struct{}), make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		done <- s.Update(ctx, func(tx store.Tx) error {
-			close(started)
-			<-ch
-			return nil
-		})
-	}()
-	<-started
-	var once sync.Once
-	release = func() {
-		once.Do(func() {
-			close(ch)
-			if err := <-done; err != nil {
-				t.Errorf("stalling Update: %v", err)
-			}
-		})
-	}
-	t.Cleanup(release)
-	return release
-}
-
-// waitQueued waits until n requests wait for the committer.
+// waitQueued waits until n Updates queue behind a stalled committer
+// (storetest.Stall), so that they form one group.
 func waitQueued(t *testing.T, s *Store, n int) {
 	t.Helper()
-	testutil.Eventually(t, 30*time.Second, func() error {
-		if q := len(s.reqs); q < n {
-			return fmt.Errorf("%d requests queued, want %d", q, n)
-		}
-		return nil
-	})
+	storetest.WaitQueued(t, func() int { return len(s.reqs) }, n)
 }
 
 var errBoom = errors.New("boom")
@@ -117,7 +75,7 @@ var errBoom = errors.New("boom")
 func TestFailedFunctionInSharedCommit(t *testing.T) {
 	t.Parallel()
 	s := openStore(t, Options{})
-	release := stall(t, s)
+	release := storetest.Stall(t, s)
 	before := s.Stats()
 
 	type result struct {
@@ -204,15 +162,6 @@ func TestFailedFunctionInSharedCommit(t *testing.T) {
 	}
 }
 
-func first(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // TestGroupSplitsAtTransactionLimit queues more writes than one Badger
 // transaction holds: the group must commit in several transactions, every
 // function succeeding, and a single function too big for any transaction
@@ -220,21 +169,16 @@ func first(errs ...error) error {
 func TestGroupSplitsAtTransactionLimit(t *testing.T) {
 	t.Parallel()
 	s := openStore(t, Options{MemTableSize: 1 << 20}) // ~140 KB per transaction
-	release := stall(t, s)
+	release := storetest.Stall(t, s)
 	before := s.Stats()
 	const n = 40
-	value := strings.Repeat("x", 10<<10)
-	errs := make(chan error, n+1)
-	for i := range n {
-		go func() {
-			errs <- s.Update(ctx, func(tx store.Tx) error { return tx.ContinuationPut(fmt.Sprint("r", i), []byte(value)) })
-		}()
-	}
+	value := []byte(strings.Repeat("x", 10<<10))
+	wait := storetest.PutContinuations(t, s, n, value)
 	tooBig := make(chan error, 1)
 	go func() {
 		tooBig <- s.Update(ctx, func(tx store.Tx) error {
 			for i := range 30 {
-				if err := tx.ContinuationPut(fmt.Sprint("big", i), []byte(value)); err != nil {
+				if err := tx.ContinuationPut(fmt.Sprint("big", i), value); err != nil {
 					return err
 				}
 			}
@@ -243,11 +187,7 @@ func TestGroupSplitsAtTransactionLimit(t *testing.T) {
 	}()
 	waitQueued(t, s, n+1)
 	release()
-	for range n {
-		if err := <-errs; err != nil {
-			t.Fatalf("Update: %v", err)
-		}
-	}
+	wait()
 	if err := <-tooBig; !errors.Is(err, badger.ErrTxnTooBig) || !errors.Is(err, store.ErrTooLarge) {
 		t.Fatalf("Update bigger than a transaction: %v, want ErrTxnTooBig and store.ErrTooLarge", err)
 	}
@@ -258,70 +198,7 @@ func TestGroupSplitsAtTransactionLimit(t *testing.T) {
 	if u := after.Updates - before.Updates; u != n+1 {
 		t.Fatalf("%d committed updates, want %d", u, n+1)
 	}
-	err := s.View(ctx, func(tx store.Tx) error {
-		for i := range n {
-			c, err := tx.ContinuationGet(fmt.Sprint("r", i))
-			if err != nil || len(c) != len(value) {
-				return fmt.Errorf("r%d: %d bytes, %v", i, len(c), err)
-			}
-		}
-		_, err := tx.ContinuationGet("big0")
-		return checkNotFound(err)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-func checkNotFound(err error) error {
-	if !errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("got %v, want ErrNotFound", err)
-	}
-	return nil
-}
-
-func TestPanicReachesCaller(t *testing.T) {
-	t.Parallel()
-	s := openStore(t, Options{})
-	func() {
-		defer func() {
-			p := recover()
-			pe, ok := p.(*PanicError)
-			if !ok || pe.Value != "kaboom" {
-				t.Fatalf("recovered %v, want a *PanicError with the value", p)
-			}
-		}()
-		_ = s.Update(ctx, func(tx store.Tx) error {
-			_ = tx.MetaPut("k", []byte("v"))
-			panic("kaboom")
-		})
-		t.Fatal("Update returned after its function panicked")
-	}()
-	err := s.Update(ctx, func(tx store.Tx) error {
-		_, err := tx.MetaGet("k")
-		return first(checkNotFound(err), tx.MetaPut("k2", nil))
-	})
-	if err != nil {
-		t.Fatalf("Update after a panic: %v", err)
-	}
-}
-
-func TestRetainedTxFails(t *testing.T) {
-	t.Parallel()
-	s := openStore(t, Options{})
-	var kept store.Tx
-	if err := s.Update(ctx, func(tx store.Tx) error { kept = tx; return nil }); err != nil {
-		t.Fatal(err)
-	}
-	if err := kept.MetaPut("k", []byte("v")); !errors.Is(err, errTxDone) {
-		t.Fatalf("write through a retained Update tx: %v", err)
-	}
-	if err := s.View(ctx, func(tx store.Tx) error { kept = tx; return nil }); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kept.RunGet("r"); !errors.Is(err, errTxDone) {
-		t.Fatalf("read through a retained View tx: %v", err)
-	}
+	storetest.CheckContinuations(t, s, n, value)
 }
 
 // TestCloseCompletesPendingUpdates closes the store while Updates wait
@@ -334,7 +211,7 @@ func TestCloseCompletesPendingUpdates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	release := stall(t, s)
+	release := storetest.Stall(t, s)
 	const n = 10
 	errs := make(chan error, n)
 	for i := range n {
@@ -345,13 +222,7 @@ func TestCloseCompletesPendingUpdates(t *testing.T) {
 	waitQueued(t, s, n)
 	closed := make(chan error, 1)
 	go func() { closed <- s.Close() }()
-	for {
-		s.mu.RLock()
-		c := s.closed
-		s.mu.RUnlock()
-		if c {
-			break
-		}
+	for !s.gate.Closed() {
 		runtime.Gosched()
 	}
 	if err := s.Update(ctx, func(store.Tx) error { return nil }); !errors.Is(err, store.ErrClosed) {
@@ -458,13 +329,6 @@ func TestParkedTasksAreNotScanned(t *testing.T) {
 	}
 }
 
-func check(ok bool, format string, args ...any) error {
-	if ok {
-		return nil
-	}
-	return fmt.Errorf(format, args...)
-}
-
 // TestDiskReserve: a commit that would leave less than MinFreeBytes on
 // the disk is refused with store.ErrDiskFull before anything is written,
 // reads go on, and writes succeed again once space returns.
@@ -565,67 +429,5 @@ func TestFailedCommitFailsTheBatchBuiltOnIt(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatalf("after the failed commit: %v", err)
-	}
-}
-
-// TestRunCount: the phase index counts what RunList finds, after inserts,
-// a phase change and a delete, and inside the transaction that made them.
-func TestRunCount(t *testing.T) {
-	t.Parallel()
-	s := openStore(t, Options{})
-	phases := []store.Phase{store.PhaseQueued, store.PhaseQueued, store.PhaseRunning, store.PhaseWaiting, store.PhaseWaiting, store.PhaseCompleted}
-	want := func(tx store.Tx) error {
-		for _, p := range []store.Phase{store.PhaseQueued, store.PhaseRunning, store.PhaseWaiting, store.PhaseCompleting, store.PhaseCompleted} {
-			runs, err := tx.RunList(store.RunListParams{Phase: p})
-			if err != nil {
-				return err
-			}
-			n, err := tx.(store.RunCounter).RunCount(p)
-			if err != nil {
-				return err
-			}
-			if n != len(runs) {
-				return fmt.Errorf("RunCount(%s) = %d, RunList finds %d", p, n, len(runs))
-			}
-		}
-		return nil
-	}
-	if err := s.Update(ctx, func(tx store.Tx) error {
-		for i, p := range phases {
-			if err := tx.RunInsert(&store.Run{ID: fmt.Sprintf("r%d", i), Owner: "o", Phase: p}); err != nil {
-				return err
-			}
-		}
-		return want(tx)
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Update(ctx, func(tx store.Tx) error {
-		r, err := tx.RunGet("r0")
-		if err != nil {
-			return err
-		}
-		r.Phase = store.PhaseRunning
-		if err := tx.RunUpdate(r); err != nil {
-			return err
-		}
-		if err := tx.RunDelete("r3"); err != nil {
-			return err
-		}
-		return want(tx)
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.View(ctx, func(tx store.Tx) error {
-		if err := want(tx); err != nil {
-			return err
-		}
-		n, err := tx.(store.RunCounter).RunCount(store.PhaseRunning)
-		if err == nil && n != 2 {
-			err = fmt.Errorf("%d running, want 2", n)
-		}
-		return err
-	}); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -1,8 +1,6 @@
 package badgerstore
 
 import (
-	"fmt"
-
 	"github.com/weirhq/weir/runtime/store"
 )
 
@@ -20,7 +18,7 @@ func cohortKey(prefix, runID, node string, visit int) []byte {
 }
 
 func (t *storeTx) CohortPut(c *store.Cohort) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if err := checkID("cohort run/node", c.RunID, c.Node); err != nil {
@@ -30,53 +28,27 @@ func (t *storeTx) CohortPut(c *store.Cohort) error {
 }
 
 func (t *storeTx) CohortGet(runID, node string, visit int) (*store.Cohort, error) {
-	if err := t.open(); err != nil {
-		return nil, err
-	}
-	c := new(store.Cohort)
-	if err := t.getJSON(cohortKey(pCohort, runID, node, visit), c); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return getOne[store.Cohort](t, cohortKey(pCohort, runID, node, visit))
 }
 
 func (t *storeTx) CohortItemPut(it *store.CohortItem) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
-	if err := checkID("cohort item run/node", it.RunID, it.Node); err != nil {
+	if err := store.CheckCohortItem(it); err != nil {
 		return err
-	}
-	if it.Index < 0 {
-		return fmt.Errorf("cohort item index %d: must not be negative", it.Index)
 	}
 	return t.putJSON(key(string(cohortKey(pCohortItem, it.RunID, it.Node, it.Visit)), u64Key(uint64(it.Index))), it)
 }
 
 func (t *storeTx) CohortItemGet(runID, node string, visit, index int) (*store.CohortItem, error) {
-	if err := t.open(); err != nil {
-		return nil, err
-	}
-	it := new(store.CohortItem)
-	if err := t.getJSON(key(string(cohortKey(pCohortItem, runID, node, visit)), u64Key(uint64(index))), it); err != nil {
-		return nil, err
-	}
-	return it, nil
+	return getOne[store.CohortItem](t, key(string(cohortKey(pCohortItem, runID, node, visit)), u64Key(uint64(index))))
 }
 
 func (t *storeTx) CohortItemList(runID, node string, visit int) ([]*store.CohortItem, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	lower := cohortKey(pCohortItem, runID, node, visit)
-	var out []*store.CohortItem
-	err := t.kv.scan(lower, prefixEnd(lower), false, func(_, v []byte) (bool, error) {
-		it := new(store.CohortItem)
-		if err := decodeJSON(v, it); err != nil {
-			return false, err
-		}
-		out = append(out, it)
-		return true, nil
-	})
-	return out, err
+	return listJSON[store.CohortItem](t, lower, prefixEnd(lower), 0, nil)
 }

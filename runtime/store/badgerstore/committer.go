@@ -1,34 +1,21 @@
 package badgerstore
 
 import (
-	"context"
 	"fmt"
-	"runtime/debug"
 
 	"github.com/dgraph-io/badger/v4"
 
 	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/runtime/store/internal/storekit"
 )
 
-// request is one Update waiting for the committer.
-type request struct {
-	ctx      context.Context
-	fn       func(store.Tx) error
-	res      chan error // buffered: the committer never blocks on a caller
-	panicked any        // set before res is sent when fn panicked
-	failed   error      // fn's own error (see committer.answer)
-}
+// request is one Update waiting for the committer; its Failed is fn's
+// own error, which committer.answer hands over.
+type request = storekit.Request
 
 // PanicError carries a panic raised by an Update function on the committer
 // goroutine back to the caller, which panics with it.
-type PanicError struct {
-	Value any
-	Stack []byte
-}
-
-func (p *PanicError) Error() string {
-	return fmt.Sprintf("badgerstore: Update function panicked: %v\n%s", p.Value, p.Stack)
-}
+type PanicError = storekit.PanicError
 
 // batch is one group commit: the writes of the functions accepted into it
 // and the callers waiting for its outcome.
@@ -130,8 +117,8 @@ func (c *committer) grow() bool {
 // new batch.
 func (c *committer) add(r *request) {
 	s := c.s
-	if err := r.ctx.Err(); err != nil {
-		r.res <- err // fn never ran: nothing to wait for
+	if err := r.Ctx.Err(); err != nil {
+		r.Res <- err // fn never ran: nothing to wait for
 		return
 	}
 	own, err := c.runFn(c.cur, r)
@@ -139,7 +126,7 @@ func (c *committer) add(r *request) {
 		// fn's writes are dropped, but its caller still waits for the
 		// batch: what fn read (and may have passed out with its error)
 		// includes writes that are not durable yet.
-		r.failed = err
+		r.Failed = err
 		c.cur.waiting = append(c.cur.waiting, r)
 		return
 	}
@@ -151,11 +138,11 @@ func (c *committer) add(r *request) {
 		err := c.submit(c.cur)
 		c.cur = c.newBatch()
 		if err != nil {
-			r.res <- err // fn read writes that did not become durable
+			r.Res <- err // fn read writes that did not become durable
 			return
 		}
 		if count, size := c.cur.layer.grownBy(own); count > s.maxTxnCount || size > s.maxTxnSize {
-			r.failed = fmt.Errorf("badgerstore: one Update writes %d keys, %d bytes, more than one Badger transaction holds (%d keys, %d bytes): %w (%w)",
+			r.Failed = fmt.Errorf("badgerstore: one Update writes %d keys, %d bytes, more than one Badger transaction holds (%d keys, %d bytes): %w (%w)",
 				count, size, s.maxTxnCount, s.maxTxnSize, store.ErrTooLarge, badger.ErrTxnTooBig)
 			c.cur.waiting = append(c.cur.waiting, r)
 			return
@@ -173,14 +160,8 @@ func (c *committer) runFn(b *batch, r *request) (own map[string]write, err error
 		c.s.overlapped.Add(1)
 	}
 	t := &storeTx{kv: &kv{snap: c.snap, layers: layers, own: make(map[string]write)}}
-	defer func() {
-		t.done = true
-		if p := recover(); p != nil {
-			pe := &PanicError{Value: p, Stack: debug.Stack()}
-			r.panicked, err = pe, pe
-		}
-	}()
-	if err := r.fn(t); err != nil {
+	defer t.End()
+	if err := r.Call(t); err != nil {
 		return nil, err
 	}
 	return t.kv.own, nil
@@ -266,12 +247,12 @@ func (c *committer) answer(b *batch, err error) {
 	for _, r := range b.waiting {
 		switch {
 		case err != nil:
-			r.res <- err
-		case r.failed != nil:
-			r.res <- r.failed
+			r.Res <- err
+		case r.Failed != nil:
+			r.Res <- r.Failed
 		default:
 			c.s.updates.Add(1)
-			r.res <- nil
+			r.Res <- nil
 		}
 	}
 	b.waiting = nil

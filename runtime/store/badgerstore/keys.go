@@ -77,10 +77,9 @@ const timeKeyLen = 12
 
 // The ids every backend refuses alike (package store).
 var (
-	errBadID  = store.ErrBadID
-	checkID   = store.CheckID
-	checkPart = store.CheckPart
-	checkRun  = store.CheckRun
+	errBadID = store.ErrBadID
+	checkID  = store.CheckID
+	checkRun = store.CheckRun
 )
 
 func key(parts ...string) []byte {

@@ -6,10 +6,15 @@ import "github.com/weirhq/weir/runtime/store"
 // transaction like any write, so a large run is bounded by the batch limit
 // (the committer splits batches; one function too big fails alone).
 func (t *storeTx) deletePrefix(prefix []byte) error {
-	if err := t.writable(); err != nil {
+	return t.deleteRange(prefix, prefixEnd(prefix))
+}
+
+// deleteRange deletes every key in [lower, upper).
+func (t *storeTx) deleteRange(lower, upper []byte) error {
+	if err := t.Writable(); err != nil {
 		return err
 	}
-	keys, err := t.scanKeys(prefix, prefixEnd(prefix), 0)
+	keys, err := t.scanKeys(lower, upper, 0)
 	if err != nil {
 		return err
 	}
@@ -26,19 +31,7 @@ func (t *storeTx) EventDeleteRun(runID string) error {
 }
 
 func (t *storeTx) EventDeleteBefore(runID string, beforeSeq uint64) error {
-	if err := t.writable(); err != nil {
-		return err
-	}
-	keys, err := t.scanKeys(key(pEvent, runID, sep), key(pEvent, runID, sep, u64Key(beforeSeq)), 0)
-	if err != nil {
-		return err
-	}
-	for _, k := range keys {
-		if err := t.kv.del(k); err != nil {
-			return err
-		}
-	}
-	return nil
+	return t.deleteRange(key(pEvent, runID, sep), key(pEvent, runID, sep, u64Key(beforeSeq)))
 }
 
 func (t *storeTx) CohortDeleteRun(runID string) error {
@@ -53,18 +46,9 @@ func (t *storeTx) IdemDeleteRun(runID string) error {
 }
 
 func (t *storeTx) IdemListRun(runID string) ([]*store.Idem, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	prefix := key(pIdem, runID, "/")
-	var out []*store.Idem
-	err := t.kv.scan(prefix, prefixEnd(prefix), false, func(_, v []byte) (bool, error) {
-		r := new(store.Idem)
-		if err := decodeJSON(v, r); err != nil {
-			return false, err
-		}
-		out = append(out, r)
-		return true, nil
-	})
-	return out, err
+	return listJSON[store.Idem](t, prefix, prefixEnd(prefix), 0, nil)
 }

@@ -9,39 +9,18 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/runtime/store/internal/storekit"
 )
 
-// tx implements store.Tx over a kv. Each method first checks that the
-// transaction is still open: fn must not retain tx, and a retained one
-// fails loudly instead of writing into someone else's transaction.
+// storeTx implements store.Tx over a kv. Each method first checks its
+// TxGuard: fn must not retain tx, and a retained one fails loudly instead
+// of writing into someone else's transaction.
 type storeTx struct {
-	kv   *kv
-	done bool
+	kv *kv
+	storekit.TxGuard
 }
 
 var _ store.Tx = (*storeTx)(nil)
-
-// errTxDone is returned by a Tx used after its fn returned.
-var errTxDone = errors.New("badgerstore: transaction used after its function returned")
-
-func (t *storeTx) open() error {
-	if t.done {
-		return errTxDone
-	}
-	return nil
-}
-
-// writable is the first check of every write method, so a write in a View
-// fails with ErrReadOnly before it reads anything.
-func (t *storeTx) writable() error {
-	if t.done {
-		return errTxDone
-	}
-	if t.kv.readOnly {
-		return store.ErrReadOnly
-	}
-	return nil
-}
 
 // getJSON reads and decodes k, mapping absence to store.ErrNotFound.
 func (t *storeTx) getJSON(k []byte, v any) error {
@@ -86,6 +65,19 @@ func (t *storeTx) addCounter(k string, delta int) error {
 	return t.kv.set([]byte(k), encodeU64(uint64(int64(n)+int64(delta))))
 }
 
+// getOne reads and decodes k into a new T, after the read check: the
+// whole of a Get method.
+func getOne[T any](t *storeTx, k []byte) (*T, error) {
+	if err := t.Open(); err != nil {
+		return nil, err
+	}
+	r := new(T)
+	if err := t.getJSON(k, r); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
 // listJSON decodes every value in [lower, upper) into a new T, up to limit
 // (<= 0: no limit), keeping those keep accepts (nil: all).
 func listJSON[T any](t *storeTx, lower, upper []byte, limit int, keep func(*T) bool) ([]*T, error) {
@@ -116,7 +108,7 @@ func (t *storeTx) scanKeys(lower, upper []byte, limit int) ([][]byte, error) {
 // ---- flow versions and sources ----
 
 func (t *storeTx) FlowVersionPut(v *store.FlowVersion) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if err := checkID("flow version", v.Name, v.Hash); err != nil {
@@ -153,18 +145,11 @@ func (t *storeTx) flowLatest(name string) (uint64, string, error) {
 }
 
 func (t *storeTx) FlowVersionGet(name, hash string) (*store.FlowVersion, error) {
-	if err := t.open(); err != nil {
-		return nil, err
-	}
-	v := new(store.FlowVersion)
-	if err := t.getJSON(key(pFlowVersion, name, sep, hash), v); err != nil {
-		return nil, err
-	}
-	return v, nil
+	return getOne[store.FlowVersion](t, key(pFlowVersion, name, sep, hash))
 }
 
 func (t *storeTx) FlowVersionLatest(name string) (*store.FlowVersion, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	_, hash, err := t.flowLatest(name)
@@ -175,7 +160,7 @@ func (t *storeTx) FlowVersionLatest(name string) (*store.FlowVersion, error) {
 }
 
 func (t *storeTx) FlowVersionList() ([]*store.FlowVersion, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	p := []byte(pFlowLatest)
@@ -195,7 +180,7 @@ func (t *storeTx) FlowVersionList() ([]*store.FlowVersion, error) {
 }
 
 func (t *storeTx) FlowNameList(p store.FlowNameListParams) ([]string, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	prefix := []byte(pFlowLatest)
@@ -218,7 +203,7 @@ func (t *storeTx) FlowNameList(p store.FlowNameListParams) ([]string, error) {
 // FlowVersionHistory reads every version of the name (they are keyed by
 // hash) and keeps the newest limit.
 func (t *storeTx) FlowVersionHistory(name string, limit int) ([]*store.FlowVersion, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	p := key(pFlowVersion, name, sep)
@@ -242,7 +227,7 @@ func (t *storeTx) FlowVersionHistory(name string, limit int) ([]*store.FlowVersi
 }
 
 func (t *storeTx) SourcePut(s *store.Source) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if err := checkID("source hash", s.Hash); err != nil {
@@ -252,14 +237,7 @@ func (t *storeTx) SourcePut(s *store.Source) error {
 }
 
 func (t *storeTx) SourceGet(hash string) (*store.Source, error) {
-	if err := t.open(); err != nil {
-		return nil, err
-	}
-	s := new(store.Source)
-	if err := t.getJSON(key(pSource, hash), s); err != nil {
-		return nil, err
-	}
-	return s, nil
+	return getOne[store.Source](t, key(pSource, hash))
 }
 
 // ---- runs ----
@@ -277,7 +255,7 @@ func runIndexKeys(r *store.Run) [][]byte {
 }
 
 func (t *storeTx) RunInsert(r *store.Run) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if err := checkRun(r); err != nil {
@@ -310,18 +288,11 @@ func (t *storeTx) putRun(k []byte, old, r *store.Run) error {
 }
 
 func (t *storeTx) RunGet(id string) (*store.Run, error) {
-	if err := t.open(); err != nil {
-		return nil, err
-	}
-	r := new(store.Run)
-	if err := t.getJSON(key(pRun, id), r); err != nil {
-		return nil, err
-	}
-	return r, nil
+	return getOne[store.Run](t, key(pRun, id))
 }
 
 func (t *storeTx) RunUpdate(r *store.Run) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if err := checkRun(r); err != nil {
@@ -335,7 +306,7 @@ func (t *storeTx) RunUpdate(r *store.Run) error {
 }
 
 func (t *storeTx) RunDelete(id string) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	old, err := t.RunGet(id)
@@ -354,7 +325,7 @@ func (t *storeTx) RunDelete(id string) error {
 // owner, then phase, else every run), in run id order, and checks the
 // remaining filters on each record.
 func (t *storeTx) RunList(p store.RunListParams) ([]*store.Run, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	keep := func(r *store.Run) bool {
@@ -449,7 +420,7 @@ func (t *storeTx) runListNewest(p store.RunListParams, keep func(*store.Run) boo
 // RunCount implements store.RunCounter: a keys-only walk of the phase
 // index, reading no run record.
 func (t *storeTx) RunCount(phase store.Phase) (int, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return 0, err
 	}
 	prefix := key(pRunPhase, string(phase), sep)
@@ -466,7 +437,7 @@ var _ store.RunCounter = (*storeTx)(nil)
 // ---- continuations ----
 
 func (t *storeTx) ContinuationPut(runID string, data []byte) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if err := checkID("run id", runID); err != nil {
@@ -476,7 +447,7 @@ func (t *storeTx) ContinuationPut(runID string, data []byte) error {
 }
 
 func (t *storeTx) ContinuationGet(runID string) ([]byte, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	b, err := t.kv.get(key(pCont, runID))
@@ -490,7 +461,7 @@ func (t *storeTx) ContinuationGet(runID string) ([]byte, error) {
 }
 
 func (t *storeTx) ContinuationDelete(runID string) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	return t.delExisting("continuation", key(pCont, runID))
@@ -511,31 +482,21 @@ func (t *storeTx) delExisting(what string, k []byte) error {
 // ---- dedup ----
 
 func (t *storeTx) DedupGet(owner, requestID string) (*store.Dedup, error) {
-	if err := t.open(); err != nil {
-		return nil, err
-	}
-	d := new(store.Dedup)
-	if err := t.getJSON(key(pDedup, owner, sep, requestID), d); err != nil {
-		return nil, err
-	}
-	return d, nil
+	return getOne[store.Dedup](t, key(pDedup, owner, sep, requestID))
 }
 
 func (t *storeTx) DedupPut(d *store.Dedup) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
-	if err := checkPart("owner", d.Owner); err != nil {
-		return err
-	}
-	if err := checkID("request id", d.RequestID); err != nil {
+	if err := store.CheckDedup(d); err != nil {
 		return err
 	}
 	return t.putJSON(key(pDedup, d.Owner, sep, d.RequestID), d)
 }
 
 func (t *storeTx) DedupDelete(owner, requestID string) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	return t.delExisting("dedup key", key(pDedup, owner, sep, requestID))
@@ -572,16 +533,10 @@ func (t *storeTx) dropTask(old *store.Task) error {
 }
 
 func (t *storeTx) TaskPut(tk *store.Task) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
-	if err := checkID("task id", tk.ID); err != nil {
-		return err
-	}
-	if err := checkID("task run id", tk.RunID); err != nil {
-		return err
-	}
-	if err := checkPart("wait child", tk.WaitChild); err != nil {
+	if err := store.CheckTask(tk); err != nil {
 		return err
 	}
 	old, err := t.TaskGet(tk.ID)
@@ -605,18 +560,11 @@ func (t *storeTx) TaskPut(tk *store.Task) error {
 }
 
 func (t *storeTx) TaskGet(id string) (*store.Task, error) {
-	if err := t.open(); err != nil {
-		return nil, err
-	}
-	tk := new(store.Task)
-	if err := t.getJSON(key(pTask, id), tk); err != nil {
-		return nil, err
-	}
-	return tk, nil
+	return getOne[store.Task](t, key(pTask, id))
 }
 
 func (t *storeTx) TaskDelete(id string) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	old, err := t.TaskGet(id)
@@ -633,7 +581,7 @@ func (t *storeTx) TaskDelete(id string) error {
 // entry after now: parked tasks (ReadyAt in the future) and leased tasks
 // (absent from the index) cost nothing.
 func (t *storeTx) TaskListReady(now time.Time, limit int) ([]*store.Task, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	lower := []byte(pTaskQueue)
@@ -665,7 +613,7 @@ func (t *storeTx) tasksByKeys(keys [][]byte, off int) ([]*store.Task, error) {
 }
 
 func (t *storeTx) TaskListByRun(runID string) ([]*store.Task, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	prefix := key(pTaskRun, runID, sep)
@@ -677,7 +625,7 @@ func (t *storeTx) TaskListByRun(runID string) ([]*store.Task, error) {
 }
 
 func (t *storeTx) TaskByChild(childRunID string) (*store.Task, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	prefix := key(pTaskChild, childRunID, sep)
@@ -698,7 +646,7 @@ func (t *storeTx) TaskByChild(childRunID string) (*store.Task, error) {
 // TaskCount reads two counters kept in step by TaskPut and TaskDelete, so
 // it costs two point reads however long the queue is.
 func (t *storeTx) TaskCount() (queued, leased int, err error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return 0, 0, err
 	}
 	q, err := t.counter(kTasksQueued)
@@ -715,7 +663,7 @@ func (t *storeTx) TaskCount() (queued, leased int, err error) {
 // ---- leases ----
 
 func (t *storeTx) LeasePut(l *store.Lease) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if err := checkID("lease task id", l.TaskID); err != nil {
@@ -737,18 +685,11 @@ func (t *storeTx) LeasePut(l *store.Lease) error {
 }
 
 func (t *storeTx) LeaseGet(taskID string) (*store.Lease, error) {
-	if err := t.open(); err != nil {
-		return nil, err
-	}
-	l := new(store.Lease)
-	if err := t.getJSON(key(pLease, taskID), l); err != nil {
-		return nil, err
-	}
-	return l, nil
+	return getOne[store.Lease](t, key(pLease, taskID))
 }
 
 func (t *storeTx) LeaseDelete(taskID string) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	old, err := t.LeaseGet(taskID)
@@ -762,7 +703,7 @@ func (t *storeTx) LeaseDelete(taskID string) error {
 }
 
 func (t *storeTx) LeaseListExpired(now time.Time, limit int) ([]*store.Lease, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	lower := []byte(pLeaseExp)
@@ -783,7 +724,7 @@ func (t *storeTx) LeaseListExpired(now time.Time, limit int) ([]*store.Lease, er
 }
 
 func (t *storeTx) LeaseList() ([]*store.Lease, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	p := []byte(pLease)
@@ -793,18 +734,11 @@ func (t *storeTx) LeaseList() ([]*store.Lease, error) {
 // ---- idempotency records ----
 
 func (t *storeTx) IdemGet(k string) (*store.Idem, error) {
-	if err := t.open(); err != nil {
-		return nil, err
-	}
-	r := new(store.Idem)
-	if err := t.getJSON(key(pIdem, k), r); err != nil {
-		return nil, err
-	}
-	return r, nil
+	return getOne[store.Idem](t, key(pIdem, k))
 }
 
 func (t *storeTx) IdemPut(r *store.Idem) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if err := checkID("idempotency key", r.Key); err != nil {
@@ -816,13 +750,10 @@ func (t *storeTx) IdemPut(r *store.Idem) error {
 // ---- dead letters ----
 
 func (t *storeTx) DeadLetterPut(d *store.DeadLetter) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
-	if err := checkID("dead letter task id", d.TaskID); err != nil {
-		return err
-	}
-	if err := checkPart("owner", d.Owner); err != nil {
+	if err := store.CheckDeadLetter(d); err != nil {
 		return err
 	}
 	// Replacing a task's dead letter removes the old entry from the time
@@ -856,7 +787,7 @@ func (t *storeTx) DeadLetterPut(d *store.DeadLetter) error {
 }
 
 func (t *storeTx) DeadLetterList(p store.DeadLetterListParams) ([]*store.DeadLetter, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	if p.Owner == "" {
@@ -891,7 +822,7 @@ func (t *storeTx) DeadLetterList(p store.DeadLetterListParams) ([]*store.DeadLet
 // same transaction as the event, so Seq survives restarts and a discarded
 // fn gives its numbers back.
 func (t *storeTx) EventAppend(e *store.Event) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if err := checkID("event run id", e.RunID); err != nil {
@@ -910,7 +841,7 @@ func (t *storeTx) EventAppend(e *store.Event) error {
 }
 
 func (t *storeTx) EventList(p store.EventListParams) ([]*store.Event, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	prefix := key(pEvent, p.RunID, sep)
@@ -927,7 +858,7 @@ func (t *storeTx) EventList(p store.EventListParams) ([]*store.Event, error) {
 // ---- meta ----
 
 func (t *storeTx) MetaGet(k string) ([]byte, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	b, err := t.kv.get(key(pMeta, k))
@@ -941,7 +872,7 @@ func (t *storeTx) MetaGet(k string) ([]byte, error) {
 }
 
 func (t *storeTx) MetaPut(k string, value []byte) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if k == "" {

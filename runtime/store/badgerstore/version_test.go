@@ -10,6 +10,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 
 	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/runtime/store/storetest"
 )
 
 // TestNewerRecordVersionRefused writes records whose version byte is one
@@ -17,29 +18,13 @@ import (
 // reader refuses them with an error naming the record and both versions
 // instead of decoding them by guess.
 func TestNewerRecordVersionRefused(t *testing.T) {
-	ctx := context.Background()
 	s, err := Open(t.TempDir(), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 
-	now := time.Unix(1700000000, 0).UTC()
-	err = s.Update(ctx, func(tx store.Tx) error {
-		if err := tx.RunInsert(&store.Run{ID: "run1", Flow: "f", Version: "h", Owner: "o", Phase: store.PhaseRunning, CreatedAt: now}); err != nil {
-			return err
-		}
-		if err := tx.ContinuationPut("run1", []byte(`{}`)); err != nil {
-			return err
-		}
-		if err := tx.MetaPut("k", []byte("v")); err != nil {
-			return err
-		}
-		return tx.FlowVersionPut(&store.FlowVersion{Name: "f", Hash: "h"})
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	storetest.PutVersionRecords(t, s)
 
 	// Bump the version byte of each record behind the store's back.
 	const newer = encV1 + 1
@@ -61,28 +46,7 @@ func TestNewerRecordVersionRefused(t *testing.T) {
 		}
 	}
 
-	reads := []struct {
-		record string
-		read   func(tx store.Tx) error
-	}{
-		{"Run", func(tx store.Tx) error { _, err := tx.RunGet("run1"); return err }},
-		{"Run", func(tx store.Tx) error { _, err := tx.RunList(store.RunListParams{}); return err }},
-		{"continuation", func(tx store.Tx) error { _, err := tx.ContinuationGet("run1"); return err }},
-		{"meta", func(tx store.Tx) error { _, err := tx.MetaGet("k"); return err }},
-		{"flow latest", func(tx store.Tx) error { _, err := tx.FlowVersionLatest("f"); return err }},
-		{"FlowVersion", func(tx store.Tx) error { _, err := tx.FlowVersionGet("f", "h"); return err }},
-	}
-	for _, r := range reads {
-		err := s.View(ctx, r.read)
-		if !errors.Is(err, errBadValue) {
-			t.Errorf("%s: err = %v, want errBadValue", r.record, err)
-			continue
-		}
-		want := r.record + " record has format version 2, this weir reads version 1"
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("%s: err = %q, want it to say %q", r.record, err, want)
-		}
-	}
+	storetest.CheckNewerRefused(t, s, errBadValue, storetest.VersionReads)
 }
 
 // TestNewerLayoutRefused: a data directory whose key layout is newer than

@@ -24,21 +24,18 @@ package memstore
 
 import (
 	"context"
-	"errors"
 	"maps"
 	"sync"
 
 	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/runtime/store/internal/storekit"
 )
 
 // Store is an in-memory store.Store. The zero value is not usable; call
 // New.
 type Store struct {
-	db *db
-
-	mu       sync.RWMutex // guards closed
-	closed   bool
-	inflight sync.WaitGroup // Updates and Views in progress
+	db   *db
+	gate storekit.Gate // Updates and Views in progress, and Close
 }
 
 var _ store.Store = (*Store)(nil)
@@ -113,17 +110,6 @@ func (s *Store) Capabilities() store.Capabilities {
 	return store.Capabilities{}
 }
 
-// enter registers an in-flight call, or reports that the store is closed.
-func (s *Store) enter() error {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.closed {
-		return store.ErrClosed
-	}
-	s.inflight.Add(1)
-	return nil
-}
-
 // Update runs fn alone against the committed state and applies its writes
 // if it returns nil. As with every backend, fn must be short, must not
 // block and must not call Update on the same store: Updates are
@@ -133,13 +119,10 @@ func (s *Store) enter() error {
 // once fn has run its result stands whatever ctx says. A panic in fn
 // discards its writes and propagates.
 func (s *Store) Update(ctx context.Context, fn func(tx store.Tx) error) error {
-	if err := s.enter(); err != nil {
+	if err := s.gate.Enter(ctx); err != nil {
 		return err
 	}
-	defer s.inflight.Done()
-	if err := ctx.Err(); err != nil {
-		return err
-	}
+	defer s.gate.Leave()
 	s.db.update.Lock()
 	defer s.db.update.Unlock()
 	if err := ctx.Err(); err != nil {
@@ -152,7 +135,7 @@ func (s *Store) Update(ctx context.Context, fn func(tx store.Tx) error) error {
 	// db.update, and only by commit below, so base can be read without
 	// db.mu while fn runs.
 	t := &tx{base: base, writes: map[table]map[string]*entry{}}
-	defer func() { t.done = true }()
+	defer t.End()
 	if err := fn(t); err != nil {
 		return err
 	}
@@ -186,13 +169,10 @@ func (d *db) commit(writes map[table]map[string]*entry) {
 // View runs fn on the committed state as it is when View begins, on the
 // caller's goroutine. Write methods return store.ErrReadOnly.
 func (s *Store) View(ctx context.Context, fn func(tx store.Tx) error) error {
-	if err := s.enter(); err != nil {
+	if err := s.gate.Enter(ctx); err != nil {
 		return err
 	}
-	defer s.inflight.Done()
-	if err := ctx.Err(); err != nil {
-		return err
-	}
+	defer s.gate.Leave()
 	s.db.mu.Lock()
 	snap := s.db.cur
 	snap.readers++
@@ -202,8 +182,8 @@ func (s *Store) View(ctx context.Context, fn func(tx store.Tx) error) error {
 		snap.readers--
 		s.db.mu.Unlock()
 	}()
-	t := &tx{base: snap, readOnly: true}
-	defer func() { t.done = true }()
+	t := &tx{base: snap, TxGuard: storekit.TxGuard{ReadOnly: true}}
+	defer t.End()
 	return fn(t)
 }
 
@@ -211,22 +191,11 @@ func (s *Store) View(ctx context.Context, fn func(tx store.Tx) error) error {
 // store.ErrClosed) and releases the data for Reopen. The data itself is
 // kept.
 func (s *Store) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return store.ErrClosed
+	if err := s.gate.Close(); err != nil {
+		return err
 	}
-	s.closed = true
-	s.mu.Unlock()
-
-	s.inflight.Wait()
 	s.db.mu.Lock()
 	s.db.open = false
 	s.db.mu.Unlock()
 	return nil
 }
-
-// errTxDone is returned by a Tx used after its function returned: fn must
-// not retain tx, and a retained one fails loudly instead of writing into
-// someone else's transaction.
-var errTxDone = errors.New("memstore: transaction used after its function returned")

@@ -31,11 +31,7 @@ func opener() storetest.Opener {
 			}
 		}
 		last[t] = s
-		t.Cleanup(func() {
-			if err := s.Close(); err != nil && !errors.Is(err, store.ErrClosed) {
-				t.Errorf("Close: %v", err)
-			}
-		})
+		storetest.CloseAtCleanup(t, s)
 		return s
 	}
 }
@@ -103,24 +99,6 @@ func TestViewIsASnapshot(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
-	}
-}
-
-// TestRetainedTx: a Tx used after its function returned fails instead of
-// writing into a later transaction.
-func TestRetainedTx(t *testing.T) {
-	t.Parallel()
-	s := New()
-	defer s.Close()
-	var kept store.Tx
-	if err := s.Update(context.Background(), func(tx store.Tx) error { kept = tx; return nil }); err != nil {
-		t.Fatal(err)
-	}
-	if err := kept.MetaPut("k", []byte("v")); !errors.Is(err, errTxDone) {
-		t.Fatalf("write through a retained Tx: %v, want errTxDone", err)
-	}
-	if _, err := kept.MetaGet("k"); !errors.Is(err, errTxDone) {
-		t.Fatalf("read through a retained Tx: %v, want errTxDone", err)
 	}
 }
 

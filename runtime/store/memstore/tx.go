@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/runtime/store/internal/storekit"
 )
 
 // table names one kind of record.
@@ -52,10 +53,9 @@ type latestFlow struct {
 
 // The ids every backend refuses alike (package store).
 var (
-	errBadID  = store.ErrBadID
-	checkID   = store.CheckID
-	checkPart = store.CheckPart
-	checkRun  = store.CheckRun
+	errBadID = store.ErrBadID
+	checkID  = store.CheckID
+	checkRun = store.CheckRun
 )
 
 func u64(v uint64) string {
@@ -71,32 +71,12 @@ func cohortKey(runID, node string, visit int) string {
 // tx implements store.Tx: reads look in the function's own writes first,
 // then in the committed state it started from.
 type tx struct {
-	base     *state
-	writes   map[table]map[string]*entry // nil entry: deleted; nil map: View
-	readOnly bool
-	done     bool
+	base   *state
+	writes map[table]map[string]*entry // nil entry: deleted; nil map: View
+	storekit.TxGuard
 }
 
 var _ store.Tx = (*tx)(nil)
-
-func (t *tx) open() error {
-	if t.done {
-		return errTxDone
-	}
-	return nil
-}
-
-// writable is the first check of every write method, so a write in a View
-// fails with ErrReadOnly before it reads anything.
-func (t *tx) writable() error {
-	if t.done {
-		return errTxDone
-	}
-	if t.readOnly {
-		return store.ErrReadOnly
-	}
-	return nil
-}
 
 func (t *tx) lookup(tb table, k string) (*entry, bool) {
 	if e, ok := t.writes[tb][k]; ok {
@@ -157,7 +137,7 @@ func fresh[T any](e *entry) (*T, error) {
 }
 
 func get[T any](t *tx, tb table, k string) (*T, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	e, ok := t.lookup(tb, k)
@@ -179,7 +159,7 @@ func peek[T any](t *tx, tb table, k string) (*T, bool) {
 // list returns fresh copies of the records of tb that keep accepts (nil:
 // all), ordered by less, up to limit (<= 0: no limit).
 func list[T any](t *tx, tb table, keep func(*T) bool, less func(a, b *T) int, limit int) ([]*T, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	var hits []*entry
@@ -210,7 +190,7 @@ func (t *tx) putRaw(tb table, k string, data []byte) {
 
 // getRaw returns a copy, which the caller may keep and change.
 func (t *tx) getRaw(tb table, k string) ([]byte, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	e, ok := t.lookup(tb, k)
@@ -231,7 +211,7 @@ func (t *tx) delExisting(what string, tb table, k string) error {
 
 // deleteWhere deletes every record of tb that match accepts.
 func deleteWhere[T any](t *tx, tb table, match func(*T) bool) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	var keys []string
@@ -258,7 +238,7 @@ func byTime(ta, tb time.Time, ida, idb string) int {
 // ---- flow versions and sources ----
 
 func (t *tx) FlowVersionPut(v *store.FlowVersion) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if err := checkID("flow version", v.Name, v.Hash); err != nil {
@@ -285,7 +265,7 @@ func (t *tx) FlowVersionGet(name, hash string) (*store.FlowVersion, error) {
 }
 
 func (t *tx) FlowVersionLatest(name string) (*store.FlowVersion, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	l, ok := peek[latestFlow](t, tFlowLatest, name)
@@ -296,7 +276,7 @@ func (t *tx) FlowVersionLatest(name string) (*store.FlowVersion, error) {
 }
 
 func (t *tx) FlowVersionList() ([]*store.FlowVersion, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	var names []string
@@ -314,7 +294,7 @@ func (t *tx) FlowVersionList() ([]*store.FlowVersion, error) {
 }
 
 func (t *tx) FlowNameList(p store.FlowNameListParams) ([]string, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	var names []string
@@ -344,7 +324,7 @@ func newestFirst(a, b *store.FlowVersion) int {
 }
 
 func (t *tx) SourcePut(s *store.Source) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if err := checkID("source hash", s.Hash); err != nil {
@@ -360,7 +340,7 @@ func (t *tx) SourceGet(hash string) (*store.Source, error) {
 // ---- runs ----
 
 func (t *tx) RunInsert(r *store.Run) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if err := checkRun(r); err != nil {
@@ -377,7 +357,7 @@ func (t *tx) RunGet(id string) (*store.Run, error) {
 }
 
 func (t *tx) RunUpdate(r *store.Run) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if err := checkRun(r); err != nil {
@@ -390,7 +370,7 @@ func (t *tx) RunUpdate(r *store.Run) error {
 }
 
 func (t *tx) RunDelete(id string) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	return t.delExisting("run "+id, tRun, id)
@@ -415,7 +395,7 @@ func (t *tx) RunList(p store.RunListParams) ([]*store.Run, error) {
 // ---- continuations ----
 
 func (t *tx) ContinuationPut(runID string, data []byte) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if err := checkID("run id", runID); err != nil {
@@ -430,7 +410,7 @@ func (t *tx) ContinuationGet(runID string) ([]byte, error) {
 }
 
 func (t *tx) ContinuationDelete(runID string) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	return t.delExisting("continuation", tCont, runID)
@@ -443,20 +423,17 @@ func (t *tx) DedupGet(owner, requestID string) (*store.Dedup, error) {
 }
 
 func (t *tx) DedupPut(d *store.Dedup) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
-	if err := checkPart("owner", d.Owner); err != nil {
-		return err
-	}
-	if err := checkID("request id", d.RequestID); err != nil {
+	if err := store.CheckDedup(d); err != nil {
 		return err
 	}
 	return put(t, tDedup, d.Owner+sep+d.RequestID, d)
 }
 
 func (t *tx) DedupDelete(owner, requestID string) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	return t.delExisting("dedup key", tDedup, owner+sep+requestID)
@@ -465,16 +442,10 @@ func (t *tx) DedupDelete(owner, requestID string) error {
 // ---- tasks ----
 
 func (t *tx) TaskPut(tk *store.Task) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
-	if err := checkID("task id", tk.ID); err != nil {
-		return err
-	}
-	if err := checkID("task run id", tk.RunID); err != nil {
-		return err
-	}
-	if err := checkPart("wait child", tk.WaitChild); err != nil {
+	if err := store.CheckTask(tk); err != nil {
 		return err
 	}
 	return put(t, tTask, tk.ID, tk)
@@ -485,7 +456,7 @@ func (t *tx) TaskGet(id string) (*store.Task, error) {
 }
 
 func (t *tx) TaskDelete(id string) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	return t.delExisting("task "+id, tTask, id)
@@ -520,7 +491,7 @@ func (t *tx) TaskByChild(childRunID string) (*store.Task, error) {
 }
 
 func (t *tx) TaskCount() (queued, leased int, err error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return 0, 0, err
 	}
 	t.each(tTask, func(_ string, e *entry) {
@@ -536,7 +507,7 @@ func (t *tx) TaskCount() (queued, leased int, err error) {
 // ---- leases ----
 
 func (t *tx) LeasePut(l *store.Lease) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if err := checkID("lease task id", l.TaskID); err != nil {
@@ -550,7 +521,7 @@ func (t *tx) LeaseGet(taskID string) (*store.Lease, error) {
 }
 
 func (t *tx) LeaseDelete(taskID string) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	return t.delExisting("lease of "+taskID, tLease, taskID)
@@ -573,7 +544,7 @@ func (t *tx) IdemGet(k string) (*store.Idem, error) {
 }
 
 func (t *tx) IdemPut(r *store.Idem) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if err := checkID("idempotency key", r.Key); err != nil {
@@ -585,13 +556,10 @@ func (t *tx) IdemPut(r *store.Idem) error {
 // ---- dead letters ----
 
 func (t *tx) DeadLetterPut(d *store.DeadLetter) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
-	if err := checkID("dead letter task id", d.TaskID); err != nil {
-		return err
-	}
-	if err := checkPart("owner", d.Owner); err != nil {
+	if err := store.CheckDeadLetter(d); err != nil {
 		return err
 	}
 	return put(t, tDead, d.TaskID, d)
@@ -606,7 +574,7 @@ func (t *tx) DeadLetterList(p store.DeadLetterListParams) ([]*store.DeadLetter, 
 // ---- events ----
 
 func (t *tx) EventAppend(e *store.Event) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if err := checkID("event run id", e.RunID); err != nil {
@@ -633,7 +601,7 @@ func (t *tx) EventList(p store.EventListParams) ([]*store.Event, error) {
 // ---- cohorts ----
 
 func (t *tx) CohortPut(c *store.Cohort) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if err := checkID("cohort run/node", c.RunID, c.Node); err != nil {
@@ -647,14 +615,11 @@ func (t *tx) CohortGet(runID, node string, visit int) (*store.Cohort, error) {
 }
 
 func (t *tx) CohortItemPut(it *store.CohortItem) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
-	if err := checkID("cohort item run/node", it.RunID, it.Node); err != nil {
+	if err := store.CheckCohortItem(it); err != nil {
 		return err
-	}
-	if it.Index < 0 {
-		return fmt.Errorf("cohort item index %d: must not be negative", it.Index)
 	}
 	return put(t, tItem, cohortKey(it.RunID, it.Node, it.Visit)+u64(uint64(it.Index)), it)
 }
@@ -671,14 +636,11 @@ func (t *tx) CohortItemList(runID, node string, visit int) ([]*store.CohortItem,
 // ---- agent turns ----
 
 func (t *tx) AgentTurnPut(at *store.AgentTurn) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
-	if err := checkID("agent turn run/node", at.RunID, at.Node); err != nil {
+	if err := store.CheckAgentTurn(at); err != nil {
 		return err
-	}
-	if at.Turn < 1 {
-		return fmt.Errorf("agent turn %d: turns are numbered from 1", at.Turn)
 	}
 	return put(t, tTurn, cohortKey(at.RunID, at.Node, at.Visit)+u64(uint64(at.Turn)), at)
 }
@@ -725,7 +687,7 @@ func (t *tx) MetaGet(k string) ([]byte, error) {
 }
 
 func (t *tx) MetaPut(k string, value []byte) error {
-	if err := t.writable(); err != nil {
+	if err := t.Writable(); err != nil {
 		return err
 	}
 	if k == "" {

@@ -254,42 +254,6 @@ func TestEventOrderManyWriters(t *testing.T) {
 	}
 }
 
-// TestRunCount: the count on the phase index is what RunList finds.
-func TestRunCount(t *testing.T) {
-	t.Parallel()
-	s := openStore(t, Options{})
-	phases := []store.Phase{store.PhaseQueued, store.PhaseQueued, store.PhaseRunning, store.PhaseWaiting, store.PhaseCompleted}
-	if err := s.Update(ctx, func(tx store.Tx) error {
-		for i, p := range phases {
-			if err := tx.RunInsert(&store.Run{ID: fmt.Sprintf("r%d", i), Owner: "o", Phase: p}); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	err := s.View(ctx, func(tx store.Tx) error {
-		for _, p := range []store.Phase{store.PhaseQueued, store.PhaseRunning, store.PhaseWaiting, store.PhaseCompleting, store.PhaseCompleted} {
-			runs, err := tx.RunList(store.RunListParams{Phase: p})
-			if err != nil {
-				return err
-			}
-			n, err := tx.(store.RunCounter).RunCount(p)
-			if err != nil {
-				return err
-			}
-			if n != len(runs) {
-				return fmt.Errorf("RunCount(%s) = %d, RunList finds %d", p, n, len(runs))
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestSharedAndUnsharedExclude: shared stores open together, but never
 // beside an unshared one, in either order.
 func TestSharedAndUnsharedExclude(t *testing.T) {

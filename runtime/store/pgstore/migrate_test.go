@@ -14,6 +14,7 @@ import (
 
 	"github.com/weirhq/weir/internal/testutil/pgtest"
 	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/runtime/store/storetest"
 	"github.com/weirhq/weir/runtime/store/storeurl"
 )
 
@@ -232,31 +233,9 @@ func TestNewerRecordVersionRefused(t *testing.T) {
 	t.Parallel()
 	u := pgtest.Schema(t)
 	s := openURL(t, u, Options{})
-	err := s.Update(ctx, func(tx store.Tx) error {
-		if err := tx.RunInsert(&store.Run{ID: "run1", Flow: "f", Version: "h", Owner: "o", Phase: store.PhaseRunning}); err != nil {
-			return err
-		}
-		return tx.ContinuationPut("run1", []byte(`{}`))
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	storetest.PutVersionRecords(t, s)
 	pgtest.Exec(t, u, `UPDATE runs SET v = v + 1; UPDATE continuations SET v = v + 1`)
-	reads := []struct {
-		record string
-		read   func(tx store.Tx) error
-	}{
-		{"Run", func(tx store.Tx) error { _, err := tx.RunGet("run1"); return err }},
-		{"Run", func(tx store.Tx) error { _, err := tx.RunList(store.RunListParams{}); return err }},
-		{"continuation", func(tx store.Tx) error { _, err := tx.ContinuationGet("run1"); return err }},
-	}
-	for _, r := range reads {
-		err := s.View(ctx, r.read)
-		want := r.record + " record has format version 2, this weir reads version 1"
-		if !errors.Is(err, errBadVersion) || !strings.Contains(err.Error(), want) {
-			t.Errorf("%s: err = %v, want %v saying %q", r.record, err, errBadVersion, want)
-		}
-	}
+	storetest.CheckNewerRefused(t, s, errBadVersion, storetest.RunReads)
 }
 
 // TestMigrationsDeclareCompat: every migration from declaredFrom on says

@@ -28,7 +28,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/url"
-	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -40,6 +39,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/runtime/store/internal/storekit"
 	"github.com/weirhq/weir/runtime/store/storeurl"
 )
 
@@ -122,21 +122,11 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.Logger == nil {
-		o.Logger = hclog.NewNullLogger()
-	}
-	if o.MaxBatch <= 0 {
-		o.MaxBatch = DefaultMaxBatch
-	}
-	if o.MaxConns <= 0 {
-		o.MaxConns = DefaultMaxConns
-	}
-	if o.LockWait <= 0 {
-		o.LockWait = DefaultLockWait
-	}
-	if o.LockCheck <= 0 {
-		o.LockCheck = DefaultLockCheck
-	}
+	storekit.DefaultLogger(&o.Logger)
+	storekit.Default(&o.MaxBatch, DefaultMaxBatch)
+	storekit.Default(&o.MaxConns, DefaultMaxConns)
+	storekit.Default(&o.LockWait, DefaultLockWait)
+	storekit.Default(&o.LockCheck, DefaultLockCheck)
 	o.MaxConns = max(o.MaxConns, 2)
 	return o
 }
@@ -157,11 +147,10 @@ type Store struct {
 	quit chan struct{}
 	done chan struct{}
 
-	// mu and inflight let Close wait for every Update and View that got
-	// past the closed check, so the pool is never closed under one.
-	mu       sync.RWMutex
-	closed   bool
-	inflight sync.WaitGroup
+	// gate lets Close wait for every Update and View that got past the
+	// closed check, so the pool is never closed under one; once the lock
+	// is lost it refuses them all (lostErr).
+	gate storekit.Gate
 
 	commits   atomic.Uint64
 	updates   atomic.Uint64
@@ -240,6 +229,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 	}
 	s := &Store{pool: pool, opts: opts, lock: lock, quit: make(chan struct{}), done: make(chan struct{}), rawURL: rawURL,
 		lostCh: make(chan struct{}), watchDone: make(chan struct{})}
+	s.gate.Refused = s.lostErr
 	go s.watchLock()
 	if opts.Shared {
 		s.wakes = make(chan store.Wake, wakeBuffer)
@@ -321,39 +311,21 @@ func (s *Store) Capabilities() store.Capabilities {
 	return store.Capabilities{GroupCommit: s.reqs != nil, Shared: s.opts.Shared}
 }
 
-// enter registers an in-flight call, or reports that the store is closed.
-func (s *Store) enter() error {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.closed {
-		return store.ErrClosed
-	}
+// lostErr is the error every call gets once the lock is lost, or nil.
+func (s *Store) lostErr() error {
 	if err := s.lost.Load(); err != nil {
 		return *err
 	}
-	s.inflight.Add(1)
 	return nil
 }
 
-// request is one Update waiting for its transaction.
-type request struct {
-	ctx      context.Context
-	fn       func(store.Tx) error
-	res      chan error // buffered: the committer never blocks on a caller
-	panicked any        // set before res is sent when fn panicked
-	failed   error      // fn's own error in the last attempt
-}
+// request is one Update waiting for its transaction; its Failed is fn's
+// own error in the last attempt.
+type request = storekit.Request
 
 // PanicError carries a panic raised by an Update function on the
 // committer goroutine back to the caller, which panics with it.
-type PanicError struct {
-	Value any
-	Stack []byte
-}
-
-func (p *PanicError) Error() string {
-	return fmt.Sprintf("pgstore: Update function panicked: %v\n%s", p.Value, p.Stack)
-}
+type PanicError = storekit.PanicError
 
 // Update runs fn in a SERIALIZABLE transaction and returns once it is
 // committed (or fn failed). With group commit fn runs on the committer
@@ -366,28 +338,17 @@ func (p *PanicError) Error() string {
 // write that may yet become durable. A panic in fn is re-raised in the
 // caller's goroutine.
 func (s *Store) Update(ctx context.Context, fn func(tx store.Tx) error) error {
-	if err := s.enter(); err != nil {
+	if err := s.gate.Enter(ctx); err != nil {
 		return err
 	}
-	defer s.inflight.Done()
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	r := &request{ctx: ctx, fn: fn, res: make(chan error, 1)}
+	defer s.gate.Leave()
+	r := storekit.NewRequest(ctx, fn)
 	if s.reqs == nil {
 		s.run([]*request{r})
-	} else {
-		select {
-		case s.reqs <- r:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	} else if err := r.Submit(s.reqs); err != nil {
+		return err
 	}
-	err := <-r.res
-	if r.panicked != nil {
-		panic(r.panicked)
-	}
-	return err
+	return r.Wait()
 }
 
 // commitLoop takes a request, adds those already queued behind it (up to
@@ -425,8 +386,8 @@ func (s *Store) run(reqs []*request) {
 	for attempt := 0; ; attempt++ {
 		live := reqs[:0:0]
 		for _, r := range reqs {
-			if err := r.ctx.Err(); err != nil {
-				r.res <- err // fn's writes of any earlier attempt were rolled back
+			if err := r.Ctx.Err(); err != nil {
+				r.Res <- err // fn's writes of any earlier attempt were rolled back
 				continue
 			}
 			live = append(live, r)
@@ -437,16 +398,16 @@ func (s *Store) run(reqs []*request) {
 		}
 		err := s.attempt(reqs)
 		if err == nil {
-			if slices.ContainsFunc(reqs, func(r *request) bool { return r.failed == nil }) {
+			if slices.ContainsFunc(reqs, func(r *request) bool { return r.Failed == nil }) {
 				s.commits.Add(1)
 			}
 			for _, r := range reqs {
-				if r.failed != nil {
-					r.res <- r.failed
+				if r.Failed != nil {
+					r.Res <- r.Failed
 					continue
 				}
 				s.updates.Add(1)
-				r.res <- nil
+				r.Res <- nil
 			}
 			return
 		}
@@ -462,7 +423,7 @@ func (s *Store) run(reqs []*request) {
 			err = fmt.Errorf("pgstore: still conflicting after %d tries: %w", attempt+1, err)
 		}
 		for _, r := range reqs {
-			r.res <- err
+			r.Res <- err
 		}
 		return
 	}
@@ -498,10 +459,10 @@ func (s *Store) attempt(reqs []*request) error {
 		}
 	}
 	for i, r := range reqs {
-		r.failed, r.panicked = nil, nil
+		r.Failed, r.Panicked = nil, nil
 		t := &storeTx{q: tx, ctx: ctx, shared: s.opts.Shared, orderEvents: s.opts.Shared || s.reqs == nil}
-		ferr := callFn(r, t)
-		t.done = true
+		ferr := r.Call(t)
+		t.End()
 		last := i == len(reqs)-1
 		if ferr == nil && t.sticky() == nil {
 			t.queueWakes()
@@ -523,10 +484,10 @@ func (s *Store) attempt(reqs []*request) error {
 		}
 		switch {
 		case ferr != nil && !grouped:
-			r.failed = ferr
+			r.Failed = ferr
 			return nil // nothing to commit; the deferred rollback ends it
 		case ferr != nil:
-			r.failed = ferr
+			r.Failed = ferr
 			// The savepoint fn is the one this function ran behind,
 			// even when the flush that would release it failed first.
 			if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT fn"); err != nil {
@@ -540,18 +501,6 @@ func (s *Store) attempt(reqs []*request) error {
 	return nil
 }
 
-// callFn runs r.fn, turning a panic into a *PanicError the caller
-// re-raises.
-func callFn(r *request, t *storeTx) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			pe := &PanicError{Value: p, Stack: debug.Stack()}
-			r.panicked, err = pe, pe
-		}
-	}()
-	return r.fn(t)
-}
-
 // isConflict reports a serialization failure or a deadlock: PostgreSQL
 // rolled the transaction back and running it again may succeed.
 func isConflict(err error) bool {
@@ -562,13 +511,10 @@ func isConflict(err error) bool {
 // View runs fn in a REPEATABLE READ, READ ONLY transaction: one snapshot
 // of the committed state, on the caller's goroutine.
 func (s *Store) View(ctx context.Context, fn func(tx store.Tx) error) error {
-	if err := s.enter(); err != nil {
+	if err := s.gate.Enter(ctx); err != nil {
 		return err
 	}
-	defer s.inflight.Done()
-	if err := ctx.Err(); err != nil {
-		return err
-	}
+	defer s.gate.Leave()
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("pgstore: %w", err)
@@ -579,22 +525,17 @@ func (s *Store) View(ctx context.Context, fn func(tx store.Tx) error) error {
 		return fmt.Errorf("pgstore: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	t := &storeTx{q: tx, ctx: ctx, readOnly: true}
-	defer func() { t.done = true }()
+	t := &storeTx{q: tx, ctx: ctx, TxGuard: storekit.TxGuard{ReadOnly: true}}
+	defer t.End()
 	return fn(t)
 }
 
 // Close waits for in-flight Updates and Views to finish (later ones get
 // store.ErrClosed), stops the committer and closes the pool.
 func (s *Store) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return store.ErrClosed
+	if err := s.gate.Close(); err != nil {
+		return err
 	}
-	s.closed = true
-	s.mu.Unlock()
-	s.inflight.Wait()
 	close(s.quit)
 	<-s.done
 	<-s.watchDone

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,19 +20,16 @@ func TestMain(m *testing.M) {
 	testutil.Main(m)
 }
 
+// first is the assertion of Update functions, as in storetest.
+var first = storetest.First
+
 var ctx = context.Background()
 
 // opener opens a store per test in a schema of its own, kept per test so
 // that a second open after Close finds the same data (storetest.Opener).
 func opener(opts Options) storetest.Opener {
-	var schemas sync.Map
-	return func(t *testing.T) store.Store {
-		u, ok := schemas.Load(t)
-		if !ok {
-			u, _ = schemas.LoadOrStore(t, pgtest.Schema(t))
-		}
-		return openURL(t, u.(string), opts)
-	}
+	return storetest.PerTest(func(t *testing.T) string { return pgtest.Schema(t) },
+		func(_ *testing.T, u string) (store.Store, error) { return Open(ctx, u, opts) })
 }
 
 func openURL(t testing.TB, u string, opts Options) *Store {
@@ -43,11 +38,7 @@ func openURL(t testing.TB, u string, opts Options) *Store {
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil && !errors.Is(err, store.ErrClosed) {
-			t.Errorf("Close: %v", err)
-		}
-	})
+	storetest.CloseAtCleanup(t, s)
 	return s
 }
 
@@ -71,62 +62,11 @@ func openStore(t *testing.T, opts Options) *Store {
 	return openURL(t, pgtest.Schema(t), opts)
 }
 
-// stall occupies the committer with a function that waits for release, so
-// the test can queue requests behind it and know they form one group.
-func stall(t *testing.T, s *Store) (release func()) {
-	t.Helper()
-	started, ch := make(chan struct{}), make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		done <- s.Update(ctx, func(tx store.Tx) error {
-			select {
-			case <-started:
-			default:
-				close(started)
-			}
-			<-ch
-			return nil
-		})
-	}()
-	<-started
-	var once sync.Once
-	release = func() {
-		once.Do(func() {
-			close(ch)
-			if err := <-done; err != nil {
-				t.Errorf("stalling Update: %v", err)
-			}
-		})
-	}
-	t.Cleanup(release)
-	return release
-}
-
-// waitQueued waits until n requests wait for the committer.
+// waitQueued waits until n Updates queue behind a stalled committer
+// (storetest.Stall), so that they form one group.
 func waitQueued(t *testing.T, s *Store, n int) {
 	t.Helper()
-	testutil.Eventually(t, 30*time.Second, func() error {
-		if q := len(s.reqs); q < n {
-			return fmt.Errorf("%d requests queued, want %d", q, n)
-		}
-		return nil
-	})
-}
-
-func first(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func checkNotFound(err error) error {
-	if !errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("got %v, want ErrNotFound", err)
-	}
-	return nil
+	storetest.WaitQueued(t, func() int { return len(s.reqs) }, n)
 }
 
 // TestGroupCommitAndTooLarge queues functions behind a stalled committer
@@ -137,16 +77,11 @@ func checkNotFound(err error) error {
 func TestGroupCommitAndTooLarge(t *testing.T) {
 	t.Parallel()
 	s := openStore(t, Options{})
-	release := stall(t, s)
+	release := storetest.Stall(t, s)
 	before := s.Stats()
 	const n = 20
 	value := []byte(strings.Repeat("x", 100<<10))
-	errs := make(chan error, n)
-	for i := range n {
-		go func() {
-			errs <- s.Update(ctx, func(tx store.Tx) error { return tx.ContinuationPut(fmt.Sprint("r", i), value) })
-		}()
-	}
+	wait := storetest.PutContinuations(t, s, n, value)
 	big := func(ignore bool) func(tx store.Tx) error {
 		return func(tx store.Tx) error {
 			for i := range 30 { // 3 MB
@@ -162,11 +97,7 @@ func TestGroupCommitAndTooLarge(t *testing.T) {
 	go func() { ignored <- s.Update(ctx, big(true)) }()
 	waitQueued(t, s, n+2)
 	release()
-	for range n {
-		if err := <-errs; err != nil {
-			t.Fatalf("Update: %v", err)
-		}
-	}
+	wait()
 	for _, ch := range []chan error{tooBig, ignored} {
 		if err := <-ch; !errors.Is(err, store.ErrTooLarge) {
 			t.Fatalf("Update over MaxUpdateBytes: %v, want store.ErrTooLarge", err)
@@ -177,26 +108,7 @@ func TestGroupCommitAndTooLarge(t *testing.T) {
 	if c, u := after.Commits-before.Commits, after.Updates-before.Updates; c != 2 || u != n+1 {
 		t.Fatalf("%d commits of %d updates, want 2 of %d (the stall's, then one group)", c, u, n+1)
 	}
-	err := s.View(ctx, func(tx store.Tx) error {
-		for i := range n {
-			c, err := tx.ContinuationGet(fmt.Sprint("r", i))
-			if err != nil || len(c) != len(value) {
-				return fmt.Errorf("r%d: %d bytes, %v", i, len(c), err)
-			}
-		}
-		_, err := tx.ContinuationGet("big0")
-		return checkNotFound(err)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-func check(ok bool, format string, args ...any) error {
-	if ok {
-		return nil
-	}
-	return fmt.Errorf(format, args...)
+	storetest.CheckContinuations(t, s, n, value)
 }
 
 // TestTwoStoresOneSchema increments one counter from two stores on the
@@ -207,94 +119,8 @@ func TestTwoStoresOneSchema(t *testing.T) {
 	t.Parallel()
 	u := pgtest.Schema(t)
 	stores := []*Store{openURL(t, u, Options{Shared: true}), openURL(t, u, Options{Shared: true})}
-	const goroutines, each = 16, 20
-	var wg sync.WaitGroup
-	errs := make(chan error, goroutines)
-	for g := range goroutines {
-		s := stores[g%2]
-		wg.Go(func() {
-			for range each {
-				err := s.Update(ctx, func(tx store.Tx) error {
-					n := 0
-					b, err := tx.MetaGet("n")
-					switch {
-					case err == nil:
-						if n, err = strconv.Atoi(string(b)); err != nil {
-							return err
-						}
-					case !errors.Is(err, store.ErrNotFound):
-						return err
-					}
-					return tx.MetaPut("n", strconv.AppendInt(nil, int64(n+1), 10))
-				})
-				if err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	err := stores[0].View(ctx, func(tx store.Tx) error {
-		b, err := tx.MetaGet("n")
-		return first(err, check(string(b) == fmt.Sprint(goroutines*each), "counter %s, want %d", b, goroutines*each))
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	storetest.IncrementConcurrently(t, []store.Store{stores[0], stores[1]}, 16, 20)
 	t.Logf("conflicts retried: %d and %d", stores[0].Stats().Conflicts, stores[1].Stats().Conflicts)
-}
-
-func TestPanicReachesCaller(t *testing.T) {
-	t.Parallel()
-	for _, opts := range []Options{{}, {MaxBatch: 1}} {
-		s := openStore(t, opts)
-		func() {
-			defer func() {
-				p := recover()
-				if pe, ok := p.(*PanicError); ok && pe.Value == "kaboom" {
-					return
-				}
-				if p != "kaboom" {
-					t.Fatalf("recovered %v, want the function's panic", p)
-				}
-			}()
-			_ = s.Update(ctx, func(tx store.Tx) error {
-				_ = tx.MetaPut("k", []byte("v"))
-				panic("kaboom")
-			})
-			t.Fatal("Update returned after its function panicked")
-		}()
-		err := s.Update(ctx, func(tx store.Tx) error {
-			_, err := tx.MetaGet("k")
-			return first(checkNotFound(err), tx.MetaPut("k2", nil))
-		})
-		if err != nil {
-			t.Fatalf("MaxBatch %d: Update after a panic: %v", opts.MaxBatch, err)
-		}
-	}
-}
-
-func TestRetainedTxFails(t *testing.T) {
-	t.Parallel()
-	s := openStore(t, Options{})
-	var kept store.Tx
-	if err := s.Update(ctx, func(tx store.Tx) error { kept = tx; return nil }); err != nil {
-		t.Fatal(err)
-	}
-	if err := kept.MetaPut("k", []byte("v")); !errors.Is(err, errTxDone) {
-		t.Fatalf("write through a retained Update tx: %v", err)
-	}
-	if err := s.View(ctx, func(tx store.Tx) error { kept = tx; return nil }); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kept.RunGet("r"); !errors.Is(err, errTxDone) {
-		t.Fatalf("read through a retained View tx: %v", err)
-	}
 }
 
 // TestSecondOpenLocked: without Shared, a second store on a schema in use

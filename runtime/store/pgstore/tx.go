@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/runtime/store/internal/storekit"
 )
 
 // recordV1 is the format version of the records written today, kept in
@@ -21,8 +22,6 @@ import (
 const recordV1 = 1
 
 var (
-	// errTxDone is returned by a Tx used after its fn returned.
-	errTxDone = errors.New("pgstore: transaction used after its function returned")
 	// errBadVersion: a row holds a record format this weir does not know.
 	errBadVersion = errors.New("pgstore: record has an unknown format version")
 )
@@ -50,11 +49,10 @@ type querier interface {
 // function ends: a step's writes cost one round trip, not one each. Their
 // failure is a database failure, which fails the function all the same.
 type storeTx struct {
-	q        querier
-	ctx      context.Context
-	readOnly bool
-	done     bool
-	batch    *pgx.Batch // queued writes not sent yet
+	q     querier
+	ctx   context.Context
+	batch *pgx.Batch // queued writes not sent yet
+	storekit.TxGuard
 
 	dbErr    error // the first statement error
 	tooLarge error // set when the writes passed MaxUpdateBytes
@@ -102,21 +100,11 @@ func (t *storeTx) sticky() error {
 	return t.tooLarge
 }
 
-func (t *storeTx) open() error {
-	if t.done {
-		return errTxDone
-	}
-	return nil
-}
-
-// writable is the first check of every write method, so a write in a View
-// fails with ErrReadOnly before it reads anything.
+// writable is the first check of every write method: the guard's, then
+// the refusal of a function that already wrote too much.
 func (t *storeTx) writable() error {
-	if t.done {
-		return errTxDone
-	}
-	if t.readOnly {
-		return store.ErrReadOnly
+	if err := t.Writable(); err != nil {
+		return err
 	}
 	return t.tooLarge
 }
@@ -214,19 +202,28 @@ func text(ss ...string) bool {
 
 func notFound(what string) error { return fmt.Errorf("%s: %w", what, store.ErrNotFound) }
 
-// putRecord encodes rec, charges it to the Update under key (the bytes
-// one Update may write, MaxUpdateBytes) and queues sql with args and then
-// the record's version and data as its last two parameters.
+// putRecord queues sql with args and then the version and data of rec
+// (encodeCharged) as its last two parameters.
 func (t *storeTx) putRecord(key string, rec any, sql string, args ...any) error {
-	data, err := encode(rec)
+	data, err := t.encodeCharged(key, rec)
 	if err != nil {
-		return err
-	}
-	if err := t.charge(key, len(data)); err != nil {
 		return err
 	}
 	t.put(sql, append(args, recordV1, data)...)
 	return nil
+}
+
+// encodeCharged encodes rec and charges it to the Update under key (the
+// bytes one Update may write, MaxUpdateBytes).
+func (t *storeTx) encodeCharged(key string, rec any) ([]byte, error) {
+	data, err := encode(rec)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.charge(key, len(data)); err != nil {
+		return nil, err
+	}
+	return data, nil
 }
 
 func encode(v any) ([]byte, error) {
@@ -282,7 +279,7 @@ func (t *storeTx) getRecord(dst any, sql string, args ...any) error {
 // ErrNotFound when there is none, or when a key cannot be stored text
 // (no record can have it).
 func getOne[T any](t *storeTx, keys []string, sql string, args ...any) (*T, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	if !text(keys...) {
@@ -295,8 +292,12 @@ func getOne[T any](t *storeTx, keys []string, sql string, args ...any) (*T, erro
 	return r, nil
 }
 
-// listRecords decodes every row (v, data) a query returns into a new T.
+// listRecords decodes every row (v, data) a query returns into a new T,
+// after the read check (a List method may call it alone).
 func listRecords[T any](t *storeTx, sql string, args ...any) ([]*T, error) {
+	if err := t.Open(); err != nil {
+		return nil, err
+	}
 	rows, err := t.query(sql, args...)
 	if err != nil {
 		return nil, t.fail(err)
@@ -365,11 +366,8 @@ func (t *storeTx) FlowVersionPut(v *store.FlowVersion) error {
 	if v.Seq == 0 {
 		v.Seq = uint64(latest) + 1
 	}
-	data, err := encode(v)
+	data, err := t.encodeCharged("fv\x00"+v.Name+"\x00"+v.Hash, v)
 	if err != nil {
-		return err
-	}
-	if err := t.charge("fv\x00"+v.Name+"\x00"+v.Hash, len(data)); err != nil {
 		return err
 	}
 	t.put(`INSERT INTO flow_versions (name, hash, seq, v, data) VALUES ($1, $2, $3, $4, $5)
@@ -392,15 +390,12 @@ func (t *storeTx) FlowVersionLatest(name string) (*store.FlowVersion, error) {
 }
 
 func (t *storeTx) FlowVersionList() ([]*store.FlowVersion, error) {
-	if err := t.open(); err != nil {
-		return nil, err
-	}
 	return listRecords[store.FlowVersion](t, `SELECT fv.v, fv.data FROM flow_latest l
 		JOIN flow_versions fv ON fv.name = l.name AND fv.hash = l.hash ORDER BY l.name`)
 }
 
 func (t *storeTx) FlowNameList(p store.FlowNameListParams) ([]string, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	if !text(p.After) {
@@ -430,7 +425,7 @@ func (t *storeTx) FlowNameList(p store.FlowNameListParams) ([]string, error) {
 }
 
 func (t *storeTx) FlowVersionHistory(name string, limit int) ([]*store.FlowVersion, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	if !text(name) {
@@ -468,22 +463,27 @@ func finishedNanos(r *store.Run) *int64 {
 	return &n
 }
 
-func (t *storeTx) RunInsert(r *store.Run) error {
+// writeRun is the write of r by RunInsert and RunUpdate: the write check,
+// r's ids, its bytes charged, then sql with r's columns as $1 to $9 (id,
+// owner, phase, parent_run_id, finished_ns, v, data, created_ns, flow). It
+// returns the rows sql wrote.
+func (t *storeTx) writeRun(r *store.Run, sql string) (int64, error) {
 	if err := t.writable(); err != nil {
-		return err
+		return 0, err
 	}
 	if err := store.CheckRun(r); err != nil {
-		return err
+		return 0, err
 	}
-	data, err := encode(r)
+	data, err := t.encodeCharged("r\x00"+r.ID, r)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if err := t.charge("r\x00"+r.ID, len(data)); err != nil {
-		return err
-	}
-	n, err := t.exec(`INSERT INTO runs (id, owner, phase, parent_run_id, finished_ns, v, data, created_ns, flow) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-		ON CONFLICT (id) DO NOTHING`, r.ID, r.Owner, string(r.Phase), r.ParentRunID, finishedNanos(r), recordV1, data, nanos(r.CreatedAt), r.Flow)
+	return t.exec(sql, r.ID, r.Owner, string(r.Phase), r.ParentRunID, finishedNanos(r), recordV1, data, nanos(r.CreatedAt), r.Flow)
+}
+
+func (t *storeTx) RunInsert(r *store.Run) error {
+	n, err := t.writeRun(r, `INSERT INTO runs (id, owner, phase, parent_run_id, finished_ns, v, data, created_ns, flow) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+		ON CONFLICT (id) DO NOTHING`)
 	if err != nil {
 		return err
 	}
@@ -498,21 +498,7 @@ func (t *storeTx) RunGet(id string) (*store.Run, error) {
 }
 
 func (t *storeTx) RunUpdate(r *store.Run) error {
-	if err := t.writable(); err != nil {
-		return err
-	}
-	if err := store.CheckRun(r); err != nil {
-		return err
-	}
-	data, err := encode(r)
-	if err != nil {
-		return err
-	}
-	if err := t.charge("r\x00"+r.ID, len(data)); err != nil {
-		return err
-	}
-	n, err := t.exec(`UPDATE runs SET owner = $2, phase = $3, parent_run_id = $4, finished_ns = $5, v = $6, data = $7, created_ns = $8, flow = $9 WHERE id = $1`,
-		r.ID, r.Owner, string(r.Phase), r.ParentRunID, finishedNanos(r), recordV1, data, nanos(r.CreatedAt), r.Flow)
+	n, err := t.writeRun(r, `UPDATE runs SET owner = $2, phase = $3, parent_run_id = $4, finished_ns = $5, v = $6, data = $7, created_ns = $8, flow = $9 WHERE id = $1`)
 	if err != nil {
 		return err
 	}
@@ -526,15 +512,15 @@ func (t *storeTx) RunUpdate(r *store.Run) error {
 }
 
 func (t *storeTx) RunDelete(id string) error {
-	if err := t.writable(); err != nil {
-		return err
-	}
 	return t.deleteOne("run "+id, `DELETE FROM runs WHERE id = $1`, id)
 }
 
-// deleteOne runs a DELETE of one record and returns ErrNotFound when it
-// deleted nothing.
+// deleteOne is a Delete method: the write check, then a DELETE of one
+// record, returning ErrNotFound when it deleted nothing.
 func (t *storeTx) deleteOne(what, sql string, args ...any) error {
+	if err := t.writable(); err != nil {
+		return err
+	}
 	for _, a := range args {
 		if s, ok := a.(string); ok && !text(s) {
 			return notFound(what)
@@ -554,7 +540,7 @@ func (t *storeTx) deleteOne(what, sql string, args ...any) error {
 // the most selective filter (parent, owner or phase) in id order, or the
 // owner's runs_owner_created index newest first.
 func (t *storeTx) RunList(p store.RunListParams) ([]*store.Run, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	if !text(p.Owner, string(p.Phase), p.ParentRunID, p.Flow) {
@@ -627,7 +613,7 @@ func (t *storeTx) ContinuationPut(runID string, data []byte) error {
 }
 
 func (t *storeTx) ContinuationGet(runID string) ([]byte, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	if !text(runID) {
@@ -649,9 +635,6 @@ func (t *storeTx) ContinuationGet(runID string) ([]byte, error) {
 }
 
 func (t *storeTx) ContinuationDelete(runID string) error {
-	if err := t.writable(); err != nil {
-		return err
-	}
 	return t.deleteOne("continuation", `DELETE FROM continuations WHERE run_id = $1`, runID)
 }
 
@@ -665,10 +648,7 @@ func (t *storeTx) DedupPut(d *store.Dedup) error {
 	if err := t.writable(); err != nil {
 		return err
 	}
-	if err := store.CheckPart("owner", d.Owner); err != nil {
-		return err
-	}
-	if err := store.CheckID("request id", d.RequestID); err != nil {
+	if err := store.CheckDedup(d); err != nil {
 		return err
 	}
 	return t.putRecord("d\x00"+d.Owner+"\x00"+d.RequestID, d, `INSERT INTO dedup (owner, request_id, v, data) VALUES ($1, $2, $3, $4)
@@ -676,9 +656,6 @@ func (t *storeTx) DedupPut(d *store.Dedup) error {
 }
 
 func (t *storeTx) DedupDelete(owner, requestID string) error {
-	if err := t.writable(); err != nil {
-		return err
-	}
 	return t.deleteOne("dedup key", `DELETE FROM dedup WHERE owner = $1 AND request_id = $2`, owner, requestID)
 }
 
@@ -688,20 +665,11 @@ func (t *storeTx) TaskPut(tk *store.Task) error {
 	if err := t.writable(); err != nil {
 		return err
 	}
-	if err := store.CheckID("task id", tk.ID); err != nil {
+	if err := store.CheckTask(tk); err != nil {
 		return err
 	}
-	if err := store.CheckID("task run id", tk.RunID); err != nil {
-		return err
-	}
-	if err := store.CheckPart("wait child", tk.WaitChild); err != nil {
-		return err
-	}
-	data, err := encode(tk)
+	data, err := t.encodeCharged("t\x00"+tk.ID, tk)
 	if err != nil {
-		return err
-	}
-	if err := t.charge("t\x00"+tk.ID, len(data)); err != nil {
 		return err
 	}
 	t.put(`INSERT INTO tasks (id, run_id, ready_ns, leased, wait_child, v, data) VALUES ($1, $2, $3, $4, $5, $6, $7)
@@ -719,9 +687,6 @@ func (t *storeTx) TaskGet(id string) (*store.Task, error) {
 }
 
 func (t *storeTx) TaskDelete(id string) error {
-	if err := t.writable(); err != nil {
-		return err
-	}
 	return t.deleteOne("task "+id, `DELETE FROM tasks WHERE id = $1`, id)
 }
 
@@ -729,15 +694,12 @@ func (t *storeTx) TaskDelete(id string) error {
 // and stops at the first one after now: parked tasks (ready in the future)
 // and leased ones (not in the index) cost nothing.
 func (t *storeTx) TaskListReady(now time.Time, limit int) ([]*store.Task, error) {
-	if err := t.open(); err != nil {
-		return nil, err
-	}
 	return listRecords[store.Task](t, `SELECT v, data FROM tasks WHERE NOT leased AND ready_ns <= $1
 		ORDER BY ready_ns, id`+limitClause(limit), nanos(now))
 }
 
 func (t *storeTx) TaskListByRun(runID string) ([]*store.Task, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	if !text(runID) {
@@ -747,7 +709,7 @@ func (t *storeTx) TaskListByRun(runID string) ([]*store.Task, error) {
 }
 
 func (t *storeTx) TaskByChild(childRunID string) (*store.Task, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	if childRunID == "" || !text(childRunID) {
@@ -769,7 +731,7 @@ func (t *storeTx) TaskByChild(childRunID string) (*store.Task, error) {
 // step would be written by every task change and make all of them
 // conflict with each other.
 func (t *storeTx) TaskCount() (queued, leased int, err error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return 0, 0, err
 	}
 	err = t.queryRow(`SELECT count(*) FILTER (WHERE NOT leased), count(*) FILTER (WHERE leased) FROM tasks`).Scan(&queued, &leased)
@@ -798,24 +760,15 @@ func (t *storeTx) LeaseGet(taskID string) (*store.Lease, error) {
 }
 
 func (t *storeTx) LeaseDelete(taskID string) error {
-	if err := t.writable(); err != nil {
-		return err
-	}
 	return t.deleteOne("lease of "+taskID, `DELETE FROM leases WHERE task_id = $1`, taskID)
 }
 
 func (t *storeTx) LeaseListExpired(now time.Time, limit int) ([]*store.Lease, error) {
-	if err := t.open(); err != nil {
-		return nil, err
-	}
 	return listRecords[store.Lease](t, `SELECT v, data FROM leases WHERE deadline_ns < $1
 		ORDER BY deadline_ns, task_id`+limitClause(limit), nanos(now))
 }
 
 func (t *storeTx) LeaseList() ([]*store.Lease, error) {
-	if err := t.open(); err != nil {
-		return nil, err
-	}
 	return listRecords[store.Lease](t, `SELECT v, data FROM leases ORDER BY task_id`)
 }
 
@@ -842,10 +795,7 @@ func (t *storeTx) DeadLetterPut(d *store.DeadLetter) error {
 	if err := t.writable(); err != nil {
 		return err
 	}
-	if err := store.CheckID("dead letter task id", d.TaskID); err != nil {
-		return err
-	}
-	if err := store.CheckPart("owner", d.Owner); err != nil {
+	if err := store.CheckDeadLetter(d); err != nil {
 		return err
 	}
 	return t.putRecord("dl\x00"+d.TaskID, d, `INSERT INTO dead_letters (task_id, owner, at_ns, v, data) VALUES ($1, $2, $3, $4, $5)
@@ -854,7 +804,7 @@ func (t *storeTx) DeadLetterPut(d *store.DeadLetter) error {
 }
 
 func (t *storeTx) DeadLetterList(p store.DeadLetterListParams) ([]*store.DeadLetter, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	if p.Owner == "" {
@@ -881,12 +831,9 @@ func (t *storeTx) EventAppend(e *store.Event) error {
 	}
 	rec := *e
 	rec.Seq = 0
-	data, err := encode(&rec)
-	if err != nil {
-		return err
-	}
 	// Events are only added: each counts on its own.
-	if err := t.charge(fmt.Sprintf("ev\x00%d", len(t.written)), len(data)); err != nil {
+	data, err := t.encodeCharged(fmt.Sprintf("ev\x00%d", len(t.written)), &rec)
+	if err != nil {
 		return err
 	}
 	if t.orderEvents {
@@ -908,7 +855,7 @@ func (t *storeTx) EventAppend(e *store.Event) error {
 }
 
 func (t *storeTx) EventList(p store.EventListParams) ([]*store.Event, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	if p.AfterSeq >= math.MaxInt64 || !text(p.RunID) {
@@ -963,11 +910,8 @@ func (t *storeTx) CohortItemPut(it *store.CohortItem) error {
 	if err := t.writable(); err != nil {
 		return err
 	}
-	if err := store.CheckID("cohort item run/node", it.RunID, it.Node); err != nil {
+	if err := store.CheckCohortItem(it); err != nil {
 		return err
-	}
-	if it.Index < 0 {
-		return fmt.Errorf("cohort item index %d: must not be negative", it.Index)
 	}
 	return t.putRecord(fmt.Sprintf("ci\x00%s\x00%s\x00%d\x00%d", it.RunID, it.Node, it.Visit, it.Index), it, `INSERT INTO cohort_items (run_id, node, visit, idx, v, data) VALUES ($1, $2, $3, $4, $5, $6)
 		ON CONFLICT (run_id, node, visit, idx) DO UPDATE SET v = excluded.v, data = excluded.data`,
@@ -980,7 +924,7 @@ func (t *storeTx) CohortItemGet(runID, node string, visit, index int) (*store.Co
 }
 
 func (t *storeTx) CohortItemList(runID, node string, visit int) ([]*store.CohortItem, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	if !text(runID, node) {
@@ -994,11 +938,8 @@ func (t *storeTx) AgentTurnPut(at *store.AgentTurn) error {
 	if err := t.writable(); err != nil {
 		return err
 	}
-	if err := store.CheckID("agent turn run/node", at.RunID, at.Node); err != nil {
+	if err := store.CheckAgentTurn(at); err != nil {
 		return err
-	}
-	if at.Turn < 1 {
-		return fmt.Errorf("agent turn %d: turns are numbered from 1", at.Turn)
 	}
 	return t.putRecord(fmt.Sprintf("at\x00%s\x00%s\x00%d\x00%d", at.RunID, at.Node, at.Visit, at.Turn), at, `INSERT INTO agent_turns (run_id, node, visit, turn, v, data) VALUES ($1, $2, $3, $4, $5, $6)
 		ON CONFLICT (run_id, node, visit, turn) DO UPDATE SET v = excluded.v, data = excluded.data`,
@@ -1006,7 +947,7 @@ func (t *storeTx) AgentTurnPut(at *store.AgentTurn) error {
 }
 
 func (t *storeTx) AgentTurnList(p store.AgentTurnListParams) ([]*store.AgentTurn, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	if !text(p.RunID, p.Node) {
@@ -1072,7 +1013,7 @@ func (t *storeTx) IdemDeleteRun(runID string) error {
 }
 
 func (t *storeTx) IdemListRun(runID string) ([]*store.Idem, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	if !text(runID) {
@@ -1085,7 +1026,7 @@ func (t *storeTx) IdemListRun(runID string) ([]*store.Idem, error) {
 // ---- meta ----
 
 func (t *storeTx) MetaGet(key string) ([]byte, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
 	if !text(key) {
@@ -1123,7 +1064,7 @@ func (t *storeTx) MetaPut(key string, value []byte) error {
 // RunCount counts the runs in one phase on the phase index
 // (store.RunCounter), without reading their records.
 func (t *storeTx) RunCount(phase store.Phase) (int, error) {
-	if err := t.open(); err != nil {
+	if err := t.Open(); err != nil {
 		return 0, err
 	}
 	if !text(string(phase)) {
@@ -1179,15 +1120,9 @@ func (t *storeTx) DaemonPut(d *store.Daemon) error {
 }
 
 func (t *storeTx) DaemonDelete(id string) error {
-	if err := t.writable(); err != nil {
-		return err
-	}
 	return t.deleteOne("daemon "+id, `DELETE FROM daemons WHERE id = $1`, id)
 }
 
 func (t *storeTx) DaemonList() ([]*store.Daemon, error) {
-	if err := t.open(); err != nil {
-		return nil, err
-	}
 	return listRecords[store.Daemon](t, `SELECT v, data FROM daemons ORDER BY id`)
 }

@@ -28,6 +28,21 @@ func testOverlongIDs(t *testing.T, s store.Store, _ Opener) {
 			t.Fatalf("run id %.20q: %v, want ErrBadID", id, err)
 		}
 	}
+	// Every key part of a record is checked, not only its id.
+	bad := "a\x00b"
+	for name, w := range map[string]func(tx store.Tx) error{
+		"task id":             func(tx store.Tx) error { return tx.TaskPut(&store.Task{ID: bad, RunID: "r"}) },
+		"task run id":         func(tx store.Tx) error { return tx.TaskPut(&store.Task{ID: "t", RunID: bad}) },
+		"task wait child":     func(tx store.Tx) error { return tx.TaskPut(&store.Task{ID: "t", RunID: "r", WaitChild: bad}) },
+		"dedup owner":         func(tx store.Tx) error { return tx.DedupPut(&store.Dedup{Owner: bad, RequestID: "q"}) },
+		"dedup request id":    func(tx store.Tx) error { return tx.DedupPut(&store.Dedup{Owner: "o", RequestID: bad}) },
+		"dead letter task id": func(tx store.Tx) error { return tx.DeadLetterPut(&store.DeadLetter{TaskID: bad}) },
+		"dead letter owner":   func(tx store.Tx) error { return tx.DeadLetterPut(&store.DeadLetter{TaskID: "t", Owner: bad}) },
+	} {
+		if err := s.Update(ctx, w); !errors.Is(err, store.ErrBadID) {
+			t.Errorf("%s with a NUL byte: %v, want ErrBadID", name, err)
+		}
+	}
 	max := strings.Repeat("r", store.MaxIDBytes)
 	update(t, s, func(tx store.Tx) error {
 		return tx.DedupPut(&store.Dedup{Owner: strings.Repeat("o", store.MaxIDBytes), RequestID: max, RunID: "run_1"})

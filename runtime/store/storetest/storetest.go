@@ -47,6 +47,7 @@ func Run(t *testing.T, open Opener) {
 		{"RunList", testRunList},
 		{"RunListNewest", testRunListNewest},
 		{"RunListNewestPaging", testRunListNewestPaging},
+		{"RunCount", testRunCount},
 		{"Continuations", testContinuations},
 		{"Dedup", testDedup},
 		{"OverlongIDs", testOverlongIDs},
@@ -65,6 +66,8 @@ func Run(t *testing.T, open Opener) {
 		{"Retention", testRetention},
 		{"EventDeleteBefore", testEventDeleteBefore},
 		{"ViewIsReadOnly", testViewReadOnly},
+		{"RetainedTxFails", testRetainedTx},
+		{"PanicReachesCaller", testPanicReachesCaller},
 		{"ReadYourWrites", testReadYourWrites},
 		{"FnErrorDiscardsItsWrites", testFnError},
 		{"ConcurrentFnErrors", testConcurrentFnErrors},
@@ -106,6 +109,18 @@ func view(t *testing.T, s store.Store, fn func(tx store.Tx) error) {
 	if err := s.View(ctx, fn); err != nil {
 		t.Fatalf("View: %v", err)
 	}
+}
+
+// read returns what fn reads in a View, failing the test on error.
+func read[T any](t *testing.T, s store.Store, fn func(tx store.Tx) (T, error)) T {
+	t.Helper()
+	var out T
+	view(t, s, func(tx store.Tx) error {
+		var err error
+		out, err = fn(tx)
+		return err
+	})
+	return out
 }
 
 // check returns an error describing a failed expectation, or nil.
@@ -579,12 +594,18 @@ func testContinuations(t *testing.T, s store.Store, _ Opener) {
 		got, err := tx.ContinuationGet("r1")
 		return first(err, same("replaced", got, []byte("v2")), tx.ContinuationDelete("r1"))
 	})
-	view(t, s, func(tx store.Tx) error {
-		_, err := tx.ContinuationGet("r1")
-		return isNotFound("deleted continuation", err)
-	})
-	if err := s.Update(ctx, func(tx store.Tx) error { return tx.ContinuationDelete("r1") }); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("deleting a missing continuation: %v, want ErrNotFound", err)
+	checkDeleted(t, s, "continuation",
+		func(tx store.Tx) error { _, err := tx.ContinuationGet("r1"); return err },
+		func(tx store.Tx) error { return tx.ContinuationDelete("r1") })
+}
+
+// checkDeleted checks that get finds no what after it was deleted, and
+// that del, deleting it again, fails with ErrNotFound.
+func checkDeleted(t *testing.T, s store.Store, what string, get, del func(tx store.Tx) error) {
+	t.Helper()
+	view(t, s, func(tx store.Tx) error { return isNotFound("deleted "+what, get(tx)) })
+	if err := s.Update(ctx, del); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("deleting a missing %s: %v, want ErrNotFound", what, err)
 	}
 }
 
@@ -622,14 +643,9 @@ func testTaskBasics(t *testing.T, s store.Store, _ Opener) {
 		_, err2 := tx.TaskGet("t2")
 		return first(err, same("task", got, tk), isNotFound("unknown task", err2))
 	})
-	update(t, s, func(tx store.Tx) error { return tx.TaskDelete("t1") })
-	view(t, s, func(tx store.Tx) error {
-		_, err := tx.TaskGet("t1")
-		return isNotFound("deleted task", err)
-	})
-	if err := s.Update(ctx, func(tx store.Tx) error { return tx.TaskDelete("t1") }); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("deleting a missing task: %v, want ErrNotFound", err)
-	}
+	del := func(tx store.Tx) error { return tx.TaskDelete("t1") }
+	update(t, s, del)
+	checkDeleted(t, s, "task", func(tx store.Tx) error { _, err := tx.TaskGet("t1"); return err }, del)
 }
 
 func testTaskListReady(t *testing.T, s store.Store, _ Opener) {
@@ -649,13 +665,7 @@ func testTaskListReady(t *testing.T, s store.Store, _ Opener) {
 		)
 	})
 	ready := func(now time.Time, limit int) []string {
-		var ids []string
-		view(t, s, func(tx store.Tx) error {
-			ts, err := tx.TaskListReady(now, limit)
-			ids = taskIDs(ts)
-			return err
-		})
-		return ids
+		return taskIDs(read(t, s, func(tx store.Tx) ([]*store.Task, error) { return tx.TaskListReady(now, limit) }))
 	}
 	for _, c := range []struct {
 		name  string
@@ -841,13 +851,9 @@ func testLeases(t *testing.T, s store.Store, _ Opener) {
 	})
 	expired := func(now time.Time, limit int) []string {
 		ids := []string{}
-		view(t, s, func(tx store.Tx) error {
-			ls, err := tx.LeaseListExpired(now, limit)
-			for _, l := range ls {
-				ids = append(ids, l.TaskID)
-			}
-			return err
-		})
+		for _, l := range read(t, s, func(tx store.Tx) ([]*store.Lease, error) { return tx.LeaseListExpired(now, limit) }) {
+			ids = append(ids, l.TaskID)
+		}
 		return ids
 	}
 	for _, c := range []struct {
@@ -917,13 +923,7 @@ func testDeadLetters(t *testing.T, s store.Store, _ Opener) {
 		return first(tx.DeadLetterPut(d1), tx.DeadLetterPut(d2), tx.DeadLetterPut(d3))
 	})
 	list := func(p store.DeadLetterListParams) []*store.DeadLetter {
-		var out []*store.DeadLetter
-		view(t, s, func(tx store.Tx) error {
-			var err error
-			out, err = tx.DeadLetterList(p)
-			return err
-		})
-		return out
+		return read(t, s, func(tx store.Tx) ([]*store.DeadLetter, error) { return tx.DeadLetterList(p) })
 	}
 	if err := first(
 		same("all, oldest first", list(store.DeadLetterListParams{}), []*store.DeadLetter{d2, d1, d3}),
@@ -974,13 +974,7 @@ func testEvents(t *testing.T, s store.Store, _ Opener) {
 	}
 	ra := []*store.Event{appended[0], appended[2], appended[4], e7}
 	list := func(p store.EventListParams) []*store.Event {
-		var out []*store.Event
-		view(t, s, func(tx store.Tx) error {
-			var err error
-			out, err = tx.EventList(p)
-			return err
-		})
-		return out
+		return read(t, s, func(tx store.Tx) ([]*store.Event, error) { return tx.EventList(p) })
 	}
 	if err := first(
 		same("ra in order", list(store.EventListParams{RunID: "ra"}), ra),
@@ -1271,11 +1265,20 @@ func testConcurrentUpdates(t *testing.T, s store.Store, _ Opener) {
 // testReadModifyWrite increments one counter from many goroutines: if
 // functions were not isolated from each other, increments would be lost.
 func testReadModifyWrite(t *testing.T, s store.Store, _ Opener) {
-	const goroutines, each = 32, 10
+	IncrementConcurrently(t, []store.Store{s}, 32, 10)
+}
+
+// IncrementConcurrently increments one counter (meta key "n") each times
+// from each of goroutines goroutines, spread over stores (all on the same
+// data), and checks that no increment was lost: each read-modify-write is
+// isolated from the others, within one store and across stores alike.
+func IncrementConcurrently(t *testing.T, stores []store.Store, goroutines, each int) {
+	t.Helper()
 	var wg sync.WaitGroup
 	var failed sync.Once
 	var firstErr error
-	for range goroutines {
+	for g := range goroutines {
+		s := stores[g%len(stores)]
 		wg.Go(func() {
 			for range each {
 				err := s.Update(ctx, func(tx store.Tx) error {
@@ -1302,7 +1305,7 @@ func testReadModifyWrite(t *testing.T, s store.Store, _ Opener) {
 	if firstErr != nil {
 		t.Fatal(firstErr)
 	}
-	view(t, s, func(tx store.Tx) error {
+	view(t, stores[0], func(tx store.Tx) error {
 		b, err := tx.MetaGet("n")
 		return first(err, same("counter", string(b), fmt.Sprint(goroutines*each)))
 	})

@@ -1,0 +1,142 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/weirhq/weir/internal/testutil"
+	"github.com/weirhq/weir/runtime/store"
+)
+
+// The helpers below serve the backends' own tests (locking, batching,
+// crashes), which need the same few pieces around a store.
+
+// CloseAtCleanup closes s when t ends, tolerating a store the test closed
+// itself (Opener's contract).
+func CloseAtCleanup(t testing.TB, s store.Store) {
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil && !errors.Is(err, store.ErrClosed) {
+			t.Errorf("Close: %v", err)
+		}
+	})
+}
+
+// Stall occupies the committer of s with a function that waits for
+// release, so the test can queue Updates behind it (see WaitQueued) and
+// know they form one group commit. The function may run more than once
+// (a backend may retry a conflict). The stall ends at cleanup if the test
+// did not release it, so that a failing test does not leave Close
+// waiting.
+func Stall(t *testing.T, s store.Store) (release func()) {
+	t.Helper()
+	started, ch := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Update(ctx, func(tx store.Tx) error {
+			select {
+			case <-started:
+			default:
+				close(started)
+			}
+			<-ch
+			return nil
+		})
+	}()
+	<-started
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			close(ch)
+			if err := <-done; err != nil {
+				t.Errorf("stalling Update: %v", err)
+			}
+		})
+	}
+	t.Cleanup(release)
+	return release
+}
+
+// WaitQueued waits until queued (the backend's count of Updates waiting
+// for its committer) reaches n.
+func WaitQueued(t *testing.T, queued func() int, n int) {
+	t.Helper()
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if q := queued(); q < n {
+			return fmt.Errorf("%d requests queued, want %d", q, n)
+		}
+		return nil
+	})
+}
+
+// Check returns an error describing a failed expectation, or nil: for
+// assertions inside an Update function, which may run on a goroutine of
+// the store's and so must not call t.Fatal.
+func Check(ok bool, format string, args ...any) error { return check(ok, format, args...) }
+
+// First returns the first non-nil error.
+func First(errs ...error) error { return first(errs...) }
+
+// CheckNotFound describes err unless it is store.ErrNotFound.
+func CheckNotFound(err error) error {
+	return check(errors.Is(err, store.ErrNotFound), "got %v, want ErrNotFound", err)
+}
+
+// PutContinuations starts n Updates, each putting value as the
+// continuation of run "r<i>" (behind a Stall they queue up), and returns a
+// function that waits for them and fails the test unless each succeeded.
+func PutContinuations(t *testing.T, s store.Store, n int, value []byte) (wait func()) {
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			errs <- s.Update(ctx, func(tx store.Tx) error { return tx.ContinuationPut(fmt.Sprint("r", i), value) })
+		}()
+	}
+	return func() {
+		t.Helper()
+		for range n {
+			if err := <-errs; err != nil {
+				t.Fatalf("Update: %v", err)
+			}
+		}
+	}
+}
+
+// CheckContinuations checks that runs r0 to r<n-1> hold value as their
+// continuation (PutContinuations) and that no continuation of "big0" (the
+// first a refused function wrote) was kept.
+func CheckContinuations(t *testing.T, s store.Store, n int, value []byte) {
+	t.Helper()
+	view(t, s, func(tx store.Tx) error {
+		for i := range n {
+			c, err := tx.ContinuationGet(fmt.Sprint("r", i))
+			if err != nil || len(c) != len(value) {
+				return fmt.Errorf("r%d: %d bytes, %v", i, len(c), err)
+			}
+		}
+		_, err := tx.ContinuationGet("big0")
+		return CheckNotFound(err)
+	})
+}
+
+// PerTest returns an Opener that keeps a place of newPlace's (a data
+// directory, a schema) per test and opens the store there with open: the
+// second open of a test, after it closed the first store, finds the same
+// data. The store is closed at the test's cleanup (CloseAtCleanup).
+func PerTest[P any](newPlace func(t *testing.T) P, open func(t *testing.T, place P) (store.Store, error)) Opener {
+	var places sync.Map
+	return func(t *testing.T) store.Store {
+		p, ok := places.Load(t)
+		if !ok {
+			p, _ = places.LoadOrStore(t, newPlace(t))
+		}
+		s, err := open(t, p.(P))
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		CloseAtCleanup(t, s)
+		return s
+	}
+}

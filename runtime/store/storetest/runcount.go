@@ -1,0 +1,68 @@
+package storetest
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/weirhq/weir/runtime/store"
+)
+
+// testRunCount: a backend whose Tx is a store.RunCounter counts what
+// RunList finds, after inserts, a phase change and a delete, and inside
+// the transaction that made them.
+func testRunCount(t *testing.T, s store.Store, _ Opener) {
+	counts := false
+	view(t, s, func(tx store.Tx) error {
+		_, counts = tx.(store.RunCounter)
+		return nil
+	})
+	if !counts {
+		t.Skip("the backend's Tx is not a store.RunCounter (an optional ability)")
+	}
+	phases := []store.Phase{store.PhaseQueued, store.PhaseQueued, store.PhaseRunning, store.PhaseWaiting, store.PhaseWaiting, store.PhaseCompleted}
+	want := func(tx store.Tx) error {
+		for _, p := range []store.Phase{store.PhaseQueued, store.PhaseRunning, store.PhaseWaiting, store.PhaseCompleting, store.PhaseCompleted} {
+			runs, err := tx.RunList(store.RunListParams{Phase: p})
+			if err != nil {
+				return err
+			}
+			n, err := tx.(store.RunCounter).RunCount(p)
+			if err != nil {
+				return err
+			}
+			if n != len(runs) {
+				return fmt.Errorf("RunCount(%s) = %d, RunList finds %d", p, n, len(runs))
+			}
+		}
+		return nil
+	}
+	update(t, s, func(tx store.Tx) error {
+		for i, p := range phases {
+			if err := tx.RunInsert(&store.Run{ID: fmt.Sprintf("r%d", i), Owner: "o", Phase: p}); err != nil {
+				return err
+			}
+		}
+		return want(tx)
+	})
+	update(t, s, func(tx store.Tx) error {
+		r, err := tx.RunGet("r0")
+		if err != nil {
+			return err
+		}
+		r.Phase = store.PhaseRunning
+		if err := tx.RunUpdate(r); err != nil {
+			return err
+		}
+		if err := tx.RunDelete("r3"); err != nil {
+			return err
+		}
+		return want(tx)
+	})
+	view(t, s, func(tx store.Tx) error {
+		if err := want(tx); err != nil {
+			return err
+		}
+		n, err := tx.(store.RunCounter).RunCount(store.PhaseRunning)
+		return first(err, check(n == 2, "%d running, want 2", n))
+	})
+}
