@@ -113,7 +113,7 @@ func TestMCPServeStdio(t *testing.T) {
 	for _, tl := range tools.Tools {
 		byName[tl.Name] = tl
 	}
-	for _, n := range []string{"greet", "slowpoke", "approval", mcpserver.CancelRunTool} {
+	for _, n := range []string{"greet", "slowpoke", "approval", mcpserver.CancelRunTool, mcpserver.WaitRunTool, mcpserver.ApproveTool, mcpserver.RejectTool} {
 		if byName[n] == nil {
 			t.Fatalf("tools %v lack %s", keysOf(byName), n)
 		}
@@ -393,7 +393,8 @@ func TestMCPSurvivesABadSchema(t *testing.T) {
 		slices.Sort(out)
 		return out
 	}
-	want := []string{"approval", mcpserver.CancelRunTool, "greet", "longdoc", "slowpoke"}
+	want := []string{mcpserver.ApproveTool, "approval", mcpserver.CancelRunTool, "greet", "longdoc", mcpserver.RejectTool, "slowpoke", mcpserver.WaitRunTool}
+	slices.Sort(want)
 	bob, err := client.New("http://"+tcp, client.WithToken("bob-token-0123456789ab"))
 	if err != nil {
 		t.Fatal(err)
