@@ -56,13 +56,16 @@ func (s *Server) addDecisionTools() {
 }
 
 func (s *Server) waitRun(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if req.Params.RequestState != "" {
+		return s.resume(ctx, req), nil
+	}
 	var in struct {
 		RunID string `json:"run_id"`
 	}
 	if err := json.Unmarshal(req.Params.Arguments, &in); err != nil || in.RunID == "" {
 		return refused(apitypes.CodeBadInput, apitypes.ClassProtocol, `want {"run_id": "..."}`), nil
 	}
-	return s.follow(ctx, req, in.RunID), nil
+	return s.follow(ctx, req, in.RunID, nil), nil
 }
 
 // decideTool is the handler of ApproveTool (approve) or RejectTool. The
@@ -71,6 +74,9 @@ func (s *Server) waitRun(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 // the run it was given.
 func (s *Server) decideTool(approve bool) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if req.Params.RequestState != "" {
+			return s.resume(ctx, req), nil
+		}
 		var in struct {
 			RunID   string          `json:"run_id"`
 			Wait    string          `json:"wait"`
@@ -95,7 +101,7 @@ func (s *Server) decideTool(approve bool) mcp.ToolHandler {
 		if res := s.decide(ctx, w, approve, in.Payload, in.Reason); res != nil {
 			return withRun(res, in.RunID), nil
 		}
-		return s.follow(ctx, req, in.RunID), nil
+		return s.follow(ctx, req, in.RunID, nil), nil
 	}
 }
 
@@ -131,11 +137,12 @@ func (s *Server) decide(ctx context.Context, w apitypes.HumanWait, approve bool,
 	return nil
 }
 
-// canElicit says whether the call's client can be asked for a decision
-// now: it declared elicitation (form), and its session can take a
-// request from the server (a stateless one cannot).
+// canElicit says whether the call's client can be asked for a decision:
+// it declared elicitation (form), and it can be asked in this call: by
+// an input request (2026-07-28), or by a request from the server, which
+// a stateless session cannot take.
 func (s *Server) canElicit(req *mcp.CallToolRequest) bool {
-	if s.o.Stateless || req.Session == nil {
+	if req.Session == nil || s.o.Stateless && !supportsRoundTrips(req) {
 		return false
 	}
 	ip := req.Session.InitializeParams()
@@ -145,58 +152,156 @@ func (s *Server) canElicit(req *mcp.CallToolRequest) bool {
 
 func waitKey(w apitypes.HumanWait) string { return w.RunID + "/" + w.ID }
 
-// nextToAsk is the first open decision of ws not decided already.
-func nextToAsk(ws []apitypes.HumanWait, decided map[string]bool) (apitypes.HumanWait, bool) {
-	for _, w := range ws {
-		if w.NeedsDecision() && !decided[waitKey(w)] {
-			return w, true
-		}
-	}
-	return apitypes.HumanWait{}, false
+// asked records what became of the waits asked of the person in one
+// call (by waitKey): askDecided or askDismissed.
+type asked map[string]string
+
+const (
+	askDecided   = "decided"
+	askDismissed = "dismissed"
+)
+
+// supportsRoundTrips says whether the call's client speaks protocol
+// 2026-07-28 or later, where a server asks for input by answering with
+// input requests (SEP-2322) that the client fulfils and sends back with
+// the call again: it cannot send the client a request mid-call.
+func supportsRoundTrips(req *mcp.CallToolRequest) bool {
+	ip := req.Session.InitializeParams()
+	return ip != nil && ip.ProtocolVersion >= "2026-07-28"
 }
 
-// decisionSchema is the form an elicitation asks for: flat, primitive
-// properties only, as the spec allows.
-var decisionSchema = json.RawMessage(`{"type":"object","properties":{` +
-	`"decision":{"type":"string","title":"Decision","enum":["approve","reject"]},` +
-	`"reason":{"type":"string","title":"Reason (for a rejection)"}},"required":["decision"]}`)
-
-// elicit asks the person for w's decision, until deadline at most, and
-// applies it. nil means decided (the run goes on); otherwise the answer
-// the call gives: the waiting result when nobody decided (dismissed,
-// unanswered, or the client failed to ask), or the daemon's refusal.
-func (s *Server) elicit(ctx context.Context, req *mcp.CallToolRequest, deadline time.Time, v *apitypes.Run, ws []apitypes.HumanWait, w apitypes.HumanWait) *mcp.CallToolResult {
+// ask is what follow does with a run parked on human waits ws: the
+// waiting answer when the client cannot be asked, else the first open
+// decision not asked yet is asked. res is the call's answer (nil: go
+// on); decided says a decision was just made (read the run again at
+// once). With nothing left to ask but decided waits still listed, both
+// are zero: read the run again at the next poll.
+func (s *Server) ask(ctx context.Context, req *mcp.CallToolRequest, deadline time.Time, v *apitypes.Run, ws []apitypes.HumanWait, a asked) (res *mcp.CallToolResult, decided bool) {
+	if !s.canElicit(req) {
+		return waiting(v, ws), false
+	}
+	var w apitypes.HumanWait
+	found := false
+	for _, x := range ws {
+		if !x.NeedsDecision() {
+			continue
+		}
+		switch a[waitKey(x)] {
+		case askDismissed:
+			// The person chose not to decide here: say how to.
+			return waiting(v, ws), false
+		case "":
+			if !found {
+				w, found = x, true
+			}
+		}
+	}
+	if !found {
+		return nil, false
+	}
+	if supportsRoundTrips(req) {
+		return inputRequired(v.ID, w), false
+	}
 	ectx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	res, err := req.Session.Elicit(ectx, &mcp.ElicitParams{Mode: "form", Message: elicitMessage(w), RequestedSchema: decisionSchema})
+	ans, err := req.Session.Elicit(ectx, elicitParams(w))
 	if err != nil {
 		if ctx.Err() == nil {
 			s.o.Logger.Info("asking for a decision by elicitation", "run", w.RunID, "wait", w.ID, "error", err.Error())
 		}
-		return waiting(v, ws)
+		return waiting(v, ws), false
 	}
-	var out *mcp.CallToolResult
-	switch res.Action {
+	out, ok := s.applyAnswer(ctx, w, ans)
+	if out != nil {
+		return withRun(out, v.ID), false
+	}
+	if !ok {
+		return waiting(v, ws), false
+	}
+	a[waitKey(w)] = askDecided
+	return nil, true
+}
+
+func elicitParams(w apitypes.HumanWait) *mcp.ElicitParams {
+	return &mcp.ElicitParams{Mode: "form", Message: elicitMessage(w), RequestedSchema: decisionSchema}
+}
+
+// inputKey names the one input request a waiting call answers with.
+const inputKey = "decision"
+
+// roundTrip is the state a call that asked for a decision carries to
+// its next round (the client echoes it): the run the call follows and
+// the wait asked. It names nothing the caller could not name in
+// approve_wait: the daemon checks the caller owns the run.
+type roundTrip struct {
+	Run     string `json:"run"`
+	WaitRun string `json:"wait_run"`
+	Wait    string `json:"wait"`
+}
+
+// inputRequired answers a call on a 2026-07-28 client with the decision
+// of w to ask; the client calls again with the answer (resume).
+func inputRequired(run string, w apitypes.HumanWait) *mcp.CallToolResult {
+	st, _ := json.Marshal(roundTrip{Run: run, WaitRun: w.RunID, Wait: w.ID})
+	return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{inputKey: elicitParams(w)}, RequestState: string(st)}
+}
+
+// maxRequestState bounds the request state a client sends back.
+const maxRequestState = 1024
+
+// resume is the next round of a call that asked for a decision: the
+// person's answer is applied to the wait asked (if it is still open) and
+// the call follows its run on, as before it asked.
+func (s *Server) resume(ctx context.Context, req *mcp.CallToolRequest) *mcp.CallToolResult {
+	var st roundTrip
+	if len(req.Params.RequestState) > maxRequestState || json.Unmarshal([]byte(req.Params.RequestState), &st) != nil || st.Run == "" || st.WaitRun == "" || st.Wait == "" {
+		return refused(apitypes.CodeBadInput, apitypes.ClassProtocol, "requestState is not one this server gave")
+	}
+	a := asked{}
+	ws, err := s.d.RunWaits(ctx, st.Run)
+	if err != nil {
+		return withRun(apiRefusal(err), st.Run)
+	}
+	for _, w := range ws {
+		if w.RunID != st.WaitRun || w.ID != st.Wait || !w.NeedsDecision() {
+			continue
+		}
+		// Still open: nobody decided it elsewhere meanwhile.
+		ans, _ := req.Params.InputResponses[inputKey].(*mcp.ElicitResult)
+		out, ok := s.applyAnswer(ctx, w, ans)
+		if out != nil {
+			return withRun(out, st.Run)
+		}
+		a[waitKey(w)] = askDecided
+		if !ok {
+			a[waitKey(w)] = askDismissed
+		}
+	}
+	return s.follow(ctx, req, st.Run, a)
+}
+
+// applyAnswer applies the person's answer to w. decided is false when
+// nothing was decided (the form dismissed, or no answer); out is the
+// daemon's refusal, if any.
+func (s *Server) applyAnswer(ctx context.Context, w apitypes.HumanWait, ans *mcp.ElicitResult) (out *mcp.CallToolResult, decided bool) {
+	if ans == nil {
+		return nil, false
+	}
+	switch ans.Action {
 	case "accept":
-		d, _ := res.Content["decision"].(string)
-		reason, _ := res.Content["reason"].(string)
+		d, _ := ans.Content["decision"].(string)
+		reason, _ := ans.Content["reason"].(string)
 		switch d {
 		case "approve":
-			out = s.decide(ctx, w, true, nil, "")
+			return s.decide(ctx, w, true, nil, ""), true
 		case "reject":
-			out = s.decide(ctx, w, false, nil, reason)
-		default:
-			return waiting(v, ws)
+			return s.decide(ctx, w, false, nil, reason), true
 		}
+		return nil, false
 	case "decline":
-		out = s.decide(ctx, w, false, nil, reasonDeclined)
-	default: // cancel: dismissed, nothing decided
-		return waiting(v, ws)
+		return s.decide(ctx, w, false, nil, reasonDeclined), true
 	}
-	if out != nil {
-		return withRun(out, v.ID)
-	}
-	return nil
+	return nil, false // cancel: dismissed, nothing decided
 }
 
 func elicitMessage(w apitypes.HumanWait) string {
@@ -222,3 +327,9 @@ func waiting(v *apitypes.Run, ws []apitypes.HumanWait) *mcp.CallToolResult {
 		v.ID, strings.Join(lines, "\n"), RunURIPrefix, v.ID)
 	return result(map[string]any{"run_id": v.ID, "phase": v.Phase, "waits": list}, text, false)
 }
+
+// decisionSchema is the form an elicitation asks for: flat, primitive
+// properties only, as the spec allows.
+var decisionSchema = json.RawMessage(`{"type":"object","properties":{` +
+	`"decision":{"type":"string","title":"Decision","enum":["approve","reject"]},` +
+	`"reason":{"type":"string","title":"Reason (for a rejection)"}},"required":["decision"]}`)

@@ -30,6 +30,33 @@ type daemonStub struct {
 	runs  map[string]*apitypes.Run
 	// panicOnStart makes RunStart panic, as a library on the way might.
 	panicOnStart bool
+	// working makes a started run stay running (until complete).
+	working bool
+	// waitAt makes a started run park on a human wait at this node.
+	waitAt string
+	waits  map[string][]apitypes.HumanWait // run id → its open waits
+	// decisions records RunApprove and RunReject: "approve RUN WAIT" or
+	// "reject RUN WAIT REASON".
+	decisions []string
+	// revoked makes every call refuse the token (401).
+	revoked bool
+	// flowLists counts FlowList calls (token checks among them).
+	flowLists int
+}
+
+// complete ends run id with output out.
+func (d *daemonStub) complete(id, out string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	r := *d.runs[id]
+	r.Phase, r.Output = apitypes.PhaseCompleted, json.RawMessage(out)
+	d.runs[id] = &r
+}
+
+func (d *daemonStub) decided() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.decisions)
 }
 
 func (d *daemonStub) setFlows(fl ...apitypes.Flow) {
@@ -41,6 +68,10 @@ func (d *daemonStub) setFlows(fl ...apitypes.Flow) {
 func (d *daemonStub) FlowList(context.Context) ([]apitypes.Flow, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.flowLists++
+	if d.revoked {
+		return nil, &client.Error{Code: apitypes.CodeIdentity, Message: "unknown token", HTTPStatus: http.StatusUnauthorized}
+	}
 	return slices.Clone(d.flows), nil
 }
 
@@ -54,7 +85,20 @@ func (d *daemonStub) RunStart(_ context.Context, req apitypes.StartRequest) (*ap
 		d.runs = map[string]*apitypes.Run{}
 	}
 	id := fmt.Sprintf("run_%d", len(d.runs)+1)
-	d.runs[id] = &apitypes.Run{ID: id, Flow: req.Flow, Phase: apitypes.PhaseCompleted, Input: req.Input, Output: req.Input}
+	r := &apitypes.Run{ID: id, Flow: req.Flow, Phase: apitypes.PhaseCompleted, Input: req.Input, Output: req.Input}
+	switch {
+	case d.waitAt != "":
+		r.Phase, r.Output = apitypes.PhaseWaiting, nil
+		if d.waits == nil {
+			d.waits = map[string][]apitypes.HumanWait{}
+		}
+		d.waits[id] = []apitypes.HumanWait{{ID: d.waitAt + "@1", Kind: apitypes.WaitHuman, RunID: id, Flow: req.Flow, Node: d.waitAt,
+			Until: time.Now().Add(time.Hour), Shown: json.RawMessage(`{"request":"ship it?"}`)}}
+	case d.working:
+		r.Phase, r.Output = apitypes.PhaseRunning, nil
+		r.Progress = &apitypes.Progress{Phase: apitypes.PhaseRunning, Done: 1, Node: "b"}
+	}
+	d.runs[id] = r
 	return &apitypes.StartResult{RunID: id}, nil
 }
 
@@ -71,18 +115,43 @@ func (d *daemonStub) RunEvents(context.Context, string, client.EventListParams) 
 	return nil, nil
 }
 
-func (d *daemonStub) RunWaits(context.Context, string) ([]apitypes.HumanWait, error) { return nil, nil }
+func (d *daemonStub) RunWaits(_ context.Context, id string) ([]apitypes.HumanWait, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.waits[id]), nil
+}
 
 func (d *daemonStub) RunCancel(context.Context, string) (apitypes.CancelAnswer, error) {
 	return apitypes.CancelAlreadyTerminal, nil
 }
 
+// RunApprove and RunReject close the wait; an approved run completes
+// with {"approved": true}, a rejected one fails.
 func (d *daemonStub) RunApprove(_ context.Context, id, wait string, _ json.RawMessage) (*apitypes.DecideResponse, error) {
-	return nil, &client.Error{Code: apitypes.CodeNotWaiting, Message: "run " + id + " is not waiting at " + wait}
+	return d.decide(id, wait, "approve "+id+" "+wait)
 }
 
-func (d *daemonStub) RunReject(_ context.Context, id, wait, _ string) (*apitypes.DecideResponse, error) {
-	return nil, &client.Error{Code: apitypes.CodeNotWaiting, Message: "run " + id + " is not waiting at " + wait}
+func (d *daemonStub) RunReject(_ context.Context, id, wait, reason string) (*apitypes.DecideResponse, error) {
+	return d.decide(id, wait, "reject "+id+" "+wait+" "+reason)
+}
+
+func (d *daemonStub) decide(id, wait, what string) (*apitypes.DecideResponse, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ws := d.waits[id]
+	if len(ws) == 0 || ws[0].ID != wait {
+		return nil, &client.Error{Code: apitypes.CodeNotWaiting, Message: "run " + id + " is not waiting at " + wait}
+	}
+	delete(d.waits, id)
+	d.decisions = append(d.decisions, what)
+	r := *d.runs[id]
+	if strings.HasPrefix(what, "approve") {
+		r.Phase, r.Output = apitypes.PhaseCompleted, json.RawMessage(`{"approved":true}`)
+	} else {
+		r.Phase, r.Error = apitypes.PhaseFailed, &apitypes.RunError{Code: "E_REJECTED", Message: "rejected"}
+	}
+	d.runs[id] = &r
+	return &apitypes.DecideResponse{RunID: id, Wait: wait}, nil
 }
 
 // connect serves s to an in-process go-sdk client.

@@ -337,6 +337,9 @@ func inputSchema(flowInput json.RawMessage) (json.RawMessage, bool) {
 // callFlow is the handler of a flow's tool.
 func (s *Server) callFlow(flow string, wrapped bool) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if req.Params.RequestState != "" {
+			return s.resume(ctx, req), nil
+		}
 		args := map[string]json.RawMessage{}
 		if len(req.Params.Arguments) > 0 && string(req.Params.Arguments) != "null" {
 			if err := json.Unmarshal(req.Params.Arguments, &args); err != nil {
@@ -361,7 +364,7 @@ func (s *Server) callFlow(flow string, wrapped bool) mcp.ToolHandler {
 		if err != nil {
 			return apiRefusal(err), nil
 		}
-		return s.follow(ctx, req, res.RunID), nil
+		return s.follow(ctx, req, res.RunID, nil), nil
 	}
 }
 
@@ -377,7 +380,7 @@ func freshRequestID() string {
 // bound passes or the client goes away, reporting progress meanwhile. A
 // wait whose client declared elicitation is asked of the person there
 // and then, and the run followed on once decided.
-func (s *Server) follow(ctx context.Context, req *mcp.CallToolRequest, id string) *mcp.CallToolResult {
+func (s *Server) follow(ctx context.Context, req *mcp.CallToolRequest, id string, asked asked) *mcp.CallToolResult {
 	tok := req.Params.GetProgressToken()
 	var step float64
 	var lastSent time.Time
@@ -399,7 +402,9 @@ func (s *Server) follow(ctx context.Context, req *mcp.CallToolRequest, id string
 	defer bound.Stop()
 	tick := time.NewTicker(s.o.Poll)
 	defer tick.Stop()
-	decided := map[string]bool{} // waits decided by elicitation in this call
+	if asked == nil {
+		asked = map[string]string{}
+	}
 	for {
 		v, err := s.d.RunGet(ctx, id)
 		if ctx.Err() != nil {
@@ -423,17 +428,12 @@ func (s *Server) follow(ctx context.Context, req *mcp.CallToolRequest, id string
 		case v.Phase == apitypes.PhaseWaiting:
 			ws, err := s.d.RunWaits(ctx, id)
 			if err == nil && len(ws) > 0 {
-				if !s.canElicit(req) {
-					return waiting(v, ws)
+				res, decided := s.ask(ctx, req, deadline, v, ws, asked)
+				if res != nil {
+					return res
 				}
-				// A wait decided in this call may be listed until the
-				// run moves on: it is not asked again.
-				if w, ok := nextToAsk(ws, decided); ok {
-					if res := s.elicit(ctx, req, deadline, v, ws, w); res != nil {
-						return res
-					}
-					// Decided: the run goes on, and so does the call.
-					decided[waitKey(w)] = true
+				if decided {
+					// The run goes on, and so does the call.
 					continue
 				}
 			}
