@@ -257,12 +257,13 @@ func tokenDaemon(t *testing.T) (d *daemon, tcp string) {
 	return d, tcp
 }
 
-// listenMCP starts `weir mcp --listen` over the daemon's TCP listener and
-// returns its endpoint, its log and the process.
-func listenMCP(t *testing.T, d *daemon, tcp string) (endpoint string, logs *testutil.Buffer, cmd *exec.Cmd) {
+// listenMCP starts `weir mcp --listen` over the daemon's TCP listener,
+// with more flags if given, and returns its endpoint, its log and the
+// process.
+func listenMCP(t *testing.T, d *daemon, tcp string, flags ...string) (endpoint string, logs *testutil.Buffer, cmd *exec.Cmd) {
 	t.Helper()
 	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	cmd = exec.Command(d.weir, "mcp", "--listen", listen, "--daemon", "http://"+tcp)
+	cmd = exec.Command(d.weir, append([]string{"mcp", "--listen", listen, "--daemon", "http://" + tcp}, flags...)...)
 	logs = &testutil.Buffer{}
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
