@@ -22,28 +22,37 @@ func init() {
 	registerCommand(func(m *Main) *cobra.Command {
 		var listen, daemon string
 		var follow time.Duration
+		var stateless bool
 		cmd := &cobra.Command{
 			Use:   "mcp",
 			Short: "Offer the registered flows to MCP clients as tools",
 			Long: `Speak the Model Context Protocol so that MCP clients (desktop assistants,
 IDEs, agent CLIs) can start weir flows as tools. Each registered flow is a
 tool (its doc, its input schema); a call starts a run and answers its output
-or its error with code and class. A run waiting for a human decision answers
-at once with how to decide it. cancel_run cancels a run; weir://runs/ID and
-weir://runs/ID/timeline are its state and timeline. See docs/mcp.md.
+or its error with code and class; a run still working after --follow (55 s,
+below the 60 s clients time out at) answers its id and phase, and wait_run
+waits on. A run waiting for a human decision asks for it (elicitation), or
+answers how to decide it (approve_wait, reject_wait). cancel_run cancels a
+run; weir://runs/ID and weir://runs/ID/timeline are its state and timeline.
+Pass weir_request_id to make a retried call return the same run. See
+docs/mcp.md.
 
 Without --listen, MCP is spoken on stdin/stdout to the daemon on the socket:
 the caller is your OS user. With --listen ADDR (loopback only), the
 streamable HTTP transport is served at http://ADDR/mcp; every request must
 carry "Authorization: Bearer TOKEN" with a token of the daemon's TCP
 listener, which --daemon names (http://HOST:PORT): the caller is the
-token's owner.`,
+token's owner. --stateless serves without sessions (every request checked
+on its own; protocol 2026-07-28 needs it).`,
 			Args: exactArgs(0),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				o := mcpserver.Options{Follow: follow, Version: version, Logger: slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+				o := mcpserver.Options{Follow: follow, Stateless: stateless, Version: version, Logger: slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 				if listen == "" {
 					if daemon != "" {
 						return commandUsageErrorf(cmd, "--daemon goes with --listen (on stdio weir mcp talks to the socket)")
+					}
+					if stateless {
+						return commandUsageErrorf(cmd, "--stateless goes with --listen (stdio is one session)")
 					}
 					return m.mcpStdio(cmd.Context(), o)
 				}
@@ -55,7 +64,8 @@ token's owner.`,
 		}
 		cmd.Flags().StringVar(&listen, "listen", "", "serve streamable HTTP on this loopback address instead of stdio")
 		cmd.Flags().StringVar(&daemon, "daemon", "", "with --listen: the daemon's TCP listener, http://HOST:PORT")
-		cmd.Flags().DurationVar(&follow, "follow", mcpserver.DefaultFollow, "how long one call follows its run before answering that it goes on")
+		cmd.Flags().DurationVar(&follow, "follow", mcpserver.DefaultFollow, "how long one call follows its run before answering its id and phase (below the client's request timeout)")
+		cmd.Flags().BoolVar(&stateless, "stateless", false, "with --listen: serve without sessions, checking the token at every request (protocol 2026-07-28)")
 		return cmd
 	})
 }
@@ -103,6 +113,7 @@ func (m *Main) mcpHTTP(ctx context.Context, listen, daemon string, o mcpserver.O
 		mu.Unlock()
 		return c
 	}, o)
+	defer h.Close()
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}

@@ -113,7 +113,7 @@ func TestMCPServeStdio(t *testing.T) {
 	for _, tl := range tools.Tools {
 		byName[tl.Name] = tl
 	}
-	for _, n := range []string{"greet", "slowpoke", "approval", mcpserver.CancelRunTool} {
+	for _, n := range []string{"greet", "slowpoke", "approval", mcpserver.CancelRunTool, mcpserver.WaitRunTool, mcpserver.ApproveTool, mcpserver.RejectTool} {
 		if byName[n] == nil {
 			t.Fatalf("tools %v lack %s", keysOf(byName), n)
 		}
@@ -257,12 +257,13 @@ func tokenDaemon(t *testing.T) (d *daemon, tcp string) {
 	return d, tcp
 }
 
-// listenMCP starts `weir mcp --listen` over the daemon's TCP listener and
-// returns its endpoint, its log and the process.
-func listenMCP(t *testing.T, d *daemon, tcp string) (endpoint string, logs *testutil.Buffer, cmd *exec.Cmd) {
+// listenMCP starts `weir mcp --listen` over the daemon's TCP listener,
+// with more flags if given, and returns its endpoint, its log and the
+// process.
+func listenMCP(t *testing.T, d *daemon, tcp string, flags ...string) (endpoint string, logs *testutil.Buffer, cmd *exec.Cmd) {
 	t.Helper()
 	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	cmd = exec.Command(d.weir, "mcp", "--listen", listen, "--daemon", "http://"+tcp)
+	cmd = exec.Command(d.weir, append([]string{"mcp", "--listen", listen, "--daemon", "http://" + tcp}, flags...)...)
 	logs = &testutil.Buffer{}
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
@@ -393,7 +394,8 @@ func TestMCPSurvivesABadSchema(t *testing.T) {
 		slices.Sort(out)
 		return out
 	}
-	want := []string{"approval", mcpserver.CancelRunTool, "greet", "longdoc", "slowpoke"}
+	want := []string{mcpserver.ApproveTool, "approval", mcpserver.CancelRunTool, "greet", "longdoc", mcpserver.RejectTool, "slowpoke", mcpserver.WaitRunTool}
+	slices.Sort(want)
 	bob, err := client.New("http://"+tcp, client.WithToken("bob-token-0123456789ab"))
 	if err != nil {
 		t.Fatal(err)

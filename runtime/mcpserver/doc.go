@@ -12,10 +12,15 @@
 // answers with the run's output, or its error with code and class. A
 // client that cancels (or drops) detaches: the accepted run goes on, and
 // its id was the call's first progress message; cancel_run cancels a run
-// explicitly. A run that parks on a human wait answers at once with what
-// to decide and how. Read-only resources show a run's state and timeline.
+// explicitly. A run still working after the follow bound (55 s, below the
+// clients' request timeout) is answered with its id and phase; wait_run
+// follows on. A run that parks on a human wait is decided by elicitation
+// where the client declared it, else answered with how to decide it
+// (approve_wait, reject_wait), and followed on once decided. Read-only
+// resources show a run's state and timeline.
 //
 // Serve speaks MCP on stdio; Handler serves the streamable HTTP transport,
 // requiring a bearer token that it passes on to the daemon's TCP listener,
-// so that each token sees only its owner's runs.
+// so that each token sees only its owner's runs; Options.Stateless serves
+// it without sessions (protocol 2026-07-28 needs that).
 package mcpserver

@@ -30,6 +30,33 @@ type daemonStub struct {
 	runs  map[string]*apitypes.Run
 	// panicOnStart makes RunStart panic, as a library on the way might.
 	panicOnStart bool
+	// working makes a started run stay running (until complete).
+	working bool
+	// waitAt makes a started run park on a human wait at this node.
+	waitAt string
+	waits  map[string][]apitypes.HumanWait // run id → its open waits
+	// decisions records RunApprove and RunReject: "approve RUN WAIT" or
+	// "reject RUN WAIT REASON".
+	decisions []string
+	// revoked makes every call refuse the token (401).
+	revoked bool
+	// flowLists counts FlowList calls (token checks among them).
+	flowLists int
+}
+
+// complete ends run id with output out.
+func (d *daemonStub) complete(id, out string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	r := *d.runs[id]
+	r.Phase, r.Output = apitypes.PhaseCompleted, json.RawMessage(out)
+	d.runs[id] = &r
+}
+
+func (d *daemonStub) decided() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.decisions)
 }
 
 func (d *daemonStub) setFlows(fl ...apitypes.Flow) {
@@ -41,6 +68,10 @@ func (d *daemonStub) setFlows(fl ...apitypes.Flow) {
 func (d *daemonStub) FlowList(context.Context) ([]apitypes.Flow, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.flowLists++
+	if d.revoked {
+		return nil, &client.Error{Code: apitypes.CodeIdentity, Message: "unknown token", HTTPStatus: http.StatusUnauthorized}
+	}
 	return slices.Clone(d.flows), nil
 }
 
@@ -54,7 +85,20 @@ func (d *daemonStub) RunStart(_ context.Context, req apitypes.StartRequest) (*ap
 		d.runs = map[string]*apitypes.Run{}
 	}
 	id := fmt.Sprintf("run_%d", len(d.runs)+1)
-	d.runs[id] = &apitypes.Run{ID: id, Flow: req.Flow, Phase: apitypes.PhaseCompleted, Input: req.Input, Output: req.Input}
+	r := &apitypes.Run{ID: id, Flow: req.Flow, Phase: apitypes.PhaseCompleted, Input: req.Input, Output: req.Input}
+	switch {
+	case d.waitAt != "":
+		r.Phase, r.Output = apitypes.PhaseWaiting, nil
+		if d.waits == nil {
+			d.waits = map[string][]apitypes.HumanWait{}
+		}
+		d.waits[id] = []apitypes.HumanWait{{ID: d.waitAt + "@1", Kind: apitypes.WaitHuman, RunID: id, Flow: req.Flow, Node: d.waitAt,
+			Until: time.Now().Add(time.Hour), Shown: json.RawMessage(`{"request":"ship it?"}`)}}
+	case d.working:
+		r.Phase, r.Output = apitypes.PhaseRunning, nil
+		r.Progress = &apitypes.Progress{Phase: apitypes.PhaseRunning, Done: 1, Node: "b"}
+	}
+	d.runs[id] = r
 	return &apitypes.StartResult{RunID: id}, nil
 }
 
@@ -71,10 +115,43 @@ func (d *daemonStub) RunEvents(context.Context, string, client.EventListParams) 
 	return nil, nil
 }
 
-func (d *daemonStub) RunWaits(context.Context, string) ([]apitypes.HumanWait, error) { return nil, nil }
+func (d *daemonStub) RunWaits(_ context.Context, id string) ([]apitypes.HumanWait, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.waits[id]), nil
+}
 
 func (d *daemonStub) RunCancel(context.Context, string) (apitypes.CancelAnswer, error) {
 	return apitypes.CancelAlreadyTerminal, nil
+}
+
+// RunApprove and RunReject close the wait; an approved run completes
+// with {"approved": true}, a rejected one fails.
+func (d *daemonStub) RunApprove(_ context.Context, id, wait string, _ json.RawMessage) (*apitypes.DecideResponse, error) {
+	return d.decide(id, wait, "approve "+id+" "+wait)
+}
+
+func (d *daemonStub) RunReject(_ context.Context, id, wait, reason string) (*apitypes.DecideResponse, error) {
+	return d.decide(id, wait, "reject "+id+" "+wait+" "+reason)
+}
+
+func (d *daemonStub) decide(id, wait, what string) (*apitypes.DecideResponse, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ws := d.waits[id]
+	if len(ws) == 0 || ws[0].ID != wait {
+		return nil, &client.Error{Code: apitypes.CodeNotWaiting, Message: "run " + id + " is not waiting at " + wait}
+	}
+	delete(d.waits, id)
+	d.decisions = append(d.decisions, what)
+	r := *d.runs[id]
+	if strings.HasPrefix(what, "approve") {
+		r.Phase, r.Output = apitypes.PhaseCompleted, json.RawMessage(`{"approved":true}`)
+	} else {
+		r.Phase, r.Error = apitypes.PhaseFailed, &apitypes.RunError{Code: "E_REJECTED", Message: "rejected"}
+	}
+	d.runs[id] = &r
+	return &apitypes.DecideResponse{RunID: id, Wait: wait}, nil
 }
 
 // connect serves s to an in-process go-sdk client.
@@ -111,6 +188,17 @@ func toolNames(t *testing.T, cs *mcp.ClientSession) []string {
 	return names
 }
 
+// withBuiltins is names and the built-in tools' names, sorted as
+// toolNames sorts.
+func withBuiltins(names ...string) []string {
+	out := slices.Clone(names)
+	for n := range builtinTools {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
+
 func objectFlow(name, props string) apitypes.Flow {
 	return apitypes.Flow{Name: name, Hash: "h-" + name, Nodes: 1, Input: json.RawMessage(`{"type":"object","properties":` + props + `}`)}
 }
@@ -144,7 +232,7 @@ func TestBadSchemaLeavesOnlyItsFlowOut(t *testing.T) {
 			d.setFlows(objectFlow("bad", props), objectFlow("greet", `{"name":{"type":"string"}}`))
 			logs := &testutil.Buffer{}
 			cs := connect(t, New(d, Options{Logger: slog.New(slog.NewTextHandler(logs, nil))}))
-			want := []string{CancelRunTool, "greet"}
+			want := withBuiltins("greet")
 			for range 2 { // the first list at start, the next at tools/list
 				if got := toolNames(t, cs); !slices.Equal(got, want) {
 					t.Fatalf("tools %v, want %v", got, want)
@@ -172,7 +260,7 @@ func TestGoodHeaderSchemaIsOffered(t *testing.T) {
 	d := &daemonStub{}
 	d.setFlows(objectFlow("tenant", `{"t":{"type":"string","x-mcp-header":"X-Tenant"}}`))
 	cs := connect(t, New(d, Options{}))
-	if got := toolNames(t, cs); !slices.Equal(got, []string{CancelRunTool, "tenant"}) {
+	if got := toolNames(t, cs); !slices.Equal(got, withBuiltins("tenant")) {
 		t.Fatalf("tools %v", got)
 	}
 }
@@ -185,18 +273,18 @@ func TestBadNewVersionRemovesTheOldTool(t *testing.T) {
 	good := objectFlow("f", `{"a":{"type":"string"}}`)
 	d.setFlows(good)
 	cs := connect(t, New(d, Options{}))
-	if got := toolNames(t, cs); !slices.Equal(got, []string{CancelRunTool, "f"}) {
+	if got := toolNames(t, cs); !slices.Equal(got, withBuiltins("f")) {
 		t.Fatalf("tools %v", got)
 	}
 	bad := objectFlow("f", badHeaderSchemas["on_object"])
 	bad.Hash = "h-f-2"
 	d.setFlows(bad)
-	if got := toolNames(t, cs); !slices.Equal(got, []string{CancelRunTool}) {
+	if got := toolNames(t, cs); !slices.Equal(got, withBuiltins()) {
 		t.Fatalf("after a bad version: tools %v", got)
 	}
 	good.Hash = "h-f-3"
 	d.setFlows(good)
-	if got := toolNames(t, cs); !slices.Equal(got, []string{CancelRunTool, "f"}) {
+	if got := toolNames(t, cs); !slices.Equal(got, withBuiltins("f")) {
 		t.Fatalf("after a good version again: tools %v", got)
 	}
 }
@@ -220,14 +308,16 @@ func TestToolListIsBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 		b, _ := json.Marshal(tl)
-		total += len(b)
+		if !builtinTools[tl.Name] { // what the flows make of the list
+			total += len(b)
+		}
 		names = append(names, tl.Name)
 		if tl.Name == "docs" && len(tl.Description) > flows.MaxDocSummaryBytes+100 {
 			t.Errorf("docs: a description of %d bytes", len(tl.Description))
 		}
 	}
 	slices.Sort(names)
-	if !slices.Equal(names, []string{CancelRunTool, "docs", "small"}) || total > 4096 {
+	if !slices.Equal(names, withBuiltins("docs", "small")) || total > 4096 {
 		t.Fatalf("tools %v, %d bytes", names, total)
 	}
 }
@@ -260,8 +350,9 @@ func TestSharedHTTPServerSurvivesABadSchema(t *testing.T) {
 	t.Parallel()
 	d := &daemonStub{}
 	d.setFlows(objectFlow("greet", `{}`))
-	srv := httptest.NewServer(Handler(func(string) Daemon { return d }, Options{}))
-	t.Cleanup(srv.Close)
+	h := Handler(func(string) Daemon { return d }, Options{})
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() { srv.Close(); h.Close() })
 	session := func(token string) *mcp.ClientSession {
 		cl := mcp.NewClient(&mcp.Implementation{Name: token, Version: "1"}, nil)
 		cs, err := cl.Connect(context.Background(), &mcp.StreamableClientTransport{
@@ -277,7 +368,7 @@ func TestSharedHTTPServerSurvivesABadSchema(t *testing.T) {
 	// Bob registers a flow with a bad header annotation.
 	d.setFlows(objectFlow("greet", `{}`), objectFlow("bobs", badHeaderSchemas["twice"]))
 	for _, cs := range []*mcp.ClientSession{bob, alice, bob} {
-		if got := toolNames(t, cs); !slices.Equal(got, []string{CancelRunTool, "greet"}) {
+		if got := toolNames(t, cs); !slices.Equal(got, withBuiltins("greet")) {
 			t.Fatalf("tools %v", got)
 		}
 		if res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "greet", Arguments: map[string]any{}}); err != nil || res.IsError {
@@ -285,7 +376,7 @@ func TestSharedHTTPServerSurvivesABadSchema(t *testing.T) {
 		}
 	}
 	// A new session after the bad flow is offered the rest at once.
-	if got := toolNames(t, session("carol-token")); !slices.Equal(got, []string{CancelRunTool, "greet"}) {
+	if got := toolNames(t, session("carol-token")); !slices.Equal(got, withBuiltins("greet")) {
 		t.Fatalf("a new session: tools %v", got)
 	}
 }

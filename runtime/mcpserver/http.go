@@ -39,16 +39,31 @@ const (
 // by a loopback Host (hostguard, the check the console makes too: DNS
 // rebinding), before its token is looked at; the SDK's own localhost
 // protection stays on behind it.
-func Handler(dial func(token string) Daemon, o Options) http.Handler {
-	h := &httpHandler{dial: dial, o: o, tokens: map[string]*tokenEntry{}}
-	h.mcp = mcp.NewStreamableHTTPHandler(h.serverFor, &mcp.StreamableHTTPOptions{SessionTimeout: SessionIdle, Logger: o.Logger})
+//
+// Each token's server reads the daemon's flows every o.Watch, so that a
+// flow registered meanwhile reaches its sessions as
+// notifications/tools/list_changed, as on stdio. With o.Stateless there
+// are no sessions: the token is checked with the daemon at every request.
+// Close stops the watches.
+func Handler(dial func(token string) Daemon, o Options) *HTTPHandler {
+	ctx, stop := context.WithCancel(context.Background())
+	h := &HTTPHandler{dial: dial, o: o, tokens: map[string]*tokenEntry{}, ctx: ctx, stop: stop}
+	h.mcp = mcp.NewStreamableHTTPHandler(h.serverFor, &mcp.StreamableHTTPOptions{
+		SessionTimeout: SessionIdle, Logger: o.Logger, Stateless: o.Stateless,
+		// A client that cancels a 2026-07-28 call closes its POST: the
+		// call's handler stops following (the run goes on).
+		PropagateRequestCancellation: true,
+	})
 	return h
 }
 
-type httpHandler struct {
+// HTTPHandler serves MCP's streamable HTTP transport (see Handler).
+type HTTPHandler struct {
 	dial func(token string) Daemon
 	o    Options
 	mcp  *mcp.StreamableHTTPHandler
+	ctx  context.Context // the watches' lifetime
+	stop context.CancelFunc
 
 	mu     sync.Mutex
 	tokens map[string]*tokenEntry // token hash → its server
@@ -57,6 +72,18 @@ type httpHandler struct {
 type tokenEntry struct {
 	srv      *Server
 	verified time.Time
+	stop     context.CancelFunc // its watch
+}
+
+// Close stops every token's watch; sessions end with their connections.
+func (h *HTTPHandler) Close() {
+	h.stop()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for k, e := range h.tokens {
+		e.stop()
+		delete(h.tokens, k)
+	}
 }
 
 // tokenKey is the hash a token is known by (never the token itself).
@@ -73,7 +100,7 @@ func bearerToken(r *http.Request) string {
 	return strings.TrimSpace(tok)
 }
 
-func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := hostguard.Check(r); err != nil {
 		http.Error(w, hostguard.Code+": "+err.Error(), http.StatusForbidden)
 		return
@@ -85,7 +112,7 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := tokenKey(tok)
-	if sid := r.Header.Get("Mcp-Session-Id"); sid != "" && !strings.HasPrefix(sid, key+"-") {
+	if sid := r.Header.Get("Mcp-Session-Id"); sid != "" && !h.o.Stateless && !strings.HasPrefix(sid, key+"-") {
 		// Another token's session: as if it did not exist.
 		http.Error(w, "session not found", http.StatusNotFound)
 		return
@@ -103,13 +130,14 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mcp.ServeHTTP(w, r)
 }
 
-// verify checks the token with the daemon (at most every verifyEvery)
-// and makes its server. ok is false when the daemon refuses the token.
-func (h *httpHandler) verify(ctx context.Context, tok, key string) (ok bool, err error) {
+// verify checks the token with the daemon (at most every verifyEvery;
+// at every request when stateless) and makes its server. ok is false
+// when the daemon refuses the token.
+func (h *HTTPHandler) verify(ctx context.Context, tok, key string) (ok bool, err error) {
 	h.mu.Lock()
 	e := h.tokens[key]
 	h.mu.Unlock()
-	if e != nil && time.Since(e.verified) < verifyEvery {
+	if e != nil && !h.o.Stateless && time.Since(e.verified) < verifyEvery {
 		return true, nil
 	}
 	d := h.dial(tok)
@@ -133,6 +161,7 @@ func (h *httpHandler) verify(ctx context.Context, tok, key string) (ok bool, err
 				oldest = k
 			}
 		}
+		h.tokens[oldest].stop()
 		delete(h.tokens, oldest)
 	}
 	o := h.o
@@ -145,13 +174,15 @@ func (h *httpHandler) verify(ctx context.Context, tok, key string) (ok bool, err
 	// Offer the flows at once (tools/list reads them again): a client
 	// that calls a tool it already knows need not list first.
 	_ = srv.Refresh(ctx)
-	h.tokens[key] = &tokenEntry{srv: srv, verified: time.Now()}
+	wctx, stop := context.WithCancel(h.ctx)
+	go srv.watch(wctx)
+	h.tokens[key] = &tokenEntry{srv: srv, verified: time.Now(), stop: stop}
 	return true, nil
 }
 
 // serverFor is the SDK's getServer: the server of the request's token,
 // made by verify just before.
-func (h *httpHandler) serverFor(r *http.Request) *mcp.Server {
+func (h *HTTPHandler) serverFor(r *http.Request) *mcp.Server {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if e := h.tokens[tokenKey(bearerToken(r))]; e != nil {

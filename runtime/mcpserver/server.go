@@ -29,6 +29,8 @@ type Daemon interface {
 	RunEvents(ctx context.Context, id string, p client.EventListParams) ([]apitypes.Event, error)
 	RunWaits(ctx context.Context, id string) ([]apitypes.HumanWait, error)
 	RunCancel(ctx context.Context, id string) (apitypes.CancelAnswer, error)
+	RunApprove(ctx context.Context, id, wait string, payload json.RawMessage) (*apitypes.DecideResponse, error)
+	RunReject(ctx context.Context, id, wait, reason string) (*apitypes.DecideResponse, error)
 }
 
 var _ Daemon = (*client.Client)(nil)
@@ -36,8 +38,16 @@ var _ Daemon = (*client.Client)(nil)
 // Names a client uses.
 const (
 	// CancelRunTool is the tool that cancels a run by id. A flow of the
-	// same name is not offered (the tool wins).
+	// same name as a built-in tool is not offered (the tool wins).
 	CancelRunTool = "cancel_run"
+	// WaitRunTool follows a run by id as a flow's call does: a client
+	// whose call answered that its run still works calls it to go on
+	// waiting.
+	WaitRunTool = "wait_run"
+	// ApproveTool and RejectTool decide a run's open human wait, for
+	// clients without elicitation, then follow the run as a call does.
+	ApproveTool = "approve_wait"
+	RejectTool  = "reject_wait"
 	// ArgRequestID is the argument that carries the caller's request id;
 	// it is taken out of the arguments before they become the run's input.
 	ArgRequestID = "weir_request_id"
@@ -52,8 +62,14 @@ const (
 // Limits and defaults.
 const (
 	// DefaultFollow is how long one call follows its run before it
-	// answers that the run still goes on (with its id).
-	DefaultFollow = 10 * time.Minute
+	// answers that the run still works (with its id and phase): below
+	// the 60 s a client's request times out at by default (the official
+	// TypeScript SDK's), so that the client hears the run's id.
+	DefaultFollow = 55 * time.Second
+	// DefaultHeartbeat is the longest time between two progress
+	// notifications of a followed run, sent again unchanged when nothing
+	// moved: a client that resets its timeout on progress keeps waiting.
+	DefaultHeartbeat = 10 * time.Second
 	// DefaultPoll is how often a followed run is read.
 	DefaultPoll = 100 * time.Millisecond
 	// DefaultWatch is how often a served session's tools are read again.
@@ -76,6 +92,14 @@ type Options struct {
 	// Poll is the time between two reads of a followed run (DefaultPoll
 	// if 0).
 	Poll time.Duration
+	// Heartbeat is the longest time between two progress notifications
+	// (DefaultHeartbeat if 0).
+	Heartbeat time.Duration
+	// Stateless makes Handler serve the streamable HTTP transport without
+	// sessions (the SDK's stateless mode, the only one that speaks
+	// protocol 2026-07-28): every request stands alone, and its token is
+	// checked with the daemon every time. Serve ignores it.
+	Stateless bool
 	// Logger receives what the server has to say (discarded if nil).
 	Logger *slog.Logger
 	// Version is the server's version in its serverInfo ("dev" if empty).
@@ -108,6 +132,9 @@ func New(d Daemon, o Options) *Server {
 	if o.Poll <= 0 {
 		o.Poll = DefaultPoll
 	}
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = DefaultHeartbeat
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -121,7 +148,8 @@ func New(d Daemon, o Options) *Server {
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "weir", Title: "weir flows", Version: o.Version}, &mcp.ServerOptions{
 		Instructions: "Each tool starts a durable weir run of the flow of that name and answers with its output. " +
 			"Pass weir_request_id (or _meta weir/request_id) to make a retried call return the same run. " +
-			"A run waiting for a human decision answers at once with how to decide it; cancel_run cancels a run.",
+			"A call answers before its bound with the run's id and phase when the run still works: call wait_run to go on waiting. " +
+			"A run waiting for a human decision asks for it (elicitation) or answers how to decide it (approve_wait, reject_wait); cancel_run cancels a run.",
 		Logger: o.Logger,
 		// Flows come and go: clients are told when the list changes.
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}, Resources: &mcp.ResourceCapabilities{}},
@@ -136,6 +164,7 @@ func New(d Daemon, o Options) *Server {
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"run_id":{"type":"string"}},"required":["run_id"],"additionalProperties":false}`),
 		Annotations: &mcp.ToolAnnotations{IdempotentHint: true, DestructiveHint: ptr(true)},
 	}, s.cancelRun)
+	s.addDecisionTools()
 	s.mcp.AddResourceTemplate(&mcp.ResourceTemplate{
 		Name: "run", URITemplate: RunURIPrefix + "{id}", MIMEType: "application/json",
 		Description: "A weir run's state: phase, progress, output or error.",
@@ -216,8 +245,8 @@ func (s *Server) Refresh(ctx context.Context) error {
 	seen := map[string]bool{}
 	var gone []string
 	for _, f := range fl {
-		if f.Name == CancelRunTool {
-			s.o.Logger.Warn("flow not offered: its name is the cancel tool's", "flow", f.Name)
+		if builtinTools[f.Name] {
+			s.o.Logger.Warn("flow not offered: its name is a built-in tool's", "flow", f.Name)
 			continue
 		}
 		seen[f.Name] = true
@@ -308,6 +337,9 @@ func inputSchema(flowInput json.RawMessage) (json.RawMessage, bool) {
 // callFlow is the handler of a flow's tool.
 func (s *Server) callFlow(flow string, wrapped bool) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if req.Params.RequestState != "" {
+			return s.resume(ctx, req), nil
+		}
 		args := map[string]json.RawMessage{}
 		if len(req.Params.Arguments) > 0 && string(req.Params.Arguments) != "null" {
 			if err := json.Unmarshal(req.Params.Arguments, &args); err != nil {
@@ -332,7 +364,7 @@ func (s *Server) callFlow(flow string, wrapped bool) mcp.ToolHandler {
 		if err != nil {
 			return apiRefusal(err), nil
 		}
-		return s.follow(ctx, req, res.RunID), nil
+		return s.follow(ctx, req, res.RunID, nil), nil
 	}
 }
 
@@ -345,26 +377,34 @@ func freshRequestID() string {
 }
 
 // follow reads the run until it ends, parks on a human wait, the follow
-// bound passes or the client goes away, reporting progress meanwhile.
-func (s *Server) follow(ctx context.Context, req *mcp.CallToolRequest, id string) *mcp.CallToolResult {
+// bound passes or the client goes away, reporting progress meanwhile. A
+// wait whose client declared elicitation is asked of the person there
+// and then, and the run followed on once decided.
+func (s *Server) follow(ctx context.Context, req *mcp.CallToolRequest, id string, asked asked) *mcp.CallToolResult {
 	tok := req.Params.GetProgressToken()
 	var step float64
+	var lastSent time.Time
 	report := func(msg string) {
 		if tok == nil {
 			return
 		}
 		step++
+		lastSent = time.Now()
 		// Display only: a lost notification changes nothing.
 		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: step, Message: msg})
 	}
 	// The first report carries the run's id: a client that cancels or
 	// drops the call still knows which run goes on.
-	report("run " + id + " accepted")
+	last := "run " + id + " accepted"
+	report(last)
+	deadline := time.Now().Add(s.o.Follow)
 	bound := time.NewTimer(s.o.Follow)
 	defer bound.Stop()
 	tick := time.NewTicker(s.o.Poll)
 	defer tick.Stop()
-	last := ""
+	if asked == nil {
+		asked = map[string]string{}
+	}
 	for {
 		v, err := s.d.RunGet(ctx, id)
 		if ctx.Err() != nil {
@@ -379,20 +419,30 @@ func (s *Server) follow(ctx context.Context, req *mcp.CallToolRequest, id string
 				report(msg)
 			}
 		}
+		if time.Since(lastSent) >= s.o.Heartbeat {
+			report(last)
+		}
 		switch {
 		case v.Phase.Terminal():
 			return finished(v)
 		case v.Phase == apitypes.PhaseWaiting:
 			ws, err := s.d.RunWaits(ctx, id)
 			if err == nil && len(ws) > 0 {
-				return waiting(v, ws)
+				res, decided := s.ask(ctx, req, deadline, v, ws, asked)
+				if res != nil {
+					return res
+				}
+				if decided {
+					// The run goes on, and so does the call.
+					continue
+				}
 			}
 		}
 		select {
 		case <-ctx.Done():
 			return detached(id, "the call was cancelled; the run goes on")
 		case <-bound.C:
-			return detached(id, fmt.Sprintf("the run still goes on after %s", s.o.Follow))
+			return stillWorking(v, s.o.Follow)
 		case <-tick.C:
 		}
 	}
@@ -440,17 +490,13 @@ func finished(v *apitypes.Run) *mcp.CallToolResult {
 		fmt.Sprintf("run %s %s: %s: %s", v.ID, v.Phase, e.Code, e.Message), true)
 }
 
-func waiting(v *apitypes.Run, ws []apitypes.HumanWait) *mcp.CallToolResult {
-	var lines []string
-	list := make([]map[string]any, 0, len(ws))
-	for _, w := range ws {
-		list = append(list, map[string]any{"run_id": w.RunID, "flow": w.Flow, "node": w.Node, "until": w.Until})
-		lines = append(lines, fmt.Sprintf("  weir run approve %s %s [--payload JSON]   or   weir run reject %s %s --reason TEXT   (before %s)",
-			w.RunID, w.Node, w.RunID, w.Node, w.Until.Format(time.RFC3339)))
-	}
-	text := fmt.Sprintf("run %s is waiting for a human decision; it goes on once someone decides:\n%s\nRead %s%s for its state.",
-		v.ID, strings.Join(lines, "\n"), RunURIPrefix, v.ID)
-	return result(map[string]any{"run_id": v.ID, "phase": v.Phase, "waits": list}, text, false)
+// stillWorking answers a call whose run goes on past the follow bound:
+// its id and phase, and how to follow it.
+func stillWorking(v *apitypes.Run, bound time.Duration) *mcp.CallToolResult {
+	return result(map[string]any{"run_id": v.ID, "phase": v.Phase, "working": true,
+		"follow": map[string]any{"tool": WaitRunTool, "arguments": map[string]any{"run_id": v.ID}, "resource": RunURIPrefix + v.ID}},
+		fmt.Sprintf("run %s is still working (%s) after %s; it goes on. Call %s with {\"run_id\": %q} to wait for its answer, read %s%s for its state, or call %s to stop it.",
+			v.ID, v.Phase, bound, WaitRunTool, v.ID, RunURIPrefix, v.ID, CancelRunTool), false)
 }
 
 func detached(id, why string) *mcp.CallToolResult {
