@@ -34,6 +34,8 @@ var notEngineKnobs = map[string]string{
 	"ConfigVersion":  "assigned by the store to each config content (Assign)",
 	"Tick":           "the scheduler's timer: wake-ups never wait for it, so an operator has no reason to turn it",
 	"FlowCacheBytes": "bounded by script.DefaultCacheBytes; no operator has needed it yet",
+	"Owners":         "owner blocks, decoded as blocks (not yet read from the file)",
+	"DefaultOwner":   "the default owner block (not yet read from the file)",
 }
 
 // knobExamples is a value of each knob other than its default, as the

@@ -87,6 +87,10 @@ type Config struct {
 	// recently used are dropped and re-loaded from the store when needed
 	// again (default script.DefaultCacheBytes, 256 MiB).
 	FlowCacheBytes int64
+	// Owners gives owners their shares and quotas (owners.go); an owner
+	// without an entry gets DefaultOwner, each its own share.
+	Owners       map[string]OwnerShare
+	DefaultOwner OwnerShare
 	// Scripts evaluates flow scripts: registration's load and checks and
 	// the callables of every step (nil: in this process, with the flow
 	// cache keeping evaluators). The daemon passes a runtime/sandbox
