@@ -37,10 +37,17 @@ const (
 	// E_TOO_MANY_CONNECTIONS and closed; the daemon's own OS user is not
 	// counted against it, so the operator always gets in.
 	DefaultMaxConns = 512
-	// DefaultMaxConnsPerPeer bounds the connections of one peer (an OS
-	// user on the Unix socket, an IP address on TCP): one caller cannot
-	// take every connection.
+	// DefaultMaxConnsPerPeer bounds the connections of one OS user on
+	// the Unix socket, where the kernel names the caller at accept: one
+	// caller cannot take every connection.
 	DefaultMaxConnsPerPeer = 64
+	// DefaultMaxConnsPerIP bounds the connections of one IP address on
+	// TCP. Several token owners (and an MCP server or a proxy for many)
+	// may share an address, and who a connection is from is known only
+	// once its request is read, so this cap is larger: it stops a flood
+	// from one host, while the shares between owners are counted in the
+	// handler (DefaultMaxRequestsPerOwner, DefaultMaxStreamsPerOwner).
+	DefaultMaxConnsPerIP = 256
 	// MaxHeaderBytes bounds a request's headers.
 	MaxHeaderBytes = 64 << 10
 	// MaxHoldOpen bounds how long a route meant to stay open may hold
@@ -63,6 +70,11 @@ type HTTPLimits struct {
 	IdleTimeout       time.Duration `json:"idle_timeout"`
 	MaxConns          int           `json:"max_conns"`
 	MaxConnsPerPeer   int           `json:"max_conns_per_peer"`
+	MaxConnsPerIP     int           `json:"max_conns_per_ip"`
+	// MaxRequestsPerOwner and MaxStreamsPerOwner are the shares of one
+	// owner, counted once its request is read (see ownerCaps).
+	MaxRequestsPerOwner int `json:"max_requests_per_owner"`
+	MaxStreamsPerOwner  int `json:"max_streams_per_owner"`
 }
 
 // WithDefaults fills the zero fields.
@@ -81,6 +93,15 @@ func (l HTTPLimits) WithDefaults() HTTPLimits {
 	}
 	if l.MaxConnsPerPeer <= 0 {
 		l.MaxConnsPerPeer = DefaultMaxConnsPerPeer
+	}
+	if l.MaxConnsPerIP <= 0 {
+		l.MaxConnsPerIP = DefaultMaxConnsPerIP
+	}
+	if l.MaxRequestsPerOwner <= 0 {
+		l.MaxRequestsPerOwner = DefaultMaxRequestsPerOwner
+	}
+	if l.MaxStreamsPerOwner <= 0 {
+		l.MaxStreamsPerOwner = DefaultMaxStreamsPerOwner
 	}
 	return l
 }
@@ -115,7 +136,9 @@ func HoldOpen(w http.ResponseWriter, d time.Duration) error {
 }
 
 // LimitListener caps ln's connections as l says: in total (except the
-// connections of adminUID on a Unix socket) and per peer. A connection
+// connections of adminUID on a Unix socket) and per peer (an OS user on
+// a Unix socket, max_conns_per_peer; an IP address on TCP,
+// max_conns_per_ip). A connection
 // over a cap is answered 503 E_TOO_MANY_CONNECTIONS and closed at once,
 // so it costs a descriptor for one write, not for as long as its client
 // likes.
@@ -152,12 +175,16 @@ func (ll *limitListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		peer, admin := peerOf(c, ll.adminUID)
+		peer, admin, byIP := peerOf(c, ll.adminUID)
+		limit, knob := ll.limits.MaxConnsPerPeer, "max_conns_per_peer"
+		if byIP {
+			limit, knob = ll.limits.MaxConnsPerIP, "max_conns_per_ip"
+		}
 		ll.mu.Lock()
 		why := ""
 		switch {
-		case ll.peers[peer] >= ll.limits.MaxConnsPerPeer:
-			why = fmt.Sprintf("%s already has %d connections open, the most one peer may have (max_conns_per_peer)", peer, ll.peers[peer])
+		case ll.peers[peer] >= limit:
+			why = fmt.Sprintf("%s already has %d connections open, the most one peer may have (%s)", peer, ll.peers[peer], knob)
 		case !admin && ll.total >= ll.limits.MaxConns:
 			why = fmt.Sprintf("the daemon already has %d connections open on this listener, the most it takes (max_conns)", ll.total)
 		default:
@@ -206,21 +233,21 @@ func (ll *limitListener) release(peer string, admin bool) {
 }
 
 // peerOf names the peer a connection's cap is counted against: the OS
-// user on a Unix socket, the IP address on TCP. admin is set for
+// user on a Unix socket, the IP address on TCP (byIP). admin is set for
 // adminUID's connections on a Unix socket.
-func peerOf(c net.Conn, adminUID int) (peer string, admin bool) {
+func peerOf(c net.Conn, adminUID int) (peer string, admin, byIP bool) {
 	switch c.(type) {
 	case *net.UnixConn:
 		uid, err := peerCred(c)
 		if err != nil {
-			return "an unidentified local peer", false
+			return "an unidentified local peer", false, false
 		}
-		return "uid " + strconv.FormatUint(uint64(uid), 10), int(uid) == adminUID
+		return "uid " + strconv.FormatUint(uint64(uid), 10), int(uid) == adminUID, false
 	}
 	if host, _, err := net.SplitHostPort(c.RemoteAddr().String()); err == nil {
-		return host, false
+		return host, false, true
 	}
-	return c.RemoteAddr().String(), false
+	return c.RemoteAddr().String(), false, true
 }
 
 // refuseConn answers a connection over a cap and closes it.

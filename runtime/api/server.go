@@ -53,6 +53,7 @@ type Server struct {
 	tokens   atomic.Pointer[Tokens]
 	daemon   Daemon
 	adminUID int
+	caps     *ownerCaps // each owner's share of requests and streams
 	// routes are the patterns registered on mux, in order: the route
 	// table docs/openapi.yaml is checked against.
 	routes []string
@@ -72,12 +73,16 @@ func WithDaemon(d Daemon) Option { return func(s *Server) { s.daemon = d } }
 // admin endpoints (default: the user running the server).
 func WithAdminUID(uid int) Option { return func(s *Server) { s.adminUID = uid } }
 
+// WithHTTPLimits sets the per-owner shares of requests and streams
+// (l's MaxRequestsPerOwner and MaxStreamsPerOwner; default: theirs).
+func WithHTTPLimits(l HTTPLimits) Option { return func(s *Server) { s.caps = newOwnerCaps(l) } }
+
 // NewServer returns a server for eng.
 func NewServer(eng *engine.Engine, log hclog.Logger, opts ...Option) *Server {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	s := &Server{eng: eng, log: log, mux: http.NewServeMux(), adminUID: os.Getuid()}
+	s := &Server{eng: eng, log: log, mux: http.NewServeMux(), adminUID: os.Getuid(), caps: newOwnerCaps(HTTPLimits{})}
 	for _, o := range opts {
 		o(s)
 	}
@@ -149,6 +154,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Message: r.Method + " takes no body"})
 		return
 	}
+	r, release, ok := s.admitRequest(w, r, id)
+	if !ok {
+		return
+	}
+	defer release()
 	s.mux.ServeHTTP(w, r)
 }
 

@@ -122,6 +122,9 @@ func (s *Server) runStream(w http.ResponseWriter, r *http.Request) {
 		writeEngineErr(w, err)
 		return
 	}
+	if !s.holdStream(w, r) {
+		return
+	}
 	until := time.Now().Add(MaxStreamDuration)
 	ctx, cancel := context.WithDeadline(r.Context(), until)
 	defer cancel()
@@ -197,7 +200,7 @@ func (s *Server) runsStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p, ok := s.listParams(w, r)
-	if !ok {
+	if !ok || !s.holdStream(w, r) {
 		return
 	}
 	owner := ownerFrom(r.Context())

@@ -79,6 +79,9 @@ func (s *Server) runWait(w http.ResponseWriter, r *http.Request) {
 // should answer with what met last saw: not after an error (answered
 // here) nor once the client went away.
 func (s *Server) await(w http.ResponseWriter, r *http.Request, hold time.Duration, poll bool, met func(context.Context, *store.Run) (bool, error)) bool {
+	if !s.holdStream(w, r) {
+		return false
+	}
 	// This route is meant to stay open: its own bound, not the server's.
 	_ = HoldOpen(w, hold+10*time.Second) // beyond the server's write timeout
 	ctx, cancel := context.WithCancel(r.Context())

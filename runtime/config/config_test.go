@@ -43,7 +43,8 @@ func TestLoadFull(t *testing.T) {
 		RetentionMaxAge: 30 * 24 * time.Hour,
 		DiskMinFree:     1 << 30,
 		HTTP: api.HTTPLimits{ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 45 * time.Second,
-			IdleTimeout: 90 * time.Second, MaxConns: 256, MaxConnsPerPeer: 16},
+			IdleTimeout: 90 * time.Second, MaxConns: 256, MaxConnsPerPeer: 16,
+			MaxConnsPerIP: api.DefaultMaxConnsPerIP, MaxRequestsPerOwner: api.DefaultMaxRequestsPerOwner, MaxStreamsPerOwner: api.DefaultMaxStreamsPerOwner},
 		Plugins: map[string]json.RawMessage{
 			"http": json.RawMessage(`{"allow_hosts":["api.example.com","example.org"],"max_bytes":1048576,"timeout":"10s"}`),
 		},

@@ -71,6 +71,10 @@ var knobExamples = map[string]struct{ value, extra string }{
 	"http.read_header_timeout": {value: `"5s"`},
 	"http.read_timeout":        {value: `"30s"`},
 	"http.write_timeout":       {value: `"45s"`},
+
+	"http.max_conns_per_ip":       {value: `128`},
+	"http.max_requests_per_owner": {value: `32`},
+	"http.max_streams_per_owner":  {value: `8`},
 }
 
 // parseExample parses a file setting k to its example.

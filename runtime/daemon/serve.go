@@ -38,7 +38,8 @@ var ErrLockLost = errors.New(engine.LockLostReason)
 // the daemon (Close), draining for the config's grace.
 func (d *Daemon) Serve(ctx context.Context) error {
 	cfg := d.Config()
-	d.srv = api.NewServer(d.Engine, d.log.Named("api"), api.WithDaemon(d), api.WithTokens(api.NewTokens(cfg.Tokens())))
+	d.srv = api.NewServer(d.Engine, d.log.Named("api"), api.WithDaemon(d), api.WithTokens(api.NewTokens(cfg.Tokens())),
+		api.WithHTTPLimits(cfg.HTTP))
 	d.served = make(chan error, 4)
 	stop := func() {
 		dctx, cancel := context.WithTimeout(context.Background(), d.Config().DrainGrace)
