@@ -30,9 +30,15 @@ const (
 	// SessionTTL is how long a session lasts after sign-in; then the
 	// person signs in again.
 	SessionTTL = 12 * time.Hour
-	// MaxSessions bounds the sessions kept in memory; signing in beyond
-	// it ends the oldest session.
+	// MaxSessions bounds the sessions kept in memory, everyone's
+	// together. A sign-in beyond it is refused (503 E_SESSIONS_FULL)
+	// rather than ending another owner's session; expired sessions are
+	// dropped first.
 	MaxSessions = 10000
+	// MaxSessionsPerOwner bounds one owner's sessions: signing in beyond
+	// it ends that owner's oldest session, nobody else's. With it, filling
+	// MaxSessions takes MaxSessions/MaxSessionsPerOwner owners.
+	MaxSessionsPerOwner = 32
 	// MaxSignInBody bounds the sign-in form.
 	MaxSignInBody = 4 << 10
 	// SignInBurst wrong sign-ins are allowed from one source address,
@@ -69,6 +75,10 @@ const (
 	// CodeSignInLimit refuses a sign-in past the wrong sign-ins allowed
 	// (429, with Retry-After).
 	CodeSignInLimit = "E_SIGN_IN_LIMIT"
+	// CodeSessionsFull refuses a sign-in while the console holds
+	// MaxSessions sessions (503): the sessions of others are not ended to
+	// make room.
+	CodeSessionsFull = "E_SESSIONS_FULL"
 )
 
 //go:embed assets
@@ -82,6 +92,7 @@ type Console struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session
+	byOwner  map[string][]*session // each owner's sessions, oldest first
 	failed   signInLimit
 }
 
@@ -98,7 +109,7 @@ func New(apiHandler http.Handler, log hclog.Logger) *Console {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	return &Console{api: apiHandler, log: log, now: time.Now, sessions: map[string]*session{}}
+	return &Console{api: apiHandler, log: log, now: time.Now, sessions: map[string]*session{}, byOwner: map[string][]*session{}}
 }
 
 // The pages: each serves the same document, whose script draws the page
@@ -204,7 +215,7 @@ func (c *Console) session(r *http.Request) *session {
 		return nil
 	}
 	if !c.now().Before(s.expires) {
-		delete(c.sessions, s.id)
+		c.dropLocked(s)
 		return nil
 	}
 	return s
@@ -309,12 +320,12 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s := &session{id: randomHex(), token: token, owner: owner, csrf: randomHex(), expires: c.now().Add(SessionTTL)}
-	c.mu.Lock()
-	if len(c.sessions) >= MaxSessions {
-		c.dropOldestLocked()
+	if !c.addSession(s) {
+		c.log.Warn("console sign-in refused: the console holds the most sessions it keeps", "owner", owner, "sessions", MaxSessions)
+		writeError(w, http.StatusServiceUnavailable, CodeSessionsFull,
+			fmt.Sprintf("the console already holds %d sessions, the most it keeps; sign-ins are refused until some end (sign out elsewhere, or ask the operator)", MaxSessions))
+		return
 	}
-	c.sessions[s.id] = s
-	c.mu.Unlock()
 	c.log.Info("console sign-in", "owner", owner, "remote", r.RemoteAddr)
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: s.id, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
 		Secure: r.TLS != nil, Expires: s.expires})
@@ -442,15 +453,48 @@ func (c *Console) ownerOf(r *http.Request, token string) (string, bool) {
 	return st.Caller.Owner, true
 }
 
-func (c *Console) dropOldestLocked() {
-	var oldest *session
-	for _, s := range c.sessions {
-		if oldest == nil || s.expires.Before(oldest.expires) {
-			oldest = s
+// addSession keeps s: it ends the oldest session of s's owner when the
+// owner has MaxSessionsPerOwner, and refuses s (false) when the console
+// holds MaxSessions sessions of others, once the expired ones are gone.
+func (c *Console) addSession(s *session) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if own := c.byOwner[s.owner]; len(own) >= MaxSessionsPerOwner {
+		c.dropLocked(own[0])
+	}
+	if len(c.sessions) >= MaxSessions {
+		now := c.now()
+		for _, o := range c.sessions {
+			if !now.Before(o.expires) {
+				c.dropLocked(o)
+			}
+		}
+		if len(c.sessions) >= MaxSessions {
+			return false
 		}
 	}
-	if oldest != nil {
-		delete(c.sessions, oldest.id)
+	c.sessions[s.id] = s
+	c.byOwner[s.owner] = append(c.byOwner[s.owner], s)
+	return true
+}
+
+// dropLocked ends session s.
+func (c *Console) dropLocked(s *session) {
+	if c.sessions[s.id] != s {
+		return
+	}
+	delete(c.sessions, s.id)
+	own := c.byOwner[s.owner]
+	for i, o := range own {
+		if o == s {
+			own = append(own[:i:i], own[i+1:]...)
+			break
+		}
+	}
+	if len(own) == 0 {
+		delete(c.byOwner, s.owner)
+	} else {
+		c.byOwner[s.owner] = own
 	}
 }
 
@@ -473,7 +517,7 @@ func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.mu.Lock()
-	delete(c.sessions, s.id)
+	c.dropLocked(s)
 	c.mu.Unlock()
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: -1})
 	http.Redirect(w, r, "/signin", http.StatusSeeOther)
