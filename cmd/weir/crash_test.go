@@ -62,6 +62,39 @@ func newDaemon(t *testing.T) *daemon {
 	return d
 }
 
+// e2e marks a test that starts real processes: it is skipped with -short,
+// saying what it would start, and runs in parallel with the others.
+func e2e(t *testing.T, starts string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip(starts)
+	}
+	t.Parallel()
+}
+
+// servingDaemon is the daemon of an e2e test that needs one serving with
+// no failpoints armed and nothing else set before it starts.
+func servingDaemon(t *testing.T) *daemon {
+	t.Helper()
+	e2e(t, "starts a real daemon")
+	d := newDaemon(t)
+	d.start("")
+	return d
+}
+
+// env is what a weir command needs to reach this daemon.
+func (d *daemon) env() map[string]string {
+	return map[string]string{"WEIR_SOCKET": d.socket, "WEIR_DATA": d.data}
+}
+
+// cli runs a weir command in-process against this daemon and returns its
+// exit code, stdout and stderr.
+func (d *daemon) cli(args ...string) (int, string, string) {
+	d.t.Helper()
+	code, out, errb, _ := run(d.t, d.env(), args...)
+	return code, out, errb
+}
+
 // start runs weir serve with the failpoints armed and waits until it
 // answers on its socket.
 func (d *daemon) start(failpoints string, env ...string) {

@@ -38,10 +38,7 @@ func sample(t *testing.T, text, series string) float64 {
 // observations the runs made, and the live phase gauge shows the two
 // runs waiting, then none.
 func TestMetricsHistogramsMove(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a real daemon")
-	}
-	t.Parallel()
+	e2e(t, "starts a real daemon")
 	d := newDaemon(t)
 	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	cfg := filepath.Join(t.TempDir(), "weir.hcl")
