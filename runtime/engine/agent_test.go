@@ -197,6 +197,16 @@ func answer(text string, usage chat.Usage) chat.Response {
 // use is a turn's usage: tokens in and out.
 func use(in, out int64) chat.Usage { return chat.Usage{InputTokens: in, OutputTokens: out} }
 
+// kvTurns is a script of n turns that each ask for one kv.get and never
+// answer.
+func kvTurns(n int, usage chat.Usage) []chat.Response {
+	var script []chat.Response
+	for i := range n {
+		script = append(script, askTools(usage, tc(fmt.Sprint("c", i), "kv.get", `{"key":"k"}`)))
+	}
+	return script
+}
+
 func tc(id, name, args string) chat.ToolCall {
 	return chat.ToolCall{ID: id, Name: name, Arguments: json.RawMessage(args)}
 }
@@ -508,16 +518,10 @@ func TestAgentToolUseThenAnswer(t *testing.T) {
 // and its last turn's calls are not run.
 func TestAgentMaxTurns(t *testing.T) {
 	t.Parallel()
-	var script []chat.Response
-	for i := range 5 {
-		script = append(script, askTools(use(1, 1), tc(fmt.Sprint("c", i), "kv.get", `{"key":"k"}`)))
-	}
-	m := newFakeModel(script...)
+	m := newFakeModel(kvTurns(5, use(1, 1))...)
 	b := setupAgent(t, memstore.New(), clock.NewFake(time.Now()), m)
 	run := b.run(t, "research", `{"topic":"x"}`)
-	if run.Phase != store.PhaseFailed || run.Error == nil || run.Error.Code != CodeMaxTurns {
-		t.Fatalf("run %s %+v, want failed with %s", run.Phase, run.Error, CodeMaxTurns)
-	}
+	wantFailed(t, run, CodeMaxTurns)
 	if n := len(m.asked()); n != 4 {
 		t.Errorf("the model was asked %d turns, want max_turns = 4", n)
 	}
@@ -551,11 +555,7 @@ func TestAgentBudgetStopsBeforeTheTurn(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			var script []chat.Response
-			for i := range 8 {
-				script = append(script, askTools(tt.usage, tc(fmt.Sprint("c", i), "kv.get", `{"key":"k"}`)))
-			}
-			m := newFakeModel(script...)
+			m := newFakeModel(kvTurns(8, tt.usage)...)
 			m.inputCost, m.outputCost = prices.InputCost, prices.OutputCost
 			b := setupAgent(t, memstore.New(), clock.NewFake(time.Now()), m)
 			run := b.run(t, "bounded", `{}`)
@@ -738,9 +738,7 @@ func TestAgentMalformedResponse(t *testing.T) {
 	m := newFakeModel(chat.Response{Message: chat.Message{Content: "hi"}})
 	b := setupAgent(t, memstore.New(), clock.NewFake(time.Now()), m)
 	run := b.run(t, "typed", `{}`)
-	if run.Phase != store.PhaseFailed || run.Error == nil || run.Error.Code != CodeModelResponse {
-		t.Fatalf("run %s %+v, want failed with %s", run.Phase, run.Error, CodeModelResponse)
-	}
+	wantFailed(t, run, CodeModelResponse)
 }
 
 // TestAgentTimeoutBoundsTheLoop: the node's timeout bounds the whole loop,
@@ -748,18 +746,12 @@ func TestAgentMalformedResponse(t *testing.T) {
 // with E_AGENT_TIMEOUT and the model is not asked again.
 func TestAgentTimeoutBoundsTheLoop(t *testing.T) {
 	t.Parallel()
-	var script []chat.Response
-	for i := range 8 {
-		script = append(script, askTools(use(1, 1), tc(fmt.Sprint("c", i), "kv.get", `{"key":"k"}`)))
-	}
-	m := newFakeModel(script...)
+	m := newFakeModel(kvTurns(8, use(1, 1))...)
 	fk := clock.NewFake(time.Now())
 	m.clock, m.think = fk, 40*time.Second
 	b := setupAgent(t, memstore.New(), fk, m)
 	run := b.run(t, "timed", `{}`)
-	if run.Phase != store.PhaseFailed || run.Error == nil || run.Error.Code != CodeAgentTimeout {
-		t.Fatalf("run %s %+v, want failed with %s", run.Phase, run.Error, CodeAgentTimeout)
-	}
+	wantFailed(t, run, CodeAgentTimeout)
 	// Asked at 0s and 40s; at 80s the minute has passed.
 	if n := len(m.asked()); n != 2 {
 		t.Errorf("the model was asked %d turns, want 2 within the minute", n)
@@ -771,17 +763,11 @@ func TestAgentTimeoutBoundsTheLoop(t *testing.T) {
 // budget.
 func TestAgentNodeCostCapsTurnsAndCalls(t *testing.T) {
 	t.Parallel()
-	var script []chat.Response
-	for i := range 8 {
-		script = append(script, askTools(use(30, 10), tc(fmt.Sprint("c", i), "kv.get", `{"key":"k"}`)))
-	}
-	m := newFakeModel(script...)
+	m := newFakeModel(kvTurns(8, use(30, 10))...)
 	m.inputCost, m.outputCost = 200, 100_000 // a turn reserves 7 and costs 2
 	b := setupAgent(t, memstore.New(), clock.NewFake(time.Now()), m)
 	run := b.run(t, "capped", `{}`)
-	if run.Phase != store.PhaseFailed || run.Error == nil || run.Error.Code != CodeBudgetExhausted {
-		t.Fatalf("run %s %+v, want failed with %s", run.Phase, run.Error, CodeBudgetExhausted)
-	}
+	wantFailed(t, run, CodeBudgetExhausted)
 	// 0+7 and 2+7 fit in 10; 4+7 does not.
 	if n := len(m.asked()); n != 2 || run.Spent != 4 {
 		t.Errorf("%d turns asked, run spent %d; want 2 turns and 4", n, run.Spent)
@@ -887,8 +873,9 @@ func TestAgentRequestTheContractRefuses(t *testing.T) {
 	m := newFakeModel(answer("x", use(1, 1)))
 	b := setupAgent(t, memstore.New(), clock.NewFake(time.Now()), m)
 	run := b.run(t, "nomodel", `{}`)
-	if run.Phase != store.PhaseFailed || run.Error == nil || run.Error.Code != CodeChatRequest || !strings.Contains(run.Error.Message, "model") {
-		t.Fatalf("run %s %+v, want failed with %s", run.Phase, run.Error, CodeChatRequest)
+	wantFailed(t, run, CodeChatRequest)
+	if !strings.Contains(run.Error.Message, "model") {
+		t.Fatalf("run %s %+v, want failed with %s about the model", run.Phase, run.Error, CodeChatRequest)
 	}
 	if len(m.asked()) != 0 {
 		t.Error("the model tool was called with a request the contract refuses")
@@ -919,9 +906,7 @@ func TestAgentTurnRetriesExhausted(t *testing.T) {
 		}
 		return nil
 	})
-	if run.Phase != store.PhaseFailed || run.Error == nil || run.Error.Code != CodeRetriesExhausted {
-		t.Fatalf("run %s %+v, want failed with %s", run.Phase, run.Error, CodeRetriesExhausted)
-	}
+	wantFailed(t, run, CodeRetriesExhausted)
 	if n := len(m.asked()); n != agentTurnRetries+1 {
 		t.Errorf("the model tool was tried %d times, want %d", n, agentTurnRetries+1)
 	}

@@ -130,14 +130,7 @@ func TestUnitWaitApproveRejectTimeout(t *testing.T) {
 	if !strings.Contains(string(run.Output), `"late":true`) {
 		t.Fatalf("timeout: %s %s", run.Phase, run.Output)
 	}
-	var code string
-	evs, _ := b.eng.Events(ctx, "alice", late, 0, 0)
-	for _, e := range evs {
-		if e.Type == evNodeFailed {
-			code, _ = e.Detail["code"].(string)
-		}
-	}
-	if code != CodeWaitTimeout {
+	if code := b.failCode(t, late); code != CodeWaitTimeout {
 		t.Errorf("timeout code %q, want %s", code, CodeWaitTimeout)
 	}
 }
