@@ -347,17 +347,32 @@ func (b *agentBundle) crash(t *testing.T) {
 
 func (b *agentBundle) run(t *testing.T, flow, input string) *store.Run {
 	t.Helper()
+	return b.runAdvancing(t, flow, input, 0)
+}
+
+// runAdvancing is run with the fake clock moved by step before each look
+// at the run: past the backoff of the retries it waits for.
+func (b *agentBundle) runAdvancing(t *testing.T, flow, input string, step time.Duration) *store.Run {
+	t.Helper()
 	res, err := b.eng.Submit(context.Background(), StartRequest{Owner: "alice", Flow: flow, Input: json.RawMessage(input)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b.terminal(t, res.RunID)
+	return b.terminalAdvancing(t, res.RunID, step)
 }
 
 func (b *agentBundle) terminal(t *testing.T, id string) *store.Run {
 	t.Helper()
+	return b.terminalAdvancing(t, id, 0)
+}
+
+func (b *agentBundle) terminalAdvancing(t *testing.T, id string, step time.Duration) *store.Run {
+	t.Helper()
 	var run *store.Run
 	testutil.Eventually(t, 30*time.Second, func() error {
+		if step > 0 {
+			b.clock.Advance(step)
+		}
 		var err error
 		if run, err = b.eng.Get(context.Background(), "alice", id); err != nil {
 			return err
@@ -673,21 +688,7 @@ func TestAgentTurnRetriedAndFailed(t *testing.T) {
 	m.rateLimited = 1
 	fk := clock.NewFake(time.Now())
 	b := setupAgent(t, memstore.New(), fk, m)
-	res, err := b.eng.Submit(context.Background(), StartRequest{Owner: "alice", Flow: "research", Input: json.RawMessage(`{"topic":"x"}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var run *store.Run
-	testutil.Eventually(t, 30*time.Second, func() error {
-		fk.Advance(10 * time.Millisecond) // past the retry's backoff
-		if run, err = b.eng.Get(context.Background(), "alice", res.RunID); err != nil {
-			return err
-		}
-		if !run.Phase.Terminal() {
-			return fmt.Errorf("run is %s", run.Phase)
-		}
-		return nil
-	})
+	run := b.runAdvancing(t, "research", `{"topic":"x"}`, 10*time.Millisecond) // past the retry's backoff
 	if r := resultOf(t, run); r.Answer != "ok" || r.Turns != 2 {
 		t.Errorf("result %+v", r)
 	}
@@ -891,21 +892,7 @@ func TestAgentTurnRetriesExhausted(t *testing.T) {
 	m.rateLimited = 100
 	fk := clock.NewFake(time.Now())
 	b := setupAgent(t, memstore.New(), fk, m)
-	res, err := b.eng.Submit(context.Background(), StartRequest{Owner: "alice", Flow: "typed", Input: json.RawMessage(`{}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var run *store.Run
-	testutil.Eventually(t, 30*time.Second, func() error {
-		fk.Advance(10 * time.Millisecond) // past each retry's backoff
-		if run, err = b.eng.Get(context.Background(), "alice", res.RunID); err != nil {
-			return err
-		}
-		if !run.Phase.Terminal() {
-			return fmt.Errorf("run is %s", run.Phase)
-		}
-		return nil
-	})
+	run := b.runAdvancing(t, "typed", `{}`, 10*time.Millisecond) // past each retry's backoff
 	wantFailed(t, run, CodeRetriesExhausted)
 	if n := len(m.asked()); n != agentTurnRetries+1 {
 		t.Errorf("the model tool was tried %d times, want %d", n, agentTurnRetries+1)

@@ -75,13 +75,8 @@ flow(name = "parent_vanish", nodes = [
     task("gone", tool = "testkit.echo", args = lambda ctx: {"gone": True}),
 ])
 `)
-	ctx := context.Background()
 	id := b.start(t, "parent_vanish", `{}`, "")
-	var waits []HumanWait
-	b.wait(t, id, "waiting on its child", func(*store.Run) bool {
-		waits, _ = b.eng.HumanWaits(ctx, "alice", id)
-		return len(waits) == 1
-	})
+	waits := b.oneHumanWait(t, id, "waiting on its child", nil)
 	child := waits[0].RunID
 	b.vanish(t, child)
 	run := b.waitTerminal(t, id)

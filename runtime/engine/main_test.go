@@ -268,6 +268,19 @@ func (b *bundle) failCode(t testing.TB, id string) string {
 	return code
 }
 
+// oneHumanWait waits until alice's run id has one human wait open (its
+// own or that of a child it waits on) and cond, if not nil, holds of the
+// run, and returns the run's human waits.
+func (b *bundle) oneHumanWait(t testing.TB, id, what string, cond func(*store.Run) bool) []HumanWait {
+	t.Helper()
+	var waits []HumanWait
+	b.wait(t, id, what, func(r *store.Run) bool {
+		waits, _ = b.eng.HumanWaits(context.Background(), "alice", id)
+		return len(waits) == 1 && (cond == nil || cond(r))
+	})
+	return waits
+}
+
 // outboxLines counts mail.send's witness lines: one per real send.
 func (b *bundle) outboxLines(t *testing.T) int {
 	t.Helper()
