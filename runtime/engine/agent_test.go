@@ -354,11 +354,28 @@ func (b *agentBundle) run(t *testing.T, flow, input string) *store.Run {
 // at the run: past the backoff of the retries it waits for.
 func (b *agentBundle) runAdvancing(t *testing.T, flow, input string, step time.Duration) *store.Run {
 	t.Helper()
+	return b.terminalAdvancing(t, b.submit(t, flow, input), step)
+}
+
+// submit starts a run of flow for alice and returns its id.
+func (b *agentBundle) submit(t *testing.T, flow, input string) string {
+	t.Helper()
 	res, err := b.eng.Submit(context.Background(), StartRequest{Owner: "alice", Flow: flow, Input: json.RawMessage(input)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b.terminalAdvancing(t, res.RunID, step)
+	return res.RunID
+}
+
+// reopen is a new engine over the data b's store held when it closed (see
+// crash), with the same model and clock: the process started again.
+func (b *agentBundle) reopen(t *testing.T) *agentBundle {
+	t.Helper()
+	st, err := b.st.Reopen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return setupAgent(t, st, b.clock, b.model)
 }
 
 func (b *agentBundle) terminal(t *testing.T, id string) *store.Run {
@@ -633,10 +650,7 @@ func TestAgentCrashAfterJournaledTurn(t *testing.T) {
 	st := memstore.New()
 	fk := clock.NewFake(time.Now())
 	b := setupAgent(t, st, fk, m)
-	res, err := b.eng.Submit(context.Background(), StartRequest{Owner: "alice", Flow: "research", Input: json.RawMessage(`{"topic":"x"}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	runID := b.submit(t, "research", `{"topic":"x"}`)
 	select {
 	case <-m.sendStarted:
 	case <-time.After(30 * time.Second):
@@ -648,15 +662,11 @@ func TestAgentCrashAfterJournaledTurn(t *testing.T) {
 	if len(m.asked()) != 1 {
 		t.Fatalf("%d turns asked before the crash, want 1", len(m.asked()))
 	}
-	st2, err := st.Reopen()
-	if err != nil {
-		t.Fatal(err)
-	}
 	m.mu.Lock()
 	m.blockSend = false
 	m.mu.Unlock()
-	b2 := setupAgent(t, st2, fk, m)
-	run := b2.terminal(t, res.RunID)
+	b2 := b.reopen(t)
+	run := b2.terminal(t, runID)
 	r := resultOf(t, run)
 	if r.Answer != "gave up on the mail" || r.Turns != 2 {
 		t.Errorf("result %+v", r)
@@ -786,10 +796,7 @@ func TestAgentCrashBeforeCallsEnd(t *testing.T) {
 	st := memstore.New()
 	fk := clock.NewFake(time.Now())
 	b := setupAgent(t, st, fk, m)
-	res, err := b.eng.Submit(context.Background(), StartRequest{Owner: "alice", Flow: "research", Input: json.RawMessage(`{"topic":"x"}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	runID := b.submit(t, "research", `{"topic":"x"}`)
 	testutil.Eventually(t, 30*time.Second, func() error {
 		if n := m.called("kv.get"); n != 1 {
 			return fmt.Errorf("kv.get called %d times", n)
@@ -800,12 +807,8 @@ func TestAgentCrashBeforeCallsEnd(t *testing.T) {
 	m.mu.Lock()
 	m.gate = nil
 	m.mu.Unlock()
-	st2, err := st.Reopen()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b2 := setupAgent(t, st2, fk, m)
-	r := resultOf(t, b2.terminal(t, res.RunID))
+	b2 := b.reopen(t)
+	r := resultOf(t, b2.terminal(t, runID))
 	if r.Answer != "ok" || r.Turns != 2 {
 		t.Errorf("result %+v", r)
 	}
@@ -922,10 +925,7 @@ func TestAgentCallsTogetherBounded(t *testing.T) {
 	// running: a call beyond the bound would be running by then too.
 	m.gate, m.openAt = make(chan struct{}), -1
 	b := setupAgent(t, memstore.New(), clock.NewFake(time.Now()), m)
-	res, err := b.eng.Submit(context.Background(), StartRequest{Owner: "alice", Flow: "research", Input: json.RawMessage(`{"topic":"x"}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	runID := b.submit(t, "research", `{"topic":"x"}`)
 	testutil.Eventually(t, 30*time.Second, func() error {
 		if n := m.called("kv.get"); n < maxAgentCallsTogether {
 			return fmt.Errorf("%d calls started", n)
@@ -935,7 +935,7 @@ func TestAgentCallsTogetherBounded(t *testing.T) {
 	m.mu.Lock()
 	close(m.gate)
 	m.mu.Unlock()
-	resultOf(t, b.terminal(t, res.RunID))
+	resultOf(t, b.terminal(t, runID))
 	m.mu.Lock()
 	most := m.maxTogether
 	m.mu.Unlock()
