@@ -212,20 +212,10 @@ func (d *daemon) startRun(flow, input, requestID string) (apitypes.StartResult, 
 	return *res, nil
 }
 
+// waitTerminal waits until the run has ended.
 func (d *daemon) waitTerminal(id string) *apitypes.Run {
 	d.t.Helper()
-	var v *apitypes.Run
-	testutil.Eventually(d.t, 30*time.Second, func() error {
-		var err error
-		if v, err = d.api.RunGet(context.Background(), id); err != nil {
-			d.t.Fatalf("get %s: %v", id, err)
-		}
-		if v.Phase.Terminal() {
-			return nil
-		}
-		return fmt.Errorf("run %s stuck in %s\n%s", id, v.Phase, d.log())
-	})
-	return v
+	return d.runIs(id, "terminal", func(v *apitypes.Run) bool { return v.Phase.Terminal() })
 }
 
 func (d *daemon) events(id string) []*apitypes.Event {
