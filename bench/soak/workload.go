@@ -26,13 +26,29 @@ type kind struct {
 	input func(r *rand.Rand, id string) map[string]any
 	// check looks at a terminal run of this kind (its view and timeline,
 	// with the plugins' records in o) and returns what is wrong with it.
-	check func(v *apitypes.Run, in map[string]any, evs []apitypes.Event, o *records) []string
+	check checkFunc
 	// mayWait says a run of this kind may legitimately end the soak in
 	// phase waiting, parked on a human wait nobody decided.
 	mayWait bool
 	// cohort says the kind's runs close a fan-out cohort, which the
 	// cohort invariant checks.
 	cohort bool
+}
+
+// checkFunc looks at a terminal run (its view and timeline, with the
+// plugins' records in o) and returns what is wrong with it.
+type checkFunc func(v *apitypes.Run, in map[string]any, evs []apitypes.Event, o *records) []string
+
+// completed is the check of a kind whose runs must complete to be judged:
+// it passes the runs that ended otherwise, whose ending the invariants
+// judge, and gives check the ones that completed.
+func completed(check checkFunc) checkFunc {
+	return func(v *apitypes.Run, in map[string]any, evs []apitypes.Event, o *records) []string {
+		if v.Phase != apitypes.PhaseCompleted {
+			return nil
+		}
+		return check(v, in, evs, o)
+	}
 }
 
 // budgetCap is the budget of the "budget" flow; testkit.cost declares 5
@@ -54,12 +70,9 @@ flow(
 )
 `,
 		input: func(r *rand.Rand, id string) map[string]any { return map[string]any{"id": id, "n": r.IntN(1000)} },
-		check: func(v *apitypes.Run, in map[string]any, _ []apitypes.Event, _ *records) []string {
-			if v.Phase != apitypes.PhaseCompleted {
-				return nil
-			}
+		check: completed(func(v *apitypes.Run, in map[string]any, _ []apitypes.Event, _ *records) []string {
 			return wantOutput(v, map[string]any{"id": in["id"], "n2": num(in["n"]) * 2})
-		},
+		}),
 	},
 	{
 		name: "flaky", flow: "soak_flaky", weight: 3,
@@ -74,10 +87,7 @@ flow(
 )
 `,
 		input: func(r *rand.Rand, id string) map[string]any { return map[string]any{"id": id, "times": r.IntN(6)} },
-		check: func(v *apitypes.Run, in map[string]any, evs []apitypes.Event, o *records) []string {
-			if v.Phase != apitypes.PhaseCompleted {
-				return nil
-			}
+		check: completed(func(v *apitypes.Run, in map[string]any, evs []apitypes.Event, o *records) []string {
 			if num(in["times"]) <= 3 && o.hostsLeasing(evs, "try") <= 1 {
 				// Within its retries a flaky call always gets through. In a
 				// fleet, testkit counts the attempts on each host apart:
@@ -91,7 +101,7 @@ flow(
 				return []string{fmt.Sprintf("run %s gave up with %q, want %s", v.ID, code, engine.CodeRetriesExhausted)}
 			}
 			return wantOutput(v, map[string]any{"id": in["id"], "gave_up": true})
-		},
+		}),
 	},
 	{
 		name: "mail", flow: "soak_mail", weight: 3,
@@ -108,10 +118,7 @@ flow(
 )
 `,
 		input: func(r *rand.Rand, id string) map[string]any { return map[string]any{"id": id} },
-		check: func(v *apitypes.Run, in map[string]any, evs []apitypes.Event, _ *records) []string {
-			if v.Phase != apitypes.PhaseCompleted {
-				return nil
-			}
+		check: completed(func(v *apitypes.Run, in map[string]any, evs []apitypes.Event, _ *records) []string {
 			if outputEquals(v, map[string]any{"id": in["id"], "unknown": true}) {
 				if code := nodeFailedCode(evs, "send"); code != engine.CodeOutcomeUnknown {
 					return []string{fmt.Sprintf("run %s took the send node's error wire with %q, want %s", v.ID, code, engine.CodeOutcomeUnknown)}
@@ -119,7 +126,7 @@ flow(
 				return nil
 			}
 			return wantOutput(v, map[string]any{"id": in["id"], "sent": true})
-		},
+		}),
 	},
 	{
 		name: "note", flow: "soak_note", weight: 2,
@@ -135,12 +142,9 @@ flow(
 		input: func(r *rand.Rand, id string) map[string]any {
 			return map[string]any{"id": id, "text": fmt.Sprintf("%s-%d", id, r.IntN(1e6))}
 		},
-		check: func(v *apitypes.Run, in map[string]any, _ []apitypes.Event, _ *records) []string {
-			if v.Phase != apitypes.PhaseCompleted {
-				return nil
-			}
+		check: completed(func(v *apitypes.Run, in map[string]any, _ []apitypes.Event, _ *records) []string {
 			return wantOutput(v, map[string]any{"id": in["id"], "noted": "soak/" + in["id"].(string)})
-		},
+		}),
 	},
 	{
 		name: "budget", flow: "soak_budget", weight: 2,
@@ -166,15 +170,12 @@ flow(
 			}
 			return map[string]any{"id": id, "costs": costs}
 		},
-		check: func(v *apitypes.Run, in map[string]any, evs []apitypes.Event, _ *records) []string {
-			if v.Phase != apitypes.PhaseCompleted {
-				return nil
-			}
+		check: completed(func(v *apitypes.Run, in map[string]any, evs []apitypes.Event, _ *records) []string {
 			if outputEquals(v, map[string]any{"id": in["id"], "over": true}) {
 				return nil // the budget refused a node: checked by the budget invariant
 			}
 			return wantOutput(v, map[string]any{"id": in["id"], "paid": true})
-		},
+		}),
 	},
 	{
 		name: "slow", flow: "soak_slow", weight: 2,
@@ -188,12 +189,9 @@ flow(
 )
 `,
 		input: func(r *rand.Rand, id string) map[string]any { return map[string]any{"id": id, "ms": 100 + r.IntN(700)} },
-		check: func(v *apitypes.Run, in map[string]any, _ []apitypes.Event, _ *records) []string {
-			if v.Phase != apitypes.PhaseCompleted {
-				return nil
-			}
+		check: completed(func(v *apitypes.Run, in map[string]any, _ []apitypes.Event, _ *records) []string {
 			return wantOutput(v, map[string]any{"id": in["id"], "slept": in["ms"]})
-		},
+		}),
 	},
 	{
 		name: "subflow", flow: "soak_sub", weight: 2,
@@ -207,12 +205,9 @@ flow(
 )
 `,
 		input: func(r *rand.Rand, id string) map[string]any { return map[string]any{"id": id, "n": r.IntN(1000)} },
-		check: func(v *apitypes.Run, in map[string]any, _ []apitypes.Event, _ *records) []string {
-			if v.Phase != apitypes.PhaseCompleted {
-				return nil
-			}
+		check: completed(func(v *apitypes.Run, in map[string]any, _ []apitypes.Event, _ *records) []string {
 			return wantOutput(v, map[string]any{"id": in["id"], "child": map[string]any{"id": in["id"], "n2": num(in["n"]) * 2}})
-		},
+		}),
 	},
 	{
 		// Approved by the soak's approver actor; one left undecided at the
@@ -228,12 +223,9 @@ flow(
 )
 `,
 		input: func(r *rand.Rand, id string) map[string]any { return map[string]any{"id": id} },
-		check: func(v *apitypes.Run, in map[string]any, _ []apitypes.Event, _ *records) []string {
-			if v.Phase != apitypes.PhaseCompleted {
-				return nil
-			}
+		check: completed(func(v *apitypes.Run, in map[string]any, _ []apitypes.Event, _ *records) []string {
 			return wantOutput(v, map[string]any{"id": in["id"], "approved": map[string]any{"by": "soak", "id": in["id"]}})
-		},
+		}),
 	},
 	{
 		// A cohort that closes by quorum: half of the children mature and

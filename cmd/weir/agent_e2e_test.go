@@ -85,10 +85,7 @@ flow(name = "approver", nodes = [
 // is not sent again (the model is told its outcome is unknown), one mail
 // in all, and the tokens billed are the tokens journaled.
 func TestAgentApprovalThroughTheDaemon(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts and kills real daemons")
-	}
-	t.Parallel()
+	e2e(t, "starts and kills real daemons")
 	srv := llmtest.New(
 		llmtest.Step{ToolCalls: []llmtest.ToolCall{mailCall("ann@example.com"), mailCall("bob@example.com")}, Usage: &llmtest.Usage{InputTokens: 100, OutputTokens: 10}},
 		llmtest.Step{Text: "Mailed ann only.", Usage: &llmtest.Usage{InputTokens: 200, OutputTokens: 5}},
@@ -101,19 +98,18 @@ func TestAgentApprovalThroughTheDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := res.RunID
-	env := map[string]string{"WEIR_SOCKET": d.socket, "WEIR_DATA": d.data}
-	code, out, errb, _ := run(t, env, "run", "wait", id, "--until", "decision")
+	code, out, errb := d.cli("run", "wait", id, "--until", "decision")
 	if code != 0 || out != "a@1.1.0\na@1.1.1\n" {
 		t.Fatalf("run wait --until decision: %d %q %s", code, out, errb)
 	}
-	code, out, _, _ = run(t, env, "run", "get", id)
+	code, out, _ = d.cli("run", "get", id)
 	for _, want := range []string{"wait:     a@1.1.1 (approval) at node a", `"tool":"mail.send"`, `"to":"bob@example.com"`,
 		"reject:  weir run reject " + id + " a@1.1.1 --reason TEXT"} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("run get: want %q in\n%s", want, out)
 		}
 	}
-	if code, _, errb, _ := run(t, env, "run", "approve", id, "a"); code == 0 || !strings.Contains(errb, "E_AMBIGUOUS_WAIT") || !strings.Contains(errb, "a@1.1.0, a@1.1.1") {
+	if code, _, errb := d.cli("run", "approve", id, "a"); code == 0 || !strings.Contains(errb, "E_AMBIGUOUS_WAIT") || !strings.Contains(errb, "a@1.1.0, a@1.1.1") {
 		t.Errorf("approve by node with two open: exit %d %s", code, errb)
 	}
 	if d.outbox() != 0 {
@@ -124,13 +120,13 @@ func TestAgentApprovalThroughTheDaemon(t *testing.T) {
 	_ = d.cmd.Process.Kill()
 	<-d.exited
 	d.start("after-tool@1") // the next tool to return is the approved mail
-	if code, out, errb, _ := run(t, env, "run", "wait", id, "--decision", "a@1.1.1"); code != 0 || out != "a@1.1.1\n" {
+	if code, out, errb := d.cli("run", "wait", id, "--decision", "a@1.1.1"); code != 0 || out != "a@1.1.1\n" {
 		t.Fatalf("after the restart: %d %q %s", code, out, errb)
 	}
-	if code, out, errb, _ := run(t, env, "run", "reject", id, "a@1.1.1", "--reason", "not bob"); code != 0 || !strings.Contains(out, "rejected "+id+" at a (wait a@1.1.1)") {
+	if code, out, errb := d.cli("run", "reject", id, "a@1.1.1", "--reason", "not bob"); code != 0 || !strings.Contains(out, "rejected "+id+" at a (wait a@1.1.1)") {
 		t.Fatalf("reject: %d %s %s", code, out, errb)
 	}
-	if code, out, errb, _ := run(t, env, "run", "approve", id, "a@1.1.0"); code != 0 || !strings.Contains(out, "approved") {
+	if code, out, errb := d.cli("run", "approve", id, "a@1.1.0"); code != 0 || !strings.Contains(out, "approved") {
 		t.Fatalf("approve: %d %s %s", code, out, errb)
 	}
 	d.waitKilled()
@@ -158,7 +154,7 @@ func TestAgentApprovalThroughTheDaemon(t *testing.T) {
 	if b := srv.Billed(); b.InputTokens != o.Usage.InputTokens || b.OutputTokens != o.Usage.OutputTokens {
 		t.Errorf("billed %+v, journaled %+v: no turn was cut by these kills", b, o.Usage)
 	}
-	if code, _, errb, _ := run(t, env, "run", "approve", id, "a@1.1.0"); code == 0 || !strings.Contains(errb, "E_ALREADY_DECIDED") {
+	if code, _, errb := d.cli("run", "approve", id, "a@1.1.0"); code == 0 || !strings.Contains(errb, "E_ALREADY_DECIDED") {
 		t.Errorf("a second decision: exit %d %s", code, errb)
 	}
 	d.stop()
@@ -177,10 +173,7 @@ flow(name = "mailer", nodes = [
 // server billed are at most the tokens journaled plus one turn per kill
 // during a turn, and the mail went out once.
 func TestAgentKilledDuringTurnAndCall(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts and kills real daemons")
-	}
-	t.Parallel()
+	e2e(t, "starts and kills real daemons")
 	ask := func(u int64) llmtest.Step {
 		return llmtest.Step{ToolCalls: []llmtest.ToolCall{mailCall("ann@example.com")}, Usage: &llmtest.Usage{InputTokens: u, OutputTokens: 10}}
 	}

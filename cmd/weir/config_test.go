@@ -7,9 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"os/user"
@@ -179,17 +177,7 @@ metrics {
 		t.Errorf("the local user reads alice's run: %+v", v)
 	}
 
-	scrape := func() string {
-		t.Helper()
-		resp, err := http.Get("http://" + metricsAddr + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return string(b)
-	}
-	if text := scrape(); !strings.Contains(text, "\nweir_config_version 1\n") || !strings.Contains(text, "weir_store_transaction_duration_seconds_bucket") {
+	if text := scrape(t, metricsAddr); !strings.Contains(text, "\nweir_config_version 1\n") || !strings.Contains(text, "weir_store_transaction_duration_seconds_bucket") {
 		t.Errorf("metrics before the reload:\n%s", text)
 	}
 
@@ -210,7 +198,7 @@ metrics {
 	if got := socketMode(); got != 0o660 {
 		t.Errorf("socket mode after the reload %04o, want 0660", got)
 	}
-	if text := scrape(); !strings.Contains(text, "\nweir_config_version 2\n") {
+	if text := scrape(t, metricsAddr); !strings.Contains(text, "\nweir_config_version 2\n") {
 		t.Errorf("metrics after the reload lack weir_config_version 2")
 	}
 

@@ -62,6 +62,39 @@ func newDaemon(t *testing.T) *daemon {
 	return d
 }
 
+// e2e marks a test that starts real processes: it is skipped with -short,
+// saying what it would start, and runs in parallel with the others.
+func e2e(t *testing.T, starts string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip(starts)
+	}
+	t.Parallel()
+}
+
+// servingDaemon is the daemon of an e2e test that needs one serving with
+// no failpoints armed and nothing else set before it starts.
+func servingDaemon(t *testing.T) *daemon {
+	t.Helper()
+	e2e(t, "starts a real daemon")
+	d := newDaemon(t)
+	d.start("")
+	return d
+}
+
+// env is what a weir command needs to reach this daemon.
+func (d *daemon) env() map[string]string {
+	return map[string]string{"WEIR_SOCKET": d.socket, "WEIR_DATA": d.data}
+}
+
+// cli runs a weir command in-process against this daemon and returns its
+// exit code, stdout and stderr.
+func (d *daemon) cli(args ...string) (int, string, string) {
+	d.t.Helper()
+	code, out, errb, _ := run(d.t, d.env(), args...)
+	return code, out, errb
+}
+
 // start runs weir serve with the failpoints armed and waits until it
 // answers on its socket.
 func (d *daemon) start(failpoints string, env ...string) {
@@ -179,20 +212,10 @@ func (d *daemon) startRun(flow, input, requestID string) (apitypes.StartResult, 
 	return *res, nil
 }
 
+// waitTerminal waits until the run has ended.
 func (d *daemon) waitTerminal(id string) *apitypes.Run {
 	d.t.Helper()
-	var v *apitypes.Run
-	testutil.Eventually(d.t, 30*time.Second, func() error {
-		var err error
-		if v, err = d.api.RunGet(context.Background(), id); err != nil {
-			d.t.Fatalf("get %s: %v", id, err)
-		}
-		if v.Phase.Terminal() {
-			return nil
-		}
-		return fmt.Errorf("run %s stuck in %s\n%s", id, v.Phase, d.log())
-	})
-	return v
+	return d.runIs(id, "terminal", func(v *apitypes.Run) bool { return v.Phase.Terminal() })
 }
 
 func (d *daemon) events(id string) []apitypes.Event {

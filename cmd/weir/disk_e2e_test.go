@@ -76,10 +76,7 @@ func fillTo(t *testing.T, dir, path string, free int64) {
 // returns, admission reopens by itself and the refused decision goes
 // through.
 func TestFullDiskRefusesWorkAndNeverCrashes(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a real daemon on a tmpfs")
-	}
-	t.Parallel()
+	e2e(t, "starts a real daemon on a tmpfs")
 	disk := tmpfsDir(t, "64m")
 	d := newDaemon(t)
 	d.data = filepath.Join(disk, "data")
@@ -130,8 +127,7 @@ flow(name = "gate", nodes = [
 	if !errors.As(err, &ce) || ce.Code != apitypes.CodeDiskFull || ce.HTTPStatus != 503 || !strings.Contains(ce.Message, "free, below the 32.0 MiB watermark") {
 		t.Fatalf("a start with the disk full: %v", err)
 	}
-	env := map[string]string{"WEIR_SOCKET": d.socket, "WEIR_DATA": d.data}
-	if code, out, _, _ := run(t, env, "status"); !strings.Contains(out, "E_DISK_FULL") {
+	if code, out, _ := d.cli("status"); !strings.Contains(out, "E_DISK_FULL") {
 		t.Fatalf("status with the disk full: %d %s", code, out)
 	}
 	_, err = d.api.RunApprove(ctx, gates[1], "ok", json.RawMessage(`"yes"`))

@@ -74,10 +74,7 @@ func (d *daemon) waitingKids(id string) []apitypes.Run {
 // records, admits the fourth child out of what the first gave back, and
 // ends with everything returned and only what the tools reported spent.
 func TestEscrowSurvivesKill(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts and kills real daemons")
-	}
-	t.Parallel()
+	e2e(t, "starts and kills real daemons")
 	d := newDaemon(t)
 	d.start("")
 	d.register(escrowFlows)
@@ -121,12 +118,7 @@ func TestEscrowSurvivesKill(t *testing.T) {
 // runs parked on a person past the fan-out's timeout are cancelled, their
 // items fail with E_CHILD_TIMEOUT and the run goes on.
 func TestFanoutTimeoutCancelsParkedChildren(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a real daemon")
-	}
-	t.Parallel()
-	d := newDaemon(t)
-	d.start("")
+	d := servingDaemon(t)
 	d.register(escrowFlows)
 	res, err := d.startRun("fan_park", `{}`, "")
 	if err != nil {

@@ -16,29 +16,23 @@ import (
 // names does not exist and --wait is asked; the same start again still
 // answers the first run.
 func TestRunStartReusedRequestIDAnotherFlow(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a real daemon")
-	}
-	t.Parallel()
-	d := newDaemon(t)
-	d.start("")
+	d := servingDaemon(t)
 	d.register(`
 flow(name = "hello", nodes = [task("greet", tool = "testkit.echo", args = lambda ctx: {"hi": ctx.input["name"]})])
 flow(name = "bye", nodes = [task("wave", tool = "testkit.echo", args = lambda ctx: {"bye": ctx.input["name"]})])
 `)
-	env := map[string]string{"WEIR_SOCKET": d.socket, "WEIR_DATA": d.data}
-	code, first, errb, _ := run(t, env, "run", "start", "hello", "--request-id", "api-1", "--input", `{"name":"Ada"}`)
+	code, first, errb := d.cli("run", "start", "hello", "--request-id", "api-1", "--input", `{"name":"Ada"}`)
 	if code != 0 {
 		t.Fatalf("start hello: exit %d %s %s", code, first, errb)
 	}
 	runID := strings.Fields(first)[0]
 	for _, flow := range []string{"no_such_flow", "bye"} {
-		code, out, errb, _ := run(t, env, "run", "start", flow, "--request-id", "api-1", "--input", `{"name":"Ada"}`, "--wait")
+		code, out, errb := d.cli("run", "start", flow, "--request-id", "api-1", "--input", `{"name":"Ada"}`, "--wait")
 		if code != exitFailed || !strings.Contains(errb, "E_DEDUP_CONFLICT") || !strings.Contains(errb, runID+` of flow "hello"`) || strings.Contains(out, "Ada") {
 			t.Errorf("start %s with hello's request id: exit %d\nstdout %s\nstderr %s\nwant E_DEDUP_CONFLICT naming %s of flow hello", flow, code, out, errb, runID)
 		}
 	}
-	code, again, errb, _ := run(t, env, "run", "start", "hello", "--request-id", "api-1", "--input", `{"name":"Ada"}`)
+	code, again, errb := d.cli("run", "start", "hello", "--request-id", "api-1", "--input", `{"name":"Ada"}`)
 	if code != 0 || !strings.Contains(again, runID) {
 		t.Errorf("start hello again: exit %d %s %s, want run %s", code, again, errb, runID)
 	}
@@ -49,10 +43,7 @@ flow(name = "bye", nodes = [task("wave", tool = "testkit.echo", args = lambda ct
 // once per run. Its data directory has no embedded store, so reading the
 // disk's free space there fails: that is said once, not at every start.
 func TestPostgresDaemonWarnsOnce(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a real daemon")
-	}
-	t.Parallel()
+	e2e(t, "starts a real daemon")
 	u := pgtest.Schema(t)
 	d := newDaemon(t)
 	d.start("", "WEIR_STORE="+u)

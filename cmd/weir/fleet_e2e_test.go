@@ -139,10 +139,7 @@ flow(name = "slow", nodes = [
 // its parent, which goes on on daemon B: A drains as the child ends, so
 // only B's scheduler is there to hear the wake-up.
 func TestFleetTwoDaemons(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts real daemons")
-	}
-	t.Parallel()
+	e2e(t, "starts real daemons")
 	ds, _ := fleet(t, 2)
 	a, b := ds[0], ds[1]
 	a.register(fleetFlows)
@@ -223,10 +220,7 @@ func TestFleetTwoDaemons(t *testing.T) {
 // takes its error wire with E_OUTCOME_UNKNOWN on whichever daemon resumes
 // it, and the mail is sent by no host.
 func TestFleetKilledDaemonsWorkIsRescued(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts and kills real daemons")
-	}
-	t.Parallel()
+	e2e(t, "starts and kills real daemons")
 	ds, u := fleet(t, 3)
 	a := ds[0]
 	a.register(crashFlow)
@@ -279,10 +273,7 @@ func TestFleetKilledDaemonsWorkIsRescued(t *testing.T) {
 // finishes it. When A is let go (SIGCONT) its fence finds the lease taken:
 // it writes nothing, not an event, not a lease, not a change to the run.
 func TestFleetPausedDaemonWritesNothing(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts real daemons")
-	}
-	t.Parallel()
+	e2e(t, "starts real daemons")
 	// A paused inside a transaction would hold rows B waits for until the
 	// server ends its session: 5 s here, not the 30 s default.
 	ds, u := fleetWith(t, 2, fleetLease, "&idle_in_transaction_session_timeout=5000")
@@ -371,10 +362,7 @@ func TestSharedNeedsPostgres(t *testing.T) {
 // renewal (the fallback, every 3m20s) cannot be what tells it: the
 // cancel's wake-up is.
 func TestFleetCancelReachesTheHolder(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts real daemons")
-	}
-	t.Parallel()
+	e2e(t, "starts real daemons")
 	ds, _ := fleetWith(t, 2, "10m", "")
 	a, b := ds[0], ds[1]
 	a.register(fleetFlows)

@@ -49,10 +49,7 @@ func partialPlugins(t *testing.T) string {
 // installed on A, A reports it and runs it, and registration no longer
 // warns of mail.
 func TestFleetPluginsAgree(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts real daemons")
-	}
-	t.Parallel()
+	e2e(t, "starts real daemons")
 	u := pgtest.Schema(t)
 	env := []string{"WEIR_STORE=" + u, "WEIR_STORE_SHARED=true"}
 	a, b := newDaemon(t), newDaemon(t)

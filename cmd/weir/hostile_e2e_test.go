@@ -18,14 +18,8 @@ import (
 // ids by one caller leave a burst of audit events with the ids cut, and
 // the stream reads a page at a time; an empty stream says "none".
 func TestAuditFloodStaysBoundedAndReadable(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a real daemon")
-	}
-	t.Parallel()
-	d := newDaemon(t)
-	d.start("")
-	env := map[string]string{"WEIR_SOCKET": d.socket, "WEIR_DATA": d.data}
-	if code, out, errb, _ := run(t, env, "admin", "audit"); code != 0 || out != "none\n" {
+	d := servingDaemon(t)
+	if code, out, errb := d.cli("admin", "audit"); code != 0 || out != "none\n" {
 		t.Fatalf("an empty audit stream: %d %q %s", code, out, errb)
 	}
 	ctx := context.Background()
@@ -35,7 +29,7 @@ func TestAuditFloodStaysBoundedAndReadable(t *testing.T) {
 			t.Fatalf("cancel of a made-up run: %v", err)
 		}
 	}
-	code, out, errb, _ := run(t, env, "admin", "audit", "--limit", "1000")
+	code, out, errb := d.cli("admin", "audit", "--limit", "1000")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if code != 0 || len(lines) < engine.AuditBurst || len(lines) > engine.AuditBurst+5 {
 		t.Fatalf("after 200 refusals the stream holds %d events (want about the burst of %d): %d %s", len(lines), engine.AuditBurst, code, errb)
@@ -46,7 +40,7 @@ func TestAuditFloodStaysBoundedAndReadable(t *testing.T) {
 		}
 	}
 	// Paged: five at a time, the next page named.
-	code, out, _, _ = run(t, env, "admin", "audit", "--limit", "5")
+	code, out, _ = d.cli("admin", "audit", "--limit", "5")
 	if page := strings.Split(strings.TrimSpace(out), "\n"); code != 0 || len(page) != 6 || !strings.HasPrefix(page[5], "more: weir admin audit --after ") {
 		t.Fatalf("a page of 5: %d %s", code, out)
 	}
@@ -58,18 +52,12 @@ func TestAuditFloodStaysBoundedAndReadable(t *testing.T) {
 // 0xFF and ESC bytes and an 8 MiB stderr line without a break reach the
 // daemon log escaped and cut.
 func TestHostileTextIsEscaped(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a real daemon")
-	}
-	t.Parallel()
-	d := newDaemon(t)
-	d.start("")
+	d := servingDaemon(t)
 	d.register(`
 flow(name = "innocent", doc = "\x1b[2J\x1b]0;pwned\x07line one\nline two\r", nodes = [
     task("spew", tool = "testkit.spew", args = lambda ctx: {"stdout_hex": "6265666f726500ff1b5b324a6166746572", "stderr_bytes": 8388608}),
 ])`)
-	env := map[string]string{"WEIR_SOCKET": d.socket, "WEIR_DATA": d.data}
-	code, out, errb, _ := run(t, env, "flow", "ls")
+	code, out, errb := d.cli("flow", "ls")
 	// The listing shows the doc's first line (flows.DocSummary).
 	if code != 0 || strings.ContainsAny(out, "\x1b\x07\r") || !strings.Contains(out, `\u001b[2J\u001b]0;pwned\u0007line one`) || strings.Contains(out, "line two") {
 		t.Fatalf("flow ls: %d %q %s", code, out, errb)
@@ -104,12 +92,7 @@ flow(name = "innocent", doc = "\x1b[2J\x1b]0;pwned\x07line one\nline two\r", nod
 // SIGKILL between two runs; the next run's call (no retries allowed)
 // goes to a new process and succeeds.
 func TestPluginDeadWhileIdleIsRelaunched(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a real daemon")
-	}
-	t.Parallel()
-	d := newDaemon(t)
-	d.start("")
+	d := servingDaemon(t)
 	d.register(`flow(name = "whoami", nodes = [task("t", tool = "testkit.env", retries = 0)])`)
 	pidOf := func() int {
 		t.Helper()
@@ -168,10 +151,7 @@ flow(name = "h_over_fan", doc = D, budget = 30, nodes = [
 // each ends as that user's error or recorded overspend, while the first
 // user's runs complete meanwhile and the daemon keeps its pid.
 func TestHostileFlowsLeaveTheDaemonToOthers(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a real daemon")
-	}
-	t.Parallel()
+	e2e(t, "starts a real daemon")
 	d := newSharedDaemon(t, "")
 	pid := d.cmd.Process.Pid
 	if code, out, errb := d.weirAs(0, "flow", "register", d.file("echo.star", `flow(name = "r_echo", nodes = [task("t", tool = "testkit.echo", args = {"n": 1})])`)); code != 0 {

@@ -16,10 +16,7 @@ import (
 // the next is refused at once (503 E_TOO_MANY_CONNECTIONS), the daemon
 // cuts the slow ones at read_timeout, and then answers as before.
 func TestSlowClientsCannotExhaustTheDaemon(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a real daemon")
-	}
-	t.Parallel()
+	e2e(t, "starts a real daemon")
 	d := newDaemon(t)
 	d.config = "http {\n  read_header_timeout = \"1s\"\n  read_timeout = \"2s\"\n  max_conns_per_peer = 8\n}\n"
 	d.start("")
@@ -57,8 +54,7 @@ func TestSlowClientsCannotExhaustTheDaemon(t *testing.T) {
 		t.Fatalf("%d of 9 connections refused, want the one over max_conns_per_peer = 8 (up to three)", refused)
 	}
 	// The daemon answers again.
-	env := map[string]string{"WEIR_SOCKET": d.socket, "WEIR_DATA": d.data}
-	if code, out, errb, _ := run(t, env, "status"); code != 0 || !strings.Contains(out, "admission:       open") {
+	if code, out, errb := d.cli("status"); code != 0 || !strings.Contains(out, "admission:       open") {
 		t.Fatalf("status after the slow clients: %d %s %s", code, out, errb)
 	}
 	if _, err := d.api.Health(context.Background()); err != nil {

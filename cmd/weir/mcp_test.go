@@ -95,12 +95,7 @@ func structured(t *testing.T, res *mcp.CallToolResult) map[string]any {
 // stops the run, a human wait answers at once, and a run's state and
 // timeline are resources.
 func TestMCPServeStdio(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a real daemon")
-	}
-	t.Parallel()
-	d := newDaemon(t)
-	d.start("")
+	d := servingDaemon(t)
 	d.register(mcpServedFlows)
 	c := connectMCP(t, &mcp.CommandTransport{Command: exec.Command(d.weir, "--socket", d.socket, "mcp")})
 	ctx := context.Background()
@@ -284,10 +279,7 @@ func listenMCP(t *testing.T, d *daemon, tcp string, flags ...string) (endpoint s
 // request without a token or with one the daemon does not know, runs a
 // flow for a token's owner, and keeps another owner's runs invisible.
 func TestMCPServeHTTP(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a real daemon")
-	}
-	t.Parallel()
+	e2e(t, "starts a real daemon")
 	d, tcp := tokenDaemon(t)
 	ctx := context.Background()
 	bob, err := client.New("http://"+tcp, client.WithToken("bob-token-0123456789ab"))
@@ -370,10 +362,7 @@ func TestMCPServeHTTP(t *testing.T) {
 // other flows, a stdio `weir mcp` starts and lists them too, and `weir
 // flow ls` shows each doc's first line.
 func TestMCPSurvivesABadSchema(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a real daemon")
-	}
-	t.Parallel()
+	e2e(t, "starts a real daemon")
 	d, tcp := tokenDaemon(t)
 	ctx := context.Background()
 	endpoint, logs, proc := listenMCP(t, d, tcp)
@@ -425,7 +414,7 @@ flow(name = "longdoc", doc = "Bob's flow, in one line.\n" + "d" * 60000, nodes =
 	if got := names(stdio); !slices.Equal(got, want) {
 		t.Fatalf("stdio tools %v, want %v", got, want)
 	}
-	code, out, errb, _ := run(t, map[string]string{"WEIR_SOCKET": d.socket, "WEIR_DATA": d.data}, "flow", "ls")
+	code, out, errb := d.cli("flow", "ls")
 	if code != 0 || !strings.Contains(out, "Bob's flow, in one line.") || strings.Contains(out, "ddd") {
 		t.Fatalf("flow ls: %d %.500s %s", code, out, errb)
 	}

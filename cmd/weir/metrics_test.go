@@ -16,6 +16,21 @@ import (
 	"github.com/weirhq/weir/runtime/api/apitypes"
 )
 
+// scrape reads the daemon's /metrics at addr.
+func scrape(t *testing.T, addr string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("scrape: %d %v", resp.StatusCode, err)
+	}
+	return string(b)
+}
+
 // sample reads one series from a Prometheus exposition; absent is zero
 // (a labelled histogram has no series before its first observation).
 func sample(t *testing.T, text, series string) float64 {
@@ -38,10 +53,7 @@ func sample(t *testing.T, text, series string) float64 {
 // observations the runs made, and the live phase gauge shows the two
 // runs waiting, then none.
 func TestMetricsHistogramsMove(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a real daemon")
-	}
-	t.Parallel()
+	e2e(t, "starts a real daemon")
 	d := newDaemon(t)
 	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	cfg := filepath.Join(t.TempDir(), "weir.hcl")
@@ -50,19 +62,6 @@ func TestMetricsHistogramsMove(t *testing.T) {
 	}
 	d.serveArgs = []string{"--config", cfg}
 	d.start("")
-	scrape := func() string {
-		t.Helper()
-		resp, err := http.Get("http://" + metricsAddr + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil || resp.StatusCode != 200 {
-			t.Fatalf("scrape: %d %v", resp.StatusCode, err)
-		}
-		return string(b)
-	}
 	d.register(`
 flow(name = "kid", nodes = [
     wait("ok", timeout = "30d", next = "k"),
@@ -73,7 +72,7 @@ flow(name = "mum", nodes = [
     task("done", tool = "testkit.echo", args = lambda ctx: {"from_child": ctx.results["call"]}),
 ])
 `)
-	before := scrape()
+	before := scrape(t, metricsAddr)
 	const (
 		echoExec    = `weir_tool_exec_seconds_count{type="testkit.echo"}`
 		subflowWait = `weir_tool_wait_seconds_count{type="subflow"}`
@@ -102,7 +101,7 @@ flow(name = "mum", nodes = [
 		}
 		return nil
 	})
-	parked := scrape()
+	parked := scrape(t, metricsAddr)
 	if v := sample(t, parked, waiting); v != 2 {
 		t.Errorf("%s = %v while parent and child wait, want 2", waiting, v)
 	}
@@ -116,7 +115,7 @@ flow(name = "mum", nodes = [
 		t.Fatalf("parent ended %s: %+v", v.Phase, v.Error)
 	}
 
-	after := scrape()
+	after := scrape(t, metricsAddr)
 	for s, want := range map[string]float64{
 		echoExec:  2, // the child's k and the parent's done
 		humanWake: 1, // the child resumed after the approval

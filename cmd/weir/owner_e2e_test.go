@@ -34,10 +34,7 @@ flow(name = "payroll_child", nodes = [
 // and the child runs root's version. The second user still reads and runs
 // root's flows, and owns the names it registers first.
 func TestFlowNamesHaveOwners(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a real daemon")
-	}
-	t.Parallel()
+	e2e(t, "starts a real daemon")
 	d := newSharedDaemon(t, "")
 	root := d.file("payroll.star", payrollFlows)
 	hijack := d.file("hijack.star", hijackFlow)

@@ -47,10 +47,7 @@ func withPassword(t *testing.T, u, pw string) string {
 // Nothing is written to the embedded store, a second daemon on the same
 // schema is refused, and the password of the URL is in no log line.
 func TestServeOnPostgres(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts and kills real daemons")
-	}
-	t.Parallel()
+	e2e(t, "starts and kills real daemons")
 	const pw = "pg-s3cret-pw"
 	u := withPassword(t, pgtest.Schema(t), pw)
 	d := newDaemon(t)
@@ -115,10 +112,7 @@ func TestServeOnPostgres(t *testing.T) {
 // TestExecOnPostgres: weir exec --store runs a flow to its end on the
 // PostgreSQL store, without a daemon, and leaves the run there.
 func TestExecOnPostgres(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the weir binary")
-	}
-	t.Parallel()
+	e2e(t, "runs the weir binary")
 	u := withPassword(t, pgtest.Schema(t), "pg-s3cret-pw")
 	weir, plugins := binaries(t)
 	dir := t.TempDir()
@@ -148,10 +142,7 @@ func TestExecOnPostgres(t *testing.T) {
 // restart or idle_session_timeout would) stops the daemon with a message
 // that says why, instead of serving on while a second daemon may get in.
 func TestServeStopsWhenTheStoreLockIsLost(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a real daemon")
-	}
-	t.Parallel()
+	e2e(t, "starts a real daemon")
 	u := pgtest.Schema(t)
 	d := newDaemon(t)
 	d.start("", "WEIR_STORE="+u)

@@ -15,10 +15,7 @@ import (
 // with no restart: a flow using the new plugin registers and runs right
 // after the install, and no longer registers after the rm.
 func TestPluginInstallReachesTheRunningDaemon(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a real daemon")
-	}
-	t.Parallel()
+	e2e(t, "starts a real daemon")
 	bin := testutil.PluginDir(t)
 	d := newDaemon(t)
 	d.plugins = filepath.Join(t.TempDir(), "plugins") // this daemon's own

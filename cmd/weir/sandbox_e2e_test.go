@@ -27,12 +27,7 @@ import (
 // list bomb grew it to 3 GiB, and the deep str() held the registration
 // lock for minutes.
 func TestScriptBombsCostOnlyAWorker(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a real daemon")
-	}
-	t.Parallel()
-	d := newDaemon(t)
-	d.start("")
+	d := servingDaemon(t)
 	pid := d.cmd.Process.Pid
 
 	registrations := []struct {
@@ -133,10 +128,7 @@ func peakRSS(t *testing.T, pid int) int64 {
 // way: flow check and exec evaluate in a worker of their own binary and
 // answer E_SCRIPT_LIMIT. Before, flow check of the list bomb grew to 8 GiB.
 func TestOfflineCommandsSurviveBombs(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the weir binary")
-	}
-	t.Parallel()
+	e2e(t, "runs the weir binary")
 	weir, plugins := binaries(t)
 	dir := t.TempDir()
 	write := func(name, src string) string {

@@ -11,10 +11,7 @@ import (
 // TestPluginNewBuildsAndInstalls: the module `weir plugin new` writes
 // passes its own test, builds, installs and answers a call, as is.
 func TestPluginNewBuildsAndInstalls(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds a plugin module with the go command")
-	}
-	t.Parallel()
+	e2e(t, "builds a plugin module with the go command")
 	gobin, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("no go command on PATH to build the generated module with")

@@ -22,10 +22,7 @@ flow(name = "mum", nodes = [
 // waking its parent (failpoint) is found by the parent's fallback clock,
 // shortened to 2s, and the parent finishes by itself.
 func TestFallbackClockRecoversSilentChild(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a real daemon")
-	}
-	t.Parallel()
+	e2e(t, "starts a real daemon")
 	d := newDaemon(t)
 	d.start("child-no-announce", "WEIR_SUBFLOW_FALLBACK=2s")
 	d.register(fallbackFlows)
@@ -47,12 +44,7 @@ func TestFallbackClockRecoversSilentChild(t *testing.T) {
 
 // TestApproveThroughTheDaemon drives a wait from the CLI as a user would.
 func TestApproveThroughTheDaemon(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a real daemon")
-	}
-	t.Parallel()
-	d := newDaemon(t)
-	d.start("")
+	d := servingDaemon(t)
 	d.register(`flow(name = "gate", nodes = [
     wait("ok", timeout = "30d", next = "go"),
     task("go", tool = "testkit.echo", args = lambda ctx: {"approved": ctx.results["ok"]}),
@@ -61,34 +53,33 @@ func TestApproveThroughTheDaemon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{"WEIR_SOCKET": d.socket, "WEIR_DATA": d.data}
 	testutil.Eventually(t, 30*time.Second, func() error {
-		code, out, _, _ := run(t, env, "run", "get", res.RunID)
+		code, out, _ := d.cli("run", "get", res.RunID)
 		if code == 0 && strings.Contains(out, "phase:    waiting") {
 			return nil
 		}
 		return fmt.Errorf("never waiting: %s", out)
 	})
-	if code, out, errb, _ := run(t, env, "run", "graph", res.RunID); code != 0 || !strings.Contains(out, "class n_ok waiting") {
+	if code, out, errb := d.cli("run", "graph", res.RunID); code != 0 || !strings.Contains(out, "class n_ok waiting") {
 		t.Fatalf("run graph while waiting: %d %s %s", code, out, errb)
 	}
-	if code, out, errb, _ := run(t, env, "flow", "graph", "gate", "--format", "dot"); code != 0 || !strings.Contains(out, `"ok" -> "go" [label="next"]`) {
+	if code, out, errb := d.cli("flow", "graph", "gate", "--format", "dot"); code != 0 || !strings.Contains(out, `"ok" -> "go" [label="next"]`) {
 		t.Fatalf("flow graph: %d %s %s", code, out, errb)
 	}
-	if code, _, _, _ := run(t, env, "flow", "graph", "gate", "--format", "png"); code != exitUsage {
+	if code, _, _ := d.cli("flow", "graph", "gate", "--format", "png"); code != exitUsage {
 		t.Fatalf("an unknown format: exit %d, want %d", code, exitUsage)
 	}
-	if code, out, errb, _ := run(t, env, "run", "approve", res.RunID, "ok", "--payload", `{"by":"me"}`); code != 0 || !strings.Contains(out, "approved") {
+	if code, out, errb := d.cli("run", "approve", res.RunID, "ok", "--payload", `{"by":"me"}`); code != 0 || !strings.Contains(out, "approved") {
 		t.Fatalf("approve: %d %s %s", code, out, errb)
 	}
-	if code, _, errb, _ := run(t, env, "run", "approve", res.RunID, "ok"); code != exitFailed || !strings.Contains(errb, "E_") {
+	if code, _, errb := d.cli("run", "approve", res.RunID, "ok"); code != exitFailed || !strings.Contains(errb, "E_") {
 		t.Fatalf("second approve: exit %d %s, want a refusal", code, errb)
 	}
 	v := d.waitTerminal(res.RunID)
 	if v.Phase != apitypes.PhaseCompleted || !strings.Contains(string(v.Output), `"by":"me"`) {
 		t.Fatalf("%s %s", v.Phase, v.Output)
 	}
-	if code, out, _, _ := run(t, env, "run", "graph", res.RunID); code != 0 || !strings.Contains(out, "class n_go visited") || !strings.Contains(out, "class n_ok visited") {
+	if code, out, _ := d.cli("run", "graph", res.RunID); code != 0 || !strings.Contains(out, "class n_go visited") || !strings.Contains(out, "class n_ok visited") {
 		t.Fatalf("run graph after the end: %s", out)
 	}
 	d.stop()

@@ -21,10 +21,7 @@ import (
 // certificate written over the same files is presented after SIGHUP,
 // and a broken one is refused by the reload, the old one kept.
 func TestTCPListenerTLS(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a real daemon")
-	}
-	t.Parallel()
+	e2e(t, "starts a real daemon")
 	dir := t.TempDir()
 	first, renewed := testutil.NewCert(t, t.TempDir(), "first"), testutil.NewCert(t, t.TempDir(), "renewed")
 	certFile, keyFile := filepath.Join(dir, "weir.pem"), filepath.Join(dir, "weir-key.pem")
@@ -115,7 +112,7 @@ func TestTCPListenerTLS(t *testing.T) {
 	if err := os.WriteFile(keyFile, []byte("not a key"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errb, _ := run(t, map[string]string{"WEIR_DATA": d.data, "WEIR_SOCKET": d.socket}, "admin", "reload")
+	code, out, errb := d.cli("admin", "reload")
 	if code != exitFailed || !strings.Contains(errb, "tcp tls") || !strings.Contains(errb, "unchanged") {
 		t.Errorf("reload with a broken key: %d %s %s", code, out, errb)
 	}

@@ -267,10 +267,7 @@ func TestMakeUpgradeFixture(t *testing.T) {
 // were. If this test fails after a change to a persisted format, the
 // change needs a migration, not a new fixture.
 func TestUpgradeResumesParkedRuns(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts real daemons")
-	}
-	t.Parallel()
+	e2e(t, "starts real daemons")
 	dirs, err := os.ReadDir(upgradeFixtures)
 	if err != nil {
 		t.Fatal(err)

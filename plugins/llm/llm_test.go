@@ -29,10 +29,7 @@ var kinds = []string{kindOpenAI, kindOpenAIResponses, kindAnthropic}
 func startLLM(t *testing.T, kind string, model string, steps ...llmtest.Step) (*llmtest.Server, *plugintest.Plugin) {
 	t.Helper()
 	srv := llmtest.New(steps...)
-	if err := srv.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
+	serve(t, srv, kind)
 	// Every request weir sent must be one the real provider accepts.
 	t.Cleanup(func() { checkConforms(t, srv) })
 	if model == "" {
@@ -41,12 +38,40 @@ func startLLM(t *testing.T, kind string, model string, steps ...llmtest.Step) (*
 	return srv, plugintest.Start(t, "llm", providerConfig1(kind, srv, model))
 }
 
-func providerConfig1(kind string, srv *llmtest.Server, model string) string {
-	base := srv.OpenAIBaseURL()
-	if kind == kindAnthropic {
-		base = srv.URL()
+// forEachKind runs test once for each provider kind, in parallel subtests
+// named after the kind.
+func forEachKind(t *testing.T, test func(t *testing.T, kind string)) {
+	t.Helper()
+	for _, kind := range kinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			test(t, kind)
+		})
 	}
-	return fmt.Sprintf(`{"providers":{"local":{"kind":%q,"base_url":%q}},"models":{"small":%s}}`, kind, base, model)
+}
+
+// serve starts the scripted server srv until the test ends and returns
+// the base URL a provider of kind is configured with to reach it.
+func serve(t *testing.T, srv *llmtest.Server, kind string) string {
+	t.Helper()
+	if err := srv.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	return baseURL(srv, kind)
+}
+
+// baseURL is the base URL a provider of kind is configured with to reach
+// srv: the OpenAI-style path, or the server's root for Anthropic.
+func baseURL(srv *llmtest.Server, kind string) string {
+	if kind == kindAnthropic {
+		return srv.URL()
+	}
+	return srv.OpenAIBaseURL()
+}
+
+func providerConfig1(kind string, srv *llmtest.Server, model string) string {
+	return fmt.Sprintf(`{"providers":{"local":{"kind":%q,"base_url":%q}},"models":{"small":%s}}`, kind, baseURL(srv, kind), model)
 }
 
 func call(p *plugintest.Plugin, req chat.Request, progress func(done, total int64)) (*chat.Response, *host.CallResult, error) {
@@ -68,64 +93,61 @@ func ask(text string) chat.Request {
 
 func TestTextAnswerUsageAndCost(t *testing.T) {
 	t.Parallel()
-	for _, kind := range kinds {
-		t.Run(kind, func(t *testing.T) {
-			t.Parallel()
-			srv, p := startLLM(t, kind, "", llmtest.Step{Text: "Paris is the capital of France.", Usage: &llmtest.Usage{InputTokens: 1234, OutputTokens: 567}})
-			resp, res, err := call(p, ask("capital of France?"), nil)
-			if err != nil {
-				t.Fatal(err)
+	forEachKind(t, func(t *testing.T, kind string) {
+		srv, p := startLLM(t, kind, "", llmtest.Step{Text: "Paris is the capital of France.", Usage: &llmtest.Usage{InputTokens: 1234, OutputTokens: 567}})
+		resp, res, err := call(p, ask("capital of France?"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Message.Content != "Paris is the capital of France." || resp.StopReason != chat.StopEndTurn || len(resp.Message.ToolCalls) != 0 {
+			t.Fatalf("answer %+v", resp)
+		}
+		if resp.Usage != (chat.Usage{InputTokens: 1234, OutputTokens: 567}) || resp.UsageEstimated || resp.Model != "m-1" {
+			t.Fatalf("usage %+v estimated %v model %q", resp.Usage, resp.UsageEstimated, resp.Model)
+		}
+		// ceil((1234*100 + 567*400) / 1e6) = ceil(0.3502) = 1
+		if !res.CostReported || res.Cost != 1 {
+			t.Fatalf("cost %d reported %v, want 1", res.Cost, res.CostReported)
+		}
+		if b := srv.Billed(); b.InputTokens != 1234 || b.OutputTokens != 567 || srv.Turns() != 1 {
+			t.Fatalf("server billed %+v over %d turns", b, srv.Turns())
+		}
+		reqs := srv.Requests()
+		if len(reqs) != 1 {
+			t.Fatalf("%d requests", len(reqs))
+		}
+		var body map[string]any
+		json.Unmarshal(reqs[0].Body, &body)
+		// The output limit goes in the provider kind's own field.
+		limit := map[string]string{kindOpenAI: "max_completion_tokens", kindOpenAIResponses: "max_output_tokens", kindAnthropic: "max_tokens"}[kind]
+		if body["stream"] != true || body["model"] != "m-1" || body[limit] != 256.0 {
+			t.Fatalf("request %s", reqs[0].Body)
+		}
+		for _, other := range []string{"max_completion_tokens", "max_output_tokens", "max_tokens"} {
+			if other != limit && body[other] != nil {
+				t.Fatalf("%s sent beside %s: %s", other, limit, reqs[0].Body)
 			}
-			if resp.Message.Content != "Paris is the capital of France." || resp.StopReason != chat.StopEndTurn || len(resp.Message.ToolCalls) != 0 {
-				t.Fatalf("answer %+v", resp)
+		}
+		switch kind {
+		case kindOpenAI:
+			if so, _ := body["stream_options"].(map[string]any); so["include_usage"] != true {
+				t.Fatalf("no stream_options.include_usage: %s", reqs[0].Body)
 			}
-			if resp.Usage != (chat.Usage{InputTokens: 1234, OutputTokens: 567}) || resp.UsageEstimated || resp.Model != "m-1" {
-				t.Fatalf("usage %+v estimated %v model %q", resp.Usage, resp.UsageEstimated, resp.Model)
+		case kindOpenAIResponses:
+			// Stateless: the provider keeps nothing a later turn needs.
+			if body["instructions"] != "be brief" || body["store"] != false {
+				t.Fatalf("instructions or store: %s", reqs[0].Body)
 			}
-			// ceil((1234*100 + 567*400) / 1e6) = ceil(0.3502) = 1
-			if !res.CostReported || res.Cost != 1 {
-				t.Fatalf("cost %d reported %v, want 1", res.Cost, res.CostReported)
+		default:
+			if !strings.Contains(string(reqs[0].Body), `"system":[{"text":"be brief"`) || reqs[0].Header.Get("Anthropic-Version") == "" {
+				t.Fatalf("system prompt or API version not sent: %s %v", reqs[0].Body, reqs[0].Header)
 			}
-			if b := srv.Billed(); b.InputTokens != 1234 || b.OutputTokens != 567 || srv.Turns() != 1 {
-				t.Fatalf("server billed %+v over %d turns", b, srv.Turns())
-			}
-			reqs := srv.Requests()
-			if len(reqs) != 1 {
-				t.Fatalf("%d requests", len(reqs))
-			}
-			var body map[string]any
-			json.Unmarshal(reqs[0].Body, &body)
-			// The output limit goes in the provider kind's own field.
-			limit := map[string]string{kindOpenAI: "max_completion_tokens", kindOpenAIResponses: "max_output_tokens", kindAnthropic: "max_tokens"}[kind]
-			if body["stream"] != true || body["model"] != "m-1" || body[limit] != 256.0 {
-				t.Fatalf("request %s", reqs[0].Body)
-			}
-			for _, other := range []string{"max_completion_tokens", "max_output_tokens", "max_tokens"} {
-				if other != limit && body[other] != nil {
-					t.Fatalf("%s sent beside %s: %s", other, limit, reqs[0].Body)
-				}
-			}
-			switch kind {
-			case kindOpenAI:
-				if so, _ := body["stream_options"].(map[string]any); so["include_usage"] != true {
-					t.Fatalf("no stream_options.include_usage: %s", reqs[0].Body)
-				}
-			case kindOpenAIResponses:
-				// Stateless: the provider keeps nothing a later turn needs.
-				if body["instructions"] != "be brief" || body["store"] != false {
-					t.Fatalf("instructions or store: %s", reqs[0].Body)
-				}
-			default:
-				if !strings.Contains(string(reqs[0].Body), `"system":[{"text":"be brief"`) || reqs[0].Header.Get("Anthropic-Version") == "" {
-					t.Fatalf("system prompt or API version not sent: %s %v", reqs[0].Body, reqs[0].Header)
-				}
-			}
-			// No api_key_env: no credential of any kind is sent.
-			if h := reqs[0].Header; h.Get("Authorization") != "" || h.Get("X-Api-Key") != "" {
-				t.Fatalf("a credential was sent to a provider configured without one: %v", h)
-			}
-		})
-	}
+		}
+		// No api_key_env: no credential of any kind is sent.
+		if h := reqs[0].Header; h.Get("Authorization") != "" || h.Get("X-Api-Key") != "" {
+			t.Fatalf("a credential was sent to a provider configured without one: %v", h)
+		}
+	})
 }
 
 func TestCostRoundsUpPerTurn(t *testing.T) {
@@ -144,128 +166,122 @@ func TestCostRoundsUpPerTurn(t *testing.T) {
 
 func TestToolCallsBothWays(t *testing.T) {
 	t.Parallel()
-	for _, kind := range kinds {
-		t.Run(kind, func(t *testing.T) {
-			t.Parallel()
-			srv, p := startLLM(t, kind, "",
-				llmtest.Step{Text: "Let me look.", ToolCalls: []llmtest.ToolCall{
-					{ID: "c1", Name: "notes__put", Arguments: json.RawMessage(`{"key":"topic/rivers","text":"the Seine is 777 km long"}`)},
-					{ID: "c2", Name: "web__search", Arguments: json.RawMessage(`{"q":"Seine"}`)},
-				}},
-				llmtest.Step{Text: "Done."})
-			req := ask("research the Seine")
-			req.Tools = []chat.ToolDef{
-				{Name: "notes.put", Description: "store a note", InputSchema: json.RawMessage(`{"type":"object","properties":{"key":{"type":"string"},"text":{"type":"string"}},"required":["key","text"]}`)},
-				{Name: "web.search", Description: "search", InputSchema: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}}}`)},
-			}
-			resp, _, err := call(p, req, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if resp.StopReason != chat.StopToolUse || resp.Message.Content != "Let me look." || len(resp.Message.ToolCalls) != 2 {
-				t.Fatalf("answer %+v", resp)
-			}
-			c0, c1 := resp.Message.ToolCalls[0], resp.Message.ToolCalls[1]
-			if c0.ID != "c1" || c0.Name != "notes.put" || c1.ID != "c2" || c1.Name != "web.search" {
-				t.Fatalf("tool calls %+v", resp.Message.ToolCalls)
-			}
-			var args map[string]string
-			if err := json.Unmarshal(c0.Arguments, &args); err != nil || args["text"] != "the Seine is 777 km long" {
-				t.Fatalf("arguments %s", c0.Arguments)
-			}
-			sent := string(srv.Requests()[0].Body)
-			if !strings.Contains(sent, `"notes__put"`) || !strings.Contains(sent, `"web__search"`) || strings.Contains(sent, `"notes.put"`) {
-				t.Fatalf("tool names not mapped for the provider: %s", sent)
-			}
+	forEachKind(t, func(t *testing.T, kind string) {
+		srv, p := startLLM(t, kind, "",
+			llmtest.Step{Text: "Let me look.", ToolCalls: []llmtest.ToolCall{
+				{ID: "c1", Name: "notes__put", Arguments: json.RawMessage(`{"key":"topic/rivers","text":"the Seine is 777 km long"}`)},
+				{ID: "c2", Name: "web__search", Arguments: json.RawMessage(`{"q":"Seine"}`)},
+			}},
+			llmtest.Step{Text: "Done."})
+		req := ask("research the Seine")
+		req.Tools = []chat.ToolDef{
+			{Name: "notes.put", Description: "store a note", InputSchema: json.RawMessage(`{"type":"object","properties":{"key":{"type":"string"},"text":{"type":"string"}},"required":["key","text"]}`)},
+			{Name: "web.search", Description: "search", InputSchema: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string"}}}`)},
+		}
+		resp, _, err := call(p, req, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StopReason != chat.StopToolUse || resp.Message.Content != "Let me look." || len(resp.Message.ToolCalls) != 2 {
+			t.Fatalf("answer %+v", resp)
+		}
+		c0, c1 := resp.Message.ToolCalls[0], resp.Message.ToolCalls[1]
+		if c0.ID != "c1" || c0.Name != "notes.put" || c1.ID != "c2" || c1.Name != "web.search" {
+			t.Fatalf("tool calls %+v", resp.Message.ToolCalls)
+		}
+		var args map[string]string
+		if err := json.Unmarshal(c0.Arguments, &args); err != nil || args["text"] != "the Seine is 777 km long" {
+			t.Fatalf("arguments %s", c0.Arguments)
+		}
+		sent := string(srv.Requests()[0].Body)
+		if !strings.Contains(sent, `"notes__put"`) || !strings.Contains(sent, `"web__search"`) || strings.Contains(sent, `"notes.put"`) {
+			t.Fatalf("tool names not mapped for the provider: %s", sent)
+		}
 
-			// The next turn carries the calls and their results back.
-			req.Messages = append(req.Messages, resp.Message,
-				chat.Message{Role: chat.RoleTool, ToolCallID: "c1", Content: "stored"},
-				chat.Message{Role: chat.RoleTool, ToolCallID: "c2", Content: "E_UNAVAILABLE: search is down", IsError: true})
-			resp, _, err = call(p, req, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if resp.Message.Content != "Done." || resp.StopReason != chat.StopEndTurn {
-				t.Fatalf("second answer %+v", resp)
-			}
-			var second struct {
-				Messages []map[string]any `json:"messages"`
-				Input    []map[string]any `json:"input"`
-			}
-			json.Unmarshal(srv.Requests()[1].Body, &second)
-			b, _ := json.Marshal(second.Messages)
+		// The next turn carries the calls and their results back.
+		req.Messages = append(req.Messages, resp.Message,
+			chat.Message{Role: chat.RoleTool, ToolCallID: "c1", Content: "stored"},
+			chat.Message{Role: chat.RoleTool, ToolCallID: "c2", Content: "E_UNAVAILABLE: search is down", IsError: true})
+		resp, _, err = call(p, req, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Message.Content != "Done." || resp.StopReason != chat.StopEndTurn {
+			t.Fatalf("second answer %+v", resp)
+		}
+		var second struct {
+			Messages []map[string]any `json:"messages"`
+			Input    []map[string]any `json:"input"`
+		}
+		json.Unmarshal(srv.Requests()[1].Body, &second)
+		b, _ := json.Marshal(second.Messages)
+		got := string(b)
+		switch kind {
+		case kindOpenAIResponses:
+			// user, assistant text, two function calls, two outputs.
+			b, _ := json.Marshal(second.Input)
 			got := string(b)
-			switch kind {
-			case kindOpenAIResponses:
-				// user, assistant text, two function calls, two outputs.
-				b, _ := json.Marshal(second.Input)
-				got := string(b)
-				if len(second.Input) != 6 || second.Input[2]["type"] != "function_call" || second.Input[2]["call_id"] != "c1" || second.Input[2]["name"] != "notes__put" ||
-					second.Input[4]["type"] != "function_call_output" || second.Input[4]["call_id"] != "c1" || !strings.Contains(got, "ERROR: E_UNAVAILABLE") {
-					t.Fatalf("second request input %s", got)
-				}
-			case kindOpenAI:
-				// system, user, assistant with two calls, two tool messages.
-				if len(second.Messages) != 5 || second.Messages[3]["role"] != "tool" || second.Messages[3]["tool_call_id"] != "c1" ||
-					!strings.Contains(got, `"name":"notes__put"`) || !strings.Contains(got, "ERROR: E_UNAVAILABLE") {
-					t.Fatalf("second request messages %s", got)
-				}
-			default:
-				// user, assistant (text + two tool_use), user (two tool_result).
-				if len(second.Messages) != 3 || second.Messages[2]["role"] != "user" ||
-					!strings.Contains(got, `"tool_use_id":"c2"`) || !strings.Contains(got, `"is_error":true`) || !strings.Contains(got, `"name":"notes__put"`) {
-					t.Fatalf("second request messages %s", got)
-				}
+			if len(second.Input) != 6 || second.Input[2]["type"] != "function_call" || second.Input[2]["call_id"] != "c1" || second.Input[2]["name"] != "notes__put" ||
+				second.Input[4]["type"] != "function_call_output" || second.Input[4]["call_id"] != "c1" || !strings.Contains(got, "ERROR: E_UNAVAILABLE") {
+				t.Fatalf("second request input %s", got)
 			}
-		})
-	}
+		case kindOpenAI:
+			// system, user, assistant with two calls, two tool messages.
+			if len(second.Messages) != 5 || second.Messages[3]["role"] != "tool" || second.Messages[3]["tool_call_id"] != "c1" ||
+				!strings.Contains(got, `"name":"notes__put"`) || !strings.Contains(got, "ERROR: E_UNAVAILABLE") {
+				t.Fatalf("second request messages %s", got)
+			}
+		default:
+			// user, assistant (text + two tool_use), user (two tool_result).
+			if len(second.Messages) != 3 || second.Messages[2]["role"] != "user" ||
+				!strings.Contains(got, `"tool_use_id":"c2"`) || !strings.Contains(got, `"is_error":true`) || !strings.Contains(got, `"name":"notes__put"`) {
+				t.Fatalf("second request messages %s", got)
+			}
+		}
+	})
 }
 
 func TestStreamingProgress(t *testing.T) {
 	t.Parallel()
-	for _, kind := range kinds {
-		t.Run(kind, func(t *testing.T) {
-			t.Parallel()
-			hold := make(chan struct{})
-			_, p := startLLM(t, kind, "", llmtest.Step{Text: "one two three four five", Hold: hold})
-			var mu sync.Mutex
-			var reports [][2]int64
-			seen := make(chan struct{}, 1)
-			done := make(chan error, 1)
-			go func() {
-				_, _, err := call(p, ask("count"), func(d, total int64) {
-					mu.Lock()
-					reports = append(reports, [2]int64{d, total})
-					mu.Unlock()
-					select {
-					case seen <- struct{}{}:
-					default:
-					}
-				})
-				done <- err
-			}()
-			// The server holds the turn after its first delta: progress
-			// must have reached us while the turn is still open.
-			select {
-			case <-seen:
-			case err := <-done:
-				t.Fatalf("call ended before any progress: %v", err)
-			case <-time.After(60 * time.Second):
-				t.Fatal("no progress while the turn streamed")
-			}
-			mu.Lock()
-			first := reports[0]
-			mu.Unlock()
-			if first[0] < 1 || first[1] != 256 {
-				t.Fatalf("first progress %v, want tokens so far of 256", first)
-			}
-			close(hold)
-			if err := <-done; err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
+	forEachKind(t, func(t *testing.T, kind string) {
+		hold := make(chan struct{})
+		_, p := startLLM(t, kind, "", llmtest.Step{Text: "one two three four five", Hold: hold})
+		var mu sync.Mutex
+		var reports [][2]int64
+		seen := make(chan struct{}, 1)
+		done := make(chan error, 1)
+		go func() {
+			_, _, err := call(p, ask("count"), func(d, total int64) {
+				mu.Lock()
+				reports = append(reports, [2]int64{d, total})
+				mu.Unlock()
+				select {
+				case seen <- struct{}{}:
+				default:
+				}
+			})
+			done <- err
+		}()
+		// The server holds the turn after its first delta: progress
+		// must have reached us while the turn is still open.
+		select {
+		case <-seen:
+		case err := <-done:
+			t.Fatalf("call ended before any progress: %v", err)
+		case <-time.After(60 * time.Second):
+			t.Fatal("no progress while the turn streamed")
+		}
+		mu.Lock()
+		first := reports[0]
+		mu.Unlock()
+		if first[0] < 1 || first[1] != 256 {
+			t.Fatalf("first progress %v, want tokens so far of 256", first)
+		}
+		close(hold)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 // errorCase is one failure a provider can answer, and what the engine
@@ -540,42 +556,39 @@ func TestManifestCarriesModels(t *testing.T) {
 // request to the provider's published schema and rules.
 func TestToolSchemasAreNormalised(t *testing.T) {
 	t.Parallel()
-	for _, kind := range kinds {
-		t.Run(kind, func(t *testing.T) {
-			t.Parallel()
-			srv, p := startLLM(t, kind, "", llmtest.Step{Text: "ok"})
-			req := ask("x")
-			req.Tools = []chat.ToolDef{
-				{Name: "kv.list", Description: "lists keys", InputSchema: json.RawMessage(`{"type":"object"}`)},
-				{Name: "clock.now"},
-				{Name: "fs.stat", InputSchema: json.RawMessage(`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object",` +
-					`"properties":{"path":{"type":"string"},"opts":{"type":"object"},"list":{"type":"array","items":{"type":"object"}}},"required":["path"],"additionalProperties":false}`)},
-				{Name: "cal.update", Description: "moves an event", InputSchema: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"},"at":{"type":"string"}},` +
-					`"anyOf":[{"required":["id"]},{"required":["at"]}]}`)},
+	forEachKind(t, func(t *testing.T, kind string) {
+		srv, p := startLLM(t, kind, "", llmtest.Step{Text: "ok"})
+		req := ask("x")
+		req.Tools = []chat.ToolDef{
+			{Name: "kv.list", Description: "lists keys", InputSchema: json.RawMessage(`{"type":"object"}`)},
+			{Name: "clock.now"},
+			{Name: "fs.stat", InputSchema: json.RawMessage(`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object",` +
+				`"properties":{"path":{"type":"string"},"opts":{"type":"object"},"list":{"type":"array","items":{"type":"object"}}},"required":["path"],"additionalProperties":false}`)},
+			{Name: "cal.update", Description: "moves an event", InputSchema: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"},"at":{"type":"string"}},` +
+				`"anyOf":[{"required":["id"]},{"required":["at"]}]}`)},
+		}
+		if _, _, err := call(p, req, nil); err != nil {
+			t.Fatal(err)
+		}
+		reqs := srv.Requests()
+		if len(reqs) != 1 {
+			t.Fatalf("%d requests", len(reqs))
+		}
+		if err := conforms(t, reqs[0]); err != nil {
+			t.Fatalf("refused: %v\n%s", err, reqs[0].Body)
+		}
+		body := string(reqs[0].Body)
+		// What the tool said is kept: its properties, required and
+		// additionalProperties; the root anyOf is told in words.
+		for _, want := range []string{`"required":["path"]`, `"additionalProperties":false`, `Its input must also match: {\"anyOf\":[{\"required\":[\"id\"]},{\"required\":[\"at\"]}]}`} {
+			if !strings.Contains(body, want) {
+				t.Errorf("request lacks %s:\n%s", want, body)
 			}
-			if _, _, err := call(p, req, nil); err != nil {
-				t.Fatal(err)
-			}
-			reqs := srv.Requests()
-			if len(reqs) != 1 {
-				t.Fatalf("%d requests", len(reqs))
-			}
-			if err := conforms(t, reqs[0]); err != nil {
-				t.Fatalf("refused: %v\n%s", err, reqs[0].Body)
-			}
-			body := string(reqs[0].Body)
-			// What the tool said is kept: its properties, required and
-			// additionalProperties; the root anyOf is told in words.
-			for _, want := range []string{`"required":["path"]`, `"additionalProperties":false`, `Its input must also match: {\"anyOf\":[{\"required\":[\"id\"]},{\"required\":[\"at\"]}]}`} {
-				if !strings.Contains(body, want) {
-					t.Errorf("request lacks %s:\n%s", want, body)
-				}
-			}
-			if strings.Contains(body, "draft-07") {
-				t.Errorf("$schema of another draft sent:\n%s", body)
-			}
-		})
-	}
+		}
+		if strings.Contains(body, "draft-07") {
+			t.Errorf("$schema of another draft sent:\n%s", body)
+		}
+	})
 }
 
 // TestNonObjectToolSchemaRefused: the chat contract offers object schemas;
@@ -583,22 +596,19 @@ func TestToolSchemasAreNormalised(t *testing.T) {
 // provider to refuse the whole turn.
 func TestNonObjectToolSchemaRefused(t *testing.T) {
 	t.Parallel()
-	for _, kind := range kinds {
-		t.Run(kind, func(t *testing.T) {
-			t.Parallel()
-			srv, p := startLLM(t, kind, "", llmtest.Step{Text: "never"})
-			req := ask("x")
-			req.Tools = []chat.ToolDef{{Name: "batch.run", InputSchema: json.RawMessage(`{"type":"array","items":{"type":"string"}}`)}}
-			_, _, err := call(p, req, nil)
-			plugintest.WantKind(t, err, host.KindPermanent)
-			if te := err.(*host.ToolError); te.Code != codeBadRequest || !strings.Contains(te.Message, `tool batch.run: input_schema is of type "array"`) {
-				t.Fatalf("error %v", te)
-			}
-			if n := len(srv.Requests()); n != 0 {
-				t.Fatalf("the provider saw %d requests", n)
-			}
-		})
-	}
+	forEachKind(t, func(t *testing.T, kind string) {
+		srv, p := startLLM(t, kind, "", llmtest.Step{Text: "never"})
+		req := ask("x")
+		req.Tools = []chat.ToolDef{{Name: "batch.run", InputSchema: json.RawMessage(`{"type":"array","items":{"type":"string"}}`)}}
+		_, _, err := call(p, req, nil)
+		plugintest.WantKind(t, err, host.KindPermanent)
+		if te := err.(*host.ToolError); te.Code != codeBadRequest || !strings.Contains(te.Message, `tool batch.run: input_schema is of type "array"`) {
+			t.Fatalf("error %v", te)
+		}
+		if n := len(srv.Requests()); n != 0 {
+			t.Fatalf("the provider saw %d requests", n)
+		}
+	})
 }
 
 // The run and node of the call go out as headers, in both wire formats,
@@ -606,29 +616,26 @@ func TestNonObjectToolSchemaRefused(t *testing.T) {
 // step at one agent; a tool call without a run sends neither.
 func TestCallerHeadersReachTheProvider(t *testing.T) {
 	t.Parallel()
-	for _, kind := range kinds {
-		t.Run(kind, func(t *testing.T) {
-			t.Parallel()
-			srv, p := startLLM(t, kind, "", llmtest.Step{Node: "critic", Text: "aimed"}, llmtest.Step{Text: "anyone"})
-			in, _ := json.Marshal(ask("hi"))
-			res, err := p.Host.Call(context.Background(), host.CallRequest{Tool: "llm.chat", Input: in, IdempotencyKey: "k", Attempt: 1, RunID: "r-42", Node: "critic"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var resp chat.Response
-			if err := json.Unmarshal(res.Output, &resp); err != nil || resp.Message.Content != "aimed" {
-				t.Fatalf("answer %+v %v", resp, err)
-			}
-			if _, _, err := call(p, ask("hi"), nil); err != nil {
-				t.Fatal(err)
-			}
-			reqs := srv.Requests()
-			if h := reqs[0].Header; h.Get(llmtest.NodeHeader) != "critic" || h.Get(headerNode) != "critic" || h.Get(headerRun) != "r-42" {
-				t.Fatalf("headers of a run's call %v", h)
-			}
-			if h := reqs[1].Header; h.Get(headerNode) != "" || h.Get(headerRun) != "" {
-				t.Fatalf("headers of a call without a run %v", h)
-			}
-		})
-	}
+	forEachKind(t, func(t *testing.T, kind string) {
+		srv, p := startLLM(t, kind, "", llmtest.Step{Node: "critic", Text: "aimed"}, llmtest.Step{Text: "anyone"})
+		in, _ := json.Marshal(ask("hi"))
+		res, err := p.Host.Call(context.Background(), host.CallRequest{Tool: "llm.chat", Input: in, IdempotencyKey: "k", Attempt: 1, RunID: "r-42", Node: "critic"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var resp chat.Response
+		if err := json.Unmarshal(res.Output, &resp); err != nil || resp.Message.Content != "aimed" {
+			t.Fatalf("answer %+v %v", resp, err)
+		}
+		if _, _, err := call(p, ask("hi"), nil); err != nil {
+			t.Fatal(err)
+		}
+		reqs := srv.Requests()
+		if h := reqs[0].Header; h.Get(llmtest.NodeHeader) != "critic" || h.Get(headerNode) != "critic" || h.Get(headerRun) != "r-42" {
+			t.Fatalf("headers of a run's call %v", h)
+		}
+		if h := reqs[1].Header; h.Get(headerNode) != "" || h.Get(headerRun) != "" {
+			t.Fatalf("headers of a call without a run %v", h)
+		}
+	})
 }

@@ -257,14 +257,7 @@ func TestKeyNeverLeaks(t *testing.T) {
 				llmtest.Step{Status: 429, ErrorMessage: echo, RetryAfter: "1"},
 			)
 			srv.APIKey = key
-			if err := srv.Start("127.0.0.1:0"); err != nil {
-				t.Fatal(err)
-			}
-			defer srv.Close()
-			base := srv.OpenAIBaseURL()
-			if kind == kindAnthropic {
-				base = srv.URL()
-			}
+			base := serve(t, srv, kind)
 			cfg := fmt.Sprintf(`{"providers":{"p":{"kind":%q,"base_url":%q,"api_key_env":"WEIR_TEST_LLM_KEY"}},"models":{"s":{"provider":"p","model":"m","max_tokens":50}}}`, kind, base)
 			tool := newPlugin(lookupEnv).tool()
 			in := `{"model":"s","messages":[{"role":"user","content":"hi"}]}`
@@ -288,14 +281,7 @@ func TestKeyNeverLeaks(t *testing.T) {
 			t.Setenv("WEIR_TEST_LLM_KEY", "sk-wrong-"+key)
 			srv2 := llmtest.New(llmtest.Step{Text: "never"})
 			srv2.APIKey = key
-			if err := srv2.Start("127.0.0.1:0"); err != nil {
-				t.Fatal(err)
-			}
-			defer srv2.Close()
-			base2 := srv2.OpenAIBaseURL()
-			if kind == kindAnthropic {
-				base2 = srv2.URL()
-			}
+			base2 := serve(t, srv2, kind)
 			cfg2 := strings.Replace(cfg, base, base2, 1)
 			_, err = sdktest.Call(context.Background(), newPlugin(lookupEnv).tool(), sdktest.Request{Input: in, Config: cfg2})
 			var se *sdktest.Error
@@ -351,14 +337,7 @@ func TestProviderRulesCatchRefusedSchemas(t *testing.T) {
 func wireCall(t *testing.T, kind, cfg, key string) llmtest.Request {
 	t.Helper()
 	srv := llmtest.New(llmtest.Step{Text: "ok"})
-	if err := srv.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	base := srv.OpenAIBaseURL()
-	if kind == kindAnthropic {
-		base = srv.URL()
-	}
+	base := serve(t, srv, kind)
 	getenv := func(k string) (string, bool) { return key, k == "WEIR_TEST_KEY" && key != "" }
 	in := `{"model":"s","messages":[{"role":"user","content":"hi"}]}`
 	if _, err := sdktest.Call(context.Background(), newPlugin(getenv).tool(), sdktest.Request{Input: in, Config: fmt.Sprintf(cfg, base)}); err != nil {
@@ -509,14 +488,7 @@ func TestOverloadRetryAfterOnTheWire(t *testing.T) {
 			t.Run(kind+"/"+tc.name, func(t *testing.T) {
 				t.Parallel()
 				srv := llmtest.New(tc.step)
-				if err := srv.Start("127.0.0.1:0"); err != nil {
-					t.Fatal(err)
-				}
-				defer srv.Close()
-				base := srv.OpenAIBaseURL()
-				if kind == kindAnthropic {
-					base = srv.URL()
-				}
+				base := serve(t, srv, kind)
 				p := newPlugin(lookupEnv)
 				p.jitter = func(n int64) int64 { return 7 } // a fixed spread: 7ns
 				cfg := fmt.Sprintf(`{"providers":{"p":{"kind":%q,"base_url":%q}},"models":{"s":{"provider":"p","model":"m","max_tokens":50}}}`, kind, base)
@@ -572,11 +544,7 @@ func TestResponsesTokenFloor(t *testing.T) {
 		t.Fatalf("config: %v", err)
 	}
 	srv := llmtest.New(llmtest.Step{Text: "never"})
-	if err := srv.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	cfg := fmt.Sprintf(`{"providers":{"p":{"kind":"openai-responses","base_url":%q}},"models":{"s":{"provider":"p","model":"m","max_tokens":64}}}`, srv.OpenAIBaseURL())
+	cfg := fmt.Sprintf(`{"providers":{"p":{"kind":"openai-responses","base_url":%q}},"models":{"s":{"provider":"p","model":"m","max_tokens":64}}}`, serve(t, srv, kindOpenAIResponses))
 	_, err = sdktest.Call(context.Background(), newPlugin(getenv).tool(), sdktest.Request{Input: `{"model":"s","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`, Config: cfg})
 	var se *sdktest.Error
 	if !errors.As(err, &se) || se.Code != codeBadRequest || !strings.Contains(se.Message, "below the 16") {

@@ -83,6 +83,15 @@ var (
 	applied   *dedupe.Store
 )
 
+// decode reads the call's input into in and returns the notes directory
+// of the call's state.
+func decode(call *sdk.Call, in any) (string, error) {
+	if err := call.Decode(in); err != nil {
+		return "", err
+	}
+	return notesDir(call)
+}
+
 func notesDir(call *sdk.Call) (string, error) {
 	if call.StateDir == "" {
 		return "", errors.New("notes needs a state directory")
@@ -108,10 +117,7 @@ func fingerprint(parts ...string) string {
 
 func put(ctx context.Context, call *sdk.Call) (any, error) {
 	var in struct{ Key, Text string }
-	if err := call.Decode(&in); err != nil {
-		return nil, err
-	}
-	dir, err := notesDir(call)
+	dir, err := decode(call, &in)
 	if err != nil {
 		return nil, err
 	}
@@ -133,10 +139,7 @@ func put(ctx context.Context, call *sdk.Call) (any, error) {
 
 func get(ctx context.Context, call *sdk.Call) (any, error) {
 	var in struct{ Key string }
-	if err := call.Decode(&in); err != nil {
-		return nil, err
-	}
-	dir, err := notesDir(call)
+	dir, err := decode(call, &in)
 	if err != nil {
 		return nil, err
 	}
@@ -152,10 +155,7 @@ func get(ctx context.Context, call *sdk.Call) (any, error) {
 
 func list(ctx context.Context, call *sdk.Call) (any, error) {
 	var in struct{ Prefix string }
-	if err := call.Decode(&in); err != nil {
-		return nil, err
-	}
-	dir, err := notesDir(call)
+	dir, err := decode(call, &in)
 	if err != nil {
 		return nil, err
 	}
@@ -184,10 +184,7 @@ func list(ctx context.Context, call *sdk.Call) (any, error) {
 
 func del(ctx context.Context, call *sdk.Call) (any, error) {
 	var in struct{ Key string }
-	if err := call.Decode(&in); err != nil {
-		return nil, err
-	}
-	dir, err := notesDir(call)
+	dir, err := decode(call, &in)
 	if err != nil {
 		return nil, err
 	}

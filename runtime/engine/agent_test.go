@@ -197,6 +197,16 @@ func answer(text string, usage chat.Usage) chat.Response {
 // use is a turn's usage: tokens in and out.
 func use(in, out int64) chat.Usage { return chat.Usage{InputTokens: in, OutputTokens: out} }
 
+// kvTurns is a script of n turns that each ask for one kv.get and never
+// answer.
+func kvTurns(n int, usage chat.Usage) []chat.Response {
+	var script []chat.Response
+	for i := range n {
+		script = append(script, askTools(usage, tc(fmt.Sprint("c", i), "kv.get", `{"key":"k"}`)))
+	}
+	return script
+}
+
 func tc(id, name, args string) chat.ToolCall {
 	return chat.ToolCall{ID: id, Name: name, Arguments: json.RawMessage(args)}
 }
@@ -337,17 +347,49 @@ func (b *agentBundle) crash(t *testing.T) {
 
 func (b *agentBundle) run(t *testing.T, flow, input string) *store.Run {
 	t.Helper()
+	return b.runAdvancing(t, flow, input, 0)
+}
+
+// runAdvancing is run with the fake clock moved by step before each look
+// at the run: past the backoff of the retries it waits for.
+func (b *agentBundle) runAdvancing(t *testing.T, flow, input string, step time.Duration) *store.Run {
+	t.Helper()
+	return b.terminalAdvancing(t, b.submit(t, flow, input), step)
+}
+
+// submit starts a run of flow for alice and returns its id.
+func (b *agentBundle) submit(t *testing.T, flow, input string) string {
+	t.Helper()
 	res, err := b.eng.Submit(context.Background(), StartRequest{Owner: "alice", Flow: flow, Input: json.RawMessage(input)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b.terminal(t, res.RunID)
+	return res.RunID
+}
+
+// reopen is a new engine over the data b's store held when it closed (see
+// crash), with the same model and clock: the process started again.
+func (b *agentBundle) reopen(t *testing.T) *agentBundle {
+	t.Helper()
+	st, err := b.st.Reopen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return setupAgent(t, st, b.clock, b.model)
 }
 
 func (b *agentBundle) terminal(t *testing.T, id string) *store.Run {
 	t.Helper()
+	return b.terminalAdvancing(t, id, 0)
+}
+
+func (b *agentBundle) terminalAdvancing(t *testing.T, id string, step time.Duration) *store.Run {
+	t.Helper()
 	var run *store.Run
 	testutil.Eventually(t, 30*time.Second, func() error {
+		if step > 0 {
+			b.clock.Advance(step)
+		}
 		var err error
 		if run, err = b.eng.Get(context.Background(), "alice", id); err != nil {
 			return err
@@ -508,16 +550,10 @@ func TestAgentToolUseThenAnswer(t *testing.T) {
 // and its last turn's calls are not run.
 func TestAgentMaxTurns(t *testing.T) {
 	t.Parallel()
-	var script []chat.Response
-	for i := range 5 {
-		script = append(script, askTools(use(1, 1), tc(fmt.Sprint("c", i), "kv.get", `{"key":"k"}`)))
-	}
-	m := newFakeModel(script...)
+	m := newFakeModel(kvTurns(5, use(1, 1))...)
 	b := setupAgent(t, memstore.New(), clock.NewFake(time.Now()), m)
 	run := b.run(t, "research", `{"topic":"x"}`)
-	if run.Phase != store.PhaseFailed || run.Error == nil || run.Error.Code != CodeMaxTurns {
-		t.Fatalf("run %s %+v, want failed with %s", run.Phase, run.Error, CodeMaxTurns)
-	}
+	wantFailed(t, run, CodeMaxTurns)
 	if n := len(m.asked()); n != 4 {
 		t.Errorf("the model was asked %d turns, want max_turns = 4", n)
 	}
@@ -551,11 +587,7 @@ func TestAgentBudgetStopsBeforeTheTurn(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			var script []chat.Response
-			for i := range 8 {
-				script = append(script, askTools(tt.usage, tc(fmt.Sprint("c", i), "kv.get", `{"key":"k"}`)))
-			}
-			m := newFakeModel(script...)
+			m := newFakeModel(kvTurns(8, tt.usage)...)
 			m.inputCost, m.outputCost = prices.InputCost, prices.OutputCost
 			b := setupAgent(t, memstore.New(), clock.NewFake(time.Now()), m)
 			run := b.run(t, "bounded", `{}`)
@@ -618,10 +650,7 @@ func TestAgentCrashAfterJournaledTurn(t *testing.T) {
 	st := memstore.New()
 	fk := clock.NewFake(time.Now())
 	b := setupAgent(t, st, fk, m)
-	res, err := b.eng.Submit(context.Background(), StartRequest{Owner: "alice", Flow: "research", Input: json.RawMessage(`{"topic":"x"}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	runID := b.submit(t, "research", `{"topic":"x"}`)
 	select {
 	case <-m.sendStarted:
 	case <-time.After(30 * time.Second):
@@ -633,15 +662,11 @@ func TestAgentCrashAfterJournaledTurn(t *testing.T) {
 	if len(m.asked()) != 1 {
 		t.Fatalf("%d turns asked before the crash, want 1", len(m.asked()))
 	}
-	st2, err := st.Reopen()
-	if err != nil {
-		t.Fatal(err)
-	}
 	m.mu.Lock()
 	m.blockSend = false
 	m.mu.Unlock()
-	b2 := setupAgent(t, st2, fk, m)
-	run := b2.terminal(t, res.RunID)
+	b2 := b.reopen(t)
+	run := b2.terminal(t, runID)
 	r := resultOf(t, run)
 	if r.Answer != "gave up on the mail" || r.Turns != 2 {
 		t.Errorf("result %+v", r)
@@ -673,21 +698,7 @@ func TestAgentTurnRetriedAndFailed(t *testing.T) {
 	m.rateLimited = 1
 	fk := clock.NewFake(time.Now())
 	b := setupAgent(t, memstore.New(), fk, m)
-	res, err := b.eng.Submit(context.Background(), StartRequest{Owner: "alice", Flow: "research", Input: json.RawMessage(`{"topic":"x"}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var run *store.Run
-	testutil.Eventually(t, 30*time.Second, func() error {
-		fk.Advance(10 * time.Millisecond) // past the retry's backoff
-		if run, err = b.eng.Get(context.Background(), "alice", res.RunID); err != nil {
-			return err
-		}
-		if !run.Phase.Terminal() {
-			return fmt.Errorf("run is %s", run.Phase)
-		}
-		return nil
-	})
+	run := b.runAdvancing(t, "research", `{"topic":"x"}`, 10*time.Millisecond) // past the retry's backoff
 	if r := resultOf(t, run); r.Answer != "ok" || r.Turns != 2 {
 		t.Errorf("result %+v", r)
 	}
@@ -738,9 +749,7 @@ func TestAgentMalformedResponse(t *testing.T) {
 	m := newFakeModel(chat.Response{Message: chat.Message{Content: "hi"}})
 	b := setupAgent(t, memstore.New(), clock.NewFake(time.Now()), m)
 	run := b.run(t, "typed", `{}`)
-	if run.Phase != store.PhaseFailed || run.Error == nil || run.Error.Code != CodeModelResponse {
-		t.Fatalf("run %s %+v, want failed with %s", run.Phase, run.Error, CodeModelResponse)
-	}
+	wantFailed(t, run, CodeModelResponse)
 }
 
 // TestAgentTimeoutBoundsTheLoop: the node's timeout bounds the whole loop,
@@ -748,18 +757,12 @@ func TestAgentMalformedResponse(t *testing.T) {
 // with E_AGENT_TIMEOUT and the model is not asked again.
 func TestAgentTimeoutBoundsTheLoop(t *testing.T) {
 	t.Parallel()
-	var script []chat.Response
-	for i := range 8 {
-		script = append(script, askTools(use(1, 1), tc(fmt.Sprint("c", i), "kv.get", `{"key":"k"}`)))
-	}
-	m := newFakeModel(script...)
+	m := newFakeModel(kvTurns(8, use(1, 1))...)
 	fk := clock.NewFake(time.Now())
 	m.clock, m.think = fk, 40*time.Second
 	b := setupAgent(t, memstore.New(), fk, m)
 	run := b.run(t, "timed", `{}`)
-	if run.Phase != store.PhaseFailed || run.Error == nil || run.Error.Code != CodeAgentTimeout {
-		t.Fatalf("run %s %+v, want failed with %s", run.Phase, run.Error, CodeAgentTimeout)
-	}
+	wantFailed(t, run, CodeAgentTimeout)
 	// Asked at 0s and 40s; at 80s the minute has passed.
 	if n := len(m.asked()); n != 2 {
 		t.Errorf("the model was asked %d turns, want 2 within the minute", n)
@@ -771,17 +774,11 @@ func TestAgentTimeoutBoundsTheLoop(t *testing.T) {
 // budget.
 func TestAgentNodeCostCapsTurnsAndCalls(t *testing.T) {
 	t.Parallel()
-	var script []chat.Response
-	for i := range 8 {
-		script = append(script, askTools(use(30, 10), tc(fmt.Sprint("c", i), "kv.get", `{"key":"k"}`)))
-	}
-	m := newFakeModel(script...)
+	m := newFakeModel(kvTurns(8, use(30, 10))...)
 	m.inputCost, m.outputCost = 200, 100_000 // a turn reserves 7 and costs 2
 	b := setupAgent(t, memstore.New(), clock.NewFake(time.Now()), m)
 	run := b.run(t, "capped", `{}`)
-	if run.Phase != store.PhaseFailed || run.Error == nil || run.Error.Code != CodeBudgetExhausted {
-		t.Fatalf("run %s %+v, want failed with %s", run.Phase, run.Error, CodeBudgetExhausted)
-	}
+	wantFailed(t, run, CodeBudgetExhausted)
 	// 0+7 and 2+7 fit in 10; 4+7 does not.
 	if n := len(m.asked()); n != 2 || run.Spent != 4 {
 		t.Errorf("%d turns asked, run spent %d; want 2 turns and 4", n, run.Spent)
@@ -799,10 +796,7 @@ func TestAgentCrashBeforeCallsEnd(t *testing.T) {
 	st := memstore.New()
 	fk := clock.NewFake(time.Now())
 	b := setupAgent(t, st, fk, m)
-	res, err := b.eng.Submit(context.Background(), StartRequest{Owner: "alice", Flow: "research", Input: json.RawMessage(`{"topic":"x"}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	runID := b.submit(t, "research", `{"topic":"x"}`)
 	testutil.Eventually(t, 30*time.Second, func() error {
 		if n := m.called("kv.get"); n != 1 {
 			return fmt.Errorf("kv.get called %d times", n)
@@ -813,12 +807,8 @@ func TestAgentCrashBeforeCallsEnd(t *testing.T) {
 	m.mu.Lock()
 	m.gate = nil
 	m.mu.Unlock()
-	st2, err := st.Reopen()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b2 := setupAgent(t, st2, fk, m)
-	r := resultOf(t, b2.terminal(t, res.RunID))
+	b2 := b.reopen(t)
+	r := resultOf(t, b2.terminal(t, runID))
 	if r.Answer != "ok" || r.Turns != 2 {
 		t.Errorf("result %+v", r)
 	}
@@ -887,8 +877,9 @@ func TestAgentRequestTheContractRefuses(t *testing.T) {
 	m := newFakeModel(answer("x", use(1, 1)))
 	b := setupAgent(t, memstore.New(), clock.NewFake(time.Now()), m)
 	run := b.run(t, "nomodel", `{}`)
-	if run.Phase != store.PhaseFailed || run.Error == nil || run.Error.Code != CodeChatRequest || !strings.Contains(run.Error.Message, "model") {
-		t.Fatalf("run %s %+v, want failed with %s", run.Phase, run.Error, CodeChatRequest)
+	wantFailed(t, run, CodeChatRequest)
+	if !strings.Contains(run.Error.Message, "model") {
+		t.Fatalf("run %s %+v, want failed with %s about the model", run.Phase, run.Error, CodeChatRequest)
 	}
 	if len(m.asked()) != 0 {
 		t.Error("the model tool was called with a request the contract refuses")
@@ -904,24 +895,8 @@ func TestAgentTurnRetriesExhausted(t *testing.T) {
 	m.rateLimited = 100
 	fk := clock.NewFake(time.Now())
 	b := setupAgent(t, memstore.New(), fk, m)
-	res, err := b.eng.Submit(context.Background(), StartRequest{Owner: "alice", Flow: "typed", Input: json.RawMessage(`{}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var run *store.Run
-	testutil.Eventually(t, 30*time.Second, func() error {
-		fk.Advance(10 * time.Millisecond) // past each retry's backoff
-		if run, err = b.eng.Get(context.Background(), "alice", res.RunID); err != nil {
-			return err
-		}
-		if !run.Phase.Terminal() {
-			return fmt.Errorf("run is %s", run.Phase)
-		}
-		return nil
-	})
-	if run.Phase != store.PhaseFailed || run.Error == nil || run.Error.Code != CodeRetriesExhausted {
-		t.Fatalf("run %s %+v, want failed with %s", run.Phase, run.Error, CodeRetriesExhausted)
-	}
+	run := b.runAdvancing(t, "typed", `{}`, 10*time.Millisecond) // past each retry's backoff
+	wantFailed(t, run, CodeRetriesExhausted)
 	if n := len(m.asked()); n != agentTurnRetries+1 {
 		t.Errorf("the model tool was tried %d times, want %d", n, agentTurnRetries+1)
 	}
@@ -950,10 +925,7 @@ func TestAgentCallsTogetherBounded(t *testing.T) {
 	// running: a call beyond the bound would be running by then too.
 	m.gate, m.openAt = make(chan struct{}), -1
 	b := setupAgent(t, memstore.New(), clock.NewFake(time.Now()), m)
-	res, err := b.eng.Submit(context.Background(), StartRequest{Owner: "alice", Flow: "research", Input: json.RawMessage(`{"topic":"x"}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	runID := b.submit(t, "research", `{"topic":"x"}`)
 	testutil.Eventually(t, 30*time.Second, func() error {
 		if n := m.called("kv.get"); n < maxAgentCallsTogether {
 			return fmt.Errorf("%d calls started", n)
@@ -963,7 +935,7 @@ func TestAgentCallsTogetherBounded(t *testing.T) {
 	m.mu.Lock()
 	close(m.gate)
 	m.mu.Unlock()
-	resultOf(t, b.terminal(t, res.RunID))
+	resultOf(t, b.terminal(t, runID))
 	m.mu.Lock()
 	most := m.maxTogether
 	m.mu.Unlock()

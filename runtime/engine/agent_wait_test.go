@@ -60,11 +60,7 @@ func TestAgentApproveAndReject(t *testing.T) {
 		answer("sent to ann", use(10, 1)),
 	)
 	b := setupAgent(t, memstore.New(), clock.NewFake(time.Now()), m)
-	res, err := b.eng.Submit(context.Background(), StartRequest{Owner: "alice", Flow: "approving", Input: json.RawMessage(`{}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := res.RunID
+	id := b.submit(t, "approving", `{}`)
 	ws := b.openDecisionsOf(t, id, 2)
 	if ws[0].ID != "a@1.1.1" || ws[1].ID != "a@1.1.2" || ws[0].Kind != WaitApproval || ws[0].Node != "a" ||
 		string(ws[1].Shown) != `{"arguments":{"to":"bob"},"call":2,"tool":"mail.send","turn":1}` || ws[0].Since.IsZero() {
@@ -125,19 +121,11 @@ func TestAgentApprovalSurvivesCrash(t *testing.T) {
 	m.blockSend = true
 	st, fk := memstore.New(), clock.NewFake(time.Now())
 	b := setupAgent(t, st, fk, m)
-	res, err := b.eng.Submit(context.Background(), StartRequest{Owner: "alice", Flow: "approving", Input: json.RawMessage(`{}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := res.RunID
+	id := b.submit(t, "approving", `{}`)
 	b.openDecisionsOf(t, id, 1)
 	b.crash(t)
 
-	st2, err := st.Reopen()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b2 := setupAgent(t, st2, fk, m)
+	b2 := b.reopen(t)
 	if ws := b2.openDecisionsOf(t, id, 1); ws[0].ID != "a@1.1.0" {
 		t.Fatalf("after the restart: %+v", ws)
 	}
@@ -147,14 +135,10 @@ func TestAgentApprovalSurvivesCrash(t *testing.T) {
 	<-m.sendStarted
 	b2.crash(t)
 
-	st3, err := st2.Reopen()
-	if err != nil {
-		t.Fatal(err)
-	}
 	m.mu.Lock()
 	m.blockSend = false
 	m.mu.Unlock()
-	b3 := setupAgent(t, st3, fk, m)
+	b3 := b2.reopen(t)
 	r := resultOf(t, b3.terminal(t, id))
 	if r.Answer != "done" {
 		t.Errorf("result %+v", r)
@@ -221,26 +205,23 @@ func TestAgentApprovalTimesOut(t *testing.T) {
 	m := newFakeModel(askTools(use(10, 1), tc("c1", "mail.send", `{"to":"ann"}`)))
 	fk := clock.NewFake(time.Now())
 	b := setupAgent(t, memstore.New(), fk, m)
-	res, err := b.eng.Submit(context.Background(), StartRequest{Owner: "alice", Flow: "approving_timed", Input: json.RawMessage(`{}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ws := b.openDecisionsOf(t, res.RunID, 1)
+	runID := b.submit(t, "approving_timed", `{}`)
+	ws := b.openDecisionsOf(t, runID, 1)
 	if !ws[0].Until.Equal(ws[0].Since.Add(time.Minute)) {
 		t.Errorf("the approval waits until %v, want its agent's timeout, a minute after %v", ws[0].Until, ws[0].Since)
 	}
 	fk.Advance(2 * time.Minute)
-	run := b.terminal(t, res.RunID)
+	run := b.terminal(t, runID)
 	if run.Phase != store.PhaseCompleted {
 		t.Fatalf("run %s %+v", run.Phase, run.Error)
 	}
-	if evs := b.events(t, res.RunID, evNodeFailed); len(evs) != 1 || evs[0].Detail["code"] != CodeAgentTimeout {
+	if evs := b.events(t, runID, evNodeFailed); len(evs) != 1 || evs[0].Detail["code"] != CodeAgentTimeout {
 		t.Errorf("node_failed events %+v, want one with %s", evs, CodeAgentTimeout)
 	}
 	if n := m.called("mail.send"); n != 0 {
 		t.Errorf("mail.send called %d times", n)
 	}
-	if err := b.decide(res.RunID, ws[0].ID, true, ""); codeOf(err) != CodeNotWaiting {
+	if err := b.decide(runID, ws[0].ID, true, ""); codeOf(err) != CodeNotWaiting {
 		t.Errorf("a late decision: %v, want %s", err, CodeNotWaiting)
 	}
 }

@@ -2,13 +2,11 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,26 +27,7 @@ func BenchmarkParkedWaits(b *testing.B) {
 	for b.Loop() {
 		bd := setup(b, Config{MaxQueued: n + 1}, src)
 		ctx := context.Background()
-		ids := make([]string, n)
-		var wg sync.WaitGroup
-		for c := range 32 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := c; i < n; i += 32 {
-					res, err := bd.eng.Submit(ctx, StartRequest{Owner: "alice", Flow: "park", Input: json.RawMessage(`{}`)})
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					ids[i] = res.RunID
-				}
-			}()
-		}
-		wg.Wait()
-		if b.Failed() {
-			b.FailNow()
-		}
+		ids := bd.submitAll(b, n, "park", `{}`)
 		// Every run parked: nothing queued, nothing held.
 		for {
 			var queued, leased int

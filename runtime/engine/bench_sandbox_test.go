@@ -1,17 +1,13 @@
 package engine
 
 import (
-	"context"
-	"encoding/json"
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/weirhq/weir/runtime/sandbox"
-	"github.com/weirhq/weir/runtime/store"
 )
 
 // BenchmarkSandboxedSteps measures what evaluating callables in sandbox
@@ -27,31 +23,8 @@ func BenchmarkSandboxedSteps(b *testing.B) {
 	payload := `"` + strings.Repeat("a", 100) + `"`
 	rate := func(cfg Config) float64 {
 		bd := setup(b, cfg, benchFlow)
-		ctx := context.Background()
-		ids := make([]string, runs)
 		start := time.Now()
-		var sub sync.WaitGroup
-		for c := range 32 {
-			sub.Go(func() {
-				for i := c; i < runs; i += 32 {
-					res, err := bd.eng.Submit(ctx, StartRequest{Owner: "alice", Flow: "ten", Input: json.RawMessage(`{"p":` + payload + `}`)})
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					ids[i] = res.RunID
-				}
-			})
-		}
-		sub.Wait()
-		if b.Failed() {
-			b.FailNow()
-		}
-		for _, id := range ids {
-			if r := bd.waitTerminal(b, id); r.Phase != store.PhaseCompleted {
-				b.Fatalf("run %s: %s %+v", id, r.Phase, r.Error)
-			}
-		}
+		bd.completeAll(b, bd.submitAll(b, runs, "ten", `{"p":`+payload+`}`))
 		return float64(runs*steps) / time.Since(start).Seconds()
 	}
 	sandboxed := func(maxBatch int) (float64, sandbox.Stats) {

@@ -83,32 +83,8 @@ func BenchmarkDurableSteps(b *testing.B) {
 
 		// The engine: 1,000 runs of 10 durable steps.
 		// Clients submit concurrently, as many would.
-		ids := make([]string, runs)
 		start = time.Now()
-		var sub sync.WaitGroup
-		for c := range 32 {
-			sub.Add(1)
-			go func() {
-				defer sub.Done()
-				for i := c; i < runs; i += 32 {
-					res, err := bd.eng.Submit(ctx, StartRequest{Owner: "alice", Flow: "ten", Input: json.RawMessage(`{"p":` + payload + `}`)})
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					ids[i] = res.RunID
-				}
-			}()
-		}
-		sub.Wait()
-		if b.Failed() {
-			b.FailNow()
-		}
-		for _, id := range ids {
-			if r := bd.waitTerminal(b, id); r.Phase != store.PhaseCompleted {
-				b.Fatalf("run %s: %s %+v", id, r.Phase, r.Error)
-			}
-		}
+		bd.completeAll(b, bd.submitAll(b, runs, "ten", `{"p":`+payload+`}`))
 		stepRate := float64(runs*steps) / time.Since(start).Seconds()
 		b.ReportMetric(stepRate, "steps/s")
 		b.ReportMetric(groupRate, "group-commits/s")
@@ -123,3 +99,41 @@ var benchWorkers = func() int {
 	n, _ := strconv.Atoi(os.Getenv("WEIR_BENCH_WORKERS"))
 	return n
 }()
+
+// submitAll starts n runs of flow with input for alice from 32 clients at
+// once, as many would, and returns their ids in order; a refused start
+// fails the benchmark.
+func (bd *bundle) submitAll(b *testing.B, n int, flow, input string) []string {
+	b.Helper()
+	ctx := context.Background()
+	ids := make([]string, n)
+	var sub sync.WaitGroup
+	for c := range 32 {
+		sub.Go(func() {
+			for i := c; i < n; i += 32 {
+				res, err := bd.eng.Submit(ctx, StartRequest{Owner: "alice", Flow: flow, Input: json.RawMessage(input)})
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				ids[i] = res.RunID
+			}
+		})
+	}
+	sub.Wait()
+	if b.Failed() {
+		b.FailNow()
+	}
+	return ids
+}
+
+// completeAll waits for every run of ids to end and fails the benchmark
+// unless each completed.
+func (bd *bundle) completeAll(b *testing.B, ids []string) {
+	b.Helper()
+	for _, id := range ids {
+		if r := bd.waitTerminal(b, id); r.Phase != store.PhaseCompleted {
+			b.Fatalf("run %s: %s %+v", id, r.Phase, r.Error)
+		}
+	}
+}

@@ -67,19 +67,15 @@ func (b *bundle) fanResult(t *testing.T, raw json.RawMessage) fanResult {
 
 func (b *bundle) cohort(t *testing.T, id string) CohortView {
 	t.Helper()
-	run, err := b.eng.Get(context.Background(), "alice", id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := b.eng.Progress(context.Background(), run)
-	if err != nil || len(p.Cohorts) != 1 {
-		t.Fatalf("progress %+v %v: want one cohort", p, err)
+	p := b.progress(t, id)
+	if len(p.Cohorts) != 1 {
+		t.Fatalf("progress %+v: want one cohort", p)
 	}
 	return p.Cohorts[0]
 }
 
-// cohortIs reports whether the run's cohort exists and satisfies cond.
-func (b *bundle) cohortIs(t *testing.T, id string, cond func(CohortView) bool) bool {
+// progress is the progress of alice's run id as it is now.
+func (b *bundle) progress(t testing.TB, id string) *Progress {
 	t.Helper()
 	run, err := b.eng.Get(context.Background(), "alice", id)
 	if err != nil {
@@ -89,6 +85,13 @@ func (b *bundle) cohortIs(t *testing.T, id string, cond func(CohortView) bool) b
 	if err != nil {
 		t.Fatal(err)
 	}
+	return p
+}
+
+// cohortIs reports whether the run's cohort exists and satisfies cond.
+func (b *bundle) cohortIs(t *testing.T, id string, cond func(CohortView) bool) bool {
+	t.Helper()
+	p := b.progress(t, id)
 	return len(p.Cohorts) == 1 && cond(p.Cohorts[0])
 }
 

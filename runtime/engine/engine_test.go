@@ -280,21 +280,7 @@ func TestCancelAnswers(t *testing.T) {
 	if time.Since(began) > 10*time.Second {
 		t.Errorf("cancel took %s: the sleep was not interrupted", time.Since(began))
 	}
-	// Terminal: already_terminal, nothing changes.
-	if a, err := b.eng.Cancel(ctx, "alice", id); err != nil || a != CancelAlreadyTerminal {
-		t.Fatalf("cancel terminal: %v %v", a, err)
-	}
-	// Foreign: the same answer as a missing run, and nothing changes.
-	before := b.events(t, id)
-	if _, err := b.eng.Cancel(ctx, "mallory", id); ErrorCode(err) != CodeNotFound {
-		t.Fatalf("foreign cancel: %v, want %s", err, CodeNotFound)
-	}
-	if after := b.events(t, id); len(after) != len(before) {
-		t.Errorf("foreign cancel changed the timeline: %v -> %v", before, after)
-	}
-	if _, err := b.eng.Cancel(ctx, "alice", "run_missing"); ErrorCode(err) != CodeNotFound {
-		t.Fatalf("missing: %v", err)
-	}
+	b.cancelEnded(t, id)
 }
 
 // TestOverload offers ten times what the slots admit: every run is either

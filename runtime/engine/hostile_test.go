@@ -64,18 +64,7 @@ func TestAuditStreamBounds(t *testing.T) {
 		}
 	}
 	b.eng.Cancel(ctx, "bob", "run_x") // another caller has its own allowance
-	audit := func() []*store.Event {
-		var evs []*store.Event
-		if err := b.st.View(ctx, func(tx store.Tx) error {
-			var err error
-			evs, err = tx.EventList(store.EventListParams{RunID: AuditStream})
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-		return evs
-	}
-	evs := audit()
+	evs := b.audit(t)
 	if len(evs) != AuditBurst+1 {
 		t.Fatalf("%d audit events, want the burst of %d and bob's", len(evs), AuditBurst)
 	}
@@ -84,7 +73,7 @@ func TestAuditStreamBounds(t *testing.T) {
 	}
 	b.clock.Advance(AuditInterval)
 	b.eng.Cancel(ctx, "mallory", "run_y")
-	evs = audit()
+	evs = b.audit(t)
 	if last := evs[len(evs)-1]; last.Detail["caller"] != "mallory" || fmt.Sprint(last.Detail["suppressed"]) != "30" {
 		t.Fatalf("the next event of the caller after the burst: %+v", last.Detail)
 	}
@@ -92,7 +81,7 @@ func TestAuditStreamBounds(t *testing.T) {
 	if n, err := b.eng.PruneAudit(ctx, b.clock.Now().Add(-time.Minute)); err != nil || n != len(evs) {
 		t.Fatalf("PruneAudit = %d, %v; want %d", n, err, len(evs))
 	}
-	if left := audit(); len(left) != 0 {
+	if left := b.audit(t); len(left) != 0 {
 		t.Fatalf("%d audit events left after pruning", len(left))
 	}
 }
@@ -107,17 +96,6 @@ func TestAuditForeignAccessToExistingRunsAfterBurst(t *testing.T) {
 	b := setupUnit(t, Config{}, echoFlow)
 	ctx := context.Background()
 	real1, real2 := b.start(t, "echo", `{}`, "r1"), b.start(t, "echo", `{}`, "r2")
-	audit := func() []*store.Event {
-		var evs []*store.Event
-		if err := b.st.View(ctx, func(tx store.Tx) error {
-			var err error
-			evs, err = tx.EventList(store.EventListParams{RunID: AuditStream})
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-		return evs
-	}
 	flood := func(n int) {
 		t.Helper()
 		for i := range n {
@@ -127,7 +105,7 @@ func TestAuditForeignAccessToExistingRunsAfterBurst(t *testing.T) {
 		}
 	}
 	flood(AuditBurst + 10)
-	if n := len(audit()); n != AuditBurst {
+	if n := len(b.audit(t)); n != AuditBurst {
 		t.Fatalf("%d events after the flood of made-up ids, want the burst of %d", n, AuditBurst)
 	}
 	for i := range AuditRunBurst + 3 {
@@ -139,7 +117,7 @@ func TestAuditForeignAccessToExistingRunsAfterBurst(t *testing.T) {
 		t.Fatalf("a foreign cancel: %v", err)
 	}
 	flood(1)
-	evs := audit()[AuditBurst:]
+	evs := b.audit(t)[AuditBurst:]
 	if len(evs) != AuditRunBurst+1 { // run 1's burst and run 2's first
 		t.Fatalf("%d events for the foreign accesses to real runs, want %d of run 1 and one of run 2", len(evs), AuditRunBurst)
 	}
@@ -157,19 +135,19 @@ func TestAuditForeignAccessToExistingRunsAfterBurst(t *testing.T) {
 	// ones run 1's allowance recorded.
 	b.clock.Advance(AuditRunInterval)
 	flood(AuditBurst)
-	evs = audit()
+	evs = b.audit(t)
 	if first := evs[len(evs)-AuditBurst]; fmt.Sprint(first.Detail["suppressed"]) != "14" {
 		t.Fatalf("the caller's next event: %+v", first.Detail)
 	}
 	// Its burst spent again, run 1 has a new allowance of its own, and
 	// its next record counts the 3 gets it did not record.
 	b.eng.Get(ctx, "mallory", real1)
-	evs = audit()
+	evs = b.audit(t)
 	if last := evs[len(evs)-1]; last.Detail["run"] != real1 || last.Detail["over_caller_limit"] != true || fmt.Sprint(last.Detail["suppressed_on_run"]) != "3" {
 		t.Fatalf("run 1's next event: %+v", last.Detail)
 	}
 	flood(1)
-	if n := len(audit()); n != len(evs) {
+	if n := len(b.audit(t)); n != len(evs) {
 		t.Fatalf("a made-up id past the burst was recorded (%d events, want %d)", n, len(evs))
 	}
 }
@@ -230,4 +208,18 @@ func TestFlowNameOwners(t *testing.T) {
 	if err := reg("carol", flow("legacy", "3")); ErrorCode(err) != CodeForbidden {
 		t.Fatalf("after bob took it: %v", err)
 	}
+}
+
+// audit is the audit stream's events, oldest first.
+func (b *bundle) audit(t testing.TB) []*store.Event {
+	t.Helper()
+	var evs []*store.Event
+	if err := b.st.View(context.Background(), func(tx store.Tx) error {
+		var err error
+		evs, err = tx.EventList(store.EventListParams{RunID: AuditStream})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return evs
 }

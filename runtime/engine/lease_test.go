@@ -2,12 +2,31 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/weirhq/weir/runtime/internal/clock"
 	"github.com/weirhq/weir/runtime/store"
 )
+
+// leaseToTheDead makes the lease of the run's one task look as a dead
+// holder's would at now: another holder's, expired a second ago.
+func leaseToTheDead(tx store.Tx, runID string, now time.Time) error {
+	tasks, err := tx.TaskListByRun(runID)
+	if err != nil {
+		return err
+	}
+	if len(tasks) != 1 {
+		return fmt.Errorf("run %s has %d tasks, want 1", runID, len(tasks))
+	}
+	l, err := tx.LeaseGet(tasks[0].ID)
+	if err != nil {
+		return err
+	}
+	l.Holder, l.Deadline = "h_dead", now.Add(-time.Second)
+	return tx.LeasePut(l)
+}
 
 // TestExpiredLeaseIsRescuedAndFenced takes a running task's lease away as a
 // dead holder's would look (expired, another holder): the rescuer must make
@@ -21,19 +40,7 @@ func TestExpiredLeaseIsRescuedAndFenced(t *testing.T) {
 	id := b.start(t, "sleepy", `{"ms": 400}`, "")
 	b.wait(t, id, "running", func(r *store.Run) bool { return r.Phase == store.PhaseRunning })
 
-	err := b.st.Update(ctx, func(tx store.Tx) error {
-		tasks, err := tx.TaskListByRun(id)
-		if err != nil || len(tasks) != 1 {
-			t.Fatalf("tasks %v %v", tasks, err)
-		}
-		l, err := tx.LeaseGet(tasks[0].ID)
-		if err != nil {
-			return err
-		}
-		l.Holder = "h_dead"
-		l.Deadline = fk.Now().Add(-time.Second)
-		return tx.LeasePut(l)
-	})
+	err := b.st.Update(ctx, func(tx store.Tx) error { return leaseToTheDead(tx, id, fk.Now()) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,16 +133,7 @@ func TestCancelRecordedBeforeCrashIsHonoured(t *testing.T) {
 		if err := tx.RunUpdate(run); err != nil {
 			return err
 		}
-		tasks, err := tx.TaskListByRun(id)
-		if err != nil {
-			return err
-		}
-		l, err := tx.LeaseGet(tasks[0].ID)
-		if err != nil {
-			return err
-		}
-		l.Holder, l.Deadline = "h_dead", fk.Now().Add(-time.Second)
-		return tx.LeasePut(l)
+		return leaseToTheDead(tx, id, fk.Now())
 	})
 	if err != nil {
 		t.Fatal(err)

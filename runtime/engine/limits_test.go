@@ -75,52 +75,15 @@ flow(name = "parent_vanish", nodes = [
     task("gone", tool = "testkit.echo", args = lambda ctx: {"gone": True}),
 ])
 `)
-	ctx := context.Background()
 	id := b.start(t, "parent_vanish", `{}`, "")
-	var waits []HumanWait
-	b.wait(t, id, "waiting on its child", func(*store.Run) bool {
-		waits, _ = b.eng.HumanWaits(ctx, "alice", id)
-		return len(waits) == 1
-	})
+	waits := b.oneHumanWait(t, id, "waiting on its child", nil)
 	child := waits[0].RunID
-	err := b.st.Update(ctx, func(tx store.Tx) error {
-		tasks, err := tx.TaskListByRun(child)
-		if err != nil {
-			return err
-		}
-		for _, t := range tasks {
-			if err := tx.TaskDelete(t.ID); err != nil {
-				return err
-			}
-		}
-		if err := tx.RunDelete(child); err != nil {
-			return err
-		}
-		// The parent's wait is still indexed by the child's id; wake it
-		// as the fallback clock would.
-		w, err := tx.TaskByChild(child)
-		if err != nil {
-			return err
-		}
-		w.ReadyAt = b.eng.clock.Now()
-		return tx.TaskPut(w)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.eng.wake.kick()
+	b.vanish(t, child)
 	run := b.waitTerminal(t, id)
 	if run.Phase != store.PhaseCompleted {
 		t.Fatalf("%s %+v", run.Phase, run.Error)
 	}
-	var code string
-	evs, _ := b.eng.Events(ctx, "alice", id, 0, 0)
-	for _, e := range evs {
-		if e.Type == evNodeFailed {
-			code, _ = e.Detail["code"].(string)
-		}
-	}
-	if code != CodeChildVanished {
+	if code := b.failCode(t, id); code != CodeChildVanished {
 		t.Errorf("node failed with %q, want %s", code, CodeChildVanished)
 	}
 }

@@ -188,6 +188,99 @@ func count(xs []string, x string) int {
 	return n
 }
 
+// wantFailed stops the test unless the run failed with code.
+func wantFailed(t testing.TB, run *store.Run, code string) {
+	t.Helper()
+	if run.Phase != store.PhaseFailed || run.Error == nil || run.Error.Code != code {
+		t.Fatalf("run %s %+v, want failed with %s", run.Phase, run.Error, code)
+	}
+}
+
+// cancelEnded checks the answers to a cancel of alice's ended run id: it
+// is already terminal and nothing changes; another owner's cancel gets the
+// answer of a missing run and changes nothing either, as does a cancel of
+// a run that does not exist.
+func (b *bundle) cancelEnded(t *testing.T, id string) {
+	t.Helper()
+	ctx := context.Background()
+	if a, err := b.eng.Cancel(ctx, "alice", id); err != nil || a != CancelAlreadyTerminal {
+		t.Fatalf("cancel terminal: %v %v", a, err)
+	}
+	// Foreign: the same answer as a missing run, and nothing changes.
+	before := b.events(t, id)
+	if _, err := b.eng.Cancel(ctx, "mallory", id); ErrorCode(err) != CodeNotFound {
+		t.Fatalf("foreign cancel: %v, want %s", err, CodeNotFound)
+	}
+	if after := b.events(t, id); len(after) != len(before) {
+		t.Errorf("foreign cancel changed the timeline: %v -> %v", before, after)
+	}
+	if _, err := b.eng.Cancel(ctx, "alice", "run_missing"); ErrorCode(err) != CodeNotFound {
+		t.Fatalf("missing: %v", err)
+	}
+}
+
+// vanish deletes the child run's record and tasks behind the engine's
+// back, as an operator might, and makes its parent's wait (still indexed
+// by the child's id) due as the fallback clock would, and wakes the
+// scheduler to take it.
+func (b *bundle) vanish(t testing.TB, child string) {
+	t.Helper()
+	err := b.st.Update(context.Background(), func(tx store.Tx) error {
+		tasks, err := tx.TaskListByRun(child)
+		if err != nil {
+			return err
+		}
+		for _, tk := range tasks {
+			if err := tx.TaskDelete(tk.ID); err != nil {
+				return err
+			}
+		}
+		if err := tx.RunDelete(child); err != nil {
+			return err
+		}
+		w, err := tx.TaskByChild(child)
+		if err != nil {
+			return err
+		}
+		w.ReadyAt = b.eng.clock.Now()
+		return tx.TaskPut(w)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.eng.wake.kick()
+}
+
+// failCode is the code of alice's run id's last node_failed event, or ""
+// when no node failed.
+func (b *bundle) failCode(t testing.TB, id string) string {
+	t.Helper()
+	evs, err := b.eng.Events(context.Background(), "alice", id, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var code string
+	for _, e := range evs {
+		if e.Type == evNodeFailed {
+			code, _ = e.Detail["code"].(string)
+		}
+	}
+	return code
+}
+
+// oneHumanWait waits until alice's run id has one human wait open (its
+// own or that of a child it waits on) and cond, if not nil, holds of the
+// run, and returns the run's human waits.
+func (b *bundle) oneHumanWait(t testing.TB, id, what string, cond func(*store.Run) bool) []HumanWait {
+	t.Helper()
+	var waits []HumanWait
+	b.wait(t, id, what, func(r *store.Run) bool {
+		waits, _ = b.eng.HumanWaits(context.Background(), "alice", id)
+		return len(waits) == 1 && (cond == nil || cond(r))
+	})
+	return waits
+}
+
 // outboxLines counts mail.send's witness lines: one per real send.
 func (b *bundle) outboxLines(t *testing.T) int {
 	t.Helper()

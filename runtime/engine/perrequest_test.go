@@ -84,9 +84,7 @@ func TestFanoutTooLargeFailsOnlyItsRun(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Config{}, perRequestSrc)
 	run := b.waitTerminal(t, b.start(t, "fan_big", `{"n": 400000}`, ""))
-	if run.Phase != store.PhaseFailed || run.Error == nil || run.Error.Code != CodeResultTooLarge {
-		t.Fatalf("fan-out of 6 x 400 KB ended %s %+v, want failed %s", run.Phase, run.Error, CodeResultTooLarge)
-	}
+	wantFailed(t, run, CodeResultTooLarge)
 	b.admissionOpen(t)
 
 	// Children over MaxResultBytes each fail on their own, before the
@@ -134,9 +132,7 @@ func TestToolOutputTooLargeFailsOnlyItsRun(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Config{}, perRequestSrc)
 	run := b.waitTerminal(t, b.start(t, "big_out", `{"n": 3000000}`, ""))
-	if run.Phase != store.PhaseFailed || run.Error == nil || run.Error.Code != CodeResultTooLarge {
-		t.Fatalf("3 MB output ended %s %+v, want failed %s", run.Phase, run.Error, CodeResultTooLarge)
-	}
+	wantFailed(t, run, CodeResultTooLarge)
 	// With an error wire the node's refusal takes it, like any node error.
 	run = b.waitTerminal(t, b.start(t, "big_wired", `{"n": 3000000}`, ""))
 	if run.Phase != store.PhaseCompleted || !strings.Contains(string(run.Output), "fell_back") {

@@ -94,11 +94,7 @@ func TestSubflowInLoopSuspendingOnWait(t *testing.T) {
 	ctx := context.Background()
 	id := b.start(t, "loop_suspending", `{}`, "")
 	for round := range 2 {
-		var waits []HumanWait
-		b.wait(t, id, "waiting on a child's approval", func(*store.Run) bool {
-			waits, _ = b.eng.HumanWaits(ctx, "alice", id)
-			return len(waits) == 1
-		})
+		waits := b.oneHumanWait(t, id, "waiting on a child's approval", nil)
 		if waits[0].RunID == id || waits[0].Node != "approve" {
 			t.Fatalf("round %d: waits %+v, want the child's approve node", round, waits)
 		}
@@ -118,11 +114,7 @@ func TestCancelParentCancelsWaitingChild(t *testing.T) {
 	b := setup(t, Config{}, subflowSrc)
 	ctx := context.Background()
 	id := b.start(t, "parent_waits", `{}`, "")
-	var waits []HumanWait
-	b.wait(t, id, "waiting", func(r *store.Run) bool {
-		waits, _ = b.eng.HumanWaits(ctx, "alice", id)
-		return len(waits) == 1
-	})
+	waits := b.oneHumanWait(t, id, "waiting", nil)
 	if a, err := b.eng.Cancel(ctx, "alice", id); err != nil || a != CancelRequested {
 		t.Fatalf("cancel: %v %v", a, err)
 	}

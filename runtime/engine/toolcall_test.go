@@ -110,14 +110,7 @@ flow(name = "fan_slow", nodes = [
 	ctx := context.Background()
 	id := b.start(t, "fan_slow", `{}`, "")
 	testutil.Eventually(t, waitTimeout, func() error {
-		run, err := b.eng.Get(ctx, "alice", id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := b.eng.Progress(ctx, run)
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := b.progress(t, id)
 		if len(p.Items) != 2 {
 			return fmt.Errorf("progress %+v: the two running item calls never reported", p)
 		}

@@ -22,9 +22,7 @@ func TestToolDefaultTimeoutBoundsANodeWithout(t *testing.T) {
 	b := setup(t, Config{}, toolTimeoutSrc)
 
 	run := b.waitTerminal(t, b.start(t, "bounded_wait", `{}`, ""))
-	if run.Phase != store.PhaseFailed || run.Error == nil || run.Error.Code != "E_TOOL_DEADLINE" {
-		t.Fatalf("bounded_wait ended %s %+v, want failed with E_TOOL_DEADLINE", run.Phase, run.Error)
-	}
+	wantFailed(t, run, "E_TOOL_DEADLINE")
 
 	deadlineMS := func(flow string) int64 {
 		t.Helper()

@@ -133,9 +133,7 @@ func TestUnitOverspentRunStartsNoMoreWork(t *testing.T) {
 	t.Parallel()
 	b := setupUnit(t, Config{}, unitBudgetSrc)
 	run := b.waitTerminal(t, b.start(t, "over_mid", `{}`, ""))
-	if run.Phase != store.PhaseFailed || run.Error == nil || run.Error.Code != CodeBudgetExhausted {
-		t.Fatalf("run %s %+v, want failed %s", run.Phase, run.Error, CodeBudgetExhausted)
-	}
+	wantFailed(t, run, CodeBudgetExhausted)
 	if n := b.tools.Calls("kit.echo"); n != 0 {
 		t.Errorf("kit.echo ran %d times after the budget was overspent, want 0", n)
 	}

@@ -162,17 +162,9 @@ func TestUnitFanoutDeadlineFuseAndLate(t *testing.T) {
 func TestUnitFanoutItemsReportProgress(t *testing.T) {
 	t.Parallel()
 	b := setupUnit(t, Config{}, unitCohortSrc)
-	ctx := context.Background()
 	id := b.start(t, "fan_width", `{}`, "")
 	b.kitIs(t, "a full width of calls", func(k *kit) bool { return k.blocked == 3 })
-	run, err := b.eng.Get(ctx, "alice", id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := b.eng.Progress(ctx, run)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := b.progress(t, id)
 	if len(p.Items) != 3 {
 		t.Fatalf("progress %+v: want the 3 running item calls", p)
 	}

@@ -531,35 +531,12 @@ func TestUnitEscrowAgentFlowToolChild(t *testing.T) {
 func TestUnitEscrowOfAVanishedChildIsRecounted(t *testing.T) {
 	t.Parallel()
 	b := setupUnit(t, Config{}, unitEscrowSrc)
-	ctx := context.Background()
 	id := b.start(t, "esc_vanish", `{}`, "")
 	b.wait(t, id, "holding the child's escrow", func(*store.Run) bool {
 		return b.runRecord(t, id).Escrow == 50 && len(b.children(t, id)) == 1 && b.children(t, id)[0].Phase == store.PhaseWaiting
 	})
 	child := b.children(t, id)[0].ID
-	if err := b.mem.Update(ctx, func(tx store.Tx) error {
-		tasks, err := tx.TaskListByRun(child)
-		if err != nil {
-			return err
-		}
-		for _, tk := range tasks {
-			if err := tx.TaskDelete(tk.ID); err != nil {
-				return err
-			}
-		}
-		if err := tx.RunDelete(child); err != nil {
-			return err
-		}
-		w, err := tx.TaskByChild(child)
-		if err != nil {
-			return err
-		}
-		w.ReadyAt = b.clock.Now()
-		return tx.TaskPut(w)
-	}); err != nil {
-		t.Fatal(err)
-	}
-	b.eng.wake.kick()
+	b.vanish(t, child)
 	run := b.waitTerminal(t, id)
 	if r := b.runRecord(t, id); run.Phase != store.PhaseCompleted || r.Escrow != 0 {
 		t.Fatalf("%s %+v escrow %d: want the error wire taken and nothing held", run.Phase, run.Error, r.Escrow)

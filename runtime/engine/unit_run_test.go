@@ -140,9 +140,7 @@ func TestUnitQueueDeadlineDrops(t *testing.T) {
 	// it does only when the clock is moved.
 	b.clock.Advance(2*time.Second + time.Millisecond)
 	run := b.waitTerminal(t, late)
-	if run.Phase != store.PhaseFailed || run.Error == nil || run.Error.Code != CodeQueueTimeout {
-		t.Fatalf("%s %+v: want failed with %s", run.Phase, run.Error, CodeQueueTimeout)
-	}
+	wantFailed(t, run, CodeQueueTimeout)
 	if evs := b.events(t, late); count(evs, evDropped) != 1 || count(evs, evLeased) != 0 {
 		t.Errorf("timeline %v: want one dropped event and no lease", evs)
 	}
@@ -209,21 +207,7 @@ func TestUnitCancelAnswers(t *testing.T) {
 		t.Fatalf("phase %s error %+v, want cancelled", run.Phase, run.Error)
 	}
 	b.kitIs(t, "the call's cancel", func(k *kit) bool { return k.cancelled == 1 })
-	// Terminal: already_terminal, nothing changes.
-	if a, err := b.eng.Cancel(ctx, "alice", id); err != nil || a != CancelAlreadyTerminal {
-		t.Fatalf("cancel terminal: %v %v", a, err)
-	}
-	// Foreign: the same answer as a missing run, and nothing changes.
-	before := b.events(t, id)
-	if _, err := b.eng.Cancel(ctx, "mallory", id); ErrorCode(err) != CodeNotFound {
-		t.Fatalf("foreign cancel: %v, want %s", err, CodeNotFound)
-	}
-	if after := b.events(t, id); len(after) != len(before) {
-		t.Errorf("foreign cancel changed the timeline: %v -> %v", before, after)
-	}
-	if _, err := b.eng.Cancel(ctx, "alice", "run_missing"); ErrorCode(err) != CodeNotFound {
-		t.Fatalf("missing: %v", err)
-	}
+	b.cancelEnded(t, id)
 }
 
 func TestUnitCancelQueuedRunNeverWorks(t *testing.T) {
@@ -318,9 +302,7 @@ func TestUnitCrashAfterStartedSaysOutcomeUnknown(t *testing.T) {
 	// expire the next engine's own lease before its renewer runs.
 	b.clock.Advance(lease + b.tick)
 	run := b.advanceUntil(t, id, b.tick, "terminal", func(r *store.Run) bool { return r.Phase.Terminal() })
-	if run.Phase != store.PhaseFailed || run.Error == nil || run.Error.Code != CodeOutcomeUnknown {
-		t.Fatalf("%s %+v: want failed with %s", run.Phase, run.Error, CodeOutcomeUnknown)
-	}
+	wantFailed(t, run, CodeOutcomeUnknown)
 	if n := b.sends(); n != 1 || b.tools.Calls("kit.send") != 1 {
 		t.Fatalf("%d sends over %d calls after the restart: a non-idempotent call must never be made twice", n, b.tools.Calls("kit.send"))
 	}

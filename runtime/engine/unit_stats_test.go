@@ -22,11 +22,7 @@ func TestUnitStatsFromObservations(t *testing.T) {
 	b := setupUnit(t, Config{}, unitWaitSrc)
 	ctx := context.Background()
 	id := b.start(t, "parent_waits", `{}`, "")
-	var waits []HumanWait
-	b.wait(t, id, "waiting on its child", func(r *store.Run) bool {
-		waits, _ = b.eng.HumanWaits(ctx, "alice", id)
-		return r.Phase == store.PhaseWaiting && len(waits) == 1
-	})
+	waits := b.oneHumanWait(t, id, "waiting on its child", func(r *store.Run) bool { return r.Phase == store.PhaseWaiting })
 	phases, err := b.eng.RunPhases(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -95,9 +95,7 @@ func TestUnitTooLargeAtMostOnceIsNotUnknown(t *testing.T) {
 	b := setupUnit(t, Config{}, unknownSrc)
 	id := b.start(t, "big", fmt.Sprintf(`{"pad": %d}`, MaxResultBytes+1), "")
 	run := b.waitTerminal(t, id)
-	if run.Phase != store.PhaseFailed || run.Error == nil || run.Error.Code != CodeResultTooLarge {
-		t.Fatalf("%s %+v, want failed with %s", run.Phase, run.Error, CodeResultTooLarge)
-	}
+	wantFailed(t, run, CodeResultTooLarge)
 	if n := b.sends(); n != 1 {
 		t.Errorf("%d sends, want 1", n)
 	}

@@ -60,11 +60,7 @@ func TestUnitSubflowChildWakesParent(t *testing.T) {
 	b := setupUnit(t, Config{}, unitWaitSrc)
 	ctx := context.Background()
 	id := b.start(t, "parent_waits", `{}`, "")
-	var waits []HumanWait
-	b.wait(t, id, "waiting on its child", func(r *store.Run) bool {
-		waits, _ = b.eng.HumanWaits(ctx, "alice", id)
-		return r.Phase == store.PhaseWaiting && len(waits) == 1
-	})
+	waits := b.oneHumanWait(t, id, "waiting on its child", func(r *store.Run) bool { return r.Phase == store.PhaseWaiting })
 	if waits[0].RunID == id {
 		t.Fatalf("waits %+v: want the child's", waits)
 	}
@@ -130,14 +126,7 @@ func TestUnitWaitApproveRejectTimeout(t *testing.T) {
 	if !strings.Contains(string(run.Output), `"late":true`) {
 		t.Fatalf("timeout: %s %s", run.Phase, run.Output)
 	}
-	var code string
-	evs, _ := b.eng.Events(ctx, "alice", late, 0, 0)
-	for _, e := range evs {
-		if e.Type == evNodeFailed {
-			code, _ = e.Detail["code"].(string)
-		}
-	}
-	if code != CodeWaitTimeout {
+	if code := b.failCode(t, late); code != CodeWaitTimeout {
 		t.Errorf("timeout code %q, want %s", code, CodeWaitTimeout)
 	}
 }

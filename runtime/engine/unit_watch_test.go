@@ -25,19 +25,25 @@ func TestUnitAwaitRunIsWokenByTheCommit(t *testing.T) {
 	b.kitIs(t, "the call running", func(k *kit) bool { return k.blocked == 1 })
 	var last *store.Run
 	done := make(chan error, 1)
-	before := b.clock.Tickers()
-	go func() {
-		done <- b.eng.AwaitRun(ctx, "alice", id, time.Hour, false, func(ctx context.Context, run *store.Run) (bool, error) {
-			last = run
-			return terminal(ctx, run)
+	// await starts AwaitRun on id held for hold, each look at the run
+	// kept in last, and returns once it is waiting on the engine's clock.
+	await := func(id string, hold time.Duration) {
+		t.Helper()
+		before := b.clock.Tickers()
+		go func() {
+			done <- b.eng.AwaitRun(ctx, "alice", id, hold, false, func(ctx context.Context, run *store.Run) (bool, error) {
+				last = run
+				return terminal(ctx, run)
+			})
+		}()
+		testutil.Eventually(t, 10*time.Second, func() error {
+			if b.clock.Tickers() <= before {
+				return errors.New("the await has not started")
+			}
+			return nil
 		})
-	}()
-	testutil.Eventually(t, 10*time.Second, func() error {
-		if b.clock.Tickers() <= before {
-			return errors.New("the await has not started")
-		}
-		return nil
-	})
+	}
+	await(id, time.Hour)
 	b.kit.open("g")
 	if err := awaited(t, done); err != nil || last == nil || last.Phase != store.PhaseCompleted {
 		t.Fatalf("await: %v, last %+v", err, last)
@@ -46,19 +52,7 @@ func TestUnitAwaitRunIsWokenByTheCommit(t *testing.T) {
 	// A run that does not end: the hold passes on the engine's clock.
 	id = b.start(t, "held", `{"gate": "never"}`, "")
 	b.kitIs(t, "the second call running", func(k *kit) bool { return k.blocked == 1 })
-	before = b.clock.Tickers()
-	go func() {
-		done <- b.eng.AwaitRun(ctx, "alice", id, time.Minute, false, func(ctx context.Context, run *store.Run) (bool, error) {
-			last = run
-			return terminal(ctx, run)
-		})
-	}()
-	testutil.Eventually(t, 10*time.Second, func() error {
-		if b.clock.Tickers() <= before {
-			return errors.New("the await has not started")
-		}
-		return nil
-	})
+	await(id, time.Minute)
 	b.clock.Advance(time.Minute)
 	if err := awaited(t, done); err != nil || last == nil || last.ID != id || last.Phase.Terminal() {
 		t.Fatalf("await at the hold's end: %v, last %+v", err, last)
