@@ -85,6 +85,34 @@ func (f *fakeModel) LookupTool(name string) (flows.ToolInfo, bool) {
 	return flows.ToolInfo{}, false
 }
 
+// atGate counts a call of tool and, while a gate is set, holds it until
+// openAt calls are in flight together; leave ends the call's count.
+func (f *fakeModel) atGate(ctx context.Context, tool string) (leave func(), err error) {
+	f.mu.Lock()
+	f.calls[tool]++
+	f.together++
+	f.maxTogether = max(f.maxTogether, f.together)
+	gate := f.gate
+	if gate != nil && f.together == f.openAt {
+		close(gate)
+		f.gate = nil
+	}
+	f.mu.Unlock()
+	leave = func() {
+		f.mu.Lock()
+		f.together--
+		f.mu.Unlock()
+	}
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return leave, ctx.Err()
+		}
+	}
+	return leave, nil
+}
+
 func (f *fakeModel) Call(ctx context.Context, req tool.CallRequest) (*tool.CallResult, error) {
 	switch req.Tool {
 	case "llm.chat":
@@ -115,34 +143,21 @@ func (f *fakeModel) Call(ctx context.Context, req tool.CallRequest) (*tool.CallR
 		}
 		return &tool.CallResult{Output: mustJSON(resp), Cost: 7}, nil
 	case "kv.get":
-		f.mu.Lock()
-		f.calls[req.Tool]++
-		f.together++
-		f.maxTogether = max(f.maxTogether, f.together)
-		gate := f.gate
-		if gate != nil && f.together == f.openAt {
-			close(gate)
-			f.gate = nil
-		}
-		f.mu.Unlock()
-		defer func() {
-			f.mu.Lock()
-			f.together--
-			f.mu.Unlock()
-		}()
-		if gate != nil {
-			select {
-			case <-gate:
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
+		leave, err := f.atGate(ctx, req.Tool)
+		defer leave()
+		if err != nil {
+			return nil, err
 		}
 		var in map[string]any
 		_ = json.Unmarshal(req.Input, &in)
 		return &tool.CallResult{Output: mustJSON(map[string]any{"value": fmt.Sprint("v-", in["key"])})}, nil
 	case "kv.priced":
+		leave, err := f.atGate(ctx, req.Tool)
+		defer leave()
+		if err != nil {
+			return nil, err
+		}
 		f.mu.Lock()
-		f.calls[req.Tool]++
 		cost := f.pricedReport
 		f.mu.Unlock()
 		if cost == 0 {

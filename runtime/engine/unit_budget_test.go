@@ -46,6 +46,11 @@ func TestAgentParallelCallsNeverSpendPastTheBudget(t *testing.T) {
 			}
 			m := newFakeModel(askTools(use(1, 1), calls...), answer("ok", use(1, 1)))
 			m.pricedReport = tt.report
+			// The six calls the budget covers are all admitted before any
+			// reports: a call that reported its overspend first would
+			// leave too little for the sixth (the budget holds either
+			// way; how many run would depend on the race).
+			m.gate, m.openAt = make(chan struct{}), 6
 			b := setupAgent(t, memstore.New(), clock.NewFake(time.Now()), m)
 			run := b.run(t, "priced", `{}`)
 			// The turn costs 7 and the budget 37: six calls of 5 fit, and
