@@ -179,6 +179,9 @@ type Engine struct {
 	// registrar stores registered versions (register.go).
 	registrar *registrar
 	queued    queuedRuns // accepted runs not yet leased once
+	// spend is each owner's cost settled in the last hour, which
+	// budget_per_hour bounds (ownerquota.go).
+	spend spendWindow
 
 	// wake starts a dispatch pass (kick); services are the background
 	// work Start starts and Stop stops (services.go).
@@ -247,11 +250,12 @@ func Open(cfg Config) (*Engine, error) {
 		ledger:    ledger.New(c.Workers, c.MaxBudgetInFlight),
 		wake:      make(wakeup, 1),
 		held:      newLiveWork(),
-		queued:    queuedRuns{ids: map[string]struct{}{}},
+		queued:    queuedRuns{},
 		flowCache: script.NewCache(c.FlowCacheBytes, script.Loader{}),
 		stats:     newStats(),
 		clock:     c.Clock,
 	}
+	e.ledger.OnSpend(func(owner string, cost int64) { e.spend.add(owner, cost, e.clock.Now()) })
 	e.roll = &fleetRoll{e: e}
 	e.st = watchedStore{Store: c.Store, w: &e.watchers}
 	e.scripts = c.Scripts
