@@ -50,10 +50,10 @@ func TestRetryAfterSeconds(t *testing.T) {
 // the socket, and only the caller's own to a token user.
 func TestStatsOwnersVisibility(t *testing.T) {
 	t.Parallel()
-	b := setup(t, engine.Config{Owners: map[string]engine.OwnerShare{"carol": {Weight: 2}}})
-	for _, c := range []caller{alice, bob} {
-		b.waitPhase(t, c.name, b.start(t, c, "echo", `{"n":1}`, ""), func(p store.Phase) bool { return p.Terminal() })
-	}
+	b := setup(t, engine.Config{LeaseTimeout: 10 * time.Minute, Owners: map[string]engine.OwnerShare{"carol": {Weight: 2}}})
+	running := b.start(t, alice, "sleep", `{"ms":60000}`, "")
+	b.waitPhase(t, "alice", running, func(p store.Phase) bool { return p == store.PhaseRunning })
+	defer b.send(t, alice, "POST", "/v1/runs/"+running+"/cancel", nil)
 	read := func(c caller) apitypes.OwnerStatsList {
 		t.Helper()
 		a := b.send(t, c, "GET", "/v1/stats/owners", nil)
@@ -70,13 +70,13 @@ func TestStatsOwnersVisibility(t *testing.T) {
 		}
 		return m
 	}
-	if l := read(alice); l.All || len(l.Owners) != 1 || l.Owners[0].Owner != "alice" {
+	if l := read(alice); l.All || len(l.Owners) != 1 || l.Owners[0].Owner != "alice" || l.Owners[0].Running != 1 {
 		t.Errorf("alice sees %+v, want only her own", l)
 	}
-	if l := read(bob); l.All || len(l.Owners) != 1 || l.Owners[0].Owner != "bob" {
+	if l := read(bob); l.All || len(l.Owners) != 1 || l.Owners[0].Owner != "bob" || l.Owners[0].Running != 0 {
 		t.Errorf("bob sees %+v, want only his own", l)
 	}
-	if l, n := read(local), names(read(local)); !l.All || !n["carol"] || !n["alice"] || !n["bob"] {
-		t.Errorf("the operator sees %+v, want every owner, carol's configured share among them", l)
+	if l, n := read(local), names(read(local)); !l.All || !n["carol"] || !n["alice"] || n["bob"] {
+		t.Errorf("the operator sees %+v, want every owner with work (alice) or a share of its own (carol), and nobody else", l)
 	}
 }
