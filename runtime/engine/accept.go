@@ -115,7 +115,7 @@ func (e *Engine) submit(ctx context.Context, req StartRequest) (*StartResult, er
 	}
 	cfg := e.cfg.Load()
 	share := cfg.ShareOf(req.Owner)
-	if err := e.checkOwnerDoor(ctx, req.Owner, share); err != nil {
+	if err := e.owners.check(ctx, req.Owner, share); err != nil {
 		return nil, err
 	}
 	runID := newID("run")

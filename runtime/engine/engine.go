@@ -179,9 +179,9 @@ type Engine struct {
 	// registrar stores registered versions (register.go).
 	registrar *registrar
 	queued    queuedRuns // accepted runs not yet leased once
-	// spend is each owner's cost settled in the last hour, which
-	// budget_per_hour bounds (ownerquota.go).
-	spend spendWindow
+	// owners is admission's door for the owners' own quotas, and each
+	// owner's spend in the last hour (ownerquota.go).
+	owners *ownerDoor
 
 	// wake starts a dispatch pass (kick); services are the background
 	// work Start starts and Stop stops (services.go).
@@ -255,9 +255,10 @@ func Open(cfg Config) (*Engine, error) {
 		stats:     newStats(),
 		clock:     c.Clock,
 	}
-	e.ledger.OnSpend(func(owner string, cost int64) { e.spend.add(owner, cost, e.clock.Now()) })
 	e.roll = &fleetRoll{e: e}
 	e.st = watchedStore{Store: c.Store, w: &e.watchers}
+	e.owners = &ownerDoor{st: e.st, clock: c.Clock, stats: e.stats}
+	e.ledger.OnSpend(func(owner string, cost int64) { e.owners.spend.add(owner, cost, e.owners.clock.Now()) })
 	e.scripts = c.Scripts
 	if e.scripts == nil {
 		e.scripts = script.Local{Cache: e.flowCache}

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weirhq/weir/runtime/internal/clock"
 	"github.com/weirhq/weir/runtime/store"
 )
 
@@ -160,14 +161,23 @@ func ownerRunning(tx store.Tx, owner string, limit int) (int, error) {
 // queue does.
 const OwnerQuotaRetryAfter = 2 * time.Second
 
-// checkOwnerDoor refuses a start of owner's whose running runs or spend
-// in the window are at its share's quotas. The queued quota is checked
-// with the reservation (queuedRuns.reserve), which is atomic with it.
-func (e *Engine) checkOwnerDoor(ctx context.Context, owner string, share OwnerShare) error {
+// ownerDoor is admission's check of the owners' own quotas, and the
+// owners' spend in the window.
+type ownerDoor struct {
+	st    store.Store
+	clock clock.Clock
+	stats *stats
+	spend spendWindow
+}
+
+// check refuses a start of owner's whose running runs or spend in the
+// window are at its share's quotas. The queued quota is checked with the
+// reservation (queuedRuns.reserve), which is atomic with it.
+func (d *ownerDoor) check(ctx context.Context, owner string, share OwnerShare) error {
 	if share.BudgetPerHour > 0 {
-		spent, wait := e.spend.spent(owner, share.BudgetPerHour, e.clock.Now())
+		spent, wait := d.spend.spent(owner, share.BudgetPerHour, d.clock.Now())
 		if spent >= share.BudgetPerHour {
-			e.stats.refused(CodeOwnerBudget)
+			d.stats.refused(CodeOwnerBudget)
 			err := protocolErr(CodeOwnerBudget, "owner %q spent %d of its budget_per_hour of %d in the last hour; try again in %s",
 				owner, spent, share.BudgetPerHour, wait.Round(time.Second))
 			err.RetryAfter = wait
@@ -176,7 +186,7 @@ func (e *Engine) checkOwnerDoor(ctx context.Context, owner string, share OwnerSh
 	}
 	if share.MaxRunning > 0 {
 		var n int
-		err := e.st.View(ctx, func(tx store.Tx) error {
+		err := d.st.View(ctx, func(tx store.Tx) error {
 			var err error
 			n, err = ownerRunning(tx, owner, share.MaxRunning)
 			return err
@@ -185,7 +195,7 @@ func (e *Engine) checkOwnerDoor(ctx context.Context, owner string, share OwnerSh
 			return storageErr(err)
 		}
 		if n >= share.MaxRunning {
-			e.stats.refused(CodeOwnerQuota)
+			d.stats.refused(CodeOwnerQuota)
 			err := protocolErr(CodeOwnerQuota, "owner %q has %d runs started and not ended: its max_running is %d; try again when one ends",
 				owner, n, share.MaxRunning)
 			err.RetryAfter = OwnerQuotaRetryAfter
@@ -231,7 +241,7 @@ const MaxOwnerStats = 1000
 func (e *Engine) OwnerStats(ctx context.Context, owner string) ([]OwnerStats, error) {
 	cfg := e.cfg.Load()
 	queued := e.queued.owners()
-	spent := e.spend.all(e.clock.Now())
+	spent := e.owners.spend.all(e.clock.Now())
 	running := map[string]int{}
 	err := e.st.View(ctx, func(tx store.Tx) error {
 		for _, p := range startedPhases {
