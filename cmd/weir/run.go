@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -53,15 +54,32 @@ func init() {
 		return cmd
 	})
 	registerCommand(func(m *Main) *cobra.Command {
-		var asJSON bool
+		var asJSON, owners bool
 		cmd := &cobra.Command{
 			Use: "stats", Short: "Show the four figures per tool: queue depth, wait, execution time, amplification", Args: exactArgs(0),
 			Long: `Show the four figures per tool (or node kind): QUEUED, its tasks ready and
 waiting for a slot when the daemon last sampled (every 10 s); the mean wait
 from ready to leased and the mean execution time; and the attempts, units
 and amplification (attempts per unit of work, 1 without retries). --json
-prints the same (queue_depth, wait_mean_ns, ...).`,
+prints the same (queue_depth, wait_mean_ns, ...).
+
+--owners shows each owner instead: RUNNING (started, not ended), QUEUED
+(accepted, not started), SPENT (cost settled in the last hour) and its
+share (weight, max_running, max_queued, budget_per_hour; - for none).
+The daemon's own OS user on the Unix socket sees every owner; anyone else
+sees only their own row.`,
 			RunE: func(cmd *cobra.Command, args []string) error {
+				if owners {
+					l, err := m.api().StatsOwners(cmd.Context())
+					if err != nil {
+						return m.apiFailure(err)
+					}
+					if asJSON {
+						return printJSON(m.Stdout, l)
+					}
+					printOwnerStats(m.Stdout, l)
+					return nil
+				}
 				st, err := m.api().Stats(cmd.Context())
 				if err != nil {
 					return m.apiFailure(err)
@@ -74,8 +92,27 @@ prints the same (queue_depth, wait_mean_ns, ...).`,
 			},
 		}
 		cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+		cmd.Flags().BoolVar(&owners, "owners", false, "show each owner's running and queued runs, spend in the last hour and share")
 		return cmd
 	})
+}
+
+// printOwnerStats is the table of weir stats --owners.
+func printOwnerStats(w io.Writer, l *apitypes.OwnerStatsList) {
+	orNone := func(n int64) string {
+		if n == 0 {
+			return "-"
+		}
+		return strconv.FormatInt(n, 10)
+	}
+	fmt.Fprintf(w, "%-24s %8s %8s %10s %6s %11s %10s %15s\n", "OWNER", "RUNNING", "QUEUED", "SPENT(1h)", "WEIGHT", "MAX_RUNNING", "MAX_QUEUED", "BUDGET_PER_HOUR")
+	for _, o := range l.Owners {
+		fmt.Fprintf(w, "%-24s %8d %8d %10d %6d %11s %10s %15s\n", o.Owner, o.Running, o.Queued, o.Spent, o.Weight,
+			orNone(int64(o.MaxRunning)), orNone(int64(o.MaxQueued)), orNone(o.BudgetPerHour))
+	}
+	if !l.All {
+		fmt.Fprintln(w, "(your own figures only: the daemon's own user on its socket sees every owner)")
+	}
 }
 
 // printAgent shows what an agent node's latest visit did so far.

@@ -52,3 +52,29 @@ func TestPrintStatsShowsQueueDepth(t *testing.T) {
 		t.Errorf("stats JSON lacks queue_depth (%v):\n%s", err, b.String())
 	}
 }
+
+// TestPrintOwnerStats: `weir stats --owners` shows each owner's figures and
+// share, and says when they are only the caller's own.
+func TestPrintOwnerStats(t *testing.T) {
+	t.Parallel()
+	l := &apitypes.OwnerStatsList{Owners: []apitypes.OwnerStats{{Owner: "alice", Running: 3, Queued: 2, Spent: 140, Weight: 2, MaxQueued: 10}}}
+	var b strings.Builder
+	printOwnerStats(&b, l)
+	flat := strings.Join(strings.Fields(b.String()), " ")
+	if !strings.Contains(flat, "OWNER RUNNING QUEUED SPENT(1h) WEIGHT MAX_RUNNING MAX_QUEUED BUDGET_PER_HOUR alice 3 2 140 2 - 10 -") {
+		t.Errorf("owners table:\n%s", b.String())
+	}
+	if !strings.Contains(b.String(), "your own figures only") {
+		t.Errorf("a caller's own view does not say so:\n%s", b.String())
+	}
+	b.Reset()
+	l.All = true
+	printOwnerStats(&b, l)
+	if strings.Contains(b.String(), "your own figures only") {
+		t.Errorf("the operator's view says it is partial:\n%s", b.String())
+	}
+	b.Reset()
+	if err := printJSON(&b, l); err != nil || !strings.Contains(b.String(), `"spent": 140`) || !strings.Contains(b.String(), `"all": true`) {
+		t.Errorf("owners JSON (%v):\n%s", err, b.String())
+	}
+}

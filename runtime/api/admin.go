@@ -28,6 +28,14 @@ type Daemon interface {
 	RescanPlugins(ctx context.Context) (*apitypes.PluginRescan, error)
 }
 
+// isOperator reports whether r comes from the daemon's own OS user on the
+// Unix socket: the operator, who may act on the daemon and see every
+// owner's figures.
+func (s *Server) isOperator(r *http.Request) bool {
+	id := identityFrom(r.Context())
+	return id != nil && id.Local && id.UID == s.adminUID
+}
+
 // adminReload is POST /v1/admin/reload: only the daemon's own OS user, on
 // the Unix socket, may reload. A token holder on TCP whose owner has the
 // same name is still refused: a name in the config is not an OS identity.
@@ -96,10 +104,10 @@ func (s *Server) adminAudit(w http.ResponseWriter, r *http.Request) {
 
 // admin refuses callers other than the daemon's own OS user.
 func (s *Server) admin(w http.ResponseWriter, r *http.Request) bool {
-	id := identityFrom(r.Context())
-	if id != nil && id.Local && id.UID == s.adminUID {
+	if s.isOperator(r) {
 		return true
 	}
+	id := identityFrom(r.Context())
 	who := "a bearer token"
 	if id != nil && id.Local {
 		who = fmt.Sprintf("uid %d", id.UID)

@@ -175,6 +175,8 @@ func TestCodesMatchTheEngine(t *testing.T) {
 		{apitypes.CodeBadInput, engine.CodeBadInput},
 		{apitypes.CodeDedupConflict, engine.CodeDedupConflict},
 		{apitypes.CodeQueueFull, engine.CodeQueueFull},
+		{apitypes.CodeOwnerQuota, engine.CodeOwnerQuota},
+		{apitypes.CodeOwnerBudget, engine.CodeOwnerBudget},
 		{apitypes.CodeDraining, engine.CodeDraining},
 		{apitypes.CodeStorage, engine.CodeStorage},
 		{apitypes.CodeNotWaiting, engine.CodeNotWaiting},

@@ -97,6 +97,7 @@ func NewServer(eng *engine.Engine, log hclog.Logger, opts ...Option) *Server {
 	s.handle("GET /v1/deadletters", s.deadLetters)
 	s.handle("GET /v1/stats", s.stats)
 	s.handle("GET /v1/stats/history", s.statsHistory)
+	s.handle("GET /v1/stats/owners", s.statsOwners)
 	s.handle("GET /v1/health", s.health)
 	s.handle("POST /v1/admin/reload", s.adminReload)
 	s.handle("GET /v1/admin/audit", s.adminAudit)
@@ -440,6 +441,33 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, statsOf(s.eng.Stats()))
 }
 
+// statsOwners lists each owner's use and share: every owner to the
+// operator (the daemon's own OS user on the socket, as for the admin
+// endpoints), only the caller's own to anyone else, who may not learn
+// what other owners run.
+func (s *Server) statsOwners(w http.ResponseWriter, r *http.Request) {
+	if !queryParams(w, r) {
+		return
+	}
+	all := s.isOperator(r)
+	owner := ownerFrom(r.Context())
+	if all {
+		owner = ""
+	}
+	list, err := s.eng.OwnerStats(r.Context(), owner)
+	if err != nil {
+		writeEngineErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, &apitypes.OwnerStatsList{Owners: convertAll(list, func(o engine.OwnerStats) apitypes.OwnerStats { return apitypes.OwnerStats(o) }), All: all})
+}
+
+// retryAfterSeconds is d as a Retry-After: whole seconds, rounded up, at
+// least 1.
+func retryAfterSeconds(d time.Duration) string {
+	return strconv.Itoa(max(int((d+time.Second-1)/time.Second), 1))
+}
+
 // health answers 200 while admission is open and 503 otherwise, so that a
 // load balancer or a probe stops sending work to a daemon that drains or
 // whose store failed; the body says which, in both cases.
@@ -632,6 +660,9 @@ func writeEngineErr(w http.ResponseWriter, err error) {
 	case e.Code == engine.CodeQueueFull:
 		status = http.StatusTooManyRequests
 		w.Header().Set("Retry-After", strconv.Itoa(int(QueueFullRetryAfter/time.Second)))
+	case e.Code == engine.CodeOwnerQuota || e.Code == engine.CodeOwnerBudget:
+		status = http.StatusTooManyRequests
+		w.Header().Set("Retry-After", retryAfterSeconds(e.RetryAfter))
 	case e.Code == engine.CodeDraining:
 		status = http.StatusServiceUnavailable
 	case e.Code == CodeConfig || e.Code == CodeNoConfig:

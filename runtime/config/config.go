@@ -92,6 +92,11 @@ type Config struct {
 	// PluginHost holds the host-reserved keys of each plugin block (env,
 	// memory_max), stripped from the section the plugin sees.
 	PluginHost map[string]PluginHost `json:"plugin_host,omitempty"`
+	// Owners holds each owner block's share and quotas, by owner;
+	// DefaultOwner is the default_owner block's, every other owner's
+	// (owners.go).
+	Owners       map[string]engine.OwnerShare `json:"owners,omitempty"`
+	DefaultOwner engine.OwnerShare            `json:"default_owner"`
 
 	// Warnings are what the file allows but an operator should fix, as
 	// ssh warns of a private key others can read: a token secret_file,
@@ -275,6 +280,21 @@ func (c *Config) MarshalJSON() ([]byte, error) {
 			if len(c.PluginHost) > 0 {
 				v.set([]string{"plugin_host"}, c.PluginHost)
 			}
+			if len(c.Owners) > 0 {
+				owners := &object{}
+				names := make([]string, 0, len(c.Owners))
+				for n := range c.Owners {
+					names = append(names, n)
+				}
+				sort.Strings(names)
+				for _, n := range names {
+					owners.set([]string{n}, ownerView(c.Owners[n]))
+				}
+				v.set([]string{"owners"}, owners)
+			}
+			if c.DefaultOwner != (engine.OwnerShare{}) {
+				v.set([]string{"default_owner"}, ownerView(c.DefaultOwner))
+			}
 		},
 	}
 	hidden := map[string]bool{}
@@ -395,6 +415,13 @@ func (c *Config) EngineConfig(version int64) engine.Config {
 			reflect.ValueOf(k.engine(&ec)).Elem().Set(reflect.ValueOf(k.field(c)).Elem())
 		}
 	}
+	if len(c.Owners) > 0 {
+		ec.Owners = make(map[string]engine.OwnerShare, len(c.Owners))
+		for n, s := range c.Owners {
+			ec.Owners[n] = s
+		}
+	}
+	ec.DefaultOwner = c.DefaultOwner
 	return ec
 }
 

@@ -21,6 +21,10 @@ var notKnobs = map[string]string{
 	"Plugins":    "each plugin's section, the plugin's own settings",
 	"PluginHost": "the host's keys of each plugin block (env, memory_max)",
 	"Warnings":   "what the file allows but an operator should fix",
+	// Owner blocks are many per file, keyed by a label: OwnerAttrs is
+	// their list (TestOwnerAttrsCoverOwnerShare).
+	"Owners":       "owner blocks, each attribute an OwnerAttr",
+	"DefaultOwner": "the default_owner block, each attribute an OwnerAttr",
 }
 
 // notEngineKnobs are the fields of engine.Config no knob sets, each with why.
@@ -34,8 +38,8 @@ var notEngineKnobs = map[string]string{
 	"ConfigVersion":  "assigned by the store to each config content (Assign)",
 	"Tick":           "the scheduler's timer: wake-ups never wait for it, so an operator has no reason to turn it",
 	"FlowCacheBytes": "bounded by script.DefaultCacheBytes; no operator has needed it yet",
-	"Owners":         "owner blocks, decoded as blocks (not yet read from the file)",
-	"DefaultOwner":   "the default owner block (not yet read from the file)",
+	"Owners":         "set from the owner blocks (OwnerAttrs; TestOwnerBlocksReachTheEngine)",
+	"DefaultOwner":   "set from the default_owner block (OwnerAttrs; TestOwnerBlocksReachTheEngine)",
 }
 
 // knobExamples is a value of each knob other than its default, as the
@@ -231,7 +235,7 @@ func TestViewHoldsOnlyKnobs(t *testing.T) {
 	for _, k := range Knobs {
 		paths[k.JSON] = true
 	}
-	structured := map[string]bool{"file": true, "tcp": true, "console": true, "plugins": true, "plugin_host": true}
+	structured := map[string]bool{"file": true, "tcp": true, "console": true, "plugins": true, "plugin_host": true, "owners": true, "default_owner": true}
 	var view map[string]any
 	if err := json.Unmarshal(mustJSON(t, c), &view); err != nil {
 		t.Fatal(err)

@@ -40,6 +40,9 @@ type rawFile struct {
 	TCP     *rawTCP      `hcl:"tcp,block"`
 	Console *rawConsole  `hcl:"console,block"`
 	Plugins []*rawPlugin `hcl:"plugin,block"`
+	// Owners and DefaultOwner are the owner blocks (owners.go).
+	Owners       []*rawOwner      `hcl:"owner,block"`
+	DefaultOwner *rawDefaultOwner `hcl:"default_owner,block"`
 	// Knobs is the rest of the file (knobSchema).
 	Knobs hcl.Body `hcl:",remain"`
 }
@@ -350,6 +353,7 @@ func (d *decoder) resolve(raw *rawFile) *Config {
 	for _, p := range raw.Plugins {
 		d.plugin(p, c)
 	}
+	d.owners(raw, c)
 	return c
 }
 

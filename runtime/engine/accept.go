@@ -114,10 +114,18 @@ func (e *Engine) submit(ctx context.Context, req StartRequest) (*StartResult, er
 		return nil, err
 	}
 	cfg := e.cfg.Load()
+	share := cfg.ShareOf(req.Owner)
+	if err := e.owners.check(ctx, req.Owner, share); err != nil {
+		return nil, err
+	}
 	runID := newID("run")
-	if !e.queued.reserve(runID, cfg.MaxQueued) {
+	switch e.queued.reserve(runID, req.Owner, cfg.MaxQueued, share.MaxQueued) {
+	case CodeQueueFull:
 		e.stats.refused(CodeQueueFull)
 		return nil, protocolErr(CodeQueueFull, "%d runs are already queued (max_queued); try again later", cfg.MaxQueued)
+	case CodeOwnerQuota:
+		e.stats.refused(CodeOwnerQuota)
+		return nil, ownerQueuedErr(req.Owner, share.MaxQueued)
 	}
 
 	run := cs.newRun(runID, cfg, e.clock.Now())

@@ -179,6 +179,9 @@ type Engine struct {
 	// registrar stores registered versions (register.go).
 	registrar *registrar
 	queued    queuedRuns // accepted runs not yet leased once
+	// owners is admission's door for the owners' own quotas, and each
+	// owner's spend in the last hour (ownerquota.go).
+	owners *ownerDoor
 
 	// wake starts a dispatch pass (kick); services are the background
 	// work Start starts and Stop stops (services.go).
@@ -247,13 +250,15 @@ func Open(cfg Config) (*Engine, error) {
 		ledger:    ledger.New(c.Workers, c.MaxBudgetInFlight),
 		wake:      make(wakeup, 1),
 		held:      newLiveWork(),
-		queued:    queuedRuns{ids: map[string]struct{}{}},
+		queued:    queuedRuns{},
 		flowCache: script.NewCache(c.FlowCacheBytes, script.Loader{}),
 		stats:     newStats(),
 		clock:     c.Clock,
 	}
 	e.roll = &fleetRoll{e: e}
 	e.st = watchedStore{Store: c.Store, w: &e.watchers}
+	e.owners = &ownerDoor{st: e.st, clock: c.Clock, stats: e.stats}
+	e.ledger.OnSpend(func(owner string, cost int64) { e.owners.spend.add(owner, cost, e.owners.clock.Now()) })
 	e.scripts = c.Scripts
 	if e.scripts == nil {
 		e.scripts = script.Local{Cache: e.flowCache}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/weirhq/weir/runtime/store"
 )
@@ -34,6 +35,8 @@ const (
 	CodeBadRequestID  = "E_BAD_REQUEST_ID" // a request id a user may not send (E_BAD_REQUEST before)
 	CodeForbidden     = "E_FORBIDDEN"      // the caller may not do this (a flow name another owner registered)
 	CodeDiskFull      = "E_DISK_FULL"      // the store's disk is below its free-space watermark; reopens by itself
+	CodeOwnerQuota    = "E_OWNER_QUOTA"    // the caller's own quota (max_queued, max_running) is used up; others are unaffected
+	CodeOwnerBudget   = "E_OWNER_BUDGET"   // the caller's budget_per_hour is spent for the window
 )
 
 // Run error codes: why a run or a node ended badly.
@@ -90,6 +93,9 @@ type Error struct {
 	// Incident ties a storage error's fixed message (which quotes it) to
 	// the daemon log line that holds its detail.
 	Incident string `json:"-"`
+	// RetryAfter, if positive, is how long the caller should wait before
+	// a retry can succeed (an HTTP 429's Retry-After).
+	RetryAfter time.Duration `json:"-"`
 	// cause is the store's own error: it may quote record contents (keys
 	// name owners and request ids), so it goes to the daemon log only,
 	// never into Message.

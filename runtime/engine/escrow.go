@@ -93,6 +93,7 @@ func (s *stepper) remainder() int64 {
 func (s *stepper) ensureOwnAccount() {
 	if !s.e.ledger.HasRun(s.run.ID) {
 		s.e.ledger.OpenRun(s.run.ID, s.run.Budget, s.run.Spent, s.run.Escrow)
+		s.e.ledger.SetOwner(s.run.ID, s.run.Owner)
 	}
 }
 

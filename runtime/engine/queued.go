@@ -9,48 +9,90 @@ import "sync"
 // drive the count below the truth, and a lease takes its run out before
 // the commit that shows the run "running", so a client who sees its run
 // running is never refused on its account.
+//
+// Each run is held with its owner, so that an owner's own max_queued
+// bounds its share of the queue (the daemon's MaxQueued bounds the sum).
 type queuedRuns struct {
-	mu  sync.Mutex
-	ids map[string]struct{}
+	mu      sync.Mutex
+	ids     map[string]string // run id → owner
+	byOwner map[string]int
 }
 
-// reserve adds id unless the set already holds max runs.
-func (q *queuedRuns) reserve(id string, max int) bool {
+// reserve adds id for owner unless the set already holds max runs
+// (CodeQueueFull) or ownerMax of owner's (CodeOwnerQuota; 0: no bound of
+// the owner's own). It returns the refusal's code, "" when id was added.
+func (q *queuedRuns) reserve(id, owner string, max, ownerMax int) string {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if len(q.ids) >= max {
-		return false
+		return CodeQueueFull
 	}
-	q.ids[id] = struct{}{}
-	return true
+	if ownerMax > 0 && q.byOwner[owner] >= ownerMax {
+		return CodeOwnerQuota
+	}
+	q.addLocked(id, owner)
+	return ""
+}
+
+func (q *queuedRuns) addLocked(id, owner string) {
+	if q.ids == nil {
+		q.ids, q.byOwner = map[string]string{}, map[string]int{}
+	}
+	if _, ok := q.ids[id]; ok {
+		return
+	}
+	q.ids[id] = owner
+	q.byOwner[owner]++
 }
 
 // restore puts back a run whose lease did not happen, whatever the limit:
 // it was counted before and still is not started.
-func (q *queuedRuns) restore(id string) {
+func (q *queuedRuns) restore(id, owner string) {
 	q.mu.Lock()
-	q.ids[id] = struct{}{}
+	q.addLocked(id, owner)
 	q.mu.Unlock()
 }
 
 // remove takes id out and reports whether it was in.
 func (q *queuedRuns) remove(id string) bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	_, ok := q.ids[id]
-	delete(q.ids, id)
+	_, ok := q.take(id)
 	return ok
 }
 
-// reset replaces the set, at recovery.
-func (q *queuedRuns) reset(ids []string) {
-	m := make(map[string]struct{}, len(ids))
-	for _, id := range ids {
-		m[id] = struct{}{}
-	}
+// take takes id out and returns its owner, if it was in.
+func (q *queuedRuns) take(id string) (string, bool) {
 	q.mu.Lock()
-	q.ids = m
-	q.mu.Unlock()
+	defer q.mu.Unlock()
+	owner, ok := q.ids[id]
+	if !ok {
+		return "", false
+	}
+	delete(q.ids, id)
+	if q.byOwner[owner]--; q.byOwner[owner] <= 0 {
+		delete(q.byOwner, owner)
+	}
+	return owner, true
+}
+
+// reset replaces the set with runs (run id → owner), at recovery.
+func (q *queuedRuns) reset(runs map[string]string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.ids, q.byOwner = map[string]string{}, map[string]int{}
+	for id, owner := range runs {
+		q.addLocked(id, owner)
+	}
+}
+
+// owners counts the runs not yet started by owner.
+func (q *queuedRuns) owners() map[string]int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := make(map[string]int, len(q.byOwner))
+	for o, n := range q.byOwner {
+		out[o] = n
+	}
+	return out
 }
 
 // len counts the runs not yet started.

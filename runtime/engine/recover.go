@@ -14,7 +14,7 @@ import (
 // cost nothing at restart.
 func (e *Engine) recover(ctx context.Context) error {
 	var leases []*store.Lease
-	var queued []string
+	queued := map[string]string{} // run id → owner
 	if err := e.st.View(ctx, func(tx store.Tx) error {
 		var err error
 		if leases, err = tx.LeaseList(); err != nil {
@@ -22,7 +22,7 @@ func (e *Engine) recover(ctx context.Context) error {
 		}
 		runs, err := tx.RunList(store.RunListParams{Phase: store.PhaseQueued})
 		for _, r := range runs {
-			queued = append(queued, r.ID)
+			queued[r.ID] = r.Owner
 		}
 		return err
 	}); err != nil {

@@ -90,7 +90,7 @@ func TestForgetStarted(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := b.eng
-	e.queued.reset([]string{"queued", "running", "done", "accepting"})
+	e.queued.reset(map[string]string{"queued": "o", "running": "o", "done": "o", "accepting": "o"})
 	rollHost{e}.ForgetStarted(ctx)
 	if n := e.queued.len(); n != 2 || e.queued.remove("running") || e.queued.remove("done") || !e.queued.remove("queued") || !e.queued.remove("accepting") {
 		t.Fatalf("%d left counted, want the queued run and the one being accepted", n)

@@ -198,7 +198,11 @@ func (w *worker) acquireLease(ctx context.Context) (*leaseResult, error) {
 	// A run's first lease takes it out of the queued set before the commit
 	// that shows it running; a lease that does not happen puts it back
 	// while the run is still queued.
-	counted := t.Kind == store.TaskStep && e.queued.remove(t.RunID)
+	var queuedOwner string
+	counted := false
+	if t.Kind == store.TaskStep {
+		queuedOwner, counted = e.queued.take(t.RunID)
+	}
 	shared := e.st.Capabilities().Shared
 	err := e.st.Update(ctx, func(tx store.Tx) error {
 		res = leaseResult{}
@@ -254,12 +258,14 @@ func (w *worker) acquireLease(ctx context.Context) (*leaseResult, error) {
 	}
 	if err != nil {
 		if counted && stillQueued(e.st, t.RunID) {
-			e.queued.restore(t.RunID)
+			e.queued.restore(t.RunID, queuedOwner)
 		}
 		return nil, err
 	}
 	*w.task = held
 	w.setLease(lease, false)
+	// What the lease's work settles is spending of the run's owner.
+	e.ledger.SetOwner(res.run.ID, res.run.Owner)
 	return &res, nil
 }
 

@@ -67,6 +67,12 @@ const (
 	// CodeDiskFull: the daemon's disk is below its free-space watermark;
 	// new work is refused until space returns (503).
 	CodeDiskFull = "E_DISK_FULL"
+	// CodeOwnerQuota: the caller's own quota (max_queued or max_running)
+	// is used up; other owners are not affected (429, Retry-After).
+	CodeOwnerQuota = "E_OWNER_QUOTA"
+	// CodeOwnerBudget: the caller's runs spent its budget_per_hour in the
+	// last hour (429, Retry-After: when enough of it leaves the window).
+	CodeOwnerBudget = "E_OWNER_BUDGET"
 )
 
 // Run error codes: why a run or a node ended badly (Run.Error.Code, and

@@ -397,6 +397,31 @@ type Stats struct {
 	Models []ModelStats `json:"models,omitempty"`
 }
 
+// OwnerStatsList answers GET /v1/stats/owners: each owner's use of the
+// daemon and its share. The operator (the daemon's own OS user on the
+// Unix socket) sees every owner (All); anyone else sees only their own.
+type OwnerStatsList struct {
+	Owners []OwnerStats `json:"owners"`
+	All    bool         `json:"all"`
+}
+
+// OwnerStats is one owner's use of the daemon and its share.
+type OwnerStats struct {
+	Owner string `json:"owner"`
+	// Running counts its runs started and not ended; Queued its runs
+	// accepted and not yet started.
+	Running int `json:"running"`
+	Queued  int `json:"queued"`
+	// Spent is the cost its runs settled in the last hour (a sliding
+	// window, on this daemon).
+	Spent int64 `json:"spent"`
+	// Weight and the quotas in force (absent: none).
+	Weight        int   `json:"weight"`
+	MaxRunning    int   `json:"max_running,omitempty"`
+	MaxQueued     int   `json:"max_queued,omitempty"`
+	BudgetPerHour int64 `json:"budget_per_hour,omitempty"`
+}
+
 // ModelStats are the model turns agents took from one model.
 type ModelStats struct {
 	Model        string `json:"model"`

@@ -161,6 +161,17 @@ func (c *Client) Stats(ctx context.Context) (*apitypes.Stats, error) {
 	return &st, nil
 }
 
+// StatsOwners reads each owner's use of the daemon and its share (GET
+// /v1/stats/owners): every owner for the daemon's own OS user on the
+// socket, the caller's own otherwise.
+func (c *Client) StatsOwners(ctx context.Context) (*apitypes.OwnerStatsList, error) {
+	var l apitypes.OwnerStatsList
+	if err := c.call(ctx, http.MethodGet, "/stats/owners", nil, &l); err != nil {
+		return nil, err
+	}
+	return &l, nil
+}
+
 // StatsHistory reads the daemon's figures sampled over the last hour
 // (GET /v1/stats/history), oldest first; the daemon keeps them in memory
 // only.
