@@ -448,7 +448,18 @@ func (t *tx) TaskPut(tk *store.Task) error {
 	if err := store.CheckTask(tk); err != nil {
 		return err
 	}
+	if tk.Owner == "" {
+		tk.Owner = t.runOwner(tk.RunID)
+	}
 	return put(t, tTask, tk.ID, tk)
+}
+
+// runOwner is the owner of run id, "" when there is no such run.
+func (t *tx) runOwner(id string) string {
+	if r, ok := peek[store.Run](t, tRun, id); ok {
+		return r.Owner
+	}
+	return ""
 }
 
 func (t *tx) TaskGet(id string) (*store.Task, error) {
@@ -468,6 +479,37 @@ func (t *tx) TaskListReady(now time.Time, limit int) ([]*store.Task, error) {
 	keep := func(tk *store.Task) bool { return !tk.Leased && !tk.ReadyAt.After(now) }
 	less := func(a, b *store.Task) int { return byTime(a.ReadyAt, b.ReadyAt, a.ID, b.ID) }
 	return list(t, tTask, keep, less, limit)
+}
+
+func (t *tx) TaskListReadyByOwner(p store.TaskListReadyByOwnerParams) ([]*store.Task, error) {
+	ready, err := t.TaskListReady(p.Now, 0)
+	if err != nil {
+		return nil, err
+	}
+	// ready is oldest first, so each owner's first task is its head and
+	// owners are met in the order of their heads.
+	var owners []string
+	byOwner := map[string][]*store.Task{}
+	for _, tk := range ready {
+		if tk.Owner == "" {
+			tk.Owner = t.runOwner(tk.RunID)
+		}
+		q, seen := byOwner[tk.Owner]
+		if !seen {
+			owners = append(owners, tk.Owner)
+		}
+		if p.PerOwner <= 0 || len(q) < p.PerOwner {
+			byOwner[tk.Owner] = append(q, tk)
+		}
+	}
+	var out []*store.Task
+	for _, o := range owners {
+		out = append(out, byOwner[o]...)
+	}
+	if p.Limit > 0 && len(out) > p.Limit {
+		out = out[:p.Limit]
+	}
+	return out, nil
 }
 
 func (t *tx) TaskListByRun(runID string) ([]*store.Task, error) {
