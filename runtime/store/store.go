@@ -513,9 +513,9 @@ type Task struct {
 	RunID string `json:"run_id"`
 	// Owner is the owner of the task's run: the unit the dispatcher
 	// shares slots between. TaskPut takes it from the run when the task
-	// names none (and writes it into the task), so a task is queued under
-	// its owner whoever wrote it; records from before tasks had owners
-	// get it when they are next put.
+	// names none, so a task is queued under its owner whoever wrote it;
+	// records from before tasks had owners are indexed under their run's
+	// owner when the store is upgraded, and listed with it.
 	Owner string   `json:"owner,omitempty"`
 	Kind  TaskKind `json:"kind"`
 	Node  string   `json:"node,omitempty"`
