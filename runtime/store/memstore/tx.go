@@ -482,32 +482,50 @@ func (t *tx) TaskListReady(now time.Time, limit int) ([]*store.Task, error) {
 }
 
 func (t *tx) TaskListReadyByOwner(p store.TaskListReadyByOwnerParams) ([]*store.Task, error) {
-	ready, err := t.TaskListReady(p.Now, 0)
-	if err != nil {
+	if err := t.Open(); err != nil {
 		return nil, err
 	}
-	// ready is oldest first, so each owner's first task is its head and
-	// owners are met in the order of their heads.
-	var owners []string
-	byOwner := map[string][]*store.Task{}
-	for _, tk := range ready {
-		if tk.Owner == "" {
-			tk.Owner = t.runOwner(tk.RunID)
+	var ready []*entry
+	t.each(tTask, func(_ string, e *entry) {
+		if tk := e.val.(*store.Task); !tk.Leased && !tk.ReadyAt.After(p.Now) {
+			ready = append(ready, e)
 		}
-		q, seen := byOwner[tk.Owner]
+	})
+	slices.SortFunc(ready, func(a, b *entry) int {
+		ta, tb := a.val.(*store.Task), b.val.(*store.Task)
+		return byTime(ta.ReadyAt, tb.ReadyAt, ta.ID, tb.ID)
+	})
+	// ready is oldest first, so each owner's first task is its head and
+	// owners are met in the order of their heads. Only what is listed is
+	// copied out.
+	var owners []string
+	byOwner := map[string][]*entry{}
+	for _, e := range ready {
+		o := e.val.(*store.Task).Owner
+		if o == "" {
+			o = t.runOwner(e.val.(*store.Task).RunID)
+		}
+		q, seen := byOwner[o]
 		if !seen {
-			owners = append(owners, tk.Owner)
+			owners = append(owners, o)
 		}
 		if p.PerOwner <= 0 || len(q) < p.PerOwner {
-			byOwner[tk.Owner] = append(q, tk)
+			byOwner[o] = append(q, e)
 		}
 	}
 	var out []*store.Task
 	for _, o := range owners {
-		out = append(out, byOwner[o]...)
-	}
-	if p.Limit > 0 && len(out) > p.Limit {
-		out = out[:p.Limit]
+		for _, e := range byOwner[o] {
+			if p.Limit > 0 && len(out) >= p.Limit {
+				return out, nil
+			}
+			tk, err := fresh[store.Task](e)
+			if err != nil {
+				return nil, err
+			}
+			tk.Owner = o
+			out = append(out, tk)
+		}
 	}
 	return out, nil
 }
