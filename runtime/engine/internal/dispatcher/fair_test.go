@@ -95,7 +95,7 @@ type fairBundle struct {
 	t0  time.Time
 }
 
-func setupFair(t *testing.T, slots int, weights map[string]int) *fairBundle {
+func setupFair(t testing.TB, slots int, weights map[string]int) *fairBundle {
 	t.Helper()
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	clk := clock.NewFake(t0.Add(time.Hour))
@@ -105,7 +105,7 @@ func setupFair(t *testing.T, slots int, weights map[string]int) *fairBundle {
 
 // queue puts n ready tasks of owner, the first ready at from, one a
 // millisecond after another.
-func (b *fairBundle) queue(t *testing.T, owner string, n int, from time.Duration) {
+func (b *fairBundle) queue(t testing.TB, owner string, n int, from time.Duration) {
 	t.Helper()
 	if err := b.eng.st.Update(context.Background(), func(tx store.Tx) error {
 		for i := range n {
