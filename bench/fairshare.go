@@ -128,7 +128,7 @@ func fairShare(b *bench) ([]row, error) {
 // package: only its own tests reach it) and returns ns per dispatched
 // task by order, "fair" and "fifo".
 func dispatchCost(ctx context.Context) (map[string]float64, error) {
-	out, err := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", "^BenchmarkDispatch$", "-benchtime", "300x", "-count", "1",
+	out, err := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", "^BenchmarkDispatch$", "-benchtime", "1000x", "-count", "1",
 		"./runtime/engine/internal/dispatcher/").CombinedOutput()
 	if err != nil {
 		return nil, fmt.Errorf("BenchmarkDispatch: %w\n%s", err, out)
@@ -136,15 +136,20 @@ func dispatchCost(ctx context.Context) (map[string]float64, error) {
 	costs := map[string]float64{}
 	for _, line := range strings.Split(string(out), "\n") {
 		f := strings.Fields(line)
-		if len(f) < 2 || !strings.HasPrefix(f[0], "BenchmarkDispatch/") || f[len(f)-1] != "ns/task" {
+		if len(f) == 0 || !strings.HasPrefix(f[0], "BenchmarkDispatch") {
 			continue
 		}
-		order, _, _ := strings.Cut(strings.TrimPrefix(f[0], "BenchmarkDispatch/"), "-")
-		v, err := strconv.ParseFloat(f[len(f)-2], 64)
-		if err != nil {
-			return nil, fmt.Errorf("BenchmarkDispatch line %q: %w", line, err)
+		for i := 1; i < len(f); i++ {
+			order, ok := strings.CutSuffix(f[i], "-ns/task")
+			if !ok {
+				continue
+			}
+			v, err := strconv.ParseFloat(f[i-1], 64)
+			if err != nil {
+				return nil, fmt.Errorf("BenchmarkDispatch line %q: %w", line, err)
+			}
+			costs[order] = v
 		}
-		costs[order] = v
 	}
 	if costs["fair"] == 0 || costs["fifo"] == 0 {
 		return nil, fmt.Errorf("BenchmarkDispatch printed no figure for both orders:\n%s", out)
