@@ -24,7 +24,7 @@ const (
 	fairWorkers   = overloadWorkers
 	fairSleep     = overloadSleep
 	fairWindow    = 4 * time.Second
-	fairLightRate = 10.0 // runs/s: an eighth of what the slots can run
+	fairLightRate = 20.0 // runs/s: a quarter of what the slots can run
 	fairMaxQueued = 10000
 )
 
