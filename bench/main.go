@@ -65,6 +65,7 @@ var scenarios = []scenario{
 	{9, "agent turn", agentTurn},
 	{10, "MCP tool call through weir", mcpCall},
 	{11, "durable steps/s, a fleet on PostgreSQL", fleetSteps},
+	{12, "one owner cannot starve another", fairShare},
 }
 
 func main() {

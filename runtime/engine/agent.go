@@ -628,7 +628,7 @@ func (s *stepper) agentCalls(ctx context.Context, a *agentLoop, t *store.AgentTu
 	if len(queue) > 0 || len(ends) > 0 {
 		tasks := make([]*store.Task, len(queue))
 		for j, i := range queue {
-			tasks[j] = &store.Task{ID: newID("task"), RunID: s.run.ID, Kind: store.TaskAgentCall, Node: node.ID, Visit: a.visit,
+			tasks[j] = &store.Task{ID: newID("task"), RunID: s.run.ID, Owner: s.run.Owner, Kind: store.TaskAgentCall, Node: node.ID, Visit: a.visit,
 				Item: t.Turn, Call: i, Tool: t.Calls[i].Tool, Attempt: 1, ReadyAt: now, CreatedAt: now}
 			c := t.Calls[i]
 			c.Task = tasks[j].ID

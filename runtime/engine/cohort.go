@@ -212,7 +212,7 @@ func (s *stepper) prepareChildren(ctx context.Context, node *flows.Node, visit i
 	for i, in := range inputs {
 		ch := &child{input: in}
 		if node.Flow == "" {
-			ch.task = &store.Task{ID: newID("task"), RunID: s.run.ID, Kind: store.TaskItem, Node: node.ID, Visit: visit, Item: i, Attempt: 1, ReadyAt: now, CreatedAt: now}
+			ch.task = &store.Task{ID: newID("task"), RunID: s.run.ID, Owner: s.run.Owner, Kind: store.TaskItem, Node: node.ID, Visit: visit, Item: i, Attempt: 1, ReadyAt: now, CreatedAt: now}
 		} else {
 			canon, err := canonicalInput(in)
 			if err == nil {
@@ -230,7 +230,7 @@ func (s *stepper) prepareChildren(ctx context.Context, node *flows.Node, visit i
 				CreatedAt: now, UpdatedAt: now}
 			r.Budget, r.Reserve = childBudget(s.run.Budget, node.Budget, cfe.flow.Budget, share)
 			ch.run, ch.entry = r, cfe.flow.Entry
-			ch.task = newStepTask(r, cfe.flow.Entry, now)
+			ch.task = ownedStepTask(r, cfe.flow.Entry, now)
 		}
 		out[i] = ch
 	}

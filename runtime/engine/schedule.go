@@ -26,13 +26,15 @@ func (h dispatchHost) FreeSlots() int {
 // InHand is how many ready tasks this process's workers hold already.
 func (h dispatchHost) InHand() int { return h.e.held.inHand() }
 
-// ListReady lists the tasks ready now, oldest first; on a shared store
-// each pass starts at a random place (spread).
-func (h dispatchHost) ListReady(ctx context.Context, limit int) ([]*store.Task, error) {
+// ListReady lists the heads of the owners' queues ready now, each owner's
+// oldest first; on a shared store each pass starts at a random place
+// (spread): the dispatcher's fair order across owners is its own, and
+// within an owner the rotation keeps daemons from colliding on one task.
+func (h dispatchHost) ListReady(ctx context.Context, perOwner, limit int) ([]*store.Task, error) {
 	var tasks []*store.Task
 	err := h.e.st.View(ctx, func(tx store.Tx) error {
 		var err error
-		tasks, err = tx.TaskListReady(h.e.clock.Now(), limit)
+		tasks, err = tx.TaskListReadyByOwner(store.TaskListReadyByOwnerParams{Now: h.e.clock.Now(), PerOwner: perOwner, Limit: limit})
 		return err
 	})
 	if err == nil && h.e.st.Capabilities().Shared {
@@ -40,6 +42,9 @@ func (h dispatchHost) ListReady(ctx context.Context, limit int) ([]*store.Task, 
 	}
 	return tasks, err
 }
+
+// Weight is owner's share of the slots in the config now in force.
+func (h dispatchHost) Weight(owner string) int { return h.e.cfg.Load().ShareOf(owner).Weight }
 
 // Tick is the fallback clock's interval.
 func (h dispatchHost) Tick() time.Duration { return h.e.cfg.Load().Tick }
@@ -356,4 +361,13 @@ func (j *journal) deadLetterTx(tx store.Tx, run *store.Run, t *store.Task, tool 
 		return err
 	}
 	return appendEvent(tx, run.ID, evDeadLettered, t.Attempt, t.Node, map[string]any{"errors": len(t.Errors)}, now)
+}
+
+// ownedStepTask is newStepTask with the task's owner, its run's, named:
+// the dispatcher shares slots by owner (a task that names none is given
+// its run's owner by the store, which reads the run to do so).
+func ownedStepTask(run *store.Run, node string, now time.Time) *store.Task {
+	t := newStepTask(run, node, now)
+	t.Owner = run.Owner
+	return t
 }

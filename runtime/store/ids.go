@@ -80,6 +80,9 @@ func CheckTask(tk *Task) error {
 	if err := CheckID("task run id", tk.RunID); err != nil {
 		return err
 	}
+	if err := CheckPart("task owner", tk.Owner); err != nil {
+		return err
+	}
 	return CheckPart("wait child", tk.WaitChild)
 }
 

@@ -219,6 +219,16 @@ type Tx interface {
 	// TaskListReady returns up to limit tasks with ReadyAt <= now that are
 	// not leased, oldest ready time first.
 	TaskListReady(now time.Time, limit int) ([]*Task, error)
+	// TaskListReadyByOwner returns the head of every owner's queue: up to
+	// p.PerOwner tasks of each owner with ReadyAt <= p.Now that are not
+	// leased, oldest ready time first within an owner. Owners come in the
+	// order of their oldest ready task (its ready time, then its id), each owner's
+	// tasks together, and the list stops at p.Limit tasks, so an owner
+	// with one ready task is listed however many tasks another has ahead
+	// of it. Every task listed has its Owner set. This is the one listing
+	// the dispatcher reads: the fair order across owners is made from it
+	// (docs/design.md §4.1).
+	TaskListReadyByOwner(p TaskListReadyByOwnerParams) ([]*Task, error)
 	// TaskListByRun returns every task of a run (parked and leased
 	// included), in task id order.
 	TaskListByRun(runID string) ([]*Task, error)
@@ -487,10 +497,26 @@ const (
 	TaskAgentCall TaskKind = "agent_call"
 )
 
+// TaskListReadyByOwnerParams selects TaskListReadyByOwner's heads.
+type TaskListReadyByOwnerParams struct {
+	// Now: tasks ready at or before it are listed.
+	Now time.Time
+	// PerOwner bounds the tasks listed of each owner (0: no bound).
+	PerOwner int
+	// Limit bounds the tasks listed in all (0: no bound).
+	Limit int
+}
+
 // Task is one unit of work in the queue.
 type Task struct {
-	ID    string   `json:"id"`
-	RunID string   `json:"run_id"`
+	ID    string `json:"id"`
+	RunID string `json:"run_id"`
+	// Owner is the owner of the task's run: the unit the dispatcher
+	// shares slots between. TaskPut takes it from the run when the task
+	// names none, so a task is queued under its owner whoever wrote it;
+	// records from before tasks had owners are indexed under their run's
+	// owner when the store is upgraded, and listed with it.
+	Owner string   `json:"owner,omitempty"`
 	Kind  TaskKind `json:"kind"`
 	Node  string   `json:"node,omitempty"`
 	// Visit and Item locate a fan-out child's cohort item (TaskItem), or

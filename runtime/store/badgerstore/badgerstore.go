@@ -219,10 +219,12 @@ func checkLayout(db *badger.DB) error {
 	})
 }
 
-// upgradeLayout brings a directory of an older layout to layoutNow: for
-// version 1, it writes the rc/ index entry of every run, then the version.
-// It runs before the store takes writes; if it is cut short, the next open
-// does it again (the entries it rewrites are the same).
+// upgradeLayout brings a directory of an older layout to layoutNow: from
+// version 1, it writes the rc/ index entry of every run; from version 2
+// or older, the tqo/ entry of every unleased task, under the task's owner
+// or else its run's; then the version. It runs before the store takes
+// writes; if it is cut short, the next open does it again (the entries it
+// rewrites are the same).
 func upgradeLayout(db *badger.DB) error {
 	v := uint64(layoutV1)
 	err := db.View(func(txn *badger.Txn) error {
@@ -257,7 +259,36 @@ func upgradeLayout(db *badger.DB) error {
 			if err := decodeJSON(b, r); err != nil {
 				return fmt.Errorf("run %s: %w", it.Item().Key()[len(pRun):], err)
 			}
-			if err := wb.Set(key(pRunCreated, r.Owner, sep, newestKey(r.CreatedAt), r.ID), nil); err != nil {
+			if v < layoutV2 {
+				if err := wb.Set(key(pRunCreated, r.Owner, sep, newestKey(r.CreatedAt), r.ID), nil); err != nil {
+					return err
+				}
+			}
+		}
+		if v >= layoutV3 {
+			return nil
+		}
+		tit := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(pTask), PrefetchValues: true})
+		defer tit.Close()
+		for tit.Rewind(); tit.Valid(); tit.Next() {
+			b, err := tit.Item().ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			tk := new(store.Task)
+			if err := decodeJSON(b, tk); err != nil {
+				return fmt.Errorf("task %s: %w", tit.Item().Key()[len(pTask):], err)
+			}
+			if tk.Leased {
+				continue
+			}
+			owner := tk.Owner
+			if owner == "" {
+				if owner, err = runOwnerIn(txn, tk.RunID); err != nil {
+					return err
+				}
+			}
+			if err := wb.Set(key(pTaskOwner, owner, sep, timeKey(tk.ReadyAt), tk.ID), nil); err != nil {
 				return err
 			}
 		}
@@ -270,6 +301,27 @@ func upgradeLayout(db *badger.DB) error {
 		return err
 	}
 	return wb.Flush()
+}
+
+// runOwnerIn reads the owner of run id in txn: "" when there is no such
+// run.
+func runOwnerIn(txn *badger.Txn, id string) (string, error) {
+	item, err := txn.Get(key(pRun, id))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	b, err := item.ValueCopy(nil)
+	if err != nil {
+		return "", err
+	}
+	r := new(store.Run)
+	if err := decodeJSON(b, r); err != nil {
+		return "", fmt.Errorf("run %s: %w", id, err)
+	}
+	return r.Owner, nil
 }
 
 // badgerOptions is the Badger configuration of a store in dir, with

@@ -28,6 +28,7 @@ import (
 //	d/<owner>\0<request>           Dedup
 //	t/<id>                         Task
 //	tq/<readyAt(12)><id>           index: unleased tasks by ready time (the queue)
+//	tqo/<owner>\0<readyAt(12)><id> index: unleased tasks by owner, then ready time (layout 3)
 //	tr/<run>\0<id>                 index: tasks by run
 //	tc/<child>\0<id>               index: tasks by the child run they wait on
 //	l/<task>                       Lease
@@ -53,6 +54,7 @@ const (
 	pDedup       = "d/"
 	pTask        = "t/"
 	pTaskQueue   = "tq/"
+	pTaskOwner   = "tqo/"
 	pTaskRun     = "tr/"
 	pTaskChild   = "tc/"
 	pLease       = "l/"
@@ -137,8 +139,13 @@ const layoutV1 = 1
 // version, in one transaction per batch of runs (backfillCreated).
 const layoutV2 = 2
 
+// layoutV3 adds the tqo/ index (unleased tasks by owner, then ready
+// time). Opening an older directory writes the entry of every unleased
+// task, under its run's owner (upgradeLayout).
+const layoutV3 = 3
+
 // layoutNow is the layout this weir writes.
-const layoutNow = layoutV2
+const layoutNow = layoutV3
 
 // newestKey encodes t so that byte order is newest first: timeKey with
 // every bit flipped.

@@ -1,6 +1,7 @@
 package badgerstore
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -507,7 +508,7 @@ func (t *storeTx) DedupDelete(owner, requestID string) error {
 func taskIndexKeys(tk *store.Task) [][]byte {
 	ks := [][]byte{key(pTaskRun, tk.RunID, sep, tk.ID)}
 	if !tk.Leased {
-		ks = append(ks, key(pTaskQueue, timeKey(tk.ReadyAt), tk.ID))
+		ks = append(ks, key(pTaskQueue, timeKey(tk.ReadyAt), tk.ID), key(pTaskOwner, tk.Owner, sep, timeKey(tk.ReadyAt), tk.ID))
 	}
 	if tk.WaitChild != "" {
 		ks = append(ks, key(pTaskChild, tk.WaitChild, sep, tk.ID))
@@ -522,8 +523,28 @@ func taskCounter(tk *store.Task) string {
 	return kTasksQueued
 }
 
-// dropTask removes old's index entries and its share of the counters.
+// runOwner is the owner of run id, "" when there is no such run.
+func (t *storeTx) runOwner(id string) (string, error) {
+	r, err := t.RunGet(id)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return r.Owner, nil
+}
+
+// dropTask removes old's index entries and its share of the counters. A
+// record from before tasks had owners is indexed under its run's owner
+// (upgradeLayout).
 func (t *storeTx) dropTask(old *store.Task) error {
+	if old.Owner == "" {
+		var err error
+		if old.Owner, err = t.runOwner(old.RunID); err != nil {
+			return err
+		}
+	}
 	for _, ik := range taskIndexKeys(old) {
 		if err := t.kv.del(ik); err != nil {
 			return err
@@ -538,6 +559,12 @@ func (t *storeTx) TaskPut(tk *store.Task) error {
 	}
 	if err := store.CheckTask(tk); err != nil {
 		return err
+	}
+	if tk.Owner == "" {
+		var err error
+		if tk.Owner, err = t.runOwner(tk.RunID); err != nil {
+			return err
+		}
 	}
 	old, err := t.TaskGet(tk.ID)
 	switch {
@@ -591,6 +618,70 @@ func (t *storeTx) TaskListReady(now time.Time, limit int) ([]*store.Task, error)
 		return nil, err
 	}
 	return t.tasksByKeys(keys, len(pTaskQueue)+timeKeyLen)
+}
+
+// TaskListReadyByOwner walks the owner index one owner at a time: for
+// each, a seek to its first entry reads up to PerOwner entries ready by
+// now, and the next seek goes past the owner's last entry, so an owner's
+// 10,000 queued tasks cost it PerOwner reads, not 10,000. The owners are
+// then ordered by their heads.
+func (t *storeTx) TaskListReadyByOwner(p store.TaskListReadyByOwnerParams) ([]*store.Task, error) {
+	if err := t.Open(); err != nil {
+		return nil, err
+	}
+	type group struct {
+		owner string
+		keys  [][]byte
+	}
+	var groups []group
+	end := prefixEnd([]byte(pTaskOwner))
+	lower := []byte(pTaskOwner)
+	for {
+		next, err := t.scanKeys(lower, end, 1)
+		if err != nil {
+			return nil, err
+		}
+		if len(next) == 0 {
+			break
+		}
+		rest := next[0][len(pTaskOwner):]
+		i := bytes.IndexByte(rest, 0)
+		if i < 0 {
+			return nil, fmt.Errorf("badgerstore: owner index entry %q has no separator", next[0])
+		}
+		owner := string(rest[:i])
+		keys, err := t.scanKeys(key(pTaskOwner, owner, sep), prefixEnd(key(pTaskOwner, owner, sep, timeKey(p.Now))), p.PerOwner)
+		if err != nil {
+			return nil, err
+		}
+		if len(keys) > 0 {
+			groups = append(groups, group{owner, keys})
+		}
+		lower = prefixEnd(key(pTaskOwner, owner, sep))
+	}
+	// A head's key ends in its ready time and id: comparing those orders
+	// the owners by their oldest task.
+	headOf := func(g group) []byte { return g.keys[0][len(pTaskOwner)+len(g.owner)+1:] }
+	slices.SortFunc(groups, func(a, b group) int { return bytes.Compare(headOf(a), headOf(b)) })
+	var out []*store.Task
+	for _, g := range groups {
+		if p.Limit > 0 && len(out) >= p.Limit {
+			break
+		}
+		keys := g.keys
+		if p.Limit > 0 {
+			keys = keys[:min(len(keys), p.Limit-len(out))]
+		}
+		ts, err := t.tasksByKeys(keys, len(pTaskOwner)+len(g.owner)+1+timeKeyLen)
+		if err != nil {
+			return nil, err
+		}
+		for _, tk := range ts {
+			tk.Owner = g.owner // a record from before tasks had owners
+		}
+		out = append(out, ts...)
+	}
+	return out, nil
 }
 
 // tasksByKeys loads the tasks whose ids end index keys at offset off.

@@ -73,7 +73,7 @@ func TestNewerLayoutRefused(t *testing.T) {
 	}
 	setLayout(layoutNow + 1)
 	_, err = Open(dir, Options{})
-	if !errors.Is(err, ErrLayoutNewer) || !strings.Contains(err.Error(), "layout version 3 and this weir reads version 2") {
+	if !errors.Is(err, ErrLayoutNewer) || !strings.Contains(err.Error(), "layout version 4 and this weir reads version 3") {
 		t.Fatalf("newer layout: %v, want ErrLayoutNewer naming both versions", err)
 	}
 	// Refused, not damaged: the lock is released and the record is kept.
@@ -150,5 +150,88 @@ func TestLayoutV1Upgraded(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLayoutV2Upgraded opens a directory as a version 2 weir left it
+// (tasks without an owner of their own and no tqo/ index) and checks the
+// open indexes every unleased task under its run's owner, so the
+// per-owner listing holds the tasks queued before.
+func TestLayoutV2Upgraded(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	err = s.Update(ctx, func(tx store.Tx) error {
+		// Put before their runs exist, the tasks keep no owner, as a
+		// version 2 weir wrote them.
+		for i, id := range []string{"t1", "t2"} {
+			if err := tx.TaskPut(&store.Task{ID: id, RunID: "r" + id, Kind: store.TaskStep, Attempt: 1, ReadyAt: t0.Add(time.Duration(i) * time.Second)}); err != nil {
+				return err
+			}
+		}
+		if err := tx.TaskPut(&store.Task{ID: "t3", RunID: "rt3", Kind: store.TaskStep, Attempt: 1, ReadyAt: t0, Leased: true}); err != nil {
+			return err
+		}
+		for _, r := range []*store.Run{{ID: "rt1", Owner: "alice"}, {ID: "rt2", Owner: "bob"}, {ID: "rt3", Owner: "carol"}} {
+			r.Flow, r.Version, r.InputHash, r.Phase, r.CreatedAt = "f", "h", "ih", store.PhaseRunning, t0
+			if err := tx.RunInsert(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.DropPrefix([]byte(pTaskOwner)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set([]byte(kLayout), encodeU64(layoutV2)) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(dir, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var got []string
+	err = s.View(ctx, func(tx store.Tx) error {
+		ts, err := tx.TaskListReadyByOwner(store.TaskListReadyByOwnerParams{Now: t0.Add(time.Minute)})
+		for _, tk := range ts {
+			got = append(got, tk.ID+":"+tk.Owner)
+		}
+		return err
+	})
+	if err != nil || strings.Join(got, ",") != "t1:alice,t2:bob" {
+		t.Fatalf("per-owner heads after the upgrade: %v, %v; want t1:alice,t2:bob", got, err)
+	}
+	// Putting an old record again moves its entry rather than doubling it.
+	err = s.Update(ctx, func(tx store.Tx) error {
+		tk, err := tx.TaskGet("t1")
+		if err != nil {
+			return err
+		}
+		tk.Leased = true
+		return tx.TaskPut(tk)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = nil
+	err = s.View(ctx, func(tx store.Tx) error {
+		ts, err := tx.TaskListReadyByOwner(store.TaskListReadyByOwnerParams{Now: t0.Add(time.Minute)})
+		for _, tk := range ts {
+			got = append(got, tk.ID+":"+tk.Owner)
+		}
+		return err
+	})
+	if err != nil || strings.Join(got, ",") != "t2:bob" {
+		t.Fatalf("after leasing t1: %v, %v; want t2:bob", got, err)
 	}
 }

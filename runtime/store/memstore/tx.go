@@ -448,7 +448,18 @@ func (t *tx) TaskPut(tk *store.Task) error {
 	if err := store.CheckTask(tk); err != nil {
 		return err
 	}
+	if tk.Owner == "" {
+		tk.Owner = t.runOwner(tk.RunID)
+	}
 	return put(t, tTask, tk.ID, tk)
+}
+
+// runOwner is the owner of run id, "" when there is no such run.
+func (t *tx) runOwner(id string) string {
+	if r, ok := peek[store.Run](t, tRun, id); ok {
+		return r.Owner
+	}
+	return ""
 }
 
 func (t *tx) TaskGet(id string) (*store.Task, error) {
@@ -468,6 +479,55 @@ func (t *tx) TaskListReady(now time.Time, limit int) ([]*store.Task, error) {
 	keep := func(tk *store.Task) bool { return !tk.Leased && !tk.ReadyAt.After(now) }
 	less := func(a, b *store.Task) int { return byTime(a.ReadyAt, b.ReadyAt, a.ID, b.ID) }
 	return list(t, tTask, keep, less, limit)
+}
+
+func (t *tx) TaskListReadyByOwner(p store.TaskListReadyByOwnerParams) ([]*store.Task, error) {
+	if err := t.Open(); err != nil {
+		return nil, err
+	}
+	var ready []*entry
+	t.each(tTask, func(_ string, e *entry) {
+		if tk := e.val.(*store.Task); !tk.Leased && !tk.ReadyAt.After(p.Now) {
+			ready = append(ready, e)
+		}
+	})
+	slices.SortFunc(ready, func(a, b *entry) int {
+		ta, tb := a.val.(*store.Task), b.val.(*store.Task)
+		return byTime(ta.ReadyAt, tb.ReadyAt, ta.ID, tb.ID)
+	})
+	// ready is oldest first, so each owner's first task is its head and
+	// owners are met in the order of their heads. Only what is listed is
+	// copied out.
+	var owners []string
+	byOwner := map[string][]*entry{}
+	for _, e := range ready {
+		o := e.val.(*store.Task).Owner
+		if o == "" {
+			o = t.runOwner(e.val.(*store.Task).RunID)
+		}
+		q, seen := byOwner[o]
+		if !seen {
+			owners = append(owners, o)
+		}
+		if p.PerOwner <= 0 || len(q) < p.PerOwner {
+			byOwner[o] = append(q, e)
+		}
+	}
+	var out []*store.Task
+	for _, o := range owners {
+		for _, e := range byOwner[o] {
+			if p.Limit > 0 && len(out) >= p.Limit {
+				return out, nil
+			}
+			tk, err := fresh[store.Task](e)
+			if err != nil {
+				return nil, err
+			}
+			tk.Owner = o
+			out = append(out, tk)
+		}
+	}
+	return out, nil
 }
 
 func (t *tx) TaskListByRun(runID string) ([]*store.Task, error) {

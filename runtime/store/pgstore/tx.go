@@ -672,10 +672,13 @@ func (t *storeTx) TaskPut(tk *store.Task) error {
 	if err != nil {
 		return err
 	}
-	t.put(`INSERT INTO tasks (id, run_id, ready_ns, leased, wait_child, v, data) VALUES ($1, $2, $3, $4, $5, $6, $7)
+	// A task that names no owner is its run's, read in the statement
+	// itself: no round trip more for acceptance.
+	t.put(`INSERT INTO tasks (id, run_id, ready_ns, leased, wait_child, v, data, owner) VALUES ($1, $2, $3, $4, $5, $6, $7,
+			coalesce(nullif($8, ''), (SELECT owner FROM runs WHERE id = $2), ''))
 		ON CONFLICT (id) DO UPDATE SET run_id = excluded.run_id, ready_ns = excluded.ready_ns, leased = excluded.leased,
-			wait_child = excluded.wait_child, v = excluded.v, data = excluded.data`,
-		tk.ID, tk.RunID, nanos(tk.ReadyAt), tk.Leased, tk.WaitChild, recordV1, data)
+			wait_child = excluded.wait_child, v = excluded.v, data = excluded.data, owner = excluded.owner`,
+		tk.ID, tk.RunID, nanos(tk.ReadyAt), tk.Leased, tk.WaitChild, recordV1, data, tk.Owner)
 	if !tk.Leased && !tk.ReadyAt.After(time.Now()) {
 		t.wake(wakeReady)
 	}
@@ -696,6 +699,61 @@ func (t *storeTx) TaskDelete(id string) error {
 func (t *storeTx) TaskListReady(now time.Time, limit int) ([]*store.Task, error) {
 	return listRecords[store.Task](t, `SELECT v, data FROM tasks WHERE NOT leased AND ready_ns <= $1
 		ORDER BY ready_ns, id`+limitClause(limit), nanos(now))
+}
+
+// TaskListReadyByOwner finds the owners with ready work by a skip scan of
+// the (owner, ready_ns, id) index of unleased tasks (one index probe per
+// owner, however many tasks each has), reads each owner's heads through
+// LATERAL, and orders the owners by their oldest head. In a fleet every
+// daemon reads the same heads from this one statement.
+func (t *storeTx) TaskListReadyByOwner(p store.TaskListReadyByOwnerParams) ([]*store.Task, error) {
+	if err := t.Open(); err != nil {
+		return nil, err
+	}
+	var perOwner, limit any
+	if p.PerOwner > 0 {
+		perOwner = p.PerOwner
+	}
+	if p.Limit > 0 {
+		limit = p.Limit
+	}
+	rows, err := t.query(`WITH RECURSIVE owners(owner) AS (
+			(SELECT owner FROM tasks WHERE NOT leased AND ready_ns <= $1 ORDER BY owner LIMIT 1)
+			UNION ALL
+			SELECT (SELECT t.owner FROM tasks t WHERE NOT t.leased AND t.ready_ns <= $1 AND t.owner > o.owner ORDER BY t.owner LIMIT 1)
+			FROM owners o WHERE o.owner IS NOT NULL
+		)
+		SELECT h.owner, h.v, h.data FROM owners o CROSS JOIN LATERAL (
+			SELECT t.owner, t.ready_ns, t.id, t.v, t.data FROM tasks t
+			WHERE NOT t.leased AND t.owner = o.owner AND t.ready_ns <= $1
+			ORDER BY t.ready_ns, t.id LIMIT $2::bigint) h
+		WHERE o.owner IS NOT NULL
+		WINDOW w AS (PARTITION BY h.owner ORDER BY h.ready_ns, h.id)
+		ORDER BY first_value(h.ready_ns) OVER w, first_value(h.id) OVER w, h.ready_ns, h.id
+		LIMIT $3::bigint`, nanos(p.Now), perOwner, limit)
+	if err != nil {
+		return nil, t.fail(err)
+	}
+	defer rows.Close()
+	var out []*store.Task
+	for rows.Next() {
+		var owner string
+		var v int16
+		var data []byte
+		if err := rows.Scan(&owner, &v, &data); err != nil {
+			return nil, t.fail(err)
+		}
+		tk := new(store.Task)
+		if err := decode(v, data, tk); err != nil {
+			return nil, err
+		}
+		tk.Owner = owner // the record may name none: the column is its run's
+		out = append(out, tk)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, t.fail(err)
+	}
+	return out, nil
 }
 
 func (t *storeTx) TaskListByRun(runID string) ([]*store.Task, error) {

@@ -53,6 +53,7 @@ func Run(t *testing.T, open Opener) {
 		{"OverlongIDs", testOverlongIDs},
 		{"TaskGetPutDelete", testTaskBasics},
 		{"TaskListReady", testTaskListReady},
+		{"TaskListReadyByOwner", testTaskListReadyByOwner},
 		{"TaskListByRun", testTaskListByRun},
 		{"TaskByChild", testTaskByChild},
 		{"TaskCount", testTaskCount},

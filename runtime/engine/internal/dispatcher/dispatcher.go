@@ -1,9 +1,13 @@
 // Package dispatcher is the scheduler's dispatch service: on every wake-up
 // (a new run, a freed slot, a child finishing) and on its tick (the
 // fallback clock, for parked tasks coming due and a lost wake-up) it
-// matches ready tasks to free worker slots and budget slices, oldest
-// first. Whether one task may start is the engine's to say (Engine.Offer);
-// how far a pass reads the queue is Again, a pure function.
+// matches ready tasks to free worker slots and budget slices. It shares
+// the slots between owners by weighted fair queuing (fair.go: Next and
+// Served, pure functions), each owner's tasks oldest first, reading the
+// head of every owner's queue (store.Tx.TaskListReadyByOwner) so that one
+// owner's backlog hides nobody else's. Whether one task may start is the
+// engine's to say (Engine.Offer); how far a pass reads the queue is
+// Again, a pure function.
 package dispatcher
 
 import (
@@ -43,8 +47,13 @@ type Engine interface {
 	// InHand is how many ready tasks a worker of this engine holds
 	// already (listed again, they are skipped).
 	InHand() int
-	// ListReady lists up to limit tasks ready now, in dispatch order.
-	ListReady(ctx context.Context, limit int) ([]*store.Task, error)
+	// ListReady lists the heads of the owners' queues ready now: up to
+	// perOwner tasks of each owner, each owner's oldest first, owners by
+	// their oldest task, up to limit in all, each with its Owner set
+	// (store.Tx.TaskListReadyByOwner).
+	ListReady(ctx context.Context, perOwner, limit int) ([]*store.Task, error)
+	// Weight is owner's share of the slots while owners contend (>= 1).
+	Weight(owner string) int
 	// Offer tries to start t.
 	Offer(ctx context.Context, t *store.Task) Outcome
 	// Tick is the fallback clock's interval.
@@ -57,10 +66,19 @@ type Engine interface {
 // looks past to find work it can take.
 const MaxWithheldScan = 4096
 
+// MaxOwnersPerPage bounds how many owners' heads a page lists in full:
+// a page lists PerOwner tasks of each owner, up to PerOwner *
+// MaxOwnersPerPage in all, the owners with the oldest tasks first.
+const MaxOwnersPerPage = 16
+
 // Pass is what one page of a dispatch pass found.
 type Pass struct {
+	PerOwner int // the tasks asked for of each owner
 	Limit    int // the page size asked for
 	Listed   int
+	// Full says the queue may hold more than the page listed: an owner
+	// had PerOwner tasks listed, or the page Limit.
+	Full     bool
 	Started  int
 	Withheld int // tasks of this page left to other daemons
 	Skipped  int
@@ -69,13 +87,13 @@ type Pass struct {
 }
 
 // Again decides whether a pass lists another page after p, given how many
-// tasks the previous page withheld: only if p filled what it listed and
-// slots may remain (a full page means more tasks may be ready), and it
+// tasks the previous page withheld: only if p was full and slots may
+// remain (a full page means more tasks may be ready), and it
 // started a task or found more withheld ones to look past, within
 // MaxWithheldScan.
 func Again(p Pass, withheldBefore int) bool {
 	grew := p.Withheld > withheldBefore
-	return !p.Blocked && (p.Started > 0 || grew) && p.Listed >= p.Limit && p.Withheld <= MaxWithheldScan
+	return !p.Blocked && (p.Started > 0 || grew) && p.Full && p.Withheld <= MaxWithheldScan
 }
 
 // Result is what one runOnce did: its pages, in order.
@@ -94,11 +112,14 @@ func (r Result) Started() int {
 type Dispatcher struct {
 	eng  Engine
 	loop *service.Loop
+	// shares is the fair order's memory; only the loop's pass (or a
+	// test's RunOnce, never beside it) touches it.
+	shares *Shares
 }
 
 // New returns a dispatcher over eng, woken by wake and by clk's tick.
 func New(eng Engine, clk clock.Clock, wake <-chan struct{}) *Dispatcher {
-	d := &Dispatcher{eng: eng}
+	d := &Dispatcher{eng: eng, shares: NewShares()}
 	d.loop = &service.Loop{Clock: clk, Interval: eng.Tick, Wake: wake, Pass: func(ctx context.Context) { d.runOnce(ctx) }}
 	return d
 }
@@ -115,31 +136,45 @@ func (d *Dispatcher) Stop() { d.loop.Stop() }
 // RunOnce is one pass, for tests.
 func (d *Dispatcher) RunOnce(ctx context.Context) Result { return d.runOnce(ctx) }
 
-// runOnce leases as many ready tasks as there are free slots and slices.
-// Tasks refused for lack of a slot or in-flight budget stay queued until
-// their queue deadline.
+// runOnce leases as many ready tasks as there are free slots and slices,
+// owner by owner in the fair order. Tasks refused for lack of a slot or
+// in-flight budget stay queued until their queue deadline.
 func (d *Dispatcher) runOnce(ctx context.Context) Result {
 	var res Result
+	defer d.shares.Prune()
 	// withheld counts the tasks of the last page that this engine does
-	// not serve every tool for: the next page lists that many more, so a
-	// queue headed by other daemons' work does not hide from this one
-	// the work it can take.
+	// not serve every tool for: the next page lists that many more of
+	// each owner, so a queue headed by other daemons' work does not hide
+	// from this one the work it can take.
 	withheld := 0
 	for {
 		free := d.eng.FreeSlots()
 		if free <= 0 {
 			return res
 		}
-		p := Pass{Limit: free + d.eng.InHand() + withheld}
-		tasks, err := d.eng.ListReady(ctx, p.Limit)
+		p := Pass{PerOwner: free + d.eng.InHand() + withheld}
+		p.Limit = p.PerOwner * MaxOwnersPerPage
+		tasks, err := d.eng.ListReady(ctx, p.PerOwner, p.Limit)
 		if err != nil {
 			d.eng.Error("listing ready tasks", "error", err)
 			return res
 		}
 		p.Listed = len(tasks)
-		for _, t := range tasks {
-			if p.Blocked = d.offer(ctx, t, &p); p.Blocked {
+		queues := byOwner(tasks)
+		p.Full = p.Listed >= p.Limit
+		for _, q := range queues.tasks {
+			p.Full = p.Full || len(q) >= p.PerOwner
+		}
+		for len(queues.owners) > 0 {
+			i := d.shares.Next(queues.owners)
+			owner, t := queues.owners[i], queues.tasks[i][0]
+			queues.pop(i)
+			var started bool
+			if p.Blocked, started = d.offer(ctx, t, &p); p.Blocked {
 				break
+			}
+			if started {
+				d.shares.Serve(owner, d.eng.Weight(owner))
 			}
 		}
 		res.Pages = append(res.Pages, p)
@@ -150,12 +185,44 @@ func (d *Dispatcher) runOnce(ctx context.Context) Result {
 	}
 }
 
-// offer offers one task and counts what became of it; true when no slot
-// is left.
-func (d *Dispatcher) offer(ctx context.Context, t *store.Task, p *Pass) bool {
+// ownerQueues is a page's tasks by owner: owners in the order the page
+// met them (their oldest task first), each one's tasks in page order.
+type ownerQueues struct {
+	owners []string
+	tasks  [][]*store.Task
+}
+
+func byOwner(tasks []*store.Task) *ownerQueues {
+	q := &ownerQueues{}
+	at := map[string]int{}
+	for _, t := range tasks {
+		i, ok := at[t.Owner]
+		if !ok {
+			i = len(q.owners)
+			at[t.Owner] = i
+			q.owners = append(q.owners, t.Owner)
+			q.tasks = append(q.tasks, nil)
+		}
+		q.tasks[i] = append(q.tasks[i], t)
+	}
+	return q
+}
+
+// pop takes owner i's first task off; an owner left with none leaves.
+func (q *ownerQueues) pop(i int) {
+	if q.tasks[i] = q.tasks[i][1:]; len(q.tasks[i]) == 0 {
+		q.owners = append(q.owners[:i], q.owners[i+1:]...)
+		q.tasks = append(q.tasks[:i], q.tasks[i+1:]...)
+	}
+}
+
+// offer offers one task and counts what became of it; blocked when no
+// slot is left, started when a worker holds it.
+func (d *Dispatcher) offer(ctx context.Context, t *store.Task, p *Pass) (blocked, started bool) {
 	switch d.eng.Offer(ctx, t) {
 	case Started:
 		p.Started++
+		return false, true
 	case Skipped:
 		p.Skipped++
 	case Dropped:
@@ -163,7 +230,7 @@ func (d *Dispatcher) offer(ctx context.Context, t *store.Task, p *Pass) bool {
 	case Withheld:
 		p.Withheld++
 	case NoSlot:
-		return true
+		return true, false
 	}
-	return false
+	return false, false
 }

@@ -19,12 +19,12 @@ func TestAgain(t *testing.T) {
 		before int
 		want   bool
 	}{
-		{"a full page that started work", Pass{Limit: 4, Listed: 4, Started: 1}, 0, true},
+		{"a full page that started work", Pass{Limit: 4, Listed: 4, Full: true, Started: 1}, 0, true},
 		{"a short page: the queue is read to its end", Pass{Limit: 4, Listed: 3, Started: 3}, 0, false},
-		{"no slot left", Pass{Limit: 4, Listed: 4, Started: 4, Blocked: true}, 0, false},
-		{"nothing started, nothing more withheld", Pass{Limit: 4, Listed: 4, Withheld: 2}, 2, false},
-		{"more withheld: look past them", Pass{Limit: 4, Listed: 4, Withheld: 3}, 2, true},
-		{"withheld beyond the scan bound", Pass{Limit: 5000, Listed: 5000, Withheld: MaxWithheldScan + 1}, 0, false},
+		{"no slot left", Pass{Limit: 4, Listed: 4, Full: true, Started: 4, Blocked: true}, 0, false},
+		{"nothing started, nothing more withheld", Pass{Limit: 4, Listed: 4, Full: true, Withheld: 2}, 2, false},
+		{"more withheld: look past them", Pass{Limit: 4, Listed: 4, Full: true, Withheld: 3}, 2, true},
+		{"withheld beyond the scan bound", Pass{Limit: 5000, Listed: 5000, Full: true, Withheld: MaxWithheldScan + 1}, 0, false},
 	} {
 		if got := Again(tt.p, tt.before); got != tt.want {
 			t.Errorf("%s: Again(%+v, %d) = %v, want %v", tt.name, tt.p, tt.before, got, tt.want)
@@ -32,51 +32,93 @@ func TestAgain(t *testing.T) {
 	}
 }
 
-// fakeEngine serves tasks from a real memstore; slots tasks start before
-// the rest find none; tasks named in withheld are left to other daemons.
+// fakeEngine serves tasks from a real memstore: a started task is leased
+// in the store before the next listing (so it is listed no more; one
+// Update a page, as memstore copies its tables on each) and holds a slot
+// until finish lets it go; tasks named in withheld are left to other
+// daemons.
 type fakeEngine struct {
 	st       store.Store
 	clk      clock.Clock
 	slots    int
 	withheld map[string]bool
+	weights  map[string]int
 	started  []string
+	running  []string
+	leasing  []*store.Task  // started, not yet leased in the store
+	byOwner  map[string]int // tasks started, by owner
 }
 
-func (f *fakeEngine) FreeSlots() int { return f.slots - len(f.started) }
+// lease writes the leases of the tasks started since the last listing.
+func (f *fakeEngine) lease(ctx context.Context) error {
+	err := f.st.Update(ctx, func(tx store.Tx) error {
+		for _, t := range f.leasing {
+			t.Leased = true
+			if err := tx.TaskPut(t); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	f.leasing = nil
+	return err
+}
+
+func (f *fakeEngine) FreeSlots() int { return f.slots - len(f.running) }
 func (f *fakeEngine) InHand() int    { return 0 }
-func (f *fakeEngine) ListReady(ctx context.Context, limit int) ([]*store.Task, error) {
+func (f *fakeEngine) ListReady(ctx context.Context, perOwner, limit int) ([]*store.Task, error) {
+	if err := f.lease(ctx); err != nil {
+		return nil, err
+	}
 	var out []*store.Task
 	err := f.st.View(ctx, func(tx store.Tx) error {
 		var err error
-		out, err = tx.TaskListReady(f.clk.Now(), 1000)
+		out, err = tx.TaskListReadyByOwner(store.TaskListReadyByOwnerParams{Now: f.clk.Now(), PerOwner: perOwner, Limit: limit})
 		return err
 	})
-	// Started tasks are leased: the store lists them no more.
-	kept := out[:0]
-	for _, t := range out {
-		if !f.has(t.ID) {
-			kept = append(kept, t)
-		}
-	}
-	return kept[:min(limit, len(kept))], err
+	return out, err
 }
-func (f *fakeEngine) has(id string) bool {
-	for _, s := range f.started {
-		if s == id {
-			return true
-		}
+func (f *fakeEngine) Weight(owner string) int {
+	if w := f.weights[owner]; w > 0 {
+		return w
 	}
-	return false
+	return 1
 }
-func (f *fakeEngine) Offer(_ context.Context, t *store.Task) Outcome {
+func (f *fakeEngine) Offer(ctx context.Context, t *store.Task) Outcome {
 	switch {
 	case f.withheld[t.ID]:
 		return Withheld
 	case f.FreeSlots() == 0:
 		return NoSlot
 	}
+	f.leasing = append(f.leasing, t)
 	f.started = append(f.started, t.ID)
+	f.running = append(f.running, t.ID)
+	if f.byOwner == nil {
+		f.byOwner = map[string]int{}
+	}
+	f.byOwner[t.Owner]++
 	return Started
+}
+
+// finish ends the n tasks started first of those running.
+func (f *fakeEngine) finish(t *testing.T, n int) {
+	t.Helper()
+	n = min(n, len(f.running))
+	if err := f.lease(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.st.Update(context.Background(), func(tx store.Tx) error {
+		for _, id := range f.running[:n] {
+			if err := tx.TaskDelete(id); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	f.running = f.running[n:]
 }
 func (f *fakeEngine) Tick() time.Duration  { return 100 * time.Millisecond }
 func (f *fakeEngine) Error(string, ...any) {}
