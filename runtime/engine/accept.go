@@ -224,7 +224,9 @@ func (cs *checkedStart) newRun(runID string, cfg *Config, now time.Time) *store.
 
 // newStepTask builds the task that advances run from node.
 func newStepTask(run *store.Run, node string, now time.Time) *store.Task {
-	return &store.Task{ID: newID("task"), RunID: run.ID, Kind: store.TaskStep, Node: node, Attempt: 1, ReadyAt: now, CreatedAt: now}
+	// The task names its run's owner: the dispatcher shares slots by
+	// owner (a task that names none is given its run's by the store).
+	return &store.Task{ID: newID("task"), RunID: run.ID, Owner: run.Owner, Kind: store.TaskStep, Node: node, Attempt: 1, ReadyAt: now, CreatedAt: now}
 }
 
 // acceptTx writes a started run in tx: its request id's dedup record and

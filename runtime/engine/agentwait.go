@@ -223,7 +223,7 @@ func (s *stepper) prepareAgentChild(ctx context.Context, a *agentLoop, name stri
 		ParentRunID: s.run.ID, ParentNode: a.node.ID, ConfigVersion: e.cfg.Load().ConfigVersion,
 		Budget: budget, Reserve: reserve, CreatedAt: now, UpdatedAt: now,
 	}
-	return child, ownedStepTask(child, cfe.flow.Entry, now), cfe.flow.Entry, nil
+	return child, newStepTask(child, cfe.flow.Entry, now), cfe.flow.Entry, nil
 }
 
 // agentChildBudget is the budget of the child run of a flow tool call

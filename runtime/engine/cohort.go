@@ -230,7 +230,7 @@ func (s *stepper) prepareChildren(ctx context.Context, node *flows.Node, visit i
 				CreatedAt: now, UpdatedAt: now}
 			r.Budget, r.Reserve = childBudget(s.run.Budget, node.Budget, cfe.flow.Budget, share)
 			ch.run, ch.entry = r, cfe.flow.Entry
-			ch.task = ownedStepTask(r, cfe.flow.Entry, now)
+			ch.task = newStepTask(r, cfe.flow.Entry, now)
 		}
 		out[i] = ch
 	}

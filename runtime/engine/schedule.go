@@ -362,12 +362,3 @@ func (j *journal) deadLetterTx(tx store.Tx, run *store.Run, t *store.Task, tool 
 	}
 	return appendEvent(tx, run.ID, evDeadLettered, t.Attempt, t.Node, map[string]any{"errors": len(t.Errors)}, now)
 }
-
-// ownedStepTask is newStepTask with the task's owner, its run's, named:
-// the dispatcher shares slots by owner (a task that names none is given
-// its run's owner by the store, which reads the run to do so).
-func ownedStepTask(run *store.Run, node string, now time.Time) *store.Task {
-	t := newStepTask(run, node, now)
-	t.Owner = run.Owner
-	return t
-}

@@ -89,7 +89,7 @@ func (s *stepper) subflowNode(ctx context.Context, node *flows.Node) bool {
 		ParentRunID: s.run.ID, ParentNode: node.ID, ConfigVersion: cfg.ConfigVersion,
 		Budget: budget, Reserve: reserve, CreatedAt: now, UpdatedAt: now,
 	}
-	task := ownedStepTask(child, cfe.flow.Entry, now)
+	task := newStepTask(child, cfe.flow.Entry, now)
 	task.Leased = true
 	lease := &store.Lease{TaskID: task.ID, RunID: child.ID, Slot: s.slice.Slot, Deadline: now.Add(cfg.LeaseTimeout), Attempt: 1, Holder: e.holder}
 	if node.Timeout > 0 {
