@@ -79,10 +79,18 @@ type bridge struct {
 	servers  map[string]*server
 	progress sync.Map // progress token (string) → func(done, total int64)
 	seq      atomic.Uint64
+
+	// changes carries the plugin's tool list after launch (nil: the
+	// list stays the launch's). listMu guards cfg and lists, each
+	// server's list in force.
+	changes *sdk.ToolChanges
+	listMu  sync.Mutex
+	cfg     *config
+	lists   map[string][]*mcp.Tool
 }
 
 func newBridge(lookupEnv func(string) (string, bool), logger *slog.Logger, stateDir string) *bridge {
-	return &bridge{lookupEnv: lookupEnv, logger: logger, stateDir: stateDir, servers: map[string]*server{}}
+	return &bridge{lookupEnv: lookupEnv, logger: logger, stateDir: stateDir, servers: map[string]*server{}, changes: sdk.NewToolChanges()}
 }
 
 // server is one configured MCP server and its live session, if any.
@@ -99,9 +107,15 @@ type server struct {
 	dead    chan struct{} // closed when session's connection ends
 
 	// down is why the server could not be reached at launch, nil once it
-	// answers (see watchDown).
-	downMu sync.Mutex
-	down   error
+	// answers (see watchDown); wasDown says its tools were served from
+	// its kept list, marked so, until a fresh list is published.
+	downMu  sync.Mutex
+	down    error
+	wasDown atomic.Bool
+	// connects counts the sessions made: a later one is a reconnection,
+	// after which the server's list is read again (it may have restarted
+	// with other tools).
+	connects int
 }
 
 // up records that the server answered.
@@ -159,6 +173,7 @@ func (b *bridge) tools(raw json.RawMessage) ([]sdk.Tool, error) {
 		s.downMu.Lock()
 		s.down = err
 		s.downMu.Unlock()
+		s.wasDown.Store(true)
 		kept, ok := b.keptList(s)
 		if ok {
 			reached++
@@ -172,7 +187,58 @@ func (b *bridge) tools(raw json.RawMessage) ([]sdk.Tool, error) {
 	if reached == 0 {
 		return nil, firstErr
 	}
+	b.listMu.Lock()
+	defer b.listMu.Unlock()
+	b.cfg, b.lists = cfg, lists
 	return b.makeTools(cfg, lists)
+}
+
+// relist reads server s's tool list again (it said the list changed, or
+// it answers again after a restart) and, if the list differs from the
+// one in force, publishes the plugin's new tools.
+func (s *server) relist(why string) {
+	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
+	defer cancel()
+	ts, err := s.listTools(ctx)
+	if err != nil {
+		s.b.logger.Warn("could not read the server's tool list again", "server", s.cfg.name, "why", why, "error", escape.Cut(err.Error(), maxErrorText))
+		return
+	}
+	s.up()
+	s.b.updateList(s, ts, why)
+}
+
+// updateList puts ts in force as server s's list and, if it changed,
+// publishes the plugin's tools made from every server's list: weir
+// (protocol revision 2) swaps them without relaunching the plugin.
+func (b *bridge) updateList(s *server, ts []*mcp.Tool, why string) {
+	b.listMu.Lock()
+	defer b.listMu.Unlock()
+	if b.cfg == nil {
+		return // still launching: the launch's list is being made
+	}
+	b.keepList(s, ts)
+	// A server served from its kept list has its tools marked so: they
+	// are published again, unmarked, even when the list is the same.
+	wasDown := s.wasDown.Swap(false)
+	if old, ok := b.lists[s.cfg.name]; ok && sameTools(old, ts) && !wasDown {
+		return
+	}
+	lists := make(map[string][]*mcp.Tool, len(b.lists))
+	for k, v := range b.lists {
+		lists[k] = v
+	}
+	lists[s.cfg.name] = ts
+	tools, err := b.makeTools(b.cfg, lists)
+	if err == nil && b.changes != nil {
+		err = b.changes.Publish(tools...)
+	}
+	if err != nil {
+		b.logger.Error("the server's new tool list cannot be served; the previous one stays", "server", s.cfg.name, "error", escape.Cut(err.Error(), maxErrorText))
+		return
+	}
+	b.lists = lists
+	b.logger.Info("mcp server's tool list changed; weir is told", "server", s.cfg.name, "why", why, "tools", len(ts))
 }
 
 // listsDir is where each server's last tool list is kept, under the
@@ -252,14 +318,14 @@ func downRetryDelay(n int) time.Duration {
 }
 
 // watchDown retries a server that was down at launch, with backoff,
-// until it answers (here or to a call): then it says so, keeps its list,
-// and warns if the list changed (the manifest changes only at the next
-// launch).
+// until it answers (here or to a call): then it reads its list again and
+// publishes it if it changed (weir swaps the plugin's tools).
 func (s *server) watchDown() {
 	for n := 0; ; n++ {
 		time.Sleep(downRetryDelay(n))
 		if s.downErr() == nil {
 			s.b.logger.Info("mcp server answers again", "server", s.cfg.name)
+			s.relist("it answers again")
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
@@ -272,13 +338,8 @@ func (s *server) watchDown() {
 			continue
 		}
 		s.up()
-		kept, _ := s.b.keptList(s)
-		s.b.keepList(s, ts)
-		if !sameTools(kept, ts) {
-			s.b.logger.Warn("mcp server answers again with another tool list; weir sees it at the plugin's next launch (weir plugin rescan)", "server", s.cfg.name)
-		} else {
-			s.b.logger.Info("mcp server answers again", "server", s.cfg.name)
-		}
+		s.b.logger.Info("mcp server answers again", "server", s.cfg.name)
+		s.b.updateList(s, ts, "it answers again")
 		return
 	}
 }
@@ -421,6 +482,11 @@ func (b *bridge) newServer(sc *serverConfig) *server {
 	}
 	s.client = mcp.NewClient(&mcp.Implementation{Name: "weir", Version: sdk.Version}, &mcp.ClientOptions{
 		Capabilities: &mcp.ClientCapabilities{},
+		// A server that says its tool list changed is listed again in the
+		// background: the handler runs on the session's own goroutine.
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			go s.relist("the server said its tool list changed")
+		},
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 			tok, _ := req.Params.ProgressToken.(string)
 			if f, ok := b.progress.Load(tok); ok {
@@ -462,7 +528,9 @@ func (s *server) transport() mcp.Transport {
 		pooled, fresh = bearer{token: s.cfg.token, next: pooled}, bearer{token: s.cfg.token, next: fresh}
 	}
 	hc := &http.Client{Transport: watch{pooled: pooled, fresh: fresh}}
-	return &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, DisableStandaloneSSE: true}
+	// The standalone SSE stream carries what the server says unasked:
+	// notifications/tools/list_changed.
+	return &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc}
 }
 
 // probe records what became of one call's requests on the wire, for an
@@ -623,6 +691,9 @@ func (s *server) connected(ctx context.Context) (*mcp.ClientSession, error) {
 		close(dead)
 	}()
 	s.session, s.dead = cs, dead
+	if s.connects++; s.connects > 1 {
+		go s.relist("a new session (the server restarted?)")
+	}
 	return cs, nil
 }
 

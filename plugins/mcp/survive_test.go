@@ -315,3 +315,46 @@ func TestHTTPServerRestartIdempotent(t *testing.T) {
 		b.srv.Restart()
 	}
 }
+
+// TestHTTPServerRestartsWithAnotherList: an HTTP server that comes back
+// from a restart offering other tools is listed again on the new session,
+// and weir serves the new list without relaunching the plugin.
+func TestHTTPServerRestartsWithAnotherList(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	hide := filepath.Join(dir, "hide")
+	entry, env, srv := serverBlock(t, "http", filepath.Join(dir, "journal"), hide)
+	plugins, data := t.TempDir(), t.TempDir()
+	if _, err := host.Install(plugins, testutil.Plugin(t, "mcp"), nil); err != nil {
+		t.Fatal(err)
+	}
+	h, err := host.New(host.Config{PluginsDir: plugins, DataDir: data,
+		PluginConfig: map[string]json.RawMessage{"mcp": json.RawMessage(`{"servers":{"demo":` + entry + `}}`)},
+		PluginEnv:    map[string][]string{"mcp": env}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	b := &bridged{host: h, srv: srv}
+	ctx := context.Background()
+	if _, err := b.call(ctx, "mcp.demo-echo", `{"text":"before"}`, nil); err != nil {
+		t.Fatal(err)
+	}
+	srv.Kill()
+	if err := os.WriteFile(hide, []byte("append\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv.Restart()
+	if out, err := b.call(ctx, "mcp.demo-echo", `{"text":"after"}`, nil); err != nil || out != `"after"` {
+		t.Fatalf("first call after the restart: %s %v", out, err)
+	}
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if _, ok := h.LookupTool("mcp.demo-append"); ok {
+			return errors.New("append still known")
+		}
+		return nil
+	})
+	if r := h.Restarts()["mcp"]; r != 0 {
+		t.Errorf("the plugin restarted %d times", r)
+	}
+}
