@@ -83,10 +83,11 @@ type bridge struct {
 	// changes carries the plugin's tool list after launch (nil: the
 	// list stays the launch's). listMu guards cfg and lists, each
 	// server's list in force.
-	changes *sdk.ToolChanges
-	listMu  sync.Mutex
-	cfg     *config
-	lists   map[string][]*mcp.Tool
+	changes  *sdk.ToolChanges
+	healthMu sync.Mutex // one writeHealth at a time
+	listMu   sync.Mutex
+	cfg      *config
+	lists    map[string][]*mcp.Tool
 }
 
 func newBridge(lookupEnv func(string) (string, bool), logger *slog.Logger, stateDir string) *bridge {
@@ -106,12 +107,15 @@ type server struct {
 	session *mcp.ClientSession
 	dead    chan struct{} // closed when session's connection ends
 
-	// down is why the server could not be reached at launch, nil once it
-	// answers (see watchDown); wasDown says its tools were served from
-	// its kept list, marked so, until a fresh list is published.
-	downMu  sync.Mutex
-	down    error
-	wasDown atomic.Bool
+	// down is why the server cannot be reached, nil once it answers,
+	// and downSince since when; watching says watchDown retries it.
+	// wasDown says its tools were served from its kept list, marked so,
+	// until a fresh list is published.
+	downMu    sync.Mutex
+	down      error
+	downSince time.Time
+	watching  bool
+	wasDown   atomic.Bool
 	// connects counts the sessions made: a later one is a reconnection,
 	// after which the server's list is read again (it may have restarted
 	// with other tools).
@@ -121,8 +125,64 @@ type server struct {
 // up records that the server answered.
 func (s *server) up() {
 	s.downMu.Lock()
-	defer s.downMu.Unlock()
+	was := s.down != nil
 	s.down = nil
+	s.downMu.Unlock()
+	if was {
+		s.b.writeHealth()
+	}
+}
+
+// markDown records that the server could not be reached (err), since when,
+// and has it retried in the background until it answers.
+func (s *server) markDown(err error) {
+	s.downMu.Lock()
+	if s.down == nil {
+		s.downSince = time.Now()
+	}
+	s.down = err
+	start := !s.watching
+	s.watching = true
+	s.downMu.Unlock()
+	s.b.writeHealth()
+	if start {
+		go s.watchDown()
+	}
+}
+
+// maxHealthError bounds a down server's error in the health file.
+const maxHealthError = 512
+
+// writeHealth writes the servers the plugin cannot reach now to its state
+// directory's wire.HealthFile, for weir status. A failure to write is
+// logged: the file is a report, the calls do not depend on it.
+func (b *bridge) writeHealth() {
+	if b.stateDir == "" {
+		return
+	}
+	b.healthMu.Lock()
+	defer b.healthMu.Unlock()
+	h := wire.Health{Down: []wire.DownServer{}, Updated: time.Now().UTC()}
+	names := make([]string, 0, len(b.servers))
+	for n := range b.servers {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		s := b.servers[n]
+		s.downMu.Lock()
+		if s.down != nil {
+			h.Down = append(h.Down, wire.DownServer{Name: n, Since: s.downSince.UTC(), Error: escape.Cut(s.down.Error(), maxHealthError)})
+		}
+		s.downMu.Unlock()
+	}
+	data, err := json.Marshal(h)
+	if err == nil {
+		err = dedupe.WriteFileAtomic(filepath.Join(b.stateDir, wire.HealthFile), data, 0o600)
+	}
+	if err != nil {
+		b.logger.Warn("could not write the servers' health", "error", err)
+	}
 }
 
 // tools is the plugin's Options.Tools: it connects to every server, lists
@@ -170,9 +230,6 @@ func (b *bridge) tools(raw json.RawMessage) ([]sdk.Tool, error) {
 		if firstErr == nil {
 			firstErr = err
 		}
-		s.downMu.Lock()
-		s.down = err
-		s.downMu.Unlock()
 		s.wasDown.Store(true)
 		kept, ok := b.keptList(s)
 		if ok {
@@ -180,13 +237,20 @@ func (b *bridge) tools(raw json.RawMessage) ([]sdk.Tool, error) {
 			lists[name] = kept
 			b.logger.Error("mcp server unreachable at launch; serving the tools of its last list, calls fail as not sent until it answers", "server", name, "error", escape.Cut(err.Error(), maxErrorText))
 		} else {
-			b.logger.Error("mcp server unreachable at launch and no earlier tool list is kept: its tools are unknown until it answers and the plugin is launched again (weir plugin rescan)", "server", name, "error", escape.Cut(err.Error(), maxErrorText))
+			b.logger.Error("mcp server unreachable at launch and no earlier tool list is kept: its tools are unknown until it answers", "server", name, "error", escape.Cut(err.Error(), maxErrorText))
 		}
-		go s.watchDown()
 	}
 	if reached == 0 {
 		return nil, firstErr
 	}
+	// Marked down (and retried) only once the launch stands: a failed
+	// launch leaves nothing running.
+	for _, name := range cfg.serverNames() {
+		if errs[name] != nil {
+			b.servers[name].markDown(fmt.Errorf("mcp server %s: %w", name, errs[name]))
+		}
+	}
+	b.writeHealth()
 	b.listMu.Lock()
 	defer b.listMu.Unlock()
 	b.cfg, b.lists = cfg, lists
@@ -202,6 +266,7 @@ func (s *server) relist(why string) {
 	ts, err := s.listTools(ctx)
 	if err != nil {
 		s.b.logger.Warn("could not read the server's tool list again", "server", s.cfg.name, "why", why, "error", escape.Cut(err.Error(), maxErrorText))
+		s.markDown(fmt.Errorf("mcp server %s: %w", s.cfg.name, err))
 		return
 	}
 	s.up()
@@ -323,21 +388,27 @@ func downRetryDelay(n int) time.Duration {
 func (s *server) watchDown() {
 	for n := 0; ; n++ {
 		time.Sleep(downRetryDelay(n))
-		if s.downErr() == nil {
+		s.downMu.Lock()
+		if s.down == nil {
+			// It answered a call meanwhile.
+			s.watching = false
+			s.downMu.Unlock()
 			s.b.logger.Info("mcp server answers again", "server", s.cfg.name)
 			s.relist("it answers again")
 			return
 		}
+		s.downMu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
 		ts, err := s.listTools(ctx)
 		cancel()
 		if err != nil {
-			s.downMu.Lock()
-			s.down = fmt.Errorf("mcp server %s: %w", s.cfg.name, err)
-			s.downMu.Unlock()
+			s.markDown(fmt.Errorf("mcp server %s: %w", s.cfg.name, err))
 			continue
 		}
-		s.up()
+		s.downMu.Lock()
+		s.down, s.watching = nil, false
+		s.downMu.Unlock()
+		s.b.writeHealth()
 		s.b.logger.Info("mcp server answers again", "server", s.cfg.name)
 		s.b.updateList(s, ts, "it answers again")
 		return
@@ -796,7 +867,9 @@ func (s *server) call(ctx context.Context, name string, idem bool, call *sdk.Cal
 	}
 }
 
-// unavailable is the error of a call that could not be sent.
+// unavailable is the error of a call that could not be sent; the server
+// is marked down until it answers.
 func (s *server) unavailable(err error) error {
+	s.markDown(fmt.Errorf("mcp server %s: %w", s.cfg.name, err))
 	return sdk.NotSent(sdk.WithCode(fmt.Errorf("mcp server %s is unavailable, the call was not sent: %s", s.cfg.name, escape.Cut(err.Error(), maxErrorText)), CodeUnavailable))
 }

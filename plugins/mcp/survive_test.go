@@ -168,10 +168,28 @@ func TestOneServerDown(t *testing.T) {
 		t.Fatalf("the reachable server's tool: %v", err)
 	}
 	toolErr(t, "a call to the down server", call(h2, "mcp.down-append"), tool.KindNotSent, CodeUnavailable)
+	// Status names the down server, and since when.
+	hl, err := host.ReadHealth(data, "mcp")
+	if err != nil || hl == nil || len(hl.Down) != 1 || hl.Down[0].Name != "down" || hl.Down[0].Since.IsZero() || hl.Down[0].Error == "" {
+		t.Fatalf("health while down: %+v %v", hl, err)
+	}
+	if got := h2.Health()["mcp"]; got == nil || len(got.Down) != 1 {
+		t.Fatalf("the host's health: %+v", got)
+	}
 	down.Restart()
 	if err := call(h2, "mcp.down-append"); err != nil {
 		t.Fatalf("the down server's tool once it is back: %v", err)
 	}
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if hl, err := host.ReadHealth(data, "mcp"); err != nil || hl == nil || len(hl.Down) != 0 {
+			return fmt.Errorf("health once back: %+v %v", hl, err)
+		}
+		// Its tools are published again, no longer marked.
+		if tm, _ := h2.LookupTool("mcp.down-append"); strings.Contains(tm.Description, "unreachable") {
+			return fmt.Errorf("still marked: %q", tm.Description)
+		}
+		return nil
+	})
 	h2.Close()
 
 	// No list kept (a fresh data directory): the down server's tools
@@ -189,6 +207,17 @@ func TestOneServerDown(t *testing.T) {
 		if info.Name == "mcp" && info.Err != nil {
 			t.Errorf("the launch failed: %v", info.Err)
 		}
+	}
+	// Once it answers, its tools are served without a restart.
+	down.Restart()
+	testutil.Eventually(t, time.Minute, func() error {
+		if _, ok := h3.LookupTool("mcp.down-append"); !ok {
+			return errors.New("the server is back but its tools are still unknown")
+		}
+		return nil
+	})
+	if r := h3.Restarts()["mcp"]; r != 0 {
+		t.Errorf("the plugin restarted %d times", r)
 	}
 }
 
