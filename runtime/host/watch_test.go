@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -67,5 +68,37 @@ func TestManifestChangedAfterLaunch(t *testing.T) {
 	defer h2.Close()
 	if _, ok := h2.LookupTool("relist.b"); !ok {
 		t.Fatal("the changed manifest was not cached")
+	}
+}
+
+// TestRelaunchedPluginDeclaresItsListAgain: a revision-2 plugin
+// relaunched after a crash serves what it declares at that launch, not
+// the list its dead process had published.
+func TestRelaunchedPluginDeclaresItsListAgain(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{}, "relist")
+	mustCall(t, b.h, "relist.set", `{"tools":["a"]}`)
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if _, ok := b.h.LookupTool("relist.a"); !ok {
+			return errors.New("relist.a not known yet")
+		}
+		return nil
+	})
+	old := pid(b.h, "relist")
+	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	processEnded(t, old)
+	testutil.Eventually(t, 30*time.Second, func() error {
+		// A call finds the dead process (and retires it) or the new one,
+		// which no longer declares relist.a; nothing publishes a list.
+		_, _ = b.h.Call(context.Background(), CallRequest{Tool: "relist.a", Input: json.RawMessage(`{}`)})
+		if _, ok := b.h.LookupTool("relist.a"); ok {
+			return errors.New("relist.a still known after the relaunch")
+		}
+		return nil
+	})
+	if n := launches(b.h, "relist"); n != 2 {
+		t.Fatalf("%d launches, want the first and one relaunch", n)
 	}
 }
