@@ -83,7 +83,7 @@ func FuzzServeCall(f *testing.F) {
 		if !json.Valid(res.GetOutput()) {
 			t.Fatalf("output %q is not JSON", res.GetOutput())
 		}
-		if _, known := s.tools[tool]; !known {
+		if _, known := s.current().tools[tool]; !known {
 			t.Fatalf("unknown tool %q answered %q", tool, res.GetOutput())
 		}
 		if tool == "fz.panic" {

@@ -64,6 +64,45 @@ type Options struct {
 	// binary's checksum and the section's hash. An error stops the
 	// plugin with the error on stderr.
 	Tools func(config json.RawMessage) ([]Tool, error)
+	// Changes, when set, lets the tool list change after launch: each
+	// Publish on it replaces the whole list, and weir (protocol
+	// revision 2) swaps the plugin's tools without a restart. A
+	// revision-1 host keeps the list of the launch.
+	Changes *ToolChanges
+}
+
+// ToolChanges carries a plugin's tool list after launch (Options.Changes):
+// the latest list published wins, so a plugin never waits for weir.
+type ToolChanges struct {
+	mu    sync.Mutex
+	tools []Tool
+	gen   uint64        // counts Publish calls; 0: the launch's list
+	wake  chan struct{} // closed at the next Publish
+}
+
+// NewToolChanges returns a ToolChanges with nothing published yet.
+func NewToolChanges() *ToolChanges { return &ToolChanges{wake: make(chan struct{})} }
+
+// Publish replaces the plugin's tool list with tools. A list Serve would
+// refuse (see CheckTools) is refused here and changes nothing; so is one
+// with a tool of another plugin, when the list is applied.
+func (c *ToolChanges) Publish(tools ...Tool) error {
+	if err := CheckTools(tools...); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.tools = append([]Tool(nil), tools...)
+	c.gen++
+	close(c.wake)
+	c.wake = make(chan struct{})
+	return nil
+}
+
+func (c *ToolChanges) latest() ([]Tool, uint64, <-chan struct{}) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tools, c.gen, c.wake
 }
 
 // ServeWith is Serve for a plugin that declares a config schema or
@@ -115,8 +154,12 @@ func logLevel(s string) slog.Level {
 // server implements the wire protocol over a set of tools.
 type server struct {
 	wire.UnimplementedPluginServer
-	tools    map[string]Tool
-	manifest *wire.ManifestResponse
+	name, configSchema string
+	changes            *ToolChanges
+	// mu guards applying a published list; decl is the list in force.
+	mu       sync.Mutex
+	decl     atomic.Pointer[declared]
+	answered atomic.Uint64 // the generation Manifest last answered
 	stateDir string
 	config   json.RawMessage
 	logger   *slog.Logger
@@ -149,11 +192,12 @@ func newServerWith(o Options) (*server, error) {
 		}
 	}
 	s := &server{
-		tools:    map[string]Tool{},
-		manifest: &wire.ManifestResponse{ProtocolVersion: wire.ProtocolVersion, SdkVersion: Version},
-		stateDir: os.Getenv(wire.EnvStateDir),
-		logger:   slog.New(slog.DiscardHandler),
-		progress: make(chan progressItem, 256),
+		name:         o.Name,
+		configSchema: o.ConfigSchema,
+		changes:      o.Changes,
+		stateDir:     os.Getenv(wire.EnvStateDir),
+		logger:       slog.New(slog.DiscardHandler),
+		progress:     make(chan progressItem, 256),
 	}
 	if c := os.Getenv(wire.EnvConfig); c != "" {
 		if !json.Valid([]byte(c)) {
@@ -161,7 +205,6 @@ func newServerWith(o Options) (*server, error) {
 		}
 		s.config = json.RawMessage(c)
 	}
-	s.manifest.ConfigSchema, s.manifest.PluginName = o.ConfigSchema, o.Name
 	tools, err := o.Tools(s.config)
 	if err != nil {
 		return nil, err
@@ -169,18 +212,38 @@ func newServerWith(o Options) (*server, error) {
 	if len(tools) == 0 && o.Name == "" {
 		return nil, errors.New("no tools: a plugin whose tools come from its config needs Options.Name")
 	}
+	d, err := s.declare(tools, 0)
+	if err != nil {
+		return nil, err
+	}
+	s.decl.Store(d)
+	return s, nil
+}
+
+// declared is one generation of the plugin's tool list and its manifest.
+type declared struct {
+	gen      uint64
+	tools    map[string]Tool
+	manifest *wire.ManifestResponse
+}
+
+// declare checks tools and makes their manifest.
+func (s *server) declare(tools []Tool, gen uint64) (*declared, error) {
 	if err := CheckTools(tools...); err != nil {
 		return nil, err
 	}
+	d := &declared{gen: gen, tools: map[string]Tool{}, manifest: &wire.ManifestResponse{
+		ProtocolVersion: wire.ProtocolVersion, SdkVersion: Version, ConfigSchema: s.configSchema, PluginName: s.name,
+	}}
 	for _, t := range tools {
-		if p, _, _ := wire.SplitToolName(t.Name); o.Name != "" && p != o.Name {
-			return nil, fmt.Errorf("tool %q does not belong to plugin %q", t.Name, o.Name)
+		if p, _, _ := wire.SplitToolName(t.Name); s.name != "" && p != s.name {
+			return nil, fmt.Errorf("tool %q does not belong to plugin %q", t.Name, s.name)
 		}
 		var models []*wire.ModelSpec
 		for _, m := range t.Models {
 			models = append(models, &wire.ModelSpec{Alias: m.Alias, MaxTokens: m.MaxTokens, InputCost: m.InputCost, OutputCost: m.OutputCost})
 		}
-		s.tools[t.Name] = t
+		d.tools[t.Name] = t
 		effect := wire.Effect_EFFECT_AT_MOST_ONCE
 		if t.Idempotent {
 			effect = wire.Effect_EFFECT_IDEMPOTENT
@@ -189,7 +252,7 @@ func newServerWith(o Options) (*server, error) {
 		if t.Timeout > 0 {
 			timeout = durationpb.New(t.Timeout)
 		}
-		s.manifest.Tools = append(s.manifest.Tools, &wire.ToolSpec{
+		d.manifest.Tools = append(d.manifest.Tools, &wire.ToolSpec{
 			Name:           t.Name,
 			Description:    t.Description,
 			Idempotent:     t.Idempotent,
@@ -202,7 +265,32 @@ func newServerWith(o Options) (*server, error) {
 			DefaultTimeout: timeout,
 		})
 	}
-	return s, nil
+	return d, nil
+}
+
+// current is the tool list in force, the latest one published if it is
+// newer (a list the server refuses is logged and skipped).
+func (s *server) current() *declared {
+	d := s.decl.Load()
+	if s.changes == nil {
+		return d
+	}
+	tools, gen, _ := s.changes.latest()
+	if gen <= d.gen {
+		return d
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if d = s.decl.Load(); gen <= d.gen {
+		return d
+	}
+	next, err := s.declare(tools, gen)
+	if err != nil {
+		s.logger.Error("published tool list refused; the previous one stays", "error", err)
+		next = &declared{gen: gen, tools: d.tools, manifest: d.manifest}
+	}
+	s.decl.Store(next)
+	return next
 }
 
 // CheckTools reports the first mistake in a set of tool declarations that
@@ -258,14 +346,48 @@ func (s *server) Manifest(_ context.Context, req *wire.ManifestRequest) (*wire.M
 	if !wire.SpeaksVersion(v) {
 		return nil, status.Errorf(codes.FailedPrecondition, "plugin speaks protocol %d to %d, host %d", wire.MinProtocolVersion, wire.ProtocolVersion, v)
 	}
-	m := proto.Clone(s.manifest).(*wire.ManifestResponse)
+	d := s.current()
+	m := proto.Clone(d.manifest).(*wire.ManifestResponse)
 	m.ProtocolVersion = v
 	s.version.Store(v)
+	s.answered.Store(d.gen)
 	return m, nil
 }
 
+// WatchManifest sends the whole manifest each time the tool list changes
+// after the one Manifest answered (revision 2). A plugin whose list cannot
+// change answers Unimplemented: the host has nothing to watch.
+func (s *server) WatchManifest(_ *wire.WatchManifestRequest, stream wire.Plugin_WatchManifestServer) error {
+	if s.changes == nil {
+		return status.Error(codes.Unimplemented, "this plugin's tool list does not change after launch")
+	}
+	sent := s.answered.Load()
+	var last *wire.ManifestResponse // the manifest last sent on this stream
+	for {
+		_, _, wake := s.changes.latest()
+		if d := s.current(); d.gen > sent && d.manifest == last {
+			sent = d.gen // a refused list: nothing changed
+		} else if d.gen > sent {
+			m := proto.Clone(d.manifest).(*wire.ManifestResponse)
+			if v := s.version.Load(); v != 0 {
+				m.ProtocolVersion = v
+			}
+			if err := stream.Send(&wire.ManifestChanged{Manifest: m}); err != nil {
+				return err
+			}
+			sent, last = d.gen, d.manifest
+			continue
+		}
+		select {
+		case <-wake:
+		case <-stream.Context().Done():
+			return nil
+		}
+	}
+}
+
 func (s *server) Call(ctx context.Context, req *wire.CallRequest) (*wire.CallResult, error) {
-	tool, ok := s.tools[req.GetTool()]
+	tool, ok := s.current().tools[req.GetTool()]
 	if !ok {
 		return errorResult(wire.KindPermanent, fmt.Sprintf("this plugin has no tool %q", req.GetTool())), nil
 	}

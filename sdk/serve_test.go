@@ -7,6 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/weirhq/weir/sdk/wire"
 )
 
@@ -162,5 +166,80 @@ func TestRevisionTwoKindsDowngraded(t *testing.T) {
 				t.Errorf("%s under revision %d: %v, want kind %s", tt.kind, v, e, want)
 			}
 		}
+	}
+}
+
+// watchStream is the server side of one WatchManifest stream, in memory.
+type watchStream struct {
+	grpc.ServerStream
+	ctx  context.Context
+	sent chan *wire.ManifestChanged
+}
+
+func (w *watchStream) Context() context.Context { return w.ctx }
+func (w *watchStream) Send(m *wire.ManifestChanged) error {
+	w.sent <- m
+	return nil
+}
+
+// TestWatchManifest: a published tool list reaches the watching host as a
+// whole manifest, the server's own calls follow it (a removed tool is
+// refused, a new one runs), a list of another plugin's tool is refused by
+// Publish, and a plugin without Changes answers Unimplemented.
+func TestWatchManifest(t *testing.T) {
+	t.Parallel()
+	run := func(context.Context, *Call) (any, error) { return "ran", nil }
+	changes := NewToolChanges()
+	s, err := newServerWith(Options{Name: "w", Changes: changes, Tools: func(json.RawMessage) ([]Tool, error) {
+		return []Tool{{Name: "w.old", Run: run}}, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Manifest(context.Background(), &wire.ManifestRequest{ProtocolVersion: wire.ProtocolVersion}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ws := &watchStream{ctx: ctx, sent: make(chan *wire.ManifestChanged, 4)}
+	done := make(chan error, 1)
+	go func() { done <- s.WatchManifest(&wire.WatchManifestRequest{}, ws) }()
+
+	if err := changes.Publish(Tool{Name: "w.new", Run: run}, Tool{Name: "w.other", Run: run}); err != nil {
+		t.Fatal(err)
+	}
+	m := <-ws.sent
+	var names []string
+	for _, ts := range m.GetManifest().GetTools() {
+		names = append(names, ts.GetName())
+	}
+	if len(names) != 2 || names[0] != "w.new" || names[1] != "w.other" || m.GetManifest().GetPluginName() != "w" {
+		t.Fatalf("manifest changed to %v (%v)", names, m.GetManifest())
+	}
+	if m.GetManifest().GetProtocolVersion() != wire.ProtocolVersion {
+		t.Fatalf("sent in revision %d", m.GetManifest().GetProtocolVersion())
+	}
+	res, _ := s.Call(context.Background(), &wire.CallRequest{Tool: "w.new", Input: []byte(`{}`)})
+	if string(res.GetOutput()) != `"ran"` {
+		t.Fatalf("new tool answered %v", res)
+	}
+	res, _ = s.Call(context.Background(), &wire.CallRequest{Tool: "w.old", Input: []byte(`{}`)})
+	if res.GetError().GetKind() != wire.KindPermanent {
+		t.Fatalf("removed tool answered %v", res)
+	}
+	if err := changes.Publish(Tool{Name: "w.x"}); err == nil {
+		t.Fatal("a tool without Run was published")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	plain, err := newServer([]Tool{{Name: "p.t", Run: run}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = plain.WatchManifest(&wire.WatchManifestRequest{}, &watchStream{ctx: context.Background()})
+	if status.Code(err) != codes.Unimplemented {
+		t.Fatalf("a fixed list's watch answered %v", err)
 	}
 }

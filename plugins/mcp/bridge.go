@@ -79,10 +79,19 @@ type bridge struct {
 	servers  map[string]*server
 	progress sync.Map // progress token (string) → func(done, total int64)
 	seq      atomic.Uint64
+
+	// changes carries the plugin's tool list after launch (nil: the
+	// list stays the launch's). listMu guards cfg and lists, each
+	// server's list in force.
+	changes  *sdk.ToolChanges
+	healthMu sync.Mutex // one writeHealth at a time
+	listMu   sync.Mutex
+	cfg      *config
+	lists    map[string][]*mcp.Tool
 }
 
 func newBridge(lookupEnv func(string) (string, bool), logger *slog.Logger, stateDir string) *bridge {
-	return &bridge{lookupEnv: lookupEnv, logger: logger, stateDir: stateDir, servers: map[string]*server{}}
+	return &bridge{lookupEnv: lookupEnv, logger: logger, stateDir: stateDir, servers: map[string]*server{}, changes: sdk.NewToolChanges()}
 }
 
 // server is one configured MCP server and its live session, if any.
@@ -98,17 +107,82 @@ type server struct {
 	session *mcp.ClientSession
 	dead    chan struct{} // closed when session's connection ends
 
-	// down is why the server could not be reached at launch, nil once it
-	// answers (see watchDown).
-	downMu sync.Mutex
-	down   error
+	// down is why the server cannot be reached, nil once it answers,
+	// and downSince since when; watching says watchDown retries it.
+	// wasDown says its tools were served from its kept list, marked so,
+	// until a fresh list is published.
+	downMu    sync.Mutex
+	down      error
+	downSince time.Time
+	watching  bool
+	wasDown   atomic.Bool
+	// connects counts the sessions made: a later one is a reconnection,
+	// after which the server's list is read again (it may have restarted
+	// with other tools).
+	connects int
 }
 
 // up records that the server answered.
 func (s *server) up() {
 	s.downMu.Lock()
-	defer s.downMu.Unlock()
+	was := s.down != nil
 	s.down = nil
+	s.downMu.Unlock()
+	if was {
+		s.b.writeHealth()
+	}
+}
+
+// markDown records that the server could not be reached (err), since when,
+// and has it retried in the background until it answers.
+func (s *server) markDown(err error) {
+	s.downMu.Lock()
+	if s.down == nil {
+		s.downSince = time.Now()
+	}
+	s.down = err
+	start := !s.watching
+	s.watching = true
+	s.downMu.Unlock()
+	s.b.writeHealth()
+	if start {
+		go s.watchDown()
+	}
+}
+
+// maxHealthError bounds a down server's error in the health file.
+const maxHealthError = 512
+
+// writeHealth writes the servers the plugin cannot reach now to its state
+// directory's wire.HealthFile, for weir status. A failure to write is
+// logged: the file is a report, the calls do not depend on it.
+func (b *bridge) writeHealth() {
+	if b.stateDir == "" {
+		return
+	}
+	b.healthMu.Lock()
+	defer b.healthMu.Unlock()
+	h := wire.Health{Down: []wire.DownServer{}, Updated: time.Now().UTC()}
+	names := make([]string, 0, len(b.servers))
+	for n := range b.servers {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		s := b.servers[n]
+		s.downMu.Lock()
+		if s.down != nil {
+			h.Down = append(h.Down, wire.DownServer{Name: n, Since: s.downSince.UTC(), Error: escape.Cut(s.down.Error(), maxHealthError)})
+		}
+		s.downMu.Unlock()
+	}
+	data, err := json.Marshal(h)
+	if err == nil {
+		err = dedupe.WriteFileAtomic(filepath.Join(b.stateDir, wire.HealthFile), data, 0o600)
+	}
+	if err != nil {
+		b.logger.Warn("could not write the servers' health", "error", err)
+	}
 }
 
 // tools is the plugin's Options.Tools: it connects to every server, lists
@@ -156,23 +230,80 @@ func (b *bridge) tools(raw json.RawMessage) ([]sdk.Tool, error) {
 		if firstErr == nil {
 			firstErr = err
 		}
-		s.downMu.Lock()
-		s.down = err
-		s.downMu.Unlock()
+		s.wasDown.Store(true)
 		kept, ok := b.keptList(s)
 		if ok {
 			reached++
 			lists[name] = kept
 			b.logger.Error("mcp server unreachable at launch; serving the tools of its last list, calls fail as not sent until it answers", "server", name, "error", escape.Cut(err.Error(), maxErrorText))
 		} else {
-			b.logger.Error("mcp server unreachable at launch and no earlier tool list is kept: its tools are unknown until it answers and the plugin is launched again (weir plugin rescan)", "server", name, "error", escape.Cut(err.Error(), maxErrorText))
+			b.logger.Error("mcp server unreachable at launch and no earlier tool list is kept: its tools are unknown until it answers", "server", name, "error", escape.Cut(err.Error(), maxErrorText))
 		}
-		go s.watchDown()
 	}
 	if reached == 0 {
 		return nil, firstErr
 	}
+	// Marked down (and retried) only once the launch stands: a failed
+	// launch leaves nothing running.
+	for _, name := range cfg.serverNames() {
+		if errs[name] != nil {
+			b.servers[name].markDown(fmt.Errorf("mcp server %s: %w", name, errs[name]))
+		}
+	}
+	b.writeHealth()
+	b.listMu.Lock()
+	defer b.listMu.Unlock()
+	b.cfg, b.lists = cfg, lists
 	return b.makeTools(cfg, lists)
+}
+
+// relist reads server s's tool list again (it said the list changed, or
+// it answers again after a restart) and, if the list differs from the
+// one in force, publishes the plugin's new tools.
+func (s *server) relist(why string) {
+	ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
+	defer cancel()
+	ts, err := s.listTools(ctx)
+	if err != nil {
+		s.b.logger.Warn("could not read the server's tool list again", "server", s.cfg.name, "why", why, "error", escape.Cut(err.Error(), maxErrorText))
+		s.markDown(fmt.Errorf("mcp server %s: %w", s.cfg.name, err))
+		return
+	}
+	s.up()
+	s.b.updateList(s, ts, why)
+}
+
+// updateList puts ts in force as server s's list and, if it changed,
+// publishes the plugin's tools made from every server's list: weir
+// (protocol revision 2) swaps them without relaunching the plugin.
+func (b *bridge) updateList(s *server, ts []*mcp.Tool, why string) {
+	b.listMu.Lock()
+	defer b.listMu.Unlock()
+	if b.cfg == nil {
+		return // still launching: the launch's list is being made
+	}
+	b.keepList(s, ts)
+	// A server served from its kept list has its tools marked so: they
+	// are published again, unmarked, even when the list is the same.
+	wasDown := s.wasDown.Swap(false)
+	if old, ok := b.lists[s.cfg.name]; ok && sameTools(old, ts) && !wasDown {
+		return
+	}
+	lists := make(map[string][]*mcp.Tool, len(b.lists))
+	for k, v := range b.lists {
+		lists[k] = v
+	}
+	lists[s.cfg.name] = ts
+	tools, err := b.makeTools(b.cfg, lists)
+	if err == nil && b.changes != nil {
+		err = b.changes.Publish(tools...)
+	}
+	if err != nil {
+		b.logger.Error("the server's new tool list cannot be served; the previous one stays", "server", s.cfg.name, "error", escape.Cut(err.Error(), maxErrorText))
+		return
+	}
+	b.lists = lists
+	b.logger.Info("mcp server's tool list changed; weir is told", "server", s.cfg.name, "why", why, "tools", len(ts))
 }
 
 // listsDir is where each server's last tool list is kept, under the
@@ -252,33 +383,34 @@ func downRetryDelay(n int) time.Duration {
 }
 
 // watchDown retries a server that was down at launch, with backoff,
-// until it answers (here or to a call): then it says so, keeps its list,
-// and warns if the list changed (the manifest changes only at the next
-// launch).
+// until it answers (here or to a call): then it reads its list again and
+// publishes it if it changed (weir swaps the plugin's tools).
 func (s *server) watchDown() {
 	for n := 0; ; n++ {
 		time.Sleep(downRetryDelay(n))
-		if s.downErr() == nil {
+		s.downMu.Lock()
+		if s.down == nil {
+			// It answered a call meanwhile.
+			s.watching = false
+			s.downMu.Unlock()
 			s.b.logger.Info("mcp server answers again", "server", s.cfg.name)
+			s.relist("it answers again")
 			return
 		}
+		s.downMu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
 		ts, err := s.listTools(ctx)
 		cancel()
 		if err != nil {
-			s.downMu.Lock()
-			s.down = fmt.Errorf("mcp server %s: %w", s.cfg.name, err)
-			s.downMu.Unlock()
+			s.markDown(fmt.Errorf("mcp server %s: %w", s.cfg.name, err))
 			continue
 		}
-		s.up()
-		kept, _ := s.b.keptList(s)
-		s.b.keepList(s, ts)
-		if !sameTools(kept, ts) {
-			s.b.logger.Warn("mcp server answers again with another tool list; weir sees it at the plugin's next launch (weir plugin rescan)", "server", s.cfg.name)
-		} else {
-			s.b.logger.Info("mcp server answers again", "server", s.cfg.name)
-		}
+		s.downMu.Lock()
+		s.down, s.watching = nil, false
+		s.downMu.Unlock()
+		s.b.writeHealth()
+		s.b.logger.Info("mcp server answers again", "server", s.cfg.name)
+		s.b.updateList(s, ts, "it answers again")
 		return
 	}
 }
@@ -421,6 +553,11 @@ func (b *bridge) newServer(sc *serverConfig) *server {
 	}
 	s.client = mcp.NewClient(&mcp.Implementation{Name: "weir", Version: sdk.Version}, &mcp.ClientOptions{
 		Capabilities: &mcp.ClientCapabilities{},
+		// A server that says its tool list changed is listed again in the
+		// background: the handler runs on the session's own goroutine.
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			go s.relist("the server said its tool list changed")
+		},
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 			tok, _ := req.Params.ProgressToken.(string)
 			if f, ok := b.progress.Load(tok); ok {
@@ -462,7 +599,9 @@ func (s *server) transport() mcp.Transport {
 		pooled, fresh = bearer{token: s.cfg.token, next: pooled}, bearer{token: s.cfg.token, next: fresh}
 	}
 	hc := &http.Client{Transport: watch{pooled: pooled, fresh: fresh}}
-	return &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, DisableStandaloneSSE: true}
+	// The standalone SSE stream carries what the server says unasked:
+	// notifications/tools/list_changed.
+	return &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc}
 }
 
 // probe records what became of one call's requests on the wire, for an
@@ -623,6 +762,9 @@ func (s *server) connected(ctx context.Context) (*mcp.ClientSession, error) {
 		close(dead)
 	}()
 	s.session, s.dead = cs, dead
+	if s.connects++; s.connects > 1 {
+		go s.relist("a new session (the server restarted?)")
+	}
 	return cs, nil
 }
 
@@ -725,7 +867,9 @@ func (s *server) call(ctx context.Context, name string, idem bool, call *sdk.Cal
 	}
 }
 
-// unavailable is the error of a call that could not be sent.
+// unavailable is the error of a call that could not be sent; the server
+// is marked down until it answers.
 func (s *server) unavailable(err error) error {
+	s.markDown(fmt.Errorf("mcp server %s: %w", s.cfg.name, err))
 	return sdk.NotSent(sdk.WithCode(fmt.Errorf("mcp server %s is unavailable, the call was not sent: %s", s.cfg.name, escape.Cut(err.Error(), maxErrorText)), CodeUnavailable))
 }

@@ -124,6 +124,7 @@ func TestBridgeTools(t *testing.T) {
 				"mcp.demo-slow":        true,  // trusted, readOnlyHint
 				"mcp.demo-fail":        true,  // the operator's word
 				"mcp.demo-crash":       false,
+				"mcp.demo-grow":        false,
 				"mcp.demo-picture":     true,
 			}
 			if len(tools) != len(want) {
@@ -339,5 +340,45 @@ func TestLaunchRefusals(t *testing.T) {
 	}
 	if !found {
 		t.Error("the plugin is not listed")
+	}
+}
+
+// TestToolListChangedWithoutRestart: a server that changes its tool list
+// while it runs (notifications/tools/list_changed) has its new list in
+// weir without a daemon or plugin restart, over stdio and HTTP: the new
+// tool is known to registration and callable, the removed one refused.
+func TestToolListChangedWithoutRestart(t *testing.T) {
+	t.Parallel()
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) {
+			t.Parallel()
+			b := start(t, tr, "")
+			ctx := context.Background()
+			if _, ok := b.host.LookupTool("mcp.demo-grown"); ok {
+				t.Fatal("grown is known before the server offers it")
+			}
+			if out, err := b.call(ctx, "mcp.demo-grow", `{}`, nil); err != nil || out != `"grew"` {
+				t.Fatalf("grow: %s %v", out, err)
+			}
+			testutil.Eventually(t, 30*time.Second, func() error {
+				if _, ok := b.host.LookupTool("mcp.demo-grown"); !ok {
+					return errors.New("grown not known yet")
+				}
+				if _, ok := b.host.LookupTool("mcp.demo-fail"); ok {
+					return errors.New("fail still known")
+				}
+				return nil
+			})
+			if out, err := b.call(ctx, "mcp.demo-grown", `{}`, nil); err != nil || out != `"grown"` {
+				t.Fatalf("grown: %s %v", out, err)
+			}
+			_, err := b.call(ctx, "mcp.demo-fail", `{}`, nil)
+			if tool.KindOf(err) != tool.KindUnknownTool || !strings.Contains(err.Error(), "no longer offers") {
+				t.Fatalf("call of the removed tool: %v, want kind %s saying why", err, tool.KindUnknownTool)
+			}
+			if r := b.host.Restarts()["mcp"]; r != 0 {
+				t.Errorf("the plugin restarted %d times", r)
+			}
+		})
 	}
 }

@@ -8,9 +8,13 @@
 // Its tools come from its config and from what the servers answer, so it
 // installs with none; its manifest is made at launch (docs/design.md §11)
 // and the host caches it by the binary's checksum and the config's hash.
-// A server whose tool list changed is noticed at the next launch. A
-// server down at launch serves the tools of its last list, kept in the
-// state directory, and is retried in the background; a call that could
+// A server whose tool list changes after launch (it sends
+// notifications/tools/list_changed, or comes back from a restart or an
+// outage with another list) is listed again and the plugin's new tools
+// published on the manifest stream of protocol revision 2, so weir serves
+// them without a restart. A server down at launch serves the tools of its
+// last list, kept in the state directory, and is retried in the
+// background; a call that could
 // not reach a server says not_sent, one whose answer was lost unknown
 // (plugin protocol revision 2), so that weir retries what is safe.
 //
@@ -37,5 +41,5 @@ func main() {
 	// weir's log under the plugin's name.
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	b := newBridge(os.LookupEnv, logger, os.Getenv(wire.EnvStateDir))
-	sdk.ServeWith(sdk.Options{Name: "mcp", ConfigSchema: configSchema, Tools: b.tools})
+	sdk.ServeWith(sdk.Options{Name: "mcp", ConfigSchema: configSchema, Tools: b.tools, Changes: b.changes})
 }

@@ -37,13 +37,18 @@ type ref struct {
 	Size   int64  `json:"size,omitempty"`
 	// Text is an embedded text resource's content.
 	Text string `json:"text,omitempty"`
+	// Annotations are the block's annotations as the server gave them
+	// (audience, priority, lastModified), kept so a flow or a model can
+	// tell content meant for the user from content meant for it.
+	Annotations *mcp.Annotations `json:"annotations,omitempty"`
 }
 
 // part is one element of a mixed result: text as {"type":"text","text":...}
 // or a ref.
 type part struct {
-	Type string `json:"type"`
-	Text string `json:"text"`
+	Type        string           `json:"type"`
+	Text        string           `json:"text"`
+	Annotations *mcp.Annotations `json:"annotations,omitempty"`
 }
 
 // mapResult turns an MCP tool result into weir's output:
@@ -72,9 +77,11 @@ func mapResult(res *mcp.CallToolResult, stateDir string) (any, error) {
 		// from a content block, never into the flow's values.
 		return keepStructuredBlobs(res.StructuredContent, stateDir, 0)
 	}
+	// Plain text without annotations is one string; anything else a list
+	// of parts, so that no annotation is lost.
 	allText := true
 	for _, c := range res.Content {
-		if _, ok := c.(*mcp.TextContent); !ok {
+		if tc, ok := c.(*mcp.TextContent); !ok || tc.Annotations != nil {
 			allText = false
 		}
 	}
@@ -85,21 +92,23 @@ func mapResult(res *mcp.CallToolResult, stateDir string) (any, error) {
 	for _, c := range res.Content {
 		switch c := c.(type) {
 		case *mcp.TextContent:
-			out = append(out, part{Type: "text", Text: c.Text})
+			out = append(out, part{Type: "text", Text: c.Text, Annotations: c.Annotations})
 		case *mcp.ImageContent:
 			r, err := keepBlob(stateDir, "image", c.MIMEType, c.Data)
 			if err != nil {
 				return nil, err
 			}
+			r.Annotations = c.Annotations
 			out = append(out, r)
 		case *mcp.AudioContent:
 			r, err := keepBlob(stateDir, "audio", c.MIMEType, c.Data)
 			if err != nil {
 				return nil, err
 			}
+			r.Annotations = c.Annotations
 			out = append(out, r)
 		case *mcp.ResourceLink:
-			out = append(out, ref{Type: "resource_link", MIMEType: c.MIMEType, URI: c.URI, Name: c.Name})
+			out = append(out, ref{Type: "resource_link", MIMEType: c.MIMEType, URI: c.URI, Name: c.Name, Annotations: c.Annotations})
 		case *mcp.EmbeddedResource:
 			if c.Resource == nil {
 				continue
@@ -109,11 +118,11 @@ func mapResult(res *mcp.CallToolResult, stateDir string) (any, error) {
 				if err != nil {
 					return nil, err
 				}
-				r.Name = c.Resource.URI
+				r.Name, r.Annotations = c.Resource.URI, c.Annotations
 				out = append(out, r)
 				continue
 			}
-			out = append(out, ref{Type: "resource", MIMEType: c.Resource.MIMEType, URI: c.Resource.URI, Text: c.Resource.Text})
+			out = append(out, ref{Type: "resource", MIMEType: c.Resource.MIMEType, URI: c.Resource.URI, Text: c.Resource.Text, Annotations: c.Annotations})
 		default:
 			return nil, sdk.WithCode(fmt.Errorf("the MCP server answered content of a kind weir does not take (%T)", c), CodeBadResult)
 		}

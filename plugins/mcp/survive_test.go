@@ -168,10 +168,28 @@ func TestOneServerDown(t *testing.T) {
 		t.Fatalf("the reachable server's tool: %v", err)
 	}
 	toolErr(t, "a call to the down server", call(h2, "mcp.down-append"), tool.KindNotSent, CodeUnavailable)
+	// Status names the down server, and since when.
+	hl, err := host.ReadHealth(data, "mcp")
+	if err != nil || hl == nil || len(hl.Down) != 1 || hl.Down[0].Name != "down" || hl.Down[0].Since.IsZero() || hl.Down[0].Error == "" {
+		t.Fatalf("health while down: %+v %v", hl, err)
+	}
+	if got := h2.Health()["mcp"]; got == nil || len(got.Down) != 1 {
+		t.Fatalf("the host's health: %+v", got)
+	}
 	down.Restart()
 	if err := call(h2, "mcp.down-append"); err != nil {
 		t.Fatalf("the down server's tool once it is back: %v", err)
 	}
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if hl, err := host.ReadHealth(data, "mcp"); err != nil || hl == nil || len(hl.Down) != 0 {
+			return fmt.Errorf("health once back: %+v %v", hl, err)
+		}
+		// Its tools are published again, no longer marked.
+		if tm, _ := h2.LookupTool("mcp.down-append"); strings.Contains(tm.Description, "unreachable") {
+			return fmt.Errorf("still marked: %q", tm.Description)
+		}
+		return nil
+	})
 	h2.Close()
 
 	// No list kept (a fresh data directory): the down server's tools
@@ -189,6 +207,17 @@ func TestOneServerDown(t *testing.T) {
 		if info.Name == "mcp" && info.Err != nil {
 			t.Errorf("the launch failed: %v", info.Err)
 		}
+	}
+	// Once it answers, its tools are served without a restart.
+	down.Restart()
+	testutil.Eventually(t, time.Minute, func() error {
+		if _, ok := h3.LookupTool("mcp.down-append"); !ok {
+			return errors.New("the server is back but its tools are still unknown")
+		}
+		return nil
+	})
+	if r := h3.Restarts()["mcp"]; r != 0 {
+		t.Errorf("the plugin restarted %d times", r)
 	}
 }
 
@@ -313,5 +342,48 @@ func TestHTTPServerRestartIdempotent(t *testing.T) {
 		}
 		b.srv.Kill()
 		b.srv.Restart()
+	}
+}
+
+// TestHTTPServerRestartsWithAnotherList: an HTTP server that comes back
+// from a restart offering other tools is listed again on the new session,
+// and weir serves the new list without relaunching the plugin.
+func TestHTTPServerRestartsWithAnotherList(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	hide := filepath.Join(dir, "hide")
+	entry, env, srv := serverBlock(t, "http", filepath.Join(dir, "journal"), hide)
+	plugins, data := t.TempDir(), t.TempDir()
+	if _, err := host.Install(plugins, testutil.Plugin(t, "mcp"), nil); err != nil {
+		t.Fatal(err)
+	}
+	h, err := host.New(host.Config{PluginsDir: plugins, DataDir: data,
+		PluginConfig: map[string]json.RawMessage{"mcp": json.RawMessage(`{"servers":{"demo":` + entry + `}}`)},
+		PluginEnv:    map[string][]string{"mcp": env}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	b := &bridged{host: h, srv: srv}
+	ctx := context.Background()
+	if _, err := b.call(ctx, "mcp.demo-echo", `{"text":"before"}`, nil); err != nil {
+		t.Fatal(err)
+	}
+	srv.Kill()
+	if err := os.WriteFile(hide, []byte("append\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv.Restart()
+	if out, err := b.call(ctx, "mcp.demo-echo", `{"text":"after"}`, nil); err != nil || out != `"after"` {
+		t.Fatalf("first call after the restart: %s %v", out, err)
+	}
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if _, ok := h.LookupTool("mcp.demo-append"); ok {
+			return errors.New("append still known")
+		}
+		return nil
+	})
+	if r := h.Restarts()["mcp"]; r != 0 {
+		t.Errorf("the plugin restarted %d times", r)
 	}
 }

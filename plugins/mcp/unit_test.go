@@ -199,6 +199,16 @@ func TestMapResult(t *testing.T) {
 		!strings.Contains(string(b), `{"type":"resource","mime_type":"text/plain","uri":"mem://x","text":"hello"}`) {
 		t.Fatalf("references: %s %v", b, err)
 	}
+	// Annotations are kept, on text as on references.
+	user := &mcp.Annotations{Audience: []mcp.Role{"user"}, Priority: 0.5}
+	out, err = mapResult(&mcp.CallToolResult{Content: []mcp.Content{
+		&mcp.TextContent{Text: "for you", Annotations: user},
+		&mcp.ResourceLink{URI: "mem://y", Name: "y", Annotations: user},
+	}}, dir)
+	b, _ = json.Marshal(out)
+	if want := `[{"type":"text","text":"for you","annotations":{"audience":["user"],"priority":0.5}},{"type":"resource_link","uri":"mem://y","name":"y","annotations":{"audience":["user"],"priority":0.5}}]`; err != nil || string(b) != want {
+		t.Fatalf("annotations: %s %v, want %s", b, err, want)
+	}
 	_, err = mapResult(&mcp.CallToolResult{Content: []mcp.Content{&mcp.ImageContent{MIMEType: "image/png", Data: make([]byte, maxBlobBytes+1)}}}, dir)
 	if !errors.As(err, &se) || se.Code != CodeBadResult {
 		t.Fatalf("oversized image: %v", err)

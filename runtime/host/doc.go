@@ -35,7 +35,12 @@
 // state directory DATA/plugin-state/NAME. LoadCatalog resolves tools from
 // the cache without launching anything, which is what the CLI's checks
 // need; New launches the plugins given a config section at once, so that
-// the daemon registers flows against the tools they declare now.
+// the daemon registers flows against the tools they declare now. A
+// revision-2 plugin whose tool list changes while it runs sends its new
+// manifest on the WatchManifest stream, and the host swaps that plugin's
+// tools in the set in service (see watch.go) without relaunching it.
+// ReadHealth reads what a plugin says of the servers it cannot reach
+// (sdk/wire's HealthFile in its state directory).
 //
 // The kinds of failure (Kind) are sdk/wire's, and a tool's error keeps the
 // stable code and retry-after the tool gave it (ToolError.Code,

@@ -144,7 +144,10 @@ type Host struct {
 	mu      sync.RWMutex // guards closed against Call's calls.Add, and retired
 	closed  bool
 	retired []*pluginState // taken out of service by Rescan, maybe still draining
-	rescan  sync.Mutex     // one Rescan at a time
+	// rescan is held (a value sent) by one change of the set at a time:
+	// Rescan, or a plugin's new manifest (a channel, so that the latter
+	// can give up when its instance stops).
+	rescan  chan struct{}
 	done    chan struct{}
 	calls   sync.WaitGroup // calls in flight
 	reaper  sync.WaitGroup // background clean-up of retired instances
@@ -161,6 +164,9 @@ type toolSet struct {
 	catalog *Catalog
 	plugins map[string]*pluginState
 	tools   map[string]*toolState
+	// gone says why a tool a plugin declared earlier in this host's life
+	// is no longer offered (its tool list changed after launch).
+	gone map[string]string
 }
 
 type toolState struct {
@@ -224,8 +230,13 @@ func New(cfg Config) (*Host, error) {
 		cfg:    cfg,
 		logger: cfg.Logger,
 		done:   make(chan struct{}),
+		rescan: make(chan struct{}, 1),
 	}
 	h.SetPing(cfg.PingInterval, cfg.PingTimeout)
+	// A plugin launched now may send a new manifest before the set is
+	// stored: manifestChanged waits for it.
+	h.rescan <- struct{}{}
+	defer func() { <-h.rescan }()
 	set, _, err := h.build(nil)
 	if err != nil {
 		return nil, err
@@ -359,8 +370,8 @@ type PluginProblem struct {
 // process. It fails only if the pins cannot be read, and then changes
 // nothing.
 func (h *Host) Rescan() (*RescanResult, error) {
-	h.rescan.Lock()
-	defer h.rescan.Unlock()
+	h.rescan <- struct{}{}
+	defer func() { <-h.rescan }()
 	prev := h.set.Load()
 	next, res, err := h.build(prev)
 	if err != nil {
@@ -452,16 +463,17 @@ func (p *pluginState) drained() bool {
 
 func (h *Host) spec(name string, sum []byte) launchSpec {
 	return launchSpec{
-		name:         name,
-		path:         filepath.Join(h.cfg.PluginsDir, name),
-		sum:          sum,
-		stateDir:     stateDir(h.cfg.DataDir, name),
-		config:       h.cfg.PluginConfig[name],
-		env:          h.cfg.PluginEnv[name],
-		memoryMax:    h.cfg.PluginMemoryMax[name],
-		logger:       h.logger,
-		maxMsg:       h.cfg.MaxMessageBytes,
-		startTimeout: h.cfg.StartTimeout,
+		name:            name,
+		path:            filepath.Join(h.cfg.PluginsDir, name),
+		sum:             sum,
+		stateDir:        stateDir(h.cfg.DataDir, name),
+		config:          h.cfg.PluginConfig[name],
+		env:             h.cfg.PluginEnv[name],
+		memoryMax:       h.cfg.PluginMemoryMax[name],
+		logger:          h.logger,
+		maxMsg:          h.cfg.MaxMessageBytes,
+		startTimeout:    h.cfg.StartTimeout,
+		manifestChanged: func(inst *instance) { h.manifestChanged(inst, name) },
 	}
 }
 
@@ -611,7 +623,11 @@ func (h *Host) Call(ctx context.Context, req CallRequest) (*CallResult, error) {
 	for {
 		// The set in service may change under a call that has not reached
 		// its plugin yet (Rescan): it then resolves the tool again.
-		t, ok := h.set.Load().tools[req.Tool]
+		set := h.set.Load()
+		t, ok := set.tools[req.Tool]
+		if !ok && set.gone[req.Tool] != "" {
+			return nil, toolErrorf(KindUnknownTool, req.Tool, "%s", set.gone[req.Tool])
+		}
 		if !ok {
 			return nil, toolErrorf(KindUnknownTool, req.Tool, "no installed plugin provides this tool")
 		}
@@ -649,7 +665,7 @@ func (h *Host) callOn(ctx context.Context, t *toolState, input []byte, req CallR
 		if err != nil {
 			return nil, err
 		}
-		if _, ok := inst.manifest.Tool(req.Tool); !ok {
+		if _, ok := inst.declared().Tool(req.Tool); !ok {
 			return nil, toolErrorf(KindUnknownTool, req.Tool, "plugin %s no longer declares this tool (its manifest changed at launch)", p.name)
 		}
 		res, err := h.run(ctx, t, inst, input, req)
@@ -763,7 +779,13 @@ func (p *pluginState) instance(ctx context.Context) (*instance, error) {
 		p.launches++
 		p.inst = inst
 		p.mu.Unlock()
-		h.noteManifest(p.name, inst.manifest)
+		if inst.manifest.ProtocolVersion >= 2 {
+			// Relaunched (a crash, say): a revision-2 plugin's tools
+			// are what it declares now.
+			h.manifestChanged(inst, p.name)
+		} else {
+			h.noteManifest(p.name, inst.manifest)
+		}
 		return inst, nil
 	}
 }

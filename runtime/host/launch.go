@@ -55,6 +55,9 @@ type launchSpec struct {
 	logger       hclog.Logger
 	maxMsg       int
 	startTimeout time.Duration
+	// manifestChanged is told each manifest a revision-2 plugin sends
+	// after launch (nil: not watched, as for a manifest-only launch).
+	manifestChanged func(*instance)
 }
 
 // instance is one running plugin process and its connection.
@@ -70,6 +73,10 @@ type instance struct {
 	watchers       sync.Map
 	progressCancel context.CancelFunc
 	progressDone   chan struct{}
+	// latest is the last manifest the plugin sent after launch (nil:
+	// the launch's); watchDone is closed when its stream ends.
+	latest    atomic.Pointer[PluginManifest]
+	watchDone chan struct{}
 
 	retireOnce sync.Once
 
@@ -318,6 +325,9 @@ func launchOnce(spec launchSpec) (_ *instance, busy bool, _ error) {
 	}
 	inst.progressCancel, inst.progressDone = pcancel, make(chan struct{})
 	go inst.readProgress(stream)
+	if err := inst.watchManifest(pctx, spec); err != nil {
+		return fail(KindProtocol, "opening the manifest stream: %v", err)
+	}
 	return inst, false, nil
 }
 
@@ -371,6 +381,9 @@ func (i *instance) endProgress() {
 	if i.progressCancel != nil {
 		i.progressCancel()
 		<-i.progressDone
+		if i.watchDone != nil {
+			<-i.watchDone
+		}
 	}
 }
 

@@ -14,7 +14,7 @@ func TestMain(m *testing.M) {
 		dialPluginSocket(sock, os.Stdout) // a second user's process: no tests
 		return
 	}
-	testutil.Main(m, testutil.Plugins("testkit", "mail", "./testdata/rawecho", "./testdata/badversion", "./testdata/hugeline", "./testdata/rev1"))
+	testutil.Main(m, testutil.Plugins("testkit", "mail", "./testdata/rawecho", "./testdata/badversion", "./testdata/hugeline", "./testdata/rev1", "./testdata/relist"))
 }
 
 // bundle is a Host under test with what the test needs to look at.

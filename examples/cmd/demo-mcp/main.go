@@ -15,6 +15,9 @@
 //	fail         answers isError: true
 //	crash        exits the process in the middle of the call
 //	picture      answers an image and a resource link
+//	grow         changes the tool list while the server runs: adds grown
+//	             (answers "grown") and removes fail, so clients get
+//	             notifications/tools/list_changed
 //	big_picture  (with -big) a 1 MiB image, as a content block or in
 //	             structuredContent
 //
@@ -140,6 +143,13 @@ func newServer(journal string, hide map[string]bool) *mcp.Server {
 			srv.AddTool(t, h)
 		}
 	}
+	add(&mcp.Tool{Name: "grow", Description: "Adds the tool grown and removes fail.", InputSchema: schema("")},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			srv.AddTool(&mcp.Tool{Name: "grown", Description: "Added by grow.", InputSchema: schema("")},
+				func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return text("grown"), nil })
+			srv.RemoveTools("fail")
+			return text("grew"), nil
+		})
 	add(&mcp.Tool{Name: "echo", Description: "Echoes its text.", InputSchema: schema(`"text":{"type":"string"}`),
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
