@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"time"
 
@@ -13,8 +12,6 @@ import (
 
 	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/api/client"
-	"github.com/weirhq/weir/runtime/host"
-	"github.com/weirhq/weir/sdk/wire"
 )
 
 func init() {
@@ -27,9 +24,8 @@ func init() {
 			Long: `Show the daemon's admission state (open, E_DRAINING while it stops, E_STORAGE
 after a storage failure, E_DISK_FULL while the store's disk is below its
 watermark, with the reason), the tasks queued and held by
-workers, the worker slots and the config version in force; with a
-daemon on this machine (the Unix socket), also each server a plugin
-cannot reach (an MCP server down) and since when.
+workers, the worker slots and the config version in force, and each
+server a plugin cannot reach (an MCP server down) and since when.
 
 Exit 0 while admission is open, 1 when it is closed or no daemon answers.
 --wait DURATION waits up to DURATION for a daemon to answer (for scripts
@@ -40,14 +36,13 @@ that start one in the background).`,
 				if err != nil {
 					return m.apiFailure(err)
 				}
-				down := m.serversDown()
 				if asJSON {
-					if err := printJSON(m.Stdout, statusReport{Status: st, ServersDown: down}); err != nil {
+					if err := printJSON(m.Stdout, st); err != nil {
 						return err
 					}
 				} else {
 					printStatus(m.Stdout, st)
-					printServersDown(m.Stdout, down, time.Now())
+					printServersDown(m.Stdout, st.ServersDown, time.Now())
 				}
 				if !st.Open() {
 					return exitCode(exitFailed)
@@ -129,51 +124,8 @@ func printStatus(w io.Writer, st *apitypes.Status) {
 	}
 }
 
-// statusReport is what `weir status --json` prints: the daemon's status
-// and the servers its plugins cannot reach.
-type statusReport struct {
-	*apitypes.Status
-	ServersDown []serverDown `json:"servers_down,omitempty"`
-}
-
-// serverDown is one server a plugin cannot reach.
-type serverDown struct {
-	Plugin string `json:"plugin"`
-	wire.DownServer
-}
-
-// serversDown reads what the installed plugins last said of the servers
-// they reach (host.ReadHealth), from the data directory: only for a
-// daemon on this machine, whose data directory it is. A plugin whose
-// report cannot be read is left out.
-func (m *Main) serversDown() []serverDown {
-	if m.Address != "" {
-		return nil
-	}
-	pins, err := host.ReadPins(m.PluginsDir)
-	if err != nil {
-		return nil
-	}
-	names := make([]string, 0, len(pins))
-	for n := range pins {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	var out []serverDown
-	for _, n := range names {
-		h, err := host.ReadHealth(m.DataDir, n)
-		if err != nil || h == nil {
-			continue
-		}
-		for _, d := range h.Down {
-			out = append(out, serverDown{Plugin: n, DownServer: d})
-		}
-	}
-	return out
-}
-
 // printServersDown prints one line per server a plugin cannot reach.
-func printServersDown(w io.Writer, down []serverDown, now time.Time) {
+func printServersDown(w io.Writer, down []apitypes.ServerDown, now time.Time) {
 	for _, d := range down {
 		line := fmt.Sprintf("%s server %s down since %s (%s)", d.Plugin, d.Name, d.Since.UTC().Format(time.RFC3339), now.Sub(d.Since).Round(time.Second))
 		if d.Error != "" {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/internal/testutil"
-	"github.com/weirhq/weir/sdk/wire"
+	"github.com/weirhq/weir/runtime/api/apitypes"
 )
 
 // TestPrintServersDown: status names each server a plugin cannot reach,
@@ -18,7 +18,7 @@ func TestPrintServersDown(t *testing.T) {
 	t.Parallel()
 	since := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	var b strings.Builder
-	printServersDown(&b, []serverDown{{Plugin: "mcp", DownServer: wire.DownServer{Name: "files", Since: since, Error: "connection refused"}}}, since.Add(90*time.Second))
+	printServersDown(&b, []apitypes.ServerDown{{Plugin: "mcp", Name: "files", Since: since, Error: "connection refused"}}, since.Add(90*time.Second))
 	if want := "server down:     mcp server files down since 2026-01-02T03:04:05Z (1m30s): connection refused\n"; b.String() != want {
 		t.Fatalf("printed %q, want %q", b.String(), want)
 	}

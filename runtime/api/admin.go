@@ -26,6 +26,9 @@ type Daemon interface {
 	// RescanPlugins re-reads the plugins directory and puts what is
 	// installed there in service for new calls and registrations.
 	RescanPlugins(ctx context.Context) (*apitypes.PluginRescan, error)
+	// ServersDown lists the servers the plugins cannot reach, as each
+	// last said (runtime/host: Host.Health).
+	ServersDown() []apitypes.ServerDown
 }
 
 // isOperator reports whether r comes from the daemon's own OS user on the

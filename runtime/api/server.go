@@ -481,6 +481,9 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		cfg = &ci
 	}
 	st := statusOf(s.eng.Health(r.Context()), cfg, identityFrom(r.Context()))
+	if s.daemon != nil {
+		st.ServersDown = s.daemon.ServersDown()
+	}
 	status := http.StatusOK
 	if !st.Open() {
 		status = http.StatusServiceUnavailable

@@ -275,6 +275,8 @@ func (d *fakeDaemon) RescanPlugins(ctx context.Context) (*apitypes.PluginRescan,
 	return &apitypes.PluginRescan{Added: []string{"mail"}, Upgraded: []string{}, Removed: []string{}, Unavailable: []apitypes.PluginProblem{}, Tools: 1}, nil
 }
 
+func (d *fakeDaemon) ServersDown() []apitypes.ServerDown { return nil }
+
 func (d *fakeDaemon) ConfigInfo() apitypes.ConfigInfo {
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -23,6 +24,27 @@ func (d *Daemon) ConfigInfo() apitypes.ConfigInfo {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.info
+}
+
+// ServersDown lists the servers the plugins cannot reach, by plugin, as
+// each last said.
+func (d *Daemon) ServersDown() []apitypes.ServerDown {
+	if d.Host == nil {
+		return nil
+	}
+	health := d.Host.Health()
+	names := make([]string, 0, len(health))
+	for n := range health {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var out []apitypes.ServerDown
+	for _, n := range names {
+		for _, s := range health[n].Down {
+			out = append(out, apitypes.ServerDown{Plugin: n, Name: s.Name, Since: s.Since, Error: s.Error})
+		}
+	}
+	return out
 }
 
 // Config is the config in force.

@@ -472,6 +472,18 @@ type Status struct {
 	Slots  int         `json:"slots"`
 	Config *ConfigInfo `json:"config,omitempty"`
 	Caller *Caller     `json:"caller"`
+	// ServersDown lists the servers the daemon's plugins cannot reach (an
+	// MCP server down), as each plugin last said.
+	ServersDown []ServerDown `json:"servers_down,omitempty"`
+}
+
+// ServerDown is one server a plugin cannot reach, since when and why.
+type ServerDown struct {
+	Plugin string    `json:"plugin"`
+	Name   string    `json:"name"`
+	Since  time.Time `json:"since"`
+	// Error is the last failure, cut to a line.
+	Error string `json:"error,omitempty"`
 }
 
 // Open reports whether admission is open.
