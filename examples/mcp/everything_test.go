@@ -140,7 +140,16 @@ func TestServerEverythingOverHTTPWithRestart(t *testing.T) {
 	}
 
 	srv.kill()
+	// The first call after the kill may go out on the connection the
+	// plugin kept alive before it has seen that connection end: the
+	// request is written and the answer is EOF, so whether the server
+	// read it cannot be known (unknown, honestly). Once that connection
+	// is gone, a call cannot be sent at all: not_sent, every time.
 	_, err = call("mcp.everything-echo", `{"message":"while down"}`)
+	if k := host.KindOf(err); k != host.KindNotSent && k != host.KindUnknown {
+		t.Fatalf("the first call after the kill: %v, want kind %s or %s", err, host.KindNotSent, host.KindUnknown)
+	}
+	_, err = call("mcp.everything-echo", `{"message":"still down"}`)
 	if host.KindOf(err) != host.KindNotSent {
 		t.Fatalf("a call while the server is down: %v, want kind %s", err, host.KindNotSent)
 	}
