@@ -110,8 +110,8 @@ func (r Result) Started() int {
 
 // Dispatcher is the dispatch service.
 type Dispatcher struct {
-	eng  Engine
-	loop *service.Loop
+	eng Engine
+	*service.Loop
 	// shares is the fair order's memory; only the loop's pass (or a
 	// test's RunOnce, never beside it) touches it.
 	shares *Shares
@@ -120,18 +120,9 @@ type Dispatcher struct {
 // New returns a dispatcher over eng, woken by wake and by clk's tick.
 func New(eng Engine, clk clock.Clock, wake <-chan struct{}) *Dispatcher {
 	d := &Dispatcher{eng: eng, shares: NewShares()}
-	d.loop = &service.Loop{Clock: clk, Interval: eng.Tick, Wake: wake, Pass: func(ctx context.Context) { d.runOnce(ctx) }}
+	d.Loop = &service.Loop{ServiceName: "dispatcher", Clock: clk, Interval: eng.Tick, Wake: wake, Pass: func(ctx context.Context) { d.runOnce(ctx) }}
 	return d
 }
-
-// Name says which service it is.
-func (d *Dispatcher) Name() string { return "dispatcher" }
-
-// Start begins dispatching.
-func (d *Dispatcher) Start(ctx context.Context) error { return d.loop.Start(ctx) }
-
-// Stop ends dispatch after the pass in progress: nothing new starts.
-func (d *Dispatcher) Stop() { d.loop.Stop() }
 
 // RunOnce is one pass, for tests.
 func (d *Dispatcher) RunOnce(ctx context.Context) Result { return d.runOnce(ctx) }

@@ -46,25 +46,16 @@ type Pruner struct {
 	st    store.Store
 	clk   clock.Clock
 	audit string // the audit stream's run id
-	loop  *service.Loop
+	*service.Loop
 }
 
 // New returns a pruner of st, whose audit events are under auditStream.
 func New(eng Engine, st store.Store, clk clock.Clock, auditStream string) *Pruner {
 	p := &Pruner{eng: eng, st: st, clk: clk, audit: auditStream}
-	p.loop = &service.Loop{Clock: clk, Interval: func() time.Duration { return Interval },
+	p.Loop = &service.Loop{ServiceName: "pruner", Clock: clk, Interval: func() time.Duration { return Interval },
 		Pass: func(ctx context.Context) { p.runOnce(ctx) }}
 	return p
 }
-
-// Name says which service it is.
-func (p *Pruner) Name() string { return "pruner" }
-
-// Start begins pruning.
-func (p *Pruner) Start(ctx context.Context) error { return p.loop.Start(ctx) }
-
-// Stop ends the pruner after its pass in progress.
-func (p *Pruner) Stop() { p.loop.Stop() }
 
 // RunOnce is one pass, for tests.
 func (p *Pruner) RunOnce(ctx context.Context) Result { return p.runOnce(ctx) }

@@ -63,26 +63,17 @@ type Result struct {
 
 // Reaper is the queue reaper service.
 type Reaper struct {
-	eng  Engine
-	clk  clock.Clock
-	loop *service.Loop
+	eng Engine
+	clk clock.Clock
+	*service.Loop
 }
 
 // New returns a reaper over eng on clk.
 func New(eng Engine, clk clock.Clock) *Reaper {
 	r := &Reaper{eng: eng, clk: clk}
-	r.loop = &service.Loop{Clock: clk, Interval: eng.Tick, Pass: func(ctx context.Context) { r.runOnce(ctx) }}
+	r.Loop = &service.Loop{ServiceName: "reaper", Clock: clk, Interval: eng.Tick, Pass: func(ctx context.Context) { r.runOnce(ctx) }}
 	return r
 }
-
-// Name says which service it is.
-func (r *Reaper) Name() string { return "reaper" }
-
-// Start begins reaping.
-func (r *Reaper) Start(ctx context.Context) error { return r.loop.Start(ctx) }
-
-// Stop ends the reaper after its pass in progress.
-func (r *Reaper) Stop() { r.loop.Stop() }
 
 // RunOnce is one pass, for tests.
 func (r *Reaper) RunOnce(ctx context.Context) Result { return r.runOnce(ctx) }

@@ -64,26 +64,17 @@ type Result struct {
 
 // Rescuer is the lease rescuer service.
 type Rescuer struct {
-	eng  Engine
-	clk  clock.Clock
-	loop *service.Loop
+	eng Engine
+	clk clock.Clock
+	*service.Loop
 }
 
 // New returns a rescuer over eng on clk.
 func New(eng Engine, clk clock.Clock) *Rescuer {
 	r := &Rescuer{eng: eng, clk: clk}
-	r.loop = &service.Loop{Clock: clk, Interval: r.interval, Pass: func(ctx context.Context) { r.runOnce(ctx) }}
+	r.Loop = &service.Loop{ServiceName: "rescuer", Clock: clk, Interval: r.interval, Pass: func(ctx context.Context) { r.runOnce(ctx) }}
 	return r
 }
-
-// Name says which service it is.
-func (r *Rescuer) Name() string { return "rescuer" }
-
-// Start begins looking for expired leases.
-func (r *Rescuer) Start(ctx context.Context) error { return r.loop.Start(ctx) }
-
-// Stop ends the rescuer after its pass in progress.
-func (r *Rescuer) Stop() { r.loop.Stop() }
 
 // interval is a tenth of the lease timeout (expiry is measured in lease
 // timeouts), never less than the scheduler's tick.

@@ -44,27 +44,18 @@ type Result struct {
 
 // Keeper is the roll keeper service.
 type Keeper struct {
-	eng  Engine
-	clk  clock.Clock
-	loop *service.Loop
+	eng Engine
+	clk clock.Clock
+	*service.Loop
 }
 
 // New returns a roll keeper over eng on clk.
 func New(eng Engine, clk clock.Clock) *Keeper {
 	k := &Keeper{eng: eng, clk: clk}
-	k.loop = &service.Loop{Clock: clk, Interval: func() time.Duration { return max(eng.LeaseTimeout()/10, eng.Tick()) },
+	k.Loop = &service.Loop{ServiceName: "rollkeeper", Clock: clk, Interval: func() time.Duration { return max(eng.LeaseTimeout()/10, eng.Tick()) },
 		Pass: func(ctx context.Context) { k.runOnce(ctx) }}
 	return k
 }
-
-// Name says which service it is.
-func (k *Keeper) Name() string { return "rollkeeper" }
-
-// Start begins keeping the roll.
-func (k *Keeper) Start(ctx context.Context) error { return k.loop.Start(ctx) }
-
-// Stop ends the keeper after its pass in progress.
-func (k *Keeper) Stop() { k.loop.Stop() }
 
 // RunOnce is one pass, for tests.
 func (k *Keeper) RunOnce(ctx context.Context) Result { return k.runOnce(ctx) }

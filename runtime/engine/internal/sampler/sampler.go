@@ -33,24 +33,15 @@ type Sampler struct {
 	clk   clock.Clock
 	every time.Duration
 	last  time.Time // only the loop's goroutine (or a test's RunOnce) reads it
-	loop  *service.Loop
+	*service.Loop
 }
 
 // New returns a sampler taking a sample every interval on clk.
 func New(eng Engine, clk clock.Clock, every time.Duration) *Sampler {
 	s := &Sampler{eng: eng, clk: clk, every: every}
-	s.loop = &service.Loop{Clock: clk, Interval: eng.Tick, Pass: func(ctx context.Context) { s.runOnce(ctx) }}
+	s.Loop = &service.Loop{ServiceName: "sampler", Clock: clk, Interval: eng.Tick, Pass: func(ctx context.Context) { s.runOnce(ctx) }}
 	return s
 }
-
-// Name says which service it is.
-func (s *Sampler) Name() string { return "sampler" }
-
-// Start begins sampling.
-func (s *Sampler) Start(ctx context.Context) error { return s.loop.Start(ctx) }
-
-// Stop ends sampling after the sample in progress.
-func (s *Sampler) Stop() { s.loop.Stop() }
 
 // RunOnce takes a sample if one is due and says so, for tests.
 func (s *Sampler) RunOnce(ctx context.Context) bool { return s.runOnce(ctx) }

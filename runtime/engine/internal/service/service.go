@@ -83,6 +83,9 @@ var ErrStarted = errors.New("service: already started")
 // The interval is read again after every pass, so a reload that changes it
 // takes effect at the next pass.
 type Loop struct {
+	// ServiceName is what Name returns: a service embeds its Loop for
+	// Name, Start and Stop.
+	ServiceName string
 	// Clock is the service's time (the engine's clock).
 	Clock clock.Clock
 	// Interval is the time between passes; Wake, if set, starts a pass
@@ -97,6 +100,9 @@ type Loop struct {
 	stop chan struct{}
 	done chan struct{}
 }
+
+// Name says which service it is.
+func (l *Loop) Name() string { return l.ServiceName }
 
 // Start begins the loop.
 func (l *Loop) Start(context.Context) error {
