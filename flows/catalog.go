@@ -35,7 +35,47 @@ type ToolInfo struct {
 	// Timeout is the deadline of a call whose node sets no timeout, as
 	// the tool declares it; 0: the engine's default.
 	Timeout time.Duration
+	// Effect is the tool's declared effect class; "" for a tool that
+	// declares only Idempotent (read it through Class).
+	Effect Effect
+	// Reconcile says the tool answers a reconcile probe: whether a call
+	// with an idempotency key happened.
+	Reconcile bool
 }
+
+// Effect is a tool's effect class (DESIGN §12): what repeating its call
+// does. The checker, recovery, fork, replay and the agent's approval
+// policy read it from one place, ToolInfo.Class.
+type Effect string
+
+// The effect classes.
+const (
+	// EffectRead: no side effect; a call may be repeated freely, and a
+	// fork or a replay may run it again.
+	EffectRead Effect = "read"
+	// EffectIdempotent: the tool dedupes on the key weir gives it.
+	EffectIdempotent Effect = "idempotent"
+	// EffectAtMostOnce: the effect must happen at most once and the tool
+	// cannot dedupe; weir records the call as started and never runs it
+	// again blindly.
+	EffectAtMostOnce Effect = "at_most_once"
+)
+
+// Class is the tool's effect class: its declared Effect, or, for a tool
+// that declares only the older boolean, idempotent or at most once.
+func (t ToolInfo) Class() Effect {
+	switch {
+	case t.Effect != "":
+		return t.Effect
+	case t.Idempotent:
+		return EffectIdempotent
+	}
+	return EffectAtMostOnce
+}
+
+// Repeatable says a call of the tool may be made again with the same key:
+// its class is read or idempotent.
+func (t ToolInfo) Repeatable() bool { return t.Class() != EffectAtMostOnce }
 
 // ModelInfo is what registration needs to know about one model alias of a
 // chat tool.

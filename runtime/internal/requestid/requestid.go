@@ -12,6 +12,8 @@
 package requestid
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"unicode"
@@ -116,4 +118,19 @@ func hex4(s string, i int) (rune, bool) {
 		}
 	}
 	return r, true
+}
+
+// Derive is the request id of a run the daemon starts itself (DESIGN §12):
+// prefix (one of ReservedPrefixes) and the parts that identify what started
+// it, joined by ':' ("fork:RUN:NODE@VISIT:N"). The same parts give the same
+// id, so a restart, a fleet peer or a client's retry starts the run once.
+// An id that would pass MaxBytes keeps its prefix and ends with the hex
+// SHA-256 of the whole, so it stays unique and within bounds.
+func Derive(prefix string, parts ...string) string {
+	id := prefix + strings.Join(parts, ":")
+	if len(id) <= MaxBytes {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	return prefix + "sha256:" + hex.EncodeToString(sum[:])
 }

@@ -76,3 +76,20 @@ func FuzzCheckJSON(f *testing.F) {
 		}
 	})
 }
+
+func TestDeriveIsStableAndBounded(t *testing.T) {
+	t.Parallel()
+	a := Derive("fork:", "run-1", "b@1", "0")
+	if a != "fork:run-1:b@1:0" || a != Derive("fork:", "run-1", "b@1", "0") {
+		t.Fatalf("Derive = %q", a)
+	}
+	long := strings.Repeat("x", MaxBytes)
+	l1, l2 := Derive("redrive:", long, "1"), Derive("redrive:", long, "2")
+	if len(l1) > MaxBytes || !strings.HasPrefix(l1, "redrive:sha256:") || l1 == l2 {
+		t.Fatalf("long ids: %q %q", l1, l2)
+	}
+	// A derived id is one a user may not send.
+	if Check(a) == nil || Check(l1) == nil {
+		t.Fatal("a derived id passed the user check")
+	}
+}
