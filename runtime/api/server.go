@@ -422,7 +422,7 @@ func (s *Server) deadLetters(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	dl, err := s.eng.DeadLetters(r.Context(), ownerFrom(r.Context()), limit)
+	dl, err := s.eng.Ops().DeadLetters(r.Context(), ownerFrom(r.Context()), limit)
 	if err != nil {
 		writeEngineErr(w, err)
 		return

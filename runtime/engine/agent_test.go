@@ -915,7 +915,7 @@ func TestAgentTurnRetriesExhausted(t *testing.T) {
 	if n := len(m.asked()); n != agentTurnRetries+1 {
 		t.Errorf("the model tool was tried %d times, want %d", n, agentTurnRetries+1)
 	}
-	dls, err := b.eng.DeadLetters(context.Background(), "alice", 0)
+	dls, err := b.eng.Ops().DeadLetters(context.Background(), "alice", 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,20 +69,6 @@ func (e *Engine) Events(ctx context.Context, owner, runID string, afterSeq uint6
 	return evs, nil
 }
 
-// DeadLetters lists owner's dead letters.
-func (e *Engine) DeadLetters(ctx context.Context, owner string, limit int) ([]*store.DeadLetter, error) {
-	var out []*store.DeadLetter
-	err := e.st.View(ctx, func(tx store.Tx) error {
-		var err error
-		out, err = tx.DeadLetterList(store.DeadLetterListParams{Owner: owner, Limit: limit})
-		return err
-	})
-	if err != nil {
-		return nil, e.admission.readFailed(err)
-	}
-	return out, nil
-}
-
 // GetByRequestID returns owner's run that a start with requestID created,
 // through the dedup record keyed by (owner, request id): the key holds
 // the owner, so another owner's run with the same request id is never

@@ -113,7 +113,7 @@ func TestUnitRetriesExhaustedDeadLetters(t *testing.T) {
 	if n := b.tools.Calls("kit.fail"); n != 4 {
 		t.Errorf("%d tries, want 4 (the first and 3 retries)", n)
 	}
-	dl, err := b.eng.DeadLetters(context.Background(), "alice", 0)
+	dl, err := b.eng.Ops().DeadLetters(context.Background(), "alice", 0)
 	if err != nil || len(dl) != 1 {
 		t.Fatalf("dead letters %d (%v), want 1", len(dl), err)
 	}
@@ -123,7 +123,7 @@ func TestUnitRetriesExhaustedDeadLetters(t *testing.T) {
 	if evs := b.events(t, id); count(evs, evRetry) != 3 || count(evs, evDeadLettered) != 1 {
 		t.Errorf("timeline %v: want 3 retries and one dead letter", evs)
 	}
-	if other, _ := b.eng.DeadLetters(context.Background(), "bob", 0); len(other) != 0 {
+	if other, _ := b.eng.Ops().DeadLetters(context.Background(), "bob", 0); len(other) != 0 {
 		t.Errorf("bob sees %d of alice's dead letters", len(other))
 	}
 }
