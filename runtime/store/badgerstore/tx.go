@@ -535,17 +535,26 @@ func (t *storeTx) runOwner(id string) (string, error) {
 	return r.Owner, nil
 }
 
-// dropTask removes old's index entries and its share of the counters. A
-// record from before tasks had owners is indexed under its run's owner
-// (upgradeLayout).
+// dropTask removes old's index entries and its share of the counters.
+// The entries are those TaskPut wrote, under the owner it stored; a record
+// stored without an owner (put before its run existed, or from before
+// tasks had owners, which upgradeLayout indexed under its run's owner)
+// also drops the entry under its run's owner now: either may be the one
+// written, and deleting a key that is not there is harmless.
 func (t *storeTx) dropTask(old *store.Task) error {
+	keys := taskIndexKeys(old)
 	if old.Owner == "" {
-		var err error
-		if old.Owner, err = t.runOwner(old.RunID); err != nil {
+		owner, err := t.runOwner(old.RunID)
+		if err != nil {
 			return err
 		}
+		if owner != "" {
+			legacy := *old
+			legacy.Owner = owner
+			keys = append(keys, taskIndexKeys(&legacy)...)
+		}
 	}
-	for _, ik := range taskIndexKeys(old) {
+	for _, ik := range keys {
 		if err := t.kv.del(ik); err != nil {
 			return err
 		}

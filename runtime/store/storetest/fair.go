@@ -97,3 +97,76 @@ func testTaskListReadyByOwner(t *testing.T, s store.Store, _ Opener) {
 		t.Errorf("after the commit: %v, want %v", got, want)
 	}
 }
+
+// testOwnerIndexFollowsTasks: after any sequence of TaskPut and
+// TaskDelete — owners given or taken from the run, runs inserted after
+// their tasks, leases taken and given back, ready times moved — the fair
+// listing holds exactly the unleased tasks ready by now, each under its
+// owner, and never fails on an index entry left behind.
+func testOwnerIndexFollowsTasks(t *testing.T, s store.Store, _ Opener) {
+	type want struct {
+		owner  string
+		ready  time.Time
+		leased bool
+	}
+	model := map[string]want{}
+	runOwner := map[string]string{"r-alice": "alice", "r-bob": "bob"}
+	update(t, s, func(tx store.Tx) error {
+		return first(tx.RunInsert(newRun("r-alice", "alice", store.PhaseQueued)), tx.RunInsert(newRun("r-bob", "bob", store.PhaseQueued)))
+	})
+	now := at(time.Minute)
+	check := func(step string) {
+		t.Helper()
+		got := read(t, s, func(tx store.Tx) ([]*store.Task, error) {
+			return tx.TaskListReadyByOwner(store.TaskListReadyByOwnerParams{Now: now})
+		})
+		gotIDs := map[string]string{}
+		for _, tk := range got {
+			gotIDs[tk.ID] = tk.Owner
+		}
+		wantIDs := map[string]string{}
+		for id, w := range model {
+			if !w.leased && !w.ready.After(now) {
+				wantIDs[id] = w.owner
+			}
+		}
+		if err := same(step, gotIDs, wantIDs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put := func(step, id, run, owner string, ready time.Time, leased bool) {
+		t.Helper()
+		tk := newTask(id, run, ready)
+		tk.Owner, tk.Leased = owner, leased
+		update(t, s, func(tx store.Tx) error { return tx.TaskPut(tk) })
+		if owner == "" {
+			owner = runOwner[run]
+		}
+		model[id] = want{owner, ready, leased}
+		check(step)
+	}
+	del := func(step, id string) {
+		t.Helper()
+		update(t, s, func(tx store.Tx) error { return tx.TaskDelete(id) })
+		delete(model, id)
+		check(step)
+	}
+	put("named owner", "t1", "r-alice", "alice", at(time.Second), false)
+	put("owner from the run", "t2", "r-bob", "", at(2*time.Second), false)
+	put("leased", "t1", "r-alice", "alice", at(time.Second), true)
+	put("given back, later", "t1", "r-alice", "alice", at(3*time.Second), false)
+	put("parked past now", "t2", "r-bob", "", at(time.Hour), false)
+	put("ready again, owner named now", "t2", "r-bob", "bob", at(4*time.Second), false)
+	// A task put before its run exists has no owner to take; the run
+	// inserted afterwards must not strand its index entry.
+	put("run not there yet", "t3", "r-carol", "", at(5*time.Second), false)
+	update(t, s, func(tx store.Tx) error { return tx.RunInsert(newRun("r-carol", "carol", store.PhaseQueued)) })
+	runOwner["r-carol"] = "carol"
+	put("put again once its run exists", "t3", "r-carol", "", at(6*time.Second), false)
+	del("deleted", "t3")
+	put("another before its run", "t4", "r-dave", "", at(7*time.Second), false)
+	update(t, s, func(tx store.Tx) error { return tx.RunInsert(newRun("r-dave", "dave", store.PhaseQueued)) })
+	del("deleted once its run exists", "t4")
+	del("leased then deleted", "t1")
+	del("last one", "t2")
+}

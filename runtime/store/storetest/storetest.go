@@ -54,6 +54,7 @@ func Run(t *testing.T, open Opener) {
 		{"TaskGetPutDelete", testTaskBasics},
 		{"TaskListReady", testTaskListReady},
 		{"TaskListReadyByOwner", testTaskListReadyByOwner},
+		{"OwnerIndexFollowsTasks", testOwnerIndexFollowsTasks},
 		{"TaskListByRun", testTaskListByRun},
 		{"TaskByChild", testTaskByChild},
 		{"TaskCount", testTaskCount},
