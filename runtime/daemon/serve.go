@@ -155,7 +155,8 @@ func (d *Daemon) listen(cfg *config.Config) error {
 			return fmt.Errorf("metrics listener: %w", err)
 		}
 		src := metrics.Sources{Engine: d.Engine, Restarts: d.Host.Restarts, ConfigVersion: d.configVersion, Sandbox: d.Sandbox.Stats,
-			Models: func() []string { return modelLabels(d.Host.Tools()) }}
+			Models: func() []string { return modelLabels(d.Host.Tools()) },
+			Owners: func(ctx context.Context) ([]engine.OwnerStats, error) { return d.Engine.OwnerStats(ctx, "") }}
 		cs := []prometheus.Collector{metrics.NewCollector(src), d.Engine.Histograms()}
 		if c, ok := d.Store.(prometheus.Collector); ok { // the store's transaction times
 			cs = append(cs, c)

@@ -48,6 +48,9 @@ type Sources struct {
 	ConfigVersion func() int64
 	// Sandbox returns the script sandbox's counters (sandbox.Pool.Stats).
 	Sandbox func() sandbox.Stats
+	// Owners returns each owner's use and share (engine.OwnerStats with
+	// owner ""); nil: no weir_owner_* series.
+	Owners func(ctx context.Context) ([]engine.OwnerStats, error)
 	// Models returns the label of every model agents may use,
 	// "TOOL/ALIAS" as weir_model_* name them, so that each has its series
 	// from the first scrape; nil: only models that ran a turn.
@@ -104,13 +107,25 @@ var (
 	sandboxRequests   = desc("sandbox_requests_total", "Round trips to script sandbox workers (the callables of the steps that waited for a worker together are one).")
 	sandboxCalls      = desc("sandbox_calls_total", "Steps' callable evaluations sent to script sandbox workers, alone or in a shared round trip.")
 	sandboxRerun      = desc("sandbox_calls_rerun_total", "Evaluations sent again alone after the round trip they shared failed as a whole.")
+	ownerRunning      = desc("owner_runs_running", "An owner's runs started and not ended (the top owners by use; the rest as owner=\"other\").", "owner")
+	ownerQueued       = desc("owner_runs_queued", "An owner's runs accepted and not yet started, on this daemon (the top owners by use; the rest as owner=\"other\").", "owner")
+	ownerSpent        = desc("owner_spent_window", "Budget units an owner's runs settled in the last hour, on this daemon (the top owners by use; the rest as owner=\"other\").", "owner")
 )
+
+// MaxOwnerSeries bounds the owner label: the owners using the most get a
+// series each, and the rest are summed under owner="other", so a daemon
+// with 10,000 owners does not make 10,000 series per figure.
+const MaxOwnerSeries = 20
+
+// OtherOwners is the owner label of the owners past MaxOwnerSeries.
+const OtherOwners = "other"
 
 var allDescs = []*prometheus.Desc{
 	toolAttempts, toolUnits, toolAmplification, toolOverDeclared, toolOverUnits, modelOverspent,
 	runsAccepted, runsLive, runsFinished, leasesExpired, deadLetters, refused, blocked, admissionOpen, admissionState,
 	tasks, slots, pluginRestarts, configVersion, modelTurns, modelTokens, modelCost,
 	sandboxStarted, sandboxKilled, sandboxRequests, sandboxCalls, sandboxRerun,
+	ownerRunning, ownerQueued, ownerSpent,
 }
 
 // Describe implements prometheus.Collector.
@@ -206,6 +221,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	} else {
 		ch <- prometheus.NewInvalidMetric(runsLive, err)
 	}
+	if c.src.Owners != nil {
+		c.collectOwners(ctx, gauge, ch)
+	}
 	if c.src.Restarts != nil {
 		for name, n := range c.src.Restarts() {
 			counter(pluginRestarts, float64(n), name)
@@ -231,6 +249,47 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			counter(sandboxKilled, float64(n), string(l))
 		}
 	}
+}
+
+// collectOwners emits the owner gauges: each of the MaxOwnerSeries owners
+// using the most (OwnerStats lists them by use), then the rest summed.
+func (c *Collector) collectOwners(ctx context.Context, gauge func(d *prometheus.Desc, v float64, labels ...string), ch chan<- prometheus.Metric) {
+	owners, err := c.src.Owners(ctx)
+	if err != nil {
+		for _, d := range []*prometheus.Desc{ownerRunning, ownerQueued, ownerSpent} {
+			ch <- prometheus.NewInvalidMetric(d, err)
+		}
+		return
+	}
+	for _, o := range TopOwners(owners, MaxOwnerSeries) {
+		gauge(ownerRunning, float64(o.Running), o.Owner)
+		gauge(ownerQueued, float64(o.Queued), o.Owner)
+		gauge(ownerSpent, float64(o.Spent), o.Owner)
+	}
+}
+
+// TopOwners keeps the first n of owners (listed by use, most first) and
+// sums the rest into one entry named OtherOwners; an owner that is itself
+// named "other" is counted there too, so the label stays one series.
+func TopOwners(owners []engine.OwnerStats, n int) []engine.OwnerStats {
+	var out []engine.OwnerStats
+	var other *engine.OwnerStats
+	for i, o := range owners {
+		if i < n && o.Owner != OtherOwners {
+			out = append(out, o)
+			continue
+		}
+		if other == nil {
+			other = &engine.OwnerStats{Owner: OtherOwners}
+		}
+		other.Running += o.Running
+		other.Queued += o.Queued
+		other.Spent += o.Spent
+	}
+	if other != nil {
+		out = append(out, *other)
+	}
+	return out
 }
 
 // NewRegistry returns a registry holding the Go runtime and process

@@ -98,7 +98,8 @@ func TestMetrics(t *testing.T) {
 		}
 	}()
 
-	coll := NewCollector(Sources{Engine: eng, Restarts: h.Restarts, ConfigVersion: func() int64 { return 3 }})
+	coll := NewCollector(Sources{Engine: eng, Restarts: h.Restarts, ConfigVersion: func() int64 { return 3 },
+		Owners: func(ctx context.Context) ([]engine.OwnerStats, error) { return eng.OwnerStats(ctx, "") }})
 	if problems, err := testutil.CollectAndLint(coll); err != nil || len(problems) > 0 {
 		t.Errorf("metric lint: %v %+v", err, problems)
 	}
@@ -170,6 +171,8 @@ func TestMetrics(t *testing.T) {
 		`weir_runs{phase="running"}`:                          1,
 		`weir_runs{phase="waiting"}`:                          0,
 		`weir_runs{phase="completing"}`:                       0,
+		`weir_owner_runs_running{owner="alice"}`:              1,
+		`weir_owner_runs_queued{owner="alice"}`:               1,
 		// Two tries of echo, timed; three runs started (two echoes and
 		// the sleep), the fourth still queued.
 		`weir_tool_exec_seconds_count{type="testkit.echo"}`:  2,
@@ -215,5 +218,33 @@ func TestMetrics(t *testing.T) {
 	text = scrape(t, srv.URL)
 	if value(t, text, "weir_admission_open") != 0 || value(t, text, `weir_admission_state{state="E_DRAINING"}`) != 1 {
 		t.Errorf("after stop:\n%s", text)
+	}
+}
+
+// TestTopOwnersBoundsTheOwnerLabel: past the bound, owners are summed
+// under "other"; a real owner named "other" joins that one series.
+func TestTopOwnersBoundsTheOwnerLabel(t *testing.T) {
+	t.Parallel()
+	var owners []engine.OwnerStats
+	for i := 0; i < 25; i++ {
+		owners = append(owners, engine.OwnerStats{Owner: fmt.Sprintf("u%02d", i), Running: 25 - i, Queued: 1, Spent: 10})
+	}
+	owners[3].Owner = OtherOwners
+	got := TopOwners(owners, 20)
+	if len(got) != 20 {
+		t.Fatalf("%d series, want 19 owners and other", len(got))
+	}
+	last := got[len(got)-1]
+	// u20..u24 (5 owners) and the owner named "other".
+	if last.Owner != OtherOwners || last.Queued != 6 || last.Spent != 60 || last.Running != 5+4+3+2+1+22 {
+		t.Fatalf("other = %+v", last)
+	}
+	for _, o := range got[:len(got)-1] {
+		if o.Owner == OtherOwners {
+			t.Fatal("other listed twice")
+		}
+	}
+	if got := TopOwners(owners[:2], 20); len(got) != 2 || got[1].Owner != "u01" {
+		t.Fatalf("under the bound: %+v", got)
 	}
 }
