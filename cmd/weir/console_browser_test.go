@@ -640,6 +640,10 @@ func TestConsoleInBrowser(t *testing.T) {
 		if adm := text(t, `#admission`); adm != "open" {
 			t.Errorf("admission %q", adm)
 		}
+		// A signed-in user sees its own owner row, never another's.
+		if ow := text(t, `#owners-table`); !strings.Contains(ow, "alice") || strings.Contains(ow, "bob") {
+			t.Errorf("owners table shows %q", ow)
+		}
 	})
 	t.Run("a fan-out's children mature live", func(t *testing.T) {
 		parent := startAs(t, alice, "review", `{}`)

@@ -672,9 +672,22 @@ function historyCharts(hist) {
     status, tools.length ? [el("h3", { text: "Tools" }), tools] : null, models.length ? [el("h3", { text: "Models" }), models] : null);
 }
 
+// ownersTable shows each owner's use beside its share: every owner to the
+// operator, only the caller's own to anyone else (the daemon says which).
+function ownersTable(d) {
+  const owners = d.owners || [];
+  const quota = (v) => (v ? String(v) : "—");
+  return [el("p", { class: "hint", text: d.all ? "Every owner with work, spending or a block in the config, most used first." : "Your own use and share: other owners' are shown to the operator only." }),
+    table("owners-table", ["Owner", "Running", "Queued", "Spent (last hour)", "Weight", "Max running", "Max queued", "Budget per hour"],
+      owners.map((o) => el("tr", { "data-owner": o.owner }, el("td", { text: o.owner }),
+        el("td", { class: "num", text: o.running }), el("td", { class: "num", text: o.queued }), el("td", { class: "num", text: o.spent }),
+        el("td", { class: "num", text: o.weight }), el("td", { class: "num", text: quota(o.max_running) }),
+        el("td", { class: "num", text: quota(o.max_queued) }), el("td", { class: "num", text: quota(o.budget_per_hour) }))))];
+}
+
 async function statusPage() {
   document.title = "Status · weir";
-  const [h, st, hist] = await Promise.all([api("GET", "/health"), api("GET", "/stats"), api("GET", "/stats/history")]);
+  const [h, st, hist, ow] = await Promise.all([api("GET", "/health"), api("GET", "/stats"), api("GET", "/stats/history"), api("GET", "/stats/owners")]);
   const s = h.data || {};
   if (!s.admission) { show(el("h1", { text: "Status" }), errorBox(h)); return; }
   const c = s.config || {};
@@ -699,6 +712,7 @@ async function statusPage() {
       models.map((m) => el("tr", {}, el("td", { text: m.model }), el("td", { class: "num", text: m.turns }),
         el("td", { class: "num", text: m.input_tokens }), el("td", { class: "num", text: m.output_tokens }), el("td", { class: "num", text: m.cost }))))] : null,
     el("p", { class: "hint", text: "Figures since the daemon started, kept in memory." }),
+    el("h2", { text: "Owners" }), ow.ok ? ownersTable(ow.data) : errorBox(ow),
     el("h2", { text: "The last hour" }), hist.ok ? historyCharts(hist.data) : errorBox(hist));
 }
 
