@@ -297,6 +297,11 @@ type Tx interface {
 	// Meta holds small named values (config version, schema version).
 	MetaGet(key string) ([]byte, error)
 	MetaPut(key string, value []byte) error
+
+	// Service leases: which daemon does a fleet-wide job (ServiceLease;
+	// TakeServiceLease decides, CheckServiceLease fences a write).
+	ServiceLeaseGet(name string) (*ServiceLease, error)
+	ServiceLeasePut(l *ServiceLease) error
 }
 
 // FlowVersion is one registered version of one flow.

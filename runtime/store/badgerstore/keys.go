@@ -40,6 +40,7 @@ import (
 //	ev/<run>\0<seq(8)>             Event
 //	at/<run>\0<node>\0<visit(8)><turn(8)>  AgentTurn (agent.go)
 //	m/<key>                        Meta (the caller's)
+//	svl/<name>                     ServiceLease
 //	x/...                          the store's own bookkeeping (counters, the layout version)
 const (
 	pFlowVersion = "fv/"
@@ -65,6 +66,7 @@ const (
 	pDeadOwner   = "dlo/"
 	pEvent       = "ev/"
 	pMeta        = "m/"
+	pService     = "svl/"
 
 	kEventSeq    = "x/event-seq"
 	kLayout      = "x/layout"

@@ -36,6 +36,7 @@ const (
 	tTurn                     // run sep node sep visit(8) turn(8)
 	tMeta                     // key → raw bytes
 	tCounter                  // name → uint64
+	tService                  // service lease name
 	numTables
 )
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -290,4 +291,52 @@ func TestLockSessionEndedByIdleTimeout(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestServiceLeaseOneHolderAcrossStores: eight daemons on two stores of
+// one schema take the same service lease at the same instant: exactly
+// one takes it, and every other is told who holds it.
+func TestServiceLeaseOneHolderAcrossStores(t *testing.T) {
+	t.Parallel()
+	u := pgtest.Schema(t)
+	stores := []*Store{openURL(t, u, Options{Shared: true}), openURL(t, u, Options{Shared: true})}
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	type took struct {
+		holder, seen string
+		ok           bool
+	}
+	out := make(chan took, 8)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			holder := fmt.Sprint("daemon-", i)
+			var l *store.ServiceLease
+			var ok bool
+			err := stores[i%2].Update(ctx, func(tx store.Tx) error {
+				var err error
+				l, ok, err = store.TakeServiceLease(tx, "schedules", holder, now, time.Minute)
+				return err
+			})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			out <- took{holder, l.Holder, ok}
+		}()
+	}
+	wg.Wait()
+	close(out)
+	var winners []string
+	seen := map[string]bool{}
+	for r := range out {
+		if r.ok {
+			winners = append(winners, r.holder)
+		}
+		seen[r.seen] = true
+	}
+	if len(winners) != 1 || len(seen) != 1 || !seen[winners[0]] {
+		t.Fatalf("winners %v, holders seen %v: want one holder everyone sees", winners, seen)
+	}
 }

@@ -55,6 +55,7 @@ func Run(t *testing.T, open Opener) {
 		{"TaskListReady", testTaskListReady},
 		{"TaskListReadyByOwner", testTaskListReadyByOwner},
 		{"OwnerIndexFollowsTasks", testOwnerIndexFollowsTasks},
+		{"ServiceLease", testServiceLease},
 		{"TaskListByRun", testTaskListByRun},
 		{"TaskByChild", testTaskByChild},
 		{"TaskCount", testTaskCount},
