@@ -75,6 +75,7 @@ require (
 	github.com/oklog/run v1.1.0 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
+	github.com/robfig/cron/v3 v3.0.1
 	github.com/weirhq/weir/sdk v0.0.0-00010101000000-000000000000
 	github.com/yuin/gopher-lua v1.1.2
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
