@@ -302,6 +302,9 @@ type Tx interface {
 	// TakeServiceLease decides, CheckServiceLease fences a write).
 	ServiceLeaseGet(name string) (*ServiceLease, error)
 	ServiceLeasePut(l *ServiceLease) error
+
+	// Schedules: flows started on ticks (Schedule).
+	ScheduleTx
 }
 
 // FlowVersion is one registered version of one flow.

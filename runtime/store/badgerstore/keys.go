@@ -41,6 +41,8 @@ import (
 //	at/<run>\0<node>\0<visit(8)><turn(8)>  AgentTurn (agent.go)
 //	m/<key>                        Meta (the caller's)
 //	svl/<name>                     ServiceLease
+//	sch/<owner>\0<name>            Schedule
+//	schd/<next(12)><owner>\0<name> index: schedules not paused, by next tick
 //	x/...                          the store's own bookkeeping (counters, the layout version)
 const (
 	pFlowVersion = "fv/"
@@ -67,6 +69,8 @@ const (
 	pEvent       = "ev/"
 	pMeta        = "m/"
 	pService     = "svl/"
+	pSchedule    = "sch/"
+	pScheduleDue = "schd/"
 
 	kEventSeq    = "x/event-seq"
 	kLayout      = "x/layout"

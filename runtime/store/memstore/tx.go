@@ -37,6 +37,7 @@ const (
 	tMeta                     // key → raw bytes
 	tCounter                  // name → uint64
 	tService                  // service lease name
+	tSchedule                 // owner sep name
 	numTables
 )
 

@@ -56,6 +56,7 @@ func Run(t *testing.T, open Opener) {
 		{"TaskListReadyByOwner", testTaskListReadyByOwner},
 		{"OwnerIndexFollowsTasks", testOwnerIndexFollowsTasks},
 		{"ServiceLease", testServiceLease},
+		{"Schedules", testSchedules},
 		{"TaskListByRun", testTaskListByRun},
 		{"TaskByChild", testTaskByChild},
 		{"TaskCount", testTaskCount},
