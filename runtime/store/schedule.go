@@ -33,6 +33,11 @@ type Schedule struct {
 	Paused      bool   `json:"paused,omitempty"`
 	PausedBy    string `json:"paused_by,omitempty"`
 	PauseReason string `json:"pause_reason,omitempty"`
+	// Revision grows with every write of the record: the schedule
+	// service saves a pass only over the revision it read, so a schedule
+	// registered again, paused or resumed meanwhile keeps what its owner
+	// wrote.
+	Revision uint64 `json:"revision"`
 	// Source is where the schedule was declared (file:line).
 	Source string `json:"source,omitempty"`
 	// Firings are the latest firings, newest last (at most MaxFirings).
