@@ -30,6 +30,12 @@ const (
 	WaitTimer    = "timer"    // a time: a retry's backoff
 )
 
+// WaitExhausted: a task used up its retries on a node that says
+// on_exhausted = "park"; the run waits for its dead letter's redrive
+// (Ops.Redrive). Its wait id is NODE@VISIT.exhausted.N.
+const WaitExhausted = "exhausted"
+
+
 // CodeAmbiguousWait: a decision named a node where several decisions are
 // open; it must name one of their wait ids.
 const CodeAmbiguousWait = "E_AMBIGUOUS_WAIT"
@@ -425,6 +431,9 @@ func runWaitsTx(tx store.Tx, run *store.Run, all bool) ([]HumanWait, error) {
 	var out []HumanWait
 	for _, ws := range openDecisions(c, t) {
 		out = append(out, HumanWait{ID: ws.ID, Kind: ws.Kind, RunID: run.ID, Flow: run.Flow, Node: ws.Node, Since: ws.Since, Until: ws.Until, Shown: ws.Shown})
+	}
+	if !all {
+		out = append(out, exhaustedWaits(run, c, t)...) // a person redrives them
 	}
 	if all && t != nil && !t.Leased && t.WaitKind != WaitHuman && t.WaitKind != WaitApproval && t.Node != "" {
 		kind := t.WaitKind
