@@ -510,4 +510,3 @@ func notParked(run *store.Run, dl *store.DeadLetter) *Error {
 
 // evRedriven: a dead letter was sent back to the queue (who, why).
 const evRedriven = "redriven"
-

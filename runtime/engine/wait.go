@@ -35,7 +35,6 @@ const (
 // (Ops.Redrive). Its wait id is NODE@VISIT.exhausted.N.
 const WaitExhausted = "exhausted"
 
-
 // CodeAmbiguousWait: a decision named a node where several decisions are
 // open; it must name one of their wait ids.
 const CodeAmbiguousWait = "E_AMBIGUOUS_WAIT"
