@@ -112,6 +112,10 @@ func exhaustedWaits(run *store.Run, c *continuation, t *store.Task) []HumanWait 
 	return []HumanWait{{ID: ws.ID, Kind: ws.Kind, RunID: run.ID, Flow: run.Flow, Node: ws.Node, Since: ws.Since, Until: ws.Until, Shown: ws.Shown}}
 }
 
+// Now is the engine's clock, which a since given as a duration back from
+// now is measured by (the daemon's, not the client's).
+func (o *Ops) Now() time.Time { return o.e.clock.Now() }
+
 // DeadLetterParams selects an owner's dead letters (Ops.DeadLetterList).
 type DeadLetterParams struct {
 	Owner string
