@@ -445,7 +445,7 @@ func runWaitsTx(tx store.Tx, run *store.Run, all bool) ([]HumanWait, error) {
 				if ws.ID != "" {
 					w.ID = ws.ID // an agent's flow call: NODE@VISIT.TURN.CALL
 				}
-				w.Since = ws.Since
+				w.Since, w.Shown = ws.Since, ws.Shown
 				if !ws.Until.IsZero() {
 					w.Until = ws.Until
 				}
