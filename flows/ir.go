@@ -158,6 +158,18 @@ func (n *Node) Callees() []string {
 	return n.Flows
 }
 
+// What a task does when its retries are used up (Node.OnExhausted).
+const (
+	// OnExhaustedFail dead-letters the task and takes the error wire.
+	OnExhaustedFail = "fail"
+	// OnExhaustedPark dead-letters the task and parks the run until the
+	// dead letter is redriven.
+	OnExhaustedPark = "park"
+)
+
+// Parks says whether the node parks its run when its retries are used up.
+func (n *Node) Parks() bool { return n.OnExhausted == OnExhaustedPark }
+
 // Node is one step of a flow's graph. Which fields are meaningful depends on
 // Kind; docs/flows.md documents each builtin parameter.
 type Node struct {
@@ -215,6 +227,12 @@ type Node struct {
 	Budget int64
 	// Protected work is never killed by a cohort stop; it is let finish.
 	Protected bool
+	// OnExhausted is what a task does when its retries are used up:
+	// OnExhaustedFail (or empty: neither the node nor its flow says)
+	// dead-letters the task and takes the error wire; OnExhaustedPark
+	// dead-letters it and parks the run on a wait of kind exhausted until
+	// the dead letter is redriven.
+	OnExhausted string
 
 	// Cond decides a branch: cond(ctx), truthy follows Then.
 	Cond *CallableRef
@@ -461,6 +479,10 @@ type nodeJSON struct {
 	MaxTurns     int             `json:"max_turns,omitempty"`
 	MaxTokens    int             `json:"max_tokens,omitempty"`
 	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+
+	// OnExhausted is omitted when empty, so a flow that does not say
+	// encodes as before.
+	OnExhausted string `json:"on_exhausted,omitempty"`
 }
 
 // MarshalJSON encodes the node.
@@ -474,7 +496,7 @@ func (n *Node) MarshalJSON() ([]byte, error) {
 		Deadline: jsonDuration(n.Deadline), Grace: jsonDuration(n.Grace), Reduce: n.Reduce, Mature: n.Mature,
 		ModelTool: n.ModelTool, Model: n.Model, System: n.System, Prompt: n.Prompt,
 		Tools: n.Tools, Flows: n.Flows, Approve: n.Approve, MaxTurns: n.MaxTurns, MaxTokens: n.MaxTokens,
-		OutputSchema: n.OutputSchema,
+		OutputSchema: n.OutputSchema, OnExhausted: n.OnExhausted,
 	})
 }
 
@@ -493,7 +515,7 @@ func (n *Node) UnmarshalJSON(b []byte) error {
 		Deadline: time.Duration(j.Deadline), Grace: time.Duration(j.Grace), Reduce: j.Reduce, Mature: j.Mature,
 		ModelTool: j.ModelTool, Model: j.Model, System: j.System, Prompt: j.Prompt,
 		Tools: j.Tools, Flows: j.Flows, Approve: j.Approve, MaxTurns: j.MaxTurns, MaxTokens: j.MaxTokens,
-		OutputSchema: j.OutputSchema,
+		OutputSchema: j.OutputSchema, OnExhausted: j.OnExhausted,
 	}
 	return nil
 }

@@ -25,35 +25,6 @@ func init() {
 		return cmd
 	})
 	registerCommand(func(m *Main) *cobra.Command {
-		cmd := &cobra.Command{Use: "deadletter", Short: "Inspect tasks that exhausted their retries"}
-		var asJSON bool
-		ls := &cobra.Command{
-			Use: "ls", Short: "List dead letters with every attempt's error", Args: exactArgs(0),
-			RunE: func(cmd *cobra.Command, args []string) error {
-				dl, err := m.api().DeadLetterList(cmd.Context(), 0)
-				if err != nil {
-					return m.apiFailure(err)
-				}
-				if asJSON {
-					return printJSON(m.Stdout, dl)
-				}
-				if len(dl) == 0 {
-					fmt.Fprintln(m.Stdout, "none")
-				}
-				for _, d := range dl {
-					fmt.Fprintf(m.Stdout, "%s  run %s  %s/%s  %s  %d attempts\n", d.At.Format(time.RFC3339), d.RunID, d.Flow, d.Node, d.Tool, len(d.Errors))
-					for _, e := range d.Errors {
-						fmt.Fprintf(m.Stdout, "    attempt %d: %s: %s\n", e.Attempt, e.Code, e.Message)
-					}
-				}
-				return nil
-			},
-		}
-		ls.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-		cmd.AddCommand(ls)
-		return cmd
-	})
-	registerCommand(func(m *Main) *cobra.Command {
 		var asJSON, owners bool
 		cmd := &cobra.Command{
 			Use: "stats", Short: "Show the four figures per tool: queue depth, wait, execution time, amplification", Args: exactArgs(0),
@@ -666,6 +637,9 @@ func printWaits(w io.Writer, runID string, ws []apitypes.HumanWait) {
 		}
 		if a, r := decideCommands(hw, ws); a != "" {
 			fmt.Fprintf(w, "  approve: %s\n  reject:  %s\n", a, r)
+		}
+		if c := redriveCommand(hw); c != "" {
+			fmt.Fprintf(w, "  redrive: %s\n", c)
 		}
 	}
 }

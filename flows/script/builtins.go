@@ -1,6 +1,7 @@
 package script
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -49,6 +50,9 @@ type nodeValue struct {
 	// claimed is set once a flow took node for its own; another flow
 	// using the same value gets a copy.
 	claimed bool
+	// onExhausted is the node's own on_exhausted; each flow that uses the
+	// node fills in its default where it is empty.
+	onExhausted string
 }
 
 // Parameters that take a callable or a constant, evaluated at run time.
@@ -449,24 +453,50 @@ func plural(n int, what string) string {
 }
 
 // task(id, tool, args, next, error, retries, at_most_once, max_visits,
-// timeout, cost, protected, doc)
+// timeout, cost, protected, doc, on_exhausted)
 func builtinTask(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var (
-		p     nodeParams
-		tool  string
-		argsV starlark.Value
+		p           nodeParams
+		tool        string
+		argsV       starlark.Value
+		onExhausted optString
 	)
 	nb, err := startNode(thread, b, args, kwargs, flows.KindTask, &p,
 		"id", &p.id, "tool", &tool, "args?", &argsV, "next?", &p.next, "error?", &p.errw,
 		"retries?", &p.retries, "at_most_once?", &p.atMostOnce, "max_visits?", &p.maxVisits,
 		"timeout?", &p.timeout, "cost?", &p.cost, "protected?", &p.protected, "doc?", &p.doc,
+		"on_exhausted?", &onExhausted,
 	)
 	if err != nil {
 		return nil, err
 	}
 	nb.name("tool", optString{tool, true}, &nb.n().Tool, "tool")
 	nb.value(argsV, specArgs)
+	if checkOnExhausted(onExhausted, func(format string, args ...any) {
+		nb.addf("on_exhausted", flows.CodeInvalid, format, args...)
+	}) {
+		nb.nv.onExhausted = onExhausted.s
+	}
 	return nb.record(&p), nil
+}
+
+// checkOnExhausted reports (through addf) an on_exhausted that is neither
+// "fail" nor "park", suggesting the one it most likely meant; it says
+// whether v is set and valid.
+func checkOnExhausted(v optString, addf func(format string, args ...any)) bool {
+	if !v.set {
+		return false
+	}
+	if v.s == flows.OnExhaustedFail || v.s == flows.OnExhaustedPark {
+		return true
+	}
+	hint := ""
+	if s := flows.Suggest(v.s, []string{flows.OnExhaustedFail, flows.OnExhaustedPark}); s != "" {
+		hint = fmt.Sprintf(" (did you mean %q?)", s)
+	}
+	addf("on_exhausted = %q, want %q (dead-letter the task and take the error wire) or %q (dead-letter it and park the run until it is redriven)%s",
+		v.s, flows.OnExhaustedFail, flows.OnExhaustedPark, hint)
+	return false
 }
 
 // atMostOnce refuses a node that both retries and accepts at-most-once:
@@ -617,10 +647,11 @@ func builtinFlow(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 		maxDepth      = flows.DefaultMaxDepth
 		budget        int64
 		output, input starlark.Value
+		onExhausted   optString
 	)
 	ls, err := unpackBuiltin(thread, b, args, kwargs, "flow name",
 		"name", &name, "nodes", &nodes, "doc?", &doc, "max_depth?", &maxDepth, "budget?", &budget,
-		"output?", &output, "input?", &input,
+		"output?", &output, "input?", &input, "on_exhausted?", &onExhausted,
 	)
 	if err != nil {
 		return nil, err
@@ -657,6 +688,9 @@ func builtinFlow(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 		addf("nodes", flows.CodeInvalid, "has no nodes")
 	}
 	ls.checkDoc(site.ArgPos("doc"), fmt.Sprintf("flow %q", name), doc)
+	if !checkOnExhausted(onExhausted, func(format string, args ...any) { addf("on_exhausted", flows.CodeInvalid, format, args...) }) {
+		onExhausted.s = ""
+	}
 
 	f.Nodes = make([]*flows.Node, 0, len(nvs))
 	index := make(map[string]*flows.Node, len(nvs))
@@ -704,6 +738,10 @@ func builtinFlow(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 					ls.constArgs[n] = c
 				}
 			}
+		}
+		if n.Kind == flows.KindTask {
+			// The node's own on_exhausted, or else this flow's default.
+			n.OnExhausted = cmp.Or(nv.onExhausted, onExhausted.s)
 		}
 		if budget > 0 && n.Budget > budget {
 			ls.addf(n.ArgPos("budget"), flows.CodeInvalid, nil, "flow %q: node %s's budget = %d is more than the flow's budget = %d: its child run could never be admitted",

@@ -94,7 +94,6 @@ func NewServer(eng *engine.Engine, log hclog.Logger, opts ...Option) *Server {
 	s.handle("POST /v1/flows", s.registerFlows)
 	s.handle("GET /v1/flows", s.listFlows)
 	s.handle("POST /v1/flows/check", s.checkFlows)
-	s.handle("GET /v1/deadletters", s.deadLetters)
 	s.handle("GET /v1/stats", s.stats)
 	s.handle("GET /v1/stats/history", s.statsHistory)
 	s.handle("GET /v1/stats/owners", s.statsOwners)
@@ -104,6 +103,7 @@ func NewServer(eng *engine.Engine, log hclog.Logger, opts ...Option) *Server {
 	s.handle("POST /v1/admin/plugins/rescan", s.adminRescan)
 	s.handle("GET /v1/openapi.json", s.openAPI)
 	s.routeWaits()
+	s.routeDeadLetters()
 	s.routeGraphs()
 	s.routeVersions()
 	s.routeStreams()
@@ -412,26 +412,6 @@ func (s *Server) listFlows(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, convertAll(fl, flowOf))
-}
-
-func (s *Server) deadLetters(w http.ResponseWriter, r *http.Request) {
-	if !queryParams(w, r, "limit") {
-		return
-	}
-	limit, ok := limitParam(w, r.URL.Query().Get("limit"), 100, MaxListLimit)
-	if !ok {
-		return
-	}
-	dl, err := s.eng.Ops().DeadLetters(r.Context(), ownerFrom(r.Context()), limit)
-	if err != nil {
-		writeEngineErr(w, err)
-		return
-	}
-	out := convertAll(dl, deadLetterOf)
-	if out == nil {
-		out = []*apitypes.DeadLetter{}
-	}
-	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) stats(w http.ResponseWriter, r *http.Request) {

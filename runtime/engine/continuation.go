@@ -35,6 +35,9 @@ type continuation struct {
 	// maxDecidedWaits), so a second decision is told E_ALREADY_DECIDED
 	// after the run went on.
 	Decided []decidedWait `json:"decided,omitempty"`
+	// Exhausted numbers the exhausted waits of each node's current visit
+	// (exhaustCount), so a wait id is never reused after a redrive.
+	Exhausted map[string]exhaustCount `json:"exhausted,omitempty"`
 }
 
 // waitState is a wait in progress (docs/design.md §11, one wait model): its

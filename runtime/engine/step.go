@@ -359,6 +359,9 @@ func (s *stepper) branchNode(ctx context.Context, node *flows.Node) bool {
 
 // toolNode calls the node's tool through callTool and applies the end.
 func (s *stepper) toolNode(ctx context.Context, node *flows.Node) bool {
+	if s.stillExhausted(ctx, node) {
+		return false
+	}
 	input, err := s.args(node)
 	if err != nil {
 		return s.nodeFailed(ctx, node, &store.RunError{Code: CodeCallable, Message: err.Error()})
@@ -440,11 +443,15 @@ func (s *stepper) retryLater(ctx context.Context, c *toolCall, o callOutcome) bo
 }
 
 // exhausted dead-letters a call whose every try failed, then takes the
-// error wire (or fails the run).
+// error wire (or fails the run), or parks the run for a redrive when the
+// node says on_exhausted = "park".
 func (s *stepper) exhausted(ctx context.Context, node *flows.Node, tool string, o callOutcome) bool {
 	s.task.Errors = append(s.task.Errors, o.Try)
 	t := *s.task
 	t.Node = node.ID
+	if node.Parks() {
+		return s.parkExhausted(ctx, node, &t, tool, o)
+	}
 	if !s.commit(ctx, func(tx store.Tx) error { return s.e.journal.deadLetterTx(tx, s.run, &t, tool) }) {
 		return false
 	}

@@ -30,6 +30,11 @@ const (
 	WaitTimer    = "timer"    // a time: a retry's backoff
 )
 
+// WaitExhausted: a task used up its retries on a node that says
+// on_exhausted = "park"; the run waits for its dead letter's redrive
+// (Ops.Redrive). Its wait id is NODE@VISIT.exhausted.N.
+const WaitExhausted = "exhausted"
+
 // CodeAmbiguousWait: a decision named a node where several decisions are
 // open; it must name one of their wait ids.
 const CodeAmbiguousWait = "E_AMBIGUOUS_WAIT"
@@ -426,6 +431,9 @@ func runWaitsTx(tx store.Tx, run *store.Run, all bool) ([]HumanWait, error) {
 	for _, ws := range openDecisions(c, t) {
 		out = append(out, HumanWait{ID: ws.ID, Kind: ws.Kind, RunID: run.ID, Flow: run.Flow, Node: ws.Node, Since: ws.Since, Until: ws.Until, Shown: ws.Shown})
 	}
+	if !all {
+		out = append(out, exhaustedWaits(run, c, t)...) // a person redrives them
+	}
 	if all && t != nil && !t.Leased && t.WaitKind != WaitHuman && t.WaitKind != WaitApproval && t.Node != "" {
 		kind := t.WaitKind
 		if kind == "" && run.Phase == store.PhaseWaiting {
@@ -437,7 +445,7 @@ func runWaitsTx(tx store.Tx, run *store.Run, all bool) ([]HumanWait, error) {
 				if ws.ID != "" {
 					w.ID = ws.ID // an agent's flow call: NODE@VISIT.TURN.CALL
 				}
-				w.Since = ws.Since
+				w.Since, w.Shown = ws.Since, ws.Shown
 				if !ws.Until.IsZero() {
 					w.Until = ws.Until
 				}

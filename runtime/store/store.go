@@ -254,9 +254,14 @@ type Tx interface {
 
 	// Dead letters: tasks that exhausted their retries, with every
 	// attempt's error. DeadLetterPut replaces an earlier dead letter of the
-	// same task; DeadLetterList returns the oldest (by At) first.
+	// same task; DeadLetterList returns the oldest (by At) first, those
+	// that match every filter of p. DeadLetterGet returns ErrNotFound for
+	// a task that is not dead-lettered; DeadLetterDelete of one is a
+	// no-op (a redrive deletes the dead letter it sends back).
 	DeadLetterPut(d *DeadLetter) error
 	DeadLetterList(p DeadLetterListParams) ([]*DeadLetter, error)
+	DeadLetterGet(taskID string) (*DeadLetter, error)
+	DeadLetterDelete(taskID string) error
 
 	// Events: the append-only timeline of a run. EventAppend assigns Seq,
 	// strictly increasing within the store (and writes it into e);
@@ -612,10 +617,23 @@ type DeadLetter struct {
 	At     time.Time      `json:"at"`
 }
 
-// DeadLetterListParams filters DeadLetterList.
+// DeadLetterListParams filters DeadLetterList; a zero field does not
+// filter.
 type DeadLetterListParams struct {
 	Owner string
+	// Flow and Tool keep the dead letters of that flow, of that tool.
+	Flow string
+	Tool string
+	// Since keeps the dead letters whose At is not before it.
+	Since time.Time
 	Limit int
+}
+
+// Keeps says whether d passes every filter of p; the backends filter with
+// it, so they agree on what a filter means.
+func (p DeadLetterListParams) Keeps(d *DeadLetter) bool {
+	return (p.Owner == "" || d.Owner == p.Owner) && (p.Flow == "" || d.Flow == p.Flow) &&
+		(p.Tool == "" || d.Tool == p.Tool) && !d.At.Before(p.Since)
 }
 
 // Event is one entry of a run's timeline.

@@ -434,3 +434,29 @@ flow{"f", nodes = {task{"a", tool = "t", args = function(ctx) return {x = (twice
 		t.Errorf("got %s", ds)
 	}
 }
+
+// on_exhausted is checked in Lua as in Starlark, and reaches the IR.
+func TestLuaOnExhausted(t *testing.T) {
+	t.Parallel()
+	src := `flow{"f", on_exhausted = "park",
+  nodes = {
+    task{"a", tool = "t", next = "b"},
+    task{"b", tool = "t", on_exhausted = "fail", next = "c"},
+    task{"c", tool = "t", on_exhausted = "prak"},
+  },
+}
+`
+	_, ds := script.Load([]flows.File{{Path: "x.lua", Src: []byte(src)}})
+	want := `x.lua:5: E_INVALID: task "c": on_exhausted = "prak", want "fail"`
+	if len(ds) != 1 || !strings.HasPrefix(ds[0].String(), want) {
+		t.Fatalf("got %v, want one diagnostic starting %s", ds, want)
+	}
+	m, ds := script.Load([]flows.File{{Path: "x.lua", Src: []byte(strings.Replace(src, `"prak"`, `"park"`, 1))}})
+	if len(ds) > 0 {
+		t.Fatal(ds)
+	}
+	f := m.Flows[0]
+	if got := []string{f.Node("a").OnExhausted, f.Node("b").OnExhausted, f.Node("c").OnExhausted}; !slices.Equal(got, []string{"park", "fail", "park"}) {
+		t.Errorf("on_exhausted %v, want [park fail park]", got)
+	}
+}

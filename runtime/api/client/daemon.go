@@ -140,15 +140,7 @@ func (c *Client) FlowGraph(ctx context.Context, name, format string) (string, er
 // with every attempt's error (GET /v1/deadletters); limit 0 leaves the
 // count to the daemon (100), at most apitypes.MaxListLimit.
 func (c *Client) DeadLetterList(ctx context.Context, limit int) ([]apitypes.DeadLetter, error) {
-	path := "/deadletters"
-	if limit != 0 {
-		path += fmt.Sprintf("?limit=%d", limit)
-	}
-	var dl []apitypes.DeadLetter
-	if err := c.call(ctx, http.MethodGet, path, nil, &dl); err != nil {
-		return nil, err
-	}
-	return dl, nil
+	return c.DeadLetters(ctx, DeadLetterFilter{Limit: limit})
 }
 
 // Stats reads the four figures per task type and the engine's counters

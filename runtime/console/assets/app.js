@@ -591,18 +591,53 @@ async function flowPage(name) {
 
 // ---- Dead letters ----
 
-async function deadLettersPage() {
+async function deadLettersPage(note) {
   document.title = "Dead letters · weir";
   const res = await api("GET", "/deadletters?limit=1000");
   if (!res.ok) { show(el("h1", { text: "Dead letters" }), errorBox(res)); return; }
+  const answer = el("p", { class: "answer", id: "redrive-answer", text: note || "" });
+  const redriveBtn = (label, body, what, attrs) => {
+    const b = el("button", Object.assign({ type: "button", class: "redrive", text: label }, attrs || {}));
+    b.addEventListener("click", () => redriveDeadLetters(body, what, b));
+    return b;
+  };
+  // One button per flow and per tool of the listed dead letters (the
+  // first 20 of each): "all of a flow/tool" asks the daemon, which takes
+  // the owner's dead letters of it, not only those listed here.
+  const distinct = (key) => [...new Set(res.data.map((d) => d[key]).filter((v) => v))].slice(0, 20);
   show(el("h1", { text: "Dead letters" }),
-    res.data.length === 0 ? el("p", { class: "muted", text: "None: no task of yours has exhausted its retries." }) :
-      table("deadletters-table", ["At", "Run", "Flow", "Node", "Tool", "Every attempt's error"],
+    el("p", { class: "hint", text: "A redrive sends a task back to the queue with its tries counted afresh and the same idempotency key; a run parked on its exhaustion (on_exhausted = \"park\") resumes at the node. A run that ended is never reopened: fork it." }),
+    answer,
+    res.data.length === 0 ? el("p", { class: "muted", text: "None: no task of yours has exhausted its retries." }) : [
+      el("div", { class: "actions", id: "redrive-groups" },
+        distinct("flow").map((f) => redriveBtn("Redrive all of flow " + f, { flow: f }, "every dead letter of flow " + f, { "data-flow": f })),
+        distinct("tool").map((t) => redriveBtn("Redrive all of tool " + t, { tool: t }, "every dead letter of tool " + t, { "data-tool": t }))),
+      table("deadletters-table", ["At", "Run", "Flow", "Node", "Tool", "Every attempt's error", ""],
         res.data.map((d) => el("tr", { "data-task": d.task_id },
           el("td", { class: "mono", text: fullTime(d.at) }), el("td", {}, runLink(d.run_id)), el("td", { text: d.flow }),
           el("td", { text: d.node }), el("td", { text: d.tool || "" }),
           el("td", {}, el("ol", {}, (d.errors || []).map((e) => el("li", {},
-            el("b", { text: e.code }), " " + e.message + " ", el("span", { class: "muted", text: "(attempt " + e.attempt + ", " + fullTime(e.at) + ")" })))))))));
+            el("b", { text: e.code }), " " + e.message + " ", el("span", { class: "muted", text: "(attempt " + e.attempt + ", " + fullTime(e.at) + ")" }))))),
+          el("td", {}, redriveBtn("Redrive", { task_ids: [d.task_id] }, "task " + d.task_id + " of run " + d.run_id)))))]);
+}
+
+// redriveDeadLetters asks for a confirmation, redrives what body names
+// and shows the answer per task above the list it lists again.
+async function redriveDeadLetters(body, what, button) {
+  if (!window.confirm("Redrive " + what + "? Each task goes back to the queue with its tries counted afresh; its run resumes at the node.")) return;
+  button.disabled = true;
+  const res = await api("POST", "/deadletters/redrive", Object.assign({ reason: "redriven from the console" }, body));
+  if (!res.ok) {
+    button.disabled = false;
+    document.getElementById("redrive-answer").textContent = (res.data.code || res.status) + ": " + (res.data.message || "");
+    return;
+  }
+  const results = res.data.results || [];
+  const refused = results.filter((r) => !r.redriven);
+  let note = (results.length - refused.length) + " redriven, " + refused.length + " refused";
+  if (refused.length > 0) note += ": " + refused.slice(0, 20).map((r) => r.task_id + " " + (r.error ? r.error.code + ": " + r.error.message : "")).join("; ");
+  if (res.data.more) note += " (more match: redrive again)";
+  await deadLettersPage(note);
 }
 
 // ---- Status ----

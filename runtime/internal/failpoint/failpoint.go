@@ -31,6 +31,16 @@ const (
 	DropAccepted = "drop-accepted"
 )
 
+// Failpoints of the dead-letter operations (engine redrive.go).
+const (
+	// ExhaustedParked: a task's dead letter and its run's park on an
+	// exhausted wait are durable (one transaction).
+	ExhaustedParked = "exhausted-parked"
+	// AfterRedrive: one task's redrive is durable, the rest of its batch
+	// and the answer are not.
+	AfterRedrive = "after-redrive"
+)
+
 var (
 	once  sync.Once
 	mu    sync.Mutex

@@ -890,12 +890,20 @@ func (t *storeTx) DeadLetterList(p store.DeadLetterListParams) ([]*store.DeadLet
 	if err := t.Open(); err != nil {
 		return nil, err
 	}
+	since := ""
+	if !p.Since.IsZero() {
+		since = timeKey(p.Since) // both orders begin with the time
+	}
 	if p.Owner == "" {
 		pre := []byte(pDead)
-		return listJSON[store.DeadLetter](t, pre, prefixEnd(pre), p.Limit, nil)
+		return listJSON[store.DeadLetter](t, key(pDead, since), prefixEnd(pre), p.Limit, p.Keeps)
 	}
 	prefix := key(pDeadOwner, p.Owner, sep)
-	keys, err := t.scanKeys(prefix, prefixEnd(prefix), p.Limit)
+	limit := p.Limit
+	if p.Flow != "" || p.Tool != "" {
+		limit = 0 // the owner's index holds neither: read until enough match
+	}
+	keys, err := t.scanKeys(key(pDeadOwner, p.Owner, sep, since), prefixEnd(prefix), limit)
 	if err != nil {
 		return nil, err
 	}
@@ -903,6 +911,9 @@ func (t *storeTx) DeadLetterList(p store.DeadLetterListParams) ([]*store.DeadLet
 	defer done()
 	out := make([]*store.DeadLetter, 0, len(keys))
 	for _, k := range keys {
+		if p.Limit > 0 && len(out) >= p.Limit {
+			break
+		}
 		b, err := get(key(pDead, string(k[len(prefix):])))
 		if err != nil {
 			return nil, fmt.Errorf("badgerstore: index entry %q: %w", k, err)
@@ -911,9 +922,54 @@ func (t *storeTx) DeadLetterList(p store.DeadLetterListParams) ([]*store.DeadLet
 		if err := decodeJSON(b, d); err != nil {
 			return nil, err
 		}
-		out = append(out, d)
+		if p.Keeps(d) {
+			out = append(out, d)
+		}
 	}
 	return out, nil
+}
+
+// deadLetterAt is the time key of taskID's dead letter, from its pointer.
+func (t *storeTx) deadLetterAt(taskID string) (string, error) {
+	b, err := t.kv.get(key(pDeadTask, taskID))
+	if errors.Is(err, errNoKey) {
+		return "", store.ErrNotFound
+	}
+	return string(b), err
+}
+
+func (t *storeTx) DeadLetterGet(taskID string) (*store.DeadLetter, error) {
+	if err := t.Open(); err != nil {
+		return nil, err
+	}
+	at, err := t.deadLetterAt(taskID)
+	if err != nil {
+		return nil, err
+	}
+	d := new(store.DeadLetter)
+	if err := t.getJSON(key(pDead, at, taskID), d); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+func (t *storeTx) DeadLetterDelete(taskID string) error {
+	if err := t.Writable(); err != nil {
+		return err
+	}
+	at, err := t.deadLetterAt(taskID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	d := new(store.DeadLetter)
+	if err := t.getJSON(key(pDead, at, taskID), d); err != nil {
+		return err
+	}
+	return errors.Join(t.kv.del(key(pDeadTask, taskID)), t.kv.del(key(pDead, at, taskID)),
+		t.kv.del(key(pDeadOwner, d.Owner, sep, at, taskID)))
 }
 
 // ---- events ----

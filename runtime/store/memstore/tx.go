@@ -628,9 +628,22 @@ func (t *tx) DeadLetterPut(d *store.DeadLetter) error {
 }
 
 func (t *tx) DeadLetterList(p store.DeadLetterListParams) ([]*store.DeadLetter, error) {
-	keep := func(d *store.DeadLetter) bool { return p.Owner == "" || d.Owner == p.Owner }
 	less := func(a, b *store.DeadLetter) int { return byTime(a.At, b.At, a.TaskID, b.TaskID) }
-	return list(t, tDead, keep, less, p.Limit)
+	return list(t, tDead, p.Keeps, less, p.Limit)
+}
+
+func (t *tx) DeadLetterGet(taskID string) (*store.DeadLetter, error) {
+	return get[store.DeadLetter](t, tDead, taskID)
+}
+
+func (t *tx) DeadLetterDelete(taskID string) error {
+	if err := t.Writable(); err != nil {
+		return err
+	}
+	if _, ok := t.lookup(tDead, taskID); ok {
+		t.del(tDead, taskID)
+	}
+	return nil
 }
 
 // ---- events ----

@@ -861,18 +861,51 @@ func (t *storeTx) DeadLetterPut(d *store.DeadLetter) error {
 		d.TaskID, d.Owner, nanos(d.At))
 }
 
+// DeadLetterList filters flow and tool on the record itself (its JSON):
+// the table keeps neither in a column, and a dead letter's owner and time
+// narrow the scan through the indexes first.
 func (t *storeTx) DeadLetterList(p store.DeadLetterListParams) ([]*store.DeadLetter, error) {
 	if err := t.Open(); err != nil {
 		return nil, err
 	}
-	if p.Owner == "" {
-		return listRecords[store.DeadLetter](t, `SELECT v, data FROM dead_letters ORDER BY at_ns, task_id`+limitClause(p.Limit))
-	}
-	if !text(p.Owner) {
+	if !text(p.Owner, p.Flow, p.Tool) {
 		return nil, nil
 	}
-	return listRecords[store.DeadLetter](t, `SELECT v, data FROM dead_letters WHERE owner = $1
-		ORDER BY at_ns, task_id`+limitClause(p.Limit), p.Owner)
+	var where []string
+	var args []any
+	arg := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, fmt.Sprintf(cond, len(args)))
+	}
+	if p.Owner != "" {
+		arg("owner = $%d", p.Owner)
+	}
+	if !p.Since.IsZero() {
+		arg("at_ns >= $%d", nanos(p.Since))
+	}
+	if p.Flow != "" {
+		arg("convert_from(data, 'UTF8')::jsonb->>'flow' = $%d", p.Flow)
+	}
+	if p.Tool != "" {
+		arg("convert_from(data, 'UTF8')::jsonb->>'tool' = $%d", p.Tool)
+	}
+	sql := `SELECT v, data FROM dead_letters`
+	if len(where) > 0 {
+		sql += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	return listRecords[store.DeadLetter](t, sql+` ORDER BY at_ns, task_id`+limitClause(p.Limit), args...)
+}
+
+func (t *storeTx) DeadLetterGet(taskID string) (*store.DeadLetter, error) {
+	return getOne[store.DeadLetter](t, []string{taskID}, `SELECT v, data FROM dead_letters WHERE task_id = $1`, taskID)
+}
+
+func (t *storeTx) DeadLetterDelete(taskID string) error {
+	err := t.deleteOne("dead letter of "+taskID, `DELETE FROM dead_letters WHERE task_id = $1`, taskID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	return err
 }
 
 // ---- events ----

@@ -18,6 +18,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -947,6 +948,81 @@ func testDeadLetters(t *testing.T, s store.Store, _ Opener) {
 		same("alice after replacing t2", list(store.DeadLetterListParams{Owner: "alice"}), []*store.DeadLetter{d1, d3, d2b}),
 	); err != nil {
 		t.Fatal(err)
+	}
+	testDeadLetterFilters(t, s, list)
+	testDeadLetterGetDelete(t, s, list)
+}
+
+// testDeadLetterFilters: flow, tool and since each narrow the list, with
+// and without an owner, and a limit counts only what matched.
+func testDeadLetterFilters(t *testing.T, s store.Store, list func(store.DeadLetterListParams) []*store.DeadLetter) {
+	other := &store.DeadLetter{TaskID: "t4", RunID: "r-t4", Owner: "alice", Flow: "g", Node: "n", Tool: "other",
+		Errors: []store.AttemptError{{Attempt: 1, Code: "E1", Message: "a", At: t0}}, At: at(5 * time.Second)}
+	update(t, s, func(tx store.Tx) error { return tx.DeadLetterPut(other) })
+	ids := func(ds []*store.DeadLetter) string {
+		var out []string
+		for _, d := range ds {
+			out = append(out, d.TaskID)
+		}
+		return strings.Join(out, ",")
+	}
+	for _, c := range []struct {
+		name string
+		p    store.DeadLetterListParams
+		want string
+	}{
+		{"flow", store.DeadLetterListParams{Flow: "g"}, "t4"},
+		{"owner and flow", store.DeadLetterListParams{Owner: "alice", Flow: "f"}, "t1,t3,t2"},
+		{"tool", store.DeadLetterListParams{Tool: "tool"}, "t1,t3,t2"},
+		{"owner, tool and limit", store.DeadLetterListParams{Owner: "alice", Tool: "other", Limit: 1}, "t4"},
+		{"flow and limit", store.DeadLetterListParams{Flow: "f", Limit: 2}, "t1,t3"},
+		{"since", store.DeadLetterListParams{Since: at(3 * time.Second)}, "t3,t2,t4"},
+		{"owner and since", store.DeadLetterListParams{Owner: "alice", Since: at(4 * time.Second)}, "t2,t4"},
+		{"since, flow and tool", store.DeadLetterListParams{Since: at(4 * time.Second), Flow: "f", Tool: "tool"}, "t2"},
+		{"no match", store.DeadLetterListParams{Flow: "f", Tool: "other"}, ""},
+		{"unknown owner's flow", store.DeadLetterListParams{Owner: "carol", Flow: "f"}, ""},
+	} {
+		if got := ids(list(c.p)); got != c.want {
+			t.Errorf("%s: listed [%s], want [%s]", c.name, got, c.want)
+		}
+	}
+}
+
+// testDeadLetterGetDelete: a dead letter is read by its task id, and once
+// deleted it is gone from the reads and from every order it was listed in.
+func testDeadLetterGetDelete(t *testing.T, s store.Store, list func(store.DeadLetterListParams) []*store.DeadLetter) {
+	var d3 *store.DeadLetter
+	view(t, s, func(tx store.Tx) error {
+		var err error
+		d3, err = tx.DeadLetterGet("t3")
+		_, err2 := tx.DeadLetterGet("nope")
+		return first(err, check(d3.RunID == "r-t3" && d3.Owner == "alice" && len(d3.Errors) == 2, "got %+v", d3), isNotFound("unknown task", err2))
+	})
+	update(t, s, func(tx store.Tx) error {
+		if err := tx.DeadLetterDelete("t3"); err != nil {
+			return err
+		}
+		_, err := tx.DeadLetterGet("t3")
+		return first(isNotFound("deleted in the same transaction", err), tx.DeadLetterDelete("t3"), tx.DeadLetterDelete("nope"))
+	})
+	view(t, s, func(tx store.Tx) error {
+		_, err := tx.DeadLetterGet("t3")
+		return isNotFound("after delete", err)
+	})
+	for _, p := range []store.DeadLetterListParams{{}, {Owner: "alice"}, {Flow: "f"}, {Owner: "alice", Tool: "tool"}} {
+		for _, d := range list(p) {
+			if d.TaskID == "t3" {
+				t.Errorf("list %+v still holds the deleted t3", p)
+			}
+		}
+	}
+	// Dead-lettered again, it is listed again.
+	update(t, s, func(tx store.Tx) error { return tx.DeadLetterPut(d3) })
+	if got := list(store.DeadLetterListParams{Owner: "alice", Flow: "f"}); len(got) != 3 {
+		t.Errorf("after putting t3 back alice lists %d dead letters of f, want 3", len(got))
+	}
+	if err := s.View(ctx, func(tx store.Tx) error { return tx.DeadLetterDelete("t1") }); !errors.Is(err, store.ErrReadOnly) {
+		t.Errorf("DeadLetterDelete in View: %v, want ErrReadOnly", err)
 	}
 }
 
