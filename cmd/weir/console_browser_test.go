@@ -636,6 +636,16 @@ func TestConsoleInBrowser(t *testing.T) {
 		if dl := text(t, `#deadletters-table`); !strings.Contains(dl, "E_UPSTREAM") || !strings.Contains(dl, "attempt 2") {
 			t.Errorf("dead letters show %q", dl)
 		}
+		// The failing run ended on its error wire: redriving its dead
+		// letter, confirmed, is refused with the way out (a fork), and
+		// the letter stays listed.
+		do(t, "redrive a dead letter", chromedp.Evaluate[void](`window.confirm = () => true; document.querySelector("#deadletters-table button.redrive").click(), null`))
+		if ans := text(t, `#redrive-answer`); !strings.Contains(ans, "0 redriven, 1 refused") || !strings.Contains(ans, "E_RUN_ENDED") || !strings.Contains(ans, "fork") {
+			t.Errorf("the redrive answered %q", ans)
+		}
+		if dl := text(t, `#deadletters-table`); !strings.Contains(dl, "E_UPSTREAM") {
+			t.Errorf("after a refused redrive the dead letters show %q", dl)
+		}
 		do(t, "status", chromedp.Navigate(base+"/status"), ready, visible(`#history #chart-tasks svg polyline.series`), shot("status"))
 		if adm := text(t, `#admission`); adm != "open" {
 			t.Errorf("admission %q", adm)
