@@ -29,6 +29,7 @@ const (
 	invRestart  = "the daemon always restarted and stopped cleanly"
 	invCoverage = "every failpoint fired"
 	invCohort   = "every closed cohort has its marker and cutoff, no late result in its batch"
+	invRedrive  = "every redriven task ends, none redriven twice"
 )
 
 // invariant is one promise checked at the end of a soak. check returns the
@@ -107,6 +108,10 @@ var invariants = []invariant{
 			w.counts["cohorts closed"], w.counts["cohort results"], w.counts["cohort late"], w.counts["approved"], meant, countFlow(f, "soak_wait"), countFlowPhase(f, "soak_sub", apitypes.PhaseCompleted))
 	}},
 	{invAgent, checkAgentTurns, agentSummary},
+	{invRedrive, checkRedrives, func(w *world, f *final) string {
+		return fmt.Sprintf("%d redrives, %d redrive-kind runs completed through them, each redriven event after its own exhausted park",
+			w.counts["redriven"], countFlowPhase(f, "soak_redrive", apitypes.PhaseCompleted))
+	}},
 	{invCoverage, checkCoverage, func(w *world, f *final) string {
 		parts := []string{}
 		for _, fp := range failpoints {
@@ -709,4 +714,34 @@ func countFlowPhase(f *final, flow string, p apitypes.Phase) int {
 		}
 	}
 	return n
+}
+
+// checkRedrives: in a run of the redrive kind each exhausted wait it
+// parked on is redriven at most once (a redrive done twice would show two
+// redriven events naming one wait), every redriven event names a wait the
+// run parked on, and a run that completed was redriven (its tries cannot
+// get through without).
+func checkRedrives(w *world, f *final) []string {
+	var out []string
+	for _, v := range f.runs {
+		if v.Flow != "soak_redrive" {
+			continue
+		}
+		parked, redriven := map[string]bool{}, map[string]int{}
+		for _, e := range f.events[v.ID] {
+			wait := fmt.Sprint(e.Detail["wait"])
+			switch {
+			case e.Type == "waiting" && e.Detail["for"] == "exhausted":
+				parked[wait] = true
+			case e.Type == "redriven":
+				if redriven[wait]++; redriven[wait] > 1 || !parked[wait] {
+					out = append(out, fmt.Sprintf("run %s: wait %s redriven %d times, parked on: %v", v.ID, wait, redriven[wait], parked[wait]))
+				}
+			}
+		}
+		if v.Phase == apitypes.PhaseCompleted && len(redriven) == 0 {
+			out = append(out, fmt.Sprintf("run %s completed without a redrive: its tries cannot get through alone", v.ID))
+		}
+	}
+	return out
 }

@@ -57,7 +57,7 @@ type Config struct {
 
 // failpoints are runtime/internal/failpoint's killing failpoints, one per
 // durable boundary; the soak arms each in turn, then at random.
-var failpoints = []string{"after-accept", "after-started", "after-tool", "after-result", "mid-finish"}
+var failpoints = []string{"after-accept", "after-started", "after-tool", "after-result", "mid-finish", "exhausted-parked", "after-redrive"}
 
 // Report is the outcome of a soak.
 type Report struct {
@@ -158,6 +158,33 @@ var actors = []actor{
 	{"duplicate", 60 * time.Millisecond, submitDuplicate},
 	{"cancel", 120 * time.Millisecond, cancelOne},
 	{"approve", 500 * time.Millisecond, approveWaiting},
+	{"redrive", 500 * time.Millisecond, redriveParked},
+}
+
+// redriveParked redrives the dead letters of the redrive kind, whose runs
+// parked on their exhausted waits. A dead letter redriven in an answer a
+// kill took is not dead any more (E_NOT_DEAD), and one whose run a cancel
+// ended is refused (E_RUN_ENDED) or gone with it; one whose run is being
+// resumed is refused E_NOT_WAITING and redriven at a later pass. Any
+// other refusal breaks the redrive's contract.
+func redriveParked(ctx context.Context, w *world, c *client.Client) {
+	res, err := c.Redrive(ctx, apitypes.RedriveRequest{Flow: "soak_redrive", Reason: "soak"})
+	if err != nil {
+		return // the daemon is down or draining: the next pass tries again
+	}
+	for _, r := range res.Results {
+		if r.Redriven {
+			w.count("redriven")
+			continue
+		}
+		switch code := r.Error.Code; code {
+		case engine.CodeNotDead, engine.CodeRunEnded, engine.CodeNotWaiting, engine.CodeNotFound,
+			engine.CodeQueueFull, engine.CodeOwnerQuota, engine.CodeDraining:
+			w.count("redrive refused " + code)
+		default:
+			w.violate(invRedrive, "redriving %s of run %s: %s %s", r.TaskID, r.RunID, code, r.Error.Message)
+		}
+	}
 }
 
 // approveWaiting approves the runs of the approval kind that are to be
@@ -741,6 +768,7 @@ func drain(ctx context.Context, w *world, c *client.Client, cfg Config) (drainRe
 	lastMove := d.Began
 	for first := true; ; first = false {
 		approveWaiting(ctx, w, c)
+		redriveParked(ctx, w, c)
 		var sig strings.Builder
 		left := 0
 		for _, p := range unfinishedPhases {

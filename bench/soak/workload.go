@@ -33,6 +33,9 @@ type kind struct {
 	// cohort says the kind's runs close a fan-out cohort, which the
 	// cohort invariant checks.
 	cohort bool
+	// redrive says the kind's runs park on an exhausted wait that the
+	// redriver sends back; one still parked at the end is unfinished.
+	redrive bool
 }
 
 // checkFunc looks at a terminal run (its view and timeline, with the
@@ -276,6 +279,26 @@ flow(
 		check: func(v *apitypes.Run, in map[string]any, _ []apitypes.Event, _ *records) []string {
 			return nil // checked by the cohort invariant
 		},
+	},
+	{
+		// Exhausted, parked and redriven: the first two tries of "try"
+		// fail, its one retry is used up, the run parks on an exhausted
+		// wait, and the redriver sends it back (redriveParked), where
+		// the next tries get through under the same key.
+		name: "redrive", flow: "soak_redrive", weight: 1, redrive: true,
+		src: `
+flow(
+    name = "soak_redrive",
+    nodes = [
+        task("try", tool = "testkit.fail", args = lambda ctx: {"times": 3}, retries = 1, on_exhausted = "park", next = "ok"),
+        task("ok", tool = "testkit.echo", args = lambda ctx: {"id": ctx.input["id"], "redriven": True}),
+    ],
+)
+`,
+		input: func(r *rand.Rand, id string) map[string]any { return map[string]any{"id": id} },
+		check: completed(func(v *apitypes.Run, in map[string]any, _ []apitypes.Event, _ *records) []string {
+			return wantOutput(v, map[string]any{"id": in["id"], "redriven": true})
+		}),
 	},
 	agentKind,
 }
