@@ -66,6 +66,7 @@ var scenarios = []scenario{
 	{10, "MCP tool call through weir", mcpCall},
 	{11, "durable steps/s, a fleet on PostgreSQL", fleetSteps},
 	{12, "one owner cannot starve another", fairShare},
+	{13, "recovery operations", recovery},
 }
 
 func main() {

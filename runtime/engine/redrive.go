@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/weirhq/weir/flows"
@@ -231,14 +232,47 @@ func (o *Ops) Redrive(ctx context.Context, p RedriveParams) (*RedriveAnswer, err
 	if p.By == "" {
 		p.By = p.Owner
 	}
-	ans := &RedriveAnswer{More: more}
-	for _, id := range ids {
+	ans := &RedriveAnswer{More: more, Results: make([]RedriveResult, len(ids))}
+	// Admission goes in the order named, so which of a batch too large
+	// for the owner's share are refused is the later ones; the admitted
+	// ones then commit side by side, each in its own transaction, which
+	// the store's group commit makes durable together.
+	pres := make([]*redrivePreview, len(ids))
+	for i, id := range ids {
 		if ctx.Err() != nil {
-			return ans, protocolErr(CodeBadRequest, "request abandoned after %d of %d redrives: %v", len(ans.Results), len(ids), ctx.Err())
+			o.unreserve(pres[:i])
+			return nil, protocolErr(CodeBadRequest, "request abandoned after %d of %d redrives were admitted: %v", i, len(ids), ctx.Err())
 		}
-		ans.Results = append(ans.Results, o.redriveOne(ctx, p, id))
+		ans.Results[i], pres[i] = o.redriveAdmit(ctx, p.Owner, id)
 	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, redriveCommitters)
+	for i := range ids {
+		if pres[i] == nil {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			o.redriveCommit(ctx, p, pres[i], &ans.Results[i])
+		})
+	}
+	wg.Wait()
 	return ans, nil
+}
+
+// redriveCommitters bounds the redrive transactions one request has in
+// flight at once.
+const redriveCommitters = 16
+
+// unreserve gives back the queue places of admitted redrives that will
+// not be made.
+func (o *Ops) unreserve(pres []*redrivePreview) {
+	for _, pre := range pres {
+		if pre != nil {
+			o.e.queued.remove(pre.run.ID)
+		}
+	}
 }
 
 // redriveSelection checks p and lists the task ids it names.
@@ -296,23 +330,34 @@ func clip(s string) string {
 	return s
 }
 
-// redriveOne redrives one dead letter: admission first (the gate, the
-// disk, the owner's spend and its share of the queue), then the one
-// transaction; a refused or failed transaction gives the reservation back.
-func (o *Ops) redriveOne(ctx context.Context, p RedriveParams, taskID string) RedriveResult {
-	e := o.e
+// redriveAdmit is the first half of one redrive: the preview (which
+// refuses early what the transaction would refuse anyway) and admission
+// (the gate, the disk, the owner's spend and its share of the queue). It
+// returns the preview of an admitted redrive, nil for a refused one
+// (whose result holds the refusal).
+func (o *Ops) redriveAdmit(ctx context.Context, owner, taskID string) (RedriveResult, *redrivePreview) {
 	res := RedriveResult{TaskID: taskID}
-	pre, refusal := o.redrivePreview(ctx, p.Owner, taskID)
+	pre, refusal := o.redrivePreview(ctx, owner, taskID)
 	if refusal != nil {
 		res.Err = refusal
-		return res
+		return res, nil
 	}
 	res.RunID, res.Node = pre.dl.RunID, pre.dl.Node
 	if err := o.admitRedrive(pre.run); err != nil {
 		res.Err = err
-		return res
+		return res, nil
 	}
+	pre.taskID = taskID
+	return res, &pre
+}
+
+// redriveCommit is the second half: the one transaction; a refused or
+// failed transaction gives the reservation back.
+func (o *Ops) redriveCommit(ctx context.Context, p RedriveParams, pre *redrivePreview, res *RedriveResult) {
+	e := o.e
+	taskID := pre.taskID
 	now := e.clock.Now()
+	var refusal *Error
 	err := e.st.Update(ctx, func(tx store.Tx) error {
 		var err error
 		res.Wait, refusal, err = redriveTx(tx, p, taskID, pre.cost, now)
@@ -323,29 +368,29 @@ func (o *Ops) redriveOne(ctx context.Context, p RedriveParams, taskID string) Re
 		e.queued.remove(pre.run.ID)
 		e.auditor.foreign(ctx, p.Owner, taskID, "redrive")
 		res.Err = protocolErr(CodeNotFound, "no dead letter of task %s", taskID)
-		return res
+		return
 	case refusal != nil:
 		e.queued.remove(pre.run.ID)
 		res.Err = refusal
-		return res
+		return
 	case err != nil:
 		e.queued.remove(pre.run.ID)
 		res.Err = e.admission.storageFailed(err)
-		return res
+		return
 	}
 	failpoint.Hit(failpoint.AfterRedrive)
 	res.Redriven = true
 	e.wake.kick()
-	return res
 }
 
 // redrivePreview is what a redrive reads before it is admitted: the dead
 // letter, its run and what the node's next try will cost. It refuses
 // early what the transaction would refuse anyway, without a reservation.
 type redrivePreview struct {
-	dl   *store.DeadLetter
-	run  *store.Run
-	cost int64
+	taskID string
+	dl     *store.DeadLetter
+	run    *store.Run
+	cost   int64
 }
 
 func (o *Ops) redrivePreview(ctx context.Context, owner, taskID string) (redrivePreview, *Error) {
