@@ -470,3 +470,63 @@ func (w *forkWrite) write(tx store.Tx, run *store.Run, task *store.Task) (*store
 	}
 	return nil, appendEvent(tx, w.ref.RunID, evForkMade, 0, w.ref.Node, made, run.CreatedAt)
 }
+
+// Bounds of a lineage: how many forks up a family's root is looked for,
+// and how many of the owner's runs, newest first, are searched for its
+// forks.
+const (
+	MaxLineageDepth = 64
+	MaxLineageScan  = 10_000
+)
+
+// Lineage lists the family of owner's run runID, oldest first: the run
+// its forks descend from (following ForkedFrom up, at most
+// MaxLineageDepth times), and every fork of it, of its forks and so on,
+// among owner's latest MaxLineageScan runs. A source removed by retention
+// ends the walk up there.
+func (o *Ops) Lineage(ctx context.Context, owner, runID string) ([]*store.Run, error) {
+	run, err := o.e.Get(ctx, owner, runID)
+	if err != nil {
+		return nil, err
+	}
+	var runs []*store.Run
+	err = o.e.st.View(ctx, func(tx store.Tx) error {
+		for i := 0; i < MaxLineageDepth && run.ForkedFrom != nil; i++ {
+			up, err := tx.RunGet(run.ForkedFrom.RunID)
+			if errors.Is(err, store.ErrNotFound) || (err == nil && up.Owner != owner) {
+				break
+			}
+			if err != nil {
+				return err
+			}
+			run = up
+		}
+		var err error
+		runs, err = tx.RunList(store.RunListParams{Owner: owner, Order: store.OrderNewest, Limit: MaxLineageScan})
+		return err
+	})
+	if err != nil {
+		return nil, o.e.admission.readFailed(err)
+	}
+	return family(run, runs), nil
+}
+
+// family is root and the runs of runs that descend from it by forks,
+// root first, then oldest first (runs is newest first). Passes repeat
+// until one adds nothing: runs created at the same instant may come in
+// any order.
+func family(root *store.Run, runs []*store.Run) []*store.Run {
+	in := map[string]bool{root.ID: true}
+	out := []*store.Run{root}
+	for added := true; added; {
+		added = false
+		for i := len(runs) - 1; i >= 0; i-- {
+			r := runs[i]
+			if r.ForkedFrom != nil && in[r.ForkedFrom.RunID] && !in[r.ID] {
+				in[r.ID], added = true, true
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}

@@ -258,3 +258,37 @@ func mapsEqual(a, b map[string]int) bool {
 	}
 	return true
 }
+
+// A run's lineage is its family: the root source and its forks,
+// transitively, whichever member is asked about; others' runs are not in it.
+func TestUnitForkLineage(t *testing.T) {
+	t.Parallel()
+	b := setupUnit(t, Config{}, forkSrc)
+	src := b.finished(t, "chain", `{"n": 1}`)
+	other := b.finished(t, "chain", `{"n": 2}`)
+	f1, err := b.fork(t, ForkParams{RunID: src, From: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.waitTerminal(t, f1.RunID)
+	f2, err := b.fork(t, ForkParams{RunID: f1.RunID, From: "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{src, f2.RunID} {
+		fam, err := b.eng.Ops().Lineage(context.Background(), "alice", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, r := range fam {
+			ids = append(ids, r.ID)
+		}
+		if !slices.Equal(ids, []string{src, f1.RunID, f2.RunID}) || slices.Contains(ids, other) {
+			t.Errorf("lineage of %s: %v, want %v", id, ids, []string{src, f1.RunID, f2.RunID})
+		}
+	}
+	if _, err := b.eng.Ops().Lineage(context.Background(), "bob", src); ErrorCode(err) != CodeNotFound {
+		t.Errorf("bob's lineage of alice's run: %v", err)
+	}
+}
