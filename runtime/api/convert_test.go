@@ -182,6 +182,8 @@ func TestCodesMatchTheEngine(t *testing.T) {
 		{apitypes.CodeNotWaiting, engine.CodeNotWaiting},
 		{apitypes.CodeAlreadyDecided, engine.CodeAlreadyDecided},
 		{apitypes.CodeAmbiguousWait, engine.CodeAmbiguousWait},
+		{apitypes.CodeForkPoint, engine.CodeForkPoint},
+		{apitypes.CodeForkEffects, engine.CodeForkEffects},
 		{apitypes.WaitHuman, engine.WaitHuman},
 		{apitypes.WaitApproval, engine.WaitApproval},
 		{apitypes.WaitChild, engine.WaitChild},
