@@ -16,7 +16,7 @@ import (
 )
 
 // A fork is a new run that starts where another run once was
-// (docs/design.md, "Forking a run"): its journal begins with the source's
+// (docs/design.md §5.6): its journal begins with the source's
 // work completed before the fork point, copied and never run again, and
 // from the fork point on it runs anew under its own run id, so every
 // idempotency key it makes is its own. The source run is never changed;
