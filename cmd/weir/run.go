@@ -21,7 +21,7 @@ import (
 func init() {
 	registerCommand(func(m *Main) *cobra.Command {
 		cmd := &cobra.Command{Use: "run", Short: "Start, inspect and cancel runs on the daemon"}
-		cmd.AddCommand(m.runStartCmd(), m.runGetCmd(), m.runLsCmd(), m.runCancelCmd(), m.runEventsCmd(), m.runDecideCmd(true), m.runDecideCmd(false), m.runGraphCmd(), m.runWaitCmd())
+		cmd.AddCommand(m.runStartCmd(), m.runGetCmd(), m.runLsCmd(), m.runCancelCmd(), m.runEventsCmd(), m.runDecideCmd(true), m.runDecideCmd(false), m.runGraphCmd(), m.runWaitCmd(), m.runForkCmd())
 		return cmd
 	})
 	registerCommand(func(m *Main) *cobra.Command {
@@ -278,6 +278,7 @@ func (m *Main) runGetCmd() *cobra.Command {
 			if v.Parent != "" {
 				fmt.Fprintf(m.Stdout, "parent:   %s (weir run get %s)\n", v.Parent, v.Parent)
 			}
+			printLineageOf(m.Stdout, v)
 			if v.Progress != nil {
 				for _, a := range v.Progress.Agents {
 					printAgent(m.Stdout, a)
@@ -302,13 +303,16 @@ func (m *Main) runGetCmd() *cobra.Command {
 
 func (m *Main) runLsCmd() *cobra.Command {
 	var asJSON bool
-	var phase, flow, before string
+	var phase, flow, before, lineage string
 	var limit int
 	cmd := &cobra.Command{
 		Use: "ls", Short: "List your runs, newest first, with their phase, when they were created and their parent", Args: exactArgs(0),
 		Long: "List your runs, newest first, a page at a time (--limit, 100 if not given). A full page ends\n" +
 			"with the command that lists the next one: --before the last run listed.",
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if lineage != "" {
+				return m.printLineage(cmd, lineage, asJSON)
+			}
 			if limit < 0 || limit > apitypes.MaxListLimit {
 				return usageErrorf("--limit must be from 1 to %d (0: the daemon's page size)", apitypes.MaxListLimit)
 			}
@@ -354,6 +358,7 @@ func (m *Main) runLsCmd() *cobra.Command {
 	cmd.Flags().StringVar(&flow, "flow", "", "only runs of this flow")
 	cmd.Flags().StringVar(&before, "before", "", "the page after this run: the last run the page before listed")
 	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many runs (0: the daemon's page size, 100)")
+	cmd.Flags().StringVar(&lineage, "lineage", "", "list RUN's family instead: the run it was forked from and its forks")
 	return cmd
 }
 

@@ -185,6 +185,8 @@ func TestCodesMatchTheEngine(t *testing.T) {
 		{apitypes.CodeRunEnded, engine.CodeRunEnded},
 		{apitypes.CodeNotDead, engine.CodeNotDead},
 		{apitypes.WaitExhausted, engine.WaitExhausted},
+		{apitypes.CodeForkPoint, engine.CodeForkPoint},
+		{apitypes.CodeForkEffects, engine.CodeForkEffects},
 		{apitypes.WaitHuman, engine.WaitHuman},
 		{apitypes.WaitApproval, engine.WaitApproval},
 		{apitypes.WaitChild, engine.WaitChild},

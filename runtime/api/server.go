@@ -107,6 +107,7 @@ func NewServer(eng *engine.Engine, log hclog.Logger, opts ...Option) *Server {
 	s.routeGraphs()
 	s.routeVersions()
 	s.routeStreams()
+	s.routeForks()
 	_, _ = openAPIJSON() // converted at start, not on the first request
 	return s
 }

@@ -106,38 +106,63 @@ func (e *Engine) submit(ctx context.Context, req StartRequest) (*StartResult, er
 		return answer, err
 	}
 
-	if err := e.admission.enter(); err != nil {
+	entry := cs.fe.flow.Entry
+	run, existing, err := admitStart(ctx, e, req.Owner, func(runID string, cfg *Config) (*store.Run, *store.Task) {
+		run := cs.newRun(runID, cfg, e.clock.Now())
+		return run, newStepTask(run, entry, run.CreatedAt)
+	}, func(tx store.Tx, run *store.Run, task *store.Task) (*store.Dedup, error) {
+		return e.journal.acceptTx(tx, run, task, entry)
+	})
+	if err != nil {
 		return nil, err
+	}
+	if existing != nil {
+		return dedupAnswer(ctx, e.st, existing, req.Flow, cs.inputHash)
+	}
+	return &StartResult{RunID: run.ID}, nil
+}
+
+// admitStart is the admission every start passes, a client's and a
+// fork's alike: the gate, the disk, the owner's quotas and budget, and a
+// place in the queue (the engine's and the owner's share of it). build
+// makes the run and its first task once the run's id is known; write
+// writes them in one durable transaction, or returns the dedup record of
+// an earlier start with the same request id, and then nothing was
+// written and that record is returned.
+func admitStart(ctx context.Context, e *Engine, owner string,
+	build func(runID string, cfg *Config) (*store.Run, *store.Task),
+	write func(tx store.Tx, run *store.Run, task *store.Task) (*store.Dedup, error)) (*store.Run, *store.Dedup, error) {
+	if err := e.admission.enter(); err != nil {
+		return nil, nil, err
 	}
 	defer e.admission.leave()
 	if err := e.admission.checkDisk(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cfg := e.cfg.Load()
-	share := cfg.ShareOf(req.Owner)
-	if err := e.owners.check(ctx, req.Owner, share); err != nil {
-		return nil, err
+	share := cfg.ShareOf(owner)
+	if err := e.owners.check(ctx, owner, share); err != nil {
+		return nil, nil, err
 	}
 	runID := newID("run")
-	switch e.queued.reserve(runID, req.Owner, cfg.MaxQueued, share.MaxQueued) {
+	switch e.queued.reserve(runID, owner, cfg.MaxQueued, share.MaxQueued) {
 	case CodeQueueFull:
 		e.stats.refused(CodeQueueFull)
-		return nil, protocolErr(CodeQueueFull, "%d runs are already queued (max_queued); try again later", cfg.MaxQueued)
+		return nil, nil, protocolErr(CodeQueueFull, "%d runs are already queued (max_queued); try again later", cfg.MaxQueued)
 	case CodeOwnerQuota:
 		e.stats.refused(CodeOwnerQuota)
-		return nil, ownerQueuedErr(req.Owner, share.MaxQueued)
+		return nil, nil, ownerQueuedErr(owner, share.MaxQueued)
 	}
 
-	run := cs.newRun(runID, cfg, e.clock.Now())
-	task := newStepTask(run, cs.fe.flow.Entry, run.CreatedAt)
+	run, task := build(runID, cfg)
 	if failpoint.Armed(failpoint.DropAccepted) {
 		e.queued.remove(runID)
-		return &StartResult{RunID: run.ID}, nil // the deliberate loss: nothing was written
+		return run, nil, nil // the deliberate loss: nothing was written
 	}
 	var existing *store.Dedup
-	err = e.st.Update(ctx, func(tx store.Tx) error {
+	err := e.st.Update(ctx, func(tx store.Tx) error {
 		var err error
-		existing, err = e.journal.acceptTx(tx, run, task, cs.fe.flow.Entry)
+		existing, err = write(tx, run, task)
 		return err
 	})
 	if err != nil || existing != nil {
@@ -145,17 +170,17 @@ func (e *Engine) submit(ctx context.Context, req StartRequest) (*StartResult, er
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, protocolErr(CodeBadRequest, "request abandoned: %v (resend with the same request id to learn whether it was accepted)", ctx.Err())
+			return nil, nil, protocolErr(CodeBadRequest, "request abandoned: %v (resend with the same request id to learn whether it was accepted)", ctx.Err())
 		}
-		return nil, storageErr(err)
+		return nil, nil, storageErr(err)
 	}
 	if existing != nil {
-		return dedupAnswer(ctx, e.st, existing, req.Flow, cs.inputHash)
+		return nil, existing, nil
 	}
 	failpoint.Hit(failpoint.AfterAccept)
 	e.stats.accepted()
 	e.wake.kick()
-	return &StartResult{RunID: run.ID}, nil
+	return run, nil, nil
 }
 
 // checkedStart is a start request past the checks that only read.

@@ -85,6 +85,12 @@ const (
 	CodeAlreadyDecided = "E_ALREADY_DECIDED" // the wait was decided before
 )
 
+// Codes of forks (Ops.Fork).
+const (
+	CodeForkPoint   = "E_FORK_POINT"   // the fork point was never reached, does not exist, or does not fit the version asked for
+	CodeForkEffects = "E_FORK_EFFECTS" // the fork would call at-most-once tools again and allow_effects was not given
+)
+
 // Error is an API error with a stable code, a message and its class.
 type Error struct {
 	Code    string `json:"code"`

@@ -389,6 +389,12 @@ type Run struct {
 	ParentNode  string `json:"parent_node,omitempty"`
 	// Cohort is set on a child of a fan-out: the item it works for.
 	Cohort *CohortRef `json:"cohort,omitempty"`
+	// ForkedFrom is set on a run forked from another: the source run and
+	// the node visit the fork started at.
+	ForkedFrom *ForkRef `json:"forked_from,omitempty"`
+	// StartedBy says what started a run the daemon started itself
+	// ("fork:RUN:NODE@VISIT", ...); "" for a run a client started.
+	StartedBy string `json:"started_by,omitempty"`
 
 	ConfigVersion int64 `json:"config_version"`
 	Budget        int64 `json:"budget"` // cost units reserved for the run
@@ -413,6 +419,14 @@ type Run struct {
 	CreatedAt       time.Time       `json:"created_at"`
 	UpdatedAt       time.Time       `json:"updated_at"`
 	FinishedAt      time.Time       `json:"finished_at,omitzero"`
+}
+
+// ForkRef names where a fork began: a run, one of its nodes and the
+// visit of that node (from 1).
+type ForkRef struct {
+	RunID string `json:"run_id"`
+	Node  string `json:"node"`
+	Visit int    `json:"visit"`
 }
 
 // FlowNameListParams selects a page of FlowNameList.

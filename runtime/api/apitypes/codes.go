@@ -36,6 +36,14 @@ const (
 	// are open (an agent's turn proposed several calls); name a wait id.
 	CodeAmbiguousWait = "E_AMBIGUOUS_WAIT"
 
+	// CodeForkPoint: a fork point the source never reached, a node its
+	// flow lacks, or a point and copied results that do not fit the
+	// version asked for (400).
+	CodeForkPoint = "E_FORK_POINT"
+	// CodeForkEffects: the fork would make at-most-once calls again and
+	// allow_effects was not given; the message names each site (409).
+	CodeForkEffects = "E_FORK_EFFECTS"
+
 	// CodeIdentity: the caller's identity cannot be established (401).
 	CodeIdentity = "E_IDENTITY"
 	// CodeAPIVersion: the path names an API version the daemon does not

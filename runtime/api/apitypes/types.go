@@ -97,8 +97,12 @@ type Run struct {
 	// ParentNode is the parent's node (the subflow, fan-out or agent)
 	// that started this run.
 	ParentNode string `json:"parent_node,omitempty"`
-	CreatedAt  string `json:"created_at"` // RFC 3339, UTC, milliseconds
-	UpdatedAt  string `json:"updated_at"`
+	// ForkedFrom is where a forked run began; StartedBy what started a
+	// run the daemon started itself ("fork:RUN:NODE@VISIT").
+	ForkedFrom *ForkRef `json:"forked_from,omitempty"`
+	StartedBy  string   `json:"started_by,omitempty"`
+	CreatedAt  string   `json:"created_at"` // RFC 3339, UTC, milliseconds
+	UpdatedAt  string   `json:"updated_at"`
 	// Waits are the run's open waits, of every kind (GET /v1/runs/{id}
 	// only): what it waits for, and what a person must decide.
 	Waits []HumanWait `json:"waits,omitempty"`

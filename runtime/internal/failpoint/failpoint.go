@@ -25,6 +25,8 @@ const (
 	CohortCutoff    = "cohort-cutoff"     // cohort closing with its cutoff durable, not reduced
 	ReduceCanonical = "reduce-canonical"  // canonical state durable, derived state not
 	ReduceDerived   = "reduce-derived"    // derived state durable, marker not written
+	ForkRead        = "fork-read"         // a fork's source read and its copy planned, nothing written
+	AfterFork       = "after-fork"        // a fork durable (run, copied journal, events), answer not sent
 	// DropAccepted answers "accepted" without writing the run: a
 	// deliberate loss that the soak's "none lost" check must catch. It
 	// exists to prove that check can fail; never arm it elsewhere.

@@ -318,6 +318,7 @@ func testRuns(t *testing.T, s store.Store, _ Opener) {
 	r := newRun("r1", "alice", store.PhaseQueued)
 	r.Ancestors = []string{"root", "mid"}
 	r.ParentRunID, r.ParentNode, r.Depth = "r0", "call", 2
+	r.ForkedFrom, r.StartedBy = &store.ForkRef{RunID: "r-src", Node: "b", Visit: 2}, "fork:r-src:b@2" // lineage round-trips
 	r.Error = &store.RunError{Code: "E_X", Message: "m"}
 	r.FinishedAt = at(time.Minute)
 	update(t, s, func(tx store.Tx) error { return tx.RunInsert(r) })

@@ -1,0 +1,36 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"unicode/utf8"
+
+	"github.com/weirhq/weir/runtime/api/apitypes"
+)
+
+// Fork makes a new run from the run id at req.From (POST
+// /v1/runs/{id}/fork): the source's work before that point is copied,
+// never run again. With a request id a fork whose answer was lost can be
+// sent again safely (res.Existing). A fork that would call at-most-once
+// tools again is refused with apitypes.CodeForkEffects unless
+// req.AllowEffects; the message names each call.
+func (c *Client) Fork(ctx context.Context, id string, req apitypes.ForkRequest) (*apitypes.ForkResult, error) {
+	if !utf8.ValidString(req.RequestID) {
+		return nil, &Error{Code: apitypes.CodeBadRequestID, Class: apitypes.ClassProtocol, Message: "request id is not valid UTF-8"}
+	}
+	var res apitypes.ForkResult
+	if err := c.call(ctx, http.MethodPost, "/runs/"+escape(id)+"/fork", req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// RunLineage lists the run's family of forks (GET /v1/runs/{id}/lineage):
+// the run they descend from first, then its forks, transitively.
+func (c *Client) RunLineage(ctx context.Context, id string) ([]apitypes.Run, error) {
+	var runs []apitypes.Run
+	if err := c.call(ctx, http.MethodGet, "/runs/"+escape(id)+"/lineage", nil, &runs); err != nil {
+		return nil, err
+	}
+	return runs, nil
+}
