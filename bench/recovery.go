@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,6 +30,25 @@ flow(name = "fresh", nodes = [
 
 const redriveTasks = 1000
 
+// forkSteps and forkAt: a run of forkSteps chained echo steps, forked at
+// step forkAt.
+const forkSteps, forkAt = 100, 90
+
+// chainFlow is a flow of n testkit.echo steps s1 … sn, one after another.
+func chainFlow(name string, n int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "flow(name = %q, nodes = [\n", name)
+	for i := 1; i <= n; i++ {
+		next := ""
+		if i < n {
+			next = fmt.Sprintf(", next = \"s%d\"", i+1)
+		}
+		fmt.Fprintf(&b, "    task(\"s%d\", tool = \"testkit.echo\", args = {\"step\": %d}%s),\n", i, i, next)
+	}
+	b.WriteString("])\n")
+	return b.String()
+}
+
 // recovery is scenario 13: the operations after something went wrong,
 // each beside doing the same work afresh, in one daemon.
 func recovery(b *bench) ([]row, error) {
@@ -37,28 +57,72 @@ func recovery(b *bench) ([]row, error) {
 		return nil, err
 	}
 	defer d.Kill()
-	if err := b.register(d, "recovery", recoveryFlows); err != nil {
+	if err := b.register(d, "recovery", recoveryFlows+chainFlow("chain", forkSteps)); err != nil {
 		return nil, err
 	}
 	c := d.Client()
+	forked, fresh, err := forkBeside(b, c)
+	if err != nil {
+		return nil, err
+	}
+	fr := float64(forked) / float64(fresh)
+	rows := []row{{
+		figure: fmt.Sprintf("fork of a %d-step run at step %d (weir run fork --from s%d): the request to the fork completed", forkSteps, forkAt, forkAt),
+		value:  dur(forked), limit: "the same run started fresh " + dur(fresh), ratio: ratio(fr), target: verdict("≤ 0.2x", fr <= 0.2),
+	}}
 	redrive, err := redriveAll(b, c)
 	if err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	fresh, err := startMany(b.ctx, c, "fresh", json.RawMessage(`{}`), redriveTasks)
+	freshRuns, err := startMany(b.ctx, c, "fresh", json.RawMessage(`{}`), redriveTasks)
 	if err != nil {
 		return nil, err
 	}
-	if err := waitAllCompleted(b, c, fresh); err != nil {
+	if err := waitAllCompleted(b, c, freshRuns); err != nil {
 		return nil, err
 	}
 	alone := time.Since(start)
 	r := float64(redrive) / float64(alone)
-	return []row{{
+	return append(rows, row{
 		figure: fmt.Sprintf("redrive of %s runs parked on exhaustion (weir deadletter redrive --flow): the request to every run completed", thousands(redriveTasks)),
 		value:  dur(redrive), limit: "the same work started fresh " + dur(alone), ratio: ratio(r), target: verdict("≤ 1.2x", r <= 1.2),
-	}}, nil
+	}), nil
+}
+
+// forkBeside runs the chain once (the source), then times a fork of it at
+// step forkAt to its end, and the same run started fresh to its end.
+func forkBeside(b *bench, c *client.Client) (forked, fresh time.Duration, err error) {
+	run := func() (time.Duration, string, error) {
+		start := time.Now()
+		res, err := c.RunStart(b.ctx, apitypes.StartRequest{Flow: "chain", Input: json.RawMessage(`{}`)})
+		if err != nil {
+			return 0, "", err
+		}
+		return time.Since(start), res.RunID, waitPhase(b.ctx, c, res.RunID, 2*time.Minute)
+	}
+	if _, _, err := run(); err != nil { // warm: the flow's evaluator loaded
+		return 0, 0, err
+	}
+	start := time.Now()
+	_, src, err := run()
+	if err != nil {
+		return 0, 0, err
+	}
+	fresh = time.Since(start)
+	start = time.Now()
+	f, err := c.Fork(b.ctx, src, apitypes.ForkRequest{From: fmt.Sprintf("s%d", forkAt), Reason: "bench"})
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := waitPhase(b.ctx, c, f.RunID, 2*time.Minute); err != nil {
+		return 0, 0, err
+	}
+	forked = time.Since(start)
+	if len(f.Copied) != forkAt-1 {
+		return 0, 0, fmt.Errorf("the fork copied %d results, want %d", len(f.Copied), forkAt-1)
+	}
+	return forked, fresh, nil
 }
 
 // redriveAll starts redriveTasks runs of "exhausts", waits until each is
