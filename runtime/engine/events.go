@@ -21,6 +21,12 @@ const (
 	evNodeDone        = "node_completed"
 	evNodeFailed      = "node_failed"
 	evToolStarted     = "tool_started" // durable "started" of a non-idempotent call
+	// evReconciled: a call whose outcome was unknown asked its tool's
+	// reconcile probe; the answer is in the detail.
+	evReconciled = "reconciled"
+	// evResolved: a person settled an unknown outcome (who, why, the
+	// answer).
+	evResolved = "resolved"
 	evWaiting         = "waiting"
 	evCancelRequested = "cancel_requested"
 	evCompleted       = "completed"
