@@ -149,22 +149,28 @@ var errUnknownOutcome = errors.New("engine: outcome unknown")
 // docs/design.md §3: a non-idempotent tool gets a durable started record (and a
 // tool_started event) before the call, and is never called twice; a
 // recorded result is returned instead of calling again; a started record
-// without a result ends as E_OUTCOME_UNKNOWN. The call has a deadline and
+// without a result, or an at-most-once call that ended without an answer,
+// is an unknown outcome: the tool's reconcile probe is asked (reconcile.go)
+// and, if it cannot settle it, the call ends callUnknown (E_OUTCOME_UNKNOWN
+// or, where the node says on_unknown = "ask", a wait). The call has a deadline and
 // reports progress to the worker's live record. A retryable failure of an
 // idempotent tool is retried (after the caller applies callRetry) with
 // exponential backoff and full jitter until node retries are spent.
 // commit writes under the caller's fence.
 func (w *worker) callTool(ctx context.Context, c *toolCall, commit func(fn func(tx store.Tx) error) error) callOutcome {
-	o := w.callOnce(ctx, c, commit)
-	if o.End != callUnknown {
-		return o
+	for {
+		o := w.callOnce(ctx, c, commit)
+		if o.End != callUnknown {
+			return o
+		}
+		// The probe first; its not_happened makes the call once more
+		// (c.remade), never twice.
+		o, again := w.reconcile(ctx, c, o, commit)
+		if !again {
+			return o
+		}
+		c.remade = true
 	}
-	o, again := w.reconcile(ctx, c, o, commit)
-	if !again {
-		return o
-	}
-	c.remade = true
-	return w.callOnce(ctx, c, commit)
 }
 
 // callOnce is callTool without the probe: one try of the call, or its
