@@ -21,12 +21,6 @@ const (
 	evNodeDone        = "node_completed"
 	evNodeFailed      = "node_failed"
 	evToolStarted     = "tool_started" // durable "started" of a non-idempotent call
-	// evReconciled: a call whose outcome was unknown asked its tool's
-	// reconcile probe; the answer is in the detail.
-	evReconciled = "reconciled"
-	// evResolved: a person settled an unknown outcome (who, why, the
-	// answer).
-	evResolved = "resolved"
 	evWaiting         = "waiting"
 	evCancelRequested = "cancel_requested"
 	evCompleted       = "completed"
@@ -35,6 +29,16 @@ const (
 	// evOverspent: a call reported a cost above what it was admitted on;
 	// charged, and the run's next node is refused if it no longer fits.
 	evOverspent = "overspent"
+)
+
+// Event types of unknown outcomes (reconcile.go, resolve.go).
+const (
+	// evReconciled: a call whose outcome was unknown asked its tool's
+	// reconcile probe; the answer is in the detail.
+	evReconciled = "reconciled"
+	// evResolved: a person settled an unknown outcome (who, why, the
+	// answer).
+	evResolved = "resolved"
 )
 
 func appendEvent(tx store.Tx, runID, typ string, attempt int, node string, detail map[string]any, at time.Time) error {

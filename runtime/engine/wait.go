@@ -442,7 +442,8 @@ func runWaitsTx(tx store.Tx, run *store.Run, all bool) ([]HumanWait, error) {
 	}
 	if !all {
 		out = append(out, exhaustedWaits(run, c, t)...) // a person redrives them
-		out = append(out, unknownWaits(run, c, t)...) // a person resolves them
+		// A person resolves an unknown outcome.
+		out = append(out, unknownWaits(run, c, t)...)
 	}
 	if all && t != nil && !t.Leased && t.WaitKind != WaitHuman && t.WaitKind != WaitApproval && t.Node != "" {
 		kind := t.WaitKind
