@@ -21,7 +21,7 @@ const WaitUnknown = "unknown"
 // whether the call happened (required), its result when it did (optional,
 // null when left out; checked against the tool's output schema), and why.
 type ResolveRequest struct {
-	Happened *bool          `json:"happened"`
+	Happened *bool           `json:"happened"`
 	Result   json.RawMessage `json:"result,omitempty"`
 	Reason   string          `json:"reason,omitempty"`
 }
