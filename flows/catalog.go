@@ -23,6 +23,9 @@ type ToolInfo struct {
 	Cost int64
 	// InputSchema is the tool's JSON schema for its input, if declared.
 	InputSchema []byte
+	// OutputSchema is the tool's JSON schema for its output, if declared:
+	// what a person's answer for an unknown outcome is checked against.
+	OutputSchema []byte
 	// Description says what the tool does, as its manifest puts it; an
 	// agent's model is shown it beside the input schema.
 	Description string

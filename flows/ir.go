@@ -170,6 +170,25 @@ const (
 // Parks says whether the node parks its run when its retries are used up.
 func (n *Node) Parks() bool { return n.OnExhausted == OnExhaustedPark }
 
+// What a task does when its call's outcome is unknown and the tool's
+// probe could not settle it (Node.OnUnknown, DESIGN §12).
+const (
+	// OnUnknownFail takes the error wire with E_OUTCOME_UNKNOWN.
+	OnUnknownFail = "fail"
+	// OnUnknownAsk parks the run on a wait of kind unknown until a person
+	// resolves it (happened, with a result; or not happened) or its
+	// unknown_timeout passes.
+	OnUnknownAsk = "ask"
+)
+
+// DefaultUnknownTimeout is how long an unknown wait waits for a person
+// when the node sets no unknown_timeout.
+const DefaultUnknownTimeout = 24 * time.Hour
+
+// Asks says whether the node parks its run for a person when its call's
+// outcome is unknown.
+func (n *Node) Asks() bool { return n.OnUnknown == OnUnknownAsk }
+
 // Node is one step of a flow's graph. Which fields are meaningful depends on
 // Kind; docs/flows.md documents each builtin parameter.
 type Node struct {
@@ -233,6 +252,13 @@ type Node struct {
 	// dead-letters it and parks the run on a wait of kind exhausted until
 	// the dead letter is redriven.
 	OnExhausted string
+	// OnUnknown is what a task does when its call's outcome stays unknown
+	// (the tool is at most once, the call ended without an answer and no
+	// probe settled it): OnUnknownFail (or empty) takes the error wire
+	// with E_OUTCOME_UNKNOWN; OnUnknownAsk parks the run on an unknown
+	// wait for at most UnknownTimeout (0: DefaultUnknownTimeout).
+	OnUnknown      string
+	UnknownTimeout time.Duration
 
 	// Cond decides a branch: cond(ctx), truthy follows Then.
 	Cond *CallableRef
@@ -483,6 +509,9 @@ type nodeJSON struct {
 	// OnExhausted is omitted when empty, so a flow that does not say
 	// encodes as before.
 	OnExhausted string `json:"on_exhausted,omitempty"`
+	// OnUnknown and UnknownTimeout likewise.
+	OnUnknown      string       `json:"on_unknown,omitempty"`
+	UnknownTimeout jsonDuration `json:"unknown_timeout,omitempty"`
 }
 
 // MarshalJSON encodes the node.
@@ -497,6 +526,7 @@ func (n *Node) MarshalJSON() ([]byte, error) {
 		ModelTool: n.ModelTool, Model: n.Model, System: n.System, Prompt: n.Prompt,
 		Tools: n.Tools, Flows: n.Flows, Approve: n.Approve, MaxTurns: n.MaxTurns, MaxTokens: n.MaxTokens,
 		OutputSchema: n.OutputSchema, OnExhausted: n.OnExhausted,
+		OnUnknown: n.OnUnknown, UnknownTimeout: jsonDuration(n.UnknownTimeout),
 	})
 }
 
@@ -516,6 +546,7 @@ func (n *Node) UnmarshalJSON(b []byte) error {
 		ModelTool: j.ModelTool, Model: j.Model, System: j.System, Prompt: j.Prompt,
 		Tools: j.Tools, Flows: j.Flows, Approve: j.Approve, MaxTurns: j.MaxTurns, MaxTokens: j.MaxTokens,
 		OutputSchema: j.OutputSchema, OnExhausted: j.OnExhausted,
+		OnUnknown: j.OnUnknown, UnknownTimeout: time.Duration(j.UnknownTimeout),
 	}
 	return nil
 }

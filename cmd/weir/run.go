@@ -21,7 +21,8 @@ import (
 func init() {
 	registerCommand(func(m *Main) *cobra.Command {
 		cmd := &cobra.Command{Use: "run", Short: "Start, inspect and cancel runs on the daemon"}
-		cmd.AddCommand(m.runStartCmd(), m.runGetCmd(), m.runLsCmd(), m.runCancelCmd(), m.runEventsCmd(), m.runDecideCmd(true), m.runDecideCmd(false), m.runGraphCmd(), m.runWaitCmd(), m.runForkCmd())
+		cmd.AddCommand(m.runStartCmd(), m.runGetCmd(), m.runLsCmd(), m.runCancelCmd(), m.runEventsCmd(), m.runDecideCmd(true), m.runDecideCmd(false), m.runGraphCmd(), m.runWaitCmd(),
+			m.runForkCmd(), m.runResolveCmd())
 		return cmd
 	})
 	registerCommand(func(m *Main) *cobra.Command {
@@ -645,6 +646,9 @@ func printWaits(w io.Writer, runID string, ws []apitypes.HumanWait) {
 		}
 		if c := redriveCommand(hw); c != "" {
 			fmt.Fprintf(w, "  redrive: %s\n", c)
+		}
+		if c := resolveCommand(hw); c != "" {
+			fmt.Fprintf(w, "  resolve: %s\n", c)
 		}
 	}
 }

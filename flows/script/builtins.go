@@ -453,24 +453,26 @@ func plural(n int, what string) string {
 }
 
 // task(id, tool, args, next, error, retries, at_most_once, max_visits,
-// timeout, cost, protected, doc, on_exhausted)
+// timeout, cost, protected, doc, on_exhausted, on_unknown, unknown_timeout)
 func builtinTask(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var (
 		p           nodeParams
 		tool        string
 		argsV       starlark.Value
 		onExhausted optString
+		unknown     unknownParams
 	)
 	nb, err := startNode(thread, b, args, kwargs, flows.KindTask, &p,
 		"id", &p.id, "tool", &tool, "args?", &argsV, "next?", &p.next, "error?", &p.errw,
 		"retries?", &p.retries, "at_most_once?", &p.atMostOnce, "max_visits?", &p.maxVisits,
 		"timeout?", &p.timeout, "cost?", &p.cost, "protected?", &p.protected, "doc?", &p.doc,
-		"on_exhausted?", &onExhausted,
+		"on_exhausted?", &onExhausted, "on_unknown?", &unknown.onUnknown, "unknown_timeout?", &unknown.timeout,
 	)
 	if err != nil {
 		return nil, err
 	}
 	nb.name("tool", optString{tool, true}, &nb.n().Tool, "tool")
+	nb.onUnknown(unknown)
 	nb.value(argsV, specArgs)
 	if checkOnExhausted(onExhausted, func(format string, args ...any) {
 		nb.addf("on_exhausted", flows.CodeInvalid, format, args...)

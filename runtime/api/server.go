@@ -104,6 +104,7 @@ func NewServer(eng *engine.Engine, log hclog.Logger, opts ...Option) *Server {
 	s.handle("GET /v1/openapi.json", s.openAPI)
 	s.routeWaits()
 	s.routeDeadLetters()
+	s.routeResolve()
 	s.routeGraphs()
 	s.routeVersions()
 	s.routeStreams()

@@ -51,6 +51,11 @@ func applyCall(ctx context.Context, site callSite, c *toolCall, o callOutcome) b
 		return site.exhausted(ctx, c, o)
 	case callInterrupted:
 		return site.interrupted(ctx, c)
+	case callUnknown:
+		if u, ok := site.(unknownSite); ok {
+			return u.unknown(ctx, c, o)
+		}
+		return site.failed(ctx, c, o) // E_OUTCOME_UNKNOWN on the error wire
 	}
 	return false // abandoned: the failure is reported already
 }

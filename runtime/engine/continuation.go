@@ -38,6 +38,9 @@ type continuation struct {
 	// Exhausted numbers the exhausted waits of each node's current visit
 	// (exhaustCount), so a wait id is never reused after a redrive.
 	Exhausted map[string]exhaustCount `json:"exhausted,omitempty"`
+	// Unknown numbers the unknown waits of each node's current visit
+	// likewise, so a wait id is never reused after a resolve.
+	Unknown map[string]exhaustCount `json:"unknown,omitempty"`
 }
 
 // waitState is a wait in progress (docs/design.md §11, one wait model): its

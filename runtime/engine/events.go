@@ -31,6 +31,16 @@ const (
 	evOverspent = "overspent"
 )
 
+// Event types of unknown outcomes (reconcile.go, resolve.go).
+const (
+	// evReconciled: a call whose outcome was unknown asked its tool's
+	// reconcile probe; the answer is in the detail.
+	evReconciled = "reconciled"
+	// evResolved: a person settled an unknown outcome (who, why, the
+	// answer).
+	evResolved = "resolved"
+)
+
 func appendEvent(tx store.Tx, runID, typ string, attempt int, node string, detail map[string]any, at time.Time) error {
 	return tx.EventAppend(&store.Event{RunID: runID, At: at, Type: typ, Attempt: attempt, Node: node, Detail: detail})
 }

@@ -362,6 +362,9 @@ func (s *stepper) toolNode(ctx context.Context, node *flows.Node) bool {
 	if s.stillExhausted(ctx, node) {
 		return false
 	}
+	if handled, more := s.unknownWake(ctx, node); handled {
+		return more
+	}
 	input, err := s.args(node)
 	if err != nil {
 		return s.nodeFailed(ctx, node, &store.RunError{Code: CodeCallable, Message: err.Error()})

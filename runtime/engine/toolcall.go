@@ -41,6 +41,11 @@ type toolCall struct {
 	Tries int
 	// TaskID names the calling task in events.
 	TaskID string
+	// remade says the call was made once more after its probe answered
+	// not_happened: a second unknown outcome is not made again.
+	remade bool
+	// startedAt is when the started record of this try was written.
+	startedAt time.Time
 }
 
 // key is the call's idempotency key: the same on every retry and after a
@@ -106,6 +111,11 @@ const (
 	// callAbandoned: the started record could not be written (lease lost
 	// or storage failure, already reported); nothing more to do.
 	callAbandoned
+	// callUnknown: an at-most-once call's outcome is unknown and its probe
+	// (if any) did not settle it; Err is E_OUTCOME_UNKNOWN, StartedAt when
+	// the call started. The site takes the error wire, or parks for a
+	// person (on_unknown = "ask").
+	callUnknown
 )
 
 // callOutcome is the end of a logical tool call.
@@ -127,6 +137,8 @@ type callOutcome struct {
 	// applies the outcome.
 	RecordDone bool
 	Key        string
+	// StartedAt is when an unknown call was started (callUnknown).
+	StartedAt time.Time
 }
 
 // errUnknownOutcome: a non-idempotent call's "started" record exists
@@ -137,12 +149,33 @@ var errUnknownOutcome = errors.New("engine: outcome unknown")
 // docs/design.md §3: a non-idempotent tool gets a durable started record (and a
 // tool_started event) before the call, and is never called twice; a
 // recorded result is returned instead of calling again; a started record
-// without a result ends as E_OUTCOME_UNKNOWN. The call has a deadline and
+// without a result, or an at-most-once call that ended without an answer,
+// is an unknown outcome: the tool's reconcile probe is asked (reconcile.go)
+// and, if it cannot settle it, the call ends callUnknown (E_OUTCOME_UNKNOWN
+// or, where the node says on_unknown = "ask", a wait). The call has a deadline and
 // reports progress to the worker's live record. A retryable failure of an
 // idempotent tool is retried (after the caller applies callRetry) with
 // exponential backoff and full jitter until node retries are spent.
 // commit writes under the caller's fence.
 func (w *worker) callTool(ctx context.Context, c *toolCall, commit func(fn func(tx store.Tx) error) error) callOutcome {
+	for {
+		o := w.callOnce(ctx, c, commit)
+		if o.End != callUnknown {
+			return o
+		}
+		// The probe first; its not_happened makes the call once more
+		// (c.remade), never twice.
+		o, again := w.reconcile(ctx, c, o, commit)
+		if !again {
+			return o
+		}
+		c.remade = true
+	}
+}
+
+// callOnce is callTool without the probe: one try of the call, or its
+// recorded end.
+func (w *worker) callOnce(ctx context.Context, c *toolCall, commit func(fn func(tx store.Tx) error) error) callOutcome {
 	e := w.e
 	key := c.key()
 	info, ok := e.tools.LookupTool(c.Tool)
@@ -156,14 +189,7 @@ func (w *worker) callTool(ctx context.Context, c *toolCall, commit func(fn func(
 		failpoint.Hit(failpoint.AfterStarted)
 	}
 
-	timeout := c.Timeout
-	if timeout <= 0 {
-		timeout = info.Timeout // the tool's own default, if it declares one
-	}
-	if timeout <= 0 {
-		timeout = defaultToolTimeout
-	}
-	callCtx, cancel := context.WithTimeout(ctx, timeout)
+	callCtx, cancel := context.WithTimeout(ctx, c.timeout(info))
 	deadline, _ := callCtx.Deadline()
 	started := e.clock.Now()
 	live := w.live
@@ -172,7 +198,7 @@ func (w *worker) callTool(ctx context.Context, c *toolCall, commit func(fn func(
 		item = &c.Index[0]
 	}
 	res, err := e.tools.Call(callCtx, tool.CallRequest{Tool: c.Tool, Input: c.Input, RunID: c.Run.ID, Node: c.Node.ID,
-		Attempt: c.Attempt + c.Tries, IdempotencyKey: key, Deadline: deadline,
+		Attempt: c.Attempt + c.Tries + c.remakes(), IdempotencyKey: key, Deadline: deadline,
 		Progress: func(done, total int64) {
 			live.progress.Store(&ToolProgress{Node: c.Node.ID, Item: item, Tool: c.Tool, Done: done, Total: total})
 		}})
@@ -208,9 +234,9 @@ func (w *worker) callTool(ctx context.Context, c *toolCall, commit func(fn func(
 func (w *worker) startOnce(c *toolCall, key string, commit func(fn func(tx store.Tx) error) error) (out callOutcome, ended bool) {
 	e := w.e
 	now := e.clock.Now()
-	var done *store.Idem
+	var done, started *store.Idem
 	err := commit(func(tx store.Tx) error {
-		done = nil
+		done, started = nil, nil
 		rec, err := tx.IdemGet(key)
 		switch {
 		case err == nil && rec.State == store.IdemDone:
@@ -220,6 +246,7 @@ func (w *worker) startOnce(c *toolCall, key string, commit func(fn func(tx store
 			// The last try never reached the tool: this one starts
 			// the call afresh.
 		case err == nil:
+			started = rec
 			return errUnknownOutcome
 		case !errors.Is(err, store.ErrNotFound):
 			return err
@@ -232,7 +259,7 @@ func (w *worker) startOnce(c *toolCall, key string, commit func(fn func(tx store
 	switch {
 	case errors.Is(err, errUnknownOutcome):
 		e.stats.unit(c.Tool)
-		return callOutcome{End: callFailed, Key: key, Err: &store.RunError{Code: CodeOutcomeUnknown,
+		return callOutcome{End: callUnknown, Key: key, StartedAt: started.StartedAt, Err: &store.RunError{Code: CodeOutcomeUnknown,
 			Message: fmt.Sprintf("%s (not idempotent) was started and its result never recorded; it was not run again", c.Tool)}}, true
 	case err != nil:
 		return callOutcome{End: callAbandoned, Key: key}, true
@@ -243,6 +270,7 @@ func (w *worker) startOnce(c *toolCall, key string, commit func(fn func(tx store
 		}
 		return callOutcome{End: callDone, Key: key, Output: done.Result}, true
 	}
+	c.startedAt = now
 	return callOutcome{}, false
 }
 
@@ -253,11 +281,11 @@ func (w *worker) failure(c *toolCall, info flows.ToolInfo, key string, err error
 	e := w.e
 	rerr := toolError(err)
 	kind := tool.KindOf(err)
-	if kind == tool.KindUnknown && !info.Idempotent {
+	if unanswered(kind) && !info.Idempotent {
 		// Sent and never answered: whether it happened is unknown, and
 		// an at-most-once call is not made again (docs/design.md §3).
 		e.stats.unit(c.Tool)
-		return callOutcome{End: callFailed, Key: key, RecordDone: true, Err: &store.RunError{Code: CodeOutcomeUnknown,
+		return callOutcome{End: callUnknown, Key: key, RecordDone: true, StartedAt: c.startedAt, Err: &store.RunError{Code: CodeOutcomeUnknown,
 			Message: fmt.Sprintf("%s (not idempotent) was sent and no answer came back (%s); it was not run again", c.Tool, rerr.Message)}}
 	}
 	now := e.clock.Now()
@@ -286,6 +314,35 @@ func (w *worker) failure(c *toolCall, info flows.ToolInfo, key string, err error
 	}
 	e.stats.unit(c.Tool)
 	return callOutcome{End: callFailed, Key: key, Err: rerr, RecordDone: !info.Idempotent}
+}
+
+// unanswered says a failure of kind ended a call without an answer from
+// the tool (DESIGN §12, what an unknown outcome is): the tool lost its
+// answer, the plugin crashed or was killed at the deadline. For an at most
+// once tool its outcome is unknown.
+func unanswered(kind tool.Kind) bool {
+	return kind == tool.KindUnknown || kind == tool.KindCrashed || kind == tool.KindDeadline
+}
+
+// timeout is the call's deadline: the node's, else the tool's declared
+// default, else defaultToolTimeout. A probe of the call has the same.
+func (c *toolCall) timeout(info flows.ToolInfo) time.Duration {
+	switch {
+	case c.Timeout > 0:
+		return c.Timeout
+	case info.Timeout > 0:
+		return info.Timeout
+	}
+	return defaultToolTimeout
+}
+
+// remakes is 1 once the call was made again after its probe said it had
+// not happened: the tool sees a new attempt.
+func (c *toolCall) remakes() int {
+	if c.remade {
+		return 1
+	}
+	return 0
 }
 
 // idemDoneTx records a non-idempotent call's end (result or error), so a

@@ -60,7 +60,12 @@ func setupUnitOn(t testing.TB, cfg Config, src string, wrap func(store.Store) st
 	if b.tools, err = tooltest.New(t.TempDir(), b.kit.tools()...); err != nil {
 		t.Fatal(err)
 	}
-	cfg.Store, cfg.Tools, cfg.Clock = b.st, b.tools, b.clock
+	cfg.Store, cfg.Clock = b.st, b.clock
+	if w, ok := cfg.Tools.(toolsWrapper); ok {
+		w.wrap(b.tools) // the test stands between the engine and the kit
+	} else {
+		cfg.Tools = b.tools
+	}
 	if cfg.Tick == 0 {
 		cfg.Tick = 100 * time.Millisecond
 	}

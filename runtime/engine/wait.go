@@ -35,6 +35,12 @@ const (
 // (Ops.Redrive). Its wait id is NODE@VISIT.exhausted.N.
 const WaitExhausted = "exhausted"
 
+// WaitUnknown: an at-most-once call's outcome is unknown on a node that
+// says on_unknown = "ask"; the run waits for a person to resolve it
+// (Ops.Resolve) until its unknown_timeout. Its wait id is
+// NODE@VISIT.unknown.N.
+const WaitUnknown = "unknown"
+
 // CodeAmbiguousWait: a decision named a node where several decisions are
 // open; it must name one of their wait ids.
 const CodeAmbiguousWait = "E_AMBIGUOUS_WAIT"
@@ -341,6 +347,9 @@ func decidableWait(run *store.Run, c *continuation, t *store.Task, target string
 	if t != nil && t.Leased && t.WaitKind == WaitHuman && t.Node == target {
 		return nil, notWaiting(runID, target, "it is being resumed (its timeout passed)")
 	}
+	if ws := unknownAt(c, target); ws != nil {
+		return nil, notWaiting(runID, target, fmt.Sprintf("%s waits for an unknown outcome to be resolved, not for a decision: weir run resolve %s %s --happened [--result JSON] | --not-happened", ws.ID, runID, ws.ID))
+	}
 	return nil, notWaiting(runID, target, "no decision is open there"+openWaitsHint(open, target))
 }
 
@@ -433,6 +442,8 @@ func runWaitsTx(tx store.Tx, run *store.Run, all bool) ([]HumanWait, error) {
 	}
 	if !all {
 		out = append(out, exhaustedWaits(run, c, t)...) // a person redrives them
+		// A person resolves an unknown outcome.
+		out = append(out, unknownWaits(run, c, t)...)
 	}
 	if all && t != nil && !t.Leased && t.WaitKind != WaitHuman && t.WaitKind != WaitApproval && t.Node != "" {
 		kind := t.WaitKind

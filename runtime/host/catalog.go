@@ -410,6 +410,9 @@ func toolInfo(t ToolManifest) flows.ToolInfo {
 	for _, m := range t.Models {
 		info.Models = append(info.Models, flows.ModelInfo{Alias: m.Alias, MaxTokens: int(m.MaxTokens), InputCost: m.InputCost, OutputCost: m.OutputCost})
 	}
+	if len(t.OutputSchema) > 0 {
+		info.OutputSchema = []byte(t.OutputSchema) // a resolve's result is checked against it
+	}
 	return info
 }
 

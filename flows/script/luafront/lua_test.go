@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/weirhq/weir/flows"
 	"github.com/weirhq/weir/flows/internal/flowtest"
@@ -458,5 +459,32 @@ func TestLuaOnExhausted(t *testing.T) {
 	f := m.Flows[0]
 	if got := []string{f.Node("a").OnExhausted, f.Node("b").OnExhausted, f.Node("c").OnExhausted}; !slices.Equal(got, []string{"park", "fail", "park"}) {
 		t.Errorf("on_exhausted %v, want [park fail park]", got)
+	}
+}
+
+// on_unknown and unknown_timeout are checked in Lua as in Starlark, and
+// reach the IR.
+func TestLuaOnUnknown(t *testing.T) {
+	t.Parallel()
+	src := `flow{"f",
+  nodes = {
+    task{"a", tool = "t", on_unknown = "ask", unknown_timeout = "1h", next = "b"},
+    task{"b", tool = "t", on_unknown = "fail", next = "c"},
+    task{"c", tool = "t", on_unknown = "asks"},
+  },
+}
+`
+	_, ds := script.Load([]flows.File{{Path: "x.lua", Src: []byte(src)}})
+	want := `x.lua:5: E_INVALID: task "c": on_unknown = "asks", want "fail"`
+	if len(ds) != 1 || !strings.HasPrefix(ds[0].String(), want) || !strings.Contains(ds[0].String(), `(did you mean "ask"?)`) {
+		t.Fatalf("got %v, want one diagnostic starting %s", ds, want)
+	}
+	m, ds := script.Load([]flows.File{{Path: "x.lua", Src: []byte(strings.Replace(src, `"asks"`, `"ask"`, 1))}})
+	if len(ds) > 0 {
+		t.Fatal(ds)
+	}
+	f := m.Flows[0]
+	if got := []string{f.Node("a").OnUnknown, f.Node("b").OnUnknown, f.Node("c").OnUnknown}; !slices.Equal(got, []string{"ask", "fail", "ask"}) || f.Node("a").UnknownTimeout != time.Hour {
+		t.Errorf("on_unknown %v, unknown_timeout %v; want [ask fail ask] and 1h", got, f.Node("a").UnknownTimeout)
 	}
 }

@@ -43,6 +43,16 @@ const (
 	AfterRedrive = "after-redrive"
 )
 
+// Failpoints of resolving an unknown outcome (engine resolve.go).
+const (
+	// UnknownParked: the run's park on an unknown wait is durable.
+	UnknownParked = "unknown-parked"
+	// BeforeResolve: a resolve's writes are made and not committed.
+	BeforeResolve = "before-resolve"
+	// AfterResolve: a resolve is durable, the run not yet woken.
+	AfterResolve = "after-resolve"
+)
+
 var (
 	once  sync.Once
 	mu    sync.Mutex

@@ -84,6 +84,9 @@ func New(stateDir string, tools ...sdk.Tool) (*Tools, error) {
 		for _, m := range st.Models {
 			e.info.Models = append(e.info.Models, flows.ModelInfo{Alias: m.Alias, MaxTokens: int(m.MaxTokens), InputCost: m.InputCost, OutputCost: m.OutputCost})
 		}
+		if st.OutputSchema != "" {
+			e.info.OutputSchema = []byte(st.OutputSchema)
+		}
 		if e.schema, err = wire.CompileSchema(st.InputSchema); err != nil {
 			return nil, fmt.Errorf("tooltest: tool %q: %w", st.Name, err)
 		}

@@ -185,3 +185,20 @@ func TestNonIdempotentCallsAreSerial(t *testing.T) {
 		t.Fatalf("peak %d in flight over %d calls: want 1 over 3", p, f.tools.Calls("other.once"))
 	}
 }
+
+// A tool's declared output schema reaches its ToolInfo, as the host's
+// does: a resolve's result is checked against it.
+func TestLookupToolOutputSchema(t *testing.T) {
+	t.Parallel()
+	tools, err := New("", sdk.Tool{Name: "kit.out", OutputSchema: `{"type":"object"}`, Run: func(context.Context, *sdk.Call) (any, error) { return nil, nil }},
+		sdk.Tool{Name: "kit.bare", Run: func(context.Context, *sdk.Call) (any, error) { return nil, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, _ := tools.LookupTool("kit.out"); string(info.OutputSchema) != `{"type":"object"}` {
+		t.Errorf("output schema %q", info.OutputSchema)
+	}
+	if info, _ := tools.LookupTool("kit.bare"); info.OutputSchema != nil {
+		t.Errorf("a tool without one has output schema %q", info.OutputSchema)
+	}
+}

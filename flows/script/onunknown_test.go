@@ -1,0 +1,51 @@
+package script
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weirhq/weir/flows"
+)
+
+// on_unknown and unknown_timeout reach the IR and survive its encoding;
+// a task that says neither encodes as before.
+func TestOnUnknownIR(t *testing.T) {
+	t.Parallel()
+	src := `flow(name = "f", nodes = [
+    task("a", tool = "t.once", at_most_once = True, on_unknown = "ask", unknown_timeout = "2h", next = "b"),
+    task("b", tool = "t.once", at_most_once = True, on_unknown = "ask", next = "c"),
+    task("c", tool = "t.once", at_most_once = True),
+])
+`
+	m, ds := Load([]flows.File{{Path: "x.star", Src: []byte(src)}})
+	if len(ds) > 0 {
+		t.Fatal(ds)
+	}
+	f := m.Flows[0]
+	a, b, c := f.Node("a"), f.Node("b"), f.Node("c")
+	if !a.Asks() || a.UnknownTimeout != 2*time.Hour || !b.Asks() || b.UnknownTimeout != 0 || c.Asks() || c.OnUnknown != "" {
+		t.Fatalf("a %q %v, b %q %v, c %q", a.OnUnknown, a.UnknownTimeout, b.OnUnknown, b.UnknownTimeout, c.OnUnknown)
+	}
+	raw, err := json.Marshal(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back flows.Node
+	if err := json.Unmarshal(raw, &back); err != nil || back.OnUnknown != "ask" || back.UnknownTimeout != 2*time.Hour {
+		t.Fatalf("decoded %q %v (%v) from %s", back.OnUnknown, back.UnknownTimeout, err, raw)
+	}
+	if raw, _ := json.Marshal(c); strings.Contains(string(raw), "unknown") {
+		t.Errorf("a task that says neither encodes %s", raw)
+	}
+}
+
+// A misspelt keyword stops the script with the parameter it likely meant.
+func TestOnUnknownKeywordSuggested(t *testing.T) {
+	t.Parallel()
+	_, ds := Load([]flows.File{{Path: "x.star", Src: []byte(`flow(name = "f", nodes = [task("a", tool = "t.once", at_most_once = True, on_unknwn = "ask")])`)}})
+	if len(ds) != 1 || !strings.Contains(ds[0].String(), "did you mean on_unknown?") {
+		t.Fatalf("got %v, want a suggestion of on_unknown", ds)
+	}
+}

@@ -1,0 +1,459 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/runtime/internal/failpoint"
+	"github.com/weirhq/weir/runtime/store"
+)
+
+// Unknown outcomes a person settles (DESIGN §12): a task whose node says
+// on_unknown = "ask" parks its run on an unknown wait when its call's
+// outcome stays unknown after the probe. The wait shows the tool, its
+// arguments, the idempotency key and when the call started. A resolve
+// answers it once: happened (with the result the person saw, checked
+// against the tool's output schema) or not happened. The resolve writes
+// the call's idempotency record in its own transaction, done with that
+// result or not sent, so the woken step finds the call's end where it
+// finds every call's: a done record is never called again, a not-sent one
+// is made once, with a new started record. Past unknown_timeout the node
+// takes its error wire with E_OUTCOME_UNKNOWN, as without "ask".
+
+// Codes of resolving an unknown outcome.
+const (
+	// CodeWaitExpired: the wait's deadline passed; the run goes on
+	// without the answer.
+	CodeWaitExpired = "E_WAIT_EXPIRED"
+	// CodeBadResult: a resolve's result does not fit the tool's output
+	// schema (or is not JSON); the wait stays open.
+	CodeBadResult = "E_BAD_RESULT"
+)
+
+// maxEventResultBytes bounds a result the resolved event quotes; a larger
+// one is named by its size (the call's record holds it whole).
+const maxEventResultBytes = 4096
+
+// MaxResolveReasonBytes bounds a resolve's reason, journaled on the run.
+const MaxResolveReasonBytes = 1024
+
+// UnknownWaitID is the id of the n-th unknown wait of visit of node:
+// NODE@VISIT.unknown.N (DESIGN §12, wait ids per kind).
+func UnknownWaitID(node string, visit, n int) string {
+	return WaitID(node, visit) + "." + WaitUnknown + "." + strconv.Itoa(n)
+}
+
+// unknownShown is what an unknown wait shows the person who resolves it.
+type unknownShown struct {
+	Tool      string          `json:"tool"`
+	Arguments json.RawMessage `json:"arguments"`
+	Key       string          `json:"key"`
+	StartedAt time.Time       `json:"started_at,omitzero"`
+	Error     *store.RunError `json:"error,omitempty"`
+}
+
+// unknownSite is a call site that can park for a person when a call's
+// outcome is unknown; other sites take their error wire (applyCall).
+type unknownSite interface {
+	unknown(ctx context.Context, c *toolCall, o callOutcome) bool
+}
+
+func (n nodeSite) unknown(ctx context.Context, c *toolCall, o callOutcome) bool {
+	if !c.Node.Asks() {
+		return n.failed(ctx, c, o)
+	}
+	return n.s.parkUnknown(ctx, c, o)
+}
+
+// parkUnknown parks the run on a new unknown wait of c's node. The call's
+// started record stays as it is: only a resolve, or the timeout, ends it.
+func (s *stepper) parkUnknown(ctx context.Context, c *toolCall, o callOutcome) bool {
+	node := c.Node
+	now := s.e.clock.Now()
+	if s.cont.Unknown == nil {
+		s.cont.Unknown = map[string]exhaustCount{}
+	}
+	n := s.cont.Unknown[node.ID]
+	if n.Visit != c.Visit {
+		n = exhaustCount{Visit: c.Visit}
+	}
+	n.N++
+	s.cont.Unknown[node.ID] = n
+	if s.cont.Waits == nil {
+		s.cont.Waits = map[string]*waitState{}
+	}
+	timeout := node.UnknownTimeout
+	if timeout <= 0 {
+		timeout = flows.DefaultUnknownTimeout
+	}
+	ws := &waitState{ID: UnknownWaitID(node.ID, c.Visit, n.N), Kind: WaitUnknown, Node: node.ID, Since: now, Until: now.Add(timeout),
+		Shown: mustJSON(unknownShown{Tool: c.Tool, Arguments: c.Input, Key: o.Key, StartedAt: o.StartedAt, Error: o.Err})}
+	s.cont.Waits[node.ID] = ws
+	ok := s.commit(ctx, func(tx store.Tx) error {
+		return s.parkTx(tx, now, ws.Until, WaitUnknown, "", map[string]any{"wait": ws.ID, "key": o.Key, "code": o.Err.Code, "message": o.Err.Message})
+	})
+	if ok {
+		failpoint.Hit(failpoint.UnknownParked)
+	}
+	return false
+}
+
+// unknownWake is what a step does at node while the node has an unknown
+// wait: resolved, the wait is consumed and the call goes on (handled
+// false: its idempotency record says how); past its deadline, the node
+// takes its error wire; woken early, the run parks again.
+func (s *stepper) unknownWake(ctx context.Context, node *flows.Node) (handled, more bool) {
+	ws := s.cont.Waits[node.ID]
+	if ws == nil || ws.Kind != WaitUnknown {
+		return false, false
+	}
+	now := s.e.clock.Now()
+	switch {
+	case ws.Decision != nil:
+		s.cont.consumed(ws)
+		delete(s.cont.Waits, node.ID)
+		return false, false
+	case !now.Before(ws.Until):
+		delete(s.cont.Waits, node.ID)
+		return true, s.nodeFailed(ctx, node, &store.RunError{Code: CodeOutcomeUnknown,
+			Message: fmt.Sprintf("%s (not idempotent) may or may not have happened and nobody resolved %s before %s; it was not run again",
+				node.Tool, ws.ID, ws.Until.UTC().Format(time.RFC3339))})
+	}
+	s.commit(ctx, func(tx store.Tx) error {
+		return s.parkTx(tx, now, ws.Until, WaitUnknown, "", map[string]any{"wait": ws.ID})
+	})
+	return true, false
+}
+
+// unknownWaits lists run's open unknown wait, for the waits a person must
+// act on (HumanWaits): it is open while the step task t is parked on it.
+func unknownWaits(run *store.Run, c *continuation, t *store.Task) []HumanWait {
+	if t == nil || t.Leased || t.WaitKind != WaitUnknown {
+		return nil
+	}
+	ws := c.Waits[t.Node]
+	if ws == nil || ws.Kind != WaitUnknown || ws.Decision != nil {
+		return nil
+	}
+	return []HumanWait{{ID: ws.ID, Kind: ws.Kind, RunID: run.ID, Flow: run.Flow, Node: ws.Node, Since: ws.Since, Until: ws.Until, Shown: ws.Shown}}
+}
+
+// ResolveParams is one answer to an unknown wait.
+type ResolveParams struct {
+	// Owner is who resolves; only the run's owner may (anyone else is told
+	// the run does not exist, and the attempt is audited).
+	Owner  string
+	RunID  string
+	WaitID string
+	// Happened says the call had its effect; Result is then what it
+	// answered (JSON, optional: null when left out). Not happened makes
+	// the call once more, with a new attempt.
+	Happened bool
+	Result   json.RawMessage
+	// Reason says why, journaled with the answer; By is who answers
+	// (default Owner).
+	Reason string
+	By     string
+}
+
+// Resolve answers the unknown wait p.WaitID of p.Owner's run p.RunID, once
+// (E_ALREADY_DECIDED after), before its deadline (E_WAIT_EXPIRED), and
+// wakes the run through the one wake path. A wait of another kind is
+// E_NOT_WAITING; a result that does not fit the tool's output schema is
+// E_BAD_RESULT, and the wait stays open. The answer, the call's
+// idempotency record and a resolved event are one transaction.
+func (o *Ops) Resolve(ctx context.Context, p ResolveParams) (HumanWait, error) {
+	e := o.e
+	if err := checkResolve(&p); err != nil {
+		return HumanWait{}, err
+	}
+	now := e.clock.Now()
+	var pre *waitState
+	var refusal *Error
+	err := e.st.View(ctx, func(tx store.Tx) error {
+		var err error
+		_, pre, refusal, err = resolveTargetTx(tx, p, now)
+		return err
+	})
+	if err := o.resolveRefused(ctx, p, err, refusal, true); err != nil {
+		return HumanWait{}, err
+	}
+	if p.Happened {
+		if err := o.checkResult(ctx, pre, p.Result); err != nil {
+			return HumanWait{}, err
+		}
+	}
+	var resolved HumanWait
+	err = e.st.Update(ctx, func(tx store.Tx) error {
+		var err error
+		resolved, refusal, err = resolveTx(tx, p, now)
+		if err == nil {
+			failpoint.Hit(failpoint.BeforeResolve)
+		}
+		return err
+	})
+	if err := o.resolveRefused(ctx, p, err, refusal, false); err != nil {
+		return HumanWait{}, err
+	}
+	failpoint.Hit(failpoint.AfterResolve)
+	e.wake.kick()
+	return resolved, nil
+}
+
+// checkResolve refuses a malformed resolve before anything is read, and
+// makes its result canonical.
+func checkResolve(p *ResolveParams) error {
+	if err := CheckPrintable("wait id", p.WaitID, MaxIDBytes); err != nil || !IsWaitID(p.WaitID) {
+		return protocolErr(CodeBadRequest, "wait %q is not a wait id (NODE@VISIT.unknown.N, as weir run get shows it)", clip(p.WaitID))
+	}
+	if err := CheckPrintable("reason", p.Reason, MaxResolveReasonBytes); err != nil {
+		return err
+	}
+	if p.By == "" {
+		p.By = p.Owner
+	}
+	if !p.Happened {
+		if len(p.Result) > 0 {
+			return protocolErr(CodeBadRequest, "a result goes with happened: a call that did not happen answered nothing")
+		}
+		return nil
+	}
+	if len(p.Result) == 0 {
+		p.Result = json.RawMessage("null")
+	}
+	if len(p.Result) > MaxResultBytes {
+		return protocolErr(CodeBadResult, "the result is %d bytes; a result is at most %d", len(p.Result), MaxResultBytes)
+	}
+	canon, err := canonicalInput(p.Result)
+	if err != nil {
+		return protocolErr(CodeBadResult, "the result is not JSON: %v", err)
+	}
+	p.Result = canon
+	return nil
+}
+
+// resolveRefused turns what reading (preview) or writing the resolve
+// answered into its refusal, or nil.
+func (o *Ops) resolveRefused(ctx context.Context, p ResolveParams, err error, refusal *Error, preview bool) error {
+	e := o.e
+	switch {
+	case errors.Is(err, errNotYours):
+		e.auditor.foreign(ctx, p.Owner, p.RunID, "resolve")
+		return protocolErr(CodeNotFound, "no run %s", p.RunID)
+	case refusal != nil:
+		return refusal
+	case err != nil && preview:
+		return e.admission.readFailed(err)
+	case err != nil:
+		return e.admission.storageFailed(err)
+	}
+	return nil
+}
+
+// checkResult checks a happened call's result against its tool's output
+// schema, if it declares one: with a deadline, outside every transaction.
+func (o *Ops) checkResult(ctx context.Context, ws *waitState, result json.RawMessage) error {
+	var shown unknownShown
+	if err := json.Unmarshal(ws.Shown, &shown); err != nil {
+		return nil // an older wait without its tool: nothing to check against
+	}
+	info, ok := o.e.tools.LookupTool(shown.Tool)
+	if !ok || len(info.OutputSchema) == 0 {
+		return nil
+	}
+	vctx, cancel := context.WithTimeout(ctx, resultCheckTimeout)
+	defer cancel()
+	err := o.e.book.validateSchema(vctx, info.OutputSchema, result)
+	switch {
+	case err == nil:
+		return nil
+	case flows.IsInvalidValue(err):
+		return protocolErr(CodeBadResult, "the result does not fit the output schema of %s: %v; the wait stays open", shown.Tool, err)
+	case ctx.Err() != nil:
+		return protocolErr(CodeBadRequest, "request abandoned: %v", ctx.Err())
+	}
+	return protocolErr(CodeBadResult, "the result could not be checked against the output schema of %s (%v); the wait stays open", shown.Tool, err)
+}
+
+// resultCheckTimeout bounds checking a resolve's result against a schema.
+const resultCheckTimeout = 10 * time.Second
+
+// resolveTargetTx finds the open unknown wait p names, or why it cannot
+// be resolved: another owner's run (errNotYours), a run that ended, a wait
+// of another kind, one answered before or past its deadline, a run being
+// resumed. The step task is returned for the wake.
+func resolveTargetTx(tx store.Tx, p ResolveParams, now time.Time) (*continuation, *waitState, *Error, error) {
+	run, err := tx.RunGet(p.RunID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && run.Owner != p.Owner) {
+		return nil, nil, nil, errNotYours
+	}
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	raw, err := tx.ContinuationGet(run.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil, notWaiting(run.ID, p.WaitID, "it is "+string(run.Phase)), errSkip
+	}
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	c, err := decodeContinuation(raw)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	t, err := stepTaskTx(tx, run.ID)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var ws *waitState
+	for node, x := range c.Waits {
+		if x = resolveWait(c, node, x, t); x.ID == p.WaitID {
+			ws = x
+		}
+	}
+	if ws == nil {
+		for _, x := range c.Approvals {
+			if x.ID == p.WaitID {
+				ws = x
+			}
+		}
+	}
+	switch {
+	case ws != nil && ws.Kind != WaitUnknown:
+		return nil, nil, notWaiting(run.ID, p.WaitID, fmt.Sprintf("it is a %s wait, which resolve does not answer (weir run approve or reject does)", ws.Kind)), errSkip
+	case ws != nil && ws.Decision != nil, ws == nil:
+		if refusal := resolvedBefore(c, run.ID, p.WaitID); refusal != nil {
+			return nil, nil, refusal, errSkip
+		}
+	}
+	switch {
+	case run.Phase.Terminal():
+		return nil, nil, notWaiting(run.ID, p.WaitID, "it is "+string(run.Phase)), errSkip
+	case ws == nil:
+		return nil, nil, notWaiting(run.ID, p.WaitID, "no unknown outcome waits there"+openWaitsHint(openResolvable(c, t), p.WaitID)), errSkip
+	case !now.Before(ws.Until):
+		return nil, nil, protocolErr(CodeWaitExpired, "the wait %s of run %s passed its deadline at %s: the node takes its error wire with %s",
+			ws.ID, run.ID, ws.Until.UTC().Format(time.RFC3339), CodeOutcomeUnknown), errSkip
+	case t == nil || t.Leased || t.WaitKind != WaitUnknown:
+		return nil, nil, notWaiting(run.ID, p.WaitID, "it is being resumed; resolve again in a moment"), errSkip
+	}
+	return c, ws, nil, nil
+}
+
+// resolvedBefore refuses a second answer to a wait decided before, or
+// nil when p's wait was never decided.
+func resolvedBefore(c *continuation, runID, waitID string) *Error {
+	for _, ws := range c.Waits {
+		if ws.ID == waitID && ws.Decision != nil {
+			return alreadyResolved(runID, waitID, ws.Decision.Approved, ws.Decision.By, ws.Decision.At)
+		}
+	}
+	for i := len(c.Decided) - 1; i >= 0; i-- {
+		if d := c.Decided[i]; d.ID == waitID {
+			return alreadyResolved(runID, waitID, d.Approved, d.By, d.At)
+		}
+	}
+	return nil
+}
+
+// alreadyResolved is the refusal of a second answer.
+func alreadyResolved(runID, waitID string, happened bool, by string, at time.Time) *Error {
+	answer := "not happened"
+	if happened {
+		answer = "happened"
+	}
+	return protocolErr(CodeAlreadyDecided, "the wait %s of run %s was already answered (%s) by %s at %s; a wait is answered once",
+		waitID, runID, answer, by, at.UTC().Format(time.RFC3339))
+}
+
+// openResolvable lists the waits a resolve could have named: the open
+// unknown wait, if any.
+func openResolvable(c *continuation, t *store.Task) []*waitState {
+	if t == nil || t.WaitKind != WaitUnknown {
+		return nil
+	}
+	if ws := c.Waits[t.Node]; ws != nil && ws.Kind == WaitUnknown && ws.Decision == nil {
+		return []*waitState{ws}
+	}
+	return nil
+}
+
+// unknownAt is the open unknown wait target names (a wait id or a node),
+// for the refusal of an approve or reject there.
+func unknownAt(c *continuation, target string) *waitState {
+	for node, ws := range c.Waits {
+		if ws.Kind == WaitUnknown && ws.Decision == nil && (ws.ID == target || node == target) {
+			return ws
+		}
+	}
+	return nil
+}
+
+// stepTaskTx is the run's step task, or nil.
+func stepTaskTx(tx store.Tx, runID string) (*store.Task, error) {
+	tasks, err := tx.TaskListByRun(runID)
+	if err != nil {
+		return nil, err
+	}
+	var t *store.Task
+	for _, x := range tasks {
+		if x.Kind == store.TaskStep {
+			t = x
+		}
+	}
+	return t, nil
+}
+
+// resolveTx applies p in tx, or answers why it is refused (with errSkip):
+// the answer on the wait, the call's idempotency record (done with the
+// result, or not sent), the run's step task woken and a resolved event.
+func resolveTx(tx store.Tx, p ResolveParams, now time.Time) (HumanWait, *Error, error) {
+	c, ws, refusal, err := resolveTargetTx(tx, p, now)
+	if err != nil || refusal != nil {
+		return HumanWait{}, refusal, err
+	}
+	run, err := tx.RunGet(p.RunID)
+	if err != nil {
+		return HumanWait{}, nil, err
+	}
+	var shown unknownShown
+	if err := json.Unmarshal(ws.Shown, &shown); err != nil || shown.Key == "" {
+		return HumanWait{}, nil, fmt.Errorf("engine: unknown wait %s shows no idempotency key: %v", ws.ID, err)
+	}
+	rec := &store.Idem{Key: shown.Key, RunID: run.ID, Node: ws.Node, Tool: shown.Tool, State: store.IdemNotSent, StartedAt: shown.StartedAt}
+	if p.Happened {
+		rec.State, rec.Result, rec.DoneAt = store.IdemDone, p.Result, now
+	}
+	if err := tx.IdemPut(rec); err != nil {
+		return HumanWait{}, nil, err
+	}
+	// The result lives in the idempotency record; the wait keeps only
+	// the answer, so the continuation stays small.
+	ws.Decision = &decision{Approved: p.Happened, Reason: p.Reason, By: p.By, At: now}
+	if err := tx.ContinuationPut(run.ID, encodeContinuation(c)); err != nil {
+		return HumanWait{}, nil, err
+	}
+	t, err := stepTaskTx(tx, run.ID)
+	if err != nil {
+		return HumanWait{}, nil, err
+	}
+	if _, err := wakeParkedTx(tx, t, now); err != nil {
+		return HumanWait{}, nil, err
+	}
+	detail := map[string]any{"by": p.By, "wait": ws.ID, "happened": p.Happened, "key": shown.Key, "tool": shown.Tool}
+	if p.Reason != "" {
+		detail["reason"] = p.Reason
+	}
+	if p.Happened && len(p.Result) <= maxEventResultBytes {
+		detail["result"] = p.Result
+	} else if p.Happened {
+		detail["result_bytes"] = len(p.Result)
+	}
+	resolved := HumanWait{ID: ws.ID, Kind: ws.Kind, RunID: run.ID, Flow: run.Flow, Node: ws.Node, Since: ws.Since, Until: ws.Until, Shown: ws.Shown}
+	return resolved, nil, appendEvent(tx, run.ID, evResolved, run.Attempt, ws.Node, detail, now)
+}
