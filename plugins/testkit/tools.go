@@ -121,6 +121,7 @@ func tools() []sdk.Tool {
 				return map[string]any{"peak": exclusive.peak.Load()}, nil
 			},
 		},
+		onceTool,
 		{
 			Name:        "testkit.cost",
 			Description: "Report the actual cost given in the input (declared cost 5).",

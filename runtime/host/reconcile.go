@@ -14,6 +14,13 @@ import (
 	"github.com/weirhq/weir/sdk/wire"
 )
 
+// ReconcileRequest asks a tool's reconcile probe about one call (the type
+// lives in package tool, shared with the engine).
+type ReconcileRequest = tool.ReconcileRequest
+
+// ReconcileResult is a probe's answer.
+type ReconcileResult = tool.ReconcileResult
+
 var _ tool.Reconciler = (*Host)(nil)
 
 // Reconcile asks a tool's reconcile probe whether the call made with
