@@ -3,7 +3,7 @@
 // A plugin is a program whose main calls Serve with one or more Tools. weir
 // launches it as a separate process (hashicorp/go-plugin over gRPC), reads
 // its manifest (the tools' names, descriptions, schemas, costs and
-// idempotency), validates every input against the declared schema before the
+// effect classes), validates every input against the declared schema before the
 // plugin sees it, and calls Run once per tool call. NewTool declares a tool
 // from a typed function: the input is decoded into a Go type whose JSON
 // schema it derives.
@@ -11,11 +11,24 @@
 // Tool names are "plugin.tool"; every tool of one binary shares the plugin
 // part, which becomes the plugin's name when it is installed.
 //
-// Idempotency: a tool that declares Idempotent receives the same
+// Effect classes: every tool declares what repeating its call does, in
+// Tool.Effect. EffectRead has no side effect, and weir repeats it freely
+// (a fork or a replay runs it again). EffectIdempotent receives the same
 // Call.IdempotencyKey on every retry of one logical call and must dedupe on
 // it (package sdk/dedupe does it durably); weir may retry it after a
-// retryable error or a crash. A tool that does not declare it is called at
-// most once per logical call and never concurrently with itself.
+// retryable error or a crash. EffectAtMostOnce is called at most once per
+// logical call and never concurrently with itself. A tool that sets only
+// the older Idempotent boolean is idempotent when it is true, at most once
+// when not; setting both so that they disagree is refused by Serve.
+//
+// Reconcile probes: an at-most-once (or idempotent) tool may declare
+// Tool.Reconcile, which weir asks when a call's outcome is unknown (the
+// call was sent, no answer recorded: a crash). It answers
+// ReconcileHappened with the call's result if it still knows it,
+// ReconcileNotHappened (weir may then make the call once more), or
+// ReconcileUnknown. It is bounded by weir's deadline and behind a recover;
+// an error, a panic or a late answer counts as unknown. sdktest.Reconcile
+// asks a probe in-process.
 //
 // Errors: a plain error from Run is permanent; Retryable lets weir retry
 // the call, RetryAfter says when, and WithCode gives the failure a stable

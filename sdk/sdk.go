@@ -22,10 +22,16 @@ type Tool struct {
 	Name string
 	// Description says what the tool does, for flow authors.
 	Description string
+	// Effect is the tool's effect class: EffectRead, EffectIdempotent or
+	// EffectAtMostOnce (see Effect). Unset, Idempotent says: idempotent
+	// when true, at most once when false, as before effect classes.
+	Effect Effect
 	// Idempotent declares that Run dedupes on Call.IdempotencyKey, so that
-	// weir may retry the call. Leave it false for a tool whose effect must
-	// happen at most once and that cannot dedupe: weir then serializes its
-	// calls and never retries them automatically.
+	// weir may retry the call. It is the older form of Effect: leave it
+	// false for a tool whose effect must happen at most once and that
+	// cannot dedupe (weir then serializes its calls and never retries them
+	// automatically). Set with Effect, it must agree: true with
+	// EffectAtMostOnce is refused by Serve.
 	Idempotent bool
 	// InputSchema is a JSON schema (draft 2020-12 by default) of the input.
 	// weir refuses input that does not match before the plugin sees it.
@@ -54,10 +60,101 @@ type Tool struct {
 	// (run cancelled, deadline, shutdown). It returns a value encodable
 	// as JSON (or a Result carrying one), or an error.
 	Run func(ctx context.Context, call *Call) (any, error)
+	// Reconcile is the tool's reconcile probe, optional: asked by weir
+	// when the outcome of a call is unknown (weir crashed, or the plugin,
+	// after the call was sent and before its answer was recorded), it
+	// tells whether the call made with call.IdempotencyKey and call.Input
+	// happened. It must have no effect of its own and may be asked more
+	// than once; ctx carries weir's deadline for the answer. Only
+	// call.Tool, IdempotencyKey, Input, Deadline, StateDir and Config are
+	// set. An error or a panic counts as ReconcileUnknown. Not for a tool
+	// of EffectRead, which has no effect to tell.
+	Reconcile func(ctx context.Context, call *Call) (ReconcileAnswer, error)
 
 	// declErr is the mistake NewTool found in the declaration, reported
 	// by CheckTools.
 	declErr error
+}
+
+// Effect is a tool's effect class: what repeating one of its calls does.
+// weir reads it to decide what it may retry after a failure or a crash,
+// what a fork or a replay may run again, and what an agent's approval
+// policy must stop for.
+type Effect string
+
+// The effect classes.
+const (
+	// EffectRead: the tool has no side effect (it reads a file, fetches a
+	// page, asks a model). weir may repeat its calls freely, and a fork
+	// or a replay may run them again.
+	EffectRead Effect = "read"
+	// EffectIdempotent: the tool has an effect but dedupes on
+	// Call.IdempotencyKey, so weir may retry a call with the same key.
+	EffectIdempotent Effect = "idempotent"
+	// EffectAtMostOnce: the effect must happen at most once and the tool
+	// cannot dedupe (a mail sent, a payment made). weir records the call
+	// as started, serializes the tool's calls and never makes one again
+	// blindly; a Reconcile probe lets it find out what happened.
+	EffectAtMostOnce Effect = "at_most_once"
+)
+
+// Class is the tool's effect class as Serve declares it: Effect, or, when
+// unset, idempotent or at most once as Idempotent says. A declaration
+// CheckTools refuses has no class: Class is then "".
+func (t Tool) Class() Effect {
+	c, err := t.class()
+	if err != nil {
+		return ""
+	}
+	return c
+}
+
+// class resolves the effect class, refusing an unknown one and one that
+// Idempotent contradicts.
+func (t Tool) class() (Effect, error) {
+	switch t.Effect {
+	case "":
+		if t.Idempotent {
+			return EffectIdempotent, nil
+		}
+		return EffectAtMostOnce, nil
+	case EffectRead, EffectIdempotent:
+		return t.Effect, nil
+	case EffectAtMostOnce:
+		if t.Idempotent {
+			return "", errors.New("Effect is EffectAtMostOnce but Idempotent is true: a tool that dedupes is EffectIdempotent; drop one of the two")
+		}
+		return t.Effect, nil
+	}
+	return "", fmt.Errorf("Effect %q is not one of %q, %q and %q", t.Effect, EffectRead, EffectIdempotent, EffectAtMostOnce)
+}
+
+// Reconciled is a reconcile probe's answer (see Tool.Reconcile).
+type Reconciled string
+
+// The answers of a reconcile probe.
+const (
+	// ReconcileHappened: the call had its effect. weir takes
+	// ReconcileAnswer.Output as its result (the journaled one if it has
+	// it) and never makes the call again.
+	ReconcileHappened Reconciled = "happened"
+	// ReconcileNotHappened: the call had no effect, and will not have it
+	// later: weir may make it once more (still at most once).
+	ReconcileNotHappened Reconciled = "not_happened"
+	// ReconcileUnknown: the tool cannot tell; weir treats the outcome as
+	// unknown (the node's error wire, or a person decides).
+	ReconcileUnknown Reconciled = "unknown"
+)
+
+// ReconcileAnswer is what a reconcile probe answers.
+type ReconcileAnswer struct {
+	// Outcome is ReconcileHappened, ReconcileNotHappened or
+	// ReconcileUnknown; anything else is refused as an error.
+	Outcome Reconciled
+	// Output, for ReconcileHappened, is the call's result as Run would
+	// have returned it (a value encodable as JSON, or a Result), when the
+	// tool still knows it; nil when it does not. Ignored for the others.
+	Output any
 }
 
 // Model is one model a chat tool serves.

@@ -244,10 +244,7 @@ func (s *server) declare(tools []Tool, gen uint64) (*declared, error) {
 			models = append(models, &wire.ModelSpec{Alias: m.Alias, MaxTokens: m.MaxTokens, InputCost: m.InputCost, OutputCost: m.OutputCost})
 		}
 		d.tools[t.Name] = t
-		effect := wire.Effect_EFFECT_AT_MOST_ONCE
-		if t.Idempotent {
-			effect = wire.Effect_EFFECT_IDEMPOTENT
-		}
+		class, _ := t.class() // CheckTools refused a tool without one
 		var timeout *durationpb.Duration
 		if t.Timeout > 0 {
 			timeout = durationpb.New(t.Timeout)
@@ -255,17 +252,25 @@ func (s *server) declare(tools []Tool, gen uint64) (*declared, error) {
 		d.manifest.Tools = append(d.manifest.Tools, &wire.ToolSpec{
 			Name:           t.Name,
 			Description:    t.Description,
-			Idempotent:     t.Idempotent,
+			Idempotent:     class != EffectAtMostOnce,
 			Cost:           t.Cost,
 			InputSchema:    t.InputSchema,
 			OutputSchema:   t.OutputSchema,
 			Contract:       t.Contract,
 			Models:         models,
-			Effect:         effect,
+			Effect:         wireEffect[class],
 			DefaultTimeout: timeout,
+			Reconcile:      t.Reconcile != nil,
 		})
 	}
 	return d, nil
+}
+
+// wireEffect is each effect class as the wire spells it.
+var wireEffect = map[Effect]wire.Effect{
+	EffectRead:       wire.Effect_EFFECT_READ,
+	EffectIdempotent: wire.Effect_EFFECT_IDEMPOTENT,
+	EffectAtMostOnce: wire.Effect_EFFECT_AT_MOST_ONCE,
 }
 
 // current is the tool list in force, the latest one published if it is
@@ -296,7 +301,8 @@ func (s *server) current() *declared {
 // CheckTools reports the first mistake in a set of tool declarations that
 // Serve would refuse: a bad or duplicate name, tools of different plugins,
 // a missing Run, a negative Cost, a Timeout outside 0..wire.MaxToolTimeout,
-// a schema that does not compile, or a
+// an unknown Effect or one Idempotent contradicts, a Reconcile probe on a
+// read tool, a schema that does not compile, or a
 // NewTool whose types and schema disagree. Call it
 // from a test to find these before building the plugin.
 func CheckTools(tools ...Tool) error {
@@ -324,6 +330,13 @@ func CheckTools(tools ...Tool) error {
 		}
 		if t.Cost < 0 {
 			return fmt.Errorf("tool %q has a negative Cost", t.Name)
+		}
+		class, err := t.class()
+		if err != nil {
+			return fmt.Errorf("tool %q: %w", t.Name, err)
+		}
+		if class == EffectRead && t.Reconcile != nil {
+			return fmt.Errorf("tool %q is EffectRead and has a Reconcile probe: a read has no effect to reconcile", t.Name)
 		}
 		if t.Timeout < 0 || t.Timeout > wire.MaxToolTimeout {
 			return fmt.Errorf("tool %q: Timeout %v is outside 0..%v", t.Name, t.Timeout, wire.MaxToolTimeout)
@@ -571,7 +584,17 @@ func runTool(ctx context.Context, tool Tool, call *Call) (res *wire.CallResult) 
 	if err != nil {
 		return toolError(ctx, tool.Name, err)
 	}
-	res = &wire.CallResult{}
+	res, err = encodeOutput(out)
+	if err != nil {
+		return errorResult(wire.KindPermanent, fmt.Sprintf("tool %s returned output that is not JSON: %v", tool.Name, err))
+	}
+	return res
+}
+
+// encodeOutput turns what Run returned (a value, or a Result carrying one
+// and its cost) into a CallResult.
+func encodeOutput(out any) (*wire.CallResult, error) {
+	res := &wire.CallResult{}
 	switch r := out.(type) {
 	case Result:
 		out, res.HasCost, res.Cost = r.Output, true, r.Cost
@@ -582,10 +605,10 @@ func runTool(ctx context.Context, tool Tool, call *Call) (res *wire.CallResult) 
 	}
 	b, err := json.Marshal(out)
 	if err != nil {
-		return errorResult(wire.KindPermanent, fmt.Sprintf("tool %s returned output that is not JSON: %v", tool.Name, err))
+		return nil, err
 	}
 	res.Output = b
-	return res
+	return res, nil
 }
 
 // toolError turns an error Run returned into the wire's ToolError: its kind,

@@ -22,6 +22,20 @@ func Description(text string) ToolOption { return func(t *Tool) { t.Description 
 // Tool.Idempotent).
 func Idempotent() ToolOption { return func(t *Tool) { t.Idempotent = true } }
 
+// ReadOnly declares that the tool has no side effect (EffectRead): weir
+// may repeat its calls freely.
+func ReadOnly() ToolOption { return func(t *Tool) { t.Effect = EffectRead } }
+
+// AtMostOnce declares that the tool's effect must happen at most once and
+// that it cannot dedupe (EffectAtMostOnce). It is the default of a tool
+// that declares neither Idempotent nor an Effect; saying it is clearer.
+func AtMostOnce() ToolOption { return func(t *Tool) { t.Effect = EffectAtMostOnce } }
+
+// ReconcileWith gives the tool a reconcile probe (see Tool.Reconcile).
+func ReconcileWith(probe func(ctx context.Context, call *Call) (ReconcileAnswer, error)) ToolOption {
+	return func(t *Tool) { t.Reconcile = probe }
+}
+
 // Cost declares the budget units one call consumes (see Tool.Cost).
 func Cost(units int64) ToolOption { return func(t *Tool) { t.Cost = units } }
 

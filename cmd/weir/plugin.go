@@ -196,8 +196,10 @@ func pluginLsCmd(m *Main) *cobra.Command {
 	var configPath string
 	cmd := &cobra.Command{
 		Use:   "ls",
-		Short: "List installed plugins, their tools, schemas and idempotency",
-		Long: `List installed plugins, their tools, schemas and idempotency. A plugin whose
+		Short: "List installed plugins, their tools, schemas and effect classes",
+		Long: `List installed plugins, their tools, schemas and effect classes (read,
+idempotent or at_most_once; +probe: the tool has a reconcile probe; weir
+tool describe TOOL says more). A plugin whose
 tools come from its config (llm's models, mcp's servers) lists none without
 --config FILE, which lists what it declares when configured by that daemon
 config file (launching it once if its manifest is not cached).`,
@@ -230,7 +232,11 @@ config file (launching it once if its manifest is not cached).`,
 			for _, p := range cat.Plugins() {
 				e := pluginListed{Name: p.Name, Path: p.Path, SHA256: p.SHA256, Status: "ok", Tools: []host.ToolManifest{}}
 				if p.Manifest != nil {
-					e.ProtocolVersion, e.SDKVersion, e.Tools = p.Manifest.ProtocolVersion, p.Manifest.SDKVersion, p.Manifest.Tools
+					e.ProtocolVersion, e.SDKVersion = p.Manifest.ProtocolVersion, p.Manifest.SDKVersion
+					for _, t := range p.Manifest.Tools {
+						t.Effect = t.Class() // always spelt out in the listing
+						e.Tools = append(e.Tools, t)
+					}
 				}
 				if err := p.Verify(); err != nil {
 					e.Status, e.Error = "modified", err.Error()
@@ -271,11 +277,11 @@ func printPluginListing(w io.Writer, l pluginListing) {
 		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		for _, t := range p.Tools {
-			idem := "idempotent"
-			if !t.Idempotent {
-				idem = "at-most-once"
+			class := string(t.Class())
+			if t.Reconcile {
+				class += " +probe"
 			}
-			fmt.Fprintf(tw, "  %s\t%s\tcost %d\t%s\n", t.Name, idem, t.Cost, t.Description)
+			fmt.Fprintf(tw, "  %s\t%s\tcost %d\t%s\n", t.Name, class, t.Cost, t.Description)
 		}
 		tw.Flush()
 		for _, t := range p.Tools {

@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/weirhq/weir/flows"
 	"github.com/weirhq/weir/internal/testutil"
 )
 
@@ -62,9 +64,14 @@ func TestPluginAndToolCommands(t *testing.T) {
 	t.Run("ls", func(t *testing.T) {
 		code, out, errb := weir(t, "", "plugin", "ls")
 		expect(t, code, 0, out, errb)
-		for _, want := range []string{"testkit  sha256:", "ok  12 tools", "testkit.echo", "mail.send  at-most-once", `testkit.sleep input: {"type":"object"`} {
+		for _, want := range []string{"testkit  sha256:", "ok  13 tools", "testkit.echo", "mail.send  at_most_once +probe", `testkit.sleep input: {"type":"object"`} {
 			if !strings.Contains(out, want) {
 				t.Errorf("ls output lacks %q:\n%s", want, out)
+			}
+		}
+		for _, want := range []string{`testkit\.echo +read +cost`, `testkit\.once +at_most_once \+probe +cost`, `testkit\.exclusive +at_most_once +cost`, `testkit\.sleep +idempotent +cost`} {
+			if !regexp.MustCompile(want).MatchString(out) {
+				t.Errorf("ls output lacks %s:\n%s", want, out)
 			}
 		}
 		code, out, errb = weir(t, "", "plugin", "ls", "--json")
@@ -74,9 +81,37 @@ func TestPluginAndToolCommands(t *testing.T) {
 			t.Fatalf("ls --json: %v\n%s", err, out)
 		}
 		if len(l.Plugins) != 2 || l.Plugins[0].Name != "mail" || l.Plugins[0].Status != "ok" ||
-			len(l.Plugins[0].Tools) != 1 || l.Plugins[0].Tools[0].Idempotent || len(l.Plugins[0].Tools[0].InputSchema) == 0 {
+			len(l.Plugins[0].Tools) != 1 || l.Plugins[0].Tools[0].Idempotent || len(l.Plugins[0].Tools[0].InputSchema) == 0 ||
+			l.Plugins[0].Tools[0].Effect != flows.EffectAtMostOnce || !l.Plugins[0].Tools[0].Reconcile {
 			t.Fatalf("ls --json: %+v", l)
 		}
+	})
+	t.Run("describe", func(t *testing.T) {
+		code, out, errb := weir(t, "", "tool", "describe", "mail.send")
+		expect(t, code, 0, out, errb)
+		for _, want := range []string{"mail.send\n", "class        at_most_once (", "probe        yes", "cost         0 per call",
+			"timeout      none declared", `input        {"type":"object","required":["to","body"]`, `output       {"type":"object"`, "plugin       mail (sha256:"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("describe lacks %q:\n%s", want, out)
+			}
+		}
+		code, out, errb = weir(t, "", "tool", "describe", "testkit.bounded", "--json")
+		expect(t, code, 0, out, errb)
+		var d toolDescription
+		if err := json.Unmarshal([]byte(out), &d); err != nil {
+			t.Fatalf("describe --json: %v\n%s", err, out)
+		}
+		if d.Name != "testkit.bounded" || d.Plugin != "testkit" || d.Class != flows.EffectIdempotent || d.Reconcile || d.TimeoutMS != 500 ||
+			!strings.Contains(string(d.InputSchema), `"wait"`) || d.ProtocolVersion != 2 {
+			t.Fatalf("describe --json: %+v", d)
+		}
+		code, out, errb = weir(t, "", "tool", "describe", "testkit.ech")
+		expect(t, code, exitFailed, out, errb)
+		if !strings.Contains(errb, "unknown_tool") || !strings.Contains(errb, `did you mean "testkit.echo"`) {
+			t.Errorf("describe of a misspelt tool: %q", errb)
+		}
+		code, out, errb = weir(t, "", "tool", "describe", "nodot")
+		expect(t, code, exitUsage, out, errb)
 	})
 	t.Run("call echo", func(t *testing.T) {
 		code, out, errb := weir(t, "", "tool", "call", "testkit.echo", "--input", `{"a":[1,2]}`)

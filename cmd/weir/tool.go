@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -23,9 +25,9 @@ func init() {
 	registerCommand(func(m *Main) *cobra.Command {
 		cmd := &cobra.Command{
 			Use:   "tool",
-			Short: "Call tools directly, without a flow",
+			Short: "Call and describe tools directly, without a flow",
 		}
-		cmd.AddCommand(toolCallCmd(m))
+		cmd.AddCommand(toolCallCmd(m), toolDescribeCmd(m))
 		return cmd
 	})
 }
@@ -148,4 +150,155 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// toolDescription is what `weir tool describe` prints: what a tool
+// declares, as the host reads its plugin's manifest.
+type toolDescription struct {
+	Name            string `json:"name"`
+	Plugin          string `json:"plugin"`
+	SHA256          string `json:"sha256"`
+	ProtocolVersion int    `json:"protocol_version"`
+	// Class is the effect class: read, idempotent or at_most_once.
+	Class flows.Effect `json:"class"`
+	// Reconcile says the tool has a reconcile probe.
+	Reconcile   bool   `json:"reconcile"`
+	Description string `json:"description,omitempty"`
+	// Cost is the declared budget units per call.
+	Cost int64 `json:"cost"`
+	// TimeoutMS is the tool's default timeout in milliseconds; 0: none
+	// declared (a node's timeout, else the engine's default, applies).
+	TimeoutMS    int64                `json:"timeout_ms"`
+	Contract     string               `json:"contract,omitempty"`
+	Models       []host.ModelManifest `json:"models,omitempty"`
+	InputSchema  json.RawMessage      `json:"input_schema,omitempty"`
+	OutputSchema json.RawMessage      `json:"output_schema,omitempty"`
+}
+
+func toolDescribeCmd(m *Main) *cobra.Command {
+	var (
+		asJSON     bool
+		configPath string
+	)
+	cmd := &cobra.Command{
+		Use:   "describe TOOL",
+		Short: "Show what a tool declares: effect class, probe, cost, timeout and schemas",
+		Long: `describe prints what an installed tool declares, as the daemon reads it from
+its plugin's manifest: its effect class (read: no side effect, repeated
+freely; idempotent: dedupes on weir's key, retried; at_most_once: never made
+again blindly), whether it has a reconcile probe (asked when a call's
+outcome is lost), its declared cost, its default timeout and its input and
+output schemas. A tool that comes from a plugin's config (llm's models,
+mcp's servers) needs --config FILE, as weir plugin ls does.`,
+		Example: `  weir tool describe mail.send
+  weir tool describe fs.read --json
+  weir tool describe mcp.files-read_file --config weir.hcl`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			if _, _, err := wire.SplitToolName(name); err != nil {
+				return usageErrorf("%v", err)
+			}
+			cfg := host.Config{PluginsDir: m.PluginsDir, DataDir: m.DataDir}
+			if configPath != "" {
+				c, err := loadChecked(m, configPath)
+				if err != nil {
+					return &exitError{code: exitFailed, err: err}
+				}
+				cfg.PluginConfig, cfg.PluginEnv, cfg.PluginMemoryMax = c.Plugins, c.PluginEnvs(), c.PluginMemoryMaxes()
+			}
+			cat, err := host.LoadCatalogFor(cfg)
+			if err != nil {
+				return err
+			}
+			d, ok := describeTool(cat, name)
+			if !ok {
+				msg := fmt.Sprintf("%s: %s: no installed plugin provides this tool", host.KindUnknownTool, name)
+				if s := flows.Suggest(name, cat.Names()); s != "" {
+					msg += fmt.Sprintf(" (did you mean %q?)", s)
+				}
+				return &exitError{code: exitFailed, err: fmt.Errorf("%s", msg)}
+			}
+			if asJSON {
+				enc := json.NewEncoder(m.Stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(d)
+			}
+			printToolDescription(m.Stdout, d)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the description as JSON, with full schemas")
+	cmd.Flags().StringVar(&configPath, "config", "", "describe the tool as configured by this daemon config file")
+	return cmd
+}
+
+// describeTool finds name in the catalog, with the plugin declaring it.
+func describeTool(cat *host.Catalog, name string) (toolDescription, bool) {
+	for _, p := range cat.Plugins() {
+		if p.Manifest == nil {
+			continue
+		}
+		t, ok := p.Manifest.Tool(name)
+		if !ok {
+			continue
+		}
+		return toolDescription{
+			Name: t.Name, Plugin: p.Name, SHA256: p.SHA256, ProtocolVersion: p.Manifest.ProtocolVersion,
+			Class: t.Class(), Reconcile: t.Reconcile, Description: t.Description, Cost: t.Cost,
+			TimeoutMS: t.Timeout.Milliseconds(), Contract: t.Contract, Models: t.Models,
+			InputSchema: t.InputSchema, OutputSchema: t.OutputSchema,
+		}, true
+	}
+	return toolDescription{}, false
+}
+
+// classMeaning says in a few words what each effect class lets weir do.
+var classMeaning = map[flows.Effect]string{
+	flows.EffectRead:       "no side effect: repeated freely, by retries, forks and replays",
+	flows.EffectIdempotent: "dedupes on weir's idempotency key: retried with the same key",
+	flows.EffectAtMostOnce: "made at most once per logical call, never again blindly",
+}
+
+func printToolDescription(w io.Writer, d toolDescription) {
+	fmt.Fprintln(w, d.Name)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "  %s\t%s\n", k, v) }
+	if d.Description != "" {
+		row("description", d.Description)
+	}
+	row("plugin", fmt.Sprintf("%s (%s, protocol %d)", d.Plugin, shortSum(d.SHA256), d.ProtocolVersion))
+	row("class", fmt.Sprintf("%s (%s)", d.Class, classMeaning[d.Class]))
+	probe := "none"
+	if d.Reconcile {
+		probe = "yes: asked whether a call happened when its outcome is lost"
+	}
+	row("probe", probe)
+	row("cost", fmt.Sprintf("%d per call", d.Cost))
+	timeout := "none declared (the node's timeout, else the engine's default)"
+	if d.TimeoutMS > 0 {
+		timeout = (time.Duration(d.TimeoutMS) * time.Millisecond).String()
+	}
+	row("timeout", timeout)
+	if d.Contract != "" {
+		row("contract", d.Contract)
+	}
+	if len(d.Models) > 0 {
+		var ms []string
+		for _, m := range d.Models {
+			ms = append(ms, m.Alias)
+		}
+		row("models", strings.Join(ms, ", "))
+	}
+	schema := func(b json.RawMessage) string {
+		if len(b) == 0 {
+			return "undeclared (any JSON value)"
+		}
+		return compactJSON(b)
+	}
+	row("input", schema(d.InputSchema))
+	if len(d.OutputSchema) > 0 {
+		row("output", compactJSON(d.OutputSchema))
+	}
+	tw.Flush()
 }

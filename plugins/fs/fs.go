@@ -96,7 +96,7 @@ func tools() []sdk.Tool {
 		{
 			Name:        "fs.read",
 			Description: "Read a file under the root. Text comes back as utf-8, anything else as base64.",
-			Idempotent:  true,
+			Effect:      sdk.EffectRead,
 			InputSchema: `{"type":"object","required":["path"],"additionalProperties":false,"properties":{"path":{"type":"string","minLength":1}}}`,
 			OutputSchema: `{"type":"object","properties":{"path":{"type":"string"},"size":{"type":"integer"},"sha256":{"type":"string"},
 				"content":{"type":"string"},"encoding":{"enum":["utf-8","base64"]}}}`,
@@ -105,14 +105,14 @@ func tools() []sdk.Tool {
 		{
 			Name:        "fs.list",
 			Description: "List a directory under the root (default: the root itself).",
-			Idempotent:  true,
+			Effect:      sdk.EffectRead,
 			InputSchema: `{"type":"object","additionalProperties":false,"properties":{"path":{"type":"string"}}}`,
 			Run:         list,
 		},
 		{
 			Name:        "fs.write",
 			Description: "Write a file under the root, atomically, creating parent directories. Idempotent on (path, content hash) through the idempotency key.",
-			Idempotent:  true,
+			Effect:      sdk.EffectIdempotent,
 			InputSchema: `{"type":"object","required":["path","content"],"additionalProperties":false,"properties":{
 				"path":{"type":"string","minLength":1},"content":{"type":"string"},"encoding":{"enum":["utf-8","base64"]}}}`,
 			Run: write,

@@ -73,17 +73,17 @@ func tools() []sdk.Tool {
 	postKeyed := endpoint{method: http.MethodPost, body: true, keyed: true}
 	putKeyed := endpoint{method: http.MethodPut, body: true, keyed: true}
 	return []sdk.Tool{
-		{Name: "http.get", Description: "GET url; answers status, headers and body.", Idempotent: true,
+		{Name: "http.get", Description: "GET url; answers status, headers and body.", Effect: sdk.EffectRead,
 			InputSchema: requestSchema(get), Run: do(get)},
-		{Name: "http.head", Description: "HEAD url; answers status and headers.", Idempotent: true,
+		{Name: "http.head", Description: "HEAD url; answers status and headers.", Effect: sdk.EffectRead,
 			InputSchema: requestSchema(head), Run: do(head)},
-		{Name: "http.post", Description: "POST body to url. Not idempotent: at most once per logical call.",
+		{Name: "http.post", Description: "POST body to url. Not idempotent: at most once per logical call.", Effect: sdk.EffectAtMostOnce,
 			InputSchema: requestSchema(post), Run: do(post)},
-		{Name: "http.put", Description: "PUT body to url. Not idempotent: at most once per logical call.",
+		{Name: "http.put", Description: "PUT body to url. Not idempotent: at most once per logical call.", Effect: sdk.EffectAtMostOnce,
 			InputSchema: requestSchema(put), Run: do(put)},
-		{Name: "http.post_keyed", Description: "POST body to url with weir's idempotency key in a header (Idempotency-Key, or key_header): idempotent if the server dedupes on it.", Idempotent: true,
+		{Name: "http.post_keyed", Description: "POST body to url with weir's idempotency key in a header (Idempotency-Key, or key_header): idempotent if the server dedupes on it.", Effect: sdk.EffectIdempotent,
 			InputSchema: requestSchema(postKeyed), Run: do(postKeyed)},
-		{Name: "http.put_keyed", Description: "PUT body to url with weir's idempotency key in a header (Idempotency-Key, or key_header): idempotent if the server dedupes on it.", Idempotent: true,
+		{Name: "http.put_keyed", Description: "PUT body to url with weir's idempotency key in a header (Idempotency-Key, or key_header): idempotent if the server dedupes on it.", Effect: sdk.EffectIdempotent,
 			InputSchema: requestSchema(putKeyed), Run: do(putKeyed)},
 	}
 }

@@ -100,7 +100,7 @@ func (p *plugin) tool() sdk.Tool {
 		Name: "llm.chat",
 		Description: "One model turn in the chat contract (" + chat.Contract + "): the conversation and the tools on offer in, " +
 			"the model's text or tool calls out, with usage and cost. The model is an alias of the llm plugin's config.",
-		Idempotent:   true,
+		Effect:       sdk.EffectRead,
 		Contract:     chat.Contract,
 		InputSchema:  chat.RequestSchema,
 		OutputSchema: chat.ResponseSchema,

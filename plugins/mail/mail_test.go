@@ -8,9 +8,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/weirhq/weir/flows"
 	"github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/plugins/internal/plugintest"
 	"github.com/weirhq/weir/runtime/host"
+	"github.com/weirhq/weir/runtime/tool"
 )
 
 func TestMain(m *testing.M) { testutil.Main(m, testutil.Plugins("mail")) }
@@ -58,8 +60,37 @@ func TestSendIsDeclaredAtMostOnce(t *testing.T) {
 	t.Parallel()
 	p := plugintest.Start(t, "mail", "")
 	info, ok := p.Host.LookupTool("mail.send")
-	if !ok || info.Idempotent {
-		t.Fatalf("mail.send = %+v, %v; want a non-idempotent tool", info, ok)
+	if !ok || info.Idempotent || info.Class() != flows.EffectAtMostOnce || !info.Reconcile {
+		t.Fatalf("mail.send = %+v, %v; want an at-most-once tool with a probe", info, ok)
+	}
+}
+
+// TestProbeReadsTheOutbox: a key the outbox holds happened, with the
+// result the call answered; any other did not.
+func TestProbeReadsTheOutbox(t *testing.T) {
+	t.Parallel()
+	p := plugintest.Start(t, "mail", "")
+	const in = `{"to":"ada@example.com","body":"x"}`
+	res, err := p.Reconcile("mail.send", in, "k1")
+	if err != nil || res.Answer != tool.NotHappened || res.Output != nil {
+		t.Fatalf("before any mail: %+v, %v; want not happened", res, err)
+	}
+	var sent map[string]any
+	p.MustCall(t, "mail.send", in, "k1", &sent)
+	p.MustCall(t, "mail.send", in, "k2", nil)
+	res, err = p.Reconcile("mail.send", in, "k1")
+	if err != nil || res.Answer != tool.Happened {
+		t.Fatalf("k1: %+v, %v; want happened", res, err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(res.Output, &got); err != nil || got["id"] != sent["id"] || got["sent_at"] != sent["sent_at"] {
+		t.Fatalf("k1's result %s, the call answered %v", res.Output, sent)
+	}
+	if res, err := p.Reconcile("mail.send", in, "k3"); err != nil || res.Answer != tool.NotHappened {
+		t.Fatalf("k3: %+v, %v; want not happened", res, err)
+	}
+	if n := len(readOutbox(t, p)); n != 2 {
+		t.Fatalf("the probe changed the outbox: %d lines, want 2", n)
 	}
 }
 

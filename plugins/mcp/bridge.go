@@ -470,13 +470,14 @@ func (b *bridge) makeTools(cfg *config, lists map[string][]*mcp.Tool) ([]sdk.Too
 			if _, err := wire.CompileSchema(outSchema); err != nil {
 				outSchema = ""
 			}
-			idem := idempotent(listed[part], trusted[srv], t.Annotations)
+			class := effect(listed[part], trusted[srv], t.Annotations)
+			idem := class != sdk.EffectAtMostOnce
 			delete(listed, part)
 			s, mcpName := b.servers[srv], t.Name
 			out = append(out, sdk.Tool{
 				Name:         "mcp." + part,
 				Description:  description(srv, t, b.servers[srv].downErr() != nil),
-				Idempotent:   idem,
+				Effect:       class,
 				InputSchema:  in,
 				OutputSchema: outSchema,
 				Run: func(ctx context.Context, call *sdk.Call) (any, error) {
@@ -493,21 +494,23 @@ func (b *bridge) makeTools(cfg *config, lists map[string][]*mcp.Tool) ([]sdk.Too
 	return out, nil
 }
 
-// idempotent decides whether weir may retry calls of a tool. It is never
-// guessed: the operator listed it, or the server is trusted and its
-// annotations say read-only, or idempotent and explicitly not destructive
-// (destructiveHint defaults to true when absent).
-func idempotent(listed, trusted bool, a *mcp.ToolAnnotations) bool {
-	if listed {
-		return true
+// effect decides a tool's effect class: whether weir may repeat or retry
+// its calls. It is never guessed, since MCP's annotations are hints any
+// server may give: a tool is read only when its server is trusted and its
+// annotations say read-only; it is idempotent when the operator listed it,
+// or when its server is trusted and its annotations say idempotent and
+// explicitly not destructive (destructiveHint defaults to true when
+// absent). Everything else is at most once.
+func effect(listed, trusted bool, a *mcp.ToolAnnotations) sdk.Effect {
+	switch {
+	case trusted && a != nil && a.ReadOnlyHint:
+		return sdk.EffectRead
+	case listed:
+		return sdk.EffectIdempotent
+	case trusted && a != nil && a.IdempotentHint && a.DestructiveHint != nil && !*a.DestructiveHint:
+		return sdk.EffectIdempotent
 	}
-	if !trusted || a == nil {
-		return false
-	}
-	if a.ReadOnlyHint {
-		return true
-	}
-	return a.IdempotentHint && a.DestructiveHint != nil && !*a.DestructiveHint
+	return sdk.EffectAtMostOnce
 }
 
 // description is a tool's description: the server's, cut, and where it

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirhq/weir/flows"
 	"github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/plugins/internal/plugintest"
 	"github.com/weirhq/weir/runtime/host"
@@ -117,23 +118,23 @@ func TestBridgeTools(t *testing.T) {
 			for _, tm := range b.host.Tools() {
 				tools[tm.Name] = tm
 			}
-			want := map[string]bool{ // name → idempotent
-				"mcp.demo-echo":        true,  // trusted, readOnlyHint
-				"mcp.demo-lookup-item": true,  // trusted, idempotentHint + destructiveHint false
-				"mcp.demo-append":      false, // no annotations
-				"mcp.demo-slow":        true,  // trusted, readOnlyHint
-				"mcp.demo-fail":        true,  // the operator's word
-				"mcp.demo-crash":       false,
-				"mcp.demo-grow":        false,
-				"mcp.demo-picture":     true,
+			want := map[string]flows.Effect{
+				"mcp.demo-echo":        flows.EffectRead,       // trusted, readOnlyHint
+				"mcp.demo-lookup-item": flows.EffectIdempotent, // trusted, idempotentHint + destructiveHint false
+				"mcp.demo-append":      flows.EffectAtMostOnce, // no annotations
+				"mcp.demo-slow":        flows.EffectRead,       // trusted, readOnlyHint
+				"mcp.demo-fail":        flows.EffectIdempotent, // the operator's word
+				"mcp.demo-crash":       flows.EffectAtMostOnce,
+				"mcp.demo-grow":        flows.EffectAtMostOnce,
+				"mcp.demo-picture":     flows.EffectRead,
 			}
 			if len(tools) != len(want) {
 				t.Fatalf("tools %v, want %v", keys(tools), want)
 			}
-			for name, idem := range want {
+			for name, class := range want {
 				tm, ok := tools[name]
-				if !ok || tm.Idempotent != idem {
-					t.Errorf("%s: present %v idempotent %v, want idempotent %v", name, ok, tm.Idempotent, idem)
+				if !ok || tm.Class() != class || tm.Idempotent != (class != flows.EffectAtMostOnce) {
+					t.Errorf("%s: present %v class %s idempotent %v, want %s", name, ok, tm.Class(), tm.Idempotent, class)
 				}
 			}
 			if d := tools["mcp.demo-lookup-item"].Description; !strings.Contains(d, `tool "Lookup.Item"`) || !strings.Contains(d, "Looks an item up") {
@@ -193,8 +194,8 @@ func TestUntrustedAnnotationsIgnored(t *testing.T) {
 	t.Parallel()
 	b := start(t, "stdio", "")
 	for _, tm := range b.host.Tools() {
-		if tm.Idempotent {
-			t.Errorf("%s is idempotent on an untrusted server's word", tm.Name)
+		if tm.Idempotent || tm.Class() != flows.EffectAtMostOnce {
+			t.Errorf("%s is %s on an untrusted server's word", tm.Name, tm.Class())
 		}
 	}
 }

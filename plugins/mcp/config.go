@@ -25,7 +25,9 @@ type config struct {
 	// Idempotent lists weir tool parts (SERVER-TOOL) the operator vouches
 	// for: their calls may be retried.
 	Idempotent []string `json:"idempotent"`
-	// TrustAnnotations lists servers whose tool annotations are believed.
+	// TrustAnnotations lists servers whose tool annotations are believed:
+	// readOnlyHint makes a tool read, idempotentHint (not destructive)
+	// idempotent.
 	TrustAnnotations []string `json:"trust_annotations"`
 }
 

@@ -18,10 +18,12 @@
 // not reach a server says not_sent, one whose answer was lost unknown
 // (plugin protocol revision 2), so that weir retries what is safe.
 //
-// Idempotency is a safety decision and is never guessed: a tool is
-// idempotent only when the operator lists it, or when its server is
-// trusted and its annotations say read-only, or idempotent and explicitly
-// not destructive (see idempotent). Everything else is at most once.
+// A tool's effect class is a safety decision and is never guessed: a tool
+// is read only when its server is trusted (trust_annotations) and its
+// annotations say read-only; it is idempotent when the operator lists it,
+// or when its server is trusted and its annotations say idempotent and
+// explicitly not destructive (see effect). Everything else is at most
+// once.
 //
 // The MCP names are mapped to weir's alphabet reversibly (see toolPart);
 // results, progress and cancellation are mapped as docs/plugins.md says.

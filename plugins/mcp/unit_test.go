@@ -87,32 +87,34 @@ func TestNameCollisionRefused(t *testing.T) {
 	}
 }
 
-// TestIdempotentNeverGuessed covers each way a tool becomes idempotent and
-// the ways it does not.
-func TestIdempotentNeverGuessed(t *testing.T) {
+// TestEffectNeverGuessed covers each way a tool becomes read or
+// idempotent and the ways it does not.
+func TestEffectNeverGuessed(t *testing.T) {
 	t.Parallel()
 	yes, no := true, false
 	tests := []struct {
 		name            string
 		listed, trusted bool
 		ann             *mcp.ToolAnnotations
-		want            bool
+		want            sdk.Effect
 	}{
-		{"operator lists it", true, false, nil, true},
-		{"operator lists a destructive tool", true, false, &mcp.ToolAnnotations{DestructiveHint: &yes}, true},
-		{"no word at all", false, false, nil, false},
-		{"untrusted read-only", false, false, &mcp.ToolAnnotations{ReadOnlyHint: true}, false},
-		{"untrusted idempotent, not destructive", false, false, &mcp.ToolAnnotations{IdempotentHint: true, DestructiveHint: &no}, false},
-		{"trusted, no annotations", false, true, nil, false},
-		{"trusted read-only", false, true, &mcp.ToolAnnotations{ReadOnlyHint: true}, true},
-		{"trusted idempotent, destructive unsaid (defaults to true)", false, true, &mcp.ToolAnnotations{IdempotentHint: true}, false},
-		{"trusted idempotent, destructive", false, true, &mcp.ToolAnnotations{IdempotentHint: true, DestructiveHint: &yes}, false},
-		{"trusted idempotent, explicitly not destructive", false, true, &mcp.ToolAnnotations{IdempotentHint: true, DestructiveHint: &no}, true},
-		{"trusted, not destructive but not idempotent", false, true, &mcp.ToolAnnotations{DestructiveHint: &no}, false},
+		{"operator lists it", true, false, nil, sdk.EffectIdempotent},
+		{"operator lists a destructive tool", true, false, &mcp.ToolAnnotations{DestructiveHint: &yes}, sdk.EffectIdempotent},
+		{"operator lists a trusted read-only tool", true, true, &mcp.ToolAnnotations{ReadOnlyHint: true}, sdk.EffectRead},
+		{"no word at all", false, false, nil, sdk.EffectAtMostOnce},
+		{"untrusted read-only", false, false, &mcp.ToolAnnotations{ReadOnlyHint: true}, sdk.EffectAtMostOnce},
+		{"untrusted read-only, operator lists it", true, false, &mcp.ToolAnnotations{ReadOnlyHint: true}, sdk.EffectIdempotent},
+		{"untrusted idempotent, not destructive", false, false, &mcp.ToolAnnotations{IdempotentHint: true, DestructiveHint: &no}, sdk.EffectAtMostOnce},
+		{"trusted, no annotations", false, true, nil, sdk.EffectAtMostOnce},
+		{"trusted read-only", false, true, &mcp.ToolAnnotations{ReadOnlyHint: true}, sdk.EffectRead},
+		{"trusted idempotent, destructive unsaid (defaults to true)", false, true, &mcp.ToolAnnotations{IdempotentHint: true}, sdk.EffectAtMostOnce},
+		{"trusted idempotent, destructive", false, true, &mcp.ToolAnnotations{IdempotentHint: true, DestructiveHint: &yes}, sdk.EffectAtMostOnce},
+		{"trusted idempotent, explicitly not destructive", false, true, &mcp.ToolAnnotations{IdempotentHint: true, DestructiveHint: &no}, sdk.EffectIdempotent},
+		{"trusted, not destructive but not idempotent", false, true, &mcp.ToolAnnotations{DestructiveHint: &no}, sdk.EffectAtMostOnce},
 	}
 	for _, tt := range tests {
-		if got := idempotent(tt.listed, tt.trusted, tt.ann); got != tt.want {
-			t.Errorf("%s: idempotent = %v, want %v", tt.name, got, tt.want)
+		if got := effect(tt.listed, tt.trusted, tt.ann); got != tt.want {
+			t.Errorf("%s: effect = %v, want %v", tt.name, got, tt.want)
 		}
 	}
 }

@@ -2,8 +2,9 @@
 // weir's own tests and benchmarks: echo, sleep (honours cancellation), hang
 // (ignores it), fail (retryable failures for the first N attempts of a
 // logical call), crash (exits mid-call), flood (answers N bytes),
-// exclusive (records how many of its calls overlap), cost, bounded (declares
-// a default timeout) and log.
+// exclusive (at most once without a reconcile probe: records how many of
+// its calls overlap), once (at most once with a probe whose answer the
+// input steers), cost, bounded (declares a default timeout) and log.
 //
 // Its manifest depends on its config, as a plugin whose tools come from
 // config (models, MCP servers) does: the tools named in the config's

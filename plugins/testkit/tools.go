@@ -50,7 +50,7 @@ func tools() []sdk.Tool {
 		{
 			Name:        "testkit.echo",
 			Description: "Return the input unchanged.",
-			Idempotent:  true,
+			Effect:      sdk.EffectRead,
 			Run: func(ctx context.Context, call *sdk.Call) (any, error) {
 				return call.Input, nil
 			},
@@ -107,6 +107,7 @@ func tools() []sdk.Tool {
 		},
 		{
 			Name:        "testkit.exclusive",
+			Effect:      sdk.EffectAtMostOnce,
 			Description: "Not idempotent: sleep ms milliseconds and answer the most calls of this tool ever seen in flight at once (1 if weir serializes it).",
 			InputSchema: `{"type":"object","properties":{"ms":{"type":"integer","minimum":0}}}`,
 			Run: func(ctx context.Context, call *sdk.Call) (any, error) {
@@ -120,6 +121,7 @@ func tools() []sdk.Tool {
 				return map[string]any{"peak": exclusive.peak.Load()}, nil
 			},
 		},
+		onceTool,
 		{
 			Name:        "testkit.cost",
 			Description: "Report the actual cost given in the input (declared cost 5).",

@@ -56,9 +56,16 @@ type ToolManifest struct {
 	// Name is the full tool name, "plugin.tool".
 	Name        string `json:"name"`
 	Description string `json:"description,omitempty"`
-	// Idempotent: the tool dedupes on the idempotency key and may be
-	// retried; otherwise calls are serialized and made at most once.
+	// Idempotent: the tool may be retried (its class is read or
+	// idempotent); otherwise calls are serialized and made at most once.
 	Idempotent bool `json:"idempotent"`
+	// Effect is the tool's effect class: what the plugin declares
+	// (protocol revision 2), or, for a revision-1 plugin, idempotent or
+	// at_most_once as Idempotent says. Read it through Class: a manifest
+	// cached before effect classes has none.
+	Effect flows.Effect `json:"effect,omitempty"`
+	// Reconcile says the tool answers a reconcile probe (revision 2).
+	Reconcile bool `json:"reconcile,omitempty"`
 	// Cost is the declared budget units per call.
 	Cost         int64           `json:"cost"`
 	InputSchema  json.RawMessage `json:"input_schema,omitempty"`
@@ -71,6 +78,11 @@ type ToolManifest struct {
 	// without timeout), as the tool declares it (protocol revision 2);
 	// 0: the caller's default.
 	Timeout time.Duration `json:"timeout,omitempty"`
+}
+
+// Class is the tool's effect class (flows.ToolInfo.Class).
+func (t ToolManifest) Class() flows.Effect {
+	return flows.ToolInfo{Effect: t.Effect, Idempotent: t.Idempotent}.Class()
 }
 
 // ModelManifest is one model of a chat tool: its alias, output limit and
@@ -140,6 +152,9 @@ func manifestFromWire(wantName, sum string, m *wire.ManifestResponse) (*PluginMa
 			return nil, fmt.Errorf("tool %q: output schema: %w", t.GetName(), err)
 		}
 		tm := ToolManifest{Name: t.GetName(), Description: t.GetDescription(), Idempotent: t.GetIdempotent(), Cost: t.GetCost()}
+		if tm.Effect, tm.Reconcile, err = effectFromWire(pm.ProtocolVersion, t); err != nil {
+			return nil, err
+		}
 		if s := t.GetInputSchema(); s != "" {
 			tm.InputSchema = json.RawMessage(s)
 		}
@@ -162,6 +177,38 @@ func manifestFromWire(wantName, sum string, m *wire.ManifestResponse) (*PluginMa
 	}
 	sort.Slice(pm.Tools, func(i, j int) bool { return pm.Tools[i].Name < pm.Tools[j].Name })
 	return pm, nil
+}
+
+// effectFromWire reads a tool's effect class and whether it has a probe.
+// Both are revision 2's: a revision-1 plugin's class is its idempotent
+// boolean, and it has no probe. A revision-2 plugin whose boolean
+// disagrees with its class is refused: one of the two is a mistake, and
+// a revision-1 host would read the boolean.
+func effectFromWire(rev int, t *wire.ToolSpec) (flows.Effect, bool, error) {
+	fromBool := flows.ToolInfo{Idempotent: t.GetIdempotent()}.Class()
+	if rev < 2 {
+		return fromBool, false, nil
+	}
+	var e flows.Effect
+	switch t.GetEffect() {
+	case wire.Effect_EFFECT_UNSPECIFIED:
+		e = fromBool
+	case wire.Effect_EFFECT_READ:
+		e = flows.EffectRead
+	case wire.Effect_EFFECT_IDEMPOTENT:
+		e = flows.EffectIdempotent
+	case wire.Effect_EFFECT_AT_MOST_ONCE:
+		e = flows.EffectAtMostOnce
+	default:
+		return "", false, fmt.Errorf("tool %q declares an unknown effect class (%d)", t.GetName(), int32(t.GetEffect()))
+	}
+	if repeatable := e != flows.EffectAtMostOnce; t.GetIdempotent() != repeatable {
+		return "", false, fmt.Errorf("tool %q declares the effect class %s but idempotent = %v: a revision-2 plugin's idempotent is true exactly for read and idempotent tools; rebuild the plugin with the current SDK", t.GetName(), e, t.GetIdempotent())
+	}
+	if e == flows.EffectRead && t.GetReconcile() {
+		return "", false, fmt.Errorf("tool %q is a read and declares a reconcile probe: a read has no effect to reconcile", t.GetName())
+	}
+	return e, t.GetReconcile(), nil
 }
 
 // addModels checks and copies a tool's contract and models.
@@ -240,6 +287,13 @@ func readManifestCache(pluginsDir, name, sum, configHash string) *PluginManifest
 	if json.Unmarshal(b, &m) != nil || m.SHA256 != sum || m.Name != name || m.ConfigHash != configHash ||
 		m.ProtocolVersion < wire.MinProtocolVersion || m.ProtocolVersion > wire.ProtocolVersion {
 		return nil
+	}
+	for _, t := range m.Tools {
+		if t.Effect == "" {
+			// Cached before effect classes were read: the plugin may
+			// declare a class or a probe this cache does not know.
+			return nil
+		}
 	}
 	return &m
 }
@@ -406,6 +460,7 @@ var _ flows.ToolLister = (*Catalog)(nil)
 // checks a flow's model alias and the engine reserves a turn at its price.
 func toolInfo(t ToolManifest) flows.ToolInfo {
 	info := flows.ToolInfo{Name: t.Name, Idempotent: t.Idempotent, Cost: t.Cost, InputSchema: []byte(t.InputSchema), Timeout: t.Timeout,
+		Effect: t.Effect, Reconcile: t.Reconcile,
 		Description: t.Description, Chat: t.Contract == chat.Contract || chat.SpeaksContract(string(t.InputSchema))}
 	for _, m := range t.Models {
 		info.Models = append(info.Models, flows.ModelInfo{Alias: m.Alias, MaxTokens: int(m.MaxTokens), InputCost: m.InputCost, OutputCost: m.OutputCost})

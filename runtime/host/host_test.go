@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirhq/weir/flows"
 	"github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/sdk/wire"
 )
@@ -182,7 +183,7 @@ func TestVersionRefusedAtLaunch(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := writeManifestCache(dir, &PluginManifest{Name: "bad", SHA256: hexSum, ProtocolVersion: wire.ProtocolVersion,
-		Tools: []ToolManifest{{Name: "bad.x", Idempotent: true}}}); err != nil {
+		Tools: []ToolManifest{{Name: "bad.x", Idempotent: true, Effect: flows.EffectIdempotent}}}); err != nil {
 		t.Fatal(err)
 	}
 	h, err := New(Config{PluginsDir: dir, DataDir: data})

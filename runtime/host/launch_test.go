@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirhq/weir/flows"
 	"github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/sdk/wire"
 )
@@ -109,7 +110,7 @@ func TestLaunchEndsAFailedHandshakeAndItsChildren(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := writeManifestCache(dir, &PluginManifest{Name: "huge", SHA256: hexSum, ProtocolVersion: wire.ProtocolVersion,
-		Tools: []ToolManifest{{Name: "huge.x", Idempotent: true}}}); err != nil {
+		Tools: []ToolManifest{{Name: "huge.x", Idempotent: true, Effect: flows.EffectIdempotent}}}); err != nil {
 		t.Fatal(err)
 	}
 	h, err := New(Config{PluginsDir: dir, DataDir: data})

@@ -1,8 +1,9 @@
 // Package sdktest runs a tool in-process, the way weir runs it through a
 // plugin: the input is validated against the declared schema first, the
 // output is encoded as JSON, and errors come back with the kind weir would
-// see. A vendor unit-tests a tool with it without building a binary; the
-// whole loop through a real process is `weir tool call`.
+// see. Reconcile asks a tool's reconcile probe the same way. A vendor
+// unit-tests a tool with it without building a binary; the whole loop
+// through a real process is `weir tool call`.
 package sdktest
 
 import (
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"google.golang.org/grpc/status"
 
 	"github.com/weirhq/weir/sdk"
 	"github.com/weirhq/weir/sdk/wire"
@@ -164,6 +167,95 @@ func Call(ctx context.Context, tool sdk.Tool, req Request) (*Result, error) {
 	out := &Result{Output: res.GetOutput(), Cost: tool.Cost, Progress: progress}
 	if res.GetHasCost() {
 		out.Cost, out.CostReported = res.GetCost(), true
+	}
+	return out, nil
+}
+
+// ReconcileRequest is one question to a tool's reconcile probe: did the
+// call made with IdempotencyKey and Input happen?
+type ReconcileRequest struct {
+	// Input is the call's JSON input; empty means {}.
+	Input string
+	// IdempotencyKey is the call's key. Required: a probe is always asked
+	// about one logical call.
+	IdempotencyKey string
+	// Deadline, if set, bounds the probe (weir always gives one; without
+	// it the SDK's own bound of a minute applies).
+	Deadline time.Time
+	// StateDir is the plugin's state directory: the one the calls being
+	// asked about were made with.
+	StateDir string
+	// Config is the plugin's configuration, JSON; empty means none.
+	Config string
+}
+
+// Reconciled is a probe's answer, as weir's plugin host reads it.
+type Reconciled struct {
+	// Outcome is sdk.ReconcileHappened, ReconcileNotHappened or
+	// ReconcileUnknown.
+	Outcome sdk.Reconciled
+	// Output is the call's result for a happened call, as JSON; nil when
+	// the probe did not give one.
+	Output json.RawMessage
+}
+
+// ReconcileError is a probe that failed: weir counts it as unknown.
+type ReconcileError struct {
+	// Code is the gRPC code the plugin answers with: Unimplemented (no
+	// probe), DeadlineExceeded or Canceled, or Internal (the probe failed,
+	// panicked, or answered no valid outcome).
+	Code    string
+	Message string
+}
+
+func (e *ReconcileError) Error() string { return e.Code + ": " + e.Message }
+
+// Reconcile asks tool's reconcile probe about one call in-process, the way
+// Serve asks it for weir: bounded by the deadline, a panic recovered. A
+// mistake in the tool's declaration is a plain error; a probe that failed
+// is a *ReconcileError.
+func Reconcile(ctx context.Context, tool sdk.Tool, req ReconcileRequest) (*Reconciled, error) {
+	if err := sdk.CheckTools(tool); err != nil {
+		return nil, err
+	}
+	if req.IdempotencyKey == "" {
+		return nil, fmt.Errorf("sdktest: ReconcileRequest needs the IdempotencyKey of the call it asks about")
+	}
+	input := req.Input
+	if input == "" {
+		input = "{}"
+	}
+	if !json.Valid([]byte(input)) {
+		return nil, fmt.Errorf("sdktest: Input is not JSON")
+	}
+	if req.Config != "" && !json.Valid([]byte(req.Config)) {
+		return nil, fmt.Errorf("sdktest: Config is not JSON")
+	}
+	call := &sdk.Call{Tool: tool.Name, IdempotencyKey: req.IdempotencyKey, Input: json.RawMessage(input), StateDir: req.StateDir}
+	if req.Config != "" {
+		call.Config = json.RawMessage(req.Config)
+	}
+	if !req.Deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, req.Deadline)
+		defer cancel()
+	}
+	res, err := sdk.InvokeReconcile(ctx, tool, call)
+	if err != nil {
+		s := status.Convert(err)
+		return nil, &ReconcileError{Code: s.Code().String(), Message: s.Message()}
+	}
+	out := &Reconciled{}
+	switch res.GetOutcome() {
+	case wire.ReconcileOutcome_RECONCILE_OUTCOME_HAPPENED:
+		out.Outcome = sdk.ReconcileHappened
+		if r := res.GetResult(); r != nil {
+			out.Output = r.GetOutput()
+		}
+	case wire.ReconcileOutcome_RECONCILE_OUTCOME_NOT_HAPPENED:
+		out.Outcome = sdk.ReconcileNotHappened
+	default:
+		out.Outcome = sdk.ReconcileUnknown
 	}
 	return out, nil
 }

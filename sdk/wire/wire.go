@@ -30,11 +30,12 @@ import (
 //
 // Revision 2 adds, to revision 1, only new fields and RPCs (see
 // plugin.proto): a tool's default timeout (ToolSpec.default_timeout), the
-// error kinds KindUnknown and KindNotSent and the WatchManifest stream of
-// manifest changes, in use; and, reserved for later work and not used
-// yet, the effect class and the Reconcile RPC, trace context on every call
-// and the Partials stream. (plugin.proto's comments still call
-// WatchManifest reserved: they change with the next regeneration.) Both sides speak every revision from MinProtocolVersion on, and
+// error kinds KindUnknown and KindNotSent, the WatchManifest stream of
+// manifest changes, and the effect class with the Reconcile RPC of a
+// tool's probe, in use; and, reserved for later work and not used yet,
+// trace context on every call and the Partials stream. (plugin.proto's
+// comments still call WatchManifest, the effect class and Reconcile
+// reserved: they change with the next regeneration.) Both sides speak every revision from MinProtocolVersion on, and
 // go-plugin picks the highest they share: a revision-1 plugin keeps
 // working, and so does a revision-2 plugin under a revision-1 host.
 const ProtocolVersion = 2

@@ -74,3 +74,9 @@ func WantKind(t testing.TB, err error, kind host.Kind) {
 		t.Fatalf("got %v, want an error of kind %s", err, kind)
 	}
 }
+
+// Reconcile asks tool's reconcile probe about the call made with key and
+// input, through the host as the engine asks it.
+func (p *Plugin) Reconcile(tool, input, key string) (*host.ReconcileResult, error) {
+	return p.Host.Reconcile(context.Background(), host.ReconcileRequest{Tool: tool, Input: json.RawMessage(input), IdempotencyKey: key})
+}

@@ -12,14 +12,15 @@
 // and this package imports flows for ToolInfo.)
 //
 // What it reproduces of the host is what the engine relies on: each
-// tool's declaration through LookupTool (idempotency, cost, input
+// tool's declaration through LookupTool (effect class and probe, cost, input
 // schema, the chat contract and a chat tool's models, as the host reads
 // them from a manifest); input refused against the schema before the tool runs; a
 // per-call deadline (the request's, else DefaultTimeout) on the tool's
 // context; cancellation through ctx; calls of a non-idempotent tool made
 // one at a time; progress reports delivered to the request's callback
 // while the call runs and never after it returns; and failures as
-// *tool.Error with the host's kinds, the tool's code and its retry-after.
+// *tool.Error with the host's kinds, the tool's code and its retry-after;
+// and reconcile probes asked through Reconcile (tool.Reconciler).
 // What it does not reproduce is what only a process has: crashes,
 // restarts, message size limits, a plugin that ignores its cancel.
 package tooltest
@@ -78,8 +79,9 @@ func New(stateDir string, tools ...sdk.Tool) (*Tools, error) {
 		if _, dup := t.tools[st.Name]; dup {
 			return nil, fmt.Errorf("tooltest: tool %q is declared twice", st.Name)
 		}
-		e := &entry{tool: st, info: flows.ToolInfo{Name: st.Name, Idempotent: st.Idempotent, Cost: st.Cost,
-			InputSchema: []byte(st.InputSchema), Description: st.Description,
+		class := flows.Effect(st.Class())
+		e := &entry{tool: st, info: flows.ToolInfo{Name: st.Name, Idempotent: class != flows.EffectAtMostOnce, Cost: st.Cost,
+			InputSchema: []byte(st.InputSchema), Description: st.Description, Effect: class, Reconcile: st.Reconcile != nil,
 			Chat: st.Contract == chat.Contract || chat.SpeaksContract(st.InputSchema)}}
 		for _, m := range st.Models {
 			e.info.Models = append(e.info.Models, flows.ModelInfo{Alias: m.Alias, MaxTokens: int(m.MaxTokens), InputCost: m.InputCost, OutputCost: m.OutputCost})
@@ -90,7 +92,7 @@ func New(stateDir string, tools ...sdk.Tool) (*Tools, error) {
 		if e.schema, err = wire.CompileSchema(st.InputSchema); err != nil {
 			return nil, fmt.Errorf("tooltest: tool %q: %w", st.Name, err)
 		}
-		if !st.Idempotent {
+		if class == flows.EffectAtMostOnce {
 			e.serial = make(chan struct{}, 1)
 		}
 		t.tools[st.Name] = e
@@ -157,11 +159,7 @@ func (t *Tools) Call(ctx context.Context, req tool.CallRequest) (*tool.CallResul
 	if ctx.Err() != nil {
 		return nil, stopped(ctx, req.Tool)
 	}
-	stateDir := ""
-	if t.stateDir != "" {
-		plugin, _, _ := wire.SplitToolName(req.Tool)
-		stateDir = filepath.Join(t.stateDir, plugin)
-	}
+	stateDir := t.pluginStateDir(req.Tool)
 	t.mu.Lock()
 	t.calls[req.Tool]++
 	t.mu.Unlock()
@@ -175,6 +173,42 @@ func (t *Tools) Call(ctx context.Context, req tool.CallRequest) (*tool.CallResul
 	// A call that finished despite a cancellation did happen: its result
 	// stands, as with the host.
 	return &tool.CallResult{Output: res.Output, Cost: res.Cost, CostReported: res.CostReported}, nil
+}
+
+var _ tool.Reconciler = (*Tools)(nil)
+
+// Reconcile asks a tool's reconcile probe, as the host's Reconcile does: a
+// tool without one answers tool.Unknown without being asked, and a probe
+// that fails is an error (which the engine counts as unknown). The
+// deadline is the request's, else DefaultTimeout.
+func (t *Tools) Reconcile(ctx context.Context, req tool.ReconcileRequest) (*tool.ReconcileResult, error) {
+	e, ok := t.tools[req.Tool]
+	if !ok {
+		return nil, &tool.Error{Kind: tool.KindUnknownTool, Tool: req.Tool, Message: "no installed plugin provides this tool"}
+	}
+	if e.tool.Reconcile == nil {
+		return &tool.ReconcileResult{Answer: tool.Unknown}, nil
+	}
+	deadline := req.Deadline
+	if deadline.IsZero() {
+		deadline = time.Now().Add(DefaultTimeout)
+	}
+	r, err := sdktest.Reconcile(ctx, e.tool, sdktest.ReconcileRequest{
+		Input: string(req.Input), IdempotencyKey: req.IdempotencyKey, Deadline: deadline, StateDir: t.pluginStateDir(req.Tool),
+	})
+	if err != nil {
+		return nil, &tool.Error{Kind: tool.KindPermanent, Tool: req.Tool, Message: "the reconcile probe failed: " + err.Error()}
+	}
+	return &tool.ReconcileResult{Answer: tool.Reconciled(r.Outcome), Output: r.Output}, nil
+}
+
+// pluginStateDir is the state directory of name's plugin ("" for none).
+func (t *Tools) pluginStateDir(name string) string {
+	if t.stateDir == "" {
+		return ""
+	}
+	plugin, _, _ := wire.SplitToolName(name)
+	return filepath.Join(t.stateDir, plugin)
 }
 
 // stopped explains why a call ended before the tool answered.
