@@ -31,7 +31,9 @@ func (t *tx) ScheduleDelete(owner, name string) error {
 
 func (t *tx) ScheduleList(p store.ScheduleListParams) ([]*store.Schedule, error) {
 	keep := func(s *store.Schedule) bool { return p.Owner == "" || s.Owner == p.Owner }
-	less := func(a, b *store.Schedule) int { return cmp.Or(cmp.Compare(a.Owner, b.Owner), cmp.Compare(a.Name, b.Name)) }
+	less := func(a, b *store.Schedule) int {
+		return cmp.Or(cmp.Compare(a.Owner, b.Owner), cmp.Compare(a.Name, b.Name))
+	}
 	return list(t, tSchedule, keep, less, p.Limit)
 }
 
