@@ -146,10 +146,16 @@ func TestAgentApprovalThroughTheDaemon(t *testing.T) {
 	if len(reqs) != 2 {
 		t.Fatalf("%d requests reached the model, want 2", len(reqs))
 	}
-	for _, want := range []string{"E_REJECTED", "not bob", "E_OUTCOME_UNKNOWN"} {
+	// The approved mail went out and its answer was lost to the kill:
+	// the mail plugin's probe finds it in the outbox, and the model is
+	// told its result, not that the outcome is unknown.
+	for _, want := range []string{"E_REJECTED", "not bob", `\"sent_at\"`} {
 		if !strings.Contains(string(reqs[1].Body), want) {
 			t.Errorf("the second turn does not tell the model %q: %s", want, reqs[1].Body)
 		}
+	}
+	if strings.Contains(string(reqs[1].Body), "E_OUTCOME_UNKNOWN") {
+		t.Errorf("the model was told the mail's outcome is unknown although the probe knew it: %s", reqs[1].Body)
 	}
 	if b := srv.Billed(); b.InputTokens != o.Usage.InputTokens || b.OutputTokens != o.Usage.OutputTokens {
 		t.Errorf("billed %+v, journaled %+v: no turn was cut by these kills", b, o.Usage)
@@ -215,8 +221,10 @@ func TestAgentKilledDuringTurnAndCall(t *testing.T) {
 		t.Errorf("%d mails, want 1", n)
 	}
 	reqs := srv.Requests()
-	if len(reqs) != 4 || !strings.Contains(string(reqs[3].Body), "E_OUTCOME_UNKNOWN") {
-		t.Fatalf("%d requests; the last must tell the model the mail's outcome is unknown", len(reqs))
+	// The mail went out before the third kill and its answer was lost;
+	// the probe finds it in the outbox, so the model is told its result.
+	if len(reqs) != 4 || !strings.Contains(string(reqs[3].Body), `\"sent_at\"`) || strings.Contains(string(reqs[3].Body), "E_OUTCOME_UNKNOWN") {
+		t.Fatalf("%d requests; the last must tell the model the mail's result, which the probe found", len(reqs))
 	}
 	// Two kills fell during a turn: at most those two turns (99/10 and
 	// 100/10) were paid and not journaled.

@@ -216,7 +216,9 @@ func TestFleetTwoDaemons(t *testing.T) {
 // Daemon A is killed (SIGKILL, a failpoint) right after the started
 // record of a non-idempotent call is durable, with the other two paused so
 // that the call is certainly A's. The survivors rescue A's lease when it
-// expires and resume the run: the call's outcome is unknown, so the node
+// expires and resume the run: the call's outcome is unknown, and the mail
+// plugin's probe on the survivor answers from its own host's outbox, which
+// cannot know A's calls, so its not_happened is not acted on: the node
 // takes its error wire with E_OUTCOME_UNKNOWN on whichever daemon resumes
 // it, and the mail is sent by no host.
 func TestFleetKilledDaemonsWorkIsRescued(t *testing.T) {

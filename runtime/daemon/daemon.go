@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -9,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -140,6 +143,9 @@ func Open(ctx context.Context, o Options) (*Daemon, error) {
 		return nil, err
 	}
 	ecfg.Store, ecfg.Tools, ecfg.Logger, ecfg.Scripts = d.Store, h, d.log.Named("engine"), d.Sandbox
+	if ecfg.HostID, err = HostID(o.DataDir); err != nil {
+		d.log.Warn("no host id: a reconcile probe's not_happened is trusted only within one process", "error", err)
+	}
 	eng, err := engine.Open(ecfg)
 	if err == nil {
 		err = eng.Start(ctx)
@@ -228,4 +234,27 @@ func failOnce(read func() (int64, error)) func() (int64, error) {
 		}
 		return n, err
 	}
+}
+
+// HostID is the id of the host whose plugin state the daemon's plugins
+// keep (DataDir/plugin-state): made once, kept in DataDir/host-id, the
+// same across restarts. A started record names it, so a reconcile probe's
+// not_happened is acted on only where the probe sees the state of the
+// host that made the call.
+func HostID(dataDir string) (string, error) {
+	path := filepath.Join(dataDir, "host-id")
+	if b, err := os.ReadFile(path); err == nil {
+		if id := strings.TrimSpace(string(b)); id != "" {
+			return id, nil
+		}
+	}
+	var raw [12]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", err
+	}
+	id := "host_" + hex.EncodeToString(raw[:])
+	if err := os.WriteFile(path, []byte(id+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	return id, nil
 }

@@ -36,6 +36,11 @@ type Config struct {
 	Store  store.Store
 	Tools  Tools
 	Logger hclog.Logger
+	// HostID names the host whose plugin state Tools keep, the same
+	// across restarts (the daemon's data directory); "": this process
+	// alone. A started record carries it, and a reconcile probe's
+	// not_happened is acted on only on the host that made the call.
+	HostID string
 	// Clock is the engine's one source of time: the scheduler's tick,
 	// lease deadlines and renewal, retry backoff, queue deadlines, waits
 	// and a cohort's fuse and grace all read it (nil: the wall clock).

@@ -37,7 +37,13 @@ type probeVerdict struct {
 // does: a pure decision. A not_happened for a call already made again
 // after an earlier not_happened stays unknown: the engine makes a call
 // again at most once per probe it acts on.
-func decideProbe(res *tool.ReconcileResult, err error, remade bool) probeVerdict {
+//
+// elsewhere says the call was started by another engine process than the
+// one asking (a fleet peer, or this daemon before a restart with another
+// data directory): a probe reads its own host's plugin state, which may
+// not hold the other host's call, so its not_happened is not acted on.
+// happened is: the probe found the call.
+func decideProbe(res *tool.ReconcileResult, err error, remade, elsewhere bool) probeVerdict {
 	switch {
 	case err != nil:
 		return probeVerdict{Answer: "error", Why: err.Error()}
@@ -56,6 +62,9 @@ func decideProbe(res *tool.ReconcileResult, err error, remade bool) probeVerdict
 		}
 		return probeVerdict{Answer: string(tool.Happened), Output: out}
 	case tool.NotHappened:
+		if elsewhere {
+			return probeVerdict{Answer: string(tool.NotHappened), Why: "the call was made by another daemon, whose plugin state this daemon's probe does not see; it is not made again"}
+		}
 		if remade {
 			return probeVerdict{Answer: string(tool.NotHappened), Why: "the call was made again once already after a not_happened; it is not made a third time"}
 		}
@@ -85,7 +94,7 @@ func (w *worker) reconcile(ctx context.Context, c *toolCall, o callOutcome, comm
 	if ctx.Err() != nil || w.cancelRequested() {
 		return callOutcome{End: callInterrupted, Key: o.Key}, false
 	}
-	v := decideProbe(res, err, c.remade)
+	v := decideProbe(res, err, c.remade, o.StartedBy != "" && o.StartedBy != e.hostID())
 	now := e.clock.Now()
 	detail := c.detail(map[string]any{"key": o.Key, "answer": v.Answer})
 	if v.Why != "" {
@@ -110,4 +119,13 @@ func (w *worker) reconcile(ctx context.Context, c *toolCall, o callOutcome, comm
 		return callOutcome{}, true
 	}
 	return o, false
+}
+
+// hostID names the host whose plugin state this engine's tools keep, as
+// a started record carries it: Config.HostID, else this process.
+func (e *Engine) hostID() string {
+	if id := e.cfg.Load().HostID; id != "" {
+		return id
+	}
+	return e.holder
 }

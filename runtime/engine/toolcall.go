@@ -137,6 +137,10 @@ type callOutcome struct {
 	// applies the outcome.
 	RecordDone bool
 	Key        string
+	// StartedBy is the engine process that started an unknown call, as
+	// its started record says ("" in a record written before holders
+	// were recorded, and for a call this process made).
+	StartedBy string
 	// StartedAt is when an unknown call was started (callUnknown).
 	StartedAt time.Time
 }
@@ -251,7 +255,7 @@ func (w *worker) startOnce(c *toolCall, key string, commit func(fn func(tx store
 		case !errors.Is(err, store.ErrNotFound):
 			return err
 		}
-		if err := tx.IdemPut(&store.Idem{Key: key, RunID: c.Run.ID, Node: c.Node.ID, Tool: c.Tool, State: store.IdemStarted, StartedAt: now}); err != nil {
+		if err := tx.IdemPut(&store.Idem{Key: key, RunID: c.Run.ID, Node: c.Node.ID, Tool: c.Tool, State: store.IdemStarted, StartedAt: now, Holder: e.hostID()}); err != nil {
 			return err
 		}
 		return appendEvent(tx, c.Run.ID, evToolStarted, c.Attempt, c.Node.ID, c.detail(map[string]any{"key": key}), now)
@@ -259,7 +263,7 @@ func (w *worker) startOnce(c *toolCall, key string, commit func(fn func(tx store
 	switch {
 	case errors.Is(err, errUnknownOutcome):
 		e.stats.unit(c.Tool)
-		return callOutcome{End: callUnknown, Key: key, StartedAt: started.StartedAt, Err: &store.RunError{Code: CodeOutcomeUnknown,
+		return callOutcome{End: callUnknown, Key: key, StartedAt: started.StartedAt, StartedBy: started.Holder, Err: &store.RunError{Code: CodeOutcomeUnknown,
 			Message: fmt.Sprintf("%s (not idempotent) was started and its result never recorded; it was not run again", c.Tool)}}, true
 	case err != nil:
 		return callOutcome{End: callAbandoned, Key: key}, true

@@ -392,25 +392,30 @@ func TestUnitUnknownTimeout(t *testing.T) {
 func TestDecideProbe(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		res     *tool.ReconcileResult
-		err     error
-		remade  bool
-		answer  string
-		remake  bool
-		hasOut  bool
-		withWhy bool
+		res       *tool.ReconcileResult
+		err       error
+		remade    bool
+		elsewhere bool
+		answer    string
+		remake    bool
+		hasOut    bool
+		withWhy   bool
 	}{
-		{&tool.ReconcileResult{Answer: tool.Happened, Output: json.RawMessage(`1`)}, nil, false, "happened", false, true, false},
-		{&tool.ReconcileResult{Answer: tool.Happened}, nil, true, "happened", false, true, false},
-		{&tool.ReconcileResult{Answer: tool.NotHappened}, nil, false, "not_happened", true, false, false},
-		{&tool.ReconcileResult{Answer: tool.NotHappened}, nil, true, "not_happened", false, false, true},
-		{&tool.ReconcileResult{Answer: tool.Unknown}, nil, false, "unknown", false, false, false},
-		{nil, errors.New("down"), false, "error", false, false, true},
-		{nil, nil, false, "error", false, false, true},
-		{&tool.ReconcileResult{Answer: "maybe"}, nil, false, "error", false, false, true},
+		{&tool.ReconcileResult{Answer: tool.Happened, Output: json.RawMessage(`1`)}, nil, false, false, "happened", false, true, false},
+		{&tool.ReconcileResult{Answer: tool.Happened}, nil, true, false, "happened", false, true, false},
+		{&tool.ReconcileResult{Answer: tool.NotHappened}, nil, false, false, "not_happened", true, false, false},
+		{&tool.ReconcileResult{Answer: tool.NotHappened}, nil, true, false, "not_happened", false, false, true},
+		// Another host made the call: its state is not this probe's to
+		// see, so not_happened makes no second call; happened is trusted.
+		{&tool.ReconcileResult{Answer: tool.NotHappened}, nil, false, true, "not_happened", false, false, true},
+		{&tool.ReconcileResult{Answer: tool.Happened, Output: json.RawMessage(`1`)}, nil, false, true, "happened", false, true, false},
+		{&tool.ReconcileResult{Answer: tool.Unknown}, nil, false, false, "unknown", false, false, false},
+		{nil, errors.New("down"), false, false, "error", false, false, true},
+		{nil, nil, false, false, "error", false, false, true},
+		{&tool.ReconcileResult{Answer: "maybe"}, nil, false, false, "error", false, false, true},
 	}
 	for i, tt := range tests {
-		v := decideProbe(tt.res, tt.err, tt.remade)
+		v := decideProbe(tt.res, tt.err, tt.remade, tt.elsewhere)
 		if v.Answer != tt.answer || v.Remake != tt.remake || (v.Output != nil) != tt.hasOut || (v.Why != "") != tt.withWhy {
 			t.Errorf("%d: %+v", i, v)
 		}

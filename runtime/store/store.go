@@ -617,6 +617,10 @@ type Idem struct {
 	Error     *RunError       `json:"error,omitempty"`
 	StartedAt time.Time       `json:"started_at"`
 	DoneAt    time.Time       `json:"done_at,omitzero"`
+	// Holder is the engine process that wrote a started record: the one
+	// whose plugins made the call. A reconcile probe asked elsewhere sees
+	// another host's plugin state.
+	Holder string `json:"holder,omitempty"`
 }
 
 // DeadLetter is a task that exhausted its retries.
