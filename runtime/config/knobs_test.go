@@ -40,6 +40,7 @@ var notEngineKnobs = map[string]string{
 	"FlowCacheBytes": "bounded by script.DefaultCacheBytes; no operator has needed it yet",
 	"Owners":         "set from the owner blocks (OwnerAttrs; TestOwnerBlocksReachTheEngine)",
 	"DefaultOwner":   "set from the default_owner block (OwnerAttrs; TestOwnerBlocksReachTheEngine)",
+	"HostID":         "the daemon's part, kept in its data directory (DATA/host-id)",
 }
 
 // knobExamples is a value of each knob other than its default, as the

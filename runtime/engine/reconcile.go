@@ -94,7 +94,7 @@ func (w *worker) reconcile(ctx context.Context, c *toolCall, o callOutcome, comm
 	if ctx.Err() != nil || w.cancelRequested() {
 		return callOutcome{End: callInterrupted, Key: o.Key}, false
 	}
-	v := decideProbe(res, err, c.remade, o.StartedBy != "" && o.StartedBy != e.hostID())
+	v := decideProbe(res, err, c.remade, o.StartedBy != "" && o.StartedBy != hostOf(e))
 	now := e.clock.Now()
 	detail := c.detail(map[string]any{"key": o.Key, "answer": v.Answer})
 	if v.Why != "" {
@@ -121,9 +121,9 @@ func (w *worker) reconcile(ctx context.Context, c *toolCall, o callOutcome, comm
 	return o, false
 }
 
-// hostID names the host whose plugin state this engine's tools keep, as
-// a started record carries it: Config.HostID, else this process.
-func (e *Engine) hostID() string {
+// hostOf names the host whose plugin state e's tools keep, as a started
+// record carries it: Config.HostID, else this process.
+func hostOf(e *Engine) string {
 	if id := e.cfg.Load().HostID; id != "" {
 		return id
 	}

@@ -255,7 +255,7 @@ func (w *worker) startOnce(c *toolCall, key string, commit func(fn func(tx store
 		case !errors.Is(err, store.ErrNotFound):
 			return err
 		}
-		if err := tx.IdemPut(&store.Idem{Key: key, RunID: c.Run.ID, Node: c.Node.ID, Tool: c.Tool, State: store.IdemStarted, StartedAt: now, Holder: e.hostID()}); err != nil {
+		if err := tx.IdemPut(&store.Idem{Key: key, RunID: c.Run.ID, Node: c.Node.ID, Tool: c.Tool, State: store.IdemStarted, StartedAt: now, Holder: hostOf(e)}); err != nil {
 			return err
 		}
 		return appendEvent(tx, c.Run.ID, evToolStarted, c.Attempt, c.Node.ID, c.detail(map[string]any{"key": key}), now)
