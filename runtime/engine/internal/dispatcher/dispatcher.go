@@ -147,7 +147,9 @@ func (d *Dispatcher) runOnce(ctx context.Context) Result {
 		p.Limit = p.PerOwner * MaxOwnersPerPage
 		tasks, err := d.eng.ListReady(ctx, p.PerOwner, p.Limit)
 		if err != nil {
-			d.eng.Error("listing ready tasks", "error", err)
+			if !service.Stopping(ctx) {
+				d.eng.Error("listing ready tasks", "error", err)
+			}
 			return res
 		}
 		p.Listed = len(tasks)

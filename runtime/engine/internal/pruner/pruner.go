@@ -67,7 +67,9 @@ func (p *Pruner) runOnce(ctx context.Context) Result {
 		n, err := Runs(ctx, p.st, now.Add(-age))
 		res.Runs = n
 		if err != nil {
-			p.eng.Error("pruning", "error", err)
+			if !service.Stopping(ctx) {
+				p.eng.Error("pruning", "error", err)
+			}
 		}
 		if n > 0 {
 			p.eng.Info("pruned finished runs", "count", n, "finished_before", now.Add(-age))
@@ -76,7 +78,9 @@ func (p *Pruner) runOnce(ctx context.Context) Result {
 	n, err := Audit(ctx, p.st, p.audit, now.Add(-p.eng.AuditRetention()))
 	res.AuditEvents = n
 	if err != nil {
-		p.eng.Error("pruning the audit stream", "error", err)
+		if !service.Stopping(ctx) {
+			p.eng.Error("pruning the audit stream", "error", err)
+		}
 	} else if n > 0 {
 		p.eng.Info("pruned audit events", "count", n)
 	}

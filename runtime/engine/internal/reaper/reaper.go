@@ -86,7 +86,9 @@ func (r *Reaper) runOnce(ctx context.Context) Result {
 	}
 	overdue, err := r.eng.ListReady(ctx, now.Add(-qt), Batch)
 	if err != nil {
-		r.eng.Error("listing overdue tasks", "error", err)
+		if !service.Stopping(ctx) {
+			r.eng.Error("listing overdue tasks", "error", err)
+		}
 		return res
 	}
 	res.Overdue = len(overdue)

@@ -89,7 +89,9 @@ func (r *Rescuer) runOnce(ctx context.Context) Result {
 	var res Result
 	expired, err := r.eng.ListExpired(ctx, r.clk.Now(), Batch)
 	if err != nil {
-		r.eng.Error("listing expired leases", "error", err)
+		if !service.Stopping(ctx) {
+			r.eng.Error("listing expired leases", "error", err)
+		}
 		return res
 	}
 	res.Expired = len(expired)
@@ -98,7 +100,9 @@ func (r *Rescuer) runOnce(ctx context.Context) Result {
 		switch {
 		case err != nil:
 			res.Failed++
-			r.eng.Error("rescuing lease", "task", l.TaskID, "error", err)
+			if !service.Stopping(ctx) {
+				r.eng.Error("rescuing lease", "task", l.TaskID, "error", err)
+			}
 		case !taken:
 			res.Skipped++
 		case action == DeadLetter:

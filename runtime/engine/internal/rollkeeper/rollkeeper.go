@@ -66,7 +66,10 @@ func (k *Keeper) runOnce(ctx context.Context) Result {
 		return res
 	}
 	if err := k.eng.StampRoll(ctx); err != nil {
-		k.eng.Error("renewing this daemon's entry in the fleet's roll", "error", err)
+		if !service.Stopping(ctx) {
+			// A pass cut short by the service's stop is no failure.
+			k.eng.Error("renewing this daemon's entry in the fleet's roll", "error", err)
+		}
 		return res
 	}
 	res.Stamped = true

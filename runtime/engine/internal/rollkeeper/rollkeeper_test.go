@@ -28,6 +28,7 @@ type fakeEngine struct {
 	stamped time.Time
 	fail    error
 	queued  int
+	errors  []string
 }
 
 func (f *fakeEngine) ForgetStarted(context.Context) int { n := f.queued; f.queued = 0; return n }
@@ -41,7 +42,7 @@ func (f *fakeEngine) StampRoll(context.Context) error {
 }
 func (f *fakeEngine) LeaseTimeout() time.Duration { return 30 * time.Second }
 func (f *fakeEngine) Tick() time.Duration         { return 100 * time.Millisecond }
-func (f *fakeEngine) Error(string, ...any)        {}
+func (f *fakeEngine) Error(msg string, _ ...any)  { f.errors = append(f.errors, msg) }
 
 func TestRunOnceRenewsAtAThirdOfTheLease(t *testing.T) {
 	t.Parallel()
@@ -60,5 +61,26 @@ func TestRunOnceRenewsAtAThirdOfTheLease(t *testing.T) {
 	eng.fail = errors.New("store down")
 	if got := k.RunOnce(ctx); got.Stamped {
 		t.Fatalf("a failed write counted as renewed: %+v", got)
+	}
+}
+
+// TestStoppingIsNoError: a pass cut short by the service's stop (its
+// context cancelled mid-write) is not reported as a failure; a store
+// failure is.
+func TestStoppingIsNoError(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewFake(t0)
+	eng := &fakeEngine{clk: clk, stamped: t0}
+	k := New(eng, clk)
+	clk.Advance(10 * time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	eng.fail = context.Canceled
+	if got := k.RunOnce(ctx); got.Stamped || len(eng.errors) != 0 {
+		t.Fatalf("stopped pass: %+v, errors %v", got, eng.errors)
+	}
+	eng.fail = errors.New("store down")
+	if k.RunOnce(context.Background()); len(eng.errors) != 1 {
+		t.Fatalf("a store failure logged %v, want one error", eng.errors)
 	}
 }

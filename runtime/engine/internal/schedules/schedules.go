@@ -150,7 +150,9 @@ func (s *Service) runOnce(ctx context.Context) Result {
 	var res Result
 	fence, ok, err := s.eng.TakeLease(ctx, s.leaseTTL())
 	if err != nil {
-		s.eng.Error("taking the schedules lease", "error", err)
+		if !service.Stopping(ctx) {
+			s.eng.Error("taking the schedules lease", "error", err)
+		}
 		return res
 	}
 	if !ok {
@@ -160,7 +162,9 @@ func (s *Service) runOnce(ctx context.Context) Result {
 	now := s.clock.Now()
 	due, err := s.eng.Due(ctx, now, Batch)
 	if err != nil {
-		s.eng.Error("listing due schedules", "error", err)
+		if !service.Stopping(ctx) {
+			s.eng.Error("listing due schedules", "error", err)
+		}
 		return res
 	}
 	res.Due = len(due)
@@ -184,7 +188,9 @@ func (s *Service) pass(ctx context.Context, sc *store.Schedule, now time.Time, f
 	if last := lastRun(sc.Firings); last != "" && sc.Overlap != OverlapAllow {
 		if running, err = s.eng.Running(ctx, sc.Owner, last); err != nil {
 			res.Failed++
-			s.eng.Error("reading a schedule's last run", "owner", sc.Owner, "schedule", sc.Name, "error", err)
+			if !service.Stopping(ctx) {
+				s.eng.Error("reading a schedule's last run", "owner", sc.Owner, "schedule", sc.Name, "error", err)
+			}
 			return
 		}
 	}
@@ -203,7 +209,9 @@ func (s *Service) pass(ctx context.Context, sc *store.Schedule, now time.Time, f
 			// the ones after it are tried again at the next pass.
 			res.Refused++
 			next.Next = t
-			s.eng.Error("a schedule's tick was not fired", "owner", sc.Owner, "schedule", sc.Name, "tick", t, "error", err)
+			if !service.Stopping(ctx) {
+				s.eng.Error("a schedule's tick was not fired", "owner", sc.Owner, "schedule", sc.Name, "tick", t, "error", err)
+			}
 			break
 		}
 		f := store.ScheduleFiring{Tick: t, RunID: runID, At: now}
@@ -213,7 +221,9 @@ func (s *Service) pass(ctx context.Context, sc *store.Schedule, now time.Time, f
 	next.UpdatedAt = now
 	if _, err := s.eng.Save(ctx, &next, fence); err != nil {
 		res.Failed++
-		s.eng.Error("saving a schedule's next tick", "owner", sc.Owner, "schedule", sc.Name, "error", err)
+		if !service.Stopping(ctx) {
+			s.eng.Error("saving a schedule's next tick", "owner", sc.Owner, "schedule", sc.Name, "error", err)
+		}
 	}
 }
 

@@ -193,3 +193,7 @@ func (g *Go) Stop() {
 	close(stop)
 	<-done
 }
+
+// Stopping says a pass's context ended: the service is being stopped,
+// and a store call it cut short is no failure to report.
+func Stopping(ctx context.Context) bool { return ctx.Err() != nil }
