@@ -3,7 +3,6 @@ package api
 import (
 	"errors"
 	"net/http"
-	"net/url"
 
 	"github.com/weirhq/weir/flows"
 	"github.com/weirhq/weir/runtime/api/apitypes"
@@ -24,12 +23,7 @@ func (s *Server) forkRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req apitypes.ForkRequest
-	body, ok := decodeBody(w, r, MaxStartBody, &req)
-	if !ok {
-		return
-	}
-	if err := rawRequestID(body); err != nil {
-		writeErr(w, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequestID, Class: engine.ClassProtocol, Message: err.Error()})
+	if !decodeStart(w, r, &req) {
 		return
 	}
 	owner := ownerFrom(r.Context())
@@ -39,13 +33,7 @@ func (s *Server) forkRun(w http.ResponseWriter, r *http.Request) {
 		writeForkErr(w, err)
 		return
 	}
-	status := http.StatusCreated
-	if res.Existing {
-		status = http.StatusOK
-	} else {
-		w.Header().Set("Location", "/"+Version+"/runs/"+url.PathEscape(res.RunID))
-	}
-	writeJSON(w, status, forkResultOf(res))
+	writeStarted(w, res.RunID, res.Existing, forkResultOf(res))
 }
 
 // writeForkErr answers a refused fork: E_FORK_EFFECTS is a conflict

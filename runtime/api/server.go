@@ -109,6 +109,7 @@ func NewServer(eng *engine.Engine, log hclog.Logger, opts ...Option) *Server {
 	s.routeVersions()
 	s.routeStreams()
 	s.routeForks()
+	s.routeSchedules()
 	_, _ = openAPIJSON() // converted at start, not on the first request
 	return s
 }
@@ -205,12 +206,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req apitypes.StartRequest
-	body, ok := decodeBody(w, r, MaxStartBody, &req)
-	if !ok {
-		return
-	}
-	if err := rawRequestID(body); err != nil {
-		writeErr(w, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequestID, Class: engine.ClassProtocol, Message: err.Error()})
+	if !decodeStart(w, r, &req) {
 		return
 	}
 	if req.Flow == "" {
@@ -222,13 +218,34 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 		writeEngineErr(w, err)
 		return
 	}
+	writeStarted(w, res.RunID, res.Existing, startResultOf(res))
+}
+
+// decodeStart reads the body of a request that starts a run into v: the
+// request id it carries is checked as sent, before decoding could have
+// changed it (rawRequestID).
+func decodeStart(w http.ResponseWriter, r *http.Request, v any) bool {
+	body, ok := decodeBody(w, r, MaxStartBody, v)
+	if !ok {
+		return false
+	}
+	if err := rawRequestID(body); err != nil {
+		writeErr(w, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequestID, Class: engine.ClassProtocol, Message: err.Error()})
+		return false
+	}
+	return true
+}
+
+// writeStarted answers a start: 201 with Location naming the new run, or
+// 200 when the request id had started it before.
+func writeStarted(w http.ResponseWriter, runID string, existing bool, v any) {
 	status := http.StatusCreated
-	if res.Existing {
+	if existing {
 		status = http.StatusOK
 	} else {
-		w.Header().Set("Location", "/"+Version+"/runs/"+url.PathEscape(res.RunID))
+		w.Header().Set("Location", "/"+Version+"/runs/"+url.PathEscape(runID))
 	}
-	writeJSON(w, status, startResultOf(res))
+	writeJSON(w, status, v)
 }
 
 // getRun is GET /v1/runs/{id}[?wait=DURATION[&until=PHASE]]. With wait

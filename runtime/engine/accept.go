@@ -65,6 +65,10 @@ type StartRequest struct {
 	Flow      string
 	Input     json.RawMessage
 	RequestID string // the client's business id; "" means no dedup
+	// startedBy names what started a run the daemon starts itself
+	// (store.Run.StartedBy); its RequestID is derived, under a prefix
+	// users may not send.
+	startedBy string
 }
 
 // StartResult answers an accepted (or deduplicated) start.
@@ -198,7 +202,7 @@ func checkStart(ctx context.Context, st store.Store, book *flowBook, req StartRe
 	if req.Owner == "" {
 		return nil, nil, protocolErr(CodeBadRequest, "no owner")
 	}
-	if err := CheckRequestID(req.RequestID); err != nil {
+	if err := checkStartRequestID(req); err != nil {
 		return nil, nil, err
 	}
 	input, err := canonicalInput(req.Input)
@@ -233,6 +237,18 @@ func checkStart(ctx context.Context, st store.Store, book *flowBook, req StartRe
 	return &checkedStart{req: req, input: input, inputHash: inputHash, fe: fe}, nil, nil
 }
 
+// checkStartRequestID checks a client's request id (CheckRequestID); a
+// derived one, of a run the daemon starts itself, only for its bounds.
+func checkStartRequestID(req StartRequest) error {
+	if req.startedBy == "" {
+		return CheckRequestID(req.RequestID)
+	}
+	if len(req.RequestID) > MaxRequestIDBytes {
+		return protocolErr(CodeBadRequestID, "a derived request id of %d bytes", len(req.RequestID))
+	}
+	return nil
+}
+
 // newRun is the record of the run cs starts as runID, accepted at now.
 func (cs *checkedStart) newRun(runID string, cfg *Config, now time.Time) *store.Run {
 	budget := cs.fe.flow.Budget
@@ -241,7 +257,7 @@ func (cs *checkedStart) newRun(runID string, cfg *Config, now time.Time) *store.
 	}
 	return &store.Run{
 		ID: runID, Flow: cs.fe.flow.Name, Version: cs.fe.hash, Owner: cs.req.Owner,
-		RequestID: cs.req.RequestID, Input: cs.input, InputHash: cs.inputHash,
+		RequestID: cs.req.RequestID, StartedBy: cs.req.startedBy, Input: cs.input, InputHash: cs.inputHash,
 		Phase: store.PhaseQueued, Attempt: 1, Ancestors: []string{}, DepthLimit: cs.fe.flow.MaxDepth,
 		ConfigVersion: cfg.ConfigVersion, Budget: budget, CreatedAt: now, UpdatedAt: now,
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/weirhq/weir/runtime/engine/internal/rescuer"
 	"github.com/weirhq/weir/runtime/engine/internal/rollkeeper"
 	"github.com/weirhq/weir/runtime/engine/internal/sampler"
+	"github.com/weirhq/weir/runtime/engine/internal/schedules"
 	"github.com/weirhq/weir/runtime/engine/internal/service"
 	"github.com/weirhq/weir/runtime/store"
 )
@@ -35,6 +36,7 @@ func services(e *Engine) []service.Service {
 		sampler.New(sampleHost{e}, e.clock, HistoryInterval),
 		rescuer.New(rescueHost{e}, e.clock),
 		reaper.New(reapHost{e}, e.clock),
+		schedules.New(newScheduleHost(e), e.clock),
 	)
 	if e.st.Capabilities().Shared {
 		out = append(out, rollkeeper.New(rollHost{e}, e.clock))

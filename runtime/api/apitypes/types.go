@@ -630,3 +630,52 @@ type StatsSample struct {
 	Types     []TypeStats  `json:"types"`
 	Models    []ModelStats `json:"models,omitempty"`
 }
+
+// Schedule is one of the caller's schedules (GET /v1/schedules): a flow
+// started on the ticks of a cron expression in a zone, or of a period.
+type Schedule struct {
+	Name       string          `json:"name"`
+	Flow       string          `json:"flow"`
+	Cron       string          `json:"cron,omitempty"`
+	Every      string          `json:"every,omitempty"`
+	Timezone   string          `json:"timezone,omitempty"`
+	Input      json.RawMessage `json:"input,omitempty"`
+	Overlap    string          `json:"overlap"`
+	CatchUp    string          `json:"catch_up"`
+	MaxCatchUp int             `json:"max_catch_up,omitempty"`
+	// Next is the first tick not yet fired or skipped.
+	Next        time.Time `json:"next"`
+	Paused      bool      `json:"paused,omitempty"`
+	PausedBy    string    `json:"paused_by,omitempty"`
+	PauseReason string    `json:"pause_reason,omitempty"`
+	// Source is where the schedule was declared (file:line).
+	Source string `json:"source,omitempty"`
+	// Firings are the latest ticks fired or skipped, newest last.
+	Firings   []ScheduleFiring `json:"firings"`
+	CreatedAt time.Time        `json:"created_at"`
+	UpdatedAt time.Time        `json:"updated_at"`
+	// Upcoming are the next ticks in the schedule's zone (shown for one
+	// schedule, not in a listing).
+	Upcoming []time.Time `json:"upcoming,omitempty"`
+}
+
+// ScheduleFiring is a tick a schedule fired (RunID, with the run's phase
+// while the run is kept) or skipped (Skipped says why).
+type ScheduleFiring struct {
+	Tick    time.Time `json:"tick"`
+	RunID   string    `json:"run_id,omitempty"`
+	Phase   string    `json:"phase,omitempty"`
+	Skipped string    `json:"skipped,omitempty"`
+	At      time.Time `json:"at"`
+}
+
+// SchedulePauseRequest pauses a schedule (POST /v1/schedules/{name}/pause).
+type SchedulePauseRequest struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// ScheduleTriggerRequest fires a schedule now (POST
+// /v1/schedules/{name}/trigger); a request id makes it once per id.
+type ScheduleTriggerRequest struct {
+	RequestID string `json:"request_id,omitempty"`
+}

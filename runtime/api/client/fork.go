@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"net/http"
-	"unicode/utf8"
 
 	"github.com/weirhq/weir/runtime/api/apitypes"
 )
@@ -15,8 +14,8 @@ import (
 // tools again is refused with apitypes.CodeForkEffects unless
 // req.AllowEffects; the message names each call.
 func (c *Client) Fork(ctx context.Context, id string, req apitypes.ForkRequest) (*apitypes.ForkResult, error) {
-	if !utf8.ValidString(req.RequestID) {
-		return nil, &Error{Code: apitypes.CodeBadRequestID, Class: apitypes.ClassProtocol, Message: "request id is not valid UTF-8"}
+	if err := checkRequestID(req.RequestID); err != nil {
+		return nil, err
 	}
 	var res apitypes.ForkResult
 	if err := c.call(ctx, http.MethodPost, "/runs/"+escape(id)+"/fork", req, &res); err != nil {

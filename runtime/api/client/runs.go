@@ -14,14 +14,22 @@ import (
 	"github.com/weirhq/weir/runtime/api/apitypes"
 )
 
+// checkRequestID refuses a request id that is not valid UTF-8 as the
+// daemon would: json.Marshal would send U+FFFD for each bad byte, and two
+// ids would become one.
+func checkRequestID(id string) error {
+	if !utf8.ValidString(id) {
+		return &Error{Code: apitypes.CodeBadRequestID, Class: apitypes.ClassProtocol, Message: "request id is not valid UTF-8"}
+	}
+	return nil
+}
+
 // RunStart starts a run (POST /v1/runs). With a request id, sending the
 // same start again returns the same run (res.Existing), so a start whose
 // answer was lost can be sent again safely.
 func (c *Client) RunStart(ctx context.Context, req apitypes.StartRequest) (*apitypes.StartResult, error) {
-	if !utf8.ValidString(req.RequestID) {
-		// json.Marshal would send U+FFFD for each bad byte: two ids
-		// would become one, so refuse here as the daemon would.
-		return nil, &Error{Code: apitypes.CodeBadRequestID, Class: apitypes.ClassProtocol, Message: "request id is not valid UTF-8"}
+	if err := checkRequestID(req.RequestID); err != nil {
+		return nil, err
 	}
 	var res apitypes.StartResult
 	if err := c.call(ctx, http.MethodPost, "/runs", req, &res); err != nil {

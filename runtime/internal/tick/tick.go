@@ -179,8 +179,8 @@ type CatchUp string
 
 // The catch-up policies.
 const (
-	// CatchUpNone fires only a tick that is on time (within Grace); the
-	// missed ones are skipped.
+	// CatchUpNone fires only the ticks that are on time (within Grace);
+	// the missed ones are skipped.
 	CatchUpNone CatchUp = "none"
 	// CatchUpLatest fires the latest tick due, once, and skips the rest.
 	CatchUpLatest CatchUp = "latest"
@@ -244,12 +244,13 @@ func Due(s *Spec, p Pass) Decision {
 		skipped += len(due) - 1
 		d.Fire = []time.Time{last}
 	default:
-		skipped += len(due) - 1
-		if p.Now.Sub(last) <= p.Grace {
-			d.Fire = []time.Time{last}
-		} else {
+		// The ticks within Grace are on time (a pass a little late
+		// fires each); the older ones were missed.
+		for len(due) > 0 && p.Now.Sub(due[0]) > p.Grace {
 			skipped++
+			due = due[1:]
 		}
+		d.Fire = due
 	}
 	d.Skipped = skipped
 	return d

@@ -158,6 +158,19 @@ func TestDueByPolicy(t *testing.T) {
 	}
 }
 
+// TestDueNoneFiresEveryTickOnTime: a pass a few periods late (a busy
+// daemon, a lease handed over) fires each tick within grace under
+// catch_up = "none"; only the ones past grace were missed.
+func TestDueNoneFiresEveryTickOnTime(t *testing.T) {
+	t.Parallel()
+	s := mustParse(t, "", time.Second, "")
+	next := utc("2026-12-01T09:00:00Z")
+	d := Due(s, Pass{Next: next, Now: next.Add(12 * time.Second), Grace: 10 * time.Second, CatchUp: CatchUpNone})
+	if len(d.Fire) != 11 || d.Fire[0] != next.Add(2*time.Second) || d.Skipped != 2 || d.Next != next.Add(13*time.Second) {
+		t.Fatalf("fire %v skipped %d next %v", d.Fire, d.Skipped, d.Next)
+	}
+}
+
 // TestDueAfterALongAbsenceIsBounded: a year away at every = 1s walks a
 // bounded number of ticks and still fires the latest.
 func TestDueAfterALongAbsenceIsBounded(t *testing.T) {

@@ -185,7 +185,7 @@ func (s *Service) pass(ctx context.Context, sc *store.Schedule, now time.Time, f
 		return
 	}
 	running := false
-	if last := lastRun(sc.Firings); last != "" && sc.Overlap != OverlapAllow {
+	if last := LastRun(sc.Firings); last != "" && sc.Overlap != OverlapAllow {
 		if running, err = s.eng.Running(ctx, sc.Owner, last); err != nil {
 			res.Failed++
 			if !service.Stopping(ctx) {
@@ -227,8 +227,8 @@ func (s *Service) pass(ctx context.Context, sc *store.Schedule, now time.Time, f
 	}
 }
 
-// lastRun is the run of the latest firing that started one.
-func lastRun(fs []store.ScheduleFiring) string {
+// LastRun is the run of the latest firing that started one ("": none).
+func LastRun(fs []store.ScheduleFiring) string {
 	for i := len(fs) - 1; i >= 0; i-- {
 		if fs[i].RunID != "" {
 			return fs[i].RunID

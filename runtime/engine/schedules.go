@@ -1,0 +1,262 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/weirhq/weir/runtime/engine/internal/schedules"
+	"github.com/weirhq/weir/runtime/internal/requestid"
+	"github.com/weirhq/weir/runtime/internal/tick"
+	"github.com/weirhq/weir/runtime/store"
+)
+
+// ScheduleInterval is the time between passes of the schedule service;
+// ScheduleGrace how late a tick may fire and still count as on time
+// (later, it was missed, and the schedule's catch-up policy decides).
+const (
+	ScheduleInterval = time.Second
+	ScheduleGrace    = time.Minute
+)
+
+// scheduleHost is the engine's side of the schedule service
+// (internal/schedules): the store's half, firing a tick through the
+// admission every start passes, and whether a firing's run still runs.
+type scheduleHost struct {
+	schedules.Stored
+	e *Engine
+}
+
+func newScheduleHost(e *Engine) scheduleHost {
+	return scheduleHost{Stored: schedules.Stored{Store: e.st, HolderName: hostOf(e), Clock: e.clock}, e: e}
+}
+
+// Running says the run has not ended; a run no longer kept has.
+func (h scheduleHost) Running(ctx context.Context, owner, runID string) (bool, error) {
+	var run *store.Run
+	err := h.e.st.View(ctx, func(tx store.Tx) error {
+		var err error
+		run, err = tx.RunGet(runID)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return run.Owner == owner && !run.Phase.Terminal(), nil
+}
+
+// Fire starts the run of s's tick as s's owner: a start like a client's,
+// deduplicated on the tick's derived request id, so a tick fired again
+// after a crash finds the run it started.
+func (h scheduleHost) Fire(ctx context.Context, s *store.Schedule, t time.Time, requestID string) (string, error) {
+	res, err := h.e.Submit(ctx, StartRequest{Owner: s.Owner, Flow: s.Flow, Input: s.Input, RequestID: requestID,
+		startedBy: "schedule:" + s.Name})
+	if err != nil {
+		return "", err
+	}
+	return res.RunID, nil
+}
+
+func (h scheduleHost) Interval() time.Duration { return ScheduleInterval }
+func (h scheduleHost) Grace() time.Duration    { return ScheduleGrace }
+
+func (h scheduleHost) Error(msg string, args ...any) { h.e.log.Error(msg, args...) }
+
+// ScheduleView is a schedule as its owner reads it: the record, the
+// phases of its firings' runs (by run id; a run retention removed is
+// absent) and, read one by one, its next ticks in its zone.
+type ScheduleView struct {
+	*store.Schedule
+	Phases   map[string]store.Phase
+	Upcoming []time.Time
+}
+
+// MaxUpcoming bounds the ticks a schedule's view lists.
+const MaxUpcoming = 5
+
+// Schedules lists owner's schedules, at most limit (0: all), each with
+// the phase of its latest firing's run.
+func (o *Ops) Schedules(ctx context.Context, owner string, limit int) ([]*ScheduleView, error) {
+	var out []*ScheduleView
+	err := o.e.st.View(ctx, func(tx store.Tx) error {
+		ss, err := tx.ScheduleList(store.ScheduleListParams{Owner: owner, Limit: limit})
+		if err != nil {
+			return err
+		}
+		for _, s := range ss {
+			v := &ScheduleView{Schedule: s}
+			if last := schedules.LastRun(s.Firings); last != "" {
+				if v.Phases, err = runPhases(tx, owner, []string{last}); err != nil {
+					return err
+				}
+			}
+			out = append(out, v)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, o.e.admission.readFailed(err)
+	}
+	return out, nil
+}
+
+// runPhases reads the phases of owner's runs ids; a run not kept (or not
+// owner's) is left out.
+func runPhases(tx store.Tx, owner string, ids []string) (map[string]store.Phase, error) {
+	out := map[string]store.Phase{}
+	for _, id := range ids {
+		run, err := tx.RunGet(id)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			continue
+		case err != nil:
+			return nil, err
+		}
+		if run.Owner == owner {
+			out[id] = run.Phase
+		}
+	}
+	return out, nil
+}
+
+// Schedule reads owner's schedule name and its next MaxUpcoming ticks.
+func (o *Ops) Schedule(ctx context.Context, owner, name string) (*ScheduleView, error) {
+	s, err := o.schedule(ctx, owner, name)
+	if err != nil {
+		return nil, err
+	}
+	v := &ScheduleView{Schedule: s}
+	var ids []string
+	for _, f := range s.Firings {
+		if f.RunID != "" {
+			ids = append(ids, f.RunID)
+		}
+	}
+	if err := o.e.st.View(ctx, func(tx store.Tx) error {
+		v.Phases, err = runPhases(tx, owner, ids)
+		return err
+	}); err != nil {
+		return nil, o.e.admission.readFailed(err)
+	}
+	if spec, err := tick.Parse(s.Cron, s.Every, s.Zone); err == nil {
+		for t := s.Next; len(v.Upcoming) < MaxUpcoming && !t.IsZero(); t = spec.Next(t) {
+			v.Upcoming = append(v.Upcoming, t.In(spec.Location()))
+		}
+	}
+	return v, nil
+}
+
+func (o *Ops) schedule(ctx context.Context, owner, name string) (*store.Schedule, error) {
+	if err := checkScheduleName(owner, name); err != nil {
+		return nil, err
+	}
+	var s *store.Schedule
+	err := o.e.st.View(ctx, func(tx store.Tx) error {
+		var err error
+		s, err = tx.ScheduleGet(owner, name)
+		return err
+	})
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, scheduleNotFound(name)
+	case err != nil:
+		return nil, o.e.admission.readFailed(err)
+	}
+	return s, nil
+}
+
+func checkScheduleName(owner, name string) error {
+	if err := store.CheckSchedule(&store.Schedule{Owner: owner, Name: name}); err != nil {
+		return protocolErr(CodeBadRequest, "%v", err)
+	}
+	return nil
+}
+
+func scheduleNotFound(name string) *Error {
+	return protocolErr(CodeNotFound, "no schedule %q (weir schedule ls lists yours)", name)
+}
+
+// SchedulePauseParams pause or resume one of owner's schedules.
+type SchedulePauseParams struct {
+	Owner, Name string
+	// Pause stops the schedule's firing; false resumes it (the ticks
+	// missed meanwhile are its catch-up policy's).
+	Pause  bool
+	Reason string
+}
+
+// SchedulePause pauses or resumes a schedule; doing what is already done
+// changes nothing. Pausing is stored, so it survives restarts.
+func (o *Ops) SchedulePause(ctx context.Context, p SchedulePauseParams) (*store.Schedule, error) {
+	if err := checkScheduleName(p.Owner, p.Name); err != nil {
+		return nil, err
+	}
+	if err := CheckPrintable("reason", p.Reason, MaxReasonBytes); err != nil {
+		return nil, err
+	}
+	var out *store.Schedule
+	err := o.e.st.Update(ctx, func(tx store.Tx) error {
+		s, err := tx.ScheduleGet(p.Owner, p.Name)
+		if err != nil {
+			return err
+		}
+		out = s
+		if s.Paused == p.Pause {
+			return nil
+		}
+		w := *s
+		w.Paused, w.PausedBy, w.PauseReason = p.Pause, "", ""
+		if p.Pause {
+			w.PausedBy, w.PauseReason = p.Owner, p.Reason
+		}
+		w.Revision++
+		w.UpdatedAt = o.e.clock.Now()
+		out = &w
+		return tx.SchedulePut(&w)
+	})
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, scheduleNotFound(p.Name)
+	case err != nil:
+		return nil, storageErr(err)
+	}
+	return out, nil
+}
+
+// ScheduleRemove removes one of owner's schedules; runs it started are
+// not touched.
+func (o *Ops) ScheduleRemove(ctx context.Context, owner, name string) error {
+	if err := checkScheduleName(owner, name); err != nil {
+		return err
+	}
+	err := o.e.st.Update(ctx, func(tx store.Tx) error { return tx.ScheduleDelete(owner, name) })
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return scheduleNotFound(name)
+	case err != nil:
+		return storageErr(err)
+	}
+	return nil
+}
+
+// ScheduleTrigger fires owner's schedule now, outside its ticks and
+// whether or not it is paused, with the schedule's input. A request id
+// makes it once per id (a client's retry finds the run it started);
+// without one, every call starts a run.
+func (o *Ops) ScheduleTrigger(ctx context.Context, owner, name, requestID string) (*StartResult, error) {
+	if err := CheckRequestID(requestID); err != nil {
+		return nil, err
+	}
+	s, err := o.schedule(ctx, owner, name)
+	if err != nil {
+		return nil, err
+	}
+	if requestID == "" {
+		requestID = newID("trigger")
+	}
+	return o.e.Submit(ctx, StartRequest{Owner: owner, Flow: s.Flow, Input: s.Input,
+		RequestID: requestid.Derive("schedule:", name, "trigger", requestID), startedBy: "schedule:" + name})
+}

@@ -1,0 +1,187 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/weirhq/weir/internal/testutil"
+	"github.com/weirhq/weir/runtime/engine/internal/schedules"
+	"github.com/weirhq/weir/runtime/store"
+)
+
+// putSchedule stores a schedule of alice's the way registration does.
+func (b *testBundle) putSchedule(t *testing.T, s store.Schedule) {
+	t.Helper()
+	if s.Owner == "" {
+		s.Owner = "alice"
+	}
+	if s.Overlap == "" {
+		s.Overlap, s.CatchUp = schedules.OverlapAllow, "none"
+	}
+	s.CreatedAt, s.UpdatedAt = b.clock.Now(), b.clock.Now()
+	if err := b.st.Update(context.Background(), func(tx store.Tx) error { return tx.SchedulePut(&s) }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (b *testBundle) scheduleRecord(t testing.TB, owner, name string) *store.Schedule {
+	t.Helper()
+	var s *store.Schedule
+	if err := b.st.View(context.Background(), func(tx store.Tx) error {
+		var err error
+		s, err = tx.ScheduleGet(owner, name)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// A schedule's ticks each start one run, owned by the schedule's owner,
+// with the tick's derived request id and the schedule as what started it.
+func TestUnitScheduleFiresEachTickOnce(t *testing.T) {
+	t.Parallel()
+	b := setupUnit(t, Config{}, forkSrc)
+	first := unitEpoch.Add(time.Second)
+	b.putSchedule(t, store.Schedule{Name: "tick", Flow: "chain", Every: time.Second, Input: json.RawMessage(`{"n":1}`), Next: first})
+	testutil.Eventually(t, waitTimeout, func() error {
+		if n := len(b.scheduleRecord(t, "alice", "tick").Firings); n < 3 {
+			b.clock.Advance(time.Second)
+			return fmt.Errorf("%d firings", n)
+		}
+		return nil
+	})
+	s := b.scheduleRecord(t, "alice", "tick")
+	runs := map[string]bool{}
+	for i, f := range s.Firings {
+		if want := first.Add(time.Duration(i) * time.Second); !f.Tick.Equal(want) || f.RunID == "" || runs[f.RunID] {
+			t.Fatalf("firing %d: %+v (want tick %s, a run of its own)", i, f, want)
+		}
+		runs[f.RunID] = true
+		run := b.runRecord(t, f.RunID)
+		if run.Owner != "alice" || run.StartedBy != "schedule:tick" || run.RequestID != schedules.RequestID("tick", f.Tick, time.UTC) {
+			t.Errorf("run %s: owner %q started by %q request id %q", run.ID, run.Owner, run.StartedBy, run.RequestID)
+		}
+	}
+	if !s.Next.After(s.Firings[len(s.Firings)-1].Tick) {
+		t.Errorf("next %s is not after the last firing", s.Next)
+	}
+}
+
+// A tick fired again (a pass that died before it stored the next tick)
+// finds the run it started: the request id is the tick's.
+func TestUnitScheduleTickFiredAgainStartsNothing(t *testing.T) {
+	t.Parallel()
+	b := setupUnit(t, Config{}, forkSrc)
+	s := &store.Schedule{Owner: "alice", Name: "again", Flow: "chain", Input: json.RawMessage(`{"n":2}`)}
+	tick := unitEpoch.Add(time.Hour)
+	h := newScheduleHost(b.eng)
+	id := schedules.RequestID(s.Name, tick, time.UTC)
+	first, err := h.Fire(context.Background(), s, tick, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := h.Fire(context.Background(), s, tick, id)
+	if err != nil || again != first {
+		t.Fatalf("fired again: %q %v, want %q", again, err, first)
+	}
+	// A client may not send a schedule's request id itself.
+	if _, err := b.eng.Submit(context.Background(), StartRequest{Owner: "alice", Flow: "chain", Input: json.RawMessage(`{"n":2}`), RequestID: id}); codeOf(err) != CodeBadRequestID {
+		t.Errorf("a client sending %q: %v, want %s", id, err, CodeBadRequestID)
+	}
+}
+
+// Pausing stops firing and is kept on the record; resuming gives the
+// missed ticks to the catch-up policy; trigger fires now, once per
+// request id; another owner's schedule is not found; remove removes.
+func TestUnitScheduleOperations(t *testing.T) {
+	t.Parallel()
+	b := setupUnit(t, Config{}, forkSrc)
+	ctx := context.Background()
+	ops := b.eng.Ops()
+	b.putSchedule(t, store.Schedule{Name: "ops", Flow: "chain", Every: time.Hour, Input: json.RawMessage(`{"n":3}`), Next: unitEpoch.Add(time.Hour)})
+
+	s, err := ops.SchedulePause(ctx, SchedulePauseParams{Owner: "alice", Name: "ops", Pause: true, Reason: "maintenance"})
+	if err != nil || !s.Paused || s.PausedBy != "alice" || s.PauseReason != "maintenance" {
+		t.Fatalf("pause: %+v %v", s, err)
+	}
+	b.clock.Advance(2 * time.Hour)
+	svc := schedules.New(newScheduleHost(b.eng), b.clock)
+	if res := svc.RunOnce(ctx); res.Due != 0 || len(res.Fired) != 0 {
+		t.Fatalf("a paused schedule was due: %+v", res)
+	}
+	if _, err := ops.SchedulePause(ctx, SchedulePauseParams{Owner: "alice", Name: "ops"}); err != nil {
+		t.Fatal(err)
+	}
+	res := svc.RunOnce(ctx)
+	if res.Due != 1 {
+		t.Fatalf("the resumed schedule: %+v", res)
+	}
+	rec := b.scheduleRecord(t, "alice", "ops")
+	if rec.Paused || !rec.Next.After(b.clock.Now()) {
+		t.Errorf("after resume: paused %v next %s (now %s)", rec.Paused, rec.Next, b.clock.Now())
+	}
+
+	r1, err := ops.ScheduleTrigger(ctx, "alice", "ops", "deploy-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := ops.ScheduleTrigger(ctx, "alice", "ops", "deploy-1")
+	if err != nil || r2.RunID != r1.RunID || !r2.Existing {
+		t.Fatalf("trigger again with its request id: %+v %v, want %s", r2, err, r1.RunID)
+	}
+	if r3, err := ops.ScheduleTrigger(ctx, "alice", "ops", ""); err != nil || r3.RunID == r1.RunID {
+		t.Fatalf("trigger without a request id: %+v %v", r3, err)
+	}
+	if run := b.runRecord(t, r1.RunID); run.StartedBy != "schedule:ops" || run.Owner != "alice" {
+		t.Errorf("triggered run: started by %q owner %q", run.StartedBy, run.Owner)
+	}
+
+	for name, call := range map[string]func() error{
+		"show":    func() error { _, err := ops.Schedule(ctx, "bob", "ops"); return err },
+		"pause":   func() error { _, err := ops.SchedulePause(ctx, SchedulePauseParams{Owner: "bob", Name: "ops", Pause: true}); return err },
+		"trigger": func() error { _, err := ops.ScheduleTrigger(ctx, "bob", "ops", ""); return err },
+		"remove":  func() error { return ops.ScheduleRemove(ctx, "bob", "ops") },
+	} {
+		if err := call(); codeOf(err) != CodeNotFound {
+			t.Errorf("bob's %s of alice's schedule: %v, want %s", name, err, CodeNotFound)
+		}
+	}
+	if rec := b.scheduleRecord(t, "alice", "ops"); rec.Paused {
+		t.Error("bob's pause changed alice's schedule")
+	}
+	if err := ops.ScheduleRemove(ctx, "alice", "ops"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ops.Schedule(ctx, "alice", "ops"); codeOf(err) != CodeNotFound {
+		t.Errorf("after remove: %v", err)
+	}
+}
+
+// A schedule's view lists its next ticks in its zone, and the phases of
+// its firings' runs.
+func TestUnitScheduleViewListsUpcomingTicks(t *testing.T) {
+	t.Parallel()
+	b := setupUnit(t, Config{}, forkSrc)
+	ctx := context.Background()
+	next := time.Date(2026, 1, 2, 8, 0, 0, 0, time.UTC) // 09:00 in Paris
+	b.putSchedule(t, store.Schedule{Name: "digest", Flow: "chain", Cron: "0 9 * * *", Zone: "Europe/Paris", Input: json.RawMessage(`{"n":4}`), Next: next})
+	v, err := b.eng.Ops().Schedule(ctx, "alice", "digest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Upcoming) != MaxUpcoming || !v.Upcoming[0].Equal(next) || v.Upcoming[1].Sub(v.Upcoming[0]) != 24*time.Hour ||
+		v.Upcoming[0].Location().String() != "Europe/Paris" {
+		t.Fatalf("upcoming %v", v.Upcoming)
+	}
+	list, err := b.eng.Ops().Schedules(ctx, "alice", 0)
+	if err != nil || len(list) != 1 || list[0].Name != "digest" {
+		t.Fatalf("list %+v %v", list, err)
+	}
+	if other, err := b.eng.Ops().Schedules(ctx, "bob", 0); err != nil || len(other) != 0 {
+		t.Fatalf("bob's list: %+v %v", other, err)
+	}
+}
