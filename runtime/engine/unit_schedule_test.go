@@ -141,8 +141,11 @@ func TestUnitScheduleOperations(t *testing.T) {
 	}
 
 	for name, call := range map[string]func() error{
-		"show":    func() error { _, err := ops.Schedule(ctx, "bob", "ops"); return err },
-		"pause":   func() error { _, err := ops.SchedulePause(ctx, SchedulePauseParams{Owner: "bob", Name: "ops", Pause: true}); return err },
+		"show": func() error { _, err := ops.Schedule(ctx, "bob", "ops"); return err },
+		"pause": func() error {
+			_, err := ops.SchedulePause(ctx, SchedulePauseParams{Owner: "bob", Name: "ops", Pause: true})
+			return err
+		},
 		"trigger": func() error { _, err := ops.ScheduleTrigger(ctx, "bob", "ops", ""); return err },
 		"remove":  func() error { return ops.ScheduleRemove(ctx, "bob", "ops") },
 	} {
