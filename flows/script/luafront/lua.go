@@ -23,8 +23,9 @@ import (
 
 // Lua is the second flow language. A file whose path ends in ".lua" is
 // parsed by gopher-lua and run in a sandbox whose builtins (flow, task,
-// subflow, fanout, wait, branch, agent, schedule, on_event) hand their table to the Starlark
-// builtins of the same name through a front.Declarer: one set of
+// subflow, fanout, wait, branch, agent, schedule, on_event) hand their
+// table to the Starlark builtins of the same name through a
+// front.Declarer: one set of
 // parameters, one set of checks and diagnostics, one IR, whichever
 // language declared a flow.
 //
