@@ -84,6 +84,9 @@ const (
 	// CodeToolInput: a node's constant args do not match its tool's
 	// declared input schema, so every call would be refused.
 	CodeToolInput Code = "E_TOOL_INPUT"
+	// CodeFlowInput: a schedule's constant input does not match its
+	// flow's input schema, so every firing would be refused.
+	CodeFlowInput Code = "E_FLOW_INPUT"
 	// CodeSchemaLimit: a flow's input or an agent's output schema is past
 	// a bound of schemabound.go (its size, a pattern's size, or what
 	// validating one value against it may cost).
@@ -102,7 +105,7 @@ var AllCodes = []Code{
 	CodeUnknownFlow, CodeCycle, CodeDepth, CodeFanoutBounds,
 	CodeUnknownTool, CodeAtMostOnce,
 	CodeAgentBounds, CodeNotChat, CodeUnknownModel, CodeToolNameCollision,
-	CodeIRTooLarge, CodeDocTooLarge, CodeToolInput, CodeSchemaLimit,
+	CodeIRTooLarge, CodeDocTooLarge, CodeToolInput, CodeFlowInput, CodeSchemaLimit,
 	CodeFanoutResult,
 }
 

@@ -1,6 +1,7 @@
 // Package flows is weir's flow IR: the graph a flow script compiles to
-// (Flow, Node, CallableRef), the Diagnostics registration reports, the
-// limits a script runs under and the errors that name them, the
+// (Flow, Node, CallableRef) and what a file declares beside its flows to
+// start them by themselves (Schedule, Trigger), the Diagnostics
+// registration reports, the limits a script runs under and the errors that name them, the
 // Version a registry stores, the tool Catalog registration checks
 // against (ToolInfo: what a tool declares), the validation of values
 // against the schemas flows declare, and the Scripts boundary between the

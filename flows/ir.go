@@ -8,10 +8,11 @@ import (
 
 // IRVersion is the version of the IR's JSON encoding. It is written into
 // every encoded Flow so that a store can tell old encodings apart. Version
-// 2 added the agent node; version 1 encodings decode unchanged, and a
-// weir that reads only version 1 refuses version 2 rather than
-// misreading an agent node.
-const IRVersion = 2
+// 2 added the agent node, version 3 the wait for an event (Node.Event,
+// Node.Match); older encodings decode unchanged, and a weir that reads
+// only an older version refuses a newer one rather than misreading an
+// agent node or taking an event wait for an approval.
+const IRVersion = 3
 
 // minIRVersion is the oldest encoding this weir still decodes.
 const minIRVersion = 1
@@ -55,14 +56,22 @@ const (
 // (function or lambda) or a constant. It is stable across re-loads of the
 // same source: an Evaluator built from the flow's stored sources resolves it
 // to the same value. Node is empty for flow-level parameters (output).
+// Decl is set instead of Flow and Node for the callables of a declaration
+// beside the flows ("schedule:NAME", "trigger:NAME"): those are called with
+// one argument, the tick or the event, and no ctx.
 type CallableRef struct {
 	Flow  string `json:"flow"`
 	Node  string `json:"node,omitempty"`
 	Param string `json:"param"`
+	Decl  string `json:"decl,omitempty"`
 }
 
-// String names the ref as flow.node.param (flow.param for flow-level ones).
+// String names the ref as flow.node.param (flow.param for flow-level ones,
+// schedule:NAME.param for a declaration's).
 func (r CallableRef) String() string {
+	if r.Decl != "" {
+		return r.Decl + "." + r.Param
+	}
 	if r.Node == "" {
 		return r.Flow + "." + r.Param
 	}
@@ -210,6 +219,12 @@ type Node struct {
 	// approval's payload), args(ctx, item) for a fanout's children. Nil: a
 	// task, subflow or wait gets {}; a fanout child gets {"item": item}.
 	Args *CallableRef
+
+	// Event is the name of the event a wait waits for (ValidEventName);
+	// empty: the wait waits for a decision. Match computes the key the
+	// event must carry: match(ctx) -> string, or a constant string.
+	Event string
+	Match *CallableRef
 
 	// Next is the ok wire; empty ends the run successfully.
 	Next string
@@ -512,6 +527,10 @@ type nodeJSON struct {
 	// OnUnknown and UnknownTimeout likewise.
 	OnUnknown      string       `json:"on_unknown,omitempty"`
 	UnknownTimeout jsonDuration `json:"unknown_timeout,omitempty"`
+
+	// Event and Match, since IR version 3.
+	Event string       `json:"event,omitempty"`
+	Match *CallableRef `json:"match,omitempty"`
 }
 
 // MarshalJSON encodes the node.
@@ -527,6 +546,7 @@ func (n *Node) MarshalJSON() ([]byte, error) {
 		Tools: n.Tools, Flows: n.Flows, Approve: n.Approve, MaxTurns: n.MaxTurns, MaxTokens: n.MaxTokens,
 		OutputSchema: n.OutputSchema, OnExhausted: n.OnExhausted,
 		OnUnknown: n.OnUnknown, UnknownTimeout: jsonDuration(n.UnknownTimeout),
+		Event: n.Event, Match: n.Match,
 	})
 }
 
@@ -547,6 +567,7 @@ func (n *Node) UnmarshalJSON(b []byte) error {
 		Tools: j.Tools, Flows: j.Flows, Approve: j.Approve, MaxTurns: j.MaxTurns, MaxTokens: j.MaxTokens,
 		OutputSchema: j.OutputSchema, OnExhausted: j.OnExhausted,
 		OnUnknown: j.OnUnknown, UnknownTimeout: time.Duration(j.UnknownTimeout),
+		Event: j.Event, Match: j.Match,
 	}
 	return nil
 }

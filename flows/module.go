@@ -25,10 +25,16 @@ type Module struct {
 	// Flows are the declared flows, in the order their flow() calls ran.
 	// A flow whose name was already declared is not included.
 	Flows []*Flow
+	// Schedules and Triggers are the schedule() and on_event()
+	// declarations, in the order their calls ran; one whose name was
+	// already declared is not included.
+	Schedules []*Schedule
+	Triggers  []*Trigger
 
-	byName  map[string]*Flow
-	sources map[string][]File // flow name -> its source closure
-	depth   map[string]int    // flow name -> subflow depth, after Check
+	byName      map[string]*Flow
+	sources     map[string][]File // flow name -> its source closure
+	depth       map[string]int    // flow name -> subflow depth, after Check
+	declSources map[string][]File // Schedule.Decl or Trigger.Decl -> its source closure
 }
 
 // Flow returns the flow named name, or nil.
@@ -64,6 +70,38 @@ func (m *Module) SetSources(name string, files []File) {
 		m.sources = map[string][]File{}
 	}
 	m.sources[name] = files
+}
+
+// DeclSources returns the files a schedule or trigger needs to evaluate
+// its callables, by its Decl ("schedule:NAME"): as Sources for a flow.
+func (m *Module) DeclSources(decl string) []File { return m.declSources[decl] }
+
+// SetDeclSources records the files of a declaration (see DeclSources).
+func (m *Module) SetDeclSources(decl string, files []File) {
+	if m.declSources == nil {
+		m.declSources = map[string][]File{}
+	}
+	m.declSources[decl] = files
+}
+
+// Schedule returns the schedule named name, or nil.
+func (m *Module) Schedule(name string) *Schedule {
+	for _, s := range m.Schedules {
+		if s.Name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// Trigger returns the trigger named name, or nil.
+func (m *Module) Trigger(name string) *Trigger {
+	for _, t := range m.Triggers {
+		if t.Name == name {
+			return t
+		}
+	}
+	return nil
 }
 
 // SetDepths records the subflow depths a check computed (see Depth); it
@@ -106,18 +144,47 @@ type moduleJSON struct {
 	Flows   []*Flow             `json:"flows"`
 	Sources map[string][]string `json:"sources"`
 	Depth   map[string]int      `json:"depth,omitempty"`
+
+	Schedules   []*Schedule         `json:"schedules,omitempty"`
+	Triggers    []*Trigger          `json:"triggers,omitempty"`
+	DeclSources map[string][]string `json:"decl_sources,omitempty"`
+}
+
+// filePaths names files by path, as moduleJSON carries them.
+func filePaths(files []File) []string {
+	paths := make([]string, len(files))
+	for i, f := range files {
+		paths[i] = f.Path
+	}
+	return paths
+}
+
+// resolvePaths is the inverse of filePaths over the module's files.
+func resolvePaths(byPath map[string]File, owner string, paths []string) ([]File, error) {
+	files := make([]File, len(paths))
+	for i, p := range paths {
+		f, ok := byPath[p]
+		if !ok {
+			return nil, fmt.Errorf("module: %s needs %s, which is not among its files", owner, p)
+		}
+		files[i] = f
+	}
+	return files, nil
 }
 
 // MarshalJSON encodes the module's files, flows (as their IR), source
 // closures and computed depths.
 func (m *Module) MarshalJSON() ([]byte, error) {
-	w := moduleJSON{Files: m.Files, Flows: m.Flows, Sources: map[string][]string{}, Depth: m.depth}
+	w := moduleJSON{Files: m.Files, Flows: m.Flows, Sources: map[string][]string{}, Depth: m.depth,
+		Schedules: m.Schedules, Triggers: m.Triggers}
 	for name, files := range m.sources {
-		paths := make([]string, len(files))
-		for i, f := range files {
-			paths[i] = f.Path
+		w.Sources[name] = filePaths(files)
+	}
+	for decl, files := range m.declSources {
+		if w.DeclSources == nil {
+			w.DeclSources = map[string][]string{}
 		}
-		w.Sources[name] = paths
+		w.DeclSources[decl] = filePaths(files)
 	}
 	return json.Marshal(w)
 }
@@ -132,20 +199,34 @@ func (m *Module) UnmarshalJSON(b []byte) error {
 	for _, f := range w.Files {
 		byPath[f.Path] = f
 	}
-	*m = Module{Files: w.Files, Flows: w.Flows, byName: map[string]*Flow{}, sources: map[string][]File{}, depth: w.Depth}
+	*m = Module{Files: w.Files, Flows: w.Flows, Schedules: w.Schedules, Triggers: w.Triggers,
+		byName: map[string]*Flow{}, sources: map[string][]File{}, depth: w.Depth}
 	for _, f := range w.Flows {
 		m.byName[f.Name] = f
 	}
 	for name, paths := range w.Sources {
-		files := make([]File, len(paths))
-		for i, p := range paths {
-			f, ok := byPath[p]
-			if !ok {
-				return fmt.Errorf("module: flow %s needs %s, which is not among its files", name, p)
-			}
-			files[i] = f
+		files, err := resolvePaths(byPath, "flow "+name, paths)
+		if err != nil {
+			return err
 		}
 		m.sources[name] = files
+	}
+	for decl, paths := range w.DeclSources {
+		files, err := resolvePaths(byPath, decl, paths)
+		if err != nil {
+			return err
+		}
+		m.SetDeclSources(decl, files)
+	}
+	for i, s := range m.Schedules {
+		if s == nil {
+			return fmt.Errorf("module: schedule %d is null", i)
+		}
+	}
+	for i, t := range m.Triggers {
+		if t == nil {
+			return fmt.Errorf("module: trigger %d is null", i)
+		}
 	}
 	return nil
 }

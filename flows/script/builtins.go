@@ -64,6 +64,7 @@ const (
 	paramMature
 	paramSystem
 	paramPrompt
+	paramMatch
 	numParams
 )
 
@@ -214,6 +215,7 @@ var (
 	specOutput     = valueSpec{-1, "output(ctx)", 1, "any", 0}
 	specSystem     = valueSpec{paramSystem, "system(ctx)", 1, "string", 0}
 	specPrompt     = valueSpec{paramPrompt, "prompt(ctx)", 1, "string", 0}
+	specMatch      = valueSpec{paramMatch, "match(ctx)", 1, "string", 0}
 )
 
 // nodeBuilder collects one node's fields and its diagnostics.
@@ -600,21 +602,44 @@ func (nb *nodeBuilder) bound(param string, v optInt, what string, dst *int) {
 	}
 }
 
-// wait(id, timeout, args, next, error, max_visits, doc)
+// wait(id, timeout, args, event, match, next, error, max_visits, doc)
 func builtinWait(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var (
-		p     nodeParams
-		argsV starlark.Value
+		p            nodeParams
+		argsV, match starlark.Value
+		event        optString
 	)
 	nb, err := startNode(thread, b, args, kwargs, flows.KindWait, &p,
-		"id", &p.id, "timeout?", &p.timeout, "args?", &argsV, "next?", &p.next, "error?", &p.errw,
-		"max_visits?", &p.maxVisits, "doc?", &p.doc,
+		"id", &p.id, "timeout?", &p.timeout, "args?", &argsV, "event?", &event, "match?", &match,
+		"next?", &p.next, "error?", &p.errw, "max_visits?", &p.maxVisits, "doc?", &p.doc,
 	)
 	if err != nil {
 		return nil, err
 	}
 	nb.value(argsV, specArgs)
+	nb.waitEvent(event, match)
 	return nb.record(&p), nil
+}
+
+// waitEvent records what a wait for an event waits for: the event's name
+// and, through match, the key it must carry.
+func (nb *nodeBuilder) waitEvent(event optString, match starlark.Value) {
+	hasMatch := match != nil && match != starlark.None
+	switch {
+	case !event.set && hasMatch:
+		nb.addf("match", flows.CodeInvalid, "match needs event: it computes the key of the event the wait waits for")
+		return
+	case !event.set:
+		return
+	case !flows.ValidEventName(event.s):
+		nb.addf("event", flows.CodeInvalid, "%s", badEventName(event.s))
+		return
+	case !hasMatch:
+		nb.addf("event", flows.CodeInvalid, "a wait for event %q needs match, called as %s, returning the key the event must carry", event.s, specMatch.call)
+		return
+	}
+	nb.n().Event = event.s
+	nb.value(match, specMatch)
 }
 
 // branch(id, cond, then, otherwise, error, max_visits, doc)
@@ -731,6 +756,8 @@ func builtinFlow(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 				n.System = ref
 			case paramPrompt:
 				n.Prompt = ref
+			case paramMatch:
+				n.Match = ref
 			}
 			if ls.callables != nil {
 				ls.callables[*ref] = callable{value: v, pos: n.ArgPos(ref.Param)}

@@ -42,6 +42,9 @@ func (l Loader) analyze(files []flows.File, tools flows.Catalog, lookup lookupFu
 		if err := ls.checkCalls(lookup); err != nil {
 			return nil, nil, err
 		}
+		if err := ls.checkDecls(lookup); err != nil {
+			return nil, nil, err
+		}
 	}
 	ls.diags = ls.diags.Sorted()
 	return ls.mod, ls.diags, nil

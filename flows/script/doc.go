@@ -6,8 +6,8 @@
 // flows alone.
 //
 // Languages: this package runs Starlark itself, and its Starlark builtins
-// are the one implementation of flow, task, subflow, fanout, wait, branch
-// and agent. A file of another language goes, by the ending of its path,
+// are the one implementation of flow, task, subflow, fanout, wait, branch,
+// agent, schedule and on_event. A file of another language goes, by the ending of its path,
 // to that language's front end (a front.Language: Lua's is
 // flows/script/luafront), whose builtins call the Starlark ones through a
 // front.Declarer. Package flows/script/front holds what both sides share

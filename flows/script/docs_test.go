@@ -35,7 +35,7 @@ func TestDocsSnippetsLoad(t *testing.T) {
 			continue
 		}
 		// Signatures (flow(name, nodes, ...)) are documentation, not code.
-		if regexp.MustCompile(`^\w+\(id|^flow\(name, nodes`).MatchString(code) {
+		if regexp.MustCompile(`^\w+\(id|^flow\(name, nodes|^schedule\(name, flow|^on_event\(event, flow`).MatchString(code) {
 			continue
 		}
 		checked++
@@ -107,7 +107,11 @@ func TestDocsLuaSnippetsCheck(t *testing.T) {
 			t.Errorf("docs/flows.md lua block %d does not load:\n%s\n%s", lua, code, ds)
 			continue
 		}
+		inLua := strings.TrimSpace(string(doc[pythonEnd:ix[0]])) == "In Lua:"
 		if !strings.Contains(code, "flow{") {
+			if inLua && (strings.Contains(code, "schedule{") || strings.Contains(code, "on_event{")) {
+				sameAsStarlark(t, code, python) // declarations of flows elsewhere
+			}
 			continue // nodes alone: there is no flow to check or run
 		}
 		nflows++
@@ -119,7 +123,7 @@ func TestDocsLuaSnippetsCheck(t *testing.T) {
 			t.Errorf("docs/flows.md lua block %d does not pass the checks:\n%s\n%s", lua, code, ds)
 			continue
 		}
-		if strings.TrimSpace(string(doc[pythonEnd:ix[0]])) == "In Lua:" {
+		if inLua {
 			sameAsStarlark(t, code, python)
 		}
 	}
@@ -148,6 +152,7 @@ func sameAsStarlark(t *testing.T, luaSrc, starSrc string) {
 		Results: map[string]any{"draft": map[string]any{"answer": "short"}, "research": map[string]any{"answer": "long"}},
 	}
 	lm, sm := evs["snippet.lua"].ls.mod, evs["snippet.star"].ls.mod
+	sameDecls(t, evs["snippet.lua"], evs["snippet.star"])
 	if len(lm.Flows) != len(sm.Flows) {
 		t.Errorf("the lua snippet declares %d flows, the Starlark one before it %d:\n%s", len(lm.Flows), len(sm.Flows), luaSrc)
 		return
@@ -189,6 +194,58 @@ func sameAsStarlark(t *testing.T, luaSrc, starSrc string) {
 			if lerr != nil || serr != nil || !reflect.DeepEqual(lv, sv) {
 				t.Errorf("%s: lua answers %#v (%v), Starlark %#v (%v)", ref, lv, lerr, sv, serr)
 			}
+		}
+	}
+}
+
+// sameDecls checks that two evaluators' sources declare the same
+// schedules and triggers, whose callables answer one tick or one event
+// alike.
+func sameDecls(t *testing.T, lua, star *Evaluator) {
+	t.Helper()
+	lm, sm := lua.ls.mod, star.ls.mod
+	if len(lm.Schedules) != len(sm.Schedules) || len(lm.Triggers) != len(sm.Triggers) {
+		t.Errorf("lua declares %d schedules and %d triggers, Starlark %d and %d", len(lm.Schedules), len(lm.Triggers), len(sm.Schedules), len(sm.Triggers))
+		return
+	}
+	var calls []struct {
+		ref flows.CallableRef
+		arg any
+	}
+	for i, ls := range lm.Schedules {
+		a, b := *ls, *sm.Schedules[i]
+		a.Pos, a.Site, a.SourceHash, b.Pos, b.Site, b.SourceHash = flows.Pos{}, nil, "", flows.Pos{}, nil, ""
+		if !reflect.DeepEqual(a, b) {
+			t.Errorf("schedule %s: lua %+v, Starlark %+v", ls.Name, a, b)
+		}
+		if ls.InputFn != nil {
+			calls = append(calls, struct {
+				ref flows.CallableRef
+				arg any
+			}{*ls.InputFn, map[string]any{"time": "2026-12-01T09:00:00+01:00", "schedule": ls.Name}})
+		}
+	}
+	ev := map[string]any{"name": "ticket.created", "id": "e-1", "key": "T-1", "payload": map[string]any{"title": "rivers", "priority": "high"}}
+	for i, lt := range lm.Triggers {
+		a, b := *lt, *sm.Triggers[i]
+		a.Pos, a.Site, a.SourceHash, b.Pos, b.Site, b.SourceHash = flows.Pos{}, nil, "", flows.Pos{}, nil, ""
+		if !reflect.DeepEqual(a, b) {
+			t.Errorf("trigger %s: lua %+v, Starlark %+v", lt.Name, a, b)
+		}
+		for _, ref := range []*flows.CallableRef{lt.Input, lt.Filter} {
+			if ref != nil {
+				calls = append(calls, struct {
+					ref flows.CallableRef
+					arg any
+				}{*ref, ev})
+			}
+		}
+	}
+	for _, c := range calls {
+		lv, lerr := lua.Call(c.ref, flows.Context{}, c.arg)
+		sv, serr := star.Call(c.ref, flows.Context{}, c.arg)
+		if lerr != nil || serr != nil || !reflect.DeepEqual(lv, sv) {
+			t.Errorf("%s: lua answers %#v (%v), Starlark %#v (%v)", c.ref, lv, lerr, sv, serr)
 		}
 	}
 }

@@ -74,7 +74,7 @@ func (ev *Evaluator) Has(ref flows.CallableRef) bool {
 }
 
 // Accepts reports whether the callable behind ref takes n positional
-// arguments, ctx included: a function with that many parameters or with
+// arguments, ctx included (a declaration's callables get none): a function with that many parameters or with
 // *args. The runtime passes an optional argument (reduce's items) only to
 // a callable that takes it.
 func (ev *Evaluator) Accepts(ref flows.CallableRef, n int) bool {
@@ -113,6 +113,12 @@ func (ev *Evaluator) Accepts(ref flows.CallableRef, n int) bool {
 //	         not take it (Accepts), so the decision is made where the function is
 //	mature   mature(ctx, item, result) -> truth value, returned as bool
 //	output   output(ctx) -> any
+//	match    match(ctx) -> string: the key of the event a wait waits for
+//
+// A declaration's callables (ref.Decl set) get no ctx, only extra:
+//
+//	input    a schedule's input(tick) or a trigger's input(ev) -> dict
+//	filter   a trigger's filter(ev) -> truth value, returned as bool
 //
 // Values cross as JSON-compatible Go values: nil, bool, string, int64,
 // float64, []any and map[string]any (a float64 holding a whole number
@@ -132,12 +138,14 @@ func (ev *Evaluator) Call(ref flows.CallableRef, c flows.Context, extra ...any) 
 		thread.SetMaxExecutionSteps(ev.maxSteps)
 		front.SetStepLimit(thread, ev.maxSteps)
 		front.SetCallRef(thread, ref)
-		args := make(starlark.Tuple, 1, 1+len(extra))
-		args[0] = front.NewCtx(ref, &c)
-		for i, x := range extra {
+		args := make(starlark.Tuple, 0, 1+len(extra))
+		if ref.Decl == "" {
+			args = append(args, front.NewCtx(ref, &c))
+		}
+		for _, x := range extra {
 			sv, err := front.ToStarlark(x)
 			if err != nil {
-				return nil, &flows.CallError{Ref: ref, Pos: cl.pos, Msg: fmt.Sprintf("argument %d: %v", i+2, err)}
+				return nil, &flows.CallError{Ref: ref, Pos: cl.pos, Msg: fmt.Sprintf("argument %d: %v", len(args)+1, err)}
 			}
 			args = append(args, sv)
 		}
@@ -181,11 +189,15 @@ func (ev *Evaluator) callError(ref flows.CallableRef, cl callable, thread *starl
 // expects for the parameter.
 func shapeResult(param string, v starlark.Value) (any, error) {
 	switch param {
-	case "cond", "mature":
+	case "cond", "mature", "filter":
 		return bool(v.Truth()), nil
-	case "args":
+	case "args", "input":
 		if _, ok := v.(*starlark.Dict); !ok {
-			return nil, fmt.Errorf("args must return a dict (the input), got %s", v.Type())
+			return nil, fmt.Errorf("%s must return a dict (the input), got %s", param, v.Type())
+		}
+	case "match":
+		if _, ok := v.(starlark.String); !ok {
+			return nil, fmt.Errorf("match must return the key the event must carry, a string; got %s", v.Type())
 		}
 	case "items":
 		switch v.(type) {

@@ -148,6 +148,9 @@ func FuzzLoadLua(f *testing.F) {
 	f.Add(`while true do end`)
 	f.Add(`local t = {} t.t = t flow{"r", nodes = {task{"a", tool = "t.idem", args = {x = t}}}}`)
 	f.Add(`flow{"s", nodes = {subflow{"a", flow = "leaf"}}, output = function(ctx) return ctx end}`)
+	f.Add(`flow{"w", nodes = {wait{"w", event = "a.b", match = function(ctx) return ctx.input.k end}}}
+schedule{"s", flow = "w", cron = "0 9 * * *", timezone = "Europe/Paris", input = function(tick) return {k = tick.time} end}
+on_event{"a.c", flow = "w", filter = function(ev) return ev.key ~= nil end}`)
 	f.Add(`local s = string.rep("x", 1e9)`)
 	f.Add(`flow{"ag", nodes = {agent{"a", model = "small", prompt = function(ctx) return "Q: " .. ctx.input.topic end,
   tools = {"web.search", "t.once"}, approve = {"t.once"}, flows = {"leaf"}, max_turns = 4, output = object{}}}}`)

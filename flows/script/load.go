@@ -96,8 +96,13 @@ type loadState struct {
 	// does not keep the scripts' heap alive.
 	claimed []*nodeValue
 	// declFile is the file whose execution declared each flow: the root
-	// of the flow's sources, even when flow() ran in a loaded helper.
+	// of the flow's sources, even when flow() ran in a loaded helper. A
+	// schedule's or trigger's is under its Decl ("schedule:NAME"), which
+	// no flow name can be.
 	declFile map[string]string
+	// declPos remembers where each schedule and trigger was first
+	// declared, by Decl.
+	declPos map[string]flows.Pos
 	// constArgs are the nodes whose args is a constant, with its JSON
 	// value, for the check against the tool's input schema.
 	constArgs map[*flows.Node]any
@@ -171,6 +176,7 @@ func (l Loader) run(files []flows.File, collect bool) *loadState {
 		files:     map[string]*fileState{},
 		flowPos:   map[string]flows.Pos{},
 		declFile:  map[string]string{},
+		declPos:   map[string]flows.Pos{},
 		constArgs: map[*flows.Node]any{},
 	}
 	if collect {
@@ -209,6 +215,7 @@ func (l Loader) run(files []flows.File, collect bool) *loadState {
 		}
 	}
 	ls.computeSources()
+	ls.computeDeclSources()
 	for _, nv := range ls.claimed {
 		nv.values = [numParams]starlark.Value{}
 	}
@@ -616,18 +623,20 @@ func flowHash(name, sourceHash string) string {
 // lazy, but list(range(n)) would allocate without counting steps), and
 // json, str, repr and print guarded against deep values (limits.go).
 var predeclared = starlark.StringDict{
-	"flow":    starlark.NewBuiltin("flow", builtinFlow),
-	"task":    starlark.NewBuiltin("task", builtinTask),
-	"subflow": starlark.NewBuiltin("subflow", builtinSubflow),
-	"fanout":  starlark.NewBuiltin("fanout", builtinFanout),
-	"wait":    starlark.NewBuiltin("wait", builtinWait),
-	"branch":  starlark.NewBuiltin("branch", builtinBranch),
-	"agent":   starlark.NewBuiltin("agent", builtinAgent),
-	"json":    guardedJSON,
-	"range":   starlark.NewBuiltin("range", builtinRange),
-	"str":     guardValues("str", starlark.Universe["str"]),
-	"repr":    guardValues("repr", starlark.Universe["repr"]),
-	"print":   guardValues("print", starlark.Universe["print"]),
+	"flow":     starlark.NewBuiltin("flow", builtinFlow),
+	"task":     starlark.NewBuiltin("task", builtinTask),
+	"subflow":  starlark.NewBuiltin("subflow", builtinSubflow),
+	"fanout":   starlark.NewBuiltin("fanout", builtinFanout),
+	"wait":     starlark.NewBuiltin("wait", builtinWait),
+	"branch":   starlark.NewBuiltin("branch", builtinBranch),
+	"agent":    starlark.NewBuiltin("agent", builtinAgent),
+	"schedule": starlark.NewBuiltin("schedule", builtinSchedule),
+	"on_event": starlark.NewBuiltin("on_event", builtinOnEvent),
+	"json":     guardedJSON,
+	"range":    starlark.NewBuiltin("range", builtinRange),
+	"str":      guardValues("str", starlark.Universe["str"]),
+	"repr":     guardValues("repr", starlark.Universe["repr"]),
+	"print":    guardValues("print", starlark.Universe["print"]),
 }
 
 func builtinRange(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {

@@ -480,3 +480,46 @@ func TestBombInABatchFailsOnlyItself(t *testing.T) {
 		t.Errorf("stats %+v", s)
 	}
 }
+
+// Schedules, triggers and event waits cross the process boundary with the
+// module, and their callables (refs with a Decl, called with the tick or
+// the event alone) evaluate in a worker as in process.
+func TestDeclsMatchInProcess(t *testing.T) {
+	p := newPool(t, sandbox.Config{Workers: 1})
+	files := []flows.File{
+		file("d.star", `flow(name = "d", nodes = [wait("w", event = "ticket.updated", match = lambda ctx: ctx.input["t"])], input = {"type": "object"})
+schedule("daily", flow = "d", cron = "0 9 * * *", timezone = "Europe/Paris", input = lambda tick: {"at": tick["time"]})
+on_event("ticket.created", flow = "d", filter = lambda ev: ev["key"] == "T-1")
+`),
+	}
+	req := flows.AnalyzeRequest{Files: files, Tools: catalog, Full: true}
+	local, lds, lerr := script.Local{}.Analyze(context.Background(), req)
+	remote, rds, rerr := p.Analyze(context.Background(), req)
+	if lerr != nil || rerr != nil || len(lds) > 0 || len(rds) > 0 {
+		t.Fatal(lerr, rerr, lds, rds)
+	}
+	if len(remote.Schedules) != 1 || len(remote.Triggers) != 1 {
+		t.Fatalf("module from the sandbox: %d schedules, %d triggers", len(remote.Schedules), len(remote.Triggers))
+	}
+	ls, rs := *local.Schedules[0], *remote.Schedules[0]
+	ls.Site = nil
+	if !reflect.DeepEqual(ls, rs) || remote.Flow("d").Node("w").Event != "ticket.updated" {
+		t.Fatalf("schedule in process %+v, from the sandbox %+v", ls, rs)
+	}
+	sources := remote.DeclSources(rs.Decl())
+	src := flows.Sources{Hash: rs.SourceHash, Load: func(context.Context) ([]flows.File, error) { return sources, nil }}
+	tick := map[string]any{"time": "2026-12-01T09:00:00+01:00", "schedule": "daily"}
+	ev := map[string]any{"name": "ticket.created", "id": "e1", "key": "T-1", "payload": map[string]any{}}
+	calls := []flows.Call{{Ref: *rs.InputFn, Args: []any{tick}}, {Ref: *remote.Triggers[0].Filter, Args: []any{ev}}}
+	want, err := script.Local{}.Call(context.Background(), src, flows.Context{}, calls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := p.Call(context.Background(), src, flows.Context{}, calls)
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("sandbox %#v (%v)\nin process %#v", got, err, want)
+	}
+	if want[0].Err != nil || !reflect.DeepEqual(want[0].Value, map[string]any{"at": "2026-12-01T09:00:00+01:00"}) || want[1].Value != true {
+		t.Fatalf("in process %#v", want)
+	}
+}

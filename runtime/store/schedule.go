@@ -6,7 +6,7 @@ import (
 )
 
 // Schedule is one schedule of an owner: a flow started on the ticks of a
-// cron expression or a period (package runtime/internal/tick computes
+// cron expression or a period (package internal/tick computes
 // them). Next is stored, never recomputed from the time a daemon starts,
 // so a tick is fired or skipped once whatever restarts in between; the
 // firing itself is an accepted run whose request id the tick derives

@@ -15,11 +15,16 @@ import (
 const DefaultMaxSteps = 10_000_000
 
 // Builtins are the builtins that declare flows, in every language.
-var Builtins = []string{"flow", "task", "subflow", "fanout", "wait", "branch", "agent"}
+// schedule and on_event declare beside the flows, not as nodes.
+var Builtins = []string{"flow", "task", "subflow", "fanout", "wait", "branch", "agent", "schedule", "on_event"}
 
 // CallableParams are the node parameters that take a callable or a
 // constant evaluated at run time, in the order the core keeps them.
-var CallableParams = [...]string{"args", "cond", "items", "reduce", "mature", "system", "prompt"}
+var CallableParams = [...]string{"args", "cond", "items", "reduce", "mature", "system", "prompt", "match"}
+
+// DeclParams are the parameters of schedule and on_event that take a
+// callable, called with one argument (the tick or the event) and no ctx.
+var DeclParams = []string{"input", "filter"}
 
 // ErrNoCallable is returned for a reference the sources do not declare
 // (sources that are not the flow's, or a hand-made ref).

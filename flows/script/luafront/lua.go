@@ -23,8 +23,9 @@ import (
 
 // Lua is the second flow language. A file whose path ends in ".lua" is
 // parsed by gopher-lua and run in a sandbox whose builtins (flow, task,
-// subflow, fanout, wait, branch, agent) hand their table to the Starlark
-// builtins of the same name through a front.Declarer: one set of
+// subflow, fanout, wait, branch, agent, schedule, on_event) hand their
+// table to the Starlark builtins of the same name through a
+// front.Declarer: one set of
 // parameters, one set of checks and diagnostics, one IR, whichever
 // language declared a flow.
 //
@@ -711,8 +712,13 @@ func (r *luaRun) builtin(L *lua.LState, name string) int {
 }
 
 func luaFirst(builtin string) string {
-	if builtin == "flow" {
+	switch builtin {
+	case "flow":
 		return "flow name"
+	case "schedule":
+		return "schedule name"
+	case "on_event":
+		return "event name"
 	}
 	return "node id"
 }
@@ -739,7 +745,12 @@ func (r *luaRun) collect(L *lua.LState, name string, t *lua.LTable) int {
 	if s, ok := t.RawGetString("id").(lua.LString); ok {
 		id = s
 	}
-	if name != "flow" {
+	switch name {
+	case "schedule", "on_event":
+		r.collectDecl(name, string(id), t)
+		return 0
+	case "flow":
+	default:
 		ud := L.NewUserData()
 		ud.Value = &luaNode{id: string(id), params: t}
 		L.SetMetatable(ud, L.GetTypeMetatable(luaNodeMeta))
@@ -776,6 +787,33 @@ func (r *luaRun) collect(L *lua.LState, name string, t *lua.LTable) int {
 		}
 	}
 	return 0
+}
+
+// collectDecl records the functions a schedule or on_event declaration
+// was given, by the refs the core gave them (its Decl: the schedule's
+// name; the trigger's name, or its default).
+func (r *luaRun) collectDecl(builtin, first string, t *lua.LTable) {
+	str := func(key, def string) string {
+		if s, ok := t.RawGetString(key).(lua.LString); ok {
+			return string(s)
+		}
+		return def
+	}
+	var decl string
+	if builtin == "schedule" {
+		decl = (&flows.Schedule{Name: str("name", first)}).Decl()
+	} else {
+		event := str("event", first)
+		decl = (&flows.Trigger{Name: str("name", flows.DefaultTriggerName(event, str("flow", "")))}).Decl()
+	}
+	for _, p := range front.DeclParams {
+		if fn, ok := t.RawGetString(p).(*lua.LFunction); ok {
+			ref := flows.CallableRef{Decl: decl, Param: p}
+			if _, dup := r.collected[ref]; !dup {
+				r.collected[ref] = fn
+			}
+		}
+	}
 }
 
 // Run implements front.Program: it runs the file at load time.
@@ -1095,7 +1133,7 @@ func (f *luaFunc) CallInternal(thread *starlark.Thread, args starlark.Tuple, kwa
 	}
 	ret := L.Get(-1)
 	switch ref.Param {
-	case "cond", "mature": // Lua's truth: only nil and false are false
+	case "cond", "mature", "filter": // Lua's truth: only nil and false are false
 		return starlark.Bool(lua.LVAsBool(ret)), nil
 	case "items":
 		if t, ok := ret.(*lua.LTable); ok && t.Len() == 0 && t.Metatable == lua.LNil {

@@ -15,10 +15,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weirhq/weir/internal/tick"
 	"github.com/weirhq/weir/runtime/engine/internal/service"
 	"github.com/weirhq/weir/runtime/internal/clock"
 	"github.com/weirhq/weir/runtime/internal/requestid"
-	"github.com/weirhq/weir/runtime/internal/tick"
 	"github.com/weirhq/weir/runtime/store"
 )
 

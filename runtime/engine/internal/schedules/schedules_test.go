@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirhq/weir/internal/tick"
 	"github.com/weirhq/weir/runtime/internal/clock"
-	"github.com/weirhq/weir/runtime/internal/tick"
 	"github.com/weirhq/weir/runtime/store"
 	"github.com/weirhq/weir/runtime/store/memstore"
 )
