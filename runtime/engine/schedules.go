@@ -7,7 +7,7 @@ import (
 
 	"github.com/weirhq/weir/runtime/engine/internal/schedules"
 	"github.com/weirhq/weir/runtime/internal/requestid"
-	"github.com/weirhq/weir/runtime/internal/tick"
+	"github.com/weirhq/weir/internal/tick"
 	"github.com/weirhq/weir/runtime/store"
 )
 
