@@ -75,7 +75,7 @@ func (r *Registry) Check(ctx context.Context, files []flows.File) (*flows.Module
 // stored anything meanwhile; otherwise the checks are made again, under
 // the lock, against what it stored.
 func (r *Registry) Register(ctx context.Context, files []flows.File) ([]*flows.Version, flows.Diagnostics, error) {
-	return r.RegisterCommit(ctx, files, func(ctx context.Context, vs []*flows.Version) error {
+	return r.RegisterCommit(ctx, files, func(ctx context.Context, _ *flows.Module, vs []*flows.Version) error {
 		for _, v := range vs {
 			if err := r.store.VersionPut(ctx, v); err != nil {
 				return fmt.Errorf("storing flow %s: %w", v.Flow.Name, err)
@@ -87,9 +87,10 @@ func (r *Registry) Register(ctx context.Context, files []flows.File) ([]*flows.V
 
 // RegisterCommit is Register with the versions stored by commit, all of
 // them in one call, under the registration lock (a runtime checks who may
-// register each name there, and stores them all or none). commit's error
-// is returned as it is.
-func (r *Registry) RegisterCommit(ctx context.Context, files []flows.File, commit func(context.Context, []*flows.Version) error) ([]*flows.Version, flows.Diagnostics, error) {
+// register each name there, and stores them all or none); commit is given
+// the checked module too, for what it declares beside flows (schedules,
+// triggers). commit's error is returned as it is.
+func (r *Registry) RegisterCommit(ctx context.Context, files []flows.File, commit func(context.Context, *flows.Module, []*flows.Version) error) ([]*flows.Version, flows.Diagnostics, error) {
 	req := flows.AnalyzeRequest{Files: files, Tools: r.tools, Lookup: r.lookup(ctx), Full: true}
 	seen := r.stored.Load()
 	m, ds, err := r.analyze(ctx, req)
@@ -104,7 +105,7 @@ func (r *Registry) RegisterCommit(ctx context.Context, files []flows.File, commi
 		}
 	}
 	vs := m.Versions()
-	err = commit(ctx, vs)
+	err = commit(ctx, m, vs)
 	r.stored.Add(1) // on an error too: some versions may be stored
 	if err != nil {
 		return nil, nil, err

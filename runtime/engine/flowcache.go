@@ -211,15 +211,23 @@ func (b *flowBook) version(ctx context.Context, name, hash string) (*flowEntry, 
 	if f.Name != name {
 		return nil, fmt.Errorf("flow %s version %s: the version is flow %s's", name, hash, f.Name)
 	}
-	src := flows.Sources{Hash: f.SourceHash, Load: func(ctx context.Context) ([]flows.File, error) {
+	src := b.sources(f.SourceHash, func(err error) error { return fmt.Errorf("flow %s version %s: source: %w", name, hash, err) })
+	return &flowEntry{flow: f, hash: hash, scripts: b.scripts, src: src}, nil
+}
+
+// sources names the stored source bundle hash for an evaluator, read
+// from the store when the evaluator does not have it; wrap says whose
+// sources a failed read was.
+func (b *flowBook) sources(hash string, wrap func(error) error) flows.Sources {
+	return flows.Sources{Hash: hash, Load: func(ctx context.Context) ([]flows.File, error) {
 		var src *store.Source
 		err := b.st.View(ctx, func(tx store.Tx) error {
 			var err error
-			src, err = tx.SourceGet(f.SourceHash)
+			src, err = tx.SourceGet(hash)
 			return err
 		})
 		if err != nil {
-			return nil, fmt.Errorf("flow %s version %s: source: %w", name, hash, err)
+			return nil, wrap(err)
 		}
 		files := make([]flows.File, len(src.Files))
 		for i, sf := range src.Files {
@@ -227,7 +235,6 @@ func (b *flowBook) version(ctx context.Context, name, hash string) (*flowEntry, 
 		}
 		return files, nil
 	}}
-	return &flowEntry{flow: f, hash: hash, scripts: b.scripts, src: src}, nil
 }
 
 // nodeCost is the budget slice a node's step needs: its declared cost,

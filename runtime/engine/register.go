@@ -78,8 +78,10 @@ func (e *Engine) RegisterAs(ctx context.Context, owner string, files []SourceFil
 	// the registrar's put under it: stored all or none, once every name is known
 	// to be the caller's, serialized against every other registration.
 	var commitErr error
-	vs, ds, err := e.registry.RegisterCommit(ctx, in, func(ctx context.Context, vs []*flows.Version) error {
-		commitErr = e.registrar.put(ctx, owner, vs)
+	vs, ds, err := e.registry.RegisterCommit(ctx, in, func(ctx context.Context, m *flows.Module, vs []*flows.Version) error {
+		if commitErr = e.registrar.put(ctx, owner, vs); commitErr == nil {
+			commitErr = e.registrar.putSchedules(ctx, owner, m)
+		}
 		return commitErr
 	})
 	if commitErr != nil {
@@ -272,14 +274,19 @@ func (r *registrar) refuse(ctx context.Context, owner string, refused []string, 
 
 // putVersion writes one version and its sources.
 func putVersion(tx store.Tx, v *flows.Version, ir []byte, owner string, now time.Time) error {
-	files := make([]store.SourceFile, len(v.Sources))
-	for i, f := range v.Sources {
-		files[i] = store.SourceFile{Path: f.Path, Src: f.Src}
-	}
-	if err := tx.SourcePut(&store.Source{Hash: v.Flow.SourceHash, Files: files}); err != nil {
+	if err := putSource(tx, v.Flow.SourceHash, v.Sources); err != nil {
 		return err
 	}
 	return tx.FlowVersionPut(&store.FlowVersion{Name: v.Flow.Name, Hash: v.Flow.Hash, IR: ir, Owner: owner, RegisteredAt: now})
+}
+
+// putSource writes a source bundle under its hash.
+func putSource(tx store.Tx, hash string, files []flows.File) error {
+	sf := make([]store.SourceFile, len(files))
+	for i, f := range files {
+		sf[i] = store.SourceFile{Path: f.Path, Src: f.Src}
+	}
+	return tx.SourcePut(&store.Source{Hash: hash, Files: sf})
 }
 
 func quoteAll(ss []string) []string {

@@ -2,12 +2,17 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"time"
 
-	"github.com/weirhq/weir/runtime/engine/internal/schedules"
-	"github.com/weirhq/weir/runtime/internal/requestid"
+	"github.com/weirhq/weir/flows"
 	"github.com/weirhq/weir/internal/tick"
+	"github.com/weirhq/weir/runtime/engine/internal/schedules"
+	ownerctx "github.com/weirhq/weir/runtime/internal/owner"
+	"github.com/weirhq/weir/runtime/internal/requestid"
 	"github.com/weirhq/weir/runtime/store"
 )
 
@@ -51,19 +56,128 @@ func (h scheduleHost) Running(ctx context.Context, owner, runID string) (bool, e
 // Fire starts the run of s's tick as s's owner: a start like a client's,
 // deduplicated on the tick's derived request id, so a tick fired again
 // after a crash finds the run it started.
+//
+// A tick that can never start its run is skipped with the reason (an
+// input function that fails, a flow gone or refusing the input); a
+// refusal of admission is tried again at the next pass.
 func (h scheduleHost) Fire(ctx context.Context, s *store.Schedule, t time.Time, requestID string) (string, error) {
-	res, err := h.e.Submit(ctx, StartRequest{Owner: s.Owner, Flow: s.Flow, Input: s.Input, RequestID: requestID,
+	input, err := h.input(ctx, s, t)
+	if err != nil {
+		return "", err
+	}
+	res, err := h.e.Submit(ctx, StartRequest{Owner: s.Owner, Flow: s.Flow, Input: input, RequestID: requestID,
 		startedBy: "schedule:" + s.Name})
+	var ee *Error
+	if errors.As(err, &ee) && slices.Contains(tickNeverStarts, ee.Code) {
+		return "", &schedules.Skip{Reason: ee.Code + ": " + ee.Message}
+	}
 	if err != nil {
 		return "", err
 	}
 	return res.RunID, nil
 }
 
+// tickNeverStarts are the refusals of a tick's start that firing it again
+// cannot change.
+var tickNeverStarts = []string{CodeUnknownFlow, CodeBadInput, CodeDedupConflict}
+
+// input is the input of s's run for tick t: its constant input, or what
+// its input function returns for {"time", "schedule"}, evaluated as s's
+// owner (in the owner's share of the sandbox).
+func (h scheduleHost) input(ctx context.Context, s *store.Schedule, t time.Time) (json.RawMessage, error) {
+	if s.InputFn == "" {
+		return s.Input, nil
+	}
+	loc := time.UTC
+	if spec, err := tick.Parse(s.Cron, s.Every, s.Zone); err == nil {
+		loc = spec.Location()
+	}
+	arg := map[string]any{"time": t.In(loc).Format(time.RFC3339), "schedule": s.Name}
+	ref := flows.CallableRef{Decl: flows.DeclSchedule + s.Name, Param: s.InputFn}
+	src := h.e.book.sources(s.SourceHash, func(err error) error { return fmt.Errorf("schedule %s: source: %w", s.Name, err) })
+	out, err := h.e.book.scripts.Call(ownerctx.WithOwner(ctx, s.Owner), src, flows.Context{}, []flows.Call{{Ref: ref, Args: []any{arg}}})
+	if err == nil && len(out) != 1 {
+		err = fmt.Errorf("schedule %s: %d results for one call", s.Name, len(out))
+	}
+	if err == nil {
+		err = out[0].Err
+	}
+	var limit *flows.LimitError
+	var call *flows.CallError
+	switch {
+	case errors.As(err, &limit), errors.As(err, &call):
+		return nil, &schedules.Skip{Reason: "input: " + err.Error()}
+	case err != nil:
+		return nil, err
+	}
+	b, err := json.Marshal(out[0].Value)
+	if err != nil {
+		return nil, &schedules.Skip{Reason: "input: " + err.Error()}
+	}
+	return b, nil
+}
+
 func (h scheduleHost) Interval() time.Duration { return ScheduleInterval }
 func (h scheduleHost) Grace() time.Duration    { return ScheduleGrace }
 
 func (h scheduleHost) Error(msg string, args ...any) { h.e.log.Error(msg, args...) }
+
+// putSchedules stores the schedules m declares as owner's, after its
+// flows: a schedule registered again keeps its firings, its pause and,
+// when its ticks are the same, its next tick (so registering a file again
+// neither fires nor skips a tick); otherwise its next tick is the first
+// after now. A crash between the flows and the schedules leaves the flows
+// registered: registering the file again stores the schedules.
+func (r *registrar) putSchedules(ctx context.Context, owner string, m *flows.Module) error {
+	if len(m.Schedules) == 0 {
+		return nil
+	}
+	now := r.clock.Now()
+	err := r.st.Update(ctx, func(tx store.Tx) error {
+		for _, s := range m.Schedules {
+			if err := putSchedule(tx, owner, s, m.DeclSources(s.Decl()), now); err != nil {
+				return fmt.Errorf("storing schedule %s: %w", s.Name, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return r.admission.storageFailed(err)
+	}
+	return nil
+}
+
+func putSchedule(tx store.Tx, owner string, s *flows.Schedule, files []flows.File, now time.Time) error {
+	spec, err := s.Spec()
+	if err != nil {
+		return err // registration checked it
+	}
+	w := &store.Schedule{Owner: owner, Name: s.Name, Flow: s.Flow, Cron: s.Cron, Every: s.Every, Zone: s.Zone,
+		Input: s.Input, Overlap: s.Overlap, CatchUp: s.CatchUp, MaxCatchUp: s.MaxCatchUp,
+		Next: spec.Next(now), Source: s.Pos.String(), CreatedAt: now, UpdatedAt: now}
+	if s.InputFn == nil && len(s.Input) == 0 {
+		w.Input = json.RawMessage(`{}`)
+	}
+	if s.InputFn != nil {
+		w.InputFn, w.SourceHash = s.InputFn.Param, s.SourceHash
+		if err := putSource(tx, s.SourceHash, files); err != nil {
+			return err
+		}
+	}
+	old, err := tx.ScheduleGet(owner, s.Name)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		return err
+	default:
+		w.Firings, w.Paused, w.PausedBy, w.PauseReason = old.Firings, old.Paused, old.PausedBy, old.PauseReason
+		w.Revision, w.CreatedAt = old.Revision+1, old.CreatedAt
+		if old.Cron == w.Cron && old.Every == w.Every && old.Zone == w.Zone {
+			w.Next = old.Next
+		}
+	}
+	return tx.SchedulePut(w)
+}
 
 // ScheduleView is a schedule as its owner reads it: the record, the
 // phases of its firings' runs (by run id; a run retention removed is

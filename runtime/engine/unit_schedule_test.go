@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -186,5 +187,72 @@ func TestUnitScheduleViewListsUpcomingTicks(t *testing.T) {
 	}
 	if other, err := b.eng.Ops().Schedules(ctx, "bob", 0); err != nil || len(other) != 0 {
 		t.Fatalf("bob's list: %+v %v", other, err)
+	}
+}
+
+const scheduledSrc = forkSrc + `
+schedule("fixed", flow = "chain", every = "1h", input = {"n": 7})
+schedule("computed", flow = "chain", cron = "0 9 * * *", timezone = "Europe/Paris",
+    input = lambda tick: {"n": int(tick["time"][11:13])})
+schedule("broken", flow = "chain", every = "1h", input = lambda tick: {"n": tick["nope"]})
+`
+
+// Registration stores a file's schedules as its owner's: a constant
+// input is each run's; an input function is evaluated at each tick from
+// the registered sources; one that fails skips its tick with the reason
+// and the schedule goes on. Registering the file again keeps the next
+// tick, the firings and a pause.
+func TestUnitRegisteredScheduleFires(t *testing.T) {
+	t.Parallel()
+	b := setupUnit(t, Config{}, forkSrc)
+	ctx := context.Background()
+	if res, err := b.eng.RegisterAs(ctx, "alice", []SourceFile{{Path: "s.star", Src: scheduledSrc}}); err != nil || res.Diagnostics.Err() != nil {
+		t.Fatalf("register: %v %v", err, res.Diagnostics)
+	}
+	fixed := b.scheduleRecord(t, "alice", "fixed")
+	if fixed.Next != unitEpoch.Add(time.Hour) || string(fixed.Input) != `{"n": 7}` && string(fixed.Input) != `{"n":7}` || fixed.Source == "" {
+		t.Fatalf("stored %+v", fixed)
+	}
+	svc := schedules.New(newScheduleHost(b.eng), b.clock)
+	b.clock.Advance(8 * time.Hour) // 09:00 in Paris; the hourly ones missed 7 ticks
+	res := svc.RunOnce(ctx)
+	got := map[string]int{}
+	for _, name := range []string{"fixed", "computed", "broken"} {
+		got[name] = len(b.scheduleRecord(t, "alice", name).Firings)
+	}
+	if res.Due != 3 {
+		t.Fatalf("pass %+v, firings %v", res, got)
+	}
+	computed := b.scheduleRecord(t, "alice", "computed")
+	if len(computed.Firings) != 1 || computed.Firings[0].RunID == "" {
+		t.Fatalf("computed firings %+v", computed.Firings)
+	}
+	if run := b.runRecord(t, computed.Firings[0].RunID); string(run.Input) != `{"n":9}` {
+		t.Errorf("computed input %s, want the tick's hour in Paris", run.Input)
+	}
+	broken := b.scheduleRecord(t, "alice", "broken")
+	last := broken.Firings[len(broken.Firings)-1]
+	if last.RunID != "" || !strings.Contains(last.Skipped, `key "nope"`) ||
+		!broken.Next.After(b.clock.Now()) {
+		t.Fatalf("broken: %+v next %s", broken.Firings, broken.Next)
+	}
+
+	if _, err := b.eng.Ops().SchedulePause(ctx, SchedulePauseParams{Owner: "alice", Name: "fixed", Pause: true}); err != nil {
+		t.Fatal(err)
+	}
+	before := b.scheduleRecord(t, "alice", "fixed")
+	if _, err := b.eng.RegisterAs(ctx, "alice", []SourceFile{{Path: "s.star", Src: scheduledSrc}}); err != nil {
+		t.Fatal(err)
+	}
+	after := b.scheduleRecord(t, "alice", "fixed")
+	if !after.Paused || !after.Next.Equal(before.Next) || len(after.Firings) != len(before.Firings) || after.Revision <= before.Revision {
+		t.Errorf("registered again: %+v, was %+v", after, before)
+	}
+	// bob's file declares a schedule of the same name: his own.
+	if _, err := b.eng.RegisterAs(ctx, "bob", []SourceFile{{Path: "b.star", Src: `schedule("fixed", flow = "chain", every = "1h", input = {"n": 1})`}}); err != nil {
+		t.Fatal(err)
+	}
+	if bob := b.scheduleRecord(t, "bob", "fixed"); bob.Paused || string(b.scheduleRecord(t, "alice", "fixed").Input) == `{"n":1}` {
+		t.Errorf("bob's schedule touched alice's")
 	}
 }

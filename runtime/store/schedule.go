@@ -19,8 +19,12 @@ type Schedule struct {
 	Cron  string        `json:"cron,omitempty"`
 	Every time.Duration `json:"every,omitempty"`
 	Zone  string        `json:"zone,omitempty"`
-	// Input is each firing's input (nil: none).
-	Input json.RawMessage `json:"input,omitempty"`
+	// Input is each firing's input (nil: none), unless InputFn names the
+	// parameter of the schedule's declaration that computes it from the
+	// tick, evaluated from the sources SourceHash names.
+	Input      json.RawMessage `json:"input,omitempty"`
+	InputFn    string          `json:"input_fn,omitempty"`
+	SourceHash string          `json:"source_hash,omitempty"`
 	// Overlap and CatchUp are the schedule's policies ("skip", "queue",
 	// "allow"; "none", "latest", "all"), MaxCatchUp the bound of "all".
 	Overlap    string `json:"overlap,omitempty"`

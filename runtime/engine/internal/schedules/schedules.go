@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weirhq/weir/flows"
 	"github.com/weirhq/weir/internal/tick"
 	"github.com/weirhq/weir/runtime/engine/internal/service"
 	"github.com/weirhq/weir/runtime/internal/clock"
@@ -28,12 +29,12 @@ const LeaseName = "schedules"
 // Batch bounds the schedules one pass reads.
 const Batch = 256
 
-// The overlap policies: what a tick does while the run of the schedule's
-// previous firing has not ended.
+// The overlap policies (flows.Schedule.Overlap): what a tick does while
+// the run of the schedule's previous firing has not ended.
 const (
-	OverlapSkip  = "skip"  // the tick is skipped
-	OverlapQueue = "queue" // the tick waits (Next stays) until that run ends
-	OverlapAllow = "allow" // the tick fires
+	OverlapSkip  = flows.OverlapSkip  // the tick is skipped
+	OverlapQueue = flows.OverlapQueue // the tick waits (Next stays) until that run ends
+	OverlapAllow = flows.OverlapAllow // the tick fires
 )
 
 // Skip reasons recorded on a schedule's firings.
@@ -84,6 +85,13 @@ func Plan(s *store.Schedule, spec *tick.Spec, now time.Time, grace time.Duration
 	return out
 }
 
+// Skip is a Fire error that skips the tick, recorded with its reason,
+// instead of trying it again at the next pass: the tick can never start
+// its run (its input failed to evaluate, its flow refuses that input).
+type Skip struct{ Reason string }
+
+func (s *Skip) Error() string { return s.Reason }
+
 // Engine is what the service needs from the engine.
 type Engine interface {
 	// Holder names this daemon in the service lease.
@@ -98,7 +106,7 @@ type Engine interface {
 	Running(ctx context.Context, owner, runID string) (bool, error)
 	// Fire starts the run of s's tick t with request id RequestID, as
 	// s's owner, through admission; a refusal is an error, and the tick
-	// is tried again at the next pass.
+	// is tried again at the next pass, unless it is a *Skip.
 	Fire(ctx context.Context, s *store.Schedule, t time.Time, requestID string) (runID string, err error)
 	// Save stores next (s's new Next and firings) under the lease's
 	// fence, unless the stored schedule is no longer at next's Revision
@@ -204,6 +212,12 @@ func (s *Service) pass(ctx context.Context, sc *store.Schedule, now time.Time, f
 	}
 	for _, t := range d.Fire {
 		runID, err := s.eng.Fire(ctx, sc, t, RequestID(sc.Name, t, spec.Location()))
+		var skip *Skip
+		if errors.As(err, &skip) {
+			res.Skipped++
+			next.Firings = appendFiring(next.Firings, store.ScheduleFiring{Tick: t, Skipped: skip.Reason, At: now})
+			continue
+		}
 		if err != nil {
 			// Refused at admission (or the store failed): this tick and
 			// the ones after it are tried again at the next pass.
