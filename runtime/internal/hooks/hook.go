@@ -183,10 +183,8 @@ func (h *Hook) checkID() []string {
 			return []string{"id_header: " + err.Error()}
 		}
 	default:
-		if p, err := ParsePointer(h.IDKey); err != nil {
+		if _, err := ParsePointer(h.IDKey); err != nil {
 			return []string{"id_key: " + err.Error()}
-		} else if len(p) == 0 {
-			return []string{"id_key \"\" is the whole body, not an id in it"}
 		}
 	}
 	return nil
