@@ -93,7 +93,7 @@ func (h *Handler) SetHooks(hooks []Hook) error {
 	for i := range hooks {
 		hk := hooks[i]
 		if ps := hk.Check(); len(ps) > 0 {
-			return fmt.Errorf("hook %q: %s", hk.Name, ps[0])
+			return fmt.Errorf("hook %q: %s", hk.Name, ps[0].Message)
 		}
 		if _, dup := m[hk.Name]; dup {
 			return fmt.Errorf("hook %q is configured twice", hk.Name)

@@ -119,72 +119,79 @@ func ParseScheme(s string) (Scheme, error) {
 	return "", errors.New(msg)
 }
 
-// Check says what is wrong with h: every problem, one line each (nil:
-// nothing). The config reads a block into a Hook and reports these with
-// the block's position; the handler refuses a hook that fails them.
-func (h *Hook) Check() []string {
-	var out []string
-	add := func(err error) {
+// Problem is one thing wrong with a hook: the block key it concerns
+// ("signature", "secret", "tolerance", ...) and what is wrong, so the
+// config can place it at that key's line.
+type Problem struct {
+	Key     string
+	Message string
+}
+
+// Check says what is wrong with h (nil: nothing). The config reads a
+// block into a Hook and reports these at the keys' positions; the
+// handler refuses a hook that fails them.
+func (h *Hook) Check() []Problem {
+	var out []Problem
+	add := func(key string, err error) {
 		if err != nil {
-			out = append(out, err.Error())
+			out = append(out, Problem{key, err.Error()})
 		}
 	}
-	add(CheckName(h.Name))
-	if _, err := ParseScheme(string(h.Scheme)); err != nil {
-		add(err)
-	}
+	add("name", CheckName(h.Name))
+	_, err := ParseScheme(string(h.Scheme))
+	add("signature", err)
 	switch n := len(h.Secret); {
 	case n == 0:
-		out = append(out, "the secret is empty")
+		add("secret", errors.New("the secret is empty"))
 	case n > MaxSecretBytes:
-		out = append(out, fmt.Sprintf("the secret is %d bytes; at most %d", n, MaxSecretBytes))
+		add("secret", fmt.Errorf("the secret is %d bytes; at most %d", n, MaxSecretBytes))
 	}
 	out = append(out, h.checkScheme()...)
-	add(CheckEventName(h.Event))
+	add("event", CheckEventName(h.Event))
 	if h.EventHeader != "" {
-		add(CheckHeaderName(h.EventHeader))
+		add("event_header", CheckHeaderName(h.EventHeader))
 	}
 	out = append(out, h.checkID()...)
 	if _, err := ParsePointer(h.Key); err != nil {
-		add(fmt.Errorf("key: %w", err))
+		add("key", fmt.Errorf("key: %w", err))
 	}
 	if h.MaxBody != 0 && (h.MaxBody < MinBody || h.MaxBody > MaxBody) {
-		out = append(out, fmt.Sprintf("max_body %d is outside %d to %d bytes (an event's payload is at most %d)", h.MaxBody, MinBody, MaxBody, MaxBody))
+		add("max_body", fmt.Errorf("max_body %d is outside %d to %d bytes (an event's payload is at most %d)", h.MaxBody, MinBody, MaxBody, MaxBody))
 	}
 	return out
 }
 
 // checkScheme refuses the keys a scheme does not read: a tolerance on a
 // scheme without a timestamp would promise a check that never happens.
-func (h *Hook) checkScheme() []string {
-	var out []string
+func (h *Hook) checkScheme() []Problem {
+	var out []Problem
 	if h.SignatureHeader != "" {
 		if h.Scheme != HMACSHA256 {
-			out = append(out, fmt.Sprintf("signature_header applies to signature = %q only (%s signs in its own header)", HMACSHA256, h.Scheme))
+			out = append(out, Problem{"signature_header", fmt.Sprintf("signature_header applies to signature = %q only (%s signs in its own header)", HMACSHA256, h.Scheme)})
 		} else if err := CheckHeaderName(h.SignatureHeader); err != nil {
-			out = append(out, "signature_header: "+err.Error())
+			out = append(out, Problem{"signature_header", "signature_header: " + err.Error()})
 		}
 	}
 	switch {
 	case h.Tolerance != 0 && h.Scheme != Stripe:
-		out = append(out, fmt.Sprintf("tolerance applies to signature = %q only (%s signatures carry no timestamp; a replay is a duplicate delivery id)", Stripe, h.Scheme))
+		out = append(out, Problem{"tolerance", fmt.Sprintf("tolerance applies to signature = %q only (%s signatures carry no timestamp; a replay is a duplicate delivery id)", Stripe, h.Scheme)})
 	case h.Tolerance != 0 && (h.Tolerance < time.Second || h.Tolerance > MaxTolerance):
-		out = append(out, fmt.Sprintf("tolerance %s is outside 1s to %s", h.Tolerance, MaxTolerance))
+		out = append(out, Problem{"tolerance", fmt.Sprintf("tolerance %s is outside 1s to %s", h.Tolerance, MaxTolerance)})
 	}
 	return out
 }
 
-func (h *Hook) checkID() []string {
+func (h *Hook) checkID() []Problem {
 	switch {
 	case (h.IDHeader == "") == (h.IDKey == ""):
-		return []string{"a hook needs exactly one of id_header (the header of the delivery id, e.g. \"X-GitHub-Delivery\") or id_key (a JSON pointer to it in the body, e.g. \"/id\"): the delivery id is the event id that makes a provider's retry a duplicate"}
+		return []Problem{{"id_header", "a hook needs exactly one of id_header (the header of the delivery id, e.g. \"X-GitHub-Delivery\") or id_key (a JSON pointer to it in the body, e.g. \"/id\"): the delivery id is the event id that makes a provider's retry a duplicate"}}
 	case h.IDHeader != "":
 		if err := CheckHeaderName(h.IDHeader); err != nil {
-			return []string{"id_header: " + err.Error()}
+			return []Problem{{"id_header", "id_header: " + err.Error()}}
 		}
 	default:
 		if _, err := ParsePointer(h.IDKey); err != nil {
-			return []string{"id_key: " + err.Error()}
+			return []Problem{{"id_key", "id_key: " + err.Error()}}
 		}
 	}
 	return nil

@@ -44,12 +44,12 @@ func TestHookCheck(t *testing.T) {
 		switch {
 		case tt.says == "" && ps != nil:
 			t.Errorf("%s: %q", tt.name, ps)
-		case tt.says != "" && (len(ps) != 1 || !strings.Contains(ps[0], tt.says)):
+		case tt.says != "" && (len(ps) != 1 || !strings.Contains(ps[0].Message, tt.says) || ps[0].Key == ""):
 			t.Errorf("%s: %q, want one problem saying %q", tt.name, ps, tt.says)
 		}
 	}
 	stripe := Hook{Name: "s", Secret: []byte("s"), Scheme: Stripe, Event: "e", IDKey: "/id", Tolerance: 500 * time.Millisecond}
-	if ps := stripe.Check(); len(ps) != 1 || !strings.Contains(ps[0], "outside 1s to 24h0m0s") {
+	if ps := stripe.Check(); len(ps) != 1 || ps[0].Key != "tolerance" || !strings.Contains(ps[0].Message, "outside 1s to 24h0m0s") {
 		t.Errorf("a tolerance under a second: %q", ps)
 	}
 }
