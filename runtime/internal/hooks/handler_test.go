@@ -375,3 +375,23 @@ func TestSetHooks(t *testing.T) {
 		t.Fatal("a handler without Accept")
 	}
 }
+
+// Whatever body a provider (or anyone holding its secret) signs, making
+// its event neither panics nor changes the payload: an event is the body
+// as it came, or a refusal.
+func FuzzHookEvent(f *testing.F) {
+	f.Add([]byte(pushBody), "push")
+	f.Add([]byte(`{"repository":{"full_name":["x"]}}`), "ping")
+	f.Add([]byte(`[1,2,{"repository":null}]`), "a b")
+	f.Add([]byte("\xff{"), "")
+	hk := testHooks()[0]
+	f.Fuzz(func(t *testing.T, body []byte, kind string) {
+		ev, err := hk.event(header("X-GitHub-Delivery", "d-1", "X-GitHub-Event", kind), body)
+		if err != nil {
+			return
+		}
+		if string(ev.Payload) != string(body) || !json.Valid(ev.Payload) || ev.ID != "d-1" || !strings.HasPrefix(ev.Name, "github.") {
+			t.Fatalf("event %+v of body %q", ev, body)
+		}
+	})
+}
