@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/internal/textbound"
 )
 
 // Bounds of a hook and of what a delivery may carry.
@@ -71,10 +72,6 @@ type Hook struct {
 // namePattern is what a hook may be called: it is a path segment.
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
-// eventPattern is what an event name made by a hook may be: the
-// configured name, and each part a header appends to it.
-var eventPattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}$`)
-
 // headerPattern is an HTTP header name (RFC 9110's token).
 var headerPattern = regexp.MustCompile("^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$")
 
@@ -86,10 +83,13 @@ func CheckName(name string) error {
 	return nil
 }
 
-// CheckEventName says what is wrong with an event name (nil: nothing).
+// CheckEventName says what is wrong with an event name (nil: nothing):
+// the names flows listen for (flows.ValidEventName), so a hook never
+// makes an event no on_event or wait could name.
 func CheckEventName(name string) error {
-	if !eventPattern.MatchString(name) {
-		return fmt.Errorf("event name %q: an event name is 1-128 letters, digits and _ . : -, not starting with . : or -", name)
+	if !flows.ValidEventName(name) {
+		return fmt.Errorf("event name %q: event names are dot-separated lower-case identifiers such as \"github.push\" (letters, digits and '_', at most %d bytes)",
+			textbound.Quote(name), flows.MaxEventNameBytes)
 	}
 	return nil
 }
