@@ -13,6 +13,7 @@ import (
 
 	"github.com/weirhq/weir/runtime/api"
 	"github.com/weirhq/weir/runtime/engine"
+	"github.com/weirhq/weir/runtime/internal/hooks"
 	"github.com/weirhq/weir/runtime/store/storeurl"
 )
 
@@ -97,6 +98,10 @@ type Config struct {
 	// (owners.go).
 	Owners       map[string]engine.OwnerShare `json:"owners,omitempty"`
 	DefaultOwner engine.OwnerShare            `json:"default_owner"`
+	// Hooks are the hook blocks, in the file's order, each secret read
+	// from its file (hooks.go). The handler of POST /v1/hooks/{name}
+	// takes them at start and on every reload.
+	Hooks []hooks.Hook `json:"hooks,omitempty"`
 
 	// Warnings are what the file allows but an operator should fix, as
 	// ssh warns of a private key others can read: a token secret_file,
@@ -295,6 +300,13 @@ func (c *Config) MarshalJSON() ([]byte, error) {
 			if c.DefaultOwner != (engine.OwnerShare{}) {
 				v.set([]string{"default_owner"}, ownerView(c.DefaultOwner))
 			}
+			if len(c.Hooks) > 0 {
+				hs := make([]*object, len(c.Hooks))
+				for i, hk := range c.Hooks {
+					hs[i] = hookView(hk)
+				}
+				v.set([]string{"hooks"}, hs)
+			}
 		},
 	}
 	hidden := map[string]bool{}
@@ -438,14 +450,20 @@ func (c *Config) Tokens() map[string]string {
 }
 
 // Hash identifies the config's effective content: two configs with the
-// same hash run the daemon the same way. Token secrets enter it hashed.
+// same hash run the daemon the same way. Token and hook secrets enter it
+// hashed.
 func (c *Config) Hash() string {
 	type tok struct{ Owner, SecretHash string }
 	type plain Config // without MarshalJSON: every field, exactly
 	v := struct {
-		C      plain
-		Tokens []tok
+		C          plain
+		Tokens     []tok
+		HookSecret []string
 	}{C: plain(*c)}
+	for _, hk := range c.Hooks {
+		s := sha256.Sum256(hk.Secret)
+		v.HookSecret = append(v.HookSecret, hex.EncodeToString(s[:]))
+	}
 	v.C.File = "" // the same content under another name is the same config
 	if c.TCP != nil {
 		for _, t := range c.TCP.Tokens {

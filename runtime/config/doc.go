@@ -4,7 +4,8 @@
 // every error names its file:line), resolves it into a Config with every
 // default filled in, and the daemon turns that into the engine's limits,
 // the socket's mode and group, the optional TCP listener and its tokens,
-// the metrics address, the retention age and each plugin's section.
+// the metrics address, the retention age, each plugin's section and the
+// webhooks (hook blocks, hooks.go).
 //
 // Each setting is one entry of Knobs, its one home: its file key, weir
 // serve's flag, its environment variable, its place in the config view

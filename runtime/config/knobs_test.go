@@ -25,6 +25,7 @@ var notKnobs = map[string]string{
 	// their list (TestOwnerAttrsCoverOwnerShare).
 	"Owners":       "owner blocks, each attribute an OwnerAttr",
 	"DefaultOwner": "the default_owner block, each attribute an OwnerAttr",
+	"Hooks":        "hook blocks, many per file and keyed by a label (hooks.go)",
 }
 
 // notEngineKnobs are the fields of engine.Config no knob sets, each with why.
@@ -236,7 +237,7 @@ func TestViewHoldsOnlyKnobs(t *testing.T) {
 	for _, k := range Knobs {
 		paths[k.JSON] = true
 	}
-	structured := map[string]bool{"file": true, "tcp": true, "console": true, "plugins": true, "plugin_host": true, "owners": true, "default_owner": true}
+	structured := map[string]bool{"file": true, "tcp": true, "console": true, "plugins": true, "plugin_host": true, "owners": true, "default_owner": true, "hooks": true}
 	var view map[string]any
 	if err := json.Unmarshal(mustJSON(t, c), &view); err != nil {
 		t.Fatal(err)

@@ -43,6 +43,8 @@ type rawFile struct {
 	// Owners and DefaultOwner are the owner blocks (owners.go).
 	Owners       []*rawOwner      `hcl:"owner,block"`
 	DefaultOwner *rawDefaultOwner `hcl:"default_owner,block"`
+	// Hooks are the hook blocks (hooks.go).
+	Hooks []*rawHook `hcl:"hook,block"`
 	// Knobs is the rest of the file (knobSchema).
 	Knobs hcl.Body `hcl:",remain"`
 }
@@ -102,7 +104,7 @@ func Load(path string) (*Config, error) {
 	}
 	if c.inlineSecret {
 		if fi, err := f.Stat(); err == nil {
-			if w := secretReadableByOthers(fi.Mode(), path+": the file holds a token's secret"); w != "" {
+			if w := secretReadableByOthers(fi.Mode(), path+": the file holds a token's secret", tokenRisk); w != "" {
 				c.Warnings = append(c.Warnings, w)
 			}
 		}
@@ -112,16 +114,19 @@ func Load(path string) (*Config, error) {
 
 // secretReadableByOthers is the warning for a file holding a secret that
 // its group or other users may read or write, as ssh refuses a private
-// key with any of the bits 077: anyone who reads a token acts as its
-// owner. "" if only the file's owner has access (or the platform has no
-// such modes).
-func secretReadableByOthers(mode fs.FileMode, what string) string {
+// key with any of the bits 077: whoever reads it can do what risk says
+// (act as a token's owner, sign a hook's deliveries). "" if only the
+// file's owner has access (or the platform has no such modes).
+func secretReadableByOthers(mode fs.FileMode, what, risk string) string {
 	if goruntime.GOOS == "windows" || mode.Perm()&0o077 == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%s and is open to others (mode %04o, not 0600): whoever reads it can act as the token's owner (chmod 600 it)",
-		what, mode.Perm())
+	return fmt.Sprintf("%s and is open to others (mode %04o, not 0600): whoever reads it can %s (chmod 600 it)",
+		what, mode.Perm(), risk)
 }
+
+// tokenRisk is what a reader of a token's secret can do.
+const tokenRisk = "act as the token's owner"
 
 // Parse validates src, the content of the config file filename. Relative
 // paths in it (secret_file) are taken from filename's directory.
@@ -354,6 +359,7 @@ func (d *decoder) resolve(raw *rawFile) *Config {
 		d.plugin(p, c)
 	}
 	d.owners(raw, c)
+	d.hooks(raw.Hooks, c)
 	return c
 }
 
@@ -540,7 +546,7 @@ func (d *decoder) token(rt *rawToken) (Token, bool) {
 		}
 		secret = strings.TrimSpace(string(b))
 		if fi, err := os.Stat(file); err == nil {
-			if w := secretReadableByOthers(fi.Mode(), fmt.Sprintf("%stoken of %q: secret_file %s", at(rt.SecretFile.Range().Ptr()), rt.Owner, file)); w != "" {
+			if w := secretReadableByOthers(fi.Mode(), fmt.Sprintf("%stoken of %q: secret_file %s", at(rt.SecretFile.Range().Ptr()), rt.Owner, file), tokenRisk); w != "" {
 				d.warnings = append(d.warnings, w)
 			}
 		}
