@@ -99,6 +99,12 @@ func Open(ctx context.Context, o Options) (*Daemon, error) {
 	if cfg == nil {
 		cfg = config.Default()
 	}
+	if len(cfg.Hooks) > 0 {
+		// Webhooks turn deliveries into events, which the engine does
+		// not accept yet: a daemon that took the block would answer
+		// every delivery 404 while the config said it served them.
+		return nil, fmt.Errorf("hook %q: this daemon does not accept events yet, so it cannot serve webhooks; remove the hook blocks", cfg.Hooks[0].Name)
+	}
 	d := &Daemon{opts: o, log: o.Logger, cur: cfg}
 	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)

@@ -79,6 +79,9 @@ func (e *Engine) RegisterAs(ctx context.Context, owner string, files []SourceFil
 	// to be the caller's, serialized against every other registration.
 	var commitErr error
 	vs, ds, err := e.registry.RegisterCommit(ctx, in, func(ctx context.Context, m *flows.Module, vs []*flows.Version) error {
+		if commitErr = unservedDecls(m); commitErr != nil {
+			return commitErr
+		}
 		if commitErr = e.registrar.put(ctx, owner, vs); commitErr == nil {
 			commitErr = e.registrar.putSchedules(ctx, owner, m)
 		}
@@ -98,6 +101,29 @@ func (e *Engine) RegisterAs(ctx context.Context, owner string, files []SourceFil
 		res.Diagnostics = append(res.Diagnostics, e.registrar.registeredFleetWarnings(ctx, vs)...)
 	}
 	return res, nil
+}
+
+// unservedDecls refuses, before anything is stored, what the flow
+// language checks but this engine does not run yet: event triggers
+// (on_event) and waits for an event. A registration that declared them
+// would be accepted and then never act.
+func unservedDecls(m *flows.Module) error {
+	pos := ""
+	for _, t := range m.Triggers {
+		pos = t.Pos.String() + ": on_event"
+		break
+	}
+	for _, f := range m.Flows {
+		for _, n := range f.Nodes {
+			if pos == "" && n.Event != "" {
+				pos = n.Pos.String() + ": wait(event = ...)"
+			}
+		}
+	}
+	if pos == "" {
+		return nil
+	}
+	return protocolErr(CodeUnsupported, "%s: this daemon does not accept events yet, so nothing would start or wake it; nothing was registered", pos)
 }
 
 // registrar stores the versions a registration checked (the registry
