@@ -53,6 +53,16 @@ const (
 	AfterResolve = "after-resolve"
 )
 
+// Failpoints of the schedule service (engine/internal/schedules).
+const (
+	// ScheduleDecided: a pass decided to fire a tick; its run is not
+	// accepted yet.
+	ScheduleDecided = "schedule-decided"
+	// ScheduleFired: a tick's run is accepted; the schedule's next tick
+	// is not stored yet.
+	ScheduleFired = "schedule-fired"
+)
+
 var (
 	once  sync.Once
 	mu    sync.Mutex

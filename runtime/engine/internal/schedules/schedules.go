@@ -19,6 +19,7 @@ import (
 	"github.com/weirhq/weir/internal/tick"
 	"github.com/weirhq/weir/runtime/engine/internal/service"
 	"github.com/weirhq/weir/runtime/internal/clock"
+	"github.com/weirhq/weir/runtime/internal/failpoint"
 	"github.com/weirhq/weir/runtime/internal/requestid"
 	"github.com/weirhq/weir/runtime/store"
 )
@@ -211,6 +212,7 @@ func (s *Service) pass(ctx context.Context, sc *store.Schedule, now time.Time, f
 		next.Firings = appendFiring(next.Firings, store.ScheduleFiring{Tick: was, Skipped: fmt.Sprintf("%s (%d ticks)", reason, n), At: now})
 	}
 	for _, t := range d.Fire {
+		failpoint.Hit(failpoint.ScheduleDecided)
 		runID, err := s.eng.Fire(ctx, sc, t, RequestID(sc.Name, t, spec.Location()))
 		var skip *Skip
 		if errors.As(err, &skip) {
@@ -228,6 +230,7 @@ func (s *Service) pass(ctx context.Context, sc *store.Schedule, now time.Time, f
 			}
 			break
 		}
+		failpoint.Hit(failpoint.ScheduleFired)
 		f := store.ScheduleFiring{Tick: t, RunID: runID, At: now}
 		res.Fired = append(res.Fired, f)
 		next.Firings = appendFiring(next.Firings, f)
