@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -284,6 +285,13 @@ Exit status: 0 registered, 1 diagnostics or a daemon error, 2 usage.`,
 			_ = diagnosticsOf(res.Diagnostics).WriteText(m.Stdout) // warnings: the flows registered
 			for _, f := range res.Flows {
 				fmt.Fprintf(m.Stdout, "registered %s (version %s, %s)\n", f.Name, short(f.Hash), count(f.Nodes, "node"))
+			}
+			for _, s := range res.Schedules {
+				when := "next tick " + s.Next.Format(time.RFC3339)
+				if s.Paused {
+					when = "paused"
+				}
+				fmt.Fprintf(m.Stdout, "scheduled %s (flow %s, %s)\n", s.Name, s.Flow, when)
 			}
 			return nil
 		},

@@ -57,7 +57,7 @@ func printSchedules(w io.Writer, ss []apitypes.Schedule) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tFLOW\tWHEN\tNEXT\tLAST FIRING")
 	for _, s := range ss {
-		next := s.Next.Format(time.RFC3339)
+		next := inZone(s.Next, s.Timezone).Format(time.RFC3339)
 		if s.Paused {
 			next = "paused"
 		}
@@ -77,6 +77,15 @@ func scheduleWhen(s apitypes.Schedule) string {
 		zone = "UTC"
 	}
 	return s.Cron + " " + zone
+}
+
+// inZone is t as the schedule's zone reads it (UTC when it has none, or
+// when this machine does not know the zone).
+func inZone(t time.Time, zone string) time.Time {
+	if loc, err := time.LoadLocation(zone); err == nil {
+		return t.In(loc)
+	}
+	return t.UTC()
 }
 
 func lastFiring(fs []apitypes.ScheduleFiring) string {

@@ -86,7 +86,12 @@ func sourceFileOf(f apitypes.SourceFile) engine.SourceFile {
 }
 
 func registerResultOf(r *engine.RegisterResult) *apitypes.RegisterResult {
-	return &apitypes.RegisterResult{Flows: convertAll(r.Flows, flowOf), Diagnostics: convertAll(r.Diagnostics, diagnosticOf)}
+	return &apitypes.RegisterResult{Flows: convertAll(r.Flows, flowOf), Schedules: convertAll(r.Schedules, registeredScheduleOf),
+		Diagnostics: convertAll(r.Diagnostics, diagnosticOf)}
+}
+
+func registeredScheduleOf(s engine.RegisteredSchedule) apitypes.RegisteredSchedule {
+	return apitypes.RegisteredSchedule{Name: s.Name, Flow: s.Flow, Next: s.Next, Paused: s.Paused}
 }
 
 // registerRefusalOf answers files that do not pass the checks (errs, the

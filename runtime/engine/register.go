@@ -45,8 +45,19 @@ type RegisteredFlow struct {
 // RegisterResult answers a registration: the versions stored, or the
 // diagnostics that refused them (then nothing was stored).
 type RegisterResult struct {
-	Flows       []RegisteredFlow  `json:"flows"`
-	Diagnostics flows.Diagnostics `json:"diagnostics,omitempty"`
+	Flows []RegisteredFlow `json:"flows"`
+	// Schedules are the schedules the files declare, as stored.
+	Schedules   []RegisteredSchedule `json:"schedules,omitempty"`
+	Diagnostics flows.Diagnostics    `json:"diagnostics,omitempty"`
+}
+
+// RegisteredSchedule is a schedule a registration stored: its name, its
+// flow and its next tick.
+type RegisteredSchedule struct {
+	Name   string    `json:"name"`
+	Flow   string    `json:"flow"`
+	Next   time.Time `json:"next"`
+	Paused bool      `json:"paused,omitempty"`
 }
 
 // Register registers files as the engine's own program (owner ""); see
@@ -78,12 +89,13 @@ func (e *Engine) RegisterAs(ctx context.Context, owner string, files []SourceFil
 	// the registrar's put under it: stored all or none, once every name is known
 	// to be the caller's, serialized against every other registration.
 	var commitErr error
+	var scheduled []RegisteredSchedule
 	vs, ds, err := e.registry.RegisterCommit(ctx, in, func(ctx context.Context, m *flows.Module, vs []*flows.Version) error {
 		if commitErr = unservedDecls(m); commitErr != nil {
 			return commitErr
 		}
 		if commitErr = e.registrar.put(ctx, owner, vs); commitErr == nil {
-			commitErr = e.registrar.putSchedules(ctx, owner, m)
+			scheduled, commitErr = e.registrar.putSchedules(ctx, owner, m)
 		}
 		return commitErr
 	})
@@ -93,7 +105,7 @@ func (e *Engine) RegisterAs(ctx context.Context, owner string, files []SourceFil
 	if err != nil {
 		return nil, e.admission.storageFailed(err)
 	}
-	res := &RegisterResult{Diagnostics: ds, Flows: []RegisteredFlow{}}
+	res := &RegisterResult{Diagnostics: ds, Flows: []RegisteredFlow{}, Schedules: scheduled}
 	for _, v := range vs {
 		res.Flows = append(res.Flows, RegisteredFlow{Name: v.Flow.Name, Hash: v.Flow.Hash, Doc: v.Flow.Doc, Nodes: len(v.Flow.Nodes), Input: v.Flow.Input, Owner: owner})
 	}

@@ -128,29 +128,33 @@ func (h scheduleHost) Error(msg string, args ...any) { h.e.log.Error(msg, args..
 // neither fires nor skips a tick); otherwise its next tick is the first
 // after now. A crash between the flows and the schedules leaves the flows
 // registered: registering the file again stores the schedules.
-func (r *registrar) putSchedules(ctx context.Context, owner string, m *flows.Module) error {
+func (r *registrar) putSchedules(ctx context.Context, owner string, m *flows.Module) ([]RegisteredSchedule, error) {
 	if len(m.Schedules) == 0 {
-		return nil
+		return nil, nil
 	}
 	now := r.clock.Now()
+	var out []RegisteredSchedule
 	err := r.st.Update(ctx, func(tx store.Tx) error {
+		out = out[:0]
 		for _, s := range m.Schedules {
-			if err := putSchedule(tx, owner, s, m.DeclSources(s.Decl()), now); err != nil {
+			w, err := putSchedule(tx, owner, s, m.DeclSources(s.Decl()), now)
+			if err != nil {
 				return fmt.Errorf("storing schedule %s: %w", s.Name, err)
 			}
+			out = append(out, RegisteredSchedule{Name: w.Name, Flow: w.Flow, Next: w.Next, Paused: w.Paused})
 		}
 		return nil
 	})
 	if err != nil {
-		return r.admission.storageFailed(err)
+		return nil, r.admission.storageFailed(err)
 	}
-	return nil
+	return out, nil
 }
 
-func putSchedule(tx store.Tx, owner string, s *flows.Schedule, files []flows.File, now time.Time) error {
+func putSchedule(tx store.Tx, owner string, s *flows.Schedule, files []flows.File, now time.Time) (*store.Schedule, error) {
 	spec, err := s.Spec()
 	if err != nil {
-		return err // registration checked it
+		return nil, err // registration checked it
 	}
 	w := &store.Schedule{Owner: owner, Name: s.Name, Flow: s.Flow, Cron: s.Cron, Every: s.Every, Zone: s.Zone,
 		Input: s.Input, Overlap: s.Overlap, CatchUp: s.CatchUp, MaxCatchUp: s.MaxCatchUp,
@@ -161,14 +165,14 @@ func putSchedule(tx store.Tx, owner string, s *flows.Schedule, files []flows.Fil
 	if s.InputFn != nil {
 		w.InputFn, w.SourceHash = s.InputFn.Param, s.SourceHash
 		if err := putSource(tx, s.SourceHash, files); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	old, err := tx.ScheduleGet(owner, s.Name)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 	case err != nil:
-		return err
+		return nil, err
 	default:
 		w.Firings, w.Paused, w.PausedBy, w.PauseReason = old.Firings, old.Paused, old.PausedBy, old.PauseReason
 		w.Revision, w.CreatedAt = old.Revision+1, old.CreatedAt
@@ -176,7 +180,7 @@ func putSchedule(tx store.Tx, owner string, s *flows.Schedule, files []flows.Fil
 			w.Next = old.Next
 		}
 	}
-	return tx.SchedulePut(w)
+	return w, tx.SchedulePut(w)
 }
 
 // ScheduleView is a schedule as its owner reads it: the record, the

@@ -337,8 +337,18 @@ type RegisterRequest struct {
 // RegisterResult answers a registration that passed the checks (200): the
 // versions stored, and the warnings found.
 type RegisterResult struct {
-	Flows       []Flow       `json:"flows"`
-	Diagnostics []Diagnostic `json:"diagnostics,omitempty"`
+	Flows []Flow `json:"flows"`
+	// Schedules are the schedules the files declare, as stored.
+	Schedules   []RegisteredSchedule `json:"schedules,omitempty"`
+	Diagnostics []Diagnostic         `json:"diagnostics,omitempty"`
+}
+
+// RegisteredSchedule is a schedule a registration stored.
+type RegisteredSchedule struct {
+	Name   string    `json:"name"`
+	Flow   string    `json:"flow"`
+	Next   time.Time `json:"next"`
+	Paused bool      `json:"paused,omitempty"`
 }
 
 // RegisterRefusal answers a registration (or a check) whose files do not
