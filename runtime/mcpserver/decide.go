@@ -15,7 +15,8 @@ import (
 
 // builtinTools are the server's own tools: a flow of one of these names
 // is not offered.
-var builtinTools = map[string]bool{CancelRunTool: true, WaitRunTool: true, ApproveTool: true, RejectTool: true}
+var builtinTools = map[string]bool{CancelRunTool: true, WaitRunTool: true, ApproveTool: true, RejectTool: true,
+	ResolveTool: true, RedriveTool: true, ForkTool: true}
 
 // Bounds of what a decision shows and takes.
 const (

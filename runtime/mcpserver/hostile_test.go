@@ -42,6 +42,8 @@ type daemonStub struct {
 	revoked bool
 	// flowLists counts FlowList calls (token checks among them).
 	flowLists int
+	// ops is what the recovery operations were asked (ops_test.go).
+	ops opsStub
 }
 
 // complete ends run id with output out.
