@@ -576,7 +576,7 @@ function waitPanel(runID, w) {
   panel.append(el("div", {}, el("b", { text: w.kind }), " wait ", el("span", { class: "mono", text: w.id }), " at node ", el("b", { text: w.node })),
     el("div", { class: "muted", text: [fullTime(w.since) ? "since " + fullTime(w.since) : "",
       fullTime(w.until) && new Date(w.until).getUTCFullYear() < 2100 ? "until " + fullTime(w.until) : ""].filter(Boolean).join(" · ") }),
-    waitShown(w) || "", waitControls(w.run_id || runID, w));
+    waitShown(w) || "", el("div", { class: "controls" }, waitControls(w.run_id || runID, w)));
   return panel;
 }
 
