@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -267,5 +268,59 @@ func TestForkRunTool(t *testing.T) {
 	}
 	if n := len(d.opsCalls()); n != 2 {
 		t.Errorf("bad forks reached the daemon: %q", d.opsCalls()[2:])
+	}
+}
+
+// opsWait is w made a wait of kind (unknown or exhausted), as the daemon
+// lists it.
+func opsWait(w apitypes.HumanWait, kind string) apitypes.HumanWait {
+	w.Kind, w.ID = kind, w.ID+"."+kind+".1"
+	w.Shown = json.RawMessage(`{"tool":"testkit.once","arguments":{},"key":"run_1/send/1"}`)
+	if kind == apitypes.WaitExhausted {
+		w.Shown = json.RawMessage(`{"task":"t-dead","tool":"testkit.fail","tries":2}`)
+	}
+	return w
+}
+
+// A call whose run parks on an unknown or an exhausted wait answers at
+// once with the tool that ends it (resolve_outcome, redrive) and the
+// command, whether or not its client can be asked for decisions: neither
+// is a decision to elicit, and the run cannot go on by itself.
+func TestCallNamesTheOpsToolOfAWait(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		kind, tool, says string
+	}{
+		{apitypes.WaitUnknown, ResolveTool, `"wait": "send@1.unknown.1", "happened": true`},
+		{apitypes.WaitExhausted, RedriveTool, `{"task_ids": ["t-dead"]}`},
+	} {
+		for _, elicit := range []bool{false, true} {
+			t.Run(fmt.Sprint(tc.kind, " elicitation ", elicit), func(t *testing.T) {
+				t.Parallel()
+				d := &daemonStub{waitAt: "send", waitKind: tc.kind}
+				d.setFlows(objectFlow("f", `{}`))
+				var o *mcp.ClientOptions
+				if elicit {
+					o = &mcp.ClientOptions{ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+						t.Error("a wait that is no decision was elicited")
+						return &mcp.ElicitResult{Action: "cancel"}, nil
+					}}
+				}
+				cs := clientOf(t, New(d, Options{Poll: time.Millisecond}), o)
+				res := call(t, cs, "f", map[string]any{})
+				m := structuredOf(t, res)
+				waits, _ := m["waits"].([]any)
+				var w map[string]any
+				if len(waits) == 1 {
+					w, _ = waits[0].(map[string]any)
+				}
+				if res.IsError || m["phase"] != string(apitypes.PhaseWaiting) || w["kind"] != tc.kind || w["tool"] != tc.tool {
+					t.Fatalf("the answer: %+v", m)
+				}
+				if text := textOf(res); !strings.Contains(text, tc.tool) || !strings.Contains(text, tc.says) || strings.Contains(text, ApproveTool) {
+					t.Errorf("the answer's text %q", text)
+				}
+			})
+		}
 	}
 }
