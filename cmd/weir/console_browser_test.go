@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"net/http"
@@ -143,6 +144,136 @@ func startAs(t *testing.T, c *client.Client, flow, input string) string {
 	return res.RunID
 }
 
+// consolePage drives one headless Chromium against a daemon's console,
+// each step bounded and retried while the live page redraws.
+type consolePage struct {
+	ctx   context.Context // the browser's, without a deadline
+	d     *daemon
+	shots string // where shot writes the screenshots
+}
+
+// openConsoleBrowser starts chromium for the test; it stops with it.
+func openConsoleBrowser(t *testing.T, chromium string, d *daemon) *consolePage {
+	t.Helper()
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(chromium), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true), chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
+		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1360, 900))
+	t.Cleanup(cancelAlloc)
+	browser, cancelBrowser := chromedp.NewContext(alloc)
+	t.Cleanup(cancelBrowser)
+	if err := chromedp.Do(browser); err != nil { // start the browser on a context without a deadline
+		t.Fatalf("starting %s: %v", chromium, err)
+	}
+	return &consolePage{ctx: browser, d: d, shots: t.TempDir()}
+}
+
+// do runs steps with a bound of their own, failing the test with what
+// they were for.
+func (p *consolePage) do(t *testing.T, what string, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 45*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		t.Fatalf("%s: %v\ndaemon log:\n%s", what, err, p.d.log())
+	}
+}
+
+// text is the text of the element sel finds, once it has some.
+func (p *consolePage) text(t *testing.T, sel string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 45*time.Second)
+	defer cancel()
+	q, _ := json.Marshal(sel)
+	expr := `(e => e ? e.innerText : "")(document.querySelector(` + string(q) + `))`
+	for {
+		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](expr))
+		if err == nil && s != "" {
+			return s
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("text of %s: %v (%v)", sel, ctx.Err(), err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func (p *consolePage) strs(t *testing.T, expr string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 45*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](expr))
+	if err != nil {
+		t.Fatalf("%s: %v", expr, err)
+	}
+	return v
+}
+
+func (p *consolePage) location(t *testing.T) string {
+	t.Helper()
+	u, err := chromedp.Run(p.ctx, chromedp.Location())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// shot writes the page's screenshot as name.png (and to docs/console/
+// with -console-screenshots).
+func (p *consolePage) shot(name string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		png, err := chromedp.FullScreenshot(100)(ctx, tg)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(p.shots, name+".png"), png, 0o644); err != nil {
+			return err
+		}
+		if *consoleScreenshots {
+			return os.WriteFile(filepath.Join("..", "..", "docs", "console", name+".png"), png, 0o644)
+		}
+		return nil
+	})
+}
+
+// until waits for a JavaScript condition to hold on the page, asking
+// again while the page navigates (a form's submit, a filter's reload)
+// or redraws what it shows as the run changes.
+func (p *consolePage) until(expr string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		for {
+			ok, err := chromedp.Evaluate[bool](expr)(ctx, tg)
+			if err == nil && ok {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("%s never held: %w (last: %v, %v)", expr, ctx.Err(), ok, err)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	})
+}
+
+func (p *consolePage) visible(sel string) chromedp.Action[chromedp.Void] {
+	q, _ := json.Marshal(sel)
+	return p.until(`(e => !!e && e.getClientRects().length > 0)(document.querySelector(` + string(q) + `))`)
+}
+
+// click clicks the element sel finds, found and clicked in one turn of
+// the page's script: a live page redraws what it shows as the run
+// changes, and a node found first and clicked after may be gone.
+func (p *consolePage) click(sel string) chromedp.Action[chromedp.Void] {
+	q, _ := json.Marshal(sel)
+	return p.until(`(e => !!e && (e.click(), true))(document.querySelector(` + string(q) + `))`)
+}
+
+// ready holds once the page has drawn what it shows.
+func (p *consolePage) ready() chromedp.Action[chromedp.Void] {
+	return p.visible(`body[data-ready="true"]`)
+}
+
 // TestConsoleInBrowser drives the console in headless Chromium against a
 // real daemon: sign-in, the run list's filters and live rows, a run
 // approved, one rejected and one cancelled from their pages while the
@@ -175,110 +306,12 @@ func TestConsoleInBrowser(t *testing.T) {
 		})
 	}
 
-	shots := t.TempDir()
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(chromium), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.Flag("disable-background-networking", true), chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1360, 900))
-	defer cancelAlloc()
-	browser, cancelBrowser := chromedp.NewContext(alloc)
-	defer cancelBrowser()
-	if err := chromedp.Do(browser); err != nil { // start the browser on a context without a deadline
-		t.Fatalf("starting %s: %v", chromium, err)
-	}
+	p := openConsoleBrowser(t, chromium, d)
+	browser, shots := p.ctx, p.shots
 	type void = chromedp.Void
 	css := func(sel string) chromedp.CSS { return chromedp.CSS(sel) }
-	// do runs steps with a bound of their own, failing the test with what
-	// they were for.
-	do := func(t *testing.T, what string, steps ...chromedp.Action[void]) {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(browser, 45*time.Second)
-		defer cancel()
-		if err := chromedp.Do(ctx, steps...); err != nil {
-			t.Fatalf("%s: %v\ndaemon log:\n%s", what, err, d.log())
-		}
-	}
-	text := func(t *testing.T, sel string) string {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(browser, 45*time.Second)
-		defer cancel()
-		q, _ := json.Marshal(sel)
-		expr := `(e => e ? e.innerText : "")(document.querySelector(` + string(q) + `))`
-		for {
-			s, err := chromedp.Run(ctx, chromedp.Evaluate[string](expr))
-			if err == nil && s != "" {
-				return s
-			}
-			select {
-			case <-ctx.Done():
-				t.Fatalf("text of %s: %v (%v)", sel, ctx.Err(), err)
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
-	}
-	strs := func(t *testing.T, expr string) []string {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(browser, 45*time.Second)
-		defer cancel()
-		v, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](expr))
-		if err != nil {
-			t.Fatalf("%s: %v", expr, err)
-		}
-		return v
-	}
-	location := func(t *testing.T) string {
-		t.Helper()
-		u, err := chromedp.Run(browser, chromedp.Location())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return u
-	}
-	shot := func(name string) chromedp.Action[void] {
-		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			png, err := chromedp.FullScreenshot(100)(ctx, tg)
-			if err != nil {
-				return err
-			}
-			if err := os.WriteFile(filepath.Join(shots, name+".png"), png, 0o644); err != nil {
-				return err
-			}
-			if *consoleScreenshots {
-				return os.WriteFile(filepath.Join("..", "..", "docs", "console", name+".png"), png, 0o644)
-			}
-			return nil
-		})
-	}
-	// until waits for a JavaScript condition to hold on the page, asking
-	// again while the page navigates (a form's submit, a filter's reload)
-	// or redraws what it shows as the run changes.
-	until := func(expr string) chromedp.Action[void] {
-		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			for {
-				ok, err := chromedp.Evaluate[bool](expr)(ctx, tg)
-				if err == nil && ok {
-					return nil
-				}
-				select {
-				case <-ctx.Done():
-					return fmt.Errorf("%s never held: %w (last: %v, %v)", expr, ctx.Err(), ok, err)
-				case <-time.After(20 * time.Millisecond):
-				}
-			}
-		})
-	}
-	visible := func(sel string) chromedp.Action[void] {
-		q, _ := json.Marshal(sel)
-		return until(`(e => !!e && e.getClientRects().length > 0)(document.querySelector(` + string(q) + `))`)
-	}
-	// click clicks the element sel finds, found and clicked in one turn of
-	// the page's script: a live page redraws what it shows as the run
-	// changes, and a node found first and clicked after may be gone.
-	click := func(sel string) chromedp.Action[void] {
-		q, _ := json.Marshal(sel)
-		return until(`(e => !!e && (e.click(), true))(document.querySelector(` + string(q) + `))`)
-	}
-	ready := visible(`body[data-ready="true"]`)
+	do, text, strs, location, shot := p.do, p.text, p.strs, p.location, p.shot
+	until, visible, click, ready := p.until, p.visible, p.click, p.ready()
 	rows := `[...document.querySelectorAll("#runs-table tbody tr")]`
 
 	t.Run("sign in", func(t *testing.T) {
@@ -735,5 +768,164 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 	})
 	t.Logf("screenshots in %s", shots)
+	d.stop()
+}
+
+// recoveryFlows go wrong on purpose: asking's send (testkit.once) has its
+// effect and its plugin dies before the answer, every time, and its probe
+// cannot tell, so the run parks on an unknown wait; flaky's tool fails
+// both its tries, and the run parks on the exhaustion.
+const recoveryFlows = `
+flow(name = "asking", nodes = [
+    task("send", tool = "testkit.once", args = {"value": "hi", "crash": True, "probe": "unknown"},
+         at_most_once = True, on_unknown = "ask", next = "after"),
+    task("after", tool = "testkit.echo", args = lambda ctx: {"sent": ctx.results["send"], "input": ctx.input}),
+])
+flow(name = "flaky", nodes = [task("f", tool = "testkit.fail", args = {"times": 2, "code": "E_UPSTREAM"}, retries = 1, on_exhausted = "park")])
+`
+
+// TestConsoleRecoveryInBrowser drives the recovery operations from a run's
+// page in headless Chromium against a real daemon: an unknown outcome
+// resolved "did not happen" (the call is made again, and parks again) and
+// then "happened" with a result (the run completes with it), a result that
+// is not JSON refused in the page; an exhausted task redriven to
+// completion; the completed run forked from a node picked on its graph to
+// the new run's page, a fork that would repeat the send refused with the
+// API's E_FORK_EFFECTS as the API words it, and the lineage linked both
+// ways.
+func TestConsoleRecoveryInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real daemon and a browser")
+	}
+	chromium := browserPath(t)
+	d, base, alice, _ := consoleDaemon(t, llmtest.New())
+	ctx := context.Background()
+	if res, err := alice.FlowRegister(ctx, apitypes.SourceFile{Path: "recovery.star", Src: recoveryFlows}); err != nil || len(res.Diagnostics) > 0 {
+		t.Fatalf("register: %+v %v", res, err)
+	}
+	p := openConsoleBrowser(t, chromium, d)
+	ready := p.ready()
+	confirmAll := chromedp.Evaluate[chromedp.Void](`window.confirm = () => true, null`)
+	p.do(t, "alice signs in", chromedp.Navigate(base+"/runs"), p.visible(`#token`),
+		chromedp.SetValue(chromedp.CSS(`#token`), consoleAlice), chromedp.Submit(chromedp.CSS(`#token`)), ready)
+	waitingOn := func(id, wait string) {
+		t.Helper()
+		testutil.Eventually(t, 60*time.Second, func() error {
+			r, err := alice.RunGet(ctx, id)
+			if err != nil || r.Phase != apitypes.PhaseWaiting || len(r.Waits) != 1 || r.Waits[0].ID != wait {
+				return fmt.Errorf("run %s: %+v %v, want waiting on %s", id, r, err, wait)
+			}
+			return nil
+		})
+	}
+	asking := startAs(t, alice, "asking", `{"n": 1}`)
+
+	t.Run("resolve an unknown outcome", func(t *testing.T) {
+		waitingOn(asking, "send@1.unknown.1")
+		w := `.wait[data-wait="send@1.unknown.1"][data-kind="unknown"]`
+		p.do(t, "the run page offers both answers", chromedp.Navigate(base+"/runs/"+asking), ready,
+			p.visible(w+` button.happened`), p.visible(w+` button.not-happened`), p.shot("run-unknown"))
+		if shown := p.text(t, w); !strings.Contains(shown, "testkit.once") || !strings.Contains(shown, `"value": "hi"`) || !strings.Contains(shown, asking+"/send/1") {
+			t.Errorf("the unknown wait shows %q", shown)
+		}
+		p.do(t, "a result that is not JSON is refused in the page", p.click(w+` button.happened`), p.visible(w+` textarea.result`),
+			chromedp.SendKeys(chromedp.CSS(w+` textarea.result`), `{"id": `), p.click(w+` button.confirm-happened`))
+		if a := p.text(t, w+` .resolve-answer`); !strings.HasPrefix(a, "The result is not JSON") {
+			t.Errorf("a result that is not JSON answered %q", a)
+		}
+		if r, err := alice.RunGet(ctx, asking); err != nil || len(r.Waits) != 1 || r.Waits[0].ID != "send@1.unknown.1" {
+			t.Fatalf("the refused result changed the run: %+v %v", r, err)
+		}
+		p.do(t, "did not happen, with a reason: the call is made again and parks again", confirmAll,
+			chromedp.SendKeys(chromedp.CSS(w+` input.reason`), "not in the log"),
+			p.until(`document.querySelector('`+w+` input.reason').value === "not in the log"`),
+			p.click(w+` button.not-happened`), p.visible(`#timeline tr[data-type="resolved"]`),
+			p.visible(`.wait[data-wait="send@1.unknown.2"] button.happened`), p.until(`!document.querySelector('`+w+`')`))
+		if n := d.onceEffects(); n != 2 {
+			t.Errorf("%d sends, want 2: the first and the one made again after did not happen", n)
+		}
+		w2 := `.wait[data-wait="send@1.unknown.2"]`
+		p.do(t, "happened, with a result: the run completes with it", p.click(w2+` button.happened`),
+			chromedp.SendKeys(chromedp.CSS(w2+` textarea.result`), `{"id": "msg-42"}`), chromedp.SetValue(chromedp.CSS(w2+` input.reason`), "in the outbox"),
+			p.click(w2+` button.confirm-happened`),
+			p.visible(`#run-phase .phase-completed`))
+		if out := p.text(t, `#run-output`); !strings.Contains(out, `"id": "msg-42"`) {
+			t.Errorf("the run's output %q lacks the result", out)
+		}
+		evs, err := alice.RunEvents(ctx, asking, client.EventListParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var answers []string
+		for _, e := range evs {
+			if e.Type == "resolved" {
+				answers = append(answers, fmt.Sprint(e.Detail["happened"], " ", e.Detail["by"], " ", e.Detail["reason"]))
+			}
+		}
+		if strings.Join(answers, "; ") != "false alice not in the log; true alice in the outbox" {
+			t.Errorf("resolved events %q", answers)
+		}
+		if n := d.onceEffects(); n != 2 {
+			t.Errorf("%d sends after happened, want still 2", n)
+		}
+	})
+
+	t.Run("redrive an exhausted task", func(t *testing.T) {
+		flaky := startAs(t, alice, "flaky", `{}`)
+		waitingOn(flaky, "f@1.exhausted.1")
+		w := `.wait[data-wait="f@1.exhausted.1"][data-kind="exhausted"]`
+		p.do(t, "the run page offers a redrive", chromedp.Navigate(base+"/runs/"+flaky), ready, p.visible(w+` button.redrive`))
+		if shown := p.text(t, w); !strings.Contains(shown, "testkit.fail failed all 2 tries") || !strings.Contains(shown, "E_RETRIES_EXHAUSTED") {
+			t.Errorf("the exhausted wait shows %q", shown)
+		}
+		p.do(t, "redrive: the third try gets through", confirmAll, p.click(w+` button.redrive`), p.visible(`#run-phase .phase-completed`),
+			p.visible(`#timeline tr[data-type="redriven"]`))
+	})
+
+	t.Run("fork a finished run", func(t *testing.T) {
+		p.do(t, "the finished run offers a fork", chromedp.Navigate(base+"/runs/"+asking), ready, p.visible(`#run-phase .phase-completed`),
+			p.visible(`#fork-open`), p.until(`[...document.querySelectorAll("#fork-point option")].map(o => o.value).join() === "send@1,after@1"`))
+		// A fork from the send would send again: refused, as the API says.
+		_, apiErr := alice.Fork(ctx, asking, apitypes.ForkRequest{From: "send@1"})
+		var ae *client.Error
+		if !errors.As(apiErr, &ae) || ae.Code != apitypes.CodeForkEffects {
+			t.Fatalf("the API's fork from send@1: %v", apiErr)
+		}
+		p.do(t, "a fork from the send", p.click(`#fork-open`), p.visible(`#fork-point`),
+			chromedp.SetValue(chromedp.CSS(`#fork-point`), "send@1"), p.click(`#fork-go`))
+		if a := p.text(t, `#fork-answer`); a != ae.Code+": "+ae.Message {
+			t.Errorf("the page says %q, the API %q", a, ae.Code+": "+ae.Message)
+		}
+		p.do(t, "an input that is not JSON is refused in the page", chromedp.SetValue(chromedp.CSS(`#fork-input`), `{"n": `),
+			p.click(`#fork-go`), p.until(`document.getElementById("fork-answer").textContent.startsWith("The input is not JSON")`))
+		if fam, err := alice.RunLineage(ctx, asking); err != nil || len(fam) != 1 {
+			t.Fatalf("refused forks made runs: %+v %v", fam, err)
+		}
+		p.do(t, "pick the after node on the graph; fork with a new input to the new run's page",
+			// An SVG element has no click(): the click is dispatched.
+			p.until(`(g => !!g && (g.dispatchEvent(new MouseEvent("click", {bubbles: true})), true))(document.querySelector('#graph svg g.node[data-node="after"]'))`),
+			p.until(`document.getElementById("fork-point").value === "after@1"`),
+			chromedp.SetValue(chromedp.CSS(`#fork-input`), `{"n": 2}`), chromedp.SetValue(chromedp.CSS(`#fork-reason`), "from the page"),
+			p.click(`#fork-go`), p.until(`location.pathname !== "/runs/`+asking+`"`), ready,
+			p.visible(`#forked-from a[href="/runs/`+asking+`"]`), p.visible(`#run-phase .phase-completed`), p.shot("run-forked"))
+		fork := strings.TrimPrefix(p.strs(t, `[location.pathname]`)[0], "/runs/")
+		v, err := alice.RunGet(ctx, fork)
+		var out struct {
+			Sent  struct{ ID string }
+			Input struct{ N int }
+		}
+		if err != nil || v.ForkedFrom == nil || *v.ForkedFrom != (apitypes.ForkRef{RunID: asking, Node: "after", Visit: 1}) ||
+			json.Unmarshal(v.Output, &out) != nil || out.Input.N != 2 || out.Sent.ID != "msg-42" {
+			t.Fatalf("the fork %s: %+v %s %v", fork, v, v.Output, err)
+		}
+		if f := p.text(t, `#forked-from`); f != "Forked from "+asking+" at after@1" {
+			t.Errorf("the fork's lineage reads %q", f)
+		}
+		if n := d.onceEffects(); n != 2 {
+			t.Errorf("%d sends after the fork, want still 2: the send's result was copied", n)
+		}
+		p.do(t, "the source lists its fork", chromedp.Navigate(base+"/runs/"+asking), ready,
+			p.visible(`#forks li[data-run="`+fork+`"] a[href="/runs/`+fork+`"]`))
+	})
 	d.stop()
 }

@@ -383,7 +383,8 @@ func TestMCPSurvivesABadSchema(t *testing.T) {
 		slices.Sort(out)
 		return out
 	}
-	want := []string{mcpserver.ApproveTool, "approval", mcpserver.CancelRunTool, "greet", "longdoc", mcpserver.RejectTool, "slowpoke", mcpserver.WaitRunTool}
+	want := []string{mcpserver.ApproveTool, "approval", mcpserver.CancelRunTool, "greet", "longdoc", mcpserver.RejectTool, "slowpoke", mcpserver.WaitRunTool,
+		mcpserver.ResolveTool, mcpserver.RedriveTool, mcpserver.ForkTool}
 	slices.Sort(want)
 	bob, err := client.New("http://"+tcp, client.WithToken("bob-token-0123456789ab"))
 	if err != nil {

@@ -370,3 +370,65 @@ func TestSignInRateLimit(t *testing.T) {
 		t.Fatalf("after SignInGlobalInterval: %d %s", rec.Code, rec.Body)
 	}
 }
+
+// TestForkThroughTheConsole: the run page's fork and lineage go through
+// the console as every API request does: a fork needs the session's
+// CSRF token and is refused whole without it, is made as the session's
+// owner (another owner's run answers like a missing one), and its
+// refusal reaches the page with the API's code and message.
+func TestForkThroughTheConsole(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	alice, bob := b.browser(t), b.browser(t)
+	csrf := b.signIn(t, alice, aliceToken)
+	bobCSRF := b.signIn(t, bob, bobToken)
+	own := []string{CSRFHeader, csrf, "Origin", b.console.URL}
+	resp, body := b.do(t, alice, "POST", "/v1/runs", `{"flow": "gate"}`, own...)
+	var sr apitypes.StartResult
+	if resp.StatusCode != http.StatusCreated || json.Unmarshal([]byte(body), &sr) != nil {
+		t.Fatalf("start: %d %s", resp.StatusCode, body)
+	}
+	testutil.Eventually(t, 30*time.Second, func() error {
+		resp, body := b.do(t, alice, "POST", "/v1/runs/"+sr.RunID+"/waits/ok@1/approve", `{}`, own...)
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("approve: %d %s", resp.StatusCode, body)
+		}
+		return nil
+	})
+	lineage := func() []apitypes.Run {
+		t.Helper()
+		resp, body := b.do(t, alice, "GET", "/v1/runs/"+sr.RunID+"/lineage", "")
+		var runs []apitypes.Run
+		if resp.StatusCode != http.StatusOK || json.Unmarshal([]byte(body), &runs) != nil {
+			t.Fatalf("lineage: %d %s", resp.StatusCode, body)
+		}
+		return runs
+	}
+	fork := `{"from": "ok@1", "reason": "again"}`
+	if resp, body := b.do(t, alice, "POST", "/v1/runs/"+sr.RunID+"/fork", fork); resp.StatusCode != http.StatusForbidden || !strings.Contains(body, CodeCSRF) {
+		t.Errorf("a fork without the CSRF token: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := b.do(t, bob, "POST", "/v1/runs/"+sr.RunID+"/fork", fork, CSRFHeader, bobCSRF); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("bob forks alice's run: %d %s", resp.StatusCode, body)
+	}
+	if runs := lineage(); len(runs) != 1 {
+		t.Fatalf("refused forks made runs: %+v", runs)
+	}
+	resp, body = b.do(t, alice, "POST", "/v1/runs/"+sr.RunID+"/fork", `{"from": "nowhere@1"}`, own...)
+	var refusal struct{ Code, Message string }
+	if resp.StatusCode != http.StatusBadRequest || json.Unmarshal([]byte(body), &refusal) != nil || refusal.Code != apitypes.CodeForkPoint ||
+		!strings.Contains(refusal.Message, "nowhere") {
+		t.Errorf("a fork from no node: %d %s", resp.StatusCode, body)
+	}
+
+	resp, body = b.do(t, alice, "POST", "/v1/runs/"+sr.RunID+"/fork", fork, own...)
+	var fr apitypes.ForkResult
+	if resp.StatusCode != http.StatusCreated || json.Unmarshal([]byte(body), &fr) != nil || fr.ForkedFrom.RunID != sr.RunID {
+		t.Fatalf("a fork with the CSRF token: %d %s", resp.StatusCode, body)
+	}
+	runs := lineage()
+	if len(runs) != 2 || runs[0].ID != sr.RunID || runs[1].ID != fr.RunID || runs[1].Owner != "alice" ||
+		runs[1].ForkedFrom == nil || *runs[1].ForkedFrom != (apitypes.ForkRef{RunID: sr.RunID, Node: "ok", Visit: 1}) {
+		t.Errorf("lineage after the fork: %+v", runs)
+	}
+}

@@ -1,6 +1,7 @@
 // Package console serves weir's web console: pages that show a person's
 // runs, flows, dead letters and the daemon's status, and let them decide
-// waits and cancel runs.
+// waits, cancel runs and recover them (resolve an unknown outcome,
+// redrive a dead letter, fork a run from a node visit).
 //
 // The console is the API, drawn. Its pages are static files embedded in
 // the binary (no build step, no CDN, nothing fetched at run time) whose

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,7 +16,8 @@ import (
 
 // builtinTools are the server's own tools: a flow of one of these names
 // is not offered.
-var builtinTools = map[string]bool{CancelRunTool: true, WaitRunTool: true, ApproveTool: true, RejectTool: true}
+var builtinTools = map[string]bool{CancelRunTool: true, WaitRunTool: true, ApproveTool: true, RejectTool: true,
+	ResolveTool: true, RedriveTool: true, ForkTool: true}
 
 // Bounds of what a decision shows and takes.
 const (
@@ -197,6 +199,11 @@ func (s *Server) ask(ctx context.Context, req *mcp.CallToolRequest, deadline tim
 		}
 	}
 	if !found {
+		if slices.ContainsFunc(ws, settledByOps) {
+			// Nothing to ask here, and a person must resolve or redrive:
+			// say how rather than follow a run that cannot go on.
+			return waiting(v, ws), false
+		}
 		return nil, false
 	}
 	if supportsRoundTrips(req) {
@@ -319,13 +326,37 @@ func waiting(v *apitypes.Run, ws []apitypes.HumanWait) *mcp.CallToolResult {
 	var lines []string
 	list := make([]map[string]any, 0, len(ws))
 	for _, w := range ws {
-		list = append(list, map[string]any{"run_id": w.RunID, "wait": w.ID, "kind": w.Kind, "flow": w.Flow, "node": w.Node, "until": w.Until})
-		lines = append(lines, fmt.Sprintf("  call %s or %s with {\"run_id\": %q, \"wait\": %q}, or run: weir run approve %s %s [--payload JSON]   or   weir run reject %s %s --reason TEXT   (before %s)",
-			ApproveTool, RejectTool, v.ID, w.ID, w.RunID, w.Node, w.RunID, w.Node, w.Until.Format(time.RFC3339)))
+		tool, line := howToEnd(v.ID, w)
+		list = append(list, map[string]any{"run_id": w.RunID, "wait": w.ID, "kind": w.Kind, "flow": w.Flow, "node": w.Node, "until": w.Until, "tool": tool})
+		lines = append(lines, line)
 	}
-	text := fmt.Sprintf("run %s is waiting for a human decision; it goes on once someone decides:\n%s\nRead %s%s for its state.",
+	text := fmt.Sprintf("run %s is waiting for a person; it goes on once someone decides:\n%s\nRead %s%s for its state.",
 		v.ID, strings.Join(lines, "\n"), RunURIPrefix, v.ID)
 	return result(map[string]any{"run_id": v.ID, "phase": v.Phase, "waits": list}, text, false)
+}
+
+// settledByOps says whether w ends by a recovery operation (an unknown
+// outcome resolved, an exhausted task redriven) rather than a decision.
+func settledByOps(w apitypes.HumanWait) bool {
+	return w.Kind == apitypes.WaitUnknown || w.Kind == apitypes.WaitExhausted
+}
+
+// howToEnd names the tool that ends the wait w of run id and says how,
+// by that tool and by the CLI.
+func howToEnd(id string, w apitypes.HumanWait) (string, string) {
+	until := w.Until.Format(time.RFC3339)
+	switch w.Kind {
+	case apitypes.WaitUnknown:
+		return ResolveTool, fmt.Sprintf("  the outcome of a call is unknown: look where its effect would be, then call %s with {\"run_id\": %q, \"wait\": %q, \"happened\": true, \"result\": ...} or \"happened\": false, or run: weir run resolve %s %s --happened [--result JSON] | --not-happened   (before %s)",
+			ResolveTool, w.RunID, w.ID, w.RunID, w.ID, until)
+	case apitypes.WaitExhausted:
+		var shown struct{ Task string }
+		_ = json.Unmarshal(w.Shown, &shown)
+		return RedriveTool, fmt.Sprintf("  a task used up its tries: fix the cause, then call %s with {\"task_ids\": [%q]}, or run: weir deadletter redrive %s",
+			RedriveTool, shown.Task, shown.Task)
+	}
+	return ApproveTool, fmt.Sprintf("  call %s or %s with {\"run_id\": %q, \"wait\": %q}, or run: weir run approve %s %s [--payload JSON]   or   weir run reject %s %s --reason TEXT   (before %s)",
+		ApproveTool, RejectTool, id, w.ID, w.RunID, w.Node, w.RunID, w.Node, until)
 }
 
 // decisionSchema is the form an elicitation asks for: flat, primitive

@@ -32,9 +32,11 @@ type daemonStub struct {
 	panicOnStart bool
 	// working makes a started run stay running (until complete).
 	working bool
-	// waitAt makes a started run park on a human wait at this node.
-	waitAt string
-	waits  map[string][]apitypes.HumanWait // run id → its open waits
+	// waitAt makes a started run park on a human wait at this node, or
+	// one of waitKind (opsWait).
+	waitAt   string
+	waitKind string
+	waits    map[string][]apitypes.HumanWait // run id → its open waits
 	// decisions records RunApprove and RunReject: "approve RUN WAIT" or
 	// "reject RUN WAIT REASON".
 	decisions []string
@@ -42,6 +44,8 @@ type daemonStub struct {
 	revoked bool
 	// flowLists counts FlowList calls (token checks among them).
 	flowLists int
+	// ops is what the recovery operations were asked (ops_test.go).
+	ops opsStub
 }
 
 // complete ends run id with output out.
@@ -92,8 +96,12 @@ func (d *daemonStub) RunStart(_ context.Context, req apitypes.StartRequest) (*ap
 		if d.waits == nil {
 			d.waits = map[string][]apitypes.HumanWait{}
 		}
-		d.waits[id] = []apitypes.HumanWait{{ID: d.waitAt + "@1", Kind: apitypes.WaitHuman, RunID: id, Flow: req.Flow, Node: d.waitAt,
-			Until: time.Now().Add(time.Hour), Shown: json.RawMessage(`{"request":"ship it?"}`)}}
+		w := apitypes.HumanWait{ID: d.waitAt + "@1", Kind: apitypes.WaitHuman, RunID: id, Flow: req.Flow, Node: d.waitAt,
+			Until: time.Now().Add(time.Hour), Shown: json.RawMessage(`{"request":"ship it?"}`)}
+		if d.waitKind != "" {
+			w = opsWait(w, d.waitKind)
+		}
+		d.waits[id] = []apitypes.HumanWait{w}
 	case d.working:
 		r.Phase, r.Output = apitypes.PhaseRunning, nil
 		r.Progress = &apitypes.Progress{Phase: apitypes.PhaseRunning, Done: 1, Node: "b"}

@@ -31,6 +31,9 @@ type Daemon interface {
 	RunCancel(ctx context.Context, id string) (apitypes.CancelAnswer, error)
 	RunApprove(ctx context.Context, id, wait string, payload json.RawMessage) (*apitypes.DecideResponse, error)
 	RunReject(ctx context.Context, id, wait, reason string) (*apitypes.DecideResponse, error)
+	Resolve(ctx context.Context, runID, waitID string, happened bool, result json.RawMessage, reason string) (*apitypes.ResolveResponse, error)
+	Redrive(ctx context.Context, req apitypes.RedriveRequest) (*apitypes.RedriveResponse, error)
+	Fork(ctx context.Context, id string, req apitypes.ForkRequest) (*apitypes.ForkResult, error)
 }
 
 var _ Daemon = (*client.Client)(nil)
@@ -149,7 +152,8 @@ func New(d Daemon, o Options) *Server {
 		Instructions: "Each tool starts a durable weir run of the flow of that name and answers with its output. " +
 			"Pass weir_request_id (or _meta weir/request_id) to make a retried call return the same run. " +
 			"A call answers before its bound with the run's id and phase when the run still works: call wait_run to go on waiting. " +
-			"A run waiting for a human decision asks for it (elicitation) or answers how to decide it (approve_wait, reject_wait); cancel_run cancels a run.",
+			"A run waiting for a human decision asks for it (elicitation) or answers how to decide it (approve_wait, reject_wait); cancel_run cancels a run. " +
+			"After something went wrong: resolve_outcome settles an unknown outcome, redrive sends dead letters back, fork_run starts a run again from a step.",
 		Logger: o.Logger,
 		// Flows come and go: clients are told when the list changes.
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}, Resources: &mcp.ResourceCapabilities{}},
@@ -165,6 +169,7 @@ func New(d Daemon, o Options) *Server {
 		Annotations: &mcp.ToolAnnotations{IdempotentHint: true, DestructiveHint: ptr(true)},
 	}, s.cancelRun)
 	s.addDecisionTools()
+	s.addOpsTools()
 	s.mcp.AddResourceTemplate(&mcp.ResourceTemplate{
 		Name: "run", URITemplate: RunURIPrefix + "{id}", MIMEType: "application/json",
 		Description: "A weir run's state: phase, progress, output or error.",

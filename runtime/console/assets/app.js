@@ -73,6 +73,14 @@ function errorBox(res) {
   return el("p", { class: "error" }, (d.code ? d.code + ": " : "") + (d.message || res.status));
 }
 
+// refusal is what a page says of a refused request: the API's code and
+// message as the API wrote them (its messages are written for people).
+function refusal(res) {
+  const d = res.data;
+  if (typeof d === "string") return res.status + ": " + d;
+  return ((d && d.code) || res.status) + ": " + ((d && d.message) || "");
+}
+
 function grid(pairs) {
   const dl = el("dl", { class: "grid" });
   for (const [k, v, id] of pairs) {
@@ -250,19 +258,21 @@ async function runPage(id) {
   const turns = el("tbody");
   const turnsBox = el("div", { id: "agent-turns", hidden: true }, el("h2", { text: "Agent turns" }),
     el("table", {}, el("thead", {}, el("tr", {}, ["Node", "Turn", "Model", "Stop", "Input tokens", "Output tokens", "Cost", "Tool calls"].map((h) => el("th", { text: h })))), turns));
-  const children = el("div", { id: "children" });
+  const children = el("div", { id: "children" }), lineage = el("div", { id: "lineage" });
+  const fork = forkControl(id);
+  graph.addEventListener("click", (e) => fork.pick(e.target.closest && e.target.closest("g.node[data-node]")));
   const cancelAnswer = el("span", { class: "answer", id: "cancel-answer" });
   const cancelBtn = el("button", { class: "cancel", id: "cancel", type: "button", text: "Cancel run" });
   cancelBtn.addEventListener("click", async () => {
     cancelBtn.disabled = true;
     const res = await api("POST", "/runs/" + encodeURIComponent(id) + "/cancel");
-    cancelAnswer.textContent = res.ok ? "cancel: " + res.data.answer : (res.data.code || res.status) + ": " + (res.data.message || "");
+    cancelAnswer.textContent = res.ok ? "cancel: " + res.data.answer : refusal(res);
     cancelBtn.disabled = false;
   });
   show(el("h1", {}, "Run ", el("span", { class: "mono", text: id }), " ", el("span", { id: "run-phase" }), " ", liveBadge()),
-    el("div", { class: "actions" }, cancelBtn, cancelAnswer),
+    el("div", { class: "actions" }, cancelBtn, cancelAnswer, fork.open), fork.box,
     el("div", { class: "cols" },
-      el("div", {}, head, el("h2", { text: "Open waits" }), waits, panels, turnsBox, children),
+      el("div", {}, head, el("h2", { text: "Open waits" }), waits, panels, turnsBox, children, lineage),
       el("div", {}, el("h2", { text: "Graph" }), legend(), graph)),
     el("h2", { text: "Timeline" }),
     el("p", { class: "hint", text: "Each event's detail can be folded by its field count; the lease and queue events between two others are folded into one row that shows them." }),
@@ -292,6 +302,7 @@ async function runPage(id) {
     r.error ? [el("h2", { text: "Error" }), el("p", { class: "error", id: "run-error" }, el("b", { text: r.error.code }), ": " + r.error.message)] : null);
     renderWaits(waits, id, r.waits || []);
     renderPanels(panels, p);
+    fork.at(terminalPhases.has(r.phase) ? "" : p.node);
     const key = r.phase + "|" + p.node + "|" + p.visits + "|" + p.done + "|" + r.attempt;
     if (key !== lastGraphKey) {
       lastGraphKey = key;
@@ -299,12 +310,15 @@ async function runPage(id) {
     }
   };
   render(first.data);
+  drawLineage(lineage, id);
 
   const es = new EventSource("/v1/runs/" + encodeURIComponent(id) + "/stream");
   es.addEventListener("run", (e) => { setLive(true); render(JSON.parse(e.data)); });
   es.addEventListener("event", (e) => {
     const ev = JSON.parse(e.data);
     appendEvent(ev);
+    fork.event(ev);
+    if (ev.type === "fork_made") drawLineage(lineage, id);
     if (ev.type === "agent_turn" && ev.detail) {
       const d = ev.detail;
       turnsBox.hidden = false;
@@ -317,6 +331,91 @@ async function runPage(id) {
   const kids = followChildren(children, id);
   es.addEventListener("end", () => { es.close(); setLive(false, "ended"); kids.parentEnded(); });
   es.onerror = () => setLive(false);
+}
+
+// ---- Fork and lineage ----
+
+// forkControl is a run page's "Fork from here…": a new run from a visit
+// of one of the run's nodes (POST /runs/{id}/fork), with a new input
+// perhaps, and the page of the new run once it is made. The visits are
+// read from the timeline as the engine counts them (each node_completed
+// or node_failed ends one visit of its node; the node the run is at is
+// in its next visit). A fork that would call at-most-once tools again is
+// refused with the API's E_FORK_EFFECTS, naming each, unless allowed.
+function forkControl(runID) {
+  const ended = new Map(); // node → visits ended, in the order first seen
+  let current = "";
+  const point = el("select", { id: "fork-point" });
+  const input = el("textarea", { id: "fork-input", placeholder: "optional new input as JSON; empty: the run's input" });
+  const reason = reasonField("reason (journaled on both runs)");
+  reason.id = "fork-reason";
+  const allow = el("input", { type: "checkbox", id: "fork-allow-effects" });
+  const answer = el("p", { class: "answer", id: "fork-answer" });
+  const go = el("button", { type: "button", id: "fork-go", text: "Fork" });
+  const box = el("div", { class: "panel fork", id: "fork", hidden: true }, el("h2", { text: "Fork from a node visit" }),
+    el("p", { class: "hint", text: "A new run, yours: what this run completed before the visit is copied, never run again; from the visit on it runs anew. This run is not changed." }),
+    el("label", { class: "muted", text: "From" }), " ", point, el("label", { class: "muted", text: "New input (JSON)" }), input,
+    el("label", { class: "muted", text: "Reason" }), reason,
+    el("label", {}, allow, " make at-most-once calls after the visit again"), el("div", { class: "actions" }, go), answer);
+  const open = el("button", { type: "button", id: "fork-open", text: "Fork from here…", hidden: true });
+  open.addEventListener("click", () => { box.hidden = !box.hidden; });
+  const redraw = () => {
+    const keep = point.value;
+    const points = [];
+    for (const [node, n] of ended) for (let v = 1; v <= n; v++) points.push(node + "@" + v);
+    if (current) points.push(current + "@" + ((ended.get(current) || 0) + 1));
+    point.replaceChildren(...points.map((p) => el("option", { value: p, text: p, selected: p === keep })));
+    if (!points.includes(keep) && points.length) point.value = points[points.length - 1];
+    open.hidden = points.length === 0;
+  };
+  go.addEventListener("click", async () => {
+    const body = { from: point.value };
+    if (input.value.trim() !== "") {
+      try { body.input = JSON.parse(input.value); } catch (e) {
+        answer.textContent = "The input is not JSON: " + e.message;
+        return;
+      }
+    }
+    if (reason.value.trim() !== "") body.reason = reason.value.trim();
+    if (allow.checked) body.allow_effects = true;
+    go.disabled = true;
+    const res = await api("POST", "/runs/" + encodeURIComponent(runID) + "/fork", body);
+    go.disabled = false;
+    if (res.ok) { location.href = "/runs/" + encodeURIComponent(res.data.run_id); return; }
+    answer.textContent = refusal(res);
+  });
+  return {
+    open, box,
+    event(ev) {
+      if ((ev.type === "node_completed" || ev.type === "node_failed") && ev.node) { ended.set(ev.node, (ended.get(ev.node) || 0) + 1); redraw(); }
+    },
+    at(node) { if (node !== current) { current = node || ""; redraw(); } },
+    // pick opens the form at the latest visit of the graph's node g.
+    pick(g) {
+      const node = g && g.dataset.node;
+      const latest = [...point.options].map((o) => o.value).filter((v) => v.startsWith(node + "@")).pop();
+      if (!latest) return;
+      point.value = latest;
+      box.hidden = false;
+    },
+  };
+}
+
+// drawLineage shows where run id was forked from and the forks made of
+// it (GET /runs/{id}/lineage), each a link; nothing for a run with
+// neither.
+async function drawLineage(into, id) {
+  const res = await api("GET", "/runs/" + encodeURIComponent(id) + "/lineage");
+  if (!res.ok) { fill(into, el("h2", { text: "Lineage" }), errorBox(res)); return; }
+  const self = res.data.find((r) => r.id === id) || {};
+  const from = self.forked_from;
+  const forks = res.data.filter((r) => r.forked_from && r.forked_from.run_id === id);
+  if (!from && forks.length === 0) { into.replaceChildren(); return; }
+  const at = (f) => " at " + f.node + "@" + f.visit;
+  fill(into, el("h2", { text: "Lineage" }),
+    from ? el("p", { id: "forked-from" }, "Forked from ", runLink(from.run_id), at(from)) : null,
+    forks.length ? [el("p", { text: "Forks of this run:" }), el("ul", { id: "forks" },
+      forks.map((f) => el("li", { "data-run": f.id }, runLink(f.id), at(f.forked_from), " ", phaseBadge(f.phase))))] : null);
 }
 
 // childPage bounds the child runs a run's page lists (one page of the
@@ -474,44 +573,120 @@ function renderWaits(into, runID, waits) {
 
 function waitPanel(runID, w) {
   const panel = el("div", { class: "panel wait", "data-wait": w.id, "data-kind": w.kind });
-  let shown = null;
-  if (w.shown !== null && w.shown !== undefined && w.shown !== "null") {
-    if (w.kind === "approval") {
-      shown = el("div", { class: "proposal" }, el("p", {}, "The agent proposes to call ", el("b", { class: "mono", text: w.shown.tool }),
-        w.shown.turn ? " (turn " + w.shown.turn + ")" : "", " with:"), el("pre", { class: "shown", text: pretty(w.shown.arguments) }));
-    } else if (w.kind === "child" && w.shown.child) {
-      shown = el("p", {}, "Waits for child run ", runLink(w.shown.child));
-    } else {
-      shown = el("pre", { class: "shown", text: pretty(w.shown) });
-    }
-  }
   panel.append(el("div", {}, el("b", { text: w.kind }), " wait ", el("span", { class: "mono", text: w.id }), " at node ", el("b", { text: w.node })),
     el("div", { class: "muted", text: [fullTime(w.since) ? "since " + fullTime(w.since) : "",
       fullTime(w.until) && new Date(w.until).getUTCFullYear() < 2100 ? "until " + fullTime(w.until) : ""].filter(Boolean).join(" · ") }),
-    shown || "");
-  if (w.kind === "human" || w.kind === "approval") {
-    const payload = el("textarea", { class: "payload", placeholder: "optional JSON payload, e.g. {\"ok\": true}" });
-    const reason = el("input", { type: "text", class: "reason", placeholder: "reason (for a rejection)" });
-    const answer = el("span", { class: "answer decision-answer" });
-    const decide = async (verb) => {
-      const body = {};
-      if (verb === "approve" && payload.value.trim() !== "") {
-        try { body.payload = JSON.parse(payload.value); } catch (e) {
-          answer.textContent = "The payload is not JSON: " + e.message;
-          return;
-        }
-      }
-      if (verb === "reject" && reason.value.trim() !== "") body.reason = reason.value.trim();
-      const res = await api("POST", "/runs/" + encodeURIComponent(w.run_id || runID) + "/waits/" + encodeURIComponent(w.id) + "/" + verb, body);
-      answer.textContent = res.ok ? res.data.decision : (res.data.code || res.status) + ": " + (res.data.message || "");
-    };
-    panel.append(el("label", { class: "muted", text: "Payload (approve)" }), payload,
-      el("label", { class: "muted", text: "Reason (reject)" }), reason,
-      el("div", { class: "actions" },
-        el("button", { class: "approve", type: "button", text: "Approve", onclick: () => decide("approve") }),
-        el("button", { class: "reject", type: "button", text: "Reject", onclick: () => decide("reject") }), answer));
-  }
+    waitShown(w) || "", el("div", { class: "controls" }, waitControls(w.run_id || runID, w)));
   return panel;
+}
+
+// waitShown draws what a wait shows the person who ends it.
+function waitShown(w) {
+  const s = w.shown;
+  if (s === null || s === undefined || s === "null") return null;
+  if (w.kind === "approval") {
+    return el("div", { class: "proposal" }, el("p", {}, "The agent proposes to call ", el("b", { class: "mono", text: s.tool }),
+      s.turn ? " (turn " + s.turn + ")" : "", " with:"), el("pre", { class: "shown", text: pretty(s.arguments) }));
+  }
+  if (w.kind === "child" && s.child) return el("p", {}, "Waits for child run ", runLink(s.child));
+  if (w.kind === "unknown") {
+    return el("div", {}, el("p", {}, "The call to ", el("b", { class: "mono", text: s.tool }),
+      fullTime(s.started_at) ? " (started " + fullTime(s.started_at) + ")" : "",
+      " ended without an answer, and its probe could not tell whether it had its effect. Look where the effect would be, then say. Its arguments:"),
+    el("pre", { class: "shown", text: pretty(s.arguments) }), el("p", { class: "muted" }, "Idempotency key ", el("span", { class: "mono", text: s.key })));
+  }
+  if (w.kind === "exhausted") {
+    const e = s.error || {};
+    return el("p", {}, "Task ", el("span", { class: "mono", text: s.task }), " of ", el("b", { class: "mono", text: s.tool || "" }),
+      " failed all " + s.tries + " tries", e.code ? [": ", el("b", { text: e.code }), " " + (e.message || "")] : "",
+      ". Fix the cause, then redrive it: its tries count afresh, with the same idempotency key.");
+  }
+  return el("pre", { class: "shown", text: pretty(s) });
+}
+
+// waitControls are the buttons that end a wait of a kind a person ends.
+function waitControls(runID, w) {
+  if (w.kind === "human" || w.kind === "approval") return decideControls(runID, w);
+  if (w.kind === "unknown") return resolveControls(runID, w);
+  if (w.kind === "exhausted") return redriveControls(w);
+  return null;
+}
+
+function decideControls(runID, w) {
+  const payload = el("textarea", { class: "payload", placeholder: "optional JSON payload, e.g. {\"ok\": true}" });
+  const reason = el("input", { type: "text", class: "reason", placeholder: "reason (for a rejection)" });
+  const answer = el("span", { class: "answer decision-answer" });
+  const decide = async (verb) => {
+    const body = {};
+    if (verb === "approve" && payload.value.trim() !== "") {
+      try { body.payload = JSON.parse(payload.value); } catch (e) {
+        answer.textContent = "The payload is not JSON: " + e.message;
+        return;
+      }
+    }
+    if (verb === "reject" && reason.value.trim() !== "") body.reason = reason.value.trim();
+    const res = await api("POST", "/runs/" + encodeURIComponent(runID) + "/waits/" + encodeURIComponent(w.id) + "/" + verb, body);
+    answer.textContent = res.ok ? res.data.decision : refusal(res);
+  };
+  return [el("label", { class: "muted", text: "Payload (approve)" }), payload,
+    el("label", { class: "muted", text: "Reason (reject)" }), reason,
+    el("div", { class: "actions" },
+      el("button", { class: "approve", type: "button", text: "Approve", onclick: () => decide("approve") }),
+      el("button", { class: "reject", type: "button", text: "Reject", onclick: () => decide("reject") }), answer)];
+}
+
+// maxReason is the longest reason an operation takes
+// (engine.MaxReasonBytes).
+const maxReason = 1024;
+
+function reasonField(placeholder) {
+  return el("input", { type: "text", class: "reason", placeholder, maxlength: String(maxReason) });
+}
+
+// resolveControls settle an unknown outcome (POST .../resolve):
+// "Happened…" asks for the call's result, checked as JSON here, and puts
+// the node on its ok wire with it; "Did not happen", confirmed, makes the
+// call once more. The API's refusal is shown as it says it.
+function resolveControls(runID, w) {
+  const reason = reasonField("reason (journaled with your name)");
+  const result = el("textarea", { class: "result", placeholder: "the call's result as JSON, e.g. {\"id\": \"msg-42\"}; empty: null" });
+  const answer = el("span", { class: "answer resolve-answer" });
+  const send = async (happened) => {
+    const body = { happened };
+    if (happened && result.value.trim() !== "") {
+      try { body.result = JSON.parse(result.value); } catch (e) {
+        answer.textContent = "The result is not JSON: " + e.message;
+        return;
+      }
+    }
+    if (!happened && !window.confirm("The call to " + ((w.shown && w.shown.tool) || "the tool") + " did not happen? It is made once more.")) return;
+    if (reason.value.trim() !== "") body.reason = reason.value.trim();
+    const res = await api("POST", "/runs/" + encodeURIComponent(runID) + "/waits/" + encodeURIComponent(w.id) + "/resolve", body);
+    answer.textContent = !res.ok ? refusal(res) : happened ? "resolved: it happened" : "resolved: it did not happen; the call is made once more";
+  };
+  const happenedForm = el("div", { class: "happened-form", hidden: true }, el("label", { class: "muted", text: "The call's result (JSON)" }), result,
+    el("div", { class: "actions" }, el("button", { class: "approve confirm-happened", type: "button", text: "Resolve: it happened", onclick: () => send(true) })));
+  return [el("label", { class: "muted", text: "Reason" }), reason, happenedForm,
+    el("div", { class: "actions" },
+      el("button", { class: "approve happened", type: "button", text: "Happened…", onclick: () => { happenedForm.hidden = false; result.focus(); } }),
+      el("button", { class: "reject not-happened", type: "button", text: "Did not happen", onclick: () => send(false) }), answer)];
+}
+
+// redriveControls send an exhausted wait's dead letter back to the queue,
+// as the dead-letter page's buttons do (POST /deadletters/redrive).
+function redriveControls(w) {
+  const task = w.shown && w.shown.task;
+  if (!task) return null;
+  const reason = reasonField("reason (journaled with your name)");
+  const answer = el("span", { class: "answer redrive-answer" });
+  const redrive = async () => {
+    if (!window.confirm("Redrive task " + task + "? It goes back to the queue with its tries counted afresh; the run resumes at the node.")) return;
+    const res = await api("POST", "/deadletters/redrive", { task_ids: [task], reason: reason.value.trim() || "redriven from the console" });
+    const r = res.ok ? (res.data.results || [])[0] : null;
+    answer.textContent = !res.ok ? refusal(res) : r && r.redriven ? "redriven" : r && r.error ? r.error.code + ": " + r.error.message : "not redriven";
+  };
+  return [el("label", { class: "muted", text: "Reason" }), reason,
+    el("div", { class: "actions" }, el("button", { class: "redrive", type: "button", text: "Redrive", onclick: redrive }), answer)];
 }
 
 function renderPanels(into, p) {
@@ -629,7 +804,7 @@ async function redriveDeadLetters(body, what, button) {
   const res = await api("POST", "/deadletters/redrive", Object.assign({ reason: "redriven from the console" }, body));
   if (!res.ok) {
     button.disabled = false;
-    document.getElementById("redrive-answer").textContent = (res.data.code || res.status) + ": " + (res.data.message || "");
+    document.getElementById("redrive-answer").textContent = refusal(res);
     return;
   }
   const results = res.data.results || [];
