@@ -927,5 +927,30 @@ func TestConsoleRecoveryInBrowser(t *testing.T) {
 		p.do(t, "the source lists its fork", chromedp.Navigate(base+"/runs/"+asking), ready,
 			p.visible(`#forks li[data-run="`+fork+`"] a[href="/runs/`+fork+`"]`))
 	})
+
+	t.Run("operate a schedule", func(t *testing.T) {
+		// Hourly from the epoch: no tick comes due while the test runs.
+		if res, err := alice.FlowRegister(ctx, apitypes.SourceFile{Path: "hourly.star", Src: `schedule("hourly", flow = "flaky", every = "1h")`}); err != nil || len(res.Schedules) != 1 {
+			t.Fatalf("register: %+v %v", res, err)
+		}
+		row := `#schedules-table tr[data-schedule="hourly"]`
+		p.do(t, "the schedules page lists it", chromedp.Navigate(base+"/schedules"), ready, confirmAll, p.visible(row+` button.schedule-pause`), p.shot("schedules"))
+		if shown := p.text(t, row); !strings.Contains(shown, "every 1h0m0s") || !strings.Contains(shown, "none yet") {
+			t.Errorf("the schedule's row reads %q", shown)
+		}
+		p.do(t, "pause", p.click(row+` button.schedule-pause`), p.visible(row+` button.schedule-resume`))
+		if s, err := alice.Schedule(ctx, "hourly"); err != nil || !s.Paused || s.PauseReason != "paused from the console" {
+			t.Fatalf("after pause: %+v %v", s, err)
+		}
+		p.do(t, "fire now", p.click(row+` button.schedule-trigger`), p.until(`document.getElementById("schedule-answer").textContent.includes("fired: run ")`))
+		run := strings.TrimPrefix(p.text(t, `#schedule-answer`), "schedule hourly fired: run ")
+		if v, err := alice.RunGet(ctx, run); err != nil || v.StartedBy != "schedule:hourly" {
+			t.Fatalf("the fired run %q: %+v %v", run, v, err)
+		}
+		p.do(t, "resume", p.click(row+` button.schedule-resume`), p.visible(row+` button.schedule-pause`))
+		if s, err := alice.Schedule(ctx, "hourly"); err != nil || s.Paused {
+			t.Fatalf("after resume: %+v %v", s, err)
+		}
+	})
 	d.stop()
 }

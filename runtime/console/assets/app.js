@@ -815,6 +815,58 @@ async function redriveDeadLetters(body, what, button) {
   await deadLettersPage(note);
 }
 
+// ---- Schedules ----
+
+// schedulesPage lists the caller's schedules with their next tick and
+// latest firing, each with pause or resume and "Fire now"; note is the
+// answer of the last action.
+async function schedulesPage(note) {
+  document.title = "Schedules · weir";
+  const res = await api("GET", "/schedules?limit=1000");
+  if (!res.ok) { show(el("h1", { text: "Schedules" }), errorBox(res)); return; }
+  const answer = el("p", { class: "answer", id: "schedule-answer", text: note || "" });
+  const action = (label, s, verb, body, confirmText) => {
+    const b = el("button", { type: "button", class: "schedule-" + verb, text: label });
+    b.addEventListener("click", () => scheduleAction(s.name, verb, body, confirmText, b));
+    return b;
+  };
+  const last = (s) => {
+    const f = (s.firings || [])[s.firings.length - 1];
+    if (!f) return el("span", { class: "muted", text: "none yet" });
+    if (f.skipped) return [fullTime(f.tick) + " skipped: ", el("span", { class: "muted", text: f.skipped })];
+    return [fullTime(f.tick) + " ", runLink(f.run_id), " " + (f.phase || "no longer kept")];
+  };
+  show(el("h1", { text: "Schedules" }),
+    el("p", { class: "hint", text: "Declared in flow files with schedule(...) and stored when the file is registered. Each tick starts one run, admitted like any start; a paused schedule fires nothing until resumed, and the ticks it missed are its catch_up policy's." }),
+    answer,
+    res.data.length === 0 ? el("p", { class: "muted", text: "None: no file you registered declares a schedule." }) :
+      table("schedules-table", ["Name", "Flow", "When", "Next tick", "Latest firing", ""],
+        res.data.map((s) => el("tr", { "data-schedule": s.name },
+          el("td", { class: "mono", text: s.name }), el("td", { text: s.flow }),
+          el("td", { class: "mono", text: s.every ? "every " + s.every : s.cron + " " + (s.timezone || "UTC") }),
+          el("td", { class: "mono", text: s.paused ? "paused" + (s.pause_reason ? ": " + s.pause_reason : "") : fullTime(s.next) }),
+          el("td", {}, last(s)),
+          el("td", {},
+            s.paused ? action("Resume", s, "resume", {}, "Resume schedule " + s.name + "? The ticks it missed are its catch_up policy's.")
+              : action("Pause", s, "pause", { reason: "paused from the console" }, "Pause schedule " + s.name + "? It fires nothing until resumed."),
+            action("Fire now", s, "trigger", {}, "Start a run of " + s.flow + " now, with schedule " + s.name + "'s input?"))))));
+}
+
+// scheduleAction asks for a confirmation, then pauses, resumes or fires
+// the schedule, and lists the schedules again with the answer.
+async function scheduleAction(name, verb, body, confirmText, button) {
+  if (!window.confirm(confirmText)) return;
+  button.disabled = true;
+  const res = await api("POST", "/schedules/" + encodeURIComponent(name) + "/" + verb, body);
+  if (!res.ok) {
+    button.disabled = false;
+    document.getElementById("schedule-answer").textContent = refusal(res);
+    return;
+  }
+  const note = verb === "trigger" ? "schedule " + name + " fired: run " + res.data.run_id : "schedule " + name + (verb === "pause" ? " paused" : " resumed");
+  await schedulesPage(note);
+}
+
 // ---- Status ----
 
 const SVG = "http://www.w3.org/2000/svg";
@@ -945,6 +997,7 @@ async function start() {
     else if (parts[0] === "flows" && parts.length === 1) await flowsPage();
     else if (parts[0] === "flows" && parts.length === 2) await flowPage(parts[1]);
     else if (parts[0] === "deadletters") await deadLettersPage();
+    else if (parts[0] === "schedules") await schedulesPage();
     else if (parts[0] === "status") await statusPage();
     else show(el("h1", { text: "No such page" }));
   } catch (e) {
