@@ -310,6 +310,10 @@ type Tx interface {
 
 	// Schedules: flows started on ticks (Schedule).
 	ScheduleTx
+
+	// Events of owners, where they meet their waits, and the triggers
+	// they start runs of (OwnerEvent, EventSlot, Trigger).
+	EventTx
 }
 
 // FlowVersion is one registered version of one flow.

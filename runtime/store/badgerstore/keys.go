@@ -43,6 +43,13 @@ import (
 //	svl/<name>                     ServiceLease
 //	sch/<owner>\0<name>            Schedule
 //	schd/<next(12)><owner>\0<name> index: schedules not paused, by next tick
+//	oe/<owner>\0<id>               OwnerEvent (event.go)
+//	oeq/<owner>\0<seq(8)><id>      index: an owner's events in Seq order
+//	oea/<accepted(12)><owner>\0<id> index: events by acceptance, oldest first
+//	oep/<owner>\0<seq(8)><id>      index: events whose triggers' runs are pending
+//	es/<owner>\0<name>\0<key>      EventSlot
+//	tg/<owner>\0<name>             Trigger
+//	tge/<owner>\0<event>\0<name>   index: triggers by event
 //	x/...                          the store's own bookkeeping (counters, the layout version)
 const (
 	pFlowVersion = "fv/"
@@ -72,10 +79,22 @@ const (
 	pSchedule    = "sch/"
 	pScheduleDue = "schd/"
 
+	pOwnerEvent        = "oe/"
+	pOwnerEventSeq     = "oeq/"
+	pOwnerEventAt      = "oea/"
+	pOwnerEventPending = "oep/"
+	pEventSlot         = "es/"
+	pTrigger           = "tg/"
+	pTriggerEvent      = "tge/"
+
 	kEventSeq    = "x/event-seq"
 	kLayout      = "x/layout"
 	kTasksQueued = "x/tasks-queued"
 	kTasksLeased = "x/tasks-leased"
+	// Per owner, the owner's id follows: its last event Seq and its
+	// count of stored events.
+	kOwnerEventSeq   = "x/owner-event-seq/"
+	kOwnerEventCount = "x/owner-event-count/"
 )
 
 const sep = "\x00"

@@ -38,6 +38,9 @@ const (
 	tCounter                  // name → uint64
 	tService                  // service lease name
 	tSchedule                 // owner sep name
+	tOwnerEvent               // owner sep id
+	tEventSlot                // owner sep name sep key
+	tTrigger                  // owner sep name
 	numTables
 )
 

@@ -124,6 +124,19 @@ func TestTwoStoresOneSchema(t *testing.T) {
 	t.Logf("conflicts retried: %d and %d", stores[0].Stats().Conflicts, stores[1].Stats().Conflicts)
 }
 
+// TestTwoStoresOneSlot: two stores on one schema, as two daemons, each
+// accepting events and adding to one event slot: their group commits
+// conflict on the slot's row and on the owner's Seq counter row, and the
+// retried transactions lose no addition and repeat no Seq.
+func TestTwoStoresOneSlot(t *testing.T) {
+	t.Parallel()
+	u := pgtest.Schema(t)
+	a, b := openURL(t, u, Options{Shared: true}), openURL(t, u, Options{Shared: true})
+	storetest.AddToSlotConcurrently(t, []store.Store{a, b}, 8, 10)
+	storetest.AcceptConcurrently(t, []store.Store{a, b}, 8, 10)
+	t.Logf("conflicts retried: %d and %d", a.Stats().Conflicts, b.Stats().Conflicts)
+}
+
 // TestSecondOpenLocked: without Shared, a second store on a schema in use
 // is refused with store.ErrLocked naming the schema, and opens once the
 // first is closed.
