@@ -663,7 +663,7 @@ func (h *Host) callOn(ctx context.Context, t *toolState, input []byte, req CallR
 	for tries := 0; ; tries++ {
 		inst, err := p.instance(ctx)
 		if err != nil {
-			return nil, err
+			return nil, notSent(err)
 		}
 		if _, ok := inst.declared().Tool(req.Tool); !ok {
 			return nil, toolErrorf(KindUnknownTool, req.Tool, "plugin %s no longer declares this tool (its manifest changed at launch)", p.name)
@@ -680,6 +680,21 @@ func (h *Host) callOn(ctx context.Context, t *toolState, input []byte, req CallR
 		}
 		return res, err
 	}
+}
+
+// notSent is a failure to get a process for a call — a launch that
+// failed, a restart still in its backoff — as the call's error: the call
+// was never sent, so KindCrashed (whose outcome an at-most-once call
+// cannot know) becomes KindNotSent, which any tool may be called again
+// after (DESIGN §12).
+func notSent(err error) error {
+	var te *ToolError
+	if errors.As(err, &te) && te.Kind == KindCrashed {
+		c := *te
+		c.Kind = KindNotSent
+		return &c
+	}
+	return err
 }
 
 // notDelivered is a call that failed before it reached the plugin: the
@@ -990,7 +1005,7 @@ func (h *Host) transportError(ctx context.Context, t *toolState, inst *instance,
 	}
 	if neverSent(err) {
 		t.plugin.retire(inst, false, fmt.Sprintf("unreachable before %s was sent: %v", t.m.Name, err))
-		return notDelivered{toolErrorf(KindCrashed, t.m.Name, "the plugin process could not be reached (%v); the call was not sent", status.Convert(err).Message())}
+		return notDelivered{toolErrorf(KindNotSent, t.m.Name, "the plugin process could not be reached (%v); the call was not sent", status.Convert(err).Message())}
 	}
 	if why := inst.hung.Load(); why != nil {
 		// watchHealth killed it: the call's outcome is unknown, as after

@@ -450,9 +450,16 @@ func TestCrashBackoffPastDeadlineFailsFast(t *testing.T) {
 	wantKind(t, err, KindCrashed)
 	start := time.Now()
 	_, err = b.h.Call(context.Background(), CallRequest{Tool: "testkit.echo", Deadline: time.Now().Add(time.Second)})
-	te := wantKind(t, err, KindCrashed)
+	// The call never reached a process: not sent, so even an at-most-once
+	// tool may be called again.
+	te := wantKind(t, err, KindNotSent)
 	if !strings.Contains(te.Message, "restarts in") || time.Since(start) > 500*time.Millisecond {
 		t.Fatalf("got %v after %v; want an immediate refusal", err, time.Since(start))
+	}
+	_, err = b.h.Call(context.Background(), CallRequest{Tool: "testkit.once", Input: json.RawMessage(`{"value":1}`), IdempotencyKey: "k-backoff", Attempt: 1, Deadline: time.Now().Add(time.Second)})
+	wantKind(t, err, KindNotSent)
+	if !IsRetryable(err) {
+		t.Fatalf("a call refused in the backoff is not retryable: %v", err)
 	}
 }
 
