@@ -589,37 +589,46 @@ func (h *Host) isClosed() bool {
 	}
 }
 
+// enter admits one call or probe of tool: the host is open (it waits for
+// the call on Close), the input is at most MaxMessageBytes ("" is {}), and
+// ctx carries the deadline — the request's, else the tool's own default
+// (revision 2), else DefaultTimeout. done ends it.
+func (h *Host) enter(ctx context.Context, toolName string, input json.RawMessage, deadline time.Time) (json.RawMessage, context.Context, func(), error) {
+	h.mu.RLock()
+	if h.closed {
+		h.mu.RUnlock()
+		return nil, nil, nil, toolErrorf(KindCancelled, toolName, "the plugin host is closed")
+	}
+	h.calls.Add(1)
+	h.mu.RUnlock()
+	if len(bytes.TrimSpace(input)) == 0 {
+		input = []byte("{}")
+	}
+	if len(input) > h.cfg.MaxMessageBytes {
+		h.calls.Done()
+		return nil, nil, nil, toolErrorf(KindTooLarge, toolName, "input of %d bytes exceeds the limit of %d", len(input), h.cfg.MaxMessageBytes)
+	}
+	if deadline.IsZero() {
+		timeout := h.cfg.DefaultTimeout
+		if t, ok := h.set.Load().tools[toolName]; ok && t.m.Timeout > 0 {
+			timeout = t.m.Timeout
+		}
+		deadline = time.Now().Add(timeout)
+	}
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	return input, ctx, func() { cancel(); h.calls.Done() }, nil
+}
+
 // Call makes one tool call: it validates the input, waits for the tool's
 // turn (serialized if the tool is not idempotent, else one of the plugin's
 // slots), launches the plugin if needed, and returns its answer. Every
 // failure is a *ToolError.
 func (h *Host) Call(ctx context.Context, req CallRequest) (*CallResult, error) {
-	h.mu.RLock()
-	if h.closed {
-		h.mu.RUnlock()
-		return nil, toolErrorf(KindCancelled, req.Tool, "the plugin host is closed")
+	input, ctx, done, err := h.enter(ctx, req.Tool, req.Input, req.Deadline)
+	if err != nil {
+		return nil, err
 	}
-	h.calls.Add(1)
-	h.mu.RUnlock()
-	defer h.calls.Done()
-
-	input := req.Input
-	if len(bytes.TrimSpace(input)) == 0 {
-		input = []byte("{}")
-	}
-	if len(input) > h.cfg.MaxMessageBytes {
-		return nil, toolErrorf(KindTooLarge, req.Tool, "input of %d bytes exceeds the limit of %d", len(input), h.cfg.MaxMessageBytes)
-	}
-	deadline := req.Deadline
-	if deadline.IsZero() {
-		timeout := h.cfg.DefaultTimeout
-		if t, ok := h.set.Load().tools[req.Tool]; ok && t.m.Timeout > 0 {
-			timeout = t.m.Timeout // the tool's own default (revision 2)
-		}
-		deadline = time.Now().Add(timeout)
-	}
-	ctx, cancel := context.WithDeadline(ctx, deadline)
-	defer cancel()
+	defer done()
 	for {
 		// The set in service may change under a call that has not reached
 		// its plugin yet (Rescan): it then resolves the tool again.

@@ -1,10 +1,8 @@
 package host
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -33,35 +31,14 @@ var _ tool.Reconciler = (*Host)(nil)
 // tool (it has no effect, and it is asked when that call's outcome is
 // lost). Every failure is a *ToolError; the engine counts it as unknown.
 func (h *Host) Reconcile(ctx context.Context, req tool.ReconcileRequest) (*tool.ReconcileResult, error) {
-	h.mu.RLock()
-	if h.closed {
-		h.mu.RUnlock()
-		return nil, toolErrorf(KindCancelled, req.Tool, "the plugin host is closed")
-	}
-	h.calls.Add(1)
-	h.mu.RUnlock()
-	defer h.calls.Done()
-
 	if req.IdempotencyKey == "" {
 		return nil, toolErrorf(KindSchema, req.Tool, "a reconcile probe needs the idempotency key of the call it asks about")
 	}
-	input := req.Input
-	if len(bytes.TrimSpace(input)) == 0 {
-		input = []byte("{}")
+	input, ctx, done, err := h.enter(ctx, req.Tool, req.Input, req.Deadline)
+	if err != nil {
+		return nil, err
 	}
-	if len(input) > h.cfg.MaxMessageBytes {
-		return nil, toolErrorf(KindTooLarge, req.Tool, "input of %d bytes exceeds the limit of %d", len(input), h.cfg.MaxMessageBytes)
-	}
-	deadline := req.Deadline
-	if deadline.IsZero() {
-		timeout := h.cfg.DefaultTimeout
-		if t, ok := h.set.Load().tools[req.Tool]; ok && t.m.Timeout > 0 {
-			timeout = t.m.Timeout
-		}
-		deadline = time.Now().Add(timeout)
-	}
-	ctx, cancel := context.WithDeadline(ctx, deadline)
-	defer cancel()
+	defer done()
 	for {
 		t, ok := h.set.Load().tools[req.Tool]
 		if !ok {
