@@ -21,16 +21,29 @@ import (
 // scheduleFlows declares three schedules of one flow: beat, whose ticks
 // the tests count; pulse, a witness that fires on the same passes as
 // beat, so that its firings prove the service made passes while beat
-// fired nothing; and digest, a cron in a zone that fires on weekday
-// mornings only, never during a test. beat and pulse allow overlap: a
-// tick never waits for or skips over a slow earlier run, so every tick
-// has its run however loaded the machine is.
+// fired nothing; and digest, a cron in a zone (DIGEST, digestCron's) that
+// fires on weekdays at an hour half a day away, never during a test, as
+// does stamp, whose input is a function of the tick. beat
+// and pulse allow overlap: a tick never waits for or skips over a slow
+// earlier run, so every tick has its run however loaded the machine is.
 const scheduleFlows = `
 flow(name = "beat_flow", nodes = [task("t", tool = "testkit.echo", args = lambda ctx: {"n": ctx.input["n"]})])
 schedule("beat", flow = "beat_flow", every = "1s", input = {"n": 1}, overlap = "allow")
 schedule("pulse", flow = "beat_flow", every = "1s", input = {"n": 2}, overlap = "allow")
-schedule("digest", flow = "beat_flow", cron = "0 9 * * MON-FRI", timezone = "Europe/Paris", input = {"n": 3})
+schedule("digest", flow = "beat_flow", cron = "DIGEST", timezone = "Europe/Paris", input = {"n": 3})
+schedule("stamp", flow = "beat_flow", cron = "DIGEST", timezone = "Europe/Paris", input = lambda tick: {"n": len(tick["time"])})
 `
+
+// digestCron is digest's cron: weekdays at the hour half a day from now
+// in Paris, or an hour earlier for 02:00, which a spring-forward day has
+// not.
+func digestCron(paris *time.Location) (cron string, hour int) {
+	hour = (time.Now().In(paris).Hour() + 12) % 24
+	if hour == 2 {
+		hour = 1
+	}
+	return fmt.Sprintf("0 %d * * MON-FRI", hour), hour
+}
 
 // tickRun is a run a schedule's tick started.
 type tickRun struct {
@@ -148,16 +161,22 @@ func writeFlowFile(t *testing.T, name, src string) string {
 // removes it; an unknown schedule and a bad cron are refused clearly.
 func TestScheduleOperatedThroughTheCLI(t *testing.T) {
 	d := servingDaemon(t)
-	path := writeFlowFile(t, "sched.star", scheduleFlows)
+	paris, err := time.LoadLocation("Europe/Paris")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cron, hour := digestCron(paris)
+	path := writeFlowFile(t, "sched.star", strings.ReplaceAll(scheduleFlows, "DIGEST", cron))
 	code, out, errb := d.cli("flow", "register", path)
 	if code != 0 || !regexp.MustCompile(`(?m)^scheduled beat \(flow beat_flow, next tick \S+\)$`).MatchString(out) ||
 		!strings.Contains(out, "scheduled digest (flow beat_flow, next tick ") {
 		t.Fatalf("register: %d\n%s%s", code, out, errb)
 	}
 	d.waitTicks("beat", 3, 30*time.Second)
-	scheduleListed(t, d)
+	scheduleListed(t, d, paris, cron, hour)
 	pausedNext, before := schedulePausedFiresNothing(t, d)
 	scheduleTriggeredOnce(t, d)
+	scheduleTriggeredWithItsInputFunction(t, d)
 	scheduleStaysPausedAcrossRestart(t, d, pausedNext, before)
 	scheduleResumed(t, d, pausedNext)
 	scheduleRemoved(t, d)
@@ -167,28 +186,24 @@ func TestScheduleOperatedThroughTheCLI(t *testing.T) {
 
 // scheduleListed checks ls and show: the next ticks in each schedule's
 // zone and beat's firings with their runs' phases.
-func scheduleListed(t *testing.T, d *daemon) {
+func scheduleListed(t *testing.T, d *daemon, paris *time.Location, cron string, hour int) {
 	t.Helper()
 	code, out, errb := d.cli("schedule", "ls")
 	if code != 0 {
 		t.Fatalf("schedule ls: %d %s", code, errb)
 	}
-	paris, err := time.LoadLocation("Europe/Paris")
-	if err != nil {
-		t.Fatal(err)
-	}
 	digest := d.schedule("digest")
 	for _, re := range []string{
 		`(?m)^NAME\s+FLOW\s+WHEN\s+NEXT\s+LAST FIRING$`,
 		`(?m)^beat\s+beat_flow\s+every 1s\s+\S+Z\s+\S+Z \S+ \((queued|running|completed)\)$`,
-		`(?m)^digest\s+beat_flow\s+0 9 \* \* MON-FRI Europe/Paris\s+` + regexp.QuoteMeta(digest.Next.In(paris).Format(time.RFC3339)) + `\s+-$`,
+		`(?m)^digest\s+beat_flow\s+` + regexp.QuoteMeta(cron) + ` Europe/Paris\s+` + regexp.QuoteMeta(digest.Next.In(paris).Format(time.RFC3339)) + `\s+-$`,
 	} {
 		if !regexp.MustCompile(re).MatchString(out) {
 			t.Errorf("schedule ls does not match %s:\n%s", re, out)
 		}
 	}
 	code, out, _ = d.cli("schedule", "show", "digest")
-	if code != 0 || !strings.Contains(out, "schedule digest: flow beat_flow, 0 9 * * MON-FRI Europe/Paris\n") || !strings.Contains(out, "no firings yet") {
+	if code != 0 || !strings.Contains(out, "schedule digest: flow beat_flow, "+cron+" Europe/Paris\n") || !strings.Contains(out, "no firings yet") {
 		t.Errorf("schedule show digest: %d\n%s", code, out)
 	}
 	upcoming := regexp.MustCompile(`(?m)^  (\S+)$`).FindAllStringSubmatch(out, -1)
@@ -202,9 +217,9 @@ func scheduleListed(t *testing.T, d *daemon) {
 			t.Fatalf("next tick %q: %v", m[1], err)
 		}
 		local := tk.In(paris)
-		if !tk.After(prev) || local.Hour() != 9 || local.Minute() != 0 || local.Weekday() == time.Saturday || local.Weekday() == time.Sunday ||
+		if !tk.After(prev) || local.Hour() != hour || local.Minute() != 0 || local.Weekday() == time.Saturday || local.Weekday() == time.Sunday ||
 			m[1] != local.Format(time.RFC3339) {
-			t.Errorf("next tick %s after %s: want the next weekday's 09:00 in Paris, printed in its zone", m[1], prev)
+			t.Errorf("next tick %s after %s: want the next weekday's %02d:00 in Paris, printed in its zone", m[1], prev, hour)
 		}
 		prev = tk
 	}
@@ -307,6 +322,24 @@ func scheduleTriggeredOnce(t *testing.T, d *daemon) {
 	}
 	if n != 1 {
 		t.Errorf("%d runs of the trigger's request id, want 1", n)
+	}
+}
+
+// scheduleTriggeredWithItsInputFunction triggers stamp, whose input is a
+// function of the tick: the run's input is what it answers for the
+// trigger's time in Paris (RFC 3339 with a +01:00 or +02:00 offset, 25
+// bytes), and the request id sent again answers the same run.
+func scheduleTriggeredWithItsInputFunction(t *testing.T, d *daemon) {
+	t.Helper()
+	code, first, errb := d.cli("schedule", "trigger", "stamp", "--request-id", "stamp-1")
+	if code != 0 {
+		t.Fatalf("trigger stamp: %d %s", code, errb)
+	}
+	if r := d.waitTerminal(strings.TrimSpace(first)); r.Phase != apitypes.PhaseCompleted || string(r.Input) != `{"n":25}` {
+		t.Fatalf("stamp's triggered run: %s input %s %+v", r.Phase, r.Input, r.Error)
+	}
+	if code, again, errb := d.cli("schedule", "trigger", "stamp", "--request-id", "stamp-1"); code != 0 || again != first {
+		t.Errorf("trigger stamp again: %d %q %s, want %q", code, again, errb, first)
 	}
 }
 
@@ -417,8 +450,8 @@ schedule("late", flow = "other", cron = "0 25 * * *")
 	for _, s := range ss {
 		names = append(names, s.Name)
 	}
-	if !slices.Equal(names, []string{"digest", "pulse"}) {
-		t.Errorf("schedules after the refused file: %v, want digest and pulse only", names)
+	if !slices.Equal(names, []string{"digest", "pulse", "stamp"}) {
+		t.Errorf("schedules after the refused file: %v, want digest, pulse and stamp only", names)
 	}
 	if _, err := d.api.FlowSource(context.Background(), "other"); client.ErrorCode(err) != engine.CodeUnknownFlow {
 		t.Errorf("the refused file's flow: %v, want %s", err, engine.CodeUnknownFlow)
