@@ -78,12 +78,12 @@ func TestScheduleFleetEachTickOnce(t *testing.T) {
 	n := *scheduleFleetTicks
 	ds, u := fleet(t, 2)
 	ds[0].register(crashScheduleFlow)
+	ds[0].waitTicks("beat", n/2, time.Duration(n)*time.Second+time.Minute)
 	holder := scheduleLeaseHolder(t, u, ds)
 	survivor := ds[0]
 	if survivor == holder {
 		survivor = ds[1]
 	}
-	holder.waitTicks("beat", n/2, time.Duration(n)*time.Second+time.Minute)
 	holder.kill()
 	killed := time.Now()
 	runs := survivor.waitTicks("beat", n, time.Duration(n)*time.Second+time.Minute)
