@@ -41,6 +41,14 @@ test: ## Vet and run every test with the race detector
 	@$(GO) run ./internal/testutil/pgtest/pgcheck
 	$(GO) test -race $(PKGS)
 
+# make test runs the fleet tests too (on PostgreSQL where it can be
+# reached), with the schedule's fleet test cut to 20 ticks to keep it
+# fast; this target runs them alone, PostgreSQL required, at the issue's
+# 100 ticks (about two minutes).
+.PHONY: fleet
+fleet: ## Run the fleet tests on PostgreSQL, schedules at 100 ticks
+	WEIR_TEST_POSTGRES=required $(GO) test -race -count=1 -run 'Fleet' ./cmd/weir/ -args -schedule-fleet-ticks=100
+
 .PHONY: bench
 bench: build ## Print the benchmark table (ONLY=N runs one scenario)
 	$(GO) run ./bench $(if $(ONLY),-only $(ONLY))

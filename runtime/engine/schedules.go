@@ -361,7 +361,8 @@ func (o *Ops) ScheduleRemove(ctx context.Context, owner, name string) error {
 }
 
 // ScheduleTrigger fires owner's schedule now, outside its ticks and
-// whether or not it is paused, with the schedule's input. A request id
+// whether or not it is paused, with the schedule's input (an input
+// function's for the time now). A request id
 // makes it once per id (a client's retry finds the run it started);
 // without one, every call starts a run.
 func (o *Ops) ScheduleTrigger(ctx context.Context, owner, name, requestID string) (*StartResult, error) {
@@ -375,6 +376,41 @@ func (o *Ops) ScheduleTrigger(ctx context.Context, owner, name, requestID string
 	if requestID == "" {
 		requestID = newID("trigger")
 	}
-	return o.e.Submit(ctx, StartRequest{Owner: owner, Flow: s.Flow, Input: s.Input,
-		RequestID: requestid.Derive("schedule:", name, "trigger", requestID), startedBy: "schedule:" + name})
+	requestID = requestid.Derive("schedule:", name, "trigger", requestID)
+	if s.InputFn != "" {
+		// The function's answer changes with the time: a retry is
+		// answered by the run its request id started, not compared.
+		if res, err := o.triggeredBefore(ctx, owner, requestID); res != nil || err != nil {
+			return res, err
+		}
+	}
+	// An input function is called as at a tick, with the trigger's time.
+	input, err := newScheduleHost(o.e).input(ctx, s, o.e.clock.Now())
+	var skip *schedules.Skip
+	if errors.As(err, &skip) {
+		return nil, protocolErr(CodeBadInput, "schedule %s: %s", name, skip.Reason)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return o.e.Submit(ctx, StartRequest{Owner: owner, Flow: s.Flow, Input: input,
+		RequestID: requestID, startedBy: "schedule:" + name})
+}
+
+// triggeredBefore is the run a trigger's request id started, or nil when
+// it started none yet.
+func (o *Ops) triggeredBefore(ctx context.Context, owner, requestID string) (*StartResult, error) {
+	var d *store.Dedup
+	err := o.e.st.View(ctx, func(tx store.Tx) error {
+		var err error
+		d, err = tx.DedupGet(owner, requestID)
+		return err
+	})
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, o.e.admission.readFailed(err)
+	}
+	return &StartResult{RunID: d.RunID, Existing: true}, nil
 }

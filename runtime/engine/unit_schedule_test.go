@@ -289,3 +289,36 @@ schedule("beside", flow = "waits_ticket", every = "1h")
 		}
 	}
 }
+
+// Triggering a schedule whose input is a function starts the run with
+// what the function returns for the time of the trigger, as a tick would,
+// once per request id whatever the function answers later; a function
+// that fails refuses the trigger with its reason and starts nothing.
+func TestUnitScheduleTriggerEvaluatesItsInputFunction(t *testing.T) {
+	t.Parallel()
+	b := setupUnit(t, Config{}, forkSrc)
+	ctx := context.Background()
+	if res, err := b.eng.RegisterAs(ctx, "alice", []SourceFile{{Path: "s.star", Src: scheduledSrc}}); err != nil || res.Diagnostics.Err() != nil {
+		t.Fatalf("register: %v %v", err, res.Diagnostics)
+	}
+	b.clock.Advance(5 * time.Hour) // 06:00 in Paris
+	res, err := b.eng.Ops().ScheduleTrigger(ctx, "alice", "computed", "now-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run := b.runRecord(t, res.RunID); string(run.Input) != `{"n":6}` {
+		t.Errorf("triggered input %s, want the trigger's hour in Paris", run.Input)
+	}
+	// An hour later the function answers another input; the retry still
+	// finds the run its request id started.
+	b.clock.Advance(time.Hour)
+	if again, err := b.eng.Ops().ScheduleTrigger(ctx, "alice", "computed", "now-1"); err != nil || again.RunID != res.RunID || !again.Existing {
+		t.Errorf("trigger again an hour later: %+v %v, want the run %s", again, err, res.RunID)
+	}
+	if _, err := b.eng.Ops().ScheduleTrigger(ctx, "alice", "broken", "now-2"); codeOf(err) != CodeBadInput || !strings.Contains(err.Error(), `key "nope"`) {
+		t.Errorf("trigger of a failing input function: %v, want %s with the reason", err, CodeBadInput)
+	}
+	if _, err := b.eng.GetByRequestID(ctx, "alice", "schedule:broken:trigger:now-2"); codeOf(err) != CodeNotFound {
+		t.Errorf("the refused trigger's request id: %v, want no run (%s)", err, CodeNotFound)
+	}
+}
