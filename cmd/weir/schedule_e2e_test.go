@@ -157,7 +157,7 @@ func writeFlowFile(t *testing.T, name, src string) string {
 // print the next ticks and the firings with their runs' phases, a paused
 // schedule fires nothing while the service's passes go on (a restart
 // keeps it paused), trigger with a request id starts one run however
-// often it is sent, resume fires the ticks missed within the grace, rm
+// often it is sent, resume fires none of the ticks the pause held back, rm
 // removes it; an unknown schedule and a bad cron are refused clearly.
 func TestScheduleOperatedThroughTheCLI(t *testing.T) {
 	d := servingDaemon(t)
@@ -362,38 +362,49 @@ func scheduleStaysPausedAcrossRestart(t *testing.T, d *daemon, pausedNext time.T
 	scheduleUnchanged(t, d, s, before)
 }
 
-// scheduleResumed resumes beat: with catch_up none the ticks missed while
-// paused that are still within the grace (a minute) fire at once, older
-// ones are recorded as skipped; then beat goes on, every tick once.
+// scheduleResumed resumes beat: with catch_up none the ticks its pause
+// held back fire none (no burst on resume), the resume records them
+// skipped, and beat goes on from the first tick after the resume, every
+// tick once.
 func scheduleResumed(t *testing.T, d *daemon, pausedNext time.Time) {
 	t.Helper()
+	before := time.Now()
 	code, out, errb := d.cli("schedule", "resume", "beat")
-	resumed := time.Now()
-	if code != 0 || out != "schedule beat is running; next tick "+pausedNext.Format(time.RFC3339)+"\n" {
+	m := regexp.MustCompile(`^schedule beat is running; next tick (\S+)\n$`).FindStringSubmatch(out)
+	if code != 0 || m == nil {
 		t.Fatalf("resume: %d %q %s", code, out, errb)
+	}
+	next, err := time.Parse(time.RFC3339, m[1])
+	if err != nil || next.Before(before.Truncate(time.Second)) {
+		t.Fatalf("resumed with next tick %q (%v), want one after the resume at %s", m[1], err, before)
 	}
 	var runs []tickRun
 	testutil.Eventually(t, 30*time.Second, func() error {
 		runs = d.tickRuns("beat")
-		if last := runs[len(runs)-1].tick; last.Before(resumed.Add(2 * time.Second)) {
-			return fmt.Errorf("beat's last tick %s, want one past %s", last, resumed.Add(2*time.Second))
+		if last := runs[len(runs)-1].tick; last.Before(next.Add(2 * time.Second)) {
+			return fmt.Errorf("beat's last tick %s, want one past %s", last, next.Add(2*time.Second))
 		}
 		return nil
 	})
-	// The first pass after the resume looks back one grace from its now;
-	// a pause longer than that (a very slow restart) skips the oldest.
-	if resumed.Sub(pausedNext) < engine.ScheduleGrace-10*time.Second {
-		eachTickOnce(t, runs)
-		return
+	var held, after []tickRun
+	for _, r := range runs {
+		switch {
+		case r.tick.Before(pausedNext):
+		case r.tick.Before(next):
+			held = append(held, r)
+		default:
+			after = append(after, r)
+		}
 	}
-	var firstAfter int
-	for firstAfter < len(runs) && !runs[firstAfter].tick.After(pausedNext) {
-		firstAfter++
+	if len(held) > 0 {
+		t.Errorf("%d ticks the pause held back fired on resume (the first %s)", len(held), held[0].tick)
 	}
-	eachTickOnce(t, runs[:firstAfter])
-	eachTickOnce(t, runs[firstAfter:])
-	if !slices.ContainsFunc(d.schedule("beat").Firings, func(f apitypes.ScheduleFiring) bool { return strings.HasPrefix(f.Skipped, "catch_up") }) {
-		t.Errorf("a pause of %s lost ticks without a skipped firing saying so", resumed.Sub(pausedNext))
+	eachTickOnce(t, after)
+	if len(after) == 0 || !after[0].tick.Equal(next) {
+		t.Errorf("after the resume the first tick fired is not %s: %+v", next, after)
+	}
+	if !slices.ContainsFunc(d.schedule("beat").Firings, func(f apitypes.ScheduleFiring) bool { return strings.HasPrefix(f.Skipped, "paused") }) {
+		t.Errorf("the resume skipped the paused ticks without a firing saying so: %+v", d.schedule("beat").Firings)
 	}
 }
 

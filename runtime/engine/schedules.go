@@ -325,13 +325,16 @@ func (o *Ops) SchedulePause(ctx context.Context, p SchedulePauseParams) (*store.
 		if s.Paused == p.Pause {
 			return nil
 		}
+		now := o.e.clock.Now()
 		w := *s
 		w.Paused, w.PausedBy, w.PauseReason = p.Pause, "", ""
 		if p.Pause {
 			w.PausedBy, w.PauseReason = p.Owner, p.Reason
+		} else {
+			resumeNext(&w, now)
 		}
 		w.Revision++
-		w.UpdatedAt = o.e.clock.Now()
+		w.UpdatedAt = now
 		out = &w
 		return tx.SchedulePut(&w)
 	})
@@ -342,6 +345,22 @@ func (o *Ops) SchedulePause(ctx context.Context, p SchedulePauseParams) (*store.
 		return nil, storageErr(err)
 	}
 	return out, nil
+}
+
+// resumeNext moves a resumed schedule's next tick past the ticks its
+// pause held back when its catch-up policy fires none of them: a pause
+// is a deliberate stop, and without this the ticks of its last minute
+// (within ScheduleGrace) would all fire at once on resume.
+func resumeNext(s *store.Schedule, now time.Time) {
+	if s.CatchUp != "" && s.CatchUp != string(tick.CatchUpNone) || s.Next.After(now) {
+		return
+	}
+	spec, err := tick.Parse(s.Cron, s.Every, s.Zone)
+	if err != nil {
+		return // the service logs a record that no longer parses
+	}
+	s.Firings = schedules.AppendFiring(s.Firings, store.ScheduleFiring{Tick: s.Next, Skipped: schedules.SkippedPaused + " (the ticks from here until the resume)", At: now})
+	s.Next = spec.Next(now)
 }
 
 // ScheduleRemove removes one of owner's schedules; runs it started are

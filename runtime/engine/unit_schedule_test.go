@@ -117,13 +117,14 @@ func TestUnitScheduleOperations(t *testing.T) {
 	if _, err := ops.SchedulePause(ctx, SchedulePauseParams{Owner: "alice", Name: "ops"}); err != nil {
 		t.Fatal(err)
 	}
-	res := svc.RunOnce(ctx)
-	if res.Due != 1 {
-		t.Fatalf("the resumed schedule: %+v", res)
+	// catch_up none: the ticks the pause held back fire none, not a
+	// burst at once; the resume records them skipped.
+	if res := svc.RunOnce(ctx); res.Due != 0 || len(res.Fired) != 0 {
+		t.Fatalf("the resumed schedule fired what its pause held back: %+v", res)
 	}
 	rec := b.scheduleRecord(t, "alice", "ops")
-	if rec.Paused || !rec.Next.After(b.clock.Now()) {
-		t.Errorf("after resume: paused %v next %s (now %s)", rec.Paused, rec.Next, b.clock.Now())
+	if rec.Paused || !rec.Next.After(b.clock.Now()) || len(rec.Firings) != 1 || !strings.HasPrefix(rec.Firings[0].Skipped, schedules.SkippedPaused) {
+		t.Errorf("after resume: paused %v next %s (now %s) firings %+v", rec.Paused, rec.Next, b.clock.Now(), rec.Firings)
 	}
 
 	r1, err := ops.ScheduleTrigger(ctx, "alice", "ops", "deploy-1")
@@ -320,5 +321,27 @@ func TestUnitScheduleTriggerEvaluatesItsInputFunction(t *testing.T) {
 	}
 	if _, err := b.eng.GetByRequestID(ctx, "alice", "schedule:broken:trigger:now-2"); codeOf(err) != CodeNotFound {
 		t.Errorf("the refused trigger's request id: %v, want no run (%s)", err, CodeNotFound)
+	}
+}
+
+// A schedule whose catch-up policy is latest fires the latest tick its
+// pause held back when it resumes, once.
+func TestUnitScheduleResumeCatchesUpByPolicy(t *testing.T) {
+	t.Parallel()
+	b := setupUnit(t, Config{}, forkSrc)
+	ctx := context.Background()
+	b.putSchedule(t, store.Schedule{Name: "late", Flow: "chain", Every: time.Hour, Input: json.RawMessage(`{"n":5}`),
+		Next: unitEpoch.Add(time.Hour), Overlap: schedules.OverlapAllow, CatchUp: "latest"})
+	ops := b.eng.Ops()
+	if _, err := ops.SchedulePause(ctx, SchedulePauseParams{Owner: "alice", Name: "late", Pause: true}); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(5*time.Hour + time.Minute)
+	if _, err := ops.SchedulePause(ctx, SchedulePauseParams{Owner: "alice", Name: "late"}); err != nil {
+		t.Fatal(err)
+	}
+	res := schedules.New(newScheduleHost(b.eng), b.clock).RunOnce(ctx)
+	if len(res.Fired) != 1 || !res.Fired[0].Tick.Equal(unitEpoch.Add(5*time.Hour)) || res.Skipped != 4 {
+		t.Fatalf("resumed with catch_up latest: %+v", res)
 	}
 }

@@ -42,6 +42,7 @@ const (
 const (
 	SkippedOverlap = "overlap"  // the previous firing's run had not ended
 	SkippedMissed  = "catch_up" // missed while away; the catch-up policy skipped it
+	SkippedPaused  = "paused"   // held back by a pause; catch_up none fires none on resume
 )
 
 // RequestID is the request id of the run a schedule's tick starts
@@ -209,7 +210,7 @@ func (s *Service) pass(ctx context.Context, sc *store.Schedule, now time.Time, f
 	next.Next = d.Next
 	for reason, n := range d.Skipped {
 		res.Skipped += n
-		next.Firings = appendFiring(next.Firings, store.ScheduleFiring{Tick: was, Skipped: fmt.Sprintf("%s (%d ticks)", reason, n), At: now})
+		next.Firings = AppendFiring(next.Firings, store.ScheduleFiring{Tick: was, Skipped: fmt.Sprintf("%s (%d ticks)", reason, n), At: now})
 	}
 	for _, t := range d.Fire {
 		failpoint.Hit(failpoint.ScheduleDecided)
@@ -217,7 +218,7 @@ func (s *Service) pass(ctx context.Context, sc *store.Schedule, now time.Time, f
 		var skip *Skip
 		if errors.As(err, &skip) {
 			res.Skipped++
-			next.Firings = appendFiring(next.Firings, store.ScheduleFiring{Tick: t, Skipped: skip.Reason, At: now})
+			next.Firings = AppendFiring(next.Firings, store.ScheduleFiring{Tick: t, Skipped: skip.Reason, At: now})
 			continue
 		}
 		if err != nil {
@@ -233,7 +234,7 @@ func (s *Service) pass(ctx context.Context, sc *store.Schedule, now time.Time, f
 		failpoint.Hit(failpoint.ScheduleFired)
 		f := store.ScheduleFiring{Tick: t, RunID: runID, At: now}
 		res.Fired = append(res.Fired, f)
-		next.Firings = appendFiring(next.Firings, f)
+		next.Firings = AppendFiring(next.Firings, f)
 	}
 	next.UpdatedAt = now
 	if _, err := s.eng.Save(ctx, &next, fence); err != nil {
@@ -254,8 +255,8 @@ func LastRun(fs []store.ScheduleFiring) string {
 	return ""
 }
 
-// appendFiring keeps the latest store.MaxFirings firings.
-func appendFiring(fs []store.ScheduleFiring, f store.ScheduleFiring) []store.ScheduleFiring {
+// AppendFiring appends f and keeps the latest store.MaxFirings firings.
+func AppendFiring(fs []store.ScheduleFiring, f store.ScheduleFiring) []store.ScheduleFiring {
 	fs = append(append([]store.ScheduleFiring(nil), fs...), f)
 	if n := len(fs); n > store.MaxFirings {
 		fs = fs[n-store.MaxFirings:]
