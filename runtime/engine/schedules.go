@@ -61,6 +61,14 @@ func (h scheduleHost) Running(ctx context.Context, owner, runID string) (bool, e
 // input function that fails, a flow gone or refusing the input); a
 // refusal of admission is tried again at the next pass.
 func (h scheduleHost) Fire(ctx context.Context, s *store.Schedule, t time.Time, requestID string) (string, error) {
+	if s.InputFn != "" {
+		if res, err := startedBefore(ctx, h.e, s.Owner, requestID); res != nil || err != nil {
+			if err != nil {
+				return "", err
+			}
+			return res.RunID, nil
+		}
+	}
 	input, err := h.input(ctx, s, t)
 	if err != nil {
 		return "", err
@@ -399,7 +407,7 @@ func (o *Ops) ScheduleTrigger(ctx context.Context, owner, name, requestID string
 	if s.InputFn != "" {
 		// The function's answer changes with the time: a retry is
 		// answered by the run its request id started, not compared.
-		if res, err := o.triggeredBefore(ctx, owner, requestID); res != nil || err != nil {
+		if res, err := startedBefore(ctx, o.e, owner, requestID); res != nil || err != nil {
 			return res, err
 		}
 	}
@@ -416,11 +424,13 @@ func (o *Ops) ScheduleTrigger(ctx context.Context, owner, name, requestID string
 		RequestID: requestID, startedBy: "schedule:" + name})
 }
 
-// triggeredBefore is the run a trigger's request id started, or nil when
-// it started none yet.
-func (o *Ops) triggeredBefore(ctx context.Context, owner, requestID string) (*StartResult, error) {
+// startedBefore is the run a derived request id of owner's started, or
+// nil when it started none yet: a schedule's tick or trigger sent again is
+// answered by its run, never compared with what its input function
+// answers now.
+func startedBefore(ctx context.Context, e *Engine, owner, requestID string) (*StartResult, error) {
 	var d *store.Dedup
-	err := o.e.st.View(ctx, func(tx store.Tx) error {
+	err := e.st.View(ctx, func(tx store.Tx) error {
 		var err error
 		d, err = tx.DedupGet(owner, requestID)
 		return err
@@ -429,7 +439,7 @@ func (o *Ops) triggeredBefore(ctx context.Context, owner, requestID string) (*St
 	case errors.Is(err, store.ErrNotFound):
 		return nil, nil
 	case err != nil:
-		return nil, o.e.admission.readFailed(err)
+		return nil, e.admission.readFailed(err)
 	}
 	return &StartResult{RunID: d.RunID, Existing: true}, nil
 }

@@ -345,3 +345,35 @@ func TestUnitScheduleResumeCatchesUpByPolicy(t *testing.T) {
 		t.Fatalf("resumed with catch_up latest: %+v", res)
 	}
 }
+
+// A tick of a schedule with an input function fired again (a crash
+// before its next tick was stored) finds its run by the request id, even
+// after the file was registered again with another function: it is not
+// evaluated again, so it neither conflicts nor starts a second run.
+func TestUnitScheduleTickFiredAgainAfterItsFunctionChanged(t *testing.T) {
+	t.Parallel()
+	b := setupUnit(t, Config{}, forkSrc)
+	ctx := context.Background()
+	register := func(n int) {
+		src := forkSrc + fmt.Sprintf("\nschedule(\"fn\", flow = \"chain\", every = \"1h\", input = lambda tick: {\"n\": %d})\n", n)
+		if res, err := b.eng.RegisterAs(ctx, "alice", []SourceFile{{Path: "fn.star", Src: src}}); err != nil || res.Diagnostics.Err() != nil {
+			t.Fatalf("register: %v %v", err, res.Diagnostics)
+		}
+	}
+	register(1)
+	tick := unitEpoch.Add(time.Hour)
+	id := schedules.RequestID("fn", tick, time.UTC)
+	h := newScheduleHost(b.eng)
+	first, err := h.Fire(ctx, b.scheduleRecord(t, "alice", "fn"), tick, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	register(2)
+	again, err := h.Fire(ctx, b.scheduleRecord(t, "alice", "fn"), tick, id)
+	if err != nil || again != first {
+		t.Fatalf("fired again after the function changed: %q %v, want %q", again, err, first)
+	}
+	if run := b.runRecord(t, first); string(run.Input) != `{"n":1}` {
+		t.Errorf("the tick's run has input %s", run.Input)
+	}
+}
