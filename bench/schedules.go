@@ -8,6 +8,7 @@ import (
 
 	"github.com/weirhq/weir/bench/internal/daemon"
 	"github.com/weirhq/weir/bench/internal/ticks"
+	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/api/client"
 )
 
@@ -132,12 +133,8 @@ func schedulesIdle(b *bench, noSchedulesCPU float64) ([]row, error) {
 		}
 	}
 	registered := time.Since(start)
-	listed, err := d.Client().Schedules(b.ctx, 0)
-	if err != nil {
+	if err := checkRegistered(b, d.Client(), idleSchedules); err != nil {
 		return nil, err
-	}
-	if len(listed) != idleSchedules {
-		return nil, fmt.Errorf("%d schedules listed after registering %d", len(listed), idleSchedules)
 	}
 	// An hour's ticks fire on the hour: a window across one measures
 	// 10,000 firings, not a daemon holding them.
@@ -164,6 +161,24 @@ func schedulesIdle(b *bench, noSchedulesCPU float64) ([]row, error) {
 		{figure: "daemon RSS (VmRSS) with them", value: mib(after),
 			limit: "same daemon before registering them " + mib(before), ratio: ratio(float64(after) / float64(before))},
 	}, nil
+}
+
+// checkRegistered checks that the n hourly schedules are stored: a full
+// first page of the listing (GET /v1/schedules has no next page: it lists
+// at most apitypes.MaxListLimit) and the last one declared.
+func checkRegistered(b *bench, c *client.Client, n int) error {
+	listed, err := c.Schedules(b.ctx, apitypes.MaxListLimit)
+	if err != nil {
+		return err
+	}
+	if want := min(n, apitypes.MaxListLimit); len(listed) != want {
+		return fmt.Errorf("%d schedules listed after registering %d, want %d", len(listed), n, want)
+	}
+	last := fmt.Sprintf("h%d", n-1)
+	if _, err := c.Schedule(b.ctx, last); err != nil {
+		return fmt.Errorf("schedule %s after registering %d: %w", last, n, err)
+	}
+	return nil
 }
 
 // daemonCPU is the CPU d (weir serve and its plugins) used over window, as
