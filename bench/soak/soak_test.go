@@ -95,7 +95,7 @@ func TestSoakCatchesInjectedLoss(t *testing.T) {
 // cannot fail would prove nothing.
 func TestChecksCatchViolations(t *testing.T) {
 	t.Parallel()
-	for _, tt := range append(violationCases(), fleetViolationCases()...) {
+	for _, tt := range append(append(violationCases(), fleetViolationCases()...), tickViolationCases()...) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			w, f := tt.build()
