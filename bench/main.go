@@ -67,6 +67,7 @@ var scenarios = []scenario{
 	{11, "durable steps/s, a fleet on PostgreSQL", fleetSteps},
 	{12, "one owner cannot starve another", fairShare},
 	{13, "recovery operations", recovery},
+	{14, "schedules", schedules},
 }
 
 func main() {

@@ -5,7 +5,7 @@
 # approval given with a second command, and a mail published at most once;
 # then agents on a scripted model server (offline): a planner, researcher
 # sub-agents fanned out with a quorum, a critic, and a person's approval of
-# the mail they wrote.
+# the mail they wrote; and a schedule that starts an agent by itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -188,6 +188,31 @@ phase_is "$lua_run" completed || { echo "demo: the Lua digest did not complete" 
 lines=$(wc -l < "$data/plugin-state/mail/outbox.jsonl")
 [[ $lines -eq 3 ]] || { echo "demo: expected three mails in all, found $lines" >&2; exit 1; }
 
+step "A scheduled agent: morning_digest starts the morning flow by itself (every 2s for the demo; a weekday cron in earnest)"
+show "weir flow register examples/agents/morning.star"
+"$weir" flow check --config "$data/weir.hcl" examples/agents/morning.star >/dev/null
+"$weir" flow register examples/agents/morning.star
+show "weir schedule show morning_digest"
+"$weir" schedule show morning_digest
+# The first firing's run: named in the schedule's firings once its tick
+# fired (bounded: the first tick is at most 2 s away, a pass once a second).
+scheduled=
+for _ in $(seq 1 100); do
+    scheduled=$("$weir" schedule show morning_digest --json | sed -n 's/.*"run_id": *"\([^"]*\)".*/\1/p' | head -n 1)
+    [[ -n $scheduled ]] && break
+    sleep 0.1
+done
+[[ -n $scheduled ]] || { echo "demo: morning_digest fired no run within 10 s" >&2; "$weir" schedule show morning_digest >&2; exit 1; }
+show "weir run wait $scheduled"
+"$weir" run wait "$scheduled" --timeout 60s >/dev/null
+phase_is "$scheduled" completed || { echo "demo: the scheduled run did not complete" >&2; "$weir" run get "$scheduled" >&2; exit 1; }
+show "weir run get $scheduled"
+"$weir" run get "$scheduled"
+"$weir" run get "$scheduled" | grep "started by: *schedule:morning_digest" >/dev/null ||
+    { echo "demo: the scheduled run does not name its schedule" >&2; exit 1; }
+show "weir schedule rm morning_digest"
+"$weir" schedule rm morning_digest
+
 step "Stop the daemon: admission closes, held work drains, every record is written"
 show "kill -TERM $daemon"
 kill -TERM "$daemon"
@@ -200,4 +225,4 @@ wait "$model" || true
 model=
 tail -n 1 "$data/model.out"
 
-step "Done: a flawed flow was refused before it could run, a real run planned, fanned out, waited for you and published once — in Starlark and in Lua — and agents did the same on a model"
+step "Done: a flawed flow was refused before it could run, a real run planned, fanned out, waited for you and published once — in Starlark and in Lua — and agents did the same on a model, one of them started by a schedule"

@@ -131,6 +131,8 @@ func model(req chat.Request) chat.Response {
 		return answer("An answer to " + strings.TrimPrefix(first, "Question: ") + ".")
 	case strings.HasPrefix(first, "Review these answers"):
 		return answer(fmt.Sprintf(`{"subject": "Four answers", "body": "%d"}`, strings.Count(first, "\n- ")))
+	case strings.HasPrefix(first, "Morning digest for "):
+		return answer("The digest of " + strings.TrimPrefix(first, "Morning digest for ") + ".")
 	case strings.HasPrefix(first, "Summarize"):
 		return answer("A summary of " + fmt.Sprint(strings.Count(first, "\n")) + " hits.")
 	}
@@ -160,9 +162,14 @@ func exampleEngine(t *testing.T, files ...string) (*engine.Engine, *scripted) {
 		src = append(src, engine.SourceFile{Path: filepath.ToSlash(f), Src: string(b)})
 	}
 	ctx := context.Background()
-	res, err := eng.Register(ctx, src)
-	if err != nil || len(res.Diagnostics) > 0 {
-		t.Fatalf("registering %v: %v %v", files, err, res.Diagnostics)
+	// As the reader who runs them: a schedule belongs to an owner, and
+	// the engine's own program (owner "") may not declare one.
+	res, err := eng.RegisterAs(ctx, "reader", src)
+	if err != nil {
+		t.Fatalf("registering %v: %v", files, err)
+	}
+	if len(res.Diagnostics) > 0 {
+		t.Fatalf("registering %v: %v", files, res.Diagnostics)
 	}
 	if err := eng.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -271,6 +278,42 @@ func TestAgentBriefRuns(t *testing.T) {
 				t.Errorf("the brief spent %d: its model turns cost nothing", run.Spent)
 			}
 		})
+	}
+}
+
+// TestMorningDigestFires: the scheduled agent example starts by itself:
+// its schedule's first tick starts a run of morning, as the schedule and
+// under the tick's request id, whose agent writes the tick's day's digest.
+func TestMorningDigestFires(t *testing.T) {
+	t.Parallel()
+	eng, _ := exampleEngine(t, "agents/morning.star")
+	ctx := context.Background()
+	var run *store.Run
+	testutil.Eventually(t, time.Minute, func() error {
+		v, err := eng.Ops().Schedule(ctx, "reader", "morning_digest")
+		if err != nil {
+			return err
+		}
+		for _, f := range v.Firings {
+			if f.RunID == "" {
+				continue
+			}
+			if run, err = eng.Get(ctx, "reader", f.RunID); err != nil {
+				return err
+			}
+			if run.Phase.Terminal() {
+				return nil
+			}
+			return fmt.Errorf("the first firing's run is %s", run.Phase)
+		}
+		return fmt.Errorf("morning_digest has not fired yet: %+v", v.Firings)
+	})
+	if run.Phase != store.PhaseCompleted || run.StartedBy != "schedule:morning_digest" || !strings.HasPrefix(run.RequestID, "schedule:morning_digest:") {
+		t.Fatalf("the scheduled run ended %s, started by %q, request id %q: %+v", run.Phase, run.StartedBy, run.RequestID, run.Error)
+	}
+	var out struct{ Day, Digest string }
+	if err := json.Unmarshal(run.Output, &out); err != nil || len(out.Day) != len("2006-01-02") || out.Digest != "The digest of "+out.Day+"." {
+		t.Fatalf("output %s (%v), want the digest of the tick's day", run.Output, err)
 	}
 }
 

@@ -112,6 +112,7 @@ var invariants = []invariant{
 		return fmt.Sprintf("%d redrives, %d redrive-kind runs completed through them, each redriven event after its own exhausted park",
 			w.counts["redriven"], countFlowPhase(f, "soak_redrive", apitypes.PhaseCompleted))
 	}},
+	{invTicks, checkTicks, ticksSummary},
 	{invCoverage, checkCoverage, func(w *world, f *final) string {
 		parts := []string{}
 		for _, fp := range failpoints {

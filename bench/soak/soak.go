@@ -57,7 +57,8 @@ type Config struct {
 
 // failpoints are runtime/internal/failpoint's killing failpoints, one per
 // durable boundary; the soak arms each in turn, then at random.
-var failpoints = []string{"after-accept", "after-started", "after-tool", "after-result", "mid-finish", "exhausted-parked", "after-redrive"}
+var failpoints = []string{"after-accept", "after-started", "after-tool", "after-result", "mid-finish", "exhausted-parked", "after-redrive",
+	"schedule-decided", "schedule-fired"}
 
 // Report is the outcome of a soak.
 type Report struct {
@@ -107,6 +108,9 @@ type world struct {
 	// inline holds violations seen while the soak ran, by invariant.
 	inline map[string][]string
 	counts map[string]int
+	// skips are the skipped firings of the soak's schedule the watcher
+	// read.
+	skips map[skipKey]bool
 }
 
 func (w *world) intn(n int) int {
@@ -159,6 +163,7 @@ var actors = []actor{
 	{"cancel", 120 * time.Millisecond, cancelOne},
 	{"approve", 500 * time.Millisecond, approveWaiting},
 	{"redrive", 500 * time.Millisecond, redriveParked},
+	{"skips", 500 * time.Millisecond, watchSkips},
 }
 
 // redriveParked redrives the dead letters of the redrive kind, whose runs
@@ -384,7 +389,7 @@ func cancelOne(ctx context.Context, w *world, c *client.Client) {
 // that recovers, drains and is checked against every invariant.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	w := &world{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
-		byReq: map[string]*submission{}, inline: map[string][]string{}, counts: map[string]int{}}
+		byReq: map[string]*submission{}, inline: map[string][]string{}, counts: map[string]int{}, skips: map[skipKey]bool{}}
 	rep := &Report{Kills: map[string]int{}}
 	if cfg.Quiet <= 0 {
 		cfg.Quiet = 20 * time.Second
@@ -470,7 +475,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return d, who, nil
 	}
 
-	// Register the workload's flows on a first daemon.
+	// Register the workload's flows and the schedule on a first daemon.
 	d, _, err := start(0, "")
 	if err != nil {
 		return nil, err
@@ -479,6 +484,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	for _, k := range kinds {
 		files = append(files, apitypes.SourceFile{Path: k.name + ".star", Src: k.src})
 	}
+	files = append(files, apitypes.SourceFile{Path: "tick.star", Src: tickSrc})
 	if _, err := d.Client().FlowRegister(ctx, files...); err != nil {
 		d.Kill()
 		return nil, fmt.Errorf("registering the workload: %w", err)
@@ -584,7 +590,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, ctx.Err()
 	}
 
-	// Clean daemons recover; the client learns the fate of every request
+	// Clean daemons recover, the schedule is paused so the drain waits for
+	// runs that exist; the client learns the fate of every request
 	// that got no answer by sending it again (to each daemon in turn),
 	// and waits for every run to end. Any daemon answers for the fleet.
 	ds := make([]*daemon.Daemon, slots)
@@ -597,6 +604,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		ds[slot] = d
 	}
 	c := ds[0].Client()
+	if err := pauseTicks(ctx, w, c); err != nil {
+		return nil, err
+	}
 	for tries := 0; ; tries++ {
 		w.mu.Lock()
 		pending := append([]*submission(nil), w.pending...)
@@ -625,6 +635,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	fin.drain = rep.Drain
+	fin.chaos = cfg.Duration
 	dirs := make([]string, slots)
 	for slot, d := range ds {
 		dirs[slot] = slotDir(slot)
@@ -822,9 +833,13 @@ func drain(ctx context.Context, w *world, c *client.Client, cfg Config) (drainRe
 type final struct {
 	runs     []apitypes.Run
 	children map[string][]apitypes.Run // runs started by a run, by its id
-	events   map[string][]apitypes.Event
-	records  *records
-	kills    map[string]int
+	// scheduled are the runs schedules started; chaos is how long the
+	// chaos phase was.
+	scheduled []apitypes.Run
+	chaos     time.Duration
+	events    map[string][]apitypes.Event
+	records   *records
+	kills     map[string]int
 	// modelRequests are the requests the agents' model server read.
 	modelRequests []llmtest.Request
 	drain         drainReport
@@ -833,11 +848,14 @@ type final struct {
 func collect(ctx context.Context, w *world, c *client.Client, runs []apitypes.Run) (*final, error) {
 	fin := &final{events: map[string][]apitypes.Event{}, children: map[string][]apitypes.Run{}}
 	for _, v := range runs {
-		// Runs started by subflows and fan-outs are the engine's, not the
-		// client's: their timelines are checked, their identity is not.
+		// Runs started by subflows, fan-outs and schedules are the
+		// engine's, not the client's: their timelines are checked, their
+		// identity is not (a schedule's are the tick invariant's).
 		switch {
 		case v.Parent != "":
 			fin.children[v.Parent] = append(fin.children[v.Parent], v)
+		case strings.HasPrefix(v.StartedBy, "schedule:"):
+			fin.scheduled = append(fin.scheduled, v)
 		case kindByFlow(v.Flow) != nil && kindByFlow(v.Flow).cohort:
 			// The list omits progress; the cohort invariant reads it.
 			full, err := c.RunGet(ctx, v.ID)
