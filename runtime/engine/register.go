@@ -94,6 +94,13 @@ func (e *Engine) RegisterAs(ctx context.Context, owner string, files []SourceFil
 		if commitErr = unservedDecls(m); commitErr != nil {
 			return commitErr
 		}
+		if owner == "" && len(m.Schedules) > 0 {
+			// A schedule's runs are its owner's; the engine's own
+			// program (Register) has none to give them.
+			commitErr = protocolErr(CodeBadRequest, "%s: schedule %q needs an owner for its runs: register it as an owner (RegisterAs); nothing was registered",
+				m.Schedules[0].Pos, m.Schedules[0].Name)
+			return commitErr
+		}
 		if commitErr = e.registrar.put(ctx, owner, vs); commitErr == nil {
 			scheduled, commitErr = e.registrar.putSchedules(ctx, owner, m)
 		}

@@ -377,3 +377,21 @@ func TestUnitScheduleTickFiredAgainAfterItsFunctionChanged(t *testing.T) {
 		t.Errorf("the tick's run has input %s", run.Input)
 	}
 }
+
+// The engine's own program (Register, owner "") may not declare a
+// schedule: its runs would have no owner. The refusal says so, and
+// nothing of the file is stored.
+func TestUnitScheduleNeedsAnOwner(t *testing.T) {
+	t.Parallel()
+	b := setupUnit(t, Config{}, forkSrc)
+	src := `flow(name = "own", nodes = [task("a", tool = "kit.echo", args = {})])
+schedule("ownerless", flow = "own", every = "1h")
+`
+	_, err := b.eng.Register(context.Background(), []SourceFile{{Path: "o.star", Src: src}})
+	if codeOf(err) != CodeBadRequest || !strings.Contains(err.Error(), "o.star:2:1") || !strings.Contains(err.Error(), "needs an owner") {
+		t.Fatalf("register without an owner: %v", err)
+	}
+	if _, err := b.eng.Submit(context.Background(), StartRequest{Owner: "alice", Flow: "own"}); codeOf(err) != CodeUnknownFlow {
+		t.Errorf("the flow beside it was registered (%v)", err)
+	}
+}
