@@ -115,12 +115,17 @@ func (m *Main) printLineage(cmd *cobra.Command, id string, asJSON bool) error {
 	return tw.Flush()
 }
 
-// printLineageOf prints, for weir run get, what a forked run came from.
+// printLineageOf prints, for weir run get, where a run came from: what a
+// forked run was forked from, what started a run the daemon started
+// itself, and the request id it was started under.
 func printLineageOf(w io.Writer, v *apitypes.Run) {
 	if f := v.ForkedFrom; f != nil {
 		fmt.Fprintf(w, "forked from: %s at %s@%d (weir run ls --lineage %s)\n", f.RunID, f.Node, f.Visit, v.ID)
 	}
 	if v.StartedBy != "" {
 		fmt.Fprintf(w, "started by: %s\n", v.StartedBy)
+	}
+	if v.RequestID != "" {
+		fmt.Fprintf(w, "request id: %s\n", v.RequestID)
 	}
 }

@@ -172,7 +172,12 @@ func TestScheduleOperatedThroughTheCLI(t *testing.T) {
 		!strings.Contains(out, "scheduled digest (flow beat_flow, next tick ") {
 		t.Fatalf("register: %d\n%s%s", code, out, errb)
 	}
-	d.waitTicks("beat", 3, 30*time.Second)
+	first := d.waitTicks("beat", 3, 30*time.Second)[0]
+	code, out, errb = d.cli("run", "get", first.run.ID)
+	if want := "request id: " + first.run.RequestID + "\n"; code != 0 || !strings.Contains(out, "started by: schedule:beat\n") ||
+		!strings.HasPrefix(first.run.RequestID, "schedule:beat:") || !strings.Contains(out, want) {
+		t.Errorf("run get of a tick's run: %d\n%s%s", code, out, errb)
+	}
 	scheduleListed(t, d, paris, cron, hour)
 	pausedNext, before := schedulePausedFiresNothing(t, d)
 	scheduleTriggeredOnce(t, d)
