@@ -28,6 +28,17 @@ func (b *testBundle) putSchedule(t *testing.T, s store.Schedule) {
 	}
 }
 
+// scheduler stops the engine's own schedules loop and returns a service
+// whose passes the test drives: the loop, on the same fake clock, would
+// otherwise fire the ticks a test's Advance makes due before its pass.
+func (b *testBundle) scheduler(t testing.TB) *schedules.Service {
+	t.Helper()
+	if !b.eng.services.StopNamed("schedules") {
+		t.Fatal("the engine runs no schedules service")
+	}
+	return schedules.New(newScheduleHost(b.eng), b.clock)
+}
+
 func (b *testBundle) scheduleRecord(t testing.TB, owner, name string) *store.Schedule {
 	t.Helper()
 	var s *store.Schedule
@@ -109,8 +120,8 @@ func TestUnitScheduleOperations(t *testing.T) {
 	if err != nil || !s.Paused || s.PausedBy != "alice" || s.PauseReason != "maintenance" {
 		t.Fatalf("pause: %+v %v", s, err)
 	}
+	svc := b.scheduler(t)
 	b.clock.Advance(2 * time.Hour)
-	svc := schedules.New(newScheduleHost(b.eng), b.clock)
 	if res := svc.RunOnce(ctx); res.Due != 0 || len(res.Fired) != 0 {
 		t.Fatalf("a paused schedule was due: %+v", res)
 	}
@@ -214,7 +225,7 @@ func TestUnitRegisteredScheduleFires(t *testing.T) {
 	if fixed.Next != unitEpoch.Add(time.Hour) || string(fixed.Input) != `{"n": 7}` && string(fixed.Input) != `{"n":7}` || fixed.Source == "" {
 		t.Fatalf("stored %+v", fixed)
 	}
-	svc := schedules.New(newScheduleHost(b.eng), b.clock)
+	svc := b.scheduler(t)
 	b.clock.Advance(8 * time.Hour) // 09:00 in Paris; the hourly ones missed 7 ticks
 	res := svc.RunOnce(ctx)
 	got := map[string]int{}
@@ -333,6 +344,7 @@ func TestUnitScheduleResumeCatchesUpByPolicy(t *testing.T) {
 	b.putSchedule(t, store.Schedule{Name: "late", Flow: "chain", Every: time.Hour, Input: json.RawMessage(`{"n":5}`),
 		Next: unitEpoch.Add(time.Hour), Overlap: schedules.OverlapAllow, CatchUp: "latest"})
 	ops := b.eng.Ops()
+	svc := b.scheduler(t)
 	if _, err := ops.SchedulePause(ctx, SchedulePauseParams{Owner: "alice", Name: "late", Pause: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -340,7 +352,7 @@ func TestUnitScheduleResumeCatchesUpByPolicy(t *testing.T) {
 	if _, err := ops.SchedulePause(ctx, SchedulePauseParams{Owner: "alice", Name: "late"}); err != nil {
 		t.Fatal(err)
 	}
-	res := schedules.New(newScheduleHost(b.eng), b.clock).RunOnce(ctx)
+	res := svc.RunOnce(ctx)
 	if len(res.Fired) != 1 || !res.Fired[0].Tick.Equal(unitEpoch.Add(5*time.Hour)) || res.Skipped != 4 {
 		t.Fatalf("resumed with catch_up latest: %+v", res)
 	}

@@ -65,6 +65,22 @@ func (s *Supervisor) stopLocked() {
 	s.started = nil
 }
 
+// StopNamed stops the started service of that name and forgets it, so a
+// test can drive that service's passes itself without its loop racing
+// them. It reports whether one was started.
+func (s *Supervisor) StopNamed(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, svc := range s.started {
+		if svc.Name() == name {
+			svc.Stop()
+			s.started = append(s.started[:i:i], s.started[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
 // Names lists the started services in start order.
 func (s *Supervisor) Names() []string {
 	s.mu.Lock()

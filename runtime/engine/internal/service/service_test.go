@@ -87,3 +87,21 @@ func TestLoopPassesOnTickAndWakeUntilStopped(t *testing.T) {
 	}
 	l.Stop() // a second Stop is harmless
 }
+
+// StopNamed stops one service and forgets it: the supervisor's Stop does
+// not stop it a second time, and a name it never started is reported.
+func TestSupervisorStopsOneByName(t *testing.T) {
+	t.Parallel()
+	var log []string
+	var s Supervisor
+	if err := s.Start(context.Background(), recorder{"a", &log, nil}, recorder{"b", &log, nil}, recorder{"c", &log, nil}); err != nil {
+		t.Fatal(err)
+	}
+	if !s.StopNamed("b") || s.StopNamed("b") || s.StopNamed("z") {
+		t.Fatal("StopNamed reports a service that is not started")
+	}
+	s.Stop()
+	if want := []string{"start a", "start b", "start c", "stop b", "stop c", "stop a"}; !reflect.DeepEqual(log, want) {
+		t.Fatalf("order %v, want %v", log, want)
+	}
+}
