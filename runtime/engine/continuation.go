@@ -62,6 +62,8 @@ type waitState struct {
 	Visit    int       `json:"visit,omitempty"`
 	Call     []int     `json:"call,omitempty"`
 	Decision *decision `json:"decision,omitempty"`
+	// Event is what a wait for an event waits for (kind event).
+	Event *eventWait `json:"event,omitempty"`
 }
 
 // decidedWait is a decided wait the run has gone past.

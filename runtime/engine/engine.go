@@ -80,6 +80,9 @@ type Config struct {
 	// Retention prunes runs (with their events, dedup keys and records)
 	// that finished longer ago than this; 0 keeps everything.
 	Retention time.Duration
+	// EventRetention is how long an owner's event is kept for a wait
+	// that opens after it (0: DefaultEventRetention).
+	EventRetention time.Duration
 	// MinFreeBytes is the disk watermark: while DiskFree reports less,
 	// new runs and registrations are refused with E_DISK_FULL (work in
 	// hand goes on), and admission reopens by itself once space returns.

@@ -29,6 +29,8 @@ const (
 	// evOverspent: a call reported a cost above what it was admitted on;
 	// charged, and the run's next node is refused if it no longer fits.
 	evOverspent = "overspent"
+	// evEventReceived: a wait for an event took one (its id, name, key).
+	evEventReceived = "event_received"
 )
 
 // Event types of unknown outcomes (reconcile.go, resolve.go).

@@ -47,8 +47,10 @@ type RegisteredFlow struct {
 type RegisterResult struct {
 	Flows []RegisteredFlow `json:"flows"`
 	// Schedules are the schedules the files declare, as stored.
-	Schedules   []RegisteredSchedule `json:"schedules,omitempty"`
-	Diagnostics flows.Diagnostics    `json:"diagnostics,omitempty"`
+	Schedules []RegisteredSchedule `json:"schedules,omitempty"`
+	// Triggers are the triggers (on_event) the files declare.
+	Triggers    []RegisteredTrigger `json:"triggers,omitempty"`
+	Diagnostics flows.Diagnostics   `json:"diagnostics,omitempty"`
 }
 
 // RegisteredSchedule is a schedule a registration stored: its name, its
@@ -90,19 +92,15 @@ func (e *Engine) RegisterAs(ctx context.Context, owner string, files []SourceFil
 	// to be the caller's, serialized against every other registration.
 	var commitErr error
 	var scheduled []RegisteredSchedule
+	var triggered []RegisteredTrigger
 	vs, ds, err := e.registry.RegisterCommit(ctx, in, func(ctx context.Context, m *flows.Module, vs []*flows.Version) error {
-		if commitErr = unservedDecls(m); commitErr != nil {
-			return commitErr
-		}
-		if owner == "" && len(m.Schedules) > 0 {
-			// A schedule's runs are its owner's; the engine's own
-			// program (Register) has none to give them.
-			commitErr = protocolErr(CodeBadRequest, "%s: schedule %q needs an owner for its runs: register it as an owner (RegisterAs); nothing was registered",
-				m.Schedules[0].Pos, m.Schedules[0].Name)
-			return commitErr
+		if owner == "" {
+			if commitErr = ownerlessDecls(m); commitErr != nil {
+				return commitErr
+			}
 		}
 		if commitErr = e.registrar.put(ctx, owner, vs); commitErr == nil {
-			scheduled, commitErr = e.registrar.putSchedules(ctx, owner, m)
+			scheduled, triggered, commitErr = e.registrar.putDecls(ctx, owner, m)
 		}
 		return commitErr
 	})
@@ -112,7 +110,7 @@ func (e *Engine) RegisterAs(ctx context.Context, owner string, files []SourceFil
 	if err != nil {
 		return nil, e.admission.storageFailed(err)
 	}
-	res := &RegisterResult{Diagnostics: ds, Flows: []RegisteredFlow{}, Schedules: scheduled}
+	res := &RegisterResult{Diagnostics: ds, Flows: []RegisteredFlow{}, Schedules: scheduled, Triggers: triggered}
 	for _, v := range vs {
 		res.Flows = append(res.Flows, RegisteredFlow{Name: v.Flow.Name, Hash: v.Flow.Hash, Doc: v.Flow.Doc, Nodes: len(v.Flow.Nodes), Input: v.Flow.Input, Owner: owner})
 	}
@@ -122,27 +120,20 @@ func (e *Engine) RegisterAs(ctx context.Context, owner string, files []SourceFil
 	return res, nil
 }
 
-// unservedDecls refuses, before anything is stored, what the flow
-// language checks but this engine does not run yet: event triggers
-// (on_event) and waits for an event. A registration that declared them
-// would be accepted and then never act.
-func unservedDecls(m *flows.Module) error {
-	pos := ""
-	for _, t := range m.Triggers {
-		pos = t.Pos.String() + ": on_event"
-		break
-	}
-	for _, f := range m.Flows {
-		for _, n := range f.Nodes {
-			if pos == "" && n.Event != "" {
-				pos = n.Pos.String() + ": wait(event = ...)"
-			}
-		}
-	}
-	if pos == "" {
+// ownerlessDecls refuses the schedules and triggers of the engine's own
+// program (Register, owner ""): their runs are their owner's, and it has
+// none to give them. Nothing is registered.
+func ownerlessDecls(m *flows.Module) error {
+	what, name, pos := "", "", flows.Pos{}
+	switch {
+	case len(m.Schedules) > 0:
+		what, name, pos = "schedule", m.Schedules[0].Name, m.Schedules[0].Pos
+	case len(m.Triggers) > 0:
+		what, name, pos = "trigger", m.Triggers[0].Name, m.Triggers[0].Pos
+	default:
 		return nil
 	}
-	return protocolErr(CodeUnsupported, "%s: this daemon does not accept events yet, so nothing would start or wake it; nothing was registered", pos)
+	return protocolErr(CodeBadRequest, "%s: %s %q needs an owner for its runs: register it as an owner (RegisterAs); nothing was registered", pos, what, name)
 }
 
 // registrar stores the versions a registration checked (the registry

@@ -101,11 +101,31 @@ func (h scheduleHost) input(ctx context.Context, s *store.Schedule, t time.Time)
 		loc = spec.Location()
 	}
 	arg := map[string]any{"time": t.In(loc).Format(time.RFC3339), "schedule": s.Name}
-	ref := flows.CallableRef{Decl: flows.DeclSchedule + s.Name, Param: s.InputFn}
-	src := h.e.book.sources(s.SourceHash, func(err error) error { return fmt.Errorf("schedule %s: source: %w", s.Name, err) })
-	out, err := h.e.book.scripts.Call(ownerctx.WithOwner(ctx, s.Owner), src, flows.Context{}, []flows.Call{{Ref: ref, Args: []any{arg}}})
+	v, err := h.e.declCall(ctx, s.Owner, s.SourceHash, flows.CallableRef{Decl: flows.DeclSchedule + s.Name, Param: s.InputFn}, arg)
+	var failed *declFailed
+	switch {
+	case errors.As(err, &failed):
+		return nil, &schedules.Skip{Reason: "input: " + failed.Error()}
+	case err != nil:
+		return nil, err
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, &schedules.Skip{Reason: "input: " + err.Error()}
+	}
+	return b, nil
+}
+
+// declCall calls a declaration's callable — a schedule's input, a
+// trigger's input or filter — with its one argument, as owner (in the
+// owner's share of the sandbox), from the sources stored under
+// sourceHash. A callable that fails or passes a script limit is a
+// *declFailed, which calling again cannot change.
+func (e *Engine) declCall(ctx context.Context, owner, sourceHash string, ref flows.CallableRef, arg any) (any, error) {
+	src := e.book.sources(sourceHash, func(err error) error { return fmt.Errorf("%s: source: %w", ref.Decl, err) })
+	out, err := e.book.scripts.Call(ownerctx.WithOwner(ctx, owner), src, flows.Context{}, []flows.Call{{Ref: ref, Args: []any{arg}}})
 	if err == nil && len(out) != 1 {
-		err = fmt.Errorf("schedule %s: %d results for one call", s.Name, len(out))
+		err = fmt.Errorf("%s: %d results for one call", ref.Decl, len(out))
 	}
 	if err == nil {
 		err = out[0].Err
@@ -114,49 +134,55 @@ func (h scheduleHost) input(ctx context.Context, s *store.Schedule, t time.Time)
 	var call *flows.CallError
 	switch {
 	case errors.As(err, &limit), errors.As(err, &call):
-		return nil, &schedules.Skip{Reason: "input: " + err.Error()}
+		return nil, &declFailed{err}
 	case err != nil:
 		return nil, err
 	}
-	b, err := json.Marshal(out[0].Value)
-	if err != nil {
-		return nil, &schedules.Skip{Reason: "input: " + err.Error()}
-	}
-	return b, nil
+	return out[0].Value, nil
 }
+
+// declFailed is a declaration's callable that failed.
+type declFailed struct{ err error }
+
+func (d *declFailed) Error() string { return d.err.Error() }
+func (d *declFailed) Unwrap() error { return d.err }
 
 func (h scheduleHost) Interval() time.Duration { return ScheduleInterval }
 func (h scheduleHost) Grace() time.Duration    { return ScheduleGrace }
 
 func (h scheduleHost) Error(msg string, args ...any) { h.e.log.Error(msg, args...) }
 
-// putSchedules stores the schedules m declares as owner's, after its
-// flows: a schedule registered again keeps its firings, its pause and,
-// when its ticks are the same, its next tick (so registering a file again
-// neither fires nor skips a tick); otherwise its next tick is the first
-// after now. A crash between the flows and the schedules leaves the flows
-// registered: registering the file again stores the schedules.
-func (r *registrar) putSchedules(ctx context.Context, owner string, m *flows.Module) ([]RegisteredSchedule, error) {
-	if len(m.Schedules) == 0 {
-		return nil, nil
+// putDecls stores the schedules and triggers m declares as owner's, in
+// one transaction after its flows: a schedule registered again keeps its
+// firings, its pause and, when its ticks are the same, its next tick (so
+// registering a file again neither fires nor skips a tick); otherwise its
+// next tick is the first after now. A crash between the flows and the
+// declarations leaves the flows registered: registering the file again
+// stores the declarations.
+func (r *registrar) putDecls(ctx context.Context, owner string, m *flows.Module) ([]RegisteredSchedule, []RegisteredTrigger, error) {
+	if len(m.Schedules) == 0 && len(m.Triggers) == 0 {
+		return nil, nil, nil
 	}
 	now := r.clock.Now()
-	var out []RegisteredSchedule
+	var scheduled []RegisteredSchedule
+	var triggers []RegisteredTrigger
 	err := r.st.Update(ctx, func(tx store.Tx) error {
-		out = out[:0]
+		scheduled = scheduled[:0]
 		for _, s := range m.Schedules {
 			w, err := putSchedule(tx, owner, s, m.DeclSources(s.Decl()), now)
 			if err != nil {
 				return fmt.Errorf("storing schedule %s: %w", s.Name, err)
 			}
-			out = append(out, RegisteredSchedule{Name: w.Name, Flow: w.Flow, Next: w.Next, Paused: w.Paused})
+			scheduled = append(scheduled, RegisteredSchedule{Name: w.Name, Flow: w.Flow, Next: w.Next, Paused: w.Paused})
 		}
-		return nil
+		var err error
+		triggers, err = putTriggersTx(tx, owner, m, now)
+		return err
 	})
 	if err != nil {
-		return nil, r.admission.storageFailed(err)
+		return nil, nil, r.admission.storageFailed(err)
 	}
-	return out, nil
+	return scheduled, triggers, nil
 }
 
 func putSchedule(tx store.Tx, owner string, s *flows.Schedule, files []flows.File, now time.Time) (*store.Schedule, error) {

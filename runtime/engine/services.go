@@ -2,6 +2,7 @@ package engine
 
 import (
 	"github.com/weirhq/weir/runtime/engine/internal/dispatcher"
+	"github.com/weirhq/weir/runtime/engine/internal/events"
 	"github.com/weirhq/weir/runtime/engine/internal/pruner"
 	"github.com/weirhq/weir/runtime/engine/internal/reaper"
 	"github.com/weirhq/weir/runtime/engine/internal/rescuer"
@@ -37,6 +38,7 @@ func services(e *Engine) []service.Service {
 		rescuer.New(rescueHost{e}, e.clock),
 		reaper.New(reapHost{e}, e.clock),
 		schedules.New(newScheduleHost(e), e.clock),
+		events.New(eventsHost{e}, e.clock),
 	)
 	if e.st.Capabilities().Shared {
 		out = append(out, rollkeeper.New(rollHost{e}, e.clock))

@@ -222,6 +222,16 @@ func (s *stats) deadLettered()             { s.count("dead_lettered") }
 func (s *stats) finished(p store.Phase)    { s.count("finished_" + string(p)) }
 func (s *stats) admissionBlocked(r string) { s.count("blocked_" + r) }
 
+// eventsDropped counts events dropped to keep an owner's events within
+// MaxOwnerEvents.
+func (s *stats) eventsDropped(n int) {
+	if n > 0 {
+		s.mu.Lock()
+		s.counts["events_dropped"] += int64(n)
+		s.mu.Unlock()
+	}
+}
+
 // TypeStats are the figures for one task type (a tool name, or the node
 // kind for steps that call no tool). The means are read from the same
 // observations as the Prometheus histograms.

@@ -269,39 +269,6 @@ func TestUnitRegisteredScheduleFires(t *testing.T) {
 	}
 }
 
-// What the flow language checks but the engine does not run yet — event
-// triggers and waits for an event — is refused whole at registration:
-// neither the flows nor the schedules beside them are stored.
-func TestUnitRegistrationRefusesEventDeclarations(t *testing.T) {
-	t.Parallel()
-	b := setupUnit(t, Config{}, forkSrc)
-	ctx := context.Background()
-	for name, src := range map[string]string{
-		"trigger": `
-flow(name = "on_ticket", nodes = [task("a", tool = "kit.echo", args = lambda ctx: {})])
-schedule("beside", flow = "on_ticket", every = "1h")
-on_event("ticket.created", flow = "on_ticket")
-`,
-		"event wait": `
-flow(name = "waits_ticket", nodes = [wait("w", event = "ticket.updated", match = lambda ctx: "T-1")])
-schedule("beside", flow = "waits_ticket", every = "1h")
-`,
-	} {
-		_, err := b.eng.RegisterAs(ctx, "alice", []SourceFile{{Path: "e.star", Src: src}})
-		if codeOf(err) != CodeUnsupported || !strings.Contains(err.Error(), "e.star:") {
-			t.Errorf("%s: %v, want %s at its position", name, err, CodeUnsupported)
-		}
-		if _, err := b.eng.Ops().Schedule(ctx, "alice", "beside"); codeOf(err) != CodeNotFound {
-			t.Errorf("%s: the schedule beside it was stored (%v)", name, err)
-		}
-		for _, flow := range []string{"on_ticket", "waits_ticket"} {
-			if _, err := b.eng.Submit(ctx, StartRequest{Owner: "alice", Flow: flow}); codeOf(err) != CodeUnknownFlow {
-				t.Errorf("%s: flow %s was registered (%v)", name, flow, err)
-			}
-		}
-	}
-}
-
 // Triggering a schedule whose input is a function starts the run with
 // what the function returns for the time of the trigger, as a tick would,
 // once per request id whatever the function answers later; a function

@@ -138,6 +138,9 @@ func decidedAt(c *continuation, target string, t *store.Task) (id string, approv
 // waking follows the decision: the approval's payload is the node's
 // result; a rejection or the timeout takes the error wire.
 func (s *stepper) waitNode(ctx context.Context, node *flows.Node) bool {
+	if node.Event != "" {
+		return s.eventWaitNode(ctx, node)
+	}
 	e := s.e
 	now := e.clock.Now()
 	if s.cont.Waits == nil {

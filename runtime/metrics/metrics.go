@@ -91,6 +91,7 @@ var (
 	runsFinished      = desc("runs_finished_total", "Runs that reached a terminal phase since the daemon started, by phase.", "phase")
 	leasesExpired     = desc("leases_expired_total", "Leases that expired and were rescued since the daemon started.")
 	deadLetters       = desc("dead_letters_total", "Tasks dead-lettered since the daemon started.")
+	eventsDropped     = desc("events_dropped_total", "Events dropped unreceived to keep an owner's events within their bound (10,000), since the daemon started.")
 	refused           = desc("admission_refused_total", "Starts refused at admission, by refusal code.", "reason")
 	blocked           = desc("admission_blocked_total", "Times the scheduler found no slot or budget for a ready task, by what was missing.", "reason")
 	admissionOpen     = desc("admission_open", "1 while admission is open; 0 while draining or after a storage failure.")
@@ -122,7 +123,7 @@ const OtherOwners = "other"
 
 var allDescs = []*prometheus.Desc{
 	toolAttempts, toolUnits, toolAmplification, toolOverDeclared, toolOverUnits, modelOverspent,
-	runsAccepted, runsLive, runsFinished, leasesExpired, deadLetters, refused, blocked, admissionOpen, admissionState,
+	runsAccepted, runsLive, runsFinished, leasesExpired, deadLetters, eventsDropped, refused, blocked, admissionOpen, admissionState,
 	tasks, slots, pluginRestarts, configVersion, modelTurns, modelTokens, modelCost,
 	sandboxStarted, sandboxKilled, sandboxRequests, sandboxCalls, sandboxRerun,
 	ownerRunning, ownerQueued, ownerSpent,
@@ -154,6 +155,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(runsAccepted, float64(st.Counts["accepted"]))
 	counter(leasesExpired, float64(st.Counts["lease_expired"]))
 	counter(deadLetters, float64(st.Counts["dead_lettered"]))
+	counter(eventsDropped, float64(st.Counts["events_dropped"]))
 	for _, p := range []string{"completed", "cancelled", "failed"} {
 		counter(runsFinished, float64(st.Counts["finished_"+p]), p)
 	}

@@ -29,8 +29,18 @@ type OwnerEvent struct {
 	// been started yet (a crash between acceptance and their starts):
 	// the delivery service starts them, each once by its derived request
 	// id, and clears it.
-	TriggersPending bool      `json:"triggers_pending,omitempty"`
-	AcceptedAt      time.Time `json:"accepted_at"`
+	TriggersPending bool `json:"triggers_pending,omitempty"`
+	// Started is what each trigger on Name did with the event, once done.
+	Started    []EventStart `json:"started,omitempty"`
+	AcceptedAt time.Time    `json:"accepted_at"`
+}
+
+// EventStart is what one trigger did with an event: the run it started,
+// or why it started none.
+type EventStart struct {
+	Trigger string `json:"trigger"`
+	RunID   string `json:"run_id,omitempty"`
+	Skipped string `json:"skipped,omitempty"`
 }
 
 // EventSlot is where waits and events of one (Owner, Name, Key) meet: the
@@ -53,6 +63,10 @@ type EventSlotWait struct {
 	RunID  string    `json:"run_id"`
 	WaitID string    `json:"wait_id"`
 	Since  time.Time `json:"since"`
+	// Pending are the ids of the events delivered to the wait that its
+	// run has not taken yet, oldest first: the run takes the first when
+	// it wakes.
+	Pending []string `json:"pending,omitempty"`
 }
 
 // Trigger is an on_event() declaration stored for its owner: each event

@@ -63,6 +63,16 @@ const (
 	ScheduleFired = "schedule-fired"
 )
 
+// Failpoints of events (engine eventsend.go).
+const (
+	// EventAccepted: an event and its deliveries to open waits are
+	// durable; its triggers' runs are not started yet.
+	EventAccepted = "event-accepted"
+	// EventTriggered: an event's triggers' runs are started; the event
+	// is not yet marked as done with them.
+	EventTriggered = "event-triggered"
+)
+
 var (
 	once  sync.Once
 	mu    sync.Mutex
