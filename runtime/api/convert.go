@@ -87,7 +87,11 @@ func sourceFileOf(f apitypes.SourceFile) engine.SourceFile {
 
 func registerResultOf(r *engine.RegisterResult) *apitypes.RegisterResult {
 	return &apitypes.RegisterResult{Flows: convertAll(r.Flows, flowOf), Schedules: convertAll(r.Schedules, registeredScheduleOf),
-		Diagnostics: convertAll(r.Diagnostics, diagnosticOf)}
+		Triggers: convertAll(r.Triggers, registeredTriggerOf), Diagnostics: convertAll(r.Diagnostics, diagnosticOf)}
+}
+
+func registeredTriggerOf(t engine.RegisteredTrigger) apitypes.RegisteredTrigger {
+	return apitypes.RegisteredTrigger{Name: t.Name, Event: t.Event, Flow: t.Flow}
 }
 
 func registeredScheduleOf(s engine.RegisteredSchedule) apitypes.RegisteredSchedule {

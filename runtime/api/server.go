@@ -57,10 +57,20 @@ type Server struct {
 	// routes are the patterns registered on mux, in order: the route
 	// table docs/openapi.yaml is checked against.
 	routes []string
+	// hooks serves /v1/hooks/{name} (WithHooks; nil: no hook is
+	// configured), on hookMux.
+	hooks   http.Handler
+	hookMux *http.ServeMux
 }
 
 // Option configures a Server.
 type Option func(*Server)
+
+// WithHooks serves webhooks' deliveries at /v1/hooks/{name} with h (a
+// hooks.Handler), before and without the caller's identity.
+func WithHooks(h http.Handler) Option {
+	return func(s *Server) { s.hooks = h }
+}
 
 // WithTokens sets the bearer tokens accepted on TCP connections.
 func WithTokens(t *Tokens) Option { return func(s *Server) { s.tokens.Store(t) } }
@@ -110,6 +120,19 @@ func NewServer(eng *engine.Engine, log hclog.Logger, opts ...Option) *Server {
 	s.routeStreams()
 	s.routeForks()
 	s.routeSchedules()
+	s.routeEvents()
+	// Outside identity: a delivery proves itself by its signature
+	// (runtime/internal/hooks), and its events are the hook's owner's.
+	s.routes = append(s.routes, "POST /v1/hooks/{name}")
+	s.hookMux = http.NewServeMux()
+	s.hookMux.HandleFunc("/v1/hooks/{name}", func(w http.ResponseWriter, r *http.Request) {
+		if s.hooks == nil {
+			refuseUnread(w, r, http.StatusNotFound, &engine.Error{Code: engine.CodeNotFound, Class: engine.ClassProtocol,
+				Message: "no hook is configured on this daemon (a hook block in its config serves one)"})
+			return
+		}
+		s.hooks.ServeHTTP(w, r)
+	})
 	_, _ = openAPIJSON() // converted at start, not on the first request
 	return s
 }
@@ -129,6 +152,10 @@ func (s *Server) SetTokens(t *Tokens) { s.tokens.Store(t) }
 // versions, unknown paths, wrong methods and a body on a GET before
 // reading anything else, then routes.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/"+Version+"/hooks/") {
+		s.hookMux.ServeHTTP(w, r)
+		return
+	}
 	id, why := s.identify(r)
 	if id == nil {
 		if r.Context().Value(networkKey) != nil {
@@ -649,7 +676,17 @@ func writeEngineErr(w http.ResponseWriter, err error) {
 	if !errors.As(err, &e) {
 		e = &engine.Error{Code: CodeInternal, Class: engine.ClassStorage, Message: err.Error()}
 	}
-	status := http.StatusBadRequest
+	status, retryAfter := ErrorStatus(e)
+	if retryAfter != "" {
+		w.Header().Set("Retry-After", retryAfter)
+	}
+	writeErr(w, status, e)
+}
+
+// ErrorStatus is the HTTP status the API answers e with, and its
+// Retry-After in seconds ("" for none).
+func ErrorStatus(e *engine.Error) (status int, retryAfter string) {
+	status = http.StatusBadRequest
 	switch {
 	case e.Class == engine.ClassStorage:
 		status = http.StatusServiceUnavailable
@@ -660,11 +697,9 @@ func writeEngineErr(w http.ResponseWriter, err error) {
 	case e.Code == engine.CodeDedupConflict:
 		status = http.StatusConflict
 	case e.Code == engine.CodeQueueFull:
-		status = http.StatusTooManyRequests
-		w.Header().Set("Retry-After", strconv.Itoa(int(QueueFullRetryAfter/time.Second)))
+		status, retryAfter = http.StatusTooManyRequests, strconv.Itoa(int(QueueFullRetryAfter/time.Second))
 	case e.Code == engine.CodeOwnerQuota || e.Code == engine.CodeOwnerBudget:
-		status = http.StatusTooManyRequests
-		w.Header().Set("Retry-After", retryAfterSeconds(e.RetryAfter))
+		status, retryAfter = http.StatusTooManyRequests, retryAfterSeconds(e.RetryAfter)
 	case e.Code == engine.CodeDraining:
 		status = http.StatusServiceUnavailable
 	case e.Code == CodeConfig || e.Code == CodeNoConfig:
@@ -672,5 +707,5 @@ func writeEngineErr(w http.ResponseWriter, err error) {
 	case e.Class == engine.ClassRun:
 		status = http.StatusUnprocessableEntity
 	}
-	writeErr(w, status, e)
+	return status, retryAfter
 }

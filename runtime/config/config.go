@@ -81,6 +81,9 @@ type Config struct {
 	// RetentionMaxAge is how long finished runs, their events and dedup
 	// keys are kept (0: forever).
 	RetentionMaxAge time.Duration `json:"retention_max_age,omitempty"`
+	// EventRetention is how long an owner's event is kept for a wait
+	// that opens after it.
+	EventRetention time.Duration `json:"event_retention"`
 	// Store is the store the daemon keeps its records in.
 	Store Store `json:"store"`
 	// DiskMinFree is the free-space watermark of the data directory's

@@ -14,6 +14,7 @@ import (
 
 	"github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/runtime/api"
+	"github.com/weirhq/weir/runtime/engine"
 	"github.com/weirhq/weir/runtime/store"
 	"github.com/weirhq/weir/runtime/store/badgerstore"
 	"github.com/weirhq/weir/runtime/store/memstore"
@@ -41,6 +42,7 @@ func TestLoadFull(t *testing.T) {
 		}},
 		MetricsAddress:  "127.0.0.1:9411",
 		RetentionMaxAge: 30 * 24 * time.Hour,
+		EventRetention:  engine.DefaultEventRetention,
 		DiskMinFree:     1 << 30,
 		HTTP: api.HTTPLimits{ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 45 * time.Second,
 			IdleTimeout: 90 * time.Second, MaxConns: 256, MaxConnsPerPeer: 16,

@@ -68,6 +68,7 @@ var knobExamples = map[string]struct{ value, extra string }{
 	"socket.group":             {value: `"0"`},
 	"metrics.address":          {value: `"127.0.0.1:9411"`},
 	"retention.max_age":        {value: `"30d"`},
+	"event_retention":          {value: `"48h"`},
 	"store.url":                {value: `"postgres://weir@db/weir"`},
 	"store.shared":             {value: `true`, extra: `url = "postgres://weir@db/weir"`},
 	"disk.min_free":            {value: `"1GiB"`},

@@ -146,6 +146,10 @@ func (d *Daemon) reload(ctx context.Context) (*apitypes.ReloadResult, error) {
 		res.Config = d.info
 		return res, nil
 	}
+	if _, err := d.newHooks(cand.Hooks); err != nil {
+		return nil, &engine.Error{Code: api.CodeConfig, Class: engine.ClassProtocol,
+			Message: fmt.Sprintf("%v; the config in force (version %d) is unchanged", err, d.info.Version)}
+	}
 	undo, err := applySocketAccess(d.opts.SocketPath, d.cur.Socket, cand.Socket)
 	if err != nil {
 		return nil, &engine.Error{Code: api.CodeConfig, Class: engine.ClassProtocol,
@@ -164,6 +168,9 @@ func (d *Daemon) reload(ctx context.Context) (*apitypes.ReloadResult, error) {
 	ApplyMemoryLimit(cand)
 	d.log.SetLevel(hclog.LevelFromString(cand.LogLevel))
 	d.srv.SetTokens(api.NewTokens(cand.Tokens()))
+	if d.hooks != nil {
+		_ = d.hooks.SetHooks(cand.Hooks) // checked above
+	}
 	d.cur = cand
 	d.info = apitypes.ConfigInfo{Version: version, File: cand.File, Hash: cand.Hash(), LoadedAt: time.Now().UTC(), Pinned: pinned}
 	res.Changed, res.Config = true, d.info

@@ -23,6 +23,7 @@ import (
 	"github.com/weirhq/weir/runtime/config"
 	"github.com/weirhq/weir/runtime/engine"
 	"github.com/weirhq/weir/runtime/host"
+	"github.com/weirhq/weir/runtime/internal/hooks"
 	"github.com/weirhq/weir/runtime/sandbox"
 	"github.com/weirhq/weir/runtime/store"
 	"github.com/weirhq/weir/runtime/store/badgerstore"
@@ -75,6 +76,7 @@ type Daemon struct {
 	raw     store.Store // the store itself, closed last but for the sandbox
 
 	srv     *api.Server
+	hooks   *hooks.Handler // the config's hook blocks, served by srv
 	servers []*http.Server
 	served  chan error
 	// tcpCert is the TCP listener's certificate (nil without TLS), read
@@ -98,12 +100,6 @@ func Open(ctx context.Context, o Options) (*Daemon, error) {
 	cfg := o.Config
 	if cfg == nil {
 		cfg = config.Default()
-	}
-	if len(cfg.Hooks) > 0 {
-		// Webhooks turn deliveries into events, which the engine does
-		// not accept yet: a daemon that took the block would answer
-		// every delivery 404 while the config said it served them.
-		return nil, fmt.Errorf("hook %q: this daemon does not accept events yet, so it cannot serve webhooks; remove the hook blocks", cfg.Hooks[0].Name)
 	}
 	d := &Daemon{opts: o, log: o.Logger, cur: cfg}
 	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,10 +12,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/weirhq/weir/internal/testutil"
-	"github.com/weirhq/weir/runtime/config"
 	"github.com/weirhq/weir/runtime/engine"
 	"github.com/weirhq/weir/runtime/host"
-	"github.com/weirhq/weir/runtime/internal/hooks"
 	"github.com/weirhq/weir/runtime/sandbox"
 	"github.com/weirhq/weir/runtime/store"
 )
@@ -141,25 +138,5 @@ func TestModelLabels(t *testing.T) {
 	})
 	if strings.Join(got, ",") != "llm.chat/small,llm.chat/large,other.chat/x" {
 		t.Fatalf("labels %v", got)
-	}
-}
-
-// A config with hook blocks is refused before anything is opened: the
-// engine does not accept events yet, and a daemon serving none of the
-// hooks its config names would drop every delivery.
-func TestOpenRefusesHooksUntilEventsAreServed(t *testing.T) {
-	t.Parallel()
-	o := options(t)
-	cfg := config.Default()
-	cfg.Hooks = []hooks.Hook{{Name: "github", Secret: []byte("s"), Scheme: hooks.GitHub, Event: "github.push", IDHeader: "X-GitHub-Delivery"}}
-	o.Config = cfg
-	if d, err := Open(context.Background(), o); err == nil || !strings.Contains(err.Error(), `hook "github"`) {
-		if d != nil {
-			d.Close(context.Background())
-		}
-		t.Fatalf("open with a hook block: %v", err)
-	}
-	if _, err := os.Stat(o.DataDir); !os.IsNotExist(err) {
-		t.Errorf("the refused open made its data directory (%v)", err)
 	}
 }

@@ -38,8 +38,13 @@ var ErrLockLost = errors.New(engine.LockLostReason)
 // the daemon (Close), draining for the config's grace.
 func (d *Daemon) Serve(ctx context.Context) error {
 	cfg := d.Config()
+	hk, err := d.newHooks(cfg.Hooks)
+	if err != nil {
+		return err
+	}
+	d.hooks = hk
 	d.srv = api.NewServer(d.Engine, d.log.Named("api"), api.WithDaemon(d), api.WithTokens(api.NewTokens(cfg.Tokens())),
-		api.WithHTTPLimits(cfg.HTTP))
+		api.WithHTTPLimits(cfg.HTTP), api.WithHooks(hk))
 	d.served = make(chan error, 4)
 	stop := func() {
 		dctx, cancel := context.WithTimeout(context.Background(), d.Config().DrainGrace)

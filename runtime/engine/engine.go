@@ -120,6 +120,7 @@ func DefaultConfig() Config {
 		RetryMax:       30 * time.Second,
 		Tick:           100 * time.Millisecond,
 		FlowCacheBytes: script.DefaultCacheBytes,
+		EventRetention: DefaultEventRetention,
 	}
 }
 

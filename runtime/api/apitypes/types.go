@@ -339,8 +339,17 @@ type RegisterRequest struct {
 type RegisterResult struct {
 	Flows []Flow `json:"flows"`
 	// Schedules are the schedules the files declare, as stored.
-	Schedules   []RegisteredSchedule `json:"schedules,omitempty"`
-	Diagnostics []Diagnostic         `json:"diagnostics,omitempty"`
+	Schedules []RegisteredSchedule `json:"schedules,omitempty"`
+	// Triggers are the triggers (on_event) the files declare.
+	Triggers    []RegisteredTrigger `json:"triggers,omitempty"`
+	Diagnostics []Diagnostic        `json:"diagnostics,omitempty"`
+}
+
+// RegisteredTrigger is a trigger a registration stored.
+type RegisteredTrigger struct {
+	Name  string `json:"name"`
+	Event string `json:"event"`
+	Flow  string `json:"flow"`
 }
 
 // RegisteredSchedule is a schedule a registration stored.
@@ -688,4 +697,56 @@ type SchedulePauseRequest struct {
 // /v1/schedules/{name}/trigger); a request id makes it once per id.
 type ScheduleTriggerRequest struct {
 	RequestID string `json:"request_id,omitempty"`
+}
+
+// EventSendRequest is an event the caller sends (POST /v1/events). The
+// id is the sender's: the same id again is the same event.
+type EventSendRequest struct {
+	ID      string          `json:"id"`
+	Name    string          `json:"name"`
+	Key     string          `json:"key,omitempty"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+}
+
+// OwnerEvent is one of the caller's accepted events (POST and GET
+// /v1/events). (Event is an entry of a run's timeline.)
+type OwnerEvent struct {
+	ID      string          `json:"id"`
+	Name    string          `json:"name"`
+	Key     string          `json:"key,omitempty"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+	// Seq orders the caller's events; a listing pages with after=Seq.
+	Seq uint64 `json:"seq"`
+	// Delivered lists the waits that received it ("RUN/WAIT").
+	Delivered []string `json:"delivered"`
+	// TriggersPending says its triggers' runs are not all started yet.
+	TriggersPending bool `json:"triggers_pending,omitempty"`
+	// Started is what each trigger on its name did with it.
+	Started []EventStart `json:"started"`
+	// Duplicate says the id was accepted before (POST only).
+	Duplicate  bool      `json:"duplicate,omitempty"`
+	AcceptedAt time.Time `json:"accepted_at"`
+}
+
+// EventStart is what one trigger did with an event: the run it started,
+// or why it started none.
+type EventStart struct {
+	Trigger string `json:"trigger"`
+	RunID   string `json:"run_id,omitempty"`
+	Skipped string `json:"skipped,omitempty"`
+}
+
+// Trigger is one of the caller's triggers (GET /v1/triggers): a flow
+// started for each of the caller's events of a name.
+type Trigger struct {
+	Name  string `json:"name"`
+	Event string `json:"event"`
+	Flow  string `json:"flow"`
+	// Input and Filter say whether the declaration computes the input or
+	// filters events.
+	Input     bool      `json:"input,omitempty"`
+	Filter    bool      `json:"filter,omitempty"`
+	Source    string    `json:"source,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
