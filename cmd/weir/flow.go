@@ -293,6 +293,9 @@ Exit status: 0 registered, 1 diagnostics or a daemon error, 2 usage.`,
 				}
 				fmt.Fprintf(m.Stdout, "scheduled %s (flow %s, %s)\n", s.Name, s.Flow, when)
 			}
+			for _, t := range res.Triggers {
+				fmt.Fprintf(m.Stdout, "trigger %s: each %s event starts %s\n", t.Name, t.Event, t.Flow)
+			}
 			return nil
 		},
 	}
