@@ -57,6 +57,9 @@ func peerCred(c net.Conn) (uint32, error) {
 	return cred.Uid, nil
 }
 
+// OwnerOfUID is the owner a Unix socket peer of uid is.
+func OwnerOfUID(uid int) string { return userName(uint32(uid)) }
+
 // userName names a uid as owners are named: the user name, or "uid:N" for
 // a uid with no name.
 func userName(uid uint32) string {

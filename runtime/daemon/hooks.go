@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"os"
 
 	"github.com/weirhq/weir/runtime/api"
 	"github.com/weirhq/weir/runtime/engine"
@@ -17,6 +18,11 @@ func (d *Daemon) newHooks(hs []hooks.Hook) (*hooks.Handler, error) {
 }
 
 func (d *Daemon) acceptHookEvent(ctx context.Context, owner string, ev hooks.Event) (bool, error) {
+	if owner == "" {
+		// A hook that names no owner: the daemon's own OS user, the
+		// owner its socket gives the one who runs it.
+		owner = api.OwnerOfUID(os.Getuid())
+	}
 	res, err := d.Engine.Ops().EventSend(ctx, engine.EventSendParams{Owner: owner, ID: ev.ID, Name: ev.Name, Key: ev.Key, Payload: ev.Payload})
 	var e *engine.Error
 	if errors.As(err, &e) {

@@ -36,8 +36,8 @@ const (
 type Hook struct {
 	// Name is the hook's label, the last segment of its path.
 	Name string `json:"name"`
-	// Owner is the owner its events belong to ("" : the default owner,
-	// as the Accept function decides).
+	// Owner is the owner its events belong to ("": as the Accept function
+	// decides; the daemon's is its own OS user).
 	Owner string `json:"owner,omitempty"`
 	// Secret is the shared secret deliveries are signed with. Never shown.
 	Secret []byte `json:"-"`
