@@ -113,7 +113,7 @@ func (o *Ops) EventSend(ctx context.Context, p EventSendParams) (*EventSendResul
 	}
 	failpoint.Hit(failpoint.EventAccepted)
 	if ev.TriggersPending {
-		if err := e.startTriggers(ctx, ev); err != nil {
+		if err := (eventsHost{e}).StartTriggers(ctx, ev); err != nil {
 			// The event is accepted: the events service starts what
 			// is left.
 			e.log.Warn("starting an event's triggers", "owner", ev.Owner, "event", ev.ID, "error", err)
@@ -273,11 +273,12 @@ func TriggerRequestID(eventID, trigger string) string {
 	return requestid.Derive("event:", eventID, trigger)
 }
 
-// startTriggers starts the run of each of the owner's triggers on ev's
+// StartTriggers starts the run of each of the owner's triggers on ev's
 // name, each once by its derived request id, records what each did on
 // the event and clears TriggersPending. A refusal that a later try could
 // change (admission) leaves the event pending, for the events service.
-func (e *Engine) startTriggers(ctx context.Context, ev *store.OwnerEvent) error {
+func (h eventsHost) StartTriggers(ctx context.Context, ev *store.OwnerEvent) error {
+	e := h.e
 	var triggers []*store.Trigger
 	if err := e.st.View(ctx, func(tx store.Tx) error {
 		var err error
@@ -289,7 +290,7 @@ func (e *Engine) startTriggers(ctx context.Context, ev *store.OwnerEvent) error 
 	var started []store.EventStart
 	var retry error
 	for _, t := range triggers {
-		s, err := e.startTrigger(ctx, t, ev)
+		s, err := h.startTrigger(ctx, t, ev)
 		if err != nil {
 			retry = errors.Join(retry, fmt.Errorf("trigger %s: %w", t.Name, err))
 			continue
@@ -317,7 +318,8 @@ func (e *Engine) startTriggers(ctx context.Context, ev *store.OwnerEvent) error 
 // startTrigger starts t's run for ev, or says why it starts none: its
 // filter said no, or the start can never succeed (its input function
 // fails, its flow is gone or refuses the input).
-func (e *Engine) startTrigger(ctx context.Context, t *store.Trigger, ev *store.OwnerEvent) (store.EventStart, error) {
+func (h eventsHost) startTrigger(ctx context.Context, t *store.Trigger, ev *store.OwnerEvent) (store.EventStart, error) {
+	e := h.e
 	out := store.EventStart{Trigger: t.Name}
 	rid := TriggerRequestID(ev.ID, t.Name)
 	if res, err := startedBefore(ctx, e, ev.Owner, rid); res != nil || err != nil {
@@ -328,7 +330,7 @@ func (e *Engine) startTrigger(ctx context.Context, t *store.Trigger, ev *store.O
 	}
 	arg := map[string]any{"name": ev.Name, "id": ev.ID, "key": ev.Key, "payload": ev.Payload}
 	if t.FilterFn != "" {
-		v, err := e.declCall(ctx, ev.Owner, t.SourceHash, flows.CallableRef{Decl: flows.DeclTrigger + t.Name, Param: t.FilterFn}, arg)
+		v, err := e.book.declCall(ctx, ev.Owner, t.SourceHash, flows.CallableRef{Decl: flows.DeclTrigger + t.Name, Param: t.FilterFn}, arg)
 		var failed *declFailed
 		switch {
 		case errors.As(err, &failed):
@@ -343,7 +345,7 @@ func (e *Engine) startTrigger(ctx context.Context, t *store.Trigger, ev *store.O
 	}
 	input := ev.Payload
 	if t.InputFn != "" {
-		v, err := e.declCall(ctx, ev.Owner, t.SourceHash, flows.CallableRef{Decl: flows.DeclTrigger + t.Name, Param: t.InputFn}, arg)
+		v, err := e.book.declCall(ctx, ev.Owner, t.SourceHash, flows.CallableRef{Decl: flows.DeclTrigger + t.Name, Param: t.InputFn}, arg)
 		var failed *declFailed
 		switch {
 		case errors.As(err, &failed):
@@ -479,10 +481,6 @@ func (h eventsHost) Pending(ctx context.Context, limit int) ([]*store.OwnerEvent
 		return err
 	})
 	return out, err
-}
-
-func (h eventsHost) StartTriggers(ctx context.Context, ev *store.OwnerEvent) error {
-	return h.e.startTriggers(ctx, ev)
 }
 
 // Expire removes events accepted before t, each with its mentions in its

@@ -101,7 +101,7 @@ func (h scheduleHost) input(ctx context.Context, s *store.Schedule, t time.Time)
 		loc = spec.Location()
 	}
 	arg := map[string]any{"time": t.In(loc).Format(time.RFC3339), "schedule": s.Name}
-	v, err := h.e.declCall(ctx, s.Owner, s.SourceHash, flows.CallableRef{Decl: flows.DeclSchedule + s.Name, Param: s.InputFn}, arg)
+	v, err := h.e.book.declCall(ctx, s.Owner, s.SourceHash, flows.CallableRef{Decl: flows.DeclSchedule + s.Name, Param: s.InputFn}, arg)
 	var failed *declFailed
 	switch {
 	case errors.As(err, &failed):
@@ -121,9 +121,9 @@ func (h scheduleHost) input(ctx context.Context, s *store.Schedule, t time.Time)
 // owner's share of the sandbox), from the sources stored under
 // sourceHash. A callable that fails or passes a script limit is a
 // *declFailed, which calling again cannot change.
-func (e *Engine) declCall(ctx context.Context, owner, sourceHash string, ref flows.CallableRef, arg any) (any, error) {
-	src := e.book.sources(sourceHash, func(err error) error { return fmt.Errorf("%s: source: %w", ref.Decl, err) })
-	out, err := e.book.scripts.Call(ownerctx.WithOwner(ctx, owner), src, flows.Context{}, []flows.Call{{Ref: ref, Args: []any{arg}}})
+func (b *flowBook) declCall(ctx context.Context, owner, sourceHash string, ref flows.CallableRef, arg any) (any, error) {
+	src := b.sources(sourceHash, func(err error) error { return fmt.Errorf("%s: source: %w", ref.Decl, err) })
+	out, err := b.scripts.Call(ownerctx.WithOwner(ctx, owner), src, flows.Context{}, []flows.Call{{Ref: ref, Args: []any{arg}}})
 	if err == nil && len(out) != 1 {
 		err = fmt.Errorf("%s: %d results for one call", ref.Decl, len(out))
 	}
