@@ -136,8 +136,11 @@ func printOwnerEvents(w io.Writer, evs []apitypes.OwnerEvent) {
 		}
 		var started []string
 		for _, s := range ev.Started {
-			if s.RunID != "" {
+			switch {
+			case s.RunID != "":
 				started = append(started, s.RunID)
+			case s.Skipped != "":
+				started = append(started, s.Trigger+" skipped ("+s.Skipped+")")
 			}
 		}
 		if ev.TriggersPending {
