@@ -31,6 +31,7 @@ build: ## Build bin/weir and every plugin into bin/plugins/, pinned
 .PHONY: demo
 demo: build ## Run the examples end to end on the embedded store, offline
 	$(GO) build -o $(BIN)/scripted-llm ./examples/cmd/scripted-llm
+	$(GO) build -o $(BIN)/github-delivery ./examples/cmd/github-delivery
 	./examples/demo.sh
 
 .PHONY: test

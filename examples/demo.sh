@@ -5,12 +5,13 @@
 # approval given with a second command, and a mail published at most once;
 # then agents on a scripted model server (offline): a planner, researcher
 # sub-agents fanned out with a quorum, a critic, and a person's approval of
-# the mail they wrote; and a schedule that starts an agent by itself.
+# the mail they wrote; a schedule that starts an agent by itself; and a
+# flow that a signed GitHub webhook starts and an event finishes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-weir=bin/weir llm=bin/scripted-llm
-for b in $weir $llm; do
+weir=bin/weir llm=bin/scripted-llm gh=bin/github-delivery
+for b in $weir $llm $gh; do
     if [[ ! -x $b ]]; then
         echo "demo: $b is missing; run 'make demo' (it builds both)" >&2
         exit 2
@@ -78,6 +79,19 @@ done
 cat "$data/model.out"
 # The example config names 127.0.0.1:8089; this server took a free port.
 { sed "s#http://127.0.0.1:8089/v1#$base_url#" examples/agents/weir.hcl; echo 'log_level = "warn"'; } >"$data/weir.hcl"
+# And a webhook: GitHub's deliveries, signed with this secret, become
+# events (docs/operators.md, Webhooks); the events example reads them.
+(umask 077; echo "demo-webhook-secret" >"$data/github.secret")
+cat >>"$data/weir.hcl" <<EOF
+hook "github" {
+  secret_file  = "$data/github.secret"
+  signature    = "github"
+  event        = "github"
+  event_header = "X-GitHub-Event"
+  id_header    = "X-GitHub-Delivery"
+  key          = "/issue/number"
+}
+EOF
 
 step "Start the daemon on a fresh data directory ($data), the llm plugin configured"
 show "weir serve --config weir.hcl &"
@@ -213,6 +227,45 @@ show "weir run get $scheduled"
 show "weir schedule rm morning_digest"
 "$weir" schedule rm morning_digest
 
+step "Events: a signed GitHub webhook starts a flow, and an event it waits for finishes it"
+show "weir flow register examples/events/issues.star"
+"$weir" flow register examples/events/issues.star
+opened='{"action":"opened","issue":{"number":42,"title":"Leases expire early","user":{"login":"ada"}}}'
+show "github-delivery -event issues -id d-1 '$opened'   # as GitHub posts it to /v1/hooks/github"
+"$gh" -secret-file "$data/github.secret" -event issues -id d-1 "$opened"
+show "github-delivery -event issues -id d-1 '...'   # GitHub redelivers it: the same event, nothing new starts"
+"$gh" -secret-file "$data/github.secret" -event issues -id d-1 "$opened"
+show "github-delivery -event issues -id d-2 '{\"action\":\"labeled\",...}'   # the trigger's filter says no"
+"$gh" -secret-file "$data/github.secret" -event issues -id d-2 "${opened/opened/labeled}"
+show "github-delivery -secret-file wrong.secret -event issues -id d-3 '...'   # a forged delivery: refused, nothing stored"
+echo "not-the-secret" >"$data/wrong.secret"
+if "$gh" -secret-file "$data/wrong.secret" -event issues -id d-3 "$opened"; then
+    echo "demo: a delivery signed with the wrong secret was accepted" >&2
+    exit 1
+fi
+show "weir event ls"
+"$weir" event ls
+issue=$("$weir" event ls --json | sed -n 's/.*"run_id": *"\([^"]*\)".*/\1/p' | head -n 1)
+[[ -n $issue ]] || { echo "demo: the opened issue started no run" >&2; "$weir" event ls --json >&2; exit 1; }
+# The run notes the issue, then parks until its fix ships (bounded: two
+# tool calls away).
+for _ in $(seq 1 200); do
+    phase_is "$issue" waiting && break
+    sleep 0.05
+done
+phase_is "$issue" waiting || { echo "demo: the issue's run is not waiting for its release" >&2; "$weir" run get "$issue" >&2; exit 1; }
+show "weir run get $issue"
+"$weir" run get "$issue"
+show "weir event send release.shipped --key 42 --payload '{\"version\":\"v1.4.0\"}'   # what the release job sends"
+"$weir" event send release.shipped --key 42 --payload '{"version":"v1.4.0"}'
+"$weir" run wait "$issue" --timeout 60s >/dev/null
+phase_is "$issue" completed || { echo "demo: the issue's run did not complete" >&2; "$weir" run get "$issue" >&2; exit 1; }
+show "weir run get $issue"
+"$weir" run get "$issue"
+lines=$(wc -l < "$data/plugin-state/mail/outbox.jsonl")
+echo "$data/plugin-state/mail/outbox.jsonl: $lines mail(s) in all: the reporter was told once"
+[[ $lines -eq 4 ]] || { echo "demo: expected four mails in all, found $lines" >&2; exit 1; }
+
 step "Stop the daemon: admission closes, held work drains, every record is written"
 show "kill -TERM $daemon"
 kill -TERM "$daemon"
@@ -225,4 +278,4 @@ wait "$model" || true
 model=
 tail -n 1 "$data/model.out"
 
-step "Done: a flawed flow was refused before it could run, a real run planned, fanned out, waited for you and published once — in Starlark and in Lua — and agents did the same on a model, one of them started by a schedule"
+step "Done: a flawed flow was refused before it could run, a real run planned, fanned out, waited for you and published once — in Starlark and in Lua — and agents did the same on a model, one of them started by a schedule, and a webhook started a flow that an event finished"

@@ -335,3 +335,71 @@ func TestTicketRuns(t *testing.T) {
 		})
 	}
 }
+
+// The events example: an issue opened starts its run once (a
+// redelivery and another action start nothing), and the release event
+// with its number as key finishes it with one mail.
+func TestIssueRunsOnEvents(t *testing.T) {
+	t.Parallel()
+	for _, file := range []string{"events/issues.star", "events/issues.lua"} {
+		t.Run(file, func(t *testing.T) {
+			t.Parallel()
+			eng, s := exampleEngine(t, file)
+			ctx := context.Background()
+			send := func(id, name, key, payload string) *engine.EventSendResult {
+				t.Helper()
+				res, err := eng.Ops().EventSend(ctx, engine.EventSendParams{Owner: "reader", ID: id, Name: name, Key: key, Payload: json.RawMessage(payload)})
+				if err != nil {
+					t.Fatalf("sending %s %s: %v", name, id, err)
+				}
+				return res
+			}
+			opened := `{"action":"opened","issue":{"number":42,"title":"Leases expire early","user":{"login":"ada"}}}`
+			first := send("d-1", "github.issues", "42", opened)
+			if len(first.Event.Started) != 1 || first.Event.Started[0].RunID == "" {
+				t.Fatalf("the opened issue started %+v, want one run", first.Event.Started)
+			}
+			runID := first.Event.Started[0].RunID
+			if again := send("d-1", "github.issues", "42", opened); !again.Duplicate {
+				t.Fatalf("the redelivery is not a duplicate: %+v", again)
+			}
+			labeled := send("d-2", "github.issues", "42", `{"action":"labeled","issue":{"number":42,"title":"Leases expire early","user":{"login":"ada"}}}`)
+			if len(labeled.Event.Started) != 1 || labeled.Event.Started[0].Skipped != "filtered out" {
+				t.Fatalf("another action started %+v, want it filtered out", labeled.Event.Started)
+			}
+			testutil.Eventually(t, time.Minute, func() error {
+				run, err := eng.Get(ctx, "reader", runID)
+				if err != nil {
+					return err
+				}
+				if run.Phase != store.PhaseWaiting {
+					return fmt.Errorf("the issue's run is %s, want it waiting for the release", run.Phase)
+				}
+				return nil
+			})
+			send("r-1", "release.shipped", "42", `{"version":"v1.4.0"}`)
+			var run *store.Run
+			testutil.Eventually(t, time.Minute, func() error {
+				var err error
+				if run, err = eng.Get(ctx, "reader", runID); err != nil {
+					return err
+				}
+				if !run.Phase.Terminal() {
+					return fmt.Errorf("the issue's run is %s", run.Phase)
+				}
+				return nil
+			})
+			if run.Phase != store.PhaseCompleted || run.StartedBy != "trigger:issue_opened" {
+				t.Fatalf("the issue's run ended %s, started by %q: %+v", run.Phase, run.StartedBy, run.Error)
+			}
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if len(s.mails) != 1 || s.mails[0]["to"] != "ada@example.com" || s.mails[0]["body"] != "The fix of #42 shipped in v1.4.0." {
+				t.Fatalf("mails %v, want one to the reporter naming the release", s.mails)
+			}
+			if s.notes["issue/42"] != "Leases expire early" {
+				t.Fatalf("notes %v, want the issue noted", s.notes)
+			}
+		})
+	}
+}
