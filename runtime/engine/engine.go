@@ -233,6 +233,71 @@ type liveRun struct {
 	progress atomic.Pointer[ToolProgress]
 }
 
+// The liveRun's lock is taken only by its methods below.
+
+// requestCancel marks the run cancel-requested unless its finish decision
+// is made or it knew already, and says whether it marked it.
+func (l *liveRun) requestCancel() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	act := !l.completing && !l.cancelRequested
+	if act {
+		l.cancelRequested = true
+	}
+	return act
+}
+
+// markCancelled marks the run cancel-requested, whatever it knew.
+func (l *liveRun) markCancelled() {
+	l.mu.Lock()
+	l.cancelRequested = true
+	l.mu.Unlock()
+}
+
+func (l *liveRun) isCancelRequested() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.cancelRequested
+}
+
+func (l *liveRun) isCompleting() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.completing
+}
+
+// decideFinish makes the finish decision: after it a cancel is too late.
+// A cancel requested before it turns any end but completed into
+// cancelled; decideFinish returns the phase to record.
+func (l *liveRun) decideFinish(phase store.Phase) store.Phase {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cancelRequested && phase != store.PhaseCompleted {
+		phase = store.PhaseCancelled
+	}
+	l.completing = true
+	return phase
+}
+
+// holdForCancel keeps the finish decision from being made until release
+// is called (Cancel holds it until its request is durable), unless it is
+// made already: then completing is true and there is nothing to release.
+// release(true) marks the run cancel-requested as it lets go, so that
+// whoever waited on the hold sees the cancel.
+func (l *liveRun) holdForCancel() (completing bool, release func(requested bool)) {
+	l.mu.Lock()
+	if l.completing {
+		l.mu.Unlock()
+		return true, nil
+	}
+	return false, func(requested bool) {
+		if requested {
+			l.cancelRequested = true
+		}
+		l.mu.Unlock()
+	}
+}
+
 // ToolProgress is what a running tool last reported through the SDK.
 type ToolProgress struct {
 	Node string `json:"node"`

@@ -141,11 +141,11 @@ const (
 // finish decision gets too_late. Runs of other owners answer E_NOT_FOUND
 // and change nothing.
 func (e *Engine) Cancel(ctx context.Context, owner, runID string) (CancelAnswer, error) {
+	var answer CancelAnswer
 	lr := e.held.run(runID)
 	if lr != nil {
-		lr.mu.Lock()
-		if lr.completing {
-			lr.mu.Unlock()
+		completing, release := lr.holdForCancel()
+		if completing {
 			run, err := e.Get(ctx, owner, runID)
 			if err != nil {
 				return "", err
@@ -155,10 +155,10 @@ func (e *Engine) Cancel(ctx context.Context, owner, runID string) (CancelAnswer,
 			}
 			return CancelTooLate, nil
 		}
-		defer lr.mu.Unlock() // hold until the request is durable: finish waits for it
+		// Hold until the request is durable: finish waits for it.
+		defer func() { release(answer == CancelRequested) }()
 	}
 	now := e.clock.Now()
-	var answer CancelAnswer
 	var c cancelTree
 	err := e.st.Update(ctx, func(tx store.Tx) error {
 		c = cancelTree{}
@@ -191,8 +191,7 @@ func (e *Engine) Cancel(ctx context.Context, owner, runID string) (CancelAnswer,
 	}
 	countCancelled(e.stats, &c)
 	if lr != nil && answer == CancelRequested {
-		lr.cancelRequested = true
-		lr.cancel()
+		lr.cancel() // the hold's release marks it cancel-requested
 	}
 	// Descendants held by workers: cancel their calls too.
 	cancelHeld(e.held, c.held, lr)
@@ -237,9 +236,7 @@ func (s *stepper) cancelSeen(ctx context.Context, err error) bool {
 	if !errors.Is(err, errCancelSeen) {
 		return false
 	}
-	s.live.mu.Lock()
-	s.live.cancelRequested = true
-	s.live.mu.Unlock()
+	s.live.markCancelled()
 	s.finish(ctx, store.PhaseCancelled, nil, nil)
 	return true
 }

@@ -148,9 +148,7 @@ func (l *liveWork) cancelRuns(runIDs []string, skip *liveRun) {
 	defer l.mu.Unlock()
 	for _, id := range runIDs {
 		if lr := l.runs[id]; lr != nil && lr != skip {
-			lr.mu.Lock()
-			lr.cancelRequested = true
-			lr.mu.Unlock()
+			lr.markCancelled()
 			lr.cancel()
 		}
 	}
@@ -244,13 +242,7 @@ func (w *liveWork) cancelNotified(runID string) {
 	// The held work's lock is let go before a run's lock is taken.
 	l, items := w.ofRun(runID)
 	if l != nil {
-		l.mu.Lock()
-		act := !l.completing && !l.cancelRequested
-		if act {
-			l.cancelRequested = true
-		}
-		l.mu.Unlock()
-		if act {
+		if l.requestCancel() {
 			l.cancel()
 		}
 	}

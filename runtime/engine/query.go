@@ -28,11 +28,9 @@ func (e *Engine) Get(ctx context.Context, owner, runID string) (*store.Run, erro
 		return nil, e.admission.readFailed(err)
 	}
 	if lr := e.held.run(runID); lr != nil && !run.Phase.Terminal() {
-		lr.mu.Lock()
-		if lr.completing {
+		if lr.isCompleting() {
 			run.Phase = store.PhaseCompleting
 		}
-		lr.mu.Unlock()
 	}
 	return run, nil
 }

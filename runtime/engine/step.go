@@ -142,9 +142,7 @@ func (s *stepper) interrupted(ctx context.Context) {
 }
 
 func (w *worker) cancelRequested() bool {
-	w.live.mu.Lock()
-	defer w.live.mu.Unlock()
-	return w.live.cancelRequested
+	return w.live.isCancelRequested()
 }
 
 // nextSlice settles what the last node spent and reserves the budget
@@ -510,12 +508,7 @@ func (s *stepper) complete(ctx context.Context) {
 // is too late) and writes the terminal record.
 func (s *stepper) finish(ctx context.Context, phase store.Phase, out json.RawMessage, rerr *store.RunError) {
 	e := s.e
-	s.live.mu.Lock()
-	if s.live.cancelRequested && phase != store.PhaseCompleted {
-		phase = store.PhaseCancelled
-	}
-	s.live.completing = true
-	s.live.mu.Unlock()
+	phase = s.live.decideFinish(phase)
 	if phase == store.PhaseCancelled && rerr == nil {
 		rerr = &store.RunError{Code: CodeCancelled, Message: "the run was cancelled"}
 	}

@@ -58,9 +58,7 @@ func (w *worker) work(typ string, overBudget bool) {
 	if leased.run.CancelRequested {
 		// Cancelled while another holder had it (before a crash, say):
 		// finish it cancelled, never resume its work.
-		lr.mu.Lock()
-		lr.cancelRequested = true
-		lr.mu.Unlock()
+		lr.markCancelled()
 	}
 	// The run's owner goes with everything the task does: its tool calls
 	// and validations take that owner's share of the plugins and the
