@@ -30,6 +30,12 @@ const LeaseName = "schedules"
 // Batch bounds the schedules one pass reads.
 const Batch = 256
 
+// AlignAfter places the passes just after each whole interval (a whole
+// second), where ticks are due: a tick waits for its pass only as long as
+// the pass takes to reach it, not up to a second more by the phase of the
+// daemon's start.
+const AlignAfter = 5 * time.Millisecond
+
 // The overlap policies (flows.Schedule.Overlap): what a tick does while
 // the run of the schedule's previous firing has not ended.
 const (
@@ -145,7 +151,8 @@ type Service struct {
 // New returns the service over eng on clk.
 func New(eng Engine, clk clock.Clock) *Service {
 	s := &Service{eng: eng, clock: clk}
-	s.Loop = &service.Loop{ServiceName: "schedules", Clock: clk, Interval: eng.Interval, Pass: func(ctx context.Context) { s.runOnce(ctx) }}
+	s.Loop = &service.Loop{ServiceName: "schedules", Clock: clk, Interval: eng.Interval, AlignAfter: AlignAfter,
+		Pass: func(ctx context.Context) { s.runOnce(ctx) }}
 	return s
 }
 

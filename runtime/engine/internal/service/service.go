@@ -108,6 +108,11 @@ type Loop struct {
 	// at once.
 	Interval func() time.Duration
 	Wake     <-chan struct{}
+	// AlignAfter, when not 0, moves the passes to this long after each
+	// whole multiple of the interval (a second's schedule ticks are due
+	// on the second): without it the passes keep the phase of Start, and
+	// a tick waits up to an interval longer for its pass.
+	AlignAfter time.Duration
 	// Pass is the service's runOnce with its result dropped (the result
 	// is for tests, which call runOnce themselves).
 	Pass func(ctx context.Context)
@@ -161,12 +166,39 @@ func (l *Loop) run(stop, done chan struct{}, every time.Duration, tick clock.Tic
 		case <-l.Wake:
 		case <-tick.C():
 		}
+		started := l.Clock.Now()
 		l.Pass(ctx)
-		if d := l.Interval(); d != every {
+		want := l.Interval()
+		if l.AlignAfter != 0 {
+			want = Realign(started, l.Clock.Now(), want, l.AlignAfter)
+		}
+		if want != every {
 			tick.Stop()
-			every, tick = d, l.Clock.NewTicker(d)
+			every, tick = want, l.Clock.NewTicker(want)
 		}
 	}
+}
+
+// Realign is the period of the ticker after a pass that started at
+// started and ended at end, for passes that start after each whole
+// multiple of every: every itself while the pass started within a
+// twentieth of every of its place, else the time from end to the next
+// such place, so that the following pass starts there (and the one after
+// it goes back to every).
+func Realign(started, end time.Time, every, after time.Duration) time.Duration {
+	tol := every / 20
+	off := started.Sub(started.Truncate(every).Add(after))
+	if off < 0 {
+		off += every
+	}
+	if off <= tol || off >= every-tol {
+		return every
+	}
+	next := started.Add(every - off)
+	for !next.After(end) {
+		next = next.Add(every)
+	}
+	return next.Sub(end)
 }
 
 // Go is a service that is one goroutine (following a channel, say) until

@@ -105,3 +105,25 @@ func TestSupervisorStopsOneByName(t *testing.T) {
 		t.Fatalf("order %v, want %v", log, want)
 	}
 }
+
+func TestRealignMovesPassesToJustAfterTheSecond(t *testing.T) {
+	t.Parallel()
+	sec := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
+	const after = 5 * time.Millisecond
+	for _, c := range []struct {
+		name         string
+		started, end time.Duration // after sec
+		want         time.Duration
+	}{
+		{"in place", 5 * time.Millisecond, 300 * time.Millisecond, time.Second},
+		{"a little late, within a twentieth", 40 * time.Millisecond, 300 * time.Millisecond, time.Second},
+		{"a little early", 990 * time.Millisecond, 1200 * time.Millisecond, time.Second},
+		{"out of phase: to the next place", 600 * time.Millisecond, 800 * time.Millisecond, 205 * time.Millisecond},
+		{"a pass past the next place: the one after", 600 * time.Millisecond, 1100 * time.Millisecond, 905 * time.Millisecond},
+	} {
+		got := Realign(sec.Add(c.started), sec.Add(c.end), time.Second, after)
+		if got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
