@@ -798,7 +798,7 @@ func TestConsoleRecoveryInBrowser(t *testing.T) {
 		t.Skip("starts a real daemon and a browser")
 	}
 	chromium := browserPath(t)
-	d, base, alice, _ := consoleDaemon(t, llmtest.New())
+	d, base, alice, bob := consoleDaemon(t, llmtest.New())
 	ctx := context.Background()
 	if res, err := alice.FlowRegister(ctx, apitypes.SourceFile{Path: "recovery.star", Src: recoveryFlows}); err != nil || len(res.Diagnostics) > 0 {
 		t.Fatalf("register: %+v %v", res, err)
@@ -950,6 +950,39 @@ func TestConsoleRecoveryInBrowser(t *testing.T) {
 		p.do(t, "resume", p.click(row+` button.schedule-resume`), p.visible(row+` button.schedule-pause`))
 		if s, err := alice.Schedule(ctx, "hourly"); err != nil || s.Paused {
 			t.Fatalf("after resume: %+v %v", s, err)
+		}
+	})
+
+	t.Run("events and triggers", func(t *testing.T) {
+		src := `on_event("ping.sent", flow = "flaky", name = "on_ping", filter = lambda ev: ev["payload"].get("go", False))`
+		if res, err := alice.FlowRegister(ctx, apitypes.SourceFile{Path: "ping.star", Src: src}); err != nil || len(res.Triggers) != 1 {
+			t.Fatalf("register: %+v %v", res, err)
+		}
+		started, err := alice.SendEvent(ctx, apitypes.EventSendRequest{ID: "p-1", Name: "ping.sent", Key: "k", Payload: json.RawMessage(`{"go": true}`)})
+		if err != nil || len(started.Started) != 1 || started.Started[0].RunID == "" {
+			t.Fatalf("the first ping: %+v %v", started, err)
+		}
+		if _, err := alice.SendEvent(ctx, apitypes.EventSendRequest{ID: "p-2", Name: "ping.sent", Payload: json.RawMessage(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+		run := started.Started[0].RunID
+		trow := `#triggers-table tr[data-trigger="on_ping"]`
+		p.do(t, "the events page lists the trigger and both events", chromedp.Navigate(base+"/events"), ready, confirmAll,
+			p.visible(trow+` button.trigger-rm`), p.visible(`#events-table tr[data-event="p-1"] a[href="/runs/`+run+`"]`), p.shot("events"))
+		if shown := p.text(t, `#events-table tr[data-event="p-2"]`); !strings.Contains(shown, "on_ping skipped: filtered out") || !strings.Contains(shown, "kept for a wait") {
+			t.Errorf("the filtered event's row reads %q", shown)
+		}
+		if shown := p.text(t, trow); !strings.Contains(shown, "ping.sent") || !strings.Contains(shown, "ping.star:1") {
+			t.Errorf("the trigger's row reads %q", shown)
+		}
+		p.do(t, "remove the trigger", p.click(trow+` button.trigger-rm`),
+			p.until(`document.getElementById("event-answer").textContent === "trigger on_ping removed"`))
+		if ts, err := alice.Triggers(ctx, 0); err != nil || len(ts) != 0 {
+			t.Fatalf("after remove: %+v %v", ts, err)
+		}
+		// Bob sees none of alice's events.
+		if evs, err := bob.Events(ctx, client.EventListOptions{}); err != nil || len(evs) != 0 {
+			t.Fatalf("bob's events: %+v %v", evs, err)
 		}
 	})
 	d.stop()

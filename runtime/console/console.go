@@ -114,7 +114,7 @@ func New(apiHandler http.Handler, log hclog.Logger) *Console {
 
 // The pages: each serves the same document, whose script draws the page
 // its path names.
-var pages = []string{"/runs", "/runs/{id}", "/flows", "/flows/{name}", "/deadletters", "/schedules", "/status"}
+var pages = []string{"/runs", "/runs/{id}", "/flows", "/flows/{name}", "/deadletters", "/schedules", "/events", "/status"}
 
 // ServeHTTP routes the console's requests.
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -867,6 +867,67 @@ async function scheduleAction(name, verb, body, confirmText, button) {
   await schedulesPage(note);
 }
 
+// ---- Events ----
+
+// eventsPage lists the caller's triggers and the events kept, newest
+// first, with what each event was delivered to and what each trigger did
+// with it; a trigger has Remove; note is the answer of the last action.
+async function eventsPage(note) {
+  document.title = "Events · weir";
+  const [evs, trs] = await Promise.all([api("GET", "/events?limit=1000"), api("GET", "/triggers?limit=1000")]);
+  if (!evs.ok || !trs.ok) { show(el("h1", { text: "Events" }), errorBox(evs.ok ? trs : evs)); return; }
+  const answer = el("p", { class: "answer", id: "event-answer", text: note || "" });
+  const remove = (t) => {
+    const b = el("button", { type: "button", class: "trigger-rm", text: "Remove" });
+    b.addEventListener("click", () => triggerRemove(t.name, b));
+    return b;
+  };
+  const started = (ev) => {
+    const out = [];
+    for (const s of ev.started || []) {
+      if (out.length) out.push(" ");
+      out.push(s.run_id ? runLink(s.run_id) : el("span", { class: "muted", text: s.trigger + " skipped: " + s.skipped }));
+    }
+    if (ev.triggers_pending) out.push(el("span", { class: "muted", text: " (starting)" }));
+    return out.length ? out : el("span", { class: "muted", text: "-" });
+  };
+  const delivered = (ev) => ev.delivered.length === 0 ? el("span", { class: "muted", text: "kept for a wait" })
+    : ev.delivered.map((d, i) => [i ? " " : "", runLink(d.split("/")[0]), " " + d.split("/").slice(1).join("/")]);
+  show(el("h1", { text: "Events" }),
+    el("p", { class: "hint", text: "Events are sent with weir event send, POST /v1/events or a webhook, and are yours alone: each starts your on_event triggers of its name once, and wakes your runs waiting for it. One that no wait took yet is kept for the event retention, for the first wait that opens on its name and key." }),
+    answer,
+    el("h2", { text: "Triggers" }),
+    trs.data.length === 0 ? el("p", { class: "muted", text: "None: no file you registered declares on_event." }) :
+      table("triggers-table", ["Name", "Event", "Flow", "Declared at", ""],
+        trs.data.map((t) => el("tr", { "data-trigger": t.name },
+          el("td", { class: "mono", text: t.name }), el("td", { class: "mono", text: t.event }),
+          el("td", {}, el("a", { href: "/flows/" + encodeURIComponent(t.flow), text: t.flow })),
+          el("td", { class: "mono muted", text: t.source || "" }),
+          el("td", {}, remove(t))))),
+    el("h2", { text: "Events kept" }),
+    evs.data.length === 0 ? el("p", { class: "muted", text: "None kept." }) :
+      table("events-table", ["Seq", "Id", "Name", "Key", "Accepted", "Delivered to", "Started"],
+        evs.data.slice().reverse().map((ev) => el("tr", { "data-event": ev.id },
+          el("td", { class: "mono", text: String(ev.seq) }), el("td", { class: "mono", text: ev.id }),
+          el("td", { class: "mono", text: ev.name }), el("td", { class: "mono", text: ev.key || "-" }),
+          el("td", { class: "mono", text: fullTime(ev.accepted_at) }),
+          el("td", {}, delivered(ev)), el("td", {}, started(ev))))));
+}
+
+// triggerRemove asks for a confirmation, removes the trigger and lists
+// the events page again with the answer.
+async function triggerRemove(name, button) {
+  if (!window.confirm("Remove trigger " + name + "? Its runs stay; registering its file declares it again.")) return;
+  button.disabled = true;
+  const res = await api("DELETE", "/triggers/" + encodeURIComponent(name));
+  if (!res.ok) {
+    button.disabled = false;
+    document.getElementById("event-answer").textContent = refusal(res);
+    return;
+  }
+  await eventsPage("trigger " + name + " removed");
+}
+
 // ---- Status ----
 
 const SVG = "http://www.w3.org/2000/svg";
@@ -998,6 +1059,7 @@ async function start() {
     else if (parts[0] === "flows" && parts.length === 2) await flowPage(parts[1]);
     else if (parts[0] === "deadletters") await deadLettersPage();
     else if (parts[0] === "schedules") await schedulesPage();
+    else if (parts[0] === "events") await eventsPage();
     else if (parts[0] === "status") await statusPage();
     else show(el("h1", { text: "No such page" }));
   } catch (e) {
