@@ -113,6 +113,7 @@ var invariants = []invariant{
 			w.counts["redriven"], countFlowPhase(f, "soak_redrive", apitypes.PhaseCompleted))
 	}},
 	{invTicks, checkTicks, ticksSummary},
+	{invEvents, checkEvents, eventsSummary},
 	{invCoverage, checkCoverage, func(w *world, f *final) string {
 		parts := []string{}
 		for _, fp := range failpoints {

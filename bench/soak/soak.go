@@ -58,7 +58,7 @@ type Config struct {
 // failpoints are runtime/internal/failpoint's killing failpoints, one per
 // durable boundary; the soak arms each in turn, then at random.
 var failpoints = []string{"after-accept", "after-started", "after-tool", "after-result", "mid-finish", "exhausted-parked", "after-redrive",
-	"schedule-decided", "schedule-fired"}
+	"schedule-decided", "schedule-fired", "event-accepted", "event-triggered"}
 
 // Report is the outcome of a soak.
 type Report struct {
@@ -111,6 +111,8 @@ type world struct {
 	// skips are the skipped firings of the soak's schedule the watcher
 	// read.
 	skips map[skipKey]bool
+	// events are the events sent (events.go).
+	events *eventsSent
 }
 
 func (w *world) intn(n int) int {
@@ -164,6 +166,8 @@ var actors = []actor{
 	{"approve", 500 * time.Millisecond, approveWaiting},
 	{"redrive", 500 * time.Millisecond, redriveParked},
 	{"skips", 500 * time.Millisecond, watchSkips},
+	{"ping", 150 * time.Millisecond, sendPings},
+	{"reply", 100 * time.Millisecond, sendReplies},
 }
 
 // redriveParked redrives the dead letters of the redrive kind, whose runs
@@ -484,7 +488,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	for _, k := range kinds {
 		files = append(files, apitypes.SourceFile{Path: k.name + ".star", Src: k.src})
 	}
-	files = append(files, apitypes.SourceFile{Path: "tick.star", Src: tickSrc})
+	files = append(files, apitypes.SourceFile{Path: "tick.star", Src: tickSrc}, apitypes.SourceFile{Path: "ping.star", Src: pingSrc})
 	if _, err := d.Client().FlowRegister(ctx, files...); err != nil {
 		d.Kill()
 		return nil, fmt.Errorf("registering the workload: %w", err)
@@ -605,6 +609,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	c := ds[0].Client()
 	if err := pauseTicks(ctx, w, c); err != nil {
+		return nil, err
+	}
+	if err := settleEvents(ctx, c); err != nil {
 		return nil, err
 	}
 	for tries := 0; ; tries++ {
@@ -780,6 +787,7 @@ func drain(ctx context.Context, w *world, c *client.Client, cfg Config) (drainRe
 	for first := true; ; first = false {
 		approveWaiting(ctx, w, c)
 		redriveParked(ctx, w, c)
+		replyAll(ctx, w, c)
 		var sig strings.Builder
 		left := 0
 		for _, p := range unfinishedPhases {
@@ -836,6 +844,8 @@ type final struct {
 	// scheduled are the runs schedules started; chaos is how long the
 	// chaos phase was.
 	scheduled []apitypes.Run
+	// triggered are the runs triggers started.
+	triggered []apitypes.Run
 	chaos     time.Duration
 	events    map[string][]apitypes.Event
 	records   *records
@@ -856,6 +866,8 @@ func collect(ctx context.Context, w *world, c *client.Client, runs []apitypes.Ru
 			fin.children[v.Parent] = append(fin.children[v.Parent], v)
 		case strings.HasPrefix(v.StartedBy, "schedule:"):
 			fin.scheduled = append(fin.scheduled, v)
+		case strings.HasPrefix(v.StartedBy, "trigger:"):
+			fin.triggered = append(fin.triggered, v)
 		case kindByFlow(v.Flow) != nil && kindByFlow(v.Flow).cohort:
 			// The list omits progress; the cohort invariant reads it.
 			full, err := c.RunGet(ctx, v.ID)

@@ -301,6 +301,7 @@ flow(
 		}),
 	},
 	agentKind,
+	eventKind,
 }
 
 func kindByFlow(flow string) *kind {
