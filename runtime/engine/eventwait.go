@@ -164,10 +164,33 @@ func takeEventTx(tx store.Tx, owner, runID string, ws *waitState, open bool) (go
 	slot.Kept = nil
 	if open {
 		if len(others) >= MaxEventSlotWaits {
+			// Waits of runs that ended without an event (cancelled,
+			// failed) stay until an event comes: drop them before
+			// refusing.
+			if others, err = stillWaitingTx(tx, owner, others); err != nil {
+				return nil, false, err
+			}
+		}
+		if len(others) >= MaxEventSlotWaits {
 			return nil, false, nil
 		}
 		others = append(others, store.EventSlotWait{RunID: runID, WaitID: ws.ID, Since: ws.Since})
 	}
 	slot.Waits = others
 	return nil, open, tx.EventSlotPut(slot)
+}
+
+// stillWaitingTx is the waits of ws whose runs still wait.
+func stillWaitingTx(tx store.Tx, owner string, ws []store.EventSlotWait) ([]store.EventSlotWait, error) {
+	out := ws[:0:0]
+	for _, w := range ws {
+		t, err := eventWaiterTx(tx, owner, w.RunID)
+		if err != nil {
+			return nil, err
+		}
+		if t != nil {
+			out = append(out, w)
+		}
+	}
+	return out, nil
 }

@@ -252,3 +252,51 @@ func TestUnitEventSendRefusesBadInput(t *testing.T) {
 		t.Errorf("refused events were stored: %+v", evs)
 	}
 }
+
+// fillSlot stores MaxEventSlotWaits waits of alice's on ticket.updated
+// T-5, each of run runID (a run id that names no run: waits left by runs
+// that ended or were removed).
+func (b *testBundle) fillSlot(t *testing.T, runID string) {
+	t.Helper()
+	slot := &store.EventSlot{Owner: "alice", Name: "ticket.updated", Key: "T-5"}
+	for i := range MaxEventSlotWaits {
+		slot.Waits = append(slot.Waits, store.EventSlotWait{RunID: runID, WaitID: fmt.Sprintf("w@%d", i+1), Since: b.clock.Now()})
+	}
+	if err := b.mem.Update(context.Background(), func(tx store.Tx) error { return tx.EventSlotPut(slot) }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A slot full of the waits of runs that no longer wait (cancelled, ended
+// another way) does not refuse a new wait: they are dropped when the slot
+// is full, and the new wait opens and receives its event.
+func TestUnitEventWaitsOfEndedRunsDoNotFillTheSlot(t *testing.T) {
+	t.Parallel()
+	b := setupEvents(t)
+	b.fillSlot(t, "run_gone")
+	id := b.start(t, "awaits", `{"t": "T-5"}`, "")
+	b.eventWaiting(t, id)
+	if res := b.send(t, "alice", "e5", "ticket.updated", "T-5", `{"n": 5}`); len(res.Event.Delivered) != 1 {
+		t.Fatalf("delivered to %v, want the new wait", res.Event.Delivered)
+	}
+	if run := b.waitTerminal(t, id); run.Phase != store.PhaseCompleted {
+		t.Fatalf("phase %s error %+v", run.Phase, run.Error)
+	}
+}
+
+// The bound holds for waits whose runs still wait: the next run to reach
+// a wait on a full slot takes its error wire with E_EVENT_WAITS.
+func TestUnitEventWaitsBoundedPerSlot(t *testing.T) {
+	t.Parallel()
+	b := setupEvents(t)
+	first := b.start(t, "awaits", `{"t": "T-5"}`, "")
+	b.eventWaiting(t, first)
+	b.fillSlot(t, first)
+	next := b.start(t, "awaits", `{"t": "T-5"}`, "")
+	run := b.waitTerminal(t, next)
+	// The fake clock never moved: the error wire is the bound's, not the
+	// timeout's.
+	if run.Phase != store.PhaseCompleted || !strings.Contains(string(run.Output), `"late":true`) {
+		t.Fatalf("the wait on a full slot: phase %s output %s error %+v, want its error wire", run.Phase, run.Output, run.Error)
+	}
+}
