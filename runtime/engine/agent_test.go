@@ -288,6 +288,11 @@ flow(name = "batching", nodes = [
 flow(name = "delegating", nodes = [
     agent("a", model = "small", prompt = "Go", flows = ["helper"], max_turns = 3),
 ])
+
+flow(name = "agent_then", nodes = [
+    agent("a", model = "small", prompt = "Go", tools = ["kv.get"], max_turns = 3, next = "after"),
+    task("after", tool = "kv.get", args = lambda ctx: {"key": ctx.results["a"]["answer"] + ctx.input["suffix"]}),
+])
 `
 
 // agentBundle is an engine over a memstore with a fake clock and the fake

@@ -6,8 +6,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/weirhq/weir/runtime/internal/clock"
 	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/runtime/store/memstore"
 )
 
 const forkSrc = `
@@ -290,5 +293,53 @@ func TestUnitForkLineage(t *testing.T) {
 	}
 	if _, err := b.eng.Ops().Lineage(context.Background(), "bob", src); ErrorCode(err) != CodeNotFound {
 		t.Errorf("bob's lineage of alice's run: %v", err)
+	}
+}
+
+// A fork after an agent node copies its turns with its result: the fork
+// never asks the model again for them, and shows them as its own. A fork
+// at the agent asks anew, under its own run.
+func TestUnitForkCopiesAgentTurns(t *testing.T) {
+	t.Parallel()
+	m := newFakeModel(
+		askTools(use(10, 1), tc("c1", "kv.get", `{"key":"k"}`)),
+		answer("k1", use(20, 2)),
+		// The fork at the agent's own turns.
+		answer("k2", use(30, 3)),
+	)
+	b := setupAgent(t, memstore.New(), clock.NewFake(time.Now()), m)
+	src := b.run(t, "agent_then", `{"suffix": ""}`)
+	if src.Phase != store.PhaseCompleted || string(src.Output) != `{"value":"v-k1"}` {
+		t.Fatalf("source %s %s %+v", src.Phase, src.Output, src.Error)
+	}
+	ops := b.eng.Ops()
+	after, err := ops.Fork(context.Background(), ForkParams{Owner: "alice", RunID: src.ID, From: "after", Input: json.RawMessage(`{"suffix": "-x"}`)})
+	if err != nil || !slices.Equal(after.Copied, []string{"a"}) {
+		t.Fatalf("fork after the agent: %+v %v", after, err)
+	}
+	if run := b.terminal(t, after.RunID); run.Phase != store.PhaseCompleted || string(run.Output) != `{"value":"v-k1-x"}` {
+		t.Fatalf("fork after the agent %s %s %+v", run.Phase, run.Output, run.Error)
+	}
+	if n := len(m.asked()); n != 2 {
+		t.Fatalf("the model was asked %d turns, want the source's 2 only: the fork copies them", n)
+	}
+	srcTurns, forkTurns := b.turns(t, src.ID), b.turns(t, after.RunID)
+	if len(srcTurns) != 2 || len(forkTurns) != 2 {
+		t.Fatalf("turns: source %d, fork %d, want 2 each", len(srcTurns), len(forkTurns))
+	}
+	for i, ft := range forkTurns {
+		if ft.RunID != after.RunID || string(ft.Response) != string(srcTurns[i].Response) {
+			t.Errorf("fork turn %d %+v, want the source's under the fork's run", i, ft)
+		}
+	}
+	at, err := ops.Fork(context.Background(), ForkParams{Owner: "alice", RunID: src.ID, From: "a", Input: json.RawMessage(`{"suffix": ""}`)})
+	if err != nil || len(at.Copied) != 0 {
+		t.Fatalf("fork at the agent: %+v %v", at, err)
+	}
+	if run := b.terminal(t, at.RunID); run.Phase != store.PhaseCompleted || string(run.Output) != `{"value":"v-k2"}` {
+		t.Fatalf("fork at the agent %s %s %+v", run.Phase, run.Output, run.Error)
+	}
+	if n := len(m.asked()); n != 3 {
+		t.Errorf("the model was asked %d turns, want one more for the fork at the agent", n)
 	}
 }
