@@ -329,15 +329,24 @@ func (h eventsHost) startTrigger(ctx context.Context, t *store.Trigger, ev *stor
 		return out, err
 	}
 	arg := map[string]any{"name": ev.Name, "id": ev.ID, "key": ev.Key, "payload": ev.Payload}
-	if t.FilterFn != "" {
-		v, err := e.book.declCall(ctx, ev.Owner, t.SourceHash, flows.CallableRef{Decl: flows.DeclTrigger + t.Name, Param: t.FilterFn}, arg)
+	// call calls one of t's functions on the event; skipped says why a
+	// failure starts nothing.
+	call := func(what, fn string) (v any, skipped string, err error) {
+		v, err = e.book.declCall(ctx, ev.Owner, t.SourceHash, flows.CallableRef{Decl: flows.DeclTrigger + t.Name, Param: fn}, arg)
 		var failed *declFailed
+		if errors.As(err, &failed) {
+			return nil, what + ": " + failed.Error(), nil
+		}
+		return v, "", err
+	}
+	if t.FilterFn != "" {
+		v, skipped, err := call("filter", t.FilterFn)
 		switch {
-		case errors.As(err, &failed):
-			out.Skipped = "filter: " + failed.Error()
-			return out, nil
 		case err != nil:
 			return out, err
+		case skipped != "":
+			out.Skipped = skipped
+			return out, nil
 		case !truthy(v):
 			out.Skipped = "filtered out"
 			return out, nil
@@ -345,13 +354,9 @@ func (h eventsHost) startTrigger(ctx context.Context, t *store.Trigger, ev *stor
 	}
 	input := ev.Payload
 	if t.InputFn != "" {
-		v, err := e.book.declCall(ctx, ev.Owner, t.SourceHash, flows.CallableRef{Decl: flows.DeclTrigger + t.Name, Param: t.InputFn}, arg)
-		var failed *declFailed
-		switch {
-		case errors.As(err, &failed):
-			out.Skipped = "input: " + failed.Error()
-			return out, nil
-		case err != nil:
+		v, skipped, err := call("input", t.InputFn)
+		if err != nil || skipped != "" {
+			out.Skipped = skipped
 			return out, err
 		}
 		if input, err = json.Marshal(v); err != nil {
