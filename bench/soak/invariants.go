@@ -114,6 +114,7 @@ var invariants = []invariant{
 	}},
 	{invTicks, checkTicks, ticksSummary},
 	{invEvents, checkEvents, eventsSummary},
+	{invForks, checkForks, forksSummary},
 	{invCoverage, checkCoverage, func(w *world, f *final) string {
 		parts := []string{}
 		for _, fp := range failpoints {

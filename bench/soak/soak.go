@@ -58,7 +58,7 @@ type Config struct {
 // failpoints are runtime/internal/failpoint's killing failpoints, one per
 // durable boundary; the soak arms each in turn, then at random.
 var failpoints = []string{"after-accept", "after-started", "after-tool", "after-result", "mid-finish", "exhausted-parked", "after-redrive",
-	"schedule-decided", "schedule-fired", "event-accepted", "event-triggered"}
+	"schedule-decided", "schedule-fired", "event-accepted", "event-triggered", "fork-read", "after-fork"}
 
 // Report is the outcome of a soak.
 type Report struct {
@@ -111,8 +111,10 @@ type world struct {
 	// skips are the skipped firings of the soak's schedule the watcher
 	// read.
 	skips map[skipKey]bool
-	// events are the events sent (events.go).
+	// events are the events sent (events.go); forks the fork requests,
+	// by request id (forks.go).
 	events *eventsSent
+	forks  map[string]*forkSent
 }
 
 func (w *world) intn(n int) int {
@@ -168,6 +170,7 @@ var actors = []actor{
 	{"skips", 500 * time.Millisecond, watchSkips},
 	{"ping", 150 * time.Millisecond, sendPings},
 	{"reply", 100 * time.Millisecond, sendReplies},
+	{"fork", 300 * time.Millisecond, forkOne},
 }
 
 // redriveParked redrives the dead letters of the redrive kind, whose runs
@@ -844,8 +847,9 @@ type final struct {
 	// scheduled are the runs schedules started; chaos is how long the
 	// chaos phase was.
 	scheduled []apitypes.Run
-	// triggered are the runs triggers started.
+	// triggered are the runs triggers started; forked the forks.
 	triggered []apitypes.Run
+	forked    []apitypes.Run
 	chaos     time.Duration
 	events    map[string][]apitypes.Event
 	records   *records
@@ -868,6 +872,8 @@ func collect(ctx context.Context, w *world, c *client.Client, runs []apitypes.Ru
 			fin.scheduled = append(fin.scheduled, v)
 		case strings.HasPrefix(v.StartedBy, "trigger:"):
 			fin.triggered = append(fin.triggered, v)
+		case v.ForkedFrom != nil:
+			fin.forked = append(fin.forked, v)
 		case kindByFlow(v.Flow) != nil && kindByFlow(v.Flow).cohort:
 			// The list omits progress; the cohort invariant reads it.
 			full, err := c.RunGet(ctx, v.ID)
