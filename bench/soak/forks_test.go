@@ -41,3 +41,19 @@ func forkViolationCases() []violationCase {
 		{"forks: a fork of an unknown run", check(stranger), checkForks, "is not a fork of an echo run"},
 	}
 }
+
+func resolveViolationCases() []violationCase {
+	check := func(s *state) func() (*world, *final) { return func() (*world, *final) { return s.w, s.f } }
+	resolved := func(waits ...string) *state {
+		s := newState()
+		s.w.subs = append(s.w.subs, &submission{reqID: "req-1", kind: askKind, runID: "run-1", input: map[string]any{"id": "req-1"}})
+		for _, w := range waits {
+			s.f.events["run-1"] = append(s.f.events["run-1"], apitypes.Event{Type: "resolved", Detail: map[string]any{"wait": w}})
+		}
+		return s
+	}
+	return []violationCase{
+		{"resolves: each unknown wait resolved once", check(resolved("send@1.unknown.1", "send@1.unknown.2")), checkResolves, ""},
+		{"resolves: a wait resolved twice", check(resolved("send@1.unknown.1", "send@1.unknown.1")), checkResolves, "resolved twice"},
+	}
+}

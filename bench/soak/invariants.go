@@ -115,6 +115,7 @@ var invariants = []invariant{
 	{invTicks, checkTicks, ticksSummary},
 	{invEvents, checkEvents, eventsSummary},
 	{invForks, checkForks, forksSummary},
+	{invResolve, checkResolves, resolvesSummary},
 	{invCoverage, checkCoverage, func(w *world, f *final) string {
 		parts := []string{}
 		for _, fp := range failpoints {

@@ -171,6 +171,7 @@ var actors = []actor{
 	{"ping", 150 * time.Millisecond, sendPings},
 	{"reply", 100 * time.Millisecond, sendReplies},
 	{"fork", 300 * time.Millisecond, forkOne},
+	{"resolve", 300 * time.Millisecond, resolveUnknown},
 }
 
 // redriveParked redrives the dead letters of the redrive kind, whose runs
@@ -791,6 +792,7 @@ func drain(ctx context.Context, w *world, c *client.Client, cfg Config) (drainRe
 		approveWaiting(ctx, w, c)
 		redriveParked(ctx, w, c)
 		replyAll(ctx, w, c)
+		resolveUnknown(ctx, w, c)
 		var sig strings.Builder
 		left := 0
 		for _, p := range unfinishedPhases {

@@ -302,6 +302,7 @@ flow(
 	},
 	agentKind,
 	eventKind,
+	askKind,
 }
 
 func kindByFlow(flow string) *kind {
