@@ -98,7 +98,7 @@ func (Effect) EnumDescriptor() ([]byte, []int) {
 	return file_plugin_proto_rawDescGZIP(), []int{0}
 }
 
-// ReconcileOutcome is a reconcile probe's answer (revision 2; reserved).
+// ReconcileOutcome is a reconcile probe's answer (revision 2).
 type ReconcileOutcome int32
 
 const (
@@ -304,16 +304,15 @@ type ToolSpec struct {
 	Contract string `protobuf:"bytes,7,opt,name=contract,proto3" json:"contract,omitempty"`
 	// For a chat tool: the models it serves, by alias.
 	Models []*ModelSpec `protobuf:"bytes,8,rep,name=models,proto3" json:"models,omitempty"`
-	// The tool's effect class (revision 2; reserved for the recovery work:
-	// the host reads idempotent until then). Unspecified: from idempotent,
-	// true as idempotent, false as at most once.
+	// The tool's effect class (revision 2). Unspecified: from idempotent,
+	// true as idempotent, false as at most once; a class that disagrees
+	// with idempotent is refused by the host.
 	Effect Effect `protobuf:"varint,9,opt,name=effect,proto3,enum=weir.plugin.v1.Effect" json:"effect,omitempty"`
 	// The deadline of a call whose caller sets none (revision 2): a node
 	// without a timeout. Unset: the caller's default. At most
 	// wire.MaxToolTimeout.
 	DefaultTimeout *durationpb.Duration `protobuf:"bytes,10,opt,name=default_timeout,json=defaultTimeout,proto3" json:"default_timeout,omitempty"`
-	// The tool answers Reconcile (revision 2; reserved for the recovery
-	// work).
+	// The tool answers Reconcile (revision 2).
 	Reconcile     bool `protobuf:"varint,11,opt,name=reconcile,proto3" json:"reconcile,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -881,7 +880,7 @@ func (x *ProgressEvent) GetTotal() int64 {
 	return 0
 }
 
-// ReconcileRequest asks about one logical call (revision 2; reserved).
+// ReconcileRequest asks about one logical call (revision 2).
 type ReconcileRequest struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Tool           string                 `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`

@@ -71,11 +71,11 @@ type PluginClient interface {
 	// it the progress of every call made with want_progress. Display only:
 	// reports may be dropped.
 	Progress(ctx context.Context, in *ProgressRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ProgressEvent], error)
-	// Reconcile (revision 2; reserved for the recovery work, not called
-	// yet) is a tool's reconcile probe: whether the call with an
-	// idempotency key happened, with its result, did not happen, or cannot
-	// be told. Only tools whose ToolSpec says reconcile answer it; it is
-	// idempotent itself.
+	// Reconcile (revision 2) is a tool's reconcile probe, asked by the host
+	// when a call's outcome was lost: whether the call with an idempotency
+	// key happened, with its result, did not happen, or cannot be told.
+	// Only tools whose ToolSpec says reconcile answer it; it is idempotent
+	// itself.
 	Reconcile(ctx context.Context, in *ReconcileRequest, opts ...grpc.CallOption) (*ReconcileResponse, error)
 	// WatchManifest (revision 2; reserved for the agents work, not called
 	// yet) is opened once by the host after launch; the plugin sends on it
@@ -219,11 +219,11 @@ type PluginServer interface {
 	// it the progress of every call made with want_progress. Display only:
 	// reports may be dropped.
 	Progress(*ProgressRequest, grpc.ServerStreamingServer[ProgressEvent]) error
-	// Reconcile (revision 2; reserved for the recovery work, not called
-	// yet) is a tool's reconcile probe: whether the call with an
-	// idempotency key happened, with its result, did not happen, or cannot
-	// be told. Only tools whose ToolSpec says reconcile answer it; it is
-	// idempotent itself.
+	// Reconcile (revision 2) is a tool's reconcile probe, asked by the host
+	// when a call's outcome was lost: whether the call with an idempotency
+	// key happened, with its result, did not happen, or cannot be told.
+	// Only tools whose ToolSpec says reconcile answer it; it is idempotent
+	// itself.
 	Reconcile(context.Context, *ReconcileRequest) (*ReconcileResponse, error)
 	// WatchManifest (revision 2; reserved for the agents work, not called
 	// yet) is opened once by the host after launch; the plugin sends on it
