@@ -52,7 +52,7 @@ var OwnerAttrs = []*OwnerAttr{
 		Doc:   "cost units the owner's runs may settle in a sliding hour; once spent, its starts are refused with E_OWNER_BUDGET (429, Retry-After: when enough leaves the hour)",
 		field: func(s *engine.OwnerShare) any { return &s.BudgetPerHour }, kind: count64(0)},
 	{HCL: "storage", Unit: "size", zero: "none",
-		Doc:   "what the owner's versions, results and events may take in the store (not enforced yet)",
+		Doc:   "what the owner's runs (their records, with input, output and error) and kept events may take in the store, measured every minute; at it, its starts and events are refused with E_OWNER_QUOTA (429)",
 		field: func(s *engine.OwnerShare) any { return &s.StorageBytes }, kind: size(0)},
 }
 

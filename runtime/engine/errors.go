@@ -35,7 +35,7 @@ const (
 	CodeBadRequestID  = "E_BAD_REQUEST_ID" // a request id a user may not send (E_BAD_REQUEST before)
 	CodeForbidden     = "E_FORBIDDEN"      // the caller may not do this (a flow name another owner registered)
 	CodeDiskFull      = "E_DISK_FULL"      // the store's disk is below its free-space watermark; reopens by itself
-	CodeOwnerQuota    = "E_OWNER_QUOTA"    // the caller's own quota (max_queued, max_running) is used up; others are unaffected
+	CodeOwnerQuota    = "E_OWNER_QUOTA"    // the caller's own quota (max_queued, max_running, storage) is used up; others are unaffected
 	CodeOwnerBudget   = "E_OWNER_BUDGET"   // the caller's budget_per_hour is spent for the window
 )
 

@@ -66,6 +66,9 @@ func (o *Ops) EventSend(ctx context.Context, p EventSendParams) (*EventSendResul
 	if err := e.admission.checkDisk(); err != nil {
 		return nil, err
 	}
+	if err := e.owners.checkStorage(p.Owner, e.cfg.Load().ShareOf(p.Owner)); err != nil {
+		return nil, err
+	}
 	ev, err := newOwnerEvent(p)
 	if err != nil {
 		return nil, err

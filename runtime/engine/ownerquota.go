@@ -164,16 +164,20 @@ const OwnerQuotaRetryAfter = 2 * time.Second
 // ownerDoor is admission's check of the owners' own quotas, and the
 // owners' spend in the window.
 type ownerDoor struct {
-	st    store.Store
-	clock clock.Clock
-	stats *stats
-	spend spendWindow
+	st      store.Store
+	clock   clock.Clock
+	stats   *stats
+	spend   spendWindow
+	storage storageUse
 }
 
-// check refuses a start of owner's whose running runs or spend in the
-// window are at its share's quotas. The queued quota is checked with the
+// check refuses a start of owner's whose storage, running runs or spend
+// in the window are at its share's quotas. The queued quota is checked with the
 // reservation (queuedRuns.reserve), which is atomic with it.
 func (d *ownerDoor) check(ctx context.Context, owner string, share OwnerShare) error {
+	if err := d.checkStorage(owner, share); err != nil {
+		return err
+	}
 	if share.BudgetPerHour > 0 {
 		spent, wait := d.spend.spent(owner, share.BudgetPerHour, d.clock.Now())
 		if spent >= share.BudgetPerHour {

@@ -10,6 +10,7 @@ import (
 	"github.com/weirhq/weir/runtime/engine/internal/sampler"
 	"github.com/weirhq/weir/runtime/engine/internal/schedules"
 	"github.com/weirhq/weir/runtime/engine/internal/service"
+	"github.com/weirhq/weir/runtime/engine/internal/storage"
 	"github.com/weirhq/weir/runtime/store"
 )
 
@@ -39,6 +40,7 @@ func services(e *Engine) []service.Service {
 		reaper.New(reapHost{e}, e.clock),
 		schedules.New(newScheduleHost(e), e.clock),
 		events.New(eventsHost{e}, e.clock),
+		storage.New(storageHost{e}, e.clock),
 	)
 	if e.st.Capabilities().Shared {
 		out = append(out, rollkeeper.New(rollHost{e}, e.clock))

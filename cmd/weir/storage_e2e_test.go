@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/weirhq/weir/runtime/api/apitypes"
+	"github.com/weirhq/weir/runtime/api/client"
+)
+
+const storageToken = "storage-token-0123456789abcdef"
+
+// TestOwnerStorageQuotaOnARealDaemon: a token owner with a storage quota
+// of 4 KiB stores two runs of 3 KiB inputs; once the daemon has measured
+// (at its start, then every minute) its next start and its events are
+// refused with E_OWNER_QUOTA (429), while the daemon's own OS user, with
+// no quota, goes on starting runs.
+func TestOwnerStorageQuotaOnARealDaemon(t *testing.T) {
+	e2e(t, "starts a real daemon")
+	cfg := filepath.Join(t.TempDir(), "weir.hcl")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`
+tcp {
+  address = "127.0.0.1:0"
+  token "tight" {
+    secret = %q
+  }
+}
+owner "tight" {
+  storage = "4KiB"
+}
+`, storageToken)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := newDaemon(t)
+	d.serveArgs = []string{"--config", cfg}
+	tokenClient := func() *client.Client {
+		m := regexp.MustCompile(`serving on tcp: address=(127\.0\.0\.1:\d+)`).FindAllStringSubmatch(d.log(), -1)
+		if m == nil {
+			t.Fatalf("no tcp address in the daemon's log:\n%s", d.log())
+		}
+		c, err := client.New("http://"+m[len(m)-1][1], client.WithToken(storageToken))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c
+	}
+	ctx := context.Background()
+	d.start("")
+	d.register(`flow(name = "keep", nodes = [task("t", tool = "testkit.echo", args = lambda ctx: {"n": len(ctx.input["pad"])})])`)
+	big := json.RawMessage(`{"pad": "` + strings.Repeat("x", 3<<10) + `"}`)
+	tight := tokenClient()
+	for i := range 2 {
+		if _, err := tight.RunStart(ctx, apitypes.StartRequest{Flow: "keep", Input: big, RequestID: fmt.Sprint("t-", i)}); err != nil {
+			t.Fatalf("the tight owner's run %d before any measure: %v", i, err)
+		}
+	}
+	d.stop()
+	d.start("") // measures at its start
+	tight = tokenClient()
+	_, err := tight.RunStart(ctx, apitypes.StartRequest{Flow: "keep", Input: big, RequestID: "t-2"})
+	var ce *client.Error
+	if !errors.As(err, &ce) || ce.Code != "E_OWNER_QUOTA" || ce.HTTPStatus != 429 || !strings.Contains(ce.Message, "storage quota is 4.0 KiB") {
+		t.Fatalf("the tight owner over its storage: %v, want 429 E_OWNER_QUOTA naming the quota", err)
+	}
+	if _, err := tight.SendEvent(ctx, apitypes.EventSendRequest{ID: "e-1", Name: "a.b"}); client.ErrorCode(err) != "E_OWNER_QUOTA" {
+		t.Fatalf("the tight owner's event over its storage: %v, want E_OWNER_QUOTA", err)
+	}
+	for i := range 3 {
+		res, err := d.startRun("keep", string(big), fmt.Sprint("root-", i))
+		if err != nil {
+			t.Fatalf("the daemon's own user refused for another owner's storage: %v", err)
+		}
+		if v := d.waitTerminal(res.RunID); v.Phase != apitypes.PhaseCompleted {
+			t.Fatalf("root's run ended %s", v.Phase)
+		}
+	}
+	d.stop()
+}
