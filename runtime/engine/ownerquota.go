@@ -12,8 +12,8 @@ import (
 
 // Per-owner quotas at the door (Config.Owners, docs/operators.md "Several
 // users on one daemon"): an owner's runs queued (max_queued), started and
-// not ended (max_running), and the cost its runs spent in the last hour
-// (budget_per_hour). The daemon's own bounds (MaxQueued) stay E_QUEUE_FULL;
+// not ended (max_running), the cost its runs spent in the last hour
+// (budget_per_hour), and what it stores (storage, storage.go). The daemon's own bounds (MaxQueued) stay E_QUEUE_FULL;
 // an owner's own are E_OWNER_QUOTA and E_OWNER_BUDGET, and refuse only new
 // work: lowering a quota below what an owner uses now leaves its work in
 // hand alone.
