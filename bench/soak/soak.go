@@ -511,8 +511,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	epochs := 0                // epochs begun by every slot, under repMu
 	armed := map[string]bool{} // failpoints armed in turn by a slot now, under repMu
 	scale := time.Duration(slots)
+	// A lone daemon's failpoints in turn each get their whole epoch, past
+	// the chaos's end if need be: on a slow machine the turns of every
+	// failpoint may take longer than a short chaos, and one cut short
+	// would be reported as never fired.
+	inTurnLeft := func() bool {
+		repMu.Lock()
+		defer repMu.Unlock()
+		return cfg.Fleet == 0 && epochs < len(failpoints)
+	}
 	chaos := func(slot int) error {
-		for time.Now().Before(chaosEnd) && ctx.Err() == nil {
+		for (time.Now().Before(chaosEnd) || inTurnLeft()) && ctx.Err() == nil {
 			repMu.Lock()
 			inTurn := nextInTurn(epochs, cfg.Fleet > 0, rep.Kills, armed)
 			if inTurn != "" {
@@ -530,7 +539,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			case w.intn(5) < 2:
 				fp = fmt.Sprintf("%s@%d", failpoints[w.intn(len(failpoints))], 1+w.intn(40))
 			}
-			length = min(length, max(left, 500*time.Millisecond))
+			if inTurn == "" {
+				length = min(length, max(left, 500*time.Millisecond))
+			}
 			d, who, err := start(slot, fp)
 			if err != nil {
 				return nil // a violation already; the others go on
