@@ -19,23 +19,21 @@ import (
 // transaction; the agent's own writes of the record keep ends it did not
 // see (putTurnTx).
 
-// agentTurnTx reads turn n of a visit of an agent node.
-func agentTurnTx(tx store.Tx, runID, node string, visit, n int) (*store.AgentTurn, []*store.AgentTurn, error) {
-	turns, err := tx.AgentTurnList(store.AgentTurnListParams{RunID: runID, Node: node, Visit: visit})
-	if err != nil {
-		return nil, nil, err
+// agentTurnTx reads turn n of a visit of an agent node: one record, so a
+// call's end costs the same whatever the turn's number.
+func agentTurnTx(tx store.Tx, runID, node string, visit, n int) (*store.AgentTurn, error) {
+	t, err := tx.AgentTurnGet(runID, node, visit, n)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("agent %s: turn %d of visit %d is not journaled: %w", node, n, visit, store.ErrNotFound)
 	}
-	if n < 1 || n > len(turns) || turns[n-1].Turn != n {
-		return nil, turns, fmt.Errorf("agent %s: turn %d of visit %d is not journaled: %w", node, n, visit, store.ErrNotFound)
-	}
-	return turns[n-1], turns, nil
+	return t, err
 }
 
 // putTurnTx writes next, keeping the call ends (and queued tasks and
 // child runs) the stored record has and next does not: a call task may
 // have written its end since next was read.
 func putTurnTx(tx store.Tx, next *store.AgentTurn) (*store.AgentTurn, error) {
-	stored, _, err := agentTurnTx(tx, next.RunID, next.Node, next.Visit, next.Turn)
+	stored, err := agentTurnTx(tx, next.RunID, next.Node, next.Visit, next.Turn)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 	case err != nil:
@@ -62,7 +60,7 @@ func putTurnTx(tx store.Tx, next *store.AgentTurn) (*store.AgentTurn, error) {
 // straight back. The fallback clock backs up a wake that never comes.
 func (s *stepper) parkOnCallsTx(tx store.Tx, t *store.AgentTurn, now time.Time, n int) error {
 	readyAt := now.Add(subflowFallback())
-	stored, _, err := agentTurnTx(tx, t.RunID, t.Node, t.Visit, t.Turn)
+	stored, err := agentTurnTx(tx, t.RunID, t.Node, t.Visit, t.Turn)
 	if err != nil {
 		return err
 	}
@@ -78,7 +76,7 @@ func (s *stepper) parkOnCallsTx(tx store.Tx, t *store.AgentTurn, now time.Time, 
 // charges its cost (admitted on reserved) to the run and wakes the agent
 // (if parked). A call that already ended is left as it is.
 func agentCallEndTx(tx store.Tx, t *store.Task, out json.RawMessage, rerr *store.RunError, cost, reserved int64, now time.Time) (bool, error) {
-	turn, _, err := agentTurnTx(tx, t.RunID, t.Node, t.Visit, t.Item)
+	turn, err := agentTurnTx(tx, t.RunID, t.Node, t.Visit, t.Item)
 	if err != nil {
 		return false, err
 	}
@@ -119,11 +117,13 @@ func (w *worker) runAgentCall(ctx context.Context, run *store.Run, overBudget bo
 		return
 	}
 	node := fe.flow.Node(t.Node)
-	var turn *store.AgentTurn
-	var turns []*store.AgentTurn
+	var turn, firstTurn *store.AgentTurn
 	if err := e.st.View(ctx, func(tx store.Tx) error {
 		var err error
-		turn, turns, err = agentTurnTx(tx, run.ID, t.Node, t.Visit, t.Item)
+		if turn, err = agentTurnTx(tx, run.ID, t.Node, t.Visit, t.Item); err != nil {
+			return err
+		}
+		firstTurn, err = agentTurnTx(tx, run.ID, t.Node, t.Visit, 1)
 		return err
 	}); err != nil || node == nil || t.Call >= len(turn.Calls) || turn.Calls[t.Call].Done {
 		if ctx.Err() == nil {
@@ -148,7 +148,7 @@ func (w *worker) runAgentCall(ctx context.Context, run *store.Run, overBudget bo
 		w.agentCallEnd(ctx, nil, nil, &store.RunError{Code: CodeAgentTurns, Message: fmt.Sprintf("turn %d's journaled answer does not hold call %d", t.Item, t.Call)}, 0, false)
 		return
 	}
-	a := &agentLoop{node: node, started: turns[0].At}
+	a := &agentLoop{node: node, started: firstTurn.At}
 	timeout, ok := a.callTimeout(e.clock.Now())
 	if !ok {
 		w.agentCallEnd(ctx, nil, nil, &store.RunError{Code: CodeAgentTimeout, Message: fmt.Sprintf("agent %s ran past its timeout %s before this call", node.ID, node.Timeout)}, 0, false)

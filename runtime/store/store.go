@@ -279,8 +279,11 @@ type Tx interface {
 
 	// Agent turns: one record per model turn of an agent node's visit
 	// (AgentTurn). AgentTurnPut inserts or replaces (a turn is rewritten as
-	// its calls end); AgentTurnList returns a visit's turns in turn order.
+	// its calls end); AgentTurnGet reads one turn (ErrNotFound if it is not
+	// journaled), so a call's end costs the same at turn 1 and turn 100;
+	// AgentTurnList returns a visit's turns in turn order.
 	AgentTurnPut(t *AgentTurn) error
+	AgentTurnGet(runID, node string, visit, turn int) (*AgentTurn, error)
 	AgentTurnList(p AgentTurnListParams) ([]*AgentTurn, error)
 
 	// Retention: what pruning a finished run removes besides the run,

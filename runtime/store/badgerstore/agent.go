@@ -19,6 +19,10 @@ func (t *storeTx) AgentTurnPut(at *store.AgentTurn) error {
 	return t.putJSON(key(string(cohortKey(pAgentTurn, at.RunID, at.Node, at.Visit)), u64Key(uint64(at.Turn))), at)
 }
 
+func (t *storeTx) AgentTurnGet(runID, node string, visit, turn int) (*store.AgentTurn, error) {
+	return getOne[store.AgentTurn](t, key(string(cohortKey(pAgentTurn, runID, node, visit)), u64Key(uint64(turn))))
+}
+
 func (t *storeTx) AgentTurnList(p store.AgentTurnListParams) ([]*store.AgentTurn, error) {
 	if err := t.Open(); err != nil {
 		return nil, err

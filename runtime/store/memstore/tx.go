@@ -723,6 +723,10 @@ func (t *tx) AgentTurnPut(at *store.AgentTurn) error {
 	return put(t, tTurn, cohortKey(at.RunID, at.Node, at.Visit)+u64(uint64(at.Turn)), at)
 }
 
+func (t *tx) AgentTurnGet(runID, node string, visit, turn int) (*store.AgentTurn, error) {
+	return get[store.AgentTurn](t, tTurn, cohortKey(runID, node, visit)+u64(uint64(turn)))
+}
+
 func (t *tx) AgentTurnList(p store.AgentTurnListParams) ([]*store.AgentTurn, error) {
 	keep := func(at *store.AgentTurn) bool { return at.RunID == p.RunID && at.Node == p.Node && at.Visit == p.Visit }
 	return list(t, tTurn, keep, func(a, b *store.AgentTurn) int { return cmp.Compare(a.Turn, b.Turn) }, 0)

@@ -1037,6 +1037,11 @@ func (t *storeTx) AgentTurnPut(at *store.AgentTurn) error {
 		at.RunID, at.Node, int64(at.Visit), int64(at.Turn))
 }
 
+func (t *storeTx) AgentTurnGet(runID, node string, visit, turn int) (*store.AgentTurn, error) {
+	return getOne[store.AgentTurn](t, []string{runID, node}, `SELECT v, data FROM agent_turns WHERE run_id = $1 AND node = $2 AND visit = $3 AND turn = $4`,
+		runID, node, int64(visit), int64(turn))
+}
+
 func (t *storeTx) AgentTurnList(p store.AgentTurnListParams) ([]*store.AgentTurn, error) {
 	if err := t.Open(); err != nil {
 		return nil, err

@@ -42,7 +42,24 @@ func testAgentTurns(t *testing.T, s store.Store, _ Opener) {
 		if fmt.Sprint(nums) != "[1 2 3 256]" {
 			return fmt.Errorf("turns in order %v, want [1 2 3 256] (and none of another visit, node or run)", nums)
 		}
-		return same("turn 2", turns[1], agentTurn("r", "agent", 1, 2))
+		if err := same("turn 2", turns[1], agentTurn("r", "agent", 1, 2)); err != nil {
+			return err
+		}
+		// One turn by its number; one not journaled, or of another visit,
+		// is not found.
+		got, err := tx.AgentTurnGet("r", "agent", 1, 256)
+		if err != nil {
+			return err
+		}
+		if err := same("turn 256", got, agentTurn("r", "agent", 1, 256)); err != nil {
+			return err
+		}
+		for _, miss := range [][2]int{{1, 4}, {3, 1}} {
+			if _, err := tx.AgentTurnGet("r", "agent", miss[0], miss[1]); !errors.Is(err, store.ErrNotFound) {
+				return fmt.Errorf("turn %d of visit %d: %v, want ErrNotFound", miss[1], miss[0], err)
+			}
+		}
+		return nil
 	})
 	// A turn rewritten with its calls' ends replaces the record, and the
 	// transaction reads its own write.
@@ -56,7 +73,12 @@ func testAgentTurns(t *testing.T, s store.Store, _ Opener) {
 		if err != nil {
 			return err
 		}
-		return first(check(len(turns) == 4, "%d turns after a rewrite, want 4", len(turns)), same("rewritten turn", turns[1], at))
+		got, err := tx.AgentTurnGet("r", "agent", 1, 2)
+		if err != nil {
+			return err
+		}
+		return first(check(len(turns) == 4, "%d turns after a rewrite, want 4", len(turns)), same("rewritten turn", turns[1], at),
+			same("rewritten turn read by number", got, at))
 	})
 	// Bad input is refused and writes nothing.
 	err := s.Update(t.Context(), func(tx store.Tx) error {
