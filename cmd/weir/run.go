@@ -459,7 +459,7 @@ func short(h string) string {
 
 // runDecideCmd is `weir run approve` (approve) or `weir run reject`.
 func (m *Main) runDecideCmd(approve bool) *cobra.Command {
-	var payload, reason string
+	var payload, reason, digest string
 	cmd := &cobra.Command{Args: exactArgs(2)}
 	if approve {
 		cmd.Use, cmd.Short = "approve RUN NODE|WAIT_ID", "Approve a decision of RUN: a wait node's (the payload becomes its result) or an agent's proposed call (it runs)"
@@ -468,18 +468,17 @@ func (m *Main) runDecideCmd(approve bool) *cobra.Command {
 		cmd.Use, cmd.Short = "reject RUN NODE|WAIT_ID", "Reject a decision of RUN: a wait node takes its error wire; an agent's model is told the reason"
 		cmd.Flags().StringVar(&reason, "reason", "", "why, recorded in the run's events")
 	}
+	cmd.Flags().StringVar(&digest, "digest", "", "the digest of the proposed call you decide on (an agent's approval shows it): refused if the wait shows another")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		var res *apitypes.DecideResponse
-		var err error
+		req := apitypes.DecideRequest{Reason: reason, Digest: digest}
 		if approve {
 			p, perr := readJSONFlag("--payload", payload)
 			if perr != nil {
 				return perr
 			}
-			res, err = m.api().RunApprove(cmd.Context(), args[0], args[1], p)
-		} else {
-			res, err = m.api().RunReject(cmd.Context(), args[0], args[1], reason)
+			req.Payload = p
 		}
+		res, err := m.api().RunDecide(cmd.Context(), args[0], args[1], approve, req)
 		if err != nil {
 			return m.apiFailure(err)
 		}

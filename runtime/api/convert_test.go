@@ -185,6 +185,7 @@ func TestCodesMatchTheEngine(t *testing.T) {
 		{apitypes.CodeStorage, engine.CodeStorage},
 		{apitypes.CodeNotWaiting, engine.CodeNotWaiting},
 		{apitypes.CodeAlreadyDecided, engine.CodeAlreadyDecided},
+		{apitypes.CodeStaleDecision, engine.CodeStaleDecision},
 		{apitypes.CodeAmbiguousWait, engine.CodeAmbiguousWait},
 		{apitypes.CodeRunEnded, engine.CodeRunEnded},
 		{apitypes.CodeNotDead, engine.CodeNotDead},

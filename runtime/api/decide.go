@@ -24,7 +24,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, approve bool) {
 		return
 	}
 	id, node := r.PathValue("id"), r.PathValue("node")
-	hw, err := s.eng.DecideWait(r.Context(), engine.DecideParams{Owner: ownerFrom(r.Context()), RunID: id, Node: node, Approve: approve, Payload: req.Payload, Reason: req.Reason})
+	hw, err := s.eng.DecideWait(r.Context(), engine.DecideParams{Owner: ownerFrom(r.Context()), RunID: id, Node: node, Approve: approve, Payload: req.Payload, Reason: req.Reason, Digest: req.Digest})
 	if err != nil {
 		writeDecideErr(w, err)
 		return
@@ -38,7 +38,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, approve bool) {
 
 func writeDecideErr(w http.ResponseWriter, err error) {
 	var e *engine.Error
-	if errors.As(err, &e) && (e.Code == engine.CodeAlreadyDecided || e.Code == engine.CodeNotWaiting || e.Code == engine.CodeAmbiguousWait) {
+	if errors.As(err, &e) && (e.Code == engine.CodeAlreadyDecided || e.Code == engine.CodeNotWaiting || e.Code == engine.CodeAmbiguousWait || e.Code == engine.CodeStaleDecision) {
 		writeErr(w, http.StatusConflict, e)
 		return
 	}

@@ -63,7 +63,7 @@ func TestAgentApproveAndReject(t *testing.T) {
 	id := b.submit(t, "approving", `{}`)
 	ws := b.openDecisionsOf(t, id, 2)
 	if ws[0].ID != "a@1.1.1" || ws[1].ID != "a@1.1.2" || ws[0].Kind != WaitApproval || ws[0].Node != "a" ||
-		string(ws[1].Shown) != `{"arguments":{"to":"bob"},"call":2,"tool":"mail.send","turn":1}` || ws[0].Since.IsZero() {
+		string(ws[1].Shown) != `{"arguments":{"to":"bob"},"call":2,"digest":"`+ProposalDigest(json.RawMessage(`{"to":"bob"}`))+`","tool":"mail.send","turn":1}` || ws[0].Since.IsZero() {
 		t.Fatalf("open decisions %+v", ws)
 	}
 	if n := m.called("mail.send"); n != 0 {
@@ -72,8 +72,18 @@ func TestAgentApproveAndReject(t *testing.T) {
 	if err := b.decide(id, "a", true, ""); codeOf(err) != CodeAmbiguousWait || !strings.Contains(err.Error(), "a@1.1.1, a@1.1.2") {
 		t.Fatalf("deciding by node with two open: %v, want %s naming both waits", err, CodeAmbiguousWait)
 	}
-	if err := b.decide(id, "a@1.1.1", true, ""); err != nil {
-		t.Fatal(err)
+	// A decision that names the proposal it saw: another digest is
+	// refused and leaves the wait open; a digest on a wait that has none
+	// is refused; the digest the wait shows is taken.
+	stale := DecideParams{Owner: "alice", RunID: id, Node: "a@1.1.1", Approve: true, Digest: ProposalDigest(json.RawMessage(`{"to":"bob"}`))}
+	if err := b.eng.Decide(context.Background(), stale); codeOf(err) != CodeStaleDecision || !strings.Contains(err.Error(), "not the") {
+		t.Fatalf("a decision naming another proposal: %v, want %s", err, CodeStaleDecision)
+	}
+	b.openDecisionsOf(t, id, 2)
+	seen := stale
+	seen.Digest = ProposalDigest(json.RawMessage(` { "to" : "ann" } `)) // the same arguments, spelt otherwise
+	if err := b.eng.Decide(context.Background(), seen); err != nil {
+		t.Fatalf("a decision naming the proposal shown: %v", err)
 	}
 	if err := b.decide(id, "a@1.1.1", false, "again"); codeOf(err) != CodeAlreadyDecided {
 		t.Fatalf("second decision: %v, want %s", err, CodeAlreadyDecided)

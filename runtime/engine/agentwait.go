@@ -35,7 +35,7 @@ func (s *stepper) approvalWait(a *agentLoop, t *store.AgentTurn, i int, args jso
 		until = a.started.Add(a.node.Timeout)
 	}
 	ws := &waitState{ID: id, Kind: WaitApproval, Node: a.node.ID, Since: now, Until: until, Visit: a.visit, Call: []int{t.Turn, i},
-		Shown: mustJSON(map[string]any{"tool": t.Calls[i].Tool, "arguments": args, "turn": t.Turn, "call": i})}
+		Shown: mustJSON(map[string]any{"tool": t.Calls[i].Tool, "arguments": args, "digest": ProposalDigest(args), "turn": t.Turn, "call": i})}
 	if s.cont.Approvals == nil {
 		s.cont.Approvals = map[string]*waitState{}
 	}
@@ -242,4 +242,35 @@ func (s *stepper) agentChildBudget(ctx context.Context, flow string, flowBudget 
 		return 0, 0, rerr
 	}
 	return budget, reserve, nil
+}
+
+// ProposalDigest is the digest of a proposed call's arguments, its
+// canonical JSON's SHA-256 in hex: shown on the call's approval wait
+// (shown.digest), so that a decision may name the proposal it saw and is
+// refused (E_STALE_DECISION) when the wait shows another.
+func ProposalDigest(args json.RawMessage) string {
+	if canon, err := canonicalInput(args); err == nil {
+		args = canon
+	}
+	return hashHex(args)
+}
+
+// checkDigest refuses a decision that names a digest the wait it decides
+// does not show: another proposal than the one the decider saw, or a
+// wait that is not an agent's approval (only those have one).
+func checkDigest(ws *waitState, digest string) *Error {
+	if digest == "" {
+		return nil
+	}
+	if ws.Kind != WaitApproval {
+		return protocolErr(CodeBadRequest, "wait %s is a %s wait: only an agent's approval has a digest to name", ws.ID, ws.Kind)
+	}
+	var shown struct {
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	_ = json.Unmarshal(ws.Shown, &shown)
+	if got := ProposalDigest(shown.Arguments); got != digest {
+		return protocolErr(CodeStaleDecision, "wait %s shows the proposal with digest %s, not the %s this decision saw: read the wait again and decide on what it shows", ws.ID, got, digest)
+	}
+	return nil
 }

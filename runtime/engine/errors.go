@@ -83,6 +83,7 @@ const (
 	CodeRejected       = "E_REJECTED"        // the wait was rejected
 	CodeNotWaiting     = "E_NOT_WAITING"     // the run is not waiting at that node
 	CodeAlreadyDecided = "E_ALREADY_DECIDED" // the wait was decided before
+	CodeStaleDecision  = "E_STALE_DECISION"  // the decision names a proposal digest the wait does not show
 )
 
 // Codes of forks (Ops.Fork).

@@ -213,3 +213,22 @@ func TestOpenWaitsHint(t *testing.T) {
 		}
 	}
 }
+
+// Only an agent's approval shows a digest: a decision naming one on a
+// person's wait is refused and leaves the wait open.
+func TestUnitDigestOnAHumanWaitIsRefused(t *testing.T) {
+	t.Parallel()
+	b := setupUnit(t, Config{}, `flow(name = "asks", nodes = [wait("ok", timeout = "1h", next = "done"), task("done", tool = "kit.echo", args = {"x": 1})])`)
+	id := b.start(t, "asks", `{}`, "")
+	b.wait(t, id, "waiting", func(r *store.Run) bool { return r.Phase == store.PhaseWaiting })
+	err := b.eng.Decide(context.Background(), DecideParams{Owner: "alice", RunID: id, Node: "ok", Approve: true, Digest: "abc"})
+	if codeOf(err) != CodeBadRequest || !strings.Contains(err.Error(), "only an agent's approval has a digest") {
+		t.Fatalf("a digest on a human wait: %v, want %s", err, CodeBadRequest)
+	}
+	if err := b.eng.Decide(context.Background(), DecideParams{Owner: "alice", RunID: id, Node: "ok", Approve: true}); err != nil {
+		t.Fatalf("the wait was not left open: %v", err)
+	}
+	if r := b.waitTerminal(t, id); r.Phase != store.PhaseCompleted {
+		t.Fatalf("phase %s", r.Phase)
+	}
+}

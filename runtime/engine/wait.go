@@ -211,6 +211,10 @@ type DecideParams struct {
 	// wait node), or the model is told it as the call's result (an
 	// agent's approval).
 	Reason string
+	// Digest, if set, is the digest of the proposal the decider saw on
+	// an agent's approval wait (shown.digest); a wait that shows another
+	// refuses the decision with E_STALE_DECISION.
+	Digest string
 }
 
 // Decide records an approval (p.Approve, with p.Payload) or a rejection
@@ -289,6 +293,9 @@ func decideTx(tx store.Tx, p DecideParams, payload json.RawMessage, now time.Tim
 		}
 	}
 	ws, refusal := decidableWait(run, c, t, p.Node)
+	if refusal == nil {
+		refusal = checkDigest(ws, p.Digest)
+	}
 	if refusal != nil {
 		return HumanWait{}, refusal, errSkip
 	}

@@ -32,6 +32,9 @@ const (
 	CodeNotWaiting = "E_NOT_WAITING"
 	// CodeAlreadyDecided: the wait was decided before.
 	CodeAlreadyDecided = "E_ALREADY_DECIDED"
+	// CodeStaleDecision: the decision names a proposal digest the
+	// approval wait does not show.
+	CodeStaleDecision = "E_STALE_DECISION"
 	// CodeAmbiguousWait: a decision names a node where several decisions
 	// are open (an agent's turn proposed several calls); name a wait id.
 	CodeAmbiguousWait = "E_AMBIGUOUS_WAIT"

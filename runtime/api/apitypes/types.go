@@ -304,6 +304,10 @@ type DecideRequest struct {
 	Payload json.RawMessage `json:"payload,omitempty"`
 	// Reason is recorded in the run's events on rejection.
 	Reason string `json:"reason,omitempty"`
+	// Digest names the proposal the decider saw on an agent's approval
+	// wait (its shown digest); a wait that shows another refuses the
+	// decision with E_STALE_DECISION (409).
+	Digest string `json:"digest,omitempty"`
 }
 
 // Decisions a DecideResponse reports.

@@ -254,6 +254,17 @@ func (c *Client) RunReject(ctx context.Context, id, node, reason string) (*apity
 	return c.decide(ctx, id, node, "reject", apitypes.DecideRequest{Reason: reason})
 }
 
+// RunDecide approves (approve) or rejects the wait at node of run id with
+// the whole request: the payload or reason, and the digest of the
+// proposal an agent's approval showed the decider.
+func (c *Client) RunDecide(ctx context.Context, id, node string, approve bool, req apitypes.DecideRequest) (*apitypes.DecideResponse, error) {
+	verb := "reject"
+	if approve {
+		verb = "approve"
+	}
+	return c.decide(ctx, id, node, verb, req)
+}
+
 func (c *Client) decide(ctx context.Context, id, node, verb string, req apitypes.DecideRequest) (*apitypes.DecideResponse, error) {
 	var res apitypes.DecideResponse
 	if err := c.call(ctx, http.MethodPost, "/runs/"+escape(id)+"/waits/"+escape(node)+"/"+verb, req, &res); err != nil {
