@@ -329,7 +329,11 @@ func upgradeFrom(t *testing.T, dir string) {
 				if !w.NeedsDecision() {
 					continue
 				}
-				if _, err := d.api.RunApprove(ctx, w.RunID, w.ID, json.RawMessage(`{"by":"after"}`)); err != nil {
+				var payload json.RawMessage
+				if w.Kind == apitypes.WaitHuman {
+					payload = json.RawMessage(`{"by":"after"}`) // an agent's approval takes none
+				}
+				if _, err := d.api.RunApprove(ctx, w.RunID, w.ID, payload); err != nil {
 					return fmt.Errorf("approve %s of %s: %v", w.ID, w.RunID, err)
 				}
 				approved++

@@ -205,7 +205,8 @@ type DecideParams struct {
 	// Approve approves the wait; false rejects it.
 	Approve bool
 	// Payload is what an approval hands a wait node as its result (JSON,
-	// optional); ignored on a rejection and on an agent's approval.
+	// optional); ignored on a rejection, refused on an agent's approval
+	// (the call runs as proposed).
 	Payload json.RawMessage
 	// Reason says why a wait is rejected; the node's error carries it (a
 	// wait node), or the model is told it as the call's result (an
@@ -295,6 +296,11 @@ func decideTx(tx store.Tx, p DecideParams, payload json.RawMessage, now time.Tim
 	ws, refusal := decidableWait(run, c, t, p.Node)
 	if refusal == nil {
 		refusal = checkDigest(ws, p.Digest)
+	}
+	if refusal == nil && ws.Kind == WaitApproval && p.Approve && len(payload) > 0 {
+		// An approval runs the call as the agent proposed it: a payload
+		// would read as an edit that never happens.
+		refusal = protocolErr(CodeBadRequest, "wait %s approves a proposed call of the agent as it was proposed: a payload (edited arguments) is not taken; approve without one, or reject with a reason the model is told", ws.ID)
 	}
 	if refusal != nil {
 		return HumanWait{}, refusal, errSkip
