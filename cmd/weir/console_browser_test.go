@@ -756,6 +756,15 @@ func TestConsoleInBrowser(t *testing.T) {
 		if d.outbox() != 0 {
 			t.Fatal("the mail went out before anyone approved it")
 		}
+		if n := strs(t, `[String(document.querySelectorAll('`+w+` textarea.payload').length)]`); len(n) != 1 || n[0] != "0" {
+			t.Errorf("an agent's approval offers a payload (%v): it would not be taken", n)
+		}
+		ws, err := alice.RunWaits(context.Background(), id)
+		var shown struct{ Digest string }
+		if err != nil || len(ws) != 1 || json.Unmarshal(ws[0].Shown, &shown) != nil || len(shown.Digest) != 64 {
+			t.Fatalf("the open approval %+v %v: want one showing a digest", ws, err)
+		}
+		want := shown.Digest
 		do(t, "approve; the agent's turns appear live", click(w+` button.approve`),
 			visible(`#run-phase .phase-completed`),
 			until(`document.querySelectorAll("#agent-turns tbody tr").length === 2`),
@@ -765,6 +774,20 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 		if n := d.outbox(); n != 1 {
 			t.Errorf("outbox has %d mails, want 1", n)
+		}
+		// The decision named the proposal the page showed.
+		evs, err := alice.RunEvents(context.Background(), id, client.EventListParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var seen []any
+		for _, e := range evs {
+			if e.Type == "approved" {
+				seen = append(seen, e.Detail["digest"])
+			}
+		}
+		if len(seen) != 1 || seen[0] != want {
+			t.Errorf("the approval journaled digests %v, want the shown proposal's %s", seen, want)
 		}
 	})
 	t.Logf("screenshots in %s", shots)

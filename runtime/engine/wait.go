@@ -319,6 +319,9 @@ func decideTx(tx store.Tx, p DecideParams, payload json.RawMessage, now time.Tim
 		}
 	}
 	typ, detail := "approved", map[string]any{"by": owner, "wait": ws.ID, "kind": ws.Kind}
+	if p.Digest != "" {
+		detail["digest"] = p.Digest // the proposal the decider saw
+	}
 	if !p.Approve {
 		typ, detail["reason"] = "rejected", p.Reason
 	}

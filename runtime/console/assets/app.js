@@ -612,13 +612,18 @@ function waitControls(runID, w) {
   return null;
 }
 
+// An agent's approval runs the call as proposed: it takes no payload, and
+// the decision names the digest of the proposal the page shows, so that
+// it is refused (E_STALE_DECISION) if the wait shows another by then.
 function decideControls(runID, w) {
+  const approval = w.kind === "approval";
   const payload = el("textarea", { class: "payload", placeholder: "optional JSON payload, e.g. {\"ok\": true}" });
   const reason = el("input", { type: "text", class: "reason", placeholder: "reason (for a rejection)" });
   const answer = el("span", { class: "answer decision-answer" });
   const decide = async (verb) => {
     const body = {};
-    if (verb === "approve" && payload.value.trim() !== "") {
+    if (approval && w.shown && w.shown.digest) body.digest = w.shown.digest;
+    if (!approval && verb === "approve" && payload.value.trim() !== "") {
       try { body.payload = JSON.parse(payload.value); } catch (e) {
         answer.textContent = "The payload is not JSON: " + e.message;
         return;
@@ -628,7 +633,7 @@ function decideControls(runID, w) {
     const res = await api("POST", "/runs/" + encodeURIComponent(runID) + "/waits/" + encodeURIComponent(w.id) + "/" + verb, body);
     answer.textContent = res.ok ? res.data.decision : refusal(res);
   };
-  return [el("label", { class: "muted", text: "Payload (approve)" }), payload,
+  return [...(approval ? [] : [el("label", { class: "muted", text: "Payload (approve)" }), payload]),
     el("label", { class: "muted", text: "Reason (reject)" }), reason,
     el("div", { class: "actions" },
       el("button", { class: "approve", type: "button", text: "Approve", onclick: () => decide("approve") }),
