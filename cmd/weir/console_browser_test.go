@@ -116,17 +116,7 @@ plugin "llm" {
 		return m[1]
 	}
 	consoleURL = find(`serving the console: address=(http://127\.0\.0\.1:\d+)`)
-	tcpURL := "http://" + find(`serving on tcp: address=(127\.0\.0\.1:\d+)`)
-	var err error
-	if alice, err = client.New(tcpURL, client.WithToken(consoleAlice)); err != nil {
-		t.Fatal(err)
-	}
-	if bob, err = client.New(tcpURL, client.WithToken(consoleBob)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(alice.Close)
-	t.Cleanup(bob.Close)
-	return d, consoleURL, alice, bob
+	return d, consoleURL, d.tokenClient(consoleAlice), d.tokenClient(consoleBob)
 }
 
 // jsString is s as a JavaScript string literal.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -195,6 +196,24 @@ func (d *daemon) stop() {
 	case <-time.After(30 * time.Second):
 		d.t.Fatalf("daemon did not stop\n%s", d.log())
 	}
+}
+
+var tcpAddressRE = regexp.MustCompile(`serving on tcp: address=(127\.0\.0\.1:\d+)`)
+
+// tokenClient is a client of the daemon's TCP listener (the address its
+// latest start logged) with the token secret, closed with the test.
+func (d *daemon) tokenClient(secret string) *client.Client {
+	d.t.Helper()
+	m := tcpAddressRE.FindAllStringSubmatch(d.log(), -1)
+	if m == nil {
+		d.t.Fatalf("no tcp address in the daemon's log:\n%s", d.log())
+	}
+	c, err := client.New("http://"+m[len(m)-1][1], client.WithToken(secret))
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	d.t.Cleanup(c.Close)
+	return c
 }
 
 func (d *daemon) register(src string) {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"testing"
 	"time"
 
@@ -51,21 +50,7 @@ tcp {
 		d := newDaemon(t)
 		d.serveArgs = []string{"--config", cfg, "--workers", "2", "--lease-timeout", fleetLease}
 		d.start("", "WEIR_STORE="+u, "WEIR_STORE_SHARED=true")
-		m := regexp.MustCompile(`serving on tcp: address=(127\.0\.0\.1:\d+)`).FindStringSubmatch(d.log())
-		if m == nil {
-			t.Fatalf("no tcp address in the daemon's log:\n%s", d.log())
-		}
-		for _, c := range []struct {
-			secret string
-			to     *[]*client.Client
-		}{{fairHeavy, &heavy}, {fairLight, &light}} {
-			cl, err := client.New("http://"+m[1], client.WithToken(c.secret))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(cl.Close)
-			*c.to = append(*c.to, cl)
-		}
+		heavy, light = append(heavy, d.tokenClient(fairHeavy)), append(light, d.tokenClient(fairLight))
 		ds = append(ds, d)
 	}
 	ds[0].register(`flow(name = "nap", nodes = [task("z", tool = "testkit.sleep", args = lambda ctx: {"ms": ctx.input["ms"]})])`)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -40,23 +39,11 @@ owner "tight" {
 	}
 	d := newDaemon(t)
 	d.serveArgs = []string{"--config", cfg}
-	tokenClient := func() *client.Client {
-		m := regexp.MustCompile(`serving on tcp: address=(127\.0\.0\.1:\d+)`).FindAllStringSubmatch(d.log(), -1)
-		if m == nil {
-			t.Fatalf("no tcp address in the daemon's log:\n%s", d.log())
-		}
-		c, err := client.New("http://"+m[len(m)-1][1], client.WithToken(storageToken))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
-		return c
-	}
 	ctx := context.Background()
 	d.start("")
 	d.register(`flow(name = "keep", nodes = [task("t", tool = "testkit.echo", args = lambda ctx: {"n": len(ctx.input["pad"])})])`)
 	big := json.RawMessage(`{"pad": "` + strings.Repeat("x", 3<<10) + `"}`)
-	tight := tokenClient()
+	tight := d.tokenClient(storageToken)
 	for i := range 2 {
 		if _, err := tight.RunStart(ctx, apitypes.StartRequest{Flow: "keep", Input: big, RequestID: fmt.Sprint("t-", i)}); err != nil {
 			t.Fatalf("the tight owner's run %d before any measure: %v", i, err)
@@ -64,7 +51,7 @@ owner "tight" {
 	}
 	d.stop()
 	d.start("") // measures at its start
-	tight = tokenClient()
+	tight = d.tokenClient(storageToken)
 	_, err := tight.RunStart(ctx, apitypes.StartRequest{Flow: "keep", Input: big, RequestID: "t-2"})
 	var ce *client.Error
 	if !errors.As(err, &ce) || ce.Code != "E_OWNER_QUOTA" || ce.HTTPStatus != 429 || !strings.Contains(ce.Message, "storage quota is 4.0 KiB") {
