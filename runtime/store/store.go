@@ -152,6 +152,10 @@ type Daemon struct {
 // for it and otherwise lists the runs, which reads every record.
 type RunCounter interface {
 	RunCount(phase Phase) (int, error)
+	// OwnerRunCount counts owner's runs in phase, on an index of runs by
+	// owner and phase: what admission's per-owner quotas read at the
+	// door, shared by a fleet.
+	OwnerRunCount(owner string, phase Phase) (int, error)
 }
 
 // Tx is one transaction. Methods are named noun-then-verb; each takes the
@@ -317,6 +321,9 @@ type Tx interface {
 	// Events of owners, where they meet their waits, and the triggers
 	// they start runs of (OwnerEvent, EventSlot, Trigger).
 	EventTx
+
+	// Owners' spend windows (OwnerSpend).
+	OwnerSpendTx
 }
 
 // FlowVersion is one registered version of one flow.

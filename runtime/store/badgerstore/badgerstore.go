@@ -222,7 +222,8 @@ func checkLayout(db *badger.DB) error {
 // upgradeLayout brings a directory of an older layout to layoutNow: from
 // version 1, it writes the rc/ index entry of every run; from version 2
 // or older, the tqo/ entry of every unleased task, under the task's owner
-// or else its run's; then the version. It runs before the store takes
+// or else its run's; from version 3 or older, the rop/ entry of every
+// run; then the version. It runs before the store takes
 // writes; if it is cut short, the next open does it again (the entries it
 // rewrites are the same).
 func upgradeLayout(db *badger.DB) error {
@@ -261,6 +262,11 @@ func upgradeLayout(db *badger.DB) error {
 			}
 			if v < layoutV2 {
 				if err := wb.Set(key(pRunCreated, r.Owner, sep, newestKey(r.CreatedAt), r.ID), nil); err != nil {
+					return err
+				}
+			}
+			if v < layoutV4 {
+				if err := wb.Set(key(pRunOwnerPh, r.Owner, sep, string(r.Phase), sep, r.ID), nil); err != nil {
 					return err
 				}
 			}

@@ -60,6 +60,7 @@ const (
 	pRunPhase    = "rph/"
 	pRunParent   = "rp/"
 	pRunCreated  = "rc/"
+	pRunOwnerPh  = "rop/"
 	pCont        = "c/"
 	pDedup       = "d/"
 	pTask        = "t/"
@@ -78,6 +79,7 @@ const (
 	pService     = "svl/"
 	pSchedule    = "sch/"
 	pScheduleDue = "schd/"
+	pOwnerSpend  = "osp/"
 
 	pOwnerEvent        = "oe/"
 	pOwnerEventSeq     = "oeq/"
@@ -169,8 +171,13 @@ const layoutV2 = 2
 // task, under its run's owner (upgradeLayout).
 const layoutV3 = 3
 
+// layoutV4 adds the rop/ index (runs by owner, then phase), which the
+// owners' quotas count at the door. Opening an older directory writes the
+// entry of every run (upgradeLayout).
+const layoutV4 = 4
+
 // layoutNow is the layout this weir writes.
-const layoutNow = layoutV3
+const layoutNow = layoutV4
 
 // newestKey encodes t so that byte order is newest first: timeKey with
 // every bit flipped.

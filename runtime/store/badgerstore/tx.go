@@ -248,6 +248,7 @@ func runIndexKeys(r *store.Run) [][]byte {
 		key(pRunOwner, r.Owner, sep, r.ID),
 		key(pRunPhase, string(r.Phase), sep, r.ID),
 		key(pRunCreated, r.Owner, sep, newestKey(r.CreatedAt), r.ID),
+		key(pRunOwnerPh, r.Owner, sep, string(r.Phase), sep, r.ID),
 	}
 	if r.ParentRunID != "" {
 		ks = append(ks, key(pRunParent, r.ParentRunID, sep, r.ID))
@@ -425,6 +426,21 @@ func (t *storeTx) RunCount(phase store.Phase) (int, error) {
 		return 0, err
 	}
 	prefix := key(pRunPhase, string(phase), sep)
+	n := 0
+	err := t.kv.scan(prefix, prefixEnd(prefix), true, func(_, _ []byte) (bool, error) {
+		n++
+		return true, nil
+	})
+	return n, err
+}
+
+// OwnerRunCount implements store.RunCounter: a keys-only walk of the
+// owner's part of the rop/ index.
+func (t *storeTx) OwnerRunCount(owner string, phase store.Phase) (int, error) {
+	if err := t.Open(); err != nil {
+		return 0, err
+	}
+	prefix := key(pRunOwnerPh, owner, sep, string(phase), sep)
 	n := 0
 	err := t.kv.scan(prefix, prefixEnd(prefix), true, func(_, _ []byte) (bool, error) {
 		n++

@@ -3,6 +3,7 @@ package badgerstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -73,7 +74,7 @@ func TestNewerLayoutRefused(t *testing.T) {
 	}
 	setLayout(layoutNow + 1)
 	_, err = Open(dir, Options{})
-	if !errors.Is(err, ErrLayoutNewer) || !strings.Contains(err.Error(), "layout version 4 and this weir reads version 3") {
+	if !errors.Is(err, ErrLayoutNewer) || !strings.Contains(err.Error(), fmt.Sprintf("layout version %d and this weir reads version %d", layoutNow+1, layoutNow)) {
 		t.Fatalf("newer layout: %v, want ErrLayoutNewer naming both versions", err)
 	}
 	// Refused, not damaged: the lock is released and the record is kept.
@@ -233,5 +234,83 @@ func TestLayoutV2Upgraded(t *testing.T) {
 	})
 	if err != nil || strings.Join(got, ",") != "t2:bob" {
 		t.Fatalf("after leasing t1: %v, %v; want t2:bob", got, err)
+	}
+}
+
+// TestLayoutV3Upgraded opens a directory as a version 3 weir left it (no
+// rop/ index) and checks the open indexes every run under its owner and
+// phase, so the owners' quotas count the runs written before; a run
+// written again afterwards moves its entry rather than doubling it.
+func TestLayoutV3Upgraded(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	runs := []*store.Run{{ID: "r1", Owner: "alice", Phase: store.PhaseQueued}, {ID: "r2", Owner: "alice", Phase: store.PhaseRunning},
+		{ID: "r3", Owner: "alice", Phase: store.PhaseQueued}, {ID: "r4", Owner: "bob", Phase: store.PhaseQueued}}
+	err = s.Update(ctx, func(tx store.Tx) error {
+		for _, r := range runs {
+			r.Flow, r.Version, r.InputHash, r.CreatedAt = "f", "h", "ih", t0
+			if err := tx.RunInsert(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.DropPrefix([]byte(pRunOwnerPh)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set([]byte(kLayout), encodeU64(layoutV3)) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(dir, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	counts := func() string {
+		t.Helper()
+		var got []string
+		err := s.View(ctx, func(tx store.Tx) error {
+			for _, o := range []string{"alice", "bob"} {
+				for _, p := range []store.Phase{store.PhaseQueued, store.PhaseRunning} {
+					n, err := tx.(store.RunCounter).OwnerRunCount(o, p)
+					if err != nil {
+						return err
+					}
+					got = append(got, fmt.Sprintf("%s/%s=%d", o, p, n))
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(got, ",")
+	}
+	if got := counts(); got != "alice/queued=2,alice/running=1,bob/queued=1,bob/running=0" {
+		t.Fatalf("counts after the upgrade: %s", got)
+	}
+	err = s.Update(ctx, func(tx store.Tx) error {
+		r, err := tx.RunGet("r1")
+		if err != nil {
+			return err
+		}
+		r.Phase = store.PhaseRunning
+		return tx.RunUpdate(r)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := counts(); got != "alice/queued=1,alice/running=2,bob/queued=1,bob/running=0" {
+		t.Fatalf("counts after r1 started: %s", got)
 	}
 }

@@ -41,6 +41,7 @@ const (
 	tOwnerEvent               // owner sep id
 	tEventSlot                // owner sep name sep key
 	tTrigger                  // owner sep name
+	tOwnerSpend               // owner sep minute(8) sep host
 	numTables
 )
 

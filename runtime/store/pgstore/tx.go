@@ -1173,6 +1173,22 @@ func (t *storeTx) RunCount(phase store.Phase) (int, error) {
 	return n, nil
 }
 
+// OwnerRunCount counts owner's runs in one phase on the (owner, phase)
+// index (store.RunCounter).
+func (t *storeTx) OwnerRunCount(owner string, phase store.Phase) (int, error) {
+	if err := t.Open(); err != nil {
+		return 0, err
+	}
+	if !text(owner, string(phase)) {
+		return 0, nil
+	}
+	var n int
+	if err := t.queryRow(`SELECT count(*) FROM runs WHERE owner = $1 AND phase = $2`, owner, string(phase)).Scan(&n); err != nil {
+		return 0, t.fail(err)
+	}
+	return n, nil
+}
+
 var _ store.RunCounter = (*storeTx)(nil)
 
 // TaskLock takes the task's row for this transaction with FOR UPDATE SKIP

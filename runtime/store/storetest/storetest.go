@@ -49,6 +49,7 @@ func Run(t *testing.T, open Opener) {
 		{"RunListNewest", testRunListNewest},
 		{"RunListNewestPaging", testRunListNewestPaging},
 		{"RunCount", testRunCount},
+		{"OwnerSpend", testOwnerSpend},
 		{"Continuations", testContinuations},
 		{"Dedup", testDedup},
 		{"OverlongIDs", testOverlongIDs},
