@@ -509,7 +509,7 @@ func journalCalls(node *flows.Node, turn int, tcs []chat.ToolCall) ([]store.Agen
 // chargeTx charges cost, admitted on reserved, to the run's record (the
 // package's chargeTx) and returns the new total.
 func (s *stepper) chargeTx(tx store.Tx, node string, cost, reserved int64, detail map[string]any, now time.Time) (int64, error) {
-	run, err := chargeTx(tx, s.run.ID, s.run.Attempt, node, cost, reserved, detail, now)
+	run, err := chargeTx(tx, hostOf(s.e), s.run.ID, s.run.Attempt, node, cost, reserved, detail, now)
 	if err != nil {
 		return 0, err
 	}

@@ -75,7 +75,7 @@ func (s *stepper) parkOnCallsTx(tx store.Tx, t *store.AgentTurn, now time.Time, 
 // agentCallEndTx writes the end of the call task t into its turn record,
 // charges its cost (admitted on reserved) to the run and wakes the agent
 // (if parked). A call that already ended is left as it is.
-func agentCallEndTx(tx store.Tx, t *store.Task, out json.RawMessage, rerr *store.RunError, cost, reserved int64, now time.Time) (bool, error) {
+func agentCallEndTx(tx store.Tx, host string, t *store.Task, out json.RawMessage, rerr *store.RunError, cost, reserved int64, now time.Time) (bool, error) {
 	turn, err := agentTurnTx(tx, t.RunID, t.Node, t.Visit, t.Item)
 	if err != nil {
 		return false, err
@@ -89,7 +89,7 @@ func agentCallEndTx(tx store.Tx, t *store.Task, out json.RawMessage, rerr *store
 	if err := tx.AgentTurnPut(turn); err != nil {
 		return false, err
 	}
-	if _, err := chargeTx(tx, t.RunID, t.Attempt, t.Node, cost, reserved, map[string]any{"tool": t.Tool, "turn": t.Item, "call": t.Call}, now); err != nil {
+	if _, err := chargeTx(tx, host, t.RunID, t.Attempt, t.Node, cost, reserved, map[string]any{"tool": t.Tool, "turn": t.Item, "call": t.Call}, now); err != nil {
 		return false, err
 	}
 	tasks, err := tx.TaskListByRun(t.RunID)
@@ -179,7 +179,7 @@ func (w *worker) agentCallEnd(ctx context.Context, c *toolCall, out json.RawMess
 			}
 		}
 		var err error
-		if woke, err = agentCallEndTx(tx, t, out, rerr, cost, w.slice.Cost, now); err != nil {
+		if woke, err = agentCallEndTx(tx, hostOf(w.e), t, out, rerr, cost, w.slice.Cost, now); err != nil {
 			return err
 		}
 		return w.dropTaskTx(tx)

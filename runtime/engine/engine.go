@@ -332,7 +332,6 @@ func Open(cfg Config) (*Engine, error) {
 	e.roll = &fleetRoll{e: e}
 	e.st = watchedStore{Store: c.Store, w: &e.watchers}
 	e.owners = &ownerDoor{st: e.st, clock: c.Clock, stats: e.stats}
-	e.ledger.OnSpend(func(owner string, cost int64) { e.owners.spend.add(owner, cost, e.owners.clock.Now()) })
 	e.scripts = c.Scripts
 	if e.scripts == nil {
 		e.scripts = script.Local{Cache: e.flowCache}

@@ -93,7 +93,6 @@ func (s *stepper) remainder() int64 {
 func (s *stepper) ensureOwnAccount() {
 	if !s.e.ledger.HasRun(s.run.ID) {
 		s.e.ledger.OpenRun(s.run.ID, s.run.Budget, s.run.Spent, s.run.Escrow)
-		s.e.ledger.SetOwner(s.run.ID, s.run.Owner)
 	}
 }
 
@@ -216,12 +215,17 @@ func recountEscrowTx(tx store.Tx, runID string) error {
 // and the excess is recorded as overspend — on the run (Overspent) and
 // as an overspent event naming the call in detail — so that the run's
 // view shows it, while the ledger, which charges the same cost, refuses
-// the run every next slice that no longer fits. It returns the run as
+// the run every next slice that no longer fits. The cost joins the run
+// owner's spend window in the same transaction (OwnerSpend, in host's
+// row), which budget_per_hour is checked against. It returns the run as
 // written.
-func chargeTx(tx store.Tx, runID string, attempt int, node string, cost, reserved int64, detail map[string]any, now time.Time) (*store.Run, error) {
+func chargeTx(tx store.Tx, host, runID string, attempt int, node string, cost, reserved int64, detail map[string]any, now time.Time) (*store.Run, error) {
 	run, err := tx.RunGet(runID)
 	if err != nil || cost <= 0 {
 		return run, err
+	}
+	if err := tx.OwnerSpendAdd(store.OwnerSpend{Owner: run.Owner, Minute: spendMinute(now), Host: host, Cost: cost}); err != nil {
+		return nil, err
 	}
 	run.Spent += cost
 	run.UpdatedAt = now

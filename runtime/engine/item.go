@@ -74,7 +74,7 @@ func (w *worker) itemEnd(ctx context.Context, ref *store.CohortRef, c *toolCall,
 				return err
 			}
 		}
-		if _, err := chargeTx(tx, t.RunID, t.Attempt, t.Node, cost, w.slice.Cost, map[string]any{"tool": t.Tool, "item": t.Item}, now); err != nil {
+		if _, err := chargeTx(tx, hostOf(w.e), t.RunID, t.Attempt, t.Node, cost, w.slice.Cost, map[string]any{"tool": t.Tool, "item": t.Item}, now); err != nil {
 			return err
 		}
 		var err error

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/weirhq/weir/runtime/internal/clock"
@@ -18,12 +17,14 @@ import (
 // work: lowering a quota below what an owner uses now leaves its work in
 // hand alone.
 //
-// Where each figure lives: queued counts are admission's queued set
-// (queuedRuns, per daemon, rebuilt from the store at recovery); running
-// counts are read from the store's run records at the door, so a fleet
-// shares them; spend is the ledger's, kept per daemon in spendWindow and
-// lost at a restart (durable spend rows shared by a fleet are the next
-// step, docs/design.md §8.2).
+// Where each figure lives: in the store, shared by a fleet and kept
+// across restarts (DESIGN §12). Queued and running counts are counted on
+// the store's index of runs by owner and phase (store.RunCounter); a
+// daemon's own queued set (queuedRuns) also bounds it, atomically with
+// its reservation. Spend is the OwnerSpend rows the charging transaction
+// adds to (chargeTx). Checks at the door read committed figures, so
+// daemons admitting one owner's starts at the same instant may pass a
+// quota by the starts in flight between them.
 
 // SpendWindow is the span budget_per_hour is measured over: a sliding
 // hour, in SpendBucket steps.
@@ -32,123 +33,83 @@ const (
 	SpendBucket = time.Minute
 )
 
-const spendBuckets = int(SpendWindow / SpendBucket)
+const spendBuckets = int64(SpendWindow / SpendBucket)
 
-// spendWindow is the cost each owner's runs settled in the last
-// SpendWindow, in minute buckets: sliding rather than fixed, so an owner
-// cannot spend two hours' budget across one window's edge, and a refusal's
-// Retry-After is when the oldest spending leaves the window rather than
-// the top of the next hour. Memory is one small array per owner that
-// spent in the window.
-type spendWindow struct {
-	mu     sync.Mutex
-	owners map[string]*spendBucketsOf
-}
+// spendMinute is the OwnerSpend minute a charge at now goes into.
+func spendMinute(now time.Time) int64 { return now.Unix() / int64(SpendBucket/time.Second) }
 
-type spendBucketsOf struct {
-	cost [spendBuckets]int64
-	at   [spendBuckets]int64 // the bucket's minute (unix minutes); stale when older than the window
-}
+// spendSince is the first minute of the window ending at now: the window
+// slides rather than resets, so an owner cannot spend two hours' budget
+// across one window's edge, and a refusal's Retry-After is when the
+// oldest spending leaves it rather than the top of the next hour.
+func spendSince(now time.Time) int64 { return spendMinute(now) - spendBuckets + 1 }
 
-func bucketOf(now time.Time) int64 { return now.Unix() / int64(SpendBucket/time.Second) }
-
-// add records cost settled for owner at now.
-func (w *spendWindow) add(owner string, cost int64, now time.Time) {
-	if cost <= 0 {
-		return
+// windowSpent sums rows (one owner's, from spendSince(now) on, in minute
+// order) and, when the sum is at least budget (> 0), says how long until
+// enough of it leaves the window for spending to be below budget again.
+func windowSpent(rows []store.OwnerSpend, budget int64, now time.Time) (int64, time.Duration) {
+	var total int64
+	for _, r := range rows {
+		total += r.Cost
 	}
-	m := bucketOf(now)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.owners == nil {
-		w.owners = map[string]*spendBucketsOf{}
-	}
-	b := w.owners[owner]
-	if b == nil {
-		b = &spendBucketsOf{}
-		w.owners[owner] = b
-	}
-	i := int(m % int64(spendBuckets))
-	if b.at[i] != m {
-		b.at[i], b.cost[i] = m, 0
-	}
-	b.cost[i] += cost
-}
-
-// spent is owner's cost in the window ending at now and, when it is at
-// least budget (> 0), how long until enough of it leaves the window for
-// spending to be below budget again.
-func (w *spendWindow) spent(owner string, budget int64, now time.Time) (int64, time.Duration) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	b := w.owners[owner]
-	if b == nil {
-		return 0, 0
-	}
-	total, live := liveBuckets(b, now)
 	if budget <= 0 || total < budget {
 		return total, 0
 	}
-	// Oldest first: the spending that leaves the window first.
-	sort.Slice(live, func(i, j int) bool { return live[i].at < live[j].at })
 	left := total
-	for _, l := range live {
-		left -= l.cost
+	for _, r := range rows {
+		left -= r.Cost
 		if left < budget {
-			leaves := time.Unix((l.at+1)*int64(SpendBucket/time.Second), 0).Add(SpendWindow)
+			leaves := time.Unix((r.Minute+1)*int64(SpendBucket/time.Second), 0).Add(SpendWindow)
 			return total, max(leaves.Sub(now), time.Second)
 		}
 	}
 	return total, SpendWindow
 }
 
-type liveBucket struct{ at, cost int64 }
-
-// liveBuckets sums b's buckets within the window ending at now.
-func liveBuckets(b *spendBucketsOf, now time.Time) (int64, []liveBucket) {
-	m := bucketOf(now)
-	var total int64
-	var live []liveBucket
-	for i := range b.at {
-		if b.cost[i] > 0 && b.at[i] > m-int64(spendBuckets) && b.at[i] <= m {
-			total += b.cost[i]
-			live = append(live, liveBucket{b.at[i], b.cost[i]})
-		}
+// ownerSpentTx is owner's spend in the window ending at now, with
+// windowSpent's wait for budget.
+func ownerSpentTx(tx store.Tx, owner string, budget int64, now time.Time) (int64, time.Duration, error) {
+	rows, err := tx.OwnerSpendList(store.OwnerSpendListParams{Owner: owner, Since: spendSince(now)})
+	if err != nil {
+		return 0, 0, err
 	}
-	return total, live
+	spent, wait := windowSpent(rows, budget, now)
+	return spent, wait, nil
 }
 
-// all is every owner's spend in the window ending at now; owners whose
-// spending has all left it are forgotten.
-func (w *spendWindow) all(now time.Time) map[string]int64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := map[string]int64{}
-	for o, b := range w.owners {
-		total, _ := liveBuckets(b, now)
-		if total == 0 {
-			delete(w.owners, o)
-			continue
-		}
-		out[o] = total
-	}
-	return out
+// ownerBudgetErr is the refusal of work whose owner spent its
+// budget_per_hour; what names the work ("try", "redrive").
+func ownerBudgetErr(owner string, spent, budget int64, wait time.Duration, what string) *Error {
+	err := protocolErr(CodeOwnerBudget, "owner %q spent %d of its budget_per_hour of %d in the last hour; %s again in %s",
+		owner, spent, budget, what, wait.Round(time.Second))
+	err.RetryAfter = wait
+	return err
 }
 
 // startedPhases are the phases of a run started and not ended, which
 // max_running counts.
 var startedPhases = []store.Phase{store.PhaseRunning, store.PhaseWaiting, store.PhaseCompleting}
 
-// ownerRunning counts owner's runs started and not ended, reading at most
-// limit of them (0: all).
-func ownerRunning(tx store.Tx, owner string, limit int) (int, error) {
+// ownerCount counts owner's runs in phases: on the store's index where
+// the store has one (store.RunCounter), else by listing them, reading at
+// most limit (0: all).
+func ownerCount(tx store.Tx, owner string, phases []store.Phase, limit int) (int, error) {
 	n := 0
-	for _, p := range startedPhases {
-		runs, err := tx.RunList(store.RunListParams{Owner: owner, Phase: p, Limit: limit})
-		if err != nil {
-			return 0, err
+	for _, p := range phases {
+		var c int
+		if rc, ok := baseTx(tx).(store.RunCounter); ok {
+			var err error
+			if c, err = rc.OwnerRunCount(owner, p); err != nil {
+				return 0, err
+			}
+		} else {
+			runs, err := tx.RunList(store.RunListParams{Owner: owner, Phase: p, Limit: limit})
+			if err != nil {
+				return 0, err
+			}
+			c = len(runs)
 		}
-		n += len(runs)
+		n += c
 		if limit > 0 && n >= limit {
 			return n, nil
 		}
@@ -161,52 +122,87 @@ func ownerRunning(tx store.Tx, owner string, limit int) (int, error) {
 // queue does.
 const OwnerQuotaRetryAfter = 2 * time.Second
 
-// ownerDoor is admission's check of the owners' own quotas, and the
-// owners' spend in the window.
+// ownerDoor is admission's check of the owners' own quotas.
 type ownerDoor struct {
 	st      store.Store
 	clock   clock.Clock
 	stats   *stats
-	spend   spendWindow
 	storage storageUse
 }
 
-// check refuses a start of owner's whose storage, running runs or spend
-// in the window are at its share's quotas. The queued quota is checked with the
-// reservation (queuedRuns.reserve), which is atomic with it.
+// check refuses a start of owner's whose storage, queued runs, running
+// runs or spend in the window are at its share's quotas, as the store
+// counts them for the whole fleet. This daemon's own queued runs are
+// bounded again with the reservation (queuedRuns.reserve), which is
+// atomic with it.
 func (d *ownerDoor) check(ctx context.Context, owner string, share OwnerShare) error {
 	if err := d.checkStorage(owner, share); err != nil {
 		return err
 	}
+	if share.BudgetPerHour <= 0 && share.MaxRunning <= 0 && share.MaxQueued <= 0 {
+		return nil
+	}
+	var refusal *Error
+	err := d.st.View(ctx, func(tx store.Tx) error {
+		var err error
+		refusal, err = d.checkTx(tx, owner, share, true)
+		return err
+	})
+	if err != nil {
+		return storageErr(err)
+	}
+	if refusal != nil {
+		return refusal
+	}
+	return nil
+}
+
+// checkTx is check's reading of the store: the refusal, if any, of work
+// of owner's at share's quotas; starting says whether the work is a new
+// run (counted against max_queued and max_running) or work of a run
+// accepted before (its budget only).
+func (d *ownerDoor) checkTx(tx store.Tx, owner string, share OwnerShare, starting bool) (*Error, error) {
 	if share.BudgetPerHour > 0 {
-		spent, wait := d.spend.spent(owner, share.BudgetPerHour, d.clock.Now())
+		spent, wait, err := ownerSpentTx(tx, owner, share.BudgetPerHour, d.clock.Now())
+		if err != nil {
+			return nil, err
+		}
 		if spent >= share.BudgetPerHour {
 			d.stats.refused(CodeOwnerBudget)
-			err := protocolErr(CodeOwnerBudget, "owner %q spent %d of its budget_per_hour of %d in the last hour; try again in %s",
-				owner, spent, share.BudgetPerHour, wait.Round(time.Second))
-			err.RetryAfter = wait
-			return err
+			what := "try"
+			if !starting {
+				what = "redrive"
+			}
+			return ownerBudgetErr(owner, spent, share.BudgetPerHour, wait, what), nil
+		}
+	}
+	if !starting {
+		return nil, nil
+	}
+	if share.MaxQueued > 0 {
+		n, err := ownerCount(tx, owner, []store.Phase{store.PhaseQueued}, share.MaxQueued)
+		if err != nil {
+			return nil, err
+		}
+		if n >= share.MaxQueued {
+			d.stats.refused(CodeOwnerQuota)
+			return ownerQueuedErr(owner, share.MaxQueued), nil
 		}
 	}
 	if share.MaxRunning > 0 {
-		var n int
-		err := d.st.View(ctx, func(tx store.Tx) error {
-			var err error
-			n, err = ownerRunning(tx, owner, share.MaxRunning)
-			return err
-		})
+		n, err := ownerCount(tx, owner, startedPhases, share.MaxRunning)
 		if err != nil {
-			return storageErr(err)
+			return nil, err
 		}
 		if n >= share.MaxRunning {
 			d.stats.refused(CodeOwnerQuota)
 			err := protocolErr(CodeOwnerQuota, "owner %q has %d runs started and not ended: its max_running is %d; try again when one ends",
 				owner, n, share.MaxRunning)
 			err.RetryAfter = OwnerQuotaRetryAfter
-			return err
+			return err, nil
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 // ownerQueuedErr is the refusal of a start whose owner's queued runs are
@@ -224,8 +220,8 @@ type OwnerStats struct {
 	// accepted and not yet started (this daemon's view).
 	Running int `json:"running"`
 	Queued  int `json:"queued"`
-	// Spent is the cost its runs settled in the last hour (SpendWindow),
-	// on this daemon.
+	// Spent is the cost its runs were charged in the last hour
+	// (SpendWindow), by every daemon of the store.
 	Spent int64 `json:"spent"`
 	// The share in force: its weight and quotas (0: none).
 	Weight        int   `json:"weight"`
@@ -245,9 +241,16 @@ const MaxOwnerStats = 1000
 func (e *Engine) OwnerStats(ctx context.Context, owner string) ([]OwnerStats, error) {
 	cfg := e.cfg.Load()
 	queued := e.queued.owners()
-	spent := e.owners.spend.all(e.clock.Now())
+	spent := map[string]int64{}
 	running := map[string]int{}
 	err := e.st.View(ctx, func(tx store.Tx) error {
+		rows, err := tx.OwnerSpendList(store.OwnerSpendListParams{Owner: owner, Since: spendSince(e.clock.Now())})
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			spent[r.Owner] += r.Cost
+		}
 		for _, p := range startedPhases {
 			runs, err := tx.RunList(store.RunListParams{Owner: owner, Phase: p})
 			if err != nil {

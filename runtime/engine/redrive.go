@@ -343,7 +343,7 @@ func (o *Ops) redriveAdmit(ctx context.Context, owner, taskID string) (RedriveRe
 		return res, nil
 	}
 	res.RunID, res.Node = pre.dl.RunID, pre.dl.Node
-	if err := o.admitRedrive(pre.run); err != nil {
+	if err := o.admitRedrive(ctx, pre.run); err != nil {
 		res.Err = err
 		return res, nil
 	}
@@ -423,7 +423,7 @@ func (o *Ops) redrivePreview(ctx context.Context, owner, taskID string) (redrive
 // and a place in the queue within the daemon's max_queued and the owner's
 // own (the reservation is taken back when the task is leased, as a new
 // run's is). An owner's max_running is not asked: the run is started.
-func (o *Ops) admitRedrive(run *store.Run) *Error {
+func (o *Ops) admitRedrive(ctx context.Context, run *store.Run) *Error {
 	e := o.e
 	if err := e.admission.enter(); err != nil {
 		var ae *Error
@@ -439,12 +439,16 @@ func (o *Ops) admitRedrive(run *store.Run) *Error {
 	cfg := e.cfg.Load()
 	share := cfg.ShareOf(run.Owner)
 	if share.BudgetPerHour > 0 {
-		if spent, wait := e.owners.spend.spent(run.Owner, share.BudgetPerHour, e.clock.Now()); spent >= share.BudgetPerHour {
-			e.stats.refused(CodeOwnerBudget)
-			err := protocolErr(CodeOwnerBudget, "owner %q spent %d of its budget_per_hour of %d in the last hour; redrive again in %s",
-				run.Owner, spent, share.BudgetPerHour, wait.Round(time.Second))
-			err.RetryAfter = wait
+		var refusal *Error
+		if err := e.st.View(ctx, func(tx store.Tx) error {
+			var err error
+			refusal, err = e.owners.checkTx(tx, run.Owner, share, false)
 			return err
+		}); err != nil {
+			return storageErr(err)
+		}
+		if refusal != nil {
+			return refusal
 		}
 	}
 	switch e.queued.reserve(run.ID, run.Owner, cfg.MaxQueued, share.MaxQueued) {

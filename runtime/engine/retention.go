@@ -34,6 +34,9 @@ func (h pruneHost) Retention() time.Duration { return h.e.cfg.Load().Retention }
 // AuditRetention is how long audit events are kept.
 func (h pruneHost) AuditRetention() time.Duration { return h.e.auditor.retention() }
 
+// SpendSince is the first minute of the owners' spend window at now.
+func (h pruneHost) SpendSince(now time.Time) int64 { return spendSince(now) }
+
 // Info logs what a pass removed.
 func (h pruneHost) Info(msg string, args ...any) { h.e.log.Info(msg, args...) }
 

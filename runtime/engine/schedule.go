@@ -211,7 +211,7 @@ func (h reapHost) Drop(ctx context.Context, t *store.Task) bool {
 			if err := tx.TaskDelete(cur.ID); err != nil {
 				return err
 			}
-			parentWoken, err = agentCallEndTx(tx, cur, nil, &store.RunError{Code: CodeQueueTimeout,
+			parentWoken, err = agentCallEndTx(tx, hostOf(e), cur, nil, &store.RunError{Code: CodeQueueTimeout,
 				Message: "no worker slot or budget slice was free before the queue deadline"}, 0, 0, now)
 			return err
 		}

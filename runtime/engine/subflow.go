@@ -173,7 +173,6 @@ func (s *stepper) reacquire(ctx context.Context) bool {
 	}
 	s.run = res.run
 	s.e.ledger.OpenRun(s.run.ID, s.run.Budget, s.run.Spent, s.run.Escrow)
-	s.e.ledger.SetOwner(s.run.ID, s.run.Owner)
 	return true
 }
 

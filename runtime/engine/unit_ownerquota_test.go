@@ -145,27 +145,72 @@ func TestUnitOwnerBudgetPerHour(t *testing.T) {
 // Retry-After is when enough of it has left.
 func TestSpendWindowSlides(t *testing.T) {
 	t.Parallel()
-	var w spendWindow
 	t0 := unitEpoch
-	w.add("alice", 6, t0)
-	w.add("alice", 6, t0.Add(30*time.Minute))
-	w.add("bob", 1, t0)
+	rows := []store.OwnerSpend{
+		{Owner: "alice", Minute: spendMinute(t0), Host: "a", Cost: 4},
+		{Owner: "alice", Minute: spendMinute(t0), Host: "b", Cost: 2}, // one minute, two daemons
+		{Owner: "alice", Minute: spendMinute(t0.Add(30 * time.Minute)), Host: "a", Cost: 6},
+	}
+	// in is what OwnerSpendList answers for the window ending at now.
+	in := func(now time.Time) []store.OwnerSpend {
+		var out []store.OwnerSpend
+		for _, r := range rows {
+			if r.Minute >= spendSince(now) {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
 	now := t0.Add(40 * time.Minute)
-	if spent, wait := w.spent("alice", 12, now); spent != 12 || wait != 21*time.Minute {
+	if spent, wait := windowSpent(in(now), 12, now); spent != 12 || wait != 21*time.Minute {
 		t.Errorf("at +40m: spent %d, wait %s; want 12 and 21m (the +0 minute leaves at +61m)", spent, wait)
 	}
-	if spent, wait := w.spent("alice", 13, now); spent != 12 || wait != 0 {
+	if spent, wait := windowSpent(in(now), 13, now); spent != 12 || wait != 0 {
 		t.Errorf("under the budget: spent %d, wait %s; want 12 and 0", spent, wait)
 	}
-	// Both buckets must go to be under 6: the later one leaves at +91m.
-	if _, wait := w.spent("alice", 6, now); wait != 51*time.Minute {
+	// Both minutes must go to be under 6: the later one leaves at +91m.
+	if _, wait := windowSpent(in(now), 6, now); wait != 51*time.Minute {
 		t.Errorf("budget 6: wait %s, want 51m", wait)
 	}
-	if spent, _ := w.spent("alice", 0, t0.Add(61*time.Minute)); spent != 6 {
+	if spent, _ := windowSpent(in(t0.Add(61*time.Minute)), 0, t0.Add(61*time.Minute)); spent != 6 {
 		t.Errorf("at +61m: spent %d, want 6", spent)
 	}
-	if all := w.all(t0.Add(61 * time.Minute)); len(all) != 1 || all["alice"] != 6 {
-		t.Errorf("all at +61m = %v: bob's spending has left the window", all)
+	if got := spendSince(t0.Add(59*time.Minute + 59*time.Second)); got != spendMinute(t0) {
+		t.Errorf("the window ending 59m59s after t0 starts at minute %d, want t0's %d", got, spendMinute(t0))
+	}
+}
+
+// budget_per_hour is the fleet's and outlives a restart: what an owner's
+// runs spent through one engine refuses its starts at another engine of
+// the same store, and at an engine opened afterwards. (Before, each kept
+// its own window in memory: the owner could spend the budget once per
+// daemon, and again after each restart.)
+func TestUnitOwnerBudgetIsTheFleets(t *testing.T) {
+	t.Parallel()
+	cfg := Config{HostID: "a", Owners: map[string]OwnerShare{"alice": {BudgetPerHour: 15}}}
+	b := setupUnit(t, cfg, unitOwnerSrc)
+	other := func(host string) *Engine {
+		c := cfg
+		c.HostID, c.Store, c.Clock, c.Tools, c.Tick = host, b.st, b.clock, b.tools, b.tick
+		return openEngine(t, c, "")
+	}
+	engB := other("b")
+	for _, eng := range []*Engine{b.eng, engB} { // 10 each: both under 15 when started
+		res, err := eng.Submit(context.Background(), StartRequest{Owner: "alice", Flow: "costly", Input: json.RawMessage(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.waitTerminal(t, res.RunID)
+	}
+	for i, eng := range []*Engine{b.eng, engB, other("c")} {
+		_, err := eng.Submit(context.Background(), StartRequest{Owner: "alice", Flow: "costly", Input: json.RawMessage(`{}`)})
+		if ee := refusedWith(t, err, CodeOwnerBudget); !containsAll(ee.Message, "spent 20", "budget_per_hour of 15") {
+			t.Errorf("engine %d: refusal does not name what the fleet spent: %s", i, ee.Message)
+		}
+	}
+	stats, err := engB.OwnerStats(context.Background(), "alice")
+	if err != nil || len(stats) != 1 || stats[0].Spent != 20 {
+		t.Errorf("alice's stats at engine b: %+v, %v; want spent 20", stats, err)
 	}
 }
 

@@ -262,8 +262,6 @@ func (w *worker) acquireLease(ctx context.Context) (*leaseResult, error) {
 	}
 	*w.task = held
 	w.setLease(lease, false)
-	// What the lease's work settles is spending of the run's owner.
-	e.ledger.SetOwner(res.run.ID, res.run.Owner)
 	return &res, nil
 }
 

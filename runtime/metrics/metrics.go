@@ -110,7 +110,7 @@ var (
 	sandboxRerun      = desc("sandbox_calls_rerun_total", "Evaluations sent again alone after the round trip they shared failed as a whole.")
 	ownerRunning      = desc("owner_runs_running", "An owner's runs started and not ended (the top owners by use; the rest as owner=\"other\").", "owner")
 	ownerQueued       = desc("owner_runs_queued", "An owner's runs accepted and not yet started, on this daemon (the top owners by use; the rest as owner=\"other\").", "owner")
-	ownerSpent        = desc("owner_spent_window", "Budget units an owner's runs settled in the last hour, on this daemon (the top owners by use; the rest as owner=\"other\").", "owner")
+	ownerSpent        = desc("owner_spent_window", "Budget units an owner's runs were charged in the last hour, by every daemon of the store (the top owners by use; the rest as owner=\"other\").", "owner")
 )
 
 // MaxOwnerSeries bounds the owner label: the owners using the most get a

@@ -439,8 +439,8 @@ type OwnerStats struct {
 	// accepted and not yet started.
 	Running int `json:"running"`
 	Queued  int `json:"queued"`
-	// Spent is the cost its runs settled in the last hour (a sliding
-	// window, on this daemon).
+	// Spent is the cost its runs were charged in the last hour (a
+	// sliding window, by every daemon of the store).
 	Spent int64 `json:"spent"`
 	// Weight and the quotas in force (absent: none).
 	Weight        int   `json:"weight"`

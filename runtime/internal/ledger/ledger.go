@@ -51,8 +51,6 @@ type Ledger struct {
 	inFlight    int64 // budget reserved by held slices
 	maxInFlight int64 // 0 means unlimited
 	runs        map[string]*account
-	// onSpend is told of every cost settled, with its run's owner.
-	onSpend func(owner string, cost int64)
 }
 
 type account struct {
@@ -64,37 +62,11 @@ type account struct {
 	spent    int64 // settled cost
 	reserved int64 // cost of slices held now
 	escrow   int64 // budget held by children that have not ended
-	// owner is whose spending the account's settled costs are (SetOwner;
-	// "" until named).
-	owner string
 }
 
-// spend records actual as settled on a, and tells onSpend.
-func (l *Ledger) spend(a *account, actual int64) {
-	a.spent += actual
-	if actual > 0 && l.onSpend != nil {
-		l.onSpend(a.owner, actual)
-	}
-}
-
-// OnSpend sets f to be told of every cost settled, with the owner of its
-// run ("" if SetOwner never named one): the owners' spend windows. f runs
-// under the ledger's lock and must not call the ledger. Set it before use.
-func (l *Ledger) OnSpend(f func(owner string, cost int64)) {
-	l.mu.Lock()
-	l.onSpend = f
-	l.mu.Unlock()
-}
-
-// SetOwner names whose spending runID's settled costs are. An account
-// opened again keeps its owner; one not open is left alone.
-func (l *Ledger) SetOwner(runID, owner string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if a, ok := l.runs[runID]; ok {
-		a.owner = owner
-	}
-}
+// spend records actual as settled on a. (What an owner spent is the
+// store's: the engine adds it in the transaction that charges a run.)
+func (l *Ledger) spend(a *account, actual int64) { a.spent += actual }
 
 // committed is what the account has spoken for: spent, reserved by its
 // slices and held in escrow by its children.
@@ -269,12 +241,6 @@ func (l *Ledger) Reslice(s Slice, actual, nextCost int64) (Slice, Reason, bool) 
 func (l *Ledger) Transfer(s Slice, actual int64, runID string) Slice {
 	zero, _, _ := l.Reslice(s, actual, 0)
 	zero.RunID = runID
-	// An inline child's spending is its parent's owner's.
-	l.mu.Lock()
-	if from, to := l.runs[s.RunID], l.runs[runID]; from != nil && to != nil && to.owner == "" {
-		to.owner = from.owner
-	}
-	l.mu.Unlock()
 	return zero
 }
 

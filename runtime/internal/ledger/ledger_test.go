@@ -290,29 +290,3 @@ func TestAcquireSlotIgnoresTheBudget(t *testing.T) {
 		t.Errorf("after release %+v, want one slot held and nothing in flight", snap)
 	}
 }
-
-// Settled costs reach OnSpend with their run's owner, an inline child's
-// with its parent's owner, and reservations alone count nothing.
-func TestOnSpendNamesOwner(t *testing.T) {
-	t.Parallel()
-	l := New(4, 0)
-	got := map[string]int64{}
-	l.OnSpend(func(owner string, cost int64) { got[owner] += cost })
-	l.OpenRun("p", 0, 0, 0)
-	l.SetOwner("p", "alice")
-	s, _, _ := l.Acquire("p", 5)
-	if len(got) != 0 {
-		t.Fatalf("a reservation was counted as spend: %v", got)
-	}
-	s, _, _ = l.Reslice(s, 3, 2)
-	l.OpenRun("child", 0, 0, 0)
-	c := l.Transfer(s, 2, "child")
-	c, _, _ = l.Reslice(c, 0, 4)
-	l.Release(c, 7)
-	l.OpenRun("other", 0, 0, 0)
-	o, _, _ := l.Acquire("other", 1)
-	l.Release(o, 1)
-	if want := map[string]int64{"alice": 12, "": 1}; got["alice"] != want["alice"] || got[""] != want[""] || len(got) != 2 {
-		t.Fatalf("spend by owner = %v, want %v", got, want)
-	}
-}

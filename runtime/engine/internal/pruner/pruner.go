@@ -2,7 +2,8 @@
 // runs that finished longer ago than the retention (with their events,
 // continuations, dedup keys, cohorts, agent turns and idempotency
 // records) and the audit events older than theirs, so the store does not
-// grow without bound. A child whose parent has not finished is kept: the
+// grow without bound, and the owners' spend rows that have left the
+// spend window. A child whose parent has not finished is kept: the
 // parent may still read it. Dead letters are kept for the operator.
 package pruner
 
@@ -32,13 +33,16 @@ type Engine interface {
 	Retention() time.Duration
 	// AuditRetention is how long audit events are kept.
 	AuditRetention() time.Duration
+	// SpendSince is the first minute of the owners' spend window at now
+	// (store.OwnerSpend): the rows of earlier minutes count for nothing.
+	SpendSince(now time.Time) int64
 	// Info and Error log.
 	Info(msg string, args ...any)
 	Error(msg string, args ...any)
 }
 
 // Result is what one pass removed.
-type Result struct{ Runs, AuditEvents int }
+type Result struct{ Runs, AuditEvents, SpendRows int }
 
 // Pruner is the retention service.
 type Pruner struct {
@@ -83,6 +87,14 @@ func (p *Pruner) runOnce(ctx context.Context) Result {
 		}
 	} else if n > 0 {
 		p.eng.Info("pruned audit events", "count", n)
+	}
+	err = p.st.Update(ctx, func(tx store.Tx) error {
+		var err error
+		res.SpendRows, err = tx.OwnerSpendPrune(p.eng.SpendSince(now))
+		return err
+	})
+	if err != nil && !service.Stopping(ctx) {
+		p.eng.Error("pruning the owners' spend", "error", err)
 	}
 	return res
 }

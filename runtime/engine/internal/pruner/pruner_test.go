@@ -15,10 +15,11 @@ var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 type fakeEngine struct{ retention, audit time.Duration }
 
-func (f fakeEngine) Retention() time.Duration      { return f.retention }
-func (f fakeEngine) AuditRetention() time.Duration { return f.audit }
-func (f fakeEngine) Info(string, ...any)           {}
-func (f fakeEngine) Error(string, ...any)          {}
+func (f fakeEngine) Retention() time.Duration       { return f.retention }
+func (f fakeEngine) AuditRetention() time.Duration  { return f.audit }
+func (f fakeEngine) SpendSince(now time.Time) int64 { return now.Unix()/60 - 59 }
+func (f fakeEngine) Info(string, ...any)            {}
+func (f fakeEngine) Error(string, ...any)           {}
 
 func TestRunOnceRemovesWhatRetentionLetsGo(t *testing.T) {
 	t.Parallel()
@@ -46,10 +47,19 @@ func TestRunOnceRemovesWhatRetentionLetsGo(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Spend of t0's minute and of 40 minutes later: at +90m the first has
+	// left the window, the second not.
+	for _, m := range []int64{t0.Unix() / 60, t0.Add(40*time.Minute).Unix() / 60} {
+		if err := st.Update(ctx, func(tx store.Tx) error {
+			return tx.OwnerSpendAdd(store.OwnerSpend{Owner: "alice", Minute: m, Cost: 3})
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	p := New(fakeEngine{retention: time.Hour, audit: 45 * time.Minute}, st, clk, "audit")
 	clk.Advance(90 * time.Minute)
 	got := p.RunOnce(ctx)
-	if want := (Result{Runs: 1, AuditEvents: 2}); got != want {
+	if want := (Result{Runs: 1, AuditEvents: 2, SpendRows: 1}); got != want {
 		t.Fatalf("pass %+v, want %+v", got, want)
 	}
 	_ = st.View(ctx, func(tx store.Tx) error {
