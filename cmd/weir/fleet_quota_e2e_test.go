@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weirhq/weir/internal/testutil"
+	"github.com/weirhq/weir/internal/testutil/pgtest"
+	"github.com/weirhq/weir/runtime/api/apitypes"
+	"github.com/weirhq/weir/runtime/api/client"
+)
+
+const (
+	quotaSpender = "spender-fleet-token-0123456789"
+	quotaQueuer  = "queuer-fleet-token-01234567890"
+	quotaOther   = "other-fleet-token-012345678901"
+)
+
+// TestFleetOwnerQuotasAreTheFleets: two daemons on one PostgreSQL schema.
+// An owner with budget_per_hour = 15 spends 10 through each daemon (each
+// start came while under 15); then both daemons refuse its next start
+// with E_OWNER_BUDGET naming the 20 the fleet spent, and so does a daemon
+// killed and started again. An owner with max_queued = 2 queues two runs
+// through one daemon (no slot is free) and is refused at the other. A
+// third owner is let in everywhere. (Each daemon used to count spend and
+// queued runs in its own memory: the owner got its quota once per daemon,
+// and its budget again after each restart.)
+func TestFleetOwnerQuotasAreTheFleets(t *testing.T) {
+	e2e(t, "starts real daemons on PostgreSQL")
+	u := pgtest.Schema(t)
+	cfg := filepath.Join(t.TempDir(), "weir.hcl")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`
+tcp {
+  address = "127.0.0.1:0"
+  token "spender" {
+    secret = %q
+  }
+  token "queuer" {
+    secret = %q
+  }
+  token "other" {
+    secret = %q
+  }
+}
+owner "spender" {
+  budget_per_hour = 15
+}
+owner "queuer" {
+  max_queued = 2
+}
+`, quotaSpender, quotaQueuer, quotaOther)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var ds []*daemon
+	for range 2 {
+		d := newDaemon(t)
+		d.serveArgs = []string{"--config", cfg, "--workers", "1", "--lease-timeout", fleetLease}
+		d.start("", "WEIR_STORE="+u, "WEIR_STORE_SHARED=true")
+		ds = append(ds, d)
+	}
+	ds[0].register(`
+flow(name = "pay", nodes = [task("t", tool = "testkit.cost", args = {"cost": 10})])
+flow(name = "hold", nodes = [task("t", tool = "testkit.sleep", args = lambda ctx: {"ms": ctx.input["ms"]})])
+`)
+	ctx := context.Background()
+	ended := func(c *client.Client, id string) {
+		t.Helper()
+		testutil.Eventually(t, 60*time.Second, func() error {
+			r, err := c.RunGet(ctx, id)
+			if err != nil {
+				return err
+			}
+			if r.Phase != apitypes.PhaseCompleted {
+				return fmt.Errorf("run %s is %s", id, r.Phase)
+			}
+			return nil
+		})
+	}
+	refused := func(c *client.Client, flow, input, code, says string) {
+		t.Helper()
+		_, err := c.RunStart(ctx, apitypes.StartRequest{Flow: flow, Input: json.RawMessage(input)})
+		var ce *client.Error
+		if !errors.As(err, &ce) || ce.Code != code || ce.HTTPStatus != 429 || !strings.Contains(ce.Message, says) {
+			t.Fatalf("start of %s: %v, want 429 %s saying %q", flow, err, code, says)
+		}
+	}
+	for i, d := range ds {
+		c := d.tokenClient(quotaSpender)
+		res, err := c.RunStart(ctx, apitypes.StartRequest{Flow: "pay", Input: json.RawMessage(`{}`)})
+		if err != nil {
+			t.Fatalf("the spender's run at daemon %d: %v", i, err)
+		}
+		ended(c, res.RunID)
+	}
+	for _, d := range ds {
+		refused(d.tokenClient(quotaSpender), "pay", `{}`, "E_OWNER_BUDGET", "spent 20 of its budget_per_hour of 15")
+	}
+	ds[1].kill()
+	ds[1].start("", "WEIR_STORE="+u, "WEIR_STORE_SHARED=true")
+	refused(ds[1].tokenClient(quotaSpender), "pay", `{}`, "E_OWNER_BUDGET", "spent 20")
+
+	// Every slot busy with the other owner's long runs, so the queuer's
+	// runs stay queued.
+	other := ds[0].tokenClient(quotaOther)
+	var long []string
+	for range 2 {
+		res, err := other.RunStart(ctx, apitypes.StartRequest{Flow: "hold", Input: json.RawMessage(`{"ms": 20000}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		long = append(long, res.RunID)
+	}
+	testutil.Eventually(t, 60*time.Second, func() error {
+		running, err := client.Collect(other.RunListAll(ctx, client.RunListParams{Phase: apitypes.PhaseRunning}))
+		if err != nil || len(running) < 2 {
+			return fmt.Errorf("%d of the other owner's runs running (%v), want both slots", len(running), err)
+		}
+		return nil
+	})
+	q0 := ds[0].tokenClient(quotaQueuer)
+	for i := range 2 {
+		if _, err := q0.RunStart(ctx, apitypes.StartRequest{Flow: "hold", Input: json.RawMessage(`{"ms": 1}`)}); err != nil {
+			t.Fatalf("the queuer's run %d: %v", i, err)
+		}
+	}
+	refused(ds[1].tokenClient(quotaQueuer), "hold", `{"ms": 1}`, "E_OWNER_QUOTA", "max_queued is 2")
+	for _, d := range ds {
+		if _, err := d.tokenClient(quotaOther).RunStart(ctx, apitypes.StartRequest{Flow: "pay", Input: json.RawMessage(`{}`)}); err != nil {
+			t.Fatalf("the other owner refused for the others' quotas: %v", err)
+		}
+	}
+	for _, id := range long {
+		if _, err := other.RunCancel(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
