@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -30,20 +28,7 @@ const (
 func TestFleetSharesHoldAcrossDaemons(t *testing.T) {
 	e2e(t, "starts real daemons on PostgreSQL")
 	u := pgtest.Schema(t)
-	cfg := filepath.Join(t.TempDir(), "weir.hcl")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`
-tcp {
-  address = "127.0.0.1:0"
-  token "heavy" {
-    secret = %q
-  }
-  token "light" {
-    secret = %q
-  }
-}
-`, fairHeavy, fairLight)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := tokenConfig(t, "", "heavy", fairHeavy, "light", fairLight)
 	var heavy, light []*client.Client
 	var ds []*daemon
 	for range 2 {

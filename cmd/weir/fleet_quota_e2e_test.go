@@ -35,29 +35,14 @@ const (
 func TestFleetOwnerQuotasAreTheFleets(t *testing.T) {
 	e2e(t, "starts real daemons on PostgreSQL")
 	u := pgtest.Schema(t)
-	cfg := filepath.Join(t.TempDir(), "weir.hcl")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`
-tcp {
-  address = "127.0.0.1:0"
-  token "spender" {
-    secret = %q
-  }
-  token "queuer" {
-    secret = %q
-  }
-  token "other" {
-    secret = %q
-  }
-}
+	cfg := tokenConfig(t, `
 owner "spender" {
   budget_per_hour = 15
 }
 owner "queuer" {
   max_queued = 2
 }
-`, quotaSpender, quotaQueuer, quotaOther)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+`, "spender", quotaSpender, "queuer", quotaQueuer, "other", quotaOther)
 	var ds []*daemon
 	for range 2 {
 		d := newDaemon(t)
@@ -141,4 +126,22 @@ flow(name = "hold", nodes = [task("t", tool = "testkit.sleep", args = lambda ctx
 			t.Fatal(err)
 		}
 	}
+}
+
+// tokenConfig writes a daemon config whose TCP listener (on a free port)
+// takes each token of nameSecrets (name, secret, name, secret, ...),
+// followed by extra, and returns its path.
+func tokenConfig(t *testing.T, extra string, nameSecrets ...string) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("tcp {\n  address = \"127.0.0.1:0\"\n")
+	for i := 0; i+1 < len(nameSecrets); i += 2 {
+		fmt.Fprintf(&b, "  token %q {\n    secret = %q\n  }\n", nameSecrets[i], nameSecrets[i+1])
+	}
+	b.WriteString("}\n" + extra)
+	path := filepath.Join(t.TempDir(), "weir.hcl")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

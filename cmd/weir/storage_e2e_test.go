@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -23,20 +21,11 @@ const storageToken = "storage-token-0123456789abcdef"
 // no quota, goes on starting runs.
 func TestOwnerStorageQuotaOnARealDaemon(t *testing.T) {
 	e2e(t, "starts a real daemon")
-	cfg := filepath.Join(t.TempDir(), "weir.hcl")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`
-tcp {
-  address = "127.0.0.1:0"
-  token "tight" {
-    secret = %q
-  }
-}
+	cfg := tokenConfig(t, `
 owner "tight" {
   storage = "4KiB"
 }
-`, storageToken)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+`, "tight", storageToken)
 	d := newDaemon(t)
 	d.serveArgs = []string{"--config", cfg}
 	ctx := context.Background()

@@ -188,18 +188,7 @@ func TestLayoutV2Upgraded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.db.DropPrefix([]byte(pTaskOwner)); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set([]byte(kLayout), encodeU64(layoutV2)) }); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if s, err = Open(dir, Options{}); err != nil {
-		t.Fatal(err)
-	}
+	s = reopenAsLayout(t, s, dir, layoutV2, pTaskOwner)
 	defer s.Close()
 	var got []string
 	err = s.View(ctx, func(tx store.Tx) error {
@@ -263,18 +252,7 @@ func TestLayoutV3Upgraded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.db.DropPrefix([]byte(pRunOwnerPh)); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set([]byte(kLayout), encodeU64(layoutV3)) }); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if s, err = Open(dir, Options{}); err != nil {
-		t.Fatal(err)
-	}
+	s = reopenAsLayout(t, s, dir, layoutV3, pRunOwnerPh)
 	defer s.Close()
 	counts := func() string {
 		t.Helper()
@@ -313,4 +291,25 @@ func TestLayoutV3Upgraded(t *testing.T) {
 	if got := counts(); got != "alice/queued=1,alice/running=2,bob/queued=1,bob/running=0" {
 		t.Fatalf("counts after r1 started: %s", got)
 	}
+}
+
+// reopenAsLayout makes s's directory what a weir of layout left it: the
+// index under prefix dropped and the version written; then it closes s
+// and opens the directory again, which upgrades it.
+func reopenAsLayout(t *testing.T, s *Store, dir string, layout uint64, prefix string) *Store {
+	t.Helper()
+	if err := s.db.DropPrefix([]byte(prefix)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set([]byte(kLayout), encodeU64(layout)) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
