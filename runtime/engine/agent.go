@@ -600,7 +600,17 @@ func (s *stepper) agentCalls(ctx context.Context, a *agentLoop, t *store.AgentTu
 		return false, s.nodeFailed(ctx, node, &store.RunError{Code: CodeAgentTurns, Message: fmt.Sprintf("agent %s: turn %d's journaled answer does not match its calls", node.ID, t.Turn)})
 	}
 	now := e.clock.Now()
+	unknownEnds, unknowns, err := s.agentUnknowns(ctx, a, t, msg, now)
+	if err != nil {
+		e.admission.storageFailed(err)
+		return false, false
+	}
 	p := s.sortCalls(a, t, msg, now)
+	for i, c := range unknownEnds {
+		if _, ok := p.ends[i]; !ok {
+			p.ends[i] = c
+		}
+	}
 	flowCalls, undecided, fresh, ends, inFlight := p.flowCalls, p.undecided, p.fresh, p.ends, p.inFlight
 	if _, ok := a.callTimeout(now); !ok {
 		return false, s.agentTimedOut(ctx, a)
@@ -659,7 +669,7 @@ func (s *stepper) agentCalls(ctx context.Context, a *agentLoop, t *store.AgentTu
 			if !park {
 				return nil
 			}
-			return s.parkOnCallsTx(tx, t, now, inFlight+len(queue))
+			return s.parkOnCallsTx(tx, t, now, inFlight+len(queue), unknowns)
 		})
 		if !ok {
 			if cancelSeen {
@@ -674,7 +684,7 @@ func (s *stepper) agentCalls(ctx context.Context, a *agentLoop, t *store.AgentTu
 			return false, false
 		}
 	} else if inFlight > 0 {
-		s.commit(ctx, func(tx store.Tx) error { return s.parkOnCallsTx(tx, t, now, inFlight) })
+		s.commit(ctx, func(tx store.Tx) error { return s.parkOnCallsTx(tx, t, now, inFlight, unknowns) })
 		return false, false
 	}
 	for _, i := range flowCalls {
@@ -683,7 +693,10 @@ func (s *stepper) agentCalls(ctx context.Context, a *agentLoop, t *store.AgentTu
 		}
 	}
 	if len(undecided) > 0 {
-		return false, s.awaitApprovals(ctx, a, undecided)
+		return false, s.awaitApprovals(ctx, a, append(undecided, unknowns...))
+	}
+	if len(unknowns) > 0 {
+		return false, s.awaitUnknowns(ctx, unknowns, now)
 	}
 	return true, false
 }
@@ -708,6 +721,12 @@ func (s *stepper) sortCalls(a *agentLoop, t *store.AgentTurn, msg chat.Message, 
 	p := &agentCallPlan{ends: map[int]store.AgentCall{}}
 	for i, c := range t.Calls {
 		if c.Done {
+			continue
+		}
+		if callAsking(c) {
+			// Its outcome unknown, it holds the place of the one call
+			// that is not idempotent until a person resolves it.
+			p.aloneInFlight = true
 			continue
 		}
 		if c.Task != "" {
