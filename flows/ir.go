@@ -179,8 +179,9 @@ const (
 // Parks says whether the node parks its run when its retries are used up.
 func (n *Node) Parks() bool { return n.OnExhausted == OnExhaustedPark }
 
-// What a task does when its call's outcome is unknown and the tool's
-// probe could not settle it (Node.OnUnknown, DESIGN §12).
+// What a task, a fanout item or an agent's call does when its call's
+// outcome is unknown and the tool's probe could not settle it
+// (Node.OnUnknown, DESIGN §12).
 const (
 	// OnUnknownFail takes the error wire with E_OUTCOME_UNKNOWN.
 	OnUnknownFail = "fail"
@@ -267,11 +268,13 @@ type Node struct {
 	// dead-letters it and parks the run on a wait of kind exhausted until
 	// the dead letter is redriven.
 	OnExhausted string
-	// OnUnknown is what a task does when its call's outcome stays unknown
+	// OnUnknown is what a task, each item of a fanout of a tool, or each
+	// tool call of an agent does when its call's outcome stays unknown
 	// (the tool is at most once, the call ended without an answer and no
 	// probe settled it): OnUnknownFail (or empty) takes the error wire
-	// with E_OUTCOME_UNKNOWN; OnUnknownAsk parks the run on an unknown
-	// wait for at most UnknownTimeout (0: DefaultUnknownTimeout).
+	// with E_OUTCOME_UNKNOWN (an item fails; an agent's model is told);
+	// OnUnknownAsk parks the call on an unknown wait for at most
+	// UnknownTimeout (0: DefaultUnknownTimeout).
 	OnUnknown      string
 	UnknownTimeout time.Duration
 

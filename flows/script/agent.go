@@ -49,7 +49,7 @@ func (l *stringList) Unpack(v starlark.Value) error {
 
 // agent(id, prompt, model | model_tool, system, tools, flows, approve,
 // max_turns, max_tokens, output, at_most_once, next, error, max_visits,
-// timeout, cost, protected, doc)
+// timeout, cost, protected, doc, on_unknown, unknown_timeout)
 func builtinAgent(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var (
 		p                         nodeParams
@@ -57,6 +57,7 @@ func builtinAgent(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 		model, modelTool          optString
 		tools, flowNames, approve stringList
 		maxTurns, maxTokens       optInt
+		unknown                   unknownParams
 	)
 	nb, err := startNode(thread, b, args, kwargs, flows.KindAgent, &p,
 		"id", &p.id, "prompt", &prompt, "model?", &model, "model_tool?", &modelTool, "system?", &system,
@@ -64,11 +65,13 @@ func builtinAgent(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 		"max_turns?", &maxTurns, "max_tokens?", &maxTokens, "output?", &output,
 		"at_most_once?", &p.atMostOnce, "next?", &p.next, "error?", &p.errw, "max_visits?", &p.maxVisits,
 		"timeout?", &p.timeout, "cost?", &p.cost, "protected?", &p.protected, "doc?", &p.doc,
+		"on_unknown?", &unknown.onUnknown, "unknown_timeout?", &unknown.timeout,
 	)
 	if err != nil {
 		return nil, err
 	}
 	n := nb.n()
+	nb.onUnknown(unknown)
 	if !model.set && !modelTool.set {
 		nb.addf("", flows.CodeInvalid, "needs model (a model alias of %s) or model_tool (a tool that speaks the chat contract)", DefaultModelTool)
 	}

@@ -533,7 +533,8 @@ func builtinSubflow(thread *starlark.Thread, b *starlark.Builtin, args starlark.
 
 // fanout(id, items, width, depth, max_items, tool | flow, args, retries,
 // at_most_once, quorum, deadline, grace, reduce, mature, next, error,
-// max_visits, timeout, cost, budget, protected, doc)
+// max_visits, timeout, cost, budget, protected, doc, on_unknown,
+// unknown_timeout)
 func builtinFanout(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var (
 		p                            nodeParams
@@ -541,6 +542,7 @@ func builtinFanout(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 		width, depth, maxItems       optInt
 		tool, flow, deadline, grace  optString
 		quorum                       = number(flows.DefaultQuorum)
+		unknown                      unknownParams
 	)
 	nb, err := startNode(thread, b, args, kwargs, flows.KindFanout, &p,
 		"id", &p.id, "items", &items, "width?", &width, "depth?", &depth, "max_items?", &maxItems,
@@ -548,11 +550,13 @@ func builtinFanout(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 		"quorum?", &quorum, "deadline?", &deadline, "grace?", &grace, "reduce?", &reduce, "mature?", &mature,
 		"next?", &p.next, "error?", &p.errw, "max_visits?", &p.maxVisits, "timeout?", &p.timeout,
 		"cost?", &p.cost, "budget?", &p.budget, "protected?", &p.protected, "doc?", &p.doc,
+		"on_unknown?", &unknown.onUnknown, "unknown_timeout?", &unknown.timeout,
 	)
 	if err != nil {
 		return nil, err
 	}
 	n := nb.n()
+	nb.onUnknown(unknown)
 	switch {
 	case tool.set && flow.set:
 		nb.addf("flow", flows.CodeInvalid, "give either tool (one tool call per item) or flow (one child run per item), not both")
@@ -586,6 +590,9 @@ func builtinFanout(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 	}
 	if tool.set && p.budget > 0 {
 		nb.addf("budget", flows.CodeInvalid, "budget applies to child runs (flow); a tool child reserves its cost")
+	}
+	if flow.set && n.Asks() {
+		nb.addf("on_unknown", flows.CodeInvalid, "on_unknown = %q applies to tool calls; a child run has no call whose outcome can be unknown", flows.OnUnknownAsk)
 	}
 	return nb.record(&p), nil
 }

@@ -600,7 +600,17 @@ func (s *stepper) agentCalls(ctx context.Context, a *agentLoop, t *store.AgentTu
 		return false, s.nodeFailed(ctx, node, &store.RunError{Code: CodeAgentTurns, Message: fmt.Sprintf("agent %s: turn %d's journaled answer does not match its calls", node.ID, t.Turn)})
 	}
 	now := e.clock.Now()
+	unknownEnds, unknowns, err := s.agentUnknowns(ctx, a, t, msg, now)
+	if err != nil {
+		e.admission.storageFailed(err)
+		return false, false
+	}
 	p := s.sortCalls(a, t, msg, now)
+	for i, c := range unknownEnds {
+		if _, ok := p.ends[i]; !ok {
+			p.ends[i] = c
+		}
+	}
 	flowCalls, undecided, fresh, ends, inFlight := p.flowCalls, p.undecided, p.fresh, p.ends, p.inFlight
 	if _, ok := a.callTimeout(now); !ok {
 		return false, s.agentTimedOut(ctx, a)
@@ -614,16 +624,8 @@ func (s *stepper) agentCalls(ctx context.Context, a *agentLoop, t *store.AgentTu
 	}
 
 	queue := p.queue()
-	if node.Cost > 0 {
-		var cost int64
-		for _, i := range queue {
-			info, _ := e.tools.LookupTool(t.Calls[i].Tool)
-			cost += info.Cost
-		}
-		if a.spent()+cost > node.Cost {
-			return false, s.nodeFailed(ctx, node, &store.RunError{Code: CodeBudgetExhausted,
-				Message: fmt.Sprintf("agent %s's cost %d cannot cover the %d tool calls of turn %d (%d; spent %d)", node.ID, node.Cost, len(queue), t.Turn, cost, a.spent())})
-		}
+	if rerr := s.agentCallsCost(a, t, queue); rerr != nil {
+		return false, s.nodeFailed(ctx, node, rerr)
 	}
 	if len(queue) > 0 || len(ends) > 0 {
 		tasks := make([]*store.Task, len(queue))
@@ -659,7 +661,7 @@ func (s *stepper) agentCalls(ctx context.Context, a *agentLoop, t *store.AgentTu
 			if !park {
 				return nil
 			}
-			return s.parkOnCallsTx(tx, t, now, inFlight+len(queue))
+			return s.parkOnCallsTx(tx, t, now, inFlight+len(queue), unknowns)
 		})
 		if !ok {
 			if cancelSeen {
@@ -674,7 +676,7 @@ func (s *stepper) agentCalls(ctx context.Context, a *agentLoop, t *store.AgentTu
 			return false, false
 		}
 	} else if inFlight > 0 {
-		s.commit(ctx, func(tx store.Tx) error { return s.parkOnCallsTx(tx, t, now, inFlight) })
+		s.commit(ctx, func(tx store.Tx) error { return s.parkOnCallsTx(tx, t, now, inFlight, unknowns) })
 		return false, false
 	}
 	for _, i := range flowCalls {
@@ -683,9 +685,32 @@ func (s *stepper) agentCalls(ctx context.Context, a *agentLoop, t *store.AgentTu
 		}
 	}
 	if len(undecided) > 0 {
-		return false, s.awaitApprovals(ctx, a, undecided)
+		return false, s.awaitApprovals(ctx, a, append(undecided, unknowns...))
+	}
+	if len(unknowns) > 0 {
+		return false, s.awaitUnknowns(ctx, unknowns, now)
 	}
 	return true, false
+}
+
+// agentCallsCost refuses the queued calls of turn t when the node's own
+// cost (if it has one) cannot cover their declared costs beside what the
+// agent spent.
+func (s *stepper) agentCallsCost(a *agentLoop, t *store.AgentTurn, queue []int) *store.RunError {
+	node := a.node
+	if node.Cost <= 0 {
+		return nil
+	}
+	var cost int64
+	for _, i := range queue {
+		info, _ := s.e.tools.LookupTool(t.Calls[i].Tool)
+		cost += info.Cost
+	}
+	if a.spent()+cost <= node.Cost {
+		return nil
+	}
+	return &store.RunError{Code: CodeBudgetExhausted,
+		Message: fmt.Sprintf("agent %s's cost %d cannot cover the %d tool calls of turn %d (%d; spent %d)", node.ID, node.Cost, len(queue), t.Turn, cost, a.spent())}
 }
 
 // agentCallPlan sorts the calls of an agent's turn by how they go on.
@@ -708,6 +733,12 @@ func (s *stepper) sortCalls(a *agentLoop, t *store.AgentTurn, msg chat.Message, 
 	p := &agentCallPlan{ends: map[int]store.AgentCall{}}
 	for i, c := range t.Calls {
 		if c.Done {
+			continue
+		}
+		if callAsking(c) {
+			// Its outcome unknown, it holds the place of the one call
+			// that is not idempotent until a person resolves it.
+			p.aloneInFlight = true
 			continue
 		}
 		if c.Task != "" {

@@ -55,6 +55,9 @@ type fakeModel struct {
 	// pricedReport is what each kv.priced call reports it cost (it
 	// declares kvPricedCost); 0 reports the declared cost.
 	pricedReport int64
+	// loses is how many mail.lose calls lose their answer (an unknown
+	// outcome) before one answers.
+	loses int
 }
 
 // kvPricedCost is kv.priced's declared cost per call.
@@ -78,6 +81,8 @@ func (f *fakeModel) LookupTool(name string) (flows.ToolInfo, bool) {
 		return flows.ToolInfo{Name: name, Idempotent: true, Description: "Reads a key for a price.", Cost: kvPricedCost}, true
 	case "mail.send":
 		return flows.ToolInfo{Name: name, Description: "Sends mail."}, true
+	case "mail.lose":
+		return flows.ToolInfo{Name: name, Description: "Sends mail; loses answers.", OutputSchema: []byte(`{"type":"object","required":["sent"]}`)}, true
 	case "kv.many":
 		return flows.ToolInfo{Name: name, Idempotent: true, Description: "Reads many keys.",
 			InputSchema: []byte(`{"type":"array","items":{"type":"string"}}`)}, true
@@ -170,6 +175,15 @@ func (f *fakeModel) Call(ctx context.Context, req tool.CallRequest) (*tool.CallR
 	case "kv.fail":
 		f.count(req.Tool)
 		return nil, &tool.Error{Kind: tool.KindPermanent, Code: "E_KV_DOWN", Message: "the store is down"}
+	case "mail.lose":
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.calls[req.Tool]++
+		if f.loses > 0 {
+			f.loses--
+			return nil, &tool.Error{Kind: tool.KindUnknown, Message: "the answer was lost"}
+		}
+		return &tool.CallResult{Output: mustJSON(map[string]any{"sent": true, "call": f.calls[req.Tool]})}, nil
 	case "mail.send":
 		f.count(req.Tool)
 		if f.blockSend {
@@ -257,6 +271,15 @@ flow(name = "capped", nodes = [
 
 flow(name = "nomodel", nodes = [
     agent("a", model_tool = "llm.chat", prompt = "Go", max_turns = 2),
+])
+
+flow(name = "asking", nodes = [
+    agent("a", model = "small", prompt = "Go", tools = ["mail.lose", "kv.get"], at_most_once = True, max_turns = 3,
+          on_unknown = "ask", unknown_timeout = "1h"),
+])
+
+flow(name = "not_asking", nodes = [
+    agent("a", model = "small", prompt = "Go", tools = ["mail.lose"], at_most_once = True, max_turns = 3),
 ])
 
 flow(name = "approving", nodes = [

@@ -31,7 +31,10 @@ func agentTurnTx(tx store.Tx, runID, node string, visit, n int) (*store.AgentTur
 
 // putTurnTx writes next, keeping the call ends (and queued tasks and
 // child runs) the stored record has and next does not: a call task may
-// have written its end since next was read.
+// have written its end since next was read. A call task of an agent that
+// says on_unknown = "ask" may have written its unknown outcome instead
+// (pending, with its error): kept unless next has taken it (answered,
+// cleared or queued anew).
 func putTurnTx(tx store.Tx, next *store.AgentTurn) (*store.AgentTurn, error) {
 	stored, err := agentTurnTx(tx, next.RunID, next.Node, next.Visit, next.Turn)
 	switch {
@@ -43,6 +46,12 @@ func putTurnTx(tx store.Tx, next *store.AgentTurn) (*store.AgentTurn, error) {
 			n := &next.Calls[i]
 			if c.Done && !n.Done {
 				*n = c
+			}
+			if callAsking(c) {
+				if !n.Done && n.Error == nil && n.Task == c.Task {
+					*n = c
+				}
+				continue
 			}
 			if n.Task == "" {
 				n.Task = c.Task
@@ -56,10 +65,11 @@ func putTurnTx(tx store.Tx, next *store.AgentTurn) (*store.AgentTurn, error) {
 }
 
 // parkOnCallsTx parks the agent until its n calls in flight end (each
-// wakes it); if one of them ended since t was read, the park comes
-// straight back. The fallback clock backs up a wake that never comes.
-func (s *stepper) parkOnCallsTx(tx store.Tx, t *store.AgentTurn, now time.Time, n int) error {
-	readyAt := now.Add(subflowFallback())
+// wakes it) or the first of its open unknown waits passes its deadline;
+// if one of them ended since t was read, the park comes straight back.
+// The fallback clock backs up a wake that never comes.
+func (s *stepper) parkOnCallsTx(tx store.Tx, t *store.AgentTurn, now time.Time, n int, unknowns []*waitState) error {
+	readyAt := unknownsUntil(unknowns, now.Add(subflowFallback()))
 	stored, err := agentTurnTx(tx, t.RunID, t.Node, t.Visit, t.Turn)
 	if err != nil {
 		return err
@@ -72,18 +82,28 @@ func (s *stepper) parkOnCallsTx(tx store.Tx, t *store.AgentTurn, now time.Time, 
 	return s.parkTx(tx, now, readyAt, WaitChild, "", map[string]any{"calls": n, "turn": t.Turn})
 }
 
+// callAsking says the call's outcome is unknown and waits for a person
+// (on_unknown = "ask"): its task left the error on it without ending it.
+func callAsking(c store.AgentCall) bool { return !c.Done && c.Error != nil }
+
 // agentCallEndTx writes the end of the call task t into its turn record,
 // charges its cost (admitted on reserved) to the run and wakes the agent
-// (if parked). A call that already ended is left as it is.
-func agentCallEndTx(tx store.Tx, host string, t *store.Task, out json.RawMessage, rerr *store.RunError, cost, reserved int64, now time.Time) (bool, error) {
+// (if parked). A call that already ended, or that another task now makes,
+// is left as it is. asks leaves the call pending with rerr, its outcome
+// unknown, for the agent's step to open its unknown wait.
+func agentCallEndTx(tx store.Tx, host string, t *store.Task, out json.RawMessage, rerr *store.RunError, cost, reserved int64, asks bool, now time.Time) (bool, error) {
 	turn, err := agentTurnTx(tx, t.RunID, t.Node, t.Visit, t.Item)
 	if err != nil {
 		return false, err
 	}
-	if t.Call < 0 || t.Call >= len(turn.Calls) || turn.Calls[t.Call].Done {
+	if t.Call < 0 || t.Call >= len(turn.Calls) || turn.Calls[t.Call].Done || (asks && turn.Calls[t.Call].Task != t.ID) {
 		return false, nil
 	}
 	end := callEnded(turn.Calls[t.Call], out, rerr)
+	if asks {
+		end = turn.Calls[t.Call]
+		end.Error = rerr
+	}
 	end.Cost = cost
 	turn.Calls[t.Call] = end
 	if err := tx.AgentTurnPut(turn); err != nil {
@@ -169,6 +189,13 @@ func (w *worker) runAgentCall(ctx context.Context, run *store.Run, overBudget bo
 // agentCallEnd writes the call's end (with its done record when
 // recordDone), wakes the agent and drops the task, in one transaction.
 func (w *worker) agentCallEnd(ctx context.Context, c *toolCall, out json.RawMessage, rerr *store.RunError, cost int64, recordDone bool) {
+	w.agentCallWrite(ctx, c, out, rerr, cost, recordDone, false)
+}
+
+// agentCallWrite is agentCallEnd, or (asks) the call left pending with its
+// unknown outcome rerr: its started record stays, and only a resolve or
+// the wait's timeout ends it.
+func (w *worker) agentCallWrite(ctx context.Context, c *toolCall, out json.RawMessage, rerr *store.RunError, cost int64, recordDone, asks bool) {
 	e, t := w.e, w.task
 	now := e.clock.Now()
 	var woke bool
@@ -179,7 +206,7 @@ func (w *worker) agentCallEnd(ctx context.Context, c *toolCall, out json.RawMess
 			}
 		}
 		var err error
-		if woke, err = agentCallEndTx(tx, hostOf(w.e), t, out, rerr, cost, w.slice.Cost, now); err != nil {
+		if woke, err = agentCallEndTx(tx, hostOf(w.e), t, out, rerr, cost, w.slice.Cost, asks, now); err != nil {
 			return err
 		}
 		return w.dropTaskTx(tx)

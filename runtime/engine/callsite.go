@@ -158,6 +158,16 @@ func (i itemSite) exhausted(ctx context.Context, c *toolCall, o callOutcome) boo
 	return false
 }
 
+// unknown leaves the item in flight with its unknown outcome when its
+// fan-out says on_unknown = "ask": the parent's step opens the item's
+// wait. The call's started record stays, for the resolve to end.
+func (i itemSite) unknown(ctx context.Context, c *toolCall, o callOutcome) bool {
+	if !i.node.Asks() || !i.w.itemAsk(ctx, i.ref, o.Err) {
+		return i.failed(ctx, c, o)
+	}
+	return false
+}
+
 func (i itemSite) interrupted(ctx context.Context, _ *toolCall) bool {
 	// Stopped by its cohort, or the engine stopping: the stop already
 	// recorded the item; an engine stop leaves the lease to rescue.
@@ -210,6 +220,17 @@ func (a agentCallSite) retry(ctx context.Context, c *toolCall, o callOutcome) bo
 
 func (a agentCallSite) exhausted(ctx context.Context, c *toolCall, o callOutcome) bool {
 	return a.failed(ctx, c, o)
+}
+
+// unknown leaves the call pending with its unknown outcome when its agent
+// says on_unknown = "ask": the agent's step opens the call's wait. The
+// call's started record stays (no done record), for the resolve to end.
+func (a agentCallSite) unknown(ctx context.Context, c *toolCall, o callOutcome) bool {
+	if !c.Node.Asks() {
+		return a.failed(ctx, c, o)
+	}
+	a.w.agentCallWrite(ctx, c, nil, o.Err, o.Cost, false, true)
+	return false
 }
 
 func (a agentCallSite) interrupted(ctx context.Context, _ *toolCall) bool {

@@ -377,6 +377,11 @@ func (s *stepper) cohortDecl(node *flows.Node) cohort.Decl {
 // lost: its item stays fresh and the parent looks again at once.
 func (s *stepper) cohortAdvance(ctx context.Context, node *flows.Node, snap *store.Cohort) bool {
 	e := s.e
+	unknowns, settle, err := s.itemUnknowns(ctx, node, snap, e.clock.Now())
+	if err != nil {
+		e.admission.storageFailed(err)
+		return false
+	}
 	judged, err := s.judge(ctx, node, snap)
 	if err != nil {
 		e.admission.storageFailed(err)
@@ -407,6 +412,9 @@ func (s *stepper) cohortAdvance(ctx context.Context, node *flows.Node, snap *sto
 	err = s.commitE(ctx, func(tx store.Tx) error {
 		stopTasks, stopped, closing, readyAt = nil, cancelTree{}, false, time.Time{}
 		adm.reset()
+		if err := s.applyItemUnknownsTx(tx, node, snap, settle, now); err != nil {
+			return err
+		}
 		var err error
 		if c, err = tx.CohortGet(snap.RunID, snap.Node, snap.Visit); err != nil {
 			return err
@@ -445,7 +453,7 @@ func (s *stepper) cohortAdvance(ctx context.Context, node *flows.Node, snap *sto
 			if !nextDeadline.IsZero() && nextDeadline.Before(readyAt) {
 				readyAt = nextDeadline
 			}
-			readyAt = adm.wake(readyAt, node, now)
+			readyAt = unknownsUntil(unknowns, adm.wake(readyAt, node, now))
 		}
 		if err := tx.CohortPut(c); err != nil {
 			return err
@@ -591,6 +599,12 @@ func (s *stepper) stopInFlightTx(tx store.Tx, c *store.Cohort, now time.Time) (t
 	for _, it := range items {
 		if it.State != store.ItemAdmitted {
 			continue
+		}
+		if slices.Contains(c.Asking, it.Index) {
+			// It waited for a person to resolve its call: it waits no
+			// more, and its outcome stays unknown (markUnknownTx below).
+			c.Asking = slices.DeleteFunc(c.Asking, func(i int) bool { return i == it.Index })
+			it.Error = nil
 		}
 		it.State, it.At = store.ItemStopped, now
 		if err := tx.CohortItemPut(it); err != nil {

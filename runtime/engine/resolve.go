@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/weirhq/weir/flows"
@@ -24,6 +26,17 @@ import (
 // finds every call's: a done record is never called again, a not-sent one
 // is made once, with a new started record. Past unknown_timeout the node
 // takes its error wire with E_OUTCOME_UNKNOWN, as without "ask".
+//
+// A fan-out item and an agent's tool call follow the same rule (DESIGN
+// §12): their call, on a task of its own, leaves the unknown on its record
+// (the cohort item, the turn's call) and wakes the run's step, which opens
+// the call's wait among the per-call waits of the continuation (where an
+// agent's approvals are), with the id of the call's place and a counter:
+// NODE@VISIT.ITEM.unknown.N, NODE@VISIT.TURN.CALL.unknown.N. While it
+// waits the item stays in flight and the call pending; the resolve's
+// answer is applied by the step (callUnknownWait): happened ends the call
+// with the result, not happened queues it once more, the timeout ends it
+// E_OUTCOME_UNKNOWN (the item fails; the model is told).
 
 // Codes of resolving an unknown outcome.
 const (
@@ -45,7 +58,14 @@ const MaxResolveReasonBytes = 1024
 // UnknownWaitID is the id of the n-th unknown wait of visit of node:
 // NODE@VISIT.unknown.N (DESIGN §12, wait ids per kind).
 func UnknownWaitID(node string, visit, n int) string {
-	return WaitID(node, visit) + "." + WaitUnknown + "." + strconv.Itoa(n)
+	return unknownWaitIDAt(WaitID(node, visit), n)
+}
+
+// unknownWaitIDAt is the id of the n-th unknown wait of the call placed
+// by base, a wait id: BASE.unknown.N. A task's base is NODE@VISIT, a
+// fan-out item's NODE@VISIT.ITEM, an agent call's NODE@VISIT.TURN.CALL.
+func unknownWaitIDAt(base string, n int) string {
+	return base + "." + WaitUnknown + "." + strconv.Itoa(n)
 }
 
 // unknownShown is what an unknown wait shows the person who resolves it.
@@ -87,11 +107,7 @@ func (s *stepper) parkUnknown(ctx context.Context, c *toolCall, o callOutcome) b
 	if s.cont.Waits == nil {
 		s.cont.Waits = map[string]*waitState{}
 	}
-	timeout := node.UnknownTimeout
-	if timeout <= 0 {
-		timeout = flows.DefaultUnknownTimeout
-	}
-	ws := &waitState{ID: UnknownWaitID(node.ID, c.Visit, n.N), Kind: WaitUnknown, Node: node.ID, Since: now, Until: now.Add(timeout),
+	ws := &waitState{ID: UnknownWaitID(node.ID, c.Visit, n.N), Kind: WaitUnknown, Node: node.ID, Since: now, Until: now.Add(unknownTimeout(node)),
 		Shown: mustJSON(unknownShown{Tool: c.Tool, Arguments: c.Input, Key: o.Key, StartedAt: o.StartedAt, Error: o.Err})}
 	s.cont.Waits[node.ID] = ws
 	ok := s.commit(ctx, func(tx store.Tx) error {
@@ -120,9 +136,7 @@ func (s *stepper) unknownWake(ctx context.Context, node *flows.Node) (handled, m
 		return false, false
 	case !now.Before(ws.Until):
 		delete(s.cont.Waits, node.ID)
-		return true, s.nodeFailed(ctx, node, &store.RunError{Code: CodeOutcomeUnknown,
-			Message: fmt.Sprintf("%s (not idempotent) may or may not have happened and nobody resolved %s before %s; it was not run again",
-				node.Tool, ws.ID, ws.Until.UTC().Format(time.RFC3339))})
+		return true, s.nodeFailed(ctx, node, unresolvedErr(node.Tool, ws))
 	}
 	s.commit(ctx, func(tx store.Tx) error {
 		return s.parkTx(tx, now, ws.Until, WaitUnknown, "", map[string]any{"wait": ws.ID})
@@ -130,17 +144,157 @@ func (s *stepper) unknownWake(ctx context.Context, node *flows.Node) (handled, m
 	return true, false
 }
 
-// unknownWaits lists run's open unknown wait, for the waits a person must
-// act on (HumanWaits): it is open while the step task t is parked on it.
+// unresolvedErr is the error of a call of tool whose unknown wait ws
+// passed its deadline unresolved.
+func unresolvedErr(tool string, ws *waitState) *store.RunError {
+	return &store.RunError{Code: CodeOutcomeUnknown,
+		Message: fmt.Sprintf("%s (not idempotent) may or may not have happened and nobody resolved %s before %s; it was not run again",
+			tool, ws.ID, ws.Until.UTC().Format(time.RFC3339))}
+}
+
+// unknownTimeout is how long node's unknown waits wait for a person.
+func unknownTimeout(node *flows.Node) time.Duration {
+	if node.UnknownTimeout > 0 {
+		return node.UnknownTimeout
+	}
+	return flows.DefaultUnknownTimeout
+}
+
+// unknownWaits lists run's open unknown waits, for the waits a person must
+// act on (HumanWaits): a task's is open while the step task t is parked
+// on it; a fan-out item's or an agent call's while t is parked at all.
 func unknownWaits(run *store.Run, c *continuation, t *store.Task) []HumanWait {
-	if t == nil || t.Leased || t.WaitKind != WaitUnknown {
-		return nil
+	return humanWaitsOf(run, openResolvable(c, t))
+}
+
+// callUnknownWaits lists the open unknown waits of run's fan-out items and
+// agent calls alone.
+func callUnknownWaits(run *store.Run, c *continuation, t *store.Task) []HumanWait {
+	var calls []*waitState
+	for _, ws := range openResolvable(c, t) {
+		if ws.Call != nil {
+			calls = append(calls, ws)
+		}
 	}
+	return humanWaitsOf(run, calls)
+}
+
+// parkedOnCallUnknowns says the step task t is parked on the unknown waits
+// of its node's fan-out items or agent calls, not on one of its own.
+func parkedOnCallUnknowns(c *continuation, t *store.Task) bool {
 	ws := c.Waits[t.Node]
-	if ws == nil || ws.Kind != WaitUnknown || ws.Decision != nil {
+	return t.WaitKind == WaitUnknown && (ws == nil || ws.Kind != WaitUnknown)
+}
+
+func humanWaitsOf(run *store.Run, ws []*waitState) []HumanWait {
+	out := make([]HumanWait, 0, len(ws))
+	for _, w := range ws {
+		out = append(out, HumanWait{ID: w.ID, Kind: w.Kind, RunID: run.ID, Flow: run.Flow, Node: w.Node, Since: w.Since, Until: w.Until, Shown: w.Shown})
+	}
+	return out
+}
+
+// What the step does with the latest unknown wait of a fan-out item's or
+// an agent call's call whose outcome is unknown (decideCallUnknown).
+type callUnknownAction int
+
+const (
+	// unknownAsk: no wait is open for this end of the call; open one.
+	unknownAsk callUnknownAction = iota
+	// unknownWaiting: the wait is open; the call stays pending.
+	unknownWaiting
+	// unknownHappened: resolved happened; the call ends with the result
+	// the resolve wrote into its idempotency record.
+	unknownHappened
+	// unknownRemake: resolved not happened; the call is queued once more
+	// (its idempotency record says not sent, so it starts afresh).
+	unknownRemake
+	// unknownExpired: nobody resolved it in time; the call ends
+	// E_OUTCOME_UNKNOWN.
+	unknownExpired
+)
+
+// decideCallUnknown decides what the step does with ws, the latest unknown
+// wait of a call whose outcome is unknown (nil: none is open).
+func decideCallUnknown(ws *waitState, now time.Time) callUnknownAction {
+	switch {
+	case ws == nil:
+		return unknownAsk
+	case ws.Decision != nil && ws.Decision.Approved:
+		return unknownHappened
+	case ws.Decision != nil:
+		return unknownRemake
+	case !now.Before(ws.Until):
+		return unknownExpired
+	}
+	return unknownWaiting
+}
+
+// callUnknownWait is the latest unknown wait of the call placed by base
+// (a fan-out item's or an agent call's wait id), or nil: the waits of one
+// call are numbered in s.cont.Unknown under base, as a task's are under
+// its node.
+func (s *stepper) callUnknownWait(base string) *waitState {
+	n := s.cont.Unknown[base]
+	if n.N == 0 {
 		return nil
 	}
-	return []HumanWait{{ID: ws.ID, Kind: ws.Kind, RunID: run.ID, Flow: run.Flow, Node: ws.Node, Since: ws.Since, Until: ws.Until, Shown: ws.Shown}}
+	return s.cont.Approvals[unknownWaitIDAt(base, n.N)]
+}
+
+// openCallUnknown opens the next unknown wait of the call placed by base
+// (index: [item] or [turn, call] of visit of node), showing shown.
+func (s *stepper) openCallUnknown(node *flows.Node, visit int, base string, index []int, shown unknownShown, now, until time.Time) *waitState {
+	if s.cont.Unknown == nil {
+		s.cont.Unknown = map[string]exhaustCount{}
+	}
+	n := s.cont.Unknown[base]
+	n.Visit, n.N = visit, n.N+1
+	s.cont.Unknown[base] = n
+	ws := &waitState{ID: unknownWaitIDAt(base, n.N), Kind: WaitUnknown, Node: node.ID, Since: now, Until: until, Visit: visit, Call: index, Shown: mustJSON(shown)}
+	if s.cont.Approvals == nil {
+		s.cont.Approvals = map[string]*waitState{}
+	}
+	s.cont.Approvals[ws.ID] = ws
+	return ws
+}
+
+// settleCallUnknown drops ws, answered or past its deadline; an answer is
+// remembered, so a second one is told E_ALREADY_DECIDED.
+func (s *stepper) settleCallUnknown(ws *waitState) {
+	s.cont.consumed(ws)
+	delete(s.cont.Approvals, ws.ID)
+}
+
+// unknownShownTx is what the unknown wait of the call with idempotency key
+// shows: its tool, arguments and error, and when it started (its started
+// record, which stays until a resolve or the timeout ends the call).
+func unknownShownTx(tx store.Tx, key, tool string, args json.RawMessage, rerr *store.RunError) (unknownShown, error) {
+	shown := unknownShown{Tool: tool, Arguments: args, Key: key, Error: rerr}
+	rec, err := tx.IdemGet(key)
+	switch {
+	case err == nil:
+		shown.StartedAt = rec.StartedAt
+	case !errors.Is(err, store.ErrNotFound):
+		return shown, err
+	}
+	return shown, nil
+}
+
+// resolvedResultTx is the result a resolve said a call with key answered:
+// the idempotency record the resolve wrote.
+func resolvedResultTx(tx store.Tx, key string) (json.RawMessage, error) {
+	rec, err := tx.IdemGet(key)
+	if err != nil {
+		return nil, err
+	}
+	if rec.State != store.IdemDone {
+		return nil, fmt.Errorf("engine: the call %s was resolved happened and its record is %s", key, rec.State)
+	}
+	if len(rec.Result) == 0 {
+		return json.RawMessage("null"), nil
+	}
+	return rec.Result, nil
 }
 
 // ResolveParams is one answer to an unknown wait.
@@ -339,7 +493,9 @@ func resolveTargetTx(tx store.Tx, p ResolveParams, now time.Time) (*continuation
 	case !now.Before(ws.Until):
 		return nil, nil, protocolErr(CodeWaitExpired, "the wait %s of run %s passed its deadline at %s: the node takes its error wire with %s",
 			ws.ID, run.ID, ws.Until.UTC().Format(time.RFC3339), CodeOutcomeUnknown), errSkip
-	case t == nil || t.Leased || t.WaitKind != WaitUnknown:
+	case t == nil || t.Leased || (ws.Call == nil && t.WaitKind != WaitUnknown):
+		// A task's wait is open while the step is parked on it; a
+		// fan-out item's or an agent call's while the step is parked.
 		return nil, nil, notWaiting(run.ID, p.WaitID, "it is being resumed; resolve again in a moment"), errSkip
 	}
 	return c, ws, nil, nil
@@ -352,6 +508,9 @@ func resolvedBefore(c *continuation, runID, waitID string) *Error {
 		if ws.ID == waitID && ws.Decision != nil {
 			return alreadyResolved(runID, waitID, ws.Decision.Approved, ws.Decision.By, ws.Decision.At)
 		}
+	}
+	if ws := c.Approvals[waitID]; ws != nil && ws.Decision != nil {
+		return alreadyResolved(runID, waitID, ws.Decision.Approved, ws.Decision.By, ws.Decision.At)
 	}
 	for i := len(c.Decided) - 1; i >= 0; i-- {
 		if d := c.Decided[i]; d.ID == waitID {
@@ -371,25 +530,37 @@ func alreadyResolved(runID, waitID string, happened bool, by string, at time.Tim
 		waitID, runID, answer, by, at.UTC().Format(time.RFC3339))
 }
 
-// openResolvable lists the waits a resolve could have named: the open
-// unknown wait, if any.
+// openResolvable lists the waits a resolve could name, by id: a task's
+// open unknown wait while the step task t is parked on it, and the open
+// unknown waits of the fan-out items and agent calls of the node the run
+// is at while t is parked.
 func openResolvable(c *continuation, t *store.Task) []*waitState {
-	if t == nil || t.WaitKind != WaitUnknown {
+	if t == nil || t.Leased {
 		return nil
 	}
-	if ws := c.Waits[t.Node]; ws != nil && ws.Kind == WaitUnknown && ws.Decision == nil {
-		return []*waitState{ws}
+	var out []*waitState
+	if ws := c.Waits[t.Node]; t.WaitKind == WaitUnknown && ws != nil && ws.Kind == WaitUnknown && ws.Decision == nil {
+		out = append(out, ws)
 	}
-	return nil
+	for _, ws := range c.Approvals {
+		if ws.Kind == WaitUnknown && ws.Decision == nil && ws.Node == c.Node && ws.Visit == c.Visits[ws.Node] {
+			out = append(out, ws)
+		}
+	}
+	slices.SortFunc(out, func(a, b *waitState) int { return strings.Compare(a.ID, b.ID) })
+	return out
 }
 
-// unknownAt is the open unknown wait target names (a wait id or a node),
-// for the refusal of an approve or reject there.
+// unknownAt is the open unknown wait target names (a wait id or, for a
+// task's, a node), for the refusal of an approve or reject there.
 func unknownAt(c *continuation, target string) *waitState {
 	for node, ws := range c.Waits {
 		if ws.Kind == WaitUnknown && ws.Decision == nil && (ws.ID == target || node == target) {
 			return ws
 		}
+	}
+	if ws := c.Approvals[target]; ws != nil && ws.Kind == WaitUnknown && ws.Decision == nil {
+		return ws
 	}
 	return nil
 }

@@ -212,7 +212,7 @@ func (h reapHost) Drop(ctx context.Context, t *store.Task) bool {
 				return err
 			}
 			parentWoken, err = agentCallEndTx(tx, hostOf(e), cur, nil, &store.RunError{Code: CodeQueueTimeout,
-				Message: "no worker slot or budget slice was free before the queue deadline"}, 0, 0, now)
+				Message: "no worker slot or budget slice was free before the queue deadline"}, 0, 0, false, now)
 			return err
 		}
 		if cur.Kind == store.TaskItem {

@@ -79,8 +79,9 @@ func openDecisions(c *continuation, t *store.Task) []*waitState {
 	}
 	for _, ws := range c.Approvals {
 		// Only the current visit of the node the run is at waits for
-		// its approvals.
-		if ws.Decision == nil && ws.Node == c.Node && ws.Visit == c.Visits[ws.Node] {
+		// its approvals; an unknown wait there takes a resolve, not a
+		// decision.
+		if ws.Kind != WaitUnknown && ws.Decision == nil && ws.Node == c.Node && ws.Visit == c.Visits[ws.Node] {
 			out = append(out, ws)
 		}
 	}
@@ -463,8 +464,12 @@ func runWaitsTx(tx store.Tx, run *store.Run, all bool) ([]HumanWait, error) {
 		out = append(out, exhaustedWaits(run, c, t)...) // a person redrives them
 		// A person resolves an unknown outcome.
 		out = append(out, unknownWaits(run, c, t)...)
+	} else {
+		// A fan-out item's or an agent call's unknown wait is not what
+		// the step task itself waits for (its cohort, its calls).
+		out = append(out, callUnknownWaits(run, c, t)...)
 	}
-	if all && t != nil && !t.Leased && t.WaitKind != WaitHuman && t.WaitKind != WaitApproval && t.Node != "" {
+	if all && t != nil && !t.Leased && t.WaitKind != WaitHuman && t.WaitKind != WaitApproval && t.Node != "" && !parkedOnCallUnknowns(c, t) {
 		kind := t.WaitKind
 		if kind == "" && run.Phase == store.PhaseWaiting {
 			kind = WaitTimer

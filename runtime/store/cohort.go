@@ -53,6 +53,11 @@ type Cohort struct {
 	// idempotent had started and its result was never recorded: their
 	// outcome is unknown (E_OUTCOME_UNKNOWN).
 	Unknown []int `json:"unknown,omitempty"`
+	// Asking lists the items in flight whose call's outcome is unknown on
+	// a fan-out that says on_unknown = "ask": each waits for a person to
+	// resolve it (the item's Error says why), and the parent's step opens
+	// and applies its wait.
+	Asking []int `json:"asking,omitempty"`
 	// Cutoff is fixed when closing starts: results after it are late.
 	Cutoff     time.Time `json:"cutoff,omitzero"`
 	Sufficient bool      `json:"sufficient"`

@@ -462,6 +462,33 @@ func TestLuaOnExhausted(t *testing.T) {
 	}
 }
 
+// A fanout's and an agent's on_unknown and unknown_timeout are checked in
+// Lua by the same check as a task's, and reach the IR.
+func TestLuaOnUnknownFanoutAgent(t *testing.T) {
+	t.Parallel()
+	src := `flow{"f",
+  nodes = {
+    fanout{"a", items = {1, 2}, tool = "t", width = 2, depth = 1, max_items = 2, on_unknown = "ask", unknown_timeout = "2h", next = "b"},
+    agent{"b", prompt = "p", model = "small", max_turns = 2, on_unknown = "ask", next = "c"},
+    agent{"c", prompt = "p", model = "small", max_turns = 2, unknown_timeout = "1h"},
+  },
+}
+`
+	_, ds := script.Load([]flows.File{{Path: "x.lua", Src: []byte(src)}})
+	want := `x.lua:5: E_INVALID: agent "c": unknown_timeout = "1h" bounds an unknown wait, which only on_unknown = "ask" parks on`
+	if len(ds) != 1 || ds[0].String() != want {
+		t.Fatalf("got %v, want %s", ds, want)
+	}
+	m, ds := script.Load([]flows.File{{Path: "x.lua", Src: []byte(strings.Replace(src, `unknown_timeout = "1h"`, `on_unknown = "fail"`, 1))}})
+	if len(ds) > 0 {
+		t.Fatal(ds)
+	}
+	f := m.Flows[0]
+	if got := []string{f.Node("a").OnUnknown, f.Node("b").OnUnknown, f.Node("c").OnUnknown}; !slices.Equal(got, []string{"ask", "ask", "fail"}) || f.Node("a").UnknownTimeout != 2*time.Hour {
+		t.Errorf("on_unknown %v, unknown_timeout %v; want [ask ask fail] and 2h", got, f.Node("a").UnknownTimeout)
+	}
+}
+
 // on_unknown and unknown_timeout are checked in Lua as in Starlark, and
 // reach the IR.
 func TestLuaOnUnknown(t *testing.T) {

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/weirhq/weir/runtime/api/apitypes"
+)
+
+const resolveItemFlow = `
+flow(name = "fan_asking", nodes = [
+    fanout("fan", items = ["hi"], tool = "testkit.once", args = lambda ctx, item: {"value": item, "probe": "unknown", "crash": True},
+           at_most_once = True, width = 1, depth = 1, max_items = 1, on_unknown = "ask", next = "after"),
+    task("after", tool = "testkit.echo", args = lambda ctx: {"sent": ctx.results["fan"]["results"]}),
+])
+`
+
+// TestResolveFanoutItem: a fan-out item's call (testkit.once) has its
+// effect and its plugin dies before the answer; its probe cannot tell, and
+// the fan-out says on_unknown = "ask", so the item parks on its unknown
+// wait fan@1.0.unknown.1, which weir run get shows with the resolve
+// command, the cohort still open with the item in flight. weir run
+// resolve --happened with the result the person saw ends the item with
+// it: the run completes with that result, the call made once.
+func TestResolveFanoutItem(t *testing.T) {
+	e2e(t, "starts a real daemon")
+	d := newDaemon(t)
+	d.start("")
+	d.register(resolveItemFlow)
+	res, err := d.startRun("fan_asking", `{}`, "fan-ask-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const wait = "fan@1.0.unknown.1"
+	v := d.runIs(res.RunID, "waiting on the item", func(v *apitypes.Run) bool {
+		for _, w := range v.Waits {
+			if w.ID == wait {
+				return true
+			}
+		}
+		return false
+	})
+	for _, w := range v.Waits {
+		if w.ID == wait && (w.Kind != apitypes.WaitUnknown || w.Node != "fan" || !strings.Contains(string(w.Shown), `"tool":"testkit.once"`)) {
+			t.Fatalf("wait %+v", w)
+		}
+	}
+	if code, out, _ := d.cli("run", "get", res.RunID); code != 0 || !strings.Contains(out, "resolve: weir run resolve "+res.RunID+" "+wait) {
+		t.Errorf("run get (%d) does not say how to resolve the item:\n%s", code, out)
+	}
+	if n := d.onceEffects(); n != 1 {
+		t.Fatalf("%d effects, want the 1 whose answer was lost", n)
+	}
+	if code, _, errOut := d.cli("run", "resolve", res.RunID, wait, "--happened", "--result", `{"value": "hi", "seen": true}`, "--reason", "in the log"); code != 0 {
+		t.Fatalf("resolve exited %d: %s", code, errOut)
+	}
+	v = d.waitTerminal(res.RunID)
+	if v.Phase != apitypes.PhaseCompleted || !strings.Contains(string(v.Output), `"sent":[{"seen":true,"value":"hi"}]`) {
+		t.Fatalf("run ended %s %s %+v\n%s", v.Phase, v.Output, v.Error, d.log())
+	}
+	if n := d.onceEffects(); n != 1 {
+		t.Errorf("%d effects, want 1: a call resolved as happened is never made again", n)
+	}
+	code, _, errOut := d.cli("run", "resolve", res.RunID, wait, "--not-happened")
+	if code == 0 || !strings.Contains(errOut, apitypes.CodeAlreadyDecided) && !strings.Contains(errOut, apitypes.CodeNotWaiting) {
+		t.Errorf("a second resolve exited %d: %s", code, errOut)
+	}
+	d.stop()
+}
