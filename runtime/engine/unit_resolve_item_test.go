@@ -3,10 +3,12 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/runtime/store"
 )
 
@@ -55,10 +57,17 @@ func TestUnitResolveItemHappened(t *testing.T) {
 	if v := b.cohort(t, id); v.State != string(store.CohortOpen) || v.InFlight != 1 || v.Failed != 0 || v.Published != 1 {
 		t.Fatalf("cohort %+v while item 0 waits: want open, item 0 in flight", v)
 	}
-	run, _ := b.eng.Get(ctx, "alice", id)
-	if all, err := b.eng.Waits(ctx, run); err != nil || len(all) != 2 || all[0].ID != hw.ID || all[1].ID != "f@1" || all[1].Kind != WaitCohort {
-		t.Fatalf("weir run get's waits %+v (%v), want %s and the step's cohort f@1", all, err, hw.ID)
-	}
+	// Once the step has parked again after item 1's end.
+	testutil.Eventually(t, waitTimeout, func() error {
+		run, err := b.eng.Get(ctx, "alice", id)
+		if err != nil {
+			return err
+		}
+		if all, err := b.eng.Waits(ctx, run); err != nil || len(all) != 2 || all[0].ID != hw.ID || all[1].ID != "f@1" || all[1].Kind != WaitCohort {
+			return fmt.Errorf("weir run get's waits %+v (%v), want %s and the step's cohort f@1", all, err, hw.ID)
+		}
+		return nil
+	})
 	if err := b.eng.Decide(ctx, DecideParams{Owner: "alice", RunID: id, Node: hw.ID, Approve: true}); codeOf(err) != CodeNotWaiting || !strings.Contains(err.Error(), "weir run resolve") {
 		t.Errorf("approve of an item's unknown wait: %v, want %s pointing at resolve", err, CodeNotWaiting)
 	}
@@ -74,7 +83,7 @@ func TestUnitResolveItemHappened(t *testing.T) {
 	if err := resolve(ResolveParams{Happened: true, Result: json.RawMessage(`{"tries": 1, "resolved": true}`), Reason: "seen in the log"}); err != nil {
 		t.Fatal(err)
 	}
-	run = b.waitTerminal(t, id)
+	run := b.waitTerminal(t, id)
 	if run.Phase != store.PhaseCompleted || !strings.Contains(string(run.Output), `"got":[{"resolved":true,"tries":1},{"tries":1}]`) {
 		t.Fatalf("%s %s %+v, want completed with the resolved result first", run.Phase, run.Output, run.Error)
 	}
