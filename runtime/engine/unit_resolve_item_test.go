@@ -10,6 +10,7 @@ import (
 
 	"github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/runtime/tool"
 )
 
 // A fan-out that says on_unknown = "ask": item 0 of two loses its call's
@@ -185,5 +186,32 @@ func TestUnitItemUnknownFailsWithoutAsk(t *testing.T) {
 	}
 	if ws, err := b.eng.HumanWaits(context.Background(), "alice", id); err != nil || len(ws) != 0 {
 		t.Errorf("waits %+v (%v), want none", ws, err)
+	}
+}
+
+// The probe comes first for an item as for a task, under the same rules:
+// its not_happened makes the call once more, a second not_happened in a
+// row is not acted on, and the item then asks; resolved not happened, the
+// call is made once more again.
+func TestUnitResolveItemAfterProbe(t *testing.T) {
+	t.Parallel()
+	pt := &probeTools{answers: map[string][]probeReply{"kit.lose": {{res: &tool.ReconcileResult{Answer: tool.NotHappened}}}}}
+	b := setupUnit(t, Config{Tools: pt}, unitResolveItemSrc)
+	id, hw := b.parkedItem(t, 2, "f@1.0.unknown.1")
+	if got := b.answersOf(t, id); strings.Join(got, ",") != "not_happened,not_happened" {
+		t.Fatalf("reconciled %v, want not_happened twice", got)
+	}
+	if n := b.tools.Calls("kit.lose"); n != 3 {
+		t.Fatalf("%d calls before the wait, want 3 (item 1, item 0 and once more after the probe)", n)
+	}
+	if _, err := b.eng.Ops().Resolve(context.Background(), ResolveParams{Owner: "alice", RunID: id, WaitID: hw.ID}); err != nil {
+		t.Fatal(err)
+	}
+	run := b.waitTerminal(t, id)
+	if run.Phase != store.PhaseCompleted || !strings.Contains(string(run.Output), `"got":[{"tries":3},{"tries":1}]`) {
+		t.Fatalf("%s %s %+v", run.Phase, run.Output, run.Error)
+	}
+	if n := b.tools.Calls("kit.lose"); n != 4 {
+		t.Errorf("%d calls, want 4", n)
 	}
 }
