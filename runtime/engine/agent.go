@@ -600,16 +600,10 @@ func (s *stepper) agentCalls(ctx context.Context, a *agentLoop, t *store.AgentTu
 		return false, s.nodeFailed(ctx, node, &store.RunError{Code: CodeAgentTurns, Message: fmt.Sprintf("agent %s: turn %d's journaled answer does not match its calls", node.ID, t.Turn)})
 	}
 	now := e.clock.Now()
-	unknownEnds, unknowns, err := s.agentUnknowns(ctx, a, t, msg, now)
+	p, unknowns, err := s.planCalls(ctx, a, t, msg, now)
 	if err != nil {
 		e.admission.storageFailed(err)
 		return false, false
-	}
-	p := s.sortCalls(a, t, msg, now)
-	for i, c := range unknownEnds {
-		if _, ok := p.ends[i]; !ok {
-			p.ends[i] = c
-		}
 	}
 	flowCalls, undecided, fresh, ends, inFlight := p.flowCalls, p.undecided, p.fresh, p.ends, p.inFlight
 	if _, ok := a.callTimeout(now); !ok {
@@ -684,11 +678,8 @@ func (s *stepper) agentCalls(ctx context.Context, a *agentLoop, t *store.AgentTu
 			return false, more
 		}
 	}
-	if len(undecided) > 0 {
-		return false, s.awaitApprovals(ctx, a, append(undecided, unknowns...))
-	}
-	if len(unknowns) > 0 {
-		return false, s.awaitUnknowns(ctx, unknowns, now)
+	if len(undecided)+len(unknowns) > 0 {
+		return false, s.awaitPeople(ctx, a, undecided, unknowns, now)
 	}
 	return true, false
 }
@@ -724,6 +715,23 @@ type agentCallPlan struct {
 	inFlight  int                     // calls queued or running already
 	// aloneInFlight says one of those is not idempotent.
 	aloneInFlight bool
+}
+
+// planCalls applies the unknown waits of t's calls (agentUnknowns), then
+// sorts its calls (sortCalls): the plan, with the ends of both, and the
+// unknown waits still open.
+func (s *stepper) planCalls(ctx context.Context, a *agentLoop, t *store.AgentTurn, msg chat.Message, now time.Time) (*agentCallPlan, []*waitState, error) {
+	ends, unknowns, err := s.agentUnknowns(ctx, a, t, msg, now)
+	if err != nil {
+		return nil, nil, err
+	}
+	p := s.sortCalls(a, t, msg, now)
+	for i, c := range ends {
+		if _, ok := p.ends[i]; !ok {
+			p.ends[i] = c
+		}
+	}
+	return p, unknowns, nil
 }
 
 // sortCalls sorts the calls of turn t (whose journaled answer is msg) that

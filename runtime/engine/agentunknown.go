@@ -88,6 +88,15 @@ func unknownsUntil(open []*waitState, later time.Time) time.Time {
 	return later
 }
 
+// awaitPeople parks the agent until a person decides one of its undecided
+// approvals or resolves one of its open unknown waits.
+func (s *stepper) awaitPeople(ctx context.Context, a *agentLoop, undecided, unknowns []*waitState, now time.Time) bool {
+	if len(undecided) > 0 {
+		return s.awaitApprovals(ctx, a, append(undecided, unknowns...))
+	}
+	return s.awaitUnknowns(ctx, unknowns, now)
+}
+
 // awaitUnknowns parks the agent on its calls' open unknown waits until a
 // resolve wakes it or the first deadline passes.
 func (s *stepper) awaitUnknowns(ctx context.Context, open []*waitState, now time.Time) bool {

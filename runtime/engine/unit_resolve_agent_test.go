@@ -89,12 +89,22 @@ func TestUnitResolveAgentCallHappened(t *testing.T) {
 		shown.Key != id+"/a/1/1/0" || shown.StartedAt.IsZero() || !hw.Until.Equal(hw.Since.Add(time.Hour)) {
 		t.Fatalf("wait %+v shows %s", hw, hw.Shown)
 	}
-	if n := len(m.asked()); n != 1 || m.called("kv.get") != 1 {
-		t.Fatalf("model asked %d times, kv.get called %d times; want 1 and 1 while the call waits", n, m.called("kv.get"))
-	}
-	run, _ := b.eng.Get(ctx, "alice", id)
-	if all, err := b.eng.Waits(ctx, run); err != nil || len(all) != 1 || all[0].ID != hw.ID {
-		t.Fatalf("weir run get's waits %+v (%v), want %s alone", all, err, hw.ID)
+	// Once the read beside it ended and the agent parked again.
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if m.called("kv.get") != 1 {
+			return fmt.Errorf("kv.get called %d times", m.called("kv.get"))
+		}
+		run, err := b.eng.Get(ctx, "alice", id)
+		if err != nil {
+			return err
+		}
+		if all, err := b.eng.Waits(ctx, run); err != nil || len(all) != 1 || all[0].ID != hw.ID {
+			return fmt.Errorf("weir run get's waits %+v (%v), want %s alone", all, err, hw.ID)
+		}
+		return nil
+	})
+	if n := len(m.asked()); n != 1 {
+		t.Fatalf("model asked %d times, want 1 while the call waits", n)
 	}
 	if err := b.decide(id, hw.ID, true, ""); codeOf(err) != CodeNotWaiting || !strings.Contains(err.Error(), "weir run resolve") {
 		t.Errorf("approve of an agent call's unknown wait: %v, want %s pointing at resolve", err, CodeNotWaiting)
@@ -106,7 +116,7 @@ func TestUnitResolveAgentCallHappened(t *testing.T) {
 	if err := b.resolve(id, hw.ID, true, `{"sent": true, "by": "hand"}`); err != nil {
 		t.Fatal(err)
 	}
-	run = b.terminal(t, id)
+	run := b.terminal(t, id)
 	if run.Phase != store.PhaseCompleted {
 		t.Fatalf("%s %+v, want completed", run.Phase, run.Error)
 	}

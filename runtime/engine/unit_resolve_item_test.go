@@ -3,11 +3,14 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/runtime/tool"
 )
 
 // A fan-out that says on_unknown = "ask": item 0 of two loses its call's
@@ -58,10 +61,17 @@ func TestUnitResolveItemHappened(t *testing.T) {
 	if v := b.cohort(t, id); v.State != string(store.CohortOpen) || v.InFlight != 1 || v.Failed != 0 || v.Published != 1 {
 		t.Fatalf("cohort %+v while item 0 waits: want open, item 0 in flight", v)
 	}
-	run, _ := b.eng.Get(ctx, "alice", id)
-	if all, err := b.eng.Waits(ctx, run); err != nil || len(all) != 2 || all[0].ID != hw.ID || all[1].ID != "f@1" || all[1].Kind != WaitCohort {
-		t.Fatalf("weir run get's waits %+v (%v), want %s and the step's cohort f@1", all, err, hw.ID)
-	}
+	// Once the step has parked again after item 1's end.
+	testutil.Eventually(t, waitTimeout, func() error {
+		run, err := b.eng.Get(ctx, "alice", id)
+		if err != nil {
+			return err
+		}
+		if all, err := b.eng.Waits(ctx, run); err != nil || len(all) != 2 || all[0].ID != hw.ID || all[1].ID != "f@1" || all[1].Kind != WaitCohort {
+			return fmt.Errorf("weir run get's waits %+v (%v), want %s and the step's cohort f@1", all, err, hw.ID)
+		}
+		return nil
+	})
 	if err := b.eng.Decide(ctx, DecideParams{Owner: "alice", RunID: id, Node: hw.ID, Approve: true}); codeOf(err) != CodeNotWaiting || !strings.Contains(err.Error(), "weir run resolve") {
 		t.Errorf("approve of an item's unknown wait: %v, want %s pointing at resolve", err, CodeNotWaiting)
 	}
@@ -77,7 +87,7 @@ func TestUnitResolveItemHappened(t *testing.T) {
 	if err := resolve(ResolveParams{Happened: true, Result: json.RawMessage(`{"tries": 1, "resolved": true}`), Reason: "seen in the log"}); err != nil {
 		t.Fatal(err)
 	}
-	run = b.waitTerminal(t, id)
+	run := b.waitTerminal(t, id)
 	if run.Phase != store.PhaseCompleted || !strings.Contains(string(run.Output), `"got":[{"resolved":true,"tries":1},{"tries":1}]`) {
 		t.Fatalf("%s %s %+v, want completed with the resolved result first", run.Phase, run.Output, run.Error)
 	}
@@ -179,5 +189,32 @@ func TestUnitItemUnknownFailsWithoutAsk(t *testing.T) {
 	}
 	if ws, err := b.eng.HumanWaits(context.Background(), "alice", id); err != nil || len(ws) != 0 {
 		t.Errorf("waits %+v (%v), want none", ws, err)
+	}
+}
+
+// The probe comes first for an item as for a task, under the same rules:
+// its not_happened makes the call once more, a second not_happened in a
+// row is not acted on, and the item then asks; resolved not happened, the
+// call is made once more again.
+func TestUnitResolveItemAfterProbe(t *testing.T) {
+	t.Parallel()
+	pt := &probeTools{answers: map[string][]probeReply{"kit.lose": {{res: &tool.ReconcileResult{Answer: tool.NotHappened}}}}}
+	b := setupUnit(t, Config{Tools: pt}, unitResolveItemSrc)
+	id, hw := b.parkedItem(t, 2, "f@1.0.unknown.1")
+	if got := b.answersOf(t, id); strings.Join(got, ",") != "not_happened,not_happened" {
+		t.Fatalf("reconciled %v, want not_happened twice", got)
+	}
+	if n := b.tools.Calls("kit.lose"); n != 3 {
+		t.Fatalf("%d calls before the wait, want 3 (item 1, item 0 and once more after the probe)", n)
+	}
+	if _, err := b.eng.Ops().Resolve(context.Background(), ResolveParams{Owner: "alice", RunID: id, WaitID: hw.ID}); err != nil {
+		t.Fatal(err)
+	}
+	run := b.waitTerminal(t, id)
+	if run.Phase != store.PhaseCompleted || !strings.Contains(string(run.Output), `"got":[{"tries":3},{"tries":1}]`) {
+		t.Fatalf("%s %s %+v", run.Phase, run.Output, run.Error)
+	}
+	if n := b.tools.Calls("kit.lose"); n != 4 {
+		t.Errorf("%d calls, want 4", n)
 	}
 }
