@@ -262,11 +262,12 @@ type Node struct {
 	Budget int64
 	// Protected work is never killed by a cohort stop; it is let finish.
 	Protected bool
-	// OnExhausted is what a task does when its retries are used up:
-	// OnExhaustedFail (or empty: neither the node nor its flow says)
-	// dead-letters the task and takes the error wire; OnExhaustedPark
-	// dead-letters it and parks the run on a wait of kind exhausted until
-	// the dead letter is redriven.
+	// OnExhausted is what a task (or each item of a fanout of a tool)
+	// does when its retries are used up: OnExhaustedFail (or empty:
+	// neither the node nor, for a task, its flow says) dead-letters the
+	// task and takes the error wire (the item fails); OnExhaustedPark
+	// dead-letters it and parks the run (the item, in flight) on a wait
+	// of kind exhausted until the dead letter is redriven.
 	OnExhausted string
 	// OnUnknown is what a task, each item of a fanout of a tool, or each
 	// tool call of an agent does when its call's outcome stays unknown

@@ -533,8 +533,8 @@ func builtinSubflow(thread *starlark.Thread, b *starlark.Builtin, args starlark.
 
 // fanout(id, items, width, depth, max_items, tool | flow, args, retries,
 // at_most_once, quorum, deadline, grace, reduce, mature, next, error,
-// max_visits, timeout, cost, budget, protected, doc, on_unknown,
-// unknown_timeout)
+// max_visits, timeout, cost, budget, protected, doc, on_exhausted,
+// on_unknown, unknown_timeout)
 func builtinFanout(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var (
 		p                            nodeParams
@@ -543,6 +543,7 @@ func builtinFanout(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 		tool, flow, deadline, grace  optString
 		quorum                       = number(flows.DefaultQuorum)
 		unknown                      unknownParams
+		onExhausted                  optString
 	)
 	nb, err := startNode(thread, b, args, kwargs, flows.KindFanout, &p,
 		"id", &p.id, "items", &items, "width?", &width, "depth?", &depth, "max_items?", &maxItems,
@@ -550,13 +551,22 @@ func builtinFanout(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 		"quorum?", &quorum, "deadline?", &deadline, "grace?", &grace, "reduce?", &reduce, "mature?", &mature,
 		"next?", &p.next, "error?", &p.errw, "max_visits?", &p.maxVisits, "timeout?", &p.timeout,
 		"cost?", &p.cost, "budget?", &p.budget, "protected?", &p.protected, "doc?", &p.doc,
-		"on_unknown?", &unknown.onUnknown, "unknown_timeout?", &unknown.timeout,
+		"on_exhausted?", &onExhausted, "on_unknown?", &unknown.onUnknown, "unknown_timeout?", &unknown.timeout,
 	)
 	if err != nil {
 		return nil, err
 	}
 	n := nb.n()
 	nb.onUnknown(unknown)
+	if checkOnExhausted(onExhausted, func(format string, args ...any) {
+		nb.addf("on_exhausted", flows.CodeInvalid, format, args...)
+	}) {
+		// The fanout's own: a flow's default is its tasks'.
+		n.OnExhausted = onExhausted.s
+		if flow.set && n.Parks() {
+			nb.addf("on_exhausted", flows.CodeInvalid, "on_exhausted = %q applies to tool calls; a child run handles its own failures", flows.OnExhaustedPark)
+		}
+	}
 	switch {
 	case tool.set && flow.set:
 		nb.addf("flow", flows.CodeInvalid, "give either tool (one tool call per item) or flow (one child run per item), not both")

@@ -48,3 +48,34 @@ func TestOnExhaustedKeywordSuggested(t *testing.T) {
 		t.Fatalf("got %v, want a suggestion of on_exhausted", ds)
 	}
 }
+
+// A fanout of a tool takes its own on_exhausted (a flow's default is its
+// tasks'); a fanout of child runs refuses "park", and a misspelling is
+// refused.
+func TestOnExhaustedFanout(t *testing.T) {
+	t.Parallel()
+	src := `flow(name = "parks", on_exhausted = "park", nodes = [
+    fanout("a", items = [1], tool = "t.idem", width = 1, depth = 1, max_items = 1, on_exhausted = "park", next = "b"),
+    fanout("b", items = [1], tool = "t.idem", width = 1, depth = 1, max_items = 1),
+])
+`
+	m, ds := Load([]flows.File{{Path: "x.star", Src: []byte(src)}})
+	if len(ds) > 0 {
+		t.Fatal(ds)
+	}
+	if f := m.Flows[0]; !f.Node("a").Parks() || f.Node("b").OnExhausted != "" {
+		t.Errorf("a %q, b %q: want park and the flow's default not taken", f.Node("a").OnExhausted, f.Node("b").OnExhausted)
+	}
+	for _, tt := range []struct{ node, want string }{
+		{`fanout("a", items = [1], flow = "c", width = 1, depth = 1, max_items = 1, on_exhausted = "park")`, `on_exhausted = "park" applies to tool calls`},
+		{`fanout("a", items = [1], tool = "t.idem", width = 1, depth = 1, max_items = 1, on_exhausted = "prak")`, `on_exhausted = "prak", want "fail"`},
+	} {
+		src := `flow(name = "f", nodes = [` + tt.node + `])
+flow(name = "c", nodes = [task("x", tool = "t.idem")])
+`
+		_, ds := Load([]flows.File{{Path: "x.star", Src: []byte(src)}})
+		if len(ds) != 1 || !strings.Contains(ds[0].String(), tt.want) {
+			t.Errorf("%s: got %v, want one diagnostic saying %s", tt.node, ds, tt.want)
+		}
+	}
+}

@@ -151,6 +151,9 @@ func (i itemSite) exhausted(ctx context.Context, c *toolCall, o callOutcome) boo
 	w := i.w
 	dl := *w.task
 	dl.Errors = append(dl.Errors, o.Try)
+	if i.node.Parks() && w.itemParkExhausted(ctx, i.ref, i.run, &dl, i.node.Tool, o.Err) {
+		return false // parked until a redrive: cohortexhausted.go
+	}
 	if w.itemCommit(ctx, func(tx store.Tx) error { return w.e.journal.deadLetterTx(tx, i.run, &dl, i.node.Tool) }) == nil {
 		w.e.stats.deadLettered()
 	}

@@ -377,7 +377,7 @@ func (s *stepper) cohortDecl(node *flows.Node) cohort.Decl {
 // lost: its item stays fresh and the parent looks again at once.
 func (s *stepper) cohortAdvance(ctx context.Context, node *flows.Node, snap *store.Cohort) bool {
 	e := s.e
-	unknowns, settle, err := s.itemUnknowns(ctx, node, snap, e.clock.Now())
+	unknowns, settle, err := s.itemWaits(ctx, node, snap, e.clock.Now())
 	if err != nil {
 		e.admission.storageFailed(err)
 		return false
@@ -606,6 +606,9 @@ func (s *stepper) stopInFlightTx(tx store.Tx, c *store.Cohort, now time.Time) (t
 			c.Asking = slices.DeleteFunc(c.Asking, func(i int) bool { return i == it.Index })
 			it.Error = nil
 		}
+		// Parked on its exhaustion: its task is deleted below, and its
+		// dead letter can no longer be redriven (notParked).
+		c.Exhausted = slices.DeleteFunc(c.Exhausted, func(i int) bool { return i == it.Index })
 		it.State, it.At = store.ItemStopped, now
 		if err := tx.CohortItemPut(it); err != nil {
 			return nil, ct, err

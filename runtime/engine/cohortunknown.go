@@ -77,6 +77,18 @@ func (w *worker) itemAsk(ctx context.Context, ref *store.CohortRef, rerr *store.
 	return true
 }
 
+// itemWaits is itemUnknowns and itemExhaustedWaits: the items' waits open
+// (an exhausted one has no deadline: a redrive ends it) and those to
+// settle in the parent's commit.
+func (s *stepper) itemWaits(ctx context.Context, node *flows.Node, snap *store.Cohort, now time.Time) ([]*waitState, []itemSettle, error) {
+	open, settle, err := s.itemUnknowns(ctx, node, snap, now)
+	if err != nil {
+		return nil, nil, err
+	}
+	exhausted, err := s.itemExhaustedWaits(ctx, snap, node.Tool, now)
+	return append(open, exhausted...), settle, err
+}
+
 // itemSettle is an asking item whose wait the parent applies in its
 // commit: resolved (happened or not) or past its deadline.
 type itemSettle struct {
@@ -88,10 +100,14 @@ type itemSettle struct {
 // itemUnknowns looks at the asking items of snap: it opens the wait of
 // one that has none, and returns the waits still open and the items to
 // settle in the parent's commit (applyItemUnknownsTx). A wait of an item
-// that no longer asks (stopped by its cohort) is dropped.
+// that no longer asks or is no longer exhausted (stopped by its cohort,
+// redriven) is dropped.
 func (s *stepper) itemUnknowns(ctx context.Context, node *flows.Node, snap *store.Cohort, now time.Time) (open []*waitState, settle []itemSettle, err error) {
 	for id, ws := range s.cont.Approvals {
-		if ws.Kind == WaitUnknown && ws.Node == node.ID && ws.Visit == snap.Visit && len(ws.Call) == 1 && !slices.Contains(snap.Asking, ws.Call[0]) {
+		if ws.Node != node.ID || ws.Visit != snap.Visit || len(ws.Call) != 1 {
+			continue
+		}
+		if (ws.Kind == WaitUnknown && !slices.Contains(snap.Asking, ws.Call[0])) || (ws.Kind == WaitExhausted && !slices.Contains(snap.Exhausted, ws.Call[0])) {
 			s.cont.consumed(ws)
 			delete(s.cont.Approvals, id)
 		}

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -50,6 +51,13 @@ type exhaustCount struct {
 // NODE@VISIT.exhausted.N (DESIGN §12, wait ids per kind).
 func ExhaustedWaitID(node string, visit, n int) string {
 	return WaitID(node, visit) + "." + WaitExhausted + "." + strconv.Itoa(n)
+}
+
+// exhaustedWaitIDAt is the id of the n-th exhausted wait of the call
+// placed by base, a wait id: BASE.exhausted.N (a fan-out item's base is
+// NODE@VISIT.ITEM).
+func exhaustedWaitIDAt(base string, n int) string {
+	return base + "." + WaitExhausted + "." + strconv.Itoa(n)
 }
 
 // parkExhausted dead-letters t (the step's task with every try's error)
@@ -520,6 +528,9 @@ func redriveTx(tx store.Tx, p RedriveParams, taskID string, cost int64, now time
 	if err != nil {
 		return "", nil, err
 	}
+	if t.Kind == store.TaskItem {
+		return redriveItemTx(tx, p, dl, run, c, t, cost, now)
+	}
 	ws := c.Waits[dl.Node]
 	switch {
 	case ws == nil || ws.Kind != WaitExhausted || t.Kind != store.TaskStep:
@@ -544,14 +555,89 @@ func redriveTx(tx store.Tx, p RedriveParams, taskID string, cost int64, now time
 	if err := tx.TaskPut(t); err != nil {
 		return "", nil, err
 	}
-	detail := map[string]any{"by": p.By, "task": taskID, "wait": ws.ID, "dead_lettered_at": dl.At, "tries": len(dl.Errors)}
+	return ws.ID, nil, redrivenEventTx(tx, p, dl, run, ws.ID, nil, now)
+}
+
+// redrivenEventTx journals the redrive of dl on its run, from wait id
+// (and, for a fan-out item, its index).
+func redrivenEventTx(tx store.Tx, p RedriveParams, dl *store.DeadLetter, run *store.Run, wait string, item *int, now time.Time) error {
+	detail := map[string]any{"by": p.By, "task": dl.TaskID, "wait": wait, "dead_lettered_at": dl.At, "tries": len(dl.Errors)}
+	if item != nil {
+		detail["item"] = *item
+	}
 	if p.Reason != "" {
 		detail["reason"] = p.Reason
 	}
 	if p.RequestID != "" {
 		detail["request_id"] = p.RequestID
 	}
-	return ws.ID, nil, appendEvent(tx, run.ID, evRedriven, run.Attempt, dl.Node, detail, now)
+	return appendEvent(tx, run.ID, evRedriven, run.Attempt, dl.Node, detail, now)
+}
+
+// redriveItemTx is redriveTx for a fan-out item's task t, parked on its
+// exhaustion (on_exhausted = "park"): the dead letter deleted, the item's
+// exhausted wait decided and consumed (numbered here if the parent has not
+// opened it yet), the item no longer exhausted, its task's tries counted
+// afresh and ready now. The parent's step must be parked: it owns the
+// continuation the wait lives in.
+func redriveItemTx(tx store.Tx, p RedriveParams, dl *store.DeadLetter, run *store.Run, c *continuation, t *store.Task, cost int64, now time.Time) (string, *Error, error) {
+	co, err := tx.CohortGet(run.ID, t.Node, t.Visit)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", notParked(run, dl), errSkip
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	it, err := tx.CohortItemGet(run.ID, t.Node, t.Visit, t.Item)
+	if err != nil {
+		return "", nil, err
+	}
+	step, err := stepTaskTx(tx, run.ID)
+	if err != nil {
+		return "", nil, err
+	}
+	switch {
+	case t.WaitKind != WaitExhausted || it.Child != t.ID || !slices.Contains(co.Exhausted, t.Item):
+		return "", notParked(run, dl), errSkip
+	case t.Leased || step == nil || step.Leased:
+		return "", protocolErr(CodeNotWaiting, "run %s is being resumed at node %s; redrive again in a moment", run.ID, dl.Node), errSkip
+	case run.Budget > 0 && run.Spent+cost > run.Budget:
+		return "", protocolErr(CodeBudgetExhausted, "run %s has spent %d of its budget %d and an item of node %s costs %d: a redrive would be refused its next try",
+			run.ID, run.Spent, run.Budget, dl.Node, cost), errSkip
+	}
+	if err := tx.DeadLetterDelete(t.ID); err != nil {
+		return "", nil, err
+	}
+	base := WaitID(t.Node, t.Visit, t.Item)
+	n := c.Exhausted[base]
+	ws := c.Approvals[exhaustedWaitIDAt(base, n.N)]
+	if ws == nil || ws.Kind != WaitExhausted {
+		if c.Exhausted == nil {
+			c.Exhausted = map[string]exhaustCount{}
+		}
+		n.Visit, n.N = t.Visit, n.N+1
+		c.Exhausted[base] = n
+		ws = &waitState{ID: exhaustedWaitIDAt(base, n.N), Kind: WaitExhausted, Node: t.Node, Visit: t.Visit, Call: []int{t.Item}}
+	}
+	ws.Decision = &decision{Approved: true, Reason: p.Reason, By: p.By, At: now}
+	c.consumed(ws)
+	delete(c.Approvals, ws.ID)
+	if err := tx.ContinuationPut(run.ID, encodeContinuation(c)); err != nil {
+		return "", nil, err
+	}
+	co.Exhausted = slices.DeleteFunc(co.Exhausted, func(i int) bool { return i == t.Item })
+	if err := tx.CohortPut(co); err != nil {
+		return "", nil, err
+	}
+	it.Error = nil
+	if err := tx.CohortItemPut(it); err != nil {
+		return "", nil, err
+	}
+	t.Errors, t.WaitKind, t.Woken, t.ReadyAt = nil, "", false, now
+	if err := tx.TaskPut(t); err != nil {
+		return "", nil, err
+	}
+	return ws.ID, nil, redrivenEventTx(tx, p, dl, run, ws.ID, &t.Item, now)
 }
 
 // notParked refuses the redrive of a dead letter whose run went on

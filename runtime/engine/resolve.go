@@ -542,8 +542,19 @@ func openResolvable(c *continuation, t *store.Task) []*waitState {
 	if ws := c.Waits[t.Node]; t.WaitKind == WaitUnknown && ws != nil && ws.Kind == WaitUnknown && ws.Decision == nil {
 		out = append(out, ws)
 	}
+	return append(out, callWaits(c, t, WaitUnknown)...)
+}
+
+// callWaits lists the open per-call waits of kind (a fan-out item's or an
+// agent call's) of the node the run is at, by id, while the step task t
+// is parked.
+func callWaits(c *continuation, t *store.Task, kind string) []*waitState {
+	if t == nil || t.Leased {
+		return nil
+	}
+	var out []*waitState
 	for _, ws := range c.Approvals {
-		if ws.Kind == WaitUnknown && ws.Decision == nil && ws.Node == c.Node && ws.Visit == c.Visits[ws.Node] {
+		if ws.Kind == kind && ws.Decision == nil && ws.Node == c.Node && ws.Visit == c.Visits[ws.Node] {
 			out = append(out, ws)
 		}
 	}

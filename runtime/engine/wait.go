@@ -79,9 +79,9 @@ func openDecisions(c *continuation, t *store.Task) []*waitState {
 	}
 	for _, ws := range c.Approvals {
 		// Only the current visit of the node the run is at waits for
-		// its approvals; an unknown wait there takes a resolve, not a
-		// decision.
-		if ws.Kind != WaitUnknown && ws.Decision == nil && ws.Node == c.Node && ws.Visit == c.Visits[ws.Node] {
+		// its approvals; an unknown wait there takes a resolve and an
+		// exhausted one a redrive, not a decision.
+		if ws.Kind != WaitUnknown && ws.Kind != WaitExhausted && ws.Decision == nil && ws.Node == c.Node && ws.Visit == c.Visits[ws.Node] {
 			out = append(out, ws)
 		}
 	}
@@ -469,6 +469,8 @@ func runWaitsTx(tx store.Tx, run *store.Run, all bool) ([]HumanWait, error) {
 		// the step task itself waits for (its cohort, its calls).
 		out = append(out, callUnknownWaits(run, c, t)...)
 	}
+	// A fan-out item's exhausted wait: a person redrives it.
+	out = append(out, humanWaitsOf(run, callWaits(c, t, WaitExhausted))...)
 	if all && t != nil && !t.Leased && t.WaitKind != WaitHuman && t.WaitKind != WaitApproval && t.Node != "" && !parkedOnCallUnknowns(c, t) {
 		kind := t.WaitKind
 		if kind == "" && run.Phase == store.PhaseWaiting {

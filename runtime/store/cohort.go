@@ -58,6 +58,10 @@ type Cohort struct {
 	// resolve it (the item's Error says why), and the parent's step opens
 	// and applies its wait.
 	Asking []int `json:"asking,omitempty"`
+	// Exhausted lists the items in flight whose task used up its tries on
+	// a fan-out that says on_exhausted = "park": each task is
+	// dead-lettered and parked until a redrive sends it back.
+	Exhausted []int `json:"exhausted,omitempty"`
 	// Cutoff is fixed when closing starts: results after it are late.
 	Cutoff     time.Time `json:"cutoff,omitzero"`
 	Sufficient bool      `json:"sufficient"`
