@@ -22,7 +22,9 @@ func askingAgent(t *testing.T, loses int, want string) (*agentBundle, *fakeModel
 	t.Helper()
 	m := newFakeModel(askTools(use(1, 1), tc("c1", "mail.lose", `{"to":"ann"}`), tc("c2", "kv.get", `{"key":"k"}`)), answer("sent", use(1, 1)))
 	m.loses = loses
-	b := setupAgent(t, memstore.New(), clock.NewFake(time.Now()), m)
+	// The tests move the clock in steps of the unknown wait's scale; a
+	// task queued across such a step must not pass its queue deadline.
+	b := setupAgentConfig(t, Config{Store: memstore.New(), Tools: m, Clock: clock.NewFake(time.Now()), QueueTimeout: 1000 * time.Hour}, m)
 	id := b.submit(t, "asking", `{}`)
 	return b, m, id, b.unknownWaitOf(t, id, want)
 }

@@ -140,7 +140,9 @@ func TestUnitResolveItemNotHappened(t *testing.T) {
 // is not made again; an answer at the deadline is E_WAIT_EXPIRED.
 func TestUnitResolveItemTimeout(t *testing.T) {
 	t.Parallel()
-	b := setupUnit(t, Config{}, unitResolveItemSrc)
+	// The clock moves in 10-minute steps: a task queued across one must
+	// not pass its queue deadline.
+	b := setupUnit(t, Config{QueueTimeout: 1000 * time.Hour}, unitResolveItemSrc)
 	ctx := context.Background()
 	id, hw := b.parkedItem(t, 1, "f@1.0.unknown.1")
 	err := b.mem.View(ctx, func(tx store.Tx) error {
