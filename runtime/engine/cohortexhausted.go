@@ -2,8 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
-	"slices"
 	"time"
 
 	"github.com/weirhq/weir/runtime/store"
@@ -24,66 +22,21 @@ import (
 // stopped): the caller ends it as any other.
 func (w *worker) itemParkExhausted(ctx context.Context, ref *store.CohortRef, run *store.Run, dl *store.Task, tool string, rerr *store.RunError) bool {
 	e, t := w.e, w.task
-	now := e.clock.Now()
-	var woke bool
-	err := w.itemCommit(ctx, func(tx store.Tx) error {
-		woke = false
-		c, err := tx.CohortGet(t.RunID, ref.Node, ref.Visit)
-		if err != nil {
-			return err
-		}
-		it, err := tx.CohortItemGet(t.RunID, ref.Node, ref.Visit, ref.Item)
-		if err != nil {
-			return err
-		}
-		if it.State != store.ItemAdmitted || it.Child != t.ID || c.State == store.CohortClosing || c.State == store.CohortClosed {
-			return errSkip
-		}
+	held := w.itemHold(ctx, ref, rerr, func(c *store.Cohort) *[]int { return &c.Exhausted }, func(tx store.Tx) error {
 		if err := e.journal.deadLetterTx(tx, run, dl, tool); err != nil {
 			return err
 		}
 		parked := *dl
-		parked.Leased, parked.Woken, parked.WaitKind, parked.ReadyAt = false, false, WaitExhausted, now.Add(noTimeout)
+		parked.Leased, parked.Woken, parked.WaitKind, parked.ReadyAt = false, false, WaitExhausted, e.clock.Now().Add(noTimeout)
 		if err := tx.TaskPut(&parked); err != nil {
 			return err
 		}
-		if err := tx.LeaseDelete(t.ID); err != nil {
-			return err
-		}
-		it.Error = rerr
-		if err := tx.CohortItemPut(it); err != nil {
-			return err
-		}
-		if !slices.Contains(c.Exhausted, ref.Item) {
-			c.Exhausted = append(c.Exhausted, ref.Item)
-		}
-		if err := tx.CohortPut(c); err != nil {
-			return err
-		}
-		if _, err := chargeTx(tx, hostOf(w.e), t.RunID, t.Attempt, t.Node, 0, w.slice.Cost, map[string]any{"tool": t.Tool, "item": t.Item}, now); err != nil {
-			return err
-		}
-		parent, err := tx.TaskGet(c.Task)
-		switch {
-		case err == nil:
-			woke, err = wakeParkedTx(tx, parent, now)
-			return err
-		case !errors.Is(err, store.ErrNotFound):
-			return err
-		}
-		return nil
+		return tx.LeaseDelete(t.ID)
 	})
-	if err != nil {
-		return false
+	if held {
+		e.stats.deadLettered()
 	}
-	w.setLease(nil, true)
-	w.slice, _, _ = e.ledger.Reslice(w.slice, w.spent, 0)
-	w.spent = 0
-	e.stats.deadLettered()
-	if woke {
-		e.wake.kick()
-	}
-	return true
+	return held
 }
 
 // itemExhaustedWaits opens the wait of each exhausted item of snap that

@@ -24,6 +24,15 @@ import (
 // drops the task; false when the item no longer waits for its call (its
 // cohort closed, it was stopped): the caller ends it as any other.
 func (w *worker) itemAsk(ctx context.Context, ref *store.CohortRef, rerr *store.RunError) bool {
+	return w.itemHold(ctx, ref, rerr, func(c *store.Cohort) *[]int { return &c.Asking }, w.dropTaskTx)
+}
+
+// itemHold leaves the worker's item in flight with rerr on it, listed in
+// the cohort's list (Asking, Exhausted) whose items the parent's step
+// opens waits for, and wakes the parent, in one transaction with the
+// task's own writes (taskTx); false when the item no longer waits for its
+// call. The slice's reservation goes back: the call cost nothing known.
+func (w *worker) itemHold(ctx context.Context, ref *store.CohortRef, rerr *store.RunError, list func(*store.Cohort) *[]int, taskTx func(tx store.Tx) error) bool {
 	e, t := w.e, w.task
 	now := e.clock.Now()
 	var woke bool
@@ -44,14 +53,10 @@ func (w *worker) itemAsk(ctx context.Context, ref *store.CohortRef, rerr *store.
 		if err := tx.CohortItemPut(it); err != nil {
 			return err
 		}
-		if !slices.Contains(c.Asking, ref.Item) {
-			c.Asking = append(c.Asking, ref.Item)
+		if l := list(c); !slices.Contains(*l, ref.Item) {
+			*l = append(*l, ref.Item)
 		}
 		if err := tx.CohortPut(c); err != nil {
-			return err
-		}
-		// The call cost nothing known; the slice's reservation goes back.
-		if _, err := chargeTx(tx, hostOf(w.e), t.RunID, t.Attempt, t.Node, 0, w.slice.Cost, map[string]any{"tool": t.Tool, "item": t.Item}, now); err != nil {
 			return err
 		}
 		parent, err := tx.TaskGet(c.Task)
@@ -63,7 +68,7 @@ func (w *worker) itemAsk(ctx context.Context, ref *store.CohortRef, rerr *store.
 		case !errors.Is(err, store.ErrNotFound):
 			return err
 		}
-		return w.dropTaskTx(tx)
+		return taskTx(tx)
 	})
 	if err != nil {
 		return false
