@@ -264,7 +264,7 @@ func checkEvents(w *world, f *final) []string {
 		}
 		byPing[n] = v.ID
 		if v.Phase.Terminal() && !outputEquals(&v, map[string]any{"ping": float64(n)}) {
-			bad = append(bad, fmt.Sprintf("run %s of ping %d ended %s with output %s, want the ping echoed", v.ID, n, v.Phase, v.Output))
+			bad = append(bad, fmt.Sprintf("run %s of ping %d ended %s with output %s (error %+v), want the ping echoed", v.ID, n, v.Phase, v.Output, v.Error))
 		}
 	}
 	var missing []int
