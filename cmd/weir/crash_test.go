@@ -204,10 +204,15 @@ var tcpAddressRE = regexp.MustCompile(`serving on tcp: address=(127\.0\.0\.1:\d+
 // latest start logged) with the token secret, closed with the test.
 func (d *daemon) tokenClient(secret string) *client.Client {
 	d.t.Helper()
-	m := tcpAddressRE.FindAllStringSubmatch(d.log(), -1)
-	if m == nil {
-		d.t.Fatalf("no tcp address in the daemon's log:\n%s", d.log())
-	}
+	// The log arrives through a pipe: the line may come after the socket
+	// answered.
+	var m [][]string
+	testutil.Eventually(d.t, 30*time.Second, func() error {
+		if m = tcpAddressRE.FindAllStringSubmatch(d.log(), -1); m == nil {
+			return fmt.Errorf("no tcp address in the daemon's log:\n%s", d.log())
+		}
+		return nil
+	})
 	c, err := client.New("http://"+m[len(m)-1][1], client.WithToken(secret))
 	if err != nil {
 		d.t.Fatal(err)

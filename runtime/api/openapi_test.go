@@ -73,6 +73,27 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 		}
 	})
 
+	// Every request is counted against its owner's caps before it is
+	// routed (admitRequest), so every route may answer 429.
+	t.Run("every route may answer 429", func(t *testing.T) {
+		for path, ops := range doc.Paths {
+			for op, raw := range ops {
+				if op == "parameters" || op == "summary" || op == "description" {
+					continue
+				}
+				var o struct {
+					Responses map[string]json.RawMessage `json:"responses"`
+				}
+				if err := json.Unmarshal(raw, &o); err != nil {
+					t.Fatalf("%s %s: %v", op, path, err)
+				}
+				if _, ok := o.Responses["429"]; !ok {
+					t.Errorf("docs/openapi.yaml: %s %s lists no 429 (E_TOO_MANY_REQUESTS)", strings.ToUpper(op), path)
+				}
+			}
+		}
+	})
+
 	t.Run("fields", func(t *testing.T) {
 		types := apitypesFields(t)
 		if len(types) < 30 {

@@ -198,6 +198,8 @@ type Engine struct {
 type Sandbox struct {
 	// Workers is the most sandbox worker processes at once.
 	Workers int `json:"workers,omitempty"`
+	// SpareWorkers is how many more may run for owners holding none.
+	SpareWorkers int `json:"spare_workers,omitempty"`
 	// Memory is each worker's memory cap in bytes (RLIMIT_DATA).
 	Memory int64 `json:"memory,omitempty"`
 	// Timeout is the wall deadline (and CPU allowance) of one evaluation.

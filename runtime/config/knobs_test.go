@@ -50,6 +50,7 @@ var knobExamples = map[string]struct{ value, extra string }{
 	"log_level":                {value: `"debug"`},
 	"memory_limit":             {value: `"1GiB"`},
 	"sandbox.workers":          {value: `3`},
+	"sandbox.spare_workers":    {value: `2`},
 	"sandbox.memory":           {value: `"256MiB"`},
 	"sandbox.timeout":          {value: `"20s"`},
 	"engine.workers":           {value: `8`},

@@ -203,7 +203,7 @@ func ignoreClosed(err error) error {
 func NewSandbox(c *config.Config) (*sandbox.Pool, error) {
 	var sc sandbox.Config
 	if c != nil {
-		sc = sandbox.Config{Workers: c.Sandbox.Workers, Memory: c.Sandbox.Memory, Timeout: c.Sandbox.Timeout}
+		sc = sandbox.Config{Workers: c.Sandbox.Workers, Spare: c.Sandbox.SpareWorkers, Memory: c.Sandbox.Memory, Timeout: c.Sandbox.Timeout}
 	}
 	return sandbox.New(sc)
 }

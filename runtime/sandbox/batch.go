@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 
 	"github.com/weirhq/weir/flows"
 	"github.com/weirhq/weir/runtime/internal/owner"
@@ -70,13 +71,20 @@ func (p *Pool) evaluate(ctx context.Context, req *request, src flows.Sources) (*
 	for {
 		select {
 		case <-wc.taken: // in a batch: its answer comes
-			a := <-wc.done
-			return a.resp, a.err
+			select {
+			case a := <-wc.done:
+				return a.resp, a.err
+			case <-ctx.Done(): // the batch goes on for the others
+				return nil, ctx.Err()
+			}
 		default:
 		}
 		// Whoever of this owner's Calls gets a worker takes the owner's
 		// line along; the others stop waiting for a worker (taken).
-		err := p.slots.Acquire(ctx, name, wc.taken)
+		err := ctx.Err() // a free slot would still be given
+		if err == nil {
+			err = p.slots.Acquire(ctx, name, wc.taken)
+		}
 		switch {
 		case err == nil:
 			if batch := p.takeWaiting(name); len(batch) > 0 {
@@ -186,8 +194,12 @@ func (p *Pool) runBatch(name string, batch []*waitingCall) {
 		}
 		p.batchHook(owners)
 	}
-	// No one Call's cancellation stops the others' evaluation.
-	resp, err := p.roundTripOn(context.Background(), w, req, nil, func(q *question) *answer {
+	// No one Call's cancellation stops the others' evaluation; the batch
+	// stops when every Call's has ended (runs cancelled, a drain's grace
+	// over), not at its deadline.
+	ctx, stop := allDone(batch)
+	defer stop()
+	resp, err := p.roundTripOn(ctx, w, req, nil, func(q *question) *answer {
 		for _, c := range batch {
 			if q.Kind == askSources && q.Name == c.src.Hash {
 				return c.ask(q)
@@ -205,8 +217,34 @@ func (p *Pool) runBatch(name string, batch []*waitingCall) {
 	// the Call that hit it; each waits in its owner's line again.
 	p.count(func(s *Stats) { s.Rerun += len(batch) })
 	for _, c := range batch {
+		if err := c.ctx.Err(); err != nil {
+			c.done <- batchAnswer{err: err}
+			continue
+		}
 		resp, err := p.roundTrip(c.ctx, c.req, nil, c.ask)
 		c.done <- batchAnswer{resp, err}
+	}
+}
+
+// allDone returns a context that ends once every Call's of batch has;
+// stop releases what watches them.
+func allDone(batch []*waitingCall) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	left := atomic.Int32{}
+	left.Store(int32(len(batch)))
+	stops := make([]func() bool, len(batch))
+	for i, c := range batch {
+		stops[i] = context.AfterFunc(c.ctx, func() {
+			if left.Add(-1) == 0 {
+				cancel()
+			}
+		})
+	}
+	return ctx, func() {
+		for _, s := range stops {
+			s()
+		}
+		cancel()
 	}
 }
 

@@ -2,6 +2,7 @@ package sandbox_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -41,7 +42,7 @@ func (l *batchLog) get() [][]string {
 // never holds two owners, so a callable that fails a batch fails only its
 // own owner's Calls.
 func TestABatchHoldsOneOwner(t *testing.T) {
-	p := newPool(t, sandbox.Config{Workers: 1})
+	p := newPool(t, sandbox.Config{Workers: 1, Spare: -1})
 	log := observe(p)
 	release := make(chan struct{})
 	answers := queueBehindOwners(t, p, release, 1, func(i int) (string, flows.Context, []flows.Call) {
@@ -69,6 +70,47 @@ func TestABatchHoldsOneOwner(t *testing.T) {
 	}
 }
 
+// An owner whose first Call arrives while another owner holds every
+// worker is answered on a spare worker at once, not after the holder's
+// work ends; the holder's own next Call waits (the spare is not for an
+// owner that holds workers). Without spares (the tests above) it waits.
+func TestAnOwnerHoldingNoWorkerTakesASpare(t *testing.T) {
+	p := newPool(t, sandbox.Config{Workers: 2, Spare: 1})
+	release := make(chan struct{})
+	answers := queueBehindOwners(t, p, release, 2, func(i int) (string, flows.Context, []flows.Call) {
+		if i > 2 {
+			return "", flows.Context{}, nil
+		}
+		c, cs := argsCall(i)
+		return "hostile", c, cs // two hold the workers, the third waits
+	})
+	victim := make(chan error, 1)
+	go func() {
+		c, cs := argsCall(9)
+		_, err := p.Call(owner.WithOwner(context.Background(), "victim"), flows.Sources{Hash: flows.HashSources(callFiles), Load: func(context.Context) ([]flows.File, error) { return callFiles, nil }}, c, cs)
+		victim <- err
+	}()
+	select {
+	case err := <-victim:
+		if err != nil {
+			t.Fatalf("the victim: %v", err)
+		}
+	case err := <-answers[2]:
+		t.Fatalf("the hostile owner's third Call was answered (%v) while it held both workers", err)
+	case <-time.After(time.Minute):
+		t.Fatal("the victim waits behind the workers the hostile owner holds")
+	}
+	close(release)
+	for i, a := range answers {
+		if err := <-a; err != nil {
+			t.Errorf("hostile call %d: %v", i, err)
+		}
+	}
+	if s := p.Stats(); s.Started != 3 {
+		t.Errorf("%d workers started, want 2 and the spare", s.Started)
+	}
+}
+
 // Eight hostile Calls that spin until their deadline wait in line with a
 // victim's trivial one: the victim is answered at the first free worker,
 // before any hostile Call's deadline, not batched with them and rerun
@@ -76,7 +118,7 @@ func TestABatchHoldsOneOwner(t *testing.T) {
 // at its deadline and was evaluated again behind the eight.
 func TestAVictimIsNotStarvedByHostileCalls(t *testing.T) {
 	const timeout = 10 * time.Second
-	p := newPool(t, sandbox.Config{Workers: 2, Timeout: timeout})
+	p := newPool(t, sandbox.Config{Workers: 2, Spare: -1, Timeout: timeout})
 	log := observe(p)
 	const holders, hostile, victim = 2, 8, 10
 	release := make(chan struct{})
@@ -164,7 +206,7 @@ func (c recordingCatalog) LookupTool(name string) (flows.ToolInfo, bool) {
 // one owner's queued registrations do not hold back another owner's,
 // which goes at the next free worker.
 func TestRegistrationsTakeTurnsByOwner(t *testing.T) {
-	p := newPool(t, sandbox.Config{Workers: 1})
+	p := newPool(t, sandbox.Config{Workers: 1, Spare: -1})
 	var mu sync.Mutex
 	var order []string
 	release, entered := make(chan struct{}), make(chan struct{})
@@ -198,5 +240,84 @@ func TestRegistrationsTakeTurnsByOwner(t *testing.T) {
 	}
 	if want := []string{"a1", "b1", "a2", "a3", "a4"}; !slices.Equal(order, want) {
 		t.Errorf("served in the order %v, want %v", order, want)
+	}
+}
+
+// A batch whose Calls have all ended — their runs cancelled, a drain's
+// grace over — stops at once, not at its deadline: before, the batch ran
+// on to its deadline (then each Call again), so a cancelled run's spin
+// held a worker and a drain waited for it. A Call that ends alone returns
+// at once while the batch goes on for the others.
+func TestABatchStopsWhenEveryCallEnded(t *testing.T) {
+	p := newPool(t, sandbox.Config{Workers: 1, Spare: -1, Timeout: time.Hour})
+	release := make(chan struct{})
+	held := flows.Sources{Hash: flows.HashSources(callFiles), Load: func(context.Context) ([]flows.File, error) {
+		<-release
+		return callFiles, nil
+	}}
+	holder := make(chan error, 1)
+	go func() {
+		c, cs := argsCall(0)
+		_, err := p.Call(context.Background(), held, c, cs)
+		holder <- err
+	}()
+	testutil.Eventually(t, time.Minute, func() error {
+		if s := p.Stats(); s.Requests != 1 {
+			return fmt.Errorf("%d round trips, want the holder's", s.Requests)
+		}
+		return nil
+	})
+	hot := flows.Sources{Hash: held.Hash, Load: func(context.Context) ([]flows.File, error) { return callFiles, nil }}
+	var cancels []context.CancelFunc
+	var answers []chan error
+	for i := range 2 {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancels, answers = append(cancels, cancel), append(answers, make(chan error, 1))
+		go func() {
+			_, err := p.Call(ctx, hot, flows.Context{RunID: fmt.Sprint("spin", i)}, []flows.Call{{Ref: flows.CallableRef{Flow: "c", Node: "h", Param: "args"}}})
+			answers[i] <- err
+		}()
+	}
+	testutil.Eventually(t, time.Minute, func() error {
+		if n := sandbox.WaitingCalls(p); n != 2 {
+			return fmt.Errorf("%d calls wait, want the two spins", n)
+		}
+		return nil
+	})
+	close(release)
+	if err := <-holder; err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, time.Minute, func() error {
+		if s := p.Stats(); s.Requests != 2 {
+			return fmt.Errorf("%d round trips, want the spins' batch too", s.Requests)
+		}
+		return nil
+	})
+	answered := func(i int) error {
+		t.Helper()
+		select {
+		case err := <-answers[i]:
+			return err
+		case <-time.After(time.Minute):
+			t.Fatalf("spin %d is not answered a minute after its ctx ended", i)
+			return nil
+		}
+	}
+	cancels[0]()
+	if err := answered(0); !errors.Is(err, context.Canceled) {
+		t.Fatalf("spin 0: %v, want its ctx's end", err)
+	}
+	select {
+	case err := <-answers[1]:
+		t.Fatalf("spin 1 answered (%v) when only spin 0 ended: the batch should go on", err)
+	default:
+	}
+	cancels[1]()
+	if err := answered(1); !errors.Is(err, context.Canceled) {
+		t.Fatalf("spin 1: %v, want its ctx's end", err)
+	}
+	if s := p.Stats(); s.Requests != 2 {
+		t.Errorf("stats %+v: the spins were evaluated again after the batch stopped", s)
 	}
 }

@@ -64,6 +64,12 @@ type Config struct {
 	// owner.Slots): a worker that frees goes to the owner using fewest,
 	// so one owner's evaluations wait behind its own, not everyone's.
 	Workers int
+	// Spare is how many more workers may run for owners holding none
+	// (default: a quarter of Workers, at least one): an owner whose
+	// first evaluation arrives while another owner's callables hold
+	// every worker to their deadline starts at once instead of after
+	// them (owner.NewSlotsWithSpare). Negative: none.
+	Spare int
 	// Memory is each worker's RLIMIT_DATA in bytes (DefaultMemory).
 	Memory int64
 	// Timeout is one request's wall deadline and CPU allowance
@@ -91,6 +97,9 @@ type Config struct {
 func (c Config) withDefaults() (Config, error) {
 	if c.Workers <= 0 {
 		c.Workers = runtime.GOMAXPROCS(0)
+	}
+	if c.Spare == 0 {
+		c.Spare = (c.Workers + 3) / 4
 	}
 	if c.Memory <= 0 {
 		c.Memory = DefaultMemory
@@ -181,7 +190,7 @@ func New(cfg Config) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Pool{cfg: cfg, slots: owner.NewSlots(cfg.Workers), done: make(chan struct{}), all: map[*worker]bool{},
+	return &Pool{cfg: cfg, slots: owner.NewSlotsWithSpare(cfg.Workers, cfg.Spare), done: make(chan struct{}), all: map[*worker]bool{},
 		waiting: map[string][]*waitingCall{}, stats: Stats{Killed: map[flows.Limit]int{}}}, nil
 }
 
@@ -483,6 +492,9 @@ func (p *Pool) count(f func(*Stats)) {
 // once a slot is free for the owner ctx names: an Analyze, a validation
 // or a Call evaluated alone waits in its owner's line like a batch.
 func (p *Pool) take(ctx context.Context) (*worker, error) {
+	if err := ctx.Err(); err != nil { // a free slot would still be given
+		return nil, err
+	}
 	name := owner.From(ctx)
 	if err := p.slots.Acquire(ctx, name, p.done); err != nil {
 		if errors.Is(err, owner.ErrStopped) {

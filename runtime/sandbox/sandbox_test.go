@@ -181,6 +181,9 @@ func TestAnalyzeManyFilesMatchesInProcess(t *testing.T) {
 	}
 }
 
+// callFiles are callFlow's sources.
+var callFiles = []flows.File{file("c.star", callFlow)}
+
 const callFlow = `
 def args(ctx, item):
     return {"item": item, "run": ctx.run_id, "n": ctx.input["n"] + 1, "prev": ctx.results["a"], "f": 0.5, "big": 1 << 60}
@@ -349,7 +352,7 @@ func queueBehind(t *testing.T, p *sandbox.Pool, release chan struct{}, calls fun
 // holders Calls each holding a worker of their own.
 func queueBehindOwners(t *testing.T, p *sandbox.Pool, release chan struct{}, holders int, calls func(i int) (string, flows.Context, []flows.Call)) []chan error {
 	t.Helper()
-	files := []flows.File{file("c.star", callFlow)}
+	files := callFiles
 	var loads atomic.Int32
 	entered := make(chan struct{}, holders)
 	src := flows.Sources{Hash: flows.HashSources(files), Load: func(context.Context) ([]flows.File, error) {

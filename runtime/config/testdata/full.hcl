@@ -3,9 +3,10 @@ log_level = "debug"
 memory_limit = "2GiB"
 
 sandbox {
-  workers = 3
-  memory  = "256MiB"
-  timeout = "10s"
+  workers       = 3
+  spare_workers = 1
+  memory        = "256MiB"
+  timeout       = "10s"
 }
 
 engine {

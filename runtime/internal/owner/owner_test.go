@@ -172,3 +172,54 @@ func TestSlotsAcquireStops(t *testing.T) {
 		t.Fatalf("lines %v, %d free", s.lines, s.free)
 	}
 }
+
+// A spare slot goes at once to an owner holding none while another holds
+// every slot, never to an owner that holds one; it comes back as spare.
+func TestSpareSlotsForOwnersHoldingNone(t *testing.T) {
+	t.Parallel()
+	s := NewSlotsWithSpare(2, 1)
+	ctx := context.Background()
+	for range 2 {
+		if err := s.Acquire(ctx, "a", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a3 := acquire(t, s, ctx, "a", nil)
+	waits(t, a3, "a's third (a holds slots: no spare for it)")
+	b1 := acquire(t, s, ctx, "b", nil)
+	held(t, b1, "b's first, on the spare")
+	b2 := acquire(t, s, ctx, "b", nil)
+	c1 := acquire(t, s, ctx, "c", nil)
+	waits(t, b2, "b's second (b holds the spare)")
+	waits(t, c1, "c's first (the spare is taken)")
+
+	s.Release("b") // the spare is free again: c holds none
+	held(t, c1, "c's first, on the spare b gave back")
+	waits(t, b2, "b's second")
+	s.Release("a") // a holds 1, b 0, c 1 (spare): b's second
+	held(t, b2, "b's second")
+	waits(t, a3, "a's third")
+	s.Release("c")
+	s.Release("b")
+	held(t, a3, "a's third")
+	s.Release("a")
+	s.Release("a")
+	if len(s.lines) != 0 || s.free != 2 || s.spare != 1 {
+		t.Errorf("after every release: lines %v, %d free, %d spare", s.lines, s.free, s.spare)
+	}
+}
+
+// Without spares an owner arriving while another holds every slot waits
+// for one to free: the case the spares are for.
+func TestNoSpareTheNewcomerWaits(t *testing.T) {
+	t.Parallel()
+	s := NewSlots(1)
+	if err := s.Acquire(context.Background(), "a", nil); err != nil {
+		t.Fatal(err)
+	}
+	b := acquire(t, s, context.Background(), "b", nil)
+	waits(t, b, "b")
+	s.Release("a")
+	held(t, b, "b")
+	s.Release("b")
+}

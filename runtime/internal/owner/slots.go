@@ -43,9 +43,17 @@ var ErrStopped = errors.New("owner: stopped waiting for a slot")
 // served within the owner, and each slot that frees goes to the owner Next
 // chooses. Nobody is refused: an owner's calls beyond its share wait. It
 // is safe for concurrent use; the zero Slots has no slot.
+//
+// Sharing the slots that free cannot help an owner that arrives while
+// another holds every slot with long work (a callable that runs to its
+// deadline): it would wait for that work to end. The spare slots answer
+// that: a spare is given only to an owner holding no slot at all, so an
+// owner's first slot never waits behind another's work, while no owner
+// holding one can take a spare and the spares stay for newcomers.
 type Slots struct {
 	mu    sync.Mutex
-	free  int
+	free  int     // of the n slots
+	spare int     // spare slots free, for owners holding none
 	lines []*line // owners holding or waiting for a slot, in order of arrival
 	turn  uint64
 }
@@ -54,13 +62,20 @@ type Slots struct {
 type line struct {
 	name    string
 	inUse   int
+	spares  int // of inUse, spare slots
 	served  uint64
 	waiting []chan struct{}
 }
 
-// NewSlots returns n slots (at least one).
+// NewSlots returns n slots (at least one) and no spare.
 func NewSlots(n int) *Slots {
-	return &Slots{free: max(n, 1)}
+	return NewSlotsWithSpare(n, 0)
+}
+
+// NewSlotsWithSpare returns n slots (at least one) and spare more that go
+// only to owners holding no slot.
+func NewSlotsWithSpare(n, spare int) *Slots {
+	return &Slots{free: max(n, 1), spare: max(spare, 0)}
 }
 
 // Acquire takes a slot for name, waiting in name's line while there is
@@ -70,7 +85,7 @@ func NewSlots(n int) *Slots {
 func (s *Slots) Acquire(ctx context.Context, name string, stop <-chan struct{}) error {
 	s.mu.Lock()
 	l := s.line(name)
-	if s.free > 0 && !s.anyWaiting() {
+	if (s.free > 0 && !s.anyWaiting()) || (l.inUse == 0 && len(l.waiting) == 0 && s.spare > 0) {
 		s.give(l)
 		s.mu.Unlock()
 		return nil
@@ -111,7 +126,12 @@ func (s *Slots) Release(name string) {
 		panic("owner: Release of a slot " + name + " does not hold")
 	}
 	l.inUse--
-	s.free++
+	if l.spares > 0 {
+		l.spares--
+		s.spare++
+	} else {
+		s.free++
+	}
 	s.forget(l)
 	s.dispatch()
 }
@@ -127,14 +147,15 @@ func (s *Slots) Waiting() int {
 	return n
 }
 
-// dispatch gives free slots to waiting callers, as Next chooses.
+// dispatch gives free slots to waiting callers, as Next chooses, and
+// spare ones to the owners waiting that hold none.
 func (s *Slots) dispatch() {
 	var loads []Load
 	var lines []*line
-	for s.free > 0 {
+	for s.free > 0 || s.spare > 0 {
 		loads, lines = loads[:0], lines[:0]
 		for _, l := range s.lines {
-			if len(l.waiting) > 0 {
+			if len(l.waiting) > 0 && (s.free > 0 || l.inUse == 0) {
 				loads = append(loads, Load{InUse: l.inUse, Served: l.served})
 				lines = append(lines, l)
 			}
@@ -151,8 +172,14 @@ func (s *Slots) dispatch() {
 	}
 }
 
+// give takes one of the n slots for l, else a spare (l holds none then).
 func (s *Slots) give(l *line) {
-	s.free--
+	if s.free > 0 {
+		s.free--
+	} else {
+		s.spare--
+		l.spares++
+	}
 	s.turn++
 	l.inUse++
 	l.served = s.turn
