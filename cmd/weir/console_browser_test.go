@@ -846,6 +846,9 @@ func TestConsoleRecoveryInBrowser(t *testing.T) {
 		if a := p.text(t, w+` .resolve-answer`); !strings.HasPrefix(a, "The result is not JSON") {
 			t.Errorf("a result that is not JSON answered %q", a)
 		}
+		if l := p.text(t, w+` .happened-form label`); !strings.Contains(l, "ok wire") {
+			t.Errorf("a task's happened form says %q, want what the result does (the node goes on along its ok wire)", l)
+		}
 		if r, err := alice.RunGet(ctx, asking); err != nil || len(r.Waits) != 1 || r.Waits[0].ID != "send@1.unknown.1" {
 			t.Fatalf("the refused result changed the run: %+v %v", r, err)
 		}

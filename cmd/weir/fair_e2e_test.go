@@ -116,10 +116,12 @@ func TestAVictimRunsBesideHostileCallables(t *testing.T) {
 		t.Fatalf("the victim's one-step run took %v beside eight hostile callables, want within 2s", took)
 	}
 	t.Logf("the victim's one-step run completed in %v beside eight hostile callables", took)
-	// A callable's evaluation is not cancelled with its step, so a drain
-	// would wait for the spins' deadlines (and their batch's reruns):
-	// longer than stop allows. Nothing here is about the drain.
-	d.kill()
+	// The drain's grace (5 s) ends with the spins still running: their
+	// evaluations are abandoned and the daemon stops, where it waited
+	// for every spin's deadline and its batch's reruns (over 30 s).
+	stopping := time.Now()
+	d.stop()
+	t.Logf("the daemon stopped %v after SIGTERM", time.Since(stopping))
 }
 
 // TestATrickleBesideAFlood: on a real daemon with four slots, a flood

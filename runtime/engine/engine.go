@@ -231,6 +231,30 @@ type liveRun struct {
 	// progress is the running tool call's last progress report (display
 	// only, lost with the process).
 	progress atomic.Pointer[ToolProgress]
+	// abandoned is set at the end of a drain's grace when the work was
+	// not protected: it writes nothing more (its lease is rescued after
+	// the restart, as after a kill), and evalCtx — the context its
+	// callables are evaluated under, which nothing else ends — ends, so
+	// a callable spinning to its deadline does not hold the drain.
+	abandoned atomic.Bool
+	evalCtx   context.Context
+	stopEval  context.CancelFunc
+}
+
+// newLiveRun is the live record of work for runID, cancelled by cancel.
+func newLiveRun(runID string, cancel context.CancelFunc) *liveRun {
+	ctx, stop := context.WithCancel(context.Background())
+	return &liveRun{runID: runID, cancel: cancel, evalCtx: ctx, stopEval: stop}
+}
+
+// abandon ends the work at a drain's grace: nothing more is written, its
+// calls and evaluations are cut.
+func (l *liveRun) abandon() {
+	l.abandoned.Store(true)
+	if l.stopEval != nil {
+		l.stopEval()
+	}
+	l.cancel()
 }
 
 // The liveRun's lock is taken only by its methods below.

@@ -186,3 +186,7 @@ func ErrorCode(err error) string {
 // errLeaseLost aborts a step whose lease another worker (or the rescuer)
 // has taken: the step's writes are discarded.
 var errLeaseLost = errors.New("engine: lease lost")
+
+// errAbandoned is a write of work abandoned at the end of a drain's grace
+// (liveRun.abandon): refused like a lost lease's, which it becomes.
+var errAbandoned = fmt.Errorf("%w: abandoned at the end of the drain's grace", errLeaseLost)

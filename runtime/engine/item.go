@@ -119,7 +119,7 @@ func (w *worker) itemDrop(ctx context.Context, fn func(tx store.Tx) error) {
 // itemCommit writes under the worker's fence.
 func (w *worker) itemCommit(ctx context.Context, fn func(tx store.Tx) error) error {
 	err := w.e.st.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
-		if err := w.fenceTx(tx); err != nil {
+		if err := w.workFenceTx(tx); err != nil {
 			return err
 		}
 		return fn(tx)

@@ -179,7 +179,7 @@ func (l *liveWork) cancelUnprotected() {
 	for _, m := range []map[string]*liveRun{l.runs, l.items} {
 		for _, lr := range m {
 			if !lr.protected.Load() {
-				lr.cancel()
+				lr.abandon()
 			}
 		}
 	}

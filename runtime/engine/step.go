@@ -196,7 +196,7 @@ func (s *stepper) commitE(ctx context.Context, fn func(tx store.Tx) error) error
 	e := s.e
 	err := e.st.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
 		s.after = stepEffects{}
-		if err := s.fenceTx(tx); err != nil {
+		if err := s.workFenceTx(tx); err != nil {
 			return err
 		}
 		if err := s.takeDecisionsTx(tx); err != nil {
@@ -294,10 +294,15 @@ func (s *stepper) advance(to string) {
 }
 
 // evalCtx is what a callable's evaluation runs under: not cancelled with
-// the step (a cancel is decided between evaluations), and carrying the
-// run's owner, whose share of the sandbox it takes.
+// the step (a cancel is decided between evaluations) but ended when the
+// work is abandoned at a drain's grace, and carrying the run's owner,
+// whose share of the sandbox it takes.
 func (s *stepper) evalCtx() context.Context {
-	return ownerctx.WithOwner(context.Background(), s.run.Owner)
+	base := context.Background()
+	if s.live != nil && s.live.evalCtx != nil {
+		base = s.live.evalCtx
+	}
+	return ownerctx.WithOwner(base, s.run.Owner)
 }
 
 // flowCtx is the read-only context callables see.
@@ -516,7 +521,7 @@ func (s *stepper) finish(ctx context.Context, phase store.Phase, out json.RawMes
 	now := e.clock.Now()
 	var woke bool
 	err := e.st.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
-		if err := s.fenceTx(tx); err != nil {
+		if err := s.workFenceTx(tx); err != nil {
 			return err
 		}
 		if s.cont != nil {

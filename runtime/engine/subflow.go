@@ -136,7 +136,7 @@ func (s *stepper) runInlineChild(ctx context.Context, child *store.Run, task *st
 	e := s.e
 	e.ledger.OpenRun(child.ID, child.Budget, 0, 0)
 	cctx, cancel := context.WithCancel(ctx)
-	cw := &worker{e: e, task: task, lease: lease, slice: e.ledger.Transfer(s.slice, s.spent, child.ID), live: &liveRun{cancel: cancel}}
+	cw := &worker{e: e, task: task, lease: lease, slice: e.ledger.Transfer(s.slice, s.spent, child.ID), live: newLiveRun(child.ID, cancel)}
 	s.spent = 0
 	e.held.holdRun(child.ID, cw.live)
 	// The scheduler must not hand the parked parent to another worker

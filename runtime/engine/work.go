@@ -17,10 +17,11 @@ func (w *worker) work(typ string, overBudget bool) {
 	e, t := w.e, w.task
 	defer e.wg.Done()
 	ctx, cancel := context.WithCancel(context.Background())
-	lr := &liveRun{runID: t.RunID, cancel: cancel}
+	lr := newLiveRun(t.RunID, cancel)
 	w.live = lr
 	defer func() {
 		cancel()
+		lr.stopEval()
 		e.wake.kick() // a slot is free
 	}()
 
@@ -87,6 +88,17 @@ func (w *worker) work(typ string, overBudget bool) {
 		// memory.
 		e.ledger.CloseRun(t.RunID)
 	}
+}
+
+// workFenceTx is fenceTx for what the work itself writes (a step's
+// records, an item's end): refused once the work was abandoned at a
+// drain's grace, whose evaluation or call was cut and must not be
+// recorded as its outcome. drainRelease still gives the task back.
+func (w *worker) workFenceTx(tx store.Tx) error {
+	if w.live != nil && w.live.abandoned.Load() {
+		return errAbandoned
+	}
+	return w.fenceTx(tx)
 }
 
 // drainRelease gives a task the drain interrupted back to the queue, with

@@ -648,11 +648,24 @@ function reasonField(placeholder) {
   return el("input", { type: "text", class: "reason", placeholder, maxlength: String(maxReason) });
 }
 
+// unknownOf says whose call an unknown wait settles, from its id
+// (docs/design.md): NODE@VISIT.unknown.N a task's, NODE@VISIT.ITEM.unknown.N
+// a fan-out item's, NODE@VISIT.TURN.CALL.unknown.N an agent's call.
+function unknownOf(id) {
+  const at = id.indexOf("@"), cut = id.lastIndexOf(".unknown.");
+  const parts = at < 0 || cut < at ? 0 : id.slice(at, cut).split(".").length - 1;
+  if (parts === 1) return { happened: "the item ends with this result", again: "the item's call is made once more" };
+  if (parts === 2) return { happened: "the model is given this result", again: "the agent's call is made once more" };
+  return { happened: "the node goes on along its ok wire with this result", again: "the call is made once more" };
+}
+
 // resolveControls settle an unknown outcome (POST .../resolve):
-// "Happened…" asks for the call's result, checked as JSON here, and puts
-// the node on its ok wire with it; "Did not happen", confirmed, makes the
-// call once more. The API's refusal is shown as it says it.
+// "Happened…" asks for the call's result, checked as JSON here, which
+// ends the call (a task's node goes on along its ok wire, a fan-out item
+// ends, an agent's model is given it); "Did not happen", confirmed, makes
+// the call once more. The API's refusal is shown as it says it.
 function resolveControls(runID, w) {
+  const what = unknownOf(w.id);
   const reason = reasonField("reason (journaled with your name)");
   const result = el("textarea", { class: "result", placeholder: "the call's result as JSON, e.g. {\"id\": \"msg-42\"}; empty: null" });
   const answer = el("span", { class: "answer resolve-answer" });
@@ -664,12 +677,12 @@ function resolveControls(runID, w) {
         return;
       }
     }
-    if (!happened && !window.confirm("The call to " + ((w.shown && w.shown.tool) || "the tool") + " did not happen? It is made once more.")) return;
+    if (!happened && !window.confirm("The call to " + ((w.shown && w.shown.tool) || "the tool") + " did not happen? " + what.again[0].toUpperCase() + what.again.slice(1) + ".")) return;
     if (reason.value.trim() !== "") body.reason = reason.value.trim();
     const res = await api("POST", "/runs/" + encodeURIComponent(runID) + "/waits/" + encodeURIComponent(w.id) + "/resolve", body);
-    answer.textContent = !res.ok ? refusal(res) : happened ? "resolved: it happened" : "resolved: it did not happen; the call is made once more";
+    answer.textContent = !res.ok ? refusal(res) : happened ? "resolved: it happened; " + what.happened : "resolved: it did not happen; " + what.again;
   };
-  const happenedForm = el("div", { class: "happened-form", hidden: true }, el("label", { class: "muted", text: "The call's result (JSON)" }), result,
+  const happenedForm = el("div", { class: "happened-form", hidden: true }, el("label", { class: "muted", text: "The call's result (JSON): " + what.happened }), result,
     el("div", { class: "actions" }, el("button", { class: "approve confirm-happened", type: "button", text: "Resolve: it happened", onclick: () => send(true) })));
   return [el("label", { class: "muted", text: "Reason" }), reason, happenedForm,
     el("div", { class: "actions" },
