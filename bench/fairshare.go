@@ -87,7 +87,7 @@ func fairShare(b *bench) ([]row, error) {
 	}
 	capacity := float64(fairWorkers) / fairSleep.Seconds()
 
-	alone, err := lightWaits(b.ctx, light, input, nil)
+	alone, aloneLatency, err := lightWaits(b.ctx, light, input, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +95,7 @@ func fairShare(b *bench) ([]row, error) {
 		return nil, err
 	}
 	var flood offered
-	shared, err := lightWaits(b.ctx, light, input, func() { flood = offer(b.ctx, heavy, "work-heavy", input, 10*capacity, fairWindow) })
+	shared, sharedLatency, err := lightWaits(b.ctx, light, input, func() { flood = offer(b.ctx, heavy, "work-heavy", input, 10*capacity, fairWindow) })
 	if err != nil {
 		return nil, err
 	}
@@ -113,10 +113,14 @@ func fairShare(b *bench) ([]row, error) {
 	p99 := func(ws []time.Duration) time.Duration { return ws[int(0.99*float64(len(ws)-1))] }
 	pa, ps := p99(alone), p99(shared)
 	r := float64(ps) / float64(max(pa, time.Millisecond))
+	la, ls := p99(aloneLatency), p99(sharedLatency)
+	rl := float64(ls) / float64(la)
 	return []row{
 		{figure: fmt.Sprintf("light owner's p99 admission wait alone (%.0f runs/s of %v, --workers %d)", fairLightRate, fairSleep, fairWorkers), value: dur(pa)},
 		{figure: fmt.Sprintf("… beside a heavy owner offering 10x the slots (%s accepted)", thousands(float64(len(flood.accepted)))),
 			value: dur(ps), limit: "alone " + dur(pa), ratio: ratio(r), target: verdict("≤ 2x", r <= 2)},
+		{figure: "light owner's p99 run latency (accepted → completed) alone", value: dur(la)},
+		{figure: "… beside the heavy owner's 10x", value: dur(ls), limit: "alone " + dur(la), ratio: ratio(rl), target: verdict("≤ 2x", rl <= 2)},
 		{figure: "… what global FIFO would make it wait (the heavy backlog's drain)", value: dur(backlog), limit: "fair " + dur(ps), ratio: ratio(float64(backlog) / float64(max(ps, time.Millisecond)))},
 		{figure: "dispatch cost per task, fair order (BenchmarkDispatch: memstore, 2 owners × 2,000 tasks, 16 slots)",
 			value: fmt.Sprintf("%.1f µs", costs["fair"]/1e3), limit: fmt.Sprintf("FIFO %.1f µs", costs["fifo"]/1e3),
@@ -157,9 +161,10 @@ func dispatchCost(ctx context.Context) (map[string]float64, error) {
 	return costs, nil
 }
 
-// lightWaits offers the light load for fairWindow, with during (if set)
-// running beside it, and returns the admission waits of its runs, sorted.
-func lightWaits(ctx context.Context, c *client.Client, input json.RawMessage, during func()) ([]time.Duration, error) {
+// lightWaits offers the light owner's load for fairWindow (with during
+// run beside it) and returns its runs' admission waits (queued → leased)
+// and latencies (accepted → completed), each sorted.
+func lightWaits(ctx context.Context, c *client.Client, input json.RawMessage, during func()) (waits, latencies []time.Duration, err error) {
 	done := make(chan struct{})
 	if during != nil {
 		go func() { defer close(done); during() }()
@@ -169,24 +174,49 @@ func lightWaits(ctx context.Context, c *client.Client, input json.RawMessage, du
 	o := offer(ctx, c, "work-light", input, fairLightRate, fairWindow)
 	<-done
 	if len(o.accepted) == 0 {
-		return nil, fmt.Errorf("the light owner's runs were all refused: %v", o.refused)
+		return nil, nil, fmt.Errorf("the light owner's runs were all refused: %v", o.refused)
 	}
-	var waits []time.Duration
 	for _, id := range o.accepted {
 		if err := waitPhase(ctx, c, id, 5*time.Minute); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		w, err := admissionWait(ctx, c, id)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if w >= 0 {
 			waits = append(waits, w)
 		}
+		l, err := runLatency(ctx, c, id)
+		if err != nil {
+			return nil, nil, err
+		}
+		latencies = append(latencies, l)
 	}
 	if len(waits) == 0 {
-		return nil, fmt.Errorf("none of the light owner's %d runs was leased", len(o.accepted))
+		return nil, nil, fmt.Errorf("none of the light owner's %d runs was leased", len(o.accepted))
 	}
 	slices.Sort(waits)
-	return waits, nil
+	slices.Sort(latencies)
+	return waits, latencies, nil
+}
+
+// runLatency is an ended run's time from its accepted event to its end.
+func runLatency(ctx context.Context, c *client.Client, id string) (time.Duration, error) {
+	evs, err := client.Collect(c.RunEventsAll(ctx, id, client.EventListParams{}))
+	if err != nil {
+		return 0, err
+	}
+	var accepted time.Time
+	for _, e := range evs {
+		switch e.Type {
+		case "accepted":
+			accepted = e.At
+		case "completed":
+			if !accepted.IsZero() {
+				return e.At.Sub(accepted), nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("run %s has no accepted and completed events", id)
 }

@@ -184,6 +184,7 @@ func (c *Config) PluginWhere(plugin, key string) string {
 // Engine holds the engine limits of the file's engine block.
 type Engine struct {
 	Workers        int           `json:"workers"`
+	SpareWorkers   int           `json:"spare_workers,omitempty"`
 	MaxQueued      int           `json:"max_queued"`
 	QueueTimeout   time.Duration `json:"queue_timeout"` // negative: no deadline
 	BudgetInFlight int64         `json:"budget_in_flight"`

@@ -54,6 +54,7 @@ var knobExamples = map[string]struct{ value, extra string }{
 	"sandbox.memory":           {value: `"256MiB"`},
 	"sandbox.timeout":          {value: `"20s"`},
 	"engine.workers":           {value: `8`},
+	"engine.spare_workers":     {value: `2`},
 	"engine.max_queued":        {value: `500`},
 	"engine.queue_timeout":     {value: `"2m"`},
 	"engine.budget_in_flight":  {value: `1000`},

@@ -49,6 +49,11 @@ type Config struct {
 
 	// Workers is the number of worker slots (default 64).
 	Workers int
+	// SpareWorkers is how many more tasks may run for owners holding no
+	// slot (default: an eighth of Workers, at least 1; negative: none),
+	// so that an owner's first task never waits behind another owner's
+	// tasks holding every slot (ledger.Ledger).
+	SpareWorkers int
 	// MaxBudgetInFlight caps the cost units reserved by running tasks at
 	// once, engine-wide (0: unlimited).
 	MaxBudgetInFlight int64
@@ -128,6 +133,9 @@ func (c Config) withDefaults() Config {
 	d := DefaultConfig()
 	if c.Workers <= 0 {
 		c.Workers = d.Workers
+	}
+	if c.SpareWorkers == 0 {
+		c.SpareWorkers = (c.Workers + 7) / 8
 	}
 	if c.MaxQueued <= 0 {
 		c.MaxQueued = d.MaxQueued
@@ -345,7 +353,7 @@ func Open(cfg Config) (*Engine, error) {
 		tools:     c.Tools,
 		log:       c.Logger,
 		holder:    newID("h"),
-		ledger:    ledger.New(c.Workers, c.MaxBudgetInFlight),
+		ledger:    ledger.New(c.Workers, c.SpareWorkers, c.MaxBudgetInFlight),
 		wake:      make(wakeup, 1),
 		held:      newLiveWork(),
 		queued:    queuedRuns{},
@@ -381,7 +389,7 @@ func (e *Engine) Reload(cfg Config) {
 	c := cfg.withDefaults()
 	c.Store, c.Tools, c.Logger, c.Clock, c.Scripts, c.DiskFree = old.Store, old.Tools, old.Logger, old.Clock, old.Scripts, old.DiskFree
 	e.cfg.Store(&c)
-	e.ledger.Resize(c.Workers, c.MaxBudgetInFlight)
+	e.ledger.Resize(c.Workers, c.SpareWorkers, c.MaxBudgetInFlight)
 	e.flowCache.SetMaxBytes(c.FlowCacheBytes)
 	e.wake.kick()
 }

@@ -20,7 +20,7 @@ type dispatchHost struct{ e *Engine }
 // FreeSlots is how many worker slots are free now.
 func (h dispatchHost) FreeSlots() int {
 	snap := h.e.ledger.Snapshot()
-	return snap.Slots - snap.Held
+	return snap.Slots + snap.Spare - snap.Held
 }
 
 // InHand is how many ready tasks this process's workers hold already.
@@ -72,6 +72,14 @@ func (h dispatchHost) Offer(ctx context.Context, t *store.Task) dispatcher.Outco
 		e.roll.noteWithheld(ctx, t, w)
 		return dispatcher.Withheld
 	}
+	// Only spare slots left, and t's owner holds a slot: it waits, before
+	// its run is read (the owner's whole page is offered in turn).
+	if why, ok := e.ledger.SlotFor(t.Owner); !ok {
+		if why == ledger.NoSlot {
+			return dispatcher.NoSlot
+		}
+		return dispatcher.Waits
+	}
 	return h.dispatch(ctx, t)
 }
 
@@ -95,13 +103,13 @@ func (h dispatchHost) dispatch(ctx context.Context, t *store.Task) dispatcher.Ou
 		return dispatcher.Withheld
 	}
 	cost, typ := e.book.taskType(ctx, run, t)
-	slice, why, granted := e.ledger.Acquire(t.RunID, cost)
+	slice, why, granted := e.ledger.Acquire(t.RunID, run.Owner, cost)
 	overBudget := false
 	if !granted && why == ledger.RunBudgetExhausted {
 		// The run cannot pay for this node (it may have spent past its
 		// budget already): it still needs a slot to record that, which
 		// costs it nothing, and the node takes its error wire.
-		slice, why, granted = e.ledger.AcquireSlot(t.RunID)
+		slice, why, granted = e.ledger.AcquireSlot(t.RunID, run.Owner)
 		// A parked node resuming (its calls or children ended, a person
 		// decided) finishes what it began on that slot: each turn, call
 		// or child it would start next reserves, and is refused, on its

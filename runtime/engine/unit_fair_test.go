@@ -78,3 +78,47 @@ func TestUnitOwnersShareSlots(t *testing.T) {
 		return err
 	})
 }
+
+// TestUnitASpareSlotForAnOwnerHoldingNone: while one owner's calls hold
+// both slots (and a third waits), another owner's run starts at once on
+// the spare slot instead of waiting for one of them to end — without
+// spares it would wait as long as the gate stays shut. Which owners may
+// take a spare is the ledger's rule (TestSpareSlotsForOwnersHoldingNone).
+func TestUnitASpareSlotForAnOwnerHoldingNone(t *testing.T) {
+	t.Parallel()
+	src := `flow(name = "held", nodes = [task("hold", tool = "kit.block", args = lambda ctx: {"gate": ctx.input["gate"]})])`
+	b := setupUnit(t, Config{Workers: 2, SpareWorkers: 1}, src)
+	ctx := context.Background()
+	submit := func(owner, gate string) string {
+		t.Helper()
+		res, err := b.eng.Submit(ctx, StartRequest{Owner: owner, Flow: "held", Input: json.RawMessage(`{"gate":"` + gate + `"}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.RunID
+	}
+	openA := sync.OnceFunc(func() { b.kit.open("a") })
+	t.Cleanup(openA) // a failed assertion must not leave the engine's stop waiting
+	var alice []string
+	for range 3 {
+		alice = append(alice, submit("alice", "a"))
+	}
+	b.kitIs(t, "alice's calls hold both slots", func(k *kit) bool { return k.atGate["a"] == 2 })
+	bob := submit("bob", "")
+	testutil.Eventually(t, waitTimeout, func() error {
+		r, err := b.eng.Get(ctx, "bob", bob)
+		if err == nil && r.Phase != store.PhaseCompleted {
+			err = fmt.Errorf("bob's run is %s while alice's calls hold both slots", r.Phase)
+		}
+		return err
+	})
+	b.kit.read(func() {
+		if n := b.kit.atGate["a"]; n != 2 {
+			t.Errorf("%d of alice's calls run: her third took the spare", n)
+		}
+	})
+	openA()
+	for _, id := range alice {
+		b.waitTerminal(t, id)
+	}
+}

@@ -11,6 +11,7 @@ sandbox {
 
 engine {
   workers          = 8
+  spare_workers    = 2
   max_queued       = 500
   queue_timeout    = "2m"
   budget_in_flight = 1000

@@ -26,8 +26,12 @@ type Reason string
 
 // Refusal reasons.
 const (
-	// NoSlot: every worker slot is held.
+	// NoSlot: every worker slot is held, the spare ones too.
 	NoSlot Reason = "E_NO_SLOT"
+	// NoSpare: every worker slot is held and the spare ones are only
+	// for owners holding none: this owner's task waits, another's may
+	// start.
+	NoSpare Reason = "E_NO_SLOT_SPARE"
 	// NoBudgetInFlight: the engine-wide budget in flight is used up.
 	NoBudgetInFlight Reason = "E_BUDGET_IN_FLIGHT"
 	// RunBudgetExhausted: the run's own budget cannot cover the cost.
@@ -36,20 +40,30 @@ const (
 	UnknownRun Reason = "E_UNKNOWN_RUN"
 )
 
-// Slice is a granted reservation: a slot number and the budget reserved.
+// Slice is a granted reservation: a slot number and the budget reserved,
+// for the owner whose run holds it.
 type Slice struct {
 	RunID string
+	Owner string
 	Slot  int
 	Cost  int64
 }
 
 // Ledger accounts slots and budget. It is safe for concurrent use.
+//
+// Beyond its slots it has spare ones, given only to an owner holding no
+// slot: sharing the slots fairly cannot help an owner that arrives while
+// another owner's long tasks hold every slot (it would wait for one to
+// end), so an owner's first task never waits behind another's work,
+// while no owner holding a slot can take a spare.
 type Ledger struct {
 	mu          sync.Mutex
 	slots       int // configured slots; lowering it only limits new grants
+	spare       int // slots more, for owners holding none
 	held        map[int]bool
-	inFlight    int64 // budget reserved by held slices
-	maxInFlight int64 // 0 means unlimited
+	owners      map[string]int // slots held, by owner
+	inFlight    int64          // budget reserved by held slices
+	maxInFlight int64          // 0 means unlimited
 	runs        map[string]*account
 }
 
@@ -72,18 +86,52 @@ func (l *Ledger) spend(a *account, actual int64) { a.spent += actual }
 // slices and held in escrow by its children.
 func (a *account) committed() int64 { return a.spent + a.reserved + a.escrow }
 
-// New returns a ledger with slots worker slots and maxInFlight budget units
-// allowed in flight at once (0: unlimited).
-func New(slots int, maxInFlight int64) *Ledger {
-	return &Ledger{slots: slots, maxInFlight: maxInFlight, held: map[int]bool{}, runs: map[string]*account{}}
+// New returns a ledger with slots worker slots, spare more for owners
+// holding none, and maxInFlight budget units allowed in flight at once
+// (0: unlimited).
+func New(slots, spare int, maxInFlight int64) *Ledger {
+	return &Ledger{slots: slots, spare: max(spare, 0), maxInFlight: maxInFlight, held: map[int]bool{}, owners: map[string]int{}, runs: map[string]*account{}}
 }
 
 // Resize changes the limits. Held slices are untouched: lowering a limit
 // only refuses new grants until enough are released.
-func (l *Ledger) Resize(slots int, maxInFlight int64) {
+func (l *Ledger) Resize(slots, spare int, maxInFlight int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.slots, l.maxInFlight = slots, maxInFlight
+	l.slots, l.spare, l.maxInFlight = slots, max(spare, 0), maxInFlight
+}
+
+// slotFor says whether owner may take a slot now: one of the slots, or a
+// spare one if it holds none; why not otherwise.
+func (l *Ledger) slotFor(owner string) (Reason, bool) {
+	switch n := len(l.held); {
+	case n < l.slots:
+		return "", true
+	case n >= l.slots+l.spare:
+		return NoSlot, false
+	case l.owners[owner] > 0:
+		return NoSpare, false
+	}
+	return "", true
+}
+
+// SlotFor says whether owner could take a slot now (see slotFor): a
+// cheap look before a task's run is read.
+func (l *Ledger) SlotFor(owner string) (Reason, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.slotFor(owner)
+}
+
+// take holds the lowest free slot number for owner.
+func (l *Ledger) take(owner string) int {
+	slot := 0
+	for l.held[slot] {
+		slot++
+	}
+	l.held[slot] = true
+	l.owners[owner]++
+	return slot
 }
 
 // OpenRun registers a run's account with its budget (0: unlimited), what
@@ -125,10 +173,10 @@ func (l *Ledger) settled(runID string, a *account) {
 	}
 }
 
-// Acquire grants a slot and a budget slice of cost for runID, or says why
-// not. Slot-wide and engine-wide refusals are transient (queue and retry);
-// RunBudgetExhausted is final for that cost.
-func (l *Ledger) Acquire(runID string, cost int64) (Slice, Reason, bool) {
+// Acquire grants a slot and a budget slice of cost for runID, owned by
+// owner, or says why not. Slot-wide and engine-wide refusals are
+// transient (queue and retry); RunBudgetExhausted is final for that cost.
+func (l *Ledger) Acquire(runID, owner string, cost int64) (Slice, Reason, bool) {
 	if cost < 0 {
 		cost = 0
 	}
@@ -141,38 +189,29 @@ func (l *Ledger) Acquire(runID string, cost int64) (Slice, Reason, bool) {
 	if a.budget > 0 && a.committed()+cost > a.budget {
 		return Slice{}, RunBudgetExhausted, false
 	}
-	if len(l.held) >= l.slots {
-		return Slice{}, NoSlot, false
+	if why, ok := l.slotFor(owner); !ok {
+		return Slice{}, why, false
 	}
 	if l.maxInFlight > 0 && l.inFlight+cost > l.maxInFlight {
 		return Slice{}, NoBudgetInFlight, false
 	}
-	slot := 0
-	for l.held[slot] {
-		slot++
-	}
-	l.held[slot] = true
+	slot := l.take(owner)
 	l.inFlight += cost
 	a.reserved += cost
-	return Slice{RunID: runID, Slot: slot, Cost: cost}, "", true
+	return Slice{RunID: runID, Owner: owner, Slot: slot, Cost: cost}, "", true
 }
 
 // AcquireSlot grants a slot with a zero-cost slice whatever runID's
 // budget says: the slot a refused node needs to take its error wire (and
 // a refused call to record its refusal). It runs nothing on the run's
 // budget, so it is refused only when every slot is held.
-func (l *Ledger) AcquireSlot(runID string) (Slice, Reason, bool) {
+func (l *Ledger) AcquireSlot(runID, owner string) (Slice, Reason, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(l.held) >= l.slots {
-		return Slice{}, NoSlot, false
+	if why, ok := l.slotFor(owner); !ok {
+		return Slice{}, why, false
 	}
-	slot := 0
-	for l.held[slot] {
-		slot++
-	}
-	l.held[slot] = true
-	return Slice{RunID: runID, Slot: slot}, "", true
+	return Slice{RunID: runID, Owner: owner, Slot: l.take(owner)}, "", true
 }
 
 // Release frees the slot and settles the slice: the reservation is returned
@@ -189,6 +228,9 @@ func (l *Ledger) Release(s Slice, actual int64) {
 		panic(fmt.Sprintf("ledger: slot %d released twice", s.Slot))
 	}
 	delete(l.held, s.Slot)
+	if l.owners[s.Owner]--; l.owners[s.Owner] <= 0 {
+		delete(l.owners, s.Owner)
+	}
 	l.inFlight -= s.Cost
 	if a, ok := l.runs[s.RunID]; ok {
 		a.reserved -= s.Cost
@@ -219,7 +261,7 @@ func (l *Ledger) Reslice(s Slice, actual, nextCost int64) (Slice, Reason, bool) 
 		a.reserved -= s.Cost
 		l.spend(a, actual)
 	}
-	zero := Slice{RunID: s.RunID, Slot: s.Slot}
+	zero := Slice{RunID: s.RunID, Owner: s.Owner, Slot: s.Slot}
 	switch {
 	case !ok:
 		return zero, UnknownRun, false
@@ -232,7 +274,7 @@ func (l *Ledger) Reslice(s Slice, actual, nextCost int64) (Slice, Reason, bool) 
 	}
 	l.inFlight += nextCost
 	a.reserved += nextCost
-	return Slice{RunID: s.RunID, Slot: s.Slot, Cost: nextCost}, "", true
+	return Slice{RunID: s.RunID, Owner: s.Owner, Slot: s.Slot, Cost: nextCost}, "", true
 }
 
 // Transfer hands a held slot to another run, as a zero-cost slice: an
@@ -306,9 +348,10 @@ func (l *Ledger) Spent(runID string) int64 {
 	return 0
 }
 
-// Snapshot is a consistent view of the ledger's figures.
+// Snapshot is a consistent view of the ledger's figures. Held may pass
+// Slots by as many as Spare.
 type Snapshot struct {
-	Slots, Held           int
+	Slots, Spare, Held    int
 	InFlight, MaxInFlight int64
 	Runs                  int
 }
@@ -317,5 +360,5 @@ type Snapshot struct {
 func (l *Ledger) Snapshot() Snapshot {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return Snapshot{Slots: l.slots, Held: len(l.held), InFlight: l.inFlight, MaxInFlight: l.maxInFlight, Runs: len(l.runs)}
+	return Snapshot{Slots: l.slots, Spare: l.spare, Held: len(l.held), InFlight: l.inFlight, MaxInFlight: l.maxInFlight, Runs: len(l.runs)}
 }

@@ -29,14 +29,14 @@ func TestAcquireRefusals(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			l := New(tt.slots, tt.inFlight)
+			l := New(tt.slots, 0, tt.inFlight)
 			l.OpenRun("r", tt.budget, tt.spent, 0)
 			for _, c := range tt.pre {
-				if _, why, ok := l.Acquire("r", c); !ok {
+				if _, why, ok := l.Acquire("r", "", c); !ok {
 					t.Fatalf("pre-acquire %d refused: %s", c, why)
 				}
 			}
-			_, why, ok := l.Acquire("r", tt.cost)
+			_, why, ok := l.Acquire("r", "", tt.cost)
 			if ok != (tt.want == "") || why != tt.want {
 				t.Fatalf("Acquire = %v %q, want reason %q", ok, why, tt.want)
 			}
@@ -46,58 +46,58 @@ func TestAcquireRefusals(t *testing.T) {
 
 func TestUnknownRunRefused(t *testing.T) {
 	t.Parallel()
-	l := New(1, 0)
-	if _, why, ok := l.Acquire("nope", 1); ok || why != UnknownRun {
+	l := New(1, 0, 0)
+	if _, why, ok := l.Acquire("nope", "", 1); ok || why != UnknownRun {
 		t.Fatalf("got %v %q", ok, why)
 	}
 }
 
 func TestResizeOnlyLimitsNewGrants(t *testing.T) {
 	t.Parallel()
-	l := New(3, 0)
+	l := New(3, 0, 0)
 	l.OpenRun("r", 0, 0, 0)
 	var held []Slice
 	for range 3 {
-		s, _, ok := l.Acquire("r", 1)
+		s, _, ok := l.Acquire("r", "", 1)
 		if !ok {
 			t.Fatal("acquire refused")
 		}
 		held = append(held, s)
 	}
-	l.Resize(1, 0)
+	l.Resize(1, 0, 0)
 	if got := l.Snapshot().Held; got != 3 {
 		t.Fatalf("resize dropped held slices: held %d", got)
 	}
 	l.Release(held[0], 1)
-	if _, why, ok := l.Acquire("r", 1); ok || why != NoSlot {
+	if _, why, ok := l.Acquire("r", "", 1); ok || why != NoSlot {
 		t.Fatalf("after lowering to 1 with 2 held, got %v %q", ok, why)
 	}
 	l.Release(held[1], 1)
 	l.Release(held[2], 1)
-	if _, _, ok := l.Acquire("r", 1); !ok {
+	if _, _, ok := l.Acquire("r", "", 1); !ok {
 		t.Fatal("acquire refused with no slices held")
 	}
 }
 
 func TestSettleChargesActual(t *testing.T) {
 	t.Parallel()
-	l := New(1, 0)
+	l := New(1, 0, 0)
 	l.OpenRun("r", 10, 0, 0)
-	s, _, _ := l.Acquire("r", 4)
+	s, _, _ := l.Acquire("r", "", 4)
 	l.Release(s, 7)
 	if got := l.Spent("r"); got != 7 {
 		t.Fatalf("spent %d, want 7", got)
 	}
-	if _, why, ok := l.Acquire("r", 4); ok || why != RunBudgetExhausted {
+	if _, why, ok := l.Acquire("r", "", 4); ok || why != RunBudgetExhausted {
 		t.Fatalf("got %v %q", ok, why)
 	}
 }
 
 func TestDoubleReleasePanics(t *testing.T) {
 	t.Parallel()
-	l := New(1, 0)
+	l := New(1, 0, 0)
 	l.OpenRun("r", 0, 0, 0)
-	s, _, _ := l.Acquire("r", 1)
+	s, _, _ := l.Acquire("r", "", 1)
 	l.Release(s, 1)
 	defer func() {
 		if recover() == nil {
@@ -113,7 +113,7 @@ func TestDoubleReleasePanics(t *testing.T) {
 func TestPropertyNeverOverspent(t *testing.T) {
 	t.Parallel()
 	const slots, maxInFlight, runs, budget = 8, 20, 5, 60
-	l := New(slots, maxInFlight)
+	l := New(slots, 0, maxInFlight)
 	for r := range runs {
 		l.OpenRun(runName(r), budget, 0, 0)
 	}
@@ -128,7 +128,7 @@ func TestPropertyNeverOverspent(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(g), 7))
 			for range 2000 {
 				run := runName(rng.IntN(runs))
-				s, _, ok := l.Acquire(run, int64(rng.IntN(4)))
+				s, _, ok := l.Acquire(run, "", int64(rng.IntN(4)))
 				if !ok {
 					continue
 				}
@@ -169,9 +169,9 @@ func runName(i int) string { return string(rune('a' + i)) }
 
 func TestResliceKeepsSlotAndSettles(t *testing.T) {
 	t.Parallel()
-	l := New(1, 10)
+	l := New(1, 0, 10)
 	l.OpenRun("r", 12, 0, 0)
-	s, _, _ := l.Acquire("r", 5)
+	s, _, _ := l.Acquire("r", "", 5)
 	s2, why, ok := l.Reslice(s, 5, 5)
 	if !ok || s2.Slot != s.Slot || l.Spent("r") != 5 {
 		t.Fatalf("reslice: %+v %q %v spent %d", s2, why, ok, l.Spent("r"))
@@ -184,7 +184,7 @@ func TestResliceKeepsSlotAndSettles(t *testing.T) {
 	// In-flight cap: a run without its own budget still meets it.
 	l.OpenRun("u", 0, 0, 0)
 	l.Release(s3, 0)
-	u, _, _ := l.Acquire("u", 1)
+	u, _, _ := l.Acquire("u", "", 1)
 	if _, why, ok := l.Reslice(u, 1, 11); ok || why != NoBudgetInFlight {
 		t.Fatalf("in flight: %q %v", why, ok)
 	}
@@ -198,7 +198,7 @@ func TestResliceKeepsSlotAndSettles(t *testing.T) {
 // replaces the escrow the children hold.
 func TestEscrowHoldsTheParentsRemainder(t *testing.T) {
 	t.Parallel()
-	l := New(2, 0)
+	l := New(2, 0, 0)
 	l.OpenRun("p", 10, 2, 0)
 	if rest, ok := l.Remainder("p"); !ok || rest != 8 {
 		t.Fatalf("remainder %d %v, want 8", rest, ok)
@@ -209,10 +209,10 @@ func TestEscrowHoldsTheParentsRemainder(t *testing.T) {
 	if why, ok := l.Escrow("p", 3); ok || why != RunBudgetExhausted {
 		t.Fatalf("second child of 3 with 2 left: %q %v", why, ok)
 	}
-	if _, why, ok := l.Acquire("p", 3); ok || why != RunBudgetExhausted {
+	if _, why, ok := l.Acquire("p", "", 3); ok || why != RunBudgetExhausted {
 		t.Fatalf("slice of 3 with 2 left: %q %v", why, ok)
 	}
-	s, _, ok := l.Acquire("p", 2)
+	s, _, ok := l.Acquire("p", "", 2)
 	if !ok {
 		t.Fatal("slice of 2 with 2 left refused")
 	}
@@ -245,9 +245,9 @@ func TestEscrowHoldsTheParentsRemainder(t *testing.T) {
 // settling land on an account that never counted them.
 func TestCloseRunKeepsWorkInFlight(t *testing.T) {
 	t.Parallel()
-	l := New(8, 0)
+	l := New(8, 0, 0)
 	l.OpenRun("r", 10, 0, 0)
-	s, _, ok := l.Acquire("r", 6)
+	s, _, ok := l.Acquire("r", "", 6)
 	if !ok {
 		t.Fatal("first reservation refused")
 	}
@@ -256,7 +256,7 @@ func TestCloseRunKeepsWorkInFlight(t *testing.T) {
 		t.Fatal("the account went while 6 were reserved")
 	}
 	l.OpenRun("r", 10, 0, 0) // reopened from the store, which knows nothing of the 6
-	if _, why, ok := l.Acquire("r", 6); ok || why != RunBudgetExhausted {
+	if _, why, ok := l.Acquire("r", "", 6); ok || why != RunBudgetExhausted {
 		t.Fatalf("a second 6 of budget 10: %v %q, want %s", ok, why, RunBudgetExhausted)
 	}
 	l.CloseRun("r")
@@ -270,23 +270,70 @@ func TestCloseRunKeepsWorkInFlight(t *testing.T) {
 // slot it needs to record its refusal; only a full set of slots refuses.
 func TestAcquireSlotIgnoresTheBudget(t *testing.T) {
 	t.Parallel()
-	l := New(2, 1)
+	l := New(2, 0, 1)
 	l.OpenRun("r", 10, 600, 0) // overspent
-	if _, why, ok := l.Acquire("r", 0); ok || why != RunBudgetExhausted {
+	if _, why, ok := l.Acquire("r", "", 0); ok || why != RunBudgetExhausted {
 		t.Fatalf("a zero slice of an overspent run: %v %q, want %s", ok, why, RunBudgetExhausted)
 	}
-	s, _, ok := l.AcquireSlot("r")
+	s, _, ok := l.AcquireSlot("r", "")
 	if !ok || s.Cost != 0 {
 		t.Fatalf("AcquireSlot = %+v %v, want a zero slice", s, ok)
 	}
-	if _, _, ok := l.AcquireSlot("other"); !ok {
+	if _, _, ok := l.AcquireSlot("other", ""); !ok {
 		t.Fatal("the second slot refused")
 	}
-	if _, why, ok := l.AcquireSlot("r"); ok || why != NoSlot {
+	if _, why, ok := l.AcquireSlot("r", ""); ok || why != NoSlot {
 		t.Fatalf("with every slot held: %v %q, want %s", ok, why, NoSlot)
 	}
 	l.Release(s, 0)
 	if snap := l.Snapshot(); snap.Held != 1 || snap.InFlight != 0 {
 		t.Errorf("after release %+v, want one slot held and nothing in flight", snap)
+	}
+}
+
+// A spare slot goes to an owner holding none while another holds every
+// slot, never to an owner holding one (NoSpare: it waits, others may
+// start); past the spares too it is NoSlot. A released spare is one
+// again.
+func TestSpareSlotsForOwnersHoldingNone(t *testing.T) {
+	t.Parallel()
+	l := New(2, 1, 0)
+	for _, r := range []string{"a1", "a2", "a3", "b1", "c1"} {
+		l.OpenRun(r, 0, 0, 0)
+	}
+	a1, _, _ := l.Acquire("a1", "a", 1)
+	if _, _, ok := l.Acquire("a2", "a", 1); !ok {
+		t.Fatal("a's second slot refused with one free")
+	}
+	if _, why, ok := l.Acquire("a3", "a", 1); ok || why != NoSpare {
+		t.Fatalf("a, holding slots, took a spare: %v %q", ok, why)
+	}
+	if r, ok := l.SlotFor("a"); ok || r != NoSpare {
+		t.Fatalf("SlotFor(a) = %v %q, want NoSpare", ok, r)
+	}
+	b1, _, ok := l.Acquire("b1", "b", 1)
+	if !ok {
+		t.Fatal("b, holding none, was refused the spare")
+	}
+	if _, why, ok := l.AcquireSlot("c1", "c"); ok || why != NoSlot {
+		t.Fatalf("c took a slot past the spares: %v %q", ok, why)
+	}
+	if s := l.Snapshot(); s.Held != 3 || s.Slots != 2 || s.Spare != 1 {
+		t.Fatalf("snapshot %+v, want 3 held of 2 slots and 1 spare", s)
+	}
+	l.Release(b1, 1)
+	c1, _, ok := l.AcquireSlot("c1", "c")
+	if !ok {
+		t.Fatal("the spare b gave back was not given to c")
+	}
+	// Which slot is the spare does not matter, only how many are held:
+	// with a1 released two are, the slots' number, and a holds one.
+	l.Release(a1, 1)
+	if _, why, ok := l.Acquire("a3", "a", 1); ok || why != NoSpare {
+		t.Fatalf("a took a third with 2 of 2 held and a spare: %v %q", ok, why)
+	}
+	l.Release(c1, 0)
+	if _, _, ok := l.Acquire("a3", "a", 1); !ok {
+		t.Fatal("a was refused a slot with one of the two free")
 	}
 }
