@@ -1,0 +1,324 @@
+package telemetry
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/weirhq/weir/internal/escape"
+	"github.com/weirhq/weir/runtime/store"
+)
+
+// The journal's event types Build reads: the engine's own (its events.go);
+// a test in the engine keeps the two lists the same.
+const (
+	EvAccepted     = "accepted"
+	EvLeased       = "leased"
+	EvExpired      = "expired"
+	EvDropped      = "dropped"
+	EvRetry        = "retry_scheduled"
+	EvDeadLettered = "dead_lettered"
+	EvNodeStarted  = "node_started"
+	EvNodeDone     = "node_completed"
+	EvNodeFailed   = "node_failed"
+	EvToolStarted  = "tool_started"
+	EvWaiting      = "waiting"
+	EvCompleted    = "completed"
+	EvFailed       = "failed"
+	EvCancelled    = "cancelled"
+)
+
+// Bounds of one run's trace (DESIGN §12, "Bounded by default"): a run of
+// a loop of many visits gives at most MaxSpans spans, the root first; the
+// root says how many more there were (weir.spans_dropped).
+const (
+	MaxSpans         = 1024
+	MaxEventsPerSpan = 64
+	maxAttrBytes     = 256
+)
+
+// Interrupted is the status description of a span a kill cut short.
+const Interrupted = "interrupted by restart"
+
+// ErrNotTerminal is Build given a timeline that has no terminal record:
+// a run is traced once it has finished.
+var ErrNotTerminal = errors.New("telemetry: the run has not finished")
+
+// Span is one span as the journal gives it: what the SDK is handed.
+type Span struct {
+	Key    SpanKey
+	Trace  trace.TraceID
+	ID     trace.SpanID
+	Parent trace.SpanID // invalid: none
+	Name   string
+	Start  time.Time
+	End    time.Time
+	Attrs  []attribute.KeyValue
+	Events []Event
+	Status codes.Code
+	// Description says why the status is Error (an E_ code, "interrupted
+	// by restart").
+	Description string
+}
+
+// Event is a point in a span's time: a retry, a tool call's start.
+type Event struct {
+	Name  string
+	At    time.Time
+	Attrs []attribute.KeyValue
+}
+
+// builder is Build's state while it reads a timeline.
+type builder struct {
+	run   string
+	trace trace.TraceID
+	root  *Span
+	spans []*Span
+	// ends counts each node's ended visits: a visit's number is one more.
+	ends map[string]int
+	segs map[SpanKey]int
+	// open is the node visit in progress; cursor is when the next node
+	// began if the timeline says nothing else (the end of the previous
+	// one, in one lease).
+	open   *Span
+	cursor time.Time
+	waits  map[string]*Span // each node's wait in progress
+	over   int              // spans left out past MaxSpans
+}
+
+// Build returns the spans of the run whose timeline evs is (in sequence
+// order, as the store lists it), the root first: the run from acceptance
+// to its terminal record, a span per node visit, a span per wait, each
+// with ids derived from the journal (SpanID). It is pure: the same
+// timeline gives the same spans.
+func Build(evs []*store.Event) ([]Span, error) {
+	if len(evs) == 0 || evs[0].Type != EvAccepted {
+		return nil, fmt.Errorf("telemetry: a timeline starts with its %s event", EvAccepted)
+	}
+	b := &builder{run: evs[0].RunID, ends: map[string]int{}, segs: map[SpanKey]int{}, waits: map[string]*Span{}}
+	b.accepted(evs[0])
+	for _, e := range evs[1:] {
+		if b.step(e) {
+			return b.result(), nil
+		}
+	}
+	return nil, ErrNotTerminal
+}
+
+func (b *builder) accepted(e *store.Event) {
+	b.trace = TraceID(b.run)
+	key := SpanKey{Run: b.run}
+	b.root = &Span{Key: key, Trace: b.trace, ID: SpanID(key), Start: e.At, Name: "run"}
+	if tp, ok := e.Detail["traceparent"].(string); ok {
+		if tid, sid, ok := traceParent(tp); ok {
+			b.root.Trace, b.root.Parent, b.trace = tid, sid, tid
+		}
+	}
+	b.root.Attrs = append(b.root.Attrs, attribute.String("weir.run_id", b.run))
+	if f, ok := e.Detail["flow"].(string); ok {
+		b.root.Name = "run " + escape.Cut(f, maxAttrBytes)
+		b.root.Attrs = append(b.root.Attrs, attribute.String("weir.flow", escape.Cut(f, maxAttrBytes)))
+	}
+	if o, ok := e.Detail["owner"].(string); ok {
+		b.root.Attrs = append(b.root.Attrs, attribute.String("weir.owner", escape.Cut(o, maxAttrBytes)))
+	}
+	b.spans = append(b.spans, b.root)
+	b.cursor = e.At
+}
+
+// step reads one event; it reports whether the run ended there.
+func (b *builder) step(e *store.Event) bool {
+	if _, item := e.Detail["item"]; item {
+		return false // a fan-out item's task: its spans are a later slice's
+	}
+	if w := b.waits[e.Node]; w != nil && e.Node != "" && e.Type != EvWaiting {
+		// A wait lasts until its node's next event: the decision, the
+		// wake's lease, the timeout's failure.
+		w.End = e.At
+		w.Attrs = append(w.Attrs, attribute.String("weir.wait.ended_by", e.Type))
+		delete(b.waits, e.Node)
+	}
+	switch e.Type {
+	case EvLeased, EvNodeStarted:
+		if b.open != nil && (b.open.Key.Node != e.Node || b.open.Key.Attempt != e.Attempt) {
+			b.interrupt(e.At) // a new lease took over without the visit's end
+		}
+		if b.open == nil && e.Node != "" {
+			b.openVisit(e.Node, e.Attempt, e.At)
+		}
+		b.cursor = e.At
+	case EvExpired:
+		if b.open != nil && b.open.Key.Node == e.Node {
+			b.interrupt(e.At)
+		}
+		b.cursor = e.At
+	case EvNodeDone, EvNodeFailed:
+		if b.open != nil && b.open.Key.Node != e.Node {
+			b.interrupt(b.cursor)
+		}
+		if b.open == nil {
+			b.openVisit(e.Node, e.Attempt, b.cursor)
+		}
+		v := b.open
+		b.addAttrs(v, e)
+		if e.Type == EvNodeFailed {
+			v.Status, v.Description = codes.Error, detailString(e, "code")
+		} else {
+			v.Status = codes.Ok
+		}
+		b.closeVisit(e.At, true)
+		b.cursor = e.At
+	case EvWaiting:
+		b.wait(e)
+	case EvDeadLettered:
+		if b.open != nil && b.open.Key.Node == e.Node {
+			b.event(b.open, e)
+			b.open.Status, b.open.Description = codes.Error, "dead-lettered"
+			b.closeVisit(e.At, false)
+		}
+	case EvCompleted, EvFailed, EvCancelled:
+		b.terminal(e)
+		return true
+	case EvToolStarted, EvRetry, EvDropped:
+		b.event(b.spanOf(e.Node), e)
+	default:
+		if e.Node != "" && e.Type != "queued" && e.Type != "renewed" {
+			b.event(b.spanOf(e.Node), e)
+		}
+	}
+	return false
+}
+
+func (b *builder) openVisit(node string, attempt int, at time.Time) {
+	key := SpanKey{Run: b.run, Node: node, Visit: b.ends[node] + 1, Attempt: attempt}
+	seg := b.segs[key]
+	b.segs[key]++
+	key.Seg = seg
+	b.open = &Span{Key: key, Trace: b.trace, ID: SpanID(key), Parent: b.root.ID, Name: escape.Cut(node, maxAttrBytes), Start: at,
+		Attrs: []attribute.KeyValue{attribute.String("weir.node", escape.Cut(node, maxAttrBytes)),
+			attribute.Int("weir.visit", key.Visit), attribute.Int("weir.attempt", attempt)}}
+}
+
+// closeVisit ends the open visit at at and keeps it; ended says the
+// journal recorded the visit's end, so the node's next visit is another.
+func (b *builder) closeVisit(at time.Time, ended bool) {
+	v := b.open
+	b.open = nil
+	if ended {
+		b.ends[v.Key.Node]++
+	}
+	v.End = at
+	b.keep(v)
+}
+
+// interrupt closes the open visit as cut short by a kill.
+func (b *builder) interrupt(at time.Time) {
+	v := b.open
+	v.Status, v.Description = codes.Error, Interrupted
+	v.Attrs = append(v.Attrs, attribute.Bool("weir.interrupted", true))
+	b.closeVisit(at, false)
+}
+
+func (b *builder) wait(e *store.Event) {
+	parent := b.open
+	if parent == nil || parent.Key.Node != e.Node {
+		return // a wait outside its node's visit: the journal is not one the engine writes
+	}
+	id := detailString(e, "wait")
+	key := parent.Key
+	key.Call = "wait:" + id
+	w := &Span{Key: key, Trace: b.trace, ID: SpanID(key), Parent: parent.ID, Name: "wait " + parent.Name, Start: e.At, End: e.At,
+		Attrs: []attribute.KeyValue{attribute.String("weir.wait.kind", detailString(e, "for")), attribute.String("weir.wait.id", id)}}
+	b.waits[e.Node] = w
+	b.keep(w)
+}
+
+// terminal ends the root, and what is still open, at the run's end.
+func (b *builder) terminal(e *store.Event) {
+	status, desc := codes.Ok, ""
+	switch e.Type {
+	case EvFailed:
+		status, desc = codes.Error, detailString(e, "code")
+	case EvCancelled:
+		status, desc = codes.Error, "cancelled"
+	}
+	if v := b.open; v != nil {
+		v.Status, v.Description = status, desc
+		b.closeVisit(e.At, true)
+	}
+	for _, w := range b.waits {
+		w.End = e.At
+	}
+	b.root.End, b.root.Status, b.root.Description = e.At, status, desc
+	b.root.Attrs = append(b.root.Attrs, attribute.String("weir.outcome", e.Type))
+	if b.over > 0 {
+		b.root.Attrs = append(b.root.Attrs, attribute.Int("weir.spans_dropped", b.over))
+	}
+}
+
+// spanOf is the span an event of node belongs to: its visit in progress,
+// else the root.
+func (b *builder) spanOf(node string) *Span {
+	if b.open != nil && b.open.Key.Node == node {
+		return b.open
+	}
+	return b.root
+}
+
+func (b *builder) event(s *Span, e *store.Event) {
+	if len(s.Events) >= MaxEventsPerSpan {
+		return
+	}
+	ev := Event{Name: "weir." + e.Type, At: e.At}
+	for _, k := range []string{"code", "try", "reason", "tool"} {
+		if v := detailString(e, k); v != "" {
+			ev.Attrs = append(ev.Attrs, attribute.String("weir."+k, v))
+		}
+	}
+	s.Events = append(s.Events, ev)
+}
+
+// addAttrs copies what a node's end says of it.
+func (b *builder) addAttrs(s *Span, e *store.Event) {
+	if t := detailString(e, "tool"); t != "" {
+		s.Attrs = append(s.Attrs, attribute.String("weir.tool", t))
+	}
+	if c := detailString(e, "code"); c != "" {
+		s.Attrs = append(s.Attrs, attribute.String("weir.error.code", c))
+	}
+}
+
+func (b *builder) keep(s *Span) {
+	if len(b.spans) >= MaxSpans {
+		b.over++
+		return
+	}
+	b.spans = append(b.spans, s)
+}
+
+func (b *builder) result() []Span {
+	out := make([]Span, len(b.spans))
+	for i, s := range b.spans {
+		if s.End.Before(s.Start) {
+			s.End = s.Start
+		}
+		out[i] = *s
+	}
+	return out
+}
+
+// detailString is a detail's value as a bounded string ("" if absent).
+func detailString(e *store.Event, key string) string {
+	v, ok := e.Detail[key]
+	if !ok || v == nil {
+		return ""
+	}
+	if s, ok := v.(string); ok {
+		return escape.Cut(s, maxAttrBytes)
+	}
+	return escape.Cut(fmt.Sprint(v), maxAttrBytes)
+}
