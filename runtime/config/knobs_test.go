@@ -42,6 +42,7 @@ var notEngineKnobs = map[string]string{
 	"Owners":         "set from the owner blocks (OwnerAttrs; TestOwnerBlocksReachTheEngine)",
 	"DefaultOwner":   "set from the default_owner block (OwnerAttrs; TestOwnerBlocksReachTheEngine)",
 	"HostID":         "the daemon's part, kept in its data directory (DATA/host-id)",
+	"Traces":         "the daemon's part, the exporter built from the telemetry block (telemetry.*)",
 }
 
 // knobExamples is a value of each knob other than its default, as the

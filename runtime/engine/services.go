@@ -11,6 +11,7 @@ import (
 	"github.com/weirhq/weir/runtime/engine/internal/schedules"
 	"github.com/weirhq/weir/runtime/engine/internal/service"
 	"github.com/weirhq/weir/runtime/engine/internal/storage"
+	"github.com/weirhq/weir/runtime/engine/internal/traceexport"
 	"github.com/weirhq/weir/runtime/store"
 )
 
@@ -44,6 +45,9 @@ func services(e *Engine) []service.Service {
 	)
 	if e.st.Capabilities().Shared {
 		out = append(out, rollkeeper.New(rollHost{e}, e.clock))
+	}
+	if cfg.Traces != nil {
+		out = append(out, traceexport.New(traceHost{e}, e.st, e.clock, cfg.Traces, TraceOutbox))
 	}
 	return append(out, dispatcher.New(dispatchHost{e}, e.clock, e.wake))
 }
