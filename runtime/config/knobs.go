@@ -364,7 +364,7 @@ var Knobs = []*Knob{
 		field: func(c *Config) any { return &c.HTTP.WriteTimeout }, kind: duration(durationRule{})},
 
 	{HCL: "telemetry.otlp_endpoint", JSON: "telemetry.otlp_endpoint", Unit: "string", hidesBlock: true, zero: "off (else `OTEL_EXPORTER_OTLP_ENDPOINT`)",
-		Doc:   "where run traces are exported over OTLP: a URL (its scheme decides TLS) or host:port",
+		Doc:   "where run traces are exported over OTLP: a base URL as `OTEL_EXPORTER_OTLP_ENDPOINT` is (its scheme decides TLS; over http `/v1/traces` is added) or host:port",
 		field: func(c *Config) any { return &c.Telemetry.Endpoint }, kind: text(checkTelemetryEndpoint)},
 	{HCL: "telemetry.protocol", JSON: "telemetry.protocol", Unit: "string",
 		Doc:   "OTLP over \"http\" (protobuf) or \"grpc\"",

@@ -5,7 +5,9 @@ import (
 	crand "crypto/rand"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
+	"path"
 	"strings"
 	"sync/atomic"
 
@@ -85,7 +87,11 @@ func otlpExporter(ctx context.Context, o Options) (sdktrace.SpanExporter, error)
 		var opts []otlptracehttp.Option
 		switch {
 		case isURL:
-			opts = append(opts, otlptracehttp.WithEndpointURL(o.Endpoint))
+			u, err := tracesURL(o.Endpoint)
+			if err != nil {
+				return nil, err
+			}
+			opts = append(opts, otlptracehttp.WithEndpointURL(u))
 		case o.Endpoint != "":
 			opts = append(opts, otlptracehttp.WithEndpoint(o.Endpoint))
 		}
@@ -114,6 +120,22 @@ func otlpExporter(ctx context.Context, o Options) (sdktrace.SpanExporter, error)
 	}
 	return nil, fmt.Errorf("telemetry: protocol %q is neither http nor grpc", proto)
 }
+
+// tracesURL is the OTLP/HTTP URL spans are posted to for an endpoint
+// URL, read as OTEL_EXPORTER_OTLP_ENDPOINT is: a base to which the
+// signal's path /v1/traces is added, unless the path already ends in it.
+func tracesURL(endpoint string) (string, error) {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return "", fmt.Errorf("telemetry: endpoint: %w", err)
+	}
+	if !strings.HasSuffix(u.Path, tracesPath) {
+		u.Path = path.Join("/", u.Path, tracesPath)
+	}
+	return u.String(), nil
+}
+
+const tracesPath = "/v1/traces"
 
 // NewWithExporter returns an Exporter sending to se (a test's in-memory
 // exporter, or New's OTLP one); o's endpoint and headers are se's

@@ -112,3 +112,18 @@ func TestSampled(t *testing.T) {
 		t.Errorf("sample 0.5 took %d of 10 runs", n)
 	}
 }
+
+// An endpoint URL is a base, as OTEL_EXPORTER_OTLP_ENDPOINT is.
+func TestTracesURL(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"http://127.0.0.1:4318":            "http://127.0.0.1:4318/v1/traces",
+		"https://collector:4318/":          "https://collector:4318/v1/traces",
+		"https://collector/otlp":           "https://collector/otlp/v1/traces",
+		"https://collector:4318/v1/traces": "https://collector:4318/v1/traces",
+	} {
+		if got, err := tracesURL(in); err != nil || got != want {
+			t.Errorf("tracesURL(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+}
