@@ -15,6 +15,7 @@ package traceexport
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -27,8 +28,11 @@ import (
 
 // Bounds of a pass.
 const (
-	// Interval is the time between passes.
-	Interval = 2 * time.Second
+	// Interval is the time between passes; after a failed export the
+	// next waits twice as long as the last, up to MaxBackoff, so a
+	// collector that is down is not asked (and logged) every pass.
+	Interval   = 2 * time.Second
+	MaxBackoff = time.Minute
 	// Batch is how many outbox entries one pass reads.
 	Batch = 256
 	// MaxEvents bounds the timeline read for one run: a longer one is
@@ -65,13 +69,17 @@ type Service struct {
 	st     store.Store
 	exp    Exporter
 	outbox string
+	// every is the time to the next pass (Interval, or longer after
+	// failures).
+	every atomic.Int64
 	*service.Loop
 }
 
 // New returns the service reading the outbox stream of st.
 func New(eng Engine, st store.Store, clk clock.Clock, exp Exporter, outbox string) *Service {
 	s := &Service{eng: eng, st: st, exp: exp, outbox: outbox}
-	s.Loop = &service.Loop{ServiceName: "traceexport", Clock: clk, Interval: func() time.Duration { return Interval },
+	s.every.Store(int64(Interval))
+	s.Loop = &service.Loop{ServiceName: "traceexport", Clock: clk, Interval: s.Interval,
 		Pass: func(ctx context.Context) {
 			if r := s.runOnce(ctx); r.Err != nil && !service.Stopping(ctx) {
 				s.eng.Error("exporting traces", "error", r.Err, "exported", r.Runs)
@@ -83,6 +91,17 @@ func New(eng Engine, st store.Store, clk clock.Clock, exp Exporter, outbox strin
 // RunOnce is one pass, for tests.
 func (s *Service) RunOnce(ctx context.Context) Result { return s.runOnce(ctx) }
 
+// Interval is the time to the next pass.
+func (s *Service) Interval() time.Duration { return time.Duration(s.every.Load()) }
+
+// Backoff is the time to the next pass after one whose result was r.
+func Backoff(last time.Duration, r Result) time.Duration {
+	if r.Err == nil {
+		return Interval
+	}
+	return min(max(2*last, Interval), MaxBackoff)
+}
+
 // group is spans of several runs exported together, and the last outbox
 // entry they cover.
 type group struct {
@@ -92,6 +111,12 @@ type group struct {
 }
 
 func (s *Service) runOnce(ctx context.Context) Result {
+	res := s.pass(ctx)
+	s.every.Store(int64(Backoff(s.Interval(), res)))
+	return res
+}
+
+func (s *Service) pass(ctx context.Context) Result {
 	var res Result
 	var entries []*store.Event
 	if err := s.st.View(ctx, func(tx store.Tx) error {
