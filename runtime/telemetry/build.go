@@ -3,6 +3,7 @@ package telemetry
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -228,11 +229,29 @@ func (b *builder) wait(e *store.Event) {
 	if parent == nil || parent.Key.Node != e.Node {
 		return // a wait outside its node's visit: the journal is not one the engine writes
 	}
-	id := detailString(e, "wait")
+	id, kind := detailString(e, "wait"), detailString(e, "for")
+	// A wait is named by its id where it has one (NODE@VISIT...); a
+	// child's or a cohort's by its kind, and a visit may park on those
+	// more than once: the n-th of a name in the visit is "NAME.n".
 	key := parent.Key
 	key.Call = "wait:" + id
-	w := &Span{Key: key, Trace: b.trace, ID: SpanID(key), Parent: parent.ID, Name: "wait " + parent.Name, Start: e.At, End: e.At,
-		Attrs: []attribute.KeyValue{attribute.String("weir.wait.kind", detailString(e, "for")), attribute.String("weir.wait.id", id)}}
+	if id == "" {
+		key.Call = "wait:" + kind
+	}
+	if n := b.segs[key]; n > 0 {
+		b.segs[key]++
+		key.Call += "." + strconv.Itoa(n)
+	} else {
+		b.segs[key] = 1
+	}
+	attrs := []attribute.KeyValue{attribute.String("weir.wait.kind", kind)}
+	if id != "" {
+		attrs = append(attrs, attribute.String("weir.wait.id", id))
+	}
+	if child := detailString(e, "child"); child != "" {
+		attrs = append(attrs, attribute.String("weir.wait.child_run_id", child))
+	}
+	w := &Span{Key: key, Trace: b.trace, ID: SpanID(key), Parent: parent.ID, Name: "wait " + parent.Name, Start: e.At, End: e.At, Attrs: attrs}
 	b.waits[e.Node] = w
 	b.keep(w)
 }

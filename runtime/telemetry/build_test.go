@@ -254,3 +254,38 @@ func TestSpanIDs(t *testing.T) {
 		t.Error("trace ids do not tell runs apart, or one is zero")
 	}
 }
+
+// A visit that parks more than once on waits without ids (a cohort's, a
+// child's) gives each wait a span of its own id.
+func TestBuildRepeatedWaits(t *testing.T) {
+	t.Parallel()
+	tl := start("fan").add(EvLeased, "fan", 1, nil)
+	for i := 0; i < 3; i++ {
+		tl = tl.add(EvWaiting, "fan", 1, map[string]any{"for": "cohort"}).add(EvLeased, "fan", 1, nil)
+	}
+	tl = tl.add(EvWaiting, "fan", 1, map[string]any{"for": "child", "child": "run_c"}).add(EvLeased, "fan", 1, nil)
+	spans, err := Build(tl.add(EvNodeDone, "fan", 1, nil).add(EvCompleted, "", 1, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[trace.SpanID]bool{}
+	waits := 0
+	for _, s := range spans {
+		if ids[s.ID] {
+			t.Errorf("span %s (%+v) shares its id", s.Name, s.Key)
+		}
+		ids[s.ID] = true
+		if s.Key.Call != "" {
+			waits++
+			if s.End.Sub(s.Start) != time.Second {
+				t.Errorf("wait %+v lasts %v, want until its node's next event", s.Key, s.End.Sub(s.Start))
+			}
+		}
+	}
+	if waits != 4 || len(spans) != 6 {
+		t.Errorf("%d spans with %d waits, want 6 with 4", len(spans), waits)
+	}
+	if last := spans[4]; !hasAttr(last.Attrs, attribute.String("weir.wait.child_run_id", "run_c")) {
+		t.Errorf("the child wait's attrs %v lack its child", last.Attrs)
+	}
+}
