@@ -60,6 +60,9 @@ type Span struct {
 	End    time.Time
 	Attrs  []attribute.KeyValue
 	Events []Event
+	// Links are other spans this one follows from: a child run's root
+	// links to its parent run's root.
+	Links  []trace.SpanContext
 	Status codes.Code
 	// Description says why the status is Error (an E_ code, "interrupted
 	// by restart").
@@ -126,6 +129,16 @@ func (b *builder) accepted(e *store.Event) {
 	}
 	if o, ok := e.Detail["owner"].(string); ok {
 		b.root.Attrs = append(b.root.Attrs, attribute.String("weir.owner", escape.Cut(o, maxAttrBytes)))
+	}
+	if p, ok := e.Detail["parent"].(string); ok && p != "" {
+		// A subflow's or a fan-out's child: its own trace, linked to
+		// the parent run's root (the parent's wait span names the child).
+		b.root.Attrs = append(b.root.Attrs, attribute.String("weir.parent_run_id", escape.Cut(p, maxAttrBytes)))
+		if n := detailString(e, "node"); n != "" {
+			b.root.Attrs = append(b.root.Attrs, attribute.String("weir.parent_node", n))
+		}
+		b.root.Links = append(b.root.Links, trace.NewSpanContext(trace.SpanContextConfig{
+			TraceID: TraceID(p), SpanID: SpanID(SpanKey{Run: p}), TraceFlags: trace.FlagsSampled}))
 	}
 	b.spans = append(b.spans, b.root)
 	b.cursor = e.At

@@ -289,3 +289,24 @@ func TestBuildRepeatedWaits(t *testing.T) {
 		t.Errorf("the child wait's attrs %v lack its child", last.Attrs)
 	}
 }
+
+// A child run's root links to its parent run's root.
+func TestBuildChildLinksToParent(t *testing.T) {
+	t.Parallel()
+	tl := timeline{}.add(EvAccepted, "", 1, map[string]any{"flow": "child", "parent": "run_p", "node": "call"}).
+		add(EvLeased, "c", 1, nil).add(EvNodeDone, "c", 1, nil).add(EvCompleted, "", 1, nil)
+	spans, err := Build(tl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := spans[0]
+	if len(root.Links) != 1 || root.Links[0].TraceID() != TraceID("run_p") || root.Links[0].SpanID() != SpanID(SpanKey{Run: "run_p"}) {
+		t.Errorf("links %v, want the parent's root", root.Links)
+	}
+	if !hasAttr(root.Attrs, attribute.String("weir.parent_run_id", "run_p")) || !hasAttr(root.Attrs, attribute.String("weir.parent_node", "call")) {
+		t.Errorf("root attrs %v lack the parent", root.Attrs)
+	}
+	if root.Trace != TraceID("run_t") || root.Parent.IsValid() {
+		t.Errorf("a child's root is in trace %s under %s, want its own trace, no parent", root.Trace, root.Parent)
+	}
+}

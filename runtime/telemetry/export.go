@@ -213,8 +213,12 @@ func (x *Exporter) emit(ctx context.Context, s *Span) {
 			ctx = trace.ContextWithSpanContext(ctx, psc)
 		}
 	}
+	links := make([]trace.Link, len(s.Links))
+	for i, l := range s.Links {
+		links[i] = trace.Link{SpanContext: l}
+	}
 	_, span := x.tracer.Start(ctx, s.Name, trace.WithTimestamp(s.Start), trace.WithAttributes(s.Attrs...),
-		trace.WithSpanKind(trace.SpanKindInternal))
+		trace.WithSpanKind(trace.SpanKindInternal), trace.WithLinks(links...))
 	for _, e := range s.Events {
 		span.AddEvent(e.Name, trace.WithTimestamp(e.At), trace.WithAttributes(e.Attrs...))
 	}

@@ -64,6 +64,24 @@ func TestExportThroughSDK(t *testing.T) {
 	}
 }
 
+// A child run's root is exported with its link to the parent's root.
+func TestExportLinks(t *testing.T) {
+	t.Parallel()
+	mem := tracetest.NewInMemoryExporter()
+	x := setup(t, mem)
+	spans, err := Build(timeline{}.add(EvAccepted, "", 1, map[string]any{"parent": "run_p"}).add(EvCompleted, "", 1, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Export(context.Background(), spans); err != nil {
+		t.Fatal(err)
+	}
+	got := mem.GetSpans()
+	if len(got) != 1 || len(got[0].Links) != 1 || got[0].Links[0].SpanContext.SpanID() != SpanID(SpanKey{Run: "run_p"}) {
+		t.Errorf("exported %+v, want the root with its link to run_p's root", got)
+	}
+}
+
 type refusing struct{ sdktrace.SpanExporter }
 
 func (refusing) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error {
