@@ -91,7 +91,11 @@ type builder struct {
 	open   *Span
 	cursor time.Time
 	waits  map[string]*Span // each node's wait in progress
-	over   int              // spans left out past MaxSpans
+	// try is the open visit's tool try in progress, once a retry showed
+	// the visit is more than one try; tries counts the tries it ended.
+	try   *Span
+	tries int
+	over  int // spans left out past MaxSpans
 }
 
 // Build returns the spans of the run whose timeline evs is (in sequence
@@ -164,6 +168,9 @@ func (b *builder) step(e *store.Event) bool {
 		if b.open == nil && e.Node != "" {
 			b.openVisit(e.Node, e.Attempt, e.At)
 		}
+		if e.Type == EvLeased && b.open != nil && b.tries > 0 && b.try == nil {
+			b.try = b.newTry(e.At) // the retry's lease: the next try begins
+		}
 		b.cursor = e.At
 	case EvExpired:
 		if b.open != nil && b.open.Key.Node == e.Node {
@@ -197,7 +204,10 @@ func (b *builder) step(e *store.Event) bool {
 	case EvCompleted, EvFailed, EvCancelled:
 		b.terminal(e)
 		return true
-	case EvToolStarted, EvRetry, EvDropped:
+	case EvRetry:
+		b.retry(e)
+		b.event(b.spanOf(e.Node), e)
+	case EvToolStarted, EvDropped:
 		b.event(b.spanOf(e.Node), e)
 	default:
 		if e.Node != "" && e.Type != "queued" && e.Type != "renewed" {
@@ -227,6 +237,51 @@ func (b *builder) closeVisit(at time.Time, ended bool) {
 	}
 	v.End = at
 	b.keep(v)
+	if t := b.try; t != nil {
+		// The last try ends with its visit, as its visit did.
+		t.End, t.Status, t.Description = at, v.Status, v.Description
+		if v.Description == Interrupted {
+			t.Attrs = append(t.Attrs, attribute.Bool("weir.interrupted", true))
+		}
+		b.keep(t)
+	}
+	b.try, b.tries = nil, 0
+}
+
+// retry ends the open visit's try in progress (the first one began with
+// the visit) with the error it is retried for. A model turn's or a
+// fan-out item's retry is not the visit's tool try.
+func (b *builder) retry(e *store.Event) {
+	if b.open == nil || b.open.Key.Node != e.Node {
+		return
+	}
+	for _, k := range []string{"turn", "call", "item"} {
+		if _, ok := e.Detail[k]; ok {
+			return
+		}
+	}
+	t := b.try
+	if t == nil {
+		t = b.newTry(b.open.Start)
+	}
+	t.End, t.Status, t.Description = e.At, codes.Error, detailString(e, "code")
+	b.keep(t)
+	b.try = nil
+	b.tries++
+}
+
+// newTry opens the open visit's next tool try at at.
+func (b *builder) newTry(at time.Time) *Span {
+	n := b.tries + 1
+	key := b.open.Key
+	key.Call = "try:" + strconv.Itoa(n)
+	attrs := []attribute.KeyValue{attribute.Int("weir.try", n)}
+	for _, a := range b.open.Attrs {
+		if a.Key == "weir.tool" {
+			attrs = append(attrs, a)
+		}
+	}
+	return &Span{Key: key, Trace: b.trace, ID: SpanID(key), Parent: b.open.ID, Name: "try " + b.open.Name, Start: at, Attrs: attrs}
 }
 
 // interrupt closes the open visit as cut short by a kill.

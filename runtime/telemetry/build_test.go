@@ -49,6 +49,8 @@ func TestBuild(t *testing.T) {
 	root := SpanKey{Run: "run_t"}
 	waitKey := key("approve", 1, 1)
 	waitKey.Call = "wait:approve@1"
+	try1, try2 := key("a", 1, 1), key("a", 1, 1)
+	try1.Call, try2.Call = "try:1", "try:2"
 	tests := []struct {
 		name string
 		tl   timeline
@@ -96,12 +98,14 @@ func TestBuild(t *testing.T) {
 				{key: key("b", 1, 1), parent: "root", start: 2, end: 3, status: codes.Ok},
 				{key: key("a", 2, 1), parent: "root", start: 3, end: 4, status: codes.Ok},
 			}},
-		{"the run fails at a node without an error wire",
+		{"the run fails at a node without an error wire, after a retry: two tries",
 			start("one").add(EvLeased, "a", 1, nil).add(EvRetry, "a", 1, map[string]any{"code": "E_RATE"}).add(EvLeased, "a", 1, nil).
 				add(EvFailed, "", 1, map[string]any{"code": "E_TOOL"}),
 			[]want{
 				{key: root, start: 0, end: 4, status: codes.Error, desc: "E_TOOL"},
+				{key: try1, parent: "a/1/1", start: 1, end: 2, status: codes.Error, desc: "E_RATE"},
 				{key: key("a", 1, 1), parent: "root", start: 1, end: 4, status: codes.Error, desc: "E_TOOL"},
+				{key: try2, parent: "a/1/1", start: 3, end: 4, status: codes.Error, desc: "E_TOOL"},
 			}},
 	}
 	for _, tt := range tests {
@@ -116,7 +120,9 @@ func TestBuild(t *testing.T) {
 			}
 			ids := map[string]trace.SpanID{"root": SpanID(root)}
 			for _, s := range spans {
-				ids[s.Key.Node+"/"+itoa(s.Key.Visit)+"/"+itoa(s.Key.Attempt)] = s.ID
+				if s.Key.Call == "" {
+					ids[s.Key.Node+"/"+itoa(s.Key.Visit)+"/"+itoa(s.Key.Attempt)] = s.ID
+				}
 			}
 			for i, w := range tt.want {
 				s := spans[i]
