@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -17,6 +18,7 @@ import (
 const unitTraceSrc = `
 flow(name = "two", nodes = [task("a", tool = "kit.echo", next = "b"), task("b", tool = "kit.echo")])
 flow(name = "held", nodes = [task("hold", tool = "kit.block", args = lambda ctx: {"gate": ctx.input["gate"]})])
+flow(name = "flaky", nodes = [task("call", tool = "kit.fail", args = lambda ctx: ctx.input, retries = 3)])
 `
 
 // traceBundle is a unit engine exporting traces to memory, whose
@@ -32,7 +34,7 @@ func setupTrace(t *testing.T) *traceBundle {
 	mem := tracetest.NewInMemoryExporter()
 	x := telemetry.NewWithExporter(mem, telemetry.Options{Sample: 1})
 	t.Cleanup(func() { _ = x.Shutdown(context.Background()) })
-	b := setupUnit(t, Config{Traces: x}, unitTraceSrc)
+	b := setupUnit(t, Config{Traces: x, RetryBase: time.Second, RetryMax: time.Second}, unitTraceSrc)
 	if !b.eng.services.StopNamed("traceexport") {
 		t.Fatal("the trace-export service was not started with Config.Traces set")
 	}
@@ -165,6 +167,38 @@ func TestUnitTraceKilledVisit(t *testing.T) {
 	}
 	if interrupted != 1 || completed != 1 {
 		t.Errorf("%d interrupted and %d completed spans of hold, want 1 and 1; timeline %v", interrupted, completed, b.events(t, id))
+	}
+}
+
+// A task that fails twice and then succeeds is three try spans under its
+// visit: two with the retried error, the last as the visit ended.
+func TestUnitTraceRetriedTask(t *testing.T) {
+	t.Parallel()
+	b := setupTrace(t)
+	ctx := context.Background()
+	id := b.start(t, "flaky", `{"times": 2, "code": "E_FLAKY"}`, "")
+	b.advanceUntil(t, id, time.Second+b.tick, "finished", func(r *store.Run) bool { return r.Phase.Terminal() })
+	if res := b.svc.RunOnce(ctx); res.Runs != 1 {
+		t.Fatalf("pass %+v, want one run", res)
+	}
+	visit := telemetry.SpanID(telemetry.SpanKey{Run: id, Node: "call", Visit: 1, Attempt: 1})
+	want := map[trace.SpanID]codes.Code{}
+	for n, c := range []codes.Code{codes.Error, codes.Error, codes.Ok} {
+		want[telemetry.SpanID(telemetry.SpanKey{Run: id, Node: "call", Visit: 1, Attempt: 1, Call: "try:" + string(rune('1'+n))})] = c
+	}
+	tries := 0
+	for _, s := range b.mem.GetSpans() {
+		c, ok := want[s.SpanContext.SpanID()]
+		if !ok {
+			continue
+		}
+		tries++
+		if s.Status.Code != c || s.Parent.SpanID() != visit || (c == codes.Error && s.Status.Description != "E_FLAKY") {
+			t.Errorf("try %s: status %+v parent %s, want %v under the visit %s", s.SpanContext.SpanID(), s.Status, s.Parent.SpanID(), c, visit)
+		}
+	}
+	if tries != 3 {
+		t.Errorf("%d try spans exported, want 3; timeline %v", tries, b.events(t, id))
 	}
 }
 
