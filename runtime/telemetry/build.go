@@ -95,7 +95,13 @@ type builder struct {
 	// the visit is more than one try; tries counts the tries it ended.
 	try   *Span
 	tries int
-	over  int // spans left out past MaxSpans
+	// leased says the step task is leased and leaseAttempt is the
+	// lease's attempt; cuts are leases a kill cut before any event named
+	// their node.
+	leased       bool
+	leaseAttempt int
+	cuts         []cutLease
+	over         int // spans left out past MaxSpans
 }
 
 // Build returns the spans of the run whose timeline evs is (in sequence
@@ -148,43 +154,49 @@ func (b *builder) accepted(e *store.Event) {
 	b.cursor = e.At
 }
 
+// leaseEvents name the node of the task, which is where its lease began,
+// not where the run is: a lease holds the run across several nodes, and
+// a rescued lease still names the node its task was made at. Which node
+// a visit is comes only from the events the step itself writes.
+var leaseEvents = map[string]bool{EvLeased: true, EvExpired: true, EvDeadLettered: true, EvDropped: true,
+	"queued": true, "renewed": true, EvDrained: true}
+
+// EvDrained is the journal's record of held work given back at a stop.
+const EvDrained = "drained"
+
 // step reads one event; it reports whether the run ended there.
 func (b *builder) step(e *store.Event) bool {
 	if _, item := e.Detail["item"]; item {
 		return false // a fan-out item's task: its spans are a later slice's
 	}
-	if w := b.waits[e.Node]; w != nil && e.Node != "" && e.Type != EvWaiting {
-		// A wait lasts until its node's next event: the decision, the
+	if e.Type != EvWaiting && e.Type != "queued" && e.Type != "renewed" {
+		// A wait lasts until the run's next event: the decision, the
 		// wake's lease, the timeout's failure.
-		w.End = e.At
-		w.Attrs = append(w.Attrs, attribute.String("weir.wait.ended_by", e.Type))
-		delete(b.waits, e.Node)
+		b.endWaits(e)
 	}
 	switch e.Type {
-	case EvLeased, EvNodeStarted:
-		if b.open != nil && (b.open.Key.Node != e.Node || b.open.Key.Attempt != e.Attempt) {
-			b.interrupt(e.At) // a new lease took over without the visit's end
+	case EvLeased:
+		b.lease(e)
+	case EvExpired, EvDrained:
+		b.cut(e.At) // the lease ended without the visit's end
+	case EvDeadLettered:
+		if b.open != nil {
+			b.event(b.open, e)
+			b.open.Status, b.open.Description = codes.Error, "dead-lettered"
+			b.closeVisit(e.At, false)
 		}
-		if b.open == nil && e.Node != "" {
-			b.openVisit(e.Node, e.Attempt, e.At)
-		}
-		if e.Type == EvLeased && b.open != nil && b.tries > 0 && b.try == nil {
-			b.try = b.newTry(e.At) // the retry's lease: the next try begins
-		}
-		b.cursor = e.At
-	case EvExpired:
-		if b.open != nil && b.open.Key.Node == e.Node {
+		b.event(b.root, e)
+		b.leased = false
+	case EvNodeStarted:
+		if b.open != nil && b.open.Key.Node != e.Node {
 			b.interrupt(e.At)
 		}
-		b.cursor = e.At
-	case EvNodeDone, EvNodeFailed:
-		if b.open != nil && b.open.Key.Node != e.Node {
-			b.interrupt(b.cursor)
-		}
 		if b.open == nil {
-			b.openVisit(e.Node, e.Attempt, b.cursor)
+			b.resolveCuts(e.Node)
+			b.openVisit(e.Node, e.Attempt, e.At)
 		}
-		v := b.open
+	case EvNodeDone, EvNodeFailed:
+		v := b.visitOf(e)
 		b.addAttrs(v, e)
 		if e.Type == EvNodeFailed {
 			v.Status, v.Description = codes.Error, detailString(e, "code")
@@ -195,26 +207,93 @@ func (b *builder) step(e *store.Event) bool {
 		b.cursor = e.At
 	case EvWaiting:
 		b.wait(e)
-	case EvDeadLettered:
-		if b.open != nil && b.open.Key.Node == e.Node {
-			b.event(b.open, e)
-			b.open.Status, b.open.Description = codes.Error, "dead-lettered"
-			b.closeVisit(e.At, false)
-		}
 	case EvCompleted, EvFailed, EvCancelled:
 		b.terminal(e)
 		return true
 	case EvRetry:
+		v := b.visitOf(e)
 		b.retry(e)
-		b.event(b.spanOf(e.Node), e)
-	case EvToolStarted, EvDropped:
-		b.event(b.spanOf(e.Node), e)
+		b.event(v, e)
 	default:
-		if e.Node != "" && e.Type != "queued" && e.Type != "renewed" {
-			b.event(b.spanOf(e.Node), e)
+		switch {
+		case leaseEvents[e.Type]:
+			if e.Type == EvDropped {
+				b.event(b.root, e)
+			}
+		case e.Node != "":
+			b.event(b.visitOf(e), e) // tool_started, decisions, reconciles, cohort records
 		}
 	}
 	return false
+}
+
+// lease is the run's step task leased: the run is worked on again.
+func (b *builder) lease(e *store.Event) {
+	switch {
+	case b.open != nil && b.open.Key.Attempt != e.Attempt:
+		b.interrupt(e.At) // a new lease took over without the visit's end
+	case b.open == nil && b.leased && b.leaseAttempt != e.Attempt:
+		b.cut(e.At)
+	}
+	b.leased, b.leaseAttempt = true, e.Attempt
+	if b.open == nil {
+		b.cursor = e.At
+	} else if b.tries > 0 && b.try == nil {
+		b.try = b.newTry(e.At) // the retry's lease: the next try begins
+	}
+}
+
+// cut ends the lease in hand without the end of what it was doing: the
+// open visit is interrupted; a lease with no visit yet named (the run
+// between two nodes as the step writes them) is remembered, to be named
+// by the node the run resumes at.
+func (b *builder) cut(at time.Time) {
+	switch {
+	case b.open != nil:
+		b.interrupt(at)
+	case b.leased:
+		b.cuts = append(b.cuts, cutLease{start: b.cursor, end: at, attempt: b.leaseAttempt})
+	}
+	b.leased = false
+}
+
+// cutLease is a lease cut before any event named its node.
+type cutLease struct {
+	start, end time.Time
+	attempt    int
+}
+
+// resolveCuts makes a span of each remembered cut, now that the run
+// resumed at node: a node's end is journaled with the continuation that
+// names the next, so the node a run resumes at is the one it was at.
+func (b *builder) resolveCuts(node string) {
+	for _, c := range b.cuts {
+		b.openVisit(node, c.attempt, c.start)
+		b.interrupt(c.end)
+	}
+	b.cuts = nil
+}
+
+// visitOf is the visit an event of the step names: the open one, else
+// one opened (at the cursor) for e's node.
+func (b *builder) visitOf(e *store.Event) *Span {
+	if b.open != nil && b.open.Key.Node != e.Node {
+		b.interrupt(e.At)
+	}
+	if b.open == nil {
+		b.resolveCuts(e.Node)
+		b.openVisit(e.Node, e.Attempt, b.cursor)
+	}
+	return b.open
+}
+
+// endWaits ends the waits in progress at e.
+func (b *builder) endWaits(e *store.Event) {
+	for n, w := range b.waits {
+		w.End = e.At
+		w.Attrs = append(w.Attrs, attribute.String("weir.wait.ended_by", e.Type))
+		delete(b.waits, n)
+	}
 }
 
 func (b *builder) openVisit(node string, attempt int, at time.Time) {
@@ -293,10 +372,7 @@ func (b *builder) interrupt(at time.Time) {
 }
 
 func (b *builder) wait(e *store.Event) {
-	parent := b.open
-	if parent == nil || parent.Key.Node != e.Node {
-		return // a wait outside its node's visit: the journal is not one the engine writes
-	}
+	parent := b.visitOf(e)
 	id, kind := detailString(e, "wait"), detailString(e, "for")
 	// A wait is named by its id where it has one (NODE@VISIT...); a
 	// child's or a cohort's by its kind, and a visit may park on those
@@ -340,20 +416,16 @@ func (b *builder) terminal(e *store.Event) {
 	for _, w := range b.waits {
 		w.End = e.At
 	}
+	for _, c := range b.cuts {
+		// A lease cut and never resumed at a node: the run's end says
+		// where it went, the root that it was cut.
+		b.root.Events = append(b.root.Events, Event{Name: "weir.interrupted", At: c.end})
+	}
 	b.root.End, b.root.Status, b.root.Description = e.At, status, desc
 	b.root.Attrs = append(b.root.Attrs, attribute.String("weir.outcome", e.Type))
 	if b.over > 0 {
 		b.root.Attrs = append(b.root.Attrs, attribute.Int("weir.spans_dropped", b.over))
 	}
-}
-
-// spanOf is the span an event of node belongs to: its visit in progress,
-// else the root.
-func (b *builder) spanOf(node string) *Span {
-	if b.open != nil && b.open.Key.Node == node {
-		return b.open
-	}
-	return b.root
 }
 
 func (b *builder) event(s *Span, e *store.Event) {

@@ -69,15 +69,35 @@ func TestBuild(t *testing.T) {
 				add(EvLeased, "a", 2, nil).add(EvNodeStarted, "a", 2, nil).add(EvNodeDone, "a", 2, nil).add(EvCompleted, "", 2, nil),
 			[]want{
 				{key: root, start: 0, end: 7, status: codes.Ok},
-				{key: key("a", 1, 1), parent: "root", start: 1, end: 3, status: codes.Error, desc: Interrupted, interrupted: true},
-				{key: key("a", 1, 2), parent: "root", start: 4, end: 6, status: codes.Ok},
+				{key: key("a", 1, 1), parent: "root", start: 2, end: 3, status: codes.Error, desc: Interrupted, interrupted: true},
+				{key: key("a", 1, 2), parent: "root", start: 5, end: 6, status: codes.Ok},
 			}},
-		{"a new lease without the visit's end",
+		{"a new lease without the visit's end: the node the run resumes at was cut",
 			start("one").add(EvLeased, "a", 1, nil).add(EvLeased, "a", 2, nil).add(EvNodeDone, "a", 2, nil).add(EvCompleted, "", 2, nil),
 			[]want{
 				{key: root, start: 0, end: 4, status: codes.Ok},
 				{key: key("a", 1, 1), parent: "root", start: 1, end: 2, status: codes.Error, desc: Interrupted, interrupted: true},
 				{key: key("a", 1, 2), parent: "root", start: 2, end: 3, status: codes.Ok},
+			}},
+		{"lease events name the task's node, not the run's: the cut is the node resumed",
+			start("crash").add(EvLeased, "prep", 1, nil).add(EvNodeDone, "prep", 1, nil).add(EvToolStarted, "send", 1, nil).
+				add(EvExpired, "prep", 1, nil).add(EvLeased, "prep", 2, nil).add("reconciled", "send", 2, nil).
+				add(EvNodeDone, "send", 2, nil).add(EvNodeDone, "after", 2, nil).add(EvCompleted, "", 2, nil),
+			[]want{
+				{key: root, start: 0, end: 9, status: codes.Ok},
+				{key: key("prep", 1, 1), parent: "root", start: 1, end: 2, status: codes.Ok},
+				{key: key("send", 1, 1), parent: "root", start: 2, end: 4, status: codes.Error, desc: Interrupted, interrupted: true},
+				{key: key("send", 1, 2), parent: "root", start: 5, end: 7, status: codes.Ok},
+				{key: key("after", 1, 2), parent: "root", start: 7, end: 8, status: codes.Ok},
+			}},
+		{"killed between two nodes: the next node is cut, no node twice",
+			start("crash").add(EvLeased, "prep", 1, nil).add(EvNodeDone, "prep", 1, nil).add(EvExpired, "prep", 1, nil).
+				add(EvLeased, "prep", 2, nil).add(EvNodeDone, "after", 2, nil).add(EvCompleted, "", 2, nil),
+			[]want{
+				{key: root, start: 0, end: 6, status: codes.Ok},
+				{key: key("prep", 1, 1), parent: "root", start: 1, end: 2, status: codes.Ok},
+				{key: key("after", 1, 1), parent: "root", start: 2, end: 3, status: codes.Error, desc: Interrupted, interrupted: true},
+				{key: key("after", 1, 2), parent: "root", start: 4, end: 5, status: codes.Ok},
 			}},
 		{"a wait for a person, approved",
 			start("approval").add(EvLeased, "approve", 1, nil).add(EvWaiting, "approve", 1, map[string]any{"for": "human", "wait": "approve@1"}).
