@@ -31,6 +31,10 @@ type TraceExporter interface {
 // traceHost is the engine's side of the trace-export service.
 type traceHost struct{ e *Engine }
 
+// Holder names this daemon in the trace-export service lease: its host
+// id, so a restarted daemon takes its own lease back.
+func (h traceHost) Holder() string { return hostOf(h.e) }
+
 // Info and Error log.
 func (h traceHost) Info(msg string, args ...any)  { h.e.log.Info(msg, args...) }
 func (h traceHost) Error(msg string, args ...any) { h.e.log.Error(msg, args...) }

@@ -49,11 +49,24 @@ type Exporter interface {
 
 // Engine is what the service needs from the engine.
 type Engine interface {
+	// Holder names this daemon in the service lease.
+	Holder() string
 	Info(msg string, args ...any)
 	Error(msg string, args ...any)
 }
 
-// Result is what one pass did.
+// LeaseName is the service lease a pass holds (store.ServiceLease), so
+// that in a fleet one daemon at a time exports the outbox; LeaseTTL is
+// how long it lasts unrenewed. Should two daemons still export a run
+// (a lease that changed hands mid-pass), they send the same ids, and
+// the removal under the old fence is refused.
+const (
+	LeaseName = "traceexport"
+	LeaseTTL  = 2 * MaxBackoff // past a pass's slowest export (the SDK retries for up to a minute)
+)
+
+// Result is what one pass did (nothing while another daemon holds the
+// service lease).
 type Result struct {
 	// Runs were exported; Unsampled were left out by the sample; Skipped
 	// could not be traced; Spans is how many spans were exported.
@@ -69,6 +82,9 @@ type Service struct {
 	st     store.Store
 	exp    Exporter
 	outbox string
+	clk    clock.Clock
+	// fence is the service lease's, taken by this pass.
+	fence uint64
 	// every is the time to the next pass (Interval, or longer after
 	// failures).
 	every atomic.Int64
@@ -77,7 +93,7 @@ type Service struct {
 
 // New returns the service reading the outbox stream of st.
 func New(eng Engine, st store.Store, clk clock.Clock, exp Exporter, outbox string) *Service {
-	s := &Service{eng: eng, st: st, exp: exp, outbox: outbox}
+	s := &Service{eng: eng, st: st, exp: exp, outbox: outbox, clk: clk}
 	s.every.Store(int64(Interval))
 	s.Loop = &service.Loop{ServiceName: "traceexport", Clock: clk, Interval: s.Interval,
 		Pass: func(ctx context.Context) {
@@ -119,8 +135,13 @@ func (s *Service) runOnce(ctx context.Context) Result {
 func (s *Service) pass(ctx context.Context) Result {
 	var res Result
 	var entries []*store.Event
-	if err := s.st.View(ctx, func(tx store.Tx) error {
-		var err error
+	if err := s.st.Update(ctx, func(tx store.Tx) error {
+		l, took, err := store.TakeServiceLease(tx, LeaseName, s.eng.Holder(), s.clk.Now(), LeaseTTL)
+		if err != nil || !took {
+			entries = nil
+			return err // another daemon exports
+		}
+		s.fence = l.Fence
 		entries, err = tx.EventList(store.EventListParams{RunID: s.outbox, Limit: Batch})
 		return err
 	}); err != nil {
@@ -207,7 +228,12 @@ func (s *Service) flush(ctx context.Context, g *group, res *Result) bool {
 			return false
 		}
 	}
-	if err := s.st.Update(ctx, func(tx store.Tx) error { return tx.EventDeleteBefore(s.outbox, g.lastSeq+1) }); err != nil {
+	if err := s.st.Update(ctx, func(tx store.Tx) error {
+		if err := store.CheckServiceLease(tx, LeaseName, s.eng.Holder(), s.fence, s.clk.Now()); err != nil {
+			return err
+		}
+		return tx.EventDeleteBefore(s.outbox, g.lastSeq+1)
+	}); err != nil {
 		res.Err = err
 		return false
 	}

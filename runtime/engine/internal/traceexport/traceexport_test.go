@@ -18,8 +18,9 @@ var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 const outbox = "trace-outbox"
 
-type quietEngine struct{}
+type quietEngine struct{ holder string }
 
+func (q quietEngine) Holder() string     { return q.holder }
 func (quietEngine) Info(string, ...any)  {}
 func (quietEngine) Error(string, ...any) {}
 
@@ -44,6 +45,7 @@ func (f *fakeExporter) Export(_ context.Context, spans []telemetry.Span) error {
 type bundle struct {
 	st  *memstore.Store
 	exp *fakeExporter
+	clk *clock.Fake
 	svc *Service
 }
 
@@ -52,7 +54,8 @@ func setup(t *testing.T) *bundle {
 	st := memstore.New()
 	t.Cleanup(func() { st.Close() })
 	exp := &fakeExporter{queue: 100, skip: map[trace.TraceID]bool{}}
-	return &bundle{st: st, exp: exp, svc: New(quietEngine{}, st, clock.NewFake(t0), exp, outbox)}
+	clk := clock.NewFake(t0)
+	return &bundle{st: st, exp: exp, clk: clk, svc: New(quietEngine{"h1"}, st, clk, exp, outbox)}
 }
 
 // finished journals a run of one task (three spans) and its outbox
@@ -156,6 +159,27 @@ func TestRunOnceSkipsAndGoesOn(t *testing.T) {
 	res := b.svc.RunOnce(context.Background())
 	if res != (Result{Runs: 1, Unsampled: 1, Skipped: 1, Spans: 3}) || b.entries(t) != 0 {
 		t.Errorf("pass %+v, %d entries left; want one run exported, one unsampled, one skipped, none left", res, b.entries(t))
+	}
+}
+
+// In a fleet one daemon at a time exports: another's pass does nothing
+// while the first holds the service lease, and takes over once it lapses.
+func TestRunOnceHoldsTheServiceLease(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	b.finished(t, "run_a")
+	if res := b.svc.RunOnce(ctx); res.Runs != 1 {
+		t.Fatalf("pass %+v, want one run", res)
+	}
+	other := New(quietEngine{"h2"}, b.st, b.clk, b.exp, outbox)
+	b.finished(t, "run_b")
+	if res := other.RunOnce(ctx); res != (Result{}) || b.entries(t) != 1 {
+		t.Fatalf("another daemon's pass %+v with the lease held, %d entries; want nothing done", res, b.entries(t))
+	}
+	b.clk.Advance(LeaseTTL)
+	if res := other.RunOnce(ctx); res.Runs != 1 || b.entries(t) != 0 {
+		t.Errorf("after the lease lapsed: pass %+v, %d entries; want run_b exported", res, b.entries(t))
 	}
 }
 
