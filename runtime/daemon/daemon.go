@@ -206,8 +206,8 @@ func openTraces(ctx context.Context, log hclog.Logger, t *config.Telemetry) (*te
 		return nil, nil
 	}
 	proto := t.Protocol
-	if t.Endpoint == "" {
-		proto = "" // the standard variables say it, with the endpoint
+	if t.Endpoint == "" && proto == config.DefaultTelemetryProtocol {
+		proto = "" // the standard variables say it, with the endpoint, unless the block chose
 	}
 	x, err := telemetry.New(ctx, telemetry.Options{Endpoint: t.Endpoint, Protocol: proto, Headers: t.HeaderValues(),
 		Insecure: t.Insecure, Sample: t.Sample, ServiceName: t.ServiceName})
