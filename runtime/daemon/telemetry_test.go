@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -20,8 +21,23 @@ import (
 func TestTelemetryExportsOverOTLP(t *testing.T) {
 	t.Setenv("WEIR_TEST_OTLP_AUTH", "Bearer sink-0123456789")
 	sink := otlptest.New(t)
-	cfg, err := config.Parse([]byte(fmt.Sprintf("telemetry {\n  otlp_endpoint = %q\n  service_name = \"weir-e2e\"\n"+
-		"  headers = { Authorization = \"env:WEIR_TEST_OTLP_AUTH\" }\n}\n", sink.URL)), "t.hcl")
+	exportsTo(t, sink, fmt.Sprintf("  otlp_endpoint = %q\n", sink.URL))
+}
+
+// The same over OTLP/gRPC, to a host:port without TLS.
+func TestTelemetryExportsOverOTLPgRPC(t *testing.T) {
+	t.Setenv("WEIR_TEST_OTLP_AUTH", "Bearer sink-0123456789")
+	sink := otlptest.NewGRPC(t)
+	exportsTo(t, sink, fmt.Sprintf("  otlp_endpoint = %q\n  protocol = \"grpc\"\n  insecure = true\n", sink.Addr))
+}
+
+// exportsTo runs a one-task flow on a daemon whose telemetry block is
+// endpoint's lines plus a service name and an Authorization header read
+// from WEIR_TEST_OTLP_AUTH, and checks what sink received.
+func exportsTo(t *testing.T, sink *otlptest.Sink, endpoint string) {
+	t.Helper()
+	cfg, err := config.Parse([]byte("telemetry {\n"+endpoint+"  service_name = \"weir-e2e\"\n"+
+		"  headers = { Authorization = \"env:WEIR_TEST_OTLP_AUTH\" }\n}\n"), "t.hcl")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +84,7 @@ func TestTelemetryExportsOverOTLP(t *testing.T) {
 		t.Errorf("spans %+v and %+v, want \"run nap\" and its child \"t\", Ok", spans[root], spans[task])
 	}
 	for _, h := range sink.Headers() {
-		if a := h.Get("Authorization"); a != "Bearer sink-0123456789" {
+		if a := h.Get("Authorization"); a != os.Getenv("WEIR_TEST_OTLP_AUTH") {
 			t.Errorf("an export came with Authorization %q", a)
 		}
 	}

@@ -1,12 +1,15 @@
-// Package otlptest is a loopback OTLP/HTTP trace receiver for tests: it
-// decodes each export request as a collector would (the protobuf of
-// go.opentelemetry.io/proto/otlp) and keeps the spans, so a test asserts
-// what reached the wire rather than what the SDK was handed.
+// Package otlptest is a loopback OTLP trace receiver for tests, over HTTP
+// (New) or gRPC (NewGRPC): it decodes each export request as a collector
+// would (the protobuf of go.opentelemetry.io/proto/otlp) and keeps the
+// spans, so a test asserts what reached the wire rather than what the
+// SDK was handed.
 package otlptest
 
 import (
+	"context"
 	"encoding/hex"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -15,6 +18,8 @@ import (
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -31,9 +36,10 @@ type Span struct {
 }
 
 // Sink is the receiver. URL is its base URL (the exporter posts to
-// URL/v1/traces).
+// URL/v1/traces); a gRPC sink's Addr is its host:port.
 type Sink struct {
-	URL string
+	URL  string
+	Addr string
 
 	mu       sync.Mutex
 	spans    []Span
@@ -49,6 +55,60 @@ func New(t testing.TB) *Sink {
 	t.Cleanup(srv.Close)
 	s.URL = srv.URL
 	return s
+}
+
+// NewGRPC starts a sink serving OTLP over gRPC (without TLS), stopped at
+// the end of the test.
+func NewGRPC(t testing.TB) *Sink {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Sink{Addr: ln.Addr().String()}
+	srv := grpc.NewServer()
+	coltrace.RegisterTraceServiceServer(srv, grpcSink{s: s})
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(srv.Stop)
+	return s
+}
+
+// grpcSink is a Sink's gRPC trace service.
+type grpcSink struct {
+	coltrace.UnimplementedTraceServiceServer
+	s *Sink
+}
+
+func (g grpcSink) Export(ctx context.Context, req *coltrace.ExportTraceServiceRequest) (*coltrace.ExportTraceServiceResponse, error) {
+	h := http.Header{}
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		for k, vs := range md {
+			for _, v := range vs {
+				h.Add(k, v)
+			}
+		}
+	}
+	g.s.keep(req, h)
+	return &coltrace.ExportTraceServiceResponse{}, nil
+}
+
+// keep records one export request's spans and headers.
+func (s *Sink) keep(req *coltrace.ExportTraceServiceRequest, h http.Header) {
+	var got []Span
+	for _, rs := range req.ResourceSpans {
+		service := attrs(rs.GetResource().GetAttributes())["service.name"]
+		name, _ := service.(string)
+		for _, ss := range rs.ScopeSpans {
+			for _, sp := range ss.Spans {
+				got = append(got, span(sp, name))
+			}
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.spans = append(s.spans, got...)
+	s.requests++
+	s.headers = append(s.headers, h)
 }
 
 // Spans returns the spans received so far, in arrival order.
@@ -81,21 +141,7 @@ func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	var got []Span
-	for _, rs := range req.ResourceSpans {
-		service := attrs(rs.GetResource().GetAttributes())["service.name"]
-		name, _ := service.(string)
-		for _, ss := range rs.ScopeSpans {
-			for _, sp := range ss.Spans {
-				got = append(got, span(sp, name))
-			}
-		}
-	}
-	s.mu.Lock()
-	s.spans = append(s.spans, got...)
-	s.requests++
-	s.headers = append(s.headers, r.Header.Clone())
-	s.mu.Unlock()
+	s.keep(&req, r.Header.Clone())
 	b, _ := proto.Marshal(&coltrace.ExportTraceServiceResponse{})
 	w.Header().Set("Content-Type", "application/x-protobuf")
 	_, _ = w.Write(b)
