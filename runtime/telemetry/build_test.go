@@ -99,6 +99,14 @@ func TestBuild(t *testing.T) {
 				{key: key("after", 1, 1), parent: "root", start: 2, end: 3, status: codes.Error, desc: Interrupted, interrupted: true},
 				{key: key("after", 1, 2), parent: "root", start: 4, end: 5, status: codes.Ok},
 			}},
+		{"held work given back at a stop (drained) is cut as a kill's is",
+			start("one").add(EvLeased, "a", 1, nil).add(EvToolStarted, "a", 1, nil).add(EvDrained, "a", 1, nil).
+				add(EvLeased, "a", 2, nil).add(EvNodeDone, "a", 2, nil).add(EvCompleted, "", 2, nil),
+			[]want{
+				{key: root, start: 0, end: 6, status: codes.Ok},
+				{key: key("a", 1, 1), parent: "root", start: 1, end: 3, status: codes.Error, desc: Interrupted, interrupted: true},
+				{key: key("a", 1, 2), parent: "root", start: 4, end: 5, status: codes.Ok},
+			}},
 		{"a wait for a person, approved",
 			start("approval").add(EvLeased, "approve", 1, nil).add(EvWaiting, "approve", 1, map[string]any{"for": "human", "wait": "approve@1"}).
 				add("approved", "approve", 1, map[string]any{"by": "alice"}).add(EvLeased, "approve", 1, nil).
