@@ -35,7 +35,7 @@ func services(e *Engine) []service.Service {
 		}
 	}
 	out = append(out,
-		pruner.New(pruneHost{e}, e.st, e.clock, AuditStream),
+		pruner.New(pruneHost{e}, e.st, e.clock, AuditStream, TraceOutbox),
 		sampler.New(sampleHost{e}, e.clock, HistoryInterval),
 		rescuer.New(rescueHost{e}, e.clock),
 		reaper.New(reapHost{e}, e.clock),
