@@ -105,6 +105,9 @@ type Config struct {
 	// from its file (hooks.go). The handler of POST /v1/hooks/{name}
 	// takes them at start and on every reload.
 	Hooks []hooks.Hook `json:"hooks,omitempty"`
+	// Telemetry is where run traces are exported (telemetry.go); off
+	// unless it or the OTEL_EXPORTER_OTLP_* variables name an endpoint.
+	Telemetry Telemetry `json:"telemetry"`
 
 	// Warnings are what the file allows but an operator should fix, as
 	// ssh warns of a private key others can read: a token secret_file,
@@ -420,6 +423,7 @@ func Default() *Config {
 	// The engine's watermark is off; a daemon keeps one.
 	c.DiskMinFree = DefaultDiskMinFree
 	c.HTTP = api.HTTPLimits{}.WithDefaults()
+	c.Telemetry = Telemetry{Protocol: DefaultTelemetryProtocol, Sample: DefaultTelemetrySample, ServiceName: DefaultTelemetryServiceName}
 	return c
 }
 
@@ -456,8 +460,8 @@ func (c *Config) Tokens() map[string]string {
 }
 
 // Hash identifies the config's effective content: two configs with the
-// same hash run the daemon the same way. Token and hook secrets enter it
-// hashed.
+// same hash run the daemon the same way. Token and hook secrets and
+// telemetry headers enter it hashed.
 func (c *Config) Hash() string {
 	type tok struct{ Owner, SecretHash string }
 	type plain Config // without MarshalJSON: every field, exactly
@@ -465,7 +469,12 @@ func (c *Config) Hash() string {
 		C          plain
 		Tokens     []tok
 		HookSecret []string
-	}{C: plain(*c)}
+		Telemetry  map[string]string // header name → its spec, hashed
+	}{C: plain(*c), Telemetry: map[string]string{}}
+	for n, spec := range c.Telemetry.Headers {
+		s := sha256.Sum256([]byte(spec))
+		v.Telemetry[n] = hex.EncodeToString(s[:])
+	}
 	for _, hk := range c.Hooks {
 		s := sha256.Sum256(hk.Secret)
 		v.HookSecret = append(v.HookSecret, hex.EncodeToString(s[:]))
@@ -533,6 +542,9 @@ func RestartChanges(running, candidate *Config) []string {
 	}
 	if running.MetricsAddress != candidate.MetricsAddress {
 		out = append(out, fmt.Sprintf("metrics address (%s -> %s)", orOff(running.MetricsAddress), orOff(candidate.MetricsAddress)))
+	}
+	if !reflect.DeepEqual(running.Telemetry, candidate.Telemetry) {
+		out = append(out, "telemetry block (its exporter starts with the daemon)")
 	}
 	names := map[string]bool{}
 	for n := range running.Plugins {

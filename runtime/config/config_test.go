@@ -50,6 +50,8 @@ func TestLoadFull(t *testing.T) {
 		Plugins: map[string]json.RawMessage{
 			"http": json.RawMessage(`{"allow_hosts":["api.example.com","example.org"],"max_bytes":1048576,"timeout":"10s"}`),
 		},
+		Telemetry: Telemetry{Endpoint: "collector.example:4317", Protocol: "grpc", Insecure: true, Headers: map[string]string{"X-Team": "weir"},
+			Sample: 0.5, ServiceName: "weir-full", headerValues: map[string]string{"X-Team": "weir"}},
 	}
 	want.pluginWhere = c.pluginWhere // positions: TestPluginHostKeys
 	// A checkout's modes are the umask's (git keeps none but the
@@ -182,6 +184,19 @@ func TestRefusals(t *testing.T) {
 		{"store no host", "store {\n  url = \"postgres:///weir\"\n}\n", []string{"c.hcl:2", "names no host"}},
 		{"store unknown key", "store {\n  url = \"postgres://db/weir\"\n  pool = 4\n}\n", []string{"c.hcl:3", `"pool" is not expected`}},
 		{"schema and value problems at once", "engine {\n  workers = 0\n  lease = \"1s\"\n}\nlog_level = 3\n", []string{"c.hcl:2: workers must be at least 1", `c.hcl:3: Unsupported argument: An argument named "lease"`, "c.hcl:5"}},
+		{"telemetry without endpoint", "telemetry {\n  sample = 0.5\n}\n", []string{"c.hcl:1", "the telemetry block needs an otlp_endpoint"}},
+		{"telemetry protocol", "telemetry {\n  otlp_endpoint = \"http://127.0.0.1:4318\"\n  protocol = \"thrift\"\n}\n", []string{"c.hcl:3", `protocol must be "http" or "grpc", got "thrift"`}},
+		{"telemetry scheme", "telemetry {\n  otlp_endpoint = \"udp://127.0.0.1:4318\"\n}\n", []string{"c.hcl:2", `scheme "udp"`}},
+		{"telemetry not an address", "telemetry {\n  otlp_endpoint = \"collector\"\n}\n", []string{"c.hcl:2", "neither a URL nor host:port"}},
+		{"telemetry credentials in URL", "telemetry {\n  otlp_endpoint = \"https://u:s3cret@collector:4318\"\n}\n", []string{"c.hcl:2", "holds credentials"}},
+		{"telemetry sample", "telemetry {\n  otlp_endpoint = \"collector:4317\"\n  sample = 1.5\n}\n", []string{"c.hcl:3", "sample must be from 0 to 1, got 1.5"}},
+		{"telemetry sample a string", "telemetry {\n  otlp_endpoint = \"collector:4317\"\n  sample = \"all\"\n}\n", []string{"c.hcl:3", "sample must be a number"}},
+		{"telemetry insecure https", "telemetry {\n  otlp_endpoint = \"https://collector:4318\"\n  insecure = true\n}\n", []string{"c.hcl:3", "contradicts the https:// endpoint"}},
+		{"telemetry header env unset", "telemetry {\n  otlp_endpoint = \"collector:4317\"\n  headers = { Authorization = \"env:WEIR_TEST_UNSET_VARIABLE\" }\n}\n", []string{"c.hcl:3", "Authorization names WEIR_TEST_UNSET_VARIABLE, which is not set"}},
+		{"telemetry header name", "telemetry {\n  otlp_endpoint = \"collector:4317\"\n  headers = { \"a b\" = \"s3cret\" }\n}\n", []string{"c.hcl:3", `"a b" is not a header name`}},
+		{"telemetry header line break", "telemetry {\n  otlp_endpoint = \"collector:4317\"\n  headers = { X = \"s3cret\\nInjected: 1\" }\n}\n", []string{"c.hcl:3", "X's value holds a line break"}},
+		{"telemetry headers not a map", "telemetry {\n  otlp_endpoint = \"collector:4317\"\n  headers = [\"X\"]\n}\n", []string{"c.hcl:3", "headers must be a map"}},
+		{"telemetry service name", "telemetry {\n  otlp_endpoint = \"collector:4317\"\n  service_name = \"\"\n}\n", []string{"c.hcl:3", "service_name must be 1 to 255 bytes"}},
 		{"several problems at once", "log_level = \"loud\"\nengine {\n  workers = 0\n}\n", []string{"c.hcl:1", "c.hcl:3"}},
 	}
 	for _, tt := range tests {
@@ -680,5 +695,61 @@ func TestSecretOpenToOthersWarns(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A header naming a variable is read at load; neither its value nor a
+// literal one reaches the view, and a change of either changes the hash
+// and needs a restart.
+func TestTelemetryHeaders(t *testing.T) {
+	t.Setenv("WEIR_TEST_OTLP_TOKEN", "Bearer tok-0123456789")
+	src := func(literal string) []byte {
+		return []byte("telemetry {\n  otlp_endpoint = \"https://collector.example:4318\"\n" +
+			"  headers = { Authorization = \"env:WEIR_TEST_OTLP_TOKEN\", X-Team = \"" + literal + "\" }\n}\n")
+	}
+	c, err := Parse(src("lit-secret"), "t.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Telemetry.On() {
+		t.Error("a telemetry block with an endpoint is not on")
+	}
+	want := map[string]string{"Authorization": "Bearer tok-0123456789", "X-Team": "lit-secret"}
+	if got := c.Telemetry.HeaderValues(); !reflect.DeepEqual(got, want) {
+		t.Errorf("HeaderValues() = %v, want %v", got, want)
+	}
+	view := string(mustJSON(t, c))
+	if strings.Contains(view, "tok-0123456789") || strings.Contains(view, "lit-secret") {
+		t.Errorf("the view shows a header value: %s", view)
+	}
+	if !strings.Contains(view, `"Authorization":"env:WEIR_TEST_OTLP_TOKEN"`) {
+		t.Errorf("the view does not say where Authorization comes from: %s", view)
+	}
+	other, err := Parse(src("other-secret"), "t.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Hash() == other.Hash() {
+		t.Error("another literal header leaves the hash as it was")
+	}
+	if rc := RestartChanges(c, other); len(rc) != 1 || !strings.Contains(rc[0], "telemetry") {
+		t.Errorf("RestartChanges = %q, want the telemetry block", rc)
+	}
+}
+
+// Without the block and the standard variables tracing is off.
+func TestTelemetryOffByDefault(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
+	c := Default()
+	if c.Telemetry.On() {
+		t.Error("the default config exports traces")
+	}
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
+	if !c.Telemetry.On() {
+		t.Error("OTEL_EXPORTER_OTLP_ENDPOINT does not turn tracing on")
+	}
+	if _, err := Parse([]byte("telemetry {\n  sample = 0.1\n}\n"), "t.hcl"); err != nil {
+		t.Errorf("a telemetry block whose endpoint is the variable's is refused: %v", err)
 	}
 }

@@ -39,8 +39,8 @@ type Knob struct {
 	// JSON is the setting's path in the config view (weir config check
 	// --json): "engine.lease_timeout", "drain_grace".
 	JSON string
-	// Unit says what the value is: count, size, duration, string, bool
-	// or mode.
+	// Unit says what the value is: count, size, duration, string, bool,
+	// number, headers or mode.
 	Unit string
 	// Doc is the line an operator reads, in serve's help and in the
 	// configuration table.
@@ -369,6 +369,25 @@ var Knobs = []*Knob{
 	{HCL: "http.write_timeout", JSON: "http.write_timeout", Unit: "duration",
 		Doc:   "answering a request (a long-poll route sets its own bound)",
 		field: func(c *Config) any { return &c.HTTP.WriteTimeout }, kind: duration(durationRule{})},
+
+	{HCL: "telemetry.otlp_endpoint", JSON: "telemetry.otlp_endpoint", Unit: "string", hidesBlock: true, zero: "off (else `OTEL_EXPORTER_OTLP_ENDPOINT`)",
+		Doc:   "where run traces are exported over OTLP: a base URL as `OTEL_EXPORTER_OTLP_ENDPOINT` is (its scheme decides TLS; over http `/v1/traces` is added) or host:port",
+		field: func(c *Config) any { return &c.Telemetry.Endpoint }, kind: text(checkTelemetryEndpoint)},
+	{HCL: "telemetry.protocol", JSON: "telemetry.protocol", Unit: "string",
+		Doc:   "OTLP over \"http\" (protobuf) or \"grpc\"",
+		field: func(c *Config) any { return &c.Telemetry.Protocol }, kind: text(checkTelemetryProtocol)},
+	{HCL: "telemetry.headers", JSON: "telemetry.headers", Unit: "headers", omitEmpty: true, zero: "none (else `OTEL_EXPORTER_OTLP_HEADERS`)",
+		Doc:   "headers sent with every export, each a literal or \"env:NAME\" read at load; values are never shown or logged",
+		field: func(c *Config) any { return &c.Telemetry.Headers }, kind: headersKind, show: showHeaders},
+	{HCL: "telemetry.insecure", JSON: "telemetry.insecure", Unit: "bool", omitEmpty: true,
+		Doc:   "send to a host:port endpoint without TLS",
+		field: func(c *Config) any { return &c.Telemetry.Insecure }, kind: boolKind},
+	{HCL: "telemetry.sample", JSON: "telemetry.sample", Unit: "number",
+		Doc:   "fraction of runs traced, 0 to 1, decided by the trace id (the same on every daemon)",
+		field: func(c *Config) any { return &c.Telemetry.Sample }, kind: sampleKind},
+	{HCL: "telemetry.service_name", JSON: "telemetry.service_name", Unit: "string",
+		Doc:   "the spans' service.name",
+		field: func(c *Config) any { return &c.Telemetry.ServiceName }, kind: text(checkTelemetryServiceName)},
 }
 
 // KnobByHCL returns the knob with the file key key, or nil.
@@ -392,7 +411,7 @@ func KnobByFlag(name string) *Knob {
 }
 
 // Field points at the knob's setting in c: an *int, *int64, *string,
-// *bool, *time.Duration or *os.FileMode.
+// *bool, *float64, *time.Duration, *os.FileMode or *map[string]string.
 func (k *Knob) Field(c *Config) any { return k.field(c) }
 
 // Get returns the knob's value in c.

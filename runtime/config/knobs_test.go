@@ -42,6 +42,7 @@ var notEngineKnobs = map[string]string{
 	"Owners":         "set from the owner blocks (OwnerAttrs; TestOwnerBlocksReachTheEngine)",
 	"DefaultOwner":   "set from the default_owner block (OwnerAttrs; TestOwnerBlocksReachTheEngine)",
 	"HostID":         "the daemon's part, kept in its data directory (DATA/host-id)",
+	"Traces":         "the daemon's part, the exporter built from the telemetry block (telemetry.*)",
 }
 
 // knobExamples is a value of each knob other than its default, as the
@@ -84,7 +85,18 @@ var knobExamples = map[string]struct{ value, extra string }{
 	"http.max_conns_per_ip":       {value: `128`},
 	"http.max_requests_per_owner": {value: `32`},
 	"http.max_streams_per_owner":  {value: `8`},
+
+	"telemetry.otlp_endpoint": {value: `"https://collector.example:4318"`},
+	"telemetry.protocol":      {value: `"grpc"`, extra: telemetryEndpoint},
+	"telemetry.headers":       {value: `{ "X-Team" = "weir" }`, extra: telemetryEndpoint},
+	"telemetry.insecure":      {value: `true`, extra: `otlp_endpoint = "collector.example:4317"`},
+	"telemetry.sample":        {value: `0.25`, extra: telemetryEndpoint},
+	"telemetry.service_name":  {value: `"weir-prod"`, extra: telemetryEndpoint},
 }
+
+// telemetryEndpoint is what the telemetry block needs for its other
+// knobs to be shown.
+const telemetryEndpoint = `otlp_endpoint = "https://collector.example:4318"`
 
 // parseExample parses a file setting k to its example.
 func parseExample(t *testing.T, k *Knob) *Config {

@@ -414,6 +414,7 @@ func (d *decoder) knobs(body hcl.Body, c *Config) {
 			k.kind.decode(d, k.attr(), expr, c, k.field(c))
 		}
 	}
+	d.checkTelemetry(blocks["telemetry"], exprs, c)
 	if blocks["engine"] != nil && c.Engine.RetryBase > c.Engine.RetryMax {
 		at, ok := exprs["engine.retry_base"]
 		if !ok {

@@ -28,6 +28,7 @@ import (
 	"github.com/weirhq/weir/runtime/store"
 	"github.com/weirhq/weir/runtime/store/badgerstore"
 	"github.com/weirhq/weir/runtime/store/storemetrics"
+	"github.com/weirhq/weir/runtime/telemetry"
 	"github.com/weirhq/weir/runtime/tlscert"
 )
 
@@ -74,6 +75,9 @@ type Daemon struct {
 	Sandbox *sandbox.Pool
 	Engine  *engine.Engine
 	raw     store.Store // the store itself, closed last but for the sandbox
+	// Traces exports finished runs' traces (nil: tracing off); it is
+	// shut down, flushing what it holds, after the engine stops.
+	Traces *telemetry.Exporter
 
 	srv     *api.Server
 	hooks   *hooks.Handler // the config's hook blocks, served by srv
@@ -139,6 +143,13 @@ func Open(ctx context.Context, o Options) (*Daemon, error) {
 		ecfg = cfg.EngineConfig(version)
 		storeDir := StoreDir(o.DataDir)
 		ecfg.DiskFree = failOnce(func() (int64, error) { return badgerstore.FreeSpace(storeDir) })
+		if d.Traces, err = openTraces(ctx, d.log, &cfg.Telemetry); err != nil {
+			d.closeParts()
+			return nil, err
+		}
+		if d.Traces != nil {
+			ecfg.Traces = d.Traces
+		}
 	}
 	if d.Sandbox, err = NewSandbox(cfg); err != nil {
 		d.closeParts()
@@ -172,7 +183,51 @@ func (d *Daemon) Close(ctx context.Context) error {
 	for _, s := range d.servers {
 		err = errors.Join(err, ignoreClosed(s.Shutdown(context.Background())))
 	}
+	if d.Traces != nil {
+		// What is queued goes out within the time left; what does not is
+		// still in the trace outbox for the next start.
+		tctx, cancel := context.WithTimeout(ctx, traceShutdown)
+		if terr := d.Traces.Shutdown(tctx); terr != nil {
+			d.log.Warn("flushing traces at stop", "error", terr)
+		}
+		cancel()
+	}
 	return errors.Join(err, d.closeParts())
+}
+
+// traceShutdown bounds the flush of queued spans at stop.
+const traceShutdown = 5 * time.Second
+
+// openTraces builds the OTLP exporter of the telemetry block, or returns
+// nil when tracing is off (no endpoint in the block or the standard
+// variables). Header values are secrets: they go to the exporter only.
+func openTraces(ctx context.Context, log hclog.Logger, t *config.Telemetry) (*telemetry.Exporter, error) {
+	if !t.On() {
+		return nil, nil
+	}
+	proto := t.Protocol
+	if t.Endpoint == "" && proto == config.DefaultTelemetryProtocol {
+		proto = "" // the standard variables say it, with the endpoint, unless the block chose
+	}
+	x, err := telemetry.New(ctx, telemetry.Options{Endpoint: t.Endpoint, Protocol: proto, Headers: t.HeaderValues(),
+		Insecure: t.Insecure, Sample: t.Sample, ServiceName: t.ServiceName})
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: %w", err)
+	}
+	endpoint := t.Endpoint
+	if endpoint == "" {
+		endpoint = "(from OTEL_EXPORTER_OTLP_*)"
+	}
+	log.Info("exporting run traces over OTLP", "endpoint", endpoint, "protocol", orDefault(proto, "(from OTEL_EXPORTER_OTLP_*)"),
+		"sample", t.Sample, "headers", len(t.Headers))
+	return x, nil
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 // closeParts closes the host, the store and the sandbox, those opened.

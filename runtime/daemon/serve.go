@@ -162,6 +162,9 @@ func (d *Daemon) listen(cfg *config.Config) error {
 		src := metrics.Sources{Engine: d.Engine, Restarts: d.Host.Restarts, ConfigVersion: d.configVersion, Sandbox: d.Sandbox.Stats,
 			Models: func() []string { return modelLabels(d.Host.Tools()) },
 			Owners: func(ctx context.Context) ([]engine.OwnerStats, error) { return d.Engine.OwnerStats(ctx, "") }}
+		if d.Traces != nil {
+			src.TraceDropped = d.Traces.Dropped
+		}
 		cs := []prometheus.Collector{metrics.NewCollector(src), d.Engine.Histograms()}
 		if c, ok := d.Store.(prometheus.Collector); ok { // the store's transaction times
 			cs = append(cs, c)

@@ -109,6 +109,11 @@ type Config struct {
 	// cache keeping evaluators). The daemon passes a runtime/sandbox
 	// Pool, so that a script bomb kills a worker, not the engine.
 	Scripts flows.Scripts
+	// Traces, if set, exports each finished run's trace (traces.go,
+	// runtime/telemetry): the daemon sets it when its telemetry block or
+	// the OTEL_EXPORTER_OTLP_* variables name an endpoint. Nil costs
+	// nothing: no outbox entry is written and no service runs.
+	Traces TraceExporter
 }
 
 // DefaultConfig returns the limits a zero Config field takes: the one
@@ -376,7 +381,7 @@ func Open(cfg Config) (*Engine, error) {
 	e.admission = &admissionGate{log: c.Logger, clock: c.Clock, cfg: &e.cfg}
 	e.auditor = &auditor{st: e.st, log: c.Logger, clock: c.Clock, cfg: &e.cfg}
 	e.book = &flowBook{st: e.st, cache: e.flowCache, scripts: e.scripts, tools: c.Tools, log: c.Logger, cfg: &e.cfg, admission: e.admission}
-	e.journal = &journal{clock: c.Clock}
+	e.journal = &journal{clock: c.Clock, traced: c.Traces != nil}
 	e.registrar = &registrar{st: e.st, clock: c.Clock, log: c.Logger, admission: e.admission, auditor: e.auditor, roll: e.roll}
 	e.cfg.Store(&c)
 	return e, nil
@@ -388,6 +393,7 @@ func (e *Engine) Reload(cfg Config) {
 	old := e.cfg.Load()
 	c := cfg.withDefaults()
 	c.Store, c.Tools, c.Logger, c.Clock, c.Scripts, c.DiskFree = old.Store, old.Tools, old.Logger, old.Clock, old.Scripts, old.DiskFree
+	c.Traces = old.Traces // its service and the journal's outbox were set up at start
 	e.cfg.Store(&c)
 	e.ledger.Resize(c.Workers, c.SpareWorkers, c.MaxBudgetInFlight)
 	e.flowCache.SetMaxBytes(c.FlowCacheBytes)

@@ -19,6 +19,10 @@ import (
 // commits.
 type journal struct {
 	clock clock.Clock // read again inside a transaction (childEndedTx)
+	// traced: each terminal record also enters the trace outbox
+	// (traces.go), in its transaction, so no finished run's trace is
+	// lost to a kill.
+	traced bool
 }
 
 // finishTx writes a run's terminal record in tx (docs/design.md §5): phase,
@@ -94,6 +98,11 @@ func (j *journal) finishTx(tx store.Tx, run *store.Run, phase store.Phase, outpu
 	}
 	if err := appendEvent(tx, run.ID, typ, run.Attempt, "", detail, now); err != nil {
 		return false, err
+	}
+	if j.traced {
+		if err := appendEvent(tx, TraceOutbox, evTraceDue, 0, "", map[string]any{"run": run.ID}, now); err != nil {
+			return false, err
+		}
 	}
 	if run.ParentRunID == "" {
 		return false, nil

@@ -11,6 +11,7 @@ import (
 	"github.com/weirhq/weir/runtime/engine/internal/schedules"
 	"github.com/weirhq/weir/runtime/engine/internal/service"
 	"github.com/weirhq/weir/runtime/engine/internal/storage"
+	"github.com/weirhq/weir/runtime/engine/internal/traceexport"
 	"github.com/weirhq/weir/runtime/store"
 )
 
@@ -34,7 +35,7 @@ func services(e *Engine) []service.Service {
 		}
 	}
 	out = append(out,
-		pruner.New(pruneHost{e}, e.st, e.clock, AuditStream),
+		pruner.New(pruneHost{e}, e.st, e.clock, AuditStream, TraceOutbox),
 		sampler.New(sampleHost{e}, e.clock, HistoryInterval),
 		rescuer.New(rescueHost{e}, e.clock),
 		reaper.New(reapHost{e}, e.clock),
@@ -44,6 +45,9 @@ func services(e *Engine) []service.Service {
 	)
 	if e.st.Capabilities().Shared {
 		out = append(out, rollkeeper.New(rollHost{e}, e.clock))
+	}
+	if cfg.Traces != nil {
+		out = append(out, traceexport.New(traceHost{e}, e.st, e.clock, cfg.Traces, TraceOutbox))
 	}
 	return append(out, dispatcher.New(dispatchHost{e}, e.clock, e.wake))
 }

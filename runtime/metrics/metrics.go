@@ -55,6 +55,10 @@ type Sources struct {
 	// "TOOL/ALIAS" as weir_model_* name them, so that each has its series
 	// from the first scrape; nil: only models that ran a turn.
 	Models func() []string
+	// TraceDropped returns the spans the trace exporter dropped
+	// (telemetry.Exporter.Dropped); nil: tracing is off, and the series
+	// is 0.
+	TraceDropped func() int64
 }
 
 // Label values known before their first event: each labelled counter has
@@ -110,6 +114,7 @@ var (
 	sandboxRerun      = desc("sandbox_calls_rerun_total", "Evaluations sent again alone after the round trip they shared failed as a whole.")
 	ownerRunning      = desc("owner_runs_running", "An owner's runs started and not ended (the top owners by use; the rest as owner=\"other\").", "owner")
 	ownerQueued       = desc("owner_runs_queued", "An owner's runs accepted and not yet started, on this daemon (the top owners by use; the rest as owner=\"other\").", "owner")
+	traceDropped      = desc("trace_spans_dropped_total", "Spans of run traces handed to the OTLP exporter and not sent (its queue full, or the collector refusing) since the daemon started; their runs stay in the trace outbox and are exported again.")
 	ownerSpent        = desc("owner_spent_window", "Budget units an owner's runs were charged in the last hour, by every daemon of the store (the top owners by use; the rest as owner=\"other\").", "owner")
 )
 
@@ -126,7 +131,7 @@ var allDescs = []*prometheus.Desc{
 	runsAccepted, runsLive, runsFinished, leasesExpired, deadLetters, eventsDropped, refused, blocked, admissionOpen, admissionState,
 	tasks, slots, pluginRestarts, configVersion, modelTurns, modelTokens, modelCost,
 	sandboxStarted, sandboxKilled, sandboxRequests, sandboxCalls, sandboxRerun,
-	ownerRunning, ownerQueued, ownerSpent,
+	ownerRunning, ownerQueued, ownerSpent, traceDropped,
 }
 
 // Describe implements prometheus.Collector.
@@ -156,6 +161,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(leasesExpired, float64(st.Counts["lease_expired"]))
 	counter(deadLetters, float64(st.Counts["dead_lettered"]))
 	counter(eventsDropped, float64(st.Counts["events_dropped"]))
+	var traceDrops int64
+	if c.src.TraceDropped != nil {
+		traceDrops = c.src.TraceDropped()
+	}
+	counter(traceDropped, float64(traceDrops))
 	for _, p := range []string{"completed", "cancelled", "failed"} {
 		counter(runsFinished, float64(st.Counts["finished_"+p]), p)
 	}

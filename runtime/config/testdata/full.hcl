@@ -72,3 +72,12 @@ plugin_ping {
   interval = "10s"
   timeout  = "4s"
 }
+
+telemetry {
+  otlp_endpoint = "collector.example:4317"
+  protocol      = "grpc"
+  insecure      = true
+  headers       = { "X-Team" = "weir" }
+  sample        = 0.5
+  service_name  = "weir-full"
+}

@@ -1,7 +1,8 @@
 // Package pruner is the retention service: once a minute it removes the
 // runs that finished longer ago than the retention (with their events,
 // continuations, dedup keys, cohorts, agent turns and idempotency
-// records) and the audit events older than theirs, so the store does not
+// records, and their trace outbox entries) and the audit events older
+// than theirs, so the store does not
 // grow without bound, and the owners' spend rows that have left the
 // spend window. A child whose parent has not finished is kept: the
 // parent may still read it. Dead letters are kept for the operator.
@@ -42,7 +43,7 @@ type Engine interface {
 }
 
 // Result is what one pass removed.
-type Result struct{ Runs, AuditEvents, SpendRows int }
+type Result struct{ Runs, AuditEvents, SpendRows, OutboxEntries int }
 
 // Pruner is the retention service.
 type Pruner struct {
@@ -50,12 +51,17 @@ type Pruner struct {
 	st    store.Store
 	clk   clock.Clock
 	audit string // the audit stream's run id
+	// outbox is the trace outbox's run id: its entries go with their
+	// runs, so a trace never exported (tracing turned off meanwhile, a
+	// collector down for longer than the retention) does not stay.
+	outbox string
 	*service.Loop
 }
 
-// New returns a pruner of st, whose audit events are under auditStream.
-func New(eng Engine, st store.Store, clk clock.Clock, auditStream string) *Pruner {
-	p := &Pruner{eng: eng, st: st, clk: clk, audit: auditStream}
+// New returns a pruner of st, whose audit events are under auditStream
+// and trace outbox entries under outboxStream.
+func New(eng Engine, st store.Store, clk clock.Clock, auditStream, outboxStream string) *Pruner {
+	p := &Pruner{eng: eng, st: st, clk: clk, audit: auditStream, outbox: outboxStream}
 	p.Loop = &service.Loop{ServiceName: "pruner", Clock: clk, Interval: func() time.Duration { return Interval },
 		Pass: func(ctx context.Context) { p.runOnce(ctx) }}
 	return p
@@ -77,6 +83,11 @@ func (p *Pruner) runOnce(ctx context.Context) Result {
 		}
 		if n > 0 {
 			p.eng.Info("pruned finished runs", "count", n, "finished_before", now.Add(-age))
+		}
+		n, err = Audit(ctx, p.st, p.outbox, now.Add(-age))
+		res.OutboxEntries = n
+		if err != nil && !service.Stopping(ctx) {
+			p.eng.Error("pruning the trace outbox", "error", err)
 		}
 	}
 	n, err := Audit(ctx, p.st, p.audit, now.Add(-p.eng.AuditRetention()))
@@ -159,8 +170,8 @@ func deleteRunTx(tx store.Tx, r *store.Run) error {
 	return tx.IdemDeleteRun(r.ID)
 }
 
-// Audit removes the events of the audit stream recorded before cutoff and
-// returns how many it removed.
+// Audit removes the events of a stream (the audit stream, the trace
+// outbox) recorded before cutoff and returns how many it removed.
 func Audit(ctx context.Context, st store.Store, stream string, cutoff time.Time) (int, error) {
 	removed := 0
 	for {

@@ -56,10 +56,19 @@ func TestRunOnceRemovesWhatRetentionLetsGo(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	p := New(fakeEngine{retention: time.Hour, audit: 45 * time.Minute}, st, clk, "audit")
+	// Trace outbox entries of an hour ago and of now: the first goes
+	// with the runs of its age.
+	for _, at := range []time.Time{t0, t0.Add(90 * time.Minute)} {
+		if err := st.Update(ctx, func(tx store.Tx) error {
+			return tx.EventAppend(&store.Event{RunID: "outbox", Type: "trace_due", At: at})
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := New(fakeEngine{retention: time.Hour, audit: 45 * time.Minute}, st, clk, "audit", "outbox")
 	clk.Advance(90 * time.Minute)
 	got := p.RunOnce(ctx)
-	if want := (Result{Runs: 1, AuditEvents: 2, SpendRows: 1}); got != want {
+	if want := (Result{Runs: 1, AuditEvents: 2, SpendRows: 1, OutboxEntries: 1}); got != want {
 		t.Fatalf("pass %+v, want %+v", got, want)
 	}
 	_ = st.View(ctx, func(tx store.Tx) error {
@@ -72,7 +81,7 @@ func TestRunOnceRemovesWhatRetentionLetsGo(t *testing.T) {
 		return nil
 	})
 	// No retention: runs stay, audit events still go by their own.
-	p = New(fakeEngine{audit: time.Minute}, st, clk, "audit")
+	p = New(fakeEngine{audit: time.Minute}, st, clk, "audit", "outbox")
 	if got := p.RunOnce(ctx); got != (Result{AuditEvents: 1}) {
 		t.Fatalf("without retention %+v", got)
 	}

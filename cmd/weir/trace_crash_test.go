@@ -1,0 +1,105 @@
+package main
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/weirhq/weir/internal/testutil"
+	"github.com/weirhq/weir/internal/testutil/otlptest"
+	"github.com/weirhq/weir/runtime/telemetry"
+)
+
+// TestTraceAcrossKill kills a tracing daemon at a durable boundary of a
+// run, restarts it and reads the run's trace as the collector got it:
+// one trace, the run's; exactly one span per visit the journal recorded
+// the end of; and one span interrupted by restart, of the node the run
+// was at when killed (the send whose start or answer was cut, or the
+// node after the send whose result was written).
+func TestTraceAcrossKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and kills real daemons")
+	}
+	for _, tt := range []struct {
+		failpoint string
+		cut       string // the node whose span is interrupted
+	}{
+		{"after-started", "send"},
+		{"after-tool@2", "send"},
+		{"after-result@2", "after"},
+	} {
+		t.Run(tt.failpoint, func(t *testing.T) {
+			t.Parallel()
+			sink := otlptest.New(t)
+			d := newDaemon(t)
+			d.config = fmt.Sprintf("telemetry {\n  otlp_endpoint = %q\n}\n", sink.URL)
+			d.start("")
+			d.register(crashFlow)
+			d.stop()
+
+			d.start(tt.failpoint)
+			res, err := d.startRun("crash", `{"x": 42}`, "req-trace")
+			if err != nil {
+				t.Fatalf("start: %v", err)
+			}
+			d.waitKilled()
+			d.start("")
+			if v := d.waitTerminal(res.RunID); !v.Phase.Terminal() {
+				t.Fatalf("run %s", v.Phase)
+			}
+			root := telemetry.SpanID(telemetry.SpanKey{Run: res.RunID}).String()
+			testutil.Eventually(t, time.Minute, func() error {
+				for _, sp := range sink.Spans() {
+					if sp.SpanID == root {
+						return nil
+					}
+				}
+				return fmt.Errorf("the collector has no root span of %s yet\n%s", res.RunID, d.log())
+			})
+			ends := map[string]int{} // journaled visit ends, by node
+			timeline := d.events(res.RunID)
+			for _, e := range timeline {
+				if e.Type == "node_completed" || e.Type == "node_failed" {
+					ends[e.Node]++
+				}
+			}
+			d.stop() // what was exported is all there is: one Export per run
+			visits, interrupted := map[string]int{}, []string{}
+			seen := map[string]bool{}
+			for _, sp := range sink.Spans() {
+				if sp.TraceID != telemetry.TraceID(res.RunID).String() {
+					t.Errorf("span %s is in trace %s, not the run's", sp.Name, sp.TraceID)
+				}
+				if seen[sp.SpanID] {
+					t.Errorf("span %s (%s) was exported twice", sp.SpanID, sp.Name)
+				}
+				seen[sp.SpanID] = true
+				node, isVisit := sp.Attrs["weir.node"].(string)
+				switch {
+				case !isVisit || sp.ParentID != root:
+				case sp.Attrs["weir.interrupted"] == true:
+					interrupted = append(interrupted, node)
+					if !sp.Error || sp.Description != telemetry.Interrupted {
+						t.Errorf("interrupted span of %s: error %t %q", node, sp.Error, sp.Description)
+					}
+				default:
+					visits[node]++
+				}
+			}
+			if len(interrupted) != 1 || interrupted[0] != tt.cut {
+				t.Errorf("interrupted spans of %v, want one of %s", interrupted, tt.cut)
+			}
+			if t.Failed() {
+				for _, e := range timeline {
+					t.Logf("event %s %s attempt %d %v", e.Type, e.Node, e.Attempt, e.Detail)
+				}
+				for _, sp := range sink.Spans() {
+					t.Logf("span %s %v", sp.Name, sp.Attrs)
+				}
+			}
+			if fmt.Sprint(visits) != fmt.Sprint(ends) {
+				t.Errorf("visit spans by node %v, want one per journaled end %v", visits, ends)
+			}
+		})
+	}
+}

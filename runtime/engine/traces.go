@@ -1,0 +1,40 @@
+package engine
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/weirhq/weir/runtime/telemetry"
+)
+
+// TraceOutbox is the pseudo run id whose timeline lists the finished runs
+// whose traces are still to be exported (internal/traceexport): an entry
+// is written in the run's terminal transaction and removed once the
+// run's spans reached the collector.
+const TraceOutbox = "trace-outbox"
+
+// evTraceDue is an outbox entry: the run named in its detail finished.
+const evTraceDue = "trace_due"
+
+// TraceExporter sends a finished run's spans, built from its journal by
+// telemetry.Build (*telemetry.Exporter, over OTLP).
+type TraceExporter interface {
+	// Sampled says whether the run of trace id tid is exported.
+	Sampled(tid trace.TraceID) bool
+	// QueueSize is the most spans one Export takes.
+	QueueSize() int
+	// Export sends spans and returns nil only once all arrived.
+	Export(ctx context.Context, spans []telemetry.Span) error
+}
+
+// traceHost is the engine's side of the trace-export service.
+type traceHost struct{ e *Engine }
+
+// Holder names this daemon in the trace-export service lease: its host
+// id, so a restarted daemon takes its own lease back.
+func (h traceHost) Holder() string { return hostOf(h.e) }
+
+// Info and Error log.
+func (h traceHost) Info(msg string, args ...any)  { h.e.log.Info(msg, args...) }
+func (h traceHost) Error(msg string, args ...any) { h.e.log.Error(msg, args...) }
