@@ -203,20 +203,9 @@ func lightWaits(ctx context.Context, c *client.Client, input json.RawMessage, du
 
 // runLatency is an ended run's time from its accepted event to its end.
 func runLatency(ctx context.Context, c *client.Client, id string) (time.Duration, error) {
-	evs, err := client.Collect(c.RunEventsAll(ctx, id, client.EventListParams{}))
-	if err != nil {
-		return 0, err
+	l, err := eventGap(ctx, c, id, "accepted", "completed")
+	if err == nil && l < 0 {
+		err = fmt.Errorf("run %s has no accepted and completed events", id)
 	}
-	var accepted time.Time
-	for _, e := range evs {
-		switch e.Type {
-		case "accepted":
-			accepted = e.At
-		case "completed":
-			if !accepted.IsZero() {
-				return e.At.Sub(accepted), nil
-			}
-		}
-	}
-	return 0, fmt.Errorf("run %s has no accepted and completed events", id)
+	return l, err
 }

@@ -198,21 +198,23 @@ func offer(ctx context.Context, c *client.Client, flow string, input json.RawMes
 // admissionWait is the time from a run's "queued" event to its first
 // "leased" one, or -1 if it was never leased (dropped or cancelled queued).
 func admissionWait(ctx context.Context, c *client.Client, id string) (time.Duration, error) {
+	return eventGap(ctx, c, id, "queued", "leased")
+}
+
+// eventGap is the time from a run's first from event to the first to
+// event after it, or -1 if the run has no such pair.
+func eventGap(ctx context.Context, c *client.Client, id, from, to string) (time.Duration, error) {
 	evs, err := client.Collect(c.RunEventsAll(ctx, id, client.EventListParams{}))
 	if err != nil {
 		return 0, err
 	}
-	var queued time.Time
+	var start time.Time
 	for _, e := range evs {
-		switch e.Type {
-		case "queued":
-			if queued.IsZero() {
-				queued = e.At
-			}
-		case "leased":
-			if !queued.IsZero() {
-				return e.At.Sub(queued), nil
-			}
+		switch {
+		case e.Type == from && start.IsZero():
+			start = e.At
+		case e.Type == to && !start.IsZero():
+			return e.At.Sub(start), nil
 		}
 	}
 	return -1, nil

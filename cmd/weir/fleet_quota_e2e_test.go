@@ -109,11 +109,37 @@ flow(name = "hold", nodes = [task("t", tool = "testkit.sleep", args = lambda ctx
 		}
 		return nil
 	})
+	// The queuer holds no slot: its first runs take each daemon's spare
+	// slot (engine.spare_workers), and only then do its runs queue.
 	q0 := ds[0].tokenClient(quotaQueuer)
+	var queuer []string
 	for i := range 2 {
-		if _, err := q0.RunStart(ctx, apitypes.StartRequest{Flow: "hold", Input: json.RawMessage(`{"ms": 1}`)}); err != nil {
+		res, err := q0.RunStart(ctx, apitypes.StartRequest{Flow: "hold", Input: json.RawMessage(`{"ms": 20000}`)})
+		if err != nil {
 			t.Fatalf("the queuer's run %d: %v", i, err)
 		}
+		queuer = append(queuer, res.RunID)
+	}
+	testutil.Eventually(t, 60*time.Second, func() error {
+		running, err := client.Collect(q0.RunListAll(ctx, client.RunListParams{Phase: apitypes.PhaseRunning}))
+		if err != nil || len(running) < 2 {
+			return fmt.Errorf("%d of the queuer's runs running (%v), want one on each daemon's spare slot", len(running), err)
+		}
+		return nil
+	})
+	// Daemon 0 counts a run it accepted as queued until it sees it start;
+	// one another daemon started leaves its count within a few rescue
+	// passes (ForgetStarted): until then a start may be refused, and
+	// changes nothing.
+	for i := range 2 {
+		testutil.Eventually(t, 60*time.Second, func() error {
+			res, err := q0.RunStart(ctx, apitypes.StartRequest{Flow: "hold", Input: json.RawMessage(`{"ms": 1}`), RequestID: fmt.Sprint("queued-", i)})
+			if err != nil {
+				return fmt.Errorf("the queuer's queued run %d: %v", i, err)
+			}
+			queuer = append(queuer, res.RunID)
+			return nil
+		})
 	}
 	refused(ds[1].tokenClient(quotaQueuer), "hold", `{"ms": 1}`, "E_OWNER_QUOTA", "max_queued is 2")
 	for _, d := range ds {
@@ -123,6 +149,11 @@ flow(name = "hold", nodes = [task("t", tool = "testkit.sleep", args = lambda ctx
 	}
 	for _, id := range long {
 		if _, err := other.RunCancel(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range queuer {
+		if _, err := q0.RunCancel(ctx, id); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -88,7 +88,10 @@ func (p *Pool) evaluate(ctx context.Context, req *request, src flows.Sources) (*
 		switch {
 		case err == nil:
 			if batch := p.takeWaiting(name); len(batch) > 0 {
-				p.runBatch(name, batch)
+				// On its own goroutine: this Call waits for its answer
+				// like the others, so that its ctx ending returns it
+				// while the batch goes on for them.
+				go p.runBatch(name, batch)
 			} else { // every Call of the line was taken by another batch
 				p.slots.Release(name)
 			}
