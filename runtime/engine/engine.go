@@ -244,14 +244,27 @@ type liveRun struct {
 	// progress is the running tool call's last progress report (display
 	// only, lost with the process).
 	progress atomic.Pointer[ToolProgress]
-	// abandoned is set at the end of a drain's grace when the work was
-	// not protected: it writes nothing more (its lease is rescued after
-	// the restart, as after a kill), and evalCtx — the context its
-	// callables are evaluated under, which nothing else ends — ends, so
-	// a callable spinning to its deadline does not hold the drain.
-	abandoned atomic.Bool
-	evalCtx   context.Context
-	stopEval  context.CancelFunc
+	// evalCtx is the context the work's callables are evaluated under,
+	// which nothing but abandon ends (a run's cancel is decided between
+	// evaluations), so that a callable spinning to its deadline does not
+	// hold a drain past its grace. evalCut is set when an evaluation
+	// ended for it (flowEntry.callBatch): its error is not the node's,
+	// and the work writes nothing more (workFenceTx; the task is handed
+	// back as any drained one).
+	evalCtx  context.Context
+	stopEval context.CancelFunc
+	evalCut  atomic.Bool
+}
+
+// liveKey carries the liveRun on an evaluation's context.
+type liveKey struct{}
+
+// noteEvalCut records, when ctx is an evaluation context whose work was
+// abandoned, that an evaluation was cut by it.
+func noteEvalCut(ctx context.Context) {
+	if lr, ok := ctx.Value(liveKey{}).(*liveRun); ok && ctx.Err() != nil {
+		lr.evalCut.Store(true)
+	}
 }
 
 // newLiveRun is the live record of work for runID, cancelled by cancel.
@@ -260,10 +273,9 @@ func newLiveRun(runID string, cancel context.CancelFunc) *liveRun {
 	return &liveRun{runID: runID, cancel: cancel, evalCtx: ctx, stopEval: stop}
 }
 
-// abandon ends the work at a drain's grace: nothing more is written, its
-// calls and evaluations are cut.
+// abandon ends the work at a drain's grace: its calls and evaluations
+// are cut.
 func (l *liveRun) abandon() {
-	l.abandoned.Store(true)
 	if l.stopEval != nil {
 		l.stopEval()
 	}

@@ -187,6 +187,6 @@ func ErrorCode(err error) string {
 // has taken: the step's writes are discarded.
 var errLeaseLost = errors.New("engine: lease lost")
 
-// errAbandoned is a write of work abandoned at the end of a drain's grace
-// (liveRun.abandon): refused like a lost lease's, which it becomes.
-var errAbandoned = fmt.Errorf("%w: abandoned at the end of the drain's grace", errLeaseLost)
+// errAbandoned is a write of work whose evaluation the end of a drain's
+// grace cut (liveRun.evalCut): refused like a lost lease's.
+var errAbandoned = fmt.Errorf("%w: an evaluation was cut at the end of the drain's grace", errLeaseLost)

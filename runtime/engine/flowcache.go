@@ -47,6 +47,7 @@ func (fe *flowEntry) call(ctx context.Context, ref flows.CallableRef, c flows.Co
 func (fe *flowEntry) callBatch(ctx context.Context, c flows.Context, calls []flows.Call) ([]flows.CallResult, error) {
 	res, err := fe.scripts.Call(ctx, fe.src, c, calls)
 	if err != nil {
+		noteEvalCut(ctx)
 		fe.noteLimit(err)
 		return nil, err
 	}

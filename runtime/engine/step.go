@@ -300,7 +300,7 @@ func (s *stepper) advance(to string) {
 func (s *stepper) evalCtx() context.Context {
 	base := context.Background()
 	if s.live != nil && s.live.evalCtx != nil {
-		base = s.live.evalCtx
+		base = context.WithValue(s.live.evalCtx, liveKey{}, s.live)
 	}
 	return ownerctx.WithOwner(base, s.run.Owner)
 }

@@ -91,11 +91,12 @@ func (w *worker) work(typ string, overBudget bool) {
 }
 
 // workFenceTx is fenceTx for what the work itself writes (a step's
-// records, an item's end): refused once the work was abandoned at a
-// drain's grace, whose evaluation or call was cut and must not be
-// recorded as its outcome. drainRelease still gives the task back.
+// records, an item's end): refused once a drain's grace cut one of its
+// evaluations, whose error must not be recorded as the node's.
+// drainRelease still gives the task back. (A call cut by the drain ends
+// as interrupted, recorded as before.)
 func (w *worker) workFenceTx(tx store.Tx) error {
-	if w.live != nil && w.live.abandoned.Load() {
+	if w.live != nil && w.live.evalCut.Load() {
 		return errAbandoned
 	}
 	return w.fenceTx(tx)
