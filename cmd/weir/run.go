@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/api/client"
@@ -124,7 +125,7 @@ func (m *Main) apiFailure(err error) error {
 }
 
 func (m *Main) runStartCmd() *cobra.Command {
-	var input, requestID string
+	var input, requestID, traceParent string
 	var wait, follow, asJSON bool
 	cmd := &cobra.Command{
 		Use:   "start FLOW",
@@ -144,7 +145,12 @@ the commands that decide them are printed and the exit status is 3.
 				return err
 			}
 			c := m.api()
-			res, err := c.RunStart(cmd.Context(), apitypes.StartRequest{Flow: args[0], Input: in, RequestID: requestID})
+			ctx := cmd.Context()
+			if traceParent != "" {
+				// A malformed one is ignored, as the W3C spec says.
+				ctx = propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier{"traceparent": traceParent})
+			}
+			res, err := c.RunStart(ctx, apitypes.StartRequest{Flow: args[0], Input: in, RequestID: requestID})
 			if err != nil {
 				return m.apiFailure(err)
 			}
@@ -163,6 +169,7 @@ the commands that decide them are printed and the exit status is 3.
 	}
 	cmd.Flags().StringVar(&input, "input", "", "run input as JSON, or @file")
 	cmd.Flags().StringVar(&requestID, "request-id", "", "business id that makes the start idempotent")
+	cmd.Flags().StringVar(&traceParent, "traceparent", "", "a W3C traceparent: the run's trace joins the caller's (the daemon's telemetry block)")
 	cmd.Flags().BoolVar(&wait, "wait", false, "follow the run to its end, or to a decision a person must take (exit 3)")
 	cmd.Flags().BoolVar(&follow, "follow", false, "follow the run to its end, through decisions")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")

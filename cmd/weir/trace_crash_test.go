@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -102,4 +103,45 @@ func TestTraceAcrossKill(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTraceJoinsTheCallersTrace: `weir run start --traceparent` makes the
+// caller's trace the run's: the collector gets the run's root span in the
+// caller's trace, its parent the caller's span; a malformed traceparent
+// is ignored and the run has a trace of its own, derived from its id.
+func TestTraceJoinsTheCallersTrace(t *testing.T) {
+	e2e(t, "starts a real daemon exporting traces")
+	sink := otlptest.New(t)
+	d := newDaemon(t)
+	d.config = fmt.Sprintf("telemetry {\n  otlp_endpoint = %q\n}\n", sink.URL)
+	d.start("")
+	d.register(`flow(name = "hello", nodes = [task("e", tool = "testkit.echo", args = lambda ctx: {"hi": 1})])`)
+	const callerTrace, callerSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	for _, tt := range []struct{ name, traceparent, trace, parent string }{
+		{"the caller's", "00-" + callerTrace + "-" + callerSpan + "-01", callerTrace, callerSpan},
+		{"malformed", "00-" + callerTrace + "-" + callerSpan, "", ""},
+	} {
+		code, out, errOut := d.cli("run", "start", "hello", "--traceparent", tt.traceparent)
+		if code != 0 {
+			t.Fatalf("%s: run start exited %d: %s", tt.name, code, errOut)
+		}
+		id := strings.TrimSpace(out)
+		d.waitTerminal(id)
+		if tt.trace == "" {
+			tt.trace = telemetry.TraceID(id).String()
+		}
+		root := telemetry.SpanID(telemetry.SpanKey{Run: id}).String()
+		testutil.Eventually(t, time.Minute, func() error {
+			for _, sp := range sink.Spans() {
+				if sp.SpanID == root {
+					if sp.TraceID != tt.trace || sp.ParentID != tt.parent {
+						return fmt.Errorf("%s: root span in trace %s with parent %q, want %s and %q", tt.name, sp.TraceID, sp.ParentID, tt.trace, tt.parent)
+					}
+					return nil
+				}
+			}
+			return fmt.Errorf("%s: the collector has no root span of %s yet", tt.name, id)
+		})
+	}
+	d.stop()
 }

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/engine"
@@ -228,6 +230,19 @@ func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
 		Message: fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path)})
 }
 
+// traceParentOf is the request's W3C traceparent header, read by the
+// OpenTelemetry propagator, normalised; "" when it has none or a
+// malformed one (ignored, as the W3C spec says: the run starts its own
+// trace).
+func traceParentOf(r *http.Request) string {
+	ctx := propagation.TraceContext{}.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return ""
+	}
+	return fmt.Sprintf("00-%s-%s-%s", sc.TraceID(), sc.SpanID(), sc.TraceFlags())
+}
+
 func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 	if !queryParams(w, r) {
 		return
@@ -240,7 +255,8 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequest, Class: engine.ClassProtocol, Message: "flow is required"})
 		return
 	}
-	res, err := s.eng.Submit(r.Context(), engine.StartRequest{Owner: ownerFrom(r.Context()), Flow: req.Flow, Input: req.Input, RequestID: req.RequestID})
+	res, err := s.eng.Submit(r.Context(), engine.StartRequest{Owner: ownerFrom(r.Context()), Flow: req.Flow, Input: req.Input, RequestID: req.RequestID,
+		TraceParent: traceParentOf(r)})
 	if err != nil {
 		writeEngineErr(w, err)
 		return

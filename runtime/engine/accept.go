@@ -65,6 +65,11 @@ type StartRequest struct {
 	Flow      string
 	Input     json.RawMessage
 	RequestID string // the client's business id; "" means no dedup
+	// TraceParent is the caller's W3C traceparent, well formed (the API
+	// drops a malformed one, as the W3C spec says): journaled in the
+	// accepted event, it makes the caller's trace the run's
+	// (runtime/telemetry). "" means the run has a trace of its own.
+	TraceParent string
 	// startedBy names what started a run the daemon starts itself
 	// (store.Run.StartedBy); its RequestID is derived, under a prefix
 	// users may not send.
@@ -115,7 +120,7 @@ func (e *Engine) submit(ctx context.Context, req StartRequest) (*StartResult, er
 		run := cs.newRun(runID, cfg, e.clock.Now())
 		return run, newStepTask(run, entry, run.CreatedAt)
 	}, func(tx store.Tx, run *store.Run, task *store.Task) (*store.Dedup, error) {
-		return e.journal.acceptTx(tx, run, task, entry)
+		return e.journal.acceptTx(tx, run, task, entry, req.TraceParent)
 	})
 	if err != nil {
 		return nil, err
@@ -272,8 +277,9 @@ func newStepTask(run *store.Run, node string, now time.Time) *store.Task {
 
 // acceptTx writes a started run in tx: its request id's dedup record and
 // the run (insertRun), or nothing when the request id already records a
-// run (another acceptance committed it meanwhile), which it returns.
-func (j *journal) acceptTx(tx store.Tx, run *store.Run, task *store.Task, entry string) (*store.Dedup, error) {
+// run (another acceptance committed it meanwhile), which it returns. A
+// caller's traceparent goes into the accepted event.
+func (j *journal) acceptTx(tx store.Tx, run *store.Run, task *store.Task, entry, traceParent string) (*store.Dedup, error) {
 	if run.RequestID != "" {
 		d, err := tx.DedupGet(run.Owner, run.RequestID)
 		if err == nil {
@@ -286,7 +292,11 @@ func (j *journal) acceptTx(tx store.Tx, run *store.Run, task *store.Task, entry 
 			return nil, err
 		}
 	}
-	return nil, j.insertRun(tx, run, task, entry, map[string]any{"request_id": run.RequestID})
+	detail := map[string]any{"request_id": run.RequestID}
+	if traceParent != "" {
+		detail["traceparent"] = traceParent
+	}
+	return nil, j.insertRun(tx, run, task, entry, detail)
 }
 
 // insertRun writes a new run, its first task, its empty continuation and

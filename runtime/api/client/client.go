@@ -15,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/weirhq/weir/runtime/api/apitypes"
 )
 
@@ -175,6 +177,8 @@ func (c *Client) do(ctx context.Context, method, path string, body any, ok func(
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
+	// The caller's trace, if ctx carries one: a run it starts joins it.
+	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	resp, err := c.http.Do(req)
 	if err != nil {
 		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, os.ErrNotExist) {

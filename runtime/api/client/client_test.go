@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/weirhq/weir/runtime/api/apitypes"
 )
 
@@ -90,5 +92,43 @@ func TestFlowRegisterReadsDiagnostics(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A ctx carrying an OpenTelemetry span context sends it as the W3C
+// traceparent of the request (a run it starts joins the caller's trace);
+// a ctx without one sends none.
+func TestTheCallersTraceGoesWithTheRequest(t *testing.T) {
+	t.Parallel()
+	got := make(chan string, 2)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Get("traceparent")
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"run_id":"run_1","existing":false}`))
+	}))
+	defer srv.Close()
+	c, err := New(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	tid, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
+	sid, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
+	ctx := trace.ContextWithRemoteSpanContext(context.Background(),
+		trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true}))
+	for _, tt := range []struct {
+		ctx  context.Context
+		want string
+	}{
+		{ctx, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+		{context.Background(), ""},
+	} {
+		if _, err := c.RunStart(tt.ctx, apitypes.StartRequest{Flow: "f"}); err != nil {
+			t.Fatal(err)
+		}
+		if h := <-got; h != tt.want {
+			t.Errorf("traceparent %q, want %q", h, tt.want)
+		}
 	}
 }

@@ -1,0 +1,53 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"github.com/weirhq/weir/runtime/api/apitypes"
+	"github.com/weirhq/weir/runtime/engine"
+)
+
+// A start's W3C traceparent header is journaled in the run's accepted
+// event (normalised), so that the run's trace joins the caller's; a
+// malformed one, or none, journals nothing and the run has a trace of
+// its own (the W3C spec: a malformed traceparent is ignored).
+func TestStartJournalsTheCallersTraceparent(t *testing.T) {
+	t.Parallel()
+	b := setup(t, engine.Config{})
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	for _, tt := range []struct {
+		name, header, want string
+	}{
+		{"well formed", tp, tp},
+		{"upper case is malformed", "00-4BF92F3577B34DA6A3CE929D0E0E4736-00F067AA0BA902B7-01", ""},
+		{"a zero trace id", "00-00000000000000000000000000000000-00f067aa0ba902b7-01", ""},
+		{"not one at all", "hello", ""},
+		{"none", "", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var hdr []string
+			if tt.header != "" {
+				hdr = []string{"traceparent", tt.header}
+			}
+			a := b.send(t, alice, "POST", "/v1/runs", apitypes.StartRequest{Flow: "echo", Input: json.RawMessage(`{"n":1}`)}, hdr...)
+			if a.status != http.StatusCreated {
+				t.Fatalf("start: %d %s", a.status, a.body)
+			}
+			var res apitypes.StartResult
+			if err := json.Unmarshal(a.body, &res); err != nil {
+				t.Fatal(err)
+			}
+			evs, err := b.eng.Events(context.Background(), "alice", res.RunID, 0, 0)
+			if err != nil || len(evs) == 0 || evs[0].Type != "accepted" {
+				t.Fatalf("events %+v %v", evs, err)
+			}
+			got, _ := evs[0].Detail["traceparent"].(string)
+			if got != tt.want {
+				t.Errorf("accepted event's traceparent %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
