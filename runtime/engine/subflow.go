@@ -145,7 +145,8 @@ func (s *stepper) runInlineChild(ctx context.Context, child *store.Run, task *st
 	e.stats.count("inline_children")
 
 	renewDone := make(chan struct{})
-	go func() { defer close(renewDone); cw.renew(cctx) }()
+	node := task.Node // read here: the step rewrites the task as it gives it back
+	go func() { defer close(renewDone); cw.renew(cctx, node) }()
 	cw.run(cctx, child, false)
 	interrupted := cctx.Err() != nil
 	cancel()

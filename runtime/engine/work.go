@@ -66,7 +66,8 @@ func (w *worker) work(typ string, overBudget bool) {
 	// sandbox (runtime/internal/owner).
 	ctx = ownerctx.WithOwner(ctx, leased.run.Owner)
 	renewDone := make(chan struct{})
-	go func() { defer close(renewDone); w.renew(ctx) }()
+	node := t.Node // read here: the step rewrites the task as it gives it back
+	go func() { defer close(renewDone); w.renew(ctx, node) }()
 	overBudget = overBudget || leased.overBudget
 	switch t.Kind {
 	case store.TaskItem:
@@ -318,8 +319,8 @@ func claimableTx(tx store.Tx, t *store.Task, now time.Time, shared bool) (*store
 
 // renew extends the lease at a third of its timeout until ctx ends. A
 // renewal that finds the lease taken cancels the work: another worker owns
-// the task now.
-func (w *worker) renew(ctx context.Context) {
+// the task now. node is the task's node as leased, for the renewed event.
+func (w *worker) renew(ctx context.Context, node string) {
 	e := w.e
 	every := e.cfg.Load().LeaseTimeout / 3
 	tick := e.clock.NewTicker(every)
@@ -358,7 +359,7 @@ func (w *worker) renew(ctx context.Context) {
 			}
 			// The task and holder say whose lease it renewed: a run's
 			// fan-out items and agent calls hold leases of their own.
-			return appendEvent(tx, held.RunID, evRenewed, held.Attempt, w.task.Node,
+			return appendEvent(tx, held.RunID, evRenewed, held.Attempt, node,
 				map[string]any{"task": held.TaskID, "holder": held.Holder, "deadline": deadline}, now)
 		})
 		switch {
@@ -382,7 +383,7 @@ func (w *worker) renew(ctx context.Context) {
 		case errors.Is(err, store.ErrDiskFull):
 			e.admission.storageFailed(err) // said once per interval, not per renewal
 		default:
-			e.log.Error("renewing lease", "task", w.task.ID, "error", err)
+			e.log.Error("renewing lease", "task", held.TaskID, "error", err)
 		}
 	}
 }
@@ -390,16 +391,23 @@ func (w *worker) renew(ctx context.Context) {
 // fenceTx checks, inside a transaction, that this worker still holds its
 // lease. Every write a worker makes starts with it, so a worker whose lease
 // was rescued can never overwrite its successor's work.
+//
+// It reads the task's id from the lease held (a copy, under its lock),
+// never from w.task, which the step rewrites when it gives the task
+// back while the renewer may be fencing its renewal.
 func (w *worker) fenceTx(tx store.Tx) error {
-	l, err := tx.LeaseGet(w.task.ID)
+	mine := w.holding()
+	if mine == nil {
+		return errLeaseLost
+	}
+	l, err := tx.LeaseGet(mine.TaskID)
 	if errors.Is(err, store.ErrNotFound) {
 		return errLeaseLost
 	}
 	if err != nil {
 		return err
 	}
-	mine := w.holding()
-	if mine == nil || l.Holder != mine.Holder || l.Attempt != mine.Attempt {
+	if l.Holder != mine.Holder || l.Attempt != mine.Attempt {
 		return errLeaseLost
 	}
 	return nil
