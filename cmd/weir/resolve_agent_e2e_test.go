@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/weirhq/weir/internal/llmtest"
-	"github.com/weirhq/weir/runtime/api/apitypes"
 )
 
 const resolveAgentFlow = `
@@ -38,22 +37,7 @@ func TestResolveAgentCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	const wait = "ag@1.1.0.unknown.1"
-	v := d.runIs(res.RunID, "waiting on the call", func(v *apitypes.Run) bool {
-		for _, w := range v.Waits {
-			if w.ID == wait {
-				return true
-			}
-		}
-		return false
-	})
-	for _, w := range v.Waits {
-		if w.ID == wait && (w.Kind != apitypes.WaitUnknown || w.Node != "ag" || !strings.Contains(string(w.Shown), `"tool":"testkit.once"`)) {
-			t.Fatalf("wait %+v", w)
-		}
-	}
-	if code, out, _ := d.cli("run", "get", res.RunID); code != 0 || !strings.Contains(out, "resolve: weir run resolve "+res.RunID+" "+wait) {
-		t.Errorf("run get (%d) does not say how to resolve the call:\n%s", code, out)
-	}
+	d.parkedOnUnknown(res.RunID, wait, "ag")
 	if n := d.onceEffects(); n != 1 {
 		t.Fatalf("%d effects, want the 1 whose answer was lost", n)
 	}
@@ -63,7 +47,7 @@ func TestResolveAgentCall(t *testing.T) {
 	if code, _, errOut := d.cli("run", "resolve", res.RunID, wait, "--happened", "--result", `{"value": "hi", "seen": true}`, "--reason", "in the log"); code != 0 {
 		t.Fatalf("resolve exited %d: %s", code, errOut)
 	}
-	v = d.waitTerminal(res.RunID)
+	v := d.waitTerminal(res.RunID)
 	if out := agentResult(t, v); out.Answer != "Sent." || out.Turns != 2 {
 		t.Fatalf("agent output %+v", out)
 	}

@@ -32,29 +32,14 @@ func TestResolveFanoutItem(t *testing.T) {
 		t.Fatal(err)
 	}
 	const wait = "fan@1.0.unknown.1"
-	v := d.runIs(res.RunID, "waiting on the item", func(v *apitypes.Run) bool {
-		for _, w := range v.Waits {
-			if w.ID == wait {
-				return true
-			}
-		}
-		return false
-	})
-	for _, w := range v.Waits {
-		if w.ID == wait && (w.Kind != apitypes.WaitUnknown || w.Node != "fan" || !strings.Contains(string(w.Shown), `"tool":"testkit.once"`)) {
-			t.Fatalf("wait %+v", w)
-		}
-	}
-	if code, out, _ := d.cli("run", "get", res.RunID); code != 0 || !strings.Contains(out, "resolve: weir run resolve "+res.RunID+" "+wait) {
-		t.Errorf("run get (%d) does not say how to resolve the item:\n%s", code, out)
-	}
+	d.parkedOnUnknown(res.RunID, wait, "fan")
 	if n := d.onceEffects(); n != 1 {
 		t.Fatalf("%d effects, want the 1 whose answer was lost", n)
 	}
 	if code, _, errOut := d.cli("run", "resolve", res.RunID, wait, "--happened", "--result", `{"value": "hi", "seen": true}`, "--reason", "in the log"); code != 0 {
 		t.Fatalf("resolve exited %d: %s", code, errOut)
 	}
-	v = d.waitTerminal(res.RunID)
+	v := d.waitTerminal(res.RunID)
 	if v.Phase != apitypes.PhaseCompleted || !strings.Contains(string(v.Output), `"sent":[{"seen":true,"value":"hi"}]`) {
 		t.Fatalf("run ended %s %s %+v\n%s", v.Phase, v.Output, v.Error, d.log())
 	}
@@ -66,4 +51,27 @@ func TestResolveFanoutItem(t *testing.T) {
 		t.Errorf("a second resolve exited %d: %s", code, errOut)
 	}
 	d.stop()
+}
+
+// parkedOnUnknown waits until run id is parked on the unknown wait of
+// node, checks the wait shows testkit.once's call and that weir run get
+// prints its resolve command.
+func (d *daemon) parkedOnUnknown(id, wait, node string) {
+	d.t.Helper()
+	v := d.runIs(id, "waiting on "+wait, func(v *apitypes.Run) bool {
+		for _, w := range v.Waits {
+			if w.ID == wait {
+				return true
+			}
+		}
+		return false
+	})
+	for _, w := range v.Waits {
+		if w.ID == wait && (w.Kind != apitypes.WaitUnknown || w.Node != node || !strings.Contains(string(w.Shown), `"tool":"testkit.once"`)) {
+			d.t.Fatalf("wait %+v", w)
+		}
+	}
+	if code, out, _ := d.cli("run", "get", id); code != 0 || !strings.Contains(out, "resolve: weir run resolve "+id+" "+wait) {
+		d.t.Errorf("run get (%d) does not say how to resolve %s:\n%s", code, wait, out)
+	}
 }
