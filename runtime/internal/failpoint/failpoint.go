@@ -36,7 +36,8 @@ const (
 // Failpoints of the dead-letter operations (engine redrive.go).
 const (
 	// ExhaustedParked: a task's dead letter and its run's park on an
-	// exhausted wait are durable (one transaction).
+	// exhausted wait are durable (one transaction), or a fan-out item's
+	// dead letter and its park in flight.
 	ExhaustedParked = "exhausted-parked"
 	// AfterRedrive: one task's redrive is durable, the rest of its batch
 	// and the answer are not.
