@@ -247,6 +247,17 @@ func hasEvent(evs []apitypes.Event, typ string) bool {
 	return false
 }
 
+// countEvents counts the events of type typ in a timeline.
+func countEvents(evs []apitypes.Event, typ string) int {
+	n := 0
+	for _, e := range evs {
+		if e.Type == typ {
+			n++
+		}
+	}
+	return n
+}
+
 // inputID returns the request id a client-started run was sent with.
 func inputID(v apitypes.Run) (string, bool) {
 	var in map[string]any
