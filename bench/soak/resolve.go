@@ -11,10 +11,11 @@ import (
 	"github.com/weirhq/weir/runtime/engine"
 )
 
-// The ask kinds' at-most-once calls (a task's, and each item's of a
-// fan-out) have a probe that can never tell, and ask a person instead of
+// The ask kinds' at-most-once calls (a task's, each item's of a fan-out,
+// and an agent's call) have a probe that can never tell, and ask a person instead of
 // failing: a kill between a call's started record and its answer
-// (after-started, after-tool) parks the run on an unknown wait, and the
+// (after-started, after-tool), or the plugin's own exit after the effect
+// (crash), parks the run on an unknown wait, and the
 // soak's resolver answers it as a person who reads the plugin's own log
 // would: happened, with the result the log holds, or not happened (the
 // call is made once more). The promises: every unknown wait is resolved
@@ -30,13 +31,13 @@ var askKind = &kind{
 flow(
     name = "soak_ask",
     nodes = [
-        task("send", tool = "testkit.once", args = lambda ctx: {"value": ctx.input["id"], "probe": "unknown"},
+        task("send", tool = "testkit.once", args = lambda ctx: {"value": ctx.input["id"], "probe": "unknown", "crash": ctx.input["crash"]},
              at_most_once = True, on_unknown = "ask", next = "done"),
         task("done", tool = "testkit.echo", args = lambda ctx: {"id": ctx.input["id"], "sent": ctx.results["send"]["value"]}),
     ],
 )
 `,
-	input: func(_ *rand.Rand, id string) map[string]any { return map[string]any{"id": id} },
+	input: crashes,
 	check: completed(func(v *apitypes.Run, in map[string]any, _ []apitypes.Event, _ *records) []string {
 		return wantOutput(v, map[string]any{"id": in["id"], "sent": in["id"]})
 	}),
@@ -51,21 +52,29 @@ flow(
     name = "soak_ask_fan",
     nodes = [
         fanout("send", items = lambda ctx: [ctx.input["id"] + "/a", ctx.input["id"] + "/b"], tool = "testkit.once",
-               args = lambda ctx, item: {"value": item, "probe": "unknown"},
+               args = lambda ctx, item: {"value": item, "probe": "unknown", "crash": ctx.input["crash"] and item.endswith("/a")},
                at_most_once = True, on_unknown = "ask", width = 2, depth = 2, max_items = 2, next = "done"),
         task("done", tool = "testkit.echo", args = lambda ctx: {"id": ctx.input["id"], "sent": [r["value"] for r in ctx.results["send"]["results"]]}),
     ],
 )
 `,
-	input: func(_ *rand.Rand, id string) map[string]any { return map[string]any{"id": id} },
+	input: crashes,
 	check: completed(func(v *apitypes.Run, in map[string]any, _ []apitypes.Event, _ *records) []string {
 		id := in["id"].(string)
 		return wantOutput(v, map[string]any{"id": id, "sent": []any{id + "/a", id + "/b"}})
 	}),
 }
 
-// askKinds are the kinds whose runs park on unknown waits.
-var askKinds = []*kind{askKind, askFanKind}
+// crashes is an ask kind's input: one run in three has its (first) call's
+// plugin exit after the effect and before the answer, an unknown outcome
+// that happened without a kill of the daemon.
+func crashes(r *rand.Rand, id string) map[string]any {
+	return map[string]any{"id": id, "crash": r.IntN(3) == 0}
+}
+
+// askKinds are the kinds whose runs park on unknown waits: the agent
+// kind's once call parks as NODE@VISIT.TURN.CALL.unknown.N.
+var askKinds = []*kind{askKind, askFanKind, agentKind}
 
 // resolveUnknown resolves the unknown waits of the ask kinds' runs that
 // the daemon lists as waiting, from testkit.once's log in the daemons'
@@ -154,14 +163,15 @@ func isAsk(k *kind) bool {
 }
 
 func resolvesSummary(w *world, f *final) string {
-	asked := 0
+	asked, byKind := 0, map[string]int{}
 	for _, s := range w.subs {
-		if !isAsk(s.kind) || s.runID == "" {
-			continue
+		if isAsk(s.kind) && s.runID != "" {
+			n := countEvents(f.events[s.runID], "resolved")
+			asked += n
+			byKind[s.kind.name] += n
 		}
-		asked += countEvents(f.events[s.runID], "resolved")
 	}
-	return fmt.Sprintf("%d unknown outcomes resolved by a person from the plugin's log (%d happened, %d not happened), each once; %d testkit.once effects, none twice; %d ask and %d ask-fan runs completed",
-		asked, w.counts["resolved happened=true"], w.counts["resolved happened=false"], len(f.records.once),
-		countFlowPhase(f, askKind.flow, apitypes.PhaseCompleted), countFlowPhase(f, askFanKind.flow, apitypes.PhaseCompleted))
+	return fmt.Sprintf("%d unknown outcomes resolved by a person from the plugin's log (%d happened, %d not happened; %d of tasks, %d of fan-out items, %d of agent calls), each once; %d testkit.once effects, none twice; %d ask and %d ask-fan runs completed",
+		asked, w.counts["resolved happened=true"], w.counts["resolved happened=false"], byKind[askKind.name], byKind[askFanKind.name], byKind[agentKind.name],
+		len(f.records.once), countFlowPhase(f, askKind.flow, apitypes.PhaseCompleted), countFlowPhase(f, askFanKind.flow, apitypes.PhaseCompleted))
 }
