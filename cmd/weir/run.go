@@ -9,7 +9,6 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -332,16 +331,9 @@ func (m *Main) runLsCmd() *cobra.Command {
 			if asJSON {
 				return printJSON(m.Stdout, vs)
 			}
-			if len(vs) == 0 {
-				fmt.Fprintln(m.Stdout, "none")
-				return nil
-			}
-			tw := tabwriter.NewWriter(m.Stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "RUN\tFLOW\tPHASE\tATTEMPT\tCREATED\tPARENT")
-			for _, v := range vs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", v.ID, v.Flow, v.Phase, v.Attempt, v.CreatedAt, parentOrDash(v.Parent))
-			}
-			if err := tw.Flush(); err != nil {
+			if err := printTable(m.Stdout, "RUN\tFLOW\tPHASE\tATTEMPT\tCREATED\tPARENT", vs, func(v apitypes.Run) string {
+				return fmt.Sprintf("%s\t%s\t%s\t%d\t%s\t%s", v.ID, v.Flow, v.Phase, v.Attempt, v.CreatedAt, parentOrDash(v.Parent))
+			}); err != nil || len(vs) == 0 {
 				return err
 			}
 			if page := cmp.Or(limit, apitypes.DefaultListLimit); len(vs) == page {
