@@ -84,14 +84,7 @@ func (m *Main) deadLetterShowCmd() *cobra.Command {
 		Use: "show TASK", Short: "Show a dead letter: every try's error, and its run", Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			d, err := m.api().DeadLetter(cmd.Context(), args[0])
-			if err != nil {
-				return m.apiFailure(err)
-			}
-			if asJSON {
-				return printJSON(m.Stdout, d)
-			}
-			printDeadLetter(m.Stdout, d)
-			return nil
+			return answer(m, d, err, asJSON, printDeadLetter)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")

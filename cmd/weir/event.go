@@ -52,14 +52,7 @@ printed).`,
 				id = "cli-" + hex.EncodeToString(b[:])
 			}
 			ev, err := m.api().SendEvent(cmd.Context(), apitypes.EventSendRequest{ID: id, Name: args[0], Key: key, Payload: body})
-			if err != nil {
-				return m.apiFailure(err)
-			}
-			if asJSON {
-				return printJSON(m.Stdout, ev)
-			}
-			printSentEvent(m.Stdout, ev)
-			return nil
+			return answer(m, ev, err, asJSON, printSentEvent)
 		},
 	}
 	cmd.Flags().StringVar(&id, "id", "", "the event's id: the same id again is the same event (default: a new one)")

@@ -42,14 +42,7 @@ the same --request-id makes no second fork.`,
 			}
 			res, err := m.api().Fork(cmd.Context(), args[0], apitypes.ForkRequest{From: from, Input: in, Version: version,
 				AllowEffects: allowEffects, RequestID: requestID, Reason: reason})
-			if err != nil {
-				return m.apiFailure(err)
-			}
-			if asJSON {
-				return printJSON(m.Stdout, res)
-			}
-			printFork(m.Stdout, res)
-			return nil
+			return answer(m, res, err, asJSON, printFork)
 		},
 	}
 	cmd.Flags().StringVar(&from, "from", "", "the fork point: NODE (its latest visit) or NODE@VISIT")

@@ -43,24 +43,10 @@ sees only their own row.`,
 			RunE: func(cmd *cobra.Command, args []string) error {
 				if owners {
 					l, err := m.api().StatsOwners(cmd.Context())
-					if err != nil {
-						return m.apiFailure(err)
-					}
-					if asJSON {
-						return printJSON(m.Stdout, l)
-					}
-					printOwnerStats(m.Stdout, l)
-					return nil
+					return answer(m, l, err, asJSON, printOwnerStats)
 				}
 				st, err := m.api().Stats(cmd.Context())
-				if err != nil {
-					return m.apiFailure(err)
-				}
-				if asJSON {
-					return printJSON(m.Stdout, st)
-				}
-				printStats(m.Stdout, st)
-				return nil
+				return answer(m, st, err, asJSON, printStats)
 			},
 		}
 		cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -390,14 +376,7 @@ func (m *Main) runEventsCmd() *cobra.Command {
 		Use: "events RUN", Short: "Print a run's timeline, one event a line", Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			evs, err := m.api().RunEvents(cmd.Context(), args[0], client.EventListParams{})
-			if err != nil {
-				return m.apiFailure(err)
-			}
-			if asJSON {
-				return printJSON(m.Stdout, evs)
-			}
-			printEvents(m.Stdout, evs)
-			return nil
+			return answer(m, evs, err, asJSON, printEvents)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")

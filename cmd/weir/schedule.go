@@ -103,14 +103,7 @@ func (m *Main) scheduleShowCmd() *cobra.Command {
 		Use: "show NAME", Short: "Show a schedule, its latest firings and its next 5 ticks", Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := m.api().Schedule(cmd.Context(), args[0])
-			if err != nil {
-				return m.apiFailure(err)
-			}
-			if asJSON {
-				return printJSON(m.Stdout, s)
-			}
-			printSchedule(m.Stdout, s)
-			return nil
+			return answer(m, s, err, asJSON, printSchedule)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")

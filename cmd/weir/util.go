@@ -27,6 +27,19 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
+// answer is how a command shows what the daemon answered: the refusal
+// (err), or v as JSON (--json) or as text.
+func answer[T any](m *Main, v T, err error, asJSON bool, text func(io.Writer, T)) error {
+	if err != nil {
+		return m.apiFailure(err)
+	}
+	if asJSON {
+		return printJSON(m.Stdout, v)
+	}
+	text(m.Stdout, v)
+	return nil
+}
+
 // printTable prints rows as the CLI's tables are printed: the header and
 // one line a row (row gives its tab-separated cells), in aligned columns;
 // "none" when there are no rows.
