@@ -68,6 +68,7 @@ var scenarios = []scenario{
 	{12, "one owner cannot starve another", fairShare},
 	{13, "recovery operations", recovery},
 	{14, "schedules", schedules},
+	{16, "peer: DBOS Transact on the same PostgreSQL", dbosPeer},
 }
 
 func main() {
