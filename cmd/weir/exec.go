@@ -97,7 +97,7 @@ func (m *Main) exec(ctx context.Context, opts execOptions) error {
 	if err != nil {
 		return err
 	}
-	log := m.newLogger("weir", opts.logLevel)
+	log := m.newLogger("weir", opts.logLevel, config.DefaultLogFormat)
 	if note != "" {
 		log.Warn(note)
 	}
