@@ -265,12 +265,19 @@ func checkDigest(ws *waitState, digest string) *Error {
 	if ws.Kind != WaitApproval {
 		return protocolErr(CodeBadRequest, "wait %s is a %s wait: only an agent's approval has a digest to name", ws.ID, ws.Kind)
 	}
+	if got := proposalDigestOf(ws); got != digest {
+		return protocolErr(CodeStaleDecision, "wait %s shows the proposal with digest %s, not the %s this decision saw: read the wait again and decide on what it shows", ws.ID, got, digest)
+	}
+	return nil
+}
+
+// proposalDigestOf is the digest of the arguments the approval wait ws
+// shows, computed again from them so that waits opened before digests
+// were shown check too.
+func proposalDigestOf(ws *waitState) string {
 	var shown struct {
 		Arguments json.RawMessage `json:"arguments"`
 	}
 	_ = json.Unmarshal(ws.Shown, &shown)
-	if got := ProposalDigest(shown.Arguments); got != digest {
-		return protocolErr(CodeStaleDecision, "wait %s shows the proposal with digest %s, not the %s this decision saw: read the wait again and decide on what it shows", ws.ID, got, digest)
-	}
-	return nil
+	return ProposalDigest(shown.Arguments)
 }

@@ -102,13 +102,19 @@ func (c *continuation) consumed(ws *waitState) {
 	}
 }
 
-// decision is an approval or a rejection of a wait.
+// decision is an approval or a rejection of a wait. On an agent's
+// approval, an approval with Arguments is an edit (the call runs with
+// them, canonical and checked against the tool's input schema), and one
+// with Respond answers the call with Result in the tool's place.
 type decision struct {
-	Approved bool            `json:"approved"`
-	Payload  json.RawMessage `json:"payload,omitempty"`
-	Reason   string          `json:"reason,omitempty"`
-	By       string          `json:"by"`
-	At       time.Time       `json:"at"`
+	Approved  bool            `json:"approved"`
+	Payload   json.RawMessage `json:"payload,omitempty"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	Respond   bool            `json:"respond,omitempty"`
+	Result    json.RawMessage `json:"result,omitempty"`
+	Reason    string          `json:"reason,omitempty"`
+	By        string          `json:"by"`
+	At        time.Time       `json:"at"`
 }
 
 func newContinuation(entry string) *continuation {

@@ -1,0 +1,219 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weirhq/weir/internal/testutil"
+	"github.com/weirhq/weir/runtime/internal/clock"
+	"github.com/weirhq/weir/runtime/store/memstore"
+	"github.com/weirhq/weir/sdk/chat"
+)
+
+// toldAbout is what the model was told about each call in its request n
+// (0-based), by call id.
+func (b *agentBundle) toldAbout(t *testing.T, n int) map[string]chat.Message {
+	t.Helper()
+	reqs := b.model.asked()
+	if len(reqs) <= n {
+		t.Fatalf("the model was asked %d turns, want at least %d", len(reqs), n+1)
+	}
+	told := map[string]chat.Message{}
+	for _, msg := range reqs[n].Messages {
+		if msg.Role == chat.RoleTool {
+			told[msg.ToolCallID] = msg
+		}
+	}
+	return told
+}
+
+func (m *fakeModel) postedInputs() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]string(nil), m.posted...)
+}
+
+// TestAgentEditRunsTheEditOnce: an approval with a payload is an edit.
+// Edited arguments the tool's input schema refuses are E_BAD_INPUT naming
+// the field, and an edit naming another proposal's digest is
+// E_STALE_DECISION; neither changes anything and the wait stays open.
+// The edit taken runs the tool once, with the edited arguments; the
+// model's next request tells it the call ran with edits and shows them;
+// the approved event carries both digests; a second decision is
+// E_ALREADY_DECIDED.
+func TestAgentEditRunsTheEditOnce(t *testing.T) {
+	t.Parallel()
+	m := newFakeModel(askTools(use(10, 1), tc("c1", "mail.post", `{"to":"ann","body":"hi"}`)), answer("posted", use(10, 1)))
+	b := setupAgent(t, memstore.New(), clock.NewFake(time.Now()), m)
+	id := b.submit(t, "posting", `{}`)
+	ws := b.openDecisionsOf(t, id, 1)
+	proposed := ProposalDigest(json.RawMessage(`{"to":"ann","body":"hi"}`))
+	if ws[0].ID != "a@1.1.0" || !strings.Contains(string(ws[0].Shown), `"digest":"`+proposed+`"`) {
+		t.Fatalf("open decision %+v", ws[0])
+	}
+	edit := func(payload, digest string) error {
+		return b.eng.Decide(context.Background(), DecideParams{Owner: "alice", RunID: id, Node: "a@1.1.0", Approve: true,
+			Payload: json.RawMessage(payload), Digest: digest})
+	}
+	if err := edit(`{"to":5}`, proposed); codeOf(err) != CodeBadInput || !strings.Contains(err.Error(), "'/to'") || !strings.Contains(err.Error(), "input schema of mail.post") {
+		t.Fatalf("an edit the input schema refuses: %v, want %s naming the field", err, CodeBadInput)
+	}
+	if err := edit(`{"to":"eve","cc":"x"}`, proposed); codeOf(err) != CodeBadInput || !strings.Contains(err.Error(), "'cc'") {
+		t.Fatalf("an edit with a field the schema does not allow: %v, want %s naming it", err, CodeBadInput)
+	}
+	if err := edit(`{"to":"eve"}`, ProposalDigest(json.RawMessage(`{"to":"bob"}`))); codeOf(err) != CodeStaleDecision {
+		t.Fatalf("an edit naming another proposal: %v, want %s", err, CodeStaleDecision)
+	}
+	if ws := b.openDecisionsOf(t, id, 1); ws[0].ID != "a@1.1.0" {
+		t.Fatalf("the refused decisions did not leave the wait open: %+v", ws)
+	}
+	if evs := b.events(t, id, "approved"); len(evs) != 0 {
+		t.Fatalf("refused decisions were journaled: %+v", evs)
+	}
+	if err := edit(`{"body":"hello","to":"eve"}`, proposed); err != nil {
+		t.Fatalf("the edit: %v", err)
+	}
+	r := resultOf(t, b.terminal(t, id))
+	if r.Answer != "posted" || r.Turns != 2 {
+		t.Errorf("result %+v", r)
+	}
+	if got := m.postedInputs(); len(got) != 1 || got[0] != `{"body":"hello","to":"eve"}` {
+		t.Errorf("mail.post ran with %q, want once with the edited arguments", got)
+	}
+	told := b.toldAbout(t, 1)["c1"]
+	var content struct {
+		Edited json.RawMessage `json:"edited_arguments"`
+		Note   string          `json:"note"`
+		Result json.RawMessage `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(told.Content), &content); err != nil || string(content.Edited) != `{"body":"hello","to":"eve"}` ||
+		!strings.Contains(content.Note, "edited") || string(content.Result) != `{"sent":true}` || told.IsError {
+		t.Errorf("the model was told %+v, want the edit and the result", told)
+	}
+	turns := b.turns(t, id)
+	if c := turns[0].Calls[0]; string(c.Edited) != `{"body":"hello","to":"eve"}` || c.Responded || !c.Done {
+		t.Errorf("the journaled call %+v, want its edit", c)
+	}
+	evs := b.events(t, id, "approved")
+	if len(evs) != 1 || evs[0].Detail["edited"] != true || evs[0].Detail["proposed_digest"] != proposed ||
+		evs[0].Detail["edited_digest"] != ProposalDigest(json.RawMessage(`{"to":"eve","body":"hello"}`)) {
+		t.Errorf("approved events %+v, want one with both digests", evs)
+	}
+	if err := edit(`{"to":"mallory"}`, ""); codeOf(err) != CodeAlreadyDecided {
+		t.Errorf("a second decision: %v, want %s", err, CodeAlreadyDecided)
+	}
+}
+
+// TestAgentRespondNeverRunsTheTool: a response answers the call in the
+// tool's place. One its output schema refuses is E_BAD_RESULT and leaves
+// the wait open, as does a response on a rejection; the response taken
+// is the call's result, the model is told it, and the tool never runs.
+func TestAgentRespondNeverRunsTheTool(t *testing.T) {
+	t.Parallel()
+	m := newFakeModel(askTools(use(10, 1), tc("c1", "mail.post", `{"to":"ann"}`)), answer("answered", use(10, 1)))
+	b := setupAgent(t, memstore.New(), clock.NewFake(time.Now()), m)
+	id := b.submit(t, "posting", `{}`)
+	b.openDecisionsOf(t, id, 1)
+	respond := func(approve bool, result string) error {
+		return b.eng.Decide(context.Background(), DecideParams{Owner: "alice", RunID: id, Node: "a", Approve: approve, Respond: true, Result: json.RawMessage(result)})
+	}
+	if err := respond(true, `{"sent":"yes"}`); codeOf(err) != CodeBadResult || !strings.Contains(err.Error(), "'/sent'") || !strings.Contains(err.Error(), "output schema of mail.post") {
+		t.Fatalf("a response the output schema refuses: %v, want %s naming the field", err, CodeBadResult)
+	}
+	if err := respond(true, `{"sent":`); codeOf(err) != CodeBadResult {
+		t.Fatalf("a response that is not JSON: %v, want %s", err, CodeBadResult)
+	}
+	if err := respond(false, `{"sent":false}`); codeOf(err) != CodeBadRequest {
+		t.Fatalf("a response on a rejection: %v, want %s", err, CodeBadRequest)
+	}
+	b.openDecisionsOf(t, id, 1)
+	if err := respond(true, ` {"sent": false, "by": "hand"} `); err != nil {
+		t.Fatalf("the response: %v", err)
+	}
+	r := resultOf(t, b.terminal(t, id))
+	if r.Answer != "answered" {
+		t.Errorf("result %+v", r)
+	}
+	if n := m.called("mail.post"); n != 0 {
+		t.Errorf("mail.post ran %d times, want never", n)
+	}
+	if told := b.toldAbout(t, 1)["c1"]; told.Content != `{"by":"hand","sent":false}` || told.IsError {
+		t.Errorf("the model was told %+v, want the response as the call's result", told)
+	}
+	if c := b.turns(t, id)[0].Calls[0]; !c.Responded || string(c.Result) != `{"by":"hand","sent":false}` || c.Task != "" {
+		t.Errorf("the journaled call %+v, want the response and no task", c)
+	}
+	if evs := b.events(t, id, "responded"); len(evs) != 1 || evs[0].Detail["result_digest"] != hashHex([]byte(`{"by":"hand","sent":false}`)) {
+		t.Errorf("responded events %+v", evs)
+	}
+	if err := respond(true, `{"sent":true}`); codeOf(err) != CodeAlreadyDecided {
+		t.Errorf("a second decision: %v, want %s", err, CodeAlreadyDecided)
+	}
+}
+
+// TestAgentParallelApprovalsInReverseOrder: three calls proposed in one
+// turn are decided independently, last first: the last is approved (it
+// runs at once, while the others still wait), the second is answered in
+// the tool's place, the first is edited. The model is not asked again
+// until all three are decided, and then it is told each call's own end.
+func TestAgentParallelApprovalsInReverseOrder(t *testing.T) {
+	t.Parallel()
+	m := newFakeModel(
+		askTools(use(10, 1), tc("c1", "mail.post", `{"to":"ann"}`), tc("c2", "mail.post", `{"to":"bob"}`), tc("c3", "mail.post", `{"to":"cy"}`)),
+		answer("all three", use(10, 1)),
+	)
+	b := setupAgent(t, memstore.New(), clock.NewFake(time.Now()), m)
+	id := b.submit(t, "posting", `{}`)
+	ws := b.openDecisionsOf(t, id, 3)
+	decide := func(wait string, p DecideParams) {
+		t.Helper()
+		p.Owner, p.RunID, p.Node, p.Approve = "alice", id, wait, true
+		p.Digest = ""
+		for _, w := range ws {
+			if w.ID == wait {
+				var shown struct {
+					Digest string `json:"digest"`
+				}
+				_ = json.Unmarshal(w.Shown, &shown)
+				p.Digest = shown.Digest
+			}
+		}
+		if err := b.eng.Decide(context.Background(), p); err != nil {
+			t.Fatalf("deciding %s: %v", wait, err)
+		}
+	}
+	decide("a@1.1.2", DecideParams{})
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if n := m.called("mail.post"); n != 1 {
+			return fmt.Errorf("mail.post ran %d times, want the approved call's", n)
+		}
+		return nil
+	})
+	if n := len(m.asked()); n != 1 {
+		t.Fatalf("the model was asked %d turns with two decisions open, want 1", n)
+	}
+	decide("a@1.1.1", DecideParams{Respond: true, Result: json.RawMessage(`{"sent":false}`)})
+	if ws := b.openDecisionsOf(t, id, 1); ws[0].ID != "a@1.1.0" {
+		t.Fatalf("open after two decisions: %+v", ws)
+	}
+	if n := len(m.asked()); n != 1 {
+		t.Fatalf("the model was asked %d turns with a decision open, want 1", n)
+	}
+	decide("a@1.1.0", DecideParams{Payload: json.RawMessage(`{"to":"dee"}`)})
+	r := resultOf(t, b.terminal(t, id))
+	if r.Answer != "all three" || r.Turns != 2 {
+		t.Errorf("result %+v", r)
+	}
+	if got := m.postedInputs(); len(got) != 2 || got[0] != `{"to":"cy"}` || got[1] != `{"to":"dee"}` {
+		t.Errorf("mail.post ran with %q, want the approved call, then the edited one", got)
+	}
+	told := b.toldAbout(t, 1)
+	if told["c3"].Content != `{"sent":true}` || told["c2"].Content != `{"sent":false}` ||
+		!strings.Contains(told["c1"].Content, `"edited_arguments":{"to":"dee"}`) {
+		t.Errorf("the model was told %+v", told)
+	}
+}
