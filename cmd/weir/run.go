@@ -22,7 +22,7 @@ import (
 func init() {
 	registerCommand(func(m *Main) *cobra.Command {
 		cmd := &cobra.Command{Use: "run", Short: "Start, inspect and cancel runs on the daemon"}
-		cmd.AddCommand(m.runStartCmd(), m.runGetCmd(), m.runLsCmd(), m.runCancelCmd(), m.runEventsCmd(), m.runDecideCmd(true), m.runDecideCmd(false), m.runGraphCmd(), m.runWaitCmd(),
+		cmd.AddCommand(m.runStartCmd(), m.runGetCmd(), m.runLsCmd(), m.runCancelCmd(), m.runEventsCmd(), m.runDecideCmd(true), m.runDecideCmd(false), m.runRespondCmd(), m.runGraphCmd(), m.runWaitCmd(),
 			m.runForkCmd(), m.runResolveCmd())
 		return cmd
 	})
@@ -469,8 +469,8 @@ func (m *Main) runDecideCmd(approve bool) *cobra.Command {
 	var payload, reason, digest string
 	cmd := &cobra.Command{Args: exactArgs(2)}
 	if approve {
-		cmd.Use, cmd.Short = "approve RUN NODE|WAIT_ID", "Approve a decision of RUN: a wait node's (the payload becomes its result) or an agent's proposed call (it runs)"
-		cmd.Flags().StringVar(&payload, "payload", "", "the decision's payload as JSON, or @file")
+		cmd.Use, cmd.Short = "approve RUN NODE|WAIT_ID", "Approve a decision of RUN: a wait node's (the payload becomes its result) or an agent's proposed call (it runs; with --payload, with those arguments instead)"
+		cmd.Flags().StringVar(&payload, "payload", "", "the decision's payload as JSON, or @file: a wait node's result, or the edited arguments an agent's proposed call runs with")
 	} else {
 		cmd.Use, cmd.Short = "reject RUN NODE|WAIT_ID", "Reject a decision of RUN: a wait node takes its error wire; an agent's model is told the reason"
 		cmd.Flags().StringVar(&reason, "reason", "", "why, recorded in the run's events")
@@ -494,6 +494,30 @@ func (m *Main) runDecideCmd(approve bool) *cobra.Command {
 			fmt.Fprintf(m.Stdout, " (wait %s)", res.Wait)
 		}
 		fmt.Fprintln(m.Stdout)
+		return nil
+	}
+	return cmd
+}
+
+// runRespondCmd is `weir run respond`: an agent's proposed call answered
+// in the tool's place.
+func (m *Main) runRespondCmd() *cobra.Command {
+	var result, digest string
+	cmd := &cobra.Command{Use: "respond RUN NODE|WAIT_ID --result JSON", Args: exactArgs(2),
+		Short: "Answer an agent's proposed call of RUN in the tool's place: the result is the call's, and the tool never runs"}
+	cmd.Flags().StringVar(&result, "result", "", "the call's result as JSON, or @file (checked against the tool's output schema)")
+	cmd.Flags().StringVar(&digest, "digest", "", "the digest of the proposed call you answer (the wait shows it): refused if the wait shows another")
+	_ = cmd.MarkFlagRequired("result")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		r, err := readJSONFlag("--result", result)
+		if err != nil {
+			return err
+		}
+		res, err := m.api().RunRespond(cmd.Context(), args[0], args[1], r, digest)
+		if err != nil {
+			return m.apiFailure(err)
+		}
+		fmt.Fprintf(m.Stdout, "%s %s at %s (wait %s)\n", res.Decision, res.RunID, res.Node, res.Wait)
 		return nil
 	}
 	return cmd
@@ -613,17 +637,53 @@ type runJSON struct {
 
 type waitJSON struct {
 	apitypes.HumanWait
+	// Digest is the digest of an agent's proposed call (its shown
+	// digest); Edit and Respond the commands that edit or answer it.
+	Digest  string `json:"digest,omitempty"`
 	Approve string `json:"approve,omitempty"`
 	Reject  string `json:"reject,omitempty"`
+	Edit    string `json:"edit,omitempty"`
+	Respond string `json:"respond,omitempty"`
 }
 
 func runWithCommands(v *apitypes.Run) runJSON {
 	out := runJSON{Run: v}
 	for _, hw := range v.Waits {
 		a, r := decideCommands(hw, v.Waits)
-		out.Waits = append(out.Waits, waitJSON{HumanWait: hw, Approve: a, Reject: r})
+		ed, rs := callCommands(hw, v.Waits)
+		out.Waits = append(out.Waits, waitJSON{HumanWait: hw, Digest: proposalDigest(hw), Approve: a, Reject: r, Edit: ed, Respond: rs})
 	}
 	return out
+}
+
+// proposalDigest is the digest an agent's approval wait shows of the
+// call it proposes, "" for any other wait.
+func proposalDigest(hw apitypes.HumanWait) string {
+	if hw.Kind != apitypes.WaitApproval {
+		return ""
+	}
+	var shown struct {
+		Digest string `json:"digest"`
+	}
+	_ = json.Unmarshal(hw.Shown, &shown)
+	return shown.Digest
+}
+
+// callCommands are the commands that edit an agent's proposed call or
+// answer it in the tool's place, bound to the proposal shown by its
+// digest; "" for any other wait.
+func callCommands(hw apitypes.HumanWait, ws []apitypes.HumanWait) (edit, respond string) {
+	approve, _ := decideCommands(hw, ws)
+	d := proposalDigest(hw)
+	if approve == "" || hw.Kind != apitypes.WaitApproval {
+		return "", ""
+	}
+	name := strings.Fields(approve)[4]
+	bind := ""
+	if d != "" {
+		bind = " --digest " + d
+	}
+	return approve + " --payload ARGS" + bind, fmt.Sprintf("weir run respond %s %s --result JSON%s", hw.RunID, name, bind)
 }
 
 // printWaits shows a run's open waits: each one's id, kind and node, what
@@ -647,8 +707,14 @@ func printWaits(w io.Writer, runID string, ws []apitypes.HumanWait) {
 		if len(hw.Shown) > 0 {
 			fmt.Fprintf(w, "  shown:   %s\n", hw.Shown)
 		}
+		if d := proposalDigest(hw); d != "" {
+			fmt.Fprintf(w, "  digest:  %s\n", d)
+		}
 		if a, r := decideCommands(hw, ws); a != "" {
 			fmt.Fprintf(w, "  approve: %s\n  reject:  %s\n", a, r)
+		}
+		if ed, rs := callCommands(hw, ws); ed != "" {
+			fmt.Fprintf(w, "  edit:    %s\n  respond: %s\n", ed, rs)
 		}
 		if c := redriveCommand(hw); c != "" {
 			fmt.Fprintf(w, "  redrive: %s\n", c)

@@ -24,15 +24,13 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, approve bool) {
 		return
 	}
 	id, node := r.PathValue("id"), r.PathValue("node")
-	hw, err := s.eng.DecideWait(r.Context(), engine.DecideParams{Owner: ownerFrom(r.Context()), RunID: id, Node: node, Approve: approve, Payload: req.Payload, Reason: req.Reason, Digest: req.Digest})
+	dw, err := s.eng.DecideWait(r.Context(), engine.DecideParams{Owner: ownerFrom(r.Context()), RunID: id, Node: node, Approve: approve,
+		Payload: req.Payload, Respond: len(req.Result) > 0, Result: req.Result, Reason: req.Reason, Digest: req.Digest})
 	if err != nil {
 		writeDecideErr(w, err)
 		return
 	}
-	d := apitypes.DecisionApproved
-	if !approve {
-		d = apitypes.DecisionRejected
-	}
+	hw, d := dw.Wait, dw.Decision
 	writeJSON(w, http.StatusOK, apitypes.DecideResponse{RunID: id, Node: hw.Node, Wait: hw.ID, Kind: hw.Kind, Decision: d})
 }
 

@@ -240,10 +240,26 @@ func (e *Engine) Decide(ctx context.Context, p DecideParams) error {
 	return err
 }
 
-// DecideWait is Decide, answering the wait it decided.
-func (e *Engine) DecideWait(ctx context.Context, p DecideParams) (HumanWait, error) {
+// What a decision did (Decided.Decision).
+const (
+	DecisionApproved  = "approved"
+	DecisionRejected  = "rejected"
+	DecisionEdited    = "edited"    // an agent's proposed call approved with edited arguments
+	DecisionResponded = "responded" // an agent's proposed call answered in the tool's place
+)
+
+// Decided is a decision DecideWait recorded: the wait it decided and
+// what it did (DecisionApproved, ...).
+type Decided struct {
+	Wait     HumanWait
+	Decision string
+}
+
+// DecideWait is Decide, answering the wait it decided and what the
+// decision did.
+func (e *Engine) DecideWait(ctx context.Context, p DecideParams) (Decided, error) {
 	if err := checkDecide(&p); err != nil {
-		return HumanWait{}, err
+		return Decided{}, err
 	}
 	if p.Approve && (len(p.Payload) > 0 || p.Respond) {
 		// An edit or a response is checked against the tool's schemas
@@ -259,22 +275,22 @@ func (e *Engine) DecideWait(ctx context.Context, p DecideParams) (HumanWait, err
 			return err
 		})
 		if err := e.decideRefused(ctx, p, err, refusal, true); err != nil {
-			return HumanWait{}, err
+			return Decided{}, err
 		}
 		if err := e.checkDecision(ctx, ws, &p); err != nil {
-			return HumanWait{}, err
+			return Decided{}, err
 		}
 	}
 	now := e.clock.Now()
 	var refusal *Error
-	var decided HumanWait
+	var decided Decided
 	err := e.st.Update(ctx, func(tx store.Tx) error {
 		var err error
 		decided, refusal, err = decideTx(tx, p, now)
 		return err
 	})
 	if err := e.decideRefused(ctx, p, err, refusal, false); err != nil {
-		return HumanWait{}, err
+		return Decided{}, err
 	}
 	failpoint.Hit(failpoint.AfterDecide)
 	e.wake.kick()
@@ -433,13 +449,14 @@ func decideTargetTx(tx store.Tx, p DecideParams) (*store.Run, *continuation, *st
 // checked by DecideWait) in tx on the open wait p names, wakes the run's
 // step task and answers the wait; or it answers why the decision is
 // refused, with errSkip.
-func decideTx(tx store.Tx, p DecideParams, now time.Time) (HumanWait, *Error, error) {
+func decideTx(tx store.Tx, p DecideParams, now time.Time) (Decided, *Error, error) {
 	owner, runID := p.Owner, p.RunID
 	run, c, t, ws, refusal, err := decideTargetTx(tx, p)
 	if err != nil {
-		return HumanWait{}, refusal, err
+		return Decided{}, refusal, err
 	}
 	d := &decision{Approved: p.Approve, Reason: p.Reason, By: owner, At: now}
+	what := DecisionApproved
 	typ, detail := "approved", map[string]any{"by": owner, "wait": ws.ID, "kind": ws.Kind}
 	if p.Digest != "" {
 		detail["digest"] = p.Digest // the proposal the decider saw
@@ -447,37 +464,40 @@ func decideTx(tx store.Tx, p DecideParams, now time.Time) (HumanWait, *Error, er
 	switch {
 	case !p.Approve:
 		typ, detail["reason"] = "rejected", p.Reason
+		what = DecisionRejected
 	case ws.Kind != WaitApproval && p.Respond:
 		// Checked before the write; a wait of another kind under the
 		// same name since is refused as that check would.
-		return HumanWait{}, protocolErr(CodeBadRequest, "wait %s is a %s wait: only an agent's proposed call is answered in the tool's place", ws.ID, ws.Kind), errSkip
+		return Decided{}, protocolErr(CodeBadRequest, "wait %s is a %s wait: only an agent's proposed call is answered in the tool's place", ws.ID, ws.Kind), errSkip
 	case ws.Kind != WaitApproval:
 		d.Payload = p.Payload
 	case p.Respond:
 		// The person's answer is the call's result: the tool never runs.
 		d.Respond, d.Result = true, p.Result
-		typ = "responded"
+		typ, what = "responded", DecisionResponded
 		detail["proposed_digest"] = proposalDigestOf(ws)
 		detail["result_digest"] = hashHex(p.Result)
 	case len(p.Payload) > 0 && ProposalDigest(p.Payload) != proposalDigestOf(ws):
 		// An edit: the call runs with these arguments. Both digests are
 		// journaled, so the event says what was proposed and what ran.
 		d.Arguments = p.Payload
+		what = DecisionEdited
 		detail["edited"] = true
 		detail["proposed_digest"] = proposalDigestOf(ws)
 		detail["edited_digest"] = ProposalDigest(p.Payload)
 	}
 	ws.Decision = d
-	decided := HumanWait{ID: ws.ID, Kind: ws.Kind, RunID: runID, Flow: run.Flow, Node: ws.Node, Since: ws.Since, Until: ws.Until, Shown: ws.Shown, Edited: d.Arguments != nil, Responded: d.Respond}
+	decided := Decided{Decision: what,
+		Wait: HumanWait{ID: ws.ID, Kind: ws.Kind, RunID: runID, Flow: run.Flow, Node: ws.Node, Since: ws.Since, Until: ws.Until, Shown: ws.Shown}}
 	if err := tx.ContinuationPut(runID, encodeContinuation(c)); err != nil {
-		return HumanWait{}, nil, err
+		return Decided{}, nil, err
 	}
 	// A task being worked takes the decision when it next commits (an
 	// agent running its other calls), or finds itself woken when it
 	// parks; a parked one is woken.
 	if t != nil {
 		if _, err := wakeParkedTx(tx, t, now); err != nil {
-			return HumanWait{}, nil, err
+			return Decided{}, nil, err
 		}
 	}
 	return decided, nil, appendEvent(tx, runID, typ, run.Attempt, ws.Node, detail, now)
@@ -578,11 +598,6 @@ type HumanWait struct {
 	// Shown is what the decider is shown: a wait node's request, or the
 	// tool call an agent proposed ({tool, arguments, digest}).
 	Shown json.RawMessage `json:"shown,omitempty"`
-	// Edited and Responded say what a decision just given did with an
-	// agent's proposed call: it runs with edited arguments, or a person
-	// answered it in the tool's place.
-	Edited    bool `json:"-"`
-	Responded bool `json:"-"`
 }
 
 // NeedsDecision says whether the wait ends by a person's decision.

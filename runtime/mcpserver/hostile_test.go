@@ -139,6 +139,10 @@ func (d *daemonStub) RunApprove(_ context.Context, id, wait string, _ json.RawMe
 	return d.decide(id, wait, "approve "+id+" "+wait)
 }
 
+func (d *daemonStub) RunRespond(_ context.Context, id, wait string, _ json.RawMessage, _ string) (*apitypes.DecideResponse, error) {
+	return d.decide(id, wait, "respond "+id+" "+wait)
+}
+
 func (d *daemonStub) RunReject(_ context.Context, id, wait, reason string) (*apitypes.DecideResponse, error) {
 	return d.decide(id, wait, "reject "+id+" "+wait+" "+reason)
 }

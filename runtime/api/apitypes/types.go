@@ -297,11 +297,20 @@ type HumanWait struct {
 func (w HumanWait) NeedsDecision() bool { return w.Kind == WaitHuman || w.Kind == WaitApproval }
 
 // DecideRequest is the body of POST /v1/runs/{id}/waits/{wait}/approve
-// (Payload) and .../reject (Reason), where {wait} is a wait id, or a node
-// where exactly one decision is open.
+// (Payload or Result) and .../reject (Reason), where {wait} is a wait id,
+// or a node where exactly one decision is open.
 type DecideRequest struct {
-	// Payload becomes the waiting node's result on approval.
+	// Payload becomes the waiting node's result on approval. On an
+	// agent's approval it is an edit: the arguments the proposed call
+	// runs with instead (checked against the tool's input schema,
+	// E_BAD_INPUT, the wait left open).
 	Payload json.RawMessage `json:"payload,omitempty"`
+	// Result, on the approval of an agent's proposed call, answers the
+	// call in the tool's place (a respond): it is the call's result
+	// (checked against the tool's output schema, E_BAD_RESULT, the wait
+	// left open) and the tool never runs. Present (null included) means
+	// respond; it does not go with Payload.
+	Result json.RawMessage `json:"result,omitempty"`
 	// Reason is recorded in the run's events on rejection.
 	Reason string `json:"reason,omitempty"`
 	// Digest names the proposal the decider saw on an agent's approval
@@ -314,6 +323,10 @@ type DecideRequest struct {
 const (
 	DecisionApproved = "approved"
 	DecisionRejected = "rejected"
+	// DecisionEdited: an agent's proposed call approved with edited
+	// arguments; DecisionResponded: answered in the tool's place.
+	DecisionEdited    = "edited"
+	DecisionResponded = "responded"
 )
 
 // DecideResponse answers a decision.
