@@ -36,7 +36,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, approve bool) {
 
 func writeDecideErr(w http.ResponseWriter, err error) {
 	var e *engine.Error
-	if errors.As(err, &e) && (e.Code == engine.CodeAlreadyDecided || e.Code == engine.CodeNotWaiting || e.Code == engine.CodeAmbiguousWait || e.Code == engine.CodeStaleDecision) {
+	if errors.As(err, &e) && (e.Code == engine.CodeAlreadyDecided || e.Code == engine.CodeNotWaiting || e.Code == engine.CodeAmbiguousWait || e.Code == engine.CodeStaleDecision || e.Code == engine.CodeApprovalExpired) {
 		writeErr(w, http.StatusConflict, e)
 		return
 	}

@@ -793,6 +793,10 @@ func (s *stepper) sortCalls(a *agentLoop, t *store.AgentTurn, msg chat.Message, 
 			if isNew {
 				p.fresh = append(p.fresh, ws)
 			}
+			if ws.Decision == nil && ws.Expires && !now.Before(ws.Until) {
+				p.ends[i] = callEnded(c, nil, expireApproval(ws, c.Tool, node.ApprovalTTL, now))
+				continue
+			}
 			switch d := ws.Decision; {
 			case d == nil:
 				p.undecided = append(p.undecided, ws)

@@ -217,3 +217,49 @@ func TestAgentParallelApprovalsInReverseOrder(t *testing.T) {
 		t.Errorf("the model was told %+v", told)
 	}
 }
+
+// TestAgentApprovalTTLExpires: on an agent with approval_ttl, each
+// approval wait waits that long from its proposal. One call decided in
+// time runs; past the TTL (on the fake clock) the other is rejected with
+// E_APPROVAL_EXPIRED, which the model is told, it never runs, the loop
+// goes on, and a late decision on it is refused with that code.
+func TestAgentApprovalTTLExpires(t *testing.T) {
+	t.Parallel()
+	m := newFakeModel(askTools(use(10, 1), tc("c1", "mail.post", `{"to":"ann"}`), tc("c2", "mail.post", `{"to":"bob"}`)), answer("one went", use(10, 1)))
+	fk := clock.NewFake(time.Now())
+	b := setupAgent(t, memstore.New(), fk, m)
+	id := b.submit(t, "posting_ttl", `{}`)
+	ws := b.openDecisionsOf(t, id, 2)
+	for _, w := range ws {
+		if !w.Until.Equal(w.Since.Add(10 * time.Minute)) {
+			t.Errorf("wait %s waits until %v, want its approval_ttl after %v", w.ID, w.Until, w.Since)
+		}
+	}
+	if err := b.decide(id, "a@1.1.1", true, ""); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if n := m.called("mail.post"); n != 1 {
+			return fmt.Errorf("mail.post ran %d times, want the approved call's", n)
+		}
+		return nil
+	})
+	fk.Advance(10 * time.Minute)
+	if err := b.decide(id, "a@1.1.0", true, ""); codeOf(err) != CodeApprovalExpired {
+		t.Errorf("a decision past the TTL: %v, want %s", err, CodeApprovalExpired)
+	}
+	r := resultOf(t, b.terminal(t, id))
+	if r.Answer != "one went" || r.Turns != 2 {
+		t.Errorf("result %+v", r)
+	}
+	if got := m.postedInputs(); len(got) != 1 || got[0] != `{"to":"bob"}` {
+		t.Errorf("mail.post ran with %q, want only the approved call", got)
+	}
+	told := b.toldAbout(t, 1)
+	if c1 := told["c1"]; !c1.IsError || !strings.Contains(c1.Content, CodeApprovalExpired) || !strings.Contains(c1.Content, "10m") || told["c2"].Content != `{"sent":true}` {
+		t.Errorf("the model was told %+v", told)
+	}
+	if err := b.decide(id, "a@1.1.0", false, "late"); codeOf(err) != CodeApprovalExpired {
+		t.Errorf("a decision after the run went on: %v, want %s", err, CodeApprovalExpired)
+	}
+}

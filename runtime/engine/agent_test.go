@@ -302,6 +302,10 @@ flow(name = "posting", nodes = [
     agent("a", model = "small", prompt = "Go", tools = ["mail.post"], approve = ["mail.post"], max_turns = 3),
 ])
 
+flow(name = "posting_ttl", nodes = [
+    agent("a", model = "small", prompt = "Go", tools = ["mail.post"], approve = ["mail.post"], max_turns = 3, approval_ttl = "10m"),
+])
+
 flow(name = "approving_timed", nodes = [
     agent("a", model = "small", prompt = "Go", tools = ["mail.send"], approve = ["mail.send"], max_turns = 3, timeout = "1m", error = "fallback"),
     task("fallback", tool = "kv.get"),

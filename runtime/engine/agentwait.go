@@ -24,17 +24,21 @@ const evApprovalAsked = "approval_asked"
 
 // approvalWait is the approval wait of call i of turn t: the one already
 // open (decided or not), or a new one showing the tool and its arguments,
-// whose deadline is the loop's (none if the node has no timeout).
+// whose deadline is the node's approval_ttl from now or the loop's,
+// whichever comes first (none if the node has neither).
 func (s *stepper) approvalWait(a *agentLoop, t *store.AgentTurn, i int, args json.RawMessage, now time.Time) (*waitState, bool) {
 	id := WaitID(a.node.ID, a.visit, t.Turn, i)
 	if ws := s.cont.Approvals[id]; ws != nil {
 		return ws, false
 	}
-	until := now.Add(noTimeout)
+	until, expires := now.Add(noTimeout), false
 	if a.node.Timeout > 0 {
 		until = a.started.Add(a.node.Timeout)
 	}
-	ws := &waitState{ID: id, Kind: WaitApproval, Node: a.node.ID, Since: now, Until: until, Visit: a.visit, Call: []int{t.Turn, i},
+	if ttl := a.node.ApprovalTTL; ttl > 0 && now.Add(ttl).Before(until) {
+		until, expires = now.Add(ttl), true
+	}
+	ws := &waitState{ID: id, Kind: WaitApproval, Node: a.node.ID, Since: now, Until: until, Expires: expires, Visit: a.visit, Call: []int{t.Turn, i},
 		Shown: mustJSON(map[string]any{"tool": t.Calls[i].Tool, "arguments": args, "digest": ProposalDigest(args), "turn": t.Turn, "call": i})}
 	if s.cont.Approvals == nil {
 		s.cont.Approvals = map[string]*waitState{}
@@ -280,4 +284,34 @@ func proposalDigestOf(ws *waitState) string {
 	}
 	_ = json.Unmarshal(ws.Shown, &shown)
 	return ProposalDigest(shown.Arguments)
+}
+
+// expireApproval rejects the undecided approval ws of a call of tool
+// whose approval_ttl passed, as the engine's own decision, so that the
+// call ends with E_APPROVAL_EXPIRED (which the model is told) and a late
+// decision is refused with that code.
+func expireApproval(ws *waitState, tool string, ttl time.Duration, now time.Time) *store.RunError {
+	ws.Decision = &decision{Approved: false, Expired: true, By: "weir", At: now,
+		Reason: fmt.Sprintf("nobody decided it within the approval_ttl %s", ttl)}
+	return &store.RunError{Code: CodeApprovalExpired,
+		Message: fmt.Sprintf("nobody decided this call of %s within its approval_ttl %s: it did not run", tool, ttl)}
+}
+
+// expiredApproval refuses a decision on an approval that expired, one
+// the run took past or one whose deadline just passed; nil otherwise.
+func expiredApproval(c *continuation, ws *waitState, target string, now time.Time) *Error {
+	if ws != nil && ws.Kind == WaitApproval && ws.Expires && ws.Decision == nil && !now.Before(ws.Until) {
+		return protocolErr(CodeApprovalExpired, "the approval wait %s expired at %s: the call was rejected and the model told so", ws.ID, ws.Until.UTC().Format(time.RFC3339))
+	}
+	for _, a := range c.Approvals {
+		if a.Decision != nil && a.Decision.Expired && (a.ID == target || (!IsWaitID(target) && a.Node == target)) {
+			return protocolErr(CodeApprovalExpired, "the approval wait %s expired at %s: the call was rejected and the model told so", a.ID, a.Until.UTC().Format(time.RFC3339))
+		}
+	}
+	for i := len(c.Decided) - 1; i >= 0; i-- {
+		if d := c.Decided[i]; d.Expired && d.ID == target {
+			return protocolErr(CodeApprovalExpired, "the approval wait %s expired at %s: the call was rejected and the model told so", d.ID, d.At.UTC().Format(time.RFC3339))
+		}
+	}
+	return nil
 }

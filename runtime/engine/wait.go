@@ -271,7 +271,7 @@ func (e *Engine) DecideWait(ctx context.Context, p DecideParams) (Decided, error
 		var refusal *Error
 		err := e.st.View(ctx, func(tx store.Tx) error {
 			var err error
-			_, _, _, ws, refusal, err = decideTargetTx(tx, p)
+			_, _, _, ws, refusal, err = decideTargetTx(tx, p, e.clock.Now())
 			return err
 		})
 		if err := e.decideRefused(ctx, p, err, refusal, true); err != nil {
@@ -405,7 +405,7 @@ func (e *Engine) checkEdit(ctx context.Context, tool string, args json.RawMessag
 // continuation and step task, or why it cannot be decided: another
 // owner's run (errNotYours), or a refusal with errSkip (not waiting,
 // ambiguous, decided before, another proposal than the one named).
-func decideTargetTx(tx store.Tx, p DecideParams) (*store.Run, *continuation, *store.Task, *waitState, *Error, error) {
+func decideTargetTx(tx store.Tx, p DecideParams, now time.Time) (*store.Run, *continuation, *store.Task, *waitState, *Error, error) {
 	runID := p.RunID
 	run, err := tx.RunGet(runID)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && run.Owner != p.Owner) {
@@ -436,6 +436,16 @@ func decideTargetTx(tx store.Tx, p DecideParams) (*store.Run, *continuation, *st
 		}
 	}
 	ws, refusal := decidableWait(run, c, t, p.Node)
+	switch {
+	case refusal == nil:
+		refusal = expiredApproval(c, ws, p.Node, now)
+	case refusal.Code == CodeAlreadyDecided:
+		// The engine's own rejection of an approval nobody decided in
+		// time says so.
+		if exp := expiredApproval(c, nil, p.Node, now); exp != nil {
+			refusal = exp
+		}
+	}
 	if refusal == nil {
 		refusal = checkDigest(ws, p.Digest)
 	}
@@ -451,7 +461,7 @@ func decideTargetTx(tx store.Tx, p DecideParams) (*store.Run, *continuation, *st
 // refused, with errSkip.
 func decideTx(tx store.Tx, p DecideParams, now time.Time) (Decided, *Error, error) {
 	owner, runID := p.Owner, p.RunID
-	run, c, t, ws, refusal, err := decideTargetTx(tx, p)
+	run, c, t, ws, refusal, err := decideTargetTx(tx, p, now)
 	if err != nil {
 		return Decided{}, refusal, err
 	}
