@@ -10,6 +10,7 @@ import (
 
 	"github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/runtime/internal/clock"
+	"github.com/weirhq/weir/runtime/store"
 	"github.com/weirhq/weir/runtime/store/memstore"
 	"github.com/weirhq/weir/sdk/chat"
 )
@@ -238,11 +239,17 @@ func TestAgentApprovalTTLExpires(t *testing.T) {
 	if err := b.decide(id, "a@1.1.1", true, ""); err != nil {
 		t.Fatal(err)
 	}
+	// The approved call ends and the agent parks again on the other
+	// proposal, until its TTL: only then does the clock move, so that no
+	// task is left queued past its queue deadline by the jump.
 	testutil.Eventually(t, 30*time.Second, func() error {
 		if n := m.called("mail.post"); n != 1 {
 			return fmt.Errorf("mail.post ran %d times, want the approved call's", n)
 		}
-		return nil
+		if c := b.turns(t, id)[0].Calls[1]; !c.Done {
+			return fmt.Errorf("the approved call has not ended: %+v", c)
+		}
+		return b.parkedOnApproval(id, ws[0].Until)
 	})
 	fk.Advance(10 * time.Minute)
 	if err := b.decide(id, "a@1.1.0", true, ""); codeOf(err) != CodeApprovalExpired {
@@ -262,4 +269,19 @@ func TestAgentApprovalTTLExpires(t *testing.T) {
 	if err := b.decide(id, "a@1.1.0", false, "late"); codeOf(err) != CodeApprovalExpired {
 		t.Errorf("a decision after the run went on: %v, want %s", err, CodeApprovalExpired)
 	}
+}
+
+// parkedOnApproval says whether run id's one task is its step, parked on
+// an approval until until.
+func (b *agentBundle) parkedOnApproval(id string, until time.Time) error {
+	return b.st.View(context.Background(), func(tx store.Tx) error {
+		tasks, err := tx.TaskListByRun(id)
+		if err != nil {
+			return err
+		}
+		if len(tasks) != 1 || tasks[0].Kind != store.TaskStep || tasks[0].Leased || tasks[0].WaitKind != WaitApproval || !tasks[0].ReadyAt.Equal(until) {
+			return fmt.Errorf("run %s's tasks %+v, want its step parked on an approval until %v", id, tasks, until)
+		}
+		return nil
+	})
 }
