@@ -66,6 +66,9 @@ func TestAgentEditRunsTheEditOnce(t *testing.T) {
 	if err := edit(`{"to":"eve","cc":"x"}`, proposed); codeOf(err) != CodeBadInput || !strings.Contains(err.Error(), "'cc'") {
 		t.Fatalf("an edit with a field the schema does not allow: %v, want %s naming it", err, CodeBadInput)
 	}
+	if err := edit(`{"to":"`+strings.Repeat("e", MaxResultBytes)+`"}`, proposed); codeOf(err) != CodeBadInput || !strings.Contains(err.Error(), "at most") {
+		t.Fatalf("edited arguments over the bound: %v, want %s", err, CodeBadInput)
+	}
 	if err := edit(`{"to":"eve"}`, ProposalDigest(json.RawMessage(`{"to":"bob"}`))); codeOf(err) != CodeStaleDecision {
 		t.Fatalf("an edit naming another proposal: %v, want %s", err, CodeStaleDecision)
 	}

@@ -324,9 +324,6 @@ func checkDecide(p *DecideParams) error {
 		return protocolErr(CodeBadRequest, "a decision either edits the call's arguments (payload) or answers it in the tool's place (result), not both")
 	}
 	if p.Approve && len(p.Payload) > 0 {
-		if len(p.Payload) > MaxResultBytes {
-			return protocolErr(CodeBadInput, "the payload is %d bytes; a payload is at most %d", len(p.Payload), MaxResultBytes)
-		}
 		canon, err := canonicalInput(p.Payload)
 		if err != nil {
 			return err
@@ -379,6 +376,10 @@ func approvalTool(ws *waitState) string {
 // checkEdit checks edited arguments (in the model's form, as the wait
 // shows them) against the input schema of tool, with a deadline.
 func (e *Engine) checkEdit(ctx context.Context, tool string, args json.RawMessage) error {
+	if len(args) > MaxResultBytes {
+		// Written onto the call's record, which a turn's other calls share.
+		return protocolErr(CodeBadInput, "the edited arguments are %d bytes; they are at most %d", len(args), MaxResultBytes)
+	}
 	info, ok := e.tools.LookupTool(tool)
 	if !ok || len(info.InputSchema) == 0 {
 		return nil
