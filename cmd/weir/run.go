@@ -637,9 +637,8 @@ type runJSON struct {
 
 type waitJSON struct {
 	apitypes.HumanWait
-	// Digest is the digest of an agent's proposed call (its shown
-	// digest); Edit and Respond the commands that edit or answer it.
-	Digest  string `json:"digest,omitempty"`
+	// Edit and Respond are the commands that edit an agent's proposed
+	// call or answer it in the tool's place.
 	Approve string `json:"approve,omitempty"`
 	Reject  string `json:"reject,omitempty"`
 	Edit    string `json:"edit,omitempty"`
@@ -651,22 +650,9 @@ func runWithCommands(v *apitypes.Run) runJSON {
 	for _, hw := range v.Waits {
 		a, r := decideCommands(hw, v.Waits)
 		ed, rs := callCommands(hw, v.Waits)
-		out.Waits = append(out.Waits, waitJSON{HumanWait: hw, Digest: proposalDigest(hw), Approve: a, Reject: r, Edit: ed, Respond: rs})
+		out.Waits = append(out.Waits, waitJSON{HumanWait: hw, Approve: a, Reject: r, Edit: ed, Respond: rs})
 	}
 	return out
-}
-
-// proposalDigest is the digest an agent's approval wait shows of the
-// call it proposes, "" for any other wait.
-func proposalDigest(hw apitypes.HumanWait) string {
-	if hw.Kind != apitypes.WaitApproval {
-		return ""
-	}
-	var shown struct {
-		Digest string `json:"digest"`
-	}
-	_ = json.Unmarshal(hw.Shown, &shown)
-	return shown.Digest
 }
 
 // callCommands are the commands that edit an agent's proposed call or
@@ -674,7 +660,7 @@ func proposalDigest(hw apitypes.HumanWait) string {
 // digest; "" for any other wait.
 func callCommands(hw apitypes.HumanWait, ws []apitypes.HumanWait) (edit, respond string) {
 	approve, _ := decideCommands(hw, ws)
-	d := proposalDigest(hw)
+	d := hw.Digest
 	if approve == "" || hw.Kind != apitypes.WaitApproval {
 		return "", ""
 	}
@@ -707,7 +693,7 @@ func printWaits(w io.Writer, runID string, ws []apitypes.HumanWait) {
 		if len(hw.Shown) > 0 {
 			fmt.Fprintf(w, "  shown:   %s\n", hw.Shown)
 		}
-		if d := proposalDigest(hw); d != "" {
+		if d := hw.Digest; d != "" {
 			fmt.Fprintf(w, "  digest:  %s\n", d)
 		}
 		if a, r := decideCommands(hw, ws); a != "" {

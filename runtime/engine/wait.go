@@ -614,6 +614,15 @@ type HumanWait struct {
 // NeedsDecision says whether the wait ends by a person's decision.
 func (w HumanWait) NeedsDecision() bool { return w.Kind == WaitHuman || w.Kind == WaitApproval }
 
+// Digest is the digest of the call an agent's approval wait proposes
+// (ProposalDigest of the arguments it shows); "" for any other wait.
+func (w HumanWait) Digest() string {
+	if w.Kind != WaitApproval {
+		return ""
+	}
+	return proposalDigestOf(&waitState{Shown: w.Shown})
+}
+
 // runWaitsTx lists the open waits of one run: its open decisions, and
 // (all) what its parked step task waits for besides.
 func runWaitsTx(tx store.Tx, run *store.Run, all bool) ([]HumanWait, error) {

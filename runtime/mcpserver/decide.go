@@ -336,7 +336,11 @@ func waiting(v *apitypes.Run, ws []apitypes.HumanWait) *mcp.CallToolResult {
 	list := make([]map[string]any, 0, len(ws))
 	for _, w := range ws {
 		tool, line := howToEnd(v.ID, w)
-		list = append(list, map[string]any{"run_id": w.RunID, "wait": w.ID, "kind": w.Kind, "flow": w.Flow, "node": w.Node, "until": w.Until, "tool": tool})
+		entry := map[string]any{"run_id": w.RunID, "wait": w.ID, "kind": w.Kind, "flow": w.Flow, "node": w.Node, "until": w.Until, "tool": tool}
+		if w.Digest != "" {
+			entry["digest"] = w.Digest // the proposal an agent's approval shows
+		}
+		list = append(list, entry)
 		lines = append(lines, line)
 	}
 	text := fmt.Sprintf("run %s is waiting for a person; it goes on once someone decides:\n%s\nRead %s%s for its state.",

@@ -289,8 +289,14 @@ type HumanWait struct {
 	Until time.Time `json:"until"`
 	// Shown is what the decider is shown: a wait node's request
 	// ({"request": ...}), or the call an agent proposed ({"tool",
-	// "arguments", "turn", "call"}); a child wait shows {"child": RUN}.
+	// "arguments", "digest", "turn", "call"}); a child wait shows
+	// {"child": RUN}.
 	Shown json.RawMessage `json:"shown,omitempty"`
+	// Digest is an agent's approval's digest of the proposed call's
+	// arguments (the SHA-256 of their canonical JSON, as shown.digest): a
+	// decision that names it (DecideRequest.Digest) is taken only while
+	// the wait shows that proposal.
+	Digest string `json:"digest,omitempty"`
 }
 
 // NeedsDecision says whether the wait ends by a person's decision.
