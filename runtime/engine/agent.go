@@ -617,6 +617,9 @@ func (s *stepper) agentCalls(ctx context.Context, a *agentLoop, t *store.AgentTu
 		return false, s.nodeFailed(ctx, node, &store.RunError{Code: CodeAgentTurns, Message: fmt.Sprintf("agent %s: turn %d's journaled answer does not match its calls", node.ID, t.Turn)})
 	}
 	now := e.clock.Now()
+	if !s.expireApprovals(ctx, a, now) {
+		return false, false
+	}
 	p, unknowns, err := s.planCalls(ctx, a, t, msg, now)
 	if err != nil {
 		e.admission.storageFailed(err)
@@ -793,13 +796,12 @@ func (s *stepper) sortCalls(a *agentLoop, t *store.AgentTurn, msg chat.Message, 
 			if isNew {
 				p.fresh = append(p.fresh, ws)
 			}
-			if ws.Decision == nil && ws.Expires && !now.Before(ws.Until) {
-				p.ends[i] = callEnded(c, nil, expireApproval(ws, c.Tool, node.ApprovalTTL, now))
-				continue
-			}
 			switch d := ws.Decision; {
 			case d == nil:
 				p.undecided = append(p.undecided, ws)
+				continue
+			case d.Expired:
+				p.ends[i] = callEnded(c, nil, approvalExpired(c.Tool, node.ApprovalTTL))
 				continue
 			case !d.Approved:
 				p.ends[i] = callEnded(c, nil, &store.RunError{Code: CodeRejected,

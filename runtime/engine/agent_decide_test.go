@@ -269,6 +269,9 @@ func TestAgentApprovalTTLExpires(t *testing.T) {
 	if c1 := told["c1"]; !c1.IsError || !strings.Contains(c1.Content, CodeApprovalExpired) || !strings.Contains(c1.Content, "10m") || told["c2"].Content != `{"sent":true}` {
 		t.Errorf("the model was told %+v", told)
 	}
+	if evs := b.events(t, id, evApprovalExpired); len(evs) != 1 || evs[0].Detail["wait"] != "a@1.1.0" || evs[0].Detail["approval_ttl"] != "10m0s" {
+		t.Errorf("approval_expired events %+v, want one for a@1.1.0", evs)
+	}
 	if err := b.decide(id, "a@1.1.0", false, "late"); codeOf(err) != CodeApprovalExpired {
 		t.Errorf("a decision after the run went on: %v, want %s", err, CodeApprovalExpired)
 	}

@@ -286,13 +286,61 @@ func proposalDigestOf(ws *waitState) string {
 	return ProposalDigest(shown.Arguments)
 }
 
-// expireApproval rejects the undecided approval ws of a call of tool
-// whose approval_ttl passed, as the engine's own decision, so that the
-// call ends with E_APPROVAL_EXPIRED (which the model is told) and a late
-// decision is refused with that code.
-func expireApproval(ws *waitState, tool string, ttl time.Duration, now time.Time) *store.RunError {
-	ws.Decision = &decision{Approved: false, Expired: true, By: "weir", At: now,
-		Reason: fmt.Sprintf("nobody decided it within the approval_ttl %s", ttl)}
+// evApprovalExpired records that nobody decided a proposed call within
+// its node's approval_ttl: the engine rejected it.
+const evApprovalExpired = "approval_expired"
+
+// expireApprovals rejects, as the engine's own decision, the undecided
+// approvals of the agent's visit whose approval_ttl passed by now, so
+// that their calls end with E_APPROVAL_EXPIRED (which the model is told)
+// and a late decision is refused with that code. It is a write of its
+// own, made before the calls are sorted, that takes a person's decision
+// the store holds instead of overwriting it: one given in time, while
+// this step ran, stands. false: the write failed and the step ends.
+func (s *stepper) expireApprovals(ctx context.Context, a *agentLoop, now time.Time) bool {
+	var due []*waitState
+	for _, ws := range s.cont.Approvals {
+		if ws.Node == a.node.ID && ws.Visit == a.visit && ws.Kind == WaitApproval && ws.Decision == nil && ws.Expires && !now.Before(ws.Until) {
+			due = append(due, ws)
+		}
+	}
+	if len(due) == 0 {
+		return true
+	}
+	ttl := a.node.ApprovalTTL
+	ok := s.commit(ctx, func(tx store.Tx) error {
+		raw, err := tx.ContinuationGet(s.run.ID)
+		if err != nil {
+			return err
+		}
+		stored, err := decodeContinuation(raw)
+		if err != nil {
+			return err
+		}
+		for _, ws := range due {
+			if got := stored.Approvals[ws.ID]; got != nil && got.Decision != nil {
+				ws.Decision = got.Decision // a person decided in time
+				continue
+			}
+			ws.Decision = &decision{Approved: false, Expired: true, By: "weir", At: now,
+				Reason: fmt.Sprintf("nobody decided it within the approval_ttl %s", ttl)}
+			if err := appendEvent(tx, s.run.ID, evApprovalExpired, s.run.Attempt, ws.Node,
+				map[string]any{"wait": ws.ID, "approval_ttl": ttl.String(), "until": ws.Until}, now); err != nil {
+				return err
+			}
+		}
+		return tx.ContinuationPut(s.run.ID, encodeContinuation(s.cont))
+	})
+	if !ok {
+		for _, ws := range due {
+			ws.Decision = nil // memory as it was: the write did not happen
+		}
+	}
+	return ok
+}
+
+// approvalExpired is the end of a call whose approval expired.
+func approvalExpired(tool string, ttl time.Duration) *store.RunError {
 	return &store.RunError{Code: CodeApprovalExpired,
 		Message: fmt.Sprintf("nobody decided this call of %s within its approval_ttl %s: it did not run", tool, ttl)}
 }
