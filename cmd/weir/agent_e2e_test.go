@@ -282,8 +282,12 @@ flow(name = "editing", nodes = [
 		w.Respond != "weir run respond "+id+" a --result JSON --digest "+digest {
 		t.Errorf("the commands shown: %+v", w)
 	}
-	if code, out, _ := d.cli("run", "get", id); code != 0 || !strings.Contains(out, "  digest:  "+digest+"\n") {
-		t.Errorf("run get does not show the digest:\n%s", out)
+	code, out, _ = d.cli("run", "get", id)
+	for _, want := range []string{"  digest:  " + digest + "\n", "  edit:    weir run approve " + id + " a --payload ARGS --digest " + digest + "\n",
+		"  respond: weir run respond " + id + " a --result JSON --digest " + digest + "\n"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("run get: want %q in\n%s", want, out)
+		}
 	}
 	edited := `{"to":"eve@example.com","body":"edited"}`
 	if code, _, errb := d.cli("run", "approve", id, "a", "--payload", `{"to":"eve@example.com"}`, "--digest", digest); code == 0 || !strings.Contains(errb, "E_BAD_INPUT") || !strings.Contains(errb, "body") {
