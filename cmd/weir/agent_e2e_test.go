@@ -352,3 +352,53 @@ flow(name = "editing", nodes = [
 	}
 	d.stop()
 }
+
+// TestAgentRespondThroughTheDaemon: a proposed mail is answered in the
+// tool's place with weir run respond. A result the tool's output schema
+// refuses is E_BAD_RESULT and leaves the wait open; the response taken
+// survives a SIGKILL right after it is durable, the mail never goes out,
+// and the model is told the response as the call's result.
+func TestAgentRespondThroughTheDaemon(t *testing.T) {
+	e2e(t, "starts and kills real daemons")
+	srv := llmtest.New(
+		llmtest.Step{ToolCalls: []llmtest.ToolCall{mailCall("ann@example.com")}, Usage: &llmtest.Usage{InputTokens: 100, OutputTokens: 10}},
+		llmtest.Step{Text: "A person answered for the mail.", Usage: &llmtest.Usage{InputTokens: 200, OutputTokens: 5}},
+	)
+	d := agentDaemon(t, srv)
+	d.start("after-decide")
+	d.register(approverFlow)
+	res, err := d.startRun("approver", `{}`, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.RunID
+	if code, out, errb := d.cli("run", "wait", id, "--until", "decision"); code != 0 || out != "a@1.1.0\n" {
+		t.Fatalf("run wait --until decision: %d %q %s", code, out, errb)
+	}
+	if code, _, errb := d.cli("run", "respond", id, "a", "--result", `{"id": 5}`); code == 0 || !strings.Contains(errb, "E_BAD_RESULT") || !strings.Contains(errb, "/id") {
+		t.Errorf("a response the output schema refuses: exit %d %s", code, errb)
+	}
+	if code, out, errb := d.cli("run", "wait", id, "--decision", "a@1.1.0"); code != 0 || out != "a@1.1.0\n" {
+		t.Fatalf("the refused response did not leave the wait open: %d %q %s", code, out, errb)
+	}
+	if code, _, _ := d.cli("run", "respond", id, "a", "--result", `{"id": "by-hand"}`); code == 0 {
+		t.Error("the response was answered although the daemon was killed before its answer")
+	}
+	d.waitKilled()
+	d.start("")
+	o := agentResult(t, d.waitTerminal(id))
+	if o.Answer != "A person answered for the mail." || o.Turns != 2 {
+		t.Errorf("result %+v", o)
+	}
+	if n := d.outbox(); n != 0 {
+		t.Errorf("outbox has %d mails, want none: a responded call never runs", n)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 2 || !strings.Contains(string(reqs[1].Body), `by-hand`) {
+		t.Fatalf("%d requests reached the model; the second must carry the response", len(reqs))
+	}
+	if code, _, errb := d.cli("run", "approve", id, "a@1.1.0"); code == 0 || !strings.Contains(errb, "E_ALREADY_DECIDED") {
+		t.Errorf("a second decision: exit %d %s", code, errb)
+	}
+	d.stop()
+}
