@@ -333,13 +333,8 @@ flow(name = "editing", nodes = [
 			t.Errorf("the second turn does not tell the model %q: %s", want, reqs[1].Body)
 		}
 	}
-	var evs []apitypes.Event
-	code, out, errb = d.cli("run", "events", id, "--json")
-	if code != 0 || json.Unmarshal([]byte(out), &evs) != nil {
-		t.Fatalf("run events: %d %s %s", code, out, errb)
-	}
 	var approved []map[string]any
-	for _, e := range evs {
+	for _, e := range d.events(id) {
 		if e.Type == "approved" {
 			approved = append(approved, e.Detail)
 		}
