@@ -612,16 +612,7 @@ func decideCommands(hw apitypes.HumanWait, ws []apitypes.HumanWait) (approve, re
 	if !hw.NeedsDecision() {
 		return "", ""
 	}
-	n := 0
-	for _, o := range ws {
-		if o.NeedsDecision() && o.RunID == hw.RunID && o.Node == hw.Node {
-			n++
-		}
-	}
-	name := hw.ID
-	if n == 1 {
-		name = hw.Node
-	}
+	name := decisionName(hw, ws)
 	if hw.Kind == apitypes.WaitApproval {
 		return fmt.Sprintf("weir run approve %s %s", hw.RunID, name), fmt.Sprintf("weir run reject %s %s --reason TEXT", hw.RunID, name)
 	}
@@ -655,21 +646,33 @@ func runWithCommands(v *apitypes.Run) runJSON {
 	return out
 }
 
+// decisionName is how a command names the open decision hw: by its node
+// where it is the only one open there, else by its wait id.
+func decisionName(hw apitypes.HumanWait, ws []apitypes.HumanWait) string {
+	n := 0
+	for _, o := range ws {
+		if o.NeedsDecision() && o.RunID == hw.RunID && o.Node == hw.Node {
+			n++
+		}
+	}
+	if n == 1 {
+		return hw.Node
+	}
+	return hw.ID
+}
+
 // callCommands are the commands that edit an agent's proposed call or
 // answer it in the tool's place, bound to the proposal shown by its
 // digest; "" for any other wait.
 func callCommands(hw apitypes.HumanWait, ws []apitypes.HumanWait) (edit, respond string) {
-	approve, _ := decideCommands(hw, ws)
-	d := hw.Digest
-	if approve == "" || hw.Kind != apitypes.WaitApproval {
+	if hw.Kind != apitypes.WaitApproval {
 		return "", ""
 	}
-	name := strings.Fields(approve)[4]
-	bind := ""
-	if d != "" {
-		bind = " --digest " + d
+	name, bind := decisionName(hw, ws), ""
+	if hw.Digest != "" {
+		bind = " --digest " + hw.Digest
 	}
-	return approve + " --payload ARGS" + bind, fmt.Sprintf("weir run respond %s %s --result JSON%s", hw.RunID, name, bind)
+	return fmt.Sprintf("weir run approve %s %s --payload ARGS%s", hw.RunID, name, bind), fmt.Sprintf("weir run respond %s %s --result JSON%s", hw.RunID, name, bind)
 }
 
 // printWaits shows a run's open waits: each one's id, kind and node, what
