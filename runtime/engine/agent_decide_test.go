@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -290,4 +291,82 @@ func (b *agentBundle) parkedOnApproval(id string, until time.Time) error {
 		}
 		return nil
 	})
+}
+
+// hookedStore is a memstore that runs afterList once, after the first
+// read of an agent's turns (the agent's step loading its loop) once it
+// is armed: a seam to act between a step's reads and its writes.
+type hookedStore struct {
+	*memstore.Store
+	mu        sync.Mutex
+	afterList func()
+}
+
+func (h *hookedStore) View(ctx context.Context, fn func(tx store.Tx) error) error {
+	listed := false
+	err := h.Store.View(ctx, func(tx store.Tx) error { return fn(listingTx{Tx: tx, listed: &listed}) })
+	if listed {
+		h.mu.Lock()
+		after := h.afterList
+		h.afterList = nil
+		h.mu.Unlock()
+		if after != nil {
+			after()
+		}
+	}
+	return err
+}
+
+// listingTx notes that its turns were listed.
+type listingTx struct {
+	store.Tx
+	listed *bool
+}
+
+func (t listingTx) AgentTurnList(p store.AgentTurnListParams) ([]*store.AgentTurn, error) {
+	*t.listed = true
+	return t.Tx.AgentTurnList(p)
+}
+
+// TestAgentApprovalInTimeBeatsItsExpiry: a person approves a proposal
+// before its approval_ttl while the agent's step that finds it due is
+// already running (woken by the turn's other call), and the clock passes
+// the TTL before that step sorts the calls. The approval given in time
+// stands: the call runs, and nothing expires.
+func TestAgentApprovalInTimeBeatsItsExpiry(t *testing.T) {
+	t.Parallel()
+	m := newFakeModel(askTools(use(10, 1), tc("c1", "mail.post", `{"to":"ann"}`), tc("c2", "kv.get", `{"key":"k"}`)), answer("both", use(10, 1)))
+	m.gate, m.openAt = make(chan struct{}), 99 // kv.get waits until the test lets it go
+	fk := clock.NewFake(time.Now())
+	hs := &hookedStore{Store: memstore.New()}
+	b := setupAgentConfig(t, Config{Store: hs, Tools: m, Clock: fk}, m)
+	id := b.submit(t, "posting_ttl_read", `{}`)
+	ws := b.openDecisionsOf(t, id, 1)
+	decided := make(chan error, 1)
+	hs.mu.Lock()
+	hs.afterList = func() {
+		decided <- b.decide(id, ws[0].ID, true, "") // before the TTL
+		fk.Advance(10 * time.Minute)                // and the step goes on past it
+	}
+	hs.mu.Unlock()
+	m.mu.Lock()
+	close(m.gate)
+	m.gate = nil
+	m.mu.Unlock()
+	if err := <-decided; err != nil {
+		t.Fatalf("the approval in time: %v", err)
+	}
+	r := resultOf(t, b.terminal(t, id))
+	if r.Answer != "both" {
+		t.Errorf("result %+v", r)
+	}
+	if got := m.postedInputs(); len(got) != 1 || got[0] != `{"to":"ann"}` {
+		t.Errorf("mail.post ran with %q, want the approved call once", got)
+	}
+	if evs := b.events(t, id, evApprovalExpired); len(evs) != 0 {
+		t.Errorf("approval_expired events %+v, want none: the approval came in time", evs)
+	}
+	if told := b.toldAbout(t, 1)["c1"]; told.Content != `{"sent":true}` {
+		t.Errorf("the model was told %+v, want the call's result", told)
+	}
 }

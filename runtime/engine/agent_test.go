@@ -306,6 +306,10 @@ flow(name = "posting_ttl", nodes = [
     agent("a", model = "small", prompt = "Go", tools = ["mail.post"], approve = ["mail.post"], max_turns = 3, approval_ttl = "10m"),
 ])
 
+flow(name = "posting_ttl_read", nodes = [
+    agent("a", model = "small", prompt = "Go", tools = ["kv.get", "mail.post"], approve = ["mail.post"], max_turns = 3, approval_ttl = "10m"),
+])
+
 flow(name = "approving_timed", nodes = [
     agent("a", model = "small", prompt = "Go", tools = ["mail.send"], approve = ["mail.send"], max_turns = 3, timeout = "1m", error = "fallback"),
     task("fallback", tool = "kv.get"),
@@ -363,7 +367,11 @@ func setupAgentConfig(t *testing.T, cfg Config, m *fakeModel) *agentBundle {
 		// after a real lost lease).
 		cfg.LeaseTimeout = 24 * time.Hour
 	}
-	st, fk := cfg.Store.(*memstore.Store), cfg.Clock.(*clock.Fake)
+	st, _ := cfg.Store.(*memstore.Store)
+	if h, ok := cfg.Store.(*hookedStore); ok {
+		st = h.Store
+	}
+	fk := cfg.Clock.(*clock.Fake)
 	eng, err := Open(cfg)
 	if err != nil {
 		t.Fatal(err)
