@@ -308,3 +308,23 @@ func TestHTTPStateless(t *testing.T) {
 		t.Errorf("the token was not checked again (%d daemon checks, %d before)", d.flowLists, before)
 	}
 }
+
+// A call parked on an agent's proposed call answers, with the wait, the
+// digest of the proposal it shows, which a decision may name.
+func TestWaitingShowsAnApprovalsDigest(t *testing.T) {
+	t.Parallel()
+	d := &daemonStub{waitAt: "a", waitKind: apitypes.WaitApproval}
+	d.setFlows(objectFlow("agentic", `{}`))
+	cs := clientOf(t, New(d, Options{Poll: time.Millisecond}), nil)
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "agentic", Arguments: map[string]any{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waits, _ := structuredOf(t, res)["waits"].([]any)
+	if len(waits) != 1 {
+		t.Fatalf("waiting answer %+v", structuredOf(t, res))
+	}
+	if w := waits[0].(map[string]any); w["wait"] != "a@1.1.0" || w["kind"] != apitypes.WaitApproval || w["digest"] != "d-1" || w["tool"] != ApproveTool {
+		t.Errorf("the wait answered %+v, want the approval with its digest", w)
+	}
+}
