@@ -54,6 +54,17 @@ const (
 	AfterResolve = "after-resolve"
 )
 
+// Failpoints of deciding a wait (engine wait.go) and of an agent's
+// decided calls (engine agent.go).
+const (
+	// AfterDecide: a decision is durable, the run not yet woken.
+	AfterDecide = "after-decide"
+	// AgentCallsQueued: an agent's call tasks (an edited call's with its
+	// arguments) and the decisions they consumed are durable; no call
+	// has been made.
+	AgentCallsQueued = "agent-calls-queued"
+)
+
 // Failpoints of the schedule service (engine/internal/schedules).
 const (
 	// ScheduleDecided: a pass decided to fire a tick; its run is not
