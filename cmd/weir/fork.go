@@ -117,4 +117,7 @@ func printLineageOf(w io.Writer, v *apitypes.Run) {
 	if v.RequestID != "" {
 		fmt.Fprintf(w, "request id: %s\n", v.RequestID)
 	}
+	if v.TraceID != "" {
+		fmt.Fprintf(w, "trace:      %s\n", v.TraceID)
+	}
 }

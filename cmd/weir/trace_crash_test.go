@@ -109,6 +109,7 @@ func TestTraceAcrossKill(t *testing.T) {
 // caller's trace the run's: the collector gets the run's root span in the
 // caller's trace, its parent the caller's span; a malformed traceparent
 // is ignored and the run has a trace of its own, derived from its id.
+// weir run get names the trace either way.
 func TestTraceJoinsTheCallersTrace(t *testing.T) {
 	e2e(t, "starts a real daemon exporting traces")
 	sink := otlptest.New(t)
@@ -142,6 +143,10 @@ func TestTraceJoinsTheCallersTrace(t *testing.T) {
 			}
 			return fmt.Errorf("%s: the collector has no root span of %s yet", tt.name, id)
 		})
+		// weir run get names the trace to look the run up in.
+		if code, out, _ := d.cli("run", "get", id); code != 0 || !strings.Contains(out, "trace:      "+tt.trace+"\n") {
+			t.Errorf("%s: run get (%d) does not name trace %s:\n%s", tt.name, code, tt.trace, out)
+		}
 	}
 	d.stop()
 }

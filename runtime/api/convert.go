@@ -24,7 +24,7 @@ func ViewOf(run *store.Run, p *engine.Progress) *apitypes.Run {
 	return &apitypes.Run{ID: run.ID, Flow: run.Flow, Version: run.Version, Owner: run.Owner, RequestID: run.RequestID,
 		Phase: apitypes.Phase(run.Phase), Attempt: run.Attempt, Input: run.Input, Output: run.Output,
 		Error: runErrorOf(run.Error), Progress: progressOf(p), Budget: run.Budget, Spent: run.Spent, Overspent: run.Overspent, Escrow: run.Escrow, Parent: run.ParentRunID, ParentNode: run.ParentNode,
-		ForkedFrom: forkRefOf(run.ForkedFrom), StartedBy: run.StartedBy,
+		ForkedFrom: forkRefOf(run.ForkedFrom), StartedBy: run.StartedBy, TraceID: run.TraceID,
 		CreatedAt: run.CreatedAt.UTC().Format(timeFormat), UpdatedAt: run.UpdatedAt.UTC().Format(timeFormat)}
 }
 

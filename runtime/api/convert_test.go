@@ -150,13 +150,15 @@ func TestWireUnchanged(t *testing.T) {
 		// ForkedFrom and StartedBy were added for forks.
 		ForkedFrom *store.ForkRef `json:"forked_from,omitempty"`
 		StartedBy  string         `json:"started_by,omitempty"`
-		CreatedAt  string         `json:"created_at"`
-		UpdatedAt  string         `json:"updated_at"`
+		// TraceID was added for traces.
+		TraceID   string `json:"trace_id,omitempty"`
+		CreatedAt string `json:"created_at"`
+		UpdatedAt string `json:"updated_at"`
 	}
 	sameWire(t, "ViewOf", runView{ID: run.ID, Flow: run.Flow, Version: run.Version, Owner: run.Owner, RequestID: run.RequestID,
 		Phase: run.Phase, Attempt: run.Attempt, Input: run.Input, Output: run.Output, Error: run.Error, Progress: &progress,
 		Budget: run.Budget, Spent: run.Spent, Overspent: run.Overspent, Escrow: run.Escrow, Parent: run.ParentRunID, ParentNode: run.ParentNode,
-		ForkedFrom: run.ForkedFrom, StartedBy: run.StartedBy,
+		ForkedFrom: run.ForkedFrom, StartedBy: run.StartedBy, TraceID: run.TraceID,
 		CreatedAt: "2026-03-04T05:06:07.891Z", UpdatedAt: "2026-03-04T05:06:07.891Z"}, ViewOf(&run, &progress))
 	// Waits are set by the run's own route, beside the view: a run view
 	// without them is the wire it was.

@@ -8,12 +8,14 @@ import (
 
 	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/engine"
+	"github.com/weirhq/weir/runtime/telemetry"
 )
 
 // A start's W3C traceparent header is journaled in the run's accepted
 // event (normalised), so that the run's trace joins the caller's; a
 // malformed one, or none, journals nothing and the run has a trace of
-// its own (the W3C spec: a malformed traceparent is ignored).
+// its own (the W3C spec: a malformed traceparent is ignored). The run's
+// view carries the trace id either way.
 func TestStartJournalsTheCallersTraceparent(t *testing.T) {
 	t.Parallel()
 	b := setup(t, engine.Config{})
@@ -47,6 +49,16 @@ func TestStartJournalsTheCallersTraceparent(t *testing.T) {
 			got, _ := evs[0].Detail["traceparent"].(string)
 			if got != tt.want {
 				t.Errorf("accepted event's traceparent %q, want %q", got, tt.want)
+			}
+			// The run keeps its trace id, shown on the wire: the caller's,
+			// else its own (the one its spans are exported in).
+			wantTrace := telemetry.TraceID(res.RunID).String()
+			if tt.want != "" {
+				wantTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
+			}
+			var v apitypes.Run
+			if g := b.send(t, alice, "GET", "/v1/runs/"+res.RunID, nil); g.status != http.StatusOK || json.Unmarshal(g.body, &v) != nil || v.TraceID != wantTrace {
+				t.Errorf("the run's trace id %q (%d %s), want %s", v.TraceID, g.status, g.body, wantTrace)
 			}
 		})
 	}

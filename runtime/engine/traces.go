@@ -5,6 +5,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/weirhq/weir/runtime/store"
 	"github.com/weirhq/weir/runtime/telemetry"
 )
 
@@ -26,6 +27,17 @@ type TraceExporter interface {
 	QueueSize() int
 	// Export sends spans and returns nil only once all arrived.
 	Export(ctx context.Context, spans []telemetry.Span) error
+}
+
+// runFields are the fields a log line about run r begins with: its id and
+// its trace id (the one its spans carry, so a collector joins the line to
+// the trace), then kv.
+func runFields(r *store.Run, kv ...any) []any {
+	tid := r.TraceID
+	if tid == "" {
+		tid = telemetry.TraceID(r.ID).String()
+	}
+	return append([]any{"run", r.ID, "trace_id", tid}, kv...)
 }
 
 // traceHost is the engine's side of the trace-export service.

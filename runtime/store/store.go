@@ -409,6 +409,10 @@ type Run struct {
 	// StartedBy says what started a run the daemon started itself
 	// ("fork:RUN:NODE@VISIT", ...); "" for a run a client started.
 	StartedBy string `json:"started_by,omitempty"`
+	// TraceID is the run's trace id (32 hex digits), fixed at acceptance:
+	// the caller's, from its traceparent, else the run's own; "" on runs
+	// accepted before it was kept (their own is derived from the id).
+	TraceID string `json:"trace_id,omitempty"`
 
 	ConfigVersion int64 `json:"config_version"`
 	Budget        int64 `json:"budget"` // cost units reserved for the run

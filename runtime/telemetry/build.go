@@ -124,13 +124,12 @@ func Build(evs []*store.Event) ([]Span, error) {
 }
 
 func (b *builder) accepted(e *store.Event) {
-	b.trace = TraceID(b.run)
+	tp, _ := e.Detail["traceparent"].(string)
+	b.trace = RunTrace(b.run, tp)
 	key := SpanKey{Run: b.run}
 	b.root = &Span{Key: key, Trace: b.trace, ID: SpanID(key), Start: e.At, Name: "run"}
-	if tp, ok := e.Detail["traceparent"].(string); ok {
-		if tid, sid, ok := traceParent(tp); ok {
-			b.root.Trace, b.root.Parent, b.trace = tid, sid, tid
-		}
+	if _, sid, ok := traceParent(tp); ok {
+		b.root.Parent = sid
 	}
 	b.root.Attrs = append(b.root.Attrs, attribute.String("weir.run_id", b.run))
 	if f, ok := e.Detail["flow"].(string); ok {

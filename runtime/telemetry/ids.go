@@ -21,6 +21,16 @@ func TraceID(runID string) trace.TraceID {
 	return id
 }
 
+// RunTrace is the trace id of run runID: the caller's, from the W3C
+// traceparent its start was given (journaled at acceptance), else its own
+// (TraceID). A malformed traceparent is ignored, as the W3C spec says.
+func RunTrace(runID, traceparent string) trace.TraceID {
+	if tid, _, ok := traceParent(traceparent); ok {
+		return tid
+	}
+	return TraceID(runID)
+}
+
 // SpanKey is what the journal says a span is. The zero key but for Run is
 // the run's root span.
 type SpanKey struct {

@@ -101,8 +101,11 @@ type Run struct {
 	// run the daemon started itself ("fork:RUN:NODE@VISIT").
 	ForkedFrom *ForkRef `json:"forked_from,omitempty"`
 	StartedBy  string   `json:"started_by,omitempty"`
-	CreatedAt  string   `json:"created_at"` // RFC 3339, UTC, milliseconds
-	UpdatedAt  string   `json:"updated_at"`
+	// TraceID is the trace the run's spans are exported in (32 hex
+	// digits): the caller's, from its traceparent, else the run's own.
+	TraceID   string `json:"trace_id,omitempty"`
+	CreatedAt string `json:"created_at"` // RFC 3339, UTC, milliseconds
+	UpdatedAt string `json:"updated_at"`
 	// Waits are the run's open waits, of every kind (GET /v1/runs/{id}
 	// only): what it waits for, and what a person must decide.
 	Waits []HumanWait `json:"waits,omitempty"`

@@ -1,0 +1,24 @@
+package engine
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/runtime/telemetry"
+)
+
+// A log line about a run carries its trace id, so a collector joins the
+// line to the run's spans: the one kept on the run, else (a run accepted
+// before it was kept) the one derived from its id, as its spans are.
+func TestRunFieldsCarryTheTrace(t *testing.T) {
+	t.Parallel()
+	kept := runFields(&store.Run{ID: "run_a", TraceID: "4bf92f3577b34da6a3ce929d0e0e4736"}, "task", "t1")
+	if want := []any{"run", "run_a", "trace_id", "4bf92f3577b34da6a3ce929d0e0e4736", "task", "t1"}; !reflect.DeepEqual(kept, want) {
+		t.Errorf("runFields = %v, want %v", kept, want)
+	}
+	old := runFields(&store.Run{ID: "run_b"})
+	if want := []any{"run", "run_b", "trace_id", telemetry.TraceID("run_b").String()}; !reflect.DeepEqual(old, want) {
+		t.Errorf("runFields = %v, want %v", old, want)
+	}
+}
