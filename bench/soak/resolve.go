@@ -14,8 +14,7 @@ import (
 // The ask kinds' at-most-once calls (a task's, each item's of a fan-out,
 // and an agent's call) have a probe that can never tell, and ask a person instead of
 // failing: a kill between a call's started record and its answer
-// (after-started, after-tool), or the plugin's own exit after the effect
-// (crash), parks the run on an unknown wait, and the
+// (after-started, after-tool) parks the run on an unknown wait, and the
 // soak's resolver answers it as a person who reads the plugin's own log
 // would: happened, with the result the log holds, or not happened (the
 // call is made once more). The promises: every unknown wait is resolved
@@ -31,13 +30,13 @@ var askKind = &kind{
 flow(
     name = "soak_ask",
     nodes = [
-        task("send", tool = "testkit.once", args = lambda ctx: {"value": ctx.input["id"], "probe": "unknown", "crash": ctx.input["crash"]},
+        task("send", tool = "testkit.once", args = lambda ctx: {"value": ctx.input["id"], "probe": "unknown"},
              at_most_once = True, on_unknown = "ask", next = "done"),
         task("done", tool = "testkit.echo", args = lambda ctx: {"id": ctx.input["id"], "sent": ctx.results["send"]["value"]}),
     ],
 )
 `,
-	input: crashes,
+	input: func(_ *rand.Rand, id string) map[string]any { return map[string]any{"id": id} },
 	check: completed(func(v *apitypes.Run, in map[string]any, _ []apitypes.Event, _ *records) []string {
 		return wantOutput(v, map[string]any{"id": in["id"], "sent": in["id"]})
 	}),
@@ -52,24 +51,17 @@ flow(
     name = "soak_ask_fan",
     nodes = [
         fanout("send", items = lambda ctx: [ctx.input["id"] + "/a", ctx.input["id"] + "/b"], tool = "testkit.once",
-               args = lambda ctx, item: {"value": item, "probe": "unknown", "crash": ctx.input["crash"] and item.endswith("/a")},
+               args = lambda ctx, item: {"value": item, "probe": "unknown"},
                at_most_once = True, on_unknown = "ask", width = 2, depth = 2, max_items = 2, next = "done"),
         task("done", tool = "testkit.echo", args = lambda ctx: {"id": ctx.input["id"], "sent": [r["value"] for r in ctx.results["send"]["results"]]}),
     ],
 )
 `,
-	input: crashes,
+	input: func(_ *rand.Rand, id string) map[string]any { return map[string]any{"id": id} },
 	check: completed(func(v *apitypes.Run, in map[string]any, _ []apitypes.Event, _ *records) []string {
 		id := in["id"].(string)
 		return wantOutput(v, map[string]any{"id": id, "sent": []any{id + "/a", id + "/b"}})
 	}),
-}
-
-// crashes is an ask kind's input: one run in three has its (first) call's
-// plugin exit after the effect and before the answer, an unknown outcome
-// that happened without a kill of the daemon.
-func crashes(r *rand.Rand, id string) map[string]any {
-	return map[string]any{"id": id, "crash": r.IntN(3) == 0}
 }
 
 // askKinds are the kinds whose runs park on unknown waits: the agent
