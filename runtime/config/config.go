@@ -552,8 +552,8 @@ func RestartChanges(running, candidate *Config) []string {
 	if running.MetricsAddress != candidate.MetricsAddress {
 		out = append(out, fmt.Sprintf("metrics address (%s -> %s)", orOff(running.MetricsAddress), orOff(candidate.MetricsAddress)))
 	}
-	if !reflect.DeepEqual(running.Telemetry, candidate.Telemetry) {
-		out = append(out, "telemetry block (its exporter starts with the daemon)")
+	if running.Telemetry.On() != candidate.Telemetry.On() {
+		out = append(out, fmt.Sprintf("telemetry %s -> %s (the trace outbox is kept only while tracing is on)", onOff(running.Telemetry.On()), onOff(candidate.Telemetry.On())))
 	}
 	names := map[string]bool{}
 	for n := range running.Plugins {

@@ -704,6 +704,8 @@ func TestSecretOpenToOthersWarns(t *testing.T) {
 // and needs a restart.
 func TestTelemetryHeaders(t *testing.T) {
 	t.Setenv("WEIR_TEST_OTLP_TOKEN", "Bearer tok-0123456789")
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "") // Default's tracing is off
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
 	src := func(literal string) []byte {
 		return []byte("telemetry {\n  otlp_endpoint = \"https://collector.example:4318\"\n" +
 			"  headers = { Authorization = \"env:WEIR_TEST_OTLP_TOKEN\", X-Team = \"" + literal + "\" }\n}\n")
@@ -733,8 +735,13 @@ func TestTelemetryHeaders(t *testing.T) {
 	if c.Hash() == other.Hash() {
 		t.Error("another literal header leaves the hash as it was")
 	}
-	if rc := RestartChanges(c, other); len(rc) != 1 || !strings.Contains(rc[0], "telemetry") {
-		t.Errorf("RestartChanges = %q, want the telemetry block", rc)
+	// Another header is a reload (the exporter is swapped); tracing on
+	// or off is a restart.
+	if rc := RestartChanges(c, other); len(rc) != 0 {
+		t.Errorf("RestartChanges = %q for another header, want none: a reload applies it", rc)
+	}
+	if rc := RestartChanges(c, Default()); len(rc) != 1 || !strings.Contains(rc[0], "telemetry on -> off") {
+		t.Errorf("RestartChanges = %q turning tracing off, want the telemetry line", rc)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/weirhq/weir/runtime/config"
 	"github.com/weirhq/weir/runtime/engine"
 	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/runtime/telemetry"
 	"github.com/weirhq/weir/runtime/tlscert"
 )
 
@@ -155,8 +157,22 @@ func (d *Daemon) reload(ctx context.Context) (*apitypes.ReloadResult, error) {
 		return nil, &engine.Error{Code: api.CodeConfig, Class: engine.ClassProtocol,
 			Message: fmt.Sprintf("socket access: %v; the config in force (version %d) is unchanged", err, d.info.Version)}
 	}
+	// Another telemetry block: its exporter is built before anything
+	// changes, and put in force with the rest.
+	var traces *telemetry.Exporter
+	if d.Traces != nil && !reflect.DeepEqual(d.cur.Telemetry, cand.Telemetry) {
+		// Not the request's context: the exporter outlives the request.
+		if traces, err = openTraces(context.WithoutCancel(ctx), d.log, &cand.Telemetry); err != nil {
+			undo()
+			return nil, &engine.Error{Code: api.CodeConfig, Class: engine.ClassProtocol,
+				Message: fmt.Sprintf("%v; the config in force (version %d) is unchanged", err, d.info.Version)}
+		}
+	}
 	version, err := config.Assign(ctx, d.Store, cand.Hash())
 	if err != nil {
+		if traces != nil {
+			_ = traces.Shutdown(context.Background())
+		}
 		undo()
 		return nil, &engine.Error{Code: engine.CodeStorage, Class: engine.ClassStorage,
 			Message: fmt.Sprintf("recording the config version: %v; the config in force (version %d) is unchanged", err, d.info.Version)}
@@ -167,6 +183,9 @@ func (d *Daemon) reload(ctx context.Context) (*apitypes.ReloadResult, error) {
 	d.Host.SetPing(cand.PluginPing.Interval, cand.PluginPing.Timeout)
 	ApplyMemoryLimit(cand)
 	d.log.SetLevel(hclog.LevelFromString(cand.LogLevel))
+	if traces != nil {
+		d.retireTraces(d.Traces.swap(traces))
+	}
 	d.srv.SetTokens(api.NewTokens(cand.Tokens()))
 	if d.hooks != nil {
 		_ = d.hooks.SetHooks(cand.Hooks) // checked above

@@ -77,7 +77,7 @@ type Daemon struct {
 	raw     store.Store // the store itself, closed last but for the sandbox
 	// Traces exports finished runs' traces (nil: tracing off); it is
 	// shut down, flushing what it holds, after the engine stops.
-	Traces *telemetry.Exporter
+	Traces *Traces
 
 	srv     *api.Server
 	hooks   *hooks.Handler // the config's hook blocks, served by srv
@@ -143,11 +143,13 @@ func Open(ctx context.Context, o Options) (*Daemon, error) {
 		ecfg = cfg.EngineConfig(version)
 		diskDir := watchedDisk(o)
 		ecfg.DiskFree = failOnce(func() (int64, error) { return badgerstore.FreeSpace(diskDir) })
-		if d.Traces, err = openTraces(ctx, d.log, &cfg.Telemetry); err != nil {
+		x, err := openTraces(ctx, d.log, &cfg.Telemetry)
+		if err != nil {
 			d.closeParts()
 			return nil, err
 		}
-		if d.Traces != nil {
+		if x != nil {
+			d.Traces = newTraces(x)
 			ecfg.Traces = d.Traces
 		}
 	}

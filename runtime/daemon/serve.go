@@ -57,7 +57,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	}
 	defer os.Remove(d.opts.SocketPath)
 	d.log.Info("serving", "socket", d.opts.SocketPath, "data", d.opts.DataDir, "store", storeName(d.opts.StoreURL), "plugins", d.opts.PluginsDir,
-		"config_version", d.info.Version, "config", orNone(cfg.File))
+		"config_version", d.ConfigInfo().Version, "config", orNone(cfg.File))
 
 	// What a burst of work needed goes back to the system once the daemon
 	// is quiet (internal/memreturn).

@@ -406,6 +406,9 @@ func (e *Engine) Reload(cfg Config) {
 	c := cfg.withDefaults()
 	c.Store, c.Tools, c.Logger, c.Clock, c.Scripts, c.DiskFree = old.Store, old.Tools, old.Logger, old.Clock, old.Scripts, old.DiskFree
 	c.Traces = old.Traces // its service and the journal's outbox were set up at start
+	// The host id is this daemon's identity, not a limit: the holder of
+	// its service leases and the host its started records name.
+	c.HostID = old.HostID
 	e.cfg.Store(&c)
 	e.ledger.Resize(c.Workers, c.SpareWorkers, c.MaxBudgetInFlight)
 	e.flowCache.SetMaxBytes(c.FlowCacheBytes)

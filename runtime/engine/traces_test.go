@@ -22,3 +22,20 @@ func TestRunFieldsCarryTheTrace(t *testing.T) {
 		t.Errorf("runFields = %v, want %v", old, want)
 	}
 }
+
+// A reload keeps the host id: the holder of the daemon's service leases
+// (a trace export, schedules) and the host its started records name. A
+// reload that dropped it left the trace-export lease to the holder that
+// no longer exists until it expired, and started records naming a host
+// no probe of this data directory is trusted for.
+func TestUnitReloadKeepsTheHostID(t *testing.T) {
+	t.Parallel()
+	b := setupUnit(t, Config{HostID: "host-a"}, echoFlow)
+	if got := hostOf(b.eng); got != "host-a" {
+		t.Fatalf("host before the reload %q", got)
+	}
+	b.eng.Reload(Config{Workers: 3})
+	if got := hostOf(b.eng); got != "host-a" {
+		t.Errorf("host after a reload %q, want host-a", got)
+	}
+}
