@@ -127,3 +127,82 @@ func withTelemetry(t *testing.T, d *daemon, url string) {
 		t.Fatal(err)
 	}
 }
+
+// TestTraceFanOut: a fan-out of three tool items through a daemon
+// exporting traces. The collector gets a cohort span under the fan-out's
+// visit with its close reason, and one span per item under the cohort,
+// each ended ok, no span id twice.
+func TestTraceFanOut(t *testing.T) {
+	e2e(t, "starts a real daemon exporting traces")
+	sink := otlptest.New(t)
+	d := newDaemon(t)
+	d.config = fmt.Sprintf("telemetry {\n  otlp_endpoint = %q\n}\n", sink.URL)
+	d.start("")
+	d.register(`
+flow(name = "fan", nodes = [
+    fanout("fan", items = lambda ctx: [1, 2, 3], tool = "testkit.echo",
+           args = lambda ctx, item: {"n": item}, width = 3, depth = 1, max_items = 3, next = "done"),
+    task("done", tool = "testkit.echo", args = lambda ctx: {"fan": ctx.results["fan"]}),
+])
+`)
+	res, err := d.startRun("fan", `{}`, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := d.waitTerminal(res.RunID); v.Phase != "completed" {
+		t.Fatalf("run %s %+v", v.Phase, v.Error)
+	}
+	root := telemetry.SpanID(telemetry.SpanKey{Run: res.RunID}).String()
+	testutil.Eventually(t, time.Minute, func() error {
+		for _, sp := range sink.Spans() {
+			if sp.SpanID == root {
+				return nil
+			}
+		}
+		return fmt.Errorf("the collector has no root span of %s yet", res.RunID)
+	})
+	timeline := d.events(res.RunID)
+	d.stop()
+	spans := sink.Spans()
+	var visit, cohort string
+	seen := map[string]bool{}
+	for _, sp := range spans {
+		if seen[sp.SpanID] {
+			t.Errorf("span %s (%s) exported twice", sp.SpanID, sp.Name)
+		}
+		seen[sp.SpanID] = true
+		switch {
+		case sp.ParentID == root && sp.Attrs["weir.node"] == "fan":
+			visit = sp.SpanID
+		case strings.HasPrefix(sp.Name, "cohort "):
+			cohort = sp.SpanID
+			if sp.Attrs["weir.cohort.close_reason"] != "need_met" || !sp.OK {
+				t.Errorf("cohort span %+v, want closed need_met, ok", sp)
+			}
+		}
+	}
+	items := map[string]bool{}
+	for _, sp := range spans {
+		switch {
+		case strings.HasPrefix(sp.Name, "cohort ") && sp.ParentID != visit:
+			t.Errorf("the cohort span's parent %s is not the fan-out's visit %s", sp.ParentID, visit)
+		case strings.HasPrefix(sp.Name, "item "):
+			n, _ := sp.Attrs["weir.item"].(string)
+			if items[n] || sp.ParentID != cohort || !sp.OK || sp.Attrs["weir.item.state"] != "published" {
+				t.Errorf("item span %+v: want one per item, under the cohort %s, published", sp, cohort)
+			}
+			items[n] = true
+		}
+	}
+	if visit == "" || cohort == "" || len(items) != 3 {
+		t.Errorf("visit %q cohort %q items %v, want the visit, its cohort and three items", visit, cohort, items)
+	}
+	if t.Failed() {
+		for _, e := range timeline {
+			t.Logf("event %s %s attempt %d %v", e.Type, e.Node, e.Attempt, e.Detail)
+		}
+		for _, sp := range spans {
+			t.Logf("span %s %s parent %s %v", sp.SpanID, sp.Name, sp.ParentID, sp.Attrs)
+		}
+	}
+}
