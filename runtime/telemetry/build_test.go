@@ -563,3 +563,28 @@ func hasAttrEqual(attrs []attribute.KeyValue, kv attribute.KeyValue) bool {
 	}
 	return false
 }
+
+// The step's own events that name a call stay the step's: a park on a
+// call of one of the agent's flows is a wait span linked to the child, an
+// approval's proposal an event of the visit.
+func TestBuildAgentStepEventsNamingACall(t *testing.T) {
+	t.Parallel()
+	tl := start("agent").add(EvLeased, "a", 1, nil).
+		add(EvAgentTurn, "a", 1, map[string]any{"turn": 1, "model": "small", "model_tool": "llm.chat", "tools": []any{"kid", "mail.send"}}).
+		add("approval_asked", "a", 1, map[string]any{"tool": "mail.send", "turn": 1, "call": 1, "wait": "a@1.1.1"}).
+		add(EvWaiting, "a", 1, map[string]any{"for": "child", "flow": "kid", "turn": 1, "call": 0, "child": "run_k"}).
+		add(EvLeased, "a", 1, nil).add(EvNodeDone, "a", 1, nil).add(EvCompleted, "", 1, nil)
+	spans, err := Build(tl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uniqueIDs(t, tl, spans)
+	w := spanBy(t, spans, withCall(key("a", 1, 1), "wait:child"))
+	if len(w.Links) != 1 || w.Links[0].SpanID() != SpanID(SpanKey{Run: "run_k"}) || !w.End.Equal(at(5)) {
+		t.Errorf("the wait on the flow call: links %v, ends %v", w.Links, w.End)
+	}
+	v := spanBy(t, spans, key("a", 1, 1))
+	if len(v.Events) != 1 || v.Events[0].Name != "weir.approval_asked" {
+		t.Errorf("the visit's events %+v, want the approval asked", v.Events)
+	}
+}

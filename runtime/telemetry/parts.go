@@ -40,7 +40,7 @@ func (b *builder) partEvent(e *store.Event) bool {
 	_, item := e.Detail["item"]
 	_, call := e.Detail["call"]
 	task := detailString(e, "task")
-	if (item || call) && (e.Type == "queued" || e.Type == "renewed") {
+	if (item || (call && b.parts[task] != nil)) && (e.Type == "queued" || e.Type == "renewed") {
 		return true // a part's queueing and renewals say nothing of its span
 	}
 	switch {
@@ -63,12 +63,13 @@ func (b *builder) partEvent(e *store.Event) bool {
 		p.Attrs = append(p.Attrs, attribute.Bool("weir.interrupted", true))
 		b.event(p, e)
 		b.endPart(task, e.At)
-	case item || call:
-		// A retry, a drop, a charge of a part: an event of its span.
+	case item || (call && b.parts[task] != nil):
+		// A retry, a drop, a reconcile of a part: an event of its span.
+		// (The step's own events may name a call too — an approval's, a
+		// park on a call of one of the agent's flows — and stay the
+		// step's.)
 		if p := b.partOf(e); p != nil {
 			b.event(p, e)
-		} else if !item && b.open != nil {
-			b.event(b.open, e)
 		}
 		if e.Type == EvDropped && item {
 			b.event(b.root, e)
