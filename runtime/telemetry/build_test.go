@@ -181,7 +181,6 @@ func TestBuild(t *testing.T) {
 
 func itoa(n int) string { return string(rune('0' + n)) }
 
-
 // The wait span carries its kind and what ended it.
 func TestBuildWaitAttributes(t *testing.T) {
 	t.Parallel()
