@@ -408,7 +408,7 @@ func TestBuildAgentTurns(t *testing.T) {
 		attribute.Int64("gen_ai.usage.input_tokens", 100), attribute.Int64("gen_ai.usage.output_tokens", 10),
 		attribute.StringSlice("gen_ai.response.finish_reasons", []string{"tool_use"})} {
 		if !hasAttrEqual(t1.Attrs, kv) {
-			t.Errorf("turn 1 lacks %s = %s: %v", kv.Key, kv.Value.Emit(), t1.Attrs)
+			t.Errorf("turn 1 lacks %s = %s: %v", kv.Key, kv.Value.String(), t1.Attrs)
 		}
 	}
 	if t1.Parent != visit.ID || t1.Name != "chat small" || t1.Kind != trace.SpanKindClient || !t1.Start.Equal(at(1)) || !t1.End.Equal(at(2)) || t1.Status != codes.Ok {
@@ -556,7 +556,7 @@ func hasAttrKey(attrs []attribute.KeyValue, k attribute.Key) bool {
 // hasAttrEqual is hasAttr for values == cannot compare (slices).
 func hasAttrEqual(attrs []attribute.KeyValue, kv attribute.KeyValue) bool {
 	for _, a := range attrs {
-		if a.Key == kv.Key && a.Value.Type() == kv.Value.Type() && a.Value.Emit() == kv.Value.Emit() {
+		if a.Key == kv.Key && a.Value.Type() == kv.Value.Type() && a.Value.String() == kv.Value.String() {
 			return true
 		}
 	}
