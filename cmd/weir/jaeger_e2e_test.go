@@ -74,12 +74,16 @@ flow(name = "mailer", nodes = [
 		t.Fatal(err)
 	}
 	ends, turns := map[string]int{}, 0
+	tokens := map[string][2]float64{} // journaled turn → its input and output tokens
 	for _, e := range timeline {
 		switch e.Type {
 		case "node_completed", "node_failed":
 			ends[e.Node]++
 		case "agent_turn":
 			turns++
+			in, _ := e.Detail["input_tokens"].(float64)
+			out, _ := e.Detail["output_tokens"].(float64)
+			tokens[fmt.Sprint(e.Detail["turn"])] = [2]float64{in, out}
 		}
 	}
 	ids := map[string]bool{}
@@ -110,8 +114,12 @@ flow(name = "mailer", nodes = [
 					t.Errorf("turn span %s: %s = %v, want %v", sp.OperationName, k, sp.Tag(k), v)
 				}
 			}
-			if _, ok := sp.Tag("gen_ai.usage.input_tokens").(float64); !ok {
-				t.Errorf("turn span %s has no gen_ai.usage.input_tokens: %+v", sp.OperationName, sp.Tags)
+			turn, _ := sp.Tag("weir.turn").(string)
+			want, ok := tokens[turn]
+			in, _ := sp.Tag("gen_ai.usage.input_tokens").(float64)
+			out, _ := sp.Tag("gen_ai.usage.output_tokens").(float64)
+			if !ok || in != want[0] || out != want[1] {
+				t.Errorf("turn span %s (turn %q): tokens %v/%v, want the journaled turn's %v", sp.OperationName, turn, in, out, want)
 			}
 		case sp.Tag("gen_ai.operation.name") == "execute_tool":
 			calls++
