@@ -136,15 +136,30 @@ func Build(evs []*store.Event) ([]Span, error) {
 	return nil, ErrNotTerminal
 }
 
-func (b *builder) accepted(e *store.Event) {
-	b.trace = TraceID(b.run)
-	key := SpanKey{Run: b.run}
-	b.root = &Span{Key: key, Trace: b.trace, ID: SpanID(key), Start: e.At, Name: "run"}
+// RunTrace is the trace id of the run whose accepted event is e: the
+// caller's, from the traceparent journaled with it, else one derived from
+// the run id. A sampler can decide on it before the timeline is read.
+func RunTrace(e *store.Event) trace.TraceID {
+	tid, _ := runParent(e)
+	return tid
+}
+
+// runParent is the run's trace id and its root's parent (the caller's
+// span; invalid when none).
+func runParent(e *store.Event) (trace.TraceID, trace.SpanID) {
 	if tp, ok := e.Detail["traceparent"].(string); ok {
 		if tid, sid, ok := traceParent(tp); ok {
-			b.root.Trace, b.root.Parent, b.trace = tid, sid, tid
+			return tid, sid
 		}
 	}
+	return TraceID(e.RunID), trace.SpanID{}
+}
+
+func (b *builder) accepted(e *store.Event) {
+	key := SpanKey{Run: b.run}
+	b.root = &Span{Key: key, ID: SpanID(key), Start: e.At, Name: "run"}
+	b.trace, b.root.Parent = runParent(e)
+	b.root.Trace = b.trace
 	b.root.Attrs = append(b.root.Attrs, attribute.String("weir.run_id", b.run))
 	if f, ok := e.Detail["flow"].(string); ok {
 		b.root.Name = "run " + escape.Cut(f, maxAttrBytes)
