@@ -23,13 +23,14 @@ import (
 // tracingRounds is how many times each daemon of scenario 15 runs the
 // step load, in turn with the others: the machine is shared, so each
 // figure is the best of its rounds, taken between the others'.
-const tracingRounds = 2
+const tracingRounds = 3
 
 // tracingSteps is scenario 15: row 3's step load on a daemon exporting
 // every run's trace to a loopback OTLP/HTTP receiver (in this process: it
 // decodes each request and discards it, so no backend's CPU is in the
 // figure), beside the same load with tracing off, and with sample = 0.01.
-// The daemons take turns, tracingRounds each, and each keeps its best; a
+// The daemons take turns, tracingRounds each (each round begun by another
+// daemon), and each keeps its best; a
 // traced load is followed by a wait for its export to finish, so that no
 // load runs beside another daemon's export.
 func tracingSteps(b *bench) ([]row, error) {
@@ -70,26 +71,54 @@ func tracingSteps(b *bench) ([]row, error) {
 		ds[i] = d
 	}
 	best := make([]float64, len(confs))
+	// CPU per step of the daemon and its plugins, from just before a load
+	// to the end of its export: less moved by the machine's other load
+	// than steps/s. The least of the rounds.
+	cpu := make([]time.Duration, len(confs))
 	for round := range tracingRounds {
-		for i, c := range confs {
-			res, err := b.steps([]*daemon.Daemon{ds[i]}, append(daemonParts(ds[i:i+1]), selfPart(), machinePart())...)
+		for k := range confs {
+			// Each round starts with another daemon: no figure always
+			// follows the same one.
+			i := (round + k) % len(confs)
+			c := confs[i]
+			parts := daemonParts(ds[i : i+1])
+			before, err := readCPU(parts)
+			if err != nil {
+				return nil, err
+			}
+			res, err := b.steps([]*daemon.Daemon{ds[i]}, append(parts, selfPart(), machinePart())...)
 			if err != nil {
 				return nil, fmt.Errorf("tracing %s: %w", c.name, err)
 			}
 			best[i] = max(best[i], res.rate())
-			if recvs[i] == nil {
-				fmt.Fprintf(b.log, "  round %d, tracing %s: %s steps/s\n", round+1, c.name, thousands(res.rate()))
-				continue
+			var caught time.Duration
+			if recvs[i] != nil {
+				// The export runs behind the runs (every 2s, after each
+				// run's end): the next load starts once it has caught
+				// up, so that no load is measured beside another's
+				// export.
+				if caught, err = b.exportCaughtUp(ds[i], recvs[i], c.sample); err != nil {
+					return nil, fmt.Errorf("tracing %s: %w", c.name, err)
+				}
 			}
-			// The export runs behind the runs (every 2s, after each
-			// run's end): the next load starts once it has caught up,
-			// so that no load is measured beside another's export.
-			caught, err := b.exportCaughtUp(ds[i], recvs[i], c.sample)
+			after, err := readCPU(parts)
 			if err != nil {
-				return nil, fmt.Errorf("tracing %s: %w", c.name, err)
+				return nil, err
 			}
-			fmt.Fprintf(b.log, "  round %d, tracing %s: %s steps/s; every sampled run's trace received %v after the load (%d traces, %d spans so far)\n",
-				round+1, c.name, thousands(res.rate()), caught.Round(time.Millisecond), recvs[i].roots.Load(), recvs[i].spans.Load())
+			var used time.Duration
+			for j := range parts {
+				used += after[j] - before[j]
+			}
+			perStep := used / (stepRuns * stepsPerRun)
+			if cpu[i] == 0 || perStep < cpu[i] {
+				cpu[i] = perStep
+			}
+			msg := ""
+			if recvs[i] != nil {
+				msg = fmt.Sprintf("; every sampled run's trace received %v after the load (%d traces, %d spans so far)",
+					caught.Round(time.Millisecond), recvs[i].roots.Load(), recvs[i].spans.Load())
+			}
+			fmt.Fprintf(b.log, "  round %d, tracing %s: %s steps/s, daemon CPU %v a step%s\n", round+1, c.name, thousands(res.rate()), perStep, msg)
 		}
 	}
 	off, on, sampled := best[0], best[1], best[2]
@@ -98,6 +127,9 @@ func tracingSteps(b *bench) ([]row, error) {
 			value: perSec(on), limit: "tracing off " + perSec(off), ratio: ratio(on / off), target: verdict("≥ 0.9x", on/off >= 0.9)},
 		{figure: "same, sample = 0.01", value: perSec(sampled), limit: "tracing off " + perSec(off), ratio: ratio(sampled / off),
 			target: verdict("≥ 0.9x", sampled/off >= 0.9)},
+		{figure: fmt.Sprintf("CPU per step of weir serve and its plugins, tracing on, its export included, least of %d turns", tracingRounds),
+			value: dur(cpu[1]), limit: "tracing off " + dur(cpu[0]), ratio: ratio(float64(cpu[1]) / float64(cpu[0]))},
+		{figure: "same, sample = 0.01", value: dur(cpu[2]), limit: "tracing off " + dur(cpu[0]), ratio: ratio(float64(cpu[2]) / float64(cpu[0]))},
 	}, nil
 }
 
