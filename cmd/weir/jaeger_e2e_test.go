@@ -145,6 +145,12 @@ flow(name = "mailer", nodes = [
 	if chats != turns || turns != 2 || calls != 1 {
 		t.Errorf("%d model-turn spans for %d journaled turns (want 2), %d tool-call spans (want 1)", chats, turns, calls)
 	}
+	// What a person does from the docs: search the service for the run's
+	// id; the trace found is the run's.
+	found, err := j.Find(context.Background(), "weir", "weir.run_id", res.RunID)
+	if err != nil || len(found) != len(spans) || found[0].TraceID != traceID {
+		t.Errorf("searching service weir for weir.run_id=%s: %d spans (want the trace's %d): %v", res.RunID, len(found), len(spans), err)
+	}
 	if t.Failed() {
 		for _, e := range timeline {
 			t.Logf("event %s %s attempt %d %v", e.Type, e.Node, e.Attempt, e.Detail)

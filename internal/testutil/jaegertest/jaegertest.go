@@ -13,6 +13,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -228,7 +229,23 @@ func (s Span) Tag(k string) any {
 // Trace returns the spans Jaeger holds of the trace id (hex), or an
 // error saying why there are none yet.
 func (j *Jaeger) Trace(ctx context.Context, id string) ([]Span, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, j.Query+"/api/traces/"+id, nil)
+	return j.get(ctx, "/api/traces/"+id)
+}
+
+// Find returns the spans of the traces of service that have a span with
+// the tag key = value, as a person searching Jaeger gets them.
+func (j *Jaeger) Find(ctx context.Context, service, key, value string) ([]Span, error) {
+	tags, err := json.Marshal(map[string]string{key: value})
+	if err != nil {
+		return nil, err
+	}
+	q := url.Values{"service": {service}, "tags": {string(tags)}, "lookback": {"1h"}, "limit": {"20"}}
+	return j.get(ctx, "/api/traces?"+q.Encode())
+}
+
+func (j *Jaeger) get(ctx context.Context, path string) ([]Span, error) {
+	id := path
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, j.Query+path, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -242,7 +259,7 @@ func (j *Jaeger) Trace(ctx context.Context, id string) ([]Span, error) {
 		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET /api/traces/%s: %s %.200s", id, resp.Status, body)
+		return nil, fmt.Errorf("GET %s: %s %.200s", id, resp.Status, body)
 	}
 	var out struct {
 		Data []struct {
@@ -250,14 +267,14 @@ func (j *Jaeger) Trace(ctx context.Context, id string) ([]Span, error) {
 		} `json:"data"`
 	}
 	if err := json.Unmarshal(body, &out); err != nil {
-		return nil, fmt.Errorf("GET /api/traces/%s: %v", id, err)
+		return nil, fmt.Errorf("GET %s: %v", id, err)
 	}
 	var spans []Span
 	for _, d := range out.Data {
 		spans = append(spans, d.Spans...)
 	}
 	if len(spans) == 0 {
-		return nil, fmt.Errorf("trace %s has no spans yet", id)
+		return nil, fmt.Errorf("GET %s: no spans yet", id)
 	}
 	return spans, nil
 }
