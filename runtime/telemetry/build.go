@@ -114,6 +114,9 @@ type builder struct {
 	parts   map[string]*Span
 	items   map[string]*Span
 	cohorts map[string]*Span
+	// turnRetries are the retries of each node's model turn not yet
+	// answered, by node and turn.
+	turnRetries map[string][]*store.Event
 }
 
 // Build returns the spans of the run whose timeline evs is (in sequence
@@ -126,7 +129,7 @@ func Build(evs []*store.Event) ([]Span, error) {
 		return nil, fmt.Errorf("telemetry: a timeline starts with its %s event", EvAccepted)
 	}
 	b := &builder{run: evs[0].RunID, ends: map[string]int{}, segs: map[SpanKey]int{}, waits: map[string]*Span{},
-		parts: map[string]*Span{}, items: map[string]*Span{}, cohorts: map[string]*Span{}}
+		parts: map[string]*Span{}, items: map[string]*Span{}, cohorts: map[string]*Span{}, turnRetries: map[string][]*store.Event{}}
 	b.accepted(evs[0])
 	for _, e := range evs[1:] {
 		if b.step(e) {
@@ -246,6 +249,11 @@ func (b *builder) step(e *store.Event) bool {
 		v := b.visitOf(e)
 		b.retry(e)
 		b.event(v, e)
+		if turn := detailString(e, "turn"); turn != "" {
+			// A model turn's retry: the turn's span, once its answer
+			// is journaled, shows it too.
+			b.turnRetries[e.Node+"\x00"+turn] = append(b.turnRetries[e.Node+"\x00"+turn], e)
+		}
 	default:
 		switch {
 		case leaseEvents[e.Type]:

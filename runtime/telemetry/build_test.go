@@ -587,3 +587,34 @@ func TestBuildAgentStepEventsNamingACall(t *testing.T) {
 		t.Errorf("the visit's events %+v, want the approval asked", v.Events)
 	}
 }
+
+// A model turn retried (a rate limit) shows its retries on its span, and
+// how many tries it took; a turn asked once has neither.
+func TestBuildTurnRetries(t *testing.T) {
+	t.Parallel()
+	turn := func(n int) map[string]any {
+		return map[string]any{"turn": n, "model": "small", "model_tool": "llm.chat", "stop_reason": "tool_use", "tools": []any{}}
+	}
+	tl := start("agent").add(EvLeased, "a", 1, nil).
+		add(EvRetry, "a", 1, map[string]any{"turn": 1, "tool": "llm.chat", "try": 1, "code": "E_RATE_LIMITED"}).add(EvLeased, "a", 1, nil).
+		add(EvRetry, "a", 1, map[string]any{"turn": 1, "tool": "llm.chat", "try": 2, "code": "E_RATE_LIMITED"}).add(EvLeased, "a", 1, nil).
+		add(EvAgentTurn, "a", 1, turn(1)).add(EvAgentTurn, "a", 1, turn(2)).add(EvNodeDone, "a", 1, nil).add(EvCompleted, "", 1, nil)
+	spans, err := Build(tl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uniqueIDs(t, tl, spans)
+	t1 := spanBy(t, spans, withCall(key("a", 1, 1), "turn:1"))
+	if len(t1.Events) != 2 || t1.Events[0].Name != "weir.retry_scheduled" || !hasAttr(t1.Events[1].Attrs, attribute.String("weir.code", "E_RATE_LIMITED")) ||
+		!hasAttr(t1.Attrs, attribute.Int("weir.turn.tries", 3)) {
+		t.Errorf("turn 1: events %+v attrs %v, want its two retries and three tries", t1.Events, t1.Attrs)
+	}
+	if t2 := spanBy(t, spans, withCall(key("a", 1, 1), "turn:2")); len(t2.Events) != 0 || hasAttrKey(t2.Attrs, "weir.turn.tries") {
+		t.Errorf("turn 2: events %+v attrs %v, want none", t2.Events, t2.Attrs)
+	}
+	for _, s := range spans {
+		if s.Key.Call == "try:1" {
+			t.Errorf("a model turn's retry made a tool try span %+v", s.Key)
+		}
+	}
+}

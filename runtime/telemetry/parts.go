@@ -306,6 +306,16 @@ func (b *builder) turn(e *store.Event) {
 	}
 	s := &Span{Key: key, Trace: b.trace, ID: SpanID(key), Parent: v.ID, Name: GenAIOperationChat + " " + model, Start: start, End: e.At,
 		Attrs: attrs, Status: codes.Ok, Kind: trace.SpanKindClient}
+	// The turn's tries before the one answered (a rate limit, a provider
+	// down), as the retries the journal recorded.
+	retries := b.turnRetries[e.Node+"\x00"+n]
+	delete(b.turnRetries, e.Node+"\x00"+n)
+	for _, r := range retries {
+		b.event(s, r)
+	}
+	if len(retries) > 0 {
+		s.Attrs = append(s.Attrs, attribute.Int("weir.turn.tries", len(retries)+1))
+	}
 	tools, _ := e.Detail["tools"].([]any)
 	if ts, ok := e.Detail["tools"].([]string); ok {
 		for _, t := range ts {
