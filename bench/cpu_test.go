@@ -61,6 +61,7 @@ func TestDescends(t *testing.T) {
 func TestCPURow(t *testing.T) {
 	steps := time.Duration(stepRuns * stepsPerRun)
 	r := stepsResult{
+		steps:   stepRuns * stepsPerRun,
 		elapsed: 10 * time.Second,
 		parts:   []string{"a", "b", "machine"},
 		cpu:     []time.Duration{steps * 300 * time.Microsecond, steps * 200 * time.Microsecond, 20 * time.Second},

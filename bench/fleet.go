@@ -109,7 +109,7 @@ func fleetSteps(b *bench) ([]row, error) {
 // sum beside what the whole machine used in the same time. The last part is
 // always the machine (machinePart).
 func cpuRow(figure string, r stepsResult) row {
-	steps := float64(stepRuns * stepsPerRun)
+	steps := float64(r.steps)
 	per := func(d time.Duration) string { return dur(time.Duration(float64(d) / steps)) }
 	var split []string
 	var ours time.Duration
@@ -136,11 +136,11 @@ type fleetRun struct {
 }
 
 func (r fleetRun) commitsPerStep() float64 {
-	return float64(r.xacts.commits) / float64(stepRuns*stepsPerRun)
+	return float64(r.xacts.commits) / float64(r.steps)
 }
 
 func (r fleetRun) rollbacksPerStep() float64 {
-	return float64(r.xacts.rollbacks) / float64(stepRuns*stepsPerRun)
+	return float64(r.xacts.rollbacks) / float64(r.steps)
 }
 
 // fleetSkip says why the scenario cannot run here: it is skipped, not failed.

@@ -69,6 +69,7 @@ var scenarios = []scenario{
 	{13, "recovery operations", recovery},
 	{14, "schedules", schedules},
 	{15, "durable steps/s with tracing", tracingSteps},
+	{16, "peer: DBOS Transact on the same PostgreSQL", dbosPeer},
 }
 
 func main() {

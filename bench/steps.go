@@ -135,12 +135,24 @@ type cpuPart struct {
 
 // stepsResult is one timed step load.
 type stepsResult struct {
+	steps   int // durable steps in the timed section
 	elapsed time.Duration
 	parts   []string        // the cpuParts' names
 	cpu     []time.Duration // per cpuPart, over the timed section
 }
 
-func (r stepsResult) rate() float64 { return float64(stepRuns*stepsPerRun) / r.elapsed.Seconds() }
+// newStepsResult is a load of steps durable steps in elapsed, with the
+// parts' CPU readings before and after it.
+func newStepsResult(steps int, elapsed time.Duration, parts []cpuPart, before, after []time.Duration) stepsResult {
+	res := stepsResult{steps: steps, elapsed: elapsed}
+	for i, p := range parts {
+		res.parts = append(res.parts, p.name)
+		res.cpu = append(res.cpu, after[i]-before[i])
+	}
+	return res
+}
+
+func (r stepsResult) rate() float64 { return float64(r.steps) / r.elapsed.Seconds() }
 
 // stepInput is the input of every run of the step load.
 var stepInput = json.RawMessage(`{"p":"` + strings.Repeat("a", 100) + `"}`)
@@ -222,12 +234,7 @@ func (b *bench) steps(ds []*daemon.Daemon, parts ...cpuPart) (stepsResult, error
 	}
 	fmt.Fprintf(b.log, "  %d runs submitted in %v over %d daemon(s), all completed after %v\n",
 		stepRuns, submitted.Round(time.Millisecond), len(ds), elapsed.Round(time.Millisecond))
-	res := stepsResult{elapsed: elapsed}
-	for i, p := range parts {
-		res.parts = append(res.parts, p.name)
-		res.cpu = append(res.cpu, after[i]-before[i])
-	}
-	return res, nil
+	return newStepsResult(stepRuns*stepsPerRun, elapsed, parts, before, after), nil
 }
 
 func readCPU(parts []cpuPart) ([]time.Duration, error) {

@@ -278,6 +278,11 @@ type Node struct {
 	// UnknownTimeout (0: DefaultUnknownTimeout).
 	OnUnknown      string
 	UnknownTimeout time.Duration
+	// ApprovalTTL bounds how long each approval wait of an agent (a call
+	// of one of its approve tools) waits for a decision: past it the call
+	// is rejected with E_APPROVAL_EXPIRED, which the model is told. 0:
+	// until the agent's timeout, if it has one.
+	ApprovalTTL time.Duration
 
 	// Cond decides a branch: cond(ctx), truthy follows Then.
 	Cond *CallableRef
@@ -531,6 +536,8 @@ type nodeJSON struct {
 	// OnUnknown and UnknownTimeout likewise.
 	OnUnknown      string       `json:"on_unknown,omitempty"`
 	UnknownTimeout jsonDuration `json:"unknown_timeout,omitempty"`
+	// ApprovalTTL likewise.
+	ApprovalTTL jsonDuration `json:"approval_ttl,omitempty"`
 
 	// Event and Match, since IR version 3.
 	Event string       `json:"event,omitempty"`
@@ -549,7 +556,7 @@ func (n *Node) MarshalJSON() ([]byte, error) {
 		ModelTool: n.ModelTool, Model: n.Model, System: n.System, Prompt: n.Prompt,
 		Tools: n.Tools, Flows: n.Flows, Approve: n.Approve, MaxTurns: n.MaxTurns, MaxTokens: n.MaxTokens,
 		OutputSchema: n.OutputSchema, OnExhausted: n.OnExhausted,
-		OnUnknown: n.OnUnknown, UnknownTimeout: jsonDuration(n.UnknownTimeout),
+		OnUnknown: n.OnUnknown, UnknownTimeout: jsonDuration(n.UnknownTimeout), ApprovalTTL: jsonDuration(n.ApprovalTTL),
 		Event: n.Event, Match: n.Match,
 	})
 }
@@ -570,7 +577,7 @@ func (n *Node) UnmarshalJSON(b []byte) error {
 		ModelTool: j.ModelTool, Model: j.Model, System: j.System, Prompt: j.Prompt,
 		Tools: j.Tools, Flows: j.Flows, Approve: j.Approve, MaxTurns: j.MaxTurns, MaxTokens: j.MaxTokens,
 		OutputSchema: j.OutputSchema, OnExhausted: j.OnExhausted,
-		OnUnknown: j.OnUnknown, UnknownTimeout: time.Duration(j.UnknownTimeout),
+		OnUnknown: j.OnUnknown, UnknownTimeout: time.Duration(j.UnknownTimeout), ApprovalTTL: time.Duration(j.ApprovalTTL),
 		Event: j.Event, Match: j.Match,
 	}
 	return nil

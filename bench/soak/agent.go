@@ -15,8 +15,10 @@ import (
 
 // The agent kind's runs take their model turns from a scripted
 // OpenAI-compatible server the soak runs on loopback, through the real llm
-// plugin: the model asks for an idempotent echo and a non-idempotent mail
-// in its first turn and answers once it has their results. The server
+// plugin: the model asks for an idempotent echo, a non-idempotent mail and
+// a testkit.once call whose probe cannot tell in its first turn, and
+// answers once it has their results. A kill that leaves the once call's
+// outcome unknown parks the call for a person (resolve.go). The server
 // answers from the conversation alone, so turns of many runs interleave in
 // any order, and it records every request with the time it was read: the
 // agent invariant holds them against the journaled turns.
@@ -35,7 +37,7 @@ flow(
     name = "soak_agent",
     nodes = [
         agent("a", model = "small", prompt = lambda ctx: "` + agentPrompt + `" + ctx.input["id"],
-              tools = ["testkit.echo", "mail.send"], at_most_once = True, max_turns = 3, next = "done"),
+              tools = ["testkit.echo", "mail.send", "testkit.once"], at_most_once = True, on_unknown = "ask", max_turns = 3, next = "done"),
         task("done", tool = "testkit.echo", args = lambda ctx: {"id": ctx.input["id"], "answer": ctx.results["a"]["answer"]}),
     ],
 )
@@ -102,8 +104,8 @@ func (m *agentModel) Close() {
 	os.Remove(m.config)
 }
 
-// respondAgent is the model: a first turn asks for the echo and the mail,
-// a turn that sees their results answers.
+// respondAgent is the model: a first turn asks for the echo, the mail and
+// the once call, a turn that sees their results answers.
 func respondAgent(_ string, body []byte) llmtest.Step {
 	id := ""
 	if m := agentTaskRE.FindSubmatch(body); m != nil {
@@ -128,6 +130,7 @@ func respondAgent(_ string, body []byte) llmtest.Step {
 	return llmtest.Step{ToolCalls: []llmtest.ToolCall{
 		{Name: "testkit__echo", Arguments: json.RawMessage(fmt.Sprintf(`{"id":%q}`, id))},
 		{Name: "mail__send", Arguments: json.RawMessage(fmt.Sprintf(`{"to":"ops@example.com","body":"soak %s"}`, id))},
+		{Name: "testkit__once", Arguments: json.RawMessage(fmt.Sprintf(`{"value":"%s/agent","probe":"unknown"}`, id))},
 	}}
 }
 
@@ -245,6 +248,17 @@ func hasEvent(evs []apitypes.Event, typ string) bool {
 		}
 	}
 	return false
+}
+
+// countEvents counts the events of type typ in a timeline.
+func countEvents(evs []apitypes.Event, typ string) int {
+	n := 0
+	for _, e := range evs {
+		if e.Type == typ {
+			n++
+		}
+	}
+	return n
 }
 
 // inputID returns the request id a client-started run was sent with.

@@ -28,7 +28,7 @@ func newState() *state {
 	return &state{
 		w: &world{byReq: map[string]*submission{}, inline: map[string][]string{}, counts: map[string]int{}, skips: map[skipKey]bool{}},
 		f: &final{events: map[string][]apitypes.Event{}, children: map[string][]apitypes.Run{}, kills: map[string]int{},
-			records: &records{mails: map[string]int{}, mailRuns: map[string]int{}, notes: map[string]string{}, applied: map[string]int{}}},
+			records: &records{mails: map[string]int{}, mailRuns: map[string]int{}, notes: map[string]string{}, applied: map[string]int{}, once: map[string]int{}}},
 	}
 }
 

@@ -158,9 +158,21 @@ func TestReadRecordsAcrossHosts(t *testing.T) {
 	write(b, "notes/dedupe/k3.json", applied("soak/req-3"))
 	write(a, "notes/dedupe/k4.json", applied("soak/req-4"))
 	write(b, "notes/dedupe/k4-other.json", applied("soak/req-4"))
+	// testkit.once's log; b's last line is still being written.
+	write(a, "testkit/once.jsonl", `{"value":"req-5","key":"k5"}`+"\n")
+	write(b, "testkit/once.jsonl", `{"value":"req-5","key":"k5"}`+"\n"+`{"value":"req-6","key":"k6"}`+"\n"+`{"value":"req-7","ke`)
 	o, err := readRecords(a, b)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if o.once["req-5"] != 2 || o.once["req-6"] != 1 || len(o.once) != 2 {
+		t.Fatalf("testkit.once effects over two hosts %v; want req-5 twice, req-6 once, the cut line not yet", o.once)
+	}
+	for key, want := range map[string]string{"k6": `{"value":"req-6","key":"k6"}`, "k7": ""} {
+		got, happened, err := onceLogged([]string{a, b}, key)
+		if err != nil || happened != (want != "") || string(got) != want {
+			t.Fatalf("onceLogged(%s) = %s %v %v, want %q", key, got, happened, err, want)
+		}
 	}
 	if o.mailRuns["r1"] != 2 || o.mailRuns["r2"] != 1 || o.mails["req-1"] != 2 {
 		t.Fatalf("mails over two hosts: %v by run, %v by request; want r1 twice, r2 once", o.mailRuns, o.mails)

@@ -21,8 +21,30 @@ func forkState(n int) *state {
 		fork := apitypes.Run{ID: fmt.Sprintf("fork-run-%d", i), Flow: echo.flow, Phase: apitypes.PhaseCompleted, Output: out,
 			ForkedFrom: &apitypes.ForkRef{RunID: src.runID, Node: forkFrom, Visit: 1}, StartedBy: "fork:" + src.runID + ":c@1"}
 		s.f.forked = append(s.f.forked, fork)
-		s.w.forks[fmt.Sprintf("fork-%d", i)] = &forkSent{src: src, runID: fork.ID}
+		s.w.forks[fmt.Sprintf("fork-%d", i)] = &forkSent{src: src, from: forkFrom, runID: fork.ID}
 	}
+	return s
+}
+
+// mailForkState is a soak with one completed mail run forked from after
+// its send, and once (with leave) from the send: the latter sent its own
+// mail.
+func mailForkState() *state {
+	s := newState()
+	s.w.forks = map[string]*forkSent{}
+	src := &submission{reqID: "req-1", kind: kindByFlow("soak_mail"), runID: "run-1", input: map[string]any{"id": "req-1"}}
+	s.w.subs = append(s.w.subs, src)
+	for _, p := range []struct {
+		id, from string
+		effects  bool
+	}{{"fork-1", "sent", false}, {"fork-2", "send", true}} {
+		run := "run-" + p.id
+		s.f.forked = append(s.f.forked, apitypes.Run{ID: run, Flow: "soak_mail", Phase: apitypes.PhaseCompleted,
+			Input: json.RawMessage(fmt.Sprintf(`{"id":%q}`, p.id)), Output: json.RawMessage(fmt.Sprintf(`{"id":%q,"sent":true}`, p.id)),
+			ForkedFrom: &apitypes.ForkRef{RunID: src.runID, Node: p.from, Visit: 1}, StartedBy: "fork:" + src.runID + ":" + p.from + "@1"})
+		s.w.forks[p.id] = &forkSent{src: src, from: p.from, effects: p.effects, runID: run}
+	}
+	s.f.records.mailRuns["run-fork-2"] = 1
 	return s
 }
 
@@ -34,11 +56,18 @@ func forkViolationCases() []violationCase {
 	lost.f.forked = lost.f.forked[:2]
 	stranger := forkState(3)
 	stranger.f.forked[0].ForkedFrom = &apitypes.ForkRef{RunID: "run-x", Node: forkFrom, Visit: 1}
+	resent := mailForkState()
+	resent.f.records.mailRuns["run-fork-1"] = 1
+	elsewhere := mailForkState()
+	elsewhere.f.forked[0].ForkedFrom.Node = "prep"
 	return []violationCase{
 		{"forks: each copied its source's results", check(forkState(3)), checkForks, ""},
+		{"forks: mail forks sent only where they had leave", check(mailForkState()), checkForks, ""},
+		{"forks: a copied send ran again", check(resent), checkForks, "a copied send ran again"},
+		{"forks: a fork from a node not asked", check(elsewhere), checkForks, "is not a fork the soak asked for"},
 		{"forks: a copied node run again", check(rerun), checkForks, "want the source's output"},
 		{"forks: an answered fork not in the store", check(lost), checkForks, "was answered and is not in the store"},
-		{"forks: a fork of an unknown run", check(stranger), checkForks, "is not a fork of an echo run"},
+		{"forks: a fork of an unknown run", check(stranger), checkForks, "is not a fork the soak asked for"},
 	}
 }
 
@@ -52,8 +81,11 @@ func resolveViolationCases() []violationCase {
 		}
 		return s
 	}
+	twice := resolved("send@1.unknown.1")
+	twice.f.records.once["req-1"] = 2
 	return []violationCase{
 		{"resolves: each unknown wait resolved once", check(resolved("send@1.unknown.1", "send@1.unknown.2")), checkResolves, ""},
+		{"resolves: a call's effect twice", check(twice), checkResolves, "had the effect of the call for req-1 2 times"},
 		{"resolves: a wait resolved twice", check(resolved("send@1.unknown.1", "send@1.unknown.1")), checkResolves, "resolved twice"},
 	}
 }

@@ -337,9 +337,12 @@ func checkDedup(w *world, f *final) []string {
 }
 
 // checkMailOnce counts outbox lines per run: never more than one, and none
-// for a run that does not exist.
+// for a run that does not exist (a fork of a mail run is one).
 func checkMailOnce(w *world, f *final) []string {
 	runs := byID(f)
+	for i := range f.forked {
+		runs[f.forked[i].ID] = &f.forked[i]
+	}
 	var bad []string
 	for runID, n := range f.records.mailRuns {
 		if runs[runID] == nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,6 +26,9 @@ type records struct {
 	// (one dedupe record each).
 	notes   map[string]string
 	applied map[string]int
+	// once counts testkit.once's effects per call, by the value the call
+	// carried (each ask-kind call carries its own).
+	once map[string]int
 	// hostOf maps a fleet's lease holders to the slot of their daemon:
 	// each slot is a host whose plugins keep state of their own.
 	hostOf map[string]int
@@ -51,7 +55,7 @@ func (o *records) hostsLeasing(evs []apitypes.Event, node string) int {
 // idempotency key has one dedupe record on each, named by the key: it
 // counts once.
 func readRecords(datas ...string) (*records, error) {
-	o := &records{mails: map[string]int{}, mailRuns: map[string]int{}, notes: map[string]string{}, applied: map[string]int{}}
+	o := &records{mails: map[string]int{}, mailRuns: map[string]int{}, notes: map[string]string{}, applied: map[string]int{}, once: map[string]int{}}
 	dedupes := map[string]bool{} // dedupe records seen, by file name
 	for _, data := range datas {
 		if err := o.read(filepath.Join(data, "plugin-state"), dedupes); err != nil {
@@ -63,6 +67,12 @@ func readRecords(datas ...string) (*records, error) {
 
 // read adds the records of one plugin-state directory to o.
 func (o *records) read(state string, dedupes map[string]bool) error {
+	if err := eachOnce(filepath.Join(state, "testkit", "once.jsonl"), func(e onceEffect, _ []byte) bool {
+		o.once[fmt.Sprint(e.Value)]++
+		return true
+	}); err != nil {
+		return err
+	}
 	f, err := os.Open(filepath.Join(state, "mail", "outbox.jsonl"))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -116,6 +126,56 @@ func (o *records) read(state string, dedupes map[string]bool) error {
 		o.applied[out.Key]++
 		return nil
 	})
+}
+
+// onceEffect is a line of testkit.once's log: one effect, with the result
+// the call answered.
+type onceEffect struct {
+	Value any    `json:"value"`
+	Key   string `json:"key"`
+}
+
+// eachOnce calls fn with every complete line of the testkit.once log at
+// path (none if there is no log) until fn returns false. The log may be
+// read while the plugin appends to it: a last line without its newline is
+// not complete yet.
+func eachOnce(path string, fn func(e onceEffect, line []byte) bool) error {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	lines := bytes.Split(b, []byte("\n"))
+	for _, line := range lines[:len(lines)-1] {
+		var e onceEffect
+		if err := json.Unmarshal(line, &e); err != nil {
+			return fmt.Errorf("%s: line %q: %w", path, line, err)
+		}
+		if !fn(e, line) {
+			break
+		}
+	}
+	return nil
+}
+
+// onceLogged finds the effect of the testkit.once call with idempotency
+// key in the logs under the daemons' data directories: its result, and
+// whether it happened.
+func onceLogged(datas []string, key string) (json.RawMessage, bool, error) {
+	var found json.RawMessage
+	for _, data := range datas {
+		if err := eachOnce(filepath.Join(data, "plugin-state", "testkit", "once.jsonl"), func(e onceEffect, line []byte) bool {
+			if e.Key == key {
+				found = append(json.RawMessage(nil), line...)
+			}
+			return found == nil
+		}); err != nil || found != nil {
+			return found, found != nil, err
+		}
+	}
+	return nil, false, nil
 }
 
 // eachJSON calls fn with the name and content of every *.json file in dir

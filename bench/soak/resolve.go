@@ -11,15 +11,19 @@ import (
 	"github.com/weirhq/weir/runtime/engine"
 )
 
-// The ask kind's at-most-once call has a probe that can never tell, and
-// asks a person instead of failing: a kill between its started record
-// and its answer (after-started, after-tool) parks the run on an unknown
-// wait, and the soak's resolver answers it, happened (with the result the
-// call would have given) or not happened (the call is made once more).
-// The promise: every unknown wait is resolved once, and its run
-// completes on that answer.
+// The ask kinds' at-most-once calls (a task's, each item's of a fan-out,
+// and an agent's call) have a probe that can never tell, and ask a person instead of
+// failing: a kill between a call's started record and its answer
+// (after-started, after-tool), or the plugin's own exit after the effect
+// (crash), parks the run on an unknown wait, and the
+// soak's resolver answers it as a person who reads the plugin's own log
+// would: happened, with the result the log holds, or not happened (the
+// call is made once more). The promises: every unknown wait is resolved
+// once, its run completes on that answer, and testkit.once has its effect
+// at most once per call (by the value each call carries: a request id, or
+// an item made from one) across kills and resolves.
 
-const invResolve = "every unknown outcome asked of a person resolved once"
+const invResolve = "every unknown outcome asked of a person resolved once, every testkit.once call made at most once"
 
 var askKind = &kind{
 	name: "ask", flow: "soak_ask", weight: 1,
@@ -27,61 +31,106 @@ var askKind = &kind{
 flow(
     name = "soak_ask",
     nodes = [
-        task("send", tool = "testkit.once", args = lambda ctx: {"value": ctx.input["id"], "probe": "unknown"},
+        task("send", tool = "testkit.once", args = lambda ctx: {"value": ctx.input["id"], "probe": "unknown", "crash": ctx.input["crash"]},
              at_most_once = True, on_unknown = "ask", next = "done"),
         task("done", tool = "testkit.echo", args = lambda ctx: {"id": ctx.input["id"], "sent": ctx.results["send"]["value"]}),
     ],
 )
 `,
-	input: func(_ *rand.Rand, id string) map[string]any { return map[string]any{"id": id} },
+	input: crashes,
 	check: completed(func(v *apitypes.Run, in map[string]any, _ []apitypes.Event, _ *records) []string {
 		return wantOutput(v, map[string]any{"id": in["id"], "sent": in["id"]})
 	}),
 }
 
-// resolveUnknown resolves the unknown waits of the ask kind's runs that
-// the daemon lists as waiting.
+// askFanKind's items each make one testkit.once call; an item's unknown
+// wait is NODE@VISIT.ITEM.unknown.N, the cohort open meanwhile.
+var askFanKind = &kind{
+	name: "ask-fan", flow: "soak_ask_fan", weight: 1,
+	src: `
+flow(
+    name = "soak_ask_fan",
+    nodes = [
+        fanout("send", items = lambda ctx: [ctx.input["id"] + "/a", ctx.input["id"] + "/b"], tool = "testkit.once",
+               args = lambda ctx, item: {"value": item, "probe": "unknown", "crash": ctx.input["crash"] and item.endswith("/a")},
+               at_most_once = True, on_unknown = "ask", width = 2, depth = 2, max_items = 2, next = "done"),
+        task("done", tool = "testkit.echo", args = lambda ctx: {"id": ctx.input["id"], "sent": [r["value"] for r in ctx.results["send"]["results"]]}),
+    ],
+)
+`,
+	input: crashes,
+	check: completed(func(v *apitypes.Run, in map[string]any, _ []apitypes.Event, _ *records) []string {
+		id := in["id"].(string)
+		return wantOutput(v, map[string]any{"id": id, "sent": []any{id + "/a", id + "/b"}})
+	}),
+}
+
+// crashes is an ask kind's input: one run in three has its (first) call's
+// plugin exit after the effect and before the answer, an unknown outcome
+// that happened without a kill of the daemon.
+func crashes(r *rand.Rand, id string) map[string]any {
+	return map[string]any{"id": id, "crash": r.IntN(3) == 0}
+}
+
+// askKinds are the kinds whose runs park on unknown waits: the agent
+// kind's once call parks as NODE@VISIT.TURN.CALL.unknown.N.
+var askKinds = []*kind{askKind, askFanKind, agentKind}
+
+// resolveUnknown resolves the unknown waits of the ask kinds' runs that
+// the daemon lists as waiting, from testkit.once's log in the daemons'
+// state directories.
 func resolveUnknown(ctx context.Context, w *world, c *client.Client) {
-	runs, err := client.Collect(c.RunListAll(ctx, client.RunListParams{Flow: askKind.flow, Phase: apitypes.PhaseWaiting}))
-	if err != nil {
-		return // the daemon is down: a later pass
-	}
-	for _, r := range runs {
-		v, err := c.RunGet(ctx, r.ID)
+	for _, k := range askKinds {
+		runs, err := client.Collect(c.RunListAll(ctx, client.RunListParams{Flow: k.flow, Phase: apitypes.PhaseWaiting}))
 		if err != nil {
-			return
+			return // the daemon is down: a later pass
 		}
-		for _, wt := range v.Waits {
-			if wt.Kind != apitypes.WaitUnknown {
-				continue
+		for _, r := range runs {
+			v, err := c.RunGet(ctx, r.ID)
+			if err != nil {
+				return
 			}
-			var in struct{ ID string }
-			_ = json.Unmarshal(v.Input, &in)
-			happened := w.intn(2) == 0
-			var result json.RawMessage
-			if happened {
-				result, _ = json.Marshal(map[string]any{"key": "resolved by the soak", "value": in.ID})
-			}
-			_, err := c.Resolve(ctx, v.ID, wt.ID, happened, result, "soak")
-			switch code := client.ErrorCode(err); {
-			case err == nil:
-				w.count(fmt.Sprintf("resolved happened=%v", happened))
-			case code == engine.CodeAlreadyDecided || code == engine.CodeNotWaiting:
-				w.count("resolve refused " + code)
-			case code == engine.CodeDraining || code == "":
-				// Down or draining: a later pass.
-			default:
-				w.violate(invResolve, "resolving %s of run %s: %v", wt.ID, v.ID, err)
+			for _, wt := range v.Waits {
+				if wt.Kind == apitypes.WaitUnknown && !resolveOne(ctx, w, c, v, wt) {
+					return
+				}
 			}
 		}
 	}
 }
 
-// checkResolves: no unknown wait of a run was resolved twice.
+// resolveOne answers one unknown wait; false when the daemon is down.
+func resolveOne(ctx context.Context, w *world, c *client.Client, v *apitypes.Run, wt apitypes.HumanWait) bool {
+	var shown struct{ Key string }
+	if err := json.Unmarshal(wt.Shown, &shown); err != nil || shown.Key == "" {
+		w.violate(invResolve, "unknown wait %s of run %s shows no idempotency key: %s", wt.ID, v.ID, wt.Shown)
+		return true
+	}
+	result, happened, err := onceLogged(w.dataDirs, shown.Key)
+	if err != nil {
+		w.violate(invResolve, "reading testkit.once's log: %v", err)
+		return true
+	}
+	_, err = c.Resolve(ctx, v.ID, wt.ID, happened, result, "soak")
+	switch code := client.ErrorCode(err); {
+	case err == nil:
+		w.count(fmt.Sprintf("resolved happened=%v", happened))
+	case code == engine.CodeAlreadyDecided || code == engine.CodeNotWaiting:
+		w.count("resolve refused " + code)
+	case code == engine.CodeDraining || code == "":
+		return false // down or draining: a later pass
+	default:
+		w.violate(invResolve, "resolving %s of run %s: %v", wt.ID, v.ID, err)
+	}
+	return true
+}
+
+// checkResolves: no unknown wait of a run was resolved twice, and no
+// testkit.once call had its effect twice.
 func checkResolves(w *world, f *final) []string {
 	var bad []string
 	for _, s := range w.subs {
-		if s.kind != askKind || s.runID == "" {
+		if !isAsk(s.kind) || s.runID == "" {
 			continue
 		}
 		seen := map[string]bool{}
@@ -96,21 +145,33 @@ func checkResolves(w *world, f *final) []string {
 			seen[wait] = true
 		}
 	}
+	for value, n := range f.records.once {
+		if n > 1 {
+			bad = append(bad, fmt.Sprintf("testkit.once had the effect of the call for %s %d times", value, n))
+		}
+	}
 	return bad
 }
 
-func resolvesSummary(w *world, f *final) string {
-	asked := 0
-	for _, s := range w.subs {
-		if s.kind != askKind || s.runID == "" {
-			continue
-		}
-		for _, e := range f.events[s.runID] {
-			if e.Type == "resolved" {
-				asked++
-			}
+func isAsk(k *kind) bool {
+	for _, a := range askKinds {
+		if k == a {
+			return true
 		}
 	}
-	return fmt.Sprintf("%d unknown outcomes resolved by a person (%d happened, %d not happened), each once; %d ask-kind runs completed",
-		asked, w.counts["resolved happened=true"], w.counts["resolved happened=false"], countFlowPhase(f, askKind.flow, apitypes.PhaseCompleted))
+	return false
+}
+
+func resolvesSummary(w *world, f *final) string {
+	asked, byKind := 0, map[string]int{}
+	for _, s := range w.subs {
+		if isAsk(s.kind) && s.runID != "" {
+			n := countEvents(f.events[s.runID], "resolved")
+			asked += n
+			byKind[s.kind.name] += n
+		}
+	}
+	return fmt.Sprintf("%d unknown outcomes resolved by a person from the plugin's log (%d happened, %d not happened; %d of tasks, %d of fan-out items, %d of agent calls), each once; %d testkit.once effects, none twice; %d ask and %d ask-fan runs completed",
+		asked, w.counts["resolved happened=true"], w.counts["resolved happened=false"], byKind[askKind.name], byKind[askFanKind.name], byKind[agentKind.name],
+		len(f.records.once), countFlowPhase(f, askKind.flow, apitypes.PhaseCompleted), countFlowPhase(f, askFanKind.flow, apitypes.PhaseCompleted))
 }

@@ -115,6 +115,9 @@ type world struct {
 	// by request id (forks.go).
 	events *eventsSent
 	forks  map[string]*forkSent
+	// dataDirs are the slots' data directories, whose plugin state the
+	// resolver reads as a person would read a plugin's log.
+	dataDirs []string
 }
 
 func (w *world) intn(n int) int {
@@ -428,6 +431,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if err := os.MkdirAll(slotDir(slot), 0o700); err != nil {
 			return nil, err
 		}
+		w.dataDirs = append(w.dataDirs, slotDir(slot))
 	}
 	var repMu sync.Mutex        // rep, written by every slot's chaos
 	holders := map[string]int{} // a fleet's lease holders, by the slot of their daemon

@@ -303,6 +303,7 @@ flow(
 	agentKind,
 	eventKind,
 	askKind,
+	askFanKind,
 }
 
 func kindByFlow(flow string) *kind {

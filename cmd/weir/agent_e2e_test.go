@@ -234,3 +234,166 @@ func TestAgentKilledDuringTurnAndCall(t *testing.T) {
 	}
 	d.stop()
 }
+
+// TestAgentEditSurvivesKills: a proposed mail is edited through the CLI
+// and the daemon is killed with SIGKILL twice between the decision and
+// the call: once as the decision is durable and before its answer, once
+// as the agent has queued the edited call and before it runs. Before the
+// edit, the wait shows the proposal's digest and the commands bound to
+// it, and an edit the tool's schema refuses or that names another digest
+// is refused with the wait left open. After the restarts the mail goes
+// out once, with the edited arguments, and the model is told the call
+// ran with them.
+func TestAgentEditSurvivesKills(t *testing.T) {
+	e2e(t, "starts and kills real daemons")
+	srv := llmtest.New(
+		llmtest.Step{ToolCalls: []llmtest.ToolCall{mailCall("ann@example.com")}, Usage: &llmtest.Usage{InputTokens: 100, OutputTokens: 10}},
+		llmtest.Step{Text: "Mailed eve instead.", Usage: &llmtest.Usage{InputTokens: 200, OutputTokens: 5}},
+	)
+	d := agentDaemon(t, srv)
+	d.start("after-decide")
+	d.register(`
+flow(name = "editing", nodes = [
+    agent("a", model = "small", prompt = "Mail ann", tools = ["mail.send"], approve = ["mail.send"], max_turns = 3),
+])
+`)
+	res, err := d.startRun("editing", `{}`, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.RunID
+	if code, out, errb := d.cli("run", "wait", id, "--until", "decision"); code != 0 || out != "a@1.1.0\n" {
+		t.Fatalf("run wait --until decision: %d %q %s", code, out, errb)
+	}
+	code, out, errb := d.cli("run", "get", id, "--json")
+	var got struct {
+		Waits []struct {
+			ID      string `json:"id"`
+			Digest  string `json:"digest"`
+			Edit    string `json:"edit"`
+			Respond string `json:"respond"`
+		} `json:"waits"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &got) != nil || len(got.Waits) != 1 || len(got.Waits[0].Digest) != 64 {
+		t.Fatalf("run get --json: %d %s %s", code, out, errb)
+	}
+	digest := got.Waits[0].Digest
+	if w := got.Waits[0]; w.Edit != "weir run approve "+id+" a --payload ARGS --digest "+digest ||
+		w.Respond != "weir run respond "+id+" a --result JSON --digest "+digest {
+		t.Errorf("the commands shown: %+v", w)
+	}
+	code, out, _ = d.cli("run", "get", id)
+	for _, want := range []string{"  digest:  " + digest + "\n", "  edit:    weir run approve " + id + " a --payload ARGS --digest " + digest + "\n",
+		"  respond: weir run respond " + id + " a --result JSON --digest " + digest + "\n"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("run get: want %q in\n%s", want, out)
+		}
+	}
+	edited := `{"to":"eve@example.com","body":"edited"}`
+	if code, _, errb := d.cli("run", "approve", id, "a", "--payload", `{"to":"eve@example.com"}`, "--digest", digest); code == 0 || !strings.Contains(errb, "E_BAD_INPUT") || !strings.Contains(errb, "body") {
+		t.Errorf("an edit without a required field: exit %d %s", code, errb)
+	}
+	if code, _, errb := d.cli("run", "approve", id, "a", "--payload", edited, "--digest", strings.Repeat("0", 64)); code == 0 || !strings.Contains(errb, "E_STALE_DECISION") {
+		t.Errorf("an edit naming another proposal: exit %d %s", code, errb)
+	}
+	if code, out, errb := d.cli("run", "wait", id, "--decision", "a@1.1.0"); code != 0 || out != "a@1.1.0\n" {
+		t.Fatalf("the refused decisions did not leave the wait open: %d %q %s", code, out, errb)
+	}
+
+	// The edit is durable, and the daemon dies before it answers.
+	if code, _, _ := d.cli("run", "approve", id, "a", "--payload", edited, "--digest", digest); code == 0 {
+		t.Error("the approval was answered although the daemon was killed before its answer")
+	}
+	d.waitKilled()
+	// Recovery resumes the agent, which queues the edited call and dies.
+	d.startToDie("agent-calls-queued")
+	if n := d.outbox(); n != 0 {
+		t.Fatalf("outbox has %d mails before the call ran, want 0", n)
+	}
+	d.start("")
+	o := agentResult(t, d.waitTerminal(id))
+	if o.Answer != "Mailed eve instead." || o.Turns != 2 {
+		t.Errorf("result %+v", o)
+	}
+	b, err := os.ReadFile(filepath.Join(d.data, "plugin-state", "mail", "outbox.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mail struct{ To, Body string }
+	if lines := strings.Split(strings.TrimSpace(string(b)), "\n"); len(lines) != 1 || json.Unmarshal([]byte(lines[0]), &mail) != nil ||
+		mail.To != "eve@example.com" || mail.Body != "edited" {
+		t.Fatalf("outbox %s: want one mail, with the edit", b)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d requests reached the model, want 2", len(reqs))
+	}
+	for _, want := range []string{`edited_arguments`, `eve@example.com`, `A person edited the arguments`} {
+		if !strings.Contains(string(reqs[1].Body), want) {
+			t.Errorf("the second turn does not tell the model %q: %s", want, reqs[1].Body)
+		}
+	}
+	var approved []map[string]any
+	for _, e := range d.events(id) {
+		if e.Type == "approved" {
+			approved = append(approved, e.Detail)
+		}
+	}
+	if len(approved) != 1 || approved[0]["proposed_digest"] != digest || approved[0]["edited_digest"] == nil || approved[0]["edited_digest"] == digest {
+		t.Errorf("approved events %v: want one with both digests", approved)
+	}
+	if code, _, errb := d.cli("run", "respond", id, "a@1.1.0", "--result", `{}`); code == 0 || !strings.Contains(errb, "E_ALREADY_DECIDED") {
+		t.Errorf("a second decision: exit %d %s", code, errb)
+	}
+	d.stop()
+}
+
+// TestAgentRespondThroughTheDaemon: a proposed mail is answered in the
+// tool's place with weir run respond. A result the tool's output schema
+// refuses is E_BAD_RESULT and leaves the wait open; the response taken
+// survives a SIGKILL right after it is durable, the mail never goes out,
+// and the model is told the response as the call's result.
+func TestAgentRespondThroughTheDaemon(t *testing.T) {
+	e2e(t, "starts and kills real daemons")
+	srv := llmtest.New(
+		llmtest.Step{ToolCalls: []llmtest.ToolCall{mailCall("ann@example.com")}, Usage: &llmtest.Usage{InputTokens: 100, OutputTokens: 10}},
+		llmtest.Step{Text: "A person answered for the mail.", Usage: &llmtest.Usage{InputTokens: 200, OutputTokens: 5}},
+	)
+	d := agentDaemon(t, srv)
+	d.start("after-decide")
+	d.register(approverFlow)
+	res, err := d.startRun("approver", `{}`, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := res.RunID
+	if code, out, errb := d.cli("run", "wait", id, "--until", "decision"); code != 0 || out != "a@1.1.0\n" {
+		t.Fatalf("run wait --until decision: %d %q %s", code, out, errb)
+	}
+	if code, _, errb := d.cli("run", "respond", id, "a", "--result", `{"id": 5}`); code == 0 || !strings.Contains(errb, "E_BAD_RESULT") || !strings.Contains(errb, "/id") {
+		t.Errorf("a response the output schema refuses: exit %d %s", code, errb)
+	}
+	if code, out, errb := d.cli("run", "wait", id, "--decision", "a@1.1.0"); code != 0 || out != "a@1.1.0\n" {
+		t.Fatalf("the refused response did not leave the wait open: %d %q %s", code, out, errb)
+	}
+	if code, _, _ := d.cli("run", "respond", id, "a", "--result", `{"id": "by-hand"}`); code == 0 {
+		t.Error("the response was answered although the daemon was killed before its answer")
+	}
+	d.waitKilled()
+	d.start("")
+	o := agentResult(t, d.waitTerminal(id))
+	if o.Answer != "A person answered for the mail." || o.Turns != 2 {
+		t.Errorf("result %+v", o)
+	}
+	if n := d.outbox(); n != 0 {
+		t.Errorf("outbox has %d mails, want none: a responded call never runs", n)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 2 || !strings.Contains(string(reqs[1].Body), `by-hand`) {
+		t.Fatalf("%d requests reached the model; the second must carry the response", len(reqs))
+	}
+	if code, _, errb := d.cli("run", "approve", id, "a@1.1.0"); code == 0 || !strings.Contains(errb, "E_ALREADY_DECIDED") {
+		t.Errorf("a second decision: exit %d %s", code, errb)
+	}
+	d.stop()
+}

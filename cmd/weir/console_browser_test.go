@@ -735,7 +735,7 @@ func TestConsoleInBrowser(t *testing.T) {
 			until(`(r => !!r && r.cells[6].textContent === "3 / 3")(document.querySelector('#cohorts tr[data-node="each"]'))`),
 			until(`document.querySelectorAll('#children-table tbody tr[data-phase="completed"]').length === 3`))
 	})
-	t.Run("approve an agent's proposed tool call", func(t *testing.T) {
+	t.Run("approve an agent's proposed tool call, edited", func(t *testing.T) {
 		id := startAs(t, alice, "mailer", `{}`)
 		w := `.wait[data-wait="a@1.1.0"]`
 		do(t, "the proposal shows the tool and its arguments", chromedp.Navigate(base+"/runs/"+id), ready,
@@ -755,7 +755,14 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Fatalf("the open approval %+v %v: want one showing a digest", ws, err)
 		}
 		want := shown.Digest
-		do(t, "approve; the agent's turns appear live", click(w+` button.approve`),
+		if d := text(t, w+` .digest`); d != want {
+			t.Errorf("the page shows the digest %q, want %s", d, want)
+		}
+		if args := strs(t, `[document.querySelector('`+w+` textarea.arguments').value]`); len(args) != 1 || !strings.Contains(args[0], `"to": "ann@example.com"`) {
+			t.Errorf("the arguments offered for editing are %q, want the proposal's", args)
+		}
+		do(t, "edit the arguments and approve; the agent's turns appear live",
+			chromedp.SetValue(css(w+` textarea.arguments`), `{"to": "eve@example.com", "body": "edited"}`), click(w+` button.approve`),
 			visible(`#run-phase .phase-completed`),
 			until(`document.querySelectorAll("#agent-turns tbody tr").length === 2`),
 			visible(`#agents tr[data-node="a"]`), shot("run-agent"))
@@ -773,11 +780,14 @@ func TestConsoleInBrowser(t *testing.T) {
 		var seen []any
 		for _, e := range evs {
 			if e.Type == "approved" {
-				seen = append(seen, e.Detail["digest"])
+				seen = append(seen, e.Detail["digest"], e.Detail["edited"])
 			}
 		}
-		if len(seen) != 1 || seen[0] != want {
-			t.Errorf("the approval journaled digests %v, want the shown proposal's %s", seen, want)
+		if len(seen) != 2 || seen[0] != want || seen[1] != true {
+			t.Errorf("the approval journaled %v, want the shown proposal's digest %s, edited", seen, want)
+		}
+		if b, err := os.ReadFile(filepath.Join(d.data, "plugin-state", "mail", "outbox.jsonl")); err != nil || !strings.Contains(string(b), `"to":"eve@example.com"`) {
+			t.Errorf("outbox %s (%v): want the mail with the edit", b, err)
 		}
 	})
 	t.Logf("screenshots in %s", shots)

@@ -251,8 +251,14 @@ func (d *daemon) events(id string) []apitypes.Event {
 	return evs
 }
 
-func (d *daemon) outbox() int {
-	b, err := os.ReadFile(filepath.Join(d.data, "plugin-state", "mail", "outbox.jsonl"))
+// outbox counts the mails the mail plugin sent.
+func (d *daemon) outbox() int { return d.stateLines("mail", "outbox.jsonl") }
+
+// stateLines counts the lines of a log in the plugins' state directory
+// (path under DATA/plugin-state): a plugin's own witness of its effects.
+func (d *daemon) stateLines(path ...string) int {
+	d.t.Helper()
+	b, err := os.ReadFile(filepath.Join(append([]string{d.data, "plugin-state"}, path...)...))
 	if os.IsNotExist(err) {
 		return 0
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -55,8 +54,7 @@ try's error; --quiet only the task ids, one a line (for redrive).`,
 				}
 				return nil
 			}
-			printDeadLetters(m.Stdout, dl)
-			return nil
+			return printDeadLetters(m.Stdout, dl)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -69,22 +67,15 @@ try's error; --quiet only the task ids, one a line (for redrive).`,
 }
 
 // printDeadLetters prints dead letters as a table, or "none".
-func printDeadLetters(w io.Writer, dl []apitypes.DeadLetter) {
-	if len(dl) == 0 {
-		fmt.Fprintln(w, "none")
-		return
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TASK\tRUN\tFLOW\tNODE\tTOOL\tTRIES\tDEAD-LETTERED\tLAST ERROR")
-	for _, d := range dl {
+func printDeadLetters(w io.Writer, dl []apitypes.DeadLetter) error {
+	return printTable(w, "TASK\tRUN\tFLOW\tNODE\tTOOL\tTRIES\tDEAD-LETTERED\tLAST ERROR", dl, func(d apitypes.DeadLetter) string {
 		last := "-"
 		if n := len(d.Errors); n > 0 {
 			last = clipText(d.Errors[n-1].Code+": "+d.Errors[n-1].Message, 72)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", d.TaskID, d.RunID, d.Flow, d.Node, dashIfEmpty(d.Tool), len(d.Errors),
+		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s", d.TaskID, d.RunID, d.Flow, d.Node, dashIfEmpty(d.Tool), len(d.Errors),
 			d.At.UTC().Format(time.RFC3339), last)
-	}
-	tw.Flush()
+	})
 }
 
 func (m *Main) deadLetterShowCmd() *cobra.Command {
@@ -93,14 +84,7 @@ func (m *Main) deadLetterShowCmd() *cobra.Command {
 		Use: "show TASK", Short: "Show a dead letter: every try's error, and its run", Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			d, err := m.api().DeadLetter(cmd.Context(), args[0])
-			if err != nil {
-				return m.apiFailure(err)
-			}
-			if asJSON {
-				return printJSON(m.Stdout, d)
-			}
-			printDeadLetter(m.Stdout, d)
-			return nil
+			return answer(m, d, err, asJSON, printDeadLetter)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")

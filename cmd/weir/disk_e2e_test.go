@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/internal/testutil"
+	"github.com/weirhq/weir/internal/testutil/pgtest"
 	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/api/client"
 	"github.com/weirhq/weir/runtime/store/badgerstore"
@@ -193,4 +194,54 @@ flow(name = "gate", nodes = [
 		}
 	}
 	d.stop()
+}
+
+// TestFullDiskOnPostgresRefusesNewRuns: on a PostgreSQL store the
+// watermark watches the data directory's disk (the plugins' state), which
+// a daemon with no DATA/store could not read before: with it full, new
+// runs are refused (E_DISK_FULL, and weir status says so) and nothing is
+// warned of run by run; once space returns a start goes through.
+func TestFullDiskOnPostgresRefusesNewRuns(t *testing.T) {
+	e2e(t, "starts a real daemon on a tmpfs and PostgreSQL")
+	disk := tmpfsDir(t, "64m")
+	d := newDaemon(t)
+	d.data = filepath.Join(disk, "data")
+	d.config = "disk {\n  min_free = \"32MiB\"\n}\n"
+	d.start("", "WEIR_STORE="+pgtest.Schema(t))
+	d.register(`flow(name = "echo", nodes = [task("t", tool = "testkit.echo", args = lambda ctx: {"n": ctx.input["n"]})])`)
+	if v := d.waitStarted(t, `{"n":1}`); v.Phase != apitypes.PhaseCompleted {
+		t.Fatalf("the first run ended %s %+v", v.Phase, v.Error)
+	}
+	filler := filepath.Join(disk, "filler")
+	fillTo(t, disk, filler, 24<<20)
+	for n := range 3 {
+		_, err := d.startRun("echo", fmt.Sprintf(`{"n":%d}`, 10+n), "")
+		var ce *client.Error
+		if !errors.As(err, &ce) || ce.Code != apitypes.CodeDiskFull || ce.HTTPStatus != 503 || !strings.Contains(ce.Message, "below the 32.0 MiB watermark") {
+			t.Fatalf("a start with the data directory's disk below the watermark: %v", err)
+		}
+	}
+	if code, out, _ := d.cli("status"); !strings.Contains(out, "E_DISK_FULL") {
+		t.Fatalf("status with the disk below the watermark: %d %s", code, out)
+	}
+	if n := strings.Count(d.log(), "reading the disk's free space"); n != 0 {
+		t.Errorf("%d warnings that the disk's free space could not be read:\n%s", n, d.log())
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if v := d.waitStarted(t, `{"n":2}`); v.Phase != apitypes.PhaseCompleted {
+		t.Fatalf("a run once space returned ended %s %+v", v.Phase, v.Error)
+	}
+	d.stop()
+}
+
+// waitStarted starts a run of the echo flow with input and waits for its end.
+func (d *daemon) waitStarted(t *testing.T, input string) *apitypes.Run {
+	t.Helper()
+	res, err := d.startRun("echo", input, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.waitTerminal(res.RunID)
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -53,14 +52,7 @@ printed).`,
 				id = "cli-" + hex.EncodeToString(b[:])
 			}
 			ev, err := m.api().SendEvent(cmd.Context(), apitypes.EventSendRequest{ID: id, Name: args[0], Key: key, Payload: body})
-			if err != nil {
-				return m.apiFailure(err)
-			}
-			if asJSON {
-				return printJSON(m.Stdout, ev)
-			}
-			printSentEvent(m.Stdout, ev)
-			return nil
+			return answer(m, ev, err, asJSON, printSentEvent)
 		},
 	}
 	cmd.Flags().StringVar(&id, "id", "", "the event's id: the same id again is the same event (default: a new one)")
@@ -111,8 +103,7 @@ started. --undelivered lists only those no wait received yet.`,
 			if asJSON {
 				return printJSON(m.Stdout, evs)
 			}
-			printOwnerEvents(m.Stdout, evs)
-			return nil
+			return printOwnerEvents(m.Stdout, evs)
 		},
 	}
 	cmd.Flags().BoolVar(&o.Undelivered, "undelivered", false, "only the events no wait received")
@@ -122,14 +113,8 @@ started. --undelivered lists only those no wait received yet.`,
 	return cmd
 }
 
-func printOwnerEvents(w io.Writer, evs []apitypes.OwnerEvent) {
-	if len(evs) == 0 {
-		fmt.Fprintln(w, "none")
-		return
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SEQ\tID\tNAME\tKEY\tACCEPTED\tDELIVERED\tSTARTED")
-	for _, ev := range evs {
+func printOwnerEvents(w io.Writer, evs []apitypes.OwnerEvent) error {
+	return printTable(w, "SEQ\tID\tNAME\tKEY\tACCEPTED\tDELIVERED\tSTARTED", evs, func(ev apitypes.OwnerEvent) string {
 		delivered := fmt.Sprint(len(ev.Delivered))
 		if len(ev.Delivered) == 0 {
 			delivered = "kept"
@@ -146,10 +131,9 @@ func printOwnerEvents(w io.Writer, evs []apitypes.OwnerEvent) {
 		if ev.TriggersPending {
 			started = append(started, "(pending)")
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", ev.Seq, ev.ID, ev.Name, orDash(ev.Key), ev.AcceptedAt.Local().Format(time.RFC3339),
+		return fmt.Sprintf("%d\t%s\t%s\t%s\t%s\t%s\t%s", ev.Seq, ev.ID, ev.Name, orDash(ev.Key), ev.AcceptedAt.Local().Format(time.RFC3339),
 			delivered, orDash(strings.Join(started, " ")))
-	}
-	tw.Flush()
+	})
 }
 
 func (m *Main) triggerLsCmd() *cobra.Command {
@@ -168,16 +152,9 @@ stored when the file is registered.`,
 			if asJSON {
 				return printJSON(m.Stdout, ts)
 			}
-			if len(ts) == 0 {
-				fmt.Fprintln(m.Stdout, "none")
-				return nil
-			}
-			tw := tabwriter.NewWriter(m.Stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tEVENT\tFLOW\tSOURCE")
-			for _, t := range ts {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Name, t.Event, t.Flow, orDash(t.Source))
-			}
-			return tw.Flush()
+			return printTable(m.Stdout, "NAME\tEVENT\tFLOW\tSOURCE", ts, func(t apitypes.Trigger) string {
+				return fmt.Sprintf("%s\t%s\t%s\t%s", t.Name, t.Event, t.Flow, orDash(t.Source))
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")

@@ -97,7 +97,7 @@ func (m *Main) exec(ctx context.Context, opts execOptions) error {
 	if err != nil {
 		return err
 	}
-	log := m.newLogger("weir", opts.logLevel)
+	log := m.newLogger("weir", opts.logLevel, config.DefaultLogFormat)
 	if note != "" {
 		log.Warn(note)
 	}
@@ -164,7 +164,8 @@ func (m *Main) exec(ctx context.Context, opts execOptions) error {
 				fmt.Fprintf(m.Stdout, "%s waiting\n", run.ID)
 				shown := make([]apitypes.HumanWait, len(waits))
 				for i, w := range waits {
-					shown[i] = apitypes.HumanWait(w)
+					shown[i] = apitypes.HumanWait{ID: w.ID, Kind: w.Kind, RunID: w.RunID, Flow: w.Flow, Node: w.Node,
+						Since: w.Since, Until: w.Until, Shown: w.Shown, Digest: w.Digest()}
 				}
 				printWaits(m.Stdout, run.ID, shown)
 				fmt.Fprintf(m.Stdout, "the run is saved in %s; start the daemon there (weir serve) to decide and let it go on\n", m.DataDir)

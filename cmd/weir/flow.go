@@ -170,20 +170,9 @@ func readFlowFiles(paths []string) ([]flows.File, error) {
 
 // checkOnDaemon is flow check --daemon.
 func (m *Main) checkOnDaemon(ctx context.Context, files []flows.File, asJSON bool) error {
-	src := make([]apitypes.SourceFile, len(files))
-	for i, f := range files {
-		src[i] = apitypes.SourceFile{Path: f.Path, Src: string(f.Src)}
-	}
-	res, err := m.api().FlowCheck(ctx, src...)
-	var de *client.DiagnosticsError
-	if errors.As(err, &de) {
-		ds := diagnosticsOf(de.Diagnostics)
-		if asJSON {
-			_ = ds.WriteJSON(m.Stdout)
-		} else {
-			_ = ds.WriteText(m.Stdout)
-		}
-		return &exitError{code: exitFailed, err: fmt.Errorf("%s in %s, checked against the daemon on %s", count(len(ds), "problem"), count(len(files), "file"), m.SocketPath)}
+	res, err := m.api().FlowCheck(ctx, sourceFiles(files)...)
+	if n, refused := m.printRefusal(err, asJSON); refused {
+		return &exitError{code: exitFailed, err: fmt.Errorf("%s in %s, checked against the daemon on %s", count(n, "problem"), count(len(files), "file"), m.SocketPath)}
 	}
 	if err != nil {
 		return m.apiFailure(err)
@@ -261,20 +250,9 @@ Exit status: 0 registered, 1 diagnostics or a daemon error, 2 usage.`,
 			if err != nil {
 				return err
 			}
-			files := make([]apitypes.SourceFile, len(read))
-			for i, f := range read {
-				files[i] = apitypes.SourceFile{Path: f.Path, Src: string(f.Src)}
-			}
-			res, err := m.api().FlowRegister(cmd.Context(), files...)
-			var de *client.DiagnosticsError
-			if errors.As(err, &de) {
-				ds := diagnosticsOf(de.Diagnostics)
-				if asJSON {
-					_ = ds.WriteJSON(m.Stdout)
-				} else {
-					_ = ds.WriteText(m.Stdout)
-				}
-				return &exitError{code: exitFailed, err: fmt.Errorf("%s; nothing registered", count(len(ds), "problem"))}
+			res, err := m.api().FlowRegister(cmd.Context(), sourceFiles(read)...)
+			if n, refused := m.printRefusal(err, asJSON); refused {
+				return &exitError{code: exitFailed, err: fmt.Errorf("%s; nothing registered", count(n, "problem"))}
 			}
 			if err != nil {
 				return m.apiFailure(err)
@@ -341,6 +319,32 @@ func flowLsCommand(m *Main) *cobra.Command {
 
 // diagnosticsOf turns a refusal's diagnostics back into the checker's, so
 // that they print as 'weir flow check' prints them.
+// sourceFiles is what the API takes of flow files read here.
+func sourceFiles(files []flows.File) []apitypes.SourceFile {
+	src := make([]apitypes.SourceFile, len(files))
+	for i, f := range files {
+		src[i] = apitypes.SourceFile{Path: f.Path, Src: string(f.Src)}
+	}
+	return src
+}
+
+// printRefusal prints the diagnostics of a daemon's refusal of flow files
+// (text, or JSON) and says how many there were; refused is false when err
+// is not such a refusal.
+func (m *Main) printRefusal(err error, asJSON bool) (n int, refused bool) {
+	var de *client.DiagnosticsError
+	if !errors.As(err, &de) {
+		return 0, false
+	}
+	ds := diagnosticsOf(de.Diagnostics)
+	if asJSON {
+		_ = ds.WriteJSON(m.Stdout)
+	} else {
+		_ = ds.WriteText(m.Stdout)
+	}
+	return len(ds), true
+}
+
 func diagnosticsOf(in []apitypes.Diagnostic) flows.Diagnostics {
 	out := make(flows.Diagnostics, len(in))
 	for i, d := range in {

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -43,14 +42,7 @@ the same --request-id makes no second fork.`,
 			}
 			res, err := m.api().Fork(cmd.Context(), args[0], apitypes.ForkRequest{From: from, Input: in, Version: version,
 				AllowEffects: allowEffects, RequestID: requestID, Reason: reason})
-			if err != nil {
-				return m.apiFailure(err)
-			}
-			if asJSON {
-				return printJSON(m.Stdout, res)
-			}
-			printFork(m.Stdout, res)
-			return nil
+			return answer(m, res, err, asJSON, printFork)
 		},
 	}
 	cmd.Flags().StringVar(&from, "from", "", "the fork point: NODE (its latest visit) or NODE@VISIT")
@@ -103,16 +95,13 @@ func (m *Main) printLineage(cmd *cobra.Command, id string, asJSON bool) error {
 	if asJSON {
 		return printJSON(m.Stdout, vs)
 	}
-	tw := tabwriter.NewWriter(m.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "RUN\tFLOW\tPHASE\tCREATED\tFORKED FROM")
-	for _, v := range vs {
+	return printTable(m.Stdout, "RUN\tFLOW\tPHASE\tCREATED\tFORKED FROM", vs, func(v apitypes.Run) string {
 		from := "-"
 		if f := v.ForkedFrom; f != nil {
 			from = fmt.Sprintf("%s at %s@%d", f.RunID, f.Node, f.Visit)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", v.ID, v.Flow, v.Phase, v.CreatedAt, from)
-	}
-	return tw.Flush()
+		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", v.ID, v.Flow, v.Phase, v.CreatedAt, from)
+	})
 }
 
 // printLineageOf prints, for weir run get, where a run came from: what a

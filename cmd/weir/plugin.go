@@ -249,9 +249,7 @@ config file (launching it once if its manifest is not cached).`,
 				l.Plugins = append(l.Plugins, e)
 			}
 			if asJSON {
-				enc := json.NewEncoder(m.Stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(l)
+				return printJSON(m.Stdout, l)
 			}
 			printPluginListing(m.Stdout, l)
 			return nil

@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -19,17 +17,7 @@ flow(name = "probed", nodes = [
 `
 
 // onceEffects counts testkit.once's effects: the lines of its log.
-func (d *daemon) onceEffects() int {
-	d.t.Helper()
-	b, err := os.ReadFile(filepath.Join(d.data, "plugin-state", "testkit", "once.jsonl"))
-	if os.IsNotExist(err) {
-		return 0
-	}
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	return strings.Count(string(b), "\n")
-}
+func (d *daemon) onceEffects() int { return d.stateLines("testkit", "once.jsonl") }
 
 // reconciled is the answers of the run's reconciled events.
 func (d *daemon) reconciled(id string) []string {

@@ -19,9 +19,10 @@ flow(name = "agent_asking", nodes = [
 // tell and the agent says on_unknown = "ask", so the call parks on its
 // wait ag@1.1.0.unknown.1, which weir run get shows with its resolve
 // command, the model not asked again meanwhile. weir run resolve
-// --happened with the result the person saw gives the model that result
-// as the call's: its next turn reads it and the run completes, the call
-// made once.
+// --happened with the result the person saw, sent across the kills of
+// resolveAcrossKills, gives the model that result as the call's: its next
+// turn reads it and the run completes, the call made once, the first turn
+// never asked again by the daemons that recovered the run.
 func TestResolveAgentCall(t *testing.T) {
 	e2e(t, "starts a real daemon and a scripted model server")
 	call := llmtest.ToolCall{Name: "testkit__once", Arguments: json.RawMessage(`{"value":"hi","probe":"unknown","crash":true}`)}
@@ -44,9 +45,9 @@ func TestResolveAgentCall(t *testing.T) {
 	if n := srv.Turns(); n != 1 {
 		t.Fatalf("the model was asked %d times while the call's outcome was unknown, want once", n)
 	}
-	if code, _, errOut := d.cli("run", "resolve", res.RunID, wait, "--happened", "--result", `{"value": "hi", "seen": true}`, "--reason", "in the log"); code != 0 {
-		t.Fatalf("resolve exited %d: %s", code, errOut)
-	}
+	d.stop()
+	d.start("before-resolve")
+	d.resolveAcrossKills(res.RunID, wait, "--happened", "--result", `{"value": "hi", "seen": true}`, "--reason", "in the log")
 	v := d.waitTerminal(res.RunID)
 	if out := agentResult(t, v); out.Answer != "Sent." || out.Turns != 2 {
 		t.Fatalf("agent output %+v", out)
@@ -58,7 +59,8 @@ func TestResolveAgentCall(t *testing.T) {
 	if n := d.onceEffects(); n != 1 {
 		t.Fatalf("%d effects after the resolve, want 1", n)
 	}
-	if code, _, errOut := d.cli("run", "resolve", res.RunID, wait, "--happened", "--result", `{}`); code == 0 || !strings.Contains(errOut, "E_ALREADY_DECIDED") {
-		t.Errorf("a second resolve of the decided wait: exit %d %s", code, errOut)
+	if n := countEvents(d.events(res.RunID), "resolved"); n != 1 {
+		t.Errorf("%d resolved events, want 1", n)
 	}
+	d.stop()
 }

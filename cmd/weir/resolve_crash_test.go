@@ -49,41 +49,54 @@ func TestCrashResolveDoneOnce(t *testing.T) {
 		t.Fatalf("%d sends before the resolve, want 0", n)
 	}
 
-	// Killed before the resolve commits: nothing changed.
-	if code, _, _ := d.cli("run", "resolve", res.RunID, "send@1.unknown.1", "--not-happened", "--reason", "not in the outbox"); code == 0 {
-		t.Fatal("the resolve was answered although the daemon died first")
-	}
-	d.waitKilled()
-	d.start("after-resolve")
-	v = d.runIs(res.RunID, "still waiting", func(v *apitypes.Run) bool { return v.Phase == apitypes.PhaseWaiting && len(v.Waits) == 1 })
-	if v.Waits[0].ID != "send@1.unknown.1" {
-		t.Fatalf("waits %+v after a resolve that never committed", v.Waits)
-	}
-
-	// Killed after the resolve commits, before the run is woken.
-	if code, _, _ := d.cli("run", "resolve", res.RunID, "send@1.unknown.1", "--not-happened", "--reason", "not in the outbox"); code == 0 {
-		t.Fatal("the resolve was answered although the daemon died first")
-	}
-	d.waitKilled()
-	d.start("")
-	code, _, errOut := d.cli("run", "resolve", res.RunID, "send@1.unknown.1", "--not-happened")
-	if code == 0 || !strings.Contains(errOut, apitypes.CodeAlreadyDecided) {
-		t.Errorf("the retried resolve exited %d: %s, want %s", code, errOut, apitypes.CodeAlreadyDecided)
-	}
+	d.resolveAcrossKills(res.RunID, "send@1.unknown.1", "--not-happened", "--reason", "not in the outbox")
 	if v := d.waitTerminal(res.RunID); v.Phase != apitypes.PhaseCompleted {
 		t.Fatalf("run ended %s %+v\n%s", v.Phase, v.Error, d.log())
 	}
 	if n := d.onceEffects(); n != 1 {
 		t.Errorf("%d sends, want 1: the call made once after not happened", n)
 	}
-	n := 0
-	for _, e := range d.events(res.RunID) {
-		if e.Type == "resolved" {
-			n++
-		}
-	}
-	if n != 1 {
+	if n := countEvents(d.events(res.RunID), "resolved"); n != 1 {
 		t.Errorf("%d resolved events, want 1", n)
 	}
 	d.stop()
+}
+
+// resolveAcrossKills resolves wait of run id with the resolve flags args
+// on a daemon armed with before-resolve, which must be serving with the
+// run parked on it: a resolve killed before its commit changes nothing (the
+// run still waits on wait after the restart); one killed after its commit,
+// before the run was woken, is done, so the client's retry on the next
+// daemon (serving, nothing armed) is told E_ALREADY_DECIDED.
+func (d *daemon) resolveAcrossKills(id, wait string, args ...string) {
+	d.t.Helper()
+	resolve := append([]string{"run", "resolve", id, wait}, args...)
+	if code, _, _ := d.cli(resolve...); code == 0 {
+		d.t.Fatal("the resolve was answered although the daemon died first")
+	}
+	d.waitKilled()
+	d.start("after-resolve")
+	v := d.runIs(id, "still waiting", func(v *apitypes.Run) bool { return v.Phase == apitypes.PhaseWaiting && len(v.Waits) > 0 })
+	if !hasWait(v, wait) {
+		d.t.Fatalf("waits %+v after a resolve that never committed, want %s", v.Waits, wait)
+	}
+	if code, _, _ := d.cli(resolve...); code == 0 {
+		d.t.Fatal("the resolve was answered although the daemon died first")
+	}
+	d.waitKilled()
+	d.start("")
+	code, _, errOut := d.cli(resolve...)
+	if code == 0 || !strings.Contains(errOut, apitypes.CodeAlreadyDecided) {
+		d.t.Errorf("the retried resolve exited %d: %s, want %s", code, errOut, apitypes.CodeAlreadyDecided)
+	}
+}
+
+// hasWait says whether v is waiting on the wait id.
+func hasWait(v *apitypes.Run, id string) bool {
+	for _, w := range v.Waits {
+		if w.ID == id {
+			return true
+		}
+	}
+	return false
 }

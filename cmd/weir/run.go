@@ -9,7 +9,6 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,7 +21,7 @@ import (
 func init() {
 	registerCommand(func(m *Main) *cobra.Command {
 		cmd := &cobra.Command{Use: "run", Short: "Start, inspect and cancel runs on the daemon"}
-		cmd.AddCommand(m.runStartCmd(), m.runGetCmd(), m.runLsCmd(), m.runCancelCmd(), m.runEventsCmd(), m.runDecideCmd(true), m.runDecideCmd(false), m.runGraphCmd(), m.runWaitCmd(),
+		cmd.AddCommand(m.runStartCmd(), m.runGetCmd(), m.runLsCmd(), m.runCancelCmd(), m.runEventsCmd(), m.runDecideCmd(true), m.runDecideCmd(false), m.runRespondCmd(), m.runGraphCmd(), m.runWaitCmd(),
 			m.runForkCmd(), m.runResolveCmd())
 		return cmd
 	})
@@ -44,24 +43,10 @@ sees only their own row.`,
 			RunE: func(cmd *cobra.Command, args []string) error {
 				if owners {
 					l, err := m.api().StatsOwners(cmd.Context())
-					if err != nil {
-						return m.apiFailure(err)
-					}
-					if asJSON {
-						return printJSON(m.Stdout, l)
-					}
-					printOwnerStats(m.Stdout, l)
-					return nil
+					return answer(m, l, err, asJSON, printOwnerStats)
 				}
 				st, err := m.api().Stats(cmd.Context())
-				if err != nil {
-					return m.apiFailure(err)
-				}
-				if asJSON {
-					return printJSON(m.Stdout, st)
-				}
-				printStats(m.Stdout, st)
-				return nil
+				return answer(m, st, err, asJSON, printStats)
 			},
 		}
 		cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -332,16 +317,9 @@ func (m *Main) runLsCmd() *cobra.Command {
 			if asJSON {
 				return printJSON(m.Stdout, vs)
 			}
-			if len(vs) == 0 {
-				fmt.Fprintln(m.Stdout, "none")
-				return nil
-			}
-			tw := tabwriter.NewWriter(m.Stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "RUN\tFLOW\tPHASE\tATTEMPT\tCREATED\tPARENT")
-			for _, v := range vs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", v.ID, v.Flow, v.Phase, v.Attempt, v.CreatedAt, parentOrDash(v.Parent))
-			}
-			if err := tw.Flush(); err != nil {
+			if err := printTable(m.Stdout, "RUN\tFLOW\tPHASE\tATTEMPT\tCREATED\tPARENT", vs, func(v apitypes.Run) string {
+				return fmt.Sprintf("%s\t%s\t%s\t%d\t%s\t%s", v.ID, v.Flow, v.Phase, v.Attempt, v.CreatedAt, parentOrDash(v.Parent))
+			}); err != nil || len(vs) == 0 {
 				return err
 			}
 			if page := cmp.Or(limit, apitypes.DefaultListLimit); len(vs) == page {
@@ -398,14 +376,7 @@ func (m *Main) runEventsCmd() *cobra.Command {
 		Use: "events RUN", Short: "Print a run's timeline, one event a line", Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			evs, err := m.api().RunEvents(cmd.Context(), args[0], client.EventListParams{})
-			if err != nil {
-				return m.apiFailure(err)
-			}
-			if asJSON {
-				return printJSON(m.Stdout, evs)
-			}
-			printEvents(m.Stdout, evs)
-			return nil
+			return answer(m, evs, err, asJSON, printEvents)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -469,8 +440,8 @@ func (m *Main) runDecideCmd(approve bool) *cobra.Command {
 	var payload, reason, digest string
 	cmd := &cobra.Command{Args: exactArgs(2)}
 	if approve {
-		cmd.Use, cmd.Short = "approve RUN NODE|WAIT_ID", "Approve a decision of RUN: a wait node's (the payload becomes its result) or an agent's proposed call (it runs)"
-		cmd.Flags().StringVar(&payload, "payload", "", "the decision's payload as JSON, or @file")
+		cmd.Use, cmd.Short = "approve RUN NODE|WAIT_ID", "Approve a decision of RUN: a wait node's (the payload becomes its result) or an agent's proposed call (it runs; with --payload, with those arguments instead)"
+		cmd.Flags().StringVar(&payload, "payload", "", "the decision's payload as JSON, or @file: a wait node's result, or the edited arguments an agent's proposed call runs with")
 	} else {
 		cmd.Use, cmd.Short = "reject RUN NODE|WAIT_ID", "Reject a decision of RUN: a wait node takes its error wire; an agent's model is told the reason"
 		cmd.Flags().StringVar(&reason, "reason", "", "why, recorded in the run's events")
@@ -494,6 +465,30 @@ func (m *Main) runDecideCmd(approve bool) *cobra.Command {
 			fmt.Fprintf(m.Stdout, " (wait %s)", res.Wait)
 		}
 		fmt.Fprintln(m.Stdout)
+		return nil
+	}
+	return cmd
+}
+
+// runRespondCmd is `weir run respond`: an agent's proposed call answered
+// in the tool's place.
+func (m *Main) runRespondCmd() *cobra.Command {
+	var result, digest string
+	cmd := &cobra.Command{Use: "respond RUN NODE|WAIT_ID --result JSON", Args: exactArgs(2),
+		Short: "Answer an agent's proposed call of RUN in the tool's place: the result is the call's, and the tool never runs"}
+	cmd.Flags().StringVar(&result, "result", "", "the call's result as JSON, or @file (checked against the tool's output schema)")
+	cmd.Flags().StringVar(&digest, "digest", "", "the digest of the proposed call you answer (the wait shows it): refused if the wait shows another")
+	_ = cmd.MarkFlagRequired("result")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		r, err := readJSONFlag("--result", result)
+		if err != nil {
+			return err
+		}
+		res, err := m.api().RunRespond(cmd.Context(), args[0], args[1], r, digest)
+		if err != nil {
+			return m.apiFailure(err)
+		}
+		fmt.Fprintf(m.Stdout, "%s %s at %s (wait %s)\n", res.Decision, res.RunID, res.Node, res.Wait)
 		return nil
 	}
 	return cmd
@@ -588,16 +583,7 @@ func decideCommands(hw apitypes.HumanWait, ws []apitypes.HumanWait) (approve, re
 	if !hw.NeedsDecision() {
 		return "", ""
 	}
-	n := 0
-	for _, o := range ws {
-		if o.NeedsDecision() && o.RunID == hw.RunID && o.Node == hw.Node {
-			n++
-		}
-	}
-	name := hw.ID
-	if n == 1 {
-		name = hw.Node
-	}
+	name := decisionName(hw, ws)
 	if hw.Kind == apitypes.WaitApproval {
 		return fmt.Sprintf("weir run approve %s %s", hw.RunID, name), fmt.Sprintf("weir run reject %s %s --reason TEXT", hw.RunID, name)
 	}
@@ -613,17 +599,51 @@ type runJSON struct {
 
 type waitJSON struct {
 	apitypes.HumanWait
+	// Edit and Respond are the commands that edit an agent's proposed
+	// call or answer it in the tool's place.
 	Approve string `json:"approve,omitempty"`
 	Reject  string `json:"reject,omitempty"`
+	Edit    string `json:"edit,omitempty"`
+	Respond string `json:"respond,omitempty"`
 }
 
 func runWithCommands(v *apitypes.Run) runJSON {
 	out := runJSON{Run: v}
 	for _, hw := range v.Waits {
 		a, r := decideCommands(hw, v.Waits)
-		out.Waits = append(out.Waits, waitJSON{HumanWait: hw, Approve: a, Reject: r})
+		ed, rs := callCommands(hw, v.Waits)
+		out.Waits = append(out.Waits, waitJSON{HumanWait: hw, Approve: a, Reject: r, Edit: ed, Respond: rs})
 	}
 	return out
+}
+
+// decisionName is how a command names the open decision hw: by its node
+// where it is the only one open there, else by its wait id.
+func decisionName(hw apitypes.HumanWait, ws []apitypes.HumanWait) string {
+	n := 0
+	for _, o := range ws {
+		if o.NeedsDecision() && o.RunID == hw.RunID && o.Node == hw.Node {
+			n++
+		}
+	}
+	if n == 1 {
+		return hw.Node
+	}
+	return hw.ID
+}
+
+// callCommands are the commands that edit an agent's proposed call or
+// answer it in the tool's place, bound to the proposal shown by its
+// digest; "" for any other wait.
+func callCommands(hw apitypes.HumanWait, ws []apitypes.HumanWait) (edit, respond string) {
+	if hw.Kind != apitypes.WaitApproval {
+		return "", ""
+	}
+	name, bind := decisionName(hw, ws), ""
+	if hw.Digest != "" {
+		bind = " --digest " + hw.Digest
+	}
+	return fmt.Sprintf("weir run approve %s %s --payload ARGS%s", hw.RunID, name, bind), fmt.Sprintf("weir run respond %s %s --result JSON%s", hw.RunID, name, bind)
 }
 
 // printWaits shows a run's open waits: each one's id, kind and node, what
@@ -647,8 +667,14 @@ func printWaits(w io.Writer, runID string, ws []apitypes.HumanWait) {
 		if len(hw.Shown) > 0 {
 			fmt.Fprintf(w, "  shown:   %s\n", hw.Shown)
 		}
+		if d := hw.Digest; d != "" {
+			fmt.Fprintf(w, "  digest:  %s\n", d)
+		}
 		if a, r := decideCommands(hw, ws); a != "" {
 			fmt.Fprintf(w, "  approve: %s\n  reject:  %s\n", a, r)
+		}
+		if ed, rs := callCommands(hw, ws); ed != "" {
+			fmt.Fprintf(w, "  edit:    %s\n  respond: %s\n", ed, rs)
 		}
 		if c := redriveCommand(hw); c != "" {
 			fmt.Fprintf(w, "  redrive: %s\n", c)

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -39,8 +38,7 @@ in flow files with schedule(...) and stored when the file is registered.`,
 			if asJSON {
 				return printJSON(m.Stdout, ss)
 			}
-			printSchedules(m.Stdout, ss)
-			return nil
+			return printSchedules(m.Stdout, ss)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -49,21 +47,14 @@ in flow files with schedule(...) and stored when the file is registered.`,
 }
 
 // printSchedules prints schedules as a table, or "none".
-func printSchedules(w io.Writer, ss []apitypes.Schedule) {
-	if len(ss) == 0 {
-		fmt.Fprintln(w, "none")
-		return
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tFLOW\tWHEN\tNEXT\tLAST FIRING")
-	for _, s := range ss {
+func printSchedules(w io.Writer, ss []apitypes.Schedule) error {
+	return printTable(w, "NAME\tFLOW\tWHEN\tNEXT\tLAST FIRING", ss, func(s apitypes.Schedule) string {
 		next := inZone(s.Next, s.Timezone).Format(time.RFC3339)
 		if s.Paused {
 			next = "paused"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Name, s.Flow, scheduleWhen(s), next, lastFiring(s.Firings))
-	}
-	tw.Flush()
+		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", s.Name, s.Flow, scheduleWhen(s), next, lastFiring(s.Firings))
+	})
 }
 
 // scheduleWhen says when a schedule fires: its cron expression and zone,
@@ -112,14 +103,7 @@ func (m *Main) scheduleShowCmd() *cobra.Command {
 		Use: "show NAME", Short: "Show a schedule, its latest firings and its next 5 ticks", Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := m.api().Schedule(cmd.Context(), args[0])
-			if err != nil {
-				return m.apiFailure(err)
-			}
-			if asJSON {
-				return printJSON(m.Stdout, s)
-			}
-			printSchedule(m.Stdout, s)
-			return nil
+			return answer(m, s, err, asJSON, printSchedule)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")

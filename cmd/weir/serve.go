@@ -151,7 +151,7 @@ func (m *Main) serve(ctx context.Context, file, storeFlag string, sharedFlag boo
 	if err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
-	log := m.newLogger("weir", cfg.LogLevel)
+	log := m.newLogger("weir", cfg.LogLevel, cfg.LogFormat)
 	for _, n := range notes {
 		log.Warn(n)
 	}

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
 
+	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/config"
 )
 
@@ -110,5 +113,40 @@ func TestServeFlagPins(t *testing.T) {
 				t.Errorf("notes %q, want first %q", notes, want)
 			}
 		})
+	}
+}
+
+// TestServeLogsJSON: with --log-format json every line the daemon writes,
+// the plugin host's and its stdio relay's among them, is one JSON object
+// with hclog's fields (a collector reads them), the serving line with its
+// socket.
+func TestServeLogsJSON(t *testing.T) {
+	e2e(t, "starts a real daemon")
+	d := newDaemon(t)
+	d.serveArgs = []string{"--log-format", "json"}
+	d.start("")
+	d.register(`flow(name = "echo", nodes = [task("t", tool = "testkit.echo", args = lambda ctx: {"n": 1})])`)
+	res, err := d.startRun("echo", `{}`, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := d.waitTerminal(res.RunID); v.Phase != apitypes.PhaseCompleted {
+		t.Fatalf("run ended %s %+v", v.Phase, v.Error)
+	}
+	d.stop()
+	serving, plugin := false, false
+	for _, line := range strings.Split(strings.TrimSpace(d.log()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("a log line that is not JSON: %q (%v)\n%s", line, err, d.log())
+		}
+		if m["@level"] == nil || m["@message"] == nil || m["@timestamp"] == nil {
+			t.Errorf("a line without hclog's fields: %s", line)
+		}
+		serving = serving || m["@message"] == "serving" && m["socket"] == d.socket
+		plugin = plugin || strings.HasPrefix(fmt.Sprint(m["@module"]), "weir.host.plugin") && strings.Contains(fmt.Sprint(m["path"]), "testkit")
+	}
+	if !serving || !plugin {
+		t.Errorf("serving line %v, a line of the host launching testkit %v, want both:\n%s", serving, plugin, d.log())
 	}
 }

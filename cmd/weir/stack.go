@@ -68,7 +68,8 @@ func (m *Main) openEmbedded(ctx context.Context, log hclog.Logger, plugins *conf
 		Config: plugins, Logger: log, Embedded: true})
 }
 
-// newLogger is the hclog logger of the daemon and of exec.
-func (m *Main) newLogger(name, level string) hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{Name: name, Level: hclog.LevelFromString(level), Output: m.Stderr})
+// newLogger is the hclog logger of the daemon and of exec, writing text
+// lines or (format "json") one JSON object per line.
+func (m *Main) newLogger(name, level, format string) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{Name: name, Level: hclog.LevelFromString(level), Output: m.Stderr, JSONFormat: format == "json"})
 }

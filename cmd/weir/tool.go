@@ -220,9 +220,7 @@ mcp's servers) needs --config FILE, as weir plugin ls does.`,
 				return &exitError{code: exitFailed, err: fmt.Errorf("%s", msg)}
 			}
 			if asJSON {
-				enc := json.NewEncoder(m.Stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(d)
+				return printJSON(m.Stdout, d)
 			}
 			printToolDescription(m.Stdout, d)
 			return nil

@@ -49,7 +49,7 @@ func (l *stringList) Unpack(v starlark.Value) error {
 
 // agent(id, prompt, model | model_tool, system, tools, flows, approve,
 // max_turns, max_tokens, output, at_most_once, next, error, max_visits,
-// timeout, cost, protected, doc, on_unknown, unknown_timeout)
+// timeout, cost, protected, doc, on_unknown, unknown_timeout, approval_ttl)
 func builtinAgent(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var (
 		p                         nodeParams
@@ -58,6 +58,7 @@ func builtinAgent(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 		tools, flowNames, approve stringList
 		maxTurns, maxTokens       optInt
 		unknown                   unknownParams
+		approvalTTL               optString
 	)
 	nb, err := startNode(thread, b, args, kwargs, flows.KindAgent, &p,
 		"id", &p.id, "prompt", &prompt, "model?", &model, "model_tool?", &modelTool, "system?", &system,
@@ -65,7 +66,7 @@ func builtinAgent(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 		"max_turns?", &maxTurns, "max_tokens?", &maxTokens, "output?", &output,
 		"at_most_once?", &p.atMostOnce, "next?", &p.next, "error?", &p.errw, "max_visits?", &p.maxVisits,
 		"timeout?", &p.timeout, "cost?", &p.cost, "protected?", &p.protected, "doc?", &p.doc,
-		"on_unknown?", &unknown.onUnknown, "unknown_timeout?", &unknown.timeout,
+		"on_unknown?", &unknown.onUnknown, "unknown_timeout?", &unknown.timeout, "approval_ttl?", &approvalTTL,
 	)
 	if err != nil {
 		return nil, err
@@ -98,6 +99,11 @@ func builtinAgent(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 			hint = fmt.Sprintf(" (did you mean %q?)", s)
 		}
 		nb.addfAt(n.ElemPos("approve", i), flows.CodeInvalid, "approve names %q, which is not in tools%s; approve says which of the agent's tools wait for a person, so add it to tools", t, hint)
+	}
+	if approvalTTL.set && len(n.Approve) == 0 {
+		nb.addf("approval_ttl", flows.CodeInvalid, "approval_ttl = %q bounds the approval waits of the tools in approve, and this agent approves none", approvalTTL.s)
+	} else {
+		nb.duration("approval_ttl", approvalTTL, &n.ApprovalTTL)
 	}
 	nb.modelNames()
 

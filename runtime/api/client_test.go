@@ -299,6 +299,10 @@ func TestClientFlowsWaitsAndDeadLetters(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `no flow named "gat" is registered (did you mean "gate"?)`) {
 		t.Errorf("start a misspelt flow: %v, want the closest flow", err)
 	}
+	// A response answers an agent's proposed call; a wait node takes a
+	// payload instead, and the refusal leaves it open.
+	_, err = c.RunRespond(ctx, gate.RunID, "ok", json.RawMessage(`{"yes":true}`), "")
+	apiError(t, "respond to a wait node", err, apitypes.CodeBadRequest, 400)
 	dr, err := c.RunApprove(ctx, gate.RunID, "ok", json.RawMessage(`{"yes":true}`))
 	if err != nil || dr.Decision != apitypes.DecisionApproved || dr.RunID != gate.RunID || dr.Node != "ok" {
 		t.Errorf("approve: %+v %v", dr, err)

@@ -74,7 +74,7 @@ func attemptErrorOf(e store.AttemptError) apitypes.AttemptError {
 }
 
 func waitOf(w engine.HumanWait) apitypes.HumanWait {
-	return apitypes.HumanWait{ID: w.ID, Kind: w.Kind, RunID: w.RunID, Flow: w.Flow, Node: w.Node, Since: w.Since, Until: w.Until, Shown: w.Shown}
+	return apitypes.HumanWait{ID: w.ID, Kind: w.Kind, RunID: w.RunID, Flow: w.Flow, Node: w.Node, Since: w.Since, Until: w.Until, Shown: w.Shown, Digest: w.Digest()}
 }
 
 func startResultOf(r *engine.StartResult) *apitypes.StartResult {

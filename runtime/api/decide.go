@@ -24,21 +24,19 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, approve bool) {
 		return
 	}
 	id, node := r.PathValue("id"), r.PathValue("node")
-	hw, err := s.eng.DecideWait(r.Context(), engine.DecideParams{Owner: ownerFrom(r.Context()), RunID: id, Node: node, Approve: approve, Payload: req.Payload, Reason: req.Reason, Digest: req.Digest})
+	dw, err := s.eng.DecideWait(r.Context(), engine.DecideParams{Owner: ownerFrom(r.Context()), RunID: id, Node: node, Approve: approve,
+		Payload: req.Payload, Respond: len(req.Result) > 0, Result: req.Result, Reason: req.Reason, Digest: req.Digest})
 	if err != nil {
 		writeDecideErr(w, err)
 		return
 	}
-	d := apitypes.DecisionApproved
-	if !approve {
-		d = apitypes.DecisionRejected
-	}
+	hw, d := dw.Wait, dw.Decision
 	writeJSON(w, http.StatusOK, apitypes.DecideResponse{RunID: id, Node: hw.Node, Wait: hw.ID, Kind: hw.Kind, Decision: d})
 }
 
 func writeDecideErr(w http.ResponseWriter, err error) {
 	var e *engine.Error
-	if errors.As(err, &e) && (e.Code == engine.CodeAlreadyDecided || e.Code == engine.CodeNotWaiting || e.Code == engine.CodeAmbiguousWait || e.Code == engine.CodeStaleDecision) {
+	if errors.As(err, &e) && (e.Code == engine.CodeAlreadyDecided || e.Code == engine.CodeNotWaiting || e.Code == engine.CodeAmbiguousWait || e.Code == engine.CodeStaleDecision || e.Code == engine.CodeApprovalExpired) {
 		writeErr(w, http.StatusConflict, e)
 		return
 	}

@@ -28,7 +28,10 @@ const (
 	DefaultPingInterval = 5 * time.Second
 	DefaultPingTimeout  = 3 * time.Second
 	DefaultLogLevel     = "info"
-	DefaultSocketMode   = os.FileMode(0o600)
+	// DefaultLogFormat is the daemon log's: lines for a person to read
+	// ("json": one JSON object per line, for a collector).
+	DefaultLogFormat  = "text"
+	DefaultSocketMode = os.FileMode(0o600)
 	// DefaultTCPAddress is where the TCP listener binds when its block
 	// names no address: loopback only.
 	DefaultTCPAddress = "127.0.0.1:7411"
@@ -54,6 +57,8 @@ type Config struct {
 	File string `json:"file,omitempty"`
 	// LogLevel is trace, debug, info, warn or error.
 	LogLevel string `json:"log_level"`
+	// LogFormat is text or json.
+	LogFormat string `json:"log_format"`
 	// MemoryLimit is the daemon's soft memory limit in bytes (the Go
 	// runtime's GOMEMLIMIT: it collects harder as the heap nears it); 0
 	// leaves the runtime's own (the GOMEMLIMIT variable, else none).
@@ -417,6 +422,7 @@ func Default() *Config {
 		}
 	}
 	c.LogLevel = DefaultLogLevel
+	c.LogFormat = DefaultLogFormat
 	c.DrainGrace = DefaultDrainGrace
 	c.PluginPing = PluginPing{Interval: DefaultPingInterval, Timeout: DefaultPingTimeout}
 	c.Socket = Socket{Mode: DefaultSocketMode, GID: -1}
@@ -527,6 +533,9 @@ func RestartChanges(running, candidate *Config) []string {
 	}
 	if running.HTTP != candidate.HTTP {
 		out = append(out, "http limits")
+	}
+	if running.LogFormat != candidate.LogFormat {
+		out = append(out, fmt.Sprintf("log format (%s -> %s)", running.LogFormat, candidate.LogFormat))
 	}
 	if running.DiskMinFree != candidate.DiskMinFree {
 		out = append(out, "disk min_free (the store's reserve is set when it opens)")

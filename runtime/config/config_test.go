@@ -29,6 +29,7 @@ func TestLoadFull(t *testing.T) {
 	want := &Config{
 		File:        "testdata/full.hcl",
 		LogLevel:    "debug",
+		LogFormat:   "json",
 		MemoryLimit: 2 << 30,
 		Sandbox:     Sandbox{Workers: 3, SpareWorkers: 1, Memory: 256 << 20, Timeout: 10 * time.Second},
 		Engine: Engine{Workers: 8, SpareWorkers: 2, MaxQueued: 500, QueueTimeout: 2 * time.Minute, BudgetInFlight: 1000, RunBudget: 50,
@@ -37,8 +38,8 @@ func TestLoadFull(t *testing.T) {
 		PluginPing: PluginPing{Interval: 10 * time.Second, Timeout: 4 * time.Second},
 		Socket:     Socket{Mode: 0o660, Group: "0", GID: 0},
 		TCP: &TCP{Address: "127.0.0.1:7411", Tokens: []Token{
-			{Owner: "alice", Secret: "alice-0123456789abcdef", Where: "testdata/full.hcl:36"},
-			{Owner: "ci-bot", Secret: "ci-0123456789abcdef0123", Where: "testdata/full.hcl:39"},
+			{Owner: "alice", Secret: "alice-0123456789abcdef", Where: "testdata/full.hcl:37"},
+			{Owner: "ci-bot", Secret: "ci-0123456789abcdef0123", Where: "testdata/full.hcl:40"},
 		}},
 		MetricsAddress:  "127.0.0.1:9411",
 		RetentionMaxAge: 30 * 24 * time.Hour,

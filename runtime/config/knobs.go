@@ -141,6 +141,20 @@ func text(check func(d *decoder, expr hcl.Expression, s string)) kind {
 	}}
 }
 
+var logFormatKind = kind{
+	decode: func(d *decoder, name string, expr hcl.Expression, _ *Config, dst any) {
+		if s := dst.(*string); d.stringAttr(expr, name, s) && *s != "text" && *s != "json" {
+			d.fail(expr.Range(), "log_format must be text or json; got %q", *s)
+		}
+	},
+	check: func(v any) string {
+		if s := v.(string); s != "text" && s != "json" {
+			return fmt.Sprintf("must be text or json, not %q", s)
+		}
+		return ""
+	},
+}
+
 var logLevelKind = kind{
 	decode: func(d *decoder, name string, expr hcl.Expression, _ *Config, dst any) {
 		if s := dst.(*string); d.stringAttr(expr, name, s) && !logLevels[*s] {
@@ -226,6 +240,9 @@ var Knobs = []*Knob{
 	{HCL: "log_level", Flag: "log-level", JSON: "log_level", Unit: "string", Reload: true,
 		Doc:   "trace, debug, info, warn or error",
 		field: func(c *Config) any { return &c.LogLevel }, kind: logLevelKind},
+	{HCL: "log_format", Flag: "log-format", JSON: "log_format", Unit: "string",
+		Doc:   "text, or json: one JSON object per line (time, level, name, message and each field), for a log collector",
+		field: func(c *Config) any { return &c.LogFormat }, kind: logFormatKind},
 	{HCL: "memory_limit", JSON: "memory_limit", Unit: "size", Reload: true, omitEmpty: true, zero: "none (the `GOMEMLIMIT` variable, else none)",
 		Doc:   "the daemon's soft memory limit (Go's GOMEMLIMIT), at least 64MiB",
 		field: func(c *Config) any { return &c.MemoryLimit }, kind: size(MinMemoryLimit)},

@@ -49,6 +49,7 @@ var notEngineKnobs = map[string]string{
 // file writes it, and what else its block needs.
 var knobExamples = map[string]struct{ value, extra string }{
 	"log_level":                {value: `"debug"`},
+	"log_format":               {value: `"json"`},
 	"memory_limit":             {value: `"1GiB"`},
 	"sandbox.workers":          {value: `3`},
 	"sandbox.spare_workers":    {value: `2`},

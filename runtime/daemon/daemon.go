@@ -141,8 +141,8 @@ func Open(ctx context.Context, o Options) (*Daemon, error) {
 		d.info = apitypes.ConfigInfo{Version: version, File: cfg.File, Hash: cfg.Hash(), LoadedAt: time.Now().UTC(), Pinned: o.Pinned}
 		ApplyMemoryLimit(cfg)
 		ecfg = cfg.EngineConfig(version)
-		storeDir := StoreDir(o.DataDir)
-		ecfg.DiskFree = failOnce(func() (int64, error) { return badgerstore.FreeSpace(storeDir) })
+		diskDir := watchedDisk(o)
+		ecfg.DiskFree = failOnce(func() (int64, error) { return badgerstore.FreeSpace(diskDir) })
 		if d.Traces, err = openTraces(ctx, d.log, &cfg.Telemetry); err != nil {
 			d.closeParts()
 			return nil, err
@@ -271,10 +271,20 @@ func ApplyMemoryLimit(c *config.Config) {
 	}
 }
 
+// watchedDisk is the directory whose disk the watermark (disk min_free)
+// watches: the embedded store's, or on a PostgreSQL store the data
+// directory's, where the plugins keep their state (the database's own disk
+// is the database's to watch).
+func watchedDisk(o Options) string {
+	if o.StoreURL != "" {
+		return o.DataDir
+	}
+	return StoreDir(o.DataDir)
+}
+
 // failOnce passes readings of the disk's free space through, but only the
 // first of a streak of failures: the engine reads it at every admission
-// and warns of a failure each time, which on a daemon whose store is not
-// on that disk (PostgreSQL, with no DATA/store) was one warning per run.
+// and would warn of a failure each time (a disk that cannot be read).
 // A failure after a success is passed on again. While the streak lasts it
 // reports no shortage (math.MaxInt64 free), which is what the engine makes
 // of a failed reading anyway: the store's own reserve still holds.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/runtime/internal/failpoint"
 	"github.com/weirhq/weir/runtime/internal/ledger"
 	"github.com/weirhq/weir/runtime/store"
 	"github.com/weirhq/weir/sdk/chat"
@@ -284,14 +285,30 @@ func (a *agentLoop) messages() []chat.Message {
 }
 
 // toolMessage is a call's end as the model is told it: the result, or the
-// error with its code (E_OUTCOME_UNKNOWN included, as exactly that).
+// error with its code (E_OUTCOME_UNKNOWN included, as exactly that). A
+// call a person edited is told so, with the arguments it ran with, beside
+// its result or error; a call a person answered in the tool's place is
+// told their answer as its result.
 func toolMessage(id string, c store.AgentCall) chat.Message {
+	if len(c.Edited) > 0 {
+		told := map[string]any{"edited_arguments": c.Edited, "note": editedNote}
+		if c.Error != nil {
+			told["error"] = map[string]string{"code": c.Error.Code, "message": c.Error.Message}
+		} else {
+			told["result"] = c.Result
+		}
+		return chat.Message{Role: chat.RoleTool, ToolCallID: id, IsError: c.Error != nil, Content: string(mustJSON(told))}
+	}
 	if c.Error != nil {
 		return chat.Message{Role: chat.RoleTool, ToolCallID: id, IsError: true,
 			Content: string(mustJSON(map[string]any{"error": map[string]string{"code": c.Error.Code, "message": c.Error.Message}}))}
 	}
 	return chat.Message{Role: chat.RoleTool, ToolCallID: id, Content: string(c.Result)}
 }
+
+// editedNote tells the model that a person changed a call's arguments
+// before it ran.
+const editedNote = "A person edited the arguments of this call before it ran: it ran with edited_arguments, not the arguments you proposed."
 
 // reservation is a turn's worst case in budget units: the prompt
 // estimated at a third of the request's bytes plus max_tokens of output,
@@ -601,6 +618,9 @@ func (s *stepper) agentCalls(ctx context.Context, a *agentLoop, t *store.AgentTu
 		return false, s.nodeFailed(ctx, node, &store.RunError{Code: CodeAgentTurns, Message: fmt.Sprintf("agent %s: turn %d's journaled answer does not match its calls", node.ID, t.Turn)})
 	}
 	now := e.clock.Now()
+	if !s.expireApprovals(ctx, a, now) {
+		return false, false
+	}
 	p, unknowns, err := s.planCalls(ctx, a, t, msg, now)
 	if err != nil {
 		e.admission.storageFailed(err)
@@ -629,6 +649,11 @@ func (s *stepper) agentCalls(ctx context.Context, a *agentLoop, t *store.AgentTu
 				Item: t.Turn, Call: i, Tool: t.Calls[i].Tool, Attempt: 1, ReadyAt: now, CreatedAt: now}
 			c := t.Calls[i]
 			c.Task = tasks[j].ID
+			if ws := s.cont.Approvals[WaitID(node.ID, a.visit, t.Turn, i)]; ws != nil && ws.Decision != nil && len(ws.Decision.Arguments) > 0 {
+				// An edit: the arguments are the call's from the write
+				// that queues it, which consumes the decision.
+				c.Edited = ws.Decision.Arguments
+			}
 			ends[i] = c
 		}
 		park := inFlight+len(queue) > 0
@@ -665,6 +690,7 @@ func (s *stepper) agentCalls(ctx context.Context, a *agentLoop, t *store.AgentTu
 			return false, false
 		}
 		if len(queue) > 0 {
+			failpoint.Hit(failpoint.AgentCallsQueued)
 			e.wake.kick()
 		}
 		if park {
@@ -775,9 +801,18 @@ func (s *stepper) sortCalls(a *agentLoop, t *store.AgentTurn, msg chat.Message, 
 			case d == nil:
 				p.undecided = append(p.undecided, ws)
 				continue
+			case d.Expired:
+				p.ends[i] = callEnded(c, nil, approvalExpired(c.Tool, node.ApprovalTTL))
+				continue
 			case !d.Approved:
 				p.ends[i] = callEnded(c, nil, &store.RunError{Code: CodeRejected,
 					Message: fmt.Sprintf("a person (%s) rejected this call of %s: %s", d.By, c.Tool, d.Reason)})
+				continue
+			case d.Respond:
+				// Answered in the tool's place: the tool never runs.
+				end := callEnded(c, d.Result, nil)
+				end.Responded = true
+				p.ends[i] = end
 				continue
 			}
 		}

@@ -58,6 +58,8 @@ type fakeModel struct {
 	// loses is how many mail.lose calls lose their answer (an unknown
 	// outcome) before one answers.
 	loses int
+	// posted holds the input of each mail.post call, in order.
+	posted []string
 }
 
 // kvPricedCost is kv.priced's declared cost per call.
@@ -83,6 +85,10 @@ func (f *fakeModel) LookupTool(name string) (flows.ToolInfo, bool) {
 		return flows.ToolInfo{Name: name, Description: "Sends mail."}, true
 	case "mail.lose":
 		return flows.ToolInfo{Name: name, Description: "Sends mail; loses answers.", OutputSchema: []byte(`{"type":"object","required":["sent"]}`)}, true
+	case "mail.post":
+		return flows.ToolInfo{Name: name, Description: "Posts mail.",
+			InputSchema:  []byte(`{"type":"object","required":["to"],"properties":{"to":{"type":"string"},"body":{"type":"string"}},"additionalProperties":false}`),
+			OutputSchema: []byte(`{"type":"object","required":["sent"],"properties":{"sent":{"type":"boolean"}}}`)}, true
 	case "kv.many":
 		return flows.ToolInfo{Name: name, Idempotent: true, Description: "Reads many keys.",
 			InputSchema: []byte(`{"type":"array","items":{"type":"string"}}`)}, true
@@ -184,6 +190,12 @@ func (f *fakeModel) Call(ctx context.Context, req tool.CallRequest) (*tool.CallR
 			return nil, &tool.Error{Kind: tool.KindUnknown, Message: "the answer was lost"}
 		}
 		return &tool.CallResult{Output: mustJSON(map[string]any{"sent": true, "call": f.calls[req.Tool]})}, nil
+	case "mail.post":
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.calls[req.Tool]++
+		f.posted = append(f.posted, string(req.Input))
+		return &tool.CallResult{Output: json.RawMessage(`{"sent":true}`)}, nil
 	case "mail.send":
 		f.count(req.Tool)
 		if f.blockSend {
@@ -286,6 +298,18 @@ flow(name = "approving", nodes = [
     agent("a", model = "small", prompt = "Go", tools = ["kv.get", "mail.send"], approve = ["mail.send"], max_turns = 3),
 ])
 
+flow(name = "posting", nodes = [
+    agent("a", model = "small", prompt = "Go", tools = ["mail.post"], approve = ["mail.post"], max_turns = 3),
+])
+
+flow(name = "posting_ttl", nodes = [
+    agent("a", model = "small", prompt = "Go", tools = ["mail.post"], approve = ["mail.post"], max_turns = 3, approval_ttl = "10m"),
+])
+
+flow(name = "posting_ttl_read", nodes = [
+    agent("a", model = "small", prompt = "Go", tools = ["kv.get", "mail.post"], approve = ["mail.post"], max_turns = 3, approval_ttl = "10m"),
+])
+
 flow(name = "approving_timed", nodes = [
     agent("a", model = "small", prompt = "Go", tools = ["mail.send"], approve = ["mail.send"], max_turns = 3, timeout = "1m", error = "fallback"),
     task("fallback", tool = "kv.get"),
@@ -343,7 +367,11 @@ func setupAgentConfig(t *testing.T, cfg Config, m *fakeModel) *agentBundle {
 		// after a real lost lease).
 		cfg.LeaseTimeout = 24 * time.Hour
 	}
-	st, fk := cfg.Store.(*memstore.Store), cfg.Clock.(*clock.Fake)
+	st, _ := cfg.Store.(*memstore.Store)
+	if h, ok := cfg.Store.(*hookedStore); ok {
+		st = h.Store
+	}
+	fk := cfg.Clock.(*clock.Fake)
 	eng, err := Open(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -63,6 +63,9 @@ func putTurnTx(tx store.Tx, next *store.AgentTurn) (*store.AgentTurn, error) {
 			if n.Child == "" {
 				n.Child = c.Child
 			}
+			if len(n.Edited) == 0 {
+				n.Edited = c.Edited
+			}
 		}
 	}
 	return next, tx.AgentTurnPut(next)
@@ -189,8 +192,12 @@ func (w *worker) runAgentCall(ctx context.Context, run *store.Run, overBudget bo
 		w.agentCallEnd(ctx, nil, nil, &store.RunError{Code: CodeAgentTimeout, Message: fmt.Sprintf("agent %s ran past its timeout %s before this call", node.ID, node.Timeout)}, 0, false)
 		return
 	}
+	args := msg.ToolCalls[t.Call].Arguments
+	if edited := turn.Calls[t.Call].Edited; len(edited) > 0 {
+		args = edited // a person's edit, recorded when the call was queued
+	}
 	info, _ := e.tools.LookupTool(t.Tool)
-	input, err := callInput(info.InputSchema, msg.ToolCalls[t.Call].Arguments)
+	input, err := callInput(info.InputSchema, args)
 	if err != nil {
 		w.agentCallEnd(ctx, nil, nil, &store.RunError{Code: CodeBadInput, Message: fmt.Sprintf("input for %s: %v", t.Tool, err)}, 0, false)
 		return

@@ -36,10 +36,14 @@ func (s *stepper) agentUnknowns(ctx context.Context, a *agentLoop, t *store.Agen
 		ws := s.callUnknownWait(base)
 		switch decideCallUnknown(ws, now) {
 		case unknownAsk:
+			args := msg.ToolCalls[i].Arguments
+			if len(c.Edited) > 0 {
+				args = c.Edited // the call was made with a person's edit
+			}
 			var shown unknownShown
 			if err := s.e.st.View(ctx, func(tx store.Tx) error {
 				var err error
-				shown, err = unknownShownTx(tx, key, c.Tool, msg.ToolCalls[i].Arguments, c.Error)
+				shown, err = unknownShownTx(tx, key, c.Tool, args, c.Error)
 				return err
 			}); err != nil {
 				return nil, nil, err

@@ -24,17 +24,21 @@ const evApprovalAsked = "approval_asked"
 
 // approvalWait is the approval wait of call i of turn t: the one already
 // open (decided or not), or a new one showing the tool and its arguments,
-// whose deadline is the loop's (none if the node has no timeout).
+// whose deadline is the node's approval_ttl from now or the loop's,
+// whichever comes first (none if the node has neither).
 func (s *stepper) approvalWait(a *agentLoop, t *store.AgentTurn, i int, args json.RawMessage, now time.Time) (*waitState, bool) {
 	id := WaitID(a.node.ID, a.visit, t.Turn, i)
 	if ws := s.cont.Approvals[id]; ws != nil {
 		return ws, false
 	}
-	until := now.Add(noTimeout)
+	until, expires := now.Add(noTimeout), false
 	if a.node.Timeout > 0 {
 		until = a.started.Add(a.node.Timeout)
 	}
-	ws := &waitState{ID: id, Kind: WaitApproval, Node: a.node.ID, Since: now, Until: until, Visit: a.visit, Call: []int{t.Turn, i},
+	if ttl := a.node.ApprovalTTL; ttl > 0 && now.Add(ttl).Before(until) {
+		until, expires = now.Add(ttl), true
+	}
+	ws := &waitState{ID: id, Kind: WaitApproval, Node: a.node.ID, Since: now, Until: until, Expires: expires, Visit: a.visit, Call: []int{t.Turn, i},
 		Shown: mustJSON(map[string]any{"tool": t.Calls[i].Tool, "arguments": args, "digest": ProposalDigest(args), "turn": t.Turn, "call": i})}
 	if s.cont.Approvals == nil {
 		s.cont.Approvals = map[string]*waitState{}
@@ -265,12 +269,97 @@ func checkDigest(ws *waitState, digest string) *Error {
 	if ws.Kind != WaitApproval {
 		return protocolErr(CodeBadRequest, "wait %s is a %s wait: only an agent's approval has a digest to name", ws.ID, ws.Kind)
 	}
+	if got := proposalDigestOf(ws); got != digest {
+		return protocolErr(CodeStaleDecision, "wait %s shows the proposal with digest %s, not the %s this decision saw: read the wait again and decide on what it shows", ws.ID, got, digest)
+	}
+	return nil
+}
+
+// proposalDigestOf is the digest of the arguments the approval wait ws
+// shows, computed again from them so that waits opened before digests
+// were shown check too.
+func proposalDigestOf(ws *waitState) string {
 	var shown struct {
 		Arguments json.RawMessage `json:"arguments"`
 	}
 	_ = json.Unmarshal(ws.Shown, &shown)
-	if got := ProposalDigest(shown.Arguments); got != digest {
-		return protocolErr(CodeStaleDecision, "wait %s shows the proposal with digest %s, not the %s this decision saw: read the wait again and decide on what it shows", ws.ID, got, digest)
+	return ProposalDigest(shown.Arguments)
+}
+
+// evApprovalExpired records that nobody decided a proposed call within
+// its node's approval_ttl: the engine rejected it.
+const evApprovalExpired = "approval_expired"
+
+// expireApprovals rejects, as the engine's own decision, the undecided
+// approvals of the agent's visit whose approval_ttl passed by now, so
+// that their calls end with E_APPROVAL_EXPIRED (which the model is told)
+// and a late decision is refused with that code. It is a write of its
+// own, made before the calls are sorted, that takes a person's decision
+// the store holds instead of overwriting it: one given in time, while
+// this step ran, stands. false: the write failed and the step ends.
+func (s *stepper) expireApprovals(ctx context.Context, a *agentLoop, now time.Time) bool {
+	var due []*waitState
+	for _, ws := range s.cont.Approvals {
+		if ws.Node == a.node.ID && ws.Visit == a.visit && ws.Kind == WaitApproval && ws.Decision == nil && ws.Expires && !now.Before(ws.Until) {
+			due = append(due, ws)
+		}
+	}
+	if len(due) == 0 {
+		return true
+	}
+	ttl := a.node.ApprovalTTL
+	ok := s.commit(ctx, func(tx store.Tx) error {
+		raw, err := tx.ContinuationGet(s.run.ID)
+		if err != nil {
+			return err
+		}
+		stored, err := decodeContinuation(raw)
+		if err != nil {
+			return err
+		}
+		for _, ws := range due {
+			if got := stored.Approvals[ws.ID]; got != nil && got.Decision != nil {
+				ws.Decision = got.Decision // a person decided in time
+				continue
+			}
+			ws.Decision = &decision{Approved: false, Expired: true, By: "weir", At: now,
+				Reason: fmt.Sprintf("nobody decided it within the approval_ttl %s", ttl)}
+			if err := appendEvent(tx, s.run.ID, evApprovalExpired, s.run.Attempt, ws.Node,
+				map[string]any{"wait": ws.ID, "approval_ttl": ttl.String(), "until": ws.Until}, now); err != nil {
+				return err
+			}
+		}
+		return tx.ContinuationPut(s.run.ID, encodeContinuation(s.cont))
+	})
+	if !ok {
+		for _, ws := range due {
+			ws.Decision = nil // memory as it was: the write did not happen
+		}
+	}
+	return ok
+}
+
+// approvalExpired is the end of a call whose approval expired.
+func approvalExpired(tool string, ttl time.Duration) *store.RunError {
+	return &store.RunError{Code: CodeApprovalExpired,
+		Message: fmt.Sprintf("nobody decided this call of %s within its approval_ttl %s: it did not run", tool, ttl)}
+}
+
+// expiredApproval refuses a decision on an approval that expired, one
+// the run took past or one whose deadline just passed; nil otherwise.
+func expiredApproval(c *continuation, ws *waitState, target string, now time.Time) *Error {
+	if ws != nil && ws.Kind == WaitApproval && ws.Expires && ws.Decision == nil && !now.Before(ws.Until) {
+		return protocolErr(CodeApprovalExpired, "the approval wait %s expired at %s: the call was rejected and the model told so", ws.ID, ws.Until.UTC().Format(time.RFC3339))
+	}
+	for _, a := range c.Approvals {
+		if a.Decision != nil && a.Decision.Expired && (a.ID == target || (!IsWaitID(target) && a.Node == target)) {
+			return protocolErr(CodeApprovalExpired, "the approval wait %s expired at %s: the call was rejected and the model told so", a.ID, a.Until.UTC().Format(time.RFC3339))
+		}
+	}
+	for i := len(c.Decided) - 1; i >= 0; i-- {
+		if d := c.Decided[i]; d.Expired && d.ID == target {
+			return protocolErr(CodeApprovalExpired, "the approval wait %s expired at %s: the call was rejected and the model told so", d.ID, d.At.UTC().Format(time.RFC3339))
+		}
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/weirhq/weir/runtime/internal/failpoint"
 	"github.com/weirhq/weir/runtime/store"
 )
 
@@ -35,6 +36,7 @@ func (w *worker) itemParkExhausted(ctx context.Context, ref *store.CohortRef, ru
 	})
 	if held {
 		e.stats.deadLettered()
+		failpoint.Hit(failpoint.ExhaustedParked)
 	}
 	return held
 }

@@ -62,6 +62,10 @@ type waitState struct {
 	Visit    int       `json:"visit,omitempty"`
 	Call     []int     `json:"call,omitempty"`
 	Decision *decision `json:"decision,omitempty"`
+	// Expires says an approval's Until is its own approval_ttl, not the
+	// loop's deadline: past it the call is rejected (E_APPROVAL_EXPIRED)
+	// and the loop goes on.
+	Expires bool `json:"expires,omitempty"`
 	// Event is what a wait for an event waits for (kind event).
 	Event *eventWait `json:"event,omitempty"`
 }
@@ -73,6 +77,8 @@ type decidedWait struct {
 	Approved bool      `json:"approved"`
 	By       string    `json:"by"`
 	At       time.Time `json:"at"`
+	// Expired: nobody decided it within its approval_ttl.
+	Expired bool `json:"expired,omitempty"`
 }
 
 // maxDecidedWaits bounds Decided: a run looping over a wait node keeps
@@ -96,19 +102,28 @@ func (c *continuation) consumed(ws *waitState) {
 	if ws == nil || ws.Decision == nil || ws.ID == "" {
 		return
 	}
-	c.Decided = append(c.Decided, decidedWait{ID: ws.ID, Node: ws.Node, Approved: ws.Decision.Approved, By: ws.Decision.By, At: ws.Decision.At})
+	c.Decided = append(c.Decided, decidedWait{ID: ws.ID, Node: ws.Node, Approved: ws.Decision.Approved, By: ws.Decision.By, At: ws.Decision.At, Expired: ws.Decision.Expired})
 	if n := len(c.Decided); n > maxDecidedWaits {
 		c.Decided = append([]decidedWait(nil), c.Decided[n-maxDecidedWaits:]...)
 	}
 }
 
-// decision is an approval or a rejection of a wait.
+// decision is an approval or a rejection of a wait. On an agent's
+// approval, an approval with Arguments is an edit (the call runs with
+// them, canonical and checked against the tool's input schema), and one
+// with Respond answers the call with Result in the tool's place.
 type decision struct {
-	Approved bool            `json:"approved"`
-	Payload  json.RawMessage `json:"payload,omitempty"`
-	Reason   string          `json:"reason,omitempty"`
-	By       string          `json:"by"`
-	At       time.Time       `json:"at"`
+	Approved  bool            `json:"approved"`
+	Payload   json.RawMessage `json:"payload,omitempty"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	Respond   bool            `json:"respond,omitempty"`
+	Result    json.RawMessage `json:"result,omitempty"`
+	Reason    string          `json:"reason,omitempty"`
+	By        string          `json:"by"`
+	At        time.Time       `json:"at"`
+	// Expired marks the rejection the engine gave an approval nobody
+	// decided within its approval_ttl.
+	Expired bool `json:"expired,omitempty"`
 }
 
 func newContinuation(entry string) *continuation {

@@ -79,11 +79,12 @@ const (
 
 // Codes of human waits.
 const (
-	CodeWaitTimeout    = "E_WAIT_TIMEOUT"    // nobody decided before the wait's timeout
-	CodeRejected       = "E_REJECTED"        // the wait was rejected
-	CodeNotWaiting     = "E_NOT_WAITING"     // the run is not waiting at that node
-	CodeAlreadyDecided = "E_ALREADY_DECIDED" // the wait was decided before
-	CodeStaleDecision  = "E_STALE_DECISION"  // the decision names a proposal digest the wait does not show
+	CodeWaitTimeout     = "E_WAIT_TIMEOUT"     // nobody decided before the wait's timeout
+	CodeRejected        = "E_REJECTED"         // the wait was rejected
+	CodeNotWaiting      = "E_NOT_WAITING"      // the run is not waiting at that node
+	CodeAlreadyDecided  = "E_ALREADY_DECIDED"  // the wait was decided before
+	CodeStaleDecision   = "E_STALE_DECISION"   // the decision names a proposal digest the wait does not show
+	CodeApprovalExpired = "E_APPROVAL_EXPIRED" // nobody decided an agent's proposed call within the node's approval_ttl
 )
 
 // Codes of forks (Ops.Fork).

@@ -416,25 +416,34 @@ func (o *Ops) checkResult(ctx context.Context, ws *waitState, result json.RawMes
 	if err := json.Unmarshal(ws.Shown, &shown); err != nil {
 		return nil // an older wait without its tool: nothing to check against
 	}
-	info, ok := o.e.tools.LookupTool(shown.Tool)
+	return o.e.checkToolResult(ctx, shown.Tool, result)
+}
+
+// checkToolResult checks a result a person gives for a call of tool (a
+// resolve's, a response to an agent's proposed call) against the tool's
+// output schema, if it declares one: with a deadline, outside every
+// transaction.
+func (e *Engine) checkToolResult(ctx context.Context, tool string, result json.RawMessage) error {
+	info, ok := e.tools.LookupTool(tool)
 	if !ok || len(info.OutputSchema) == 0 {
 		return nil
 	}
 	vctx, cancel := context.WithTimeout(ctx, resultCheckTimeout)
 	defer cancel()
-	err := o.e.book.validateSchema(vctx, info.OutputSchema, result)
+	err := e.book.validateSchema(vctx, info.OutputSchema, result)
 	switch {
 	case err == nil:
 		return nil
 	case flows.IsInvalidValue(err):
-		return protocolErr(CodeBadResult, "the result does not fit the output schema of %s: %v; the wait stays open", shown.Tool, err)
+		return protocolErr(CodeBadResult, "the result does not fit the output schema of %s: %v; the wait stays open", tool, err)
 	case ctx.Err() != nil:
 		return protocolErr(CodeBadRequest, "request abandoned: %v", ctx.Err())
 	}
-	return protocolErr(CodeBadResult, "the result could not be checked against the output schema of %s (%v); the wait stays open", shown.Tool, err)
+	return protocolErr(CodeBadResult, "the result could not be checked against the output schema of %s (%v); the wait stays open", tool, err)
 }
 
-// resultCheckTimeout bounds checking a resolve's result against a schema.
+// resultCheckTimeout bounds checking a person's result (or edited
+// arguments) against a schema.
 const resultCheckTimeout = 10 * time.Second
 
 // resolveTargetTx finds the open unknown wait p names, or why it cannot

@@ -12,6 +12,7 @@ import (
 
 	"github.com/weirhq/weir/flows"
 	"github.com/weirhq/weir/internal/textbound"
+	"github.com/weirhq/weir/runtime/internal/failpoint"
 	"github.com/weirhq/weir/runtime/store"
 )
 
@@ -206,9 +207,18 @@ type DecideParams struct {
 	// Approve approves the wait; false rejects it.
 	Approve bool
 	// Payload is what an approval hands a wait node as its result (JSON,
-	// optional); ignored on a rejection, refused on an agent's approval
-	// (the call runs as proposed).
+	// optional); ignored on a rejection. On an agent's approval it is an
+	// edit: the arguments the call runs with in place of the proposed
+	// ones, in the form the wait shows them, checked against the tool's
+	// input schema (E_BAD_INPUT, the wait left open).
 	Payload json.RawMessage
+	// Respond (with Approve) answers an agent's proposed call in the
+	// tool's place: Result (JSON; null when empty) is the call's result,
+	// checked against the tool's output schema if it has one
+	// (E_BAD_RESULT, the wait left open), and the tool never runs. Only
+	// an agent's approval takes it.
+	Respond bool
+	Result  json.RawMessage
 	// Reason says why a wait is rejected; the node's error carries it (a
 	// wait node), or the model is told it as the call's result (an
 	// agent's approval).
@@ -230,63 +240,195 @@ func (e *Engine) Decide(ctx context.Context, p DecideParams) error {
 	return err
 }
 
-// DecideWait is Decide, answering the wait it decided.
-func (e *Engine) DecideWait(ctx context.Context, p DecideParams) (HumanWait, error) {
-	payload := p.Payload
-	if p.Approve && len(payload) > 0 {
-		canon, err := canonicalInput(payload)
-		if err != nil {
-			return HumanWait{}, err
+// What a decision did (Decided.Decision).
+const (
+	DecisionApproved  = "approved"
+	DecisionRejected  = "rejected"
+	DecisionEdited    = "edited"    // an agent's proposed call approved with edited arguments
+	DecisionResponded = "responded" // an agent's proposed call answered in the tool's place
+)
+
+// Decided is a decision DecideWait recorded: the wait it decided and
+// what it did (DecisionApproved, ...).
+type Decided struct {
+	Wait     HumanWait
+	Decision string
+}
+
+// DecideWait is Decide, answering the wait it decided and what the
+// decision did.
+func (e *Engine) DecideWait(ctx context.Context, p DecideParams) (Decided, error) {
+	if err := checkDecide(&p); err != nil {
+		return Decided{}, err
+	}
+	if p.Approve && (len(p.Payload) > 0 || p.Respond) {
+		// An edit or a response is checked against the tool's schemas
+		// before anything is written: with a deadline, outside every
+		// transaction. The wait's proposal cannot change under it (its
+		// id places one call of one turn), and the write checks again
+		// that it is still open.
+		var ws *waitState
+		var refusal *Error
+		err := e.st.View(ctx, func(tx store.Tx) error {
+			var err error
+			_, _, _, ws, refusal, err = decideTargetTx(tx, p, e.clock.Now())
+			return err
+		})
+		if err := e.decideRefused(ctx, p, err, refusal, true); err != nil {
+			return Decided{}, err
 		}
-		payload = canon
+		if err := e.checkDecision(ctx, ws, &p); err != nil {
+			return Decided{}, err
+		}
 	}
 	now := e.clock.Now()
 	var refusal *Error
-	var decided HumanWait
+	var decided Decided
 	err := e.st.Update(ctx, func(tx store.Tx) error {
 		var err error
-		decided, refusal, err = decideTx(tx, p, payload, now)
+		decided, refusal, err = decideTx(tx, p, now)
 		return err
 	})
-	switch {
-	case errors.Is(err, errNotYours):
-		e.auditor.foreign(ctx, p.Owner, p.RunID, "decide")
-		return HumanWait{}, protocolErr(CodeNotFound, "no run %s", p.RunID)
-	case refusal != nil:
-		return HumanWait{}, refusal
-	case err != nil:
-		return HumanWait{}, e.admission.storageFailed(err)
+	if err := e.decideRefused(ctx, p, err, refusal, false); err != nil {
+		return Decided{}, err
 	}
+	failpoint.Hit(failpoint.AfterDecide)
 	e.wake.kick()
 	return decided, nil
 }
 
-// decideTx records p's decision (with its canonical payload) in tx on the
-// open wait p names, wakes the run's step task and answers the wait; or
-// it answers why the decision is refused, with errSkip.
-func decideTx(tx store.Tx, p DecideParams, payload json.RawMessage, now time.Time) (HumanWait, *Error, error) {
-	owner, runID := p.Owner, p.RunID
+// decideRefused turns what reading (preview) or writing a decision
+// answered into its refusal, or nil.
+func (e *Engine) decideRefused(ctx context.Context, p DecideParams, err error, refusal *Error, preview bool) error {
+	switch {
+	case errors.Is(err, errNotYours):
+		e.auditor.foreign(ctx, p.Owner, p.RunID, "decide")
+		return protocolErr(CodeNotFound, "no run %s", p.RunID)
+	case refusal != nil:
+		return refusal
+	case err != nil && preview:
+		return e.admission.readFailed(err)
+	case err != nil:
+		return e.admission.storageFailed(err)
+	}
+	return nil
+}
+
+// checkDecide refuses a malformed decision before anything is read, and
+// makes its payload and result canonical.
+func checkDecide(p *DecideParams) error {
+	if p.Respond && !p.Approve {
+		return protocolErr(CodeBadRequest, "a response answers the call in the tool's place: it is not a rejection")
+	}
+	if p.Respond && len(p.Payload) > 0 {
+		return protocolErr(CodeBadRequest, "a decision either edits the call's arguments (payload) or answers it in the tool's place (result), not both")
+	}
+	if p.Approve && len(p.Payload) > 0 {
+		canon, err := canonicalInput(p.Payload)
+		if err != nil {
+			return err
+		}
+		p.Payload = canon
+	}
+	if p.Respond {
+		if len(p.Result) == 0 {
+			p.Result = json.RawMessage("null")
+		}
+		if len(p.Result) > MaxResultBytes {
+			return protocolErr(CodeBadResult, "the result is %d bytes; a result is at most %d", len(p.Result), MaxResultBytes)
+		}
+		canon, err := canonicalInput(p.Result)
+		if err != nil {
+			return protocolErr(CodeBadResult, "the result is not JSON: %v", err)
+		}
+		p.Result = canon
+	}
+	return nil
+}
+
+// checkDecision checks an edit's arguments against the input schema of
+// the tool the approval wait ws proposes to call, or a response against
+// its output schema. A wait that is not an agent's approval takes a
+// payload as its result and no response.
+func (e *Engine) checkDecision(ctx context.Context, ws *waitState, p *DecideParams) error {
+	if ws.Kind != WaitApproval {
+		if p.Respond {
+			return protocolErr(CodeBadRequest, "wait %s is a %s wait: only an agent's proposed call is answered in the tool's place (approve it with a payload instead)", ws.ID, ws.Kind)
+		}
+		return nil
+	}
+	tool := approvalTool(ws)
+	if p.Respond {
+		return e.checkToolResult(ctx, tool, p.Result)
+	}
+	return e.checkEdit(ctx, tool, p.Payload)
+}
+
+// approvalTool is the tool an approval wait proposes to call.
+func approvalTool(ws *waitState) string {
+	var shown struct {
+		Tool string `json:"tool"`
+	}
+	_ = json.Unmarshal(ws.Shown, &shown)
+	return shown.Tool
+}
+
+// checkEdit checks edited arguments (in the model's form, as the wait
+// shows them) against the input schema of tool, with a deadline.
+func (e *Engine) checkEdit(ctx context.Context, tool string, args json.RawMessage) error {
+	if len(args) > MaxResultBytes {
+		// Written onto the call's record, which a turn's other calls share.
+		return protocolErr(CodeBadInput, "the edited arguments are %d bytes; they are at most %d", len(args), MaxResultBytes)
+	}
+	info, ok := e.tools.LookupTool(tool)
+	if !ok || len(info.InputSchema) == 0 {
+		return nil
+	}
+	input, err := callInput(info.InputSchema, args)
+	if err != nil {
+		return protocolErr(CodeBadInput, "the edited arguments of %s: %v; the wait stays open", tool, err)
+	}
+	vctx, cancel := context.WithTimeout(ctx, resultCheckTimeout)
+	defer cancel()
+	err = e.book.validateSchema(vctx, info.InputSchema, input)
+	switch {
+	case err == nil:
+		return nil
+	case flows.IsInvalidValue(err):
+		return protocolErr(CodeBadInput, "the edited arguments do not fit the input schema of %s: %v; the wait stays open", tool, err)
+	case ctx.Err() != nil:
+		return protocolErr(CodeBadRequest, "request abandoned: %v", ctx.Err())
+	}
+	return protocolErr(CodeBadInput, "the edited arguments could not be checked against the input schema of %s (%v); the wait stays open", tool, err)
+}
+
+// decideTargetTx finds the open wait p names, with its run,
+// continuation and step task, or why it cannot be decided: another
+// owner's run (errNotYours), or a refusal with errSkip (not waiting,
+// ambiguous, decided before, another proposal than the one named).
+func decideTargetTx(tx store.Tx, p DecideParams, now time.Time) (*store.Run, *continuation, *store.Task, *waitState, *Error, error) {
+	runID := p.RunID
 	run, err := tx.RunGet(runID)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && run.Owner != owner) {
-		return HumanWait{}, nil, errNotYours
+	if errors.Is(err, store.ErrNotFound) || (err == nil && run.Owner != p.Owner) {
+		return nil, nil, nil, nil, nil, errNotYours
 	}
 	if err != nil {
-		return HumanWait{}, nil, err
+		return nil, nil, nil, nil, nil, err
 	}
 	raw, err := tx.ContinuationGet(runID)
 	if errors.Is(err, store.ErrNotFound) {
-		return HumanWait{}, notWaiting(runID, p.Node, "it is "+string(run.Phase)), errSkip
+		return nil, nil, nil, nil, notWaiting(runID, p.Node, "it is "+string(run.Phase)), errSkip
 	}
 	if err != nil {
-		return HumanWait{}, nil, err
+		return nil, nil, nil, nil, nil, err
 	}
 	c, err := decodeContinuation(raw)
 	if err != nil {
-		return HumanWait{}, nil, err
+		return nil, nil, nil, nil, nil, err
 	}
 	tasks, err := tx.TaskListByRun(runID)
 	if err != nil {
-		return HumanWait{}, nil, err
+		return nil, nil, nil, nil, nil, err
 	}
 	var t *store.Task
 	for _, x := range tasks {
@@ -295,36 +437,79 @@ func decideTx(tx store.Tx, p DecideParams, payload json.RawMessage, now time.Tim
 		}
 	}
 	ws, refusal := decidableWait(run, c, t, p.Node)
+	switch {
+	case refusal == nil:
+		refusal = expiredApproval(c, ws, p.Node, now)
+	case refusal.Code == CodeAlreadyDecided:
+		// The engine's own rejection of an approval nobody decided in
+		// time says so.
+		if exp := expiredApproval(c, nil, p.Node, now); exp != nil {
+			refusal = exp
+		}
+	}
 	if refusal == nil {
 		refusal = checkDigest(ws, p.Digest)
 	}
-	if refusal == nil && ws.Kind == WaitApproval && p.Approve && len(payload) > 0 {
-		// An approval runs the call as the agent proposed it: a payload
-		// would read as an edit that never happens.
-		refusal = protocolErr(CodeBadRequest, "wait %s approves a proposed call of the agent as it was proposed: a payload (edited arguments) is not taken; approve without one, or reject with a reason the model is told", ws.ID)
-	}
 	if refusal != nil {
-		return HumanWait{}, refusal, errSkip
+		return nil, nil, nil, nil, refusal, errSkip
 	}
-	ws.Decision = &decision{Approved: p.Approve, Payload: payload, Reason: p.Reason, By: owner, At: now}
-	decided := HumanWait{ID: ws.ID, Kind: ws.Kind, RunID: runID, Flow: run.Flow, Node: ws.Node, Since: ws.Since, Until: ws.Until, Shown: ws.Shown}
+	return run, c, t, ws, nil, nil
+}
+
+// decideTx records p's decision (with its canonical payload or result,
+// checked by DecideWait) in tx on the open wait p names, wakes the run's
+// step task and answers the wait; or it answers why the decision is
+// refused, with errSkip.
+func decideTx(tx store.Tx, p DecideParams, now time.Time) (Decided, *Error, error) {
+	owner, runID := p.Owner, p.RunID
+	run, c, t, ws, refusal, err := decideTargetTx(tx, p, now)
+	if err != nil {
+		return Decided{}, refusal, err
+	}
+	d := &decision{Approved: p.Approve, Reason: p.Reason, By: owner, At: now}
+	what := DecisionApproved
+	typ, detail := "approved", map[string]any{"by": owner, "wait": ws.ID, "kind": ws.Kind}
+	if p.Digest != "" {
+		detail["digest"] = p.Digest // the proposal the decider saw
+	}
+	switch {
+	case !p.Approve:
+		typ, detail["reason"] = "rejected", p.Reason
+		what = DecisionRejected
+	case ws.Kind != WaitApproval && p.Respond:
+		// Checked before the write; a wait of another kind under the
+		// same name since is refused as that check would.
+		return Decided{}, protocolErr(CodeBadRequest, "wait %s is a %s wait: only an agent's proposed call is answered in the tool's place", ws.ID, ws.Kind), errSkip
+	case ws.Kind != WaitApproval:
+		d.Payload = p.Payload
+	case p.Respond:
+		// The person's answer is the call's result: the tool never runs.
+		d.Respond, d.Result = true, p.Result
+		typ, what = "responded", DecisionResponded
+		detail["proposed_digest"] = proposalDigestOf(ws)
+		detail["result_digest"] = hashHex(p.Result)
+	case len(p.Payload) > 0 && ProposalDigest(p.Payload) != proposalDigestOf(ws):
+		// An edit: the call runs with these arguments. Both digests are
+		// journaled, so the event says what was proposed and what ran.
+		d.Arguments = p.Payload
+		what = DecisionEdited
+		detail["edited"] = true
+		detail["proposed_digest"] = proposalDigestOf(ws)
+		detail["edited_digest"] = ProposalDigest(p.Payload)
+	}
+	ws.Decision = d
+	decided := Decided{Decision: what,
+		Wait: HumanWait{ID: ws.ID, Kind: ws.Kind, RunID: runID, Flow: run.Flow, Node: ws.Node, Since: ws.Since, Until: ws.Until, Shown: ws.Shown}}
 	if err := tx.ContinuationPut(runID, encodeContinuation(c)); err != nil {
-		return HumanWait{}, nil, err
+		return Decided{}, nil, err
 	}
 	// A task being worked takes the decision when it next commits (an
 	// agent running its other calls), or finds itself woken when it
 	// parks; a parked one is woken.
 	if t != nil {
 		if _, err := wakeParkedTx(tx, t, now); err != nil {
-			return HumanWait{}, nil, err
+			return Decided{}, nil, err
 		}
-	}
-	typ, detail := "approved", map[string]any{"by": owner, "wait": ws.ID, "kind": ws.Kind}
-	if p.Digest != "" {
-		detail["digest"] = p.Digest // the proposal the decider saw
-	}
-	if !p.Approve {
-		typ, detail["reason"] = "rejected", p.Reason
 	}
 	return decided, nil, appendEvent(tx, runID, typ, run.Attempt, ws.Node, detail, now)
 }
@@ -422,12 +607,21 @@ type HumanWait struct {
 	Since time.Time `json:"since"`
 	Until time.Time `json:"until"`
 	// Shown is what the decider is shown: a wait node's request, or the
-	// tool call an agent proposed ({tool, arguments}).
+	// tool call an agent proposed ({tool, arguments, digest}).
 	Shown json.RawMessage `json:"shown,omitempty"`
 }
 
 // NeedsDecision says whether the wait ends by a person's decision.
 func (w HumanWait) NeedsDecision() bool { return w.Kind == WaitHuman || w.Kind == WaitApproval }
+
+// Digest is the digest of the call an agent's approval wait proposes
+// (ProposalDigest of the arguments it shows); "" for any other wait.
+func (w HumanWait) Digest() string {
+	if w.Kind != WaitApproval {
+		return ""
+	}
+	return proposalDigestOf(&waitState{Shown: w.Shown})
+}
 
 // runWaitsTx lists the open waits of one run: its open decisions, and
 // (all) what its parked step task waits for besides.

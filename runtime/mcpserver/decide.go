@@ -44,9 +44,9 @@ func (s *Server) addDecisionTools() {
 	}, s.waitRun)
 	s.mcp.AddTool(&mcp.Tool{
 		Name: ApproveTool,
-		Description: "Approve an open human wait of a weir run (the wait id or node a call answered), then wait for the run as its call does. " +
-			"payload, if given, becomes the waiting node's result.",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"run_id":{"type":"string"},"wait":{"type":"string","description":"the wait's id or node"},"payload":{}},"required":["run_id","wait"],"additionalProperties":false}`),
+		Description: "Approve an open human wait of a weir run (its wait id or node), then wait for the run. " +
+			"payload: the wait node's result, or an agent's call's edited arguments; result: answers an agent's call in the tool's place.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"run_id":{"type":"string"},"wait":{"type":"string","description":"the wait's id or node"},"payload":{},"result":{}},"required":["run_id","wait"],"additionalProperties":false}`),
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true)},
 	}, s.decideTool(true))
 	s.mcp.AddTool(&mcp.Tool{
@@ -83,6 +83,7 @@ func (s *Server) decideTool(approve bool) mcp.ToolHandler {
 			RunID   string          `json:"run_id"`
 			Wait    string          `json:"wait"`
 			Payload json.RawMessage `json:"payload"`
+			Result  json.RawMessage `json:"result"`
 			Reason  string          `json:"reason"`
 		}
 		if err := json.Unmarshal(req.Params.Arguments, &in); err != nil || in.RunID == "" || in.Wait == "" {
@@ -99,6 +100,14 @@ func (s *Server) decideTool(approve bool) mcp.ToolHandler {
 		}
 		if len(in.Payload) == 0 || string(in.Payload) == "null" {
 			in.Payload = nil
+		}
+		if approve && len(in.Result) > 0 && string(in.Result) != "null" {
+			// An answer in the tool's place: checked, and refused on a
+			// wait that is not an agent's proposed call, by the daemon.
+			if _, err := s.d.RunRespond(ctx, w.RunID, w.ID, in.Result, ""); err != nil {
+				return withRun(apiRefusal(err), in.RunID), nil
+			}
+			return s.follow(ctx, req, in.RunID, nil), nil
 		}
 		if res := s.decide(ctx, w, approve, in.Payload, in.Reason); res != nil {
 			return withRun(res, in.RunID), nil
@@ -327,7 +336,11 @@ func waiting(v *apitypes.Run, ws []apitypes.HumanWait) *mcp.CallToolResult {
 	list := make([]map[string]any, 0, len(ws))
 	for _, w := range ws {
 		tool, line := howToEnd(v.ID, w)
-		list = append(list, map[string]any{"run_id": w.RunID, "wait": w.ID, "kind": w.Kind, "flow": w.Flow, "node": w.Node, "until": w.Until, "tool": tool})
+		entry := map[string]any{"run_id": w.RunID, "wait": w.ID, "kind": w.Kind, "flow": w.Flow, "node": w.Node, "until": w.Until, "tool": tool}
+		if w.Digest != "" {
+			entry["digest"] = w.Digest // the proposal an agent's approval shows
+		}
+		list = append(list, entry)
 		lines = append(lines, line)
 	}
 	text := fmt.Sprintf("run %s is waiting for a person; it goes on once someone decides:\n%s\nRead %s%s for its state.",

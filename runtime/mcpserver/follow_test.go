@@ -195,8 +195,8 @@ func testElicitation(t *testing.T, version string) {
 // wait that is not open is refused E_NOT_WAITING.
 func TestDecisionTools(t *testing.T) {
 	t.Parallel()
-	for _, approve := range []bool{true, false} {
-		t.Run(fmt.Sprint(approve), func(t *testing.T) {
+	for _, verb := range []string{"approve", "reject", "respond"} {
+		t.Run(verb, func(t *testing.T) {
 			t.Parallel()
 			d := &daemonStub{waitAt: "ok"}
 			d.setFlows(objectFlow("gate", `{}`))
@@ -214,8 +214,12 @@ func TestDecisionTools(t *testing.T) {
 			}
 			tool, args, want, phase := ApproveTool, map[string]any{"run_id": "run_1", "wait": "ok@1", "payload": map[string]any{"x": 1}},
 				"approve run_1 ok@1", apitypes.PhaseCompleted
-			if !approve {
+			switch verb {
+			case "reject":
 				tool, args, want, phase = RejectTool, map[string]any{"run_id": "run_1", "wait": "ok", "reason": "no"}, "reject run_1 ok@1 no", apitypes.PhaseFailed
+			case "respond":
+				// A result answers an agent's call in the tool's place.
+				args, want = map[string]any{"run_id": "run_1", "wait": "ok@1", "result": map[string]any{"sent": false}}, `respond run_1 ok@1 {"sent":false}`
 			}
 			res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
 			if err != nil || structuredOf(t, res)["phase"] != string(phase) {
@@ -302,5 +306,25 @@ func TestHTTPStateless(t *testing.T) {
 	defer d.mu.Unlock()
 	if d.flowLists <= before {
 		t.Errorf("the token was not checked again (%d daemon checks, %d before)", d.flowLists, before)
+	}
+}
+
+// A call parked on an agent's proposed call answers, with the wait, the
+// digest of the proposal it shows, which a decision may name.
+func TestWaitingShowsAnApprovalsDigest(t *testing.T) {
+	t.Parallel()
+	d := &daemonStub{waitAt: "a", waitKind: apitypes.WaitApproval}
+	d.setFlows(objectFlow("agentic", `{}`))
+	cs := clientOf(t, New(d, Options{Poll: time.Millisecond}), nil)
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "agentic", Arguments: map[string]any{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waits, _ := structuredOf(t, res)["waits"].([]any)
+	if len(waits) != 1 {
+		t.Fatalf("waiting answer %+v", structuredOf(t, res))
+	}
+	if w := waits[0].(map[string]any); w["wait"] != "a@1.1.0" || w["kind"] != apitypes.WaitApproval || w["digest"] != "d-1" || w["tool"] != ApproveTool {
+		t.Errorf("the wait answered %+v, want the approval with its digest", w)
 	}
 }

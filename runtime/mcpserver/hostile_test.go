@@ -139,6 +139,10 @@ func (d *daemonStub) RunApprove(_ context.Context, id, wait string, _ json.RawMe
 	return d.decide(id, wait, "approve "+id+" "+wait)
 }
 
+func (d *daemonStub) RunRespond(_ context.Context, id, wait string, result json.RawMessage, _ string) (*apitypes.DecideResponse, error) {
+	return d.decide(id, wait, "respond "+id+" "+wait+" "+string(result))
+}
+
 func (d *daemonStub) RunReject(_ context.Context, id, wait, reason string) (*apitypes.DecideResponse, error) {
 	return d.decide(id, wait, "reject "+id+" "+wait+" "+reason)
 }
@@ -153,7 +157,7 @@ func (d *daemonStub) decide(id, wait, what string) (*apitypes.DecideResponse, er
 	delete(d.waits, id)
 	d.decisions = append(d.decisions, what)
 	r := *d.runs[id]
-	if strings.HasPrefix(what, "approve") {
+	if strings.HasPrefix(what, "approve") || strings.HasPrefix(what, "respond") {
 		r.Phase, r.Output = apitypes.PhaseCompleted, json.RawMessage(`{"approved":true}`)
 	} else {
 		r.Phase, r.Error = apitypes.PhaseFailed, &apitypes.RunError{Code: "E_REJECTED", Message: "rejected"}

@@ -276,8 +276,15 @@ func TestForkRunTool(t *testing.T) {
 func opsWait(w apitypes.HumanWait, kind string) apitypes.HumanWait {
 	w.Kind, w.ID = kind, w.ID+"."+kind+".1"
 	w.Shown = json.RawMessage(`{"tool":"testkit.once","arguments":{},"key":"run_1/send/1"}`)
-	if kind == apitypes.WaitExhausted {
+	switch kind {
+	case apitypes.WaitExhausted:
 		w.Shown = json.RawMessage(`{"task":"t-dead","tool":"testkit.fail","tries":2}`)
+	case apitypes.WaitApproval:
+		// An agent's proposed call: its id places the call, and it shows
+		// the digest of its arguments.
+		w.ID = w.Node + "@1.1.0"
+		w.Shown = json.RawMessage(`{"tool":"mail.send","arguments":{"to":"ann"},"digest":"d-1","turn":1,"call":0}`)
+		w.Digest = "d-1"
 	}
 	return w
 }

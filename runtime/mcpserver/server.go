@@ -31,6 +31,7 @@ type Daemon interface {
 	RunCancel(ctx context.Context, id string) (apitypes.CancelAnswer, error)
 	RunApprove(ctx context.Context, id, wait string, payload json.RawMessage) (*apitypes.DecideResponse, error)
 	RunReject(ctx context.Context, id, wait, reason string) (*apitypes.DecideResponse, error)
+	RunRespond(ctx context.Context, id, wait string, result json.RawMessage, digest string) (*apitypes.DecideResponse, error)
 	Resolve(ctx context.Context, runID, waitID string, happened bool, result json.RawMessage, reason string) (*apitypes.ResolveResponse, error)
 	Redrive(ctx context.Context, req apitypes.RedriveRequest) (*apitypes.RedriveResponse, error)
 	Fork(ctx context.Context, id string, req apitypes.ForkRequest) (*apitypes.ForkResult, error)

@@ -77,6 +77,13 @@ type AgentCall struct {
 	// Task is the task that runs the call, recorded in the write that
 	// queues it.
 	Task string `json:"task,omitempty"`
+	// Edited holds the arguments a person's approval gave the call in
+	// place of the proposed ones (an edit), recorded in the write that
+	// queues it: the call runs with them, and the model is told so.
+	Edited json.RawMessage `json:"edited,omitempty"`
+	// Responded says a person answered the call in the tool's place:
+	// Result is their answer and the tool never ran.
+	Responded bool `json:"responded,omitempty"`
 }
 
 // AgentTurnListParams selects the turns of one visit of an agent node.

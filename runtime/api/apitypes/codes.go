@@ -35,6 +35,9 @@ const (
 	// CodeStaleDecision: the decision names a proposal digest the
 	// approval wait does not show.
 	CodeStaleDecision = "E_STALE_DECISION"
+	// CodeApprovalExpired: nobody decided an agent's proposed call within
+	// its node's approval_ttl; the call was rejected and the model told.
+	CodeApprovalExpired = "E_APPROVAL_EXPIRED"
 	// CodeAmbiguousWait: a decision names a node where several decisions
 	// are open (an agent's turn proposed several calls); name a wait id.
 	CodeAmbiguousWait = "E_AMBIGUOUS_WAIT"

@@ -289,19 +289,34 @@ type HumanWait struct {
 	Until time.Time `json:"until"`
 	// Shown is what the decider is shown: a wait node's request
 	// ({"request": ...}), or the call an agent proposed ({"tool",
-	// "arguments", "turn", "call"}); a child wait shows {"child": RUN}.
+	// "arguments", "digest", "turn", "call"}); a child wait shows
+	// {"child": RUN}.
 	Shown json.RawMessage `json:"shown,omitempty"`
+	// Digest is an agent's approval's digest of the proposed call's
+	// arguments (the SHA-256 of their canonical JSON, as shown.digest): a
+	// decision that names it (DecideRequest.Digest) is taken only while
+	// the wait shows that proposal.
+	Digest string `json:"digest,omitempty"`
 }
 
 // NeedsDecision says whether the wait ends by a person's decision.
 func (w HumanWait) NeedsDecision() bool { return w.Kind == WaitHuman || w.Kind == WaitApproval }
 
 // DecideRequest is the body of POST /v1/runs/{id}/waits/{wait}/approve
-// (Payload) and .../reject (Reason), where {wait} is a wait id, or a node
-// where exactly one decision is open.
+// (Payload or Result) and .../reject (Reason), where {wait} is a wait id,
+// or a node where exactly one decision is open.
 type DecideRequest struct {
-	// Payload becomes the waiting node's result on approval.
+	// Payload becomes the waiting node's result on approval. On an
+	// agent's approval it is an edit: the arguments the proposed call
+	// runs with instead (checked against the tool's input schema,
+	// E_BAD_INPUT, the wait left open).
 	Payload json.RawMessage `json:"payload,omitempty"`
+	// Result, on the approval of an agent's proposed call, answers the
+	// call in the tool's place (a respond): it is the call's result
+	// (checked against the tool's output schema, E_BAD_RESULT, the wait
+	// left open) and the tool never runs. Present (null included) means
+	// respond; it does not go with Payload.
+	Result json.RawMessage `json:"result,omitempty"`
 	// Reason is recorded in the run's events on rejection.
 	Reason string `json:"reason,omitempty"`
 	// Digest names the proposal the decider saw on an agent's approval
@@ -314,6 +329,10 @@ type DecideRequest struct {
 const (
 	DecisionApproved = "approved"
 	DecisionRejected = "rejected"
+	// DecisionEdited: an agent's proposed call approved with edited
+	// arguments; DecisionResponded: answered in the tool's place.
+	DecisionEdited    = "edited"
+	DecisionResponded = "responded"
 )
 
 // DecideResponse answers a decision.

@@ -254,6 +254,27 @@ func (c *Client) RunReject(ctx context.Context, id, node, reason string) (*apity
 	return c.decide(ctx, id, node, "reject", apitypes.DecideRequest{Reason: reason})
 }
 
+// RunEdit approves the agent's proposed call at wait of run id with
+// edited arguments args in place of the proposed ones; digest, if set,
+// names the proposal the decider saw. Arguments the tool's input schema
+// refuses answer apitypes.CodeBadInput and the wait stays open; another
+// proposal than digest, apitypes.CodeStaleDecision.
+func (c *Client) RunEdit(ctx context.Context, id, wait string, args json.RawMessage, digest string) (*apitypes.DecideResponse, error) {
+	return c.decide(ctx, id, wait, "approve", apitypes.DecideRequest{Payload: args, Digest: digest})
+}
+
+// RunRespond answers the agent's proposed call at wait of run id in the
+// tool's place: result (nil: JSON null) is the call's result and the
+// tool never runs; digest, if set, names the proposal the decider saw. A
+// result the tool's output schema refuses answers apitypes.CodeBadResult
+// and the wait stays open.
+func (c *Client) RunRespond(ctx context.Context, id, wait string, result json.RawMessage, digest string) (*apitypes.DecideResponse, error) {
+	if len(result) == 0 {
+		result = json.RawMessage("null")
+	}
+	return c.decide(ctx, id, wait, "approve", apitypes.DecideRequest{Result: result, Digest: digest})
+}
+
 // RunDecide approves (approve) or rejects the wait at node of run id with
 // the whole request: the payload or reason, and the digest of the
 // proposal an agent's approval showed the decider.

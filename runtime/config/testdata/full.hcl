@@ -1,5 +1,6 @@
 # A weir daemon configuration using every setting.
 log_level = "debug"
+log_format = "json"
 memory_limit = "2GiB"
 
 sandbox {

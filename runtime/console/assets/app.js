@@ -586,7 +586,8 @@ function waitShown(w) {
   if (s === null || s === undefined || s === "null") return null;
   if (w.kind === "approval") {
     return el("div", { class: "proposal" }, el("p", {}, "The agent proposes to call ", el("b", { class: "mono", text: s.tool }),
-      s.turn ? " (turn " + s.turn + ")" : "", " with:"), el("pre", { class: "shown", text: pretty(s.arguments) }));
+      s.turn ? " (turn " + s.turn + ")" : "", " with:"), el("pre", { class: "shown", text: pretty(s.arguments) }),
+      s.digest ? el("p", { class: "muted" }, "Digest ", el("span", { class: "mono digest", text: s.digest })) : "");
   }
   if (w.kind === "child" && s.child) return el("p", {}, "Waits for child run ", runLink(s.child));
   if (w.kind === "unknown") {
@@ -612,31 +613,58 @@ function waitControls(runID, w) {
   return null;
 }
 
-// An agent's approval runs the call as proposed: it takes no payload, and
-// the decision names the digest of the proposal the page shows, so that
-// it is refused (E_STALE_DECISION) if the wait shows another by then.
+// An agent's approval names the digest of the proposal the page shows,
+// so that it is refused (E_STALE_DECISION) if the wait shows another by
+// then. Its arguments are shown for editing: changed, the approval is an
+// edit (the call runs with them); Respond answers the call in the tool's
+// place with the result given, and the tool never runs.
 function decideControls(runID, w) {
   const approval = w.kind === "approval";
+  const proposed = approval && w.shown ? pretty(w.shown.arguments) : "";
   const payload = el("textarea", { class: "payload", placeholder: "optional JSON payload, e.g. {\"ok\": true}" });
+  const args = el("textarea", { class: "arguments" });
+  args.value = proposed;
+  const result = el("textarea", { class: "result", placeholder: "the call's result as JSON, e.g. {\"sent\": true}" });
   const reason = el("input", { type: "text", class: "reason", placeholder: "reason (for a rejection)" });
   const answer = el("span", { class: "answer decision-answer" });
+  const parsed = (field, what) => {
+    try { return { ok: true, v: JSON.parse(field.value) }; } catch (e) {
+      answer.textContent = what + " is not JSON: " + e.message;
+      return { ok: false };
+    }
+  };
   const decide = async (verb) => {
     const body = {};
     if (approval && w.shown && w.shown.digest) body.digest = w.shown.digest;
     if (!approval && verb === "approve" && payload.value.trim() !== "") {
-      try { body.payload = JSON.parse(payload.value); } catch (e) {
-        answer.textContent = "The payload is not JSON: " + e.message;
-        return;
-      }
+      const p = parsed(payload, "The payload");
+      if (!p.ok) return;
+      body.payload = p.v;
+    }
+    if (approval && verb === "approve" && args.value.trim() !== proposed.trim()) {
+      const p = parsed(args, "The edited arguments");
+      if (!p.ok) return;
+      body.payload = p.v;
+    }
+    if (verb === "respond") {
+      const p = parsed(result, "The result");
+      if (!p.ok) return;
+      body.result = p.v;
+      verb = "approve";
     }
     if (verb === "reject" && reason.value.trim() !== "") body.reason = reason.value.trim();
     const res = await api("POST", "/runs/" + encodeURIComponent(runID) + "/waits/" + encodeURIComponent(w.id) + "/" + verb, body);
     answer.textContent = res.ok ? res.data.decision : refusal(res);
   };
-  return [...(approval ? [] : [el("label", { class: "muted", text: "Payload (approve)" }), payload]),
+  const fields = approval
+    ? [el("label", { class: "muted", text: "Arguments (approve runs the call with them; change them to edit it)" }), args,
+      el("label", { class: "muted", text: "Result (respond: answers the call in the tool's place; the tool never runs)" }), result]
+    : [el("label", { class: "muted", text: "Payload (approve)" }), payload];
+  return [...fields,
     el("label", { class: "muted", text: "Reason (reject)" }), reason,
     el("div", { class: "actions" },
       el("button", { class: "approve", type: "button", text: "Approve", onclick: () => decide("approve") }),
+      ...(approval ? [el("button", { class: "respond", type: "button", text: "Respond", onclick: () => decide("respond") })] : []),
       el("button", { class: "reject", type: "button", text: "Reject", onclick: () => decide("reject") }), answer)];
 }
 

@@ -36,7 +36,8 @@ const (
 // Failpoints of the dead-letter operations (engine redrive.go).
 const (
 	// ExhaustedParked: a task's dead letter and its run's park on an
-	// exhausted wait are durable (one transaction).
+	// exhausted wait are durable (one transaction), or a fan-out item's
+	// dead letter and its park in flight.
 	ExhaustedParked = "exhausted-parked"
 	// AfterRedrive: one task's redrive is durable, the rest of its batch
 	// and the answer are not.
@@ -51,6 +52,17 @@ const (
 	BeforeResolve = "before-resolve"
 	// AfterResolve: a resolve is durable, the run not yet woken.
 	AfterResolve = "after-resolve"
+)
+
+// Failpoints of deciding a wait (engine wait.go) and of an agent's
+// decided calls (engine agent.go).
+const (
+	// AfterDecide: a decision is durable, the run not yet woken.
+	AfterDecide = "after-decide"
+	// AgentCallsQueued: an agent's call tasks (an edited call's with its
+	// arguments) and the decisions they consumed are durable; no call
+	// has been made.
+	AgentCallsQueued = "agent-calls-queued"
 )
 
 // Failpoints of the schedule service (engine/internal/schedules).
