@@ -18,7 +18,7 @@ PKGS    := ./... ./sdk/...
 
 .PHONY: help
 help: ## List the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
 build: ## Build bin/weir and every plugin into bin/plugins/, pinned
@@ -40,7 +40,18 @@ test: ## Vet and run every test with the race detector
 	@# One line saying whether the PostgreSQL suites run or skip (go test
 	@# shows nothing of a package that passes); fails if they are required.
 	@$(GO) run ./internal/testutil/pgtest/pgcheck
+	@[ -n "$$WEIR_JAEGER" ] || echo "test: the traces-in-Jaeger tests (TestJaeger*) skip without WEIR_JAEGER; make test-jaeger builds Jaeger v2 and runs them"
 	$(GO) test -race $(PKGS)
+
+# The tests against a real Jaeger v2: its binary is built from the
+# tools/jaeger module (jaeger is a program there, pinned by go.mod's tool
+# line; outside go.work, so the root module's builds and tests never pull
+# it in). The first build takes minutes; later ones come from the build
+# cache. make test skips these tests, saying so.
+.PHONY: test-jaeger
+test-jaeger: ## Build Jaeger v2 (tools/jaeger) and run the traces-in-Jaeger tests against it
+	cd tools/jaeger && GOWORK=off $(GO) build -o $(abspath $(BIN))/jaeger github.com/jaegertracing/jaeger/cmd/jaeger
+	WEIR_JAEGER=$(abspath $(BIN))/jaeger WEIR_TEST_JAEGER=required $(GO) test -race -count=1 -run 'Jaeger' ./cmd/weir/
 
 # make test runs the fleet tests too (on PostgreSQL where it can be
 # reached), with the schedule's fleet test cut to 20 ticks to keep it

@@ -68,6 +68,7 @@ var scenarios = []scenario{
 	{12, "one owner cannot starve another", fairShare},
 	{13, "recovery operations", recovery},
 	{14, "schedules", schedules},
+	{15, "durable steps/s with tracing", tracingSteps},
 	{16, "peer: DBOS Transact on the same PostgreSQL", dbosPeer},
 }
 

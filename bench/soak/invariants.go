@@ -479,7 +479,7 @@ func checkLeases(w *world, f *final) []string {
 				if held[task] == nil {
 					bad = append(bad, fmt.Sprintf("run %s: lease renewed (seq %d) while none was held", runID, e.Seq))
 				}
-			case "expired", "retry_scheduled", "waiting", "dropped", "drained", "item_done":
+			case "expired", "retry_scheduled", "waiting", "dropped", "drained", "item_done", "agent_call_done":
 				delete(held, task)
 			case "completed", "failed", "cancelled":
 				clear(held)

@@ -222,6 +222,7 @@ func (p *plugin) run(ctx context.Context, call *sdk.Call) (any, error) {
 		resp.Usage = chat.Usage{InputTokens: estimate, OutputTokens: maxTokens}
 		resp.UsageEstimated = true
 	}
+	resp.Provider = genAIProvider(pc.Kind)
 	used = resp.Usage.InputTokens + resp.Usage.OutputTokens
 	call.Progress(resp.Usage.OutputTokens, maxTokens)
 	return sdk.Result{Output: resp, Cost: turnCost(resp.Usage, m)}, nil
@@ -302,4 +303,14 @@ func systemPrompt(r *chat.Request) string {
 		}
 	}
 	return strings.Join(parts, "\n\n")
+}
+
+// genAIProvider is the GenAI conventions' provider name of a provider
+// kind: the API the provider speaks (an OpenAI-compatible server is
+// "openai"), since the plugin cannot tell who runs it.
+func genAIProvider(kind string) string {
+	if kind == "openai-responses" {
+		return "openai"
+	}
+	return kind
 }

@@ -119,7 +119,7 @@ func (e *Engine) submit(ctx context.Context, req StartRequest) (*StartResult, er
 	entry := cs.fe.flow.Entry
 	run, existing, err := admitStart(ctx, e, req.Owner, func(runID string, cfg *Config) (*store.Run, *store.Task) {
 		run := cs.newRun(runID, cfg, e.clock.Now())
-		run.TraceID = telemetry.RunTrace(runID, req.TraceParent).String()
+		run.TraceID = telemetry.TraceOf(runID, req.TraceParent).String()
 		return run, newStepTask(run, entry, run.CreatedAt)
 	}, func(tx store.Tx, run *store.Run, task *store.Task) (*store.Dedup, error) {
 		return e.journal.acceptTx(tx, run, task, entry, req.TraceParent)

@@ -417,7 +417,8 @@ func (s *stepper) agentTurn(ctx context.Context, a *agentLoop) (loop, more bool)
 		return appendEvent(tx, s.run.ID, evAgentTurn, s.run.Attempt, node.ID, map[string]any{
 			"turn": turn, "model": node.Model, "model_tool": node.ModelTool, "stop_reason": resp.StopReason,
 			"input_tokens": resp.Usage.InputTokens, "output_tokens": resp.Usage.OutputTokens, "usage_reported": reported,
-			"reserved": reserve, "cost": cost, "tools": names, "asked_at": asked}, now)
+			"reserved": reserve, "cost": cost, "tools": names, "asked_at": asked,
+			"response_model": resp.Model, "provider": resp.Provider}, now)
 	})
 	if !ok {
 		return false, false

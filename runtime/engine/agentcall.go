@@ -19,6 +19,10 @@ import (
 // transaction; the agent's own writes of the record keep ends it did not
 // see (putTurnTx).
 
+// evAgentCallDone records the end of an agent's tool call run as a task:
+// its turn and call, its tool, its E_ code if it failed.
+const evAgentCallDone = "agent_call_done"
+
 // agentTurnTx reads turn n of a visit of an agent node: one record, so a
 // call's end costs the same whatever the turn's number.
 func agentTurnTx(tx store.Tx, runID, node string, visit, n int) (*store.AgentTurn, error) {
@@ -114,6 +118,17 @@ func agentCallEndTx(tx store.Tx, host string, t *store.Task, out json.RawMessage
 	}
 	if _, err := chargeTx(tx, host, t.RunID, t.Attempt, t.Node, cost, reserved, map[string]any{"tool": t.Tool, "turn": t.Item, "call": t.Call}, now); err != nil {
 		return false, err
+	}
+	if !asks {
+		// The call's end in the timeline, where its lease is: what a
+		// trace's span of the call ends at.
+		detail := map[string]any{"task": t.ID, "turn": t.Item, "call": t.Call, "tool": t.Tool}
+		if rerr != nil {
+			detail["code"] = rerr.Code
+		}
+		if err := appendEvent(tx, t.RunID, evAgentCallDone, t.Attempt, t.Node, detail, now); err != nil {
+			return false, err
+		}
 	}
 	tasks, err := tx.TaskListByRun(t.RunID)
 	if err != nil {

@@ -235,6 +235,8 @@ func TestTraceEventNames(t *testing.T) {
 		evRetry: telemetry.EvRetry, evDeadLettered: telemetry.EvDeadLettered, evNodeStarted: telemetry.EvNodeStarted,
 		evNodeDone: telemetry.EvNodeDone, evNodeFailed: telemetry.EvNodeFailed, evToolStarted: telemetry.EvToolStarted,
 		evWaiting: telemetry.EvWaiting, evCompleted: telemetry.EvCompleted, evFailed: telemetry.EvFailed, evCancelled: telemetry.EvCancelled,
+		evAgentTurn: telemetry.EvAgentTurn, evAgentCallDone: telemetry.EvAgentCallDone, evItemDone: telemetry.EvItemDone,
+		evCohortClosing: telemetry.EvCohortClosing, evCohortClosed: telemetry.EvCohortClosed, evCohortStopped: telemetry.EvCohortStopped,
 	} {
 		if mine != theirs {
 			t.Errorf("the engine writes %q, telemetry reads %q", mine, theirs)

@@ -3,6 +3,8 @@ package telemetry
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"time"
 
@@ -64,6 +66,9 @@ type Span struct {
 	// links to its parent run's root.
 	Links  []trace.SpanContext
 	Status codes.Code
+	// Kind is the span's kind: a model turn is a client's call (the
+	// GenAI conventions), the rest internal (the zero value).
+	Kind trace.SpanKind
 	// Description says why the status is Error (an E_ code, "interrupted
 	// by restart").
 	Description string
@@ -102,6 +107,16 @@ type builder struct {
 	leaseAttempt int
 	cuts         []cutLease
 	over         int // spans left out past MaxSpans
+	// parts are the spans in progress of the tasks that work for a visit
+	// without being its step (items, agent calls), by task id; items
+	// the item spans in progress by node and index; cohorts each node's
+	// cohort span in progress.
+	parts   map[string]*Span
+	items   map[string]*Span
+	cohorts map[string]*Span
+	// turnRetries are the retries of each node's model turn not yet
+	// answered, by node and turn.
+	turnRetries map[string][]*store.Event
 }
 
 // Build returns the spans of the run whose timeline evs is (in sequence
@@ -113,7 +128,8 @@ func Build(evs []*store.Event) ([]Span, error) {
 	if len(evs) == 0 || evs[0].Type != EvAccepted {
 		return nil, fmt.Errorf("telemetry: a timeline starts with its %s event", EvAccepted)
 	}
-	b := &builder{run: evs[0].RunID, ends: map[string]int{}, segs: map[SpanKey]int{}, waits: map[string]*Span{}}
+	b := &builder{run: evs[0].RunID, ends: map[string]int{}, segs: map[SpanKey]int{}, waits: map[string]*Span{},
+		parts: map[string]*Span{}, items: map[string]*Span{}, cohorts: map[string]*Span{}, turnRetries: map[string][]*store.Event{}}
 	b.accepted(evs[0])
 	for _, e := range evs[1:] {
 		if b.step(e) {
@@ -123,14 +139,26 @@ func Build(evs []*store.Event) ([]Span, error) {
 	return nil, ErrNotTerminal
 }
 
-func (b *builder) accepted(e *store.Event) {
+// RunTrace is the trace id of the run whose accepted event is e: the
+// caller's, from the traceparent journaled with it, else one derived from
+// the run id. A sampler can decide on it before the timeline is read.
+func RunTrace(e *store.Event) trace.TraceID {
+	tid, _ := runParent(e)
+	return tid
+}
+
+// runParent is the run's trace id and its root's parent (the caller's
+// span; invalid when none).
+func runParent(e *store.Event) (trace.TraceID, trace.SpanID) {
 	tp, _ := e.Detail["traceparent"].(string)
-	b.trace = RunTrace(b.run, tp)
+	return callerTrace(e.RunID, tp)
+}
+
+func (b *builder) accepted(e *store.Event) {
 	key := SpanKey{Run: b.run}
-	b.root = &Span{Key: key, Trace: b.trace, ID: SpanID(key), Start: e.At, Name: "run"}
-	if _, sid, ok := traceParent(tp); ok {
-		b.root.Parent = sid
-	}
+	b.root = &Span{Key: key, ID: SpanID(key), Start: e.At, Name: "run"}
+	b.trace, b.root.Parent = runParent(e)
+	b.root.Trace = b.trace
 	b.root.Attrs = append(b.root.Attrs, attribute.String("weir.run_id", b.run))
 	if f, ok := e.Detail["flow"].(string); ok {
 		b.root.Name = "run " + escape.Cut(f, maxAttrBytes)
@@ -165,8 +193,8 @@ const EvDrained = "drained"
 
 // step reads one event; it reports whether the run ended there.
 func (b *builder) step(e *store.Event) bool {
-	if _, item := e.Detail["item"]; item {
-		return false // a fan-out item's task: its spans are a later slice's
+	if b.partEvent(e) {
+		return false // an item's or an agent call's: its own span's
 	}
 	if e.Type != EvWaiting && e.Type != "queued" && e.Type != "renewed" {
 		// A wait lasts until the run's next event: the decision, the
@@ -209,10 +237,19 @@ func (b *builder) step(e *store.Event) bool {
 	case EvCompleted, EvFailed, EvCancelled:
 		b.terminal(e)
 		return true
+	case EvAgentTurn:
+		b.turn(e)
+	case EvCohortClosing, EvCohortClosed, EvCohortStopped:
+		b.cohortEvent(e)
 	case EvRetry:
 		v := b.visitOf(e)
 		b.retry(e)
 		b.event(v, e)
+		if turn := detailString(e, "turn"); turn != "" {
+			// A model turn's retry: the turn's span, once its answer
+			// is journaled, shows it too.
+			b.turnRetries[e.Node+"\x00"+turn] = append(b.turnRetries[e.Node+"\x00"+turn], e)
+		}
 	default:
 		switch {
 		case leaseEvents[e.Type]:
@@ -315,6 +352,9 @@ func (b *builder) closeVisit(at time.Time, ended bool) {
 	}
 	v.End = at
 	b.keep(v)
+	if ended {
+		b.endCohort(v.Key.Node, at)
+	}
 	if t := b.try; t != nil {
 		// The last try ends with its visit, as its visit did.
 		t.End, t.Status, t.Description = at, v.Status, v.Description
@@ -391,10 +431,14 @@ func (b *builder) wait(e *store.Event) {
 	if id != "" {
 		attrs = append(attrs, attribute.String("weir.wait.id", id))
 	}
-	if child := detailString(e, "child"); child != "" {
-		attrs = append(attrs, attribute.String("weir.wait.child_run_id", child))
-	}
 	w := &Span{Key: key, Trace: b.trace, ID: SpanID(key), Parent: parent.ID, Name: "wait " + parent.Name, Start: e.At, End: e.At, Attrs: attrs}
+	if child := detailString(e, "child"); child != "" {
+		w.Attrs = append(w.Attrs, attribute.String("weir.wait.child_run_id", child))
+		w.Links = append(w.Links, childRoot(child)) // the subflow's trace
+	}
+	if kind == "cohort" {
+		b.cohort(e.Node, e.At)
+	}
 	b.waits[e.Node] = w
 	b.keep(w)
 }
@@ -414,6 +458,16 @@ func (b *builder) terminal(e *store.Event) {
 	}
 	for _, w := range b.waits {
 		w.End = e.At
+	}
+	// A part still running when its run ended (a cancel, a failure
+	// elsewhere) ends with the run, in a fixed order: Build is pure.
+	for _, task := range slices.Sorted(maps.Keys(b.parts)) {
+		p := b.parts[task]
+		p.Status, p.Description = status, desc
+		b.endPart(task, e.At)
+	}
+	for _, node := range slices.Sorted(maps.Keys(b.cohorts)) {
+		b.endCohort(node, e.At)
 	}
 	for _, c := range b.cuts {
 		// A lease cut and never resumed at a node: the run's end says

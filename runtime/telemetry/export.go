@@ -217,8 +217,12 @@ func (x *Exporter) emit(ctx context.Context, s *Span) {
 	for i, l := range s.Links {
 		links[i] = trace.Link{SpanContext: l}
 	}
+	kind := s.Kind
+	if kind == trace.SpanKindUnspecified {
+		kind = trace.SpanKindInternal
+	}
 	_, span := x.tracer.Start(ctx, s.Name, trace.WithTimestamp(s.Start), trace.WithAttributes(s.Attrs...),
-		trace.WithSpanKind(trace.SpanKindInternal), trace.WithLinks(links...))
+		trace.WithSpanKind(kind), trace.WithLinks(links...))
 	for _, e := range s.Events {
 		span.AddEvent(e.Name, trace.WithTimestamp(e.At), trace.WithAttributes(e.Attrs...))
 	}

@@ -21,14 +21,22 @@ func TraceID(runID string) trace.TraceID {
 	return id
 }
 
-// RunTrace is the trace id of run runID: the caller's, from the W3C
-// traceparent its start was given (journaled at acceptance), else its own
-// (TraceID). A malformed traceparent is ignored, as the W3C spec says.
-func RunTrace(runID, traceparent string) trace.TraceID {
-	if tid, _, ok := traceParent(traceparent); ok {
-		return tid
+// TraceOf is the trace id of run runID started with traceparent: the
+// caller's, from the W3C traceparent (journaled at acceptance), else its
+// own (TraceID). A malformed traceparent is ignored, as the W3C spec says.
+func TraceOf(runID, traceparent string) trace.TraceID {
+	tid, _ := callerTrace(runID, traceparent)
+	return tid
+}
+
+// callerTrace is the trace of run runID and its root's parent: the
+// caller's trace and span from traceparent, else the run's own trace and
+// no parent.
+func callerTrace(runID, traceparent string) (trace.TraceID, trace.SpanID) {
+	if tid, sid, ok := traceParent(traceparent); ok {
+		return tid, sid
 	}
-	return TraceID(runID)
+	return TraceID(runID), trace.SpanID{}
 }
 
 // SpanKey is what the journal says a span is. The zero key but for Run is

@@ -135,6 +135,10 @@ type Response struct {
 	UsageEstimated bool `json:"usage_estimated,omitempty"`
 	// Model is the provider's id of the model that answered.
 	Model string `json:"model"`
+	// Provider names the API that answered as the OpenTelemetry GenAI
+	// conventions name providers ("openai", "anthropic"); empty when the
+	// tool does not say. Traces carry it as gen_ai.provider.name.
+	Provider string `json:"provider,omitempty"`
 }
 
 // Limits of a request, named so that a refusal can cite them.

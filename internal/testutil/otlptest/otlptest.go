@@ -30,9 +30,17 @@ type Span struct {
 	// Error: status code Error; OK: status code Ok.
 	Error, OK   bool
 	Description string
-	Attrs       map[string]any // string, bool, int64 or float64 values
+	Attrs       map[string]any // string, bool, int64, float64 or []string values
 	Links       []string       // linked span ids
 	Service     string         // the resource's service.name
+	Events      []Event
+	Client      bool // span kind Client
+}
+
+// Event is a span's event as received.
+type Event struct {
+	Name  string
+	Attrs map[string]any
 }
 
 // Sink is the receiver. URL is its base URL (the exporter posts to
@@ -162,6 +170,10 @@ func span(sp *tracepb.Span, service string) Span {
 	for _, l := range sp.Links {
 		out.Links = append(out.Links, hex.EncodeToString(l.SpanId))
 	}
+	for _, e := range sp.Events {
+		out.Events = append(out.Events, Event{Name: e.Name, Attrs: attrs(e.Attributes)})
+	}
+	out.Client = sp.Kind == tracepb.Span_SPAN_KIND_CLIENT
 	return out
 }
 
@@ -177,6 +189,12 @@ func attrs(kvs []*commonpb.KeyValue) map[string]any {
 			out[kv.Key] = v.IntValue
 		case *commonpb.AnyValue_DoubleValue:
 			out[kv.Key] = v.DoubleValue
+		case *commonpb.AnyValue_ArrayValue:
+			var vs []string // the string arrays weir's spans carry
+			for _, e := range v.ArrayValue.GetValues() {
+				vs = append(vs, e.GetStringValue())
+			}
+			out[kv.Key] = vs
 		}
 	}
 	return out

@@ -193,12 +193,25 @@ func (s *Service) spansOf(ctx context.Context, entry *store.Event) ([]telemetry.
 		return nil, errors.New("the outbox entry names no run")
 	}
 	var evs []*store.Event
+	unsampled := false
 	if err := s.st.View(ctx, func(tx store.Tx) error {
-		var err error
+		// The acceptance first: it gives the trace id, and a run the
+		// sample leaves out is not read any further nor built.
+		first, err := tx.EventList(store.EventListParams{RunID: runID, Limit: 1})
+		if err != nil || len(first) == 0 {
+			return err
+		}
+		if first[0].Type == telemetry.EvAccepted && !s.exp.Sampled(telemetry.RunTrace(first[0])) {
+			unsampled = true
+			return nil
+		}
 		evs, err = tx.EventList(store.EventListParams{RunID: runID, Limit: MaxEvents + 1})
 		return err
 	}); err != nil {
 		return nil, storeError{err}
+	}
+	if unsampled {
+		return nil, errUnsampled
 	}
 	switch {
 	case len(evs) == 0:
@@ -206,14 +219,7 @@ func (s *Service) spansOf(ctx context.Context, entry *store.Event) ([]telemetry.
 	case len(evs) > MaxEvents:
 		return nil, errors.New("the run's timeline is longer than the export reads")
 	}
-	spans, err := telemetry.Build(evs)
-	if err != nil {
-		return nil, err
-	}
-	if !s.exp.Sampled(spans[0].Trace) {
-		return nil, errUnsampled
-	}
-	return spans, nil
+	return telemetry.Build(evs)
 }
 
 // flush exports g and removes the entries it covers; it reports whether

@@ -162,6 +162,29 @@ func TestRunOnceSkipsAndGoesOn(t *testing.T) {
 	}
 }
 
+// A run the sample leaves out is decided on its acceptance alone: its
+// timeline is not read on nor built, so one that Build would refuse (it
+// has no terminal record) is counted unsampled, not skipped.
+func TestRunOnceSamplesOnTheAcceptance(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	if err := b.st.Update(context.Background(), func(tx store.Tx) error {
+		for _, e := range []*store.Event{{RunID: "run_cut", Type: telemetry.EvAccepted, At: t0}, {RunID: "run_cut", Type: telemetry.EvLeased, Node: "a", Attempt: 1, At: t0},
+			{RunID: outbox, Type: "trace_due", At: t0, Detail: map[string]any{"run": "run_cut"}}} {
+			if err := tx.EventAppend(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b.exp.skip[telemetry.TraceID("run_cut")] = true
+	if res := b.svc.RunOnce(context.Background()); res != (Result{Unsampled: 1}) || b.entries(t) != 0 {
+		t.Errorf("pass %+v, %d entries left; want one run unsampled, none left", res, b.entries(t))
+	}
+}
+
 // In a fleet one daemon at a time exports: another's pass does nothing
 // while the first holds the service lease, and takes over once it lapses.
 func TestRunOnceHoldsTheServiceLease(t *testing.T) {
