@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -248,36 +247,24 @@ func testEventSlotConcurrent(t *testing.T, s store.Store, _ Opener) {
 // badgerstore), so an error here is a failure, never the caller's retry.
 func AddToSlotConcurrently(t *testing.T, stores []store.Store, goroutines, each int) {
 	t.Helper()
-	var wg sync.WaitGroup
-	errs := make(chan error, goroutines)
-	for g := range goroutines {
-		s := stores[g%len(stores)]
-		wg.Go(func() {
-			for i := range each {
-				id := fmt.Sprintf("g%02d-%02d", g, i)
-				err := s.Update(ctx, func(tx store.Tx) error {
-					sl, err := tx.EventSlotGet("alice", "ticket.updated", "T-42")
-					if errors.Is(err, store.ErrNotFound) {
-						sl, err = &store.EventSlot{Owner: "alice", Name: "ticket.updated", Key: "T-42"}, nil
-					}
-					if err != nil {
-						return err
-					}
-					sl.Kept = append(sl.Kept, id)
-					return tx.EventSlotPut(sl)
-				})
-				if err != nil {
-					errs <- fmt.Errorf("%s: %w", id, err)
-					return
-				}
+	updateConcurrently(t, stores, goroutines, each, func(s store.Store, g, i int) error {
+		id := fmt.Sprintf("g%02d-%02d", g, i)
+		err := s.Update(ctx, func(tx store.Tx) error {
+			sl, err := tx.EventSlotGet("alice", "ticket.updated", "T-42")
+			if errors.Is(err, store.ErrNotFound) {
+				sl, err = &store.EventSlot{Owner: "alice", Name: "ticket.updated", Key: "T-42"}, nil
 			}
+			if err != nil {
+				return err
+			}
+			sl.Kept = append(sl.Kept, id)
+			return tx.EventSlotPut(sl)
 		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+		if err != nil {
+			return fmt.Errorf("%s: %w", id, err)
+		}
+		return nil
+	})
 	sl := read(t, stores[0], func(tx store.Tx) (*store.EventSlot, error) { return tx.EventSlotGet("alice", "ticket.updated", "T-42") })
 	var want []string
 	for g := range goroutines {
@@ -303,25 +290,13 @@ func testOwnerEventsConcurrent(t *testing.T, s store.Store, _ Opener) {
 // each once, in the order the events list in, and that the count agrees.
 func AcceptConcurrently(t *testing.T, stores []store.Store, goroutines, each int) {
 	t.Helper()
-	var wg sync.WaitGroup
-	errs := make(chan error, goroutines)
-	for g := range goroutines {
-		s := stores[g%len(stores)]
-		wg.Go(func() {
-			for i := range each {
-				e := newOwnerEvent("alice", fmt.Sprintf("g%02d-%02d", g, i), t0)
-				if err := s.Update(ctx, func(tx store.Tx) error { return tx.OwnerEventPut(e) }); err != nil {
-					errs <- fmt.Errorf("%s: %w", e.ID, err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	updateConcurrently(t, stores, goroutines, each, func(s store.Store, g, i int) error {
+		e := newOwnerEvent("alice", fmt.Sprintf("g%02d-%02d", g, i), t0)
+		if err := s.Update(ctx, func(tx store.Tx) error { return tx.OwnerEventPut(e) }); err != nil {
+			return fmt.Errorf("%s: %w", e.ID, err)
+		}
+		return nil
+	})
 	n := goroutines * each
 	view(t, stores[0], func(tx store.Tx) error {
 		es, err := tx.OwnerEventList(store.OwnerEventListParams{Owner: "alice"})

@@ -140,3 +140,29 @@ func PerTest[P any](newPlace func(t *testing.T) P, open func(t *testing.T, place
 		return s
 	}
 }
+
+// updateConcurrently calls fn(s, g, i) for each i below each from each of
+// goroutines goroutines g, goroutine g on stores[g%len(stores)] (all on
+// the same data), and fails the test with the first error once all have
+// returned: a goroutine stops at its own first error.
+func updateConcurrently(t *testing.T, stores []store.Store, goroutines, each int, fn func(s store.Store, g, i int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines)
+	for g := range goroutines {
+		s := stores[g%len(stores)]
+		wg.Go(func() {
+			for i := range each {
+				if err := fn(s, g, i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}

@@ -1291,31 +1291,20 @@ func testConcurrentFnErrors(t *testing.T, s store.Store, _ Opener) {
 
 func testConcurrentUpdates(t *testing.T, s store.Store, _ Opener) {
 	const goroutines, each = 64, 20
-	var wg sync.WaitGroup
-	errs := make(chan error, goroutines)
 	seqs := make([][]uint64, goroutines)
-	for g := range goroutines {
-		wg.Go(func() {
-			for i := range each {
-				id := fmt.Sprintf("g%02d-%02d", g, i)
-				e := &store.Event{RunID: id, Type: "queued"}
-				err := s.Update(ctx, func(tx store.Tx) error {
-					return first(tx.RunInsert(newRun(id, fmt.Sprint("o", g), store.PhaseQueued)),
-						tx.TaskPut(newTask("t-"+id, id, t0)), tx.EventAppend(e))
-				})
-				if err != nil {
-					errs <- fmt.Errorf("%s: %w", id, err)
-					return
-				}
-				seqs[g] = append(seqs[g], e.Seq)
-			}
+	updateConcurrently(t, []store.Store{s}, goroutines, each, func(s store.Store, g, i int) error {
+		id := fmt.Sprintf("g%02d-%02d", g, i)
+		e := &store.Event{RunID: id, Type: "queued"}
+		err := s.Update(ctx, func(tx store.Tx) error {
+			return first(tx.RunInsert(newRun(id, fmt.Sprint("o", g), store.PhaseQueued)),
+				tx.TaskPut(newTask("t-"+id, id, t0)), tx.EventAppend(e))
 		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+		if err != nil {
+			return fmt.Errorf("%s: %w", id, err)
+		}
+		seqs[g] = append(seqs[g], e.Seq)
+		return nil
+	})
 	view(t, s, func(tx store.Tx) error {
 		runs, err := tx.RunList(store.RunListParams{})
 		q, _, err2 := tx.TaskCount()
@@ -1362,37 +1351,21 @@ func testReadModifyWrite(t *testing.T, s store.Store, _ Opener) {
 // isolated from the others, within one store and across stores alike.
 func IncrementConcurrently(t *testing.T, stores []store.Store, goroutines, each int) {
 	t.Helper()
-	var wg sync.WaitGroup
-	var failed sync.Once
-	var firstErr error
-	for g := range goroutines {
-		s := stores[g%len(stores)]
-		wg.Go(func() {
-			for range each {
-				err := s.Update(ctx, func(tx store.Tx) error {
-					n := 0
-					b, err := tx.MetaGet("n")
-					switch {
-					case err == nil:
-						if n, err = strconv.Atoi(string(b)); err != nil {
-							return err
-						}
-					case !errors.Is(err, store.ErrNotFound):
-						return err
-					}
-					return tx.MetaPut("n", strconv.AppendInt(nil, int64(n+1), 10))
-				})
-				if err != nil {
-					failed.Do(func() { firstErr = err })
-					return
+	updateConcurrently(t, stores, goroutines, each, func(s store.Store, _, _ int) error {
+		return s.Update(ctx, func(tx store.Tx) error {
+			n := 0
+			b, err := tx.MetaGet("n")
+			switch {
+			case err == nil:
+				if n, err = strconv.Atoi(string(b)); err != nil {
+					return err
 				}
+			case !errors.Is(err, store.ErrNotFound):
+				return err
 			}
+			return tx.MetaPut("n", strconv.AppendInt(nil, int64(n+1), 10))
 		})
-	}
-	wg.Wait()
-	if firstErr != nil {
-		t.Fatal(firstErr)
-	}
+	})
 	view(t, stores[0], func(tx store.Tx) error {
 		b, err := tx.MetaGet("n")
 		return first(err, same("counter", string(b), fmt.Sprint(goroutines*each)))
