@@ -47,10 +47,7 @@ func TestIRJSONRoundTrip(t *testing.T) {
 // golden file shows the whole encoding of the research example.
 func TestIRJSONGolden(t *testing.T) {
 	t.Parallel()
-	m, ds := Load(flowtest.ReadFiles(t, "../../examples/research.star"))
-	if len(ds) > 0 {
-		t.Fatal(ds)
-	}
+	m := mustLoad(t, flowtest.ReadFiles(t, "../../examples/research.star"))
 	data, err := json.MarshalIndent(m.Flow("research"), "", "  ")
 	if err != nil {
 		t.Fatal(err)
@@ -65,10 +62,7 @@ func TestIRJSONGolden(t *testing.T) {
 
 func TestValidateInput(t *testing.T) {
 	t.Parallel()
-	m, ds := Load(flowtest.ReadFiles(t, "../../examples/summarize.star"))
-	if len(ds) > 0 {
-		t.Fatal(ds)
-	}
+	m := mustLoad(t, flowtest.ReadFiles(t, "../../examples/summarize.star"))
 	f := m.Flow("summarize")
 	if err := f.ValidateInput(map[string]any{"hits": []any{1, "x"}}); err != nil {
 		t.Errorf("valid input refused: %v", err)
