@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -165,4 +166,33 @@ func updateConcurrently(t *testing.T, stores []store.Store, goroutines, each int
 	for err := range errs {
 		t.Fatal(err)
 	}
+}
+
+// CheckSecondOpenLocked checks the hold every backend keeps on its data:
+// while s is open, open (another open of the same data) is refused with
+// store.ErrLocked, its message containing naming (what the data is: a
+// directory, a schema); once s is closed the data opens, and is refused
+// again while that store is open.
+func CheckSecondOpenLocked(t *testing.T, s store.Store, open func() (store.Store, error), naming string) {
+	t.Helper()
+	refused := func(when string) {
+		t.Helper()
+		s2, err := open()
+		if err == nil {
+			s2.Close()
+		}
+		if !errors.Is(err, store.ErrLocked) || !strings.Contains(err.Error(), naming) {
+			t.Fatalf("%s: %v, want ErrLocked naming %q", when, err, naming)
+		}
+	}
+	refused("second open while the first is open")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := open()
+	if err != nil {
+		t.Fatalf("open after the first closed: %v", err)
+	}
+	CloseAtCleanup(t, s2)
+	refused("another open while the reopened store is open")
 }
