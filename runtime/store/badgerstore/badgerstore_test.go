@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -206,53 +205,9 @@ func TestGroupSplitsAtTransactionLimit(t *testing.T) {
 // and their writes are there after a new Open.
 func TestCloseCompletesPendingUpdates(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	s, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	release := storetest.Stall(t, s)
-	const n = 10
-	errs := make(chan error, n)
-	for i := range n {
-		go func() {
-			errs <- s.Update(ctx, func(tx store.Tx) error { return tx.MetaPut(fmt.Sprint("k", i), []byte("v")) })
-		}()
-	}
-	waitQueued(t, s, n)
-	closed := make(chan error, 1)
-	go func() { closed <- s.Close() }()
-	for !s.gate.Closed() {
-		runtime.Gosched()
-	}
-	if err := s.Update(ctx, func(store.Tx) error { return nil }); !errors.Is(err, store.ErrClosed) {
-		t.Fatalf("Update while closing: %v, want ErrClosed", err)
-	}
-	release()
-	for range n {
-		if err := <-errs; err != nil {
-			t.Fatalf("pending Update: %v", err)
-		}
-	}
-	if err := <-closed; err != nil {
-		t.Fatalf("Close: %v", err)
-	}
-	s2, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s2.Close()
-	err = s2.View(ctx, func(tx store.Tx) error {
-		for i := range n {
-			if _, err := tx.MetaGet(fmt.Sprint("k", i)); err != nil {
-				return fmt.Errorf("k%d: %w", i, err)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	open := opener(Options{})
+	s := open(t).(*Store)
+	storetest.CheckCloseCompletesPending(t, s, func() int { return len(s.reqs) }, s.gate.Closed, func() store.Store { return open(t) })
 }
 
 // TestOpenLockedInProcess: a second Open of a directory in use is refused

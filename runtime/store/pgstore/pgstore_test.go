@@ -112,6 +112,16 @@ func TestGroupCommitAndTooLarge(t *testing.T) {
 	storetest.CheckContinuations(t, s, n, value)
 }
 
+// TestCloseCompletesPendingUpdates closes the store while Updates wait
+// behind a stalled committer: they complete, later calls get ErrClosed,
+// and their writes are there after a new Open.
+func TestCloseCompletesPendingUpdates(t *testing.T) {
+	t.Parallel()
+	open := opener(Options{})
+	s := open(t).(*Store)
+	storetest.CheckCloseCompletesPending(t, s, func() int { return len(s.reqs) }, s.gate.Closed, func() store.Store { return open(t) })
+}
+
 // TestTwoStoresOneSchema increments one counter from two stores on the
 // same schema, as two daemons on one database would: their group commits
 // conflict, and the serialization failures are retried without losing an

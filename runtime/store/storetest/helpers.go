@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -195,4 +196,47 @@ func CheckSecondOpenLocked(t *testing.T, s store.Store, open func() (store.Store
 	}
 	CloseAtCleanup(t, s2)
 	refused("another open while the reopened store is open")
+}
+
+// CheckCloseCompletesPending closes s while Updates wait behind a stalled
+// committer (Stall; queued is the backend's count of waiting Updates, as
+// for WaitQueued): they complete, an Update once Close began (closing
+// reports it) gets store.ErrClosed, and their writes are there in the
+// store reopen opens on the same data afterwards.
+func CheckCloseCompletesPending(t *testing.T, s store.Store, queued func() int, closing func() bool, reopen func() store.Store) {
+	t.Helper()
+	release := Stall(t, s)
+	const n = 10
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			errs <- s.Update(ctx, func(tx store.Tx) error { return tx.MetaPut(fmt.Sprint("k", i), []byte("v")) })
+		}()
+	}
+	WaitQueued(t, queued, n)
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	for !closing() {
+		runtime.Gosched()
+	}
+	if err := s.Update(ctx, func(store.Tx) error { return nil }); !errors.Is(err, store.ErrClosed) {
+		t.Fatalf("Update while closing: %v, want ErrClosed", err)
+	}
+	release()
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("pending Update: %v", err)
+		}
+	}
+	if err := <-closed; err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	view(t, reopen(), func(tx store.Tx) error {
+		for i := range n {
+			if _, err := tx.MetaGet(fmt.Sprint("k", i)); err != nil {
+				return fmt.Errorf("k%d: %w", i, err)
+			}
+		}
+		return nil
+	})
 }
