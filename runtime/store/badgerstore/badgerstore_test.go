@@ -61,8 +61,11 @@ var ctx = context.Background()
 // (storetest.Stall), so that they form one group.
 func waitQueued(t *testing.T, s *Store, n int) {
 	t.Helper()
-	storetest.WaitQueued(t, func() int { return len(s.reqs) }, n)
+	storetest.WaitQueued(t, func() int { return queued(s) }, n)
 }
+
+// queued counts the Updates waiting for s's committer.
+func queued(s store.Store) int { return len(s.(*Store).reqs) }
 
 var errBoom = errors.New("boom")
 
@@ -205,9 +208,7 @@ func TestGroupSplitsAtTransactionLimit(t *testing.T) {
 // and their writes are there after a new Open.
 func TestCloseCompletesPendingUpdates(t *testing.T) {
 	t.Parallel()
-	open := opener(Options{})
-	s := open(t).(*Store)
-	storetest.CheckCloseCompletesPending(t, s, func() int { return len(s.reqs) }, s.gate.Closed, func() store.Store { return open(t) })
+	storetest.CheckCloseCompletesPending(t, opener(Options{}), queued, func(s store.Store) bool { return s.(*Store).gate.Closed() })
 }
 
 // TestOpenLockedInProcess: a second Open of a directory in use is refused

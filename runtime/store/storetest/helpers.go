@@ -198,13 +198,14 @@ func CheckSecondOpenLocked(t *testing.T, s store.Store, open func() (store.Store
 	refused("another open while the reopened store is open")
 }
 
-// CheckCloseCompletesPending closes s while Updates wait behind a stalled
-// committer (Stall; queued is the backend's count of waiting Updates, as
-// for WaitQueued): they complete, an Update once Close began (closing
-// reports it) gets store.ErrClosed, and their writes are there in the
-// store reopen opens on the same data afterwards.
-func CheckCloseCompletesPending(t *testing.T, s store.Store, queued func() int, closing func() bool, reopen func() store.Store) {
+// CheckCloseCompletesPending closes a store of open's while Updates wait
+// behind a stalled committer (Stall; queued is the backend's count of
+// waiting Updates, as for WaitQueued): they complete, an Update once Close
+// began (closing reports it) gets store.ErrClosed, and their writes are
+// there in the store open opens next on the same data.
+func CheckCloseCompletesPending(t *testing.T, open Opener, queued func(store.Store) int, closing func(store.Store) bool) {
 	t.Helper()
+	s := open(t)
 	release := Stall(t, s)
 	const n = 10
 	errs := make(chan error, n)
@@ -213,10 +214,10 @@ func CheckCloseCompletesPending(t *testing.T, s store.Store, queued func() int, 
 			errs <- s.Update(ctx, func(tx store.Tx) error { return tx.MetaPut(fmt.Sprint("k", i), []byte("v")) })
 		}()
 	}
-	WaitQueued(t, queued, n)
+	WaitQueued(t, func() int { return queued(s) }, n)
 	closed := make(chan error, 1)
 	go func() { closed <- s.Close() }()
-	for !closing() {
+	for !closing(s) {
 		runtime.Gosched()
 	}
 	if err := s.Update(ctx, func(store.Tx) error { return nil }); !errors.Is(err, store.ErrClosed) {
@@ -231,7 +232,7 @@ func CheckCloseCompletesPending(t *testing.T, s store.Store, queued func() int, 
 	if err := <-closed; err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	view(t, reopen(), func(tx store.Tx) error {
+	view(t, open(t), func(tx store.Tx) error {
 		for i := range n {
 			if _, err := tx.MetaGet(fmt.Sprint("k", i)); err != nil {
 				return fmt.Errorf("k%d: %w", i, err)
