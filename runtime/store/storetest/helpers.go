@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -240,4 +241,21 @@ func CheckCloseCompletesPending(t *testing.T, open Opener, queued func(store.Sto
 		}
 		return nil
 	})
+}
+
+// listing is one listing a contract reads, as names, and the names it
+// wants in that order.
+type listing struct {
+	name      string
+	got, want []string
+}
+
+// checkListings reports each listing whose names are not its want.
+func checkListings(t *testing.T, ls []listing) {
+	t.Helper()
+	for _, l := range ls {
+		if !slices.Equal(l.got, l.want) {
+			t.Errorf("%s: %v, want %v", l.name, l.got, l.want)
+		}
+	}
 }
