@@ -259,3 +259,13 @@ func checkListings(t *testing.T, ls []listing) {
 		}
 	}
 }
+
+// changeTask reads task id in tx, lets change alter it and puts it back.
+func changeTask(tx store.Tx, id string, change func(*store.Task)) error {
+	tk, err := tx.TaskGet(id)
+	if err != nil {
+		return err
+	}
+	change(tk)
+	return tx.TaskPut(tk)
+}

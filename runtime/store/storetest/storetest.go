@@ -702,22 +702,9 @@ func testTaskListReady(t *testing.T, s store.Store, _ Opener) {
 	// it from the queue; releasing the lease puts it back. No stale index
 	// entry may list a task twice or at its old time.
 	update(t, s, func(tx store.Tx) error {
-		p, err := tx.TaskGet("parked")
-		if err != nil {
-			return err
-		}
-		p.ReadyAt = at(1500 * time.Millisecond)
-		a, err := tx.TaskGet("a")
-		if err != nil {
-			return err
-		}
-		a.Leased = true
-		l, err := tx.TaskGet("leased")
-		if err != nil {
-			return err
-		}
-		l.Leased, l.ReadyAt = false, at(2500*time.Millisecond)
-		return first(tx.TaskPut(p), tx.TaskPut(a), tx.TaskPut(l))
+		return first(changeTask(tx, "parked", func(tk *store.Task) { tk.ReadyAt = at(1500 * time.Millisecond) }),
+			changeTask(tx, "a", func(tk *store.Task) { tk.Leased = true }),
+			changeTask(tx, "leased", func(tk *store.Task) { tk.Leased, tk.ReadyAt = false, at(2500*time.Millisecond) }))
 	})
 	if got, want := ready(at(time.Hour), 0), []string{"zero", "parked", "b1", "b2", "leased", "c"}; !slices.Equal(got, want) {
 		t.Fatalf("after wake, lease and release: %v, want %v", got, want)
@@ -750,12 +737,7 @@ func testTaskListByRun(t *testing.T, s store.Store, _ Opener) {
 	}
 	// A task moved to another run leaves the first run's list.
 	update(t, s, func(tx store.Tx) error {
-		tk, err := tx.TaskGet("t2")
-		if err != nil {
-			return err
-		}
-		tk.RunID = "r2"
-		return tx.TaskPut(tk)
+		return changeTask(tx, "t2", func(tk *store.Task) { tk.RunID = "r2" })
 	})
 	if got, want := byRun("r1"), []string{"t1", "t3"}; !slices.Equal(got, want) {
 		t.Fatalf("r1 after moving t2: %v, want %v", got, want)
