@@ -91,17 +91,28 @@ func CheckNotFound(err error) error {
 // continuation of run "r<i>" (behind a Stall they queue up), and returns a
 // function that waits for them and fails the test unless each succeeded.
 func PutContinuations(t *testing.T, s store.Store, n int, value []byte) (wait func()) {
+	done := startUpdates(t, s, n, func(i int) func(tx store.Tx) error {
+		return func(tx store.Tx) error { return tx.ContinuationPut(fmt.Sprint("r", i), value) }
+	})
+	return func() {
+		t.Helper()
+		done("Update")
+	}
+}
+
+// startUpdates starts n Updates of s at once, the i-th running fn(i), and
+// returns a function that waits for all of them and fails the test,
+// naming them as what, unless each succeeded.
+func startUpdates(t *testing.T, s store.Store, n int, fn func(i int) func(tx store.Tx) error) (wait func(what string)) {
 	errs := make(chan error, n)
 	for i := range n {
-		go func() {
-			errs <- s.Update(ctx, func(tx store.Tx) error { return tx.ContinuationPut(fmt.Sprint("r", i), value) })
-		}()
+		go func() { errs <- s.Update(ctx, fn(i)) }()
 	}
-	return func() {
+	return func(what string) {
 		t.Helper()
 		for range n {
 			if err := <-errs; err != nil {
-				t.Fatalf("Update: %v", err)
+				t.Fatalf("%s: %v", what, err)
 			}
 		}
 	}
@@ -209,12 +220,9 @@ func CheckCloseCompletesPending(t *testing.T, open Opener, queued func(store.Sto
 	s := open(t)
 	release := Stall(t, s)
 	const n = 10
-	errs := make(chan error, n)
-	for i := range n {
-		go func() {
-			errs <- s.Update(ctx, func(tx store.Tx) error { return tx.MetaPut(fmt.Sprint("k", i), []byte("v")) })
-		}()
-	}
+	pending := startUpdates(t, s, n, func(i int) func(tx store.Tx) error {
+		return func(tx store.Tx) error { return tx.MetaPut(fmt.Sprint("k", i), []byte("v")) }
+	})
 	WaitQueued(t, func() int { return queued(s) }, n)
 	closed := make(chan error, 1)
 	go func() { closed <- s.Close() }()
@@ -225,11 +233,7 @@ func CheckCloseCompletesPending(t *testing.T, open Opener, queued func(store.Sto
 		t.Fatalf("Update while closing: %v, want ErrClosed", err)
 	}
 	release()
-	for range n {
-		if err := <-errs; err != nil {
-			t.Fatalf("pending Update: %v", err)
-		}
-	}
+	pending("pending Update")
 	if err := <-closed; err != nil {
 		t.Fatalf("Close: %v", err)
 	}
