@@ -211,12 +211,7 @@ func TestLayoutV2Upgraded(t *testing.T) {
 	}
 	// Putting an old record again moves its entry rather than doubling it.
 	mustUpdate(t, s, func(tx store.Tx) error {
-		tk, err := tx.TaskGet("t1")
-		if err != nil {
-			return err
-		}
-		tk.Leased = true
-		return tx.TaskPut(tk)
+		return storetest.ChangeTask(tx, "t1", func(tk *store.Task) { tk.Leased = true })
 	})
 	if got, err := heads(); err != nil || strings.Join(got, ",") != "t2:bob" {
 		t.Fatalf("after leasing t1: %v, %v; want t2:bob", got, err)
@@ -265,12 +260,7 @@ func TestLayoutV3Upgraded(t *testing.T) {
 		t.Fatalf("counts after the upgrade: %s", got)
 	}
 	mustUpdate(t, s, func(tx store.Tx) error {
-		r, err := tx.RunGet("r1")
-		if err != nil {
-			return err
-		}
-		r.Phase = store.PhaseRunning
-		return tx.RunUpdate(r)
+		return storetest.ChangeRun(tx, "r1", func(r *store.Run) { r.Phase = store.PhaseRunning })
 	})
 	if got := counts(); got != "alice/queued=1,alice/running=2,bob/queued=1,bob/running=0" {
 		t.Fatalf("counts after r1 started: %s", got)

@@ -74,8 +74,8 @@ func testTaskListReadyByOwner(t *testing.T, s store.Store, _ Opener) {
 	// of everyone show in the same transaction's listing and after it.
 	want := []listed{{"b1", "bob"}, {"a2", "alice"}}
 	update(t, s, func(tx store.Tx) error {
-		if err := first(changeTask(tx, "a1", func(tk *store.Task) { tk.Leased = true }),
-			changeTask(tx, "b1", func(tk *store.Task) { tk.ReadyAt = time.Time{} }),
+		if err := first(ChangeTask(tx, "a1", func(tk *store.Task) { tk.Leased = true }),
+			ChangeTask(tx, "b1", func(tk *store.Task) { tk.ReadyAt = time.Time{} }),
 			tx.TaskDelete("c1")); err != nil {
 			return err
 		}

@@ -264,12 +264,24 @@ func checkListings(t *testing.T, ls []listing) {
 	}
 }
 
-// changeTask reads task id in tx, lets change alter it and puts it back.
-func changeTask(tx store.Tx, id string, change func(*store.Task)) error {
+// ChangeTask reads task id in tx, lets change alter it and puts it back:
+// the read-modify-write of one task the contract's and the backends' own
+// tests make.
+func ChangeTask(tx store.Tx, id string, change func(*store.Task)) error {
 	tk, err := tx.TaskGet(id)
 	if err != nil {
 		return err
 	}
 	change(tk)
 	return tx.TaskPut(tk)
+}
+
+// ChangeRun reads run id in tx, lets change alter it and updates it.
+func ChangeRun(tx store.Tx, id string, change func(*store.Run)) error {
+	r, err := tx.RunGet(id)
+	if err != nil {
+		return err
+	}
+	change(r)
+	return tx.RunUpdate(r)
 }

@@ -570,12 +570,7 @@ func testRunList(t *testing.T, s store.Store, _ Opener) {
 
 	// Changing a run's phase moves it between phase filters.
 	update(t, s, func(tx store.Tx) error {
-		r, err := tx.RunGet("r01")
-		if err != nil {
-			return err
-		}
-		r.Phase = store.PhaseFailed
-		return tx.RunUpdate(r)
+		return ChangeRun(tx, "r01", func(r *store.Run) { r.Phase = store.PhaseFailed })
 	})
 	view(t, s, func(tx store.Tx) error {
 		running, err := tx.RunList(store.RunListParams{Phase: store.PhaseRunning})
@@ -702,9 +697,9 @@ func testTaskListReady(t *testing.T, s store.Store, _ Opener) {
 	// it from the queue; releasing the lease puts it back. No stale index
 	// entry may list a task twice or at its old time.
 	update(t, s, func(tx store.Tx) error {
-		return first(changeTask(tx, "parked", func(tk *store.Task) { tk.ReadyAt = at(1500 * time.Millisecond) }),
-			changeTask(tx, "a", func(tk *store.Task) { tk.Leased = true }),
-			changeTask(tx, "leased", func(tk *store.Task) { tk.Leased, tk.ReadyAt = false, at(2500*time.Millisecond) }))
+		return first(ChangeTask(tx, "parked", func(tk *store.Task) { tk.ReadyAt = at(1500 * time.Millisecond) }),
+			ChangeTask(tx, "a", func(tk *store.Task) { tk.Leased = true }),
+			ChangeTask(tx, "leased", func(tk *store.Task) { tk.Leased, tk.ReadyAt = false, at(2500*time.Millisecond) }))
 	})
 	if got, want := ready(at(time.Hour), 0), []string{"zero", "parked", "b1", "b2", "leased", "c"}; !slices.Equal(got, want) {
 		t.Fatalf("after wake, lease and release: %v, want %v", got, want)
@@ -737,7 +732,7 @@ func testTaskListByRun(t *testing.T, s store.Store, _ Opener) {
 	}
 	// A task moved to another run leaves the first run's list.
 	update(t, s, func(tx store.Tx) error {
-		return changeTask(tx, "t2", func(tk *store.Task) { tk.RunID = "r2" })
+		return ChangeTask(tx, "t2", func(tk *store.Task) { tk.RunID = "r2" })
 	})
 	if got, want := byRun("r1"), []string{"t1", "t3"}; !slices.Equal(got, want) {
 		t.Fatalf("r1 after moving t2: %v, want %v", got, want)
