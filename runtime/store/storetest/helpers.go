@@ -268,20 +268,21 @@ func checkListings(t *testing.T, ls []listing) {
 // the read-modify-write of one task the contract's and the backends' own
 // tests make.
 func ChangeTask(tx store.Tx, id string, change func(*store.Task)) error {
-	tk, err := tx.TaskGet(id)
-	if err != nil {
-		return err
-	}
-	change(tk)
-	return tx.TaskPut(tk)
+	return readModifyWrite(tx.TaskGet, tx.TaskPut, id, change)
 }
 
 // ChangeRun reads run id in tx, lets change alter it and updates it.
 func ChangeRun(tx store.Tx, id string, change func(*store.Run)) error {
-	r, err := tx.RunGet(id)
+	return readModifyWrite(tx.RunGet, tx.RunUpdate, id, change)
+}
+
+// readModifyWrite reads record id with get, lets change alter it and
+// writes it back with put.
+func readModifyWrite[T any](get func(string) (*T, error), put func(*T) error, id string, change func(*T)) error {
+	v, err := get(id)
 	if err != nil {
 		return err
 	}
-	change(r)
-	return tx.RunUpdate(r)
+	change(v)
+	return put(v)
 }
