@@ -343,13 +343,7 @@ func newestFirst(a, b *store.FlowVersion) int {
 }
 
 func (t *tx) SourcePut(s *store.Source) error {
-	if err := t.Writable(); err != nil {
-		return err
-	}
-	if err := checkID("source hash", s.Hash); err != nil {
-		return err
-	}
-	return put(t, tSource, s.Hash, s)
+	return putChecked(t, tSource, s.Hash, s, func(s *store.Source) error { return checkID("source hash", s.Hash) })
 }
 
 func (t *tx) SourceGet(hash string) (*store.Source, error) {
@@ -580,13 +574,7 @@ func (t *tx) TaskCount() (queued, leased int, err error) {
 // ---- leases ----
 
 func (t *tx) LeasePut(l *store.Lease) error {
-	if err := t.Writable(); err != nil {
-		return err
-	}
-	if err := checkID("lease task id", l.TaskID); err != nil {
-		return err
-	}
-	return put(t, tLease, l.TaskID, l)
+	return putChecked(t, tLease, l.TaskID, l, func(l *store.Lease) error { return checkID("lease task id", l.TaskID) })
 }
 
 func (t *tx) LeaseGet(taskID string) (*store.Lease, error) {
@@ -617,13 +605,7 @@ func (t *tx) IdemGet(k string) (*store.Idem, error) {
 }
 
 func (t *tx) IdemPut(r *store.Idem) error {
-	if err := t.Writable(); err != nil {
-		return err
-	}
-	if err := checkID("idempotency key", r.Key); err != nil {
-		return err
-	}
-	return put(t, tIdem, r.Key, r)
+	return putChecked(t, tIdem, r.Key, r, func(r *store.Idem) error { return checkID("idempotency key", r.Key) })
 }
 
 // ---- dead letters ----
