@@ -35,6 +35,19 @@ func (t *storeTx) getJSON(k []byte, v any) error {
 	return decodeJSON(b, v)
 }
 
+// putChecked is the write of a record that needs nothing more than its
+// check: refused in a View or by check (the store's own, so every backend
+// refuses the same records), else stored under k.
+func putChecked[T any](t *storeTx, k []byte, v *T, check func(*T) error) error {
+	if err := t.Writable(); err != nil {
+		return err
+	}
+	if err := check(v); err != nil {
+		return err
+	}
+	return t.putJSON(k, v)
+}
+
 // putIndexed writes v under k with the index entries index names for
 // it; the entries of the record it replaces are removed first, so an
 // index never lists a record twice or where it no longer is.
@@ -260,13 +273,7 @@ func (t *storeTx) FlowVersionHistory(name string, limit int) ([]*store.FlowVersi
 }
 
 func (t *storeTx) SourcePut(s *store.Source) error {
-	if err := t.Writable(); err != nil {
-		return err
-	}
-	if err := checkID("source hash", s.Hash); err != nil {
-		return err
-	}
-	return t.putJSON(key(pSource, s.Hash), s)
+	return putChecked(t, key(pSource, s.Hash), s, func(s *store.Source) error { return checkID("source hash", s.Hash) })
 }
 
 func (t *storeTx) SourceGet(hash string) (*store.Source, error) {
@@ -535,13 +542,7 @@ func (t *storeTx) DedupGet(owner, requestID string) (*store.Dedup, error) {
 }
 
 func (t *storeTx) DedupPut(d *store.Dedup) error {
-	if err := t.Writable(); err != nil {
-		return err
-	}
-	if err := store.CheckDedup(d); err != nil {
-		return err
-	}
-	return t.putJSON(key(pDedup, d.Owner, sep, d.RequestID), d)
+	return putChecked(t, key(pDedup, d.Owner, sep, d.RequestID), d, store.CheckDedup)
 }
 
 func (t *storeTx) DedupDelete(owner, requestID string) error {
@@ -872,13 +873,7 @@ func (t *storeTx) IdemGet(k string) (*store.Idem, error) {
 }
 
 func (t *storeTx) IdemPut(r *store.Idem) error {
-	if err := t.Writable(); err != nil {
-		return err
-	}
-	if err := checkID("idempotency key", r.Key); err != nil {
-		return err
-	}
-	return t.putJSON(key(pIdem, r.Key), r)
+	return putChecked(t, key(pIdem, r.Key), r, func(r *store.Idem) error { return checkID("idempotency key", r.Key) })
 }
 
 // ---- dead letters ----
