@@ -104,14 +104,10 @@ type optString struct {
 }
 
 func (o *optString) Unpack(v starlark.Value) error {
-	switch v := v.(type) {
-	case starlark.NoneType:
+	return unpackOrNone(v, "string", &o.set, func(s starlark.String) error {
+		o.s = string(s)
 		return nil
-	case starlark.String:
-		o.s, o.set = string(v), true
-		return nil
-	}
-	return fmt.Errorf("got %s, want string or None", v.Type())
+	})
 }
 
 // optInt unpacks an int or None (absent).
@@ -121,18 +117,32 @@ type optInt struct {
 }
 
 func (o *optInt) Unpack(v starlark.Value) error {
-	switch v := v.(type) {
-	case starlark.NoneType:
-		return nil
-	case starlark.Int:
-		n, ok := v.Int64()
+	return unpackOrNone(v, "int", &o.set, func(i starlark.Int) error {
+		n, ok := i.Int64()
 		if !ok || n != int64(int(n)) || n > 1<<31 || n < -(1<<31) {
-			return fmt.Errorf("%s is out of range", v)
+			return fmt.Errorf("%s is out of range", i)
 		}
-		o.n, o.set = int(n), true
+		o.n = int(n)
+		return nil
+	})
+}
+
+// unpackOrNone is the Unpack of every optional parameter: None leaves it
+// absent, a value of type S is handed to take and, once take accepts it,
+// marks it set; anything else is refused naming want.
+func unpackOrNone[S starlark.Value](v starlark.Value, want string, set *bool, take func(S) error) error {
+	if _, ok := v.(starlark.NoneType); ok {
 		return nil
 	}
-	return fmt.Errorf("got %s, want int or None", v.Type())
+	s, ok := v.(S)
+	if !ok {
+		return fmt.Errorf("got %s, want %s or None", v.Type(), want)
+	}
+	if err := take(s); err != nil {
+		return err
+	}
+	*set = true
+	return nil
 }
 
 // number unpacks a float, taking an int where a float is wanted as

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/flows/internal/flowtest"
 	"github.com/weirhq/weir/flows/script"
 )
 
@@ -160,14 +161,7 @@ func TestModuleWithDeclsRoundTripsJSON(t *testing.T) {
 	if len(ds) > 0 {
 		t.Fatal(ds)
 	}
-	data, err := json.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var back flows.Module
-	if err := json.Unmarshal(data, &back); err != nil {
-		t.Fatal(err)
-	}
+	back, _ := flowtest.JSONRoundTrip[flows.Module](t, m)
 	strip := func(s flows.Schedule) flows.Schedule { s.Site = nil; return s }
 	for i, s := range m.Schedules {
 		if !reflect.DeepEqual(strip(*s), *back.Schedules[i]) {

@@ -12,6 +12,28 @@ import (
 	"github.com/weirhq/weir/flows/internal/flowtest"
 )
 
+// readDoc reads docs/name.
+func readDoc(t *testing.T, name string) []byte {
+	t.Helper()
+	doc, err := os.ReadFile("../../docs/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return doc
+}
+
+// pythonBlocks returns the python code blocks of docs/name, each as the
+// regexp match whose [1] is the code, and fails the test if there are
+// fewer than atLeast: a doc whose fences changed would check nothing.
+func pythonBlocks(t *testing.T, name string, atLeast int) [][]string {
+	t.Helper()
+	blocks := regexp.MustCompile("(?s)```python\n(.*?)```").FindAllStringSubmatch(string(readDoc(t, name)), -1)
+	if len(blocks) < atLeast {
+		t.Fatalf("found %d python blocks in docs/%s", len(blocks), name)
+	}
+	return blocks
+}
+
 // Every Python snippet in docs/flows.md loads: examples that do not run
 // teach the wrong thing. Snippets may use plan_args and a node b without
 // declaring them; snippets with load() need other files and are skipped.
@@ -19,14 +41,7 @@ import (
 // most of what can be wrong with an agent needs the catalog to see.
 func TestDocsSnippetsLoad(t *testing.T) {
 	t.Parallel()
-	doc, err := os.ReadFile("../../docs/flows.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocks := regexp.MustCompile("(?s)```python\n(.*?)```").FindAllStringSubmatch(string(doc), -1)
-	if len(blocks) < 10 {
-		t.Fatalf("found %d python blocks in docs/flows.md", len(blocks))
-	}
+	blocks := pythonBlocks(t, "flows.md", 10)
 	const prelude = "def plan_args(ctx):\n    return {}\nb = task(\"b\", tool = \"t.x\")\n"
 	checked, agents := 0, 0
 	for i, b := range blocks {
@@ -62,14 +77,7 @@ func TestDocsSnippetsLoad(t *testing.T) {
 // test catalog; a lone agent(...) is checked as the only node of a flow.
 func TestAgentsDocSnippetsCheck(t *testing.T) {
 	t.Parallel()
-	doc, err := os.ReadFile("../../docs/agents.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocks := regexp.MustCompile("(?s)```python\n(.*?)```").FindAllStringSubmatch(string(doc), -1)
-	if len(blocks) < 2 {
-		t.Fatalf("found %d python blocks in docs/agents.md", len(blocks))
-	}
+	blocks := pythonBlocks(t, "agents.md", 2)
 	for i, b := range blocks {
 		code := b[1]
 		if strings.HasPrefix(code, "agent(") {
@@ -87,10 +95,7 @@ func TestAgentsDocSnippetsCheck(t *testing.T) {
 // every callable answers the same ctx with the same value.
 func TestDocsLuaSnippetsCheck(t *testing.T) {
 	t.Parallel()
-	doc, err := os.ReadFile("../../docs/flows.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	doc := readDoc(t, "flows.md")
 	block := regexp.MustCompile("(?s)```(python|lua)\n(.*?)```")
 	var python string
 	pythonEnd, lua, nflows := 0, 0, 0

@@ -1,7 +1,6 @@
 package script_test
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -33,14 +32,7 @@ func evalSetup(t *testing.T) *evalBundle {
 	}
 	b := &evalBundle{}
 	for _, v := range vs {
-		data, err := json.Marshal(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var stored flows.Version
-		if err := json.Unmarshal(data, &stored); err != nil {
-			t.Fatal(err)
-		}
+		stored, _ := flowtest.JSONRoundTrip[flows.Version](t, v)
 		ev, err := script.NewEvaluator(stored.Sources)
 		if err != nil {
 			t.Fatal(err)

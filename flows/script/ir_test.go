@@ -17,14 +17,7 @@ func TestIRJSONRoundTrip(t *testing.T) {
 		t.Fatal(ds)
 	}
 	for _, f := range m.Flows {
-		data, err := json.Marshal(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var back flows.Flow
-		if err := json.Unmarshal(data, &back); err != nil {
-			t.Fatal(err)
-		}
+		back, data := flowtest.JSONRoundTrip[flows.Flow](t, f)
 		again, _ := json.Marshal(&back)
 		if string(again) != string(data) {
 			t.Errorf("%s: encoding is not stable:\n%s\n%s", f.Name, data, again)
@@ -47,10 +40,7 @@ func TestIRJSONRoundTrip(t *testing.T) {
 // golden file shows the whole encoding of the research example.
 func TestIRJSONGolden(t *testing.T) {
 	t.Parallel()
-	m, ds := Load(flowtest.ReadFiles(t, "../../examples/research.star"))
-	if len(ds) > 0 {
-		t.Fatal(ds)
-	}
+	m := mustLoad(t, flowtest.ReadFiles(t, "../../examples/research.star"))
 	data, err := json.MarshalIndent(m.Flow("research"), "", "  ")
 	if err != nil {
 		t.Fatal(err)
@@ -65,10 +55,7 @@ func TestIRJSONGolden(t *testing.T) {
 
 func TestValidateInput(t *testing.T) {
 	t.Parallel()
-	m, ds := Load(flowtest.ReadFiles(t, "../../examples/summarize.star"))
-	if len(ds) > 0 {
-		t.Fatal(ds)
-	}
+	m := mustLoad(t, flowtest.ReadFiles(t, "../../examples/summarize.star"))
 	f := m.Flow("summarize")
 	if err := f.ValidateInput(map[string]any{"hits": []any{1, "x"}}); err != nil {
 		t.Errorf("valid input refused: %v", err)
@@ -81,11 +68,7 @@ func TestValidateInput(t *testing.T) {
 		t.Error("missing required field accepted")
 	}
 	// Decoded flows validate the same way.
-	data, _ := json.Marshal(f)
-	var back flows.Flow
-	if err := json.Unmarshal(data, &back); err != nil {
-		t.Fatal(err)
-	}
+	back, _ := flowtest.JSONRoundTrip[flows.Flow](t, f)
 	if err := back.ValidateInput(map[string]any{"hits": 3}); err == nil {
 		t.Error("decoded flow accepted an invalid input")
 	}

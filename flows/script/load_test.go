@@ -104,10 +104,7 @@ func TestLoadRefusesBadFileSets(t *testing.T) {
 func TestLoadIsDeterministic(t *testing.T) {
 	t.Parallel()
 	files := flowtest.ReadFiles(t, "../../examples/research.star", "../../examples/summarize.star")
-	m1, ds := Load(files)
-	if len(ds) > 0 {
-		t.Fatal(ds)
-	}
+	m1 := mustLoad(t, files)
 	m2, _ := Load([]flows.File{files[1], files[0]}) // order given does not matter
 	for _, name := range []string{"research", "summarize"} {
 		a, _ := json.Marshal(m1.Flow(name))
@@ -142,10 +139,7 @@ def make_flow(name):
 		flowtest.Src("flows/lib/consts.star", `TOOL = "t.idem"`),
 		flowtest.Src("flows/other.star", `flow(name = "other", nodes = [task("a", tool = "t.idem")])`),
 	}
-	m, ds := Load(files)
-	if len(ds) > 0 {
-		t.Fatal(ds)
-	}
+	m := mustLoad(t, files)
 	var paths []string
 	for _, f := range m.Sources("main") {
 		paths = append(paths, f.Path)
@@ -177,10 +171,7 @@ def make_flow(name):
 
 func TestPositionsPointAtCallsAndArguments(t *testing.T) {
 	t.Parallel()
-	m, ds := Load(flowtest.ReadFiles(t, "../../examples/research.star"))
-	if len(ds) > 0 {
-		t.Fatal(ds)
-	}
+	m := mustLoad(t, flowtest.ReadFiles(t, "../../examples/research.star"))
 	f := m.Flow("research")
 	if got := f.Pos.String(); got != "../../examples/research.star:10:1" {
 		t.Errorf("flow at %s", got)
@@ -199,16 +190,13 @@ func TestPositionsPointAtCallsAndArguments(t *testing.T) {
 
 func TestNodeValuesExposeIDAndKind(t *testing.T) {
 	t.Parallel()
-	m, ds := Load([]flows.File{flowtest.Src("w.star", `
+	m := mustLoad(t, []flows.File{flowtest.Src("w.star", `
 a = task("first", tool = "t.idem")
 b = wait("second", timeout = "1h")
 if a.id != "first" or b.kind != "wait":
     fail("node attributes")
 flow(name = "wired", nodes = [task(a.id + "_x", tool = "t.idem", next = b.id), b])
 `)})
-	if len(ds) > 0 {
-		t.Fatal(ds)
-	}
 	if got := m.Flow("wired").Nodes[0].ID; got != "first_x" {
 		t.Errorf("node id %q", got)
 	}
@@ -216,10 +204,7 @@ flow(name = "wired", nodes = [task(a.id + "_x", tool = "t.idem", next = b.id), b
 
 func TestDurationsInTheIR(t *testing.T) {
 	t.Parallel()
-	m, ds := Load(flowtest.ReadFiles(t, "../../examples/research.star"))
-	if len(ds) > 0 {
-		t.Fatal(ds)
-	}
+	m := mustLoad(t, flowtest.ReadFiles(t, "../../examples/research.star"))
 	f := m.Flow("research")
 	search, approve := f.Node("search"), f.Node("approve")
 	if search.Deadline.String() != "10m0s" || search.Grace.String() != "30s" || search.Quorum != 0.75 {

@@ -22,3 +22,14 @@ func TestManyFilesCompileInParallel(t *testing.T) {
 		t.Fatalf("got %s", ds)
 	}
 }
+
+// mustLoad loads files and fails the test on any diagnostic: the prologue
+// of every test that reads what a clean load made.
+func mustLoad(t *testing.T, files []flows.File) *flows.Module {
+	t.Helper()
+	m, ds := Load(files)
+	if len(ds) > 0 {
+		t.Fatal(ds)
+	}
+	return m
+}

@@ -22,10 +22,7 @@ flow(name = "plain", nodes = [
     shared,
 ])
 `
-	m, ds := Load([]flows.File{{Path: "x.star", Src: []byte(src)}})
-	if len(ds) > 0 {
-		t.Fatal(ds)
-	}
+	m := mustLoad(t, []flows.File{{Path: "x.star", Src: []byte(src)}})
 	want := map[string]string{"parks.a": "park", "parks.b": "fail", "parks.s": "park", "plain.a": "park", "plain.s": ""}
 	for _, f := range m.Flows {
 		for _, n := range f.Nodes {
@@ -59,10 +56,7 @@ func TestOnExhaustedFanout(t *testing.T) {
     fanout("b", items = [1], tool = "t.idem", width = 1, depth = 1, max_items = 1),
 ])
 `
-	m, ds := Load([]flows.File{{Path: "x.star", Src: []byte(src)}})
-	if len(ds) > 0 {
-		t.Fatal(ds)
-	}
+	m := mustLoad(t, []flows.File{{Path: "x.star", Src: []byte(src)}})
 	if f := m.Flows[0]; !f.Node("a").Parks() || f.Node("b").OnExhausted != "" {
 		t.Errorf("a %q, b %q: want park and the flow's default not taken", f.Node("a").OnExhausted, f.Node("b").OnExhausted)
 	}

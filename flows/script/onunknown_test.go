@@ -19,10 +19,7 @@ func TestOnUnknownIR(t *testing.T) {
     task("c", tool = "t.once", at_most_once = True),
 ])
 `
-	m, ds := Load([]flows.File{{Path: "x.star", Src: []byte(src)}})
-	if len(ds) > 0 {
-		t.Fatal(ds)
-	}
+	m := mustLoad(t, []flows.File{{Path: "x.star", Src: []byte(src)}})
 	f := m.Flows[0]
 	a, b, c := f.Node("a"), f.Node("b"), f.Node("c")
 	if !a.Asks() || a.UnknownTimeout != 2*time.Hour || !b.Asks() || b.UnknownTimeout != 0 || c.Asks() || c.OnUnknown != "" {
@@ -61,10 +58,7 @@ func TestOnUnknownFanoutAgentIR(t *testing.T) {
     fanout("d", items = [1], tool = "t.once", at_most_once = True, width = 1, depth = 1, max_items = 1),
 ])
 `
-	m, ds := Load([]flows.File{{Path: "x.star", Src: []byte(src)}})
-	if len(ds) > 0 {
-		t.Fatal(ds)
-	}
+	m := mustLoad(t, []flows.File{{Path: "x.star", Src: []byte(src)}})
 	f := m.Flows[0]
 	a, b, c, d := f.Node("a"), f.Node("b"), f.Node("c"), f.Node("d")
 	if !a.Asks() || a.UnknownTimeout != 90*time.Minute || !b.Asks() || b.UnknownTimeout != 0 || c.Asks() || c.OnUnknown != flows.OnUnknownFail || d.Asks() {

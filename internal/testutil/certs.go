@@ -42,32 +42,30 @@ func NewCert(t testing.TB, dir, cn string) Cert {
 		}
 		return n
 	}
+	// issue signs tmpl with signer, as parent, and parses the result back.
+	issue := func(tmpl, parent *x509.Certificate, pub *ecdsa.PublicKey, signer *ecdsa.PrivateKey) (*x509.Certificate, []byte) {
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, pub, signer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := x509.ParseCertificate(der)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, der
+	}
 	now := time.Now()
 	caKey := key()
 	caTmpl := &x509.Certificate{SerialNumber: serial(), Subject: pkix.Name{CommonName: cn + " test CA"},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
 		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, caDER := issue(caTmpl, caTmpl, &caKey.PublicKey, caKey)
 	srvKey := key()
 	srvTmpl := &x509.Certificate{SerialNumber: serial(), Subject: pkix.Name{CommonName: cn},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}}
-	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, ca, &srvKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := x509.ParseCertificate(srvDER)
-	if err != nil {
-		t.Fatal(err)
-	}
+	leaf, srvDER := issue(srvTmpl, ca, &srvKey.PublicKey, caKey)
 	keyDER, err := x509.MarshalPKCS8PrivateKey(srvKey)
 	if err != nil {
 		t.Fatal(err)

@@ -39,30 +39,33 @@ func (f *fatalTB) Fatalf(format string, args ...any) {
 	runtime.Goexit()
 }
 
-func TestEventuallyFailsWithTheLastError(t *testing.T) {
-	t.Parallel()
+// fatalMessage runs fn on its own goroutine with a TB whose Fatalf ends
+// that goroutine, and returns the message fn failed with ("" if none).
+func fatalMessage(t *testing.T, fn func(f testing.TB)) string {
 	f := &fatalTB{TB: t}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		Eventually(f, 20*time.Millisecond, func() error { return errors.New("still not") })
+		fn(f)
 	}()
 	<-done
-	if !strings.Contains(f.msg, "still not") {
-		t.Fatalf("failure message %q does not carry the condition's error", f.msg)
+	return f.msg
+}
+
+func TestEventuallyFailsWithTheLastError(t *testing.T) {
+	t.Parallel()
+	msg := fatalMessage(t, func(f testing.TB) {
+		Eventually(f, 20*time.Millisecond, func() error { return errors.New("still not") })
+	})
+	if !strings.Contains(msg, "still not") {
+		t.Fatalf("failure message %q does not carry the condition's error", msg)
 	}
 }
 
 func TestPluginMustBeDeclared(t *testing.T) {
 	t.Parallel()
-	f := &fatalTB{TB: t}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		Plugin(f, "testkit")
-	}()
-	<-done
-	if !strings.Contains(f.msg, "not declared") {
-		t.Fatalf("asking for an undeclared plugin: %q", f.msg)
+	msg := fatalMessage(t, func(f testing.TB) { Plugin(f, "testkit") })
+	if !strings.Contains(msg, "not declared") {
+		t.Fatalf("asking for an undeclared plugin: %q", msg)
 	}
 }

@@ -29,17 +29,9 @@ func BenchmarkMCPCall(b *testing.B) {
 	}
 	defer cs.Close()
 
-	plugins, data := b.TempDir(), b.TempDir()
-	if _, err := host.Install(plugins, testutil.Plugin(b, "mcp"), nil); err != nil {
-		b.Fatal(err)
-	}
 	cmd, _ := json.Marshal([]string{server})
-	h, err := host.New(host.Config{PluginsDir: plugins, DataDir: data,
-		PluginConfig: map[string]json.RawMessage{"mcp": json.RawMessage(`{"servers":{"demo":{"command":` + string(cmd) + `}}}`)}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer h.Close()
+	_, newHost := mcpHosts(b, `{"servers":{"demo":{"command":`+string(cmd)+`}}}`, nil)
+	h := newHost()
 
 	ctx := context.Background()
 	args := map[string]any{"text": "hi"}

@@ -70,20 +70,33 @@ func start(t *testing.T, transport string, extra string) *bridged {
 	dir := t.TempDir()
 	journal := filepath.Join(dir, "journal")
 	entry, env, srv := serverBlock(t, transport, journal, "")
-	section := fmt.Sprintf(`{"servers":{"demo":%s}%s}`, entry, extra)
+	cfg, newHost := mcpHosts(t, fmt.Sprintf(`{"servers":{"demo":%s}%s}`, entry, extra), env)
+	return &bridged{host: newHost(), srv: srv, journal: journal, plugins: cfg.PluginsDir, data: cfg.DataDir, cfg: *cfg}
+}
+
+// mcpHosts installs the mcp plugin in a plugins directory of its own and
+// returns the host configuration that gives the plugin section as its
+// config and env from weir's environment, and a function that starts a
+// host on it as it is then (as many as a test needs, each closed when the
+// test ends): a test may change the configuration between hosts.
+func mcpHosts(t testing.TB, section string, env []string) (*host.Config, func() *host.Host) {
+	t.Helper()
 	plugins, data := t.TempDir(), t.TempDir()
 	if _, err := host.Install(plugins, testutil.Plugin(t, "mcp"), nil); err != nil {
 		t.Fatal(err)
 	}
-	cfg := host.Config{PluginsDir: plugins, DataDir: data,
+	cfg := &host.Config{PluginsDir: plugins, DataDir: data,
 		PluginConfig: map[string]json.RawMessage{"mcp": json.RawMessage(section)},
 		PluginEnv:    map[string][]string{"mcp": env}}
-	h, err := host.New(cfg)
-	if err != nil {
-		t.Fatal(err)
+	return cfg, func() *host.Host {
+		t.Helper()
+		h, err := host.New(*cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { h.Close() })
+		return h
 	}
-	t.Cleanup(func() { h.Close() })
-	return &bridged{host: h, srv: srv, journal: journal, plugins: plugins, data: data, cfg: cfg}
 }
 
 func (b *bridged) call(ctx context.Context, name, input string, progress func(done, total int64)) (string, error) {
@@ -281,21 +294,8 @@ func TestChangedToolListNoticed(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	hide := filepath.Join(dir, "hide")
-	entry, _, _ := serverBlock(t, "stdio", filepath.Join(dir, "journal"), hide)
-	plugins, data := t.TempDir(), t.TempDir()
-	if _, err := host.Install(plugins, testutil.Plugin(t, "mcp"), nil); err != nil {
-		t.Fatal(err)
-	}
-	cfg := host.Config{PluginsDir: plugins, DataDir: data,
-		PluginConfig: map[string]json.RawMessage{"mcp": json.RawMessage(`{"servers":{"demo":` + entry + `}}`)}}
-	newHost := func() *host.Host {
-		h, err := host.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { h.Close() })
-		return h
-	}
+	entry, env, _ := serverBlock(t, "stdio", filepath.Join(dir, "journal"), hide)
+	_, newHost := mcpHosts(t, `{"servers":{"demo":`+entry+`}}`, env)
 	h1 := newHost()
 	if _, ok := h1.LookupTool("mcp.demo-append"); !ok {
 		t.Fatal("append missing at first")

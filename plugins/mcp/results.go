@@ -89,24 +89,29 @@ func mapResult(res *mcp.CallToolResult, stateDir string) (any, error) {
 		return texts(res.Content), nil
 	}
 	out := make([]any, 0, len(res.Content))
+	// blob keeps binary content and adds its ref, with the block's name
+	// and annotations, to out.
+	blob := func(kind, mime string, data []byte, name string, ann *mcp.Annotations) error {
+		r, err := keepBlob(stateDir, kind, mime, data)
+		if err != nil {
+			return err
+		}
+		r.Name, r.Annotations = name, ann
+		out = append(out, r)
+		return nil
+	}
 	for _, c := range res.Content {
 		switch c := c.(type) {
 		case *mcp.TextContent:
 			out = append(out, part{Type: "text", Text: c.Text, Annotations: c.Annotations})
 		case *mcp.ImageContent:
-			r, err := keepBlob(stateDir, "image", c.MIMEType, c.Data)
-			if err != nil {
+			if err := blob("image", c.MIMEType, c.Data, "", c.Annotations); err != nil {
 				return nil, err
 			}
-			r.Annotations = c.Annotations
-			out = append(out, r)
 		case *mcp.AudioContent:
-			r, err := keepBlob(stateDir, "audio", c.MIMEType, c.Data)
-			if err != nil {
+			if err := blob("audio", c.MIMEType, c.Data, "", c.Annotations); err != nil {
 				return nil, err
 			}
-			r.Annotations = c.Annotations
-			out = append(out, r)
 		case *mcp.ResourceLink:
 			out = append(out, ref{Type: "resource_link", MIMEType: c.MIMEType, URI: c.URI, Name: c.Name, Annotations: c.Annotations})
 		case *mcp.EmbeddedResource:
@@ -114,12 +119,9 @@ func mapResult(res *mcp.CallToolResult, stateDir string) (any, error) {
 				continue
 			}
 			if c.Resource.Blob != nil {
-				r, err := keepBlob(stateDir, "resource", c.Resource.MIMEType, c.Resource.Blob)
-				if err != nil {
+				if err := blob("resource", c.Resource.MIMEType, c.Resource.Blob, c.Resource.URI, c.Annotations); err != nil {
 					return nil, err
 				}
-				r.Name, r.Annotations = c.Resource.URI, c.Annotations
-				out = append(out, r)
 				continue
 			}
 			out = append(out, ref{Type: "resource", MIMEType: c.Resource.MIMEType, URI: c.Resource.URI, Text: c.Resource.Text, Annotations: c.Annotations})

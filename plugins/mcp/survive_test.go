@@ -123,21 +123,8 @@ func TestOneServerDown(t *testing.T) {
 	dir := t.TempDir()
 	upEntry, env, _ := serverBlock(t, "http", filepath.Join(dir, "up"), "")
 	downEntry, _, down := serverBlock(t, "http", filepath.Join(dir, "down"), "")
-	plugins, data := t.TempDir(), t.TempDir()
-	if _, err := host.Install(plugins, testutil.Plugin(t, "mcp"), nil); err != nil {
-		t.Fatal(err)
-	}
-	cfg := host.Config{PluginsDir: plugins, DataDir: data,
-		PluginConfig: map[string]json.RawMessage{"mcp": json.RawMessage(`{"servers":{"up":` + upEntry + `,"down":` + downEntry + `}}`)},
-		PluginEnv:    map[string][]string{"mcp": env}}
-	newHost := func() *host.Host {
-		h, err := host.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { h.Close() })
-		return h
-	}
+	cfg, newHost := mcpHosts(t, `{"servers":{"up":`+upEntry+`,"down":`+downEntry+`}}`, env)
+	data := cfg.DataDir
 	ctx := context.Background()
 	call := func(h *host.Host, name string) error {
 		_, err := h.Call(ctx, host.CallRequest{Tool: name, Input: json.RawMessage(`{"line":"x"}`), IdempotencyKey: "k", Attempt: 1})
@@ -233,17 +220,8 @@ func TestStdioServerEnv(t *testing.T) {
 	a, _ := json.Marshal([]string{bin, "-env", envA})
 	b, _ := json.Marshal([]string{bin, "-env", envB})
 	section := fmt.Sprintf(`{"servers":{"a":{"command":%s,"env":["DEMO_OTHER"]},"b":{"command":%s}}}`, a, b)
-	plugins, data := t.TempDir(), t.TempDir()
-	if _, err := host.Install(plugins, testutil.Plugin(t, "mcp"), nil); err != nil {
-		t.Fatal(err)
-	}
-	h, err := host.New(host.Config{PluginsDir: plugins, DataDir: data,
-		PluginConfig: map[string]json.RawMessage{"mcp": json.RawMessage(section)},
-		PluginEnv:    map[string][]string{"mcp": {"DEMO_TOKEN", "DEMO_OTHER"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
+	_, newHost := mcpHosts(t, section, []string{"DEMO_TOKEN", "DEMO_OTHER"})
+	h := newHost()
 	if _, ok := h.LookupTool("mcp.a-echo"); !ok {
 		t.Fatal("server a's tools are missing")
 	}
@@ -353,17 +331,8 @@ func TestHTTPServerRestartsWithAnotherList(t *testing.T) {
 	dir := t.TempDir()
 	hide := filepath.Join(dir, "hide")
 	entry, env, srv := serverBlock(t, "http", filepath.Join(dir, "journal"), hide)
-	plugins, data := t.TempDir(), t.TempDir()
-	if _, err := host.Install(plugins, testutil.Plugin(t, "mcp"), nil); err != nil {
-		t.Fatal(err)
-	}
-	h, err := host.New(host.Config{PluginsDir: plugins, DataDir: data,
-		PluginConfig: map[string]json.RawMessage{"mcp": json.RawMessage(`{"servers":{"demo":` + entry + `}}`)},
-		PluginEnv:    map[string][]string{"mcp": env}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
+	_, newHost := mcpHosts(t, `{"servers":{"demo":`+entry+`}}`, env)
+	h := newHost()
 	b := &bridged{host: h, srv: srv}
 	ctx := context.Background()
 	if _, err := b.call(ctx, "mcp.demo-echo", `{"text":"before"}`, nil); err != nil {

@@ -134,14 +134,8 @@ func Call(ctx context.Context, tool sdk.Tool, req Request) (*Result, error) {
 	if call.IdempotencyKey == "" {
 		call.IdempotencyKey = fmt.Sprintf("sdktest-%d-%d", time.Now().UnixNano(), keySeq.Add(1))
 	}
-	if req.Config != "" {
-		call.Config = json.RawMessage(req.Config)
-	}
-	if !req.Deadline.IsZero() {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, req.Deadline)
-		defer cancel()
-	}
+	ctx, cancel := configure(ctx, call, req.Config, req.Deadline)
+	defer cancel()
 	var (
 		mu       sync.Mutex
 		progress []Progress
@@ -232,14 +226,8 @@ func Reconcile(ctx context.Context, tool sdk.Tool, req ReconcileRequest) (*Recon
 		return nil, fmt.Errorf("sdktest: Config is not JSON")
 	}
 	call := &sdk.Call{Tool: tool.Name, IdempotencyKey: req.IdempotencyKey, Input: json.RawMessage(input), StateDir: req.StateDir}
-	if req.Config != "" {
-		call.Config = json.RawMessage(req.Config)
-	}
-	if !req.Deadline.IsZero() {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, req.Deadline)
-		defer cancel()
-	}
+	ctx, cancel := configure(ctx, call, req.Config, req.Deadline)
+	defer cancel()
 	res, err := sdk.InvokeReconcile(ctx, tool, call)
 	if err != nil {
 		s := status.Convert(err)
@@ -258,4 +246,17 @@ func Reconcile(ctx context.Context, tool sdk.Tool, req ReconcileRequest) (*Recon
 		out.Outcome = sdk.ReconcileUnknown
 	}
 	return out, nil
+}
+
+// configure gives call the config, if any, and bounds ctx by the
+// deadline, if any, as weir's host does for every call and probe it
+// passes on. The cancel function must be called when the call returns.
+func configure(ctx context.Context, call *sdk.Call, config string, deadline time.Time) (context.Context, context.CancelFunc) {
+	if config != "" {
+		call.Config = json.RawMessage(config)
+	}
+	if deadline.IsZero() {
+		return ctx, func() {}
+	}
+	return context.WithDeadline(ctx, deadline)
 }

@@ -6,6 +6,7 @@ package flowtest
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -71,3 +72,20 @@ const LuaLeaf = `flow{"leaf", nodes = {task{"a", tool = "t"}}}` + "\n"
 
 // LuaFile is one Lua flow file, f.lua, with the given text.
 func LuaFile(src string) []flows.File { return []flows.File{Src("f.lua", src)} }
+
+// JSONRoundTrip encodes v as JSON and decodes the encoding into a new T,
+// as a flow, version or module crossing a process or the store is: it
+// returns the decoded value and the encoding, and fails the test if
+// either step does.
+func JSONRoundTrip[T any](t testing.TB, v any) (T, []byte) {
+	t.Helper()
+	var back T
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &back); err != nil {
+		t.Fatal(err)
+	}
+	return back, data
+}

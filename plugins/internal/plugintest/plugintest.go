@@ -12,6 +12,7 @@ import (
 
 	"github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/runtime/host"
+	"github.com/weirhq/weir/sdk/wire"
 )
 
 // Plugin is a Host over one installed plugin.
@@ -79,4 +80,24 @@ func WantKind(t testing.TB, err error, kind host.Kind) {
 // input, through the host as the engine asks it.
 func (p *Plugin) Reconcile(tool, input, key string) (*host.ReconcileResult, error) {
 	return p.Host.Reconcile(context.Background(), host.ReconcileRequest{Tool: tool, Input: json.RawMessage(input), IdempotencyKey: key})
+}
+
+// CheckConfigSchema compiles the config schema a plugin's manifest
+// declares and checks it accepts good, a config with every key the plugin
+// reads, and refuses each of bad: an operator's misspelt key or wrong type
+// is told at config check instead of being ignored.
+func CheckConfigSchema(t testing.TB, schema, good string, bad ...string) {
+	t.Helper()
+	s, err := wire.CompileSchema(schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Validate([]byte(good)); err != nil {
+		t.Fatalf("the keys the plugin reads are refused: %v", err)
+	}
+	for _, b := range bad {
+		if err := s.Validate([]byte(b)); err == nil {
+			t.Errorf("%s accepted", b)
+		}
+	}
 }

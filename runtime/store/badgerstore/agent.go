@@ -10,13 +10,7 @@ import (
 const pAgentTurn = "at/"
 
 func (t *storeTx) AgentTurnPut(at *store.AgentTurn) error {
-	if err := t.Writable(); err != nil {
-		return err
-	}
-	if err := store.CheckAgentTurn(at); err != nil {
-		return err
-	}
-	return t.putJSON(key(string(cohortKey(pAgentTurn, at.RunID, at.Node, at.Visit)), u64Key(uint64(at.Turn))), at)
+	return putChecked(t, key(string(cohortKey(pAgentTurn, at.RunID, at.Node, at.Visit)), u64Key(uint64(at.Turn))), at, store.CheckAgentTurn)
 }
 
 func (t *storeTx) AgentTurnGet(runID, node string, visit, turn int) (*store.AgentTurn, error) {

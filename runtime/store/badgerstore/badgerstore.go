@@ -249,56 +249,33 @@ func upgradeLayout(db *badger.DB) error {
 	wb := db.NewWriteBatch()
 	defer wb.Cancel()
 	err = db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(pRun), PrefetchValues: true})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			b, err := it.Item().ValueCopy(nil)
-			if err != nil {
-				return err
-			}
-			r := new(store.Run)
-			if err := decodeJSON(b, r); err != nil {
-				return fmt.Errorf("run %s: %w", it.Item().Key()[len(pRun):], err)
-			}
+		err := eachRecord(txn, pRun, "run", func(r *store.Run) error {
 			if v < layoutV2 {
 				if err := wb.Set(key(pRunCreated, r.Owner, sep, newestKey(r.CreatedAt), r.ID), nil); err != nil {
 					return err
 				}
 			}
 			if v < layoutV4 {
-				if err := wb.Set(key(pRunOwnerPh, r.Owner, sep, string(r.Phase), sep, r.ID), nil); err != nil {
-					return err
-				}
+				return wb.Set(key(pRunOwnerPh, r.Owner, sep, string(r.Phase), sep, r.ID), nil)
 			}
-		}
-		if v >= layoutV3 {
 			return nil
+		})
+		if err != nil || v >= layoutV3 {
+			return err
 		}
-		tit := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(pTask), PrefetchValues: true})
-		defer tit.Close()
-		for tit.Rewind(); tit.Valid(); tit.Next() {
-			b, err := tit.Item().ValueCopy(nil)
-			if err != nil {
-				return err
-			}
-			tk := new(store.Task)
-			if err := decodeJSON(b, tk); err != nil {
-				return fmt.Errorf("task %s: %w", tit.Item().Key()[len(pTask):], err)
-			}
+		return eachRecord(txn, pTask, "task", func(tk *store.Task) error {
 			if tk.Leased {
-				continue
+				return nil
 			}
 			owner := tk.Owner
 			if owner == "" {
+				var err error
 				if owner, err = runOwnerIn(txn, tk.RunID); err != nil {
 					return err
 				}
 			}
-			if err := wb.Set(key(pTaskOwner, owner, sep, timeKey(tk.ReadyAt), tk.ID), nil); err != nil {
-				return err
-			}
-		}
-		return nil
+			return wb.Set(key(pTaskOwner, owner, sep, timeKey(tk.ReadyAt), tk.ID), nil)
+		})
 	})
 	if err != nil {
 		return err
@@ -307,6 +284,28 @@ func upgradeLayout(db *badger.DB) error {
 		return err
 	}
 	return wb.Flush()
+}
+
+// eachRecord decodes every record under prefix in txn, in key order, and
+// hands it to fn; a record that does not decode stops the walk with an
+// error naming it as what and its id.
+func eachRecord[T any](txn *badger.Txn, prefix, what string, fn func(*T) error) error {
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(prefix), PrefetchValues: true})
+	defer it.Close()
+	for it.Rewind(); it.Valid(); it.Next() {
+		b, err := it.Item().ValueCopy(nil)
+		if err != nil {
+			return err
+		}
+		v := new(T)
+		if err := decodeJSON(b, v); err != nil {
+			return fmt.Errorf("%s %s: %w", what, it.Item().Key()[len(prefix):], err)
+		}
+		if err := fn(v); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // runOwnerIn reads the owner of run id in txn: "" when there is no such

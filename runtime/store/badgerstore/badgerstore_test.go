@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -62,8 +61,11 @@ var ctx = context.Background()
 // (storetest.Stall), so that they form one group.
 func waitQueued(t *testing.T, s *Store, n int) {
 	t.Helper()
-	storetest.WaitQueued(t, func() int { return len(s.reqs) }, n)
+	storetest.WaitQueued(t, func() int { return queued(s) }, n)
 }
+
+// queued counts the Updates waiting for s's committer.
+func queued(s store.Store) int { return len(s.(*Store).reqs) }
 
 var errBoom = errors.New("boom")
 
@@ -206,55 +208,12 @@ func TestGroupSplitsAtTransactionLimit(t *testing.T) {
 // and their writes are there after a new Open.
 func TestCloseCompletesPendingUpdates(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	s, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	release := storetest.Stall(t, s)
-	const n = 10
-	errs := make(chan error, n)
-	for i := range n {
-		go func() {
-			errs <- s.Update(ctx, func(tx store.Tx) error { return tx.MetaPut(fmt.Sprint("k", i), []byte("v")) })
-		}()
-	}
-	waitQueued(t, s, n)
-	closed := make(chan error, 1)
-	go func() { closed <- s.Close() }()
-	for !s.gate.Closed() {
-		runtime.Gosched()
-	}
-	if err := s.Update(ctx, func(store.Tx) error { return nil }); !errors.Is(err, store.ErrClosed) {
-		t.Fatalf("Update while closing: %v, want ErrClosed", err)
-	}
-	release()
-	for range n {
-		if err := <-errs; err != nil {
-			t.Fatalf("pending Update: %v", err)
-		}
-	}
-	if err := <-closed; err != nil {
-		t.Fatalf("Close: %v", err)
-	}
-	s2, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s2.Close()
-	err = s2.View(ctx, func(tx store.Tx) error {
-		for i := range n {
-			if _, err := tx.MetaGet(fmt.Sprint("k", i)); err != nil {
-				return fmt.Errorf("k%d: %w", i, err)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	storetest.CheckCloseCompletesPending(t, opener(Options{}), queued, func(s store.Store) bool { return s.(*Store).gate.Closed() })
 }
 
+// TestOpenLockedInProcess: a second Open of a directory in use is refused
+// with store.ErrLocked naming the directory, and opens once the first is
+// closed.
 func TestOpenLockedInProcess(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -262,11 +221,8 @@ func TestOpenLockedInProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
-	_, err = Open(dir, Options{})
-	if !errors.Is(err, store.ErrLocked) || !strings.Contains(err.Error(), dir) {
-		t.Fatalf("second Open: %v, want ErrLocked naming the directory", err)
-	}
+	storetest.CloseAtCleanup(t, s)
+	storetest.CheckSecondOpenLocked(t, s, func() (store.Store, error) { return Open(dir, Options{}) }, dir)
 }
 
 func TestOpenError(t *testing.T) {

@@ -76,17 +76,7 @@ func BenchmarkCommit(b *testing.B) {
 	for _, w := range []int{16, 64} {
 		b.Run(fmt.Sprintf("update-step/writers=%d", w), func(b *testing.B) {
 			s := openBench(b)
-			cont := make([]byte, 512)
-			now := time.Now()
-			d, err := MeasureUpdates(ctx, s, w, b.N, func(i int) func(store.Tx) error {
-				run := fmt.Sprint("run", i%w)
-				return func(tx store.Tx) error {
-					return first(
-						tx.ContinuationPut(run, cont),
-						tx.TaskPut(&store.Task{ID: "t-" + run, RunID: run, Kind: store.TaskStep, Node: "n", ReadyAt: now, CreatedAt: now}),
-						tx.EventAppend(&store.Event{RunID: run, At: now, Type: "completed", Node: "n"}))
-				}
-			})
+			d, err := MeasureUpdates(ctx, s, w, b.N, StepUpdates(w))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -18,13 +18,7 @@ func cohortKey(prefix, runID, node string, visit int) []byte {
 }
 
 func (t *storeTx) CohortPut(c *store.Cohort) error {
-	if err := t.Writable(); err != nil {
-		return err
-	}
-	if err := checkID("cohort run/node", c.RunID, c.Node); err != nil {
-		return err
-	}
-	return t.putJSON(cohortKey(pCohort, c.RunID, c.Node, c.Visit), c)
+	return putChecked(t, cohortKey(pCohort, c.RunID, c.Node, c.Visit), c, func(c *store.Cohort) error { return checkID("cohort run/node", c.RunID, c.Node) })
 }
 
 func (t *storeTx) CohortGet(runID, node string, visit int) (*store.Cohort, error) {
@@ -32,13 +26,7 @@ func (t *storeTx) CohortGet(runID, node string, visit int) (*store.Cohort, error
 }
 
 func (t *storeTx) CohortItemPut(it *store.CohortItem) error {
-	if err := t.Writable(); err != nil {
-		return err
-	}
-	if err := store.CheckCohortItem(it); err != nil {
-		return err
-	}
-	return t.putJSON(key(string(cohortKey(pCohortItem, it.RunID, it.Node, it.Visit)), u64Key(uint64(it.Index))), it)
+	return putChecked(t, key(string(cohortKey(pCohortItem, it.RunID, it.Node, it.Visit)), u64Key(uint64(it.Index))), it, store.CheckCohortItem)
 }
 
 func (t *storeTx) CohortItemGet(runID, node string, visit, index int) (*store.CohortItem, error) {

@@ -209,20 +209,11 @@ func (t *storeTx) TriggerPut(tg *store.Trigger) error {
 	if err := store.CheckTrigger(tg); err != nil {
 		return err
 	}
-	old, err := t.TriggerGet(tg.Owner, tg.Name)
-	switch {
-	case err == nil:
-		if err := t.kv.del(triggerEventKey(old)); err != nil {
-			return err
-		}
-	case !errors.Is(err, store.ErrNotFound):
-		return err
-	}
-	if err := t.kv.set(triggerEventKey(tg), nil); err != nil {
-		return err
-	}
-	return t.putJSON(triggerKey(tg.Owner, tg.Name), tg)
+	return putIndexed(t, triggerKey(tg.Owner, tg.Name), tg, triggerIndexKeys)
 }
+
+// triggerIndexKeys is a trigger's entry under its event.
+func triggerIndexKeys(tg *store.Trigger) [][]byte { return [][]byte{triggerEventKey(tg)} }
 
 func (t *storeTx) TriggerGet(owner, name string) (*store.Trigger, error) {
 	return getOne[store.Trigger](t, triggerKey(owner, name))
@@ -232,14 +223,7 @@ func (t *storeTx) TriggerDelete(owner, name string) error {
 	if err := t.Writable(); err != nil {
 		return err
 	}
-	old, err := t.TriggerGet(owner, name)
-	if err != nil {
-		return fmt.Errorf("trigger %s of %s: %w", name, owner, err)
-	}
-	if err := t.kv.del(triggerEventKey(old)); err != nil {
-		return err
-	}
-	return t.kv.del(triggerKey(owner, name))
+	return deleteIndexed(t, triggerKey(owner, name), fmt.Sprintf("trigger %s of %s", name, owner), triggerIndexKeys)
 }
 
 func (t *storeTx) TriggerListByEvent(owner, event string) ([]*store.Trigger, error) {

@@ -196,6 +196,23 @@ func MeasureLimits(dir string, rounds int) (Limits, error) {
 	}, nil
 }
 
+// StepUpdates returns, for MeasureUpdates, Update functions shaped like
+// an engine step of run i%runs: the continuation, the step task and one
+// event, as every step-rate figure of the stores measures them.
+func StepUpdates(runs int) func(i int) func(store.Tx) error {
+	cont := make([]byte, 512)
+	now := time.Now()
+	return func(i int) func(store.Tx) error {
+		run := fmt.Sprint("run", i%runs)
+		return func(tx store.Tx) error {
+			return errors.Join(
+				tx.ContinuationPut(run, cont),
+				tx.TaskPut(&store.Task{ID: "t-" + run, RunID: run, Kind: store.TaskStep, Node: "n", ReadyAt: now, CreatedAt: now}),
+				tx.EventAppend(&store.Event{RunID: run, At: now, Type: "completed", Node: "n"}))
+		}
+	}
+}
+
 // measureSteps runs n step-shaped Updates from writers goroutines on a new
 // store under dir and returns their rate.
 func measureSteps(dir string, writers, n int) (float64, error) {
@@ -207,17 +224,7 @@ func measureSteps(dir string, writers, n int) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	cont := make([]byte, 512)
-	now := time.Now()
-	d, err := MeasureUpdates(context.Background(), s, writers, n, func(i int) func(store.Tx) error {
-		run := fmt.Sprint("run", i%writers)
-		return func(tx store.Tx) error {
-			return errors.Join(
-				tx.ContinuationPut(run, cont),
-				tx.TaskPut(&store.Task{ID: "t-" + run, RunID: run, Kind: store.TaskStep, Node: "n", ReadyAt: now, CreatedAt: now}),
-				tx.EventAppend(&store.Event{RunID: run, At: now, Type: "completed", Node: "n"}))
-		}
-	})
+	d, err := MeasureUpdates(context.Background(), s, writers, n, StepUpdates(writers))
 	if err = errors.Join(err, s.Close(), os.RemoveAll(sub)); err != nil {
 		return 0, err
 	}

@@ -1,7 +1,6 @@
 package badgerstore
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -24,23 +23,15 @@ func (t *storeTx) SchedulePut(s *store.Schedule) error {
 	if err := store.CheckSchedule(s); err != nil {
 		return err
 	}
-	old, err := t.ScheduleGet(s.Owner, s.Name)
-	switch {
-	case err == nil:
-		if k := scheduleDueKey(old); k != nil {
-			if err := t.kv.del(k); err != nil {
-				return err
-			}
-		}
-	case !errors.Is(err, store.ErrNotFound):
-		return err
-	}
+	return putIndexed(t, key(pSchedule, s.Owner, sep, s.Name), s, scheduleIndexKeys)
+}
+
+// scheduleIndexKeys is a schedule's entry in the due order, if it has one.
+func scheduleIndexKeys(s *store.Schedule) [][]byte {
 	if k := scheduleDueKey(s); k != nil {
-		if err := t.kv.set(k, nil); err != nil {
-			return err
-		}
+		return [][]byte{k}
 	}
-	return t.putJSON(key(pSchedule, s.Owner, sep, s.Name), s)
+	return nil
 }
 
 func (t *storeTx) ScheduleGet(owner, name string) (*store.Schedule, error) {
@@ -51,16 +42,7 @@ func (t *storeTx) ScheduleDelete(owner, name string) error {
 	if err := t.Writable(); err != nil {
 		return err
 	}
-	old, err := t.ScheduleGet(owner, name)
-	if err != nil {
-		return fmt.Errorf("schedule %s of %s: %w", name, owner, err)
-	}
-	if k := scheduleDueKey(old); k != nil {
-		if err := t.kv.del(k); err != nil {
-			return err
-		}
-	}
-	return t.kv.del(key(pSchedule, owner, sep, name))
+	return deleteIndexed(t, key(pSchedule, owner, sep, name), fmt.Sprintf("schedule %s of %s", name, owner), scheduleIndexKeys)
 }
 
 func (t *storeTx) ScheduleList(p store.ScheduleListParams) ([]*store.Schedule, error) {

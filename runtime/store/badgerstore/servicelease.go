@@ -7,11 +7,5 @@ func (t *storeTx) ServiceLeaseGet(name string) (*store.ServiceLease, error) {
 }
 
 func (t *storeTx) ServiceLeasePut(l *store.ServiceLease) error {
-	if err := t.Writable(); err != nil {
-		return err
-	}
-	if err := checkID("service lease name", l.Name); err != nil {
-		return err
-	}
-	return t.putJSON(key(pService, l.Name), l)
+	return putChecked(t, key(pService, l.Name), l, func(l *store.ServiceLease) error { return checkID("service lease name", l.Name) })
 }

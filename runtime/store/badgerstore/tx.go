@@ -35,6 +35,51 @@ func (t *storeTx) getJSON(k []byte, v any) error {
 	return decodeJSON(b, v)
 }
 
+// putChecked is the write of a record that needs nothing more than its
+// check: refused in a View or by check (the store's own, so every backend
+// refuses the same records), else stored under k.
+func putChecked[T any](t *storeTx, k []byte, v *T, check func(*T) error) error {
+	if err := t.Writable(); err != nil {
+		return err
+	}
+	if err := check(v); err != nil {
+		return err
+	}
+	return t.putJSON(k, v)
+}
+
+// putIndexed writes v under k with the index entries index names for
+// it; the entries of the record it replaces are removed first, so an
+// index never lists a record twice or where it no longer is.
+func putIndexed[T any](t *storeTx, k []byte, v *T, index func(*T) [][]byte) error {
+	old := new(T)
+	switch err := t.getJSON(k, old); {
+	case err == nil:
+		if err := t.delKeys(index(old)); err != nil {
+			return err
+		}
+	case !errors.Is(err, store.ErrNotFound):
+		return err
+	}
+	if err := t.setKeys(index(v)); err != nil {
+		return err
+	}
+	return t.putJSON(k, v)
+}
+
+// deleteIndexed removes the record under k and its index entries; what
+// names the record in the error when there is none.
+func deleteIndexed[T any](t *storeTx, k []byte, what string, index func(*T) [][]byte) error {
+	old := new(T)
+	if err := t.getJSON(k, old); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if err := t.delKeys(index(old)); err != nil {
+		return err
+	}
+	return t.kv.del(k)
+}
+
 func (t *storeTx) putJSON(k []byte, v any) error {
 	b, err := encodeJSON(v)
 	if err != nil {
@@ -228,13 +273,7 @@ func (t *storeTx) FlowVersionHistory(name string, limit int) ([]*store.FlowVersi
 }
 
 func (t *storeTx) SourcePut(s *store.Source) error {
-	if err := t.Writable(); err != nil {
-		return err
-	}
-	if err := checkID("source hash", s.Hash); err != nil {
-		return err
-	}
-	return t.putJSON(key(pSource, s.Hash), s)
+	return putChecked(t, key(pSource, s.Hash), s, func(s *store.Source) error { return checkID("source hash", s.Hash) })
 }
 
 func (t *storeTx) SourceGet(hash string) (*store.Source, error) {
@@ -503,13 +542,7 @@ func (t *storeTx) DedupGet(owner, requestID string) (*store.Dedup, error) {
 }
 
 func (t *storeTx) DedupPut(d *store.Dedup) error {
-	if err := t.Writable(); err != nil {
-		return err
-	}
-	if err := store.CheckDedup(d); err != nil {
-		return err
-	}
-	return t.putJSON(key(pDedup, d.Owner, sep, d.RequestID), d)
+	return putChecked(t, key(pDedup, d.Owner, sep, d.RequestID), d, store.CheckDedup)
 }
 
 func (t *storeTx) DedupDelete(owner, requestID string) error {
@@ -785,19 +818,12 @@ func (t *storeTx) LeasePut(l *store.Lease) error {
 	if err := checkID("lease task id", l.TaskID); err != nil {
 		return err
 	}
-	old, err := t.LeaseGet(l.TaskID)
-	switch {
-	case err == nil:
-		if err := t.kv.del(key(pLeaseExp, timeKey(old.Deadline), old.TaskID)); err != nil {
-			return err
-		}
-	case !errors.Is(err, store.ErrNotFound):
-		return err
-	}
-	if err := t.kv.set(key(pLeaseExp, timeKey(l.Deadline), l.TaskID), nil); err != nil {
-		return err
-	}
-	return t.putJSON(key(pLease, l.TaskID), l)
+	return putIndexed(t, key(pLease, l.TaskID), l, leaseIndexKeys)
+}
+
+// leaseIndexKeys is a lease's entry in the expiry order.
+func leaseIndexKeys(l *store.Lease) [][]byte {
+	return [][]byte{key(pLeaseExp, timeKey(l.Deadline), l.TaskID)}
 }
 
 func (t *storeTx) LeaseGet(taskID string) (*store.Lease, error) {
@@ -808,14 +834,7 @@ func (t *storeTx) LeaseDelete(taskID string) error {
 	if err := t.Writable(); err != nil {
 		return err
 	}
-	old, err := t.LeaseGet(taskID)
-	if err != nil {
-		return fmt.Errorf("lease of %s: %w", taskID, err)
-	}
-	if err := t.kv.del(key(pLeaseExp, timeKey(old.Deadline), old.TaskID)); err != nil {
-		return err
-	}
-	return t.kv.del(key(pLease, taskID))
+	return deleteIndexed(t, key(pLease, taskID), "lease of "+taskID, leaseIndexKeys)
 }
 
 func (t *storeTx) LeaseListExpired(now time.Time, limit int) ([]*store.Lease, error) {
@@ -854,13 +873,7 @@ func (t *storeTx) IdemGet(k string) (*store.Idem, error) {
 }
 
 func (t *storeTx) IdemPut(r *store.Idem) error {
-	if err := t.Writable(); err != nil {
-		return err
-	}
-	if err := checkID("idempotency key", r.Key); err != nil {
-		return err
-	}
-	return t.putJSON(key(pIdem, r.Key), r)
+	return putChecked(t, key(pIdem, r.Key), r, func(r *store.Idem) error { return checkID("idempotency key", r.Key) })
 }
 
 // ---- dead letters ----

@@ -1,7 +1,6 @@
 package badgerstore
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -88,31 +87,46 @@ func TestNewerLayoutRefused(t *testing.T) {
 	}
 }
 
-// TestLayoutV1Upgraded opens a directory as a version 1 weir left it (runs
-// without the rc/ index, no layout recorded) and checks the open writes
-// the index, so the newest-first list holds the runs written before.
-func TestLayoutV1Upgraded(t *testing.T) {
-	ctx := context.Background()
+// layoutT0 is when the records of the layout tests were written.
+var layoutT0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// openWritten opens a store in a new directory and commits put in it: the
+// records a weir of an older layout wrote, before the test takes the
+// newer layout's indexes away again.
+func openWritten(t *testing.T, put func(tx store.Tx) error) (*Store, string) {
+	t.Helper()
 	dir := t.TempDir()
 	s, err := Open(dir, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	err = s.Update(ctx, func(tx store.Tx) error {
+	mustUpdate(t, s, put)
+	return s, dir
+}
+
+// mustUpdate commits fn in s and fails the test if it does not commit.
+func mustUpdate(t *testing.T, s *Store, fn func(tx store.Tx) error) {
+	t.Helper()
+	if err := s.Update(ctx, fn); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLayoutV1Upgraded opens a directory as a version 1 weir left it (runs
+// without the rc/ index, no layout recorded) and checks the open writes
+// the index, so the newest-first list holds the runs written before.
+func TestLayoutV1Upgraded(t *testing.T) {
+	s, dir := openWritten(t, func(tx store.Tx) error {
 		for i, id := range []string{"b", "c", "a"} {
-			r := &store.Run{ID: id, Flow: "f", Version: "h", Owner: "o", InputHash: "ih", Phase: store.PhaseQueued, CreatedAt: t0.Add(time.Duration(i) * time.Second)}
+			r := &store.Run{ID: id, Flow: "f", Version: "h", Owner: "o", InputHash: "ih", Phase: store.PhaseQueued, CreatedAt: layoutT0.Add(time.Duration(i) * time.Second)}
 			if err := tx.RunInsert(r); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Back to layout 1: no rc/ entries, no layout record.
-	err = s.db.DropPrefix([]byte(pRunCreated), []byte(kLayout))
+	err := s.db.DropPrefix([]byte(pRunCreated), []byte(kLayout))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,69 +173,47 @@ func TestLayoutV1Upgraded(t *testing.T) {
 // open indexes every unleased task under its run's owner, so the
 // per-owner listing holds the tasks queued before.
 func TestLayoutV2Upgraded(t *testing.T) {
-	ctx := context.Background()
-	dir := t.TempDir()
-	s, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	err = s.Update(ctx, func(tx store.Tx) error {
+	s, dir := openWritten(t, func(tx store.Tx) error {
 		// Put before their runs exist, the tasks keep no owner, as a
 		// version 2 weir wrote them.
 		for i, id := range []string{"t1", "t2"} {
-			if err := tx.TaskPut(&store.Task{ID: id, RunID: "r" + id, Kind: store.TaskStep, Attempt: 1, ReadyAt: t0.Add(time.Duration(i) * time.Second)}); err != nil {
+			if err := tx.TaskPut(&store.Task{ID: id, RunID: "r" + id, Kind: store.TaskStep, Attempt: 1, ReadyAt: layoutT0.Add(time.Duration(i) * time.Second)}); err != nil {
 				return err
 			}
 		}
-		if err := tx.TaskPut(&store.Task{ID: "t3", RunID: "rt3", Kind: store.TaskStep, Attempt: 1, ReadyAt: t0, Leased: true}); err != nil {
+		if err := tx.TaskPut(&store.Task{ID: "t3", RunID: "rt3", Kind: store.TaskStep, Attempt: 1, ReadyAt: layoutT0, Leased: true}); err != nil {
 			return err
 		}
 		for _, r := range []*store.Run{{ID: "rt1", Owner: "alice"}, {ID: "rt2", Owner: "bob"}, {ID: "rt3", Owner: "carol"}} {
-			r.Flow, r.Version, r.InputHash, r.Phase, r.CreatedAt = "f", "h", "ih", store.PhaseRunning, t0
+			r.Flow, r.Version, r.InputHash, r.Phase, r.CreatedAt = "f", "h", "ih", store.PhaseRunning, layoutT0
 			if err := tx.RunInsert(r); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	s = reopenAsLayout(t, s, dir, layoutV2, pTaskOwner)
 	defer s.Close()
-	var got []string
-	err = s.View(ctx, func(tx store.Tx) error {
-		ts, err := tx.TaskListReadyByOwner(store.TaskListReadyByOwnerParams{Now: t0.Add(time.Minute)})
-		for _, tk := range ts {
-			got = append(got, tk.ID+":"+tk.Owner)
-		}
-		return err
-	})
-	if err != nil || strings.Join(got, ",") != "t1:alice,t2:bob" {
+	// heads lists the per-owner heads as task:owner.
+	heads := func() ([]string, error) {
+		var got []string
+		err := s.View(ctx, func(tx store.Tx) error {
+			ts, err := tx.TaskListReadyByOwner(store.TaskListReadyByOwnerParams{Now: layoutT0.Add(time.Minute)})
+			for _, tk := range ts {
+				got = append(got, tk.ID+":"+tk.Owner)
+			}
+			return err
+		})
+		return got, err
+	}
+	if got, err := heads(); err != nil || strings.Join(got, ",") != "t1:alice,t2:bob" {
 		t.Fatalf("per-owner heads after the upgrade: %v, %v; want t1:alice,t2:bob", got, err)
 	}
 	// Putting an old record again moves its entry rather than doubling it.
-	err = s.Update(ctx, func(tx store.Tx) error {
-		tk, err := tx.TaskGet("t1")
-		if err != nil {
-			return err
-		}
-		tk.Leased = true
-		return tx.TaskPut(tk)
+	mustUpdate(t, s, func(tx store.Tx) error {
+		return storetest.ChangeTask(tx, "t1", func(tk *store.Task) { tk.Leased = true })
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got = nil
-	err = s.View(ctx, func(tx store.Tx) error {
-		ts, err := tx.TaskListReadyByOwner(store.TaskListReadyByOwnerParams{Now: t0.Add(time.Minute)})
-		for _, tk := range ts {
-			got = append(got, tk.ID+":"+tk.Owner)
-		}
-		return err
-	})
-	if err != nil || strings.Join(got, ",") != "t2:bob" {
+	if got, err := heads(); err != nil || strings.Join(got, ",") != "t2:bob" {
 		t.Fatalf("after leasing t1: %v, %v; want t2:bob", got, err)
 	}
 }
@@ -231,27 +223,17 @@ func TestLayoutV2Upgraded(t *testing.T) {
 // phase, so the owners' quotas count the runs written before; a run
 // written again afterwards moves its entry rather than doubling it.
 func TestLayoutV3Upgraded(t *testing.T) {
-	ctx := context.Background()
-	dir := t.TempDir()
-	s, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	runs := []*store.Run{{ID: "r1", Owner: "alice", Phase: store.PhaseQueued}, {ID: "r2", Owner: "alice", Phase: store.PhaseRunning},
 		{ID: "r3", Owner: "alice", Phase: store.PhaseQueued}, {ID: "r4", Owner: "bob", Phase: store.PhaseQueued}}
-	err = s.Update(ctx, func(tx store.Tx) error {
+	s, dir := openWritten(t, func(tx store.Tx) error {
 		for _, r := range runs {
-			r.Flow, r.Version, r.InputHash, r.CreatedAt = "f", "h", "ih", t0
+			r.Flow, r.Version, r.InputHash, r.CreatedAt = "f", "h", "ih", layoutT0
 			if err := tx.RunInsert(r); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	s = reopenAsLayout(t, s, dir, layoutV3, pRunOwnerPh)
 	defer s.Close()
 	counts := func() string {
@@ -277,17 +259,9 @@ func TestLayoutV3Upgraded(t *testing.T) {
 	if got := counts(); got != "alice/queued=2,alice/running=1,bob/queued=1,bob/running=0" {
 		t.Fatalf("counts after the upgrade: %s", got)
 	}
-	err = s.Update(ctx, func(tx store.Tx) error {
-		r, err := tx.RunGet("r1")
-		if err != nil {
-			return err
-		}
-		r.Phase = store.PhaseRunning
-		return tx.RunUpdate(r)
+	mustUpdate(t, s, func(tx store.Tx) error {
+		return storetest.ChangeRun(tx, "r1", func(r *store.Run) { r.Phase = store.PhaseRunning })
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if got := counts(); got != "alice/queued=1,alice/running=2,bob/queued=1,bob/running=0" {
 		t.Fatalf("counts after r1 started: %s", got)
 	}

@@ -99,13 +99,7 @@ func (t *tx) EventSlotPut(s *store.EventSlot) error {
 }
 
 func (t *tx) TriggerPut(tg *store.Trigger) error {
-	if err := t.Writable(); err != nil {
-		return err
-	}
-	if err := store.CheckTrigger(tg); err != nil {
-		return err
-	}
-	return put(t, tTrigger, tg.Owner+sep+tg.Name, tg)
+	return putChecked(t, tTrigger, tg.Owner+sep+tg.Name, tg, store.CheckTrigger)
 }
 
 func (t *tx) TriggerGet(owner, name string) (*store.Trigger, error) {

@@ -46,20 +46,8 @@ func TestStore(t *testing.T) {
 func TestReopenWhileOpen(t *testing.T) {
 	t.Parallel()
 	s := New()
-	if _, err := s.Reopen(); !errors.Is(err, store.ErrLocked) {
-		t.Fatalf("Reopen of an open store: %v, want ErrLocked", err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s2, err := s.Reopen()
-	if err != nil {
-		t.Fatalf("Reopen after Close: %v", err)
-	}
-	defer s2.Close()
-	if _, err := s.Reopen(); !errors.Is(err, store.ErrLocked) {
-		t.Fatalf("second Reopen while the first is open: %v, want ErrLocked", err)
-	}
+	storetest.CloseAtCleanup(t, s)
+	storetest.CheckSecondOpenLocked(t, s, func() (store.Store, error) { return s.Reopen() }, "")
 }
 
 // TestViewIsASnapshot: a View keeps reading the state it began with while

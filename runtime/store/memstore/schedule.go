@@ -9,13 +9,7 @@ import (
 )
 
 func (t *tx) SchedulePut(s *store.Schedule) error {
-	if err := t.Writable(); err != nil {
-		return err
-	}
-	if err := store.CheckSchedule(s); err != nil {
-		return err
-	}
-	return put(t, tSchedule, s.Owner+sep+s.Name, s)
+	return putChecked(t, tSchedule, s.Owner+sep+s.Name, s, store.CheckSchedule)
 }
 
 func (t *tx) ScheduleGet(owner, name string) (*store.Schedule, error) {

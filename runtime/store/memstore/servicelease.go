@@ -7,11 +7,5 @@ func (t *tx) ServiceLeaseGet(name string) (*store.ServiceLease, error) {
 }
 
 func (t *tx) ServiceLeasePut(l *store.ServiceLease) error {
-	if err := t.Writable(); err != nil {
-		return err
-	}
-	if err := checkID("service lease name", l.Name); err != nil {
-		return err
-	}
-	return put(t, tService, l.Name, l)
+	return putChecked(t, tService, l.Name, l, func(l *store.ServiceLease) error { return checkID("service lease name", l.Name) })
 }

@@ -133,6 +133,19 @@ func put[T any](t *tx, tb table, k string, v *T) error {
 	return nil
 }
 
+// putChecked is the write of a record that needs nothing more than its
+// check: refused in a View or by check (the store's own, so every backend
+// refuses the same records), else put under k.
+func putChecked[T any](t *tx, tb table, k string, v *T, check func(*T) error) error {
+	if err := t.Writable(); err != nil {
+		return err
+	}
+	if err := check(v); err != nil {
+		return err
+	}
+	return put(t, tb, k, v)
+}
+
 // fresh decodes a new copy of e for a caller to keep and change.
 func fresh[T any](e *entry) (*T, error) {
 	v := new(T)
@@ -330,13 +343,7 @@ func newestFirst(a, b *store.FlowVersion) int {
 }
 
 func (t *tx) SourcePut(s *store.Source) error {
-	if err := t.Writable(); err != nil {
-		return err
-	}
-	if err := checkID("source hash", s.Hash); err != nil {
-		return err
-	}
-	return put(t, tSource, s.Hash, s)
+	return putChecked(t, tSource, s.Hash, s, func(s *store.Source) error { return checkID("source hash", s.Hash) })
 }
 
 func (t *tx) SourceGet(hash string) (*store.Source, error) {
@@ -429,13 +436,7 @@ func (t *tx) DedupGet(owner, requestID string) (*store.Dedup, error) {
 }
 
 func (t *tx) DedupPut(d *store.Dedup) error {
-	if err := t.Writable(); err != nil {
-		return err
-	}
-	if err := store.CheckDedup(d); err != nil {
-		return err
-	}
-	return put(t, tDedup, d.Owner+sep+d.RequestID, d)
+	return putChecked(t, tDedup, d.Owner+sep+d.RequestID, d, store.CheckDedup)
 }
 
 func (t *tx) DedupDelete(owner, requestID string) error {
@@ -573,13 +574,7 @@ func (t *tx) TaskCount() (queued, leased int, err error) {
 // ---- leases ----
 
 func (t *tx) LeasePut(l *store.Lease) error {
-	if err := t.Writable(); err != nil {
-		return err
-	}
-	if err := checkID("lease task id", l.TaskID); err != nil {
-		return err
-	}
-	return put(t, tLease, l.TaskID, l)
+	return putChecked(t, tLease, l.TaskID, l, func(l *store.Lease) error { return checkID("lease task id", l.TaskID) })
 }
 
 func (t *tx) LeaseGet(taskID string) (*store.Lease, error) {
@@ -610,25 +605,13 @@ func (t *tx) IdemGet(k string) (*store.Idem, error) {
 }
 
 func (t *tx) IdemPut(r *store.Idem) error {
-	if err := t.Writable(); err != nil {
-		return err
-	}
-	if err := checkID("idempotency key", r.Key); err != nil {
-		return err
-	}
-	return put(t, tIdem, r.Key, r)
+	return putChecked(t, tIdem, r.Key, r, func(r *store.Idem) error { return checkID("idempotency key", r.Key) })
 }
 
 // ---- dead letters ----
 
 func (t *tx) DeadLetterPut(d *store.DeadLetter) error {
-	if err := t.Writable(); err != nil {
-		return err
-	}
-	if err := store.CheckDeadLetter(d); err != nil {
-		return err
-	}
-	return put(t, tDead, d.TaskID, d)
+	return putChecked(t, tDead, d.TaskID, d, store.CheckDeadLetter)
 }
 
 func (t *tx) DeadLetterList(p store.DeadLetterListParams) ([]*store.DeadLetter, error) {
@@ -694,13 +677,7 @@ func (t *tx) CohortGet(runID, node string, visit int) (*store.Cohort, error) {
 }
 
 func (t *tx) CohortItemPut(it *store.CohortItem) error {
-	if err := t.Writable(); err != nil {
-		return err
-	}
-	if err := store.CheckCohortItem(it); err != nil {
-		return err
-	}
-	return put(t, tItem, cohortKey(it.RunID, it.Node, it.Visit)+u64(uint64(it.Index)), it)
+	return putChecked(t, tItem, cohortKey(it.RunID, it.Node, it.Visit)+u64(uint64(it.Index)), it, store.CheckCohortItem)
 }
 
 func (t *tx) CohortItemGet(runID, node string, visit, index int) (*store.CohortItem, error) {
@@ -715,13 +692,7 @@ func (t *tx) CohortItemList(runID, node string, visit int) ([]*store.CohortItem,
 // ---- agent turns ----
 
 func (t *tx) AgentTurnPut(at *store.AgentTurn) error {
-	if err := t.Writable(); err != nil {
-		return err
-	}
-	if err := store.CheckAgentTurn(at); err != nil {
-		return err
-	}
-	return put(t, tTurn, cohortKey(at.RunID, at.Node, at.Visit)+u64(uint64(at.Turn)), at)
+	return putChecked(t, tTurn, cohortKey(at.RunID, at.Node, at.Visit)+u64(uint64(at.Turn)), at, store.CheckAgentTurn)
 }
 
 func (t *tx) AgentTurnGet(runID, node string, visit, turn int) (*store.AgentTurn, error) {

@@ -6,31 +6,14 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/internal/testutil/pgtest"
-	"github.com/weirhq/weir/runtime/store"
 	"github.com/weirhq/weir/runtime/store/badgerstore"
 )
-
-// stepFn is an Update shaped like an engine step of run i%runs: the
-// continuation, the step task and one event.
-func stepFn(runs int) func(i int) func(store.Tx) error {
-	cont := make([]byte, 512)
-	now := time.Now()
-	return func(i int) func(store.Tx) error {
-		run := fmt.Sprint("run", i%runs)
-		return func(tx store.Tx) error {
-			return first(
-				tx.ContinuationPut(run, cont),
-				tx.TaskPut(&store.Task{ID: "t-" + run, RunID: run, Kind: store.TaskStep, Node: "n", ReadyAt: now, CreatedAt: now}),
-				tx.EventAppend(&store.Event{RunID: run, At: now, Type: "completed", Node: "n"}))
-		}
-	}
-}
 
 // warm runs a few steps from every writer first, so that the pool has
 // opened its connections (a server process each) before the clock runs.
 func warm(b *testing.B, s *Store, writers int) {
 	b.Helper()
-	if _, err := badgerstore.MeasureUpdates(ctx, s, writers, 4*writers, stepFn(writers)); err != nil {
+	if _, err := badgerstore.MeasureUpdates(ctx, s, writers, 4*writers, badgerstore.StepUpdates(writers)); err != nil {
 		b.Fatal(err)
 	}
 }
@@ -49,7 +32,7 @@ func BenchmarkCommit(b *testing.B) {
 				s := openURL(b, pgtest.Schema(b), mode.opts)
 				warm(b, s, w)
 				before := s.Stats()
-				d, err := badgerstore.MeasureUpdates(ctx, s, w, b.N, stepFn(w))
+				d, err := badgerstore.MeasureUpdates(ctx, s, w, b.N, badgerstore.StepUpdates(w))
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -75,7 +58,7 @@ func BenchmarkGroupVsSingle(b *testing.B) {
 			for _, mode := range []Options{{}, {MaxBatch: 1, MaxConns: writers}} {
 				s := openURL(b, pgtest.Schema(b), mode)
 				warm(b, s, writers)
-				d, err := badgerstore.MeasureUpdates(ctx, s, writers, steps, stepFn(writers))
+				d, err := badgerstore.MeasureUpdates(ctx, s, writers, steps, badgerstore.StepUpdates(writers))
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -67,8 +67,11 @@ func openStore(t *testing.T, opts Options) *Store {
 // (storetest.Stall), so that they form one group.
 func waitQueued(t *testing.T, s *Store, n int) {
 	t.Helper()
-	storetest.WaitQueued(t, func() int { return len(s.reqs) }, n)
+	storetest.WaitQueued(t, func() int { return queued(s) }, n)
 }
+
+// queued counts the Updates waiting for s's committer.
+func queued(s store.Store) int { return len(s.(*Store).reqs) }
 
 // TestGroupCommitAndTooLarge queues functions behind a stalled committer
 // so they share one transaction: they commit in one COMMIT, and the one
@@ -112,6 +115,14 @@ func TestGroupCommitAndTooLarge(t *testing.T) {
 	storetest.CheckContinuations(t, s, n, value)
 }
 
+// TestCloseCompletesPendingUpdates closes the store while Updates wait
+// behind a stalled committer: they complete, later calls get ErrClosed,
+// and their writes are there after a new Open.
+func TestCloseCompletesPendingUpdates(t *testing.T) {
+	t.Parallel()
+	storetest.CheckCloseCompletesPending(t, opener(Options{}), queued, func(s store.Store) bool { return s.(*Store).gate.Closed() })
+}
+
 // TestTwoStoresOneSchema increments one counter from two stores on the
 // same schema, as two daemons on one database would: their group commits
 // conflict, and the serialization failures are retried without losing an
@@ -143,18 +154,9 @@ func TestTwoStoresOneSlot(t *testing.T) {
 func TestSecondOpenLocked(t *testing.T) {
 	t.Parallel()
 	u := pgtest.Schema(t)
-	s, err := Open(ctx, u, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = Open(ctx, u, Options{LockWait: 100 * time.Millisecond})
-	if !errors.Is(err, store.ErrLocked) || !strings.Contains(err.Error(), "weir_test_") {
-		t.Fatalf("second Open: %v, want ErrLocked naming the schema", err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	openURL(t, u, Options{})
+	s := openURL(t, u, Options{})
+	// Close unlocks at once, so a short LockWait opens after it too.
+	storetest.CheckSecondOpenLocked(t, s, func() (store.Store, error) { return Open(ctx, u, Options{LockWait: 100 * time.Millisecond}) }, "weir_test_")
 }
 
 // TestOpenWaitsForTheLockHolderToGo: an open that finds the schema held

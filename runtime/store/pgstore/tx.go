@@ -298,6 +298,14 @@ func listRecords[T any](t *storeTx, sql string, args ...any) ([]*T, error) {
 	if err := t.Open(); err != nil {
 		return nil, err
 	}
+	return queryRecords[T, struct{}](t, nil, sql, args...)
+}
+
+// queryRecords decodes every row a query returns into a new T: rows of
+// (v, data), or with lead set, of (k, v, data), where lead(r, k) then
+// gives the record the column it does not carry itself (an event's seq,
+// a task's owner).
+func queryRecords[T, K any](t *storeTx, lead func(r *T, k K), sql string, args ...any) ([]*T, error) {
 	rows, err := t.query(sql, args...)
 	if err != nil {
 		return nil, t.fail(err)
@@ -305,14 +313,22 @@ func listRecords[T any](t *storeTx, sql string, args ...any) ([]*T, error) {
 	defer rows.Close()
 	var out []*T
 	for rows.Next() {
+		var k K
 		var v int16
 		var data []byte
-		if err := rows.Scan(&v, &data); err != nil {
+		dest := []any{&v, &data}
+		if lead != nil {
+			dest = []any{&k, &v, &data}
+		}
+		if err := rows.Scan(dest...); err != nil {
 			return nil, t.fail(err)
 		}
 		r := new(T)
 		if err := decode(v, data, r); err != nil {
 			return nil, err
+		}
+		if lead != nil {
+			lead(r, k)
 		}
 		out = append(out, r)
 	}
@@ -717,7 +733,9 @@ func (t *storeTx) TaskListReadyByOwner(p store.TaskListReadyByOwnerParams) ([]*s
 	if p.Limit > 0 {
 		limit = p.Limit
 	}
-	rows, err := t.query(`WITH RECURSIVE owners(owner) AS (
+	return queryRecords(t, func(tk *store.Task, owner string) {
+		tk.Owner = owner // the record may name none: the column is its run's
+	}, `WITH RECURSIVE owners(owner) AS (
 			(SELECT owner FROM tasks WHERE NOT leased AND ready_ns <= $1 ORDER BY owner LIMIT 1)
 			UNION ALL
 			SELECT (SELECT t.owner FROM tasks t WHERE NOT t.leased AND t.ready_ns <= $1 AND t.owner > o.owner ORDER BY t.owner LIMIT 1)
@@ -731,29 +749,6 @@ func (t *storeTx) TaskListReadyByOwner(p store.TaskListReadyByOwnerParams) ([]*s
 		WINDOW w AS (PARTITION BY h.owner ORDER BY h.ready_ns, h.id)
 		ORDER BY first_value(h.ready_ns) OVER w, first_value(h.id) OVER w, h.ready_ns, h.id
 		LIMIT $3::bigint`, nanos(p.Now), perOwner, limit)
-	if err != nil {
-		return nil, t.fail(err)
-	}
-	defer rows.Close()
-	var out []*store.Task
-	for rows.Next() {
-		var owner string
-		var v int16
-		var data []byte
-		if err := rows.Scan(&owner, &v, &data); err != nil {
-			return nil, t.fail(err)
-		}
-		tk := new(store.Task)
-		if err := decode(v, data, tk); err != nil {
-			return nil, err
-		}
-		tk.Owner = owner // the record may name none: the column is its run's
-		out = append(out, tk)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, t.fail(err)
-	}
-	return out, nil
 }
 
 func (t *storeTx) TaskListByRun(runID string) ([]*store.Task, error) {
@@ -952,31 +947,9 @@ func (t *storeTx) EventList(p store.EventListParams) ([]*store.Event, error) {
 	if p.AfterSeq >= math.MaxInt64 || !text(p.RunID) {
 		return nil, nil
 	}
-	rows, err := t.query(`SELECT seq, v, data FROM events WHERE run_id = $1 AND seq > $2 ORDER BY seq`+limitClause(p.Limit),
+	return queryRecords(t, func(e *store.Event, seq int64) { e.Seq = uint64(seq) },
+		`SELECT seq, v, data FROM events WHERE run_id = $1 AND seq > $2 ORDER BY seq`+limitClause(p.Limit),
 		p.RunID, int64(p.AfterSeq))
-	if err != nil {
-		return nil, t.fail(err)
-	}
-	defer rows.Close()
-	var out []*store.Event
-	for rows.Next() {
-		var seq int64
-		var v int16
-		var data []byte
-		if err := rows.Scan(&seq, &v, &data); err != nil {
-			return nil, t.fail(err)
-		}
-		e := new(store.Event)
-		if err := decode(v, data, e); err != nil {
-			return nil, err
-		}
-		e.Seq = uint64(seq)
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, t.fail(err)
-	}
-	return out, nil
 }
 
 // ---- cohorts and agent turns ----

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -109,10 +108,7 @@ func testOwnerEventList(t *testing.T, s store.Store, _ Opener) {
 		return read(t, s, func(tx store.Tx) (int, error) { return tx.OwnerEventCount(owner) })
 	}
 	// alice's events are e1..e2..e4..e5 with Seqs 1..4; bob's e0, e3.
-	for _, c := range []struct {
-		name      string
-		got, want []string
-	}{
+	checkListings(t, []listing{
 		{"alice in Seq order", list(store.OwnerEventListParams{Owner: "alice"}), []string{"alice/e1", "alice/e2", "alice/e4", "alice/e5"}},
 		{"after Seq 2", list(store.OwnerEventListParams{Owner: "alice", AfterSeq: 2}), []string{"alice/e4", "alice/e5"}},
 		{"a page", list(store.OwnerEventListParams{Owner: "alice", AfterSeq: 1, Limit: 2}), []string{"alice/e2", "alice/e4"}},
@@ -127,11 +123,7 @@ func testOwnerEventList(t *testing.T, s store.Store, _ Opener) {
 		{"before, oldest first", before(at(8*time.Second), 0), []string{"alice/e5", "alice/e4", "bob/e3"}},
 		{"before is exclusive, bounded", before(at(7*time.Second), 1), []string{"alice/e5"}},
 		{"nothing that old", before(at(5*time.Second), 0), []string{}},
-	} {
-		if !slices.Equal(c.got, c.want) {
-			t.Errorf("%s: %v, want %v", c.name, c.got, c.want)
-		}
-	}
+	})
 	if a, b, c := count("alice"), count("bob"), count("carol"); a != 4 || b != 2 || c != 0 {
 		t.Errorf("counts %d, %d, %d, want 4, 2, 0", a, b, c)
 	}
@@ -145,19 +137,12 @@ func testOwnerEventList(t *testing.T, s store.Store, _ Opener) {
 		e4.TriggersPending, e4.Delivered, e4.AcceptedAt = false, []string{"run2/wait@1"}, at(time.Hour)
 		return first(tx.OwnerEventPut(e4), tx.OwnerEventDelete("bob", "e3"), tx.OwnerEventPut(newOwnerEvent("bob", "e3", at(time.Minute))))
 	})
-	for _, c := range []struct {
-		name      string
-		got, want []string
-	}{
+	checkListings(t, []listing{
 		{"pending after the starts", list(store.OwnerEventListParams{TriggersPending: true}), []string{"alice/e2", "bob/e0"}},
 		{"undelivered after a delivery", list(store.OwnerEventListParams{Owner: "alice", Undelivered: true}), []string{"alice/e1", "alice/e5"}},
 		{"a deleted id accepted again comes last", list(store.OwnerEventListParams{Owner: "bob"}), []string{"bob/e0", "bob/e3"}},
 		{"before, after the moves", before(at(2*time.Hour), 0), []string{"alice/e5", "alice/e2", "alice/e1", "bob/e0", "bob/e3", "alice/e4"}},
-	} {
-		if !slices.Equal(c.got, c.want) {
-			t.Errorf("%s: %v, want %v", c.name, c.got, c.want)
-		}
-	}
+	})
 	e3 := read(t, s, func(tx store.Tx) (*store.OwnerEvent, error) { return tx.OwnerEventGet("bob", "e3") })
 	if e3.Seq != 3 {
 		t.Errorf("bob's e3 accepted again: Seq %d, want 3", e3.Seq)
@@ -248,36 +233,24 @@ func testEventSlotConcurrent(t *testing.T, s store.Store, _ Opener) {
 // badgerstore), so an error here is a failure, never the caller's retry.
 func AddToSlotConcurrently(t *testing.T, stores []store.Store, goroutines, each int) {
 	t.Helper()
-	var wg sync.WaitGroup
-	errs := make(chan error, goroutines)
-	for g := range goroutines {
-		s := stores[g%len(stores)]
-		wg.Go(func() {
-			for i := range each {
-				id := fmt.Sprintf("g%02d-%02d", g, i)
-				err := s.Update(ctx, func(tx store.Tx) error {
-					sl, err := tx.EventSlotGet("alice", "ticket.updated", "T-42")
-					if errors.Is(err, store.ErrNotFound) {
-						sl, err = &store.EventSlot{Owner: "alice", Name: "ticket.updated", Key: "T-42"}, nil
-					}
-					if err != nil {
-						return err
-					}
-					sl.Kept = append(sl.Kept, id)
-					return tx.EventSlotPut(sl)
-				})
-				if err != nil {
-					errs <- fmt.Errorf("%s: %w", id, err)
-					return
-				}
+	updateConcurrently(t, stores, goroutines, each, func(s store.Store, g, i int) error {
+		id := fmt.Sprintf("g%02d-%02d", g, i)
+		err := s.Update(ctx, func(tx store.Tx) error {
+			sl, err := tx.EventSlotGet("alice", "ticket.updated", "T-42")
+			if errors.Is(err, store.ErrNotFound) {
+				sl, err = &store.EventSlot{Owner: "alice", Name: "ticket.updated", Key: "T-42"}, nil
 			}
+			if err != nil {
+				return err
+			}
+			sl.Kept = append(sl.Kept, id)
+			return tx.EventSlotPut(sl)
 		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+		if err != nil {
+			return fmt.Errorf("%s: %w", id, err)
+		}
+		return nil
+	})
 	sl := read(t, stores[0], func(tx store.Tx) (*store.EventSlot, error) { return tx.EventSlotGet("alice", "ticket.updated", "T-42") })
 	var want []string
 	for g := range goroutines {
@@ -303,25 +276,13 @@ func testOwnerEventsConcurrent(t *testing.T, s store.Store, _ Opener) {
 // each once, in the order the events list in, and that the count agrees.
 func AcceptConcurrently(t *testing.T, stores []store.Store, goroutines, each int) {
 	t.Helper()
-	var wg sync.WaitGroup
-	errs := make(chan error, goroutines)
-	for g := range goroutines {
-		s := stores[g%len(stores)]
-		wg.Go(func() {
-			for i := range each {
-				e := newOwnerEvent("alice", fmt.Sprintf("g%02d-%02d", g, i), t0)
-				if err := s.Update(ctx, func(tx store.Tx) error { return tx.OwnerEventPut(e) }); err != nil {
-					errs <- fmt.Errorf("%s: %w", e.ID, err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	updateConcurrently(t, stores, goroutines, each, func(s store.Store, g, i int) error {
+		e := newOwnerEvent("alice", fmt.Sprintf("g%02d-%02d", g, i), t0)
+		if err := s.Update(ctx, func(tx store.Tx) error { return tx.OwnerEventPut(e) }); err != nil {
+			return fmt.Errorf("%s: %w", e.ID, err)
+		}
+		return nil
+	})
 	n := goroutines * each
 	view(t, stores[0], func(tx store.Tx) error {
 		es, err := tx.OwnerEventList(store.OwnerEventListParams{Owner: "alice"})
@@ -378,23 +339,21 @@ func testTriggers(t *testing.T, s store.Store, _ Opener) {
 	byOwner := func(owner string, limit int) []string {
 		return names(read(t, s, func(tx store.Tx) ([]*store.Trigger, error) { return tx.TriggerList(owner, limit) }))
 	}
-	expect := func(name string, got, want []string) {
-		t.Helper()
-		if !slices.Equal(got, want) {
-			t.Errorf("%s: %v, want %v", name, got, want)
-		}
-	}
-	expect("alice on ticket.created", byEvent("alice", "ticket.created"), []string{"alice/audit", "alice/triage_on_ticket_created"})
-	expect("an event that prefixes another", byEvent("alice", "ticket"), []string{})
-	expect("alice's", byOwner("alice", 0), []string{"alice/audit", "alice/notify", "alice/triage_on_ticket_created"})
-	expect("alice's, limited", byOwner("alice", 2), []string{"alice/audit", "alice/notify"})
-	expect("nobody's", byOwner("carol", 0), []string{})
+	checkListings(t, []listing{
+		{"alice on ticket.created", byEvent("alice", "ticket.created"), []string{"alice/audit", "alice/triage_on_ticket_created"}},
+		{"an event that prefixes another", byEvent("alice", "ticket"), []string{}},
+		{"alice's", byOwner("alice", 0), []string{"alice/audit", "alice/notify", "alice/triage_on_ticket_created"}},
+		{"alice's, limited", byOwner("alice", 2), []string{"alice/audit", "alice/notify"}},
+		{"nobody's", byOwner("carol", 0), []string{}},
+	})
 	update(t, s, func(tx store.Tx) error {
 		return first(tx.TriggerPut(trig("alice", "audit", "ticket.updated")), tx.TriggerDelete("bob", "triage_on_ticket_created"))
 	})
-	expect("after a move, created", byEvent("alice", "ticket.created"), []string{"alice/triage_on_ticket_created"})
-	expect("after a move, updated", byEvent("alice", "ticket.updated"), []string{"alice/audit", "alice/notify"})
-	expect("bob's after a delete", byEvent("bob", "ticket.created"), []string{})
+	checkListings(t, []listing{
+		{"after a move, created", byEvent("alice", "ticket.created"), []string{"alice/triage_on_ticket_created"}},
+		{"after a move, updated", byEvent("alice", "ticket.updated"), []string{"alice/audit", "alice/notify"}},
+		{"bob's after a delete", byEvent("bob", "ticket.created"), []string{}},
+	})
 	if err := s.Update(ctx, func(tx store.Tx) error { return tx.TriggerDelete("bob", "triage_on_ticket_created") }); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("deleting twice: %v, want ErrNotFound", err)
 	}

@@ -74,17 +74,9 @@ func testTaskListReadyByOwner(t *testing.T, s store.Store, _ Opener) {
 	// of everyone show in the same transaction's listing and after it.
 	want := []listed{{"b1", "bob"}, {"a2", "alice"}}
 	update(t, s, func(tx store.Tx) error {
-		a1, err := tx.TaskGet("a1")
-		if err != nil {
-			return err
-		}
-		a1.Leased = true
-		b1, err := tx.TaskGet("b1")
-		if err != nil {
-			return err
-		}
-		b1.ReadyAt = time.Time{}
-		if err := first(tx.TaskPut(a1), tx.TaskPut(b1), tx.TaskDelete("c1")); err != nil {
+		if err := first(ChangeTask(tx, "a1", func(tk *store.Task) { tk.Leased = true }),
+			ChangeTask(tx, "b1", func(tk *store.Task) { tk.ReadyAt = time.Time{} }),
+			tx.TaskDelete("c1")); err != nil {
 			return err
 		}
 		got, err := heads(tx, store.TaskListReadyByOwnerParams{Now: at(time.Minute), PerOwner: 1})

@@ -3,6 +3,9 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -88,17 +91,28 @@ func CheckNotFound(err error) error {
 // continuation of run "r<i>" (behind a Stall they queue up), and returns a
 // function that waits for them and fails the test unless each succeeded.
 func PutContinuations(t *testing.T, s store.Store, n int, value []byte) (wait func()) {
+	done := startUpdates(t, s, n, func(i int) func(tx store.Tx) error {
+		return func(tx store.Tx) error { return tx.ContinuationPut(fmt.Sprint("r", i), value) }
+	})
+	return func() {
+		t.Helper()
+		done("Update")
+	}
+}
+
+// startUpdates starts n Updates of s at once, the i-th running fn(i), and
+// returns a function that waits for all of them and fails the test,
+// naming them as what, unless each succeeded.
+func startUpdates(t *testing.T, s store.Store, n int, fn func(i int) func(tx store.Tx) error) (wait func(what string)) {
 	errs := make(chan error, n)
 	for i := range n {
-		go func() {
-			errs <- s.Update(ctx, func(tx store.Tx) error { return tx.ContinuationPut(fmt.Sprint("r", i), value) })
-		}()
+		go func() { errs <- s.Update(ctx, fn(i)) }()
 	}
-	return func() {
+	return func(what string) {
 		t.Helper()
 		for range n {
 			if err := <-errs; err != nil {
-				t.Fatalf("Update: %v", err)
+				t.Fatalf("%s: %v", what, err)
 			}
 		}
 	}
@@ -139,4 +153,136 @@ func PerTest[P any](newPlace func(t *testing.T) P, open func(t *testing.T, place
 		CloseAtCleanup(t, s)
 		return s
 	}
+}
+
+// updateConcurrently calls fn(s, g, i) for each i below each from each of
+// goroutines goroutines g, goroutine g on stores[g%len(stores)] (all on
+// the same data), and fails the test with the first error once all have
+// returned: a goroutine stops at its own first error.
+func updateConcurrently(t *testing.T, stores []store.Store, goroutines, each int, fn func(s store.Store, g, i int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines)
+	for g := range goroutines {
+		s := stores[g%len(stores)]
+		wg.Go(func() {
+			for i := range each {
+				if err := fn(s, g, i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// CheckSecondOpenLocked checks the hold every backend keeps on its data:
+// while s is open, open (another open of the same data) is refused with
+// store.ErrLocked, its message containing naming (what the data is: a
+// directory, a schema); once s is closed the data opens, and is refused
+// again while that store is open.
+func CheckSecondOpenLocked(t *testing.T, s store.Store, open func() (store.Store, error), naming string) {
+	t.Helper()
+	refused := func(when string) {
+		t.Helper()
+		s2, err := open()
+		if err == nil {
+			s2.Close()
+		}
+		if !errors.Is(err, store.ErrLocked) || !strings.Contains(err.Error(), naming) {
+			t.Fatalf("%s: %v, want ErrLocked naming %q", when, err, naming)
+		}
+	}
+	refused("second open while the first is open")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := open()
+	if err != nil {
+		t.Fatalf("open after the first closed: %v", err)
+	}
+	CloseAtCleanup(t, s2)
+	refused("another open while the reopened store is open")
+}
+
+// CheckCloseCompletesPending closes a store of open's while Updates wait
+// behind a stalled committer (Stall; queued is the backend's count of
+// waiting Updates, as for WaitQueued): they complete, an Update once Close
+// began (closing reports it) gets store.ErrClosed, and their writes are
+// there in the store open opens next on the same data.
+func CheckCloseCompletesPending(t *testing.T, open Opener, queued func(store.Store) int, closing func(store.Store) bool) {
+	t.Helper()
+	s := open(t)
+	release := Stall(t, s)
+	const n = 10
+	pending := startUpdates(t, s, n, func(i int) func(tx store.Tx) error {
+		return func(tx store.Tx) error { return tx.MetaPut(fmt.Sprint("k", i), []byte("v")) }
+	})
+	WaitQueued(t, func() int { return queued(s) }, n)
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	for !closing(s) {
+		runtime.Gosched()
+	}
+	if err := s.Update(ctx, func(store.Tx) error { return nil }); !errors.Is(err, store.ErrClosed) {
+		t.Fatalf("Update while closing: %v, want ErrClosed", err)
+	}
+	release()
+	pending("pending Update")
+	if err := <-closed; err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	view(t, open(t), func(tx store.Tx) error {
+		for i := range n {
+			if _, err := tx.MetaGet(fmt.Sprint("k", i)); err != nil {
+				return fmt.Errorf("k%d: %w", i, err)
+			}
+		}
+		return nil
+	})
+}
+
+// listing is one listing a contract reads, as names, and the names it
+// wants in that order.
+type listing struct {
+	name      string
+	got, want []string
+}
+
+// checkListings reports each listing whose names are not its want.
+func checkListings(t *testing.T, ls []listing) {
+	t.Helper()
+	for _, l := range ls {
+		if !slices.Equal(l.got, l.want) {
+			t.Errorf("%s: %v, want %v", l.name, l.got, l.want)
+		}
+	}
+}
+
+// ChangeTask reads task id in tx, lets change alter it and puts it back:
+// the read-modify-write of one task the contract's and the backends' own
+// tests make.
+func ChangeTask(tx store.Tx, id string, change func(*store.Task)) error {
+	return readModifyWrite(tx.TaskGet, tx.TaskPut, id, change)
+}
+
+// ChangeRun reads run id in tx, lets change alter it and updates it.
+func ChangeRun(tx store.Tx, id string, change func(*store.Run)) error {
+	return readModifyWrite(tx.RunGet, tx.RunUpdate, id, change)
+}
+
+// readModifyWrite reads record id with get, lets change alter it and
+// writes it back with put.
+func readModifyWrite[T any](get func(string) (*T, error), put func(*T) error, id string, change func(*T)) error {
+	v, err := get(id)
+	if err != nil {
+		return err
+	}
+	change(v)
+	return put(v)
 }

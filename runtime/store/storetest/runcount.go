@@ -62,12 +62,7 @@ func testRunCount(t *testing.T, s store.Store, _ Opener) {
 		return want(tx)
 	})
 	update(t, s, func(tx store.Tx) error {
-		r, err := tx.RunGet("r0")
-		if err != nil {
-			return err
-		}
-		r.Phase = store.PhaseRunning
-		if err := tx.RunUpdate(r); err != nil {
+		if err := ChangeRun(tx, "r0", func(r *store.Run) { r.Phase = store.PhaseRunning }); err != nil {
 			return err
 		}
 		if err := tx.RunDelete("r3"); err != nil {

@@ -48,21 +48,14 @@ func testSchedules(t *testing.T, s store.Store, _ Opener) {
 	due := func(now time.Time, limit int) []string {
 		return names(read(t, s, func(tx store.Tx) ([]*store.Schedule, error) { return tx.ScheduleListDue(now, limit) }))
 	}
-	for _, c := range []struct {
-		name      string
-		got, want []string
-	}{
+	checkListings(t, []listing{
 		{"all", list(store.ScheduleListParams{}), []string{"alice/hourly", "alice/later", "alice/morning", "bob/nightly"}},
 		{"one owner", list(store.ScheduleListParams{Owner: "alice", Limit: 2}), []string{"alice/hourly", "alice/later"}},
 		{"nobody's", list(store.ScheduleListParams{Owner: "carol"}), []string{}},
 		{"due, earliest first", due(at(3*time.Minute), 0), []string{"alice/hourly", "alice/morning", "bob/nightly"}},
 		{"due is inclusive, limited", due(at(2*time.Minute), 1), []string{"alice/hourly"}},
 		{"nothing due yet", due(at(30*time.Second), 0), []string{}},
-	} {
-		if !slices.Equal(c.got, c.want) {
-			t.Errorf("%s: %v, want %v", c.name, c.got, c.want)
-		}
-	}
+	})
 	// A fired tick moves on, a pause leaves the index, a resume comes back.
 	update(t, s, func(tx store.Tx) error {
 		h := sched("alice", "hourly", at(time.Hour+time.Minute))

@@ -570,12 +570,7 @@ func testRunList(t *testing.T, s store.Store, _ Opener) {
 
 	// Changing a run's phase moves it between phase filters.
 	update(t, s, func(tx store.Tx) error {
-		r, err := tx.RunGet("r01")
-		if err != nil {
-			return err
-		}
-		r.Phase = store.PhaseFailed
-		return tx.RunUpdate(r)
+		return ChangeRun(tx, "r01", func(r *store.Run) { r.Phase = store.PhaseFailed })
 	})
 	view(t, s, func(tx store.Tx) error {
 		running, err := tx.RunList(store.RunListParams{Phase: store.PhaseRunning})
@@ -702,22 +697,9 @@ func testTaskListReady(t *testing.T, s store.Store, _ Opener) {
 	// it from the queue; releasing the lease puts it back. No stale index
 	// entry may list a task twice or at its old time.
 	update(t, s, func(tx store.Tx) error {
-		p, err := tx.TaskGet("parked")
-		if err != nil {
-			return err
-		}
-		p.ReadyAt = at(1500 * time.Millisecond)
-		a, err := tx.TaskGet("a")
-		if err != nil {
-			return err
-		}
-		a.Leased = true
-		l, err := tx.TaskGet("leased")
-		if err != nil {
-			return err
-		}
-		l.Leased, l.ReadyAt = false, at(2500*time.Millisecond)
-		return first(tx.TaskPut(p), tx.TaskPut(a), tx.TaskPut(l))
+		return first(ChangeTask(tx, "parked", func(tk *store.Task) { tk.ReadyAt = at(1500 * time.Millisecond) }),
+			ChangeTask(tx, "a", func(tk *store.Task) { tk.Leased = true }),
+			ChangeTask(tx, "leased", func(tk *store.Task) { tk.Leased, tk.ReadyAt = false, at(2500*time.Millisecond) }))
 	})
 	if got, want := ready(at(time.Hour), 0), []string{"zero", "parked", "b1", "b2", "leased", "c"}; !slices.Equal(got, want) {
 		t.Fatalf("after wake, lease and release: %v, want %v", got, want)
@@ -750,12 +732,7 @@ func testTaskListByRun(t *testing.T, s store.Store, _ Opener) {
 	}
 	// A task moved to another run leaves the first run's list.
 	update(t, s, func(tx store.Tx) error {
-		tk, err := tx.TaskGet("t2")
-		if err != nil {
-			return err
-		}
-		tk.RunID = "r2"
-		return tx.TaskPut(tk)
+		return ChangeTask(tx, "t2", func(tk *store.Task) { tk.RunID = "r2" })
 	})
 	if got, want := byRun("r1"), []string{"t1", "t3"}; !slices.Equal(got, want) {
 		t.Fatalf("r1 after moving t2: %v, want %v", got, want)
@@ -1291,31 +1268,20 @@ func testConcurrentFnErrors(t *testing.T, s store.Store, _ Opener) {
 
 func testConcurrentUpdates(t *testing.T, s store.Store, _ Opener) {
 	const goroutines, each = 64, 20
-	var wg sync.WaitGroup
-	errs := make(chan error, goroutines)
 	seqs := make([][]uint64, goroutines)
-	for g := range goroutines {
-		wg.Go(func() {
-			for i := range each {
-				id := fmt.Sprintf("g%02d-%02d", g, i)
-				e := &store.Event{RunID: id, Type: "queued"}
-				err := s.Update(ctx, func(tx store.Tx) error {
-					return first(tx.RunInsert(newRun(id, fmt.Sprint("o", g), store.PhaseQueued)),
-						tx.TaskPut(newTask("t-"+id, id, t0)), tx.EventAppend(e))
-				})
-				if err != nil {
-					errs <- fmt.Errorf("%s: %w", id, err)
-					return
-				}
-				seqs[g] = append(seqs[g], e.Seq)
-			}
+	updateConcurrently(t, []store.Store{s}, goroutines, each, func(s store.Store, g, i int) error {
+		id := fmt.Sprintf("g%02d-%02d", g, i)
+		e := &store.Event{RunID: id, Type: "queued"}
+		err := s.Update(ctx, func(tx store.Tx) error {
+			return first(tx.RunInsert(newRun(id, fmt.Sprint("o", g), store.PhaseQueued)),
+				tx.TaskPut(newTask("t-"+id, id, t0)), tx.EventAppend(e))
 		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+		if err != nil {
+			return fmt.Errorf("%s: %w", id, err)
+		}
+		seqs[g] = append(seqs[g], e.Seq)
+		return nil
+	})
 	view(t, s, func(tx store.Tx) error {
 		runs, err := tx.RunList(store.RunListParams{})
 		q, _, err2 := tx.TaskCount()
@@ -1362,37 +1328,21 @@ func testReadModifyWrite(t *testing.T, s store.Store, _ Opener) {
 // isolated from the others, within one store and across stores alike.
 func IncrementConcurrently(t *testing.T, stores []store.Store, goroutines, each int) {
 	t.Helper()
-	var wg sync.WaitGroup
-	var failed sync.Once
-	var firstErr error
-	for g := range goroutines {
-		s := stores[g%len(stores)]
-		wg.Go(func() {
-			for range each {
-				err := s.Update(ctx, func(tx store.Tx) error {
-					n := 0
-					b, err := tx.MetaGet("n")
-					switch {
-					case err == nil:
-						if n, err = strconv.Atoi(string(b)); err != nil {
-							return err
-						}
-					case !errors.Is(err, store.ErrNotFound):
-						return err
-					}
-					return tx.MetaPut("n", strconv.AppendInt(nil, int64(n+1), 10))
-				})
-				if err != nil {
-					failed.Do(func() { firstErr = err })
-					return
+	updateConcurrently(t, stores, goroutines, each, func(s store.Store, _, _ int) error {
+		return s.Update(ctx, func(tx store.Tx) error {
+			n := 0
+			b, err := tx.MetaGet("n")
+			switch {
+			case err == nil:
+				if n, err = strconv.Atoi(string(b)); err != nil {
+					return err
 				}
+			case !errors.Is(err, store.ErrNotFound):
+				return err
 			}
+			return tx.MetaPut("n", strconv.AppendInt(nil, int64(n+1), 10))
 		})
-	}
-	wg.Wait()
-	if firstErr != nil {
-		t.Fatal(firstErr)
-	}
+	})
 	view(t, stores[0], func(tx store.Tx) error {
 		b, err := tx.MetaGet("n")
 		return first(err, same("counter", string(b), fmt.Sprint(goroutines*each)))
