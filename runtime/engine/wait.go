@@ -351,6 +351,13 @@ func checkDecide(p *DecideParams) error {
 // its output schema. A wait that is not an agent's approval takes a
 // payload as its result and no response.
 func (e *Engine) checkDecision(ctx context.Context, ws *waitState, p *DecideParams) error {
+	if ws.Kind == WaitRunaway {
+		if p.Respond {
+			return protocolErr(CodeBadRequest, "wait %s is a runaway wait: approve it (with a note for the model, if any) to resume the agent, or reject it to end the node", ws.ID)
+		}
+		_, err := runawayNote(p.Payload)
+		return err
+	}
 	if ws.Kind != WaitApproval {
 		if p.Respond {
 			return protocolErr(CodeBadRequest, "wait %s is a %s wait: only an agent's proposed call is answered in the tool's place (approve it with a payload instead)", ws.ID, ws.Kind)
@@ -612,7 +619,9 @@ type HumanWait struct {
 }
 
 // NeedsDecision says whether the wait ends by a person's decision.
-func (w HumanWait) NeedsDecision() bool { return w.Kind == WaitHuman || w.Kind == WaitApproval }
+func (w HumanWait) NeedsDecision() bool {
+	return w.Kind == WaitHuman || w.Kind == WaitApproval || w.Kind == WaitRunaway
+}
 
 // Digest is the digest of the call an agent's approval wait proposes
 // (ProposalDigest of the arguments it shows); "" for any other wait.
@@ -665,7 +674,7 @@ func runWaitsTx(tx store.Tx, run *store.Run, all bool) ([]HumanWait, error) {
 	}
 	// A fan-out item's exhausted wait: a person redrives it.
 	out = append(out, humanWaitsOf(run, callWaits(c, t, WaitExhausted))...)
-	if all && t != nil && !t.Leased && t.WaitKind != WaitHuman && t.WaitKind != WaitApproval && t.Node != "" && !parkedOnCallUnknowns(c, t) {
+	if all && t != nil && !t.Leased && t.WaitKind != WaitHuman && t.WaitKind != WaitApproval && t.WaitKind != WaitRunaway && t.Node != "" && !parkedOnCallUnknowns(c, t) {
 		kind := t.WaitKind
 		if kind == "" && run.Phase == store.PhaseWaiting {
 			kind = WaitTimer
