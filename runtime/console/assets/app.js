@@ -596,6 +596,15 @@ function waitShown(w) {
       " ended without an answer, and its probe could not tell whether it had its effect. Look where the effect would be, then say. Its arguments:"),
     el("pre", { class: "shown", text: pretty(s.arguments) }), el("p", { class: "muted" }, "Idempotency key ", el("span", { class: "mono", text: s.key })));
   }
+  if (w.kind === "runaway") {
+    const what = s.why === "errors"
+      ? [s.count + " calls in a row failed with ", el("b", { text: s.error_code || "" }), " (error_limit " + s.limit + "), the last to "]
+      : ["The same call answered the same way " + s.count + " times (repeat_limit " + s.limit + ") to "];
+    return el("div", {}, el("p", {}, ...what, el("b", { class: "mono", text: s.tool || "" }),
+      ", in turns " + s.first_turn + " to " + s.last_turn + "; " + s.input_tokens_since + " input and " + s.output_tokens_since + " output tokens since. Its arguments:"),
+    el("pre", { class: "shown", text: pretty(s.arguments) }),
+    el("p", { class: "muted", text: "Approve resumes the agent (a payload {\"note\": \"...\"} is sent to the model); reject ends the node with E_AGENT_RUNAWAY." }));
+  }
   if (w.kind === "exhausted") {
     const e = s.error || {};
     return el("p", {}, "Task ", el("span", { class: "mono", text: s.task }), " of ", el("b", { class: "mono", text: s.tool || "" }),
@@ -607,7 +616,7 @@ function waitShown(w) {
 
 // waitControls are the buttons that end a wait of a kind a person ends.
 function waitControls(runID, w) {
-  if (w.kind === "human" || w.kind === "approval") return decideControls(runID, w);
+  if (w.kind === "human" || w.kind === "approval" || w.kind === "runaway") return decideControls(runID, w);
   if (w.kind === "unknown") return resolveControls(runID, w);
   if (w.kind === "exhausted") return redriveControls(w);
   return null;
@@ -621,7 +630,8 @@ function waitControls(runID, w) {
 function decideControls(runID, w) {
   const approval = w.kind === "approval";
   const proposed = approval && w.shown ? pretty(w.shown.arguments) : "";
-  const payload = el("textarea", { class: "payload", placeholder: "optional JSON payload, e.g. {\"ok\": true}" });
+  const payload = el("textarea", { class: "payload", placeholder: w.kind === "runaway"
+    ? "optional note for the model, e.g. {\"note\": \"that key will not change\"}" : "optional JSON payload, e.g. {\"ok\": true}" });
   const args = el("textarea", { class: "arguments" });
   args.value = proposed;
   const result = el("textarea", { class: "result", placeholder: "the call's result as JSON, e.g. {\"sent\": true}" });
