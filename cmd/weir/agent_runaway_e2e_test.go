@@ -14,7 +14,8 @@ import (
 // read again and again, through the real daemon. The daemon is killed
 // with SIGKILL as the 4th identical call's end is durable; the restarted
 // daemon reads the counts from the journal and parks the run on the
-// runaway wait at the 5th call (not the 9th). weir run get shows the
+// runaway wait at the 5th call (not the 9th), a park that survives a
+// second SIGKILL as it is durable. weir run get shows the
 // diagnosis and the commands that resume it; the approval with a note
 // resumes the loop, the model is sent the note, and the agent answers.
 func TestAgentRunawayGuardCountsAcrossAKill(t *testing.T) {
@@ -43,6 +44,9 @@ flow(name = "rereading", nodes = [
 	if n := len(srv.Requests()); n != 4 {
 		t.Fatalf("%d turns asked before the kill, want 4", n)
 	}
+	// Recovery resumes the agent, which parks on its runaway wait and is
+	// killed as that park is durable: the wait survives.
+	d.startToDie("runaway-parked")
 	d.start("")
 	if code, out, errb := d.cli("run", "wait", id, "--until", "decision"); code != 0 || out != "a@1.runaway.1\n" {
 		t.Fatalf("run wait --until decision: %d %q %s", code, out, errb)
