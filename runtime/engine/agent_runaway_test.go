@@ -298,3 +298,73 @@ func TestAgentRunawayRegistration(t *testing.T) {
 		}
 	}
 }
+
+// TestDetectRunaway covers the guard's decision over journaled turns
+// without an engine: what counts, what does not, and what trips first.
+func TestDetectRunaway(t *testing.T) {
+	t.Parallel()
+	type call struct {
+		tool, args, result, code, edited string
+		pending                          bool
+	}
+	turns := func(calls ...call) []*store.AgentTurn {
+		var out []*store.AgentTurn
+		for i, c := range calls {
+			msg := chat.Message{Role: chat.RoleAssistant, ToolCalls: []chat.ToolCall{tc("c", c.tool, c.args)}}
+			ac := store.AgentCall{ID: "c", Tool: c.tool, Done: !c.pending}
+			switch {
+			case c.pending:
+			case c.code != "":
+				ac.Error = &store.RunError{Code: c.code}
+			default:
+				ac.Result = json.RawMessage(c.result)
+			}
+			if c.edited != "" {
+				ac.Edited = json.RawMessage(c.edited)
+			}
+			out = append(out, &store.AgentTurn{Turn: i + 1, Response: mustJSON(msg), Calls: []store.AgentCall{ac},
+				Usage: store.AgentUsage{InputTokens: 10, OutputTokens: 1}})
+		}
+		return out
+	}
+	same := call{tool: "kv.get", args: `{"key":"k"}`, result: `{"v":1}`}
+	spelt := call{tool: "kv.get", args: `{ "key" : "k" }`, result: `{"v": 1}`} // the same, canonically
+	fail := func(code string) call { return call{tool: "kv.fail", args: `{}`, code: code} }
+	rep := func(c call, n int) []call {
+		var out []call
+		for range n {
+			out = append(out, c)
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		name  string
+		calls []call
+		want  string // why:count:first:last, "" for no trip
+	}{
+		{"four alike", rep(same, 4), ""},
+		{"five alike, however spelt", append(rep(same, 3), spelt, spelt), "repeat:5:1:5"},
+		{"results that change", []call{same, {tool: "kv.get", args: `{"key":"k"}`, result: `{"v":2}`}, same, {tool: "kv.get", args: `{"key":"k"}`, result: `{"v":3}`}, same, {tool: "kv.get", args: `{"key":"k"}`, result: `{"v":4}`}}, ""},
+		{"other arguments", []call{same, same, same, same, {tool: "kv.get", args: `{"key":"j"}`, result: `{"v":1}`}}, ""},
+		{"an edit counts as what ran", append(rep(same, 4), call{tool: "kv.get", args: `{"key":"x"}`, edited: `{"key":"k"}`, result: `{"v":1}`}), "repeat:5:1:5"},
+		{"a pending call does not count", append(rep(same, 4), call{tool: "kv.get", args: `{"key":"k"}`, pending: true}), ""},
+		{"three errors in a row", []call{fail("E1"), fail("E2"), fail("E2"), fail("E2")}, "errors:3:2:4"},
+		{"a result breaks the row", []call{fail("E1"), fail("E1"), same, fail("E1")}, ""},
+		{"refusals neither count nor break", []call{fail("E1"), fail(CodeBudgetExhausted), fail(CodeRejected), fail("E1"), fail("E1")}, "errors:3:1:5"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			d := detectRunaway(turns(tt.calls...), 5, 3)
+			got := ""
+			if d != nil {
+				got = fmt.Sprintf("%s:%d:%d:%d", d.Why, d.Count, d.FirstTurn, d.LastTurn)
+				if want := int64(10 * (d.LastTurn - d.FirstTurn + 1)); d.InputTokens != want {
+					t.Errorf("input tokens since %d, want %d", d.InputTokens, want)
+				}
+			}
+			if got != tt.want {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
