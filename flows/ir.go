@@ -221,6 +221,16 @@ const (
 	OnRunawayFail = "fail"
 )
 
+// What an agent does when the run's budget cannot cover its next model
+// turn (Node.OnBudget).
+const (
+	// OnBudgetFail (or empty) takes the error wire with E_BUDGET_EXHAUSTED.
+	OnBudgetFail = "fail"
+	// OnBudgetAsk parks the run on a wait of kind budget until its owner
+	// raises the run's budget (weir run budget RUN --add N).
+	OnBudgetAsk = "ask"
+)
+
 // RepeatLimitOrDefault is the agent's repeat_limit, or DefaultRepeatLimit.
 func (n *Node) RepeatLimitOrDefault() int {
 	if n.RepeatLimit > 0 {
@@ -331,6 +341,12 @@ type Node struct {
 	RepeatLimit int
 	ErrorLimit  int
 	OnRunaway   string
+	// OnBudget is what an agent does when the run's budget cannot cover
+	// its next model turn: OnBudgetFail (or empty) takes the error wire
+	// with E_BUDGET_EXHAUSTED; OnBudgetAsk parks the run on a budget wait
+	// until its owner raises the budget. A flow's on_budget is the
+	// default of its agents.
+	OnBudget string
 
 	// Cond decides a branch: cond(ctx), truthy follows Then.
 	Cond *CallableRef
@@ -590,6 +606,7 @@ type nodeJSON struct {
 	RepeatLimit int    `json:"repeat_limit,omitempty"`
 	ErrorLimit  int    `json:"error_limit,omitempty"`
 	OnRunaway   string `json:"on_runaway,omitempty"`
+	OnBudget    string `json:"on_budget,omitempty"`
 
 	// Event and Match, since IR version 3.
 	Event string       `json:"event,omitempty"`
@@ -609,7 +626,7 @@ func (n *Node) MarshalJSON() ([]byte, error) {
 		Tools: n.Tools, Flows: n.Flows, Approve: n.Approve, MaxTurns: n.MaxTurns, MaxTokens: n.MaxTokens,
 		OutputSchema: n.OutputSchema, OnExhausted: n.OnExhausted,
 		OnUnknown: n.OnUnknown, UnknownTimeout: jsonDuration(n.UnknownTimeout), ApprovalTTL: jsonDuration(n.ApprovalTTL),
-		RepeatLimit: n.RepeatLimit, ErrorLimit: n.ErrorLimit, OnRunaway: n.OnRunaway,
+		RepeatLimit: n.RepeatLimit, ErrorLimit: n.ErrorLimit, OnRunaway: n.OnRunaway, OnBudget: n.OnBudget,
 		Event: n.Event, Match: n.Match,
 	})
 }
@@ -631,7 +648,7 @@ func (n *Node) UnmarshalJSON(b []byte) error {
 		Tools: j.Tools, Flows: j.Flows, Approve: j.Approve, MaxTurns: j.MaxTurns, MaxTokens: j.MaxTokens,
 		OutputSchema: j.OutputSchema, OnExhausted: j.OnExhausted,
 		OnUnknown: j.OnUnknown, UnknownTimeout: time.Duration(j.UnknownTimeout), ApprovalTTL: time.Duration(j.ApprovalTTL),
-		RepeatLimit: j.RepeatLimit, ErrorLimit: j.ErrorLimit, OnRunaway: j.OnRunaway,
+		RepeatLimit: j.RepeatLimit, ErrorLimit: j.ErrorLimit, OnRunaway: j.OnRunaway, OnBudget: j.OnBudget,
 		Event: j.Event, Match: j.Match,
 	}
 	return nil

@@ -50,7 +50,7 @@ func (l *stringList) Unpack(v starlark.Value) error {
 // agent(id, prompt, model | model_tool, system, tools, flows, approve,
 // max_turns, max_tokens, output, at_most_once, next, error, max_visits,
 // timeout, cost, protected, doc, on_unknown, unknown_timeout, approval_ttl,
-// repeat_limit, error_limit, on_runaway)
+// repeat_limit, error_limit, on_runaway, on_budget)
 func builtinAgent(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var (
 		p                         nodeParams
@@ -61,7 +61,7 @@ func builtinAgent(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 		unknown                   unknownParams
 		approvalTTL               optString
 		repeatLimit, errorLimit   optInt
-		onRunaway                 optString
+		onRunaway, onBudget       optString
 	)
 	nb, err := startNode(thread, b, args, kwargs, flows.KindAgent, &p,
 		"id", &p.id, "prompt", &prompt, "model?", &model, "model_tool?", &modelTool, "system?", &system,
@@ -70,7 +70,7 @@ func builtinAgent(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 		"at_most_once?", &p.atMostOnce, "next?", &p.next, "error?", &p.errw, "max_visits?", &p.maxVisits,
 		"timeout?", &p.timeout, "cost?", &p.cost, "protected?", &p.protected, "doc?", &p.doc,
 		"on_unknown?", &unknown.onUnknown, "unknown_timeout?", &unknown.timeout, "approval_ttl?", &approvalTTL,
-		"repeat_limit?", &repeatLimit, "error_limit?", &errorLimit, "on_runaway?", &onRunaway,
+		"repeat_limit?", &repeatLimit, "error_limit?", &errorLimit, "on_runaway?", &onRunaway, "on_budget?", &onBudget,
 	)
 	if err != nil {
 		return nil, err
@@ -111,6 +111,9 @@ func builtinAgent(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 	}
 	nb.modelNames()
 	nb.runawayGuard(repeatLimit, errorLimit, onRunaway)
+	if checkOnBudget(onBudget, func(format string, args ...any) { nb.addf("on_budget", flows.CodeInvalid, format, args...) }) {
+		nb.nv.onBudget = onBudget.s
+	}
 
 	switch {
 	case !maxTurns.set:

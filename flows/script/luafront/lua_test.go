@@ -542,3 +542,22 @@ func TestLuaAgentRunawayGuard(t *testing.T) {
 		t.Errorf("a %d %d %q, b %d %d %q", a.RepeatLimit, a.ErrorLimit, a.OnRunaway, b.RepeatLimitOrDefault(), b.ErrorLimitOrDefault(), b.OnRunaway)
 	}
 }
+
+// A flow's on_budget is the default of its agents; an agent's own wins.
+func TestLuaOnBudget(t *testing.T) {
+	t.Parallel()
+	src := `flow{"f", on_budget = "ask",
+  nodes = {
+    agent{"a", prompt = "p", model = "small", max_turns = 2, next = "b"},
+    agent{"b", prompt = "p", model = "small", max_turns = 2, on_budget = "fail"},
+  },
+}
+`
+	m, ds := script.Load([]flows.File{{Path: "x.lua", Src: []byte(src)}})
+	if len(ds) > 0 {
+		t.Fatal(ds)
+	}
+	if a, b := m.Flows[0].Node("a").OnBudget, m.Flows[0].Node("b").OnBudget; a != "ask" || b != "fail" {
+		t.Errorf("on_budget %q %q, want ask fail", a, b)
+	}
+}
