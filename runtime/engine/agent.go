@@ -545,7 +545,9 @@ func (s *stepper) chargeTx(tx store.Tx, node string, cost, reserved int64, detai
 // agentReserve settles what the agent spent so far and reserves cost for
 // its next call. When the run's budget (or the node's own cost, turns
 // and calls together) cannot cover it the node takes its error wire with
-// E_BUDGET_EXHAUSTED, before the call; so it does
+// E_BUDGET_EXHAUSTED, before the call (or, when it says on_budget = "ask"
+// and the run's budget is what falls short, parks on a budget wait:
+// askBudget); so it does
 // with E_BUDGET_IN_FLIGHT when the cost is more than the engine ever lets
 // be in flight. When the budget in flight is only used up for now the
 // run yields its slot and comes back at the scheduler's next tick (the
@@ -562,7 +564,10 @@ func (s *stepper) agentReserve(ctx context.Context, a *agentLoop, cost int64, wh
 	cfg := e.cfg.Load()
 	switch {
 	case ok:
+		s.settleBudgetWait(a)
 		return true, false
+	case why == ledger.RunBudgetExhausted && asksBudget(node) && s.run.Budget > 0:
+		return false, s.askBudget(ctx, a, cost, what)
 	case why == ledger.RunBudgetExhausted:
 		return false, s.nodeFailed(ctx, node, &store.RunError{Code: CodeBudgetExhausted,
 			Message: fmt.Sprintf("run budget %d cannot cover %s (spent %d)", s.run.Budget, what, e.ledger.Spent(s.run.ID))})

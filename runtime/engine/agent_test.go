@@ -353,6 +353,10 @@ flow(name = "looping_fail", nodes = [
     agent("a", model = "small", prompt = "Go", tools = ["kv.get"], max_turns = 12, on_runaway = "fail"),
 ])
 
+flow(name = "bounded_ask", budget = 12, on_budget = "ask", nodes = [
+    agent("a", model = "small", prompt = "Go", tools = ["kv.get"], max_turns = 8),
+])
+
 flow(name = "agent_then", nodes = [
     agent("a", model = "small", prompt = "Go", tools = ["kv.get"], max_turns = 3, next = "after"),
     task("after", tool = "kv.get", args = lambda ctx: {"key": ctx.results["a"]["answer"] + ctx.input["suffix"]}),

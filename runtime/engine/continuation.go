@@ -45,6 +45,9 @@ type continuation struct {
 	// (runawayCount): its waits numbered, and the turns a person resumed
 	// the loop past.
 	Runaway map[string]runawayCount `json:"runaway,omitempty"`
+	// Budget numbers the budget waits of each agent node's current visit
+	// likewise.
+	Budget map[string]exhaustCount `json:"budget,omitempty"`
 }
 
 // waitState is a wait in progress (docs/design.md §11, one wait model): its

@@ -82,7 +82,7 @@ func openDecisions(c *continuation, t *store.Task) []*waitState {
 		// Only the current visit of the node the run is at waits for
 		// its approvals; an unknown wait there takes a resolve and an
 		// exhausted one a redrive, not a decision.
-		if ws.Kind != WaitUnknown && ws.Kind != WaitExhausted && ws.Decision == nil && ws.Node == c.Node && ws.Visit == c.Visits[ws.Node] {
+		if ws.Kind != WaitUnknown && ws.Kind != WaitExhausted && ws.Kind != WaitBudget && ws.Decision == nil && ws.Node == c.Node && ws.Visit == c.Visits[ws.Node] {
 			out = append(out, ws)
 		}
 	}
@@ -559,6 +559,11 @@ func decidableWait(run *store.Run, c *continuation, t *store.Task, target string
 	if t != nil && t.Leased && t.WaitKind == WaitHuman && t.Node == target {
 		return nil, notWaiting(runID, target, "it is being resumed (its timeout passed)")
 	}
+	for _, ws := range budgetWaits(run, c) {
+		if ws.ID == target || ws.Node == target {
+			return nil, notWaiting(runID, target, fmt.Sprintf("%s waits for more budget, not for a decision: weir run budget %s --add N", ws.ID, runID))
+		}
+	}
 	if ws := unknownAt(c, target); ws != nil {
 		return nil, notWaiting(runID, target, fmt.Sprintf("%s waits for an unknown outcome to be resolved, not for a decision: weir run resolve %s %s --happened [--result JSON] | --not-happened", ws.ID, runID, ws.ID))
 	}
@@ -674,7 +679,9 @@ func runWaitsTx(tx store.Tx, run *store.Run, all bool) ([]HumanWait, error) {
 	}
 	// A fan-out item's exhausted wait: a person redrives it.
 	out = append(out, humanWaitsOf(run, callWaits(c, t, WaitExhausted))...)
-	if all && t != nil && !t.Leased && t.WaitKind != WaitHuman && t.WaitKind != WaitApproval && t.WaitKind != WaitRunaway && t.Node != "" && !parkedOnCallUnknowns(c, t) {
+	// An agent's budget wait: its owner raises the budget.
+	out = append(out, humanWaitsOf(run, budgetWaits(run, c))...)
+	if all && t != nil && !t.Leased && t.WaitKind != WaitHuman && t.WaitKind != WaitApproval && t.WaitKind != WaitRunaway && t.WaitKind != WaitBudget && t.Node != "" && !parkedOnCallUnknowns(c, t) {
 		kind := t.WaitKind
 		if kind == "" && run.Phase == store.PhaseWaiting {
 			kind = WaitTimer
