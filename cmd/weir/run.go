@@ -23,7 +23,7 @@ func init() {
 	registerCommand(func(m *Main) *cobra.Command {
 		cmd := &cobra.Command{Use: "run", Short: "Start, inspect and cancel runs on the daemon"}
 		cmd.AddCommand(m.runStartCmd(), m.runGetCmd(), m.runLsCmd(), m.runCancelCmd(), m.runEventsCmd(), m.runDecideCmd(true), m.runDecideCmd(false), m.runRespondCmd(), m.runGraphCmd(), m.runWaitCmd(),
-			m.runForkCmd(), m.runResolveCmd())
+			m.runForkCmd(), m.runResolveCmd(), m.runBudgetCmd())
 		return cmd
 	})
 	registerCommand(func(m *Main) *cobra.Command {
@@ -713,6 +713,9 @@ func printWaits(w io.Writer, runID string, ws []apitypes.HumanWait) {
 		}
 		if hw.Kind == apitypes.WaitRunaway {
 			fmt.Fprintf(w, "  cancel:  weir run cancel %s\n", hw.RunID)
+		}
+		if hw.Kind == apitypes.WaitBudget {
+			fmt.Fprintf(w, "  budget:  weir run budget %s --add N [--reason TEXT]\n", hw.RunID)
 		}
 		if ed, rs := callCommands(hw, ws); ed != "" {
 			fmt.Fprintf(w, "  edit:    %s\n  respond: %s\n", ed, rs)

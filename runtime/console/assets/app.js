@@ -605,6 +605,10 @@ function waitShown(w) {
     el("pre", { class: "shown", text: pretty(s.arguments) }),
     el("p", { class: "muted", text: "Approve resumes the agent (a payload {\"note\": \"...\"} is sent to the model); reject ends the node with E_AGENT_RUNAWAY." }));
   }
+  if (w.kind === "budget") {
+    return el("p", {}, "The run's budget of " + s.budget + " cannot cover its next call, " + (s.next || "") + ": it spent " + s.spent +
+      ", the call needs " + s.needed + " (" + s.short + " more than is left). Raise the budget to let it go on.");
+  }
   if (w.kind === "exhausted") {
     const e = s.error || {};
     return el("p", {}, "Task ", el("span", { class: "mono", text: s.task }), " of ", el("b", { class: "mono", text: s.tool || "" }),
@@ -619,6 +623,7 @@ function waitControls(runID, w) {
   if (w.kind === "human" || w.kind === "approval" || w.kind === "runaway") return decideControls(runID, w);
   if (w.kind === "unknown") return resolveControls(runID, w);
   if (w.kind === "exhausted") return redriveControls(w);
+  if (w.kind === "budget") return budgetControls(runID, w);
   return null;
 }
 
@@ -676,6 +681,25 @@ function decideControls(runID, w) {
       el("button", { class: "approve", type: "button", text: "Approve", onclick: () => decide("approve") }),
       ...(approval ? [el("button", { class: "respond", type: "button", text: "Respond", onclick: () => decide("respond") })] : []),
       el("button", { class: "reject", type: "button", text: "Reject", onclick: () => decide("reject") }), answer)];
+}
+
+// budgetControls raise the run's budget (POST /runs/{id}/budget, owner-only):
+// the agent parked on the budget wait reserves its next call again.
+function budgetControls(runID, w) {
+  const add = el("input", { type: "number", class: "add", min: "1", step: "1", placeholder: "how much more" });
+  if (w.shown && w.shown.short) add.value = String(w.shown.short);
+  const reason = reasonField("reason (journaled)");
+  const answer = el("span", { class: "answer budget-answer" });
+  const raise = async () => {
+    const n = Number(add.value);
+    if (!Number.isInteger(n) || n <= 0) { answer.textContent = "Add a positive integer."; return; }
+    const body = { add: n };
+    if (reason.value.trim() !== "") body.reason = reason.value.trim();
+    const res = await api("POST", "/runs/" + encodeURIComponent(runID) + "/budget", body);
+    answer.textContent = res.ok ? "budget " + res.data.before + " → " + res.data.budget : refusal(res);
+  };
+  return [el("label", { class: "muted", text: "Add to the run's budget" }), add, reason,
+    el("div", { class: "actions" }, el("button", { class: "raise", type: "button", text: "Raise budget", onclick: raise }), answer)];
 }
 
 // maxReason is the longest reason an operation takes
