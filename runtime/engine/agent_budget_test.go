@@ -117,3 +117,28 @@ func TestAgentBudgetFailsByDefault(t *testing.T) {
 		t.Errorf("budget_asked events %+v, want none", evs)
 	}
 }
+
+// TestAgentBudgetAddWithinOwnerQuota: a raise is within the owner's
+// budget_per_hour: one that would let the owner's runs spend more in the
+// hour than it allows is E_OWNER_BUDGET and changes nothing; one that fits
+// is taken.
+func TestAgentBudgetAddWithinOwnerQuota(t *testing.T) {
+	t.Parallel()
+	m := newFakeModel(askTools(use(1, 1), tc("c1", "kv.get", `{"key":"a"}`)), answer("enough", use(1, 1)))
+	b := setupAgentConfig(t, Config{Store: memstore.New(), Tools: m, Clock: clock.NewFake(time.Now()),
+		Owners: map[string]OwnerShare{"alice": {BudgetPerHour: 10}}}, m)
+	id := b.submit(t, "bounded_ask", `{}`)
+	b.budgetWaitOf(t, id, "a@1.budget.1") // 7 of alice's 10 spent
+	add := func(n int64) (BudgetAdded, error) {
+		return b.eng.Ops().BudgetAdd(context.Background(), BudgetAddParams{Owner: "alice", RunID: id, Add: n})
+	}
+	if _, err := add(4); codeOf(err) != CodeOwnerBudget || !strings.Contains(err.Error(), "at most 3") {
+		t.Fatalf("a raise past budget_per_hour: %v, want %s", err, CodeOwnerBudget)
+	}
+	if run, err := b.eng.Get(context.Background(), "alice", id); err != nil || run.Budget != 12 {
+		t.Fatalf("the refused raise changed the budget: %+v %v", run, err)
+	}
+	if got, err := add(3); err != nil || got.Budget != 15 {
+		t.Fatalf("a raise within budget_per_hour: %+v %v", got, err)
+	}
+}
