@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/runtime/internal/failpoint"
 	"github.com/weirhq/weir/runtime/store"
 )
 
@@ -242,6 +243,7 @@ func (o *Ops) BudgetAdd(ctx context.Context, p BudgetAddParams) (BudgetAdded, er
 	case err != nil:
 		return BudgetAdded{}, e.admission.storageFailed(err)
 	}
+	failpoint.Hit(failpoint.AfterBudgetAdd)
 	if e.ledger.HasRun(run.ID) {
 		// An account open in this process takes the new budget now; one
 		// opened later reads it from the run's record.

@@ -69,6 +69,9 @@ const (
 	// RunawayParked: an agent's runaway guard tripped and the run's park
 	// on its runaway wait is durable.
 	RunawayParked = "runaway-parked"
+	// AfterBudgetAdd: a raise of a run's budget (and its wake) is
+	// durable; its answer is not sent.
+	AfterBudgetAdd = "after-budget-add"
 )
 
 // Failpoints of the schedule service (engine/internal/schedules).
