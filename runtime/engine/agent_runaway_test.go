@@ -368,3 +368,22 @@ func TestDetectRunaway(t *testing.T) {
 		})
 	}
 }
+
+// TestAgentRunawayCancel: a run parked on its runaway wait is cancelled
+// like any parked run, and the model is not asked again.
+func TestAgentRunawayCancel(t *testing.T) {
+	t.Parallel()
+	m := newFakeModel(sameCalls(8)...)
+	b := setupAgent(t, memstore.New(), clock.NewFake(time.Now()), m)
+	id := b.submit(t, "looping", `{}`)
+	b.runawayWaitOf(t, id, "a@1.runaway.1")
+	if _, err := b.eng.Cancel(context.Background(), "alice", id); err != nil {
+		t.Fatal(err)
+	}
+	if run := b.terminal(t, id); run.Phase != store.PhaseCancelled {
+		t.Errorf("run %s %+v, want cancelled", run.Phase, run.Error)
+	}
+	if n := len(m.asked()); n != 5 {
+		t.Errorf("the model was asked %d turns, want 5", n)
+	}
+}
