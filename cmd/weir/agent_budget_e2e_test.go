@@ -46,14 +46,15 @@ flow(name = "thrifty", budget = 2, on_budget = "ask", nodes = [
 		code, out, errb := d.cli("run", "get", id, "--json")
 		var got struct {
 			Waits []struct {
-				ID   string `json:"id"`
-				Kind string `json:"kind"`
+				ID     string `json:"id"`
+				Kind   string `json:"kind"`
+				Budget string `json:"budget"`
 			} `json:"waits"`
 		}
 		if code != 0 || json.Unmarshal([]byte(out), &got) != nil {
 			return fmt.Errorf("run get --json: %d %s %s", code, out, errb)
 		}
-		if len(got.Waits) != 1 || got.Waits[0].ID != "a@1.budget.1" || got.Waits[0].Kind != "budget" {
+		if len(got.Waits) != 1 || got.Waits[0].ID != "a@1.budget.1" || got.Waits[0].Kind != "budget" || got.Waits[0].Budget != "weir run budget "+id+" --add N [--reason TEXT]" {
 			return fmt.Errorf("waits %+v, want the budget wait", got.Waits)
 		}
 		return nil

@@ -4,7 +4,18 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/weirhq/weir/runtime/api/apitypes"
 )
+
+// budgetCommand is the command that raises the budget of the run a budget
+// wait belongs to; "" for any other wait.
+func budgetCommand(hw apitypes.HumanWait) string {
+	if hw.Kind != apitypes.WaitBudget {
+		return ""
+	}
+	return "weir run budget " + hw.RunID + " --add N [--reason TEXT]"
+}
 
 // runBudgetCmd is `weir run budget RUN --add N`: the run's owner raises
 // its budget, and a run parked on a budget wait goes on.

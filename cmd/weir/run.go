@@ -611,6 +611,9 @@ type waitJSON struct {
 	Reject  string `json:"reject,omitempty"`
 	Edit    string `json:"edit,omitempty"`
 	Respond string `json:"respond,omitempty"`
+	// Budget is the command that raises the run's budget, under a budget
+	// wait.
+	Budget string `json:"budget,omitempty"`
 }
 
 func runWithCommands(v *apitypes.Run) runJSON {
@@ -618,7 +621,7 @@ func runWithCommands(v *apitypes.Run) runJSON {
 	for _, hw := range v.Waits {
 		a, r := decideCommands(hw, v.Waits)
 		ed, rs := callCommands(hw, v.Waits)
-		out.Waits = append(out.Waits, waitJSON{HumanWait: hw, Approve: a, Reject: r, Edit: ed, Respond: rs})
+		out.Waits = append(out.Waits, waitJSON{HumanWait: hw, Approve: a, Reject: r, Edit: ed, Respond: rs, Budget: budgetCommand(hw)})
 	}
 	return out
 }
@@ -714,8 +717,8 @@ func printWaits(w io.Writer, runID string, ws []apitypes.HumanWait) {
 		if hw.Kind == apitypes.WaitRunaway {
 			fmt.Fprintf(w, "  cancel:  weir run cancel %s\n", hw.RunID)
 		}
-		if hw.Kind == apitypes.WaitBudget {
-			fmt.Fprintf(w, "  budget:  weir run budget %s --add N [--reason TEXT]\n", hw.RunID)
+		if c := budgetCommand(hw); c != "" {
+			fmt.Fprintf(w, "  budget:  %s\n", c)
 		}
 		if ed, rs := callCommands(hw, ws); ed != "" {
 			fmt.Fprintf(w, "  edit:    %s\n  respond: %s\n", ed, rs)
