@@ -387,3 +387,21 @@ func TestAgentRunawayCancel(t *testing.T) {
 		t.Errorf("the model was asked %d turns, want 5", n)
 	}
 }
+
+// BenchmarkDetectRunaway is the guard's cost before one model turn of a
+// 100-turn visit whose turns each made one call answered differently (so
+// nothing trips and every call is read).
+func BenchmarkDetectRunaway(b *testing.B) {
+	var turns []*store.AgentTurn
+	for i := range 100 {
+		msg := chat.Message{Role: chat.RoleAssistant, ToolCalls: []chat.ToolCall{tc("c", "kv.get", fmt.Sprintf(`{"key":"k%d","opts":{"deep":true}}`, i%3))}}
+		turns = append(turns, &store.AgentTurn{Turn: i + 1, Response: mustJSON(msg),
+			Calls: []store.AgentCall{{ID: "c", Tool: "kv.get", Done: true, Result: mustJSON(map[string]any{"value": i, "pad": strings.Repeat("x", 200)})}}})
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if d := detectRunaway(turns, 5, 3); d != nil {
+			b.Fatal(d)
+		}
+	}
+}
