@@ -116,8 +116,8 @@ func (s *stepper) askBudget(ctx context.Context, a *agentLoop, cost int64, what 
 	return false
 }
 
-// budgetWaits lists the open budget waits of run.
-func budgetWaits(run *store.Run, c *continuation) []*waitState {
+// budgetWaits lists the open budget waits of the run at c.
+func budgetWaits(c *continuation) []*waitState {
 	var out []*waitState
 	for _, ws := range c.Approvals {
 		if ws.Kind == WaitBudget && ws.Node == c.Node && ws.Visit == c.Visits[ws.Node] {
@@ -208,7 +208,7 @@ func (o *Ops) BudgetAdd(ctx context.Context, p BudgetAddParams) (BudgetAdded, er
 			if err != nil {
 				return err
 			}
-			if ws := budgetWaits(run, c); len(ws) > 0 {
+			if ws := budgetWaits(c); len(ws) > 0 {
 				out.Wait = ws[0].ID
 				tasks, err := tx.TaskListByRun(run.ID)
 				if err != nil {

@@ -80,8 +80,9 @@ func openDecisions(c *continuation, t *store.Task) []*waitState {
 	}
 	for _, ws := range c.Approvals {
 		// Only the current visit of the node the run is at waits for
-		// its approvals; an unknown wait there takes a resolve and an
-		// exhausted one a redrive, not a decision.
+		// its approvals; an unknown wait there takes a resolve, an
+		// exhausted one a redrive and a budget one a raise, not a
+		// decision.
 		if ws.Kind != WaitUnknown && ws.Kind != WaitExhausted && ws.Kind != WaitBudget && ws.Decision == nil && ws.Node == c.Node && ws.Visit == c.Visits[ws.Node] {
 			out = append(out, ws)
 		}
@@ -559,7 +560,7 @@ func decidableWait(run *store.Run, c *continuation, t *store.Task, target string
 	if t != nil && t.Leased && t.WaitKind == WaitHuman && t.Node == target {
 		return nil, notWaiting(runID, target, "it is being resumed (its timeout passed)")
 	}
-	for _, ws := range budgetWaits(run, c) {
+	for _, ws := range budgetWaits(c) {
 		if ws.ID == target || ws.Node == target {
 			return nil, notWaiting(runID, target, fmt.Sprintf("%s waits for more budget, not for a decision: weir run budget %s --add N", ws.ID, runID))
 		}
@@ -680,7 +681,7 @@ func runWaitsTx(tx store.Tx, run *store.Run, all bool) ([]HumanWait, error) {
 	// A fan-out item's exhausted wait: a person redrives it.
 	out = append(out, humanWaitsOf(run, callWaits(c, t, WaitExhausted))...)
 	// An agent's budget wait: its owner raises the budget.
-	out = append(out, humanWaitsOf(run, budgetWaits(run, c))...)
+	out = append(out, humanWaitsOf(run, budgetWaits(c))...)
 	if all && t != nil && !t.Leased && t.WaitKind != WaitHuman && t.WaitKind != WaitApproval && t.WaitKind != WaitRunaway && t.WaitKind != WaitBudget && t.Node != "" && !parkedOnCallUnknowns(c, t) {
 		kind := t.WaitKind
 		if kind == "" && run.Phase == store.PhaseWaiting {
