@@ -199,6 +199,54 @@ const DefaultUnknownTimeout = 24 * time.Hour
 // outcome is unknown.
 func (n *Node) Asks() bool { return n.OnUnknown == OnUnknownAsk }
 
+// The runaway guard of an agent (Node.RepeatLimit, Node.ErrorLimit,
+// Node.OnRunaway; docs/agents.md): what it counts and what it does when a
+// count reaches its limit.
+const (
+	// DefaultRepeatLimit is how many times one visit of an agent may make
+	// the same call (tool and arguments) answered with the same result
+	// before the guard trips: more than once, since an agent may rightly
+	// read again something that changes.
+	DefaultRepeatLimit = 5
+	// DefaultErrorLimit is how many calls in a row of one visit may end
+	// with the same error code before the guard trips.
+	DefaultErrorLimit = 3
+	// MaxRunawayLimit bounds repeat_limit and error_limit: a loop that
+	// needs more is better split into nodes.
+	MaxRunawayLimit = 1000
+	// OnRunawayAsk (the default) parks the run on a wait of kind runaway
+	// until a person resumes it (approve) or ends it (reject, cancel).
+	OnRunawayAsk = "ask"
+	// OnRunawayFail takes the node's error wire with E_AGENT_RUNAWAY.
+	OnRunawayFail = "fail"
+)
+
+// What an agent does when the run's budget cannot cover its next model
+// turn (Node.OnBudget).
+const (
+	// OnBudgetFail (or empty) takes the error wire with E_BUDGET_EXHAUSTED.
+	OnBudgetFail = "fail"
+	// OnBudgetAsk parks the run on a wait of kind budget until its owner
+	// raises the run's budget (weir run budget RUN --add N).
+	OnBudgetAsk = "ask"
+)
+
+// RepeatLimitOrDefault is the agent's repeat_limit, or DefaultRepeatLimit.
+func (n *Node) RepeatLimitOrDefault() int {
+	if n.RepeatLimit > 0 {
+		return n.RepeatLimit
+	}
+	return DefaultRepeatLimit
+}
+
+// ErrorLimitOrDefault is the agent's error_limit, or DefaultErrorLimit.
+func (n *Node) ErrorLimitOrDefault() int {
+	if n.ErrorLimit > 0 {
+		return n.ErrorLimit
+	}
+	return DefaultErrorLimit
+}
+
 // Node is one step of a flow's graph. Which fields are meaningful depends on
 // Kind; docs/flows.md documents each builtin parameter.
 type Node struct {
@@ -283,6 +331,22 @@ type Node struct {
 	// is rejected with E_APPROVAL_EXPIRED, which the model is told. 0:
 	// until the agent's timeout, if it has one.
 	ApprovalTTL time.Duration
+	// RepeatLimit and ErrorLimit are an agent's runaway guard: the same
+	// call (tool and arguments digest) answered with the same result
+	// RepeatLimit times in one visit, or ErrorLimit calls in a row ending
+	// with the same error code, trip it (0: DefaultRepeatLimit,
+	// DefaultErrorLimit). OnRunaway is what it does then: OnRunawayAsk
+	// (or empty) parks the run on a runaway wait, OnRunawayFail takes the
+	// error wire with E_AGENT_RUNAWAY.
+	RepeatLimit int
+	ErrorLimit  int
+	OnRunaway   string
+	// OnBudget is what an agent does when the run's budget cannot cover
+	// its next model turn: OnBudgetFail (or empty) takes the error wire
+	// with E_BUDGET_EXHAUSTED; OnBudgetAsk parks the run on a budget wait
+	// until its owner raises the budget. A flow's on_budget is the
+	// default of its agents.
+	OnBudget string
 
 	// Cond decides a branch: cond(ctx), truthy follows Then.
 	Cond *CallableRef
@@ -538,6 +602,11 @@ type nodeJSON struct {
 	UnknownTimeout jsonDuration `json:"unknown_timeout,omitempty"`
 	// ApprovalTTL likewise.
 	ApprovalTTL jsonDuration `json:"approval_ttl,omitempty"`
+	// RepeatLimit, ErrorLimit and OnRunaway likewise.
+	RepeatLimit int    `json:"repeat_limit,omitempty"`
+	ErrorLimit  int    `json:"error_limit,omitempty"`
+	OnRunaway   string `json:"on_runaway,omitempty"`
+	OnBudget    string `json:"on_budget,omitempty"`
 
 	// Event and Match, since IR version 3.
 	Event string       `json:"event,omitempty"`
@@ -557,6 +626,7 @@ func (n *Node) MarshalJSON() ([]byte, error) {
 		Tools: n.Tools, Flows: n.Flows, Approve: n.Approve, MaxTurns: n.MaxTurns, MaxTokens: n.MaxTokens,
 		OutputSchema: n.OutputSchema, OnExhausted: n.OnExhausted,
 		OnUnknown: n.OnUnknown, UnknownTimeout: jsonDuration(n.UnknownTimeout), ApprovalTTL: jsonDuration(n.ApprovalTTL),
+		RepeatLimit: n.RepeatLimit, ErrorLimit: n.ErrorLimit, OnRunaway: n.OnRunaway, OnBudget: n.OnBudget,
 		Event: n.Event, Match: n.Match,
 	})
 }
@@ -578,6 +648,7 @@ func (n *Node) UnmarshalJSON(b []byte) error {
 		Tools: j.Tools, Flows: j.Flows, Approve: j.Approve, MaxTurns: j.MaxTurns, MaxTokens: j.MaxTokens,
 		OutputSchema: j.OutputSchema, OnExhausted: j.OnExhausted,
 		OnUnknown: j.OnUnknown, UnknownTimeout: time.Duration(j.UnknownTimeout), ApprovalTTL: time.Duration(j.ApprovalTTL),
+		RepeatLimit: j.RepeatLimit, ErrorLimit: j.ErrorLimit, OnRunaway: j.OnRunaway, OnBudget: j.OnBudget,
 		Event: j.Event, Match: j.Match,
 	}
 	return nil

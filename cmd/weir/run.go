@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.opentelemetry.io/otel/propagation"
 
+	"github.com/weirhq/weir/internal/textbound"
 	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/api/client"
 )
@@ -22,7 +23,7 @@ func init() {
 	registerCommand(func(m *Main) *cobra.Command {
 		cmd := &cobra.Command{Use: "run", Short: "Start, inspect and cancel runs on the daemon"}
 		cmd.AddCommand(m.runStartCmd(), m.runGetCmd(), m.runLsCmd(), m.runCancelCmd(), m.runEventsCmd(), m.runDecideCmd(true), m.runDecideCmd(false), m.runRespondCmd(), m.runGraphCmd(), m.runWaitCmd(),
-			m.runForkCmd(), m.runResolveCmd())
+			m.runForkCmd(), m.runResolveCmd(), m.runBudgetCmd())
 		return cmd
 	})
 	registerCommand(func(m *Main) *cobra.Command {
@@ -584,6 +585,11 @@ func decideCommands(hw apitypes.HumanWait, ws []apitypes.HumanWait) (approve, re
 		return "", ""
 	}
 	name := decisionName(hw, ws)
+	if hw.Kind == apitypes.WaitRunaway {
+		// Approve resumes the agent; reject ends its node (weir run
+		// cancel ends the whole run).
+		return fmt.Sprintf(`weir run approve %s %s [--payload '{"note":"TEXT for the model"}']`, hw.RunID, name), fmt.Sprintf("weir run reject %s %s [--reason TEXT]", hw.RunID, name)
+	}
 	if hw.Kind == apitypes.WaitApproval {
 		return fmt.Sprintf("weir run approve %s %s", hw.RunID, name), fmt.Sprintf("weir run reject %s %s --reason TEXT", hw.RunID, name)
 	}
@@ -605,6 +611,9 @@ type waitJSON struct {
 	Reject  string `json:"reject,omitempty"`
 	Edit    string `json:"edit,omitempty"`
 	Respond string `json:"respond,omitempty"`
+	// Budget is the command that raises the run's budget, under a budget
+	// wait.
+	Budget string `json:"budget,omitempty"`
 }
 
 func runWithCommands(v *apitypes.Run) runJSON {
@@ -612,7 +621,7 @@ func runWithCommands(v *apitypes.Run) runJSON {
 	for _, hw := range v.Waits {
 		a, r := decideCommands(hw, v.Waits)
 		ed, rs := callCommands(hw, v.Waits)
-		out.Waits = append(out.Waits, waitJSON{HumanWait: hw, Approve: a, Reject: r, Edit: ed, Respond: rs})
+		out.Waits = append(out.Waits, waitJSON{HumanWait: hw, Approve: a, Reject: r, Edit: ed, Respond: rs, Budget: budgetCommand(hw)})
 	}
 	return out
 }
@@ -646,6 +655,35 @@ func callCommands(hw apitypes.HumanWait, ws []apitypes.HumanWait) (edit, respond
 	return fmt.Sprintf("weir run approve %s %s --payload ARGS%s", hw.RunID, name, bind), fmt.Sprintf("weir run respond %s %s --result JSON%s", hw.RunID, name, bind)
 }
 
+// runawayDiagnosis is a runaway wait's diagnosis in a line: the repeated
+// call (or the error in a row), the count against the limit, the turns
+// and the tokens spent since; "" for any other wait.
+func runawayDiagnosis(hw apitypes.HumanWait) string {
+	if hw.Kind != apitypes.WaitRunaway {
+		return ""
+	}
+	var d struct {
+		Why          string          `json:"why"`
+		Tool         string          `json:"tool"`
+		Arguments    json.RawMessage `json:"arguments"`
+		ErrorCode    string          `json:"error_code"`
+		Count        int             `json:"count"`
+		Limit        int             `json:"limit"`
+		FirstTurn    int             `json:"first_turn"`
+		LastTurn     int             `json:"last_turn"`
+		InputTokens  int64           `json:"input_tokens_since"`
+		OutputTokens int64           `json:"output_tokens_since"`
+	}
+	if json.Unmarshal(hw.Shown, &d) != nil {
+		return ""
+	}
+	what := fmt.Sprintf("%s %s answered the same %d times (repeat_limit %d)", d.Tool, textbound.Quote(string(d.Arguments)), d.Count, d.Limit)
+	if d.Why == "errors" {
+		what = fmt.Sprintf("%d calls in a row failed with %s (error_limit %d), the last %s %s", d.Count, d.ErrorCode, d.Limit, d.Tool, textbound.Quote(string(d.Arguments)))
+	}
+	return fmt.Sprintf("%s in turns %d to %d; %d input and %d output tokens since", what, d.FirstTurn, d.LastTurn, d.InputTokens, d.OutputTokens)
+}
+
 // printWaits shows a run's open waits: each one's id, kind and node, what
 // the decider is shown, since when and until when, and for a decision the
 // commands that decide it.
@@ -670,8 +708,17 @@ func printWaits(w io.Writer, runID string, ws []apitypes.HumanWait) {
 		if d := hw.Digest; d != "" {
 			fmt.Fprintf(w, "  digest:  %s\n", d)
 		}
+		if d := runawayDiagnosis(hw); d != "" {
+			fmt.Fprintf(w, "  runaway: %s\n", d)
+		}
 		if a, r := decideCommands(hw, ws); a != "" {
 			fmt.Fprintf(w, "  approve: %s\n  reject:  %s\n", a, r)
+		}
+		if hw.Kind == apitypes.WaitRunaway {
+			fmt.Fprintf(w, "  cancel:  weir run cancel %s\n", hw.RunID)
+		}
+		if c := budgetCommand(hw); c != "" {
+			fmt.Fprintf(w, "  budget:  %s\n", c)
 		}
 		if ed, rs := callCommands(hw, ws); ed != "" {
 			fmt.Fprintf(w, "  edit:    %s\n  respond: %s\n", ed, rs)

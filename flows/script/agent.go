@@ -49,7 +49,8 @@ func (l *stringList) Unpack(v starlark.Value) error {
 
 // agent(id, prompt, model | model_tool, system, tools, flows, approve,
 // max_turns, max_tokens, output, at_most_once, next, error, max_visits,
-// timeout, cost, protected, doc, on_unknown, unknown_timeout, approval_ttl)
+// timeout, cost, protected, doc, on_unknown, unknown_timeout, approval_ttl,
+// repeat_limit, error_limit, on_runaway, on_budget)
 func builtinAgent(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var (
 		p                         nodeParams
@@ -59,6 +60,8 @@ func builtinAgent(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 		maxTurns, maxTokens       optInt
 		unknown                   unknownParams
 		approvalTTL               optString
+		repeatLimit, errorLimit   optInt
+		onRunaway, onBudget       optString
 	)
 	nb, err := startNode(thread, b, args, kwargs, flows.KindAgent, &p,
 		"id", &p.id, "prompt", &prompt, "model?", &model, "model_tool?", &modelTool, "system?", &system,
@@ -67,6 +70,7 @@ func builtinAgent(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 		"at_most_once?", &p.atMostOnce, "next?", &p.next, "error?", &p.errw, "max_visits?", &p.maxVisits,
 		"timeout?", &p.timeout, "cost?", &p.cost, "protected?", &p.protected, "doc?", &p.doc,
 		"on_unknown?", &unknown.onUnknown, "unknown_timeout?", &unknown.timeout, "approval_ttl?", &approvalTTL,
+		"repeat_limit?", &repeatLimit, "error_limit?", &errorLimit, "on_runaway?", &onRunaway, "on_budget?", &onBudget,
 	)
 	if err != nil {
 		return nil, err
@@ -106,6 +110,10 @@ func builtinAgent(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 		nb.duration("approval_ttl", approvalTTL, &n.ApprovalTTL)
 	}
 	nb.modelNames()
+	nb.runawayGuard(repeatLimit, errorLimit, onRunaway)
+	if checkOnBudget(onBudget, func(format string, args ...any) { nb.addf("on_budget", flows.CodeInvalid, format, args...) }) {
+		nb.nv.onBudget = onBudget.s
+	}
 
 	switch {
 	case !maxTurns.set:
@@ -130,6 +138,40 @@ func builtinAgent(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tu
 		}
 	}
 	return nb.record(&p), nil
+}
+
+// runawayGuard checks an agent's repeat_limit and error_limit (constants
+// from 2 to flows.MaxRunawayLimit: a limit of 1 would trip on every call)
+// and on_runaway ("ask" or "fail"), and sets them on the node.
+func (nb *nodeBuilder) runawayGuard(repeatLimit, errorLimit optInt, onRunaway optString) {
+	n := nb.n()
+	limit := func(param string, v optInt, def int, dst *int) {
+		if !v.set {
+			return
+		}
+		if v.n < 2 || v.n > flows.MaxRunawayLimit {
+			nb.addf(param, flows.CodeAgentBounds, "%s = %d, must be between 2 and %d (leave it out for the default, %d)",
+				param, v.n, flows.MaxRunawayLimit, def)
+			return
+		}
+		*dst = v.n
+	}
+	limit("repeat_limit", repeatLimit, flows.DefaultRepeatLimit, &n.RepeatLimit)
+	limit("error_limit", errorLimit, flows.DefaultErrorLimit, &n.ErrorLimit)
+	if !onRunaway.set {
+		return
+	}
+	switch onRunaway.s {
+	case flows.OnRunawayAsk, flows.OnRunawayFail:
+		n.OnRunaway = onRunaway.s
+	default:
+		hint := ""
+		if s := flows.Suggest(onRunaway.s, []string{flows.OnRunawayAsk, flows.OnRunawayFail}); s != "" {
+			hint = fmt.Sprintf(" (did you mean %q?)", s)
+		}
+		nb.addf("on_runaway", flows.CodeInvalid, "on_runaway = %q, want %q (park the run until a person resumes it) or %q (take the error wire with E_AGENT_RUNAWAY)%s",
+			onRunaway.s, flows.OnRunawayAsk, flows.OnRunawayFail, hint)
+	}
 }
 
 func (nb *nodeBuilder) addfAt(pos flows.Pos, code flows.Code, format string, args ...any) {

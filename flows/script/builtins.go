@@ -53,6 +53,8 @@ type nodeValue struct {
 	// onExhausted is the node's own on_exhausted; each flow that uses the
 	// node fills in its default where it is empty.
 	onExhausted string
+	// onBudget is an agent's own on_budget, filled in likewise.
+	onBudget string
 }
 
 // Parameters that take a callable or a constant, evaluated at run time.
@@ -513,6 +515,24 @@ func checkOnExhausted(v optString, addf func(format string, args ...any)) bool {
 	return false
 }
 
+// checkOnBudget checks an on_budget value ("fail" or "ask"), reporting a
+// bad one with addf; it says whether the value is set and good.
+func checkOnBudget(v optString, addf func(format string, args ...any)) bool {
+	if !v.set {
+		return false
+	}
+	if v.s == flows.OnBudgetFail || v.s == flows.OnBudgetAsk {
+		return true
+	}
+	hint := ""
+	if s := flows.Suggest(v.s, []string{flows.OnBudgetFail, flows.OnBudgetAsk}); s != "" {
+		hint = fmt.Sprintf(" (did you mean %q?)", s)
+	}
+	addf("on_budget = %q, want %q (take the error wire with E_BUDGET_EXHAUSTED) or %q (park the run until its owner raises its budget)%s",
+		v.s, flows.OnBudgetFail, flows.OnBudgetAsk, hint)
+	return false
+}
+
 // atMostOnce refuses a node that both retries and accepts at-most-once:
 // an at-most-once call is never run again, whatever the tool.
 func (nb *nodeBuilder) atMostOnce(atMostOnce bool, retries int) {
@@ -693,7 +713,8 @@ func builtinBranch(thread *starlark.Thread, b *starlark.Builtin, args starlark.T
 	return nb.record(&p), nil
 }
 
-// flow(name, nodes, doc, max_depth, budget, output, input)
+// flow(name, nodes, doc, max_depth, budget, output, input, on_exhausted,
+// on_budget)
 func builtinFlow(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var (
 		name, doc     string
@@ -702,10 +723,11 @@ func builtinFlow(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 		budget        int64
 		output, input starlark.Value
 		onExhausted   optString
+		onBudget      optString
 	)
 	ls, err := unpackBuiltin(thread, b, args, kwargs, "flow name",
 		"name", &name, "nodes", &nodes, "doc?", &doc, "max_depth?", &maxDepth, "budget?", &budget,
-		"output?", &output, "input?", &input, "on_exhausted?", &onExhausted,
+		"output?", &output, "input?", &input, "on_exhausted?", &onExhausted, "on_budget?", &onBudget,
 	)
 	if err != nil {
 		return nil, err
@@ -744,6 +766,9 @@ func builtinFlow(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 	ls.checkDoc(site.ArgPos("doc"), fmt.Sprintf("flow %q", name), doc)
 	if !checkOnExhausted(onExhausted, func(format string, args ...any) { addf("on_exhausted", flows.CodeInvalid, format, args...) }) {
 		onExhausted.s = ""
+	}
+	if !checkOnBudget(onBudget, func(format string, args ...any) { addf("on_budget", flows.CodeInvalid, format, args...) }) {
+		onBudget.s = ""
 	}
 
 	f.Nodes = make([]*flows.Node, 0, len(nvs))
@@ -798,6 +823,10 @@ func builtinFlow(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 		if n.Kind == flows.KindTask {
 			// The node's own on_exhausted, or else this flow's default.
 			n.OnExhausted = cmp.Or(nv.onExhausted, onExhausted.s)
+		}
+		if n.Kind == flows.KindAgent {
+			// The agent's own on_budget, or else this flow's default.
+			n.OnBudget = cmp.Or(nv.onBudget, onBudget.s)
 		}
 		if budget > 0 && n.Budget > budget {
 			ls.addf(n.ArgPos("budget"), flows.CodeInvalid, nil, "flow %q: node %s's budget = %d is more than the flow's budget = %d: its child run could never be admitted",

@@ -117,6 +117,7 @@ func NewServer(eng *engine.Engine, log hclog.Logger, opts ...Option) *Server {
 	s.routeWaits()
 	s.routeDeadLetters()
 	s.routeResolve()
+	s.routeBudget()
 	s.routeGraphs()
 	s.routeVersions()
 	s.routeStreams()

@@ -38,6 +38,7 @@ const (
 	CodeAgentTurns     = "E_AGENT_TURNS"      // the journaled turns cannot be read
 	CodeAgentTimeout   = "E_AGENT_TIMEOUT"    // the loop ran longer than the node's timeout
 	CodeChatRequest    = "E_CHAT_REQUEST"     // the next turn's request is not one the chat contract accepts
+	CodeAgentRunaway   = "E_AGENT_RUNAWAY"    // the runaway guard tripped on a node that says on_runaway = "fail", or a person rejected its runaway wait
 )
 
 const (
@@ -150,7 +151,11 @@ func (s *stepper) agentNode(ctx context.Context, node *flows.Node) bool {
 			return s.nodeFailed(ctx, node, &store.RunError{Code: CodeMaxTurns,
 				Message: fmt.Sprintf("agent %s used its %d turns without a final answer", node.ID, node.MaxTurns)})
 		default:
-			loop, more = s.agentTurn(ctx, a)
+			// The runaway guard looks at the calls journaled so far before
+			// the model is asked again.
+			if loop, more = s.runawayGuard(ctx, a); loop {
+				loop, more = s.agentTurn(ctx, a)
+			}
 		}
 		if !loop {
 			return more
@@ -264,7 +269,8 @@ func (s *stepper) callString(ref *flows.CallableRef, what string) (string, error
 
 // messages rebuilds the conversation from the prompt and the journaled
 // turns: each turn's answer, then the result of each call it asked for,
-// then the correction a rejected final answer was sent.
+// then the correction a rejected final answer was sent, or the note of a
+// person who resumed the loop after its runaway guard parked it.
 func (a *agentLoop) messages() []chat.Message {
 	msgs := []chat.Message{{Role: chat.RoleUser, Content: a.prompt}}
 	for _, t := range a.turns {
@@ -279,6 +285,9 @@ func (a *agentLoop) messages() []chat.Message {
 		}
 		if t.Correction != "" {
 			msgs = append(msgs, chat.Message{Role: chat.RoleUser, Content: t.Correction})
+		}
+		if t.Note != "" {
+			msgs = append(msgs, chat.Message{Role: chat.RoleUser, Content: t.Note})
 		}
 	}
 	return msgs
@@ -537,7 +546,9 @@ func (s *stepper) chargeTx(tx store.Tx, node string, cost, reserved int64, detai
 // agentReserve settles what the agent spent so far and reserves cost for
 // its next call. When the run's budget (or the node's own cost, turns
 // and calls together) cannot cover it the node takes its error wire with
-// E_BUDGET_EXHAUSTED, before the call; so it does
+// E_BUDGET_EXHAUSTED, before the call (or, when it says on_budget = "ask"
+// and the run's budget is what falls short, parks on a budget wait:
+// askBudget); so it does
 // with E_BUDGET_IN_FLIGHT when the cost is more than the engine ever lets
 // be in flight. When the budget in flight is only used up for now the
 // run yields its slot and comes back at the scheduler's next tick (the
@@ -554,7 +565,10 @@ func (s *stepper) agentReserve(ctx context.Context, a *agentLoop, cost int64, wh
 	cfg := e.cfg.Load()
 	switch {
 	case ok:
+		s.settleBudgetWait(a)
 		return true, false
+	case why == ledger.RunBudgetExhausted && asksBudget(node) && s.run.Budget > 0:
+		return false, s.askBudget(ctx, a, cost, what)
 	case why == ledger.RunBudgetExhausted:
 		return false, s.nodeFailed(ctx, node, &store.RunError{Code: CodeBudgetExhausted,
 			Message: fmt.Sprintf("run budget %d cannot cover %s (spent %d)", s.run.Budget, what, e.ledger.Spent(s.run.ID))})

@@ -79,6 +79,8 @@ func (f *fakeModel) LookupTool(name string) (flows.ToolInfo, bool) {
 			InputSchema: []byte(`{"type":"object","properties":{"key":{"type":"string"}}}`)}, true
 	case "kv.fail":
 		return flows.ToolInfo{Name: name, Idempotent: true, Description: "Always fails."}, true
+	case "kv.tick":
+		return flows.ToolInfo{Name: name, Idempotent: true, Description: "Reads a counter that moves at every read."}, true
 	case "kv.priced":
 		return flows.ToolInfo{Name: name, Idempotent: true, Description: "Reads a key for a price.", Cost: kvPricedCost}, true
 	case "mail.send":
@@ -178,6 +180,9 @@ func (f *fakeModel) Call(ctx context.Context, req tool.CallRequest) (*tool.CallR
 	case "kv.many":
 		f.count(req.Tool)
 		return &tool.CallResult{Output: mustJSON(map[string]any{"got": req.Input})}, nil
+	case "kv.tick":
+		f.count(req.Tool)
+		return &tool.CallResult{Output: mustJSON(map[string]any{"tick": f.called(req.Tool)})}, nil
 	case "kv.fail":
 		f.count(req.Tool)
 		return nil, &tool.Error{Kind: tool.KindPermanent, Code: "E_KV_DOWN", Message: "the store is down"}
@@ -334,6 +339,22 @@ flow(name = "batching", nodes = [
 
 flow(name = "delegating", nodes = [
     agent("a", model = "small", prompt = "Go", flows = ["helper"], max_turns = 3),
+])
+
+flow(name = "looping", nodes = [
+    agent("a", model = "small", prompt = "Go", tools = ["kv.get", "kv.tick", "kv.fail"], max_turns = 12),
+])
+
+flow(name = "looping3", nodes = [
+    agent("a", model = "small", prompt = "Go", tools = ["kv.get"], max_turns = 12, repeat_limit = 3),
+])
+
+flow(name = "looping_fail", nodes = [
+    agent("a", model = "small", prompt = "Go", tools = ["kv.get"], max_turns = 12, on_runaway = "fail"),
+])
+
+flow(name = "bounded_ask", budget = 12, on_budget = "ask", nodes = [
+    agent("a", model = "small", prompt = "Go", tools = ["kv.get"], max_turns = 8),
 ])
 
 flow(name = "agent_then", nodes = [

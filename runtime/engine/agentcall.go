@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weirhq/weir/runtime/internal/failpoint"
 	"github.com/weirhq/weir/runtime/store"
 	"github.com/weirhq/weir/sdk/chat"
 )
@@ -240,6 +241,9 @@ func (w *worker) agentCallWrite(ctx context.Context, c *toolCall, out json.RawMe
 		return
 	}
 	if err == nil {
+		if !asks {
+			failpoint.Hit(failpoint.AgentCallEnded)
+		}
 		w.setLease(nil, true)
 		// Settled before the woken agent's step takes its account's
 		// figures from the store, which holds the cost already.

@@ -41,6 +41,13 @@ type continuation struct {
 	// Unknown numbers the unknown waits of each node's current visit
 	// likewise, so a wait id is never reused after a resolve.
 	Unknown map[string]exhaustCount `json:"unknown,omitempty"`
+	// Runaway is each agent node's runaway guard in its current visit
+	// (runawayCount): its waits numbered, and the turns a person resumed
+	// the loop past.
+	Runaway map[string]runawayCount `json:"runaway,omitempty"`
+	// Budget numbers the budget waits of each agent node's current visit
+	// likewise.
+	Budget map[string]exhaustCount `json:"budget,omitempty"`
 }
 
 // waitState is a wait in progress (docs/design.md §11, one wait model): its

@@ -80,9 +80,10 @@ func openDecisions(c *continuation, t *store.Task) []*waitState {
 	}
 	for _, ws := range c.Approvals {
 		// Only the current visit of the node the run is at waits for
-		// its approvals; an unknown wait there takes a resolve and an
-		// exhausted one a redrive, not a decision.
-		if ws.Kind != WaitUnknown && ws.Kind != WaitExhausted && ws.Decision == nil && ws.Node == c.Node && ws.Visit == c.Visits[ws.Node] {
+		// its approvals; an unknown wait there takes a resolve, an
+		// exhausted one a redrive and a budget one a raise, not a
+		// decision.
+		if ws.Kind != WaitUnknown && ws.Kind != WaitExhausted && ws.Kind != WaitBudget && ws.Decision == nil && ws.Node == c.Node && ws.Visit == c.Visits[ws.Node] {
 			out = append(out, ws)
 		}
 	}
@@ -351,6 +352,13 @@ func checkDecide(p *DecideParams) error {
 // its output schema. A wait that is not an agent's approval takes a
 // payload as its result and no response.
 func (e *Engine) checkDecision(ctx context.Context, ws *waitState, p *DecideParams) error {
+	if ws.Kind == WaitRunaway {
+		if p.Respond {
+			return protocolErr(CodeBadRequest, "wait %s is a runaway wait: approve it (with a note for the model, if any) to resume the agent, or reject it to end the node", ws.ID)
+		}
+		_, err := runawayNote(p.Payload)
+		return err
+	}
 	if ws.Kind != WaitApproval {
 		if p.Respond {
 			return protocolErr(CodeBadRequest, "wait %s is a %s wait: only an agent's proposed call is answered in the tool's place (approve it with a payload instead)", ws.ID, ws.Kind)
@@ -552,6 +560,11 @@ func decidableWait(run *store.Run, c *continuation, t *store.Task, target string
 	if t != nil && t.Leased && t.WaitKind == WaitHuman && t.Node == target {
 		return nil, notWaiting(runID, target, "it is being resumed (its timeout passed)")
 	}
+	for _, ws := range budgetWaits(c) {
+		if ws.ID == target || ws.Node == target {
+			return nil, notWaiting(runID, target, fmt.Sprintf("%s waits for more budget, not for a decision: weir run budget %s --add N", ws.ID, runID))
+		}
+	}
 	if ws := unknownAt(c, target); ws != nil {
 		return nil, notWaiting(runID, target, fmt.Sprintf("%s waits for an unknown outcome to be resolved, not for a decision: weir run resolve %s %s --happened [--result JSON] | --not-happened", ws.ID, runID, ws.ID))
 	}
@@ -612,7 +625,9 @@ type HumanWait struct {
 }
 
 // NeedsDecision says whether the wait ends by a person's decision.
-func (w HumanWait) NeedsDecision() bool { return w.Kind == WaitHuman || w.Kind == WaitApproval }
+func (w HumanWait) NeedsDecision() bool {
+	return w.Kind == WaitHuman || w.Kind == WaitApproval || w.Kind == WaitRunaway
+}
 
 // Digest is the digest of the call an agent's approval wait proposes
 // (ProposalDigest of the arguments it shows); "" for any other wait.
@@ -665,7 +680,9 @@ func runWaitsTx(tx store.Tx, run *store.Run, all bool) ([]HumanWait, error) {
 	}
 	// A fan-out item's exhausted wait: a person redrives it.
 	out = append(out, humanWaitsOf(run, callWaits(c, t, WaitExhausted))...)
-	if all && t != nil && !t.Leased && t.WaitKind != WaitHuman && t.WaitKind != WaitApproval && t.Node != "" && !parkedOnCallUnknowns(c, t) {
+	// An agent's budget wait: its owner raises the budget.
+	out = append(out, humanWaitsOf(run, budgetWaits(c))...)
+	if all && t != nil && !t.Leased && t.WaitKind != WaitHuman && t.WaitKind != WaitApproval && t.WaitKind != WaitRunaway && t.WaitKind != WaitBudget && t.Node != "" && !parkedOnCallUnknowns(c, t) {
 		kind := t.WaitKind
 		if kind == "" && run.Phase == store.PhaseWaiting {
 			kind = WaitTimer

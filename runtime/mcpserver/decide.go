@@ -348,10 +348,11 @@ func waiting(v *apitypes.Run, ws []apitypes.HumanWait) *mcp.CallToolResult {
 	return result(map[string]any{"run_id": v.ID, "phase": v.Phase, "waits": list}, text, false)
 }
 
-// settledByOps says whether w ends by a recovery operation (an unknown
-// outcome resolved, an exhausted task redriven) rather than a decision.
+// settledByOps says whether w ends by an operation on the run (an unknown
+// outcome resolved, an exhausted task redriven, a budget raised) rather
+// than a decision.
 func settledByOps(w apitypes.HumanWait) bool {
-	return w.Kind == apitypes.WaitUnknown || w.Kind == apitypes.WaitExhausted
+	return w.Kind == apitypes.WaitUnknown || w.Kind == apitypes.WaitExhausted || w.Kind == apitypes.WaitBudget
 }
 
 // howToEnd names the tool that ends the wait w of run id and says how,
@@ -367,6 +368,9 @@ func howToEnd(id string, w apitypes.HumanWait) (string, string) {
 		_ = json.Unmarshal(w.Shown, &shown)
 		return RedriveTool, fmt.Sprintf("  a task used up its tries: fix the cause, then call %s with {\"task_ids\": [%q]}, or run: weir deadletter redrive %s",
 			RedriveTool, shown.Task, shown.Task)
+	case apitypes.WaitBudget:
+		return "", fmt.Sprintf("  the run's budget cannot cover its agent's next turn (%s): its owner raises it with: weir run budget %s --add N",
+			escape.Cut(string(w.Shown), maxShownBytes), w.RunID)
 	}
 	return ApproveTool, fmt.Sprintf("  call %s or %s with {\"run_id\": %q, \"wait\": %q}, or run: weir run approve %s %s [--payload JSON]   or   weir run reject %s %s --reason TEXT   (before %s)",
 		ApproveTool, RejectTool, id, w.ID, w.RunID, w.Node, w.RunID, w.Node, until)

@@ -48,6 +48,10 @@ type AgentTurn struct {
 	// node's output schema: why not, sent back to the model as the next
 	// turn's user message.
 	Correction string `json:"correction,omitempty"`
+	// Note is what a person said when they resumed the agent after its
+	// runaway guard parked it past this turn: sent to the model after the
+	// results of the turn's calls, as a user message.
+	Note string `json:"note,omitempty"`
 	// At is when the turn was asked.
 	At time.Time `json:"at"`
 }

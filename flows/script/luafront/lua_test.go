@@ -515,3 +515,49 @@ func TestLuaOnUnknown(t *testing.T) {
 		t.Errorf("on_unknown %v, unknown_timeout %v; want [ask fail ask] and 1h", got, f.Node("a").UnknownTimeout)
 	}
 }
+
+// An agent's runaway guard (repeat_limit, error_limit, on_runaway) is
+// checked in Lua by the same check as in Starlark, refused at its line,
+// and reaches the IR.
+func TestLuaAgentRunawayGuard(t *testing.T) {
+	t.Parallel()
+	src := `flow{"f",
+  nodes = {
+    agent{"a", prompt = "p", model = "small", max_turns = 2, repeat_limit = 3, error_limit = 4, on_runaway = "fail", next = "b"},
+    agent{"b", prompt = "p", model = "small", max_turns = 2, repeat_limit = 0},
+  },
+}
+`
+	_, ds := script.Load([]flows.File{{Path: "x.lua", Src: []byte(src)}})
+	want := `x.lua:4: E_AGENT_BOUNDS: agent "b": repeat_limit = 0, must be between 2 and 1000 (leave it out for the default, 5)`
+	if len(ds) != 1 || ds[0].String() != want {
+		t.Fatalf("got %v, want %s", ds, want)
+	}
+	m, ds := script.Load([]flows.File{{Path: "x.lua", Src: []byte(strings.Replace(src, `repeat_limit = 0`, `on_runaway = "ask"`, 1))}})
+	if len(ds) > 0 {
+		t.Fatal(ds)
+	}
+	a, b := m.Flows[0].Node("a"), m.Flows[0].Node("b")
+	if a.RepeatLimit != 3 || a.ErrorLimit != 4 || a.OnRunaway != "fail" || b.RepeatLimitOrDefault() != 5 || b.ErrorLimitOrDefault() != 3 || b.OnRunaway != "ask" {
+		t.Errorf("a %d %d %q, b %d %d %q", a.RepeatLimit, a.ErrorLimit, a.OnRunaway, b.RepeatLimitOrDefault(), b.ErrorLimitOrDefault(), b.OnRunaway)
+	}
+}
+
+// A flow's on_budget is the default of its agents; an agent's own wins.
+func TestLuaOnBudget(t *testing.T) {
+	t.Parallel()
+	src := `flow{"f", on_budget = "ask",
+  nodes = {
+    agent{"a", prompt = "p", model = "small", max_turns = 2, next = "b"},
+    agent{"b", prompt = "p", model = "small", max_turns = 2, on_budget = "fail"},
+  },
+}
+`
+	m, ds := script.Load([]flows.File{{Path: "x.lua", Src: []byte(src)}})
+	if len(ds) > 0 {
+		t.Fatal(ds)
+	}
+	if a, b := m.Flows[0].Node("a").OnBudget, m.Flows[0].Node("b").OnBudget; a != "ask" || b != "fail" {
+		t.Errorf("on_budget %q %q, want ask fail", a, b)
+	}
+}

@@ -272,10 +272,15 @@ const (
 	WaitChild    = "child"    // a child run's end, or an agent's tool calls
 	WaitCohort   = "cohort"   // a fan-out's children
 	WaitTimer    = "timer"    // a time: a retry's backoff
+	// WaitRunaway: an agent's runaway guard tripped; a person resumes it
+	// (approve, with an optional {"note": TEXT} payload the model is
+	// sent) or ends it (reject, or cancel the run). Its id is
+	// NODE@VISIT.runaway.N and it shows the diagnosis.
+	WaitRunaway = "runaway"
 )
 
 // HumanWait is an open wait. GET /v1/runs/{id}/waits lists the open
-// decisions (kinds human and approval) of a run and its descendants; GET
+// decisions (kinds human, approval and runaway) of a run and its descendants; GET
 // /v1/runs/{id} shows every open wait of the run itself.
 type HumanWait struct {
 	// ID is the wait's id (NODE@VISIT, NODE@VISIT.TURN.CALL for a call an
@@ -303,7 +308,9 @@ type HumanWait struct {
 }
 
 // NeedsDecision says whether the wait ends by a person's decision.
-func (w HumanWait) NeedsDecision() bool { return w.Kind == WaitHuman || w.Kind == WaitApproval }
+func (w HumanWait) NeedsDecision() bool {
+	return w.Kind == WaitHuman || w.Kind == WaitApproval || w.Kind == WaitRunaway
+}
 
 // DecideRequest is the body of POST /v1/runs/{id}/waits/{wait}/approve
 // (Payload or Result) and .../reject (Reason), where {wait} is a wait id,

@@ -596,6 +596,19 @@ function waitShown(w) {
       " ended without an answer, and its probe could not tell whether it had its effect. Look where the effect would be, then say. Its arguments:"),
     el("pre", { class: "shown", text: pretty(s.arguments) }), el("p", { class: "muted" }, "Idempotency key ", el("span", { class: "mono", text: s.key })));
   }
+  if (w.kind === "runaway") {
+    const what = s.why === "errors"
+      ? [s.count + " calls in a row failed with ", el("b", { text: s.error_code || "" }), " (error_limit " + s.limit + "), the last to "]
+      : ["The same call answered the same way " + s.count + " times (repeat_limit " + s.limit + ") to "];
+    return el("div", {}, el("p", {}, ...what, el("b", { class: "mono", text: s.tool || "" }),
+      ", in turns " + s.first_turn + " to " + s.last_turn + "; " + s.input_tokens_since + " input and " + s.output_tokens_since + " output tokens since. Its arguments:"),
+    el("pre", { class: "shown", text: pretty(s.arguments) }),
+    el("p", { class: "muted", text: "Approve resumes the agent (a payload {\"note\": \"...\"} is sent to the model); reject ends the node with E_AGENT_RUNAWAY." }));
+  }
+  if (w.kind === "budget") {
+    return el("p", {}, "The run's budget of " + s.budget + " cannot cover its next call, " + (s.next || "") + ": it spent " + s.spent +
+      ", the call needs " + s.needed + " (" + s.short + " more than is left). Raise the budget to let it go on.");
+  }
   if (w.kind === "exhausted") {
     const e = s.error || {};
     return el("p", {}, "Task ", el("span", { class: "mono", text: s.task }), " of ", el("b", { class: "mono", text: s.tool || "" }),
@@ -607,9 +620,10 @@ function waitShown(w) {
 
 // waitControls are the buttons that end a wait of a kind a person ends.
 function waitControls(runID, w) {
-  if (w.kind === "human" || w.kind === "approval") return decideControls(runID, w);
+  if (w.kind === "human" || w.kind === "approval" || w.kind === "runaway") return decideControls(runID, w);
   if (w.kind === "unknown") return resolveControls(runID, w);
   if (w.kind === "exhausted") return redriveControls(w);
+  if (w.kind === "budget") return budgetControls(runID, w);
   return null;
 }
 
@@ -621,7 +635,8 @@ function waitControls(runID, w) {
 function decideControls(runID, w) {
   const approval = w.kind === "approval";
   const proposed = approval && w.shown ? pretty(w.shown.arguments) : "";
-  const payload = el("textarea", { class: "payload", placeholder: "optional JSON payload, e.g. {\"ok\": true}" });
+  const payload = el("textarea", { class: "payload", placeholder: w.kind === "runaway"
+    ? "optional note for the model, e.g. {\"note\": \"that key will not change\"}" : "optional JSON payload, e.g. {\"ok\": true}" });
   const args = el("textarea", { class: "arguments" });
   args.value = proposed;
   const result = el("textarea", { class: "result", placeholder: "the call's result as JSON, e.g. {\"sent\": true}" });
@@ -666,6 +681,25 @@ function decideControls(runID, w) {
       el("button", { class: "approve", type: "button", text: "Approve", onclick: () => decide("approve") }),
       ...(approval ? [el("button", { class: "respond", type: "button", text: "Respond", onclick: () => decide("respond") })] : []),
       el("button", { class: "reject", type: "button", text: "Reject", onclick: () => decide("reject") }), answer)];
+}
+
+// budgetControls raise the run's budget (POST /runs/{id}/budget, owner-only):
+// the agent parked on the budget wait reserves its next call again.
+function budgetControls(runID, w) {
+  const add = el("input", { type: "number", class: "add", min: "1", step: "1", placeholder: "how much more" });
+  if (w.shown && w.shown.short) add.value = String(w.shown.short);
+  const reason = reasonField("reason (journaled)");
+  const answer = el("span", { class: "answer budget-answer" });
+  const raise = async () => {
+    const n = Number(add.value);
+    if (!Number.isInteger(n) || n <= 0) { answer.textContent = "Add a positive integer."; return; }
+    const body = { add: n };
+    if (reason.value.trim() !== "") body.reason = reason.value.trim();
+    const res = await api("POST", "/runs/" + encodeURIComponent(runID) + "/budget", body);
+    answer.textContent = res.ok ? "budget " + res.data.before + " → " + res.data.budget : refusal(res);
+  };
+  return [el("label", { class: "muted", text: "Add to the run's budget" }), add, reason,
+    el("div", { class: "actions" }, el("button", { class: "raise", type: "button", text: "Raise budget", onclick: raise }), answer)];
 }
 
 // maxReason is the longest reason an operation takes

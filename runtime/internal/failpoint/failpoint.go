@@ -63,6 +63,15 @@ const (
 	// arguments) and the decisions they consumed are durable; no call
 	// has been made.
 	AgentCallsQueued = "agent-calls-queued"
+	// AgentCallEnded: an agent's tool call's end is durable in its turn
+	// record (and its agent woken); the agent has not looked at it.
+	AgentCallEnded = "agent-call-ended"
+	// RunawayParked: an agent's runaway guard tripped and the run's park
+	// on its runaway wait is durable.
+	RunawayParked = "runaway-parked"
+	// AfterBudgetAdd: a raise of a run's budget (and its wake) is
+	// durable; its answer is not sent.
+	AfterBudgetAdd = "after-budget-add"
 )
 
 // Failpoints of the schedule service (engine/internal/schedules).

@@ -1,0 +1,254 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/runtime/internal/failpoint"
+	"github.com/weirhq/weir/runtime/store"
+)
+
+// An agent that says on_budget = "ask" (or whose flow says so) does not
+// fail when the run's budget cannot cover its next model turn: the run
+// parks on a wait of kind budget, NODE@VISIT.budget.N (DESIGN §12),
+// showing what it spent, what the turn needs and the turn itself, and its
+// owner raises the run's budget with Ops.BudgetAdd (weir run budget RUN
+// --add N). The woken agent reserves the turn again; if the new budget
+// covers it the wait is settled and the loop goes on, else it parks on
+// the same wait. Nothing is spent past the budget: the reservation is the
+// ledger's, as before.
+
+// WaitBudget: the run's budget cannot cover an agent's next model turn on
+// a node that says on_budget = "ask"; the run waits for its owner to
+// raise the budget (Ops.BudgetAdd). Its wait id is NODE@VISIT.budget.N.
+const WaitBudget = "budget"
+
+// evBudgetAsked records that an agent parked for more budget;
+// evBudgetAdded that a run's owner raised its budget.
+const (
+	evBudgetAsked = "budget_asked"
+	evBudgetAdded = "budget_added"
+)
+
+// BudgetWaitID is the id of the n-th budget wait of visit of node:
+// NODE@VISIT.budget.N.
+func BudgetWaitID(node string, visit, n int) string {
+	return WaitID(node, visit) + "." + WaitBudget + "." + strconv.Itoa(n)
+}
+
+// budgetShown is what a budget wait shows: the run's budget, what it has
+// spent and holds, what the next call needs, and that call.
+type budgetShown struct {
+	Budget int64  `json:"budget"`
+	Spent  int64  `json:"spent"`
+	Needed int64  `json:"needed"`
+	Short  int64  `json:"short"`
+	Next   string `json:"next"`
+}
+
+// asksBudget says the agent parks for more budget instead of failing.
+func asksBudget(node *flows.Node) bool { return node.OnBudget == flows.OnBudgetAsk }
+
+// openBudgetWait is the open budget wait of the agent's visit, or nil.
+func (s *stepper) openBudgetWait(a *agentLoop) *waitState {
+	n := s.cont.Budget[a.node.ID]
+	if n.Visit != a.visit || n.N == 0 {
+		return nil
+	}
+	return s.cont.Approvals[BudgetWaitID(a.node.ID, a.visit, n.N)]
+}
+
+// settleBudgetWait drops the agent's open budget wait once a reservation
+// it waited for holds; the next write records it.
+func (s *stepper) settleBudgetWait(a *agentLoop) {
+	if ws := s.openBudgetWait(a); ws != nil {
+		delete(s.cont.Approvals, ws.ID)
+	}
+}
+
+// askBudget parks the run on the agent's budget wait (a new one, or the
+// one still open) for cost more, what naming the call.
+func (s *stepper) askBudget(ctx context.Context, a *agentLoop, cost int64, what string) bool {
+	node := a.node
+	now := s.e.clock.Now()
+	spent := s.e.ledger.Spent(s.run.ID)
+	rest, _ := s.e.ledger.Remainder(s.run.ID)
+	shown := budgetShown{Budget: s.run.Budget, Spent: spent, Needed: cost, Short: max(cost-rest, 1), Next: what}
+	ws := s.openBudgetWait(a)
+	fresh := ws == nil
+	if fresh {
+		n := s.cont.Budget[node.ID]
+		if n.Visit != a.visit {
+			n = exhaustCount{Visit: a.visit}
+		}
+		n.N++
+		if s.cont.Budget == nil {
+			s.cont.Budget = map[string]exhaustCount{}
+		}
+		s.cont.Budget[node.ID] = n
+		until := now.Add(noTimeout)
+		if node.Timeout > 0 {
+			until = a.started.Add(node.Timeout)
+		}
+		ws = &waitState{ID: BudgetWaitID(node.ID, a.visit, n.N), Kind: WaitBudget, Node: node.ID, Since: now, Until: until, Visit: a.visit}
+		if s.cont.Approvals == nil {
+			s.cont.Approvals = map[string]*waitState{}
+		}
+		s.cont.Approvals[ws.ID] = ws
+	}
+	if !now.Before(ws.Until) {
+		delete(s.cont.Approvals, ws.ID)
+		return s.agentTimedOut(ctx, a)
+	}
+	ws.Shown = mustJSON(shown)
+	s.commit(ctx, func(tx store.Tx) error {
+		if fresh {
+			if err := appendEvent(tx, s.run.ID, evBudgetAsked, s.run.Attempt, node.ID, map[string]any{"wait": ws.ID, "budget": shown.Budget,
+				"spent": shown.Spent, "needed": shown.Needed, "next": what}, now); err != nil {
+				return err
+			}
+		}
+		return s.parkTx(tx, now, ws.Until, WaitBudget, "", map[string]any{"wait": ws.ID})
+	})
+	return false
+}
+
+// budgetWaits lists the open budget waits of the run at c.
+func budgetWaits(c *continuation) []*waitState {
+	var out []*waitState
+	for _, ws := range c.Approvals {
+		if ws.Kind == WaitBudget && ws.Node == c.Node && ws.Visit == c.Visits[ws.Node] {
+			out = append(out, ws)
+		}
+	}
+	return out
+}
+
+// BudgetAddParams is a raise of a run's budget by its owner.
+type BudgetAddParams struct {
+	Owner string
+	RunID string
+	// Add is how much more the run may spend, a positive integer.
+	Add int64
+	// Reason is journaled with the raise (optional).
+	Reason string
+}
+
+// BudgetAdded is what BudgetAdd did: the run's budget before and after,
+// and the budget wait it settles, if the run was parked on one.
+type BudgetAdded struct {
+	RunID  string `json:"run_id"`
+	Before int64  `json:"before"`
+	Budget int64  `json:"budget"`
+	Wait   string `json:"wait,omitempty"`
+}
+
+// BudgetAdd raises the budget of owner's run p.RunID by p.Add (one shape
+// for operations on runs, DESIGN §12): owner-only (another owner's run is
+// not found, and the attempt audited), journaled with the owner and the
+// reason as a budget_added event, and within the owner's budget_per_hour
+// if it has one (E_OWNER_BUDGET). A run parked on a budget wait is woken:
+// its agent reserves its turn again.
+func (o *Ops) BudgetAdd(ctx context.Context, p BudgetAddParams) (BudgetAdded, error) {
+	e := o.e
+	if p.Add <= 0 {
+		return BudgetAdded{}, protocolErr(CodeBadRequest, "add = %d: a budget is raised by a positive integer", p.Add)
+	}
+	if err := CheckPrintable("reason", p.Reason, MaxReasonBytes); err != nil {
+		return BudgetAdded{}, err
+	}
+	share := e.cfg.Load().ShareOf(p.Owner)
+	now := e.clock.Now()
+	var out BudgetAdded
+	var run *store.Run
+	var refusal *Error
+	err := e.st.Update(ctx, func(tx store.Tx) error {
+		refusal, out = nil, BudgetAdded{}
+		var err error
+		run, err = tx.RunGet(p.RunID)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && run.Owner != p.Owner) {
+			return errNotYours
+		}
+		if err != nil {
+			return err
+		}
+		switch {
+		case run.Phase.Terminal():
+			refusal = protocolErr(CodeNotWaiting, "run %s is %s: its budget can no longer be raised", run.ID, run.Phase)
+		case run.Budget == 0:
+			refusal = protocolErr(CodeBadRequest, "run %s has no budget to raise: it may spend without a bound", run.ID)
+		case run.Budget > 1<<62-p.Add:
+			refusal = protocolErr(CodeBadRequest, "add = %d would make run %s's budget overflow", p.Add, run.ID)
+		}
+		if refusal == nil && share.BudgetPerHour > 0 {
+			spent, wait, err := ownerSpentTx(tx, p.Owner, share.BudgetPerHour, now)
+			if err != nil {
+				return err
+			}
+			if spent+p.Add > share.BudgetPerHour {
+				refusal = protocolErr(CodeOwnerBudget, "owner %q spent %d of its budget_per_hour of %d in the last hour: it cannot give run %s %d more (at most %d now, more again in %s)",
+					p.Owner, spent, share.BudgetPerHour, run.ID, p.Add, max(share.BudgetPerHour-spent, 0), wait.Round(time.Second))
+			}
+		}
+		if refusal != nil {
+			return errSkip
+		}
+		out.RunID, out.Before = run.ID, run.Budget
+		run.Budget += p.Add
+		run.UpdatedAt = now
+		out.Budget = run.Budget
+		if err := tx.RunUpdate(run); err != nil {
+			return err
+		}
+		if raw, err := tx.ContinuationGet(run.ID); err == nil {
+			c, err := decodeContinuation(raw)
+			if err != nil {
+				return err
+			}
+			if ws := budgetWaits(c); len(ws) > 0 {
+				out.Wait = ws[0].ID
+				tasks, err := tx.TaskListByRun(run.ID)
+				if err != nil {
+					return err
+				}
+				for _, t := range tasks {
+					if t.Kind == store.TaskStep {
+						if _, err := wakeParkedTx(tx, t, now); err != nil {
+							return err
+						}
+					}
+				}
+			}
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		detail := map[string]any{"by": p.Owner, "add": p.Add, "before": out.Before, "budget": out.Budget}
+		if p.Reason != "" {
+			detail["reason"] = p.Reason
+		}
+		if out.Wait != "" {
+			detail["wait"] = out.Wait
+		}
+		return appendEvent(tx, run.ID, evBudgetAdded, run.Attempt, "", detail, now)
+	})
+	switch {
+	case errors.Is(err, errNotYours):
+		e.auditor.foreign(ctx, p.Owner, p.RunID, "budget add")
+		return BudgetAdded{}, protocolErr(CodeNotFound, "no run %s", p.RunID)
+	case refusal != nil:
+		return BudgetAdded{}, refusal
+	case err != nil:
+		return BudgetAdded{}, e.admission.storageFailed(err)
+	}
+	failpoint.Hit(failpoint.AfterBudgetAdd)
+	if e.ledger.HasRun(run.ID) {
+		// An account open in this process takes the new budget now; one
+		// opened later reads it from the run's record.
+		e.ledger.OpenRun(run.ID, run.Budget, run.Spent, run.Escrow)
+	}
+	e.wake.kick()
+	return out, nil
+}
