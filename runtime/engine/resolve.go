@@ -416,14 +416,19 @@ func (o *Ops) checkResult(ctx context.Context, ws *waitState, result json.RawMes
 	if err := json.Unmarshal(ws.Shown, &shown); err != nil {
 		return nil // an older wait without its tool: nothing to check against
 	}
-	return o.e.checkToolResult(ctx, shown.Tool, result)
+	return toolSchemas{o.e}.result(ctx, shown.Tool, result)
 }
 
-// checkToolResult checks a result a person gives for a call of tool (a
+// toolSchemas checks what a person gives in a tool's place — a result,
+// or edited arguments — against the schemas the tool declares.
+type toolSchemas struct{ e *Engine }
+
+// result checks a result a person gives for a call of tool (a
 // resolve's, a response to an agent's proposed call) against the tool's
 // output schema, if it declares one: with a deadline, outside every
 // transaction.
-func (e *Engine) checkToolResult(ctx context.Context, tool string, result json.RawMessage) error {
+func (c toolSchemas) result(ctx context.Context, tool string, result json.RawMessage) error {
+	e := c.e
 	info, ok := e.tools.LookupTool(tool)
 	if !ok || len(info.OutputSchema) == 0 {
 		return nil

@@ -275,10 +275,10 @@ func (e *Engine) DecideWait(ctx context.Context, p DecideParams) (Decided, error
 			_, _, _, ws, refusal, err = decideTargetTx(tx, p, e.clock.Now())
 			return err
 		})
-		if err := e.decideRefused(ctx, p, err, refusal, true); err != nil {
+		if err := decideRefused(ctx, e, p, err, refusal, true); err != nil {
 			return Decided{}, err
 		}
-		if err := e.checkDecision(ctx, ws, &p); err != nil {
+		if err := (toolSchemas{e}).decision(ctx, ws, &p); err != nil {
 			return Decided{}, err
 		}
 	}
@@ -290,7 +290,7 @@ func (e *Engine) DecideWait(ctx context.Context, p DecideParams) (Decided, error
 		decided, refusal, err = decideTx(tx, p, now)
 		return err
 	})
-	if err := e.decideRefused(ctx, p, err, refusal, false); err != nil {
+	if err := decideRefused(ctx, e, p, err, refusal, false); err != nil {
 		return Decided{}, err
 	}
 	failpoint.Hit(failpoint.AfterDecide)
@@ -300,7 +300,7 @@ func (e *Engine) DecideWait(ctx context.Context, p DecideParams) (Decided, error
 
 // decideRefused turns what reading (preview) or writing a decision
 // answered into its refusal, or nil.
-func (e *Engine) decideRefused(ctx context.Context, p DecideParams, err error, refusal *Error, preview bool) error {
+func decideRefused(ctx context.Context, e *Engine, p DecideParams, err error, refusal *Error, preview bool) error {
 	switch {
 	case errors.Is(err, errNotYours):
 		e.auditor.foreign(ctx, p.Owner, p.RunID, "decide")
@@ -347,11 +347,11 @@ func checkDecide(p *DecideParams) error {
 	return nil
 }
 
-// checkDecision checks an edit's arguments against the input schema of
+// decision checks an edit's arguments against the input schema of
 // the tool the approval wait ws proposes to call, or a response against
 // its output schema. A wait that is not an agent's approval takes a
 // payload as its result and no response.
-func (e *Engine) checkDecision(ctx context.Context, ws *waitState, p *DecideParams) error {
+func (c toolSchemas) decision(ctx context.Context, ws *waitState, p *DecideParams) error {
 	if ws.Kind == WaitRunaway {
 		if p.Respond {
 			return protocolErr(CodeBadRequest, "wait %s is a runaway wait: approve it (with a note for the model, if any) to resume the agent, or reject it to end the node", ws.ID)
@@ -367,9 +367,9 @@ func (e *Engine) checkDecision(ctx context.Context, ws *waitState, p *DecidePara
 	}
 	tool := approvalTool(ws)
 	if p.Respond {
-		return e.checkToolResult(ctx, tool, p.Result)
+		return c.result(ctx, tool, p.Result)
 	}
-	return e.checkEdit(ctx, tool, p.Payload)
+	return c.edit(ctx, tool, p.Payload)
 }
 
 // approvalTool is the tool an approval wait proposes to call.
@@ -381,9 +381,10 @@ func approvalTool(ws *waitState) string {
 	return shown.Tool
 }
 
-// checkEdit checks edited arguments (in the model's form, as the wait
+// edit checks edited arguments (in the model's form, as the wait
 // shows them) against the input schema of tool, with a deadline.
-func (e *Engine) checkEdit(ctx context.Context, tool string, args json.RawMessage) error {
+func (c toolSchemas) edit(ctx context.Context, tool string, args json.RawMessage) error {
+	e := c.e
 	if len(args) > MaxResultBytes {
 		// Written onto the call's record, which a turn's other calls share.
 		return protocolErr(CodeBadInput, "the edited arguments are %d bytes; they are at most %d", len(args), MaxResultBytes)
