@@ -428,23 +428,29 @@ type toolSchemas struct{ e *Engine }
 // output schema, if it declares one: with a deadline, outside every
 // transaction.
 func (c toolSchemas) result(ctx context.Context, tool string, result json.RawMessage) error {
-	e := c.e
-	info, ok := e.tools.LookupTool(tool)
+	info, ok := c.e.tools.LookupTool(tool)
 	if !ok || len(info.OutputSchema) == 0 {
 		return nil
 	}
+	return c.check(ctx, info.OutputSchema, result, CodeBadResult, "the result", "output schema of "+tool)
+}
+
+// check validates v (what: the result, the edited arguments) against
+// schema with a deadline: a v that does not fit, or could not be checked,
+// is refused with code; a caller that went away, E_BAD_REQUEST.
+func (c toolSchemas) check(ctx context.Context, schema, v json.RawMessage, code, what, against string) error {
 	vctx, cancel := context.WithTimeout(ctx, resultCheckTimeout)
 	defer cancel()
-	err := e.book.validateSchema(vctx, info.OutputSchema, result)
+	err := c.e.book.validateSchema(vctx, schema, v)
 	switch {
 	case err == nil:
 		return nil
 	case flows.IsInvalidValue(err):
-		return protocolErr(CodeBadResult, "the result does not fit the output schema of %s: %v; the wait stays open", tool, err)
+		return protocolErr(code, "%s: not valid against the %s: %v; the wait stays open", what, against, err)
 	case ctx.Err() != nil:
 		return protocolErr(CodeBadRequest, "request abandoned: %v", ctx.Err())
 	}
-	return protocolErr(CodeBadResult, "the result could not be checked against the output schema of %s (%v); the wait stays open", tool, err)
+	return protocolErr(code, "%s: could not be checked against the %s (%v); the wait stays open", what, against, err)
 }
 
 // resultCheckTimeout bounds checking a person's result (or edited

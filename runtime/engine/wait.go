@@ -384,12 +384,11 @@ func approvalTool(ws *waitState) string {
 // edit checks edited arguments (in the model's form, as the wait
 // shows them) against the input schema of tool, with a deadline.
 func (c toolSchemas) edit(ctx context.Context, tool string, args json.RawMessage) error {
-	e := c.e
 	if len(args) > MaxResultBytes {
 		// Written onto the call's record, which a turn's other calls share.
 		return protocolErr(CodeBadInput, "the edited arguments are %d bytes; they are at most %d", len(args), MaxResultBytes)
 	}
-	info, ok := e.tools.LookupTool(tool)
+	info, ok := c.e.tools.LookupTool(tool)
 	if !ok || len(info.InputSchema) == 0 {
 		return nil
 	}
@@ -397,18 +396,7 @@ func (c toolSchemas) edit(ctx context.Context, tool string, args json.RawMessage
 	if err != nil {
 		return protocolErr(CodeBadInput, "the edited arguments of %s: %v; the wait stays open", tool, err)
 	}
-	vctx, cancel := context.WithTimeout(ctx, resultCheckTimeout)
-	defer cancel()
-	err = e.book.validateSchema(vctx, info.InputSchema, input)
-	switch {
-	case err == nil:
-		return nil
-	case flows.IsInvalidValue(err):
-		return protocolErr(CodeBadInput, "the edited arguments do not fit the input schema of %s: %v; the wait stays open", tool, err)
-	case ctx.Err() != nil:
-		return protocolErr(CodeBadRequest, "request abandoned: %v", ctx.Err())
-	}
-	return protocolErr(CodeBadInput, "the edited arguments could not be checked against the input schema of %s (%v); the wait stays open", tool, err)
+	return c.check(ctx, info.InputSchema, input, CodeBadInput, "the edited arguments", "input schema of "+tool)
 }
 
 // decideTargetTx finds the open wait p names, with its run,
