@@ -21,9 +21,6 @@ func TestMain(m *testing.M) {
 	testutil.Main(m)
 }
 
-// first is the assertion of Update functions, as in storetest.
-var first = storetest.First
-
 var ctx = context.Background()
 
 // opener opens a store per test in a schema of its own, kept per test so
