@@ -24,10 +24,10 @@ func (s *Server) budgetAdd(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, maxBudgetBody, &req) {
 		return
 	}
-	res, err := s.eng.Ops().BudgetAdd(r.Context(), engine.BudgetAddParams{Owner: ownerFrom(r.Context()), RunID: r.PathValue("id"), Add: req.Add, Reason: req.Reason})
+	res, err := s.eng.Ops().BudgetAdd(r.Context(), engine.BudgetAddParams{Owner: ownerFrom(r.Context()), RunID: r.PathValue("id"), Add: req.Add, Reason: req.Reason, RequestID: req.RequestID})
 	if err != nil {
 		writeResolveErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, apitypes.BudgetAddResponse{RunID: res.RunID, Before: res.Before, Budget: res.Budget, Wait: res.Wait})
+	writeJSON(w, http.StatusOK, apitypes.BudgetAddResponse{RunID: res.RunID, Before: res.Before, Budget: res.Budget, Wait: res.Wait, Existing: res.Existing})
 }

@@ -103,6 +103,63 @@ func TestAgentBudgetAsks(t *testing.T) {
 	}
 }
 
+// TestAgentBudgetRaisedOncePerRequestID: a raise sent again with its
+// request id (a client's retry after a lost answer) is answered as made
+// before and changes nothing — not the budget, not the timeline; with
+// another amount it is E_DEDUP_CONFLICT; a reserved prefix is refused.
+func TestAgentBudgetRaisedOncePerRequestID(t *testing.T) {
+	t.Parallel()
+	m := newFakeModel(askTools(use(1, 1), tc("c1", "kv.get", `{"key":"a"}`)), askTools(use(1, 1), tc("c2", "kv.get", `{"key":"b"}`)), answer("enough", use(1, 1)))
+	b := setupAgent(t, memstore.New(), clock.NewFake(time.Now()), m)
+	id := b.submit(t, "bounded_ask", `{}`)
+	b.budgetWaitOf(t, id, "a@1.budget.1")
+	add := func(req string, n int64) (BudgetAdded, error) {
+		return b.eng.Ops().BudgetAdd(context.Background(), BudgetAddParams{Owner: "alice", RunID: id, Add: n, RequestID: req})
+	}
+	if _, err := add("fork:mine", 2); codeOf(err) != CodeBadRequestID {
+		t.Errorf("a reserved request id: %v, want %s", err, CodeBadRequestID)
+	}
+	if got, err := add("raise-1", 2); err != nil || got.Existing || got.Budget != 14 {
+		t.Fatalf("the raise: %+v %v", got, err)
+	}
+	b.budgetWaitOf(t, id, "a@1.budget.2") // the raise let turn 2 run
+	for range 2 {
+		got, err := add("raise-1", 2)
+		if err != nil || !got.Existing || got.Budget != 14 || got.Before != 12 {
+			t.Fatalf("the raise sent again: %+v %v, want it answered as made, budget 14", got, err)
+		}
+	}
+	if _, err := add("raise-1", 3); codeOf(err) != CodeDedupConflict {
+		t.Errorf("the id with another amount: %v, want %s", err, CodeDedupConflict)
+	}
+	run, err := b.eng.Get(context.Background(), "alice", id)
+	if err != nil || run.Budget != 14 {
+		t.Fatalf("budget %d (%v) after the retries, want 14", run.Budget, err)
+	}
+	if evs := b.events(t, id, evBudgetAdded); len(evs) != 1 || evs[0].Detail["request_id"] != "raise-1" {
+		t.Errorf("budget_added events %+v, want the one raise with its request id", evs)
+	}
+}
+
+// The run keeps the latest store.MaxRaises raises' ids.
+func TestRecordRaiseKeepsTheLatest(t *testing.T) {
+	t.Parallel()
+	run := &store.Run{}
+	recordRaise(run, "", 5)
+	for i := range store.MaxRaises + 3 {
+		recordRaise(run, fmt.Sprintf("r%d", i), int64(i+1))
+	}
+	if len(run.Raises) != store.MaxRaises || run.Raises[0].RequestID != "r3" || run.Raises[store.MaxRaises-1].Add != store.MaxRaises+3 {
+		t.Errorf("raises %+v, want the latest %d", run.Raises, store.MaxRaises)
+	}
+	if _, ok := raiseOf(run, "r2"); ok {
+		t.Error("a dropped raise is still found")
+	}
+	if r, ok := raiseOf(run, "r10"); !ok || r.Add != 11 {
+		t.Errorf("raise r10: %+v %v", r, ok)
+	}
+}
+
 // TestAgentBudgetFailsByDefault: without on_budget = "ask" the same
 // budget fails the node with E_BUDGET_EXHAUSTED, as before.
 func TestAgentBudgetFailsByDefault(t *testing.T) {

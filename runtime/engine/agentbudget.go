@@ -135,6 +135,10 @@ type BudgetAddParams struct {
 	Add int64
 	// Reason is journaled with the raise (optional).
 	Reason string
+	// RequestID makes the raise idempotent: sent again with the same id
+	// (a client's retry after a lost answer) it is answered, not applied
+	// twice; with another Add, E_DEDUP_CONFLICT. "": every request raises.
+	RequestID string
 }
 
 // BudgetAdded is what BudgetAdd did: the run's budget before and after,
@@ -144,6 +148,28 @@ type BudgetAdded struct {
 	Before int64  `json:"before"`
 	Budget int64  `json:"budget"`
 	Wait   string `json:"wait,omitempty"`
+	// Existing: the request id raised the budget before; nothing changed.
+	Existing bool `json:"existing,omitempty"`
+}
+
+// raiseOf finds the raise run recorded under request id id.
+func raiseOf(run *store.Run, id string) (store.BudgetRaise, bool) {
+	for _, r := range run.Raises {
+		if id != "" && r.RequestID == id {
+			return r, true
+		}
+	}
+	return store.BudgetRaise{}, false
+}
+
+// recordRaise keeps a raise made with request id id (none: nothing) on
+// the run, the latest store.MaxRaises of them.
+func recordRaise(run *store.Run, id string, add int64) {
+	if id == "" {
+		return
+	}
+	run.Raises = append(run.Raises, store.BudgetRaise{RequestID: id, Add: add})
+	run.Raises = run.Raises[max(len(run.Raises)-store.MaxRaises, 0):]
 }
 
 // BudgetAdd raises the budget of owner's run p.RunID by p.Add (one shape
@@ -160,6 +186,9 @@ func (o *Ops) BudgetAdd(ctx context.Context, p BudgetAddParams) (BudgetAdded, er
 	if err := CheckPrintable("reason", p.Reason, MaxReasonBytes); err != nil {
 		return BudgetAdded{}, err
 	}
+	if err := CheckRequestID(p.RequestID); err != nil {
+		return BudgetAdded{}, err
+	}
 	share := e.cfg.Load().ShareOf(p.Owner)
 	now := e.clock.Now()
 	var out BudgetAdded
@@ -174,6 +203,14 @@ func (o *Ops) BudgetAdd(ctx context.Context, p BudgetAddParams) (BudgetAdded, er
 		}
 		if err != nil {
 			return err
+		}
+		if r, ok := raiseOf(run, p.RequestID); ok {
+			if r.Add != p.Add {
+				refusal = protocolErr(CodeDedupConflict, "request id %q raised run %s's budget by %d, not %d", p.RequestID, run.ID, r.Add, p.Add)
+				return errSkip
+			}
+			out = BudgetAdded{RunID: run.ID, Before: run.Budget - r.Add, Budget: run.Budget, Existing: true}
+			return errSkip
 		}
 		switch {
 		case run.Phase.Terminal():
@@ -199,6 +236,7 @@ func (o *Ops) BudgetAdd(ctx context.Context, p BudgetAddParams) (BudgetAdded, er
 		out.RunID, out.Before = run.ID, run.Budget
 		run.Budget += p.Add
 		run.UpdatedAt = now
+		recordRaise(run, p.RequestID, p.Add)
 		out.Budget = run.Budget
 		if err := tx.RunUpdate(run); err != nil {
 			return err
@@ -229,6 +267,9 @@ func (o *Ops) BudgetAdd(ctx context.Context, p BudgetAddParams) (BudgetAdded, er
 		if p.Reason != "" {
 			detail["reason"] = p.Reason
 		}
+		if p.RequestID != "" {
+			detail["request_id"] = p.RequestID
+		}
 		if out.Wait != "" {
 			detail["wait"] = out.Wait
 		}
@@ -240,6 +281,8 @@ func (o *Ops) BudgetAdd(ctx context.Context, p BudgetAddParams) (BudgetAdded, er
 		return BudgetAdded{}, protocolErr(CodeNotFound, "no run %s", p.RunID)
 	case refusal != nil:
 		return BudgetAdded{}, refusal
+	case out.Existing:
+		return out, nil
 	case err != nil:
 		return BudgetAdded{}, e.admission.storageFailed(err)
 	}

@@ -413,6 +413,10 @@ type Run struct {
 	// the caller's, from its traceparent, else the run's own; "" on runs
 	// accepted before it was kept (their own is derived from the id).
 	TraceID string `json:"trace_id,omitempty"`
+	// Raises are the latest budget raises made with a request id (at most
+	// MaxRaises, the oldest dropped): a raise sent again with its id is
+	// answered from here, never applied twice.
+	Raises []BudgetRaise `json:"raises,omitempty"`
 
 	ConfigVersion int64 `json:"config_version"`
 	Budget        int64 `json:"budget"` // cost units reserved for the run
@@ -517,6 +521,16 @@ func CompareNewest(a, b *Run) int {
 // InputHash keep what the request meant, so that the same id sent with
 // another flow or another input is refused rather than answered with a
 // run it did not ask for.
+// BudgetRaise is one raise of a run's budget made with a request id.
+type BudgetRaise struct {
+	RequestID string `json:"request_id"`
+	Add       int64  `json:"add"`
+}
+
+// MaxRaises bounds Run.Raises: a client's retry of a raise comes soon
+// after it, not after MaxRaises later raises of the same run.
+const MaxRaises = 16
+
 type Dedup struct {
 	Owner     string `json:"owner"`
 	RequestID string `json:"request_id"`

@@ -11,6 +11,9 @@ const WaitBudget = "budget"
 type BudgetAddRequest struct {
 	Add    int64  `json:"add"`
 	Reason string `json:"reason,omitempty"`
+	// RequestID makes the raise idempotent: a retry with the same id is
+	// answered (existing), never applied twice.
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // BudgetAddResponse answers a raise: the run's budget before and after,
@@ -20,4 +23,6 @@ type BudgetAddResponse struct {
 	Before int64  `json:"before"`
 	Budget int64  `json:"budget"`
 	Wait   string `json:"wait,omitempty"`
+	// Existing: the request id raised the budget before; nothing changed.
+	Existing bool `json:"existing,omitempty"`
 }

@@ -7,13 +7,14 @@ import (
 	"github.com/weirhq/weir/runtime/api/apitypes"
 )
 
-// RunBudgetAdd raises the budget of run runID by add, a positive integer
-// (POST /v1/runs/{id}/budget), with reason journaled. A run parked on a
-// budget wait goes on; the raise must fit the owner's budget_per_hour
-// (E_OWNER_BUDGET).
-func (c *Client) RunBudgetAdd(ctx context.Context, runID string, add int64, reason string) (*apitypes.BudgetAddResponse, error) {
+// RunBudgetAdd raises the budget of run runID by req.Add, a positive
+// integer (POST /v1/runs/{id}/budget), with req.Reason journaled. A run
+// parked on a budget wait goes on; the raise must fit the owner's
+// budget_per_hour (E_OWNER_BUDGET). With req.RequestID a retry is
+// answered (Existing), never applied twice.
+func (c *Client) RunBudgetAdd(ctx context.Context, runID string, req apitypes.BudgetAddRequest) (*apitypes.BudgetAddResponse, error) {
 	var res apitypes.BudgetAddResponse
-	if err := c.call(ctx, http.MethodPost, "/runs/"+escape(runID)+"/budget", apitypes.BudgetAddRequest{Add: add, Reason: reason}, &res); err != nil {
+	if err := c.call(ctx, http.MethodPost, "/runs/"+escape(runID)+"/budget", req, &res); err != nil {
 		return nil, err
 	}
 	return &res, nil
