@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"strconv"
@@ -172,6 +173,60 @@ func recordRaise(run *store.Run, id string, add int64) {
 	run.Raises = run.Raises[max(len(run.Raises)-store.MaxRaises, 0):]
 }
 
+// budgetRefusalTx is why run's budget cannot be raised by p.Add (nil: it
+// can): the run ended, has no budget, would overflow, or the owner's
+// budgetPerHour (0: none) has no room for it.
+func budgetRefusalTx(tx store.Tx, run *store.Run, p BudgetAddParams, budgetPerHour int64, now time.Time) (*Error, error) {
+	switch {
+	case run.Phase.Terminal():
+		return protocolErr(CodeNotWaiting, "run %s is %s: its budget can no longer be raised", run.ID, run.Phase), nil
+	case run.Budget == 0:
+		return protocolErr(CodeBadRequest, "run %s has no budget to raise: it may spend without a bound", run.ID), nil
+	case run.Budget > 1<<62-p.Add:
+		return protocolErr(CodeBadRequest, "add = %d would make run %s's budget overflow", p.Add, run.ID), nil
+	case budgetPerHour <= 0:
+		return nil, nil
+	}
+	spent, wait, err := ownerSpentTx(tx, p.Owner, budgetPerHour, now)
+	if err != nil || spent+p.Add <= budgetPerHour {
+		return nil, err
+	}
+	return protocolErr(CodeOwnerBudget, "owner %q spent %d of its budget_per_hour of %d in the last hour: it cannot give run %s %d more (at most %d now, more again in %s)",
+		p.Owner, spent, budgetPerHour, run.ID, p.Add, max(budgetPerHour-spent, 0), wait.Round(time.Second)), nil
+}
+
+// wakeBudgetWaitTx wakes run runID's step task if the run is parked on a
+// budget wait, and returns that wait's id ("" when it is not).
+func wakeBudgetWaitTx(tx store.Tx, runID string, now time.Time) (string, error) {
+	raw, err := tx.ContinuationGet(runID)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	c, err := decodeContinuation(raw)
+	if err != nil {
+		return "", err
+	}
+	ws := budgetWaits(c)
+	if len(ws) == 0 {
+		return "", nil
+	}
+	tasks, err := tx.TaskListByRun(runID)
+	if err != nil {
+		return "", err
+	}
+	for _, t := range tasks {
+		if t.Kind == store.TaskStep {
+			if _, err := wakeParkedTx(tx, t, now); err != nil {
+				return "", err
+			}
+		}
+	}
+	return ws[0].ID, nil
+}
+
 // BudgetAdd raises the budget of owner's run p.RunID by p.Add (one shape
 // for operations on runs, DESIGN §12): owner-only (another owner's run is
 // not found, and the attempt audited), journaled with the owner and the
@@ -212,26 +267,8 @@ func (o *Ops) BudgetAdd(ctx context.Context, p BudgetAddParams) (BudgetAdded, er
 			out = BudgetAdded{RunID: run.ID, Before: run.Budget - r.Add, Budget: run.Budget, Existing: true}
 			return errSkip
 		}
-		switch {
-		case run.Phase.Terminal():
-			refusal = protocolErr(CodeNotWaiting, "run %s is %s: its budget can no longer be raised", run.ID, run.Phase)
-		case run.Budget == 0:
-			refusal = protocolErr(CodeBadRequest, "run %s has no budget to raise: it may spend without a bound", run.ID)
-		case run.Budget > 1<<62-p.Add:
-			refusal = protocolErr(CodeBadRequest, "add = %d would make run %s's budget overflow", p.Add, run.ID)
-		}
-		if refusal == nil && share.BudgetPerHour > 0 {
-			spent, wait, err := ownerSpentTx(tx, p.Owner, share.BudgetPerHour, now)
-			if err != nil {
-				return err
-			}
-			if spent+p.Add > share.BudgetPerHour {
-				refusal = protocolErr(CodeOwnerBudget, "owner %q spent %d of its budget_per_hour of %d in the last hour: it cannot give run %s %d more (at most %d now, more again in %s)",
-					p.Owner, spent, share.BudgetPerHour, run.ID, p.Add, max(share.BudgetPerHour-spent, 0), wait.Round(time.Second))
-			}
-		}
-		if refusal != nil {
-			return errSkip
+		if refusal, err = budgetRefusalTx(tx, run, p, share.BudgetPerHour, now); err != nil || refusal != nil {
+			return cmp.Or(err, errSkip)
 		}
 		out.RunID, out.Before = run.ID, run.Budget
 		run.Budget += p.Add
@@ -241,26 +278,7 @@ func (o *Ops) BudgetAdd(ctx context.Context, p BudgetAddParams) (BudgetAdded, er
 		if err := tx.RunUpdate(run); err != nil {
 			return err
 		}
-		if raw, err := tx.ContinuationGet(run.ID); err == nil {
-			c, err := decodeContinuation(raw)
-			if err != nil {
-				return err
-			}
-			if ws := budgetWaits(c); len(ws) > 0 {
-				out.Wait = ws[0].ID
-				tasks, err := tx.TaskListByRun(run.ID)
-				if err != nil {
-					return err
-				}
-				for _, t := range tasks {
-					if t.Kind == store.TaskStep {
-						if _, err := wakeParkedTx(tx, t, now); err != nil {
-							return err
-						}
-					}
-				}
-			}
-		} else if !errors.Is(err, store.ErrNotFound) {
+		if out.Wait, err = wakeBudgetWaitTx(tx, run.ID, now); err != nil {
 			return err
 		}
 		detail := map[string]any{"by": p.Owner, "add": p.Add, "before": out.Before, "budget": out.Budget}
