@@ -120,8 +120,9 @@ generate: ## Regenerate checked-in generated code
 # and fails if anything.
 TIDYFLAGS ?=
 .PHONY: tidy
-tidy: ## go mod tidy both modules (TIDYFLAGS=-diff checks only)
+tidy: ## go mod tidy the root, sdk and the bench's peer modules (TIDYFLAGS=-diff checks only)
 	cd sdk && GOWORK=off $(GO) mod tidy $(TIDYFLAGS)
+	cd bench/peers/dbos && GOWORK=off $(GO) mod tidy $(TIDYFLAGS)
 	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && cp go.mod go.sum $$tmp/ && \
 	  $(GO) mod edit -modfile=$$tmp/go.mod -replace=github.com/weirhq/weir/sdk=./sdk && \
 	  GOWORK=off $(GO) mod tidy $(TIDYFLAGS) -modfile=$$tmp/go.mod && \
