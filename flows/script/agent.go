@@ -158,19 +158,10 @@ func (nb *nodeBuilder) runawayGuard(repeatLimit, errorLimit optInt, onRunaway op
 	}
 	limit("repeat_limit", repeatLimit, flows.DefaultRepeatLimit, &n.RepeatLimit)
 	limit("error_limit", errorLimit, flows.DefaultErrorLimit, &n.ErrorLimit)
-	if !onRunaway.set {
-		return
-	}
-	switch onRunaway.s {
-	case flows.OnRunawayAsk, flows.OnRunawayFail:
+	if checkChoice("on_runaway", onRunaway, func(format string, args ...any) { nb.addf("on_runaway", flows.CodeInvalid, format, args...) },
+		choice{flows.OnRunawayAsk, "park the run until a person resumes it"},
+		choice{flows.OnRunawayFail, "take the error wire with E_AGENT_RUNAWAY"}) {
 		n.OnRunaway = onRunaway.s
-	default:
-		hint := ""
-		if s := flows.Suggest(onRunaway.s, []string{flows.OnRunawayAsk, flows.OnRunawayFail}); s != "" {
-			hint = fmt.Sprintf(" (did you mean %q?)", s)
-		}
-		nb.addf("on_runaway", flows.CodeInvalid, "on_runaway = %q, want %q (park the run until a person resumes it) or %q (take the error wire with E_AGENT_RUNAWAY)%s",
-			onRunaway.s, flows.OnRunawayAsk, flows.OnRunawayFail, hint)
 	}
 }
 

@@ -496,41 +496,41 @@ func builtinTask(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 	return nb.record(&p), nil
 }
 
-// checkOnExhausted reports (through addf) an on_exhausted that is neither
-// "fail" nor "park", suggesting the one it most likely meant; it says
-// whether v is set and valid.
-func checkOnExhausted(v optString, addf func(format string, args ...any)) bool {
+// choice is one value a keyword takes, and what it does (for the error
+// that lists them).
+type choice struct{ value, does string }
+
+// checkChoice checks the value v of keyword param against its two
+// choices, reporting a bad one with addf (each choice with what it does,
+// and the one a misspelling most likely meant); it says whether v is set
+// and good.
+func checkChoice(param string, v optString, addf func(format string, args ...any), a, b choice) bool {
 	if !v.set {
 		return false
 	}
-	if v.s == flows.OnExhaustedFail || v.s == flows.OnExhaustedPark {
+	if v.s == a.value || v.s == b.value {
 		return true
 	}
 	hint := ""
-	if s := flows.Suggest(v.s, []string{flows.OnExhaustedFail, flows.OnExhaustedPark}); s != "" {
+	if s := flows.Suggest(v.s, []string{a.value, b.value}); s != "" {
 		hint = fmt.Sprintf(" (did you mean %q?)", s)
 	}
-	addf("on_exhausted = %q, want %q (dead-letter the task and take the error wire) or %q (dead-letter it and park the run until it is redriven)%s",
-		v.s, flows.OnExhaustedFail, flows.OnExhaustedPark, hint)
+	addf("%s = %q, want %q (%s) or %q (%s)%s", param, v.s, a.value, a.does, b.value, b.does, hint)
 	return false
 }
 
-// checkOnBudget checks an on_budget value ("fail" or "ask"), reporting a
-// bad one with addf; it says whether the value is set and good.
+// checkOnExhausted checks an on_exhausted value ("fail" or "park").
+func checkOnExhausted(v optString, addf func(format string, args ...any)) bool {
+	return checkChoice("on_exhausted", v, addf,
+		choice{flows.OnExhaustedFail, "dead-letter the task and take the error wire"},
+		choice{flows.OnExhaustedPark, "dead-letter it and park the run until it is redriven"})
+}
+
+// checkOnBudget checks an on_budget value ("fail" or "ask").
 func checkOnBudget(v optString, addf func(format string, args ...any)) bool {
-	if !v.set {
-		return false
-	}
-	if v.s == flows.OnBudgetFail || v.s == flows.OnBudgetAsk {
-		return true
-	}
-	hint := ""
-	if s := flows.Suggest(v.s, []string{flows.OnBudgetFail, flows.OnBudgetAsk}); s != "" {
-		hint = fmt.Sprintf(" (did you mean %q?)", s)
-	}
-	addf("on_budget = %q, want %q (take the error wire with E_BUDGET_EXHAUSTED) or %q (park the run until its owner raises its budget)%s",
-		v.s, flows.OnBudgetFail, flows.OnBudgetAsk, hint)
-	return false
+	return checkChoice("on_budget", v, addf,
+		choice{flows.OnBudgetFail, "take the error wire with E_BUDGET_EXHAUSTED"},
+		choice{flows.OnBudgetAsk, "park the run until its owner raises its budget"})
 }
 
 // atMostOnce refuses a node that both retries and accepts at-most-once:

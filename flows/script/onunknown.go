@@ -1,7 +1,6 @@
 package script
 
 import (
-	"fmt"
 
 	"github.com/weirhq/weir/flows"
 )
@@ -18,18 +17,12 @@ type unknownParams struct {
 func (nb *nodeBuilder) onUnknown(p unknownParams) {
 	n := nb.n()
 	if v := p.onUnknown; v.set {
-		switch v.s {
-		case flows.OnUnknownFail, flows.OnUnknownAsk:
-			n.OnUnknown = v.s
-		default:
-			hint := ""
-			if s := flows.Suggest(v.s, []string{flows.OnUnknownFail, flows.OnUnknownAsk}); s != "" {
-				hint = fmt.Sprintf(" (did you mean %q?)", s)
-			}
-			nb.addf("on_unknown", flows.CodeInvalid, "on_unknown = %q, want %q (take the error wire with E_OUTCOME_UNKNOWN) or %q (park the run until a person resolves the call)%s",
-				v.s, flows.OnUnknownFail, flows.OnUnknownAsk, hint)
+		if !checkChoice("on_unknown", v, func(format string, args ...any) { nb.addf("on_unknown", flows.CodeInvalid, format, args...) },
+			choice{flows.OnUnknownFail, "take the error wire with E_OUTCOME_UNKNOWN"},
+			choice{flows.OnUnknownAsk, "park the run until a person resolves the call"}) {
 			return
 		}
+		n.OnUnknown = v.s
 	}
 	if !p.timeout.set {
 		return
