@@ -146,6 +146,9 @@ func TestAgentRunawayResumeWithNote(t *testing.T) {
 	if err := resume(`{"notes":"x"}`); codeOf(err) != CodeBadRequest {
 		t.Fatalf("a payload that is not a note: %v, want %s", err, CodeBadRequest)
 	}
+	if err := resume(`{"note":"` + strings.Repeat("n", maxRunawayNoteBytes+1) + `"}`); codeOf(err) != CodeBadRequest {
+		t.Fatalf("a note past maxRunawayNoteBytes: %v, want %s", err, CodeBadRequest)
+	}
 	if err := b.eng.Decide(context.Background(), DecideParams{Owner: "alice", RunID: id, Node: "a", Approve: true, Respond: true}); codeOf(err) != CodeBadRequest {
 		t.Fatalf("a response on a runaway wait: %v, want %s", err, CodeBadRequest)
 	}
