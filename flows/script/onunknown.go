@@ -1,7 +1,6 @@
 package script
 
 import (
-
 	"github.com/weirhq/weir/flows"
 )
 
