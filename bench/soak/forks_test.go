@@ -89,3 +89,28 @@ func resolveViolationCases() []violationCase {
 		{"resolves: a wait resolved twice", check(resolved("send@1.unknown.1", "send@1.unknown.1")), checkResolves, "resolved twice"},
 	}
 }
+
+// redriveState is a completed run of the redrive kind whose timeline is
+// evs.
+func redriveState(evs ...apitypes.Event) *state {
+	s := newState()
+	s.f.runs = append(s.f.runs, apitypes.Run{ID: "run-1", Flow: "soak_redrive", Phase: apitypes.PhaseCompleted})
+	s.f.events["run-1"] = evs
+	return s
+}
+
+func redriveViolationCases() []violationCase {
+	check := func(s *state) func() (*world, *final) { return func() (*world, *final) { return s.w, s.f } }
+	ev := func(typ string, detail map[string]any) apitypes.Event {
+		return apitypes.Event{Type: typ, Node: "try", Detail: detail}
+	}
+	park := ev("waiting", map[string]any{"for": "exhausted", "wait": "try@1.exhausted.1"})
+	redrove := ev("redriven", map[string]any{"wait": "try@1.exhausted.1"})
+	retry, expired := ev("retry_scheduled", nil), ev("expired", nil)
+	return []violationCase{
+		{"redrives: parked and redriven once", check(redriveState(retry, park, redrove)), checkRedrives, ""},
+		{"redrives: kills spent the planned failures unseen", check(redriveState(expired, expired, expired, retry)), checkRedrives, ""},
+		{"redrives: completed alone with failures to spare", check(redriveState(expired, retry)), checkRedrives, "completed without a redrive"},
+		{"redrives: redriven twice", check(redriveState(retry, park, redrove, redrove)), checkRedrives, "redriven 2 times"},
+	}
+}

@@ -98,7 +98,7 @@ func TestSoakCatchesInjectedLoss(t *testing.T) {
 // cannot fail would prove nothing.
 func TestChecksCatchViolations(t *testing.T) {
 	t.Parallel()
-	for _, tt := range append(append(append(violationCases(), fleetViolationCases()...), tickViolationCases()...), append(append(eventViolationCases(), forkViolationCases()...), resolveViolationCases()...)...) {
+	for _, tt := range append(append(append(violationCases(), fleetViolationCases()...), tickViolationCases()...), append(append(append(eventViolationCases(), forkViolationCases()...), resolveViolationCases()...), redriveViolationCases()...)...) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			w, f := tt.build()
