@@ -207,7 +207,7 @@ type Engine struct {
 type Sandbox struct {
 	// Workers is the most sandbox worker processes at once.
 	Workers int `json:"workers,omitempty"`
-	// SpareWorkers is how many more may run for owners holding none.
+	// SpareWorkers is how many more may run for owners below their share.
 	SpareWorkers int `json:"spare_workers,omitempty"`
 	// Memory is each worker's memory cap in bytes (RLIMIT_DATA).
 	Memory int64 `json:"memory,omitempty"`

@@ -396,6 +396,8 @@ func Open(cfg Config) (*Engine, error) {
 	e.journal = &journal{clock: c.Clock, traced: c.Traces != nil}
 	e.registrar = &registrar{st: e.st, clock: c.Clock, log: c.Logger, admission: e.admission, auditor: e.auditor, roll: e.roll}
 	e.cfg.Store(&c)
+	// The spare slots go to owners below their weighted share.
+	e.ledger.SetWeights(func(o string) int { return e.cfg.Load().ShareOf(o).Weight })
 	return e, nil
 }
 

@@ -96,6 +96,43 @@ func TestUnitASpareSlotForAnOwnerHoldingNone(t *testing.T) {
 	}
 }
 
+// An owner under its share takes a second spare while another owner's
+// calls hold every regular slot: bob's two overlapping runs both start
+// (his share is 2 of 4), and alice, over hers, gets no spare.
+func TestUnitASecondSpareForAnOwnerBelowItsShare(t *testing.T) {
+	t.Parallel()
+	src := `flow(name = "held", nodes = [task("hold", tool = "kit.block", args = lambda ctx: {"gate": ctx.input["gate"]})])`
+	b := setupUnit(t, Config{Workers: 4, SpareWorkers: 2}, src)
+	submit := func(owner, gate string) string { t.Helper(); return submitHeld(t, b, owner, gate) }
+	openGates := sync.OnceFunc(func() { b.kit.open("a"); b.kit.open("b") })
+	t.Cleanup(openGates) // a failed assertion must not leave the engine's stop waiting
+	var runs []string
+	for range 5 {
+		runs = append(runs, submit("alice", "a"))
+	}
+	b.kitIs(t, "alice's calls hold the four slots", func(k *kit) bool { return k.atGate["a"] == 4 })
+	bob := []string{submit("bob", "b"), submit("bob", "b")}
+	b.kitIs(t, "bob's two calls both run, on the spares", func(k *kit) bool { return k.atGate["b"] == 2 })
+	b.kit.read(func() {
+		if n := b.kit.atGate["a"]; n != 4 {
+			t.Errorf("%d of alice's calls run: her fifth took a spare", n)
+		}
+	})
+	openGates()
+	for _, id := range runs {
+		b.waitTerminal(t, id)
+	}
+	for _, id := range bob {
+		testutil.Eventually(t, waitTimeout, func() error {
+			r, err := b.eng.Get(context.Background(), "bob", id)
+			if err == nil && r.Phase != store.PhaseCompleted {
+				err = fmt.Errorf("bob's run %s is %s", id, r.Phase)
+			}
+			return err
+		})
+	}
+}
+
 // submitHeld starts a run of flow "held" for owner, its call waiting at
 // the kit's gate.
 func submitHeld(t *testing.T, b *testBundle, owner, gate string) string {

@@ -64,7 +64,7 @@ type Config struct {
 	// owner.Slots): a worker that frees goes to the owner using fewest,
 	// so one owner's evaluations wait behind its own, not everyone's.
 	Workers int
-	// Spare is how many more workers may run for owners holding none
+	// Spare is how many more workers may run for owners below their share
 	// (default: a quarter of Workers, at least one): an owner whose
 	// first evaluation arrives while another owner's callables hold
 	// every worker to their deadline starts at once instead of after

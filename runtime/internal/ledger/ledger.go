@@ -18,6 +18,8 @@ package ledger
 import (
 	"fmt"
 	"sync"
+
+	"github.com/weirhq/weir/runtime/internal/owner"
 )
 
 // Reason says why a reservation was refused. The codes are stable: they
@@ -29,8 +31,8 @@ const (
 	// NoSlot: every worker slot is held, the spare ones too.
 	NoSlot Reason = "E_NO_SLOT"
 	// NoSpare: every worker slot is held and the spare ones are only
-	// for owners holding none: this owner's task waits, another's may
-	// start.
+	// for owners below their share: this owner's task waits, another's
+	// may start.
 	NoSpare Reason = "E_NO_SLOT_SPARE"
 	// NoBudgetInFlight: the engine-wide budget in flight is used up.
 	NoBudgetInFlight Reason = "E_BUDGET_IN_FLIGHT"
@@ -51,15 +53,18 @@ type Slice struct {
 
 // Ledger accounts slots and budget. It is safe for concurrent use.
 //
-// Beyond its slots it has spare ones, given only to an owner holding no
-// slot: sharing the slots fairly cannot help an owner that arrives while
-// another owner's long tasks hold every slot (it would wait for one to
-// end), so an owner's first task never waits behind another's work,
-// while no owner holding a slot can take a spare.
+// Beyond its slots it has spare ones, given only to an owner below its
+// share of the slots (owner.BelowShare; by the weights SetWeights gives,
+// 1 each without): sharing the slots fairly cannot help an owner that
+// arrives while another owner's long tasks hold every slot (it would wait
+// for one to end), so an owner's first task — or its second, while it is
+// under its share — never waits behind another's work, while the owner
+// holding more than its share cannot take a spare.
 type Ledger struct {
 	mu          sync.Mutex
 	slots       int // configured slots; lowering it only limits new grants
-	spare       int // slots more, for owners holding none
+	spare       int // slots more, for owners below their share
+	weight      func(owner string) int
 	held        map[int]bool
 	owners      map[string]int // slots held, by owner
 	inFlight    int64          // budget reserved by held slices
@@ -87,7 +92,7 @@ func (l *Ledger) spend(a *account, actual int64) { a.spent += actual }
 func (a *account) committed() int64 { return a.spent + a.reserved + a.escrow }
 
 // New returns a ledger with slots worker slots, spare more for owners
-// holding none, and maxInFlight budget units allowed in flight at once
+// below their share, and maxInFlight budget units allowed in flight at once
 // (0: unlimited).
 func New(slots, spare int, maxInFlight int64) *Ledger {
 	return &Ledger{slots: slots, spare: max(spare, 0), maxInFlight: maxInFlight, held: map[int]bool{}, owners: map[string]int{}, runs: map[string]*account{}}
@@ -101,18 +106,44 @@ func (l *Ledger) Resize(slots, spare int, maxInFlight int64) {
 	l.slots, l.spare, l.maxInFlight = slots, max(spare, 0), maxInFlight
 }
 
+// SetWeights gives the owners' weights the spare slots' rule reads (nil:
+// 1 each).
+func (l *Ledger) SetWeights(weight func(owner string) int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.weight = weight
+}
+
 // slotFor says whether owner may take a slot now: one of the slots, or a
-// spare one if it holds none; why not otherwise.
+// spare one if it is below its share; why not otherwise.
 func (l *Ledger) slotFor(owner string) (Reason, bool) {
 	switch n := len(l.held); {
 	case n < l.slots:
 		return "", true
 	case n >= l.slots+l.spare:
 		return NoSlot, false
-	case l.owners[owner] > 0:
+	case !l.belowShare(owner):
 		return NoSpare, false
 	}
 	return "", true
+}
+
+// belowShare applies owner.BelowShare to owner among the owners holding
+// slots now.
+func (l *Ledger) belowShare(who string) bool {
+	w := func(o string) int {
+		if l.weight == nil {
+			return 1
+		}
+		return l.weight(o)
+	}
+	total := 0
+	for o, n := range l.owners {
+		if n > 0 && o != who {
+			total += w(o)
+		}
+	}
+	return owner.BelowShare(l.owners[who], l.slots, w(who), total+w(who))
 }
 
 // SlotFor says whether owner could take a slot now (see slotFor): a

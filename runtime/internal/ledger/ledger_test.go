@@ -337,3 +337,47 @@ func TestSpareSlotsForOwnersHoldingNone(t *testing.T) {
 		t.Fatal("a was refused a slot with one of the two free")
 	}
 }
+
+// A spare goes to an owner below its weighted share of the slots, so an
+// owner that needs a second slot while another's work holds every slot
+// gets it; the weights say what a share is.
+func TestSpareSlotsForOwnersBelowTheirShare(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name        string
+		weights     map[string]int
+		secondSpare bool
+	}{
+		{"equal weights: b's share is 2 of 4", nil, true},
+		{"a weighs 3: b's share is 1 of 4", map[string]int{"a": 3}, false},
+		{"b weighs 3: b's share is 3 of 4", map[string]int{"b": 3}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l := New(4, 2, 0)
+			if c.weights != nil {
+				l.SetWeights(func(o string) int { return max(c.weights[o], 1) })
+			}
+			for _, r := range []string{"a", "b"} {
+				l.OpenRun(r, 0, 0, 0)
+			}
+			for range 4 {
+				if _, _, ok := l.AcquireSlot("a", "a"); !ok {
+					t.Fatal("a refused a free slot")
+				}
+			}
+			if _, why, ok := l.AcquireSlot("a", "a"); ok || why != NoSpare {
+				t.Fatalf("a, over its share, took a spare: %v %q", ok, why)
+			}
+			if _, _, ok := l.AcquireSlot("b", "b"); !ok {
+				t.Fatal("b, holding none, was refused a spare")
+			}
+			_, why, ok := l.AcquireSlot("b", "b")
+			if ok != c.secondSpare || (!ok && why != NoSpare) {
+				t.Fatalf("b's second: granted %v (%q), want %v", ok, why, c.secondSpare)
+			}
+			if r, ok := l.SlotFor("b"); ok || (r != NoSlot && r != NoSpare) {
+				t.Fatalf("SlotFor(b) = %v %q after b's second", ok, r)
+			}
+		})
+	}
+}

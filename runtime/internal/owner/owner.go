@@ -26,3 +26,16 @@ func From(ctx context.Context) string {
 	name, _ := ctx.Value(ctxKey{}).(string)
 	return name
 }
+
+// BelowShare says whether an owner holding held of slots is below its
+// share: slots × weight ÷ total, where total is the weight of every owner
+// holding a slot, this one included (counted once even when it holds
+// none yet). It is the rule for the spare slots (Slots here, the engine's
+// ledger): a spare goes to an owner below its share, so an owner that
+// arrives, or needs a second slot, while another owner's long work holds
+// every slot does not wait for that work to end, while the owner over its
+// share waits for its own slots to free. An owner holding none is always
+// below its share.
+func BelowShare(held, slots, weight, total int) bool {
+	return held*max(total, 1) < slots*max(weight, 1)
+}

@@ -223,3 +223,39 @@ func TestNoSpareTheNewcomerWaits(t *testing.T) {
 	held(t, b, "b")
 	s.Release("b")
 }
+
+// An owner under its share takes a second spare while another owner holds
+// every slot: it needs two at once and the other's long work would make
+// the second wait for it to end. Past its share it waits like anyone.
+func TestASpareForAnOwnerBelowItsShare(t *testing.T) {
+	t.Parallel()
+	s := NewSlotsWithSpare(4, 3)
+	ctx := context.Background()
+	for range 4 {
+		if err := s.Acquire(ctx, "a", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a5 := acquire(t, s, ctx, "a", nil)
+	waits(t, a5, "a's fifth (a holds every slot, over its share)")
+	b1 := acquire(t, s, ctx, "b", nil)
+	held(t, b1, "b's first, on a spare")
+	b2 := acquire(t, s, ctx, "b", nil)
+	held(t, b2, "b's second, on a spare (b holds 1 of its share of 2)")
+	b3 := acquire(t, s, ctx, "b", nil)
+	waits(t, b3, "b's third (b holds its share of 2)")
+	waits(t, a5, "a's fifth")
+	s.Release("b") // b holds 1: under its share again, b3 takes the spare
+	held(t, b3, "b's third, on the spare b gave back")
+	waits(t, a5, "a's fifth")
+	for range 4 {
+		s.Release("a")
+	}
+	held(t, a5, "a's fifth, on a slot a gave back")
+	s.Release("a")
+	s.Release("b")
+	s.Release("b")
+	if len(s.lines) != 0 || s.free != 4 || s.spare != 3 {
+		t.Errorf("after every release: lines %v, %d free, %d spare", s.lines, s.free, s.spare)
+	}
+}

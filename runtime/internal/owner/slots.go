@@ -47,13 +47,16 @@ var ErrStopped = errors.New("owner: stopped waiting for a slot")
 // Sharing the slots that free cannot help an owner that arrives while
 // another holds every slot with long work (a callable that runs to its
 // deadline): it would wait for that work to end. The spare slots answer
-// that: a spare is given only to an owner holding no slot at all, so an
-// owner's first slot never waits behind another's work, while no owner
-// holding one can take a spare and the spares stay for newcomers.
+// that: a spare is given only to an owner below its share of the n slots
+// (BelowShare, every owner of weight 1), so an owner's first slot — and
+// its next ones while it is under its share — never waits behind
+// another's work, while the owner over its share cannot take a spare and
+// the spares stay for the others.
 type Slots struct {
 	mu    sync.Mutex
+	n     int     // the slots, spares not counted
 	free  int     // of the n slots
-	spare int     // spare slots free, for owners holding none
+	spare int     // spare slots free, for owners below their share
 	lines []*line // owners holding or waiting for a slot, in order of arrival
 	turn  uint64
 }
@@ -73,9 +76,9 @@ func NewSlots(n int) *Slots {
 }
 
 // NewSlotsWithSpare returns n slots (at least one) and spare more that go
-// only to owners holding no slot.
+// only to owners below their share.
 func NewSlotsWithSpare(n, spare int) *Slots {
-	return &Slots{free: max(n, 1), spare: max(spare, 0)}
+	return &Slots{n: max(n, 1), free: max(n, 1), spare: max(spare, 0)}
 }
 
 // Acquire takes a slot for name, waiting in name's line while there is
@@ -85,7 +88,7 @@ func NewSlotsWithSpare(n, spare int) *Slots {
 func (s *Slots) Acquire(ctx context.Context, name string, stop <-chan struct{}) error {
 	s.mu.Lock()
 	l := s.line(name)
-	if (s.free > 0 && !s.anyWaiting()) || (l.inUse == 0 && len(l.waiting) == 0 && s.spare > 0) {
+	if (s.free > 0 && !s.anyWaiting()) || (len(l.waiting) == 0 && s.spare > 0 && s.belowShare(l)) {
 		s.give(l)
 		s.mu.Unlock()
 		return nil
@@ -148,14 +151,14 @@ func (s *Slots) Waiting() int {
 }
 
 // dispatch gives free slots to waiting callers, as Next chooses, and
-// spare ones to the owners waiting that hold none.
+// spare ones to the owners waiting that are below their share.
 func (s *Slots) dispatch() {
 	var loads []Load
 	var lines []*line
 	for s.free > 0 || s.spare > 0 {
 		loads, lines = loads[:0], lines[:0]
 		for _, l := range s.lines {
-			if len(l.waiting) > 0 && (s.free > 0 || l.inUse == 0) {
+			if len(l.waiting) > 0 && (s.free > 0 || s.belowShare(l)) {
 				loads = append(loads, Load{InUse: l.inUse, Served: l.served})
 				lines = append(lines, l)
 			}
@@ -172,7 +175,8 @@ func (s *Slots) dispatch() {
 	}
 }
 
-// give takes one of the n slots for l, else a spare (l holds none then).
+// give takes one of the n slots for l, else a spare (l is below its
+// share then).
 func (s *Slots) give(l *line) {
 	if s.free > 0 {
 		s.free--
@@ -183,6 +187,17 @@ func (s *Slots) give(l *line) {
 	s.turn++
 	l.inUse++
 	l.served = s.turn
+}
+
+// belowShare applies BelowShare to l among the owners holding slots.
+func (s *Slots) belowShare(l *line) bool {
+	total := 1
+	for _, o := range s.lines {
+		if o != l && o.inUse > 0 {
+			total++
+		}
+	}
+	return BelowShare(l.inUse, s.n, 1, total)
 }
 
 func (s *Slots) anyWaiting() bool {
