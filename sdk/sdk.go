@@ -190,6 +190,15 @@ type Call struct {
 	// Config is the plugin's section of weir's configuration (JSON), or
 	// nil when there is none.
 	Config json.RawMessage
+	// TraceParent is the W3C traceparent of the call, "" for none: weir's
+	// trace of the run, with the calling node's span as the parent. Pass
+	// it on (an HTTP "traceparent" header, an MCP request's _meta), or
+	// start spans under it, and they join the run's trace
+	// (docs/plugins.md, "Joining the run's trace").
+	TraceParent string
+	// TraceState is the W3C tracestate that goes with TraceParent (the
+	// run's caller's), "" for none.
+	TraceState string
 
 	progress func(done, total int64)
 	logger   *slog.Logger

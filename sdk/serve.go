@@ -399,6 +399,18 @@ func (s *server) WatchManifest(_ *wire.WatchManifestRequest, stream wire.Plugin_
 	}
 }
 
+// traceFields are the log fields of a call's traceparent: the trace and
+// the span (the calling node visit's) that its log lines belong to, so a
+// collector joins the plugin's lines to the run's trace. None for a
+// malformed one.
+func traceFields(traceparent string) []any {
+	p := strings.Split(traceparent, "-")
+	if len(p) != 4 || len(p[1]) != 32 || len(p[2]) != 16 {
+		return nil
+	}
+	return []any{"trace_id", p[1], "span_id", p[2]}
+}
+
 func (s *server) Call(ctx context.Context, req *wire.CallRequest) (*wire.CallResult, error) {
 	tool, ok := s.current().tools[req.GetTool()]
 	if !ok {
@@ -427,7 +439,9 @@ func (s *server) Call(ctx context.Context, req *wire.CallRequest) (*wire.CallRes
 		Input:          json.RawMessage(req.GetInput()),
 		StateDir:       s.stateDir,
 		Config:         s.config,
-		logger:         s.logger.With("tool", req.GetTool()),
+		TraceParent:    req.GetTrace().GetTraceparent(),
+		TraceState:     req.GetTrace().GetTracestate(),
+		logger:         s.logger.With(append([]any{"tool", req.GetTool()}, traceFields(req.GetTrace().GetTraceparent())...)...),
 	}
 	if d := req.GetDeadlineUnixNano(); d != 0 {
 		call.Deadline = time.Unix(0, d)

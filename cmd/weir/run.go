@@ -111,7 +111,7 @@ func (m *Main) apiFailure(err error) error {
 }
 
 func (m *Main) runStartCmd() *cobra.Command {
-	var input, requestID, traceParent string
+	var input, requestID, traceParent, traceState string
 	var wait, follow, asJSON bool
 	cmd := &cobra.Command{
 		Use:   "start FLOW",
@@ -134,7 +134,7 @@ the commands that decide them are printed and the exit status is 3.
 			ctx := cmd.Context()
 			if traceParent != "" {
 				// A malformed one is ignored, as the W3C spec says.
-				ctx = propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier{"traceparent": traceParent})
+				ctx = propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier{"traceparent": traceParent, "tracestate": traceState})
 			}
 			res, err := c.RunStart(ctx, apitypes.StartRequest{Flow: args[0], Input: in, RequestID: requestID})
 			if err != nil {
@@ -156,6 +156,7 @@ the commands that decide them are printed and the exit status is 3.
 	cmd.Flags().StringVar(&input, "input", "", "run input as JSON, or @file")
 	cmd.Flags().StringVar(&requestID, "request-id", "", "business id that makes the start idempotent")
 	cmd.Flags().StringVar(&traceParent, "traceparent", "", "a W3C traceparent: the run's trace joins the caller's (the daemon's telemetry block)")
+	cmd.Flags().StringVar(&traceState, "tracestate", "", "the W3C tracestate that goes with --traceparent")
 	cmd.Flags().BoolVar(&wait, "wait", false, "follow the run to its end, or to a decision a person must take (exit 3)")
 	cmd.Flags().BoolVar(&follow, "follow", false, "follow the run to its end, through decisions")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")

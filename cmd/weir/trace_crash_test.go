@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -105,24 +106,26 @@ func TestTraceAcrossKill(t *testing.T) {
 	}
 }
 
-// TestTraceJoinsTheCallersTrace: `weir run start --traceparent` makes the
-// caller's trace the run's: the collector gets the run's root span in the
-// caller's trace, its parent the caller's span; a malformed traceparent
-// is ignored and the run has a trace of its own, derived from its id.
-// weir run get names the trace either way.
+// TestTraceJoinsTheCallersTrace: `weir run start --traceparent
+// --tracestate` makes the caller's trace the run's: the collector gets the
+// run's root span in the caller's trace, its parent the caller's span,
+// with the caller's tracestate; the plugin's call carries the trace on,
+// the node visit's span its parent. A malformed traceparent is ignored
+// and the run has a trace of its own, derived from its id. weir run get
+// names the trace either way.
 func TestTraceJoinsTheCallersTrace(t *testing.T) {
 	e2e(t, "starts a real daemon exporting traces")
 	sink := otlptest.New(t)
 	d := newDaemon(t)
 	d.config = fmt.Sprintf("telemetry {\n  otlp_endpoint = %q\n}\n", sink.URL)
 	d.start("")
-	d.register(`flow(name = "hello", nodes = [task("e", tool = "testkit.echo", args = lambda ctx: {"hi": 1})])`)
-	const callerTrace, callerSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
-	for _, tt := range []struct{ name, traceparent, trace, parent string }{
-		{"the caller's", "00-" + callerTrace + "-" + callerSpan + "-01", callerTrace, callerSpan},
-		{"malformed", "00-" + callerTrace + "-" + callerSpan, "", ""},
+	d.register(`flow(name = "hello", nodes = [task("e", tool = "testkit.env", args = lambda ctx: {"vars": []})])`)
+	const callerTrace, callerSpan, state = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7", "congo=t61rcWkgMzE"
+	for _, tt := range []struct{ name, traceparent, trace, parent, state string }{
+		{"the caller's", "00-" + callerTrace + "-" + callerSpan + "-01", callerTrace, callerSpan, state},
+		{"malformed", "00-" + callerTrace + "-" + callerSpan, "", "", ""},
 	} {
-		code, out, errOut := d.cli("run", "start", "hello", "--traceparent", tt.traceparent)
+		code, out, errOut := d.cli("run", "start", "hello", "--traceparent", tt.traceparent, "--tracestate", state)
 		if code != 0 {
 			t.Fatalf("%s: run start exited %d: %s", tt.name, code, errOut)
 		}
@@ -135,14 +138,25 @@ func TestTraceJoinsTheCallersTrace(t *testing.T) {
 		testutil.Eventually(t, time.Minute, func() error {
 			for _, sp := range sink.Spans() {
 				if sp.SpanID == root {
-					if sp.TraceID != tt.trace || sp.ParentID != tt.parent {
-						return fmt.Errorf("%s: root span in trace %s with parent %q, want %s and %q", tt.name, sp.TraceID, sp.ParentID, tt.trace, tt.parent)
+					if sp.TraceID != tt.trace || sp.ParentID != tt.parent || sp.TraceState != tt.state {
+						return fmt.Errorf("%s: root span in trace %s with parent %q, state %q, want %s, %q and %q", tt.name, sp.TraceID, sp.ParentID, sp.TraceState, tt.trace, tt.parent, tt.state)
 					}
 					return nil
 				}
 			}
 			return fmt.Errorf("%s: the collector has no root span of %s yet", tt.name, id)
 		})
+		// The plugin was given the trace, sampled, the visit its parent.
+		visit := telemetry.SpanID(telemetry.SpanKey{Run: id, Node: "e", Visit: 1, Attempt: 1}).String()
+		var env struct {
+			Output struct{ Traceparent, Tracestate string }
+		}
+		if code, out, errOut := d.cli("run", "get", id, "--json"); code != 0 || json.Unmarshal([]byte(out), &env) != nil {
+			t.Fatalf("%s: run get --json (%d): %s %s", tt.name, code, out, errOut)
+		}
+		if want := "00-" + tt.trace + "-" + visit + "-01"; env.Output.Traceparent != want || env.Output.Tracestate != tt.state {
+			t.Errorf("%s: the plugin saw %q %q, want %q %q", tt.name, env.Output.Traceparent, env.Output.Tracestate, want, tt.state)
+		}
 		// weir run get names the trace to look the run up in.
 		if code, out, _ := d.cli("run", "get", id); code != 0 || !strings.Contains(out, "trace:      "+tt.trace+"\n") {
 			t.Errorf("%s: run get (%d) does not name trace %s:\n%s", tt.name, code, tt.trace, out)

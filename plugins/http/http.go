@@ -142,6 +142,14 @@ func do(e endpoint) func(ctx context.Context, call *sdk.Call) (any, error) {
 		if err != nil {
 			return nil, err
 		}
+		// The run's trace goes on with the request (W3C Trace Context),
+		// unless the flow set a traceparent of its own.
+		if call.TraceParent != "" {
+			req.Header.Set("traceparent", call.TraceParent)
+			if call.TraceState != "" {
+				req.Header.Set("tracestate", call.TraceState)
+			}
+		}
 		for k, v := range in.Headers {
 			req.Header.Set(k, v)
 		}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -149,5 +151,37 @@ func TestAllowedHosts(t *testing.T) {
 	plugintest.WantKind(t, err, host.KindPermanent)
 	if !strings.Contains(err.Error(), "not allowed") {
 		t.Fatalf("error %v", err)
+	}
+}
+
+// A request carries the run's trace as its traceparent (and tracestate),
+// unless the flow set a traceparent of its own; a call without a trace
+// sends none.
+func TestRequestsCarryTheRunsTrace(t *testing.T) {
+	t.Parallel()
+	seen := make(chan [2]string, 3)
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- [2]string{r.Header.Get("Traceparent"), r.Header.Get("Tracestate")}
+	}))
+	t.Cleanup(s.Close)
+	p := plugintest.Start(t, "http", "")
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	const ts = "congo=t61rcWkgMzE"
+	const own = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	for _, c := range []struct {
+		trace, state, input string
+		want                [2]string
+	}{
+		{tp, ts, `{"url":"` + s.URL + `"}`, [2]string{tp, ts}},
+		{tp, "", `{"url":"` + s.URL + `","headers":{"traceparent":"` + own + `"}}`, [2]string{own, ""}},
+		{"", "", `{"url":"` + s.URL + `"}`, [2]string{}},
+	} {
+		req := host.CallRequest{Tool: "http.get", Input: json.RawMessage(c.input), IdempotencyKey: "k", Attempt: 1, TraceParent: c.trace, TraceState: c.state}
+		if _, err := p.Host.Call(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+		if got := <-seen; got != c.want {
+			t.Errorf("call with trace %q %q and input %s: the server saw %q, want %q", c.trace, c.state, c.input, got, c.want)
+		}
 	}
 }

@@ -54,28 +54,42 @@ type turnRequest struct {
 	// progress reports the output tokens streamed so far.
 	progress func(outputTokens int64)
 	// run and node identify the agent asking (empty for `weir tool
-	// call`); they go out as the headers of callerHeaders.
-	run, node string
+	// call`), and traceparent is the turn's place in the run's trace;
+	// they go out as the headers of callerHeaders.
+	run, node, traceparent, tracestate string
 }
 
 // The headers that tell a model endpoint which run and node a turn is for:
 // a gateway can log them, and the scripted model server matches a step to
-// an agent by its node. Providers ignore headers they do not know.
+// an agent by its node; and the W3C traceparent, so a gateway's or
+// provider's spans join the run's trace. Providers ignore headers they do
+// not know.
 const (
-	headerRun  = "X-Weir-Run"
-	headerNode = "X-Weir-Node"
+	headerRun   = "X-Weir-Run"
+	headerNode  = "X-Weir-Node"
+	headerTrace = "traceparent"
+	headerState = "tracestate"
 )
 
-// maxCallerHeader bounds the value of a caller header.
-const maxCallerHeader = 256
+// maxCallerHeader bounds the value of a caller header; a tracestate may
+// take the 512 characters the W3C spec asks to be passed on.
+const (
+	maxCallerHeader = 256
+	maxTraceState   = 512
+)
 
 // callerHeaders are the caller headers of t, each left out when its value
-// is empty, longer than maxCallerHeader or not printable ASCII (run ids
-// and node ids are identifiers; anything else is not sent).
+// is empty, longer than maxCallerHeader (a tracestate maxTraceState) or
+// not printable ASCII (run ids and node ids are identifiers, the trace
+// headers W3C's; anything else is not sent).
 func (t *turnRequest) callerHeaders() map[string]string {
 	h := map[string]string{}
-	for name, v := range map[string]string{headerRun: t.run, headerNode: t.node} {
-		if v != "" && len(v) <= maxCallerHeader && printableASCII(v) {
+	for name, v := range map[string]string{headerRun: t.run, headerNode: t.node, headerTrace: t.traceparent, headerState: t.tracestate} {
+		limit := maxCallerHeader
+		if name == headerState {
+			limit = maxTraceState
+		}
+		if v != "" && len(v) <= limit && printableASCII(v) {
 			h[name] = v
 		}
 	}
@@ -198,7 +212,7 @@ func (p *plugin) run(ctx context.Context, call *sdk.Call) (any, error) {
 	resp, err := s.providers[m.Provider].turn(ctx, &turnRequest{
 		req: &req, model: m, maxTokens: maxTokens, offers: offered, names: names,
 		progress: func(out int64) { call.Progress(out, maxTokens) },
-		run:      call.RunID, node: call.Node,
+		run:      call.RunID, node: call.Node, traceparent: call.TraceParent, tracestate: call.TraceState,
 	})
 	if err != nil {
 		if ctx.Err() != nil {

@@ -613,13 +613,15 @@ func TestNonObjectToolSchemaRefused(t *testing.T) {
 
 // The run and node of the call go out as headers, in both wire formats,
 // so that a gateway can log them and the scripted model server can aim a
-// step at one agent; a tool call without a run sends neither.
+// step at one agent, and the call's trace as its traceparent; a tool call
+// without a run sends none of them.
 func TestCallerHeadersReachTheProvider(t *testing.T) {
 	t.Parallel()
 	forEachKind(t, func(t *testing.T, kind string) {
 		srv, p := startLLM(t, kind, "", llmtest.Step{Node: "critic", Text: "aimed"}, llmtest.Step{Text: "anyone"})
 		in, _ := json.Marshal(ask("hi"))
-		res, err := p.Host.Call(context.Background(), host.CallRequest{Tool: "llm.chat", Input: in, IdempotencyKey: "k", Attempt: 1, RunID: "r-42", Node: "critic"})
+		const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+		res, err := p.Host.Call(context.Background(), host.CallRequest{Tool: "llm.chat", Input: in, IdempotencyKey: "k", Attempt: 1, RunID: "r-42", Node: "critic", TraceParent: tp})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -631,10 +633,10 @@ func TestCallerHeadersReachTheProvider(t *testing.T) {
 			t.Fatal(err)
 		}
 		reqs := srv.Requests()
-		if h := reqs[0].Header; h.Get(llmtest.NodeHeader) != "critic" || h.Get(headerNode) != "critic" || h.Get(headerRun) != "r-42" {
+		if h := reqs[0].Header; h.Get(llmtest.NodeHeader) != "critic" || h.Get(headerNode) != "critic" || h.Get(headerRun) != "r-42" || h.Get("Traceparent") != tp {
 			t.Fatalf("headers of a run's call %v", h)
 		}
-		if h := reqs[1].Header; h.Get(headerNode) != "" || h.Get(headerRun) != "" {
+		if h := reqs[1].Header; h.Get(headerNode) != "" || h.Get(headerRun) != "" || h.Get("Traceparent") != "" {
 			t.Fatalf("headers of a call without a run %v", h)
 		}
 	})

@@ -559,19 +559,23 @@ func TestResponsesTokenFloor(t *testing.T) {
 func TestCallerHeadersBounded(t *testing.T) {
 	t.Parallel()
 	long := strings.Repeat("n", maxCallerHeader+1)
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	state := "congo=" + strings.Repeat("t", 300)
 	for _, c := range []struct {
-		run, node string
-		want      map[string]string
+		run, node, trace, state string
+		want                    map[string]string
 	}{
-		{"r-1", "plan", map[string]string{headerRun: "r-1", headerNode: "plan"}},
-		{"", "plan", map[string]string{headerNode: "plan"}},
-		{"r-1", "a\r\nX-Evil: 1", map[string]string{headerRun: "r-1"}},
-		{"r-1", "agent—é", map[string]string{headerRun: "r-1"}},
-		{long, strings.Repeat("n", maxCallerHeader), map[string]string{headerNode: strings.Repeat("n", maxCallerHeader)}},
+		{"r-1", "plan", "", "", map[string]string{headerRun: "r-1", headerNode: "plan"}},
+		{"", "plan", "", "", map[string]string{headerNode: "plan"}},
+		{"r-1", "a\r\nX-Evil: 1", "", "", map[string]string{headerRun: "r-1"}},
+		{"r-1", "agent—é", "", "", map[string]string{headerRun: "r-1"}},
+		{long, strings.Repeat("n", maxCallerHeader), "", "", map[string]string{headerNode: strings.Repeat("n", maxCallerHeader)}},
+		{"r-1", "plan", tp, state, map[string]string{headerRun: "r-1", headerNode: "plan", headerTrace: tp, headerState: state}},
+		{"r-1", "", tp + "\r\nX-Evil: 1", state + strings.Repeat("t", maxTraceState), map[string]string{headerRun: "r-1"}},
 	} {
-		got := (&turnRequest{run: c.run, node: c.node}).callerHeaders()
+		got := (&turnRequest{run: c.run, node: c.node, traceparent: c.trace, tracestate: c.state}).callerHeaders()
 		if !reflect.DeepEqual(got, c.want) {
-			t.Errorf("run %.20q node %.20q: headers %v, want %v", c.run, c.node, got, c.want)
+			t.Errorf("run %.20q node %.20q trace %.20q: headers %v, want %v", c.run, c.node, c.trace, got, c.want)
 		}
 	}
 }

@@ -812,6 +812,13 @@ func (s *server) call(ctx context.Context, name string, idem bool, call *sdk.Cal
 	if call.IdempotencyKey != "" {
 		params.Meta[MetaIdempotencyKey] = call.IdempotencyKey
 	}
+	if call.TraceParent != "" {
+		// The run's trace, where SEP-414 puts it: the server's spans join.
+		params.Meta["traceparent"] = call.TraceParent
+		if call.TraceState != "" {
+			params.Meta["tracestate"] = call.TraceState
+		}
+	}
 	tok := "weir-" + strconv.FormatUint(s.b.seq.Add(1), 10)
 	params.SetProgressToken(tok)
 	s.b.progress.Store(tok, call.Progress)

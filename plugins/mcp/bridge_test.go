@@ -168,6 +168,12 @@ func TestBridgeTools(t *testing.T) {
 			if err != nil || out != `{"found":true,"idempotency_key":"key-1","key":"k7"}` {
 				t.Errorf("structured content and the idempotency key in _meta: %s %v", out, err)
 			}
+			const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+			traced, err := b.host.Call(ctx, host.CallRequest{Tool: "mcp.demo-lookup-item", Input: json.RawMessage(`{"key":"k7"}`), IdempotencyKey: "key-1", Attempt: 1,
+				TraceParent: tp, TraceState: "congo=t61rcWkgMzE"})
+			if err != nil || string(traced.Output) != `{"found":true,"idempotency_key":"key-1","key":"k7","traceparent":"`+tp+`","tracestate":"congo=t61rcWkgMzE"}` {
+				t.Errorf("the call's trace in _meta: %v %v", traced, err)
+			}
 			if out, err := b.call(ctx, "mcp.demo-append", `{"line":"one"}`, nil); err != nil || out != `"1 lines"` {
 				t.Errorf("append: %s %v", out, err)
 			}

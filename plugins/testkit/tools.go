@@ -138,7 +138,7 @@ func tools() []sdk.Tool {
 		},
 		{
 			Name:        "testkit.env",
-			Description: "Answer what the plugin was launched with: its name, state directory, configuration and the environment variables named in vars (set ones only).",
+			Description: "Answer what the plugin was launched with: its name, state directory, configuration and the environment variables named in vars (set ones only); and the call's traceparent and tracestate.",
 			Idempotent:  true,
 			Run: func(ctx context.Context, call *sdk.Call) (any, error) {
 				var in struct{ Vars []string }
@@ -150,11 +150,13 @@ func tools() []sdk.Tool {
 					}
 				}
 				return map[string]any{
-					"name":      os.Getenv("WEIR_PLUGIN_NAME"),
-					"state_dir": call.StateDir,
-					"config":    call.Config,
-					"pid":       os.Getpid(),
-					"vars":      vars,
+					"name":        os.Getenv("WEIR_PLUGIN_NAME"),
+					"state_dir":   call.StateDir,
+					"config":      call.Config,
+					"pid":         os.Getpid(),
+					"vars":        vars,
+					"traceparent": call.TraceParent,
+					"tracestate":  call.TraceState,
 				}, nil
 			},
 		},

@@ -24,6 +24,7 @@ import (
 	"github.com/weirhq/weir/runtime/engine"
 	"github.com/weirhq/weir/runtime/internal/requestid"
 	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/runtime/telemetry"
 )
 
 // Body limits per endpoint: a request cannot carry more than its endpoint
@@ -231,17 +232,18 @@ func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
 		Message: fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path)})
 }
 
-// traceParentOf is the request's W3C traceparent header, read by the
-// OpenTelemetry propagator, normalised; "" when it has none or a
-// malformed one (ignored, as the W3C spec says: the run starts its own
-// trace).
-func traceParentOf(r *http.Request) string {
+// traceContextOf is the request's W3C traceparent and tracestate
+// headers, read by the OpenTelemetry propagator, normalised; "" when it
+// has no traceparent or a malformed one (ignored, as the W3C spec says:
+// the run starts its own trace), and tracestate "" when it has none or a
+// malformed one.
+func traceContextOf(r *http.Request) (traceParent, traceState string) {
 	ctx := propagation.TraceContext{}.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 	sc := trace.SpanContextFromContext(ctx)
 	if !sc.IsValid() {
-		return ""
+		return "", ""
 	}
-	return fmt.Sprintf("00-%s-%s-%s", sc.TraceID(), sc.SpanID(), sc.TraceFlags())
+	return fmt.Sprintf("00-%s-%s-%s", sc.TraceID(), sc.SpanID(), sc.TraceFlags()), telemetry.BoundTraceState(sc.TraceState())
 }
 
 func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
@@ -256,8 +258,9 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequest, Class: engine.ClassProtocol, Message: "flow is required"})
 		return
 	}
+	tp, ts := traceContextOf(r)
 	res, err := s.eng.Submit(r.Context(), engine.StartRequest{Owner: ownerFrom(r.Context()), Flow: req.Flow, Input: req.Input, RequestID: req.RequestID,
-		TraceParent: traceParentOf(r)})
+		TraceParent: tp, TraceState: ts})
 	if err != nil {
 		writeEngineErr(w, err)
 		return

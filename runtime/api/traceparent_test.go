@@ -3,7 +3,9 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/weirhq/weir/runtime/api/apitypes"
@@ -59,6 +61,55 @@ func TestStartJournalsTheCallersTraceparent(t *testing.T) {
 			var v apitypes.Run
 			if g := b.send(t, alice, "GET", "/v1/runs/"+res.RunID, nil); g.status != http.StatusOK || json.Unmarshal(g.body, &v) != nil || v.TraceID != wantTrace {
 				t.Errorf("the run's trace id %q (%d %s), want %s", v.TraceID, g.status, g.body, wantTrace)
+			}
+		})
+	}
+}
+
+// A start's tracestate is kept beside its traceparent, bounded to the 512
+// characters the W3C spec asks to be passed on (its last members dropped
+// first); without a traceparent, or malformed, none is kept.
+func TestStartJournalsTheCallersTracestate(t *testing.T) {
+	t.Parallel()
+	b := setup(t, engine.Config{})
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	long := "congo=t61rcWkgMzE"
+	for i := range 40 { // 40 members of 14 characters: past 512 and the W3C's 32 members
+		long += fmt.Sprintf(",m%02d=%s", i, strings.Repeat("v", 9))
+	}
+	bounded := "congo=t61rcWkgMzE"
+	for i := range 20 { // 297 characters
+		bounded += fmt.Sprintf(",m%02d=%s", i, strings.Repeat("v", 9))
+	}
+	for _, tt := range []struct {
+		name, parent, state, want string
+	}{
+		{"beside a traceparent", tp, "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7", "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"},
+		{"without a traceparent", "", "congo=t61rcWkgMzE", ""},
+		{"malformed", tp, "not a tracestate", ""},
+		{"more members than the W3C allows", tp, long, ""},
+		{"past 512 characters", tp, bounded + ",last=" + strings.Repeat("x", 250), bounded},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			hdr := []string{"tracestate", tt.state}
+			if tt.parent != "" {
+				hdr = append(hdr, "traceparent", tt.parent)
+			}
+			a := b.send(t, alice, "POST", "/v1/runs", apitypes.StartRequest{Flow: "echo", Input: json.RawMessage(`{"n":1}`)}, hdr...)
+			var res apitypes.StartResult
+			if a.status != http.StatusCreated || json.Unmarshal(a.body, &res) != nil {
+				t.Fatalf("start: %d %s", a.status, a.body)
+			}
+			evs, err := b.eng.Events(context.Background(), "alice", res.RunID, 0, 0)
+			if err != nil || len(evs) == 0 {
+				t.Fatalf("events %+v %v", evs, err)
+			}
+			got, _ := evs[0].Detail["tracestate"].(string)
+			if got != tt.want {
+				t.Errorf("accepted event's tracestate %q, want %q", got, tt.want)
+			}
+			if len(got) > telemetry.MaxTraceState {
+				t.Errorf("kept %d characters of tracestate", len(got))
 			}
 		})
 	}

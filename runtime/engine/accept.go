@@ -71,6 +71,10 @@ type StartRequest struct {
 	// accepted event, it makes the caller's trace the run's
 	// (runtime/telemetry). "" means the run has a trace of its own.
 	TraceParent string
+	// TraceState is the caller's W3C tracestate, well formed, kept only
+	// beside a TraceParent: journaled with it, carried by the run's spans
+	// and passed on with its calls.
+	TraceState string
 	// startedBy names what started a run the daemon starts itself
 	// (store.Run.StartedBy); its RequestID is derived, under a prefix
 	// users may not send.
@@ -120,9 +124,12 @@ func (e *Engine) submit(ctx context.Context, req StartRequest) (*StartResult, er
 	run, existing, err := admitStart(ctx, e, req.Owner, func(runID string, cfg *Config) (*store.Run, *store.Task) {
 		run := cs.newRun(runID, cfg, e.clock.Now())
 		run.TraceID = telemetry.TraceOf(runID, req.TraceParent).String()
+		if req.TraceParent != "" {
+			run.TraceState = req.TraceState
+		}
 		return run, newStepTask(run, entry, run.CreatedAt)
 	}, func(tx store.Tx, run *store.Run, task *store.Task) (*store.Dedup, error) {
-		return e.journal.acceptTx(tx, run, task, entry, req.TraceParent)
+		return e.journal.acceptTx(tx, run, task, entry, req.TraceParent, run.TraceState)
 	})
 	if err != nil {
 		return nil, err
@@ -280,8 +287,8 @@ func newStepTask(run *store.Run, node string, now time.Time) *store.Task {
 // acceptTx writes a started run in tx: its request id's dedup record and
 // the run (insertRun), or nothing when the request id already records a
 // run (another acceptance committed it meanwhile), which it returns. A
-// caller's traceparent goes into the accepted event.
-func (j *journal) acceptTx(tx store.Tx, run *store.Run, task *store.Task, entry, traceParent string) (*store.Dedup, error) {
+// caller's traceparent and tracestate go into the accepted event.
+func (j *journal) acceptTx(tx store.Tx, run *store.Run, task *store.Task, entry, traceParent, traceState string) (*store.Dedup, error) {
 	if run.RequestID != "" {
 		d, err := tx.DedupGet(run.Owner, run.RequestID)
 		if err == nil {
@@ -297,6 +304,9 @@ func (j *journal) acceptTx(tx store.Tx, run *store.Run, task *store.Task, entry,
 	detail := map[string]any{"request_id": run.RequestID}
 	if traceParent != "" {
 		detail["traceparent"] = traceParent
+		if traceState != "" {
+			detail["tracestate"] = traceState
+		}
 	}
 	return nil, j.insertRun(tx, run, task, entry, detail)
 }

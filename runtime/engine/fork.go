@@ -439,7 +439,7 @@ func (w *forkWrite) build(runID string, cfg *Config) (*store.Run, *store.Task) {
 // first task and its events (acceptTx), the copied continuation over the
 // empty one, the copied agent turns, and the fork's events on both runs.
 func (w *forkWrite) write(tx store.Tx, run *store.Run, task *store.Task) (*store.Dedup, error) {
-	if d, err := w.e.journal.acceptTx(tx, run, task, w.ref.Node, ""); d != nil || err != nil {
+	if d, err := w.e.journal.acceptTx(tx, run, task, w.ref.Node, "", ""); d != nil || err != nil {
 		return d, err
 	}
 	if err := tx.ContinuationPut(run.ID, encodeContinuation(w.plan.cont)); err != nil {

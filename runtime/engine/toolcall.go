@@ -202,7 +202,7 @@ func (w *worker) callOnce(ctx context.Context, c *toolCall, commit func(fn func(
 		item = &c.Index[0]
 	}
 	res, err := e.tools.Call(callCtx, tool.CallRequest{Tool: c.Tool, Input: c.Input, RunID: c.Run.ID, Node: c.Node.ID,
-		Attempt: c.Attempt + c.Tries + c.remakes(), IdempotencyKey: key, Deadline: deadline,
+		Attempt: c.Attempt + c.Tries + c.remakes(), IdempotencyKey: key, Deadline: deadline, TraceParent: callTrace(e.cfg.Load().Traces, c), TraceState: c.Run.TraceState,
 		Progress: func(done, total int64) {
 			live.progress.Store(&ToolProgress{Node: c.Node.ID, Item: item, Tool: c.Tool, Done: done, Total: total})
 		}})

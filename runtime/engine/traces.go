@@ -29,6 +29,15 @@ type TraceExporter interface {
 	Export(ctx context.Context, spans []telemetry.Span) error
 }
 
+// callTrace is the trace context call c carries to its plugin: the run's
+// trace, the node visit's span the parent, sampled when x exports the
+// run (x nil: tracing is off, and a plugin's spans are not sampled).
+func callTrace(x TraceExporter, c *toolCall) string {
+	tid := telemetry.RunTraceID(c.Run.ID, c.Run.TraceID)
+	key := telemetry.SpanKey{Run: c.Run.ID, Node: c.Node.ID, Visit: c.Visit, Attempt: c.Attempt}
+	return telemetry.CallParent(tid, key, x != nil && x.Sampled(tid))
+}
+
 // runFields are the fields a log line about run r begins with: its id and
 // its trace id (the one its spans carry, so a collector joins the line to
 // the trace), then kv.

@@ -2,6 +2,9 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +16,7 @@ import (
 	"github.com/weirhq/weir/runtime/engine/internal/traceexport"
 	"github.com/weirhq/weir/runtime/store"
 	"github.com/weirhq/weir/runtime/telemetry"
+	"github.com/weirhq/weir/runtime/tool"
 )
 
 const unitTraceSrc = `
@@ -29,12 +33,20 @@ type traceBundle struct {
 	svc *traceexport.Service
 }
 
-func setupTrace(t *testing.T) *traceBundle {
+func setupTrace(t *testing.T) *traceBundle { return setupTraceTools(t, nil) }
+
+// setupTraceTools is setupTrace with tools (nil: none) standing between
+// the engine and the kit.
+func setupTraceTools(t *testing.T, tools toolsWrapper) *traceBundle {
 	t.Helper()
 	mem := tracetest.NewInMemoryExporter()
 	x := telemetry.NewWithExporter(mem, telemetry.Options{Sample: 1})
 	t.Cleanup(func() { _ = x.Shutdown(context.Background()) })
-	b := setupUnit(t, Config{Traces: x, RetryBase: time.Second, RetryMax: time.Second}, unitTraceSrc)
+	cfg := Config{Traces: x, RetryBase: time.Second, RetryMax: time.Second}
+	if tools != nil {
+		cfg.Tools = tools
+	}
+	b := setupUnit(t, cfg, unitTraceSrc)
 	if !b.eng.services.StopNamed("traceexport") {
 		t.Fatal("the trace-export service was not started with Config.Traces set")
 	}
@@ -241,5 +253,101 @@ func TestTraceEventNames(t *testing.T) {
 		if mine != theirs {
 			t.Errorf("the engine writes %q, telemetry reads %q", mine, theirs)
 		}
+	}
+}
+
+// traceTools records the trace context of every call the engine makes,
+// by node, and passes the call on.
+type traceTools struct {
+	Tools
+	mu     sync.Mutex
+	seen   map[string][]string // traceparents
+	states map[string][]string // tracestates
+}
+
+func (r *traceTools) wrap(t Tools) { r.Tools = t }
+
+func (r *traceTools) Call(ctx context.Context, req tool.CallRequest) (*tool.CallResult, error) {
+	r.mu.Lock()
+	r.seen[req.Node] = append(r.seen[req.Node], req.TraceParent)
+	if r.states != nil {
+		r.states[req.Node] = append(r.states[req.Node], req.TraceState)
+	}
+	r.mu.Unlock()
+	return r.Tools.Call(ctx, req)
+}
+
+// Every call carries the run's trace with its node visit's span as the
+// parent — the span the export then holds under that id — sampled when
+// the run is exported; every retry of a call the same parent.
+func TestUnitCallsCarryTheirVisitsSpan(t *testing.T) {
+	t.Parallel()
+	rec := &traceTools{seen: map[string][]string{}}
+	b := setupTraceTools(t, rec)
+	ctx := context.Background()
+	two := b.start(t, "two", `{}`, "")
+	b.waitTerminal(t, two)
+	flaky := b.start(t, "flaky", `{"times": 2, "code": "E_FLAKY"}`, "")
+	b.advanceUntil(t, flaky, time.Second+b.tick, "finished", func(r *store.Run) bool { return r.Phase.Terminal() })
+	if res := b.svc.RunOnce(ctx); res.Err != nil || res.Runs != 2 {
+		t.Fatalf("pass %+v, want two runs exported", res)
+	}
+	exported := map[trace.SpanID]trace.TraceID{}
+	for _, s := range b.mem.GetSpans() {
+		exported[s.SpanContext.SpanID()] = s.SpanContext.TraceID()
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for _, c := range []struct {
+		run, node string
+		calls     int
+	}{{two, "a", 1}, {two, "b", 1}, {flaky, "call", 3}} {
+		sid := telemetry.SpanID(telemetry.SpanKey{Run: c.run, Node: c.node, Visit: 1, Attempt: 1})
+		want := "00-" + telemetry.TraceID(c.run).String() + "-" + sid.String() + "-01"
+		if got := rec.seen[c.node]; len(got) != c.calls || slices.ContainsFunc(got, func(tp string) bool { return tp != want }) {
+			t.Errorf("node %s's calls carried %q, want %d of %q", c.node, got, c.calls, want)
+		}
+		if exported[sid] != telemetry.TraceID(c.run) {
+			t.Errorf("no exported span of node %s has the id its calls name as their parent", c.node)
+		}
+	}
+}
+
+// A run started in a caller's trace gives its calls the caller's trace
+// id and tracestate, the visit's span still their parent.
+func TestUnitCallsCarryTheCallersTraceAndState(t *testing.T) {
+	t.Parallel()
+	rec := &traceTools{seen: map[string][]string{}, states: map[string][]string{}}
+	b := setupUnit(t, Config{Tools: rec}, unitTraceSrc)
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	const ts = "congo=t61rcWkgMzE"
+	res, err := b.eng.Submit(context.Background(), StartRequest{Owner: "alice", Flow: "two", Input: json.RawMessage(`{}`), TraceParent: tp, TraceState: ts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.waitTerminal(t, res.RunID)
+	sid := telemetry.SpanID(telemetry.SpanKey{Run: res.RunID, Node: "a", Visit: 1, Attempt: 1})
+	want := "00-4bf92f3577b34da6a3ce929d0e0e4736-" + sid.String() + "-00"
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if got := rec.seen["a"]; len(got) != 1 || got[0] != want || rec.states["a"][0] != ts {
+		t.Errorf("node a's call carried %q %q, want %q %q", got, rec.states["a"], want, ts)
+	}
+}
+
+// Without tracing a call still carries the run's trace, not sampled: a
+// plugin's spans are not recorded for a trace nobody exports.
+func TestUnitCallsCarryAnUnsampledTraceWithoutTracing(t *testing.T) {
+	t.Parallel()
+	rec := &traceTools{seen: map[string][]string{}}
+	b := setupUnit(t, Config{Tools: rec}, unitTraceSrc)
+	id := b.start(t, "two", `{}`, "")
+	b.waitTerminal(t, id)
+	sid := telemetry.SpanID(telemetry.SpanKey{Run: id, Node: "a", Visit: 1, Attempt: 1})
+	want := "00-" + telemetry.TraceID(id).String() + "-" + sid.String() + "-00"
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if got := rec.seen["a"]; len(got) != 1 || got[0] != want {
+		t.Errorf("node a's call carried %q, want %q", got, want)
 	}
 }

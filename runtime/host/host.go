@@ -892,6 +892,9 @@ func (h *Host) run(ctx context.Context, t *toolState, inst *instance, input []by
 	if dl, ok := ctx.Deadline(); ok {
 		call.DeadlineUnixNano = dl.UnixNano()
 	}
+	if req.TraceParent != "" && inst.manifest.ProtocolVersion >= 2 {
+		call.Trace = &wire.TraceContext{Traceparent: req.TraceParent, Tracestate: req.TraceState}
+	}
 	var watch *progressWatch
 	if req.Progress != nil {
 		watch = newProgressWatch(req.Progress)

@@ -3,12 +3,14 @@ package host
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/sdk/wire"
 )
 
@@ -116,4 +118,62 @@ func TestManifestDefaultTimeoutBounds(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A call's trace context reaches a revision-2 plugin (the SDK gives it to
+// the tool as Call.TraceParent and TraceState); a call without one
+// carries none.
+func TestTheCallsTraceReachesThePlugin(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{}, "testkit")
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	for _, want := range [][2]string{{tp, "congo=t61rcWkgMzE"}, {tp, ""}, {"", ""}} {
+		res, err := b.h.Call(context.Background(), CallRequest{Tool: "testkit.env", Input: json.RawMessage(`{}`), IdempotencyKey: t.Name(),
+			TraceParent: want[0], TraceState: want[1]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var env struct{ Traceparent, Tracestate string }
+		if err := json.Unmarshal(res.Output, &env); err != nil {
+			t.Fatal(err)
+		}
+		if got := [2]string{env.Traceparent, env.Tracestate}; got != want {
+			t.Errorf("the plugin saw trace context %q, want %q", got, want)
+		}
+	}
+}
+
+// A plugin's log lines about a call carry the call's trace and span, so a
+// collector joins them to the run's trace; a call without a trace, none.
+func TestPluginLogLinesCarryTheCallsTrace(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{}, "testkit")
+	const tid, sid = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	for _, c := range []struct{ message, traceparent string }{{"traced", "00-" + tid + "-" + sid + "-01"}, {"untraced", ""}} {
+		if _, err := b.h.Call(context.Background(), CallRequest{Tool: "testkit.log", Input: json.RawMessage(`{"message":"` + c.message + `"}`),
+			IdempotencyKey: c.message, TraceParent: c.traceparent}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testutil.Eventually(t, 30*time.Second, func() error {
+		var traced, untraced string
+		for _, line := range strings.Split(b.logs.String(), "\n") {
+			switch {
+			case strings.Contains(line, "weir.plugin.testkit: traced:"):
+				traced = line
+			case strings.Contains(line, "weir.plugin.testkit: untraced:"):
+				untraced = line
+			}
+		}
+		if traced == "" || untraced == "" {
+			return fmt.Errorf("the two log lines are not both in the log yet:\n%s", b.logs.String())
+		}
+		if !strings.Contains(traced, "trace_id="+tid) || !strings.Contains(traced, "span_id="+sid) {
+			t.Errorf("the traced call's log line lacks its trace and span: %s", traced)
+		}
+		if strings.Contains(untraced, "trace_id=") || strings.Contains(untraced, "span_id=") {
+			t.Errorf("the untraced call's log line names a trace: %s", untraced)
+		}
+		return nil
+	})
 }

@@ -413,6 +413,9 @@ type Run struct {
 	// the caller's, from its traceparent, else the run's own; "" on runs
 	// accepted before it was kept (their own is derived from the id).
 	TraceID string `json:"trace_id,omitempty"`
+	// TraceState is the caller's W3C tracestate, kept beside its
+	// traceparent; "" for none.
+	TraceState string `json:"trace_state,omitempty"`
 	// Raises are the latest budget raises made with a request id (at most
 	// MaxRaises, the oldest dropped): a raise sent again with its id is
 	// answered from here, never applied twice.

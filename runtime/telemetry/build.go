@@ -72,6 +72,9 @@ type Span struct {
 	// Description says why the status is Error (an E_ code, "interrupted
 	// by restart").
 	Description string
+	// State is the caller's tracestate, carried by every span of its
+	// trace (none for a run's own trace).
+	State trace.TraceState
 }
 
 // Event is a point in a span's time: a retry, a tool call's start.
@@ -85,6 +88,7 @@ type Event struct {
 type builder struct {
 	run   string
 	trace trace.TraceID
+	state trace.TraceState // the caller's, beside its traceparent
 	root  *Span
 	spans []*Span
 	// ends counts each node's ended visits: a visit's number is one more.
@@ -158,6 +162,10 @@ func (b *builder) accepted(e *store.Event) {
 	key := SpanKey{Run: b.run}
 	b.root = &Span{Key: key, ID: SpanID(key), Start: e.At, Name: "run"}
 	b.trace, b.root.Parent = runParent(e)
+	if b.root.Parent.IsValid() {
+		ts, _ := e.Detail["tracestate"].(string)
+		b.state = ParseTraceState(ts)
+	}
 	b.root.Trace = b.trace
 	b.root.Attrs = append(b.root.Attrs, attribute.String("weir.run_id", b.run))
 	if f, ok := e.Detail["flow"].(string); ok {
@@ -517,6 +525,9 @@ func (b *builder) result() []Span {
 	for i, s := range b.spans {
 		if s.End.Before(s.Start) {
 			s.End = s.Start
+		}
+		if s.Trace == b.trace {
+			s.State = b.state
 		}
 		out[i] = *s
 	}

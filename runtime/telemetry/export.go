@@ -206,7 +206,7 @@ func (x *Exporter) Export(ctx context.Context, spans []Span) error {
 func (x *Exporter) emit(ctx context.Context, s *Span) {
 	ctx = context.WithValue(ctx, spanKey{}, s)
 	if s.Parent.IsValid() {
-		psc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: s.Trace, SpanID: s.Parent, TraceFlags: trace.FlagsSampled})
+		psc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: s.Trace, SpanID: s.Parent, TraceFlags: trace.FlagsSampled, TraceState: s.State})
 		if s.Key.Node == "" && s.Key.Call == "" {
 			ctx = trace.ContextWithRemoteSpanContext(ctx, psc) // the caller's span
 		} else {

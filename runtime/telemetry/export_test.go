@@ -145,3 +145,40 @@ func TestTracesURL(t *testing.T) {
 		}
 	}
 }
+
+// A caller's tracestate, journaled beside its traceparent, is on every
+// exported span of the run; without a traceparent, or malformed, none.
+func TestExportCarriesTheCallersTracestate(t *testing.T) {
+	t.Parallel()
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	for _, tt := range []struct{ parent, state, want string }{
+		{tp, "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7", "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"},
+		{"", "congo=t61rcWkgMzE", ""},
+		{tp, "not a tracestate", ""},
+	} {
+		mem := tracetest.NewInMemoryExporter()
+		x := setup(t, mem)
+		detail := map[string]any{"tracestate": tt.state}
+		if tt.parent != "" {
+			detail["traceparent"] = tt.parent
+		}
+		tl := timeline{}.add(EvAccepted, "", 1, detail).add(EvLeased, "a", 1, nil).
+			add(EvNodeDone, "a", 1, nil).add(EvCompleted, "", 1, nil)
+		spans, err := Build(tl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := x.Export(context.Background(), spans); err != nil {
+			t.Fatal(err)
+		}
+		got := mem.GetSpans()
+		if len(got) != len(spans) {
+			t.Fatalf("%d spans exported, want %d", len(got), len(spans))
+		}
+		for _, s := range got {
+			if ts := s.SpanContext.TraceState().String(); ts != tt.want {
+				t.Errorf("parent %q state %q: span %s carries tracestate %q, want %q", tt.parent, tt.state, s.Name, ts, tt.want)
+			}
+		}
+	}
+}

@@ -92,3 +92,51 @@ func traceParent(s string) (trace.TraceID, trace.SpanID, bool) {
 	}
 	return tid, sid, true
 }
+
+// CallParent is the W3C traceparent a node visit's calls carry to their
+// plugins (and the plugins on to what they call): trace tid, the visit's
+// span (key: Run, Node, Visit, Attempt; the id Build gives that span) as
+// the parent, sampled when the run's trace is exported. A plugin's own
+// spans so join the run's trace under the node that called it.
+func CallParent(tid trace.TraceID, key SpanKey, sampled bool) string {
+	// The caller's tracestate goes with it unchanged: weir adds no member.
+	flags := trace.TraceFlags(0)
+	if sampled {
+		flags = trace.FlagsSampled
+	}
+	sid := SpanID(key)
+	return "00-" + tid.String() + "-" + sid.String() + "-" + flags.String()
+}
+
+// RunTraceID is the trace id a run's record holds (store.Run.TraceID, hex),
+// else its own (TraceID) for a run accepted before runs held one.
+func RunTraceID(runID, hexID string) trace.TraceID {
+	if tid, err := trace.TraceIDFromHex(hexID); err == nil {
+		return tid
+	}
+	return TraceID(runID)
+}
+
+// MaxTraceState bounds the tracestate a run keeps: the 512 characters the
+// W3C spec asks every vendor to pass on.
+const MaxTraceState = 512
+
+// BoundTraceState is s within MaxTraceState: its last (least recently
+// updated) members dropped until it fits, as the W3C spec allows.
+func BoundTraceState(s trace.TraceState) string {
+	for s.Len() > 0 && len(s.String()) > MaxTraceState {
+		var last string
+		s.Walk(func(k, _ string) bool { last = k; return true })
+		s = s.Delete(last)
+	}
+	return s.String()
+}
+
+// ParseTraceState is a journaled tracestate; malformed, none.
+func ParseTraceState(s string) trace.TraceState {
+	ts, err := trace.ParseTraceState(s)
+	if err != nil {
+		return trace.TraceState{}
+	}
+	return ts
+}

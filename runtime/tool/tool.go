@@ -34,6 +34,13 @@ type CallRequest struct {
 	// Deadline of the call; zero means the caller's default. A deadline
 	// on ctx applies too.
 	Deadline time.Time
+	// TraceParent is the call's W3C trace context, "" for none: the run's
+	// trace, with the calling node visit's span as the parent
+	// (telemetry.CallParent). A plugin of protocol revision 2 is given it.
+	TraceParent string
+	// TraceState is the caller's W3C tracestate that goes with it ("":
+	// none).
+	TraceState string
 	// Progress, if set, receives the plugin's progress reports, in order,
 	// from another goroutine, never after Call returns. Display only: a
 	// plugin may drop reports under load; keep it cheap.

@@ -513,8 +513,8 @@ type CallRequest struct {
 	CallId uint64 `protobuf:"varint,8,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
 	// The host shows this call's progress: send its reports on Progress.
 	WantProgress bool `protobuf:"varint,9,opt,name=want_progress,json=wantProgress,proto3" json:"want_progress,omitempty"`
-	// The trace the call belongs to (revision 2; reserved for the telemetry
-	// work, not sent yet).
+	// The trace the call belongs to (revision 2): the run's trace, the calling
+	// node visit's span the parent.
 	Trace *TraceContext `protobuf:"bytes,10,opt,name=trace,proto3" json:"trace,omitempty"`
 	// The host shows this call's output as it comes: send its partial
 	// results on Partials (revision 2; reserved for the agents work).
@@ -630,7 +630,7 @@ func (x *CallRequest) GetWantPartials() bool {
 	return false
 }
 
-// TraceContext is W3C trace context (revision 2; reserved).
+// TraceContext is W3C trace context (revision 2).
 type TraceContext struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The traceparent header's value, "00-TRACEID-SPANID-FLAGS".

@@ -167,7 +167,14 @@ func newServer(journal string, hide map[string]bool) *mcp.Server {
 				return nil, err
 			}
 			res := text("found " + a.Key)
-			res.StructuredContent = map[string]any{"key": a.Key, "found": true, "idempotency_key": req.Params.Meta["weir/idempotency_key"]}
+			out := map[string]any{"key": a.Key, "found": true, "idempotency_key": req.Params.Meta["weir/idempotency_key"]}
+			if tp, ok := req.Params.Meta["traceparent"]; ok {
+				out["traceparent"] = tp // the caller's trace (SEP-414)
+			}
+			if ts, ok := req.Params.Meta["tracestate"]; ok {
+				out["tracestate"] = ts
+			}
+			res.StructuredContent = out
 			return res, nil
 		})
 	add(&mcp.Tool{Name: "append", Description: "Appends a line to the journal: not idempotent.", InputSchema: schema(`"line":{"type":"string"},"hold":{"type":"boolean"},"hold_once":{"type":"boolean"}`)},

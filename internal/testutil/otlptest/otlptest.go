@@ -26,6 +26,7 @@ import (
 // Span is a span as received, its ids in hex.
 type Span struct {
 	TraceID, SpanID, ParentID string
+	TraceState                string
 	Name                      string
 	// Error: status code Error; OK: status code Ok.
 	Error, OK   bool
@@ -156,7 +157,7 @@ func (s *Sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func span(sp *tracepb.Span, service string) Span {
-	out := Span{TraceID: hex.EncodeToString(sp.TraceId), SpanID: hex.EncodeToString(sp.SpanId), Name: sp.Name,
+	out := Span{TraceID: hex.EncodeToString(sp.TraceId), SpanID: hex.EncodeToString(sp.SpanId), TraceState: sp.TraceState, Name: sp.Name,
 		Attrs: attrs(sp.Attributes), Service: service, Description: sp.GetStatus().GetMessage()}
 	if len(sp.ParentSpanId) > 0 {
 		out.ParentID = hex.EncodeToString(sp.ParentSpanId)
