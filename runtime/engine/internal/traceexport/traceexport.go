@@ -33,8 +33,13 @@ const (
 	// collector that is down is not asked (and logged) every pass.
 	Interval   = 2 * time.Second
 	MaxBackoff = time.Minute
-	// Batch is how many outbox entries one pass reads.
+	// Batch is how many outbox entries one page of a pass reads.
 	Batch = 256
+	// MaxPages bounds the pages a pass reads back to back: it reads the
+	// next while the last was full and exported (runs finish faster than
+	// a page an Interval), so the export keeps up with MaxPages × Batch
+	// runs an Interval (2,048 a second) before the outbox grows.
+	MaxPages = 16
 	// MaxEvents bounds the timeline read for one run: a longer one is
 	// skipped (logged), as a trace of it would be cut anyway.
 	MaxEvents = 50_000
@@ -127,13 +132,36 @@ type group struct {
 }
 
 func (s *Service) runOnce(ctx context.Context) Result {
-	res := s.pass(ctx)
+	var res Result
+	for pages := 1; ; pages++ {
+		r, full := s.page(ctx)
+		res = res.plus(r)
+		if !Again(r, full, pages) || service.Stopping(ctx) {
+			break
+		}
+	}
 	s.every.Store(int64(Backoff(s.Interval(), res)))
 	return res
 }
 
-func (s *Service) pass(ctx context.Context) Result {
-	var res Result
+// Again decides whether a pass reads another page after one whose
+// result was r: only if that page was full (the outbox may hold more), it
+// failed nothing, and the pass has read fewer than MaxPages.
+func Again(r Result, full bool, pages int) bool {
+	return full && r.Err == nil && pages < MaxPages
+}
+
+// plus is what two pages did together; the error is the later's.
+func (r Result) plus(o Result) Result {
+	r.Runs, r.Unsampled, r.Skipped, r.Spans = r.Runs+o.Runs, r.Unsampled+o.Unsampled, r.Skipped+o.Skipped, r.Spans+o.Spans
+	if o.Err != nil {
+		r.Err = o.Err
+	}
+	return r
+}
+
+// page exports up to Batch outbox entries; full says it read Batch.
+func (s *Service) page(ctx context.Context) (res Result, full bool) {
 	var entries []*store.Event
 	if err := s.st.Update(ctx, func(tx store.Tx) error {
 		l, took, err := store.TakeServiceLease(tx, LeaseName, s.eng.Holder(), s.clk.Now(), LeaseTTL)
@@ -146,8 +174,9 @@ func (s *Service) pass(ctx context.Context) Result {
 		return err
 	}); err != nil {
 		res.Err = err
-		return res
+		return res, false
 	}
+	full = len(entries) == Batch
 	var g group
 	for _, entry := range entries {
 		spans, why := s.spansOf(ctx, entry)
@@ -156,7 +185,7 @@ func (s *Service) pass(ctx context.Context) Result {
 			// The store, not the run: keep the entry for the next pass.
 			s.flush(ctx, &g, &res)
 			res.Err = se.err
-			return res
+			return res, full
 		}
 		switch {
 		case why == errUnsampled:
@@ -166,7 +195,7 @@ func (s *Service) pass(ctx context.Context) Result {
 			s.eng.Error("a run's trace is not exported", "run", entry.Detail["run"], "error", why)
 		case len(g.spans)+len(spans) > s.exp.QueueSize():
 			if !s.flush(ctx, &g, &res) {
-				return res
+				return res, full
 			}
 		}
 		if why == nil {
@@ -176,7 +205,7 @@ func (s *Service) pass(ctx context.Context) Result {
 		g.lastSeq = entry.Seq
 	}
 	s.flush(ctx, &g, &res)
-	return res
+	return res, full
 }
 
 var errUnsampled = errors.New("traceexport: not sampled")

@@ -3,6 +3,7 @@ package traceexport
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -222,6 +223,46 @@ func TestBackoff(t *testing.T) {
 	} {
 		if got := Backoff(tt.last, tt.r); got != tt.want {
 			t.Errorf("Backoff(%v, err %v) = %v, want %v", tt.last, tt.r.Err, got, tt.want)
+		}
+	}
+}
+
+// A pass reads page after page while they are full, so an outbox that
+// fills faster than one page an interval is drained in one pass; a page
+// short of Batch ends it.
+func TestRunOnceReadsPagesWhileTheyAreFull(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.exp.queue = 3 * Batch
+	for i := range 2*Batch + 10 {
+		b.finished(t, fmt.Sprintf("run_%04d", i))
+	}
+	if res := b.svc.RunOnce(context.Background()); res.Runs != 2*Batch+10 || res.Err != nil || b.entries(t) != 0 {
+		t.Errorf("pass %+v, %d entries left; want all %d runs in one pass", res, b.entries(t), 2*Batch+10)
+	}
+	if n := len(b.exp.exports); n != 3 {
+		t.Errorf("%d exports, want one a page (3)", n)
+	}
+}
+
+// Again: another page only after a full one that failed nothing, within
+// MaxPages.
+func TestAgain(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		r     Result
+		full  bool
+		pages int
+		want  bool
+	}{
+		{Result{Runs: Batch}, true, 1, true},
+		{Result{Runs: 10}, false, 1, false},
+		{Result{Runs: 3, Err: errors.New("collector down")}, true, 1, false},
+		{Result{Runs: Batch}, true, MaxPages - 1, true},
+		{Result{Runs: Batch}, true, MaxPages, false},
+	} {
+		if got := Again(c.r, c.full, c.pages); got != c.want {
+			t.Errorf("Again(%+v, full %v, page %d) = %v, want %v", c.r, c.full, c.pages, got, c.want)
 		}
 	}
 }
