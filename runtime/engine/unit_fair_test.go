@@ -68,7 +68,6 @@ func TestUnitASpareSlotForAnOwnerHoldingNone(t *testing.T) {
 	t.Parallel()
 	src := `flow(name = "held", nodes = [task("hold", tool = "kit.block", args = lambda ctx: {"gate": ctx.input["gate"]})])`
 	b := setupUnit(t, Config{Workers: 2, SpareWorkers: 1}, src)
-	ctx := context.Background()
 	submit := func(owner, gate string) string { t.Helper(); return submitHeld(t, b, owner, gate) }
 	openA := sync.OnceFunc(func() { b.kit.open("a") })
 	t.Cleanup(openA) // a failed assertion must not leave the engine's stop waiting
@@ -77,14 +76,7 @@ func TestUnitASpareSlotForAnOwnerHoldingNone(t *testing.T) {
 		alice = append(alice, submit("alice", "a"))
 	}
 	b.kitIs(t, "alice's calls hold both slots", func(k *kit) bool { return k.atGate["a"] == 2 })
-	bob := submit("bob", "")
-	testutil.Eventually(t, waitTimeout, func() error {
-		r, err := b.eng.Get(ctx, "bob", bob)
-		if err == nil && r.Phase != store.PhaseCompleted {
-			err = fmt.Errorf("bob's run is %s while alice's calls hold both slots", r.Phase)
-		}
-		return err
-	})
+	ownersRunCompletes(t, b, "bob", submit("bob", ""), "while alice's calls hold both slots")
 	b.kit.read(func() {
 		if n := b.kit.atGate["a"]; n != 2 {
 			t.Errorf("%d of alice's calls run: her third took the spare", n)
@@ -123,14 +115,21 @@ func TestUnitASecondSpareForAnOwnerBelowItsShare(t *testing.T) {
 		b.waitTerminal(t, id)
 	}
 	for _, id := range bob {
-		testutil.Eventually(t, waitTimeout, func() error {
-			r, err := b.eng.Get(context.Background(), "bob", id)
-			if err == nil && r.Phase != store.PhaseCompleted {
-				err = fmt.Errorf("bob's run %s is %s", id, r.Phase)
-			}
-			return err
-		})
+		ownersRunCompletes(t, b, "bob", id, "")
 	}
+}
+
+// ownersRunCompletes waits for owner's run id to complete; while says
+// what the failure adds.
+func ownersRunCompletes(t *testing.T, b *testBundle, owner, id, while string) {
+	t.Helper()
+	testutil.Eventually(t, waitTimeout, func() error {
+		r, err := b.eng.Get(context.Background(), owner, id)
+		if err == nil && r.Phase != store.PhaseCompleted {
+			err = fmt.Errorf("%s's run %s is %s %s", owner, id, r.Phase, while)
+		}
+		return err
+	})
 }
 
 // submitHeld starts a run of flow "held" for owner, its call waiting at

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -256,25 +255,14 @@ func TestTraceEventNames(t *testing.T) {
 	}
 }
 
-// traceTools records the trace context of every call the engine makes,
-// by node, and passes the call on.
-type traceTools struct {
-	Tools
-	mu     sync.Mutex
-	seen   map[string][]string // traceparents
-	states map[string][]string // tracestates
+// parents and states are the traceparents and tracestates node's calls
+// carried.
+func parents(r *callRecorder, node string) []string {
+	return recorded(r, node, func(c tool.CallRequest) string { return c.TraceParent })
 }
 
-func (r *traceTools) wrap(t Tools) { r.Tools = t }
-
-func (r *traceTools) Call(ctx context.Context, req tool.CallRequest) (*tool.CallResult, error) {
-	r.mu.Lock()
-	r.seen[req.Node] = append(r.seen[req.Node], req.TraceParent)
-	if r.states != nil {
-		r.states[req.Node] = append(r.states[req.Node], req.TraceState)
-	}
-	r.mu.Unlock()
-	return r.Tools.Call(ctx, req)
+func states(r *callRecorder, node string) []string {
+	return recorded(r, node, func(c tool.CallRequest) string { return c.TraceState })
 }
 
 // Every call carries the run's trace with its node visit's span as the
@@ -282,7 +270,7 @@ func (r *traceTools) Call(ctx context.Context, req tool.CallRequest) (*tool.Call
 // the run is exported; every retry of a call the same parent.
 func TestUnitCallsCarryTheirVisitsSpan(t *testing.T) {
 	t.Parallel()
-	rec := &traceTools{seen: map[string][]string{}}
+	rec := newCallRecorder()
 	b := setupTraceTools(t, rec)
 	ctx := context.Background()
 	two := b.start(t, "two", `{}`, "")
@@ -296,15 +284,13 @@ func TestUnitCallsCarryTheirVisitsSpan(t *testing.T) {
 	for _, s := range b.mem.GetSpans() {
 		exported[s.SpanContext.SpanID()] = s.SpanContext.TraceID()
 	}
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
 	for _, c := range []struct {
 		run, node string
 		calls     int
 	}{{two, "a", 1}, {two, "b", 1}, {flaky, "call", 3}} {
 		sid := telemetry.SpanID(telemetry.SpanKey{Run: c.run, Node: c.node, Visit: 1, Attempt: 1})
 		want := "00-" + telemetry.TraceID(c.run).String() + "-" + sid.String() + "-01"
-		if got := rec.seen[c.node]; len(got) != c.calls || slices.ContainsFunc(got, func(tp string) bool { return tp != want }) {
+		if got := parents(rec, c.node); len(got) != c.calls || slices.ContainsFunc(got, func(tp string) bool { return tp != want }) {
 			t.Errorf("node %s's calls carried %q, want %d of %q", c.node, got, c.calls, want)
 		}
 		if exported[sid] != telemetry.TraceID(c.run) {
@@ -317,7 +303,7 @@ func TestUnitCallsCarryTheirVisitsSpan(t *testing.T) {
 // id and tracestate, the visit's span still their parent.
 func TestUnitCallsCarryTheCallersTraceAndState(t *testing.T) {
 	t.Parallel()
-	rec := &traceTools{seen: map[string][]string{}, states: map[string][]string{}}
+	rec := newCallRecorder()
 	b := setupUnit(t, Config{Tools: rec}, unitTraceSrc)
 	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	const ts = "congo=t61rcWkgMzE"
@@ -328,10 +314,8 @@ func TestUnitCallsCarryTheCallersTraceAndState(t *testing.T) {
 	b.waitTerminal(t, res.RunID)
 	sid := telemetry.SpanID(telemetry.SpanKey{Run: res.RunID, Node: "a", Visit: 1, Attempt: 1})
 	want := "00-4bf92f3577b34da6a3ce929d0e0e4736-" + sid.String() + "-00"
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	if got := rec.seen["a"]; len(got) != 1 || got[0] != want || rec.states["a"][0] != ts {
-		t.Errorf("node a's call carried %q %q, want %q %q", got, rec.states["a"], want, ts)
+	if got, st := parents(rec, "a"), states(rec, "a"); len(got) != 1 || got[0] != want || st[0] != ts {
+		t.Errorf("node a's call carried %q %q, want %q %q", got, st, want, ts)
 	}
 }
 
@@ -339,15 +323,13 @@ func TestUnitCallsCarryTheCallersTraceAndState(t *testing.T) {
 // plugin's spans are not recorded for a trace nobody exports.
 func TestUnitCallsCarryAnUnsampledTraceWithoutTracing(t *testing.T) {
 	t.Parallel()
-	rec := &traceTools{seen: map[string][]string{}}
+	rec := newCallRecorder()
 	b := setupUnit(t, Config{Tools: rec}, unitTraceSrc)
 	id := b.start(t, "two", `{}`, "")
 	b.waitTerminal(t, id)
 	sid := telemetry.SpanID(telemetry.SpanKey{Run: id, Node: "a", Visit: 1, Attempt: 1})
 	want := "00-" + telemetry.TraceID(id).String() + "-" + sid.String() + "-00"
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	if got := rec.seen["a"]; len(got) != 1 || got[0] != want {
+	if got := parents(rec, "a"); len(got) != 1 || got[0] != want {
 		t.Errorf("node a's call carried %q, want %q", got, want)
 	}
 }
