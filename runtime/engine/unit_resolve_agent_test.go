@@ -175,16 +175,7 @@ func TestUnitResolveAgentCallNotHappened(t *testing.T) {
 func TestUnitResolveAgentCallTimeout(t *testing.T) {
 	t.Parallel()
 	b, m, id, hw := askingAgent(t, 1, "a@1.1.0.unknown.1")
-	err := b.st.View(context.Background(), func(tx store.Tx) error {
-		_, _, refusal, err := resolveTargetTx(tx, ResolveParams{Owner: "alice", RunID: id, WaitID: hw.ID}, hw.Until)
-		if refusal == nil || refusal.Code != CodeWaitExpired {
-			t.Errorf("at the deadline: %v (%v), want %s", refusal, err, CodeWaitExpired)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	wantExpiredAtDeadline(t, b.st, id, hw)
 	run := b.terminalAdvancing(t, id, 10*time.Minute)
 	if run.Phase != store.PhaseCompleted {
 		t.Fatalf("%s %+v", run.Phase, run.Error)
