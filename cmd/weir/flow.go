@@ -198,6 +198,16 @@ func installedCatalog(m *Main, plugins *config.Config) (*host.Catalog, error) {
 	return host.LoadCatalogFor(cfg)
 }
 
+// configuredCatalog is installedCatalog with the plugin sections of the
+// daemon config file at configPath, if one is named.
+func configuredCatalog(m *Main, configPath string) (*host.Catalog, error) {
+	plugins, err := optionalConfig(m, configPath)
+	if err != nil {
+		return nil, err
+	}
+	return installedCatalog(m, plugins)
+}
+
 // printFlowSummary prints one line per clean flow: what it is and the
 // version a registration would store.
 func printFlowSummary(m *Main, mod *flows.Module, nfiles int) {

@@ -204,11 +204,7 @@ tools come from its config (llm's models, mcp's servers) lists none without
 config file (launching it once if its manifest is not cached).`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			plugins, err := optionalConfig(m, configPath)
-			if err != nil {
-				return err
-			}
-			cat, err := installedCatalog(m, plugins)
+			cat, err := configuredCatalog(m, configPath)
 			if err != nil {
 				return err
 			}

@@ -199,11 +199,7 @@ mcp's servers) needs --config FILE, as weir plugin ls does.`,
 			if _, _, err := wire.SplitToolName(name); err != nil {
 				return usageErrorf("%v", err)
 			}
-			plugins, err := optionalConfig(m, configPath)
-			if err != nil {
-				return err
-			}
-			cat, err := installedCatalog(m, plugins)
+			cat, err := configuredCatalog(m, configPath)
 			if err != nil {
 				return err
 			}
