@@ -196,10 +196,7 @@ func TestMCPToolInAnAgent(t *testing.T) {
 		llmtest.Step{ToolCalls: []llmtest.ToolCall{{Name: "mcp__demo-echo", Arguments: json.RawMessage(`{"text":"egret-42"}`)}}},
 		llmtest.Step{Text: "The echo said heron."},
 	)
-	if err := srv.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
+	srv.StartT(t)
 	d, _ := mcpDaemon(t, fmt.Sprintf(`plugin "llm" {
   providers = {
     local = { kind = "openai", base_url = %q }
