@@ -51,13 +51,7 @@ type daemon struct {
 func newDaemon(t *testing.T) *daemon {
 	weir, plugins := binaries(t)
 	data := t.TempDir()
-	// Unix socket paths are short; the test's temp dir may not be.
-	sockDir, err := os.MkdirTemp("", "wsock")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(sockDir) })
-	sock := filepath.Join(sockDir, "s")
+	sock := filepath.Join(testutil.SocketDir(t), "s")
 	d := &daemon{t: t, weir: weir, plugins: plugins, data: data, socket: sock, logs: &testutil.Buffer{}, api: client.NewUnix(sock)}
 	t.Cleanup(d.api.Close)
 	return d
