@@ -32,19 +32,7 @@ func askingAgent(t *testing.T, loses int, want string) (*agentBundle, *fakeModel
 // unknownWaitOf waits until run id's one open wait is want.
 func (b *agentBundle) unknownWaitOf(t *testing.T, id, want string) HumanWait {
 	t.Helper()
-	var hw HumanWait
-	testutil.Eventually(t, 30*time.Second, func() error {
-		ws, err := b.eng.HumanWaits(context.Background(), "alice", id)
-		if err != nil {
-			return err
-		}
-		if len(ws) != 1 || ws[0].ID != want {
-			return fmt.Errorf("waits %+v, want %s", ws, want)
-		}
-		hw = ws[0]
-		return nil
-	})
-	return hw
+	return oneOpenWait(t, b.eng, id, want)
 }
 
 func (b *agentBundle) resolve(id, wait string, happened bool, result string) error {

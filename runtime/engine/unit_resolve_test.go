@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/runtime/store"
 	"github.com/weirhq/weir/runtime/store/memstore"
 	"github.com/weirhq/weir/runtime/tool"
@@ -235,17 +237,24 @@ func (b *testBundle) parkedUnknown(t *testing.T, times int, want string) (string
 // want.
 func (b *testBundle) unknownWaitOf(t *testing.T, id, want string) HumanWait {
 	t.Helper()
+	return oneOpenWait(t, b.eng, id, want)
+}
+
+// oneOpenWait waits until alice's run id has one open wait, want, and
+// answers it.
+func oneOpenWait(t *testing.T, eng *Engine, id, want string) HumanWait {
+	t.Helper()
 	var hw HumanWait
-	b.wait(t, id, "parked on "+want, func(r *store.Run) bool {
-		ws, err := b.eng.HumanWaits(context.Background(), "alice", id)
+	testutil.Eventually(t, waitTimeout, func() error {
+		ws, err := eng.HumanWaits(context.Background(), "alice", id)
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
-		if len(ws) == 1 && ws[0].ID == want {
-			hw = ws[0]
-			return true
+		if len(ws) != 1 || ws[0].ID != want {
+			return fmt.Errorf("run %s never parked on %s alone; its waits %+v", id, want, ws)
 		}
-		return false
+		hw = ws[0]
+		return nil
 	})
 	return hw
 }
