@@ -4,16 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/weirhq/weir/flows"
-	"github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/runtime/store"
-	"github.com/weirhq/weir/runtime/store/memstore"
 	"github.com/weirhq/weir/runtime/tool"
 )
 
@@ -240,28 +237,9 @@ func (b *testBundle) unknownWaitOf(t *testing.T, id, want string) HumanWait {
 	return oneOpenWait(t, b.eng, id, want)
 }
 
-// oneOpenWait waits until alice's run id has one open wait, want, and
-// answers it.
-func oneOpenWait(t *testing.T, eng *Engine, id, want string) HumanWait {
-	t.Helper()
-	var hw HumanWait
-	testutil.Eventually(t, waitTimeout, func() error {
-		ws, err := eng.HumanWaits(context.Background(), "alice", id)
-		if err != nil {
-			return err
-		}
-		if len(ws) != 1 || ws[0].ID != want {
-			return fmt.Errorf("run %s never parked on %s alone; its waits %+v", id, want, ws)
-		}
-		hw = ws[0]
-		return nil
-	})
-	return hw
-}
-
 // wantExpiredAtDeadline checks that an answer to unknown wait hw of run id
 // at its deadline, before the run is woken, is refused E_WAIT_EXPIRED.
-func wantExpiredAtDeadline(t *testing.T, st *memstore.Store, id string, hw HumanWait) {
+func wantExpiredAtDeadline(t *testing.T, st store.Store, id string, hw HumanWait) {
 	t.Helper()
 	err := st.View(context.Background(), func(tx store.Tx) error {
 		_, _, refusal, err := resolveTargetTx(tx, ResolveParams{Owner: "alice", RunID: id, WaitID: hw.ID}, hw.Until)
