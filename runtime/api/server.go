@@ -696,6 +696,17 @@ func refuseUnread(w http.ResponseWriter, r *http.Request, status int, e *engine.
 }
 
 // writeEngineErr maps an engine error to its HTTP status by class and code.
+// writeConflictErr is writeEngineErr, but an engine error with one of
+// codes is a conflict with the run's state (409).
+func writeConflictErr(w http.ResponseWriter, err error, codes ...string) {
+	var e *engine.Error
+	if errors.As(err, &e) && slices.Contains(codes, e.Code) {
+		writeErr(w, http.StatusConflict, e)
+		return
+	}
+	writeEngineErr(w, err)
+}
+
 func writeEngineErr(w http.ResponseWriter, err error) {
 	var e *engine.Error
 	if !errors.As(err, &e) {
