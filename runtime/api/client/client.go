@@ -213,6 +213,15 @@ func errorOf(status int, data []byte) *Error {
 	return e
 }
 
+// queryString is q as a path's query: "" when it is empty, else "?"
+// and q encoded.
+func queryString(q url.Values) string {
+	if len(q) == 0 {
+		return ""
+	}
+	return "?" + q.Encode()
+}
+
 // callOne is call with its answer decoded into a new T.
 func callOne[T any](ctx context.Context, c *Client, method, path string, body any) (*T, error) {
 	var out T

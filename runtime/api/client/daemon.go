@@ -119,11 +119,7 @@ func (c *Client) FlowListPage(ctx context.Context, p FlowListParams) ([]apitypes
 	if p.Limit != 0 {
 		q.Set("limit", strconv.Itoa(p.Limit))
 	}
-	path := "/flows"
-	if len(q) > 0 {
-		path += "?" + q.Encode()
-	}
-	return callList[apitypes.Flow](ctx, c, http.MethodGet, path, nil)
+	return callList[apitypes.Flow](ctx, c, http.MethodGet, "/flows"+queryString(q), nil)
 }
 
 // FlowGraph draws the latest version of the flow name (GET

@@ -32,11 +32,7 @@ func (c *Client) DeadLetters(ctx context.Context, f DeadLetterFilter) ([]apitype
 	if f.Limit != 0 {
 		q.Set("limit", strconv.Itoa(f.Limit))
 	}
-	path := "/deadletters"
-	if len(q) > 0 {
-		path += "?" + q.Encode()
-	}
-	return callList[apitypes.DeadLetter](ctx, c, http.MethodGet, path, nil)
+	return callList[apitypes.DeadLetter](ctx, c, http.MethodGet, "/deadletters"+queryString(q), nil)
 }
 
 // DeadLetter reads the caller's dead letter of task taskID with its run

@@ -36,11 +36,7 @@ func (c *Client) Events(ctx context.Context, o EventListOptions) ([]apitypes.Own
 	if o.Limit != 0 {
 		q.Set("limit", strconv.Itoa(o.Limit))
 	}
-	path := "/events"
-	if len(q) > 0 {
-		path += "?" + q.Encode()
-	}
-	return callList[apitypes.OwnerEvent](ctx, c, http.MethodGet, path, nil)
+	return callList[apitypes.OwnerEvent](ctx, c, http.MethodGet, "/events"+queryString(q), nil)
 }
 
 // Triggers lists the caller's triggers in name order (GET /v1/triggers).

@@ -102,10 +102,7 @@ func (p RunListParams) query() string {
 	if p.Limit != 0 {
 		q.Set("limit", strconv.Itoa(p.Limit))
 	}
-	if len(q) == 0 {
-		return ""
-	}
-	return "?" + q.Encode()
+	return queryString(q)
 }
 
 // RunList lists one page of the caller's runs in id order, or newest
@@ -175,10 +172,7 @@ func (p EventListParams) query() string {
 	if p.Limit != 0 {
 		q.Set("limit", strconv.Itoa(p.Limit))
 	}
-	if len(q) == 0 {
-		return ""
-	}
-	return "?" + q.Encode()
+	return queryString(q)
 }
 
 // RunEvents lists one page of a run's timeline (GET /v1/runs/{id}/events).
