@@ -230,6 +230,17 @@ func (d *daemon) startRun(flow, input, requestID string) (apitypes.StartResult, 
 	return *res, nil
 }
 
+// runToEnd starts a run of flow (startRun) and waits until it has
+// ended; a start refused fails the test.
+func (d *daemon) runToEnd(flow, input, requestID string) (apitypes.StartResult, *apitypes.Run) {
+	d.t.Helper()
+	res, err := d.startRun(flow, input, requestID)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return res, d.waitTerminal(res.RunID)
+}
+
 // waitTerminal waits until the run has ended.
 func (d *daemon) waitTerminal(id string) *apitypes.Run {
 	d.t.Helper()
