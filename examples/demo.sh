@@ -23,6 +23,17 @@ step() { printf '\n==> %s\n' "$*"; }
 # weir's output short and pipefail would call that a failure).
 phase_is() { "$weir" run get "$1" | grep "phase: *$2" >/dev/null; }
 show() { printf '$ %s\n' "$*"; }
+# want_phase RUN PHASE WHAT: the run is in that phase, or the demo stops
+# saying WHAT went wrong, with the run.
+want_phase() { phase_is "$1" "$2" || { echo "demo: $3" >&2; "$weir" run get "$1" >&2; exit 1; }; }
+# mails N [TEXT]: the mail plugin's outbox holds N mails since the demo
+# began, or the demo stops; with TEXT it first says how many, and TEXT.
+mails() {
+    local outbox=$data/plugin-state/mail/outbox.jsonl lines
+    lines=$(wc -l < "$outbox")
+    if [[ -n ${2:-} ]]; then echo "$outbox: $lines mail(s)$2"; fi
+    [[ $lines -eq $1 ]] || { echo "demo: expected $1 mail(s) in all, found $lines" >&2; exit 1; }
+}
 
 step "Check the example flows together, against the example tool catalog"
 show "$weir flow check --tools examples/catalog.json" examples/*.star
@@ -138,7 +149,7 @@ show "weir run wait $run"
 step "The result"
 show "weir run get $run"
 "$weir" run get "$run"
-phase_is "$run" completed || { echo "demo: the run did not complete" >&2; exit 1; }
+want_phase "$run" completed "the run did not complete"
 
 step "What the system did: the run's timeline"
 show "weir run events $run"
@@ -149,9 +160,7 @@ show "weir run graph $run"
 "$weir" run graph "$run"
 
 step "The mail went out once: the mail plugin's outbox"
-lines=$(wc -l < "$data/plugin-state/mail/outbox.jsonl")
-echo "$data/plugin-state/mail/outbox.jsonl: $lines mail(s), the digest's, sent once"
-[[ $lines -eq 1 ]] || { echo "demo: expected exactly one mail, found $lines" >&2; exit 1; }
+mails 1 ", the digest's, sent once"
 
 step "Agents: check the agent flows against the configured models and installed tools"
 show "weir flow check --config examples/agents/weir.hcl examples/agents/brief.star"
@@ -174,7 +183,7 @@ step "The critic's mail waits for a person; approve it"
 show "weir run approve $brief approve"
 "$weir" run approve "$brief" approve
 "$weir" run wait "$brief" --timeout 60s >/dev/null
-phase_is "$brief" completed || { echo "demo: the brief did not complete" >&2; "$weir" run get "$brief" >&2; exit 1; }
+want_phase "$brief" completed "the brief did not complete"
 
 step "Every model turn is in the timeline, with its tokens and cost (the plan's first answer was not its schema: one correction turn)"
 show "weir run events $brief | grep agent_turn"
@@ -183,9 +192,7 @@ show "weir run events $brief | grep agent_turn"
 step "The result: each agent's turns, tokens and cost, and the mail, sent once"
 show "weir run get $brief"
 "$weir" run get "$brief"
-lines=$(wc -l < "$data/plugin-state/mail/outbox.jsonl")
-echo "$data/plugin-state/mail/outbox.jsonl: $lines mail(s) in all since the demo began: the digest's and the critic's, each sent once"
-[[ $lines -eq 2 ]] || { echo "demo: expected two mails in all, found $lines" >&2; exit 1; }
+mails 2 " in all since the demo began: the digest's and the critic's, each sent once"
 
 step "The same digest written in Lua: registered as a new version of digest, run, approved, mailed once"
 show "weir flow register examples/run/digest.lua"
@@ -197,10 +204,9 @@ echo "$lua_run"
 show "weir run approve $lua_run approve"
 "$weir" run approve "$lua_run" approve --payload '{"ok":true}'
 "$weir" run wait "$lua_run" --timeout 60s >/dev/null
-phase_is "$lua_run" completed || { echo "demo: the Lua digest did not complete" >&2; "$weir" run get "$lua_run" >&2; exit 1; }
+want_phase "$lua_run" completed "the Lua digest did not complete"
 "$weir" run get "$lua_run" | grep -E "^(flow|phase|output):"
-lines=$(wc -l < "$data/plugin-state/mail/outbox.jsonl")
-[[ $lines -eq 3 ]] || { echo "demo: expected three mails in all, found $lines" >&2; exit 1; }
+mails 3
 
 step "A scheduled agent: morning_digest starts the morning flow by itself (every 2s for the demo; a weekday cron in earnest)"
 show "weir flow register examples/agents/morning.star"
@@ -219,7 +225,7 @@ done
 [[ -n $scheduled ]] || { echo "demo: morning_digest fired no run within 10 s" >&2; "$weir" schedule show morning_digest >&2; exit 1; }
 show "weir run wait $scheduled"
 "$weir" run wait "$scheduled" --timeout 60s >/dev/null
-phase_is "$scheduled" completed || { echo "demo: the scheduled run did not complete" >&2; "$weir" run get "$scheduled" >&2; exit 1; }
+want_phase "$scheduled" completed "the scheduled run did not complete"
 show "weir run get $scheduled"
 "$weir" run get "$scheduled"
 "$weir" run get "$scheduled" | grep "started by: *schedule:morning_digest" >/dev/null ||
@@ -253,18 +259,16 @@ for _ in $(seq 1 200); do
     phase_is "$issue" waiting && break
     sleep 0.05
 done
-phase_is "$issue" waiting || { echo "demo: the issue's run is not waiting for its release" >&2; "$weir" run get "$issue" >&2; exit 1; }
+want_phase "$issue" waiting "the issue's run is not waiting for its release"
 show "weir run get $issue"
 "$weir" run get "$issue"
 show "weir event send release.shipped --key 42 --payload '{\"version\":\"v1.4.0\"}'   # what the release job sends"
 "$weir" event send release.shipped --key 42 --payload '{"version":"v1.4.0"}'
 "$weir" run wait "$issue" --timeout 60s >/dev/null
-phase_is "$issue" completed || { echo "demo: the issue's run did not complete" >&2; "$weir" run get "$issue" >&2; exit 1; }
+want_phase "$issue" completed "the issue's run did not complete"
 show "weir run get $issue"
 "$weir" run get "$issue"
-lines=$(wc -l < "$data/plugin-state/mail/outbox.jsonl")
-echo "$data/plugin-state/mail/outbox.jsonl: $lines mail(s) in all: the reporter was told once"
-[[ $lines -eq 4 ]] || { echo "demo: expected four mails in all, found $lines" >&2; exit 1; }
+mails 4 " in all: the reporter was told once"
 
 step "Stop the daemon: admission closes, held work drains, every record is written"
 show "kill -TERM $daemon"

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"regexp"
 	"strings"
@@ -46,7 +45,7 @@ flow(
 // agentKind is the agent shape of run in the mixed workload.
 var agentKind = &kind{
 	name: "agent", flow: "soak_agent", weight: 2, src: agentFlowSrc,
-	input: func(_ *rand.Rand, id string) map[string]any { return map[string]any{"id": id} },
+	input: idInput,
 	check: func(v *apitypes.Run, in map[string]any, evs []apitypes.Event, _ *records) []string {
 		switch v.Phase {
 		case apitypes.PhaseFailed:

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"sort"
 	"strconv"
 	"strings"
@@ -58,9 +57,9 @@ flow(
     ],
 )
 `, replyEvent),
-	input: func(_ *rand.Rand, id string) map[string]any { return map[string]any{"id": id} },
-	check: completed(func(v *apitypes.Run, in map[string]any, _ []apitypes.Event, _ *records) []string {
-		return wantOutput(v, map[string]any{"id": in["id"], "reply": map[string]any{"id": in["id"]}})
+	input: idInput,
+	check: completedWith(func(in map[string]any) map[string]any {
+		return map[string]any{"id": in["id"], "reply": map[string]any{"id": in["id"]}}
 	}),
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 
 	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/api/client"
@@ -36,9 +35,9 @@ flow(
     ],
 )
 `,
-	input: func(_ *rand.Rand, id string) map[string]any { return map[string]any{"id": id} },
-	check: completed(func(v *apitypes.Run, in map[string]any, _ []apitypes.Event, _ *records) []string {
-		return wantOutput(v, map[string]any{"id": in["id"], "sent": in["id"]})
+	input: idInput,
+	check: completedWith(func(in map[string]any) map[string]any {
+		return map[string]any{"id": in["id"], "sent": in["id"]}
 	}),
 }
 
@@ -57,10 +56,10 @@ flow(
     ],
 )
 `,
-	input: func(_ *rand.Rand, id string) map[string]any { return map[string]any{"id": id} },
-	check: completed(func(v *apitypes.Run, in map[string]any, _ []apitypes.Event, _ *records) []string {
+	input: idInput,
+	check: completedWith(func(in map[string]any) map[string]any {
 		id := in["id"].(string)
-		return wantOutput(v, map[string]any{"id": id, "sent": []any{id + "/a", id + "/b"}})
+		return map[string]any{"id": id, "sent": []any{id + "/a", id + "/b"}}
 	}),
 }
 

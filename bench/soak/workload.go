@@ -54,6 +54,35 @@ func completed(check checkFunc) checkFunc {
 	}
 }
 
+// completedWith is the check of a kind whose completed runs answer
+// want(their input), as JSON values.
+func completedWith(want func(in map[string]any) map[string]any) checkFunc {
+	return completed(func(v *apitypes.Run, in map[string]any, _ []apitypes.Event, _ *records) []string {
+		return wantOutput(v, want(in))
+	})
+}
+
+// byCohortInvariant is the check of a kind whose runs the cohort
+// invariant judges: nothing more to see in one run.
+func byCohortInvariant(*apitypes.Run, map[string]any, []apitypes.Event, *records) []string {
+	return nil
+}
+
+// idInput is the input of a kind whose flow takes the request id alone.
+func idInput(_ *rand.Rand, id string) map[string]any { return map[string]any{"id": id} }
+
+// sleepsInput makes the input of a fan-out over sleeps: 2 to most items,
+// each of shortest ms to longest ms (less one).
+func sleepsInput(most, shortest, longest int) func(r *rand.Rand, id string) map[string]any {
+	return func(r *rand.Rand, id string) map[string]any {
+		ms := make([]any, 2+r.IntN(most-1))
+		for i := range ms {
+			ms[i] = shortest + r.IntN(longest-shortest)
+		}
+		return map[string]any{"id": id, "ms": ms}
+	}
+}
+
 // budgetCap is the budget of the "budget" flow; testkit.cost declares 5
 // per call and the soak asks for at most that, so what a run spends can
 // never exceed what it reserved.
@@ -73,8 +102,8 @@ flow(
 )
 `,
 		input: func(r *rand.Rand, id string) map[string]any { return map[string]any{"id": id, "n": r.IntN(1000)} },
-		check: completed(func(v *apitypes.Run, in map[string]any, _ []apitypes.Event, _ *records) []string {
-			return wantOutput(v, map[string]any{"id": in["id"], "n2": num(in["n"]) * 2})
+		check: completedWith(func(in map[string]any) map[string]any {
+			return map[string]any{"id": in["id"], "n2": num(in["n"]) * 2}
 		}),
 	},
 	{
@@ -120,7 +149,7 @@ flow(
     ],
 )
 `,
-		input: func(r *rand.Rand, id string) map[string]any { return map[string]any{"id": id} },
+		input: idInput,
 		check: completed(func(v *apitypes.Run, in map[string]any, evs []apitypes.Event, _ *records) []string {
 			if outputEquals(v, map[string]any{"id": in["id"], "unknown": true}) {
 				if code := nodeFailedCode(evs, "send"); code != engine.CodeOutcomeUnknown {
@@ -145,8 +174,8 @@ flow(
 		input: func(r *rand.Rand, id string) map[string]any {
 			return map[string]any{"id": id, "text": fmt.Sprintf("%s-%d", id, r.IntN(1e6))}
 		},
-		check: completed(func(v *apitypes.Run, in map[string]any, _ []apitypes.Event, _ *records) []string {
-			return wantOutput(v, map[string]any{"id": in["id"], "noted": "soak/" + in["id"].(string)})
+		check: completedWith(func(in map[string]any) map[string]any {
+			return map[string]any{"id": in["id"], "noted": "soak/" + in["id"].(string)}
 		}),
 	},
 	{
@@ -192,8 +221,8 @@ flow(
 )
 `,
 		input: func(r *rand.Rand, id string) map[string]any { return map[string]any{"id": id, "ms": 100 + r.IntN(700)} },
-		check: completed(func(v *apitypes.Run, in map[string]any, _ []apitypes.Event, _ *records) []string {
-			return wantOutput(v, map[string]any{"id": in["id"], "slept": in["ms"]})
+		check: completedWith(func(in map[string]any) map[string]any {
+			return map[string]any{"id": in["id"], "slept": in["ms"]}
 		}),
 	},
 	{
@@ -208,8 +237,8 @@ flow(
 )
 `,
 		input: func(r *rand.Rand, id string) map[string]any { return map[string]any{"id": id, "n": r.IntN(1000)} },
-		check: completed(func(v *apitypes.Run, in map[string]any, _ []apitypes.Event, _ *records) []string {
-			return wantOutput(v, map[string]any{"id": in["id"], "child": map[string]any{"id": in["id"], "n2": num(in["n"]) * 2}})
+		check: completedWith(func(in map[string]any) map[string]any {
+			return map[string]any{"id": in["id"], "child": map[string]any{"id": in["id"], "n2": num(in["n"]) * 2}}
 		}),
 	},
 	{
@@ -225,9 +254,9 @@ flow(
     ],
 )
 `,
-		input: func(r *rand.Rand, id string) map[string]any { return map[string]any{"id": id} },
-		check: completed(func(v *apitypes.Run, in map[string]any, _ []apitypes.Event, _ *records) []string {
-			return wantOutput(v, map[string]any{"id": in["id"], "approved": map[string]any{"by": "soak", "id": in["id"]}})
+		input: idInput,
+		check: completedWith(func(in map[string]any) map[string]any {
+			return map[string]any{"id": in["id"], "approved": map[string]any{"by": "soak", "id": in["id"]}}
 		}),
 	},
 	{
@@ -243,16 +272,8 @@ flow(
     ],
 )
 `,
-		input: func(r *rand.Rand, id string) map[string]any {
-			ms := make([]any, 2+r.IntN(7))
-			for i := range ms {
-				ms[i] = r.IntN(400)
-			}
-			return map[string]any{"id": id, "ms": ms}
-		},
-		check: func(v *apitypes.Run, in map[string]any, _ []apitypes.Event, _ *records) []string {
-			return nil // checked by the cohort invariant
-		},
+		input: sleepsInput(8, 0, 400),
+		check: byCohortInvariant,
 	},
 	{
 		// A cohort closed by its deadline fuse: its children are protected,
@@ -269,16 +290,8 @@ flow(
     ],
 )
 `,
-		input: func(r *rand.Rand, id string) map[string]any {
-			ms := make([]any, 2+r.IntN(3))
-			for i := range ms {
-				ms[i] = 50 + r.IntN(550)
-			}
-			return map[string]any{"id": id, "ms": ms}
-		},
-		check: func(v *apitypes.Run, in map[string]any, _ []apitypes.Event, _ *records) []string {
-			return nil // checked by the cohort invariant
-		},
+		input: sleepsInput(4, 50, 600),
+		check: byCohortInvariant,
 	},
 	{
 		// Exhausted, parked and redriven: the first two tries of "try"
@@ -295,9 +308,9 @@ flow(
     ],
 )
 `,
-		input: func(r *rand.Rand, id string) map[string]any { return map[string]any{"id": id} },
-		check: completed(func(v *apitypes.Run, in map[string]any, _ []apitypes.Event, _ *records) []string {
-			return wantOutput(v, map[string]any{"id": in["id"], "redriven": true})
+		input: idInput,
+		check: completedWith(func(in map[string]any) map[string]any {
+			return map[string]any{"id": in["id"], "redriven": true}
 		}),
 	},
 	agentKind,

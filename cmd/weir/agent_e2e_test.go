@@ -22,10 +22,7 @@ const agentInputCost, agentOutputCost = 1000, 4000
 // OpenAI-compatible server, through a plugin block in its config file.
 func agentDaemon(t *testing.T, srv *llmtest.Server) *daemon {
 	t.Helper()
-	if err := srv.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
+	srv.StartT(t)
 	d := newDaemon(t)
 	cfg := filepath.Join(d.data, "weir.hcl")
 	hcl := fmt.Sprintf(`plugin "llm" {

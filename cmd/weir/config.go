@@ -74,6 +74,20 @@ func checkPluginSections(pluginsDir string, c *config.Config) error {
 	return e
 }
 
+// optionalConfig is loadChecked for a --config flag that may be left
+// out: nil when path is "", and a config that fails to load or check
+// exits failed.
+func optionalConfig(m *Main, path string) (*config.Config, error) {
+	if path == "" {
+		return nil, nil
+	}
+	c, err := loadChecked(m, path)
+	if err != nil {
+		return nil, &exitError{code: exitFailed, err: err}
+	}
+	return c, nil
+}
+
 // loadChecked loads the config file at path and checks its plugin
 // sections against the installed plugins' schemas.
 func loadChecked(m *Main, path string) (*config.Config, error) {

@@ -40,12 +40,7 @@ func freePort(t *testing.T) int {
 func TestServeConfigAndSIGHUP(t *testing.T) {
 	weir, plugins := binaries(t)
 	dir := t.TempDir()
-	sockDir, err := os.MkdirTemp("", "wcfg")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(sockDir) })
-	sock := filepath.Join(sockDir, "s")
+	sock := filepath.Join(testutil.SocketDir(t), "s")
 	tcpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	cfgPath := filepath.Join(dir, "weir.hcl")
@@ -271,11 +266,7 @@ func newSharedDaemon(t *testing.T, cfg string) *sharedDaemon {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	sockDir, err := os.MkdirTemp("", "wusr")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(sockDir) })
+	sockDir := testutil.SocketDir(t)
 	if err := os.Chmod(sockDir, 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -71,10 +71,7 @@ const (
 // client per user.
 func consoleDaemon(t *testing.T, llm *llmtest.Server) (d *daemon, consoleURL string, alice, bob *client.Client) {
 	t.Helper()
-	if err := llm.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { llm.Close() })
+	llm.StartT(t)
 	d = newDaemon(t)
 	cfg := filepath.Join(t.TempDir(), "weir.hcl")
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`

@@ -51,13 +51,7 @@ type daemon struct {
 func newDaemon(t *testing.T) *daemon {
 	weir, plugins := binaries(t)
 	data := t.TempDir()
-	// Unix socket paths are short; the test's temp dir may not be.
-	sockDir, err := os.MkdirTemp("", "wsock")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(sockDir) })
-	sock := filepath.Join(sockDir, "s")
+	sock := filepath.Join(testutil.SocketDir(t), "s")
 	d := &daemon{t: t, weir: weir, plugins: plugins, data: data, socket: sock, logs: &testutil.Buffer{}, api: client.NewUnix(sock)}
 	t.Cleanup(d.api.Close)
 	return d
@@ -234,6 +228,17 @@ func (d *daemon) startRun(flow, input, requestID string) (apitypes.StartResult, 
 		return apitypes.StartResult{}, err
 	}
 	return *res, nil
+}
+
+// runToEnd starts a run of flow (startRun) and waits until it has
+// ended; a start refused fails the test.
+func (d *daemon) runToEnd(flow, input, requestID string) (apitypes.StartResult, *apitypes.Run) {
+	d.t.Helper()
+	res, err := d.startRun(flow, input, requestID)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return res, d.waitTerminal(res.RunID)
 }
 
 // waitTerminal waits until the run has ended.

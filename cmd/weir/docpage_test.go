@@ -126,12 +126,7 @@ func runDocPage(t *testing.T, page, section string) string {
 			t.Fatal(err)
 		}
 	}
-	// Unix socket paths are short; the temporary directory may not be.
-	sockDir, err := os.MkdirTemp("", "wdp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(sockDir) })
+	sockDir := testutil.SocketDir(t)
 	script := filepath.Join(dir, ".commands.sh")
 	if err := os.WriteFile(script, []byte(fix(strings.Join(p.commands, "\n"))), 0o644); err != nil {
 		t.Fatal(err)

@@ -120,11 +120,7 @@ func TestEscrowSurvivesKill(t *testing.T) {
 func TestFanoutTimeoutCancelsParkedChildren(t *testing.T) {
 	d := servingDaemon(t)
 	d.register(escrowFlows)
-	res, err := d.startRun("fan_park", `{}`, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := d.waitTerminal(res.RunID)
+	res, v := d.runToEnd("fan_park", `{}`, "")
 	if v.Phase != apitypes.PhaseCompleted {
 		t.Fatalf("%s %+v\n%s", v.Phase, v.Error, d.log())
 	}

@@ -163,14 +163,5 @@ stored when the file is registered.`,
 }
 
 func (m *Main) triggerRmCmd() *cobra.Command {
-	return &cobra.Command{
-		Use: "rm NAME", Short: "Remove a trigger (its runs are not touched)", Args: exactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := m.api().TriggerRemove(cmd.Context(), args[0]); err != nil {
-				return m.apiFailure(err)
-			}
-			fmt.Fprintf(m.Stdout, "trigger %s removed\n", args[0])
-			return nil
-		},
-	}
+	return m.rmCmd("trigger", (*client.Client).TriggerRemove)
 }

@@ -159,6 +159,13 @@ func TestEventsThroughHooksAndTheCLI(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "on_push_on_github_push  github.push  on_push") {
 		t.Errorf("trigger ls:\n%s", out)
 	}
+	// trigger rm removes it by name, as schedule rm removes a schedule.
+	if code, out, errb := d.cli("trigger", "rm", "on_push_on_github_push"); code != 0 || out != "trigger on_push_on_github_push removed\n" {
+		t.Errorf("trigger rm: %d %q %s", code, out, errb)
+	}
+	if code, out, _ := d.cli("trigger", "ls"); code != 0 || strings.Contains(out, "on_push_on_github_push") {
+		t.Errorf("trigger ls after rm:\n%s", out)
+	}
 	code, _, errb = d.cli("event", "send", "Not An Event", "--id", "x")
 	if code == 0 || !strings.Contains(errb, "E_BAD_REQUEST") {
 		t.Errorf("a bad event name: %d %s", code, errb)

@@ -85,13 +85,9 @@ func (m *Main) exec(ctx context.Context, opts execOptions) error {
 	for i, f := range read {
 		files[i] = engine.SourceFile{Path: f.Path, Src: string(f.Src)}
 	}
-	var plugins *config.Config
-	if opts.config != "" {
-		c, err := loadChecked(m, opts.config)
-		if err != nil {
-			return &exitError{code: exitFailed, err: err}
-		}
-		plugins = c
+	plugins, err := optionalConfig(m, opts.config)
+	if err != nil {
+		return err
 	}
 	storeURL, note, err := m.storeURL(opts.store, plugins)
 	if err != nil {

@@ -50,11 +50,7 @@ func TestPostgresDaemonWarnsOnce(t *testing.T) {
 	d.register(`flow(name = "hello", nodes = [task("greet", tool = "testkit.echo", args = lambda ctx: {"hello": ctx.input})])`)
 	const runs = 4
 	for i := range runs {
-		res, err := d.startRun("hello", fmt.Sprintf(`{"n": %d}`, i), "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r := d.waitTerminal(res.RunID); r.Phase != apitypes.PhaseCompleted {
+		if _, r := d.runToEnd("hello", fmt.Sprintf(`{"n": %d}`, i), ""); r.Phase != apitypes.PhaseCompleted {
 			t.Fatalf("run %d ended %s", i, r.Phase)
 		}
 	}

@@ -90,14 +90,11 @@ Exit status: 0 when every flow is clean (one summary line per flow),
 				}
 				tools = c
 			} else {
-				var plugins *config.Config
-				if configPath != "" {
-					c, err := loadChecked(m, configPath)
-					if err != nil {
-						return &exitError{code: exitFailed, err: err}
-					}
-					plugins, daemonCfg = c, c
+				plugins, err := optionalConfig(m, configPath)
+				if err != nil {
+					return err
 				}
+				daemonCfg = plugins
 				c, err := installedCatalog(m, plugins)
 				if err != nil {
 					return &exitError{code: exitFailed, err: fmt.Errorf("reading the installed plugins' catalog: %w", err)}
@@ -193,12 +190,22 @@ func (m *Main) checkOnDaemon(ctx context.Context, files []flows.File, asJSON boo
 // With plugins (a daemon config), each plugin's manifest is the one for
 // its config section: tools that come from config (models, MCP servers)
 // resolve as the daemon started with that file would resolve them.
-func installedCatalog(m *Main, plugins *config.Config) (flows.Catalog, error) {
+func installedCatalog(m *Main, plugins *config.Config) (*host.Catalog, error) {
 	cfg := host.Config{PluginsDir: m.PluginsDir, DataDir: m.DataDir}
 	if plugins != nil {
 		cfg.PluginConfig, cfg.PluginEnv, cfg.PluginMemoryMax = plugins.Plugins, plugins.PluginEnvs(), plugins.PluginMemoryMaxes()
 	}
 	return host.LoadCatalogFor(cfg)
+}
+
+// configuredCatalog is installedCatalog with the plugin sections of the
+// daemon config file at configPath, if one is named.
+func configuredCatalog(m *Main, configPath string) (*host.Catalog, error) {
+	plugins, err := optionalConfig(m, configPath)
+	if err != nil {
+		return nil, err
+	}
+	return installedCatalog(m, plugins)
 }
 
 // printFlowSummary prints one line per clean flow: what it is and the

@@ -20,6 +20,20 @@ func graphFormat(f string) error {
 	return nil
 }
 
+// graphFormatFlag is a graph command's --format.
+func graphFormatFlag(cmd *cobra.Command, format *string) {
+	cmd.Flags().StringVar(format, "format", render.FormatMermaid, "mermaid, dot or svg")
+}
+
+// printGraph prints the graph the daemon drew, or why it did not.
+func (m *Main) printGraph(out string, err error) error {
+	if err != nil {
+		return m.apiFailure(err)
+	}
+	fmt.Fprint(m.Stdout, out)
+	return nil
+}
+
 func flowGraphCommand(m *Main) *cobra.Command {
 	var format string
 	cmd := &cobra.Command{
@@ -60,15 +74,10 @@ solid, error wires dashed.`,
 				}
 				return nil
 			}
-			out, err := m.api().FlowGraph(cmd.Context(), args[0], format)
-			if err != nil {
-				return m.apiFailure(err)
-			}
-			fmt.Fprint(m.Stdout, out)
-			return nil
+			return m.printGraph(m.api().FlowGraph(cmd.Context(), args[0], format))
 		},
 	}
-	cmd.Flags().StringVar(&format, "format", render.FormatMermaid, "mermaid, dot or svg")
+	graphFormatFlag(cmd, &format)
 	return cmd
 }
 
@@ -82,14 +91,9 @@ func (m *Main) runGraphCmd() *cobra.Command {
 			if err := graphFormat(format); err != nil {
 				return err
 			}
-			out, err := m.api().RunGraph(cmd.Context(), args[0], format)
-			if err != nil {
-				return m.apiFailure(err)
-			}
-			fmt.Fprint(m.Stdout, out)
-			return nil
+			return m.printGraph(m.api().RunGraph(cmd.Context(), args[0], format))
 		},
 	}
-	cmd.Flags().StringVar(&format, "format", render.FormatMermaid, "mermaid, dot or svg")
+	graphFormatFlag(cmd, &format)
 	return cmd
 }

@@ -62,11 +62,7 @@ flow(name = "innocent", doc = "\x1b[2J\x1b]0;pwned\x07line one\nline two\r", nod
 	if code != 0 || strings.ContainsAny(out, "\x1b\x07\r") || !strings.Contains(out, `\u001b[2J\u001b]0;pwned\u0007line one`) || strings.Contains(out, "line two") {
 		t.Fatalf("flow ls: %d %q %s", code, out, errb)
 	}
-	res, err := d.startRun("innocent", `{}`, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v := d.waitTerminal(res.RunID); v.Phase != "completed" {
+	if _, v := d.runToEnd("innocent", `{}`, ""); v.Phase != "completed" {
 		t.Fatalf("run ended %s %+v", v.Phase, v.Error)
 	}
 	testutil.Eventually(t, 30*time.Second, func() error {
@@ -96,11 +92,7 @@ func TestPluginDeadWhileIdleIsRelaunched(t *testing.T) {
 	d.register(`flow(name = "whoami", nodes = [task("t", tool = "testkit.env", retries = 0)])`)
 	pidOf := func() int {
 		t.Helper()
-		res, err := d.startRun("whoami", `{}`, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		v := d.waitTerminal(res.RunID)
+		_, v := d.runToEnd("whoami", `{}`, "")
 		var out struct{ PID int }
 		if v.Phase != "completed" || json.Unmarshal(v.Output, &out) != nil || out.PID == 0 {
 			t.Fatalf("run ended %s %s %+v", v.Phase, v.Output, v.Error)

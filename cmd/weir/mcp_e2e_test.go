@@ -91,18 +91,14 @@ func TestMCPToolsInAFlow(t *testing.T) {
 	d, journal := mcpDaemon(t)
 	d.start("")
 	d.register(mcpFlow)
-	res, err := d.startRun("ticket", `{"key":"T-1"}`, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := d.waitTerminal(res.RunID)
+	_, v := d.runToEnd("ticket", `{"key":"T-1"}`, "")
 	if v.Phase != apitypes.PhaseCompleted || string(v.Output) != `"1 lines"` {
 		t.Fatalf("run %s output %s error %+v\n%s", v.Phase, v.Output, v.Error, d.log())
 	}
 	if l := journalLines(t, journal); len(l) != 1 || l[0] != "T-1" {
 		t.Fatalf("journal %q", l)
 	}
-	_, err = d.api.FlowRegister(context.Background(), apitypes.SourceFile{Path: "bad.star", Src: `
+	_, err := d.api.FlowRegister(context.Background(), apitypes.SourceFile{Path: "bad.star", Src: `
 flow(name = "bad", nodes = [task("x", tool = "mcp.demo-nope", args = lambda ctx: {})])
 `})
 	var de *client.DiagnosticsError
@@ -196,10 +192,7 @@ func TestMCPToolInAnAgent(t *testing.T) {
 		llmtest.Step{ToolCalls: []llmtest.ToolCall{{Name: "mcp__demo-echo", Arguments: json.RawMessage(`{"text":"egret-42"}`)}}},
 		llmtest.Step{Text: "The echo said heron."},
 	)
-	if err := srv.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
+	srv.StartT(t)
 	d, _ := mcpDaemon(t, fmt.Sprintf(`plugin "llm" {
   providers = {
     local = { kind = "openai", base_url = %q }
@@ -214,11 +207,7 @@ flow(name = "echoer", nodes = [
     agent("a", model = "small", prompt = "Echo a bird.", tools = ["mcp.demo-echo"], max_turns = 3),
 ])
 `)
-	res, err := d.startRun("echoer", `{}`, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := d.waitTerminal(res.RunID)
+	_, v := d.runToEnd("echoer", `{}`, "")
 	if v.Phase != apitypes.PhaseCompleted || !strings.Contains(string(v.Output), "The echo said heron.") {
 		t.Fatalf("run %s output %s error %+v\n%s", v.Phase, v.Output, v.Error, d.log())
 	}

@@ -17,7 +17,6 @@ import (
 
 	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/api/client"
-	"github.com/weirhq/weir/runtime/config"
 	"github.com/weirhq/weir/runtime/host"
 )
 
@@ -205,19 +204,7 @@ tools come from its config (llm's models, mcp's servers) lists none without
 config file (launching it once if its manifest is not cached).`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var plugins *config.Config
-			if configPath != "" {
-				c, err := loadChecked(m, configPath)
-				if err != nil {
-					return &exitError{code: exitFailed, err: err}
-				}
-				plugins = c
-			}
-			cfg := host.Config{PluginsDir: m.PluginsDir, DataDir: m.DataDir}
-			if plugins != nil {
-				cfg.PluginConfig, cfg.PluginEnv, cfg.PluginMemoryMax = plugins.Plugins, plugins.PluginEnvs(), plugins.PluginMemoryMaxes()
-			}
-			cat, err := host.LoadCatalogFor(cfg)
+			cat, err := configuredCatalog(m, configPath)
 			if err != nil {
 				return err
 			}

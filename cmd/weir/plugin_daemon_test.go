@@ -47,11 +47,7 @@ func TestPluginInstallReachesTheRunningDaemon(t *testing.T) {
 		t.Fatalf("install printed %q", out)
 	}
 	weir(0, "flow", "register", src)
-	res, err := d.startRun("post", `{}`, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v := d.waitTerminal(res.RunID); v.Phase != apitypes.PhaseCompleted {
+	if _, v := d.runToEnd("post", `{}`, ""); v.Phase != apitypes.PhaseCompleted {
 		t.Fatalf("run of the new plugin's tool ended %s: %+v", v.Phase, v.Error)
 	}
 
@@ -68,11 +64,7 @@ func TestPluginInstallReachesTheRunningDaemon(t *testing.T) {
 		t.Fatalf("reinstall printed %q", out)
 	}
 	d.register(`flow(name = "echo", nodes = [task("e", tool = "testkit.echo", args = lambda ctx: {"x": 1})])`)
-	res, err = d.startRun("echo", `{}`, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v := d.waitTerminal(res.RunID); v.Phase != apitypes.PhaseCompleted {
+	if _, v := d.runToEnd("echo", `{}`, ""); v.Phase != apitypes.PhaseCompleted {
 		t.Fatalf("run on the new build ended %s: %+v", v.Phase, v.Error)
 	}
 

@@ -39,11 +39,7 @@ func TestProbeSettlesAnUnknownOutcome(t *testing.T) {
 	d := newDaemon(t)
 	d.start("")
 	d.register(probeFlow)
-	res, err := d.startRun("probed", `{"v": "x1", "crash": true}`, "probe-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := d.waitTerminal(res.RunID)
+	res, v := d.runToEnd("probed", `{"v": "x1", "crash": true}`, "probe-1")
 	if v.Phase != apitypes.PhaseCompleted || !strings.Contains(string(v.Output), `"value":"x1"`) {
 		t.Fatalf("run ended %s %+v output %s, want completed with the probe's result\n%s", v.Phase, v.Error, v.Output, d.log())
 	}

@@ -276,3 +276,19 @@ func minArgs(n int) cobra.PositionalArgs {
 		return nil
 	}
 }
+
+// rmCmd is the rm NAME command of a thing the daemon keeps by name (a
+// trigger, a schedule), which remove removes through the client; the
+// runs it started are not touched.
+func (m *Main) rmCmd(what string, remove func(c *client.Client, ctx context.Context, name string) error) *cobra.Command {
+	return &cobra.Command{
+		Use: "rm NAME", Short: "Remove a " + what + " (its runs are not touched)", Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := remove(m.api(), cmd.Context(), args[0]); err != nil {
+				return m.apiFailure(err)
+			}
+			fmt.Fprintf(m.Stdout, "%s %s removed\n", what, args[0])
+			return nil
+		},
+	}
+}

@@ -18,11 +18,8 @@ func TestRunGetShowsTheParent(t *testing.T) {
 flow(name = "kid", nodes = [task("k", tool = "testkit.echo", args = {"kid": True})])
 flow(name = "mum", nodes = [subflow("call", flow = "kid")])
 `)
-	res, err := d.startRun("mum", `{}`, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v := d.waitTerminal(res.RunID); v.Phase != apitypes.PhaseCompleted {
+	res, v := d.runToEnd("mum", `{}`, "")
+	if v.Phase != apitypes.PhaseCompleted {
 		t.Fatalf("parent ended %s", v.Phase)
 	}
 	runs, err := d.api.RunList(context.Background(), client.RunListParams{})

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weirhq/weir/runtime/api/apitypes"
+	"github.com/weirhq/weir/runtime/api/client"
 )
 
 // weir schedule: the schedules flow files declare, and operating them
@@ -189,14 +190,5 @@ and whether or not it is paused, admitted like any start. With
 }
 
 func (m *Main) scheduleRmCmd() *cobra.Command {
-	return &cobra.Command{
-		Use: "rm NAME", Short: "Remove a schedule (its runs are not touched)", Args: exactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := m.api().ScheduleRemove(cmd.Context(), args[0]); err != nil {
-				return m.apiFailure(err)
-			}
-			fmt.Fprintf(m.Stdout, "schedule %s removed\n", args[0])
-			return nil
-		},
-	}
+	return m.rmCmd("schedule", (*client.Client).ScheduleRemove)
 }

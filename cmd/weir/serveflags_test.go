@@ -126,11 +126,7 @@ func TestServeLogsJSON(t *testing.T) {
 	d.serveArgs = []string{"--log-format", "json"}
 	d.start("")
 	d.register(`flow(name = "echo", nodes = [task("t", tool = "testkit.echo", args = lambda ctx: {"n": 1})])`)
-	res, err := d.startRun("echo", `{}`, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v := d.waitTerminal(res.RunID); v.Phase != apitypes.PhaseCompleted {
+	if _, v := d.runToEnd("echo", `{}`, ""); v.Phase != apitypes.PhaseCompleted {
 		t.Fatalf("run ended %s %+v", v.Phase, v.Error)
 	}
 	d.stop()

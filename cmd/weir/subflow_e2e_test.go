@@ -27,11 +27,7 @@ func TestFallbackClockRecoversSilentChild(t *testing.T) {
 	d.start("child-no-announce", "WEIR_SUBFLOW_FALLBACK=2s")
 	d.register(fallbackFlows)
 	begin := time.Now()
-	res, err := d.startRun("mum", `{}`, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := d.waitTerminal(res.RunID)
+	_, v := d.runToEnd("mum", `{}`, "")
 	took := time.Since(begin)
 	if v.Phase != apitypes.PhaseCompleted || !strings.Contains(string(v.Output), `"kid":true`) {
 		t.Fatalf("parent ended %s output %s error %+v", v.Phase, v.Output, v.Error)

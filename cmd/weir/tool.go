@@ -199,15 +199,7 @@ mcp's servers) needs --config FILE, as weir plugin ls does.`,
 			if _, _, err := wire.SplitToolName(name); err != nil {
 				return usageErrorf("%v", err)
 			}
-			cfg := host.Config{PluginsDir: m.PluginsDir, DataDir: m.DataDir}
-			if configPath != "" {
-				c, err := loadChecked(m, configPath)
-				if err != nil {
-					return &exitError{code: exitFailed, err: err}
-				}
-				cfg.PluginConfig, cfg.PluginEnv, cfg.PluginMemoryMax = c.Plugins, c.PluginEnvs(), c.PluginMemoryMaxes()
-			}
-			cat, err := host.LoadCatalogFor(cfg)
+			cat, err := configuredCatalog(m, configPath)
 			if err != nil {
 				return err
 			}

@@ -37,11 +37,8 @@ flow(name = "mailer", nodes = [
     agent("a", model = "small", prompt = "Mail ann", tools = ["mail.send"], at_most_once = True, max_turns = 3),
 ])
 `)
-	res, err := d.startRun("mailer", `{}`, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	agentResult(t, d.waitTerminal(res.RunID))
+	res, v := d.runToEnd("mailer", `{}`, "")
+	agentResult(t, v)
 	root := telemetry.SpanID(telemetry.SpanKey{Run: res.RunID}).String()
 	testutil.Eventually(t, time.Minute, func() error {
 		for _, sp := range sink.Spans() {
@@ -145,11 +142,8 @@ flow(name = "fan", nodes = [
     task("done", tool = "testkit.echo", args = lambda ctx: {"fan": ctx.results["fan"]}),
 ])
 `)
-	res, err := d.startRun("fan", `{}`, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v := d.waitTerminal(res.RunID); v.Phase != "completed" {
+	res, v := d.runToEnd("fan", `{}`, "")
+	if v.Phase != "completed" {
 		t.Fatalf("run %s %+v", v.Phase, v.Error)
 	}
 	root := telemetry.SpanID(telemetry.SpanKey{Run: res.RunID}).String()

@@ -96,10 +96,7 @@ type upgradeRuns struct {
 // srv.
 func upgradeDaemon(t *testing.T, srv *llmtest.Server) *daemon {
 	t.Helper()
-	if err := srv.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
+	srv.StartT(t)
 	d := newDaemon(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	d.config = fmt.Sprintf(`tcp {

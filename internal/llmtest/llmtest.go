@@ -214,6 +214,25 @@ func (s *Server) Start(addr string) error {
 	return nil
 }
 
+// T is what StartT needs of a test (a *testing.T or *testing.B),
+// without this package, which the scripted-llm command serves from,
+// importing testing.
+type T interface {
+	Helper()
+	Fatal(args ...any)
+	Cleanup(func())
+}
+
+// StartT starts the server on a free loopback port for the test t, and
+// closes it when t ends.
+func (s *Server) StartT(t T) {
+	t.Helper()
+	if err := s.Start("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+}
+
 // Close stops the server and waits for it.
 func (s *Server) Close() error {
 	if s.srv == nil {

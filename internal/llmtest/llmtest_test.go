@@ -22,10 +22,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func start(t *testing.T, s *Server) *Server {
 	t.Helper()
-	if err := s.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s.StartT(t)
 	return s
 }
 

@@ -271,6 +271,19 @@ func Eventually(t testing.TB, timeout time.Duration, cond func() error) {
 	}
 }
 
+// SocketDir is a directory for the test's Unix sockets, removed when the
+// test ends. A socket's path is at most 108 bytes, which t.TempDir's may
+// pass, so it sits directly in the system's temporary directory.
+func SocketDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "wsock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
 // Buffer is a bytes.Buffer that many goroutines may write while a test
 // reads it: the output of a logger, or of a child process's pipes.
 type Buffer struct {

@@ -4,8 +4,9 @@
 // refusal) and recovered (a step replayed after a restart), so one
 // hostile input must never make it large: a list keeps its first
 // MaxItems entries and says how many more there were, and a quoted value
-// is cut at MaxQuote bytes. Every validator builds its texts here, so
-// the bound is in one place.
+// is cut at MaxQuote bytes, and what a process printed is kept as the
+// Tail of its last bytes. Every validator builds its texts here, so the
+// bound is in one place.
 package textbound
 
 import (

@@ -145,21 +145,13 @@ func (a *anthropicProvider) turn(ctx context.Context, t *turnRequest) (*chat.Res
 		case "text":
 			text.WriteString(b.Text)
 		case "tool_use":
-			if b.ID == "" || b.Name == "" {
-				return nil, &malformedError{msg: "a tool_use block came without its id or name"}
-			}
 			input := string(b.Input)
 			if streamed, ok := inputs[int64(i)]; ok {
 				input = streamed.String()
 			}
-			args, err := parseArguments(b.Name, input)
-			if err != nil {
-				if resp.StopReason == chat.StopMaxTokens {
-					continue // cut short by max_tokens: the turn says so
-				}
+			if err := t.addToolCall(resp, b.ID, b.Name, input, "a tool_use block came without its id or name"); err != nil {
 				return nil, err
 			}
-			resp.Message.ToolCalls = append(resp.Message.ToolCalls, chat.ToolCall{ID: b.ID, Name: t.weirName(b.Name), Arguments: args})
 		}
 	}
 	resp.Message.Content = text.String()

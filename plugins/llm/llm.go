@@ -296,6 +296,26 @@ func parseArguments(name, args string) (json.RawMessage, error) {
 	return json.RawMessage(args), nil
 }
 
+// addToolCall adds the model's call id of tool name with arguments args
+// to resp as weir's tool call. A call without its id or name makes the
+// turn malformed (unnamed says so in the provider's words), and so do
+// arguments that are not a JSON object, unless the turn was cut short by
+// its token bound: that call is left out, and the stop reason says why.
+func (t *turnRequest) addToolCall(resp *chat.Response, id, name, args, unnamed string) error {
+	if id == "" || name == "" {
+		return &malformedError{msg: unnamed}
+	}
+	parsed, err := parseArguments(name, args)
+	if err != nil {
+		if resp.StopReason == chat.StopMaxTokens {
+			return nil
+		}
+		return err
+	}
+	resp.Message.ToolCalls = append(resp.Message.ToolCalls, chat.ToolCall{ID: id, Name: t.weirName(name), Arguments: parsed})
+	return nil
+}
+
 // weirName maps a tool name the model used back to weir's: through the
 // names offered, or by the reverse mapping for a name it invented.
 func (t *turnRequest) weirName(provider string) string {

@@ -54,10 +54,7 @@ func forEachKind(t *testing.T, test func(t *testing.T, kind string)) {
 // the base URL a provider of kind is configured with to reach it.
 func serve(t *testing.T, srv *llmtest.Server, kind string) string {
 	t.Helper()
-	if err := srv.Start("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close() })
+	srv.StartT(t)
 	return baseURL(srv, kind)
 }
 

@@ -150,17 +150,9 @@ func (o *openAIProvider) turn(ctx context.Context, t *turnRequest) (*chat.Respon
 	sort.Slice(indexes, func(a, b int) bool { return indexes[a] < indexes[b] })
 	for _, i := range indexes {
 		c := calls[i]
-		if c.id == "" || c.name == "" {
-			return nil, &malformedError{msg: "a tool call came without its id or name"}
-		}
-		args, err := parseArguments(c.name, c.args.String())
-		if err != nil {
-			if resp.StopReason == chat.StopMaxTokens {
-				continue // cut short by max_tokens: the turn says so
-			}
+		if err := t.addToolCall(resp, c.id, c.name, c.args.String(), "a tool call came without its id or name"); err != nil {
 			return nil, err
 		}
-		resp.Message.ToolCalls = append(resp.Message.ToolCalls, chat.ToolCall{ID: c.id, Name: t.weirName(c.name), Arguments: args})
 	}
 	// Some compatible servers end a turn of tool calls with "stop".
 	if len(resp.Message.ToolCalls) > 0 && resp.StopReason == chat.StopEndTurn {

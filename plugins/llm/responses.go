@@ -154,17 +154,9 @@ func (r *responsesProvider) turn(ctx context.Context, t *turnRequest) (*chat.Res
 	}
 	for _, id := range order {
 		c := calls[id]
-		if c.callID == "" || c.name == "" {
-			return nil, &malformedError{msg: "a function call came without its call_id or name"}
-		}
-		args, err := parseArguments(c.name, c.args.String())
-		if err != nil {
-			if resp.StopReason == chat.StopMaxTokens {
-				continue // cut short by max_output_tokens: the turn says so
-			}
+		if err := t.addToolCall(resp, c.callID, c.name, c.args.String(), "a function call came without its call_id or name"); err != nil {
 			return nil, err
 		}
-		resp.Message.ToolCalls = append(resp.Message.ToolCalls, chat.ToolCall{ID: c.callID, Name: t.weirName(c.name), Arguments: args})
 	}
 	return resp, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strconv"
 
 	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/engine"
@@ -87,13 +86,7 @@ func (s *Server) adminAudit(w http.ResponseWriter, r *http.Request) {
 		writeEngineErr(w, &engine.Error{Code: CodeNoConfig, Class: engine.ClassProtocol, Message: "this server has no daemon to read the audit stream from"})
 		return
 	}
-	q := r.URL.Query()
-	after, err := strconv.ParseUint(orDefault(q.Get("after"), "0"), 10, 64)
-	if err != nil {
-		writeErr(w, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequest, Class: engine.ClassProtocol, Message: "after must be a sequence number"})
-		return
-	}
-	limit, ok := limitParam(w, q.Get("limit"), 1000, MaxEventLimit)
+	after, limit, ok := eventPageParams(w, r)
 	if !ok {
 		return
 	}

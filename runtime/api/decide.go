@@ -1,7 +1,6 @@
 package api
 
 import (
-	"errors"
 	"net/http"
 
 	"github.com/weirhq/weir/runtime/api/apitypes"
@@ -35,12 +34,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, approve bool) {
 }
 
 func writeDecideErr(w http.ResponseWriter, err error) {
-	var e *engine.Error
-	if errors.As(err, &e) && (e.Code == engine.CodeAlreadyDecided || e.Code == engine.CodeNotWaiting || e.Code == engine.CodeAmbiguousWait || e.Code == engine.CodeStaleDecision || e.Code == engine.CodeApprovalExpired) {
-		writeErr(w, http.StatusConflict, e)
-		return
-	}
-	writeEngineErr(w, err)
+	writeConflictErr(w, err, engine.CodeAlreadyDecided, engine.CodeNotWaiting, engine.CodeAmbiguousWait, engine.CodeStaleDecision, engine.CodeApprovalExpired)
 }
 
 func (s *Server) listWaits(w http.ResponseWriter, r *http.Request) {

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"errors"
 	"net/http"
 
 	"github.com/weirhq/weir/flows"
@@ -39,12 +38,7 @@ func (s *Server) forkRun(w http.ResponseWriter, r *http.Request) {
 // writeForkErr answers a refused fork: E_FORK_EFFECTS is a conflict
 // with what the caller allowed (409), the rest as every engine error.
 func writeForkErr(w http.ResponseWriter, err error) {
-	var e *engine.Error
-	if errors.As(err, &e) && e.Code == engine.CodeForkEffects {
-		writeErr(w, http.StatusConflict, e)
-		return
-	}
-	writeEngineErr(w, err)
+	writeConflictErr(w, err, engine.CodeForkEffects)
 }
 
 // runLineage is GET /v1/runs/{id}/lineage: the run's family of forks,

@@ -20,12 +20,7 @@ import (
 // l's timeouts and caps; adminUID is the uid exempt from the total cap.
 func limitedServer(t *testing.T, l HTTPLimits, adminUID int) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "wlim")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "s")
+	sock := filepath.Join(testutil.SocketDir(t), "s")
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
@@ -167,12 +162,7 @@ func TestSlowClientsAreCutOff(t *testing.T) {
 func TestHoldOpenOutlivesTheWriteTimeout(t *testing.T) {
 	t.Parallel()
 	const writeTimeout = 500 * time.Millisecond
-	dir, err := os.MkdirTemp("", "whold")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "s")
+	sock := filepath.Join(testutil.SocketDir(t), "s")
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)

@@ -97,11 +97,7 @@ func setup(t testing.TB, cfg engine.Config, opts ...Option) *bundle {
 	opts = append([]Option{WithTokens(NewTokens(map[string]string{aliceToken: "alice", bobToken: "bob"}))}, opts...)
 	b.srv = NewServer(b.eng, nil, opts...)
 
-	sockDir, err := os.MkdirTemp("", "wapi") // socket paths must be short
-	if err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(sockDir, "s")
+	sock := filepath.Join(testutil.SocketDir(t), "s")
 	uln, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
@@ -136,7 +132,6 @@ func setup(t testing.TB, cfg engine.Config, opts ...Option) *bundle {
 		_ = b.eng.Stop(ctx)
 		_ = h.Close()
 		_ = bst.Close()
-		_ = os.RemoveAll(sockDir)
 	})
 	return b
 }

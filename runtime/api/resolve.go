@@ -1,7 +1,6 @@
 package api
 
 import (
-	"errors"
 	"net/http"
 
 	"github.com/weirhq/weir/runtime/api/apitypes"
@@ -44,10 +43,5 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request) {
 // writeResolveErr answers a refused resolve: a wait answered before, past
 // its deadline or not open is a conflict with the run's state.
 func writeResolveErr(w http.ResponseWriter, err error) {
-	var e *engine.Error
-	if errors.As(err, &e) && (e.Code == engine.CodeAlreadyDecided || e.Code == engine.CodeNotWaiting || e.Code == engine.CodeWaitExpired) {
-		writeErr(w, http.StatusConflict, e)
-		return
-	}
-	writeEngineErr(w, err)
+	writeConflictErr(w, err, engine.CodeAlreadyDecided, engine.CodeNotWaiting, engine.CodeWaitExpired)
 }

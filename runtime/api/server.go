@@ -388,13 +388,7 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 	if !queryParams(w, r, "after", "limit") {
 		return
 	}
-	q := r.URL.Query()
-	after, err := strconv.ParseUint(orDefault(q.Get("after"), "0"), 10, 64)
-	if err != nil {
-		writeErr(w, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequest, Class: engine.ClassProtocol, Message: "after must be a sequence number"})
-		return
-	}
-	limit, ok := limitParam(w, q.Get("limit"), 1000, MaxEventLimit)
+	after, limit, ok := eventPageParams(w, r)
 	if !ok {
 		return
 	}
@@ -617,6 +611,20 @@ const (
 )
 
 // limitParam reads a limit in [1, max]; empty means def.
+// eventPageParams reads ?after=SEQ&limit=N of an event listing (from the
+// start, 1000 events, by default), answering the refusal if they are
+// wrong.
+func eventPageParams(w http.ResponseWriter, r *http.Request) (after uint64, limit int, ok bool) {
+	q := r.URL.Query()
+	after, err := strconv.ParseUint(orDefault(q.Get("after"), "0"), 10, 64)
+	if err != nil {
+		writeErr(w, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequest, Class: engine.ClassProtocol, Message: "after must be a sequence number"})
+		return 0, 0, false
+	}
+	limit, ok = limitParam(w, q.Get("limit"), 1000, MaxEventLimit)
+	return after, limit, ok
+}
+
 func limitParam(w http.ResponseWriter, s string, def, max int) (int, bool) {
 	if s == "" {
 		return def, true
@@ -691,6 +699,17 @@ func refuseUnread(w http.ResponseWriter, r *http.Request, status int, e *engine.
 }
 
 // writeEngineErr maps an engine error to its HTTP status by class and code.
+// writeConflictErr is writeEngineErr, but an engine error with one of
+// codes is a conflict with the run's state (409).
+func writeConflictErr(w http.ResponseWriter, err error, codes ...string) {
+	var e *engine.Error
+	if errors.As(err, &e) && slices.Contains(codes, e.Code) {
+		writeErr(w, http.StatusConflict, e)
+		return
+	}
+	writeEngineErr(w, err)
+}
+
 func writeEngineErr(w http.ResponseWriter, err error) {
 	var e *engine.Error
 	if !errors.As(err, &e) {

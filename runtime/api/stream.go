@@ -99,6 +99,52 @@ func (e *sse) comment() error {
 
 func (e *sse) flush() error { return e.rc.Flush() }
 
+// pacer paces a stream's polls: the next one streamPollMin after a
+// change, backing off to streamPollMax while nothing changes, with a
+// comment every streamHeartbeat of quiet.
+type pacer struct {
+	poll  time.Duration
+	quiet time.Time
+	timer *time.Timer
+}
+
+func newPacer() *pacer {
+	return &pacer{poll: streamPollMin, quiet: time.Now(), timer: time.NewTimer(0)}
+}
+
+func (p *pacer) stop() { p.timer.Stop() }
+
+// polled paces the next poll by whether this one changed anything,
+// sending out the heartbeat when one is due.
+func (p *pacer) polled(changed bool, out *sse) error {
+	if changed {
+		p.poll, p.quiet = streamPollMin, time.Now()
+		return nil
+	}
+	p.poll = min(2*p.poll, streamPollMax)
+	if time.Since(p.quiet) > streamHeartbeat {
+		if err := out.comment(); err != nil {
+			return err
+		}
+		p.quiet = time.Now()
+	}
+	return nil
+}
+
+// next waits for the next poll: false once the stream is over (its
+// deadline passed, the client went or the daemon stops).
+func (p *pacer) next(ctx context.Context, r *http.Request) bool {
+	p.timer.Reset(p.poll)
+	select {
+	case <-ctx.Done():
+		return false
+	case <-closing(r.Context()):
+		return false
+	case <-p.timer.C:
+		return true
+	}
+}
+
 // runStream is GET /v1/runs/{id}/stream?after=SEQ: the run's events after
 // SEQ (or the Last-Event-ID header) and the run's view each time it
 // changes, as server-sent events, until the run is terminal and every
@@ -130,10 +176,8 @@ func (s *Server) runStream(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	out := startSSE(w, until)
 	var last []byte
-	poll := streamPollMin
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	quiet := time.Now()
+	pace := newPacer()
+	defer pace.stop()
 	for {
 		changed := false
 		// The view is read before the events: once it is terminal, the
@@ -162,32 +206,16 @@ func (s *Server) runStream(w http.ResponseWriter, r *http.Request) {
 		}
 		terminal := view.Phase.Terminal() && len(evs) < streamEventBatch
 		view = nil
-		if changed {
-			poll, quiet = streamPollMin, time.Now()
-		} else {
-			poll = min(2*poll, streamPollMax)
-			if time.Since(quiet) > streamHeartbeat {
-				if out.comment() != nil {
-					return
-				}
-				quiet = time.Now()
-			}
+		if pace.polled(changed, out) != nil {
+			return
 		}
 		if terminal {
 			_ = out.send(apitypes.StreamEnd, "", struct{}{})
 			_ = out.flush()
 			return
 		}
-		if out.flush() != nil {
+		if out.flush() != nil || !pace.next(ctx, r) {
 			return
-		}
-		timer.Reset(poll)
-		select {
-		case <-ctx.Done():
-			return
-		case <-closing(r.Context()):
-			return
-		case <-timer.C:
 		}
 	}
 }
@@ -209,10 +237,8 @@ func (s *Server) runsStream(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	var out *sse
 	var last []byte
-	poll := streamPollMin
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	quiet := time.Now()
+	pace := newPacer()
+	defer pace.stop()
 	for {
 		runs, err := s.eng.List(ctx, owner, p)
 		if err != nil {
@@ -229,30 +255,15 @@ func (s *Server) runsStream(w http.ResponseWriter, r *http.Request) {
 			page = append(page, ViewOf(run, nil))
 		}
 		b, _ := json.Marshal(page)
-		if !bytes.Equal(b, last) {
+		changed := !bytes.Equal(b, last)
+		if changed {
 			if out.send(apitypes.StreamRuns, "", page) != nil {
 				return
 			}
-			last, poll, quiet = b, streamPollMin, time.Now()
-		} else {
-			poll = min(2*poll, streamPollMax)
-			if time.Since(quiet) > streamHeartbeat {
-				if out.comment() != nil {
-					return
-				}
-				quiet = time.Now()
-			}
+			last = b
 		}
-		if out.flush() != nil {
+		if pace.polled(changed, out) != nil || out.flush() != nil || !pace.next(ctx, r) {
 			return
-		}
-		timer.Reset(poll)
-		select {
-		case <-ctx.Done():
-			return
-		case <-closing(r.Context()):
-			return
-		case <-timer.C:
 		}
 	}
 }

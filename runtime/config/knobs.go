@@ -37,11 +37,9 @@ type Knob struct {
 	// none).
 	Env string
 	// JSON is the setting's path in the config view (weir config check
-	// --json): "engine.lease_timeout", "drain_grace".
+	// --json): "engine.lease_timeout", "drain_grace". Left out of a row
+	// of Knobs, it is HCL.
 	JSON string
-	// Unit says what the value is: count, size, duration, string, bool,
-	// number, headers or mode.
-	Unit string
 	// Doc is the line an operator reads, in serve's help and in the
 	// configuration table.
 	Doc string
@@ -71,6 +69,8 @@ type Knob struct {
 // kind is how a knob's value is read from the file and checked when it
 // comes from elsewhere (a flag).
 type kind struct {
+	// unit says what the value is (Knob.Unit).
+	unit   string
 	decode func(d *decoder, name string, expr hcl.Expression, c *Config, dst any)
 	// check returns what is wrong with v ("": nothing), worded to follow
 	// the flag's name; nil checks nothing.
@@ -79,6 +79,7 @@ type kind struct {
 
 func count(min int) kind {
 	return kind{
+		unit: "count",
 		decode: func(d *decoder, name string, expr hcl.Expression, _ *Config, dst any) {
 			d.intAttr(expr, name, dst.(*int), min)
 		},
@@ -93,6 +94,7 @@ func count(min int) kind {
 
 func count64(min int64) kind {
 	return kind{
+		unit: "count",
 		decode: func(d *decoder, name string, expr hcl.Expression, _ *Config, dst any) {
 			d.int64Attr(expr, name, dst.(*int64), min)
 		},
@@ -110,6 +112,7 @@ func count64(min int64) kind {
 
 func duration(r durationRule) kind {
 	return kind{
+		unit: "duration",
 		decode: func(d *decoder, name string, expr hcl.Expression, _ *Config, dst any) {
 			d.durationAttr(expr, name, dst.(*time.Duration), r)
 		},
@@ -128,20 +131,20 @@ func duration(r durationRule) kind {
 }
 
 func size(min int64) kind {
-	return kind{decode: func(d *decoder, name string, expr hcl.Expression, _ *Config, dst any) {
+	return kind{unit: "size", decode: func(d *decoder, name string, expr hcl.Expression, _ *Config, dst any) {
 		*dst.(*int64) = d.size(expr, name, min)
 	}}
 }
 
 func text(check func(d *decoder, expr hcl.Expression, s string)) kind {
-	return kind{decode: func(d *decoder, name string, expr hcl.Expression, _ *Config, dst any) {
+	return kind{unit: "string", decode: func(d *decoder, name string, expr hcl.Expression, _ *Config, dst any) {
 		if d.stringAttr(expr, name, dst.(*string)) && check != nil {
 			check(d, expr, *dst.(*string))
 		}
 	}}
 }
 
-var logFormatKind = kind{
+var logFormatKind = kind{unit: "string",
 	decode: func(d *decoder, name string, expr hcl.Expression, _ *Config, dst any) {
 		if s := dst.(*string); d.stringAttr(expr, name, s) && *s != "text" && *s != "json" {
 			d.fail(expr.Range(), "log_format must be text or json; got %q", *s)
@@ -155,7 +158,7 @@ var logFormatKind = kind{
 	},
 }
 
-var logLevelKind = kind{
+var logLevelKind = kind{unit: "string",
 	decode: func(d *decoder, name string, expr hcl.Expression, _ *Config, dst any) {
 		if s := dst.(*string); d.stringAttr(expr, name, s) && !logLevels[*s] {
 			d.fail(expr.Range(), "log_level must be one of trace, debug, info, warn, error; got %q", *s)
@@ -169,11 +172,11 @@ var logLevelKind = kind{
 	},
 }
 
-var boolKind = kind{decode: func(d *decoder, name string, expr hcl.Expression, _ *Config, dst any) {
+var boolKind = kind{unit: "bool", decode: func(d *decoder, name string, expr hcl.Expression, _ *Config, dst any) {
 	d.value(expr, name, dst)
 }}
 
-var socketModeKind = kind{decode: func(d *decoder, name string, expr hcl.Expression, _ *Config, dst any) {
+var socketModeKind = kind{unit: "mode", decode: func(d *decoder, name string, expr hcl.Expression, _ *Config, dst any) {
 	var mode string
 	if v, diags := expr.Value(nil); !diags.HasErrors() && !v.IsNull() && v.Type() != cty.String {
 		// A number loses how it was written: 0660 and 660 are one value.
@@ -193,7 +196,7 @@ var socketModeKind = kind{decode: func(d *decoder, name string, expr hcl.Express
 	}
 }}
 
-var socketGroupKind = kind{decode: func(d *decoder, name string, expr hcl.Expression, c *Config, dst any) {
+var socketGroupKind = kind{unit: "string", decode: func(d *decoder, name string, expr hcl.Expression, c *Config, dst any) {
 	var group string
 	if d.stringAttr(expr, name, &group) {
 		*dst.(*string) = group
@@ -206,7 +209,7 @@ var socketGroupKind = kind{decode: func(d *decoder, name string, expr hcl.Expres
 	}
 }}
 
-var diskMinFreeKind = kind{decode: func(d *decoder, name string, expr hcl.Expression, _ *Config, dst any) {
+var diskMinFreeKind = kind{unit: "size", decode: func(d *decoder, name string, expr hcl.Expression, _ *Config, dst any) {
 	var sz string
 	if d.stringAttr(expr, name, &sz) {
 		n, err := ParseSize(sz)
@@ -237,42 +240,42 @@ func checkStoreURL(d *decoder, expr hcl.Expression, s string) {
 // and of the configuration table. A new setting is added here, and only
 // here, first.
 var Knobs = []*Knob{
-	{HCL: "log_level", Flag: "log-level", JSON: "log_level", Unit: "string", Reload: true,
+	{HCL: "log_level", Flag: "log-level", Reload: true,
 		Doc:   "trace, debug, info, warn or error",
 		field: func(c *Config) any { return &c.LogLevel }, kind: logLevelKind},
-	{HCL: "log_format", Flag: "log-format", JSON: "log_format", Unit: "string",
+	{HCL: "log_format", Flag: "log-format",
 		Doc:   "text, or json: one JSON object per line (time, level, name, message and each field), for a log collector",
 		field: func(c *Config) any { return &c.LogFormat }, kind: logFormatKind},
-	{HCL: "memory_limit", JSON: "memory_limit", Unit: "size", Reload: true, omitEmpty: true, zero: "none (the `GOMEMLIMIT` variable, else none)",
+	{HCL: "memory_limit", Reload: true, omitEmpty: true, zero: "none (the `GOMEMLIMIT` variable, else none)",
 		Doc:   "the daemon's soft memory limit (Go's GOMEMLIMIT), at least 64MiB",
 		field: func(c *Config) any { return &c.MemoryLimit }, kind: size(MinMemoryLimit)},
 
-	{HCL: "sandbox.workers", JSON: "sandbox.workers", Unit: "count", omitEmpty: true, zero: "the CPUs Go uses (`GOMAXPROCS`)",
+	{HCL: "sandbox.workers", omitEmpty: true, zero: "the CPUs Go uses (`GOMAXPROCS`)",
 		Doc:   "sandbox worker processes evaluating flow scripts at once",
 		field: func(c *Config) any { return &c.Sandbox.Workers }, kind: count(1)},
-	{HCL: "sandbox.spare_workers", JSON: "sandbox.spare_workers", Unit: "count", omitEmpty: true, zero: "a quarter of `sandbox.workers`, at least 1",
+	{HCL: "sandbox.spare_workers", omitEmpty: true, zero: "a quarter of `sandbox.workers`, at least 1",
 		Doc:   "more sandbox workers that only an owner below its share (the workers divided by the owners holding one) may take, so its first evaluation never waits behind another owner's callables",
 		field: func(c *Config) any { return &c.Sandbox.SpareWorkers }, kind: count(1)},
-	{HCL: "sandbox.memory", JSON: "sandbox.memory", Unit: "size", omitEmpty: true, zero: "`" + sizeText(sandbox.DefaultMemory) + "` (`sandbox.DefaultMemory`)",
+	{HCL: "sandbox.memory", omitEmpty: true, zero: "`" + sizeText(sandbox.DefaultMemory) + "` (`sandbox.DefaultMemory`)",
 		Doc:   "each sandbox worker's memory cap, at least 64MiB",
 		field: func(c *Config) any { return &c.Sandbox.Memory }, kind: size(MinSandboxMemory)},
-	{HCL: "sandbox.timeout", JSON: "sandbox.timeout", Unit: "duration", omitEmpty: true, zero: "`" + durationText(sandbox.DefaultTimeout) + "` (`sandbox.DefaultTimeout`)",
+	{HCL: "sandbox.timeout", omitEmpty: true, zero: "`" + durationText(sandbox.DefaultTimeout) + "` (`sandbox.DefaultTimeout`)",
 		Doc:   "the deadline of one evaluation: a registration's load and checks, or one step's callables",
 		field: func(c *Config) any { return &c.Sandbox.Timeout }, kind: duration(durationRule{})},
 
-	{HCL: "engine.workers", Flag: "workers", JSON: "engine.workers", Unit: "count", Reload: true,
+	{HCL: "engine.workers", Flag: "workers", Reload: true,
 		Doc:    "worker slots",
 		field:  func(c *Config) any { return &c.Engine.Workers },
 		engine: func(e *engine.Config) any { return &e.Workers }, kind: count(1)},
-	{HCL: "engine.spare_workers", JSON: "engine.spare_workers", Unit: "count", Reload: true, omitEmpty: true, zero: "an eighth of `engine.workers`, at least 1",
+	{HCL: "engine.spare_workers", Reload: true, omitEmpty: true, zero: "an eighth of `engine.workers`, at least 1",
 		Doc:    "more worker slots that only an owner below its weighted share of the slots may take, so its first task (and the next, while it is under its share) never waits behind another owner's tasks holding every slot",
 		field:  func(c *Config) any { return &c.Engine.SpareWorkers },
 		engine: func(e *engine.Config) any { return &e.SpareWorkers }, kind: count(1)},
-	{HCL: "engine.max_queued", Flag: "max-queued", JSON: "engine.max_queued", Unit: "count", Reload: true,
+	{HCL: "engine.max_queued", Flag: "max-queued", Reload: true,
 		Doc:    "runs accepted but not started before new ones are refused (E_QUEUE_FULL)",
 		field:  func(c *Config) any { return &c.Engine.MaxQueued },
 		engine: func(e *engine.Config) any { return &e.MaxQueued }, kind: count(1)},
-	{HCL: "engine.queue_timeout", Flag: "queue-timeout", JSON: "engine.queue_timeout", Unit: "duration", Reload: true,
+	{HCL: "engine.queue_timeout", Flag: "queue-timeout", Reload: true,
 		Doc:    "how long a task may wait for a slot before it is dropped (E_QUEUE_TIMEOUT); \"none\" in the file: no deadline",
 		field:  func(c *Config) any { return &c.Engine.QueueTimeout },
 		engine: func(e *engine.Config) any { return &e.QueueTimeout }, kind: duration(durationRule{none: "none", noneValue: -1}),
@@ -282,73 +285,73 @@ var Knobs = []*Knob{
 			}
 			return "none"
 		}},
-	{HCL: "engine.budget_in_flight", Flag: "budget-in-flight", JSON: "engine.budget_in_flight", Unit: "count", Reload: true, zero: "0 (unlimited)",
+	{HCL: "engine.budget_in_flight", Flag: "budget-in-flight", Reload: true, zero: "0 (unlimited)",
 		Doc:    "cost units running tasks may hold at once (0: unlimited)",
 		field:  func(c *Config) any { return &c.Engine.BudgetInFlight },
 		engine: func(e *engine.Config) any { return &e.MaxBudgetInFlight }, kind: count64(0)},
-	{HCL: "engine.run_budget", Flag: "run-budget", JSON: "engine.run_budget", Unit: "count", Reload: true, zero: "0 (unlimited)",
+	{HCL: "engine.run_budget", Flag: "run-budget", Reload: true, zero: "0 (unlimited)",
 		Doc:    "budget of runs whose flow declares none (0: unlimited)",
 		field:  func(c *Config) any { return &c.Engine.RunBudget },
 		engine: func(e *engine.Config) any { return &e.DefaultRunBudget }, kind: count64(0)},
-	{HCL: "engine.lease_timeout", Flag: "lease-timeout", JSON: "engine.lease_timeout", Unit: "duration", Reload: true,
+	{HCL: "engine.lease_timeout", Flag: "lease-timeout", Reload: true,
 		Doc:    "lease deadline; holders renew at a third of it",
 		field:  func(c *Config) any { return &c.Engine.LeaseTimeout },
 		engine: func(e *engine.Config) any { return &e.LeaseTimeout }, kind: duration(durationRule{})},
-	{HCL: "engine.max_attempts", JSON: "engine.max_attempts", Unit: "count", Reload: true,
+	{HCL: "engine.max_attempts", Reload: true,
 		Doc:    "leases a task may lose (crashes, expiries) before it is dead-lettered",
 		field:  func(c *Config) any { return &c.Engine.MaxAttempts },
 		engine: func(e *engine.Config) any { return &e.MaxAttempts }, kind: count(1)},
-	{HCL: "engine.retry_base", JSON: "engine.retry_base", Unit: "duration", Reload: true,
+	{HCL: "engine.retry_base", Reload: true,
 		Doc:    "first backoff of a retryable tool error, doubling up to retry_max, full jitter",
 		field:  func(c *Config) any { return &c.Engine.RetryBase },
 		engine: func(e *engine.Config) any { return &e.RetryBase }, kind: duration(durationRule{})},
-	{HCL: "engine.retry_max", JSON: "engine.retry_max", Unit: "duration", Reload: true,
+	{HCL: "engine.retry_max", Reload: true,
 		Doc:    "longest backoff of a retryable tool error; at least retry_base",
 		field:  func(c *Config) any { return &c.Engine.RetryMax },
 		engine: func(e *engine.Config) any { return &e.RetryMax }, kind: duration(durationRule{})},
 
-	{HCL: "drain.grace", Flag: "grace", JSON: "drain_grace", Unit: "duration", Reload: true,
+	{HCL: "drain.grace", Flag: "grace", JSON: "drain_grace", Reload: true,
 		Doc:   "how long held work may drain on stop before it is cancelled",
 		field: func(c *Config) any { return &c.DrainGrace }, kind: duration(durationRule{allowZero: true})},
 
-	{HCL: "plugin_ping.interval", JSON: "plugin_ping.interval", Unit: "duration", Reload: true,
+	{HCL: "plugin_ping.interval", Reload: true,
 		Doc:   "how often a plugin with calls in flight is asked whether it still answers",
 		field: func(c *Config) any { return &c.PluginPing.Interval }, kind: duration(durationRule{})},
-	{HCL: "plugin_ping.timeout", JSON: "plugin_ping.timeout", Unit: "duration", Reload: true,
+	{HCL: "plugin_ping.timeout", Reload: true,
 		Doc:   "how long a ping waits for its answer before the plugin is killed",
 		field: func(c *Config) any { return &c.PluginPing.Timeout }, kind: duration(durationRule{})},
 
-	{HCL: "socket.mode", JSON: "socket.mode", Unit: "mode", Reload: true,
+	{HCL: "socket.mode", Reload: true,
 		Doc:   "the Unix socket's permission bits, octal; at least 0600, no execute bits",
 		field: func(c *Config) any { return &c.Socket.Mode }, kind: socketModeKind,
 		show: func(v any) any { return fmt.Sprintf("%04o", v.(os.FileMode)) }},
-	{HCL: "socket.group", JSON: "socket.group", Unit: "string", Reload: true, omitEmpty: true, zero: "none",
+	{HCL: "socket.group", Reload: true, omitEmpty: true, zero: "none",
 		Doc:   "the Unix socket's group, by name or number",
 		field: func(c *Config) any { return &c.Socket.Group }, kind: socketGroupKind},
 
-	{HCL: "metrics.address", JSON: "metrics_address", Unit: "string", omitEmpty: true, zero: "off",
+	{HCL: "metrics.address", JSON: "metrics_address", omitEmpty: true, zero: "off",
 		Doc:     "host:port serving /metrics for Prometheus",
 		missing: "the metrics block needs an address (host:port), e.g. \"127.0.0.1:9411\"",
 		field:   func(c *Config) any { return &c.MetricsAddress }, kind: text(checkMetricsAddress)},
-	{HCL: "retention.max_age", JSON: "retention_max_age", Unit: "duration", Reload: true, omitEmpty: true, zero: "forever",
+	{HCL: "retention.max_age", JSON: "retention_max_age", Reload: true, omitEmpty: true, zero: "forever",
 		Doc:     "finished runs older than this are pruned, with their events and dedup keys",
 		missing: "the retention block needs max_age, e.g. \"30d\" (leave the block out to keep finished runs forever)",
 		field:   func(c *Config) any { return &c.RetentionMaxAge },
 		engine:  func(e *engine.Config) any { return &e.Retention }, kind: duration(durationRule{})},
-	{HCL: "event_retention", JSON: "event_retention", Unit: "duration", Reload: true,
+	{HCL: "event_retention", Reload: true,
 		Doc:    "how long an event is kept for a run that starts waiting for it after it came (at most 10,000 per owner, the oldest dropped)",
 		field:  func(c *Config) any { return &c.EventRetention },
 		engine: func(e *engine.Config) any { return &e.EventRetention }, kind: duration(durationRule{})},
-	{HCL: "store.url", Flag: "store", Env: "WEIR_STORE", JSON: "store.url", Unit: "string", hidesBlock: true, zero: "the embedded store",
+	{HCL: "store.url", Flag: "store", Env: "WEIR_STORE", hidesBlock: true, zero: "the embedded store",
 		Doc:     "PostgreSQL URL of the store",
 		missing: "the store block needs a url, e.g. \"postgres://weir@db.example:5432/weir\" (leave the block out for the embedded store in the data directory)",
 		field:   func(c *Config) any { return &c.Store.URL }, kind: text(checkStoreURL),
 		show: func(v any) any { return storeurl.Redact(v.(string)) }},
-	{HCL: "store.shared", Flag: "shared", Env: "WEIR_STORE_SHARED", JSON: "store.shared", Unit: "bool", omitEmpty: true,
+	{HCL: "store.shared", Flag: "shared", Env: "WEIR_STORE_SHARED", omitEmpty: true,
 		Doc:   "share the PostgreSQL store with other daemons, a fleet",
 		field: func(c *Config) any { return &c.Store.Shared }, kind: boolKind},
 
-	{HCL: "disk.min_free", JSON: "disk_min_free", Unit: "size", zero: "0 (off)",
+	{HCL: "disk.min_free", JSON: "disk_min_free", zero: "0 (off)",
 		Doc:    "free space of the data directory's disk below which new runs are refused (E_DISK_FULL); \"0\": off",
 		field:  func(c *Config) any { return &c.DiskMinFree },
 		engine: func(e *engine.Config) any { return &e.MinFreeBytes }, kind: diskMinFreeKind,
@@ -359,52 +362,60 @@ var Knobs = []*Knob{
 			return "off"
 		}},
 
-	{HCL: "http.idle_timeout", JSON: "http.idle_timeout", Unit: "duration",
+	{HCL: "http.idle_timeout",
 		Doc:   "how long a kept-alive connection may wait for its next request",
 		field: func(c *Config) any { return &c.HTTP.IdleTimeout }, kind: duration(durationRule{})},
-	{HCL: "http.max_conns", JSON: "http.max_conns", Unit: "count",
+	{HCL: "http.max_conns",
 		Doc:   "connections open at once on one listener (E_TOO_MANY_CONNECTIONS beyond)",
 		field: func(c *Config) any { return &c.HTTP.MaxConns }, kind: count(1)},
-	{HCL: "http.max_conns_per_peer", JSON: "http.max_conns_per_peer", Unit: "count",
+	{HCL: "http.max_conns_per_peer",
 		Doc:   "connections of one OS user on the socket",
 		field: func(c *Config) any { return &c.HTTP.MaxConnsPerPeer }, kind: count(1)},
-	{HCL: "http.max_conns_per_ip", JSON: "http.max_conns_per_ip", Unit: "count",
+	{HCL: "http.max_conns_per_ip",
 		Doc:   "connections of one IP address on TCP, whatever tokens they carry",
 		field: func(c *Config) any { return &c.HTTP.MaxConnsPerIP }, kind: count(1)},
-	{HCL: "http.max_requests_per_owner", JSON: "http.max_requests_per_owner", Unit: "count",
+	{HCL: "http.max_requests_per_owner",
 		Doc:   "requests of one owner in progress at once, streams aside (E_TOO_MANY_REQUESTS beyond)",
 		field: func(c *Config) any { return &c.HTTP.MaxRequestsPerOwner }, kind: count(1)},
-	{HCL: "http.max_streams_per_owner", JSON: "http.max_streams_per_owner", Unit: "count",
+	{HCL: "http.max_streams_per_owner",
 		Doc:   "run streams and held waits one owner holds open at once (E_TOO_MANY_STREAMS beyond)",
 		field: func(c *Config) any { return &c.HTTP.MaxStreamsPerOwner }, kind: count(1)},
-	{HCL: "http.read_header_timeout", JSON: "http.read_header_timeout", Unit: "duration",
+	{HCL: "http.read_header_timeout",
 		Doc:   "reading a request's headers",
 		field: func(c *Config) any { return &c.HTTP.ReadHeaderTimeout }, kind: duration(durationRule{})},
-	{HCL: "http.read_timeout", JSON: "http.read_timeout", Unit: "duration",
+	{HCL: "http.read_timeout",
 		Doc:   "reading a whole request, body included",
 		field: func(c *Config) any { return &c.HTTP.ReadTimeout }, kind: duration(durationRule{})},
-	{HCL: "http.write_timeout", JSON: "http.write_timeout", Unit: "duration",
+	{HCL: "http.write_timeout",
 		Doc:   "answering a request (a long-poll route sets its own bound)",
 		field: func(c *Config) any { return &c.HTTP.WriteTimeout }, kind: duration(durationRule{})},
 
-	{HCL: "telemetry.otlp_endpoint", JSON: "telemetry.otlp_endpoint", Unit: "string", hidesBlock: true, zero: "off (else `OTEL_EXPORTER_OTLP_ENDPOINT`)",
+	{HCL: "telemetry.otlp_endpoint", hidesBlock: true, zero: "off (else `OTEL_EXPORTER_OTLP_ENDPOINT`)",
 		Doc:   "where run traces are exported over OTLP: a base URL as `OTEL_EXPORTER_OTLP_ENDPOINT` is (its scheme decides TLS; over http `/v1/traces` is added) or host:port",
 		field: func(c *Config) any { return &c.Telemetry.Endpoint }, kind: text(checkTelemetryEndpoint)},
-	{HCL: "telemetry.protocol", JSON: "telemetry.protocol", Unit: "string",
+	{HCL: "telemetry.protocol",
 		Doc:   "OTLP over \"http\" (protobuf) or \"grpc\"",
 		field: func(c *Config) any { return &c.Telemetry.Protocol }, kind: text(checkTelemetryProtocol)},
-	{HCL: "telemetry.headers", JSON: "telemetry.headers", Unit: "headers", omitEmpty: true, zero: "none (else `OTEL_EXPORTER_OTLP_HEADERS`)",
+	{HCL: "telemetry.headers", omitEmpty: true, zero: "none (else `OTEL_EXPORTER_OTLP_HEADERS`)",
 		Doc:   "headers sent with every export, each a literal or \"env:NAME\" read at load; values are never shown or logged",
 		field: func(c *Config) any { return &c.Telemetry.Headers }, kind: headersKind, show: showHeaders},
-	{HCL: "telemetry.insecure", JSON: "telemetry.insecure", Unit: "bool", omitEmpty: true,
+	{HCL: "telemetry.insecure", omitEmpty: true,
 		Doc:   "send to a host:port endpoint without TLS",
 		field: func(c *Config) any { return &c.Telemetry.Insecure }, kind: boolKind},
-	{HCL: "telemetry.sample", JSON: "telemetry.sample", Unit: "number",
+	{HCL: "telemetry.sample",
 		Doc:   "fraction of runs traced, 0 to 1, decided by the trace id (the same on every daemon)",
 		field: func(c *Config) any { return &c.Telemetry.Sample }, kind: sampleKind},
-	{HCL: "telemetry.service_name", JSON: "telemetry.service_name", Unit: "string",
+	{HCL: "telemetry.service_name",
 		Doc:   "the spans' service.name",
 		field: func(c *Config) any { return &c.Telemetry.ServiceName }, kind: text(checkTelemetryServiceName)},
+}
+
+func init() {
+	for _, k := range Knobs {
+		if k.JSON == "" {
+			k.JSON = k.HCL
+		}
+	}
 }
 
 // KnobByHCL returns the knob with the file key key, or nil.
@@ -426,6 +437,10 @@ func KnobByFlag(name string) *Knob {
 	}
 	return nil
 }
+
+// Unit says what the knob's value is: count, size, duration, string,
+// bool, number, headers or mode.
+func (k *Knob) Unit() string { return k.kind.unit }
 
 // Field points at the knob's setting in c: an *int, *int64, *string,
 // *bool, *float64, *time.Duration, *os.FileMode or *map[string]string.
@@ -517,7 +532,7 @@ func (k *Knob) DefaultText() string {
 	case string:
 		return strconv.Quote(x)
 	case int64:
-		if k.Unit == "size" {
+		if k.Unit() == "size" {
 			return sizeText(x)
 		}
 	}

@@ -291,16 +291,24 @@ const (
 // docs/operators.md's configuration table is knobTable's; -update
 // rewrites it.
 func TestDocKnobs(t *testing.T) {
+	checkDocTable(t, docBegin, docEnd, knobTable(), "configuration table", "TestDocKnobs")
+}
+
+// checkDocTable checks that docs/operators.md holds table between the
+// markers begin and end, or with -update writes it there; what names the
+// table and test the test that rewrites it.
+func checkDocTable(t *testing.T, begin, end, table, what, test string) {
+	t.Helper()
 	b, err := os.ReadFile(docPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	doc := string(b)
-	i, j := strings.Index(doc, docBegin), strings.Index(doc, docEnd)
+	i, j := strings.Index(doc, begin), strings.Index(doc, end)
 	if i < 0 || j < i {
-		t.Fatalf("%s has no %q ... %q markers", docPath, docBegin, docEnd)
+		t.Fatalf("%s has no %q ... %q markers", docPath, begin, end)
 	}
-	want := doc[:i+len(docBegin)] + knobTable() + doc[j:]
+	want := doc[:i+len(begin)] + table + doc[j:]
 	if want == doc {
 		return
 	}
@@ -310,5 +318,5 @@ func TestDocKnobs(t *testing.T) {
 		}
 		return
 	}
-	t.Errorf("%s's configuration table is stale: run go test ./runtime/config -run TestDocKnobs -update", docPath)
+	t.Errorf("%s's %s is stale: run go test ./runtime/config -run %s -update", docPath, what, test)
 }

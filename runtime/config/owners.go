@@ -27,8 +27,6 @@ import (
 type OwnerAttr struct {
 	// HCL is the attribute's name in the block, and its key in the view.
 	HCL string
-	// Unit is count or size.
-	Unit string
 	// Doc is the line an operator reads in the table.
 	Doc string
 
@@ -37,21 +35,24 @@ type OwnerAttr struct {
 	zero  string
 }
 
+// Unit is count or size.
+func (a *OwnerAttr) Unit() string { return a.kind.unit }
+
 // OwnerAttrs are the attributes of owner and default_owner blocks.
 var OwnerAttrs = []*OwnerAttr{
-	{HCL: "weight", Unit: "count", zero: "`1`",
+	{HCL: "weight", zero: "`1`",
 		Doc:   "the owner's share of the worker slots while owners contend for them: weights 2 and 1 get 2:1. At least 1",
 		field: func(s *engine.OwnerShare) any { return &s.Weight }, kind: count(1)},
-	{HCL: "max_running", Unit: "count", zero: "none",
+	{HCL: "max_running", zero: "none",
 		Doc:   "the owner's runs started and not ended (waiting ones count); beyond it its starts are refused with E_OWNER_QUOTA (429)",
 		field: func(s *engine.OwnerShare) any { return &s.MaxRunning }, kind: count(0)},
-	{HCL: "max_queued", Unit: "count", zero: "only `engine.max_queued`",
+	{HCL: "max_queued", zero: "only `engine.max_queued`",
 		Doc:   "the owner's runs accepted and not yet started; beyond it its starts are refused with E_OWNER_QUOTA (429). Above engine.max_queued it never binds (a warning)",
 		field: func(s *engine.OwnerShare) any { return &s.MaxQueued }, kind: count(0)},
-	{HCL: "budget_per_hour", Unit: "count", zero: "none",
+	{HCL: "budget_per_hour", zero: "none",
 		Doc:   "cost units the owner's runs may settle in a sliding hour; once spent, its starts are refused with E_OWNER_BUDGET (429, Retry-After: when enough leaves the hour)",
 		field: func(s *engine.OwnerShare) any { return &s.BudgetPerHour }, kind: count64(0)},
-	{HCL: "storage", Unit: "size", zero: "none",
+	{HCL: "storage", zero: "none",
 		Doc:   "what the owner's runs (their records, with input, output and error) and kept events may take in the store, measured every minute; at it, its starts and events are refused with E_OWNER_QUOTA (429)",
 		field: func(s *engine.OwnerShare) any { return &s.StorageBytes }, kind: size(0)},
 }
@@ -165,7 +166,7 @@ func ownerView(s engine.OwnerShare) *object {
 		if val.IsZero() {
 			continue
 		}
-		if a.Unit == "size" {
+		if a.Unit() == "size" {
 			n := val.Int()
 			s, _ := strconv.Unquote(sizeText(n))
 			v.set([]string{a.HCL}, s)
@@ -182,7 +183,7 @@ func ownerTable() string {
 	var b strings.Builder
 	b.WriteString("| attribute | unit | absent | |\n|---|---|---|---|\n")
 	for _, a := range OwnerAttrs {
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", a.HCL, a.Unit, a.zero, strings.ReplaceAll(a.Doc, "|", `\|`))
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", a.HCL, a.Unit(), a.zero, strings.ReplaceAll(a.Doc, "|", `\|`))
 	}
 	return b.String()
 }

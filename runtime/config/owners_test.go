@@ -2,7 +2,6 @@ package config
 
 import (
 	"encoding/json"
-	"os"
 	"os/user"
 	"reflect"
 	"strings"
@@ -163,24 +162,5 @@ const ownerDocBegin, ownerDocEnd = "<!-- owner-attrs:begin -->\n", "<!-- owner-a
 // docs/operators.md's table of owner block attributes is ownerTable's;
 // -update rewrites it.
 func TestDocOwnerAttrs(t *testing.T) {
-	b, err := os.ReadFile(docPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := string(b)
-	i, j := strings.Index(doc, ownerDocBegin), strings.Index(doc, ownerDocEnd)
-	if i < 0 || j < i {
-		t.Fatalf("%s has no %q ... %q markers", docPath, ownerDocBegin, ownerDocEnd)
-	}
-	want := doc[:i+len(ownerDocBegin)] + ownerTable() + doc[j:]
-	if want == doc {
-		return
-	}
-	if *update {
-		if err := os.WriteFile(docPath, []byte(want), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	t.Errorf("%s's owner attribute table is stale: run go test ./runtime/config -run TestDocOwnerAttrs -update", docPath)
+	checkDocTable(t, ownerDocBegin, ownerDocEnd, ownerTable(), "owner attribute table", "TestDocOwnerAttrs")
 }

@@ -127,7 +127,7 @@ func checkTelemetryServiceName(d *decoder, expr hcl.Expression, s string) {
 	}
 }
 
-var sampleKind = kind{decode: func(d *decoder, name string, expr hcl.Expression, _ *Config, dst any) {
+var sampleKind = kind{unit: "number", decode: func(d *decoder, name string, expr hcl.Expression, _ *Config, dst any) {
 	v, diags := expr.Value(nil)
 	if diags.HasErrors() {
 		d.problems = append(d.problems, diagError(diags).Problems...)
@@ -148,7 +148,7 @@ var sampleKind = kind{decode: func(d *decoder, name string, expr hcl.Expression,
 // headersKind reads the headers map: each value a literal or env:NAME,
 // resolved here so a missing secret refuses the load rather than the
 // first export. No message quotes a value.
-var headersKind = kind{decode: func(d *decoder, name string, expr hcl.Expression, c *Config, dst any) {
+var headersKind = kind{unit: "headers", decode: func(d *decoder, name string, expr hcl.Expression, c *Config, dst any) {
 	v, diags := expr.Value(nil)
 	if diags.HasErrors() {
 		d.problems = append(d.problems, diagError(diags).Problems...)

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -139,6 +140,18 @@ func newContinuation(entry string) *continuation {
 }
 
 func encodeContinuation(c *continuation) []byte { return mustJSON(c) }
+
+// readContinuation reads run runID's continuation in a transaction of
+// its own.
+func readContinuation(ctx context.Context, st store.Store, runID string) ([]byte, error) {
+	var raw []byte
+	err := st.View(ctx, func(tx store.Tx) error {
+		var err error
+		raw, err = tx.ContinuationGet(runID)
+		return err
+	})
+	return raw, err
+}
 
 // decodeContinuation reads a stored continuation, refusing unknown
 // versions and malformed data with an error (never a panic).

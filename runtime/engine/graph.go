@@ -19,12 +19,8 @@ func (e *Engine) RunGraph(ctx context.Context, owner, runID string) (*flows.Flow
 	if err != nil {
 		return nil, nil, &Error{Code: CodeFlowUnreadable, Class: ClassRun, Message: err.Error()}
 	}
-	var raw []byte
-	if err := e.st.View(ctx, func(tx store.Tx) error {
-		var err error
-		raw, err = tx.ContinuationGet(run.ID)
-		return err
-	}); err != nil {
+	raw, err := readContinuation(ctx, e.st, run.ID)
+	if err != nil {
 		return nil, nil, e.admission.readFailed(err)
 	}
 	c, err := decodeContinuation(raw)

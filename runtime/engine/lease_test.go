@@ -28,17 +28,25 @@ func leaseToTheDead(tx store.Tx, runID string, now time.Time) error {
 	return tx.LeasePut(l)
 }
 
+// runningSleepy starts a sleepy run (400ms) under a one-second lease on
+// a fake clock, and waits until it runs.
+func runningSleepy(t *testing.T) (*bundle, *clock.Fake, string) {
+	t.Helper()
+	fk := clock.NewFake(time.Now())
+	b := setup(t, Config{LeaseTimeout: time.Second, Clock: fk}, flowsSrc)
+	id := b.start(t, "sleepy", `{"ms": 400}`, "")
+	b.wait(t, id, "running", func(r *store.Run) bool { return r.Phase == store.PhaseRunning })
+	return b, fk, id
+}
+
 // TestExpiredLeaseIsRescuedAndFenced takes a running task's lease away as a
 // dead holder's would look (expired, another holder): the rescuer must make
 // the task visible again with attempt + 1, a new worker must finish the
 // run, and the first worker's late writes must be refused by the fence.
 func TestExpiredLeaseIsRescuedAndFenced(t *testing.T) {
 	t.Parallel()
-	fk := clock.NewFake(time.Now())
-	b := setup(t, Config{LeaseTimeout: time.Second, Clock: fk}, flowsSrc)
+	b, fk, id := runningSleepy(t)
 	ctx := context.Background()
-	id := b.start(t, "sleepy", `{"ms": 400}`, "")
-	b.wait(t, id, "running", func(r *store.Run) bool { return r.Phase == store.PhaseRunning })
 
 	err := b.st.Update(ctx, func(tx store.Tx) error { return leaseToTheDead(tx, id, fk.Now()) })
 	if err != nil {
@@ -119,11 +127,8 @@ func TestLeaseRenewedWhileToolRuns(t *testing.T) {
 // never resumed.
 func TestCancelRecordedBeforeCrashIsHonoured(t *testing.T) {
 	t.Parallel()
-	fk := clock.NewFake(time.Now())
-	b := setup(t, Config{LeaseTimeout: time.Second, Clock: fk}, flowsSrc)
+	b, fk, id := runningSleepy(t)
 	ctx := context.Background()
-	id := b.start(t, "sleepy", `{"ms": 400}`, "")
-	b.wait(t, id, "running", func(r *store.Run) bool { return r.Phase == store.PhaseRunning })
 	err := b.st.Update(ctx, func(tx store.Tx) error {
 		run, err := tx.RunGet(id)
 		if err != nil {

@@ -164,6 +164,25 @@ func (b *bundle) waitTerminal(t testing.TB, id string) *store.Run {
 	return b.wait(t, id, "terminal", func(r *store.Run) bool { return r.Phase.Terminal() })
 }
 
+// oneOpenWait waits until alice's run id has one open wait, want, and
+// answers it.
+func oneOpenWait(t *testing.T, eng *Engine, id, want string) HumanWait {
+	t.Helper()
+	var hw HumanWait
+	testutil.Eventually(t, waitTimeout, func() error {
+		ws, err := eng.HumanWaits(context.Background(), "alice", id)
+		if err != nil {
+			return err
+		}
+		if len(ws) != 1 || ws[0].ID != want {
+			return fmt.Errorf("run %s never parked on %s alone; its waits %+v", id, want, ws)
+		}
+		hw = ws[0]
+		return nil
+	})
+	return hw
+}
+
 // events returns the run's event types in order.
 func (b *bundle) events(t *testing.T, id string) []string {
 	t.Helper()

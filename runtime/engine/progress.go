@@ -36,12 +36,8 @@ type Progress struct {
 // Progress reads the run's continuation for display. run must have come
 // from Get (ownership is checked there).
 func (e *Engine) Progress(ctx context.Context, run *store.Run) (*Progress, error) {
-	var raw []byte
-	if err := e.st.View(ctx, func(tx store.Tx) error {
-		var err error
-		raw, err = tx.ContinuationGet(run.ID)
-		return err
-	}); err != nil {
+	raw, err := readContinuation(ctx, e.st, run.ID)
+	if err != nil {
 		return nil, err
 	}
 	c, err := decodeContinuation(raw)

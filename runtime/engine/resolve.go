@@ -334,7 +334,7 @@ func (o *Ops) Resolve(ctx context.Context, p ResolveParams) (HumanWait, error) {
 		_, pre, refusal, err = resolveTargetTx(tx, p, now)
 		return err
 	})
-	if err := o.resolveRefused(ctx, p, err, refusal, true); err != nil {
+	if err := answerRefused(ctx, e, p.Owner, p.RunID, "resolve", err, refusal, true); err != nil {
 		return HumanWait{}, err
 	}
 	if p.Happened {
@@ -351,7 +351,7 @@ func (o *Ops) Resolve(ctx context.Context, p ResolveParams) (HumanWait, error) {
 		}
 		return err
 	})
-	if err := o.resolveRefused(ctx, p, err, refusal, false); err != nil {
+	if err := answerRefused(ctx, e, p.Owner, p.RunID, "resolve", err, refusal, false); err != nil {
 		return HumanWait{}, err
 	}
 	failpoint.Hit(failpoint.AfterResolve)
@@ -377,35 +377,11 @@ func checkResolve(p *ResolveParams) error {
 		}
 		return nil
 	}
-	if len(p.Result) == 0 {
-		p.Result = json.RawMessage("null")
-	}
-	if len(p.Result) > MaxResultBytes {
-		return protocolErr(CodeBadResult, "the result is %d bytes; a result is at most %d", len(p.Result), MaxResultBytes)
-	}
-	canon, err := canonicalInput(p.Result)
+	canon, err := canonicalResult(p.Result)
 	if err != nil {
-		return protocolErr(CodeBadResult, "the result is not JSON: %v", err)
+		return err
 	}
 	p.Result = canon
-	return nil
-}
-
-// resolveRefused turns what reading (preview) or writing the resolve
-// answered into its refusal, or nil.
-func (o *Ops) resolveRefused(ctx context.Context, p ResolveParams, err error, refusal *Error, preview bool) error {
-	e := o.e
-	switch {
-	case errors.Is(err, errNotYours):
-		e.auditor.foreign(ctx, p.Owner, p.RunID, "resolve")
-		return protocolErr(CodeNotFound, "no run %s", p.RunID)
-	case refusal != nil:
-		return refusal
-	case err != nil && preview:
-		return e.admission.readFailed(err)
-	case err != nil:
-		return e.admission.storageFailed(err)
-	}
 	return nil
 }
 
@@ -462,27 +438,9 @@ const resultCheckTimeout = 10 * time.Second
 // of another kind, one answered before or past its deadline, a run being
 // resumed. The step task is returned for the wake.
 func resolveTargetTx(tx store.Tx, p ResolveParams, now time.Time) (*continuation, *waitState, *Error, error) {
-	run, err := tx.RunGet(p.RunID)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && run.Owner != p.Owner) {
-		return nil, nil, nil, errNotYours
-	}
+	run, c, t, refusal, err := parkedRunTx(tx, p.Owner, p.RunID, p.WaitID)
 	if err != nil {
-		return nil, nil, nil, err
-	}
-	raw, err := tx.ContinuationGet(run.ID)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil, notWaiting(run.ID, p.WaitID, "it is "+string(run.Phase)), errSkip
-	}
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	c, err := decodeContinuation(raw)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	t, err := stepTaskTx(tx, run.ID)
-	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, refusal, err
 	}
 	var ws *waitState
 	for node, x := range c.Waits {

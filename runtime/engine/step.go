@@ -52,12 +52,7 @@ func (w *worker) run(ctx context.Context, run *store.Run, overBudget bool) {
 		return
 	}
 	s.fe = fe
-	var raw []byte
-	err = e.st.View(ctx, func(tx store.Tx) error {
-		var err error
-		raw, err = tx.ContinuationGet(run.ID)
-		return err
-	})
+	raw, err := readContinuation(ctx, e.st, run.ID)
 	if ctx.Err() != nil {
 		s.interrupted(ctx)
 		return

@@ -32,19 +32,7 @@ func askingAgent(t *testing.T, loses int, want string) (*agentBundle, *fakeModel
 // unknownWaitOf waits until run id's one open wait is want.
 func (b *agentBundle) unknownWaitOf(t *testing.T, id, want string) HumanWait {
 	t.Helper()
-	var hw HumanWait
-	testutil.Eventually(t, 30*time.Second, func() error {
-		ws, err := b.eng.HumanWaits(context.Background(), "alice", id)
-		if err != nil {
-			return err
-		}
-		if len(ws) != 1 || ws[0].ID != want {
-			return fmt.Errorf("waits %+v, want %s", ws, want)
-		}
-		hw = ws[0]
-		return nil
-	})
-	return hw
+	return oneOpenWait(t, b.eng, id, want)
 }
 
 func (b *agentBundle) resolve(id, wait string, happened bool, result string) error {
@@ -175,16 +163,7 @@ func TestUnitResolveAgentCallNotHappened(t *testing.T) {
 func TestUnitResolveAgentCallTimeout(t *testing.T) {
 	t.Parallel()
 	b, m, id, hw := askingAgent(t, 1, "a@1.1.0.unknown.1")
-	err := b.st.View(context.Background(), func(tx store.Tx) error {
-		_, _, refusal, err := resolveTargetTx(tx, ResolveParams{Owner: "alice", RunID: id, WaitID: hw.ID}, hw.Until)
-		if refusal == nil || refusal.Code != CodeWaitExpired {
-			t.Errorf("at the deadline: %v (%v), want %s", refusal, err, CodeWaitExpired)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	wantExpiredAtDeadline(t, b.st, id, hw)
 	run := b.terminalAdvancing(t, id, 10*time.Minute)
 	if run.Phase != store.PhaseCompleted {
 		t.Fatalf("%s %+v", run.Phase, run.Error)

@@ -75,11 +75,7 @@ func TestUnitResolveItemHappened(t *testing.T) {
 	if err := b.eng.Decide(ctx, DecideParams{Owner: "alice", RunID: id, Node: hw.ID, Approve: true}); codeOf(err) != CodeNotWaiting || !strings.Contains(err.Error(), "weir run resolve") {
 		t.Errorf("approve of an item's unknown wait: %v, want %s pointing at resolve", err, CodeNotWaiting)
 	}
-	resolve := func(p ResolveParams) error {
-		p.Owner, p.RunID, p.WaitID = "alice", id, hw.ID
-		_, err := b.eng.Ops().Resolve(ctx, p)
-		return err
-	}
+	resolve := b.resolver(id, hw.ID)
 	if err := resolve(ResolveParams{Happened: true, Result: json.RawMessage(`{"sent": true}`)}); codeOf(err) != CodeBadResult {
 		t.Fatalf("a result outside the output schema: %v, want %s", err, CodeBadResult)
 	}
@@ -145,21 +141,12 @@ func TestUnitResolveItemTimeout(t *testing.T) {
 	b := setupUnit(t, Config{QueueTimeout: 1000 * time.Hour}, unitResolveItemSrc)
 	ctx := context.Background()
 	id, hw := b.parkedItem(t, 1, "f@1.0.unknown.1")
-	err := b.mem.View(ctx, func(tx store.Tx) error {
-		_, _, refusal, err := resolveTargetTx(tx, ResolveParams{Owner: "alice", RunID: id, WaitID: hw.ID}, hw.Until)
-		if refusal == nil || refusal.Code != CodeWaitExpired {
-			t.Errorf("at the deadline: %v (%v), want %s", refusal, err, CodeWaitExpired)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	wantExpiredAtDeadline(t, b.mem, id, hw)
 	run := b.advanceUntil(t, id, 10*time.Minute, "terminal", func(r *store.Run) bool { return r.Phase.Terminal() })
 	if run.Phase != store.PhaseCompleted || !strings.Contains(string(run.Output), `"got":[{"tries":1}]`) {
 		t.Fatalf("%s %s %+v, want completed with item 1's result alone", run.Phase, run.Output, run.Error)
 	}
-	err = b.mem.View(ctx, func(tx store.Tx) error {
+	err := b.mem.View(ctx, func(tx store.Tx) error {
 		it, err := tx.CohortItemGet(id, "f", 1, 0)
 		if err != nil {
 			return err

@@ -234,19 +234,36 @@ func (b *testBundle) parkedUnknown(t *testing.T, times int, want string) (string
 // want.
 func (b *testBundle) unknownWaitOf(t *testing.T, id, want string) HumanWait {
 	t.Helper()
-	var hw HumanWait
-	b.wait(t, id, "parked on "+want, func(r *store.Run) bool {
-		ws, err := b.eng.HumanWaits(context.Background(), "alice", id)
-		if err != nil {
-			t.Fatal(err)
+	return oneOpenWait(t, b.eng, id, want)
+}
+
+// wantExpiredAtDeadline checks that an answer to unknown wait hw of run id
+// at its deadline, before the run is woken, is refused E_WAIT_EXPIRED.
+func wantExpiredAtDeadline(t *testing.T, st store.Store, id string, hw HumanWait) {
+	t.Helper()
+	err := st.View(context.Background(), func(tx store.Tx) error {
+		_, _, refusal, err := resolveTargetTx(tx, ResolveParams{Owner: "alice", RunID: id, WaitID: hw.ID}, hw.Until)
+		if refusal == nil || refusal.Code != CodeWaitExpired {
+			t.Errorf("at the deadline: %v (%v), want %s", refusal, err, CodeWaitExpired)
 		}
-		if len(ws) == 1 && ws[0].ID == want {
-			hw = ws[0]
-			return true
-		}
-		return false
+		return nil
 	})
-	return hw
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// resolver answers wait waitID of run id with p, as alice unless p says
+// another owner.
+func (b *testBundle) resolver(id, waitID string) func(p ResolveParams) error {
+	return func(p ResolveParams) error {
+		p.RunID, p.WaitID = id, waitID
+		if p.Owner == "" {
+			p.Owner = "alice"
+		}
+		_, err := b.eng.Ops().Resolve(context.Background(), p)
+		return err
+	}
 }
 
 // A node that says on_unknown = "ask" parks on an unknown wait showing
@@ -278,14 +295,7 @@ func TestUnitResolveHappened(t *testing.T) {
 	if err := b.eng.Decide(ctx, DecideParams{Owner: "alice", RunID: id, Node: hw.ID, Approve: true}); codeOf(err) != CodeNotWaiting || !strings.Contains(err.Error(), "weir run resolve") {
 		t.Errorf("approve of an unknown wait: %v, want %s pointing at resolve", err, CodeNotWaiting)
 	}
-	resolve := func(p ResolveParams) error {
-		p.RunID, p.WaitID = id, hw.ID
-		if p.Owner == "" {
-			p.Owner = "alice"
-		}
-		_, err := b.eng.Ops().Resolve(ctx, p)
-		return err
-	}
+	resolve := b.resolver(id, hw.ID)
 	refusals := []struct {
 		name string
 		p    ResolveParams
@@ -365,19 +375,9 @@ func TestUnitResolveNotHappened(t *testing.T) {
 func TestUnitUnknownTimeout(t *testing.T) {
 	t.Parallel()
 	b := setupUnit(t, Config{}, unitResolveSrc)
-	ctx := context.Background()
 	id, hw := b.parkedUnknown(t, 1, "call@1.unknown.1")
 	// Past the deadline, before the run is woken: the answer is refused.
-	err := b.mem.View(ctx, func(tx store.Tx) error {
-		_, _, refusal, err := resolveTargetTx(tx, ResolveParams{Owner: "alice", RunID: id, WaitID: hw.ID}, hw.Until)
-		if refusal == nil || refusal.Code != CodeWaitExpired {
-			t.Errorf("at the deadline: %v (%v), want %s", refusal, err, CodeWaitExpired)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	wantExpiredAtDeadline(t, b.mem, id, hw)
 	run := b.advanceUntil(t, id, 10*time.Minute, "terminal", func(r *store.Run) bool { return r.Phase.Terminal() })
 	wantFailed(t, run, CodeOutcomeUnknown)
 	if !strings.Contains(run.Error.Message, hw.ID) {

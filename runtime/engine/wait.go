@@ -275,7 +275,7 @@ func (e *Engine) DecideWait(ctx context.Context, p DecideParams) (Decided, error
 			_, _, _, ws, refusal, err = decideTargetTx(tx, p, e.clock.Now())
 			return err
 		})
-		if err := decideRefused(ctx, e, p, err, refusal, true); err != nil {
+		if err := answerRefused(ctx, e, p.Owner, p.RunID, "decide", err, refusal, true); err != nil {
 			return Decided{}, err
 		}
 		if err := (toolSchemas{e}).decision(ctx, ws, &p); err != nil {
@@ -290,7 +290,7 @@ func (e *Engine) DecideWait(ctx context.Context, p DecideParams) (Decided, error
 		decided, refusal, err = decideTx(tx, p, now)
 		return err
 	})
-	if err := decideRefused(ctx, e, p, err, refusal, false); err != nil {
+	if err := answerRefused(ctx, e, p.Owner, p.RunID, "decide", err, refusal, false); err != nil {
 		return Decided{}, err
 	}
 	failpoint.Hit(failpoint.AfterDecide)
@@ -298,13 +298,14 @@ func (e *Engine) DecideWait(ctx context.Context, p DecideParams) (Decided, error
 	return decided, nil
 }
 
-// decideRefused turns what reading (preview) or writing a decision
-// answered into its refusal, or nil.
-func decideRefused(ctx context.Context, e *Engine, p DecideParams, err error, refusal *Error, preview bool) error {
+// answerRefused turns what reading (preview) or writing an answer to a
+// wait (a decision, a resolve) answered into its refusal, or nil. verb
+// names the answer in the audit of another owner's attempt.
+func answerRefused(ctx context.Context, e *Engine, owner, runID, verb string, err error, refusal *Error, preview bool) error {
 	switch {
 	case errors.Is(err, errNotYours):
-		e.auditor.foreign(ctx, p.Owner, p.RunID, "decide")
-		return protocolErr(CodeNotFound, "no run %s", p.RunID)
+		e.auditor.foreign(ctx, owner, runID, verb)
+		return protocolErr(CodeNotFound, "no run %s", runID)
 	case refusal != nil:
 		return refusal
 	case err != nil && preview:
@@ -313,6 +314,23 @@ func decideRefused(ctx context.Context, e *Engine, p DecideParams, err error, re
 		return e.admission.storageFailed(err)
 	}
 	return nil
+}
+
+// canonicalResult is the result an answer gives in a tool's place (a
+// response, a resolve that happened): null when left out, bounded by
+// MaxResultBytes, canonical JSON.
+func canonicalResult(result json.RawMessage) (json.RawMessage, error) {
+	if len(result) == 0 {
+		return json.RawMessage("null"), nil
+	}
+	if len(result) > MaxResultBytes {
+		return nil, protocolErr(CodeBadResult, "the result is %d bytes; a result is at most %d", len(result), MaxResultBytes)
+	}
+	canon, err := canonicalInput(result)
+	if err != nil {
+		return nil, protocolErr(CodeBadResult, "the result is not JSON: %v", err)
+	}
+	return canon, nil
 }
 
 // checkDecide refuses a malformed decision before anything is read, and
@@ -332,15 +350,9 @@ func checkDecide(p *DecideParams) error {
 		p.Payload = canon
 	}
 	if p.Respond {
-		if len(p.Result) == 0 {
-			p.Result = json.RawMessage("null")
-		}
-		if len(p.Result) > MaxResultBytes {
-			return protocolErr(CodeBadResult, "the result is %d bytes; a result is at most %d", len(p.Result), MaxResultBytes)
-		}
-		canon, err := canonicalInput(p.Result)
+		canon, err := canonicalResult(p.Result)
 		if err != nil {
-			return protocolErr(CodeBadResult, "the result is not JSON: %v", err)
+			return err
 		}
 		p.Result = canon
 	}
@@ -399,39 +411,44 @@ func (c toolSchemas) edit(ctx context.Context, tool string, args json.RawMessage
 	return c.check(ctx, info.InputSchema, input, CodeBadInput, "the edited arguments", "input schema of "+tool)
 }
 
+// parkedRunTx reads owner's run runID with its continuation and step task
+// (nil when it has none), for an answer to its wait target: a run that is
+// not there or is another owner's is errNotYours, one without a
+// continuation is not waiting (a refusal with errSkip).
+func parkedRunTx(tx store.Tx, owner, runID, target string) (*store.Run, *continuation, *store.Task, *Error, error) {
+	run, err := tx.RunGet(runID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && run.Owner != owner) {
+		return nil, nil, nil, nil, errNotYours
+	}
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	raw, err := tx.ContinuationGet(run.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil, nil, notWaiting(run.ID, target, "it is "+string(run.Phase)), errSkip
+	}
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	c, err := decodeContinuation(raw)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	t, err := stepTaskTx(tx, run.ID)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	return run, c, t, nil, nil
+}
+
 // decideTargetTx finds the open wait p names, with its run,
 // continuation and step task, or why it cannot be decided: another
 // owner's run (errNotYours), or a refusal with errSkip (not waiting,
 // ambiguous, decided before, another proposal than the one named).
 func decideTargetTx(tx store.Tx, p DecideParams, now time.Time) (*store.Run, *continuation, *store.Task, *waitState, *Error, error) {
-	runID := p.RunID
-	run, err := tx.RunGet(runID)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && run.Owner != p.Owner) {
-		return nil, nil, nil, nil, nil, errNotYours
-	}
+	run, c, t, refusal, err := parkedRunTx(tx, p.Owner, p.RunID, p.Node)
 	if err != nil {
-		return nil, nil, nil, nil, nil, err
-	}
-	raw, err := tx.ContinuationGet(runID)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil, nil, nil, notWaiting(runID, p.Node, "it is "+string(run.Phase)), errSkip
-	}
-	if err != nil {
-		return nil, nil, nil, nil, nil, err
-	}
-	c, err := decodeContinuation(raw)
-	if err != nil {
-		return nil, nil, nil, nil, nil, err
-	}
-	tasks, err := tx.TaskListByRun(runID)
-	if err != nil {
-		return nil, nil, nil, nil, nil, err
-	}
-	var t *store.Task
-	for _, x := range tasks {
-		if x.Kind == store.TaskStep {
-			t = x
-		}
+		return nil, nil, nil, nil, refusal, err
 	}
 	ws, refusal := decidableWait(run, c, t, p.Node)
 	switch {

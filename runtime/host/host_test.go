@@ -166,32 +166,42 @@ func TestVersionRefusedAtInstall(t *testing.T) {
 	}
 }
 
-func TestVersionRefusedAtLaunch(t *testing.T) {
-	t.Parallel()
-	// A binary pinned and cached by hand (as if it had been replaced by a
-	// newer build with the same pin): the host still refuses it at launch.
+// pinnedByHand installs the test plugin plugin as name by hand: copied,
+// pinned and its manifest cached (one idempotent tool, name.x) without
+// the install's checks, so only launching it can refuse it. It answers a
+// host over that plugins directory.
+func pinnedByHand(t *testing.T, plugin, name string) *Host {
+	t.Helper()
 	dir, data := t.TempDir(), t.TempDir()
-	tmp, sum, err := copyHashed(dir, testutil.Plugin(t, "badversion"))
+	tmp, sum, err := copyHashed(dir, testutil.Plugin(t, plugin))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Rename(tmp, filepath.Join(dir, "bad")); err != nil {
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
 		t.Fatal(err)
 	}
 	hexSum := encodeSum(sum)
-	if err := writePins(dir, map[string]Pin{"bad": {SHA256: hexSum}}); err != nil {
+	if err := writePins(dir, map[string]Pin{name: {SHA256: hexSum}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeManifestCache(dir, &PluginManifest{Name: "bad", SHA256: hexSum, ProtocolVersion: wire.ProtocolVersion,
-		Tools: []ToolManifest{{Name: "bad.x", Idempotent: true, Effect: flows.EffectIdempotent}}}); err != nil {
+	if err := writeManifestCache(dir, &PluginManifest{Name: name, SHA256: hexSum, ProtocolVersion: wire.ProtocolVersion,
+		Tools: []ToolManifest{{Name: name + ".x", Idempotent: true, Effect: flows.EffectIdempotent}}}); err != nil {
 		t.Fatal(err)
 	}
 	h, err := New(Config{PluginsDir: dir, DataDir: data})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return h
+}
+
+func TestVersionRefusedAtLaunch(t *testing.T) {
+	t.Parallel()
+	// A binary pinned and cached by hand (as if it had been replaced by a
+	// newer build with the same pin): the host still refuses it at launch.
+	h := pinnedByHand(t, "badversion", "bad")
 	defer h.Close()
-	_, err = call(t, h, "bad.x", `{}`)
+	_, err := call(t, h, "bad.x", `{}`)
 	wantKind(t, err, KindProtocol)
 }
 

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -24,6 +23,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/weirhq/weir/internal/escape"
+	"github.com/weirhq/weir/internal/textbound"
 	"github.com/weirhq/weir/sdk/wire"
 )
 
@@ -66,7 +66,7 @@ type instance struct {
 	cmd      *exec.Cmd
 	rpc      wire.PluginClient
 	manifest *PluginManifest
-	stderr   *tailBuffer
+	stderr   *textbound.Tail
 
 	// watchers maps call ids to the progressWatch of calls that want
 	// progress; readProgress dispatches the plugin's reports to them.
@@ -218,7 +218,7 @@ func launchOnce(spec launchSpec) (_ *instance, busy bool, _ error) {
 	// and stderr in chunks of either, in no set order, so a shared buffer
 	// would splice a chunk of one into a line of the other.
 	stdout, stderr := &lineLogger{log: named}, &lineLogger{log: named}
-	tail := &tailBuffer{max: 4 << 10}
+	tail := textbound.NewTail(4 << 10) // the last of its raw stderr, to explain a failed launch
 	client := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  wire.Handshake,
 		VersionedPlugins: wire.VersionedPlugins(nil),
@@ -249,7 +249,7 @@ func launchOnce(spec launchSpec) (_ *instance, busy bool, _ error) {
 	fail := func(kind Kind, format string, args ...any) (*instance, bool, error) {
 		inst.kill()
 		te := toolErrorf(kind, who, format, args...)
-		if s := tail.String(); s != "" {
+		if s := strings.TrimSpace(tail.String()); s != "" {
 			te.Message += "; plugin stderr: " + s
 		}
 		return nil, false, te
@@ -270,7 +270,7 @@ func launchOnce(spec launchSpec) (_ *instance, busy bool, _ error) {
 			// go-plugin reads the handshake with a bufio.Scanner: a first
 			// line past its 64 KiB ends the read as if stdout had closed.
 			return fail(KindProtocol, "not a weir plugin: no handshake line on its stdout (it printed nothing before exiting, or a first line longer than %d KiB)", bufio.MaxScanTokenSize>>10)
-		case strings.Contains(msg, "Unrecognized remote plugin message") && tail.String() != "":
+		case strings.Contains(msg, "Unrecognized remote plugin message") && strings.TrimSpace(tail.String()) != "":
 			// It said why on stderr before its handshake (a config its
 			// Tools refused, say): that is the message, not go-plugin's
 			// guesses about architectures and permissions.
@@ -452,29 +452,3 @@ func (l *lineLogger) Write(p []byte) (int, error) {
 	}
 	return n, nil
 }
-
-// tailBuffer keeps the last max bytes of a plugin's raw stderr, to explain
-// a failed launch.
-type tailBuffer struct {
-	mu  sync.Mutex
-	b   []byte
-	max int
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if over := len(t.b) - t.max; over > 0 {
-		t.b = append(t.b[:0], t.b[over:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return strings.TrimSpace(string(t.b))
-}
-
-var _ io.Writer = (*tailBuffer)(nil)

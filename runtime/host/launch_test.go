@@ -11,9 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weirhq/weir/flows"
 	"github.com/weirhq/weir/internal/testutil"
-	"github.com/weirhq/weir/sdk/wire"
 )
 
 // hugelinePids runs fn, which launches testdata/hugeline, with TMPDIR set
@@ -97,26 +95,7 @@ func TestInstallEndsAFailedHandshakeAndItsChildren(t *testing.T) {
 // The daemon's path: a pinned binary that fails its handshake at launch
 // fails the call at once and leaves nothing running.
 func TestLaunchEndsAFailedHandshakeAndItsChildren(t *testing.T) {
-	dir, data := t.TempDir(), t.TempDir()
-	tmp, sum, err := copyHashed(dir, testutil.Plugin(t, "hugeline"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, "huge")); err != nil {
-		t.Fatal(err)
-	}
-	hexSum := encodeSum(sum)
-	if err := writePins(dir, map[string]Pin{"huge": {SHA256: hexSum}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := writeManifestCache(dir, &PluginManifest{Name: "huge", SHA256: hexSum, ProtocolVersion: wire.ProtocolVersion,
-		Tools: []ToolManifest{{Name: "huge.x", Idempotent: true, Effect: flows.EffectIdempotent}}}); err != nil {
-		t.Fatal(err)
-	}
-	h, err := New(Config{PluginsDir: dir, DataDir: data})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := pinnedByHand(t, "hugeline", "huge")
 	defer h.Close()
 	pids, err := hugelinePids(t, func() error {
 		_, err := call(t, h, "huge.x", `{}`)

@@ -60,11 +60,18 @@ func wantHung(t *testing.T, done <-chan error, b *bundle, oldPid int) {
 	if res := mustCall(t, b.h, "testkit.echo", `{"after":"hang"}`); string(res.Output) != `{"after":"hang"}` {
 		t.Fatalf("echo after the relaunch answered %s", res.Output)
 	}
-	if n := launches(b.h, "testkit"); n != 2 {
+	wantRelaunchedOnce(t, b.h, oldPid)
+}
+
+// wantRelaunchedOnce checks that testkit, which ran as process old, was
+// launched once more since, as another process.
+func wantRelaunchedOnce(t *testing.T, h *Host, old int) {
+	t.Helper()
+	if n := launches(h, "testkit"); n != 2 {
 		t.Fatalf("%d launches, want the first and one relaunch", n)
 	}
-	if p := pid(b.h, "testkit"); p == oldPid || p == 0 {
-		t.Fatalf("plugin pid %d after the relaunch, was %d", p, oldPid)
+	if p := pid(h, "testkit"); p == old || p == 0 {
+		t.Fatalf("plugin pid %d after the relaunch, was %d", p, old)
 	}
 }
 
@@ -138,12 +145,7 @@ func TestIdleHungPluginFailsItsNextCall(t *testing.T) {
 	}
 	// Found hung by the first call's ping, before this call was sent.
 	processEnded(t, old)
-	if n := launches(b.h, "testkit"); n != 2 {
-		t.Fatalf("%d launches, want the first and one relaunch", n)
-	}
-	if p := pid(b.h, "testkit"); p == old || p == 0 {
-		t.Fatalf("plugin pid %d after the relaunch, was %d", p, old)
-	}
+	wantRelaunchedOnce(t, b.h, old)
 }
 
 // TestHealthPingDoesNotQueueBehindCalls: with every slot of the plugin

@@ -8,15 +8,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
+	"github.com/weirhq/weir/internal/textbound"
 	"github.com/weirhq/weir/runtime/api/client"
 )
 
@@ -43,7 +42,7 @@ type Daemon struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
 	err    error // the process's exit, set before exited closes
-	logs   *tail
+	logs   *textbound.Tail
 	client *client.Client
 	ownDir string // socket directory made by Start, removed on exit
 }
@@ -54,7 +53,7 @@ func Start(cfg Config) (*Daemon, error) {
 	if cfg.StartTimeout <= 0 {
 		cfg.StartTimeout = 30 * time.Second
 	}
-	d := &Daemon{cfg: cfg, exited: make(chan struct{}), logs: newTail(64 << 10)}
+	d := &Daemon{cfg: cfg, exited: make(chan struct{}), logs: textbound.NewTail(64 << 10)}
 	if cfg.Socket == "" {
 		dir, err := os.MkdirTemp("", "wsock")
 		if err != nil {
@@ -120,7 +119,7 @@ func (d *Daemon) Socket() string { return d.cfg.Socket }
 func (d *Daemon) Pid() int { return d.cmd.Process.Pid }
 
 // Log returns the tail of the daemon's output.
-func (d *Daemon) Log() string { return d.logs.String() }
+func (d *Daemon) Log() string { return strings.ToValidUTF8(d.logs.String(), "?") }
 
 // Exited is closed when the process has ended.
 func (d *Daemon) Exited() <-chan struct{} { return d.exited }
@@ -192,30 +191,3 @@ func (d *Daemon) cleanup() {
 		os.RemoveAll(d.ownDir)
 	}
 }
-
-// tail keeps the last max bytes written to it.
-type tail struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func newTail(max int) *tail { return &tail{max: max} }
-
-func (t *tail) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if over := len(t.b) - t.max; over > 0 {
-		t.b = append(t.b[:0], t.b[over:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tail) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return strings.ToValidUTF8(string(t.b), "?")
-}
-
-var _ io.Writer = (*tail)(nil)

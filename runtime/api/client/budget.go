@@ -13,9 +13,5 @@ import (
 // budget_per_hour (E_OWNER_BUDGET). With req.RequestID a retry is
 // answered (Existing), never applied twice.
 func (c *Client) RunBudgetAdd(ctx context.Context, runID string, req apitypes.BudgetAddRequest) (*apitypes.BudgetAddResponse, error) {
-	var res apitypes.BudgetAddResponse
-	if err := c.call(ctx, http.MethodPost, "/runs/"+escape(runID)+"/budget", req, &res); err != nil {
-		return nil, err
-	}
-	return &res, nil
+	return callOne[apitypes.BudgetAddResponse](ctx, c, http.MethodPost, "/runs/"+escape(runID)+"/budget", req)
 }

@@ -213,6 +213,33 @@ func errorOf(status int, data []byte) *Error {
 	return e
 }
 
+// queryString is q as a path's query: "" when it is empty, else "?"
+// and q encoded.
+func queryString(q url.Values) string {
+	if len(q) == 0 {
+		return ""
+	}
+	return "?" + q.Encode()
+}
+
+// callOne is call with its answer decoded into a new T.
+func callOne[T any](ctx context.Context, c *Client, method, path string, body any) (*T, error) {
+	var out T
+	if err := c.call(ctx, method, path, body, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// callList is call with its answer decoded into a list of T.
+func callList[T any](ctx context.Context, c *Client, method, path string, body any) ([]T, error) {
+	var out []T
+	if err := c.call(ctx, method, path, body, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // call sends a request and decodes a 2xx answer into out (nil: ignored).
 func (c *Client) call(ctx context.Context, method, path string, body, out any) error {
 	_, data, err := c.do(ctx, method, path, body, nil)

@@ -119,15 +119,7 @@ func (c *Client) FlowListPage(ctx context.Context, p FlowListParams) ([]apitypes
 	if p.Limit != 0 {
 		q.Set("limit", strconv.Itoa(p.Limit))
 	}
-	path := "/flows"
-	if len(q) > 0 {
-		path += "?" + q.Encode()
-	}
-	var fl []apitypes.Flow
-	if err := c.call(ctx, http.MethodGet, path, nil, &fl); err != nil {
-		return nil, err
-	}
-	return fl, nil
+	return callList[apitypes.Flow](ctx, c, http.MethodGet, "/flows"+queryString(q), nil)
 }
 
 // FlowGraph draws the latest version of the flow name (GET
@@ -146,33 +138,21 @@ func (c *Client) DeadLetterList(ctx context.Context, limit int) ([]apitypes.Dead
 // Stats reads the four figures per task type and the engine's counters
 // (GET /v1/stats).
 func (c *Client) Stats(ctx context.Context) (*apitypes.Stats, error) {
-	var st apitypes.Stats
-	if err := c.call(ctx, http.MethodGet, "/stats", nil, &st); err != nil {
-		return nil, err
-	}
-	return &st, nil
+	return callOne[apitypes.Stats](ctx, c, http.MethodGet, "/stats", nil)
 }
 
 // StatsOwners reads each owner's use of the daemon and its share (GET
 // /v1/stats/owners): every owner for the daemon's own OS user on the
 // socket, the caller's own otherwise.
 func (c *Client) StatsOwners(ctx context.Context) (*apitypes.OwnerStatsList, error) {
-	var l apitypes.OwnerStatsList
-	if err := c.call(ctx, http.MethodGet, "/stats/owners", nil, &l); err != nil {
-		return nil, err
-	}
-	return &l, nil
+	return callOne[apitypes.OwnerStatsList](ctx, c, http.MethodGet, "/stats/owners", nil)
 }
 
 // StatsHistory reads the daemon's figures sampled over the last hour
 // (GET /v1/stats/history), oldest first; the daemon keeps them in memory
 // only.
 func (c *Client) StatsHistory(ctx context.Context) (*apitypes.StatsHistory, error) {
-	var h apitypes.StatsHistory
-	if err := c.call(ctx, http.MethodGet, "/stats/history", nil, &h); err != nil {
-		return nil, err
-	}
-	return &h, nil
+	return callOne[apitypes.StatsHistory](ctx, c, http.MethodGet, "/stats/history", nil)
 }
 
 // Health reads the daemon's status (GET /v1/health): admission, queued and
@@ -200,11 +180,7 @@ func (c *Client) Health(ctx context.Context) (*apitypes.Status, error) {
 // Unix socket may (apitypes.CodeForbidden otherwise); an invalid candidate
 // answers apitypes.CodeConfig and changes nothing.
 func (c *Client) AdminReload(ctx context.Context) (*apitypes.ReloadResult, error) {
-	var res apitypes.ReloadResult
-	if err := c.call(ctx, http.MethodPost, "/admin/reload", nil, &res); err != nil {
-		return nil, err
-	}
-	return &res, nil
+	return callOne[apitypes.ReloadResult](ctx, c, http.MethodPost, "/admin/reload", nil)
 }
 
 // AdminRescanPlugins asks the daemon to re-read its plugins directory and
@@ -212,20 +188,12 @@ func (c *Client) AdminReload(ctx context.Context) (*apitypes.ReloadResult, error
 // `weir plugin install` and `rm` call it. Only the daemon's own OS user on
 // the Unix socket may.
 func (c *Client) AdminRescanPlugins(ctx context.Context) (*apitypes.PluginRescan, error) {
-	var res apitypes.PluginRescan
-	if err := c.call(ctx, http.MethodPost, "/admin/plugins/rescan", nil, &res); err != nil {
-		return nil, err
-	}
-	return &res, nil
+	return callOne[apitypes.PluginRescan](ctx, c, http.MethodPost, "/admin/plugins/rescan", nil)
 }
 
 // AdminAudit lists one page of the audit stream (GET /v1/admin/audit): the
 // refused attempts on other owners' runs. Only the daemon's own OS user on
 // the Unix socket may read it.
 func (c *Client) AdminAudit(ctx context.Context, p EventListParams) ([]apitypes.Event, error) {
-	var evs []apitypes.Event
-	if err := c.call(ctx, http.MethodGet, "/admin/audit"+p.query(), nil, &evs); err != nil {
-		return nil, err
-	}
-	return evs, nil
+	return callList[apitypes.Event](ctx, c, http.MethodGet, "/admin/audit"+p.query(), nil)
 }

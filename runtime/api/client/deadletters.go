@@ -32,34 +32,18 @@ func (c *Client) DeadLetters(ctx context.Context, f DeadLetterFilter) ([]apitype
 	if f.Limit != 0 {
 		q.Set("limit", strconv.Itoa(f.Limit))
 	}
-	path := "/deadletters"
-	if len(q) > 0 {
-		path += "?" + q.Encode()
-	}
-	var dl []apitypes.DeadLetter
-	if err := c.call(ctx, http.MethodGet, path, nil, &dl); err != nil {
-		return nil, err
-	}
-	return dl, nil
+	return callList[apitypes.DeadLetter](ctx, c, http.MethodGet, "/deadletters"+queryString(q), nil)
 }
 
 // DeadLetter reads the caller's dead letter of task taskID with its run
 // (GET /v1/deadletters/{task}).
 func (c *Client) DeadLetter(ctx context.Context, taskID string) (*apitypes.DeadLetterDetail, error) {
-	var d apitypes.DeadLetterDetail
-	if err := c.call(ctx, http.MethodGet, "/deadletters/"+escape(taskID), nil, &d); err != nil {
-		return nil, err
-	}
-	return &d, nil
+	return callOne[apitypes.DeadLetterDetail](ctx, c, http.MethodGet, "/deadletters/"+escape(taskID), nil)
 }
 
 // Redrive sends the dead letters req names back to the queue (POST
 // /v1/deadletters/redrive): the answer says, per task, redriven or
 // refused with a code; an error is a request refused whole.
 func (c *Client) Redrive(ctx context.Context, req apitypes.RedriveRequest) (*apitypes.RedriveResponse, error) {
-	var res apitypes.RedriveResponse
-	if err := c.call(ctx, http.MethodPost, "/deadletters/redrive", req, &res); err != nil {
-		return nil, err
-	}
-	return &res, nil
+	return callOne[apitypes.RedriveResponse](ctx, c, http.MethodPost, "/deadletters/redrive", req)
 }

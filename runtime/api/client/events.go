@@ -12,11 +12,7 @@ import (
 // SendEvent sends one of the caller's events (POST /v1/events). The same
 // id sent again answers the stored event with Duplicate set.
 func (c *Client) SendEvent(ctx context.Context, ev apitypes.EventSendRequest) (*apitypes.OwnerEvent, error) {
-	var out apitypes.OwnerEvent
-	if err := c.call(ctx, http.MethodPost, "/events", ev, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return callOne[apitypes.OwnerEvent](ctx, c, http.MethodPost, "/events", ev)
 }
 
 // EventListOptions select the caller's events: after a seq, only those no
@@ -40,15 +36,7 @@ func (c *Client) Events(ctx context.Context, o EventListOptions) ([]apitypes.Own
 	if o.Limit != 0 {
 		q.Set("limit", strconv.Itoa(o.Limit))
 	}
-	path := "/events"
-	if len(q) > 0 {
-		path += "?" + q.Encode()
-	}
-	var out []apitypes.OwnerEvent
-	if err := c.call(ctx, http.MethodGet, path, nil, &out); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return callList[apitypes.OwnerEvent](ctx, c, http.MethodGet, "/events"+queryString(q), nil)
 }
 
 // Triggers lists the caller's triggers in name order (GET /v1/triggers).
@@ -57,11 +45,7 @@ func (c *Client) Triggers(ctx context.Context, limit int) ([]apitypes.Trigger, e
 	if limit != 0 {
 		path += "?limit=" + strconv.Itoa(limit)
 	}
-	var out []apitypes.Trigger
-	if err := c.call(ctx, http.MethodGet, path, nil, &out); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return callList[apitypes.Trigger](ctx, c, http.MethodGet, path, nil)
 }
 
 // TriggerRemove removes one of the caller's triggers (DELETE

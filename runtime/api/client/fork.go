@@ -17,19 +17,11 @@ func (c *Client) Fork(ctx context.Context, id string, req apitypes.ForkRequest) 
 	if err := checkRequestID(req.RequestID); err != nil {
 		return nil, err
 	}
-	var res apitypes.ForkResult
-	if err := c.call(ctx, http.MethodPost, "/runs/"+escape(id)+"/fork", req, &res); err != nil {
-		return nil, err
-	}
-	return &res, nil
+	return callOne[apitypes.ForkResult](ctx, c, http.MethodPost, "/runs/"+escape(id)+"/fork", req)
 }
 
 // RunLineage lists the run's family of forks (GET /v1/runs/{id}/lineage):
 // the run they descend from first, then its forks, transitively.
 func (c *Client) RunLineage(ctx context.Context, id string) ([]apitypes.Run, error) {
-	var runs []apitypes.Run
-	if err := c.call(ctx, http.MethodGet, "/runs/"+escape(id)+"/lineage", nil, &runs); err != nil {
-		return nil, err
-	}
-	return runs, nil
+	return callList[apitypes.Run](ctx, c, http.MethodGet, "/runs/"+escape(id)+"/lineage", nil)
 }

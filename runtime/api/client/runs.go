@@ -31,21 +31,13 @@ func (c *Client) RunStart(ctx context.Context, req apitypes.StartRequest) (*apit
 	if err := checkRequestID(req.RequestID); err != nil {
 		return nil, err
 	}
-	var res apitypes.StartResult
-	if err := c.call(ctx, http.MethodPost, "/runs", req, &res); err != nil {
-		return nil, err
-	}
-	return &res, nil
+	return callOne[apitypes.StartResult](ctx, c, http.MethodPost, "/runs", req)
 }
 
 // RunGet reads a run with its progress (GET /v1/runs/{id}). Another
 // owner's run answers apitypes.CodeNotFound, as a missing one does.
 func (c *Client) RunGet(ctx context.Context, id string) (*apitypes.Run, error) {
-	var v apitypes.Run
-	if err := c.call(ctx, http.MethodGet, "/runs/"+escape(id), nil, &v); err != nil {
-		return nil, err
-	}
-	return &v, nil
+	return callOne[apitypes.Run](ctx, c, http.MethodGet, "/runs/"+escape(id), nil)
 }
 
 // RunByRequestID finds the caller's run that a start with requestID
@@ -110,20 +102,13 @@ func (p RunListParams) query() string {
 	if p.Limit != 0 {
 		q.Set("limit", strconv.Itoa(p.Limit))
 	}
-	if len(q) == 0 {
-		return ""
-	}
-	return "?" + q.Encode()
+	return queryString(q)
 }
 
 // RunList lists one page of the caller's runs in id order, or newest
 // first (p.Newest) (GET /v1/runs), without their progress.
 func (c *Client) RunList(ctx context.Context, p RunListParams) ([]apitypes.Run, error) {
-	var vs []apitypes.Run
-	if err := c.call(ctx, http.MethodGet, "/runs"+p.query(), nil, &vs); err != nil {
-		return nil, err
-	}
-	return vs, nil
+	return callList[apitypes.Run](ctx, c, http.MethodGet, "/runs"+p.query(), nil)
 }
 
 // RunListAll yields every run of the caller that p selects, reading
@@ -187,19 +172,12 @@ func (p EventListParams) query() string {
 	if p.Limit != 0 {
 		q.Set("limit", strconv.Itoa(p.Limit))
 	}
-	if len(q) == 0 {
-		return ""
-	}
-	return "?" + q.Encode()
+	return queryString(q)
 }
 
 // RunEvents lists one page of a run's timeline (GET /v1/runs/{id}/events).
 func (c *Client) RunEvents(ctx context.Context, id string, p EventListParams) ([]apitypes.Event, error) {
-	var evs []apitypes.Event
-	if err := c.call(ctx, http.MethodGet, "/runs/"+escape(id)+"/events"+p.query(), nil, &evs); err != nil {
-		return nil, err
-	}
-	return evs, nil
+	return callList[apitypes.Event](ctx, c, http.MethodGet, "/runs/"+escape(id)+"/events"+p.query(), nil)
 }
 
 // RunEventsAll yields a run's timeline from p.After on, reading GET
@@ -233,11 +211,7 @@ func (c *Client) RunEventsAll(ctx context.Context, id string, p EventListParams)
 // RunWaits lists the open human waits of a run and its descendants (GET
 // /v1/runs/{id}/waits): what a person must decide for the run to go on.
 func (c *Client) RunWaits(ctx context.Context, id string) ([]apitypes.HumanWait, error) {
-	var ws []apitypes.HumanWait
-	if err := c.call(ctx, http.MethodGet, "/runs/"+escape(id)+"/waits", nil, &ws); err != nil {
-		return nil, err
-	}
-	return ws, nil
+	return callList[apitypes.HumanWait](ctx, c, http.MethodGet, "/runs/"+escape(id)+"/waits", nil)
 }
 
 // RunApprove approves the wait at node of run id; payload (nil: none)
@@ -287,11 +261,7 @@ func (c *Client) RunDecide(ctx context.Context, id, node string, approve bool, r
 }
 
 func (c *Client) decide(ctx context.Context, id, node, verb string, req apitypes.DecideRequest) (*apitypes.DecideResponse, error) {
-	var res apitypes.DecideResponse
-	if err := c.call(ctx, http.MethodPost, "/runs/"+escape(id)+"/waits/"+escape(node)+"/"+verb, req, &res); err != nil {
-		return nil, err
-	}
-	return &res, nil
+	return callOne[apitypes.DecideResponse](ctx, c, http.MethodPost, "/runs/"+escape(id)+"/waits/"+escape(node)+"/"+verb, req)
 }
 
 // Graph formats RunGraph and FlowGraph draw in.

@@ -15,21 +15,13 @@ func (c *Client) Schedules(ctx context.Context, limit int) ([]apitypes.Schedule,
 	if limit != 0 {
 		path += "?limit=" + strconv.Itoa(limit)
 	}
-	var out []apitypes.Schedule
-	if err := c.call(ctx, http.MethodGet, path, nil, &out); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return callList[apitypes.Schedule](ctx, c, http.MethodGet, path, nil)
 }
 
 // Schedule reads one of the caller's schedules with its next ticks (GET
 // /v1/schedules/{name}).
 func (c *Client) Schedule(ctx context.Context, name string) (*apitypes.Schedule, error) {
-	var out apitypes.Schedule
-	if err := c.call(ctx, http.MethodGet, "/schedules/"+escape(name), nil, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return callOne[apitypes.Schedule](ctx, c, http.MethodGet, "/schedules/"+escape(name), nil)
 }
 
 // SchedulePause stops a schedule's firing until SchedulePause with pause
@@ -39,11 +31,7 @@ func (c *Client) SchedulePause(ctx context.Context, name string, pause bool, rea
 	if pause {
 		verb, body = "/pause", apitypes.SchedulePauseRequest{Reason: reason}
 	}
-	var out apitypes.Schedule
-	if err := c.call(ctx, http.MethodPost, "/schedules/"+escape(name)+verb, body, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return callOne[apitypes.Schedule](ctx, c, http.MethodPost, "/schedules/"+escape(name)+verb, body)
 }
 
 // ScheduleTrigger fires a schedule now (POST /v1/schedules/{name}/trigger);
@@ -52,11 +40,7 @@ func (c *Client) ScheduleTrigger(ctx context.Context, name, requestID string) (*
 	if err := checkRequestID(requestID); err != nil {
 		return nil, err
 	}
-	var out apitypes.StartResult
-	if err := c.call(ctx, http.MethodPost, "/schedules/"+escape(name)+"/trigger", apitypes.ScheduleTriggerRequest{RequestID: requestID}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return callOne[apitypes.StartResult](ctx, c, http.MethodPost, "/schedules/"+escape(name)+"/trigger", apitypes.ScheduleTriggerRequest{RequestID: requestID})
 }
 
 // ScheduleRemove removes one of the caller's schedules (DELETE

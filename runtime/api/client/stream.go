@@ -20,31 +20,19 @@ import (
 // FlowSource reads a flow's latest version with its source files (GET
 // /v1/flows/{name}).
 func (c *Client) FlowSource(ctx context.Context, name string) (*apitypes.FlowSource, error) {
-	var fs apitypes.FlowSource
-	if err := c.call(ctx, http.MethodGet, "/flows/"+escape(name), nil, &fs); err != nil {
-		return nil, err
-	}
-	return &fs, nil
+	return callOne[apitypes.FlowSource](ctx, c, http.MethodGet, "/flows/"+escape(name), nil)
 }
 
 // FlowVersions lists a flow name's versions, newest first, at most
 // engine.MaxFlowVersions (GET /v1/flows/{name}/versions).
 func (c *Client) FlowVersions(ctx context.Context, name string) ([]apitypes.FlowVersion, error) {
-	var vs []apitypes.FlowVersion
-	if err := c.call(ctx, http.MethodGet, "/flows/"+escape(name)+"/versions", nil, &vs); err != nil {
-		return nil, err
-	}
-	return vs, nil
+	return callList[apitypes.FlowVersion](ctx, c, http.MethodGet, "/flows/"+escape(name)+"/versions", nil)
 }
 
 // FlowSourceAt reads one version of a flow, by its hash, with its source
 // files (GET /v1/flows/{name}/versions/{hash}).
 func (c *Client) FlowSourceAt(ctx context.Context, name, hash string) (*apitypes.FlowSource, error) {
-	var fs apitypes.FlowSource
-	if err := c.call(ctx, http.MethodGet, "/flows/"+escape(name)+"/versions/"+escape(hash), nil, &fs); err != nil {
-		return nil, err
-	}
-	return &fs, nil
+	return callOne[apitypes.FlowSource](ctx, c, http.MethodGet, "/flows/"+escape(name)+"/versions/"+escape(hash), nil)
 }
 
 // FlowGraphAt draws one version of a flow, by its hash, in format

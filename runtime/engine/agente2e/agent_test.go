@@ -56,10 +56,7 @@ func TestAgentWithTheLLMPlugin(t *testing.T) {
 					Usage: &llmtest.Usage{InputTokens: 120, OutputTokens: 12}},
 				llmtest.Step{Text: "The echo said heron.", Usage: &llmtest.Usage{InputTokens: 160, OutputTokens: 8}},
 			)
-			if err := srv.Start("127.0.0.1:0"); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { srv.Close() })
+			srv.StartT(t)
 			eng := startEngine(t, kind, srv, src)
 			ctx := context.Background()
 			started, err := eng.Submit(ctx, engine.StartRequest{Owner: "alice", Flow: "echoer", Input: json.RawMessage(`{"word":"heron"}`)})
@@ -214,10 +211,7 @@ func TestAgentOffersNonObjectFlowInputWrapped(t *testing.T) {
 				}},
 				llmtest.Step{Text: "done"},
 			)
-			if err := srv.Start("127.0.0.1:0"); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { srv.Close() })
+			srv.StartT(t)
 			eng := startEngine(t, kind, srv, wrappedSrc)
 			ctx := context.Background()
 			started, err := eng.Submit(ctx, engine.StartRequest{Owner: "alice", Flow: "delegator", Input: json.RawMessage(`{}`)})
