@@ -33,3 +33,14 @@ func (c *Client) RunLineage(ctx context.Context, id string) ([]apitypes.Run, err
 	}
 	return runs, nil
 }
+
+// RunJournal reads what a recording of the run needs beyond the run, its
+// events and its version's sources (GET /v1/runs/{id}/journal): its
+// agents' model turns and the declarations of the tools its version calls.
+func (c *Client) RunJournal(ctx context.Context, id string) (*apitypes.RunJournal, error) {
+	var j apitypes.RunJournal
+	if err := c.call(ctx, http.MethodGet, "/runs/"+escape(id)+"/journal", nil, &j); err != nil {
+		return nil, err
+	}
+	return &j, nil
+}

@@ -1,0 +1,243 @@
+package replay
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"iter"
+	"strings"
+	"time"
+
+	"github.com/weirhq/weir/runtime/api/apitypes"
+	"github.com/weirhq/weir/runtime/api/client"
+	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/sdk/chat"
+)
+
+// Daemon is what Record reads of a daemon: the run, its version's
+// sources, its timeline and its journal, as any client of the API reads
+// them (*client.Client is one).
+type Daemon interface {
+	RunGet(ctx context.Context, id string) (*apitypes.Run, error)
+	FlowSourceAt(ctx context.Context, name, hash string) (*apitypes.FlowSource, error)
+	RunEventsAll(ctx context.Context, id string, p client.EventListParams) iter.Seq2[apitypes.Event, error]
+	RunJournal(ctx context.Context, id string) (*apitypes.RunJournal, error)
+}
+
+// Record reads run id from d and makes its recording, with the fields
+// at redact (JSON pointers, Redact) blanked.
+func Record(ctx context.Context, d Daemon, id string, redact []string, now time.Time) (*Recording, error) {
+	pointers, err := parsePointers(redact)
+	if err != nil {
+		return nil, err
+	}
+	run, err := d.RunGet(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	src, err := d.FlowSourceAt(ctx, run.Flow, run.Version)
+	if err != nil {
+		return nil, err
+	}
+	var evs []apitypes.Event
+	size := 0
+	for ev, err := range d.RunEventsAll(ctx, id, client.EventListParams{}) {
+		if err != nil {
+			return nil, err
+		}
+		if size += eventSize(ev); size > maxBytes {
+			return nil, &Error{Code: CodeTooLarge, Message: fmt.Sprintf("the timeline of run %s is more than %d bytes: too large to record", id, maxBytes)}
+		}
+		evs = append(evs, ev)
+	}
+	j, err := d.RunJournal(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := Build(run, src.Files, evs, j, now)
+	if err != nil {
+		return nil, err
+	}
+	rec.redact(pointers)
+	return rec, nil
+}
+
+func eventSize(ev apitypes.Event) int {
+	b, _ := json.Marshal(ev.Detail)
+	return len(b) + 64
+}
+
+// Build makes the recording of run from its version's source files, its
+// timeline and its journal.
+func Build(run *apitypes.Run, files []apitypes.SourceFile, evs []apitypes.Event, j *apitypes.RunJournal, now time.Time) (*Recording, error) {
+	rec := &Recording{RecordedAt: now.UTC(), Sources: files, Tools: j.Tools,
+		Run: Run{ID: run.ID, Flow: run.Flow, Version: run.Version, Phase: string(run.Phase), Input: run.Input, Output: run.Output,
+			Error: run.Error, Budget: run.Budget, Spent: run.Spent, CreatedAt: run.CreatedAt, UpdatedAt: run.UpdatedAt}}
+	b := &builder{rec: rec, ended: map[string]int{}, tries: map[string]int{}, modelTool: map[string]string{}}
+	for _, ev := range evs {
+		if err := b.event(ev); err != nil {
+			return nil, err
+		}
+	}
+	for _, raw := range j.Turns {
+		if err := b.turn(raw); err != nil {
+			return nil, err
+		}
+	}
+	return rec, nil
+}
+
+// builder follows a timeline in order: the visit each event belongs to
+// is the node's ends so far, plus one.
+type builder struct {
+	rec       *Recording
+	ended     map[string]int    // node visits ended so far, by node
+	tries     map[string]int    // failed tries so far, by call key
+	modelTool map[string]string // an agent node's model tool, from its turn events
+}
+
+func (b *builder) visit(node string) int { return b.ended[node] + 1 }
+
+func (b *builder) event(ev apitypes.Event) error {
+	switch ev.Type {
+	case "node_completed", "node_failed":
+		visit := b.visit(ev.Node)
+		b.ended[ev.Node] = visit
+		st := Step{Seq: ev.Seq, At: ev.At, Node: ev.Node, Visit: visit, Completed: ev.Type == "node_completed",
+			Wire: str(ev.Detail["wire"]), Code: str(ev.Detail["code"]), Message: str(ev.Detail["message"])}
+		b.rec.Steps = append(b.rec.Steps, st)
+		if tool := str(ev.Detail["tool"]); st.Completed && tool != "" {
+			if _, ok := ev.Detail["output"]; !ok {
+				return &Error{Code: CodeFormat, Message: fmt.Sprintf("run %s: node %s's end has no output on its event: it ran on a weir that journaled no answers, and cannot be recorded", b.rec.Run.ID, ev.Node)}
+			}
+			key := callKey(ev.Node, visit, nil)
+			b.rec.Calls = append(b.rec.Calls, Call{Node: ev.Node, Visit: visit, Try: b.tries[key] + 1, Tool: tool,
+				Args: raw(ev.Detail["args"]), Output: raw(ev.Detail["output"]), Cost: num(ev.Detail["cost"]), At: ev.At})
+		}
+	case "retry_scheduled":
+		index := indexOf(ev.Detail)
+		visit := b.visit(ev.Node)
+		key := callKey(ev.Node, visit, index)
+		b.tries[key]++
+		b.rec.Calls = append(b.rec.Calls, Call{Node: ev.Node, Visit: visit, Index: index, Try: b.tries[key], Tool: str(ev.Detail["tool"]),
+			Error: errorOf(str(ev.Detail["code"]), str(ev.Detail["message"]), true), At: ev.At})
+	case "agent_turn":
+		b.modelTool[ev.Node] = str(ev.Detail["model_tool"])
+	case "approved", "rejected":
+		b.rec.Decisions = append(b.rec.Decisions, Decision{Node: ev.Node, Wait: str(ev.Detail["wait"]), Kind: str(ev.Detail["kind"]),
+			Approved: ev.Type == "approved", Payload: raw(ev.Detail["payload"]), Reason: str(ev.Detail["reason"]), At: ev.At})
+	}
+	return nil
+}
+
+// turn records a model turn's answer and the answers of the calls it
+// asked for.
+func (b *builder) turn(data json.RawMessage) error {
+	var t store.AgentTurn
+	if err := json.Unmarshal(data, &t); err != nil {
+		return &Error{Code: CodeFormat, Message: "a journaled turn is not one: " + err.Error()}
+	}
+	b.rec.Turns = append(b.rec.Turns, data)
+	resp, err := json.Marshal(chat.Response{Message: messageOf(t.Response), StopReason: chat.StopReason(t.StopReason),
+		Usage: chat.Usage{InputTokens: t.Usage.InputTokens, OutputTokens: t.Usage.OutputTokens}, UsageEstimated: !t.UsageReported})
+	if err != nil {
+		return err
+	}
+	key := callKey(t.Node, t.Visit, []int{t.Turn})
+	b.rec.Calls = append(b.rec.Calls, Call{Node: t.Node, Visit: t.Visit, Index: []int{t.Turn}, Try: b.tries[key] + 1,
+		Tool: b.modelTool[t.Node], ArgsSHA256: t.RequestDigest, Output: resp, Cost: t.Cost, At: t.At})
+	for i, c := range t.Calls {
+		if !c.Done || c.Responded || c.Child != "" {
+			continue // no tool answered it: a person did, or a child run
+		}
+		index := []int{t.Turn, i}
+		call := Call{Node: t.Node, Visit: t.Visit, Index: index, Try: b.tries[callKey(t.Node, t.Visit, index)] + 1, Tool: c.Tool, Cost: c.Cost, At: t.At}
+		if c.Error != nil {
+			call.Error = errorOf(c.Error.Code, c.Error.Message, false)
+		} else {
+			call.Output = c.Result
+		}
+		b.rec.Calls = append(b.rec.Calls, call)
+	}
+	return nil
+}
+
+func messageOf(b json.RawMessage) chat.Message {
+	var m chat.Message
+	_ = json.Unmarshal(b, &m) // the store wrote it from a chat.Message
+	return m
+}
+
+// errorOf is the failure a try was told, from the run error it became:
+// a code named after a failure's kind gives the kind back.
+func errorOf(code, message string, retryable bool) *CallError {
+	e := &CallError{Kind: "permanent", Code: code, Message: message}
+	if retryable {
+		e.Kind = "retryable"
+	}
+	if kind, ok := strings.CutPrefix(code, "E_TOOL_"); ok {
+		e.Kind, e.Code = strings.ToLower(kind), ""
+	}
+	return e
+}
+
+// callKey names one logical call, as its idempotency key does without
+// the run: node, visit and the index inside the node.
+func callKey(node string, visit int, index []int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s/%d", node, visit)
+	for _, i := range index {
+		fmt.Fprintf(&b, "/%d", i)
+	}
+	return b.String()
+}
+
+// indexOf is a call's index inside its node as its events spell it.
+func indexOf(d map[string]any) []int {
+	if t, ok := d["turn"]; ok {
+		index := []int{int(num(t))}
+		if c, ok := d["call"]; ok {
+			index = append(index, int(num(c)))
+		}
+		return index
+	}
+	if it, ok := d["item"]; ok {
+		return []int{int(num(it))}
+	}
+	return nil
+}
+
+func str(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+func num(v any) int64 {
+	switch n := v.(type) {
+	case float64:
+		return int64(n)
+	case json.Number:
+		i, _ := n.Int64()
+		return i
+	case int64:
+		return n
+	case int:
+		return int64(n)
+	}
+	return 0
+}
+
+// raw is a detail's value as JSON (nil when absent).
+func raw(v any) json.RawMessage {
+	if v == nil {
+		return nil
+	}
+	if r, ok := v.(json.RawMessage); ok {
+		return r
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	return b
+}

@@ -1,0 +1,339 @@
+package replay
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/weirhq/weir/internal/testutil"
+	"github.com/weirhq/weir/runtime/api"
+	"github.com/weirhq/weir/runtime/api/apitypes"
+	"github.com/weirhq/weir/runtime/api/client"
+	"github.com/weirhq/weir/runtime/engine"
+	"github.com/weirhq/weir/runtime/internal/clock"
+	"github.com/weirhq/weir/runtime/store/memstore"
+	"github.com/weirhq/weir/runtime/tool/tooltest"
+	"github.com/weirhq/weir/sdk"
+)
+
+func TestMain(m *testing.M) { testutil.Main(m) }
+
+// greet is the flow the tests record: a tool, a branch on the input,
+// an at-most-once send on one side.
+const greet = `flow(name = "greet", nodes = [
+    task("hello", tool = "kit.echo", args = lambda ctx: {"msg": "hi " + ctx.input["name"], "email": ctx.input["email"]}, next = "long"),
+    branch("long",
+        cond = lambda ctx: len(ctx.input["name"]) > 3,
+        then = "send", otherwise = "done"),
+    task("send", tool = "kit.send", args = lambda ctx: {"to": ctx.input["name"]}, next = "done", at_most_once = True),
+    task("done", tool = "kit.echo", args = {"ok": True}),
+])
+`
+
+// recorded is a run of a flow on an engine of the unit layer (memstore,
+// fake clock, in-process tools) and its recording, made through the
+// same reads a daemon serves.
+type recorded struct {
+	rec   *Recording
+	sends *atomic.Int64 // kit.send's calls, ever
+}
+
+func record(t *testing.T, src, input string, redact ...string) recorded {
+	t.Helper()
+	ctx := context.Background()
+	sends := &atomic.Int64{}
+	tools, err := tooltest.New(t.TempDir(),
+		sdk.Tool{Name: "kit.echo", Idempotent: true, Run: func(_ context.Context, c *sdk.Call) (any, error) { return c.Input, nil }},
+		sdk.Tool{Name: "kit.send", Effect: sdk.EffectAtMostOnce, Run: func(_ context.Context, c *sdk.Call) (any, error) {
+			sends.Add(1)
+			return map[string]any{"sent": true}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := memstore.New()
+	t.Cleanup(func() { mem.Close() })
+	eng, err := engine.Open(engine.Config{Store: mem, Tools: tools, Clock: clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = eng.Stop(context.Background()) })
+	res, err := eng.RegisterAs(ctx, "ann", []engine.SourceFile{{Path: "greet.star", Src: src}})
+	if err != nil || len(res.Diagnostics.Errors()) > 0 {
+		t.Fatalf("register: %v %v", err, res.Diagnostics)
+	}
+	started, err := eng.Submit(ctx, engine.StartRequest{Owner: "ann", Flow: res.Flows[0].Name, Input: json.RawMessage(input)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, time.Minute, func() error {
+		run, err := eng.Get(ctx, "ann", started.RunID)
+		if err == nil && !run.Phase.Terminal() {
+			err = fmt.Errorf("run is %s", run.Phase)
+		}
+		return err
+	})
+	rec, err := Record(ctx, engineDaemon{eng: eng, owner: "ann"}, started.RunID, redact, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recorded{rec: rec, sends: sends}
+}
+
+// engineDaemon serves an engine's reads as the API does, JSON included:
+// the recording sees what a client of a daemon would.
+type engineDaemon struct {
+	eng   *engine.Engine
+	owner string
+}
+
+func (d engineDaemon) RunGet(ctx context.Context, id string) (*apitypes.Run, error) {
+	run, err := d.eng.Get(ctx, d.owner, id)
+	if err != nil {
+		return nil, err
+	}
+	return wire(api.ViewOf(run, nil))
+}
+
+func (d engineDaemon) FlowSourceAt(ctx context.Context, name, hash string) (*apitypes.FlowSource, error) {
+	src, err := d.eng.FlowSource(ctx, name, hash)
+	if err != nil {
+		return nil, err
+	}
+	out := &apitypes.FlowSource{}
+	for _, f := range src.Files {
+		out.Files = append(out.Files, apitypes.SourceFile{Path: f.Path, Src: f.Src})
+	}
+	return out, nil
+}
+
+func (d engineDaemon) RunEventsAll(ctx context.Context, id string, _ client.EventListParams) iter.Seq2[apitypes.Event, error] {
+	return func(yield func(apitypes.Event, error) bool) {
+		evs, err := d.eng.Events(ctx, d.owner, id, 0, 100000)
+		if err != nil {
+			yield(apitypes.Event{}, err)
+			return
+		}
+		for _, ev := range evs {
+			w, err := wire(&apitypes.Event{Seq: ev.Seq, RunID: ev.RunID, At: ev.At, Type: ev.Type, Attempt: ev.Attempt, Node: ev.Node, Detail: ev.Detail})
+			if !yield(*w, err) {
+				return
+			}
+		}
+	}
+}
+
+func (d engineDaemon) RunJournal(ctx context.Context, id string) (*apitypes.RunJournal, error) {
+	j, err := d.eng.Ops().Journal(ctx, d.owner, id)
+	if err != nil {
+		return nil, err
+	}
+	out, err := api.JournalOf(j)
+	if err != nil {
+		return nil, err
+	}
+	return wire(out)
+}
+
+// wire is v as a client decodes it from the daemon's JSON.
+func wire[T any](v *T) (*T, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var out T
+	return &out, json.Unmarshal(b, &out)
+}
+
+// roundTrip writes rec to a file and reads it back.
+func roundTrip(t *testing.T, rec *Recording) (*Recording, string) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := Write(&buf, rec); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "run.weirrun")
+	if err := os.WriteFile(path, buf.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return back, path
+}
+
+func replayOf(t *testing.T, rec *Recording, src string) *Result {
+	t.Helper()
+	var opts Options
+	if src != "" {
+		opts.Files = []apitypes.SourceFile{{Path: "greet.star", Src: src}}
+	}
+	res, err := Replay(context.Background(), rec, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// TestRecordingRoundTrips: a run's recording, written and read back,
+// replays to a pass on the recorded sources, every call answered from
+// it and the at-most-once tool never called again.
+func TestRecordingRoundTrips(t *testing.T) {
+	t.Parallel()
+	r := record(t, greet, `{"name": "alice", "email": "a@example.com"}`)
+	rec, _ := roundTrip(t, r.rec)
+	if len(rec.Steps) != 4 || len(rec.Calls) != 3 || rec.Run.Phase != "completed" {
+		t.Fatalf("recorded %d steps, %d calls, phase %s: %+v", len(rec.Steps), len(rec.Calls), rec.Run.Phase, rec)
+	}
+	if got := rec.Calls[0].Args; !canonicalEqual(got, json.RawMessage(`{"msg": "hi alice", "email": "a@example.com"}`)) {
+		t.Errorf("hello's arguments recorded as %s", got)
+	}
+	res := replayOf(t, rec, "")
+	if !res.Pass || res.Steps != 4 || res.Calls != 3 || res.Phase != "completed" {
+		t.Fatalf("replay: %+v %v", res, res.Divergence)
+	}
+	if n := r.sends.Load(); n != 1 {
+		t.Errorf("kit.send was called %d times; once, by the recorded run, and never by the replay", n)
+	}
+}
+
+// TestReplayReportsAChangedBranchAtItsLine: a branch whose condition now
+// sends the run the other way is the first divergence, at the line of
+// its cond.
+func TestReplayReportsAChangedBranchAtItsLine(t *testing.T) {
+	t.Parallel()
+	r := record(t, greet, `{"name": "alice", "email": "a@example.com"}`)
+	changed := strings.Replace(greet, `len(ctx.input["name"]) > 3`, `len(ctx.input["name"]) > 10`, 1)
+	res := replayOf(t, r.rec, changed)
+	d := res.Divergence
+	if res.Pass || d == nil || d.Kind != KindPath || d.Node != "long" {
+		t.Fatalf("replay: %+v %v", res, d)
+	}
+	if !strings.HasPrefix(d.Pos, "greet.star:4:") || !strings.Contains(d.Message, "to done") || !strings.Contains(d.Message, "to send") {
+		t.Errorf("divergence %q at %s; want the branch's cond at greet.star:4, both wires named", d.Message, d.Pos)
+	}
+	if n := r.sends.Load(); n != 1 {
+		t.Errorf("kit.send was called %d times", n)
+	}
+}
+
+// TestReplayReportsOtherArguments: a task that now calls its tool with
+// other arguments diverges there, both sides shown.
+func TestReplayReportsOtherArguments(t *testing.T) {
+	t.Parallel()
+	r := record(t, greet, `{"name": "alice", "email": "a@example.com"}`)
+	changed := strings.Replace(greet, `"hi " + ctx.input["name"]`, `"hello " + ctx.input["name"]`, 1)
+	d := replayOf(t, r.rec, changed).Divergence
+	if d == nil || d.Kind != KindArgs || d.Node != "hello" || !strings.HasPrefix(d.Pos, "greet.star:2:") ||
+		!strings.Contains(d.Recorded, "hi alice") || !strings.Contains(d.Replayed, "hello alice") {
+		t.Fatalf("divergence %+v", d)
+	}
+}
+
+// TestReplayOfACallTheRecordingLacks: a node the run never had calls a
+// tool: a divergence naming it, not a crash, and the tool is never
+// reached.
+func TestReplayOfACallTheRecordingLacks(t *testing.T) {
+	t.Parallel()
+	r := record(t, greet, `{"name": "bo", "email": "b@example.com"}`) // short: no send
+	changed := strings.Replace(greet, `task("done", tool = "kit.echo", args = {"ok": True}),`,
+		`task("done", tool = "kit.echo", args = {"ok": True}, next = "extra"),
+    task("extra", tool = "kit.send", args = {"to": "x"}, at_most_once = True),`, 1)
+	res := replayOf(t, r.rec, changed)
+	d := res.Divergence
+	if res.Pass || d == nil || d.Kind != KindLacks || d.Node != "extra" || !strings.Contains(d.Message, "no answer") || !strings.HasPrefix(d.Pos, "greet.star:8:") {
+		t.Fatalf("replay: %+v %v", res, d)
+	}
+	if n := r.sends.Load(); n != 0 {
+		t.Errorf("kit.send was called %d times, by a run that never sent and a replay that must not", n)
+	}
+}
+
+// TestRecordingRefusesWhatItCannotTrust: a recording of another format
+// version is refused naming both versions; one edited by hand fails its
+// checksum, naming the file; and neither is replayed.
+func TestRecordingRefusesWhatItCannotTrust(t *testing.T) {
+	t.Parallel()
+	r := record(t, greet, `{"name": "alice", "email": "a@example.com"}`)
+	_, path := roundTrip(t, r.rec)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := filepath.Join(t.TempDir(), "edited.weirrun")
+	if err := os.WriteFile(edited, bytes.Replace(data, []byte(`hi alice`), []byte(`hi alicf`), 1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var re *Error
+	if _, err := ReadFile(edited); !errors.As(err, &re) || re.Code != CodeChecksum || !strings.Contains(err.Error(), edited) {
+		t.Errorf("a hand-edited recording: %v", err)
+	}
+	other := filepath.Join(t.TempDir(), "v2.weirrun")
+	if err := os.WriteFile(other, bytes.Replace(data, []byte(`"format_version": 1`), []byte(`"format_version": 2`), 1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadFile(other); !errors.As(err, &re) || re.Code != CodeFormat || !strings.Contains(err.Error(), "version 2") || !strings.Contains(err.Error(), "version 1") {
+		t.Errorf("a recording of format version 2: %v", err)
+	}
+	// Reformatting changes no value: still the same recording.
+	var v any
+	if err := json.Unmarshal(data, &v); err != nil {
+		t.Fatal(err)
+	}
+	compact, _ := json.Marshal(v)
+	if _, err := Read(bytes.NewReader(compact)); err != nil {
+		t.Errorf("a reformatted recording: %v", err)
+	}
+}
+
+// TestRecordingRedacts: --redact blanks a field wherever the run's data
+// holds it (the input, a call's arguments), and the replay, blanking its
+// own arguments there too, still passes.
+func TestRecordingRedacts(t *testing.T) {
+	t.Parallel()
+	r := record(t, greet, `{"name": "alice", "email": "a@example.com"}`, "/email")
+	var buf bytes.Buffer
+	if err := Write(&buf, r.rec); err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(buf.Bytes(), []byte("a@example.com")) {
+		t.Fatalf("the redacted address is in the recording:\n%s", buf.String())
+	}
+	if res := replayOf(t, r.rec, ""); !res.Pass {
+		t.Fatalf("replay of a redacted recording: %v", res.Divergence)
+	}
+	if _, err := parsePointers([]string{"email"}); err == nil {
+		t.Error("a pointer without its leading / was taken")
+	}
+}
+
+// TestRecordingRefusesTooLarge: a recording over the bound is refused
+// with E_TOO_LARGE, by Write (nothing written) and by Read. The bound is
+// lowered here: building 64 MiB proves nothing more.
+func TestRecordingRefusesTooLarge(t *testing.T) {
+	old := maxBytes
+	maxBytes = 4 << 10
+	t.Cleanup(func() { maxBytes = old })
+	big := json.RawMessage(`"` + strings.Repeat("x", maxBytes) + `"`)
+	var buf bytes.Buffer
+	var re *Error
+	if err := Write(&buf, &Recording{Run: Run{ID: "run_x", Input: big}}); !errors.As(err, &re) || re.Code != CodeTooLarge || buf.Len() != 0 {
+		t.Fatalf("Write: %v, %d bytes written", err, buf.Len())
+	}
+	if _, err := Read(strings.NewReader(string(big) + string(big))); !errors.As(err, &re) || re.Code != CodeTooLarge {
+		t.Fatalf("Read: %v", err)
+	}
+}
