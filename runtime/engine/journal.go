@@ -41,18 +41,7 @@ func (o *Ops) Journal(ctx context.Context, owner, runID string) (*Journal, error
 	if err != nil {
 		return nil, &Error{Code: CodeFlowUnreadable, Class: ClassRun, Message: err.Error()}
 	}
-	j := &Journal{}
-	seen := map[string]bool{}
-	for _, u := range fe.flow.ToolUses() {
-		if seen[u.Tool] {
-			continue
-		}
-		seen[u.Tool] = true
-		if info, ok := e.tools.LookupTool(u.Tool); ok {
-			j.Tools = append(j.Tools, info)
-		}
-	}
-	slices.SortFunc(j.Tools, func(a, b flows.ToolInfo) int { return strings.Compare(a.Name, b.Name) })
+	j := &Journal{Tools: journalTools(ctx, e, fe.flow)}
 	err = e.st.View(ctx, func(tx store.Tx) error {
 		j.Turns = nil
 		raw, err := tx.ContinuationGet(runID)
@@ -98,4 +87,43 @@ func journalTurns(tx store.Tx, f *flows.Flow, runID string, visits map[string]in
 		}
 	}
 	return nil
+}
+
+// maxJournalFlows bounds the flows whose tools a journal declares: the
+// run's and those it may start, transitively.
+const maxJournalFlows = 64
+
+// journalTools declares the tools f calls and those of the flows it may
+// start (their latest versions, which a start pins), sorted by name: a
+// replay registers all of them with no plugin installed.
+func journalTools(ctx context.Context, e *Engine, f *flows.Flow) []flows.ToolInfo {
+	seen, known := map[string]bool{}, map[string]bool{f.Name: true}
+	var out []flows.ToolInfo
+	queue := []*flows.Flow{f}
+	for len(queue) > 0 {
+		f := queue[0]
+		queue = queue[1:]
+		for _, u := range f.ToolUses() {
+			if seen[u.Tool] {
+				continue
+			}
+			seen[u.Tool] = true
+			if info, ok := e.tools.LookupTool(u.Tool); ok {
+				out = append(out, info)
+			}
+		}
+		for _, n := range f.Nodes {
+			for _, name := range append([]string{n.Flow}, n.Flows...) {
+				if name == "" || known[name] || len(known) >= maxJournalFlows {
+					continue
+				}
+				known[name] = true
+				if child, err := e.book.latest(ctx, name); err == nil {
+					queue = append(queue, child.flow)
+				}
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b flows.ToolInfo) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }

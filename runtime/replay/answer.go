@@ -13,6 +13,7 @@ import (
 	"github.com/weirhq/weir/flows"
 	"github.com/weirhq/weir/internal/textbound"
 	"github.com/weirhq/weir/runtime/api/apitypes"
+	"github.com/weirhq/weir/runtime/store"
 	"github.com/weirhq/weir/runtime/tool"
 )
 
@@ -29,6 +30,9 @@ type answerer struct {
 	redacted []pointer
 	// sites gives each node's call positions in the sources replayed.
 	sites map[string]*flows.Node
+	// runOf reads a run of the replay's engine: a call from a child run
+	// (a subflow's, a flow fan-out's) is one the recording cannot hold.
+	runOf func(ctx context.Context, id string) (*store.Run, error)
 
 	mu       sync.Mutex
 	made     map[string]int // tries made so far, by call key
@@ -64,18 +68,23 @@ func toolInfoOf(d apitypes.ToolDecl) flows.ToolInfo {
 }
 
 // LookupTool answers the recorded declaration. A tool the recording does
-// not declare (new code calling a new tool) is declared at most once, so
-// that nothing takes it as safe to repeat; calling it is a divergence.
+// not declare (new code calling a new tool) is declared a read, the class
+// registration asks nothing of: the flow registers, and its call is the
+// divergence, reported where it is made. Nothing is ever called, so no
+// class makes a replay unsafe.
 func (a *answerer) LookupTool(name string) (flows.ToolInfo, bool) {
 	if t, ok := a.catalog[name]; ok {
 		return t, true
 	}
-	return flows.ToolInfo{Name: name, Effect: flows.EffectAtMostOnce}, true
+	return flows.ToolInfo{Name: name, Idempotent: true, Effect: flows.EffectRead}, true
 }
 
 // Call answers one try from the recording, or reports the first
 // divergence and answers E_REPLAY_DIVERGED.
-func (a *answerer) Call(_ context.Context, req tool.CallRequest) (*tool.CallResult, error) {
+func (a *answerer) Call(ctx context.Context, req tool.CallRequest) (*tool.CallResult, error) {
+	if d := a.unrecorded(ctx, req); d != nil {
+		return nil, a.diverge(d)
+	}
 	visit, index, ok := parseKey(req)
 	if !ok {
 		return nil, a.diverge(&Divergence{Kind: KindLacks, Node: req.Node, Message: fmt.Sprintf("node %s calls %s with an idempotency key the replay cannot place (%s)", req.Node, req.Tool, textbound.Quote(req.IdempotencyKey))})
@@ -117,6 +126,22 @@ func (a *answerer) Call(_ context.Context, req tool.CallRequest) (*tool.CallResu
 		out = []byte("null")
 	}
 	return &tool.CallResult{Output: out, Cost: rec.Cost, CostReported: true}, nil
+}
+
+// unrecorded is the divergence of a call from work a recording does not
+// hold: a child run's, or a fan-out item's.
+func (a *answerer) unrecorded(ctx context.Context, req tool.CallRequest) *Divergence {
+	if a.runOf != nil {
+		if run, err := a.runOf(ctx, req.RunID); err == nil && run.ParentRunID != "" {
+			return &Divergence{Kind: KindLacks, Node: run.ParentNode, Pos: a.pos(run.ParentNode, ""),
+				Message: fmt.Sprintf("node %s's child run (flow %s) calls %s: a recording holds one run, not its children's calls", run.ParentNode, run.Flow, req.Tool)}
+		}
+	}
+	if n := a.sites[req.Node]; n != nil && n.Kind == flows.KindFanout {
+		return &Divergence{Kind: KindLacks, Node: req.Node, Pos: a.pos(req.Node, "tool"),
+			Message: fmt.Sprintf("fan-out %s calls %s for an item: a recording holds no fan-out item's answer", req.Node, req.Tool)}
+	}
+	return nil
 }
 
 // argsDiffer is the divergence of a call whose arguments are not the

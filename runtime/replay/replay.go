@@ -197,6 +197,7 @@ func start(ctx context.Context, rec *Recording, files []apitypes.SourceFile, too
 		r.mem.Close()
 		return nil, err
 	}
+	tools.runOf = func(ctx context.Context, id string) (*store.Run, error) { return r.eng.Get(ctx, replayOwner, id) }
 	if err := r.eng.Start(ctx); err != nil {
 		r.mem.Close()
 		return nil, err

@@ -23,6 +23,7 @@ import (
 	"github.com/weirhq/weir/runtime/store/memstore"
 	"github.com/weirhq/weir/runtime/tool/tooltest"
 	"github.com/weirhq/weir/sdk"
+	"github.com/weirhq/weir/sdk/chat"
 )
 
 func TestMain(m *testing.M) { testutil.Main(m) }
@@ -56,7 +57,8 @@ func record(t *testing.T, src, input string, redact ...string) recorded {
 		sdk.Tool{Name: "kit.send", Effect: sdk.EffectAtMostOnce, Run: func(_ context.Context, c *sdk.Call) (any, error) {
 			sends.Add(1)
 			return map[string]any{"sent": true}, nil
-		}})
+		}},
+		scriptedModel())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,5 +337,81 @@ func TestRecordingRefusesTooLarge(t *testing.T) {
 	}
 	if _, err := Read(strings.NewReader(string(big) + string(big))); !errors.As(err, &re) || re.Code != CodeTooLarge {
 		t.Fatalf("Read: %v", err)
+	}
+}
+
+// scriptedModel is llm.chat speaking the chat contract: its first turn of
+// a visit asks for kit.echo, its second answers.
+func scriptedModel() sdk.Tool {
+	return sdk.Tool{Name: "llm.chat", Idempotent: true, Contract: chat.Contract, Models: []sdk.Model{{Alias: "small", MaxTokens: 256}},
+		Run: func(_ context.Context, c *sdk.Call) (any, error) {
+			var req chat.Request
+			if err := json.Unmarshal(c.Input, &req); err != nil {
+				return nil, err
+			}
+			if len(req.Messages) == 1 {
+				return chat.Response{Message: chat.Message{Role: chat.RoleAssistant, ToolCalls: []chat.ToolCall{
+					{ID: "c1", Name: "kit.echo", Arguments: json.RawMessage(`{"q": "weather"}`)}}},
+					StopReason: "tool_use", Usage: chat.Usage{InputTokens: 10, OutputTokens: 5}, Model: "m"}, nil
+			}
+			return chat.Response{Message: chat.Message{Role: chat.RoleAssistant, Content: "sunny"}, StopReason: chat.StopEndTurn,
+				Usage: chat.Usage{InputTokens: 20, OutputTokens: 2}, Model: "m"}, nil
+		}}
+}
+
+// agentFlow is an agent that calls a tool once and answers.
+const agentFlow = `flow(name = "ask", nodes = [
+    agent("think", model = "small", model_tool = "llm.chat",
+        system = "You look things up.",
+        prompt = lambda ctx: "Question: " + ctx.input["q"],
+        tools = ["kit.echo"], max_turns = 4, max_tokens = 64),
+])
+`
+
+// TestReplayOfAnAgent: an agent's model turns and the call it asked for
+// are answered from the recording (the request's digest checked), and a
+// changed prompt is a divergence at the agent: the model would be asked
+// something it never answered.
+func TestReplayOfAnAgent(t *testing.T) {
+	t.Parallel()
+	r := record(t, agentFlow, `{"q": "weather?"}`)
+	rec, _ := roundTrip(t, r.rec)
+	if len(rec.Turns) != 2 || len(rec.Calls) != 3 {
+		t.Fatalf("recorded %d turns and %d calls: %+v", len(rec.Turns), len(rec.Calls), rec.Calls)
+	}
+	res := replayOf(t, rec, "")
+	if !res.Pass || res.Calls != 3 {
+		t.Fatalf("replay: %+v %v", res, res.Divergence)
+	}
+	changed := strings.Replace(agentFlow, `"Question: "`, `"Q: "`, 1)
+	d := replayOf(t, rec, changed).Divergence
+	if d == nil || d.Kind != KindArgs || d.Node != "think" || !strings.Contains(d.Message, "turn 1") || !strings.HasPrefix(d.Pos, "greet.star:2:") {
+		t.Fatalf("divergence %+v", d)
+	}
+}
+
+// TestReplayOfASubflowSaysWhy: a child run's calls are not in its
+// parent's recording: the replay says so at the subflow node rather than
+// failing somewhere inside the child.
+func TestReplayOfASubflowSaysWhy(t *testing.T) {
+	t.Parallel()
+	r := record(t, `flow(name = "mum", nodes = [subflow("call", flow = "kid")])
+flow(name = "kid", nodes = [task("k", tool = "kit.echo", args = {"kid": True})])
+`, `{}`)
+	d := replayOf(t, r.rec, "").Divergence
+	if d == nil || d.Kind != KindLacks || d.Node != "call" || !strings.Contains(d.Message, "child run") || !strings.HasPrefix(d.Pos, "greet.star:1:") {
+		t.Fatalf("divergence %+v", d)
+	}
+}
+
+// TestReplayOfANewTool: new code calling a tool the run never called
+// registers (the tool is no plugin's here) and diverges at the call.
+func TestReplayOfANewTool(t *testing.T) {
+	t.Parallel()
+	r := record(t, greet, `{"name": "alice", "email": "a@example.com"}`)
+	changed := strings.Replace(greet, `task("hello", tool = "kit.echo"`, `task("hello", tool = "web.search"`, 1)
+	d := replayOf(t, r.rec, changed).Divergence
+	if d == nil || d.Kind != KindTool || d.Node != "hello" || !strings.Contains(d.Message, "web.search where the run called kit.echo") || !strings.HasPrefix(d.Pos, "greet.star:2:") {
+		t.Fatalf("divergence %+v", d)
 	}
 }
