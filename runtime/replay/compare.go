@@ -38,7 +38,7 @@ func (r *replayer) result(ctx context.Context) (*Result, error) {
 // steps are the ends of the replay's node visits, read from its
 // timeline as a recording reads a run's.
 func (r *replayer) steps(ctx context.Context) ([]Step, error) {
-	b := &builder{rec: &Recording{Run: Run{ID: r.runID}}, ended: map[string]int{}, tries: map[string]int{}, modelTool: map[string]string{}}
+	b := newBuilder(&Recording{Run: Run{ID: r.runID}})
 	var after uint64
 	for {
 		evs, err := r.eng.Events(ctx, replayOwner, r.runID, after, eventPage)

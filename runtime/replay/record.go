@@ -73,7 +73,7 @@ func Build(run *apitypes.Run, files []apitypes.SourceFile, evs []apitypes.Event,
 	rec := &Recording{RecordedAt: now.UTC(), Sources: files, Tools: j.Tools,
 		Run: Run{ID: run.ID, Flow: run.Flow, Version: run.Version, Phase: string(run.Phase), Input: run.Input, Output: run.Output,
 			Error: run.Error, Budget: run.Budget, Spent: run.Spent, CreatedAt: run.CreatedAt, UpdatedAt: run.UpdatedAt}}
-	b := &builder{rec: rec, ended: map[string]int{}, tries: map[string]int{}, modelTool: map[string]string{}}
+	b := newBuilder(rec)
 	for _, ev := range evs {
 		if err := b.event(ev); err != nil {
 			return nil, err
@@ -94,6 +94,13 @@ type builder struct {
 	ended     map[string]int    // node visits ended so far, by node
 	tries     map[string]int    // failed tries so far, by call key
 	modelTool map[string]string // an agent node's model tool, from its turn events
+	// answeredBy is who answered a model turn (the provider's model id
+	// and the provider), by the turn's call key, from its event.
+	answeredBy map[string][2]string
+}
+
+func newBuilder(rec *Recording) *builder {
+	return &builder{rec: rec, ended: map[string]int{}, tries: map[string]int{}, modelTool: map[string]string{}, answeredBy: map[string][2]string{}}
 }
 
 func (b *builder) visit(node string) int { return b.ended[node] + 1 }
@@ -123,6 +130,8 @@ func (b *builder) event(ev apitypes.Event) error {
 			Error: errorOf(str(ev.Detail["code"]), str(ev.Detail["message"]), true), At: ev.At})
 	case "agent_turn":
 		b.modelTool[ev.Node] = str(ev.Detail["model_tool"])
+		key := callKey(ev.Node, b.visit(ev.Node), []int{int(num(ev.Detail["turn"]))})
+		b.answeredBy[key] = [2]string{str(ev.Detail["response_model"]), str(ev.Detail["provider"])}
 	case "approved", "rejected":
 		b.rec.Decisions = append(b.rec.Decisions, Decision{Node: ev.Node, Wait: str(ev.Detail["wait"]), Kind: str(ev.Detail["kind"]),
 			Approved: ev.Type == "approved", Payload: raw(ev.Detail["payload"]), Reason: str(ev.Detail["reason"]), At: ev.At})
@@ -138,12 +147,14 @@ func (b *builder) turn(data json.RawMessage) error {
 		return &Error{Code: CodeFormat, Message: "a journaled turn is not one: " + err.Error()}
 	}
 	b.rec.Turns = append(b.rec.Turns, data)
+	key := callKey(t.Node, t.Visit, []int{t.Turn})
+	by := b.answeredBy[key]
 	resp, err := json.Marshal(chat.Response{Message: messageOf(t.Response), StopReason: chat.StopReason(t.StopReason),
-		Usage: chat.Usage{InputTokens: t.Usage.InputTokens, OutputTokens: t.Usage.OutputTokens}, UsageEstimated: !t.UsageReported})
+		Usage: chat.Usage{InputTokens: t.Usage.InputTokens, OutputTokens: t.Usage.OutputTokens}, UsageEstimated: !t.UsageReported,
+		Model: by[0], Provider: by[1]})
 	if err != nil {
 		return err
 	}
-	key := callKey(t.Node, t.Visit, []int{t.Turn})
 	b.rec.Calls = append(b.rec.Calls, Call{Node: t.Node, Visit: t.Visit, Index: []int{t.Turn}, Try: b.tries[key] + 1,
 		Tool: b.modelTool[t.Node], ArgsSHA256: t.RequestDigest, Output: resp, Cost: t.Cost, At: t.At})
 	for i, c := range t.Calls {
