@@ -74,6 +74,9 @@ func firstDivergence(recorded, replayed []Step, call, stopped *Divergence, sites
 			return call
 		}
 	}
+	if stopped != nil && at >= len(replayed) {
+		return stopped // the replay stopped short at a wait: that says why
+	}
 	if path != nil {
 		return path
 	}

@@ -289,6 +289,14 @@ func (r *replayer) decide(ctx context.Context) (more bool, err error) {
 	}
 	for _, w := range waits {
 		d, ok := r.nextDecision(w)
+		if !ok && !w.Until.IsZero() && r.lapsed(ctx, w.Node) {
+			// Nobody decided in the run either: its deadline passed. The
+			// clock is taken past it, and the wait ends as it did then.
+			if now := r.clock.Now(); w.Until.After(now) {
+				r.clock.Advance(w.Until.Sub(now))
+			}
+			continue
+		}
 		if !ok {
 			if r.rec.Run.Phase != string(store.PhaseWaiting) || r.decided < len(r.rec.Decisions) {
 				r.stopped = &Divergence{Kind: KindWait, Node: w.Node, Pos: posOf(r.tools.sites, w.Node, ""),
@@ -302,6 +310,27 @@ func (r *replayer) decide(ctx context.Context) (more bool, err error) {
 		}
 	}
 	return true, nil
+}
+
+// lapsed says whether the recorded run's visit of node that the replay
+// waits in ended failed: a wait whose deadline passed undecided.
+func (r *replayer) lapsed(ctx context.Context, node string) bool {
+	steps, err := r.steps(ctx)
+	if err != nil {
+		return false
+	}
+	visit := 1
+	for _, s := range steps {
+		if s.Node == node {
+			visit++
+		}
+	}
+	for _, s := range r.rec.Steps {
+		if s.Node == node && s.Visit == visit {
+			return !s.Completed
+		}
+	}
+	return false
 }
 
 // nextDecision is the recording's next decision, if it is on w's node.

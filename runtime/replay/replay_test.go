@@ -20,6 +20,7 @@ import (
 	"github.com/weirhq/weir/runtime/api/client"
 	"github.com/weirhq/weir/runtime/engine"
 	"github.com/weirhq/weir/runtime/internal/clock"
+	"github.com/weirhq/weir/runtime/store"
 	"github.com/weirhq/weir/runtime/store/memstore"
 	"github.com/weirhq/weir/runtime/tool/tooltest"
 	"github.com/weirhq/weir/sdk"
@@ -64,7 +65,8 @@ func record(t *testing.T, src, input string, redact ...string) recorded {
 	}
 	mem := memstore.New()
 	t.Cleanup(func() { mem.Close() })
-	eng, err := engine.Open(engine.Config{Store: mem, Tools: tools, Clock: clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))})
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	eng, err := engine.Open(engine.Config{Store: mem, Tools: tools, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,6 +85,9 @@ func record(t *testing.T, src, input string, redact ...string) recorded {
 	testutil.Eventually(t, time.Minute, func() error {
 		run, err := eng.Get(ctx, "ann", started.RunID)
 		if err == nil && !run.Phase.Terminal() {
+			if run.Phase == store.PhaseWaiting {
+				clk.Advance(10 * time.Minute) // nobody decides: a wait's deadline passes
+			}
 			err = fmt.Errorf("run is %s", run.Phase)
 		}
 		return err
@@ -412,6 +417,40 @@ func TestReplayOfANewTool(t *testing.T) {
 	changed := strings.Replace(greet, `task("hello", tool = "kit.echo"`, `task("hello", tool = "web.search"`, 1)
 	d := replayOf(t, r.rec, changed).Divergence
 	if d == nil || d.Kind != KindTool || d.Node != "hello" || !strings.Contains(d.Message, "web.search where the run called kit.echo") || !strings.HasPrefix(d.Pos, "greet.star:2:") {
+		t.Fatalf("divergence %+v", d)
+	}
+}
+
+// TestReplayOfALapsedWait: a wait nobody decided before its deadline
+// replays the same way — the fake clock is taken past the deadline — and
+// is no divergence; the wait decided where the run's lapsed is one.
+func TestReplayOfALapsedWait(t *testing.T) {
+	t.Parallel()
+	src := `flow(name = "late", nodes = [
+    wait("ask", timeout = "30m", next = "yes", error = "no"),
+    task("yes", tool = "kit.echo", args = {"yes": True}),
+    task("no", tool = "kit.echo", args = {"no": True}),
+])
+`
+	r := record(t, src, `{}`)
+	if r.rec.Run.Phase != "completed" || len(r.rec.Steps) != 2 || r.rec.Steps[0].Completed {
+		t.Fatalf("recorded %s with steps %+v", r.rec.Run.Phase, r.rec.Steps)
+	}
+	if res := replayOf(t, r.rec, src); !res.Pass {
+		t.Fatalf("replay: %v", res.Divergence)
+	}
+}
+
+// TestReplayOfAWaitTheRunNeverDecided: a replay that waits where the run
+// went straight on says so at the wait: the recording holds no decision.
+func TestReplayOfAWaitTheRunNeverDecided(t *testing.T) {
+	t.Parallel()
+	r := record(t, greet, `{"name": "alice", "email": "a@example.com"}`)
+	changed := strings.Replace(greet, `task("done", tool = "kit.echo", args = {"ok": True}),`,
+		`wait("done", next = "end"),
+    task("end", tool = "kit.echo", args = {"ok": True}),`, 1)
+	d := replayOf(t, r.rec, changed).Divergence
+	if d == nil || d.Kind != KindWait || d.Node != "done" || !strings.Contains(d.Message, "decision the recording lacks") || !strings.HasPrefix(d.Pos, "greet.star:7:") {
 		t.Fatalf("divergence %+v", d)
 	}
 }
