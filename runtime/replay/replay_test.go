@@ -49,7 +49,19 @@ type recorded struct {
 	sends *atomic.Int64 // kit.send's calls, ever
 }
 
-func record(t *testing.T, src, input string, redact ...string) recorded {
+func record(t testing.TB, src, input string, redact ...string) recorded {
+	t.Helper()
+	eng, id, sends := runLive(t, src, input)
+	rec, err := Record(context.Background(), engineDaemon{eng: eng, owner: "ann"}, id, redact, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recorded{rec: rec, sends: sends}
+}
+
+// runLive runs src's first flow to its end on an engine of the unit
+// layer and returns the engine, the run and kit.send's count.
+func runLive(t testing.TB, src, input string) (*engine.Engine, string, *atomic.Int64) {
 	t.Helper()
 	ctx := context.Background()
 	sends := &atomic.Int64{}
@@ -92,11 +104,7 @@ func record(t *testing.T, src, input string, redact ...string) recorded {
 		}
 		return err
 	})
-	rec, err := Record(ctx, engineDaemon{eng: eng, owner: "ann"}, started.RunID, redact, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return recorded{rec: rec, sends: sends}
+	return eng, started.RunID, sends
 }
 
 // engineDaemon serves an engine's reads as the API does, JSON included:
@@ -165,7 +173,7 @@ func wire[T any](v *T) (*T, error) {
 }
 
 // roundTrip writes rec to a file and reads it back.
-func roundTrip(t *testing.T, rec *Recording) (*Recording, string) {
+func roundTrip(t testing.TB, rec *Recording) (*Recording, string) {
 	t.Helper()
 	var buf bytes.Buffer
 	if err := Write(&buf, rec); err != nil {
