@@ -152,14 +152,21 @@ type CallError struct {
 // Decision is what a person decided on one of the run's waits.
 type Decision struct {
 	Node string `json:"node"`
+	// Wait is the wait's id (NODE@VISIT[.INDEX...]), the same in a
+	// replay: a decision is made again on the wait of that id.
 	Wait string `json:"wait"`
 	Kind string `json:"kind"`
-	// Approved, with the payload a wait node's approval carried, or
-	// rejected with a reason.
+	// Approved, with the payload a wait node's approval carried (or an
+	// agent's proposed call's edited arguments), or rejected with a
+	// reason.
 	Approved bool            `json:"approved"`
 	Payload  json.RawMessage `json:"payload,omitempty"`
 	Reason   string          `json:"reason,omitempty"`
-	At       time.Time       `json:"at"`
+	// Respond: a person answered an agent's proposed call in the tool's
+	// place, with Result.
+	Respond bool            `json:"respond,omitempty"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	At      time.Time       `json:"at"`
 }
 
 // Write writes rec as a recording file: the header with the format, its

@@ -10,6 +10,7 @@ import (
 
 	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/api/client"
+	"github.com/weirhq/weir/runtime/engine"
 	"github.com/weirhq/weir/runtime/store"
 	"github.com/weirhq/weir/sdk/chat"
 )
@@ -132,9 +133,9 @@ func (b *builder) event(ev apitypes.Event) error {
 		b.modelTool[ev.Node] = str(ev.Detail["model_tool"])
 		key := callKey(ev.Node, b.visit(ev.Node), []int{int(num(ev.Detail["turn"]))})
 		b.answeredBy[key] = [2]string{str(ev.Detail["response_model"]), str(ev.Detail["provider"])}
-	case "approved", "rejected":
+	case "approved", "rejected", "responded":
 		b.rec.Decisions = append(b.rec.Decisions, Decision{Node: ev.Node, Wait: str(ev.Detail["wait"]), Kind: str(ev.Detail["kind"]),
-			Approved: ev.Type == "approved", Payload: raw(ev.Detail["payload"]), Reason: str(ev.Detail["reason"]), At: ev.At})
+			Approved: ev.Type != "rejected", Respond: ev.Type == "responded", Payload: raw(ev.Detail["payload"]), Reason: str(ev.Detail["reason"]), At: ev.At})
 	}
 	return nil
 }
@@ -158,6 +159,7 @@ func (b *builder) turn(data json.RawMessage) error {
 	b.rec.Calls = append(b.rec.Calls, Call{Node: t.Node, Visit: t.Visit, Index: []int{t.Turn}, Try: b.tries[key] + 1,
 		Tool: b.modelTool[t.Node], ArgsSHA256: t.RequestDigest, Output: resp, Cost: t.Cost, At: t.At})
 	for i, c := range t.Calls {
+		b.decidedCall(engine.WaitID(t.Node, t.Visit, t.Turn, i), c)
 		if !c.Done || c.Responded || c.Child != "" {
 			continue // no tool answered it: a person did, or a child run
 		}
@@ -171,6 +173,24 @@ func (b *builder) turn(data json.RawMessage) error {
 		b.rec.Calls = append(b.rec.Calls, call)
 	}
 	return nil
+}
+
+// decidedCall completes the decision on an agent's proposed call from
+// its turn, which keeps what the event gives only a digest of: the edited
+// arguments, or the person's answer.
+func (b *builder) decidedCall(wait string, c store.AgentCall) {
+	for i := range b.rec.Decisions {
+		d := &b.rec.Decisions[i]
+		if d.Wait != wait {
+			continue
+		}
+		switch {
+		case d.Respond:
+			d.Result = c.Result
+		case d.Approved && len(c.Edited) > 0:
+			d.Payload = c.Edited
+		}
+	}
 }
 
 func messageOf(b json.RawMessage) chat.Message {

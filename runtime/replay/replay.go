@@ -168,7 +168,9 @@ type replayer struct {
 	eng   *engine.Engine
 	clock *clock.Fake
 	runID string
-	// decided counts the recorded decisions the replay used.
+	// used marks the recorded decisions the replay made again; decided
+	// counts them.
+	used    map[int]bool
 	decided int
 	// stopped is a divergence the driver found (a wait the recording
 	// never decided).
@@ -188,7 +190,7 @@ func start(ctx context.Context, rec *Recording, files []apitypes.SourceFile, too
 	if err != nil {
 		epoch = rec.RecordedAt
 	}
-	r := &replayer{rec: rec, tools: tools, mem: memstore.New(), clock: clock.NewFake(epoch)}
+	r := &replayer{rec: rec, tools: tools, mem: memstore.New(), clock: clock.NewFake(epoch), used: map[int]bool{}}
 	// Leases far longer than any replay: the fake clock moves while a
 	// step runs, and a lease lost to it would make a call twice.
 	r.eng, err = engine.Open(engine.Config{Store: r.mem, Tools: tools, Clock: r.clock, Logger: log, Workers: 8,
@@ -228,27 +230,24 @@ func (r *replayer) close() {
 	r.mem.Close()
 }
 
-// drive runs the replay to its end: a terminal phase, a divergence, or
-// a wait the recording holds no decision for. Decisions are made as the
-// run's people made them, in order; the fake clock moves a tick each
-// round.
+// drive runs the replay to its end: a terminal phase, a divergence (the
+// run is cancelled, and driven until it has ended), or a wait the
+// recording holds no decision for. Decisions are made as the run's people
+// made them, in order; the fake clock moves a tick each round.
 func (r *replayer) drive(ctx context.Context) error {
+	cancelled := false
 	for {
 		run, err := r.eng.Get(ctx, replayOwner, r.runID)
-		if err != nil {
+		if err != nil || run.Phase.Terminal() {
 			return err
 		}
-		if run.Phase.Terminal() {
-			return nil
-		}
-		if r.tools.divergence() != nil {
-			_, err := r.eng.Cancel(ctx, replayOwner, r.runID)
-			if err != nil {
+		if !cancelled && r.tools.divergence() != nil {
+			if _, err := r.eng.Cancel(ctx, replayOwner, r.runID); err != nil {
 				return err
 			}
-			return r.settle(ctx)
+			cancelled = true
 		}
-		if run.Phase == store.PhaseWaiting {
+		if !cancelled && run.Phase == store.PhaseWaiting {
 			more, err := r.decide(ctx)
 			if err != nil || !more {
 				return err
@@ -258,22 +257,6 @@ func (r *replayer) drive(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("replay of run %s: no end within its timeout: %w", r.rec.Run.ID, ctx.Err())
-		case <-time.After(time.Millisecond):
-		}
-	}
-}
-
-// settle waits, moving the clock, until the cancelled run has ended.
-func (r *replayer) settle(ctx context.Context) error {
-	for {
-		run, err := r.eng.Get(ctx, replayOwner, r.runID)
-		if err != nil || run.Phase.Terminal() {
-			return err
-		}
-		r.clock.Advance(tick)
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("replay of run %s: the run did not stop: %w", r.rec.Run.ID, ctx.Err())
 		case <-time.After(time.Millisecond):
 		}
 	}
@@ -305,7 +288,7 @@ func (r *replayer) decide(ctx context.Context) (more bool, err error) {
 			return false, nil
 		}
 		if _, err := r.eng.DecideWait(ctx, engine.DecideParams{Owner: replayOwner, RunID: r.runID, Node: w.ID, Approve: d.Approved,
-			Payload: d.Payload, Reason: d.Reason}); err != nil {
+			Payload: d.Payload, Reason: d.Reason, Respond: d.Respond, Result: d.Result}); err != nil {
 			return false, fmt.Errorf("replay of run %s: the recorded decision on %s: %w", r.rec.Run.ID, w.Node, err)
 		}
 	}
@@ -333,15 +316,27 @@ func (r *replayer) lapsed(ctx context.Context, node string) bool {
 	return false
 }
 
-// nextDecision is the recording's next decision, if it is on w's node.
+// nextDecision is the recording's decision on w: the one on the wait of
+// its id, else (a recording's decision without one) the next in order if
+// it is on w's node.
 func (r *replayer) nextDecision(w engine.HumanWait) (Decision, bool) {
-	if r.decided >= len(r.rec.Decisions) {
-		return Decision{}, false
+	for i, d := range r.rec.Decisions {
+		if d.Wait == w.ID && !r.used[i] {
+			r.used[i] = true
+			r.decided++
+			return d, true
+		}
 	}
-	d := r.rec.Decisions[r.decided]
-	if d.Node != w.Node || (d.Kind != "" && d.Kind != w.Kind) {
-		return Decision{}, false
+	for i, d := range r.rec.Decisions {
+		if r.used[i] {
+			continue
+		}
+		if d.Wait != "" || d.Node != w.Node || (d.Kind != "" && d.Kind != w.Kind) {
+			return Decision{}, false
+		}
+		r.used[i] = true
+		r.decided++
+		return d, true
 	}
-	r.decided++
-	return d, true
+	return Decision{}, false
 }

@@ -63,6 +63,14 @@ func record(t testing.TB, src, input string, redact ...string) recorded {
 // layer and returns the engine, the run and kit.send's count.
 func runLive(t testing.TB, src, input string) (*engine.Engine, string, *atomic.Int64) {
 	t.Helper()
+	return runDeciding(t, src, input, nil)
+}
+
+// runDeciding is runLive with decide called on each open decision of the
+// run (nil: nobody decides, and the clock moves past the waits'
+// deadlines).
+func runDeciding(t testing.TB, src, input string, decide func(eng *engine.Engine, w engine.HumanWait) engine.DecideParams) (*engine.Engine, string, *atomic.Int64) {
+	t.Helper()
 	ctx := context.Background()
 	sends := &atomic.Int64{}
 	tools, err := tooltest.New(t.TempDir(),
@@ -97,8 +105,21 @@ func runLive(t testing.TB, src, input string) (*engine.Engine, string, *atomic.I
 	testutil.Eventually(t, time.Minute, func() error {
 		run, err := eng.Get(ctx, "ann", started.RunID)
 		if err == nil && !run.Phase.Terminal() {
-			if run.Phase == store.PhaseWaiting {
+			if run.Phase == store.PhaseWaiting && decide == nil {
 				clk.Advance(10 * time.Minute) // nobody decides: a wait's deadline passes
+			}
+			if run.Phase == store.PhaseWaiting && decide != nil {
+				waits, err := eng.HumanWaits(ctx, "ann", started.RunID)
+				if err != nil {
+					return err
+				}
+				for _, w := range waits {
+					p := decide(eng, w)
+					p.Owner, p.RunID, p.Node = "ann", started.RunID, w.ID
+					if _, err := eng.DecideWait(ctx, p); err != nil {
+						t.Fatalf("decide %s: %v", w.ID, err)
+					}
+				}
 			}
 			err = fmt.Errorf("run is %s", run.Phase)
 		}
@@ -460,5 +481,34 @@ func TestReplayOfAWaitTheRunNeverDecided(t *testing.T) {
 	d := replayOf(t, r.rec, changed).Divergence
 	if d == nil || d.Kind != KindWait || d.Node != "done" || !strings.Contains(d.Message, "decision the recording lacks") || !strings.HasPrefix(d.Pos, "greet.star:7:") {
 		t.Fatalf("divergence %+v", d)
+	}
+}
+
+// TestReplayOfAnEditedApproval: a person approved an agent's proposed
+// send with other arguments; the replay makes the same decision, edit
+// included, on the wait of the same id, and the call is answered with
+// the edited arguments checked.
+func TestReplayOfAnEditedApproval(t *testing.T) {
+	t.Parallel()
+	src := `flow(name = "ask", nodes = [
+    agent("think", model = "small", model_tool = "llm.chat",
+        system = "You look things up.",
+        prompt = lambda ctx: "Question: " + ctx.input["q"],
+        tools = ["kit.echo"], approve = ["kit.echo"], max_turns = 4, max_tokens = 64),
+])
+`
+	eng, id, _ := runDeciding(t, src, `{"q": "weather?"}`, func(_ *engine.Engine, w engine.HumanWait) engine.DecideParams {
+		return engine.DecideParams{Approve: true, Payload: json.RawMessage(`{"q": "rain"}`)}
+	})
+	rec, err := Record(context.Background(), engineDaemon{eng: eng, owner: "ann"}, id, nil, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.Decisions) != 1 || rec.Decisions[0].Wait != "think@1.1.0" || !canonicalEqual(rec.Decisions[0].Payload, json.RawMessage(`{"q": "rain"}`)) {
+		t.Fatalf("decisions %+v", rec.Decisions)
+	}
+	res := replayOf(t, rec, "")
+	if !res.Pass {
+		t.Fatalf("replay: %v", res.Divergence)
 	}
 }
