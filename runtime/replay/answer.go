@@ -99,16 +99,19 @@ func (a *answerer) Call(ctx context.Context, req tool.CallRequest) (*tool.CallRe
 	try := a.made[key]
 	tries := a.calls[key]
 	a.mu.Unlock()
-	where := callName(req.Node, visit, index)
+	where := a.callName(req.Node, visit, index)
 	if try > len(tries) {
 		msg := fmt.Sprintf("%s calls %s, and the recording holds no answer for it: the run never made this call", where, req.Tool)
+		if n := a.sites[req.Node]; n != nil && n.Kind == flows.KindFanout {
+			msg = fmt.Sprintf("%s calls %s for an item the run never ended (stopped, late or never admitted): the recording holds no answer for it", where, req.Tool)
+		}
 		if len(tries) > 0 {
 			msg = fmt.Sprintf("%s makes try %d of its call of %s, and the run made only %d", where, try, req.Tool, len(tries))
 		}
 		return nil, a.diverge(&Divergence{Kind: KindLacks, Node: req.Node, Visit: visit, Pos: a.pos(req.Node, "tool"), Message: msg})
 	}
 	rec := tries[try-1]
-	if rec.Tool != req.Tool {
+	if rec.Tool != "" && rec.Tool != req.Tool {
 		return nil, a.diverge(&Divergence{Kind: KindTool, Node: req.Node, Visit: visit, Pos: a.pos(req.Node, "tool"),
 			Message: fmt.Sprintf("%s calls %s where the run called %s", where, req.Tool, rec.Tool)})
 	}
@@ -129,17 +132,13 @@ func (a *answerer) Call(ctx context.Context, req tool.CallRequest) (*tool.CallRe
 }
 
 // unrecorded is the divergence of a call from work a recording does not
-// hold: a child run's, or a fan-out item's.
+// hold: a child run's.
 func (a *answerer) unrecorded(ctx context.Context, req tool.CallRequest) *Divergence {
 	if a.runOf != nil {
 		if run, err := a.runOf(ctx, req.RunID); err == nil && run.ParentRunID != "" {
 			return &Divergence{Kind: KindLacks, Node: run.ParentNode, Pos: a.pos(run.ParentNode, ""),
 				Message: fmt.Sprintf("node %s's child run (flow %s) calls %s: a recording holds one run, not its children's calls", run.ParentNode, run.Flow, req.Tool)}
 		}
-	}
-	if n := a.sites[req.Node]; n != nil && n.Kind == flows.KindFanout {
-		return &Divergence{Kind: KindLacks, Node: req.Node, Pos: a.pos(req.Node, "tool"),
-			Message: fmt.Sprintf("fan-out %s calls %s for an item: a recording holds no fan-out item's answer", req.Node, req.Tool)}
 	}
 	return nil
 }
@@ -217,14 +216,16 @@ func parseKey(req tool.CallRequest) (visit int, index []int, ok bool) {
 	return nums[0], nums[1:], true
 }
 
-// callName names a call for a person: the node's visit, and the turn and
-// call of an agent's.
-func callName(node string, visit int, index []int) string {
+// callName names a call for a person: the node's visit, and a fan-out's
+// item or an agent's turn and call.
+func (a *answerer) callName(node string, visit int, index []int) string {
 	s := fmt.Sprintf("node %s (visit %d", node, visit)
-	switch len(index) {
-	case 1:
+	switch {
+	case len(index) == 1 && a.sites[node] != nil && a.sites[node].Kind == flows.KindFanout:
+		s += fmt.Sprintf(", item %d", index[0])
+	case len(index) == 1:
 		s += fmt.Sprintf(", turn %d", index[0])
-	case 2:
+	case len(index) == 2:
 		s += fmt.Sprintf(", turn %d, call %d", index[0], index[1])
 	}
 	return s + ")"

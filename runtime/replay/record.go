@@ -129,6 +129,8 @@ func (b *builder) event(ev apitypes.Event) error {
 		b.tries[key]++
 		b.rec.Calls = append(b.rec.Calls, Call{Node: ev.Node, Visit: visit, Index: index, Try: b.tries[key], Tool: str(ev.Detail["tool"]),
 			Error: errorOf(str(ev.Detail["code"]), str(ev.Detail["message"]), true), At: ev.At})
+	case "item_done":
+		b.item(ev)
 	case "agent_turn":
 		b.modelTool[ev.Node] = str(ev.Detail["model_tool"])
 		key := callKey(ev.Node, b.visit(ev.Node), []int{int(num(ev.Detail["turn"]))})
@@ -138,6 +140,30 @@ func (b *builder) event(ev apitypes.Event) error {
 			Approved: ev.Type != "rejected", Respond: ev.Type == "responded", Payload: raw(ev.Detail["payload"]), Reason: str(ev.Detail["reason"]), At: ev.At})
 	}
 	return nil
+}
+
+// item records the answer of a tool fan-out's item, from its end (a
+// failure the engine decided before any call is answered only if the
+// replay does call). The fan-out's node names the tool, so the end does
+// not: an item's call is not checked for its tool.
+func (b *builder) item(ev apitypes.Event) {
+	if str(ev.Detail["task"]) == "" {
+		return // a child run's end: its calls are the child's
+	}
+	_, answered := ev.Detail["output"]
+	code := str(ev.Detail["code"])
+	visit, index := b.visit(ev.Node), []int{int(num(ev.Detail["item"]))}
+	key := callKey(ev.Node, visit, index)
+	c := Call{Node: ev.Node, Visit: visit, Index: index, Try: b.tries[key] + 1, Args: raw(ev.Detail["args"]), At: ev.At}
+	switch {
+	case answered:
+		c.Output = raw(ev.Detail["output"])
+	case code != "":
+		c.Error = errorOf(code, str(ev.Detail["message"]), false)
+	default:
+		return
+	}
+	b.rec.Calls = append(b.rec.Calls, c)
 }
 
 // turn records a model turn's answer and the answers of the calls it

@@ -512,3 +512,29 @@ func TestReplayOfAnEditedApproval(t *testing.T) {
 		t.Fatalf("replay: %v", res.Divergence)
 	}
 }
+
+// TestReplayOfAFanout: a tool fan-out's items are answered from their
+// ends, each by its index, whatever order the replay admits them in; an
+// item's other arguments are a divergence at the fan-out.
+func TestReplayOfAFanout(t *testing.T) {
+	t.Parallel()
+	src := `flow(name = "many", nodes = [
+    fanout("each", items = lambda ctx: ctx.input["xs"], tool = "kit.echo",
+        args = lambda ctx, item: {"x": item},
+        width = 2, depth = 1, max_items = 8, next = "sum"),
+    task("sum", tool = "kit.echo", args = lambda ctx: {"n": len(ctx.results["each"]["results"])}),
+])
+`
+	r := record(t, src, `{"xs": [1, 2, 3, 4]}`)
+	if len(r.rec.Calls) != 5 {
+		t.Fatalf("recorded %d calls: %+v", len(r.rec.Calls), r.rec.Calls)
+	}
+	if res := replayOf(t, r.rec, ""); !res.Pass || res.Calls != 5 {
+		t.Fatalf("replay: %+v %v", res, res.Divergence)
+	}
+	changed := strings.Replace(src, `{"x": item}`, `{"x": item * 10}`, 1)
+	d := replayOf(t, r.rec, changed).Divergence
+	if d == nil || d.Kind != KindArgs || d.Node != "each" || !strings.Contains(d.Message, ", item ") || !strings.HasPrefix(d.Pos, "greet.star:3:") {
+		t.Fatalf("divergence %+v", d)
+	}
+}
