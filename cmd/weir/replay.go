@@ -6,11 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/weirhq/weir/runtime/api/apitypes"
+	"github.com/weirhq/weir/runtime/config"
+	"github.com/weirhq/weir/runtime/host"
 	"github.com/weirhq/weir/runtime/replay"
 )
 
@@ -20,6 +23,7 @@ func init() {
 			flowFiles []string
 			asJSON    bool
 			timeout   time.Duration
+			live      liveOptions
 		)
 		cmd := &cobra.Command{
 			Use:   "test FILE.weirrun...",
@@ -36,6 +40,15 @@ Otherwise the first divergence is printed at its file:line: a node that
 calls another tool or other arguments, a branch taken the other way, a
 call the recording holds no answer for.
 
+With --model NAME the replay is counterfactual: every agent's model turns
+are asked again, of the model tool's plugin launched from the plugins
+directory (with the plugin blocks of --config), for model alias NAME,
+while tool calls are still answered from the recording; the turn-by-turn
+diff of the calls each side asked for, with tokens and cost, is printed.
+A call the new turns ask for that the run never made stops the replay
+there: a read tool is called for real only with --live-reads, an
+idempotent or at-most-once tool never.
+
 Exit status: 0 every recording passed, 1 one diverged, 2 bad input (a file
 that is no recording, one of another format version, one edited by hand,
 flow files that do not register).`,
@@ -43,12 +56,15 @@ flow files that do not register).`,
   weir test testdata/*.weirrun --flow flows/refund.star`,
 			Args: minArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				return m.replayTest(cmd.Context(), args, flowFiles, asJSON, timeout)
+				return m.replayTest(cmd.Context(), args, flowFiles, asJSON, timeout, live)
 			},
 		}
 		cmd.Flags().StringArrayVar(&flowFiles, "flow", nil, "replay these flow files instead of the recorded sources (repeat for each file)")
 		cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON result per recording")
 		cmd.Flags().DurationVar(&timeout, "timeout", replay.DefaultTimeout, "wall-time bound of one replay")
+		cmd.Flags().StringVar(&live.model, "model", "", "ask the agents' model turns again, of the live model tool, for this model alias (a counterfactual)")
+		cmd.Flags().StringVar(&live.config, "config", "", "with --model: launch plugins with this daemon config file's plugin blocks")
+		cmd.Flags().BoolVar(&live.reads, "live-reads", false, "with --model: call a read tool the new turns ask for that the run never called")
 		return cmd
 	})
 }
@@ -101,7 +117,7 @@ type testOutcome struct {
 
 // replayTest is weir test: every recording replayed, the worst outcome's
 // exit status.
-func (m *Main) replayTest(ctx context.Context, paths, flowPaths []string, asJSON bool, timeout time.Duration) error {
+func (m *Main) replayTest(ctx context.Context, paths, flowPaths []string, asJSON bool, timeout time.Duration, live liveOptions) error {
 	var files []apitypes.SourceFile
 	if len(flowPaths) > 0 {
 		read, err := readFlowFiles(flowPaths)
@@ -110,12 +126,24 @@ func (m *Main) replayTest(ctx context.Context, paths, flowPaths []string, asJSON
 		}
 		files = sourceFiles(read)
 	}
+	opts := replay.Options{Files: files, Timeout: timeout, Model: live.model, LiveReads: live.reads}
+	if live.model == "" && (live.config != "" || live.reads) {
+		return usageErrorf("--config and --live-reads are for a counterfactual: give --model NAME")
+	}
+	if live.model != "" {
+		h, err := m.liveHost(live.config)
+		if err != nil {
+			return err
+		}
+		defer h.Close()
+		opts.Live = h
+	}
 	code, passed := exitOK, 0
 	for _, path := range paths {
 		out := testOutcome{File: path}
 		rec, err := replay.ReadFile(path)
 		if err == nil {
-			out.Result, err = replay.Replay(ctx, rec, replay.Options{Files: files, Timeout: timeout})
+			out.Result, err = replay.Replay(ctx, rec, opts)
 		}
 		switch {
 		case err != nil:
@@ -131,6 +159,9 @@ func (m *Main) replayTest(ctx context.Context, paths, flowPaths []string, asJSON
 			continue
 		}
 		printOutcome(m, out)
+		if out.Result != nil {
+			printTurns(m, out.Turns)
+		}
 	}
 	if !asJSON && len(paths) > 1 {
 		fmt.Fprintf(m.Stdout, "%d of %d recordings passed\n", passed, len(paths))
@@ -150,6 +181,52 @@ func printOutcome(m *Main, out testOutcome) {
 			count(out.Steps, "step"), count(out.Calls, "call"))
 	default:
 		fmt.Fprintf(m.Stdout, "FAIL  %s (run %s of %s)\n  %s\n", out.File, out.Run, out.Flow, indent(out.Divergence.String()))
+	}
+}
+
+// liveOptions are weir test's counterfactual flags.
+type liveOptions struct {
+	model, config string
+	reads         bool
+}
+
+// liveHost is the plugin host a counterfactual asks its model turns of:
+// the plugins directory's, launched with the config file's plugin blocks
+// as the daemon would launch them.
+func (m *Main) liveHost(configPath string) (*host.Host, error) {
+	cfg := host.Config{PluginsDir: m.PluginsDir, DataDir: m.DataDir, Logger: m.newLogger("weir", "warn", config.DefaultLogFormat)}
+	if configPath != "" {
+		c, err := loadChecked(m, configPath)
+		if err != nil {
+			return nil, &exitError{code: exitUsage, err: err}
+		}
+		cfg.PluginConfig, cfg.PluginEnv, cfg.PluginMemoryMax = c.Plugins, c.PluginEnvs(), c.PluginMemoryMaxes()
+	}
+	h, err := host.New(cfg)
+	if err != nil {
+		return nil, &exitError{code: exitUsage, err: err}
+	}
+	return h, nil
+}
+
+// printTurns is a counterfactual's decision diff, turn by turn.
+func printTurns(m *Main, turns []replay.TurnDiff) {
+	side := func(s *replay.TurnSide) string {
+		if s == nil {
+			return "(no such turn)"
+		}
+		what := s.Text
+		if len(s.Calls) > 0 {
+			what = strings.Join(s.Calls, "; ")
+		}
+		return fmt.Sprintf("%s  (%d in, %d out, cost %d)", what, s.InputTokens, s.OutputTokens, s.Cost)
+	}
+	for _, t := range turns {
+		verdict := "differs"
+		if t.Same {
+			verdict = "same"
+		}
+		fmt.Fprintf(m.Stdout, "  %s@%d turn %d: %s\n    recorded: %s\n    replayed: %s\n", t.Node, t.Visit, t.Turn, verdict, side(t.Recorded), side(t.Replayed))
 	}
 }
 

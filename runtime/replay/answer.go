@@ -13,6 +13,7 @@ import (
 	"github.com/weirhq/weir/flows"
 	"github.com/weirhq/weir/internal/textbound"
 	"github.com/weirhq/weir/runtime/api/apitypes"
+	"github.com/weirhq/weir/runtime/engine"
 	"github.com/weirhq/weir/runtime/store"
 	"github.com/weirhq/weir/runtime/tool"
 )
@@ -34,9 +35,18 @@ type answerer struct {
 	// (a subflow's, a flow fan-out's) is one the recording cannot hold.
 	runOf func(ctx context.Context, id string) (*store.Run, error)
 
+	// live, with model set, makes the replay counterfactual (live.go):
+	// model turns are asked again of live with model in place of the
+	// flow's alias; liveReads lets a read tool the run never called be
+	// called for real.
+	live      engine.Tools
+	model     string
+	liveReads bool
+
 	mu       sync.Mutex
 	made     map[string]int // tries made so far, by call key
 	answered int
+	asked    int // model turns asked of live
 	first    *Divergence
 }
 
@@ -89,6 +99,9 @@ func (a *answerer) Call(ctx context.Context, req tool.CallRequest) (*tool.CallRe
 	if !ok {
 		return nil, a.diverge(&Divergence{Kind: KindLacks, Node: req.Node, Message: fmt.Sprintf("node %s calls %s with an idempotency key the replay cannot place (%s)", req.Node, req.Tool, textbound.Quote(req.IdempotencyKey))})
 	}
+	if a.live != nil && len(index) == 1 && a.catalog[req.Tool].Chat {
+		return a.askLive(ctx, req)
+	}
 	key := callKey(req.Node, visit, index)
 	a.mu.Lock()
 	if a.first != nil {
@@ -100,6 +113,9 @@ func (a *answerer) Call(ctx context.Context, req tool.CallRequest) (*tool.CallRe
 	tries := a.calls[key]
 	a.mu.Unlock()
 	where := a.callName(req.Node, visit, index)
+	if a.live != nil && len(index) == 2 && (try > len(tries) || tries[try-1].Tool != req.Tool || a.argsDiffer(tries[try-1], req, where, visit) != nil) {
+		return a.newCall(ctx, req, where, visit)
+	}
 	if try > len(tries) {
 		msg := fmt.Sprintf("%s calls %s, and the recording holds no answer for it: the run never made this call", where, req.Tool)
 		if n := a.sites[req.Node]; n != nil && n.Kind == flows.KindFanout {
@@ -155,7 +171,7 @@ func (a *answerer) argsDiffer(rec Call, req tool.CallRequest, where string, visi
 		}
 	case rec.Args != nil:
 		now := blankAll(req.Input, a.redacted)
-		if !canonicalEqual(now, rec.Args) {
+		if !canonicalEqual(now, rec.Args) && !(len(rec.Index) == 2 && canonicalEqual(now, wrapped(rec.Args))) {
 			return &Divergence{Kind: KindArgs, Node: req.Node, Visit: visit, Pos: a.pos(req.Node, "args"),
 				Message:  fmt.Sprintf("%s calls %s with other arguments than the run did", where, req.Tool),
 				Recorded: textbound.Quote(string(orEmpty(rec.Args))), Replayed: textbound.Quote(string(orEmpty(now)))}

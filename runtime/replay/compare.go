@@ -25,8 +25,23 @@ func (r *replayer) result(ctx context.Context) (*Result, error) {
 	}
 	res := &Result{Run: r.rec.Run.ID, Flow: r.rec.Run.Flow, Steps: len(steps), Phase: string(run.Phase), Output: run.Output}
 	r.tools.mu.Lock()
-	res.Calls = r.tools.answered
+	res.Calls, res.Asked = r.tools.answered, r.tools.asked
 	r.tools.mu.Unlock()
+	if r.tools.live != nil {
+		j, err := r.eng.Ops().Journal(ctx, replayOwner, r.runID)
+		if err != nil {
+			return nil, err
+		}
+		var turns []json.RawMessage
+		for _, t := range j.Turns {
+			b, err := json.Marshal(t)
+			if err != nil {
+				return nil, err
+			}
+			turns = append(turns, b)
+		}
+		res.Turns = turnDiffs(r.rec.Turns, turns)
+	}
 	res.Divergence = firstDivergence(r.rec.Steps, steps, r.tools.divergence(), r.stopped, r.tools.sites)
 	if res.Divergence == nil {
 		res.Divergence = r.endDiffers(string(run.Phase), run.Output)

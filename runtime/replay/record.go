@@ -174,9 +174,10 @@ func (b *builder) turn(data json.RawMessage) error {
 		return &Error{Code: CodeFormat, Message: "a journaled turn is not one: " + err.Error()}
 	}
 	b.rec.Turns = append(b.rec.Turns, data)
+	msg := messageOf(t.Response)
 	key := callKey(t.Node, t.Visit, []int{t.Turn})
 	by := b.answeredBy[key]
-	resp, err := json.Marshal(chat.Response{Message: messageOf(t.Response), StopReason: chat.StopReason(t.StopReason),
+	resp, err := json.Marshal(chat.Response{Message: msg, StopReason: chat.StopReason(t.StopReason),
 		Usage: chat.Usage{InputTokens: t.Usage.InputTokens, OutputTokens: t.Usage.OutputTokens}, UsageEstimated: !t.UsageReported,
 		Model: by[0], Provider: by[1]})
 	if err != nil {
@@ -190,7 +191,8 @@ func (b *builder) turn(data json.RawMessage) error {
 			continue // no tool answered it: a person did, or a child run
 		}
 		index := []int{t.Turn, i}
-		call := Call{Node: t.Node, Visit: t.Visit, Index: index, Try: b.tries[callKey(t.Node, t.Visit, index)] + 1, Tool: c.Tool, Cost: c.Cost, At: t.At}
+		call := Call{Node: t.Node, Visit: t.Visit, Index: index, Try: b.tries[callKey(t.Node, t.Visit, index)] + 1, Tool: c.Tool,
+			Args: callArgs(msg, i, c), Cost: c.Cost, At: t.At}
 		if c.Error != nil {
 			call.Error = errorOf(c.Error.Code, c.Error.Message, false)
 		} else {
@@ -217,6 +219,18 @@ func (b *builder) decidedCall(wait string, c store.AgentCall) {
 			d.Payload = c.Edited
 		}
 	}
+}
+
+// callArgs are the arguments the model gave call i of its answer, or
+// those a person's edit replaced them with.
+func callArgs(msg chat.Message, i int, c store.AgentCall) json.RawMessage {
+	if len(c.Edited) > 0 {
+		return c.Edited
+	}
+	if i < len(msg.ToolCalls) {
+		return msg.ToolCalls[i].Arguments
+	}
+	return nil
 }
 
 func messageOf(b json.RawMessage) chat.Message {

@@ -53,6 +53,17 @@ type Options struct {
 	Timeout time.Duration
 	// Logger receives the embedded engine's log (nil: none).
 	Logger hclog.Logger
+
+	// Model makes the replay counterfactual: every agent's model turns
+	// are asked again, of Live, for this model alias in place of the
+	// flow's, while tool calls are still answered from the recording
+	// (live.go); the result carries the turn-by-turn diff.
+	Model string
+	// Live answers a counterfactual's model turns (a plugin host, a
+	// scripted model) and, with LiveReads, the read tools its new turns
+	// ask for that the run never called. Nothing else is ever called.
+	Live      engine.Tools
+	LiveReads bool
 }
 
 // Divergence is the first place a replay did not do what the run did.
@@ -96,6 +107,10 @@ type Result struct {
 	// Phase and Output are the replay's end.
 	Phase  string          `json:"phase"`
 	Output json.RawMessage `json:"output,omitempty"`
+	// Turns is a counterfactual's decision diff, turn by turn; Asked the
+	// model turns it asked of the live model.
+	Turns []TurnDiff `json:"turns,omitempty"`
+	Asked int        `json:"asked,omitempty"`
 }
 
 // ErrBadInput wraps what makes a replay impossible (files that do not
@@ -119,6 +134,12 @@ func Replay(ctx context.Context, rec *Recording, opts Options) (*Result, error) 
 	tools, err := newAnswerer(rec)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadInput, err)
+	}
+	if opts.Model != "" {
+		if opts.Live == nil {
+			return nil, fmt.Errorf("%w: a counterfactual replay (model %s) needs a live model tool to ask", ErrBadInput, opts.Model)
+		}
+		tools.live, tools.model, tools.liveReads = opts.Live, opts.Model, opts.LiveReads
 	}
 	flow, err := checkFiles(rec, files, tools)
 	if err != nil {

@@ -79,6 +79,7 @@ func runDeciding(t testing.TB, src, input string, decide func(eng *engine.Engine
 			sends.Add(1)
 			return map[string]any{"sent": true}, nil
 		}},
+		sdk.Tool{Name: "kit.look", Effect: sdk.EffectRead, Run: func(_ context.Context, c *sdk.Call) (any, error) { return c.Input, nil }},
 		scriptedModel())
 	if err != nil {
 		t.Fatal(err)
@@ -375,9 +376,12 @@ func TestRecordingRefusesTooLarge(t *testing.T) {
 }
 
 // scriptedModel is llm.chat speaking the chat contract: its first turn of
-// a visit asks for kit.echo, its second answers.
+// a visit asks for a tool (kit.echo; the model "large" asks kit.look,
+// "risky" kit.send), its second answers.
 func scriptedModel() sdk.Tool {
-	return sdk.Tool{Name: "llm.chat", Idempotent: true, Contract: chat.Contract, Models: []sdk.Model{{Alias: "small", MaxTokens: 256}},
+	first := map[string]string{"small": "kit.echo", "large": "kit.look", "risky": "kit.send"}
+	return sdk.Tool{Name: "llm.chat", Idempotent: true, Contract: chat.Contract,
+		Models: []sdk.Model{{Alias: "small", MaxTokens: 256}, {Alias: "large", MaxTokens: 256}, {Alias: "risky", MaxTokens: 256}},
 		Run: func(_ context.Context, c *sdk.Call) (any, error) {
 			var req chat.Request
 			if err := json.Unmarshal(c.Input, &req); err != nil {
@@ -385,8 +389,8 @@ func scriptedModel() sdk.Tool {
 			}
 			if len(req.Messages) == 1 {
 				return chat.Response{Message: chat.Message{Role: chat.RoleAssistant, ToolCalls: []chat.ToolCall{
-					{ID: "c1", Name: "kit.echo", Arguments: json.RawMessage(`{"q": "weather"}`)}}},
-					StopReason: "tool_use", Usage: chat.Usage{InputTokens: 10, OutputTokens: 5}, Model: "m"}, nil
+					{ID: "c1", Name: first[req.Model], Arguments: json.RawMessage(`{"q": "weather"}`)}}},
+					StopReason: "tool_use", Usage: chat.Usage{InputTokens: 10, OutputTokens: 5}, Model: req.Model}, nil
 			}
 			return chat.Response{Message: chat.Message{Role: chat.RoleAssistant, Content: "sunny"}, StopReason: chat.StopEndTurn,
 				Usage: chat.Usage{InputTokens: 20, OutputTokens: 2}, Model: "m"}, nil
@@ -536,5 +540,56 @@ func TestReplayOfAFanout(t *testing.T) {
 	d := replayOf(t, r.rec, changed).Divergence
 	if d == nil || d.Kind != KindArgs || d.Node != "each" || !strings.Contains(d.Message, ", item ") || !strings.HasPrefix(d.Pos, "greet.star:3:") {
 		t.Fatalf("divergence %+v", d)
+	}
+}
+
+// TestCounterfactualAgent: a counterfactual replay asks the model turns
+// again, of a live model, and keeps the run's tool answers. The same
+// model decides the same; another model's new call is in the turn diff,
+// and the replay stops at it — a read is made for real only with
+// LiveReads, an at-most-once call never.
+func TestCounterfactualAgent(t *testing.T) {
+	t.Parallel()
+	src := `flow(name = "ask", nodes = [
+    agent("think", model = "small", model_tool = "llm.chat",
+        system = "You look things up.",
+        prompt = lambda ctx: "Question: " + ctx.input["q"],
+        tools = ["kit.echo", "kit.look", "kit.send"], at_most_once = True, max_turns = 4, max_tokens = 64),
+])
+`
+	r := record(t, src, `{"q": "weather?"}`)
+	var looks, sends atomic.Int64
+	live, err := tooltest.New(t.TempDir(), scriptedModel(),
+		sdk.Tool{Name: "kit.look", Effect: sdk.EffectRead, Run: func(_ context.Context, c *sdk.Call) (any, error) { looks.Add(1); return c.Input, nil }},
+		sdk.Tool{Name: "kit.send", Effect: sdk.EffectAtMostOnce, Run: func(_ context.Context, c *sdk.Call) (any, error) { sends.Add(1); return nil, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	same, err := Replay(ctx, r.rec, Options{Model: "small", Live: live})
+	if err != nil || !same.Pass || same.Asked != 2 || len(same.Turns) != 2 || !same.Turns[0].Same {
+		t.Fatalf("the same model: %v %+v %v", err, same, same.Divergence)
+	}
+
+	other, err := Replay(ctx, r.rec, Options{Model: "large", Live: live})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, turn := other.Divergence, other.Turns[0]
+	if d == nil || d.Kind != KindLacks || !strings.Contains(d.Message, "kit.look") || !strings.Contains(d.Message, "--live-reads") ||
+		turn.Same || !strings.HasPrefix(turn.Recorded.Calls[0], "kit.echo ") || !strings.HasPrefix(turn.Replayed.Calls[0], "kit.look ") {
+		t.Fatalf("another model: %+v %v", other, d)
+	}
+	if looks.Load() != 0 {
+		t.Fatalf("kit.look was called %d times without LiveReads", looks.Load())
+	}
+	reads, err := Replay(ctx, r.rec, Options{Model: "large", Live: live, LiveReads: true})
+	if err != nil || looks.Load() != 1 || reads.Asked != 2 || reads.Phase != "completed" {
+		t.Fatalf("another model with live reads: %v %+v, kit.look called %d times", err, reads, looks.Load())
+	}
+
+	risky, err := Replay(ctx, r.rec, Options{Model: "risky", Live: live, LiveReads: true})
+	if err != nil || risky.Divergence == nil || !strings.Contains(risky.Divergence.Message, "at_most_once") || sends.Load() != 0 || r.sends.Load() != 0 {
+		t.Fatalf("a model asking for an at-most-once call: %v %+v; kit.send called %d times live, %d recorded", err, risky, sends.Load(), r.sends.Load())
 	}
 }
