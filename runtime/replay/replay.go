@@ -254,9 +254,10 @@ func (r *replayer) close() {
 // drive runs the replay to its end: a terminal phase, a divergence (the
 // run is cancelled, and driven until it has ended), or a wait the
 // recording holds no decision for. Decisions are made as the run's people
-// made them, in order; the fake clock moves a tick each round.
+// made them; the fake clock moves a tick in each round the run did not.
 func (r *replayer) drive(ctx context.Context) error {
 	cancelled := false
+	var seen uint64 // the last event of the run read
 	for {
 		run, err := r.eng.Get(ctx, replayOwner, r.runID)
 		if err != nil || run.Phase.Terminal() {
@@ -274,13 +275,33 @@ func (r *replayer) drive(ctx context.Context) error {
 				return err
 			}
 		}
-		r.clock.Advance(tick)
+		moved, err := r.progressed(ctx, &seen)
+		if err != nil {
+			return err
+		}
+		if !moved {
+			// Nothing happened since the last round: the run waits for
+			// time (a backoff, a timer, a deadline). While it moves, the
+			// clock stays, so no deadline passes under work in hand.
+			r.clock.Advance(tick)
+		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("replay of run %s: no end within its timeout: %w", r.rec.Run.ID, ctx.Err())
 		case <-time.After(time.Millisecond):
 		}
 	}
+}
+
+// progressed says whether the run's timeline grew past *seen, and moves
+// *seen to its end.
+func (r *replayer) progressed(ctx context.Context, seen *uint64) (bool, error) {
+	evs, err := r.eng.Events(ctx, replayOwner, r.runID, *seen, eventPage)
+	if err != nil || len(evs) == 0 {
+		return false, err
+	}
+	*seen = evs[len(evs)-1].Seq
+	return true, nil
 }
 
 // decide makes the recording's next decisions on the replay's open

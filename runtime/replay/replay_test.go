@@ -67,7 +67,7 @@ func runLive(t testing.TB, src, input string) (*engine.Engine, string, *atomic.I
 }
 
 // runDeciding is runLive with decide called on each open decision of the
-// run (nil: nobody decides, and the clock moves past the waits'
+// run (nil: nobody decides, and the clock moves past the open waits'
 // deadlines).
 func runDeciding(t testing.TB, src, input string, decide func(eng *engine.Engine, w engine.HumanWait) engine.DecideParams) (*engine.Engine, string, *atomic.Int64) {
 	t.Helper()
@@ -106,15 +106,21 @@ func runDeciding(t testing.TB, src, input string, decide func(eng *engine.Engine
 	testutil.Eventually(t, time.Minute, func() error {
 		run, err := eng.Get(ctx, "ann", started.RunID)
 		if err == nil && !run.Phase.Terminal() {
-			if run.Phase == store.PhaseWaiting && decide == nil {
-				clk.Advance(10 * time.Minute) // nobody decides: a wait's deadline passes
-			}
-			if run.Phase == store.PhaseWaiting && decide != nil {
+			if run.Phase == store.PhaseWaiting {
 				waits, err := eng.HumanWaits(ctx, "ann", started.RunID)
 				if err != nil {
 					return err
 				}
+				if decide == nil && len(waits) > 0 {
+					// Nobody decides: the waits' deadlines pass. Only
+					// then: a clock moved while calls run would take
+					// their leases past their deadline.
+					clk.Advance(10 * time.Minute)
+				}
 				for _, w := range waits {
+					if decide == nil {
+						break
+					}
 					p := decide(eng, w)
 					p.Owner, p.RunID, p.Node = "ann", started.RunID, w.ID
 					if _, err := eng.DecideWait(ctx, p); err != nil {
@@ -529,7 +535,17 @@ func TestReplayOfAFanout(t *testing.T) {
     task("sum", tool = "kit.echo", args = lambda ctx: {"n": len(ctx.results["each"]["results"])}),
 ])
 `
-	r := record(t, src, `{"xs": [1, 2, 3, 4]}`)
+	// The run waits for its cohort: nobody decides, and the clock stays
+	// (moving it would take the items past their deadline).
+	eng, id, _ := runDeciding(t, src, `{"xs": [1, 2, 3, 4]}`, func(_ *engine.Engine, w engine.HumanWait) engine.DecideParams {
+		t.Fatalf("no decision is asked for, yet %s waits", w.ID)
+		return engine.DecideParams{}
+	})
+	rec, err := Record(context.Background(), engineDaemon{eng: eng, owner: "ann"}, id, nil, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := recorded{rec: rec}
 	if len(r.rec.Calls) != 5 {
 		t.Fatalf("recorded %d calls: %+v", len(r.rec.Calls), r.rec.Calls)
 	}
