@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/weirhq/weir/internal/llmtest"
 	"github.com/weirhq/weir/runtime/api/apitypes"
 )
 
@@ -81,6 +82,66 @@ func TestRecordedRunReplaysAsATest(t *testing.T) {
 	}
 	if n := d.outbox(); n != 1 {
 		t.Errorf("outbox holds %d mails after the replays; the run's one only", n)
+	}
+	d.stop()
+}
+
+// TestCounterfactualThroughTheLLMPlugin: an agent run on a daemon, its
+// model the llm plugin over the scripted server, is recorded; weir test
+// --model asks its turns again, through the llm plugin launched from the
+// plugins directory with the config's blocks, of another model, which
+// proposes a mail instead of the lookup: the diff shows both calls, the
+// replay stops at the mail (an at-most-once tool is never called in a
+// replay) and the outbox stays empty.
+func TestCounterfactualThroughTheLLMPlugin(t *testing.T) {
+	e2e(t, "starts a real daemon and the llm plugin")
+	srv := llmtest.NewScript(llmtest.Script{Steps: []llmtest.Step{
+		{Match: `"model":"m-1"`, ToolCalls: []llmtest.ToolCall{{Name: "testkit__echo", Arguments: json.RawMessage(`{"q":"weather"}`)}}, Usage: &llmtest.Usage{InputTokens: 100, OutputTokens: 10}},
+		{Match: `"model":"m-1"`, Text: "Sunny.", Usage: &llmtest.Usage{InputTokens: 150, OutputTokens: 3}},
+		{Match: `"model":"m-2"`, ToolCalls: []llmtest.ToolCall{mailCall("ann@example.com")}, Usage: &llmtest.Usage{InputTokens: 100, OutputTokens: 20}},
+	}})
+	d := agentDaemon(t, srv)
+	cfg := filepath.Join(d.data, "weir.hcl")
+	hcl, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	two := strings.Replace(string(hcl), `max_tokens = 256 }`, `max_tokens = 256 }
+    large = { provider = "local", model = "m-2", max_tokens = 256 }`, 1)
+	if err := os.WriteFile(cfg, []byte(two), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d.start("")
+	d.register(`flow(name = "look", nodes = [
+    agent("a", model = "small", prompt = "What is the weather?", tools = ["testkit.echo", "mail.send"], at_most_once = True, max_turns = 3),
+])
+`)
+	res, err := d.startRun("look", `{}`, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := d.waitTerminal(res.RunID); v.Phase != apitypes.PhaseCompleted {
+		t.Fatalf("run ended %s %+v\n%s", v.Phase, v.Error, d.log())
+	}
+	code, out, errb := d.cli("run", "export", res.RunID)
+	if code != 0 {
+		t.Fatalf("run export: exit %d %s", code, errb)
+	}
+	recording := filepath.Join(t.TempDir(), "look.weirrun")
+	if err := os.WriteFile(recording, []byte(out), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errb = d.cli("--plugins", d.plugins, "test", "--model", "large", "--config", cfg, recording)
+	for _, want := range []string{"FAIL", "a@1 turn 1: differs", "recorded: testkit.echo", "replayed: mail.send", "never called in a replay"} {
+		if code != 1 || !strings.Contains(out, want) {
+			t.Fatalf("counterfactual: exit %d, want %q in\n%s%s", code, want, out, errb)
+		}
+	}
+	if n := d.outbox(); n != 0 {
+		t.Errorf("outbox holds %d mails: a replay sent one", n)
+	}
+	if n := len(srv.Requests()); n != 3 {
+		t.Errorf("the model server got %d requests: the run's two and the counterfactual's one", n)
 	}
 	d.stop()
 }
