@@ -59,6 +59,18 @@ func record(t testing.TB, src, input string, redact ...string) recorded {
 	return recorded{rec: rec, sends: sends}
 }
 
+// recordDeciding is record with decide making the run's decisions
+// (runDeciding).
+func recordDeciding(t testing.TB, src, input string, decide func(eng *engine.Engine, w engine.HumanWait) engine.DecideParams) *Recording {
+	t.Helper()
+	eng, id, _ := runDeciding(t, src, input, decide)
+	rec, err := Record(context.Background(), engineDaemon{eng: eng, owner: "ann"}, id, nil, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
 // runLive runs src's first flow to its end on an engine of the unit
 // layer and returns the engine, the run and kit.send's count.
 func runLive(t testing.TB, src, input string) (*engine.Engine, string, *atomic.Int64) {
@@ -404,13 +416,19 @@ func scriptedModel() sdk.Tool {
 }
 
 // agentFlow is an agent that calls a tool once and answers.
-const agentFlow = `flow(name = "ask", nodes = [
+var agentFlow = agentWith(`tools = ["kit.echo"]`)
+
+// agentWith is the agent of agentFlow with its tools (and what else the
+// node says) as given.
+func agentWith(tools string) string {
+	return `flow(name = "ask", nodes = [
     agent("think", model = "small", model_tool = "llm.chat",
         system = "You look things up.",
         prompt = lambda ctx: "Question: " + ctx.input["q"],
-        tools = ["kit.echo"], max_turns = 4, max_tokens = 64),
+        ` + tools + `, max_turns = 4, max_tokens = 64),
 ])
 `
+}
 
 // TestReplayOfAnAgent: an agent's model turns and the call it asked for
 // are answered from the recording (the request's digest checked), and a
@@ -500,20 +518,10 @@ func TestReplayOfAWaitTheRunNeverDecided(t *testing.T) {
 // the edited arguments checked.
 func TestReplayOfAnEditedApproval(t *testing.T) {
 	t.Parallel()
-	src := `flow(name = "ask", nodes = [
-    agent("think", model = "small", model_tool = "llm.chat",
-        system = "You look things up.",
-        prompt = lambda ctx: "Question: " + ctx.input["q"],
-        tools = ["kit.echo"], approve = ["kit.echo"], max_turns = 4, max_tokens = 64),
-])
-`
-	eng, id, _ := runDeciding(t, src, `{"q": "weather?"}`, func(_ *engine.Engine, w engine.HumanWait) engine.DecideParams {
+	src := agentWith(`tools = ["kit.echo"], approve = ["kit.echo"]`)
+	rec := recordDeciding(t, src, `{"q": "weather?"}`, func(_ *engine.Engine, w engine.HumanWait) engine.DecideParams {
 		return engine.DecideParams{Approve: true, Payload: json.RawMessage(`{"q": "rain"}`)}
 	})
-	rec, err := Record(context.Background(), engineDaemon{eng: eng, owner: "ann"}, id, nil, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
 	if len(rec.Decisions) != 1 || rec.Decisions[0].Wait != "think@1.1.0" || !canonicalEqual(rec.Decisions[0].Payload, json.RawMessage(`{"q": "rain"}`)) {
 		t.Fatalf("decisions %+v", rec.Decisions)
 	}
@@ -537,15 +545,10 @@ func TestReplayOfAFanout(t *testing.T) {
 `
 	// The run waits for its cohort: nobody decides, and the clock stays
 	// (moving it would take the items past their deadline).
-	eng, id, _ := runDeciding(t, src, `{"xs": [1, 2, 3, 4]}`, func(_ *engine.Engine, w engine.HumanWait) engine.DecideParams {
+	r := recorded{rec: recordDeciding(t, src, `{"xs": [1, 2, 3, 4]}`, func(_ *engine.Engine, w engine.HumanWait) engine.DecideParams {
 		t.Fatalf("no decision is asked for, yet %s waits", w.ID)
 		return engine.DecideParams{}
-	})
-	rec, err := Record(context.Background(), engineDaemon{eng: eng, owner: "ann"}, id, nil, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := recorded{rec: rec}
+	})}
 	if len(r.rec.Calls) != 5 {
 		t.Fatalf("recorded %d calls: %+v", len(r.rec.Calls), r.rec.Calls)
 	}
@@ -566,13 +569,7 @@ func TestReplayOfAFanout(t *testing.T) {
 // LiveReads, an at-most-once call never.
 func TestCounterfactualAgent(t *testing.T) {
 	t.Parallel()
-	src := `flow(name = "ask", nodes = [
-    agent("think", model = "small", model_tool = "llm.chat",
-        system = "You look things up.",
-        prompt = lambda ctx: "Question: " + ctx.input["q"],
-        tools = ["kit.echo", "kit.look", "kit.send"], at_most_once = True, max_turns = 4, max_tokens = 64),
-])
-`
+	src := agentWith(`tools = ["kit.echo", "kit.look", "kit.send"], at_most_once = True`)
 	r := record(t, src, `{"q": "weather?"}`)
 	var looks, sends atomic.Int64
 	live, err := tooltest.New(t.TempDir(), scriptedModel(),
