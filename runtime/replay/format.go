@@ -40,6 +40,9 @@ const (
 	// CodeChecksum: the body does not hash to the checksum the file
 	// carries: it was edited or damaged after it was written.
 	CodeChecksum = "E_RECORDING_CHECKSUM"
+	// CodeNotSettled: the run is still moving (queued, running): its
+	// recording would stop at a point the run is already past.
+	CodeNotSettled = "E_RUN_NOT_SETTLED"
 )
 
 // Error is a refused recording: a stable code and what was wrong.

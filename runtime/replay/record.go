@@ -36,6 +36,9 @@ func Record(ctx context.Context, d Daemon, id string, redact []string, now time.
 	if err != nil {
 		return nil, err
 	}
+	if !run.Phase.Terminal() && run.Phase != apitypes.PhaseWaiting {
+		return nil, &Error{Code: CodeNotSettled, Message: fmt.Sprintf("run %s is %s: record it once it has ended or parks on a wait (weir run wait %s)", id, run.Phase, id)}
+	}
 	src, err := d.FlowSourceAt(ctx, run.Flow, run.Version)
 	if err != nil {
 		return nil, err

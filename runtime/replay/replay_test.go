@@ -606,3 +606,20 @@ func TestCounterfactualAgent(t *testing.T) {
 		t.Fatalf("a model asking for an at-most-once call: %v %+v; kit.send called %d times live, %d recorded", err, risky, sends.Load(), r.sends.Load())
 	}
 }
+
+// movingDaemon answers every run as running.
+type movingDaemon struct{ engineDaemon }
+
+func (movingDaemon) RunGet(_ context.Context, id string) (*apitypes.Run, error) {
+	return &apitypes.Run{ID: id, Phase: apitypes.PhaseRunning}, nil
+}
+
+// TestRecordRefusesARunStillMoving: a run still running is refused: its
+// recording would stop where the run no longer is.
+func TestRecordRefusesARunStillMoving(t *testing.T) {
+	t.Parallel()
+	var re *Error
+	if _, err := Record(context.Background(), movingDaemon{}, "run_x", nil, time.Now()); !errors.As(err, &re) || re.Code != CodeNotSettled || !strings.Contains(err.Error(), "running") {
+		t.Fatalf("a running run: %v", err)
+	}
+}
