@@ -92,6 +92,11 @@ func (a *answerer) LookupTool(name string) (flows.ToolInfo, bool) {
 // Call answers one try from the recording, or reports the first
 // divergence and answers E_REPLAY_DIVERGED.
 func (a *answerer) Call(ctx context.Context, req tool.CallRequest) (*tool.CallResult, error) {
+	if a.divergence() != nil {
+		// The run is being cancelled: nothing more is answered, or asked
+		// of a live model.
+		return nil, &tool.Error{Kind: tool.KindPermanent, Tool: req.Tool, Code: CodeDiverged, Message: "the replay diverged before this call"}
+	}
 	if d := a.unrecorded(ctx, req); d != nil {
 		return nil, a.diverge(d)
 	}
@@ -104,10 +109,6 @@ func (a *answerer) Call(ctx context.Context, req tool.CallRequest) (*tool.CallRe
 	}
 	key := callKey(req.Node, visit, index)
 	a.mu.Lock()
-	if a.first != nil {
-		a.mu.Unlock()
-		return nil, &tool.Error{Kind: tool.KindPermanent, Tool: req.Tool, Code: CodeDiverged, Message: "the replay diverged before this call"}
-	}
 	a.made[key]++
 	try := a.made[key]
 	tries := a.calls[key]
