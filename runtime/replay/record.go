@@ -101,10 +101,48 @@ type builder struct {
 	// answeredBy is who answered a model turn (the provider's model id
 	// and the provider), by the turn's call key, from its event.
 	answeredBy map[string][2]string
+	// lastTry is the last failed try of a call that was retried, by key.
+	lastTry map[string]Call
 }
 
 func newBuilder(rec *Recording) *builder {
-	return &builder{rec: rec, ended: map[string]int{}, tries: map[string]int{}, modelTool: map[string]string{}, answeredBy: map[string][2]string{}}
+	return &builder{rec: rec, ended: map[string]int{}, tries: map[string]int{}, modelTool: map[string]string{},
+		answeredBy: map[string][2]string{}, lastTry: map[string]Call{}}
+}
+
+// beforeAnyCall are the codes a task's visit fails with before its call
+// is made (or with no answer to keep): no try of the call is recorded for
+// them.
+var beforeAnyCall = map[string]bool{
+	engine.CodeCallable: true, engine.CodeBudgetExhausted: true, engine.CodeUnknownTool: true, engine.CodeScriptLimit: true,
+	engine.CodeMaxVisits: true, engine.CodeQueueTimeout: true, engine.CodeAttemptsExceeded: true, engine.CodeCancelled: true,
+	engine.CodeFlowUnreadable: true, engine.CodeContinuation: true, engine.CodeResultTooLarge: true,
+}
+
+// failedCall records the last try of a call whose visit failed with the
+// call's error: a permanent failure, the last of retried failures
+// (E_RETRIES_EXHAUSTED: answered as the tries before it were), or an
+// at-most-once call whose answer was lost (E_OUTCOME_UNKNOWN). A visit of
+// a node that calls no tool never asks for it.
+func (b *builder) failedCall(st Step) {
+	if beforeAnyCall[st.Code] {
+		return
+	}
+	key := callKey(st.Node, st.Visit, nil)
+	c := Call{Node: st.Node, Visit: st.Visit, Try: b.tries[key] + 1, At: st.At}
+	switch st.Code {
+	case engine.CodeRetriesExhausted:
+		last, ok := b.lastTry[key]
+		if !ok {
+			return
+		}
+		c.Tool, c.Error = last.Tool, last.Error
+	case engine.CodeOutcomeUnknown:
+		c.Error = &CallError{Kind: "unknown", Message: st.Message}
+	default:
+		c.Error = errorOf(st.Code, st.Message, false)
+	}
+	b.rec.Calls = append(b.rec.Calls, c)
 }
 
 func (b *builder) visit(node string) int { return b.ended[node] + 1 }
@@ -117,6 +155,9 @@ func (b *builder) event(ev apitypes.Event) error {
 		st := Step{Seq: ev.Seq, At: ev.At, Node: ev.Node, Visit: visit, Completed: ev.Type == "node_completed",
 			Wire: str(ev.Detail["wire"]), Code: str(ev.Detail["code"]), Message: str(ev.Detail["message"])}
 		b.rec.Steps = append(b.rec.Steps, st)
+		if !st.Completed {
+			b.failedCall(st)
+		}
 		if tool := str(ev.Detail["tool"]); st.Completed && tool != "" {
 			if _, ok := ev.Detail["output"]; !ok {
 				return &Error{Code: CodeFormat, Message: fmt.Sprintf("run %s: node %s's end has no output on its event: it ran on a weir that journaled no answers, and cannot be recorded", b.rec.Run.ID, ev.Node)}
@@ -130,8 +171,10 @@ func (b *builder) event(ev apitypes.Event) error {
 		visit := b.visit(ev.Node)
 		key := callKey(ev.Node, visit, index)
 		b.tries[key]++
-		b.rec.Calls = append(b.rec.Calls, Call{Node: ev.Node, Visit: visit, Index: index, Try: b.tries[key], Tool: str(ev.Detail["tool"]),
-			Error: errorOf(str(ev.Detail["code"]), str(ev.Detail["message"]), true), At: ev.At})
+		c := Call{Node: ev.Node, Visit: visit, Index: index, Try: b.tries[key], Tool: str(ev.Detail["tool"]),
+			Error: errorOf(str(ev.Detail["code"]), str(ev.Detail["message"]), true), At: ev.At}
+		b.rec.Calls = append(b.rec.Calls, c)
+		b.lastTry[key] = c
 	case "item_done":
 		b.item(ev)
 	case "agent_turn":

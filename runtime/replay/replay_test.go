@@ -92,6 +92,12 @@ func runDeciding(t testing.TB, src, input string, decide func(eng *engine.Engine
 			return map[string]any{"sent": true}, nil
 		}},
 		sdk.Tool{Name: "kit.look", Effect: sdk.EffectRead, Run: func(_ context.Context, c *sdk.Call) (any, error) { return c.Input, nil }},
+		sdk.Tool{Name: "kit.flaky", Idempotent: true, Run: func(context.Context, *sdk.Call) (any, error) {
+			return nil, sdk.Retryable(errors.New("down again"))
+		}},
+		sdk.Tool{Name: "kit.refuse", Idempotent: true, Run: func(context.Context, *sdk.Call) (any, error) {
+			return nil, sdk.WithCode(errors.New("no such customer"), "E_NO_CUSTOMER")
+		}},
 		scriptedModel())
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +105,10 @@ func runDeciding(t testing.TB, src, input string, decide func(eng *engine.Engine
 	mem := memstore.New()
 	t.Cleanup(func() { mem.Close() })
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	eng, err := engine.Open(engine.Config{Store: mem, Tools: tools, Clock: clk})
+	// Backoffs of a few milliseconds: a retried call comes due at the
+	// next tick, which the loop below moves the clock to when the run
+	// has stood still.
+	eng, err := engine.Open(engine.Config{Store: mem, Tools: tools, Clock: clk, RetryBase: time.Millisecond, RetryMax: 5 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,9 +124,15 @@ func runDeciding(t testing.TB, src, input string, decide func(eng *engine.Engine
 	if err != nil {
 		t.Fatal(err)
 	}
+	var seen uint64
 	testutil.Eventually(t, time.Minute, func() error {
 		run, err := eng.Get(ctx, "ann", started.RunID)
 		if err == nil && !run.Phase.Terminal() {
+			if evs, err := eng.Events(ctx, "ann", started.RunID, seen, 1000); err == nil && len(evs) > 0 {
+				seen = evs[len(evs)-1].Seq
+			} else if err == nil {
+				clk.Advance(100 * time.Millisecond) // still: a backoff is due at the next tick
+			}
 			if run.Phase == store.PhaseWaiting {
 				waits, err := eng.HumanWaits(ctx, "ann", started.RunID)
 				if err != nil {
@@ -621,5 +636,25 @@ func TestRecordRefusesARunStillMoving(t *testing.T) {
 	var re *Error
 	if _, err := Record(context.Background(), movingDaemon{}, "run_x", nil, time.Now()); !errors.As(err, &re) || re.Code != CodeNotSettled || !strings.Contains(err.Error(), "running") {
 		t.Fatalf("a running run: %v", err)
+	}
+}
+
+// TestReplayOfFailedCalls: a call whose retries ran out and one the tool
+// refused are answered with their failures, try by try, and the replay
+// takes the same error wires to the same end.
+func TestReplayOfFailedCalls(t *testing.T) {
+	t.Parallel()
+	src := `flow(name = "fails", nodes = [
+    task("flaky", tool = "kit.flaky", retries = 2, next = "done", error = "refuse"),
+    task("refuse", tool = "kit.refuse", next = "done", error = "done"),
+    task("done", tool = "kit.echo", args = {"ok": True}),
+])
+`
+	r := record(t, src, `{}`)
+	if len(r.rec.Steps) != 3 || r.rec.Steps[0].Code != engine.CodeRetriesExhausted || r.rec.Steps[1].Code != "E_NO_CUSTOMER" || len(r.rec.Calls) != 5 {
+		t.Fatalf("recorded steps %+v, calls %+v", r.rec.Steps, r.rec.Calls)
+	}
+	if res := replayOf(t, r.rec, ""); !res.Pass || res.Calls != 5 {
+		t.Fatalf("replay: %+v %v", res, res.Divergence)
 	}
 }
