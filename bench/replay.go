@@ -4,9 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
+	"github.com/weirhq/weir/internal/flowgen"
 	"github.com/weirhq/weir/runtime/api/apitypes"
 	"github.com/weirhq/weir/runtime/replay"
 )
@@ -19,19 +19,7 @@ const replaySteps = 100
 const replayRuns = 5
 
 // replayFlow is a chain of replaySteps testkit.echo tasks.
-var replayFlow = func() string {
-	var b strings.Builder
-	b.WriteString("flow(name = \"hundred\", nodes = [\n")
-	for i := range replaySteps {
-		next := ""
-		if i+1 < replaySteps {
-			next = fmt.Sprintf(", next = \"s%d\"", i+1)
-		}
-		fmt.Fprintf(&b, "    task(\"s%d\", tool = \"testkit.echo\", args = {\"i\": %d}%s),\n", i, i, next)
-	}
-	b.WriteString("])\n")
-	return b.String()
-}()
+var replayFlow = flowgen.Chain("hundred", replaySteps, "testkit.echo")
 
 // replayRun is scenario 17: a run of 100 testkit.echo steps, live through
 // a real `weir serve` (the plugin process, Badger), from the start

@@ -2,26 +2,10 @@ package replay
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"testing"
-)
 
-// chainFlow is a flow of n tasks, each calling kit.echo on the result of
-// the one before.
-func chainFlow(n int) string {
-	var b strings.Builder
-	b.WriteString("flow(name = \"chain\", nodes = [\n")
-	for i := range n {
-		next := ""
-		if i+1 < n {
-			next = fmt.Sprintf(", next = \"s%d\"", i+1)
-		}
-		fmt.Fprintf(&b, "    task(\"s%d\", tool = \"kit.echo\", args = {\"i\": %d}%s),\n", i, i, next)
-	}
-	b.WriteString("])\n")
-	return b.String()
-}
+	"github.com/weirhq/weir/internal/flowgen"
+)
 
 // BenchmarkReplay100Steps replays a recorded run of 100 tool steps: an
 // embedded engine started, the version registered, every call answered
@@ -29,7 +13,7 @@ func chainFlow(n int) string {
 // same flow live on the same engine layer with in-process tools, for the
 // ratio.
 func BenchmarkReplay100Steps(b *testing.B) {
-	rec := record(b, chainFlow(100), `{}`).rec
+	rec := record(b, flowgen.Chain("chain", 100, "kit.echo"), `{}`).rec
 	b.ResetTimer()
 	for b.Loop() {
 		res, err := Replay(context.Background(), rec, Options{})
@@ -40,7 +24,7 @@ func BenchmarkReplay100Steps(b *testing.B) {
 }
 
 func BenchmarkLive100Steps(b *testing.B) {
-	src := chainFlow(100)
+	src := flowgen.Chain("chain", 100, "kit.echo")
 	for b.Loop() {
 		runLive(b, src, `{}`)
 	}
