@@ -233,6 +233,20 @@ show "weir run get $scheduled"
 show "weir schedule rm morning_digest"
 "$weir" schedule rm morning_digest
 
+step "The run becomes a test: exported as a recording, replayed offline against the flow's code"
+show "weir run export $scheduled > morning.weirrun"
+"$weir" run export "$scheduled" >"$data/morning.weirrun"
+show "weir test morning.weirrun --flow examples/agents/morning.star"
+"$weir" test "$data/morning.weirrun" --flow examples/agents/morning.star
+sed 's/three short lines/two short lines/' examples/agents/morning.star >"$data/morning-changed.star"
+show "weir test morning.weirrun --flow morning-changed.star   # the system prompt changed"
+set +e
+"$weir" test "$data/morning.weirrun" --flow "$data/morning-changed.star"
+code=$?
+set -e
+[[ $code -eq 1 ]] || { echo "demo: expected the changed prompt to diverge (exit 1), got exit $code" >&2; exit 1; }
+echo "(exit $code: the model would be asked something it never answered)"
+
 step "Events: a signed GitHub webhook starts a flow, and an event it waits for finishes it"
 show "weir flow register examples/events/issues.star"
 "$weir" flow register examples/events/issues.star

@@ -123,3 +123,19 @@ func Set(ext string, count, n int, tools Tools) []flows.File {
 	}
 	return files
 }
+
+// Chain is a Starlark flow of n tasks, one after another, each calling
+// tool with its own index: the plainest durable run of n steps.
+func Chain(name string, n int, tool string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "flow(name = %q, nodes = [\n", name)
+	for i := range n {
+		next := ""
+		if i+1 < n {
+			next = fmt.Sprintf(", next = \"s%d\"", i+1)
+		}
+		fmt.Fprintf(&b, "    task(\"s%d\", tool = %q, args = {\"i\": %d}%s),\n", i, tool, i, next)
+	}
+	b.WriteString("])\n")
+	return b.String()
+}

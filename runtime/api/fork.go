@@ -9,10 +9,12 @@ import (
 	"github.com/weirhq/weir/runtime/store"
 )
 
-// routeForks registers the fork of a run and the listing of its family.
+// routeForks registers the fork of a run, the listing of its family and
+// its journal for a recording (what a replay, like a fork, starts from).
 func (s *Server) routeForks() {
 	s.handle("POST /v1/runs/{id}/fork", s.forkRun)
 	s.handle("GET /v1/runs/{id}/lineage", s.runLineage)
+	s.handle("GET /v1/runs/{id}/journal", s.journal)
 }
 
 // forkRun is POST /v1/runs/{id}/fork: 201 with the new run (Location

@@ -802,11 +802,18 @@ func (j *journal) childEndedTx(tx store.Tx, parentID string, ref *store.CohortRe
 	detail := map[string]any{"item": ref.Item, "state": string(it.State)}
 	if strings.HasPrefix(it.Child, "task_") {
 		detail["task"] = it.Child // the tool child's task ends here
+		// Its call's arguments and answer, as a task's node_completed
+		// carries them: a recording answers the item from them.
+		detail["args"] = jsonOrEmpty(it.Input)
+		if rerr == nil {
+			detail["output"] = jsonOrNull(result)
+		}
 	} else {
 		detail["child"] = it.Child
 	}
 	if rerr != nil {
 		detail["code"] = rerr.Code
+		detail["message"] = rerr.Message
 	}
 	// The parent's attempt, as on its other events.
 	parent, err := tx.RunGet(parentID)

@@ -377,7 +377,11 @@ func (s *stepper) toolNode(ctx context.Context, node *flows.Node) bool {
 func (s *stepper) toolDone(ctx context.Context, c *toolCall, o callOutcome) bool {
 	now := s.e.clock.Now()
 	var spent int64
-	ok := s.resultDoneTx(ctx, c.Node, o.Output, map[string]any{"tool": c.Tool, "cost": o.Cost}, func(tx store.Tx) error {
+	// The arguments and the answer go on the event: the continuation
+	// keeps only a node's last result, and a recording of the run
+	// (runtime/replay) answers each visit's call from its own event.
+	detail := map[string]any{"tool": c.Tool, "cost": o.Cost, "args": jsonOrEmpty(c.Input), "output": jsonOrNull(o.Output)}
+	ok := s.resultDoneTx(ctx, c.Node, o.Output, detail, func(tx store.Tx) error {
 		spent = 0
 		if o.RecordDone {
 			if err := idemDoneTx(tx, c, o.Key, o.Output, nil, now); err != nil {
@@ -576,4 +580,20 @@ func truthy(v any) bool {
 		return len(x) > 0
 	}
 	return true
+}
+
+// jsonOrEmpty is a call's input as it goes on an event: {} for none.
+func jsonOrEmpty(b json.RawMessage) json.RawMessage {
+	if len(b) == 0 {
+		return json.RawMessage("{}")
+	}
+	return b
+}
+
+// jsonOrNull is a result as it goes on an event: null for none.
+func jsonOrNull(b json.RawMessage) json.RawMessage {
+	if len(b) == 0 {
+		return json.RawMessage("null")
+	}
+	return b
 }

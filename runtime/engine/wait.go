@@ -496,6 +496,10 @@ func decideTx(tx store.Tx, p DecideParams, now time.Time) (Decided, *Error, erro
 		return Decided{}, protocolErr(CodeBadRequest, "wait %s is a %s wait: only an agent's proposed call is answered in the tool's place", ws.ID, ws.Kind), errSkip
 	case ws.Kind != WaitApproval:
 		d.Payload = p.Payload
+		if len(p.Payload) > 0 {
+			// A recording replays the decision with it (runtime/replay).
+			detail["payload"] = p.Payload
+		}
 	case p.Respond:
 		// The person's answer is the call's result: the tool never runs.
 		d.Respond, d.Result = true, p.Result

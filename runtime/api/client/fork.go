@@ -25,3 +25,14 @@ func (c *Client) Fork(ctx context.Context, id string, req apitypes.ForkRequest) 
 func (c *Client) RunLineage(ctx context.Context, id string) ([]apitypes.Run, error) {
 	return callList[apitypes.Run](ctx, c, http.MethodGet, "/runs/"+escape(id)+"/lineage", nil)
 }
+
+// RunJournal reads what a recording of the run needs beyond the run, its
+// events and its version's sources (GET /v1/runs/{id}/journal): its
+// agents' model turns and the declarations of the tools its version calls.
+func (c *Client) RunJournal(ctx context.Context, id string) (*apitypes.RunJournal, error) {
+	var j apitypes.RunJournal
+	if err := c.call(ctx, http.MethodGet, "/runs/"+escape(id)+"/journal", nil, &j); err != nil {
+		return nil, err
+	}
+	return &j, nil
+}
