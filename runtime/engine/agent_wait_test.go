@@ -310,3 +310,42 @@ func TestAgentCallsTakeSlotsOfTheirOwn(t *testing.T) {
 		t.Errorf("calls %v", m.calls)
 	}
 }
+
+// A decision's reason is bounded (MaxDecisionReasonBytes) and printable
+// but for line breaks: past the bound, or with another control character,
+// it is refused E_BAD_REQUEST and the wait stays open; a reason of lines
+// within it reaches the model whole.
+func TestAgentRejectReasonBounded(t *testing.T) {
+	t.Parallel()
+	m := newFakeModel(
+		askTools(use(10, 1), tc("c1", "mail.send", `{"to":"ann"}`)),
+		answer("not sent", use(10, 1)),
+	)
+	b := setupAgent(t, memstore.New(), clock.NewFake(time.Now()), m)
+	id := b.submit(t, "approving", `{}`)
+	b.openDecisionsOf(t, id, 1)
+	for _, bad := range []string{strings.Repeat("r", MaxDecisionReasonBytes+1), "no \x1b[2J thanks"} {
+		if err := b.decide(id, "a@1.1.0", false, bad); codeOf(err) != CodeBadRequest {
+			t.Fatalf("a reason of %d bytes: %v, want %s", len(bad), err, CodeBadRequest)
+		}
+		b.openDecisionsOf(t, id, 1)
+	}
+	reason := "not ann:\n\tshe left" + strings.Repeat(".", MaxDecisionReasonBytes-len("not ann:\n\tshe left"))
+	if err := b.decide(id, "a@1.1.0", false, reason); err != nil {
+		t.Fatalf("a reason of lines within the bound: %v", err)
+	}
+	b.terminal(t, id)
+	if n := m.called("mail.send"); n != 0 {
+		t.Errorf("mail.send called %d times after its rejection", n)
+	}
+	var told chat.Message
+	for _, msg := range m.asked()[1].Messages {
+		if msg.ToolCallID == "c1" {
+			told = msg
+		}
+	}
+	var res struct{ Error struct{ Message string } }
+	if err := json.Unmarshal([]byte(told.Content), &res); err != nil || !strings.HasSuffix(res.Error.Message, ": "+reason) {
+		t.Errorf("the model was told %.200q (%v), want the whole reason", told.Content, err)
+	}
+}

@@ -230,6 +230,10 @@ type DecideParams struct {
 	Digest string
 }
 
+// MaxDecisionReasonBytes bounds the reason a decision gives (the MCP
+// server cuts a client's to it).
+const MaxDecisionReasonBytes = 4096
+
 // Decide records an approval (p.Approve, with p.Payload) or a rejection
 // (with p.Reason) of the wait p.Node names in p.Owner's run p.RunID, and
 // wakes the run through the same path a child's end takes: its task's
@@ -336,6 +340,11 @@ func canonicalResult(result json.RawMessage) (json.RawMessage, error) {
 // checkDecide refuses a malformed decision before anything is read, and
 // makes its payload and result canonical.
 func checkDecide(p *DecideParams) error {
+	// A reason reaches the node's error, the journal and the model: it is
+	// bounded and printable, but for its line breaks.
+	if err := CheckPrintable("reason", strings.NewReplacer("\n", " ", "\t", " ").Replace(p.Reason), MaxDecisionReasonBytes); err != nil {
+		return err
+	}
 	if p.Respond && !p.Approve {
 		return protocolErr(CodeBadRequest, "a response answers the call in the tool's place: it is not a rejection")
 	}

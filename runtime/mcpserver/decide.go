@@ -24,7 +24,8 @@ const (
 	// maxShownBytes bounds what an elicitation quotes of what the wait
 	// shows (the flow's request, an agent's proposed call).
 	maxShownBytes = 2048
-	// maxReasonBytes bounds a rejection's reason taken from a client.
+	// maxReasonBytes bounds a rejection's reason taken from a client:
+	// engine.MaxDecisionReasonBytes, past which the daemon refuses it.
 	maxReasonBytes = 4096
 )
 
