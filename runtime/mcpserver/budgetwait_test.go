@@ -16,7 +16,7 @@ func TestBudgetWaitIsSettledByARaise(t *testing.T) {
 	if !settledByOps(w) || w.NeedsDecision() {
 		t.Errorf("a budget wait: settledByOps %v, NeedsDecision %v", settledByOps(w), w.NeedsDecision())
 	}
-	if tool, line := howToEnd("run_1", w); tool == ApproveTool || !strings.Contains(line, "weir run budget run_1 --add N") {
+	if tool, line := howToEnd("run_1", w); tool != RaiseBudgetTool || !strings.Contains(line, "weir run budget run_1 --add N") || !strings.Contains(line, RaiseBudgetTool) {
 		t.Errorf("howToEnd %q %q", tool, line)
 	}
 	r := apitypes.HumanWait{ID: "a@1.runaway.1", Kind: apitypes.WaitRunaway, RunID: "run_1", Node: "a"}

@@ -17,7 +17,7 @@ import (
 // builtinTools are the server's own tools: a flow of one of these names
 // is not offered.
 var builtinTools = map[string]bool{CancelRunTool: true, WaitRunTool: true, ApproveTool: true, RejectTool: true,
-	ResolveTool: true, RedriveTool: true, ForkTool: true}
+	ResolveTool: true, RedriveTool: true, ForkTool: true, RaiseBudgetTool: true}
 
 // Bounds of what a decision shows and takes.
 const (
@@ -370,8 +370,8 @@ func howToEnd(id string, w apitypes.HumanWait) (string, string) {
 		return RedriveTool, fmt.Sprintf("  a task used up its tries: fix the cause, then call %s with {\"task_ids\": [%q]}, or run: weir deadletter redrive %s",
 			RedriveTool, shown.Task, shown.Task)
 	case apitypes.WaitBudget:
-		return "", fmt.Sprintf("  the run's budget cannot cover its agent's next turn (%s): its owner raises it with: weir run budget %s --add N",
-			escape.Cut(string(w.Shown), maxShownBytes), w.RunID)
+		return RaiseBudgetTool, fmt.Sprintf("  the run's budget cannot cover its agent's next turn (%s): its owner calls %s with {\"run_id\": %q, \"add\": N}, or runs: weir run budget %s --add N",
+			escape.Cut(string(w.Shown), maxShownBytes), RaiseBudgetTool, w.RunID, w.RunID)
 	}
 	return ApproveTool, fmt.Sprintf("  call %s or %s with {\"run_id\": %q, \"wait\": %q}, or run: weir run approve %s %s [--payload JSON]   or   weir run reject %s %s --reason TEXT   (before %s)",
 		ApproveTool, RejectTool, id, w.ID, w.RunID, w.Node, w.RunID, w.Node, until)

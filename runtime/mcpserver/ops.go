@@ -24,6 +24,9 @@ const (
 	RedriveTool = "redrive"
 	// ForkTool starts a new run from a node visit of an ended run.
 	ForkTool = "fork_run"
+	// RaiseBudgetTool raises a run's budget: a run parked on a budget
+	// wait goes on.
+	RaiseBudgetTool = "raise_budget"
 )
 
 // maxListed bounds the entries of a list an operation's answer carries
@@ -59,6 +62,13 @@ const forkSchema = `{"type":"object","properties":{` +
 	`"request_id":{"type":"string","description":"the same id makes a retried fork return the same run"}},` +
 	`"required":["run_id","from"],"additionalProperties":false}`
 
+const raiseSchema = `{"type":"object","properties":{` +
+	`"run_id":{"type":"string"},` +
+	`"add":{"type":"integer","minimum":1,"description":"budget units to add: a positive integer, within your budget_per_hour"},` +
+	`"reason":{"type":"string","description":"why: journaled on the run with who raised it"},` +
+	`"request_id":{"type":"string","description":"the same id makes a retried raise the same request, never applied twice"}},` +
+	`"required":["run_id","add"],"additionalProperties":false}`
+
 func (s *Server) addOpsTools() {
 	s.mcp.AddTool(&mcp.Tool{
 		Name: ResolveTool,
@@ -81,6 +91,36 @@ func (s *Server) addOpsTools() {
 		InputSchema: json.RawMessage(forkSchema),
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(false)},
 	}, s.forkRun)
+	s.mcp.AddTool(&mcp.Tool{
+		Name: RaiseBudgetTool,
+		Description: "Raise a weir run's budget by add units (its owner only, within the owner's budget_per_hour): a run parked on a budget wait " +
+			"(NODE@VISIT.budget.N) goes on, spending no more than the new budget.",
+		InputSchema: json.RawMessage(raiseSchema),
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(false)},
+	}, s.raiseBudget)
+}
+
+func (s *Server) raiseBudget(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var in struct {
+		RunID string `json:"run_id"`
+		apitypes.BudgetAddRequest
+	}
+	if err := json.Unmarshal(req.Params.Arguments, &in); err != nil || in.RunID == "" || in.Add <= 0 {
+		return refused(apitypes.CodeBadInput, apitypes.ClassProtocol, `want {"run_id": "...", "add": N}, N a positive integer`), nil
+	}
+	res, err := s.d.RunBudgetAdd(ctx, in.RunID, in.BudgetAddRequest)
+	if err != nil {
+		return withRun(apiRefusal(err), in.RunID), nil
+	}
+	text := fmt.Sprintf("run %s's budget raised from %d to %d", res.RunID, res.Before, res.Budget)
+	if res.Existing {
+		text = fmt.Sprintf("run %s's budget was raised before by the same request id (now %d); nothing changed", res.RunID, res.Budget)
+	}
+	if res.Wait != "" {
+		text += fmt.Sprintf("; its budget wait %s goes on", res.Wait)
+	}
+	text += fmt.Sprintf(". Call %s with {\"run_id\": %q} to follow the run.", WaitRunTool, res.RunID)
+	return result(map[string]any{"run_id": res.RunID, "before": res.Before, "budget": res.Budget, "wait": res.Wait, "existing": res.Existing}, text, false), nil
 }
 
 func (s *Server) resolveOutcome(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {

@@ -97,6 +97,18 @@ func (d *daemonStub) Fork(_ context.Context, id string, req apitypes.ForkRequest
 		Effects: []apitypes.EffectSite{{Flow: "f", Node: "send", Kind: "task", Tool: "testkit.once", Pos: "f.star:2:5"}}}, nil
 }
 
+func (d *daemonStub) RunBudgetAdd(_ context.Context, runID string, req apitypes.BudgetAddRequest) (*apitypes.BudgetAddResponse, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	b, _ := json.Marshal(req)
+	d.ops.calls = append(d.ops.calls, "budget "+runID+" "+string(b))
+	if req.Add > 1000 {
+		return nil, &client.Error{Code: apitypes.CodeOwnerBudget, Class: apitypes.ClassProtocol, HTTPStatus: http.StatusTooManyRequests,
+			Message: `owner "alice" has spent 49000 of its budget_per_hour 50000`}
+	}
+	return &apitypes.BudgetAddResponse{RunID: runID, Before: 10, Budget: 10 + req.Add, Wait: "a@1.budget.1"}, nil
+}
+
 func call(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any) *mcp.CallToolResult {
 	t.Helper()
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: args})
@@ -123,7 +135,7 @@ func toolError(t *testing.T, res *mcp.CallToolResult) (string, string) {
 func TestOpsToolsAreListed(t *testing.T) {
 	t.Parallel()
 	cs := connect(t, New(&daemonStub{}, Options{}))
-	want := map[string][]string{ResolveTool: {"run_id", "wait", "happened"}, RedriveTool: nil, ForkTool: {"run_id", "from"}}
+	want := map[string][]string{ResolveTool: {"run_id", "wait", "happened"}, RedriveTool: nil, ForkTool: {"run_id", "from"}, RaiseBudgetTool: {"run_id", "add"}}
 	for tl, err := range cs.Tools(context.Background(), nil) {
 		if err != nil {
 			t.Fatal(err)
@@ -329,5 +341,30 @@ func TestCallNamesTheOpsToolOfAWait(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// raise_budget passes the raise to the daemon's RunBudgetAdd and says the
+// budget wait goes on; the daemon's refusal is the tool's error; a raise
+// that is not a positive integer is refused before the daemon is asked.
+func TestRaiseBudgetTool(t *testing.T) {
+	t.Parallel()
+	d := &daemonStub{}
+	cs := connect(t, New(d, Options{}))
+	res := call(t, cs, RaiseBudgetTool, map[string]any{"run_id": "run_1", "add": 5, "reason": "worth it", "request_id": "r-1"})
+	if m := structuredOf(t, res); res.IsError || m["budget"] != 15.0 || m["wait"] != "a@1.budget.1" || !strings.Contains(textOf(res), "goes on") {
+		t.Fatalf("raise: %+v %q", m, textOf(res))
+	}
+	res = call(t, cs, RaiseBudgetTool, map[string]any{"run_id": "run_1", "add": 5000})
+	if code, msg := toolError(t, res); code != apitypes.CodeOwnerBudget || !strings.Contains(msg, "budget_per_hour") {
+		t.Errorf("a raise past the owner's window: %s %q", code, msg)
+	}
+	for _, bad := range []map[string]any{{"run_id": "run_1", "add": 0}, {"run_id": "run_1", "add": -3}, {"add": 5}, {"run_id": "run_1", "add": "5"}} {
+		if code, _ := toolError(t, call(t, cs, RaiseBudgetTool, bad)); code != apitypes.CodeBadInput {
+			t.Errorf("raise %v: %s, want %s", bad, code, apitypes.CodeBadInput)
+		}
+	}
+	if got := d.opsCalls(); !slices.Equal(got, []string{`budget run_1 {"add":5,"reason":"worth it","request_id":"r-1"}`, `budget run_1 {"add":5000}`}) {
+		t.Errorf("the daemon was asked %q", got)
 	}
 }

@@ -35,6 +35,7 @@ type Daemon interface {
 	Resolve(ctx context.Context, runID, waitID string, happened bool, result json.RawMessage, reason string) (*apitypes.ResolveResponse, error)
 	Redrive(ctx context.Context, req apitypes.RedriveRequest) (*apitypes.RedriveResponse, error)
 	Fork(ctx context.Context, id string, req apitypes.ForkRequest) (*apitypes.ForkResult, error)
+	RunBudgetAdd(ctx context.Context, runID string, req apitypes.BudgetAddRequest) (*apitypes.BudgetAddResponse, error)
 }
 
 var _ Daemon = (*client.Client)(nil)
