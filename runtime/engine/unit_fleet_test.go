@@ -16,7 +16,9 @@ import (
 // TestBudgetHeldElsewhere: a lease's slice must fit the run's budget
 // beside what the run spent and the slices of the leases its tasks hold
 // (on any daemon); room that settling leases may give back makes the task
-// wait, room that spending already took makes it over budget.
+// wait, room that spending already took makes it over budget. The task
+// being leased holds its own claim already (a claim committed alone):
+// its slice is the cost, not held beside it.
 func TestBudgetHeldElsewhere(t *testing.T) {
 	t.Parallel()
 	b := setupUnit(t, Config{}, "")
@@ -41,23 +43,26 @@ func TestBudgetHeldElsewhere(t *testing.T) {
 		escrow              int64
 		over                bool
 		held                bool
+		task                string // the task being leased
 	}{
-		{budget: 0, spent: 100, cost: 5},            // unlimited
-		{budget: 12, spent: 3, cost: 3},             // 3 + 6 + 3 fits
-		{budget: 12, spent: 3, cost: 4, held: true}, // 3 + 6 + 4 does not, yet
-		{budget: 12, spent: 9, cost: 4, over: true}, // 9 + 4 never will
-		{budget: 12, spent: 12, cost: 0},            // a free node always runs
-		{budget: 12, spent: 7, cost: 5, held: true}, // 7 + 6 + 5
+		{budget: 0, spent: 100, cost: 5},                        // unlimited
+		{budget: 12, spent: 3, cost: 3},                         // 3 + 6 + 3 fits
+		{budget: 12, spent: 3, cost: 4, held: true},             // 3 + 6 + 4 does not, yet
+		{budget: 12, spent: 9, cost: 4, over: true},             // 9 + 4 never will
+		{budget: 12, spent: 12, cost: 0},                        // a free node always runs
+		{budget: 12, spent: 7, cost: 5, held: true},             // 7 + 6 + 5
+		{budget: 12, spent: 3, cost: 4, task: "t1"},             // 3 + 2 + 4: t1's own 4 is the cost
+		{budget: 12, spent: 3, cost: 8, task: "t2", held: true}, // 3 + 4 + 8
 	} {
 		run := &store.Run{ID: "r", Budget: tc.budget, Spent: tc.spent}
 		var over bool
 		err := b.st.View(ctx, func(tx store.Tx) error {
 			var err error
-			over, err = budgetHeldElsewhereTx(tx, run, tc.cost)
+			over, err = budgetHeldElsewhereTx(tx, run, tc.task, tc.cost)
 			return err
 		})
 		if over != tc.over || errors.Is(err, errBudgetHeld) != tc.held || (err != nil && !tc.held) {
-			t.Errorf("budget %d spent %d cost %d: over %v, err %v; want over %v held %v", tc.budget, tc.spent, tc.cost, over, err, tc.over, tc.held)
+			t.Errorf("budget %d spent %d cost %d task %q: over %v, err %v; want over %v held %v", tc.budget, tc.spent, tc.cost, tc.task, over, err, tc.over, tc.held)
 		}
 	}
 }

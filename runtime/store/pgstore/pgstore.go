@@ -155,6 +155,7 @@ type Store struct {
 	commits   atomic.Uint64
 	updates   atomic.Uint64
 	conflicts atomic.Uint64
+	claims    atomic.Uint64
 
 	// wakes carries the announcements the listener receives (Shared
 	// only); listenDone closes when the listener has stopped.
@@ -178,6 +179,11 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 	}
 	if !hasParam(rawURL, "pool_max_conns") {
 		cfg.MaxConns = opts.MaxConns
+	}
+	if _, set := cfg.ConnConfig.RuntimeParams["default_transaction_isolation"]; !set {
+		// A claim committed alone (TaskClaim) is one statement outside any
+		// BEGIN; every other transaction names its level.
+		cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = "read committed"
 	}
 	if _, set := cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"]; opts.Shared && !set {
 		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = fmt.Sprint(IdleInTransactionTimeout.Milliseconds())
@@ -530,6 +536,32 @@ func (s *Store) View(ctx context.Context, fn func(tx store.Tx) error) error {
 	return fn(t)
 }
 
+// TaskClaim commits a claim on its own (store.Claimer): claimSQL as one
+// statement on a pooled connection, outside the group commit, at READ
+// COMMITTED: one round trip and one commit, a task another daemon is
+// claiming now passed over rather than collided with, and no
+// serialization failure to rerun a group of other functions for.
+func (s *Store) TaskClaim(ctx context.Context, p store.TaskClaimParams) ([]*store.Task, error) {
+	if err := s.gate.Enter(ctx); err != nil {
+		return nil, err
+	}
+	defer s.gate.Leave()
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: %w", err)
+	}
+	defer conn.Release()
+	t := &storeTx{q: conn, ctx: ctx}
+	defer t.End()
+	out, err := t.TaskClaim(p)
+	if err == nil && len(out) > 0 {
+		s.claims.Add(uint64(len(out)))
+	}
+	return out, err
+}
+
+var _ store.Claimer = (*Store)(nil)
+
 // Close waits for in-flight Updates and Views to finish (later ones get
 // store.ErrClosed), stops the committer and closes the pool.
 func (s *Store) Close() error {
@@ -625,9 +657,12 @@ type Stats struct {
 	// Conflicts is the number of transactions run again after a
 	// serialization failure or a deadlock.
 	Conflicts uint64
+	// Claims is the number of tasks claimed by claims committed alone
+	// (TaskClaim), each claim one statement and one commit of its own.
+	Claims uint64
 }
 
 // Stats returns the counts since Open.
 func (s *Store) Stats() Stats {
-	return Stats{Commits: s.commits.Load(), Updates: s.updates.Load(), Conflicts: s.conflicts.Load()}
+	return Stats{Commits: s.commits.Load(), Updates: s.updates.Load(), Conflicts: s.conflicts.Load(), Claims: s.claims.Load()}
 }
