@@ -18,14 +18,17 @@ import (
 // BenchmarkClaim compares ways for a fleet to claim tasks, with 3 shared
 // stores (daemons) of 4 claimers each racing for one queue of b.N ready
 // tasks, each claimer listing 8 ready tasks in a snapshot and claiming
-// them one by one: "serializable" claims in an Update that reads the
+// each in a claim of its own, all at once (as the workers a dispatch pass
+// starts): "serializable" claims in an Update that reads the
 // task, skips it if leased, and writes it leased with its lease
 // (collisions are serialization failures, rerun); "spread" starts each
 // pass at a random place in its page, and "locked" begins each such
 // Update with FOR UPDATE SKIP LOCKED on the task's row as well (the
 // engine's claim before TaskClaim); "claim" is the engine's claim now,
-// Store.TaskClaim of the one task committed alone (store.Claimer), with
-// spread; "claim8" claims the 8 listed in one TaskClaim; "skiplocked"
+// Store.TaskClaim of each listed task committed alone (store.Claimer),
+// all at once as the workers a dispatch pass starts (the store puts
+// the claims waiting together in one statement), with spread; "claim8"
+// claims the 8 listed in one TaskClaim; "skiplocked"
 // is one READ COMMITTED statement that takes the first unlocked ready row
 // with FOR UPDATE SKIP LOCKED, plus the lease, without listing (the
 // ceiling: no fair order). It reports claims/s and the conflicts retried
@@ -112,43 +115,57 @@ func claimSerializable(s *Store, c int, spread, lock bool, claimed *atomic.Int64
 			k := rand.N(len(ready))
 			ready = append(ready[k:], ready[:k]...)
 		}
-		for _, r := range ready {
-			won := false
-			if err := s.Update(ctx, func(tx store.Tx) error {
-				won = false
-				if lock {
-					// The row lock the engine took before TaskClaim.
-					var one int
-					err := tx.(*storeTx).queryRow(`SELECT 1 FROM tasks WHERE id = $1 FOR UPDATE SKIP LOCKED`, r.ID).Scan(&one)
-					if errors.Is(err, pgx.ErrNoRows) {
-						return nil
-					}
-					if err != nil {
-						return err
-					}
-				}
-				cur, err := tx.TaskGet(r.ID)
-				if err != nil || cur.Leased {
-					return err
-				}
-				cur.Leased, won = true, true
-				if err := tx.TaskPut(cur); err != nil {
-					return err
-				}
-				return tx.LeasePut(&store.Lease{TaskID: cur.ID, RunID: cur.RunID, Holder: fmt.Sprint(c), Deadline: time.Now().Add(time.Minute)})
-			}); err != nil {
-				return err
-			}
-			if won {
-				claimed.Add(1)
-			}
+		// Concurrently, as a dispatch pass's workers claim.
+		errs := make([]error, len(ready))
+		var wg sync.WaitGroup
+		for i, r := range ready {
+			wg.Go(func() { errs[i] = claimOneSerializable(s, c, r, lock, claimed) })
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return err
 		}
 	}
 }
 
+// claimOneSerializable claims r as the engine did before TaskClaim: read,
+// check and write it in an Update, with lock beginning with a row lock.
+func claimOneSerializable(s *Store, c int, r *store.Task, lock bool, claimed *atomic.Int64) error {
+	won := false
+	if err := s.Update(ctx, func(tx store.Tx) error {
+		won = false
+		if lock {
+			// The row lock the engine took before TaskClaim.
+			var one int
+			err := tx.(*storeTx).queryRow(`SELECT 1 FROM tasks WHERE id = $1 FOR UPDATE SKIP LOCKED`, r.ID).Scan(&one)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil
+			}
+			if err != nil {
+				return tx.(*storeTx).fail(err) // a serialization failure reruns the group
+			}
+		}
+		cur, err := tx.TaskGet(r.ID)
+		if err != nil || cur.Leased {
+			return err
+		}
+		cur.Leased, won = true, true
+		if err := tx.TaskPut(cur); err != nil {
+			return err
+		}
+		return tx.LeasePut(&store.Lease{TaskID: cur.ID, RunID: cur.RunID, Holder: fmt.Sprint(c), Deadline: time.Now().Add(time.Minute)})
+	}); err != nil {
+		return err
+	}
+	if won {
+		claimed.Add(1)
+	}
+	return nil
+}
+
 // claimAlone claims with Store.TaskClaim until the queue is empty: each
-// listed task alone, as the engine does, or with batch all of a page in
-// one claim.
+// listed task in a claim of its own, all at once, as the engine does, or
+// with batch all of a page in one claim.
 func claimAlone(s *Store, c int, batch bool, claimed *atomic.Int64) error {
 	for {
 		var ready []*store.Task
@@ -175,12 +192,19 @@ func claimAlone(s *Store, c int, batch bool, claimed *atomic.Int64) error {
 				groups = append(groups, []*store.Lease{l})
 			}
 		}
-		for _, g := range groups {
-			got, err := s.TaskClaim(ctx, store.TaskClaimParams{Now: time.Now(), Leases: g})
-			if err != nil {
-				return err
-			}
-			claimed.Add(int64(len(got)))
+		// Concurrently, as a dispatch pass's workers claim.
+		errs := make([]error, len(groups))
+		var wg sync.WaitGroup
+		for i, g := range groups {
+			wg.Go(func() {
+				got, err := s.TaskClaim(ctx, store.TaskClaimParams{Now: time.Now(), Leases: g})
+				errs[i] = err
+				claimed.Add(int64(len(got)))
+			})
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return err
 		}
 	}
 }

@@ -147,6 +147,11 @@ type Store struct {
 	quit chan struct{}
 	done chan struct{}
 
+	// claims carries claims committed alone to the claimer (claim.go);
+	// claimDone closes when it has stopped.
+	claims    chan *claimReq
+	claimDone chan struct{}
+
 	// gate lets Close wait for every Update and View that got past the
 	// closed check, so the pool is never closed under one; once the lock
 	// is lost it refuses them all (lostErr).
@@ -155,7 +160,7 @@ type Store struct {
 	commits   atomic.Uint64
 	updates   atomic.Uint64
 	conflicts atomic.Uint64
-	claims    atomic.Uint64
+	claimed   atomic.Uint64
 
 	// wakes carries the announcements the listener receives (Shared
 	// only); listenDone closes when the listener has stopped.
@@ -249,6 +254,8 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 			return nil, err
 		}
 	}
+	s.claims, s.claimDone = make(chan *claimReq, maxClaimBatch), make(chan struct{})
+	go s.claimLoop()
 	if opts.MaxBatch > 1 {
 		s.reqs = make(chan *request, opts.MaxBatch)
 		go s.commitLoop()
@@ -536,32 +543,6 @@ func (s *Store) View(ctx context.Context, fn func(tx store.Tx) error) error {
 	return fn(t)
 }
 
-// TaskClaim commits a claim on its own (store.Claimer): claimSQL as one
-// statement on a pooled connection, outside the group commit, at READ
-// COMMITTED: one round trip and one commit, a task another daemon is
-// claiming now passed over rather than collided with, and no
-// serialization failure to rerun a group of other functions for.
-func (s *Store) TaskClaim(ctx context.Context, p store.TaskClaimParams) ([]*store.Task, error) {
-	if err := s.gate.Enter(ctx); err != nil {
-		return nil, err
-	}
-	defer s.gate.Leave()
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("pgstore: %w", err)
-	}
-	defer conn.Release()
-	t := &storeTx{q: conn, ctx: ctx}
-	defer t.End()
-	out, err := t.TaskClaim(p)
-	if err == nil && len(out) > 0 {
-		s.claims.Add(uint64(len(out)))
-	}
-	return out, err
-}
-
-var _ store.Claimer = (*Store)(nil)
-
 // Close waits for in-flight Updates and Views to finish (later ones get
 // store.ErrClosed), stops the committer and closes the pool.
 func (s *Store) Close() error {
@@ -570,6 +551,7 @@ func (s *Store) Close() error {
 	}
 	close(s.quit)
 	<-s.done
+	<-s.claimDone
 	<-s.watchDone
 	if s.listenDone != nil {
 		<-s.listenDone
@@ -664,5 +646,5 @@ type Stats struct {
 
 // Stats returns the counts since Open.
 func (s *Store) Stats() Stats {
-	return Stats{Commits: s.commits.Load(), Updates: s.updates.Load(), Conflicts: s.conflicts.Load(), Claims: s.claims.Load()}
+	return Stats{Commits: s.commits.Load(), Updates: s.updates.Load(), Conflicts: s.conflicts.Load(), Claims: s.claimed.Load()}
 }
