@@ -101,6 +101,12 @@ func (s watchedStore) Update(ctx context.Context, fn func(tx store.Tx) error) er
 	return err
 }
 
+// TaskClaim passes a claim committed alone on to the store
+// (store.Claimer): it writes no run.
+func (s watchedStore) TaskClaim(ctx context.Context, p store.TaskClaimParams) ([]*store.Task, error) {
+	return store.ClaimAlone(ctx, s.Store, p)
+}
+
 // watchTx notes the runs a transaction writes.
 type watchTx struct {
 	store.Tx

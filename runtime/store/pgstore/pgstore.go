@@ -553,6 +553,8 @@ func (s *Store) Close() error {
 	<-s.done
 	<-s.claimDone
 	<-s.watchDone
+	st := s.Stats()
+	s.opts.Logger.Info("store closed", "commits", st.Commits, "updates", st.Updates, "conflicts", st.Conflicts, "claimed", st.Claims)
 	if s.listenDone != nil {
 		<-s.listenDone
 	}
