@@ -13,6 +13,9 @@
 // reports a serialization failure or a deadlock (40001, 40P01) the
 // transaction is rolled back and the functions are run again, which the
 // store contract allows (fns have no effects outside the transaction).
+// The one statement outside them is a claim committed alone
+// (Store.TaskClaim, claim.go): READ COMMITTED with FOR UPDATE SKIP
+// LOCKED, so daemons racing for the same tasks pass over each other's.
 //
 // By default Updates are group-committed: one committer runs the pending
 // functions one after another in a single transaction, each behind a
