@@ -102,8 +102,13 @@ type LockHolder interface {
 // Wake is one announcement of a Waker.
 type Wake struct {
 	// CancelRunID names a run whose cancel was requested: the engine
-	// holding its work stops it. Empty: a task may be ready.
+	// holding its work stops it. Empty (and FinishedRunID empty): a task
+	// may be ready, or announcements were lost (every run may have
+	// changed).
 	CancelRunID string
+	// FinishedRunID names a run whose end (a terminal phase) committed:
+	// a wait held on it reads it again.
+	FinishedRunID string
 }
 
 // Claimer is an optional ability of a shared Store: Tx.TaskClaim committed

@@ -33,7 +33,8 @@ func nextWake(t *testing.T, s *Store) store.Wake {
 }
 
 // TestWakesAcrossStores: a write on one shared store is announced to the
-// others on the schema after its commit (a ready task, a cancel), a
+// others on the schema after its commit (a ready task, a cancel, a run's
+// end), a
 // function that fails announces nothing, and a store on another schema
 // hears nothing of it.
 func TestWakesAcrossStores(t *testing.T) {
@@ -99,6 +100,24 @@ func TestWakesAcrossStores(t *testing.T) {
 	}
 	if w := nextWake(t, other); w.CancelRunID != "x" {
 		t.Fatalf("the other schema's store heard %+v first, want its own cancel of x", w)
+	}
+	// A run's end is announced, with its id.
+	for _, ph := range []store.Phase{store.PhaseWaiting, store.PhaseCompleted} {
+		if err := a.Update(ctx, func(tx store.Tx) error {
+			return tx.RunUpdate(&store.Run{ID: "r1", Owner: "o", Phase: ph})
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for {
+		w := nextWake(t, b)
+		if w.CancelRunID != "" || w == (store.Wake{}) {
+			continue // what b heard before
+		}
+		if w.FinishedRunID != "r1" {
+			t.Fatalf("b heard %+v, want the end of r1", w)
+		}
+		break
 	}
 }
 

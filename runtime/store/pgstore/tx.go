@@ -524,6 +524,11 @@ func (t *storeTx) RunUpdate(r *store.Run) error {
 	if r.CancelRequested {
 		t.wake(wakeCancel + r.ID)
 	}
+	if r.Phase.Terminal() {
+		// A wait held on the run on any daemon ends now (one NOTIFY a
+		// run, not one a step).
+		t.wake(wakeFinished + r.ID)
+	}
 	return nil
 }
 
