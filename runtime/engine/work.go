@@ -305,14 +305,10 @@ func leasedDetail(t *store.Task, slice ledger.Slice, configVersion int64, l *sto
 func claimTx(tx store.Tx, t *store.Task, claim store.TaskClaimParams, alone bool) (*store.Task, *store.Run, error) {
 	var cur *store.Task
 	if alone {
-		l := claim.Leases[0]
-		mine, err := tx.LeaseGet(t.ID)
-		if errors.Is(err, store.ErrNotFound) || err == nil && (mine.Holder != l.Holder || mine.Attempt != l.Attempt) {
-			return nil, nil, errSkip
-		}
-		if err != nil {
+		if err := leaseStillTx(tx, claim.Leases[0]); err != nil {
 			return nil, nil, err
 		}
+		var err error
 		if cur, err = tx.TaskGet(t.ID); errors.Is(err, store.ErrNotFound) {
 			return nil, nil, errSkip
 		} else if err != nil {
@@ -342,17 +338,28 @@ func claimTx(tx store.Tx, t *store.Task, claim store.TaskClaimParams, alone bool
 	return cur, run, nil
 }
 
+// leaseStillTx is nil while the store holds lease l as it was written
+// (its holder and attempt), errSkip once it is gone or another's.
+func leaseStillTx(tx store.Tx, l *store.Lease) error {
+	cur, err := tx.LeaseGet(l.TaskID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return errSkip
+	case err != nil:
+		return err
+	case cur.Holder != l.Holder || cur.Attempt != l.Attempt:
+		return errSkip
+	}
+	return nil
+}
+
 // giveBackClaim undoes a claim committed alone whose lease's transaction
 // did not commit (its run ended, a failure): the lease deleted and the
 // task queued again as it was, unless the lease is no longer this
 // worker's. Without it the task would wait for its lease to expire.
 func (w *worker) giveBackClaim(l *store.Lease) {
 	err := w.e.st.Update(context.Background(), func(tx store.Tx) error {
-		mine, err := tx.LeaseGet(l.TaskID)
-		if errors.Is(err, store.ErrNotFound) || err == nil && (mine.Holder != l.Holder || mine.Attempt != l.Attempt) {
-			return errSkip
-		}
-		if err != nil {
+		if err := leaseStillTx(tx, l); err != nil {
 			return err
 		}
 		if err := tx.LeaseDelete(l.TaskID); err != nil {

@@ -95,17 +95,24 @@ func BenchmarkClaim(b *testing.B) {
 	}
 }
 
-// claimSerializable claims as the engine does until the queue is empty;
+// listPage lists a claimer's page: 8 ready tasks, oldest first.
+func listPage(s *Store) ([]*store.Task, error) {
+	var ready []*store.Task
+	err := s.View(ctx, func(tx store.Tx) error {
+		var err error
+		ready, err = tx.TaskListReady(time.Now(), 8)
+		return err
+	})
+	return ready, err
+}
+
+// claimSerializable claims as the engine did until the queue is empty;
 // with spread each pass starts at a random place in the page it listed,
 // as a shared engine's dispatch does.
 func claimSerializable(s *Store, c int, spread, lock bool, claimed *atomic.Int64) error {
 	for {
-		var ready []*store.Task
-		if err := s.View(ctx, func(tx store.Tx) error {
-			var err error
-			ready, err = tx.TaskListReady(time.Now(), 8)
-			return err
-		}); err != nil {
+		ready, err := listPage(s)
+		if err != nil {
 			return err
 		}
 		if len(ready) == 0 {
@@ -168,12 +175,8 @@ func claimOneSerializable(s *Store, c int, r *store.Task, lock bool, claimed *at
 // with batch all of a page in one claim.
 func claimAlone(s *Store, c int, batch bool, claimed *atomic.Int64) error {
 	for {
-		var ready []*store.Task
-		if err := s.View(ctx, func(tx store.Tx) error {
-			var err error
-			ready, err = tx.TaskListReady(time.Now(), 8)
-			return err
-		}); err != nil {
+		ready, err := listPage(s)
+		if err != nil {
 			return err
 		}
 		if len(ready) == 0 {
