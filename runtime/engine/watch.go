@@ -174,7 +174,7 @@ func (t watchTx) ContinuationPut(runID string, data []byte) error {
 }
 
 // baseTx is the backend's own transaction under the engine's wrapping,
-// for asking it of an optional ability (store.TaskLocker).
+// for asking it of an optional ability (store.RunCounter, store.Roll).
 func baseTx(tx store.Tx) store.Tx {
 	if w, ok := tx.(watchTx); ok {
 		return w.Tx
