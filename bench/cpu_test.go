@@ -72,3 +72,14 @@ func TestCPURow(t *testing.T) {
 		t.Fatalf("cpuRow = %+v\nwant %+v", got, want)
 	}
 }
+
+// TestStoreCounts: the counts of the store's closing line are read from a
+// daemon's log in hclog's text and JSON forms, and summed over lines.
+func TestStoreCounts(t *testing.T) {
+	var c storeCounts
+	c.add("2026-12-07T14:41:00Z [INFO]  weir.store: store closed: commits=10 updates=20 conflicts=3 claimed=40\nother line conflicts=99\n")
+	c.add(`{"@level":"info","@message":"store closed","@module":"weir.store","claimed":2,"commits":1,"conflicts":5,"updates":3}` + "\n")
+	if c != (storeCounts{conflicts: 8, claimed: 42}) {
+		t.Fatalf("%+v, want 8 conflicts and 42 claimed", c)
+	}
+}

@@ -81,8 +81,8 @@ func fleetSteps(b *bench) ([]row, error) {
 		value:  perSec(tps),
 	}}
 	for _, r := range runs {
-		fig := fmt.Sprintf("durable steps/s on PostgreSQL, %d daemon(s) --shared, load of row 3 (per step: %.3f commits, %.3f transactions rolled back: reads and reruns)",
-			r.daemons, r.commitsPerStep(), r.rollbacksPerStep())
+		fig := fmt.Sprintf("durable steps/s on PostgreSQL, %d daemon(s) --shared, load of row 3 (per step: %.3f commits, %.3f transactions rolled back: reads and reruns; %.3f groups rerun after a conflict, %.3f tasks claimed)",
+			r.daemons, r.commitsPerStep(), r.rollbacksPerStep(), r.perStep(r.store.conflicts), r.perStep(r.store.claimed))
 		if r.daemons == 1 {
 			rows = append(rows, row{figure: fig, value: perSec(r.rate()),
 				limit: fmt.Sprintf("pgbench %s ÷ %.3f commits/step = %s", perSec(tps), r.commitsPerStep(), perSec(limit)),
@@ -133,11 +133,14 @@ type fleetRun struct {
 	stepsResult
 	daemons int
 	xacts   xacts // of the bench database over the load: the daemons' alone
+	store   storeCounts
 }
 
 func (r fleetRun) commitsPerStep() float64 {
 	return float64(r.xacts.commits) / float64(r.steps)
 }
+
+func (r fleetRun) perStep(n int64) float64 { return float64(n) / float64(r.steps) }
 
 func (r fleetRun) rollbacksPerStep() float64 {
 	return float64(r.xacts.rollbacks) / float64(r.steps)
@@ -303,7 +306,8 @@ func (db *benchDB) fleetLoad(b *bench, n int) (fleetRun, error) {
 		}
 	}()
 	for i := range n {
-		d, err := b.startDaemon(fmt.Sprintf("fleet%d-%d", n, i), "--store", db.url(schema), "--shared")
+		d, err := b.startDaemon(fmt.Sprintf("fleet%d-%d", n, i), "--store", db.url(schema), "--shared",
+			"--log-level", "info") // the store's closing line says what it counted
 		if err != nil {
 			return fleetRun{}, err
 		}
@@ -323,10 +327,12 @@ func (db *benchDB) fleetLoad(b *bench, n int) (fleetRun, error) {
 	// A backend sends its statistics at most once a second, and an idle
 	// one up to ten seconds later; one that ends sends them at once. So
 	// the daemons stop, and the count is read when their sessions are gone.
+	var st storeCounts
 	for _, d := range ds {
 		if err := d.Stop(fleetStop); err != nil {
 			return fleetRun{}, err
 		}
+		st.add(d.Log())
 	}
 	if err := db.waitNoSessions(time.Minute); err != nil {
 		return fleetRun{}, err
@@ -335,7 +341,32 @@ func (db *benchDB) fleetLoad(b *bench, n int) (fleetRun, error) {
 	if err != nil {
 		return fleetRun{}, err
 	}
-	return fleetRun{stepsResult: res, daemons: n, xacts: xacts{after.commits - before.commits, after.rollbacks - before.rollbacks}}, nil
+	return fleetRun{stepsResult: res, daemons: n, xacts: xacts{after.commits - before.commits, after.rollbacks - before.rollbacks}, store: st}, nil
+}
+
+// storeCounts is what the daemons' stores counted over their lives (the
+// warm-up's few runs included), from the line each logs as it closes.
+type storeCounts struct{ conflicts, claimed int64 }
+
+// storeCount finds one count of the store's closing line, in hclog's text
+// (key=value) or JSON ("key":value) form.
+func storeCount(line, key string) int64 {
+	m := regexp.MustCompile(`\b` + key + `"?[=:](\d+)`).FindStringSubmatch(line)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.ParseInt(m[1], 10, 64)
+	return n
+}
+
+// add adds what one daemon's log says its store counted.
+func (c *storeCounts) add(log string) {
+	for line := range strings.Lines(log) {
+		if strings.Contains(line, "store closed") {
+			c.conflicts += storeCount(line, "conflicts")
+			c.claimed += storeCount(line, "claimed")
+		}
+	}
 }
 
 // xacts counts transactions: committed (pgstore's writes, each a group of

@@ -20,6 +20,20 @@ type waitCondition struct {
 	wait     string // decision: a wait id or a node; "" for any
 }
 
+// awaits is what a wait for c looks for: a decision may open in a
+// descendant, whose changes reach this run's watchers only when its
+// record changes; a phase is a change of the run's record; the run's end
+// alone is announced across a fleet.
+func (c waitCondition) awaits() engine.AwaitFor {
+	switch {
+	case c.decision:
+		return engine.AwaitElsewhere
+	case c.phase != "":
+		return engine.AwaitRecord
+	}
+	return engine.AwaitEnd
+}
+
 func parseUntil(s string) (waitCondition, error) {
 	switch {
 	case s == "" || s == apitypes.UntilTerminal:
@@ -62,9 +76,7 @@ func (s *Server) runWait(w http.ResponseWriter, r *http.Request) {
 		hold = min(d, apitypes.MaxRunWait)
 	}
 	var res *apitypes.RunWaitResult
-	// A decision may open in a descendant, whose changes reach this run's
-	// watchers only when its record changes: that condition also polls.
-	if !s.await(w, r, hold, cond.decision, func(ctx context.Context, run *store.Run) (bool, error) {
+	if !s.await(w, r, hold, cond.awaits(), func(ctx context.Context, run *store.Run) (bool, error) {
 		var err error
 		res, err = s.checkWait(ctx, run, cond)
 		return err == nil && (res.Met || run.Phase.Terminal()), err
@@ -78,7 +90,7 @@ func (s *Server) runWait(w http.ResponseWriter, r *http.Request) {
 // the daemon stops (see engine.AwaitRun). It reports whether the caller
 // should answer with what met last saw: not after an error (answered
 // here) nor once the client went away.
-func (s *Server) await(w http.ResponseWriter, r *http.Request, hold time.Duration, poll bool, met func(context.Context, *store.Run) (bool, error)) bool {
+func (s *Server) await(w http.ResponseWriter, r *http.Request, hold time.Duration, what engine.AwaitFor, met func(context.Context, *store.Run) (bool, error)) bool {
 	if !s.holdStream(w, r) {
 		return false
 	}
@@ -96,12 +108,12 @@ func (s *Server) await(w http.ResponseWriter, r *http.Request, hold time.Duratio
 		}()
 	}
 	owner, id := ownerFrom(r.Context()), r.PathValue("id")
-	err := s.eng.AwaitRun(ctx, owner, id, hold, poll, met)
+	err := s.eng.AwaitRun(ctx, owner, id, hold, what, met)
 	if r.Context().Err() != nil {
 		return false // the client went away
 	}
 	if err != nil && ctx.Err() != nil { // the stop cut a read short: read once more
-		err = s.eng.AwaitRun(r.Context(), owner, id, 0, false, met)
+		err = s.eng.AwaitRun(r.Context(), owner, id, 0, what, met)
 	}
 	if err != nil {
 		writeEngineErr(w, err)
@@ -160,7 +172,7 @@ func (s *Server) getRunWait(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var last *store.Run
-	if !s.await(w, r, hold, false, func(_ context.Context, run *store.Run) (bool, error) {
+	if !s.await(w, r, hold, waitCondition{phase: phase}.awaits(), func(_ context.Context, run *store.Run) (bool, error) {
 		last = run
 		return run.Phase.Terminal() || run.Phase == phase, nil
 	}) {

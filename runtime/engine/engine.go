@@ -180,11 +180,15 @@ type Engine struct {
 	st store.Store // the backend, wrapped to wake runs' watchers (watch.go)
 	// watchers are the waits on runs this engine tells of its commits.
 	watchers runWatchers
-	tools    Tools
-	log      hclog.Logger
-	holder   string // identifies this process's leases
-	ledger   *ledger.Ledger
-	cfg      atomic.Pointer[Config]
+	// hearsFinishes: the shared store announces every run's end
+	// (store.Wake.FinishedRunID) and the wake follower passes it to the
+	// watchers; set before the services start.
+	hearsFinishes bool
+	tools         Tools
+	log           hclog.Logger
+	holder        string // identifies this process's leases
+	ledger        *ledger.Ledger
+	cfg           atomic.Pointer[Config]
 	// registry checks and stores flow versions; it serialises
 	// registrations so two cannot together close a subflow cycle.
 	registry *registry.Registry

@@ -76,7 +76,7 @@ var errBudgetHeld = errors.New("engine: the run's budget is held by other leases
 // what is spent leaves no room for cost whatever settles (the node takes
 // its error wire, E_BUDGET_EXHAUSTED, as on one daemon), and returns
 // errBudgetHeld when room may come back as other leases settle.
-func budgetHeldElsewhereTx(tx store.Tx, run *store.Run, cost int64) (over bool, err error) {
+func budgetHeldElsewhereTx(tx store.Tx, run *store.Run, taskID string, cost int64) (over bool, err error) {
 	if run.Budget <= 0 || cost <= 0 {
 		return false, nil
 	}
@@ -92,8 +92,8 @@ func budgetHeldElsewhereTx(tx store.Tx, run *store.Run, cost int64) (over bool, 
 	}
 	held := int64(0)
 	for _, t := range tasks {
-		if !t.Leased {
-			continue
+		if !t.Leased || t.ID == taskID {
+			continue // the task's own claim holds only its cost
 		}
 		l, err := tx.LeaseGet(t.ID)
 		if errors.Is(err, store.ErrNotFound) {

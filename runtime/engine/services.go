@@ -27,6 +27,7 @@ func services(e *Engine) []service.Service {
 	if w, ok := cfg.Store.(store.Waker); ok && e.st.Capabilities().Shared {
 		if wakes := w.Wakes(); wakes != nil {
 			out = append(out, wakeFollower(e, wakes))
+			e.hearsFinishes = true
 		}
 	}
 	if l, ok := cfg.Store.(store.LockHolder); ok {
@@ -54,9 +55,10 @@ func services(e *Engine) []service.Service {
 
 // wakeFollower passes a shared store's announcements on (docs/design.md
 // §10): a write another daemon made wakes the dispatcher, a cancel it
-// recorded stops the work this one holds. The dispatcher's tick stays
-// the fallback for a lost wake-up, the lease renewal (which reads the
-// run) for a lost cancel.
+// recorded stops the work this one holds, a run's end it committed ends
+// the waits held on the run here. The dispatcher's tick stays the
+// fallback for a lost wake-up, the lease renewal (which reads the run)
+// for a lost cancel, AwaitRun's slow look for a lost end.
 func wakeFollower(e *Engine, wakes <-chan store.Wake) service.Service {
 	return &service.Go{ServiceName: "wakes", Run: func(stop <-chan struct{}) {
 		for {
@@ -66,6 +68,10 @@ func wakeFollower(e *Engine, wakes <-chan store.Wake) service.Service {
 			case w := <-wakes:
 				if w.CancelRunID != "" {
 					e.held.cancelNotified(w.CancelRunID)
+					continue
+				}
+				if w.FinishedRunID != "" {
+					e.watchers.wake([]string{w.FinishedRunID})
 					continue
 				}
 				e.wake.kick()

@@ -6,17 +6,21 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/internal/testutil"
 	"github.com/weirhq/weir/runtime/store"
 )
 
 // TestBudgetHeldElsewhere: a lease's slice must fit the run's budget
 // beside what the run spent and the slices of the leases its tasks hold
 // (on any daemon); room that settling leases may give back makes the task
-// wait, room that spending already took makes it over budget.
+// wait, room that spending already took makes it over budget. The task
+// being leased holds its own claim already (a claim committed alone):
+// its slice is the cost, not held beside it.
 func TestBudgetHeldElsewhere(t *testing.T) {
 	t.Parallel()
 	b := setupUnit(t, Config{}, "")
@@ -41,23 +45,26 @@ func TestBudgetHeldElsewhere(t *testing.T) {
 		escrow              int64
 		over                bool
 		held                bool
+		task                string // the task being leased
 	}{
-		{budget: 0, spent: 100, cost: 5},            // unlimited
-		{budget: 12, spent: 3, cost: 3},             // 3 + 6 + 3 fits
-		{budget: 12, spent: 3, cost: 4, held: true}, // 3 + 6 + 4 does not, yet
-		{budget: 12, spent: 9, cost: 4, over: true}, // 9 + 4 never will
-		{budget: 12, spent: 12, cost: 0},            // a free node always runs
-		{budget: 12, spent: 7, cost: 5, held: true}, // 7 + 6 + 5
+		{budget: 0, spent: 100, cost: 5},                        // unlimited
+		{budget: 12, spent: 3, cost: 3},                         // 3 + 6 + 3 fits
+		{budget: 12, spent: 3, cost: 4, held: true},             // 3 + 6 + 4 does not, yet
+		{budget: 12, spent: 9, cost: 4, over: true},             // 9 + 4 never will
+		{budget: 12, spent: 12, cost: 0},                        // a free node always runs
+		{budget: 12, spent: 7, cost: 5, held: true},             // 7 + 6 + 5
+		{budget: 12, spent: 3, cost: 4, task: "t1"},             // 3 + 2 + 4: t1's own 4 is the cost
+		{budget: 12, spent: 3, cost: 8, task: "t2", held: true}, // 3 + 4 + 8
 	} {
 		run := &store.Run{ID: "r", Budget: tc.budget, Spent: tc.spent}
 		var over bool
 		err := b.st.View(ctx, func(tx store.Tx) error {
 			var err error
-			over, err = budgetHeldElsewhereTx(tx, run, tc.cost)
+			over, err = budgetHeldElsewhereTx(tx, run, tc.task, tc.cost)
 			return err
 		})
 		if over != tc.over || errors.Is(err, errBudgetHeld) != tc.held || (err != nil && !tc.held) {
-			t.Errorf("budget %d spent %d cost %d: over %v, err %v; want over %v held %v", tc.budget, tc.spent, tc.cost, over, err, tc.over, tc.held)
+			t.Errorf("budget %d spent %d cost %d task %q: over %v, err %v; want over %v held %v", tc.budget, tc.spent, tc.cost, tc.task, over, err, tc.over, tc.held)
 		}
 	}
 }
@@ -235,5 +242,114 @@ func TestSplitRoll(t *testing.T) {
 	live, departed := splitRoll([]*store.Daemon{fresh, edge, gone}, now, stale)
 	if len(live) != 2 || live[0] != fresh || live[1] != edge || len(departed) != 1 || departed[0] != gone {
 		t.Fatalf("live %v departed %v", live, departed)
+	}
+}
+
+// claimingStore is a shared store with a Claimer that counts the tasks
+// it claims and, once after its first claim, runs then (another daemon
+// acting between a claim and the lease's Update).
+type claimingStore struct {
+	sharedStore
+	mu      sync.Mutex
+	claimed int
+	then    func(tasks []*store.Task) error
+}
+
+func (s *claimingStore) TaskClaim(ctx context.Context, p store.TaskClaimParams) ([]*store.Task, error) {
+	var out []*store.Task
+	err := s.Update(ctx, func(tx store.Tx) error {
+		var err error
+		out, err = tx.TaskClaim(p)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.claimed += len(out)
+	then := s.then
+	s.then = nil
+	s.mu.Unlock()
+	if then != nil && len(out) > 0 {
+		return out, then(out)
+	}
+	return out, err
+}
+
+// TestSharedClaimCommitsAlone: on a shared store the engine claims each
+// task with the store's Claimer, on its own, and the run goes on under
+// that claim's lease: one claim per lease taken.
+func TestSharedClaimCommitsAlone(t *testing.T) {
+	t.Parallel()
+	cs := &claimingStore{}
+	b := setupUnitOn(t, Config{}, `flow(name = "echo", nodes = [task("a", tool = "kit.echo", next = "b"), task("b", tool = "kit.echo")])`, func(s store.Store) store.Store {
+		cs.sharedStore = sharedStore{s}
+		return cs
+	})
+	id := b.start(t, "echo", `{}`, "")
+	if run := b.waitTerminal(t, id); run.Phase != store.PhaseCompleted {
+		t.Fatalf("run %s, want completed", run.Phase)
+	}
+	leased := 0
+	for _, ev := range b.events(t, id) {
+		if ev == evLeased {
+			leased++
+		}
+	}
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.claimed == 0 || cs.claimed != leased {
+		t.Fatalf("%d tasks claimed alone, %d leases taken; want one claim per lease", cs.claimed, leased)
+	}
+}
+
+// TestClaimGivenBack: a task whose claim committed alone but whose run
+// ended before the lease's Update (another daemon finished it) is not
+// worked, and its claim's lease is deleted rather than left to expire.
+func TestClaimGivenBack(t *testing.T) {
+	t.Parallel()
+	cs := &claimingStore{}
+	b := setupUnitOn(t, Config{}, `flow(name = "echo", nodes = [task("a", tool = "kit.echo")])`, func(s store.Store) store.Store {
+		cs.sharedStore = sharedStore{s}
+		return cs
+	})
+	cs.then = func(tasks []*store.Task) error {
+		return cs.Update(context.Background(), func(tx store.Tx) error {
+			run, err := tx.RunGet(tasks[0].RunID)
+			if err != nil {
+				return err
+			}
+			run.Phase = store.PhaseCancelled
+			if err := tx.RunUpdate(run); err != nil {
+				return err
+			}
+			return tx.TaskDelete(tasks[0].ID)
+		})
+	}
+	id := b.start(t, "echo", `{}`, "")
+	testutil.Eventually(t, 30*time.Second, func() error {
+		cs.mu.Lock()
+		claimed := cs.claimed
+		cs.mu.Unlock()
+		if claimed == 0 {
+			return fmt.Errorf("nothing claimed yet")
+		}
+		var leases []*store.Lease
+		if err := b.st.View(context.Background(), func(tx store.Tx) error {
+			var err error
+			leases, err = tx.LeaseList()
+			return err
+		}); err != nil {
+			return err
+		}
+		if len(leases) > 0 {
+			return fmt.Errorf("leases %+v left", leases)
+		}
+		return nil
+	})
+	for _, ev := range b.events(t, id) {
+		if ev == evLeased {
+			t.Fatalf("timeline %v: the given-back task was leased", b.events(t, id))
+		}
 	}
 }

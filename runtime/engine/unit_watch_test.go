@@ -31,7 +31,7 @@ func TestUnitAwaitRunIsWokenByTheCommit(t *testing.T) {
 		t.Helper()
 		before := b.clock.Tickers()
 		go func() {
-			done <- b.eng.AwaitRun(ctx, "alice", id, hold, false, func(ctx context.Context, run *store.Run) (bool, error) {
+			done <- b.eng.AwaitRun(ctx, "alice", id, hold, AwaitEnd, func(ctx context.Context, run *store.Run) (bool, error) {
 				last = run
 				return terminal(ctx, run)
 			})
@@ -57,7 +57,7 @@ func TestUnitAwaitRunIsWokenByTheCommit(t *testing.T) {
 	if err := awaited(t, done); err != nil || last == nil || last.ID != id || last.Phase.Terminal() {
 		t.Fatalf("await at the hold's end: %v, last %+v", err, last)
 	}
-	if err := b.eng.AwaitRun(ctx, "mallory", id, time.Minute, false, terminal); ErrorCode(err) != CodeNotFound {
+	if err := b.eng.AwaitRun(ctx, "mallory", id, time.Minute, AwaitEnd, terminal); ErrorCode(err) != CodeNotFound {
 		t.Errorf("another owner's run: %v, want %s", err, CodeNotFound)
 	}
 	b.eng.watchers.mu.Lock()
@@ -105,5 +105,63 @@ func TestUnitWatchersCoalesceAndEnd(t *testing.T) {
 	w.wake([]string{"r2"}) // nobody watches: no send
 	if n := w.n.Load(); n != 0 || len(w.by) != 0 || len(b) != 0 {
 		t.Fatalf("after every end: %d watches on %d runs, %d wakes", n, len(w.by), len(b))
+	}
+}
+
+// announcingStore is a shared store whose announcements (store.Waker) the
+// test makes.
+type announcingStore struct {
+	sharedStore
+	wakes chan store.Wake
+}
+
+func (s announcingStore) Wakes() <-chan store.Wake { return s.wakes }
+
+// TestUnitAwaitEndHearsOtherDaemons: on a shared store that announces
+// run ends, a wait for a run's end that another daemon commits (written
+// behind this engine's back) ends on the announcement, the fake clock
+// never moving: neither the hold nor the fallback look can end it.
+func TestUnitAwaitEndHearsOtherDaemons(t *testing.T) {
+	t.Parallel()
+	st := announcingStore{wakes: make(chan store.Wake, 1)}
+	b := setupUnitOn(t, Config{}, "", func(s store.Store) store.Store {
+		st.sharedStore = sharedStore{s}
+		return st
+	})
+	ctx := context.Background()
+	run := &store.Run{ID: "r-elsewhere", Owner: "alice", Phase: store.PhaseRunning, CreatedAt: unitEpoch}
+	if err := b.mem.Update(ctx, func(tx store.Tx) error { return tx.RunInsert(run) }); err != nil {
+		t.Fatal(err)
+	}
+	if !b.eng.hearsFinishes {
+		t.Fatal("the engine does not follow the store's announcements of ends")
+	}
+	looked := make(chan *store.Run, 16)
+	done := make(chan error, 1)
+	go func() {
+		done <- b.eng.AwaitRun(ctx, "alice", run.ID, time.Hour, AwaitEnd, func(_ context.Context, r *store.Run) (bool, error) {
+			looked <- r
+			return r.Phase.Terminal(), nil
+		})
+	}()
+	if r := <-looked; r.Phase.Terminal() {
+		t.Fatalf("first look: %s", r.Phase)
+	}
+	if err := b.mem.Update(ctx, func(tx store.Tx) error {
+		run.Phase = store.PhaseCompleted
+		return tx.RunUpdate(run)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	st.wakes <- store.Wake{FinishedRunID: run.ID}
+	if err := awaited(t, done); err != nil {
+		t.Fatal(err)
+	}
+	var last *store.Run
+	for len(looked) > 0 {
+		last = <-looked
+	}
+	if last == nil || last.Phase != store.PhaseCompleted {
+		t.Fatalf("last look %+v, want the run completed", last)
 	}
 }

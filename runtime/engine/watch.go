@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/weirhq/weir/runtime/internal/clock"
 	"github.com/weirhq/weir/runtime/store"
 )
 
@@ -19,10 +20,30 @@ import (
 //
 // Another daemon sharing the store commits without telling this one: on a
 // shared store AwaitRun also reads the run again, backing off from
-// awaitPollMin to awaitPollMax.
+// awaitPollMin to awaitPollMax. A wait for the run's end alone on a store
+// that announces ends (pgstore's LISTEN) is told of it instead, and reads
+// the run again only every awaitEndFallback on the engine's clock, for an
+// announcement lost (a full buffer, the listener reconnecting, a daemon
+// of a release that does not announce ends).
 const (
-	awaitPollMin = 10 * time.Millisecond
-	awaitPollMax = 200 * time.Millisecond
+	awaitPollMin     = 10 * time.Millisecond
+	awaitPollMax     = 200 * time.Millisecond
+	awaitEndFallback = time.Second
+)
+
+// AwaitFor says what a wait held on a run (AwaitRun) waits for, and so
+// which changes it must look for.
+type AwaitFor int
+
+const (
+	// AwaitEnd: the run's end alone (any condition is met then too).
+	AwaitEnd AwaitFor = iota
+	// AwaitRecord: a change of the run's own record (a phase).
+	AwaitRecord
+	// AwaitElsewhere: a change the run's record may not show (a
+	// decision opening in a descendant): the run is read again on a
+	// timer wherever it is stored.
+	AwaitElsewhere
 )
 
 // runWatchers is who watches which run.
@@ -101,6 +122,12 @@ func (s watchedStore) Update(ctx context.Context, fn func(tx store.Tx) error) er
 	return err
 }
 
+// TaskClaim passes a claim committed alone on to the store
+// (store.Claimer): it writes no run.
+func (s watchedStore) TaskClaim(ctx context.Context, p store.TaskClaimParams) ([]*store.Task, error) {
+	return store.ClaimAlone(ctx, s.Store, p)
+}
+
 // watchTx notes the runs a transaction writes.
 type watchTx struct {
 	store.Tx
@@ -147,7 +174,7 @@ func (t watchTx) ContinuationPut(runID string, data []byte) error {
 }
 
 // baseTx is the backend's own transaction under the engine's wrapping,
-// for asking it of an optional ability (store.TaskLocker).
+// for asking it of an optional ability (store.RunCounter, store.Roll).
 func baseTx(tx store.Tx) store.Tx {
 	if w, ok := tx.(watchTx); ok {
 		return w.Tx
@@ -159,10 +186,10 @@ func baseTx(tx store.Tx) store.Tx {
 // met says the wait is over, hold passes on the engine's clock, or ctx
 // ends. It returns nil then (the caller tells them apart by what met last
 // saw and by ctx); an error is a read's (E_NOT_FOUND for a run that is not
-// owner's or is gone). poll, if true, also reads the run on a backing-off
-// timer: for a condition that changes without the run's own records (a
-// shared store does that for every condition).
-func (e *Engine) AwaitRun(ctx context.Context, owner, id string, hold time.Duration, poll bool, met func(ctx context.Context, run *store.Run) (bool, error)) error {
+// owner's or is gone). what says which changes met waits for: those this
+// engine does not commit itself (another daemon's, a descendant's) are
+// looked for by reading the run again on a timer (awaitTimer).
+func (e *Engine) AwaitRun(ctx context.Context, owner, id string, hold time.Duration, what AwaitFor, met func(ctx context.Context, run *store.Run) (bool, error)) error {
 	changed, stop := e.watchers.watch(id)
 	defer stop()
 	var deadline <-chan time.Time
@@ -171,14 +198,11 @@ func (e *Engine) AwaitRun(ctx context.Context, owner, id string, hold time.Durat
 		defer t.Stop()
 		deadline = t.C()
 	}
-	var timer *time.Timer
-	var pollC <-chan time.Time
-	every := awaitPollMin
-	if poll || e.st.Capabilities().Shared {
-		timer = time.NewTimer(every)
-		defer timer.Stop()
-		pollC = timer.C
+	look := &awaitLook{}
+	if hold > 0 {
+		look = awaitTimer(what, e.st.Capabilities().Shared, e.hearsFinishes, e.clock)
 	}
+	defer look.stop()
 	for {
 		run, err := e.Get(ctx, owner, id)
 		if err != nil {
@@ -193,9 +217,50 @@ func (e *Engine) AwaitRun(ctx context.Context, owner, id string, hold time.Durat
 		case <-deadline:
 			return nil
 		case <-changed:
-		case <-pollC:
-			every = min(2*every, awaitPollMax)
-			timer.Reset(every)
+		case <-look.C:
+			look.again()
 		}
+	}
+}
+
+// awaitLook is when a wait reads the run again besides the commits it is
+// told of: C is nil where every change it waits for is told.
+type awaitLook struct {
+	C      <-chan time.Time
+	ticker clock.Ticker // the slow look for a lost end
+	timer  *time.Timer  // the backing-off look
+	every  time.Duration
+}
+
+// awaitTimer is the look of a wait for what: none where every change it
+// waits for is told (one engine on its store); every awaitEndFallback on
+// the engine's clock for the end alone on a store that announces ends;
+// else backing off from awaitPollMin to awaitPollMax.
+func awaitTimer(what AwaitFor, shared, hearsFinishes bool, clk clock.Clock) *awaitLook {
+	switch {
+	case what != AwaitElsewhere && !shared:
+		return &awaitLook{}
+	case what == AwaitEnd && hearsFinishes:
+		t := clk.NewTicker(awaitEndFallback)
+		return &awaitLook{C: t.C(), ticker: t}
+	}
+	t := time.NewTimer(awaitPollMin)
+	return &awaitLook{C: t.C, timer: t, every: awaitPollMin}
+}
+
+// again sets the next look after one.
+func (l *awaitLook) again() {
+	if l.timer != nil {
+		l.every = min(2*l.every, awaitPollMax)
+		l.timer.Reset(l.every)
+	}
+}
+
+func (l *awaitLook) stop() {
+	if l.ticker != nil {
+		l.ticker.Stop()
+	}
+	if l.timer != nil {
+		l.timer.Stop()
 	}
 }

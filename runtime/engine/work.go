@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"time"
 
 	"github.com/weirhq/weir/runtime/internal/ledger"
 	ownerctx "github.com/weirhq/weir/runtime/internal/owner"
@@ -215,56 +214,61 @@ func (w *worker) acquireLease(ctx context.Context) (*leaseResult, error) {
 	if t.Kind == store.TaskStep {
 		queuedOwner, counted = e.queued.take(t.RunID)
 	}
-	shared := e.st.Capabilities().Shared
-	err := e.st.Update(ctx, func(tx store.Tx) error {
-		res = leaseResult{}
-		cur, run, err := claimableTx(tx, t, now, shared)
-		if err != nil {
-			return err
+	// On a shared store the claim commits alone first (store.Claimer: a
+	// task another daemon claims now is passed over, not collided with),
+	// and the rest follows fenced by its lease; elsewhere the claim is
+	// part of the one Update.
+	alone := e.st.Capabilities().Shared
+	claim := store.TaskClaimParams{Now: now, Leases: []*store.Lease{lease}}
+	var err error
+	if alone {
+		var claimed []*store.Task
+		if claimed, err = store.ClaimAlone(ctx, e.st, claim); err == nil && len(claimed) == 0 {
+			err = errSkip
 		}
-		if shared {
-			over, err := budgetHeldElsewhereTx(tx, run, w.slice.Cost)
-			if errors.Is(err, errBudgetHeld) {
-				// Parked for a moment rather than listed again at once: the
-				// leases holding the budget settle in their own time.
-				res.budgetHeld = true
-				cur.ReadyAt = now.Add(BudgetHeldWait)
-				return tx.TaskPut(cur)
-			}
+	}
+	if err == nil {
+		err = e.st.Update(ctx, func(tx store.Tx) error {
+			res = leaseResult{}
+			cur, run, err := claimTx(tx, t, claim, alone)
 			if err != nil {
 				return err
 			}
-			res.overBudget = over
-		}
-		cur.Leased = true
-		if err := tx.TaskPut(cur); err != nil {
-			return err
-		}
-		if err := tx.LeasePut(lease); err != nil {
-			return err
-		}
-		// A fan-out child's task works for its parent run, which stays
-		// waiting on its cohort.
-		if cur.Kind == store.TaskStep {
-			res.started = run.Phase == store.PhaseQueued
-			run.Phase = store.PhaseRunning
-			run.UpdatedAt = now
-			if err := tx.RunUpdate(run); err != nil {
-				return err
+			if alone {
+				over, err := budgetHeldElsewhereTx(tx, run, cur.ID, w.slice.Cost)
+				if errors.Is(err, errBudgetHeld) {
+					// Parked for a moment rather than listed again at once: the
+					// leases holding the budget settle in their own time.
+					res.budgetHeld = true
+					cur.Leased, cur.ReadyAt = false, now.Add(BudgetHeldWait)
+					if err := tx.LeaseDelete(cur.ID); err != nil {
+						return err
+					}
+					return tx.TaskPut(cur)
+				}
+				if err != nil {
+					return err
+				}
+				res.overBudget = over
 			}
+			// A fan-out child's task works for its parent run, which stays
+			// waiting on its cohort.
+			if cur.Kind == store.TaskStep {
+				res.started = run.Phase == store.PhaseQueued
+				run.Phase = store.PhaseRunning
+				run.UpdatedAt = now
+				if err := tx.RunUpdate(run); err != nil {
+					return err
+				}
+			}
+			res.run = run
+			held = *cur
+			return appendEvent(tx, run.ID, evLeased, cur.Attempt, cur.Node, leasedDetail(cur, w.slice, cfg.ConfigVersion, lease), now)
+		})
+		if err != nil && alone {
+			w.giveBackClaim(lease)
 		}
-		res.run = run
-		held = *cur
-		detail := map[string]any{"task": cur.ID, "slot": w.slice.Slot, "budget_slice": w.slice.Cost, "config_version": cfg.ConfigVersion,
-			"holder": e.holder, "deadline": lease.Deadline}
-		switch cur.Kind {
-		case store.TaskItem:
-			detail["item"] = cur.Item
-		case store.TaskAgentCall:
-			detail["turn"], detail["call"], detail["tool"] = cur.Item, cur.Call, cur.Tool
-		}
-		return appendEvent(tx, run.ID, evLeased, cur.Attempt, cur.Node, detail, now)
-	})
+	}
 	if err == nil && res.budgetHeld {
 		err = errSkip
 	}
@@ -279,29 +283,46 @@ func (w *worker) acquireLease(ctx context.Context) (*leaseResult, error) {
 	return &res, nil
 }
 
-// claimableTx reads t and its run in a lease's transaction, or errSkip
-// when t may not be leased now: another daemon claims it, it is gone,
-// leased, of another attempt or not yet due, or its run has ended.
-func claimableTx(tx store.Tx, t *store.Task, now time.Time, shared bool) (*store.Task, *store.Run, error) {
-	if tl, ok := baseTx(tx).(store.TaskLocker); ok && shared {
-		// Another daemon claiming the task now: skip it rather than
-		// run into its commit (docs/design.md §10).
-		if ok, err := tl.TaskLock(t.ID); !ok {
-			if err == nil {
-				err = errSkip
-			}
+// leasedDetail is the detail of a task's "leased" event.
+func leasedDetail(t *store.Task, slice ledger.Slice, configVersion int64, l *store.Lease) map[string]any {
+	detail := map[string]any{"task": t.ID, "slot": slice.Slot, "budget_slice": slice.Cost, "config_version": configVersion,
+		"holder": l.Holder, "deadline": l.Deadline}
+	switch t.Kind {
+	case store.TaskItem:
+		detail["item"] = t.Item
+	case store.TaskAgentCall:
+		detail["turn"], detail["call"], detail["tool"] = t.Item, t.Call, t.Tool
+	}
+	return detail
+}
+
+// claimTx is a lease's transaction's claim: the task claimed in it
+// (claim), or with alone the task the claim committed alone already
+// holds, read again under its lease; and its run. It is errSkip when
+// the task may not be leased now: another daemon claimed it, it is gone,
+// leased, of another attempt or not yet due, its lease was taken back,
+// or its run has ended.
+func claimTx(tx store.Tx, t *store.Task, claim store.TaskClaimParams, alone bool) (*store.Task, *store.Run, error) {
+	var cur *store.Task
+	if alone {
+		if err := leaseStillTx(tx, claim.Leases[0]); err != nil {
 			return nil, nil, err
 		}
-	}
-	cur, err := tx.TaskGet(t.ID)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil, errSkip
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	if cur.Leased || cur.Attempt != t.Attempt || cur.ReadyAt.After(now) {
-		return nil, nil, errSkip
+		var err error
+		if cur, err = tx.TaskGet(t.ID); errors.Is(err, store.ErrNotFound) {
+			return nil, nil, errSkip
+		} else if err != nil {
+			return nil, nil, err
+		}
+	} else {
+		claimed, err := tx.TaskClaim(claim)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(claimed) == 0 {
+			return nil, nil, errSkip
+		}
+		cur = claimed[0]
 	}
 	run, err := tx.RunGet(t.RunID)
 	if err != nil {
@@ -315,6 +336,48 @@ func claimableTx(tx store.Tx, t *store.Task, now time.Time, shared bool) (*store
 		return nil, nil, errSkip
 	}
 	return cur, run, nil
+}
+
+// leaseStillTx is nil while the store holds lease l as it was written
+// (its holder and attempt), errSkip once it is gone or another's.
+func leaseStillTx(tx store.Tx, l *store.Lease) error {
+	cur, err := tx.LeaseGet(l.TaskID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return errSkip
+	case err != nil:
+		return err
+	case cur.Holder != l.Holder || cur.Attempt != l.Attempt:
+		return errSkip
+	}
+	return nil
+}
+
+// giveBackClaim undoes a claim committed alone whose lease's transaction
+// did not commit (its run ended, a failure): the lease deleted and the
+// task queued again as it was, unless the lease is no longer this
+// worker's. Without it the task would wait for its lease to expire.
+func (w *worker) giveBackClaim(l *store.Lease) {
+	err := w.e.st.Update(context.Background(), func(tx store.Tx) error {
+		if err := leaseStillTx(tx, l); err != nil {
+			return err
+		}
+		if err := tx.LeaseDelete(l.TaskID); err != nil {
+			return err
+		}
+		t, err := tx.TaskGet(l.TaskID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		t.Leased = false
+		return tx.TaskPut(t)
+	})
+	if err != nil && !errors.Is(err, errSkip) {
+		w.e.log.Error("giving back a claimed task", "task", l.TaskID, "error", err)
+	}
 }
 
 // renew extends the lease at a third of its timeout until ctx ends. A

@@ -123,3 +123,20 @@ func CheckAgentTurn(at *AgentTurn) error {
 	}
 	return err
 }
+
+// CheckTaskClaim refuses a claim that names no lease, more than MaxClaim,
+// or a lease without a valid task id.
+func CheckTaskClaim(p TaskClaimParams) error {
+	if len(p.Leases) > MaxClaim {
+		return fmt.Errorf("%w: a claim names %d tasks, more than %d", ErrTooLarge, len(p.Leases), MaxClaim)
+	}
+	for _, l := range p.Leases {
+		if l == nil {
+			return fmt.Errorf("%w: a claim names a nil lease", ErrBadID)
+		}
+		if err := CheckID("lease task id", l.TaskID); err != nil {
+			return err
+		}
+	}
+	return nil
+}

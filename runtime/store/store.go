@@ -102,19 +102,42 @@ type LockHolder interface {
 // Wake is one announcement of a Waker.
 type Wake struct {
 	// CancelRunID names a run whose cancel was requested: the engine
-	// holding its work stops it. Empty: a task may be ready.
+	// holding its work stops it. Empty (and FinishedRunID empty): a task
+	// may be ready, or announcements were lost (every run may have
+	// changed).
 	CancelRunID string
+	// FinishedRunID names a run whose end (a terminal phase) committed:
+	// a wait held on it reads it again.
+	FinishedRunID string
 }
 
-// TaskLocker is an optional ability of a Tx of a shared store: taking a
-// task's row for this transaction before claiming it, or learning at once
-// that another transaction (another daemon's claim) holds it, so that
-// claimers racing for one task do not all run to a conflict and again.
-// ok false means someone else holds the task now: the caller skips it.
-// The engine checks for it and otherwise relies on the transaction's
-// isolation alone.
-type TaskLocker interface {
-	TaskLock(id string) (ok bool, err error)
+// Claimer is an optional ability of a shared Store: Tx.TaskClaim committed
+// as a transaction of its own that passes over the tasks another
+// transaction is claiming or changing now, so daemons racing for the same
+// heads of the queue neither wait for each other nor collide (on
+// PostgreSQL one READ COMMITTED statement with FOR UPDATE SKIP LOCKED). A
+// task it returns is leased, with its lease, once it returns: what the
+// claimer writes next for it (its run started, its event) follows in an
+// Update fenced by that lease, and a claimer that cannot go on gives the
+// task back in another. A store without it claims inside the Update that
+// uses the claim (ClaimAlone does that on any store).
+type Claimer interface {
+	TaskClaim(ctx context.Context, p TaskClaimParams) ([]*Task, error)
+}
+
+// ClaimAlone commits p's claim on its own: with st's Claimer where it has
+// one, else in an Update of its own.
+func ClaimAlone(ctx context.Context, st Store, p TaskClaimParams) ([]*Task, error) {
+	if c, ok := st.(Claimer); ok {
+		return c.TaskClaim(ctx, p)
+	}
+	var out []*Task
+	err := st.Update(ctx, func(tx Tx) error {
+		var err error
+		out, err = tx.TaskClaim(p)
+		return err
+	})
+	return out, err
 }
 
 // Roll is an optional ability of a Tx of a shared store: the fleet's roll
@@ -233,6 +256,15 @@ type Tx interface {
 	// the dispatcher reads: the fair order across owners is made from it
 	// (docs/design.md §4.1).
 	TaskListReadyByOwner(p TaskListReadyByOwnerParams) ([]*Task, error)
+	// TaskClaim takes the tasks p names for their leases, in one
+	// operation: every task that exists, is not leased, is at its lease's
+	// Attempt and is ready by p.Now is marked leased and its lease is
+	// written (inserted or replaced); every other task is left as it is,
+	// which is no error. It returns the tasks it claimed, as stored now,
+	// in the order of p.Leases. It is the dispatcher's one claim
+	// (docs/design.md §4.1, §10): the fair order decides which heads are
+	// offered, the claim takes those still free.
+	TaskClaim(p TaskClaimParams) ([]*Task, error)
 	// TaskListByRun returns every task of a run (parked and leased
 	// included), in task id order.
 	TaskListByRun(runID string) ([]*Task, error)
@@ -568,6 +600,19 @@ type TaskListReadyByOwnerParams struct {
 	// Limit bounds the tasks listed in all (0: no bound).
 	Limit int
 }
+
+// TaskClaimParams names the tasks a TaskClaim takes.
+type TaskClaimParams struct {
+	// Now: only tasks ready at or before it are claimed.
+	Now time.Time
+	// Leases holds one lease per task to claim: its TaskID names the
+	// task, its Attempt the attempt the task must still be at. A task
+	// named twice is claimed for its first lease. At most MaxClaim.
+	Leases []*Lease
+}
+
+// MaxClaim bounds the tasks one TaskClaim names.
+const MaxClaim = 1024
 
 // Task is one unit of work in the queue.
 type Task struct {

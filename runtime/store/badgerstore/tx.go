@@ -648,6 +648,15 @@ func (t *storeTx) TaskGet(id string) (*store.Task, error) {
 	return getOne[store.Task](t, key(pTask, id))
 }
 
+// TaskClaim reads, checks and writes each task in this transaction,
+// which the store's one committer serializes against every other.
+func (t *storeTx) TaskClaim(p store.TaskClaimParams) ([]*store.Task, error) {
+	if err := t.Writable(); err != nil {
+		return nil, err
+	}
+	return storekit.TaskClaim(t, p)
+}
+
 func (t *storeTx) TaskDelete(id string) error {
 	if err := t.Writable(); err != nil {
 		return err

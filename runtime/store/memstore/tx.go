@@ -473,6 +473,15 @@ func (t *tx) TaskGet(id string) (*store.Task, error) {
 	return get[store.Task](t, tTask, id)
 }
 
+// TaskClaim reads, checks and writes each task in this transaction,
+// which the store's one committer serializes against every other.
+func (t *tx) TaskClaim(p store.TaskClaimParams) ([]*store.Task, error) {
+	if err := t.Writable(); err != nil {
+		return nil, err
+	}
+	return storekit.TaskClaim(t, p)
+}
+
 func (t *tx) TaskDelete(id string) error {
 	if err := t.Writable(); err != nil {
 		return err

@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -14,20 +15,27 @@ import (
 	"github.com/weirhq/weir/runtime/store"
 )
 
-// BenchmarkClaim compares two ways for a fleet to claim tasks, with 3
-// shared stores (daemons) of 4 claimers each racing for one queue of
-// b.N ready tasks: "serializable" is the engine's claim (list ready tasks
-// in a snapshot, then an Update that reads the task, skips it if leased,
-// and writes it leased with its lease; collisions are serialization
-// failures, rerun); "skiplocked" is one READ COMMITTED statement that
-// takes the first unlocked ready row with FOR UPDATE SKIP LOCKED, plus
-// the lease, outside the store contract; "spread" is the engine's claim
-// starting each pass at a random place in its page, and "locked" that
-// claim beginning with TaskLock (FOR UPDATE SKIP LOCKED on the one row). It reports claims/s
-// and the conflicts retried per claim.
+// BenchmarkClaim compares ways for a fleet to claim tasks, with 3 shared
+// stores (daemons) of 4 claimers each racing for one queue of b.N ready
+// tasks, each claimer listing 8 ready tasks in a snapshot and claiming
+// each in a claim of its own, all at once (as the workers a dispatch pass
+// starts): "serializable" claims in an Update that reads the
+// task, skips it if leased, and writes it leased with its lease
+// (collisions are serialization failures, rerun); "spread" starts each
+// pass at a random place in its page, and "locked" begins each such
+// Update with FOR UPDATE SKIP LOCKED on the task's row as well (the
+// engine's claim before TaskClaim); "claim" is the engine's claim now,
+// Store.TaskClaim of each listed task committed alone (store.Claimer),
+// all at once as the workers a dispatch pass starts (the store puts
+// the claims waiting together in one statement), with spread; "claim8"
+// claims the 8 listed in one TaskClaim; "skiplocked"
+// is one READ COMMITTED statement that takes the first unlocked ready row
+// with FOR UPDATE SKIP LOCKED, plus the lease, without listing (the
+// ceiling: no fair order). It reports claims/s and the conflicts retried
+// per claim.
 func BenchmarkClaim(b *testing.B) {
 	const daemons, each = 3, 4
-	for _, mode := range []string{"serializable", "spread", "locked", "skiplocked"} {
+	for _, mode := range []string{"serializable", "spread", "locked", "claim", "claim8", "skiplocked"} {
 		b.Run(mode, func(b *testing.B) {
 			u := pgtest.Schema(b)
 			var stores []*Store
@@ -57,6 +65,8 @@ func BenchmarkClaim(b *testing.B) {
 					switch mode {
 					case "serializable", "spread", "locked":
 						err = claimSerializable(s, c, mode != "serializable", mode == "locked", &claimed)
+					case "claim", "claim8":
+						err = claimAlone(s, c, mode == "claim8", &claimed)
 					default:
 						err = claimSkipLocked(s, c, &claimed)
 					}
@@ -85,17 +95,24 @@ func BenchmarkClaim(b *testing.B) {
 	}
 }
 
-// claimSerializable claims as the engine does until the queue is empty;
+// listPage lists a claimer's page: 8 ready tasks, oldest first.
+func listPage(s *Store) ([]*store.Task, error) {
+	var ready []*store.Task
+	err := s.View(ctx, func(tx store.Tx) error {
+		var err error
+		ready, err = tx.TaskListReady(time.Now(), 8)
+		return err
+	})
+	return ready, err
+}
+
+// claimSerializable claims as the engine did until the queue is empty;
 // with spread each pass starts at a random place in the page it listed,
 // as a shared engine's dispatch does.
 func claimSerializable(s *Store, c int, spread, lock bool, claimed *atomic.Int64) error {
 	for {
-		var ready []*store.Task
-		if err := s.View(ctx, func(tx store.Tx) error {
-			var err error
-			ready, err = tx.TaskListReady(time.Now(), 8)
-			return err
-		}); err != nil {
+		ready, err := listPage(s)
+		if err != nil {
 			return err
 		}
 		if len(ready) == 0 {
@@ -105,30 +122,92 @@ func claimSerializable(s *Store, c int, spread, lock bool, claimed *atomic.Int64
 			k := rand.N(len(ready))
 			ready = append(ready[k:], ready[:k]...)
 		}
+		// Concurrently, as a dispatch pass's workers claim.
+		errs := make([]error, len(ready))
+		var wg sync.WaitGroup
+		for i, r := range ready {
+			wg.Go(func() { errs[i] = claimOneSerializable(s, c, r, lock, claimed) })
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return err
+		}
+	}
+}
+
+// claimOneSerializable claims r as the engine did before TaskClaim: read,
+// check and write it in an Update, with lock beginning with a row lock.
+func claimOneSerializable(s *Store, c int, r *store.Task, lock bool, claimed *atomic.Int64) error {
+	won := false
+	if err := s.Update(ctx, func(tx store.Tx) error {
+		won = false
+		if lock {
+			// The row lock the engine took before TaskClaim.
+			var one int
+			err := tx.(*storeTx).queryRow(`SELECT 1 FROM tasks WHERE id = $1 FOR UPDATE SKIP LOCKED`, r.ID).Scan(&one)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil
+			}
+			if err != nil {
+				return tx.(*storeTx).fail(err) // a serialization failure reruns the group
+			}
+		}
+		cur, err := tx.TaskGet(r.ID)
+		if err != nil || cur.Leased {
+			return err
+		}
+		cur.Leased, won = true, true
+		if err := tx.TaskPut(cur); err != nil {
+			return err
+		}
+		return tx.LeasePut(&store.Lease{TaskID: cur.ID, RunID: cur.RunID, Holder: fmt.Sprint(c), Deadline: time.Now().Add(time.Minute)})
+	}); err != nil {
+		return err
+	}
+	if won {
+		claimed.Add(1)
+	}
+	return nil
+}
+
+// claimAlone claims with Store.TaskClaim until the queue is empty: each
+// listed task in a claim of its own, all at once, as the engine does, or
+// with batch all of a page in one claim.
+func claimAlone(s *Store, c int, batch bool, claimed *atomic.Int64) error {
+	for {
+		ready, err := listPage(s)
+		if err != nil {
+			return err
+		}
+		if len(ready) == 0 {
+			return nil
+		}
+		k := rand.N(len(ready))
+		ready = append(ready[k:], ready[:k]...)
+		var leases []*store.Lease
 		for _, r := range ready {
-			won := false
-			if err := s.Update(ctx, func(tx store.Tx) error {
-				won = false
-				if lock {
-					if ok, err := tx.(store.TaskLocker).TaskLock(r.ID); !ok {
-						return err
-					}
-				}
-				cur, err := tx.TaskGet(r.ID)
-				if err != nil || cur.Leased {
-					return err
-				}
-				cur.Leased, won = true, true
-				if err := tx.TaskPut(cur); err != nil {
-					return err
-				}
-				return tx.LeasePut(&store.Lease{TaskID: cur.ID, RunID: cur.RunID, Holder: fmt.Sprint(c), Deadline: time.Now().Add(time.Minute)})
-			}); err != nil {
-				return err
+			leases = append(leases, &store.Lease{TaskID: r.ID, RunID: r.RunID, Attempt: r.Attempt, Holder: fmt.Sprint(c), Deadline: time.Now().Add(time.Minute)})
+		}
+		groups := [][]*store.Lease{leases}
+		if !batch {
+			groups = nil
+			for _, l := range leases {
+				groups = append(groups, []*store.Lease{l})
 			}
-			if won {
-				claimed.Add(1)
-			}
+		}
+		// Concurrently, as a dispatch pass's workers claim.
+		errs := make([]error, len(groups))
+		var wg sync.WaitGroup
+		for i, g := range groups {
+			wg.Go(func() {
+				got, err := s.TaskClaim(ctx, store.TaskClaimParams{Now: time.Now(), Leases: g})
+				errs[i] = err
+				claimed.Add(int64(len(got)))
+			})
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return err
 		}
 	}
 }

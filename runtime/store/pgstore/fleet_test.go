@@ -33,7 +33,8 @@ func nextWake(t *testing.T, s *Store) store.Wake {
 }
 
 // TestWakesAcrossStores: a write on one shared store is announced to the
-// others on the schema after its commit (a ready task, a cancel), a
+// others on the schema after its commit (a ready task, a cancel, a run's
+// end), a
 // function that fails announces nothing, and a store on another schema
 // hears nothing of it.
 func TestWakesAcrossStores(t *testing.T) {
@@ -100,17 +101,36 @@ func TestWakesAcrossStores(t *testing.T) {
 	if w := nextWake(t, other); w.CancelRunID != "x" {
 		t.Fatalf("the other schema's store heard %+v first, want its own cancel of x", w)
 	}
+	// A run's end is announced, with its id.
+	for _, ph := range []store.Phase{store.PhaseWaiting, store.PhaseCompleted} {
+		if err := a.Update(ctx, func(tx store.Tx) error {
+			return tx.RunUpdate(&store.Run{ID: "r1", Owner: "o", Phase: ph})
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for {
+		w := nextWake(t, b)
+		if w.CancelRunID != "" || w == (store.Wake{}) {
+			continue // what b heard before
+		}
+		if w.FinishedRunID != "r1" {
+			t.Fatalf("b heard %+v, want the end of r1", w)
+		}
+		break
+	}
 }
 
 // TestClaimOnceAcrossStores: claimers on three shared stores race for the
-// same tasks the way the engine claims one (read the task, check it is
-// not leased, mark it leased and write the lease, all in one Update);
-// SERIALIZABLE gives each task to exactly one of them.
+// same tasks, claiming alone (READ COMMITTED, SKIP LOCKED) one task or a
+// page at a time, inside Updates (SERIALIZABLE), and by reading, checking
+// and writing each task in an Update; each task goes to exactly one of
+// them, with that one's lease.
 func TestClaimOnceAcrossStores(t *testing.T) {
 	t.Parallel()
 	u := pgtest.Schema(t)
-	stores := []*Store{openURL(t, u, Options{Shared: true}), openURL(t, u, Options{Shared: true}), openURL(t, u, Options{Shared: true})}
-	const tasks, claimers = 60, 6
+	stores := []store.Store{openURL(t, u, Options{Shared: true}), openURL(t, u, Options{Shared: true}), openURL(t, u, Options{Shared: true})}
+	const tasks, claimers = 60, 8
 	if err := stores[0].Update(ctx, func(tx store.Tx) error {
 		for i := range tasks {
 			if err := tx.TaskPut(&store.Task{ID: fmt.Sprintf("t%03d", i), RunID: "r", Kind: store.TaskStep}); err != nil {
@@ -121,75 +141,19 @@ func TestClaimOnceAcrossStores(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	won := map[string][]int{}
-	errc := make(chan error, claimers)
-	var wg sync.WaitGroup
-	for c := range claimers {
-		s := stores[c%len(stores)]
-		wg.Go(func() {
-			for {
-				var ready []*store.Task
-				if err := s.View(ctx, func(tx store.Tx) error {
-					var err error
-					ready, err = tx.TaskListReady(time.Now(), tasks)
-					return err
-				}); err != nil {
-					errc <- err
-					return
-				}
-				if len(ready) == 0 {
-					return
-				}
-				for _, r := range ready {
-					claimed := false
-					err := s.Update(ctx, func(tx store.Tx) error {
-						claimed = false
-						cur, err := tx.TaskGet(r.ID)
-						if err != nil {
-							return err
-						}
-						if cur.Leased {
-							return nil
-						}
-						cur.Leased = true
-						if err := tx.TaskPut(cur); err != nil {
-							return err
-						}
-						claimed = true
-						return tx.LeasePut(&store.Lease{TaskID: cur.ID, RunID: cur.RunID, Holder: fmt.Sprint(c), Deadline: time.Now().Add(time.Minute)})
-					})
-					if err != nil {
-						errc <- err
-						return
-					}
-					if claimed {
-						mu.Lock()
-						won[r.ID] = append(won[r.ID], c)
-						mu.Unlock()
-					}
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errc)
-	for err := range errc {
+	won, err := storetest.ClaimRace(stores, claimers, tasks)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if len(won) != tasks {
-		t.Fatalf("%d tasks claimed, want %d", len(won), tasks)
+	if err := storetest.CheckClaimedOnce(stores[0], won, tasks); err != nil {
+		t.Fatal(err)
 	}
-	for id, by := range won {
-		if len(by) != 1 {
-			t.Fatalf("task %s claimed by %v, want one claimer", id, by)
-		}
-	}
-	var conflicts uint64
+	var conflicts, claims uint64
 	for _, s := range stores {
-		conflicts += s.Stats().Conflicts
+		conflicts += s.(*Store).Stats().Conflicts
+		claims += s.(*Store).Stats().Claims
 	}
-	t.Logf("conflicts retried: %d", conflicts)
+	t.Logf("conflicts retried: %d; tasks claimed alone: %d", conflicts, claims)
 }
 
 // TestEventOrderManyWriters: writers on three shared stores append events

@@ -13,7 +13,7 @@ import (
 )
 
 // Wake-ups across daemons (a shared store): a write that makes a task
-// ready, or records a cancel, adds a NOTIFY to its transaction; every
+// ready, records a cancel or ends a run, adds a NOTIFY to its transaction; every
 // store on the schema LISTENs on one connection of its own and passes
 // what it hears to its engine. NOTIFY is delivered at COMMIT and only
 // then, so an announcement never runs ahead of the write it announces.
@@ -28,10 +28,12 @@ const (
 	listenRetry = time.Second
 )
 
-// The channel and the payloads: "ready", or "cancel:" and a run id.
+// The channel and the payloads: "ready", or "cancel:" or "end:" and a
+// run id.
 const (
-	wakeReady  = "ready"
-	wakeCancel = "cancel:"
+	wakeReady    = "ready"
+	wakeCancel   = "cancel:"
+	wakeFinished = "end:"
 )
 
 // wakeChannel is the notification channel. The server delivers it
@@ -122,6 +124,8 @@ func (s *Store) receive(ctx context.Context, conn *pgx.Conn) error {
 		}
 		if id, ok := strings.CutPrefix(p, wakeCancel); ok {
 			s.announce(store.Wake{CancelRunID: id})
+		} else if id, ok := strings.CutPrefix(p, wakeFinished); ok {
+			s.announce(store.Wake{FinishedRunID: id})
 		} else {
 			s.announce(store.Wake{})
 		}

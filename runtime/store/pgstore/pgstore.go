@@ -13,6 +13,9 @@
 // reports a serialization failure or a deadlock (40001, 40P01) the
 // transaction is rolled back and the functions are run again, which the
 // store contract allows (fns have no effects outside the transaction).
+// The one statement outside them is a claim committed alone
+// (Store.TaskClaim, claim.go): READ COMMITTED with FOR UPDATE SKIP
+// LOCKED, so daemons racing for the same tasks pass over each other's.
 //
 // By default Updates are group-committed: one committer runs the pending
 // functions one after another in a single transaction, each behind a
@@ -147,6 +150,11 @@ type Store struct {
 	quit chan struct{}
 	done chan struct{}
 
+	// claims carries claims committed alone to the claimer (claim.go);
+	// claimDone closes when it has stopped.
+	claims    chan *claimReq
+	claimDone chan struct{}
+
 	// gate lets Close wait for every Update and View that got past the
 	// closed check, so the pool is never closed under one; once the lock
 	// is lost it refuses them all (lostErr).
@@ -155,6 +163,7 @@ type Store struct {
 	commits   atomic.Uint64
 	updates   atomic.Uint64
 	conflicts atomic.Uint64
+	claimed   atomic.Uint64
 
 	// wakes carries the announcements the listener receives (Shared
 	// only); listenDone closes when the listener has stopped.
@@ -178,6 +187,11 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 	}
 	if !hasParam(rawURL, "pool_max_conns") {
 		cfg.MaxConns = opts.MaxConns
+	}
+	if _, set := cfg.ConnConfig.RuntimeParams["default_transaction_isolation"]; !set {
+		// A claim committed alone (TaskClaim) is one statement outside any
+		// BEGIN; every other transaction names its level.
+		cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = "read committed"
 	}
 	if _, set := cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"]; opts.Shared && !set {
 		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = fmt.Sprint(IdleInTransactionTimeout.Milliseconds())
@@ -243,6 +257,8 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 			return nil, err
 		}
 	}
+	s.claims, s.claimDone = make(chan *claimReq, maxClaimBatch), make(chan struct{})
+	go s.claimLoop()
 	if opts.MaxBatch > 1 {
 		s.reqs = make(chan *request, opts.MaxBatch)
 		go s.commitLoop()
@@ -538,7 +554,10 @@ func (s *Store) Close() error {
 	}
 	close(s.quit)
 	<-s.done
+	<-s.claimDone
 	<-s.watchDone
+	st := s.Stats()
+	s.opts.Logger.Info("store closed", "commits", st.Commits, "updates", st.Updates, "conflicts", st.Conflicts, "claimed", st.Claims)
 	if s.listenDone != nil {
 		<-s.listenDone
 	}
@@ -625,9 +644,12 @@ type Stats struct {
 	// Conflicts is the number of transactions run again after a
 	// serialization failure or a deadlock.
 	Conflicts uint64
+	// Claims is the number of tasks claimed by claims committed alone
+	// (TaskClaim), each claim one statement and one commit of its own.
+	Claims uint64
 }
 
 // Stats returns the counts since Open.
 func (s *Store) Stats() Stats {
-	return Stats{Commits: s.commits.Load(), Updates: s.updates.Load(), Conflicts: s.conflicts.Load()}
+	return Stats{Commits: s.commits.Load(), Updates: s.updates.Load(), Conflicts: s.conflicts.Load(), Claims: s.claimed.Load()}
 }

@@ -524,6 +524,11 @@ func (t *storeTx) RunUpdate(r *store.Run) error {
 	if r.CancelRequested {
 		t.wake(wakeCancel + r.ID)
 	}
+	if r.Phase.Terminal() {
+		// A wait held on the run on any daemon ends now (one NOTIFY a
+		// run, not one a step).
+		t.wake(wakeFinished + r.ID)
+	}
 	return nil
 }
 
@@ -1164,29 +1169,122 @@ func (t *storeTx) OwnerRunCount(owner string, phase store.Phase) (int, error) {
 
 var _ store.RunCounter = (*storeTx)(nil)
 
-// TaskLock takes the task's row for this transaction with FOR UPDATE SKIP
-// LOCKED (store.TaskLocker): ok is false at once when another transaction
-// holds it, or when it does not exist. The lock is held until the
-// commit; a shared store's engine takes it before each claim.
-func (t *storeTx) TaskLock(id string) (bool, error) {
-	if err := t.writable(); err != nil {
-		return false, err
-	}
-	if !text(id) {
-		return false, nil
-	}
-	var one int
-	err := t.queryRow(`SELECT 1 FROM tasks WHERE id = $1 FOR UPDATE SKIP LOCKED`, id).Scan(&one)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
-		return false, t.fail(err)
-	}
-	return true, nil
+// claimSQL claims the tasks named by $1 (ids), each at the attempt in $2
+// and ready by the time in $5, with the leases $3 (deadlines) and $4
+// (records), in one statement: the inner SELECT takes each free row with
+// FOR UPDATE SKIP LOCKED, so a row another transaction is claiming or
+// changing now is passed over at once rather than waited for; at READ
+// COMMITTED (a claim committed alone, Store.TaskClaim) a row that changed
+// since the statement began is read again as committed and checked
+// again, so two claims never both take one task. The task's record says
+// leased too (jsonb_set on its JSON), for every reader of the record.
+// Rows of another record version are left alone.
+const claimSQL = `WITH want AS (
+		SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bytea[], $5::bigint[]) AS w(id, attempt, deadline_ns, lease, now_ns)
+	), claimed AS (
+		UPDATE tasks t SET leased = true,
+			data = convert_to(jsonb_set(convert_from(t.data, 'UTF8')::jsonb, '{leased}', 'true')::text, 'UTF8')
+		FROM want w
+		WHERE t.id = w.id AND NOT t.leased AND t.id IN (
+			SELECT q.id FROM tasks q JOIN want w2 ON q.id = w2.id
+			WHERE NOT q.leased AND q.ready_ns <= w2.now_ns AND q.v = $6
+				AND (convert_from(q.data, 'UTF8')::jsonb->>'attempt')::bigint = w2.attempt
+			FOR UPDATE OF q SKIP LOCKED)
+		RETURNING t.id, t.v, t.data, w.deadline_ns, w.lease
+	), leased AS (
+		INSERT INTO leases (task_id, deadline_ns, v, data) SELECT id, deadline_ns, $6, lease FROM claimed
+		ON CONFLICT (task_id) DO UPDATE SET deadline_ns = excluded.deadline_ns, v = excluded.v, data = excluded.data
+	)
+	SELECT id, v, data FROM claimed`
+
+// claimRow is one task a claim statement names: its lease's record and
+// the time it must be ready by.
+type claimRow struct {
+	lease *store.Lease
+	data  []byte
+	now   int64
 }
 
-var _ store.TaskLocker = (*storeTx)(nil)
+// claimRows adds p's tasks to rows, each once (named twice, a task is
+// claimed for its first lease; seen holds the ids already named), and
+// returns the ids it added, in order. charge counts the leases' bytes
+// against the Update's (MaxUpdateBytes).
+func (t *storeTx) claimRows(p store.TaskClaimParams, seen map[string]bool, rows []claimRow, charge bool) ([]claimRow, []string, error) {
+	var ids []string
+	for _, l := range p.Leases {
+		if seen[l.TaskID] {
+			continue
+		}
+		seen[l.TaskID] = true
+		var data []byte
+		var err error
+		if charge {
+			data, err = t.encodeCharged("l\x00"+l.TaskID, l)
+		} else {
+			data, err = encode(l)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		rows = append(rows, claimRow{lease: l, data: data, now: nanos(p.Now)})
+		ids = append(ids, l.TaskID)
+	}
+	return rows, ids, nil
+}
+
+// claim runs claimSQL for rows and returns the tasks it claimed by id.
+func (t *storeTx) claim(rows []claimRow) (map[string]*store.Task, error) {
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	ids, attempts, deadlines, leases, nows := make([]string, len(rows)), make([]int64, len(rows)), make([]int64, len(rows)), make([][]byte, len(rows)), make([]int64, len(rows))
+	for i, r := range rows {
+		ids[i], attempts[i], deadlines[i], leases[i], nows[i] = r.lease.TaskID, int64(r.lease.Attempt), nanos(r.lease.Deadline), r.data, r.now
+	}
+	got, err := queryRecords(t, func(tk *store.Task, id string) { tk.ID = id }, claimSQL,
+		ids, attempts, deadlines, leases, nows, recordV1)
+	if err != nil {
+		return nil, err
+	}
+	byID := make(map[string]*store.Task, len(got))
+	for _, tk := range got {
+		byID[tk.ID] = tk
+	}
+	return byID, nil
+}
+
+// inOrder is the tasks of byID named by ids, in that order.
+func inOrder(ids []string, byID map[string]*store.Task) []*store.Task {
+	out := []*store.Task{}
+	for _, id := range ids {
+		if tk := byID[id]; tk != nil {
+			out = append(out, tk)
+		}
+	}
+	return out
+}
+
+// TaskClaim claims in one statement (claimSQL): one round trip whatever
+// the number of tasks, and inside an Update the same checks a
+// serializable transaction keeps (a row claimed since its snapshot is a
+// serialization failure, run again).
+func (t *storeTx) TaskClaim(p store.TaskClaimParams) ([]*store.Task, error) {
+	if err := t.writable(); err != nil {
+		return nil, err
+	}
+	if err := store.CheckTaskClaim(p); err != nil {
+		return nil, err
+	}
+	rows, ids, err := t.claimRows(p, map[string]bool{}, nil, true)
+	if err != nil {
+		return nil, err
+	}
+	byID, err := t.claim(rows)
+	if err != nil {
+		return nil, err
+	}
+	return inOrder(ids, byID), nil
+}
 
 // ---- the fleet's roll (store.Roll) ----
 

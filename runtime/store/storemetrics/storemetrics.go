@@ -32,7 +32,7 @@ var Buckets = []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .0
 func New(st store.Store) *Store {
 	return &Store{Store: st, seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "weir_store_transaction_duration_seconds",
-		Help:    "Time of store transactions, from call to durable return, by operation (update, view) and result (ok, error).",
+		Help:    "Time of store transactions, from call to durable return, by operation (update, view, claim) and result (ok, error).",
 		Buckets: Buckets,
 	}, []string{"op", "result"})}
 }
@@ -52,6 +52,17 @@ func (s *Store) View(ctx context.Context, fn func(tx store.Tx) error) error {
 	s.observe("view", start, err)
 	return err
 }
+
+// TaskClaim times a claim committed alone (store.Claimer): the wrapped
+// store's own, or an Update of its own where it has none.
+func (s *Store) TaskClaim(ctx context.Context, p store.TaskClaimParams) ([]*store.Task, error) {
+	start := time.Now()
+	out, err := store.ClaimAlone(ctx, s.Store, p)
+	s.observe("claim", start, err)
+	return out, err
+}
+
+var _ store.Claimer = (*Store)(nil)
 
 func (s *Store) observe(op string, start time.Time, err error) {
 	result := "ok"

@@ -57,6 +57,8 @@ func Run(t *testing.T, open Opener) {
 		{"TaskListReady", testTaskListReady},
 		{"TaskListReadyByOwner", testTaskListReadyByOwner},
 		{"OwnerIndexFollowsTasks", testOwnerIndexFollowsTasks},
+		{"TaskClaim", testTaskClaim},
+		{"TaskClaimConcurrent", testTaskClaimConcurrent},
 		{"ServiceLease", testServiceLease},
 		{"Schedules", testSchedules},
 		{"OwnerEvents", testOwnerEvents},

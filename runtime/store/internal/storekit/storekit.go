@@ -187,3 +187,35 @@ type PanicError struct {
 func (p *PanicError) Error() string {
 	return fmt.Sprintf("store: Update function panicked: %v\n%s", p.Value, p.Stack)
 }
+
+// TaskClaim is store.Tx.TaskClaim for a store whose transactions are
+// serialized by its committer (Badger, memory): read each task, pass over
+// it unless it is free at its lease's attempt and ready, write it leased
+// with its lease.
+func TaskClaim(tx store.Tx, p store.TaskClaimParams) ([]*store.Task, error) {
+	if err := store.CheckTaskClaim(p); err != nil {
+		return nil, err
+	}
+	out := []*store.Task{}
+	for _, l := range p.Leases {
+		tk, err := tx.TaskGet(l.TaskID)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if tk.Leased || tk.Attempt != l.Attempt || tk.ReadyAt.After(p.Now) {
+			continue // named twice: leased by its first lease
+		}
+		tk.Leased = true
+		if err := tx.TaskPut(tk); err != nil {
+			return nil, err
+		}
+		if err := tx.LeasePut(l); err != nil {
+			return nil, err
+		}
+		out = append(out, tk)
+	}
+	return out, nil
+}
