@@ -150,7 +150,7 @@ func TestReadRecordsAcrossHosts(t *testing.T) {
 		}
 	}
 	write(a, "mail/outbox.jsonl", `{"body":"soak req-1","run_id":"r1"}`+"\n")
-	write(b, "mail/outbox.jsonl", `{"body":"soak req-1","run_id":"r1"}`+"\n"+`{"body":"soak req-2","run_id":"r2"}`+"\n")
+	write(b, "mail/outbox.jsonl", `{"body":"soak req-1","run_id":"r1"}`+"\n"+`{"id":"m2","body":"soak req-2","run_id":"r2","idempotency_key":"km2","sent_at":"2026-12-07T10:00:00Z"}`+"\n")
 	applied := func(key string) string { return `{"output":{"key":"` + key + `"}}` }
 	write(a, "notes/notes/n1.json", `{"key":"soak/req-3","text":"t3"}`)
 	write(a, "notes/dedupe/k3.json", applied("soak/req-3"))
@@ -172,6 +172,14 @@ func TestReadRecordsAcrossHosts(t *testing.T) {
 		got, happened, err := onceLogged([]string{a, b}, key)
 		if err != nil || happened != (want != "") || string(got) != want {
 			t.Fatalf("onceLogged(%s) = %s %v %v, want %q", key, got, happened, err, want)
+		}
+	}
+	// A mail.send unknown outcome is resolved from the outbox of any host:
+	// the call may have run on another daemon than the one that asks.
+	for key, want := range map[string]string{"km2": `{"id":"m2","sent_at":"2026-12-07T10:00:00Z"}`, "km9": ""} {
+		got, happened, err := mailLogged([]string{a, b}, key)
+		if err != nil || happened != (want != "") || string(got) != want {
+			t.Fatalf("mailLogged(%s) = %s %v %v, want %q", key, got, happened, err, want)
 		}
 	}
 	if o.mailRuns["r1"] != 2 || o.mailRuns["r2"] != 1 || o.mails["req-1"] != 2 {

@@ -178,6 +178,40 @@ func onceLogged(datas []string, key string) (json.RawMessage, bool, error) {
 	return nil, false, nil
 }
 
+// mailLogged is mail.send's answer to the call with key if a daemon's
+// outbox holds its mail (the result its probe would give), or not
+// happened when none does.
+func mailLogged(datas []string, key string) (json.RawMessage, bool, error) {
+	for _, data := range datas {
+		f, err := os.Open(filepath.Join(data, "plugin-state", "mail", "outbox.jsonl"))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var m struct {
+				ID     string          `json:"id"`
+				SentAt json.RawMessage `json:"sent_at"`
+				Key    string          `json:"idempotency_key"`
+			}
+			if json.Unmarshal(sc.Bytes(), &m) == nil && m.Key == key {
+				f.Close()
+				return json.RawMessage(`{"id":"` + m.ID + `","sent_at":` + string(m.SentAt) + `}`), true, nil
+			}
+		}
+		err = sc.Err()
+		f.Close()
+		if err != nil {
+			return nil, false, err
+		}
+	}
+	return nil, false, nil
+}
+
 // eachJSON calls fn with the name and content of every *.json file in dir
 // (none if dir does not exist), skipping temporary files.
 func eachJSON(dir string, fn func(name string, b []byte) error) error {

@@ -92,14 +92,21 @@ func resolveUnknown(ctx context.Context, w *world, c *client.Client) {
 
 // resolveOne answers one unknown wait; false when the daemon is down.
 func resolveOne(ctx context.Context, w *world, c *client.Client, v *apitypes.Run, wt apitypes.HumanWait) bool {
-	var shown struct{ Key string }
+	var shown struct{ Tool, Key string }
 	if err := json.Unmarshal(wt.Shown, &shown); err != nil || shown.Key == "" {
 		w.violate(invResolve, "unknown wait %s of run %s shows no idempotency key: %s", wt.ID, v.ID, wt.Shown)
 		return true
 	}
-	result, happened, err := onceLogged(w.dataDirs, shown.Key)
+	// A person looks where the effect would be: the log of the tool
+	// the call was for, in every daemon's state (a fleet's daemons each
+	// keep their own, and the call may have run on any of them).
+	logged := onceLogged
+	if shown.Tool == "mail.send" {
+		logged = mailLogged
+	}
+	result, happened, err := logged(w.dataDirs, shown.Key)
 	if err != nil {
-		w.violate(invResolve, "reading testkit.once's log: %v", err)
+		w.violate(invResolve, "reading %s's log: %v", shown.Tool, err)
 		return true
 	}
 	_, err = c.Resolve(ctx, v.ID, wt.ID, happened, result, "soak")
