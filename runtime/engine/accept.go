@@ -316,13 +316,9 @@ func (j *journal) acceptTx(tx store.Tx, run *store.Run, task *store.Task, entry,
 func (j *journal) insertRun(tx store.Tx, run *store.Run, task *store.Task, entry string, detail map[string]any) error {
 	if run.ParentRunID != "" {
 		// A cancel recorded while the parent's step ran found no child to
-		// cancel: none is started after it (errCancelSeen).
-		parent, err := tx.RunGet(run.ParentRunID)
-		if err != nil {
+		// cancel: none is started after it.
+		if err := cancelNotSeenTx(tx, run.ParentRunID); err != nil {
 			return err
-		}
-		if parent.CancelRequested {
-			return errCancelSeen
 		}
 	}
 	if err := tx.RunInsert(run); err != nil {

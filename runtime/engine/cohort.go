@@ -306,6 +306,11 @@ func (s *stepper) settleReservations(a *admission, committed bool) {
 // next wake. A child run whose escrow was refused fails at admission with
 // E_BUDGET_EXHAUSTED, before it starts.
 func (s *stepper) admitTx(tx store.Tx, node *flows.Node, c *store.Cohort, children map[int]*child, n int, adm *admission, now time.Time) error {
+	if n > 0 && c.State == store.CohortOpen && c.Next < c.Items && c.InFlight < node.Width {
+		if err := cancelNotSeenTx(tx, s.run.ID); err != nil {
+			return err
+		}
+	}
 	for ; n > 0 && c.State == store.CohortOpen && c.Next < c.Items && c.InFlight < node.Width; n-- {
 		ch := children[c.Next]
 		if ch == nil {

@@ -239,6 +239,21 @@ func countCancelled(st *stats, c *cancelTree) {
 // recorded in the store (by another daemon) before this one heard of it.
 var errCancelSeen = errors.New("engine: the run's cancel was requested")
 
+// cancelNotSeenTx is errCancelSeen when run runID's cancel is recorded in
+// tx: a cancel another daemon of a fleet recorded while this one's step
+// ran reaches it only by announcement, and no work of a cancelled run is
+// queued after the cancel (its child runs, fan-out items, agent calls).
+func cancelNotSeenTx(tx store.Tx, runID string) error {
+	run, err := tx.RunGet(runID)
+	if err != nil {
+		return err
+	}
+	if run.CancelRequested {
+		return errCancelSeen
+	}
+	return nil
+}
+
 // cancelSeen finishes the run cancelled when err says its step's
 // transaction found the cancel, and says whether it did.
 func (s *stepper) cancelSeen(ctx context.Context, err error) bool {

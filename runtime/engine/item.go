@@ -36,6 +36,12 @@ func (w *worker) runItem(ctx context.Context, run *store.Run, overBudget bool) {
 		w.itemDrop(ctx, nil)
 		return
 	}
+	if w.cancelRequested() {
+		// Queued before its run's cancel and leased after it: the call is
+		// never made, and the fan-out's step finishes the run cancelled.
+		w.itemDrop(ctx, nil)
+		return
+	}
 	c := &toolCall{Run: run, Attempt: t.Attempt, Node: node, Visit: t.Visit, Index: []int{t.Item}, Tool: node.Tool, Input: it.Input,
 		Timeout: node.Timeout, Retries: node.Retries, Tries: failedTries(t.Errors), TaskID: t.ID}
 	if overBudget {
