@@ -83,6 +83,9 @@ type agentLoop struct {
 	declaredCost int64
 	maxTokens    int64
 	turns        []*store.AgentTurn
+	// memo holds what the visit's final turns add up to (agentmemo.go):
+	// its final turns are the first of turns.
+	memo *visitMemo
 	// started is when the loop began (its first turn), for the node's
 	// timeout, which bounds the whole loop.
 	started time.Time
@@ -91,11 +94,35 @@ type agentLoop struct {
 // spent is what the visit's turns and calls were charged so far.
 func (a *agentLoop) spent() int64 {
 	var n int64
-	for _, t := range a.turns {
-		n += t.Cost
-		for _, c := range t.Calls {
-			n += c.Cost
-		}
+	from := 0
+	if a.memo != nil {
+		n, from = a.memo.spent, len(a.memo.final)
+	}
+	for _, t := range a.turns[from:] {
+		n += turnSpent(t)
+	}
+	return n
+}
+
+// usage is the tokens the visit's turns used so far.
+func (a *agentLoop) usage() store.AgentUsage {
+	var u store.AgentUsage
+	from := 0
+	if a.memo != nil {
+		u, from = a.memo.usage, len(a.memo.final)
+	}
+	for _, t := range a.turns[from:] {
+		u.InputTokens += t.Usage.InputTokens
+		u.OutputTokens += t.Usage.OutputTokens
+	}
+	return u
+}
+
+// turnSpent is what turn t and its calls were charged.
+func turnSpent(t *store.AgentTurn) int64 {
+	n := t.Cost
+	for _, c := range t.Calls {
+		n += c.Cost
 	}
 	return n
 }
@@ -123,6 +150,13 @@ func (s *stepper) agentNode(ctx context.Context, node *flows.Node) bool {
 	if a == nil {
 		return false // interrupted while reading
 	}
+	defer func() {
+		// Kept for the visit's next step while the run stays on it.
+		if s.cont.Node == node.ID && s.cont.Visits[node.ID] == a.visit {
+			a.memo.advance(a.turns)
+			s.e.agents.give(a.memo)
+		}
+	}()
 	for {
 		if s.cancelRequested() {
 			s.finish(ctx, store.PhaseCancelled, nil, nil)
@@ -219,9 +253,11 @@ func (s *stepper) loadAgent(ctx context.Context, node *flows.Node) (*agentLoop, 
 		}
 		a.tools = append(a.tools, def)
 	}
+	key := visitKey{run: s.run.ID, node: node.ID, visit: a.visit}
+	memo := e.agents.take(key)
 	err = e.st.View(ctx, func(tx store.Tx) error {
 		var err error
-		a.turns, err = tx.AgentTurnList(store.AgentTurnListParams{RunID: s.run.ID, Node: node.ID, Visit: a.visit})
+		a.turns, a.memo, err = readTurnsTx(tx, key, memo)
 		return err
 	})
 	if ctx.Err() != nil {
@@ -230,17 +266,13 @@ func (s *stepper) loadAgent(ctx context.Context, node *flows.Node) (*agentLoop, 
 	if err != nil {
 		return nil, &store.RunError{Code: CodeAgentTurns, Message: err.Error()}
 	}
+	if rerr := checkTurns(node.ID, a.turns, len(a.memo.final)); rerr != nil {
+		return nil, rerr
+	}
+	a.memo.advance(a.turns)
 	a.started = e.clock.Now()
 	if len(a.turns) > 0 {
 		a.started = a.turns[0].At
-	}
-	for i, t := range a.turns {
-		if t.V != store.AgentTurnVersion {
-			return nil, &store.RunError{Code: CodeAgentTurns, Message: fmt.Sprintf("agent %s: turn %d has record version %d (this weir reads %d)", node.ID, t.Turn, t.V, store.AgentTurnVersion)}
-		}
-		if t.Turn != i+1 {
-			return nil, &store.RunError{Code: CodeAgentTurns, Message: fmt.Sprintf("agent %s: journaled turns skip from %d to %d", node.ID, i, t.Turn)}
-		}
 	}
 	return a, nil
 }
@@ -271,24 +303,39 @@ func (s *stepper) callString(ref *flows.CallableRef, what string) (string, error
 // turns: each turn's answer, then the result of each call it asked for,
 // then the correction a rejected final answer was sent, or the note of a
 // person who resumed the loop after its runaway guard parked it.
+// The messages of the final turns come from the visit's memo.
 func (a *agentLoop) messages() []chat.Message {
-	msgs := []chat.Message{{Role: chat.RoleUser, Content: a.prompt}}
-	for _, t := range a.turns {
-		var m chat.Message
-		_ = json.Unmarshal(t.Response, &m) // validated before it was journaled
-		m.Role = chat.RoleAssistant
-		msgs = append(msgs, m)
-		for _, c := range t.Calls {
-			if c.Done {
-				msgs = append(msgs, toolMessage(c.ID, c))
-			}
+	from := 0
+	var final []chat.Message
+	if a.memo != nil {
+		from, final = len(a.memo.final), a.memo.msgs
+	}
+	msgs := make([]chat.Message, 0, 1+len(final)+4*(len(a.turns)-from))
+	msgs = append(msgs, chat.Message{Role: chat.RoleUser, Content: a.prompt})
+	msgs = append(msgs, final...)
+	for _, t := range a.turns[from:] {
+		msgs = append(msgs, turnMessages(t)...)
+	}
+	return msgs
+}
+
+// turnMessages is what turn t adds to the conversation: its answer, the
+// result of each call of it that ended, its correction and its note.
+func turnMessages(t *store.AgentTurn) []chat.Message {
+	var m chat.Message
+	_ = json.Unmarshal(t.Response, &m) // validated before it was journaled
+	m.Role = chat.RoleAssistant
+	msgs := []chat.Message{m}
+	for _, c := range t.Calls {
+		if c.Done {
+			msgs = append(msgs, toolMessage(c.ID, c))
 		}
-		if t.Correction != "" {
-			msgs = append(msgs, chat.Message{Role: chat.RoleUser, Content: t.Correction})
-		}
-		if t.Note != "" {
-			msgs = append(msgs, chat.Message{Role: chat.RoleUser, Content: t.Note})
-		}
+	}
+	if t.Correction != "" {
+		msgs = append(msgs, chat.Message{Role: chat.RoleUser, Content: t.Correction})
+	}
+	if t.Note != "" {
+		msgs = append(msgs, chat.Message{Role: chat.RoleUser, Content: t.Note})
 	}
 	return msgs
 }
@@ -943,11 +990,7 @@ func (s *stepper) agentAnswer(ctx context.Context, a *agentLoop, t *store.AgentT
 		_ = json.Unmarshal([]byte(msg.Content), &v)
 		answer = v
 	}
-	var usage store.AgentUsage
-	for _, t := range a.turns {
-		usage.InputTokens += t.Usage.InputTokens
-		usage.OutputTokens += t.Usage.OutputTokens
-	}
+	usage := a.usage()
 	cost := a.spent()
 	out := mustJSON(map[string]any{"answer": answer, "turns": len(a.turns),
 		"usage": map[string]int64{"input_tokens": usage.InputTokens, "output_tokens": usage.OutputTokens}, "cost": cost})
@@ -979,10 +1022,6 @@ func agentView(tx store.Tx, runID, node string, visit int) (AgentView, error) {
 		return AgentView{}, err
 	}
 	a := &agentLoop{turns: turns}
-	v := AgentView{Node: node, Visit: visit, Turns: len(turns), Cost: a.spent()}
-	for _, t := range turns {
-		v.InputTokens += t.Usage.InputTokens
-		v.OutputTokens += t.Usage.OutputTokens
-	}
-	return v, nil
+	u := a.usage()
+	return AgentView{Node: node, Visit: visit, Turns: len(turns), Cost: a.spent(), InputTokens: u.InputTokens, OutputTokens: u.OutputTokens}, nil
 }

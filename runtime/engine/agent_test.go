@@ -14,6 +14,7 @@ import (
 	"github.com/weirhq/weir/runtime/internal/clock"
 	"github.com/weirhq/weir/runtime/store"
 	"github.com/weirhq/weir/runtime/store/memstore"
+	"github.com/weirhq/weir/runtime/store/storecount"
 	"github.com/weirhq/weir/runtime/tool"
 	"github.com/weirhq/weir/sdk/chat"
 )
@@ -357,6 +358,10 @@ flow(name = "bounded_ask", budget = 12, on_budget = "ask", nodes = [
     agent("a", model = "small", prompt = "Go", tools = ["kv.get"], max_turns = 8),
 ])
 
+flow(name = "long", nodes = [
+    agent("a", model = "small", prompt = "Go", tools = ["kv.get"], max_turns = 100),
+])
+
 flow(name = "agent_then", nodes = [
     agent("a", model = "small", prompt = "Go", tools = ["kv.get"], max_turns = 3, next = "after"),
     task("after", tool = "kv.get", args = lambda ctx: {"key": ctx.results["a"]["answer"] + ctx.input["suffix"]}),
@@ -391,6 +396,9 @@ func setupAgentConfig(t *testing.T, cfg Config, m *fakeModel) *agentBundle {
 	st, _ := cfg.Store.(*memstore.Store)
 	if h, ok := cfg.Store.(*hookedStore); ok {
 		st = h.Store
+	}
+	if c, ok := cfg.Store.(*storecount.Store); ok {
+		st = c.Store.(*memstore.Store)
 	}
 	fk := cfg.Clock.(*clock.Fake)
 	eng, err := Open(cfg)
