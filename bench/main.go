@@ -70,6 +70,7 @@ var scenarios = []scenario{
 	{14, "schedules", schedules},
 	{15, "durable steps/s with tracing", tracingSteps},
 	{16, "peer: DBOS Transact on the same PostgreSQL", dbosPeer},
+	{17, "agent cost per turn", agentTurnCost},
 }
 
 func main() {
