@@ -238,7 +238,7 @@ func (s *stepper) loadAgent(ctx context.Context, node *flows.Node) (*agentLoop, 
 	for _, name := range node.Flows {
 		// A flow is offered as a tool whose input is the flow's input
 		// (wrapped when it is not an object: offerSchema); a call of it
-		// is a child run (agentFlowCall).
+		// is a child run (agentflows.go).
 		cfe, err := e.book.latest(ctx, name)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -670,8 +670,8 @@ func pendingCalls(t *store.AgentTurn) int {
 // others one at a time. While they run the agent is parked and holds no
 // slot; each call's end is written into the turn record and wakes it. A
 // tool's error is the call's result, not the node's failure. Calls of
-// the agent's flows are child runs (agentFlowCall), one at a time, once
-// the others ended.
+// the agent's flows are child runs, started together with the other calls
+// and running beside them (startFlowCalls, agentFlowCalls).
 func (s *stepper) agentCalls(ctx context.Context, a *agentLoop, t *store.AgentTurn) (loop, more bool) {
 	e, node := s.e, a.node
 	var msg chat.Message
@@ -699,6 +699,9 @@ func (s *stepper) agentCalls(ctx context.Context, a *agentLoop, t *store.AgentTu
 		}
 	}
 
+	if !s.startFlowCalls(ctx, a, t, msg, flowCalls) {
+		return false, false
+	}
 	queue := p.queue()
 	if rerr := s.agentCallsCost(a, t, queue); rerr != nil {
 		return false, s.nodeFailed(ctx, node, rerr)
@@ -761,10 +764,8 @@ func (s *stepper) agentCalls(ctx context.Context, a *agentLoop, t *store.AgentTu
 		s.commit(ctx, func(tx store.Tx) error { return s.parkOnCallsTx(tx, t, now, inFlight, unknowns) })
 		return false, false
 	}
-	for _, i := range flowCalls {
-		if loop, more := s.agentFlowCall(ctx, a, t, i, msg.ToolCalls[i].Arguments); !loop {
-			return false, more
-		}
+	if loop, more := s.agentFlowCalls(ctx, a, t, flowCalls); !loop {
+		return false, more
 	}
 	if len(undecided)+len(unknowns) > 0 {
 		return false, s.awaitPeople(ctx, a, undecided, unknowns, now)
@@ -794,7 +795,7 @@ func (s *stepper) agentCallsCost(a *agentLoop, t *store.AgentTurn, queue []int) 
 
 // agentCallPlan sorts the calls of an agent's turn by how they go on.
 type agentCallPlan struct {
-	flowCalls []int                   // calls of the agent's flows: child runs, one at a time
+	flowCalls []int                   // calls of the agent's flows: child runs, all at once
 	together  []int                   // idempotent calls, run together up to the bound
 	alone     []int                   // other calls, one at a time
 	undecided []*waitState            // approvals no one decided yet

@@ -334,6 +334,15 @@ flow(name = "delegating_gate", nodes = [
     agent("a", model = "small", prompt = "Go", flows = ["gated"], max_turns = 3),
 ])
 
+flow(name = "gated_budget", budget = 30, nodes = [
+    wait("ok", next = "h"),
+    task("h", tool = "kv.priced"),
+])
+
+flow(name = "delegating_two", budget = 100, nodes = [
+    agent("a", model = "small", prompt = "Go", flows = ["gated_budget", "gated"], max_turns = 3),
+])
+
 flow(name = "batching", nodes = [
     agent("a", model = "small", prompt = "Go", tools = ["kv.many"], max_turns = 3),
 ])
