@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -74,7 +75,7 @@ func agentTurnCost(b *bench) ([]row, error) {
 		p.close(false)
 		return nil, err
 	}
-	perTurn := p.tools.perTurn()
+	perTurn, took := p.tools.perTurn()
 	p.close(true)
 
 	start := time.Now()
@@ -115,6 +116,9 @@ func agentTurnCost(b *bench) ([]row, error) {
 		{figure: fmt.Sprintf("same: store reads from asking turn %d to asking the next (reads / records)", last-1), value: fmt.Sprintf("%d / %d", end.Calls, end.Records),
 			limit: fmt.Sprintf("turn 1's %d / %d", first.Calls, first.Records), ratio: ratio(float64(end.Records) / float64(first.Records)),
 			target: verdict("flat (≤ turn 1's records + 6)", end.Records <= first.Records+6)},
+		{figure: fmt.Sprintf("same: time from asking turn %d to asking the next (median of 3 turns around it), the request grown to %d B", last-1, turns[last-2].RequestBytes),
+			value: dur(median3(took, last-2)), limit: fmt.Sprintf("turn 3's %s (once the plugins run), its request %d B", dur(median3(took, 2)), turns[2].RequestBytes),
+			ratio: ratio(float64(median3(took, last-2)) / float64(median3(took, 2)))},
 		{figure: fmt.Sprintf("same, killed at turn %d: recovery's reads of the journal (listings / turns read), open → run completed", last), value: fmt.Sprintf("%d / %d", listed.Calls, listed.Records),
 			limit: "took " + dur(recovered), target: verdict("one listing", listed.Calls == 1 && listed.Records == int64(last))},
 	}, nil
@@ -185,6 +189,7 @@ type turnCounter struct {
 	cs     *storecount.Store
 	mu     sync.Mutex
 	at     []storecount.Count
+	times  []time.Time
 	holdAt int
 	held   chan struct{}
 }
@@ -199,6 +204,7 @@ func (t *turnCounter) Call(ctx context.Context, req tool.CallRequest) (*tool.Cal
 	}
 	if req.Tool != "testkit.echo" {
 		t.at = append(t.at, t.cs.Total())
+		t.times = append(t.times, time.Now())
 	}
 	t.mu.Unlock()
 	return t.Host.Call(ctx, req)
@@ -248,15 +254,26 @@ func (p *longAgent) heldAt(ctx context.Context, id string, n int) error {
 	}
 }
 
-// perTurn is the reads between one model turn being asked and the next.
-func (t *turnCounter) perTurn() []storecount.Count {
+// perTurn is the reads, and the time, between one model turn being asked
+// and the next.
+func (t *turnCounter) perTurn() ([]storecount.Count, []time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var per []storecount.Count
+	var took []time.Duration
 	for k := 1; k < len(t.at); k++ {
 		per = append(per, t.at[k].Sub(t.at[k-1]))
+		took = append(took, t.times[k].Sub(t.times[k-1]))
 	}
-	return per
+	return per, took
+}
+
+// median3 is the median of the three durations around ds[i], which one
+// slow commit on a shared disk moves less than it moves one.
+func median3(ds []time.Duration, i int) time.Duration {
+	w := slices.Clone(ds[max(0, i-1):min(len(ds), i+2)])
+	slices.Sort(w)
+	return w[len(w)/2]
 }
 
 func recordsOf(cs []storecount.Count) []int64 {
