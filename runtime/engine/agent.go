@@ -277,6 +277,22 @@ func (s *stepper) loadAgent(ctx context.Context, node *flows.Node) (*agentLoop, 
 	return a, nil
 }
 
+// cutAsks is how many times the next turn may have been asked and cut off
+// by a crash before its answer was journaled: the run's leases lost (its
+// attempt grew) since the last turn was journaled, or, for the first
+// turn, since the run began — an upper bound, since a lease may have been
+// lost elsewhere in the step. A turn journaled before turns kept their
+// attempt counts none.
+func (a *agentLoop) cutAsks(attempt int) int {
+	since := 1
+	if n := len(a.turns); n > 0 {
+		if since = a.turns[n-1].Attempt; since == 0 {
+			return 0
+		}
+	}
+	return max(0, attempt-since)
+}
+
 // agentTimedOut takes the node's error wire with E_AGENT_TIMEOUT.
 func (s *stepper) agentTimedOut(ctx context.Context, a *agentLoop) bool {
 	return s.nodeFailed(ctx, a.node, &store.RunError{Code: CodeAgentTimeout,
@@ -454,7 +470,9 @@ func (s *stepper) agentTurn(ctx context.Context, a *agentLoop) (loop, more bool)
 	t := &store.AgentTurn{V: store.AgentTurnVersion, RunID: s.run.ID, Node: node.ID, Visit: a.visit, Turn: turn, Model: node.Model,
 		RequestDigest: hex.EncodeToString(digest[:]), RequestBytes: len(body), Response: mustJSON(resp.Message),
 		StopReason: string(resp.StopReason), Usage: store.AgentUsage{InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens},
-		UsageReported: reported, Reserved: reserve, Cost: cost, Calls: calls, At: asked}
+		UsageReported: reported, Reserved: reserve, Cost: cost, Calls: calls, At: asked, Attempt: s.run.Attempt}
+	t.Cut = a.cutAsks(s.run.Attempt)
+	t.CutReserved = int64(t.Cut) * reserve
 	s.cont.Tries = 0
 	var spent int64
 	ok = s.commit(ctx, func(tx store.Tx) error {
@@ -470,11 +488,15 @@ func (s *stepper) agentTurn(ctx context.Context, a *agentLoop) (loop, more bool)
 		if spent, err = s.chargeTx(tx, node.ID, cost, reserve, map[string]any{"turn": turn, "tool": node.ModelTool, "model": node.Model}, now); err != nil {
 			return err
 		}
-		return appendEvent(tx, s.run.ID, evAgentTurn, s.run.Attempt, node.ID, map[string]any{
+		detail := map[string]any{
 			"turn": turn, "model": node.Model, "model_tool": node.ModelTool, "stop_reason": resp.StopReason,
 			"input_tokens": resp.Usage.InputTokens, "output_tokens": resp.Usage.OutputTokens, "usage_reported": reported,
 			"reserved": reserve, "cost": cost, "tools": names, "asked_at": asked,
-			"response_model": resp.Model, "provider": resp.Provider}, now)
+			"response_model": resp.Model, "provider": resp.Provider}
+		if t.Cut > 0 {
+			detail["cut"], detail["cut_reserved"] = t.Cut, t.CutReserved
+		}
+		return appendEvent(tx, s.run.ID, evAgentTurn, s.run.Attempt, node.ID, detail, now)
 	})
 	if !ok {
 		return false, false
@@ -487,7 +509,7 @@ func (s *stepper) agentTurn(ctx context.Context, a *agentLoop) (loop, more bool)
 	s.slice, _, _ = e.ledger.Reslice(s.slice, s.spent, 0)
 	s.spent = 0
 	a.turns = append(a.turns, t)
-	e.stats.turn(node.ModelTool+"/"+node.Model, t.Usage.InputTokens, t.Usage.OutputTokens, cost, reserve)
+	e.stats.turn(node.ModelTool+"/"+node.Model, t, cost, reserve)
 	return true, false
 }
 
@@ -1014,6 +1036,12 @@ type AgentView struct {
 	InputTokens  int64  `json:"input_tokens"`
 	OutputTokens int64  `json:"output_tokens"`
 	Cost         int64  `json:"cost"`
+	// CutTurns is how many asks of its turns crashes may have cut off
+	// before their answers were journaled (store.AgentTurn.Cut), and
+	// CutReserved the upper bound of what they cost: the provider may
+	// have billed them, weir never saw their usage.
+	CutTurns    int   `json:"cut_turns,omitempty"`
+	CutReserved int64 `json:"cut_reserved,omitempty"`
 }
 
 // agentView sums the journaled turns of one visit of an agent node.
@@ -1024,5 +1052,10 @@ func agentView(tx store.Tx, runID, node string, visit int) (AgentView, error) {
 	}
 	a := &agentLoop{turns: turns}
 	u := a.usage()
-	return AgentView{Node: node, Visit: visit, Turns: len(turns), Cost: a.spent(), InputTokens: u.InputTokens, OutputTokens: u.OutputTokens}, nil
+	v := AgentView{Node: node, Visit: visit, Turns: len(turns), Cost: a.spent(), InputTokens: u.InputTokens, OutputTokens: u.OutputTokens}
+	for _, t := range turns {
+		v.CutTurns += t.Cut
+		v.CutReserved += t.CutReserved
+	}
+	return v, nil
 }
