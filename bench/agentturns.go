@@ -51,8 +51,8 @@ func agentTurnCost(b *bench) ([]row, error) {
 		steps = append(steps, llmtest.Step{ToolCalls: []llmtest.ToolCall{{Name: "testkit.echo", Arguments: json.RawMessage(fmt.Sprintf(`{"key":"k%d"}`, i))}}})
 	}
 	steps = append(steps, llmtest.Step{Text: "done"})
-	srv := llmtest.NewScript(llmtest.Script{Steps: steps})
-	if err := srv.Start("127.0.0.1:0"); err != nil {
+	srv, err := startScript(llmtest.Script{Steps: steps})
+	if err != nil {
 		return nil, err
 	}
 	defer srv.Close()

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -14,15 +13,7 @@ import (
 // runRecord reads run id from the store.
 func (b *agentBundle) runRecord(t *testing.T, id string) *store.Run {
 	t.Helper()
-	var run *store.Run
-	if err := b.st.View(context.Background(), func(tx store.Tx) error {
-		var err error
-		run, err = tx.RunGet(id)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return run
+	return storedRun(t, b.st, id)
 }
 
 // TestAgentFlowCallsRunTogether: two calls of a flow in one turn are two
