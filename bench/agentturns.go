@@ -109,6 +109,7 @@ func agentTurnCost(b *bench) ([]row, error) {
 	first, end := perTurn[0], perTurn[last-2] // turn 98's reads, the last whole one before the crash
 	bytes1, bytesLast := size(turns[0]), size(turns[last-1])
 	fmt.Fprintf(b.log, "  reads per turn, turn by turn: %v\n", recordsOf(perTurn))
+	cutN, cutReserved := cutOf(turns)
 	return []row{
 		{figure: fmt.Sprintf("%d-turn agent: stored bytes of turn %d's record", longAgentTurns, last), value: fmt.Sprintf("%d B", bytesLast),
 			limit: fmt.Sprintf("turn 1's %d B", bytes1), ratio: ratio(float64(bytesLast) / float64(bytes1)),
@@ -121,7 +122,22 @@ func agentTurnCost(b *bench) ([]row, error) {
 			ratio: ratio(float64(median3(took, last-2)) / float64(median3(took, 2)))},
 		{figure: fmt.Sprintf("same, killed at turn %d: recovery's reads of the journal (listings / turns read), open → run completed", last), value: fmt.Sprintf("%d / %d", listed.Calls, listed.Records),
 			limit: "took " + dur(recovered), target: verdict("one listing", listed.Calls == 1 && listed.Records == int64(last))},
+		{figure: "same: what the kill may have made the provider bill unseen, as the turns report it (asks cut off, at most their reservations)",
+			value: fmt.Sprintf("%d cut, ≤ %d", cutN, cutReserved), limit: fmt.Sprintf("1 kill, turn %d reserved %d", longAgentTurns, turns[longAgentTurns-1].Reserved),
+			target: verdict("≤ one reservation per kill", cutN <= 1 && cutReserved <= turns[longAgentTurns-1].Reserved)},
 	}, nil
+}
+
+// cutOf sums what the turns say crashes may have cut off: asks, and their
+// reservations.
+func cutOf(turns []*store.AgentTurn) (int, int64) {
+	var n int
+	var reserved int64
+	for _, t := range turns {
+		n += t.Cut
+		reserved += t.CutReserved
+	}
+	return n, reserved
 }
 
 // longAgent is an engine over a counted Badger store and the plugin host.
