@@ -279,10 +279,11 @@ func (s *stepper) loadAgent(ctx context.Context, node *flows.Node) (*agentLoop, 
 
 // cutAsks is how many times the next turn may have been asked and cut off
 // by a crash before its answer was journaled: the run's leases lost (its
-// attempt grew) since the last turn was journaled, or, for the first
-// turn, since the run began — an upper bound, since a lease may have been
-// lost elsewhere in the step. A turn journaled before turns kept their
-// attempt counts none.
+// attempt grew) since an agent step last wrote the last turn (a step that
+// wrote it after a lease was lost had not asked the next turn yet), or,
+// for the first turn, since the run began — an upper bound, since a lease
+// may have been lost elsewhere in a step. A turn written before turns
+// kept their attempt counts none.
 func (a *agentLoop) cutAsks(attempt int) int {
 	since := 1
 	if n := len(a.turns); n > 0 {
@@ -948,6 +949,8 @@ func (s *stepper) agentCallsDone(ctx context.Context, t *store.AgentTurn, ends m
 	for i, c := range ends {
 		next.Calls[i] = c
 	}
+	// A lease lost before this write cut no ask of the next turn.
+	next.Attempt = max(next.Attempt, s.run.Attempt)
 	for i, c := range next.Calls {
 		// A decided proposal is consumed once its call ended, or is
 		// queued to run.
@@ -1003,6 +1006,7 @@ func (s *stepper) agentAnswer(ctx context.Context, a *agentLoop, t *store.AgentT
 			}
 			next := *t
 			next.Correction = why
+			next.Attempt = max(next.Attempt, s.run.Attempt)
 			if !s.commit(ctx, func(tx store.Tx) error { return tx.AgentTurnPut(&next) }) {
 				return false, false
 			}
