@@ -53,8 +53,8 @@ flow(name = "one_turn", nodes = [
 // 1.2x the direct time plus one commit: the median latency of a
 // one-writer Store.Update on the same disk, measured in the same run.
 func agentTurn(b *bench) ([]row, error) {
-	srv := llmtest.NewScript(llmtest.Script{Steps: []llmtest.Step{{Text: "done"}}, Loop: true})
-	if err := srv.Start("127.0.0.1:0"); err != nil {
+	srv, err := startScript(llmtest.Script{Steps: []llmtest.Step{{Text: "done"}}, Loop: true})
+	if err != nil {
 		return nil, err
 	}
 	defer srv.Close()
@@ -205,4 +205,14 @@ func (b *bench) commitLatency() (time.Duration, error) {
 		}
 		return calls.Quantile(0.5), nil
 	})
+}
+
+// startScript serves s as a scripted OpenAI- and Anthropic-compatible
+// model on loopback.
+func startScript(s llmtest.Script) (*llmtest.Server, error) {
+	srv := llmtest.NewScript(s)
+	if err := srv.Start("127.0.0.1:0"); err != nil {
+		return nil, err
+	}
+	return srv, nil
 }

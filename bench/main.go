@@ -71,6 +71,7 @@ var scenarios = []scenario{
 	{15, "durable steps/s with tracing", tracingSteps},
 	{16, "peer: DBOS Transact on the same PostgreSQL", dbosPeer},
 	{17, "replay of a recorded run", replayRun},
+	{18, "agent cost per turn", agentTurnCost},
 }
 
 func main() {

@@ -165,7 +165,7 @@ func requestTurn(body []byte) (agentTurnKey, bool) {
 
 // agentTally is what the agent invariant found, for its summary.
 type agentTally struct {
-	asked, journaled, again int
+	asked, journaled, again, cut int
 }
 
 // checkAgentTurns holds every model request against the journaled turns:
@@ -182,6 +182,9 @@ func tallyAgentTurns(w *world, f *final) (agentTally, []string) {
 	var t agentTally
 	var bad []string
 	journaled := map[agentTurnKey]time.Time{}
+	// cut is what each journaled turn reports crashes may have cut off
+	// of it before it was journaled (its agent_turn event's cut).
+	cut := map[agentTurnKey]int{}
 	for _, v := range f.runs {
 		if v.Flow != agentKind.flow {
 			continue
@@ -202,6 +205,9 @@ func tallyAgentTurns(w *world, f *final) (agentTally, []string) {
 			}
 			journaled[k] = e.At
 			t.journaled++
+			c, _ := e.Detail["cut"].(float64)
+			cut[k] = int(c)
+			t.cut += int(c)
 		}
 	}
 	asked := map[agentTurnKey]int{}
@@ -226,6 +232,11 @@ func tallyAgentTurns(w *world, f *final) (agentTally, []string) {
 		t.again += n - 1
 		if n-1 > kills {
 			bad = append(bad, fmt.Sprintf("%s's turn %d was asked %d times with %d kills in all", k.reqID, k.turn, n, kills))
+		}
+		if _, ok := journaled[k]; ok && n-1 > cut[k] {
+			// The turn's report is the upper bound of the asks crashes
+			// cut off: it may count too many, never too few.
+			bad = append(bad, fmt.Sprintf("%s's turn %d was asked %d times, and its record reports %d asks cut off", k.reqID, k.turn, n, cut[k]))
 		}
 	}
 	if countFlow(f, agentKind.flow) > 0 && countFlowPhase(f, agentKind.flow, apitypes.PhaseCompleted) == 0 {
@@ -272,6 +283,6 @@ func inputID(v apitypes.Run) (string, bool) {
 
 func agentSummary(w *world, f *final) string {
 	t, _ := tallyAgentTurns(w, f)
-	return fmt.Sprintf("%d agent runs; the model was asked %d turns, %d journaled, %d asked again after a kill or cancel cut them off, none after its answer was journaled",
-		countFlow(f, agentKind.flow), t.asked, t.journaled, t.again)
+	return fmt.Sprintf("%d agent runs; the model was asked %d turns, %d journaled, %d asked again after a kill or cancel cut them off, none after its answer was journaled; the turns report %d asks cut off (an upper bound, at their reservations)",
+		countFlow(f, agentKind.flow), t.asked, t.journaled, t.again, t.cut)
 }

@@ -308,19 +308,24 @@ func violationCases() []violationCase {
 			return s.w, s.f
 		}, checkCohorts, ""},
 		{"agent turn asked again after it was journaled", func() (*world, *final) {
-			s := agentState(t0.Add(2 * time.Second))
+			s := agentState(t0.Add(2*time.Second), 1)
 			s.f.kills["random"] = 1
 			return s.w, s.f
 		}, checkAgentTurns, "asked again at"},
 		{"agent turn asked twice without a kill", func() (*world, *final) {
-			s := agentState(t0.Add(-time.Second))
+			s := agentState(t0.Add(-time.Second), 0)
 			return s.w, s.f
 		}, checkAgentTurns, "asked 2 times with 0 kills"},
 		{"agent turn re-asked after a kill, before its journal", func() (*world, *final) {
-			s := agentState(t0.Add(-time.Second))
+			s := agentState(t0.Add(-time.Second), 1)
 			s.f.kills["after-tool"] = 1
 			return s.w, s.f
 		}, checkAgentTurns, ""},
+		{"agent turn re-asked after a kill that its record does not count", func() (*world, *final) {
+			s := agentState(t0.Add(-time.Second), 0)
+			s.f.kills["after-tool"] = 1
+			return s.w, s.f
+		}, checkAgentTurns, "its record reports 0 asks cut off"},
 		{"agent run failed with no lease lost", func() (*world, *final) {
 			s := failedAgentState("E_ATTEMPTS_EXCEEDED")
 			return s.w, s.f
@@ -350,12 +355,16 @@ func failedAgentState(code string, evs ...apitypes.Event) *state {
 }
 
 // agentState is a completed soak_agent run whose two turns were journaled
-// at t0 and t0+3s, its first turn asked at t0-2s and again at again, its
-// second at t0+2s.
-func agentState(again time.Time) *state {
+// at t0 and t0+3s, its first turn asked at t0-2s and again at again (and
+// reporting cut asks cut off), its second at t0+2s.
+func agentState(again time.Time, cut float64) *state {
 	s := newState()
+	turn1 := map[string]any{"turn": 1.0}
+	if cut > 0 {
+		turn1["cut"] = cut
+	}
 	v := s.run("r1", "soak_agent", map[string]any{"id": "req-1"}, apitypes.PhaseCompleted,
-		at(ev("agent_turn", "a", map[string]any{"turn": 1.0}), t0),
+		at(ev("agent_turn", "a", turn1), t0),
 		at(ev("agent_turn", "a", map[string]any{"turn": 2.0}), t0.Add(3*time.Second)))
 	v.Output = json.RawMessage(`{"id":"req-1","answer":"done req-1"}`)
 	first := json.RawMessage(`{"messages":[{"role":"user","content":"Agent task req-1"}]}`)

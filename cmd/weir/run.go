@@ -76,7 +76,11 @@ func printOwnerStats(w io.Writer, l *apitypes.OwnerStatsList) {
 
 // printAgent shows what an agent node's latest visit did so far.
 func printAgent(w io.Writer, a apitypes.Agent) {
-	fmt.Fprintf(w, "agent:    %s (visit %d): %s, %d tokens in, %d out, cost %d\n", a.Node, a.Visit, count(a.Turns, "turn"), a.InputTokens, a.OutputTokens, a.Cost)
+	fmt.Fprintf(w, "agent:    %s (visit %d): %s, %d tokens in, %d out, cost %d", a.Node, a.Visit, count(a.Turns, "turn"), a.InputTokens, a.OutputTokens, a.Cost)
+	if a.CutTurns > 0 {
+		fmt.Fprintf(w, "; %s cut off by crashes, at most %d more", count(a.CutTurns, "ask"), a.CutReserved)
+	}
+	fmt.Fprintln(w)
 }
 
 func printStats(w io.Writer, st *apitypes.Stats) {
@@ -94,6 +98,11 @@ func printStats(w io.Writer, st *apitypes.Stats) {
 		fmt.Fprintf(w, "\n%-32s %7s %12s %12s %10s\n", "MODEL", "TURNS", "TOKENS IN", "TOKENS OUT", "COST")
 		for _, m := range st.Models {
 			fmt.Fprintf(w, "%-32s %7d %12d %12d %10d\n", m.Model, m.Turns, m.InputTokens, m.OutputTokens, m.Cost)
+		}
+		for _, m := range st.Models {
+			if m.CutTurns > 0 {
+				fmt.Fprintf(w, "%s: %d asks of turns cut off by crashes before their answers were written, at most %d more cost (their reservations)\n", m.Model, m.CutTurns, m.CutReserved)
+			}
 		}
 	}
 }

@@ -17,6 +17,14 @@ func TestPrintStatsShowsModels(t *testing.T) {
 	if flat := strings.Join(strings.Fields(out), " "); !strings.Contains(flat, "MODEL TURNS TOKENS IN TOKENS OUT COST llm.chat/small 3 300 30 14") {
 		t.Errorf("stats output lacks the model table:\n%s", out)
 	}
+	if strings.Contains(out, "cut off") {
+		t.Errorf("a model without cut turns shows some:\n%s", out)
+	}
+	b.Reset()
+	printStats(&b, &apitypes.Stats{Models: []apitypes.ModelStats{{Model: "llm.chat/small", Turns: 3, Cost: 14, CutTurns: 2, CutReserved: 40}}})
+	if !strings.Contains(b.String(), "llm.chat/small: 2 asks of turns cut off by crashes before their answers were written, at most 40 more cost (their reservations)") {
+		t.Errorf("stats output lacks the turns crashes cut:\n%s", b.String())
+	}
 	b.Reset()
 	printStats(&b, &apitypes.Stats{})
 	if strings.Contains(b.String(), "MODEL") {
@@ -31,6 +39,11 @@ func TestPrintAgent(t *testing.T) {
 	var b strings.Builder
 	printAgent(&b, apitypes.Agent{Node: "research", Visit: 1, Turns: 3, InputTokens: 300, OutputTokens: 30, Cost: 14})
 	if want := "agent:    research (visit 1): 3 turns, 300 tokens in, 30 out, cost 14\n"; b.String() != want {
+		t.Errorf("printed %q, want %q", b.String(), want)
+	}
+	b.Reset()
+	printAgent(&b, apitypes.Agent{Node: "research", Visit: 1, Turns: 3, InputTokens: 300, OutputTokens: 30, Cost: 14, CutTurns: 1, CutReserved: 20})
+	if want := "agent:    research (visit 1): 3 turns, 300 tokens in, 30 out, cost 14; 1 ask cut off by crashes, at most 20 more\n"; b.String() != want {
 		t.Errorf("printed %q, want %q", b.String(), want)
 	}
 }

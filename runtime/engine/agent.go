@@ -83,6 +83,9 @@ type agentLoop struct {
 	declaredCost int64
 	maxTokens    int64
 	turns        []*store.AgentTurn
+	// memo holds what the visit's final turns add up to (agentmemo.go):
+	// its final turns are the first of turns.
+	memo *visitMemo
 	// started is when the loop began (its first turn), for the node's
 	// timeout, which bounds the whole loop.
 	started time.Time
@@ -91,11 +94,35 @@ type agentLoop struct {
 // spent is what the visit's turns and calls were charged so far.
 func (a *agentLoop) spent() int64 {
 	var n int64
-	for _, t := range a.turns {
-		n += t.Cost
-		for _, c := range t.Calls {
-			n += c.Cost
-		}
+	from := 0
+	if a.memo != nil {
+		n, from = a.memo.spent, len(a.memo.final)
+	}
+	for _, t := range a.turns[from:] {
+		n += turnSpent(t)
+	}
+	return n
+}
+
+// usage is the tokens the visit's turns used so far.
+func (a *agentLoop) usage() store.AgentUsage {
+	var u store.AgentUsage
+	from := 0
+	if a.memo != nil {
+		u, from = a.memo.usage, len(a.memo.final)
+	}
+	for _, t := range a.turns[from:] {
+		u.InputTokens += t.Usage.InputTokens
+		u.OutputTokens += t.Usage.OutputTokens
+	}
+	return u
+}
+
+// turnSpent is what turn t and its calls were charged.
+func turnSpent(t *store.AgentTurn) int64 {
+	n := t.Cost
+	for _, c := range t.Calls {
+		n += c.Cost
 	}
 	return n
 }
@@ -123,6 +150,13 @@ func (s *stepper) agentNode(ctx context.Context, node *flows.Node) bool {
 	if a == nil {
 		return false // interrupted while reading
 	}
+	defer func() {
+		// Kept for the visit's next step while the run stays on it.
+		if s.cont.Node == node.ID && s.cont.Visits[node.ID] == a.visit {
+			a.memo.advance(a.turns)
+			s.e.agents.give(a.memo)
+		}
+	}()
 	for {
 		if s.cancelRequested() {
 			s.finish(ctx, store.PhaseCancelled, nil, nil)
@@ -204,7 +238,7 @@ func (s *stepper) loadAgent(ctx context.Context, node *flows.Node) (*agentLoop, 
 	for _, name := range node.Flows {
 		// A flow is offered as a tool whose input is the flow's input
 		// (wrapped when it is not an object: offerSchema); a call of it
-		// is a child run (agentFlowCall).
+		// is a child run (agentflows.go).
 		cfe, err := e.book.latest(ctx, name)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -219,9 +253,11 @@ func (s *stepper) loadAgent(ctx context.Context, node *flows.Node) (*agentLoop, 
 		}
 		a.tools = append(a.tools, def)
 	}
+	key := visitKey{run: s.run.ID, node: node.ID, visit: a.visit}
+	memo := e.agents.take(key)
 	err = e.st.View(ctx, func(tx store.Tx) error {
 		var err error
-		a.turns, err = tx.AgentTurnList(store.AgentTurnListParams{RunID: s.run.ID, Node: node.ID, Visit: a.visit})
+		a.turns, a.memo, err = readTurnsTx(tx, key, memo)
 		return err
 	})
 	if ctx.Err() != nil {
@@ -230,19 +266,32 @@ func (s *stepper) loadAgent(ctx context.Context, node *flows.Node) (*agentLoop, 
 	if err != nil {
 		return nil, &store.RunError{Code: CodeAgentTurns, Message: err.Error()}
 	}
+	if rerr := checkTurns(node.ID, a.turns, len(a.memo.final)); rerr != nil {
+		return nil, rerr
+	}
+	a.memo.advance(a.turns)
 	a.started = e.clock.Now()
 	if len(a.turns) > 0 {
 		a.started = a.turns[0].At
 	}
-	for i, t := range a.turns {
-		if t.V != store.AgentTurnVersion {
-			return nil, &store.RunError{Code: CodeAgentTurns, Message: fmt.Sprintf("agent %s: turn %d has record version %d (this weir reads %d)", node.ID, t.Turn, t.V, store.AgentTurnVersion)}
-		}
-		if t.Turn != i+1 {
-			return nil, &store.RunError{Code: CodeAgentTurns, Message: fmt.Sprintf("agent %s: journaled turns skip from %d to %d", node.ID, i, t.Turn)}
+	return a, nil
+}
+
+// cutAsks is how many times the next turn may have been asked and cut off
+// by a crash before its answer was journaled: the run's leases lost (its
+// attempt grew) since an agent step last wrote the last turn (a step that
+// wrote it after a lease was lost had not asked the next turn yet), or,
+// for the first turn, since the run began — an upper bound, since a lease
+// may have been lost elsewhere in a step. A turn written before turns
+// kept their attempt counts none.
+func (a *agentLoop) cutAsks(attempt int) int {
+	since := 1
+	if n := len(a.turns); n > 0 {
+		if since = a.turns[n-1].Attempt; since == 0 {
+			return 0
 		}
 	}
-	return a, nil
+	return max(0, attempt-since)
 }
 
 // agentTimedOut takes the node's error wire with E_AGENT_TIMEOUT.
@@ -271,24 +320,39 @@ func (s *stepper) callString(ref *flows.CallableRef, what string) (string, error
 // turns: each turn's answer, then the result of each call it asked for,
 // then the correction a rejected final answer was sent, or the note of a
 // person who resumed the loop after its runaway guard parked it.
+// The messages of the final turns come from the visit's memo.
 func (a *agentLoop) messages() []chat.Message {
-	msgs := []chat.Message{{Role: chat.RoleUser, Content: a.prompt}}
-	for _, t := range a.turns {
-		var m chat.Message
-		_ = json.Unmarshal(t.Response, &m) // validated before it was journaled
-		m.Role = chat.RoleAssistant
-		msgs = append(msgs, m)
-		for _, c := range t.Calls {
-			if c.Done {
-				msgs = append(msgs, toolMessage(c.ID, c))
-			}
+	from := 0
+	var final []chat.Message
+	if a.memo != nil {
+		from, final = len(a.memo.final), a.memo.msgs
+	}
+	msgs := make([]chat.Message, 0, 1+len(final)+4*(len(a.turns)-from))
+	msgs = append(msgs, chat.Message{Role: chat.RoleUser, Content: a.prompt})
+	msgs = append(msgs, final...)
+	for _, t := range a.turns[from:] {
+		msgs = append(msgs, turnMessages(t)...)
+	}
+	return msgs
+}
+
+// turnMessages is what turn t adds to the conversation: its answer, the
+// result of each call of it that ended, its correction and its note.
+func turnMessages(t *store.AgentTurn) []chat.Message {
+	var m chat.Message
+	_ = json.Unmarshal(t.Response, &m) // validated before it was journaled
+	m.Role = chat.RoleAssistant
+	msgs := []chat.Message{m}
+	for _, c := range t.Calls {
+		if c.Done {
+			msgs = append(msgs, toolMessage(c.ID, c))
 		}
-		if t.Correction != "" {
-			msgs = append(msgs, chat.Message{Role: chat.RoleUser, Content: t.Correction})
-		}
-		if t.Note != "" {
-			msgs = append(msgs, chat.Message{Role: chat.RoleUser, Content: t.Note})
-		}
+	}
+	if t.Correction != "" {
+		msgs = append(msgs, chat.Message{Role: chat.RoleUser, Content: t.Correction})
+	}
+	if t.Note != "" {
+		msgs = append(msgs, chat.Message{Role: chat.RoleUser, Content: t.Note})
 	}
 	return msgs
 }
@@ -407,7 +471,9 @@ func (s *stepper) agentTurn(ctx context.Context, a *agentLoop) (loop, more bool)
 	t := &store.AgentTurn{V: store.AgentTurnVersion, RunID: s.run.ID, Node: node.ID, Visit: a.visit, Turn: turn, Model: node.Model,
 		RequestDigest: hex.EncodeToString(digest[:]), RequestBytes: len(body), Response: mustJSON(resp.Message),
 		StopReason: string(resp.StopReason), Usage: store.AgentUsage{InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens},
-		UsageReported: reported, Reserved: reserve, Cost: cost, Calls: calls, At: asked}
+		UsageReported: reported, Reserved: reserve, Cost: cost, Calls: calls, At: asked, Attempt: s.run.Attempt}
+	t.Cut = a.cutAsks(s.run.Attempt)
+	t.CutReserved = int64(t.Cut) * reserve
 	s.cont.Tries = 0
 	var spent int64
 	ok = s.commit(ctx, func(tx store.Tx) error {
@@ -423,11 +489,15 @@ func (s *stepper) agentTurn(ctx context.Context, a *agentLoop) (loop, more bool)
 		if spent, err = s.chargeTx(tx, node.ID, cost, reserve, map[string]any{"turn": turn, "tool": node.ModelTool, "model": node.Model}, now); err != nil {
 			return err
 		}
-		return appendEvent(tx, s.run.ID, evAgentTurn, s.run.Attempt, node.ID, map[string]any{
+		detail := map[string]any{
 			"turn": turn, "model": node.Model, "model_tool": node.ModelTool, "stop_reason": resp.StopReason,
 			"input_tokens": resp.Usage.InputTokens, "output_tokens": resp.Usage.OutputTokens, "usage_reported": reported,
 			"reserved": reserve, "cost": cost, "tools": names, "asked_at": asked,
-			"response_model": resp.Model, "provider": resp.Provider}, now)
+			"response_model": resp.Model, "provider": resp.Provider}
+		if t.Cut > 0 {
+			detail["cut"], detail["cut_reserved"] = t.Cut, t.CutReserved
+		}
+		return appendEvent(tx, s.run.ID, evAgentTurn, s.run.Attempt, node.ID, detail, now)
 	})
 	if !ok {
 		return false, false
@@ -440,7 +510,7 @@ func (s *stepper) agentTurn(ctx context.Context, a *agentLoop) (loop, more bool)
 	s.slice, _, _ = e.ledger.Reslice(s.slice, s.spent, 0)
 	s.spent = 0
 	a.turns = append(a.turns, t)
-	e.stats.turn(node.ModelTool+"/"+node.Model, t.Usage.InputTokens, t.Usage.OutputTokens, cost, reserve)
+	e.stats.turn(node.ModelTool+"/"+node.Model, t, cost, reserve)
 	return true, false
 }
 
@@ -623,8 +693,8 @@ func pendingCalls(t *store.AgentTurn) int {
 // others one at a time. While they run the agent is parked and holds no
 // slot; each call's end is written into the turn record and wakes it. A
 // tool's error is the call's result, not the node's failure. Calls of
-// the agent's flows are child runs (agentFlowCall), one at a time, once
-// the others ended.
+// the agent's flows are child runs, started together with the other calls
+// and running beside them (startFlowCalls, agentFlowCalls).
 func (s *stepper) agentCalls(ctx context.Context, a *agentLoop, t *store.AgentTurn) (loop, more bool) {
 	e, node := s.e, a.node
 	var msg chat.Message
@@ -652,6 +722,9 @@ func (s *stepper) agentCalls(ctx context.Context, a *agentLoop, t *store.AgentTu
 		}
 	}
 
+	if !s.startFlowCalls(ctx, a, t, msg, flowCalls) {
+		return false, false
+	}
 	queue := p.queue()
 	if rerr := s.agentCallsCost(a, t, queue); rerr != nil {
 		return false, s.nodeFailed(ctx, node, rerr)
@@ -714,10 +787,8 @@ func (s *stepper) agentCalls(ctx context.Context, a *agentLoop, t *store.AgentTu
 		s.commit(ctx, func(tx store.Tx) error { return s.parkOnCallsTx(tx, t, now, inFlight, unknowns) })
 		return false, false
 	}
-	for _, i := range flowCalls {
-		if loop, more := s.agentFlowCall(ctx, a, t, i, msg.ToolCalls[i].Arguments); !loop {
-			return false, more
-		}
+	if loop, more := s.agentFlowCalls(ctx, a, t, flowCalls); !loop {
+		return false, more
 	}
 	if len(undecided)+len(unknowns) > 0 {
 		return false, s.awaitPeople(ctx, a, undecided, unknowns, now)
@@ -747,7 +818,7 @@ func (s *stepper) agentCallsCost(a *agentLoop, t *store.AgentTurn, queue []int) 
 
 // agentCallPlan sorts the calls of an agent's turn by how they go on.
 type agentCallPlan struct {
-	flowCalls []int                   // calls of the agent's flows: child runs, one at a time
+	flowCalls []int                   // calls of the agent's flows: child runs, all at once
 	together  []int                   // idempotent calls, run together up to the bound
 	alone     []int                   // other calls, one at a time
 	undecided []*waitState            // approvals no one decided yet
@@ -878,6 +949,8 @@ func (s *stepper) agentCallsDone(ctx context.Context, t *store.AgentTurn, ends m
 	for i, c := range ends {
 		next.Calls[i] = c
 	}
+	// A lease lost before this write cut no ask of the next turn.
+	next.Attempt = max(next.Attempt, s.run.Attempt)
 	for i, c := range next.Calls {
 		// A decided proposal is consumed once its call ended, or is
 		// queued to run.
@@ -933,6 +1006,7 @@ func (s *stepper) agentAnswer(ctx context.Context, a *agentLoop, t *store.AgentT
 			}
 			next := *t
 			next.Correction = why
+			next.Attempt = max(next.Attempt, s.run.Attempt)
 			if !s.commit(ctx, func(tx store.Tx) error { return tx.AgentTurnPut(&next) }) {
 				return false, false
 			}
@@ -943,11 +1017,7 @@ func (s *stepper) agentAnswer(ctx context.Context, a *agentLoop, t *store.AgentT
 		_ = json.Unmarshal([]byte(msg.Content), &v)
 		answer = v
 	}
-	var usage store.AgentUsage
-	for _, t := range a.turns {
-		usage.InputTokens += t.Usage.InputTokens
-		usage.OutputTokens += t.Usage.OutputTokens
-	}
+	usage := a.usage()
 	cost := a.spent()
 	out := mustJSON(map[string]any{"answer": answer, "turns": len(a.turns),
 		"usage": map[string]int64{"input_tokens": usage.InputTokens, "output_tokens": usage.OutputTokens}, "cost": cost})
@@ -970,6 +1040,12 @@ type AgentView struct {
 	InputTokens  int64  `json:"input_tokens"`
 	OutputTokens int64  `json:"output_tokens"`
 	Cost         int64  `json:"cost"`
+	// CutTurns is how many asks of its turns crashes may have cut off
+	// before their answers were journaled (store.AgentTurn.Cut), and
+	// CutReserved the upper bound of what they cost: the provider may
+	// have billed them, weir never saw their usage.
+	CutTurns    int   `json:"cut_turns,omitempty"`
+	CutReserved int64 `json:"cut_reserved,omitempty"`
 }
 
 // agentView sums the journaled turns of one visit of an agent node.
@@ -979,10 +1055,11 @@ func agentView(tx store.Tx, runID, node string, visit int) (AgentView, error) {
 		return AgentView{}, err
 	}
 	a := &agentLoop{turns: turns}
-	v := AgentView{Node: node, Visit: visit, Turns: len(turns), Cost: a.spent()}
+	u := a.usage()
+	v := AgentView{Node: node, Visit: visit, Turns: len(turns), Cost: a.spent(), InputTokens: u.InputTokens, OutputTokens: u.OutputTokens}
 	for _, t := range turns {
-		v.InputTokens += t.Usage.InputTokens
-		v.OutputTokens += t.Usage.OutputTokens
+		v.CutTurns += t.Cut
+		v.CutReserved += t.CutReserved
 	}
 	return v, nil
 }

@@ -317,7 +317,8 @@ func (h *hookedStore) View(ctx context.Context, fn func(tx store.Tx) error) erro
 	return err
 }
 
-// listingTx notes that its turns were listed.
+// listingTx notes that its turns were read: listed (a visit's first
+// step) or read one by one (the steps after, from its memo).
 type listingTx struct {
 	store.Tx
 	listed *bool
@@ -326,6 +327,11 @@ type listingTx struct {
 func (t listingTx) AgentTurnList(p store.AgentTurnListParams) ([]*store.AgentTurn, error) {
 	*t.listed = true
 	return t.Tx.AgentTurnList(p)
+}
+
+func (t listingTx) AgentTurnGet(runID, node string, visit, turn int) (*store.AgentTurn, error) {
+	*t.listed = true
+	return t.Tx.AgentTurnGet(runID, node, visit, turn)
 }
 
 // TestAgentApprovalInTimeBeatsItsExpiry: a person approves a proposal

@@ -14,6 +14,7 @@ import (
 	"github.com/weirhq/weir/runtime/internal/clock"
 	"github.com/weirhq/weir/runtime/store"
 	"github.com/weirhq/weir/runtime/store/memstore"
+	"github.com/weirhq/weir/runtime/store/storecount"
 	"github.com/weirhq/weir/runtime/tool"
 	"github.com/weirhq/weir/sdk/chat"
 )
@@ -333,6 +334,15 @@ flow(name = "delegating_gate", nodes = [
     agent("a", model = "small", prompt = "Go", flows = ["gated"], max_turns = 3),
 ])
 
+flow(name = "gated_budget", budget = 30, nodes = [
+    wait("ok", next = "h"),
+    task("h", tool = "kv.priced"),
+])
+
+flow(name = "delegating_two", budget = 100, nodes = [
+    agent("a", model = "small", prompt = "Go", flows = ["gated_budget", "gated"], max_turns = 3),
+])
+
 flow(name = "batching", nodes = [
     agent("a", model = "small", prompt = "Go", tools = ["kv.many"], max_turns = 3),
 ])
@@ -355,6 +365,10 @@ flow(name = "looping_fail", nodes = [
 
 flow(name = "bounded_ask", budget = 12, on_budget = "ask", nodes = [
     agent("a", model = "small", prompt = "Go", tools = ["kv.get"], max_turns = 8),
+])
+
+flow(name = "long", nodes = [
+    agent("a", model = "small", prompt = "Go", tools = ["kv.get"], max_turns = 100),
 ])
 
 flow(name = "agent_then", nodes = [
@@ -391,6 +405,9 @@ func setupAgentConfig(t *testing.T, cfg Config, m *fakeModel) *agentBundle {
 	st, _ := cfg.Store.(*memstore.Store)
 	if h, ok := cfg.Store.(*hookedStore); ok {
 		st = h.Store
+	}
+	if c, ok := cfg.Store.(*storecount.Store); ok {
+		st = c.Store.(*memstore.Store)
 	}
 	fk := cfg.Clock.(*clock.Fake)
 	eng, err := Open(cfg)

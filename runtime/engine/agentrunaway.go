@@ -98,62 +98,116 @@ func (d *runawayDiagnosis) message(node string) string {
 // Only ended calls count (notToolsAnswer says which errors do not); a
 // call a person edited counts with the arguments it ran with.
 func detectRunaway(turns []*store.AgentTurn, repeatLimit, errorLimit int) *runawayDiagnosis {
-	type seen struct {
-		n, first int
-	}
-	counts := map[string]*seen{}
-	var streak, streakFirst int
-	var streakCode string
-	var d *runawayDiagnosis
+	sc := newRunawayScan(0, repeatLimit, errorLimit)
 	for _, t := range turns {
-		var msg chat.Message
-		_ = json.Unmarshal(t.Response, &msg) // validated before it was journaled
-		for i, c := range t.Calls {
-			if !c.Done {
-				continue
-			}
-			args := json.RawMessage("{}")
-			if i < len(msg.ToolCalls) {
-				args = msg.ToolCalls[i].Arguments
-			}
-			if len(c.Edited) > 0 {
-				args = c.Edited
-			}
-			if c.Error != nil && notToolsAnswer(c.Error.Code) {
-				continue
-			}
-			digest := ProposalDigest(args)
-			if c.Error != nil {
-				if c.Error.Code != streakCode || streak == 0 {
-					streak, streakFirst, streakCode = 0, t.Turn, c.Error.Code
-				}
-				streak++
-				if streak >= errorLimit {
-					d = &runawayDiagnosis{Why: runawayErrors, Tool: c.Tool, Arguments: args, Digest: digest, ErrorCode: c.Error.Code,
-						Count: streak, Limit: errorLimit, FirstTurn: streakFirst, LastTurn: t.Turn}
-				}
-			} else {
-				streak, streakCode = 0, ""
-				result := ProposalDigest(c.Result)
-				key := c.Tool + "\x00" + digest + "\x00" + result
-				s := counts[key]
-				if s == nil {
-					s = &seen{first: t.Turn}
-					counts[key] = s
-				}
-				s.n++
-				if s.n >= repeatLimit {
-					d = &runawayDiagnosis{Why: runawayRepeat, Tool: c.Tool, Arguments: args, Digest: digest, ResultDigest: result,
-						Count: s.n, Limit: repeatLimit, FirstTurn: s.first, LastTurn: t.Turn}
-				}
-			}
-			if d != nil {
-				d.spentSince(turns)
-				return d
-			}
+		if sc.fold(t) {
+			break
 		}
 	}
-	return nil
+	return sc.diagnosis(turns)
+}
+
+// runawayScan is the guard's counts over the turns of a visit past after,
+// folded in one turn at a time, so that the check before each turn looks
+// only at the turns that ended since the last (the visit's memo keeps it
+// between steps): the first trip, once found, stays.
+type runawayScan struct {
+	after, repeatLimit, errorLimit int
+	// folded is how many turns past after are counted.
+	folded              int
+	counts              map[string]*runawaySeen
+	streak, streakFirst int
+	streakCode          string
+	trip                *runawayDiagnosis
+}
+
+// runawaySeen is how often one call was answered alike, from which turn.
+type runawaySeen struct{ n, first int }
+
+func newRunawayScan(after, repeatLimit, errorLimit int) *runawayScan {
+	return &runawayScan{after: after, repeatLimit: repeatLimit, errorLimit: errorLimit, counts: map[string]*runawaySeen{}}
+}
+
+// fold counts the ended calls of turn t; it says the guard tripped.
+func (sc *runawayScan) fold(t *store.AgentTurn) bool {
+	sc.folded++
+	if sc.trip != nil {
+		return true
+	}
+	var msg chat.Message
+	_ = json.Unmarshal(t.Response, &msg) // validated before it was journaled
+	for i, c := range t.Calls {
+		if !c.Done {
+			continue
+		}
+		args := json.RawMessage("{}")
+		if i < len(msg.ToolCalls) {
+			args = msg.ToolCalls[i].Arguments
+		}
+		if len(c.Edited) > 0 {
+			args = c.Edited
+		}
+		if c.Error != nil && notToolsAnswer(c.Error.Code) {
+			continue
+		}
+		digest := ProposalDigest(args)
+		if c.Error != nil {
+			if c.Error.Code != sc.streakCode || sc.streak == 0 {
+				sc.streak, sc.streakFirst, sc.streakCode = 0, t.Turn, c.Error.Code
+			}
+			sc.streak++
+			if sc.streak >= sc.errorLimit {
+				sc.trip = &runawayDiagnosis{Why: runawayErrors, Tool: c.Tool, Arguments: args, Digest: digest, ErrorCode: c.Error.Code,
+					Count: sc.streak, Limit: sc.errorLimit, FirstTurn: sc.streakFirst, LastTurn: t.Turn}
+			}
+		} else {
+			sc.streak, sc.streakCode = 0, ""
+			result := ProposalDigest(c.Result)
+			key := c.Tool + "\x00" + digest + "\x00" + result
+			seen := sc.counts[key]
+			if seen == nil {
+				seen = &runawaySeen{first: t.Turn}
+				sc.counts[key] = seen
+			}
+			seen.n++
+			if seen.n >= sc.repeatLimit {
+				sc.trip = &runawayDiagnosis{Why: runawayRepeat, Tool: c.Tool, Arguments: args, Digest: digest, ResultDigest: result,
+					Count: seen.n, Limit: sc.repeatLimit, FirstTurn: seen.first, LastTurn: t.Turn}
+			}
+		}
+		if sc.trip != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// diagnosis is the scan's trip with what turns (those it counts) spent
+// since it began, or nil.
+func (sc *runawayScan) diagnosis(turns []*store.AgentTurn) *runawayDiagnosis {
+	if sc.trip == nil {
+		return nil
+	}
+	d := *sc.trip
+	d.spentSince(turns)
+	return &d
+}
+
+// runaway is the guard's decision over the agent's turns past after: the
+// scan kept in the visit's memo goes on from the turns it counted, over
+// those whose calls all ended.
+func (a *agentLoop) runaway(after, repeatLimit, errorLimit int) *runawayDiagnosis {
+	sc := a.memo.scan
+	if sc == nil || sc.after != after || sc.repeatLimit != repeatLimit || sc.errorLimit != errorLimit || after+sc.folded > len(a.turns) {
+		sc = newRunawayScan(after, repeatLimit, errorLimit)
+		a.memo.scan = sc
+	}
+	for _, t := range a.turns[after+sc.folded:] {
+		if pendingCalls(t) > 0 || sc.fold(t) {
+			break
+		}
+	}
+	return sc.diagnosis(a.turns[after:])
 }
 
 // notToolsAnswer says a call's error code is the runtime's or a person's
@@ -202,7 +256,7 @@ func (s *stepper) runawayGuard(ctx context.Context, a *agentLoop) (ok, more bool
 		}
 	}
 	after := min(g.After, len(a.turns))
-	d := detectRunaway(a.turns[after:], node.RepeatLimitOrDefault(), node.ErrorLimitOrDefault())
+	d := a.runaway(after, node.RepeatLimitOrDefault(), node.ErrorLimitOrDefault())
 	if d == nil {
 		return true, false
 	}

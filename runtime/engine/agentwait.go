@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -89,103 +88,11 @@ func (s *stepper) awaitApprovals(ctx context.Context, a *agentLoop, undecided []
 	return false
 }
 
-// agentFlowCall makes call i of turn t, a call of one of the agent's
-// flows, a child run: the first time it starts the child and parks the
-// agent on it, recording the child's id in the turn in the same write, so
-// a crash can neither lose the child nor start a second; when the child
-// has ended, its output (or its error) is the call's result. loop says
-// the agent goes on in this worker.
-func (s *stepper) agentFlowCall(ctx context.Context, a *agentLoop, t *store.AgentTurn, i int, args json.RawMessage) (loop, more bool) {
-	e, node := s.e, a.node
-	c := t.Calls[i]
-	end := func(out json.RawMessage, rerr *store.RunError) (bool, bool) {
-		delete(s.cont.Waits, node.ID)
-		if s.task.WaitChild != "" {
-			s.task.WaitChild, s.task.WaitKind = "", ""
-			s.taskDirty = true
-		}
-		if !s.agentCallsDone(ctx, t, map[int]store.AgentCall{i: callEnded(c, out, rerr)}, 0, nil) {
-			return false, false
-		}
-		return true, false
-	}
-	detail := map[string]any{"flow": c.Tool, "turn": t.Turn, "call": i}
-	if c.Child == "" {
-		child, task, entry, rerr := s.prepareAgentChild(ctx, a, c.Tool, args)
-		if rerr != nil {
-			return end(nil, rerr)
-		}
-		next := *t
-		next.Calls = slices.Clone(t.Calls)
-		next.Calls[i].Child = child.ID
-		now := e.clock.Now()
-		// The child wait's id places the call, as an approval's does.
-		if s.cont.Waits == nil {
-			s.cont.Waits = map[string]*waitState{}
-		}
-		s.cont.Waits[node.ID] = &waitState{ID: WaitID(node.ID, a.visit, t.Turn, i), Kind: WaitChild, Node: node.ID, Since: now,
-			Until: now.Add(subflowFallback()), Visit: a.visit, Call: []int{t.Turn, i}}
-		detail["child"] = child.ID
-		if err := s.commitE(ctx, func(tx store.Tx) error {
-			if err := escrowTx(tx, s.run.ID, child); err != nil {
-				return err
-			}
-			if err := e.journal.insertRun(tx, child, task, entry, map[string]any{"parent": s.run.ID, "node": node.ID, "turn": t.Turn, "call": i}); err != nil {
-				return err
-			}
-			if err := tx.AgentTurnPut(&next); err != nil {
-				return err
-			}
-			return s.parkTx(tx, now, now.Add(subflowFallback()), WaitChild, child.ID, detail)
-		}); err != nil {
-			s.unreserveChild(child.Reserve)
-			delete(s.cont.Waits, node.ID)
-			if errors.Is(err, errEscrowRefused) {
-				return end(nil, s.escrowRefusal("a child run of flow "+c.Tool, child.Reserve, s.remainder()))
-			}
-			s.cancelSeen(ctx, err)
-			return false, false
-		}
-		*t = next
-		e.wake.kick()
-		return false, false
-	}
-	var child *store.Run
-	err := e.st.View(ctx, func(tx store.Tx) error {
-		var err error
-		child, err = tx.RunGet(c.Child)
-		return err
-	})
-	switch {
-	case ctx.Err() != nil:
-		return false, false
-	case errors.Is(err, store.ErrNotFound):
-		return end(nil, &store.RunError{Code: CodeChildVanished, Message: fmt.Sprintf("child run %s of the call of %s no longer exists", c.Child, c.Tool)})
-	case err != nil:
-		return end(nil, &store.RunError{Code: CodeChildUnreadable, Message: fmt.Sprintf("child run %s of the call of %s cannot be read: %v", c.Child, c.Tool, err)})
-	case !child.Phase.Terminal():
-		// Woken by a decision on another call, or by the fallback clock:
-		// the child still works.
-		now := e.clock.Now()
-		detail["child"] = c.Child
-		s.commit(ctx, func(tx store.Tx) error {
-			return s.parkTx(tx, now, now.Add(subflowFallback()), WaitChild, c.Child, detail)
-		})
-		return false, false
-	case child.Phase == store.PhaseCompleted:
-		return end(child.Output, nil)
-	case child.Error != nil:
-		return end(nil, &store.RunError{Code: child.Error.Code, Message: fmt.Sprintf("child run %s of %s: %s", c.Child, c.Tool, child.Error.Message)})
-	default:
-		return end(nil, &store.RunError{Code: CodeChildFailed, Message: fmt.Sprintf("child run %s of %s ended %s", c.Child, c.Tool, child.Phase)})
-	}
-}
-
 // prepareAgentChild builds the child run of a call of flow name with
 // input args, refusing (as the call's result, which the model is told) a
 // cycle, a chain too deep, an unknown flow and an input its schema
 // refuses.
-func (s *stepper) prepareAgentChild(ctx context.Context, a *agentLoop, name string, args json.RawMessage) (*store.Run, *store.Task, string, *store.RunError) {
+func (s *stepper) prepareAgentChild(ctx context.Context, a *agentLoop, name string, args json.RawMessage, share int64) (*store.Run, *store.Task, string, *store.RunError) {
 	e := s.e
 	chain := append(slices.Clone(s.run.Ancestors), s.run.Flow)
 	if slices.Contains(chain, name) {
@@ -215,7 +122,7 @@ func (s *stepper) prepareAgentChild(ctx context.Context, a *agentLoop, name stri
 	if err != nil {
 		return nil, nil, "", &store.RunError{Code: CodeBadInput, Message: fmt.Sprintf("input for flow %s: %v", name, err)}
 	}
-	budget, reserve, rerr := s.agentChildBudget(ctx, name, cfe.flow.Budget)
+	budget, reserve, rerr := s.agentChildBudget(ctx, name, cfe.flow.Budget, share)
 	if rerr != nil {
 		return nil, nil, "", rerr
 	}
@@ -232,16 +139,15 @@ func (s *stepper) prepareAgentChild(ctx context.Context, a *agentLoop, name stri
 
 // agentChildBudget is the budget of the child run of a flow tool call
 // and what it holds in escrow out of the run's remainder (docs/design.md
-// §4.1.1): the flow's own budget, else all of the remainder (the agent
-// waits for that one child), reserved in the ledger here; the caller
-// writes it with escrowTx and gives it back with unreserveChild if its
-// commit fails.
-func (s *stepper) agentChildBudget(ctx context.Context, flow string, flowBudget int64) (budget, reserve int64, rerr *store.RunError) {
+// §4.1.1): the flow's own budget, else share (flowCallShare), reserved in
+// the ledger here; the caller writes it with escrowTx and gives it back
+// with unreserveChild if its commit fails.
+func (s *stepper) agentChildBudget(ctx context.Context, flow string, flowBudget, share int64) (budget, reserve int64, rerr *store.RunError) {
 	if err := s.syncAccount(ctx); err != nil {
 		s.e.admission.storageFailed(err)
 		return 0, 0, &store.RunError{Code: CodeStorage, Message: err.Error()}
 	}
-	budget, reserve = childBudget(s.run.Budget, 0, flowBudget, s.remainder())
+	budget, reserve = childBudget(s.run.Budget, 0, flowBudget, share)
 	if rerr := s.reserveChild(reserve, "a child run of flow "+flow); rerr != nil {
 		return 0, 0, rerr
 	}

@@ -202,6 +202,9 @@ type Engine struct {
 	book *flowBook
 	// journal writes runs' transitions in a transaction (finish.go).
 	journal *journal
+	// agents keeps agent visits' final turns between their steps
+	// (agentmemo.go).
+	agents *agentMemo
 	// registrar stores registered versions (register.go).
 	registrar *registrar
 	queued    queuedRuns // accepted runs not yet leased once
@@ -381,6 +384,7 @@ func Open(cfg Config) (*Engine, error) {
 		flowCache: script.NewCache(c.FlowCacheBytes, script.Loader{}),
 		stats:     newStats(),
 		clock:     c.Clock,
+		agents:    newAgentMemo(agentMemoBytes),
 	}
 	e.roll = &fleetRoll{e: e}
 	e.st = watchedStore{Store: c.Store, w: &e.watchers}

@@ -310,11 +310,17 @@ type ModelStats struct {
 	Cost         int64  `json:"cost"`
 	// Overspent is what turns were charged above their reservations.
 	Overspent int64 `json:"overspent,omitempty"`
+	// CutTurns is how many asks of the turns crashes may have cut off
+	// before their answers were journaled, and CutReserved the upper
+	// bound of their cost (store.AgentTurn.Cut).
+	CutTurns    int64 `json:"cut_turns,omitempty"`
+	CutReserved int64 `json:"cut_reserved,omitempty"`
 }
 
-// turn counts one journaled model turn, charged cost on a reservation of
-// reserved.
-func (s *stats) turn(model string, in, out, cost, reserved int64) {
+// turn counts one journaled model turn t, charged cost on a reservation
+// of reserved.
+func (s *stats) turn(model string, t *store.AgentTurn, cost, reserved int64) {
+	in, out := t.Usage.InputTokens, t.Usage.OutputTokens
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m := s.models[model]
@@ -327,6 +333,8 @@ func (s *stats) turn(model string, in, out, cost, reserved int64) {
 	m.OutputTokens += out
 	m.Cost += cost
 	m.Overspent += max(0, cost-reserved)
+	m.CutTurns += int64(t.Cut)
+	m.CutReserved += t.CutReserved
 }
 
 // Stats is a snapshot of the engine's figures.
@@ -515,7 +523,8 @@ func (s *stats) interval(at time.Time, health Health, depth map[string]int64) Sa
 		curM[name] = *m
 		p := h.prevM[name]
 		out.Models = append(out.Models, ModelStats{Model: name, Turns: m.Turns - p.Turns, InputTokens: m.InputTokens - p.InputTokens,
-			OutputTokens: m.OutputTokens - p.OutputTokens, Cost: m.Cost - p.Cost, Overspent: m.Overspent - p.Overspent})
+			OutputTokens: m.OutputTokens - p.OutputTokens, Cost: m.Cost - p.Cost, Overspent: m.Overspent - p.Overspent,
+			CutTurns: m.CutTurns - p.CutTurns, CutReserved: m.CutReserved - p.CutReserved})
 	}
 	sort.Slice(out.Models, func(i, j int) bool { return out.Models[i].Model < out.Models[j].Model })
 	h.prev, h.prevM = cur, curM

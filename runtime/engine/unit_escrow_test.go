@@ -72,8 +72,14 @@ flow(name = "esc_tool_items", budget = 25, nodes = [
 // runRecord reads a run straight from the store, escrow included.
 func (b *testBundle) runRecord(t testing.TB, id string) *store.Run {
 	t.Helper()
+	return storedRun(t, b.mem, id)
+}
+
+// storedRun reads run id straight from st.
+func storedRun(t testing.TB, st store.Store, id string) *store.Run {
+	t.Helper()
 	var r *store.Run
-	if err := b.mem.View(context.Background(), func(tx store.Tx) error {
+	if err := st.View(context.Background(), func(tx store.Tx) error {
 		var err error
 		r, err = tx.RunGet(id)
 		return err

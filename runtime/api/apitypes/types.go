@@ -173,6 +173,11 @@ type Agent struct {
 	InputTokens  int64  `json:"input_tokens"`
 	OutputTokens int64  `json:"output_tokens"`
 	Cost         int64  `json:"cost"`
+	// CutTurns is how many asks of its turns crashes may have cut off
+	// before their answers were journaled, and CutReserved the upper
+	// bound of what they cost.
+	CutTurns    int   `json:"cut_turns,omitempty"`
+	CutReserved int64 `json:"cut_reserved,omitempty"`
 }
 
 // Cohort is one fan-out's cohort: what it admitted, what is in flight,
@@ -487,6 +492,12 @@ type ModelStats struct {
 	Cost         int64  `json:"cost"`
 	// Overspent is what turns were charged above their reservations.
 	Overspent int64 `json:"overspent,omitempty"`
+	// CutTurns is how many asks of the turns crashes may have cut off
+	// before their answers were journaled, and CutReserved the upper
+	// bound of their cost: the provider may have billed them, weir never
+	// saw their usage.
+	CutTurns    int64 `json:"cut_turns,omitempty"`
+	CutReserved int64 `json:"cut_reserved,omitempty"`
 }
 
 // TypeStats are the figures for one task type (a tool name, or the node
