@@ -234,7 +234,7 @@ func (p *longAgent) heldAt(ctx context.Context, id string, n int) error {
 	t.holdAt = n
 	t.mu.Unlock()
 	var ended *store.Run
-	err := p.eng.AwaitRun(ctx, "bench", id, heldWait, true, func(_ context.Context, run *store.Run) (bool, error) {
+	err := p.eng.AwaitRun(ctx, "bench", id, heldWait, engine.AwaitElsewhere, func(_ context.Context, run *store.Run) (bool, error) {
 		select {
 		case <-t.held:
 			return true, nil
@@ -303,7 +303,7 @@ func recordsOf(cs []storecount.Count) []int64 {
 // awaitTerminal waits for run id to end.
 func awaitTerminal(ctx context.Context, eng *engine.Engine, id string) (*store.Run, error) {
 	var last *store.Run
-	err := eng.AwaitRun(ctx, "bench", id, 5*time.Minute, false, func(_ context.Context, run *store.Run) (bool, error) {
+	err := eng.AwaitRun(ctx, "bench", id, 5*time.Minute, engine.AwaitEnd, func(_ context.Context, run *store.Run) (bool, error) {
 		last = run
 		return run.Phase.Terminal(), nil
 	})
