@@ -474,8 +474,10 @@ func (s *server) Call(ctx context.Context, req *wire.CallRequest) (*wire.CallRes
 		res.ProgressSent = cp.flush()
 	}
 	if pp != nil {
-		pp.end()
-		pp.flush() // the last pieces go before the result, as far as they can
+		// The last pieces, then the end (the last piece's number), go
+		// before the result: the host waits for the end.
+		offer(s.partials, &wire.PartialResult{CallId: id, Seq: pp.end()}, pp)
+		pp.flush()
 	}
 	return res, nil
 }
@@ -528,11 +530,13 @@ func (cp *callProgress) numbered(send func(seq uint64, delta string)) func(strin
 	}
 }
 
-// end makes the call's partial function do nothing: the call returned.
-func (cp *callProgress) end() {
+// end makes the call's partial function do nothing (the call returned)
+// and returns the number of its last piece.
+func (cp *callProgress) end() uint64 {
 	cp.mu.Lock()
+	defer cp.mu.Unlock()
 	cp.ended = true
-	cp.mu.Unlock()
+	return cp.seq
 }
 
 func newCallProgress() *callProgress { return &callProgress{signal: make(chan struct{}, 1)} }

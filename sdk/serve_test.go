@@ -284,13 +284,14 @@ func TestPartials(t *testing.T) {
 	if string(res.GetOutput()) != `"Hello"` {
 		t.Fatalf("result %v", res)
 	}
-	// The result waited for its pieces: both are on the stream already.
-	if len(ps.sent) != 2 {
-		t.Fatalf("%d pieces sent before the result, want 2", len(ps.sent))
+	// The result waited for its pieces and their end: all are on the
+	// stream already.
+	if len(ps.sent) != 3 {
+		t.Fatalf("%d pieces sent before the result, want 2 and the end", len(ps.sent))
 	}
-	for i, want := range []string{"Hel", "lo"} {
+	for i, want := range []string{"Hel", "lo", ""} {
 		p := <-ps.sent
-		if p.GetCallId() != 4 || p.GetSeq() != uint64(i+1) || string(p.GetDelta()) != want {
+		if p.GetCallId() != 4 || p.GetSeq() != uint64(min(i+1, 2)) || string(p.GetDelta()) != want {
 			t.Fatalf("piece %d: %v", i+1, p)
 		}
 	}
