@@ -145,6 +145,13 @@ func (d *TurnDeltas) Watch(runID, node string) (*DeltaWatch, []TurnDelta) {
 	return w, kept
 }
 
+// Runs counts the runs watched or with a turn's text kept.
+func (d *TurnDeltas) Runs() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.runs)
+}
+
 // forget drops a run's entry once nothing is in it, under d.mu.
 func (d *TurnDeltas) forget(runID string, rd *runDeltas) {
 	if len(rd.watchers) == 0 && len(rd.turns) == 0 {
