@@ -21,9 +21,6 @@ import (
 // sent from the start of what is kept of them (Offset tells a client what
 // it has).
 
-// maxDeltaNode bounds the node parameter.
-const maxDeltaNode = 256
-
 // streamPosition is where a run's stream resumes: after event seq after
 // and, in turn (if set), after offset.
 type streamPosition struct {
@@ -113,8 +110,8 @@ func parseRunStream(w http.ResponseWriter, r *http.Request) (runStreamRequest, b
 	switch {
 	case req.node != "" && !req.deltas:
 		return bad("node names the node whose turns' deltas to send: it needs deltas=1")
-	case len(req.node) > maxDeltaNode:
-		return bad(fmt.Sprintf("node is longer than %d bytes", maxDeltaNode))
+	case len(req.node) > engine.MaxIDBytes:
+		return bad(fmt.Sprintf("node is longer than %d bytes", engine.MaxIDBytes))
 	}
 	return req, true
 }

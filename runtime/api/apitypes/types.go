@@ -679,6 +679,9 @@ type TurnDelta struct {
 	Text   string `json:"text"`
 }
 
+// End is the offset just past the delta's text.
+func (d TurnDelta) End() int { return d.Offset + len(d.Text) }
+
 // StatsHistory answers GET /v1/stats/history: the daemon's figures
 // sampled every Interval over the last Window, oldest first. The daemon
 // keeps them in memory: a restart starts them empty.
