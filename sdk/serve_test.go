@@ -169,15 +169,16 @@ func TestRevisionTwoKindsDowngraded(t *testing.T) {
 	}
 }
 
-// watchStream is the server side of one WatchManifest stream, in memory.
-type watchStream struct {
+// sentStream is the server side of one server-streaming RPC (WatchManifest,
+// Partials), in memory: what the server sends goes to sent.
+type sentStream[T any] struct {
 	grpc.ServerStream
 	ctx  context.Context
-	sent chan *wire.ManifestChanged
+	sent chan T
 }
 
-func (w *watchStream) Context() context.Context { return w.ctx }
-func (w *watchStream) Send(m *wire.ManifestChanged) error {
+func (w *sentStream[T]) Context() context.Context { return w.ctx }
+func (w *sentStream[T]) Send(m T) error {
 	w.sent <- m
 	return nil
 }
@@ -200,7 +201,7 @@ func TestWatchManifest(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	ws := &watchStream{ctx: ctx, sent: make(chan *wire.ManifestChanged, 4)}
+	ws := &sentStream[*wire.ManifestChanged]{ctx: ctx, sent: make(chan *wire.ManifestChanged, 4)}
 	done := make(chan error, 1)
 	go func() { done <- s.WatchManifest(&wire.WatchManifestRequest{}, ws) }()
 
@@ -238,22 +239,10 @@ func TestWatchManifest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = plain.WatchManifest(&wire.WatchManifestRequest{}, &watchStream{ctx: context.Background()})
+	err = plain.WatchManifest(&wire.WatchManifestRequest{}, &sentStream[*wire.ManifestChanged]{ctx: context.Background()})
 	if status.Code(err) != codes.Unimplemented {
 		t.Fatalf("a fixed list's watch answered %v", err)
 	}
-}
-
-type partialsStream struct {
-	grpc.ServerStream
-	ctx  context.Context
-	sent chan *wire.PartialResult
-}
-
-func (p *partialsStream) Context() context.Context { return p.ctx }
-func (p *partialsStream) Send(m *wire.PartialResult) error {
-	p.sent <- m
-	return nil
 }
 
 // TestPartials: a call made with want_partials sends its pieces on the
@@ -276,7 +265,7 @@ func TestPartials(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	ps := &partialsStream{ctx: ctx, sent: make(chan *wire.PartialResult, 8)}
+	ps := &sentStream[*wire.PartialResult]{ctx: ctx, sent: make(chan *wire.PartialResult, 8)}
 	done := make(chan error, 1)
 	go func() { done <- s.Partials(&wire.PartialsRequest{}, ps) }()
 
@@ -326,7 +315,7 @@ func TestPartials(t *testing.T) {
 	s.Call(context.Background(), &wire.CallRequest{Tool: "p.flood", Input: []byte(`{}`), CallId: 2, WantPartials: true})
 	ctx, cancel = context.WithCancel(context.Background())
 	defer cancel()
-	ps = &partialsStream{ctx: ctx, sent: make(chan *wire.PartialResult, streamQueue)}
+	ps = &sentStream[*wire.PartialResult]{ctx: ctx, sent: make(chan *wire.PartialResult, streamQueue)}
 	go func() { _ = s.Partials(&wire.PartialsRequest{}, ps) }()
 	last := uint64(0)
 	for range streamQueue {
