@@ -33,7 +33,14 @@ const progressInterval = 50 * time.Millisecond
 // progress report to progress (which may be nil). It is what sdktest
 // runs a tool with; a plugin's main needs only Serve.
 func Invoke(ctx context.Context, tool Tool, call *Call, progress func(done, total int64)) *wire.CallResult {
-	call.progress = progress
+	return InvokeWatched(ctx, tool, call, progress, nil)
+}
+
+// InvokeWatched is Invoke for a call whose partial results someone
+// watches: each non-empty Call.Partial goes to partial (which may be nil:
+// not watched, Partial does nothing).
+func InvokeWatched(ctx context.Context, tool Tool, call *Call, progress func(done, total int64), partial func(delta string)) *wire.CallResult {
+	call.progress, call.partial = progress, partial
 	return runTool(ctx, tool, call)
 }
 
