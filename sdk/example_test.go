@@ -128,3 +128,26 @@ func ExampleResult() {
 	fmt.Println(string(res.Output), res.Cost, res.CostReported)
 	// Output: ["a","b"] 3 true
 }
+
+// A tool whose output comes piece by piece shows each piece as it comes;
+// what it returns stays the whole answer.
+func ExampleCall_Partial() {
+	echo := sdk.Tool{
+		Name: "words.say",
+		Run: func(ctx context.Context, call *sdk.Call) (any, error) {
+			answer := ""
+			for _, w := range []string{"Hello ", "from ", "a tool."} {
+				call.Partial(w) // a no-op unless someone watches the call
+				answer += w
+			}
+			return answer, nil
+		},
+	}
+	res, err := sdktest.Call(context.Background(), echo, sdktest.Request{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Printf("%q %s\n", res.Partials, res.Output)
+	// Output: ["Hello " "from " "a tool."] "Hello from a tool."
+}

@@ -201,6 +201,7 @@ type Call struct {
 	TraceState string
 
 	progress func(done, total int64)
+	partial  func(delta string)
 	logger   *slog.Logger
 }
 
@@ -230,6 +231,20 @@ func (c *Call) DecodeConfig(v any) error {
 func (c *Call) Progress(done, total int64) {
 	if c.progress != nil {
 		c.progress(done, total)
+	}
+}
+
+// Partial shows the next piece of the call's output as it comes — for a
+// chat tool, the text of the tokens the provider streamed since the last
+// piece — to whoever watches the call (`weir run watch RUN --tokens`). It
+// is display only: the output Run returns stays the whole answer, a piece
+// may be dropped rather than slow the tool (the pieces are numbered, so a
+// watcher sees the gap), and it does nothing unless weir asked for the
+// call's pieces, which it does only while someone watches. An empty delta
+// is not sent.
+func (c *Call) Partial(delta string) {
+	if c.partial != nil && delta != "" {
+		c.partial(delta)
 	}
 }
 

@@ -187,6 +187,43 @@ func TestCheckTools(t *testing.T) {
 	}
 }
 
+// Under sdktest a call's partial results are watched: OnPartial sees each
+// non-empty one while the call runs, in order, Result.Partials holds them,
+// and one a goroutine of the tool makes after the call returned is not
+// seen.
+func TestPartialsAreSeenWhileTheCallRuns(t *testing.T) {
+	t.Parallel()
+	seen := make(chan string, 10)
+	release := make(chan struct{})
+	returned, straggler := make(chan struct{}), make(chan struct{})
+	tool := sdk.Tool{Name: "t.chat", Run: func(_ context.Context, c *sdk.Call) (any, error) {
+		c.Partial("Hel")
+		<-release // held until the test has seen the first piece
+		c.Partial("")
+		c.Partial("lo")
+		go func() { defer close(straggler); <-returned; c.Partial("late") }()
+		return "Hello", nil
+	}}
+	done := make(chan *sdktest.Result)
+	go func() {
+		res, err := sdktest.Call(context.Background(), tool, sdktest.Request{OnPartial: func(d string) { seen <- d }})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	if p := <-seen; p != "Hel" {
+		t.Fatalf("first piece %q", p)
+	}
+	close(release)
+	res := <-done
+	close(returned)
+	<-straggler
+	if len(seen) != 1 || strings.Join(res.Partials, "|") != "Hel|lo" {
+		t.Fatalf("%d more live pieces, %q recorded: want lo live, and nothing empty or after the call returned", len(seen), res.Partials)
+	}
+}
+
 // OnProgress sees each report while the call runs, in order, and none
 // that a goroutine of the tool makes after the call returned.
 func TestProgressIsSeenWhileTheCallRuns(t *testing.T) {

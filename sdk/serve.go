@@ -33,7 +33,14 @@ const progressInterval = 50 * time.Millisecond
 // progress report to progress (which may be nil). It is what sdktest
 // runs a tool with; a plugin's main needs only Serve.
 func Invoke(ctx context.Context, tool Tool, call *Call, progress func(done, total int64)) *wire.CallResult {
-	call.progress = progress
+	return InvokeWatched(ctx, tool, call, progress, nil)
+}
+
+// InvokeWatched is Invoke for a call whose partial results someone
+// watches: each non-empty Call.Partial goes to partial (which may be nil:
+// not watched, Partial does nothing).
+func InvokeWatched(ctx context.Context, tool Tool, call *Call, progress func(done, total int64), partial func(delta string)) *wire.CallResult {
+	call.progress, call.partial = progress, partial
 	return runTool(ctx, tool, call)
 }
 
@@ -164,7 +171,8 @@ type server struct {
 	config   json.RawMessage
 	logger   *slog.Logger
 	calls    callTable
-	progress chan progressItem
+	progress chan queued[*wire.ProgressEvent]
+	partials chan queued[*wire.PartialResult]
 	// version is the protocol revision the host asked for in Manifest
 	// (0 before it asked): what a call's error may say depends on it.
 	version atomic.Uint32
@@ -197,7 +205,8 @@ func newServerWith(o Options) (*server, error) {
 		changes:      o.Changes,
 		stateDir:     os.Getenv(wire.EnvStateDir),
 		logger:       slog.New(slog.DiscardHandler),
-		progress:     make(chan progressItem, 256),
+		progress:     make(chan queued[*wire.ProgressEvent], streamQueue),
+		partials:     make(chan queued[*wire.PartialResult], streamQueue),
 	}
 	if c := os.Getenv(wire.EnvConfig); c != "" {
 		if !json.Valid([]byte(c)) {
@@ -448,17 +457,18 @@ func (s *server) Call(ctx context.Context, req *wire.CallRequest) (*wire.CallRes
 	}
 	var cp *callProgress
 	if req.GetWantProgress() {
-		cp = &callProgress{signal: make(chan struct{}, 1)}
+		cp = newCallProgress()
 		pt := &progressThrottle{interval: progressInterval, send: func(done, total int64) {
-			// Display only: drop rather than block the tool.
-			cp.queued.Add(1)
-			select {
-			case s.progress <- progressItem{ev: &wire.ProgressEvent{CallId: id, Done: done, Total: total}, cp: cp}:
-			default:
-				cp.queued.Add(-1)
-			}
+			offer(s.progress, &wire.ProgressEvent{CallId: id, Done: done, Total: total}, cp)
 		}}
 		call.progress = pt.report
+	}
+	var pp *callProgress
+	if req.GetWantPartials() {
+		pp = newCallProgress()
+		call.partial = pp.numbered(func(seq uint64, delta string) {
+			offer(s.partials, &wire.PartialResult{CallId: id, Seq: seq, Delta: []byte(delta)}, pp)
+		})
 	}
 	res := runTool(ctx, tool, call)
 	if e := res.GetError(); e != nil && s.version.Load() < 2 && (e.Kind == wire.KindUnknown || e.Kind == wire.KindNotSent) {
@@ -470,21 +480,73 @@ func (s *server) Call(ctx context.Context, req *wire.CallRequest) (*wire.CallRes
 	if cp != nil {
 		res.ProgressSent = cp.flush()
 	}
+	if pp != nil {
+		// The last pieces, then the end (the last piece's number), go
+		// before the result: the host waits for the end.
+		offer(s.partials, &wire.PartialResult{CallId: id, Seq: pp.end()}, pp)
+		pp.flush()
+	}
 	return res, nil
 }
 
-// progressItem is one report queued for the Progress stream.
-type progressItem struct {
-	ev *wire.ProgressEvent
+// streamQueue bounds the reports (or pieces) of all calls waiting for the
+// Progress (or Partials) stream; past it they are dropped.
+const streamQueue = 256
+
+// queued is one report or piece waiting for its stream.
+type queued[T any] struct {
+	ev T
 	cp *callProgress
 }
 
-// callProgress tracks one call's reports, so that its result is sent only
-// after them.
+// offer queues ev for its stream, or drops it when the queue is full:
+// display only, it never blocks the tool.
+func offer[T any](q chan queued[T], ev T, cp *callProgress) {
+	cp.queued.Add(1)
+	select {
+	case q <- queued[T]{ev: ev, cp: cp}:
+	default:
+		cp.queued.Add(-1)
+	}
+}
+
+// callProgress tracks one call's reports (or pieces), so that its result
+// is sent only after them.
 type callProgress struct {
 	queued, handled, sent atomic.Int64
 	signal                chan struct{} // a report was handled
+
+	// mu orders a call's pieces: seq counts them from 1, before the queue
+	// (a dropped piece leaves a gap); none is sent once ended.
+	mu    sync.Mutex
+	seq   uint64
+	ended bool
 }
+
+// numbered returns the Call's partial function: send is given each piece
+// with its number, in order, until end.
+func (cp *callProgress) numbered(send func(seq uint64, delta string)) func(string) {
+	return func(delta string) {
+		cp.mu.Lock()
+		defer cp.mu.Unlock()
+		if cp.ended {
+			return
+		}
+		cp.seq++
+		send(cp.seq, delta)
+	}
+}
+
+// end makes the call's partial function do nothing (the call returned)
+// and returns the number of its last piece.
+func (cp *callProgress) end() uint64 {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	cp.ended = true
+	return cp.seq
+}
+
+func newCallProgress() *callProgress { return &callProgress{signal: make(chan struct{}, 1)} }
 
 // flushTimeout bounds how long a result waits for its progress reports:
 // they are display only.
@@ -512,10 +574,22 @@ func (s *server) Cancel(_ context.Context, req *wire.CancelRequest) (*wire.Cance
 }
 
 func (s *server) Progress(_ *wire.ProgressRequest, stream wire.Plugin_ProgressServer) error {
+	return pump(stream.Context(), s.progress, stream.Send)
+}
+
+// Partials sends the pieces of every call made with want_partials
+// (revision 2), in the order the tool made them.
+func (s *server) Partials(_ *wire.PartialsRequest, stream wire.Plugin_PartialsServer) error {
+	return pump(stream.Context(), s.partials, stream.Send)
+}
+
+// pump sends what q holds on a stream until the host closes it, counting
+// each item against its call.
+func pump[T any](ctx context.Context, q chan queued[T], send func(T) error) error {
 	for {
 		select {
-		case it := <-s.progress:
-			err := stream.Send(it.ev)
+		case it := <-q:
+			err := send(it.ev)
 			if err == nil {
 				it.cp.sent.Add(1)
 			}
@@ -527,7 +601,7 @@ func (s *server) Progress(_ *wire.ProgressRequest, stream wire.Plugin_ProgressSe
 			if err != nil {
 				return err
 			}
-		case <-stream.Context().Done():
+		case <-ctx.Done():
 			return nil
 		}
 	}

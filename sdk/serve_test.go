@@ -169,15 +169,16 @@ func TestRevisionTwoKindsDowngraded(t *testing.T) {
 	}
 }
 
-// watchStream is the server side of one WatchManifest stream, in memory.
-type watchStream struct {
+// sentStream is the server side of one server-streaming RPC (WatchManifest,
+// Partials), in memory: what the server sends goes to sent.
+type sentStream[T any] struct {
 	grpc.ServerStream
 	ctx  context.Context
-	sent chan *wire.ManifestChanged
+	sent chan T
 }
 
-func (w *watchStream) Context() context.Context { return w.ctx }
-func (w *watchStream) Send(m *wire.ManifestChanged) error {
+func (w *sentStream[T]) Context() context.Context { return w.ctx }
+func (w *sentStream[T]) Send(m T) error {
 	w.sent <- m
 	return nil
 }
@@ -200,7 +201,7 @@ func TestWatchManifest(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	ws := &watchStream{ctx: ctx, sent: make(chan *wire.ManifestChanged, 4)}
+	ws := &sentStream[*wire.ManifestChanged]{ctx: ctx, sent: make(chan *wire.ManifestChanged, 4)}
 	done := make(chan error, 1)
 	go func() { done <- s.WatchManifest(&wire.WatchManifestRequest{}, ws) }()
 
@@ -238,8 +239,90 @@ func TestWatchManifest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = plain.WatchManifest(&wire.WatchManifestRequest{}, &watchStream{ctx: context.Background()})
+	err = plain.WatchManifest(&wire.WatchManifestRequest{}, &sentStream[*wire.ManifestChanged]{ctx: context.Background()})
 	if status.Code(err) != codes.Unimplemented {
 		t.Fatalf("a fixed list's watch answered %v", err)
+	}
+}
+
+// TestPartials: a call made with want_partials sends its pieces on the
+// Partials stream, numbered from 1 per call and before its result; a call
+// without it sends none (Partial is a no-op); a piece made after the call
+// returned is not sent; a full queue drops pieces instead of blocking the
+// tool, and what was queued goes out in order.
+func TestPartials(t *testing.T) {
+	t.Parallel()
+	var straggle func()
+	run := func(_ context.Context, c *Call) (any, error) {
+		c.Partial("Hel")
+		c.Partial("")
+		c.Partial("lo")
+		straggle = func() { c.Partial("late") }
+		return "Hello", nil
+	}
+	s, err := newServer([]Tool{{Name: "p.chat", Run: run}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ps := &sentStream[*wire.PartialResult]{ctx: ctx, sent: make(chan *wire.PartialResult, 8)}
+	done := make(chan error, 1)
+	go func() { done <- s.Partials(&wire.PartialsRequest{}, ps) }()
+
+	res, _ := s.Call(context.Background(), &wire.CallRequest{Tool: "p.chat", Input: []byte(`{}`), CallId: 4, WantPartials: true})
+	if string(res.GetOutput()) != `"Hello"` {
+		t.Fatalf("result %v", res)
+	}
+	// The result waited for its pieces and their end: all are on the
+	// stream already.
+	if len(ps.sent) != 3 {
+		t.Fatalf("%d pieces sent before the result, want 2 and the end", len(ps.sent))
+	}
+	for i, want := range []string{"Hel", "lo", ""} {
+		p := <-ps.sent
+		if p.GetCallId() != 4 || p.GetSeq() != uint64(min(i+1, 2)) || string(p.GetDelta()) != want {
+			t.Fatalf("piece %d: %v", i+1, p)
+		}
+	}
+	straggle()
+	if _, err := s.Call(context.Background(), &wire.CallRequest{Tool: "p.chat", Input: []byte(`{}`), CallId: 5}); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if len(ps.sent) != 0 || len(s.partials) != 0 {
+		t.Fatalf("pieces after the call returned or of a call without want_partials: %d sent, %d queued", len(ps.sent), len(s.partials))
+	}
+
+	// Nobody reads the stream: the queue fills and the tool is not
+	// blocked; a second call's pieces are dropped.
+	flood := func(_ context.Context, c *Call) (any, error) {
+		for range streamQueue + 10 {
+			c.Partial("x")
+		}
+		return nil, nil
+	}
+	s, err = newServer([]Tool{{Name: "p.flood", Run: flood}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Call(context.Background(), &wire.CallRequest{Tool: "p.flood", Input: []byte(`{}`), CallId: 1, WantPartials: true})
+	if len(s.partials) != streamQueue {
+		t.Fatalf("%d queued, want the queue's %d", len(s.partials), streamQueue)
+	}
+	s.Call(context.Background(), &wire.CallRequest{Tool: "p.flood", Input: []byte(`{}`), CallId: 2, WantPartials: true})
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	ps = &sentStream[*wire.PartialResult]{ctx: ctx, sent: make(chan *wire.PartialResult, streamQueue)}
+	go func() { _ = s.Partials(&wire.PartialsRequest{}, ps) }()
+	last := uint64(0)
+	for range streamQueue {
+		p := <-ps.sent
+		if p.GetCallId() != 1 || p.GetSeq() != last+1 {
+			t.Fatalf("piece %v after seq %d: want call 1's pieces in order", p, last)
+		}
+		last = p.GetSeq()
 	}
 }

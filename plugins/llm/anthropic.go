@@ -109,6 +109,8 @@ func (a *anthropicProvider) turn(ctx context.Context, t *turnRequest) (*chat.Res
 					inputs[ev.Index] = b
 				}
 				b.WriteString(ev.Delta.PartialJSON)
+			} else if ev.Delta.Type == "text_delta" {
+				t.text(ev.Delta.Text)
 			}
 			deltas++
 			t.progress(deltas)

@@ -53,6 +53,9 @@ type turnRequest struct {
 	names map[string]string
 	// progress reports the output tokens streamed so far.
 	progress func(outputTokens int64)
+	// text shows a delta of the answer's text as it streams (sdk's
+	// Call.Partial: a no-op unless someone watches).
+	text func(delta string)
 	// run and node identify the agent asking (empty for `weir tool
 	// call`), and traceparent is the turn's place in the run's trace;
 	// they go out as the headers of callerHeaders.
@@ -212,6 +215,7 @@ func (p *plugin) run(ctx context.Context, call *sdk.Call) (any, error) {
 	resp, err := s.providers[m.Provider].turn(ctx, &turnRequest{
 		req: &req, model: m, maxTokens: maxTokens, offers: offered, names: names,
 		progress: func(out int64) { call.Progress(out, maxTokens) },
+		text:     call.Partial,
 		run:      call.RunID, node: call.Node, traceparent: call.TraceParent, tracestate: call.TraceState,
 	})
 	if err != nil {

@@ -281,6 +281,91 @@ func TestStreamingProgress(t *testing.T) {
 	})
 }
 
+// TestTextStreamsAsPartials: each text delta the provider streams reaches
+// a caller that asked for partials while the turn is still open, in order,
+// numbered from 1, and together they are the answer's text; a tool call's
+// arguments are not text.
+func TestTextStreamsAsPartials(t *testing.T) {
+	t.Parallel()
+	forEachKind(t, func(t *testing.T, kind string) {
+		hold := make(chan struct{})
+		const answer = "one two three four five"
+		_, p := startLLM(t, kind, "",
+			llmtest.Step{Text: answer, Hold: hold},
+			llmtest.Step{Text: "look", ToolCalls: []llmtest.ToolCall{{Name: "notes__put", Arguments: json.RawMessage(`{"key":"a"}`)}}})
+		var mu sync.Mutex
+		var pieces []string
+		first := make(chan struct{})
+		partials := func(seq uint64, delta []byte) {
+			mu.Lock()
+			defer mu.Unlock()
+			if seq != uint64(len(pieces)+1) {
+				t.Errorf("piece %d after %d", seq, len(pieces))
+			}
+			pieces = append(pieces, string(delta))
+			if len(pieces) == 1 {
+				close(first)
+			}
+		}
+		type answered struct {
+			resp *chat.Response
+			err  error
+		}
+		done := make(chan answered, 1)
+		go func() {
+			resp, err := callPartials(p, ask("count"), partials)
+			done <- answered{resp, err}
+		}()
+		select { // the server holds the turn after its first delta
+		case <-first:
+		case a := <-done:
+			t.Fatalf("the turn ended before its first piece arrived: %v", a.err)
+		}
+		close(hold)
+		a := <-done
+		if a.err != nil {
+			t.Fatal(a.err)
+		}
+		mu.Lock()
+		got := pieces
+		pieces = nil
+		mu.Unlock()
+		if want := strings.SplitAfter(answer, " "); strings.Join(got, "|") != strings.Join(want, "|") || a.resp.Message.Content != answer {
+			t.Fatalf("pieces %q for the answer %q, want %q", got, a.resp.Message.Content, want)
+		}
+
+		req := ask("note it")
+		req.Tools = []chat.ToolDef{{Name: "notes.put", Description: "put", InputSchema: json.RawMessage(`{"type":"object"}`)}}
+		resp, err := callPartials(p, req, func(seq uint64, delta []byte) {
+			mu.Lock()
+			defer mu.Unlock()
+			pieces = append(pieces, string(delta))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(resp.Message.ToolCalls) != 1 || strings.Join(pieces, "") != resp.Message.Content {
+			t.Fatalf("pieces %q for a turn that said %q and called %v: want its text only", pieces, resp.Message.Content, resp.Message.ToolCalls)
+		}
+	})
+}
+
+// callPartials calls llm.chat with req, asking for its partials.
+func callPartials(p *plugintest.Plugin, req chat.Request, partials func(seq uint64, delta []byte)) (*chat.Response, error) {
+	in, _ := json.Marshal(req)
+	res, err := p.Host.Call(context.Background(), host.CallRequest{Tool: "llm.chat", Input: in, IdempotencyKey: "k", Attempt: 1, Partials: partials})
+	if err != nil {
+		return nil, err
+	}
+	var resp chat.Response
+	if err := json.Unmarshal(res.Output, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
 // errorCase is one failure a provider can answer, and what the engine
 // must see of it.
 type errorCase struct {

@@ -95,6 +95,7 @@ func (o *openAIProvider) turn(ctx context.Context, t *turnRequest) (*chat.Respon
 			}
 			if d.Content != "" {
 				text.WriteString(d.Content)
+				t.text(d.Content)
 				deltas++
 			}
 			for _, tc := range d.ToolCalls {

@@ -88,6 +88,7 @@ func (r *responsesProvider) turn(ctx context.Context, t *turnRequest) (*chat.Res
 				return nil, err
 			}
 			text.WriteString(ev.Delta)
+			t.text(ev.Delta)
 			deltas++
 			t.progress(deltas)
 		case "response.output_item.added":

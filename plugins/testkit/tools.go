@@ -94,15 +94,21 @@ func tools() []sdk.Tool {
 		},
 		{
 			Name:        "testkit.flood",
-			Description: "Answer a JSON string of `bytes` bytes.",
+			Description: "Answer a JSON string of `bytes` bytes, sending it first as partial results of `piece` bytes each when piece is given (the last piece may be shorter).",
 			Idempotent:  true,
-			InputSchema: `{"type":"object","required":["bytes"],"properties":{"bytes":{"type":"integer","minimum":0}}}`,
+			InputSchema: `{"type":"object","required":["bytes"],"properties":{"bytes":{"type":"integer","minimum":0},"piece":{"type":"integer","minimum":1}}}`,
 			Run: func(ctx context.Context, call *sdk.Call) (any, error) {
-				var in struct{ Bytes int }
+				var in struct{ Bytes, Piece int }
 				if err := call.Decode(&in); err != nil {
 					return nil, err
 				}
-				return strings.Repeat("x", in.Bytes), nil
+				out := strings.Repeat("x", in.Bytes)
+				for rest := out; in.Piece > 0 && rest != ""; {
+					n := min(in.Piece, len(rest))
+					call.Partial(rest[:n])
+					rest = rest[n:]
+				}
+				return out, nil
 			},
 		},
 		{

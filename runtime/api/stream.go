@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -61,8 +60,10 @@ func (s *Server) viewOfRun(ctx context.Context, run *store.Run) *apitypes.Run {
 }
 
 // sse writes server-sent events and keeps the stream's own write deadline
-// (the server's timeouts are for requests that end).
+// (the server's timeouts are for requests that end). Its writes may come
+// from two goroutines (a run's turn deltas are sent beside its events).
 type sse struct {
+	mu sync.Mutex
 	w  http.ResponseWriter
 	rc *http.ResponseController
 }
@@ -79,12 +80,20 @@ func startSSE(w http.ResponseWriter, until time.Time) *sse {
 }
 
 func (e *sse) send(event, id string, v any) error {
+	return e.sendAs(event, func() string { return id }, v)
+}
+
+// sendAs is send with the id made as the message is written, so that ids
+// follow the order of the messages.
+func (e *sse) sendAs(event string, id func() string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	var buf bytes.Buffer
-	if id != "" {
+	if id := id(); id != "" {
 		fmt.Fprintf(&buf, "id: %s\n", id)
 	}
 	fmt.Fprintf(&buf, "event: %s\ndata: %s\n\n", event, b) // JSON has no raw newline
@@ -93,11 +102,17 @@ func (e *sse) send(event, id string, v any) error {
 }
 
 func (e *sse) comment() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	_, err := e.w.Write([]byte(": alive\n\n"))
 	return err
 }
 
-func (e *sse) flush() error { return e.rc.Flush() }
+func (e *sse) flush() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.rc.Flush()
+}
 
 // pacer paces a stream's polls: the next one streamPollMin after a
 // change, backing off to streamPollMax while nothing changes, with a
@@ -150,18 +165,11 @@ func (p *pacer) next(ctx context.Context, r *http.Request) bool {
 // changes, as server-sent events, until the run is terminal and every
 // event was sent, the client goes, or MaxStreamDuration passes.
 func (s *Server) runStream(w http.ResponseWriter, r *http.Request) {
-	if !queryParams(w, r, "after") {
+	req, ok := parseRunStream(w, r) // after, deltas and node (deltas.go)
+	if !ok {
 		return
 	}
-	afterText := r.URL.Query().Get("after")
-	if afterText == "" {
-		afterText = r.Header.Get("Last-Event-ID")
-	}
-	after, err := strconv.ParseUint(orDefault(afterText, "0"), 10, 64)
-	if err != nil {
-		writeErr(w, http.StatusBadRequest, &engine.Error{Code: engine.CodeBadRequest, Class: engine.ClassProtocol, Message: "after (or Last-Event-ID) must be a sequence number"})
-		return
-	}
+	after := req.from.after
 	owner, id := ownerFrom(r.Context()), r.PathValue("id")
 	view, err := s.runView(r.Context(), owner, id)
 	if err != nil { // another owner's run answers as a missing one, before the stream starts
@@ -175,6 +183,8 @@ func (s *Server) runStream(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithDeadline(r.Context(), until)
 	defer cancel()
 	out := startSSE(w, until)
+	deltas := s.watchDeltas(id, req, out, cancel)
+	defer deltas.close()
 	var last []byte
 	pace := newPacer()
 	defer pace.stop()
@@ -192,7 +202,7 @@ func (s *Server) runStream(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		for _, ev := range evs {
-			if out.send(apitypes.StreamEvent, strconv.FormatUint(ev.Seq, 10), eventOf(ev)) != nil {
+			if out.sendAs(apitypes.StreamEvent, deltas.eventID(ev.Seq), eventOf(ev)) != nil {
 				return
 			}
 			after, changed = ev.Seq, true

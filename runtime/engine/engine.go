@@ -220,6 +220,9 @@ type Engine struct {
 
 	// held is the work this process's workers hold (live.go).
 	held *liveWork
+	// deltas are the watchers of runs' model turns as they stream and
+	// the text of the turns in flight (deltas.go).
+	deltas *TurnDeltas
 	// draining is set once Stop begins: interrupted work is given back
 	// to the queue, recorded, instead of left for the lease rescuer.
 	draining atomic.Bool
@@ -380,6 +383,7 @@ func Open(cfg Config) (*Engine, error) {
 		ledger:    ledger.New(c.Workers, c.SpareWorkers, c.MaxBudgetInFlight),
 		wake:      make(wakeup, 1),
 		held:      newLiveWork(),
+		deltas:    newTurnDeltas(),
 		queued:    queuedRuns{},
 		flowCache: script.NewCache(c.FlowCacheBytes, script.Loader{}),
 		stats:     newStats(),

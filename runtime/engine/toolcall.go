@@ -201,12 +201,23 @@ func (w *worker) callOnce(ctx context.Context, c *toolCall, commit func(fn func(
 	if len(c.Index) == 1 && c.Node.Kind != flows.KindAgent {
 		item = &c.Index[0]
 	}
+	var turn *liveTurn // nil: not a model turn, or nobody watches its run
+	if k, ok := turnOf(c, info); ok {
+		turn = e.deltas.begin(c.Run.ID, k)
+	}
 	res, err := e.tools.Call(callCtx, tool.CallRequest{Tool: c.Tool, Input: c.Input, RunID: c.Run.ID, Node: c.Node.ID,
 		Attempt: c.Attempt + c.Tries + c.remakes(), IdempotencyKey: key, Deadline: deadline, TraceParent: callTrace(e.cfg.Load().Traces, c), TraceState: c.Run.TraceState,
 		Progress: func(done, total int64) {
 			live.progress.Store(&ToolProgress{Node: c.Node.ID, Item: item, Tool: c.Tool, Done: done, Total: total})
-		}})
+		}, Partials: turn.partials()})
 	cancel()
+	if turn != nil {
+		var out json.RawMessage
+		if err == nil {
+			out = res.Output
+		}
+		turn.end(out)
+	}
 	live.progress.Store(nil)
 	e.stats.attempt(c.Tool, e.clock.Now().Sub(started))
 	failpoint.Hit(failpoint.AfterTool)

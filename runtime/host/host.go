@@ -895,6 +895,8 @@ func (h *Host) run(ctx context.Context, t *toolState, inst *instance, input []by
 	if req.TraceParent != "" && inst.manifest.ProtocolVersion >= 2 {
 		call.Trace = &wire.TraceContext{Traceparent: req.TraceParent, Tracestate: req.TraceState}
 	}
+	var stopPartials func(answered bool)
+	call.WantPartials, stopPartials = inst.watchPartials(id, req.Partials)
 	var watch *progressWatch
 	if req.Progress != nil {
 		watch = newProgressWatch(req.Progress)
@@ -937,6 +939,7 @@ func (h *Host) run(ctx context.Context, t *toolState, inst *instance, input []by
 	})
 
 	res, err := inst.rpc.Call(context.Background(), call)
+	stopPartials(err == nil)
 	if watch != nil {
 		watch.close(res.GetProgressSent())
 	}

@@ -73,6 +73,8 @@ type instance struct {
 	watchers       sync.Map
 	progressCancel context.CancelFunc
 	progressDone   chan struct{}
+	// partials routes the pieces of output of calls that want them.
+	partials partialsStream
 	// latest is the last manifest the plugin sent after launch (nil:
 	// the launch's); watchDone is closed when its stream ends.
 	latest    atomic.Pointer[PluginManifest]
@@ -325,6 +327,7 @@ func launchOnce(spec launchSpec) (_ *instance, busy bool, _ error) {
 	}
 	inst.progressCancel, inst.progressDone = pcancel, make(chan struct{})
 	go inst.readProgress(stream)
+	inst.openPartials(pctx)
 	if err := inst.watchManifest(pctx, spec); err != nil {
 		return fail(KindProtocol, "opening the manifest stream: %v", err)
 	}
@@ -381,6 +384,9 @@ func (i *instance) endProgress() {
 	if i.progressCancel != nil {
 		i.progressCancel()
 		<-i.progressDone
+		if i.partials.done != nil {
+			<-i.partials.done
+		}
 		if i.watchDone != nil {
 			<-i.watchDone
 		}

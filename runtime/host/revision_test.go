@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -176,4 +177,58 @@ func TestPluginLogLinesCarryTheCallsTrace(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestPartialsReachTheirCall: a revision-2 plugin's pieces of output reach
+// the call that asked for them, numbered from 1, in order, all of them
+// before Call returns and none after; a call that did not ask, and a
+// revision-1 plugin, are served as before.
+func TestPartialsReachTheirCall(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Config{}, "rev1", "testkit")
+	for range 3 { // the stream serves call after call
+		var (
+			mu       sync.Mutex
+			pieces   []string
+			returned bool
+			late     int
+		)
+		res, err := b.h.Call(context.Background(), CallRequest{Tool: "testkit.flood", Input: json.RawMessage(`{"bytes":1000,"piece":7}`),
+			Partials: func(seq uint64, delta []byte) {
+				mu.Lock()
+				defer mu.Unlock()
+				if returned {
+					late++
+				}
+				if seq != uint64(len(pieces)+1) {
+					t.Errorf("piece %d after %d pieces", seq, len(pieces))
+				}
+				pieces = append(pieces, string(delta))
+			}})
+		mu.Lock()
+		returned = true
+		mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out string
+		if err := json.Unmarshal(res.Output, &out); err != nil {
+			t.Fatal(err)
+		}
+		if len(pieces) != 143 || strings.Join(pieces, "") != out {
+			t.Fatalf("%d pieces making %d bytes before Call returned, want 143 making the output's %d", len(pieces), len(strings.Join(pieces, "")), len(out))
+		}
+		mu.Lock()
+		if late != 0 {
+			t.Fatalf("%d pieces after Call returned", late)
+		}
+		mu.Unlock()
+	}
+	// A call that did not ask gets the whole output only.
+	mustCall(t, b.h, "testkit.flood", `{"bytes":10,"piece":1}`)
+	res, err := b.h.Call(context.Background(), CallRequest{Tool: "rev1.echo", Input: json.RawMessage(`{"a":1}`),
+		Partials: func(uint64, []byte) { t.Error("a revision-1 plugin sent a piece") }})
+	if err != nil || string(res.Output) != `{"a":1}` {
+		t.Fatalf("rev1.echo with Partials: %v %v", res, err)
+	}
 }

@@ -45,6 +45,13 @@ type CallRequest struct {
 	// from another goroutine, never after Call returns. Display only: a
 	// plugin may drop reports under load; keep it cheap.
 	Progress func(done, total int64)
+	// Partials, if set, receives the pieces of the call's output as the
+	// plugin makes them (a chat tool's text deltas), numbered from 1 (a gap
+	// is a dropped piece), from another goroutine, never after Call
+	// returns. Only a plugin of protocol revision 2 sends them, and only
+	// when this is set. Display only: the result stays the whole output;
+	// keep it cheap and never block in it.
+	Partials func(seq uint64, delta []byte)
 }
 
 // CallResult is a successful call.

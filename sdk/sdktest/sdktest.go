@@ -43,6 +43,11 @@ type Request struct {
 	// test that watches a call while it runs. Result.Progress holds every
 	// report either way.
 	OnProgress func(done, total int64)
+	// OnPartial, if set, receives each partial result (Call.Partial) as
+	// the tool makes it, in the same way. The call is made as if someone
+	// watched it, so Partial is never a no-op here; Result.Partials holds
+	// every piece either way.
+	OnPartial func(delta string)
 }
 
 // Result is a successful call.
@@ -55,6 +60,9 @@ type Result struct {
 	CostReported bool
 	// Progress holds every progress report, in order.
 	Progress []Progress
+	// Partials holds every partial result, in order: for a chat tool, its
+	// text deltas, which should add up to its answer's text.
+	Partials []string
 }
 
 // Progress is one progress report.
@@ -139,9 +147,10 @@ func Call(ctx context.Context, tool sdk.Tool, req Request) (*Result, error) {
 	var (
 		mu       sync.Mutex
 		progress []Progress
+		partials []string
 		returned bool
 	)
-	res := sdk.Invoke(ctx, tool, call, func(done, total int64) {
+	res := sdk.InvokeWatched(ctx, tool, call, func(done, total int64) {
 		mu.Lock()
 		defer mu.Unlock()
 		if returned {
@@ -151,6 +160,16 @@ func Call(ctx context.Context, tool sdk.Tool, req Request) (*Result, error) {
 		if req.OnProgress != nil {
 			req.OnProgress(done, total) // under mu: in order, never after Call returns
 		}
+	}, func(delta string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if returned {
+			return
+		}
+		partials = append(partials, delta)
+		if req.OnPartial != nil {
+			req.OnPartial(delta)
+		}
 	})
 	mu.Lock()
 	defer mu.Unlock()
@@ -158,7 +177,7 @@ func Call(ctx context.Context, tool sdk.Tool, req Request) (*Result, error) {
 	if e := res.GetError(); e != nil {
 		return nil, &Error{Kind: e.GetKind(), Message: e.GetMessage(), Code: e.GetCode(), RetryAfter: e.GetRetryAfter().AsDuration()}
 	}
-	out := &Result{Output: res.GetOutput(), Cost: tool.Cost, Progress: progress}
+	out := &Result{Output: res.GetOutput(), Cost: tool.Cost, Progress: progress, Partials: partials}
 	if res.GetHasCost() {
 		out.Cost, out.CostReported = res.GetCost(), true
 	}

@@ -517,7 +517,7 @@ type CallRequest struct {
 	// node visit's span the parent.
 	Trace *TraceContext `protobuf:"bytes,10,opt,name=trace,proto3" json:"trace,omitempty"`
 	// The host shows this call's output as it comes: send its partial
-	// results on Partials (revision 2; reserved for the agents work).
+	// results on Partials (revision 2).
 	WantPartials  bool `protobuf:"varint,11,opt,name=want_partials,json=wantPartials,proto3" json:"want_partials,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1113,8 +1113,11 @@ func (*PartialsRequest) Descriptor() ([]byte, []int) {
 	return file_plugin_proto_rawDescGZIP(), []int{14}
 }
 
-// PartialResult is the next piece of a call's output (revision 2;
-// reserved): for a chat tool, the text of the tokens since the last one.
+// PartialResult is the next piece of a call's output (revision 2): for a
+// chat tool, the text of the tokens since the last one. A call's last
+// PartialResult, sent before its CallResult, has no delta and the seq of
+// its last piece (0: none): the host waits for it (briefly) so that the
+// call's last pieces are not overtaken by its result.
 type PartialResult struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	CallId uint64                 `protobuf:"varint,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`

@@ -82,10 +82,9 @@ type PluginClient interface {
 	// its whole new manifest each time its tool list changes (an MCP
 	// server's tools, say).
 	WatchManifest(ctx context.Context, in *WatchManifestRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ManifestChanged], error)
-	// Partials (revision 2; reserved for the agents work, not called yet)
-	// is opened once by the host after launch; the plugin sends on it the
-	// partial results (token deltas) of every call made with want_partials.
-	// The call's CallResult stays the whole answer.
+	// Partials (revision 2) is opened once by the host after launch; the
+	// plugin sends on it the partial results (token deltas) of every call
+	// made with want_partials. The call's CallResult stays the whole answer.
 	Partials(ctx context.Context, in *PartialsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[PartialResult], error)
 }
 
@@ -230,10 +229,9 @@ type PluginServer interface {
 	// its whole new manifest each time its tool list changes (an MCP
 	// server's tools, say).
 	WatchManifest(*WatchManifestRequest, grpc.ServerStreamingServer[ManifestChanged]) error
-	// Partials (revision 2; reserved for the agents work, not called yet)
-	// is opened once by the host after launch; the plugin sends on it the
-	// partial results (token deltas) of every call made with want_partials.
-	// The call's CallResult stays the whole answer.
+	// Partials (revision 2) is opened once by the host after launch; the
+	// plugin sends on it the partial results (token deltas) of every call
+	// made with want_partials. The call's CallResult stays the whole answer.
 	Partials(*PartialsRequest, grpc.ServerStreamingServer[PartialResult]) error
 	mustEmbedUnimplementedPluginServer()
 }

@@ -662,13 +662,36 @@ const MaxStreamDuration = 5 * time.Minute
 // and StreamEvent (one Event, whose seq is the message id) for each new
 // event, and StreamEnd once the run is terminal and every event was sent.
 // The run list's stream sends StreamRuns (a page as GET /v1/runs answers
-// it) whenever the page changes.
+// it) whenever the page changes. A run's stream asked with deltas=1 also
+// sends StreamTurnDelta (one TurnDelta) for each piece of a model turn's
+// text as the provider streams it.
 const (
-	StreamRun   = "run"
-	StreamEvent = "event"
-	StreamEnd   = "end"
-	StreamRuns  = "runs"
+	StreamRun       = "run"
+	StreamEvent     = "event"
+	StreamEnd       = "end"
+	StreamRuns      = "runs"
+	StreamTurnDelta = "turn_delta"
 )
+
+// TurnDelta is one piece of a model turn's text, live: never journaled
+// (the turn's whole answer is, in its event), shown only while the turn
+// is in flight, on the daemon that runs it.
+type TurnDelta struct {
+	// Node, Visit and Turn name the turn (an agent's turns count from 1;
+	// a task node calling a chat tool has turn 1).
+	Node  string `json:"node"`
+	Visit int    `json:"visit"`
+	Turn  int    `json:"turn"`
+	// Seq counts the turn's deltas from 1; Offset is where Text starts in
+	// the turn's text, in bytes. A turn tried again starts over at seq 1,
+	// offset 0.
+	Seq    uint64 `json:"seq"`
+	Offset int    `json:"offset"`
+	Text   string `json:"text"`
+}
+
+// End is the offset just past the delta's text.
+func (d TurnDelta) End() int { return d.Offset + len(d.Text) }
 
 // StatsHistory answers GET /v1/stats/history: the daemon's figures
 // sampled every Interval over the last Window, oldest first. The daemon

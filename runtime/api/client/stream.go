@@ -42,12 +42,27 @@ func (c *Client) FlowGraphAt(ctx context.Context, name, hash, format string) (st
 }
 
 // StreamMessage is one message of a run's stream: Run for
-// apitypes.StreamRun, Event for apitypes.StreamEvent, neither for
-// apitypes.StreamEnd.
+// apitypes.StreamRun, Event for apitypes.StreamEvent, Delta for
+// apitypes.StreamTurnDelta, none for apitypes.StreamEnd. ID is the
+// message's id ("" for none): where a stream given it as
+// RunStreamOptions.After resumes.
 type StreamMessage struct {
 	Name  string
+	ID    string
 	Run   *apitypes.Run
 	Event *apitypes.Event
+	Delta *apitypes.TurnDelta
+}
+
+// RunStreamOptions says what a run's stream sends and from where.
+type RunStreamOptions struct {
+	// After is where the stream starts: an event seq ("" or "0": the
+	// run's first event), or a message's ID.
+	After string
+	// Deltas asks for the run's model turns' text as it streams
+	// (apitypes.StreamTurnDelta); Node, if set, for that node's only.
+	Deltas bool
+	Node   string
 }
 
 // MaxStreamMessage bounds one message of a stream the client reads.
@@ -60,8 +75,15 @@ const MaxStreamMessage = 16 << 20
 // apitypes.MaxStreamDuration — then RunStream connects again from the last
 // event it saw.
 func (c *Client) RunStream(ctx context.Context, id string, after uint64, fn func(StreamMessage) error) error {
+	return c.RunStreamWith(ctx, id, RunStreamOptions{After: strconv.FormatUint(after, 10)}, fn)
+}
+
+// RunStreamWith is RunStream with options: with Deltas, fn also gets the
+// run's model turns' text as it streams, and a stream connected again
+// resumes a turn's text where it was (the last message's ID).
+func (c *Client) RunStreamWith(ctx context.Context, id string, o RunStreamOptions, fn func(StreamMessage) error) error {
 	for {
-		ended, err := c.runStreamOnce(ctx, id, &after, fn)
+		ended, err := c.runStreamOnce(ctx, id, &o, fn)
 		if err != nil || ended {
 			return err
 		}
@@ -71,8 +93,15 @@ func (c *Client) RunStream(ctx context.Context, id string, after uint64, fn func
 	}
 }
 
-func (c *Client) runStreamOnce(ctx context.Context, id string, after *uint64, fn func(StreamMessage) error) (bool, error) {
-	path := "/runs/" + escape(id) + "/stream?" + url.Values{"after": {strconv.FormatUint(*after, 10)}}.Encode()
+func (c *Client) runStreamOnce(ctx context.Context, id string, o *RunStreamOptions, fn func(StreamMessage) error) (bool, error) {
+	q := url.Values{"after": {orZero(o.After)}}
+	if o.Deltas {
+		q.Set("deltas", "1")
+	}
+	if o.Node != "" {
+		q.Set("node", o.Node)
+	}
+	path := "/runs/" + escape(id) + "/stream?" + q.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/"+apitypes.Version+path, nil)
 	if err != nil {
 		return false, err
@@ -95,7 +124,7 @@ func (c *Client) runStreamOnce(ctx context.Context, id string, after *uint64, fn
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), MaxStreamMessage)
-	var name string
+	var name, msgID string
 	var data []byte
 	for sc.Scan() {
 		line := sc.Bytes()
@@ -104,7 +133,7 @@ func (c *Client) runStreamOnce(ctx context.Context, id string, after *uint64, fn
 			if name == "" {
 				continue
 			}
-			m := StreamMessage{Name: name}
+			m := StreamMessage{Name: name, ID: msgID}
 			switch name {
 			case apitypes.StreamRun:
 				m.Run = new(apitypes.Run)
@@ -116,7 +145,14 @@ func (c *Client) runStreamOnce(ctx context.Context, id string, after *uint64, fn
 				if err := json.Unmarshal(data, m.Event); err != nil {
 					return false, fmt.Errorf("stream of %s: %w", id, err)
 				}
-				*after = m.Event.Seq
+			case apitypes.StreamTurnDelta:
+				m.Delta = new(apitypes.TurnDelta)
+				if err := json.Unmarshal(data, m.Delta); err != nil {
+					return false, fmt.Errorf("stream of %s: %w", id, err)
+				}
+			}
+			if msgID != "" {
+				o.After = msgID
 			}
 			if err := fn(m); err != nil {
 				return false, err
@@ -124,7 +160,9 @@ func (c *Client) runStreamOnce(ctx context.Context, id string, after *uint64, fn
 			if name == apitypes.StreamEnd {
 				return true, nil
 			}
-			name, data = "", nil
+			name, msgID, data = "", "", nil
+		case bytes.HasPrefix(line, []byte("id: ")):
+			msgID = string(line[len("id: "):])
 		case bytes.HasPrefix(line, []byte("event: ")):
 			name = string(line[len("event: "):])
 		case bytes.HasPrefix(line, []byte("data: ")):
@@ -135,4 +173,11 @@ func (c *Client) runStreamOnce(ctx context.Context, id string, after *uint64, fn
 		return false, fmt.Errorf("stream of %s: %w", id, err)
 	}
 	return false, nil
+}
+
+func orZero(after string) string {
+	if after == "" {
+		return "0"
+	}
+	return after
 }
