@@ -19,13 +19,9 @@ import (
 
 // The shared daemon of scenario 12: the slots and run length of scenario
 // 8, two token users, and a queue long enough to hold the heavy owner's
-// whole offer (the per-owner queue quota is another figure's). Two spare
-// slots: the light load's runs overlap (a 57 ms run every 50 ms), so at
-// its peak it holds two slots, and an operator sizes the spares for the
-// light users' concurrency (docs/operators.md).
+// whole offer (the per-owner queue quota is another figure's).
 const (
 	fairWorkers   = overloadWorkers
-	fairSpare     = 2
 	fairSleep     = overloadSleep
 	fairWindow    = 4 * time.Second
 	fairLightRate = 20.0 // runs/s: a quarter of what the slots can run
@@ -49,10 +45,7 @@ func fairShare(b *bench) ([]row, error) {
 	l.Close()
 	secrets := map[string]string{"heavy": "heavy-secret-0123456789", "light": "light-secret-0123456789"}
 	conf := filepath.Join(data, "weir.hcl")
-	if err := os.WriteFile(conf, fmt.Appendf(nil, `engine {
-  spare_workers = %d
-}
-tcp {
+	if err := os.WriteFile(conf, fmt.Appendf(nil, `tcp {
   address = %q
   token "heavy" {
     secret = %q
@@ -61,7 +54,7 @@ tcp {
     secret = %q
   }
 }
-`, fairSpare, addr, secrets["heavy"], secrets["light"]), 0o600); err != nil {
+`, addr, secrets["heavy"], secrets["light"]), 0o600); err != nil {
 		return nil, err
 	}
 	d, err := b.startDaemon("fairshare-daemon", "--config", conf, "--workers", fmt.Sprint(fairWorkers), "--max-queued", fmt.Sprint(fairMaxQueued))
@@ -123,7 +116,7 @@ tcp {
 	la, ls := p99(aloneLatency), p99(sharedLatency)
 	rl := float64(ls) / float64(la)
 	return []row{
-		{figure: fmt.Sprintf("light owner's p99 admission wait alone (%.0f runs/s of %v, --workers %d, %d spare)", fairLightRate, fairSleep, fairWorkers, fairSpare), value: dur(pa)},
+		{figure: fmt.Sprintf("light owner's p99 admission wait alone (%.0f runs/s of %v, --workers %d)", fairLightRate, fairSleep, fairWorkers), value: dur(pa)},
 		{figure: fmt.Sprintf("… beside a heavy owner offering 10x the slots (%s accepted)", thousands(float64(len(flood.accepted)))),
 			value: dur(ps), limit: "alone " + dur(pa), ratio: ratio(r), target: verdict("≤ 2x", r <= 2)},
 		{figure: "light owner's p99 run latency (accepted → completed) alone", value: dur(la)},
