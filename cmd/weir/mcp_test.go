@@ -384,7 +384,7 @@ func TestMCPSurvivesABadSchema(t *testing.T) {
 		return out
 	}
 	want := []string{mcpserver.ApproveTool, "approval", mcpserver.CancelRunTool, "greet", "longdoc", mcpserver.RejectTool, "slowpoke", mcpserver.WaitRunTool,
-		mcpserver.ResolveTool, mcpserver.RedriveTool, mcpserver.ForkTool}
+		mcpserver.ResolveTool, mcpserver.RedriveTool, mcpserver.ForkTool, mcpserver.RaiseBudgetTool}
 	slices.Sort(want)
 	bob, err := client.New("http://"+tcp, client.WithToken("bob-token-0123456789ab"))
 	if err != nil {
