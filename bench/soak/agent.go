@@ -53,11 +53,10 @@ var agentKind = &kind{
 			// lease too often (E_ATTEMPTS_EXCEEDED), or its at-most-once
 			// mail.send started on a daemon that died (E_OUTCOME_UNKNOWN).
 			// Either needs a lease that expired; nothing else may fail it.
-			code := errCode(v)
-			if (code == "E_ATTEMPTS_EXCEEDED" || code == "E_OUTCOME_UNKNOWN") && hasEvent(evs, "expired") {
+			if killedTooOften(v, evs) || (errCode(v) == "E_OUTCOME_UNKNOWN" && hasEvent(evs, "expired")) {
 				return nil
 			}
-			return []string{fmt.Sprintf("agent run %s failed: %s", v.ID, code)}
+			return []string{fmt.Sprintf("agent run %s failed: %s", v.ID, errCode(v))}
 		case apitypes.PhaseCompleted:
 			return wantOutput(v, map[string]any{"id": in["id"], "answer": "done " + in["id"].(string)})
 		}
@@ -251,6 +250,13 @@ func tallyAgentTurns(w *world, f *final) (agentTally, []string) {
 }
 
 // hasEvent says whether the timeline holds an event of type typ.
+// killedTooOften says run v failed as kills may fail any run by design:
+// its task lost its lease to them more often than a task may
+// (E_ATTEMPTS_EXCEEDED, with an expired lease in its timeline).
+func killedTooOften(v *apitypes.Run, evs []apitypes.Event) bool {
+	return v.Phase == apitypes.PhaseFailed && errCode(v) == "E_ATTEMPTS_EXCEEDED" && hasEvent(evs, "expired")
+}
+
 func hasEvent(evs []apitypes.Event, typ string) bool {
 	for _, e := range evs {
 		if e.Type == typ {

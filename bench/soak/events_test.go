@@ -37,6 +37,15 @@ func eventViolationCases() []violationCase {
 	wrong.f.triggered[1].Output = json.RawMessage(`{"ping":7}`)
 	stranger := pingState(3, []int{1, 2, 3}, []int{1, 2, 3})
 	stranger.f.triggered[0].StartedBy = "trigger:other"
+	// Kills may take a task's lease more often than it may lose it: its
+	// run fails E_ATTEMPTS_EXCEEDED, as any kind's may; without a lease
+	// lost in its timeline, the same end is a violation.
+	killed := pingState(3, []int{1, 2, 3}, []int{1, 2, 3})
+	killed.f.triggered[2].Phase, killed.f.triggered[2].Output = apitypes.PhaseFailed, nil
+	killed.f.triggered[2].Error = &apitypes.RunError{Code: "E_ATTEMPTS_EXCEEDED", Message: "the task lost its lease 5 times"}
+	unkilled := pingState(3, []int{1, 2, 3}, []int{1, 2, 3})
+	unkilled.f.triggered[2] = killed.f.triggered[2]
+	killed.f.events = map[string][]apitypes.Event{"p3": {{Type: "leased"}, {Type: "expired"}}}
 	return []violationCase{
 		{"events: each accepted ping started one run", check(pingState(3, []int{1, 2, 3}, []int{1, 2, 3})), checkEvents, ""},
 		// A ping whose answer a kill took may have started its run or not.
@@ -47,5 +56,7 @@ func eventViolationCases() []violationCase {
 		{"events: a run with another ping's output", check(wrong), checkEvents, "want the ping echoed"},
 		{"events: a run of another trigger", check(stranger), checkEvents, "is not a run of trigger soak_ping"},
 		{"events: none accepted", check(pingState(0, nil, nil)), checkEvents, "held over nothing"},
+		{"events: a ping's run failed by kills taking its lease", check(killed), checkEvents, ""},
+		{"events: a ping's run failed so without a lease lost", check(unkilled), checkEvents, "want the ping echoed"},
 	}
 }
