@@ -52,6 +52,10 @@ func hugelinePids(t *testing.T, fn func() error) ([]int, error) {
 // its new parent can reap (an orphan's parent is init, whatever reaps).
 func processEnded(t *testing.T, pid int) {
 	t.Helper()
+	// A pid is reused once its process is reaped (pid_max may be as low
+	// as 32768, and a test run starts thousands of processes): the
+	// process is the one that had this start time at the first look.
+	var start string
 	testutil.Eventually(t, 30*time.Second, func() error {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 		if errors.Is(err, os.ErrNotExist) {
@@ -60,9 +64,21 @@ func processEnded(t *testing.T, pid int) {
 		if err != nil {
 			return err
 		}
-		// The state follows the command name in parentheses.
-		if i := strings.LastIndexByte(string(b), ')'); i >= 0 && strings.HasPrefix(string(b[i:]), ") Z") {
-			return nil
+		// The state follows the command name in parentheses; the start
+		// time is the 22nd field, the 20th after them.
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 {
+			return fmt.Errorf("process %d: stat %q", pid, b)
+		}
+		fields := strings.Fields(string(b[i+1:]))
+		if len(fields) < 20 {
+			return fmt.Errorf("process %d: stat %q", pid, b)
+		}
+		if start == "" {
+			start = fields[19]
+		}
+		if fields[0] == "Z" || fields[19] != start {
+			return nil // ended (a zombie), or ended and its pid reused
 		}
 		return fmt.Errorf("process %d still running", pid)
 	})
