@@ -147,13 +147,6 @@ func (am *agentMemo) give(m *visitMemo) {
 	}
 }
 
-// len is how many visits have a memo.
-func (am *agentMemo) len() int {
-	am.mu.Lock()
-	defer am.mu.Unlock()
-	return len(am.entries)
-}
-
 // readTurnsTx reads the turns of visit k: with its memo m, only the turns
 // from the first not final, one record each until the first not
 // journaled; without m, or when the store's first turn past m is not the
