@@ -18,6 +18,27 @@ import (
 // million tokens).
 const agentInputCost, agentOutputCost = 1000, 4000
 
+// startUntilDecision starts a run of flow with input {} and waits for it
+// to ask for a decision on wait; it returns the run's id.
+func (d *daemon) startUntilDecision(flow, wait string) string {
+	d.t.Helper()
+	res, err := d.startRun(flow, `{}`, "")
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	d.waitForDecision(res.RunID, wait)
+	return res.RunID
+}
+
+// waitForDecision waits, through weir run wait --until decision, for run
+// id to ask for a decision on wait alone.
+func (d *daemon) waitForDecision(id, wait string) {
+	d.t.Helper()
+	if code, out, errb := d.cli("run", "wait", id, "--until", "decision"); code != 0 || out != wait+"\n" {
+		d.t.Fatalf("run wait --until decision: %d %q %s, want %s", code, out, errb, wait)
+	}
+}
+
 // agentDaemon is a daemon whose llm plugin talks to srv, the scripted
 // OpenAI-compatible server, through a plugin block in its config file.
 func agentDaemon(t *testing.T, srv *llmtest.Server) *daemon {
@@ -254,14 +275,7 @@ flow(name = "editing", nodes = [
     agent("a", model = "small", prompt = "Mail ann", tools = ["mail.send"], approve = ["mail.send"], max_turns = 3),
 ])
 `)
-	res, err := d.startRun("editing", `{}`, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := res.RunID
-	if code, out, errb := d.cli("run", "wait", id, "--until", "decision"); code != 0 || out != "a@1.1.0\n" {
-		t.Fatalf("run wait --until decision: %d %q %s", code, out, errb)
-	}
+	id := d.startUntilDecision("editing", "a@1.1.0")
 	code, out, errb := d.cli("run", "get", id, "--json")
 	var got struct {
 		Waits []struct {
@@ -359,14 +373,7 @@ func TestAgentRespondThroughTheDaemon(t *testing.T) {
 	d := agentDaemon(t, srv)
 	d.start("after-decide")
 	d.register(approverFlow)
-	res, err := d.startRun("approver", `{}`, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := res.RunID
-	if code, out, errb := d.cli("run", "wait", id, "--until", "decision"); code != 0 || out != "a@1.1.0\n" {
-		t.Fatalf("run wait --until decision: %d %q %s", code, out, errb)
-	}
+	id := d.startUntilDecision("approver", "a@1.1.0")
 	if code, _, errb := d.cli("run", "respond", id, "a", "--result", `{"id": 5}`); code == 0 || !strings.Contains(errb, "E_BAD_RESULT") || !strings.Contains(errb, "/id") {
 		t.Errorf("a response the output schema refuses: exit %d %s", code, errb)
 	}

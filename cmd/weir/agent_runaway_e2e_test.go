@@ -48,9 +48,7 @@ flow(name = "rereading", nodes = [
 	// killed as that park is durable: the wait survives.
 	d.startToDie("runaway-parked")
 	d.start("")
-	if code, out, errb := d.cli("run", "wait", id, "--until", "decision"); code != 0 || out != "a@1.runaway.1\n" {
-		t.Fatalf("run wait --until decision: %d %q %s", code, out, errb)
-	}
+	d.waitForDecision(id, "a@1.runaway.1")
 	if n := len(srv.Requests()); n != 5 {
 		t.Errorf("%d turns asked, want 5: the guard parks at the 5th identical call", n)
 	}

@@ -41,14 +41,7 @@ func TestWatchingTokensArrive(t *testing.T) {
 	d := agentDaemon(t, srv)
 	d.start("")
 	d.register(tellerFlow)
-	res, err := d.startRun("teller", `{}`, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := res.RunID
-	if code, out, errb := d.cli("run", "wait", id, "--until", "decision"); code != 0 || out != "a@1.1.0\n" {
-		t.Fatalf("run wait --until decision: %d %q %s", code, out, errb)
-	}
+	id := d.startUntilDecision("teller", "a@1.1.0")
 
 	// The CLI watches; it has connected once it printed the run's events.
 	var cliOut, cliErr testutil.Buffer
@@ -74,7 +67,7 @@ func TestWatchingTokensArrive(t *testing.T) {
 	var first []apitypes.TurnDelta
 	var lastID string
 	approved := false
-	err = d.api.RunStreamWith(ctx, id, client.RunStreamOptions{Deltas: true}, func(m client.StreamMessage) error {
+	err := d.api.RunStreamWith(ctx, id, client.RunStreamOptions{Deltas: true}, func(m client.StreamMessage) error {
 		if m.ID != "" {
 			lastID = m.ID
 		}
