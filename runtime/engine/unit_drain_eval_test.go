@@ -78,8 +78,7 @@ func TestUnitDrainAbandonsAnEvaluation(t *testing.T) {
 	spin.Store(false)
 	next := openEngine(t, Config{Store: b.st, Tools: b.tools, Clock: b.clock, Scripts: scripts, LeaseTimeout: lease}, "")
 	b.eng = next
-	b.clock.Advance(lease + b.tick)
-	run = b.advanceUntil(t, id, b.tick, "terminal", func(r *store.Run) bool { return r.Phase.Terminal() })
+	run = b.untilAfterRestart(t, id, lease, func(r *store.Run) bool { return r.Phase.Terminal() })
 	if run.Phase != store.PhaseCompleted {
 		t.Fatalf("after the restart: %s %+v, want completed", run.Phase, run.Error)
 	}

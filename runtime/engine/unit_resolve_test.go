@@ -209,8 +209,7 @@ func TestUnitProbeAfterCrash(t *testing.T) {
 	pt := &probeTools{Tools: b.tools, answers: map[string][]probeReply{
 		"kit.send": {{res: &tool.ReconcileResult{Answer: tool.Happened, Output: json.RawMessage(`{"sent_to": "a@b.c", "probed": true}`)}}}}}
 	b.eng, b.st = openEngine(t, Config{Store: mem, Tools: pt, Clock: b.clock, LeaseTimeout: lease}, ""), mem
-	b.clock.Advance(lease + b.tick)
-	run := b.advanceUntil(t, id, b.tick, "terminal", func(r *store.Run) bool { return r.Phase.Terminal() })
+	run := b.untilAfterRestart(t, id, lease, func(r *store.Run) bool { return r.Phase.Terminal() })
 	if run.Phase != store.PhaseCompleted || !strings.Contains(string(run.Output), `"probed":true`) {
 		t.Fatalf("%s %s %+v, want completed with the probe's result", run.Phase, run.Output, run.Error)
 	}

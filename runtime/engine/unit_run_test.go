@@ -47,6 +47,33 @@ func (b *testBundle) advanceUntil(t *testing.T, id string, step time.Duration, w
 	return run
 }
 
+// untilAfterRestart waits for the run to satisfy cond on an engine that
+// has just replaced a dead one on the same unshared store. Its recovery
+// took the dead holder's leases back at start, so the clock need not pass
+// them; it moves by ticks for the scheduler, never by a third of lease in
+// all, so a lease the new engine takes cannot run out before its renewer
+// runs however slowly this machine schedules it.
+func (b *testBundle) untilAfterRestart(t *testing.T, id string, lease time.Duration, cond func(*store.Run) bool) *store.Run {
+	t.Helper()
+	var run *store.Run
+	moved := time.Duration(0)
+	testutil.Eventually(t, waitTimeout, func() error {
+		r, err := b.eng.Get(context.Background(), "alice", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run = r; cond(r) {
+			return nil
+		}
+		if moved+b.tick < lease/3 {
+			b.clock.Advance(b.tick)
+			moved += b.tick
+		}
+		return fmt.Errorf("run %s never got there after the restart; last phase %s", id, r.Phase)
+	})
+	return run
+}
+
 // A retryable failure parks the task for an exponential backoff with full
 // jitter, capped, or for what the tool asked; the next try comes only when
 // the clock has moved past it.
@@ -297,11 +324,7 @@ func TestUnitCrashAfterStartedSaysOutcomeUnknown(t *testing.T) {
 	t.Cleanup(func() { mem.Close() })
 	next := openEngine(t, Config{Store: mem, Tools: b.tools, Clock: b.clock, LeaseTimeout: lease}, "")
 	b.eng, b.st = next, mem
-	// The dead holder's lease runs out only when the clock passes it: one
-	// jump past it, then scheduler ticks. A second whole-lease jump could
-	// expire the next engine's own lease before its renewer runs.
-	b.clock.Advance(lease + b.tick)
-	run := b.advanceUntil(t, id, b.tick, "terminal", func(r *store.Run) bool { return r.Phase.Terminal() })
+	run := b.untilAfterRestart(t, id, lease, func(r *store.Run) bool { return r.Phase.Terminal() })
 	wantFailed(t, run, CodeOutcomeUnknown)
 	if n := b.sends(); n != 1 || b.tools.Calls("kit.send") != 1 {
 		t.Fatalf("%d sends over %d calls after the restart: a non-idempotent call must never be made twice", n, b.tools.Calls("kit.send"))
