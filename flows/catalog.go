@@ -92,6 +92,23 @@ type ModelInfo struct {
 	// million tokens; the engine reserves a turn's worst case at them.
 	// Both 0: the tool declares no prices (its per-call cost applies).
 	InputCost, OutputCost int64
+	// Limits are the provider's limits the engine admits turns against.
+	Limits ModelLimits
+}
+
+// ModelLimits are a model's provider limits, as its chat tool declares
+// them (0: none). The engine admits each turn against them before the
+// call (docs/design.md §9): a turn over them waits in the queue, holding
+// no worker slot, instead of collecting the provider's 429s.
+type ModelLimits struct {
+	MaxConcurrent     int64 `json:"max_concurrent,omitempty"`
+	RequestsPerMinute int64 `json:"requests_per_minute,omitempty"`
+	TokensPerMinute   int64 `json:"tokens_per_minute,omitempty"`
+}
+
+// Any says some limit is set.
+func (l ModelLimits) Any() bool {
+	return l.MaxConcurrent > 0 || l.RequestsPerMinute > 0 || l.TokensPerMinute > 0
 }
 
 // Model returns the model alias of the tool, or false if it offers none

@@ -166,6 +166,11 @@ type Model struct {
 	// InputCost and OutputCost are budget units per million tokens.
 	InputCost  int64
 	OutputCost int64
+	// MaxConcurrent, RequestsPerMinute and TokensPerMinute are the
+	// provider's limits for the model (0: none). weir admits each turn
+	// against them before it calls (Call.ModelAdmitted), so turns over
+	// the limits wait in weir's queue holding no worker slot.
+	MaxConcurrent, RequestsPerMinute, TokensPerMinute int64
 }
 
 // Call is one invocation of a tool.
@@ -199,6 +204,11 @@ type Call struct {
 	// TraceState is the W3C tracestate that goes with TraceParent (the
 	// run's caller's), "" for none.
 	TraceState string
+	// ModelAdmitted says weir admitted this call against the model's
+	// declared limits (Model.MaxConcurrent and the rest): a chat tool
+	// need not count it against them again. False for a call weir did
+	// not admit so (`weir tool call`, an older host).
+	ModelAdmitted bool
 
 	progress func(done, total int64)
 	partial  func(delta string)

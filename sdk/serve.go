@@ -250,7 +250,8 @@ func (s *server) declare(tools []Tool, gen uint64) (*declared, error) {
 		}
 		var models []*wire.ModelSpec
 		for _, m := range t.Models {
-			models = append(models, &wire.ModelSpec{Alias: m.Alias, MaxTokens: m.MaxTokens, InputCost: m.InputCost, OutputCost: m.OutputCost})
+			models = append(models, &wire.ModelSpec{Alias: m.Alias, MaxTokens: m.MaxTokens, InputCost: m.InputCost, OutputCost: m.OutputCost,
+				MaxConcurrent: m.MaxConcurrent, RequestsPerMinute: m.RequestsPerMinute, TokensPerMinute: m.TokensPerMinute})
 		}
 		d.tools[t.Name] = t
 		class, _ := t.class() // CheckTools refused a tool without one
@@ -450,6 +451,7 @@ func (s *server) Call(ctx context.Context, req *wire.CallRequest) (*wire.CallRes
 		Config:         s.config,
 		TraceParent:    req.GetTrace().GetTraceparent(),
 		TraceState:     req.GetTrace().GetTracestate(),
+		ModelAdmitted:  req.GetModelAdmitted(),
 		logger:         s.logger.With(append([]any{"tool", req.GetTool()}, traceFields(req.GetTrace().GetTraceparent())...)...),
 	}
 	if d := req.GetDeadlineUnixNano(); d != 0 {

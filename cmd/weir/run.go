@@ -104,6 +104,33 @@ func printStats(w io.Writer, st *apitypes.Stats) {
 				fmt.Fprintf(w, "%s: %d asks of turns cut off by crashes before their answers were written, at most %d more cost (their reservations)\n", m.Model, m.CutTurns, m.CutReserved)
 			}
 		}
+		printModelLimits(w, st.Models)
+	}
+}
+
+// printModelLimits shows each model's use of its provider limits: what
+// admission holds turns to on this daemon.
+func printModelLimits(w io.Writer, models []apitypes.ModelStats) {
+	limit := func(used, max int64) string {
+		if max == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%d/%d", used, max)
+	}
+	header := false
+	for _, m := range models {
+		if m.MaxConcurrent == 0 && m.RequestsPerMinute == 0 && m.TokensPerMinute == 0 {
+			continue
+		}
+		if !header {
+			fmt.Fprintf(w, "\n%-32s %11s %13s %17s %7s %7s\n", "MODEL LIMITS", "IN FLIGHT", "TURNS/MIN", "TOKENS/MIN", "IN LINE", "WAITED")
+			header = true
+		}
+		fmt.Fprintf(w, "%-32s %11s %13s %17s %7d %7d\n", m.Model, limit(m.InFlight, m.MaxConcurrent), limit(m.StartedLastMinute, m.RequestsPerMinute),
+			limit(m.TokensLastMinute, m.TokensPerMinute), m.Booked, m.Waited)
+		if !m.PausedUntil.IsZero() {
+			fmt.Fprintf(w, "%s: the provider asked to wait until %s\n", m.Model, m.PausedUntil.UTC().Format(time.RFC3339))
+		}
 	}
 }
 

@@ -22,8 +22,17 @@ func TestPrintStatsShowsModels(t *testing.T) {
 	}
 	b.Reset()
 	printStats(&b, &apitypes.Stats{Models: []apitypes.ModelStats{{Model: "llm.chat/small", Turns: 3, Cost: 14, CutTurns: 2, CutReserved: 40}}})
+	if strings.Contains(b.String(), "MODEL LIMITS") {
+		t.Errorf("a model without limits shows a limits table:\n%s", b.String())
+	}
 	if !strings.Contains(b.String(), "llm.chat/small: 2 asks of turns cut off by crashes before their answers were written, at most 40 more cost (their reservations)") {
 		t.Errorf("stats output lacks the turns crashes cut:\n%s", b.String())
+	}
+	b.Reset()
+	printStats(&b, &apitypes.Stats{Models: []apitypes.ModelStats{{Model: "llm.chat/small", Turns: 3, RequestsPerMinute: 60, MaxConcurrent: 4,
+		InFlight: 2, StartedLastMinute: 59, Booked: 7, Waited: 12}}})
+	if flat := strings.Join(strings.Fields(b.String()), " "); !strings.Contains(flat, "MODEL LIMITS IN FLIGHT TURNS/MIN TOKENS/MIN IN LINE WAITED llm.chat/small 2/4 59/60 - 7 12") {
+		t.Errorf("stats output lacks the model's use of its limits:\n%s", b.String())
 	}
 	b.Reset()
 	printStats(&b, &apitypes.Stats{})

@@ -135,7 +135,8 @@ func (p *plugin) tools(raw json.RawMessage) ([]sdk.Tool, error) {
 	if s := p.setupFor(raw); s.err == nil {
 		for _, alias := range sortedKeys(s.cfg.Models) {
 			m := s.cfg.Models[alias]
-			t.Models = append(t.Models, sdk.Model{Alias: alias, MaxTokens: m.MaxTokens, InputCost: m.InputCost, OutputCost: m.OutputCost})
+			t.Models = append(t.Models, sdk.Model{Alias: alias, MaxTokens: m.MaxTokens, InputCost: m.InputCost, OutputCost: m.OutputCost,
+				MaxConcurrent: m.MaxConcurrent, RequestsPerMinute: m.RequestsPerMinute, TokensPerMinute: m.TokensPerMinute})
 		}
 	}
 	return []sdk.Tool{t}, nil
@@ -205,9 +206,15 @@ func (p *plugin) run(ctx context.Context, call *sdk.Call) (any, error) {
 		return nil, oerr.toolError()
 	}
 	estimate := chat.EstimateInputTokens(&req)
-	settle, lerr := s.limiters[m.Alias].acquire(estimate + maxTokens)
-	if lerr != nil {
-		return nil, lerr.toolError()
+	// weir admitted the turn against the limits this plugin declared
+	// (docs/design.md §9); only a call it did not (`weir tool call`, an
+	// older host) is counted here.
+	settle := func(int64) {}
+	if !call.ModelAdmitted {
+		var lerr *modelError
+		if settle, lerr = s.limiters[m.Alias].acquire(estimate + maxTokens); lerr != nil {
+			return nil, lerr.toolError()
+		}
 	}
 	used := int64(-1) // unknown until the provider answers
 	defer func() { settle(used) }()

@@ -534,6 +534,19 @@ func TestLocalLimitsRefuseBeforeTheProvider(t *testing.T) {
 		if n := len(srv.Requests()); n != 1 {
 			t.Fatalf("the provider saw %d requests, want 1", n)
 		}
+		// The host declares the limits and admits turns against them
+		// itself: a call it admitted is not counted here again.
+		info, ok := p.Host.LookupTool("llm.chat")
+		if !ok || len(info.Models) != 1 || info.Models[0].Limits.RequestsPerMinute != 1 {
+			t.Fatalf("the catalog's model %+v lacks its requests_per_minute", info.Models)
+		}
+		in, _ := json.Marshal(ask("3"))
+		if _, err := p.Host.Call(context.Background(), host.CallRequest{Tool: "llm.chat", Input: in, IdempotencyKey: "k3", Attempt: 1, ModelAdmitted: true}); err != nil {
+			t.Fatalf("a call the host admitted was refused by the plugin's own count: %v", err)
+		}
+		if n := len(srv.Requests()); n != 2 {
+			t.Fatalf("the provider saw %d requests, want 2", n)
+		}
 	})
 }
 

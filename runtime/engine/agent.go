@@ -430,30 +430,19 @@ func (s *stepper) agentTurn(ctx context.Context, a *agentLoop) (loop, more bool)
 	if !ok {
 		return false, s.agentTimedOut(ctx, a)
 	}
-	asked := e.clock.Now()
 	c := &toolCall{Run: s.run, Attempt: s.run.Attempt, Node: node, Visit: a.visit, Index: []int{turn}, Tool: node.ModelTool,
 		Input: body, Timeout: timeout, Retries: agentTurnRetries, Tries: s.cont.Tries, TaskID: s.task.ID}
+	permit, ok := s.admitTurn(ctx, a, c, body)
+	if !ok {
+		return false, false
+	}
+	asked := e.clock.Now()
+	// The turn's estimate stands in the model's window unless the
+	// provider reports its usage below (the first Release wins).
+	defer permit.Release(-1)
 	o := s.callTool(ctx, c, func(fn func(tx store.Tx) error) error { return s.commitE(ctx, fn) })
-	switch o.End {
-	case callRetry:
-		return false, s.retryLater(ctx, c, o)
-	case callExhausted:
-		return false, s.exhausted(ctx, node, node.ModelTool, o)
-	case callInterrupted:
-		if s.cancelRequested() {
-			s.finish(ctx, store.PhaseCancelled, nil, nil)
-		}
-		return false, false
-	case callAbandoned:
-		return false, false
-	case callFailed:
-		if o.RecordDone {
-			now := e.clock.Now()
-			if !s.commit(ctx, func(tx store.Tx) error { return idemDoneTx(tx, c, o.Key, nil, o.Err, now) }) {
-				return false, false
-			}
-		}
-		return false, s.nodeFailed(ctx, node, o.Err)
+	if ended, more := s.turnUnanswered(ctx, a, c, o); ended {
+		return false, more
 	}
 
 	resp, rerr := turnResponse(node, turn, o.Output)
@@ -464,6 +453,9 @@ func (s *stepper) agentTurn(ctx context.Context, a *agentLoop) (loop, more bool)
 	resp.Message.Role = chat.RoleAssistant
 
 	reported, cost := a.turnCost(resp, o, reserve)
+	if reported {
+		permit.Release(resp.Usage.InputTokens + resp.Usage.OutputTokens)
+	}
 	s.spent += cost - o.Cost // callTool charged o.Cost already
 
 	digest := sha256.Sum256(body)
@@ -512,6 +504,36 @@ func (s *stepper) agentTurn(ctx context.Context, a *agentLoop) (loop, more bool)
 	a.turns = append(a.turns, t)
 	e.stats.turn(node.ModelTool+"/"+node.Model, t, cost, reserve)
 	return true, false
+}
+
+// turnUnanswered ends the step of a turn the model did not answer, as
+// its call's outcome says (ended false: it answered); more is the
+// node's outcome.
+func (s *stepper) turnUnanswered(ctx context.Context, a *agentLoop, c *toolCall, o callOutcome) (ended, more bool) {
+	node := a.node
+	switch o.End {
+	case callRetry:
+		s.modelRefused(a, o)
+		return true, s.retryLater(ctx, c, o)
+	case callExhausted:
+		return true, s.exhausted(ctx, node, node.ModelTool, o)
+	case callInterrupted:
+		if s.cancelRequested() {
+			s.finish(ctx, store.PhaseCancelled, nil, nil)
+		}
+		return true, false
+	case callAbandoned:
+		return true, false
+	case callFailed:
+		if o.RecordDone {
+			now := s.e.clock.Now()
+			if !s.commit(ctx, func(tx store.Tx) error { return idemDoneTx(tx, c, o.Key, nil, o.Err, now) }) {
+				return true, false
+			}
+		}
+		return true, s.nodeFailed(ctx, node, o.Err)
+	}
+	return false, false
 }
 
 // request is the chat request of turn, encoded, or why the turn cannot

@@ -61,6 +61,12 @@ type fakeModel struct {
 	loses int
 	// posted holds the input of each mail.post call, in order.
 	posted []string
+	// limits are model "small"'s declared provider limits; turnsAt the
+	// fake clock's time at each model turn, admitted whether the engine
+	// said it admitted the turn against them.
+	limits   flows.ModelLimits
+	turnsAt  []time.Time
+	admitted []bool
 }
 
 // kvPricedCost is kv.priced's declared cost per call.
@@ -74,7 +80,7 @@ func (f *fakeModel) LookupTool(name string) (flows.ToolInfo, bool) {
 	switch name {
 	case "llm.chat":
 		return flows.ToolInfo{Name: name, Idempotent: true, Chat: true, Cost: 7,
-			Models: []flows.ModelInfo{{Alias: "small", MaxTokens: 100, InputCost: f.inputCost, OutputCost: f.outputCost}}}, true
+			Models: []flows.ModelInfo{{Alias: "small", MaxTokens: 100, InputCost: f.inputCost, OutputCost: f.outputCost, Limits: f.limits}}}, true
 	case "kv.get":
 		return flows.ToolInfo{Name: name, Idempotent: true, Description: "Reads a key.",
 			InputSchema: []byte(`{"type":"object","properties":{"key":{"type":"string"}}}`)}, true
@@ -137,6 +143,10 @@ func (f *fakeModel) Call(ctx context.Context, req tool.CallRequest) (*tool.CallR
 			return nil, &tool.Error{Kind: tool.KindSchema, Message: err.Error()}
 		}
 		f.requests = append(f.requests, r)
+		f.admitted = append(f.admitted, req.ModelAdmitted)
+		if f.clock != nil {
+			f.turnsAt = append(f.turnsAt, f.clock.Now())
+		}
 		if f.onTurn != nil {
 			f.onTurn()
 		}

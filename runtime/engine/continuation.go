@@ -49,6 +49,10 @@ type continuation struct {
 	// Budget numbers the budget waits of each agent node's current visit
 	// likewise.
 	Budget map[string]exhaustCount `json:"budget,omitempty"`
+	// ModelWait is the model turn whose wait for its model's limits the
+	// timeline already tells (agentadmit.go): a turn that waits again is
+	// not journaled again.
+	ModelWait string `json:"model_wait,omitempty"`
 }
 
 // waitState is a wait in progress (docs/design.md §11, one wait model): its

@@ -19,6 +19,7 @@ import (
 	"github.com/weirhq/weir/runtime/engine/internal/service"
 	"github.com/weirhq/weir/runtime/internal/clock"
 	"github.com/weirhq/weir/runtime/internal/ledger"
+	"github.com/weirhq/weir/runtime/internal/modelgate"
 	"github.com/weirhq/weir/runtime/store"
 	"github.com/weirhq/weir/runtime/tool"
 )
@@ -223,6 +224,9 @@ type Engine struct {
 	// deltas are the watchers of runs' model turns as they stream and
 	// the text of the turns in flight (deltas.go).
 	deltas *TurnDeltas
+	// models admits model turns against their models' provider limits
+	// (agentadmit.go).
+	models *modelgate.Gate
 	// draining is set once Stop begins: interrupted work is given back
 	// to the queue, recorded, instead of left for the lease rescuer.
 	draining atomic.Bool
@@ -384,6 +388,7 @@ func Open(cfg Config) (*Engine, error) {
 		wake:      make(wakeup, 1),
 		held:      newLiveWork(),
 		deltas:    newTurnDeltas(),
+		models:    modelgate.New(),
 		queued:    queuedRuns{},
 		flowCache: script.NewCache(c.FlowCacheBytes, script.Loader{}),
 		stats:     newStats(),

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/weirhq/weir/runtime/internal/modelgate"
 	"github.com/weirhq/weir/runtime/store"
 )
 
@@ -315,6 +316,19 @@ type ModelStats struct {
 	// bound of their cost (store.AgentTurn.Cut).
 	CutTurns    int64 `json:"cut_turns,omitempty"`
 	CutReserved int64 `json:"cut_reserved,omitempty"`
+	// The model's limits in force on this daemon (its share of the
+	// fleet's; 0: none) and their use now: turns in flight, admitted in
+	// the last minute with their tokens, in line, told to wait since the
+	// daemon started, and until when the provider asked to wait.
+	MaxConcurrent     int64     `json:"max_concurrent,omitempty"`
+	RequestsPerMinute int64     `json:"requests_per_minute,omitempty"`
+	TokensPerMinute   int64     `json:"tokens_per_minute,omitempty"`
+	InFlight          int64     `json:"in_flight,omitempty"`
+	StartedLastMinute int64     `json:"started_last_minute,omitempty"`
+	TokensLastMinute  int64     `json:"tokens_last_minute,omitempty"`
+	Booked            int64     `json:"booked,omitempty"`
+	Waited            int64     `json:"waited,omitempty"`
+	PausedUntil       time.Time `json:"paused_until,omitzero"`
 }
 
 // turn counts one journaled model turn t, charged cost on a reservation
@@ -335,6 +349,14 @@ func (s *stats) turn(model string, t *store.AgentTurn, cost, reserved int64) {
 	m.Overspent += max(0, cost-reserved)
 	m.CutTurns += int64(t.Cut)
 	m.CutReserved += t.CutReserved
+}
+
+// withUse adds a model's use of its limits to its turns' figures.
+func withUse(m ModelStats, u modelgate.Use) ModelStats {
+	m.MaxConcurrent, m.RequestsPerMinute, m.TokensPerMinute = u.Limits.MaxConcurrent, u.Limits.RequestsPerMinute, u.Limits.TokensPerMinute
+	m.InFlight, m.StartedLastMinute, m.TokensLastMinute = u.InFlight, u.Started, u.Tokens
+	m.Booked, m.Waited, m.PausedUntil = u.Booked, u.Waited, u.PausedUntil
+	return m
 }
 
 // Stats is a snapshot of the engine's figures.
@@ -372,8 +394,16 @@ func (e *Engine) Stats() Stats {
 		}
 	}
 	sort.Slice(out.Types, func(i, j int) bool { return out.Types[i].Type < out.Types[j].Type })
-	for _, m := range s.models {
-		out.Models = append(out.Models, *m)
+	uses := map[string]modelgate.Use{}
+	for _, u := range e.models.Uses(e.clock.Now()) {
+		uses[u.Model] = u
+	}
+	for name, m := range s.models {
+		out.Models = append(out.Models, withUse(*m, uses[name]))
+		delete(uses, name)
+	}
+	for name, u := range uses { // waited, none journaled yet
+		out.Models = append(out.Models, withUse(ModelStats{Model: name}, u))
 	}
 	sort.Slice(out.Models, func(i, j int) bool { return out.Models[i].Model < out.Models[j].Model })
 	return out

@@ -41,6 +41,9 @@ type toolCall struct {
 	Tries int
 	// TaskID names the calling task in events.
 	TaskID string
+	// ModelAdmitted says the engine admitted this model turn against its
+	// model's limits (agentadmit.go): the plugin is told not to again.
+	ModelAdmitted bool
 	// remade says the call was made once more after its probe answered
 	// not_happened: a second unknown outcome is not made again.
 	remade bool
@@ -207,6 +210,7 @@ func (w *worker) callOnce(ctx context.Context, c *toolCall, commit func(fn func(
 	}
 	res, err := e.tools.Call(callCtx, tool.CallRequest{Tool: c.Tool, Input: c.Input, RunID: c.Run.ID, Node: c.Node.ID,
 		Attempt: c.Attempt + c.Tries + c.remakes(), IdempotencyKey: key, Deadline: deadline, TraceParent: callTrace(e.cfg.Load().Traces, c), TraceState: c.Run.TraceState,
+		ModelAdmitted: c.ModelAdmitted,
 		Progress: func(done, total int64) {
 			live.progress.Store(&ToolProgress{Node: c.Node.ID, Item: item, Tool: c.Tool, Done: done, Total: total})
 		}, Partials: turn.partials()})

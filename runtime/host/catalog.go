@@ -92,6 +92,7 @@ type ModelManifest struct {
 	MaxTokens  int64  `json:"max_tokens,omitempty"`
 	InputCost  int64  `json:"input_cost,omitempty"`
 	OutputCost int64  `json:"output_cost,omitempty"`
+	flows.ModelLimits
 }
 
 // Limits of what a manifest may declare.
@@ -101,6 +102,9 @@ const (
 	// maxModelTokens bounds a model's max_tokens (matches flows' bound of
 	// an int on every platform weir builds for).
 	maxModelTokens = 1 << 31
+	// maxModelLimit bounds a model's max_concurrent, requests_per_minute
+	// and tokens_per_minute (the llm plugin's own bound of them).
+	maxModelLimit = 1 << 30
 )
 
 // modelAlias is what a model alias may be: flows name it in model = "...".
@@ -232,8 +236,17 @@ func addModels(tm *ToolManifest, t *wire.ToolSpec) error {
 		case m.GetInputCost() < 0 || m.GetOutputCost() < 0:
 			return fmt.Errorf("tool %q: model %q declares a negative price", t.GetName(), m.GetAlias())
 		}
+		lim := flows.ModelLimits{MaxConcurrent: m.GetMaxConcurrent(), RequestsPerMinute: m.GetRequestsPerMinute(), TokensPerMinute: m.GetTokensPerMinute()}
+		for _, l := range []struct {
+			name string
+			v    int64
+		}{{"max_concurrent", lim.MaxConcurrent}, {"requests_per_minute", lim.RequestsPerMinute}, {"tokens_per_minute", lim.TokensPerMinute}} {
+			if l.v < 0 || l.v > maxModelLimit {
+				return fmt.Errorf("tool %q: model %q: %s %d out of range 0..%d", t.GetName(), m.GetAlias(), l.name, l.v, maxModelLimit)
+			}
+		}
 		seen[m.GetAlias()] = true
-		tm.Models = append(tm.Models, ModelManifest{Alias: m.GetAlias(), MaxTokens: m.GetMaxTokens(), InputCost: m.GetInputCost(), OutputCost: m.GetOutputCost()})
+		tm.Models = append(tm.Models, ModelManifest{Alias: m.GetAlias(), MaxTokens: m.GetMaxTokens(), InputCost: m.GetInputCost(), OutputCost: m.GetOutputCost(), ModelLimits: lim})
 	}
 	return nil
 }
@@ -463,7 +476,7 @@ func toolInfo(t ToolManifest) flows.ToolInfo {
 		Effect: t.Effect, Reconcile: t.Reconcile,
 		Description: t.Description, Chat: t.Contract == chat.Contract || chat.SpeaksContract(string(t.InputSchema))}
 	for _, m := range t.Models {
-		info.Models = append(info.Models, flows.ModelInfo{Alias: m.Alias, MaxTokens: int(m.MaxTokens), InputCost: m.InputCost, OutputCost: m.OutputCost})
+		info.Models = append(info.Models, flows.ModelInfo{Alias: m.Alias, MaxTokens: int(m.MaxTokens), InputCost: m.InputCost, OutputCost: m.OutputCost, Limits: m.ModelLimits})
 	}
 	if len(t.OutputSchema) > 0 {
 		info.OutputSchema = []byte(t.OutputSchema) // a resolve's result is checked against it

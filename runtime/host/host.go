@@ -889,6 +889,9 @@ func (h *Host) run(ctx context.Context, t *toolState, inst *instance, input []by
 		CallId:         id,
 		WantProgress:   req.Progress != nil,
 	}
+	if inst.manifest.ProtocolVersion >= 2 {
+		call.ModelAdmitted = req.ModelAdmitted
+	}
 	if dl, ok := ctx.Deadline(); ok {
 		call.DeadlineUnixNano = dl.UnixNano()
 	}

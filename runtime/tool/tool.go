@@ -41,6 +41,10 @@ type CallRequest struct {
 	// TraceState is the caller's W3C tracestate that goes with it ("":
 	// none).
 	TraceState string
+	// ModelAdmitted says the engine admitted this chat call against the
+	// model's declared limits; a plugin of protocol revision 2 is told, so
+	// it does not count the call against them a second time.
+	ModelAdmitted bool
 	// Progress, if set, receives the plugin's progress reports, in order,
 	// from another goroutine, never after Call returns. Display only: a
 	// plugin may drop reports under load; keep it cheap.

@@ -433,10 +433,16 @@ type ModelSpec struct {
 	// The most output tokens one turn may ask for (0: unsaid).
 	MaxTokens int64 `protobuf:"varint,2,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
 	// Prices in budget units per million tokens.
-	InputCost     int64 `protobuf:"varint,3,opt,name=input_cost,json=inputCost,proto3" json:"input_cost,omitempty"`
-	OutputCost    int64 `protobuf:"varint,4,opt,name=output_cost,json=outputCost,proto3" json:"output_cost,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	InputCost  int64 `protobuf:"varint,3,opt,name=input_cost,json=inputCost,proto3" json:"input_cost,omitempty"`
+	OutputCost int64 `protobuf:"varint,4,opt,name=output_cost,json=outputCost,proto3" json:"output_cost,omitempty"`
+	// The model's provider limits (revision 2; 0: none): the host admits
+	// each turn against them before the call (docs/design.md §9), so a
+	// burst of agents waits in the host's queue holding nothing.
+	MaxConcurrent     int64 `protobuf:"varint,5,opt,name=max_concurrent,json=maxConcurrent,proto3" json:"max_concurrent,omitempty"`
+	RequestsPerMinute int64 `protobuf:"varint,6,opt,name=requests_per_minute,json=requestsPerMinute,proto3" json:"requests_per_minute,omitempty"`
+	TokensPerMinute   int64 `protobuf:"varint,7,opt,name=tokens_per_minute,json=tokensPerMinute,proto3" json:"tokens_per_minute,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ModelSpec) Reset() {
@@ -497,6 +503,27 @@ func (x *ModelSpec) GetOutputCost() int64 {
 	return 0
 }
 
+func (x *ModelSpec) GetMaxConcurrent() int64 {
+	if x != nil {
+		return x.MaxConcurrent
+	}
+	return 0
+}
+
+func (x *ModelSpec) GetRequestsPerMinute() int64 {
+	if x != nil {
+		return x.RequestsPerMinute
+	}
+	return 0
+}
+
+func (x *ModelSpec) GetTokensPerMinute() int64 {
+	if x != nil {
+		return x.TokensPerMinute
+	}
+	return 0
+}
+
 type CallRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Tool  string                 `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
@@ -518,7 +545,10 @@ type CallRequest struct {
 	Trace *TraceContext `protobuf:"bytes,10,opt,name=trace,proto3" json:"trace,omitempty"`
 	// The host shows this call's output as it comes: send its partial
 	// results on Partials (revision 2).
-	WantPartials  bool `protobuf:"varint,11,opt,name=want_partials,json=wantPartials,proto3" json:"want_partials,omitempty"`
+	WantPartials bool `protobuf:"varint,11,opt,name=want_partials,json=wantPartials,proto3" json:"want_partials,omitempty"`
+	// The host admitted this call against the model's declared limits
+	// (revision 2): the plugin need not count it against them again.
+	ModelAdmitted bool `protobuf:"varint,12,opt,name=model_admitted,json=modelAdmitted,proto3" json:"model_admitted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -626,6 +656,13 @@ func (x *CallRequest) GetTrace() *TraceContext {
 func (x *CallRequest) GetWantPartials() bool {
 	if x != nil {
 		return x.WantPartials
+	}
+	return false
+}
+
+func (x *CallRequest) GetModelAdmitted() bool {
+	if x != nil {
+		return x.ModelAdmitted
 	}
 	return false
 }
@@ -1367,7 +1404,7 @@ const file_plugin_proto_rawDesc = "" +
 	"\x06effect\x18\t \x01(\x0e2\x16.weir.plugin.v1.EffectR\x06effect\x12B\n" +
 	"\x0fdefault_timeout\x18\n" +
 	" \x01(\v2\x19.google.protobuf.DurationR\x0edefaultTimeout\x12\x1c\n" +
-	"\treconcile\x18\v \x01(\bR\treconcile\"\x80\x01\n" +
+	"\treconcile\x18\v \x01(\bR\treconcile\"\x83\x02\n" +
 	"\tModelSpec\x12\x14\n" +
 	"\x05alias\x18\x01 \x01(\tR\x05alias\x12\x1d\n" +
 	"\n" +
@@ -1375,7 +1412,10 @@ const file_plugin_proto_rawDesc = "" +
 	"\n" +
 	"input_cost\x18\x03 \x01(\x03R\tinputCost\x12\x1f\n" +
 	"\voutput_cost\x18\x04 \x01(\x03R\n" +
-	"outputCost\"\xea\x02\n" +
+	"outputCost\x12%\n" +
+	"\x0emax_concurrent\x18\x05 \x01(\x03R\rmaxConcurrent\x12.\n" +
+	"\x13requests_per_minute\x18\x06 \x01(\x03R\x11requestsPerMinute\x12*\n" +
+	"\x11tokens_per_minute\x18\a \x01(\x03R\x0ftokensPerMinute\"\x91\x03\n" +
 	"\vCallRequest\x12\x12\n" +
 	"\x04tool\x18\x01 \x01(\tR\x04tool\x12\x14\n" +
 	"\x05input\x18\x02 \x01(\fR\x05input\x12\x15\n" +
@@ -1388,7 +1428,8 @@ const file_plugin_proto_rawDesc = "" +
 	"\rwant_progress\x18\t \x01(\bR\fwantProgress\x122\n" +
 	"\x05trace\x18\n" +
 	" \x01(\v2\x1c.weir.plugin.v1.TraceContextR\x05trace\x12#\n" +
-	"\rwant_partials\x18\v \x01(\bR\fwantPartials\"P\n" +
+	"\rwant_partials\x18\v \x01(\bR\fwantPartials\x12%\n" +
+	"\x0emodel_admitted\x18\f \x01(\bR\rmodelAdmitted\"P\n" +
 	"\fTraceContext\x12 \n" +
 	"\vtraceparent\x18\x01 \x01(\tR\vtraceparent\x12\x1e\n" +
 	"\n" +

@@ -498,6 +498,19 @@ type ModelStats struct {
 	// saw their usage.
 	CutTurns    int64 `json:"cut_turns,omitempty"`
 	CutReserved int64 `json:"cut_reserved,omitempty"`
+	// The model's limits in force on this daemon (its share of the
+	// fleet's; 0: none) and their use now: turns in flight, admitted in
+	// the last minute with their tokens, in line, told to wait since the
+	// daemon started, and until when the provider asked to wait.
+	MaxConcurrent     int64     `json:"max_concurrent,omitempty"`
+	RequestsPerMinute int64     `json:"requests_per_minute,omitempty"`
+	TokensPerMinute   int64     `json:"tokens_per_minute,omitempty"`
+	InFlight          int64     `json:"in_flight,omitempty"`
+	StartedLastMinute int64     `json:"started_last_minute,omitempty"`
+	TokensLastMinute  int64     `json:"tokens_last_minute,omitempty"`
+	Booked            int64     `json:"booked,omitempty"`
+	Waited            int64     `json:"waited,omitempty"`
+	PausedUntil       time.Time `json:"paused_until,omitzero"`
 }
 
 // TypeStats are the figures for one task type (a tool name, or the node
