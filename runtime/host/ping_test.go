@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -26,6 +27,20 @@ func stopPlugin(t *testing.T, pid int) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	// kill(2) returns before the signal is delivered: on a loaded machine
+	// the plugin could still answer the test's next call, which then
+	// never finds it hung.
+	testutil.Eventually(t, 30*time.Second, func() error {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return err
+		}
+		i := strings.LastIndexByte(string(b), ')')
+		if f := strings.Fields(string(b[i+1:])); len(f) > 0 && (f[0] == "T" || f[0] == "t") {
+			return nil
+		}
+		return fmt.Errorf("process %d not stopped yet", pid)
+	})
 }
 
 // callLong makes a call with a deadline ten minutes away in the
