@@ -132,6 +132,11 @@ type Server struct {
 	// on the conversation, for many agents at once whose turns interleave
 	// in any order (the soak's). Set it before Start.
 	Respond func(api string, body []byte) Step
+	// RequestsPerMinute, when set, is a provider's rate limit as a
+	// sliding window of the requests it accepted: one more within a
+	// minute is answered 429 with a Retry-After (Refused counts them).
+	// Set it before Start.
+	RequestsPerMinute int
 
 	mu       sync.Mutex
 	steps    []Step
@@ -141,6 +146,8 @@ type Server struct {
 	billed   Usage
 	turns    int
 	seq      int
+	accepted []time.Time // within the last minute, for RequestsPerMinute
+	refused  int
 
 	ln   net.Listener
 	srv  *http.Server
@@ -329,6 +336,33 @@ func (s *Server) take(api string, h http.Header, body []byte) (Step, int) {
 	return s.steps[i], s.seq
 }
 
+// overLimit counts a request against RequestsPerMinute: over says it is
+// refused, and wait when the oldest accepted one leaves the minute.
+func (s *Server) overLimit() (wait time.Duration, over bool) {
+	if s.RequestsPerMinute <= 0 {
+		return 0, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	for len(s.accepted) > 0 && now.Sub(s.accepted[0]) >= time.Minute {
+		s.accepted = s.accepted[1:]
+	}
+	if len(s.accepted) >= s.RequestsPerMinute {
+		s.refused++
+		return time.Minute - now.Sub(s.accepted[0]), true
+	}
+	s.accepted = append(s.accepted, now)
+	return 0, false
+}
+
+// Refused is how many requests RequestsPerMinute refused.
+func (s *Server) Refused() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused
+}
+
 func (s *Server) bill(u Usage) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -362,6 +396,10 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request, api string) {
 		s.requests = append(s.requests, Request{API: api, Header: r.Header.Clone(), Body: append(json.RawMessage(nil), body...), Step: -1, At: time.Now()})
 		s.mu.Unlock()
 		writeError(w, api, Step{Status: http.StatusUnauthorized})
+		return
+	}
+	if wait, over := s.overLimit(); over {
+		writeError(w, api, Step{Status: http.StatusTooManyRequests, RetryAfter: fmt.Sprint(int(wait.Seconds()) + 1), ErrorMessage: "rate limit: requests_per_minute"})
 		return
 	}
 	step, seq := s.take(api, r.Header, body)

@@ -105,6 +105,24 @@ func TestAPIKeyRequired(t *testing.T) {
 	}
 }
 
+// RequestsPerMinute refuses the request past the limit within a minute
+// with a 429 and plays no step for it.
+func TestRequestsPerMinute(t *testing.T) {
+	t.Parallel()
+	s := New(Step{Text: "one"}, Step{Text: "two"}, Step{Text: "three"})
+	s.RequestsPerMinute = 2
+	start(t, s)
+	body := `{"model":"m","messages":[{"role":"user","content":"q"}]}`
+	for _, want := range []string{"one", "two", "429 Too Many Requests"} {
+		if got := post(t, s, apiOpenAI, "", body); got != want {
+			t.Fatalf("got %q, want %q", got, want)
+		}
+	}
+	if s.Refused() != 1 || s.Remaining() != 1 {
+		t.Fatalf("%d refused, %d steps left", s.Refused(), s.Remaining())
+	}
+}
+
 func TestLoadScriptAndLoopbackOnly(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

@@ -118,12 +118,23 @@ func TestAgentWithTheLLMPlugin(t *testing.T) {
 // small, and testkit, with the flows of src registered.
 func startEngine(t *testing.T, kind string, srv *llmtest.Server, src string) *engine.Engine {
 	t.Helper()
+	return startEngineWith(t, kind, srv, src, "", func(h *host.Host) engine.Tools { return catalog{h} })
+}
+
+// startEngineWith is startEngine with more keys for model "small"'s
+// block of the llm plugin's config (limits: `"requests_per_minute":60`)
+// and the engine's tools made from the host.
+func startEngineWith(t *testing.T, kind string, srv *llmtest.Server, src, modelKeys string, tools func(*host.Host) engine.Tools) *engine.Engine {
+	t.Helper()
 	base := srv.OpenAIBaseURL()
 	if kind == "anthropic" {
 		base = srv.URL()
 	}
-	cfg := fmt.Sprintf(`{"providers":{"local":{"kind":%q,"base_url":%q}},"models":{"small":{"provider":"local","model":"m-1","input_cost":%d,"output_cost":%d,"max_tokens":%d}}}`,
-		kind, base, small.InputCost, small.OutputCost, small.MaxTokens)
+	if modelKeys != "" {
+		modelKeys = "," + modelKeys
+	}
+	cfg := fmt.Sprintf(`{"providers":{"local":{"kind":%q,"base_url":%q}},"models":{"small":{"provider":"local","model":"m-1","input_cost":%d,"output_cost":%d,"max_tokens":%d%s}}}`,
+		kind, base, small.InputCost, small.OutputCost, small.MaxTokens, modelKeys)
 
 	dir := t.TempDir()
 	plugins := filepath.Join(dir, "plugins")
@@ -140,7 +151,7 @@ func startEngine(t *testing.T, kind string, srv *llmtest.Server, src string) *en
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := engine.Open(engine.Config{Store: st, Tools: catalog{h}, Tick: 10 * time.Millisecond})
+	eng, err := engine.Open(engine.Config{Store: st, Tools: tools(h), Tick: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

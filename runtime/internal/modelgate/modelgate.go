@@ -6,7 +6,7 @@
 // plugin waits (docs/design.md §9).
 //
 // A minute's limits are a sliding window of the turns admitted, at the
-// instants they were admitted, with their token estimates (the reported
+// instants they were admitted (held a Margin past the minute), with their token estimates (the reported
 // usage once they end): no 60-second span ever holds more than the
 // limits, which is never more than a provider's token bucket of the same
 // size allows, nor a provider's own window. A turn that does not fit is
@@ -34,6 +34,16 @@ import (
 
 // Window is the span of requests_per_minute and tokens_per_minute.
 const Window = time.Minute
+
+// Margin is how much longer than Window a turn counts from its
+// admission: the call reaches the provider a moment later, later for
+// some turns than others (a plugin's first call launches it), and a
+// provider that counts arrivals must never see more than the limit
+// within its minute.
+const Margin = 2 * time.Second
+
+// held is how long an admitted turn counts in its model's window.
+const held = Window + Margin
 
 // ConcurrencyWait is how long a turn refused for max_concurrent waits
 // before it asks again: when a turn in flight ends is not known, and a
@@ -237,7 +247,7 @@ func (m *model) first(lim flows.ModelLimits, tokens int64, now time.Time) time.T
 	at = latest(at, m.paused)
 	if rpm := lim.RequestsPerMinute; rpm > 0 && int64(len(all)) >= rpm {
 		// The rpm-th latest start must leave the window first.
-		at = latest(at, all[int64(len(all))-rpm].at.Add(Window))
+		at = latest(at, all[int64(len(all))-rpm].at.Add(held))
 	}
 	if tpm := lim.TokensPerMinute; tpm > 0 {
 		var sum int64
@@ -246,7 +256,7 @@ func (m *model) first(lim flows.ModelLimits, tokens int64, now time.Time) time.T
 		}
 		for i := 0; i < len(all) && sum > 0 && sum+tokens > tpm; i++ {
 			sum -= all[i].tokens
-			at = latest(at, all[i].at.Add(Window))
+			at = latest(at, all[i].at.Add(held))
 		}
 	}
 	return at
@@ -263,7 +273,7 @@ func latest(a, b time.Time) time.Time {
 // whose instant passed a window ago without the turn coming (its run
 // ended meanwhile): they no longer hold the line.
 func (m *model) prune(now time.Time) {
-	cut := now.Add(-Window)
+	cut := now.Add(-held)
 	i := 0
 	for i < len(m.admitted) && !m.admitted[i].at.After(cut) {
 		i++

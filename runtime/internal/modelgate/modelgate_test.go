@@ -99,8 +99,9 @@ func (e *event) turn2admission(out []admitted) int {
 	panic("a turn ended that was never admitted")
 }
 
-// The limits hold over every minute, whoever comes back late: for each
-// admission, the minute that starts at it holds at most
+// The limits hold over every minute and its Margin (so a provider that
+// counts arrivals up to Margin late still sees them held), whoever comes
+// back late: for each admission, the span that starts at it holds at most
 // requests_per_minute admissions and tokens_per_minute used tokens (a
 // turn larger than the limit alone), and no more than max_concurrent are
 // ever in flight.
@@ -124,7 +125,7 @@ func TestNoMinutePassesTheLimits(t *testing.T) {
 			for i, a := range out {
 				n, sum := int64(0), int64(0)
 				for _, b := range out[i:] {
-					if b.at.Before(a.at.Add(Window)) {
+					if b.at.Before(a.at.Add(held)) {
 						n++
 						sum += b.tokens
 					}
@@ -153,19 +154,19 @@ func TestWaitingTurnsKeepTheirPlace(t *testing.T) {
 	}
 	_, w2 := g.Admit("m", lim, "2", 10, now.Add(time.Second))
 	_, w3 := g.Admit("m", lim, "3", 10, now.Add(2*time.Second))
-	if w2 == nil || w3 == nil || !w2.Until.Equal(epoch.Add(Window)) || !w3.Until.Equal(epoch.Add(Window)) {
+	if w2 == nil || w3 == nil || !w2.Until.Equal(epoch.Add(held)) || !w3.Until.Equal(epoch.Add(held)) {
 		t.Fatalf("waits %+v %+v: want both booked for when the first two leave the window", w2, w3)
 	}
 	// A newcomer at the instant the window frees goes behind them.
-	if _, w := g.Admit("m", lim, "late", 10, epoch.Add(Window)); w == nil {
+	if _, w := g.Admit("m", lim, "late", 10, epoch.Add(held)); w == nil {
 		t.Fatal("a newcomer took the place of turns that waited")
 	}
 	for _, id := range []string{"2", "3"} {
-		if _, w := g.Admit("m", lim, id, 10, epoch.Add(Window)); w != nil {
+		if _, w := g.Admit("m", lim, id, 10, epoch.Add(held)); w != nil {
 			t.Fatalf("turn %s refused at its booking: %s", id, w.Why)
 		}
 	}
-	if _, w := g.Admit("m", lim, "late", 10, epoch.Add(Window)); w == nil || !w.Until.After(epoch.Add(Window)) {
+	if _, w := g.Admit("m", lim, "late", 10, epoch.Add(held)); w == nil || !w.Until.After(epoch.Add(held)) {
 		t.Fatalf("the newcomer got in past requests_per_minute: %+v", w)
 	}
 }
@@ -180,7 +181,7 @@ func TestAnAbandonedBookingLetsGo(t *testing.T) {
 	if w == nil {
 		t.Fatal("a second turn in a minute of requests_per_minute = 1")
 	}
-	after := w.Until.Add(Window + time.Second)
+	after := w.Until.Add(held + time.Second)
 	if _, w := g.Admit("m", lim, "next", 1, after); w != nil {
 		t.Fatalf("a booking nobody claimed still holds the line a window later: %s", w.Why)
 	}
