@@ -327,6 +327,11 @@ type Error struct {
 	// when not positive or on another kind; weir's backoff applies when
 	// it is zero.
 	RetryAfter time.Duration
+	// InputTokens and OutputTokens, for a chat tool's failed turn, are the
+	// tokens the provider reported before it failed (billed, though no
+	// answer came): weir shows them as the waste of retried turns. 0:
+	// none reported.
+	InputTokens, OutputTokens int64
 	// Err is the underlying error, for errors.Is and errors.As. Optional.
 	Err error
 }

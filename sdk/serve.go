@@ -708,6 +708,7 @@ func toolError(ctx context.Context, name string, err error) *wire.CallResult {
 	var e *Error
 	if errors.As(err, &e) {
 		te.Code = e.Code
+		te.InputTokens, te.OutputTokens = max(e.InputTokens, 0), max(e.OutputTokens, 0)
 		switch e.Kind {
 		case KindRetryable:
 			te.Kind = wire.KindRetryable

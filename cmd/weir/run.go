@@ -80,6 +80,9 @@ func printAgent(w io.Writer, a apitypes.Agent) {
 	if a.CutTurns > 0 {
 		fmt.Fprintf(w, "; %s cut off by crashes, at most %d more", count(a.CutTurns, "ask"), a.CutReserved)
 	}
+	if a.RetriedTurns > 0 {
+		fmt.Fprintf(w, "; %s retried, %d tokens in and %d out billed for them", count(a.RetriedTurns, "failed turn"), a.RetriedInputTokens, a.RetriedOutputTokens)
+	}
 	fmt.Fprintln(w)
 }
 
@@ -102,6 +105,9 @@ func printStats(w io.Writer, st *apitypes.Stats) {
 		for _, m := range st.Models {
 			if m.CutTurns > 0 {
 				fmt.Fprintf(w, "%s: %d asks of turns cut off by crashes before their answers were written, at most %d more cost (their reservations)\n", m.Model, m.CutTurns, m.CutReserved)
+			}
+			if m.RetriedTurns > 0 {
+				fmt.Fprintf(w, "%s: %d failed tries of turns retried, %d tokens in and %d out reported for them\n", m.Model, m.RetriedTurns, m.RetriedInputTokens, m.RetriedOutputTokens)
 			}
 		}
 		printModelLimits(w, st.Models)

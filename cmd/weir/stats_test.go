@@ -35,6 +35,11 @@ func TestPrintStatsShowsModels(t *testing.T) {
 		t.Errorf("stats output lacks the model's use of its limits:\n%s", b.String())
 	}
 	b.Reset()
+	printStats(&b, &apitypes.Stats{Models: []apitypes.ModelStats{{Model: "llm.chat/small", Turns: 3, RetriedTurns: 2, RetriedInputTokens: 900, RetriedOutputTokens: 12}}})
+	if !strings.Contains(b.String(), "llm.chat/small: 2 failed tries of turns retried, 900 tokens in and 12 out reported for them") {
+		t.Errorf("stats output lacks the retried turns' waste:\n%s", b.String())
+	}
+	b.Reset()
 	printStats(&b, &apitypes.Stats{})
 	if strings.Contains(b.String(), "MODEL") {
 		t.Errorf("a model table without models:\n%s", b.String())
@@ -53,6 +58,11 @@ func TestPrintAgent(t *testing.T) {
 	b.Reset()
 	printAgent(&b, apitypes.Agent{Node: "research", Visit: 1, Turns: 3, InputTokens: 300, OutputTokens: 30, Cost: 14, CutTurns: 1, CutReserved: 20})
 	if want := "agent:    research (visit 1): 3 turns, 300 tokens in, 30 out, cost 14; 1 ask cut off by crashes, at most 20 more\n"; b.String() != want {
+		t.Errorf("printed %q, want %q", b.String(), want)
+	}
+	b.Reset()
+	printAgent(&b, apitypes.Agent{Node: "research", Visit: 1, Turns: 3, InputTokens: 300, OutputTokens: 30, Cost: 14, RetriedTurns: 2, RetriedInputTokens: 240, RetriedOutputTokens: 3})
+	if want := "agent:    research (visit 1): 3 turns, 300 tokens in, 30 out, cost 14; 2 failed turns retried, 240 tokens in and 3 out billed for them\n"; b.String() != want {
 		t.Errorf("printed %q, want %q", b.String(), want)
 	}
 }

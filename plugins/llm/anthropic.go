@@ -118,11 +118,14 @@ func (a *anthropicProvider) turn(ctx context.Context, t *turnRequest) (*chat.Res
 			stopped = true
 		}
 	}
+	// A stream cut off after its start has said what its prompt costs:
+	// the provider bills it though no answer came.
+	used := &chat.Response{Usage: chat.Usage{InputTokens: msg.Usage.InputTokens, OutputTokens: msg.Usage.OutputTokens}}
 	if err := stream.Err(); err != nil {
-		return nil, err
+		return used, err
 	}
 	if !stopped {
-		return nil, &cutShortError{msg: "the stream ended before the model finished its turn"}
+		return used, &cutShortError{msg: "the stream ended before the model finished its turn"}
 	}
 	resp := &chat.Response{
 		Message: chat.Message{Role: chat.RoleAssistant},

@@ -20,6 +20,7 @@ import (
 
 	"github.com/weirhq/weir/internal/escape"
 	"github.com/weirhq/weir/sdk"
+	"github.com/weirhq/weir/sdk/chat"
 )
 
 // The stable codes of a failed model call. They cross into run events and
@@ -71,6 +72,10 @@ type modelError struct {
 	// (429, 503, 529): a retry waits for its Retry-After, or else for
 	// overloadBackoff, never the engine's sub-second base.
 	overload bool
+	// used is what the provider reported the failed turn used before it
+	// failed (a stream cut off after its start): billed, though no
+	// answer came.
+	used chat.Usage
 }
 
 func (e *modelError) Error() string {
@@ -83,7 +88,7 @@ func (e *modelError) Error() string {
 
 // toolError is what Run returns for e.
 func (e *modelError) toolError() error {
-	out := &sdk.Error{Kind: sdk.KindPermanent, Code: e.Code, Message: e.Msg, Err: e}
+	out := &sdk.Error{Kind: sdk.KindPermanent, Code: e.Code, Message: e.Msg, Err: e, InputTokens: e.used.InputTokens, OutputTokens: e.used.OutputTokens}
 	if e.Retryable {
 		out.Kind, out.RetryAfter = sdk.KindRetryable, e.RetryAfter
 	}

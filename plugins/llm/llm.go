@@ -37,7 +37,9 @@ type setup struct {
 	keys      []string // every key, to redact
 }
 
-// provider makes one streamed model turn.
+// provider makes one streamed model turn. A turn that fails may still
+// return a response carrying only the usage the provider reported before
+// it failed.
 type provider interface {
 	turn(ctx context.Context, t *turnRequest) (*chat.Response, error)
 }
@@ -231,6 +233,9 @@ func (p *plugin) run(ctx context.Context, call *sdk.Call) (any, error) {
 		}
 		me := classify(err, fmt.Sprintf("provider %q (%s, model %s)", pc.Name, pc.Kind, m.Model), p.now())
 		me.Msg = redact(me.Msg, s.keys)
+		if resp != nil { // what the provider said the failed turn used
+			me.used = resp.Usage
+		}
 		if me.overload && me.Retryable && me.RetryAfter == 0 {
 			// The provider named no wait: back off in seconds, not at
 			// the engine's base, which would spend the retries at once.

@@ -423,6 +423,35 @@ func TestErrorClasses(t *testing.T) {
 	}
 }
 
+// A stream cut off after its start has told what its prompt costs
+// (Anthropic's message_start carries the input tokens): the retryable
+// error carries the tokens, which the provider bills though no answer
+// came, so weir can show the waste of retried turns. An OpenAI stream
+// says its usage only at the end: its cut-off turn reports none, and a
+// refusal before any turn (a 429) none either.
+func TestFailedTurnReportsWhatItUsed(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		kind   string
+		step   llmtest.Step
+		wantIn int64
+	}{
+		{kindAnthropic, llmtest.Step{Text: "a b c", CutShort: true, Usage: &llmtest.Usage{InputTokens: 321, OutputTokens: 9}}, 321},
+		{kindOpenAI, llmtest.Step{Text: "a b c", CutShort: true, Usage: &llmtest.Usage{InputTokens: 321, OutputTokens: 9}}, 0},
+		{kindAnthropic, llmtest.Step{Status: 429, RetryAfter: "1"}, 0},
+	} {
+		t.Run(fmt.Sprintf("%s/%d", tc.kind, tc.step.Status), func(t *testing.T) {
+			t.Parallel()
+			_, p := startLLM(t, tc.kind, "", tc.step)
+			_, _, err := call(p, ask("x"), nil)
+			plugintest.WantKind(t, err, host.KindRetryable)
+			if te := err.(*host.ToolError); te.InputTokens != tc.wantIn || te.OutputTokens < 0 || (tc.wantIn == 0 && te.OutputTokens != 0) {
+				t.Fatalf("error %v reports %d tokens in and %d out, want %d in", te, te.InputTokens, te.OutputTokens, tc.wantIn)
+			}
+		})
+	}
+}
+
 func TestUnreachableProviderIsRetryable(t *testing.T) {
 	t.Parallel()
 	srv := llmtest.New()

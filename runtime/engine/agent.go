@@ -466,6 +466,7 @@ func (s *stepper) agentTurn(ctx context.Context, a *agentLoop) (loop, more bool)
 		UsageReported: reported, Reserved: reserve, Cost: cost, Calls: calls, At: asked, Attempt: s.run.Attempt}
 	t.Cut = a.cutAsks(s.run.Attempt)
 	t.CutReserved = int64(t.Cut) * reserve
+	s.takeRetries(t)
 	s.cont.Tries = 0
 	var spent int64
 	ok = s.commit(ctx, func(tx store.Tx) error {
@@ -513,7 +514,7 @@ func (s *stepper) turnUnanswered(ctx context.Context, a *agentLoop, c *toolCall,
 	node := a.node
 	switch o.End {
 	case callRetry:
-		s.modelRefused(a, o)
+		s.turnRetried(a, c, o)
 		return true, s.retryLater(ctx, c, o)
 	case callExhausted:
 		return true, s.exhausted(ctx, node, node.ModelTool, o)
@@ -1068,6 +1069,12 @@ type AgentView struct {
 	// have billed them, weir never saw their usage.
 	CutTurns    int   `json:"cut_turns,omitempty"`
 	CutReserved int64 `json:"cut_reserved,omitempty"`
+	// RetriedTurns is how many tries of its turns failed and were tried
+	// again, and RetriedInputTokens and RetriedOutputTokens what the
+	// provider reported they used (store.AgentTurn.Retried).
+	RetriedTurns        int   `json:"retried_turns,omitempty"`
+	RetriedInputTokens  int64 `json:"retried_input_tokens,omitempty"`
+	RetriedOutputTokens int64 `json:"retried_output_tokens,omitempty"`
 }
 
 // agentView sums the journaled turns of one visit of an agent node.
@@ -1082,6 +1089,9 @@ func agentView(tx store.Tx, runID, node string, visit int) (AgentView, error) {
 	for _, t := range turns {
 		v.CutTurns += t.Cut
 		v.CutReserved += t.CutReserved
+		v.RetriedTurns += t.Retried
+		v.RetriedInputTokens += t.RetriedUsage.InputTokens
+		v.RetriedOutputTokens += t.RetriedUsage.OutputTokens
 	}
 	return v, nil
 }

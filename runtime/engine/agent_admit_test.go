@@ -137,18 +137,53 @@ func TestModelTurnsWaitForTokensPerMinute(t *testing.T) {
 func TestProviderRetryAfterPausesTheModel(t *testing.T) {
 	t.Parallel()
 	g := modelgate.New()
-	s := &stepper{worker: &worker{e: &Engine{models: g}}}
-	a := &agentLoop{node: &flows.Node{ID: "a", ModelTool: "llm.chat", Model: "small"}}
+	s := &stepper{worker: &worker{e: &Engine{models: g, stats: newStats()}}, run: &store.Run{ID: "r"}, cont: &continuation{}}
+	a := &agentLoop{node: &flows.Node{ID: "a", ModelTool: "llm.chat", Model: "small"}, visit: 1}
+	c := &toolCall{Index: []int{1}}
 	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	s.modelRefused(a, callOutcome{Try: store.AttemptError{Code: CodeModelRate}, RetryAt: now.Add(30 * time.Second)})
+	s.turnRetried(a, c, callOutcome{Try: store.AttemptError{Code: CodeModelRate}, RetryAt: now.Add(30 * time.Second)})
 	if _, w := g.Admit(modelKey("llm.chat", "small"), flows.ModelLimits{RequestsPerMinute: 100}, "x", 1, now); w == nil || w.Until.Before(now.Add(30*time.Second)) {
 		t.Fatalf("admitted before the provider's Retry-After: %+v", w)
 	}
-	s.modelRefused(a, callOutcome{Try: store.AttemptError{Code: "E_OTHER"}, RetryAt: now.Add(time.Hour)})
+	s.turnRetried(a, c, callOutcome{Try: store.AttemptError{Code: "E_OTHER"}, RetryAt: now.Add(time.Hour)})
 	if _, w := g.Admit(modelKey("llm.chat", "small"), flows.ModelLimits{RequestsPerMinute: 100}, "x", 1, now.Add(31*time.Second)); w != nil {
 		t.Fatalf("the waiting turn refused after the Retry-After: %s", w.Why)
 	}
 	if _, w := g.Admit(modelKey("llm.chat", "small"), flows.ModelLimits{RequestsPerMinute: 100}, "y", 1, now.Add(31*time.Second)); w != nil {
 		t.Fatalf("another error's retry paused the model: %s", w.Why)
+	}
+}
+
+// The tokens a failed try of a turn reported (a stream the provider cut
+// off after its start says its prompt's) are journaled with the turn
+// that answered, summed per agent visit and per model: waste the
+// provider bills though no answer came.
+func TestRetriedTurnsShowTheirWaste(t *testing.T) {
+	t.Parallel()
+	m := newFakeModel(answer("ok", chat.Usage{InputTokens: 10, OutputTokens: 2}))
+	m.rateLimited, m.wasteIn = 2, 70
+	fk := clock.NewFake(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	b := setupAgent(t, memstore.New(), fk, m)
+	run := b.runAdvancing(t, "research", `{"topic":"x"}`, 10*time.Millisecond)
+	if run.Phase != store.PhaseCompleted {
+		t.Fatalf("run %s %+v", run.Phase, run.Error)
+	}
+	turns := b.turns(t, run.ID)
+	if len(turns) != 1 || turns[0].Retried != 2 || turns[0].RetriedUsage != (store.AgentUsage{InputTokens: 140}) {
+		t.Fatalf("turns %+v: want one turn with two failed tries of 70 tokens in each", turns)
+	}
+	p, err := b.eng.Progress(context.Background(), run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Agents) != 1 || p.Agents[0].RetriedTurns != 2 || p.Agents[0].RetriedInputTokens != 140 || p.Agents[0].InputTokens != 10 {
+		t.Fatalf("agent view %+v: want the visit's two retried tries and their 140 tokens beside the answer's 10", p.Agents)
+	}
+	if retries := b.events(t, run.ID, evRetry); len(retries) != 2 || retries[0].Detail["input_tokens"] != float64(70) {
+		t.Fatalf("retry events %+v: want each naming the tokens its try reported", retries)
+	}
+	st := b.eng.Stats()
+	if len(st.Models) != 1 || st.Models[0].RetriedTurns != 2 || st.Models[0].RetriedInputTokens != 140 {
+		t.Fatalf("stats %+v", st.Models)
 	}
 }

@@ -43,8 +43,10 @@ type fakeModel struct {
 	// reportCost makes the model tool report the cost of each turn.
 	reportCost int64
 	// rateLimited is how many model turns fail with a retryable rate
-	// limit before the script is played.
+	// limit before the script is played, each reporting wasteIn input
+	// tokens used.
 	rateLimited int
+	wasteIn     int64
 	// clock, when set, moves by think at every model turn: the time a
 	// model takes to answer.
 	clock *clock.Fake
@@ -155,7 +157,7 @@ func (f *fakeModel) Call(ctx context.Context, req tool.CallRequest) (*tool.CallR
 		}
 		if f.rateLimited > 0 {
 			f.rateLimited--
-			return nil, &tool.Error{Kind: tool.KindRetryable, Code: "E_MODEL_RATE", Message: "slow down"}
+			return nil, &tool.Error{Kind: tool.KindRetryable, Code: "E_MODEL_RATE", Message: "slow down", InputTokens: f.wasteIn}
 		}
 		if len(f.script) == 0 {
 			return nil, &tool.Error{Kind: tool.KindPermanent, Code: "E_SCRIPT_END", Message: "the script has no more answers"}
@@ -830,6 +832,11 @@ func TestAgentTurnRetriedAndFailed(t *testing.T) {
 	if evs := b.events(t, run.ID, evRetry); len(evs) != 1 || evs[0].Detail["code"] != "E_MODEL_RATE" ||
 		evs[0].Detail["turn"] != float64(1) || evs[0].Detail["item"] != nil {
 		t.Errorf("retry events %+v, want one for the rate limit naming turn 1", evs)
+	}
+	// The failed try reported no usage: nothing is shown as its waste,
+	// but the try is counted with the turn that answered.
+	if turns := b.turns(t, run.ID); turns[0].Retried != 1 || turns[0].RetriedUsage != (store.AgentUsage{}) || turns[1].Retried != 0 {
+		t.Errorf("turns' retries %d %+v / %d, want 1 with no usage on turn 1", turns[0].Retried, turns[0].RetriedUsage, turns[1].Retried)
 	}
 
 	failed := b.run(t, "research", `{"topic":"y"}`) // the script is spent

@@ -35,7 +35,7 @@ func (s *stepper) admitTurn(ctx context.Context, a *agentLoop, c *toolCall, body
 		return nil, true
 	}
 	turn := c.Index[0]
-	ticket := fmt.Sprintf("%s/%s/%d/%d", s.run.ID, node.ID, a.visit, turn)
+	ticket := turnTicket(s.run.ID, node.ID, a.visit, turn)
 	now := e.clock.Now()
 	p, w := e.models.Admit(modelKey(node.ModelTool, node.Model), lim, ticket, estimateTokens(len(body))+a.maxTokens, now)
 	if w == nil {
@@ -57,12 +57,45 @@ func (s *stepper) admitTurn(ctx context.Context, a *agentLoop, c *toolCall, body
 	return nil, false
 }
 
-// modelRefused tells the gate of a provider's rate refusal of a turn: the
-// model admits nothing more until its Retry-After.
-func (s *stepper) modelRefused(a *agentLoop, o callOutcome) {
+// turnTicket names one model turn: the same on every try of it.
+func turnTicket(runID, node string, visit, turn int) string {
+	return fmt.Sprintf("%s/%s/%d/%d", runID, node, visit, turn)
+}
+
+// turnRetries counts the failed tries of one model turn (Ticket) and the
+// tokens the provider reported for them.
+type turnRetries struct {
+	Ticket string           `json:"ticket"`
+	Tries  int              `json:"tries"`
+	Usage  store.AgentUsage `json:"usage,omitzero"`
+}
+
+// turnRetried counts a failed try of the turn that will be tried again:
+// a provider's rate refusal with a Retry-After pauses the model's
+// admission until then, and what the try reported it used is waste,
+// shown with the turn once it answers and in the model's stats.
+func (s *stepper) turnRetried(a *agentLoop, c *toolCall, o callOutcome) {
+	key := modelKey(a.node.ModelTool, a.node.Model)
 	if o.Try.Code == CodeModelRate && !o.RetryAt.IsZero() {
-		s.e.models.Pause(modelKey(a.node.ModelTool, a.node.Model), o.RetryAt)
+		s.e.models.Pause(key, o.RetryAt)
 	}
+	ticket := turnTicket(s.run.ID, a.node.ID, a.visit, c.Index[0])
+	if r := s.cont.TurnRetries; r == nil || r.Ticket != ticket {
+		s.cont.TurnRetries = &turnRetries{Ticket: ticket}
+	}
+	r := s.cont.TurnRetries
+	r.Tries++
+	r.Usage.InputTokens += o.Wasted.InputTokens
+	r.Usage.OutputTokens += o.Wasted.OutputTokens
+	s.e.stats.turnRetried(key, o.Wasted)
+}
+
+// takeRetries moves the turn's failed tries onto its journaled record t.
+func (s *stepper) takeRetries(t *store.AgentTurn) {
+	if r := s.cont.TurnRetries; r != nil && r.Ticket == turnTicket(t.RunID, t.Node, t.Visit, t.Turn) {
+		t.Retried, t.RetriedUsage = r.Tries, r.Usage
+	}
+	s.cont.TurnRetries = nil
 }
 
 // serving is how many live daemons of the fleet serve tool, this one

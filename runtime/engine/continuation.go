@@ -53,6 +53,10 @@ type continuation struct {
 	// timeline already tells (agentadmit.go): a turn that waits again is
 	// not journaled again.
 	ModelWait string `json:"model_wait,omitempty"`
+	// TurnRetries are the failed tries of the model turn in progress and
+	// the tokens they reported (agentadmit.go), journaled with the turn
+	// once it answers.
+	TurnRetries *turnRetries `json:"turn_retries,omitempty"`
 }
 
 // waitState is a wait in progress (docs/design.md §11, one wait model): its

@@ -316,6 +316,12 @@ type ModelStats struct {
 	// bound of their cost (store.AgentTurn.Cut).
 	CutTurns    int64 `json:"cut_turns,omitempty"`
 	CutReserved int64 `json:"cut_reserved,omitempty"`
+	// RetriedTurns is how many tries of its turns failed and were tried
+	// again since the daemon started, and RetriedInputTokens and
+	// RetriedOutputTokens what the provider reported they used.
+	RetriedTurns        int64 `json:"retried_turns,omitempty"`
+	RetriedInputTokens  int64 `json:"retried_input_tokens,omitempty"`
+	RetriedOutputTokens int64 `json:"retried_output_tokens,omitempty"`
 	// The model's limits in force on this daemon (its share of the
 	// fleet's; 0: none) and their use now: turns in flight, admitted in
 	// the last minute with their tokens, in line, told to wait since the
@@ -357,6 +363,21 @@ func withUse(m ModelStats, u modelgate.Use) ModelStats {
 	m.InFlight, m.StartedLastMinute, m.TokensLastMinute = u.InFlight, u.Started, u.Tokens
 	m.Booked, m.Waited, m.PausedUntil = u.Booked, u.Waited, u.PausedUntil
 	return m
+}
+
+// turnRetried counts a failed try of one of model's turns that will be
+// tried again, and what it reported it used.
+func (s *stats) turnRetried(model string, used store.AgentUsage) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.models[model]
+	if m == nil {
+		m = &ModelStats{Model: model}
+		s.models[model] = m
+	}
+	m.RetriedTurns++
+	m.RetriedInputTokens += used.InputTokens
+	m.RetriedOutputTokens += used.OutputTokens
 }
 
 // Stats is a snapshot of the engine's figures.

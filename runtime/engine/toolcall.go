@@ -146,6 +146,9 @@ type callOutcome struct {
 	StartedBy string
 	// StartedAt is when an unknown call was started (callUnknown).
 	StartedAt time.Time
+	// Wasted is what a chat tool's failed try reported it used
+	// (tool.Error's tokens): billed by the provider, though no answer came.
+	Wasted store.AgentUsage
 }
 
 // errUnknownOutcome: a non-idempotent call's "started" record exists
@@ -323,9 +326,13 @@ func (w *worker) failure(c *toolCall, info flows.ToolInfo, key string, err error
 			return callOutcome{End: callAbandoned, Key: key}
 		}
 	}
+	var wasted store.AgentUsage
+	if te := (*tool.Error)(nil); errors.As(err, &te) {
+		wasted = store.AgentUsage{InputTokens: te.InputTokens, OutputTokens: te.OutputTokens}
+	}
 	switch d.Action {
 	case retryLater:
-		return callOutcome{End: callRetry, Key: key, Err: rerr, Try: try, Backoff: d.Backoff, RetryAt: now.Add(d.Backoff)}
+		return callOutcome{End: callRetry, Key: key, Err: rerr, Try: try, Backoff: d.Backoff, RetryAt: now.Add(d.Backoff), Wasted: wasted}
 	case retryExhausted:
 		e.stats.unit(c.Tool)
 		return callOutcome{End: callExhausted, Key: key, Try: try, Err: &store.RunError{Code: CodeRetriesExhausted,
@@ -373,8 +380,11 @@ func idemDoneTx(tx store.Tx, c *toolCall, key string, out json.RawMessage, rerr 
 
 // retryEventTx records that a call's task parks until its next try.
 func retryEventTx(tx store.Tx, c *toolCall, o callOutcome, now time.Time) error {
-	return appendEvent(tx, c.Run.ID, evRetry, c.Attempt, c.Node.ID, c.detail(map[string]any{"try": o.Try.Attempt,
-		"backoff_ms": o.Backoff.Milliseconds(), "code": o.Err.Code, "message": o.Err.Message}), now)
+	detail := map[string]any{"try": o.Try.Attempt, "backoff_ms": o.Backoff.Milliseconds(), "code": o.Err.Code, "message": o.Err.Message}
+	if o.Wasted != (store.AgentUsage{}) {
+		detail["input_tokens"], detail["output_tokens"] = o.Wasted.InputTokens, o.Wasted.OutputTokens
+	}
+	return appendEvent(tx, c.Run.ID, evRetry, c.Attempt, c.Node.ID, c.detail(detail), now)
 }
 
 // toolError turns a tool call error into a run error with a stable code:

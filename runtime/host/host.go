@@ -1006,6 +1006,9 @@ func (h *Host) resultError(ctx context.Context, t *toolState, rev int, e *wire.T
 		}
 		te.RetryAfter = d
 	}
+	if in, out := e.GetInputTokens(), e.GetOutputTokens(); rev >= 2 && in >= 0 && out >= 0 {
+		te.InputTokens, te.OutputTokens = in, out
+	}
 	return te
 }
 

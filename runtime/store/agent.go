@@ -51,6 +51,11 @@ type AgentTurn struct {
 	Attempt     int   `json:"attempt,omitempty"`
 	Cut         int   `json:"cut,omitempty"`
 	CutReserved int64 `json:"cut_reserved,omitempty"`
+	// Retried is how many tries of this turn failed (retryable errors)
+	// before the one that answered, and RetriedUsage the tokens the
+	// provider reported for them: billed, though no answer came.
+	Retried      int        `json:"retried,omitempty"`
+	RetriedUsage AgentUsage `json:"retried_usage,omitzero"`
 	// Calls are the tool calls the model asked for, in its order, with
 	// their ends once known.
 	Calls []AgentCall `json:"calls,omitempty"`

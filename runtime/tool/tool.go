@@ -125,6 +125,9 @@ type Error struct {
 	// RetryAfter is how long the tool asked the caller to wait before a
 	// retry; zero means the caller's backoff decides.
 	RetryAfter time.Duration
+	// InputTokens and OutputTokens, for a chat tool's failed turn, are the
+	// tokens the provider reported before it failed (0: none).
+	InputTokens, OutputTokens int64
 }
 
 func (e *Error) Error() string {

@@ -1312,7 +1312,13 @@ type ToolError struct {
 	// For kind "retryable": the earliest the same call is worth retrying, as
 	// the tool learnt it (a Retry-After header, say); unset: the caller's own
 	// backoff. At most wire.MaxRetryAfter; set on another kind it is refused.
-	RetryAfter    *durationpb.Duration `protobuf:"bytes,4,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	RetryAfter *durationpb.Duration `protobuf:"bytes,4,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	// For a chat tool's failed turn (revision 2): the tokens the provider
+	// reported before the turn failed (a stream cut off after its start
+	// says its prompt's), which it bills though no answer came; 0: none
+	// reported.
+	InputTokens   int64 `protobuf:"varint,5,opt,name=input_tokens,json=inputTokens,proto3" json:"input_tokens,omitempty"`
+	OutputTokens  int64 `protobuf:"varint,6,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1373,6 +1379,20 @@ func (x *ToolError) GetRetryAfter() *durationpb.Duration {
 		return x.RetryAfter
 	}
 	return nil
+}
+
+func (x *ToolError) GetInputTokens() int64 {
+	if x != nil {
+		return x.InputTokens
+	}
+	return 0
+}
+
+func (x *ToolError) GetOutputTokens() int64 {
+	if x != nil {
+		return x.OutputTokens
+	}
+	return 0
 }
 
 var File_plugin_proto protoreflect.FileDescriptor
@@ -1466,13 +1486,15 @@ const file_plugin_proto_rawDesc = "" +
 	"\bhas_cost\x18\x02 \x01(\bR\ahasCost\x12\x12\n" +
 	"\x04cost\x18\x03 \x01(\x03R\x04cost\x12/\n" +
 	"\x05error\x18\x04 \x01(\v2\x19.weir.plugin.v1.ToolErrorR\x05error\x12#\n" +
-	"\rprogress_sent\x18\x05 \x01(\x03R\fprogressSent\"\x89\x01\n" +
+	"\rprogress_sent\x18\x05 \x01(\x03R\fprogressSent\"\xd1\x01\n" +
 	"\tToolError\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x12\n" +
 	"\x04code\x18\x03 \x01(\tR\x04code\x12:\n" +
 	"\vretry_after\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\n" +
-	"retryAfter*a\n" +
+	"retryAfter\x12!\n" +
+	"\finput_tokens\x18\x05 \x01(\x03R\vinputTokens\x12#\n" +
+	"\routput_tokens\x18\x06 \x01(\x03R\foutputTokens*a\n" +
 	"\x06Effect\x12\x16\n" +
 	"\x12EFFECT_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vEFFECT_READ\x10\x01\x12\x15\n" +

@@ -178,6 +178,12 @@ type Agent struct {
 	// bound of what they cost.
 	CutTurns    int   `json:"cut_turns,omitempty"`
 	CutReserved int64 `json:"cut_reserved,omitempty"`
+	// RetriedTurns is how many tries of its turns failed and were tried
+	// again, and RetriedInputTokens and RetriedOutputTokens what the
+	// provider reported they used: billed, though no answer came.
+	RetriedTurns        int   `json:"retried_turns,omitempty"`
+	RetriedInputTokens  int64 `json:"retried_input_tokens,omitempty"`
+	RetriedOutputTokens int64 `json:"retried_output_tokens,omitempty"`
 }
 
 // Cohort is one fan-out's cohort: what it admitted, what is in flight,
@@ -498,6 +504,12 @@ type ModelStats struct {
 	// saw their usage.
 	CutTurns    int64 `json:"cut_turns,omitempty"`
 	CutReserved int64 `json:"cut_reserved,omitempty"`
+	// RetriedTurns is how many tries of its turns failed and were tried
+	// again since the daemon started, and RetriedInputTokens and
+	// RetriedOutputTokens what the provider reported they used.
+	RetriedTurns        int64 `json:"retried_turns,omitempty"`
+	RetriedInputTokens  int64 `json:"retried_input_tokens,omitempty"`
+	RetriedOutputTokens int64 `json:"retried_output_tokens,omitempty"`
 	// The model's limits in force on this daemon (its share of the
 	// fleet's; 0: none) and their use now: turns in flight, admitted in
 	// the last minute with their tokens, in line, told to wait since the
