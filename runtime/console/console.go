@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"embed"
@@ -102,6 +103,18 @@ type session struct {
 	owner   string
 	csrf    string
 	expires time.Time
+	// ended ends with the session (sign-out, or the owner's newer
+	// sign-ins ending it), and with it the session's requests in flight:
+	// a page's streams do not outlive the session they were opened in.
+	ended context.Context
+	end   context.CancelFunc
+}
+
+// newSession is a session of owner, signed in with token, until expires.
+func newSession(token, owner string, expires time.Time) *session {
+	s := &session{id: randomHex(), token: token, owner: owner, csrf: randomHex(), expires: expires}
+	s.ended, s.end = context.WithCancel(context.Background())
+	return s
 }
 
 // New returns a console over the API server apiHandler.
@@ -263,7 +276,9 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 
 // proxy hands an API request of a page to the API server as the session's
 // bearer token: the API establishes the caller and applies its ownership
-// rules exactly as for any TCP client.
+// rules exactly as for any TCP client. The request ends if the session
+// does: a run's stream (and the model turns' text it sends) stops at
+// sign-out, not at its own end.
 func (c *Console) proxy(w http.ResponseWriter, r *http.Request) {
 	s := c.session(r)
 	if s == nil {
@@ -274,7 +289,12 @@ func (c *Console) proxy(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, CodeCSRF, "this request needs the session's CSRF token in the "+CSRFHeader+" header, from the console's own pages")
 		return
 	}
-	r2 := r.Clone(api.BearerContext(r.Context()))
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	if s.ended != nil {
+		defer context.AfterFunc(s.ended, cancel)()
+	}
+	r2 := r.Clone(api.BearerContext(ctx))
 	r2.Header.Del("Cookie")
 	r2.Header.Set("Authorization", "Bearer "+s.token)
 	c.api.ServeHTTP(w, r2)
@@ -319,7 +339,7 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/signin?error=token", http.StatusSeeOther)
 		return
 	}
-	s := &session{id: randomHex(), token: token, owner: owner, csrf: randomHex(), expires: c.now().Add(SessionTTL)}
+	s := newSession(token, owner, c.now().Add(SessionTTL))
 	if !c.addSession(s) {
 		c.log.Warn("console sign-in refused: the console holds the most sessions it keeps", "owner", owner, "sessions", MaxSessions)
 		writeError(w, http.StatusServiceUnavailable, CodeSessionsFull,
@@ -484,6 +504,9 @@ func (c *Console) dropLocked(s *session) {
 		return
 	}
 	delete(c.sessions, s.id)
+	if s.end != nil {
+		s.end()
+	}
 	own := c.byOwner[s.owner]
 	for i, o := range own {
 		if o == s {

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -430,5 +431,59 @@ func TestForkThroughTheConsole(t *testing.T) {
 	if len(runs) != 2 || runs[0].ID != sr.RunID || runs[1].ID != fr.RunID || runs[1].Owner != "alice" ||
 		runs[1].ForkedFrom == nil || *runs[1].ForkedFrom != (apitypes.ForkRef{RunID: sr.RunID, Node: "ok", Visit: 1}) {
 		t.Errorf("lineage after the fork: %+v", runs)
+	}
+}
+
+// TestSignOutEndsTheSessionsStreams: a page's run stream (asked for the
+// model turns' text too) and its run-list stream end when their session
+// signs out, though the run goes on; another session of the same owner
+// keeps its own.
+func TestSignOutEndsTheSessionsStreams(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	page, other := b.browser(t), b.browser(t)
+	csrf := b.signIn(t, page, aliceToken)
+	b.signIn(t, other, aliceToken)
+	res, err := b.eng.Submit(context.Background(), engine.StartRequest{Owner: "alice", Flow: "gate"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// open starts a stream of c and returns it once its first message
+	// came, and a channel closed when it ends.
+	open := func(c *http.Client, path string) chan struct{} {
+		t.Helper()
+		resp, err := c.Get(b.console.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		r := bufio.NewReader(resp.Body)
+		if line, err := r.ReadString('\n'); resp.StatusCode != http.StatusOK || err != nil || !strings.HasPrefix(line, "id: ") && !strings.HasPrefix(line, "event: ") {
+			t.Fatalf("%s: %d %q %v", path, resp.StatusCode, line, err)
+		}
+		ended := make(chan struct{})
+		go func() { defer close(ended); _, _ = io.Copy(io.Discard, r) }()
+		return ended
+	}
+	run := open(page, "/v1/runs/"+res.RunID+"/stream?deltas=1")
+	list := open(page, "/v1/runs/stream")
+	kept := open(other, "/v1/runs/"+res.RunID+"/stream?deltas=1")
+	if resp, _ := b.do(t, page, "POST", "/signout", "csrf="+csrf, "Content-Type", "application/x-www-form-urlencoded"); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign-out: %d", resp.StatusCode)
+	}
+	for name, ended := range map[string]chan struct{}{"the run's stream": run, "the run list's stream": list} {
+		select {
+		case <-ended:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s goes on after its session signed out", name)
+		}
+	}
+	select {
+	case <-kept:
+		t.Fatal("the other session's stream ended with the signed-out one")
+	default:
+	}
+	if r, err := b.eng.Get(context.Background(), "alice", res.RunID); err != nil || r.Phase.Terminal() {
+		t.Fatalf("the run after sign-out: %+v %v", r, err)
 	}
 }

@@ -13,4 +13,9 @@
 // exactly like a missing one. Every state-changing request must carry the
 // session's CSRF token in a header and, when the browser names an origin,
 // come from the console's own.
+//
+// A run's page follows the run's event stream; while the run has not
+// ended it asks that stream for turn deltas too (assets/liveturns.js), so
+// a daemon streams a model turn's text only while someone has the page
+// open, and the page shows it, as text, until the turn is journaled.
 package console

@@ -312,25 +312,78 @@ async function runPage(id) {
   render(first.data);
   drawLineage(lineage, id);
 
-  const es = new EventSource("/v1/runs/" + encodeURIComponent(id) + "/stream");
-  es.addEventListener("run", (e) => { setLive(true); render(JSON.parse(e.data)); });
-  es.addEventListener("event", (e) => {
-    const ev = JSON.parse(e.data);
-    appendEvent(ev);
-    fork.event(ev);
-    if (ev.type === "fork_made") drawLineage(lineage, id);
-    if (ev.type === "agent_turn" && ev.detail) {
-      const d = ev.detail;
-      turnsBox.hidden = false;
-      turns.append(el("tr", { "data-node": ev.node }, el("td", { text: ev.node }), el("td", { class: "num", text: d.turn }),
-        el("td", { text: d.model || d.model_tool || "" }), el("td", { text: d.stop_reason || "" }),
-        el("td", { class: "num", text: d.input_tokens }), el("td", { class: "num", text: d.output_tokens }),
-        el("td", { class: "num", text: d.cost }), el("td", { class: "mono", text: (d.tools || []).join(", ") })));
-    }
-  });
+  const live = liveTurns();
+  panels.after(live.box);
   const kids = followChildren(children, id);
-  es.addEventListener("end", () => { es.close(); setLive(false, "ended"); kids.parentEnded(); });
-  es.onerror = () => setLive(false);
+  followRun(id, !terminalPhases.has(first.data.phase), {
+    run: (r) => render(r),
+    delta: (d) => live.delta(d),
+    end: () => { live.clear(); kids.parentEnded(); },
+    event: (ev) => {
+      live.event(ev);
+      appendEvent(ev);
+      fork.event(ev);
+      if (ev.type === "fork_made") drawLineage(lineage, id);
+      if (ev.type === "agent_turn" && ev.detail) {
+        const d = ev.detail;
+        turnsBox.hidden = false;
+        turns.append(el("tr", { "data-node": ev.node }, el("td", { text: ev.node }), el("td", { class: "num", text: d.turn }),
+          el("td", { text: d.model || d.model_tool || "" }), el("td", { text: d.stop_reason || "" }),
+          el("td", { class: "num", text: d.input_tokens }), el("td", { class: "num", text: d.output_tokens }),
+          el("td", { class: "num", text: d.cost }), el("td", { class: "mono", text: (d.tools || []).join(", ") })));
+      }
+    },
+  });
+}
+
+// followRun follows run id's stream to the run's end: on.run gets each
+// view of the run, on.event each event once, on.delta each piece of a
+// model turn's text (asked only with deltas: a run that has not ended,
+// so that a daemon streams a turn's text only while someone looks),
+// on.end the end. A stream that breaks is connected again by the
+// browser with the last message's id (Last-Event-ID), which resumes both
+// the events and the turn's text; one the browser gives up on is opened
+// again from the same id, after a pause that grows while the run cannot
+// be read, and not at all once the run is gone or the session is.
+function followRun(id, deltas, on) {
+  let lastID = "", lastSeq = 0, pause = 1000;
+  const connect = () => {
+    const q = new URLSearchParams();
+    if (deltas) q.set("deltas", "1");
+    if (lastID) q.set("after", lastID);
+    const es = new EventSource("/v1/runs/" + encodeURIComponent(id) + "/stream" + (q.size ? "?" + q.toString() : ""));
+    const seen = (e) => { if (e.lastEventId) lastID = e.lastEventId; };
+    es.addEventListener("run", (e) => { seen(e); pause = 1000; setLive(true); on.run(JSON.parse(e.data)); });
+    es.addEventListener("event", (e) => {
+      seen(e);
+      const ev = JSON.parse(e.data);
+      if (ev.seq <= lastSeq) return; // sent again on a stream opened again from an older id
+      lastSeq = ev.seq;
+      on.event(ev);
+    });
+    es.addEventListener("turn_delta", (e) => { seen(e); on.delta(JSON.parse(e.data)); });
+    es.addEventListener("end", () => { es.close(); setLive(false, "ended"); on.end(); });
+    es.onerror = () => {
+      setLive(false);
+      if (es.readyState === EventSource.CLOSED) reopen(); // else the browser connects again by itself
+    };
+  };
+  const reopen = () => {
+    const wait = pause;
+    pause = Math.min(2 * pause, 30000);
+    setTimeout(async () => {
+      let res;
+      try {
+        res = await api("GET", "/runs/" + encodeURIComponent(id)); // sends a signed-out page to the sign-in
+      } catch (e) {
+        reopen(); // the daemon cannot be reached yet
+        return;
+      }
+      if (res.status === 404 || res.status === 401) { setLive(false, res.status === 404 ? "gone" : "signed out"); return; }
+      connect();
+    }, wait);
+  };
+  connect();
 }
 
 // ---- Fork and lineage ----
