@@ -680,7 +680,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	fin.records.hostOf = holders
 	fin.kills = rep.Kills
-	fin.modelRequests = model.srv.Requests()
+	fin.modelRequests, fin.modelBilled = model.srv.Requests(), model.srv.Billed()
 	for _, s := range w.subs {
 		if s.runID != "" {
 			rep.Accepted++
@@ -881,7 +881,9 @@ type final struct {
 	kills     map[string]int
 	// modelRequests are the requests the agents' model server read.
 	modelRequests []llmtest.Request
-	drain         drainReport
+	// modelBilled is what the model server billed for all of them.
+	modelBilled llmtest.Usage
+	drain       drainReport
 }
 
 func collect(ctx context.Context, w *world, c *client.Client, runs []apitypes.Run) (*final, error) {

@@ -21,7 +21,9 @@ import (
 // turn, each of which waits for a person's approval; the soak's decider
 // answers each as the run's plan says (approve as proposed, approve with
 // edited arguments, respond in the tool's place, or reject), in the order
-// asked or in reverse, while daemons are being killed. The model answers
+// asked or in reverse, while daemons are being killed; before some it
+// sends one that must be refused and change nothing (bound to a stale
+// digest, or an edit the tool's schema refuses). The model answers
 // once it has seen every call's end. The promises, checked from
 // testkit.once's own log, the journal and the model server's record of
 // what it was asked: every approved call ran once, with the arguments of
@@ -192,6 +194,9 @@ func decideCall(ctx context.Context, w *world, c *client.Client, v *apitypes.Run
 		w.violate(invSteer, "approval wait %s of run %s shows another proposal than the model's: %s (digest %s)", wt.ID, v.ID, wt.Shown, wt.Digest)
 		return true
 	}
+	if w.intn(3) == 0 && !refuseBadDecision(ctx, w, c, v, wt) {
+		return false
+	}
 	d := plan.Plan[sh.Call]
 	var res *apitypes.DecideResponse
 	var err error
@@ -221,6 +226,36 @@ func decideCall(ctx context.Context, w *world, c *client.Client, v *apitypes.Run
 		return false
 	default:
 		w.violate(invSteer, "%s of %s (run %s): %v", d, wt.ID, v.ID, err)
+	}
+	return true
+}
+
+// staleDigest is a digest no proposal shows.
+const staleDigest = "0000000000000000000000000000000000000000000000000000000000000000"
+
+// refuseBadDecision sends a decision the wait must refuse and that must
+// change nothing (the journal shows only the planned decision): an
+// approval bound to a digest the wait does not show, or an edit the
+// tool's input schema refuses. False when the daemon is down.
+func refuseBadDecision(ctx context.Context, w *world, c *client.Client, v *apitypes.Run, wt apitypes.HumanWait) bool {
+	var err error
+	want := engine.CodeStaleDecision
+	if w.intn(2) == 0 {
+		_, err = c.RunDecide(ctx, v.ID, wt.ID, true, apitypes.DecideRequest{Digest: staleDigest})
+	} else {
+		_, err = c.RunEdit(ctx, v.ID, wt.ID, json.RawMessage(`{"value":"bad","crash":"not a boolean"}`), wt.Digest)
+		want = engine.CodeBadInput
+	}
+	switch code := client.ErrorCode(err); {
+	case err == nil:
+		w.violate(invSteer, "a decision on %s of run %s that must be refused (%s) was taken", wt.ID, v.ID, want)
+	case code == want:
+		w.count("steer refused " + code)
+	case code == engine.CodeAlreadyDecided || code == engine.CodeNotWaiting || code == engine.CodeNotFound:
+	case code == engine.CodeDraining || code == "":
+		return false
+	default:
+		w.violate(invSteer, "a decision on %s of run %s answered %v, want %s", wt.ID, v.ID, err, want)
 	}
 	return true
 }
@@ -263,6 +298,9 @@ func steerDecided(v apitypes.Run, p steerPlan, evs []apitypes.Event) (map[int]st
 func journaledDecision(e apitypes.Event, id string, call int) string {
 	proposed := engine.ProposalDigest(steerArgs(steerValue(id, call)))
 	edited, _ := e.Detail["edited"].(bool)
+	if saw, ok := e.Detail["digest"]; ok && saw != proposed {
+		return e.Type + " bound to another digest"
+	}
 	switch {
 	case e.Type == "rejected":
 		return decideReject
@@ -482,7 +520,8 @@ func jsonEqual(a, b json.RawMessage) bool {
 func steerSummary(w *world, f *final) string {
 	t, _ := tallySteer(f)
 	ran := t.decided[decideApprove] + t.decided[decideEdit]
-	return fmt.Sprintf("%d steer runs, %d completed (%d decided in reverse order); calls approved %d, edited %d, responded %d, rejected %d, undecided %d (cancelled): the %d approved ran once each with their decision's arguments in testkit.once's log, none responded or rejected ran; %d later-turn requests told the model each decision; the decider gave %d decisions, %d refused as already decided",
+	return fmt.Sprintf("%d steer runs, %d completed (%d decided in reverse order); calls approved %d, edited %d, responded %d, rejected %d, undecided %d (cancelled): the %d approved ran once each with their decision's arguments in testkit.once's log, none responded or rejected ran; %d later-turn requests told the model each decision; the decider gave %d decisions, %d refused as already decided; %d bound to a stale digest and %d edits the schema refuses were refused and changed nothing",
 		t.runs, t.completed, t.reversed, t.decided[decideApprove], t.decided[decideEdit], t.decided[decideRespond], t.decided[decideReject], t.decided[""],
-		ran, t.saw, w.counts["steer approve"]+w.counts["steer edit"]+w.counts["steer respond"]+w.counts["steer reject"], w.counts["steer refused "+engine.CodeAlreadyDecided])
+		ran, t.saw, w.counts["steer approve"]+w.counts["steer edit"]+w.counts["steer respond"]+w.counts["steer reject"], w.counts["steer refused "+engine.CodeAlreadyDecided],
+		w.counts["steer refused "+engine.CodeStaleDecision], w.counts["steer refused "+engine.CodeBadInput])
 }

@@ -135,6 +135,11 @@ func steerViolationCases() []violationCase {
 			s.f.events["r1"][0].Detail["edited_digest"] = "0000"
 			return s.w, s.f
 		}, checkSteer, "journaled approved with other digests"},
+		{"steer decision taken on a stale digest", func() (*world, *final) {
+			s := steerState(decideApprove, decideReject)
+			s.f.events["r1"][0].Detail["digest"] = staleDigest
+			return s.w, s.f
+		}, checkSteer, "journaled approved bound to another digest"},
 		{"steer wait decided twice", func() (*world, *final) {
 			s := steerState(decideApprove, decideReject)
 			s.f.events["r1"] = append(s.f.events["r1"], ev("approved", "a", map[string]any{"wait": steerWait(0)}))

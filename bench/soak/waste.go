@@ -16,6 +16,10 @@ import (
 // reports no more asks cut off than kills of its daemon happened between
 // its previous turn and it, so the waste stays within one reservation per
 // kill, and the agent usage the API reports adds up to the turns' reports.
+// It measures the waste too, in the model server's tokens: what it billed
+// for the asks of a turn beyond the one journaled stays within the turn's
+// report at the reservation's tokens, and what it billed in all beyond
+// every journaled turn is the figure of the summary.
 
 const invWaste = "agent waste within one reservation per kill of the daemon that held the turn"
 
@@ -41,6 +45,10 @@ type wasteTally struct {
 	// most reserved per kill in one turn's report.
 	worst        int
 	worstPerKill int64
+	// billedAgain is what the model server billed, in tokens, for the
+	// asks of journaled turns beyond the journaled one; journaled the
+	// tokens the turns' records hold.
+	billedAgain, journaled int64
 }
 
 func checkWaste(w *world, f *final) []string {
@@ -54,6 +62,7 @@ func tallyWaste(w *world, f *final) (wasteTally, []string) {
 	w.mu.Lock()
 	kills := append([]killAt(nil), w.kills...)
 	w.mu.Unlock()
+	asks := asksOf(f)
 	for _, v := range f.runs {
 		if !isAgentFlow(v.Flow) {
 			continue
@@ -99,6 +108,7 @@ func tallyWaste(w *world, f *final) (wasteTally, []string) {
 				t.worstPerKill = max(t.worstPerKill, cr/int64(n))
 			}
 		}
+		bad = append(bad, billedPastReports(f, v, asks, &t)...)
 		if v.Progress == nil {
 			continue
 		}
@@ -110,6 +120,60 @@ func tallyWaste(w *world, f *final) (wasteTally, []string) {
 		}
 	}
 	return t, bad
+}
+
+// reservedTokens is the most tokens a reservation of units pays for at
+// the soak model's price (a reservation is the turn's worst case in
+// tokens, priced and rounded up).
+func reservedTokens(units int64) int64 { return units * 1_000_000 / agentTokenPrice }
+
+// turnAsks are the asks of one turn the model server read: how many, and
+// the input tokens it billed for them.
+type turnAsks struct {
+	n     int
+	input int64
+}
+
+func asksOf(f *final) map[agentTurnKey]turnAsks {
+	asks := map[agentTurnKey]turnAsks{}
+	for _, r := range f.modelRequests {
+		if k, ok := requestTurn(r.Body); ok {
+			a := asks[k]
+			a.n++
+			a.input += (int64(len(r.Body)) + 3) / 4
+			asks[k] = a
+		}
+	}
+	return asks
+}
+
+// billedPastReports holds what the model server billed for each journaled
+// turn of run v against what the turn's record holds: the asks beyond the
+// journaled one (their input the server's quarter of each request's
+// bytes, their output the journaled answer's, the model being
+// deterministic) cost no more tokens than the turn reports cut off.
+func billedPastReports(f *final, v apitypes.Run, asks map[agentTurnKey]turnAsks, t *wasteTally) []string {
+	reqID, ok := inputID(v)
+	if !ok {
+		return nil
+	}
+	var bad []string
+	for _, e := range f.events[v.ID] {
+		if e.Type != "agent_turn" {
+			continue
+		}
+		k := agentTurnKey{reqID: reqID, turn: int(num(e.Detail["turn"]))}
+		in, out := int64(num(e.Detail["input_tokens"])), int64(num(e.Detail["output_tokens"]))
+		t.journaled += in + out
+		billed := asks[k].input + int64(asks[k].n)*out
+		again := max(billed-in-out, 0)
+		t.billedAgain += again
+		if bound := reservedTokens(int64(num(e.Detail["cut_reserved"]))); again > bound {
+			bad = append(bad, fmt.Sprintf("run %s: the model server billed %d tokens for turn %d's asks beyond the journaled one, past the %d of the reservations it reports cut off",
+				v.ID, again, k.turn, bound))
+		}
+	}
+	return bad
 }
 
 // lostLeases counts the times run v's daemons may have lost its lease in
@@ -141,6 +205,7 @@ func wasteSummary(w *world, f *final) string {
 	kills := len(w.kills)
 	w.mu.Unlock()
 	a, _ := tallyAgentTurns(w, f)
-	return fmt.Sprintf("%d kills; of %d agent turns journaled, %d report %d asks cut off (at most %d in one turn), %d units reserved for them in all (at most %d per kill in one turn), each within the kills of its daemon since its previous turn; the model server saw %d asks again; the API's agent usage adds up to the turns'",
-		kills, t.turns, t.cutTurns, t.cut, t.worst, t.cutReserved, t.worstPerKill, a.again)
+	billed := f.modelBilled.InputTokens + f.modelBilled.OutputTokens
+	return fmt.Sprintf("%d kills; of %d agent turns journaled, %d report %d asks cut off (at most %d in one turn), %d units reserved for them in all (at most %d per kill in one turn, at most %d tokens in all), each within the kills of its daemon since its previous turn; the model server saw %d asks again and billed %d tokens for them, %d tokens in all beyond the %d the turns journaled (asks of turns a cancel or a failure ended unjournaled included); the API's agent usage adds up to the turns'",
+		kills, t.turns, t.cutTurns, t.cut, t.worst, t.cutReserved, t.worstPerKill, reservedTokens(t.cutReserved), a.again, t.billedAgain, billed-t.journaled, t.journaled)
 }

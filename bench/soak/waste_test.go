@@ -1,8 +1,10 @@
 package main
 
 import (
+	"strings"
 	"time"
 
+	"github.com/weirhq/weir/internal/llmtest"
 	"github.com/weirhq/weir/runtime/api/apitypes"
 )
 
@@ -52,6 +54,16 @@ func wasteViolationCases() []violationCase {
 			s.f.runs[0].Progress.Agents[0].CutTurns = 3
 			return s.w, s.f
 		}, checkWaste, "the API reports agent a's waste as 3 asks"},
+		{"agent turn asked again within the tokens it reports", func() (*world, *final) {
+			s := wasteState(1, t0.Add(2*time.Second))
+			s.askTwice(100)
+			return s.w, s.f
+		}, checkWaste, ""},
+		{"agent turn asked again past the tokens it reports", func() (*world, *final) {
+			s := wasteState(1, t0.Add(2*time.Second))
+			s.askTwice(2000)
+			return s.w, s.f
+		}, checkWaste, "billed 500 tokens for turn 2's asks beyond the journaled one, past the 250"},
 		{"fleet agent waste within the leases it lost", func() (*world, *final) {
 			s := wasteState(1)
 			s.f.records.hostOf = map[string]int{"h1": 0}
@@ -64,4 +76,14 @@ func wasteViolationCases() []violationCase {
 			return s.w, s.f
 		}, checkWaste, "lost its lease 0 times"},
 	}
+}
+
+// askTwice has the model server read wasteState's second turn twice, in
+// requests of size bytes, and the turn journal the tokens of one.
+func (s *state) askTwice(size int) {
+	head := `{"messages":[{"role":"user","content":"` + agentPrompt + `req-1"},{"role":"assistant"}],"pad":"`
+	body := []byte(head + strings.Repeat("x", size-len(head)-2) + `"}`)
+	s.f.modelRequests = append(s.f.modelRequests, llmtest.Request{Body: body}, llmtest.Request{Body: body})
+	d := s.f.events["r1"][1].Detail
+	d["input_tokens"], d["output_tokens"] = float64((size+3)/4), 0.0
 }
