@@ -502,9 +502,6 @@ func taskOf(e apitypes.Event) string {
 	return "step"
 }
 
-// checkBudget: a budgeted run never spent more than its budget, and what
-// the run record says it spent is what its timeline adds up to
-// (timelineCharges).
 // timelineCharges adds up what a timeline charged: each node's cost as it
 // completed (an agent's, its turns and calls together), and the turns of
 // an agent that did not complete (failed, cancelled, or still under way),
@@ -527,6 +524,9 @@ func timelineCharges(evs []apitypes.Event) float64 {
 	return sum
 }
 
+// checkBudget: a budgeted run never spent more than its budget, and what
+// the run record says it spent is what its timeline adds up to
+// (timelineCharges).
 func checkBudget(w *world, f *final) []string {
 	var bad []string
 	for _, v := range f.runs {

@@ -320,6 +320,9 @@ func journaledDecision(e apitypes.Event, id string, call int) string {
 type steerTally struct {
 	runs, completed, reversed, saw int
 	decided                        map[string]int
+	// crossed counts the decisions a lost lease (a kill) came between
+	// and the model's next turn.
+	crossed int
 }
 
 func checkSteer(w *world, f *final) []string {
@@ -344,6 +347,7 @@ func tallySteer(f *final) (steerTally, []string) {
 		evs := f.events[v.ID]
 		decided, b := steerDecided(v, p, evs)
 		bad = append(bad, b...)
+		t.crossed += crossedByKills(evs)
 		done := v.Phase == apitypes.PhaseCompleted
 		if done {
 			t.completed++
@@ -383,6 +387,24 @@ func tallySteer(f *final) (steerTally, []string) {
 		}
 	}
 	return t, bad
+}
+
+// crossedByKills counts the decisions of a timeline that a lost lease
+// came between and the next model turn: decisions a kill found durable
+// and not yet acted on, or acted on and not yet told to the model.
+func crossedByKills(evs []apitypes.Event) int {
+	n, open := 0, 0
+	for _, e := range evs {
+		switch e.Type {
+		case "approved", "rejected", "responded":
+			open++
+		case "expired":
+			n, open = n+open, 0
+		case "agent_turn":
+			open = 0
+		}
+	}
+	return n
 }
 
 // steerEffects holds call's effects in testkit.once's log against its
@@ -520,8 +542,8 @@ func jsonEqual(a, b json.RawMessage) bool {
 func steerSummary(w *world, f *final) string {
 	t, _ := tallySteer(f)
 	ran := t.decided[decideApprove] + t.decided[decideEdit]
-	return fmt.Sprintf("%d steer runs, %d completed (%d decided in reverse order); calls approved %d, edited %d, responded %d, rejected %d, undecided %d (cancelled): the %d approved ran once each with their decision's arguments in testkit.once's log, none responded or rejected ran; %d later-turn requests told the model each decision; the decider gave %d decisions, %d refused as already decided; %d bound to a stale digest and %d edits the schema refuses were refused and changed nothing",
-		t.runs, t.completed, t.reversed, t.decided[decideApprove], t.decided[decideEdit], t.decided[decideRespond], t.decided[decideReject], t.decided[""],
+	return fmt.Sprintf("%d steer runs, %d completed (%d decided in reverse order); calls approved %d, edited %d, responded %d, rejected %d, undecided %d (cancelled), %d decisions with a kill between them and the next turn: the %d approved ran once each with their decision's arguments in testkit.once's log, none responded or rejected ran; %d later-turn requests told the model each decision; the decider gave %d decisions, %d refused as already decided; %d bound to a stale digest and %d edits the schema refuses were refused and changed nothing",
+		t.runs, t.completed, t.reversed, t.decided[decideApprove], t.decided[decideEdit], t.decided[decideRespond], t.decided[decideReject], t.decided[""], t.crossed,
 		ran, t.saw, w.counts["steer approve"]+w.counts["steer edit"]+w.counts["steer respond"]+w.counts["steer reject"], w.counts["steer refused "+engine.CodeAlreadyDecided],
 		w.counts["steer refused "+engine.CodeStaleDecision], w.counts["steer refused "+engine.CodeBadInput])
 }
