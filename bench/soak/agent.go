@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -83,9 +84,9 @@ func startAgentModel() (*agentModel, error) {
 	if err == nil {
 		_, err = fmt.Fprintf(f, `plugin "llm" {
   providers = { local = { kind = "openai", base_url = %q } }
-  models = { small = { provider = "local", model = "soak", max_tokens = 256 } }
+  models = { small = { provider = "local", model = "soak", max_tokens = 256, input_cost = %d, output_cost = %d } }
 }
-`, srv.OpenAIBaseURL())
+`, srv.OpenAIBaseURL(), agentTokenPrice, agentTokenPrice)
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
@@ -102,25 +103,48 @@ func (m *agentModel) Close() {
 	os.Remove(m.config)
 }
 
-// respondAgent is the model: a first turn asks for the echo, the mail and
-// the once call, a turn that sees their results answers.
-func respondAgent(_ string, body []byte) llmtest.Step {
-	id := ""
-	if m := agentTaskRE.FindSubmatch(body); m != nil {
-		id = string(m[1])
-	}
-	if id == "" {
-		return llmtest.Step{Status: 400, ErrorMessage: "soak model: no agent task in the request"}
+// agentTokenPrice is the model's price of a token, in budget units per
+// million (a fiftieth of a unit): turns cost a few units, so a budget
+// wait's raise is a small number and a cut-off ask's reservation is not 0.
+const agentTokenPrice = 20000
+
+// chatMessage is a message of a model request as the soak reads it.
+type chatMessage struct {
+	Role       string `json:"role"`
+	Content    any    `json:"content"`
+	ToolCallID string `json:"tool_call_id"`
+}
+
+// readRequest is the request id and the messages of a model request.
+func readRequest(body []byte) (string, []chatMessage, error) {
+	m := agentTaskRE.FindSubmatch(body)
+	if m == nil {
+		return "", nil, fmt.Errorf("soak model: no agent task in the request")
 	}
 	var req struct {
-		Messages []struct {
-			Role string `json:"role"`
-		} `json:"messages"`
+		Messages []chatMessage `json:"messages"`
 	}
 	if err := json.Unmarshal(body, &req); err != nil {
+		return "", nil, err
+	}
+	return string(m[1]), req.Messages, nil
+}
+
+// respondAgent is the model of every agent kind, told apart by the mark
+// their prompt ends with: the agent kind's first turn asks for the echo,
+// the mail and the once call, a turn that sees their results answers.
+func respondAgent(_ string, body []byte) llmtest.Step {
+	id, msgs, err := readRequest(body)
+	if err != nil {
 		return llmtest.Step{Status: 400, ErrorMessage: err.Error()}
 	}
-	for _, m := range req.Messages {
+	switch {
+	case bytes.Contains(body, []byte(steerMark)):
+		return respondSteer(id, msgs)
+	case bytes.Contains(body, []byte(topupMark)):
+		return respondTopup(id, msgs)
+	}
+	for _, m := range msgs {
 		if m.Role == "tool" {
 			return llmtest.Step{Text: "done " + id}
 		}
@@ -185,7 +209,7 @@ func tallyAgentTurns(w *world, f *final) (agentTally, []string) {
 	// of it before it was journaled (its agent_turn event's cut).
 	cut := map[agentTurnKey]int{}
 	for _, v := range f.runs {
-		if v.Flow != agentKind.flow {
+		if !isAgentFlow(v.Flow) {
 			continue
 		}
 		reqID, ok := inputID(v)
@@ -257,6 +281,15 @@ func killedTooOften(v *apitypes.Run, evs []apitypes.Event) bool {
 	return v.Phase == apitypes.PhaseFailed && errCode(v) == "E_ATTEMPTS_EXCEEDED" && hasEvent(evs, "expired")
 }
 
+// lostTooManyLeases says run v failed as kills may fail any run by
+// design (killedTooOften), also when a call of it that is not idempotent
+// had started then, which makes its error E_OUTCOME_UNKNOWN with the lost
+// leases in its message.
+func lostTooManyLeases(v *apitypes.Run, evs []apitypes.Event) bool {
+	return killedTooOften(v, evs) || v.Phase == apitypes.PhaseFailed && errCode(v) == "E_OUTCOME_UNKNOWN" &&
+		v.Error != nil && strings.Contains(v.Error.Message, "lost its lease") && hasEvent(evs, "expired")
+}
+
 func hasEvent(evs []apitypes.Event, typ string) bool {
 	for _, e := range evs {
 		if e.Type == typ {
@@ -287,8 +320,25 @@ func inputID(v apitypes.Run) (string, bool) {
 	return id, ok && strings.HasPrefix(id, "req-")
 }
 
+// agentKinds are the kinds whose runs are agents asking the soak's
+// model: every journaled turn of theirs is held against its requests.
+var agentKinds = []*kind{agentKind, steerKind, topupKind}
+
+func isAgentFlow(flow string) bool {
+	for _, k := range agentKinds {
+		if k.flow == flow {
+			return true
+		}
+	}
+	return false
+}
+
 func agentSummary(w *world, f *final) string {
 	t, _ := tallyAgentTurns(w, f)
+	n := 0
+	for _, k := range agentKinds {
+		n += countFlow(f, k.flow)
+	}
 	return fmt.Sprintf("%d agent runs; the model was asked %d turns, %d journaled, %d asked again after a kill or cancel cut them off, none after its answer was journaled; the turns report %d asks cut off (an upper bound, at their reservations)",
-		countFlow(f, agentKind.flow), t.asked, t.journaled, t.again, t.cut)
+		n, t.asked, t.journaled, t.again, t.cut)
 }

@@ -108,6 +108,9 @@ var invariants = []invariant{
 			w.counts["cohorts closed"], w.counts["cohort results"], w.counts["cohort late"], w.counts["approved"], meant, countFlow(f, "soak_wait"), countFlowPhase(f, "soak_sub", apitypes.PhaseCompleted))
 	}},
 	{invAgent, checkAgentTurns, agentSummary},
+	{invSteer, checkSteer, steerSummary},
+	{invTopup, checkTopups, topupSummary},
+	{invWaste, checkWaste, wasteSummary},
 	{invRedrive, checkRedrives, func(w *world, f *final) string {
 		return fmt.Sprintf("%d redrives, %d redrive-kind runs completed through them, each redriven event after its own exhausted park",
 			w.counts["redriven"], countFlowPhase(f, "soak_redrive", apitypes.PhaseCompleted))
@@ -499,8 +502,31 @@ func taskOf(e apitypes.Event) string {
 	return "step"
 }
 
+// timelineCharges adds up what a timeline charged: each node's cost as it
+// completed (an agent's, its turns and calls together), and the turns of
+// an agent that did not complete (failed, cancelled, or still under way),
+// which only its agent_turn events record.
+func timelineCharges(evs []apitypes.Event) float64 {
+	var sum float64
+	turns := map[string]float64{} // by agent node, since its last completion
+	for _, e := range evs {
+		switch e.Type {
+		case "agent_turn":
+			turns[e.Node] += num(e.Detail["cost"])
+		case "node_completed":
+			sum += num(e.Detail["cost"])
+			turns[e.Node] = 0
+		}
+	}
+	for _, c := range turns {
+		sum += c
+	}
+	return sum
+}
+
 // checkBudget: a budgeted run never spent more than its budget, and what
-// the run record says it spent is what its timeline adds up to.
+// the run record says it spent is what its timeline adds up to
+// (timelineCharges).
 func checkBudget(w *world, f *final) []string {
 	var bad []string
 	for _, v := range f.runs {
@@ -510,13 +536,7 @@ func checkBudget(w *world, f *final) []string {
 		if v.Spent < 0 {
 			bad = append(bad, fmt.Sprintf("run %s spent %d", v.ID, v.Spent))
 		}
-		var sum float64
-		for _, e := range f.events[v.ID] {
-			if e.Type == "node_completed" {
-				sum += num(e.Detail["cost"])
-			}
-		}
-		if int64(sum) != v.Spent {
+		if sum := timelineCharges(f.events[v.ID]); int64(sum) != v.Spent {
 			bad = append(bad, fmt.Sprintf("run %s records %d spent, its timeline charges %v", v.ID, v.Spent, sum))
 		}
 	}

@@ -1,7 +1,9 @@
 // Command soak kills weir anywhere and checks every invariant. It runs a
 // real `weir serve` under a mixed, randomized workload (idempotent and
 // non-idempotent tools, retries, budgets, cancels, duplicate submissions
-// with the same request id, some with another input), SIGKILLs it at
+// with the same request id, some with another input, agents whose proposed
+// calls a person approves, edits, answers or rejects, agents whose budget
+// asks for more and is raised), SIGKILLs it at
 // random moments and at every failpoint in turn, restarts it, and at the
 // end holds the store's runs and timelines against the client's own record
 // and the plugins' records of their side effects. It prints one line per

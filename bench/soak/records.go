@@ -29,6 +29,9 @@ type records struct {
 	// once counts testkit.once's effects per call, by the value the call
 	// carried (each ask-kind call carries its own).
 	once map[string]int
+	// onceKeys lists, by the value a testkit.once call carried, the
+	// idempotency key of each of its effects.
+	onceKeys map[string][]string
 	// hostOf maps a fleet's lease holders to the slot of their daemon:
 	// each slot is a host whose plugins keep state of their own.
 	hostOf map[string]int
@@ -55,7 +58,7 @@ func (o *records) hostsLeasing(evs []apitypes.Event, node string) int {
 // idempotency key has one dedupe record on each, named by the key: it
 // counts once.
 func readRecords(datas ...string) (*records, error) {
-	o := &records{mails: map[string]int{}, mailRuns: map[string]int{}, notes: map[string]string{}, applied: map[string]int{}, once: map[string]int{}}
+	o := &records{mails: map[string]int{}, mailRuns: map[string]int{}, notes: map[string]string{}, applied: map[string]int{}, once: map[string]int{}, onceKeys: map[string][]string{}}
 	dedupes := map[string]bool{} // dedupe records seen, by file name
 	for _, data := range datas {
 		if err := o.read(filepath.Join(data, "plugin-state"), dedupes); err != nil {
@@ -69,6 +72,7 @@ func readRecords(datas ...string) (*records, error) {
 func (o *records) read(state string, dedupes map[string]bool) error {
 	if err := eachOnce(filepath.Join(state, "testkit", "once.jsonl"), func(e onceEffect, _ []byte) bool {
 		o.once[fmt.Sprint(e.Value)]++
+		o.onceKeys[fmt.Sprint(e.Value)] = append(o.onceKeys[fmt.Sprint(e.Value)], e.Key)
 		return true
 	}); err != nil {
 		return err

@@ -118,6 +118,8 @@ type world struct {
 	// dataDirs are the slots' data directories, whose plugin state the
 	// resolver reads as a person would read a plugin's log.
 	dataDirs []string
+	// kills are the daemons' kills, in the order they ended.
+	kills []killAt
 }
 
 func (w *world) intn(n int) int {
@@ -175,6 +177,8 @@ var actors = []actor{
 	{"reply", 100 * time.Millisecond, sendReplies},
 	{"fork", 300 * time.Millisecond, forkOne},
 	{"resolve", 300 * time.Millisecond, resolveUnknown},
+	{"steer", 200 * time.Millisecond, decideSteer},
+	{"topup", 300 * time.Millisecond, raiseBudgets},
 }
 
 // redriveParked redrives the dead letters of the redrive kind, whose runs
@@ -462,6 +466,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			repMu.Lock()
 			rep.Kills[name]++
 			repMu.Unlock()
+			w.killed(slot)
 			fmt.Fprintf(cfg.Log, "soak: %s killed by %s while recovering\n", who, name)
 			return nil, who, nil
 		}
@@ -596,6 +601,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			rep.Kills[cause]++
 			delete(armed, inTurn)
 			repMu.Unlock()
+			w.killed(slot)
 			fmt.Fprintf(cfg.Log, "soak: %s killed by %s after %v\n", who, cause, time.Since(began).Round(time.Millisecond))
 		}
 		return nil
@@ -674,7 +680,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	fin.records.hostOf = holders
 	fin.kills = rep.Kills
-	fin.modelRequests = model.srv.Requests()
+	fin.modelRequests, fin.modelBilled = model.srv.Requests(), model.srv.Billed()
 	for _, s := range w.subs {
 		if s.runID != "" {
 			rep.Accepted++
@@ -808,6 +814,8 @@ func drain(ctx context.Context, w *world, c *client.Client, cfg Config) (drainRe
 		redriveParked(ctx, w, c)
 		replyAll(ctx, w, c)
 		resolveUnknown(ctx, w, c)
+		decideSteer(ctx, w, c)
+		raiseBudgets(ctx, w, c)
 		var sig strings.Builder
 		left := 0
 		for _, p := range unfinishedPhases {
@@ -873,7 +881,9 @@ type final struct {
 	kills     map[string]int
 	// modelRequests are the requests the agents' model server read.
 	modelRequests []llmtest.Request
-	drain         drainReport
+	// modelBilled is what the model server billed for all of them.
+	modelBilled llmtest.Usage
+	drain       drainReport
 }
 
 func collect(ctx context.Context, w *world, c *client.Client, runs []apitypes.Run) (*final, error) {
@@ -891,8 +901,9 @@ func collect(ctx context.Context, w *world, c *client.Client, runs []apitypes.Ru
 			fin.triggered = append(fin.triggered, v)
 		case v.ForkedFrom != nil:
 			fin.forked = append(fin.forked, v)
-		case kindByFlow(v.Flow) != nil && kindByFlow(v.Flow).cohort:
-			// The list omits progress; the cohort invariant reads it.
+		case kindByFlow(v.Flow) != nil && (kindByFlow(v.Flow).cohort || isAgentFlow(v.Flow)):
+			// The list omits progress; the cohort and waste invariants
+			// read it.
 			full, err := c.RunGet(ctx, v.ID)
 			if err != nil {
 				return nil, fmt.Errorf("run %s: %w", v.ID, err)

@@ -98,7 +98,12 @@ func TestSoakCatchesInjectedLoss(t *testing.T) {
 // cannot fail would prove nothing.
 func TestChecksCatchViolations(t *testing.T) {
 	t.Parallel()
-	for _, tt := range append(append(append(violationCases(), fleetViolationCases()...), tickViolationCases()...), append(append(append(eventViolationCases(), forkViolationCases()...), resolveViolationCases()...), redriveViolationCases()...)...) {
+	var cases []violationCase
+	for _, c := range [][]violationCase{violationCases(), fleetViolationCases(), tickViolationCases(), eventViolationCases(), forkViolationCases(),
+		resolveViolationCases(), redriveViolationCases(), steerViolationCases(), topupViolationCases(), wasteViolationCases()} {
+		cases = append(cases, c...)
+	}
+	for _, tt := range cases {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			w, f := tt.build()

@@ -314,6 +314,8 @@ flow(
 		}),
 	},
 	agentKind,
+	steerKind,
+	topupKind,
 	eventKind,
 	askKind,
 	askFanKind,

@@ -278,20 +278,33 @@ func (s *stepper) loadAgent(ctx context.Context, node *flows.Node) (*agentLoop, 
 }
 
 // cutAsks is how many times the next turn may have been asked and cut off
-// by a crash before its answer was journaled: the run's leases lost (its
-// attempt grew) since an agent step last wrote the last turn (a step that
-// wrote it after a lease was lost had not asked the next turn yet), or,
-// for the first turn, since the run began — an upper bound, since a lease
-// may have been lost elsewhere in a step. A turn written before turns
-// kept their attempt counts none.
-func (a *agentLoop) cutAsks(attempt int) int {
-	since := 1
+// by a crash before its answer was journaled: the leases the run's step
+// lost (its step task's attempt grew) since an agent step last wrote the
+// last turn (a step that wrote it after a lease was lost had not asked the
+// next turn yet), or, for the first turn, since the run began — an upper
+// bound, since a lease may have been lost elsewhere in a step. Only the
+// step asks the model: the run's attempt, which every task's lost lease
+// raises (a turn's calls in flight at a crash), would count a crash once
+// per call. A turn written before turns kept their step's attempt counts
+// from the run's, as then; one written before either, none.
+func (a *agentLoop) cutAsks(attempt, step int) int {
 	if n := len(a.turns); n > 0 {
-		if since = a.turns[n-1].Attempt; since == 0 {
-			return 0
+		switch last := a.turns[n-1]; {
+		case last.StepAttempt > 0:
+			return max(0, step-last.StepAttempt)
+		case last.Attempt > 0:
+			return max(0, attempt-last.Attempt)
 		}
+		return 0
 	}
-	return max(0, attempt-since)
+	return max(0, step-1)
+}
+
+// written marks turn t as written by this step: a lease lost before it
+// cut no ask of the next turn.
+func (s *stepper) written(t *store.AgentTurn) {
+	t.Attempt = max(t.Attempt, s.run.Attempt)
+	t.StepAttempt = max(t.StepAttempt, s.task.Attempt)
 }
 
 // agentTimedOut takes the node's error wire with E_AGENT_TIMEOUT.
@@ -463,8 +476,9 @@ func (s *stepper) agentTurn(ctx context.Context, a *agentLoop) (loop, more bool)
 	t := &store.AgentTurn{V: store.AgentTurnVersion, RunID: s.run.ID, Node: node.ID, Visit: a.visit, Turn: turn, Model: node.Model,
 		RequestDigest: hex.EncodeToString(digest[:]), RequestBytes: len(body), Response: mustJSON(resp.Message),
 		StopReason: string(resp.StopReason), Usage: store.AgentUsage{InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens},
-		UsageReported: reported, Reserved: reserve, Cost: cost, Calls: calls, At: asked, Attempt: s.run.Attempt}
-	t.Cut = a.cutAsks(s.run.Attempt)
+		UsageReported: reported, Reserved: reserve, Cost: cost, Calls: calls, At: asked}
+	t.Cut = a.cutAsks(s.run.Attempt, s.task.Attempt)
+	s.written(t)
 	t.CutReserved = int64(t.Cut) * reserve
 	s.takeRetries(t)
 	s.cont.Tries = 0
@@ -972,8 +986,7 @@ func (s *stepper) agentCallsDone(ctx context.Context, t *store.AgentTurn, ends m
 	for i, c := range ends {
 		next.Calls[i] = c
 	}
-	// A lease lost before this write cut no ask of the next turn.
-	next.Attempt = max(next.Attempt, s.run.Attempt)
+	s.written(&next)
 	for i, c := range next.Calls {
 		// A decided proposal is consumed once its call ended, or is
 		// queued to run.
@@ -1029,7 +1042,7 @@ func (s *stepper) agentAnswer(ctx context.Context, a *agentLoop, t *store.AgentT
 			}
 			next := *t
 			next.Correction = why
-			next.Attempt = max(next.Attempt, s.run.Attempt)
+			s.written(&next)
 			if !s.commit(ctx, func(tx store.Tx) error { return tx.AgentTurnPut(&next) }) {
 				return false, false
 			}

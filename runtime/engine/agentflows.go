@@ -43,7 +43,7 @@ func (s *stepper) startFlowCalls(ctx context.Context, a *agentLoop, t *store.Age
 	var starts []start
 	next := *t
 	next.Calls = slices.Clone(t.Calls)
-	next.Attempt = max(next.Attempt, s.run.Attempt)
+	s.written(&next)
 	share := s.flowCallShare(ctx, t, fresh)
 	for _, i := range fresh {
 		child, task, entry, rerr := s.prepareAgentChild(ctx, a, t.Calls[i].Tool, msg.ToolCalls[i].Arguments, share)

@@ -42,13 +42,16 @@ type AgentTurn struct {
 	Reserved int64 `json:"reserved"`
 	Cost     int64 `json:"cost"`
 	// Attempt is the run's attempt (Run.Attempt) of the agent step that
-	// last wrote the turn. Cut is how many times a crash may have cut this
-	// turn off after it was asked and before its answer was journaled —
-	// the run's leases lost since the turn before was last written by a
-	// step (nothing is written before a model turn answers, so weir cannot
-	// know more) — and CutReserved their upper bound: Cut times the turn's
-	// reservation, the same request each time.
+	// last wrote the turn, and StepAttempt the attempt of the run's step
+	// task then. Cut is how many times a crash may have cut this turn off
+	// after it was asked and before its answer was journaled — the leases
+	// the step lost since the turn before was last written by a step
+	// (nothing is written before a model turn answers, so weir cannot know
+	// more; only the step asks, so the calls' lost leases, which raise the
+	// run's attempt too, are not counted) — and CutReserved their upper
+	// bound: Cut times the turn's reservation, the same request each time.
 	Attempt     int   `json:"attempt,omitempty"`
+	StepAttempt int   `json:"step_attempt,omitempty"`
 	Cut         int   `json:"cut,omitempty"`
 	CutReserved int64 `json:"cut_reserved,omitempty"`
 	// Retried is how many tries of this turn failed (retryable errors)
