@@ -52,7 +52,7 @@ func TestLoadFull(t *testing.T) {
 			"http": json.RawMessage(`{"allow_hosts":["api.example.com","example.org"],"max_bytes":1048576,"timeout":"10s"}`),
 		},
 		Telemetry: Telemetry{Endpoint: "collector.example:4317", Protocol: "grpc", Insecure: true, Headers: map[string]string{"X-Team": "weir"},
-			Sample: 0.5, ServiceName: "weir-full", headerValues: map[string]string{"X-Team": "weir"}},
+			Sample: 0.5, ServiceName: "weir-full", CaptureContent: true, headerValues: map[string]string{"X-Team": "weir"}},
 	}
 	want.pluginWhere = c.pluginWhere // positions: TestPluginHostKeys
 	// A checkout's modes are the umask's (git keeps none but the

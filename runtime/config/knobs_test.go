@@ -87,12 +87,13 @@ var knobExamples = map[string]struct{ value, extra string }{
 	"http.max_requests_per_owner": {value: `32`},
 	"http.max_streams_per_owner":  {value: `8`},
 
-	"telemetry.otlp_endpoint": {value: `"https://collector.example:4318"`},
-	"telemetry.protocol":      {value: `"grpc"`, extra: telemetryEndpoint},
-	"telemetry.headers":       {value: `{ "X-Team" = "weir" }`, extra: telemetryEndpoint},
-	"telemetry.insecure":      {value: `true`, extra: `otlp_endpoint = "collector.example:4317"`},
-	"telemetry.sample":        {value: `0.25`, extra: telemetryEndpoint},
-	"telemetry.service_name":  {value: `"weir-prod"`, extra: telemetryEndpoint},
+	"telemetry.otlp_endpoint":   {value: `"https://collector.example:4318"`},
+	"telemetry.protocol":        {value: `"grpc"`, extra: telemetryEndpoint},
+	"telemetry.headers":         {value: `{ "X-Team" = "weir" }`, extra: telemetryEndpoint},
+	"telemetry.insecure":        {value: `true`, extra: `otlp_endpoint = "collector.example:4317"`},
+	"telemetry.sample":          {value: `0.25`, extra: telemetryEndpoint},
+	"telemetry.service_name":    {value: `"weir-prod"`, extra: telemetryEndpoint},
+	"telemetry.capture_content": {value: `true`, extra: telemetryEndpoint},
 }
 
 // telemetryEndpoint is what the telemetry block needs for its other

@@ -57,6 +57,13 @@ type Telemetry struct {
 	Sample float64 `json:"sample"`
 	// ServiceName is the service.name resource attribute of the spans.
 	ServiceName string `json:"service_name"`
+	// CaptureContent exports model turns' messages on their spans (the
+	// GenAI conventions' gen_ai.input.messages and gen_ai.output.messages).
+	// Off by default: prompts and answers hold what users and tools said,
+	// and a trace backend keeps them longer and shows them to more people
+	// than weir does. OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true
+	// turns it on when the file does not.
+	CaptureContent bool `json:"capture_content,omitempty"`
 
 	// headerValues are Headers resolved (each env:NAME read).
 	headerValues map[string]string

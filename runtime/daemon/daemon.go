@@ -212,7 +212,7 @@ func openTraces(ctx context.Context, log hclog.Logger, t *config.Telemetry) (*te
 		proto = "" // the standard variables say it, with the endpoint, unless the block chose
 	}
 	x, err := telemetry.New(ctx, telemetry.Options{Endpoint: t.Endpoint, Protocol: proto, Headers: t.HeaderValues(),
-		Insecure: t.Insecure, Sample: t.Sample, ServiceName: t.ServiceName})
+		Insecure: t.Insecure, Sample: t.Sample, ServiceName: t.ServiceName, CaptureContent: t.CaptureContent})
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: %w", err)
 	}

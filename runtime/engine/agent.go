@@ -14,6 +14,7 @@ import (
 	"github.com/weirhq/weir/flows"
 	"github.com/weirhq/weir/runtime/internal/failpoint"
 	"github.com/weirhq/weir/runtime/internal/ledger"
+	"github.com/weirhq/weir/runtime/internal/transcript"
 	"github.com/weirhq/weir/runtime/store"
 	"github.com/weirhq/weir/sdk/chat"
 )
@@ -344,57 +345,11 @@ func (a *agentLoop) messages() []chat.Message {
 	msgs = append(msgs, chat.Message{Role: chat.RoleUser, Content: a.prompt})
 	msgs = append(msgs, final...)
 	for _, t := range a.turns[from:] {
-		msgs = append(msgs, turnMessages(t)...)
+		msgs = append(msgs, transcript.Turn(t)...)
 	}
 	return msgs
 }
 
-// turnMessages is what turn t adds to the conversation: its answer, the
-// result of each call of it that ended, its correction and its note.
-func turnMessages(t *store.AgentTurn) []chat.Message {
-	var m chat.Message
-	_ = json.Unmarshal(t.Response, &m) // validated before it was journaled
-	m.Role = chat.RoleAssistant
-	msgs := []chat.Message{m}
-	for _, c := range t.Calls {
-		if c.Done {
-			msgs = append(msgs, toolMessage(c.ID, c))
-		}
-	}
-	if t.Correction != "" {
-		msgs = append(msgs, chat.Message{Role: chat.RoleUser, Content: t.Correction})
-	}
-	if t.Note != "" {
-		msgs = append(msgs, chat.Message{Role: chat.RoleUser, Content: t.Note})
-	}
-	return msgs
-}
-
-// toolMessage is a call's end as the model is told it: the result, or the
-// error with its code (E_OUTCOME_UNKNOWN included, as exactly that). A
-// call a person edited is told so, with the arguments it ran with, beside
-// its result or error; a call a person answered in the tool's place is
-// told their answer as its result.
-func toolMessage(id string, c store.AgentCall) chat.Message {
-	if len(c.Edited) > 0 {
-		told := map[string]any{"edited_arguments": c.Edited, "note": editedNote}
-		if c.Error != nil {
-			told["error"] = map[string]string{"code": c.Error.Code, "message": c.Error.Message}
-		} else {
-			told["result"] = c.Result
-		}
-		return chat.Message{Role: chat.RoleTool, ToolCallID: id, IsError: c.Error != nil, Content: string(mustJSON(told))}
-	}
-	if c.Error != nil {
-		return chat.Message{Role: chat.RoleTool, ToolCallID: id, IsError: true,
-			Content: string(mustJSON(map[string]any{"error": map[string]string{"code": c.Error.Code, "message": c.Error.Message}}))}
-	}
-	return chat.Message{Role: chat.RoleTool, ToolCallID: id, Content: string(c.Result)}
-}
-
-// editedNote tells the model that a person changed a call's arguments
-// before it ran.
-const editedNote = "A person edited the arguments of this call before it ran: it ran with edited_arguments, not the arguments you proposed."
 
 // reservation is a turn's worst case in budget units: the prompt
 // estimated at a third of the request's bytes plus max_tokens of output,
@@ -481,6 +436,7 @@ func (s *stepper) agentTurn(ctx context.Context, a *agentLoop) (loop, more bool)
 	s.written(t)
 	t.CutReserved = int64(t.Cut) * reserve
 	s.takeRetries(t)
+	t.Prompt = tracedPrompt(e.cfg.Load(), a, turn)
 	s.cont.Tries = 0
 	var spent int64
 	ok = s.commit(ctx, func(tx store.Tx) error {

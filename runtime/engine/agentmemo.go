@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/weirhq/weir/runtime/internal/transcript"
 	"github.com/weirhq/weir/runtime/store"
 	"github.com/weirhq/weir/sdk/chat"
 )
@@ -72,7 +73,7 @@ type visitMemo struct {
 func (m *visitMemo) advance(turns []*store.AgentTurn) {
 	for _, t := range turns[len(m.final):max(len(turns)-1, len(m.final))] {
 		m.final = append(m.final, t)
-		m.msgs = append(m.msgs, turnMessages(t)...)
+		m.msgs = append(m.msgs, transcript.Turn(t)...)
 		m.spent += turnSpent(t)
 		m.usage.InputTokens += t.Usage.InputTokens
 		m.usage.OutputTokens += t.Usage.OutputTokens

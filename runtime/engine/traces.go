@@ -18,6 +18,23 @@ const TraceOutbox = "trace-outbox"
 // evTraceDue is an outbox entry: the run named in its detail finished.
 const evTraceDue = "trace_due"
 
+// ContentCapturer is what a TraceExporter that exports model turns'
+// messages says (telemetry.Exporter.CapturesContent): then a visit's
+// first turn journals the prompt it began with, which nothing else keeps.
+type ContentCapturer interface {
+	CapturesContent() bool
+}
+
+// tracedPrompt is the prompt turn 1 of a keeps for the trace export, nil
+// for a later turn or while content is not captured.
+func tracedPrompt(cfg *Config, a *agentLoop, turn int) *store.AgentPrompt {
+	cc, ok := cfg.Traces.(ContentCapturer)
+	if turn != 1 || !ok || !cc.CapturesContent() {
+		return nil
+	}
+	return &store.AgentPrompt{System: telemetry.CutContent(a.system), User: telemetry.CutContent(a.prompt)}
+}
+
 // TraceExporter sends a finished run's spans, built from its journal by
 // telemetry.Build (*telemetry.Exporter, over OTLP).
 type TraceExporter interface {

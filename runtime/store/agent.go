@@ -72,6 +72,17 @@ type AgentTurn struct {
 	Note string `json:"note,omitempty"`
 	// At is when the turn was asked.
 	At time.Time `json:"at"`
+	// Prompt, on a visit's first turn and only while the trace export
+	// captures content, is the system instructions and user prompt the
+	// visit began with (each cut to telemetry.MaxContentBytes): the rest
+	// of every request is rebuilt from the turns, these are not.
+	Prompt *AgentPrompt `json:"prompt,omitempty"`
+}
+
+// AgentPrompt is what an agent visit's conversation began with.
+type AgentPrompt struct {
+	System string `json:"system,omitempty"`
+	User   string `json:"user"`
 }
 
 // AgentUsage counts the tokens of a turn.

@@ -42,7 +42,14 @@ type Options struct {
 	ServiceName string
 	// QueueSize bounds the batch processor's queue (0: DefaultQueueSize).
 	QueueSize int
+	// CaptureContent exports model turns' messages (AddContent): off
+	// unless asked, here or by OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT.
+	CaptureContent bool
 }
+
+// CaptureContentEnv is the GenAI instrumentations' variable that turns on
+// the export of messages ("true").
+const CaptureContentEnv = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 
 // Exporter sends spans built by Build through the OpenTelemetry SDK: a
 // TracerProvider whose id generator hands out the derived ids and a
@@ -55,6 +62,7 @@ type Exporter struct {
 	exp     *countingExporter
 	sampler sdktrace.Sampler
 	queue   int
+	content bool
 	dropped atomic.Int64
 }
 
@@ -149,7 +157,8 @@ func NewWithExporter(se sdktrace.SpanExporter, o Options) *Exporter {
 	if name == "" {
 		name = "weir"
 	}
-	x := &Exporter{exp: &countingExporter{SpanExporter: se}, queue: q, sampler: sdktrace.TraceIDRatioBased(o.Sample)}
+	x := &Exporter{exp: &countingExporter{SpanExporter: se}, queue: q, sampler: sdktrace.TraceIDRatioBased(o.Sample),
+		content: o.CaptureContent || strings.EqualFold(os.Getenv(CaptureContentEnv), "true")}
 	bsp := sdktrace.NewBatchSpanProcessor(x.exp, sdktrace.WithMaxQueueSize(q), sdktrace.WithMaxExportBatchSize(min(q, 512)))
 	x.tp = sdktrace.NewTracerProvider(
 		sdktrace.WithSpanProcessor(bsp),
@@ -160,6 +169,9 @@ func NewWithExporter(se sdktrace.SpanExporter, o Options) *Exporter {
 	x.tracer = x.tp.Tracer("github.com/weirhq/weir/runtime/telemetry")
 	return x
 }
+
+// CapturesContent says model turns' messages are exported (AddContent).
+func (x *Exporter) CapturesContent() bool { return x.content }
 
 // QueueSize is how many spans one Export may hand over at most.
 func (x *Exporter) QueueSize() int { return x.queue }

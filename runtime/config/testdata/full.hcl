@@ -81,4 +81,5 @@ telemetry {
   headers       = { "X-Team" = "weir" }
   sample        = 0.5
   service_name  = "weir-full"
+  capture_content = true
 }

@@ -15,6 +15,7 @@ package traceexport
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -248,7 +249,48 @@ func (s *Service) spansOf(ctx context.Context, entry *store.Event) ([]telemetry.
 	case len(evs) > MaxEvents:
 		return nil, errors.New("the run's timeline is longer than the export reads")
 	}
-	return telemetry.Build(evs)
+	spans, err := telemetry.Build(evs)
+	if err != nil {
+		return nil, err
+	}
+	if cc, ok := s.exp.(contentCapturer); ok && cc.CapturesContent() {
+		if err := s.addContent(ctx, runID, spans); err != nil {
+			return nil, storeError{err}
+		}
+	}
+	return spans, nil
+}
+
+// contentCapturer is an Exporter that exports model turns' messages
+// (telemetry.Exporter).
+type contentCapturer interface{ CapturesContent() bool }
+
+// addContent reads the journaled turns of each agent visit the spans
+// hold a model turn of and puts their messages on those spans
+// (telemetry.AddContent).
+func (s *Service) addContent(ctx context.Context, runID string, spans []telemetry.Span) error {
+	type visit struct {
+		node string
+		n    int
+	}
+	seen := map[visit]bool{}
+	var turns []*store.AgentTurn
+	return s.st.View(ctx, func(tx store.Tx) error {
+		for _, sp := range spans {
+			v := visit{sp.Key.Node, sp.Key.Visit}
+			if !strings.HasPrefix(sp.Key.Call, "turn:") || seen[v] {
+				continue
+			}
+			seen[v] = true
+			ts, err := tx.AgentTurnList(store.AgentTurnListParams{RunID: runID, Node: v.node, Visit: v.n})
+			if err != nil {
+				return err
+			}
+			turns = append(turns, ts...)
+		}
+		telemetry.AddContent(spans, turns)
+		return nil
+	})
 }
 
 // flush exports g and removes the entries it covers; it reports whether
