@@ -220,18 +220,18 @@ func (s *stepper) commitE(ctx context.Context, fn func(tx store.Tx) error) error
 			s.run.Phase = after.phase
 		}
 	case errors.Is(err, errLeaseLost):
-		e.log.Warn("lease lost, step discarded", runFields(s.run, "task", s.task.ID)...)
+		e.log.Warn("lease lost, step discarded", s.logFields("task", s.task.ID)...)
 	case errors.Is(err, errUnknownOutcome), errors.Is(err, errEscrowRefused), errors.Is(err, errCancelSeen):
 	default:
 		if rerr := recordErr(err); rerr != nil && rerr.Class == ClassRun {
 			// This step's writes are too large for the store: the run
 			// fails, so the step is not tried again after a restart.
-			e.log.Warn("step too large for the store, run fails", runFields(s.run, "task", s.task.ID, "error", err)...)
+			e.log.Warn("step too large for the store, run fails", s.logFields("task", s.task.ID, "error", err)...)
 			s.finish(ctx, store.PhaseFailed, nil, &store.RunError{Code: rerr.Code, Message: rerr.Message})
 			return err
 		}
 		e.admission.storageFailed(err)
-		e.log.Error("writing step", runFields(s.run, "error", err)...)
+		e.log.Error("writing step", s.logFields("error", err)...)
 	}
 	return err
 }
@@ -539,14 +539,14 @@ func (s *stepper) finish(ctx context.Context, phase store.Phase, out json.RawMes
 		if rerr := recordErr(err); rerr != nil && rerr.Class == ClassRun && s.cont != nil {
 			// The continuation is what is too large: finish failed
 			// without writing it, which a terminal run does not need.
-			e.log.Warn("finish too large for the store, run fails", runFields(s.run, "error", err)...)
+			e.log.Warn("finish too large for the store, run fails", s.logFields("error", err)...)
 			s.cont = nil
 			s.finish(ctx, store.PhaseFailed, nil, &store.RunError{Code: rerr.Code, Message: rerr.Message})
 			return
 		}
 		if !errors.Is(err, errLeaseLost) {
 			e.admission.storageFailed(err)
-			e.log.Error("writing finish", runFields(s.run, "error", err)...)
+			e.log.Error("writing finish", s.logFields("error", err)...)
 		}
 		return
 	}

@@ -66,6 +66,18 @@ func runFields(r *store.Run, kv ...any) []any {
 	return append([]any{"run", r.ID, "trace_id", tid}, kv...)
 }
 
+// logFields are runFields of the step's run, with the node it is at and
+// that node visit's span id (the span its tool calls are children of), so
+// a collector joins the line to the visit, then kv.
+func (s *stepper) logFields(kv ...any) []any {
+	if s.cont == nil || s.cont.Node == "" {
+		return runFields(s.run, kv...)
+	}
+	node := s.cont.Node
+	key := telemetry.SpanKey{Run: s.run.ID, Node: node, Visit: s.cont.Visits[node], Attempt: s.run.Attempt}
+	return runFields(s.run, append([]any{"node", node, "span_id", telemetry.SpanID(key).String()}, kv...)...)
+}
+
 // traceHost is the engine's side of the trace-export service.
 type traceHost struct{ e *Engine }
 

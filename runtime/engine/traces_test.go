@@ -23,6 +23,23 @@ func TestRunFieldsCarryTheTrace(t *testing.T) {
 	}
 }
 
+// A step's log line also names the node it is at and that visit's span
+// id, the span its calls are children of; a step past the graph's end
+// names no node.
+func TestStepLogFieldsCarryTheVisitSpan(t *testing.T) {
+	t.Parallel()
+	s := &stepper{run: &store.Run{ID: "run_a", Attempt: 2}, cont: &continuation{Node: "fetch", Visits: map[string]int{"fetch": 3}}}
+	span := telemetry.SpanID(telemetry.SpanKey{Run: "run_a", Node: "fetch", Visit: 3, Attempt: 2}).String()
+	want := []any{"run", "run_a", "trace_id", telemetry.TraceID("run_a").String(), "node", "fetch", "span_id", span, "error", "x"}
+	if got := s.logFields("error", "x"); !reflect.DeepEqual(got, want) {
+		t.Errorf("logFields = %v, want %v", got, want)
+	}
+	s.cont.Node = ""
+	if got := s.logFields(); len(got) != 4 {
+		t.Errorf("logFields past the graph = %v", got)
+	}
+}
+
 // A reload keeps the host id: the holder of the daemon's service leases
 // (a trace export, schedules) and the host its started records name. A
 // reload that dropped it left the trace-export lease to the holder that
