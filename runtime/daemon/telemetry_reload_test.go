@@ -21,7 +21,8 @@ import (
 // A reload that changes the telemetry block swaps the exporter: runs that
 // finish after it go to the new collector under the new service name, none
 // to the old one, within the export's next passes (the reload keeps the
-// daemon's host id, so its export service lease stays its own); turning
+// daemon's host id, so its export service lease stays its own), and with
+// it whether model turns' messages are captured; turning
 // tracing off is refused as a restart change and the exporter in force
 // stays.
 func TestTelemetryBlockReloads(t *testing.T) {
@@ -76,9 +77,17 @@ func TestTelemetryBlockReloads(t *testing.T) {
 	}
 	before := exportedRun(t, d, first, "weir-before")
 
-	write(block(second, "weir-after"))
+	if d.Traces.CapturesContent() {
+		t.Fatal("content captured without capture_content")
+	}
+	write(strings.Replace(block(second, "weir-after"), "}\n", "  capture_content = true\n}\n", 1))
 	if res, err := c.AdminReload(ctx); err != nil || !res.Changed {
 		t.Fatalf("reload to the second collector: %+v %v", res, err)
+	}
+	// What the engine and its export service ask is the exporter in
+	// force's: the reload turned the capture of messages on.
+	if !d.Traces.CapturesContent() {
+		t.Fatal("a reload to capture_content = true left content off")
 	}
 	exportedRun(t, d, second, "weir-after")
 	for _, sp := range first.Spans() {

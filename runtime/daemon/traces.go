@@ -13,7 +13,7 @@ import (
 // Traces is what the engine exports finished runs' traces through when
 // the daemon starts with tracing on: the OTLP exporter of the telemetry
 // block in force. A reload that changes the block (endpoint, protocol,
-// headers, sample, service name) swaps the exporter behind it, and the
+// headers, sample, service name, capture_content) swaps the exporter behind it, and the
 // engine and its export service go on as they were; turning tracing on
 // or off is a restart (the journal's trace outbox is kept only while it
 // is on).
@@ -39,6 +39,12 @@ func (t *Traces) QueueSize() int                 { return t.cur.Load().QueueSize
 func (t *Traces) Export(ctx context.Context, spans []telemetry.Span) error {
 	return t.cur.Load().Export(ctx, spans)
 }
+
+// CapturesContent is the exporter in force's: a reload may turn the
+// export of model turns' messages on or off (engine.ContentCapturer).
+func (t *Traces) CapturesContent() bool { return t.cur.Load().CapturesContent() }
+
+var _ engine.ContentCapturer = (*Traces)(nil)
 
 // Dropped counts the spans every exporter of the daemon dropped.
 func (t *Traces) Dropped() int64 { return t.retired.Load() + t.cur.Load().Dropped() }
