@@ -455,7 +455,7 @@ func (s *stepper) agentTurn(ctx context.Context, a *agentLoop) (loop, more bool)
 		detail := map[string]any{
 			"turn": turn, "model": node.Model, "model_tool": node.ModelTool, "stop_reason": resp.StopReason,
 			"input_tokens": resp.Usage.InputTokens, "output_tokens": resp.Usage.OutputTokens, "usage_reported": reported,
-			"reserved": reserve, "cost": cost, "tools": names, "asked_at": asked,
+			"reserved": reserve, "cost": cost, "tools": names, "asked_at": asked, "max_tokens": a.maxTokens,
 			"response_model": resp.Model, "provider": resp.Provider}
 		if t.Cut > 0 {
 			detail["cut"], detail["cut_reserved"] = t.Cut, t.CutReserved

@@ -63,6 +63,9 @@ func TestAgentTraceContentOnlyWhenCaptured(t *testing.T) {
 	if t1 == nil || t2 == nil {
 		t.Fatalf("chat spans %v", spans)
 	}
+	if t1["gen_ai.request.max_tokens"] != "100" {
+		t.Errorf("turn 1's gen_ai.request.max_tokens = %q, want the model's 100", t1["gen_ai.request.max_tokens"])
+	}
 	if first.Prompt == nil || first.Prompt.User != "Research <secret>" || first.Prompt.System != "Be brief." {
 		t.Fatalf("turn 1's prompt %+v", first.Prompt)
 	}

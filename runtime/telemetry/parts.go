@@ -285,6 +285,9 @@ func (b *builder) turn(e *store.Event) {
 	}
 	attrs := []attribute.KeyValue{attribute.String("gen_ai.operation.name", GenAIOperationChat),
 		attribute.String("gen_ai.provider.name", provider), attribute.String("gen_ai.request.model", model)}
+	if mt, ok := detailInt(e, "max_tokens"); ok && mt > 0 {
+		attrs = append(attrs, attribute.Int64("gen_ai.request.max_tokens", mt))
+	}
 	if rm := detailString(e, "response_model"); rm != "" {
 		attrs = append(attrs, attribute.String("gen_ai.response.model", rm))
 	}
