@@ -499,6 +499,12 @@ func (b *builder) event(s *Span, e *store.Event) {
 			ev.Attrs = append(ev.Attrs, attribute.String("weir."+k, v))
 		}
 	}
+	// A failed model try's tokens, as the provider reported them.
+	for _, k := range []string{"input_tokens", "output_tokens"} {
+		if v, ok := detailInt(e, k); ok && v > 0 {
+			ev.Attrs = append(ev.Attrs, attribute.Int64("gen_ai.usage."+k, v))
+		}
+	}
 	s.Events = append(s.Events, ev)
 }
 

@@ -588,8 +588,9 @@ func TestBuildAgentStepEventsNamingACall(t *testing.T) {
 	}
 }
 
-// A model turn retried (a rate limit) shows its retries on its span, and
-// how many tries it took; a turn asked once has neither.
+// A model turn retried (a rate limit, a provider down) shows its retries
+// on its span, with the tokens a try reported it used, and how many tries
+// it took; a turn asked once has neither.
 func TestBuildTurnRetries(t *testing.T) {
 	t.Parallel()
 	turn := func(n int) map[string]any {
@@ -597,7 +598,7 @@ func TestBuildTurnRetries(t *testing.T) {
 	}
 	tl := start("agent").add(EvLeased, "a", 1, nil).
 		add(EvRetry, "a", 1, map[string]any{"turn": 1, "tool": "llm.chat", "try": 1, "code": "E_RATE_LIMITED"}).add(EvLeased, "a", 1, nil).
-		add(EvRetry, "a", 1, map[string]any{"turn": 1, "tool": "llm.chat", "try": 2, "code": "E_RATE_LIMITED"}).add(EvLeased, "a", 1, nil).
+		add(EvRetry, "a", 1, map[string]any{"turn": 1, "tool": "llm.chat", "try": 2, "code": "E_MODEL_UNAVAILABLE", "input_tokens": 321}).add(EvLeased, "a", 1, nil).
 		add(EvAgentTurn, "a", 1, turn(1)).add(EvAgentTurn, "a", 1, turn(2)).add(EvNodeDone, "a", 1, nil).add(EvCompleted, "", 1, nil)
 	spans, err := Build(tl)
 	if err != nil {
@@ -605,9 +606,14 @@ func TestBuildTurnRetries(t *testing.T) {
 	}
 	uniqueIDs(t, tl, spans)
 	t1 := spanBy(t, spans, withCall(key("a", 1, 1), "turn:1"))
-	if len(t1.Events) != 2 || t1.Events[0].Name != "weir.retry_scheduled" || !hasAttr(t1.Events[1].Attrs, attribute.String("weir.code", "E_RATE_LIMITED")) ||
+	if len(t1.Events) != 2 || t1.Events[0].Name != "weir.retry_scheduled" || !hasAttr(t1.Events[0].Attrs, attribute.String("weir.code", "E_RATE_LIMITED")) ||
 		!hasAttr(t1.Attrs, attribute.Int("weir.turn.tries", 3)) {
 		t.Errorf("turn 1: events %+v attrs %v, want its two retries and three tries", t1.Events, t1.Attrs)
+	}
+	// The second failed try said what it used (a stream cut off after its
+	// start); the first, refused, nothing.
+	if !hasAttr(t1.Events[1].Attrs, attribute.Int64("gen_ai.usage.input_tokens", 321)) || hasAttrKey(t1.Events[0].Attrs, "gen_ai.usage.input_tokens") {
+		t.Errorf("turn 1's retries %+v: want the second's reported tokens only", t1.Events)
 	}
 	if t2 := spanBy(t, spans, withCall(key("a", 1, 1), "turn:2")); len(t2.Events) != 0 || hasAttrKey(t2.Attrs, "weir.turn.tries") {
 		t.Errorf("turn 2: events %+v attrs %v, want none", t2.Events, t2.Attrs)
