@@ -9,10 +9,11 @@ import (
 // IRVersion is the version of the IR's JSON encoding. It is written into
 // every encoded Flow so that a store can tell old encodings apart. Version
 // 2 added the agent node, version 3 the wait for an event (Node.Event,
-// Node.Match); older encodings decode unchanged, and a weir that reads
-// only an older version refuses a newer one rather than misreading an
-// agent node or taking an event wait for an approval.
-const IRVersion = 3
+// Node.Match), version 4 the projections (Flow.Projections); older
+// encodings decode unchanged, and a weir that reads only an older version
+// refuses a newer one rather than misreading an agent node or taking an
+// event wait for an approval.
+const IRVersion = 4
 
 // minIRVersion is the oldest encoding this weir still decodes.
 const minIRVersion = 1
@@ -101,6 +102,10 @@ type Flow struct {
 	Output *CallableRef
 	// Input is the JSON schema a run's input must satisfy, if declared.
 	Input json.RawMessage
+	// Projections are the callables registration proved do nothing but
+	// project their ctx (Proj), by CallableRef.String(): the runtime
+	// evaluates them without a sandbox round trip.
+	Projections map[string]*Proj
 	// Hash identifies this version: it covers the flow's name and
 	// SourceHash. Registries and stores key versions by it.
 	Hash string
@@ -506,25 +511,28 @@ func (n *Node) ElemPos(param string, i int) Pos {
 // stored IR stays readable; everything else uses snake_case names.
 
 type flowJSON struct {
-	IRVersion  int             `json:"ir_version"`
-	Name       string          `json:"name"`
-	Doc        string          `json:"doc,omitempty"`
-	MaxDepth   int             `json:"max_depth"`
-	Budget     int64           `json:"budget,omitempty"`
-	Entry      string          `json:"entry"`
-	Nodes      []*Node         `json:"nodes"`
-	Output     *CallableRef    `json:"output,omitempty"`
-	Input      json.RawMessage `json:"input,omitempty"`
-	Hash       string          `json:"hash"`
-	SourceHash string          `json:"source_hash"`
-	Pos        Pos             `json:"pos"`
+	IRVersion int             `json:"ir_version"`
+	Name      string          `json:"name"`
+	Doc       string          `json:"doc,omitempty"`
+	MaxDepth  int             `json:"max_depth"`
+	Budget    int64           `json:"budget,omitempty"`
+	Entry     string          `json:"entry"`
+	Nodes     []*Node         `json:"nodes"`
+	Output    *CallableRef    `json:"output,omitempty"`
+	Input     json.RawMessage `json:"input,omitempty"`
+	// Projections (version 4) are the callables proven to only project
+	// their ctx, by CallableRef.String().
+	Projections map[string]*Proj `json:"projections,omitempty"`
+	Hash        string           `json:"hash"`
+	SourceHash  string           `json:"source_hash"`
+	Pos         Pos              `json:"pos"`
 }
 
 // MarshalJSON encodes the flow's IR.
 func (f *Flow) MarshalJSON() ([]byte, error) {
 	return json.Marshal(flowJSON{
 		IRVersion: IRVersion, Name: f.Name, Doc: f.Doc, MaxDepth: f.MaxDepth, Budget: f.Budget,
-		Entry: f.Entry, Nodes: f.Nodes, Output: f.Output, Input: f.Input,
+		Entry: f.Entry, Nodes: f.Nodes, Output: f.Output, Input: f.Input, Projections: f.Projections,
 		Hash: f.Hash, SourceHash: f.SourceHash, Pos: f.Pos,
 	})
 }
@@ -541,7 +549,7 @@ func (f *Flow) UnmarshalJSON(b []byte) error {
 	}
 	*f = Flow{
 		Name: j.Name, Doc: j.Doc, MaxDepth: j.MaxDepth, Budget: j.Budget, Entry: j.Entry,
-		Nodes: j.Nodes, Output: j.Output, Input: j.Input, Hash: j.Hash, SourceHash: j.SourceHash, Pos: j.Pos,
+		Nodes: j.Nodes, Output: j.Output, Input: j.Input, Projections: j.Projections, Hash: j.Hash, SourceHash: j.SourceHash, Pos: j.Pos,
 	}
 	for i, n := range f.Nodes {
 		if n == nil {

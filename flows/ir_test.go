@@ -12,7 +12,7 @@ import (
 func TestIRDecodingRefusesOtherVersions(t *testing.T) {
 	t.Parallel()
 	var f Flow
-	if err := json.Unmarshal([]byte(`{"ir_version": 4, "name": "x", "nodes": []}`), &f); err == nil {
+	if err := json.Unmarshal([]byte(`{"ir_version": 5, "name": "x", "nodes": []}`), &f); err == nil {
 		t.Error("a newer IR version was accepted")
 	}
 	if err := json.Unmarshal([]byte(`{"ir_version": 0, "name": "x", "nodes": []}`), &f); err == nil {
@@ -146,7 +146,7 @@ func TestIRDecodesVersion1(t *testing.T) {
 		t.Errorf("node b decoded as %+v", b)
 	}
 	again, err := json.Marshal(&f)
-	if err != nil || !strings.Contains(string(again), `"ir_version":3`) {
+	if err != nil || !strings.Contains(string(again), `"ir_version":4`) {
 		t.Errorf("re-encoded as %s (%v), want the current version", again, err)
 	}
 }

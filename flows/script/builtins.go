@@ -819,6 +819,9 @@ func builtinFlow(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 					ls.constArgs[n] = c
 				}
 			}
+			if p == paramArgs {
+				ls.project(f, ref, v)
+			}
 		}
 		if n.Kind == flows.KindTask {
 			// The node's own on_exhausted, or else this flow's default.

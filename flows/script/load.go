@@ -121,6 +121,9 @@ type fileState struct {
 	globals    starlark.StringDict
 	// other is set instead of prog for a file of another language.
 	other front.Program
+	// projs are the file's lambdas that only project their ctx, compiled
+	// (projOf), by the position of their lambda keyword.
+	projs map[lineCol]*flows.Proj
 }
 
 type execState int
@@ -501,6 +504,15 @@ func (fs *fileState) indexCalls(f *syntax.File) {
 	kws := make([]front.KwArg, 0, bytes.Count(fs.file.Src, []byte("=")))
 	bounds := make([][2]int, 0, calls)
 	syntax.Walk(f, func(n syntax.Node) bool {
+		if l, ok := n.(*syntax.LambdaExpr); ok {
+			if p := projOf(l); p != nil {
+				if fs.projs == nil {
+					fs.projs = map[lineCol]*flows.Proj{}
+				}
+				fs.projs[lineCol{Line: l.Lambda.Line, Col: l.Lambda.Col}] = p
+			}
+			return true
+		}
 		c, ok := n.(*syntax.CallExpr)
 		if !ok {
 			return true

@@ -42,19 +42,38 @@ func (fe *flowEntry) call(ctx context.Context, ref flows.CallableRef, c flows.Co
 	return res[0].Value, res[0].Err
 }
 
-// callBatch evaluates calls against one ctx in one round trip to the
-// engine's Scripts (a sandbox worker): every callable a step needs.
+// callBatch evaluates calls against one ctx: the projections among them
+// natively (flows.Proj, proven at registration to only project ctx), the
+// rest in one round trip to the engine's Scripts (a sandbox worker). A
+// projection whose value only the script can give (a missing key, say)
+// goes with the rest, so its error is the script's.
 func (fe *flowEntry) callBatch(ctx context.Context, c flows.Context, calls []flows.Call) ([]flows.CallResult, error) {
-	res, err := fe.scripts.Call(ctx, fe.src, c, calls)
+	out := make([]flows.CallResult, len(calls))
+	var rest []flows.Call
+	var at []int
+	for i, call := range calls {
+		if p := fe.flow.Projections[call.Ref.String()]; p != nil && len(call.Args) == 0 {
+			if v, ok := p.Eval(c); ok {
+				out[i].Value = v
+				continue
+			}
+		}
+		rest, at = append(rest, call), append(at, i)
+	}
+	if len(rest) == 0 {
+		return out, nil
+	}
+	res, err := fe.scripts.Call(ctx, fe.src, c, rest)
 	if err != nil {
 		noteEvalCut(ctx)
 		fe.noteLimit(err)
 		return nil, err
 	}
-	for _, r := range res {
+	for j, r := range res {
 		fe.noteLimit(r.Err)
+		out[at[j]] = r
 	}
-	return res, nil
+	return out, nil
 }
 
 func (fe *flowEntry) noteLimit(err error) {

@@ -32,7 +32,7 @@ func (s spinScripts) Call(ctx context.Context, src flows.Sources, c flows.Contex
 }
 
 const spinSrc = `
-flow(name = "spinner", nodes = [task("spin", tool = "kit.echo", args = lambda ctx: {"n": 1})])
+flow(name = "spinner", nodes = [task("spin", tool = "kit.echo", args = lambda ctx: {"n": len("x")})])
 `
 
 // A drain whose grace ends while a step's callable is being evaluated
