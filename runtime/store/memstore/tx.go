@@ -433,7 +433,9 @@ func (t *tx) RunParkedGroups(p store.RunParkedGroupsParams) ([]store.ParkedGroup
 	for g, first := range firsts {
 		out = append(out, store.ParkedGroup{Version: g[0], Position: g[1], First: first})
 	}
-	slices.SortFunc(out, func(a, b store.ParkedGroup) int { return store.CompareParked(a.Version, a.Position, b.Version, b.Position) })
+	slices.SortFunc(out, func(a, b store.ParkedGroup) int {
+		return store.CompareParked(a.Version, a.Position, b.Version, b.Position)
+	})
 	if p.Limit > 0 && len(out) > p.Limit {
 		out = out[:p.Limit]
 	}
