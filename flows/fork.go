@@ -203,6 +203,33 @@ func Compatible(old, new *Flow, at string, done []string) []Misfit {
 	return out
 }
 
+// CompatibleParked is Compatible for a run parked at node at (a wait, an
+// unknown outcome, retries exhausted, its children or its budget) that
+// holds the kept work of the nodes done and has open waits at the nodes
+// waits, for registration's report on parked runs and for a migration
+// (DESIGN §12). It adds to Compatible's rules what parking means: the
+// node the run is parked at is mid-way (a fan-out's items, an agent's
+// turns, an outcome or a wait already journaled), so what made that work
+// must match as it must for a done node; and every node with an open wait
+// must exist with the same kind, or the decision it waits for would have
+// nowhere to go.
+func CompatibleParked(old, new *Flow, at string, done, waits []string) []Misfit {
+	held := append(slices.Clone(done), waits...)
+	if at != "" {
+		held = append(held, at)
+	}
+	out := Compatible(old, new, "", held)
+	for i, m := range out {
+		switch {
+		case m.Node == at && new.Node(at) == nil:
+			out[i].Why = "the run is parked at " + at + ", which the new version does not have"
+		case slices.Contains(waits, m.Node) && new.Node(m.Node) == nil:
+			out[i].Why = "the run has an open wait at " + m.Node + ", which the new version does not have"
+		}
+	}
+	return out
+}
+
 // fits checks node id of old against new; made says the node's kept
 // result is carried over, so what made it must match too.
 func fits(old, new *Flow, id string, made bool) (Misfit, bool) {

@@ -116,6 +116,7 @@ func (e *Engine) RegisterAs(ctx context.Context, owner string, files []SourceFil
 	}
 	if len(vs) > 0 && ds.Err() == nil {
 		res.Diagnostics = append(res.Diagnostics, e.registrar.registeredFleetWarnings(ctx, vs)...)
+		res.Diagnostics = append(res.Diagnostics, parkedReport{st: e.st, book: e.book, log: e.log}.warnings(ctx, vs)...)
 	}
 	return res, nil
 }
