@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/hashicorp/go-hclog"
@@ -33,6 +34,11 @@ const (
 	// maxUnplaced is the most runs of one version without a Position
 	// (parked before it was kept) whose continuations the report reads.
 	maxUnplaced = 1000
+	// maxParkedCounted bounds the count of one group's runs: past it the
+	// warning says "at least" (listing 10,000 ids would cost a
+	// registration several times its own work; `weir run ls --flow F
+	// --phase waiting` lists them all).
+	maxParkedCounted = 100
 )
 
 // "Parked" is a run in store.PhaseWaiting: its step task released with a
@@ -100,6 +106,7 @@ type parkedReport struct {
 type parkedVersion struct {
 	version string
 	count   int
+	atLeast bool // a group had more than maxParkedCounted runs
 	ids     []string
 	why     textbound.List
 	whySeen map[string]bool
@@ -178,7 +185,7 @@ func (r parkedReport) flow(ctx context.Context, f *flows.Flow) ([]*parkedVersion
 // (they hold the same), unless the group has no Position, whose runs are
 // read one by one.
 func (r parkedReport) group(ctx context.Context, old, f *flows.Flow, g store.ParkedGroup, pv *parkedVersion) error {
-	p := store.RunParkedListParams{Flow: f.Name, Version: g.Version, Position: g.Position}
+	p := store.RunParkedListParams{Flow: f.Name, Version: g.Version, Position: g.Position, Limit: maxParkedCounted + 1}
 	if g.Position == "" {
 		p.Limit = maxUnplaced
 	}
@@ -191,6 +198,9 @@ func (r parkedReport) group(ctx context.Context, old, f *flows.Flow, g store.Par
 			ids, err := tx.RunParkedList(p)
 			if err != nil {
 				return err
+			}
+			if len(ids) > maxParkedCounted {
+				ids, pv.atLeast = ids[:maxParkedCounted], true
 			}
 			pv.add(ids, len(ids), misfits)
 			return nil
@@ -228,12 +238,17 @@ func runMisfits(tx store.Tx, id string, old, f *flows.Flow) ([]flows.Misfit, err
 
 // parkedWarning is one version's warning, at the flow's declaration.
 func parkedWarning(f *flows.Flow, pv *parkedVersion) flows.Diagnostic {
+	atLeast := ""
+	if pv.atLeast {
+		atLeast = "at least "
+	}
 	runs := strings.Join(pv.ids, ", ")
 	if pv.count > len(pv.ids) {
-		runs += fmt.Sprintf(" and %d more", pv.count-len(pv.ids))
+		runs += fmt.Sprintf(" and %s%d more", atLeast, pv.count-len(pv.ids))
 	}
-	msg := fmt.Sprintf("%d parked run(s) of flow %s's version %s could not go on under this version, so they stay on their own (%s): %s",
-		pv.count, f.Name, shortHash(pv.version), runs, pv.why.Join("; "))
+	count := atLeast + strconv.Itoa(pv.count)
+	msg := fmt.Sprintf("%s parked run(s) of flow %s's version %s could not go on under this version, so they stay on their own (%s): %s",
+		count, f.Name, shortHash(pv.version), runs, pv.why.Join("; "))
 	if pv.stopped {
 		msg += fmt.Sprintf(" (the report read the first %d groups of parked runs and stopped)", maxParkedGroups)
 	}

@@ -116,6 +116,9 @@ func (e *Engine) RegisterAs(ctx context.Context, owner string, files []SourceFil
 	}
 	if len(vs) > 0 && ds.Err() == nil {
 		res.Diagnostics = append(res.Diagnostics, e.registrar.registeredFleetWarnings(ctx, vs)...)
+	}
+	if len(vs) > 0 && len(ds.Errors()) == 0 {
+		// Stored: what the parked runs of older versions make of them.
 		res.Diagnostics = append(res.Diagnostics, parkedReport{st: e.st, book: e.book, log: e.log}.warnings(ctx, vs)...)
 	}
 	return res, nil

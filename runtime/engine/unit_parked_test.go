@@ -129,3 +129,16 @@ func TestUnitRegisterReportsUnplacedParkedRuns(t *testing.T) {
 		t.Fatalf("again: %s", ws)
 	}
 }
+
+// Past maxParkedCounted runs in one group the count is a lower bound,
+// and said to be one.
+func TestUnitRegisterBoundsTheParkedCount(t *testing.T) {
+	t.Parallel()
+	b := setupUnit(t, Config{}, parkedSrc)
+	b.parkedRuns(t, maxParkedCounted+1)
+	ws := b.registerWarnings(t, strings.ReplaceAll(parkedSrc, `"hold"`, `"review"`))
+	want := fmt.Sprintf("at least %d parked run(s)", maxParkedCounted)
+	if len(ws) != 1 || !strings.Contains(ws[0].Message, want) || !strings.Contains(ws[0].Message, fmt.Sprintf("and at least %d more", maxParkedCounted-maxParkedRunIDs)) {
+		t.Fatalf("warnings %s, want %q", ws, want)
+	}
+}
