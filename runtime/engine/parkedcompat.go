@@ -38,7 +38,7 @@ const (
 	// warning says "at least" (listing 10,000 ids would cost a
 	// registration several times its own work; `weir run ls --flow F
 	// --phase waiting` lists them all).
-	maxParkedCounted = 100
+	maxParkedCounted = 50
 )
 
 // "Parked" is a run in store.PhaseWaiting: its step task released with a
