@@ -128,29 +128,40 @@ func (pv *parkedVersion) add(ids []string, count int, misfits []flows.Misfit) {
 	}
 }
 
-// warnings are the registration's W_PARKED_INCOMPATIBLE warnings for vs,
-// one per older version with parked runs that do not fit. The versions are
-// stored: what cannot be read is logged and skipped, never an error.
+// warnings are the registration's W_PARKED_INCOMPATIBLE warnings for vs:
+// one per older version with parked runs that do not fit, and one per
+// parked caller's version that will call a registered flow whose input
+// schema changed (parkedcallers.go). The versions are stored: what cannot
+// be read is logged and skipped, never an error.
 func (r parkedReport) warnings(ctx context.Context, vs []*flows.Version) flows.Diagnostics {
 	var ds flows.Diagnostics
 	for _, v := range vs {
-		found, err := r.flow(ctx, v.Flow)
+		f := v.Flow
+		found, err := r.flow(ctx, f.Name, f.Hash, func(old *flows.Flow, at string, done, waits []string) []flows.Misfit {
+			return flows.CompatibleParked(old, f, at, done, waits)
+		})
 		if err != nil {
-			r.log.Error("reading the parked runs of a registered flow's older versions", "flow", v.Flow.Name, "error", err)
+			r.log.Error("reading the parked runs of a registered flow's older versions", "flow", f.Name, "error", err)
 		}
 		for _, pv := range found {
-			ds = append(ds, parkedWarning(v.Flow, pv))
+			ds = append(ds, parkedWarning(f, f.Name, pv))
 		}
+		ds = append(ds, r.callers(ctx, f)...)
 	}
 	return ds
 }
 
-// flow reads the parked groups of f's older versions and checks each.
-func (r parkedReport) flow(ctx context.Context, f *flows.Flow) ([]*parkedVersion, error) {
+// parkedCheck says what does not fit in a parked run of version old, at
+// node at, holding the nodes done and open waits at waits.
+type parkedCheck func(old *flows.Flow, at string, done, waits []string) []flows.Misfit
+
+// flow reads the parked groups of flow name's versions other than skip
+// and checks each.
+func (r parkedReport) flow(ctx context.Context, name, skip string, check parkedCheck) ([]*parkedVersion, error) {
 	var groups []store.ParkedGroup
 	if err := r.st.View(ctx, func(tx store.Tx) error {
 		var err error
-		groups, err = tx.RunParkedGroups(store.RunParkedGroupsParams{Flow: f.Name, Limit: maxParkedGroups + 1})
+		groups, err = tx.RunParkedGroups(store.RunParkedGroupsParams{Flow: name, Limit: maxParkedGroups + 1})
 		return err
 	}); err != nil {
 		return nil, err
@@ -160,18 +171,18 @@ func (r parkedReport) flow(ctx context.Context, f *flows.Flow) ([]*parkedVersion
 	var out []*parkedVersion
 	var cur *parkedVersion
 	for _, g := range groups {
-		if g.Version == f.Hash {
+		if g.Version == skip {
 			continue
 		}
 		if cur == nil || cur.version != g.Version {
 			cur = &parkedVersion{version: g.Version, whySeen: map[string]bool{}}
 			out = append(out, cur)
 		}
-		old, err := r.book.version(ctx, f.Name, g.Version)
+		old, err := r.book.version(ctx, name, g.Version)
 		if err != nil {
 			return out, err
 		}
-		if err := r.group(ctx, old.flow, f, g, cur); err != nil {
+		if err := r.group(ctx, name, old.flow, g, cur, check); err != nil {
 			return out, err
 		}
 	}
@@ -184,14 +195,14 @@ func (r parkedReport) flow(ctx context.Context, f *flows.Flow) ([]*parkedVersion
 // group checks one group: its first run's continuation stands for all
 // (they hold the same), unless the group has no Position, whose runs are
 // read one by one.
-func (r parkedReport) group(ctx context.Context, old, f *flows.Flow, g store.ParkedGroup, pv *parkedVersion) error {
-	p := store.RunParkedListParams{Flow: f.Name, Version: g.Version, Position: g.Position, Limit: maxParkedCounted + 1}
+func (r parkedReport) group(ctx context.Context, name string, old *flows.Flow, g store.ParkedGroup, pv *parkedVersion, check parkedCheck) error {
+	p := store.RunParkedListParams{Flow: name, Version: g.Version, Position: g.Position, Limit: maxParkedCounted + 1}
 	if g.Position == "" {
 		p.Limit = maxUnplaced
 	}
 	return r.st.View(ctx, func(tx store.Tx) error {
 		if g.Position != "" {
-			misfits, err := runMisfits(tx, g.First, old, f)
+			misfits, err := runMisfits(tx, g.First, old, check)
 			if err != nil || len(misfits) == 0 {
 				return err
 			}
@@ -210,7 +221,7 @@ func (r parkedReport) group(ctx context.Context, old, f *flows.Flow, g store.Par
 			return err
 		}
 		for _, id := range ids {
-			misfits, err := runMisfits(tx, id, old, f)
+			misfits, err := runMisfits(tx, id, old, check)
 			if err != nil {
 				return err
 			}
@@ -222,8 +233,8 @@ func (r parkedReport) group(ctx context.Context, old, f *flows.Flow, g store.Par
 	})
 }
 
-// runMisfits reads run id's continuation and checks it against f.
-func runMisfits(tx store.Tx, id string, old, f *flows.Flow) ([]flows.Misfit, error) {
+// runMisfits reads run id's continuation and checks it.
+func runMisfits(tx store.Tx, id string, old *flows.Flow, check parkedCheck) ([]flows.Misfit, error) {
 	raw, err := tx.ContinuationGet(id)
 	if err != nil {
 		return nil, fmt.Errorf("run %s: %w", id, err)
@@ -233,11 +244,12 @@ func runMisfits(tx store.Tx, id string, old, f *flows.Flow) ([]flows.Misfit, err
 		return nil, fmt.Errorf("run %s: %w", id, err)
 	}
 	at, done, waits := parkedHeld(c)
-	return flows.CompatibleParked(old, f, at, done, waits), nil
+	return check(old, at, done, waits), nil
 }
 
-// parkedWarning is one version's warning, at the flow's declaration.
-func parkedWarning(f *flows.Flow, pv *parkedVersion) flows.Diagnostic {
+// parkedWarning is the warning of one version of flow name's parked
+// runs, at the declaration of f (the flow registered).
+func parkedWarning(f *flows.Flow, name string, pv *parkedVersion) flows.Diagnostic {
 	atLeast := ""
 	if pv.atLeast {
 		atLeast = "at least "
@@ -248,7 +260,11 @@ func parkedWarning(f *flows.Flow, pv *parkedVersion) flows.Diagnostic {
 	}
 	count := atLeast + strconv.Itoa(pv.count)
 	msg := fmt.Sprintf("%s parked run(s) of flow %s's version %s could not go on under this version, so they stay on their own (%s): %s",
-		count, f.Name, shortHash(pv.version), runs, pv.why.Join("; "))
+		count, name, shortHash(pv.version), runs, pv.why.Join("; "))
+	if name != f.Name {
+		msg = fmt.Sprintf("%s parked run(s) of flow %s's version %s will call flow %s's new version (%s): %s",
+			count, name, shortHash(pv.version), f.Name, runs, pv.why.Join("; "))
+	}
 	if pv.stopped {
 		msg += fmt.Sprintf(" (the report read the first %d groups of parked runs and stopped)", maxParkedGroups)
 	}

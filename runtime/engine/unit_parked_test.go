@@ -142,3 +142,35 @@ func TestUnitRegisterBoundsTheParkedCount(t *testing.T) {
 		t.Fatalf("warnings %s, want %q", ws, want)
 	}
 }
+
+const callerSrc = `
+flow(name = "child", input = {"type": "object"}, nodes = [
+    task("work", tool = "kit.echo", args = {"done": True}),
+])
+
+flow(name = "parent", nodes = [
+    wait("hold", timeout = "1h", next = "call"),
+    subflow("call", flow = "child", args = lambda ctx: {"n": 1}),
+])
+`
+
+// A subflow's new version whose input schema changed warns of the parked
+// runs of its callers that will start it (a parent parked before its
+// subflow node); one whose input schema did not change warns of none.
+func TestUnitRegisterReportsParkedCallers(t *testing.T) {
+	t.Parallel()
+	b := setupUnit(t, Config{}, callerSrc)
+	id := b.start(t, "parent", `{}`, "")
+	b.wait(t, id, "parked", func(r *store.Run) bool { return r.Phase == store.PhaseWaiting })
+	child := func(input, args string) string {
+		return `flow(name = "child", input = ` + input + `, nodes = [task("work", tool = "kit.echo", args = ` + args + `)])`
+	}
+	if ws := b.registerWarnings(t, child(`{"type": "object"}`, `{"done": False}`)); len(ws) != 0 {
+		t.Fatalf("the same input schema: %s", ws)
+	}
+	ws := b.registerWarnings(t, child(`{"type": "object", "required": ["m"]}`, `{"done": False}`))
+	if len(ws) != 1 || !strings.Contains(ws[0].Message, "1 parked run(s) of flow parent's version") || !strings.Contains(ws[0].Message, "will call flow child's new version ("+id+")") ||
+		!strings.Contains(ws[0].Message, "call: starts flow child, whose input schema this version changes") {
+		t.Fatalf("a changed input schema: %s", ws)
+	}
+}
