@@ -209,7 +209,7 @@ func TestCompatibleParked(t *testing.T) {
 		{"a narrowed schema", withNodes(func(ns []*Node) []*Node {
 			ns[1].OutputSchema = json.RawMessage(`{"type": "object", "required": ["x"]}`)
 			return ns
-		}), "hold", []string{"hold"}, []string{"ag: its answer was checked against another output_schema than the new version declares"}},
+		}), "hold", []string{"hold"}, []string{"ag: its answer was checked against another output_schema than the new version declares (a migration checks the run's own answer against it)"}},
 		{"the parked node's tool", withNodes(func(ns []*Node) []*Node { ns[0].Tool = "t.idem"; return ns }), "a", nil,
 			[]string{`a: its result was made by tool "t.read"; the new version calls "t.idem"`}},
 	} {

@@ -18,7 +18,8 @@ outcome, retries exhausted, an agent's approvals, budget or runaway guard, its c
 the newest registered version of its flow. Runs are pinned to the version they started on;
 without a migration they stay on it. The run fits the new version when the node it is
 parked at and every node it holds a result of exist there with the same kind, made by the
-same tool, flow or output schema, and its open waits exist: 'weir flow register' warns
+same tool or flow, an agent's kept answer satisfies the new output schema, and its open
+waits exist: 'weir flow register' warns
 (W_PARKED_INCOMPATIBLE) of the parked runs that do not. A run that does not fit is refused
 with each misfit (E_INCOMPATIBLE), one that is not parked with E_NOT_WAITING; neither is
 changed. The run stays parked where it was and goes on under the new version; its timeline

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/weirhq/weir/flows"
@@ -175,6 +176,13 @@ func (o *Ops) migrateFits(ctx context.Context, tgt migrateTarget, c *continuatio
 	}
 	at, done, waits := parkedHeld(c)
 	misfits := flows.CompatibleParked(old.flow, to.flow, at, done, waits)
+	kept := misfits[:0]
+	for _, m := range misfits {
+		if !o.answerFits(ctx, &m, c, to.flow) {
+			kept = append(kept, m)
+		}
+	}
+	misfits = kept
 	if len(misfits) == 0 {
 		return nil
 	}
@@ -184,6 +192,29 @@ func (o *Ops) migrateFits(ctx context.Context, tgt migrateTarget, c *continuatio
 	}
 	return protocolErr(CodeIncompatible, "run %s cannot go on under flow %s's latest version %s: %s; it stays on its version %s, nothing was changed",
 		tgt.run.ID, tgt.run.Flow, shortHash(tgt.to), l.Join("; "), shortHash(tgt.run.Version))
+}
+
+// answerFits checks the answer the run keeps of an agent node whose
+// output_schema changed (m.Schema) against the new schema: an answer
+// that satisfies it fits; one that does not says why in m.
+func (o *Ops) answerFits(ctx context.Context, m *flows.Misfit, c *continuation, to *flows.Flow) bool {
+	if !m.Schema {
+		return false
+	}
+	var kept struct {
+		Answer json.RawMessage `json:"answer"`
+	}
+	n := to.Node(m.Node)
+	if n == nil || json.Unmarshal(c.Results[m.Node], &kept) != nil || len(kept.Answer) == 0 {
+		return false
+	}
+	vctx, cancel := context.WithTimeout(ctx, resultCheckTimeout)
+	defer cancel()
+	if err := o.e.book.validateSchema(vctx, n.OutputSchema, kept.Answer); err != nil {
+		m.Why = "its answer does not satisfy the new version's output_schema: " + clip(err.Error())
+		return false
+	}
+	return true
 }
 
 // migrateTx moves the run to tgt.to if it is where it was checked: still

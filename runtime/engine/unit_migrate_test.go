@@ -2,10 +2,16 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/weirhq/weir/flows"
+	"github.com/weirhq/weir/internal/testutil"
+	"github.com/weirhq/weir/runtime/internal/clock"
 	"github.com/weirhq/weir/runtime/store"
+	"github.com/weirhq/weir/runtime/store/memstore"
 )
 
 func (b *testBundle) migrate(p MigrateParams) (*MigrateResult, error) {
@@ -116,4 +122,53 @@ func (b *testBundle) timeline(t *testing.T, id string) []*store.Event {
 		t.Fatal(err)
 	}
 	return evs
+}
+
+const answeredSrc = `flow(name = "answered", nodes = [
+    agent("a", model = "small", prompt = "Give a number", max_turns = 2, next = "hold",
+          output = {"type": "object", "required": ["n"], "properties": {"n": SCHEMA}}),
+    wait("hold", timeout = "1h"),
+])`
+
+// A narrowed output_schema of an agent whose answer a parked run keeps:
+// registration warns of it (the answer was checked against another
+// schema), and a migration checks the run's own answer against the new
+// one, refusing it when the answer does not satisfy it and moving the run
+// when it does.
+func TestUnitMigrateChecksTheKeptAnswer(t *testing.T) {
+	t.Parallel()
+	m := newFakeModel(answer(`{"n": 3}`, use(1, 1)))
+	b := setupAgentConfig(t, Config{Store: memstore.New(), Tools: m, Clock: clock.NewFake(time.Now())}, m)
+	ctx := context.Background()
+	register := func(schema string) flows.Diagnostics {
+		t.Helper()
+		res, err := b.eng.Register(ctx, []SourceFile{{Path: "answered.star", Src: strings.Replace(answeredSrc, "SCHEMA", schema, 1)}})
+		if err != nil || len(res.Diagnostics.Errors()) > 0 {
+			t.Fatalf("register: %v %s", err, res.Diagnostics)
+		}
+		return res.Diagnostics
+	}
+	register(`{"type": "integer"}`)
+	id := b.submit(t, "answered", `{}`)
+	testutil.Eventually(t, waitTimeout, func() error {
+		if r, err := b.eng.Get(ctx, "alice", id); err != nil || r.Phase != store.PhaseWaiting {
+			return fmt.Errorf("run %s: %v %v", id, r, err)
+		}
+		return nil
+	})
+	migrate := func() (*MigrateResult, error) {
+		return b.eng.Ops().Migrate(ctx, MigrateParams{Owner: "alice", RunID: id})
+	}
+	ds := register(`{"type": "integer", "maximum": 2}`)
+	if len(ds) != 1 || !strings.Contains(ds[0].Message, "a: its answer was checked against another output_schema") {
+		t.Fatalf("registration's warnings %s", ds)
+	}
+	if _, err := migrate(); ErrorCode(err) != CodeIncompatible || !strings.Contains(err.Error(), "a: its answer does not satisfy the new version's output_schema") {
+		t.Fatalf("an answer outside the new schema: %v", err)
+	}
+	register(`{"type": "integer", "maximum": 5}`)
+	res, err := migrate()
+	if err != nil || !res.Migrated {
+		t.Fatalf("an answer inside the new schema: %+v %v", res, err)
+	}
 }
