@@ -303,8 +303,8 @@ func parkedKey(r *store.Run) []byte {
 }
 
 // RunParkedGroups reads the first key of each group of p.Flow's part of
-// the rpk/ index and seeks past the rest of the group: a group of 10,000
-// runs costs one key.
+// the rpk/ index and seeks past the rest of the group, on one iterator: a
+// group of 10,000 runs costs one key.
 func (t *storeTx) RunParkedGroups(p store.RunParkedGroupsParams) ([]store.ParkedGroup, error) {
 	if err := t.Open(); err != nil {
 		return nil, err
@@ -315,23 +315,15 @@ func (t *storeTx) RunParkedGroups(p store.RunParkedGroupsParams) ([]store.Parked
 		lower = prefixEnd(key(string(prefix), p.After.Version, sep, p.After.Position, sep))
 	}
 	var out []store.ParkedGroup
-	for p.Limit <= 0 || len(out) < p.Limit {
-		var g *store.ParkedGroup
-		err := t.kv.scan(lower, prefixEnd(prefix), true, func(k, _ []byte) (bool, error) {
-			parts := strings.SplitN(string(k[len(prefix):]), sep, 3)
-			if len(parts) != 3 {
-				return false, fmt.Errorf("badgerstore: parked index entry %q", k)
-			}
-			g = &store.ParkedGroup{Version: parts[0], Position: parts[1], First: parts[2]}
-			return false, nil
-		})
-		if err != nil || g == nil {
-			return out, err
+	err := t.kv.scanSkip(lower, prefixEnd(prefix), true, func(k, _ []byte) ([]byte, bool, error) {
+		parts := strings.SplitN(string(k[len(prefix):]), sep, 3)
+		if len(parts) != 3 {
+			return nil, false, fmt.Errorf("badgerstore: parked index entry %q", k)
 		}
-		out = append(out, *g)
-		lower = prefixEnd(key(string(prefix), g.Version, sep, g.Position, sep))
-	}
-	return out, nil
+		out = append(out, store.ParkedGroup{Version: parts[0], Position: parts[1], First: parts[2]})
+		return prefixEnd(key(string(prefix), parts[0], sep, parts[1], sep)), p.Limit <= 0 || len(out) < p.Limit, nil
+	})
+	return out, err
 }
 
 // RunParkedList is a keys-only walk of one group of the rpk/ index.
