@@ -57,25 +57,34 @@ func (r parkedReport) callers(ctx context.Context, f *flows.Flow) flows.Diagnost
 }
 
 // inputChanged says whether f's input schema differs from the one of the
-// version of its name registered before it (false when there is none).
+// version of its name that was the latest before it (false when there was
+// none, or it was f).
 func (r parkedReport) inputChanged(ctx context.Context, f *flows.Flow) (bool, error) {
-	var prev *store.FlowVersion
-	if err := r.st.View(ctx, func(tx store.Tx) error {
-		hist, err := tx.FlowVersionHistory(f.Name, 2)
-		for _, v := range hist {
-			if v.Hash != f.Hash && prev == nil {
-				prev = v
-			}
-		}
-		return err
-	}); err != nil || prev == nil {
-		return false, err
+	prev := r.prev[f.Name]
+	if prev == "" || prev == f.Hash {
+		return false, nil
 	}
-	old, err := r.book.version(ctx, f.Name, prev.Hash)
+	old, err := r.book.version(ctx, f.Name, prev)
 	if err != nil {
 		return false, err
 	}
 	return !sameSchema(old.flow.Input, f.Input), nil
+}
+
+// latestHashes maps the names of vs to their latest versions' hashes, as
+// the store has them now; a name it cannot read is left out (the report
+// on its callers is then skipped).
+func latestHashes(ctx context.Context, st store.Store, vs []*flows.Version) map[string]string {
+	out := map[string]string{}
+	_ = st.View(ctx, func(tx store.Tx) error {
+		for _, v := range vs {
+			if fv, err := tx.FlowVersionLatest(v.Flow.Name); err == nil {
+				out[v.Flow.Name] = fv.Hash
+			}
+		}
+		return nil
+	})
+	return out
 }
 
 // sameSchema compares two schemas as compact JSON.

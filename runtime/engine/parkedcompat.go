@@ -100,6 +100,9 @@ type parkedReport struct {
 	st   store.Store
 	book *flowBook
 	log  hclog.Logger
+	// prev maps each registered flow's name to its latest version before
+	// the registration ("" or absent: none).
+	prev map[string]string
 }
 
 // parkedVersion is what the report found for one older version.
