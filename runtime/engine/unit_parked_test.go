@@ -145,6 +145,7 @@ func TestUnitRegisterBoundsTheParkedCount(t *testing.T) {
 
 const callerSrc = `
 flow(name = "child", input = {"type": "object"}, nodes = [
+    wait("hold", timeout = "1h", next = "work"),
     task("work", tool = "kit.echo", args = {"done": True}),
 ])
 
@@ -152,18 +153,27 @@ flow(name = "parent", nodes = [
     wait("hold", timeout = "1h", next = "call"),
     subflow("call", flow = "child", args = lambda ctx: {"n": 1}),
 ])
+
+flow(name = "calling", nodes = [
+    subflow("call", flow = "child", args = lambda ctx: {"n": 1}),
+])
 `
 
 // A subflow's new version whose input schema changed warns of the parked
 // runs of its callers that will start it (a parent parked before its
-// subflow node); one whose input schema did not change warns of none.
+// subflow node), not of one parked at its subflow node waiting on the
+// child it started (that child runs on its own version, and fits the new
+// one); one whose input schema did not change warns of none.
 func TestUnitRegisterReportsParkedCallers(t *testing.T) {
 	t.Parallel()
 	b := setupUnit(t, Config{}, callerSrc)
 	id := b.start(t, "parent", `{}`, "")
-	b.wait(t, id, "parked", func(r *store.Run) bool { return r.Phase == store.PhaseWaiting })
+	calling := b.start(t, "calling", `{}`, "")
+	for _, r := range []string{id, calling} {
+		b.wait(t, r, "parked", func(r *store.Run) bool { return r.Phase == store.PhaseWaiting })
+	}
 	child := func(input, args string) string {
-		return `flow(name = "child", input = ` + input + `, nodes = [task("work", tool = "kit.echo", args = ` + args + `)])`
+		return `flow(name = "child", input = ` + input + `, nodes = [wait("hold", timeout = "1h", next = "work"), task("work", tool = "kit.echo", args = ` + args + `)])`
 	}
 	if ws := b.registerWarnings(t, child(`{"type": "object"}`, `{"done": False}`)); len(ws) != 0 {
 		t.Fatalf("the same input schema: %s", ws)
