@@ -90,9 +90,10 @@ func (o *Ops) Migrate(ctx context.Context, p MigrateParams) (*MigrateResult, err
 		return nil, err
 	}
 	now := e.clock.Now()
+	var moved bool
 	err = e.st.Update(ctx, func(tx store.Tx) error {
 		var err error
-		refusal, err = migrateTx(tx, p, tgt, now)
+		moved, refusal, err = migrateTx(tx, p, tgt, now)
 		if err == nil {
 			failpoint.Hit(failpoint.BeforeMigrate)
 		}
@@ -102,7 +103,10 @@ func (o *Ops) Migrate(ctx context.Context, p MigrateParams) (*MigrateResult, err
 		return nil, err
 	}
 	failpoint.Hit(failpoint.AfterMigrate)
-	res.Migrated = true
+	res.Migrated = moved
+	if !moved {
+		res.From = tgt.to // another daemon's migration moved it first
+	}
 	return res, nil
 }
 
@@ -219,20 +223,24 @@ func (o *Ops) answerFits(ctx context.Context, m *flows.Misfit, c *continuation, 
 
 // migrateTx moves the run to tgt.to if it is where it was checked: still
 // parked, on the version and at the position checked, and tgt.to still
-// the latest.
-func migrateTx(tx store.Tx, p MigrateParams, tgt migrateTarget, now time.Time) (*Error, error) {
+// the latest. A run already on tgt.to (another daemon's migration of the
+// same run committed first) is left as it is: moved is false.
+func migrateTx(tx store.Tx, p MigrateParams, tgt migrateTarget, now time.Time) (moved bool, _ *Error, _ error) {
 	cur, _, refusal, err := migrateTargetTx(tx, p)
 	if err != nil {
-		return refusal, err
+		return false, refusal, err
+	}
+	if cur.run.Version == tgt.to && cur.to == tgt.to {
+		return false, nil, nil
 	}
 	if cur.run.Version != tgt.run.Version || cur.position != tgt.position || cur.to != tgt.to {
-		return protocolErr(CodeNotWaiting, "run %s moved while its migration was checked (another version, position or latest version); nothing was changed: try again", p.RunID), errSkip
+		return false, protocolErr(CodeNotWaiting, "run %s moved while its migration was checked (another version, position or latest version); nothing was changed: try again", p.RunID), errSkip
 	}
 	run := cur.run
 	run.Version, run.UpdatedAt = tgt.to, now
 	if err := tx.RunUpdate(run); err != nil {
-		return nil, err
+		return false, nil, err
 	}
-	return nil, appendEvent(tx, run.ID, evMigrated, run.Attempt, "", map[string]any{
+	return true, nil, appendEvent(tx, run.ID, evMigrated, run.Attempt, "", map[string]any{
 		"from": tgt.run.Version, "to": tgt.to, "by": p.By, "reason": p.Reason}, now)
 }

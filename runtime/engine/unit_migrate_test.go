@@ -172,3 +172,44 @@ func TestUnitMigrateChecksTheKeptAnswer(t *testing.T) {
 		t.Fatalf("an answer inside the new schema: %+v %v", res, err)
 	}
 }
+
+// Two migrations of one run checked at once (two daemons of a fleet):
+// the one that commits second finds the run on the version it was moving
+// it to and leaves it so, without an error or a second migrated event.
+func TestUnitMigrateTwiceAtOnce(t *testing.T) {
+	t.Parallel()
+	b := setupUnit(t, Config{}, parkedSrc)
+	id := b.parkedRuns(t, 1)[0]
+	b.register(t, strings.Replace(parkedSrc, `args = {"y": 2}`, `args = {"y": 3}`, 1))
+	ctx := context.Background()
+	p := MigrateParams{Owner: "alice", RunID: id, To: MigrateLatest, By: "alice"}
+	var second migrateTarget
+	if err := b.st.View(ctx, func(tx store.Tx) error {
+		var err error
+		second, _, _, err = migrateTargetTx(tx, p)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := b.migrate(p); err != nil || !res.Migrated {
+		t.Fatalf("the first: %+v %v", res, err)
+	}
+	var moved bool
+	var refusal *Error
+	if err := b.st.Update(ctx, func(tx store.Tx) error {
+		var err error
+		moved, refusal, err = migrateTx(tx, p, second, b.clock.Now())
+		return err
+	}); err != nil || moved || refusal != nil {
+		t.Fatalf("the second: moved %v, %v, %v", moved, refusal, err)
+	}
+	n := 0
+	for _, e := range b.timeline(t, id) {
+		if e.Type == evMigrated {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d migrated events, want 1", n)
+	}
+}
