@@ -72,6 +72,7 @@ var scenarios = []scenario{
 	{16, "peer: DBOS Transact on the same PostgreSQL", dbosPeer},
 	{17, "replay of a recorded run", replayRun},
 	{18, "agent cost per turn", agentTurnCost},
+	{19, "registration beside parked runs", parkedCompat},
 }
 
 func main() {

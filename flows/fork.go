@@ -162,6 +162,10 @@ func (w *effectWalk) child(f *Flow, n *Node, callee, via string) {
 type Misfit struct {
 	Node string `json:"node"`
 	Why  string `json:"why"`
+	// Schema says the misfit is only that the node is an agent whose
+	// output_schema differs: the answer kept may still satisfy the new
+	// one, which only the answer itself can say (a migration checks it).
+	Schema bool `json:"schema,omitempty"`
 }
 
 func (m Misfit) String() string { return m.Node + ": " + m.Why }
@@ -203,25 +207,56 @@ func Compatible(old, new *Flow, at string, done []string) []Misfit {
 	return out
 }
 
+// CompatibleParked is Compatible for a run parked at node at (a wait, an
+// unknown outcome, retries exhausted, its children or its budget) that
+// holds the kept work of the nodes done and has open waits at the nodes
+// waits, for registration's report on parked runs and for a migration
+// (DESIGN §12). It adds to Compatible's rules what parking means: the
+// node the run is parked at is mid-way (a fan-out's items, an agent's
+// turns, an outcome or a wait already journaled), so what made that work
+// must match as it must for a done node; and every node with an open wait
+// must exist with the same kind, or the decision it waits for would have
+// nowhere to go.
+func CompatibleParked(old, new *Flow, at string, done, waits []string) []Misfit {
+	held := append(slices.Clone(done), waits...)
+	if at != "" {
+		held = append(held, at)
+	}
+	out := Compatible(old, new, "", held)
+	for i, m := range out {
+		switch {
+		case m.Node == at && new.Node(at) == nil:
+			out[i].Why = "the run is parked at " + at + ", which the new version does not have"
+		case slices.Contains(waits, m.Node) && new.Node(m.Node) == nil:
+			out[i].Why = "the run has an open wait at " + m.Node + ", which the new version does not have"
+		case m.Schema && m.Node != at:
+			out[i].Why += " (a migration checks the run's own answer against it)"
+		case m.Schema:
+			out[i].Schema = false // mid-way: its turns were asked for the old schema
+		}
+	}
+	return out
+}
+
 // fits checks node id of old against new; made says the node's kept
 // result is carried over, so what made it must match too.
 func fits(old, new *Flow, id string, made bool) (Misfit, bool) {
 	o, n := old.Node(id), new.Node(id)
 	switch {
 	case n == nil:
-		return Misfit{id, "the new version has no node " + id}, false
+		return Misfit{Node: id, Why: "the new version has no node " + id}, false
 	case o == nil:
-		return Misfit{id, "the run's own version has no node " + id}, false
+		return Misfit{Node: id, Why: "the run's own version has no node " + id}, false
 	case o.Kind != n.Kind:
-		return Misfit{id, fmt.Sprintf("a %s in the run's version, a %s in the new one", o.Kind, n.Kind)}, false
+		return Misfit{Node: id, Why: fmt.Sprintf("a %s in the run's version, a %s in the new one", o.Kind, n.Kind)}, false
 	case !made:
 		return Misfit{}, true
 	case o.Tool != n.Tool:
-		return Misfit{id, fmt.Sprintf("its result was made by tool %q; the new version calls %q", o.Tool, n.Tool)}, false
+		return Misfit{Node: id, Why: fmt.Sprintf("its result was made by tool %q; the new version calls %q", o.Tool, n.Tool)}, false
 	case o.Flow != n.Flow:
-		return Misfit{id, fmt.Sprintf("its result was made by flow %q; the new version starts %q", o.Flow, n.Flow)}, false
+		return Misfit{Node: id, Why: fmt.Sprintf("its result was made by flow %q; the new version starts %q", o.Flow, n.Flow)}, false
 	case o.Kind == KindAgent && !sameJSON(o.OutputSchema, n.OutputSchema):
-		return Misfit{id, "its answer was checked against another output_schema than the new version declares"}, false
+		return Misfit{Node: id, Why: "its answer was checked against another output_schema than the new version declares", Schema: true}, false
 	}
 	return Misfit{}, true
 }

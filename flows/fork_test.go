@@ -172,3 +172,60 @@ func TestCompatible(t *testing.T) {
 		})
 	}
 }
+
+// A parked run's compatibility, for each kind of change a deploy makes:
+// an added node fits; a removed node it holds a result of, a renamed wait
+// it is parked at or has open, a narrowed output schema of an agent whose
+// answer it holds, and the parked node's own tool changed (its work is
+// half done) do not.
+func TestCompatibleParked(t *testing.T) {
+	t.Parallel()
+	old := testFlow("f",
+		&Node{ID: "a", Kind: KindTask, Tool: "t.read", Next: "ag"},
+		&Node{ID: "ag", Kind: KindAgent, ModelTool: "llm", OutputSchema: json.RawMessage(`{"type": "object"}`), Next: "hold"},
+		&Node{ID: "hold", Kind: KindWait, Next: "c"},
+		&Node{ID: "c", Kind: KindTask, Tool: "t.once"})
+	withNodes := func(change func(ns []*Node) []*Node) *Flow {
+		ns := make([]*Node, len(old.Nodes))
+		for i, n := range old.Nodes {
+			c := *n
+			ns[i] = &c
+		}
+		return testFlow("f", change(ns)...)
+	}
+	for _, tt := range []struct {
+		name  string
+		new   *Flow
+		at    string
+		waits []string
+		want  []string
+	}{
+		{"an added node", withNodes(func(ns []*Node) []*Node { return append(ns, &Node{ID: "d", Kind: KindTask, Tool: "t.read"}) }), "hold", []string{"hold"}, nil},
+		{"a removed node", withNodes(func(ns []*Node) []*Node { return ns[1:] }), "hold", []string{"hold"}, []string{"a: the new version has no node a"}},
+		{"a renamed wait", withNodes(func(ns []*Node) []*Node { ns[2].ID = "review"; return ns }), "hold", []string{"hold"},
+			[]string{"hold: the run is parked at hold, which the new version does not have"}},
+		{"a renamed open wait", withNodes(func(ns []*Node) []*Node { ns[2].ID = "review"; return ns }), "", []string{"hold"},
+			[]string{"hold: the run has an open wait at hold, which the new version does not have"}},
+		{"a narrowed schema", withNodes(func(ns []*Node) []*Node {
+			ns[1].OutputSchema = json.RawMessage(`{"type": "object", "required": ["x"]}`)
+			return ns
+		}), "hold", []string{"hold"}, []string{"ag: its answer was checked against another output_schema than the new version declares (a migration checks the run's own answer against it)"}},
+		{"the parked node's tool", withNodes(func(ns []*Node) []*Node { ns[0].Tool = "t.idem"; return ns }), "a", nil,
+			[]string{`a: its result was made by tool "t.read"; the new version calls "t.idem"`}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			done := []string{"a", "ag"}
+			if tt.at == "a" {
+				done = nil
+			}
+			var got []string
+			for _, m := range CompatibleParked(old, tt.new, tt.at, done, tt.waits) {
+				got = append(got, m.String())
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("misfits\n %q\nwant\n %q", got, tt.want)
+			}
+		})
+	}
+}

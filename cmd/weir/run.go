@@ -23,7 +23,7 @@ func init() {
 	registerCommand(func(m *Main) *cobra.Command {
 		cmd := &cobra.Command{Use: "run", Short: "Start, inspect and cancel runs on the daemon"}
 		cmd.AddCommand(m.runStartCmd(), m.runGetCmd(), m.runLsCmd(), m.runCancelCmd(), m.runEventsCmd(), m.runDecideCmd(true), m.runDecideCmd(false), m.runRespondCmd(), m.runGraphCmd(), m.runWaitCmd(), m.runWatchCmd(),
-			m.runForkCmd(), m.runResolveCmd(), m.runBudgetCmd(), m.runExportCmd())
+			m.runForkCmd(), m.runResolveCmd(), m.runMigrateCmd(), m.runBudgetCmd(), m.runExportCmd())
 		return cmd
 	})
 	registerCommand(func(m *Main) *cobra.Command {

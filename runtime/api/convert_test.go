@@ -202,6 +202,7 @@ func TestCodesMatchTheEngine(t *testing.T) {
 		{apitypes.WaitUnknown, engine.WaitUnknown},
 		{apitypes.CodeWaitExpired, engine.CodeWaitExpired},
 		{apitypes.CodeBadResult, engine.CodeBadResult},
+		{apitypes.CodeIncompatible, engine.CodeIncompatible},
 		{apitypes.WaitHuman, engine.WaitHuman},
 		{apitypes.WaitApproval, engine.WaitApproval},
 		{apitypes.WaitChild, engine.WaitChild},

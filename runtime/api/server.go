@@ -118,6 +118,7 @@ func NewServer(eng *engine.Engine, log hclog.Logger, opts ...Option) *Server {
 	s.routeWaits()
 	s.routeDeadLetters()
 	s.routeResolve()
+	s.routeMigrate()
 	s.routeBudget()
 	s.routeGraphs()
 	s.routeVersions()

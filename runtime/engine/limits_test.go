@@ -55,8 +55,12 @@ flow(name = "y", nodes = [task("t", tool = "testkit.echo")])
 
 	run = b.runPastHold(t, "x", func() {
 		// x's latest version calls nothing, so y may call x statically;
-		// the parked run of the old x still calls y.
-		b.register(t, `flow(name = "x", nodes = [task("t", tool = "testkit.echo")])`)
+		// the parked run of the old x still calls y (and registration
+		// says it could not go on under the new x).
+		res, err := b.eng.Register(context.Background(), []SourceFile{{Path: "later.star", Src: `flow(name = "x", nodes = [task("t", tool = "testkit.echo")])`}})
+		if err != nil || len(res.Diagnostics) != 1 || res.Diagnostics[0].Code != CodeParkedIncompatible {
+			t.Fatalf("register x: %v %s", err, res.Diagnostics)
+		}
 		b.register(t, `flow(name = "y", nodes = [subflow("back", flow = "x")])`)
 	})
 	if run.Phase != store.PhaseFailed || run.Error == nil || run.Error.Code != CodeRuntimeCycle {

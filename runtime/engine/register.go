@@ -93,12 +93,16 @@ func (e *Engine) RegisterAs(ctx context.Context, owner string, files []SourceFil
 	var commitErr error
 	var scheduled []RegisteredSchedule
 	var triggered []RegisteredTrigger
+	var prev map[string]string
 	vs, ds, err := e.registry.RegisterCommit(ctx, in, func(ctx context.Context, m *flows.Module, vs []*flows.Version) error {
 		if owner == "" {
 			if commitErr = ownerlessDecls(m); commitErr != nil {
 				return commitErr
 			}
 		}
+		// The latest versions before these, for the report on parked
+		// callers (parkedcallers.go): read under the registry's lock.
+		prev = latestHashes(ctx, e.st, vs)
 		if commitErr = e.registrar.put(ctx, owner, vs); commitErr == nil {
 			scheduled, triggered, commitErr = e.registrar.putDecls(ctx, owner, m)
 		}
@@ -116,6 +120,10 @@ func (e *Engine) RegisterAs(ctx context.Context, owner string, files []SourceFil
 	}
 	if len(vs) > 0 && ds.Err() == nil {
 		res.Diagnostics = append(res.Diagnostics, e.registrar.registeredFleetWarnings(ctx, vs)...)
+	}
+	if len(vs) > 0 && len(ds.Errors()) == 0 {
+		// Stored: what the parked runs of older versions make of them.
+		res.Diagnostics = append(res.Diagnostics, parkedReport{st: e.st, book: e.book, log: e.log, prev: prev}.warnings(ctx, vs)...)
 	}
 	return res, nil
 }

@@ -265,6 +265,7 @@ func (s *stepper) parkTx(tx store.Tx, now, readyAt time.Time, kind, child string
 		return err
 	}
 	run.Phase, run.UpdatedAt = store.PhaseWaiting, now
+	run.Position = parkedPosition(s.cont)
 	if err := tx.RunUpdate(run); err != nil {
 		return err
 	}

@@ -68,7 +68,8 @@ func CheckRun(r *Run) error {
 	if err := CheckID("run id", r.ID); err != nil {
 		return err
 	}
-	return errors.Join(CheckPart("owner", r.Owner), CheckPart("phase", string(r.Phase)), CheckPart("parent run id", r.ParentRunID))
+	return errors.Join(CheckPart("owner", r.Owner), CheckPart("phase", string(r.Phase)), CheckPart("parent run id", r.ParentRunID),
+		CheckPart("flow", r.Flow), CheckPart("version", r.Version), CheckPart("position", r.Position))
 }
 
 // CheckTask refuses a task whose id, run id or wait child no backend

@@ -224,6 +224,18 @@ type Tx interface {
 	RunDelete(id string) error
 	// RunList returns runs in id order, or newest first (p.Order).
 	RunList(p RunListParams) ([]*Run, error)
+	// RunParkedGroups and RunParkedList read the index of parked runs:
+	// the runs in PhaseWaiting, by flow, then version, then Position,
+	// then id. RunParkedGroups returns one entry per (version, position)
+	// of flow's parked runs, in that order, after p.After, at most
+	// p.Limit, each with its first run id: a backend skips the rest of a
+	// group without reading it, so the groups cost what there are of
+	// them, not what runs they hold. RunParkedList returns the ids of
+	// one group's runs in id order, after p.After, at most p.Limit.
+	// Registration reads them to say which parked runs of older versions
+	// could go on under the new one (docs/design.md §2.2).
+	RunParkedGroups(p RunParkedGroupsParams) ([]ParkedGroup, error)
+	RunParkedList(p RunParkedListParams) ([]string, error)
 
 	// Continuations: the engine's opaque, versioned encoding of a run's
 	// position in its graph.
@@ -441,6 +453,12 @@ type Run struct {
 	// StartedBy says what started a run the daemon started itself
 	// ("fork:RUN:NODE@VISIT", ...); "" for a run a client started.
 	StartedBy string `json:"started_by,omitempty"`
+	// Position is where a parked run waits, as the engine writes it when
+	// the run parks: its node and a digest of the nodes whose results it
+	// holds. The store indexes it, with Flow and Version, while the run is
+	// in PhaseWaiting (RunParkedGroups); "" for a run parked before it was
+	// kept.
+	Position string `json:"position,omitempty"`
 	// TraceID is the run's trace id (32 hex digits), fixed at acceptance:
 	// the caller's, from its traceparent, else the run's own; "" on runs
 	// accepted before it was kept (their own is derived from the id).
@@ -492,6 +510,51 @@ type FlowNameListParams struct {
 	After string
 	// Limit bounds the names returned (0: no limit).
 	Limit int
+}
+
+// ParkedGroup is one group of the index of parked runs: flow's runs in
+// PhaseWaiting on one version at one position.
+type ParkedGroup struct {
+	Version  string
+	Position string
+	// First is the group's first run id (in id order).
+	First string
+}
+
+// ParkedGroupCursor is a place in RunParkedGroups' order: the group
+// listed last.
+type ParkedGroupCursor struct {
+	Version  string
+	Position string
+}
+
+// RunParkedGroupsParams selects groups of RunParkedGroups.
+type RunParkedGroupsParams struct {
+	Flow string
+	// After is an exclusive group to page from (nil: the first).
+	After *ParkedGroupCursor
+	// Limit bounds the groups returned (0: no limit).
+	Limit int
+}
+
+// RunParkedListParams selects run ids of one group of RunParkedList.
+type RunParkedListParams struct {
+	Flow     string
+	Version  string
+	Position string
+	// After is an exclusive run id to page from ("": the first).
+	After string
+	// Limit bounds the ids returned (0: no limit).
+	Limit int
+}
+
+// CompareParked orders parked groups as the index does: by version, then
+// position.
+func CompareParked(av, ap, bv, bp string) int {
+	if c := strings.Compare(av, bv); c != 0 {
+		return c
+	}
+	return strings.Compare(ap, bp)
 }
 
 // RunListParams filters RunList. Zero values mean "any".

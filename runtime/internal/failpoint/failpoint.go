@@ -54,6 +54,15 @@ const (
 	AfterResolve = "after-resolve"
 )
 
+// Failpoints of migrating a parked run to another version (engine
+// migrate.go).
+const (
+	// BeforeMigrate: a migration's writes are made and not committed.
+	BeforeMigrate = "before-migrate"
+	// AfterMigrate: a migration is durable, the answer not sent.
+	AfterMigrate = "after-migrate"
+)
+
 // Failpoints of deciding a wait (engine wait.go) and of an agent's
 // decided calls (engine agent.go).
 const (

@@ -223,7 +223,8 @@ func checkLayout(db *badger.DB) error {
 // version 1, it writes the rc/ index entry of every run; from version 2
 // or older, the tqo/ entry of every unleased task, under the task's owner
 // or else its run's; from version 3 or older, the rop/ entry of every
-// run; then the version. It runs before the store takes
+// run; from version 4 or older, the rpk/ entry of every parked run; then
+// the version. It runs before the store takes
 // writes; if it is cut short, the next open does it again (the entries it
 // rewrites are the same).
 func upgradeLayout(db *badger.DB) error {
@@ -256,7 +257,12 @@ func upgradeLayout(db *badger.DB) error {
 				}
 			}
 			if v < layoutV4 {
-				return wb.Set(key(pRunOwnerPh, r.Owner, sep, string(r.Phase), sep, r.ID), nil)
+				if err := wb.Set(key(pRunOwnerPh, r.Owner, sep, string(r.Phase), sep, r.ID), nil); err != nil {
+					return err
+				}
+			}
+			if v < layoutV5 && r.Phase == store.PhaseWaiting {
+				return wb.Set(parkedKey(r), nil)
 			}
 			return nil
 		})

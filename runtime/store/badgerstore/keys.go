@@ -24,6 +24,7 @@ import (
 //	rph/<phase>\0<id>              index: runs by phase
 //	rp/<parent>\0<id>              index: runs by parent run
 //	rc/<owner>\0<^created(12)><id>  index: an owner's runs, newest first (layout 2)
+//	rpk/<flow>\0<version>\0<position>\0<id>  index: parked runs (PhaseWaiting) (layout 5)
 //	c/<run>                        continuation bytes
 //	d/<owner>\0<request>           Dedup
 //	t/<id>                         Task
@@ -61,6 +62,7 @@ const (
 	pRunParent   = "rp/"
 	pRunCreated  = "rc/"
 	pRunOwnerPh  = "rop/"
+	pRunParked   = "rpk/"
 	pCont        = "c/"
 	pDedup       = "d/"
 	pTask        = "t/"
@@ -176,8 +178,14 @@ const layoutV3 = 3
 // entry of every run (upgradeLayout).
 const layoutV4 = 4
 
+// layoutV5 adds the rpk/ index (parked runs by flow, version and
+// position), which registration reads to report on the parked runs of
+// older versions. Opening an older directory writes the entry of every
+// run in PhaseWaiting (upgradeLayout).
+const layoutV5 = 5
+
 // layoutNow is the layout this weir writes.
-const layoutNow = layoutV4
+const layoutNow = layoutV5
 
 // newestKey encodes t so that byte order is newest first: timeKey with
 // every bit flipped.

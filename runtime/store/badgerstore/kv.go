@@ -139,6 +139,17 @@ func (s *kv) del(k []byte) error {
 // fn gets a nil value. fn returns false to stop. fn must not write through
 // s (collect first, then write).
 func (s *kv) scan(lower, upper []byte, keysOnly bool, fn func(k, v []byte) (bool, error)) error {
+	return s.scanSkip(lower, upper, keysOnly, func(k, v []byte) ([]byte, bool, error) {
+		more, err := fn(k, v)
+		return nil, more, err
+	})
+}
+
+// scanSkip is scan whose fn may also name a key to go on from (skip, nil:
+// the next key): every source seeks to it, so a walk that wants one key
+// of each of many runs of keys (the parked index's groups) reads one key
+// of each, on one iterator. skip must be past the key fn was given.
+func (s *kv) scanSkip(lower, upper []byte, keysOnly bool, fn func(k, v []byte) (skip []byte, more bool, err error)) error {
 	inRange := func(k string) bool {
 		return k >= string(lower) && (upper == nil || k < string(upper))
 	}
@@ -235,9 +246,21 @@ func (s *kv) scan(lower, upper []byte, keysOnly bool, fn func(k, v []byte) (bool
 		if keysOnly {
 			val = nil
 		}
-		more, err := fn([]byte(k), val)
+		skip, more, err := fn([]byte(k), val)
 		if err != nil || !more {
 			return err
+		}
+		if skip != nil {
+			lower = skip
+			i := 0
+			for i < len(own) && own[i] < string(skip) {
+				i++
+			}
+			own = own[i:]
+			for i, l := range s.layers {
+				cursors[i] = l.seek(string(skip))
+			}
+			it.Seek(skip)
 		}
 	}
 }

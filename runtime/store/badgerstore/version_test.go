@@ -3,6 +3,7 @@ package badgerstore
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -286,4 +287,46 @@ func reopenAsLayout(t *testing.T, s *Store, dir string, layout uint64, prefix st
 		t.Fatal(err)
 	}
 	return s
+}
+
+// TestLayoutV4Upgraded opens a directory as a version 4 weir left it (no
+// rpk/ index) and checks the open indexes every parked run, so a
+// registration reports the runs parked before; a run that wakes
+// afterwards leaves the index.
+func TestLayoutV4Upgraded(t *testing.T) {
+	runs := []*store.Run{{ID: "r1", Phase: store.PhaseWaiting, Position: "hold:x"}, {ID: "r2", Phase: store.PhaseRunning},
+		{ID: "r3", Phase: store.PhaseWaiting}}
+	s, dir := openWritten(t, func(tx store.Tx) error {
+		for _, r := range runs {
+			r.Owner, r.Flow, r.Version, r.InputHash, r.CreatedAt = "alice", "f", "h", "ih", layoutT0
+			if err := tx.RunInsert(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	s = reopenAsLayout(t, s, dir, layoutV4, pRunParked)
+	defer s.Close()
+	groups := func() []store.ParkedGroup {
+		t.Helper()
+		var gs []store.ParkedGroup
+		if err := s.View(ctx, func(tx store.Tx) error {
+			var err error
+			gs, err = tx.RunParkedGroups(store.RunParkedGroupsParams{Flow: "f"})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return gs
+	}
+	want := []store.ParkedGroup{{Version: "h", Position: "", First: "r3"}, {Version: "h", Position: "hold:x", First: "r1"}}
+	if got := groups(); !slices.Equal(got, want) {
+		t.Fatalf("parked groups after the upgrade: %v, want %v", got, want)
+	}
+	mustUpdate(t, s, func(tx store.Tx) error {
+		return storetest.ChangeRun(tx, "r1", func(r *store.Run) { r.Phase = store.PhaseRunning })
+	})
+	if got := groups(); !slices.Equal(got, want[:1]) {
+		t.Fatalf("parked groups after r1 woke: %v", got)
+	}
 }

@@ -42,6 +42,7 @@ const (
 	tEventSlot                // owner sep name sep key
 	tTrigger                  // owner sep name
 	tOwnerSpend               // owner sep minute(8) sep host
+	tRunParked                // flow sep version sep position sep id: runs in PhaseWaiting
 	numTables
 )
 
@@ -362,7 +363,26 @@ func (t *tx) RunInsert(r *store.Run) error {
 	if _, ok := t.lookup(tRun, r.ID); ok {
 		return fmt.Errorf("run %s: %w", r.ID, store.ErrExists)
 	}
+	return t.putRun(nil, r)
+}
+
+// putRun writes r and moves its parked index entry from old's (nil:
+// none).
+func (t *tx) putRun(old, r *store.Run) error {
+	if old != nil && old.Phase == store.PhaseWaiting {
+		t.del(tRunParked, parkedKey(old))
+	}
+	if r != nil && r.Phase == store.PhaseWaiting {
+		t.set(tRunParked, parkedKey(r), &entry{})
+	}
+	if r == nil {
+		return nil
+	}
 	return put(t, tRun, r.ID, r)
+}
+
+func parkedKey(r *store.Run) string {
+	return r.Flow + sep + r.Version + sep + r.Position + sep + r.ID
 }
 
 func (t *tx) RunGet(id string) (*store.Run, error) {
@@ -376,17 +396,82 @@ func (t *tx) RunUpdate(r *store.Run) error {
 	if err := checkRun(r); err != nil {
 		return err
 	}
-	if _, ok := t.lookup(tRun, r.ID); !ok {
+	old, ok := peek[store.Run](t, tRun, r.ID)
+	if !ok {
 		return fmt.Errorf("run %s: %w", r.ID, store.ErrNotFound)
 	}
-	return put(t, tRun, r.ID, r)
+	return t.putRun(old, r)
 }
 
 func (t *tx) RunDelete(id string) error {
 	if err := t.Writable(); err != nil {
 		return err
 	}
+	if old, ok := peek[store.Run](t, tRun, id); ok {
+		_ = t.putRun(old, nil)
+	}
 	return t.delExisting("run "+id, tRun, id)
+}
+
+// RunParkedGroups walks the parked index's keys of p.Flow (the table
+// holds only parked runs, so a registration never reads the others).
+func (t *tx) RunParkedGroups(p store.RunParkedGroupsParams) ([]store.ParkedGroup, error) {
+	if err := t.Open(); err != nil {
+		return nil, err
+	}
+	firsts := map[[2]string]string{}
+	t.eachParked(p.Flow, func(version, position, id string) {
+		if p.After != nil && store.CompareParked(version, position, p.After.Version, p.After.Position) <= 0 {
+			return
+		}
+		g := [2]string{version, position}
+		if first, ok := firsts[g]; !ok || id < first {
+			firsts[g] = id
+		}
+	})
+	out := make([]store.ParkedGroup, 0, len(firsts))
+	for g, first := range firsts {
+		out = append(out, store.ParkedGroup{Version: g[0], Position: g[1], First: first})
+	}
+	slices.SortFunc(out, func(a, b store.ParkedGroup) int {
+		return store.CompareParked(a.Version, a.Position, b.Version, b.Position)
+	})
+	if p.Limit > 0 && len(out) > p.Limit {
+		out = out[:p.Limit]
+	}
+	return out, nil
+}
+
+func (t *tx) RunParkedList(p store.RunParkedListParams) ([]string, error) {
+	if err := t.Open(); err != nil {
+		return nil, err
+	}
+	var out []string
+	t.eachParked(p.Flow, func(version, position, id string) {
+		if version == p.Version && position == p.Position && id > p.After {
+			out = append(out, id)
+		}
+	})
+	slices.Sort(out)
+	if p.Limit > 0 && len(out) > p.Limit {
+		out = out[:p.Limit]
+	}
+	return out, nil
+}
+
+// eachParked calls fn for every parked run of flow.
+func (t *tx) eachParked(flow string, fn func(version, position, id string)) {
+	prefix := flow + sep
+	t.each(tRunParked, func(k string, _ *entry) {
+		rest, ok := strings.CutPrefix(k, prefix)
+		if !ok {
+			return
+		}
+		parts := strings.SplitN(rest, sep, 3)
+		if len(parts) == 3 {
+			fn(parts[0], parts[1], parts[2])
+		}
+	})
 }
 
 func (t *tx) RunList(p store.RunListParams) ([]*store.Run, error) {

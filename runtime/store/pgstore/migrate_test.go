@@ -218,6 +218,18 @@ func TestVersion1DataOpens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Migration 9 indexed the parked run under the version its JSON
+	// names, with no position.
+	err = s.View(ctx, func(tx store.Tx) error {
+		gs, err := tx.RunParkedGroups(store.RunParkedGroupsParams{Flow: "gate"})
+		if err != nil || len(gs) != 1 || gs[0] != (store.ParkedGroup{Version: "h1", Position: "", First: "run_1"}) {
+			return fmt.Errorf("parked groups %+v, %v", gs, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	// The event sequence goes on from where the previous release left it.
 	e := &store.Event{RunID: "run_1", Type: "approved"}
 	if err := s.Update(ctx, func(tx store.Tx) error { return tx.EventAppend(e) }); err != nil || e.Seq != 3 {

@@ -480,9 +480,9 @@ func finishedNanos(r *store.Run) *int64 {
 }
 
 // writeRun is the write of r by RunInsert and RunUpdate: the write check,
-// r's ids, its bytes charged, then sql with r's columns as $1 to $9 (id,
-// owner, phase, parent_run_id, finished_ns, v, data, created_ns, flow). It
-// returns the rows sql wrote.
+// r's ids, its bytes charged, then sql with r's columns as $1 to $11 (id,
+// owner, phase, parent_run_id, finished_ns, v, data, created_ns, flow,
+// version, position). It returns the rows sql wrote.
 func (t *storeTx) writeRun(r *store.Run, sql string) (int64, error) {
 	if err := t.writable(); err != nil {
 		return 0, err
@@ -494,11 +494,11 @@ func (t *storeTx) writeRun(r *store.Run, sql string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return t.exec(sql, r.ID, r.Owner, string(r.Phase), r.ParentRunID, finishedNanos(r), recordV1, data, nanos(r.CreatedAt), r.Flow)
+	return t.exec(sql, r.ID, r.Owner, string(r.Phase), r.ParentRunID, finishedNanos(r), recordV1, data, nanos(r.CreatedAt), r.Flow, r.Version, r.Position)
 }
 
 func (t *storeTx) RunInsert(r *store.Run) error {
-	n, err := t.writeRun(r, `INSERT INTO runs (id, owner, phase, parent_run_id, finished_ns, v, data, created_ns, flow) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+	n, err := t.writeRun(r, `INSERT INTO runs (id, owner, phase, parent_run_id, finished_ns, v, data, created_ns, flow, version, position) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 		ON CONFLICT (id) DO NOTHING`)
 	if err != nil {
 		return err
@@ -514,7 +514,7 @@ func (t *storeTx) RunGet(id string) (*store.Run, error) {
 }
 
 func (t *storeTx) RunUpdate(r *store.Run) error {
-	n, err := t.writeRun(r, `UPDATE runs SET owner = $2, phase = $3, parent_run_id = $4, finished_ns = $5, v = $6, data = $7, created_ns = $8, flow = $9 WHERE id = $1`)
+	n, err := t.writeRun(r, `UPDATE runs SET owner = $2, phase = $3, parent_run_id = $4, finished_ns = $5, v = $6, data = $7, created_ns = $8, flow = $9, version = $10, position = $11 WHERE id = $1`)
 	if err != nil {
 		return err
 	}
@@ -611,6 +611,70 @@ func (t *storeTx) RunList(p store.RunListParams) ([]*store.Run, error) {
 		order = " ORDER BY created_ns DESC, id" // the runs_owner_created index
 	}
 	return listRecords[store.Run](t, sql+order+limitClause(p.Limit), args...)
+}
+
+// RunParkedGroups reads the runs_parked index as a loose index scan: each
+// step of the recursion takes the first row past the group before, so a
+// group of 10,000 runs costs one index probe, not 10,000 rows.
+func (t *storeTx) RunParkedGroups(p store.RunParkedGroupsParams) ([]store.ParkedGroup, error) {
+	if err := t.Open(); err != nil {
+		return nil, err
+	}
+	if !text(p.Flow) || (p.After != nil && !text(p.After.Version, p.After.Position)) {
+		return nil, nil
+	}
+	// Without a cursor the first step starts at ('', ''), which every
+	// group is at or past.
+	after := store.ParkedGroupCursor{}
+	first := `(SELECT version, position, id FROM runs WHERE phase = 'waiting' AND flow = $1 AND (version, position) >= ($2, $3) ORDER BY version, position, id LIMIT 1)`
+	if p.After != nil {
+		after = *p.After
+		first = strings.Replace(first, ">=", ">", 1)
+	}
+	rows, err := t.query(`WITH RECURSIVE g(version, position, id) AS (`+first+`
+		UNION ALL
+		SELECT x.version, x.position, x.id FROM g, LATERAL (SELECT version, position, id FROM runs
+			WHERE phase = 'waiting' AND flow = $1 AND (version, position) > (g.version, g.position)
+			ORDER BY version, position, id LIMIT 1) x)
+		SELECT version, position, id FROM g`+limitClause(p.Limit), p.Flow, after.Version, after.Position)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.ParkedGroup
+	for rows.Next() {
+		var g store.ParkedGroup
+		if err := rows.Scan(&g.Version, &g.Position, &g.First); err != nil {
+			return nil, err
+		}
+		out = append(out, g)
+	}
+	return out, rows.Err()
+}
+
+// RunParkedList reads one group of the runs_parked index, ids only.
+func (t *storeTx) RunParkedList(p store.RunParkedListParams) ([]string, error) {
+	if err := t.Open(); err != nil {
+		return nil, err
+	}
+	if !text(p.Flow, p.Version, p.Position, p.After) {
+		return nil, nil
+	}
+	rows, err := t.query(`SELECT id FROM runs WHERE phase = 'waiting' AND flow = $1 AND version = $2 AND position = $3 AND id > $4 ORDER BY id`+limitClause(p.Limit),
+		p.Flow, p.Version, p.Position, p.After)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
 }
 
 // ---- continuations ----

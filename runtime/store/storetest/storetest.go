@@ -49,6 +49,7 @@ func Run(t *testing.T, open Opener) {
 		{"RunListNewest", testRunListNewest},
 		{"RunListNewestPaging", testRunListNewestPaging},
 		{"RunCount", testRunCount},
+		{"RunParked", testRunParked},
 		{"OwnerSpend", testOwnerSpend},
 		{"Continuations", testContinuations},
 		{"Dedup", testDedup},
