@@ -350,7 +350,6 @@ func (a *agentLoop) messages() []chat.Message {
 	return msgs
 }
 
-
 // reservation is a turn's worst case in budget units: the prompt
 // estimated at a third of the request's bytes plus max_tokens of output,
 // at the model's prices, rounded up; the model tool's declared per-call
