@@ -131,7 +131,9 @@ func TestCounterfactualThroughTheLLMPlugin(t *testing.T) {
 	if err := os.WriteFile(recording, []byte(out), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errb = d.cli("--plugins", d.plugins, "test", "--model", "large", "--config", cfg, recording)
+	// The replay's default wall-time bound (a minute) is a user's; this
+	// one launches the llm plugin on a machine make test loads fully.
+	code, out, errb = d.cli("--plugins", d.plugins, "test", "--timeout", "10m", "--model", "large", "--config", cfg, recording)
 	for _, want := range []string{"FAIL", "a@1 turn 1: differs", "recorded: testkit.echo", "replayed: mail.send", "never called in a replay"} {
 		if code != 1 || !strings.Contains(out, want) {
 			t.Fatalf("counterfactual: exit %d, want %q in\n%s%s", code, want, out, errb)

@@ -46,7 +46,7 @@ func TestIRJSONGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	flowtest.Golden(t, "testdata/research.ir.json", append(data, '\n'))
-	for _, s := range []string{`"deadline": "10m0s"`, `"timeout": "30d"`, `"at_most_once": true`, `"ir_version": 3`} {
+	for _, s := range []string{`"deadline": "10m0s"`, `"timeout": "30d"`, `"at_most_once": true`, `"ir_version": 4`, `"projections"`} {
 		if !strings.Contains(string(data), s) {
 			t.Errorf("encoding lacks %s", s)
 		}
