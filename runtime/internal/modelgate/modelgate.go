@@ -6,9 +6,9 @@
 // plugin waits (docs/design.md §9).
 //
 // A minute's limits are a sliding window of the turns admitted, at the
-// instants they were admitted (held a Margin past the minute), with their token estimates (the reported
-// usage once they end): no 60-second span ever holds more than the
-// limits, which is never more than a provider's token bucket of the same
+// instants they were admitted (each held a Margin past its minute), with
+// their token estimates (the reported usage once they end): no 60-second
+// span ever holds more than the limits, which is never more than a provider's token bucket of the same
 // size allows, nor a provider's own window. A turn that does not fit is
 // booked: told the first instant it would fit behind every turn booked
 // before it, and once that instant has come it goes before any turn that
