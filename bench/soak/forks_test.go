@@ -60,7 +60,17 @@ func forkViolationCases() []violationCase {
 	resent.f.records.mailRuns["run-fork-1"] = 1
 	elsewhere := mailForkState()
 	elsewhere.f.forked[0].ForkedFrom.Node = "prep"
+	// Kills failed a fork as they may any run: its task lost its lease
+	// too often. A fork that failed otherwise is a violation.
+	killed, failed := forkState(3), forkState(3)
+	for _, s := range []*state{killed, failed} {
+		s.f.forked[0].Phase, s.f.forked[0].Output = apitypes.PhaseFailed, nil
+		s.f.forked[0].Error = &apitypes.RunError{Code: "E_ATTEMPTS_EXCEEDED", Message: "the task lost its lease 5 times"}
+	}
+	killed.f.events[killed.f.forked[0].ID] = []apitypes.Event{{Type: "leased"}, {Type: "expired"}, {Type: "failed"}}
 	return []violationCase{
+		{"forks: a fork kills failed by design", check(killed), checkForks, ""},
+		{"forks: a fork failed without a lost lease", check(failed), checkForks, "want the source's output"},
 		{"forks: each copied its source's results", check(forkState(3)), checkForks, ""},
 		{"forks: mail forks sent only where they had leave", check(mailForkState()), checkForks, ""},
 		{"forks: a copied send ran again", check(resent), checkForks, "a copied send ran again"},

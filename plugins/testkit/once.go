@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -85,7 +86,10 @@ func runOnce(ctx context.Context, call *sdk.Call) (any, error) {
 	return json.RawMessage(out), nil
 }
 
-// recordOnce writes the effect: a line of the log and the key's result.
+// recordOnce writes the effect: a line of the log — the effect itself,
+// one write the process cannot be killed in the middle of — then the
+// key's result, which a kill between the two leaves unwritten (the probe
+// then reads the log).
 func recordOnce(call *sdk.Call, out []byte) error {
 	path := onceRecord(call.StateDir, call.IdempotencyKey)
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
@@ -111,6 +115,12 @@ func probeOnce(ctx context.Context, call *sdk.Call) (sdk.ReconcileAnswer, error)
 		return sdk.ReconcileAnswer{}, err
 	}
 	recorded, err := os.ReadFile(onceRecord(call.StateDir, call.IdempotencyKey))
+	if errors.Is(err, os.ErrNotExist) {
+		// Killed after the effect and before its record: the log says.
+		onceMu.Lock()
+		recorded, err = loggedOnce(call.StateDir, call.IdempotencyKey)
+		onceMu.Unlock()
+	}
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return sdk.ReconcileAnswer{}, err
 	}
@@ -136,4 +146,22 @@ func probeOnce(ctx context.Context, call *sdk.Call) (sdk.ReconcileAnswer, error)
 		time.Sleep(time.Hour)
 	}
 	return sdk.ReconcileAnswer{Outcome: sdk.ReconcileUnknown}, nil
+}
+
+// loggedOnce is the result the log holds for key's effect, or
+// os.ErrNotExist when the log holds none.
+func loggedOnce(stateDir, key string) ([]byte, error) {
+	b, err := os.ReadFile(filepath.Join(stateDir, OnceLog))
+	if err != nil {
+		return nil, err
+	}
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		var e struct {
+			Key string `json:"key"`
+		}
+		if json.Unmarshal(line, &e) == nil && e.Key == key {
+			return line, nil
+		}
+	}
+	return nil, os.ErrNotExist
 }
