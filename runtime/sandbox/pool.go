@@ -758,7 +758,7 @@ func (w *worker) wait() error {
 	switch {
 	case strings.Contains(head, "stack overflow") || strings.Contains(head, "stack exceeds"):
 		return &flows.LimitError{Limit: flows.LimitDepth, Detail: fmt.Sprintf("the evaluation recursed past the sandbox's stack of %d MiB", WorkerStack>>20)}
-	case strings.Contains(head, "out of memory") || strings.Contains(head, "cannot allocate memory"):
+	case strings.Contains(head, "out of memory") || strings.Contains(head, "cannot allocate memory") || runtimeSignal(head):
 		return &flows.LimitError{Limit: flows.LimitMemory, Detail: "the evaluation needed more memory than the sandbox allows"}
 	case ws.Signaled() && ws.Signal() == syscall.SIGXCPU:
 		return &flows.LimitError{Limit: flows.LimitTime, Detail: "the evaluation used up its CPU time"}
@@ -774,6 +774,17 @@ func (w *worker) wait() error {
 		return fmt.Errorf("sandbox worker died: %s", line)
 	}
 	return nil
+}
+
+// runtimeSignal says a worker died of a signal its Go runtime could not
+// turn into a panic: a fault outside Go code, or inside the runtime
+// itself. A worker runs only Go, so that is the runtime refused memory by
+// the worker's RLIMIT_DATA where it cannot say so (a new thread's stack, a
+// span it needed), not the evaluation's fault: a nil dereference in Go
+// code is a "panic:" instead.
+func runtimeSignal(head string) bool {
+	return strings.HasPrefix(strings.TrimSpace(head), "SIGSEGV: segmentation violation") ||
+		strings.Contains(head, "fatal error: unexpected signal during runtime execution")
 }
 
 func fileExists(path string) bool {
