@@ -414,6 +414,13 @@ func setupAgentConfig(t *testing.T, cfg Config, m *fakeModel) *agentBundle {
 		// after a real lost lease).
 		cfg.LeaseTimeout = 24 * time.Hour
 	}
+	if cfg.QueueTimeout == 0 {
+		// Nor may a queued task's deadline pass under them: a jump past
+		// an approval's TTL while the approved call's task waits for its
+		// dispatch dropped it with E_QUEUE_TIMEOUT
+		// (TestAgentApprovalInTimeBeatsItsExpiry, twice under load).
+		cfg.QueueTimeout = 24 * time.Hour
+	}
 	st, _ := cfg.Store.(*memstore.Store)
 	if h, ok := cfg.Store.(*hookedStore); ok {
 		st = h.Store
