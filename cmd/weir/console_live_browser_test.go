@@ -229,8 +229,15 @@ func TestConsoleLiveTurnInBrowser(t *testing.T) {
 		if len(got) <= before {
 			t.Fatalf("no stream asked for again after the cut: %q", got)
 		}
-		if again := got[len(got)-1]; !strings.Contains(again, "deltas=1") || !strings.Contains(again, "/a@1.2/") {
-			t.Errorf("the stream was asked for again as %q, want deltas from its last id, in turn a@1.2", again)
+		// The browser's reconnect carries the last id it saw; on a loaded
+		// machine it may also have retried once before the proxy let it
+		// through, so the resume is any request since the cut.
+		resumed := false
+		for _, again := range got[before:] {
+			resumed = resumed || strings.Contains(again, "deltas=1") && strings.Contains(again, "/a@1.2/")
+		}
+		if !resumed {
+			t.Errorf("the stream was asked for again as %q, want deltas from its last id, in turn a@1.2", got[before:])
 		}
 	})
 
